@@ -138,7 +138,10 @@ class WordPieceTokenizer:
     def batch(self, examples: Sequence[str | tuple[str, str]], max_length: int = 512,
               device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
         """Encode and pad to the longest example: model-ready tensors [B, T]."""
-        encs = self.encode_batch(examples, max_length)
+        return self.tensors(self.encode_batch(examples, max_length), device)
+
+    def tensors(self, encs: Sequence[Encoded], device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+        """Pad already-encoded examples to the longest one and stack them: [B, T] tensors."""
         T = max(len(e.input_ids) for e in encs)
         encs = [self._pad(e, T) for e in encs]
         return {

@@ -1,0 +1,1 @@
+"""Analyses of a BERT: features, attention statistics, embeddings, probes (no Streamlit here)."""

@@ -1,0 +1,25 @@
+"""BERT Explorer, home page: `streamlit run run_app.py --server.address 127.0.0.1 --browser.gatherUsageStats false`."""
+import pandas as pd
+import streamlit as st
+
+from bert_explorer.app.models import available_models
+
+st.set_page_config(page_title="BERT Explorer", page_icon="🔎", layout="wide")
+st.title("BERT Explorer")
+st.markdown(
+    """
+**BERT** (Devlin et al. 2019) is a stack of bidirectional Transformer encoder layers. It reads a
+sentence (or a pair, `[CLS] A [SEP] B [SEP]`) as WordPiece tokens, adds token, segment and
+position embeddings, and lets every token attend to every other token in every layer. It is
+pre-trained on unlabelled text with two tasks — predict masked words (MLM) and tell whether
+sentence B follows sentence A (NSP) — then fine-tuned with one small extra layer per task.
+
+This app runs **our own PyTorch implementation** of that model (checked number-for-number
+against Hugging Face `transformers` on the same weights), so what you see is what the paper
+describes: Section 3 for the model and pre-training, Section 4 for fine-tuning, Section 5 for
+the ablations.
+"""
+)
+st.subheader("Models you can load")
+st.caption("Short names work offline; any Hugging Face-style BERT checkpoint directory works too.")
+st.dataframe(pd.DataFrame(available_models()), hide_index=True, width="stretch")

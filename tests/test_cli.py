@@ -1,0 +1,100 @@
+"""The headless CLI: google-research/bert's feature format, export, and one-line errors."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from bert_explorer.cli import main
+
+transformers = pytest.importorskip("transformers")
+
+
+def run(*argv):
+    """The real console entry point in a subprocess: what a user sees, stderr included."""
+    return subprocess.run([sys.executable, "-m", "bert_explorer.cli", *argv], capture_output=True, text=True)
+
+
+def test_extract_features_matches_transformers_hidden_states(tmp_path, minilm_dir):
+    inp = tmp_path / "in.txt"
+    inp.write_text("The cat sat on the mat.\n\nHe went to the bank. ||| He deposited his money.\n")
+    out = tmp_path / "features.jsonl"
+    assert main(["extract-features", "--model", "minilm", "--input", str(inp), "--output", str(out),
+                 "--layers=-1,-2,0", "--max-seq-length", "10"]) == 0
+    records = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["linex_index"] for r in records] == [0, 1]  # the blank line is skipped
+
+    tok = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
+    hf = transformers.BertModel.from_pretrained(str(minilm_dir)).eval()
+    for rec, (a, b) in zip(records, [("The cat sat on the mat.", None),
+                                    ("He went to the bank.", "He deposited his money.")]):
+        enc = tok(a, b, return_tensors="pt", truncation=True, max_length=10)
+        with torch.no_grad():
+            hs = hf(**enc, output_hidden_states=True).hidden_states[1:]  # encoder layers only
+        tokens = tok.convert_ids_to_tokens(enc["input_ids"][0])
+        assert [f["token"] for f in rec["features"]] == tokens
+        for t, feat in enumerate(rec["features"]):
+            assert [layer["index"] for layer in feat["layers"]] == [-1, -2, 0]
+            for layer in feat["layers"]:
+                expected = hs[layer["index"]][0, t]
+                assert len(layer["values"]) == 384
+                assert torch.allclose(torch.tensor(layer["values"]), expected, atol=2e-5)
+    assert len(records[1]["features"]) == 10  # the pair was truncated to --max-seq-length
+
+
+def test_export_loads_in_transformers_without_missing_keys(tmp_path, minilm_dir):
+    out = tmp_path / "exported"
+    assert main(["export", "--model", str(minilm_dir), "--output", str(out)]) == 0
+    model, info = transformers.BertModel.from_pretrained(str(out), output_loading_info=True)
+    assert info["missing_keys"] == set() or not info["missing_keys"]
+    assert not info["unexpected_keys"]
+    assert (out / "vocab.txt").read_text() == (minilm_dir / "vocab.txt").read_text()
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "is empty"),
+    (b"\x00\x01\x02binary", "binary"),
+])
+def test_bad_input_file_gives_one_line_error(tmp_path, content, message):
+    inp = tmp_path / "in.txt"
+    inp.write_bytes(content)
+    r = run("extract-features", "--model", "minilm", "--input", str(inp), "--output", str(tmp_path / "o.jsonl"))
+    assert r.returncode == 2
+    assert message in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_latin1_input_is_read_and_the_user_is_told(tmp_path):
+    inp = tmp_path / "in.txt"
+    inp.write_bytes("Caf\xe9 au lait.\n".encode("latin-1"))
+    r = run("extract-features", "--model", "minilm", "--input", str(inp), "--output", str(tmp_path / "o.jsonl"),
+            "--layers=-1")
+    assert r.returncode == 0, r.stderr
+    assert "Latin-1" in r.stderr
+    tokens = [f["token"] for f in json.loads((tmp_path / "o.jsonl").read_text())["features"]]
+    assert "cafe" in tokens  # uncased vocab strips the accent of the correctly decoded é
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["info", "--model", "no-such-model"], "no model called 'no-such-model'"),
+    (["extract-features", "--model", "minilm", "--input", "missing.txt", "--output", "o.jsonl"], "does not exist"),
+])
+def test_user_mistakes_exit_2_without_traceback(tmp_path, argv, message):
+    r = run(*argv)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_out_of_range_layer_is_a_user_error(tmp_path):
+    inp = tmp_path / "in.txt"
+    inp.write_text("hello world\n")
+    r = run("extract-features", "--model", "minilm", "--input", str(inp), "--output", str(tmp_path / "o.jsonl"),
+            "--layers=-7")
+    assert r.returncode == 2 and "out of range" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o.jsonl").exists() and not (tmp_path / "o.jsonl.partial").exists()
+
+
+def test_not_a_checkpoint_directory(tmp_path):
+    r = run("info", "--model", str(tmp_path))
+    assert r.returncode == 2 and "not a checkpoint directory" in r.stderr
