@@ -45,8 +45,18 @@ def _minilm_dir() -> Path | None:
     return d if (d / "config.json").is_file() else None
 
 
+def _shipped_dir() -> Path | None:
+    d = ASSETS / "bert-explorer-mini"
+    return d if (d / "config.json").is_file() else None
+
+
 # Short names a user can type instead of a path. Each entry says where it comes from.
 SHORT_NAMES = {
+    "explorer-mini": (
+        _shipped_dir,
+        "BERT Explorer mini (4 layers, H=256, A=4) pre-trained by this project with MLM + NSP on "
+        "BBC News and Wikipedia text; has both pre-training heads (assets/bert-explorer-mini)",
+    ),
     "minilm": (
         _minilm_dir,
         "all-MiniLM-L6-v2 (sentence-transformers; 6 layers, H=384, A=12, uncased; encoder only, "
@@ -243,7 +253,7 @@ def state_dict_for_export(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def save(model: nn.Module, tokenizer: WordPieceTokenizer, directory: str | Path,
-         extra_files: dict[str, str] | None = None) -> Path:
+         extra_files: dict[str, str] | None = None, write_extra=None) -> Path:
     """Write a checkpoint directory atomically: everything goes to a temporary sibling that is
     renamed into place at the end, so a crash never leaves a half-written checkpoint."""
     final = Path(directory)
@@ -257,6 +267,8 @@ def save(model: nn.Module, tokenizer: WordPieceTokenizer, directory: str | Path,
         tokenizer.save(tmp)
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text, encoding="utf-8")
+        if write_extra is not None:  # e.g. the trainer's optimiser state, inside the same atomic swap
+            write_extra(tmp)
         if final.exists():
             old = final.with_name(f".{final.name}.old-{os.getpid()}")
             os.replace(final, old)

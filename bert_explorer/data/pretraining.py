@@ -1,0 +1,403 @@
+"""Pre-training instances: the masked LM and next-sentence prediction data of BERT.
+
+The paper (Section 3.1, Appendix A.1) trains on two tasks at once:
+
+* **Masked LM.** 15% of the WordPiece tokens of each sequence are chosen at random; of those,
+  80% are replaced by ``[MASK]``, 10% by a random token and 10% are left unchanged, and the
+  model must predict the original token at every chosen position. Only replacing with
+  ``[MASK]`` would teach the model that real tokens never need a good representation, since
+  ``[MASK]`` never appears at fine-tuning time; the random and unchanged 10% make it keep a
+  contextual representation of *every* input token (Section 3.1; the ratios are compared in
+  Appendix C.2, Table 8, so they are configurable here).
+* **Next sentence prediction.** For each pair A, B: "50% of the time B is the actual next
+  sentence that follows A (labeled as IsNext), and 50% of the time it is a random sentence
+  from the corpus (labeled as NotNext)". A "sentence" is a span of contiguous text, not a
+  linguistic sentence: we pack whole sentences until the sequence is full.
+
+:func:`create_instances` follows google-research/bert ``create_pretraining_data.py`` (the
+comments say where it differs and why). Masks chosen there are *static*: ``dupe_factor``
+copies of the data get different masks. RoBERTa (Liu et al. 2019) instead masks each batch
+anew; :func:`collate` does that when given a :class:`MaskingConfig` ("dynamic masking").
+Two more objectives share the machinery: ``"mlm"`` (one segment, no NSP; RoBERTa found NSP
+unnecessary) and ``"ltr"`` (left-to-right language modelling, the paper's ablation in
+Section 5.1 / Table 5: no masking, next-token labels).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from collections import Counter, deque
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from ..model.heads import IGNORE
+from ..tokenizer import WordPieceTokenizer
+from .corpora import Document
+
+OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
+
+
+@dataclass
+class Instance:
+    """One pre-training sequence, ``[CLS] A [SEP] B [SEP]`` (``mlm+nsp``) or ``[CLS] A [SEP]``."""
+
+    input_ids: list[int]                  # [T], already masked when masking was static
+    token_type_ids: list[int]             # [T]: 0 for [CLS] A [SEP], 1 for B [SEP]
+    masked_positions: list[int] = field(default_factory=list)  # [P], ascending
+    masked_labels: list[int] = field(default_factory=list)     # [P]: the original ids there
+    is_random_next: bool = False          # NSP label: 1 = NotNext (B is random), 0 = IsNext
+
+    def original_ids(self) -> list[int]:
+        """The sequence before masking."""
+        ids = list(self.input_ids)
+        for p, label in zip(self.masked_positions, self.masked_labels):
+            ids[p] = label
+        return ids
+
+
+@dataclass(frozen=True)
+class MaskingConfig:
+    """How the masked-LM targets are chosen (Section 3.1; the ratios vary in Table 8)."""
+
+    mlm_probability: float = 0.15     # share of (non-special) tokens chosen as targets
+    mask_ratio: float = 0.8           # of the chosen: replaced by [MASK] ...
+    random_ratio: float = 0.1         # ... by a random token ...
+    keep_ratio: float = 0.1           # ... or left unchanged
+    max_predictions_per_seq: int = 20  # cap; 20 ~ 0.15 x 128 in the original scripts
+    whole_word: bool = False          # choose all pieces of a word together (the 2019 release)
+
+    def __post_init__(self):
+        ratios = (self.mask_ratio, self.random_ratio, self.keep_ratio)
+        if min(ratios) < 0 or abs(sum(ratios) - 1) > 1e-6:
+            raise ValueError(f"mask/random/keep ratios must be >= 0 and sum to 1, got {ratios}")
+        if not 0 < self.mlm_probability <= 1 or self.max_predictions_per_seq < 1:
+            raise ValueError("mlm_probability must be in (0, 1] and max_predictions_per_seq >= 1")
+
+
+def mask_tokens(input_ids: Sequence[int], special_ids: set[int], vocab_size: int,
+                cfg: MaskingConfig, rng: random.Random, word_starts: Sequence[bool] | None = None,
+                *, mask_id: int) -> tuple[list[int], list[int], list[int]]:
+    """Choose and corrupt masked-LM targets. Returns ``(new_ids, positions, labels)``.
+
+    The number of targets is 15% of the non-special tokens, rounded half up, at least 1 and
+    at most ``max_predictions_per_seq``: a fixed count per sequence (as in the original code)
+    rather than a coin per token, so every sequence carries a predictable amount of signal.
+    Special tokens ([CLS], [SEP], [PAD], [UNK], [MASK]) are never chosen. With whole-word
+    masking, ``word_starts[i]`` says whether piece ``i`` begins a word; a word is drawn as a
+    unit, and a word that would overshoot the count is skipped, as in the original. The
+    80/10/10 decision is then made per piece. A random replacement is drawn uniformly from the
+    non-special vocabulary (it equals the original with probability 1/V, which we allow).
+    """
+    if cfg.whole_word and word_starts is None:
+        raise ValueError("whole-word masking needs word_starts (which pieces begin a word)")
+    candidates = [i for i, t in enumerate(input_ids) if t not in special_ids]
+    if not candidates:
+        return list(input_ids), [], []
+    num_to_predict = min(cfg.max_predictions_per_seq,
+                         max(1, int(len(candidates) * cfg.mlm_probability + 0.5)))
+    groups: list[list[int]] = []
+    for i in candidates:
+        if cfg.whole_word and groups and groups[-1][-1] == i - 1 and not word_starts[i]:
+            groups[-1].append(i)                  # a "##" piece joins the word before it
+        else:
+            groups.append([i])
+    rng.shuffle(groups)
+    chosen: list[int] = []
+    for g in groups:
+        if len(chosen) >= num_to_predict:
+            break
+        if len(chosen) + len(g) <= num_to_predict:
+            chosen.extend(g)
+    chosen.sort()
+
+    new_ids = list(input_ids)
+    for p in chosen:
+        r = rng.random()
+        if r < cfg.mask_ratio:
+            new_ids[p] = mask_id
+        elif r < cfg.mask_ratio + cfg.random_ratio:
+            new_ids[p] = _random_token(vocab_size, special_ids, rng)
+        # else: keep the original token; the model must still predict it
+    return new_ids, chosen, [input_ids[p] for p in chosen]
+
+
+def _random_token(vocab_size: int, special_ids: set[int], rng: random.Random) -> int:
+    while True:  # rejection sampling: specials are a handful of ids out of thousands
+        t = rng.randrange(vocab_size)
+        if t not in special_ids:
+            return t
+
+
+def continuation_ids(tokenizer: WordPieceTokenizer) -> frozenset[int]:
+    """Ids of the "##" pieces, which continue the word before them."""
+    return frozenset(i for i in range(tokenizer.vocab_size)
+                     if tokenizer.id_to_token(i).startswith("##"))
+
+
+# ----- building instances -----------------------------------------------------------------
+def create_instances(documents: Sequence[Document], tokenizer: WordPieceTokenizer,
+                     max_seq_length: int = 128, short_seq_prob: float = 0.1,
+                     objective: str = "mlm+nsp", masking: MaskingConfig = MaskingConfig(),
+                     dupe_factor: int = 1, seed: int = 0, mask: bool = True) -> list[Instance]:
+    """Turn documents into shuffled pre-training instances, deterministically for a seed.
+
+    Sequences are usually filled to ``max_seq_length``: we pad to it anyway, so short ones
+    waste compute. But with probability ``short_seq_prob`` (10%) an instance gets a random
+    shorter target length in [2, max], so the model also sees the short inputs that
+    fine-tuning will give it (the original code's reasoning; we draw the target per instance,
+    where the original draws it once per document). ``dupe_factor`` passes over the data,
+    each with new segment choices and masks. ``mask=False`` leaves masking to :func:`collate`.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
+    pair = objective == "mlm+nsp"
+    max_num_tokens = max_seq_length - (3 if pair else 2)   # room for [CLS], [SEP] (, [SEP])
+    if max_num_tokens < 2:
+        raise ValueError(f"max_seq_length={max_seq_length} is too short")
+    rng = random.Random(seed)
+    docs = _tokenize_documents(documents, tokenizer)
+    if pair and len(docs) < 2:
+        raise ValueError("next-sentence prediction needs at least two non-empty documents")
+    cls, sep = tokenizer.cls_id, tokenizer.sep_id
+    specials = tokenizer.special_ids()
+    cont = continuation_ids(tokenizer) if masking.whole_word else frozenset()
+
+    instances = []
+    for _ in range(dupe_factor):
+        for d in range(len(docs)):
+            if pair:
+                raw = _pairs_from_document(docs, d, max_num_tokens, short_seq_prob, rng)
+            else:
+                raw = [(a, None, False) for a in _segments_from_document(
+                    docs[d], max_num_tokens, short_seq_prob, rng)]
+            for a, b, is_random_next in raw:
+                ids = [cls] + a + [sep] + (b + [sep] if b is not None else [])
+                types = [0] * (len(a) + 2) + ([1] * (len(b) + 1) if b is not None else [])
+                inst = Instance(ids, types, is_random_next=is_random_next)
+                if mask and objective != "ltr":
+                    starts = [t not in cont for t in ids] if masking.whole_word else None
+                    inst.input_ids, inst.masked_positions, inst.masked_labels = mask_tokens(
+                        ids, specials, tokenizer.vocab_size, masking, rng, starts,
+                        mask_id=tokenizer.mask_id)
+                instances.append(inst)
+    rng.shuffle(instances)  # so a batch mixes documents
+    return instances
+
+
+def _tokenize_documents(documents: Sequence[Document], tokenizer: WordPieceTokenizer,
+                        batch: int = 2000) -> list[list[list[int]]]:
+    """Documents -> sentences -> WordPiece ids; empty sentences and documents are dropped."""
+    flat = [(d, s) for d, doc in enumerate(documents) for s in doc if s.strip()]
+    out: list[list[list[int]]] = [[] for _ in documents]
+    for k in range(0, len(flat), batch):
+        chunk = flat[k:k + batch]
+        for (d, _), enc in zip(chunk, tokenizer.encode_batch([s for _, s in chunk])):
+            if len(enc.input_ids) > 2:
+                out[d].append(enc.input_ids[1:-1])  # drop the [CLS] ... [SEP] it adds
+    return [doc for doc in out if doc]
+
+
+def _target_length(max_num_tokens: int, short_seq_prob: float, rng: random.Random) -> int:
+    return rng.randint(2, max_num_tokens) if rng.random() < short_seq_prob else max_num_tokens
+
+
+def _pairs_from_document(docs: list[list[list[int]]], d: int, max_num_tokens: int,
+                         short_seq_prob: float, rng: random.Random):
+    """(A, B, is_random_next) triples from document ``d``.
+
+    Sentences are gathered into a chunk until it reaches the target length; the chunk is cut
+    at a random sentence boundary into A and the rest. Half the time B is that rest (IsNext);
+    half the time B is a run of sentences starting at a random sentence of a random *other*
+    document (NotNext), and the sentences of the chunk not used are put back, so no text is
+    wasted. Two changes to the original keep the classes 50/50: a chunk is never closed with a
+    single sentence while the document has more (a one-sentence chunk cannot give IsNext, and
+    the original makes it NotNext), and a lone leftover last sentence is dropped, not put back.
+    One-sentence documents give no pairs, but still serve as random B.
+    """
+    doc = docs[d]
+    if len(doc) < 2:
+        return []
+    out = []
+    chunk: list[list[int]] = []
+    length, i = 0, 0
+    target = _target_length(max_num_tokens, short_seq_prob, rng)
+    while i < len(doc):
+        chunk.append(doc[i])
+        length += len(doc[i])
+        # Full, unless it would leave the document's last sentence alone for the next chunk.
+        full = length >= target and len(chunk) >= 2 and i != len(doc) - 2
+        if i == len(doc) - 1 or full:
+            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            a = [t for seg in chunk[:a_end] for t in seg]
+            if len(chunk) == 1 or rng.random() < 0.5:
+                is_random_next = True
+                other = rng.randrange(len(docs) - 1)
+                other += other >= d                       # uniform over the other documents
+                rdoc = docs[other]
+                b: list[int] = []
+                for seg in rdoc[rng.randrange(len(rdoc)):]:
+                    b.extend(seg)
+                    if len(b) >= target - len(a):
+                        break
+                unused = len(chunk) - a_end
+                if unused + (len(doc) - 1 - i) >= 2:      # can still make a pair: put back
+                    i -= unused
+            else:
+                is_random_next = False
+                b = [t for seg in chunk[a_end:] for t in seg]
+            out.append((*_truncate_pair(a, b, max_num_tokens), is_random_next))
+            chunk, length = [], 0
+            target = _target_length(max_num_tokens, short_seq_prob, rng)
+        i += 1
+    return out
+
+
+def _truncate_pair(a: list[int], b: list[int], max_num_tokens: int) -> tuple[list[int], list[int]]:
+    """Longest-first: shorten the longer of A and B one token at a time. We cut A at its front
+    and B at its back, so the A|B junction, the very thing NSP judges, stays intact (the
+    original cuts front or back at random)."""
+    start, end = 0, len(b)
+    while (len(a) - start) + end > max_num_tokens:
+        if len(a) - start > end:
+            start += 1
+        else:
+            end -= 1
+    return a[start:], b[:end]
+
+
+def _segments_from_document(doc: list[list[int]], max_num_tokens: int, short_seq_prob: float,
+                            rng: random.Random) -> list[list[int]]:
+    """Single segments of whole consecutive sentences (RoBERTa's "DOC-SENTENCES"): a sentence
+    that does not fit starts the next segment; one longer than the target is cut, and its rest
+    starts the next segment, so no text is lost."""
+    queue = deque(doc)
+    out: list[list[int]] = []
+    chunk: list[int] = []
+    target = _target_length(max_num_tokens, short_seq_prob, rng)
+    while queue:
+        seg = queue.popleft()
+        if chunk and len(chunk) + len(seg) > target:
+            out.append(chunk)
+            chunk, target = [], _target_length(max_num_tokens, short_seq_prob, rng)
+        if not chunk and len(seg) > target:
+            queue.appendleft(seg[target:])
+            seg = seg[:target]
+        chunk.extend(seg)
+    return out + [chunk] if chunk else out
+
+
+# ----- batching ---------------------------------------------------------------------------
+def collate(instances: Sequence[Instance], pad_id: int, objective: str = "mlm+nsp",
+            masking: MaskingConfig | None = None, rng: random.Random | None = None,
+            special_ids: set[int] | None = None, vocab_size: int | None = None, *,
+            mask_id: int | None = None,
+            continuation_ids: frozenset[int] | None = None) -> dict[str, torch.Tensor]:
+    """Pad a batch to its longest instance; returns tensors ``input_ids``, ``token_type_ids``,
+    ``attention_mask``, ``labels`` (all [B, T]) and, for ``mlm+nsp``, ``next_sentence_label``
+    [B]. ``labels`` holds the original id at masked positions and IGNORE (-100) elsewhere.
+
+    Given ``masking`` (with ``rng``, ``special_ids``, ``vocab_size``, ``mask_id``, and for
+    whole-word masking ``continuation_ids``), stored masks are undone and new ones drawn:
+    dynamic masking. For ``ltr`` the label at t is the token at t+1 (IGNORE at the last real
+    token and at padding); the model must then be run with a causal attention mask.
+    """
+    if masking is not None and objective != "ltr":
+        if rng is None or special_ids is None or vocab_size is None or mask_id is None:
+            raise ValueError("dynamic masking needs rng, special_ids, vocab_size and mask_id")
+        if masking.whole_word and continuation_ids is None:
+            raise ValueError("dynamic whole-word masking needs continuation_ids (the '##' pieces)")
+    T = max(len(x.input_ids) for x in instances)
+    ids, types, attn, labels = [], [], [], []
+    for inst in instances:
+        seq, lab = inst.input_ids, [IGNORE] * T
+        if objective == "ltr":
+            seq = inst.original_ids()
+            lab[:len(seq) - 1] = seq[1:]
+        else:
+            positions, targets = inst.masked_positions, inst.masked_labels
+            if masking is not None:
+                orig = inst.original_ids()
+                starts = [t not in continuation_ids for t in orig] if masking.whole_word else None
+                seq, positions, targets = mask_tokens(orig, special_ids, vocab_size, masking, rng,
+                                                      starts, mask_id=mask_id)
+            for p, t in zip(positions, targets):
+                lab[p] = t
+        pad = T - len(seq)
+        ids.append(list(seq) + [pad_id] * pad)
+        types.append(inst.token_type_ids + [0] * pad)
+        attn.append([1] * len(seq) + [0] * pad)
+        labels.append(lab)
+    batch = {"input_ids": torch.tensor(ids), "token_type_ids": torch.tensor(types),
+             "attention_mask": torch.tensor(attn), "labels": torch.tensor(labels)}
+    if objective == "mlm+nsp":
+        batch["next_sentence_label"] = torch.tensor([int(x.is_random_next) for x in instances])
+    return batch
+
+
+# ----- files and statistics ---------------------------------------------------------------
+_FORMAT = "bert_explorer/pretraining-instances"
+
+
+def save_instances(path: str | Path, instances: Sequence[Instance], meta: dict) -> None:
+    """JSON lines: a header ``{"format", "version", "num_instances", "meta"}``, then one
+    instance per line. ``meta`` should record how they were made (tokenizer vocab size,
+    max_seq_length, objective, masking, seed). Gzipped when the name ends in ``.gz``."""
+    def default(o):  # a MaskingConfig in meta is stored as its fields
+        if is_dataclass(o):
+            return asdict(o)
+        raise TypeError(f"cannot store {type(o).__name__} in the instance file header")
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wt", encoding="utf-8") as f:
+        header = {"format": _FORMAT, "version": 1, "num_instances": len(instances), "meta": meta}
+        f.write(json.dumps(header, default=default) + "\n")
+        for inst in instances:
+            f.write(json.dumps(asdict(inst), separators=(",", ":")) + "\n")
+
+
+def load_instances(path: str | Path) -> tuple[list[Instance], dict]:
+    """Read a file written by :func:`save_instances`: ``(instances, meta)``."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        header = json.loads(f.readline() or "{}")
+        if header.get("format") != _FORMAT:
+            raise ValueError(f"{path} is not a pre-training instance file (no {_FORMAT} header)")
+        instances = [Instance(**json.loads(line)) for line in f if line.strip()]
+    return instances, header["meta"]
+
+
+def statistics(instances: Sequence[Instance], mask_id: int | None = None) -> dict:
+    """What the data really looks like. Masked positions are counted against the tokens that
+    could be masked (all but [CLS]/[SEP]); among them, which became [MASK], a random token, or
+    stayed unchanged. Without ``mask_id``, [MASK] is taken to be the most common replacement."""
+    lengths = [len(x.input_ids) for x in instances]
+    pairs = [x for x in instances if 1 in x.token_type_ids]
+    maskable = sum(n - (3 if 1 in x.token_type_ids else 2) for n, x in zip(lengths, instances))
+    replaced = Counter()
+    unchanged = chosen = 0
+    for x in instances:
+        for p, label in zip(x.masked_positions, x.masked_labels):
+            chosen += 1
+            if x.input_ids[p] == label:
+                unchanged += 1
+            else:
+                replaced[x.input_ids[p]] += 1
+    if mask_id is None and replaced:
+        mask_id = replaced.most_common(1)[0][0]
+    n_mask = replaced.get(mask_id, 0)
+    is_next = sum(not x.is_random_next for x in pairs) / len(pairs) if pairs else None
+    return {
+        "num_instances": len(instances),
+        "mean_length": sum(lengths) / max(1, len(lengths)),
+        "max_length": max(lengths, default=0),
+        "masked_fraction": chosen / max(1, maskable),
+        "predictions_per_instance": chosen / max(1, len(instances)),
+        "mask_fraction": n_mask / max(1, chosen),
+        "random_fraction": (chosen - unchanged - n_mask) / max(1, chosen),
+        "unchanged_fraction": unchanged / max(1, chosen),
+        "is_next_fraction": is_next,   # None without sentence pairs
+    }

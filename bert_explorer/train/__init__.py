@@ -1,0 +1,1 @@
+"""Training: pre-training (MLM + NSP) and fine-tuning loops, runs as directories."""

@@ -1,0 +1,36 @@
+"""The optimiser and schedule of the paper (Appendix A.2).
+
+Adam with lr 1e-4, β1 = 0.9, β2 = 0.999, L2 weight decay 0.01, learning-rate warm-up over the
+first steps, then linear decay to zero. The decay is decoupled (AdamW, as in the released
+code's AdamWeightDecayOptimizer) and, as there, not applied to LayerNorm parameters or biases:
+shrinking a LayerNorm gain or a bias towards zero is not a useful regulariser.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    decay, no_decay, seen = [], [], set()
+    for name, p in model.named_parameters():
+        if not p.requires_grad or id(p) in seen:  # tied weights appear under two names
+            continue
+        seen.add(id(p))
+        (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def make_optimizer(model: nn.Module, lr: float = 1e-4, weight_decay: float = 0.01,
+                   betas=(0.9, 0.999), eps: float = 1e-6) -> torch.optim.AdamW:
+    # eps 1e-6 as in the original BERT optimiser (PyTorch's default is 1e-8).
+    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=betas, eps=eps)
+
+
+def linear_warmup_decay(optimizer, warmup_steps: int, total_steps: int):
+    """lr × step/warmup during warm-up, then lr × (total - step)/(total - warmup), floored at 0."""
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / max(1, warmup_steps)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)

@@ -1,0 +1,317 @@
+"""Pre-training: masked LM + next-sentence prediction (Devlin et al. 2019, Section 3.1, A.2).
+
+The loop is flat on purpose: read it top to bottom. One *step* is one optimiser update over
+``batch_size × grad_accum × world_size`` sequences. Everything that decides which data a step
+sees (document order, masks) is a pure function of the seed and the step number, and the
+random state that dropout uses is saved with each checkpoint, so a resumed run continues the
+loss curve exactly where it stopped.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import signal
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from .. import checkpoint
+from ..data.corpora import load_corpus, split_documents, tiny_corpus
+from ..data.pretraining import MaskingConfig, collate, continuation_ids, create_instances
+from ..model import BertForPreTraining, preset
+from ..tokenizer import WordPieceTokenizer
+from .device import Device, pick_device
+from .optim import linear_warmup_decay, make_optimizer
+from .runs import Run
+
+OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
+
+
+@dataclass
+class PretrainConfig:
+    corpus: str = "bbc"             # a built-in corpus name (bbc, wiki, lee, tiny) or a text file
+    max_docs: int | None = None     # use only the first N documents (quick experiments)
+    held_out_fraction: float = 0.05  # documents kept out of training for evaluation
+    size: str = "mini"              # a preset: tiny, mini, small, medium, L4-H256, base, ...
+    objective: str = "mlm+nsp"      # mlm+nsp (BERT), mlm (No NSP), ltr (left-to-right LM, no NSP)
+    vocab: str = "train"            # "train" = learn WordPiece on the corpus, or a model/dir with vocab.txt
+    vocab_size: int = 8000
+    lowercase: bool = True
+    max_seq_length: int = 128       # the paper's first 90% of steps use 128
+    short_seq_prob: float = 0.1
+    mlm_probability: float = 0.15
+    mask_ratio: float = 0.8         # of the chosen positions: [MASK] ...
+    random_ratio: float = 0.1       # ... a random token ...
+    keep_ratio: float = 0.1         # ... or the token itself (Table 8 varies these)
+    max_predictions_per_seq: int = 20
+    whole_word: bool = False
+    dynamic_masking: bool = True    # new masks every time a sequence is seen (else dupe_factor copies)
+    dupe_factor: int = 1
+    batch_size: int = 32
+    grad_accum: int = 1
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    warmup_steps: int | None = None  # default: 10% of max_steps (the paper: 10k of 1M)
+    max_steps: int = 1000
+    clip_grad_norm: float = 1.0
+    log_every: int = 10
+    eval_every: int = 200
+    save_every: int = 500
+    eval_batches: int = 50
+    seed: int = 0
+    device: str = "auto"
+    amp: bool = True
+
+    def __post_init__(self):
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {self.objective!r}")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PretrainConfig":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def masking(self) -> MaskingConfig:
+        return MaskingConfig(self.mlm_probability, self.mask_ratio, self.random_ratio, self.keep_ratio,
+                             self.max_predictions_per_seq, self.whole_word)
+
+
+def model_flops_per_token(model: BertForPreTraining, seq_len: int, predicted_fraction: float) -> float:
+    """6·N (forward + backward of every non-embedding weight) + 12·L·H·T (attention scores and
+    mixing) + 6·V·H for each predicted token (the tied decoder, run only where there is a label)."""
+    c = model.config
+    emb = model.bert.embeddings
+    n_embed = sum(p.numel() for p in emb.parameters())
+    n = sum(p.numel() for p in model.parameters()) - n_embed
+    return 6 * n + 12 * c.num_layers * c.hidden_size * seq_len + 6 * c.vocab_size * c.hidden_size * predicted_fraction
+
+
+class _Sampler:
+    """Which training instance is sample number s? Epoch e = s // N walks a permutation seeded
+    with (seed, e). A pure function of s: resuming needs only the step number."""
+
+    def __init__(self, n: int, seed: int):
+        self.n, self.seed, self._perms = n, seed, {}
+
+    def __call__(self, s: int) -> int:
+        epoch, i = divmod(s, self.n)
+        if epoch not in self._perms:
+            g = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
+            self._perms = {epoch: torch.randperm(self.n, generator=g).tolist()}
+        return self._perms[epoch][i]
+
+
+def evaluate(model, instances, cfg: PretrainConfig, tok: WordPieceTokenizer, dev: Device) -> dict:
+    """Held-out MLM accuracy and perplexity (exp of the mean cross-entropy over predicted
+    tokens) and NSP accuracy. Masks of held-out instances are fixed, so numbers compare."""
+    model.eval()
+    correct = total = nsp_correct = nsp_total = 0
+    ce_sum = 0.0
+    bs = cfg.batch_size
+    with torch.no_grad(), dev.autocast():
+        for start in range(0, min(len(instances), cfg.eval_batches * bs), bs):
+            batch = collate(instances[start:start + bs], tok.pad_id, cfg.objective)
+            batch = {k: v.to(dev.device) for k, v in batch.items()}
+            out = model(**batch)
+            labels = batch["labels"][batch["labels"] != -100]
+            logits = out.mlm_logits.float()
+            ce_sum += torch.nn.functional.cross_entropy(logits, labels, reduction="sum").item()
+            correct += (logits.argmax(-1) == labels).sum().item()
+            total += labels.numel()
+            if "next_sentence_label" in batch:
+                nsp_correct += (out.nsp_logits.argmax(-1) == batch["next_sentence_label"]).sum().item()
+                nsp_total += batch["next_sentence_label"].numel()
+    model.train()
+    result = {"mlm_accuracy": correct / max(total, 1), "mlm_perplexity": math.exp(ce_sum / max(total, 1)),
+              "eval_tokens": total}
+    if nsp_total:
+        result["nsp_accuracy"] = nsp_correct / nsp_total
+    return result
+
+
+def _save(run: Run, model, tok, step: int, optimizer, scheduler, scaler, cfg: PretrainConfig,
+          metrics: dict | None = None) -> Path:
+    def write_state(d: Path):
+        torch.save({
+            "step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+            "scaler": scaler.state_dict(), "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        }, d / "training_state.pt")
+
+    extra = {"training_args.json": _json(asdict(cfg))}
+    if metrics:
+        extra["eval_metrics.json"] = _json(metrics)
+    path = checkpoint.save(model, tok, run.path / "checkpoints" / f"step-{step}", extra, write_state)
+    # Only the newest checkpoint keeps the (large) optimiser state; older ones stay loadable models.
+    for _, older in run.checkpoints():
+        if older != path:
+            (older / "training_state.pt").unlink(missing_ok=True)
+    return path
+
+
+def _json(d: dict) -> str:
+    return json.dumps(d, indent=2, default=str) + "\n"
+
+
+def build_tokenizer(cfg: PretrainConfig, train_docs) -> WordPieceTokenizer:
+    if cfg.vocab == "train":
+        return WordPieceTokenizer.train((s for doc in train_docs for s in doc), cfg.vocab_size, cfg.lowercase)
+    return WordPieceTokenizer.from_dir(checkpoint.resolve(cfg.vocab))
+
+
+def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = False,
+                    progress: bool = True) -> dict:
+    run = Run(run_dir)
+    dev = pick_device(cfg.device, cfg.amp)
+    if dev.is_main:
+        run.create(asdict(cfg), "pretrain")
+    latest = run.latest_checkpoint() if resume else None
+    if not resume and run.checkpoints():
+        raise ValueError(f"{run.path} already holds checkpoints; pass --resume to continue it or choose a new --output")
+    stop_signal = {"set": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop_signal.update(set=True))
+
+    # ----- data -------------------------------------------------------------------------------
+    docs = tiny_corpus() if cfg.corpus == "tiny" else load_corpus(cfg.corpus)
+    if cfg.max_docs:
+        docs = docs[: cfg.max_docs]
+    train_docs, held_docs = split_documents(docs, cfg.held_out_fraction, seed=cfg.seed)
+    tok = WordPieceTokenizer.from_dir(latest) if latest else build_tokenizer(cfg, train_docs)
+    masking = cfg.masking()
+    train = create_instances(train_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective, masking,
+                             dupe_factor=1 if cfg.dynamic_masking else cfg.dupe_factor, seed=cfg.seed,
+                             mask=not cfg.dynamic_masking)
+    held = create_instances(held_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective, masking,
+                            seed=cfg.seed + 1, mask=True)
+    if not train:
+        raise ValueError(f"corpus {cfg.corpus!r} gave no training sequences; it needs more text")
+    sampler = _Sampler(len(train), cfg.seed)
+    special = tok.special_ids()
+    pieces = continuation_ids(tok) if cfg.whole_word else None
+
+    # ----- model, optimiser -----------------------------------------------------------------
+    torch.manual_seed(cfg.seed)
+    config = preset(cfg.size, vocab_size=tok.vocab_size, causal=cfg.objective == "ltr")
+    model = BertForPreTraining(config).to(dev.device)
+    optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
+    warmup = cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.max_steps // 10)
+    scheduler = linear_warmup_decay(optimizer, warmup, cfg.max_steps)
+    scaler = dev.grad_scaler()
+    start_step = 0
+    if latest:
+        loaded = checkpoint.load(latest, "BertForPreTraining")
+        model.load_state_dict(loaded.model.state_dict())
+        state = torch.load(latest / "training_state.pt", map_location="cpu", weights_only=True)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        scaler.load_state_dict(state["scaler"])
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        start_step = state["step"]
+    ddp_model = model
+    if dev.distributed:
+        ddp_model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[dev.device.index] if dev.device.type == "cuda" else None,
+            # Without NSP the pooler and NSP head get no gradient; DDP must be told.
+            find_unused_parameters=cfg.objective != "mlm+nsp")
+    model.train()
+
+    per_step = cfg.batch_size * cfg.grad_accum * dev.world_size
+    flops_tok = model_flops_per_token(model, cfg.max_seq_length, masking.mlm_probability)
+    if dev.is_main:
+        run.write_status(state="running", pid=os.getpid(), step=start_step, max_steps=cfg.max_steps,
+                         device=dev.name, world_size=dev.world_size, started=time.time(),
+                         parameters=sum(p.numel() for p in model.parameters()),
+                         train_sequences=len(train), held_out_sequences=len(held))
+        run.log(f"{'resuming at' if latest else 'starting'} step {start_step}: {len(train)} training sequences, "
+                f"{len(held)} held out, {dev.name} x{dev.world_size}")
+    bar = None
+    if progress and dev.is_main:
+        from tqdm import tqdm
+        bar = tqdm(total=cfg.max_steps, initial=start_step, unit="step", dynamic_ncols=True)
+
+    # ----- the loop ---------------------------------------------------------------------------
+    t0, tokens_since, last = time.time(), 0, {}
+    step = start_step
+    state = "finished"
+    while step < cfg.max_steps:
+        if dev.is_main and (run.stop_requested() or stop_signal["set"]):
+            state = "stopped"
+        if dev.distributed:  # every rank must agree to stop at the same step
+            flag = torch.tensor([state == "stopped"], dtype=torch.int, device=dev.device)
+            dist.broadcast(flag, 0)
+            state = "stopped" if flag.item() else state
+        if state == "stopped":
+            break
+        losses = {"loss": 0.0, "mlm_loss": 0.0, "nsp_loss": 0.0}
+        for micro in range(cfg.grad_accum):
+            first = ((step * cfg.grad_accum + micro) * dev.world_size + dev.rank) * cfg.batch_size
+            items = [train[sampler(first + j)] for j in range(cfg.batch_size)]
+            rng = random.Random(f"{cfg.seed}-{first}")  # the masks of these sequences, this time
+            batch = collate(items, tok.pad_id, cfg.objective, masking if cfg.dynamic_masking else None,
+                            rng, special, tok.vocab_size, mask_id=tok.mask_id, continuation_ids=pieces)
+            batch = {k: v.to(dev.device, non_blocking=True) for k, v in batch.items()}
+            tokens_since += int(batch["attention_mask"].sum()) * dev.world_size
+            # Under DDP, gradients are averaged across GPUs only on the last micro-batch.
+            last_micro = micro == cfg.grad_accum - 1
+            ctx = ddp_model.no_sync() if dev.distributed and not last_micro else nullcontext()
+            with ctx:
+                with dev.autocast():
+                    out = ddp_model(**batch)
+                scaler.scale(out.loss / cfg.grad_accum).backward()
+            for k in losses:
+                v = getattr(out, k)
+                if v is not None:
+                    losses[k] += v.item() / cfg.grad_accum
+        scaler.unscale_(optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm).item()
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        if bar:
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses['loss']:.3f}")
+
+        if dev.is_main and (step % cfg.log_every == 0 or step == cfg.max_steps):
+            dt = time.time() - t0
+            tps = tokens_since / dt
+            peak = dev.peak_flops()
+            last = {"step": step, "split": "train", **{k: round(v, 5) for k, v in losses.items() if v},
+                    "lr": scheduler.get_last_lr()[0], "grad_norm": round(grad_norm, 4),
+                    "tokens_per_s": round(tps, 1), "time": time.time()}
+            if peak:
+                last["mfu"] = round(tps * flops_tok / (peak * dev.world_size), 4)
+            run.log_metrics(last)
+            remaining = (cfg.max_steps - step) * dt / max(1, cfg.log_every)
+            run.write_status(step=step, last=last, eta_s=round(remaining))
+            t0, tokens_since = time.time(), 0
+        if dev.is_main and (step % cfg.eval_every == 0 or step == cfg.max_steps) and held:
+            ev = {"step": step, "split": "eval", **evaluate(model, held, cfg, tok, dev), "time": time.time()}
+            run.log_metrics(ev)
+            run.write_status(eval=ev)
+            run.log(f"step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in ev.items()
+                                                  if k not in ("step", "split", "time")))
+        if dev.is_main and step % cfg.save_every == 0 and step < cfg.max_steps:
+            _save(run, model, tok, step, optimizer, scheduler, scaler, cfg)
+    if bar:
+        bar.close()
+
+    final = {}
+    if dev.is_main:
+        final = evaluate(model, held, cfg, tok, dev) if held else {}
+        _save(run, model, tok, step, optimizer, scheduler, scaler, cfg, final)
+        run.clear_stop()
+        run.write_status(state=state, step=step, eval_final=final, finished=time.time())
+        run.log(f"{state} at step {step}")
+    if dev.distributed:
+        dist.barrier()
+    return {"step": step, "state": state, **final}
