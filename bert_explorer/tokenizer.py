@@ -62,6 +62,7 @@ class WordPieceTokenizer:
         tok.train_from_iterator(
             texts, vocab_size=vocab_size, min_frequency=min_frequency,
             special_tokens=SPECIAL_TOKENS, limit_alphabet=1000, wordpieces_prefix="##",
+            show_progress=False,
         )
         return cls(tok.get_vocab(), lowercase=lowercase)
 

@@ -162,11 +162,28 @@ def _json(d: dict) -> str:
 def build_tokenizer(cfg: PretrainConfig, train_docs) -> WordPieceTokenizer:
     if cfg.vocab == "train":
         return WordPieceTokenizer.train((s for doc in train_docs for s in doc), cfg.vocab_size, cfg.lowercase)
+    if (Path(cfg.vocab) / "vocab.txt").is_file():  # a bare tokenizer directory
+        return WordPieceTokenizer.from_dir(cfg.vocab)
     return WordPieceTokenizer.from_dir(checkpoint.resolve(cfg.vocab))
 
 
+def _run_tokenizer(cfg, run: Run, train_docs, dev: Device, latest: Path | None) -> WordPieceTokenizer:
+    """The run's vocabulary, fixed once in run_dir/tokenizer. Learning WordPiece with
+    ``tokenizers`` is not reproducible from process to process (ties between equally frequent
+    merges are broken in hash order), so a resumed run and every DDP rank read the saved one."""
+    if latest:
+        return WordPieceTokenizer.from_dir(latest)
+    tok_dir = run.path / "tokenizer"
+    if dev.is_main and not (tok_dir / "vocab.txt").exists():
+        build_tokenizer(cfg, train_docs).save(tok_dir)
+    if dev.distributed:
+        dist.barrier()  # the other ranks wait for rank 0's vocabulary
+    return WordPieceTokenizer.from_dir(tok_dir)
+
+
 def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = False,
-                    progress: bool = True) -> dict:
+                    progress: bool = True, on_step=None) -> dict:
+    """Pre-train into ``run_dir``; ``on_step(step, losses)`` is called after every update."""
     run = Run(run_dir)
     dev = pick_device(cfg.device, cfg.amp)
     if dev.is_main:
@@ -182,7 +199,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     if cfg.max_docs:
         docs = docs[: cfg.max_docs]
     train_docs, held_docs = split_documents(docs, cfg.held_out_fraction, seed=cfg.seed)
-    tok = WordPieceTokenizer.from_dir(latest) if latest else build_tokenizer(cfg, train_docs)
+    tok = _run_tokenizer(cfg, run, train_docs, dev, latest)
     masking = cfg.masking()
     train = create_instances(train_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective, masking,
                              dupe_factor=1 if cfg.dynamic_masking else cfg.dupe_factor, seed=cfg.seed,
@@ -238,7 +255,9 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         bar = tqdm(total=cfg.max_steps, initial=start_step, unit="step", dynamic_ncols=True)
 
     # ----- the loop ---------------------------------------------------------------------------
-    t0, tokens_since, last = time.time(), 0, {}
+    # tokens/s counts only time spent in training steps (not evaluation or checkpoint writing)
+    train_time, tokens_since, last = 0.0, 0, {}
+    last_log = time.time()
     step = start_step
     state = "finished"
     while step < cfg.max_steps:
@@ -250,6 +269,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
             state = "stopped" if flag.item() else state
         if state == "stopped":
             break
+        t_step = time.time()
         losses = {"loss": 0.0, "mlm_loss": 0.0, "nsp_loss": 0.0}
         for micro in range(cfg.grad_accum):
             first = ((step * cfg.grad_accum + micro) * dev.world_size + dev.rank) * cfg.batch_size
@@ -277,13 +297,15 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         step += 1
+        if dev.device.type == "cuda":
+            torch.cuda.synchronize()
+        train_time += time.time() - t_step
         if bar:
             bar.update(1)
             bar.set_postfix(loss=f"{losses['loss']:.3f}")
 
         if dev.is_main and (step % cfg.log_every == 0 or step == cfg.max_steps):
-            dt = time.time() - t0
-            tps = tokens_since / dt
+            tps = tokens_since / max(train_time, 1e-9)
             peak = dev.peak_flops()
             last = {"step": step, "split": "train", **{k: round(v, 5) for k, v in losses.items() if v},
                     "lr": scheduler.get_last_lr()[0], "grad_norm": round(grad_norm, 4),
@@ -291,9 +313,9 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
             if peak:
                 last["mfu"] = round(tps * flops_tok / (peak * dev.world_size), 4)
             run.log_metrics(last)
-            remaining = (cfg.max_steps - step) * dt / max(1, cfg.log_every)
+            remaining = (cfg.max_steps - step) * (time.time() - last_log) / max(1, cfg.log_every)
             run.write_status(step=step, last=last, eta_s=round(remaining))
-            t0, tokens_since = time.time(), 0
+            train_time, tokens_since, last_log = 0.0, 0, time.time()
         if dev.is_main and (step % cfg.eval_every == 0 or step == cfg.max_steps) and held:
             ev = {"step": step, "split": "eval", **evaluate(model, held, cfg, tok, dev), "time": time.time()}
             run.log_metrics(ev)
@@ -302,10 +324,21 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
                                                   if k not in ("step", "split", "time")))
         if dev.is_main and step % cfg.save_every == 0 and step < cfg.max_steps:
             _save(run, model, tok, step, optimizer, scheduler, scaler, cfg)
+        if on_step is not None:
+            on_step(step, losses)
     if bar:
         bar.close()
 
     final = {}
+    if dev.distributed:
+        # Every rank holds its own copy of the weights; DDP keeps them identical by averaging
+        # gradients. Check it: gather a checksum of each rank's parameters.
+        checksum = torch.tensor([sum(p.double().sum().item() for p in model.parameters())], device=dev.device)
+        sums = [torch.zeros_like(checksum) for _ in range(dev.world_size)]
+        dist.all_gather(sums, checksum)
+        if dev.is_main:
+            sums = [float(x.item()) for x in sums]
+            run.write_status(rank_checksums=sums, ranks_in_sync=max(sums) - min(sums) <= 1e-6 * abs(sums[0]))
     if dev.is_main:
         final = evaluate(model, held, cfg, tok, dev) if held else {}
         _save(run, model, tok, step, optimizer, scheduler, scaler, cfg, final)
