@@ -35,7 +35,7 @@ OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
 
 @dataclass
 class PretrainConfig:
-    corpus: str = "bbc"             # a built-in corpus name (bbc, wiki, lee, tiny) or a text file
+    corpus: str = "bbc"             # built-in name (bbc, wiki, lee, tiny), a text file, or "bbc+wiki"
     max_docs: int | None = None     # use only the first N documents (quick experiments)
     held_out_fraction: float = 0.05  # documents kept out of training for evaluation
     size: str = "mini"              # a preset: tiny, mini, small, medium, L4-H256, base, ...
@@ -167,6 +167,14 @@ def build_tokenizer(cfg: PretrainConfig, train_docs) -> WordPieceTokenizer:
     return WordPieceTokenizer.from_dir(checkpoint.resolve(cfg.vocab))
 
 
+def _documents(corpus: str) -> list:
+    """A corpus name, a path, or several joined with '+' (e.g. "bbc+wiki+lee")."""
+    docs = []
+    for part in corpus.split("+"):
+        docs += tiny_corpus() if part == "tiny" else load_corpus(part)
+    return docs
+
+
 def _run_tokenizer(cfg, run: Run, train_docs, dev: Device, latest: Path | None) -> WordPieceTokenizer:
     """The run's vocabulary, fixed once in run_dir/tokenizer. Learning WordPiece with
     ``tokenizers`` is not reproducible from process to process (ties between equally frequent
@@ -195,7 +203,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     signal.signal(signal.SIGTERM, lambda *_: stop_signal.update(set=True))
 
     # ----- data -------------------------------------------------------------------------------
-    docs = tiny_corpus() if cfg.corpus == "tiny" else load_corpus(cfg.corpus)
+    docs = _documents(cfg.corpus)
     if cfg.max_docs:
         docs = docs[: cfg.max_docs]
     train_docs, held_docs = split_documents(docs, cfg.held_out_fraction, seed=cfg.seed)
