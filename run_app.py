@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from bert_explorer.app.models import available_models
+from bert_explorer.app.models import available_models, builtin_corpora
 
 st.set_page_config(page_title="BERT Explorer", page_icon="🔎", layout="wide")
 st.title("BERT Explorer")
@@ -23,3 +23,8 @@ the ablations.
 st.subheader("Models you can load")
 st.caption("Short names work offline; any Hugging Face-style BERT checkpoint directory works too.")
 st.dataframe(pd.DataFrame(available_models()), hide_index=True, width="stretch")
+
+st.subheader("Built-in text, no download")
+st.caption("Real corpora read from installed packages; pre-training and fine-tuning use them. "
+           "Check each licence before you publish a model trained on it.")
+st.dataframe(pd.DataFrame(builtin_corpora()), hide_index=True, width="stretch")

@@ -195,6 +195,20 @@ def cmd_probe(args) -> int:
     return 0
 
 
+def cmd_corpora(args) -> int:
+    from .data.corpora import BUILTIN_CORPORA
+
+    rows = [{"name": c.name, "installed": c.available, "description": c.description,
+             "provenance": c.provenance, "licence": c.licence} for c in BUILTIN_CORPORA.values()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            print(f"{r['name']}{'' if r['installed'] else ' (not installed)'}: {r['description']}\n"
+                  f"  source:  {r['provenance']}\n  licence: {r['licence']}\n")
+    return 0
+
+
 def _ratios(text: str) -> tuple[float, float, float]:
     try:
         parts = tuple(float(x) for x in text.split(","))
@@ -263,6 +277,10 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--b", required=True)
     n.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_probe)
+
+    s = sub.add_parser("corpora", help="the built-in corpora, their provenance and licences")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_corpora)
 
     s = sub.add_parser("info", help="size and heads of a model")
     s.add_argument("--model", required=True, help=model_help)

