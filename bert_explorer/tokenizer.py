@@ -37,6 +37,9 @@ class Encoded:
 class WordPieceTokenizer:
     def __init__(self, vocab: str | Path | dict[str, int], lowercase: bool = True):
         self.lowercase = lowercase
+        # The vocab file's own lines, kept so that save() writes them back unchanged: ids are
+        # line numbers, and a file with a repeated line must not shift the ids that follow.
+        self._lines = None if isinstance(vocab, dict) else Path(vocab).read_text(encoding="utf-8").splitlines()
         self._tok = BertWordPieceTokenizer(
             vocab if isinstance(vocab, dict) else str(vocab), lowercase=lowercase
         )
@@ -70,8 +73,8 @@ class WordPieceTokenizer:
         """Write vocab.txt (ids = line numbers), tokenizer.json and tokenizer_config.json."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        vocab = sorted(self._tok.get_vocab().items(), key=lambda kv: kv[1])
-        (d / "vocab.txt").write_text("".join(t + "\n" for t, _ in vocab), encoding="utf-8")
+        lines = self._lines or [t for t, _ in sorted(self._tok.get_vocab().items(), key=lambda kv: kv[1])]
+        (d / "vocab.txt").write_text("".join(t + "\n" for t in lines), encoding="utf-8")
         self._tok.save(str(d / "tokenizer.json"))
         (d / "tokenizer_config.json").write_text(json.dumps({
             "tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase,
@@ -111,7 +114,8 @@ class WordPieceTokenizer:
     def encode(self, text: str, pair: str | None = None, max_length: int | None = None,
                pad_to: int | None = None) -> Encoded:
         """[CLS] text [SEP] (pair [SEP]); longest-first truncation to ``max_length`` tokens:
-        the longer sentence loses its last piece until the pair fits (as in the original code)."""
+        the longer sentence loses its last piece until the pair fits (as transformers does;
+        on an odd split the extra piece goes to the longer sentence, B on a tie)."""
         return self.encode_batch([text if pair is None else (text, pair)], max_length, pad_to)[0]
 
     def encode_batch(self, examples: Sequence[str | tuple[str, str]], max_length: int | None = None,
@@ -135,6 +139,31 @@ class WordPieceTokenizer:
                 sequence_ids=list(e.sequence_ids) + [None] * pad,
             ))
         return out
+
+    def encode_words(self, sentences: Sequence[Sequence[str]], max_length: int | None = None) -> list[Encoded]:
+        """Encode already-split words (NER): ``word_ids`` maps each piece back to its word, so a
+        label can go on the first piece of every word (paper, Section 5.3)."""
+        if max_length is not None:
+            self._tok.enable_truncation(max_length, strategy="longest_first")
+        else:
+            self._tok.no_truncation()
+        return [self._from_encoding(e) for e in self._tok.encode_batch([list(s) for s in sentences],
+                                                                        is_pretokenized=True)]
+
+    def encode_windows(self, question: str, context: str, max_length: int, stride: int) -> list[Encoded]:
+        """[CLS] question [SEP] context-window [SEP] for every window of a long context; windows
+        overlap by ``stride`` tokens so each answer is seen whole in at least one (the
+        "document stride" of the original SQuAD code)."""
+        self._tok.enable_truncation(max_length, stride=stride, strategy="only_second")
+        try:
+            first = self._tok.encode(question, context)
+        finally:
+            self._tok.no_truncation()
+        return [self._from_encoding(e) for e in [first, *first.overflowing]]
+
+    def _from_encoding(self, e) -> Encoded:
+        return Encoded(e.ids, e.type_ids, [1] * len(e.ids), e.tokens, [tuple(o) for o in e.offsets],
+                       list(e.word_ids), list(e.sequence_ids))
 
     def batch(self, examples: Sequence[str | tuple[str, str]], max_length: int = 512,
               device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
@@ -172,5 +201,6 @@ def _lowercase_setting(d: Path) -> bool:
         if "lowercase" in norm:
             return bool(norm["lowercase"])
     # The original BERT convention: a vocab with no upper-case letters is an uncased one.
-    text = (d / "vocab.txt").read_text(encoding="utf-8")
-    return not any(c.isupper() for c in text if c.isalpha())
+    # Special tokens such as [CLS] do not count.
+    lines = (d / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    return not any("A" <= c <= "Z" for t in lines if not (t.startswith("[") and t.endswith("]")) for c in t)

@@ -73,6 +73,12 @@ class BertPreTrainingHeads(nn.Module):
         self.seq_relationship = nn.Linear(config.hidden_size, 2)
 
 
+def _name_labels(config: BertConfig, n: int) -> None:
+    """transformers sizes a head from len(id2label): keep it consistent with the head we build."""
+    if len(config.id2label) != n:
+        config.id2label = {i: f"LABEL_{i}" for i in range(n)}
+
+
 def _init_new(module: nn.Module, config: BertConfig) -> None:
     module.apply(lambda m: init_weights(m, config.initializer_range))
 
@@ -127,6 +133,9 @@ class BertForSequenceClassification(nn.Module):
         super().__init__()
         self.config = config
         self.num_labels = num_labels or max(len(config.id2label), 1)
+        _name_labels(config, self.num_labels)
+        if self.num_labels == 1:
+            config.problem_type = "regression"
         self.bert = BertModel(config)
         self.dropout = nn.Dropout(config.dropout)
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)
@@ -156,6 +165,7 @@ class BertForTokenClassification(nn.Module):
         super().__init__()
         self.config = config
         self.num_labels = num_labels or len(config.id2label)
+        _name_labels(config, self.num_labels)
         self.bert = BertModel(config, add_pooling_layer=False)
         self.dropout = nn.Dropout(config.dropout)
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)
@@ -179,6 +189,7 @@ class BertForQuestionAnswering(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.config = config
+        _name_labels(config, 2)  # transformers sizes qa_outputs by the number of labels
         self.bert = BertModel(config, add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)  # row 0 = S, row 1 = E
         _init_new(self.qa_outputs, config)

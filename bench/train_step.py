@@ -1,0 +1,196 @@
+"""How fast is one pre-training step? Our BertForPreTraining against transformers' on the same config.
+
+    python bench/train_step.py [--size mini] [--batch 32] [--seq 128] [--steps 5] [--warmup 2]
+                               [--device cpu|cuda] [--threads N]
+
+One step = forward + backward + AdamW update with the MLM + NSP loss (paper, Section 3.1). Both
+models get the same weights, the same batches and the same labels: the original ids at a random
+15% of the positions and -100 elsewhere, plus a random IsNext/NotNext label. Our head runs the
+V-way output layer only at the labelled positions; transformers' computes it for every token
+(that is how it works, and part of what is measured). The same number of untimed warm-up steps
+runs for each model first, and the timed steps alternate A B B A ..., so drift in the machine's
+speed (other processes, clocks, heat) falls on both equally. On CUDA both run under bf16 autocast.
+
+Model FLOPs per token (the same for both, the work the loss actually needs):
+    6·N + 12·L·H·T  +  6·V·H·p
+N = parameters that take part in matrix products for every token (embedding tables excluded),
+12·L·H·T = the attention score and weighted-sum products (forward+backward), and 6·V·H·p = the
+tied output layer at the fraction p of tokens that carry an MLM label. Achieved TFLOP/s =
+tokens/s × that number: work transformers spends on unlabelled positions does not count.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import statistics
+import time
+
+import torch
+
+from bert_explorer.model import IGNORE, PRESETS, BertForPreTraining, preset
+
+
+def make_batches(n: int, batch: int, seq: int, vocab: int, mask_prob: float, device, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        ids = torch.randint(5, vocab, (batch, seq), generator=g)
+        ids[:, 0] = 2  # [CLS]
+        tt = torch.zeros(batch, seq, dtype=torch.long)
+        tt[:, seq // 2:] = 1
+        chosen = torch.rand(batch, seq, generator=g) < mask_prob
+        chosen[:, 0] = False
+        labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE))
+        ids = torch.where(chosen, torch.full_like(ids, 4), ids)  # [MASK]
+        nsp = torch.randint(0, 2, (batch,), generator=g)
+        out.append({k: v.to(device) for k, v in {
+            "input_ids": ids, "token_type_ids": tt, "attention_mask": torch.ones_like(ids),
+            "labels": labels, "next_sentence_label": nsp}.items()})
+    return out
+
+
+def hf_twin(ours: BertForPreTraining):
+    """transformers' BertForPreTraining with our config (SDPA attention) and our weights."""
+    import transformers
+
+    c = ours.config
+    hf_config = transformers.BertConfig(
+        vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=c.num_layers,
+        num_attention_heads=c.num_heads, intermediate_size=c.intermediate_size,
+        max_position_embeddings=c.max_position_embeddings, type_vocab_size=c.type_vocab_size,
+        hidden_dropout_prob=c.dropout, attention_probs_dropout_prob=c.attention_dropout,
+        layer_norm_eps=c.layer_norm_eps, pad_token_id=c.pad_token_id, attn_implementation="sdpa")
+    hf = transformers.BertForPreTraining(hf_config)
+    head = hf.cls.predictions
+    tied = {  # transformers ties these to the parameters named on the right, as we do
+        "cls.predictions.decoder.bias": head.decoder.bias.data_ptr() == head.bias.data_ptr(),
+        "cls.predictions.decoder.weight": (head.decoder.weight.data_ptr()
+                                           == hf.bert.embeddings.word_embeddings.weight.data_ptr()),
+    }
+    result = hf.load_state_dict(ours.state_dict(), strict=False)
+    missing = [k for k in result.missing_keys
+               if not k.endswith(("position_ids", "token_type_ids")) and not tied.get(k)]
+    if missing or result.unexpected_keys:
+        raise RuntimeError(f"weights did not transfer: missing {missing}, unexpected {result.unexpected_keys}")
+    return hf, transformers.__version__
+
+
+def flops_per_token(model: BertForPreTraining, seq: int, mask_fraction: float) -> dict[str, float]:
+    c = model.config
+    embeddings = model.bert.embeddings
+    tables = {id(embeddings.word_embeddings.weight), id(embeddings.position_embeddings.weight),
+              id(embeddings.token_type_embeddings.weight)}
+    n = sum(p.numel() for p in model.parameters() if id(p) not in tables)
+    parts = {
+        "6N": 6.0 * n,
+        "12LHT": 12.0 * c.num_layers * c.hidden_size * seq,
+        "6VHp": 6.0 * c.vocab_size * c.hidden_size * mask_fraction,
+    }
+    parts["N"] = n
+    parts["total"] = parts["6N"] + parts["12LHT"] + parts["6VHp"]
+    return parts
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", default="mini", choices=list(PRESETS))
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per model")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps per model first")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    ap.add_argument("--mask-prob", type=float, default=0.15)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA GPU is available")
+    device = torch.device(args.device)
+    torch.manual_seed(args.seed)
+
+    config = preset(args.size)
+    ours = BertForPreTraining(config)
+    hf, hf_version = hf_twin(ours)
+    ours.to(device)
+    hf.to(device)
+
+    batches = make_batches(args.warmup + args.steps, args.batch, args.seq, config.vocab_size,
+                           args.mask_prob, device, args.seed)
+    labelled = sum(int((b["labels"] != IGNORE).sum()) for b in batches) / (len(batches) * args.batch * args.seq)
+
+    def autocast():
+        if device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    # Same weights -> same loss (dropout off for this check only).
+    with torch.no_grad(), autocast():
+        ours.eval(), hf.eval()
+        l_ours = float(ours(**batches[0]).loss)
+        l_hf = float(hf(**batches[0]).loss)
+    ours.train(), hf.train()
+
+    runners = {}
+    for name, model in (("ours", ours), ("transformers", hf)):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+
+        def step(batch, model=model, opt=opt):
+            opt.zero_grad(set_to_none=True)
+            with autocast():
+                loss = model(**batch).loss
+            loss.backward()
+            opt.step()
+            return loss.detach()
+
+        runners[name] = step
+
+    def timed(name, batch):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        loss = runners[name](batch)
+        float(loss)  # waits for the step on any device
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    times = {"ours": [], "transformers": []}
+    order = ["ours", "transformers"]
+    for i, batch in enumerate(batches):
+        for name in (order if i % 2 == 0 else order[::-1]):  # A B, B A, A B, ...
+            t = timed(name, batch)
+            if i >= args.warmup:
+                times[name].append(t)
+
+    f = flops_per_token(ours, args.seq, labelled)
+    tokens = args.batch * args.seq
+    threads = torch.get_num_threads()
+    print(f"bench/train_step.py  size={args.size} (L={config.num_layers}, H={config.hidden_size}, "
+          f"A={config.num_heads}, FFN={config.intermediate_size}, V={config.vocab_size})  "
+          f"batch={args.batch} x seq={args.seq}  steps={args.steps} (+{args.warmup} warm-up each)")
+    dev = (torch.cuda.get_device_name(device) + ", bf16 autocast" if device.type == "cuda"
+           else f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), "
+                f"{threads} thread{'s' if threads != 1 else ''}, fp32")
+    print(f"device: {dev};  torch {torch.__version__}, transformers {hf_version} (attn_implementation=sdpa)")
+    print(f"MLM-labelled tokens: {labelled:.1%};  same weights: initial loss ours {l_ours:.4f}, "
+          f"transformers {l_hf:.4f}")
+    print(f"model FLOPs/token: 6N = {f['6N'] / 1e6:.1f}M (N = {f['N'] / 1e6:.2f}M non-embedding params) "
+          f"+ 12LHT = {f['12LHT'] / 1e6:.1f}M + 6VH·p = {f['6VHp'] / 1e6:.1f}M  "
+          f"= {f['total'] / 1e6:.1f} MFLOP/token")
+    rate = {}
+    for name, ts in times.items():
+        total = sum(ts)
+        rate[name] = tokens * len(ts) / total
+        print(f"{name:>13}: {rate[name]:10,.0f} tokens/s   step median {statistics.median(ts) * 1e3:8.1f} ms "
+              f"(min {min(ts) * 1e3:.1f}, max {max(ts) * 1e3:.1f})   "
+              f"{rate[name] * f['total'] / 1e12:.3f} TFLOP/s")
+    print(f"ours / transformers: {rate['ours'] / rate['transformers']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
