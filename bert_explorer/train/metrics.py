@@ -1,0 +1,533 @@
+"""Evaluation metrics for fine-tuning (paper, Section 4).
+
+BERT is judged on many benchmarks, and each benchmark has its own way of keeping score. This
+module computes all of them, in plain Python and numpy, so that the numbers we print can be
+compared with the paper's tables:
+
+==========================  ===============================================================
+Benchmark                   What it reports
+==========================  ===============================================================
+MNLI, QNLI, RTE, SST-2,     accuracy: the fraction of examples whose predicted label is the
+WNLI, SWAG                  gold label (:func:`accuracy`).
+MRPC, QQP                   F1 of the positive class ("is a paraphrase" / "is a duplicate")
+                            together with accuracy (:func:`binary_f1`), because the classes
+                            are unbalanced and accuracy alone flatters a lazy model.
+CoLA                        Matthews correlation coefficient (:func:`mcc`): about 70% of its
+                            sentences are acceptable, so a model that always says
+                            "acceptable" gets 70% accuracy but an MCC of 0.
+STS-B                       Pearson and Spearman correlation between the predicted and the
+                            human similarity scores (:func:`pearson`, :func:`spearman`).
+CoNLL-2003 NER              entity-level F1 (:func:`entity_f1`): an entity counts only when
+                            both its boundaries and its type are exactly right, as in the
+                            ``conlleval`` script.
+SQuAD v1.1 / v2.0           exact match and token-overlap F1 against the best of several
+                            human answers (:func:`squad_scores`), following the official
+                            evaluation scripts.
+==========================  ===============================================================
+
+Every function returns plain Python numbers, lists and dicts, so its result can be written to
+``metrics.json`` as it is. Where a metric is undefined (a correlation with a constant input, an
+F1 with nothing to count) we return ``0.0`` instead of ``nan``: it means "no evidence of skill",
+it keeps the JSON valid, and model selection ("keep the checkpoint with the best score") still
+works. Each such case is stated in the function's docstring.
+"""
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections import Counter
+from collections.abc import Hashable, Iterable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "accuracy", "macro_f1", "binary_f1", "mcc", "pearson", "spearman", "confusion_matrix",
+    "bio_entities", "entity_f1", "squad_normalize", "squad_exact_match", "squad_f1", "squad_scores",
+    "classification_report", "regression_report",
+]
+
+
+# ----------------------------------------------------------------------------------------------
+# Small helpers
+# ----------------------------------------------------------------------------------------------
+
+def _plain(value):
+    """A numpy scalar becomes the matching Python scalar (so that JSON can write it)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _pair(y_true: Iterable, y_pred: Iterable) -> tuple[list, list]:
+    """Both label sequences as lists of plain Python values, checked to have the same length."""
+    t = [_plain(v) for v in y_true]
+    p = [_plain(v) for v in y_pred]
+    if len(t) != len(p):
+        raise ValueError(f"y_true has {len(t)} items but y_pred has {len(p)}")
+    return t, p
+
+
+def _label_set(*sequences: list) -> list:
+    """Every label that occurs, sorted when the labels can be sorted, else in order of appearance."""
+    seen = dict.fromkeys(v for seq in sequences for v in seq)
+    try:
+        return sorted(seen)
+    except TypeError:
+        return list(seen)
+
+
+def _f1_from_counts(tp: int, fp: int, fn: int) -> float:
+    """F1 = 2·P·R / (P + R), written as 2·TP / (2·TP + FP + FN), which needs no special case when
+    P or R is zero. With nothing to count at all (TP = FP = FN = 0) we return 0.0."""
+    denominator = 2 * tp + fp + fn
+    return 2 * tp / denominator if denominator else 0.0
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator else 0.0
+
+
+def _per_class_counts(t: list, p: list, labels: Sequence) -> dict:
+    """For each label: true positives, false positives and false negatives."""
+    counts = {label: [0, 0, 0] for label in labels}
+    for a, b in zip(t, p):
+        if a == b:
+            if a in counts:
+                counts[a][0] += 1
+        else:
+            if b in counts:
+                counts[b][1] += 1  # predicted b, but it was not b
+            if a in counts:
+                counts[a][2] += 1  # it was a, but we did not predict a
+    return counts
+
+
+# ----------------------------------------------------------------------------------------------
+# Classification: accuracy, F1, Matthews correlation, confusion matrix
+# ----------------------------------------------------------------------------------------------
+
+def accuracy(y_true: Iterable, y_pred: Iterable) -> float:
+    """The fraction of examples whose predicted label equals the gold label.
+
+    This is the headline number for MNLI, QNLI, RTE, SST-2, WNLI and SWAG, and it is reported
+    next to F1 for MRPC and QQP. With no examples at all we return 0.0.
+    """
+    t, p = _pair(y_true, y_pred)
+    return _ratio(sum(a == b for a, b in zip(t, p)), len(t))
+
+
+def confusion_matrix(y_true: Iterable, y_pred: Iterable, labels: Sequence | None = None) -> list[list[int]]:
+    """Count how often each true label was predicted as each label.
+
+    Row ``i`` is the *true* label ``labels[i]`` and column ``j`` the *predicted* label
+    ``labels[j]`` (the same orientation as scikit-learn). The diagonal holds the correct
+    predictions; everything off the diagonal is a mistake, and reading along a row shows what a
+    class gets confused with. Without ``labels`` we use every label that occurs, sorted. An
+    example whose true or predicted label is not in ``labels`` is left out.
+    """
+    t, p = _pair(y_true, y_pred)
+    labels = _label_set(t, p) if labels is None else [_plain(v) for v in labels]
+    index = {label: i for i, label in enumerate(labels)}
+    matrix = [[0] * len(labels) for _ in labels]
+    for a, b in zip(t, p):
+        if a in index and b in index:
+            matrix[index[a]][index[b]] += 1
+    return matrix
+
+
+def binary_f1(y_true: Iterable, y_pred: Iterable, positive: Hashable) -> float:
+    """F1 of one class, the ``positive`` one: the harmonic mean of precision and recall.
+
+    Precision asks "of the examples we called positive, how many were?" and recall asks "of the
+    positive examples, how many did we find?". GLUE reports this F1 for MRPC and QQP, with label
+    1 ("paraphrase", "duplicate") as the positive class. If the positive class occurs neither in
+    the gold labels nor in the predictions, there is nothing to measure and we return 0.0.
+    """
+    t, p = _pair(y_true, y_pred)
+    positive = _plain(positive)
+    tp, fp, fn = _per_class_counts(t, p, [positive])[positive]
+    return _f1_from_counts(tp, fp, fn)
+
+
+def macro_f1(y_true: Iterable, y_pred: Iterable, labels: Sequence | None = None) -> float:
+    """The unweighted mean of the per-class F1 scores ("macro" average).
+
+    Every class counts the same, however rare it is, so a model cannot score well by ignoring
+    the small classes. Rules for classes that are missing:
+
+    * a class that occurs in the gold labels but is never predicted has F1 = 0 and pulls the
+      mean down;
+    * a class in ``labels`` that occurs neither in the gold labels nor in the predictions is
+      skipped (scikit-learn would count it as 0; we do not punish a model for a class that the
+      evaluation set does not contain).
+
+    Without ``labels`` we use every label that occurs in either sequence. Returns 0.0 when there
+    is no class to average over.
+    """
+    t, p = _pair(y_true, y_pred)
+    labels = _label_set(t, p) if labels is None else [_plain(v) for v in labels]
+    scores = [_f1_from_counts(tp, fp, fn)
+              for tp, fp, fn in _per_class_counts(t, p, labels).values() if tp + fp + fn > 0]
+    return _ratio(sum(scores), len(scores))
+
+
+def mcc(y_true: Iterable, y_pred: Iterable) -> float:
+    """Matthews correlation coefficient, the CoLA metric, for any number of classes.
+
+    It is the correlation between the true and the predicted labels: +1 for perfect
+    predictions, 0 for predictions no better than chance (including always predicting the same
+    class), -1 for perfectly wrong binary predictions. Unlike accuracy it is not fooled by
+    unbalanced classes.
+
+    For two classes it is the familiar (TP·TN − FP·FN) / √((TP+FP)(TP+FN)(TN+FP)(TN+FN)). For K
+    classes we use Gorodkin's (2004) R_K, computed from the confusion matrix C with n examples,
+    c = trace(C) correct predictions, t_k = how often class k is true (row sums) and
+    p_k = how often it is predicted (column sums)::
+
+        MCC = (c·n − Σ_k p_k·t_k) / √((n² − Σ_k p_k²) · (n² − Σ_k t_k²))
+
+    When the denominator is zero (all gold labels or all predictions are one class) the
+    correlation is undefined and we return 0.0, as scikit-learn does.
+    """
+    t, p = _pair(y_true, y_pred)
+    n = len(t)
+    true_counts, pred_counts = Counter(t), Counter(p)
+    correct = sum(a == b for a, b in zip(t, p))
+    covariance = correct * n - sum(pred_counts[k] * true_counts[k] for k in true_counts)
+    var_pred = n * n - sum(v * v for v in pred_counts.values())
+    var_true = n * n - sum(v * v for v in true_counts.values())
+    if var_pred == 0 or var_true == 0:
+        return 0.0
+    value = covariance / math.sqrt(var_pred * var_true)  # exact integer product, one rounding
+    return float(min(1.0, max(-1.0, value)))
+
+
+def classification_report(y_true: Iterable, y_pred: Iterable, labels: Sequence | None = None,
+                          positive: Hashable | None = None) -> dict:
+    """Everything the fine-tuning loop records for a classification task, in one call.
+
+    Returns a dict with
+
+    * ``accuracy``, ``macro_f1`` and ``mcc`` (see those functions);
+    * ``f1``: for a two-class task only, the F1 of the positive class, as GLUE reports for MRPC
+      and QQP. The positive class is ``positive`` if given, else the second label (label 1 in
+      GLUE's numbering, e.g. "equivalent" for MRPC);
+    * ``per_class``: ``{label: {precision, recall, f1, support}}``, support being the number of
+      gold examples of that class (keys are the labels turned into strings, so that JSON keeps
+      them as they are);
+    * ``confusion_matrix`` (rows = true, columns = predicted) and the ``labels`` that index it.
+    """
+    t, p = _pair(y_true, y_pred)
+    labels = _label_set(t, p) if labels is None else [_plain(v) for v in labels]
+    counts = _per_class_counts(t, p, labels)
+    report = {"accuracy": accuracy(t, p), "macro_f1": macro_f1(t, p, labels), "mcc": mcc(t, p)}
+    if len(labels) == 2:
+        report["f1"] = binary_f1(t, p, labels[1] if positive is None else positive)
+    report["per_class"] = {
+        str(label): {"precision": _ratio(tp, tp + fp), "recall": _ratio(tp, tp + fn),
+                     "f1": _f1_from_counts(tp, fp, fn), "support": tp + fn}
+        for label, (tp, fp, fn) in counts.items()
+    }
+    report["confusion_matrix"] = confusion_matrix(t, p, labels)
+    report["labels"] = list(labels)
+    return report
+
+
+# ----------------------------------------------------------------------------------------------
+# Regression: Pearson and Spearman correlation (STS-B)
+# ----------------------------------------------------------------------------------------------
+
+def _vectors(x: Iterable, y: Iterable) -> tuple[np.ndarray, np.ndarray]:
+    a = np.asarray(list(x), dtype=np.float64).ravel()
+    b = np.asarray(list(y), dtype=np.float64).ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"x has {a.size} values but y has {b.size}")
+    return a, b
+
+
+def pearson(x: Iterable[float], y: Iterable[float]) -> float:
+    """Pearson correlation: how well a straight line relates the two lists of numbers.
+
+    r = Σ(x_i − x̄)(y_i − ȳ) / √(Σ(x_i − x̄)² · Σ(y_i − ȳ)²), between −1 and +1. STS-B reports
+    it (with Spearman) between the predicted similarity and the human rating.
+
+    If either input is constant (zero variance) or has fewer than two values, the correlation
+    is undefined: scipy returns ``nan`` there, we return 0.0 (a model that predicts the same
+    score for every pair has shown no skill). Inputs must be finite.
+    """
+    a, b = _vectors(x, y)
+    if a.size < 2 or a.min() == a.max() or b.min() == b.max():
+        return 0.0
+    a = a - a.mean()
+    b = b - b.mean()
+    a /= np.linalg.norm(a)  # normalise first, so that large values cannot overflow the product
+    b /= np.linalg.norm(b)
+    return float(np.clip(np.dot(a, b), -1.0, 1.0))
+
+
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks 1..n; tied values all get the mean of the ranks they occupy (e.g. 2.5, 2.5)."""
+    order = np.argsort(values, kind="stable")
+    sorted_values = values[order]
+    ranks = np.empty(values.size, dtype=np.float64)
+    start = 0
+    while start < values.size:
+        end = start + 1
+        while end < values.size and sorted_values[end] == sorted_values[start]:
+            end += 1
+        ranks[order[start:end]] = (start + 1 + end) / 2  # mean of the ranks start+1 .. end
+        start = end
+    return ranks
+
+
+def spearman(x: Iterable[float], y: Iterable[float]) -> float:
+    """Spearman rank correlation: the Pearson correlation of the *ranks* of the values.
+
+    It asks only whether the two lists go up and down together, not whether they are related by
+    a straight line, so any monotonic relationship scores 1. Tied values get the average of the
+    ranks they share (the usual convention, as ``scipy.stats.spearmanr``). STS-B reports it
+    next to Pearson. A constant input gives 0.0 (scipy: ``nan``), as in :func:`pearson`.
+    """
+    a, b = _vectors(x, y)
+    if a.size < 2:
+        return 0.0
+    return pearson(_average_ranks(a), _average_ranks(b))
+
+
+def regression_report(y_true: Iterable[float], y_pred: Iterable[float]) -> dict:
+    """What the fine-tuning loop records for a regression task such as STS-B: ``pearson``,
+    ``spearman`` and the mean squared error ``mse`` (the training loss, for reference).
+    With no examples, all three are 0.0."""
+    a, b = _vectors(y_true, y_pred)
+    mse = float(np.mean((a - b) ** 2)) if a.size else 0.0
+    return {"pearson": pearson(a, b), "spearman": spearman(a, b), "mse": mse}
+
+
+# ----------------------------------------------------------------------------------------------
+# Named-entity recognition: entities from tags, entity-level F1 (CoNLL-2003)
+# ----------------------------------------------------------------------------------------------
+
+# Tag prefixes we understand. B = begin, I = inside, E = end, S = single-token entity;
+# BILOU's L (last) and U (unit) mean the same as E and S.
+_PREFIX_ALIASES = {"B": "B", "I": "I", "E": "E", "S": "S", "L": "E", "U": "S"}
+
+
+def _split_tag(tag: str) -> tuple[str, str]:
+    """"B-PER" -> ("B", "PER"); "O" -> ("O", ""). A tag with no known prefix, like "PER", is
+    read as "I-PER" (the IO scheme, where neighbouring tokens of one type form one entity)."""
+    if tag in ("O", "", None):
+        return "O", ""
+    head, sep, rest = tag.partition("-")
+    if sep and head.upper() in _PREFIX_ALIASES:
+        return _PREFIX_ALIASES[head.upper()], rest
+    return "I", tag
+
+
+def _entity_ends(prev: str, prev_type: str, tag: str, tag_type: str) -> bool:
+    """Does an entity end between the previous token and this one? (conlleval's rules.)"""
+    if prev in ("E", "S"):
+        return True  # E and S close their entity themselves
+    if prev in ("B", "I") and tag in ("B", "S", "O"):
+        return True  # a new beginning, or leaving the entity
+    return prev != "O" and prev_type != tag_type  # the type changes
+
+
+def _entity_starts(prev: str, prev_type: str, tag: str, tag_type: str) -> bool:
+    """Does an entity start at this token? (conlleval's rules.)"""
+    if tag in ("B", "S"):
+        return True
+    if tag in ("I", "E") and prev in ("O", "E", "S"):
+        return True  # IOB1: an I- (or E-) with nothing open before it begins an entity
+    return tag != "O" and prev_type != tag_type  # the type changes
+
+
+def bio_entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    """Read the entities out of one sentence's tags, as ``(type, start, end)`` spans with
+    ``end`` exclusive: ``["B-PER", "I-PER", "O", "B-LOC"]`` gives
+    ``[("PER", 0, 2), ("LOC", 3, 4)]``.
+
+    CoNLL-2003 marks entities with BIO tags: B-X begins an entity of type X, I-X continues it,
+    O is outside any entity. We read the tags the way the official ``conlleval`` script does,
+    which also accepts the older IOB1 scheme and sloppy model output:
+
+    * an I-X after O (or at the start of the sentence) begins a new entity, as if it were B-X;
+    * an I-X right after an entity of another type ends that entity and begins a new one;
+    * a B-X always begins a new entity, even right after another X.
+
+    The BIOES/IOBES scheme (E-X ends an entity, S-X is a one-token entity) and BILOU (L-X,
+    U-X) are read too, so the same function serves every tagging scheme.
+    """
+    entities: list[tuple[str, int, int]] = []
+    prev, prev_type, start = "O", "", None
+    for i, raw in enumerate(list(tags) + ["O"]):  # the final O closes the last entity
+        tag, tag_type = _split_tag(raw)
+        if start is not None and _entity_ends(prev, prev_type, tag, tag_type):
+            entities.append((prev_type, start, i))
+            start = None
+        if i < len(tags) and _entity_starts(prev, prev_type, tag, tag_type):
+            start = i
+        prev, prev_type = tag, tag_type
+    return entities
+
+
+def _sentences(seqs) -> list[list[str]]:
+    """A list of tag sequences; a single flat list of tags counts as one sentence."""
+    seqs = list(seqs)
+    if seqs and isinstance(seqs[0], str):
+        return [seqs]
+    return [list(s) for s in seqs]
+
+
+def entity_f1(true_tag_seqs, pred_tag_seqs) -> dict:
+    """Entity-level precision, recall and F1, the CoNLL-2003 NER metric.
+
+    Both arguments are lists of sentences, each a list of tags (one flat list is taken as one
+    sentence). The entities of every sentence are read with :func:`bio_entities`; a predicted
+    entity is correct only if a gold entity has *exactly* the same start, end and type. So a
+    predicted entity with a wrong boundary counts twice against the model: once as a false
+    positive (the entity it predicted does not exist) and once as a false negative (the real
+    entity was missed). The counts are added up over the whole data set before dividing
+    ("micro" average), like ``conlleval`` and ``seqeval``'s default:
+
+        precision = correct / predicted entities,   recall = correct / gold entities,
+        F1 = 2·P·R / (P + R)
+
+    Returns ``{"precision", "recall", "f1", "per_type", "token_accuracy", "n_true", "n_pred",
+    "n_correct"}``, with ``per_type = {type: {"precision", "recall", "f1", "support"}}`` for
+    every type seen in the gold or the predicted tags (support = number of gold entities of
+    that type). ``token_accuracy`` is the fraction of tokens whose tag is right, the first line
+    conlleval prints; it is not the CoNLL score. Anything with a zero denominator is 0.0.
+    """
+    gold_sents, pred_sents = _sentences(true_tag_seqs), _sentences(pred_tag_seqs)
+    if len(gold_sents) != len(pred_sents):
+        raise ValueError(f"{len(gold_sents)} gold sentences but {len(pred_sents)} predicted")
+    gold: set[tuple] = set()
+    pred: set[tuple] = set()
+    tokens = right_tokens = 0
+    for k, (g, p) in enumerate(zip(gold_sents, pred_sents)):
+        if len(g) != len(p):
+            raise ValueError(f"sentence {k}: {len(g)} gold tags but {len(p)} predicted tags")
+        gold.update((k, *e) for e in bio_entities(g))
+        pred.update((k, *e) for e in bio_entities(p))
+        tokens += len(g)
+        right_tokens += sum(a == b for a, b in zip(g, p))
+    correct = gold & pred
+
+    def scores(n_correct: int, n_pred: int, n_gold: int) -> dict:
+        precision, recall = _ratio(n_correct, n_pred), _ratio(n_correct, n_gold)
+        return {"precision": precision, "recall": recall,
+                "f1": _ratio(2 * precision * recall, precision + recall)}
+
+    per_type = {}
+    for etype in sorted({e[1] for e in gold | pred}):
+        n_gold = sum(e[1] == etype for e in gold)
+        per_type[etype] = {**scores(sum(e[1] == etype for e in correct), sum(e[1] == etype for e in pred),
+                                    n_gold), "support": n_gold}
+    return {**scores(len(correct), len(pred), len(gold)), "per_type": per_type,
+            "token_accuracy": _ratio(right_tokens, tokens),
+            "n_true": len(gold), "n_pred": len(pred), "n_correct": len(correct)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Question answering: SQuAD exact match and F1
+# ----------------------------------------------------------------------------------------------
+
+_PUNCTUATION = frozenset(string.punctuation)  # ASCII punctuation, as in the official script
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def squad_normalize(text: str) -> str:
+    """Put an answer in the form the official SQuAD v1.1/v2.0 evaluation compares.
+
+    In this order: lower-case; delete every ASCII punctuation character; replace the articles
+    "a", "an" and "the" (whole words only) by a space; collapse runs of whitespace into single
+    spaces and strip the ends. So ``"The  Cat!"`` becomes ``"cat"``, and "the Eiffel Tower"
+    matches "Eiffel Tower.". Note that punctuation is deleted, not replaced: "U.S." becomes
+    "us" and "well-known" becomes "wellknown".
+    """
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def _gold_list(golds) -> list[str]:
+    """The gold answers that still say something after normalisation. An empty list means the
+    question has no answer (SQuAD 2.0); golds like "" or "the" count as "no answer", as in the
+    official v2.0 script."""
+    if isinstance(golds, str):
+        golds = [golds]
+    return [g for g in golds if squad_normalize(g)]
+
+
+def _token_f1(pred_tokens: list[str], gold_tokens: list[str]) -> float:
+    """Bag-of-words F1 between two token lists: a token shared k times counts k times."""
+    same = sum((Counter(pred_tokens) & Counter(gold_tokens)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred_tokens), same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def squad_exact_match(pred: str, golds) -> float:
+    """1.0 if the normalised prediction equals any normalised gold answer, else 0.0.
+
+    SQuAD lists several human answers per question and the prediction is compared with each,
+    keeping the best. ``golds`` is a list of answers (a single string is accepted too). If no
+    gold answer is left after normalisation, the question has no answer (SQuAD 2.0) and the
+    score is 1.0 exactly when the prediction is empty too.
+    """
+    pred_norm, golds = squad_normalize(pred), _gold_list(golds)
+    if not golds:
+        return float(pred_norm == "")
+    return float(any(pred_norm == squad_normalize(g) for g in golds))
+
+
+def squad_f1(pred: str, golds) -> float:
+    """Token-overlap F1 between the prediction and the best-matching gold answer, in [0, 1].
+
+    Both are normalised (:func:`squad_normalize`) and split on whitespace. With ``same`` the
+    number of tokens they share (counting repeats), precision = same / prediction tokens,
+    recall = same / gold tokens and F1 = 2·P·R / (P + R). Partial answers get partial credit:
+    "the big cat" against "a cat sat" shares one token of two, so F1 = 0.5. We keep the maximum
+    over the gold answers. A question with no answer (SQuAD 2.0) scores 1.0 if the prediction
+    is empty, else 0.0; an empty prediction for an answerable question scores 0.0.
+    """
+    pred_tokens, golds = squad_normalize(pred).split(), _gold_list(golds)
+    if not golds:
+        return float(not pred_tokens)
+    return max(_token_f1(pred_tokens, squad_normalize(g).split()) for g in golds)
+
+
+def squad_scores(predictions: dict[str, str], golds: dict[str, list[str]]) -> dict:
+    """Exact match and F1 over a whole SQuAD data set, in percent, as the paper reports them.
+
+    ``golds`` maps each question id to its gold answers; a question with no answer (SQuAD 2.0)
+    has ``[]`` or ``[""]``. ``predictions`` maps question ids to answer strings, ``""`` meaning
+    "no answer". Every question in ``golds`` is scored; a question without a prediction scores
+    0 (as in the v1.1 script); predictions for unknown ids are ignored.
+
+    Returns ``{"exact_match", "f1", "total"}``. When some questions have no answer, the scores
+    are also broken down, like the official v2.0 script's HasAns/NoAns lines, into
+    ``has_answer_exact_match``, ``has_answer_f1``, ``has_answer_total`` and the same with
+    ``no_answer_`` (a group with no question is left out).
+    """
+    em: dict[str, float] = {}
+    f1: dict[str, float] = {}
+    for qid, answers in golds.items():
+        if qid in predictions:
+            em[qid] = squad_exact_match(predictions[qid], answers)
+            f1[qid] = squad_f1(predictions[qid], answers)
+        else:
+            em[qid] = f1[qid] = 0.0
+
+    def summary(ids: list[str], prefix: str = "") -> dict:
+        n = len(ids)
+        return {f"{prefix}exact_match": 100.0 * _ratio(sum(em[i] for i in ids), n),
+                f"{prefix}f1": 100.0 * _ratio(sum(f1[i] for i in ids), n), f"{prefix}total": n}
+
+    result = summary(list(golds))
+    no_answer = [qid for qid, answers in golds.items() if not _gold_list(answers)]
+    if no_answer:
+        has_answer = [qid for qid, answers in golds.items() if _gold_list(answers)]
+        if has_answer:
+            result.update(summary(has_answer, "has_answer_"))
+        result.update(summary(no_answer, "no_answer_"))
+    return result
