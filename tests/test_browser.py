@@ -1,0 +1,78 @@
+"""A real browser (Debian Chromium driven by Playwright) opens the app served on 127.0.0.1.
+
+Slow and needs Chromium, so it is marked ``slow``: ``pytest -m slow tests/test_browser.py``.
+Set BERT_EXPLORER_SCREENSHOTS=DIR to keep a screenshot of each page.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    if not shutil.which("chromium"):
+        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "run_app.py"),
+                             "--server.address", "127.0.0.1", "--server.port", str(port), "--server.headless", "true",
+                             "--browser.gatherUsageStats", "false"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def page():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        yield pg
+        browser.close()
+
+
+def _shot(page, name):
+    d = os.environ.get("BERT_EXPLORER_SCREENSHOTS")
+    if d:
+        Path(d).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(d) / f"{name}.png"), full_page=True)
+
+
+def test_home_page_renders_in_a_real_browser(app_url, page):
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(app_url)
+    page.get_by_text("Models you can load").wait_for(timeout=60_000)
+    page.get_by_text("Built-in text, no download").wait_for(timeout=30_000)
+    time.sleep(1.5)  # let the data grids draw
+    assert page.locator("[data-testid='stDataFrame']").count() == 2
+    assert not page.locator("[data-testid='stException']").count()
+    assert not errors, errors
+    _shot(page, "home")
