@@ -218,8 +218,11 @@ def load(
     model = ARCHITECTURES[arch](config, **head_kwargs)
     sd = _normalise_keys(read_state_dict(d), model)
     own = model.state_dict()
-    for k, v in sd.items():
+    for k, v in list(sd.items()):
         if k in own and own[k].shape != v.shape:
+            if k.startswith(("classifier.", "qa_outputs.")):
+                del sd[k]  # a task head with another number of labels: trained anew, reported below
+                continue
             raise CheckpointError(
                 f"{k} has shape {tuple(v.shape)} in the checkpoint but the model expects {tuple(own[k].shape)}")
     result = model.load_state_dict(sd, strict=False)

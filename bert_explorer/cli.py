@@ -113,6 +113,10 @@ def _dataclass_args(parser: argparse.ArgumentParser, cls) -> None:
         if hints[f.name] is bool:
             parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
             continue
+        if typing.get_origin(hints[f.name]) is list:
+            parser.add_argument(flag, dest=f.name, default=None, help="comma-separated numbers",
+                                type=lambda t: [float(x) for x in t.split(",") if x.strip()])
+            continue
         base = str if hints[f.name] is str else (float if float in typing.get_args(hints[f.name]) or hints[f.name]
                                                  is float else int)
         parser.add_argument(flag, dest=f.name, type=base, default=None,
@@ -151,6 +155,74 @@ def cmd_pretrain(args) -> int:
         raise UserError(str(e)) from e
     print(json.dumps(result, indent=2))
     return 0
+
+
+def cmd_finetune(args) -> int:
+    from .data.tasks import DataError
+    from .train.finetune import FinetuneConfig, run_finetuning
+
+    cfg = _config_from(args, FinetuneConfig)
+    if args.background:
+        from dataclasses import asdict
+
+        from .train.runs import start_background
+        run = start_background("finetune", asdict(cfg), args.output)
+        print(f"started fine-tuning in the background: {run.path}")
+        return 0
+    try:
+        result = run_finetuning(cfg, args.output)
+    except (DataError, ValueError, FileNotFoundError) as e:
+        raise UserError(str(e)) from e
+    print(json.dumps({k: v for k, v in result.items() if k != "label_names"}, indent=2))
+    return 0
+
+
+def cmd_predict(args) -> int:
+    from .train.predict import Predictor
+
+    try:
+        predictor = Predictor(args.model)
+    except FileNotFoundError as e:
+        raise UserError(f"{args.model} is not a fine-tuning run or model directory ({e})") from e
+    if args.input:
+        examples = []
+        for n, line in enumerate(_read_lines(args.input), 1):
+            try:
+                examples.append(json.loads(line) if line.lstrip().startswith("{") else _example(predictor.task, line))
+            except json.JSONDecodeError as e:
+                raise UserError(f"{args.input} line {n} is not valid JSON ({e.msg})") from e
+    elif args.text:
+        examples = [_example(predictor.task, args.text, args.text_pair)]
+    else:
+        raise UserError("give --text (and --text-pair) or --input FILE")
+    try:
+        results = predictor.predict(examples)
+    except (KeyError, ValueError) as e:
+        raise UserError(f"the input does not fit a {predictor.task} model: {e}") from e
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        for r in results:
+            print(r.get("label", r.get("answer", r.get("score", r.get("entities", r.get("choice"))))))
+    return 0
+
+
+def _example(task: str, text: str, pair: str | None = None) -> dict:
+    """Plain text into the example layout of a task (a pair may be written 'A ||| B')."""
+    if pair is None and "|||" in text:
+        text, pair = (x.strip() for x in text.split("|||", 1))
+    if task == "ner":
+        return {"tokens": text.split()}
+    if task == "qa":
+        if pair is None:
+            raise UserError("a QA model needs a question and a context: --text QUESTION --text-pair CONTEXT")
+        return {"question": text, "context": pair}
+    if task == "multiple-choice":
+        choices = [c.strip() for c in (pair or "").split("||")]
+        if len(choices) < 2:
+            raise UserError("a multiple-choice model needs --text CONTEXT --text-pair 'choice 1 || choice 2 || ...'")
+        return {"context": text, "choices": choices}
+    return {"text": text, "text_pair": pair}
 
 
 def cmd_create_pretraining_data(args) -> int:
@@ -247,6 +319,24 @@ def build_parser() -> argparse.ArgumentParser:
     from .train.pretrain import PretrainConfig
     _dataclass_args(s, PretrainConfig)
     s.set_defaults(func=cmd_pretrain)
+
+    s = sub.add_parser("finetune", help="fine-tune (or feature-based transfer) on a task file or built-in dataset")
+    s.add_argument("--output", required=True, help="run directory (metrics.json, model/)")
+    s.add_argument("--config", help="JSON file of settings (flags override it)")
+    s.add_argument("--background", action="store_true")
+    s.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
+    s.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)
+    from .train.finetune import FinetuneConfig
+    _dataclass_args(s, FinetuneConfig)
+    s.set_defaults(func=cmd_finetune)
+
+    s = sub.add_parser("predict", help="predict with a fine-tuned model")
+    s.add_argument("--model", required=True, help="a fine-tuning run directory or its model/ directory")
+    s.add_argument("--text", help="input text (a pair as 'A ||| B')")
+    s.add_argument("--text-pair")
+    s.add_argument("--input", help="file: one example per line (text, 'A ||| B', or a JSON object)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_predict)
 
     s = sub.add_parser("create-pretraining-data", help="corpus -> masked MLM/NSP training instances (JSON lines)")
     s.add_argument("--input", required=True, help="built-in corpus name (bbc, wiki, lee, tiny) or a text file")

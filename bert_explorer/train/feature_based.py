@@ -1,0 +1,187 @@
+"""Feature-based transfer (paper, Section 5.3, Table 7).
+
+BERT stays frozen. For every token we take the activations of some of its layers — the
+embedding output, the last layer, the second-to-last, a weighted sum of the last four, their
+concatenation, or a weighted sum of all layers — and feed them to a *new* two-layer
+bidirectional LSTM and a classifier, trained from random initialisation. Because BERT does
+not change, its activations are computed once and cached; trying another head is cheap.
+
+Weighted sums use learned softmax-normalised layer weights and a scale (as in ELMo).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import time
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from .. import checkpoint
+from ..model import IGNORE
+from . import featurize as F_
+
+CACHE_DIR = Path(os.environ.get("BERT_EXPLORER_CACHE", Path.home() / ".cache" / "bert_explorer")) / "features"
+SUPPORTED = ("classification", "pair-classification", "regression", "ner")
+
+
+def layers_for(mode: str, num_layers: int) -> list[int]:
+    """Indices into hidden_states (0 = embedding output, L = last layer)."""
+    L = num_layers
+    table = {"embeddings": [0], "last": [L], "second-to-last": [L - 1],
+             "sum-last-4": list(range(max(1, L - 3), L + 1)), "concat-last-4": list(range(max(1, L - 3), L + 1)),
+             "sum-all": list(range(1, L + 1))}
+    if mode not in table:
+        raise ValueError(f"unknown feature mode {mode!r}; choose one of {', '.join(table)}")
+    return table[mode]
+
+
+def extract(loaded: checkpoint.Loaded, feats: list[dict], layers: list[int], task: str, device,
+            batch_size: int = 64) -> list[torch.Tensor]:
+    """Frozen activations per example: [T_i, len(layers), H] in float16, cached on disk."""
+    key = hashlib.sha1(json.dumps([str(loaded.path), os.path.getmtime(loaded.path / "config.json"), layers,
+                                   [f["input_ids"] for f in feats], [f["token_type_ids"] for f in feats]]).encode()
+                       ).hexdigest()[:20]
+    path = CACHE_DIR / f"{key}.safetensors"
+    lengths = [len(f["input_ids"]) for f in feats]
+    if path.exists():
+        flat = load_file(str(path))["features"]
+        return list(flat.split(lengths))
+    encoder = checkpoint.encoder_of(loaded.model).to(device).eval()
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(feats), batch_size):
+            chunk = feats[i:i + batch_size]
+            batch = {k: v.to(device) for k, v in F_.collate(chunk, loaded.tokenizer.pad_id, task).items()
+                     if k in ("input_ids", "token_type_ids", "attention_mask")}
+            hs = encoder(**batch, output_hidden_states=True).hidden_states
+            stacked = torch.stack([hs[j] for j in layers], dim=2).half().cpu()  # [B, T, n, H]
+            out.extend(stacked[b, :len(f["input_ids"])] for b, f in enumerate(chunk))
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    save_file({"features": torch.cat(out).contiguous()}, str(tmp))
+    os.replace(tmp, path)
+    return out
+
+
+class FeatureHead(nn.Module):
+    """layer mix -> 2-layer BiLSTM -> classifier (per token, or on the whole sequence)."""
+
+    def __init__(self, n_layers: int, hidden: int, mode: str, num_outputs: int, token_level: bool,
+                 lstm_hidden: int | None = None, dropout: float = 0.1):
+        super().__init__()
+        self.mode, self.token_level = mode, token_level
+        self.layer_logits = nn.Parameter(torch.zeros(n_layers))  # softmax -> layer weights
+        self.scale = nn.Parameter(torch.ones(1))
+        d_in = hidden * n_layers if mode == "concat-last-4" else hidden
+        lstm_hidden = lstm_hidden or hidden
+        self.lstm = nn.LSTM(d_in, lstm_hidden, num_layers=2, bidirectional=True, batch_first=True, dropout=dropout)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(2 * lstm_hidden, num_outputs)
+
+    def forward(self, x, mask):  # x [B, T, n, H], mask [B, T]
+        x = x.float()
+        if self.mode == "concat-last-4":
+            x = x.flatten(2)                                     # [B, T, n·H]
+        else:
+            w = self.layer_logits.softmax(0).view(1, 1, -1, 1)
+            x = self.scale * (x * w).sum(2)                      # [B, T, H]
+        lengths = mask.sum(1).cpu()
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, (h, _) = self.lstm(packed)
+        if self.token_level:
+            out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+            return self.classifier(self.dropout(out))            # [B, T, labels]
+        # sequence level: the last layer's final forward and backward states
+        return self.classifier(self.dropout(torch.cat([h[-2], h[-1]], dim=-1)))  # [B, labels]
+
+
+def _pad(xs: list[torch.Tensor]):
+    T = max(x.shape[0] for x in xs)
+    out = torch.zeros(len(xs), T, *xs[0].shape[1:], dtype=xs[0].dtype)
+    mask = torch.zeros(len(xs), T, dtype=torch.long)
+    for i, x in enumerate(xs):
+        out[i, :len(x)] = x
+        mask[i, :len(x)] = 1
+    return out, mask
+
+
+def _loss(task, logits, labels):
+    if task == "regression":
+        return nn.functional.mse_loss(logits.squeeze(-1), labels.float())
+    if task == "ner":
+        return nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
+    return nn.functional.cross_entropy(logits, labels)
+
+
+def head_outputs(head, xs, batch_size=64):
+    head.eval()
+    outs = []
+    with torch.no_grad():
+        for i in range(0, len(xs), batch_size):
+            x, mask = _pad(xs[i:i + batch_size])
+            logits = head(x, mask)
+            outs.extend(logits[b, :mask[b].sum()] if head.token_level else logits[b] for b in range(len(logits)))
+    return outs
+
+
+def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
+    from .finetune import evaluate, main_metric
+
+    if train.task not in SUPPORTED:
+        raise ValueError(f"feature-based transfer supports {', '.join(SUPPORTED)}; use fine-tuning for {train.task}")
+    loaded = checkpoint.load(cfg.model, "BertModel")
+    tok, L = loaded.tokenizer, loaded.config.num_layers
+    layers = layers_for(cfg.features, L)
+    train_feats = F_.featurize(train.task, train.examples, tok, label_names, cfg.max_seq_length)
+    dev_feats = F_.featurize(dev.task, dev.examples, tok, label_names, cfg.max_seq_length)
+    t0 = time.time()
+    x_train = extract(loaded, train_feats, layers, train.task, device.device)
+    x_dev = extract(loaded, dev_feats, layers, dev.task, device.device)
+    extract_s = time.time() - t0
+    run.log(f"features {cfg.features} (hidden_states {layers}) of {len(x_train)}+{len(x_dev)} examples "
+            f"in {extract_s:.1f}s")
+    torch.manual_seed(cfg.seed)
+    n_out = 1 if train.task == "regression" else len(label_names)
+    head = FeatureHead(len(layers), loaded.config.hidden_size, cfg.features, n_out, train.task == "ner")
+    opt = torch.optim.Adam(head.parameters(), lr=cfg.head_lr)
+    steps_per_epoch = math.ceil(len(x_train) / cfg.batch_size)
+    total = max(1, int(steps_per_epoch * cfg.epochs))
+    step, epoch, t1 = 0, 0, time.time()
+    while step < total:
+        order = list(range(len(x_train)))
+        random.Random(cfg.seed * 1000 + epoch).shuffle(order)
+        head.train()
+        for i in range(0, len(order), cfg.batch_size):
+            if step >= total:
+                break
+            idx = order[i:i + cfg.batch_size]
+            x, mask = _pad([x_train[j] for j in idx])
+            labels = F_.collate([train_feats[j] for j in idx], tok.pad_id, train.task)["labels"]
+            loss = _loss(train.task, head(x, mask), labels)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+            if step % 10 == 0 or step == total:
+                run.log_metrics({"step": step, "split": "train", "loss": round(loss.item(), 5), "time": time.time()})
+                run.write_status(step=step, max_steps=total)
+        epoch += 1
+        ev = evaluate(train.task, dev.examples, dev_feats, head_outputs(head, x_dev), label_names)
+        run.log_metrics({"step": step, "split": "dev", "epoch": epoch,
+                         **{k: v for k, v in ev.items() if isinstance(v, (int, float))}, "time": time.time()})
+    out_dir = run.path / "feature_head"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in head.state_dict().items()}, str(out_dir / "head.safetensors"))
+    meta = {"base_model": str(loaded.path), "features": cfg.features, "layers": layers, "task": train.task,
+            "label_names": label_names, "hidden": loaded.config.hidden_size, "max_seq_length": cfg.max_seq_length}
+    (out_dir / "head.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return {"task": train.task, "mode": "feature-based", "features": cfg.features, "dev": ev,
+            "main_metric": main_metric(train.task), "train_examples": len(train.examples),
+            "dev_examples": len(dev.examples), "feature_seconds": round(extract_s, 1),
+            "train_seconds": round(time.time() - t1, 1), "label_names": label_names}

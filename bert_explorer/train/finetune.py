@@ -1,0 +1,259 @@
+"""Fine-tuning (paper, Section 4) and feature-based transfer (Section 5.3, Table 7).
+
+Fine-tuning: every parameter of the pre-trained BERT is trained together with one new output
+layer, for a few epochs at a small learning rate (the paper: batch 32, lr among 5e-5, 3e-5,
+2e-5, 3 epochs, 10% warm-up, dropout 0.1). Feature-based: BERT is frozen; its activations
+are computed once, cached, and fed to a small new model (see ``feature_based.py``).
+
+A fine-tuning run is a directory like a pre-training run: status.json, metrics.jsonl, log.txt,
+``metrics.json`` (the dev metrics of the chosen model) and ``model/`` (a checkpoint that
+transformers' BertFor* loads, with the label names in config.json).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import torch
+
+from .. import checkpoint
+from ..data.tasks import TaskData, check_dev_labels, load_builtin, make_tiny, read_task_file, train_dev_split
+from . import metrics as M
+from .device import pick_device
+from .featurize import (ARCHITECTURE, apply_null_threshold, collate, featurize, qa_predictions)
+from .optim import linear_warmup_decay, make_optimizer
+from .runs import Run
+
+FEATURE_MODES = ("embeddings", "last", "second-to-last", "sum-last-4", "concat-last-4", "sum-all")
+
+
+@dataclass
+class FinetuneConfig:
+    model: str = "explorer-mini"      # short name or checkpoint directory
+    train: str = "builtin:bbc-topics"  # a file, builtin:<name>, or tiny:<task> (generated)
+    dev: str | None = None            # default: 10% of train, stratified
+    task: str | None = None           # default: detected from the file
+    text_column: str | None = None
+    text_pair_column: str | None = None
+    label_column: str | None = None
+    mode: str = "fine-tune"           # fine-tune | feature-based
+    features: str = "concat-last-4"   # feature-based input (Table 7)
+    max_seq_length: int = 128
+    doc_stride: int = 128             # QA: how far each window moves along a long context
+    batch_size: int = 32
+    lr: float = 5e-5
+    lr_grid: list[float] = field(default_factory=list)  # e.g. [5e-5, 3e-5, 2e-5]: keep the best on dev
+    epochs: float = 3
+    warmup_fraction: float = 0.1
+    weight_decay: float = 0.01
+    dev_fraction: float = 0.1
+    max_train_examples: int | None = None
+    max_dev_examples: int | None = None
+    head_lr: float = 1e-3             # feature-based: the new BiLSTM head learns from scratch
+    seed: int = 0
+    device: str = "auto"
+    amp: bool = True
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FinetuneConfig":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def read_data(cfg: FinetuneConfig) -> tuple[TaskData, TaskData]:
+    def read(spec: str) -> TaskData:
+        if spec.startswith("builtin:"):
+            return load_builtin(spec[len("builtin:"):], seed=cfg.seed)
+        if spec.startswith("tiny:"):  # generated, learnable in seconds: tests and demos
+            return make_tiny(spec[len("tiny:"):], n=cfg.max_train_examples or 64, seed=cfg.seed)
+        return read_task_file(spec, cfg.task, cfg.text_column, cfg.text_pair_column, cfg.label_column)
+
+    train = read(cfg.train)
+    if cfg.dev:
+        dev = read(cfg.dev)
+        check_dev_labels(train, dev)
+    else:
+        train, dev = train_dev_split(train, cfg.dev_fraction, cfg.seed)
+    rng = random.Random(cfg.seed)
+    for data, cap in ((train, cfg.max_train_examples), (dev, cfg.max_dev_examples)):
+        if cap and len(data.examples) > cap:
+            data.examples = rng.sample(data.examples, cap)
+    return train, dev
+
+
+def label_names_of(train: TaskData) -> list[str] | None:
+    if train.task in ("classification", "pair-classification", "ner"):
+        if train.label_names:
+            return list(train.label_names)
+        key = "tags" if train.task == "ner" else "label"
+        values = {t for ex in train.examples for t in (ex[key] if train.task == "ner" else [ex[key]])}
+        return sorted(map(str, values))
+    return None
+
+
+def _batches(features, batch_size, shuffle_seed=None):
+    order = list(range(len(features)))
+    if shuffle_seed is not None:
+        random.Random(shuffle_seed).shuffle(order)
+    for i in range(0, len(order), batch_size):
+        yield [features[j] for j in order[i:i + batch_size]]
+
+
+def predict_features(model, features, task, pad_id, device, batch_size=64, autocast=None):
+    """Raw outputs for every feature: logits (or start/end logits for QA) on the CPU."""
+    model.eval()
+    outs = []
+    with torch.no_grad():
+        for chunk in _batches(features, batch_size):
+            batch = {k: v.to(device) for k, v in collate(chunk, pad_id, task).items()
+                     if k not in ("labels", "start_positions", "end_positions")}
+            with autocast() if autocast else nullcontext():
+                out = model(**batch)
+            if task == "qa":
+                outs.extend(zip(out.start_logits.float().cpu(), out.end_logits.float().cpu()))
+            else:
+                outs.extend(out.logits.float().cpu())
+    return outs
+
+
+def evaluate(task, examples, features, outputs, label_names, tune_null_threshold=True) -> dict:
+    """Dev metrics: the measures GLUE, CoNLL and SQuAD report for each kind of task."""
+    if task in ("classification", "pair-classification"):
+        pred = [label_names[int(o.argmax())] for o in outputs]
+        gold = [str(ex["label"]) for ex in examples]
+        return M.classification_report(gold, pred, label_names)
+    if task == "regression":
+        return M.regression_report([float(ex["label"]) for ex in examples], [float(o.squeeze()) for o in outputs])
+    if task == "multiple-choice":
+        pred = [int(o.argmax()) for o in outputs]
+        return {"accuracy": M.accuracy([int(ex["label"]) for ex in examples], pred)}
+    if task == "ner":
+        gold, pred = [], []
+        for ex, f, o in zip(examples, features, outputs):
+            tags = ["O"] * len(ex["tokens"])
+            seen = set()
+            for t, w in enumerate(f["word_ids"]):
+                if w is not None and w not in seen:  # the first piece speaks for the word
+                    seen.add(w)
+                    tags[w] = label_names[int(o[t].argmax())]
+            gold.append(list(ex["tags"]))
+            pred.append(tags)
+        return M.entity_f1(gold, pred)
+    if task == "qa":
+        preds = qa_predictions(examples, features, [o[0] for o in outputs], [o[1] for o in outputs])
+        golds = {ex.get("id", str(i)): [a["text"] for a in ex.get("answers", [])] or [""]
+                 for i, ex in enumerate(examples)}
+        has_v2 = any(ex.get("is_impossible") for ex in examples)
+        tau, result = 0.0, None
+        if has_v2 and tune_null_threshold:
+            # τ is chosen on dev to maximise F1 (Section 4.3).
+            candidates = sorted({0.0, *[v["score"] - v["null_score"] for v in preds.values()]})
+            for t in candidates:
+                r = M.squad_scores(apply_null_threshold(preds, t - 1e-6), golds)
+                if result is None or r["f1"] > result["f1"]:
+                    tau, result = t - 1e-6, r
+        else:
+            tau = float("-inf") if not has_v2 else 0.0
+            result = M.squad_scores(apply_null_threshold(preds, tau), golds)
+        # τ = -inf means "always answer" (SQuAD v1.1): stored as null to keep metrics.json strict JSON
+        return {**result, "null_threshold": tau if math.isfinite(tau) else None}
+    raise ValueError(task)
+
+
+def main_metric(task: str) -> str:
+    return {"classification": "accuracy", "pair-classification": "accuracy", "regression": "pearson",
+            "multiple-choice": "accuracy", "ner": "f1", "qa": "f1"}[task]
+
+
+def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names, dev_feats, train_feats, dev_obj):
+    torch.manual_seed(cfg.seed)
+    arch = ARCHITECTURE[train.task]
+    kwargs = {}
+    if arch in ("BertForSequenceClassification", "BertForTokenClassification"):
+        kwargs["num_labels"] = 1 if train.task == "regression" else len(label_names)
+    loaded = checkpoint.load(cfg.model, arch, **kwargs)
+    model = loaded.model.to(dev_obj.device)
+    if label_names:
+        model.config.id2label = dict(enumerate(label_names))
+    optimizer = make_optimizer(model, lr, cfg.weight_decay)
+    steps_per_epoch = math.ceil(len(train_feats) / cfg.batch_size)
+    total = max(1, int(steps_per_epoch * cfg.epochs))
+    scheduler = linear_warmup_decay(optimizer, int(cfg.warmup_fraction * total), total)
+    pad = loaded.tokenizer.pad_id
+    step, history = 0, []
+    model.train()
+    t0 = time.time()
+    epoch = 0
+    while step < total:
+        for chunk in _batches(train_feats, cfg.batch_size, shuffle_seed=cfg.seed * 1000 + epoch):
+            if step >= total:
+                break
+            batch = {k: v.to(dev_obj.device) for k, v in collate(chunk, pad, train.task).items()}
+            with dev_obj.autocast():
+                loss = model(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            if step % 10 == 0 or step == total:
+                rec = {"step": step, "split": "train", "lr_setting": lr, "loss": round(loss.item(), 5),
+                       "lr": scheduler.get_last_lr()[0], "time": time.time()}
+                run.log_metrics(rec)
+                run.write_status(step=step, max_steps=total, last=rec,
+                                 eta_s=round((time.time() - t0) / step * (total - step)))
+        epoch += 1
+        outputs = predict_features(model, dev_feats, train.task, pad, dev_obj.device, autocast=dev_obj.autocast)
+        ev = evaluate(train.task, dev.examples, dev_feats, outputs, label_names)
+        ev_row = {"step": step, "split": "dev", "epoch": epoch, "lr_setting": lr,
+                  **{k: v for k, v in ev.items() if isinstance(v, (int, float))}, "time": time.time()}
+        run.log_metrics(ev_row)
+        run.log(f"lr {lr:g} epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in ev_row.items()
+                                                         if k not in ("step", "split", "epoch", "time", "lr_setting")))
+        history.append(ev)
+        model.train()
+    return model, loaded.tokenizer, history[-1], time.time() - t0
+
+
+def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
+    run = Run(run_dir).create(asdict(cfg), "finetune")
+    run.write_status(state="running", pid=os.getpid(), started=time.time())
+    try:
+        train, dev = read_data(cfg)
+        label_names = label_names_of(train)
+        dev_obj = pick_device(cfg.device, cfg.amp)
+        if cfg.mode == "feature-based":
+            from .feature_based import run_feature_based
+            result = run_feature_based(cfg, run, train, dev, label_names, dev_obj)
+        else:
+            tok = checkpoint.load(cfg.model).tokenizer
+            train_feats = featurize(train.task, train.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
+            dev_feats = featurize(dev.task, dev.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
+            run.log(f"{train.task}: {len(train.examples)} train / {len(dev.examples)} dev examples from {train.source}")
+            best = None
+            for lr in cfg.lr_grid or [cfg.lr]:
+                model, tok, ev, secs = _train_one(cfg, lr, run, train, dev, label_names, dev_feats, train_feats,
+                                                  dev_obj)
+                key = main_metric(train.task)
+                if best is None or ev[key] > best[2][key]:
+                    best = (lr, model, ev, secs)
+            lr, model, ev, secs = best
+            checkpoint.save(model, tok, run.path / "model", extra_files={
+                "training_args.json": json.dumps({**asdict(cfg), "lr": lr, "task": train.task}, indent=2)})
+            result = {"task": train.task, "mode": "fine-tune", "lr": lr, "train_examples": len(train.examples),
+                      "dev_examples": len(dev.examples), "train_seconds": round(secs, 1), "dev": ev,
+                      "label_names": label_names}
+        (run.path / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
+        run.write_status(state="finished", finished=time.time(), dev=result["dev"])
+        return result
+    except Exception as e:
+        run.write_status(state="failed", error=str(e))
+        run.log(f"failed: {e}")
+        raise
