@@ -117,8 +117,8 @@ def _dataclass_args(parser: argparse.ArgumentParser, cls) -> None:
             parser.add_argument(flag, dest=f.name, default=None, help="comma-separated numbers",
                                 type=lambda t: [float(x) for x in t.split(",") if x.strip()])
             continue
-        base = str if hints[f.name] is str else (float if float in typing.get_args(hints[f.name]) or hints[f.name]
-                                                 is float else int)
+        options = typing.get_args(hints[f.name]) or (hints[f.name],)  # X | None -> (X, NoneType)
+        base = next(t for t in (str, float, int) if t in options)
         parser.add_argument(flag, dest=f.name, type=base, default=None,
                             help=f"default {f.default!r}" if f.default is not dataclasses.MISSING else None)
 

