@@ -125,20 +125,7 @@ class WordPieceTokenizer:
         else:
             self._tok.no_truncation()
         encs = self._tok.encode_batch([e if isinstance(e, str) else tuple(e) for e in examples])
-        out = []
-        for e in encs:
-            n = len(e.ids)
-            pad = max(0, (pad_to or 0) - n)
-            out.append(Encoded(
-                input_ids=e.ids + [self.pad_id] * pad,
-                token_type_ids=e.type_ids + [0] * pad,
-                attention_mask=[1] * n + [0] * pad,
-                tokens=e.tokens + ["[PAD]"] * pad,
-                offsets=[tuple(o) for o in e.offsets] + [(0, 0)] * pad,
-                word_ids=list(e.word_ids) + [None] * pad,
-                sequence_ids=list(e.sequence_ids) + [None] * pad,
-            ))
-        return out
+        return [self._pad(self._from_encoding(e), max(pad_to or 0, len(e.ids))) for e in encs]
 
     def encode_words(self, sentences: Sequence[Sequence[str]], max_length: int | None = None) -> list[Encoded]:
         """Encode already-split words (NER): ``word_ids`` maps each piece back to its word, so a
