@@ -44,7 +44,11 @@ def layers_for(mode: str, num_layers: int) -> list[int]:
 def extract(loaded: checkpoint.Loaded, feats: list[dict], layers: list[int], task: str, device,
             batch_size: int = 64) -> list[torch.Tensor]:
     """Frozen activations per example: [T_i, len(layers), H] in float16, cached on disk."""
-    key = hashlib.sha1(json.dumps([str(loaded.path), os.path.getmtime(loaded.path / "config.json"), layers,
+    weights = loaded.path / "model.safetensors"
+    weights = weights if weights.exists() else loaded.path / "pytorch_model.bin"
+    ident = [str(loaded.path.resolve()), os.stat(loaded.path / "config.json").st_mtime_ns,
+             os.stat(weights).st_mtime_ns, os.stat(weights).st_size]  # new weights = new features
+    key = hashlib.sha1(json.dumps([ident, layers,
                                    [f["input_ids"] for f in feats], [f["token_type_ids"] for f in feats]]).encode()
                        ).hexdigest()[:20]
     path = CACHE_DIR / f"{key}.safetensors"
@@ -63,7 +67,7 @@ def extract(loaded: checkpoint.Loaded, feats: list[dict], layers: list[int], tas
             stacked = torch.stack([hs[j] for j in layers], dim=2).half().cpu()  # [B, T, n, H]
             out.extend(stacked[b, :len(f["input_ids"])] for b, f in enumerate(chunk))
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     save_file({"features": torch.cat(out).contiguous()}, str(tmp))
     os.replace(tmp, path)
     return out

@@ -34,7 +34,7 @@ def _inputs(e) -> dict:
 
 
 def featurize(task: str, examples: Sequence[dict], tok: WordPieceTokenizer, label_names: list[str] | None,
-              max_seq_length: int = 128, doc_stride: int = 128, max_query_length: int = 64) -> list[dict]:
+              max_seq_length: int = 128, doc_stride: int = 64, max_query_length: int = 64) -> list[dict]:
     """One dict per model input (QA: per window) with ``example_index`` pointing back."""
     if task in ("classification", "pair-classification", "regression"):
         pairs = [ex["text"] if not ex.get("text_pair") else (ex["text"], ex["text_pair"]) for ex in examples]
@@ -79,16 +79,23 @@ def _featurize_qa(examples, tok, max_seq_length, doc_stride, max_query_length) -
     feats = []
     for i, ex in enumerate(examples):
         question = " ".join(tok.tokenize(ex["question"])[:max_query_length]).replace(" ##", "")
-        # stride = how many context tokens two neighbouring windows share
+        q_len = len(tok.tokenize(question))  # WordPieces, not words
+        room = max_seq_length - q_len - 3    # context tokens per window ([CLS] q [SEP] ... [SEP])
+        if room < 2:
+            raise ValueError(f"max_seq_length {max_seq_length} leaves no room for the context after a "
+                             f"{q_len}-piece question; raise max_seq_length or shorten the question")
+        # tokenizers' stride = context tokens two neighbouring windows share; each window moves
+        # doc_stride tokens along the context
         windows = tok.encode_windows(question, ex["context"], max_seq_length,
-                                     stride=max(0, max_seq_length - doc_stride - len(question.split()) - 3))
+                                     stride=min(room - 1, max(0, room - doc_stride)))
         answers = ex.get("answers") or []
         for w in windows:
             f = {**_inputs(w), "example_index": i, "offsets": w.offsets, "sequence_ids": w.sequence_ids}
             start = end = 0  # [CLS]: no answer in this window
             if answers and not ex.get("is_impossible"):
-                a0 = answers[0]["answer_start"]
-                a1 = a0 + len(answers[0]["text"])
+                text = answers[0]["text"]  # the span without surrounding spaces
+                a0 = answers[0]["answer_start"] + len(text) - len(text.lstrip())
+                a1 = answers[0]["answer_start"] + len(text.rstrip())
                 ctx = [t for t, s in enumerate(w.sequence_ids) if s == 1]
                 if ctx and w.offsets[ctx[0]][0] <= a0 and w.offsets[ctx[-1]][1] >= a1:
                     start = next(t for t in ctx if w.offsets[t][1] > a0)

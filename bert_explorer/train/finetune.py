@@ -45,7 +45,7 @@ class FinetuneConfig:
     mode: str = "fine-tune"           # fine-tune | feature-based
     features: str = "concat-last-4"   # feature-based input (Table 7)
     max_seq_length: int = 128
-    doc_stride: int = 128             # QA: how far each window moves along a long context
+    doc_stride: int = 64              # QA: how far each window moves along a long context
     batch_size: int = 32
     lr: float = 5e-5
     lr_grid: list[float] = field(default_factory=list)  # e.g. [5e-5, 3e-5, 2e-5]: keep the best on dev
@@ -153,7 +153,9 @@ def evaluate(task, examples, features, outputs, label_names, tune_null_threshold
         tau, result = 0.0, None
         if has_v2 and tune_null_threshold:
             # τ is chosen on dev to maximise F1 (Section 4.3).
-            candidates = sorted({0.0, *[v["score"] - v["null_score"] for v in preds.values()]})
+            diffs = [d for d in (v["score"] - v["null_score"] for v in preds.values()) if math.isfinite(d)]
+            # ... including "never answer" (a τ above every difference), as the official script does
+            candidates = sorted({0.0, *diffs, *([max(diffs) + 1.0] if diffs else [])})
             for t in candidates:
                 r = M.squad_scores(apply_null_threshold(preds, t - 1e-6), golds)
                 if result is None or r["f1"] > result["f1"]:
@@ -179,6 +181,7 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
         kwargs["num_labels"] = 1 if train.task == "regression" else len(label_names)
     loaded = checkpoint.load(cfg.model, arch, **kwargs)
     model = loaded.model.to(dev_obj.device)
+    model.config.problem_type = "regression" if train.task == "regression" else None  # not the base model's
     if label_names:
         model.config.id2label = dict(enumerate(label_names))
     optimizer = make_optimizer(model, lr, cfg.weight_decay)
@@ -186,6 +189,7 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
     total = max(1, int(steps_per_epoch * cfg.epochs))
     scheduler = linear_warmup_decay(optimizer, int(cfg.warmup_fraction * total), total)
     pad = loaded.tokenizer.pad_id
+    scaler = dev_obj.grad_scaler()  # fp16 GPUs scale the loss so small gradients survive
     step, history = 0, []
     model.train()
     t0 = time.time()
@@ -197,9 +201,11 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
             batch = {k: v.to(dev_obj.device) for k, v in collate(chunk, pad, train.task).items()}
             with dev_obj.autocast():
                 loss = model(**batch).loss
-            loss.backward()
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
+            scaler.step(optimizer)
+            scaler.update()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
@@ -250,14 +256,15 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
                     best = (lr, model, ev, secs)
             lr, model, ev, secs = best
             checkpoint.save(model, tok, run.path / "model", extra_files={
-                "training_args.json": json.dumps({**asdict(cfg), "lr": lr, "task": train.task}, indent=2)})
+                "training_args.json": json.dumps({**asdict(cfg), "lr": lr, "task": train.task,
+                                                  "null_threshold": ev.get("null_threshold")}, indent=2)})
             result = {"task": train.task, "mode": "fine-tune", "lr": lr, "train_examples": len(train.examples),
                       "dev_examples": len(dev.examples), "train_seconds": round(secs, 1), "dev": ev,
                       "label_names": label_names}
         (run.path / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
         run.write_status(state="finished", finished=time.time(), dev=result["dev"])
         return result
-    except Exception as e:
-        run.write_status(state="failed", error=str(e))
+    except BaseException as e:  # Ctrl-C and native panics too: never leave a run marked "running"
+        run.write_status(state="failed", error=str(e) or type(e).__name__)
         run.log(f"failed: {e}")
         raise

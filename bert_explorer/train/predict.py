@@ -25,6 +25,7 @@ class Predictor:
             head.load_state_dict(load_file(str(p / "feature_head" / "head.safetensors")))
             self.feature_head, self.meta = head.eval(), meta
             self.task, self.label_names, self.max_len = meta["task"], meta["label_names"], meta["max_seq_length"]
+            self.doc_stride, self.tau = 64, None
             return
         model_dir = p / "model" if (p / "model" / "config.json").exists() else p
         self.loaded = checkpoint.load(model_dir)
@@ -39,6 +40,11 @@ class Predictor:
         id2label = self.loaded.config.id2label
         self.label_names = [id2label[i] for i in sorted(id2label)] if id2label else None
         self.max_len = args.get("max_seq_length", 128)
+        self.doc_stride = args.get("doc_stride", 64)
+        self.tau = args.get("null_threshold")  # SQuAD 2.0: answer only when best span > s_null + τ
+        metrics_file = model_dir.parent / "metrics.json"
+        if self.tau is None and metrics_file.exists():
+            self.tau = json.loads(metrics_file.read_text()).get("dev", {}).get("null_threshold")
 
     def _outputs(self, feats):
         if self.feature_head is None:
@@ -49,11 +55,17 @@ class Predictor:
         return head_outputs(self.feature_head, xs)
 
     def predict(self, examples: list[dict]) -> list[dict]:
-        feats = F_.featurize(self.task, examples, self.loaded.tokenizer, self.label_names, self.max_len)
+        feats = F_.featurize(self.task, examples, self.loaded.tokenizer, self.label_names, self.max_len,
+                             self.doc_stride)
         outs = self._outputs(feats)
         if self.task == "qa":
-            preds = F_.qa_predictions(examples, feats, [o[0] for o in outs], [o[1] for o in outs])
-            return [{"answer": v["text"], "score": v["score"], "null_score": v["null_score"]} for v in preds.values()]
+            # key by position so repeated or missing ids cannot merge two questions
+            keyed = [{**ex, "id": str(i)} for i, ex in enumerate(examples)]
+            preds = F_.qa_predictions(keyed, feats, [o[0] for o in outs], [o[1] for o in outs])
+            answer = F_.apply_null_threshold(preds, self.tau) if self.tau is not None else {
+                k: v["text"] for k, v in preds.items()}
+            return [{"answer": answer[str(i)], "score": preds[str(i)]["score"],
+                     "null_score": preds[str(i)]["null_score"]} for i in range(len(examples))]
         results = []
         for ex, f, o in zip(examples, feats, outs):
             if self.task == "regression":
