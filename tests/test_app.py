@@ -18,3 +18,61 @@ def test_home_page_shows_corpus_provenance_and_licence():
     assert set(corpora.index) == {"bbc", "wiki", "lee"}
     assert "CC BY-SA" in corpora.loc["wiki", "licence"]
     assert "Greene" in corpora.loc["bbc", "source"]
+
+
+import pytest
+
+from bert_explorer.checkpoint import SHORT_NAMES
+
+needs_shipped = pytest.mark.skipif(SHORT_NAMES["explorer-mini"][0]() is None,
+                                   reason="the shipped explorer-mini model is not in assets/")
+
+
+def _page(path):
+    at = AppTest.from_file(f"../pages/{path}", default_timeout=120)
+    return at.run()
+
+
+@needs_shipped
+def test_masked_word_page_shows_topk_and_reacts_to_the_sentence():
+    at = _page("3_Masked_word_probe.py")
+    assert not at.exception
+    assert any("Section 3.1" in m.value for m in at.markdown)
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1
+    first = charts[0].proto.spec
+    at.text_input(key="mlm_text").set_value("in the [MASK] of the night , [MASK] was heard .").run()
+    assert not at.exception
+    charts = at.get("plotly_chart")
+    assert len(charts) == 2 and charts[0].proto.spec != first  # two masks now, new predictions
+    assert len(at.dataframe) >= 2  # layer-by-layer table and the masking demo
+
+
+@needs_shipped
+def test_masking_demo_changes_with_the_seed():
+    at = _page("3_Masked_word_probe.py")
+    before = at.dataframe[-1].value["model sees"].tolist()
+    at.number_input(key="mlm_demo_seed").set_value(7).run()
+    assert at.dataframe[-1].value["model sees"].tolist() != before
+
+
+def test_masked_word_page_explains_a_model_without_the_head():
+    at = AppTest.from_file("../pages/3_Masked_word_probe.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "minilm"
+    at.run()
+    assert not at.exception
+    assert any("no trained masked-LM head" in w.value for w in at.warning)
+    assert not at.get("plotly_chart")
+
+
+@needs_shipped
+def test_next_sentence_page_scores_pairs():
+    at = _page("4_Next_sentence_probe.py")
+    assert not at.exception
+    p1 = at.metric[0].value
+    at.text_area(key="nsp_b").set_value("penguins cannot fly but they swim very well .").run()
+    assert not at.exception and at.metric[0].value != p1
+    scored = at.dataframe[-1].value
+    assert len(scored) == 3 and scored["P(IsNext)"].between(0, 1).all()
+    at.button(key="nsp_draw").click().run()
+    assert not at.exception

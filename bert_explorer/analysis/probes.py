@@ -52,3 +52,46 @@ def nsp_probability(loaded: Loaded, pairs: list[tuple[str, str]]) -> list[dict]:
         probs = loaded.model(**batch).nsp_logits.float().softmax(-1)  # [B, 2]
     return [{"a": a, "b": b, "is_next": round(float(p[0]), 6), "not_next": round(float(p[1]), 6)}
             for (a, b), p in zip(pairs, probs)]
+
+
+def mlm_by_layer(loaded: Loaded, text: str, top_k: int = 3, text_b: str | None = None) -> list[dict]:
+    """What each layer 'would predict' at the first [MASK]: the MLM head applied to every
+    layer's hidden state (the "logit lens"). The head was trained on the last layer only, so
+    early layers are read through a lens made for another layer: a picture, not a measurement."""
+    tok = loaded.tokenizer
+    enc = tok.encode(text, text_b, max_length=loaded.config.max_position_embeddings)
+    if tok.mask_id not in enc.input_ids:
+        raise ValueError("the text has no [MASK] token; write [MASK] where a word should be predicted")
+    pos = enc.input_ids.index(tok.mask_id)
+    batch = tok.tensors([enc], device=next(loaded.model.parameters()).device)
+    with torch.no_grad():
+        hs = loaded.model.bert(**batch, output_hidden_states=True).hidden_states  # L+1 of [1, T, H]
+        stacked = torch.stack([h[0, pos] for h in hs])                             # [L+1, H]
+        probs = loaded.model.cls.predictions(stacked).float().softmax(-1)           # [L+1, V]
+    p, ids = probs.topk(top_k, dim=-1)
+    return [{"layer": layer, "predictions": [{"token": tok.id_to_token(i), "probability": round(float(q), 4)}
+                                             for q, i in zip(p[layer].tolist(), ids[layer].tolist())]}
+            for layer in range(len(hs))]
+
+
+def masking_demo(loaded: Loaded, text: str, seed: int = 0, mlm_probability: float = 0.15) -> list[dict]:
+    """The pre-training corruption of one sentence (Section 3.1): 15% of the WordPieces are
+    chosen; of those 80% become [MASK], 10% a random token and 10% stay as they are."""
+    import random
+
+    from ..data.pretraining import MaskingConfig, mask_tokens
+
+    tok = loaded.tokenizer
+    enc = tok.encode(text)
+    cfg = MaskingConfig(mlm_probability=mlm_probability, max_predictions_per_seq=512)
+    new_ids, positions, labels = mask_tokens(enc.input_ids, tok.special_ids(), tok.vocab_size, cfg,
+                                             random.Random(seed), mask_id=tok.mask_id)
+    chosen = dict(zip(positions, labels))
+    rows = []
+    for t, (old, new) in enumerate(zip(enc.input_ids, new_ids)):
+        what = "—"
+        if t in chosen:
+            what = "[MASK]" if new == tok.mask_id else ("kept" if new == old else "random token")
+        rows.append({"position": t, "original": tok.id_to_token(old), "model sees": tok.id_to_token(new),
+                     "chosen": t in chosen, "treatment": what})
+    return rows

@@ -1,0 +1,58 @@
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from bert_explorer.analysis.probes import MLM_HEAD, masking_demo, mlm_by_layer, mlm_top_k
+from bert_explorer.app.state import load, model_picker
+from bert_explorer.app.widgets import intro, needs_head
+
+st.set_page_config(page_title="Masked-word probe · BERT Explorer", layout="wide")
+intro("Masked-word probe", """
+BERT's first pre-training task (Devlin et al. 2019, Section 3.1, "Task #1: Masked LM"): hide a
+word behind `[MASK]` and let the model guess it **from both sides at once**. Below you see the
+MLM head's probabilities at each `[MASK]`, what each layer would guess if the head read it
+directly, and how the paper corrupts a training sentence (15 % of WordPieces; 80 % `[MASK]`,
+10 % a random token, 10 % unchanged).
+""")
+
+name = model_picker()
+loaded, error = load(name, "BertForPreTraining") if name else (None, "Choose a model in the sidebar.")
+if error:
+    st.info(error)
+    st.stop()
+
+text = st.text_input("Sentence (write [MASK] where a word is hidden)",
+                     "the government said the [MASK] would rise next year .", key="mlm_text")
+top_k = st.slider("Predictions per mask", 1, 20, 5, key="mlm_k")
+
+if needs_head(loaded, MLM_HEAD, "predict masked words"):
+    try:
+        results = mlm_top_k(loaded, text, top_k)
+    except ValueError as e:
+        st.info(str(e))
+        results = []
+    for m in results:
+        df = pd.DataFrame(m["predictions"])
+        fig = px.bar(df[::-1], x="probability", y="token", orientation="h",
+                     title=f"[MASK] at position {m['position']}", range_x=[0, 1])
+        fig.update_layout(height=120 + 28 * len(df), margin=dict(l=10, r=10, t=40, b=10))
+        st.plotly_chart(fig, key=f"mlm_bar_{m['position']}")
+    if results:
+        st.subheader("Layer by layer")
+        st.caption("The MLM head applied to every layer's vector at the first [MASK] (layer 0 = the input "
+                   "embeddings). The head was trained on the last layer only, so early rows are a rough lens.")
+        rows = mlm_by_layer(loaded, text, top_k=3)
+        st.dataframe(pd.DataFrame([{"layer": r["layer"], **{f"#{i + 1}": f"{p['token']} ({p['probability']:.2f})"
+                                                             for i, p in enumerate(r["predictions"])}}
+                                   for r in rows]), hide_index=True)
+
+st.subheader("How a training sentence is corrupted")
+c1, c2 = st.columns([3, 1])
+demo_text = c1.text_input("Sentence", "the quick brown fox jumps over the lazy dog near the river bank .",
+                          key="mlm_demo_text")
+seed = c2.number_input("Seed", 0, 10_000, 0, key="mlm_demo_seed")
+rows = masking_demo(loaded, demo_text, int(seed))
+df = pd.DataFrame(rows)
+st.dataframe(df.style.apply(lambda r: ["background-color: #fde2c8" if r["chosen"] else "" for _ in r], axis=1),
+             hide_index=True)
+st.caption(f"{int(df['chosen'].sum())} of {len(df) - 2} WordPieces chosen; change the seed to draw again.")
