@@ -157,6 +157,18 @@ def cmd_pretrain(args) -> int:
     return 0
 
 
+def cmd_evaluate_pretraining(args) -> int:
+    from .train.pretrain import PretrainConfig, evaluate_checkpoint
+
+    cfg = _config_from(args, PretrainConfig)
+    try:
+        result = evaluate_checkpoint(args.model, cfg)
+    except (ValueError, FileNotFoundError) as e:
+        raise UserError(str(e)) from e
+    print(json.dumps(result, indent=2))
+    return 0
+
+
 def cmd_finetune(args) -> int:
     from .data.tasks import DataError
     from .train.finetune import FinetuneConfig, run_finetuning
@@ -319,6 +331,14 @@ def build_parser() -> argparse.ArgumentParser:
     from .train.pretrain import PretrainConfig
     _dataclass_args(s, PretrainConfig)
     s.set_defaults(func=cmd_pretrain)
+
+    s = sub.add_parser("evaluate-pretraining",
+                       help="held-out MLM accuracy, MLM perplexity and NSP accuracy of a pre-trained model")
+    s.add_argument("--model", required=True, help=model_help)
+    s.add_argument("--config", help="the pre-training config of the run that made the model (its corpus, "
+                                    "held-out fraction and seed give back the held-out documents)")
+    _dataclass_args(s, PretrainConfig)
+    s.set_defaults(func=cmd_evaluate_pretraining)
 
     s = sub.add_parser("finetune", help="fine-tune (or feature-based transfer) on a task file or built-in dataset")
     s.add_argument("--output", required=True, help="run directory (metrics.json, model/)")

@@ -167,6 +167,31 @@ def build_tokenizer(cfg: PretrainConfig, train_docs) -> WordPieceTokenizer:
     return WordPieceTokenizer.from_dir(checkpoint.resolve(cfg.vocab))
 
 
+def _held_out_instances(cfg: PretrainConfig, held_docs, tok: WordPieceTokenizer) -> list:
+    # Masks fixed by the seed, so every evaluation of every checkpoint sees the same positions.
+    return create_instances(held_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective,
+                            cfg.masking(), seed=cfg.seed + 1, mask=True)
+
+
+def evaluate_checkpoint(model_name_or_dir, cfg: PretrainConfig) -> dict:
+    """Re-measure a pre-trained checkpoint on the held-out documents of the run that made it.
+
+    The split is a pure function of (corpus, held_out_fraction, seed), so the same config
+    gives back exactly the documents that run never trained on, masked the same way."""
+    loaded = checkpoint.load(model_name_or_dir, "BertForPreTraining", need_heads=("masked-LM head",))
+    docs = _documents(cfg.corpus)
+    if cfg.max_docs:
+        docs = docs[: cfg.max_docs]
+    _, held_docs = split_documents(docs, cfg.held_out_fraction, seed=cfg.seed)
+    held = _held_out_instances(cfg, held_docs, loaded.tokenizer)
+    if not held:
+        raise ValueError(f"corpus {cfg.corpus!r} leaves no held-out sequences at fraction {cfg.held_out_fraction}")
+    dev = pick_device(cfg.device, cfg.amp)
+    loaded.model.to(dev.device)
+    return {**evaluate(loaded.model, held, cfg, loaded.tokenizer, dev), "held_out_documents": len(held_docs),
+            "held_out_sequences": min(len(held), cfg.eval_batches * cfg.batch_size)}
+
+
 def _documents(corpus: str) -> list:
     """A corpus name, a path, or several joined with '+' (e.g. "bbc+wiki+lee")."""
     docs = []
@@ -212,8 +237,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     train = create_instances(train_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective, masking,
                              dupe_factor=1 if cfg.dynamic_masking else cfg.dupe_factor, seed=cfg.seed,
                              mask=not cfg.dynamic_masking)
-    held = create_instances(held_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective, masking,
-                            seed=cfg.seed + 1, mask=True)
+    held = _held_out_instances(cfg, held_docs, tok)
     if not train:
         raise ValueError(f"corpus {cfg.corpus!r} gave no training sequences; it needs more text")
     sampler = _Sampler(len(train), cfg.seed)
