@@ -76,3 +76,21 @@ def test_home_page_renders_in_a_real_browser(app_url, page):
     assert not page.locator("[data-testid='stException']").count()
     assert not errors, errors
     _shot(page, "home")
+
+
+def test_attention_page_draws_bertviz_offline_in_a_real_browser(app_url, page):
+    errors, external = [], []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: external.append(r.url) if not r.url.startswith((app_url, "data:", "about:",
+                                                                                   "blob:")) else None)
+    page.goto(f"{app_url}/Attention")
+    head_view = page.frame_locator("iframe").first
+    # bertviz writes each token as an SVG <text>; the default sentence A is about a cat on a mat.
+    head_view.locator("svg text", has_text="mat").first.wait_for(timeout=120_000)
+    tokens = head_view.locator("svg text").evaluate_all("els => els.map(e => e.textContent)")  # SVG: no innerText
+    assert "[CLS]" in tokens and "[SEP]" in tokens and "cat" in tokens
+    assert head_view.locator("#layer option").count() == 4  # the default model, explorer-mini, has 4 layers
+    assert not page.locator("[data-testid='stException']").count()
+    assert not errors, errors
+    assert not external, external  # nothing fetched from outside the app: no CDN
+    _shot(page, "attention")

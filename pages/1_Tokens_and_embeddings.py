@@ -1,0 +1,162 @@
+import re
+
+import plotly.express as px
+import streamlit as st
+
+from bert_explorer.analysis import embeddings as emb
+from bert_explorer.app.state import load, model_picker
+from bert_explorer.app.widgets import intro
+
+st.set_page_config(page_title="Tokens & input embeddings · BERT Explorer", layout="wide")
+intro("Tokens & input embeddings", """
+Before any attention, BERT turns text into WordPieces and gives each one a vector: the sum of a
+**token**, a **segment** (sentence A or B) and a **position** embedding, then a LayerNorm
+(Devlin et al. 2019, Section 3, "Input/Output Representations" and Figure 2). Below you see the
+pieces, the size of each part, how alike the learned positions are, a map of word vectors, and
+how one word's vector drifts away from itself as the layers add context.
+""")
+
+ARCH = "BertForPreTraining"  # loads encoder-only checkpoints too (heads reported missing)
+name = model_picker()
+loaded, error = load(name, ARCH) if name else (None, "Choose a model in the sidebar.")
+if error:
+    st.info(error)
+    st.stop()
+
+
+# Cached by model name and inputs (not by the model object); the model itself is cached by state.load.
+@st.cache_data(max_entries=64, show_spinner=False)
+def representation(name: str, a: str, b: str | None):
+    return emb.input_representation(load(name, ARCH)[0], a, b)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def positions(name: str, n: int):
+    return emb.position_similarity(load(name, ARCH)[0], n)
+
+
+@st.cache_data(max_entries=64, show_spinner="Projecting…")
+def word_map(name: str, words: tuple[str, ...], method: str):
+    wv = emb.static_word_vectors(load(name, ARCH)[0], list(words))
+    return wv, emb.project(wv.vectors, method)
+
+
+@st.cache_data(max_entries=64, show_spinner="Projecting…")
+def context_map(name: str, word: str, sentences: tuple[str, ...], layer: int, method: str):
+    ctx = emb.word_in_context(load(name, ARCH)[0], word, list(sentences))
+    return ctx, emb.project(ctx.vectors[:, layer], method)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def similarity(name: str, word: str, sentences: tuple[str, ...]):
+    return emb.contextual_similarity(load(name, ARCH)[0], word, list(sentences))
+
+
+def lines(text: str) -> tuple[str, ...]:
+    return tuple(s.strip() for s in text.splitlines() if s.strip())
+
+
+L = loaded.config.num_layers
+
+# ----- 1. WordPieces --------------------------------------------------------------------------
+st.subheader("1 · WordPieces, segments and positions")
+c1, c2 = st.columns(2)
+text_a = c1.text_input("Sentence A", "the bank raised interest rates again .", key="emb_a")
+text_b = c2.text_input("Sentence B (optional)", "savers were pleased .", key="emb_b")
+if not text_a.strip():
+    st.info("Write sentence A to see its WordPieces.")
+    st.stop()
+rep = representation(name, text_a, text_b.strip() or None)
+if rep.truncated:
+    st.warning(f"The input was cut to {len(rep.tokens)} WordPieces.")
+st.dataframe(rep.table(), hide_index=True, key="emb_tokens")
+st.caption("Words missing from the vocabulary are split into pieces; `##` marks a piece that continues a word. "
+           "`[CLS]` starts every input, `[SEP]` ends each sentence; sentence B's tokens get segment 1.")
+
+# ----- 2. The three parts --------------------------------------------------------------------
+st.subheader("2 · Token + segment + position, then LayerNorm")
+log_y = st.checkbox("Logarithmic axis", True, key="emb_norm_log",
+                    help="LayerNorm makes vectors much longer than the raw parts; a log axis shows both.")
+fig = px.bar(rep.norms_frame(), x="label", y="norm", color="part", barmode="group", log_y=log_y,
+             category_orders={"part": list(emb.PARTS)}, labels={"label": "position: piece", "norm": "length ‖v‖"},
+             title="Length of each part of the input vector, per WordPiece")
+fig.update_layout(height=420, margin=dict(l=10, r=10, t=50, b=10), legend_title_text="")
+st.plotly_chart(fig, key="emb_norms")
+st.caption("The segment vector is one and the same for every token of a sentence; the position vector changes "
+           "with each slot. LayerNorm brings every token to about the same length, so what differs afterwards "
+           "is the direction. This is layer 0, what the first encoder layer reads.")
+
+# ----- 3. Positions ---------------------------------------------------------------------------
+st.subheader("3 · Learned position embeddings")
+max_n = min(256, loaded.config.max_position_embeddings)
+n = st.slider("Positions shown", 8, max_n, min(64, max_n), step=8, key="emb_pos_n")
+sim = positions(name, n)
+fig = px.imshow(sim.round(3), zmin=-1, zmax=1, color_continuous_scale="RdBu_r", origin="upper",
+                labels={"x": "position j", "y": "position i", "color": "cosine"},
+                title=f"Cosine similarity between the first {n} position embeddings")
+fig.update_layout(height=520, margin=dict(l=10, r=10, t=50, b=10))
+st.plotly_chart(fig, key="emb_pos_heatmap")
+st.caption("BERT learns one vector per position instead of the Transformer's fixed sinusoids. A bright band "
+           "along the diagonal means neighbouring positions ended up with similar vectors.")
+
+# ----- 4. A map ------------------------------------------------------------------------------
+st.subheader("4 · A map of the vectors")
+c1, c2 = st.columns([2, 1])
+source = c1.radio("Vectors", ["words, out of context (token embeddings)", "one word in several sentences"],
+                  key="emb_proj_source", horizontal=True)
+method = c2.radio("Projection", ["PCA", "t-SNE"], key="emb_proj_method", horizontal=True,
+                  help="PCA: a linear view, distances are honest. t-SNE: keeps near neighbours near, "
+                       "distances between clusters mean little.")
+method_key = "pca" if method == "PCA" else "tsne"
+try:
+    if source.startswith("words"):
+        words_text = st.text_area(
+            "Words (spaces or commas)", key="emb_words", height=80,
+            value="king queen man woman boy girl monday tuesday friday sunday january march july "
+                  "paris london france germany china one two three four red green blue")
+        words = tuple(w for w in re.split(r"[,\s]+", words_text) if w)
+        wv, proj = word_map(name, words, method_key)
+        labels, hover = wv.words, [" ".join(p) for p in wv.pieces]
+        title = "Token embeddings (rows of the token table; split words averaged over their pieces)"
+    else:
+        c1, c2 = st.columns([1, 3])
+        word = c1.text_input("Word", "bank", key="emb_proj_word")
+        layer = c1.slider("Layer (0 = embeddings)", 0, L, L, key="emb_proj_layer")
+        sentences = lines(c2.text_area("Sentences, one per line", key="emb_proj_sentences", height=170, value=(
+            "we walked along the river bank at dawn .\nthe boat drifted towards the muddy bank .\n"
+            "fish gathered near the bank of the stream .\nthe bank raised interest rates again .\n"
+            "she opened a savings account at the bank .\nthe central bank warned about inflation .")))
+        ctx, proj = context_map(name, word, sentences, layer, method_key)
+        labels, hover = [f"{i + 1}" for i in range(len(ctx.sentences))], list(ctx.sentences)
+        title = f"“{ctx.word}” in {len(ctx.sentences)} sentences, layer {layer}"
+    fig = px.scatter(x=proj.coords[:, 0], y=proj.coords[:, 1], text=labels, hover_name=hover, title=title,
+                     labels={"x": f"{method} 1", "y": f"{method} 2"})
+    fig.update_traces(textposition="top center")
+    fig.update_layout(height=480, margin=dict(l=10, r=10, t=50, b=10))
+    st.plotly_chart(fig, key="emb_proj")
+    if proj.explained_variance_ratio is not None:
+        r = proj.explained_variance_ratio
+        st.caption(f"The two PCA axes hold {r[0]:.0%} and {r[1]:.0%} of the variance; the rest is not shown.")
+except ValueError as e:
+    st.info(str(e))
+
+# ----- 5. Context ----------------------------------------------------------------------------
+st.subheader("5 · The same word in different contexts, layer by layer")
+c1, c2 = st.columns([1, 3])
+ctx_word = c1.text_input("Word", "bank", key="emb_ctx_word")
+ctx_sentences = lines(c2.text_area("Sentences, one per line", key="emb_ctx_sentences", height=110, value=(
+    "he sat on the river bank\nshe opened a bank account\nthe bank raised rates")))
+try:
+    res = similarity(name, ctx_word, ctx_sentences)
+    fig = px.line(res.frame(), x="layer", y="cosine", color="pair", markers=True,
+                  title=f"Cosine similarity of “{res.word}” between sentences (layer 0 = input embeddings)")
+    fig.update_layout(height=420, margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.2),
+                      xaxis=dict(dtick=1))
+    st.plotly_chart(fig, key="emb_ctx_chart")
+    split = len(res.context.pieces) > 1
+    st.caption(("“" + res.word + "” is split into " + " ".join(res.context.pieces) + "; its vector is the average "
+                "of the pieces. " if split else "") +
+               "At layer 0 the word knows only itself and its position: the same word at the same position "
+               "gives 1.0. Each layer mixes in the rest of the sentence, so the vectors drift apart.")
+except ValueError as e:
+    st.info(str(e))

@@ -1,0 +1,195 @@
+"""Attention analysis (rows, head mask, head statistics, rollout), offline bertviz, the page."""
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from bert_explorer.analysis.attention import (
+    AttentionResult,
+    attention_maps,
+    attention_rollout,
+    head_ablation,
+    head_stats,
+)
+from bert_explorer.analysis.bertviz_offline import render
+from bert_explorer.checkpoint import SHORT_NAMES, encoder_of, load
+
+needs_shipped = pytest.mark.skipif(SHORT_NAMES["explorer-mini"][0]() is None,
+                                   reason="the shipped explorer-mini model is not in assets/")
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    return load("minilm")
+
+
+def test_every_attention_row_is_a_distribution(minilm):
+    r = attention_maps(minilm, "the bank raised its rates .", "borrowers will pay more .")
+    L, A, T, _ = r.attentions.shape
+    assert (L, A) == (6, 12) and T == len(r.tokens)
+    assert np.allclose(r.attentions.sum(-1), 1.0, atol=1e-5)
+    assert (r.attentions >= 0).all()
+    assert r.tokens[r.sentence_b_start - 1] == "[SEP]" and r.segment_ids[r.sentence_b_start] == 1
+
+
+def test_long_input_is_cut_and_says_so(minilm):
+    r = attention_maps(minilm, "word " * 100, max_tokens=32)
+    assert r.truncated and len(r.tokens) == 32 and r.attentions.shape[-1] == 32
+    assert not attention_maps(minilm, "a short one .", max_tokens=32).truncated
+
+
+def test_head_mask_zeroes_exactly_that_heads_output(minilm):
+    attn = encoder_of(minilm.model).encoder.layer[0].attention.self
+    h = torch.randn(1, 7, minilm.config.hidden_size)
+    mask = torch.ones(minilm.config.num_heads)
+    mask[3] = 0
+    d = minilm.config.head_size
+    with torch.no_grad():
+        full, _ = attn(h)
+        masked, _ = attn(h, head_mask=mask)
+    assert torch.count_nonzero(masked[..., 3 * d:4 * d]) == 0
+    assert torch.count_nonzero(full[..., 3 * d:4 * d]) > 0
+    keep = torch.ones(full.shape[-1], dtype=torch.bool)
+    keep[3 * d:4 * d] = False
+    assert torch.allclose(masked[..., keep], full[..., keep])
+
+
+def test_head_ablation_control_changes_nothing_and_silencing_changes_something(minilm):
+    same = head_ablation(minilm, "the cat sat on the mat .", layer=2, head=5, keep=1.0)
+    assert max(same["delta"]) == 0 and same["cls_cosine"] == pytest.approx(1.0, abs=1e-6)
+    off = head_ablation(minilm, "the cat sat on the mat .", layer=2, head=5)
+    assert max(off["relative_delta"]) > 1e-3 and off["cls_cosine"] < 1
+    assert off["mlm"] is None  # MiniLM has no masked-LM head
+    with pytest.raises(ValueError, match="layer must be in 0..5"):
+        head_ablation(minilm, "x", layer=6, head=0)
+
+
+@needs_shipped
+def test_head_ablation_reports_the_masked_word_before_and_after():
+    mini = load("explorer-mini", "BertForPreTraining")
+    out = head_ablation(mini, "the government said the [MASK] would rise .", layer=3, head=0)
+    assert len(out["mlm"]) == 1 and out["mlm_changed"] in (0, 1)
+    assert out["mlm"][0]["before"] and 0 < out["mlm"][0]["p_before"] <= 1
+
+
+def _synthetic():
+    """Three heads with known behaviour over [CLS] a b , c [SEP]."""
+    tokens = ["[CLS]", "a", "b", ",", "c", "[SEP]"]
+    T = len(tokens)
+    prev = np.zeros((T, T))
+    prev[0, 0] = 1
+    for i in range(1, T):
+        prev[i, i - 1] = 1
+    sep = np.zeros((T, T))
+    sep[:, T - 1] = 1
+    uniform = np.full((T, T), 1 / T)
+    return tokens, np.stack([prev, sep, uniform])[None]  # [1, 3, T, T]
+
+
+def test_head_stats_name_known_patterns():
+    tokens, att = _synthetic()
+    stats = head_stats(att, tokens).set_index("head")
+    assert stats.loc[0, "to_prev"] == pytest.approx(1.0) and stats.loc[0, "behaviour"] == "previous token"
+    assert stats.loc[1, "to_sep"] == pytest.approx(1.0) and stats.loc[1, "behaviour"] == "[SEP]"
+    assert stats.loc[2, "behaviour"] == "broad"
+    assert stats.loc[2, "entropy"] == pytest.approx(np.log(6))
+    assert stats.loc[2, "to_punct"] == pytest.approx(1 / 6)
+    assert stats.loc[1, "entropy"] == pytest.approx(0.0)
+
+
+def test_head_stats_ignore_padding():
+    tokens, att = _synthetic()
+    padded = np.zeros((1, 3, 8, 8))
+    padded[..., :6, :6] = att
+    padded[..., 6:, 0] = 1  # whatever the padded rows hold must not count
+    a = head_stats(att, tokens).drop(columns="behaviour")
+    b = head_stats(padded, tokens + ["[PAD]", "[PAD]"]).drop(columns="behaviour")
+    assert np.allclose(a.values, b.values)
+
+
+def test_rollout_of_one_layer_is_half_attention_half_identity_and_rows_sum_to_one():
+    _, att = _synthetic()
+    r = attention_rollout(att)
+    expected = 0.5 * att[0].mean(0) + 0.5 * np.eye(6)
+    assert np.allclose(r[0], expected, atol=1e-6)
+    two = np.concatenate([att, att])  # two layers: the product of the per-layer matrices
+    r2 = attention_rollout(two)
+    assert np.allclose(r2[1], expected @ expected, atol=1e-6)
+    assert np.allclose(r2.sum(-1), 1, atol=1e-5)
+
+
+def test_bertviz_views_are_self_contained(minilm):
+    r = attention_maps(minilm, "it was </script><b>warm</b> there .", "the sun shone .")
+    for view in ("head", "model"):
+        page = render(r, view)
+        assert "<script src=" not in page.html and "require.config" not in page.html
+        assert "cdnjs" not in page.html and "d3js.org v5.7.0" in page.html  # d3 5.7.0 inlined
+        body = page.html.split("window.require = requirejs;", 1)[1]
+        assert "</script><b>" not in body  # the user's text cannot close the script early
+        assert '"warm"' in body and page.layers == list(range(6))
+    head = render(r, "head")
+    assert "Sentence A -> Sentence B" in head.html  # the pair filter
+
+
+def test_bertviz_keeps_fewer_layers_for_long_inputs_and_rounds(minilm):
+    r = attention_maps(minilm, "word " * 60)
+    small = render(r, "head", max_bytes=300_000)
+    assert 1 <= len(small.layers) < 6 and small.layers[0] == 0
+    assert small.size_bytes < render(r, "head").size_bytes
+    assert "0.12300000" not in small.html
+    with pytest.raises(ValueError):
+        render(r, "head", layers=[7])
+
+
+def _fake_result(T=5):
+    att = np.full((1, 1, T, T), 1 / T, dtype=np.float32)
+    return AttentionResult(["[CLS]", "a", "b", "c", "[SEP]"][:T], [0] * T, att)
+
+
+def test_render_rejects_an_unknown_view():
+    with pytest.raises(ValueError, match="head' or 'model"):
+        render(_fake_result(), "neuron")
+
+
+# ----- the page ----------------------------------------------------------------------------------
+
+def _page(model=None):
+    at = AppTest.from_file("../pages/2_Attention.py", default_timeout=120)
+    if model:
+        at.session_state["be_model_choice"] = model
+    return at.run()
+
+
+def test_attention_page_draws_bertviz_offline_and_plots():
+    at = _page("minilm")
+    assert not at.exception
+    assert any("Section 3" in m.value for m in at.markdown)
+    frames = at.get("iframe")
+    assert len(frames) == 2  # head view and model view
+    assert all("d3js.org v5.7.0" in f.proto.srcdoc and "cdnjs" not in f.proto.srcdoc for f in frames)
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 4
+    heat = charts[0].proto.spec
+    at.text_area(key="att_a").set_value("a completely different sentence about rivers .").run()
+    assert not at.exception
+    assert at.get("plotly_chart")[0].proto.spec != heat
+    assert "rivers" in at.get("iframe")[0].proto.srcdoc
+
+
+def test_attention_page_head_choice_and_truncation():
+    at = _page("minilm")
+    before = at.get("plotly_chart")[0].proto.spec
+    at.selectbox(key="att_hm_head").set_value(4).run()
+    assert at.get("plotly_chart")[0].proto.spec != before
+    at.text_area(key="att_a").set_value("long " * 200).run()
+    assert not at.exception
+    assert any("was cut to 64" in i.value for i in at.info)
+
+
+@needs_shipped
+def test_attention_page_shows_the_masked_word_under_ablation():
+    at = _page()  # explorer-mini, which has an MLM head
+    at.text_area(key="att_a").set_value("the [MASK] sat on the mat .").run()
+    assert not at.exception
+    table = at.dataframe[-1].value
+    assert {"before", "after", "changed"} <= set(table.columns)

@@ -1,0 +1,255 @@
+"""The input representation (paper, Section 3, Figure 2), its analyses and page 1 of the app."""
+import base64
+import json
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from bert_explorer.analysis import embeddings as emb
+from bert_explorer.checkpoint import SHORT_NAMES, Loaded, LoadReport
+from bert_explorer.checkpoint import load as load_checkpoint
+from bert_explorer.model import BertConfig, BertForPreTraining
+from bert_explorer.tokenizer import WordPieceTokenizer
+
+needs_shipped = pytest.mark.skipif(SHORT_NAMES["explorer-mini"][0]() is None,
+                                   reason="the shipped explorer-mini model is not in assets/")
+needs_minilm = pytest.mark.skipif(SHORT_NAMES["minilm"][0]() is None, reason="minilm is not installed")
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "bank", "river", "money", "sat", "on",
+         "he", "she", "opened", "a", "account", "raised", "rates", "is", "open", "closed", "##ing", "un",
+         "##der", ".", "walk", "##ed"]
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Loaded:
+    """A random 2-layer BERT with a small vocabulary: every test here must hold for any weights."""
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=len(WORDS), hidden_size=32, num_layers=2, num_heads=2,
+                     intermediate_size=64, max_position_embeddings=40,
+                     initializer_range=0.3)  # larger than 0.02, so attention moves the vectors visibly
+    model = BertForPreTraining(cfg).eval()
+    with torch.no_grad():  # LayerNorm gains/biases away from 1/0, so a skipped LayerNorm would show
+        for m in model.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.normal_(0, 0.1)
+    tok = WordPieceTokenizer({w: i for i, w in enumerate(WORDS)})
+    return Loaded(model, tok, cfg, path=None, report=LoadReport())
+
+
+def test_parts_sum_and_layernorm_match_the_model(tiny):
+    rep = emb.input_representation(tiny, "he sat on the river bank .", "she opened a bank account")
+    bert = tiny.model.bert
+    ids = torch.tensor([rep.input_ids])
+    seg = torch.tensor([rep.segment_ids])
+    assert rep.tokens[0] == "[CLS]" and rep.segment_ids[-1] == 1 and rep.segment_ids[0] == 0
+    # each part is the right row of its table
+    w = bert.embeddings
+    np.testing.assert_allclose(rep.token, w.word_embeddings.weight[ids[0]].detach().numpy(), atol=1e-6)
+    np.testing.assert_allclose(rep.segment, w.token_type_embeddings.weight[seg[0]].detach().numpy(), atol=1e-6)
+    np.testing.assert_allclose(rep.position, w.position_embeddings.weight[: len(rep.tokens)].detach().numpy(),
+                               atol=1e-6)
+    np.testing.assert_allclose(rep.token + rep.segment + rep.position, rep.summed, atol=1e-6)
+    with torch.no_grad():
+        out = bert.embeddings(ids, seg)[0].numpy()                                          # [T, H]
+        h0 = bert(ids, seg, output_hidden_states=True).hidden_states[0][0].numpy()          # [T, H]
+    np.testing.assert_allclose(rep.after_layernorm, out, atol=1e-5)
+    np.testing.assert_allclose(rep.after_layernorm, h0, atol=1e-5)
+    assert not np.allclose(rep.summed, rep.after_layernorm, atol=1e-2)  # LayerNorm did something
+    norms = rep.norms()
+    assert set(norms) == set(emb.PARTS) and all(len(v) == len(rep.tokens) for v in norms.values())
+    np.testing.assert_allclose(norms["token"], np.linalg.norm(rep.token, axis=-1), rtol=1e-6)
+    frame = rep.norms_frame()
+    assert len(frame) == len(emb.PARTS) * len(rep.tokens)
+
+
+def test_table_lists_pieces_ids_segments_positions(tiny):
+    rep = emb.input_representation(tiny, "walked under", "bank")
+    t = rep.table()
+    assert t["piece"].tolist() == ["[CLS]", "walk", "##ed", "un", "##der", "[SEP]", "bank", "[SEP]"]
+    assert t["segment"].tolist() == ["A"] * 6 + ["B"] * 2
+    assert t["position"].tolist() == list(range(8))
+    assert t["id"].tolist() == [WORDS.index(p) for p in t["piece"]]
+
+
+def test_long_input_is_truncated_and_flagged(tiny):
+    rep = emb.input_representation(tiny, " ".join(["bank"] * 60))
+    assert rep.truncated and len(rep.tokens) == tiny.config.max_position_embeddings
+
+
+def test_position_similarity_is_a_cosine_matrix(tiny):
+    sim = emb.position_similarity(tiny, 16)
+    assert sim.shape == (16, 16)
+    np.testing.assert_allclose(np.diag(sim), 1.0)
+    np.testing.assert_array_equal(sim, sim.T)
+    assert (sim <= 1.0 + 1e-6).all() and (sim >= -1.0 - 1e-6).all()
+    p = tiny.model.bert.embeddings.position_embeddings.weight.detach().numpy()
+    expect = p[3] @ p[7] / (np.linalg.norm(p[3]) * np.linalg.norm(p[7]))
+    assert sim[3, 7] == pytest.approx(expect, abs=1e-5)
+    assert emb.position_similarity(tiny, 10_000).shape == (40, 40)  # clipped to the table
+
+
+def test_pca_finds_the_direction_of_a_line():
+    rng = np.random.default_rng(0)
+    direction = rng.normal(size=10)
+    direction /= np.linalg.norm(direction)
+    t = np.linspace(-5, 5, 30)
+    points = 3.0 + t[:, None] * direction[None, :] + 0.01 * rng.normal(size=(30, 10))  # [N, H]
+    proj = emb.pca_2d(points)
+    assert proj.coords.shape == (30, 2)
+    assert abs(proj.components[0] @ direction) > 0.999
+    assert proj.explained_variance_ratio[0] > 0.99
+    # the first coordinate is the position along the line (up to sign)
+    assert abs(np.corrcoef(proj.coords[:, 0], t)[0, 1]) > 0.999
+    with pytest.raises(ValueError):
+        emb.pca_2d(points[:1])
+
+
+def test_tsne_keeps_two_clusters_apart():
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(6, 8))
+    b = rng.normal(size=(6, 8)) + 20.0
+    proj = emb.project(np.vstack([a, b]), "tsne")
+    assert proj.coords.shape == (12, 2) and proj.method == "tsne"
+    ca, cb = proj.coords[:6], proj.coords[6:]
+    within = max(np.linalg.norm(ca - ca.mean(0), axis=1).max(), np.linalg.norm(cb - cb.mean(0), axis=1).max())
+    assert np.linalg.norm(ca.mean(0) - cb.mean(0)) > 2 * within
+    with pytest.raises(ValueError, match="at least 4"):
+        emb.tsne_2d(a[:3])
+    with pytest.raises(ValueError, match="unknown projection"):
+        emb.project(a, "umap")
+
+
+def test_static_word_vectors_average_the_pieces(tiny):
+    wv = emb.static_word_vectors(tiny, ["bank", "walked", "Bank", "river"])
+    assert wv.words == ["bank", "walked", "river"]       # "Bank" lower-cases to a repeat
+    assert wv.pieces[1] == ["walk", "##ed"]
+    table = tiny.model.bert.embeddings.word_embeddings.weight.detach().numpy()
+    np.testing.assert_allclose(wv.vectors[0], table[WORDS.index("bank")], atol=1e-6)
+    np.testing.assert_allclose(wv.vectors[1], (table[WORDS.index("walk")] + table[WORDS.index("##ed")]) / 2,
+                               atol=1e-6)
+
+
+def test_same_sentence_twice_is_identical_at_every_layer(tiny):
+    s = "he sat on the river bank ."
+    res = emb.contextual_similarity(tiny, "bank", [s, s])
+    assert res.cosine.shape == (1, tiny.config.num_layers + 1)
+    np.testing.assert_allclose(res.cosine, 1.0, atol=1e-5)
+
+
+def test_context_changes_the_word_after_layer_zero(tiny):
+    # "bank" is token 1 in both sentences, both in segment A: the same input embedding.
+    res = emb.contextual_similarity(tiny, "bank", ["bank is open", "bank is closed", "the bank raised rates"])
+    assert res.pairs == [(0, 1), (0, 2), (1, 2)]
+    assert res.cosine[0, 0] == pytest.approx(1.0, abs=1e-5)
+    assert (res.cosine[0, 1:] < 0.999).all()                 # context has reached "bank"
+    assert res.cosine[1, 0] < 0.999                           # another position already differs at layer 0
+    assert res.context.spans == [(1, 2), (1, 2), (2, 3)]
+    frame = res.frame()
+    assert len(frame) == 3 * (tiny.config.num_layers + 1)
+    assert set(frame["layer"]) == set(range(tiny.config.num_layers + 1))
+
+
+def test_a_word_in_several_pieces_is_averaged(tiny):
+    ctx = emb.word_in_context(tiny, "walked", ["he walked on", "she walked"])
+    assert ctx.pieces == ["walk", "##ed"] and ctx.spans == [(2, 4), (2, 4)]
+    enc = tiny.tokenizer.encode("he walked on")
+    with torch.no_grad():
+        hs = tiny.model.bert(**tiny.tokenizer.tensors([enc]), output_hidden_states=True).hidden_states
+    np.testing.assert_allclose(ctx.vectors[0, -1], hs[-1][0, 2:4].mean(0).numpy(), atol=1e-5)
+    assert ctx.vectors.shape == (2, tiny.config.num_layers + 1, tiny.config.hidden_size)
+
+
+def test_a_missing_word_raises_a_clear_error(tiny):
+    with pytest.raises(ValueError, match="'bank'.*not in the sentence 'she opened a account'"):
+        emb.contextual_similarity(tiny, "bank", ["he sat on the river bank", "she opened a account"])
+    # a word is not found inside a longer word: "walk" + "##ed" is "walked", not "walk"
+    with pytest.raises(ValueError, match="not in the sentence"):
+        emb.word_in_context(tiny, "walk", ["he walked"])
+    with pytest.raises(ValueError, match="at least two"):
+        emb.contextual_similarity(tiny, "bank", ["the bank"])
+
+
+@needs_shipped
+def test_bank_example_on_the_shipped_model():
+    loaded = load_checkpoint("explorer-mini", "BertForPreTraining")
+    res = emb.contextual_similarity(loaded, "bank", ["he sat on the river bank", "she opened a bank account",
+                                                     "the bank raised rates"])
+    assert res.cosine.shape == (3, 5)
+    assert ((res.cosine > 0) & (res.cosine < 1)).all()
+
+
+# ----- the page -------------------------------------------------------------------------------
+
+PAGE = "../pages/1_Tokens_and_embeddings.py"
+
+
+def _run(model: str | None = None):
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    if model:
+        at.session_state["be_model_choice"] = model
+    return at.run()
+
+
+def _check_page(at):
+    assert not at.exception, at.exception
+    assert any("Section 3" in m.value for m in at.markdown)
+    charts = at.get("plotly_chart")
+    assert len(charts) == 4  # norms, positions heatmap, projection, context lines
+    for chart in charts:
+        spec = json.loads(chart.proto.spec)
+        assert spec["data"], "a chart with no traces"
+        for trace in spec["data"]:
+            values = trace.get("z") if trace.get("type") == "heatmap" else trace.get("y")
+            assert values is not None and len(_values(values)) > 0
+    table = at.dataframe[0].value
+    assert list(table.columns[:5]) == ["piece", "id", "segment", "segment id", "position"]
+    return table
+
+
+def _values(v):
+    """Plotly JSON stores numbers plain or as {"dtype", "bdata"} (base64); either way, non-empty."""
+    if isinstance(v, dict) and "bdata" in v:
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=v["dtype"])
+    return np.asarray(v)
+
+
+def _norms_spec(at):
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")][0]
+
+
+@needs_shipped
+def test_page_shows_tables_and_charts_and_follows_sentence_a():
+    at = _run()
+    table = _check_page(at)
+    assert table["piece"].tolist()[0] == "[CLS]" and "B" in table["segment"].tolist()
+    norms = _norms_spec(at)
+    at.text_input(key="emb_a").set_value("a completely different sentence about rivers").run()
+    assert not at.exception
+    new_table = at.dataframe[0].value
+    assert new_table["piece"].tolist() != table["piece"].tolist()
+    assert "rivers" in new_table["piece"].tolist() or "river" in new_table["piece"].tolist()
+    assert _norms_spec(at) != norms
+
+
+@needs_shipped
+def test_page_tsne_context_map_and_missing_word():
+    at = _run()
+    at.radio(key="emb_proj_source").set_value("one word in several sentences")
+    at.radio(key="emb_proj_method").set_value("t-SNE").run()
+    assert not at.exception and len(at.get("plotly_chart")) == 4
+    at.text_input(key="emb_ctx_word").set_value("zebra").run()
+    assert not at.exception
+    assert any("not in the sentence" in i.value for i in at.info)
+    assert len(at.get("plotly_chart")) == 3  # the context chart gives way to the message
+
+
+@needs_minilm
+def test_page_works_with_minilm():
+    at = _run("minilm")
+    table = _check_page(at)
+    assert table["id"].tolist()[0] == 101  # [CLS] in the bert-base-uncased vocabulary
+    heat = [c for c in at.get("plotly_chart") if "heatmap" in c.proto.spec]
+    assert heat
