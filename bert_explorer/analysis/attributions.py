@@ -1,0 +1,380 @@
+"""Which input tokens made BERT say that? Integrated Gradients on the input embeddings.
+
+Integrated Gradients (Sundararajan, Taly & Yan 2017, "Axiomatic Attribution for Deep
+Networks") explains one number f(x) that a model computes from an input x. Pick a
+*baseline* x' that stands for "no information", walk in a straight line from x' to x, add up
+the gradient of f along the way and multiply by how far each input moved:
+
+    IG_i(x) = (x_i - x'_i) · ∫₀¹ ∂f(x' + α(x - x')) / ∂x_i  dα
+
+Two properties make it a good teaching tool:
+
+* **Completeness** (the paper's Section 3, Proposition 1): the attributions add up to
+  f(x) - f(x'). Nothing is lost or invented; a token's share is a share of a real
+  difference. The integral is computed numerically, so in practice the sum misses by a
+  small *convergence delta*, which we report. More steps make it smaller.
+* **An input equal to its baseline gets exactly 0**, because of the (x_i - x'_i) factor.
+
+Where do we measure x? Token ids are integers, and a gradient needs something continuous,
+so we take the three vectors BERT adds up at its input (Devlin et al. 2019, Figure 2)
+— the token embedding, the segment embedding and the position embedding — and integrate
+over all three at once with captum's ``LayerIntegratedGradients`` given a list of the three
+embedding layers. Completeness then holds for the sum over tokens *and* over the three
+parts, so every token's attribution splits exactly into "what word it is", "which sentence
+it is in" and "where it stands".
+
+The baseline, part by part (``baseline_inputs`` builds it):
+
+* token: ``[PAD]`` for every ordinary word piece; ``[CLS]``, ``[SEP]`` and ``[MASK]`` are
+  kept. The structural tokens are not what we ask about (and a question without its
+  ``[MASK]`` would be another question), so they stay put and get exactly 0 for their
+  token part. ``[PAD]``'s embedding is the row the model was trained to ignore.
+* segment: segment A (id 0) everywhere. The baseline "knows nothing about where sentence
+  B starts"; for a single sentence every token already is in segment A, so the segment
+  part is exactly 0 there and only matters for pairs (next-sentence prediction,
+  pair classifiers).
+* position: position 0 for every token. The baseline has "no word order"; [CLS] really is
+  at position 0, so its position part is exactly 0.
+
+What f is, for each of the three targets:
+
+* masked word (Section 3.1, Task #1 "Masked LM"): the **log-probability** log P(w | context)
+  of a chosen word w at a ``[MASK]``. Not the raw logit: the softmax ignores a constant
+  added to all V logits, so the logit of one word can rise or fall between x and x' for
+  reasons that change no probability at all. The log-probability has no such free offset,
+  and f(x) - f(x') reads as "the context makes w e^Δ times more likely than the empty
+  input does".
+* next sentence (Section 3.1, Task #2 "NSP"): the **log-odds** log P(IsNext) / P(NotNext)
+  = logit[IsNext] - logit[NotNext] (index 0 = IsNext). Again free of the softmax offset,
+  and it does not flatten out when the model is sure (log P(IsNext) would stay near 0).
+* fine-tuned classifier (Section 4, Figure 4 (a)/(b): a linear layer on the pooled [CLS]):
+  the log-probability of a chosen class (default: the predicted one); for a regression
+  head (one output), the output itself.
+
+Practicalities: the model runs in eval mode (dropout would make f random), on a private
+copy of the module tree that shares the weights (captum hooks the embedding layers while
+it works, and a model cached by the app is shared by every browser tab), and no gradient
+is ever stored in a parameter's ``.grad`` (captum asks autograd for the gradient with
+respect to the interpolated embeddings only).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..checkpoint import Loaded, MissingHeadError
+from ..tokenizer import Encoded, WordPieceTokenizer
+from .probes import MLM_HEAD, NSP_HEAD
+
+PARTS = ("token", "segment", "position")
+DEFAULT_STEPS = 50
+# Captum evaluates the model at n_steps points of the path; we hand it as many of them per
+# forward pass as fit in about this many tokens (16 tokens x 50 steps = one pass).
+TOKENS_PER_BATCH = 8192
+
+
+@dataclass
+class Attributions:
+    """Integrated Gradients for one input: one number per token and embedding part.
+
+    ``token``, ``segment`` and ``position`` are the attributions of the three embedding
+    parts, each summed over the H hidden dimensions; ``total`` is their sum per token.
+    Completeness: sum(total) = f_input - f_baseline - delta.
+    """
+
+    target: str                     # "masked word" | "next sentence" | "classifier"
+    score: str                      # what f is, in words, e.g. "log P('rise') at [MASK]"
+    tokens: list[str]
+    baseline_tokens: list[str]
+    token: list[float]
+    segment: list[float]
+    position: list[float]
+    f_input: float                  # f(x)
+    f_baseline: float               # f(x')
+    delta: float                    # captum's convergence delta: Σ attributions - (f(x) - f(x'))
+    n_steps: int
+    details: dict = field(default_factory=dict)  # target-specific: predictions, labels, ...
+
+    @property
+    def total(self) -> list[float]:
+        return [a + b + c for a, b, c in zip(self.token, self.segment, self.position)]
+
+    @property
+    def labels(self) -> list[str]:
+        """One unique label per position ("3 rise"), for plot axes where tokens repeat."""
+        return [f"{i} {t}" for i, t in enumerate(self.tokens)]
+
+    @property
+    def difference(self) -> float:
+        """f(x) - f(x'): what the attributions must add up to."""
+        return self.f_input - self.f_baseline
+
+    @property
+    def attribution_sum(self) -> float:
+        return sum(self.token) + sum(self.segment) + sum(self.position)
+
+    @property
+    def relative_delta(self) -> float:
+        """|delta| as a fraction of |f(x) - f(x')| (inf when the difference is 0)."""
+        return abs(self.delta) / abs(self.difference) if self.difference else math.inf
+
+    def rows(self) -> list[dict]:
+        """One row per token, ready for a table."""
+        return [{"position": i, "token": t, "baseline": b, "token part": round(tk, 5),
+                 "segment part": round(sg, 5), "position part": round(ps, 5), "total": round(tk + sg + ps, 5)}
+                for i, (t, b, tk, sg, ps) in enumerate(zip(self.tokens, self.baseline_tokens, self.token,
+                                                           self.segment, self.position))]
+
+
+# ----- the method ----------------------------------------------------------------------------
+
+def baseline_inputs(tok: WordPieceTokenizer, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """x' for ``inputs`` ([1, T] tensors): [PAD] for ordinary word pieces with [CLS], [SEP]
+    and [MASK] kept, segment A everywhere, position 0 everywhere (see the module docstring)."""
+    ids = inputs["input_ids"]
+    keep = torch.zeros_like(ids, dtype=torch.bool)
+    for special in (tok.cls_id, tok.sep_id, tok.mask_id, tok.pad_id):
+        keep |= ids == special
+    return {
+        "input_ids": torch.where(keep, ids, torch.full_like(ids, tok.pad_id)),
+        "token_type_ids": torch.zeros_like(inputs["token_type_ids"]),
+        "position_ids": torch.zeros_like(inputs["position_ids"]),
+    }
+
+
+def _private_view(model: nn.Module) -> nn.Module:
+    """A copy of the module tree whose parameters and buffers are the original tensors.
+
+    No weight is copied (the memo maps every tensor to itself), but hooks and the
+    train/eval switch now belong to the copy: another thread using the shared model is
+    never affected by what captum does here."""
+    memo = {id(t): t for t in [*model.parameters(), *model.buffers()]}
+    return copy.deepcopy(model, memo).eval()
+
+
+def integrated_gradients(
+    model: nn.Module,
+    f: Callable[[nn.Module, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    inputs: dict[str, torch.Tensor],
+    baselines: dict[str, torch.Tensor],
+    n_steps: int = DEFAULT_STEPS,
+) -> tuple[list[torch.Tensor], float, float, float]:
+    """Integrated Gradients of ``f(model, input_ids, token_type_ids, position_ids) -> [B]``
+    with respect to the three embedding layers of ``model.bert``, from ``baselines`` to
+    ``inputs`` (each a dict of [1, T] id tensors).
+
+    Everything runs on ``_private_view(model)`` in eval mode; ``model`` itself is not
+    touched. Returns the attributions per part ([T] each, summed over H), f(x), f(x') and
+    captum's convergence delta (Σ attributions - (f(x) - f(x')), from its own two forward
+    passes)."""
+    from captum.attr import LayerIntegratedGradients
+
+    if n_steps < 1:
+        raise ValueError("n_steps must be at least 1")
+    view = _private_view(model)
+    emb = view.bert.embeddings
+    layers = [emb.word_embeddings, emb.token_type_embeddings, emb.position_embeddings]  # order of PARTS
+    keys = ("input_ids", "token_type_ids", "position_ids")
+    x = tuple(inputs[k] for k in keys)
+    x0 = tuple(baselines[k] for k in keys)
+
+    def forward(input_ids, token_type_ids, position_ids):  # [B, T] ids -> [B] scores
+        return f(view, input_ids, token_type_ids, position_ids)
+
+    T = x[0].shape[1]
+    with warnings.catch_warnings():
+        # captum warns that one layer might feed another; the three embeddings are independent.
+        warnings.filterwarnings("ignore", message="Multiple layers provided")
+        lig = LayerIntegratedGradients(forward, layers)
+    with torch.enable_grad():
+        attributions, delta = lig.attribute(
+            x, baselines=x0, n_steps=n_steps, return_convergence_delta=True,
+            internal_batch_size=max(1, min(n_steps, TOKENS_PER_BATCH // T)))
+    with torch.no_grad():
+        f_x, f_x0 = float(forward(*x)[0]), float(forward(*x0)[0])
+    # Each layer's attribution is [1, T, H]: sum over the hidden dimension -> one number per token.
+    per_part = [a.detach()[0].sum(-1).float() for a in attributions]
+    return per_part, f_x, f_x0, float(delta.reshape(-1)[0])
+
+
+def _result(target: str, score: str, tok: WordPieceTokenizer, inputs, baselines, parts, f_x, f_x0, delta,
+            n_steps, details) -> Attributions:
+    token, segment, position = (p.tolist() for p in parts)
+    return Attributions(
+        target=target, score=score,
+        tokens=tok.convert_ids_to_tokens(inputs["input_ids"][0].tolist()),
+        baseline_tokens=tok.convert_ids_to_tokens(baselines["input_ids"][0].tolist()),
+        token=token, segment=segment, position=position,
+        f_input=f_x, f_baseline=f_x0, delta=delta, n_steps=n_steps, details=details)
+
+
+def _inputs(loaded: Loaded, enc: Encoded) -> dict[str, torch.Tensor]:
+    device = next(loaded.model.parameters()).device
+    batch = loaded.tokenizer.tensors([enc], device=device)
+    T = batch["input_ids"].shape[1]
+    return {"input_ids": batch["input_ids"], "token_type_ids": batch["token_type_ids"],
+            "position_ids": torch.arange(T, device=device).unsqueeze(0)}  # [1, T]
+
+
+def _require(loaded: Loaded, head: str) -> None:
+    if head in loaded.report.missing:
+        raise MissingHeadError(f"{loaded.name or loaded.path} has no trained {head}")
+
+
+# ----- target (a): a masked word (Section 3.1, Task #1) -------------------------------------
+
+def explain_masked_word(loaded: Loaded, text: str, word: str | None = None, n_steps: int = DEFAULT_STEPS,
+                        text_b: str | None = None, top_k: int = 5) -> Attributions:
+    """Attribute log P(``word`` | context) at the first [MASK] of ``text`` to the input tokens.
+
+    ``word`` must be a single WordPiece of the vocabulary; None explains the model's own top
+    prediction. ``details`` holds the mask position, the word, its probability and the top-k."""
+    _require(loaded, MLM_HEAD)
+    tok = loaded.tokenizer
+    enc = tok.encode(text, text_b, max_length=loaded.config.max_position_embeddings)
+    if tok.mask_id not in enc.input_ids:
+        raise ValueError("the text has no [MASK] token; write [MASK] where a word should be predicted")
+    pos = enc.input_ids.index(tok.mask_id)
+    inputs = _inputs(loaded, enc)
+
+    def log_probs(model, input_ids, token_type_ids, position_ids):  # -> [B, V]
+        h = model.bert(input_ids=input_ids, token_type_ids=token_type_ids,
+                       position_ids=position_ids).last_hidden_state[:, pos]  # [B, H]
+        return model.cls.predictions(h).float().log_softmax(-1)  # the head on one position only
+
+    with torch.no_grad():
+        probs = log_probs(_private_view(loaded.model), **inputs)[0].exp()  # [V], in eval mode
+    p, ids = probs.topk(min(top_k, probs.numel()))
+    top = [{"token": tok.id_to_token(i), "probability": float(q)} for q, i in zip(p.tolist(), ids.tolist())]
+    if word is None or not word.strip():
+        word_id = int(ids[0])
+    else:
+        pieces = tok.tokenize(word.strip())
+        if len(pieces) != 1:
+            raise ValueError(
+                f"{word.strip()!r} is {len(pieces)} word pieces {pieces} in this vocabulary; the masked-LM head "
+                f"predicts one piece per [MASK]: choose a single piece, e.g. one of "
+                f"{', '.join(t['token'] for t in top)}")
+        word_id = tok.token_to_id(pieces[0])
+    word_text = tok.id_to_token(word_id)
+
+    def f(model, *ids):
+        return log_probs(model, *ids)[:, word_id]  # [B]
+
+    baselines = baseline_inputs(tok, inputs)
+    parts, f_x, f_x0, delta = integrated_gradients(loaded.model, f, inputs, baselines, n_steps)
+    return _result("masked word", f"log P({word_text!r}) at [MASK] (position {pos})", tok, inputs, baselines,
+                   parts, f_x, f_x0, delta, n_steps,
+                   {"mask_position": pos, "word": word_text, "probability": float(probs[word_id]),
+                    "top": top})
+
+
+# ----- target (b): the next-sentence decision (Section 3.1, Task #2) ------------------------
+
+def explain_next_sentence(loaded: Loaded, text_a: str, text_b: str, n_steps: int = DEFAULT_STEPS) -> Attributions:
+    """Attribute the NSP log-odds log P(IsNext)/P(NotNext) of the pair (A, B) to its tokens."""
+    _require(loaded, NSP_HEAD)
+    tok = loaded.tokenizer
+    if not text_a.strip() or not text_b.strip():
+        raise ValueError("write both sentence A and sentence B")
+    enc = tok.encode(text_a, text_b, max_length=loaded.config.max_position_embeddings)
+    inputs = _inputs(loaded, enc)
+
+    def f(model, input_ids, token_type_ids, position_ids):
+        pooled = model.bert(input_ids=input_ids, token_type_ids=token_type_ids,
+                            position_ids=position_ids).pooler_output  # [B, H]
+        logits = model.cls.seq_relationship(pooled).float()          # [B, 2]: 0 = IsNext
+        return logits[:, 0] - logits[:, 1]
+
+    baselines = baseline_inputs(tok, inputs)
+    parts, f_x, f_x0, delta = integrated_gradients(loaded.model, f, inputs, baselines, n_steps)
+    return _result("next sentence", "log-odds of IsNext: log P(IsNext) / P(NotNext)", tok, inputs, baselines,
+                   parts, f_x, f_x0, delta, n_steps,
+                   {"p_is_next": 1 / (1 + math.exp(-f_x)), "p_is_next_baseline": 1 / (1 + math.exp(-f_x0))})
+
+
+# ----- target (c): a fine-tuned classifier (Section 4) ---------------------------------------
+
+def label_names(loaded: Loaded) -> list[str]:
+    id2label = loaded.config.id2label
+    return [id2label[i] for i in sorted(id2label)]
+
+
+def explain_classifier(loaded: Loaded, text: str, text_b: str | None = None, label: str | int | None = None,
+                       n_steps: int = DEFAULT_STEPS) -> Attributions:
+    """Attribute a BertForSequenceClassification's log P(``label``) (default: the predicted
+    class; a regression head: its output) to the tokens of ``text`` (and ``text_b``)."""
+    model = loaded.model
+    if type(model).__name__ != "BertForSequenceClassification":
+        raise ValueError(f"{loaded.path} is a {type(model).__name__}, not a sequence classifier")
+    if not text.strip():
+        raise ValueError("write a text to classify")
+    tok = loaded.tokenizer
+    enc = tok.encode(text, text_b or None, max_length=loaded.config.max_position_embeddings)
+    inputs = _inputs(loaded, enc)
+    names = label_names(loaded)
+    regression = model.is_regression
+
+    def outputs(model, input_ids, token_type_ids, position_ids):  # [B, labels]
+        logits = model(input_ids=input_ids, token_type_ids=token_type_ids, position_ids=position_ids).logits.float()
+        return logits if regression else logits.log_softmax(-1)
+
+    with torch.no_grad():
+        out = outputs(_private_view(model), **inputs)[0]  # in eval mode
+    if regression:
+        k, score, details = 0, "the regression output", {"prediction": float(out[0])}
+    else:
+        probs = out.exp()
+        predicted = int(probs.argmax())
+        if label is None or label == "":
+            k = predicted
+        elif isinstance(label, int):
+            k = label
+        elif label in names:
+            k = names.index(label)
+        else:
+            raise ValueError(f"unknown class {label!r}; the classes are {', '.join(names)}")
+        score = f"log P({names[k]!r})"
+        details = {"label": names[k], "predicted": names[predicted],
+                   "probabilities": {n: float(q) for n, q in zip(names, probs.tolist())}}
+
+    def f(model, *ids):
+        return outputs(model, *ids)[:, k]  # [B]
+
+    baselines = baseline_inputs(tok, inputs)
+    parts, f_x, f_x0, delta = integrated_gradients(model, f, inputs, baselines, n_steps)
+    return _result("classifier", score, tok, inputs, baselines, parts, f_x, f_x0, delta, n_steps, details)
+
+
+def classifier_runs(root: str | Path = "runs") -> list[dict]:
+    """Fine-tuning runs under ``root`` whose ``model/`` is a BertForSequenceClassification:
+    one dict per run with its name, the model directory, the task and the class names."""
+    found = []
+    root = Path(root)
+    if not root.is_dir():
+        return found
+    for cfg_file in sorted(root.glob("*/model/config.json")):
+        try:
+            cfg = json.loads(cfg_file.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if (cfg.get("architectures") or [None])[0] != "BertForSequenceClassification":
+            continue
+        args_file = cfg_file.parent / "training_args.json"
+        try:
+            args = json.loads(args_file.read_text()) if args_file.is_file() else {}
+        except (OSError, json.JSONDecodeError):
+            args = {}
+        id2label = cfg.get("id2label") or {}
+        found.append({"name": cfg_file.parents[1].name, "model_dir": str(cfg_file.parent),
+                      "task": args.get("task"), "base_model": args.get("model"),
+                      "labels": [id2label[k] for k in sorted(id2label, key=int)]})
+    return found

@@ -1,0 +1,188 @@
+"""Integrated Gradients on the input embeddings (bert_explorer.analysis.attributions) and page 5."""
+from pathlib import Path
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from bert_explorer import checkpoint
+from bert_explorer.analysis.attributions import (classifier_runs, explain_classifier, explain_masked_word,
+                                                 explain_next_sentence)
+from bert_explorer.checkpoint import SHORT_NAMES
+from bert_explorer.model import BertConfig
+from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
+
+needs_shipped = pytest.mark.skipif(SHORT_NAMES["explorer-mini"][0]() is None,
+                                   reason="the shipped explorer-mini model is not in assets/")
+PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "5_Attributions.py")
+MLM_TEXT = "the government said the [MASK] would rise next year ."
+A, B = "the match was played in heavy rain on saturday .", "both teams struggled to keep the ball on the ground ."
+
+
+def assert_complete(r, max_relative=0.05):
+    """Σ over tokens and the three parts = f(x) - f(x'), up to captum's reported delta."""
+    assert r.difference != 0
+    assert abs(r.attribution_sum - r.difference) <= abs(r.delta) + 1e-4 * max(1.0, abs(r.difference))
+    assert r.relative_delta < max_relative
+    assert len(r.tokens) == len(r.token) == len(r.segment) == len(r.position)
+
+
+def assert_no_grad(model):
+    assert all(p.grad is None for p in model.parameters())
+
+
+@pytest.fixture(scope="module")
+def mini():
+    return checkpoint.load("explorer-mini", "BertForPreTraining")
+
+
+WORDS = ["the", "shares", "fell", "rose", "sharply", "after", "bank", "results", "good", "bad", "news",
+         "market", "a", "is", "was", ".", ",", "'", "s"]
+
+
+def make_classifier(directory: Path, labels=("business", "sport", "tech")) -> Path:
+    """A small random BertForSequenceClassification saved as a checkpoint directory."""
+    tok = WordPieceTokenizer({t: i for i, t in enumerate(SPECIAL_TOKENS + WORDS)})
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                        max_position_embeddings=64, initializer_range=0.2, id2label=dict(enumerate(labels)))
+    torch.manual_seed(0)
+    model = checkpoint.new_model("BertForSequenceClassification", config)
+    return checkpoint.save(model, tok, directory)
+
+
+# ----- the method ----------------------------------------------------------------------------
+
+@needs_shipped
+def test_masked_word_attributions_are_complete(mini):
+    r = explain_masked_word(mini, MLM_TEXT, n_steps=50)
+    assert_complete(r)
+    assert r.details["word"] == r.details["top"][0]["token"]  # default: the top-1 prediction
+    assert r.f_input == pytest.approx(torch.tensor(r.details["probability"]).log().item(), abs=1e-4)
+    assert_no_grad(mini.model)
+
+
+@needs_shipped
+def test_next_sentence_attributions_are_complete_and_segment_b_matters(mini):
+    r = explain_next_sentence(mini, A, B, n_steps=50)
+    assert_complete(r)
+    sep = r.tokens.index("[SEP]")
+    assert all(s == 0.0 for s in r.segment[:sep + 1])   # segment A = its baseline: exactly 0
+    assert any(s != 0.0 for s in r.segment[sep + 1:])   # segment B moved from A to B
+    assert 0 < r.details["p_is_next"] < 1
+    assert_no_grad(mini.model)
+
+
+def test_classifier_attributions_are_complete(tmp_path):
+    loaded = checkpoint.load(make_classifier(tmp_path / "clf"))
+    r = explain_classifier(loaded, "the shares fell sharply after the bank results .", n_steps=50)
+    assert_complete(r)
+    assert r.details["label"] == r.details["predicted"]
+    other = next(n for n in ("business", "sport", "tech") if n != r.details["label"])
+    r2 = explain_classifier(loaded, "the shares fell sharply after the bank results .", label=other, n_steps=50)
+    assert_complete(r2)
+    assert r2.total != r.total
+    assert_no_grad(loaded.model)
+
+
+@needs_shipped
+def test_tokens_equal_to_their_baseline_get_exactly_zero(mini):
+    r = explain_masked_word(mini, MLM_TEXT)
+    for i, (t, b) in enumerate(zip(r.tokens, r.baseline_tokens)):
+        if t in ("[CLS]", "[SEP]", "[MASK]"):
+            assert b == t and r.token[i] == 0.0
+        else:
+            assert b == "[PAD]"
+    assert all(s == 0.0 for s in r.segment)  # one sentence: all segment A, as in the baseline
+    assert r.position[0] == 0.0              # [CLS] sits at position 0, the baseline position
+    assert sum(abs(x) for x in r.token) > 0
+
+
+@needs_shipped
+def test_the_target_word_changes_the_attributions(mini):
+    first = explain_masked_word(mini, MLM_TEXT)
+    second_word = first.details["top"][1]["token"]
+    second = explain_masked_word(mini, MLM_TEXT, second_word)
+    assert second.details["word"] == second_word
+    assert second.f_input < first.f_input and second.total != first.total
+    with pytest.raises(ValueError, match="word pieces"):
+        explain_masked_word(mini, MLM_TEXT, "antidisestablishmentarianism")
+    with pytest.raises(ValueError, match="no \\[MASK\\]"):
+        explain_masked_word(mini, "no mask here .")
+
+
+def test_dropout_is_off_and_the_model_is_left_as_it_was(tmp_path):
+    loaded = checkpoint.load(make_classifier(tmp_path / "clf"))
+    loaded.model.train()  # a caller's model in training mode: dropout must still not apply
+    runs = [explain_classifier(loaded, "good news for the market .", n_steps=20) for _ in range(2)]
+    assert runs[0].total == runs[1].total and runs[0].f_input == runs[1].f_input
+    assert loaded.model.training and all(m.training for m in loaded.model.modules())
+    assert_no_grad(loaded.model)
+    assert not any(m._forward_hooks for m in loaded.model.modules())  # captum's hooks went elsewhere
+
+
+def test_classifier_runs_lists_only_sequence_classifiers(tmp_path):
+    make_classifier(tmp_path / "runs" / "topics" / "model")
+    (tmp_path / "runs" / "other" / "model").mkdir(parents=True)
+    (tmp_path / "runs" / "other" / "model" / "config.json").write_text('{"architectures": ["BertForPreTraining"]}')
+    runs = classifier_runs(tmp_path / "runs")
+    assert [r["name"] for r in runs] == ["topics"]
+    assert runs[0]["labels"] == ["business", "sport", "tech"]
+    assert classifier_runs(tmp_path / "nowhere") == []
+
+
+# ----- the page ------------------------------------------------------------------------------
+
+def _heatmap(at):
+    charts = [c.proto.spec for c in at.get("plotly_chart")]
+    heat = [s for s in charts if '"type":"heatmap"' in s.replace(" ", "")]
+    assert heat, "no heatmap on the page"
+    return heat[0]
+
+
+@needs_shipped
+def test_page_explains_a_masked_word_and_reacts_to_the_sentence():
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    assert not at.exception
+    assert at.title[0].value == "Attributions"
+    assert any("Sundararajan" in m.value for m in at.markdown)
+    first = _heatmap(at)
+    assert '"z":[[' in first.replace(" ", "")
+    assert len(at.metric) == 4
+    at.text_input(key="attr_mlm_text").set_value("she opened the [MASK] and a cold wind blew in .").run()
+    assert not at.exception
+    assert _heatmap(at) != first
+
+
+@needs_shipped
+def test_page_switches_to_next_sentence():
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    at.radio(key="attr_target").set_value("next sentence").run()
+    assert not at.exception
+    assert "IsNext" in at.subheader[0].value
+    assert _heatmap(at)
+
+
+def test_page_explains_a_model_without_the_head():
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.session_state["be_model_choice"] = "minilm"
+    at.run()
+    assert not at.exception
+    assert any("no trained masked-LM head" in w.value for w in at.warning)
+    at.radio(key="attr_target").set_value("next sentence").run()
+    assert not at.exception
+    assert any("no trained next-sentence head" in w.value for w in at.warning)
+    assert not at.get("plotly_chart")
+
+
+def test_page_explains_a_fine_tuned_classifier(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the page looks for runs under ./runs
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    at.radio(key="attr_target").set_value("fine-tuned classifier").run()
+    assert not at.exception
+    assert any("bert-explorer finetune" in c.value for c in at.code)  # how to make one
+    make_classifier(tmp_path / "runs" / "topics" / "model")
+    at.run()
+    assert not at.exception
+    first = _heatmap(at)
+    at.text_input(key="attr_clf_text").set_value("good news for the market .").run()
+    assert not at.exception and _heatmap(at) != first
