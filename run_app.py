@@ -3,6 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from bert_explorer.app.models import available_models, builtin_corpora
+from bert_explorer.app.state import model_picker
 
 st.set_page_config(page_title="BERT Explorer", page_icon="🔎", layout="wide")
 st.title("BERT Explorer")
@@ -20,6 +21,24 @@ describes: Section 3 for the model and pre-training, Section 4 for fine-tuning, 
 the ablations.
 """
 )
+st.subheader("What each page shows")
+st.markdown(
+    """
+| page | what you see | paper |
+|---|---|---|
+| **Tokens and embeddings** | WordPieces, the token + segment + position embeddings and their sum, learned positions, word maps, one word's vector in different contexts layer by layer | §3, Fig. 2 |
+| **Attention** | every head's attention (bertviz head and model views, heatmaps), what each head does, attention rollout, switching a head off | §3 |
+| **Masked word probe** | BERT filling in `[MASK]`, what each layer would guess, the 80/10/10 corruption of a training sentence | §3.1 Task 1 |
+| **Next sentence probe** | P(IsNext) for a pair, random B sentences from a corpus, many pairs at once | §3.1 Task 2 |
+| **Attributions** | which tokens pushed a prediction (Integrated Gradients), split into token / segment / position parts | §3.1, §4 |
+| **Pre-train**, **Fine-tune**, **Runs** | start pre-training or a one-click fine-tune in the background, watch the curves, compare runs | App. A.2, §4 |
+| **Ablation studio** | model size, No NSP, left-to-right, feature-based vs fine-tuning, masking ratios — ours beside the paper's numbers | §5, Tables 5-8 |
+
+Pick the model in the sidebar: every page uses the same one.
+"""
+)
+model_picker()
+
 st.subheader("Models you can load")
 st.caption("Short names work offline; any Hugging Face-style BERT checkpoint directory works too.")
 st.dataframe(pd.DataFrame(available_models()), hide_index=True, width="stretch")

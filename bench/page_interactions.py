@@ -1,0 +1,54 @@
+"""How long does a page take to answer a change? Streamlit's AppTest runs each exploration page
+headless (no browser, no network): a first run (imports, model load) and then warm reruns that
+change one input, as a user typing a new sentence would.
+
+    python bench/page_interactions.py [--repeats 3]
+
+There is no transformers anchor for a page (there is no such app to compare with); the goal
+set for the pages is a warm interaction under 1 s on this CPU.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+PAGES = Path(__file__).resolve().parent.parent / "pages"
+# page file -> (widget kind, key, inputs to cycle through)
+CHANGES = {
+    "1_Tokens_and_embeddings.py": ("text_input", "emb_a", ["the river bank flooded .", "she paid the bank ."]),
+    "2_Attention.py": ("text_area", "att_a", ["the dog chased the ball .", "a storm hit the coast ."]),
+    "3_Masked_word_probe.py": ("text_input", "mlm_text", ["the [MASK] sat on the mat .", "he drank a [MASK] ."]),
+    "4_Next_sentence_probe.py": ("text_area", "nsp_b", ["it rained all day .", "prices rose again ."]),
+    "5_Attributions.py": ("text_input", "attr_mlm_text", ["the [MASK] sat on the mat .", "he drank a [MASK] ."]),
+}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args()
+    print(f"{'page':<28}{'first run s':>12}{'warm median s':>15}{'warm max s':>12}")
+    for page, (kind, key, inputs) in CHANGES.items():
+        if not (PAGES / page).exists():
+            continue
+        t = time.perf_counter()
+        at = AppTest.from_file(str(PAGES / page), default_timeout=300).run()
+        first = time.perf_counter() - t
+        if at.exception:
+            print(f"{page:<28} raised: {at.exception[0].value}")
+            continue
+        warm = []
+        for i in range(args.repeats):
+            widget = getattr(at, kind)(key=key)
+            t = time.perf_counter()
+            widget.set_value(inputs[i % len(inputs)] + " " * i).run()
+            warm.append(time.perf_counter() - t)
+        print(f"{page:<28}{first:>12.2f}{statistics.median(warm):>15.2f}{max(warm):>12.2f}")
+
+
+if __name__ == "__main__":
+    main()
