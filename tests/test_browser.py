@@ -62,7 +62,13 @@ def _shot(page, name):
     d = os.environ.get("BERT_EXPLORER_SCREENSHOTS")
     if d:
         Path(d).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(d) / f"{name}.png"), full_page=True)
+        # Streamlit scrolls inside its own container, so full_page sees one screen: grow the
+        # window to show more of the page, then put it back.
+        size = page.viewport_size
+        page.set_viewport_size({"width": size["width"], "height": 2000})
+        time.sleep(1.5)
+        page.screenshot(path=str(Path(d) / f"{name}.png"))
+        page.set_viewport_size(size)
 
 
 def test_home_page_renders_in_a_real_browser(app_url, page):
@@ -94,3 +100,22 @@ def test_attention_page_draws_bertviz_offline_in_a_real_browser(app_url, page):
     assert not errors, errors
     assert not external, external  # nothing fetched from outside the app: no CDN
     _shot(page, "attention")
+
+
+PAGES = sorted(p.stem for p in (ROOT / "pages").glob("[0-9]*_*.py"))
+
+
+@pytest.mark.parametrize("stem", PAGES)
+def test_every_page_renders_without_an_error(app_url, page, stem):
+    """Each page opens, says what it is (its title), draws, and shows no exception."""
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    url_path = stem.split("_", 1)[1]  # "2_Attention" -> /Attention
+    page.goto(f"{app_url}/{url_path}")
+    page.locator("h1").first.wait_for(timeout=120_000)
+    # Wait until the script has finished: Streamlit shows a "running" status widget meanwhile.
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=180_000)
+    time.sleep(2)  # plots and grids draw after the script ends
+    assert not page.locator("[data-testid='stException']").count(), page.locator("[data-testid='stException']").first.inner_text()
+    assert not errors, errors
+    _shot(page, stem.split("_", 1)[1].lower())
