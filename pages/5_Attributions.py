@@ -6,7 +6,7 @@ import streamlit as st
 from bert_explorer.analysis.attributions import (DEFAULT_STEPS, classifier_runs, explain_classifier,
                                                  explain_masked_word, explain_next_sentence)
 from bert_explorer.analysis.probes import MLM_HEAD, NSP_HEAD
-from bert_explorer.app.state import RUNS_DIR, load, model_picker
+from bert_explorer.app.state import load, model_picker, runs_root
 from bert_explorer.app.widgets import intro, needs_head
 
 st.set_page_config(page_title="Attributions · BERT Explorer", layout="wide")
@@ -58,7 +58,7 @@ try:
         st.caption(f"P(IsNext) = {result.details['p_is_next']:.1%} for the pair, "
                    f"{result.details['p_is_next_baseline']:.1%} for the baseline.")
     else:
-        runs = classifier_runs(RUNS_DIR)
+        runs = classifier_runs(runs_root())
         if not runs:
             st.info("No fine-tuned sequence classifier found under `./runs` (a run directory with "
                     "`model/config.json` of a BertForSequenceClassification). Make one, for example:")

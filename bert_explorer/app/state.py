@@ -5,6 +5,7 @@ Session-state keys carry the ``be_`` prefix so they never collide with a page's 
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import streamlit as st
@@ -14,15 +15,20 @@ from .. import checkpoint
 from ..checkpoint import CheckpointError, Loaded
 
 RUNS_DIR = Path("runs")
+RUNS_ENV = "BERT_EXPLORER_RUNS"  # another runs folder (tests point it at a temporary one)
 
 
-def run_checkpoints(root: Path = RUNS_DIR) -> list[str]:
-    """Checkpoints written by pre-training runs under ./runs (newest step of each run first)."""
-    found = []
-    if root.exists():
-        for cfg in sorted(root.glob("*/checkpoints/step-*/config.json")):
-            found.append(str(cfg.parent))
-    return sorted(found, key=lambda p: (Path(p).parents[1].name, -int(Path(p).name[5:])))
+def runs_root() -> Path:
+    """Where runs live: ./runs, or the folder named by $BERT_EXPLORER_RUNS."""
+    return Path(os.environ.get(RUNS_ENV) or RUNS_DIR)
+
+
+def run_checkpoints(root: Path | None = None) -> list[str]:
+    """Checkpoints written by pre-training runs under the runs folder, ablation studies'
+    pre-trainings included (newest step of each run first)."""
+    root = runs_root() if root is None else root
+    found = [cfg.parent for cfg in root.glob("**/checkpoints/step-*/config.json")] if root.exists() else []
+    return [str(p) for p in sorted(found, key=lambda p: (str(p.parents[1]), -int(p.name[5:])))]
 
 
 @st.cache_resource(show_spinner="Loading the model…")

@@ -9,6 +9,14 @@
                            training_state.pt (optimiser, schedule, RNG, data position) to resume
       STOP                 present = "please stop cleanly at the next step"
 
+Every run has its own directory, so two runs never write the same file. A directory that a
+live process is still using is refused by :func:`start_background`. On one GPU, background
+runs queue: each waits in state "queued" until it holds ``.gpu.lock`` in the runs root (an
+``flock``, released by the kernel when the holder exits, even by a crash), first come first
+served (tickets in ``.gpu.lock.queue/``). On a CPU-only machine runs go side by side
+(``BERT_EXPLORER_GPU_QUEUE=1`` or ``gpu_queue=True`` forces the queue, e.g. in tests; ``=0``
+turns it off).
+
 Every file is written so that a crash at any moment leaves the previous version readable:
 status.json is replaced atomically, metrics are appended line by line, checkpoints are
 written to a temporary directory and renamed into place.
@@ -17,11 +25,22 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+try:
+    import fcntl  # POSIX file locks; without them (Windows) runs are never queued
+except ImportError:  # pragma: no cover
+    fcntl = None
+
+ACTIVE_STATES = ("starting", "queued", "running")
+DONE_STATES = ("finished", "stopped", "failed", "crashed")
+GPU_QUEUE_ENV = "BERT_EXPLORER_GPU_QUEUE"
+GPU_LOCK_NAME = ".gpu.lock"
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
@@ -73,9 +92,14 @@ class Run:
             status = json.loads(p.read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             return {"state": "unknown"}
-        if status.get("state") == "running" and status.get("pid") and not pid_alive(status["pid"]):
+        if status.get("state") in ACTIVE_STATES and status.get("pid") and not pid_alive(status["pid"]):
             status["state"] = "crashed"  # the process died without saying so: resumable
         return status
+
+    def is_active(self) -> bool:
+        """A live process is (or will soon be) working in this directory."""
+        s = self.status()
+        return s.get("state") in ACTIVE_STATES and pid_alive(s.get("pid"))
 
     def write_status(self, **fields) -> None:
         p = self.path / "status.json"
@@ -140,26 +164,132 @@ class Run:
         end = time.time() + timeout
         while time.time() < end:
             s = self.status()
-            if s.get("state") in ("finished", "stopped", "failed", "crashed"):
+            if s.get("state") in DONE_STATES:
                 return s
             time.sleep(poll)
         return self.status()
 
 
-def start_background(kind: str, config: dict, run_dir: str | Path, resume: bool = False) -> Run:
+def uses_gpu(config: dict) -> bool:
+    device = str(config.get("device", "auto"))
+    if device != "auto":
+        return device.startswith("cuda")
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def gpu_queue_applies(config: dict, gpu_queue: bool | None = None) -> bool:
+    """``gpu_queue`` if given, else the environment variable, else: does the run use a GPU?"""
+    if gpu_queue is None and os.environ.get(GPU_QUEUE_ENV, "").strip():
+        gpu_queue = os.environ[GPU_QUEUE_ENV].strip().lower() not in ("0", "false", "no", "off")
+    if gpu_queue is None:
+        gpu_queue = uses_gpu(config)
+    return bool(gpu_queue) and fcntl is not None
+
+
+def start_background(kind: str, config: dict, run_dir: str | Path, resume: bool = False,
+                     gpu_queue: bool | None = None, gpu_lock: str | Path | None = None) -> Run:
     """Launch ``bert-explorer <kind> --config run_dir/config.json`` as its own process session,
-    so it keeps running when the browser tab (or the Streamlit server) goes away."""
-    run = Run(run_dir).create(config, kind)
+    so it keeps running when the browser tab (or the Streamlit server) goes away.
+
+    Refuses (RuntimeError) a directory in which a live process is still working. When the GPU
+    queue applies (see :func:`gpu_queue_applies`) the process first waits its turn for the
+    runs root's ``.gpu.lock`` (state "queued"), then becomes the trainer, which keeps the lock
+    until it exits. The runs root is the run directory's parent; runs kept deeper (the cells of
+    an ablation grid) pass ``gpu_lock`` to share the one lock of the GPU."""
+    run = Run(run_dir)
+    if run.is_active():
+        s = run.status()
+        raise RuntimeError(f"{run.path} is already {s.get('state')} (pid {s.get('pid')}); stop that run first or "
+                           f"choose another directory")
+    run.create(config, kind)
     run.clear_stop()
+    run.write_status(state="starting", pid=None, kind=kind, error=None)
     cmd = [sys.executable, "-m", "bert_explorer.cli", kind, "--config", str(run.path / "config.json"),
            "--output", str(run.path), "--no-progress"]
     if resume:
         cmd.append("--resume")
-    log = (run.path / "log.txt").open("a")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, cwd=os.getcwd())
-    run.write_status(state="starting", pid=proc.pid)
+    launcher = [sys.executable, "-m", "bert_explorer.train.runs", str(run.path)]
+    if gpu_queue_applies(config, gpu_queue):
+        launcher += ["--gpu-lock", str(Path(gpu_lock) if gpu_lock else run.path.parent / GPU_LOCK_NAME)]
+    with (run.path / "log.txt").open("a") as log:
+        proc = subprocess.Popen(launcher + ["--"] + cmd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=os.getcwd())
+    # The launcher writes its own pid (no race with its "queued"); wait for it, briefly.
+    deadline = time.time() + 30
+    while run.status().get("pid") != proc.pid and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    if run.status().get("pid") != proc.pid:
+        run.write_status(state="failed", pid=proc.pid, error="the background process did not start; see log.txt")
     return run
+
+
+def _earlier_waiter(queue_dir: Path, ticket: Path) -> bool:
+    """Is a live process queued before us? Tickets are named <time>-<pid>, so they sort by
+    arrival (first come, first served); those of dead processes are swept away."""
+    for t in queue_dir.iterdir():
+        if t.name < ticket.name:
+            try:
+                pid = int(t.name.rsplit("-", 1)[1])
+            except (IndexError, ValueError):
+                continue
+            if pid_alive(pid):
+                return True
+            t.unlink(missing_ok=True)
+    return False
+
+
+def _lock_holder(lock_path: Path) -> str | None:
+    try:
+        return json.loads(lock_path.read_text()).get("run")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def wait_for_gpu(run: Run, lock_path: Path, poll: float = 0.5) -> int | None:
+    """Block in state "queued" until this process holds ``lock_path``; return the locked file
+    descriptor (inheritable, so the trainer exec'd next keeps the lock), or None if a stop was
+    requested while waiting (the run is then "stopped" and nothing was trained)."""
+    lock_path = Path(lock_path)
+    queue_dir = lock_path.with_name(lock_path.name + ".queue")
+    queue_dir.mkdir(parents=True, exist_ok=True)
+    since = time.time()
+    ticket = queue_dir / f"{since:017.6f}-{os.getpid()}"
+    ticket.write_text(str(run.path))
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    run.write_status(state="queued", queued_since=since)
+    told = False
+    try:
+        while True:
+            if run.stop_requested():
+                os.close(fd)
+                run.clear_stop()
+                run.write_status(state="stopped", finished=time.time(), waiting_for=None)
+                run.log("stopped while queued for the GPU; nothing was trained")
+                return None
+            if not _earlier_waiter(queue_dir, ticket):
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    pass
+            if not told:
+                holder = _lock_holder(lock_path)
+                run.write_status(waiting_for=holder)
+                run.log(f"queued: waiting for the GPU{f' (held by {holder})' if holder else ''}")
+                told = True
+            time.sleep(poll)
+    finally:
+        ticket.unlink(missing_ok=True)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps({"run": str(run.path), "pid": os.getpid()}).encode(), 0)
+    os.set_inheritable(fd, True)
+    waited = time.time() - since
+    run.write_status(state="starting", waiting_for=None, queued_s=round(waited, 1))
+    if told:
+        run.log(f"got the GPU after {waited:.0f} s in the queue")
+    return fd
 
 
 def kill(run: Run) -> None:
@@ -169,9 +299,36 @@ def kill(run: Run) -> None:
         os.killpg(os.getpgid(pid), signal.SIGTERM)
 
 
+def delete(run: Run) -> None:
+    """Remove a run directory; a run that a live process is working in is refused."""
+    if run.is_active():
+        raise RuntimeError(f"{run.name} is {run.status().get('state')}; stop it before deleting it")
+    if not (run.path / "status.json").is_file() and not (run.path / "config.json").is_file():
+        raise ValueError(f"{run.path} is not a run directory (no status.json or config.json)")
+    shutil.rmtree(run.path)
+
+
 def list_runs(root: str | Path) -> list[Run]:
     root = Path(root)
     if not root.exists():
         return []
     runs = [Run(p) for p in root.iterdir() if (p / "status.json").exists()]
     return sorted(runs, key=lambda r: r.status().get("created", 0), reverse=True)
+
+
+def _launch(argv: list[str]) -> int:
+    """``python -m bert_explorer.train.runs RUN_DIR [--gpu-lock LOCK] -- CMD ...``: record our pid,
+    wait for the GPU if asked, then become CMD (same pid, the lock's descriptor inherited)."""
+    split = argv.index("--")
+    own, cmd = argv[:split], argv[split + 1:]
+    run_dir, gpu_lock = own[0], own[own.index("--gpu-lock") + 1] if "--gpu-lock" in own else None
+    run = Run(run_dir)
+    run.write_status(pid=os.getpid())
+    if gpu_lock and wait_for_gpu(run, Path(gpu_lock)) is None:
+        return 0
+    sys.stdout.flush()
+    os.execv(cmd[0], cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(_launch(sys.argv[1:]))

@@ -1,0 +1,618 @@
+"""Helpers shared by the training pages (pre-train, fine-tune, runs): where runs live, how a
+run's progress and curves are drawn, the runs table, uploads, and the time estimate.
+
+A run is a directory (``bert_explorer.train.runs``); these helpers only read it. The pages
+poll it: while a run is active its panel is a Streamlit *fragment* that redraws itself every
+two seconds and reruns the whole page once the run has ended.
+
+The runs root is ``RUNS_DIR`` (``./runs``) unless the environment variable
+``BERT_EXPLORER_RUNS`` names another folder (tests point it at a temporary one).
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+import statistics
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+import torch
+
+from ..train.runs import ACTIVE_STATES, Run
+from .state import runs_root
+
+
+STATE_LABELS = {"queued": "queued (waiting for the GPU)", "starting": "starting", "running": "running",
+                "finished": "finished", "stopped": "stopped", "failed": "failed",
+                "crashed": "crashed (the process ended without finishing)", "unknown": "unknown"}
+LABELS = {"loss": "loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss", "mlm_accuracy": "MLM accuracy",
+          "nsp_accuracy": "NSP accuracy", "mlm_perplexity": "MLM perplexity", "tokens_per_s": "tokens/s",
+          "mfu": "MFU", "accuracy": "accuracy", "macro_f1": "macro-F1", "f1": "F1", "mcc": "MCC",
+          "pearson": "Pearson r", "spearman": "Spearman ρ", "exact_match": "exact match"}
+NOT_METRICS = {"step", "time", "epoch", "lr_setting", "split", "eval_tokens", "total", "n_true", "n_pred",
+               "n_correct", "null_threshold"}
+
+
+# ----- where runs are -------------------------------------------------------------------------
+
+# Folders inside a run that hold files, never other runs.
+_NOT_RUNS = {"checkpoints", "model", "tokenizer", "feature_head", "vocab", "data"}
+
+
+def find_runs(root: Path | None = None, kind: str | None = None, depth: int = 3) -> list[Run]:
+    """Every run directory (it holds status.json) under ``root``, newest first, up to ``depth``
+    folders deep: an ablation (ABL/) keeps its pre-trainings and cells as runs of their own
+    (ABL/pretrain/<key>/, ABL/cells/<id>/)."""
+    root = runs_root() if root is None else Path(root)
+    found: list[Run] = []
+
+    def walk(d: Path, level: int):
+        try:
+            children = sorted(p for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
+        except OSError:
+            return
+        for p in children:
+            if (p / "status.json").is_file():
+                found.append(Run(p))
+            if level < depth and p.name not in _NOT_RUNS:
+                walk(p, level + 1)
+
+    if root.is_dir():
+        walk(root, 1)
+    if kind:
+        found = [r for r in found if run_kind(r) == kind]
+    return sorted(found, key=lambda r: r.status().get("created", 0), reverse=True)
+
+
+def pick_run(label: str, runs: list[Run], key: str, root: Path | None = None) -> Run:
+    """A run chosen in a select box; ``st.session_state[key] = name`` before it is drawn (e.g.
+    right after starting a run) selects that run, and a name that is gone (deleted) is forgotten."""
+    names = [rel_name(r, root) for r in runs]
+    if st.session_state.get(key) not in names:
+        st.session_state.pop(key, None)
+    return runs[names.index(st.selectbox(label, names, key=key))]
+
+
+def run_kind(run: Run) -> str:
+    return run.status().get("kind") or run.config().get("kind") or "?"
+
+
+def rel_name(run: Run, root: Path | None = None) -> str:
+    root = runs_root() if root is None else Path(root)
+    try:
+        return run.path.relative_to(root).as_posix()
+    except ValueError:
+        return str(run.path)
+
+
+def new_run_dir(prefix: str, root: Path | None = None) -> Path:
+    root = runs_root() if root is None else Path(root)
+    base = f"{slug(prefix)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    path, n = root / base, 2
+    while path.exists():
+        path, n = root / f"{base}-{n}", n + 1
+    return path
+
+
+def slug(text: str, limit: int = 60) -> str:
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-.")
+    return s[:limit] or "run"
+
+
+def safe_filename(name: str) -> str:
+    """An uploaded file's name, reduced to a plain file name (no folders, no odd characters)."""
+    base = Path(str(name).replace("\\", "/")).name
+    stem, dot, ext = base.rpartition(".")
+    stem, ext = (stem, ext) if dot else (base, "")
+    clean = slug(stem) + (f".{slug(ext, 10)}" if ext else "")
+    return clean if clean not in ("", ".", "..") else "upload"
+
+
+# ----- formatting -----------------------------------------------------------------------------
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    if s < 86400 * 2:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    if s < 86400 * 365:
+        return f"{s / 86400:.1f} days"
+    return f"{s / (86400 * 365):.1f} years"
+
+
+def duration(status: dict) -> float | None:
+    start = status.get("started") or status.get("created")
+    if not start:
+        return None
+    end = time.time() if status.get("state") in ACTIVE_STATES else (
+        status.get("finished") or status.get("updated") or start)
+    return max(0.0, end - start)
+
+
+def key_metrics(status: dict) -> dict:
+    """The few numbers that say how a run is doing, from its status.json."""
+    out = {}
+    last = status.get("last") or {}
+    if isinstance(last.get("loss"), (int, float)):
+        out["loss"] = last["loss"]
+    ev = status.get("eval_final") or status.get("eval") or {}
+    for k in ("mlm_accuracy", "nsp_accuracy"):
+        if isinstance(ev.get(k), (int, float)):
+            out[k] = ev[k]
+    dev = status.get("dev") or {}
+    for k in ("accuracy", "macro_f1", "f1", "pearson", "exact_match"):
+        if isinstance(dev.get(k), (int, float)):
+            out[f"dev {k}"] = dev[k]
+    return out
+
+
+def run_row(run: Run, root: Path | None = None) -> dict:
+    s, cfg = run.status(), run.config()
+    step, total = s.get("step"), s.get("max_steps")
+    metrics = key_metrics(s)
+    return {"run": rel_name(run, root), "kind": run_kind(run), "state": s.get("state", "unknown"),
+            "device": s.get("device") or cfg.get("device") or "—",
+            "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(s["started"])) if s.get("started") else "—",
+            "duration": fmt_duration(duration(s)),
+            "progress": f"{step:,} / {total:,}" if step is not None and total else (
+                f"{s.get('done', 0)} / {s['cells_total']} cells" if s.get("cells_total") else
+                (f"{step:,}" if step else "—")),
+            "key metrics": " · ".join(f"{LABELS.get(k, k)} {v:.3g}" for k, v in metrics.items()) or "—"}
+
+
+def runs_table(root: Path | None = None) -> pd.DataFrame:
+    rows = [run_row(r, root) for r in find_runs(root)]
+    return pd.DataFrame(rows, columns=["run", "kind", "state", "device", "started", "duration", "progress",
+                                       "key metrics"])
+
+
+def log_tail(run: Run, lines: int = 200) -> str:
+    p = run.path / "log.txt"
+    if not p.exists():
+        return "(no log yet)"
+    text = p.read_text(errors="replace").splitlines()
+    return "\n".join(text[-lines:]) or "(empty log)"
+
+
+# ----- curves -----------------------------------------------------------------------------------
+def _latest_rows(rows: list[dict]) -> list[dict]:
+    """After a resume some steps are logged twice: the later line wins."""
+    keep: dict[tuple, dict] = {}
+    for r in rows:
+        keep[(r.get("split"), r.get("lr_setting"), r.get("epoch"), r.get("step"))] = r
+    return sorted(keep.values(), key=lambda r: (r.get("lr_setting") or 0, r.get("step") or 0))
+
+
+def numeric_keys(rows: list[dict]) -> list[str]:
+    keys = []
+    for r in rows:
+        for k, v in r.items():
+            if k not in NOT_METRICS and k not in keys and isinstance(v, (int, float)) and not isinstance(v, bool):
+                keys.append(k)
+    return keys
+
+
+def line_figure(rows: list[dict], keys: list[str], title: str, split: str | None = None,
+                y_range: tuple | None = None, labels: dict | None = None):
+    """One line per metric in ``keys`` (a grid of learning rates: one per lr too), or None."""
+    labels = {**LABELS, **(labels or {})}
+    rows = [r for r in _latest_rows(rows) if split is None or r.get("split") == split]
+    lrs = {r.get("lr_setting") for r in rows}
+    data = [{"step": r.get("step"), "value": r[k],
+             "series": labels.get(k, k) + (f" (lr {r['lr_setting']:g})" if len(lrs) > 1 else "")}
+            for r in rows for k in keys if isinstance(r.get(k), (int, float))]
+    if not data:
+        return None
+    fig = px.line(pd.DataFrame(data), x="step", y="value", color="series", title=title,
+                  markers=len(data) <= 60)
+    fig.update_layout(height=300, margin=dict(l=10, r=10, t=40, b=10), legend_title_text="")
+    if y_range:
+        fig.update_yaxes(range=list(y_range))
+    return fig
+
+
+def pretrain_figures(rows: list[dict]) -> dict:
+    total = {"loss": "total (MLM + NSP)"} if any(r.get("nsp_loss") for r in rows) else {"loss": "total"}
+    figs = {"loss": line_figure(rows, ["loss", "mlm_loss", "nsp_loss"], "Training loss", "train", labels=total),
+            "accuracy": line_figure(rows, ["mlm_accuracy", "nsp_accuracy"], "Held-out accuracy", "eval", (0, 1)),
+            "speed": line_figure(rows, ["tokens_per_s"], "Throughput (tokens/s)", "train"),
+            "mfu": line_figure(rows, ["mfu"], "Model FLOPs utilisation", "train")}
+    return {k: f for k, f in figs.items() if f is not None}
+
+
+def finetune_figures(rows: list[dict]) -> dict:
+    dev_keys = [k for k in numeric_keys([r for r in rows if r.get("split") == "dev"])
+                if k not in ("mse",)]
+    figs = {"loss": line_figure(rows, ["loss"], "Training loss", "train"),
+            "dev": line_figure(rows, dev_keys, "Dev metrics after each epoch", "dev")}
+    return {k: f for k, f in figs.items() if f is not None}
+
+
+def figures(kind: str, rows: list[dict]) -> dict:
+    if kind == "pretrain":
+        return pretrain_figures(rows)
+    if kind == "finetune":
+        return finetune_figures(rows)
+    return {k: f for k, f in {"all": line_figure(rows, numeric_keys(rows)[:6], "Logged metrics")}.items() if f}
+
+
+def compare_figure(named_rows: dict[str, list[dict]], key: str, split: str | None = None):
+    data = [{"step": r.get("step"), "value": r[key], "run": name}
+            for name, rows in named_rows.items() for r in _latest_rows(rows)
+            if isinstance(r.get(key), (int, float)) and (split is None or r.get("split") == split)]
+    if not data:
+        return None
+    fig = px.line(pd.DataFrame(data), x="step", y="value", color="run", title=LABELS.get(key, key),
+                  markers=len(data) <= 80)
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=40, b=10))
+    return fig
+
+
+def show_figures(figs: dict, prefix: str, per_row: int = 2) -> None:
+    items = list(figs.items())
+    for i in range(0, len(items), per_row):
+        cols = st.columns(per_row)
+        for col, (name, fig) in zip(cols, items[i:i + per_row]):
+            col.plotly_chart(fig, key=f"{prefix}_fig_{name}")
+
+
+# ----- progress -------------------------------------------------------------------------------
+def show_progress(status: dict) -> None:
+    state = status.get("state", "unknown")
+    step, total = status.get("step") or 0, status.get("max_steps")
+    if state == "queued":
+        who = status.get("waiting_for")
+        st.info(f"Queued: another run{f' ({Path(who).name})' if who else ''} is using the GPU. This one starts "
+                f"by itself when the GPU is free (one training run per GPU at a time).")
+    text = STATE_LABELS.get(state, state)
+    if total:
+        text += f" · step {step:,} of {total:,}"
+    eta = status.get("eta_s")
+    if state == "running" and eta is not None and total and step < total:
+        end = time.strftime("%H:%M", time.localtime(time.time() + eta))
+        text += f" · about {fmt_duration(eta)} left (ETA {end})"
+    elif state not in ACTIVE_STATES and duration(status):
+        text += f" · took {fmt_duration(duration(status))}"
+    st.progress(min(1.0, step / total) if total else (1.0 if state == "finished" else 0.0), text=text)
+
+
+def _pretrain_numbers(status: dict, rows: list[dict]) -> None:
+    last = status.get("last") or {}
+    ev = status.get("eval_final") or status.get("eval") or {}
+    c = st.columns(5)
+    c[0].metric("Loss", f"{last['loss']:.3f}" if "loss" in last else "—")
+    c[1].metric("MLM accuracy (held out)", f"{ev['mlm_accuracy']:.1%}" if "mlm_accuracy" in ev else "—")
+    c[2].metric("NSP accuracy (held out)", f"{ev['nsp_accuracy']:.1%}" if "nsp_accuracy" in ev else "—")
+    c[3].metric("Tokens/s", f"{last['tokens_per_s']:,.0f}" if "tokens_per_s" in last else "—")
+    c[4].metric("MFU", f"{last['mfu']:.1%}" if "mfu" in last else "n/a",
+                help="Model FLOPs utilisation: achieved FLOP/s (tokens/s × FLOPs per token) over the "
+                     "GPU's dense bf16 peak. Not shown on a CPU, which has no stated peak.")
+
+
+def _panel(run: Run, status: dict, kind: str, prefix: str) -> None:
+    show_progress(status)
+    rows = run.metrics()
+    if kind == "pretrain":
+        _pretrain_numbers(status, rows)
+    if status.get("state") in ("failed", "crashed"):
+        st.error(f"{status.get('error') or 'The run ended without finishing.'} The end of its log:")
+        st.code(log_tail(run, 15), language=None)
+    show_figures(figures(kind, rows), prefix)
+
+
+@st.fragment(run_every=2.0)
+def _live(path: str, kind: str, prefix: str) -> None:
+    run = Run(path)
+    status = run.status()
+    _panel(run, status, kind, prefix)
+    if status.get("state") not in ACTIVE_STATES:
+        st.rerun()  # the run ended: redraw the whole page (results, checkpoints, buttons)
+
+
+def run_panel(run: Run, kind: str, prefix: str) -> dict:
+    """Progress, numbers and curves of a run; redrawn every 2 s while it is active."""
+    status = run.status()
+    if status.get("state") in ACTIVE_STATES and run.is_active():
+        _live(str(run.path), kind, prefix)
+    else:
+        _panel(run, status, kind, prefix)
+    return status
+
+
+# ----- uploads ----------------------------------------------------------------------------------
+def uploaded_file(label: str, key: str, types: list[str] | None = None, help: str | None = None
+                  ) -> tuple[str, bytes] | None:
+    """(name, bytes) of the uploaded file, or None. Tests (AppTest cannot drive a file
+    uploader) put ``(name, bytes)`` into ``st.session_state[key + "_bytes"]`` instead."""
+    f = st.file_uploader(label, type=types, key=key, help=help)
+    if f is not None:
+        return f.name, f.getvalue()
+    injected = st.session_state.get(f"{key}_bytes")
+    if injected:
+        name, data = injected
+        return str(name), bytes(data)
+    return None
+
+
+_MAGIC = ((b"PK\x03\x04", "a ZIP archive or an Office document"), (b"\x1f\x8b", "a gzip archive"),
+          (b"%PDF", "a PDF document"), (b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
+          (b"\xd0\xcf\x11\xe0", "an old Office document"), (b"BZh", "a bzip2 archive"))
+
+
+def check_corpus_upload(name: str, data: bytes, objective: str = "mlm+nsp") -> tuple[str | None, dict]:
+    """(one-sentence error or None, facts about the text) for an uploaded pre-training corpus.
+
+    The text must be UTF-8 and hold separate documents: next-sentence prediction draws its
+    random sentence B from *another* document and needs two held-out documents to evaluate."""
+    from ..data.corpora import load_corpus
+
+    if not data:
+        return f"{name} is empty (0 bytes); upload a UTF-8 text file with your documents.", {}
+    for magic, what in _MAGIC:
+        if data.startswith(magic):
+            return f"{name} is a binary file ({what}), not text; upload plain UTF-8 text (.txt).", {}
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return f"{name} is UTF-16 text; save it as UTF-8 and upload it again.", {}
+    if b"\x00" in data[:8192]:
+        return f"{name} is a binary file (it contains NUL bytes), not text; upload plain UTF-8 text (.txt).", {}
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        return (f"{name} is not valid UTF-8 (the first bad byte is on line {line}); save it as UTF-8 and upload "
+                f"it again.", {})
+    if not text.strip():
+        return f"{name} holds only white space; upload a file with your documents.", {}
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "corpus.txt"
+        p.write_text(text, encoding="utf-8")
+        docs = load_corpus(p)
+    need = 4 if objective == "mlm+nsp" else 2
+    facts = {"documents": len(docs), "sentences": sum(len(d) for d in docs),
+             "words": sum(len(s.split()) for d in docs for s in d)}
+    if len(docs) < need:
+        why = "next-sentence prediction needs" if need == 4 else "a run needs"
+        return (f"{name} holds {len(docs)} document{'s' if len(docs) != 1 else ''}, but {why} at least {need} "
+                f"(some to train on, some held out); separate documents with a blank line in a one-sentence-per-"
+                f"line file, or with two blank lines in prose.", facts)
+    return None, facts
+
+
+def held_out_fraction(n_docs: int, default: float = 0.05) -> float:
+    """At least two held-out documents (NSP evaluation needs two), else the default 5 %."""
+    return max(default, 2 / n_docs) if n_docs else default
+
+
+def table_columns(data: bytes) -> list[str] | None:
+    """The column names of a CSV/TSV/JSONL upload (first line), or None for other formats."""
+    import csv
+
+    text = data[:65536].decode("utf-8-sig", errors="replace")
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    if first.lstrip().startswith("{"):
+        try:
+            rec = json.loads(first)
+        except json.JSONDecodeError:
+            return None
+        return [str(k) for k in rec] if isinstance(rec, dict) and "data" not in rec else None
+    counts = {d: first.count(d) for d in ("\t", ",", ";", "|")}
+    delim = max(counts, key=counts.get)
+    if not counts[delim]:
+        return None
+    cols = [c.strip() for c in next(csv.reader([first], delimiter=delim))]
+    if len(cols) < 2 or any(re.fullmatch(r"O|[BIESLU]-\S+", c) for c in cols):
+        return None  # CoNLL lines (token, tag) are not a header
+    return cols
+
+
+@st.cache_data(max_entries=8, show_spinner="Reading the file…")
+def read_upload(name: str, data: bytes, task: str | None = None, text_column: str | None = None,
+                text_pair_column: str | None = None, label_column: str | None = None):
+    """("ok", TaskData) or ("error", one sentence). The bytes go to a temporary file with the
+    upload's name (the extension helps detection); nothing is ever unpickled."""
+    from ..data.tasks import DataError, read_task_file
+
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / safe_filename(name)
+        p.write_bytes(data)
+        try:
+            td = read_task_file(p, task, text_column, text_pair_column, label_column)
+        except DataError as e:
+            return "error", str(e)
+    td.source = name
+    return "ok", td
+
+
+@st.cache_data(max_entries=4, show_spinner="Loading the data set…")
+def builtin_data(name: str):
+    """A built-in data set (``tiny:<task>`` = generated) for the preview."""
+    from ..data.tasks import load_builtin, make_tiny
+
+    return make_tiny(name[5:]) if name.startswith("tiny:") else load_builtin(name)
+
+
+def _short(text, n: int = 160) -> str:
+    text = str(text)
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def examples_frame(data, n: int = 20) -> pd.DataFrame:
+    """The first ``n`` examples as a flat table, whatever the task."""
+    rows = []
+    for ex in data.examples[:n]:
+        if data.task == "ner":
+            rows.append({"tokens": " ".join(ex["tokens"]), "tags": " ".join(ex["tags"])})
+        elif data.task == "qa":
+            rows.append({"question": ex["question"], "context": _short(ex["context"]),
+                         "answer": " | ".join(a["text"] for a in ex.get("answers", [])) or "(no answer)"})
+        elif data.task == "multiple-choice":
+            rows.append({"context": _short(ex["context"]), "choices": " | ".join(ex["choices"]), "label": ex["label"]})
+        else:
+            rows.append({k: (_short(v) if isinstance(v, str) else v) for k, v in ex.items() if v is not None})
+    return pd.DataFrame(rows)
+
+
+@st.cache_data(max_entries=8, show_spinner="Answering some dev questions…")
+def qa_examples(run_path: str, n: int = 8) -> list[dict]:
+    """The first ``n`` dev questions of a QA run (the same split as in training), with the
+    gold answers and the model's."""
+    from ..train.finetune import FinetuneConfig, read_data
+
+    run = Run(run_path)
+    _, dev = read_data(FinetuneConfig.from_dict(run.config()))
+    examples = dev.examples[:n]
+    preds = predictor(run).predict(examples)
+    return [{"question": ex["question"], "context": _short(ex["context"], 200),
+             "gold": " | ".join(a["text"] for a in ex.get("answers", [])) or "(no answer)",
+             "predicted": p["answer"] or "(no answer)"} for ex, p in zip(examples, preds)]
+
+
+# ----- sizes and the time estimate --------------------------------------------------------------
+ALIASES = {"L2-H128": "tiny", "L4-H256": "mini", "L4-H512": "small", "L8-H512": "medium"}
+
+
+def size_options() -> list[str]:
+    """The 24 miniatures of Turc et al. (L x H) and BERT-base."""
+    from ..model.config import PRESETS
+
+    return [n for n in PRESETS if n.startswith("L")] + ["base"]
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def model_size(size: str, vocab_size: int, seq_len: int, mlm_probability: float = 0.15) -> tuple[int, float]:
+    """(parameters, training FLOPs per token) of a preset, from a model built on the 'meta'
+    device (shapes only, no memory) and the formula in ``train.pretrain``."""
+    from ..model import BertForPreTraining, preset
+    from ..train.pretrain import model_flops_per_token
+
+    with torch.device("meta"):
+        model = BertForPreTraining(preset(size, vocab_size=vocab_size))
+    return sum(p.numel() for p in model.parameters()), model_flops_per_token(model, seq_len, mlm_probability)
+
+
+def _canonical(size: str) -> str:
+    return {alias: name for name, alias in ALIASES.items()}.get(size, size)
+
+
+def device_key() -> str:
+    """The device name a pre-training run records in status.json on this machine."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def _recent_metrics(run: Run, n_bytes: int = 32768) -> list[dict]:
+    """The last lines of metrics.jsonl (a long run's file is large; the end is enough)."""
+    p = run.path / "metrics.jsonl"
+    if not p.exists():
+        return []
+    size = p.stat().st_size
+    with p.open("rb") as f:
+        f.seek(max(0, size - n_bytes))
+        lines = f.read().decode("utf-8", errors="replace").splitlines()
+    if size > n_bytes:
+        lines = lines[1:]  # the first line was cut by the seek
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return out
+
+
+def measured_throughput(root: Path | None = None, size: str | None = None) -> tuple[float, str] | None:
+    """Effective FLOP/s of an earlier pre-training run of the same size on this device, from
+    its logged tokens/s: (flop_s, where it comes from), or None. (Other sizes would mislead:
+    small models keep a CPU or GPU far less busy than large ones.)"""
+    dev = device_key()
+    for run in find_runs(root, "pretrain"):
+        s, cfg = run.status(), run.config()
+        if s.get("device") != dev or _canonical(str(cfg.get("size"))) != _canonical(str(size)):
+            continue
+        tps = [m["tokens_per_s"] for m in _recent_metrics(run) if m.get("split") == "train" and m.get("tokens_per_s")]
+        if not tps:
+            continue
+        tps = statistics.median(tps[-20:])
+        try:
+            _, fpt = model_size(cfg["size"], int(cfg.get("vocab_size", 8000)), int(cfg.get("max_seq_length", 128)))
+        except (KeyError, ValueError, TypeError):
+            continue
+        return tps * fpt, f"measured: run {rel_name(run, root)} of this size trained at {tps:,.0f} tokens/s here"
+    return None
+
+
+def stated_throughput() -> tuple[float, str]:
+    from ..train.device import PEAK_FLOPS
+
+    if torch.cuda.is_available():
+        name = torch.cuda.get_device_name(0)
+        peak = next((v for k, v in PEAK_FLOPS.items() if k in name), None)
+        if peak:
+            return 0.4 * peak, (f"stated: 40 % of the {name}'s dense bf16 peak ({peak / 1e12:,.0f} TFLOP/s), a "
+                                f"typical utilisation for BERT pre-training")
+        return 40e12, f"stated: 40 TFLOP/s, a rough figure for a recent GPU ({name} has no peak in our table)"
+    if device_key() == "mps":
+        return 2e12, "stated: about 2 TFLOP/s, a rough figure for an Apple GPU"
+    threads = max(1, torch.get_num_threads())
+    return 40e9 * threads, (f"stated: about 40 GFLOP/s per CPU core ({threads} threads), measured for the mini "
+                            f"preset on a 2-core CPU (3,700 tokens/s); small models reach less, larger ones more")
+
+
+def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int = 128, vocab_size: int = 8000,
+                      root: Path | None = None) -> dict:
+    """Parameters and an estimated training time: steps x batch x seq_len tokens, times the
+    FLOPs per token of ``model_flops_per_token``, over a throughput measured on this device
+    (a previous run) or stated for it."""
+    params, fpt = model_size(size, vocab_size, seq_len)
+    tokens = steps * batch_size * seq_len
+    flop_s, basis = measured_throughput(root, size) or stated_throughput()
+    return {"parameters": params, "flops_per_token": fpt, "tokens": tokens, "flop_per_s": flop_s,
+            "seconds": tokens * fpt / flop_s, "basis": basis}
+
+
+# ----- fine-tuned models --------------------------------------------------------------------------
+def zip_dir(path: Path, top: str | None = None) -> bytes:
+    """A zip (in memory) of a directory, its files under ``top/``."""
+    path = Path(path)
+    top = top or path.name
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for f in sorted(path.rglob("*")):
+            if f.is_file():
+                z.write(f, f"{top}/{f.relative_to(path).as_posix()}")
+    return buf.getvalue()
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the fine-tuned model…")
+def _predictor(path: str, stamp: float):
+    from ..train.predict import Predictor
+
+    return Predictor(path)
+
+
+def predictor(run: Run):
+    """The run's fine-tuned model, cached (reloaded if the run's model changes)."""
+    stamp = max((p.stat().st_mtime for p in (run.path / "model", run.path / "feature_head") if p.exists()),
+                default=0.0)
+    return _predictor(str(run.path), stamp)
+
+
+def finetune_result(run: Run) -> dict | None:
+    p = run.path / "metrics.json"
+    try:
+        return json.loads(p.read_text()) if p.exists() else None
+    except json.JSONDecodeError:
+        return None

@@ -1,0 +1,213 @@
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from bert_explorer.analysis.timelapse import DEFAULT_SENTENCE, timelapse
+from bert_explorer.app import runs_view as rv
+from bert_explorer.app.models import builtin_corpora
+from bert_explorer.app.state import device_name
+from bert_explorer.app.widgets import intro
+from bert_explorer.model.config import BertConfig
+from bert_explorer.train.runs import Run, start_background
+
+st.set_page_config(page_title="Pre-train · BERT Explorer", layout="wide")
+intro("Pre-train a BERT", """
+Train a small BERT from scratch on real text, the way the paper's Appendix A.2 describes: masked-LM
+(15 % of WordPieces, 80/10/10) plus next-sentence prediction, AdamW with lr 1e-4, 10 % warm-up and
+linear decay. Watch the loss fall and the held-out MLM and NSP accuracy rise, then open the
+**time-lapse** to see one attention head and the masked-word guesses take shape checkpoint by
+checkpoint. The run goes on in the background if you close this tab.
+""")
+
+root = rv.runs_root()
+on_gpu = device_name().startswith("CUDA")
+
+# ----- 1. a new run -----------------------------------------------------------------------------
+st.subheader("1. Set up a run")
+c1, c2 = st.columns(2)
+source = c1.radio("Corpus", ["Built-in", "Upload a .txt file"], key="pt_corpus_source", horizontal=True)
+upload, corpus_error, corpus_facts = None, None, {}
+objective = c2.radio("Objective", ["mlm+nsp", "mlm", "ltr"], key="pt_objective", horizontal=True,
+                     format_func={"mlm+nsp": "MLM + NSP (BERT)", "mlm": "MLM only (No NSP)",
+                                  "ltr": "Left-to-right LM"}.get,
+                     help="Table 5 of the paper compares these: removing NSP hurts QNLI, MNLI and SQuAD; "
+                          "a left-to-right model (like OpenAI GPT) is worse still.")
+if source == "Built-in":
+    names = [c["name"] for c in builtin_corpora() if c["installed"]] + ["tiny"]
+    describe = {c["name"]: c["description"] for c in builtin_corpora()}
+    describe["tiny"] = "generated: 40 short templated documents, a run in seconds (for trying things out)"
+    chosen = c1.multiselect("Built-in corpora (joined)", names, default=names[:1], key="pt_corpus")
+    for n in chosen:
+        c1.caption(f"**{n}**: {describe.get(n, '')}")
+    corpus = "+".join(chosen)
+    if not chosen:
+        corpus_error = "Choose at least one corpus."
+else:
+    upload = rv.uploaded_file("Text file (UTF-8): one sentence per line with a blank line between documents, "
+                              "or prose with two blank lines between documents", key="pt_upload", types=["txt"])
+    corpus = upload[0] if upload else ""
+    if upload is None:
+        corpus_error = "Upload a .txt file."
+    else:
+        corpus_error, corpus_facts = rv.check_corpus_upload(upload[0], upload[1], objective)
+        if corpus_error:
+            c1.error(corpus_error)
+        else:
+            c1.success(f"{upload[0]}: {corpus_facts['documents']:,} documents, {corpus_facts['sentences']:,} "
+                       f"sentences, {corpus_facts['words']:,} words.")
+
+sizes = rv.size_options()
+size = c2.selectbox("Size (L layers × H hidden; A = H/64 heads)", sizes, index=sizes.index("L4-H256"), key="pt_size",
+                    format_func=lambda n: f"{n} ({rv.ALIASES[n]})" if n in rv.ALIASES else
+                    ("base: L12-H768, A12" if n == "base" else n),
+                    help="The 24 miniatures of Turc et al. (2019) and BERT-base (Table 6 of the paper varies L, H, A).")
+
+c3, c4, c5 = st.columns(3)
+steps = c3.number_input("Steps", 1, 10_000_000, 1000, step=100, key="pt_steps",
+                        help="The paper: 1,000,000 steps (about 40 epochs over 3.3 billion words).")
+batch = c4.number_input("Batch (sequences)", 1, 4096, 256 if on_gpu else 32, key="pt_batch",
+                        help="The paper: 256 sequences of up to 512 tokens (128,000 tokens a batch).")
+lr = c5.number_input("Learning rate", 1e-6, 1e-2, 1e-4, step=1e-5, format="%.0e", key="pt_lr",
+                     help="The paper: Adam(W) with lr 1e-4, β1 0.9, β2 0.999, weight decay 0.01.")
+with st.expander("Advanced settings"):
+    a1, a2, a3 = st.columns(3)
+    seq_len = a1.number_input("Max sequence length", 16, 512, 128, step=16, key="pt_seq",
+                              help="The paper: 128 for 90 % of the steps, then 512 to learn the position embeddings.")
+    vocab_size = a2.number_input("WordPiece vocabulary (learnt on the corpus)", 200, 60_000, 8000, step=500,
+                                 key="pt_vocab")
+    warmup_pct = a3.number_input("Warm-up (% of steps)", 0.0, 50.0, 10.0, key="pt_warmup",
+                                 help="The paper: 10,000 of 1M steps; linear decay afterwards.")
+    snapshots = a1.number_input("Checkpoints to keep for the time-lapse", 1, 50, 5, key="pt_snapshots",
+                                help="Evenly spaced over the run, plus the last step.")
+    max_docs = a2.number_input("Use only the first N documents (0 = all)", 0, 1_000_000, 0, key="pt_max_docs")
+    seed = a3.number_input("Seed", 0, 1_000_000, 0, key="pt_seed")
+    log_every = a1.number_input("Log every N steps", 1, 10_000, 10, key="pt_log_every")
+    evaluations = a2.number_input("Held-out evaluations during the run", 1, 1000, 10, key="pt_evals",
+                                  help="MLM and NSP accuracy on documents the run never trains on.")
+    device = a3.selectbox("Device", ["auto", "cpu", "cuda"], key="pt_device",
+                          help="auto = the local GPU when there is one.")
+
+est = rv.pretrain_estimate(size, int(steps), int(batch), int(seq_len), int(vocab_size), root)
+m1, m2, m3 = st.columns(3)
+m1.metric("Parameters", f"{est['parameters'] / 1e6:,.1f} M")
+m2.metric(f"Estimated time on {device_name()}", rv.fmt_duration(est["seconds"]))
+m3.metric("Training FLOPs", f"{est['tokens'] * est['flops_per_token']:.2e}")
+st.caption(f"An **estimate**: {int(steps):,} steps × {int(batch)} × {int(seq_len)} tokens × "
+           f"{est['flops_per_token'] / 1e6:,.1f} MFLOPs per token (6·N + 12·L·H·T + the MLM decoder on the "
+           f"15 % masked tokens) ÷ {est['flop_per_s'] / 1e9:,.0f} GFLOP/s ({est['basis']}). Data preparation, "
+           f"evaluation and checkpoints come on top.")
+
+run_name = st.text_input("Run name (optional)", key="pt_name",
+                         placeholder="automatic: pretrain-<size>-<corpus>-<time>")
+if st.button("Start pre-training", type="primary", key="pt_start", disabled=bool(corpus_error)):
+    run_dir = root / rv.slug(run_name) if run_name.strip() else rv.new_run_dir(
+        f"pretrain-{size}-{'upload' if upload else corpus}", root)
+    if (run_dir / "status.json").exists():
+        st.error(f"A run called {run_dir.name} exists already; choose another name.")
+    else:
+        config = {"corpus": corpus, "size": size, "objective": objective, "max_steps": int(steps),
+                  "batch_size": int(batch), "lr": float(lr), "max_seq_length": int(seq_len),
+                  "vocab_size": int(vocab_size), "warmup_steps": int(int(steps) * warmup_pct / 100),
+                  "save_every": max(1, int(steps) // int(snapshots)),
+                  "eval_every": max(1, int(steps) // int(evaluations)), "log_every": int(log_every),
+                  "max_docs": int(max_docs) or None, "seed": int(seed), "device": device}
+        if upload:  # the text lives in the run directory, so the run can be resumed and repeated
+            run_dir.mkdir(parents=True, exist_ok=True)
+            path = run_dir / "corpus.txt"
+            path.write_bytes(upload[1])
+            config["corpus"] = str(path.resolve())
+            config["held_out_fraction"] = rv.held_out_fraction(corpus_facts.get("documents", 0))
+        try:
+            start_background("pretrain", config, run_dir)
+            st.session_state["pt_watch"] = rv.rel_name(Run(run_dir), root)  # watch it below
+            st.success(f"Started {run_dir.name}.")
+        except RuntimeError as e:
+            st.error(str(e))
+
+# ----- 2. watch a run ---------------------------------------------------------------------------
+st.subheader("2. Watch a run")
+runs = rv.find_runs(root, "pretrain")
+if not runs:
+    st.info(f"No pre-training runs under {root} yet: start one above.")
+    st.stop()
+run = rv.pick_run("Run", runs, "pt_watch", root)
+status = rv.run_panel(run, "pretrain", "pt")
+
+b1, b2, b3 = st.columns([1, 1, 2])
+if run.is_active():
+    if b1.button("Stop", key="pt_stop", help="Stops cleanly at the next step and writes a checkpoint."):
+        run.request_stop()
+        st.info("Stop requested: the run saves a checkpoint and stops at its next step.")
+elif status.get("state") in ("stopped", "crashed", "failed", "finished"):
+    cfg = {k: v for k, v in run.config().items() if k != "kind"}
+    target = b2.number_input("Resume until step", 1, 10_000_000,  # keyed per run: each has its own end
+                             max(int(cfg.get("max_steps", 1)), int(status.get("step") or 0) + 1),
+                             key=f"pt_resume_to_{run.name}")
+    if b1.button("Resume", key="pt_resume", disabled=int(target) <= int(status.get("step") or 0),
+                 help="Continues from the last checkpoint (optimiser, schedule and data position included)."):
+        try:
+            start_background("pretrain", {**cfg, "max_steps": int(target)}, run.path, resume=True)
+            st.rerun()
+        except RuntimeError as e:
+            st.error(str(e))
+
+ckpts = run.checkpoints()
+if ckpts:
+    st.caption("Open any checkpoint in the exploration pages: the sidebar's **Model** list shows the checkpoints of "
+               "runs under ./runs (e.g. `" + str(ckpts[-1][1]) + "`); for another folder pick "
+               "\"a local directory…\" and paste the path.")
+
+# ----- 3. time-lapse ----------------------------------------------------------------------------
+st.subheader("3. Time-lapse: one sentence through the checkpoints")
+if not ckpts:
+    st.info("The time-lapse needs saved checkpoints; the run writes one every "
+            f"{run.config().get('save_every', '?')} steps and at the end.")
+    st.stop()
+model_cfg = BertConfig.load(ckpts[-1][1])
+t1, t2, t3, t4 = st.columns([4, 1, 1, 1])
+text = t1.text_input("Sentence (write [MASK] where a word is hidden)", DEFAULT_SENTENCE, key="pt_tl_text")
+layer = t2.selectbox("Layer", range(model_cfg.num_layers), key="pt_tl_layer", format_func=lambda i: f"{i + 1}")
+head = t3.selectbox("Head", range(model_cfg.num_heads), key="pt_tl_head", format_func=lambda i: f"{i + 1}")
+top_k = t4.number_input("Top-k", 1, 10, 5, key="pt_tl_k")
+
+
+@st.cache_data(max_entries=16, show_spinner="Running the sentence through every checkpoint…")
+def _timelapse(path: str, steps: tuple, text: str, layer: int, head: int, k: int):
+    return timelapse(path, text, layer, head, k, steps=list(steps))
+
+
+try:
+    tl = _timelapse(str(run.path), tuple(s for s, _ in ckpts), text, layer, head, int(top_k))
+except ValueError as e:
+    st.info(str(e))
+    st.stop()
+stack = tl.attention_stack()
+# One colour scale for all checkpoints, so the frames compare (darkest = the largest weight seen).
+fig = px.imshow(stack, animation_frame=0, x=list(range(len(tl.tokens))), y=list(range(len(tl.tokens))),
+                zmin=0, zmax=max(0.05, float(stack.max())), color_continuous_scale="Blues",
+                labels=dict(x="attends to", y="query token", color="attention"),
+                title=f"Layer {layer + 1}, head {head + 1}: attention at each checkpoint (press ▶)")
+ticks = dict(tickmode="array", tickvals=list(range(len(tl.tokens))), ticktext=tl.tokens)
+fig.update_xaxes(**ticks)
+fig.update_yaxes(**ticks)
+for i, s in enumerate(fig.layout.sliders[0].steps if fig.layout.sliders else []):
+    s.label = f"step {tl.steps[i]}"
+if fig.layout.sliders:
+    fig.layout.sliders[0].currentvalue.prefix = "checkpoint: "
+fig.update_layout(height=520, margin=dict(l=10, r=10, t=50, b=10))
+st.plotly_chart(fig, key="pt_tl_heatmap")
+
+if tl.frames[-1].predictions:
+    c1, c2 = st.columns(2)
+    c1.markdown("**Masked-word guesses at each checkpoint**")
+    c1.dataframe(pd.DataFrame(tl.top_k_rows()), hide_index=True)
+    rise = tl.emergence(3)
+    if rise:
+        df = pd.DataFrame([{"step": s, "word": w, "probability": p[i]} for w, p in rise.items()
+                           for i, s in enumerate(tl.steps)])
+        fig2 = px.line(df, x="step", y="probability", color="word", markers=True,
+                       title="P(word) at the first [MASK]: the last checkpoint's top 3")
+        fig2.update_layout(height=320, margin=dict(l=10, r=10, t=40, b=10))
+        c2.plotly_chart(fig2, key="pt_tl_rise")
+else:
+    st.info("Write [MASK] in the sentence to see the masked-word guesses too.")

@@ -1,0 +1,219 @@
+from pathlib import Path
+
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from bert_explorer.app import runs_view as rv
+from bert_explorer.app.state import model_picker
+from bert_explorer.app.widgets import intro
+from bert_explorer.data.tasks import BUILTIN_TASKS, TASKS
+from bert_explorer.train.finetune import FEATURE_MODES
+from bert_explorer.train.runs import Run, kill, start_background
+
+st.set_page_config(page_title="Fine-tune · BERT Explorer", layout="wide")
+intro("Fine-tune in one click", """
+BERT's second stage (Devlin et al. 2019, Section 4 and Figure 4): put **one small output layer** on
+the pre-trained model and train everything for a few epochs on labelled data: sentence or pair
+classification (GLUE), token tagging (NER), answer spans (SQuAD) or multiple choice (SWAG). Bring a
+file or pick a built-in set; the paper's defaults are set (batch 32, lr 5e-5, 3 epochs, 10 % warm-up).
+The **feature-based** mode (Section 5.3, Table 7) freezes BERT and trains a small BiLSTM on its
+activations instead.
+""")
+
+root = rv.runs_root()
+base = model_picker()  # the pre-trained model to start from (sidebar)
+
+# ----- 1. data ------------------------------------------------------------------------------------
+st.subheader("1. Data")
+source = st.radio("Training data", ["Upload a file", "Built-in dataset"], key="ft_source", horizontal=True)
+upload, data, data_error, spec, columns = None, None, None, {}, None
+if source == "Upload a file":
+    upload = rv.uploaded_file(
+        "CSV / TSV / JSONL with a header (text, label ...), CoNLL (token tag), SQuAD JSON or SWAG-style CSV",
+        key="ft_upload", help="The file is saved into the run's directory; only text formats are read.")
+    if upload is None:
+        data_error = "Upload a file, or choose a built-in dataset."
+    else:
+        name, raw = upload
+        columns = rv.table_columns(raw)
+        c = st.columns(4)
+        task = c[0].selectbox("Task", ["(detect)", *TASKS], key="ft_task")
+        pick = {}
+        if columns:
+            for col, (what, key) in zip(c[1:], (("Text column", "text_column"), ("Second text column (pairs)",
+                                                                                   "text_pair_column"),
+                                                ("Label column", "label_column"))):
+                pick[key] = col.selectbox(what, ["(detect)", *columns], key=f"ft_{key}")
+        chosen = {k: (None if v == "(detect)" else v) for k, v in pick.items()}
+        spec = {"task": None if task == "(detect)" else task, **chosen}
+        outcome, result = rv.read_upload(name, raw, spec["task"], chosen.get("text_column"),
+                                        chosen.get("text_pair_column"), chosen.get("label_column"))
+        if outcome == "error":
+            data_error = result
+            st.error(result)
+        else:
+            data = result
+else:
+    options = [n for n, t in BUILTIN_TASKS.items() if t.available] + [f"tiny:{t}" for t in TASKS]
+    builtin = st.selectbox("Built-in dataset", options, key="ft_builtin",
+                           format_func=lambda n: f"{n} ({BUILTIN_TASKS[n].task})" if n in BUILTIN_TASKS else
+                           f"{n} (generated, 64 examples: a run in seconds)")
+    if builtin in BUILTIN_TASKS:
+        info = BUILTIN_TASKS[builtin]
+        st.caption(f"{info.description}  \n*Source:* {info.provenance}  \n*Licence:* {info.licence}")
+    if st.toggle("Show a preview", key="ft_builtin_preview"):
+        data = rv.builtin_data(builtin)
+
+if data is not None:
+    summary = data.summary()
+    st.success(f"Detected task: **{data.task}** · {len(data.examples):,} examples"
+               + (f" · labels: {', '.join(map(str, data.label_names[:12]))}" if data.label_names else ""))
+    for note in data.notes:
+        st.caption(f"• {note}")
+    st.dataframe(rv.examples_frame(data, 20), hide_index=True)
+    if summary.get("label_counts") and data.task != "ner":
+        st.caption("Examples per label: " + ", ".join(f"{k} {v:,}" for k, v in summary["label_counts"].items()))
+
+# ----- 2. settings ----------------------------------------------------------------------------------
+st.subheader("2. Settings")
+st.caption("The paper's defaults (Section 4, Appendix A.3): batch 32, learning rate 5e-5 (it tries 5e-5, 3e-5, "
+           "2e-5 and keeps the best on dev), 3 epochs, 10 % linear warm-up, dropout 0.1.")
+with st.expander("Advanced settings"):
+    a1, a2, a3 = st.columns(3)
+    lr = a1.number_input("Learning rate", 1e-6, 1e-2, 5e-5, step=1e-5, format="%.0e", key="ft_lr")
+    grid = a1.checkbox("Try 5e-5, 3e-5, 2e-5 and keep the best on dev", key="ft_lr_grid")
+    epochs = a2.number_input("Epochs", 0.1, 100.0, 3.0, step=1.0, key="ft_epochs")
+    batch = a2.number_input("Batch size", 1, 1024, 32, key="ft_batch")
+    max_len = a3.number_input("Max sequence length (WordPieces)", 16, 512, 128, step=16, key="ft_max_len")
+    mode = a3.radio("Mode", ["fine-tune", "feature-based"], key="ft_mode",
+                    help="feature-based: BERT frozen, a 2-layer BiLSTM trained on its activations (Table 7).")
+    features = a3.selectbox("Features (feature-based)", FEATURE_MODES, index=FEATURE_MODES.index("concat-last-4"),
+                            key="ft_features", disabled=mode != "feature-based")
+    max_train = a1.number_input("Use at most N training examples (0 = all)", 0, 10_000_000, 0, key="ft_max_train")
+    dev_fraction = a2.number_input("Dev fraction held out", 0.01, 0.5, 0.1, key="ft_dev_fraction")
+    seed = a3.number_input("Seed", 0, 1_000_000, 0, key="ft_seed")
+
+ready = data_error is None and bool(base)
+if not base:
+    st.info("Choose the pre-trained model to start from in the sidebar.")
+if st.button("Fine-tune", type="primary", key="ft_start", disabled=not ready):
+    stem = Path(upload[0]).stem if upload else builtin.replace(":", "-")
+    run_dir = rv.new_run_dir(f"finetune-{stem}", root)
+    run_dir.mkdir(parents=True)
+    if upload:  # the data travels with the run: it can be repeated and inspected later
+        (run_dir / "data").mkdir()
+        path = run_dir / "data" / rv.safe_filename(upload[0])
+        path.write_bytes(upload[1])
+        train = str(path.resolve())
+    else:
+        train = builtin if builtin.startswith("tiny:") else f"builtin:{builtin}"
+    model = str(Path(base).resolve()) if Path(base).exists() else base
+    config = {"model": model, "train": train, **{k: v for k, v in spec.items() if v}, "mode": mode,
+              "features": features, "max_seq_length": int(max_len), "batch_size": int(batch), "lr": float(lr),
+              "lr_grid": [5e-5, 3e-5, 2e-5] if grid else [], "epochs": float(epochs),
+              "max_train_examples": int(max_train) or None, "dev_fraction": float(dev_fraction), "seed": int(seed)}
+    try:
+        start_background("finetune", config, run_dir)
+        st.session_state["ft_watch"] = rv.rel_name(Run(run_dir), root)  # show it below
+        st.success(f"Started {run_dir.name}.")
+    except RuntimeError as e:
+        st.error(str(e))
+
+# ----- 3. the run -------------------------------------------------------------------------------------
+st.subheader("3. Run and dev results")
+runs = rv.find_runs(root, "finetune")
+if not runs:
+    st.info(f"No fine-tuning runs under {root} yet.")
+    st.stop()
+run = rv.pick_run("Run", runs, "ft_watch", root)
+status = rv.run_panel(run, "finetune", "ft")
+if run.is_active() and st.button("Stop", key="ft_stop", help="Ends the background process; nothing is saved."):
+    if status.get("state") == "queued":
+        run.request_stop()  # leaves the GPU queue cleanly
+    else:
+        kill(run)
+    st.rerun()
+result = rv.finetune_result(run)
+if result is None:
+    st.stop()
+
+dev = result["dev"]
+task = result["task"]
+main = {"classification": ["accuracy", "macro_f1", "mcc", "f1"], "pair-classification": ["accuracy", "f1", "mcc"],
+        "regression": ["pearson", "spearman", "mse"], "ner": ["f1", "precision", "recall"],
+        "qa": ["exact_match", "f1"], "multiple-choice": ["accuracy"]}.get(task, [])
+shown = [k for k in main if isinstance(dev.get(k), (int, float))]
+cols = st.columns(max(1, len(shown)) + 1)
+for col, k in zip(cols, shown):
+    col.metric(f"dev {rv.LABELS.get(k, k)}", f"{dev[k]:.1f}" if task == "qa" else f"{dev[k]:.3f}")
+cols[-1].metric("examples (train / dev)", f"{result.get('train_examples', 0):,} / {result.get('dev_examples', 0):,}")
+
+if "confusion_matrix" in dev:
+    labels = [str(x) for x in dev.get("labels") or result.get("label_names") or []]
+    fig = px.imshow(dev["confusion_matrix"], x=labels, y=labels, text_auto=True, color_continuous_scale="Blues",
+                    labels=dict(x="predicted", y="true", color="examples"), title="Confusion matrix (dev)")
+    fig.update_layout(height=200 + 30 * len(labels), margin=dict(l=10, r=10, t=40, b=10))
+    c1, c2 = st.columns(2)
+    c1.plotly_chart(fig, key="ft_confusion")
+    c2.dataframe(pd.DataFrame(dev.get("per_class", {})).T.round(3))
+if task == "ner" and dev.get("per_type"):
+    st.markdown("**Entities by type (dev, exact span and type)**")
+    st.dataframe(pd.DataFrame(dev["per_type"]).T.round(3))
+if task == "qa":
+    if dev.get("null_threshold") is not None:
+        st.caption(f"No-answer threshold τ = {dev['null_threshold']:.2f}, tuned on dev (Section 4.3).")
+    st.markdown("**Some dev questions**")
+    st.dataframe(pd.DataFrame(rv.qa_examples(str(run.path))), hide_index=True)
+
+# ----- 4. try it ---------------------------------------------------------------------------------------
+st.subheader("4. Try the model")
+example = None
+if task in ("classification", "regression", "pair-classification"):
+    a = st.text_input("Text", key="ft_try_text")
+    b = st.text_input("Second text (pairs)", key="ft_try_pair") if task != "classification" else ""
+    example = {"text": a, "text_pair": b or None} if a.strip() else None
+elif task == "ner":
+    a = st.text_input("Sentence (words separated by spaces)", key="ft_try_text")
+    example = {"tokens": a.split()} if a.strip() else None
+elif task == "qa":
+    q = st.text_input("Question", key="ft_try_text")
+    ctx = st.text_area("Context", key="ft_try_pair")
+    example = {"question": q, "context": ctx} if q.strip() and ctx.strip() else None
+elif task == "multiple-choice":
+    ctx = st.text_input("Context", key="ft_try_text")
+    ch = st.text_area("Choices, one per line", key="ft_try_pair")
+    choices = [c.strip() for c in ch.splitlines() if c.strip()]
+    example = {"context": ctx, "choices": choices} if ctx.strip() and len(choices) >= 2 else None
+if example is not None:
+    try:
+        out = rv.predictor(run).predict([example])[0]
+    except (KeyError, ValueError) as e:
+        st.error(f"The input does not fit a {task} model: {e}")
+        out = None
+    if out is not None:
+        if "label" in out:
+            st.metric("Prediction", out["label"])
+            st.bar_chart(pd.Series(out["probabilities"], name="probability"))
+        elif "entities" in out:
+            st.dataframe(pd.DataFrame({"word": out["tokens"], "tag": out["tags"]}).T)
+            st.write("Entities: " + (", ".join(f"**{e['text']}** ({e['type']})" for e in out["entities"]) or "none"))
+        elif "answer" in out:
+            st.metric("Answer", out["answer"] or "(no answer)")
+        elif "choice" in out:
+            st.metric("Choice", f"{out['choice'] + 1}: {example['choices'][out['choice']]}")
+        elif "score" in out:
+            st.metric("Score", f"{out['score']:.3f}")
+
+# ----- 5. download -------------------------------------------------------------------------------------
+st.subheader("5. Download")
+model_dir = run.path / "model" if (run.path / "model").is_dir() else run.path / "feature_head"
+if model_dir.is_dir():
+    st.download_button("Download the model (zip)", rv.zip_dir(model_dir, f"{run.name}-{model_dir.name}"),
+                       file_name=f"{run.name}-{model_dir.name}.zip", mime="application/zip", key="ft_download")
+    if model_dir.name == "model":
+        st.caption("A transformers-compatible checkpoint (config.json with the label names, model.safetensors, "
+                   "vocab.txt): `BertFor…from_pretrained(folder)` loads it; so does this app's sidebar "
+                   "(\"a local directory…\").")
+    else:
+        st.caption("Feature-based runs save only the BiLSTM head (safetensors) and the name of the frozen base model.")

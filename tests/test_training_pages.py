@@ -1,0 +1,416 @@
+"""The training pages (pre-train, fine-tune, runs), the GPU queue of background runs, and the
+pre-training time-lapse. Everything is tiny: generated data, a 2-layer model, a few steps; runs
+live under tmp_path (BERT_EXPLORER_RUNS), never under ./runs."""
+import csv
+import io
+import json
+import os
+import time
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from bert_explorer import checkpoint
+from bert_explorer.analysis.attention import attention_maps
+from bert_explorer.analysis.timelapse import timelapse
+from bert_explorer.data.tasks import make_tiny
+from bert_explorer.model import BertConfig, BertForPreTraining
+from bert_explorer.tokenizer import WordPieceTokenizer
+from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
+from bert_explorer.train.runs import Run, delete, gpu_queue_applies, start_background
+
+TINY_PT = dict(corpus="tiny", size="tiny", vocab="train", vocab_size=300, batch_size=4, max_seq_length=48,
+               log_every=1, eval_every=1000, eval_batches=2, seed=3, device="cpu")
+
+
+@pytest.fixture
+def runs_root(tmp_path, monkeypatch):
+    root = tmp_path / "runs"
+    root.mkdir()
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(root))
+    monkeypatch.delenv("BERT_EXPLORER_GPU_QUEUE", raising=False)
+    return root
+
+
+def _page(name, **state):
+    at = AppTest.from_file(f"../pages/{name}", default_timeout=120)
+    for k, v in state.items():
+        at.session_state[k] = v
+    return at.run()
+
+
+def _wait_for_run(root, timeout=240, skip=()):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        runs = [p for p in root.iterdir() if (p / "status.json").exists() and p.name not in skip]
+        if runs:
+            status = Run(runs[0]).wait(timeout=max(1, deadline - time.time()))
+            return Run(runs[0]), status
+        time.sleep(0.2)
+    raise AssertionError("no run appeared")
+
+
+def run_name(root, skip=()):
+    (only,) = [p.name for p in root.iterdir() if (p / "status.json").exists() and p.name not in skip]
+    return only
+
+
+def _charts(at):
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def _titles(at):
+    return [(c.get("layout", {}).get("title") or {}).get("text", "") for c in _charts(at)]
+
+
+# ----- pre-train page ---------------------------------------------------------------------------------
+def test_pretrain_page_starts_a_run_and_shows_curves_and_timelapse(runs_root):
+    old = Run(runs_root / "older").create({"size": "tiny"}, "pretrain")  # an earlier run, shown first
+    old.write_status(state="stopped")
+    at = _page("6_Pre-train.py")
+    assert at.selectbox(key="pt_watch").value == "older"
+    assert not at.exception
+    assert any("Appendix A.2" in m.value for m in at.markdown)
+    at.multiselect(key="pt_corpus").set_value(["tiny"])
+    at.selectbox(key="pt_size").set_value("L2-H128")
+    at.number_input(key="pt_steps").set_value(4)
+    at.number_input(key="pt_batch").set_value(4)
+    at.number_input(key="pt_seq").set_value(48)
+    at.number_input(key="pt_vocab").set_value(300)
+    at.number_input(key="pt_snapshots").set_value(2)
+    at.number_input(key="pt_evals").set_value(2)
+    at.selectbox(key="pt_device").set_value("cpu")
+    at.run()
+    assert not at.exception
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["Parameters"].endswith("M") and any(k.startswith("Estimated time") for k in labels)
+    assert any("**estimate**" in c.value for c in at.caption)
+
+    at.button(key="pt_start").click().run()
+    assert not at.exception and not at.warning
+    assert at.selectbox(key="pt_watch").value == run_name(runs_root, {"older"})  # the new run is shown
+    run, status = _wait_for_run(runs_root, skip={"older"})
+    assert status["state"] == "finished", run.path.joinpath("log.txt").read_text()[-2000:]
+    assert run.config()["size"] == "L2-H128" and run.config()["max_steps"] == 4
+    assert [s for s, _ in run.checkpoints()] == [2, 4]
+
+    at.run()
+    assert not at.exception
+    titles = _titles(at)
+    assert "Training loss" in titles and "Held-out accuracy" in titles
+    numbers = {m.label: m.value for m in at.metric}
+    assert numbers["Loss"] != "—" and numbers["MLM accuracy (held out)"].endswith("%")
+    assert numbers["Tokens/s"] != "—"
+    heat = next(c for c in _charts(at) if "attention at each checkpoint" in c["layout"]["title"]["text"])
+    assert len(heat["frames"]) == 2  # one frame per checkpoint
+    assert [s["label"] for s in heat["layout"]["sliders"][0]["steps"]] == ["step 2", "step 4"]
+    assert any("checkpoints/step-4" in c.value for c in at.caption)  # how to open it in the other pages
+    # resume continues the finished run from its last checkpoint
+    assert at.number_input(key=f"pt_resume_to_{run.path.name}").value == 5
+    at.number_input(key=f"pt_resume_to_{run.path.name}").set_value(6)
+    at.button(key="pt_resume").click().run()
+    assert not at.exception
+    status = run.wait(timeout=240)
+    assert status["state"] == "finished" and status["step"] == 6
+    assert [m["step"] for m in run.metrics() if m["split"] == "train"] == [4, 6]  # logged every 10 steps + the last
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("empty.txt", b"", "empty.txt is empty"),
+    ("photo.txt", b"\x89PNG\r\n\x1a\n\x00\x00rest", "binary file"),
+    ("latin.txt", "Caf\u00e9 au lait.\n".encode("latin-1"), "not valid UTF-8"),
+    ("one.txt", b"A single document.\nWith two sentences.\n", "holds 1 document"),
+])
+def test_pretrain_page_refuses_a_bad_corpus_upload(runs_root, name, data, message):
+    at = _page("6_Pre-train.py", pt_upload_bytes=(name, data))
+    at.radio(key="pt_corpus_source").set_value("Upload a .txt file").run()
+    assert not at.exception
+    assert len(at.error) == 1 and message in at.error[0].value
+    assert at.error[0].value.count(". ") == 0  # one sentence
+    assert at.button(key="pt_start").disabled
+    assert not list(runs_root.iterdir())
+
+
+def test_pretrain_page_accepts_a_good_corpus_upload(runs_root):
+    text = "\n\n".join(f"Document {d} begins here.\nIt has a second sentence.\nAnd a third one." for d in range(6))
+    at = _page("6_Pre-train.py", pt_upload_bytes=("mine.txt", text.encode()))
+    at.radio(key="pt_corpus_source").set_value("Upload a .txt file").run()
+    assert not at.exception and not at.error
+    assert "6 documents" in at.success[0].value
+    assert not at.button(key="pt_start").disabled
+
+
+# ----- fine-tune page ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def base_model(tmp_path_factory):
+    """A small random BERT with a vocabulary learnt on the tiny classification task."""
+    d = tmp_path_factory.mktemp("base")
+    texts = [ex["text"] for ex in make_tiny("classification", n=200, seed=1).examples]
+    tok = WordPieceTokenizer.train(texts, vocab_size=200)
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2,
+                                          intermediate_size=64, max_position_embeddings=64))
+    checkpoint.save(model, tok, d)
+    return str(d)
+
+
+def _csv(rows, header):
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue().encode()
+
+
+def _model_state(base_model):
+    return {"be_model_choice": "a local directory…", "be_model_path": base_model}
+
+
+def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
+    data = _csv([(ex["text"], ex["label"]) for ex in make_tiny("classification", n=48).examples],
+                ["review", "sentiment"])
+    at = _page("7_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.csv", data))
+    assert not at.exception
+    assert any("Section 4" in m.value for m in at.markdown)
+    assert not at.error
+    assert "Detected task: **classification**" in at.success[0].value
+    assert at.selectbox(key="ft_label_column").options == ["(detect)", "review", "sentiment"]
+    preview = at.dataframe[0].value
+    assert list(preview.columns) == ["text", "label"] and len(preview) == 20
+
+    at.selectbox(key="ft_label_column").set_value("sentiment")
+    at.number_input(key="ft_epochs").set_value(1.0)
+    at.number_input(key="ft_batch").set_value(16)
+    at.number_input(key="ft_max_len").set_value(32)
+    at.run()
+    assert not at.exception
+    at.button(key="ft_start").click().run()
+    assert not at.exception
+    run, status = _wait_for_run(runs_root)
+    assert status["state"] == "finished", run.path.joinpath("log.txt").read_text()[-2000:]
+    assert (run.path / "data" / "reviews.csv").read_bytes() == data  # the upload lives in the run
+    assert run.config()["label_column"] == "sentiment" and run.config()["epochs"] == 1.0
+
+    at.run()
+    assert not at.exception
+    labels = [m.label for m in at.metric]
+    assert "dev accuracy" in labels and "dev macro-F1" in labels
+    assert "Confusion matrix (dev)" in _titles(at)
+    assert at.get("download_button")
+    at.text_input(key="ft_try_text").set_value("we saw the film and it was good").run()
+    assert not at.exception
+    pred = next(m for m in at.metric if m.label == "Prediction")
+    assert pred.value in ("positive", "negative")
+
+
+@pytest.mark.parametrize("task", ["ner", "qa"])
+def test_finetune_page_builtin_ner_and_qa_results(runs_root, base_model, task):
+    at = _page("7_Fine-tune.py", **_model_state(base_model))
+    at.radio(key="ft_source").set_value("Built-in dataset").run()
+    at.selectbox(key="ft_builtin").set_value(f"tiny:{task}")
+    at.number_input(key="ft_epochs").set_value(1.0)
+    at.number_input(key="ft_max_len").set_value(48)
+    at.run()
+    at.button(key="ft_start").click().run()
+    assert not at.exception
+    run, status = _wait_for_run(runs_root)
+    assert status["state"] == "finished", run.path.joinpath("log.txt").read_text()[-2000:]
+    assert run.config()["train"] == f"tiny:{task}"
+    at.run()
+    assert not at.exception
+    labels = [m.label for m in at.metric]
+    if task == "ner":
+        assert "dev F1" in labels
+        assert any("Entities by type" in m.value for m in at.markdown)
+        at.text_input(key="ft_try_text").set_value("Anna flew to Paris").run()
+        assert not at.exception and any("Entities:" in m.value for m in at.markdown)
+    else:
+        assert "dev exact match" in labels and "dev F1" in labels
+        questions = at.dataframe[-1].value
+        assert list(questions.columns) == ["question", "context", "gold", "predicted"] and len(questions) > 0
+        at.text_input(key="ft_try_text").set_value("what colour is the car?")
+        at.text_area(key="ft_try_pair").set_value("the car is red .").run()
+        assert not at.exception and any(m.label == "Answer" for m in at.metric)
+
+
+@pytest.mark.parametrize("name, data, message", [
+    ("empty.csv", b"", "empty.csv is empty"),
+    ("sheet.csv", b"PK\x03\x04 not really a workbook", "binary file"),
+    ("nolabel.csv", b"text\nthe film was good\nthe film was bad\nnice one\nawful one\nfine\n", "has no label column"),
+])
+def test_finetune_page_shows_one_sentence_for_a_bad_upload(runs_root, base_model, name, data, message):
+    at = _page("7_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=(name, data))
+    assert not at.exception
+    assert len(at.error) == 1 and message in at.error[0].value and name in at.error[0].value
+    assert at.button(key="ft_start").disabled
+    at.radio(key="ft_source").set_value("Built-in dataset").run()  # the page keeps working
+    assert not at.exception and not at.error
+    at.selectbox(key="ft_builtin").set_value("tiny:ner")
+    at.toggle(key="ft_builtin_preview").set_value(True).run()
+    assert not at.exception
+    assert "Detected task: **ner**" in at.success[0].value
+    assert not at.button(key="ft_start").disabled
+    assert not list(runs_root.iterdir())
+
+
+# ----- runs page ------------------------------------------------------------------------------------------
+def _fake_run(root, name, kind, state, metrics, pid=None, **status):
+    run = Run(root / name).create({"size": "tiny"} if kind == "pretrain" else {"model": "x"}, kind)
+    for m in metrics:
+        run.log_metrics(m)
+    run.log(f"hello from {name}")
+    now = time.time()
+    run.write_status(state=state, started=now - 90, finished=now, device="cpu", pid=pid, **status)
+    return run
+
+
+def test_runs_page_lists_opens_compares_and_deletes(runs_root):
+    a = _fake_run(runs_root, "pt-a", "pretrain", "finished",
+                  [{"step": s, "split": "train", "loss": 9 - s, "tokens_per_s": 1000} for s in (1, 2, 3)]
+                  + [{"step": 3, "split": "eval", "mlm_accuracy": 0.2, "nsp_accuracy": 0.6}],
+                  step=3, max_steps=3, last={"loss": 6.0}, eval={"mlm_accuracy": 0.2, "nsp_accuracy": 0.6})
+    _fake_run(runs_root, "ft-b", "finetune", "finished",
+              [{"step": s, "split": "train", "loss": 2 - s / 10} for s in (10, 20)]
+              + [{"step": 20, "split": "dev", "epoch": 1, "accuracy": 0.75}], dev={"accuracy": 0.75})
+    busy = _fake_run(runs_root, "pt-busy", "pretrain", "running", [], pid=os.getpid(), step=1, max_steps=10)
+    _fake_run(runs_root, "abl", "ablate", "finished", [], cells_total=2, done=2)  # an ablation and a cell of it
+    _fake_run(runs_root / "abl" / "cells", "c1", "finetune", "finished", [], dev={"accuracy": 0.5})
+
+    at = _page("8_Runs.py")
+    assert not at.exception
+    table = at.dataframe[0].value.set_index("run")
+    assert set(table.index) == {"pt-a", "ft-b", "pt-busy", "abl", "abl/cells/c1"}
+    assert table.loc["abl", "progress"] == "2 / 2 cells" and table.loc["abl/cells/c1", "kind"] == "finetune"
+    assert table.loc["pt-a", "kind"] == "pretrain" and table.loc["ft-b", "state"] == "finished"
+    assert table.loc["pt-a", "duration"] == "1 min 30 s" and "MLM accuracy 0.2" in table.loc["pt-a", "key metrics"]
+    assert "dev accuracy 0.75" in table.loc["ft-b", "key metrics"]
+
+    at.selectbox(key="runs_sel").set_value("pt-a").run()
+    assert not at.exception
+    assert any("hello from pt-a" in c.value for c in at.code)
+    assert "Training loss" in _titles(at) and "Held-out accuracy" in _titles(at)
+
+    at.multiselect(key="runs_compare").set_value(["pt-a", "ft-b"]).run()
+    at.selectbox(key="runs_compare_metric").set_value("loss").run()
+    assert not at.exception
+    compare = next(c for c in _charts(at) if c["layout"]["title"]["text"] == "loss")
+    assert {tr["name"] for tr in compare["data"]} == {"pt-a", "ft-b"}
+
+    # a running run is refused, even with the confirmation ticked
+    assert at.button(key="runs_delete").disabled
+    at.selectbox(key="runs_delete_sel").set_value("pt-busy")
+    at.checkbox(key="runs_delete_confirm").check().run()
+    at.button(key="runs_delete").click().run()
+    assert not at.exception
+    assert any("stop it before deleting it" in e.value for e in at.error)
+    assert busy.path.exists()
+
+    # a finished one goes, after the confirmation
+    at.selectbox(key="runs_delete_sel").set_value("pt-a")
+    at.checkbox(key="runs_delete_confirm").check().run()
+    at.button(key="runs_delete").click().run()
+    assert not at.exception
+    assert any("Deleted pt-a" in s.value for s in at.success)
+    assert not a.path.exists()
+    assert set(at.dataframe[0].value["run"]) == {"ft-b", "pt-busy", "abl", "abl/cells/c1"}
+    assert at.checkbox(key="runs_delete_confirm").value is False
+
+
+def test_delete_refuses_a_live_run_and_non_runs(tmp_path):
+    live = Run(tmp_path / "live").create({}, "pretrain")
+    live.write_status(state="running", pid=os.getpid())
+    with pytest.raises(RuntimeError, match="stop it"):
+        delete(live)
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(ValueError, match="not a run directory"):
+        delete(Run(tmp_path / "plain"))
+
+
+# ----- the GPU queue -------------------------------------------------------------------------------------
+def test_gpu_queue_switch(monkeypatch):
+    monkeypatch.delenv("BERT_EXPLORER_GPU_QUEUE", raising=False)
+    assert gpu_queue_applies({"device": "cpu"}) is False
+    assert gpu_queue_applies({"device": "cpu"}, gpu_queue=True) is True
+    monkeypatch.setenv("BERT_EXPLORER_GPU_QUEUE", "1")
+    assert gpu_queue_applies({"device": "cpu"}) is True
+    monkeypatch.setenv("BERT_EXPLORER_GPU_QUEUE", "0")
+    assert gpu_queue_applies({"device": "cuda"}) is False
+
+
+def test_gpu_queue_runs_one_at_a_time_without_corrupting_each_other(tmp_path):
+    root = tmp_path / "q"
+    cfg_a, cfg_b = {**TINY_PT, "max_steps": 3, "seed": 1}, {**TINY_PT, "max_steps": 4, "seed": 2}
+    a = start_background("pretrain", cfg_a, root / "a", gpu_queue=True)
+    b = start_background("pretrain", cfg_b, root / "b", gpu_queue=True)
+    c = start_background("pretrain", cfg_a, root / "c", gpu_queue=True)
+
+    # b waits while a holds the GPU
+    deadline = time.time() + 60
+    while time.time() < deadline and b.status().get("state") != "queued":
+        time.sleep(0.1)
+    assert b.status()["state"] == "queued" and a.status()["state"] in ("starting", "running")
+    # a directory that a live process works in is refused
+    with pytest.raises(RuntimeError, match="already"):
+        start_background("pretrain", cfg_a, root / "a", gpu_queue=True)
+    # a queued run can be stopped before it trains
+    c.request_stop()
+    assert c.wait(timeout=30)["state"] == "stopped" and not c.checkpoints()
+
+    sa, sb = a.wait(timeout=240), b.wait(timeout=240)
+    assert sa["state"] == sb["state"] == "finished", (a.path / "log.txt").read_text()[-1500:]
+    assert sb["started"] >= sa["finished"]  # b trained only after a was done
+    assert sb["queued_s"] > 0 and "waiting for the GPU" in (b.path / "log.txt").read_text()
+    for run, cfg in ((a, cfg_a), (b, cfg_b)):
+        assert run.config()["seed"] == cfg["seed"] and run.config()["max_steps"] == cfg["max_steps"]
+        lines = (run.path / "metrics.jsonl").read_text().splitlines()
+        rows = [json.loads(x) for x in lines]  # every line is whole JSON
+        assert [r["step"] for r in rows if r["split"] == "train"] == list(range(1, cfg["max_steps"] + 1))
+        assert run.checkpoints()[-1][0] == cfg["max_steps"]
+        checkpoint.load(run.checkpoints()[-1][1], "BertForPreTraining")
+
+
+# ----- time-lapse ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tl") / "run"
+    cfg = PretrainConfig(**{**TINY_PT, "max_steps": 4, "save_every": 2, "eval_every": 2})
+    run_pretraining(cfg, d, progress=False)
+    return d
+
+
+def test_timelapse_one_frame_per_checkpoint(tiny_run):
+    tl = timelapse(tiny_run, "the ball is very [MASK] today .", layer=1, head=1, top_k=3)
+    assert tl.steps == [2, 4]
+    stack = tl.attention_stack()
+    T = len(tl.tokens)
+    assert stack.shape == (2, T, T) and tl.tokens[0] == "[CLS]"
+    assert np.allclose(stack.sum(-1), 1, atol=1e-4)
+    assert not np.allclose(stack[0], stack[1])  # training moved the head
+    # the frame is exactly what attention_maps gives on that checkpoint
+    loaded = checkpoint.load(tiny_run / "checkpoints" / "step-4", "BertForPreTraining")
+    assert np.allclose(stack[1], attention_maps(loaded, tl.text, max_tokens=64).attentions[1, 1], atol=1e-6)
+    for f in tl.frames:
+        (m,) = f.predictions
+        probs = [p["probability"] for p in m["predictions"]]
+        assert len(probs) == 3 and probs == sorted(probs, reverse=True)
+        assert "mlm_accuracy" in f.eval  # held-out metrics logged at that step
+    assert len(tl.top_k_rows()) == 2
+    rise = tl.emergence(3)
+    assert len(rise) == 3 and all(len(p) == 2 and all(0 <= x <= 1 for x in p) for p in rise.values())
+    # the last checkpoint's favourite word is the first key, and its probability matches the top-k
+    first = next(iter(rise))
+    assert rise[first][-1] == pytest.approx(tl.frames[-1].predictions[0]["predictions"][0]["probability"], abs=1e-5)
+
+
+def test_timelapse_choices_and_errors(tiny_run, tmp_path):
+    tl = timelapse(tiny_run, "the ball is red .", layer=0, head=0, steps=[4])
+    assert tl.steps == [4] and tl.frames[0].predictions == [] and tl.emergence() == {}
+    with pytest.raises(ValueError, match="layer 5 does not exist"):
+        timelapse(tiny_run, "a [MASK] b", layer=5)
+    with pytest.raises(ValueError, match="head 9 does not exist"):
+        timelapse(tiny_run, "a [MASK] b", head=9)
+    Run(tmp_path / "empty").create({}, "pretrain")
+    with pytest.raises(ValueError, match="no saved checkpoint"):
+        timelapse(tmp_path / "empty", "a [MASK] b")
