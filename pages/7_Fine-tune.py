@@ -9,7 +9,7 @@ from bert_explorer.app.state import model_picker
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.tasks import BUILTIN_TASKS, TASKS
 from bert_explorer.train.finetune import FEATURE_MODES
-from bert_explorer.train.runs import Run, kill, start_background
+from bert_explorer.train.runs import Run, start_background
 
 st.set_page_config(page_title="Fine-tune · BERT Explorer", layout="wide")
 intro("Fine-tune in one click", """
@@ -128,11 +128,9 @@ if not runs:
     st.stop()
 run = rv.pick_run("Run", runs, "ft_watch", root)
 status = rv.run_panel(run, "finetune", "ft")
-if run.is_active() and st.button("Stop", key="ft_stop", help="Ends the background process; nothing is saved."):
-    if status.get("state") == "queued":
-        run.request_stop()  # leaves the GPU queue cleanly
-    else:
-        kill(run)
+if run.is_active() and st.button("Stop", key="ft_stop",
+                                 help="Stops at the next step, then evaluates and saves the model as it is."):
+    run.request_stop()  # a queued run leaves the GPU queue; a running one stops cleanly
     st.rerun()
 result = rv.finetune_result(run)
 if result is None:

@@ -105,3 +105,19 @@ def test_feature_based_ner(base_model, tmp_path):
                          max_train_examples=160, epochs=8, batch_size=16, device="cpu")
     result = run_finetuning(cfg, tmp_path / "run")
     assert result["dev"]["f1"] > 0.3
+
+
+def test_a_stop_request_ends_the_run_cleanly_with_a_saved_model(base_model, tmp_path):
+    from bert_explorer.train.runs import Run
+
+    run = Run(tmp_path / "stopped")
+    run.path.mkdir()
+    run.request_stop()  # asked before the first step: the run must still end with a usable model
+    cfg = FinetuneConfig(model=base_model, train="tiny:classification", max_train_examples=64, epochs=3,
+                         batch_size=16, device="cpu")
+    result = run_finetuning(cfg, run.path)
+    status = run.status()
+    assert status["state"] == "stopped" and status["device"] == "cpu"
+    assert not run.stop_requested()  # the request is used up
+    assert not [m for m in run.metrics() if m["split"] == "train"]  # no step was taken
+    assert (run.path / "model" / "model.safetensors").exists() and "accuracy" in result["dev"]

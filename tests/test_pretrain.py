@@ -135,3 +135,14 @@ def test_background_run_can_be_stopped_and_resumed(tmp_path):
     assert run.wait(timeout=120)["state"] == "finished"
     steps = [m["step"] for m in run.metrics() if m["split"] == "train"]
     assert steps[-2:] == [stopped_at + 1, stopped_at + 2]
+
+
+def test_a_corpus_too_small_for_held_out_nsp_pairs_still_trains(tmp_path):
+    from bert_explorer.data.corpora import tiny_corpus
+
+    n_docs = len(tiny_corpus())
+    # a fraction that leaves exactly one held-out document: NotNext pairs need two
+    cfg = PretrainConfig(**{**TINY, "held_out_fraction": 1.0 / n_docs}, max_steps=2)
+    result = run_pretraining(cfg, tmp_path / "small", progress=False)
+    assert result["step"] == 2 and "nsp_accuracy" not in result
+    assert "too few for NSP pairs" in (tmp_path / "small" / "log.txt").read_text()

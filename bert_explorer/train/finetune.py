@@ -198,6 +198,10 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
         for chunk in _batches(train_feats, cfg.batch_size, shuffle_seed=cfg.seed * 1000 + epoch):
             if step >= total:
                 break
+            if run.stop_requested():  # a clean stop: evaluate and save the model as it is now
+                run.log(f"stop requested at step {step} of {total}")
+                total = step
+                break
             batch = {k: v.to(dev_obj.device) for k, v in collate(chunk, pad, train.task).items()}
             with dev_obj.autocast():
                 loss = model(**batch).loss
@@ -239,6 +243,7 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
     run.write_status(state="running", pid=os.getpid(), started=time.time())
     try:
         dev_obj = pick_device(cfg.device, cfg.amp)
+        run.write_status(device=dev_obj.name)
         if cfg.mode == "feature-based":
             from .feature_based import run_feature_based
             result = run_feature_based(cfg, run, train, dev, label_names, dev_obj)
@@ -254,6 +259,8 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
                 key = main_metric(train.task)
                 if best is None or ev[key] > best[2][key]:
                     best = (lr, model, ev, secs)
+                if run.stop_requested():
+                    break  # the rest of the learning-rate grid is not tried
             lr, model, ev, secs = best
             checkpoint.save(model, tok, run.path / "model", extra_files={
                 "training_args.json": json.dumps({**asdict(cfg), "lr": lr, "task": train.task,
@@ -262,7 +269,9 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
                       "dev_examples": len(dev.examples), "train_seconds": round(secs, 1), "dev": ev,
                       "label_names": label_names}
         (run.path / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
-        run.write_status(state="finished", finished=time.time(), dev=result["dev"])
+        state = "stopped" if run.stop_requested() else "finished"
+        run.clear_stop()
+        run.write_status(state=state, finished=time.time(), dev=result["dev"])
         return result
     except BaseException as e:  # Ctrl-C and native panics too: never leave a run marked "running"
         run.write_status(state="failed", error=str(e) or type(e).__name__)

@@ -237,7 +237,12 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     train = create_instances(train_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective, masking,
                              dupe_factor=1 if cfg.dynamic_masking else cfg.dupe_factor, seed=cfg.seed,
                              mask=not cfg.dynamic_masking)
-    held = _held_out_instances(cfg, held_docs, tok)
+    held = []
+    if len(held_docs) >= 2 or cfg.objective != "mlm+nsp":  # NotNext needs a second document
+        held = _held_out_instances(cfg, held_docs, tok)
+    elif dev.is_main:
+        run.log(f"only {len(held_docs)} held-out document: too few for NSP pairs, so no held-out evaluation; "
+                "raise held_out_fraction or add documents")
     if not train:
         raise ValueError(f"corpus {cfg.corpus!r} gave no training sequences; it needs more text")
     sampler = _Sampler(len(train), cfg.seed)
