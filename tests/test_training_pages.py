@@ -414,3 +414,13 @@ def test_timelapse_choices_and_errors(tiny_run, tmp_path):
     Run(tmp_path / "empty").create({}, "pretrain")
     with pytest.raises(ValueError, match="no saved checkpoint"):
         timelapse(tmp_path / "empty", "a [MASK] b")
+
+
+def test_background_runs_leave_a_core_to_the_app(monkeypatch):
+    from bert_explorer.train.runs import background_env
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert background_env({})["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert background_env({})["OMP_NUM_THREADS"] == "15"
+    assert background_env({"OMP_NUM_THREADS": "4"})["OMP_NUM_THREADS"] == "4"  # the user's choice stands

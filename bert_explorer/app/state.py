@@ -14,6 +14,11 @@ import torch
 from .. import checkpoint
 from ..checkpoint import CheckpointError, Loaded
 
+# The app's own model calls are small (one sentence); half the cores is plenty and leaves the
+# rest to background runs, which take all cores but one (train/runs.py, background_env).
+if "OMP_NUM_THREADS" not in os.environ:
+    torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+
 RUNS_DIR = Path("runs")
 RUNS_ENV = "BERT_EXPLORER_RUNS"  # another runs folder (tests point it at a temporary one)
 

@@ -188,6 +188,18 @@ def gpu_queue_applies(config: dict, gpu_queue: bool | None = None) -> bool:
     return bool(gpu_queue) and fcntl is not None
 
 
+def background_env(environ: dict | None = None) -> dict:
+    """The environment of a background run: one CPU core fewer than the machine has for its
+    math threads, so the app (and the person using it) keeps a core. When busy cores are
+    oversubscribed, PyTorch's CPU threads spin and wait on each other: on a 2-core machine a
+    training step and a page's model call each became 10-20x slower side by side with two
+    threads each, while one thread each kept both at full speed. A user's own
+    OMP_NUM_THREADS is left alone."""
+    env = dict(os.environ if environ is None else environ)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) - 1)))
+    return env
+
+
 def start_background(kind: str, config: dict, run_dir: str | Path, resume: bool = False,
                      gpu_queue: bool | None = None, gpu_lock: str | Path | None = None) -> Run:
     """Launch ``bert-explorer <kind> --config run_dir/config.json`` as its own process session,
@@ -215,7 +227,8 @@ def start_background(kind: str, config: dict, run_dir: str | Path, resume: bool 
         launcher += ["--gpu-lock", str(Path(gpu_lock) if gpu_lock else run.path.parent / GPU_LOCK_NAME)]
     with (run.path / "log.txt").open("a") as log:
         proc = subprocess.Popen(launcher + ["--"] + cmd, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=os.getcwd())
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=os.getcwd(),
+                                env=background_env())
     # The launcher writes its own pid (no race with its "queued"); wait for it, briefly.
     deadline = time.time() + 30
     while run.status().get("pid") != proc.pid and proc.poll() is None and time.time() < deadline:
