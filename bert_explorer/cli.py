@@ -293,6 +293,51 @@ def cmd_corpora(args) -> int:
     return 0
 
 
+def cmd_ablate(args) -> int:
+    """Run an ablation grid (Section 5, Tables 5-8) into a directory, or report one."""
+    from .experiments import grid, results
+    from .experiments.runner import is_ablation, run_ablation
+
+    if args.report:
+        if not is_ablation(args.report) or not (Path(args.report) / "plan.json").exists():
+            raise UserError(f"{args.report} is not an ablation directory (no plan.json); run bert-explorer ablate first")
+        plan, res, df = results.load(args.report)
+        dirs = results.directions(res)
+        print(results.to_csv(df) if args.format == "csv" else
+              results.to_markdown(df, dirs, f"Ablation {plan['recipe']['name']} ({args.report})"), end="")
+        return 0
+    if not args.output:
+        raise UserError("give --output DIR (the ablation directory), or --report DIR to print a finished one")
+    recipe = None
+    source = args.config or args.recipe
+    if source:
+        try:
+            recipe = grid.load_recipe(source)
+        except grid.RecipeError as e:
+            raise UserError(str(e)) from e
+    elif not args.resume:
+        raise UserError("give --recipe NAME|FILE (" + ", ".join(grid.list_recipes()) + ")")
+    if args.background:
+        from .train.runs import start_background
+        if recipe is None:
+            if not (Path(args.output) / "plan.json").exists():
+                raise UserError(f"{args.output} holds no ablation to resume; give --recipe NAME|FILE")
+            recipe = json.loads((Path(args.output) / "plan.json").read_text())["recipe"]
+        try:
+            run = start_background("ablate", recipe, args.output, resume=args.resume)
+        except RuntimeError as e:  # a live process already works in that directory
+            raise UserError(str(e)) from e
+        print(f"started the ablation in the background: {run.path} (pid {run.status().get('pid')})")
+        return 0
+    try:
+        res = run_ablation(recipe, args.output, resume=args.resume, progress=not args.no_progress)
+    except (ValueError, FileNotFoundError) as e:
+        raise UserError(str(e)) from e
+    plan, res, df = results.load(args.output)
+    print(results.to_markdown(df, results.directions(res), f"Ablation {plan['recipe']['name']} ({args.output})"))
+    return 0
+
+
 def _ratios(text: str) -> tuple[float, float, float]:
     try:
         parts = tuple(float(x) for x in text.split(","))
@@ -387,6 +432,17 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--b", required=True)
     n.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_probe)
+
+    s = sub.add_parser("ablate", help="run an ablation grid of Section 5 (Tables 5-8) headless, or report one")
+    s.add_argument("--recipe", help="a shipped recipe (paper-mini, cpu-small, smoke) or a recipe JSON file")
+    s.add_argument("--output", help="the ablation directory (plan.json, results.jsonl, pretrain/, cells/)")
+    s.add_argument("--background", action="store_true", help="start as a background process and return")
+    s.add_argument("--resume", action="store_true", help="continue: skip finished cells, retry failed ones")
+    s.add_argument("--report", metavar="DIR", help="print the results of an ablation directory and exit")
+    s.add_argument("--format", choices=["md", "csv"], default="md", help="--report format (default md)")
+    s.add_argument("--config", help=argparse.SUPPRESS)  # start_background passes the recipe this way
+    s.add_argument("--no-progress", action="store_true", help="no progress bars")
+    s.set_defaults(func=cmd_ablate)
 
     s = sub.add_parser("corpora", help="the built-in corpora, their provenance and licences")
     s.add_argument("--json", action="store_true")

@@ -1,0 +1,398 @@
+"""Ablation recipes and the cells they expand to (Devlin et al. 2019, Section 5, Tables 5-8).
+
+A **recipe** is a JSON object::
+
+    {"name": "cpu-small",
+     "pretrain": {...},          # PretrainConfig settings every pre-training shares (corpus, steps, ...)
+     "finetune": {...},          # FinetuneConfig settings every cell shares (epochs, lr, ...)
+     "tasks": {"topics": {"train": "builtin:bbc-topics", "max_train_examples": 800},
+               "pairs":  {"train": "pairs:bbc", "n_train": 2000, "n_dev": 500}},
+     "baseline": {"size": "tiny", "objective": "mlm+nsp", "transfer": "fine-tune", "masking": "80/10/10"},
+     "axes": {"objective": ["mlm+nsp", "mlm", "ltr", "ltr+bilstm"],   # Table 5
+              "size": ["tiny", "mini"],                               # Table 6
+              "transfer": ["fine-tune", "embeddings", "concat-last-4"],  # Table 7
+              "masking": ["80/10/10", "100/0/0"]},                    # Table 8 (MASK/SAME/RND %)
+     "axis_tasks": {"transfer": ["topics"]},    # optional: which tasks an axis runs on (default all)
+     "grid": "one-at-a-time"}                    # or "product"
+
+The paper changes **one thing at a time** around BERT-Base (MLM+NSP, fine-tuned, 80/10/10),
+so that is the default: each axis varies its own setting while the others stay at the
+baseline, and the baseline cell is shared by every axis. ``"grid": "product"`` runs every
+combination instead.
+
+Each **cell** = one pre-training configuration + one fine-tuning configuration. Cells whose
+pre-training settings are identical share one pre-trained checkpoint, keyed by a hash of the
+full :class:`PretrainConfig` (e.g. all transfer-mode cells reuse the baseline model, and LTR
+and LTR+BiLSTM reuse the same left-to-right model).
+
+Task ``train`` specs: ``builtin:<name>``, ``tiny:<task>``, a file path (CSV/TSV/JSONL/CoNLL/
+SQuAD JSON), or ``pairs:<corpus>``: a sentence-pair task made from the corpus' documents
+(:mod:`.pairs`), because no MNLI/QNLI-like data ships offline.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..model.config import PRESETS
+from ..train.finetune import FEATURE_MODES, FinetuneConfig
+from ..train.pretrain import PretrainConfig
+from . import paper
+
+RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
+AXES = ("size", "objective", "transfer", "masking")
+OBJECTIVES = ("mlm+nsp", "mlm", "ltr", "ltr+bilstm")
+OBJECTIVE_LABELS = {"mlm+nsp": "MLM + NSP (BERT)", "mlm": "MLM only (No NSP)", "ltr": "left-to-right LM (LTR)",
+                    "ltr+bilstm": "LTR + BiLSTM on top"}
+TRANSFERS = ("fine-tune",) + FEATURE_MODES
+MASKINGS = tuple(paper.TABLE8.rows)  # "MASK/SAME/RND" in percent, the paper's six rows
+DEFAULT_BASELINE = {"size": "mini", "objective": "mlm+nsp", "transfer": "fine-tune", "masking": "80/10/10"}
+TASK_EXTRA_KEYS = ("paper_column", "n_train", "n_dev")  # task settings that are not FinetuneConfig fields
+
+
+class RecipeError(ValueError):
+    """A recipe that cannot run; the message says which field and what to write instead."""
+
+
+# ----- recipes ------------------------------------------------------------------------------
+def list_recipes() -> list[str]:
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.json"))
+
+
+def load_recipe(name_or_path: str | Path) -> dict:
+    """A shipped recipe by name (``paper-mini``, ``cpu-small``, ``smoke``) or a JSON file."""
+    p = Path(name_or_path)
+    if not p.is_file():
+        shipped = RECIPES_DIR / f"{name_or_path}.json"
+        if not shipped.is_file():
+            raise RecipeError(f"unknown recipe {str(name_or_path)!r}; choose one of {', '.join(list_recipes())} "
+                              f"or give a JSON file")
+        p = shipped
+    try:
+        recipe = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise RecipeError(f"recipe {p} is not valid JSON (line {e.lineno}: {e.msg})") from e
+    if not isinstance(recipe, dict):
+        raise RecipeError(f"recipe {p} must hold a JSON object")
+    recipe.pop("kind", None)  # a run directory's config.json says kind: ablate
+    recipe.setdefault("name", p.stem)
+    return validate(recipe)
+
+
+def parse_masking(text: str) -> tuple[float, float, float]:
+    """ "80/10/10" (MASK/SAME/RND in percent, the order of Table 8) -> (mask, same, random) fractions."""
+    try:
+        parts = [float(x) for x in str(text).split("/")]
+    except ValueError:
+        parts = []
+    if len(parts) != 3 or min(parts) < 0 or abs(sum(parts) - 100) > 1e-6:
+        raise RecipeError(f"masking {text!r} must be MASK/SAME/RND percentages that add up to 100, like 80/10/10")
+    return parts[0] / 100, parts[1] / 100, parts[2] / 100
+
+
+def size_lha(size: str) -> tuple[int, int, int]:
+    c = PRESETS[size]
+    return c.num_layers, c.hidden_size, c.num_heads
+
+
+def encoder_parameters(size: str) -> int:
+    """Parameters of the Transformer layers (no embeddings): 12·L·H² + biases, about."""
+    L, H, _ = size_lha(size)
+    return L * (12 * H * H + 13 * H)
+
+
+def task_type(train_spec: str) -> str | None:
+    """The task type a spec will give, where it is known without reading a file."""
+    from ..data.tasks import BUILTIN_TASKS
+
+    if train_spec.startswith("builtin:"):
+        info = BUILTIN_TASKS.get(train_spec[len("builtin:"):])
+        return info.task if info else None
+    if train_spec.startswith("tiny:"):
+        return train_spec[len("tiny:"):]
+    if train_spec.startswith("pairs:"):
+        return "pair-classification"
+    return None
+
+
+def validate(recipe: dict) -> dict:
+    """Check a recipe and fill in defaults; raise :class:`RecipeError` naming the bad field."""
+    r = json.loads(json.dumps(recipe))  # a deep copy that is also proof it is JSON
+    r.setdefault("name", "custom")
+    r.setdefault("description", "")
+    r.setdefault("grid", "one-at-a-time")
+    if r["grid"] not in ("one-at-a-time", "product"):
+        raise RecipeError(f"grid must be 'one-at-a-time' or 'product', not {r['grid']!r}")
+    for part in ("pretrain", "finetune"):
+        r.setdefault(part, {})
+        if not isinstance(r[part], dict):
+            raise RecipeError(f"{part} must be an object of settings")
+    try:
+        PretrainConfig.from_dict({k: v for k, v in r["pretrain"].items() if k != "vocab"})
+    except (TypeError, ValueError) as e:
+        raise RecipeError(f"pretrain settings: {e}") from e
+    tasks = r.get("tasks")
+    if not isinstance(tasks, dict) or not tasks:
+        raise RecipeError("tasks must name at least one task, e.g. {\"topics\": {\"train\": \"builtin:bbc-topics\"}}")
+    for name, spec in tasks.items():
+        if not isinstance(spec, dict) or not isinstance(spec.get("train"), str):
+            raise RecipeError(f"task {name!r} needs a train spec: builtin:<name>, tiny:<task>, pairs:<corpus> "
+                              f"or a file path")
+        if "__" in name or "/" in name or not name.strip():
+            raise RecipeError(f"task name {name!r} must be a plain word (no '/' or '__')")
+        kind = task_type(spec["train"])
+        if spec["train"].startswith("builtin:") and kind is None:
+            from ..data.tasks import BUILTIN_TASKS
+            raise RecipeError(f"task {name!r}: no built-in data set {spec['train']!r}; choose one of "
+                              f"{', '.join('builtin:' + n for n in BUILTIN_TASKS)}")
+        col = spec.get("paper_column") or paper.DEFAULT_COLUMN.get(kind or "")
+        if col is not None and col not in paper.COLUMNS:
+            raise RecipeError(f"task {name!r}: paper_column must be one of {', '.join(paper.COLUMNS)}")
+        spec["paper_column"] = col
+        spec["task_type"] = kind
+    baseline = {**DEFAULT_BASELINE, **r.get("baseline", {})}
+    axes = r.get("axes", {})
+    unknown = set(axes) - set(AXES)
+    if unknown:
+        raise RecipeError(f"unknown axis {sorted(unknown)[0]!r}; axes are {', '.join(AXES)}")
+    allowed = {"size": tuple(PRESETS), "objective": OBJECTIVES, "transfer": TRANSFERS, "masking": None}
+    for axis in AXES:
+        values = [baseline[axis]] + list(axes.get(axis, []))
+        for v in values:
+            if axis == "masking":
+                parse_masking(v)
+            elif v not in allowed[axis]:
+                raise RecipeError(f"{axis} {v!r} is not known; choose from {', '.join(allowed[axis])}")
+    r["baseline"] = baseline
+    r["axes"] = {a: list(dict.fromkeys(axes[a])) for a in AXES if axes.get(a)}
+    for axis, names in r.setdefault("axis_tasks", {}).items():
+        missing = [n for n in names if n not in tasks]
+        if axis not in AXES or missing:
+            raise RecipeError(f"axis_tasks[{axis!r}] names {missing or axis!r}, which is not a task or axis")
+    return r
+
+
+# ----- cells --------------------------------------------------------------------------------
+@dataclass
+class Cell:
+    task: str
+    size: str
+    objective: str
+    transfer: str
+    masking: str
+    axes: list[str] = field(default_factory=list)  # the axes whose table this cell is a row of
+    pretrain_key: str = ""
+    finetune: dict = field(default_factory=dict)   # FinetuneConfig settings without the model
+
+    @property
+    def id(self) -> str:
+        return "__".join([self.task, self.size, self.objective.replace("+", "-"), self.transfer,
+                          self.masking.replace("/", "-")])
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, **asdict(self)}
+
+
+def pretrain_config(recipe: dict, size: str, objective: str, masking: str) -> dict:
+    """The full PretrainConfig (as a dict) that a cell needs. LTR+BiLSTM pre-trains the LTR model
+    (the BiLSTM is added at fine-tuning, Section 5.1); an LTR model masks nothing, so its
+    masking ratios are the defaults whatever the cell says and every LTR cell shares it."""
+    mask, same, rnd = parse_masking(masking if not objective.startswith("ltr") else "80/10/10")
+    d = {**recipe["pretrain"], "size": size, "objective": "ltr" if objective.startswith("ltr") else objective,
+         "mask_ratio": mask, "keep_ratio": same, "random_ratio": rnd}
+    vocab = d.get("vocab", "train")
+    cfg = asdict(PretrainConfig.from_dict({k: v for k, v in d.items() if k != "vocab"}))
+    cfg["vocab"] = vocab  # "shared" = one WordPiece vocabulary for the whole ablation (runner.py)
+    return cfg
+
+
+def pretrain_key(cfg: dict) -> str:
+    return hashlib.sha1(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def finetune_config(recipe: dict, task: str, transfer: str) -> dict:
+    spec = recipe["tasks"][task]
+    d = {**recipe["finetune"], **{k: v for k, v in spec.items() if k not in TASK_EXTRA_KEYS + ("task_type",)}}
+    d["mode"] = "fine-tune" if transfer == "fine-tune" else "feature-based"
+    if transfer != "fine-tune":
+        d["features"] = transfer
+    d.pop("model", None)
+    names = set(FinetuneConfig.__dataclass_fields__)
+    return {k: v for k, v in d.items() if k in names}
+
+
+def _combinations(recipe: dict, axis_tasks: dict) -> list[tuple[str, dict, str]]:
+    """(task, settings, axis) for every cell the grid asks for, duplicates included."""
+    base, axes = recipe["baseline"], recipe["axes"]
+    out = []
+    if recipe["grid"] == "product":
+        values = {a: list(dict.fromkeys([base[a]] + axes.get(a, []))) if a in axes else [base[a]] for a in AXES}
+        for task in recipe["tasks"]:
+            for combo in itertools.product(*(values[a] for a in AXES)):
+                out.append((task, dict(zip(AXES, combo)), "grid"))
+        return out
+    for axis in AXES:
+        if axis not in axes:
+            continue
+        for task in axis_tasks.get(axis) or list(recipe["tasks"]):
+            for v in dict.fromkeys([base[axis]] + axes[axis]):  # the baseline is every axis' reference
+                out.append((task, {**base, axis: v}, axis))
+    if not out:  # no axes: just the baseline
+        out = [(t, dict(base), "baseline") for t in recipe["tasks"]]
+    return out
+
+
+def expand(recipe: dict) -> dict:
+    """The plan of a recipe: ``{"recipe", "cells": [cell dicts], "pretrainings": {key: config}}``.
+
+    Cells are ordered so that all cells of one pre-trained model follow its pre-training (the
+    baseline model first), which makes early results arrive early."""
+    recipe = validate(recipe)
+    cells: dict[str, Cell] = {}
+    pretrainings: dict[str, dict] = {}
+    for task, s, axis in _combinations(recipe, recipe.get("axis_tasks", {})):
+        if s["objective"] == "ltr+bilstm" and s["transfer"] != "fine-tune":
+            continue  # the BiLSTM variant is a fine-tuning set-up; frozen LTR features are plain "ltr"
+        cell = Cell(task, s["size"], s["objective"], s["transfer"], s["masking"])
+        if cell.id in cells:
+            if axis not in cells[cell.id].axes:
+                cells[cell.id].axes.append(axis)
+            continue
+        cfg = pretrain_config(recipe, s["size"], s["objective"], s["masking"])
+        cell.pretrain_key = pretrain_key(cfg)
+        pretrainings.setdefault(cell.pretrain_key, cfg)
+        cell.finetune = finetune_config(recipe, task, s["transfer"])
+        cell.axes = [axis]
+        cells[cell.id] = cell
+    order = {k: i for i, k in enumerate(pretrainings)}
+    ordered = sorted(cells.values(), key=lambda c: order[c.pretrain_key])  # stable: creation order within
+    return {"recipe": recipe, "cells": [c.to_dict() for c in ordered], "pretrainings": pretrainings}
+
+
+def pretraining_label(cfg: dict) -> str:
+    ratios = f"{cfg['mask_ratio'] * 100:g}/{cfg['keep_ratio'] * 100:g}/{cfg['random_ratio'] * 100:g}"
+    return f"{cfg['size']} · {cfg['objective']}" + ("" if cfg["objective"] == "ltr" else f" · {ratios}")
+
+
+# ----- time estimate ------------------------------------------------------------------------
+# Training tokens/s on the team's 2-core CPU (FIELD_NOTES.md: batch 32 x 128, MLM head on the
+# masked positions only); other sizes are scaled by their FLOPs per token.
+_CPU_TRAIN_TPS = {(2, 128): 11_000, (4, 256): 3_700, (4, 512): 1_400}
+_CPU_FLOPS = 80e9            # effective FLOP/s of the CPU for sizes not measured
+_GPU_FLOPS = 60e12           # effective bf16 FLOP/s of one H100 on these small models (~6% MFU)
+_GPU_STEP_FLOOR = 0.04       # s per pre-training step small models cannot go below (Python masking, launches)
+_GPU_FT_STEP_FLOOR = 0.015   # the same for a fine-tuning step
+_TASK_SIZES = {  # built-in data: (examples, WordPieces per example, about)
+    "bbc-topics": (2225, 140), "tweets": (38000, 30), "wnut16": (2394, 30), "pang-lee": (200, 30),
+    "synthetic-qa": (420, 100), "synthetic-mc": (300, 4 * 16),
+}
+
+
+def _flops_per_token(size: str, seq: int, vocab: int, predicted: float = 0.15) -> float:
+    """6·N + 12·L·H·T + 6·V·H per predicted token (FIELD_NOTES.md); an LTR model predicts every token."""
+    L, H, _ = size_lha(size)
+    return 6 * encoder_parameters(size) + 12 * L * H * seq + 6 * vocab * H * predicted
+
+
+def _train_tps(size: str, seq: int, vocab: int, device: str, predicted: float = 0.15) -> float:
+    L, H, _ = size_lha(size)
+    flops = _flops_per_token(size, seq, vocab, predicted)
+    if device == "cpu":
+        if (L, H) in _CPU_TRAIN_TPS:  # measured; scaled by FLOPs to this length, vocabulary and objective
+            return _CPU_TRAIN_TPS[(L, H)] * _flops_per_token(size, 128, 8000) / flops
+        return _CPU_FLOPS / flops
+    return _GPU_FLOPS / flops
+
+
+def _task_tokens(spec: dict, ft: dict) -> tuple[int, int]:
+    """(training examples, tokens per example) a task's fine-tuning will see, about."""
+    train = spec["train"]
+    if train.startswith("builtin:"):
+        n, t = _TASK_SIZES.get(train[8:], (1000, 64))
+    elif train.startswith("tiny:"):
+        n, t = ft.get("max_train_examples") or 64, 14
+    elif train.startswith("pairs:"):
+        n, t = spec.get("n_train", 2000), 130  # two 2-sentence segments
+    else:
+        n, t = 1000, 64
+    n = int(n * (1 - ft.get("dev_fraction", 0.1))) if not train.startswith("pairs:") else n
+    if ft.get("max_train_examples"):
+        n = min(n, ft["max_train_examples"])
+    return n, min(t, ft.get("max_seq_length", 128))
+
+
+def estimate(plan: dict, device: str = "cpu") -> dict:
+    """A rough time estimate in seconds: ``{"pretrain_s", "finetune_s", "total_s"}``.
+
+    ``device`` is "cpu" (the 2-core machines of the team) or "gpu" (one H100). It counts
+    FLOPs and adds fixed costs per run; expect it to be right within a factor of about two."""
+    device = "cpu" if device == "cpu" else "gpu"
+    pre = 0.0
+    for cfg in plan["pretrainings"].values():
+        seq, bs = cfg["max_seq_length"], cfg["batch_size"] * cfg.get("grad_accum", 1)
+        tokens = cfg["max_steps"] * bs * seq * 0.9  # sequences are not all full
+        predicted = 1.0 if cfg["objective"] == "ltr" else cfg.get("mlm_probability", 0.15)
+        secs = tokens / _train_tps(cfg["size"], seq, cfg.get("vocab_size", 8000), device, predicted)
+        if device == "gpu":
+            secs = max(secs, cfg["max_steps"] * _GPU_STEP_FLOOR)
+        # corpus, instances, evaluations, checkpoints
+        pre += secs + (2 if cfg["corpus"] == "tiny" else 25 if device == "cpu" else 40)
+    ft_total = 0.0
+    recipe = plan["recipe"]
+    for cell in plan["cells"]:
+        ft = cell["finetune"]
+        n, t = _task_tokens(recipe["tasks"][cell["task"]], ft)
+        epochs = ft.get("epochs", 3)
+        seq = ft.get("max_seq_length", 128)
+        L, H, _ = size_lha(cell["size"])
+        tps = _train_tps(cell["size"], seq, 0, device)  # no MLM decoder when fine-tuning
+        if cell["transfer"] == "fine-tune" and cell["objective"] != "ltr+bilstm":
+            secs = n * t * epochs / tps + 0.3 * n * t / tps  # + dev evaluation (about)
+        else:  # frozen features (inference, ~3x faster per token) + a 2-layer BiLSTM with H units per direction
+            d_in = 4 * H if cell["transfer"] == "concat-last-4" else H
+            # forward: 2 directions x (layer 1: 8H(d_in + H), layer 2: 8H(2H + H)); training = 3x forward
+            lstm_flops = 3 * 2 * (8 * H * (d_in + H) + 8 * H * 3 * H)
+            if cell["objective"] == "ltr+bilstm":  # trained with the model, on its device
+                lstm_rate = 40e9 if device == "cpu" else 5e12
+                secs = n * t * epochs / tps + n * t * epochs * lstm_flops / lstm_rate
+            else:  # feature_based.py trains the BiLSTM head on the CPU, also on a GPU machine (16 cores)
+                lstm_rate = 40e9 if device == "cpu" else 150e9
+                secs = 1.3 * n * t / (3 * tps) + n * t * epochs * lstm_flops / lstm_rate
+        if device == "gpu":
+            steps = epochs * max(1, n // ft.get("batch_size", 32))
+            secs = max(secs, steps * _GPU_FT_STEP_FLOOR)
+        small = ft["train"].startswith(("tiny:", "pairs:tiny"))
+        ft_total += secs + (1 if small else 5)  # reading data, loading and saving models
+    return {"pretrain_s": round(pre), "finetune_s": round(ft_total), "total_s": round(pre + ft_total)}
+
+
+# ----- a grid built from a few choices (the page's "build my own") ----------------------------
+def custom_recipe(tasks: dict, sizes: list[str], objectives: list[str], transfers: list[str], maskings: list[str],
+                  *, corpus: str = "bbc", max_steps: int | None = None, grid_mode: str = "one-at-a-time",
+                  base: str = "cpu-small", name: str = "custom") -> dict:
+    """A recipe with the shared settings of the shipped recipe ``base`` and these axes.
+
+    The baseline is the paper's (MLM+NSP, fine-tuning, 80/10/10) where chosen, and the
+    smallest chosen size, so the cells of the other axes are the cheapest ones."""
+    b = load_recipe(base)
+    pick = lambda values, preferred: preferred if preferred in values else values[0]  # noqa: E731
+    sizes = sorted(sizes or [b["baseline"]["size"]], key=encoder_parameters)
+    objectives = objectives or ["mlm+nsp"]
+    transfers = transfers or ["fine-tune"]
+    maskings = maskings or ["80/10/10"]
+    pretrain = {**b["pretrain"], "corpus": corpus}
+    if max_steps:
+        pretrain.update(max_steps=int(max_steps), warmup_steps=max(1, int(max_steps) // 10),
+                        eval_every=max(1, int(max_steps) // 2), save_every=max(1, int(max_steps) // 2))
+    recipe = {
+        "name": name, "description": f"built in the app from {base}'s settings", "grid": grid_mode,
+        "pretrain": pretrain, "finetune": dict(b["finetune"]), "tasks": tasks,
+        "baseline": {"size": sizes[0], "objective": pick(objectives, "mlm+nsp"),
+                     "transfer": pick(transfers, "fine-tune"), "masking": pick(maskings, "80/10/10")},
+        "axes": {a: v for a, v in (("size", sizes), ("objective", objectives), ("transfer", transfers),
+                                   ("masking", maskings)) if len(v) > 1},
+    }
+    return validate(recipe)

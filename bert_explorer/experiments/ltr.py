@@ -1,0 +1,169 @@
+"""Fine-tuning a left-to-right model (Table 5, "LTR & No NSP" and "+ BiLSTM").
+
+"The left-only constraint was also applied at fine-tuning, because removing it introduced a
+pre-train/fine-tune mismatch" (Devlin et al. 2019, Section 5.1). Our LTR checkpoints keep
+``causal: true`` in config.json, so the encoder stays left-to-right when fine-tuned.
+
+That breaks the usual sentence classifier: the pooled ``[CLS]`` is the *first* token, and
+under a causal mask it sees nothing but itself. A left-to-right model can only summarise a
+sentence at its **last** token (as OpenAI GPT does), so:
+
+* ``head="last-token"``: a linear classifier on the hidden state of the last real token
+  (the final ``[SEP]``), the one position that has read the whole input;
+* ``head="bilstm"``: "we added a randomly initialized BiLSTM on top" (Section 5.1): the 2-layer
+  BiLSTM head of :mod:`bert_explorer.train.feature_based` reads every token's last-layer state
+  and is trained *together with* the LTR model (not frozen, unlike Table 7).
+
+Token-level tasks (NER) need neither trick for the plain LTR model: each token's label is
+read at that token, from its left context, so ``run_finetuning`` is used as it is; with
+``bilstm`` the BiLSTM gives each token its right context back, which is the point of the row.
+
+The encoder learns at ``lr`` (as in ordinary fine-tuning); the new BiLSTM starts from random
+weights and learns at ``head_lr`` (as in feature-based transfer), since at BERT's fine-tuning
+rates a fresh LSTM barely moves in three epochs.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .. import checkpoint
+from ..model import IGNORE
+from ..train.feature_based import FeatureHead
+from ..train.featurize import collate, featurize
+from ..train.finetune import FinetuneConfig, evaluate, label_names_of, main_metric, read_data
+from ..train.device import pick_device
+from ..train.optim import linear_warmup_decay, param_groups
+from ..train.runs import Run
+
+SEQUENCE_TASKS = ("classification", "pair-classification", "regression")
+
+
+class LTRClassifier(nn.Module):
+    """A (causal) encoder + a head that reads what a left-to-right model can see."""
+
+    def __init__(self, encoder, head: str, num_outputs: int, token_level: bool):
+        super().__init__()
+        self.bert, self.head_kind, self.token_level = encoder, head, token_level
+        H = encoder.config.hidden_size
+        if head == "bilstm":
+            self.head = FeatureHead(1, H, "last", num_outputs, token_level, dropout=encoder.config.dropout)
+        else:
+            self.dropout = nn.Dropout(encoder.config.dropout)
+            self.classifier = nn.Linear(H, num_outputs)
+            nn.init.normal_(self.classifier.weight, std=encoder.config.initializer_range)
+            nn.init.zeros_(self.classifier.bias)
+
+    def forward(self, input_ids, token_type_ids, attention_mask):
+        h = self.bert(input_ids, token_type_ids, attention_mask).last_hidden_state  # [B, T, H]
+        if self.head_kind == "bilstm":
+            with torch.autocast(h.device.type, enabled=False):  # the LSTM runs in float32
+                return self.head(h.float().unsqueeze(2), attention_mask)  # [B, labels] or [B, T, labels]
+        if self.token_level:
+            return self.classifier(self.dropout(h))                  # [B, T, labels]
+        last = attention_mask.sum(1) - 1                              # index of the final [SEP]
+        return self.classifier(self.dropout(h[torch.arange(h.shape[0], device=h.device), last]))  # [B, labels]
+
+
+def _loss(task: str, logits, labels):
+    if task == "regression":
+        return nn.functional.mse_loss(logits.squeeze(-1).float(), labels.float())
+    if task == "ner":
+        return nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)
+    return nn.functional.cross_entropy(logits.float(), labels)
+
+
+def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "last-token") -> dict:
+    """Fine-tune the LTR checkpoint ``cfg.model`` with ``head`` ("last-token" or "bilstm") into
+    ``run_dir`` (status.json, metrics.jsonl, log.txt, metrics.json; no model is kept)."""
+    if head not in ("last-token", "bilstm"):
+        raise ValueError(f"head must be 'last-token' or 'bilstm', not {head!r}")
+    train, dev = read_data(cfg)
+    if train.task not in SEQUENCE_TASKS + ("ner",):
+        raise ValueError(f"a left-to-right model is fine-tuned here for {', '.join(SEQUENCE_TASKS)} and ner, "
+                         f"not {train.task}")
+    label_names = label_names_of(train)
+    run = Run(run_dir)
+    run.create({**asdict(cfg), "ltr_head": head}, "finetune")
+    run.write_status(state="running", pid=os.getpid(), started=time.time())
+    try:
+        dev_obj = pick_device(cfg.device, cfg.amp)
+        loaded = checkpoint.load(cfg.model, "BertModel")
+        if not loaded.config.causal:
+            run.log("note: this model is not causal (bidirectional); fine-tuning it with an LTR head anyway")
+        tok = loaded.tokenizer
+        train_feats = featurize(train.task, train.examples, tok, label_names, cfg.max_seq_length)
+        dev_feats = featurize(dev.task, dev.examples, tok, label_names, cfg.max_seq_length)
+        torch.manual_seed(cfg.seed)
+        n_out = 1 if train.task == "regression" else len(label_names)
+        model = LTRClassifier(loaded.model, head, n_out, train.task == "ner").to(dev_obj.device)
+        groups = param_groups(model.bert, cfg.weight_decay)
+        head_module = model.head if head == "bilstm" else model.classifier
+        head_lr = cfg.head_lr if head == "bilstm" else cfg.lr
+        groups.append({"params": list(head_module.parameters()), "weight_decay": 0.0, "lr": head_lr})
+        optimizer = torch.optim.AdamW(groups, lr=cfg.lr, eps=1e-6)
+        total = max(1, int(math.ceil(len(train_feats) / cfg.batch_size) * cfg.epochs))
+        scheduler = linear_warmup_decay(optimizer, int(cfg.warmup_fraction * total), total)
+        pad = tok.pad_id
+        run.log(f"{train.task}: {len(train.examples)} train / {len(dev.examples)} dev, LTR head {head}")
+        step, epoch, t0, ev = 0, 0, time.time(), {}
+        while step < total:
+            order = list(range(len(train_feats)))
+            random.Random(cfg.seed * 1000 + epoch).shuffle(order)
+            model.train()
+            for i in range(0, len(order), cfg.batch_size):
+                if step >= total:
+                    break
+                batch = {k: v.to(dev_obj.device) for k, v in
+                         collate([train_feats[j] for j in order[i:i + cfg.batch_size]], pad, train.task).items()}
+                with dev_obj.autocast():
+                    logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+                loss = _loss(train.task, logits, batch["labels"])
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                if step % 10 == 0 or step == total:
+                    run.log_metrics({"step": step, "split": "train", "loss": round(loss.item(), 5), "time": time.time()})
+                    run.write_status(step=step, max_steps=total,
+                                     eta_s=round((time.time() - t0) / step * (total - step)))
+            epoch += 1
+            ev = evaluate(train.task, dev.examples, dev_feats, _predict(model, dev_feats, train.task, pad, dev_obj),
+                          label_names)
+            run.log_metrics({"step": step, "split": "dev", "epoch": epoch,
+                             **{k: v for k, v in ev.items() if isinstance(v, (int, float))}, "time": time.time()})
+        result = {"task": train.task, "mode": "fine-tune", "ltr_head": head, "lr": cfg.lr, "dev": ev,
+                  "main_metric": main_metric(train.task), "train_examples": len(train.examples),
+                  "dev_examples": len(dev.examples), "train_seconds": round(time.time() - t0, 1),
+                  "label_names": label_names}
+        (run.path / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
+        run.write_status(state="finished", finished=time.time(), dev=ev)
+        return result
+    except BaseException as e:
+        run.write_status(state="failed", error=str(e) or type(e).__name__)
+        run.log(f"failed: {e}")
+        raise
+
+
+def _predict(model, feats, task, pad, dev_obj, batch_size: int = 64) -> list[torch.Tensor]:
+    model.eval()
+    outs = []
+    with torch.no_grad():
+        for i in range(0, len(feats), batch_size):
+            chunk = feats[i:i + batch_size]
+            batch = {k: v.to(dev_obj.device) for k, v in collate(chunk, pad, task).items()}
+            with dev_obj.autocast():
+                logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).float().cpu()
+            for b, f in enumerate(chunk):
+                outs.append(logits[b, :len(f["input_ids"])] if task == "ner" else logits[b])
+    return outs

@@ -1,0 +1,265 @@
+"""Results of an ablation: our numbers beside the paper's, the four directions, exports, plots.
+
+Our models are thousands of times smaller and see millions of tokens instead of 3.3 billion,
+and our tasks stand in for GLUE and CoNLL, so the *levels* cannot match the paper. What can
+be compared is the **direction** of each finding (Section 5):
+
+1. NSP helps sentence-pair tasks (Table 5: BERT-Base vs No NSP);
+2. a bidirectional model beats a left-to-right one, even with a BiLSTM on top (Table 5);
+3. a bigger model beats a smaller one (Table 6);
+4. frozen concat-last-4 features come close to fine-tuning and stay well above the embeddings
+   alone (Table 7).
+
+:func:`directions` says for each whether it held in our numbers: True, False, or None (not
+measured: the grid lacks the cells it needs).
+"""
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pandas as pd
+
+from . import grid, paper
+from .runner import read_plan, read_results
+
+AXIS_ORDER = ("objective", "size", "transfer", "masking", "grid", "baseline")
+AXIS_TITLES = {"objective": "Pre-training tasks (Table 5)", "size": "Model size (Table 6)",
+               "transfer": "Feature-based vs fine-tuning (Table 7)", "masking": "Masking strategies (Table 8)",
+               "grid": "Grid (every combination)", "baseline": "Baseline"}
+COLUMNS = ["axis", "setting", "task", "task_type", "metric", "ours", "paper", "paper_metric", "paper_source",
+           "paper_row", "state", "size", "objective", "transfer", "masking", "pretrain_mlm_ppl",
+           "pretrain_nsp_acc", "seconds", "cell_id", "error"]
+
+
+def _paper_for(axis: str, cell: dict, column: str | None, baseline: dict) -> dict | None:
+    if axis in ("grid", "baseline"):
+        # the one axis on which the cell differs from the baseline gives the table; none: Table 5's BERT-Base
+        differs = [a for a in grid.AXES if cell[a] != baseline[a]]
+        if len(differs) > 1:
+            return None
+        axis = differs[0] if differs else "objective"
+    value = cell[axis]
+    return paper.paper_number(axis, value, column, layers_hidden_heads=grid.size_lha(cell["size"]),
+                              feature_based=cell["transfer"] != "fine-tune")
+
+
+def table(plan: dict, results: dict[str, dict]) -> pd.DataFrame:
+    """One row per (axis, cell): a cell that is the baseline appears once under every axis,
+    as the reference row of that axis' table. ``ours`` and ``paper`` are percentages."""
+    recipe = plan["recipe"]
+    rows = []
+    for cell in plan["cells"]:
+        rec = results.get(cell["id"], {})
+        spec = recipe["tasks"][cell["task"]]
+        column = spec.get("paper_column") or paper.DEFAULT_COLUMN.get(rec.get("task_type") or "")
+        for axis in cell["axes"]:
+            p = _paper_for(axis, cell, column, recipe["baseline"]) or {}
+            setting = cell[axis] if axis in grid.AXES else " · ".join(cell[a] for a in grid.AXES)
+            pre = rec.get("pretrain") or {}
+            rows.append({
+                "axis": axis, "setting": setting, "task": cell["task"],
+                "task_type": rec.get("task_type") or spec.get("task_type"), "metric": rec.get("metric"),
+                "ours": rec.get("score"), "paper": p.get("value"), "paper_metric": p.get("metric"),
+                "paper_source": p.get("source"), "paper_row": p.get("row"),
+                "state": rec.get("status", "pending"), "size": cell["size"], "objective": cell["objective"],
+                "transfer": cell["transfer"], "masking": cell["masking"],
+                "pretrain_mlm_ppl": pre.get("mlm_perplexity"), "pretrain_nsp_acc": pre.get("nsp_accuracy"),
+                "seconds": rec.get("seconds"), "cell_id": cell["id"], "error": rec.get("error"),
+            })
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    if len(df):  # axes in the paper's order; inside an axis, tasks, then settings in the paper's order
+        df["_a"] = df["axis"].map({a: i for i, a in enumerate(AXIS_ORDER)})
+        df["_s"] = [_setting_rank(a, v) for a, v in zip(df["axis"], df["setting"])]
+        df = df.sort_values(["_a", "task", "_s"], kind="stable").drop(columns=["_a", "_s"]).reset_index(drop=True)
+    return df
+
+
+def _setting_rank(axis: str, value: str) -> float:
+    if axis == "size":
+        return grid.encoder_parameters(value)
+    order = {"objective": grid.OBJECTIVES, "transfer": grid.TRANSFERS, "masking": grid.MASKINGS}.get(axis, ())
+    return order.index(value) if value in order else len(order)
+
+
+def load(abl: str | Path) -> tuple[dict, dict[str, dict], pd.DataFrame]:
+    """(plan, results, table) of an ablation directory."""
+    plan = read_plan(abl)
+    if plan is None:
+        raise FileNotFoundError(f"{abl} holds no ablation (no plan.json)")
+    results = read_results(abl)
+    return plan, results, table(plan, results)
+
+
+# ----- the four directions --------------------------------------------------------------------
+def _finished(records) -> list[dict]:
+    recs = records.values() if isinstance(records, dict) else records
+    return [r for r in recs if r.get("status", "finished") == "finished" and r.get("score") is not None]
+
+
+def _others(r: dict, *skip: str) -> tuple:
+    return tuple(r[k] for k in ("task",) + grid.AXES if k not in skip)
+
+
+def _pairs(recs, axis: str, better: str, worse: str):
+    """(better record, worse record) for every two cells that differ only in ``axis``."""
+    by = {}
+    for r in recs:
+        by.setdefault(_others(r, axis), {})[r[axis]] = r
+    return [(g[better], g[worse]) for g in by.values() if better in g and worse in g]
+
+
+def _fmt(r: dict) -> str:
+    return f"{r['score']:.1f}"
+
+
+def directions(records) -> list[dict]:
+    """``[{"key", "direction", "holds": True|False|None, "detail", "paper"}]`` from result records
+    (dicts with task, task_type, size, objective, transfer, masking and score)."""
+    recs = _finished(records)
+    out = []
+
+    def add(key, holds, detail):
+        title, paper_says = paper.DIRECTIONS[key]
+        out.append({"key": key, "direction": title, "holds": holds, "detail": detail, "paper": paper_says})
+
+    # 1. NSP helps pair tasks
+    pair_recs = [r for r in recs if r.get("task_type") in ("pair-classification", "qa")]
+    comps = _pairs(pair_recs, "objective", "mlm+nsp", "mlm")
+    add("nsp_helps_pairs", all(a["score"] > b["score"] for a, b in comps) if comps else None,
+        "; ".join(f"{a['task']} ({a['size']}, {a['transfer']}): MLM+NSP {_fmt(a)} vs MLM only {_fmt(b)}"
+                  for a, b in comps) or "needs MLM+NSP and MLM-only cells on a sentence-pair task")
+
+    # 2. bidirectional beats LTR (the paper compares No NSP with LTR & No NSP; MLM+NSP stands in)
+    comps = []
+    for ltr in ("ltr", "ltr+bilstm"):
+        found = _pairs(recs, "objective", "mlm", ltr) or _pairs(recs, "objective", "mlm+nsp", ltr)
+        comps += found
+    add("bidirectional_beats_ltr", all(a["score"] > b["score"] for a, b in comps) if comps else None,
+        "; ".join(f"{a['task']}: {a['objective']} {_fmt(a)} vs {b['objective']} {_fmt(b)}" for a, b in comps)
+        or "needs a bidirectional (MLM) cell and an LTR cell on the same task")
+
+    # 3. bigger beats smaller: in every group of cells that differ only in size, the largest model
+    #    beats the smallest (the full order is in the detail)
+    groups = {}
+    for r in recs:
+        groups.setdefault(_others(r, "size"), []).append(r)
+    verdicts, details = [], []
+    for g in groups.values():
+        if len({r["size"] for r in g}) < 2:
+            continue
+        g = sorted(g, key=lambda r: grid.encoder_parameters(r["size"]))
+        verdicts.append(g[-1]["score"] > g[0]["score"])
+        details.append(f"{g[0]['task']}: " + " → ".join(f"{r['size']} {_fmt(r)}" for r in g))
+    add("bigger_beats_smaller", all(verdicts) if verdicts else None,
+        "; ".join(details) or "needs two or more sizes on the same task")
+
+    # 4. concat-last-4 close to fine-tuning, well above embeddings: nearer to the fine-tuned score
+    #    than to the embeddings' (paper: 0.3 below fine-tuning, 5.1 above the embeddings)
+    groups = {}
+    for r in recs:
+        groups.setdefault(_others(r, "transfer"), {})[r["transfer"]] = r
+    verdicts, details = [], []
+    for g in groups.values():
+        if not {"fine-tune", "concat-last-4", "embeddings"} <= set(g):
+            continue
+        ft, cc, em = (g[k]["score"] for k in ("fine-tune", "concat-last-4", "embeddings"))
+        verdicts.append(cc > em and (ft - cc) < (cc - em))
+        details.append(f"{g['fine-tune']['task']}: fine-tune {ft:.1f}, concat-last-4 {cc:.1f}, embeddings {em:.1f}")
+    add("concat_close_to_finetune", all(verdicts) if verdicts else None,
+        "; ".join(details) or "needs fine-tune, concat-last-4 and embeddings cells on the same task")
+    return out
+
+
+# ----- exports --------------------------------------------------------------------------------
+EXPORT_COLUMNS = ["axis", "setting", "task", "metric", "ours", "paper", "paper_metric", "paper_source", "state",
+                  "size", "objective", "transfer", "masking", "pretrain_mlm_ppl", "cell_id"]
+
+
+def to_csv(df: pd.DataFrame) -> str:
+    return df[EXPORT_COLUMNS].to_csv(index=False, quoting=csv.QUOTE_MINIMAL)
+
+
+def _md_cell(v) -> str:
+    if v is None or (isinstance(v, float) and pd.isna(v)):
+        return ""
+    if isinstance(v, float):
+        v = f"{v:.1f}" if abs(v) >= 1 or v == 0 else f"{v:.3g}"
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_table(df: pd.DataFrame, columns=("setting", "task", "metric", "ours", "paper", "paper_metric",
+                                               "state")) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for _, row in df.iterrows():
+        lines.append("| " + " | ".join(_md_cell(row[c]) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def to_markdown(df: pd.DataFrame, dirs: list[dict], title: str = "Ablation results") -> str:
+    """Tables per axis (ours beside the paper, percent) and the directions check."""
+    parts = [f"# {title}", "",
+             "Ours: dev score in percent (accuracy, or F1 for NER/QA). Paper: Devlin et al. 2019 "
+             "(Tables 5-8) or Turc et al. 2019 (miniatures), as named in each table.", ""]
+    for axis in AXIS_ORDER:
+        sub = df[df["axis"] == axis]
+        if not len(sub):
+            continue
+        sources = sorted({s for s in sub["paper_source"].dropna()})
+        parts += [f"## {AXIS_TITLES[axis]}", "", markdown_table(sub), ""]
+        if sources:
+            parts += ["Paper numbers: " + "; ".join(sources) + ".", ""]
+    parts += ["## Directions", "", "| direction | held in ours | our numbers | paper |", "|---|---|---|---|"]
+    for d in dirs:
+        verdict = {True: "yes", False: "no", None: "not measured"}[d["holds"]]
+        parts.append(f"| {_md_cell(d['direction'])} | {verdict} | {_md_cell(d['detail'])} | {_md_cell(d['paper'])} |")
+    return "\n".join(parts) + "\n"
+
+
+def parse_markdown_tables(text: str) -> list[pd.DataFrame]:
+    """The pipe tables of a Markdown text back as DataFrames (strings) - for tests and reuse."""
+    tables, current = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            current.append(line)
+            continue
+        if len(current) >= 2:
+            split = lambda ln: [c.strip().replace("\\|", "|")  # noqa: E731
+                                for c in ln.strip().strip("|").replace("\\|", "\0").split("|")]
+            header = split(current[0])
+            body = [[c.replace("\0", "|") for c in split(ln)] for ln in current[2:]]
+            tables.append(pd.DataFrame(body, columns=[h.replace("\0", "|") for h in header]))
+        current = []
+    return tables
+
+
+def read_csv(text: str) -> pd.DataFrame:
+    return pd.read_csv(io.StringIO(text))
+
+
+# ----- plots ------------------------------------------------------------------------------------
+def figures(df: pd.DataFrame) -> dict:
+    """One plotly figure per axis: our score per setting (bars, one colour per task) and the
+    paper's number for the same setting (diamonds), both in percent."""
+    import plotly.graph_objects as go
+
+    figs = {}
+    for axis in AXIS_ORDER:
+        sub = df[(df["axis"] == axis)]
+        if not len(sub):
+            continue
+        fig = go.Figure()
+        settings = list(dict.fromkeys(sub["setting"]))
+        for task, g in sub.groupby("task", sort=False):
+            g = g.set_index("setting").reindex(settings)
+            fig.add_bar(x=settings, y=g["ours"], name=f"ours: {task}",
+                        hovertext=[f"{m or ''} ({s})" for m, s in zip(g["metric"], g["state"])])
+            if g["paper"].notna().any():
+                metric = next((m for m in g["paper_metric"] if isinstance(m, str)), "paper")
+                fig.add_scatter(x=settings, y=g["paper"], mode="markers", marker_symbol="diamond",
+                                marker_size=12, name=f"paper: {metric} (for {task})")
+        fig.update_layout(title=AXIS_TITLES[axis], barmode="group", yaxis_title="score (%)",
+                          xaxis_title=axis, legend_title_text="", height=380, margin=dict(t=50, b=40))
+        figs[axis] = fig
+    return figs

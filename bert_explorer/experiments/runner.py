@@ -1,0 +1,296 @@
+"""Run an ablation plan into a directory, one cell after another, resumable.
+
+    ABL/
+      config.json         the recipe ({"kind": "ablate", ...}: what `start_background` launches)
+      plan.json           the expanded cells and the pre-trainings they need (grid.expand)
+      status.json         state, the cell being run, how many are done / failed
+      results.jsonl       one JSON object per finished (or failed) cell, appended as it ends
+      log.txt             what happened, for people
+      vocab/<hash>/       one WordPiece vocabulary shared by every pre-training ("vocab": "shared")
+      data/               generated task files (pairs:<corpus>)
+      pretrain/<hash>/    a pre-training run per distinct PretrainConfig (hash = grid.pretrain_key)
+      cells/<cell-id>/    a fine-tuning run per cell (metrics.json, metrics.jsonl, ...)
+      STOP                present = stop after the current step / cell
+
+Restarting with ``resume=True`` skips the cells that finished (results.jsonl says so), retries
+the failed ones, and continues an interrupted pre-training from its last checkpoint. A cell
+that raises is recorded as failed with its error, and the others go on.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+from ..train.runs import Run, pid_alive
+from . import grid
+
+PAIR_DEFAULTS = {"n_train": 2000, "n_dev": 500}
+
+
+class AblationStopped(BaseException):
+    """The ablation was asked to stop (STOP file or SIGTERM); resume it to continue. A
+    BaseException, like KeyboardInterrupt, so that no "a cell failed" handler swallows it."""
+
+
+# ----- results.jsonl --------------------------------------------------------------------------
+def read_results(abl: str | Path) -> dict[str, dict]:
+    """The latest record of every cell that has one (a retried cell's newer record wins)."""
+    p = Path(abl) / "results.jsonl"
+    out: dict[str, dict] = {}
+    if p.exists():
+        for line in p.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a crash
+            out[rec["cell_id"]] = rec
+    return out
+
+
+def _append_result(abl: Path, record: dict) -> None:
+    with (abl / "results.jsonl").open("a") as f:
+        f.write(json.dumps(record, default=str) + "\n")
+        f.flush()
+
+
+def read_plan(abl: str | Path) -> dict | None:
+    p = Path(abl) / "plan.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def is_ablation(path: str | Path) -> bool:
+    p = Path(path)
+    if (p / "plan.json").exists():
+        return True
+    try:
+        return json.loads((p / "config.json").read_text()).get("kind") == "ablate"
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+# ----- pieces ---------------------------------------------------------------------------------
+def _corpus_documents(corpus: str, max_docs: int | None) -> list:
+    from ..data.corpora import load_corpus, tiny_corpus
+
+    docs = []
+    for part in corpus.split("+"):
+        docs += tiny_corpus() if part == "tiny" else load_corpus(part)
+    return docs[:max_docs] if max_docs else docs
+
+
+def ensure_vocab(abl: Path, cfg: dict) -> Path:
+    """One WordPiece vocabulary for all pre-trainings of the ablation, learned on the training
+    documents (the held-out ones excluded, as each pre-training excludes them), so that every
+    cell reads the same pieces and differences come from the setting being ablated."""
+    from ..data.corpora import split_documents
+    from ..train.pretrain import PretrainConfig, build_tokenizer
+
+    ident = {k: cfg.get(k) for k in ("corpus", "max_docs", "held_out_fraction", "seed", "vocab_size", "lowercase")}
+    d = abl / "vocab" / grid.pretrain_key(ident)
+    if (d / "vocab.txt").exists():
+        return d
+    docs = _corpus_documents(cfg["corpus"], cfg.get("max_docs"))
+    train_docs, _ = split_documents(docs, cfg["held_out_fraction"], seed=cfg["seed"])
+    tok = build_tokenizer(PretrainConfig(vocab="train", vocab_size=cfg["vocab_size"], lowercase=cfg["lowercase"]),
+                          train_docs)
+    tmp = d.with_name(d.name + f".tmp{os.getpid()}")
+    tok.save(tmp)
+    tmp.replace(d) if not d.exists() else shutil.rmtree(tmp, ignore_errors=True)
+    return d
+
+
+def ensure_pretrained(abl: Path, key: str, cfg: dict, progress: bool = False) -> Path:
+    """The final checkpoint of pre-training ``key``: reused when finished, resumed when cut off."""
+    from ..train.pretrain import PretrainConfig, run_pretraining
+
+    run = Run(abl / "pretrain" / key)
+    cps = run.checkpoints()
+    if run.status().get("state") == "finished" and cps:
+        return cps[-1][1]
+    cfg = dict(cfg)
+    if cfg.get("vocab") == "shared":
+        cfg["vocab"] = str(ensure_vocab(abl, cfg))
+    resume = run.latest_checkpoint() is not None
+    if cps and not resume:  # checkpoints without optimiser state: cannot continue; start over
+        shutil.rmtree(run.path / "checkpoints")
+
+    def on_step(step, losses):
+        if (abl / "STOP").exists():
+            run.request_stop()  # run_pretraining stops at its next step and writes a checkpoint
+
+    result = run_pretraining(PretrainConfig.from_dict(cfg), run.path, resume=resume, progress=progress,
+                             on_step=on_step)
+    if result.get("state") != "finished":
+        raise AblationStopped(f"pre-training {key} stopped at step {result.get('step')}")
+    return run.checkpoints()[-1][1]
+
+
+def _task_type_of(cfg) -> str:
+    from ..train.finetune import read_data
+    return read_data(cfg)[0].task
+
+
+def run_cell(abl: Path, plan: dict, cell: dict, model_dir: Path) -> dict:
+    """Fine-tune one cell into ABL/cells/<id>/ and return its metrics.json."""
+    from ..train.finetune import FinetuneConfig, run_finetuning
+    from .ltr import SEQUENCE_TASKS, run_ltr_finetuning
+    from .pairs import write_pair_task
+
+    spec = plan["recipe"]["tasks"][cell["task"]]
+    out = abl / "cells" / cell["id"]
+    if out.exists():
+        shutil.rmtree(out)  # left by an interrupted attempt: start the cell again
+    ft = {**cell["finetune"], "model": str(model_dir)}
+    if ft["train"].startswith("pairs:"):
+        train_p, dev_p = write_pair_task(ft["train"], abl / "data", spec.get("n_train", PAIR_DEFAULTS["n_train"]),
+                                         spec.get("n_dev", PAIR_DEFAULTS["n_dev"]), ft.get("seed", 0))
+        ft.update(train=str(train_p), dev=str(dev_p))
+    cfg = FinetuneConfig.from_dict(ft)
+    if cell["objective"] == "ltr+bilstm":
+        return run_ltr_finetuning(cfg, out, head="bilstm")
+    if cell["objective"] == "ltr" and cell["transfer"] == "fine-tune":
+        kind = spec.get("task_type") or _task_type_of(cfg)
+        if kind in SEQUENCE_TASKS:  # [CLS] sees nothing under a causal mask: read the last token
+            return run_ltr_finetuning(cfg, out, head="last-token")
+    result = run_finetuning(cfg, out)
+    if not plan["recipe"].get("keep_cell_models") and (out / "model").exists():
+        shutil.rmtree(out / "model")  # the metrics are what the ablation needs; models are large
+    return result
+
+
+def _record(cell: dict, status: str, **extra) -> dict:
+    return {"cell_id": cell["id"], "status": status, "task": cell["task"], "size": cell["size"],
+            "objective": cell["objective"], "transfer": cell["transfer"], "masking": cell["masking"],
+            "axes": cell["axes"], "pretrain_key": cell["pretrain_key"], "time": time.time(), **extra}
+
+
+def _pretrain_summary(abl: Path, key: str) -> dict:
+    st = Run(abl / "pretrain" / key).status()
+    ev = st.get("eval_final") or {}
+    out = {k: ev[k] for k in ("mlm_accuracy", "mlm_perplexity", "nsp_accuracy") if k in ev}
+    if st.get("started") and st.get("finished"):
+        out["seconds"] = round(st["finished"] - st["started"], 1)
+    return out
+
+
+def _stop_on_sigterm():
+    """SIGTERM (runs.kill) ends the current cell at once; resume redoes it. Returns the
+    handler that was installed before (None off the main thread, where signals cannot be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(*_):
+        raise AblationStopped("SIGTERM")
+    return signal.signal(signal.SIGTERM, handler)
+
+
+# ----- the loop -------------------------------------------------------------------------------
+def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False, progress: bool = False,
+                 say=print) -> dict[str, dict]:
+    """Run (or continue) the ablation of ``recipe`` in ``out_dir``; returns read_results()."""
+    abl = Path(out_dir)
+    run = Run(abl)
+    plan = read_plan(abl)
+    if plan is not None and not resume:
+        raise ValueError(f"{abl} already holds an ablation; pass --resume to continue it or choose a new --output")
+    st = run.status()
+    if st.get("state") in ("starting", "queued", "running") and st.get("pid") not in (None, os.getpid()) \
+            and pid_alive(st.get("pid")):
+        raise ValueError(f"{abl} is being run by process {st['pid']}; stop it first")
+    if plan is None:
+        if recipe is None:
+            raise ValueError(f"{abl} holds no ablation plan; give a recipe")
+        plan = grid.expand(recipe)
+        run.create(plan["recipe"], "ablate")
+        tmp = abl / ".plan.json.tmp"
+        tmp.write_text(json.dumps(plan, indent=2) + "\n")
+        tmp.replace(abl / "plan.json")
+    run.clear_stop()
+    previous_handler = _stop_on_sigterm()
+    cells = plan["cells"]
+    done = {k for k, r in read_results(abl).items() if r["status"] == "finished"}
+    total = len(cells)
+    run.write_status(state="running", pid=os.getpid(), started=time.time(), cells_total=total,
+                     pretrainings_total=len(plan["pretrainings"]), done=len(done), failed=0, current=None)
+    run.log(f"{'resuming' if resume else 'starting'}: {total} cells, {len(plan['pretrainings'])} pre-trainings, "
+            f"{len(done)} already finished")
+    failed = 0
+    state = "finished"
+    try:
+        for key, pcfg in plan["pretrainings"].items():
+            todo = [c for c in cells if c["pretrain_key"] == key and c["id"] not in done]
+            if not todo:
+                continue
+            if (abl / "STOP").exists():
+                raise AblationStopped("stop requested")
+            label = grid.pretraining_label(pcfg)
+            run.write_status(current=None, phase="pre-training", pretraining=key, pretraining_label=label)
+            say(f"pre-training {label} ({key}), {pcfg['max_steps']} steps")
+            t0 = time.time()
+            try:
+                model_dir = ensure_pretrained(abl, key, pcfg, progress)
+            except AblationStopped:
+                raise
+            except Exception as e:  # every cell of this model fails; the other models go on
+                run.log(f"pre-training {key} failed: {e}")
+                say(f"  pre-training failed: {e}")
+                for c in todo:
+                    _append_result(abl, _record(c, "failed", error=f"pre-training failed: {e}"))
+                    failed += 1
+                run.write_status(failed=failed)
+                continue
+            run.log(f"pre-training {key} ready in {time.time() - t0:.0f}s: {model_dir}")
+            summary = _pretrain_summary(abl, key)
+            for c in todo:
+                if (abl / "STOP").exists():
+                    raise AblationStopped("stop requested")
+                n = len(done) + failed + 1
+                run.write_status(current=c["id"], phase="fine-tuning")
+                _stop_on_sigterm()  # run_pretraining installed its own handler; fine-tuning needs ours
+                t1 = time.time()
+                try:
+                    res = run_cell(abl, plan, c, model_dir)
+                except Exception as e:
+                    failed += 1
+                    msg = str(e) or type(e).__name__
+                    _append_result(abl, _record(c, "failed", error=msg, seconds=round(time.time() - t1, 1)))
+                    run.log(f"cell {c['id']} failed: {msg}")
+                    say(f"[{n}/{total}] {c['id']}: FAILED: {msg}")
+                    run.write_status(failed=failed)
+                    continue
+                from ..train.finetune import main_metric
+                metric = main_metric(res["task"])
+                dev = {k: v for k, v in res["dev"].items() if isinstance(v, (int, float)) and v is not None}
+                value = dev.get(metric)
+                # the score as the paper prints it: percent (SQuAD F1 already is)
+                score = None if value is None else round(value if res["task"] == "qa" else 100 * value, 2)
+                rec = _record(c, "finished", task_type=res["task"], metric=metric, value=value, score=score,
+                              dev=dev, pretrain=summary, seconds=round(time.time() - t1, 1),
+                              ltr_head=res.get("ltr_head"))
+                _append_result(abl, rec)
+                done.add(c["id"])
+                shown = f"{metric} {score:.1f}" if score is not None else f"no {metric}"
+                run.log(f"cell {c['id']}: {shown} ({rec['seconds']}s)")
+                say(f"[{n}/{total}] {c['id']}: {shown} ({rec['seconds']:.0f}s)")
+                run.write_status(done=len(done))
+    except (AblationStopped, KeyboardInterrupt) as e:
+        state = "stopped"
+        run.log(f"stopped: {e or type(e).__name__}")
+        say(f"stopped ({e or type(e).__name__}); continue with --resume")
+    except BaseException as e:
+        state = "failed"
+        run.write_status(error=str(e) or type(e).__name__)
+        raise
+    finally:
+        if previous_handler is not None:
+            signal.signal(signal.SIGTERM, previous_handler)
+        run.clear_stop()
+        run.write_status(state=state, current=None, phase=None, finished=time.time(), done=len(done),
+                         failed=failed)
+        run.log(f"{state}: {len(done)} finished, {failed} failed of {total}")
+    return read_results(abl)

@@ -1,0 +1,184 @@
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from bert_explorer.app.widgets import intro
+from bert_explorer.data.tasks import BUILTIN_TASKS
+from bert_explorer.experiments import grid, results
+from bert_explorer.experiments.runner import is_ablation, read_plan, read_results
+from bert_explorer.train.runs import Run, start_background
+
+st.set_page_config(page_title="Ablation studio · BERT Explorer", layout="wide")
+intro("Ablation studio", """
+Re-run the paper's ablations in miniature (Devlin et al. 2019, Section 5 and Appendix C, Tables 5-8):
+pre-training objective (MLM + NSP, MLM only, left-to-right, LTR + BiLSTM), model size, fine-tuning vs
+frozen features, and the masking ratios. Each cell of the grid pre-trains a small BERT (cells with the same
+pre-training share it) and fine-tunes it on a task; you see our scores beside the paper's and whether the
+paper's four *directions* hold at our scale.
+""")
+
+ACTIVE = ("starting", "queued", "running")
+root = Path(os.environ.get("BERT_EXPLORER_RUNS") or "runs")
+
+# ----- 1. choose a grid ---------------------------------------------------------------------------
+st.subheader("1. Choose a grid")
+how = st.radio("Grid", ["A shipped recipe", "Build my own"], key="abl_mode", horizontal=True)
+recipe, error, upload = None, None, None
+if how == "A shipped recipe":
+    names = grid.list_recipes()
+    name = st.selectbox("Recipe", names, index=names.index("cpu-small") if "cpu-small" in names else 0,
+                        key="abl_recipe")
+    recipe = grid.load_recipe(name)
+    st.caption(recipe["description"])
+else:
+    c1, c2 = st.columns(2)
+    task_opts = [f"builtin:{n}" for n, t in BUILTIN_TASKS.items() if t.available] + \
+        ["pairs:bbc", "tiny:classification", "tiny:pair-classification", "upload"]
+    task = c1.selectbox("Task", task_opts, key="abl_task",
+                        help="pairs:bbc = are two BBC sentences from the same article? (a sentence-pair task built "
+                             "from real text: MNLI/QNLI do not ship offline)")
+    if task == "upload":
+        upload = c1.file_uploader("Task file (CSV/TSV/JSONL, CoNLL, SQuAD JSON)", key="abl_upload")
+        if upload is None:
+            error = "Upload a task file."
+    add_pairs = c1.checkbox("Add the BBC sentence-pair task (for the NSP direction)", value=task != "pairs:bbc",
+                            key="abl_add_pairs")
+    corpus = c1.selectbox("Pre-training corpus", ["bbc", "wiki", "lee", "bbc+wiki+lee", "tiny"], key="abl_corpus")
+    steps = c1.number_input("Pre-training steps", 10, 100_000, 500, step=100, key="abl_steps")
+    sizes = c2.multiselect("Sizes (Table 6)", list(grid.PRESETS), default=["tiny", "mini"], key="abl_sizes")
+    objectives = c2.multiselect("Objectives (Table 5)", grid.OBJECTIVES, default=list(grid.OBJECTIVES),
+                                format_func=grid.OBJECTIVE_LABELS.get, key="abl_objectives")
+    transfers = c2.multiselect("Transfer (Table 7)", grid.TRANSFERS, default=["fine-tune", "embeddings",
+                                                                              "concat-last-4"], key="abl_transfers")
+    maskings = c2.multiselect("Masking MASK/SAME/RND % (Table 8)", grid.MASKINGS, default=["80/10/10"],
+                              key="abl_maskings")
+    mode = c2.radio("Cells", ["one-at-a-time", "product"], key="abl_grid", horizontal=True,
+                    help="one-at-a-time: vary one axis around the baseline, as the paper does; product: every "
+                         "combination")
+    # an upload is saved into the ablation directory by Start; until then its name stands in
+    tasks = {"task": {"train": upload.name if upload else task, "max_train_examples": 1000}}
+    if add_pairs:
+        tasks["pairs"] = {"train": "pairs:bbc", "n_train": 1600, "n_dev": 600}
+    if not error:
+        try:
+            recipe = grid.custom_recipe(tasks, sizes, objectives, transfers, maskings, corpus=corpus,
+                                        max_steps=steps, grid_mode=mode)
+        except ValueError as e:
+            error = str(e)
+
+if error:
+    st.info(error)
+elif recipe:
+    plan = grid.expand(recipe)
+    est_cpu, est_gpu = grid.estimate(plan, "cpu"), grid.estimate(plan, "gpu")
+    m = st.columns(4)
+    m[0].metric("Cells", len(plan["cells"]))
+    m[1].metric("Pre-trainings", len(plan["pretrainings"]), help="cells with the same pre-training share one model")
+    m[2].metric("Time on a 2-core CPU", f"~{est_cpu['total_s'] / 60:.0f} min")
+    m[3].metric("Time on one GPU", f"~{est_gpu['total_s'] / 60:.0f} min")
+    st.caption("Rough estimates from FLOPs and measured speeds; expect them to be off by up to a factor of two.")
+    with st.expander("The cells"):
+        labels = {k: grid.pretraining_label(v) for k, v in plan["pretrainings"].items()}
+        st.dataframe(pd.DataFrame([{"cell": c["id"], "task": c["task"], "axes": ", ".join(c["axes"]),
+                                    "pre-training": labels[c["pretrain_key"]]} for c in plan["cells"]]),
+                     hide_index=True, width="stretch")
+    out_name = st.text_input("Save as (a folder in the runs directory)",
+                             f"ablation-{recipe['name']}-{time.strftime('%Y%m%d-%H%M%S')}", key="abl_name")
+    if st.button("Start in the background", key="abl_start", type="primary"):
+        target = root / out_name
+        if (target / "plan.json").exists():
+            st.error(f"{target} already holds an ablation; choose another name.")
+        else:
+            if upload is not None:
+                data = target / "data"
+                data.mkdir(parents=True, exist_ok=True)
+                (data / upload.name).write_bytes(upload.getvalue())
+                recipe["tasks"]["task"]["train"] = str((data / upload.name).resolve())
+            start_background("ablate", recipe, target)
+            st.session_state["abl_selected"] = out_name
+            st.success(f"Started {out_name}.")
+
+# ----- 2. ablation runs -----------------------------------------------------------------------------
+st.subheader("2. Ablation runs")
+found = sorted((p for p in root.iterdir() if p.is_dir() and is_ablation(p)), key=lambda p: p.stat().st_mtime,
+               reverse=True) if root.is_dir() else []
+if not found:
+    st.info(f"No ablation runs in {root}/ yet.")
+    st.stop()
+names = [p.name for p in found]
+if st.session_state.get("abl_selected") not in names:
+    st.session_state["abl_selected"] = names[0]
+chosen = root / st.selectbox("Ablation", names, key="abl_selected")
+run = Run(chosen)
+status = run.status()
+active = status.get("state") in ACTIVE
+
+
+@st.fragment(run_every=3 if active else None)
+def progress_panel():
+    s = run.status()
+    plan = read_plan(chosen)
+    res = read_results(chosen)
+    total = s.get("cells_total") or (len(plan["cells"]) if plan else 0)
+    done = sum(r["status"] == "finished" for r in res.values())
+    failed = sum(r["status"] == "failed" for r in res.values())
+    st.write(f"**{s.get('state', 'unknown')}** · {done} of {total} cells finished, {failed} failed")
+    if total:
+        st.progress(min(1.0, (done + failed) / total))
+    if s.get("state") in ACTIVE:
+        sub = chosen / ("pretrain" if s.get("phase") == "pre-training" else "cells") / \
+            str(s.get("pretraining") if s.get("phase") == "pre-training" else s.get("current"))
+        sst = Run(sub).status() if sub.exists() else {}
+        what = s.get("pretraining_label") if s.get("phase") == "pre-training" else s.get("current")
+        st.caption(f"now {s.get('phase') or 'starting'}: {what or '…'} — step {sst.get('step', 0)} of "
+                   f"{sst.get('max_steps', '?')}")
+        if st.button("Stop after the current step", key="abl_stop"):
+            run.request_stop()
+    elif s.get("state") in ("stopped", "crashed", "failed") and plan:
+        if st.button("Resume", key="abl_resume"):
+            start_background("ablate", plan["recipe"], chosen, resume=True)
+            st.rerun()
+    if plan:
+        rows = [{"cell": c["id"], "state": res.get(c["id"], {}).get("status") or
+                 ("running" if c["id"] == s.get("current") else "pending"),
+                 "score": res.get(c["id"], {}).get("score"), "seconds": res.get(c["id"], {}).get("seconds"),
+                 "error": res.get(c["id"], {}).get("error")} for c in plan["cells"]]
+        with st.expander("Cells", expanded=active):
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+progress_panel()
+
+plan = read_plan(chosen)
+if plan is None:
+    st.info("The ablation is starting; its plan appears in a moment.")
+    st.stop()
+res = read_results(chosen)
+table = results.table(plan, res)
+dirs = results.directions(res)
+
+st.subheader("3. Results beside the paper")
+st.caption("Ours: dev accuracy (F1 for NER, SQuAD) in percent. Paper: the number of the same setting in the "
+           "table named; Tables 7 and 8 only report NER and MNLI, so those columns stand in for other tasks.")
+figs = results.figures(table)
+for axis, fig in figs.items():
+    sub = table[table["axis"] == axis]
+    st.markdown(f"**{results.AXIS_TITLES[axis]}**")
+    c1, c2 = st.columns([3, 2])
+    c1.dataframe(sub[["setting", "task", "metric", "ours", "paper", "paper_metric", "paper_source", "state"]],
+                 hide_index=True, width="stretch")
+    c2.plotly_chart(fig, key=f"abl_fig_{axis}")
+
+st.subheader("4. Do the paper's directions hold?")
+st.caption("Judged on our numbers: a direction holds when every comparison the grid allows goes the paper's way.")
+st.table(pd.DataFrame([{"direction": d["direction"],
+                        "held in ours": {True: "yes", False: "no", None: "not measured"}[d["holds"]],
+                        "our numbers": d["detail"], "paper": d["paper"]} for d in dirs]).set_index("direction"))
+
+c1, c2 = st.columns(2)
+c1.download_button("Download CSV", results.to_csv(table), f"{chosen.name}.csv", "text/csv", key="abl_dl_csv")
+c2.download_button("Download Markdown", results.to_markdown(table, dirs, f"Ablation {chosen.name}"),
+                   f"{chosen.name}.md", "text/markdown", key="abl_dl_md")

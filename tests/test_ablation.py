@@ -1,0 +1,261 @@
+"""The ablation studio (issue 6): recipes -> cells, the runner, results beside the paper, CLI, page.
+
+One run of the "smoke" recipe (seconds) is shared by the module; tests that change an
+ablation directory work on a copy of it under their own tmp_path.
+"""
+import json
+import shutil
+
+import pandas as pd
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from bert_explorer import cli
+from bert_explorer.experiments import grid, paper, results, runner
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Tiny models on a shared 2-core machine: one thread is several times faster than two
+    (measured: the smoke recipe in 4 s instead of 24 s while other jobs ran)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def smoke_dir(tmp_path_factory, _one_thread):
+    base = tmp_path_factory.mktemp("ablations")
+    with pytest.MonkeyPatch.context() as mp:  # frozen-feature cache in tmp, not in ~/.cache
+        from bert_explorer.train import feature_based
+        mp.setattr(feature_based, "CACHE_DIR", base / "feature-cache")
+        out = base / "runs" / "ablation-smoke"
+        runner.run_ablation(grid.load_recipe("smoke"), out, say=lambda *_: None)
+    return out
+
+
+def _cell(plan, **kw):
+    found = [c for c in plan["cells"] if all(c[k] == v for k, v in kw.items())]
+    assert len(found) == 1, (kw, found)
+    return found[0]
+
+
+# ----- grid ---------------------------------------------------------------------------------
+def test_grid_varies_one_axis_at_a_time_and_shares_pretraining():
+    plan = grid.expand(grid.load_recipe("smoke"))
+    ids = {c["id"] for c in plan["cells"]}
+    assert ids == {
+        "pairs__tiny__mlm-nsp__fine-tune__80-10-10", "pairs__tiny__mlm__fine-tune__80-10-10",
+        "pairs__tiny__ltr__fine-tune__80-10-10", "pairs__tiny__ltr-bilstm__fine-tune__80-10-10",
+        "sentiment__tiny__mlm-nsp__fine-tune__80-10-10", "sentiment__L4-H128__mlm-nsp__fine-tune__80-10-10",
+        "sentiment__tiny__mlm-nsp__embeddings__80-10-10", "sentiment__tiny__mlm-nsp__concat-last-4__80-10-10",
+        "sentiment__tiny__mlm-nsp__fine-tune__100-0-0"}
+    base = _cell(plan, task="sentiment", size="tiny", objective="mlm+nsp", transfer="fine-tune", masking="80/10/10")
+    assert base["axes"] == ["size", "transfer", "masking"]  # the reference row of three tables
+    # 9 cells, 5 pre-trainings: transfer cells reuse the baseline model, LTR+BiLSTM the LTR model
+    assert len(plan["pretrainings"]) == 5
+    assert _cell(plan, transfer="concat-last-4")["pretrain_key"] == base["pretrain_key"]
+    assert _cell(plan, task="pairs", objective="mlm+nsp")["pretrain_key"] == base["pretrain_key"]
+    ltr, bilstm = _cell(plan, objective="ltr"), _cell(plan, objective="ltr+bilstm")
+    assert ltr["pretrain_key"] == bilstm["pretrain_key"] != base["pretrain_key"]
+    assert plan["pretrainings"][ltr["pretrain_key"]]["objective"] == "ltr"
+    masked = plan["pretrainings"][_cell(plan, masking="100/0/0")["pretrain_key"]]
+    assert (masked["mask_ratio"], masked["keep_ratio"], masked["random_ratio"]) == (1.0, 0.0, 0.0)
+    assert _cell(plan, transfer="embeddings")["finetune"]["mode"] == "feature-based"
+    # cells are grouped by pre-training: each model's cells follow it
+    keys = [c["pretrain_key"] for c in plan["cells"]]
+    assert keys == sorted(keys, key=list(plan["pretrainings"]).index)
+
+
+def test_product_grid_skips_bilstm_with_frozen_features():
+    r = grid.load_recipe("smoke")
+    r.update(grid="product", tasks={"t": r["tasks"]["sentiment"]}, axis_tasks={},
+             axes={"size": ["tiny", "L4-H128"], "objective": ["mlm+nsp", "ltr+bilstm"],
+                   "transfer": ["fine-tune", "concat-last-4"]})
+    plan = grid.expand(r)
+    assert len(plan["cells"]) == 2 * (2 * 2 - 1) and len(plan["pretrainings"]) == 4
+    assert not [c for c in plan["cells"] if c["objective"] == "ltr+bilstm" and c["transfer"] != "fine-tune"]
+
+
+def test_recipe_mistakes_are_named():
+    r = grid.load_recipe("smoke")
+    with pytest.raises(grid.RecipeError, match="objective 'nsp-only'"):
+        grid.validate({**r, "axes": {"objective": ["nsp-only"]}})
+    with pytest.raises(grid.RecipeError, match="add up to 100"):
+        grid.validate({**r, "axes": {"masking": ["80/10/20"]}})
+    with pytest.raises(grid.RecipeError, match="unknown recipe 'nope'"):
+        grid.load_recipe("nope")
+
+
+def test_shipped_recipes_fit_their_time_budgets():
+    cpu = grid.estimate(grid.expand(grid.load_recipe("cpu-small")), "cpu")["total_s"]
+    gpu = grid.estimate(grid.expand(grid.load_recipe("paper-mini")), "gpu")["total_s"]
+    assert 10 * 60 <= cpu <= 25 * 60 and 20 * 60 <= gpu <= 75 * 60
+    small = grid.expand(grid.load_recipe("cpu-small"))
+    assert {c["objective"] for c in small["cells"] if c["task"] == "pairs"} == set(grid.OBJECTIVES)
+
+
+# ----- runner ---------------------------------------------------------------------------------
+def test_smoke_recipe_runs_end_to_end(smoke_dir):
+    plan = runner.read_plan(smoke_dir)
+    res = runner.read_results(smoke_dir)
+    assert set(res) == {c["id"] for c in plan["cells"]}
+    assert all(r["status"] == "finished" and 0 <= r["score"] <= 100 for r in res.values()), res
+    assert json.loads((smoke_dir / "status.json").read_text())["state"] == "finished"
+    assert len(list((smoke_dir / "pretrain").iterdir())) == 5
+    assert len(list((smoke_dir / "vocab").iterdir())) == 1  # one vocabulary for every model
+    for c in plan["cells"]:
+        assert (smoke_dir / "cells" / c["id"] / "metrics.json").exists()
+    ltr = res["pairs__tiny__ltr__fine-tune__80-10-10"]
+    assert ltr["ltr_head"] == "last-token" and res["pairs__tiny__ltr-bilstm__fine-tune__80-10-10"]["ltr_head"] == "bilstm"
+    assert (smoke_dir / "data" / "pairs-tiny-32-16-0" / "dev.jsonl").exists()
+
+
+def test_restart_skips_finished_cells(smoke_dir, tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="--resume"):
+        runner.run_ablation(grid.load_recipe("smoke"), smoke_dir)
+    abl = shutil.copytree(smoke_dir, tmp_path / "copy")
+    lines = (abl / "results.jsonl").read_text().splitlines()
+    (abl / "results.jsonl").write_text("\n".join(lines[:-1]) + "\n")  # as if killed in the last cell
+    last = json.loads(lines[-1])["cell_id"]
+    ran, real = [], runner.run_cell
+    monkeypatch.setattr(runner, "run_cell", lambda abl_, plan, cell, md: ran.append(cell["id"]) or real(abl_, plan, cell, md))
+    def no_pretraining(*a, **k):
+        raise AssertionError("a finished pre-training was run again")
+    monkeypatch.setattr("bert_explorer.train.pretrain.run_pretraining", no_pretraining)
+    res = runner.run_ablation(None, abl, resume=True, say=lambda *_: None)
+    assert ran == [last] and res[last]["status"] == "finished" and len(res) == len(lines)
+    ran.clear()
+    runner.run_ablation(None, abl, resume=True, say=lambda *_: None)
+    assert ran == []
+
+
+def test_failed_cell_is_recorded_and_the_rest_go_on(tmp_path):
+    r = grid.load_recipe("smoke")
+    r.update(axes={}, axis_tasks={}, tasks={"bad": {"train": str(tmp_path / "missing.csv")},
+                                            "good": {"train": "tiny:classification", "max_train_examples": 32}})
+    res = runner.run_ablation(r, tmp_path / "abl", say=lambda *_: None)
+    assert [res[k]["status"] for k in sorted(res)] == ["failed", "finished"]
+    assert "missing.csv" in res[sorted(res)[0]]["error"]
+    assert json.loads((tmp_path / "abl" / "status.json").read_text())["failed"] == 1
+
+
+# ----- results ----------------------------------------------------------------------------------
+def test_paper_numbers_sit_next_to_the_right_cells(smoke_dir):
+    _, _, df = results.load(smoke_dir)
+    row = lambda axis, setting, task: df[(df.axis == axis) & (df.setting == setting) & (df.task == task)].iloc[0]  # noqa: E731
+    assert row("objective", "mlm", "pairs")[["paper", "paper_metric"]].tolist() == [83.9, "MNLI-m"]
+    assert row("objective", "ltr+bilstm", "pairs")["paper"] == 82.1
+    assert row("objective", "mlm+nsp", "pairs")["paper_source"] == "Devlin et al. 2019, Table 5"
+    tiny = row("size", "tiny", "sentiment")
+    assert tiny["paper"] == 83.2 and tiny["paper_source"].startswith("Turc")  # BERT-Tiny SST-2
+    assert pd.isna(row("size", "L4-H128", "sentiment")["paper"])              # no published miniature
+    assert row("transfer", "embeddings", "sentiment")["paper"] == 91.0
+    assert row("transfer", "concat-last-4", "sentiment")["paper"] == 96.1
+    assert row("transfer", "fine-tune", "sentiment")["paper_source"] == "Devlin et al. 2019, Table 7"
+    assert row("masking", "100/0/0", "sentiment")[["paper", "paper_metric"]].tolist() == [84.3, "MNLI"]
+    assert row("masking", "80/10/10", "sentiment")["paper"] == 84.2
+    assert df["ours"].notna().all()
+    assert paper.paper_number("size", "base", "MRPC", layers_hidden_heads=(12, 768, 12))["value"] == 86.7
+    assert paper.paper_number("masking", "0/0/100", "NER", feature_based=True)["value"] == 94.6
+    assert paper.paper_number("objective", "mlm", "NER") is None
+
+
+def _rec(task, score, task_type="classification", size="tiny", objective="mlm+nsp", transfer="fine-tune",
+         masking="80/10/10"):
+    return {"task": task, "task_type": task_type, "size": size, "objective": objective, "transfer": transfer,
+            "masking": masking, "score": score, "status": "finished"}
+
+
+def test_directions_are_judged_on_hand_made_results():
+    recs = [_rec("pairs", 70, "pair-classification"), _rec("pairs", 65, "pair-classification", objective="mlm"),
+            _rec("pairs", 60, "pair-classification", objective="ltr"),
+            _rec("pairs", 62, "pair-classification", objective="ltr+bilstm"),
+            _rec("topics", 80), _rec("topics", 85, size="mini"),
+            _rec("topics", 79, transfer="concat-last-4"), _rec("topics", 70, transfer="embeddings")]
+    holds = {d["key"]: d["holds"] for d in results.directions(recs)}
+    assert holds == {"nsp_helps_pairs": True, "bidirectional_beats_ltr": True, "bigger_beats_smaller": True,
+                     "concat_close_to_finetune": True}
+    recs[1]["score"] = 71   # no-NSP beats NSP
+    recs[3]["score"] = 72   # LTR+BiLSTM beats MLM-only
+    recs[5]["score"] = 79   # mini loses to tiny
+    recs[7]["score"] = 78   # embeddings as good as concat-last-4
+    holds = {d["key"]: d["holds"] for d in results.directions(recs)}
+    assert holds == dict.fromkeys(holds, False)
+    holds = {d["key"]: d["holds"] for d in results.directions([_rec("topics", 80)])}
+    assert holds == dict.fromkeys(holds, None)
+    # failed cells do not count
+    assert results.directions([{**_rec("t", None), "status": "failed"}])[0]["holds"] is None
+
+
+def test_csv_and_markdown_export_parse_back(smoke_dir):
+    plan, res, df = results.load(smoke_dir)
+    back = results.read_csv(results.to_csv(df))
+    assert len(back) == len(df) and back["ours"].round(2).tolist() == df["ours"].round(2).tolist()
+    assert back.loc[back.setting == "embeddings", "paper"].iloc[0] == 91.0
+    md = results.to_markdown(df, results.directions(res), "smoke")
+    tables = results.parse_markdown_tables(md)
+    assert len(tables) == 5  # four axes + the directions
+    objective = tables[0]
+    assert objective["setting"].tolist() == df[df.axis == "objective"]["setting"].tolist()
+    assert objective.loc[objective.setting == "mlm", "paper"].iloc[0] == "83.9"
+    assert tables[-1]["direction"].tolist() == [t for t, _ in paper.DIRECTIONS.values()]
+
+
+# ----- CLI ----------------------------------------------------------------------------------------
+def test_cli_unknown_recipe_is_one_line(tmp_path, capsys):
+    assert cli.main(["ablate", "--recipe", "nope", "--output", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown recipe 'nope'" in err and "cpu-small" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_cli_report_prints_markdown_and_csv(smoke_dir, capsys):
+    assert cli.main(["ablate", "--report", str(smoke_dir)]) == 0
+    assert "## Directions" in capsys.readouterr().out
+    assert cli.main(["ablate", "--report", str(smoke_dir), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("axis,setting,task")
+    assert cli.main(["ablate", "--report", str(smoke_dir / "cells")]) == 2
+
+
+# ----- page ---------------------------------------------------------------------------------------
+def test_page_shows_a_finished_ablation(smoke_dir, monkeypatch):
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(smoke_dir.parent))
+    at = AppTest.from_file("../pages/9_Ablation_studio.py", default_timeout=120).run()
+    assert not at.exception
+    assert any("Devlin et al. 2019" in m.value and "Tables 5-8" in m.value for m in at.markdown)
+    assert at.selectbox(key="abl_selected").value == "ablation-smoke"
+    tables = [d.value for d in at.dataframe]
+    objective = next(t for t in tables if "paper_metric" in t.columns and "ltr+bilstm" in set(t["setting"]))
+    assert objective.loc[objective.setting == "mlm", "paper"].iloc[0] == 83.9
+    assert len(at.get("plotly_chart")) == 4  # one per axis
+    dirs = at.table[0].value
+    assert len(dirs) == 4 and set(dirs["held in ours"]) <= {"yes", "no", "not measured"}
+    assert [m.value for m in at.metric][:2] == ["13", "4"]  # cpu-small: cells, pre-trainings
+    at.radio(key="abl_mode").set_value("Build my own").run()
+    assert not at.exception
+    # bbc-topics + the BBC pair task; tiny/mini x 4 objectives x 3 transfers, one axis at a time
+    assert [m.value for m in at.metric][:2] == ["14", "4"]
+
+
+def test_page_without_ablations_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "none"))
+    at = AppTest.from_file("../pages/9_Ablation_studio.py", default_timeout=120).run()
+    assert not at.exception
+    assert any("No ablation runs" in i.value for i in at.info)
+
+
+def test_pair_task_from_corpus_documents(tmp_path):
+    from bert_explorer.experiments.pairs import make_pairs, write_pair_task
+
+    train, dev = make_pairs("tiny", 40, 20, seed=3)
+    assert len(train) == 40 and len(dev) == 20
+    assert [r["label"] for r in train].count("same") == 20
+    assert make_pairs("tiny", 40, 20, seed=3) == (train, dev)  # deterministic for a seed
+    assert all(r["text"] != r["text_pair"] for r in train if r["label"] == "same")
+    tr, dv = write_pair_task("pairs:tiny:same-topic", tmp_path, 16, 8)
+    assert tr.parent.name == "pairs-tiny-same-topic-16-8-0" and len(dv.read_text().splitlines()) == 8
+    with pytest.raises(ValueError, match="same-topic"):
+        write_pair_task("pairs:tiny:nonsense", tmp_path)
