@@ -125,11 +125,12 @@ def _loss(task, logits, labels):
 
 def head_outputs(head, xs, batch_size=64):
     head.eval()
+    device = next(head.parameters()).device
     outs = []
     with torch.no_grad():
         for i in range(0, len(xs), batch_size):
             x, mask = _pad(xs[i:i + batch_size])
-            logits = head(x, mask)
+            logits = head(x.to(device), mask.to(device)).cpu()
             outs.extend(logits[b, :mask[b].sum()] if head.token_level else logits[b] for b in range(len(logits)))
     return outs
 
@@ -152,7 +153,9 @@ def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
             f"in {extract_s:.1f}s")
     torch.manual_seed(cfg.seed)
     n_out = 1 if train.task == "regression" else len(label_names)
-    head = FeatureHead(len(layers), loaded.config.hidden_size, cfg.features, n_out, train.task == "ner")
+    # The cached features stay on the CPU; each batch goes to the device with the head.
+    head = FeatureHead(len(layers), loaded.config.hidden_size, cfg.features, n_out,
+                       train.task == "ner").to(device.device)
     opt = torch.optim.Adam(head.parameters(), lr=cfg.head_lr)
     steps_per_epoch = math.ceil(len(x_train) / cfg.batch_size)
     total = max(1, int(steps_per_epoch * cfg.epochs))
@@ -167,7 +170,7 @@ def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
             idx = order[i:i + cfg.batch_size]
             x, mask = _pad([x_train[j] for j in idx])
             labels = F_.collate([train_feats[j] for j in idx], tok.pad_id, train.task)["labels"]
-            loss = _loss(train.task, head(x, mask), labels)
+            loss = _loss(train.task, head(x.to(device.device), mask.to(device.device)), labels.to(device.device))
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -181,7 +184,7 @@ def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
                          **{k: v for k, v in ev.items() if isinstance(v, (int, float))}, "time": time.time()})
     out_dir = run.path / "feature_head"
     out_dir.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.contiguous() for k, v in head.state_dict().items()}, str(out_dir / "head.safetensors"))
+    save_file({k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}, str(out_dir / "head.safetensors"))
     meta = {"base_model": str(loaded.path), "features": cfg.features, "layers": layers, "task": train.task,
             "label_names": label_names, "hidden": loaded.config.hidden_size, "max_seq_length": cfg.max_seq_length}
     (out_dir / "head.json").write_text(json.dumps(meta, indent=2) + "\n")
