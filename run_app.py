@@ -1,8 +1,7 @@
-"""BERT Explorer: `streamlit run run_app.py --server.address 127.0.0.1 --browser.gatherUsageStats false`.
+"""BERT Explorer, home page: `streamlit run run_app.py --server.address 127.0.0.1 --browser.gatherUsageStats false`.
 
-This file is the home page and the menu: every file in pages/ becomes a page, in the order of
-its number, with its name as the menu label and the URL ("2_Attention.py" -> /Attention)."""
-from pathlib import Path
+Streamlit makes every file in pages/ a page of the menu, in the order of its number
+("2_Attention.py" -> "Attention", at /Attention)."""
 
 import pandas as pd
 import streamlit as st
@@ -10,60 +9,45 @@ import streamlit as st
 from bert_explorer.app.models import available_models, builtin_corpora
 from bert_explorer.app.state import model_picker
 
-
-
-def home() -> None:
-    st.title("BERT Explorer")
-    st.markdown(
-        """
-    **BERT** (Devlin et al. 2019) is a stack of bidirectional Transformer encoder layers. It reads a
-    sentence (or a pair, `[CLS] A [SEP] B [SEP]`) as WordPiece tokens, adds token, segment and
-    position embeddings, and lets every token attend to every other token in every layer. It is
-    pre-trained on unlabelled text with two tasks — predict masked words (MLM) and tell whether
-    sentence B follows sentence A (NSP) — then fine-tuned with one small extra layer per task.
-
-    This app runs **our own PyTorch implementation** of that model (checked number-for-number
-    against Hugging Face `transformers` on the same weights), so what you see is what the paper
-    describes: Section 3 for the model and pre-training, Section 4 for fine-tuning, Section 5 for
-    the ablations.
-    """
-    )
-    st.subheader("What each page shows")
-    st.markdown(
-        """
-    | page | what you see | paper |
-    |---|---|---|
-    | **Tokens and embeddings** | WordPieces, the token + segment + position embeddings and their sum, learned positions, word maps, one word's vector in different contexts layer by layer | §3, Fig. 2 |
-    | **Attention** | every head's attention (bertviz head and model views, heatmaps), what each head does, attention rollout, switching a head off | §3 |
-    | **Masked word probe** | BERT filling in `[MASK]`, what each layer would guess, the 80/10/10 corruption of a training sentence | §3.1 Task 1 |
-    | **Next sentence probe** | P(IsNext) for a pair, random B sentences from a corpus, many pairs at once | §3.1 Task 2 |
-    | **Attributions** | which tokens pushed a prediction (Integrated Gradients), split into token / segment / position parts | §3.1, §4 |
-    | **Pre-train**, **Fine-tune**, **Runs** | start pre-training or a one-click fine-tune in the background, watch the curves, compare runs | App. A.2, §4 |
-    | **Ablation studio** | model size, No NSP, left-to-right, feature-based vs fine-tuning, masking ratios — ours beside the paper's numbers | §5, Tables 5-8 |
-
-    Pick the model in the sidebar: every page uses the same one.
-    """
-    )
-    model_picker()
-
-    st.subheader("Models you can load")
-    st.caption("Short names work offline; any Hugging Face-style BERT checkpoint directory works too.")
-    st.dataframe(pd.DataFrame(available_models()), hide_index=True, width="stretch")
-
-    st.subheader("Built-in text, no download")
-    st.caption("Real corpora read from installed packages; pre-training and fine-tuning use them. "
-               "Check each licence before you publish a model trained on it.")
-    st.dataframe(pd.DataFrame(builtin_corpora()), hide_index=True, width="stretch")
-
-
-def menu() -> list:
-    pages = [st.Page(home, title="Home", default=True)]
-    for f in sorted(Path(__file__).resolve().parent.joinpath("pages").glob("[0-9]*_*.py"),
-                    key=lambda p: int(p.name.split("_", 1)[0])):
-        name = f.stem.split("_", 1)[1]
-        pages.append(st.Page(str(f), title=name.replace("_", " "), url_path=name))
-    return pages
-
-
 st.set_page_config(page_title="BERT Explorer", page_icon="🔎", layout="wide")
-st.navigation(menu()).run()
+st.title("BERT Explorer")
+st.markdown(
+    """
+**BERT** (Devlin et al. 2019) is a stack of bidirectional Transformer encoder layers. It reads a
+sentence (or a pair, `[CLS] A [SEP] B [SEP]`) as WordPiece tokens, adds token, segment and
+position embeddings, and lets every token attend to every other token in every layer. It is
+pre-trained on unlabelled text with two tasks — predict masked words (MLM) and tell whether
+sentence B follows sentence A (NSP) — then fine-tuned with one small extra layer per task.
+
+This app runs **our own PyTorch implementation** of that model (checked number-for-number
+against Hugging Face `transformers` on the same weights), so what you see is what the paper
+describes: Section 3 for the model and pre-training, Section 4 for fine-tuning, Section 5 for
+the ablations.
+"""
+)
+st.subheader("What each page shows")
+st.markdown(
+    """
+| page | what you see | paper |
+|---|---|---|
+| **Tokens and embeddings** | WordPieces, the token + segment + position embeddings and their sum, learned positions, word maps, one word's vector in different contexts layer by layer | §3, Fig. 2 |
+| **Attention** | every head's attention (bertviz head and model views, heatmaps), what each head does, attention rollout, switching a head off | §3 |
+| **Masked word probe** | BERT filling in `[MASK]`, what each layer would guess, the 80/10/10 corruption of a training sentence | §3.1 Task 1 |
+| **Next sentence probe** | P(IsNext) for a pair, random B sentences from a corpus, many pairs at once | §3.1 Task 2 |
+| **Attributions** | which tokens pushed a prediction (Integrated Gradients), split into token / segment / position parts | §3.1, §4 |
+| **Pre-train**, **Fine-tune**, **Runs** | start pre-training or a one-click fine-tune in the background, watch the curves, compare runs | App. A.2, §4 |
+| **Ablation studio** | model size, No NSP, left-to-right, feature-based vs fine-tuning, masking ratios — ours beside the paper's numbers | §5, Tables 5-8 |
+
+Pick the model in the sidebar: every page uses the same one.
+"""
+)
+model_picker()
+
+st.subheader("Models you can load")
+st.caption("Short names work offline; any Hugging Face-style BERT checkpoint directory works too.")
+st.dataframe(pd.DataFrame(available_models()), hide_index=True, width="stretch")
+
+st.subheader("Built-in text, no download")
+st.caption("Real corpora read from installed packages; pre-training and fine-tuning use them. "
+           "Check each licence before you publish a model trained on it.")
+st.dataframe(pd.DataFrame(builtin_corpora()), hide_index=True, width="stretch")

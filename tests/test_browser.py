@@ -26,13 +26,15 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def app_url():
+def app_url(tmp_path_factory):
     if not shutil.which("chromium"):
         pytest.skip("Debian chromium is not installed (apt-get install chromium)")
     port = _free_port()
+    runs = tmp_path_factory.mktemp("runs")  # runs started from the browser never land in ./runs
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "run_app.py"),
                              "--server.address", "127.0.0.1", "--server.port", str(port), "--server.headless", "true",
                              "--browser.gatherUsageStats", "false"], cwd=ROOT,
+                            env={**os.environ, "BERT_EXPLORER_RUNS": str(runs)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 60
@@ -119,3 +121,21 @@ def test_every_page_renders_without_an_error(app_url, page, stem):
     assert not page.locator("[data-testid='stException']").count(), page.locator("[data-testid='stException']").first.inner_text()
     assert not errors, errors
     _shot(page, stem.split("_", 1)[1].lower())
+
+
+def test_fine_tune_a_csv_uploaded_through_the_browser(app_url, page, tmp_path):
+    """The one-click promise: upload a CSV with the file picker, press Fine-tune, see dev metrics."""
+    rows = ["text,label"] + [f"the {w} was {'great' if i % 2 else 'awful'} today,{'pos' if i % 2 else 'neg'}"
+                             for i, w in enumerate(["film", "meal", "trip", "show", "book", "song"] * 10)]
+    csv = tmp_path / "reviews.csv"
+    csv.write_text("\n".join(rows) + "\n")
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{app_url}/Fine-tune")
+    page.locator("[data-testid='stFileUploader'] input[type='file']").set_input_files(str(csv))
+    page.get_by_text("Detected task").first.wait_for(timeout=120_000)
+    page.get_by_role("button", name="Fine-tune").click()
+    page.get_by_text("dev accuracy").first.wait_for(timeout=300_000)  # the run finished and its metrics show
+    assert not page.locator("[data-testid='stException']").count()
+    assert not errors, errors
+    _shot(page, "fine-tune")
