@@ -23,6 +23,15 @@ if error:
 
 text = st.text_input("Sentence (write [MASK] where a word is hidden)",
                      "the government said the [MASK] would rise next year .", key="mlm_text")
+words = text.split()
+if 0 < len(words) <= 80:
+    # A new sentence gets a fresh set of buttons (the key follows the text).
+    clicked = st.pills("…or click words to hide them", list(range(len(words))), selection_mode="multi",
+                       format_func=lambda i: words[i], key=f"mlm_click_{abs(hash(text)) % 10**8}",
+                       help="Each clicked word becomes one [MASK], even a word that is several WordPieces.")
+    if clicked:
+        text = " ".join("[MASK]" if i in clicked else w for i, w in enumerate(words))
+        st.caption(f"The model sees: `{text}`")
 top_k = st.slider("Predictions per mask", 1, 20, 5, key="mlm_k")
 
 if needs_head(loaded, MLM_HEAD, "predict masked words"):

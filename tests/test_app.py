@@ -76,3 +76,15 @@ def test_next_sentence_page_scores_pairs():
     assert len(scored) == 3 and scored["P(IsNext)"].between(0, 1).all()
     at.button(key="nsp_draw").click().run()
     assert not at.exception
+
+
+@needs_shipped
+def test_clicking_words_masks_them():
+    at = _page("3_Masked_word_probe.py")
+    at.text_input(key="mlm_text").set_value("the cat sat on the mat .").run()
+    assert not at.get("plotly_chart")  # no [MASK] typed: nothing to predict yet
+    words = at.get("button_group")[0]
+    words.set_value([1, 5]).run()  # "cat" and "mat"
+    assert not at.exception
+    assert any("the [MASK] sat on the [MASK] ." in c.value for c in at.caption)
+    assert len(at.get("plotly_chart")) == 2
