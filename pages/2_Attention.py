@@ -32,6 +32,11 @@ def _attention(model: str, text: str, text_b: str | None, max_tokens: int):
     return attention_maps(load(model, "BertForPreTraining")[0], text, text_b, max_tokens)
 
 
+@st.cache_data(show_spinner=False, max_entries=32)
+def _ablation(model: str, text: str, text_b: str | None, layer: int, head: int, max_tokens: int):
+    return head_ablation(load(model, "BertForPreTraining")[0], text, text_b, layer, head, max_tokens=max_tokens)
+
+
 @st.cache_data(show_spinner="Drawing with bertviz…", max_entries=16)
 def _bertviz(model: str, text: str, text_b: str | None, max_tokens: int, view: str):
     return render(_attention(model, text, text_b, max_tokens), view)
@@ -128,7 +133,7 @@ with tabs[5]:
     m1, m2 = st.columns(2)
     a_layer = m1.selectbox("Layer", range(L), key="att_abl_layer")
     a_head = m2.selectbox("Head", range(A), key="att_abl_head")
-    abl = head_ablation(loaded, text, text_b, a_layer, a_head, max_tokens=max_tokens)
+    abl = _ablation(name, text, text_b, a_layer, a_head, max_tokens)
     st.metric("[CLS] vector, cosine with the intact model", f"{abl['cls_cosine']:.4f}",
               help="1 = unchanged. The [CLS] vector feeds NSP and sentence classifiers.")
     df = pd.DataFrame({"token": [f"{i}: {t}" for i, t in enumerate(abl["tokens"])],

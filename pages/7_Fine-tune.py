@@ -7,6 +7,7 @@ import streamlit as st
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.state import model_picker
 from bert_explorer.app.widgets import intro
+from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.data.tasks import BUILTIN_TASKS, TASKS
 from bert_explorer.train.finetune import FEATURE_MODES
 from bert_explorer.train.runs import Run, start_background
@@ -135,6 +136,7 @@ if run.is_active() and st.button("Stop", key="ft_stop",
 result = rv.finetune_result(run)
 if result is None:
     st.stop()
+has_model = (run.path / "model").is_dir() or (run.path / "feature_head").is_dir()
 
 dev = result["dev"]
 task = result["task"]
@@ -161,10 +163,15 @@ if task == "ner" and dev.get("per_type"):
 if task == "qa":
     if dev.get("null_threshold") is not None:
         st.caption(f"No-answer threshold τ = {dev['null_threshold']:.2f}, tuned on dev (Section 4.3).")
-    st.markdown("**Some dev questions**")
-    st.dataframe(pd.DataFrame(rv.qa_examples(str(run.path))), hide_index=True)
+    if has_model:
+        st.markdown("**Some dev questions**")
+        st.dataframe(pd.DataFrame(rv.qa_examples(str(run.path))), hide_index=True)
 
 # ----- 4. try it ---------------------------------------------------------------------------------------
+if not has_model:
+    st.info("This run kept its metrics but not its model (an ablation cell keeps only its score), so there is "
+            "nothing to try or download.")
+    st.stop()
 st.subheader("4. Try the model")
 example = None
 if task in ("classification", "regression", "pair-classification"):
@@ -189,6 +196,9 @@ if example is not None:
     except (KeyError, ValueError) as e:
         st.error(f"The input does not fit a {task} model: {e}")
         out = None
+    except CheckpointError as e:
+        st.error(f"The model of this run cannot be loaded: {e}")
+        out = None
     if out is not None:
         if "label" in out:
             st.metric("Prediction", out["label"])
@@ -207,7 +217,7 @@ if example is not None:
 st.subheader("5. Download")
 model_dir = run.path / "model" if (run.path / "model").is_dir() else run.path / "feature_head"
 if model_dir.is_dir():
-    st.download_button("Download the model (zip)", rv.zip_dir(model_dir, f"{run.name}-{model_dir.name}"),
+    st.download_button("Download the model (zip)", rv.zip_model(model_dir, f"{run.name}-{model_dir.name}"),
                        file_name=f"{run.name}-{model_dir.name}.zip", mime="application/zip", key="ft_download")
     if model_dir.name == "model":
         st.caption("A transformers-compatible checkpoint (config.json with the label names, model.safetensors, "

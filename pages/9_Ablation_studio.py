@@ -1,15 +1,14 @@
-import os
 import time
-from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
+from bert_explorer.app import runs_view as rv
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.experiments import grid, results
 from bert_explorer.experiments.runner import is_ablation, read_plan, read_results
-from bert_explorer.train.runs import Run, start_background
+from bert_explorer.train.runs import ACTIVE_STATES, Run, start_background
 
 st.set_page_config(page_title="Ablation studio · BERT Explorer", layout="wide")
 intro("Ablation studio", """
@@ -20,8 +19,8 @@ pre-training share it) and fine-tunes it on a task; you see our scores beside th
 paper's four *directions* hold at our scale.
 """)
 
-ACTIVE = ("starting", "queued", "running")
-root = Path(os.environ.get("BERT_EXPLORER_RUNS") or "runs")
+ACTIVE = ACTIVE_STATES
+root = rv.runs_root()
 
 # ----- 1. choose a grid ---------------------------------------------------------------------------
 st.subheader("1. Choose a grid")
@@ -44,6 +43,10 @@ else:
         upload = c1.file_uploader("Task file (CSV/TSV/JSONL, CoNLL, SQuAD JSON)", key="abl_upload")
         if upload is None:
             error = "Upload a task file."
+        else:  # check it now, not hours later when the first cell reads it
+            outcome, checked = rv.read_upload(upload.name, upload.getvalue())
+            if outcome == "error":
+                error = checked
     add_pairs = c1.checkbox("Add the BBC sentence-pair task (for the NSP direction)", value=task != "pairs:bbc",
                             key="abl_add_pairs")
     corpus = c1.selectbox("Pre-training corpus", ["bbc", "wiki", "lee", "bbc+wiki+lee", "tiny"], key="abl_corpus")
@@ -88,18 +91,23 @@ elif recipe:
     out_name = st.text_input("Save as (a folder in the runs directory)",
                              f"ablation-{recipe['name']}-{time.strftime('%Y%m%d-%H%M%S')}", key="abl_name")
     if st.button("Start in the background", key="abl_start", type="primary"):
-        target = root / out_name
+        folder = rv.slug(out_name)  # a plain folder name: never outside the runs directory
+        target = root / folder
         if (target / "plan.json").exists():
             st.error(f"{target} already holds an ablation; choose another name.")
         else:
             if upload is not None:
                 data = target / "data"
                 data.mkdir(parents=True, exist_ok=True)
-                (data / upload.name).write_bytes(upload.getvalue())
-                recipe["tasks"]["task"]["train"] = str((data / upload.name).resolve())
-            start_background("ablate", recipe, target)
-            st.session_state["abl_selected"] = out_name
-            st.success(f"Started {out_name}.")
+                path = data / rv.safe_filename(upload.name)
+                path.write_bytes(upload.getvalue())
+                recipe["tasks"]["task"]["train"] = str(path.resolve())
+            try:
+                start_background("ablate", recipe, target)
+                st.session_state["abl_selected"] = folder
+                st.success(f"Started {folder}.")
+            except RuntimeError as e:
+                st.error(str(e))
 
 # ----- 2. ablation runs -----------------------------------------------------------------------------
 st.subheader("2. Ablation runs")
@@ -120,6 +128,8 @@ active = status.get("state") in ACTIVE
 @st.fragment(run_every=3 if active else None)
 def progress_panel():
     s = run.status()
+    if active and s.get("state") not in ACTIVE:
+        st.rerun()  # the ablation ended: redraw the whole page, results included
     plan = read_plan(chosen)
     res = read_results(chosen)
     total = s.get("cells_total") or (len(plan["cells"]) if plan else 0)
@@ -139,8 +149,11 @@ def progress_panel():
             run.request_stop()
     elif s.get("state") in ("stopped", "crashed", "failed") and plan:
         if st.button("Resume", key="abl_resume"):
-            start_background("ablate", plan["recipe"], chosen, resume=True)
-            st.rerun()
+            try:
+                start_background("ablate", plan["recipe"], chosen, resume=True)
+                st.rerun()
+            except RuntimeError as e:
+                st.error(str(e))
     if plan:
         rows = [{"cell": c["id"], "state": res.get(c["id"], {}).get("status") or
                  ("running" if c["id"] == s.get("current") else "pending"),

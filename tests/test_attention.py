@@ -146,6 +146,14 @@ def _fake_result(T=5):
     return AttentionResult(["[CLS]", "a", "b", "c", "[SEP]"][:T], [0] * T, att)
 
 
+def test_a_token_that_looks_like_html_cannot_close_the_script():
+    r = _fake_result()
+    r.tokens[1] = "</script><b>x"  # a hand-made token: the tokenizer would split it
+    html = render(r, "head").html
+    body = html.split("window.require = requirejs;", 1)[1]
+    assert "</script><b>x" not in body and "<\\/script><b>x" in body
+
+
 def test_render_rejects_an_unknown_view():
     with pytest.raises(ValueError, match="head' or 'model"):
         render(_fake_result(), "neuron")

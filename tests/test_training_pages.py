@@ -424,3 +424,36 @@ def test_background_runs_leave_a_core_to_the_app(monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     assert background_env({})["OMP_NUM_THREADS"] == "15"
     assert background_env({"OMP_NUM_THREADS": "4"})["OMP_NUM_THREADS"] == "4"  # the user's choice stands
+
+
+@pytest.mark.parametrize("n_docs", [2, 3, 4, 10, 40, 1000])
+def test_held_out_fraction_leaves_documents_on_both_sides(n_docs):
+    from bert_explorer.app.runs_view import held_out_fraction
+    from bert_explorer.data.corpora import split_documents
+
+    train, held = split_documents([[f"doc {i} ."] for i in range(n_docs)], held_out_fraction(n_docs))
+    assert len(train) >= 2 or n_docs < 3
+    assert len(held) >= (2 if n_docs >= 4 else 1)
+    assert len(train) + len(held) == n_docs and train
+
+
+def test_uploaded_names_cannot_leave_the_runs_folder():
+    from bert_explorer.app.runs_view import safe_filename, slug
+
+    assert slug("../../etc/passwd") == "etc-passwd" and slug("/abs/path") == "abs-path" and slug("") == "run"
+    assert safe_filename("../../x/evil name.csv") == "evil-name.csv"
+    assert safe_filename("..") == "run" and safe_filename("a\\b\\c.txt") == "c.txt"
+
+
+def test_sidebar_lists_run_checkpoints_newest_first_and_skips_odd_folders(tmp_path):
+    from bert_explorer.app.state import run_checkpoints
+
+    for step in ("step-5", "step-20", "step-5-copy"):
+        d = tmp_path / "runA" / "checkpoints" / step
+        d.mkdir(parents=True)
+        (d / "config.json").write_text("{}")
+    nested = tmp_path / "abl" / "pretrain" / "k1" / "checkpoints" / "step-3"
+    nested.mkdir(parents=True)
+    (nested / "config.json").write_text("{}")
+    found = [str(__import__("pathlib").Path(p).relative_to(tmp_path)) for p in run_checkpoints(tmp_path)]
+    assert found == ["abl/pretrain/k1/checkpoints/step-3", "runA/checkpoints/step-20", "runA/checkpoints/step-5"]

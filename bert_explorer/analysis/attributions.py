@@ -87,7 +87,8 @@ class Attributions:
 
     ``token``, ``segment`` and ``position`` are the attributions of the three embedding
     parts, each summed over the H hidden dimensions; ``total`` is their sum per token.
-    Completeness: sum(total) = f_input - f_baseline - delta.
+    Completeness: sum(total) = f_input - f_baseline + delta (captum's delta is the sum of the
+    attributions minus the change of f).
     """
 
     target: str                     # "masked word" | "next sentence" | "classifier"

@@ -116,8 +116,9 @@ def render(result: AttentionResult, view: str = "head", layers: list[int] | None
         raise ValueError(f"view must be 'head' or 'model', not {view!r}")
     body = _CDN_SCRIPT.sub("", body)
     body = _REQUIRE_CONFIG.sub("", body, count=1)  # the CDN paths: nothing is fetched
-    # The tokens are the user's text inside a <script>: "</" must not close it early.
-    body = re.sub(r"(<script type=\"text/javascript\">)(.*?)(</script>)",
+    # The tokens are the user's text inside bertviz's one <script>: "</" must not close it early.
+    # Greedy on purpose: a token "</script>" must not be taken for the script's real end.
+    body = re.sub(r"(<script type=\"text/javascript\">)(.*)(</script>)",
                   lambda m: m.group(1) + m.group(2).replace("</", "<\\/") + m.group(3), body, flags=re.S)
     background = "#111" if dark and view == "model" else "#fff"
     html = (f"<!DOCTYPE html><html><head><meta charset='utf-8'>{javascript_libraries()}</head>"

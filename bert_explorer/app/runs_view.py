@@ -389,8 +389,13 @@ def check_corpus_upload(name: str, data: bytes, objective: str = "mlm+nsp") -> t
 
 
 def held_out_fraction(n_docs: int, default: float = 0.05) -> float:
-    """At least two held-out documents (NSP evaluation needs two), else the default 5 %."""
-    return max(default, 2 / n_docs) if n_docs else default
+    """The share of documents kept for evaluation: the default 5 %, raised to two documents
+    (an NSP evaluation needs two) when at least two are left to train on; with fewer than
+    four documents one is held out. Always below 1, so training never gets nothing."""
+    if n_docs < 2:
+        return default
+    held = 2 if n_docs >= 4 else 1
+    return max(default, held / n_docs) if round(n_docs * default) < held else default
 
 
 def table_columns(data: bytes) -> list[str] | None:
@@ -594,6 +599,18 @@ def zip_dir(path: Path, top: str | None = None) -> bytes:
             if f.is_file():
                 z.write(f, f"{top}/{f.relative_to(path).as_posix()}")
     return buf.getvalue()
+
+
+@st.cache_data(max_entries=2, show_spinner="Packing the model…")
+def _zip_cached(path: str, top: str, stamp: tuple) -> bytes:
+    return zip_dir(Path(path), top)
+
+
+def zip_model(path: Path, top: str) -> bytes:
+    """zip_dir, packed once per version of the folder (not on every rerun of the page)."""
+    files = sorted(Path(path).rglob("*"))
+    stamp = tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.is_file())
+    return _zip_cached(str(path), top, stamp)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the fine-tuned model…")

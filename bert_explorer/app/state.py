@@ -32,19 +32,35 @@ def run_checkpoints(root: Path | None = None) -> list[str]:
     """Checkpoints written by pre-training runs under the runs folder, ablation studies'
     pre-trainings included (newest step of each run first)."""
     root = runs_root() if root is None else root
-    found = [cfg.parent for cfg in root.glob("**/checkpoints/step-*/config.json")] if root.exists() else []
-    return [str(p) for p in sorted(found, key=lambda p: (str(p.parents[1]), -int(p.name[5:])))]
+    found = []
+    for cfg in (root.glob("**/checkpoints/step-*/config.json") if root.exists() else []):
+        step = cfg.parent.name[len("step-"):]
+        if step.isdigit():  # a copied or half-renamed folder (step-5-copy) is not a checkpoint
+            found.append((str(cfg.parents[2]), -int(step), str(cfg.parent)))
+    return [path for *_, path in sorted(found)]
 
 
-@st.cache_resource(show_spinner="Loading the model…")
-def _load(name: str, architecture: str | None) -> Loaded:
+@st.cache_resource(show_spinner="Loading the model…", max_entries=8)
+def _load(name: str, architecture: str | None, version: tuple) -> Loaded:
     return checkpoint.load(name, architecture)
+
+
+def _version(name: str) -> tuple:
+    """What identifies the weights behind a name: a run re-created under the same path must
+    not be served from the cache."""
+    if str(name).startswith("hf:"):
+        return ()  # resolving a hub id downloads it: leave that to the load itself
+    try:
+        w = checkpoint.resolve(name) / "model.safetensors"
+        return (w.stat().st_mtime_ns, w.stat().st_size) if w.exists() else ()
+    except CheckpointError:
+        return ()
 
 
 def load(name: str, architecture: str | None = None) -> tuple[Loaded | None, str | None]:
     """(model, None) or (None, one-sentence reason) — pages show the reason, never a traceback."""
     try:
-        return _load(name, architecture), None
+        return _load(name, architecture, _version(name)), None
     except CheckpointError as e:
         return None, str(e)
 

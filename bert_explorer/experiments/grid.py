@@ -355,11 +355,10 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
             d_in = 4 * H if cell["transfer"] == "concat-last-4" else H
             # forward: 2 directions x (layer 1: 8H(d_in + H), layer 2: 8H(2H + H)); training = 3x forward
             lstm_flops = 3 * 2 * (8 * H * (d_in + H) + 8 * H * 3 * H)
-            if cell["objective"] == "ltr+bilstm":  # trained with the model, on its device
-                lstm_rate = 40e9 if device == "cpu" else 5e12
+            lstm_rate = 40e9 if device == "cpu" else 5e12  # the BiLSTM trains on the run's device
+            if cell["objective"] == "ltr+bilstm":  # trained together with the model
                 secs = n * t * epochs / tps + n * t * epochs * lstm_flops / lstm_rate
-            else:  # feature_based.py trains the BiLSTM head on the CPU, also on a GPU machine (16 cores)
-                lstm_rate = 40e9 if device == "cpu" else 150e9
+            else:  # frozen features: one forward pass of BERT, then only the head trains
                 secs = 1.3 * n * t / (3 * tps) + n * t * epochs * lstm_flops / lstm_rate
         if device == "gpu":
             steps = epochs * max(1, n // ft.get("batch_size", 32))

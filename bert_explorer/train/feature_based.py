@@ -167,6 +167,10 @@ def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
         for i in range(0, len(order), cfg.batch_size):
             if step >= total:
                 break
+            if run.stop_requested():  # a clean stop: evaluate and save the head as it is now
+                run.log(f"stop requested at step {step} of {total}")
+                total = step
+                break
             idx = order[i:i + cfg.batch_size]
             x, mask = _pad([x_train[j] for j in idx])
             labels = F_.collate([train_feats[j] for j in idx], tok.pad_id, train.task)["labels"]

@@ -29,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -44,7 +45,8 @@ GPU_LOCK_NAME = ".gpu.lock"
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # pid and thread: two Streamlit sessions (threads of one process) may write the same file
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
     os.replace(tmp, path)
 
