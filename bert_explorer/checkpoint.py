@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -291,3 +291,61 @@ def new_model(architecture: str, config: BertConfig, **head_kwargs) -> nn.Module
 
 def encoder_of(model: nn.Module) -> BertModel:
     return model if isinstance(model, BertModel) else model.bert
+
+
+# ----- a checkpoint uploaded as a .zip -------------------------------------------------------
+
+UPLOAD_FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
+                "special_tokens_map.json", "model_card.md", "training_args.json")
+MAX_UPLOAD_BYTES = 2 * 1024**3  # uncompressed: BERT-Large in fp32 is 1.3 GB
+
+
+def unpack_zip(data: bytes, directory: str | Path, max_bytes: int = MAX_UPLOAD_BYTES) -> Path:
+    """Unpack an uploaded checkpoint (.zip of a transformers-style folder) into ``directory``.
+
+    Only the known checkpoint files are taken (``UPLOAD_FILES``), by their base names, from
+    the folder of the archive that holds config.json: nothing is written outside
+    ``directory`` whatever the names inside the archive say, and no pickle is accepted (the
+    weights must be model.safetensors). Written to a temporary sibling and renamed into
+    place, so a failed upload leaves nothing behind."""
+    import io
+    import zipfile
+
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile as e:
+        raise CheckpointError("the upload is not a .zip archive; zip the checkpoint folder and try again") from e
+    with archive:
+        members = {PurePosixPath(i.filename): i for i in archive.infolist() if not i.is_dir()}
+        configs = sorted((p for p in members if p.name == "config.json"), key=lambda p: len(p.parts))
+        if not configs:
+            raise CheckpointError("the .zip has no config.json: zip the folder that holds config.json, "
+                                  "model.safetensors and vocab.txt")
+        root = configs[0].parent
+        chosen = {p.name: i for p, i in members.items() if p.parent == root and p.name in UPLOAD_FILES}
+        for needed in ("model.safetensors", "vocab.txt"):
+            if needed not in chosen:
+                raise CheckpointError(f"the .zip has no {needed} next to config.json"
+                                      + (" (only safetensors weights are accepted)" if needed.endswith("tensors")
+                                         else ""))
+        size = sum(i.file_size for i in chosen.values())
+        if size > max_bytes:
+            raise CheckpointError(f"the checkpoint unpacks to {size / 1e9:.1f} GB, more than the "
+                                  f"{max_bytes / 1e9:.1f} GB this app accepts")
+        final = Path(directory)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+        try:
+            for name, info in chosen.items():
+                with archive.open(info) as src, open(tmp / name, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+        except zipfile.BadZipFile as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise CheckpointError(f"the .zip is damaged ({e}); zip the checkpoint folder again") from e
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return final

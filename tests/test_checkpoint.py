@@ -456,3 +456,57 @@ def test_attention_rows_sum_to_one_and_padding_gets_none(causal):
         fast = model(**batch).last_hidden_state
         real = am.bool()
         assert (fast - out.last_hidden_state)[real].abs().max() < 1e-5
+
+
+# ----- a checkpoint uploaded as a .zip ----------------------------------------------------------
+
+def _zip(entries: dict[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name, data in entries.items():
+            z.writestr(name, data)
+    return buf.getvalue()
+
+
+def _files_of(d):
+    return {p.name: p.read_bytes() for p in d.iterdir()}
+
+
+def test_a_zipped_checkpoint_unpacks_and_loads_with_the_same_weights(saved, tmp_path):
+    files = _files_of(saved)
+    data = _zip({f"my-bert/{n}": b for n, b in files.items()} | {"my-bert/notes/readme.txt": b"x"})
+    out = checkpoint.unpack_zip(data, tmp_path / "up" / "my-bert")
+    assert sorted(p.name for p in out.iterdir()) == sorted(n for n in files if n in checkpoint.UPLOAD_FILES)
+    a, b = checkpoint.load(saved).model.state_dict(), checkpoint.load(out).model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_names_inside_a_zip_cannot_write_outside_the_target(saved, tmp_path):
+    files = _files_of(saved)
+    data = _zip({f"../../{n}": b for n, b in files.items()} | {"/etc/evil.json": b"{}"})
+    out = checkpoint.unpack_zip(data, tmp_path / "up" / "x")
+    assert (out / "config.json").exists()
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert all(w.startswith(("up/x/", "ckpt/")) for w in written), written  # ckpt/: the fixture's own
+
+
+@pytest.mark.parametrize("entries, message", [
+    (None, "not a .zip archive"),
+    ({"a/vocab.txt": b"x"}, "no config.json"),
+    ({"a/config.json": b"{}", "a/vocab.txt": b"x", "a/pytorch_model.bin": b"pickle"}, "only safetensors"),
+    ({"a/config.json": b"{}", "a/model.safetensors": b"x"}, "no vocab.txt"),
+])
+def test_a_bad_zip_is_one_clear_error_and_leaves_nothing(tmp_path, entries, message):
+    data = b"this is not a zip" if entries is None else _zip(entries)
+    with pytest.raises(checkpoint.CheckpointError, match=message):
+        checkpoint.unpack_zip(data, tmp_path / "up" / "x")
+    assert not (tmp_path / "up" / "x").exists() and not list((tmp_path / "up").glob(".x.tmp-*"))
+
+
+def test_a_zip_too_large_when_unpacked_is_refused(saved, tmp_path):
+    data = _zip({n: b for n, b in _files_of(saved).items()})
+    with pytest.raises(checkpoint.CheckpointError, match="more than"):
+        checkpoint.unpack_zip(data, tmp_path / "x", max_bytes=1000)

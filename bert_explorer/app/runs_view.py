@@ -25,6 +25,7 @@ import streamlit as st
 import torch
 
 from ..train.runs import ACTIVE_STATES, Run
+from ..data.uploads import safe_filename, slug  # noqa: F401  (the pages use them through here)
 from .state import runs_root
 
 
@@ -100,18 +101,6 @@ def new_run_dir(prefix: str, root: Path | None = None) -> Path:
     return path
 
 
-def slug(text: str, limit: int = 60) -> str:
-    s = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-.")
-    return s[:limit] or "run"
-
-
-def safe_filename(name: str) -> str:
-    """An uploaded file's name, reduced to a plain file name (no folders, no odd characters)."""
-    base = Path(str(name).replace("\\", "/")).name
-    stem, dot, ext = base.rpartition(".")
-    stem, ext = (stem, ext) if dot else (base, "")
-    clean = slug(stem) + (f".{slug(ext, 10)}" if ext else "")
-    return clean if clean not in ("", ".", "..") else "upload"
 
 
 # ----- formatting -----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ if "OMP_NUM_THREADS" not in os.environ:
     torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
 
 RUNS_DIR = Path("runs")
+UPLOADS = "uploaded-models"  # checkpoints uploaded as .zip, under the runs folder
 RUNS_ENV = "BERT_EXPLORER_RUNS"  # another runs folder (tests point it at a temporary one)
 
 
@@ -73,13 +74,38 @@ def device_name() -> str:
     return "CPU"
 
 
+def uploaded_checkpoints() -> list[str]:
+    d = runs_root() / UPLOADS
+    return sorted(str(p.parent) for p in d.glob("*/config.json")) if d.is_dir() else []
+
+
+def _upload_checkpoint() -> str | None:
+    """A .zip of a transformers-style BERT folder, unpacked under runs/uploaded-models/."""
+    f = st.sidebar.file_uploader("Checkpoint (.zip of config.json, model.safetensors, vocab.txt)", type=["zip"],
+                                 key="be_model_zip")
+    if f is None:
+        return None
+    from ..data.uploads import slug
+
+    target = runs_root() / UPLOADS / slug(Path(f.name).stem)
+    if not (target / "config.json").exists():
+        try:
+            checkpoint.unpack_zip(f.getvalue(), target)
+        except CheckpointError as e:
+            st.sidebar.error(str(e))
+            return None
+    return str(target)
+
+
 def model_picker(default: str = "explorer-mini") -> str:
     """Sidebar: choose a model by short name, from a run, or by path; show what it is."""
     names = [n for n, (locate, _) in checkpoint.SHORT_NAMES.items() if locate() is not None]
-    options = names + run_checkpoints() + ["a local directory…"]
+    options = names + run_checkpoints() + uploaded_checkpoints() + ["a local directory…", "upload a checkpoint (.zip)…"]
     index = options.index(default) if default in options else 0
     choice = st.sidebar.selectbox("Model", options, index=index, key="be_model_choice",
                                   help="Short names need no download; runs are listed from ./runs.")
+    if choice == "upload a checkpoint (.zip)…":
+        choice = _upload_checkpoint()
     if choice == "a local directory…":
         choice = st.sidebar.text_input("Checkpoint directory", key="be_model_path",
                                        placeholder="/path/to/a/bert (config.json, model.safetensors, vocab.txt)")

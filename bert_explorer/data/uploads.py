@@ -1006,3 +1006,18 @@ def _choice_index(label, n: int) -> int | None:
             return None
         label = int(label)
     return label if isinstance(label, int) and 0 <= label < n else None
+
+
+# ----- names a user gave us ---------------------------------------------------------------
+def slug(text: str, limit: int = 60) -> str:
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-.")
+    return s[:limit] or "run"
+
+
+def safe_filename(name: str) -> str:
+    """An uploaded file's name, reduced to a plain file name (no folders, no odd characters)."""
+    base = Path(str(name).replace("\\", "/")).name
+    stem, dot, ext = base.rpartition(".")
+    stem, ext = (stem, ext) if dot else (base, "")
+    clean = slug(stem) + (f".{slug(ext, 10)}" if ext else "")
+    return clean if clean not in ("", ".", "..") else "upload"
