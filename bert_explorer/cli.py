@@ -138,15 +138,24 @@ def _config_from(args, cls):
         raise UserError(str(e)) from e
 
 
+def _start_background(kind: str, config: dict, output, resume: bool = False):
+    """Launch a background run; a directory that a live process already works in is one line."""
+    from .train.runs import start_background
+
+    try:
+        return start_background(kind, config, output, resume=resume)
+    except RuntimeError as e:
+        raise UserError(str(e)) from e
+
+
 def cmd_pretrain(args) -> int:
     from dataclasses import asdict
 
     from .train.pretrain import PretrainConfig, run_pretraining
-    from .train.runs import start_background
 
     cfg = _config_from(args, PretrainConfig)
     if args.background:
-        run = start_background("pretrain", asdict(cfg), args.output, resume=args.resume)
+        run = _start_background("pretrain", asdict(cfg), args.output, resume=args.resume)
         print(f"started pre-training in the background: {run.path} (pid {run.status().get('pid')})")
         return 0
     try:
@@ -177,8 +186,7 @@ def cmd_finetune(args) -> int:
     if args.background:
         from dataclasses import asdict
 
-        from .train.runs import start_background
-        run = start_background("finetune", asdict(cfg), args.output)
+        run = _start_background("finetune", asdict(cfg), args.output)
         print(f"started fine-tuning in the background: {run.path}")
         return 0
     try:
@@ -318,15 +326,11 @@ def cmd_ablate(args) -> int:
     elif not args.resume:
         raise UserError("give --recipe NAME|FILE (" + ", ".join(grid.list_recipes()) + ")")
     if args.background:
-        from .train.runs import start_background
         if recipe is None:
             if not (Path(args.output) / "plan.json").exists():
                 raise UserError(f"{args.output} holds no ablation to resume; give --recipe NAME|FILE")
             recipe = json.loads((Path(args.output) / "plan.json").read_text())["recipe"]
-        try:
-            run = start_background("ablate", recipe, args.output, resume=args.resume)
-        except RuntimeError as e:  # a live process already works in that directory
-            raise UserError(str(e)) from e
+        run = _start_background("ablate", recipe, args.output, resume=args.resume)
         print(f"started the ablation in the background: {run.path} (pid {run.status().get('pid')})")
         return 0
     try:

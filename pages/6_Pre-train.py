@@ -8,7 +8,7 @@ from bert_explorer.app.models import builtin_corpora
 from bert_explorer.app.state import device_name
 from bert_explorer.app.widgets import intro
 from bert_explorer.model.config import BertConfig
-from bert_explorer.train.runs import Run, start_background
+from bert_explorer.train.runs import Run
 
 st.set_page_config(page_title="Pre-train · BERT Explorer", layout="wide")
 intro("Pre-train a BERT", """
@@ -117,12 +117,8 @@ if st.button("Start pre-training", type="primary", key="pt_start", disabled=bool
             path.write_bytes(upload[1])
             config["corpus"] = str(path.resolve())
             config["held_out_fraction"] = rv.held_out_fraction(corpus_facts.get("documents", 0))
-        try:
-            start_background("pretrain", config, run_dir)
-            st.session_state["pt_watch"] = rv.rel_name(Run(run_dir), root)  # watch it below
-            st.success(f"Started {run_dir.name}.")
-        except RuntimeError as e:
-            st.error(str(e))
+        if rv.launch("pretrain", config, run_dir, remember=("pt_watch", rv.rel_name(Run(run_dir), root))):
+            st.success(f"Started {run_dir.name}.")  # and watched below
 
 # ----- 2. watch a run ---------------------------------------------------------------------------
 st.subheader("2. Watch a run")
@@ -145,11 +141,8 @@ elif status.get("state") in ("stopped", "crashed", "failed", "finished"):
                              key=f"pt_resume_to_{run.name}")
     if b1.button("Resume", key="pt_resume", disabled=int(target) <= int(status.get("step") or 0),
                  help="Continues from the last checkpoint (optimiser, schedule and data position included)."):
-        try:
-            start_background("pretrain", {**cfg, "max_steps": int(target)}, run.path, resume=True)
+        if rv.launch("pretrain", {**cfg, "max_steps": int(target)}, run.path, resume=True):
             st.rerun()
-        except RuntimeError as e:
-            st.error(str(e))
 
 ckpts = run.checkpoints()
 if ckpts:

@@ -9,8 +9,8 @@ from bert_explorer.app.state import model_picker
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.data.tasks import BUILTIN_TASKS, TASKS
-from bert_explorer.train.finetune import FEATURE_MODES
-from bert_explorer.train.runs import Run, start_background
+from bert_explorer.train.finetune import FEATURE_MODES, ltr_problem
+from bert_explorer.train.runs import Run
 
 st.set_page_config(page_title="Fine-tune · BERT Explorer", layout="wide")
 intro("Fine-tune in one click", """
@@ -95,6 +95,15 @@ with st.expander("Advanced settings"):
     dev_fraction = a2.number_input("Dev fraction held out", 0.01, 0.5, 0.1, key="ft_dev_fraction")
     seed = a3.number_input("Seed", 0, 1_000_000, 0, key="ft_seed")
 
+if data is not None:
+    task_kind = data.task
+elif source == "Built-in dataset":
+    task_kind = BUILTIN_TASKS[builtin].task if builtin in BUILTIN_TASKS else builtin[5:]
+else:
+    task_kind = None
+if data_error is None and base and (why := ltr_problem(base, task_kind, mode)):
+    data_error = why
+    st.error(why)
 ready = data_error is None and bool(base)
 if not base:
     st.info("Choose the pre-trained model to start from in the sidebar.")
@@ -114,12 +123,8 @@ if st.button("Fine-tune", type="primary", key="ft_start", disabled=not ready):
               "features": features, "max_seq_length": int(max_len), "batch_size": int(batch), "lr": float(lr),
               "lr_grid": [5e-5, 3e-5, 2e-5] if grid else [], "epochs": float(epochs),
               "max_train_examples": int(max_train) or None, "dev_fraction": float(dev_fraction), "seed": int(seed)}
-    try:
-        start_background("finetune", config, run_dir)
-        st.session_state["ft_watch"] = rv.rel_name(Run(run_dir), root)  # show it below
-        st.success(f"Started {run_dir.name}.")
-    except RuntimeError as e:
-        st.error(str(e))
+    if rv.launch("finetune", config, run_dir, remember=("ft_watch", rv.rel_name(Run(run_dir), root))):
+        st.success(f"Started {run_dir.name}.")  # and shown below
 
 # ----- 3. the run -------------------------------------------------------------------------------------
 st.subheader("3. Run and dev results")

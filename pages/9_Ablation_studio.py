@@ -8,7 +8,7 @@ from bert_explorer.app.widgets import intro
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.experiments import grid, results
 from bert_explorer.experiments.runner import is_ablation, read_plan, read_results
-from bert_explorer.train.runs import ACTIVE_STATES, Run, start_background
+from bert_explorer.train.runs import ACTIVE_STATES, Run
 
 st.set_page_config(page_title="Ablation studio · BERT Explorer", layout="wide")
 intro("Ablation studio", """
@@ -102,12 +102,8 @@ elif recipe:
                 path = data / rv.safe_filename(upload.name)
                 path.write_bytes(upload.getvalue())
                 recipe["tasks"]["task"]["train"] = str(path.resolve())
-            try:
-                start_background("ablate", recipe, target)
-                st.session_state["abl_selected"] = folder
+            if rv.launch("ablate", recipe, target, remember=("abl_selected", folder)):
                 st.success(f"Started {folder}.")
-            except RuntimeError as e:
-                st.error(str(e))
 
 # ----- 2. ablation runs -----------------------------------------------------------------------------
 st.subheader("2. Ablation runs")
@@ -149,11 +145,8 @@ def progress_panel():
             run.request_stop()
     elif s.get("state") in ("stopped", "crashed", "failed") and plan:
         if st.button("Resume", key="abl_resume"):
-            try:
-                start_background("ablate", plan["recipe"], chosen, resume=True)
+            if rv.launch("ablate", plan["recipe"], chosen, resume=True):
                 st.rerun()
-            except RuntimeError as e:
-                st.error(str(e))
     if plan:
         rows = [{"cell": c["id"], "state": res.get(c["id"], {}).get("status") or
                  ("running" if c["id"] == s.get("current") else "pending"),

@@ -1,6 +1,7 @@
 """Fine-tuning each task end to end on tiny generated data: the loss falls, the dev metric
 beats chance, and transformers' BertFor* loads the exported model and predicts the same."""
 import json
+import shutil
 
 import pytest
 import torch
@@ -9,7 +10,7 @@ from bert_explorer import checkpoint
 from bert_explorer.data.tasks import make_tiny
 from bert_explorer.model import BertConfig, BertForPreTraining
 from bert_explorer.tokenizer import WordPieceTokenizer
-from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
+from bert_explorer.train.finetune import FinetuneConfig, ltr_problem, run_finetuning
 from bert_explorer.train.predict import Predictor
 
 transformers = pytest.importorskip("transformers")
@@ -121,3 +122,21 @@ def test_a_stop_request_ends_the_run_cleanly_with_a_saved_model(base_model, tmp_
     assert not run.stop_requested()  # the request is used up
     assert not [m for m in run.metrics() if m["split"] == "train"]  # no step was taken
     assert (run.path / "model" / "model.safetensors").exists() and "accuracy" in result["dev"]
+
+
+def test_a_left_to_right_checkpoint_is_not_fine_tuned_through_cls(base_model, tmp_path):
+    """Under a causal mask [CLS] sees only itself (Section 5.1's LTR model), so a [CLS] head
+    cannot learn; the run is refused before anything is written."""
+    ltr = tmp_path / "ltr"
+    shutil.copytree(base_model, ltr)
+    cfg = json.loads((ltr / "config.json").read_text())
+    (ltr / "config.json").write_text(json.dumps({**cfg, "causal": True}))
+    for task in ("classification", "pair-classification", "regression", "multiple-choice"):
+        assert "left-to-right" in ltr_problem(str(ltr), task, "fine-tune")
+        assert ltr_problem(base_model, task, "fine-tune") is None
+    assert ltr_problem(str(ltr), "ner", "fine-tune") is None and ltr_problem(str(ltr), "qa", "fine-tune") is None
+    assert ltr_problem(str(ltr), "classification", "feature-based") is None
+    assert "feature-based" not in ltr_problem(str(ltr), "multiple-choice", "fine-tune")  # no BiLSTM head for it
+    with pytest.raises(ValueError, match="left-to-right"):
+        run_finetuning(FinetuneConfig(model=str(ltr), train="tiny:classification", epochs=1), tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -5,6 +5,9 @@ import csv
 import io
 import json
 import os
+import shutil
+import subprocess
+import threading
 import time
 
 import numpy as np
@@ -19,7 +22,8 @@ from bert_explorer.data.tasks import make_tiny
 from bert_explorer.model import BertConfig, BertForPreTraining
 from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
-from bert_explorer.train.runs import Run, delete, gpu_queue_applies, start_background
+from bert_explorer.train.runs import (Run, delete, gpu_queue_applies, kill, process_start,
+                                      start_background)
 
 TINY_PT = dict(corpus="tiny", size="tiny", vocab="train", vocab_size=300, batch_size=4, max_seq_length=48,
                log_every=1, eval_every=1000, eval_batches=2, seed=3, device="cpu")
@@ -255,6 +259,25 @@ def test_finetune_page_shows_one_sentence_for_a_bad_upload(runs_root, base_model
     assert not list(runs_root.iterdir())
 
 
+def test_finetune_page_refuses_cls_fine_tuning_of_a_left_to_right_model(runs_root, base_model, tmp_path):
+    ltr = tmp_path / "ltr"
+    shutil.copytree(base_model, ltr)
+    cfg = json.loads((ltr / "config.json").read_text())
+    (ltr / "config.json").write_text(json.dumps({**cfg, "causal": True}))
+    at = _page("7_Fine-tune.py", **_model_state(str(ltr)))
+    assert not at.exception  # "Upload a file" is chosen and nothing is uploaded yet
+    at.radio(key="ft_source").set_value("Built-in dataset").run()
+    at.selectbox(key="ft_builtin").set_value("tiny:classification").run()
+    assert not at.exception
+    assert len(at.error) == 1 and "left-to-right" in at.error[0].value and "feature-based" in at.error[0].value
+    assert at.button(key="ft_start").disabled
+    at.radio(key="ft_mode").set_value("feature-based").run()  # a BiLSTM reads every token: allowed
+    assert not at.exception and not at.error and not at.button(key="ft_start").disabled
+    at.radio(key="ft_mode").set_value("fine-tune")
+    at.selectbox(key="ft_builtin").set_value("tiny:ner").run()  # each token's label is read at that token
+    assert not at.error and not at.button(key="ft_start").disabled
+
+
 # ----- runs page ------------------------------------------------------------------------------------------
 def _fake_run(root, name, kind, state, metrics, pid=None, **status):
     run = Run(root / name).create({"size": "tiny"} if kind == "pretrain" else {"model": "x"}, kind)
@@ -326,6 +349,65 @@ def test_delete_refuses_a_live_run_and_non_runs(tmp_path):
     (tmp_path / "plain").mkdir()
     with pytest.raises(ValueError, match="not a run directory"):
         delete(Run(tmp_path / "plain"))
+
+
+def test_a_reused_pid_is_not_taken_for_the_run(tmp_path):
+    """A run that died leaves its pid behind; once the kernel gives that pid to another process,
+    the run must read "crashed" and Stop must not signal the stranger."""
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        run = Run(tmp_path / "r").create({}, "pretrain")
+        run.write_status(state="running", pid=stranger.pid)
+        start = run.status()["pid_start"]
+        # it is the start time (clock ticks since boot), not some other field of /proc/PID/stat
+        boot = time.time() - float(open("/proc/uptime").read().split()[0])
+        assert abs(boot + start / os.sysconf("SC_CLK_TCK") - time.time()) < 5
+        assert start != process_start(os.getpid()) and run.is_active()
+        # the same pid, but the process the run recorded started at another moment
+        status = json.loads((run.path / "status.json").read_text())
+        (run.path / "status.json").write_text(json.dumps({**status, "pid_start": status["pid_start"] - 1}))
+        assert run.status()["state"] == "crashed" and not run.is_active()
+        kill(run)
+        time.sleep(0.2)
+        assert stranger.poll() is None  # still running: not ours to stop
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_two_starts_on_one_directory_at_once_launch_one_process(tmp_path):
+    """Two tabs pressing Start on the same run folder at the same instant."""
+    barrier = threading.Barrier(2)
+    outcomes = []
+
+    def press_start():
+        barrier.wait()
+        try:
+            outcomes.append(start_background("pretrain", {**TINY_PT, "max_steps": 2000}, tmp_path / "same"))
+        except RuntimeError as e:
+            outcomes.append(e)
+
+    threads = [threading.Thread(target=press_start) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            t.join(timeout=120)
+        runs = [o for o in outcomes if isinstance(o, Run)]
+        errors = [o for o in outcomes if isinstance(o, RuntimeError)]
+        assert len(runs) == 1 and len(errors) == 1, outcomes
+        assert "already" in str(errors[0]) and "choose another directory" in str(errors[0])
+        run = runs[0]
+        deadline = time.time() + 120
+        while time.time() < deadline and run.status().get("step", 0) < 3:
+            time.sleep(0.2)
+        status = run.status()  # the launcher exec'd into the trainer: same pid, same start time
+        assert status["state"] == "running" and status["pid_start"] == process_start(status["pid"])
+    finally:
+        Run(tmp_path / "same").request_stop()
+    assert run.wait(timeout=120)["state"] == "stopped"
+    steps = [m["step"] for m in run.metrics() if m["split"] == "train"]
+    assert len(steps) >= 3 and steps == list(range(1, len(steps) + 1))  # one trainer wrote them
 
 
 # ----- the GPU queue -------------------------------------------------------------------------------------

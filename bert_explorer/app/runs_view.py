@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 import statistics
 import tempfile
 import time
@@ -24,8 +23,9 @@ import plotly.express as px
 import streamlit as st
 import torch
 
-from ..train.runs import ACTIVE_STATES, Run
-from ..data.uploads import safe_filename, slug  # noqa: F401  (the pages use them through here)
+from ..train.runs import ACTIVE_STATES, Run, start_background
+from ..data.corpus_upload import check_corpus_upload, held_out_fraction  # noqa: F401  (pages use them here)
+from ..data.uploads import safe_filename, slug, table_columns  # noqa: F401  (the pages use them through here)
 from .state import runs_root
 
 
@@ -69,6 +69,21 @@ def find_runs(root: Path | None = None, kind: str | None = None, depth: int = 3)
     if kind:
         found = [r for r in found if run_kind(r) == kind]
     return sorted(found, key=lambda r: r.status().get("created", 0), reverse=True)
+
+
+def launch(kind: str, config: dict, run_dir: Path, *, resume: bool = False,
+           remember: tuple[str, str] | None = None) -> bool:
+    """Start a background run from a page. When the run directory is busy, the page shows the
+    one-sentence reason and keeps going; ``remember`` = (session key, value) is set on success
+    (e.g. which run the page should show next)."""
+    try:
+        start_background(kind, config, run_dir, resume=resume)
+    except RuntimeError as e:
+        st.error(str(e))
+        return False
+    if remember:
+        st.session_state[remember[0]] = remember[1]
+    return True
 
 
 def pick_run(label: str, runs: list[Run], key: str, root: Path | None = None) -> Run:
@@ -331,82 +346,6 @@ def uploaded_file(label: str, key: str, types: list[str] | None = None, help: st
         name, data = injected
         return str(name), bytes(data)
     return None
-
-
-_MAGIC = ((b"PK\x03\x04", "a ZIP archive or an Office document"), (b"\x1f\x8b", "a gzip archive"),
-          (b"%PDF", "a PDF document"), (b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
-          (b"\xd0\xcf\x11\xe0", "an old Office document"), (b"BZh", "a bzip2 archive"))
-
-
-def check_corpus_upload(name: str, data: bytes, objective: str = "mlm+nsp") -> tuple[str | None, dict]:
-    """(one-sentence error or None, facts about the text) for an uploaded pre-training corpus.
-
-    The text must be UTF-8 and hold separate documents: next-sentence prediction draws its
-    random sentence B from *another* document and needs two held-out documents to evaluate."""
-    from ..data.corpora import load_corpus
-
-    if not data:
-        return f"{name} is empty (0 bytes); upload a UTF-8 text file with your documents.", {}
-    for magic, what in _MAGIC:
-        if data.startswith(magic):
-            return f"{name} is a binary file ({what}), not text; upload plain UTF-8 text (.txt).", {}
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return f"{name} is UTF-16 text; save it as UTF-8 and upload it again.", {}
-    if b"\x00" in data[:8192]:
-        return f"{name} is a binary file (it contains NUL bytes), not text; upload plain UTF-8 text (.txt).", {}
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        return (f"{name} is not valid UTF-8 (the first bad byte is on line {line}); save it as UTF-8 and upload "
-                f"it again.", {})
-    if not text.strip():
-        return f"{name} holds only white space; upload a file with your documents.", {}
-    with tempfile.TemporaryDirectory() as d:
-        p = Path(d) / "corpus.txt"
-        p.write_text(text, encoding="utf-8")
-        docs = load_corpus(p)
-    need = 4 if objective == "mlm+nsp" else 2
-    facts = {"documents": len(docs), "sentences": sum(len(d) for d in docs),
-             "words": sum(len(s.split()) for d in docs for s in d)}
-    if len(docs) < need:
-        why = "next-sentence prediction needs" if need == 4 else "a run needs"
-        return (f"{name} holds {len(docs)} document{'s' if len(docs) != 1 else ''}, but {why} at least {need} "
-                f"(some to train on, some held out); separate documents with a blank line in a one-sentence-per-"
-                f"line file, or with two blank lines in prose.", facts)
-    return None, facts
-
-
-def held_out_fraction(n_docs: int, default: float = 0.05) -> float:
-    """The share of documents kept for evaluation: the default 5 %, raised to two documents
-    (an NSP evaluation needs two) when at least two are left to train on; with fewer than
-    four documents one is held out. Always below 1, so training never gets nothing."""
-    if n_docs < 2:
-        return default
-    held = 2 if n_docs >= 4 else 1
-    return max(default, held / n_docs) if round(n_docs * default) < held else default
-
-
-def table_columns(data: bytes) -> list[str] | None:
-    """The column names of a CSV/TSV/JSONL upload (first line), or None for other formats."""
-    import csv
-
-    text = data[:65536].decode("utf-8-sig", errors="replace")
-    first = next((ln for ln in text.splitlines() if ln.strip()), "")
-    if first.lstrip().startswith("{"):
-        try:
-            rec = json.loads(first)
-        except json.JSONDecodeError:
-            return None
-        return [str(k) for k in rec] if isinstance(rec, dict) and "data" not in rec else None
-    counts = {d: first.count(d) for d in ("\t", ",", ";", "|")}
-    delim = max(counts, key=counts.get)
-    if not counts[delim]:
-        return None
-    cols = [c.strip() for c in next(csv.reader([first], delimiter=delim))]
-    if len(cols) < 2 or any(re.fullmatch(r"O|[BIESLU]-\S+", c) for c in cols):
-        return None  # CoNLL lines (token, tag) are not a header
-    return cols
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading the file…")

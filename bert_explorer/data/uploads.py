@@ -940,8 +940,8 @@ class _Reader:
             if len(tokens) != len(tags):
                 raise self.error(where, f"has {len(tokens)} tokens but {len(tags)} tags; give one tag per token")
             if tags and all(isinstance(t, int) for t in tags):
-                raise self.error(where, f"has tag numbers instead of tag names; write the tags as strings such as "
-                                        f"\"B-PER\" (the names of Hugging Face's ClassLabel feature)")
+                raise self.error(where, "has tag numbers instead of tag names; write the tags as strings such as "
+                                        "\"B-PER\" (the names of Hugging Face's ClassLabel feature)")
             if tokens:
                 sentences.append(([str(t) for t in tokens], tags, [(line, tag_col)] * len(tags)))
         examples = self._check_bio(sentences)
@@ -1021,3 +1021,23 @@ def safe_filename(name: str) -> str:
     stem, ext = (stem, ext) if dot else (base, "")
     clean = slug(stem) + (f".{slug(ext, 10)}" if ext else "")
     return clean if clean not in ("", ".", "..") else "upload"
+
+
+def table_columns(data: bytes) -> list[str] | None:
+    """The column names of a CSV/TSV/JSONL upload (first line), or None for other formats."""
+    text = data[:65536].decode("utf-8-sig", errors="replace")
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    if first.lstrip().startswith("{"):
+        try:
+            rec = json.loads(first)
+        except json.JSONDecodeError:
+            return None
+        return [str(k) for k in rec] if isinstance(rec, dict) and "data" not in rec else None
+    counts = {d: first.count(d) for d in ("\t", ",", ";", "|")}
+    delim = max(counts, key=counts.get)
+    if not counts[delim]:
+        return None
+    cols = [c.strip() for c in next(csv.reader([first], delimiter=delim))]
+    if len(cols) < 2 or any(re.fullmatch(r"O|[BIESLU]-\S+", c) for c in cols):
+        return None  # CoNLL lines (token, tag) are not a header
+    return cols

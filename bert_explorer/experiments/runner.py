@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..train.runs import Run, pid_alive
+from ..train.runs import ACTIVE_STATES, Run
 from . import grid
 
 PAIR_DEFAULTS = {"n_train": 2000, "n_dev": 500}
@@ -199,8 +199,8 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
     if plan is not None and not resume:
         raise ValueError(f"{abl} already holds an ablation; pass --resume to continue it or choose a new --output")
     st = run.status()
-    if st.get("state") in ("starting", "queued", "running") and st.get("pid") not in (None, os.getpid()) \
-            and pid_alive(st.get("pid")):
+    # status() already calls a run whose process is gone (or whose pid was reused) "crashed"
+    if st.get("state") in ACTIVE_STATES and st.get("pid") not in (None, os.getpid()):
         raise ValueError(f"{abl} is being run by process {st['pid']}; stop it first")
     if plan is None:
         if recipe is None:

@@ -232,12 +232,38 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
     return model, loaded.tokenizer, history[-1], time.time() - t0
 
 
+# Tasks whose head reads the pooled [CLS]; token-level heads (NER, QA spans) read each token.
+CLS_TASKS = ("classification", "pair-classification", "regression", "multiple-choice")
+
+
+def ltr_problem(model: str | Path, task: str | None, mode: str) -> str | None:
+    """One sentence when ``model`` is a left-to-right (causal) checkpoint that would be
+    fine-tuned through [CLS] on ``task``: under a causal mask the first token sees only itself,
+    so such a run cannot learn. None when the pair is fine (or the model cannot be read here)."""
+    if mode != "fine-tune" or task not in CLS_TASKS or str(model).startswith("hf:"):
+        return None
+    try:
+        causal = json.loads((checkpoint.resolve(model) / "config.json").read_text()).get("causal", False)
+    except (checkpoint.CheckpointError, OSError, ValueError):
+        return None
+    if not causal:
+        return None
+    what = (f"{Path(str(model)).name} is a left-to-right (LTR) model: under its causal mask [CLS] sees only "
+            f"itself, so {task} fine-tuning through [CLS] cannot learn")
+    if task == "multiple-choice":
+        return f"{what}; choose a bidirectional checkpoint."
+    return (f"{what}; choose the feature-based mode (its BiLSTM reads every token), a bidirectional checkpoint, "
+            f"or the Ablation studio's LTR rows (they read the last token).")
+
+
 def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
     run = Run(run_dir)
     if (run.path / "metrics.json").exists() or (run.path / "model").exists():
         raise ValueError(f"{run.path} already holds a finished fine-tuning run; choose a new --output")
     # Read and check the data before anything is written: a bad file leaves no half-made run.
     train, dev = read_data(cfg)
+    if why := ltr_problem(cfg.model, train.task, cfg.mode):
+        raise ValueError(why)
     label_names = label_names_of(train)
     run.create(asdict(cfg), "finetune")
     run.write_status(state="running", pid=os.getpid(), started=time.time())

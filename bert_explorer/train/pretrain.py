@@ -277,7 +277,6 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
             find_unused_parameters=cfg.objective != "mlm+nsp")
     model.train()
 
-    per_step = cfg.batch_size * cfg.grad_accum * dev.world_size
     flops_tok = model_flops_per_token(model, cfg.max_seq_length, masking.mlm_probability)
     if dev.is_main:
         run.write_status(state="running", pid=os.getpid(), step=start_step, max_steps=cfg.max_steps,

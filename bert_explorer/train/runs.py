@@ -8,6 +8,7 @@
       checkpoints/step-N/  transformers-compatible checkpoints; the newest also holds
                            training_state.pt (optimiser, schedule, RNG, data position) to resume
       STOP                 present = "please stop cleanly at the next step"
+      .start.lock          held while a run is being started or deleted (see start_background)
 
 Every run has its own directory, so two runs never write the same file. A directory that a
 live process is still using is refused by :func:`start_background`. On one GPU, background
@@ -23,6 +24,7 @@ written to a temporary directory and renamed into place.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -68,6 +70,28 @@ def pid_alive(pid: int | None) -> bool:
         return True
 
 
+def process_start(pid: int | None) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22), or None
+    where there is no /proc. A pid is reused by the kernel once its process is gone; the pair
+    (pid, start) names one process for good, and ``exec`` keeps both."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_alive(pid: int | None, start: int | None = None) -> bool:
+    """Is the process that was ``pid`` when it started at ``start`` still running? Without a
+    recorded start (or without /proc) this is :func:`pid_alive`."""
+    if not pid_alive(pid):
+        return False
+    now = process_start(pid) if start is not None else None
+    return start is None or now is None or now == start
+
+
 class Run:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -94,14 +118,15 @@ class Run:
             status = json.loads(p.read_text())
         except (FileNotFoundError, json.JSONDecodeError):
             return {"state": "unknown"}
-        if status.get("state") in ACTIVE_STATES and status.get("pid") and not pid_alive(status["pid"]):
+        if (status.get("state") in ACTIVE_STATES and status.get("pid")
+                and not process_alive(status["pid"], status.get("pid_start"))):
             status["state"] = "crashed"  # the process died without saying so: resumable
         return status
 
     def is_active(self) -> bool:
         """A live process is (or will soon be) working in this directory."""
         s = self.status()
-        return s.get("state") in ACTIVE_STATES and pid_alive(s.get("pid"))
+        return s.get("state") in ACTIVE_STATES and process_alive(s.get("pid"), s.get("pid_start"))
 
     def write_status(self, **fields) -> None:
         p = self.path / "status.json"
@@ -111,6 +136,8 @@ class Run:
                 current = json.loads(p.read_text())
             except json.JSONDecodeError:
                 pass
+        if "pid" in fields:  # remember which process this pid is, in case it is later reused
+            fields = {**fields, "pid_start": process_start(fields["pid"])}
         current.update(fields, updated=time.time())
         _write_json_atomic(p, current)
 
@@ -213,10 +240,32 @@ def start_background(kind: str, config: dict, run_dir: str | Path, resume: bool 
     until it exits. The runs root is the run directory's parent; runs kept deeper (the cells of
     an ablation grid) pass ``gpu_lock`` to share the one lock of the GPU."""
     run = Run(run_dir)
-    if run.is_active():
-        s = run.status()
-        raise RuntimeError(f"{run.path} is already {s.get('state')} (pid {s.get('pid')}); stop that run first or "
-                           f"choose another directory")
+    run.path.mkdir(parents=True, exist_ok=True)
+    # The check and the launch happen under the run's own lock, so two tabs pressing Start on
+    # one directory at the same instant launch one process, and the other is told why.
+    with _start_lock(run):
+        if run.is_active():
+            s = run.status()
+            raise RuntimeError(f"{run.path} is already {s.get('state')} (pid {s.get('pid')}); stop that run "
+                               f"first or choose another directory")
+        return _launch_background(run, kind, config, resume, gpu_queue, gpu_lock)
+
+
+@contextlib.contextmanager
+def _start_lock(run: Run):
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    fd = os.open(run.path / ".start.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _launch_background(run: Run, kind: str, config: dict, resume: bool, gpu_queue: bool | None,
+                       gpu_lock: str | Path | None) -> Run:
     run.create(config, kind)
     run.clear_stop()
     run.write_status(state="starting", pid=None, kind=kind, error=None)
@@ -236,7 +285,10 @@ def start_background(kind: str, config: dict, run_dir: str | Path, resume: bool 
     while run.status().get("pid") != proc.pid and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
     if run.status().get("pid") != proc.pid:
-        run.write_status(state="failed", pid=proc.pid, error="the background process did not start; see log.txt")
+        if proc.poll() is None:  # too slow to start: end it, so it cannot begin training after "failed"
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+        run.write_status(state="failed", pid=None, error="the background process did not start; see log.txt")
     return run
 
 
@@ -309,18 +361,22 @@ def wait_for_gpu(run: Run, lock_path: Path, poll: float = 0.5) -> int | None:
 
 def kill(run: Run) -> None:
     """Hard stop (the clean way is request_stop); the last checkpoint stays intact."""
-    pid = run.status().get("pid")
-    if pid_alive(pid):
+    s = run.status()
+    pid = s.get("pid")
+    # a pid whose process ended may already belong to another one: only ours is signalled
+    if s.get("state") in ACTIVE_STATES and process_alive(pid, s.get("pid_start")):
         os.killpg(os.getpgid(pid), signal.SIGTERM)
 
 
 def delete(run: Run) -> None:
-    """Remove a run directory; a run that a live process is working in is refused."""
-    if run.is_active():
-        raise RuntimeError(f"{run.name} is {run.status().get('state')}; stop it before deleting it")
+    """Remove a run directory; a run that a live process is working in (or that is being
+    started at this moment) is refused."""
     if not (run.path / "status.json").is_file() and not (run.path / "config.json").is_file():
         raise ValueError(f"{run.path} is not a run directory (no status.json or config.json)")
-    shutil.rmtree(run.path)
+    with _start_lock(run):
+        if run.is_active():
+            raise RuntimeError(f"{run.name} is {run.status().get('state')}; stop it before deleting it")
+        shutil.rmtree(run.path)
 
 
 def list_runs(root: str | Path) -> list[Run]:

@@ -1,0 +1,63 @@
+"""Checking a pre-training corpus that someone uploads, before a run is started on it.
+
+:func:`check_corpus_upload` says in one sentence what is wrong with the bytes (empty, binary,
+UTF-16, not UTF-8, too few documents for the objective) or returns facts about the text;
+:func:`held_out_fraction` picks the share of documents kept for evaluation so that both sides
+of the split get documents."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from .corpora import load_corpus
+
+_MAGIC = ((b"PK\x03\x04", "a ZIP archive or an Office document"), (b"\x1f\x8b", "a gzip archive"),
+          (b"%PDF", "a PDF document"), (b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
+          (b"\xd0\xcf\x11\xe0", "an old Office document"), (b"BZh", "a bzip2 archive"))
+
+
+def check_corpus_upload(name: str, data: bytes, objective: str = "mlm+nsp") -> tuple[str | None, dict]:
+    """(one-sentence error or None, facts about the text) for an uploaded pre-training corpus.
+
+    The text must be UTF-8 and hold separate documents: next-sentence prediction draws its
+    random sentence B from *another* document and needs two held-out documents to evaluate."""
+    if not data:
+        return f"{name} is empty (0 bytes); upload a UTF-8 text file with your documents.", {}
+    for magic, what in _MAGIC:
+        if data.startswith(magic):
+            return f"{name} is a binary file ({what}), not text; upload plain UTF-8 text (.txt).", {}
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return f"{name} is UTF-16 text; save it as UTF-8 and upload it again.", {}
+    if b"\x00" in data[:8192]:
+        return f"{name} is a binary file (it contains NUL bytes), not text; upload plain UTF-8 text (.txt).", {}
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        return (f"{name} is not valid UTF-8 (the first bad byte is on line {line}); save it as UTF-8 and upload "
+                f"it again.", {})
+    if not text.strip():
+        return f"{name} holds only white space; upload a file with your documents.", {}
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "corpus.txt"
+        p.write_text(text, encoding="utf-8")
+        docs = load_corpus(p)
+    need = 4 if objective == "mlm+nsp" else 2
+    facts = {"documents": len(docs), "sentences": sum(len(d) for d in docs),
+             "words": sum(len(s.split()) for d in docs for s in d)}
+    if len(docs) < need:
+        why = "next-sentence prediction needs" if need == 4 else "a run needs"
+        return (f"{name} holds {len(docs)} document{'s' if len(docs) != 1 else ''}, but {why} at least {need} "
+                f"(some to train on, some held out); separate documents with a blank line in a one-sentence-per-"
+                f"line file, or with two blank lines in prose.", facts)
+    return None, facts
+
+
+def held_out_fraction(n_docs: int, default: float = 0.05) -> float:
+    """The share of documents kept for evaluation: the default 5 %, raised to two documents
+    (an NSP evaluation needs two) when at least two are left to train on; with fewer than
+    four documents one is held out. Always below 1, so training never gets nothing."""
+    if n_docs < 2:
+        return default
+    held = 2 if n_docs >= 4 else 1
+    return max(default, held / n_docs) if round(n_docs * default) < held else default
