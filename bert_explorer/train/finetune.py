@@ -191,6 +191,7 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
     pad = loaded.tokenizer.pad_id
     scaler = dev_obj.grad_scaler()  # fp16 GPUs scale the loss so small gradients survive
     step, history = 0, []
+    log_every = max(1, min(10, total // 20))  # a short run still draws a loss curve, not a dot
     model.train()
     t0 = time.time()
     epoch = 0
@@ -213,7 +214,7 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             step += 1
-            if step % 10 == 0 or step == total:
+            if step % log_every == 0 or step == total:
                 rec = {"step": step, "split": "train", "lr_setting": lr, "loss": round(loss.item(), 5),
                        "lr": scheduler.get_last_lr()[0], "time": time.time()}
                 run.log_metrics(rec)
