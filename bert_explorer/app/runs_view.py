@@ -23,7 +23,7 @@ import plotly.express as px
 import streamlit as st
 import torch
 
-from ..train.runs import ACTIVE_STATES, Run, start_background
+from ..train.runs import ACTIVE_STATES, Run, background_env, start_background
 from ..data.corpus_upload import check_corpus_upload, held_out_fraction  # noqa: F401  (pages use them here)
 from ..data.uploads import safe_filename, slug, table_columns  # noqa: F401  (the pages use them through here)
 from .state import runs_root
@@ -499,9 +499,14 @@ def stated_throughput() -> tuple[float, str]:
         return 40e12, f"stated: 40 TFLOP/s, a rough figure for a recent GPU ({name} has no peak in our table)"
     if device_key() == "mps":
         return 2e12, "stated: about 2 TFLOP/s, a rough figure for an Apple GPU"
-    threads = max(1, torch.get_num_threads())
-    return 40e9 * threads, (f"stated: about 40 GFLOP/s per CPU core ({threads} threads), measured for the mini "
-                            f"preset on a 2-core CPU (3,700 tokens/s); small models reach less, larger ones more")
+    try:  # the threads a background run will get (cores - 1), not the app's own
+        threads = max(1, int(background_env()["OMP_NUM_THREADS"]))
+    except ValueError:
+        threads = max(1, torch.get_num_threads())
+    plural = "s" if threads != 1 else ""
+    return 40e9 * threads, (f"stated: about 40 GFLOP/s per CPU core ({threads} thread{plural} for a background "
+                            f"run), measured for the mini preset on a 2-core CPU (3,700 tokens/s); small models "
+                            f"reach less, larger ones more")
 
 
 def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int = 128, vocab_size: int = 8000,
