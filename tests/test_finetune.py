@@ -140,3 +140,24 @@ def test_a_left_to_right_checkpoint_is_not_fine_tuned_through_cls(base_model, tm
     with pytest.raises(ValueError, match="left-to-right"):
         run_finetuning(FinetuneConfig(model=str(ltr), train="tiny:classification", epochs=1), tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_an_ltr_fine_tuning_stops_cleanly_on_request(base_model, tmp_path):
+    """The LTR head's own loop (Table 5 rows) honours a stop like ordinary fine-tuning: it
+    evaluates the model as it is and says it stopped."""
+    from bert_explorer.experiments.ltr import run_ltr_finetuning
+    from bert_explorer.train.runs import Run
+
+    ltr = tmp_path / "ltr"
+    shutil.copytree(base_model, ltr)
+    cfg = json.loads((ltr / "config.json").read_text())
+    (ltr / "config.json").write_text(json.dumps({**cfg, "causal": True}))
+    run = Run(tmp_path / "run")
+    run.path.mkdir()
+    run.request_stop()
+    result = run_ltr_finetuning(FinetuneConfig(model=str(ltr), train="tiny:classification", epochs=3,
+                                               device="cpu"), run.path)
+    assert result["stopped_at_step"] == 0 and 0 <= result["dev"]["accuracy"] <= 1
+    assert run.status()["state"] == "stopped"
+    assert not [m for m in run.metrics() if m["split"] == "train"]
+    assert [m["epoch"] for m in run.metrics() if m["split"] == "dev"] == [1]

@@ -114,7 +114,8 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
         scheduler = linear_warmup_decay(optimizer, int(cfg.warmup_fraction * total), total)
         pad = tok.pad_id
         run.log(f"{train.task}: {len(train.examples)} train / {len(dev.examples)} dev, LTR head {head}")
-        step, epoch, t0, ev = 0, 0, time.time(), {}
+        scaler = dev_obj.grad_scaler()  # fp16 GPUs scale the loss so small gradients survive
+        step, epoch, t0, ev, stopped = 0, 0, time.time(), {}, False
         while step < total:
             order = list(range(len(train_feats)))
             random.Random(cfg.seed * 1000 + epoch).shuffle(order)
@@ -122,14 +123,20 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
             for i in range(0, len(order), cfg.batch_size):
                 if step >= total:
                     break
+                if run.stop_requested():  # a clean stop: evaluate the model as it is now
+                    run.log(f"stop requested at step {step} of {total}")
+                    total, stopped = step, True
+                    break
                 batch = {k: v.to(dev_obj.device) for k, v in
                          collate([train_feats[j] for j in order[i:i + cfg.batch_size]], pad, train.task).items()}
                 with dev_obj.autocast():
                     logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
                 loss = _loss(train.task, logits, batch["labels"])
-                loss.backward()
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
+                scaler.step(optimizer)
+                scaler.update()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 step += 1
@@ -145,9 +152,9 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
         result = {"task": train.task, "mode": "fine-tune", "ltr_head": head, "lr": cfg.lr, "dev": ev,
                   "main_metric": main_metric(train.task), "train_examples": len(train.examples),
                   "dev_examples": len(dev.examples), "train_seconds": round(time.time() - t0, 1),
-                  "label_names": label_names}
+                  "label_names": label_names, "stopped_at_step": step if stopped else None}
         (run.path / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
-        run.write_status(state="finished", finished=time.time(), dev=ev)
+        run.write_status(state="stopped" if stopped else "finished", finished=time.time(), dev=ev)
         return result
     except BaseException as e:
         run.write_status(state="failed", error=str(e) or type(e).__name__)
