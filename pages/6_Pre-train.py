@@ -111,13 +111,13 @@ if st.button("Start pre-training", type="primary", key="pt_start", disabled=bool
                   "save_every": max(1, int(steps) // int(snapshots)),
                   "eval_every": max(1, int(steps) // int(evaluations)), "log_every": int(log_every),
                   "max_docs": int(max_docs) or None, "seed": int(seed), "device": device}
+        path = None
         if upload:  # the text lives in the run directory, so the run can be resumed and repeated
-            run_dir.mkdir(parents=True, exist_ok=True)
-            path = run_dir / "corpus.txt"
-            path.write_bytes(upload[1])
+            path = rv.store_upload(run_dir, "corpus.txt", upload[1])
             config["corpus"] = str(path.resolve())
             config["held_out_fraction"] = rv.held_out_fraction(corpus_facts.get("documents", 0))
-        if rv.launch("pretrain", config, run_dir, remember=("pt_watch", rv.rel_name(Run(run_dir), root))):
+        if rv.launch("pretrain", config, run_dir, remember=("pt_watch", rv.rel_name(Run(run_dir), root)),
+                     upload=path):
             st.success(f"Started {run_dir.name}.")  # and watched below
 
 # ----- 2. watch a run ---------------------------------------------------------------------------

@@ -96,13 +96,11 @@ elif recipe:
         if (target / "plan.json").exists():
             st.error(f"{target} already holds an ablation; choose another name.")
         else:
+            path = None
             if upload is not None:
-                data = target / "data"
-                data.mkdir(parents=True, exist_ok=True)
-                path = data / rv.safe_filename(upload.name)
-                path.write_bytes(upload.getvalue())
+                path = rv.store_upload(target / "data", upload.name, upload.getvalue())
                 recipe["tasks"]["task"]["train"] = str(path.resolve())
-            if rv.launch("ablate", recipe, target, remember=("abl_selected", folder)):
+            if rv.launch("ablate", recipe, target, remember=("abl_selected", folder), upload=path):
                 st.success(f"Started {folder}.")
 
 # ----- 2. ablation runs -----------------------------------------------------------------------------

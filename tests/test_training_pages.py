@@ -539,3 +539,17 @@ def test_sidebar_lists_run_checkpoints_newest_first_and_skips_odd_folders(tmp_pa
     (nested / "config.json").write_text("{}")
     found = [str(__import__("pathlib").Path(p).relative_to(tmp_path)) for p in run_checkpoints(tmp_path)]
     assert found == ["abl/pretrain/k1/checkpoints/step-3", "runA/checkpoints/step-20", "runA/checkpoints/step-5"]
+
+
+def test_uploads_are_never_written_over_and_a_refused_start_takes_its_copy_back(tmp_path):
+    from bert_explorer.app import runs_view as rv
+
+    first = rv.store_upload(tmp_path / "run", "my corpus.txt", b"first")
+    second = rv.store_upload(tmp_path / "run", "my corpus.txt", b"second")
+    assert first != second and first.read_bytes() == b"first" and second.read_bytes() == b"second"
+    assert first.parent == second.parent == tmp_path / "run" and second.suffix == ".txt"
+    # the run directory is busy (a live process works in it): the start is refused, our copy removed
+    busy = Run(tmp_path / "run").create({}, "pretrain")
+    busy.write_status(state="running", pid=os.getpid())
+    assert rv.launch("pretrain", {**TINY_PT, "corpus": str(second)}, busy.path, upload=second) is False
+    assert not second.exists() and first.read_bytes() == b"first"

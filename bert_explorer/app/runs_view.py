@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -72,18 +73,39 @@ def find_runs(root: Path | None = None, kind: str | None = None, depth: int = 3)
 
 
 def launch(kind: str, config: dict, run_dir: Path, *, resume: bool = False,
-           remember: tuple[str, str] | None = None) -> bool:
+           remember: tuple[str, str] | None = None, upload: Path | None = None) -> bool:
     """Start a background run from a page. When the run directory is busy, the page shows the
-    one-sentence reason and keeps going; ``remember`` = (session key, value) is set on success
-    (e.g. which run the page should show next)."""
+    one-sentence reason and keeps going, and removes ``upload`` (the copy this attempt stored);
+    ``remember`` = (session key, value) is set on success (e.g. which run to show next)."""
     try:
         start_background(kind, config, run_dir, resume=resume)
     except RuntimeError as e:
+        if upload is not None:
+            upload.unlink(missing_ok=True)
         st.error(str(e))
         return False
     if remember:
         st.session_state[remember[0]] = remember[1]
     return True
+
+
+def store_upload(directory: Path, filename: str, data: bytes) -> Path:
+    """Write an upload into ``directory`` under its (cleaned) name, never over an existing file:
+    two tabs starting the same run at once each keep their own copy, and the one whose start
+    is refused removes its copy again (see :func:`launch`)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stem, dot, ext = safe_filename(filename).rpartition(".")
+    stem, ext = (stem, f".{ext}") if dot else (ext, "")
+    for i in range(1, 10_000):
+        path = directory / (f"{stem}{ext}" if i == 1 else f"{stem}-{i}{ext}")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return path
+    raise RuntimeError(f"{directory} holds too many uploads called {filename}; choose another run name")
 
 
 def pick_run(label: str, runs: list[Run], key: str, root: Path | None = None) -> Run:
