@@ -122,12 +122,8 @@ if st.button("Start pre-training", type="primary", key="pt_start", disabled=bool
 
 # ----- 2. watch a run ---------------------------------------------------------------------------
 st.subheader("2. Watch a run")
-runs = rv.find_runs(root, "pretrain")
-if not runs:
-    st.info(f"No pre-training runs under {root} yet: start one above.")
-    st.stop()
-run = rv.pick_run("Run", runs, "pt_watch", root)
-status = rv.run_panel(run, "pretrain", "pt")
+run, status = rv.watch_runs("pretrain", "pt_watch", "pt", root,
+                            f"No pre-training runs under {root} yet: start one above.")
 
 b1, b2, b3 = st.columns([1, 1, 2])
 if run.is_active():

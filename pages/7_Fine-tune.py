@@ -128,12 +128,7 @@ if st.button("Fine-tune", type="primary", key="ft_start", disabled=not ready):
 
 # ----- 3. the run -------------------------------------------------------------------------------------
 st.subheader("3. Run and dev results")
-runs = rv.find_runs(root, "finetune")
-if not runs:
-    st.info(f"No fine-tuning runs under {root} yet.")
-    st.stop()
-run = rv.pick_run("Run", runs, "ft_watch", root)
-status = rv.run_panel(run, "finetune", "ft")
+run, status = rv.watch_runs("finetune", "ft_watch", "ft", root, f"No fine-tuning runs under {root} yet.")
 if run.is_active() and st.button("Stop", key="ft_stop",
                                  help="Stops at the next step, then evaluates and saves the model as it is."):
     run.request_stop()  # a queued run leaves the GPU queue; a running one stops cleanly

@@ -108,6 +108,17 @@ def store_upload(directory: Path, filename: str, data: bytes) -> Path:
     raise RuntimeError(f"{directory} holds too many uploads called {filename}; choose another run name")
 
 
+def watch_runs(kind: str, key: str, prefix: str, root: Path, empty: str) -> tuple[Run, dict]:
+    """The page's "watch a run" block: pick one of the ``kind`` runs (the one in session key
+    ``key`` first) and show its live panel; with no run yet, say ``empty`` and end the page."""
+    runs = find_runs(root, kind)
+    if not runs:
+        st.info(empty)
+        st.stop()
+    run = pick_run("Run", runs, key, root)
+    return run, run_panel(run, kind, prefix)
+
+
 def pick_run(label: str, runs: list[Run], key: str, root: Path | None = None) -> Run:
     """A run chosen in a select box; ``st.session_state[key] = name`` before it is drawn (e.g.
     right after starting a run) selects that run, and a name that is gone (deleted) is forgotten."""

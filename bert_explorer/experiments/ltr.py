@@ -41,7 +41,7 @@ from ..train.feature_based import FeatureHead
 from ..train.featurize import collate, featurize
 from ..train.finetune import FinetuneConfig, evaluate, label_names_of, main_metric, read_data
 from ..train.device import pick_device
-from ..train.optim import linear_warmup_decay, param_groups
+from ..train.optim import apply_update, linear_warmup_decay, param_groups
 from ..train.runs import Run
 
 SEQUENCE_TASKS = ("classification", "pair-classification", "regression")
@@ -133,12 +133,7 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
                     logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
                 loss = _loss(train.task, logits, batch["labels"])
                 scaler.scale(loss).backward()
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                scaler.step(optimizer)
-                scaler.update()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
+                apply_update(model, optimizer, scheduler, scaler)
                 step += 1
                 if step % 10 == 0 or step == total:
                     run.log_metrics({"step": step, "split": "train", "loss": round(loss.item(), 5), "time": time.time()})

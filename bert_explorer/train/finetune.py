@@ -27,7 +27,7 @@ from ..data.tasks import TaskData, check_dev_labels, load_builtin, make_tiny, re
 from . import metrics as M
 from .device import pick_device
 from .featurize import (ARCHITECTURE, apply_null_threshold, collate, featurize, qa_predictions)
-from .optim import linear_warmup_decay, make_optimizer
+from .optim import apply_update, linear_warmup_decay, make_optimizer
 from .runs import Run
 
 FEATURE_MODES = ("embeddings", "last", "second-to-last", "sum-last-4", "concat-last-4", "sum-all")
@@ -207,12 +207,7 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
             with dev_obj.autocast():
                 loss = model(**batch).loss
             scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            apply_update(model, optimizer, scheduler, scaler)
             step += 1
             if step % log_every == 0 or step == total:
                 rec = {"step": step, "split": "train", "lr_setting": lr, "loss": round(loss.item(), 5),

@@ -34,3 +34,16 @@ def linear_warmup_decay(optimizer, warmup_steps: int, total_steps: int):
             return (step + 1) / max(1, warmup_steps)
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+def apply_update(model: nn.Module, optimizer, scheduler, scaler, clip_grad_norm: float = 1.0) -> float:
+    """One optimiser step after the (scaled) gradients are in: unscale, clip the global gradient
+    norm, step (the scaler skips steps whose fp16 gradients overflowed), advance the schedule,
+    clear the gradients. Returns the gradient norm before clipping."""
+    scaler.unscale_(optimizer)
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return grad_norm.item()

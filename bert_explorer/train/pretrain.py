@@ -27,7 +27,7 @@ from ..data.pretraining import MaskingConfig, collate, continuation_ids, create_
 from ..model import BertForPreTraining, preset
 from ..tokenizer import WordPieceTokenizer
 from .device import Device, pick_device
-from .optim import linear_warmup_decay, make_optimizer
+from .optim import apply_update, linear_warmup_decay, make_optimizer
 from .runs import Run
 
 OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
@@ -326,12 +326,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
                 v = getattr(out, k)
                 if v is not None:
                     losses[k] += v.item() / cfg.grad_accum
-        scaler.unscale_(optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_grad_norm).item()
-        scaler.step(optimizer)
-        scaler.update()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
+        grad_norm = apply_update(model, optimizer, scheduler, scaler, cfg.clip_grad_norm)
         step += 1
         if dev.device.type == "cuda":
             torch.cuda.synchronize()
