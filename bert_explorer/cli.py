@@ -74,6 +74,16 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_export_delta(args) -> int:
+    import torch
+
+    dtype = {"fp16": torch.float16, "fp32": torch.float32}[args.dtype]
+    result = checkpoint.save_delta(args.model, args.base, args.output, dtype)
+    print(f"wrote {args.output}: {result['stored']:,} parameters stored in {args.dtype}; borrowed from "
+          f"{args.base}: {', '.join(result['borrowed'])}", file=sys.stderr)
+    return 0
+
+
 def cmd_info(args) -> int:
     loaded = checkpoint.load(args.model)
     c = loaded.config
@@ -370,6 +380,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", required=True, help=model_help)
     s.add_argument("--output", required=True)
     s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("export-delta", help="write a model as a delta over an installed base model (only the "
+                                            "tensors that differ from it, as the shipped minilm-mlm-nsp)")
+    s.add_argument("--model", required=True, help=model_help)
+    s.add_argument("--base", default="minilm", help="short name of the installed base model")
+    s.add_argument("--output", required=True)
+    s.add_argument("--dtype", choices=("fp16", "fp32"), default="fp16", help="how the stored tensors are kept")
+    s.set_defaults(func=cmd_export_delta)
 
     s = sub.add_parser("pretrain", help="pre-train a BERT (MLM+NSP, MLM only or left-to-right) into a run directory")
     s.add_argument("--output", required=True, help="run directory (status.json, metrics.jsonl, checkpoints/)")

