@@ -13,7 +13,7 @@ Before any attention, BERT turns text into WordPieces and gives each one a vecto
 **token**, a **segment** (sentence A or B) and a **position** embedding, then a LayerNorm
 (Devlin et al. 2019, Section 3, "Input/Output Representations" and Figure 2). Below you see the
 pieces, the size of each part, how alike the learned positions are, a map of word vectors, and
-how one word's vector drifts away from itself as the layers add context.
+how alike one word's vector stays across sentences as the layers add context.
 """)
 
 ARCH = "BertForPreTraining"  # loads encoder-only checkpoints too (heads reported missing)
@@ -157,6 +157,6 @@ try:
     st.caption(("“" + res.word + "” is split into " + " ".join(res.context.pieces) + "; its vector is the average "
                 "of the pieces. " if split else "") +
                "At layer 0 the word knows only itself and its position: the same word at the same position "
-               "gives 1.0. Each layer mixes in the rest of the sentence, so the vectors drift apart.")
+               "gives 1.0. " + res.describe())
 except ValueError as e:
     st.info(str(e))

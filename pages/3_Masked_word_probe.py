@@ -22,7 +22,9 @@ if error:
     st.stop()
 
 text = st.text_input("Sentence (write [MASK] where a word is hidden)",
-                     "the government said the [MASK] would rise next year .", key="mlm_text")
+                     "British Airways blamed high [MASK] prices for a fall in its profits.", key="mlm_text",
+                     help="The example is a sentence of the check set, written from a news article that the "
+                          "default model never saw in pre-training.")
 words = text.split()
 if 0 < len(words) <= 80:
     # A new sentence gets a fresh set of buttons (the key follows the text).

@@ -3,7 +3,8 @@ import random
 import pandas as pd
 import streamlit as st
 
-from bert_explorer.analysis.probes import NSP_HEAD, nsp_probability
+from bert_explorer.analysis.check_set import load_check_set
+from bert_explorer.analysis.probes import NSP_HEAD, nsp_probability, nsp_table_summary
 from bert_explorer.app.state import load, model_picker
 from bert_explorer.app.widgets import intro, needs_head
 
@@ -30,11 +31,15 @@ if error:
 if not needs_head(loaded, NSP_HEAD, "judge whether B follows A"):
     st.stop()
 
-st.session_state.setdefault("nsp_a", "the match was played in heavy rain on saturday .")
-st.session_state.setdefault("nsp_b", "both teams struggled to keep the ball on the ground .")
+# The examples come from the hand-written check set: sentences from news and State of the Union
+# documents that the default model's pre-training held out (bench/check_set.json), taken in
+# their file order, not picked for a good score.
+examples = load_check_set()["nsp"]
+st.session_state.setdefault("nsp_a", examples[0]["a"])
+st.session_state.setdefault("nsp_b", examples[0]["b"])
 a = st.text_area("Sentence A", key="nsp_a", height=70)
 c1, c2 = st.columns([3, 1])
-corpus = c2.selectbox("Random B from", ["bbc", "wiki", "lee"], key="nsp_corpus")
+corpus = c2.selectbox("Random B from", ["bbc", "sotu", "vital", "wiki", "lee"], key="nsp_corpus")
 if c2.button("Draw a random B", key="nsp_draw"):
     st.session_state["nsp_b"] = random.choice(corpus_sentences(corpus))
 b = c1.text_area("Sentence B", key="nsp_b", height=70)
@@ -43,15 +48,22 @@ if a.strip() and b.strip():
     p = nsp_probability(loaded, [(a, b)])[0]["is_next"]
     st.metric("P(IsNext)", f"{p:.1%}", help="softmax of the NSP head; index 0 = IsNext")
     st.progress(p)
+    if (a, b) == (examples[0]["a"], examples[0]["b"]):
+        st.caption("This pair is two consecutive sentences of a held-out BBC article: a real IsNext pair. "
+                   f"This model {'agrees' if p > 0.5 else 'disagrees'} (P(IsNext) {'>' if p > 0.5 else '≤'} 0.5).")
 
 st.subheader("Score several pairs at once")
-st.caption("Edit the table: one pair per row. The real continuation should score higher than the swapped one.")
-default = pd.DataFrame({
-    "A": ["she opened the door .", "the bank raised interest rates .", "she opened the door ."],
-    "B": ["a cold wind blew into the room .", "borrowers will pay more each month .",
-          "borrowers will pay more each month ."]})
-table = st.data_editor(default, num_rows="dynamic", key="nsp_table", width="stretch")
-pairs = [(str(r.A), str(r.B)) for r in table.itertuples() if str(r.A).strip() and str(r.B).strip()]
-if pairs:
-    scored = pd.DataFrame(nsp_probability(loaded, pairs))[["a", "b", "is_next"]]
-    st.dataframe(scored.rename(columns={"a": "A", "b": "B", "is_next": "P(IsNext)"}), hide_index=True)
+st.caption("One pair per row; *real* marks a B that truly followed A in a held-out document, *random* a B "
+           "from another document (as in pre-training). Edit, add or delete rows.")
+default = pd.DataFrame({"A": [e["a"] for e in examples[1:4] + examples[15:18]],
+                        "B": [e["b"] for e in examples[1:4] + examples[15:18]],
+                        "pair": ["real" if e["is_next"] else "random" for e in examples[1:4] + examples[15:18]]})
+table = st.data_editor(default, num_rows="dynamic", key="nsp_table", width="stretch",
+                       column_config={"pair": st.column_config.SelectboxColumn(options=["real", "random", ""])})
+rows = [r for r in table.itertuples() if str(r.A).strip() and str(r.B).strip()]
+if rows:
+    scored = nsp_probability(loaded, [(str(r.A), str(r.B)) for r in rows])
+    frame = pd.DataFrame({"A": [r.A for r in rows], "B": [r.B for r in rows], "pair": [r.pair for r in rows],
+                          "P(IsNext)": [x["is_next"] for x in scored]})
+    st.dataframe(frame, hide_index=True)
+    st.caption(nsp_table_summary(frame["pair"].tolist(), frame["P(IsNext)"].tolist()))

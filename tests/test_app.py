@@ -15,8 +15,9 @@ def test_home_page_explains_bert_and_lists_minilm():
 def test_home_page_shows_corpus_provenance_and_licence():
     at = AppTest.from_file("../run_app.py", default_timeout=60).run()
     corpora = at.dataframe[1].value.set_index("name")
-    assert set(corpora.index) == {"bbc", "wiki", "lee"}
-    assert "CC BY-SA" in corpora.loc["wiki", "licence"]
+    assert set(corpora.index) == {"bbc", "sotu", "vital", "wiki", "lee"}
+    assert "CC BY-SA" in corpora.loc["wiki", "licence"] and "CC BY-SA 4.0" in corpora.loc["vital", "licence"]
+    assert "public domain" in corpora.loc["sotu", "licence"]
     assert "Greene" in corpora.loc["bbc", "source"]
 
 
@@ -73,7 +74,10 @@ def test_next_sentence_page_scores_pairs():
     at.text_area(key="nsp_b").set_value("penguins cannot fly but they swim very well .").run()
     assert not at.exception and at.metric[0].value != p1
     scored = at.dataframe[-1].value
-    assert len(scored) == 3 and scored["P(IsNext)"].between(0, 1).all()
+    assert len(scored) == 6 and scored["P(IsNext)"].between(0, 1).all()
+    # the caption reports what this model did with the labelled pairs, computed from the table
+    real = scored[scored["pair"] == "real"]["P(IsNext)"]
+    assert any(f"{(real > 0.5).sum()} of 3 real pairs get P(IsNext) > 0.5" in c.value for c in at.caption)
     at.button(key="nsp_draw").click().run()
     assert not at.exception
 

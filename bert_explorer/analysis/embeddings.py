@@ -346,6 +346,27 @@ class ContextSimilarity:
                 for (i, j), cs in zip(self.pairs, self.cosine) for layer, c in enumerate(cs)]
         return pd.DataFrame(rows)
 
+    def describe(self) -> str:
+        """What this model did, in one or two sentences computed from ``cosine``."""
+        first, last = self.cosine[:, 0].mean(), self.cosine[:, -1].mean()
+        L = self.cosine.shape[1] - 1
+        if last < first - 0.05:
+            trend = f"so in this model the vectors drift apart: the mean cosine falls from {first:.2f} at layer 0 " \
+                    f"to {last:.2f} at layer {L}."
+        elif last > first + 0.05:
+            trend = f"yet in this model the vectors grow more alike: the mean cosine rises from {first:.2f} at " \
+                    f"layer 0 to {last:.2f} at layer {L}."
+        else:
+            trend = f"yet in this model the vectors hardly move: the mean cosine is {first:.2f} at layer 0 and " \
+                    f"{last:.2f} at layer {L}."
+        p_lo, p_hi = int(self.cosine[:, -1].argmin()), int(self.cosine[:, -1].argmax())
+        text = "Each layer mixes in the rest of the sentence, " + trend
+        if len(self.pairs) > 1:
+            (i, j), (k, m) = self.pairs[p_hi], self.pairs[p_lo]
+            text += (f" At layer {L} the most alike pair is {i + 1} vs {j + 1} ({self.cosine[p_hi, -1]:.2f}), "
+                     f"the least alike {k + 1} vs {m + 1} ({self.cosine[p_lo, -1]:.2f}).")
+        return text
+
 
 def contextual_similarity(loaded: Loaded, word: str, sentences: list[str]) -> ContextSimilarity:
     """How alike is the same word in different sentences, layer by layer?

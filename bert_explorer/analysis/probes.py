@@ -54,6 +54,24 @@ def nsp_probability(loaded: Loaded, pairs: list[tuple[str, str]]) -> list[dict]:
             for (a, b), p in zip(pairs, probs)]
 
 
+def nsp_table_summary(kinds: list, p_is_next: list[float]) -> str:
+    """One sentence on what the model did with labelled pairs ("real" / "random"), computed."""
+    real = [p for k, p in zip(kinds, p_is_next) if k == "real"]
+    rand = [p for k, p in zip(kinds, p_is_next) if k == "random"]
+    parts = []
+    if real:
+        parts.append(f"{sum(p > 0.5 for p in real)} of {len(real)} real pairs get P(IsNext) > 0.5")
+    if rand:
+        parts.append(f"{sum(p <= 0.5 for p in rand)} of {len(rand)} random pairs get P(IsNext) ≤ 0.5")
+    if not parts:
+        return "Mark rows as real or random to see how often this model is right."
+    text = "This model: " + "; ".join(parts) + "."
+    if real and rand:
+        text += (f" Mean P(IsNext): {sum(real) / len(real):.2f} for real B, {sum(rand) / len(rand):.2f} "
+                 "for random B.")
+    return text
+
+
 def mlm_by_layer(loaded: Loaded, text: str, top_k: int = 3, text_b: str | None = None) -> list[dict]:
     """What each layer 'would predict' at the first [MASK]: the MLM head applied to every
     layer's hidden state (the "logit lens"). The head was trained on the last layer only, so

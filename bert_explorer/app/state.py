@@ -97,7 +97,7 @@ def _upload_checkpoint() -> str | None:
     return str(target)
 
 
-def model_picker(default: str = "explorer-mini") -> str:
+def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     """Sidebar: choose a model by short name, from a run, or by path; show what it is."""
     names = [n for n, (locate, _) in checkpoint.SHORT_NAMES.items() if locate() is not None]
     options = names + run_checkpoints() + uploaded_checkpoints() + ["a local directory…", "upload a checkpoint (.zip)…"]

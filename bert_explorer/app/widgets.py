@@ -16,8 +16,8 @@ def needs_head(loaded: Loaded, head: str, what: str) -> bool:
     if head in loaded.report.missing:
         st.warning(
             f"This model has no trained {head}, so it cannot {what}. MiniLM was trained as a sentence "
-            "encoder and its pre-training heads were not released. Pick **explorer-mini** in the "
-            "sidebar (pre-trained by this project with both heads), or a checkpoint from your own "
-            "pre-training run.")
+            "encoder and its pre-training heads were not released. Pick **minilm-mlm-nsp** in the "
+            "sidebar (MiniLM given both heads by this project's pre-training), **explorer-mini**, or "
+            "a checkpoint from your own pre-training run.")
         return False
     return True

@@ -1,0 +1,81 @@
+"""The hand-written check set and the captions that report what the model on screen did."""
+import numpy as np
+import pytest
+
+from bert_explorer.analysis.check_set import load_check_set, score_check_set
+from bert_explorer.analysis.embeddings import ContextSimilarity
+from bert_explorer.analysis.probes import nsp_table_summary
+from bert_explorer.checkpoint import SHORT_NAMES, load
+
+
+def test_check_set_has_30_or_more_of_each_and_balanced_pairs():
+    check = load_check_set()
+    assert len(check["cloze"]) >= 30 and len(check["nsp"]) >= 30
+    labels = [p["is_next"] for p in check["nsp"]]
+    assert labels.count(True) == labels.count(False)
+    assert all(c["text"].count("[MASK]") == 1 for c in check["cloze"])
+
+
+def test_every_accepted_answer_is_one_wordpiece_of_the_standard_vocabulary(minilm_dir):
+    from bert_explorer.tokenizer import WordPieceTokenizer
+
+    tok = WordPieceTokenizer.from_dir(minilm_dir)
+    for item in load_check_set()["cloze"]:
+        for answer in item["answers"]:
+            assert len(tok.encode(answer).input_ids) == 3, answer  # [CLS] answer [SEP]
+
+
+def test_check_set_sentences_are_not_in_the_training_documents():
+    """The pairs were written from held-out documents: no pair's A and B sit next to each
+    other in a training document of the default model's corpus."""
+    import json
+
+    from bert_explorer.checkpoint import ASSETS
+    from bert_explorer.train.pretrain import PretrainConfig, split_corpus
+
+    cfg = PretrainConfig.from_dict(json.loads((ASSETS / "pretrain-minilm-mlm-nsp.json").read_text()))
+    train, held = split_corpus(cfg)
+    train_sentences = {s.lower() for d in train for s in d}
+    held_sentences = {s.lower() for d in held for s in d}
+    real = [p for p in load_check_set()["nsp"] if p["is_next"]]
+    assert not any(p["a"].lower() in train_sentences for p in real)
+    assert sum(p["a"].lower() in held_sentences for p in real) >= 5  # several are verbatim held-out text
+
+
+def test_scoring_counts_answers_in_the_top_5():
+    loaded = load("minilm", "BertForPreTraining")  # fresh (random) heads: a model that knows nothing
+    check = {"cloze": [{"text": "the [MASK] sat down .", "answers": ["cat"]}],
+             "nsp": [{"a": "one .", "b": "two .", "is_next": True}]}
+    s = score_check_set(loaded, check)
+    row = s["rows"][0]
+    assert s["cloze_solved"] == int("cat" in row["got"]) and len(row["got"]) == 5
+    assert s["nsp_correct"] == int(s["rows"][1]["got"] > 0.5)
+
+
+def test_nsp_summary_counts_what_the_model_did():
+    text = nsp_table_summary(["real", "real", "random", ""], [0.9, 0.4, 0.2, 0.7])
+    assert "1 of 2 real pairs get P(IsNext) > 0.5" in text
+    assert "1 of 1 random pairs get P(IsNext) ≤ 0.5" in text
+    assert "0.65 for real B, 0.20 for random B" in text
+
+
+def _similarity(cosine):
+    return ContextSimilarity("bank", ["a", "b", "c"], [(0, 1), (0, 2), (1, 2)], np.array(cosine), None)
+
+
+def test_context_caption_says_what_the_vectors_did():
+    apart = _similarity([[1.0, 0.8, 0.5], [1.0, 0.7, 0.3], [0.9, 0.8, 0.6]]).describe()
+    assert "drift apart" in apart and "from 0.97 at layer 0 to 0.47 at layer 2" in apart
+    assert "most alike pair is 2 vs 3 (0.60)" in apart and "least alike 1 vs 3 (0.30)" in apart
+    still = _similarity([[0.9, 0.9, 0.9], [0.9, 0.9, 0.92], [0.9, 0.9, 0.88]]).describe()
+    assert "hardly move" in still and "drift apart" not in still
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped model is not in assets/")
+def test_default_model_solves_the_check_set_as_its_card_says():
+    loaded = load("minilm-mlm-nsp", "BertForPreTraining")
+    s = score_check_set(loaded, load_check_set())
+    card = (loaded.path / "model_card.md").read_text()
+    assert f"{s['cloze_solved']} / {s['cloze_total']}" in card
+    assert f"{s['nsp_correct']} / {s['nsp_total']}" in card
