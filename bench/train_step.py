@@ -1,7 +1,7 @@
 """How fast is one pre-training step? Our BertForPreTraining against transformers' on the same config.
 
     python bench/train_step.py [--size mini] [--batch 32] [--seq 128] [--steps 5] [--warmup 2]
-                               [--device cpu|cuda] [--threads N]
+                               [--device cpu|cuda] [--threads N] [--precision both|fp32|bf16]
 
 One step = forward + backward + AdamW update with the MLM + NSP loss (paper, Section 3.1). Both
 models get the same weights, the same batches and the same labels: the original ids at a random
@@ -9,7 +9,13 @@ models get the same weights, the same batches and the same labels: the original 
 V-way output layer only at the labelled positions; transformers' computes it for every token
 (that is how it works, and part of what is measured). The same number of untimed warm-up steps
 runs for each model first, and the timed steps alternate A B B A ..., so drift in the machine's
-speed (other processes, clocks, heat) falls on both equally. On CUDA both run under bf16 autocast.
+speed (other processes, clocks, heat) falls on both equally.
+
+Precision: ``both`` (the default) times fp32 and then bf16 autocast, each for both models, and
+prints the bf16/fp32 ratio, where bf16 is native: on CUDA, or on a CPU with AVX512-BF16/AMX
+(``train.device.cpu_bf16_is_fast``, the same check that ``--precision auto`` training uses). A
+CPU without them emulates bf16 hundreds of times slower; ``both`` then says so and skips it
+(ask ``--precision bf16`` to time it anyway).
 
 Model FLOPs per token (the same for both, the work the loss actually needs):
     6·N + 12·L·H·T  +  6·V·H·p
@@ -30,6 +36,7 @@ import time
 import torch
 
 from bert_explorer.model import IGNORE, PRESETS, BertForPreTraining, preset
+from bert_explorer.train.device import cpu_bf16_is_fast
 
 
 def make_batches(n: int, batch: int, seq: int, vocab: int, mask_prob: float, device, seed: int):
@@ -104,6 +111,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     ap.add_argument("--mask-prob", type=float, default=0.15)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--precision", default="both", choices=["both", "fp32", "bf16"])
     args = ap.parse_args()
 
     if args.threads:
@@ -123,9 +131,40 @@ def main() -> None:
                            args.mask_prob, device, args.seed)
     labelled = sum(int((b["labels"] != IGNORE).sum()) for b in batches) / (len(batches) * args.batch * args.seq)
 
+    precisions = ["fp32", "bf16"] if args.precision == "both" else [args.precision]
+    native_bf16 = device.type == "cuda" or cpu_bf16_is_fast()
+    skipped = args.precision == "both" and not native_bf16
+    if skipped:
+        precisions = ["fp32"]
+
+    f = flops_per_token(ours, args.seq, labelled)
+    tokens = args.batch * args.seq
+    threads = torch.get_num_threads()
+    print(f"bench/train_step.py  size={args.size} (L={config.num_layers}, H={config.hidden_size}, "
+          f"A={config.num_heads}, FFN={config.intermediate_size}, V={config.vocab_size})  "
+          f"batch={args.batch} x seq={args.seq}  steps={args.steps} (+{args.warmup} warm-up each)")
+    dev = (torch.cuda.get_device_name(device) if device.type == "cuda"
+           else f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), "
+                f"{threads} thread{'s' if threads != 1 else ''}")
+    print(f"device: {dev};  torch {torch.__version__}, transformers {hf_version} (attn_implementation=sdpa)")
+    print(f"model FLOPs/token: 6N = {f['6N'] / 1e6:.1f}M (N = {f['N'] / 1e6:.2f}M non-embedding params) "
+          f"+ 12LHT = {f['12LHT'] / 1e6:.1f}M + 6VH·p = {f['6VHp'] / 1e6:.1f}M  "
+          f"= {f['total'] / 1e6:.1f} MFLOP/token;  MLM-labelled tokens: {labelled:.1%}")
+    if skipped:
+        print("bf16: skipped, this CPU has no native bf16 (no AVX512-BF16/AMX): it would be emulated, far slower "
+              "than fp32, and --precision auto trains in fp32 here")
+    ours_rate = {}
+    for precision in precisions:
+        ours_rate[precision] = time_precision(precision, ours, hf, batches, args, device, f, tokens)
+    if len(ours_rate) == 2:
+        print(f"ours bf16 / ours fp32: {ours_rate['bf16'] / ours_rate['fp32']:.2f}x")
+
+
+def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> float:
+    """Time both models under one precision; print and return our tokens/s."""
     def autocast():
-        if device.type == "cuda":
-            return torch.autocast("cuda", dtype=torch.bfloat16)
+        if precision == "bf16":
+            return torch.autocast(device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
     # Same weights -> same loss (dropout off for this check only).
@@ -167,29 +206,16 @@ def main() -> None:
             if i >= args.warmup:
                 times[name].append(t)
 
-    f = flops_per_token(ours, args.seq, labelled)
-    tokens = args.batch * args.seq
-    threads = torch.get_num_threads()
-    print(f"bench/train_step.py  size={args.size} (L={config.num_layers}, H={config.hidden_size}, "
-          f"A={config.num_heads}, FFN={config.intermediate_size}, V={config.vocab_size})  "
-          f"batch={args.batch} x seq={args.seq}  steps={args.steps} (+{args.warmup} warm-up each)")
-    dev = (torch.cuda.get_device_name(device) + ", bf16 autocast" if device.type == "cuda"
-           else f"cpu ({platform.processor() or platform.machine()}, {os.cpu_count()} cores), "
-                f"{threads} thread{'s' if threads != 1 else ''}, fp32")
-    print(f"device: {dev};  torch {torch.__version__}, transformers {hf_version} (attn_implementation=sdpa)")
-    print(f"MLM-labelled tokens: {labelled:.1%};  same weights: initial loss ours {l_ours:.4f}, "
-          f"transformers {l_hf:.4f}")
-    print(f"model FLOPs/token: 6N = {f['6N'] / 1e6:.1f}M (N = {f['N'] / 1e6:.2f}M non-embedding params) "
-          f"+ 12LHT = {f['12LHT'] / 1e6:.1f}M + 6VH·p = {f['6VHp'] / 1e6:.1f}M  "
-          f"= {f['total'] / 1e6:.1f} MFLOP/token")
+    print(f"[{precision}] same weights: initial loss ours {l_ours:.4f}, transformers {l_hf:.4f}")
     rate = {}
     for name, ts in times.items():
         total = sum(ts)
         rate[name] = tokens * len(ts) / total
-        print(f"{name:>13}: {rate[name]:10,.0f} tokens/s   step median {statistics.median(ts) * 1e3:8.1f} ms "
+        print(f"[{precision}] {name:>13}: {rate[name]:10,.0f} tokens/s   step median {statistics.median(ts) * 1e3:8.1f} ms "
               f"(min {min(ts) * 1e3:.1f}, max {max(ts) * 1e3:.1f})   "
               f"{rate[name] * f['total'] / 1e12:.3f} TFLOP/s")
-    print(f"ours / transformers: {rate['ours'] / rate['transformers']:.2f}x")
+    print(f"[{precision}] ours / transformers: {rate['ours'] / rate['transformers']:.2f}x")
+    return rate["ours"]
 
 
 if __name__ == "__main__":

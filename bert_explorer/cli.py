@@ -203,7 +203,9 @@ def cmd_finetune(args) -> int:
         result = run_finetuning(cfg, args.output)
     except (DataError, ValueError, FileNotFoundError) as e:
         raise UserError(str(e)) from e
-    print(json.dumps({k: v for k, v in result.items() if k != "label_names"}, indent=2))
+    if result.get("warning"):
+        print(f"warning: {result['warning']}", file=sys.stderr)
+    print(json.dumps({k: v for k, v in result.items() if k not in ("label_names", "warning")}, indent=2))
     return 0
 
 

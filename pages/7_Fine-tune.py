@@ -9,7 +9,7 @@ from bert_explorer.app.state import model_picker
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.data.tasks import BUILTIN_TASKS, TASKS
-from bert_explorer.train.finetune import FEATURE_MODES, ltr_problem
+from bert_explorer.train.finetune import FEATURE_MODES, FINETUNE_DEFAULT_MODEL, ltr_problem, small_dev_warning
 from bert_explorer.train.runs import Run
 
 st.set_page_config(page_title="Fine-tune · BERT Explorer", layout="wide")
@@ -23,7 +23,7 @@ activations instead.
 """)
 
 root = rv.runs_root()
-base = model_picker()  # the pre-trained model to start from (sidebar)
+base = model_picker(FINETUNE_DEFAULT_MODEL)  # the pre-trained model to start from (sidebar)
 
 # ----- 1. data ------------------------------------------------------------------------------------
 st.subheader("1. Data")
@@ -101,6 +101,9 @@ elif source == "Built-in dataset":
     task_kind = BUILTIN_TASKS[builtin].task if builtin in BUILTIN_TASKS else builtin[5:]
 else:
     task_kind = None
+if data is not None and source == "Upload a file":
+    if warning := small_dev_warning(round(len(data.examples) * dev_fraction)):  # dev is split off first
+        st.warning(warning)
 if data_error is None and base and (why := ltr_problem(base, task_kind, mode)):
     data_error = why
     st.error(why)
@@ -148,6 +151,8 @@ cols = st.columns(max(1, len(shown)) + 1)
 for col, k in zip(cols, shown):
     col.metric(f"dev {rv.LABELS.get(k, k)}", f"{dev[k]:.1f}" if task == "qa" else f"{dev[k]:.3f}")
 cols[-1].metric("examples (train / dev)", f"{result.get('train_examples', 0):,} / {result.get('dev_examples', 0):,}")
+if warning := small_dev_warning(result.get("dev_examples", 0)):
+    st.warning(warning)
 
 if "confusion_matrix" in dev:
     labels = [str(x) for x in dev.get("labels") or result.get("label_names") or []]

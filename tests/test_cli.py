@@ -142,3 +142,26 @@ def test_finetune_refuses_to_overwrite_a_finished_run(tmp_path):
 def test_predict_on_a_model_that_is_not_fine_tuned(tmp_path):
     r = run("predict", "--model", "minilm", "--text", "hello")
     assert r.returncode == 2 and "not a fine-tuned model" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_tiny_upload_is_fine_tuned_with_a_plain_warning_about_its_dev_set(tmp_path):
+    """60 rows leave 6 dev rows: the score is noise, and the user is told so in one sentence."""
+    f = tmp_path / "small.csv"
+    rows = [f"{'good great fine' if i % 2 else 'bad awful poor'} film number {i},{'pos' if i % 2 else 'neg'}"
+            for i in range(60)]
+    f.write_text("text,label\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "run"
+    r = run("finetune", "--model", "minilm", "--train", str(f), "--output", str(out), "--epochs", "1",
+            "--max-seq-length", "16", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "only 6 examples" in warnings[0] and "±41 points" in warnings[0]
+    assert "dev set has only 6" in (out / "log.txt").read_text()
+
+
+def test_small_dev_warning_thresholds():
+    from bert_explorer.train.finetune import small_dev_warning
+
+    assert small_dev_warning(100) is None and small_dev_warning(5000) is None
+    assert "one example moves accuracy by 17 points" in small_dev_warning(6)
+    assert "no dev example" in small_dev_warning(0)

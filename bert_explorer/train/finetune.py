@@ -33,9 +33,13 @@ from .runs import Run
 FEATURE_MODES = ("embeddings", "last", "second-to-last", "sum-last-4", "concat-last-4", "sum-all")
 
 
+# The base model that fine-tunes best among the shipped ones (measured; see the README).
+FINETUNE_DEFAULT_MODEL = "minilm"
+
+
 @dataclass
 class FinetuneConfig:
-    model: str = "explorer-mini"      # short name or checkpoint directory
+    model: str = FINETUNE_DEFAULT_MODEL  # short name or checkpoint directory
     train: str = "builtin:bbc-topics"  # a file, builtin:<name>, or tiny:<task> (generated)
     dev: str | None = None            # default: 10% of train, stratified
     task: str | None = None           # default: detected from the file
@@ -252,6 +256,23 @@ def ltr_problem(model: str | Path, task: str | None, mode: str) -> str | None:
             f"or the Ablation studio's LTR rows (they read the last token).")
 
 
+MIN_DEV_EXAMPLES = 100
+
+
+def small_dev_warning(n_dev: int) -> str | None:
+    """One plain sentence when a dev set is too small for its score to mean much, else None.
+    An accuracy measured on n examples has a standard error of up to 0.5/sqrt(n): at 6 examples
+    that is ±20 points, and one example more or less right moves the score by 1/n."""
+    if n_dev >= MIN_DEV_EXAMPLES:
+        return None
+    if n_dev == 0:
+        return "There is no dev example at all, so no score can be measured; add data or raise the dev fraction."
+    return (f"The dev set has only {n_dev} example{'s' if n_dev != 1 else ''}, so its score is mostly chance: one "
+            f"example moves accuracy by {100 / n_dev:.0f} points and the noise alone is about "
+            f"±{100 / n_dev ** 0.5:.0f} points; use at least {MIN_DEV_EXAMPLES * 10:,} labelled examples "
+            f"({MIN_DEV_EXAMPLES} for dev) for a score you can trust.")
+
+
 def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
     run = Run(run_dir)
     if (run.path / "metrics.json").exists() or (run.path / "model").exists():
@@ -263,6 +284,9 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
     label_names = label_names_of(train)
     run.create(asdict(cfg), "finetune")
     run.write_status(state="running", pid=os.getpid(), started=time.time())
+    warning = small_dev_warning(len(dev.examples))
+    if warning:
+        run.log(f"warning: {warning}")
     try:
         dev_obj = pick_device(cfg.device, cfg.precision)
         run.write_status(device=dev_obj.name, precision=dev_obj.precision)
@@ -291,6 +315,8 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
             result = {"task": train.task, "mode": "fine-tune", "lr": lr, "train_examples": len(train.examples),
                       "dev_examples": len(dev.examples), "train_seconds": round(secs, 1), "dev": ev,
                       "label_names": label_names}
+        if warning:
+            result["warning"] = warning
         (run.path / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
         state = "stopped" if run.stop_requested() else "finished"
         run.clear_stop()
