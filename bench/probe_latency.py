@@ -1,6 +1,6 @@
 """How long does one masked-word probe take? Ours against transformers on the same weights.
 
-    python bench/probe_latency.py [--repeats 50] [--threads N] [--models explorer-mini,minilm]
+    python bench/probe_latency.py [--repeats 50] [--threads N] [--models minilm-mlm-nsp,explorer-mini,minilm]
 
 One probe = what the exploration pages do for every keystroke: tokenise a 16-WordPiece
 sentence with one [MASK], run the model *with attention probabilities* (every layer's
@@ -48,7 +48,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=50)
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--models", default="explorer-mini,minilm")
+    p.add_argument("--models", default="minilm-mlm-nsp,explorer-mini,minilm")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

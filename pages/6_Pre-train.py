@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pandas as pd
 import plotly.express as px
 import streamlit as st
@@ -5,18 +7,21 @@ import streamlit as st
 from bert_explorer.analysis.timelapse import DEFAULT_SENTENCE, timelapse
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
-from bert_explorer.app.state import device_name
+from bert_explorer.app.state import device_name, run_checkpoints
+from bert_explorer.checkpoint import SHORT_NAMES
+from bert_explorer.train.device import PRECISIONS, autocast_dtype, pick_device
 from bert_explorer.app.widgets import intro
 from bert_explorer.model.config import BertConfig
 from bert_explorer.train.runs import Run
 
 st.set_page_config(page_title="Pre-train · BERT Explorer", layout="wide")
 intro("Pre-train a BERT", """
-Train a small BERT from scratch on real text, the way the paper's Appendix A.2 describes: masked-LM
-(15 % of WordPieces, 80/10/10) plus next-sentence prediction, AdamW with lr 1e-4, 10 % warm-up and
-linear decay. Watch the loss fall and the held-out MLM and NSP accuracy rise, then open the
-**time-lapse** to see one attention head and the masked-word guesses take shape checkpoint by
-checkpoint. The run goes on in the background if you close this tab.
+Train a small BERT on real text, the way the paper's Appendix A.2 describes: masked-LM (15 % of
+WordPieces, 80/10/10) plus next-sentence prediction, AdamW with lr 1e-4, 10 % warm-up and linear
+decay, either **from zero** or **continuing** a checkpoint (a warm start keeps its weights and
+vocabulary and adds the heads it lacks). Watch the loss fall and the held-out MLM and NSP accuracy
+rise, then open the **time-lapse** to see one attention head and the masked-word guesses take shape
+checkpoint by checkpoint. The run goes on in the background if you close this tab.
 """)
 
 root = rv.runs_root()
@@ -56,11 +61,28 @@ else:
             c1.success(f"{upload[0]}: {corpus_facts['documents']:,} documents, {corpus_facts['sentences']:,} "
                        f"sentences, {corpus_facts['words']:,} words.")
 
-sizes = rv.size_options()
-size = c2.selectbox("Size (L layers × H hidden; A = H/64 heads)", sizes, index=sizes.index("L4-H256"), key="pt_size",
-                    format_func=lambda n: f"{n} ({rv.ALIASES[n]})" if n in rv.ALIASES else
-                    ("base: L12-H768, A12" if n == "base" else n),
-                    help="The 24 miniatures of Turc et al. (2019) and BERT-base (Table 6 of the paper varies L, H, A).")
+start = c2.radio("Start from", ["zero (random weights)", "a checkpoint (warm start)"], key="pt_start_from",
+                 horizontal=True)
+init, freeze = None, False
+if start.startswith("zero"):
+    sizes = rv.size_options()
+    size = c2.selectbox("Size (L layers × H hidden; A = H/64 heads)", sizes, index=sizes.index("L4-H256"),
+                        key="pt_size", format_func=lambda n: f"{n} ({rv.ALIASES[n]})" if n in rv.ALIASES else
+                        ("base: L12-H768, A12" if n == "base" else n),
+                        help="The 24 miniatures of Turc et al. (2019) and BERT-base (Table 6 of the paper varies "
+                             "L, H, A).")
+else:
+    inits = [n for n, (locate, _) in SHORT_NAMES.items() if locate() is not None] + run_checkpoints()
+    init = c2.selectbox("Checkpoint to continue", inits, key="pt_init",
+                        help="Its weights, size and WordPiece vocabulary are kept; a missing MLM or NSP head is "
+                             "created fresh (the run's log says which).")
+    freeze = c2.checkbox("Freeze the word embeddings", True, key="pt_freeze",
+                         help="They are tied to the MLM decoder and hold most of a small model's parameters; "
+                              "frozen, they keep the checkpoint's word vectors and the run trains faster.")
+    size = init
+    if objective == "ltr":
+        c2.caption("A left-to-right warm start puts a causal mask on layers that learnt to read both ways: "
+                   "the first steps mostly re-learn a left-to-right reading.")
 
 c3, c4, c5 = st.columns(3)
 steps = c3.number_input("Steps", 1, 10_000_000, 1000, step=100, key="pt_steps",
@@ -74,7 +96,8 @@ with st.expander("Advanced settings"):
     seq_len = a1.number_input("Max sequence length", 16, 512, 128, step=16, key="pt_seq",
                               help="The paper: 128 for 90 % of the steps, then 512 to learn the position embeddings.")
     vocab_size = a2.number_input("WordPiece vocabulary (learnt on the corpus)", 200, 60_000, 8000, step=500,
-                                 key="pt_vocab")
+                                 key="pt_vocab", disabled=init is not None,
+                                 help="A warm start keeps its checkpoint's vocabulary.")
     warmup_pct = a3.number_input("Warm-up (% of steps)", 0.0, 50.0, 10.0, key="pt_warmup",
                                  help="The paper: 10,000 of 1M steps; linear decay afterwards.")
     snapshots = a1.number_input("Checkpoints to keep for the time-lapse", 1, 50, 5, key="pt_snapshots",
@@ -86,6 +109,15 @@ with st.expander("Advanced settings"):
                                   help="MLM and NSP accuracy on documents the run never trains on.")
     device = a3.selectbox("Device", ["auto", "cpu", "cuda"], key="pt_device",
                           help="auto = the local GPU when there is one.")
+    precision = a1.selectbox("Precision", [p for p in PRECISIONS if on_gpu or p != "fp16"], key="pt_precision",
+                             help="auto = bf16 autocast where this device computes it natively and faster "
+                                  "(a recent GPU, or a CPU with AVX512-BF16/AMX), else fp32.")
+    try:
+        auto_is = autocast_dtype(pick_device(device if device != "auto" else "auto", "fp32").device, "auto")
+        a1.caption(f"auto here = **{'bf16' if auto_is is not None else 'fp32'}**"
+                   + ("" if auto_is is not None or on_gpu else " (this CPU has no fast bf16)"))
+    except RuntimeError as e:
+        a1.caption(str(e))
 
 est = rv.pretrain_estimate(size, int(steps), int(batch), int(seq_len), int(vocab_size), root)
 m1, m2, m3 = st.columns(3)
@@ -101,16 +133,18 @@ run_name = st.text_input("Run name (optional)", key="pt_name",
                          placeholder="automatic: pretrain-<size>-<corpus>-<time>")
 if st.button("Start pre-training", type="primary", key="pt_start", disabled=bool(corpus_error)):
     run_dir = root / rv.slug(run_name) if run_name.strip() else rv.new_run_dir(
-        f"pretrain-{size}-{'upload' if upload else corpus}", root)
+        f"pretrain-{('warm-' + Path(init).name) if init else size}-{'upload' if upload else corpus}", root)
     if (run_dir / "status.json").exists():
         st.error(f"A run called {run_dir.name} exists already; choose another name.")
     else:
-        config = {"corpus": corpus, "size": size, "objective": objective, "max_steps": int(steps),
+        config = {"corpus": corpus, "objective": objective, "max_steps": int(steps),
                   "batch_size": int(batch), "lr": float(lr), "max_seq_length": int(seq_len),
                   "vocab_size": int(vocab_size), "warmup_steps": int(int(steps) * warmup_pct / 100),
                   "save_every": max(1, int(steps) // int(snapshots)),
                   "eval_every": max(1, int(steps) // int(evaluations)), "log_every": int(log_every),
-                  "max_docs": int(max_docs) or None, "seed": int(seed), "device": device}
+                  "max_docs": int(max_docs) or None, "seed": int(seed), "device": device,
+                  "precision": precision,
+                  **({"init": init, "freeze_word_embeddings": freeze} if init else {"size": size})}
         path = None
         if upload:  # the text lives in the run directory, so the run can be resumed and repeated
             path = rv.store_upload(run_dir, "corpus.txt", upload[1])

@@ -97,7 +97,7 @@ def test_attention_page_draws_bertviz_offline_in_a_real_browser(app_url, page):
     head_view.locator("svg text", has_text="mat").first.wait_for(timeout=120_000)
     tokens = head_view.locator("svg text").evaluate_all("els => els.map(e => e.textContent)")  # SVG: no innerText
     assert "[CLS]" in tokens and "[SEP]" in tokens and "cat" in tokens
-    assert head_view.locator("#layer option").count() == 4  # the default model, explorer-mini, has 4 layers
+    assert head_view.locator("#layer option").count() == 6  # the default model, minilm-mlm-nsp, has 6 layers
     assert not page.locator("[data-testid='stException']").count()
     assert not errors, errors
     assert not external, external  # nothing fetched from outside the app: no CDN

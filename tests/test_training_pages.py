@@ -121,6 +121,34 @@ def test_pretrain_page_starts_a_run_and_shows_curves_and_timelapse(runs_root):
     assert [m["step"] for m in run.metrics() if m["split"] == "train"] == [4, 6]  # logged every 10 steps + the last
 
 
+def test_pretrain_page_warm_starts_from_a_checkpoint_and_shows_its_precision(runs_root):
+    at = _page("6_Pre-train.py")
+    at.multiselect(key="pt_corpus").set_value(["tiny"])
+    at.radio(key="pt_start_from").set_value("a checkpoint (warm start)").run()
+    assert not at.exception
+    at.selectbox(key="pt_init").set_value("minilm")
+    assert at.number_input(key="pt_vocab").disabled  # a warm start keeps the checkpoint's vocabulary
+    at.number_input(key="pt_steps").set_value(1)
+    at.number_input(key="pt_batch").set_value(2)
+    at.number_input(key="pt_seq").set_value(32)
+    at.number_input(key="pt_evals").set_value(1)
+    at.selectbox(key="pt_device").set_value("cpu")
+    at.selectbox(key="pt_precision").set_value("fp32")
+    at.run()
+    labels = {m.label: m.value for m in at.metric}
+    assert labels["Parameters"] == "22.7 M"  # MiniLM's own size (with fresh heads), not a preset's
+    at.button(key="pt_start").click().run()
+    assert not at.exception
+    run, status = _wait_for_run(runs_root)
+    assert status["state"] == "finished", run.path.joinpath("log.txt").read_text()[-2000:]
+    cfg = run.config()
+    assert cfg["init"] == "minilm" and cfg["freeze_word_embeddings"] and cfg["precision"] == "fp32"
+    assert "newly initialised (not in the checkpoint): masked-LM head, next-sentence head" in \
+        run.path.joinpath("log.txt").read_text()
+    at.run()
+    assert any("Training precision: **fp32**" in c.value for c in at.caption)
+
+
 @pytest.mark.parametrize("name, data, message", [
     ("empty.txt", b"", "empty.txt is empty"),
     ("photo.txt", b"\x89PNG\r\n\x1a\n\x00\x00rest", "binary file"),

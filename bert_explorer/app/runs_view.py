@@ -24,6 +24,8 @@ import plotly.express as px
 import streamlit as st
 import torch
 
+from .. import checkpoint
+from ..checkpoint import CheckpointError
 from ..train.runs import ACTIVE_STATES, Run, background_env, start_background
 from ..data.corpus_upload import check_corpus_upload, held_out_fraction  # noqa: F401  (pages use them here)
 from ..data.uploads import safe_filename, slug, table_columns  # noqa: F401  (the pages use them through here)
@@ -334,6 +336,8 @@ def _pretrain_numbers(status: dict, rows: list[dict]) -> None:
     c[4].metric("MFU", f"{last['mfu']:.1%}" if "mfu" in last else "n/a",
                 help="Model FLOPs utilisation: achieved FLOP/s (tokens/s × FLOPs per token) over the "
                      "GPU's dense bf16 peak. Not shown on a CPU, which has no stated peak.")
+    if status.get("precision"):
+        st.caption(f"Training precision: **{status['precision']}** on {status.get('device', 'this device')}.")
 
 
 def _panel(run: Run, status: dict, kind: str, prefix: str) -> None:
@@ -456,13 +460,16 @@ def size_options() -> list[str]:
 
 @st.cache_data(max_entries=128, show_spinner=False)
 def model_size(size: str, vocab_size: int, seq_len: int, mlm_probability: float = 0.15) -> tuple[int, float]:
-    """(parameters, training FLOPs per token) of a preset, from a model built on the 'meta'
-    device (shapes only, no memory) and the formula in ``train.pretrain``."""
-    from ..model import BertForPreTraining, preset
+    """(parameters, training FLOPs per token) of a preset, or of a checkpoint's config (a warm
+    start: its own vocabulary), from a model built on the 'meta' device (shapes only, no memory)
+    and the formula in ``train.pretrain``."""
+    from ..model import PRESETS, BertConfig, BertForPreTraining, preset
     from ..train.pretrain import model_flops_per_token
 
+    config = (preset(size, vocab_size=vocab_size) if size in PRESETS
+              else BertConfig.load(checkpoint.resolve(size)))
     with torch.device("meta"):
-        model = BertForPreTraining(preset(size, vocab_size=vocab_size))
+        model = BertForPreTraining(config)
     return sum(p.numel() for p in model.parameters()), model_flops_per_token(model, seq_len, mlm_probability)
 
 
@@ -506,15 +513,16 @@ def measured_throughput(root: Path | None = None, size: str | None = None) -> tu
     dev = device_key()
     for run in find_runs(root, "pretrain"):
         s, cfg = run.status(), run.config()
-        if s.get("device") != dev or _canonical(str(cfg.get("size"))) != _canonical(str(size)):
+        run_size = cfg.get("init") or cfg.get("size")  # a warm start has the size of its checkpoint
+        if s.get("device") != dev or _canonical(str(run_size)) != _canonical(str(size)):
             continue
         tps = [m["tokens_per_s"] for m in _recent_metrics(run) if m.get("split") == "train" and m.get("tokens_per_s")]
         if not tps:
             continue
         tps = statistics.median(tps[-20:])
         try:
-            _, fpt = model_size(cfg["size"], int(cfg.get("vocab_size", 8000)), int(cfg.get("max_seq_length", 128)))
-        except (KeyError, ValueError, TypeError):
+            _, fpt = model_size(run_size, int(cfg.get("vocab_size", 8000)), int(cfg.get("max_seq_length", 128)))
+        except (KeyError, ValueError, TypeError, CheckpointError):
             continue
         return tps * fpt, f"measured: run {rel_name(run, root)} of this size trained at {tps:,.0f} tokens/s here"
     return None
