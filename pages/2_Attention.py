@@ -2,7 +2,8 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from bert_explorer.analysis.attention import attention_maps, attention_rollout, head_ablation, head_stats
+from bert_explorer.analysis.attention import (attention_maps, attention_rollout, describe_behaviours,
+                                              head_ablation, head_stats)
 from bert_explorer.analysis.bertviz_offline import OfflineAssetsMissing, render
 from bert_explorer.app.state import load, model_picker
 from bert_explorer.app.widgets import intro
@@ -97,8 +98,9 @@ with tabs[2]:
 with tabs[3]:
     stats = head_stats(result)
     st.caption("Each cell is one head: how much of its attention (averaged over the query tokens) follows a "
-               "pattern. Clark et al. (2019) found heads that look almost only at the previous or next token, "
-               "heads that park on [SEP], and broad heads in the first layers.")
+               "pattern. In BERT-Base, Clark et al. (2019) found heads that look almost only at the previous or "
+               "next token, heads that park on [SEP], and broad heads in the first layers. "
+               + describe_behaviours(stats))
     stat = st.selectbox("Pattern", list(STATS), format_func=STATS.get, key="att_stat")
     grid = stats.pivot(index="layer", columns="head", values=stat)
     fig = px.imshow(grid.values, x=[f"head {h}" for h in grid.columns], y=[f"layer {layer}" for layer in grid.index],
@@ -127,9 +129,9 @@ with tabs[4]:
     st.plotly_chart(fig, key="att_rollout_cls")
 
 with tabs[5]:
-    st.caption("The head mask multiplies one head's output by 0 (Michel et al. 2019). Many heads can go "
-               "with little change; a few matter a lot. With a masked-LM model, put a [MASK] in sentence A "
-               "to see whether the predicted word changes.")
+    st.caption("The head mask multiplies one head's output by 0. In BERT-Base, Michel et al. (2019) found that "
+               "many heads can go with little change and a few matter a lot; try it on this model. With a "
+               "masked-LM model, put a [MASK] in sentence A to see whether the predicted word changes.")
     m1, m2 = st.columns(2)
     a_layer = m1.selectbox("Layer", range(L), key="att_abl_layer")
     a_head = m2.selectbox("Head", range(A), key="att_abl_head")

@@ -79,3 +79,16 @@ def test_default_model_solves_the_check_set_as_its_card_says():
     card = (loaded.path / "model_card.md").read_text()
     assert f"{s['cloze_solved']} / {s['cloze_total']}" in card
     assert f"{s['nsp_correct']} / {s['nsp_total']}" in card
+
+
+def test_head_behaviour_caption_counts_this_models_heads():
+    import pandas as pd
+
+    from bert_explorer.analysis.attention import describe_behaviours
+
+    stats = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1],
+                          "behaviour": ["broad", "previous token", "[SEP]", "[SEP]"],
+                          "entropy": [2.0, 1.0, 0.5, 0.3]})
+    text = describe_behaviours(stats)
+    assert "of this model's 4 heads: 1 mostly attend to previous token; 2 mostly attend to [SEP]; 1 broad." in text
+    assert "1.50 nats in layer 0 and 0.40 in layer 1 (broader attention in the first layer)" in text

@@ -172,6 +172,21 @@ def head_stats(att, tokens: list[str] | None = None) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
+def describe_behaviours(stats: pd.DataFrame) -> str:
+    """What this model's heads did on this input, counted from ``head_stats``: one sentence."""
+    counts = stats["behaviour"].value_counts()
+    n = len(stats)
+    order = [b for b in ("previous token", "next token", "[SEP]", "[CLS]", "self", "punctuation", "broad", "mixed")
+             if counts.get(b)]
+    parts = [f"{counts[b]} {'mostly attend to ' + b if b not in ('broad', 'mixed') else b}" for b in order]
+    text = f"On this input, of this model's {n} heads: " + "; ".join(parts) + "."
+    by_layer = stats.groupby("layer")["entropy"].mean()
+    text += (f" Mean entropy is {by_layer.iloc[0]:.2f} nats in layer 0 and {by_layer.iloc[-1]:.2f} in layer "
+             f"{by_layer.index[-1]} ({'broader' if by_layer.iloc[0] > by_layer.iloc[-1] else 'narrower'} "
+             "attention in the first layer).")
+    return text
+
+
 def attention_rollout(att, add_residual: bool = True) -> np.ndarray:
     """Attention rollout (Abnar & Zuidema 2020): [L, T, T], row i of layer l = how much of
     each input token has reached position i after layers 0..l.
