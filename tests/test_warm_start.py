@@ -181,3 +181,63 @@ def test_eval_corpora_keeps_only_the_named_parts_held_out():
     assert not set(map(tuple, held)) & set(map(tuple, train))
     with pytest.raises(ValueError, match="does not include"):
         PretrainConfig(corpus="tiny", eval_corpora="bbc")
+
+
+@pytest.mark.skipif(checkpoint.SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped model is not in assets/")
+def test_shipped_default_model_is_complete_and_loads_in_transformers(tmp_path, minilm_sd):
+    transformers = pytest.importorskip("transformers")
+    shipped = checkpoint.load("minilm-mlm-nsp", "BertForPreTraining")
+    assert shipped.report.missing == {} and not shipped.report.unexpected  # both heads, nothing left over
+    assert json.loads((shipped.path / "base.json").read_text())["stored_dtype"] == "float16"
+    sd = shipped.model.state_dict()
+    key = "bert.embeddings.word_embeddings.weight"
+    assert torch.equal(sd[key], minilm_sd[key])  # borrowed from the installed package, exactly
+    assert all(v.dtype == torch.float32 for v in sd.values())
+    assert (shipped.config.num_layers, shipped.config.hidden_size, shipped.config.vocab_size) == (6, 384, 30522)
+
+    checkpoint.save(shipped.model, shipped.tokenizer, tmp_path / "export")
+    hf, info = transformers.BertForPreTraining.from_pretrained(str(tmp_path / "export"), output_loading_info=True,
+                                                                attn_implementation="eager")
+    assert not info["missing_keys"] and not info["unexpected_keys"] and hf.dtype == torch.float32
+    batch = shipped.tokenizer.batch([("the capital of france is [MASK] .", "it is a big city .")])
+    with torch.no_grad():
+        ours = shipped.model(**batch)
+        theirs = hf.eval()(**batch)
+    assert torch.allclose(ours.mlm_logits, theirs.prediction_logits, atol=1e-4)
+    assert torch.allclose(ours.nsp_logits, theirs.seq_relationship_logits, atol=1e-5)
+
+
+def test_a_resumed_warm_start_needs_only_its_own_checkpoint(tmp_path, monkeypatch):
+    """After the first checkpoint a warm-started run no longer reads its init model: resuming
+    works even when that model has gone, and continues from the run's own weights."""
+    d = tmp_path / "run"
+    cfg = PretrainConfig(**WARM, max_steps=3, save_every=1000)
+    run_pretraining(cfg, d, progress=False, on_step=lambda step, losses: Run(d).request_stop())  # stops after 1
+    before = checkpoint.load(d / "checkpoints" / "step-1", "BertForPreTraining").model.state_dict()
+    real_load = checkpoint.load
+
+    def load_without_init(name, *args, **kwargs):
+        assert str(name) != "minilm", "a resumed run loaded its init model again"
+        return real_load(name, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint, "load", load_without_init)
+    out = run_pretraining(cfg, d, resume=True, progress=False)
+    assert out["step"] == 3
+    after = real_load(d / "checkpoints" / "step-3", "BertForPreTraining").model.state_dict()
+    assert not torch.equal(after["cls.predictions.transform.dense.weight"], before["cls.predictions.transform.dense.weight"])
+
+
+def test_delta_base_must_be_a_known_package(warm_run, tmp_path):
+    d = tmp_path / "delta"
+    checkpoint.save_delta(warm_run / "two" / "checkpoints" / "step-2", "minilm", d)
+    base = json.loads((d / "base.json").read_text())
+    (d / "base.json").write_text(json.dumps({**base, "model": str(d)}))  # would point at itself
+    with pytest.raises(CheckpointError, match="not a known base"):
+        checkpoint.load(d, "BertForPreTraining")
+
+
+def test_freezing_needs_a_warm_start_and_fp16_needs_a_gpu():
+    with pytest.raises(ValueError, match="freeze_word_embeddings needs init"):
+        PretrainConfig(freeze_word_embeddings=True)
+    with pytest.raises(ValueError, match="fp16 training needs a CUDA GPU"):
+        PretrainConfig(precision="fp16", device="cpu")

@@ -209,7 +209,16 @@ def pretrain_config(recipe: dict, size: str, objective: str, masking: str) -> di
     return cfg
 
 
+# Settings added to PretrainConfig after ablations were first run, with the value that means
+# "as before": left out of the key at that value, so earlier ablation folders are still found.
+_LATER_FIELDS = {"eval_corpora": None, "init": None, "freeze_word_embeddings": False}
+
+
 def pretrain_key(cfg: dict) -> str:
+    cfg = {k: v for k, v in cfg.items() if not (k in _LATER_FIELDS and v == _LATER_FIELDS[k])}
+    if "precision" in cfg and "amp" not in cfg:  # `amp: true` became `precision: auto`
+        precision = cfg.pop("precision")
+        cfg["amp"] = precision == "auto" if precision in ("auto", "fp32") else precision
     return hashlib.sha1(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 

@@ -9,7 +9,7 @@ Training precision is one switch, ``precision``: ``fp32``, ``bf16``, ``fp16`` or
   (AVX512-BF16 or AMX): there it is 2-4x faster. A CPU without those instructions emulates
   bf16 hundreds of times slower than fp32, so there ``auto`` stays float32. The decision reads
   the CPU's flags, confirms them with a tiny timed matmul, and is cached for the process.
-* MPS stays float32. Analysis, probes and feature extraction never use this: they run fp32, so
+* MPS always trains in float32 (a bf16/fp16 request there gives fp32, and the log says so). Analysis, probes and feature extraction never use this: they run fp32, so
   their numbers match transformers exactly.
 """
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Device:
 
     @property
     def precision(self) -> str:
-        return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[self.dtype]
+        return precision_name(self.dtype)
 
     @property
     def name(self) -> str:
@@ -72,6 +72,10 @@ class Device:
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
+def precision_name(dtype: torch.dtype | None) -> str:
+    return {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+
+
 def _cpu_flags() -> set[str] | None:
     try:
         for line in open("/proc/cpuinfo", encoding="utf-8", errors="replace"):
@@ -82,13 +86,16 @@ def _cpu_flags() -> set[str] | None:
     return None  # not Linux: no flags to read, the timing alone decides
 
 
-def _matmul_seconds(dtype: torch.dtype, n: int = 256, repeats: int = 3) -> float:
+def _matmul_seconds(dtype: torch.dtype, n: int = 1024, repeats: int = 5) -> float:
+    """Median time of one n x n matrix product (about 10 ms in fp32 on a recent core)."""
     a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
     a @ b  # warm-up
-    t = time.perf_counter()
+    times = []
     for _ in range(repeats):
+        t = time.perf_counter()
         a @ b
-    return time.perf_counter() - t
+        times.append(time.perf_counter() - t)
+    return sorted(times)[len(times) // 2]
 
 
 @lru_cache(maxsize=None)
@@ -112,6 +119,8 @@ def autocast_dtype(device: torch.device, precision: str = "auto") -> torch.dtype
     if device.type == "cuda":
         if precision == "auto":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        if precision == "bf16" and not torch.cuda.is_bf16_supported():
+            raise ValueError("this GPU has no bf16; use fp16 (with loss scaling) or auto")
         return torch.bfloat16 if precision == "bf16" else torch.float16
     if precision == "fp16":
         raise ValueError("fp16 training needs a CUDA GPU; on the CPU use bf16 or fp32")

@@ -78,6 +78,10 @@ class PretrainConfig:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
         if self.init and self.vocab not in ("train", self.init):
             raise ValueError("a warm start keeps its checkpoint's vocabulary: leave vocab out when init is given")
+        if self.freeze_word_embeddings and not self.init:
+            raise ValueError("freeze_word_embeddings needs init: frozen random word vectors would never learn")
+        if self.precision == "fp16" and self.device == "cpu":
+            raise ValueError("fp16 training needs a CUDA GPU; on the CPU use bf16 or fp32")
         if self.eval_corpora:
             parts = self.corpus.split("+")
             unknown = [c for c in self.eval_corpora.split("+") if c not in parts]
@@ -105,20 +109,24 @@ def model_flops_per_token(model: BertForPreTraining, seq_len: int, predicted_fra
     return 6 * n + 12 * c.num_layers * c.hidden_size * seq_len + 6 * c.vocab_size * c.hidden_size * predicted_fraction
 
 
-def _warm_start(cfg: PretrainConfig, run: Run, dev: Device, announce: bool) -> BertForPreTraining:
+def _warm_start(cfg: PretrainConfig, run: Run, dev: Device) -> BertForPreTraining:
     """Continue pre-training from ``cfg.init``: its encoder weights exactly, its vocabulary,
     and fresh heads for whatever it lacks (an encoder-only checkpoint has no MLM or NSP head)."""
     loaded = checkpoint.load(cfg.init, "BertForPreTraining")
     model = loaded.model
-    if cfg.objective == "ltr" and not model.config.causal:
-        # The encoder learnt to read both directions; a causal mask now hides the right context
-        # it was trained on, so early steps mostly re-learn a left-to-right reading.
-        model.config.causal = True
-        if announce and dev.is_main:
-            run.log("warm start of a left-to-right model from a bidirectional encoder: the causal mask "
-                    "hides the right-hand context its layers were trained to use")
-    if announce and dev.is_main:
+    causal = cfg.objective == "ltr"
+    if model.config.causal != causal and dev.is_main:
+        # A bidirectional encoder made left-to-right no longer sees the right-hand context its
+        # layers were trained to use (early steps mostly re-learn a left-to-right reading); the
+        # other way round, the layers see for the first time what lies to their right.
+        run.log(f"warm start of a {'left-to-right' if causal else 'bidirectional'} model from a "
+                f"{'left-to-right' if model.config.causal else 'bidirectional'} checkpoint: the attention mask "
+                "changes, so the first steps re-learn how to read")
+    model.config.causal = causal
+    if dev.is_main:
         run.log(f"warm start from {cfg.init} ({loaded.path}): {loaded.report.summary()}")
+    if dev.device.type == "mps" and cfg.precision in ("bf16", "fp16") and dev.is_main:
+        run.log(f"precision {cfg.precision} asked for, but MPS trains in fp32")
     return model
 
 
@@ -296,8 +304,10 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
 
     # ----- model, optimiser -----------------------------------------------------------------
     torch.manual_seed(cfg.seed)
-    if cfg.init:
-        model = _warm_start(cfg, run, dev, announce=not latest)
+    if latest:  # a resumed run needs only its own checkpoint (weights loaded below), not init's
+        model = BertForPreTraining(checkpoint.load(latest, "BertForPreTraining").config)
+    elif cfg.init:
+        model = _warm_start(cfg, run, dev)
     else:
         config = preset(cfg.size, vocab_size=tok.vocab_size, causal=cfg.objective == "ltr")
         model = BertForPreTraining(config)
