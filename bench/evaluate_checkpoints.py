@@ -1,7 +1,7 @@
 """Held-out MLM accuracy, perplexity and NSP accuracy of every checkpoint of a pre-training run,
 as a Markdown table (the model cards' "at each checkpoint" table).
 
-    python bench/evaluate_checkpoints.py RUN_DIR [--eval-batches 200] [--also assets/minilm-mlm-nsp]
+    python bench/evaluate_checkpoints.py RUN_DIR [--eval-batches 200] [--steps 400,800] [--also minilm-mlm-nsp]
 
 Each checkpoint is measured in fp32 by ``evaluate_checkpoint`` on the held-out documents of the
 run's own config (the split is a pure function of corpus, fraction and seed), so the figures are
@@ -21,10 +21,12 @@ def main() -> None:
     p.add_argument("run")
     p.add_argument("--eval-batches", type=int, default=200)
     p.add_argument("--also", default="", help="comma-separated models to measure the same way")
+    p.add_argument("--steps", default="", help="only these checkpoints, e.g. 400,800,1200 (default: all)")
     args = p.parse_args()
+    wanted = {int(x) for x in args.steps.split(",") if x}
     run = Run(args.run)
     cfg = PretrainConfig.from_dict({**run.config(), "eval_batches": args.eval_batches, "device": "cpu"})
-    rows = [(f"step {step:,}", path) for step, path in run.checkpoints()]
+    rows = [(f"step {step:,}", path) for step, path in run.checkpoints() if not wanted or step in wanted]
     rows += [(name, name) for name in args.also.split(",") if name]
     print(f"held out: {cfg.eval_corpora or cfg.corpus} documents of {cfg.corpus} "
           f"(fraction {cfg.held_out_fraction}, seed {cfg.seed}), fp32\n")
