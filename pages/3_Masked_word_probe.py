@@ -21,8 +21,8 @@ if error:
     st.info(error)
     st.stop()
 
-text = st.text_input("Sentence (write [MASK] where a word is hidden)",
-                     "British Airways blamed high [MASK] prices for a fall in its profits.", key="mlm_text",
+EXAMPLE, EXAMPLE_WORD = "British Airways blamed high [MASK] prices for a fall in its profits.", "fuel"
+text = st.text_input("Sentence (write [MASK] where a word is hidden)", EXAMPLE, key="mlm_text",
                      help="The example is a sentence of the check set, written from a news article that the "
                           "default model never saw in pre-training.")
 words = text.split()
@@ -48,6 +48,10 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
                      title=f"[MASK] at position {m['position']}", range_x=[0, 1])
         fig.update_layout(height=120 + 28 * len(df), margin=dict(l=10, r=10, t=40, b=10))
         st.plotly_chart(fig, key=f"mlm_bar_{m['position']}")
+    if results and text == EXAMPLE:
+        found = EXAMPLE_WORD in [p["token"] for p in results[0]["predictions"]]
+        st.caption(f"In the article the hidden word was **{EXAMPLE_WORD}**: it is {'' if found else 'not '}among "
+                   f"this model's top {top_k}.")
     if results:
         st.subheader("Layer by layer")
         st.caption("The MLM head applied to every layer's vector at the first [MASK] (layer 0 = the input "

@@ -55,15 +55,15 @@ if a.strip() and b.strip():
 st.subheader("Score several pairs at once")
 st.caption("One pair per row; *real* marks a B that truly followed A in a held-out document, *random* a B "
            "from another document (as in pre-training). Edit, add or delete rows.")
-default = pd.DataFrame({"A": [e["a"] for e in examples[1:4] + examples[15:18]],
-                        "B": [e["b"] for e in examples[1:4] + examples[15:18]],
-                        "pair": ["real" if e["is_next"] else "random" for e in examples[1:4] + examples[15:18]]})
+default = pd.DataFrame({"pair": ["real" if e["is_next"] else "random" for e in examples[1:4] + examples[15:18]],
+                        "A": [e["a"] for e in examples[1:4] + examples[15:18]],
+                        "B": [e["b"] for e in examples[1:4] + examples[15:18]]})
 table = st.data_editor(default, num_rows="dynamic", key="nsp_table", width="stretch",
                        column_config={"pair": st.column_config.SelectboxColumn(options=["real", "random", ""])})
 rows = [r for r in table.itertuples() if str(r.A).strip() and str(r.B).strip()]
 if rows:
     scored = nsp_probability(loaded, [(str(r.A), str(r.B)) for r in rows])
-    frame = pd.DataFrame({"A": [r.A for r in rows], "B": [r.B for r in rows], "pair": [r.pair for r in rows],
-                          "P(IsNext)": [x["is_next"] for x in scored]})
+    frame = pd.DataFrame({"pair": [r.pair for r in rows], "P(IsNext)": [x["is_next"] for x in scored],
+                          "A": [r.A for r in rows], "B": [r.B for r in rows]})
     st.dataframe(frame, hide_index=True)
     st.caption(nsp_table_summary(frame["pair"].tolist(), frame["P(IsNext)"].tolist()))

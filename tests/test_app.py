@@ -1,4 +1,6 @@
 """The Streamlit app, driven headless with AppTest."""
+import json
+
 from streamlit.testing.v1 import AppTest
 
 
@@ -92,3 +94,13 @@ def test_clicking_words_masks_them():
     assert not at.exception
     assert any("the [MASK] sat on the [MASK] ." in c.value for c in at.caption)
     assert len(at.get("plotly_chart")) == 2
+
+
+@pytest.mark.skipif(SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped default model is not in assets/")
+def test_masked_word_example_says_whether_this_model_found_the_hidden_word():
+    at = _page("3_Masked_word_probe.py")
+    assert at.sidebar.selectbox(key="be_model_choice").value == "minilm-mlm-nsp"  # the default model
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    top = list(spec["data"][0]["y"])
+    expected = "it is among" if "fuel" in top else "it is not among"
+    assert any("hidden word was **fuel**" in c.value and expected in c.value for c in at.caption)
