@@ -62,7 +62,7 @@ try:
         if not runs:
             st.info("No fine-tuned sequence classifier found under `./runs` (a run directory with "
                     "`model/config.json` of a BertForSequenceClassification). Make one, for example:")
-            st.code("bert-explorer finetune --model explorer-mini --train builtin:bbc-topics --output runs/bbc",
+            st.code("bert-explorer finetune --model minilm-mlm-nsp --train builtin:bbc-topics --output runs/bbc",
                     language="bash")
             st.stop()
         by_dir = {r["model_dir"]: r for r in runs}
