@@ -24,7 +24,7 @@ import torch.distributed as dist
 from .. import checkpoint
 from ..data.corpora import load_corpus, split_documents, tiny_corpus
 from ..data.pretraining import MaskingConfig, collate, continuation_ids, create_instances
-from ..model import BertForPreTraining, preset
+from ..model import BertConfig, BertForPreTraining, preset
 from ..tokenizer import WordPieceTokenizer
 from .device import PRECISIONS, Device, pick_device, precision_from
 from .optim import apply_update, linear_warmup_decay, make_optimizer
@@ -305,7 +305,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     # ----- model, optimiser -----------------------------------------------------------------
     torch.manual_seed(cfg.seed)
     if latest:  # a resumed run needs only its own checkpoint (weights loaded below), not init's
-        model = BertForPreTraining(checkpoint.load(latest, "BertForPreTraining").config)
+        model = BertForPreTraining(BertConfig.load(latest))
     elif cfg.init:
         model = _warm_start(cfg, run, dev)
     else:
