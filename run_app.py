@@ -1,15 +1,17 @@
 """BERT Explorer, home page: `streamlit run run_app.py --server.address 127.0.0.1 --browser.gatherUsageStats false`.
 
-Streamlit makes every file in pages/ a page of the menu, in the order of its number
-("2_Attention.py" -> "Attention", at /Attention)."""
+Every file in pages/ is a page (at /Attention for "2_Attention.py"); the sidebar menu is the
+app's own (``bert_explorer.app.widgets.menu``), so this page is "Home" in it."""
 
 import pandas as pd
 import streamlit as st
 
 from bert_explorer.app.models import available_models, builtin_corpora
 from bert_explorer.app.state import model_picker
+from bert_explorer.app.widgets import menu
 
 st.set_page_config(page_title="BERT Explorer", page_icon="🔎", layout="wide")
+menu()
 st.title("BERT Explorer")
 st.markdown(
     """
@@ -45,9 +47,9 @@ model_picker()
 
 st.subheader("Models you can load")
 st.caption("Short names work offline; any Hugging Face-style BERT checkpoint directory works too.")
-st.dataframe(pd.DataFrame(available_models()), hide_index=True, width="stretch")
+st.table(pd.DataFrame(available_models()).set_index("name"))  # a table wraps the descriptions
 
 st.subheader("Built-in text, no download")
 st.caption("Real corpora read from installed packages; pre-training and fine-tuning use them. "
            "Check each licence before you publish a model trained on it.")
-st.dataframe(pd.DataFrame(builtin_corpora()), hide_index=True, width="stretch")
+st.table(pd.DataFrame(builtin_corpora()).set_index("name"))

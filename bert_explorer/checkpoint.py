@@ -361,7 +361,7 @@ def load(
     if lacking:
         raise MissingHeadError(
             f"{name_or_dir} has no trained {' or '.join(lacking)}; "
-            "use a model pre-trained with it (for example the shipped BERT Explorer model)"
+            f"use a model pre-trained with it, for example {DEFAULT_MODEL!r} (shipped with BERT Explorer)"
         )
     model.to(device).eval()
     try:

@@ -481,9 +481,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from .train.runs import RunBusy
+
     try:
         return args.func(args)
-    except (UserError, CheckpointError) as e:
+    except (UserError, CheckpointError, RunBusy) as e:
         print(f"bert-explorer: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

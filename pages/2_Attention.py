@@ -2,8 +2,10 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from bert_explorer.analysis.attention import (attention_maps, attention_rollout, describe_behaviours,
-                                              head_ablation, head_stats)
+from bert_explorer.analysis.attention import (BEHAVIOUR_RULE, COLUMN_NAMES, REFERENCE_INPUTS, attention_maps,
+                                              attention_rollout, behaviour_table, describe_behaviours,
+                                              head_ablation, head_name, head_stats_over, layer_name, measure_heads,
+                                              uniform_reference)
 from bert_explorer.analysis.bertviz_offline import OfflineAssetsMissing, render
 from bert_explorer.app.state import load, model_picker
 from bert_explorer.app.widgets import intro
@@ -15,11 +17,14 @@ Section 3, after Vaswani et al. 2017): each token spreads one unit of attention 
 left *and* right, and takes in a weighted mix of their vectors. Below you see those weights for
 your sentence — drawn by bertviz (lines, darker = more attention), as heatmaps, summarised per
 head, followed through the layers (rollout), and what happens when one head is switched off.
+Layers and heads are **counted from 1**, as in the paper: layer 1 is the first encoder layer (the
+embeddings, where other pages show them, are layer 0) and head 1 the first head of a layer.
 """)
 
 STATS = {"to_cls": "attention to [CLS]", "to_sep": "attention to [SEP]", "to_self": "attention to itself",
          "to_prev": "attention to the previous token", "to_next": "attention to the next token",
-         "to_punct": "attention to punctuation", "entropy": "entropy (nats; high = spread out)"}
+         "to_punct": "attention to periods and commas", "entropy": "entropy (nats; high = spread out)",
+         "entropy_ratio": "entropy / entropy of uniform attention (1 = uniform)"}
 
 name = model_picker()
 loaded, error = load(name, "BertForPreTraining") if name else (None, "Choose a model in the sidebar.")
@@ -36,6 +41,11 @@ def _attention(model: str, text: str, text_b: str | None, max_tokens: int):
 @st.cache_data(show_spinner=False, max_entries=32)
 def _ablation(model: str, text: str, text_b: str | None, layer: int, head: int, max_tokens: int):
     return head_ablation(load(model, "BertForPreTraining")[0], text, text_b, layer, head, max_tokens=max_tokens)
+
+
+@st.cache_data(show_spinner="Measuring the heads on the built-in sentences…", max_entries=8)
+def _reference(model: str, max_tokens: int):
+    return measure_heads(load(model, "BertForPreTraining")[0], REFERENCE_INPUTS, max_tokens)
 
 
 @st.cache_data(show_spinner="Drawing with bertviz…", max_entries=16)
@@ -70,54 +80,67 @@ def bertviz_tab(view_name: str, caption: str) -> None:
         st.warning(f"bertviz cannot draw offline: {e}")
         return
     if view.layers != list(range(L)):
-        st.caption(f"Showing layers {', '.join(map(str, view.layers))} of 0–{L - 1} to keep the page light.")
-    # The head view is a column of tokens; the model view a row of small pictures per layer.
-    height = 170 + 23 * len(result.tokens) if view_name == "head" else 110 + 165 * len(view.layers)
-    st.iframe(view.html, height=height)
+        st.caption(f"Showing layers {', '.join(str(i + 1) for i in view.layers)} of 1–{L} to keep the page light.")
+    if view.numbered_from == 0:
+        st.caption("bertviz numbers layers and heads from 0 inside this drawing: its layer 0 is our layer 1.")
+    if view.fit is not None and view.fit.scale < 1:
+        st.caption(f"Drawn at {view.fit.scale:.0%} of bertviz's size so that all {len(view.layers)} layers × "
+                   f"{A} heads fit in the frame.")
+    st.iframe(view.html, height=view.height)
 
 
 with tabs[0]:
     bertviz_tab("head", "Pick a layer; click a coloured square to show or hide a head, hover a token to see only "
                 "its lines. For a pair, *Attention* filters A→A, B→B, A→B and B→A.")
 with tabs[1]:
-    bertviz_tab("model", "All heads of all layers at once: one small picture per (layer, head). Look for heads "
-                "that all point to [SEP] or [CLS], and for diagonal heads that look one token back or ahead.")
+    bertviz_tab("model", f"All heads of all layers at once: one small picture per (layer, head), layers 1–{L} "
+                f"from top to bottom, heads 1–{A} from left to right; click a picture to enlarge it. Look for "
+                "heads that all point to [SEP] or [CLS], and for diagonal heads that look one token back or ahead.")
 
 with tabs[2]:
     h1, h2 = st.columns(2)
-    layer = h1.selectbox("Layer", range(L), key="att_hm_layer")
-    head = h2.selectbox("Head", range(A), key="att_hm_head")
+    layer = h1.selectbox("Layer", range(L), key="att_hm_layer", format_func=lambda i: f"{i + 1}")
+    head = h2.selectbox("Head", range(A), key="att_hm_head", format_func=lambda i: f"{i + 1}")
     fig = px.imshow(result.attentions[layer, head], x=list(range(len(result.tokens))),
                     y=list(range(len(result.tokens))), color_continuous_scale="Blues", zmin=0, zmax=1,
                     labels=dict(x="attended token (key)", y="attending token (query)", color="weight"),
-                    aspect="auto", title=f"Layer {layer}, head {head}: each row sums to 1")
+                    aspect="auto", title=f"{layer_name(layer).capitalize()}, {head_name(head)}: each row sums to 1")
     ticks = dict(tickmode="array", tickvals=list(range(len(result.tokens))), ticktext=result.tokens)
     fig.update_layout(xaxis=ticks, yaxis=ticks, height=260 + 16 * len(result.tokens))
     st.plotly_chart(fig, key="att_heatmap")
 
 with tabs[3]:
-    stats = head_stats(result)
-    st.caption("Each cell is one head: how much of its attention (averaged over the query tokens) follows a "
-               "pattern. In BERT-Base, Clark et al. (2019) found heads that look almost only at the previous or "
-               "next token, heads that park on [SEP], and broad heads in the first layers. "
-               + describe_behaviours(stats))
+    st.caption("Each head measured as Clark et al. (2019, \"What Does BERT Look At?\") did: the share of its "
+               "attention (averaged over the query tokens) that goes to [CLS], to [SEP], to periods and commas, to "
+               "the previous and the next token and to itself, and the entropy of its attention beside that of "
+               "uniform attention. In BERT-Base they found heads that look almost only at the previous or next "
+               "token, heads that park on [SEP], and broad heads in the first layers. " + BEHAVIOUR_RULE)
+    with_reference = st.checkbox(f"Average over the {len(REFERENCE_INPUTS)} built-in sentences too", True,
+                                 key="att_reference", help="One input can make a head look special; several "
+                                 "show what it usually does. Each input counts once.")
+    inputs = [result] + (_reference(name, max_tokens) if with_reference else [])
+    stats = head_stats_over(inputs)
+    uniform = uniform_reference(inputs)
+    measured_on = (f"your input and the {len(inputs) - 1} built-in sentences" if with_reference else "your input")
+    st.markdown(describe_behaviours(stats, measured_on, uniform))
+    st.caption(f"For comparison, uniform attention on the same tokens would give [CLS] {uniform['to_cls']:.2f}, "
+               f"[SEP] {uniform['to_sep']:.2f}, periods and commas {uniform['to_punct']:.2f}, previous / next "
+               f"token and itself {uniform['to_prev']:.2f}, entropy {uniform['entropy']:.2f} nats.")
     stat = st.selectbox("Pattern", list(STATS), format_func=STATS.get, key="att_stat")
     grid = stats.pivot(index="layer", columns="head", values=stat)
-    fig = px.imshow(grid.values, x=[f"head {h}" for h in grid.columns], y=[f"layer {layer}" for layer in grid.index],
+    fig = px.imshow(grid.values, x=[head_name(h) for h in grid.columns], y=[layer_name(i) for i in grid.index],
                     color_continuous_scale="Viridis", text_auto=".2f", aspect="auto",
-                    zmin=0, zmax=None if stat == "entropy" else 1, labels=dict(color=stat))
+                    zmin=0, zmax=None if stat == "entropy" else 1, labels=dict(color=COLUMN_NAMES[stat]))
     fig.update_layout(height=140 + 48 * L)
     st.plotly_chart(fig, key="att_stats_grid")
-    behaviours = stats.pivot(index="layer", columns="head", values="behaviour")
-    behaviours.columns = [f"head {h}" for h in behaviours.columns]
-    st.dataframe(behaviours, key="att_behaviours")
+    st.dataframe(behaviour_table(stats), hide_index=True, key="att_behaviours")
 
 with tabs[4]:
     st.caption("Attention rollout (Abnar & Zuidema 2020): the heads of a layer are averaged, the residual "
                "connection counts as attention to oneself, and the layers are multiplied — row *i* says how much "
                "of each *input* token has flowed into position *i* by that layer.")
     rollout = attention_rollout(result)
-    r_layer = st.slider("After layer", 0, L - 1, L - 1, key="att_rollout_layer")
+    r_layer = st.slider("After layer", 1, L, L, key="att_rollout_layer") - 1 if L > 1 else 0
     fig = px.imshow(rollout[r_layer], color_continuous_scale="Oranges", zmin=0, aspect="auto",
                     labels=dict(x="input token", y="position", color="share"))
     ticks = dict(tickmode="array", tickvals=list(range(len(result.tokens))), ticktext=result.tokens)
@@ -133,15 +156,16 @@ with tabs[5]:
                "many heads can go with little change and a few matter a lot; try it on this model. With a "
                "masked-LM model, put a [MASK] in sentence A to see whether the predicted word changes.")
     m1, m2 = st.columns(2)
-    a_layer = m1.selectbox("Layer", range(L), key="att_abl_layer")
-    a_head = m2.selectbox("Head", range(A), key="att_abl_head")
+    a_layer = m1.selectbox("Layer", range(L), key="att_abl_layer", format_func=lambda i: f"{i + 1}")
+    a_head = m2.selectbox("Head", range(A), key="att_abl_head", format_func=lambda i: f"{i + 1}")
     abl = _ablation(name, text, text_b, a_layer, a_head, max_tokens)
     st.metric("[CLS] vector, cosine with the intact model", f"{abl['cls_cosine']:.4f}",
               help="1 = unchanged. The [CLS] vector feeds NSP and sentence classifiers.")
     df = pd.DataFrame({"token": [f"{i}: {t}" for i, t in enumerate(abl["tokens"])],
                        "relative change": abl["relative_delta"]})
     fig = px.bar(df, x="token", y="relative change",
-                 title=f"‖h′ − h‖ / ‖h‖ of the last layer, layer {a_layer} head {a_head} switched off")
+                 title=f"‖h′ − h‖ / ‖h‖ of the last layer, {layer_name(a_layer)}, {head_name(a_head)} "
+                       "switched off")
     st.plotly_chart(fig, key="att_ablation")
     if abl["mlm"]:
         st.dataframe(pd.DataFrame(abl["mlm"]), hide_index=True, key="att_ablation_mlm")

@@ -3,8 +3,9 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
-from bert_explorer.analysis.attributions import (DEFAULT_STEPS, classifier_runs, explain_classifier,
-                                                 explain_masked_word, explain_next_sentence)
+from bert_explorer.analysis.attributions import (DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION, baseline_note,
+                                                 classifier_runs, explain_classifier, explain_masked_word,
+                                                 explain_next_sentence)
 from bert_explorer.analysis.probes import MLM_HEAD, NSP_HEAD
 from bert_explorer.app.state import load, model_picker, runs_root
 from bert_explorer.app.widgets import intro, needs_head
@@ -23,8 +24,11 @@ MLM, NSP, CLF = "masked word", "next sentence", "fine-tuned classifier"
 target = st.radio("Explain", [MLM, NSP, CLF], key="attr_target", horizontal=True,
                   help="Masked LM and NSP: the pre-training heads (Section 3.1). Classifier: a model "
                        "fine-tuned with `bert-explorer finetune` (Section 4).")
-steps = st.slider("Integration steps", 10, 300, DEFAULT_STEPS, step=10, key="attr_steps",
-                  help="Points on the path from the baseline to the input; more steps, smaller convergence delta.")
+steps = st.slider("Integration steps (to start with)", 10, 300, DEFAULT_STEPS, step=10, key="attr_steps",
+                  help="Points on the path from the baseline to the input; more steps, smaller convergence delta. "
+                       f"While the delta is above {RELIABLE_FRACTION:.0%} of f(x) − f(baseline) the page doubles "
+                       f"them, up to {MAX_STEPS}.")
+max_steps = max(MAX_STEPS, steps)
 
 
 def pretrained(head: str, what: str):
@@ -46,7 +50,7 @@ try:
                              "the government said the [MASK] would rise next year .", key="attr_mlm_text")
         word = c2.text_input("Word to explain", key="attr_mlm_word", placeholder="top prediction",
                              help="One WordPiece; empty = the model's most probable word.")
-        result = explain_masked_word(loaded, text, word or None, n_steps=steps)
+        result = explain_masked_word(loaded, text, word or None, n_steps=steps, max_steps=max_steps)
         d = result.details
         st.caption(f"Explaining **{d['word']}** (P = {d['probability']:.1%}) at position {d['mask_position']}. "
                    "Top predictions: " + ", ".join(f"{t['token']} ({t['probability']:.1%})" for t in d["top"]))
@@ -54,15 +58,16 @@ try:
         loaded = pretrained(NSP_HEAD, "judge whether B follows A")
         a = st.text_input("Sentence A", "the match was played in heavy rain on saturday .", key="attr_nsp_a")
         b = st.text_input("Sentence B", "both teams struggled to keep the ball on the ground .", key="attr_nsp_b")
-        result = explain_next_sentence(loaded, a, b, n_steps=steps)
+        result = explain_next_sentence(loaded, a, b, n_steps=steps, max_steps=max_steps)
         st.caption(f"P(IsNext) = {result.details['p_is_next']:.1%} for the pair, "
                    f"{result.details['p_is_next_baseline']:.1%} for the baseline.")
     else:
-        runs = classifier_runs(runs_root())
+        root = runs_root()
+        runs = classifier_runs(root)
         if not runs:
-            st.info("No fine-tuned sequence classifier found under `./runs` (a run directory with "
+            st.info(f"No fine-tuned sequence classifier found under `{root}` (a run directory with "
                     "`model/config.json` of a BertForSequenceClassification). Make one, for example:")
-            st.code("bert-explorer finetune --model minilm-mlm-nsp --train builtin:bbc-topics --output runs/bbc",
+            st.code(f"bert-explorer finetune --model minilm-mlm-nsp --train builtin:bbc-topics --output {root / 'bbc'}",
                     language="bash")
             st.stop()
         by_dir = {r["model_dir"]: r for r in runs}
@@ -78,7 +83,7 @@ try:
             if run["task"] == "pair-classification" else None
         label = st.selectbox("Class to explain", ["the predicted class", *run["labels"]], key="attr_clf_label")
         result = explain_classifier(clf, text, text_b, None if label == "the predicted class" else label,
-                                    n_steps=steps)
+                                    n_steps=steps, max_steps=max_steps)
         if "probabilities" in result.details:
             st.caption(f"Predicted **{result.details['predicted']}**; " + ", ".join(
                 f"{k} {v:.1%}" for k, v in result.details["probabilities"].items()))
@@ -87,14 +92,25 @@ except ValueError as e:
     st.stop()
 
 st.subheader(f"f = {result.score}")
-m = st.columns(4)
+m = st.columns(5)
 m[0].metric("f(x)", f"{result.f_input:.3f}", help="the score on your input")
 m[1].metric("f(baseline)", f"{result.f_baseline:.3f}", help="the score on the baseline input")
 m[2].metric("f(x) − f(baseline)", f"{result.difference:.3f}", help="what the attributions add up to")
 m[3].metric("convergence delta", f"{result.delta:.2e}", help="Σ attributions − (f(x) − f(baseline))")
+m[4].metric("steps used", f"{result.n_steps}", help="tried: " + ", ".join(
+    f"{n} steps → delta {d:.2e}" for n, d in result.steps_tried))
+verdict = result.reliability
+if verdict.reliable:
+    st.caption(verdict.reason)
+else:
+    st.warning(verdict.reason)
+note = baseline_note(result)
+if note:
+    st.info(note)
 st.caption("Completeness: the attributions of all tokens and all three embedding parts add up to "
-           "f(x) − f(baseline); the convergence delta is how far the numerical integral misses — "
-           "add steps if it is not small next to the difference.")
+           "f(x) − f(baseline); the convergence delta is how far the numerical integral misses. The rule here: "
+           f"reliable when |delta| ≤ {RELIABLE_FRACTION:.0%} of |f(x) − f(baseline)|; the steps are doubled "
+           f"(up to {max_steps}) until it holds.")
 
 rows = ["total", "token", "segment", "position"]
 heat = go.Figure(go.Heatmap(

@@ -8,11 +8,12 @@ import torch
 from bert_explorer.analysis.timelapse import DEFAULT_SENTENCE, timelapse
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
-from bert_explorer.app.state import device_name, run_checkpoints
+from bert_explorer.app.state import device_name, show_mode, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
 from bert_explorer.app.widgets import intro
 from bert_explorer.model.config import BertConfig
+from bert_explorer.train import run_finder
 from bert_explorer.train.runs import Run
 
 st.set_page_config(page_title="Pre-train · BERT Explorer", layout="wide")
@@ -25,133 +26,136 @@ rise, then open the **time-lapse** to see one attention head and the masked-word
 checkpoint by checkpoint. The run goes on in the background if you close this tab.
 """)
 
+show_mode()
 root = rv.runs_root()
 on_gpu = device_name().startswith("CUDA")
 
-# ----- 1. a new run -----------------------------------------------------------------------------
-st.subheader("1. Set up a run")
-c1, c2 = st.columns(2)
-source = c1.radio("Corpus", ["Built-in", "Upload a .txt file"], key="pt_corpus_source", horizontal=True)
-upload, corpus_error, corpus_facts = None, None, {}
-objective = c2.radio("Objective", ["mlm+nsp", "mlm", "ltr"], key="pt_objective", horizontal=True,
-                     format_func={"mlm+nsp": "MLM + NSP (BERT)", "mlm": "MLM only (No NSP)",
-                                  "ltr": "Left-to-right LM"}.get,
-                     help="Table 5 of the paper compares these: removing NSP hurts QNLI, MNLI and SQuAD; "
-                          "a left-to-right model (like OpenAI GPT) is worse still.")
-if source == "Built-in":
-    names = [c["name"] for c in builtin_corpora() if c["installed"]] + ["tiny"]
-    describe = {c["name"]: c["description"] for c in builtin_corpora()}
-    describe["tiny"] = "generated: 40 short templated documents, a run in seconds (for trying things out)"
-    chosen = c1.multiselect("Built-in corpora (joined)", names, default=names[:1], key="pt_corpus")
-    for n in chosen:
-        c1.caption(f"**{n}**: {describe.get(n, '')}")
-    corpus = "+".join(chosen)
-    if not chosen:
-        corpus_error = "Choose at least one corpus."
-else:
-    upload = rv.uploaded_file("Text file (UTF-8): one sentence per line with a blank line between documents, "
-                              "or prose with two blank lines between documents", key="pt_upload", types=["txt"])
-    corpus = upload[0] if upload else ""
-    if upload is None:
-        corpus_error = "Upload a .txt file."
+if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-lapse, start none
+    # ----- 1. a new run -----------------------------------------------------------------------------
+    st.subheader("1. Set up a run")
+    c1, c2 = st.columns(2)
+    source = c1.radio("Corpus", ["Built-in", "Upload a .txt file"], key="pt_corpus_source", horizontal=True)
+    upload, corpus_error, corpus_facts = None, None, {}
+    objective = c2.radio("Objective", ["mlm+nsp", "mlm", "ltr"], key="pt_objective", horizontal=True,
+                         format_func={"mlm+nsp": "MLM + NSP (BERT)", "mlm": "MLM only (No NSP)",
+                                      "ltr": "Left-to-right LM"}.get,
+                         help="Table 5 of the paper compares these: removing NSP hurts QNLI, MNLI and SQuAD; "
+                              "a left-to-right model (like OpenAI GPT) is worse still.")
+    if source == "Built-in":
+        names = [c["name"] for c in builtin_corpora() if c["installed"]] + ["tiny"]
+        describe = {c["name"]: c["description"] for c in builtin_corpora()}
+        describe["tiny"] = "generated: 40 short templated documents, a run in seconds (for trying things out)"
+        chosen = c1.multiselect("Built-in corpora (joined)", names, default=names[:1], key="pt_corpus")
+        for n in chosen:
+            c1.caption(f"**{n}**: {describe.get(n, '')}")
+        corpus = "+".join(chosen)
+        if not chosen:
+            corpus_error = "Choose at least one corpus."
     else:
-        corpus_error, corpus_facts = rv.check_corpus_upload(upload[0], upload[1], objective)
-        if corpus_error:
-            c1.error(corpus_error)
+        upload = rv.uploaded_file("Text file (UTF-8): one sentence per line with a blank line between documents, "
+                                  "or prose with two blank lines between documents", key="pt_upload", types=["txt"])
+        corpus = upload[0] if upload else ""
+        if upload is None:
+            corpus_error = "Upload a .txt file."
         else:
-            c1.success(f"{upload[0]}: {corpus_facts['documents']:,} documents, {corpus_facts['sentences']:,} "
-                       f"sentences, {corpus_facts['words']:,} words.")
+            corpus_error, corpus_facts = rv.check_corpus_upload(upload[0], upload[1], objective)
+            if corpus_error:
+                c1.error(corpus_error)
+            else:
+                c1.success(f"{upload[0]}: {corpus_facts['documents']:,} documents, {corpus_facts['sentences']:,} "
+                           f"sentences, {corpus_facts['words']:,} words.")
 
-start = c2.radio("Start from", ["zero (random weights)", "a checkpoint (warm start)"], key="pt_start_from",
-                 horizontal=True)
-init, freeze = None, False
-if start.startswith("zero"):
-    sizes = rv.size_options()
-    size = c2.selectbox("Size (L layers × H hidden; A = H/64 heads)", sizes, index=sizes.index("L4-H256"),
-                        key="pt_size", format_func=lambda n: f"{n} ({rv.ALIASES[n]})" if n in rv.ALIASES else
-                        ("base: L12-H768, A12" if n == "base" else n),
-                        help="The 24 miniatures of Turc et al. (2019) and BERT-base (Table 6 of the paper varies "
-                             "L, H, A).")
-else:
-    inits = [n for n, (locate, _) in SHORT_NAMES.items() if locate() is not None] + run_checkpoints()
-    init = c2.selectbox("Checkpoint to continue", inits, key="pt_init",
-                        help="Its weights, size and WordPiece vocabulary are kept; a missing MLM or NSP head is "
-                             "created fresh (the run's log says which).")
-    freeze = c2.checkbox("Freeze the word embeddings", True, key="pt_freeze",
-                         help="They are tied to the MLM decoder and hold most of a small model's parameters; "
-                              "frozen, they keep the checkpoint's word vectors and the run trains faster.")
-    size = init
-    if objective == "ltr":
-        c2.caption("A left-to-right warm start puts a causal mask on layers that learnt to read both ways: "
-                   "the first steps mostly re-learn a left-to-right reading.")
-
-c3, c4, c5 = st.columns(3)
-steps = c3.number_input("Steps", 1, 10_000_000, 1000, step=100, key="pt_steps",
-                        help="The paper: 1,000,000 steps (about 40 epochs over 3.3 billion words).")
-batch = c4.number_input("Batch (sequences)", 1, 4096, 256 if on_gpu else 32, key="pt_batch",
-                        help="The paper: 256 sequences of up to 512 tokens (128,000 tokens a batch).")
-lr = c5.number_input("Learning rate", 1e-6, 1e-2, 1e-4, step=1e-5, format="%.0e", key="pt_lr",
-                     help="The paper: Adam(W) with lr 1e-4, β1 0.9, β2 0.999, weight decay 0.01.")
-with st.expander("Advanced settings"):
-    a1, a2, a3 = st.columns(3)
-    seq_len = a1.number_input("Max sequence length", 16, 512, 128, step=16, key="pt_seq",
-                              help="The paper: 128 for 90 % of the steps, then 512 to learn the position embeddings.")
-    vocab_size = a2.number_input("WordPiece vocabulary (learnt on the corpus)", 200, 60_000, 8000, step=500,
-                                 key="pt_vocab", disabled=init is not None,
-                                 help="A warm start keeps its checkpoint's vocabulary.")
-    warmup_pct = a3.number_input("Warm-up (% of steps)", 0.0, 50.0, 10.0, key="pt_warmup",
-                                 help="The paper: 10,000 of 1M steps; linear decay afterwards.")
-    snapshots = a1.number_input("Checkpoints to keep for the time-lapse", 1, 50, 5, key="pt_snapshots",
-                                help="Evenly spaced over the run, plus the last step.")
-    max_docs = a2.number_input("Use only the first N documents (0 = all)", 0, 1_000_000, 0, key="pt_max_docs")
-    seed = a3.number_input("Seed", 0, 1_000_000, 0, key="pt_seed")
-    log_every = a1.number_input("Log every N steps", 1, 10_000, 10, key="pt_log_every")
-    evaluations = a2.number_input("Held-out evaluations during the run", 1, 1000, 10, key="pt_evals",
-                                  help="MLM and NSP accuracy on documents the run never trains on.")
-    device = a3.selectbox("Device", ["auto", "cpu", "cuda"], key="pt_device",
-                          help="auto = the local GPU when there is one.")
-    on_cuda = on_gpu and device != "cpu"
-    precision = a1.selectbox("Precision", [p for p in PRECISIONS if on_cuda or p != "fp16"], key="pt_precision",
-                             help="auto = bf16 autocast where this device computes it natively and faster "
-                                  "(a recent GPU, or a CPU with AVX512-BF16/AMX), else fp32.")
-    auto_is = autocast_dtype(torch.device("cuda" if on_cuda else "cpu"), "auto")  # no CUDA context: no set_device
-    a1.caption(f"auto here = **{precision_name(auto_is)}**"
-               + ("" if auto_is is not None or on_cuda else " (this CPU has no fast bf16)"))
-
-est = rv.pretrain_estimate(size, int(steps), int(batch), int(seq_len), int(vocab_size), root)
-m1, m2, m3 = st.columns(3)
-m1.metric("Parameters", f"{est['parameters'] / 1e6:,.1f} M")
-m2.metric(f"Estimated time on {device_name()}", rv.fmt_duration(est["seconds"]))
-m3.metric("Training FLOPs", f"{est['tokens'] * est['flops_per_token']:.2e}")
-st.caption(f"An **estimate**: {int(steps):,} steps × {int(batch)} × {int(seq_len)} tokens × "
-           f"{est['flops_per_token'] / 1e6:,.1f} MFLOPs per token (6·N + 12·L·H·T + the MLM decoder on the "
-           f"15 % masked tokens) ÷ {est['flop_per_s'] / 1e9:,.0f} GFLOP/s ({est['basis']}). Data preparation, "
-           f"evaluation and checkpoints come on top.")
-
-run_name = st.text_input("Run name (optional)", key="pt_name",
-                         placeholder="automatic: pretrain-<size>-<corpus>-<time>")
-if st.button("Start pre-training", type="primary", key="pt_start", disabled=bool(corpus_error)):
-    run_dir = root / rv.slug(run_name) if run_name.strip() else rv.new_run_dir(
-        f"pretrain-{('warm-' + Path(init).name) if init else size}-{'upload' if upload else corpus}", root)
-    if (run_dir / "status.json").exists():
-        st.error(f"A run called {run_dir.name} exists already; choose another name.")
+    start = c2.radio("Start from", ["zero (random weights)", "a checkpoint (warm start)"], key="pt_start_from",
+                     horizontal=True)
+    init, freeze = None, False
+    if start.startswith("zero"):
+        sizes = rv.size_options()
+        size = c2.selectbox("Size (L layers × H hidden; A = H/64 heads)", sizes, index=sizes.index("L4-H256"),
+                            key="pt_size", format_func=lambda n: f"{n} ({rv.ALIASES[n]})" if n in rv.ALIASES else
+                            ("base: L12-H768, A12" if n == "base" else n),
+                            help="The 24 miniatures of Turc et al. (2019) and BERT-base (Table 6 of the paper varies "
+                                 "L, H, A).")
     else:
-        config = {"corpus": corpus, "objective": objective, "max_steps": int(steps),
-                  "batch_size": int(batch), "lr": float(lr), "max_seq_length": int(seq_len),
-                  "vocab_size": int(vocab_size), "warmup_steps": int(int(steps) * warmup_pct / 100),
-                  "save_every": max(1, int(steps) // int(snapshots)),
-                  "eval_every": max(1, int(steps) // int(evaluations)), "log_every": int(log_every),
-                  "max_docs": int(max_docs) or None, "seed": int(seed), "device": device,
-                  "precision": precision,
-                  **({"init": init, "freeze_word_embeddings": freeze} if init else {"size": size})}
-        path = None
-        if upload:  # the text lives in the run directory, so the run can be resumed and repeated
-            path = rv.store_upload(run_dir, "corpus.txt", upload[1])
-            config["corpus"] = str(path.resolve())
-            config["held_out_fraction"] = rv.held_out_fraction(corpus_facts.get("documents", 0))
-        if rv.launch("pretrain", config, run_dir, remember=("pt_watch", rv.rel_name(Run(run_dir), root)),
-                     upload=path):
-            st.success(f"Started {run_dir.name}.")  # and watched below
+        ckpt_labels = {c.path: c.label for c in run_finder.run_checkpoints(root)}  # "run · step 200"
+        inits = [n for n, (locate, _) in SHORT_NAMES.items() if locate() is not None] + list(ckpt_labels)
+        init = c2.selectbox("Checkpoint to continue", inits, key="pt_init", format_func=lambda o: ckpt_labels.get(o, o),
+                            help="Its weights, size and WordPiece vocabulary are kept; a missing MLM or NSP head is "
+                                 "created fresh (the run's log says which).")
+        freeze = c2.checkbox("Freeze the word embeddings", True, key="pt_freeze",
+                             help="They are tied to the MLM decoder and hold most of a small model's parameters; "
+                                  "frozen, they keep the checkpoint's word vectors and the run trains faster.")
+        size = init
+        if objective == "ltr":
+            c2.caption("A left-to-right warm start puts a causal mask on layers that learnt to read both ways: "
+                       "the first steps mostly re-learn a left-to-right reading.")
+
+    c3, c4, c5 = st.columns(3)
+    steps = c3.number_input("Steps", 1, 10_000_000, 1000, step=100, key="pt_steps",
+                            help="The paper: 1,000,000 steps (about 40 epochs over 3.3 billion words).")
+    batch = c4.number_input("Batch (sequences)", 1, 4096, 256 if on_gpu else 32, key="pt_batch",
+                            help="The paper: 256 sequences of up to 512 tokens (128,000 tokens a batch).")
+    lr = c5.number_input("Learning rate", 1e-6, 1e-2, 1e-4, step=1e-5, format="%.0e", key="pt_lr",
+                         help="The paper: Adam(W) with lr 1e-4, β1 0.9, β2 0.999, weight decay 0.01.")
+    with st.expander("Advanced settings"):
+        a1, a2, a3 = st.columns(3)
+        seq_len = a1.number_input("Max sequence length", 16, 512, 128, step=16, key="pt_seq",
+                                  help="The paper: 128 for 90 % of the steps, then 512 to learn the position embeddings.")
+        vocab_size = a2.number_input("WordPiece vocabulary (learnt on the corpus)", 200, 60_000, 8000, step=500,
+                                     key="pt_vocab", disabled=init is not None,
+                                     help="A warm start keeps its checkpoint's vocabulary.")
+        warmup_pct = a3.number_input("Warm-up (% of steps)", 0.0, 50.0, 10.0, key="pt_warmup",
+                                     help="The paper: 10,000 of 1M steps; linear decay afterwards.")
+        snapshots = a1.number_input("Checkpoints to keep for the time-lapse", 1, 50, 5, key="pt_snapshots",
+                                    help="Evenly spaced over the run, plus the last step.")
+        max_docs = a2.number_input("Use only the first N documents (0 = all)", 0, 1_000_000, 0, key="pt_max_docs")
+        seed = a3.number_input("Seed", 0, 1_000_000, 0, key="pt_seed")
+        log_every = a1.number_input("Log every N steps", 1, 10_000, 10, key="pt_log_every")
+        evaluations = a2.number_input("Held-out evaluations during the run", 1, 1000, 10, key="pt_evals",
+                                      help="MLM and NSP accuracy on documents the run never trains on.")
+        device = a3.selectbox("Device", ["auto", "cpu", "cuda"], key="pt_device",
+                              help="auto = the local GPU when there is one.")
+        on_cuda = on_gpu and device != "cpu"
+        precision = a1.selectbox("Precision", [p for p in PRECISIONS if on_cuda or p != "fp16"], key="pt_precision",
+                                 help="auto = bf16 autocast where this device computes it natively and faster "
+                                      "(a recent GPU, or a CPU with AVX512-BF16/AMX), else fp32.")
+        auto_is = autocast_dtype(torch.device("cuda" if on_cuda else "cpu"), "auto")  # no CUDA context: no set_device
+        a1.caption(f"auto here = **{precision_name(auto_is)}**"
+                   + ("" if auto_is is not None or on_cuda else " (this CPU has no fast bf16)"))
+
+    est = rv.pretrain_estimate(size, int(steps), int(batch), int(seq_len), int(vocab_size), root)
+    m1, m2, m3 = st.columns(3)
+    m1.metric("Parameters", f"{est['parameters'] / 1e6:,.1f} M")
+    m2.metric(f"Estimated time on {device_name()}", rv.fmt_duration(est["seconds"]))
+    m3.metric("Training FLOPs", f"{est['tokens'] * est['flops_per_token']:.2e}")
+    st.caption(f"An **estimate**: {int(steps):,} steps × {int(batch)} × {int(seq_len)} tokens × "
+               f"{est['flops_per_token'] / 1e6:,.1f} MFLOPs per token (6·N + 12·L·H·T + the MLM decoder on the "
+               f"15 % masked tokens) ÷ {est['flop_per_s'] / 1e9:,.0f} GFLOP/s ({est['basis']}). Data preparation, "
+               f"evaluation and checkpoints come on top.")
+
+    run_name = st.text_input("Run name (optional)", key="pt_name",
+                             placeholder="automatic: pretrain-<size>-<corpus>-<time>")
+    if st.button("Start pre-training", type="primary", key="pt_start", disabled=bool(corpus_error)):
+        run_dir = root / rv.slug(run_name) if run_name.strip() else rv.new_run_dir(
+            f"pretrain-{('warm-' + Path(init).name) if init else size}-{'upload' if upload else corpus}", root)
+        if (run_dir / "status.json").exists():
+            st.error(f"A run called {run_dir.name} exists already; choose another name.")
+        else:
+            config = {"corpus": corpus, "objective": objective, "max_steps": int(steps),
+                      "batch_size": int(batch), "lr": float(lr), "max_seq_length": int(seq_len),
+                      "vocab_size": int(vocab_size), "warmup_steps": int(int(steps) * warmup_pct / 100),
+                      "save_every": max(1, int(steps) // int(snapshots)),
+                      "eval_every": max(1, int(steps) // int(evaluations)), "log_every": int(log_every),
+                      "max_docs": int(max_docs) or None, "seed": int(seed), "device": device,
+                      "precision": precision,
+                      **({"init": init, "freeze_word_embeddings": freeze} if init else {"size": size})}
+            path = None
+            if upload:  # the text lives in the run directory, so the run can be resumed and repeated
+                path = rv.store_upload(run_dir, "corpus.txt", upload[1])
+                config["corpus"] = str(path.resolve())
+                config["held_out_fraction"] = rv.held_out_fraction(corpus_facts.get("documents", 0))
+            if rv.launch("pretrain", config, run_dir, remember=("pt_watch", rv.rel_name(Run(run_dir), root)),
+                         upload=path):
+                st.success(f"Started {run_dir.name}.")  # and watched below
 
 # ----- 2. watch a run ---------------------------------------------------------------------------
 st.subheader("2. Watch a run")
@@ -159,7 +163,9 @@ run, status = rv.watch_runs("pretrain", "pt_watch", "pt", root,
                             f"No pre-training runs under {root} yet: start one above.")
 
 b1, b2, b3 = st.columns([1, 1, 2])
-if run.is_active():
+if not writes_allowed():
+    pass  # classroom mode: no stop or resume from the network
+elif run.is_active():
     if b1.button("Stop", key="pt_stop", help="Stops cleanly at the next step and writes a checkpoint."):
         run.request_stop()
         st.info("Stop requested: the run saves a checkpoint and stops at its next step.")
@@ -176,11 +182,35 @@ elif status.get("state") in ("stopped", "crashed", "failed", "finished"):
 ckpts = run.checkpoints()
 if ckpts:
     st.caption("Open any checkpoint in the exploration pages: the sidebar's **Model** list shows the checkpoints of "
-               "runs under ./runs (e.g. `" + str(ckpts[-1][1]) + "`); for another folder pick "
+               f"runs under {root} (e.g. `" + str(ckpts[-1][1]) + "`); for another folder pick "
                "\"a local directory…\" and paste the path.")
 
 # ----- 3. time-lapse ----------------------------------------------------------------------------
 st.subheader("3. Time-lapse: one sentence through the checkpoints")
+
+
+def _checkpoint_stamp(found) -> tuple:
+    """(step, mtime) of each checkpoint: a new one, or one re-written by a resume, changes it."""
+    def mtime(p):
+        try:
+            return (p / "model.safetensors").stat().st_mtime_ns
+        except OSError:  # removed meanwhile (a deleted run)
+            return 0
+    return tuple((s, mtime(p)) for s, p in found)
+
+
+if run.is_active():
+    # While a run is active only its progress panel (a fragment in runs_view) redraws itself; the
+    # rest of the page, this section included, was drawn once. This fragment looks for new
+    # checkpoints every few seconds and redraws the whole page when the list changed, so the
+    # time-lapse includes a checkpoint as soon as the run has written it.
+    @st.fragment(run_every=3.0)
+    def _watch_checkpoints(path: str, drawn: tuple):
+        if _checkpoint_stamp(Run(path).checkpoints()) != drawn:
+            st.rerun()
+
+    _watch_checkpoints(str(run.path), _checkpoint_stamp(ckpts))
+
 if not ckpts:
     st.info("The time-lapse needs saved checkpoints; the run writes one every "
             f"{run.config().get('save_every', '?')} steps and at the end.")
@@ -194,12 +224,13 @@ top_k = t4.number_input("Top-k", 1, 10, 5, key="pt_tl_k")
 
 
 @st.cache_data(max_entries=16, show_spinner="Running the sentence through every checkpoint…")
-def _timelapse(path: str, steps: tuple, text: str, layer: int, head: int, k: int):
-    return timelapse(path, text, layer, head, k, steps=list(steps))
+def _timelapse(path: str, stamp: tuple, text: str, layer: int, head: int, k: int):
+    # keyed by the checkpoints' (step, mtime): a new or re-written checkpoint is a new entry
+    return timelapse(path, text, layer, head, k, steps=[s for s, _ in stamp])
 
 
 try:
-    tl = _timelapse(str(run.path), tuple(s for s, _ in ckpts), text, layer, head, int(top_k))
+    tl = _timelapse(str(run.path), _checkpoint_stamp(ckpts), text, layer, head, int(top_k))
 except ValueError as e:
     st.info(str(e))
     st.stop()

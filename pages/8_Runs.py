@@ -2,6 +2,7 @@ import pandas as pd
 import streamlit as st
 
 from bert_explorer.app import runs_view as rv
+from bert_explorer.app.state import mode_sentence, show_mode, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.train.runs import Run, delete
 
@@ -14,27 +15,37 @@ paper compares its ablations), and delete the ones you no longer need. Runs keep
 background; on one GPU they take turns (a queued run starts by itself when the GPU is free).
 """)
 
+show_mode()
 root = rv.runs_root()
 if "runs_msg" in st.session_state:
     kind, text = st.session_state.pop("runs_msg")
     (st.success if kind == "ok" else st.error)(text)
 
-runs = rv.find_runs(root)
-if not runs:
+everything = rv.find_runs(root)
+if not everything:
     st.info(f"No runs under {root} yet: start one on the Pre-train or Fine-tune page, or with the CLI "
             f"(`bert-explorer pretrain --output runs/NAME ...`).")
     st.stop()
+# Every picker's key carries a generation that a delete moves on: after a delete, all of them
+# are new widgets built from the runs that are left, never a stale choice.
+gen = st.session_state.setdefault("runs_gen", 0)
+groups = rv.run_groups(everything, root)
+group = st.selectbox("Show", list(groups), key=f"runs_group_{gen}", format_func=lambda g: rv.group_title(g, groups),
+                     help="The pre-trainings and cells of an ablation are runs of their own, kept inside it; "
+                          "they are listed by ablation so your own runs stay readable.")
+runs = groups[group]
 by_name = {rv.rel_name(r, root): r for r in runs}
 names = list(by_name)
+labels = {rv.rel_name(r, root): rv.run_label(r, root) for r in runs}
 
-st.subheader("All runs")
-st.dataframe(rv.runs_table(root), hide_index=True, width="stretch")
+st.subheader("All runs" if not group else f"Inside ablation {group}")
+st.dataframe(rv.runs_table(root, runs), hide_index=True, width="stretch")
 if st.button("Refresh", key="runs_refresh"):
     st.rerun()
 
 # ----- one run ------------------------------------------------------------------------------------------
 st.subheader("One run")
-run = rv.pick_run("Run", runs, "runs_sel", root)
+run = rv.pick_run("Run", runs, f"runs_sel_{gen}", root)
 status = rv.run_panel(run, rv.run_kind(run), "runs_one")
 c1, c2 = st.columns(2)
 with c1.expander("Log (last 200 lines)"):
@@ -44,10 +55,8 @@ with c2.expander("Settings and status"):
 
 # ----- compare ------------------------------------------------------------------------------------------
 st.subheader("Compare runs")
-gone = [n for n in st.session_state.get("runs_compare", []) if n not in by_name]
-if gone:  # forget runs deleted since
-    st.session_state["runs_compare"] = [n for n in st.session_state["runs_compare"] if n in by_name]
-picked = st.multiselect("Runs", names, default=names[: min(2, len(names))], key="runs_compare")
+picked = st.multiselect("Runs", names, default=names[: min(2, len(names))], key=f"runs_compare_{gen}_{group}",
+                        format_func=labels.get)
 rows = {n: by_name[n].metrics() for n in picked}
 keys = rv.numeric_keys([r for rs in rows.values() for r in rs])
 if picked and keys:
@@ -62,18 +71,26 @@ elif picked:
 
 # ----- delete -------------------------------------------------------------------------------------------
 st.subheader("Delete a run")
-victim = rv.rel_name(rv.pick_run("Run to delete", runs, "runs_delete_sel", root), root)
+if writes_off("Deleting runs"):
+    st.stop()
+victim = rv.rel_name(rv.pick_run("Run to delete", runs, f"runs_delete_sel_{gen}", root), root)
 n_ckpt = len(by_name[victim].checkpoints())
-sure = st.checkbox(f"Yes, delete {victim} with its log, metrics and {n_ckpt} checkpoint(s)", key="runs_delete_confirm")
+# The confirmation belongs to one run (its key names it), and the button deletes exactly the run
+# that the confirmation names: both are built from `victim` in this same pass of the page.
+sure = st.checkbox(f"Yes, delete {victim} with its log, metrics and {n_ckpt} checkpoint(s)",
+                   key=f"runs_delete_confirm_{gen}_{victim}")
 
 
 def _delete(name: str, path: str) -> None:
     try:
+        if not writes_allowed():
+            raise ValueError(mode_sentence())
         delete(Run(path))
         st.session_state["runs_msg"] = ("ok", f"Deleted {name}.")
+        st.session_state["runs_gen"] = st.session_state.get("runs_gen", 0) + 1  # rebuild every picker
     except (RuntimeError, ValueError) as e:
         st.session_state["runs_msg"] = ("error", str(e))
-    st.session_state["runs_delete_confirm"] = False
+    st.session_state[f"runs_delete_confirm_{gen}_{name}"] = False
 
 
 st.button("Delete", key="runs_delete", disabled=not sure, on_click=_delete, args=(victim, str(by_name[victim].path)),

@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from bert_explorer.app import runs_view as rv
+from bert_explorer.app.state import show_mode, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.experiments import grid, results
@@ -20,88 +21,99 @@ paper's four *directions* hold at our scale.
 """)
 
 ACTIVE = ACTIVE_STATES
+show_mode()
 root = rv.runs_root()
 
-# ----- 1. choose a grid ---------------------------------------------------------------------------
-st.subheader("1. Choose a grid")
-how = st.radio("Grid", ["A shipped recipe", "Build my own"], key="abl_mode", horizontal=True)
-recipe, error, upload = None, None, None
-if how == "A shipped recipe":
-    names = grid.list_recipes()
-    name = st.selectbox("Recipe", names, index=names.index("cpu-small") if "cpu-small" in names else 0,
-                        key="abl_recipe")
-    recipe = grid.load_recipe(name)
-    st.caption(recipe["description"])
-else:
-    c1, c2 = st.columns(2)
-    task_opts = [f"builtin:{n}" for n, t in BUILTIN_TASKS.items() if t.available] + \
-        ["pairs:bbc", "tiny:classification", "tiny:pair-classification", "upload"]
-    task = c1.selectbox("Task", task_opts, key="abl_task",
-                        help="pairs:bbc = are two BBC sentences from the same article? (a sentence-pair task built "
-                             "from real text: MNLI/QNLI do not ship offline)")
-    if task == "upload":
-        upload = c1.file_uploader("Task file (CSV/TSV/JSONL, CoNLL, SQuAD JSON)", key="abl_upload")
-        if upload is None:
-            error = "Upload a task file."
-        else:  # check it now, not hours later when the first cell reads it
-            outcome, checked = rv.read_upload(upload.name, upload.getvalue())
-            if outcome == "error":
-                error = checked
-    add_pairs = c1.checkbox("Add the BBC sentence-pair task (for the NSP direction)", value=task != "pairs:bbc",
-                            key="abl_add_pairs")
-    corpus = c1.selectbox("Pre-training corpus", ["bbc", "wiki", "lee", "bbc+wiki+lee", "tiny"], key="abl_corpus")
-    steps = c1.number_input("Pre-training steps", 10, 100_000, 500, step=100, key="abl_steps")
-    sizes = c2.multiselect("Sizes (Table 6)", list(grid.PRESETS), default=["tiny", "mini"], key="abl_sizes")
-    objectives = c2.multiselect("Objectives (Table 5)", grid.OBJECTIVES, default=list(grid.OBJECTIVES),
-                                format_func=grid.OBJECTIVE_LABELS.get, key="abl_objectives")
-    transfers = c2.multiselect("Transfer (Table 7)", grid.TRANSFERS, default=["fine-tune", "embeddings",
-                                                                              "concat-last-4"], key="abl_transfers")
-    maskings = c2.multiselect("Masking MASK/SAME/RND % (Table 8)", grid.MASKINGS, default=["80/10/10"],
-                              key="abl_maskings")
-    mode = c2.radio("Cells", ["one-at-a-time", "product"], key="abl_grid", horizontal=True,
-                    help="one-at-a-time: vary one axis around the baseline, as the paper does; product: every "
-                         "combination")
-    # an upload is saved into the ablation directory by Start; until then its name stands in
-    tasks = {"task": {"train": upload.name if upload else task, "max_train_examples": 1000}}
-    if add_pairs:
-        tasks["pairs"] = {"train": "pairs:bbc", "n_train": 1600, "n_dev": 600}
-    if not error:
-        try:
-            recipe = grid.custom_recipe(tasks, sizes, objectives, transfers, maskings, corpus=corpus,
-                                        max_steps=steps, grid_mode=mode)
-        except ValueError as e:
-            error = str(e)
+if not writes_off("Starting an ablation"):  # classroom mode: read the reports, start none
+    # ----- 1. choose a grid ---------------------------------------------------------------------------
+    st.subheader("1. Choose a grid")
+    how = st.radio("Grid", ["A shipped recipe", "Build my own"], key="abl_mode", horizontal=True)
+    recipe, error, upload = None, None, None
+    if how == "A shipped recipe":
+        names = grid.list_recipes()
+        name = st.selectbox("Recipe", names, index=names.index("cpu-small") if "cpu-small" in names else 0,
+                            key="abl_recipe")
+        recipe = grid.load_recipe(name)
+        st.caption(recipe["description"])
+    else:
+        c1, c2 = st.columns(2)
+        task_opts = [f"builtin:{n}" for n, t in BUILTIN_TASKS.items() if t.available] + \
+            ["pairs:bbc", "tiny:classification", "tiny:pair-classification", "upload"]
+        task = c1.selectbox("Task", task_opts, key="abl_task",
+                            help="pairs:bbc = are two BBC sentences from the same article? (a sentence-pair task built "
+                                 "from real text: MNLI/QNLI do not ship offline)")
+        if task == "upload":
+            upload = c1.file_uploader("Task file (CSV/TSV/JSONL, CoNLL, SQuAD JSON)", key="abl_upload")
+            if upload is None:
+                error = "Upload a task file."
+            else:  # check it now, not hours later when the first cell reads it
+                outcome, checked = rv.read_upload(upload.name, upload.getvalue())
+                if outcome == "error":
+                    error = checked
+        add_pairs = c1.checkbox("Add the BBC sentence-pair task (for the NSP direction)", value=task != "pairs:bbc",
+                                key="abl_add_pairs")
+        corpus = c1.selectbox("Pre-training corpus", ["bbc", "wiki", "lee", "bbc+wiki+lee", "tiny"], key="abl_corpus")
+        steps = c1.number_input("Pre-training steps", 10, 100_000, 500, step=100, key="abl_steps")
+        sizes = c2.multiselect("Sizes (Table 6)", list(grid.PRESETS), default=["tiny", "mini"], key="abl_sizes")
+        objectives = c2.multiselect("Objectives (Table 5)", grid.OBJECTIVES, default=list(grid.OBJECTIVES),
+                                    format_func=grid.OBJECTIVE_LABELS.get, key="abl_objectives")
+        transfers = c2.multiselect("Transfer (Table 7)", grid.TRANSFERS, default=["fine-tune", "embeddings",
+                                                                                  "concat-last-4"], key="abl_transfers")
+        maskings = c2.multiselect("Masking MASK/SAME/RND % (Table 8)", grid.MASKINGS, default=["80/10/10"],
+                                  key="abl_maskings")
+        mode = c2.radio("Cells", ["one-at-a-time", "product"], key="abl_grid", horizontal=True,
+                        help="one-at-a-time: vary one axis around the baseline, as the paper does; product: every "
+                             "combination")
+        # an upload is saved into the ablation directory by Start; until then its name stands in
+        tasks = {"task": {"train": upload.name if upload else task, "max_train_examples": 1000}}
+        if add_pairs:
+            tasks["pairs"] = {"train": "pairs:bbc", "n_train": 1600, "n_dev": 600}
+        if not error:
+            try:
+                recipe = grid.custom_recipe(tasks, sizes, objectives, transfers, maskings, corpus=corpus,
+                                            max_steps=steps, grid_mode=mode)
+            except ValueError as e:
+                error = str(e)
+        # the default save name says what was built: the task and the axes that vary
+        task_part = (upload.name.rsplit(".", 1)[0] if upload else task.removeprefix("builtin:")).replace(":", "-")
+        custom_name = f"custom-{task_part}-{'-'.join(recipe['axes']) if recipe and recipe['axes'] else 'baseline'}"
 
-if error:
-    st.info(error)
-elif recipe:
-    plan = grid.expand(recipe)
-    est_cpu, est_gpu = grid.estimate(plan, "cpu"), grid.estimate(plan, "gpu")
-    m = st.columns(4)
-    m[0].metric("Cells", len(plan["cells"]))
-    m[1].metric("Pre-trainings", len(plan["pretrainings"]), help="cells with the same pre-training share one model")
-    m[2].metric("Time on a 2-core CPU", f"~{est_cpu['total_s'] / 60:.0f} min")
-    m[3].metric("Time on one GPU", f"~{est_gpu['total_s'] / 60:.0f} min")
-    st.caption("Rough estimates from FLOPs and measured speeds; expect them to be off by up to a factor of two.")
-    with st.expander("The cells"):
-        labels = {k: grid.pretraining_label(v) for k, v in plan["pretrainings"].items()}
-        st.dataframe(pd.DataFrame([{"cell": c["id"], "task": c["task"], "axes": ", ".join(c["axes"]),
-                                    "pre-training": labels[c["pretrain_key"]]} for c in plan["cells"]]),
-                     hide_index=True, width="stretch")
-    out_name = st.text_input("Save as (a folder in the runs directory)",
-                             f"ablation-{recipe['name']}-{time.strftime('%Y%m%d-%H%M%S')}", key="abl_name")
-    if st.button("Start in the background", key="abl_start", type="primary"):
-        folder = rv.slug(out_name)  # a plain folder name: never outside the runs directory
-        target = root / folder
-        if (target / "plan.json").exists():
-            st.error(f"{target} already holds an ablation; choose another name.")
-        else:
-            path = None
-            if upload is not None:
-                path = rv.store_upload(target / "data", upload.name, upload.getvalue())
-                recipe["tasks"]["task"]["train"] = str(path.resolve())
-            if rv.launch("ablate", recipe, target, remember=("abl_selected", folder), upload=path):
-                st.success(f"Started {folder}.")
+    if error:
+        st.info(error)
+    elif recipe:
+        plan = grid.expand(recipe)
+        est_cpu, est_gpu = grid.estimate(plan, "cpu"), grid.estimate(plan, "gpu")
+        m = st.columns(4)
+        m[0].metric("Cells", len(plan["cells"]))
+        m[1].metric("Pre-trainings", len(plan["pretrainings"]), help="cells with the same pre-training share one model")
+        m[2].metric("Time on a 2-core CPU", f"~{est_cpu['total_s'] / 60:.0f} min")
+        m[3].metric("Time on one GPU", f"~{est_gpu['total_s'] / 60:.0f} min")
+        st.caption("Rough estimates from FLOPs and measured speeds; expect them to be off by up to a factor of two.")
+        with st.expander("The cells"):
+            labels = {k: grid.pretraining_label(v) for k, v in plan["pretrainings"].items()}
+            st.dataframe(pd.DataFrame([{"cell": c["id"], "task": c["task"], "axes": ", ".join(c["axes"]),
+                                        "pre-training": labels[c["pretrain_key"]]} for c in plan["cells"]]),
+                         hide_index=True, width="stretch")
+        suggested = f"ablation-{recipe['name'] if how == 'A shipped recipe' else custom_name}-" \
+            f"{time.strftime('%Y%m%d-%H%M%S')}"
+        # A keyed text input keeps its first value on every rerun, so the default name is written into
+        # its state while the user has not typed one: it follows the recipe or the grid being built.
+        if st.session_state.get("abl_name") in (None, "", st.session_state.get("abl_name_suggested")):
+            st.session_state["abl_name"] = suggested
+        st.session_state["abl_name_suggested"] = suggested
+        out_name = st.text_input("Save as (a folder in the runs directory)", key="abl_name")
+        if st.button("Start in the background", key="abl_start", type="primary"):
+            folder = rv.slug(out_name)  # a plain folder name: never outside the runs directory
+            target = root / folder
+            if (target / "plan.json").exists():
+                st.error(f"{target} already holds an ablation; choose another name.")
+            else:
+                path = None
+                if upload is not None:
+                    path = rv.store_upload(target / "data", upload.name, upload.getvalue())
+                    recipe["tasks"]["task"]["train"] = str(path.resolve())
+                if rv.launch("ablate", recipe, target, remember=("abl_selected", folder), upload=path):
+                    st.success(f"Started {folder}.")
 
 # ----- 2. ablation runs -----------------------------------------------------------------------------
 st.subheader("2. Ablation runs")
@@ -139,9 +151,9 @@ def progress_panel():
         what = s.get("pretraining_label") if s.get("phase") == "pre-training" else s.get("current")
         st.caption(f"now {s.get('phase') or 'starting'}: {what or '…'} — step {sst.get('step', 0)} of "
                    f"{sst.get('max_steps', '?')}")
-        if st.button("Stop after the current step", key="abl_stop"):
+        if writes_allowed() and st.button("Stop after the current step", key="abl_stop"):
             run.request_stop()
-    elif s.get("state") in ("stopped", "crashed", "failed") and plan:
+    elif s.get("state") in ("stopped", "crashed", "failed") and plan and writes_allowed():
         if st.button("Resume", key="abl_resume"):
             if rv.launch("ablate", plan["recipe"], chosen, resume=True):
                 st.rerun()
@@ -177,9 +189,8 @@ for axis, fig in figs.items():
     c2.plotly_chart(fig, key=f"abl_fig_{axis}")
 
 st.subheader("4. Do the paper's directions hold?")
-st.caption("Judged on our numbers: a direction holds when every comparison the grid allows goes the paper's way.")
-st.table(pd.DataFrame([{"direction": d["direction"],
-                        "held in ours": {True: "yes", False: "no", None: "not measured"}[d["holds"]],
+st.caption("Judged on the scores this grid's models reached: " + results.RULE)
+st.table(pd.DataFrame([{"direction": d["direction"], "held in ours": d["verdict"],
                         "our numbers": d["detail"], "paper": d["paper"]} for d in dirs]).set_index("direction"))
 
 c1, c2 = st.columns(2)

@@ -12,6 +12,16 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture
+def runs_root(tmp_path, monkeypatch):
+    """A runs folder of the test's own: the app and the runs it starts never touch ./runs."""
+    root = tmp_path / "runs"
+    root.mkdir()
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(root))
+    monkeypatch.delenv("BERT_EXPLORER_GPU_QUEUE", raising=False)
+    return root
+
+
 @pytest.fixture(scope="session")
 def minilm_dir():
     from bert_explorer.checkpoint import resolve

@@ -181,13 +181,64 @@ def test_directions_are_judged_on_hand_made_results():
     recs[1]["score"] = 71   # no-NSP beats NSP
     recs[3]["score"] = 72   # LTR+BiLSTM beats MLM-only
     recs[5]["score"] = 79   # mini loses to tiny
-    recs[7]["score"] = 78   # embeddings as good as concat-last-4
+    recs[7]["score"] = 78.5  # concat-last-4 (79) nearer the embeddings (78.5) than fine-tuning (80)
     holds = {d["key"]: d["holds"] for d in results.directions(recs)}
     assert holds == dict.fromkeys(holds, False)
     holds = {d["key"]: d["holds"] for d in results.directions([_rec("topics", 80)])}
     assert holds == dict.fromkeys(holds, None)
     # failed cells do not count
     assert results.directions([{**_rec("t", None), "status": "failed"}])[0]["holds"] is None
+
+
+def test_a_tie_inside_the_seeds_spread_is_not_distinguishable():
+    # one seed per cell: only an exact tie is inside the spread (0)
+    recs = [_rec("pairs", 100, "pair-classification"), _rec("pairs", 100, "pair-classification", objective="mlm"),
+            _rec("pairs", 100, "pair-classification", objective="ltr"),
+            _rec("topics", 80), _rec("topics", 80, size="mini"),
+            _rec("topics", 79, transfer="concat-last-4"), _rec("topics", 78, transfer="embeddings")]
+    dirs = {d["key"]: d for d in results.directions(recs)}
+    assert {k: d["verdict"] for k, d in dirs.items()} == dict.fromkeys(dirs, "not distinguishable")
+    assert {d["holds"] for d in dirs.values()} == {None}
+    assert "MLM+NSP 100.0 vs MLM only 100.0 (not distinguishable)" in dirs["nsp_helps_pairs"]["detail"]
+    # a difference outside the spread is still yes or no
+    recs[1]["score"] = 99.5
+    assert results.directions(recs)[0]["verdict"] == "yes"
+    recs[1]["score"] = 100.5
+    assert results.directions(recs)[0]["verdict"] == "no"
+    # three seeds per cell: means 80 (std 2) vs 81 (std 1) -> the difference 1 is inside 2
+    seeds = [_rec("topics", s) for s in (78, 80, 82)] + [_rec("topics", s, size="mini") for s in (80, 81, 82)]
+    (big,) = [d for d in results.directions(seeds) if d["key"] == "bigger_beats_smaller"]
+    assert big["verdict"] == "not distinguishable" and "80.0 ± 2.0 (3 seeds)" in big["detail"]
+    seeds[3:] = [_rec("topics", s, size="mini") for s in (84, 85, 86)]  # mean 85: 5 > 2 -> yes
+    (big,) = [d for d in results.directions(seeds) if d["key"] == "bigger_beats_smaller"]
+    assert big["verdict"] == "yes" and big["holds"] is True
+    # one tie among wins: not all comparisons go the paper's way, none goes against it
+    mixed = [_rec("t", 70), _rec("t", 75, size="mini"), _rec("u", 70), _rec("u", 70, size="mini")]
+    assert [d["verdict"] for d in results.directions(mixed) if d["key"] == "bigger_beats_smaller"] == \
+        ["not distinguishable"]
+    assert results.compare({"score": 100.0}, {"score": 100.0}) == "not distinguishable"
+    md = results.to_markdown(results.table({"recipe": {"tasks": {}, "baseline": {}}, "cells": []}, {}),
+                             results.directions(recs[:2]))
+    assert "| NSP helps sentence-pair tasks | no |" in md and "spread" in md
+
+
+def test_page_default_save_name_follows_the_grid(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    at = AppTest.from_file("../pages/9_Ablation_studio.py", default_timeout=120).run()
+    assert at.text_input(key="abl_name").value.startswith("ablation-cpu-small-")
+    at.radio(key="abl_mode").set_value("Build my own").run()
+    assert not at.exception
+    name = at.text_input(key="abl_name").value
+    assert name.startswith("ablation-custom-bbc-topics-size-objective-transfer-"), name
+    at.multiselect(key="abl_sizes").set_value(["mini"]).run()          # size no longer varies
+    assert at.text_input(key="abl_name").value.startswith("ablation-custom-bbc-topics-objective-transfer-")
+    at.selectbox(key="abl_task").set_value("tiny:classification").run()
+    assert at.text_input(key="abl_name").value.startswith("ablation-custom-tiny-classification-")
+    at.text_input(key="abl_name").set_value("my-study").run()            # the user's own name stays
+    at.multiselect(key="abl_objectives").set_value(["mlm+nsp", "mlm"]).run()
+    assert at.text_input(key="abl_name").value == "my-study"
+    at.radio(key="abl_mode").set_value("A shipped recipe").run()
+    assert not at.exception and at.text_input(key="abl_name").value == "my-study"
 
 
 def test_csv_and_markdown_export_parse_back(smoke_dir):
@@ -232,7 +283,7 @@ def test_page_shows_a_finished_ablation(smoke_dir, monkeypatch):
     assert objective.loc[objective.setting == "mlm", "paper"].iloc[0] == 83.9
     assert len(at.get("plotly_chart")) == 4  # one per axis
     dirs = at.table[0].value
-    assert len(dirs) == 4 and set(dirs["held in ours"]) <= {"yes", "no", "not measured"}
+    assert len(dirs) == 4 and set(dirs["held in ours"]) <= {"yes", "no", "not distinguishable", "not measured"}
     assert [m.value for m in at.metric][:2] == ["13", "4"]  # cpu-small: cells, pre-trainings
     at.radio(key="abl_mode").set_value("Build my own").run()
     assert not at.exception

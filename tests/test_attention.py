@@ -89,10 +89,12 @@ def _synthetic():
 def test_head_stats_name_known_patterns():
     tokens, att = _synthetic()
     stats = head_stats(att, tokens).set_index("head")
-    assert stats.loc[0, "to_prev"] == pytest.approx(1.0) and stats.loc[0, "behaviour"] == "previous token"
-    assert stats.loc[1, "to_sep"] == pytest.approx(1.0) and stats.loc[1, "behaviour"] == "[SEP]"
+    assert stats.loc[0, "to_prev"] == pytest.approx(1.0) and stats.loc[0, "behaviour"] == "previous-token head"
+    assert stats.loc[1, "to_sep"] == pytest.approx(1.0) and stats.loc[1, "behaviour"] == "[SEP] head"
     assert stats.loc[2, "behaviour"] == "broad"
     assert stats.loc[2, "entropy"] == pytest.approx(np.log(6))
+    assert stats.loc[2, "uniform_entropy"] == pytest.approx(np.log(6))
+    assert stats.loc[2, "entropy_ratio"] == pytest.approx(1.0)
     assert stats.loc[2, "to_punct"] == pytest.approx(1 / 6)
     assert stats.loc[1, "entropy"] == pytest.approx(0.0)
 
@@ -126,7 +128,7 @@ def test_bertviz_views_are_self_contained(minilm):
         assert "cdnjs" not in page.html and "d3js.org v5.7.0" in page.html  # d3 5.7.0 inlined
         body = page.html.split("window.require = requirejs;", 1)[1]
         assert "</script><b>" not in body  # the user's text cannot close the script early
-        assert '"warm"' in body and page.layers == list(range(6))
+        assert '"warm"' in body and page.layers == list(range(6)) and page.numbered_from == 1
     head = render(r, "head")
     assert "Sentence A -> Sentence B" in head.html  # the pair filter
 

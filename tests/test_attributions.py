@@ -6,8 +6,10 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from bert_explorer import checkpoint
-from bert_explorer.analysis.attributions import (classifier_runs, explain_classifier, explain_masked_word,
-                                                 explain_next_sentence)
+from bert_explorer.analysis import attributions
+from bert_explorer.analysis.attributions import (Attributions, baseline_note, classifier_runs, explain_classifier,
+                                                 explain_masked_word, explain_next_sentence, reliability,
+                                                 step_schedule)
 from bert_explorer.checkpoint import SHORT_NAMES
 from bert_explorer.model import BertConfig
 from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
@@ -147,7 +149,7 @@ def test_page_explains_a_masked_word_and_reacts_to_the_sentence():
     assert any("Sundararajan" in m.value for m in at.markdown)
     first = _heatmap(at)
     assert '"z":[[' in first.replace(" ", "")
-    assert len(at.metric) == 4
+    assert len(at.metric) == 5  # f(x), f(baseline), their difference, the delta, the steps used
     at.text_input(key="attr_mlm_text").set_value("she opened the [MASK] and a cold wind blew in .").run()
     assert not at.exception
     assert _heatmap(at) != first
@@ -186,3 +188,127 @@ def test_page_explains_a_fine_tuned_classifier(tmp_path, monkeypatch):
     first = _heatmap(at)
     at.text_input(key="attr_clf_text").set_value("good news for the market .").run()
     assert not at.exception and _heatmap(at) != first
+
+
+# ----- when a result is reliable ---------------------------------------------------------------
+
+def test_the_reliability_rule():
+    # the classifier case that was shown as if it meant something: delta 0.0217 > difference 0.012
+    bad = reliability(0.0217, 0.012, 50)
+    assert not bad.reliable
+    assert bad.reason.startswith("This result is unreliable")
+    assert "0.0217" in bad.reason and "0.012" in bad.reason and "181%" in bad.reason and "50 integration steps" in bad.reason
+    assert reliability(-0.0217, -0.012).reliable is False        # the sign does not matter
+    assert reliability(0.0006, 0.012).reliable                    # 5.0 %: on the line, accepted
+    assert not reliability(0.00061, 0.012).reliable               # 5.1 %
+    assert reliability(-0.09, -1.9).reliable                      # 4.7 %
+    assert not reliability(0.09, 1.78).reliable                   # 5.06 %: NSP on minilm-mlm-nsp at 100 steps
+    flat = reliability(0.0, 0.0004)                               # nothing to split: unreliable whatever the delta
+    assert not flat.reliable and "practically zero" in flat.reason and "0.0004" in flat.reason
+    assert not reliability(0.0, 0.0).reliable
+    assert not reliability(float("nan"), 1.0).reliable
+    assert reliability(0.01, 1.0).reason.startswith("Reliable")
+
+
+def test_step_schedule_doubles_up_to_the_cap():
+    assert step_schedule(50, 400) == [50, 100, 200, 400]
+    assert step_schedule(300, 400) == [300, 400]
+    assert step_schedule(400, 400) == [400] and step_schedule(500, 400) == [500]
+    with pytest.raises(ValueError):
+        step_schedule(0)
+
+
+def test_steps_are_raised_until_the_result_is_reliable(tmp_path):
+    loaded = checkpoint.load(make_classifier(tmp_path / "clf"))
+    text = "the shares fell sharply after the bank results ."
+    one = explain_classifier(loaded, text, n_steps=1, max_steps=1)  # exactly 1 step: far off
+    assert not one.reliability.reliable and one.n_steps == 1
+    r = explain_classifier(loaded, text, n_steps=1)
+    assert [n for n, _ in r.steps_tried][:2] == [1, 2] and r.n_steps == r.steps_tried[-1][0] > 1
+    assert r.reliability.reliable and r.relative_delta <= 0.05
+    assert not reliability(r.steps_tried[0][1], r.difference).reliable  # it stopped only once the rule held
+    assert r.delta == r.steps_tried[-1][1]
+
+
+SHARE_OF_DIFFERENCE = {50: 0.8, 100: 0.5, 200: 0.2, 400: 0.3}  # not monotone, as measured on real models
+
+
+def _inflated_delta(monkeypatch):
+    """integrated_gradients whose delta stays far above 5 % of the difference at every step count."""
+    real = attributions.integrated_gradients
+    calls = []
+
+    def fake(model, f, inputs, baselines, n_steps=50):
+        parts, f_x, f_x0, _ = real(model, f, inputs, baselines, n_steps)
+        calls.append(n_steps)
+        return parts, f_x, f_x0, SHARE_OF_DIFFERENCE[n_steps] * (f_x - f_x0)
+
+    monkeypatch.setattr(attributions, "integrated_gradients", fake)
+    return calls
+
+
+def test_unreliable_at_the_cap_is_said_with_the_numbers(tmp_path, monkeypatch):
+    calls = _inflated_delta(monkeypatch)
+    loaded = checkpoint.load(make_classifier(tmp_path / "clf"))
+    r = explain_classifier(loaded, "good news for the market .")
+    assert calls == [50, 100, 200, 400]                      # up to the cap
+    assert r.n_steps == 200 and [n for n, _ in r.steps_tried] == calls  # shown: the smallest delta
+    verdict = r.reliability
+    assert not verdict.reliable and "20%" in verdict.reason and "200 integration steps" in verdict.reason
+
+
+def _fake_result(target, f_x, f_x0):
+    p = lambda v: 1 / (1 + 2.718281828 ** -v)  # noqa: E731
+    return Attributions(target=target, score="s", tokens=["[CLS]"], baseline_tokens=["[CLS]"], token=[0.0],
+                        segment=[0.0], position=[0.0], f_input=f_x, f_baseline=f_x0, delta=0.0, n_steps=50,
+                        details={"p_is_next": p(f_x), "p_is_next_baseline": p(f_x0)})
+
+
+def test_the_baseline_note_appears_only_when_the_baseline_scores_higher():
+    note = baseline_note(_fake_result("next sentence", 1.212, 3.155))
+    assert "IsNext" in note and "decrease" in note and "95.9%" in note and "77.1%" in note
+    assert note.count(". ") == 0  # one sentence
+    assert baseline_note(_fake_result("next sentence", 3.469, 1.685)) is None
+    assert baseline_note(_fake_result("next sentence", 1.0, 1.0)) is None
+    assert "decrease" in baseline_note(_fake_result("classifier", -2.0, -1.0))
+
+
+@needs_shipped
+def test_page_explains_what_a_baseline_above_the_pair_means():
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.session_state["be_model_choice"] = "explorer-mini"  # its P(IsNext) is higher for the baseline
+    at.run()
+    at.radio(key="attr_target").set_value("next sentence").run()
+    assert not at.exception
+    metrics = {m.label: float(m.value) for m in at.metric}
+    assert metrics["f(baseline)"] > metrics["f(x)"]
+    assert [i.value for i in at.info if "already looks more like" in i.value]
+
+
+def test_page_says_where_it_looked_for_classifiers(tmp_path, monkeypatch):
+    root = tmp_path / "elsewhere"
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(root))
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    at.radio(key="attr_target").set_value("fine-tuned classifier").run()
+    assert not at.exception
+    (message,) = [i.value for i in at.info if "No fine-tuned sequence classifier" in i.value]
+    assert str(root) in message and "./runs" not in message
+    assert any(f"--output {root / 'bbc'}" in c.value for c in at.code)
+
+
+def test_page_shows_steps_and_warns_when_unreliable(tmp_path, monkeypatch):
+    root = tmp_path / "runs"
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(root))
+    make_classifier(root / "topics" / "model")
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    at.radio(key="attr_target").set_value("fine-tuned classifier").run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["steps used"] == "50"  # the tiny classifier is reliable at once
+    assert not at.warning and any(c.value.startswith("Reliable:") for c in at.caption)
+    _inflated_delta(monkeypatch)
+    at.text_input(key="attr_clf_text").set_value("good news for the market .").run()
+    assert not at.exception
+    assert {m.label: m.value for m in at.metric}["steps used"] == "200"  # the best of 50, 100, 200, 400
+    (warning,) = [w.value for w in at.warning]
+    assert warning.startswith("This result is unreliable") and "20%" in warning and "200" in warning

@@ -79,8 +79,13 @@ def test_home_page_renders_in_a_real_browser(app_url, page):
     page.goto(app_url)
     page.get_by_text("Models you can load").wait_for(timeout=60_000)
     page.get_by_text("Built-in text, no download").wait_for(timeout=30_000)
-    time.sleep(1.5)  # let the data grids draw
-    assert page.locator("[data-testid='stDataFrame']").count() == 2
+    time.sleep(1.5)  # let the tables draw
+    assert page.locator("[data-testid='stTable']").count() == 2
+    # one menu, the app's own, whose first entry is "Home" (Streamlit's would say "run app")
+    assert not page.locator("[data-testid='stSidebarNav']").count()
+    links = page.locator("[data-testid='stSidebar'] [data-testid='stPageLink']").all_inner_texts()
+    assert len(links) == 10 and "Home" in links[0] and not any("run app" in t for t in links)
+    assert "Private mode" in page.locator("[data-testid='stSidebar']").inner_text()
     assert not page.locator("[data-testid='stException']").count()
     assert not errors, errors
     _shot(page, "home")

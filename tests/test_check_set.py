@@ -87,8 +87,8 @@ def test_head_behaviour_caption_counts_this_models_heads():
     from bert_explorer.analysis.attention import describe_behaviours
 
     stats = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1],
-                          "behaviour": ["broad", "previous token", "[SEP]", "[SEP]"],
+                          "behaviour": ["broad", "previous-token head", "[SEP] head", "[SEP] head"],
                           "entropy": [2.0, 1.0, 0.5, 0.3]})
     text = describe_behaviours(stats)
-    assert "of this model's 4 heads: 1 mostly attend to previous token; 2 mostly attend to [SEP]; 1 broad." in text
-    assert "1.50 nats in layer 0 and 0.40 in layer 1 (broader attention in the first layer)" in text
+    assert "of this model's 4 heads: 1 previous-token head; 2 [SEP] heads; 1 broad." in text
+    assert "1.50 nats in layer 1 and 0.40 in layer 2 (broader attention in the first layer)" in text

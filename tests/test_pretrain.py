@@ -95,6 +95,7 @@ def test_probe_on_minilm_explains_the_missing_head():
     r = subprocess.run([sys.executable, "-m", "bert_explorer.cli", "probe", "mlm", "--model", "minilm",
                         "--text", "a [MASK] b"], capture_output=True, text=True)
     assert r.returncode == 2 and "no trained masked-LM head" in r.stderr and "Traceback" not in r.stderr
+    assert "'minilm-mlm-nsp'" in r.stderr  # names the model to use instead
 
 
 def test_two_process_ddp_run_keeps_ranks_in_sync(tmp_path):

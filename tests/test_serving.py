@@ -43,3 +43,73 @@ def test_plain_streamlit_run_listens_on_loopback_only():
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+# ----- private and classroom mode ---------------------------------------------------------------
+from streamlit import config as st_config  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from bert_explorer.train.runs import Run  # noqa: E402
+
+WRITE_BUTTONS = {"6_Pre-train.py": "pt_start", "7_Fine-tune.py": "ft_start", "8_Runs.py": "runs_delete",
+                 "9_Ablation_studio.py": "abl_start"}
+
+
+@pytest.fixture
+def served_on(tmp_path, monkeypatch):
+    """Pretend the server listens on an address (what `--server.address` sets)."""
+    root = tmp_path / "runs"
+    Run(root / "a-run").create({"size": "tiny"}, "pretrain").write_status(state="finished")
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(root))
+    monkeypatch.delenv("BERT_EXPLORER_ALLOW_WRITES", raising=False)
+    before = st_config.get_option("server.address")
+
+    def serve(address):
+        st_config.set_option("server.address", address)
+    yield serve
+    st_config.set_option("server.address", before)
+
+
+def _open(page):
+    at = AppTest.from_file(str(ROOT / ("pages/" + page if page != "run_app.py" else page)), default_timeout=120)
+    at.session_state["be_model_choice"] = "explorer-mini"
+    return at.run()
+
+
+def _keys(at):
+    return {b.key for b in at.button}
+
+
+def _texts(at):
+    return " ".join(str(e.value) for kind in ("info", "caption", "error", "markdown") for e in getattr(at, kind)) + \
+        " ".join(str(e.value) for kind in ("info", "caption") for e in getattr(at.sidebar, kind))
+
+
+@pytest.mark.parametrize("page", list(WRITE_BUTTONS))
+def test_beyond_loopback_the_writing_pages_are_off(served_on, page):
+    served_on("0.0.0.0")
+    at = _open(page)
+    assert not at.exception
+    assert WRITE_BUTTONS[page] not in _keys(at)
+    assert "classroom mode" in _texts(at) and "BERT_EXPLORER_ALLOW_WRITES=1" in _texts(at)
+
+
+def test_classroom_mode_hides_uploads_and_host_folders_and_keeps_exploring(served_on):
+    served_on("0.0.0.0")
+    at = _open("3_Masked_word_probe.py")
+    assert not at.exception and "Classroom mode" in _texts(at)
+    options = at.sidebar.selectbox(key="be_model_choice").options
+    assert not any("upload" in o or "local directory" in o for o in options)
+    assert at.dataframe or at.markdown  # the probe itself still answers
+
+
+@pytest.mark.parametrize("page", list(WRITE_BUTTONS))
+def test_the_writing_pages_are_on_when_private_or_turned_on(served_on, page, monkeypatch):
+    served_on("127.0.0.1")
+    at = _open(page)
+    assert not at.exception and WRITE_BUTTONS[page] in _keys(at)
+    served_on("0.0.0.0")
+    monkeypatch.setenv("BERT_EXPLORER_ALLOW_WRITES", "1")
+    at = _open(page)
+    assert not at.exception and WRITE_BUTTONS[page] in _keys(at)
+    assert "writing on" in _texts(at)

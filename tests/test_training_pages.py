@@ -29,15 +29,6 @@ TINY_PT = dict(corpus="tiny", size="tiny", vocab="train", vocab_size=300, batch_
                log_every=1, eval_every=1000, eval_batches=2, seed=3, device="cpu")
 
 
-@pytest.fixture
-def runs_root(tmp_path, monkeypatch):
-    root = tmp_path / "runs"
-    root.mkdir()
-    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(root))
-    monkeypatch.delenv("BERT_EXPLORER_GPU_QUEUE", raising=False)
-    return root
-
-
 def _page(name, **state):
     at = AppTest.from_file(f"../pages/{name}", default_timeout=120)
     for k, v in state.items():
@@ -332,18 +323,23 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
     at = _page("8_Runs.py")
     assert not at.exception
     table = at.dataframe[0].value.set_index("run")
-    assert set(table.index) == {"pt-a", "ft-b", "pt-busy", "abl", "abl/cells/c1"}
-    assert table.loc["abl", "progress"] == "2 / 2 cells" and table.loc["abl/cells/c1", "kind"] == "finetune"
+    # the ablation is one row; what is inside it is one choice away
+    assert set(table.index) == {"pt-a", "ft-b", "pt-busy", "abl"}
+    assert table.loc["abl", "progress"] == "2 / 2 cells"
     assert table.loc["pt-a", "kind"] == "pretrain" and table.loc["ft-b", "state"] == "finished"
     assert table.loc["pt-a", "duration"] == "1 min 30 s" and "MLM accuracy 0.2" in table.loc["pt-a", "key metrics"]
     assert "dev accuracy 0.75" in table.loc["ft-b", "key metrics"]
+    at.selectbox(key="runs_group_0").set_value("abl").run()
+    inside = at.dataframe[0].value.set_index("run")
+    assert list(inside.index) == ["abl ▸ cell c1"] and inside.loc["abl ▸ cell c1", "kind"] == "finetune"
+    at.selectbox(key="runs_group_0").set_value("").run()
 
-    at.selectbox(key="runs_sel").set_value("pt-a").run()
+    at.selectbox(key="runs_sel_0").set_value("pt-a").run()
     assert not at.exception
     assert any("hello from pt-a" in c.value for c in at.code)
     assert "Training loss" in _titles(at) and "Held-out accuracy" in _titles(at)
 
-    at.multiselect(key="runs_compare").set_value(["pt-a", "ft-b"]).run()
+    at.multiselect(key="runs_compare_0_").set_value(["pt-a", "ft-b"]).run()
     at.selectbox(key="runs_compare_metric").set_value("loss").run()
     assert not at.exception
     compare = next(c for c in _charts(at) if c["layout"]["title"]["text"] == "loss")
@@ -351,22 +347,69 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
 
     # a running run is refused, even with the confirmation ticked
     assert at.button(key="runs_delete").disabled
-    at.selectbox(key="runs_delete_sel").set_value("pt-busy")
-    at.checkbox(key="runs_delete_confirm").check().run()
+    at.selectbox(key="runs_delete_sel_0").set_value("pt-busy").run()
+    at.checkbox(key="runs_delete_confirm_0_pt-busy").check().run()
     at.button(key="runs_delete").click().run()
     assert not at.exception
     assert any("stop it before deleting it" in e.value for e in at.error)
     assert busy.path.exists()
 
     # a finished one goes, after the confirmation
-    at.selectbox(key="runs_delete_sel").set_value("pt-a")
-    at.checkbox(key="runs_delete_confirm").check().run()
+    at.selectbox(key="runs_delete_sel_0").set_value("pt-a").run()
+    at.checkbox(key="runs_delete_confirm_0_pt-a").check().run()
     at.button(key="runs_delete").click().run()
     assert not at.exception
     assert any("Deleted pt-a" in s.value for s in at.success)
     assert not a.path.exists()
-    assert set(at.dataframe[0].value["run"]) == {"ft-b", "pt-busy", "abl", "abl/cells/c1"}
-    assert at.checkbox(key="runs_delete_confirm").value is False
+    assert set(at.dataframe[0].value["run"]) == {"ft-b", "pt-busy", "abl"}
+    assert not any(c.value for c in at.checkbox)  # no confirmation carries over to another run
+
+
+def test_runs_page_delete_after_delete_removes_exactly_the_confirmed_runs(runs_root):
+    """After one delete every picker is rebuilt, and the next delete acts on the run its
+    confirmation names (it once named one run while the picker showed another)."""
+    for name in ("r1", "r2", "r3", "r4"):
+        _fake_run(runs_root, name, "pretrain", "finished", [], step=1, max_steps=1)
+    at = _page("8_Runs.py")
+    for gen, victim in enumerate(("r2", "r3")):
+        at.selectbox(key=f"runs_delete_sel_{gen}").set_value(victim).run()
+        box = at.checkbox(key=f"runs_delete_confirm_{gen}_{victim}")
+        assert f"delete {victim} " in box.label
+        box.check().run()
+        at.button(key="runs_delete").click().run()
+        assert not at.exception and any(f"Deleted {victim}." in s.value for s in at.success)
+        # the new picker shows a run that exists, and the confirmation below it names that run, unticked
+        shown = at.selectbox(key=f"runs_delete_sel_{gen + 1}").value
+        assert (runs_root / shown).is_dir()
+        assert at.checkbox(key=f"runs_delete_confirm_{gen + 1}_{shown}").value is False
+        assert f"delete {shown} " in at.checkbox(key=f"runs_delete_confirm_{gen + 1}_{shown}").label
+    assert sorted(p.name for p in runs_root.iterdir() if p.is_dir()) == ["r1", "r4"]
+
+
+def test_ablation_checkpoints_are_grouped_in_the_sidebar_with_readable_names(runs_root, tiny_run):
+    """One ablation's hash-named pre-trainings are one entry of the model list, opened in a
+    second list that names each by its size, objective and masking."""
+    import shutil
+
+    abl = runs_root / "abl-1"
+    Run(abl).create({"recipe": "x"}, "ablate")
+    for key, objective in (("3f2a9c0d11aa", "mlm+nsp"), ("77b1e0c2d3ff", "mlm")):
+        dst = Run(abl / "pretrain" / key).create({"size": "tiny", "objective": objective, "mask_ratio": 0.8,
+                                                   "keep_ratio": 0.1, "random_ratio": 0.1}, "pretrain")
+        shutil.copytree(tiny_run / "checkpoints", dst.path / "checkpoints")
+    shutil.copytree(tiny_run, runs_root / "mine")
+    at = _page("3_Masked_word_probe.py")
+    assert not at.exception
+    box = at.sidebar.selectbox(key="be_model_choice")
+    run_entries = [o for o in box.options if "mine" in o or "abl-1" in o]
+    assert any(o.startswith("mine · step") for o in run_entries)
+    assert "checkpoints of ablation abl-1 (4)…" in run_entries  # two pre-trainings x two steps
+    assert not any("3f2a9c0d11aa" in o for o in box.options)
+    box.set_value("ablation:abl-1").run()
+    inner = at.sidebar.selectbox(key="be_model_in_ablation:abl-1")
+    assert any(o.startswith("pre-training tiny · MLM+NSP · 80/10/10") for o in inner.options)
+    assert any(o.startswith("pre-training tiny · MLM · 80/10/10") for o in inner.options)
+    assert not at.exception and str(abl / "pretrain") in inner.value
 
 
 def test_delete_refuses_a_live_run_and_non_runs(tmp_path):
@@ -556,7 +599,7 @@ def test_uploaded_names_cannot_leave_the_runs_folder():
 
 
 def test_sidebar_lists_run_checkpoints_newest_first_and_skips_odd_folders(tmp_path):
-    from bert_explorer.app.state import run_checkpoints
+    from bert_explorer.train.run_finder import run_checkpoints
 
     for step in ("step-5", "step-20", "step-5-copy"):
         d = tmp_path / "runA" / "checkpoints" / step
@@ -565,7 +608,7 @@ def test_sidebar_lists_run_checkpoints_newest_first_and_skips_odd_folders(tmp_pa
     nested = tmp_path / "abl" / "pretrain" / "k1" / "checkpoints" / "step-3"
     nested.mkdir(parents=True)
     (nested / "config.json").write_text("{}")
-    found = [str(__import__("pathlib").Path(p).relative_to(tmp_path)) for p in run_checkpoints(tmp_path)]
+    found = [str(__import__("pathlib").Path(c.path).relative_to(tmp_path)) for c in run_checkpoints(tmp_path)]
     assert found == ["abl/pretrain/k1/checkpoints/step-3", "runA/checkpoints/step-20", "runA/checkpoints/step-5"]
 
 

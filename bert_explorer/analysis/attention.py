@@ -3,18 +3,25 @@
 * ``attention_maps`` runs the encoder once on a sentence (or a pair) and keeps every
   head's softmax probabilities: L layers x A heads of a T x T matrix whose row i says how
   query token i spreads its attention over the T tokens (each row sums to 1).
-* ``head_stats`` summarises each head the way Clark et al. (2019, "What does BERT look
-  at?") did: how much of its attention goes to [CLS], to [SEP], to punctuation, to the
-  token itself, to the previous or the next token, and how spread out it is (entropy).
-  Trained BERTs have heads that almost only look at the previous (or next) token, heads
-  that park their attention on [SEP] when they have nothing to do, and broad heads in the
-  first layers that look at almost everything.
+* ``head_stats`` measures each head the way Clark et al. (2019, "What Does BERT Look
+  At?") did: how much of its attention goes to [CLS], to [SEP], to punctuation (periods
+  and commas), to the token itself, to the previous or the next token, and how spread out
+  it is (entropy, compared with the entropy of uniform attention). ``head_stats_over``
+  averages those measures over several inputs and ``label_head`` names a head by a stated
+  rule. Clark et al. give the measures, not cut-offs: the thresholds ``PATTERN_SHARE`` and
+  ``BROAD_ENTROPY`` are ours. In BERT-Base they found heads that almost only look at the
+  previous (or next) token, heads that park their attention on [SEP], and broad heads in
+  the first layers that look at almost everything.
 * ``attention_rollout`` (Abnar & Zuidema 2020) follows attention through the layers: the
   residual connection is counted as attention to oneself, and the per-layer matrices are
   multiplied, so row i of layer l says how much each *input* token flowed into position i.
 * ``head_ablation`` silences one head with the ``head_mask`` (its context vector is
   multiplied by 0, as in Michel et al. 2019, "Are Sixteen Heads Really Better than One?")
   and measures how much the output moves.
+
+Layers and heads are indexed from 0 in code (``attentions[l, a]``), as in PyTorch; what a
+user reads counts from 1, as the paper does (layer 1 .. L, with the embeddings as layer 0
+where they appear): ``layer_name(0) == "layer 1"``.
 
 Everything here is plain PyTorch/numpy; the pages only draw the results.
 """
@@ -28,15 +35,58 @@ import torch
 
 from ..checkpoint import Loaded, encoder_of
 
-PUNCTUATION = frozenset(".,;:!?'\"()-")
+# Clark et al. (2019, Section 3.2) count attention to periods and commas.
+PUNCTUATION = frozenset(".,")
 
-# A head "does" a pattern when at least this much of its attention (averaged over the
-# query tokens) follows it; Clark et al. found previous/next-token heads above 0.5 and
-# [SEP] heads far above it.
-DOMINANT = 0.5
-# A head is "broad" when its rows are close to uniform: mean row entropy at least this
-# fraction of log(T), the entropy of attending equally to all T tokens.
-BROAD = 0.7
+# The labelling rule. Clark et al. report the measures; these thresholds are OURS.
+# A head is a "<target> head" (previous-token, next-token, [SEP], [CLS], punctuation, self)
+# when at least PATTERN_SHARE of its attention, averaged over the query tokens (and the
+# inputs), goes to that target. In BERT-Base, Clark et al. (Section 3.1) found a few heads
+# that put over 50 % of their attention on the previous (or the next) token, and (Section 3.2)
+# over half of all attention in layers 6-10 going to [SEP].
+PATTERN_SHARE = 0.5
+# A head is "broad" when its mean entropy is at least BROAD_ENTROPY times the entropy of
+# uniform attention over the same tokens (log T): its attention is close to even.
+BROAD_ENTROPY = 0.9
+# Everything else is "mixed": no single target takes half of the attention, and it is not
+# near uniform (e.g. content-dependent heads, such as the syntactic heads Clark et al. found).
+
+# measure column -> the target it names, in the order the labels are tried on a tie
+TARGETS = {"to_prev": "previous-token", "to_next": "next-token", "to_sep": "[SEP]", "to_cls": "[CLS]",
+           "to_punct": "punctuation", "to_self": "self"}
+LABELS = tuple(f"{t} head" for t in TARGETS.values()) + ("broad", "mixed")
+
+BEHAVIOUR_RULE = (
+    f"A head is labelled by the first rule that holds: a *previous-token*, *next-token*, *[SEP]*, *[CLS]*, "
+    f"*punctuation* or *self* head when at least {PATTERN_SHARE:.0%} of its attention (averaged over the query "
+    f"tokens and the inputs) goes there (the largest share if several do); *broad* when its entropy is at least "
+    f"{BROAD_ENTROPY:.0%} of the entropy of uniform attention over the same tokens (log T); *mixed* otherwise. "
+    "The measures are Clark et al.'s (2019); the thresholds are ours."
+)
+
+# Inputs the head behaviours are averaged over (besides the user's): short, plain, with
+# commas and periods, half of them sentence pairs so that there are two [SEP]s.
+REFERENCE_INPUTS = (
+    ("the cat sat on the mat because it was warm .", "then it fell asleep in the sun ."),
+    ("the government said the economy would grow next year .", None),
+    ("shares in the company fell sharply on monday , after the results were published .",
+     "analysts had expected more ."),
+    ("the president spoke to congress about taxes , trade and the war .", None),
+    ("she walked to the station , bought a ticket and waited for the train .", "it was late again ."),
+    ("the river flooded the town after three days of heavy rain .", None),
+    ("our team won the match in the last minute .", "the fans ran onto the field to celebrate ."),
+    ("scientists found water on the planet , but no sign of life .", None),
+)
+
+
+def layer_name(index: int) -> str:
+    """What a user reads for the 0-based layer ``index``: layers count from 1, as in the paper."""
+    return f"layer {index + 1}"
+
+
+def head_name(index: int) -> str:
+    """What a user reads for the 0-based head ``index``: heads count from 1 too."""
+    return f"head {index + 1}"
 
 
 @dataclass
@@ -105,20 +155,12 @@ def _as_array(att) -> np.ndarray:
     return arr
 
 
-def head_stats(att, tokens: list[str] | None = None) -> pd.DataFrame:
-    """One row per (layer, head): where the head's attention goes, on average over the
-    query tokens (Clark et al. 2019, Sections 3-4).
+MEASURES = ("to_cls", "to_sep", "to_punct", "to_self", "to_prev", "to_next", "entropy", "uniform_entropy",
+            "entropy_ratio")
 
-    Columns: ``to_cls``, ``to_sep``, ``to_punct`` (total weight on [CLS] / on every [SEP] /
-    on punctuation), ``to_self``, ``to_prev``, ``to_next`` (weight on token i itself, on
-    i-1, on i+1; the first / last token, which has no neighbour there, is left out of the
-    mean), ``entropy`` (mean row entropy in nats; log T is the most there can be) and
-    ``behaviour``: the pattern that takes at least ``DOMINANT`` of the attention, else
-    "broad" for near-uniform heads, else "mixed" (heads whose targets depend on the
-    content, such as the syntactic heads Clark et al. found).
 
-    ``att`` is an AttentionResult (tokens taken from it) or an array [L, A, T, T].
-    """
+def _measures(att, tokens: list[str] | None) -> dict[str, np.ndarray]:
+    """Clark et al.'s measures of one input, each an [L, A] array (see ``head_stats``)."""
     a = _as_array(att).astype(np.float64)
     if tokens is None:
         if not isinstance(att, AttentionResult):
@@ -137,59 +179,157 @@ def head_stats(att, tokens: list[str] | None = None) -> pd.DataFrame:
     def mean_over_queries(x):                                 # [L, A, Q] -> [L, A]
         return x.mean(axis=-1) if x.shape[-1] else np.zeros((L, A))
 
-    to_cls = mean_over_queries(rows[..., is_cls].sum(-1))
-    to_sep = mean_over_queries(rows[..., is_sep].sum(-1))
-    to_punct = mean_over_queries(rows[..., is_punct].sum(-1))
-    to_self = mean_over_queries(a[:, :, q, q])
     prev_q = q[(q >= 1) & real[np.maximum(q - 1, 0)]]
     next_q = q[(q <= T - 2) & real[np.minimum(q + 1, T - 1)]]
-    to_prev = mean_over_queries(a[:, :, prev_q, prev_q - 1])
-    to_next = mean_over_queries(a[:, :, next_q, next_q + 1])
     with np.errstate(divide="ignore", invalid="ignore"):
         plogp = np.where(rows > 0, rows * np.log(rows), 0.0)
     entropy = mean_over_queries(-plogp.sum(-1))
-    max_entropy = np.log(max(len(q), 2))
+    uniform = np.log(max(len(q), 2))                          # entropy of attending evenly to all Q tokens
+    return {
+        "to_cls": mean_over_queries(rows[..., is_cls].sum(-1)),
+        "to_sep": mean_over_queries(rows[..., is_sep].sum(-1)),
+        "to_punct": mean_over_queries(rows[..., is_punct].sum(-1)),
+        "to_self": mean_over_queries(a[:, :, q, q]),
+        "to_prev": mean_over_queries(a[:, :, prev_q, prev_q - 1]),
+        "to_next": mean_over_queries(a[:, :, next_q, next_q + 1]),
+        "entropy": entropy,
+        "uniform_entropy": np.full((L, A), uniform),
+        "entropy_ratio": entropy / uniform,
+    }
 
-    patterns = {"[CLS]": to_cls, "[SEP]": to_sep, "punctuation": to_punct, "self": to_self,
-                "previous token": to_prev, "next token": to_next}
+
+def label_head(measures) -> str:
+    """The behaviour label of one head from its measures (a dict or a table row), by the
+    stated rule (thresholds ours, see ``BEHAVIOUR_RULE``):
+
+    1. "<target> head" when the largest of to_prev, to_next, to_sep, to_cls, to_punct, to_self
+       is at least ``PATTERN_SHARE``;
+    2. "broad" when ``entropy_ratio`` (entropy / entropy of uniform attention) is at least
+       ``BROAD_ENTROPY``;
+    3. "mixed" otherwise.
+    """
+    column, share = max(((c, float(measures[c])) for c in TARGETS), key=lambda cv: cv[1])
+    if share >= PATTERN_SHARE:
+        return f"{TARGETS[column]} head"
+    if float(measures["entropy_ratio"]) >= BROAD_ENTROPY:
+        return "broad"
+    return "mixed"
+
+
+def _table(measures: dict[str, np.ndarray]) -> pd.DataFrame:
+    L, A = measures["entropy"].shape
     records = []
     for layer in range(L):
         for head in range(A):
-            name, value = max(((n, v[layer, head]) for n, v in patterns.items()), key=lambda nv: nv[1])
-            if value >= DOMINANT:
-                behaviour = name
-            elif entropy[layer, head] >= BROAD * max_entropy:
-                behaviour = "broad"
-            else:
-                behaviour = "mixed"
-            records.append({
-                "layer": layer, "head": head,
-                "to_cls": to_cls[layer, head], "to_sep": to_sep[layer, head],
-                "to_punct": to_punct[layer, head], "to_self": to_self[layer, head],
-                "to_prev": to_prev[layer, head], "to_next": to_next[layer, head],
-                "entropy": entropy[layer, head], "behaviour": behaviour,
-            })
+            row = {"layer": layer, "head": head, **{m: float(measures[m][layer, head]) for m in MEASURES}}
+            row["behaviour"] = label_head(row)
+            records.append(row)
     return pd.DataFrame.from_records(records)
 
 
-def describe_behaviours(stats: pd.DataFrame) -> str:
-    """What this model's heads did on this input, counted from ``head_stats``: one sentence."""
+def head_stats(att, tokens: list[str] | None = None) -> pd.DataFrame:
+    """One row per (layer, head), ``layer`` and ``head`` 0-based: where the head's attention
+    goes on this input, averaged over the query tokens (Clark et al. 2019, Sections 3.1-3.3).
+
+    Columns: ``to_cls``, ``to_sep``, ``to_punct`` (total weight on [CLS] / on every [SEP] /
+    on periods and commas), ``to_self``, ``to_prev``, ``to_next`` (weight on token i itself,
+    on i-1, on i+1; the first / last token, which has no neighbour there, is left out of the
+    mean), ``entropy`` (mean row entropy in nats), ``uniform_entropy`` (log T: the entropy
+    of attending evenly to all T tokens, the most there can be), ``entropy_ratio`` (the
+    two divided) and ``behaviour`` (``label_head``).
+
+    ``att`` is an AttentionResult (tokens taken from it) or an array [L, A, T, T].
+    """
+    return _table(_measures(att, tokens))
+
+
+def head_stats_over(inputs) -> pd.DataFrame:
+    """``head_stats`` averaged over several inputs (AttentionResults, or (attentions, tokens)
+    pairs), each input counting once, and labelled from the averages: one sentence can make
+    any head look special, several show what it usually does."""
+    inputs = list(inputs)
+    if not inputs:
+        raise ValueError("head_stats_over needs at least one input")
+    per_input = [_measures(*x) if isinstance(x, tuple) else _measures(x, None) for x in inputs]
+    shapes = {m["entropy"].shape for m in per_input}
+    if len(shapes) != 1:
+        raise ValueError(f"the inputs come from models of different sizes: {sorted(shapes)}")
+    return _table({k: np.mean([m[k] for m in per_input], axis=0) for k in MEASURES})
+
+
+def measure_heads(loaded: Loaded, inputs=REFERENCE_INPUTS, max_tokens: int = 128) -> list[AttentionResult]:
+    """The attention of ``loaded`` on each of ``inputs`` ((text, text_b or None) pairs; by
+    default the built-in ``REFERENCE_INPUTS``), ready for ``head_stats_over``."""
+    return [attention_maps(loaded, a, b, max_tokens) for a, b in inputs]
+
+
+def uniform_reference(inputs) -> dict[str, float]:
+    """What uniform attention (every query spreads evenly over the real tokens) would score on
+    the same inputs: the baseline the measures should be read against (e.g. with two [SEP]s
+    in 20 tokens, uniform attention already gives 0.1 to [SEP])."""
+    pairs = []
+    for x in inputs:
+        tokens = x[1] if isinstance(x, tuple) else x.tokens
+        real = np.array([t != "[PAD]" for t in tokens], dtype=np.float64)
+        pairs.append((np.broadcast_to(real / real.sum(), (1, 1, len(tokens), len(tokens))), tokens))
+    row = head_stats_over(pairs).iloc[0]
+    return {m: float(row[m]) for m in MEASURES}
+
+
+def _plural(n: int, label: str) -> str:
+    return f"{n} {label}{'s' if n != 1 and label.endswith('head') else ''}"
+
+
+def describe_behaviours(stats: pd.DataFrame, inputs: str = "this input", uniform: dict | None = None) -> str:
+    """What this model's heads did on ``inputs``, counted from ``head_stats``, layers counted
+    from 1. With ``uniform`` (``uniform_reference`` of the same inputs) it also names the
+    head that gives the largest share to one target, beside what uniform attention gives."""
     counts = stats["behaviour"].value_counts()
-    n = len(stats)
-    order = [b for b in ("previous token", "next token", "[SEP]", "[CLS]", "self", "punctuation", "broad", "mixed")
-             if counts.get(b)]
-    parts = [f"{counts[b]} {'mostly attend to ' + b if b not in ('broad', 'mixed') else b}" for b in order]
-    text = f"On this input, of this model's {n} heads: " + "; ".join(parts) + "."
-    by_layer = stats.groupby("layer")["entropy"].mean()
-    text += (f" Mean entropy is {by_layer.iloc[0]:.2f} nats in layer 0 and {by_layer.iloc[-1]:.2f} in layer "
-             f"{by_layer.index[-1]} ({'broader' if by_layer.iloc[0] > by_layer.iloc[-1] else 'narrower'} "
-             "attention in the first layer).")
+    known = [b for b in LABELS if counts.get(b)]
+    order = known + sorted(b for b in counts.index if b not in LABELS)
+    text = (f"On {inputs}, of this model's {len(stats)} heads: "
+            + "; ".join(_plural(int(counts[b]), b) for b in order) + ".")
+    by_layer = stats.groupby("layer")[[c for c in ("entropy", "entropy_ratio") if c in stats]].mean()
+    first, last = by_layer.iloc[0], by_layer.iloc[-1]
+
+    def of_uniform(row):
+        return f" ({row['entropy_ratio']:.0%} of uniform)" if "entropy_ratio" in row else ""
+
+    spread = "entropy_ratio" if "entropy_ratio" in by_layer else "entropy"
+    text += (f" Mean entropy is {first['entropy']:.2f} nats in {layer_name(by_layer.index[0])}{of_uniform(first)} "
+             f"and {last['entropy']:.2f} in {layer_name(by_layer.index[-1])}{of_uniform(last)} "
+             f"({'broader' if first[spread] > last[spread] else 'narrower'} attention in the first layer).")
+    if uniform is not None:
+        # the first (layer, head, target) in order wins a tie
+        share, column, layer, head = max(((row[c], c, row["layer"], row["head"])
+                                          for _, row in stats.iterrows() for c in TARGETS), key=lambda x: x[0])
+        target = {"to_self": "itself", "to_prev": "the previous token", "to_next": "the next token",
+                  "to_punct": "periods and commas"}.get(column, TARGETS[column])
+        text += (f" The largest share one head gives one target: {layer_name(int(layer))}, {head_name(int(head))} "
+                 f"gives {share:.2f} of its attention to {target} (uniform attention would give "
+                 f"{uniform[column]:.2f}).")
     return text
+
+
+# The measures' headings where a user reads them.
+COLUMN_NAMES = {"to_cls": "[CLS]", "to_sep": "[SEP]", "to_punct": ". and ,", "to_prev": "previous token",
+                "to_next": "next token", "to_self": "itself", "entropy": "entropy (nats)",
+                "entropy_ratio": "entropy / uniform"}
+
+
+def behaviour_table(stats: pd.DataFrame) -> pd.DataFrame:
+    """The head measures as a user reads them: layers and heads counted from 1, the measures
+    as numbers, the label last."""
+    table = pd.DataFrame({"layer": stats["layer"] + 1, "head": stats["head"] + 1})
+    for column, name in COLUMN_NAMES.items():
+        table[name] = stats[column]
+    table["label"] = stats["behaviour"]
+    return table.round(3)
 
 
 def attention_rollout(att, add_residual: bool = True) -> np.ndarray:
     """Attention rollout (Abnar & Zuidema 2020): [L, T, T], row i of layer l = how much of
-    each input token has reached position i after layers 0..l.
+    each input token has reached position i after layers 0..l (0-based indices).
 
     Per layer the heads are averaged; with ``add_residual`` the skip connection is counted
     as attention to oneself, Â = (A_avg + I) / 2 (rows renormalised); then the layers are

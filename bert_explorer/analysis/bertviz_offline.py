@@ -16,10 +16,27 @@ anything AMD-aware.
 The attention data grows as layers × heads × T²; numbers are rounded to 3 decimals (the
 drawing cannot show more) and the caller can keep only some layers (``layers``) — the page
 says so when it does.
+
+Two more changes to what bertviz draws:
+
+* **Numbering.** bertviz labels layers and heads with the indices it is given (0-based). Its
+  JavaScript uses ``include_layers`` / ``include_heads`` only as labels (and the model view's
+  layer colours); it finds the data by position. So the labels are handed over counted from
+  1, like the rest of the app and the paper. ``BertvizHtml.numbered_from`` says which
+  numbering the drawing shows (0 if a future bertviz's page could not be relabelled).
+* **Model-view size.** The model view draws a 970-px-wide SVG whose height grows with
+  layers × tokens and, oddly, *shrinks* with more heads (each token row of a thumbnail is
+  7·12/A px high), e.g. 970 × 2,094 px for 4 layers × 4 heads × 24 tokens.
+  ``fit_model_view`` computes that size from bertviz's own layout constants and a scale
+  that brings the whole grid into a frame of about ``MODEL_VIEW_MAX_HEIGHT`` px; the SVG
+  gets a ``viewBox`` and is drawn at that scale, or narrower when the frame is narrower, so
+  every layer and head is always inside the frame.
 """
 from __future__ import annotations
 
 import importlib.util
+import json
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -71,12 +88,125 @@ def javascript_libraries() -> str:
     return "".join(f"<script>{js}</script>\n" for js in (d3, jquery, _REQUIRE_SHIM))
 
 
+# ----- the model view's size --------------------------------------------------------------------
+# bertviz 1.4.1 model_view.js, the constants at the top of its drawing code (px);
+# tests/test_attention_views.py checks them against the installed file.
+MV_DIV_WIDTH = 970             # DIV_WIDTH: the SVG's width, whatever the model
+MV_THUMBNAIL_PADDING = 5       # THUMBNAIL_PADDING: above and below each thumbnail
+MV_AXIS = 15 + 5 + 13 + 5      # axisSize = HEADING_TEXT_SIZE + HEADING_PADDING + TEXT_SIZE + TEXT_PADDING
+MV_ROW_HEIGHTS = 7 * 12        # thumbnailBoxHeight = 7 * (12 / totalHeads): one token's row in a thumbnail
+MV_DETAIL_BOX_HEIGHT = 18      # the enlarged head shown on click: DETAIL_BOX_HEIGHT per token,
+MV_DETAIL_EXTRA = 2 * 15 + 25  # + 2 * DETAIL_PADDING + DETAIL_HEADING_HEIGHT
+MV_FILTER_HEIGHT = 24          # the "Attention: All / A -> B …" menu above the SVG (sentence pairs only)
+FRAME_SLACK = 8                # px under the drawing, so that rounding never shows a scroll bar
+
+MODEL_VIEW_MAX_HEIGHT = 900    # px: aim to show the whole grid on one laptop screen
+MODEL_VIEW_MIN_SCALE = 0.4     # below this the thumbnails' lines blur together: the frame grows instead
+
+
+def model_view_drawing(num_layers: int, num_heads: int, num_tokens: int) -> tuple[float, float]:
+    """Width and height (px) of the SVG bertviz's model view draws for ``num_layers`` layers,
+    ``num_heads`` heads per layer and ``num_tokens`` tokens, by bertviz's own layout:
+
+        thumbnail height = T · 7·12/A + 2 · THUMBNAIL_PADDING
+        height = max(L · thumbnail height + axisSize, T · 18 + 2 · 15 + 25)   (the click-up detail)
+        width  = DIV_WIDTH = 970      (each head gets (970 − axisSize) / A px)
+    """
+    if min(num_layers, num_heads, num_tokens) < 1:
+        raise ValueError(f"need at least one layer, head and token, got {num_layers}, {num_heads}, {num_tokens}")
+    thumbnail = num_tokens * MV_ROW_HEIGHTS / num_heads + 2 * MV_THUMBNAIL_PADDING
+    detail = num_tokens * MV_DETAIL_BOX_HEIGHT + MV_DETAIL_EXTRA
+    return float(MV_DIV_WIDTH), float(max(num_layers * thumbnail + MV_AXIS, detail))
+
+
+@dataclass(frozen=True)
+class FrameFit:
+    """How to show a bertviz drawing: at ``scale`` it takes at most ``width`` × (``height`` −
+    the menu) px; ``height`` is what the frame needs, menu and slack included."""
+
+    scale: float
+    width: int                    # px: the drawing's width at ``scale`` (narrower in a narrower frame)
+    height: int                   # px: the frame's height
+    drawing: tuple[float, float]  # bertviz's own (unscaled) width and height
+
+
+def fit_model_view(num_layers: int, num_heads: int, num_tokens: int, pair: bool = False,
+                   max_height: int = MODEL_VIEW_MAX_HEIGHT, min_scale: float = MODEL_VIEW_MIN_SCALE) -> FrameFit:
+    """The scale and frame size that show bertviz's whole model view: every layer and head.
+
+    The scale brings the drawing within ``max_height`` (never above 1: small drawings keep
+    their size); it stops at ``min_scale`` so that big models stay legible, and the frame
+    then grows taller than ``max_height`` instead of cutting layers off.
+    """
+    width, height = model_view_drawing(num_layers, num_heads, num_tokens)
+    menu = MV_FILTER_HEIGHT if pair else 0
+    scale = min(1.0, max(min_scale, (max_height - menu - FRAME_SLACK) / height))
+    return FrameFit(scale=scale, width=math.ceil(width * scale),
+                    height=math.ceil(menu + height * scale) + FRAME_SLACK, drawing=(width, height))
+
+
+def head_view_height(num_tokens: int) -> int:
+    """Frame height (px) for bertviz's head view: its menus, the head squares and one 22.5-px
+    row per token (BOXHEIGHT in head_view.js), with room to spare."""
+    return 170 + 23 * num_tokens
+
+
+# The SVG gets a viewBox each time bertviz (re)draws it (the pair menu redraws), so CSS can
+# scale it: 100 % of the frame's width, at most the fitted width, height from the aspect ratio.
+_SCALE_TO_FIT = """
+<style>#vis > svg {{display: block; width: 100%; max-width: {width}px; height: auto;}}</style>
+<script>
+(function () {{
+  function fit(svg) {{
+    if (!svg.getAttribute("viewBox")) {{
+      svg.setAttribute("viewBox", "0 0 " + svg.getAttribute("width") + " " + svg.getAttribute("height"));
+    }}
+  }}
+  document.querySelectorAll("#vis").forEach(function (vis) {{
+    vis.querySelectorAll("svg").forEach(fit);
+    new MutationObserver(function () {{ vis.querySelectorAll(":scope > svg").forEach(fit); }})
+      .observe(vis, {{childList: true}});
+  }});
+}})();
+</script>
+"""
+
+
 @dataclass
 class BertvizHtml:
     html: str                 # a whole HTML document, no external request
     layers: list[int]         # the (0-based) layers included
     rounded_to: int           # decimals kept in the attention numbers
     size_bytes: int
+    height: int = 0           # px: the frame that shows the whole drawing
+    fit: FrameFit | None = None  # the model view's scale and size (None for the head view)
+    numbered_from: int = 1    # the number the drawing gives the first layer and head
+
+
+_PARAMS = "const params = "
+
+
+def _number_from_one(body: str, view: str) -> tuple[str, bool]:
+    """Hand bertviz's JavaScript layer (and, in the model view, head) labels counted from 1.
+
+    bertviz's views use ``include_layers`` / ``include_heads`` only to label (and, in the model
+    view, to colour) what they draw; the data are found by position. Returns the page and
+    whether the labels could be changed (a bertviz that lays out its page differently is left
+    as it is)."""
+    start = body.find(_PARAMS)
+    if start < 0:
+        return body, False
+    start += len(_PARAMS)
+    try:
+        params, end = json.JSONDecoder().raw_decode(body, start)
+    except json.JSONDecodeError:
+        return body, False
+    keys = ["include_layers"] + (["include_heads"] if view == "model" else [])
+    if not all(isinstance(params.get(k), list) for k in keys):
+        return body, False
+    for k in keys:
+        params[k] = [i + 1 for i in params[k]]
+    return body[:start] + json.dumps(params) + body[end:], True
 
 
 def _layers_within_budget(att: np.ndarray, max_bytes: int, copies: int) -> list[int]:
@@ -114,13 +244,21 @@ def render(result: AttentionResult, view: str = "head", layers: list[int] | None
         body = model_view(display_mode="dark" if dark else "light", **kwargs).data
     else:
         raise ValueError(f"view must be 'head' or 'model', not {view!r}")
+    body, relabelled = _number_from_one(body, view)
     body = _CDN_SCRIPT.sub("", body)
     body = _REQUIRE_CONFIG.sub("", body, count=1)  # the CDN paths: nothing is fetched
     # The tokens are the user's text inside bertviz's one <script>: "</" must not close it early.
     # Greedy on purpose: a token "</script>" must not be taken for the script's real end.
     body = re.sub(r"(<script type=\"text/javascript\">)(.*)(</script>)",
                   lambda m: m.group(1) + m.group(2).replace("</", "<\\/") + m.group(3), body, flags=re.S)
+    if view == "model":
+        fit = fit_model_view(len(layers), att.shape[1], len(result.tokens), pair=result.sentence_b_start is not None)
+        body += _SCALE_TO_FIT.format(width=fit.width)
+        height = fit.height
+    else:
+        fit, height = None, head_view_height(len(result.tokens))
     background = "#111" if dark and view == "model" else "#fff"
     html = (f"<!DOCTYPE html><html><head><meta charset='utf-8'>{javascript_libraries()}</head>"
             f"<body style='margin:0;background:{background}'>{body}</body></html>")
-    return BertvizHtml(html, list(layers), decimals, len(html.encode("utf-8")))
+    return BertvizHtml(html, list(layers), decimals, len(html.encode("utf-8")), height=height, fit=fit,
+                       numbered_from=1 if relabelled else 0)

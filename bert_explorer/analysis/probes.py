@@ -5,8 +5,8 @@
 * Next-sentence probe: give sentence A and sentence B and read the NSP head's softmax over
   {IsNext, NotNext} from the pooled [CLS] vector.
 
-Both need a model whose heads were trained (the shipped BERT Explorer model has them; the
-MiniLM encoder does not, and loading it here raises MissingHeadError with a clear message).
+Both need a model whose heads were trained (the shipped ``minilm-mlm-nsp`` and ``explorer-mini``
+have them; the MiniLM encoder does not, and loading it here raises MissingHeadError with a clear message).
 """
 from __future__ import annotations
 

@@ -13,6 +13,9 @@ snapshot shows what pre-training builds, in order:
   so one can watch the final answer rise out of the noise.
 
 Nothing here draws: the page turns these numbers into a heatmap animation and a table.
+``layer`` and ``head`` are 0-based indices, as everywhere in the code; what a user reads
+counts from 1, as in the paper and on every page (index 0 is "layer 1"; see
+``attention.layer_name`` / ``TimeLapse.title``).
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ import torch
 from .. import checkpoint
 from ..checkpoint import Loaded
 from ..train.runs import Run
-from .attention import attention_maps
+from .attention import attention_maps, head_name, layer_name
 from .probes import MLM_HEAD, mlm_top_k
 
 DEFAULT_SENTENCE = "the government said the [MASK] would rise next year ."
@@ -52,6 +55,11 @@ class TimeLapse:
     head: int
     frames: list[Frame]
     vocab: list[str] = field(default_factory=list)  # id -> token, for first_mask_probs
+
+    @property
+    def title(self) -> str:
+        """The chosen head as a user reads it, counted from 1: "Layer 1, head 1" for indices (0, 0)."""
+        return f"{layer_name(self.layer).capitalize()}, {head_name(self.head)}"
 
     @property
     def steps(self) -> list[int]:
@@ -105,12 +113,14 @@ def _first_mask_probs(loaded: Loaded, text: str) -> np.ndarray | None:
 
 def frame(loaded: Loaded, text: str, layer: int, head: int, top_k: int = 5, max_tokens: int = 64,
           step: int = 0) -> Frame:
-    """One checkpoint's view of ``text``: head (layer, head)'s attention and the MLM top-k."""
+    """One checkpoint's view of ``text``: head (layer, head)'s attention (0-based indices) and the MLM top-k."""
     c = loaded.config
     if not 0 <= layer < c.num_layers:
-        raise ValueError(f"layer {layer} does not exist: this model has layers 0 to {c.num_layers - 1}")
+        raise ValueError(f"layer {layer} does not exist: this model has layer indices 0 to {c.num_layers - 1} "
+                         f"(layers 1 to {c.num_layers} as the app counts them)")
     if not 0 <= head < c.num_heads:
-        raise ValueError(f"head {head} does not exist: this model has heads 0 to {c.num_heads - 1}")
+        raise ValueError(f"head {head} does not exist: this model has head indices 0 to {c.num_heads - 1} "
+                         f"(heads 1 to {c.num_heads} as the app counts them)")
     att = attention_maps(loaded, text, max_tokens=max_tokens)
     try:
         predictions = mlm_top_k(loaded, text, top_k)

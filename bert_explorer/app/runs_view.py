@@ -26,10 +26,11 @@ import torch
 
 from .. import checkpoint
 from ..checkpoint import CheckpointError
+from ..train import run_finder
 from ..train.runs import ACTIVE_STATES, Run, background_env, start_background
 from ..data.corpus_upload import check_corpus_upload, held_out_fraction  # noqa: F401  (pages use them here)
 from ..data.uploads import safe_filename, slug, table_columns  # noqa: F401  (the pages use them through here)
-from .state import runs_root
+from .state import mode_sentence, runs_root, writes_allowed
 
 
 STATE_LABELS = {"queued": "queued (waiting for the GPU)", "starting": "starting", "running": "running",
@@ -45,33 +46,11 @@ NOT_METRICS = {"step", "time", "epoch", "lr_setting", "split", "eval_tokens", "t
 
 # ----- where runs are -------------------------------------------------------------------------
 
-# Folders inside a run that hold files, never other runs.
-_NOT_RUNS = {"checkpoints", "model", "tokenizer", "feature_head", "vocab", "data"}
-
-
 def find_runs(root: Path | None = None, kind: str | None = None, depth: int = 3) -> list[Run]:
-    """Every run directory (it holds status.json) under ``root``, newest first, up to ``depth``
-    folders deep: an ablation (ABL/) keeps its pre-trainings and cells as runs of their own
-    (ABL/pretrain/<key>/, ABL/cells/<id>/)."""
-    root = runs_root() if root is None else Path(root)
-    found: list[Run] = []
-
-    def walk(d: Path, level: int):
-        try:
-            children = sorted(p for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
-        except OSError:
-            return
-        for p in children:
-            if (p / "status.json").is_file():
-                found.append(Run(p))
-            if level < depth and p.name not in _NOT_RUNS:
-                walk(p, level + 1)
-
-    if root.is_dir():
-        walk(root, 1)
-    if kind:
-        found = [r for r in found if run_kind(r) == kind]
-    return sorted(found, key=lambda r: r.status().get("created", 0), reverse=True)
+    """Every run under ``root`` (the runs folder by default), newest first; ``kind`` keeps one
+    kind (pretrain, finetune, ablate). See ``train/run_finder.py``."""
+    found = run_finder.find_runs(runs_root() if root is None else Path(root), depth)
+    return [r for r in found if run_kind(r) == kind] if kind else found
 
 
 def launch(kind: str, config: dict, run_dir: Path, *, resume: bool = False,
@@ -79,6 +58,9 @@ def launch(kind: str, config: dict, run_dir: Path, *, resume: bool = False,
     """Start a background run from a page. When the run directory is busy, the page shows the
     one-sentence reason and keeps going, and removes ``upload`` (the copy this attempt stored);
     ``remember`` = (session key, value) is set on success (e.g. which run to show next)."""
+    if not writes_allowed():  # the pages hide their buttons too; this is the one gate
+        st.error(mode_sentence())
+        return False
     try:
         start_background(kind, config, run_dir, resume=resume)
     except RuntimeError as e:
@@ -113,7 +95,7 @@ def store_upload(directory: Path, filename: str, data: bytes) -> Path:
 def watch_runs(kind: str, key: str, prefix: str, root: Path, empty: str) -> tuple[Run, dict]:
     """The page's "watch a run" block: pick one of the ``kind`` runs (the one in session key
     ``key`` first) and show its live panel; with no run yet, say ``empty`` and end the page."""
-    runs = find_runs(root, kind)
+    runs = run_groups(find_runs(root, kind), root)[""]  # an ablation's cells stay on the Runs page
     if not runs:
         st.info(empty)
         st.stop()
@@ -125,9 +107,29 @@ def pick_run(label: str, runs: list[Run], key: str, root: Path | None = None) ->
     """A run chosen in a select box; ``st.session_state[key] = name`` before it is drawn (e.g.
     right after starting a run) selects that run, and a name that is gone (deleted) is forgotten."""
     names = [rel_name(r, root) for r in runs]
+    labels = {n: run_label(r, root) for n, r in zip(names, runs)}
     if st.session_state.get(key) not in names:
         st.session_state.pop(key, None)
-    return runs[names.index(st.selectbox(label, names, key=key))]
+    return runs[names.index(st.selectbox(label, names, key=key, format_func=labels.get))]
+
+
+def run_label(run: Run, root: Path | None = None) -> str:
+    return run_finder.run_label(run, runs_root() if root is None else Path(root))
+
+
+def run_groups(runs: list[Run], root: Path | None = None) -> dict[str, list[Run]]:
+    """{"": the user's own runs (ablations as one run each), ablation name: the runs inside it}."""
+    root = runs_root() if root is None else Path(root)
+    groups: dict[str, list[Run]] = {"": []}
+    for r in runs:
+        abl = run_finder.ablation_of(r.path, root)
+        groups.setdefault(run_finder.rel_name(abl, root) if abl else "", []).append(r)
+    return groups
+
+
+def group_title(group: str, groups: dict[str, list[Run]]) -> str:
+    n = len(groups[group])
+    return f"your runs ({n})" if not group else f"inside ablation {group} ({n} runs)"
 
 
 def run_kind(run: Run) -> str:
@@ -135,11 +137,7 @@ def run_kind(run: Run) -> str:
 
 
 def rel_name(run: Run, root: Path | None = None) -> str:
-    root = runs_root() if root is None else Path(root)
-    try:
-        return run.path.relative_to(root).as_posix()
-    except ValueError:
-        return str(run.path)
+    return run_finder.rel_name(run.path, runs_root() if root is None else Path(root))
 
 
 def new_run_dir(prefix: str, root: Path | None = None) -> Path:
@@ -199,7 +197,7 @@ def run_row(run: Run, root: Path | None = None) -> dict:
     s, cfg = run.status(), run.config()
     step, total = s.get("step"), s.get("max_steps")
     metrics = key_metrics(s)
-    return {"run": rel_name(run, root), "kind": run_kind(run), "state": s.get("state", "unknown"),
+    return {"run": run_label(run, root), "kind": run_kind(run), "state": s.get("state", "unknown"),
             "device": s.get("device") or cfg.get("device") or "—",
             "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(s["started"])) if s.get("started") else "—",
             "duration": fmt_duration(duration(s)),
@@ -209,8 +207,8 @@ def run_row(run: Run, root: Path | None = None) -> dict:
             "key metrics": " · ".join(f"{LABELS.get(k, k)} {v:.3g}" for k, v in metrics.items()) or "—"}
 
 
-def runs_table(root: Path | None = None) -> pd.DataFrame:
-    rows = [run_row(r, root) for r in find_runs(root)]
+def runs_table(root: Path | None = None, runs: list[Run] | None = None) -> pd.DataFrame:
+    rows = [run_row(r, root) for r in (find_runs(root) if runs is None else runs)]
     return pd.DataFrame(rows, columns=["run", "kind", "state", "device", "started", "duration", "progress",
                                        "key metrics"])
 

@@ -13,6 +13,7 @@ import torch
 
 from .. import checkpoint
 from ..checkpoint import CheckpointError, Loaded
+from ..train import run_finder
 
 # The app's own model calls are small (one sentence); half the cores is plenty and leaves the
 # rest to background runs, which take all cores but one (train/runs.py, background_env).
@@ -21,6 +22,7 @@ if "OMP_NUM_THREADS" not in os.environ:
 
 RUNS_DIR = Path("runs")
 UPLOADS = "uploaded-models"  # checkpoints uploaded as .zip, under the runs folder
+ABLATION_ENTRY = "ablation:"  # the sidebar's entry for one ablation's checkpoints
 RUNS_ENV = "BERT_EXPLORER_RUNS"  # another runs folder (tests point it at a temporary one)
 
 
@@ -29,16 +31,57 @@ def runs_root() -> Path:
     return Path(os.environ.get(RUNS_ENV) or RUNS_DIR)
 
 
-def run_checkpoints(root: Path | None = None) -> list[str]:
-    """Checkpoints written by pre-training runs under the runs folder, ablation studies'
-    pre-trainings included (newest step of each run first)."""
-    root = runs_root() if root is None else root
-    found = []
-    for cfg in (root.glob("**/checkpoints/step-*/config.json") if root.exists() else []):
-        step = cfg.parent.name[len("step-"):]
-        if step.isdigit():  # a copied or half-renamed folder (step-5-copy) is not a checkpoint
-            found.append((str(cfg.parents[2]), -int(step), str(cfg.parent)))
-    return [path for *_, path in sorted(found)]
+# ----- who can reach the app: private or classroom ------------------------------------------
+WRITES_ENV = "BERT_EXPLORER_ALLOW_WRITES"  # =1: the writing pages stay on beyond loopback
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def server_address() -> str:
+    """The address the Streamlit server listens on ("" = every interface, Streamlit's own
+    default; .streamlit/config.toml makes it 127.0.0.1)."""
+    return str(st.get_option("server.address") or "")
+
+
+def is_private(address: str | None = None) -> bool:
+    """Only this machine can reach a server listening on a loopback address."""
+    address = server_address() if address is None else address
+    return address in LOOPBACK or address.startswith("127.")
+
+
+def writes_allowed() -> bool:
+    """May this app start training, delete runs or take uploads? Always on this machine only;
+    beyond loopback (a class on a network) only when the person who started the server said
+    so with BERT_EXPLORER_ALLOW_WRITES=1."""
+    return is_private() or os.environ.get(WRITES_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def mode_sentence() -> str:
+    where = server_address() or "every network interface"
+    if is_private():
+        return f"Private mode: the app listens on {where} (this machine only); every page is on."
+    if writes_allowed():
+        return (f"Shared mode with writing on: the app listens on {where} and {WRITES_ENV}=1 lets anyone who can "
+                "reach it train, upload and delete runs.")
+    return (f"Classroom mode: the app listens on {where}, so training, uploads and deleting runs are off; "
+            f"exploring works. Whoever started the server can turn them on with {WRITES_ENV}=1.")
+
+
+def show_mode() -> None:
+    """The sidebar line that says which mode the app is in (every page shows it)."""
+    if is_private():
+        st.sidebar.caption("🔒 " + mode_sentence())
+    else:
+        st.sidebar.info(("✏️ " if writes_allowed() else "🎓 ") + mode_sentence())
+
+
+def writes_off(what: str) -> bool:
+    """True (and one sentence on the page) when ``what`` is off because of classroom mode."""
+    if writes_allowed():
+        return False
+    st.info(f"{what} is off in classroom mode: this app is served beyond this machine "
+            f"({server_address() or 'every interface'}). Whoever started the server can turn it on by starting it "
+            f"with {WRITES_ENV}=1.")
+    return True
 
 
 @st.cache_resource(show_spinner="Loading the model…", max_entries=8)
@@ -99,14 +142,37 @@ def _upload_checkpoint() -> str | None:
 
 def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     """Sidebar: choose a model by short name, from a run, or by path; show what it is."""
+    show_mode()
     names = [n for n, (locate, _) in checkpoint.SHORT_NAMES.items() if locate() is not None]
-    options = names + run_checkpoints() + uploaded_checkpoints() + ["a local directory…", "upload a checkpoint (.zip)…"]
+    root = runs_root()
+    ckpts = run_finder.run_checkpoints(root)
+    labels = {c.path: c.label for c in ckpts}
+    # an ablation's many pre-trainings are one entry here, opened in a second list below
+    groups = {f"{ABLATION_ENTRY}{c.group}": [] for c in ckpts if c.group}
+    for c in ckpts:
+        if c.group:
+            groups[f"{ABLATION_ENTRY}{c.group}"].append(c.path)
+    labels.update({g: f"checkpoints of ablation {g[len(ABLATION_ENTRY):]} ({len(p)})…" for g, p in groups.items()})
+    labels.update({u: f"uploaded: {Path(u).name}" for u in uploaded_checkpoints()})
+    options = (names + [c.path for c in ckpts if not c.group] + list(groups) + uploaded_checkpoints()
+               # in classroom mode no one on the network reads the host's folders or writes to them
+               + (["a local directory…", "upload a checkpoint (.zip)…"] if writes_allowed() else []))
     index = options.index(default) if default in options else 0
+    if st.session_state.get("be_model_choice") in labels and st.session_state["be_model_choice"] not in options:
+        # a checkpoint inside an ablation, chosen earlier (or by another page): open its group
+        path = st.session_state.pop("be_model_choice")
+        group = next(g for g, paths in groups.items() if path in paths)
+        st.session_state["be_model_choice"], st.session_state[f"be_model_in_{group}"] = group, path
     choice = st.sidebar.selectbox("Model", options, index=index, key="be_model_choice",
-                                  help="Short names need no download; runs are listed from ./runs.")
-    if choice == "upload a checkpoint (.zip)…":
+                                  format_func=lambda o: labels.get(o, o),
+                                  help=f"Short names need no download; runs are listed from {root}.")
+    if choice in groups:
+        inside = {p: labels[p].split(" ▸ ", 1)[-1] for p in groups[choice]}  # "pre-training tiny · MLM · step 9"
+        choice = st.sidebar.selectbox(f"Pre-training in {choice[len(ABLATION_ENTRY):]}", list(inside),
+                                      key=f"be_model_in_{choice}", format_func=inside.get)
+    if choice == "upload a checkpoint (.zip)…" and writes_allowed():
         choice = _upload_checkpoint()
-    if choice == "a local directory…":
+    if choice == "a local directory…" and writes_allowed():
         choice = st.sidebar.text_input("Checkpoint directory", key="be_model_path",
                                        placeholder="/path/to/a/bert (config.json, model.safetensors, vocab.txt)")
     if choice:

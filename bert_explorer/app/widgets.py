@@ -6,7 +6,29 @@ import streamlit as st
 from ..checkpoint import Loaded
 
 
+# The menu (Streamlit's own, built from pages/, is turned off in .streamlit/config.toml:
+# it would call the home page "run app"). Paths are relative to run_app.py.
+MENU = [("run_app.py", "Home", "🏠"), ("pages/1_Tokens_and_embeddings.py", "Tokens and embeddings", "🔤"),
+        ("pages/2_Attention.py", "Attention", "👀"), ("pages/3_Masked_word_probe.py", "Masked word probe", "🎭"),
+        ("pages/4_Next_sentence_probe.py", "Next sentence probe", "➡️"),
+        ("pages/5_Attributions.py", "Attributions", "🧮"), ("pages/6_Pre-train.py", "Pre-train", "🏋️"),
+        ("pages/7_Fine-tune.py", "Fine-tune", "🎯"), ("pages/8_Runs.py", "Runs", "📁"),
+        ("pages/9_Ablation_studio.py", "Ablation studio", "🧪")]
+
+
+def menu() -> None:
+    """The sidebar menu of every page, "Home" first."""
+    with st.sidebar:
+        for path, label, icon in MENU:
+            try:
+                st.page_link(path, label=label, icon=icon)
+            except st.errors.StreamlitAPIException:
+                return  # a page run on its own (a test harness) has no menu of pages to link to
+        st.divider()
+
+
 def intro(title: str, text: str) -> None:
+    menu()
     st.title(title)
     st.markdown(text)
 

@@ -287,11 +287,11 @@ def pretraining_label(cfg: dict) -> str:
 
 
 # ----- time estimate ------------------------------------------------------------------------
-# Training tokens/s on the team's 2-core CPU (FIELD_NOTES.md: batch 32 x 128, MLM head on the
+# Training tokens/s on the team's 2-core CPU (docs/DESIGN.md: batch 32 x 128, MLM head on the
 # masked positions only); other sizes are scaled by their FLOPs per token. The tiny figure is
 # the one the cpu-small recipe measured with the CPU to itself (4,000 steps of 32 x 64 with a
 # 6,000-word vocabulary in 354 s, evaluations included: ~23,000 tokens/s), expressed at 32 x 128;
-# FIELD_NOTES' ~11,000 came from a shared CPU.
+# an earlier ~11,000 came from a shared CPU.
 _CPU_TRAIN_TPS = {(2, 128): 20_000, (4, 256): 3_700, (4, 512): 1_400}
 _CPU_FLOPS = 80e9            # effective FLOP/s of the CPU for sizes not measured
 _GPU_FLOPS = 60e12           # effective bf16 FLOP/s of one H100 on these small models (~6% MFU)
@@ -304,7 +304,7 @@ _TASK_SIZES = {  # built-in data: (examples, WordPieces per example, about)
 
 
 def _flops_per_token(size: str, seq: int, vocab: int, predicted: float = 0.15) -> float:
-    """6·N + 12·L·H·T + 6·V·H per predicted token (FIELD_NOTES.md); an LTR model predicts every token."""
+    """6·N + 12·L·H·T + 6·V·H per predicted token (docs/DESIGN.md); an LTR model predicts every token."""
     L, H, _ = size_lha(size)
     return 6 * encoder_parameters(size) + 12 * L * H * seq + 6 * vocab * H * predicted
 

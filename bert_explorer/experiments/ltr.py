@@ -42,7 +42,7 @@ from ..train.featurize import collate, featurize
 from ..train.finetune import FinetuneConfig, evaluate, label_names_of, main_metric, read_data
 from ..train.device import pick_device
 from ..train.optim import apply_update, linear_warmup_decay, param_groups
-from ..train.runs import Run
+from ..train.runs import Run, writes_run
 
 SEQUENCE_TASKS = ("classification", "pair-classification", "regression")
 
@@ -81,6 +81,7 @@ def _loss(task: str, logits, labels):
     return nn.functional.cross_entropy(logits.float(), labels)
 
 
+@writes_run("run_dir", "bert-explorer finetune (left-to-right)")
 def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "last-token") -> dict:
     """Fine-tune the LTR checkpoint ``cfg.model`` with ``head`` ("last-token" or "bilstm") into
     ``run_dir`` (status.json, metrics.jsonl, log.txt, metrics.json; no model is kept)."""

@@ -1,8 +1,8 @@
 """A sentence-pair task made from corpus documents: "are A and B from the same article?"
 
 Table 5 shows NSP helping the tasks that relate two sentences (MNLI, QNLI, SQuAD). None of
-those data sets ships offline (FIELD_NOTES.md: no MNLI, QNLI, MRPC; the SNLI subset is not
-installable), and ``tiny:pair-classification`` is decided by one word ("not"), so it tests
+those data sets ships offline (no installable package holds MNLI, QNLI or MRPC, and the SNLI subset on
+PyPI installs without its data), and ``tiny:pair-classification`` is decided by one word ("not"), so it tests
 nothing about sentence relations. This module builds a pair task from real text instead:
 
 * **same** : A and B are two segments (two consecutive sentences each, like NSP's segments)

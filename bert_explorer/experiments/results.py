@@ -10,13 +10,25 @@ be compared is the **direction** of each finding (Section 5):
 4. frozen concat-last-4 features come close to fine-tuning and stay well above the embeddings
    alone (Table 7).
 
-:func:`directions` says for each whether it held in our numbers: True, False, or None (not
-measured: the grid lacks the cells it needs).
+:func:`directions` says for each whether it held in our numbers. **The rule**: records of the
+same cell (task and the four axes) are seeds of one setting; a setting's score is their mean
+and its spread their standard deviation (sample std; 0 with a single seed). One comparison
+"a beats b" is
+
+* ``yes`` when mean(a) - mean(b) > the larger of the two spreads,
+* ``no`` when mean(b) - mean(a) > that spread,
+* ``not distinguishable`` otherwise: the difference is inside the seeds' spread (with a single
+  seed: only an exact tie, e.g. 100 vs 100).
+
+A direction's verdict is ``yes`` when every comparison the grid allows is yes, ``no`` when any
+is no, ``not distinguishable`` when the rest are ties, and ``not measured`` when the grid lacks
+the cells it needs (``holds``: True, False, None for the last two).
 """
 from __future__ import annotations
 
 import csv
 import io
+import statistics
 from pathlib import Path
 
 import pandas as pd
@@ -98,6 +110,48 @@ def _finished(records) -> list[dict]:
     return [r for r in recs if r.get("status", "finished") == "finished" and r.get("score") is not None]
 
 
+YES, NO, TIE, NOT_MEASURED = "yes", "no", "not distinguishable", "not measured"
+RULE = ("A comparison counts as \"yes\" or \"no\" only when the mean difference is larger than the seeds' "
+        "spread (the larger standard deviation of the two settings; with one seed only an exact tie such as "
+        "100 vs 100 is inside it), else \"not distinguishable\"; a direction is \"yes\" when every comparison "
+        "is yes, \"no\" when any is no.")
+
+
+def _settings(recs: list[dict]) -> list[dict]:
+    """Records of the same cell (task + the four axes) are seeds of one setting: one dict per
+    setting, its ``score`` the mean over seeds, ``spread`` their sample std (0 for one seed) and
+    ``seeds`` how many there were."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in recs:
+        groups.setdefault(_others(r), []).append(r)
+    out = []
+    for g in groups.values():
+        scores = [float(r["score"]) for r in g]
+        out.append({**g[0], "score": statistics.fmean(scores), "seeds": len(scores),
+                    "spread": statistics.stdev(scores) if len(scores) > 1 else 0.0})
+    return out
+
+
+def compare(a: dict, b: dict) -> str:
+    """Does setting ``a`` beat setting ``b``? YES / NO when the mean difference is larger than
+    the larger of their two spreads, TIE (not distinguishable) when it is not."""
+    diff, spread = a["score"] - b["score"], max(a.get("spread", 0.0), b.get("spread", 0.0))
+    if diff > spread:
+        return YES
+    if -diff > spread:
+        return NO
+    return TIE
+
+
+def verdict(outcomes: list[str]) -> str:
+    """A direction from its comparisons: every one YES -> YES; any NO -> NO; else TIE."""
+    if not outcomes:
+        return NOT_MEASURED
+    if NO in outcomes:
+        return NO
+    return YES if all(o == YES for o in outcomes) else TIE
+
+
 def _others(r: dict, *skip: str) -> tuple:
     return tuple(r[k] for k in ("task",) + grid.AXES if k not in skip)
 
@@ -111,33 +165,46 @@ def _pairs(recs, axis: str, better: str, worse: str):
 
 
 def _fmt(r: dict) -> str:
+    if r.get("seeds", 1) > 1:
+        return f"{r['score']:.1f} ± {r['spread']:.1f} ({r['seeds']} seeds)"
     return f"{r['score']:.1f}"
 
 
+def _tie(outcome: str) -> str:
+    return " (not distinguishable)" if outcome == TIE else ""
+
+
 def directions(records) -> list[dict]:
-    """``[{"key", "direction", "holds": True|False|None, "detail", "paper"}]`` from result records
-    (dicts with task, task_type, size, objective, transfer, masking and score)."""
-    recs = _finished(records)
+    """``[{"key", "direction", "verdict", "holds", "detail", "paper"}]`` from result records
+    (dicts with task, task_type, size, objective, transfer, masking and score; several records
+    of one cell are its seeds). ``verdict`` is yes / no / not distinguishable / not measured
+    (the rule is in the module docstring); ``holds`` is True for yes, False for no, else None."""
+    recs = _settings(_finished(records))
     out = []
 
-    def add(key, holds, detail):
+    def add(key, outcomes, detail):
         title, paper_says = paper.DIRECTIONS[key]
-        out.append({"key": key, "direction": title, "holds": holds, "detail": detail, "paper": paper_says})
+        v = verdict(outcomes)
+        out.append({"key": key, "direction": title, "verdict": v, "holds": {YES: True, NO: False}.get(v),
+                    "detail": detail, "paper": paper_says})
 
     # 1. NSP helps pair tasks
     pair_recs = [r for r in recs if r.get("task_type") in ("pair-classification", "qa")]
     comps = _pairs(pair_recs, "objective", "mlm+nsp", "mlm")
-    add("nsp_helps_pairs", all(a["score"] > b["score"] for a, b in comps) if comps else None,
-        "; ".join(f"{a['task']} ({a['size']}, {a['transfer']}): MLM+NSP {_fmt(a)} vs MLM only {_fmt(b)}"
-                  for a, b in comps) or "needs MLM+NSP and MLM-only cells on a sentence-pair task")
+    outcomes = [compare(a, b) for a, b in comps]
+    add("nsp_helps_pairs", outcomes,
+        "; ".join(f"{a['task']} ({a['size']}, {a['transfer']}): MLM+NSP {_fmt(a)} vs MLM only {_fmt(b)}{_tie(o)}"
+                  for (a, b), o in zip(comps, outcomes)) or "needs MLM+NSP and MLM-only cells on a sentence-pair task")
 
     # 2. bidirectional beats LTR (the paper compares No NSP with LTR & No NSP; MLM+NSP stands in)
     comps = []
     for ltr in ("ltr", "ltr+bilstm"):
         found = _pairs(recs, "objective", "mlm", ltr) or _pairs(recs, "objective", "mlm+nsp", ltr)
         comps += found
-    add("bidirectional_beats_ltr", all(a["score"] > b["score"] for a, b in comps) if comps else None,
-        "; ".join(f"{a['task']}: {a['objective']} {_fmt(a)} vs {b['objective']} {_fmt(b)}" for a, b in comps)
+    outcomes = [compare(a, b) for a, b in comps]
+    add("bidirectional_beats_ltr", outcomes,
+        "; ".join(f"{a['task']}: {a['objective']} {_fmt(a)} vs {b['objective']} {_fmt(b)}{_tie(o)}"
+                  for (a, b), o in zip(comps, outcomes))
         or "needs a bidirectional (MLM) cell and an LTR cell on the same task")
 
     # 3. bigger beats smaller: in every group of cells that differ only in size, the largest model
@@ -145,29 +212,32 @@ def directions(records) -> list[dict]:
     groups = {}
     for r in recs:
         groups.setdefault(_others(r, "size"), []).append(r)
-    verdicts, details = [], []
+    outcomes, details = [], []
     for g in groups.values():
         if len({r["size"] for r in g}) < 2:
             continue
         g = sorted(g, key=lambda r: grid.encoder_parameters(r["size"]))
-        verdicts.append(g[-1]["score"] > g[0]["score"])
-        details.append(f"{g[0]['task']}: " + " → ".join(f"{r['size']} {_fmt(r)}" for r in g))
-    add("bigger_beats_smaller", all(verdicts) if verdicts else None,
-        "; ".join(details) or "needs two or more sizes on the same task")
+        outcomes.append(compare(g[-1], g[0]))
+        details.append(f"{g[0]['task']}: " + " → ".join(f"{r['size']} {_fmt(r)}" for r in g) + _tie(outcomes[-1]))
+    add("bigger_beats_smaller", outcomes, "; ".join(details) or "needs two or more sizes on the same task")
 
     # 4. concat-last-4 close to fine-tuning, well above embeddings: nearer to the fine-tuned score
-    #    than to the embeddings' (paper: 0.3 below fine-tuning, 5.1 above the embeddings)
+    #    than to the embeddings' (paper: 0.3 below fine-tuning, 5.1 above the embeddings), i.e. above
+    #    the midpoint of the two; both comparisons use the largest spread of the three settings
     groups = {}
     for r in recs:
         groups.setdefault(_others(r, "transfer"), {})[r["transfer"]] = r
-    verdicts, details = [], []
+    outcomes, details = [], []
     for g in groups.values():
         if not {"fine-tune", "concat-last-4", "embeddings"} <= set(g):
             continue
-        ft, cc, em = (g[k]["score"] for k in ("fine-tune", "concat-last-4", "embeddings"))
-        verdicts.append(cc > em and (ft - cc) < (cc - em))
-        details.append(f"{g['fine-tune']['task']}: fine-tune {ft:.1f}, concat-last-4 {cc:.1f}, embeddings {em:.1f}")
-    add("concat_close_to_finetune", all(verdicts) if verdicts else None,
+        ft, cc, em = (g[k] for k in ("fine-tune", "concat-last-4", "embeddings"))
+        spread = max(r.get("spread", 0.0) for r in (ft, cc, em))
+        middle = {"score": (ft["score"] + em["score"]) / 2, "spread": spread}
+        outcomes.append(verdict([compare({**cc, "spread": spread}, em), compare(cc, middle)]))
+        details.append(f"{ft['task']}: fine-tune {_fmt(ft)}, concat-last-4 {_fmt(cc)}, embeddings {_fmt(em)}"
+                       + _tie(outcomes[-1]))
+    add("concat_close_to_finetune", outcomes,
         "; ".join(details) or "needs fine-tune, concat-last-4 and embeddings cells on the same task")
     return out
 
@@ -210,10 +280,10 @@ def to_markdown(df: pd.DataFrame, dirs: list[dict], title: str = "Ablation resul
         parts += [f"## {AXIS_TITLES[axis]}", "", markdown_table(sub), ""]
         if sources:
             parts += ["Paper numbers: " + "; ".join(sources) + ".", ""]
-    parts += ["## Directions", "", "| direction | held in ours | our numbers | paper |", "|---|---|---|---|"]
+    parts += ["## Directions", "", RULE, "", "| direction | held in ours | our numbers | paper |", "|---|---|---|---|"]
     for d in dirs:
-        verdict = {True: "yes", False: "no", None: "not measured"}[d["holds"]]
-        parts.append(f"| {_md_cell(d['direction'])} | {verdict} | {_md_cell(d['detail'])} | {_md_cell(d['paper'])} |")
+        parts.append(f"| {_md_cell(d['direction'])} | {d['verdict']} | {_md_cell(d['detail'])} | "
+                     f"{_md_cell(d['paper'])} |")
     return "\n".join(parts) + "\n"
 
 

@@ -26,7 +26,8 @@ import threading
 import time
 from pathlib import Path
 
-from ..train.runs import ACTIVE_STATES, Run
+from ..train.run_finder import is_ablation  # noqa: F401  (callers read it here)
+from ..train.runs import ACTIVE_STATES, Run, writes_run
 from . import grid
 
 PAIR_DEFAULTS = {"n_train": 2000, "n_dev": 500}
@@ -61,16 +62,6 @@ def _append_result(abl: Path, record: dict) -> None:
 def read_plan(abl: str | Path) -> dict | None:
     p = Path(abl) / "plan.json"
     return json.loads(p.read_text()) if p.exists() else None
-
-
-def is_ablation(path: str | Path) -> bool:
-    p = Path(path)
-    if (p / "plan.json").exists():
-        return True
-    try:
-        return json.loads((p / "config.json").read_text()).get("kind") == "ablate"
-    except (OSError, json.JSONDecodeError):
-        return False
 
 
 # ----- pieces ---------------------------------------------------------------------------------
@@ -190,6 +181,7 @@ def _stop_on_sigterm():
 
 
 # ----- the loop -------------------------------------------------------------------------------
+@writes_run("out_dir", "bert-explorer ablate")
 def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False, progress: bool = False,
                  say=print) -> dict[str, dict]:
     """Run (or continue) the ablation of ``recipe`` in ``out_dir``; returns read_results()."""

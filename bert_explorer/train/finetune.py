@@ -28,7 +28,7 @@ from . import metrics as M
 from .device import pick_device, precision_from
 from .featurize import (ARCHITECTURE, apply_null_threshold, collate, featurize, qa_predictions)
 from .optim import apply_update, linear_warmup_decay, make_optimizer
-from .runs import Run
+from .runs import Run, writes_run
 
 FEATURE_MODES = ("embeddings", "last", "second-to-last", "sum-last-4", "concat-last-4", "sum-all")
 
@@ -275,6 +275,7 @@ def small_dev_warning(n_dev: int) -> str | None:
             f"({MIN_DEV_EXAMPLES} for dev) for a score you can trust.")
 
 
+@writes_run("run_dir", "bert-explorer finetune")
 def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
     run = Run(run_dir)
     if (run.path / "metrics.json").exists() or (run.path / "model").exists():

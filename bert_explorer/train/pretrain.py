@@ -28,7 +28,7 @@ from ..model import BertConfig, BertForPreTraining, preset
 from ..tokenizer import WordPieceTokenizer
 from .device import PRECISIONS, Device, pick_device, precision_from
 from .optim import apply_update, linear_warmup_decay, make_optimizer
-from .runs import Run
+from .runs import Run, writes_run
 
 OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
 
@@ -270,6 +270,7 @@ def _run_tokenizer(cfg, run: Run, train_docs, dev: Device, latest: Path | None) 
     return WordPieceTokenizer.from_dir(tok_dir)
 
 
+@writes_run("run_dir", "bert-explorer pretrain")
 def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = False,
                     progress: bool = True, on_step=None) -> dict:
     """Pre-train into ``run_dir``; ``on_step(step, losses)`` is called after every update."""

@@ -1,4 +1,4 @@
-"""A run is a directory (DESIGN.md). Pages and the CLI only ever talk to runs through it:
+"""A run is a directory (docs/DESIGN.md). Pages and the CLI only ever talk to runs through it:
 
     run_dir/
       config.json          what was asked for (the CLI's --config reads the same file)
@@ -9,8 +9,13 @@
                            training_state.pt (optimiser, schedule, RNG, data position) to resume
       STOP                 present = "please stop cleanly at the next step"
       .start.lock          held while a run is being started or deleted (see start_background)
+      .writer.lock         held by the one process that writes the run (see writer_lock)
 
-Every run has its own directory, so two runs never write the same file. A directory that a
+Every run has its own directory, and one process writes it: pre-training, fine-tuning and
+ablations take the run's writer lock (:func:`writer_lock`, an ``flock`` the kernel releases when
+the holder exits, even by ``kill -9``) before they touch a file, so a second writer is refused
+with one sentence naming the holder (:class:`RunBusy`; the CLI exits 2). Readers (pages,
+evaluation) take no lock. A directory that a
 live process is still using is refused by :func:`start_background`. On one GPU, background
 runs queue: each waits in state "queued" until it holds ``.gpu.lock`` in the runs root (an
 ``flock``, released by the kernel when the holder exits, even by a crash), first come first
@@ -25,6 +30,8 @@ written to a temporary directory and renamed into place.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
 import os
 import shutil
@@ -44,6 +51,8 @@ ACTIVE_STATES = ("starting", "queued", "running")
 DONE_STATES = ("finished", "stopped", "failed", "crashed")
 GPU_QUEUE_ENV = "BERT_EXPLORER_GPU_QUEUE"
 GPU_LOCK_NAME = ".gpu.lock"
+WRITER_LOCK_NAME = ".writer.lock"
+WRITER_FD_ENV = "BERT_EXPLORER_WRITER_FD"  # a background run's lock, handed down by its starter
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
@@ -199,6 +208,149 @@ class Run:
         return self.status()
 
 
+class RunBusy(RuntimeError):
+    """Another live process is writing this run."""
+
+
+_held: dict[str, list] = {}  # run path -> [fd, depth]: this process's writer locks (re-entrant)
+_held_guard = threading.Lock()
+
+
+def _describe_holder(info: dict) -> str:
+    parts = [f"pid {info['pid']}" if info.get("pid") else "another process"]
+    if info.get("command"):
+        parts.append(f"`{info['command']}`")
+    if info.get("since"):
+        parts.append("since " + time.strftime("%H:%M:%S", time.localtime(info["since"])))
+    return ", ".join(parts)
+
+
+def read_holder(run_dir: str | Path) -> dict:
+    """What the writer lock of ``run_dir`` says about its (last) holder; {} if nothing."""
+    try:
+        return json.loads((Path(run_dir) / WRITER_LOCK_NAME).read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
+def _inherited_fd(lock_path: Path) -> int | None:
+    """The descriptor of ``lock_path`` that a starter handed to this process (see
+    :func:`start_background`), if it is that very file."""
+    fd = os.environ.get(WRITER_FD_ENV, "")
+    if not fd.isdigit():
+        return None
+    try:
+        st_fd, st_path = os.fstat(int(fd)), os.stat(lock_path)
+    except OSError:
+        return None
+    return int(fd) if (st_fd.st_dev, st_fd.st_ino) == (st_path.st_dev, st_path.st_ino) else None
+
+
+def acquire_writer(run_dir: str | Path, what: str | None = None) -> int | None:
+    """Take ``run_dir``'s writer lock without waiting and return its descriptor (inheritable
+    by a child only when asked, see :func:`start_background`). Raises :class:`RunBusy` naming
+    the holder when another live process has it. A lock whose holder died is free again (the
+    kernel dropped it with the process), and is simply taken over. Creates ``run_dir``."""
+    if fcntl is None:  # pragma: no cover
+        return None
+    path = Path(run_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    lock_path = path / WRITER_LOCK_NAME
+    fd = _inherited_fd(lock_path) if lock_path.exists() else None
+    if fd is not None:  # adopted: the starter holds it for us (and has no other use for it)
+        os.environ.pop(WRITER_FD_ENV, None)  # adopted once; children get their own hand-down
+        os.set_inheritable(fd, False)
+        return _write_holder(fd, what)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise RunBusy(f"{path} is being written by {_describe_holder(read_holder(path))}; wait for that run "
+                      f"to end (or stop it on the Runs page) or choose another output folder") from None
+    before = read_holder(path)
+    if before.get("pid") and before.get("pid") != os.getpid() and not process_alive(before["pid"], before.get("pid_start")):
+        # the last writer was killed: its lock went with it; say so in the run's log
+        try:
+            with (path / "log.txt").open("a") as f:
+                f.write(time.strftime("%H:%M:%S ") + f"taking over from pid {before['pid']}, which ended without "
+                        "releasing the run\n")
+        except OSError:
+            pass
+    return _write_holder(fd, what)
+
+
+def _write_holder(fd: int, what: str | None) -> int:
+    info = {"pid": os.getpid(), "pid_start": process_start(os.getpid()), "since": time.time(),
+            "command": what or " ".join(Path(sys.argv[0]).name.split() + sys.argv[1:3])}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(info).encode(), 0)
+    return fd
+
+
+@contextlib.contextmanager
+def writer_lock(run_dir: str | Path, what: str | None = None):
+    """Hold ``run_dir``'s writer lock for the block (re-entrant within one process): every
+    writer of a run (pre-training, fine-tuning, an ablation) runs inside one. Raises
+    :class:`RunBusy` before anything is written when another live process holds it."""
+    path = Path(run_dir)
+    key, existed = str(path.resolve()), path.exists()
+    with _held_guard:
+        entry = _held.get(key)
+        if entry is None:
+            entry = _held[key] = [acquire_writer(path, what), 0]
+        entry[1] += 1
+    try:
+        yield
+    finally:
+        with _held_guard:
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _held[key]
+                if not existed:
+                    with contextlib.suppress(OSError):
+                        if [p.name for p in path.iterdir()] == [WRITER_LOCK_NAME]:
+                            # refused before writing anything (bad data): leave no empty folder
+                            (path / WRITER_LOCK_NAME).unlink()
+                            path.rmdir()
+                if entry[0] is not None:
+                    os.close(entry[0])  # releases the lock
+
+
+def writes_run(param: str, what: str):
+    """Decorator: the function writes the run folder passed as argument ``param`` and runs
+    inside its :func:`writer_lock`. Under torchrun only rank 0 writes, so only it locks."""
+    def wrap(fn):
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def locked(*args, **kwargs):
+            if os.environ.get("RANK", "0") != "0":
+                return fn(*args, **kwargs)
+            with writer_lock(sig.bind(*args, **kwargs).arguments[param], what):
+                return fn(*args, **kwargs)
+        return locked
+    return wrap
+
+
+def writer_busy(run_dir: str | Path) -> str | None:
+    """One sentence when a live process (other than this one) writes ``run_dir``, else None."""
+    if fcntl is None or str(Path(run_dir).resolve()) in _held:
+        return None
+    lock_path = Path(run_dir) / WRITER_LOCK_NAME
+    if not lock_path.exists():
+        return None
+    fd = os.open(lock_path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None
+    except OSError:
+        return (f"{run_dir} is being written by {_describe_holder(read_holder(run_dir))}; wait for that run to end "
+                "or stop it first")
+    finally:
+        os.close(fd)
+
+
 def uses_gpu(config: dict) -> bool:
     device = str(config.get("device", "auto"))
     if device != "auto":
@@ -248,7 +400,14 @@ def start_background(kind: str, config: dict, run_dir: str | Path, resume: bool 
             s = run.status()
             raise RuntimeError(f"{run.path} is already {s.get('state')} (pid {s.get('pid')}); stop that run "
                                f"first or choose another directory")
-        return _launch_background(run, kind, config, resume, gpu_queue, gpu_lock)
+        # The writer lock is taken here, before config.json is written, and handed down to the
+        # process (which adopts it): held without a gap from this check to the run's end.
+        fd = acquire_writer(run.path, f"bert-explorer {kind} (background)")
+        try:
+            return _launch_background(run, kind, config, resume, gpu_queue, gpu_lock, fd)
+        finally:
+            if fd is not None:
+                os.close(fd)  # the child holds its own copy of the lock now
 
 
 @contextlib.contextmanager
@@ -265,7 +424,7 @@ def _start_lock(run: Run):
 
 
 def _launch_background(run: Run, kind: str, config: dict, resume: bool, gpu_queue: bool | None,
-                       gpu_lock: str | Path | None) -> Run:
+                       gpu_lock: str | Path | None, writer_fd: int | None = None) -> Run:
     run.create(config, kind)
     run.clear_stop()
     run.write_status(state="starting", pid=None, kind=kind, error=None)
@@ -276,10 +435,13 @@ def _launch_background(run: Run, kind: str, config: dict, resume: bool, gpu_queu
     launcher = [sys.executable, "-m", "bert_explorer.train.runs", str(run.path)]
     if gpu_queue_applies(config, gpu_queue):
         launcher += ["--gpu-lock", str(Path(gpu_lock) if gpu_lock else run.path.parent / GPU_LOCK_NAME)]
+    env = background_env()
+    if writer_fd is not None:
+        env[WRITER_FD_ENV] = str(writer_fd)
     with (run.path / "log.txt").open("a") as log:
         proc = subprocess.Popen(launcher + ["--"] + cmd, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, cwd=os.getcwd(),
-                                env=background_env())
+                                env=env, pass_fds=() if writer_fd is None else (writer_fd,))
     # The launcher writes its own pid (no race with its "queued"); wait for it, briefly.
     deadline = time.time() + 30
     while run.status().get("pid") != proc.pid and proc.poll() is None and time.time() < deadline:
@@ -376,15 +538,15 @@ def delete(run: Run) -> None:
     with _start_lock(run):
         if run.is_active():
             raise RuntimeError(f"{run.name} is {run.status().get('state')}; stop it before deleting it")
-        shutil.rmtree(run.path)
-
-
-def list_runs(root: str | Path) -> list[Run]:
-    root = Path(root)
-    if not root.exists():
-        return []
-    runs = [Run(p) for p in root.iterdir() if (p / "status.json").exists()]
-    return sorted(runs, key=lambda r: r.status().get("created", 0), reverse=True)
+        try:  # no writer may start (or still be at work) while its files go
+            fd = acquire_writer(run.path, "delete")
+        except RunBusy:
+            raise RunBusy(writer_busy(run.path) or f"{run.name} is being written; stop it first") from None
+        try:
+            shutil.rmtree(run.path)
+        finally:
+            if fd is not None:
+                os.close(fd)
 
 
 def _launch(argv: list[str]) -> int:

@@ -1,0 +1,103 @@
+"""A class at once: N browser tabs open the masked-word page of one app at the same moment.
+
+Starts `streamlit run run_app.py --server.address 0.0.0.0` (classroom mode) on a free port,
+lets one tab load the page first (the teacher's: the model is then in the server's cache),
+then opens N tabs together in one Chromium and times, per tab, from the request to the moment
+the page has finished running and shows the probe's answer. The browser runs on the same
+machine as the server, so on a small CPU its drawing competes with the model calls: the
+figures are what a class would see at worst.
+
+    python bench/classroom_load.py --tabs 30
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--disable-renderer-backgrounding",
+        "--disable-background-timer-throttling", "--disable-backgrounding-occluded-windows"]
+DONE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]') && document.querySelector('.js-plotly-plot')"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def _one_tab(context, url: str) -> tuple[float, bool]:
+    page = await context.new_page()
+    t0 = time.perf_counter()
+    await page.goto(url)
+    await page.get_by_text("Masked-word probe").first.wait_for(timeout=300_000)
+    await page.wait_for_function(DONE, timeout=300_000, polling=100)
+    took = time.perf_counter() - t0
+    classroom = await page.get_by_text("Classroom mode").count() > 0
+    return took, classroom
+
+
+async def main_async(tabs: int, address: str) -> None:
+    from playwright.async_api import async_playwright
+
+    port = _free_port()
+    runs = tempfile.mkdtemp(prefix="class-runs-")
+    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "run_app.py"),
+                               "--server.address", address, "--server.port", str(port),
+                               "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+                              cwd=ROOT, env={**os.environ, "BERT_EXPLORER_RUNS": runs},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/Masked_word_probe"
+    try:
+        for _ in range(120):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                await asyncio.sleep(0.5)
+        async with async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
+            first = await browser.new_context(viewport={"width": 1200, "height": 900})
+            cold, classroom = await _one_tab(first, url)
+            await first.close()
+            contexts = [await browser.new_context(viewport={"width": 1200, "height": 900}) for _ in range(tabs)]
+            t0 = time.perf_counter()
+            results = await asyncio.gather(*(_one_tab(c, url) for c in contexts))
+            wall = time.perf_counter() - t0
+            await browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(runs, ignore_errors=True)
+    times = sorted(t for t, _ in results)
+    q = statistics.quantiles(times, n=10)
+    print(f"server on {address} ({'classroom mode shown' if classroom else 'private mode'}), "
+          f"{os.cpu_count()} CPU cores, masked-word page, model minilm-mlm-nsp")
+    print(f"first tab (cold: loads the model): {cold:.1f} s")
+    print(f"{tabs} tabs at once: median {statistics.median(times):.1f} s, p90 {q[-1]:.1f} s, "
+          f"slowest {times[-1]:.1f} s, fastest {times[0]:.1f} s; all {tabs} answered within {wall:.1f} s")
+    print(f"every tab in classroom mode: {all(c for _, c in results)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tabs", type=int, default=30)
+    ap.add_argument("--address", default="0.0.0.0", help="where the server listens (0.0.0.0 = classroom mode)")
+    args = ap.parse_args()
+    if not shutil.which("chromium"):
+        sys.exit("needs Debian's chromium (apt-get install -y chromium)")
+    asyncio.run(main_async(args.tabs, args.address))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The Pre-train page's time-lapse follows a run while it is active.
+
+While a run is active the browser reruns only the page's fragments (every 2-3 s), never the
+whole page; the time-lapse used to be drawn once, outside any fragment, so it kept saying
+"needs saved checkpoints" long after the run had written one. These tests do what the
+browser does: draw the page once, let the run write a checkpoint, then rerun the fragments.
+"""
+import os
+import time
+from unittest import mock
+
+import pytest
+import streamlit.testing.v1.local_script_runner as local_runner
+import torch
+from streamlit.testing.v1 import AppTest
+
+from bert_explorer import checkpoint
+from bert_explorer.model import BertConfig
+from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
+from bert_explorer.train.runs import Run
+
+WORDS = ["the", "government", "said", "would", "rise", "next", "year", ".", "ball", "is", "red"]
+
+
+def write_checkpoint(run_dir, step):
+    """A tiny BertForPreTraining saved where a pre-training run saves its step-N checkpoint."""
+    tok = WordPieceTokenizer({t: i for i, t in enumerate(SPECIAL_TOKENS + WORDS)})
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                        max_position_embeddings=64)
+    torch.manual_seed(step)
+    return checkpoint.save(checkpoint.new_model("BertForPreTraining", config), tok,
+                           run_dir / "checkpoints" / f"step-{step}")
+
+
+def active_run(root):
+    """A pre-training run that is 'running' in this (live) process, at step 150 of 1000."""
+    run = Run(root / "live").create({"size": "L2-H128", "max_steps": 1000, "save_every": 200}, "pretrain")
+    run.write_status(state="running", pid=os.getpid(), started=time.time(), step=150, max_steps=1000)
+    assert run.is_active()
+    return run
+
+
+def rerun_fragments(at):
+    """What the browser does while a run is active: rerun only the page's fragments (the
+    auto-rerun of run_every); a fragment that calls st.rerun() redraws the whole page."""
+    ids = list(at._fragment_storage._fragments)
+    assert ids, "the page has no fragment that reruns by itself"
+    real = local_runner.RerunData
+
+    def fragment_rerun(**kwargs):
+        return real(**kwargs, fragment_id_queue=ids, is_auto_rerun=True)
+
+    with mock.patch.object(local_runner, "RerunData", fragment_rerun):
+        return at.run()
+
+
+def _timelapse_frames(at):
+    import json
+    for c in at.get("plotly_chart"):
+        spec = json.loads(c.proto.spec)
+        if "attention at each checkpoint" in ((spec.get("layout") or {}).get("title") or {}).get("text", ""):
+            return [s["label"] for s in spec["layout"]["sliders"][0]["steps"]] if spec["layout"].get("sliders") \
+                else ["one frame"]
+    return None
+
+
+def test_timelapse_sees_a_checkpoint_written_while_the_page_is_open(runs_root):
+    run = active_run(runs_root)
+    at = AppTest.from_file("../pages/6_Pre-train.py", default_timeout=120).run()
+    assert not at.exception
+    assert any("needs saved checkpoints" in i.value for i in at.info)
+    assert _timelapse_frames(at) is None
+
+    write_checkpoint(run.path, 200)                      # the run saves at step 200 ...
+    run.write_status(step=270)                           # ... and goes on
+    rerun_fragments(at)
+    assert not at.exception
+    assert not any("needs saved checkpoints" in i.value for i in at.info)
+    assert _timelapse_frames(at) == ["one frame"]        # the step-200 checkpoint is in the time-lapse
+
+    write_checkpoint(run.path, 400)
+    rerun_fragments(at)
+    assert not at.exception
+    assert _timelapse_frames(at) == ["step 200", "step 400"]
+
+
+def test_no_redraw_while_nothing_changed(runs_root):
+    run = active_run(runs_root)
+    write_checkpoint(run.path, 200)
+    at = AppTest.from_file("../pages/6_Pre-train.py", default_timeout=120).run()
+    assert _timelapse_frames(at) == ["one frame"]
+    rerun_fragments(at)                                  # no new checkpoint: only the fragments redraw
+    assert not at.exception
+    assert _timelapse_frames(at) is None and not at.get("text_input")
