@@ -7,7 +7,13 @@ the page has finished running and shows the probe's answer. The browser runs on 
 machine as the server, so on a small CPU its drawing competes with the model calls: the
 figures are what a class would see at worst.
 
+`--clients N` measures the server alone: N sessions speak Streamlit's own websocket protocol
+(what a browser tab sends: "run the page"), with no browser drawing anything, and each is timed
+until the server says the page's script finished. This is what 30 students on 30 laptops load
+the server with.
+
     python bench/classroom_load.py --tabs 30
+    python bench/classroom_load.py --clients 30
 """
 from __future__ import annotations
 
@@ -39,32 +45,90 @@ def _free_port() -> int:
 async def _one_tab(context, url: str) -> tuple[float, bool]:
     page = await context.new_page()
     t0 = time.perf_counter()
-    await page.goto(url)
-    await page.get_by_text("Masked-word probe").first.wait_for(timeout=300_000)
-    await page.wait_for_function(DONE, timeout=300_000, polling=100)
+    await page.goto(url, timeout=600_000)
+    await page.get_by_text("Masked-word probe").first.wait_for(timeout=600_000)
+    await page.wait_for_function(DONE, timeout=600_000, polling=250)
     took = time.perf_counter() - t0
     classroom = await page.get_by_text("Classroom mode").count() > 0
     return took, classroom
 
 
+async def _one_session(port: int, page_name: str) -> tuple[float, bool, bool]:
+    """One Streamlit session without a browser: open the websocket, ask for the page, wait for
+    the script to finish. Returns (seconds, finished without an exception, classroom mode shown)."""
+    import websockets
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    t0 = time.perf_counter()
+    async with websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream", subprotocols=["streamlit"],
+                                  max_size=None, open_timeout=600) as ws:
+        back = BackMsg()
+        back.rerun_script.query_string = ""
+        back.rerun_script.page_name = page_name
+        await ws.send(back.SerializeToString())
+        exception, classroom = False, False
+        while True:
+            msg = ForwardMsg()
+            msg.ParseFromString(await asyncio.wait_for(ws.recv(), timeout=600))
+            kind = msg.WhichOneof("type")
+            if kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
+                element = msg.delta.new_element
+                what = element.WhichOneof("type")
+                exception |= what == "exception"
+                classroom |= what == "alert" and "Classroom mode" in element.alert.body
+            elif kind == "script_finished":
+                return time.perf_counter() - t0, not exception, classroom
+
+
+def _start_server(address: str, port: int, runs: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "run_app.py"),
+                             "--server.address", address, "--server.port", str(port),
+                             "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+                            cwd=ROOT, env={**os.environ, "BERT_EXPLORER_RUNS": runs},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+async def _wait_for_port(port: int) -> None:
+    for _ in range(240):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            await asyncio.sleep(0.5)
+
+
+async def sessions_async(clients: int, address: str) -> None:
+    port, runs = _free_port(), tempfile.mkdtemp(prefix="class-runs-")
+    server = _start_server(address, port, runs)
+    try:
+        await _wait_for_port(port)
+        cold = await _one_session(port, "Masked_word_probe")
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*(_one_session(port, "Masked_word_probe") for _ in range(clients)))
+        wall = time.perf_counter() - t0
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(runs, ignore_errors=True)
+    times = sorted(t for t, _, _ in results)
+    print(f"server on {address}, {os.cpu_count()} CPU cores, masked-word page, model minilm-mlm-nsp, "
+          f"{clients} sessions over Streamlit's websocket protocol (no browser)")
+    print(f"first session (cold: loads the model): {cold[0]:.1f} s")
+    print(f"{clients} at once: median {statistics.median(times):.1f} s, p90 {statistics.quantiles(times, n=10)[-1]:.1f} s, "
+          f"slowest {times[-1]:.1f} s, fastest {times[0]:.1f} s; all answered within {wall:.1f} s")
+    print(f"all finished without an exception: {all(ok for _, ok, _ in results)}; "
+          f"classroom mode said: {all(c for _, _, c in results)}")
+
+
 async def main_async(tabs: int, address: str) -> None:
     from playwright.async_api import async_playwright
 
-    port = _free_port()
-    runs = tempfile.mkdtemp(prefix="class-runs-")
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "run_app.py"),
-                               "--server.address", address, "--server.port", str(port),
-                               "--server.headless", "true", "--browser.gatherUsageStats", "false"],
-                              cwd=ROOT, env={**os.environ, "BERT_EXPLORER_RUNS": runs},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port, runs = _free_port(), tempfile.mkdtemp(prefix="class-runs-")
+    server = _start_server(address, port, runs)
     url = f"http://127.0.0.1:{port}/Masked_word_probe"
     try:
-        for _ in range(120):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                await asyncio.sleep(0.5)
+        await _wait_for_port(port)
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
             first = await browser.new_context(viewport={"width": 1200, "height": 900})
@@ -91,9 +155,13 @@ async def main_async(tabs: int, address: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tabs", type=int, default=30)
+    ap.add_argument("--tabs", type=int, default=30, help="Chromium tabs at once")
+    ap.add_argument("--clients", type=int, default=0, help="browserless sessions at once instead of tabs")
     ap.add_argument("--address", default="0.0.0.0", help="where the server listens (0.0.0.0 = classroom mode)")
     args = ap.parse_args()
+    if args.clients:
+        asyncio.run(sessions_async(args.clients, args.address))
+        return
     if not shutil.which("chromium"):
         sys.exit("needs Debian's chromium (apt-get install -y chromium)")
     asyncio.run(main_async(args.tabs, args.address))

@@ -7,12 +7,13 @@ from bert_explorer.app.widgets import intro
 from bert_explorer.train.runs import Run, delete
 
 st.set_page_config(page_title="Runs · BERT Explorer", layout="wide")
-intro("Runs", """
+intro("Runs", f"""
 Every pre-training run (Appendix A.2), fine-tuning run (Section 4) and ablation cell (Section 5) is a
-folder under `./runs`: its settings, status, log, the metrics of every logged step and its
+folder under `{rv.runs_root()}`: its settings, status, log, the metrics of every logged step and its
 checkpoints. Here you see them all, open one, lay the curves of several over each other (how the
 paper compares its ablations), and delete the ones you no longer need. Runs keep going in the
-background; on one GPU they take turns (a queued run starts by itself when the GPU is free).
+background; on one GPU they take turns (a queued run starts by itself when the GPU is free). An
+ablation's own pre-trainings and cells are listed under it: choose it in **Show**.
 """)
 
 show_mode()
@@ -39,13 +40,14 @@ names = list(by_name)
 labels = {rv.rel_name(r, root): rv.run_label(r, root) for r in runs}
 
 st.subheader("All runs" if not group else f"Inside ablation {group}")
-st.dataframe(rv.runs_table(root, runs), hide_index=True, width="stretch")
+st.dataframe(rv.runs_table(root, runs, inside=group), hide_index=True, width="stretch",
+             column_config={"run": st.column_config.TextColumn("run", width="large")})
 if st.button("Refresh", key="runs_refresh"):
     st.rerun()
 
 # ----- one run ------------------------------------------------------------------------------------------
 st.subheader("One run")
-run = rv.pick_run("Run", runs, f"runs_sel_{gen}", root)
+run = rv.pick_run("Run", runs, f"runs_sel_{gen}_{group}", root)
 status = rv.run_panel(run, rv.run_kind(run), "runs_one")
 c1, c2 = st.columns(2)
 with c1.expander("Log (last 200 lines)"):
@@ -57,14 +59,14 @@ with c2.expander("Settings and status"):
 st.subheader("Compare runs")
 picked = st.multiselect("Runs", names, default=names[: min(2, len(names))], key=f"runs_compare_{gen}_{group}",
                         format_func=labels.get)
-rows = {n: by_name[n].metrics() for n in picked}
+rows = {labels[n]: by_name[n].metrics() for n in picked}
 keys = rv.numeric_keys([r for rs in rows.values() for r in rs])
 if picked and keys:
     key = st.selectbox("Metric", keys, key="runs_compare_metric", format_func=lambda k: rv.LABELS.get(k, k))
     fig = rv.compare_figure(rows, key)
     if fig is not None:
         st.plotly_chart(fig, key="runs_compare_fig")
-    finals = {n: rv.key_metrics(by_name[n].status()) for n in picked}
+    finals = {labels[n]: rv.key_metrics(by_name[n].status()) for n in picked}
     st.dataframe(pd.DataFrame(finals).T.rename(columns=lambda k: rv.LABELS.get(k, k)), width="stretch")
 elif picked:
     st.info("These runs have not logged any metrics yet.")
@@ -73,7 +75,7 @@ elif picked:
 st.subheader("Delete a run")
 if writes_off("Deleting runs"):
     st.stop()
-victim = rv.rel_name(rv.pick_run("Run to delete", runs, f"runs_delete_sel_{gen}", root), root)
+victim = rv.rel_name(rv.pick_run("Run to delete", runs, f"runs_delete_sel_{gen}_{group}", root), root)
 n_ckpt = len(by_name[victim].checkpoints())
 # The confirmation belongs to one run (its key names it), and the button deletes exactly the run
 # that the confirmation names: both are built from `victim` in this same pass of the page.

@@ -207,8 +207,12 @@ def run_row(run: Run, root: Path | None = None) -> dict:
             "key metrics": " · ".join(f"{LABELS.get(k, k)} {v:.3g}" for k, v in metrics.items()) or "—"}
 
 
-def runs_table(root: Path | None = None, runs: list[Run] | None = None) -> pd.DataFrame:
+def runs_table(root: Path | None = None, runs: list[Run] | None = None, inside: str = "") -> pd.DataFrame:
+    """One row per run; ``inside`` an ablation, its name is left out of each run's label."""
     rows = [run_row(r, root) for r in (find_runs(root) if runs is None else runs)]
+    if inside:
+        for row in rows:
+            row["run"] = row["run"].removeprefix(f"{inside} ▸ ")
     return pd.DataFrame(rows, columns=["run", "kind", "state", "device", "started", "duration", "progress",
                                        "key metrics"])
 

@@ -109,6 +109,24 @@ def load(name: str, architecture: str | None = None) -> tuple[Loaded | None, str
         return None, str(e)
 
 
+def computed(fn, name: str, architecture: str | None, *args, **kwargs):
+    """``fn(model, *args, **kwargs)`` for the model called ``name``, computed once per model
+    weights and arguments for every browser session of this server: a class asking the page's
+    example at the same moment shares one computation (bench/classroom_load.py). ``fn`` is a
+    function of ``bert_explorer.analysis`` whose result is plain data."""
+    return _computed(fn.__module__, fn.__qualname__, name, architecture, _version(name), args,
+                     tuple(sorted(kwargs.items())))
+
+
+@st.cache_data(show_spinner=False, max_entries=512)
+def _computed(module: str, qualname: str, name: str, architecture: str | None, version: tuple, args: tuple,
+              kwargs: tuple):
+    import importlib
+
+    fn = getattr(importlib.import_module(module), qualname)
+    return fn(_load(name, architecture, version), *args, **dict(kwargs))
+
+
 def device_name() -> str:
     if torch.cuda.is_available():
         return f"CUDA ({torch.cuda.get_device_name(0)})"

@@ -8,12 +8,17 @@ from ..checkpoint import Loaded
 
 # The menu (Streamlit's own, built from pages/, is turned off in .streamlit/config.toml:
 # it would call the home page "run app"). Paths are relative to run_app.py.
-MENU = [("run_app.py", "Home", "🏠"), ("pages/1_Tokens_and_embeddings.py", "Tokens and embeddings", "🔤"),
-        ("pages/2_Attention.py", "Attention", "👀"), ("pages/3_Masked_word_probe.py", "Masked word probe", "🎭"),
-        ("pages/4_Next_sentence_probe.py", "Next sentence probe", "➡️"),
-        ("pages/5_Attributions.py", "Attributions", "🧮"), ("pages/6_Pre-train.py", "Pre-train", "🏋️"),
-        ("pages/7_Fine-tune.py", "Fine-tune", "🎯"), ("pages/8_Runs.py", "Runs", "📁"),
-        ("pages/9_Ablation_studio.py", "Ablation studio", "🧪")]
+MENU = [("run_app.py", "Home", ":material/home:"),
+        ("pages/1_Tokens_and_embeddings.py", "Tokens and embeddings", ":material/text_fields:"),
+        ("pages/2_Attention.py", "Attention", ":material/visibility:"),
+        ("pages/3_Masked_word_probe.py", "Masked word probe", ":material/theater_comedy:"),
+        ("pages/4_Next_sentence_probe.py", "Next sentence probe", ":material/arrow_forward:"),
+        ("pages/5_Attributions.py", "Attributions", ":material/calculate:"),
+        ("pages/6_Pre-train.py", "Pre-train", ":material/fitness_center:"),
+        ("pages/7_Fine-tune.py", "Fine-tune", ":material/tune:"),
+        ("pages/8_Runs.py", "Runs", ":material/folder_open:"),
+        ("pages/9_Ablation_studio.py", "Ablation studio", ":material/science:")]
+# (Material Symbols ship inside Streamlit, so they draw offline on any machine; emoji need a font.)
 
 
 def menu() -> None:
