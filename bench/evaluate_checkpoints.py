@@ -25,7 +25,7 @@ def main() -> None:
     args = p.parse_args()
     wanted = {int(x) for x in args.steps.split(",") if x}
     run = Run(args.run)
-    cfg = PretrainConfig.from_dict({**run.config(), "eval_batches": args.eval_batches, "device": "cpu"})
+    cfg = PretrainConfig.from_dict({**run.config(), "eval_batches": args.eval_batches, "device": "cpu"}, strict=False)
     rows = [(f"step {step:,}", path) for step, path in run.checkpoints() if not wanted or step in wanted]
     rows += [(name, name) for name in args.also.split(",") if name]
     print(f"held out: {cfg.eval_corpora or cfg.corpus} documents of {cfg.corpus} "

@@ -37,6 +37,7 @@ import torch
 
 from bert_explorer.model import IGNORE, PRESETS, BertForPreTraining, preset
 from bert_explorer.train.device import cpu_bf16_is_fast
+from bert_explorer.train.estimate import model_flops_per_token
 
 
 def make_batches(n: int, batch: int, seq: int, vocab: int, mask_prob: float, device, seed: int):
@@ -84,22 +85,6 @@ def hf_twin(ours: BertForPreTraining):
     return hf, transformers.__version__
 
 
-def flops_per_token(model: BertForPreTraining, seq: int, mask_fraction: float) -> dict[str, float]:
-    c = model.config
-    embeddings = model.bert.embeddings
-    tables = {id(embeddings.word_embeddings.weight), id(embeddings.position_embeddings.weight),
-              id(embeddings.token_type_embeddings.weight)}
-    n = sum(p.numel() for p in model.parameters() if id(p) not in tables)
-    parts = {
-        "6N": 6.0 * n,
-        "12LHT": 12.0 * c.num_layers * c.hidden_size * seq,
-        "6VHp": 6.0 * c.vocab_size * c.hidden_size * mask_fraction,
-    }
-    parts["N"] = n
-    parts["total"] = parts["6N"] + parts["12LHT"] + parts["6VHp"]
-    return parts
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", default="mini", choices=list(PRESETS))
@@ -137,7 +122,7 @@ def main() -> None:
     if skipped:
         precisions = ["fp32"]
 
-    f = flops_per_token(ours, args.seq, labelled)
+    f = model_flops_per_token(ours, args.seq, labelled)
     tokens = args.batch * args.seq
     threads = torch.get_num_threads()
     print(f"bench/train_step.py  size={args.size} (L={config.num_layers}, H={config.hidden_size}, "

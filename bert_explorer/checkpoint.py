@@ -86,10 +86,6 @@ SHORT_NAMES = {
 }
 
 
-def register_short_name(name: str, locate, description: str) -> None:
-    SHORT_NAMES[name] = (locate, description)
-
-
 def resolve(name_or_dir: str | Path) -> Path:
     """A short name, a checkpoint directory, or ``hf:<hub id>`` (downloads; needs internet)."""
     s = str(name_or_dir)

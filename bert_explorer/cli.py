@@ -142,8 +142,8 @@ def _config_from(args, cls):
         v = getattr(args, f.name, None)
         if v is not None:
             data[f.name] = v
-    try:
-        return cls.from_dict(data)
+    try:  # a resumed run may have been written by an earlier version: its old keys are only warned about
+        return cls.from_dict(data, strict=not getattr(args, "resume", False))
     except (TypeError, ValueError) as e:
         raise UserError(str(e)) from e
 

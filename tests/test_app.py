@@ -94,8 +94,10 @@ def test_next_sentence_page_scores_pairs():
     # the caption reports what this model did with the labelled pairs, computed from the table
     real = scored[scored["pair"] == "real"]["P(IsNext)"]
     assert any(f"{(real > 0.5).sum()} of 3 real pairs get P(IsNext) > 0.5" in c.value for c in at.caption)
+    b_before = at.text_area(key="nsp_b").value
     at.button(key="nsp_draw").click().run()
     assert not at.exception
+    assert at.text_area(key="nsp_b").value != b_before  # a new B sentence, from a built-in corpus
 
 
 @needs_shipped

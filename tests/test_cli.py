@@ -165,3 +165,30 @@ def test_small_dev_warning_thresholds():
     assert small_dev_warning(100) is None and small_dev_warning(5000) is None
     assert "one example moves accuracy by 17 points" in small_dev_warning(6)
     assert "no dev example" in small_dev_warning(0)
+
+
+def test_a_misspelt_setting_is_refused_with_the_name_it_meant(tmp_path):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"corpus": "tiny", "size": "tiny", "max_stpes": 3}))
+    r = subprocess.run([sys.executable, "-m", "bert_explorer.cli", "pretrain", "--config", str(cfg),
+                        "--output", str(tmp_path / "r")], capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown setting 'max_stpes' (did you mean 'max_steps'?)" in r.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_mode_typo_no_longer_runs_full_fine_tuning():
+    from bert_explorer.train.finetune import FinetuneConfig
+
+    with pytest.raises(ValueError, match="mode must be one of fine-tune, feature-based, not 'feature_based'"):
+        FinetuneConfig.from_dict({"mode": "feature_based"})
+
+
+def test_a_run_written_by_an_earlier_version_still_loads_with_a_warning():
+    from bert_explorer.train.pretrain import PretrainConfig
+
+    old = {"corpus": "tiny", "size": "tiny", "amp": False, "kind": "pretrain", "retired_setting": 1}
+    with pytest.warns(UserWarning, match="'retired_setting' ignored"):
+        cfg = PretrainConfig.from_dict(old, strict=False)
+    assert cfg.precision == "fp32" and cfg.size == "tiny"
+    with pytest.raises(ValueError, match="unknown setting 'retired_setting'"):
+        PretrainConfig.from_dict(old)

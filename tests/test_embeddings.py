@@ -173,12 +173,18 @@ def test_a_missing_word_raises_a_clear_error(tiny):
 
 
 @needs_shipped
-def test_bank_example_on_the_shipped_model():
-    loaded = load_checkpoint("explorer-mini", "BertForPreTraining")
+def test_river_bank_drifts_away_from_money_bank_on_the_default_model():
+    """On a model that knows English (minilm-mlm-nsp), "bank" by a river and "bank" of money
+    start alike (the same word embedding) and drift apart through the layers, while the two
+    money senses stay close: contextual vectors separate word senses."""
+    loaded = load_checkpoint("minilm-mlm-nsp", "BertForPreTraining")
     res = emb.contextual_similarity(loaded, "bank", ["he sat on the river bank", "she opened a bank account",
                                                      "the bank raised rates"])
-    assert res.cosine.shape == (3, 5)
-    assert ((res.cosine > 0) & (res.cosine < 1)).all()
+    assert res.pairs == [(0, 1), (0, 2), (1, 2)] and res.cosine.shape == (3, 7)  # embeddings + 6 layers
+    river_money, money_money = res.cosine[:2], res.cosine[2]
+    assert (river_money[:, 0] > 0.9).all() and money_money[0] > 0.9  # the word embedding: all alike
+    assert (money_money[-1] > river_money[:, -1] + 0.1).all()        # the last layer: senses apart
+    assert (river_money[:, 0] - river_money[:, -1] > 1.5 * (money_money[0] - money_money[-1])).all()
 
 
 # ----- the page -------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ import torch
 from bert_explorer.checkpoint import resolve
 from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.featurize import featurize
-from bert_explorer.train.finetune import evaluate
+from bert_explorer.train.evaluation import evaluate
 
 TOK = WordPieceTokenizer.from_dir(resolve("minilm"))
 CONTEXT = " ".join(f"word{i % 7} is near the river ." for i in range(20)) + " the answer is a cat . " + \

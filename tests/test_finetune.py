@@ -81,9 +81,21 @@ def test_finetune_learns_and_exports(task, base_model, tmp_path):
     mine = torch.stack([out.start_logits, out.end_logits], -1) if task == "qa" else out.logits
     assert torch.allclose(mine, _hf_outputs(task, model_dir, batch), atol=1e-4)
 
-    # and the predict API answers in the task's own terms
+    # and the predict API answers in the task's own terms, from those same outputs
     pred = Predictor(tmp_path / "run").predict(data.examples[:2])
-    assert len(pred) == 2
+    names = result["label_names"]
+    if task in ("classification", "pair-classification"):
+        assert [p["label"] for p in pred] == [names[int(i)] for i in mine[:2].argmax(-1)]
+        assert sum(pred[0]["probabilities"].values()) == pytest.approx(1, abs=1e-5)
+    elif task == "regression":
+        assert [p["score"] for p in pred] == pytest.approx(mine[:2].squeeze(-1).tolist(), abs=1e-5)
+    elif task == "multiple-choice":
+        assert [p["choice"] for p in pred] == mine[:2].argmax(-1).tolist()
+    elif task == "ner":
+        first = {w: t for t, w in reversed(list(enumerate(feats[0]["word_ids"]))) if w is not None}
+        assert pred[0]["tags"] == [names[int(mine[0, first[w]].argmax())] for w in range(len(data.examples[0]["tokens"]))]
+    else:  # qa: the answer is a span of the context (or "" for no answer)
+        assert all(p["answer"] in ex["context"] for p, ex in zip(pred, data.examples[:2]))
 
 
 def json_lines(path):

@@ -88,7 +88,10 @@ def test_pretrain_checkpoint_probe_round_trip(tmp_path):
                         "--a", "the river is wide .", "--b", "boats sail on it .", "--json"],
                        capture_output=True, text=True)
     out = json.loads(r.stdout)
-    assert out["is_next"] + out["not_next"] == pytest.approx(1, abs=1e-5)
+    enc = tok("the river is wide .", "boats sail on it .", return_tensors="pt")
+    with torch.no_grad():  # transformers' NSP head on the same checkpoint: label 0 = IsNext
+        p_next = hf(**enc).seq_relationship_logits[0].softmax(-1)[0].item()
+    assert out["is_next"] == pytest.approx(p_next, abs=1e-5)
 
 
 def test_probe_on_minilm_explains_the_missing_head():
@@ -147,3 +150,27 @@ def test_a_corpus_too_small_for_held_out_nsp_pairs_still_trains(tmp_path):
     result = run_pretraining(cfg, tmp_path / "small", progress=False)
     assert result["step"] == 2 and "nsp_accuracy" not in result
     assert "too few for NSP pairs" in (tmp_path / "small" / "log.txt").read_text()
+
+
+def test_a_crash_leaves_the_run_failed_and_the_sigterm_handler_as_it_was(tmp_path):
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+
+    def crash(step, _):
+        if step == 2:
+            raise RuntimeError("simulated crash at step 2")
+    with pytest.raises(RuntimeError):
+        run_pretraining(PretrainConfig(**TINY, max_steps=5), tmp_path / "crash", progress=False, on_step=crash)
+    status = Run(tmp_path / "crash").status()
+    assert status["state"] == "failed" and "simulated crash at step 2" in status["error"]
+    assert signal.getsignal(signal.SIGTERM) is before  # the process's handler is back
+
+
+def test_a_finished_run_is_not_touched_by_a_second_start_without_resume(tmp_path):
+    out = tmp_path / "done"
+    run_pretraining(PretrainConfig(**TINY, max_steps=2), out, progress=False)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and not p.name.startswith(".")}
+    with pytest.raises(ValueError, match="already holds checkpoints"):
+        run_pretraining(PretrainConfig(**{**TINY, "seed": 9}, max_steps=2), out, progress=False)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and not p.name.startswith(".")} == before

@@ -441,7 +441,7 @@ def qa_examples(run_path: str, n: int = 8) -> list[dict]:
     from ..train.finetune import FinetuneConfig, read_data
 
     run = Run(run_path)
-    _, dev = read_data(FinetuneConfig.from_dict(run.config()))
+    _, dev = read_data(FinetuneConfig.from_dict(run.config(), strict=False))
     examples = dev.examples[:n]
     preds = predictor(run).predict(examples)
     return [{"question": ex["question"], "context": _short(ex["context"], 200),
@@ -466,13 +466,14 @@ def model_size(size: str, vocab_size: int, seq_len: int, mlm_probability: float 
     start: its own vocabulary), from a model built on the 'meta' device (shapes only, no memory)
     and the formula in ``train.pretrain``."""
     from ..model import PRESETS, BertConfig, BertForPreTraining, preset
-    from ..train.pretrain import model_flops_per_token
+    from ..train.estimate import model_flops_per_token
 
     config = (preset(size, vocab_size=vocab_size) if size in PRESETS
               else BertConfig.load(checkpoint.resolve(size)))
     with torch.device("meta"):
         model = BertForPreTraining(config)
-    return sum(p.numel() for p in model.parameters()), model_flops_per_token(model, seq_len, mlm_probability)
+    flops = model_flops_per_token(model, seq_len, mlm_probability)["total"]
+    return sum(p.numel() for p in model.parameters()), flops
 
 
 def _canonical(size: str) -> str:

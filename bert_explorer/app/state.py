@@ -15,11 +15,6 @@ from .. import checkpoint
 from ..checkpoint import CheckpointError, Loaded
 from ..train import run_finder
 
-# The app's own model calls are small (one sentence); half the cores is plenty and leaves the
-# rest to background runs, which take all cores but one (train/runs.py, background_env).
-if "OMP_NUM_THREADS" not in os.environ:
-    torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
-
 RUNS_DIR = Path("runs")
 UPLOADS = "uploaded-models"  # checkpoints uploaded as .zip, under the runs folder
 ABLATION_ENTRY = "ablation:"  # the sidebar's entry for one ablation's checkpoints
@@ -84,8 +79,20 @@ def writes_off(what: str) -> bool:
     return True
 
 
+@st.cache_resource(show_spinner=False)
+def _app_threads() -> int:
+    """The app's own model calls are small (one sentence): half the cores is plenty and leaves the
+    rest to background runs, which take all cores but one (train/runs.py, background_env). Set
+    once per server, when the first model is loaded (not when this module is imported), and
+    never over a user's own OMP_NUM_THREADS."""
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+    return torch.get_num_threads()
+
+
 @st.cache_resource(show_spinner="Loading the model…", max_entries=8)
 def _load(name: str, architecture: str | None, version: tuple) -> Loaded:
+    _app_threads()
     return checkpoint.load(name, architecture)
 
 

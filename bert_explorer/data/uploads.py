@@ -53,7 +53,6 @@ from pathlib import Path
 from .corpora import read_text_file
 
 TASKS = ("classification", "pair-classification", "regression", "ner", "qa", "multiple-choice")
-LABELLED_TASKS = ("classification", "pair-classification", "ner")  # tasks with label names
 MIN_EXAMPLES = 4
 DEFAULT_MAX_BYTES = 200_000_000
 

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..model.config import PRESETS
+from ..train.estimate import encoder_parameters as layer_parameters, flops_per_token
 from ..train.finetune import FEATURE_MODES, FinetuneConfig
 from ..train.pretrain import PretrainConfig
 from . import paper
@@ -99,9 +100,9 @@ def size_lha(size: str) -> tuple[int, int, int]:
 
 
 def encoder_parameters(size: str) -> int:
-    """Parameters of the Transformer layers (no embeddings): 12·L·H² + biases, about."""
+    """Parameters of the Transformer layers (no embeddings), about: see ``train/estimate.py``."""
     L, H, _ = size_lha(size)
-    return L * (12 * H * H + 13 * H)
+    return layer_parameters(L, H)
 
 
 def task_type(train_spec: str) -> str | None:
@@ -304,9 +305,9 @@ _TASK_SIZES = {  # built-in data: (examples, WordPieces per example, about)
 
 
 def _flops_per_token(size: str, seq: int, vocab: int, predicted: float = 0.15) -> float:
-    """6·N + 12·L·H·T + 6·V·H per predicted token (docs/DESIGN.md); an LTR model predicts every token."""
+    """``train/estimate.py``'s count for a preset size; an LTR model predicts every token."""
     L, H, _ = size_lha(size)
-    return 6 * encoder_parameters(size) + 12 * L * H * seq + 6 * vocab * H * predicted
+    return flops_per_token(L, H, vocab, encoder_parameters(size), seq, predicted)["total"]
 
 
 def _train_tps(size: str, seq: int, vocab: int, device: str, predicted: float = 0.15) -> float:

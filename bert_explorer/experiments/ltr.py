@@ -25,9 +25,7 @@ rates a fresh LSTM barely moves in three epochs.
 from __future__ import annotations
 
 import json
-import math
 import os
-import random
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -36,12 +34,13 @@ import torch
 from torch import nn
 
 from .. import checkpoint
-from ..model import IGNORE
 from ..train.feature_based import FeatureHead
 from ..train.featurize import collate, featurize
-from ..train.finetune import FinetuneConfig, evaluate, label_names_of, main_metric, read_data
 from ..train.device import pick_device
-from ..train.optim import apply_update, linear_warmup_decay, param_groups
+from ..train.engine import fit, marks_failure, total_steps
+from ..train.evaluation import evaluate, main_metric, task_loss
+from ..train.finetune import FinetuneConfig, label_names_of, read_data
+from ..train.optim import linear_warmup_decay, make_optimizer
 from ..train.runs import Run, writes_run
 
 SEQUENCE_TASKS = ("classification", "pair-classification", "regression")
@@ -73,14 +72,6 @@ class LTRClassifier(nn.Module):
         return self.classifier(self.dropout(h[torch.arange(h.shape[0], device=h.device), last]))  # [B, labels]
 
 
-def _loss(task: str, logits, labels):
-    if task == "regression":
-        return nn.functional.mse_loss(logits.squeeze(-1).float(), labels.float())
-    if task == "ner":
-        return nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)
-    return nn.functional.cross_entropy(logits.float(), labels)
-
-
 @writes_run("run_dir", "bert-explorer finetune (left-to-right)")
 def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "last-token") -> dict:
     """Fine-tune the LTR checkpoint ``cfg.model`` with ``head`` ("last-token" or "bilstm") into
@@ -95,7 +86,7 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
     run = Run(run_dir)
     run.create({**asdict(cfg), "ltr_head": head}, "finetune")
     run.write_status(state="running", pid=os.getpid(), started=time.time())
-    try:
+    with marks_failure(run):
         dev_obj = pick_device(cfg.device, cfg.precision)
         loaded = checkpoint.load(cfg.model, "BertModel")
         if not loaded.config.causal:
@@ -106,56 +97,33 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
         torch.manual_seed(cfg.seed)
         n_out = 1 if train.task == "regression" else len(label_names)
         model = LTRClassifier(loaded.model, head, n_out, train.task == "ner").to(dev_obj.device)
-        groups = param_groups(model.bert, cfg.weight_decay)
         head_module = model.head if head == "bilstm" else model.classifier
-        head_lr = cfg.head_lr if head == "bilstm" else cfg.lr
-        groups.append({"params": list(head_module.parameters()), "weight_decay": 0.0, "lr": head_lr})
-        optimizer = torch.optim.AdamW(groups, lr=cfg.lr, eps=1e-6)
-        total = max(1, int(math.ceil(len(train_feats) / cfg.batch_size) * cfg.epochs))
+        optimizer = make_optimizer(model.bert, cfg.lr, cfg.weight_decay, extra_groups=[
+            {"params": list(head_module.parameters()), "weight_decay": 0.0,
+             "lr": cfg.head_lr if head == "bilstm" else cfg.lr}])
+        total = total_steps(len(train_feats), cfg.batch_size, cfg.epochs)
         scheduler = linear_warmup_decay(optimizer, int(cfg.warmup_fraction * total), total)
         pad = tok.pad_id
         run.log(f"{train.task}: {len(train.examples)} train / {len(dev.examples)} dev, LTR head {head}")
-        scaler = dev_obj.grad_scaler()  # fp16 GPUs scale the loss so small gradients survive
-        step, epoch, t0, ev, stopped = 0, 0, time.time(), {}, False
-        while step < total:
-            order = list(range(len(train_feats)))
-            random.Random(cfg.seed * 1000 + epoch).shuffle(order)
-            model.train()
-            for i in range(0, len(order), cfg.batch_size):
-                if step >= total:
-                    break
-                if run.stop_requested():  # a clean stop: evaluate the model as it is now
-                    run.log(f"stop requested at step {step} of {total}")
-                    total, stopped = step, True
-                    break
-                batch = {k: v.to(dev_obj.device) for k, v in
-                         collate([train_feats[j] for j in order[i:i + cfg.batch_size]], pad, train.task).items()}
-                with dev_obj.autocast():
-                    logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-                loss = _loss(train.task, logits, batch["labels"])
-                scaler.scale(loss).backward()
-                apply_update(model, optimizer, scheduler, scaler)
-                step += 1
-                if step % 10 == 0 or step == total:
-                    run.log_metrics({"step": step, "split": "train", "loss": round(loss.item(), 5), "time": time.time()})
-                    run.write_status(step=step, max_steps=total,
-                                     eta_s=round((time.time() - t0) / step * (total - step)))
-            epoch += 1
-            ev = evaluate(train.task, dev.examples, dev_feats, _predict(model, dev_feats, train.task, pad, dev_obj),
-                          label_names)
-            run.log_metrics({"step": step, "split": "dev", "epoch": epoch,
-                             **{k: v for k, v in ev.items() if isinstance(v, (int, float))}, "time": time.time()})
-        result = {"task": train.task, "mode": "fine-tune", "ltr_head": head, "lr": cfg.lr, "dev": ev,
+
+        def loss_of(indices):
+            batch = {k: v.to(dev_obj.device) for k, v in
+                     collate([train_feats[j] for j in indices], pad, train.task).items()}
+            logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+            return task_loss(train.task, logits, batch["labels"])
+
+        fitted = fit(run, n_train=len(train_feats), batch_size=cfg.batch_size, epochs=cfg.epochs, seed=cfg.seed,
+                     loss_of=loss_of, model=model, optimizer=optimizer, scheduler=scheduler,
+                     scaler=dev_obj.grad_scaler(), autocast=dev_obj.autocast,
+                     evaluate=lambda: evaluate(train.task, dev.examples, dev_feats,
+                                               _predict(model, dev_feats, train.task, pad, dev_obj), label_names))
+        result = {"task": train.task, "mode": "fine-tune", "ltr_head": head, "lr": cfg.lr, "dev": fitted.dev,
                   "main_metric": main_metric(train.task), "train_examples": len(train.examples),
-                  "dev_examples": len(dev.examples), "train_seconds": round(time.time() - t0, 1),
-                  "label_names": label_names, "stopped_at_step": step if stopped else None}
+                  "dev_examples": len(dev.examples), "train_seconds": round(fitted.seconds, 1),
+                  "label_names": label_names, "stopped_at_step": fitted.step if fitted.stopped else None}
         (run.path / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
-        run.write_status(state="stopped" if stopped else "finished", finished=time.time(), dev=ev)
+        run.write_status(state="stopped" if fitted.stopped else "finished", finished=time.time(), dev=fitted.dev)
         return result
-    except BaseException as e:
-        run.write_status(state="failed", error=str(e) or type(e).__name__)
-        run.log(f"failed: {e}")
-        raise
 
 
 def _predict(model, feats, task, pad, dev_obj, batch_size: int = 64) -> list[torch.Tensor]:

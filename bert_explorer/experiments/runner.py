@@ -114,8 +114,8 @@ def ensure_pretrained(abl: Path, key: str, cfg: dict, progress: bool = False) ->
         if (abl / "STOP").exists():
             run.request_stop()  # run_pretraining stops at its next step and writes a checkpoint
 
-    result = run_pretraining(PretrainConfig.from_dict(cfg), run.path, resume=resume, progress=progress,
-                             on_step=on_step)
+    result = run_pretraining(PretrainConfig.from_dict(cfg, strict=not resume), run.path, resume=resume,
+                             progress=progress, on_step=on_step)
     if result.get("state") != "finished":
         raise AblationStopped(f"pre-training {key} stopped at step {result.get('step')}")
     return run.checkpoints()[-1][1]
@@ -141,7 +141,7 @@ def run_cell(abl: Path, plan: dict, cell: dict, model_dir: Path) -> dict:
         train_p, dev_p = write_pair_task(ft["train"], abl / "data", spec.get("n_train", PAIR_DEFAULTS["n_train"]),
                                          spec.get("n_dev", PAIR_DEFAULTS["n_dev"]), ft.get("seed", 0))
         ft.update(train=str(train_p), dev=str(dev_p))
-    cfg = FinetuneConfig.from_dict(ft)
+    cfg = FinetuneConfig.from_dict(ft, strict=False)  # a plan may come from an earlier version
     if cell["objective"] == "ltr+bilstm":
         return run_ltr_finetuning(cfg, out, head="bilstm")
     if cell["objective"] == "ltr" and cell["transfer"] == "fine-tune":
@@ -243,7 +243,6 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
                     raise AblationStopped("stop requested")
                 n = len(done) + failed + 1
                 run.write_status(current=c["id"], phase="fine-tuning")
-                _stop_on_sigterm()  # run_pretraining installed its own handler; fine-tuning needs ours
                 t1 = time.time()
                 try:
                     res = run_cell(abl, plan, c, model_dir)
@@ -255,7 +254,7 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
                     say(f"[{n}/{total}] {c['id']}: FAILED: {msg}")
                     run.write_status(failed=failed)
                     continue
-                from ..train.finetune import main_metric
+                from ..train.evaluation import main_metric
                 metric = main_metric(res["task"])
                 dev = {k: v for k, v in res["dev"].items() if isinstance(v, (int, float)) and v is not None}
                 value = dev.get(metric)

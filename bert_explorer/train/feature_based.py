@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
-import random
 import time
 from pathlib import Path
 
@@ -23,8 +21,9 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from .. import checkpoint
-from ..model import IGNORE
 from . import featurize as F_
+from .engine import fit
+from .evaluation import evaluate, main_metric, task_loss
 
 CACHE_DIR = Path(os.environ.get("BERT_EXPLORER_CACHE", Path.home() / ".cache" / "bert_explorer")) / "features"
 SUPPORTED = ("classification", "pair-classification", "regression", "ner")
@@ -115,14 +114,6 @@ def _pad(xs: list[torch.Tensor]):
     return out, mask
 
 
-def _loss(task, logits, labels):
-    if task == "regression":
-        return nn.functional.mse_loss(logits.squeeze(-1), labels.float())
-    if task == "ner":
-        return nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
-    return nn.functional.cross_entropy(logits, labels)
-
-
 def head_outputs(head, xs, batch_size=64):
     head.eval()
     device = next(head.parameters()).device
@@ -136,8 +127,6 @@ def head_outputs(head, xs, batch_size=64):
 
 
 def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
-    from .finetune import evaluate, main_metric
-
     if train.task not in SUPPORTED:
         raise ValueError(f"feature-based transfer supports {', '.join(SUPPORTED)}; use fine-tuning for {train.task}")
     loaded = checkpoint.load(cfg.model, "BertModel")
@@ -156,36 +145,18 @@ def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
     # The cached features stay on the CPU; each batch goes to the device with the head.
     head = FeatureHead(len(layers), loaded.config.hidden_size, cfg.features, n_out,
                        train.task == "ner").to(device.device)
-    opt = torch.optim.Adam(head.parameters(), lr=cfg.head_lr)
-    steps_per_epoch = math.ceil(len(x_train) / cfg.batch_size)
-    total = max(1, int(steps_per_epoch * cfg.epochs))
-    step, epoch, t1 = 0, 0, time.time()
-    while step < total:
-        order = list(range(len(x_train)))
-        random.Random(cfg.seed * 1000 + epoch).shuffle(order)
-        head.train()
-        for i in range(0, len(order), cfg.batch_size):
-            if step >= total:
-                break
-            if run.stop_requested():  # a clean stop: evaluate and save the head as it is now
-                run.log(f"stop requested at step {step} of {total}")
-                total = step
-                break
-            idx = order[i:i + cfg.batch_size]
-            x, mask = _pad([x_train[j] for j in idx])
-            labels = F_.collate([train_feats[j] for j in idx], tok.pad_id, train.task)["labels"]
-            loss = _loss(train.task, head(x.to(device.device), mask.to(device.device)), labels.to(device.device))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            step += 1
-            if step % 10 == 0 or step == total:
-                run.log_metrics({"step": step, "split": "train", "loss": round(loss.item(), 5), "time": time.time()})
-                run.write_status(step=step, max_steps=total)
-        epoch += 1
-        ev = evaluate(train.task, dev.examples, dev_feats, head_outputs(head, x_dev), label_names)
-        run.log_metrics({"step": step, "split": "dev", "epoch": epoch,
-                         **{k: v for k, v in ev.items() if isinstance(v, (int, float))}, "time": time.time()})
+
+    def loss_of(indices):
+        x, mask = _pad([x_train[j] for j in indices])
+        labels = F_.collate([train_feats[j] for j in indices], tok.pad_id, train.task)["labels"]
+        return task_loss(train.task, head(x.to(device.device), mask.to(device.device)), labels.to(device.device))
+
+    # Adam at a fixed rate, no clipping, in float32: the small head of Section 5.3 learning from scratch.
+    fitted = fit(run, n_train=len(x_train), batch_size=cfg.batch_size, epochs=cfg.epochs, seed=cfg.seed,
+                 loss_of=loss_of, model=head, optimizer=torch.optim.Adam(head.parameters(), lr=cfg.head_lr),
+                 clip_grad_norm=None, evaluate=lambda: evaluate(train.task, dev.examples, dev_feats,
+                                                                head_outputs(head, x_dev), label_names))
+    ev = fitted.dev
     out_dir = run.path / "feature_head"
     out_dir.mkdir(parents=True, exist_ok=True)
     save_file({k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}, str(out_dir / "head.safetensors"))
@@ -195,4 +166,4 @@ def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
     return {"task": train.task, "mode": "feature-based", "features": cfg.features, "dev": ev,
             "main_metric": main_metric(train.task), "train_examples": len(train.examples),
             "dev_examples": len(dev.examples), "feature_seconds": round(extract_s, 1),
-            "train_seconds": round(time.time() - t1, 1), "label_names": label_names}
+            "train_seconds": round(fitted.seconds, 1), "label_names": label_names}

@@ -12,25 +12,27 @@ transformers' BertFor* loads, with the label names in config.json).
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import time
-from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
 from .. import checkpoint
 from ..data.tasks import TaskData, check_dev_labels, load_builtin, make_tiny, read_task_file, train_dev_split
-from . import metrics as M
-from .device import pick_device, precision_from
-from .featurize import (ARCHITECTURE, apply_null_threshold, collate, featurize, qa_predictions)
-from .optim import apply_update, linear_warmup_decay, make_optimizer
+from .configs import settings_of
+from .device import PRECISIONS, pick_device, precision_from
+from .engine import fit, marks_failure, total_steps
+from .evaluation import evaluate, main_metric, predict_features
+from .feature_based import run_feature_based
+from .featurize import ARCHITECTURE, collate, featurize
+from .optim import linear_warmup_decay, make_optimizer
 from .runs import Run, writes_run
 
 FEATURE_MODES = ("embeddings", "last", "second-to-last", "sum-last-4", "concat-last-4", "sum-all")
+MODES = ("fine-tune", "feature-based")
 
 
 # The base model that fine-tunes best among the shipped ones, measured with bench/transfer.py
@@ -66,10 +68,20 @@ class FinetuneConfig:
     device: str = "auto"
     precision: str = "auto"           # fp32 | bf16 | fp16 | auto (bf16 where the device is fast at it)
 
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.features not in FEATURE_MODES:
+            raise ValueError(f"features must be one of {', '.join(FEATURE_MODES)}, not {self.features!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
+        if not 0 < self.dev_fraction < 1:
+            raise ValueError(f"dev_fraction must be between 0 and 1, not {self.dev_fraction}")
+
     @classmethod
-    def from_dict(cls, d: dict) -> "FinetuneConfig":
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names and k != "precision"}, precision=precision_from(d))
+    def from_dict(cls, d: dict, strict: bool = True) -> "FinetuneConfig":
+        """Settings from a dict; ``strict=False`` for a run written earlier (unknown keys warned about)."""
+        return cls(**settings_of(cls, d, strict), precision=precision_from(d))
 
 
 def read_data(cfg: FinetuneConfig) -> tuple[TaskData, TaskData]:
@@ -103,82 +115,6 @@ def label_names_of(train: TaskData) -> list[str] | None:
     return None
 
 
-def _batches(features, batch_size, shuffle_seed=None):
-    order = list(range(len(features)))
-    if shuffle_seed is not None:
-        random.Random(shuffle_seed).shuffle(order)
-    for i in range(0, len(order), batch_size):
-        yield [features[j] for j in order[i:i + batch_size]]
-
-
-def predict_features(model, features, task, pad_id, device, batch_size=64, autocast=None):
-    """Raw outputs for every feature: logits (or start/end logits for QA) on the CPU."""
-    model.eval()
-    outs = []
-    with torch.no_grad():
-        for chunk in _batches(features, batch_size):
-            batch = {k: v.to(device) for k, v in collate(chunk, pad_id, task).items()
-                     if k not in ("labels", "start_positions", "end_positions")}
-            with autocast() if autocast else nullcontext():
-                out = model(**batch)
-            if task == "qa":
-                outs.extend(zip(out.start_logits.float().cpu(), out.end_logits.float().cpu()))
-            else:
-                outs.extend(out.logits.float().cpu())
-    return outs
-
-
-def evaluate(task, examples, features, outputs, label_names, tune_null_threshold=True) -> dict:
-    """Dev metrics: the measures GLUE, CoNLL and SQuAD report for each kind of task."""
-    if task in ("classification", "pair-classification"):
-        pred = [label_names[int(o.argmax())] for o in outputs]
-        gold = [str(ex["label"]) for ex in examples]
-        return M.classification_report(gold, pred, label_names)
-    if task == "regression":
-        return M.regression_report([float(ex["label"]) for ex in examples], [float(o.squeeze()) for o in outputs])
-    if task == "multiple-choice":
-        pred = [int(o.argmax()) for o in outputs]
-        return {"accuracy": M.accuracy([int(ex["label"]) for ex in examples], pred)}
-    if task == "ner":
-        gold, pred = [], []
-        for ex, f, o in zip(examples, features, outputs):
-            tags = ["O"] * len(ex["tokens"])
-            seen = set()
-            for t, w in enumerate(f["word_ids"]):
-                if w is not None and w not in seen:  # the first piece speaks for the word
-                    seen.add(w)
-                    tags[w] = label_names[int(o[t].argmax())]
-            gold.append(list(ex["tags"]))
-            pred.append(tags)
-        return M.entity_f1(gold, pred)
-    if task == "qa":
-        preds = qa_predictions(examples, features, [o[0] for o in outputs], [o[1] for o in outputs])
-        golds = {ex.get("id", str(i)): [a["text"] for a in ex.get("answers", [])] or [""]
-                 for i, ex in enumerate(examples)}
-        has_v2 = any(ex.get("is_impossible") for ex in examples)
-        tau, result = 0.0, None
-        if has_v2 and tune_null_threshold:
-            # τ is chosen on dev to maximise F1 (Section 4.3).
-            diffs = [d for d in (v["score"] - v["null_score"] for v in preds.values()) if math.isfinite(d)]
-            # ... including "never answer" (a τ above every difference), as the official script does
-            candidates = sorted({0.0, *diffs, *([max(diffs) + 1.0] if diffs else [])})
-            for t in candidates:
-                r = M.squad_scores(apply_null_threshold(preds, t - 1e-6), golds)
-                if result is None or r["f1"] > result["f1"]:
-                    tau, result = t - 1e-6, r
-        else:
-            tau = float("-inf") if not has_v2 else 0.0
-            result = M.squad_scores(apply_null_threshold(preds, tau), golds)
-        # τ = -inf means "always answer" (SQuAD v1.1): stored as null to keep metrics.json strict JSON
-        return {**result, "null_threshold": tau if math.isfinite(tau) else None}
-    raise ValueError(task)
-
-
-def main_metric(task: str) -> str:
-    return {"classification": "accuracy", "pair-classification": "accuracy", "regression": "pearson",
-            "multiple-choice": "accuracy", "ner": "f1", "qa": "f1"}[task]
-
-
 def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names, dev_feats, train_feats, dev_obj):
     torch.manual_seed(cfg.seed)
     arch = ARCHITECTURE[train.task]
@@ -191,47 +127,22 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
     if label_names:
         model.config.id2label = dict(enumerate(label_names))
     optimizer = make_optimizer(model, lr, cfg.weight_decay)
-    steps_per_epoch = math.ceil(len(train_feats) / cfg.batch_size)
-    total = max(1, int(steps_per_epoch * cfg.epochs))
+    total = total_steps(len(train_feats), cfg.batch_size, cfg.epochs)
     scheduler = linear_warmup_decay(optimizer, int(cfg.warmup_fraction * total), total)
     pad = loaded.tokenizer.pad_id
-    scaler = dev_obj.grad_scaler()  # fp16 GPUs scale the loss so small gradients survive
-    step, history = 0, []
-    log_every = max(1, min(10, total // 20))  # a short run still draws a loss curve, not a dot
-    model.train()
-    t0 = time.time()
-    epoch = 0
-    while step < total:
-        for chunk in _batches(train_feats, cfg.batch_size, shuffle_seed=cfg.seed * 1000 + epoch):
-            if step >= total:
-                break
-            if run.stop_requested():  # a clean stop: evaluate and save the model as it is now
-                run.log(f"stop requested at step {step} of {total}")
-                total = step
-                break
-            batch = {k: v.to(dev_obj.device) for k, v in collate(chunk, pad, train.task).items()}
-            with dev_obj.autocast():
-                loss = model(**batch).loss
-            scaler.scale(loss).backward()
-            apply_update(model, optimizer, scheduler, scaler)
-            step += 1
-            if step % log_every == 0 or step == total:
-                rec = {"step": step, "split": "train", "lr_setting": lr, "loss": round(loss.item(), 5),
-                       "lr": scheduler.get_last_lr()[0], "time": time.time()}
-                run.log_metrics(rec)
-                run.write_status(step=step, max_steps=total, last=rec,
-                                 eta_s=round((time.time() - t0) / step * (total - step)))
-        epoch += 1
+
+    def loss_of(indices):  # the BertFor* head computes its task's loss (Section 4)
+        batch = collate([train_feats[j] for j in indices], pad, train.task)
+        return model(**{k: v.to(dev_obj.device) for k, v in batch.items()}).loss
+
+    def dev_metrics():
         outputs = predict_features(model, dev_feats, train.task, pad, dev_obj.device, autocast=dev_obj.autocast)
-        ev = evaluate(train.task, dev.examples, dev_feats, outputs, label_names)
-        ev_row = {"step": step, "split": "dev", "epoch": epoch, "lr_setting": lr,
-                  **{k: v for k, v in ev.items() if isinstance(v, (int, float))}, "time": time.time()}
-        run.log_metrics(ev_row)
-        run.log(f"lr {lr:g} epoch {epoch}: " + ", ".join(f"{k}={v:.4g}" for k, v in ev_row.items()
-                                                         if k not in ("step", "split", "epoch", "time", "lr_setting")))
-        history.append(ev)
-        model.train()
-    return model, loaded.tokenizer, history[-1], time.time() - t0
+        return evaluate(train.task, dev.examples, dev_feats, outputs, label_names)
+
+    fitted = fit(run, n_train=len(train_feats), batch_size=cfg.batch_size, epochs=cfg.epochs, seed=cfg.seed,
+                 loss_of=loss_of, evaluate=dev_metrics, model=model, optimizer=optimizer, scheduler=scheduler,
+                 scaler=dev_obj.grad_scaler(), autocast=dev_obj.autocast, lr_setting=lr)
+    return model, loaded.tokenizer, fitted.dev, fitted.seconds
 
 
 # Tasks whose head reads the pooled [CLS]; token-level heads (NER, QA spans) read each token.
@@ -290,12 +201,11 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
     warning = small_dev_warning(len(dev.examples))
     if warning:
         run.log(f"warning: {warning}")
-    try:
+    with marks_failure(run):
         dev_obj = pick_device(cfg.device, cfg.precision)
         run.write_status(device=dev_obj.name, precision=dev_obj.precision)
         run.log(f"device {dev_obj.name}, precision {dev_obj.precision} (asked: {cfg.precision})")
         if cfg.mode == "feature-based":
-            from .feature_based import run_feature_based
             result = run_feature_based(cfg, run, train, dev, label_names, dev_obj)
         else:
             tok = checkpoint.load(cfg.model).tokenizer
@@ -325,7 +235,3 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
         run.clear_stop()
         run.write_status(state=state, finished=time.time(), dev=result["dev"])
         return result
-    except BaseException as e:  # Ctrl-C and native panics too: never leave a run marked "running"
-        run.write_status(state="failed", error=str(e) or type(e).__name__)
-        run.log(f"failed: {e}")
-        raise

@@ -22,9 +22,11 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
 
 def make_optimizer(model: nn.Module, lr: float = 1e-4, weight_decay: float = 0.01,
-                   betas=(0.9, 0.999), eps: float = 1e-6) -> torch.optim.AdamW:
+                   betas=(0.9, 0.999), eps: float = 1e-6, extra_groups: list[dict] = ()) -> torch.optim.AdamW:
+    """AdamW over ``model`` (decay on matrices only), plus ``extra_groups`` with their own
+    settings (e.g. a new head with a larger learning rate)."""
     # eps 1e-6 as in the original BERT optimiser (PyTorch's default is 1e-8).
-    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=betas, eps=eps)
+    return torch.optim.AdamW(param_groups(model, weight_decay) + list(extra_groups), lr=lr, betas=betas, eps=eps)
 
 
 def linear_warmup_decay(optimizer, warmup_steps: int, total_steps: int):
@@ -36,14 +38,17 @@ def linear_warmup_decay(optimizer, warmup_steps: int, total_steps: int):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def apply_update(model: nn.Module, optimizer, scheduler, scaler, clip_grad_norm: float = 1.0) -> float:
+def apply_update(model: nn.Module, optimizer, scheduler, scaler, clip_grad_norm: float | None = 1.0) -> float:
     """One optimiser step after the (scaled) gradients are in: unscale, clip the global gradient
-    norm, step (the scaler skips steps whose fp16 gradients overflowed), advance the schedule,
-    clear the gradients. Returns the gradient norm before clipping."""
+    norm (unless ``clip_grad_norm`` is None), step (the scaler skips steps whose fp16 gradients
+    overflowed), advance the schedule (if any), clear the gradients. Returns the gradient norm
+    before clipping (nan when not clipped)."""
     scaler.unscale_(optimizer)
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm)
+    grad_norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm).item()
+                 if clip_grad_norm is not None else float("nan"))
     scaler.step(optimizer)
     scaler.update()
-    scheduler.step()
+    if scheduler is not None:
+        scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    return grad_norm.item()
+    return grad_norm

@@ -48,7 +48,7 @@ class Predictor:
 
     def _outputs(self, feats):
         if self.feature_head is None:
-            from .finetune import predict_features
+            from .evaluation import predict_features
             return predict_features(self.loaded.model, feats, self.task, self.loaded.tokenizer.pad_id, "cpu")
         from .feature_based import extract, head_outputs
         xs = extract(self.loaded, feats, self.meta["layers"], self.task, "cpu")

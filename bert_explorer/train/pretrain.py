@@ -13,9 +13,10 @@ import math
 import os
 import random
 import signal
+import threading
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -28,6 +29,9 @@ from ..model import BertConfig, BertForPreTraining, preset
 from ..tokenizer import WordPieceTokenizer
 from .device import PRECISIONS, Device, pick_device, precision_from
 from .optim import apply_update, linear_warmup_decay, make_optimizer
+from .configs import settings_of
+from .engine import marks_failure
+from .estimate import model_flops_per_token
 from .runs import Run, writes_run
 
 OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
@@ -90,23 +94,13 @@ class PretrainConfig:
                                  "does not include")
 
     @classmethod
-    def from_dict(cls, d: dict) -> "PretrainConfig":
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names and k != "precision"}, precision=precision_from(d))
+    def from_dict(cls, d: dict, strict: bool = True) -> "PretrainConfig":
+        """Settings from a dict; ``strict=False`` for a run written earlier (unknown keys warned about)."""
+        return cls(**settings_of(cls, d, strict), precision=precision_from(d))
 
     def masking(self) -> MaskingConfig:
         return MaskingConfig(self.mlm_probability, self.mask_ratio, self.random_ratio, self.keep_ratio,
                              self.max_predictions_per_seq, self.whole_word)
-
-
-def model_flops_per_token(model: BertForPreTraining, seq_len: int, predicted_fraction: float) -> float:
-    """6·N (forward + backward of every non-embedding weight) + 12·L·H·T (attention scores and
-    mixing) + 6·V·H for each predicted token (the tied decoder, run only where there is a label)."""
-    c = model.config
-    emb = model.bert.embeddings
-    n_embed = sum(p.numel() for p in emb.parameters())
-    n = sum(p.numel() for p in model.parameters()) - n_embed
-    return 6 * n + 12 * c.num_layers * c.hidden_size * seq_len + 6 * c.vocab_size * c.hidden_size * predicted_fraction
 
 
 def _warm_start(cfg: PretrainConfig, run: Run, dev: Device) -> BertForPreTraining:
@@ -275,15 +269,27 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
                     progress: bool = True, on_step=None) -> dict:
     """Pre-train into ``run_dir``; ``on_step(step, losses)`` is called after every update."""
     run = Run(run_dir)
+    if not resume and run.checkpoints():  # checked before anything is written
+        raise ValueError(f"{run.path} already holds checkpoints; pass --resume to continue it or choose a new --output")
     dev = pick_device(cfg.device, cfg.precision)
     if dev.is_main:
         run.create(asdict(cfg), "pretrain")
     latest = run.latest_checkpoint() if resume else None
-    if not resume and run.checkpoints():
-        raise ValueError(f"{run.path} already holds checkpoints; pass --resume to continue it or choose a new --output")
+    # SIGTERM (the Runs page's hard stop, a scheduler) ends the run cleanly at the next step;
+    # the process's own handler is put back afterwards.
     stop_signal = {"set": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop_signal.update(set=True))
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop_signal.update(set=True)) if in_main_thread else None
+    try:
+        with marks_failure(run) if dev.is_main else nullcontext():  # a crash leaves "failed", not "running"
+            return _pretrain(cfg, run, dev, latest, progress, on_step, stop_signal)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
+
+def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, progress: bool, on_step,
+              stop_signal: dict) -> dict:
     # ----- data -------------------------------------------------------------------------------
     train_docs, held_docs = split_corpus(cfg)
     tok = _run_tokenizer(cfg, run, train_docs, dev, latest)
@@ -341,7 +347,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
             find_unused_parameters=cfg.objective != "mlm+nsp")
     model.train()
 
-    flops_tok = model_flops_per_token(model, cfg.max_seq_length, masking.mlm_probability)
+    flops_tok = model_flops_per_token(model, cfg.max_seq_length, masking.mlm_probability)["total"]
     if dev.is_main:
         run.write_status(state="running", pid=os.getpid(), step=start_step, max_steps=cfg.max_steps,
                          device=dev.name, precision=dev.precision, world_size=dev.world_size, started=time.time(),

@@ -1,0 +1,100 @@
+"""The one training loop of fine-tuning-like work (Section 4 and 5.3): full fine-tuning, the
+feature-based BiLSTM on frozen activations, and the left-to-right heads of the ablations differ
+only in the model and the loss they hand to :func:`fit`.
+
+`fit` owns what they share: the epochs and their shuffled order, mixed precision and the loss
+scaler, gradient clipping and the schedule (through ``optim.apply_update``), a clean stop when
+the run's STOP file appears, logging to the run, and the dev evaluation after every epoch.
+:func:`marks_failure` gives every run the same "failed" status when anything goes wrong.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from .optim import apply_update
+from .runs import Run
+
+
+def total_steps(n_examples: int, batch_size: int, epochs: float) -> int:
+    """Optimiser steps for ``epochs`` passes over ``n_examples`` (a fraction of an epoch counts)."""
+    return max(1, int(math.ceil(n_examples / batch_size) * epochs))
+
+
+@dataclass
+class Fitted:
+    step: int                    # optimiser steps taken
+    stopped: bool                # a stop was requested before the planned end
+    history: list[dict] = field(default_factory=list)  # dev metrics after each epoch
+    seconds: float = 0.0
+
+    @property
+    def dev(self) -> dict:
+        return self.history[-1] if self.history else {}
+
+
+def fit(run: Run, *, n_train: int, batch_size: int, epochs: float, seed: int,
+        loss_of: Callable[[list[int]], torch.Tensor], evaluate: Callable[[], dict],
+        model: torch.nn.Module, optimizer, scheduler=None, scaler=None, autocast=None,
+        clip_grad_norm: float | None = 1.0, lr_setting: float | None = None) -> Fitted:
+    """Train for ``epochs`` over ``n_train`` examples and evaluate after each epoch.
+
+    ``loss_of(indices)`` runs the forward pass on those training examples and returns the loss
+    (under ``autocast``, the device's mixed precision, when given); ``evaluate()`` returns the dev
+    metrics (it may put the model in eval mode: fit puts it back in training mode). The examples
+    of epoch e come in the order of ``random.Random(seed * 1000 + e)``."""
+    total = total_steps(n_train, batch_size, epochs)
+    scaler = scaler or torch.amp.GradScaler(enabled=False)
+    tag = {} if lr_setting is None else {"lr_setting": lr_setting}
+    log_every = max(1, min(10, total // 20))  # a short run still draws a loss curve, not a dot
+    step, epoch, history, stopped, t0 = 0, 0, [], False, time.time()
+    while step < total:
+        order = list(range(n_train))
+        random.Random(seed * 1000 + epoch).shuffle(order)
+        model.train()
+        for i in range(0, n_train, batch_size):
+            if step >= total:
+                break
+            if run.stop_requested():  # a clean stop: evaluate (and keep) the model as it is now
+                run.log(f"stop requested at step {step} of {total}")
+                total, stopped = step, True
+                break
+            with autocast() if autocast else contextlib.nullcontext():
+                loss = loss_of(order[i:i + batch_size])
+            scaler.scale(loss).backward()
+            apply_update(model, optimizer, scheduler, scaler, clip_grad_norm)
+            step += 1
+            if step % log_every == 0 or step == total:
+                rec = {"step": step, "split": "train", **tag, "loss": round(loss.item(), 5),
+                       **({"lr": scheduler.get_last_lr()[0]} if scheduler else {}), "time": time.time()}
+                run.log_metrics(rec)
+                run.write_status(step=step, max_steps=total, last=rec,
+                                 eta_s=round((time.time() - t0) / step * (total - step)))
+        epoch += 1
+        ev = evaluate()
+        row = {"step": step, "split": "dev", "epoch": epoch, **tag,
+               **{k: v for k, v in ev.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
+               "time": time.time()}
+        run.log_metrics(row)
+        run.log((f"lr {lr_setting:g} " if lr_setting is not None else "") + f"epoch {epoch}: " + ", ".join(
+            f"{k}={v:.4g}" for k, v in row.items() if k not in ("step", "split", "epoch", "time", "lr_setting")))
+        history.append(ev)
+    return Fitted(step, stopped, history, time.time() - t0)
+
+
+@contextlib.contextmanager
+def marks_failure(run: Run):
+    """Any exception inside (Ctrl-C and a native panic included) leaves the run "failed" with
+    the reason, never "running", and is raised on."""
+    try:
+        yield
+    except BaseException as e:
+        run.write_status(state="failed", error=str(e) or type(e).__name__)
+        run.log(f"failed: {e}")
+        raise

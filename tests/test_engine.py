@@ -1,0 +1,64 @@
+"""The one fine-tuning loop (train/engine.py): what fine-tuning, feature-based transfer and the
+LTR heads rely on it for."""
+import pytest
+import torch
+
+from bert_explorer.train.engine import fit, marks_failure, total_steps
+from bert_explorer.train.runs import Run
+
+
+def _toy(tmp_path):
+    """A learnable problem: y = sign of x·w for a fixed w, and a linear model that can learn it."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 4, generator=g)
+    y = (x @ torch.tensor([1.0, -2.0, 0.5, 1.5]) > 0).long()
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    run = Run(tmp_path / "run").create({}, "finetune")
+    seen = []
+
+    def loss_of(idx):
+        assert model.training  # fit puts the model back in training mode after each evaluation
+        seen.append(list(idx))
+        return torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+
+    def evaluate():
+        model.eval()
+        with torch.no_grad():
+            return {"accuracy": (model(x).argmax(-1) == y).float().mean().item()}
+    return run, model, loss_of, evaluate, seen
+
+
+def test_fit_learns_evaluates_each_epoch_and_logs(tmp_path):
+    run, model, loss_of, evaluate, seen = _toy(tmp_path)
+    fitted = fit(run, n_train=64, batch_size=8, epochs=3, seed=5, loss_of=loss_of, evaluate=evaluate, model=model,
+                 optimizer=torch.optim.SGD(model.parameters(), lr=0.5), lr_setting=0.5)
+    assert fitted.step == total_steps(64, 8, 3) == 24 and not fitted.stopped
+    assert len(fitted.history) == 3 and fitted.dev["accuracy"] >= 0.9  # it learned the rule
+    rows = run.metrics()
+    train = [r for r in rows if r["split"] == "train"]
+    assert [r["step"] for r in train] == list(range(1, 25))  # 24 steps: every step (min(10, 24 // 20) = 1)
+    assert train[-1]["loss"] < train[0]["loss"]
+    assert [r["epoch"] for r in rows if r["split"] == "dev"] == [1, 2, 3]
+    # each epoch visits every example once, in the order of its own seed
+    import random
+    order = list(range(64))
+    random.Random(5 * 1000 + 1).shuffle(order)
+    assert sum(seen[8:16], []) == order
+
+
+def test_fit_stops_cleanly_when_asked(tmp_path):
+    run, model, loss_of, evaluate, seen = _toy(tmp_path)
+    run.request_stop()
+    fitted = fit(run, n_train=64, batch_size=8, epochs=3, seed=0, loss_of=loss_of, evaluate=evaluate, model=model,
+                 optimizer=torch.optim.SGD(model.parameters(), lr=0.5))
+    assert fitted.stopped and fitted.step == 0 and len(fitted.history) == 1  # evaluated as it is
+    assert "stop requested at step 0 of 24" in (run.path / "log.txt").read_text()
+
+
+def test_marks_failure_sets_failed_and_raises(tmp_path):
+    run = Run(tmp_path / "r").create({}, "finetune")
+    with pytest.raises(KeyboardInterrupt):
+        with marks_failure(run):
+            raise KeyboardInterrupt("interrupted")
+    assert run.status()["state"] == "failed" and run.status()["error"] == "interrupted"
