@@ -11,12 +11,9 @@
       .start.lock          held while a run is being started or deleted (see start_background)
       .writer.lock         held by the one process that writes the run (see writer_lock)
 
-Every run has its own directory, and one process writes it: pre-training, fine-tuning and
-ablations take the run's writer lock (:func:`writer_lock`, an ``flock`` the kernel releases when
-the holder exits, even by ``kill -9``) before they touch a file, so a second writer is refused
-with one sentence naming the holder (:class:`RunBusy`; the CLI exits 2). Readers (pages,
-evaluation) take no lock. A directory that a
-live process is still using is refused by :func:`start_background`. On one GPU, background
+Every run has its own directory, and one process writes it (``run_lock.py``: a second writer
+is refused with one sentence, the CLI exits 2), and :func:`start_background` refuses a directory
+that a live process is still using. On one GPU, background
 runs queue: each waits in state "queued" until it holds ``.gpu.lock`` in the runs root (an
 ``flock``, released by the kernel when the holder exits, even by a crash), first come first
 served (tickets in ``.gpu.lock.queue/``). On a CPU-only machine runs go side by side
@@ -30,8 +27,6 @@ written to a temporary directory and renamed into place.
 from __future__ import annotations
 
 import contextlib
-import functools
-import inspect
 import json
 import os
 import shutil
@@ -42,6 +37,9 @@ import threading
 import time
 from pathlib import Path
 
+from .run_lock import (WRITER_FD_ENV, WRITER_LOCK_NAME, RunBusy, acquire_writer, pid_alive,  # noqa: F401
+                       process_alive, process_start, read_holder, writer_busy, writer_lock, writes_run)
+
 try:
     import fcntl  # POSIX file locks; without them (Windows) runs are never queued
 except ImportError:  # pragma: no cover
@@ -51,8 +49,6 @@ ACTIVE_STATES = ("starting", "queued", "running")
 DONE_STATES = ("finished", "stopped", "failed", "crashed")
 GPU_QUEUE_ENV = "BERT_EXPLORER_GPU_QUEUE"
 GPU_LOCK_NAME = ".gpu.lock"
-WRITER_LOCK_NAME = ".writer.lock"
-WRITER_FD_ENV = "BERT_EXPLORER_WRITER_FD"  # a background run's lock, handed down by its starter
 
 
 def _write_json_atomic(path: Path, data: dict) -> None:
@@ -60,45 +56,6 @@ def _write_json_atomic(path: Path, data: dict) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
     os.replace(tmp, path)
-
-
-def pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A finished child that nobody waited for is a zombie: not alive for our purposes.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-def process_start(pid: int | None) -> int | None:
-    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22), or None
-    where there is no /proc. A pid is reused by the kernel once its process is gone; the pair
-    (pid, start) names one process for good, and ``exec`` keeps both."""
-    if not pid:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def process_alive(pid: int | None, start: int | None = None) -> bool:
-    """Is the process that was ``pid`` when it started at ``start`` still running? Without a
-    recorded start (or without /proc) this is :func:`pid_alive`."""
-    if not pid_alive(pid):
-        return False
-    now = process_start(pid) if start is not None else None
-    return start is None or now is None or now == start
 
 
 class Run:
@@ -206,149 +163,6 @@ class Run:
                 return s
             time.sleep(poll)
         return self.status()
-
-
-class RunBusy(RuntimeError):
-    """Another live process is writing this run."""
-
-
-_held: dict[str, list] = {}  # run path -> [fd, depth]: this process's writer locks (re-entrant)
-_held_guard = threading.Lock()
-
-
-def _describe_holder(info: dict) -> str:
-    parts = [f"pid {info['pid']}" if info.get("pid") else "another process"]
-    if info.get("command"):
-        parts.append(f"`{info['command']}`")
-    if info.get("since"):
-        parts.append("since " + time.strftime("%H:%M:%S", time.localtime(info["since"])))
-    return ", ".join(parts)
-
-
-def read_holder(run_dir: str | Path) -> dict:
-    """What the writer lock of ``run_dir`` says about its (last) holder; {} if nothing."""
-    try:
-        return json.loads((Path(run_dir) / WRITER_LOCK_NAME).read_text() or "{}")
-    except (OSError, ValueError):
-        return {}
-
-
-def _inherited_fd(lock_path: Path) -> int | None:
-    """The descriptor of ``lock_path`` that a starter handed to this process (see
-    :func:`start_background`), if it is that very file."""
-    fd = os.environ.get(WRITER_FD_ENV, "")
-    if not fd.isdigit():
-        return None
-    try:
-        st_fd, st_path = os.fstat(int(fd)), os.stat(lock_path)
-    except OSError:
-        return None
-    return int(fd) if (st_fd.st_dev, st_fd.st_ino) == (st_path.st_dev, st_path.st_ino) else None
-
-
-def acquire_writer(run_dir: str | Path, what: str | None = None) -> int | None:
-    """Take ``run_dir``'s writer lock without waiting and return its descriptor (inheritable
-    by a child only when asked, see :func:`start_background`). Raises :class:`RunBusy` naming
-    the holder when another live process has it. A lock whose holder died is free again (the
-    kernel dropped it with the process), and is simply taken over. Creates ``run_dir``."""
-    if fcntl is None:  # pragma: no cover
-        return None
-    path = Path(run_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    lock_path = path / WRITER_LOCK_NAME
-    fd = _inherited_fd(lock_path) if lock_path.exists() else None
-    if fd is not None:  # adopted: the starter holds it for us (and has no other use for it)
-        os.environ.pop(WRITER_FD_ENV, None)  # adopted once; children get their own hand-down
-        os.set_inheritable(fd, False)
-        return _write_holder(fd, what)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise RunBusy(f"{path} is being written by {_describe_holder(read_holder(path))}; wait for that run "
-                      f"to end (or stop it on the Runs page) or choose another output folder") from None
-    before = read_holder(path)
-    if before.get("pid") and before.get("pid") != os.getpid() and not process_alive(before["pid"], before.get("pid_start")):
-        # the last writer was killed: its lock went with it; say so in the run's log
-        try:
-            with (path / "log.txt").open("a") as f:
-                f.write(time.strftime("%H:%M:%S ") + f"taking over from pid {before['pid']}, which ended without "
-                        "releasing the run\n")
-        except OSError:
-            pass
-    return _write_holder(fd, what)
-
-
-def _write_holder(fd: int, what: str | None) -> int:
-    info = {"pid": os.getpid(), "pid_start": process_start(os.getpid()), "since": time.time(),
-            "command": what or " ".join(Path(sys.argv[0]).name.split() + sys.argv[1:3])}
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(info).encode(), 0)
-    return fd
-
-
-@contextlib.contextmanager
-def writer_lock(run_dir: str | Path, what: str | None = None):
-    """Hold ``run_dir``'s writer lock for the block (re-entrant within one process): every
-    writer of a run (pre-training, fine-tuning, an ablation) runs inside one. Raises
-    :class:`RunBusy` before anything is written when another live process holds it."""
-    path = Path(run_dir)
-    key, existed = str(path.resolve()), path.exists()
-    with _held_guard:
-        entry = _held.get(key)
-        if entry is None:
-            entry = _held[key] = [acquire_writer(path, what), 0]
-        entry[1] += 1
-    try:
-        yield
-    finally:
-        with _held_guard:
-            entry[1] -= 1
-            if entry[1] == 0:
-                del _held[key]
-                if not existed:
-                    with contextlib.suppress(OSError):
-                        if [p.name for p in path.iterdir()] == [WRITER_LOCK_NAME]:
-                            # refused before writing anything (bad data): leave no empty folder
-                            (path / WRITER_LOCK_NAME).unlink()
-                            path.rmdir()
-                if entry[0] is not None:
-                    os.close(entry[0])  # releases the lock
-
-
-def writes_run(param: str, what: str):
-    """Decorator: the function writes the run folder passed as argument ``param`` and runs
-    inside its :func:`writer_lock`. Under torchrun only rank 0 writes, so only it locks."""
-    def wrap(fn):
-        sig = inspect.signature(fn)
-
-        @functools.wraps(fn)
-        def locked(*args, **kwargs):
-            if os.environ.get("RANK", "0") != "0":
-                return fn(*args, **kwargs)
-            with writer_lock(sig.bind(*args, **kwargs).arguments[param], what):
-                return fn(*args, **kwargs)
-        return locked
-    return wrap
-
-
-def writer_busy(run_dir: str | Path) -> str | None:
-    """One sentence when a live process (other than this one) writes ``run_dir``, else None."""
-    if fcntl is None or str(Path(run_dir).resolve()) in _held:
-        return None
-    lock_path = Path(run_dir) / WRITER_LOCK_NAME
-    if not lock_path.exists():
-        return None
-    fd = os.open(lock_path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return None
-    except OSError:
-        return (f"{run_dir} is being written by {_describe_holder(read_holder(run_dir))}; wait for that run to end "
-                "or stop it first")
-    finally:
-        os.close(fd)
 
 
 def uses_gpu(config: dict) -> bool:
