@@ -8,6 +8,7 @@ from bert_explorer.app import runs_view as rv
 from bert_explorer.app.state import model_picker, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import CheckpointError
+from bert_explorer.data.task_types import TASK_TYPES
 from bert_explorer.data.tasks import BUILTIN_TASKS, TASKS
 from bert_explorer.train.finetune import FEATURE_MODES, FINETUNE_DEFAULT_MODEL, ltr_problem, small_dev_warning
 from bert_explorer.train.runs import Run
@@ -146,9 +147,7 @@ has_model = (run.path / "model").is_dir() or (run.path / "feature_head").is_dir(
 
 dev = result["dev"]
 task = result["task"]
-main = {"classification": ["accuracy", "macro_f1", "mcc", "f1"], "pair-classification": ["accuracy", "f1", "mcc"],
-        "regression": ["pearson", "spearman", "mse"], "ner": ["f1", "precision", "recall"],
-        "qa": ["exact_match", "f1"], "multiple-choice": ["accuracy"]}.get(task, [])
+main = list(TASK_TYPES[task].metrics) if task in TASK_TYPES else []
 shown = [k for k in main if isinstance(dev.get(k), (int, float))]
 cols = st.columns(max(1, len(shown)) + 1)
 for col, k in zip(cols, shown):

@@ -10,6 +10,7 @@ from bert_explorer import checkpoint
 from bert_explorer.data.tasks import make_tiny
 from bert_explorer.model import BertConfig, BertForPreTraining
 from bert_explorer.tokenizer import WordPieceTokenizer
+from bert_explorer.data.task_types import task_type
 from bert_explorer.train.finetune import FinetuneConfig, ltr_problem, run_finetuning
 from bert_explorer.train.predict import Predictor
 
@@ -64,6 +65,9 @@ def test_finetune_learns_and_exports(task, base_model, tmp_path):
     result = run_finetuning(cfg, tmp_path / "run")
     metric, chance = CHANCE[task]
     assert result["dev"][metric] > chance, result["dev"]
+    # the registry's metrics for this task type are what the run reports, the main one first
+    assert task_type(task).main_metric == metric and set(task_type(task).metrics) <= set(result["dev"])
+    assert type(checkpoint.load(tmp_path / "run" / "model").model).__name__ == task_type(task).architecture
     losses = [m["loss"] for m in json_lines(tmp_path / "run" / "metrics.jsonl") if m["split"] == "train"]
     assert losses[-1] < losses[0]
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["dev"][metric] == result["dev"][metric]

@@ -51,8 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .corpora import read_text_file
+from .task_types import TASKS
 
-TASKS = ("classification", "pair-classification", "regression", "ner", "qa", "multiple-choice")
 MIN_EXAMPLES = 4
 DEFAULT_MAX_BYTES = 200_000_000
 

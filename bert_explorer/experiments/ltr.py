@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from .. import checkpoint
+from ..data.task_types import able, task_type
 from ..train.feature_based import FeatureHead
 from ..train.featurize import collate, featurize
 from ..train.device import pick_device
@@ -43,7 +44,7 @@ from ..train.finetune import FinetuneConfig, label_names_of, read_data
 from ..train.optim import linear_warmup_decay, make_optimizer
 from ..train.runs import Run, writes_run
 
-SEQUENCE_TASKS = ("classification", "pair-classification", "regression")
+SEQUENCE_TASKS = tuple(t for t in able("left_to_right") if task_type(t).reads_cls)  # the rest: ner
 
 
 class LTRClassifier(nn.Module):
@@ -79,8 +80,8 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
     if head not in ("last-token", "bilstm"):
         raise ValueError(f"head must be 'last-token' or 'bilstm', not {head!r}")
     train, dev = read_data(cfg)
-    if train.task not in SEQUENCE_TASKS + ("ner",):
-        raise ValueError(f"a left-to-right model is fine-tuned here for {', '.join(SEQUENCE_TASKS)} and ner, "
+    if train.task not in able("left_to_right"):
+        raise ValueError(f"a left-to-right model is fine-tuned here for {', '.join(able('left_to_right'))}, "
                          f"not {train.task}")
     label_names = label_names_of(train)
     run = Run(run_dir)

@@ -14,17 +14,14 @@ from contextlib import nullcontext
 import torch
 from torch import nn
 
+from ..data.task_types import task_type
 from ..model import IGNORE
 from . import metrics as M
 from .featurize import apply_null_threshold, collate, qa_predictions
 
-# The number a run is judged by (the learning-rate grid keeps the best of it; Section 4).
-MAIN_METRIC = {"classification": "accuracy", "pair-classification": "accuracy", "regression": "pearson",
-               "multiple-choice": "accuracy", "ner": "f1", "qa": "f1"}
-
-
 def main_metric(task: str) -> str:
-    return MAIN_METRIC[task]
+    """The number a run is judged by (the learning-rate grid keeps the best of it; Section 4)."""
+    return task_type(task).main_metric
 
 
 def task_loss(task: str, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -21,12 +21,13 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from .. import checkpoint
+from ..data.task_types import able
 from . import featurize as F_
 from .engine import fit
 from .evaluation import evaluate, main_metric, task_loss
 
 CACHE_DIR = Path(os.environ.get("BERT_EXPLORER_CACHE", Path.home() / ".cache" / "bert_explorer")) / "features"
-SUPPORTED = ("classification", "pair-classification", "regression", "ner")
+SUPPORTED = able("feature_based")
 
 
 def layers_for(mode: str, num_layers: int) -> list[int]:

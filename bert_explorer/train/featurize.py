@@ -15,18 +15,10 @@ from collections.abc import Sequence
 
 import torch
 
+from ..data.task_types import TASKS
 from ..model import IGNORE
 from ..tokenizer import WordPieceTokenizer
 
-TASKS = ("classification", "pair-classification", "regression", "ner", "qa", "multiple-choice")
-ARCHITECTURE = {
-    "classification": "BertForSequenceClassification",
-    "pair-classification": "BertForSequenceClassification",
-    "regression": "BertForSequenceClassification",
-    "ner": "BertForTokenClassification",
-    "qa": "BertForQuestionAnswering",
-    "multiple-choice": "BertForMultipleChoice",
-}
 
 
 def _inputs(e) -> dict:

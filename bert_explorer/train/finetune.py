@@ -27,7 +27,8 @@ from .device import PRECISIONS, pick_device, precision_from
 from .engine import fit, marks_failure, total_steps
 from .evaluation import evaluate, main_metric, predict_features
 from .feature_based import run_feature_based
-from .featurize import ARCHITECTURE, collate, featurize
+from ..data.task_types import able, task_type
+from .featurize import collate, featurize
 from .optim import linear_warmup_decay, make_optimizer
 from .runs import Run, writes_run
 
@@ -117,7 +118,7 @@ def label_names_of(train: TaskData) -> list[str] | None:
 
 def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names, dev_feats, train_feats, dev_obj):
     torch.manual_seed(cfg.seed)
-    arch = ARCHITECTURE[train.task]
+    arch = task_type(train.task).architecture
     kwargs = {}
     if arch in ("BertForSequenceClassification", "BertForTokenClassification"):
         kwargs["num_labels"] = 1 if train.task == "regression" else len(label_names)
@@ -145,15 +146,12 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
     return model, loaded.tokenizer, fitted.dev, fitted.seconds
 
 
-# Tasks whose head reads the pooled [CLS]; token-level heads (NER, QA spans) read each token.
-CLS_TASKS = ("classification", "pair-classification", "regression", "multiple-choice")
-
 
 def ltr_problem(model: str | Path, task: str | None, mode: str) -> str | None:
     """One sentence when ``model`` is a left-to-right (causal) checkpoint that would be
     fine-tuned through [CLS] on ``task``: under a causal mask the first token sees only itself,
     so such a run cannot learn. None when the pair is fine (or the model cannot be read here)."""
-    if mode != "fine-tune" or task not in CLS_TASKS or str(model).startswith("hf:"):
+    if mode != "fine-tune" or task not in able("reads_cls") or str(model).startswith("hf:"):
         return None
     try:
         causal = json.loads((checkpoint.resolve(model) / "config.json").read_text()).get("causal", False)

@@ -8,6 +8,7 @@ import torch
 from safetensors.torch import load_file
 
 from .. import checkpoint
+from ..data.task_types import TASK_TYPES
 from ..train.metrics import bio_entities
 from . import featurize as F_
 
@@ -32,7 +33,7 @@ class Predictor:
         args_file = model_dir / "training_args.json"
         args = json.loads(args_file.read_text()) if args_file.exists() else {}
         arch = type(self.loaded.model).__name__
-        self.task = args.get("task") or {v: k for k, v in F_.ARCHITECTURE.items()}.get(arch)
+        self.task = args.get("task") or {t.architecture: t.name for t in reversed(TASK_TYPES.values())}.get(arch)
         if self.task is None:
             raise checkpoint.CheckpointError(f"{model_dir} is not a fine-tuned model (its architecture is {arch})")
         if self.task in ("classification", "pair-classification") and self.loaded.model.is_regression:
