@@ -1,0 +1,42 @@
+"""Names a user gave us: run names and uploaded file names made safe, and a table's columns."""
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+
+# ----- names a user gave us ---------------------------------------------------------------
+def slug(text: str, limit: int = 60) -> str:
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-.")
+    return s[:limit] or "run"
+
+
+def safe_filename(name: str) -> str:
+    """An uploaded file's name, reduced to a plain file name (no folders, no odd characters)."""
+    base = Path(str(name).replace("\\", "/")).name
+    stem, dot, ext = base.rpartition(".")
+    stem, ext = (stem, ext) if dot else (base, "")
+    clean = slug(stem) + (f".{slug(ext, 10)}" if ext else "")
+    return clean if clean not in ("", ".", "..") else "upload"
+
+
+def table_columns(data: bytes) -> list[str] | None:
+    """The column names of a CSV/TSV/JSONL upload (first line), or None for other formats."""
+    text = data[:65536].decode("utf-8-sig", errors="replace")
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    if first.lstrip().startswith("{"):
+        try:
+            rec = json.loads(first)
+        except json.JSONDecodeError:
+            return None
+        return [str(k) for k in rec] if isinstance(rec, dict) and "data" not in rec else None
+    counts = {d: first.count(d) for d in ("\t", ",", ";", "|")}
+    delim = max(counts, key=counts.get)
+    if not counts[delim]:
+        return None
+    cols = [c.strip() for c in next(csv.reader([first], delimiter=delim))]
+    if len(cols) < 2 or any(re.fullmatch(r"O|[BIESLU]-\S+", c) for c in cols):
+        return None  # CoNLL lines (token, tag) are not a header
+    return cols

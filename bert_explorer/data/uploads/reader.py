@@ -1,0 +1,98 @@
+"""The entry point, :func:`read_task_file`, and the reader that picks the format."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from ..task_types import TASKS
+from .core import DataError, DEFAULT_MAX_BYTES, MIN_EXAMPLES, TaskData
+from .decode import _decode, _size
+from .helpers import _did_you_mean, _looks_like_conll
+from .json_formats import JsonFormats
+from .line_formats import LineFormats
+from .structured import StructuredRecords
+from .tables import Tables
+
+
+# ----- the entry point --------------------------------------------------------------------
+def read_task_file(path: str | Path, task: str | None = None, text_column: str | None = None,
+                   text_pair_column: str | None = None, label_column: str | None = None,
+                   max_bytes: int = DEFAULT_MAX_BYTES) -> TaskData:
+    """Read a fine-tuning data file; the task, format and columns are detected when not given.
+
+    Raises :class:`DataError` (a ``ValueError``) with a one-sentence explanation when the file
+    cannot be used; repairs and skipped rows are listed in the result's ``notes``.
+    """
+    path = Path(path)
+    name = path.name or str(path)
+    if task is not None and task not in TASKS:
+        raise DataError(f"unknown task {task!r}{_did_you_mean(task, TASKS)}; choose one of {', '.join(TASKS)}.")
+    if not path.is_file():
+        raise DataError(f"{path} does not exist or is not a file; check the path and upload the data file itself.")
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise DataError(f"{name} is {_size(size)}, larger than the limit of {_size(max_bytes)} "
+                        f"(max_bytes={max_bytes}); upload a sample of it or raise max_bytes.")
+    if size == 0:
+        raise DataError(f"{name} is empty (0 bytes); upload a file with a header line and at least "
+                        f"{MIN_EXAMPLES} examples.")
+    text, notes = _decode(path, name)
+    if not text.strip():
+        raise DataError(f"{name} holds only white space; upload a file with a header line and at least "
+                        f"{MIN_EXAMPLES} examples.")
+    reader = _Reader(name, text, task, text_column, text_pair_column, label_column, notes)
+    data = reader.read(path.suffix.lower())
+    data.source = str(path)
+    return data
+
+
+class _Reader(JsonFormats, LineFormats, Tables, StructuredRecords):
+    """One file being read: its name and text, the caller's choices, and the notes so far."""
+
+    def __init__(self, name, text, task, text_column, text_pair_column, label_column, notes):
+        self.name, self.text, self.task = name, text, task
+        self.text_column, self.text_pair_column, self.label_column = text_column, text_pair_column, label_column
+        self.notes: list[str] = notes
+        self.fmt = ""
+        self.unit = "line"  # what the numbers in messages count: lines, or records of a JSON array
+
+    def error(self, where: str | None, what: str) -> DataError:
+        """``what`` either continues the sentence ("has 3 columns, ...") or starts its own clause."""
+        subject = self.name + (f", {where}" if where else "")
+        verb = what.split(" ", 1)[0] in ("is", "has", "holds", "needs", "does", "names", "looks", "must", "cannot")
+        return DataError(f"{subject}{' ' if verb else ': '}{what}.")
+
+    # ----- which format ----------------------------------------------------------------
+    def read(self, ext: str) -> TaskData:
+        first = re.search(r"\S", self.text)
+        if first and first.group() in "{[":
+            if ext in (".jsonl", ".ndjson", ".jsonlines"):
+                return self.from_records(self.parse_jsonl(), "JSONL")
+            try:
+                obj = json.loads(self.text)
+            except json.JSONDecodeError as e:
+                if e.msg == "Extra data" and self._first_line_is_object():
+                    return self.from_records(self.parse_jsonl(), "JSONL")
+                raise self.error(None, f"is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}; fix the "
+                                       f"file there (a missing comma, quote or bracket is the usual cause) and "
+                                       f"upload it again") from e
+            return self.from_json(obj)
+        lines = [ln for ln in self.text.splitlines()[:400] if ln.strip()]
+        if ext in (".conll", ".bio", ".iob", ".iob2", ".bioes", ".ner") or self.task == "ner" \
+                or _looks_like_conll(lines):
+            if ext in (".csv",) and self.task == "ner" and not _looks_like_conll(lines):
+                raise self.error(None, "is not in CoNLL columns, but NER data must be (one 'token TAG' per line, a "
+                                       "blank line between sentences), or JSONL with 'tokens' and 'tags' lists; "
+                                       "convert the file")
+            return self.parse_conll()
+        if lines and all(ln.lstrip().startswith("__label__") for ln in lines[:50]):
+            return self.parse_fasttext()
+        return self.from_records(self.parse_delimited(ext), "CSV")
+
+    def _first_line_is_object(self) -> bool:
+        first = next((ln for ln in self.text.splitlines() if ln.strip()), "")
+        try:
+            return isinstance(json.loads(first), dict)
+        except json.JSONDecodeError:
+            return False

@@ -1,0 +1,292 @@
+"""Reading CSV/TSV tables (and JSONL records as tables): columns, and the sentence tasks."""
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+import math
+import re
+from collections import Counter
+
+from .core import DataError, LABEL_NAMES, MIN_EXAMPLES, PAIR_NAMES, PAIRS, TaskData, TEXT_NAMES, _norm
+from .helpers import _did_you_mean, _label_sort_key, _label_str, _lines_note
+
+
+class Tables:
+    """CSV/TSV tables and JSONL records: their columns, and sentence tasks read from them (a mixin of
+    the reader)."""
+
+    def parse_delimited(self, ext: str) -> tuple[list[str], list[tuple[int, dict]]]:
+        first = next(ln for ln in self.text.splitlines() if ln.strip())
+        if ext in (".tsv", ".tab"):
+            delim = "\t"
+        elif ext == ".csv" and "," in first:
+            delim = ","
+        else:  # the separator that the header uses: tab, comma, semicolon (European Excel), pipe
+            delim = next((d for d in ("\t", ",", ";", "|") if d in first), ",")
+        self.fmt = {"\t": "TSV", ",": "CSV"}.get(delim, f"{delim!r}-separated")
+        csv.field_size_limit(max(csv.field_size_limit(), 100_000_000))
+        quoting = csv.QUOTE_MINIMAL
+        if delim == "\t" and not any(len(c) > 1 and c[0] == '"' and c[-1] == '"'
+                                      for ln in self.text.splitlines()[:2000] for c in ln.split("\t")):
+            # Tab-separated files such as GLUE's quote nothing: a cell may start with a quote
+            # ('"Hi," he said.') that is part of the text. Read quotes literally unless some cell
+            # is wrapped in quotes the way spreadsheets write them.
+            quoting = csv.QUOTE_NONE
+        reader = csv.reader(io.StringIO(self.text, newline=""), delimiter=delim, strict=True, quoting=quoting)
+        header, rows, start = None, [], 1
+        try:
+            for row in reader:
+                line, start = start, reader.line_num + 1
+                if not any(c.strip() for c in row):
+                    continue
+                if header is None:
+                    header, header_line = [c.strip() for c in row], line
+                    while len(header) > 1 and not header[-1]:  # a spreadsheet's trailing separators
+                        header.pop()
+                    self._check_header(header, line)
+                    continue
+                if len(row) != len(header):
+                    if len(row) > len(header) and not any(c.strip() for c in row[len(header):]):
+                        row = row[:len(header)]  # trailing separators
+                    else:
+                        sep = {"\t": "a tab", ",": "a comma", ";": "a semicolon"}.get(delim, repr(delim))
+                        fix = (f"put double quotes around cells that contain {sep}" if len(row) > len(header)
+                               else "fill in the missing cells (an empty cell still needs its separator)")
+                        raise self.error(f"line {line}", f"has {len(row)} field{'s' * (len(row) != 1)} but the "
+                                         f"header on line {header_line} has {len(header)} ({', '.join(header)}); "
+                                         f"{fix}")
+                rows.append((line, dict(zip(header, row))))
+        except csv.Error as e:
+            raise self.error(f"line {start}", f"cannot be parsed as {self.fmt} ({e}); check the quotes on that "
+                                              f"line: a cell that starts with a double quote must end with one, "
+                                              f"and quotes inside a cell are written twice (\"\")") from e
+        if header is None:
+            raise self.error(None, "has no header line; the first line must name the columns, e.g. text,label")
+        return header, rows
+
+    def _check_header(self, header: list[str], line: int) -> None:
+        for i, h in enumerate(header):
+            if not h:
+                raise self.error(f"line {line}, column {i + 1}", "is an empty column name in the header; give every "
+                                 "column a name (e.g. text, label)")
+        dupes = [h for h, c in Counter(header).items() if c > 1]
+        if dupes:
+            raise self.error(f"line {line}", f"names the column {dupes[0]!r} twice in the header; rename one of them")
+
+    # ----- records (CSV, TSV, JSONL, JSON list) -------------------------------------------
+    def from_records(self, table, kind: str) -> TaskData:
+        columns, rows = table
+        if not rows:
+            raise self.error(None, f"has a header but no examples; add at least {MIN_EXAMPLES} rows below it")
+        self.columns, self.rows = columns, rows
+        task = self.task
+        endings = self._ending_columns(columns)
+        has_choices = self._col(["choices", "endings", "options"]) is not None
+        if task == "multiple-choice" or (task is None and (len(endings) >= 2 or has_choices)
+                                         and self._mc_label_col(required=False)):
+            return self.read_multiple_choice(endings)
+        qa_cols = self._col(["question"]), self._col(["context", "passage", "paragraph"])
+        if task == "qa" or (task is None and all(qa_cols) and self._col(
+                ["answers", "answer", "answertext", "answerstart", "isimpossible"])):
+            return self.read_qa()
+        if task == "ner" or (task is None and self._col(["tokens", "words"]) and self._col(
+                ["tags", "nertags", "labels", "ner", "label"])):
+            return self.read_ner_records()
+        return self.read_sentences()
+
+    def _where(self, line: int, column: str | None = None) -> str:
+        loc = f"{self.unit} {line}"
+        return f"{loc}, column {column!r}" if column else loc
+
+    def _col(self, names) -> str | None:
+        by_norm = {}
+        for c in self.columns:
+            by_norm.setdefault(_norm(c), c)
+        return next((by_norm[_norm(n)] for n in names if _norm(n) in by_norm), None)
+
+    def _resolve(self, given: str | None, role: str, param: str) -> str | None:
+        """The caller's column name, matched exactly or ignoring case and separators."""
+        if given is None:
+            return None
+        if given in self.columns:
+            return given
+        match = self._col([given])
+        if match is not None:
+            return match
+        raise self.error(None, f"has no column {given!r} for the {role}{_did_you_mean(given, self.columns)}: its "
+                               f"columns are {', '.join(map(repr, self.columns))}, so pass {param} with one of "
+                               f"those names")
+
+    def _header_hint(self) -> str:
+        looks_like_data = self.fmt in ("CSV", "TSV") and any(
+            len(c) > 40 or re.fullmatch(r"-?\d+(\.\d+)?", c) for c in self.columns)
+        return (" (the first line looks like data, not a header: add a header line such as text,label)"
+                if looks_like_data else "")
+
+    def _missing(self, role: str, known, param: str, used=()) -> DataError:
+        """No column for ``role``: list the columns and suggest the closest known name (difflib)."""
+        by_norm = {_norm(k): k for k in reversed(known)}
+        cols = ", ".join(map(repr, self.columns))
+        for c in self.columns:
+            close = difflib.get_close_matches(_norm(c), list(by_norm), n=1, cutoff=0.75)
+            if c not in used and close and _norm(c) not in by_norm:
+                return self.error(None, f"has no {role} column: its columns are {cols}, and {c!r} looks like a "
+                                        f"misspelling of {by_norm[close[0]]!r}, so rename it to {by_norm[close[0]]!r} "
+                                        f"or pass {param} with the name of the column that holds the {role}")
+        return self.error(None, f"has no {role} column{self._header_hint()}: its columns are {cols}, so name the "
+                                f"column {known[0]!r} or pass {param} with the name of the column that holds the "
+                                f"{role}")
+
+    def _cell(self, record: dict, col: str | None):
+        v = record.get(col) if col is not None else None
+        return v.strip() if isinstance(v, str) else v
+
+    # ----- sentence (pair) classification and regression ---------------------------------
+    def read_sentences(self) -> TaskData:
+        task = self.task
+        text_col = self._resolve(self.text_column, "text", "text_column")
+        pair_col = self._resolve(self.text_pair_column, "second text", "text_pair_column")
+        label_col = self._resolve(self.label_column, "labels", "label_column")
+        auto = []
+        if label_col is None:
+            label_col = self._col([n for n in LABEL_NAMES if self._col([n]) not in (text_col, pair_col)])
+        if text_col is None and pair_col is None and task != "classification":
+            for a, b in PAIRS:
+                ca, cb = self._col([a]), (self._col([b]) if b else None)
+                if ca and cb and label_col not in (ca, cb):
+                    text_col, pair_col = ca, cb
+                    break
+        if text_col is None:
+            text_col = self._col([n for n in TEXT_NAMES if self._col([n]) not in (label_col, pair_col)])
+        if pair_col is None and task not in ("classification",) and text_col is not None:
+            cand = self._col([n for n in PAIR_NAMES if self._col([n]) not in (label_col, text_col)])
+            if cand is not None and (task == "pair-classification" or task in (None, "regression")):
+                pair_col = cand
+        rest = [c for c in self.columns if c not in (text_col, pair_col, label_col)]
+        if label_col is None and text_col is not None and len(rest) == 1 and not self._all_unique_words(rest[0]):
+            label_col = rest[0]
+            auto.append(f"took column {label_col!r} as the label (the only other column)")
+        elif label_col is None:
+            raise self._missing("label", LABEL_NAMES, "label_column", used=(text_col, pair_col))
+        rest = [c for c in rest if c != label_col]
+        if text_col is None:
+            texty = [c for c in rest if self._mean_len(c) > 0]
+            if not texty:
+                raise self._missing("text", TEXT_NAMES, "text_column", used=(label_col, pair_col))
+            text_col = max(texty, key=self._mean_len)
+            auto.append(f"took column {text_col!r} as the text (the column with the longest cells; "
+                        f"pass text_column to choose another)")
+        if task == "pair-classification" and pair_col is None:
+            raise self._missing("second text", PAIR_NAMES, "text_pair_column", used=(text_col, label_col))
+        if task is None:
+            task = "regression" if self._is_regression(label_col) else (
+                "pair-classification" if pair_col else "classification")
+            auto.append(f"detected task {task!r}")
+        self.notes.append(f"{self.fmt}: text column {text_col!r}"
+                          + (f", second text column {pair_col!r}" if pair_col else "")
+                          + f", label column {label_col!r}" + ("; " + "; ".join(auto) if auto else ""))
+        examples, empty_text, empty_label = [], [], []
+        for line, rec in self.rows:
+            text, label = self._cell(rec, text_col), self._cell(rec, label_col)
+            pair = self._cell(rec, pair_col) if pair_col else None
+            if not isinstance(text, str) or not text or (pair_col and (not isinstance(pair, str) or not pair)):
+                if text is not None and not isinstance(text, str):
+                    kind = "a number" if isinstance(text, (int, float)) else f"a JSON {type(text).__name__}"
+                    raise self.error(self._where(line, text_col), f"holds {kind}, not text; write the text as a "
+                                     f"string")
+                empty_text.append(line)
+                continue
+            if label is None or label == "":
+                empty_label.append(line)
+                continue
+            if task == "regression":
+                try:
+                    value = float(label)
+                    if not math.isfinite(value):
+                        raise ValueError
+                except (TypeError, ValueError):
+                    raise self.error(self._where(line, label_col), f"{label!r} is not a number but regression "
+                                     f"needs numeric labels; correct the cell or use task='classification'") from None
+                examples.append({"text": text, "text_pair": pair, "label": value})
+            else:
+                if isinstance(label, (list, dict)):
+                    raise self.error(self._where(line, label_col), f"holds a {type(label).__name__}; give one "
+                                     f"label per example (multi-label data is not supported)")
+                ex = {"text": text, "label": _label_str(label)}
+                if task == "pair-classification":
+                    ex = {"text": text, "text_pair": pair, "label": ex["label"]}
+                examples.append(ex)
+        if empty_text:
+            self.notes.append(_lines_note("an empty text cell", empty_text, self.unit))
+        if empty_label:
+            self.notes.append(_lines_note("an empty label cell", empty_label, self.unit))
+        if task == "regression":
+            self._check_count(examples, "examples")
+            if len({ex["label"] for ex in examples}) < 2:
+                raise self.error(None, f"column {label_col!r} has the same value in every row, so there is "
+                                       f"nothing to learn; check the label column")
+            return TaskData("regression", examples, None, "", self.notes)
+        return self._finish_classification(task, examples, label_col)
+
+    def _all_unique_words(self, col: str) -> bool:
+        """True for an id-like column: every value different and not a number (so not a label)."""
+        values = [self._cell(r, col) for _, r in self.rows]
+        if len(values) < MIN_EXAMPLES or len(set(map(str, values))) < len(values):
+            return False
+        try:
+            [float(v) for v in values]
+            return False
+        except (TypeError, ValueError):
+            return True
+
+    def _mean_len(self, col: str) -> float:
+        vals = [v for _, r in self.rows[:500] if isinstance(v := r.get(col), str) and v.strip()]
+        if not vals or all(re.fullmatch(r"\s*-?[\d.]+\s*", v) for v in vals):
+            return 0.0
+        return sum(map(len, vals)) / len(vals)
+
+    def _is_regression(self, label_col: str) -> bool:
+        values = []
+        for _, rec in self.rows:
+            v = self._cell(rec, label_col)
+            if v is None or v == "":
+                continue
+            if isinstance(v, bool):
+                return False
+            try:
+                values.append(float(v))
+            except (TypeError, ValueError):
+                return False
+        if not values:
+            return False
+        distinct = len(set(values))
+        fractional = any(not x.is_integer() for x in values)
+        return (fractional and distinct > 5) or distinct > 20
+
+    def _finish_classification(self, task: str, examples: list[dict], label_col: str) -> TaskData:
+        self._check_count(examples, "examples")
+        counts = Counter(ex["label"] for ex in examples)
+        if len(counts) < 2:
+            only = next(iter(counts))
+            raise self.error(None, f"has only one class: all {len(examples)} examples have the label {only!r} in "
+                                   f"column {label_col!r}; a classifier needs examples of at least two classes, so "
+                                   f"add some or check that the right column is the label")
+        singles = sorted((lab for lab, c in counts.items() if c == 1), key=_label_sort_key)
+        if singles:
+            self.notes.append(f"{len(singles)} {'class has' if len(singles) == 1 else 'classes have'} a single "
+                              f"example ({', '.join(map(repr, singles[:5]))}{', ...' if len(singles) > 5 else ''}); "
+                              f"it cannot be both learnt and evaluated: add examples or merge classes")
+        if len(counts) > max(50, len(examples) // 2):
+            self.notes.append(f"{len(counts)} distinct labels for {len(examples)} examples: is the label column "
+                              f"right, or is this a regression task (task='regression')?")
+        return TaskData(task, examples, sorted(counts, key=_label_sort_key), "", self.notes)
+
+    def _check_count(self, examples: list, what: str) -> None:
+        if len(examples) < MIN_EXAMPLES:
+            skipped = [n for n in self.notes if n.startswith("skipped")]
+            why = f" after {'; '.join(skipped)}" if skipped else ""
+            raise self.error(None, f"has only {len(examples)} usable {what}{why}, but fine-tuning needs at least "
+                                   f"{MIN_EXAMPLES} (a few hundred is better); add more examples")
+
+    # ----- multiple choice -------------------------------------------------------------
