@@ -14,6 +14,7 @@ from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_nam
 from bert_explorer.app.widgets import intro
 from bert_explorer.model.config import BertConfig
 from bert_explorer.train import run_finder
+from bert_explorer.train.estimate import ALIASES, pretrain_estimate, size_options
 from bert_explorer.train.runs import Run
 
 st.set_page_config(page_title="Pre-train · BERT Explorer", layout="wide")
@@ -69,9 +70,9 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                      horizontal=True)
     init, freeze = None, False
     if start.startswith("zero"):
-        sizes = rv.size_options()
+        sizes = size_options()
         size = c2.selectbox("Size (L layers × H hidden; A = H/64 heads)", sizes, index=sizes.index("L4-H256"),
-                            key="pt_size", format_func=lambda n: f"{n} ({rv.ALIASES[n]})" if n in rv.ALIASES else
+                            key="pt_size", format_func=lambda n: f"{n} ({ALIASES[n]})" if n in ALIASES else
                             ("base: L12-H768, A12" if n == "base" else n),
                             help="The 24 miniatures of Turc et al. (2019) and BERT-base (Table 6 of the paper varies "
                                  "L, H, A).")
@@ -122,7 +123,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
         a1.caption(f"auto here = **{precision_name(auto_is)}**"
                    + ("" if auto_is is not None or on_cuda else " (this CPU has no fast bf16)"))
 
-    est = rv.pretrain_estimate(size, int(steps), int(batch), int(seq_len), int(vocab_size), root)
+    est = pretrain_estimate(size, int(steps), int(batch), int(seq_len), int(vocab_size), root)
     m1, m2, m3 = st.columns(3)
     m1.metric("Parameters", f"{est['parameters'] / 1e6:,.1f} M")
     m2.metric(f"Estimated time on {device_name()}", rv.fmt_duration(est["seconds"]))

@@ -27,3 +27,19 @@ def test_only_the_looked_up_tables_are_left_out_of_n():
     f = model_flops_per_token(model, 64, 0.15)
     assert f["N"] == total_params - tables
     assert f["total"] == pytest.approx(6 * f["N"] + 12 * 2 * 128 * 64 + 6 * 1000 * 128 * 0.15)
+
+
+def test_the_time_estimate_uses_a_measured_run_of_the_same_size_on_this_device(tmp_path):
+    from bert_explorer.train.estimate import device_key, pretrain_estimate
+    from bert_explorer.train.runs import Run
+
+    run = Run(tmp_path / "earlier").create({"size": "mini", "vocab_size": 8000, "max_seq_length": 128}, "pretrain")
+    run.write_status(state="finished", device=device_key())
+    for step in range(1, 6):
+        run.log_metrics({"step": step, "split": "train", "loss": 5.0, "tokens_per_s": 2000.0})
+    est = pretrain_estimate("mini", steps=100, batch_size=32, seq_len=128, vocab_size=8000, root=tmp_path)
+    # 100 x 32 x 128 tokens at the 2,000 tokens/s measured for this size here
+    assert est["seconds"] == pytest.approx(100 * 32 * 128 / 2000.0, rel=1e-6)
+    assert est["basis"].startswith("measured: run earlier")
+    other = pretrain_estimate("tiny", steps=100, batch_size=32, seq_len=128, vocab_size=8000, root=tmp_path)
+    assert other["basis"].startswith("stated:")  # another size is not measured by that run

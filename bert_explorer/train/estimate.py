@@ -6,8 +6,18 @@ is multiplied, N = the parameters outside the three embedding tables, which are 
 multiplied) plus 12·L·H·T (attention: scores and the weighted sum, forward and backward, over T
 positions) plus 6·V·H times the fraction of tokens that are predicted (the tied MLM decoder runs
 only where there is a label: 15 % for MLM, every token for a left-to-right model).
+
+The time a pre-training will take (the Pre-train page) is those FLOPs over a throughput: one
+measured by an earlier run of the same size on this device, or one stated for the device.
 """
 from __future__ import annotations
+
+import functools
+import json
+import statistics
+from pathlib import Path
+
+import torch
 
 
 def flops_per_token(num_layers: int, hidden_size: int, vocab_size: int, non_embedding_params: int,
@@ -33,3 +43,124 @@ def encoder_parameters(num_layers: int, hidden_size: int) -> int:
     attention and 8·H² in the feed-forward block (intermediate 4·H), plus their biases and
     LayerNorms (13·H)."""
     return num_layers * (12 * hidden_size * hidden_size + 13 * hidden_size)
+
+
+# ----- the time a pre-training will take -------------------------------------------------------
+ALIASES = {"L2-H128": "tiny", "L4-H256": "mini", "L4-H512": "small", "L8-H512": "medium"}
+
+
+def size_options() -> list[str]:
+    """The 24 miniatures of Turc et al. (L x H) and BERT-base."""
+    from ..model.config import PRESETS
+
+    return [n for n in PRESETS if n.startswith("L")] + ["base"]
+
+
+@functools.lru_cache(maxsize=128)
+def model_size(size: str, vocab_size: int, seq_len: int, mlm_probability: float = 0.15) -> tuple[int, float]:
+    """(parameters, training FLOPs per token) of a preset, or of a checkpoint's config (a warm
+    start: its own vocabulary), from a model built on the 'meta' device (shapes only, no memory)
+    and :func:`model_flops_per_token`."""
+    from .. import checkpoint
+    from ..model import PRESETS, BertConfig, BertForPreTraining, preset
+
+    config = (preset(size, vocab_size=vocab_size) if size in PRESETS
+              else BertConfig.load(checkpoint.resolve(size)))
+    with torch.device("meta"):
+        model = BertForPreTraining(config)
+    flops = model_flops_per_token(model, seq_len, mlm_probability)["total"]
+    return sum(p.numel() for p in model.parameters()), flops
+
+
+def _canonical(size: str) -> str:
+    return {alias: name for name, alias in ALIASES.items()}.get(size, size)
+
+
+def device_key() -> str:
+    """The device name a pre-training run records in status.json on this machine."""
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def _recent_metrics(run, n_bytes: int = 32768) -> list[dict]:
+    """The last lines of metrics.jsonl (a long run's file is large; the end is enough)."""
+    p = run.path / "metrics.jsonl"
+    if not p.exists():
+        return []
+    size = p.stat().st_size
+    with p.open("rb") as f:
+        f.seek(max(0, size - n_bytes))
+        lines = f.read().decode("utf-8", errors="replace").splitlines()
+    if size > n_bytes:
+        lines = lines[1:]  # the first line was cut by the seek
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return out
+
+
+def measured_throughput(root: Path, size: str | None = None) -> tuple[float, str] | None:
+    """Effective FLOP/s of an earlier pre-training run of the same size on this device, from
+    its logged tokens/s: (flop_s, where it comes from), or None. (Other sizes would mislead:
+    small models keep a CPU or GPU far less busy than large ones.)"""
+    dev = device_key()
+    from ..checkpoint import CheckpointError
+    from .run_finder import find_runs, rel_name
+
+    for run in find_runs(root):
+        s, cfg = run.status(), run.config()
+        if (s.get("kind") or cfg.get("kind")) != "pretrain":
+            continue
+        run_size = cfg.get("init") or cfg.get("size")  # a warm start has the size of its checkpoint
+        if s.get("device") != dev or _canonical(str(run_size)) != _canonical(str(size)):
+            continue
+        tps = [m["tokens_per_s"] for m in _recent_metrics(run) if m.get("split") == "train" and m.get("tokens_per_s")]
+        if not tps:
+            continue
+        tps = statistics.median(tps[-20:])
+        try:
+            _, fpt = model_size(run_size, int(cfg.get("vocab_size", 8000)), int(cfg.get("max_seq_length", 128)))
+        except (KeyError, ValueError, TypeError, CheckpointError):
+            continue
+        return tps * fpt, f"measured: run {rel_name(run.path, root)} of this size trained at {tps:,.0f} tokens/s here"
+    return None
+
+
+def stated_throughput() -> tuple[float, str]:
+    from .device import PEAK_FLOPS
+    from .runs import background_env
+
+    if torch.cuda.is_available():
+        name = torch.cuda.get_device_name(0)
+        peak = next((v for k, v in PEAK_FLOPS.items() if k in name), None)
+        if peak:
+            return 0.4 * peak, (f"stated: 40 % of the {name}'s dense bf16 peak ({peak / 1e12:,.0f} TFLOP/s), a "
+                                f"typical utilisation for BERT pre-training")
+        return 40e12, f"stated: 40 TFLOP/s, a rough figure for a recent GPU ({name} has no peak in our table)"
+    if device_key() == "mps":
+        return 2e12, "stated: about 2 TFLOP/s, a rough figure for an Apple GPU"
+    try:  # the threads a background run will get (cores - 1), not the app's own
+        threads = max(1, int(background_env()["OMP_NUM_THREADS"]))
+    except ValueError:
+        threads = max(1, torch.get_num_threads())
+    plural = "s" if threads != 1 else ""
+    return 40e9 * threads, (f"stated: about 40 GFLOP/s per CPU core ({threads} thread{plural} for a background "
+                            f"run), measured for the mini preset on a 2-core CPU (3,700 tokens/s); small models "
+                            f"reach less, larger ones more")
+
+
+def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, vocab_size: int, root: Path) -> dict:
+    """Parameters and an estimated training time: steps x batch x seq_len tokens, times the
+    FLOPs per token of ``model_flops_per_token``, over a throughput measured on this device
+    (a previous run) or stated for it."""
+    params, fpt = model_size(size, vocab_size, seq_len)
+    tokens = steps * batch_size * seq_len
+    flop_s, basis = measured_throughput(root, size) or stated_throughput()
+    return {"parameters": params, "flops_per_token": fpt, "tokens": tokens, "flop_per_s": flop_s,
+            "seconds": tokens * fpt / flop_s, "basis": basis}
