@@ -1,8 +1,9 @@
 """Fine-tuning metrics (bert_explorer.train.metrics).
 
 Expected values are computed by hand (the arithmetic is in the comments) or, on random data,
-by an independent library: scikit-learn for accuracy / macro-F1 / binary F1 / MCC / confusion
-matrices, scipy for Pearson and Spearman. The library itself depends on neither.
+by an independent library: scikit-learn and scipy (which the module now uses) for the
+classification and correlation measures, seqeval for entity F1, and the definitions of the
+official SQuAD v1.1/v2.0 evaluation scripts, written out below, for exact match and F1.
 """
 import json
 import math
@@ -370,3 +371,59 @@ def test_regression_report():
     assert r["pearson"] == approx(M.pearson([1, 2, 3, 4], [1, 1, 4, 2]))
     assert set(r) == {"pearson", "spearman", "mse"}
     json.dumps(r)
+
+
+def test_entity_f1_against_seqeval_random():
+    """seqeval's default (conlleval-style) mode on random tag sequences, I- without B- included."""
+    seqeval = pytest.importorskip("seqeval.metrics")
+    rng = random.Random(3)
+    tags = ["O", "O", "O", "B-PER", "I-PER", "B-LOC", "I-LOC", "I-ORG", "B-ORG"]
+    for _ in range(30):
+        gold = [[rng.choice(tags) for _ in range(rng.randint(1, 12))] for _ in range(rng.randint(1, 8))]
+        pred = [[t if rng.random() < 0.7 else rng.choice(tags) for t in s] for s in gold]
+        ours = M.entity_f1(gold, pred)
+        assert ours["precision"] == pytest.approx(seqeval.precision_score(gold, pred), abs=1e-9)
+        assert ours["recall"] == pytest.approx(seqeval.recall_score(gold, pred), abs=1e-9)
+        assert ours["f1"] == pytest.approx(seqeval.f1_score(gold, pred), abs=1e-9)
+
+
+def _official_normalize(s):
+    """The official SQuAD script's normalize_answer: lower case, no punctuation, no articles,
+    single spaces (in that script's order)."""
+    import re
+    import string
+
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in set(string.punctuation))
+    s = re.sub(r"\b(a|an|the)\b", " ", s)
+    return " ".join(s.split())
+
+
+def _official_f1(prediction, truth):
+    from collections import Counter
+
+    p, g = _official_normalize(prediction).split(), _official_normalize(truth).split()
+    if not p or not g:  # v2.0: an empty answer scores 1 only against an empty answer
+        return float(p == g)
+    common = sum((Counter(p) & Counter(g)).values())
+    if common == 0:
+        return 0.0
+    precision, recall = common / len(p), common / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+@pytest.mark.parametrize("pred,golds", [
+    ("The Eiffel Tower!", ["the eiffel tower", "Eiffel Tower in Paris"]),
+    ("an apple a day", ["A day, an apple"]),
+    ("  Paris,   France ", ["paris france", "France"]),
+    ("", [""]),                       # v2.0: no answer, rightly
+    ("Paris", [""]),                  # v2.0: an answer where there is none
+    ("", ["Paris"]),                  # v2.0: no answer where there is one
+    ("the the the", ["the"]),         # only articles: empty after normalisation
+    ("1,000 people", ["1000 people", "a thousand people"]),
+])
+def test_squad_scores_follow_the_official_definitions(pred, golds):
+    em = max(float(_official_normalize(pred) == _official_normalize(g)) for g in golds)
+    f1 = max(_official_f1(pred, g) for g in golds)
+    assert M.squad_exact_match(pred, golds) == pytest.approx(em)
+    assert M.squad_f1(pred, golds) == pytest.approx(f1)

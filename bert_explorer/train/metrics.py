@@ -1,8 +1,10 @@
 """Evaluation metrics for fine-tuning (paper, Section 4).
 
 BERT is judged on many benchmarks, and each benchmark has its own way of keeping score. This
-module computes all of them, in plain Python and numpy, so that the numbers we print can be
-compared with the paper's tables:
+module computes all of them so that the numbers we print can be compared with the paper's
+tables. Classification and correlations come from scikit-learn and scipy; entity F1 and the
+SQuAD scores are written here, following ``conlleval`` and the official SQuAD scripts (checked
+against seqeval and those definitions in the tests):
 
 ==========================  ===============================================================
 Benchmark                   What it reports
@@ -33,13 +35,14 @@ works. Each such case is stated in the function's docstring.
 """
 from __future__ import annotations
 
-import math
 import re
 import string
 from collections import Counter
 from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
+from scipy import stats
+from sklearn import metrics as skm
 
 __all__ = [
     "accuracy", "macro_f1", "binary_f1", "mcc", "pearson", "spearman", "confusion_matrix",
@@ -75,34 +78,12 @@ def _label_set(*sequences: list) -> list:
         return list(seen)
 
 
-def _f1_from_counts(tp: int, fp: int, fn: int) -> float:
-    """F1 = 2·P·R / (P + R), written as 2·TP / (2·TP + FP + FN), which needs no special case when
-    P or R is zero. With nothing to count at all (TP = FP = FN = 0) we return 0.0."""
-    denominator = 2 * tp + fp + fn
-    return 2 * tp / denominator if denominator else 0.0
-
-
 def _ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator else 0.0
 
 
-def _per_class_counts(t: list, p: list, labels: Sequence) -> dict:
-    """For each label: true positives, false positives and false negatives."""
-    counts = {label: [0, 0, 0] for label in labels}
-    for a, b in zip(t, p):
-        if a == b:
-            if a in counts:
-                counts[a][0] += 1
-        else:
-            if b in counts:
-                counts[b][1] += 1  # predicted b, but it was not b
-            if a in counts:
-                counts[a][2] += 1  # it was a, but we did not predict a
-    return counts
-
-
 # ----------------------------------------------------------------------------------------------
-# Classification: accuracy, F1, Matthews correlation, confusion matrix
+# Classification: accuracy, F1, Matthews correlation, confusion matrix (scikit-learn)
 # ----------------------------------------------------------------------------------------------
 
 def accuracy(y_true: Iterable, y_pred: Iterable) -> float:
@@ -112,93 +93,67 @@ def accuracy(y_true: Iterable, y_pred: Iterable) -> float:
     next to F1 for MRPC and QQP. With no examples at all we return 0.0.
     """
     t, p = _pair(y_true, y_pred)
-    return _ratio(sum(a == b for a, b in zip(t, p)), len(t))
+    return float(skm.accuracy_score(t, p)) if t else 0.0
 
 
 def confusion_matrix(y_true: Iterable, y_pred: Iterable, labels: Sequence | None = None) -> list[list[int]]:
     """Count how often each true label was predicted as each label.
 
     Row ``i`` is the *true* label ``labels[i]`` and column ``j`` the *predicted* label
-    ``labels[j]`` (the same orientation as scikit-learn). The diagonal holds the correct
-    predictions; everything off the diagonal is a mistake, and reading along a row shows what a
-    class gets confused with. Without ``labels`` we use every label that occurs, sorted. An
-    example whose true or predicted label is not in ``labels`` is left out.
+    ``labels[j]`` (scikit-learn's orientation). The diagonal holds the correct predictions;
+    reading along a row shows what a class gets confused with. Without ``labels`` we use every
+    label that occurs, sorted. An example whose true or predicted label is not in ``labels`` is
+    left out.
     """
     t, p = _pair(y_true, y_pred)
     labels = _label_set(t, p) if labels is None else [_plain(v) for v in labels]
-    index = {label: i for i, label in enumerate(labels)}
-    matrix = [[0] * len(labels) for _ in labels]
-    for a, b in zip(t, p):
-        if a in index and b in index:
-            matrix[index[a]][index[b]] += 1
-    return matrix
+    if not labels or not set(t) & set(labels):  # scikit-learn refuses this case: nothing to count
+        return [[0] * len(labels) for _ in labels]
+    return skm.confusion_matrix(t, p, labels=labels).tolist()
 
 
 def binary_f1(y_true: Iterable, y_pred: Iterable, positive: Hashable) -> float:
     """F1 of one class, the ``positive`` one: the harmonic mean of precision and recall.
 
-    Precision asks "of the examples we called positive, how many were?" and recall asks "of the
-    positive examples, how many did we find?". GLUE reports this F1 for MRPC and QQP, with label
-    1 ("paraphrase", "duplicate") as the positive class. If the positive class occurs neither in
-    the gold labels nor in the predictions, there is nothing to measure and we return 0.0.
+    GLUE reports this F1 for MRPC and QQP, with label 1 ("paraphrase", "duplicate") as the
+    positive class. If the positive class occurs neither in the gold labels nor in the
+    predictions, there is nothing to measure and we return 0.0.
     """
     t, p = _pair(y_true, y_pred)
     positive = _plain(positive)
-    tp, fp, fn = _per_class_counts(t, p, [positive])[positive]
-    return _f1_from_counts(tp, fp, fn)
+    if not t or positive not in set(t) | set(p):
+        return 0.0
+    return float(skm.f1_score(t, p, labels=[positive], average="macro", zero_division=0))
 
 
 def macro_f1(y_true: Iterable, y_pred: Iterable, labels: Sequence | None = None) -> float:
     """The unweighted mean of the per-class F1 scores ("macro" average).
 
     Every class counts the same, however rare it is, so a model cannot score well by ignoring
-    the small classes. Rules for classes that are missing:
-
-    * a class that occurs in the gold labels but is never predicted has F1 = 0 and pulls the
-      mean down;
-    * a class in ``labels`` that occurs neither in the gold labels nor in the predictions is
-      skipped (scikit-learn would count it as 0; we do not punish a model for a class that the
-      evaluation set does not contain).
-
-    Without ``labels`` we use every label that occurs in either sequence. Returns 0.0 when there
-    is no class to average over.
+    the small classes. A class that occurs in the gold labels but is never predicted has F1 = 0
+    and pulls the mean down; a class in ``labels`` that occurs neither in the gold labels nor in
+    the predictions is left out (scikit-learn would count it as 0; we do not punish a model for
+    a class that the evaluation set does not contain). Returns 0.0 with no class to average.
     """
     t, p = _pair(y_true, y_pred)
     labels = _label_set(t, p) if labels is None else [_plain(v) for v in labels]
-    scores = [_f1_from_counts(tp, fp, fn)
-              for tp, fp, fn in _per_class_counts(t, p, labels).values() if tp + fp + fn > 0]
-    return _ratio(sum(scores), len(scores))
+    present = [label for label in labels if label in set(t) | set(p)]
+    if not present:
+        return 0.0
+    return float(skm.f1_score(t, p, labels=present, average="macro", zero_division=0))
 
 
 def mcc(y_true: Iterable, y_pred: Iterable) -> float:
-    """Matthews correlation coefficient, the CoLA metric, for any number of classes.
+    """Matthews correlation coefficient, the CoLA metric, for any number of classes
+    (Gorodkin's R_K for more than two).
 
     It is the correlation between the true and the predicted labels: +1 for perfect
     predictions, 0 for predictions no better than chance (including always predicting the same
     class), -1 for perfectly wrong binary predictions. Unlike accuracy it is not fooled by
-    unbalanced classes.
-
-    For two classes it is the familiar (TP·TN − FP·FN) / √((TP+FP)(TP+FN)(TN+FP)(TN+FN)). For K
-    classes we use Gorodkin's (2004) R_K, computed from the confusion matrix C with n examples,
-    c = trace(C) correct predictions, t_k = how often class k is true (row sums) and
-    p_k = how often it is predicted (column sums)::
-
-        MCC = (c·n − Σ_k p_k·t_k) / √((n² − Σ_k p_k²) · (n² − Σ_k t_k²))
-
-    When the denominator is zero (all gold labels or all predictions are one class) the
-    correlation is undefined and we return 0.0, as scikit-learn does.
+    unbalanced classes. Undefined cases (one class only, no examples) give 0.0.
     """
     t, p = _pair(y_true, y_pred)
-    n = len(t)
-    true_counts, pred_counts = Counter(t), Counter(p)
-    correct = sum(a == b for a, b in zip(t, p))
-    covariance = correct * n - sum(pred_counts[k] * true_counts[k] for k in true_counts)
-    var_pred = n * n - sum(v * v for v in pred_counts.values())
-    var_true = n * n - sum(v * v for v in true_counts.values())
-    if var_pred == 0 or var_true == 0:
-        return 0.0
-    value = covariance / math.sqrt(var_pred * var_true)  # exact integer product, one rounding
-    return float(min(1.0, max(-1.0, value)))
+    return float(skm.matthews_corrcoef(t, p)) if t else 0.0
 
 
 def classification_report(y_true: Iterable, y_pred: Iterable, labels: Sequence | None = None,
@@ -218,22 +173,22 @@ def classification_report(y_true: Iterable, y_pred: Iterable, labels: Sequence |
     """
     t, p = _pair(y_true, y_pred)
     labels = _label_set(t, p) if labels is None else [_plain(v) for v in labels]
-    counts = _per_class_counts(t, p, labels)
     report = {"accuracy": accuracy(t, p), "macro_f1": macro_f1(t, p, labels), "mcc": mcc(t, p)}
     if len(labels) == 2:
         report["f1"] = binary_f1(t, p, labels[1] if positive is None else positive)
-    report["per_class"] = {
-        str(label): {"precision": _ratio(tp, tp + fp), "recall": _ratio(tp, tp + fn),
-                     "f1": _f1_from_counts(tp, fp, fn), "support": tp + fn}
-        for label, (tp, fp, fn) in counts.items()
-    }
+    if t and labels:
+        prec, rec, f1, support = skm.precision_recall_fscore_support(t, p, labels=labels, zero_division=0)
+    else:
+        prec = rec = f1 = support = [0] * len(labels)
+    report["per_class"] = {str(label): {"precision": float(a), "recall": float(b), "f1": float(c), "support": int(d)}
+                           for label, a, b, c, d in zip(labels, prec, rec, f1, support)}
     report["confusion_matrix"] = confusion_matrix(t, p, labels)
     report["labels"] = list(labels)
     return report
 
 
 # ----------------------------------------------------------------------------------------------
-# Regression: Pearson and Spearman correlation (STS-B)
+# Regression: Pearson and Spearman correlation (STS-B, scipy)
 # ----------------------------------------------------------------------------------------------
 
 def _vectors(x: Iterable, y: Iterable) -> tuple[np.ndarray, np.ndarray]:
@@ -244,53 +199,30 @@ def _vectors(x: Iterable, y: Iterable) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
+def _defined(a: np.ndarray, b: np.ndarray) -> bool:
+    """A correlation needs two values and some variation on both sides."""
+    return a.size >= 2 and a.min() != a.max() and b.min() != b.max()
+
+
 def pearson(x: Iterable[float], y: Iterable[float]) -> float:
-    """Pearson correlation: how well a straight line relates the two lists of numbers.
+    """Pearson correlation: how well a straight line relates the two lists of numbers (−1..+1).
+    STS-B reports it (with Spearman) between the predicted similarity and the human rating.
 
-    r = Σ(x_i − x̄)(y_i − ȳ) / √(Σ(x_i − x̄)² · Σ(y_i − ȳ)²), between −1 and +1. STS-B reports
-    it (with Spearman) between the predicted similarity and the human rating.
-
-    If either input is constant (zero variance) or has fewer than two values, the correlation
-    is undefined: scipy returns ``nan`` there, we return 0.0 (a model that predicts the same
-    score for every pair has shown no skill). Inputs must be finite.
+    If either input is constant or has fewer than two values, the correlation is undefined:
+    scipy returns ``nan`` there, we return 0.0 (a model that predicts the same score for every
+    pair has shown no skill).
     """
     a, b = _vectors(x, y)
-    if a.size < 2 or a.min() == a.max() or b.min() == b.max():
-        return 0.0
-    a = a - a.mean()
-    b = b - b.mean()
-    a /= np.linalg.norm(a)  # normalise first, so that large values cannot overflow the product
-    b /= np.linalg.norm(b)
-    return float(np.clip(np.dot(a, b), -1.0, 1.0))
-
-
-def _average_ranks(values: np.ndarray) -> np.ndarray:
-    """Ranks 1..n; tied values all get the mean of the ranks they occupy (e.g. 2.5, 2.5)."""
-    order = np.argsort(values, kind="stable")
-    sorted_values = values[order]
-    ranks = np.empty(values.size, dtype=np.float64)
-    start = 0
-    while start < values.size:
-        end = start + 1
-        while end < values.size and sorted_values[end] == sorted_values[start]:
-            end += 1
-        ranks[order[start:end]] = (start + 1 + end) / 2  # mean of the ranks start+1 .. end
-        start = end
-    return ranks
+    return float(np.clip(stats.pearsonr(a, b).statistic, -1.0, 1.0)) if _defined(a, b) else 0.0
 
 
 def spearman(x: Iterable[float], y: Iterable[float]) -> float:
-    """Spearman rank correlation: the Pearson correlation of the *ranks* of the values.
-
-    It asks only whether the two lists go up and down together, not whether they are related by
-    a straight line, so any monotonic relationship scores 1. Tied values get the average of the
-    ranks they share (the usual convention, as ``scipy.stats.spearmanr``). STS-B reports it
-    next to Pearson. A constant input gives 0.0 (scipy: ``nan``), as in :func:`pearson`.
+    """Spearman rank correlation: the Pearson correlation of the *ranks* (ties share the mean
+    rank), so any monotonic relationship scores 1. STS-B reports it next to Pearson. A constant
+    input gives 0.0 (scipy: ``nan``), as in :func:`pearson`.
     """
     a, b = _vectors(x, y)
-    if a.size < 2:
-        return 0.0
-    return pearson(_average_ranks(a), _average_ranks(b))
+    return float(stats.spearmanr(a, b).statistic) if _defined(a, b) else 0.0
 
 
 def regression_report(y_true: Iterable[float], y_pred: Iterable[float]) -> dict:
