@@ -1,0 +1,97 @@
+"""What every command shares: the one-line user error, reading --config files, settings as options."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+class UserError(Exception):
+    """A problem with the user's input; the message says what is wrong and what to do."""
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers like -1,-2, got {text!r}")
+
+
+def _read_lines(path: str) -> list[str]:
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"input file {path} does not exist")
+    raw = p.read_bytes()
+    if b"\x00" in raw[:4096]:
+        raise UserError(f"{path} looks like a binary file; give a UTF-8 text file with one example per line")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+        print(f"note: {path} is not valid UTF-8; read it as Latin-1", file=sys.stderr)
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        raise UserError(f"{path} is empty; write one example per line (a pair as 'A ||| B')")
+    return lines
+
+
+def _load_json_config(path: str | None) -> dict:
+    if not path:
+        return {}
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"config file {path} does not exist")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UserError(f"config file {path} is not valid JSON (line {e.lineno}: {e.msg})") from e
+    if not isinstance(data, dict):
+        raise UserError(f"config file {path} must hold a JSON object of settings")
+    return data
+
+
+def _dataclass_args(parser: argparse.ArgumentParser, cls) -> None:
+    """One --flag per config field; flags left out fall back to the config file, then the default."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        flag = "--" + f.name.replace("_", "-")
+        if hints[f.name] is bool:
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
+            continue
+        if typing.get_origin(hints[f.name]) is list:
+            parser.add_argument(flag, dest=f.name, default=None, help="comma-separated numbers",
+                                type=lambda t: [float(x) for x in t.split(",") if x.strip()])
+            continue
+        options = typing.get_args(hints[f.name]) or (hints[f.name],)  # X | None -> (X, NoneType)
+        base = next(t for t in (str, float, int) if t in options)
+        parser.add_argument(flag, dest=f.name, type=base, default=None,
+                            help=f"default {f.default!r}" if f.default is not dataclasses.MISSING else None)
+
+
+def _config_from(args, cls):
+    import dataclasses
+
+    data = _load_json_config(args.config)
+    data.pop("kind", None)
+    for f in dataclasses.fields(cls):
+        v = getattr(args, f.name, None)
+        if v is not None:
+            data[f.name] = v
+    try:  # a resumed run may have been written by an earlier version: its old keys are only warned about
+        return cls.from_dict(data, strict=not getattr(args, "resume", False))
+    except (TypeError, ValueError) as e:
+        raise UserError(str(e)) from e
+
+
+def _start_background(kind: str, config: dict, output, resume: bool = False):
+    """Launch a background run; a directory that a live process already works in is one line."""
+    from ..train.runs import start_background
+
+    try:
+        return start_background(kind, config, output, resume=resume)
+    except RuntimeError as e:
+        raise UserError(str(e)) from e

@@ -1,0 +1,127 @@
+"""Commands that train or use what was trained: pre-training, its data and evaluation, fine-tuning, predict."""
+from __future__ import annotations
+
+import json
+import sys
+
+from .. import checkpoint
+from .common import UserError, _config_from, _read_lines, _start_background
+
+
+def cmd_pretrain(args) -> int:
+    from dataclasses import asdict
+
+    from ..train.pretrain import PretrainConfig, run_pretraining
+
+    cfg = _config_from(args, PretrainConfig)
+    if args.background:
+        run = _start_background("pretrain", asdict(cfg), args.output, resume=args.resume)
+        print(f"started pre-training in the background: {run.path} (pid {run.status().get('pid')})")
+        return 0
+    try:
+        result = run_pretraining(cfg, args.output, resume=args.resume, progress=not args.no_progress)
+    except (ValueError, FileNotFoundError) as e:
+        raise UserError(str(e)) from e
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_evaluate_pretraining(args) -> int:
+    from ..train.pretrain import PretrainConfig, evaluate_checkpoint
+
+    cfg = _config_from(args, PretrainConfig)
+    try:
+        result = evaluate_checkpoint(args.model, cfg)
+    except (ValueError, FileNotFoundError) as e:
+        raise UserError(str(e)) from e
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_finetune(args) -> int:
+    from ..data.tasks import DataError
+    from ..train.finetune import FinetuneConfig, run_finetuning
+
+    cfg = _config_from(args, FinetuneConfig)
+    if args.background:
+        from dataclasses import asdict
+
+        run = _start_background("finetune", asdict(cfg), args.output)
+        print(f"started fine-tuning in the background: {run.path}")
+        return 0
+    try:
+        result = run_finetuning(cfg, args.output)
+    except (DataError, ValueError, FileNotFoundError) as e:
+        raise UserError(str(e)) from e
+    if result.get("warning"):
+        print(f"warning: {result['warning']}", file=sys.stderr)
+    print(json.dumps({k: v for k, v in result.items() if k not in ("label_names", "warning")}, indent=2))
+    return 0
+
+
+def cmd_predict(args) -> int:
+    from ..train.predict import Predictor
+
+    try:
+        predictor = Predictor(args.model)
+    except FileNotFoundError as e:
+        raise UserError(f"{args.model} is not a fine-tuning run or model directory ({e})") from e
+    if args.input:
+        examples = []
+        for n, line in enumerate(_read_lines(args.input), 1):
+            try:
+                examples.append(json.loads(line) if line.lstrip().startswith("{") else _example(predictor.task, line))
+            except json.JSONDecodeError as e:
+                raise UserError(f"{args.input} line {n} is not valid JSON ({e.msg})") from e
+    elif args.text:
+        examples = [_example(predictor.task, args.text, args.text_pair)]
+    else:
+        raise UserError("give --text (and --text-pair) or --input FILE")
+    try:
+        results = predictor.predict(examples)
+    except (KeyError, ValueError) as e:
+        raise UserError(f"the input does not fit a {predictor.task} model: {e}") from e
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        for r in results:
+            print(r.get("label", r.get("answer", r.get("score", r.get("entities", r.get("choice"))))))
+    return 0
+
+
+def _example(task: str, text: str, pair: str | None = None) -> dict:
+    """Plain text into the example layout of a task (a pair may be written 'A ||| B')."""
+    if pair is None and "|||" in text:
+        text, pair = (x.strip() for x in text.split("|||", 1))
+    if task == "ner":
+        return {"tokens": text.split()}
+    if task == "qa":
+        if pair is None:
+            raise UserError("a QA model needs a question and a context: --text QUESTION --text-pair CONTEXT")
+        return {"question": text, "context": pair}
+    if task == "multiple-choice":
+        choices = [c.strip() for c in (pair or "").split("||")]
+        if len(choices) < 2:
+            raise UserError("a multiple-choice model needs --text CONTEXT --text-pair 'choice 1 || choice 2 || ...'")
+        return {"context": text, "choices": choices}
+    return {"text": text, "text_pair": pair}
+
+
+def cmd_create_pretraining_data(args) -> int:
+    from ..data.corpora import load_corpus
+    from ..data.pretraining import MaskingConfig, create_instances, save_instances, statistics
+    from ..tokenizer import WordPieceTokenizer
+
+    try:
+        docs = load_corpus(args.input)
+    except (ValueError, FileNotFoundError) as e:
+        raise UserError(str(e)) from e
+    tok = WordPieceTokenizer.from_dir(checkpoint.resolve(args.vocab))
+    masking = MaskingConfig(args.masked_lm_prob, *args.ratios, args.max_predictions_per_seq, args.whole_word)
+    instances = create_instances(docs, tok, args.max_seq_length, args.short_seq_prob, args.objective, masking,
+                                 dupe_factor=args.dupe_factor, seed=args.seed)
+    meta = {"vocab": args.vocab, "vocab_size": tok.vocab_size, "max_seq_length": args.max_seq_length,
+            "objective": args.objective, "seed": args.seed, "corpus": args.input}
+    save_instances(args.output, instances, meta)
+    print(json.dumps({"instances": len(instances), **statistics(instances)}, indent=2))
+    return 0
