@@ -6,6 +6,7 @@ import streamlit as st
 import torch
 
 from bert_explorer.analysis.timelapse import DEFAULT_SENTENCE, timelapse
+from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
 from bert_explorer.app.state import device_name, show_mode, writes_allowed, writes_off
@@ -53,13 +54,13 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
         if not chosen:
             corpus_error = "Choose at least one corpus."
     else:
-        upload = rv.uploaded_file("Text file (UTF-8): one sentence per line with a blank line between documents, "
+        upload = dv.uploaded_file("Text file (UTF-8): one sentence per line with a blank line between documents, "
                                   "or prose with two blank lines between documents", key="pt_upload", types=["txt"])
         corpus = upload[0] if upload else ""
         if upload is None:
             corpus_error = "Upload a .txt file."
         else:
-            corpus_error, corpus_facts = rv.check_corpus_upload(upload[0], upload[1], objective)
+            corpus_error, corpus_facts = dv.check_corpus_upload(upload[0], upload[1], objective)
             if corpus_error:
                 c1.error(corpus_error)
             else:
@@ -153,7 +154,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
             if upload:  # the text lives in the run directory, so the run can be resumed and repeated
                 path = rv.store_upload(run_dir, "corpus.txt", upload[1])
                 config["corpus"] = str(path.resolve())
-                config["held_out_fraction"] = rv.held_out_fraction(corpus_facts.get("documents", 0))
+                config["held_out_fraction"] = dv.held_out_fraction(corpus_facts.get("documents", 0))
             if rv.launch("pretrain", config, run_dir, remember=("pt_watch", rv.rel_name(Run(run_dir), root)),
                          upload=path):
                 st.success(f"Started {run_dir.name}.")  # and watched below

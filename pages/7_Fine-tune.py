@@ -4,6 +4,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.state import model_picker, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
@@ -32,14 +33,14 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     source = st.radio("Training data", ["Upload a file", "Built-in dataset"], key="ft_source", horizontal=True)
     upload, data, data_error, spec, columns = None, None, None, {}, None
     if source == "Upload a file":
-        upload = rv.uploaded_file(
+        upload = dv.uploaded_file(
             "CSV / TSV / JSONL with a header (text, label ...), CoNLL (token tag), SQuAD JSON or SWAG-style CSV",
             key="ft_upload", help="The file is saved into the run's directory; only text formats are read.")
         if upload is None:
             data_error = "Upload a file, or choose a built-in dataset."
         else:
             name, raw = upload
-            columns = rv.table_columns(raw)
+            columns = dv.table_columns(raw)
             c = st.columns(4)
             task = c[0].selectbox("Task", ["(detect)", *TASKS], key="ft_task")
             pick = {}
@@ -50,7 +51,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                     pick[key] = col.selectbox(what, ["(detect)", *columns], key=f"ft_{key}")
             chosen = {k: (None if v == "(detect)" else v) for k, v in pick.items()}
             spec = {"task": None if task == "(detect)" else task, **chosen}
-            outcome, result = rv.read_upload(name, raw, spec["task"], chosen.get("text_column"),
+            outcome, result = dv.read_upload(name, raw, spec["task"], chosen.get("text_column"),
                                             chosen.get("text_pair_column"), chosen.get("label_column"))
             if outcome == "error":
                 data_error = result
@@ -66,7 +67,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             info = BUILTIN_TASKS[builtin]
             st.caption(f"{info.description}  \n*Source:* {info.provenance}  \n*Licence:* {info.licence}")
         if st.toggle("Show a preview", key="ft_builtin_preview"):
-            data = rv.builtin_data(builtin)
+            data = dv.builtin_data(builtin)
 
     if data is not None:
         summary = data.summary()
@@ -74,7 +75,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                    + (f" · labels: {', '.join(map(str, data.label_names[:12]))}" if data.label_names else ""))
         for note in data.notes:
             st.caption(f"• {note}")
-        st.dataframe(rv.examples_frame(data, 20), hide_index=True)
+        st.dataframe(dv.examples_frame(data, 20), hide_index=True)
         if summary.get("label_counts") and data.task != "ner":
             st.caption("Examples per label: " + ", ".join(f"{k} {v:,}" for k, v in summary["label_counts"].items()))
 
@@ -172,7 +173,7 @@ if task == "qa":
         st.caption(f"No-answer threshold τ = {dev['null_threshold']:.2f}, tuned on dev (Section 4.3).")
     if has_model:
         st.markdown("**Some dev questions**")
-        st.dataframe(pd.DataFrame(rv.qa_examples(str(run.path))), hide_index=True)
+        st.dataframe(pd.DataFrame(dv.qa_examples(str(run.path))), hide_index=True)
 
 # ----- 4. try it ---------------------------------------------------------------------------------------
 if not has_model:

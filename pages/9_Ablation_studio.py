@@ -3,6 +3,7 @@ import time
 import pandas as pd
 import streamlit as st
 
+from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.state import show_mode, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
@@ -47,7 +48,7 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
             if upload is None:
                 error = "Upload a task file."
             else:  # check it now, not hours later when the first cell reads it
-                outcome, checked = rv.read_upload(upload.name, upload.getvalue())
+                outcome, checked = dv.read_upload(upload.name, upload.getvalue())
                 if outcome == "error":
                     error = checked
         add_pairs = c1.checkbox("Add the BBC sentence-pair task (for the NSP direction)", value=task != "pairs:bbc",

@@ -581,7 +581,7 @@ def test_background_runs_leave_a_core_to_the_app(monkeypatch):
 
 @pytest.mark.parametrize("n_docs", [2, 3, 4, 10, 40, 1000])
 def test_held_out_fraction_leaves_documents_on_both_sides(n_docs):
-    from bert_explorer.app.runs_view import held_out_fraction
+    from bert_explorer.data.corpus_upload import held_out_fraction
     from bert_explorer.data.corpora import split_documents
 
     train, held = split_documents([[f"doc {i} ."] for i in range(n_docs)], held_out_fraction(n_docs))

@@ -25,8 +25,7 @@ import streamlit as st
 
 from ..train import run_finder
 from ..train.runs import ACTIVE_STATES, Run, start_background
-from ..data.corpus_upload import check_corpus_upload, held_out_fraction  # noqa: F401  (pages use them here)
-from ..data.uploads import safe_filename, slug, table_columns  # noqa: F401  (the pages use them through here)
+from ..data.uploads import safe_filename, slug
 from .state import mode_sentence, runs_root, writes_allowed
 
 
@@ -367,83 +366,6 @@ def run_panel(run: Run, kind: str, prefix: str) -> dict:
     else:
         _panel(run, status, kind, prefix)
     return status
-
-
-# ----- uploads ----------------------------------------------------------------------------------
-def uploaded_file(label: str, key: str, types: list[str] | None = None, help: str | None = None
-                  ) -> tuple[str, bytes] | None:
-    """(name, bytes) of the uploaded file, or None. Tests (AppTest cannot drive a file
-    uploader) put ``(name, bytes)`` into ``st.session_state[key + "_bytes"]`` instead."""
-    f = st.file_uploader(label, type=types, key=key, help=help)
-    if f is not None:
-        return f.name, f.getvalue()
-    injected = st.session_state.get(f"{key}_bytes")
-    if injected:
-        name, data = injected
-        return str(name), bytes(data)
-    return None
-
-
-@st.cache_data(max_entries=8, show_spinner="Reading the file…")
-def read_upload(name: str, data: bytes, task: str | None = None, text_column: str | None = None,
-                text_pair_column: str | None = None, label_column: str | None = None):
-    """("ok", TaskData) or ("error", one sentence). The bytes go to a temporary file with the
-    upload's name (the extension helps detection); nothing is ever unpickled."""
-    from ..data.tasks import DataError, read_task_file
-
-    with tempfile.TemporaryDirectory() as d:
-        p = Path(d) / safe_filename(name)
-        p.write_bytes(data)
-        try:
-            td = read_task_file(p, task, text_column, text_pair_column, label_column)
-        except DataError as e:
-            return "error", str(e)
-    td.source = name
-    return "ok", td
-
-
-@st.cache_data(max_entries=4, show_spinner="Loading the data set…")
-def builtin_data(name: str):
-    """A built-in data set (``tiny:<task>`` = generated) for the preview."""
-    from ..data.tasks import load_builtin, make_tiny
-
-    return make_tiny(name[5:]) if name.startswith("tiny:") else load_builtin(name)
-
-
-def _short(text, n: int = 160) -> str:
-    text = str(text)
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def examples_frame(data, n: int = 20) -> pd.DataFrame:
-    """The first ``n`` examples as a flat table, whatever the task."""
-    rows = []
-    for ex in data.examples[:n]:
-        if data.task == "ner":
-            rows.append({"tokens": " ".join(ex["tokens"]), "tags": " ".join(ex["tags"])})
-        elif data.task == "qa":
-            rows.append({"question": ex["question"], "context": _short(ex["context"]),
-                         "answer": " | ".join(a["text"] for a in ex.get("answers", [])) or "(no answer)"})
-        elif data.task == "multiple-choice":
-            rows.append({"context": _short(ex["context"]), "choices": " | ".join(ex["choices"]), "label": ex["label"]})
-        else:
-            rows.append({k: (_short(v) if isinstance(v, str) else v) for k, v in ex.items() if v is not None})
-    return pd.DataFrame(rows)
-
-
-@st.cache_data(max_entries=8, show_spinner="Answering some dev questions…")
-def qa_examples(run_path: str, n: int = 8) -> list[dict]:
-    """The first ``n`` dev questions of a QA run (the same split as in training), with the
-    gold answers and the model's."""
-    from ..train.finetune import FinetuneConfig, read_data
-
-    run = Run(run_path)
-    _, dev = read_data(FinetuneConfig.from_dict(run.config(), strict=False))
-    examples = dev.examples[:n]
-    preds = predictor(run).predict(examples)
-    return [{"question": ex["question"], "context": _short(ex["context"], 200),
-             "gold": " | ".join(a["text"] for a in ex.get("answers", [])) or "(no answer)",
-             "predicted": p["answer"] or "(no answer)"} for ex, p in zip(examples, preds)]
 
 
 # ----- fine-tuned models --------------------------------------------------------------------------
