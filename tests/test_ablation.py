@@ -92,7 +92,9 @@ def test_recipe_mistakes_are_named():
 def test_shipped_recipes_fit_their_time_budgets():
     cpu = grid.estimate(grid.expand(grid.load_recipe("cpu-small")), "cpu")["total_s"]
     gpu = grid.estimate(grid.expand(grid.load_recipe("paper-mini")), "gpu")["total_s"]
-    assert 30 * 60 <= cpu <= 60 * 60 and 20 * 60 <= gpu <= 75 * 60  # cpu-small measured 41 min
+    # against a measurement, not the estimator's constants: cpu-small took 41 min on the 2-core CPU
+    assert abs(cpu - 41 * 60) <= 0.3 * 41 * 60, cpu / 60
+    assert 20 * 60 <= gpu <= 75 * 60  # paper-mini's budget on one H100 (not yet measured: issue 13)
     small = grid.expand(grid.load_recipe("cpu-small"))
     assert {c["objective"] for c in small["cells"] if c["task"] == "pairs"} == set(grid.OBJECTIVES)
 
@@ -102,7 +104,10 @@ def test_smoke_recipe_runs_end_to_end(smoke_dir):
     plan = runner.read_plan(smoke_dir)
     res = runner.read_results(smoke_dir)
     assert set(res) == {c["id"] for c in plan["cells"]}
-    assert all(r["status"] == "finished" and 0 <= r["score"] <= 100 for r in res.values()), res
+    assert all(r["status"] == "finished" for r in res.values()), res
+    for cell_id, r in res.items():  # the score is the cell's own dev metric, in percent as the paper prints it
+        dev = json.loads((smoke_dir / "cells" / cell_id / "metrics.json").read_text())["dev"]
+        assert r["score"] == pytest.approx(round(100 * dev[r["metric"]], 2)), cell_id
     assert json.loads((smoke_dir / "status.json").read_text())["state"] == "finished"
     assert len(list((smoke_dir / "pretrain").iterdir())) == 5
     assert len(list((smoke_dir / "vocab").iterdir())) == 1  # one vocabulary for every model

@@ -66,10 +66,17 @@ def test_head_ablation_control_changes_nothing_and_silencing_changes_something(m
 
 @needs_shipped
 def test_head_ablation_reports_the_masked_word_before_and_after():
+    from bert_explorer.analysis.probes import mlm_top_k
+
     mini = load("explorer-mini", "BertForPreTraining")
-    out = head_ablation(mini, "the government said the [MASK] would rise .", layer=3, head=0)
-    assert len(out["mlm"]) == 1 and out["mlm_changed"] in (0, 1)
-    assert out["mlm"][0]["before"] and 0 < out["mlm"][0]["p_before"] <= 1
+    text = "the government said the [MASK] would rise ."
+    out = head_ablation(mini, text, layer=3, head=0)
+    (row,) = out["mlm"]
+    # "before" is what the masked-word probe answers on the intact model, with its probability
+    (probe,) = mlm_top_k(mini, text, 1)
+    assert row["before"] == probe["predictions"][0]["token"]
+    assert row["p_before"] == pytest.approx(probe["predictions"][0]["probability"], abs=1e-5)
+    assert out["mlm_changed"] == int(row["before"] != row["after"]) and row["changed"] == (row["before"] != row["after"])
 
 
 def _synthetic():
