@@ -49,7 +49,12 @@ def make_classifier(directory: Path, labels=("business", "sport", "tech")) -> Pa
                         max_position_embeddings=64, initializer_range=0.2, id2label=dict(enumerate(labels)))
     torch.manual_seed(0)
     model = checkpoint.new_model("BertForSequenceClassification", config)
-    return checkpoint.save(model, tok, directory)
+    saved = checkpoint.save(model, tok, directory)
+    if Path(directory).name == "model" and not (Path(directory).parent / "status.json").exists():
+        from bert_explorer.train.runs import Run  # a fine-tuning run's folder, as run_finetuning leaves it
+
+        Run(Path(directory).parent).create({}, "finetune").write_status(state="finished")
+    return saved
 
 
 # ----- the method ----------------------------------------------------------------------------
@@ -122,13 +127,19 @@ def test_dropout_is_off_and_the_model_is_left_as_it_was(tmp_path):
     assert not any(m._forward_hooks for m in loaded.model.modules())  # captum's hooks went elsewhere
 
 
-def test_classifier_runs_lists_only_sequence_classifiers(tmp_path):
-    make_classifier(tmp_path / "runs" / "topics" / "model")
-    (tmp_path / "runs" / "other" / "model").mkdir(parents=True)
-    (tmp_path / "runs" / "other" / "model" / "config.json").write_text('{"architectures": ["BertForPreTraining"]}')
-    runs = classifier_runs(tmp_path / "runs")
-    assert [r["name"] for r in runs] == ["topics"]
-    assert runs[0]["labels"] == ["business", "sport", "tech"]
+def test_classifier_runs_lists_only_sequence_classifiers_ablation_cells_included(tmp_path):
+    from bert_explorer.train.runs import Run
+
+    root = tmp_path / "runs"
+    Run(root / "other").create({}, "finetune")
+    Run(root / "abl").create({}, "ablate")
+    make_classifier(root / "topics" / "model")
+    make_classifier(root / "abl" / "cells" / "sst__tiny" / "model")  # the old walker missed these
+    (root / "other" / "model").mkdir(parents=True)
+    (root / "other" / "model" / "config.json").write_text('{"architectures": ["BertForPreTraining"]}')
+    runs = classifier_runs(root)
+    assert [r["name"] for r in runs] == ["abl/cells/sst__tiny", "topics"]
+    assert runs[1]["labels"] == ["business", "sport", "tech"]
     assert classifier_runs(tmp_path / "nowhere") == []
 
 

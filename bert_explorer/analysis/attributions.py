@@ -86,12 +86,10 @@ from torch import nn
 from ..checkpoint import Loaded, MissingHeadError
 from ..tokenizer import Encoded, WordPieceTokenizer
 from .probes import MLM_HEAD, NSP_HEAD
+from .reliability import (DEFAULT_STEPS, MAX_STEPS, MIN_DIFFERENCE, RELIABLE_FRACTION,  # noqa: F401
+                          Reliability, baseline_note, reliability, step_schedule)
 
 PARTS = ("token", "segment", "position")
-DEFAULT_STEPS = 50          # where the automatic schedule starts
-MAX_STEPS = 400             # where it stops: 50 -> 100 -> 200 -> 400
-RELIABLE_FRACTION = 0.05    # reliable: |delta| <= 5 % of |f(x) - f(x')|
-MIN_DIFFERENCE = 1e-3       # |f(x) - f(x')| below this (nats / f's units): nothing to split
 # Captum evaluates the model at n_steps points of the path; we hand it as many of them per
 # forward pass as fit in about this many tokens (16 tokens x 50 steps = one pass).
 TOKENS_PER_BATCH = 8192
@@ -155,64 +153,6 @@ class Attributions:
                  "segment part": round(sg, 5), "position part": round(ps, 5), "total": round(tk + sg + ps, 5)}
                 for i, (t, b, tk, sg, ps) in enumerate(zip(self.tokens, self.baseline_tokens, self.token,
                                                            self.segment, self.position))]
-
-
-# ----- when to trust a result ----------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Reliability:
-    reliable: bool
-    reason: str   # one sentence with the numbers, for the page
-
-
-def reliability(delta: float, difference: float, n_steps: int | None = None,
-                fraction: float = RELIABLE_FRACTION, min_difference: float = MIN_DIFFERENCE) -> Reliability:
-    """The rule: Integrated Gradients is reliable when |delta| <= ``fraction`` x |f(x) - f(x')|
-    and |f(x) - f(x')| >= ``min_difference``.
-
-    ``delta`` is the convergence delta (Σ attributions - (f(x) - f(x'))), ``difference`` is
-    f(x) - f(x'). A difference of practically zero fails whatever the delta: there is nothing
-    to split, and any delta is as large as the thing explained."""
-    steps = f" after {n_steps} integration steps" if n_steps else ""
-    if not math.isfinite(delta) or not math.isfinite(difference):
-        return Reliability(False, f"This result is unreliable: the integral did not give finite numbers{steps} "
-                                  f"(delta {delta}, f(x) − f(baseline) {difference}).")
-    if abs(difference) < min_difference:
-        return Reliability(False, f"This result is unreliable: f(x) − f(baseline) = {difference:.2g} is practically "
-                                  f"zero (below {min_difference:g}), so there is nothing for the attributions to split "
-                                  f"and the convergence delta ({delta:.2g}{steps}) is as large as what they explain.")
-    share = abs(delta) / abs(difference)
-    if share > fraction:
-        return Reliability(False, f"This result is unreliable: the convergence delta ({delta:.3g}) is still "
-                                  f"{share:.0%} of f(x) − f(baseline) ({difference:.3g}){steps}, more than the "
-                                  f"{fraction:.0%} allowed, so the token shares may be off by about that much.")
-    return Reliability(True, f"Reliable: the convergence delta ({delta:.2g}) is {share:.1%} of f(x) − f(baseline) "
-                             f"({difference:.3g}){steps}, within the {fraction:.0%} allowed.")
-
-
-def step_schedule(start: int = DEFAULT_STEPS, cap: int = MAX_STEPS) -> list[int]:
-    """The step counts tried in order: ``start``, doubled until ``cap`` (50 -> 100 -> 200 -> 400);
-    a start at or above the cap is tried alone."""
-    if start < 1:
-        raise ValueError("n_steps must be at least 1")
-    steps = [start]
-    while steps[-1] < cap:
-        steps.append(min(cap, steps[-1] * 2))
-    return steps
-
-
-def baseline_note(r: "Attributions") -> str | None:
-    """One sentence when the baseline scores above the input (f(x') > f(x)); None otherwise."""
-    if not r.f_baseline > r.f_input:
-        return None
-    if r.target == "next sentence":
-        return (f"Here the baseline scores above your pair (P(IsNext) {r.details['p_is_next_baseline']:.1%} for the "
-                f"baseline, [PAD] for every word, vs {r.details['p_is_next']:.1%} for the pair): to this model the "
-                f"empty input already looks more like \"IsNext\" than the real pair, so the attributions add up to "
-                f"{r.difference:.3f} and explain a decrease — tokens with negative totals pulled IsNext down most.")
-    return (f"Here the baseline scores above your input (f(baseline) {r.f_baseline:.3f} > f(x) {r.f_input:.3f}): the "
-            f"attributions add up to {r.difference:.3f} and explain a decrease — tokens with negative totals pulled "
-            f"the score down most.")
 
 
 # ----- the method ----------------------------------------------------------------------------
@@ -463,15 +403,16 @@ def explain_classifier(loaded: Loaded, text: str, text_b: str | None = None, lab
 
 
 def classifier_runs(root: str | Path = "runs") -> list[dict]:
-    """Fine-tuning runs under ``root`` whose ``model/`` is a BertForSequenceClassification:
-    one dict per run with its name, the model directory, the task and the class names."""
+    """Fine-tuning runs under ``root`` (ablation cells included) whose ``model/`` is a
+    BertForSequenceClassification: one dict per run with its name, the model directory, the task
+    and the class names, by name."""
+    from ..train.run_finder import find_runs, rel_name
+
     found = []
-    root = Path(root)
-    if not root.is_dir():
-        return found
-    for cfg_file in sorted(root.glob("*/model/config.json")):
+    for run in find_runs(root):
+        cfg_file = run.path / "model" / "config.json"
         try:
-            cfg = json.loads(cfg_file.read_text())
+            cfg = json.loads(cfg_file.read_text()) if cfg_file.is_file() else {}
         except (OSError, json.JSONDecodeError):
             continue
         if (cfg.get("architectures") or [None])[0] != "BertForSequenceClassification":
@@ -482,7 +423,7 @@ def classifier_runs(root: str | Path = "runs") -> list[dict]:
         except (OSError, json.JSONDecodeError):
             args = {}
         id2label = cfg.get("id2label") or {}
-        found.append({"name": cfg_file.parents[1].name, "model_dir": str(cfg_file.parent),
+        found.append({"name": rel_name(run.path, root), "model_dir": str(cfg_file.parent),
                       "task": args.get("task"), "base_model": args.get("model"),
                       "labels": [id2label[k] for k in sorted(id2label, key=int)]})
-    return found
+    return sorted(found, key=lambda r: r["name"])
