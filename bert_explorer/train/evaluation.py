@@ -36,6 +36,19 @@ def task_loss(task: str, logits: torch.Tensor, labels: torch.Tensor) -> torch.Te
     return nn.functional.cross_entropy(logits.float(), labels)
 
 
+def word_tags(example: dict, feature: dict, output: torch.Tensor, label_names: list[str]) -> list[str]:
+    """One tag per word of an NER example from per-WordPiece logits [T, labels]: the first piece
+    of each word speaks for it (Section 5.3: "we use the representation of the first sub-token");
+    a word cut off by the maximum length stays "O"."""
+    tags = ["O"] * len(example["tokens"])
+    seen = set()
+    for t, w in enumerate(feature["word_ids"]):
+        if w is not None and w not in seen:
+            seen.add(w)
+            tags[w] = label_names[int(output[t].argmax())]
+    return tags
+
+
 def batches(features: list, batch_size: int, shuffle_seed: int | None = None):
     """``features`` in batches, in a shuffled order when a seed is given."""
     order = list(range(len(features)))
@@ -74,16 +87,8 @@ def evaluate(task, examples, features, outputs, label_names, tune_null_threshold
         pred = [int(o.argmax()) for o in outputs]
         return {"accuracy": M.accuracy([int(ex["label"]) for ex in examples], pred)}
     if task == "ner":
-        gold, pred = [], []
-        for ex, f, o in zip(examples, features, outputs):
-            tags = ["O"] * len(ex["tokens"])
-            seen = set()
-            for t, w in enumerate(f["word_ids"]):
-                if w is not None and w not in seen:  # the first piece speaks for the word
-                    seen.add(w)
-                    tags[w] = label_names[int(o[t].argmax())]
-            gold.append(list(ex["tags"]))
-            pred.append(tags)
+        gold = [list(ex["tags"]) for ex in examples]
+        pred = [word_tags(ex, f, o, label_names) for ex, f, o in zip(examples, features, outputs)]
         return M.entity_f1(gold, pred)
     if task == "qa":
         return _qa_scores(examples, features, outputs, tune_null_threshold)

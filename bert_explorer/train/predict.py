@@ -10,6 +10,7 @@ from safetensors.torch import load_file
 from .. import checkpoint
 from ..data.task_types import TASK_TYPES
 from ..train.metrics import bio_entities
+from .evaluation import word_tags
 from . import featurize as F_
 
 
@@ -72,11 +73,7 @@ class Predictor:
             if self.task == "regression":
                 results.append({"score": float(o.squeeze())})
             elif self.task == "ner":
-                tags, seen = ["O"] * len(ex["tokens"]), set()
-                for t, w in enumerate(f["word_ids"]):
-                    if w is not None and w not in seen:
-                        seen.add(w)
-                        tags[w] = self.label_names[int(o[t].argmax())]
+                tags = word_tags(ex, f, o, self.label_names)
                 ents = [{"type": ty, "text": " ".join(ex["tokens"][a:b]), "start": a, "end": b}
                         for ty, a, b in bio_entities(tags)]
                 results.append({"tokens": ex["tokens"], "tags": tags, "entities": ents})
