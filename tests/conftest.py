@@ -1,10 +1,13 @@
 import os
+import tempfile
 
 import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Analyses cache layer features and indexes on disk: never in the user's own cache during tests.
+os.environ["BERT_EXPLORER_CACHE"] = tempfile.mkdtemp(prefix="be-cache-")
 
 
 @pytest.fixture(autouse=True)
