@@ -172,6 +172,39 @@ _SCALE_TO_FIT = """
 """
 
 
+# A button above the drawing that saves the SVG as it is now (the layer, heads and filter the
+# user picked), with the page's fonts written into it, so it opens alike in an editor.
+_SAVE_SVG = """
+<div style="font:12px sans-serif;margin:4px 8px"><button id="be-save-svg" type="button">Save SVG</button></div>
+<script>
+(function () {
+  var button = document.getElementById("be-save-svg");
+  button.parentNode.parentNode.insertBefore(button.parentNode, button.parentNode.parentNode.firstChild);
+  button.addEventListener("click", function () {
+    var svg = document.querySelector("#vis svg");
+    if (!svg) { return; }
+    var copy = svg.cloneNode(true);
+    copy.setAttribute("xmlns", "http://www.w3.org/2000/svg");
+    var box = svg.getBoundingClientRect();
+    if (!copy.getAttribute("viewBox")) {
+      copy.setAttribute("viewBox", "0 0 " + (svg.getAttribute("width") || box.width) + " " +
+                        (svg.getAttribute("height") || box.height));
+    }
+    copy.setAttribute("style", "font-family:" + getComputedStyle(svg).fontFamily +
+                      ";background:" + getComputedStyle(document.body).backgroundColor);
+    var text = new XMLSerializer().serializeToString(copy);
+    var link = document.createElement("a");
+    link.href = URL.createObjectURL(new Blob([text], {type: "image/svg+xml"}));
+    link.download = "attention-{view}-view.svg";
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+  });
+})();
+</script>
+"""
+
+
 @dataclass
 class BertvizHtml:
     html: str                 # a whole HTML document, no external request
@@ -257,6 +290,7 @@ def render(result: AttentionResult, view: str = "head", layers: list[int] | None
         height = fit.height
     else:
         fit, height = None, head_view_height(len(result.tokens))
+    body += _SAVE_SVG.replace("{view}", view)
     background = "#111" if dark and view == "model" else "#fff"
     html = (f"<!DOCTYPE html><html><head><meta charset='utf-8'>{javascript_libraries()}</head>"
             f"<body style='margin:0;background:{background}'>{body}</body></html>")

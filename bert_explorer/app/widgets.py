@@ -11,6 +11,7 @@ from ..checkpoint import Loaded
 MENU = [("run_app.py", "Home", ":material/home:"),
         ("pages/1_Tokens_and_embeddings.py", "Tokens and embeddings", ":material/text_fields:"),
         ("pages/2_Attention.py", "Attention", ":material/visibility:"),
+        ("pages/10_Inside_one_layer.py", "Inside one layer", ":material/stacks:"),
         ("pages/3_Masked_word_probe.py", "Masked word probe", ":material/theater_comedy:"),
         ("pages/4_Next_sentence_probe.py", "Next sentence probe", ":material/arrow_forward:"),
         ("pages/5_Attributions.py", "Attributions", ":material/calculate:"),

@@ -112,3 +112,9 @@ def run_checkpoints(root: str | Path) -> list[CheckpointEntry]:
         out.append(CheckpointEntry(str(path), f"{run_label(run, root)} · step {-neg_step:,}",
                                    rel_name(abl, root) if abl else ""))
     return out
+
+
+def causal_checkpoints(root: str | Path) -> list[CheckpointEntry]:
+    """The left-to-right (``causal: true``) checkpoints under ``root``: what the ablation
+    studio's LTR pre-training writes (Table 5's "LTR & No NSP")."""
+    return [c for c in run_checkpoints(root) if _read_json(Path(c.path) / "config.json").get("causal")]

@@ -1,0 +1,117 @@
+"""Saving what a page shows, so that a figure can be reproduced and put in a paper or a slide.
+
+A page collects its results in a ``ResultBundle`` as it draws them: the input and the model's
+name, every table (CSV), every array (one NPZ), every plot (one HTML file with plotly.js inlined
+once, so it opens offline) and every bertviz view (standalone HTML). ``zip_bytes`` packs them
+with a ``README.txt`` that says what each file is.
+
+Single plots are also saved on their own: ``figure_html`` is a standalone HTML page of one plot
+(plotly.js inlined: it works with no network). PNG comes from plotly's own toolbar in the
+browser, so no server-side image renderer (and its browser binary) is needed.
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__
+
+
+def safe_name(name: str) -> str:
+    """A file name from a title: letters, digits, '-' and '_' only."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-").lower() or "result"
+
+
+def figure_html(fig, title: str | None = None) -> str:
+    """One plotly figure as a standalone HTML page (plotly.js inlined, no network)."""
+    return fig.to_html(include_plotlyjs=True, full_html=True, default_width="100%",
+                       config={"displaylogo": False}, div_id=safe_name(title or "figure"))
+
+
+def figures_html(figures: dict[str, object]) -> str:
+    """Several plotly figures on one standalone HTML page, plotly.js inlined once."""
+    parts = []
+    for i, (name, fig) in enumerate(figures.items()):
+        div = fig.to_html(include_plotlyjs=(i == 0), full_html=False, default_width="100%",
+                          config={"displaylogo": False}, div_id=safe_name(name))
+        parts.append(f"<h2>{name}</h2>\n{div}")
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>BERT Explorer figures</title></head>"
+            "<body style='font-family:sans-serif'>" + "\n".join(parts) + "</body></html>")
+
+
+def table_csv(df: pd.DataFrame) -> bytes:
+    return df.to_csv(index=False).encode("utf-8")
+
+
+@dataclass
+class ResultBundle:
+    """Everything one page showed for one input."""
+    page: str
+    model: str
+    inputs: dict
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    figures: dict[str, object] = field(default_factory=dict)
+    views: dict[str, str] = field(default_factory=dict)   # name -> standalone HTML
+    data: dict[str, object] = field(default_factory=dict)  # name -> JSON-ready
+
+    def add_table(self, name: str, df: pd.DataFrame) -> None:
+        self.tables[name] = df
+
+    def add_array(self, name: str, array) -> None:
+        self.arrays[safe_name(name)] = np.asarray(array)
+
+    def add_figure(self, name: str, fig) -> None:
+        self.figures[name] = fig
+
+    def add_view(self, name: str, html: str) -> None:
+        self.views[name] = html
+
+    def add_data(self, name: str, value) -> None:
+        self.data[name] = value
+
+    def manifest(self) -> dict:
+        return {"page": self.page, "model": self.model, "inputs": self.inputs,
+                "bert_explorer_version": __version__,
+                "saved_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+    def zip_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        lines = [f"BERT Explorer — {self.page}", f"model: {self.model}",
+                 "input: see input.json (the page's inputs, the model's name and the app's version)", ""]
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("input.json", json.dumps(self.manifest(), indent=2, ensure_ascii=False, default=str))
+            for name, df in self.tables.items():
+                z.writestr(f"tables/{safe_name(name)}.csv", table_csv(df))
+                lines.append(f"tables/{safe_name(name)}.csv — {name}")
+            if self.arrays:
+                arr = io.BytesIO()
+                np.savez_compressed(arr, **self.arrays)
+                z.writestr("arrays.npz", arr.getvalue())
+                lines.append(f"arrays.npz — numpy arrays: {', '.join(f'{k} {v.shape}' for k, v in self.arrays.items())}")
+            if self.data:
+                z.writestr("data.json", json.dumps(self.data, indent=1, ensure_ascii=False, default=_plain))
+                lines.append(f"data.json — {', '.join(self.data)}")
+            if self.figures:
+                z.writestr("figures.html", figures_html(self.figures))
+                lines.append(f"figures.html — the plots, interactive, offline: {', '.join(self.figures)}")
+            for name, html in self.views.items():
+                z.writestr(f"views/{safe_name(name)}.html", html)
+                lines.append(f"views/{safe_name(name)}.html — {name} (bertviz, standalone, offline)")
+            z.writestr("README.txt", "\n".join(lines) + "\n")
+        return buf.getvalue()
+
+
+def _plain(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    return str(value)

@@ -1,0 +1,62 @@
+"""Download buttons for every view: plots (PNG from plotly's toolbar, standalone HTML here),
+tables (CSV), bertviz views (SVG from a button inside the drawing, standalone HTML here), and
+one "download this page's results" zip per exploration page (``analysis/export.py``).
+
+Downloads are built only when clicked (Streamlit runs a callable ``data`` then), so a page that
+offers ten of them costs nothing until one is used.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from ..analysis.export import ResultBundle, figure_html, safe_name, table_csv
+
+# plotly's toolbar: the camera icon saves a PNG at twice the screen resolution.
+PLOT_CONFIG = {"displaylogo": False,
+               "toImageButtonOptions": {"format": "png", "scale": 2}}
+
+
+def _button(container, label: str, data, file_name: str, mime: str, key: str, help: str | None = None) -> None:
+    container.download_button(label, data=data, file_name=file_name, mime=mime, key=key, help=help,
+                              on_click="ignore", type="tertiary", icon=":material/download:")
+
+
+def figure(fig, key: str, name: str, bundle: ResultBundle | None = None, container=None) -> None:
+    """A plotly chart with its PNG (toolbar) and HTML (button) downloads; added to ``bundle``."""
+    where = container or st
+    config = dict(PLOT_CONFIG, toImageButtonOptions=dict(PLOT_CONFIG["toImageButtonOptions"],
+                                                         filename=safe_name(name)))
+    where.plotly_chart(fig, key=key, config=config)
+    _button(where, "HTML", lambda: figure_html(fig, name), f"{safe_name(name)}.html", "text/html",
+            f"{key}_html", help="This plot as a standalone page that works offline (PNG: the camera icon "
+                               "in the plot's toolbar).")
+    if bundle is not None:
+        bundle.add_figure(name, fig)
+
+
+def table(df, key: str, name: str, bundle: ResultBundle | None = None, container=None, **kwargs) -> None:
+    """A dataframe with a CSV download; added to ``bundle``."""
+    where = container or st
+    where.dataframe(df, key=key, **kwargs)
+    _button(where, "CSV", lambda: table_csv(df), f"{safe_name(name)}.csv", "text/csv", f"{key}_csv")
+    if bundle is not None:
+        bundle.add_table(name, df)
+
+
+def view(html: str, key: str, name: str, bundle: ResultBundle | None = None, container=None) -> None:
+    """The standalone-HTML download of a bertviz view (its SVG button is inside the drawing)."""
+    _button(container or st, "Standalone HTML", lambda: html, f"{safe_name(name)}.html", "text/html", f"{key}_html",
+            help="The drawing as one HTML file that works offline (d3 and jQuery inside). The *Save SVG* "
+                 "button in the drawing saves the picture itself, as you have set it up.")
+    if bundle is not None:
+        bundle.add_view(name, html)
+
+
+def bundle_button(bundle: ResultBundle, key: str, container=None) -> None:
+    """One zip of everything the page showed: data, views, the input and the model's name."""
+    (container or st).download_button(
+        "Download this page's results (.zip)", data=bundle.zip_bytes, key=key, on_click="ignore",
+        file_name=f"{safe_name(bundle.page)}-{safe_name(bundle.model)}.zip", mime="application/zip",
+        icon=":material/folder_zip:",
+        help="Tables as CSV, arrays as NPZ, the plots and bertviz views as offline HTML, and input.json "
+             "with the input and the model's name, so the figures can be made again.")

@@ -1,0 +1,250 @@
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import plotly.graph_objects as go
+import streamlit as st
+
+from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.analysis.layer_steps import STEPS, describe_row, difference_from_model, layer_steps
+from bert_explorer.app import exports
+from bert_explorer.app.state import computed, load, model_picker, runs_root
+from bert_explorer.app.widgets import intro
+from bert_explorer.train.run_finder import causal_checkpoints
+
+st.set_page_config(page_title="Inside one layer · BERT Explorer", layout="wide")
+intro("Inside one layer", """
+One encoder layer of BERT, one step at a time, with the **real numbers of the loaded model** for your
+sentence: the input representation (Devlin et al. 2019, Section 3.2), the multi-head self-attention of
+the Transformer (Vaswani et al. 2017, Section 3.2: queries, keys, values, scores, mask, softmax, weighted
+sum), and the feed-forward block, each followed by a residual sum and LayerNorm. Pick a layer, a head and a
+token; every panel shows the equation, the tensor's shape and the values (layers and heads count from 1).
+""")
+
+name = model_picker()
+loaded, error = load(name, "BertForPreTraining") if name else (None, "Choose a model in the sidebar.")
+if error:
+    st.info(error)
+    st.stop()
+L, A, H = loaded.config.num_layers, loaded.config.num_heads, loaded.config.hidden_size
+
+c1, c2 = st.columns(2)
+text = c1.text_input("Sentence A", "the cat sat on the mat because it was warm .", key="ins_a")
+text_b = c2.text_input("Sentence B (optional)", "", key="ins_b").strip() or None
+if not text.strip():
+    st.info("Type a sentence A to look inside a layer.")
+    st.stop()
+c1, c2, c3, c4 = st.columns(4)
+layer = c1.selectbox("Layer", range(L), key="ins_layer", format_func=lambda i: f"{i + 1}")
+head = c2.selectbox("Head", range(A), key="ins_head", format_func=lambda i: f"{i + 1}")
+pad_to = c4.number_input("Pad to (tokens)", 0, loaded.config.max_position_embeddings, 0, 4, key="ins_pad",
+                         help="Add [PAD] tokens as a batch does for its shorter inputs, to see the padding mask. "
+                              "0 = no padding.")
+steps = computed(layer_steps, name, "BertForPreTraining", text, text_b, layer, head, 128, int(pad_to))
+tokens, T, d = steps.tokens, len(steps.tokens), steps.head_size
+token = c3.selectbox("Token", range(T), key="ins_token", index=min(2, T - 1),
+                     format_func=lambda i: f"{i}: {tokens[i]}")
+if T >= 128:
+    st.caption("The input was cut to 128 WordPieces.")
+
+bundle = ResultBundle("Inside one layer", name, {"text": text, "text_b": text_b, "layer": layer + 1,
+                                                 "head": head + 1, "token": token, "pad_to": int(pad_to)})
+for field in ("x", "q", "k", "v", "scores", "mask", "probs", "other_probs", "context", "all_heads", "attention_out",
+              "attention_sum", "attended", "ff_hidden", "ff_gelu", "ff_out", "output_sum", "output"):
+    bundle.add_array(field, getattr(steps, field))
+bundle.add_data("tokens", tokens)
+
+
+def labels(n: int) -> list[str]:
+    return [f"{i}: {t}" for i, t in enumerate(tokens[:n])]
+
+
+def heat(a: np.ndarray, title: str, key: str, x_title: str, x=None, scale="RdBu_r", zmid=0.0, height=None):
+    """A heatmap with one row per token (the chosen one marked)."""
+    fig = go.Figure(go.Heatmap(z=a, x=x, y=labels(a.shape[0]), colorscale=scale, zmid=zmid,
+                               hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>"))
+    fig.add_hline(y=token, line_color="black", line_width=1, opacity=0.5)
+    fig.update_layout(title=title, height=height or 180 + 14 * a.shape[0], yaxis=dict(autorange="reversed"),
+                      xaxis_title=x_title, margin=dict(t=40, b=40))
+    exports.figure(fig, key, title, bundle)
+
+
+def strips(rows: dict[str, np.ndarray], title: str, key: str):
+    """Vectors of the chosen token, one strip each (all of the same length)."""
+    fig = go.Figure(go.Heatmap(z=np.stack(list(rows.values())), y=list(rows), colorscale="RdBu_r", zmid=0,
+                               hovertemplate="%{y}, unit %{x}: %{z:.3f}<extra></extra>"))
+    fig.update_layout(title=title, height=110 + 34 * len(rows), xaxis_title="hidden unit", margin=dict(t=40, b=40),
+                      yaxis=dict(autorange="reversed"))
+    exports.figure(fig, key, title, bundle)
+
+
+def bars(series: dict[str, np.ndarray], title: str, key: str, y_title: str):
+    df = pd.concat([pd.DataFrame({"key token": labels(T), y_title: v, "": k}) for k, v in series.items()])
+    fig = px.bar(df, x="key token", y=y_title, color="", barmode="group", title=title)
+    fig.update_layout(height=360, margin=dict(t=40, b=40))
+    exports.figure(fig, key, title, bundle)
+
+
+def cosine(a, b) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
+
+
+def header(i: int, equation: str, shape: str, source: str):
+    st.subheader(f"Step {i + 1} of {len(STEPS)}: {STEPS[i]}")
+    st.latex(equation)
+    st.caption(f"Shape: {shape} · {source}")
+
+
+tok = tokens[token]
+
+
+def step_input():
+    if steps.embedding_parts is not None:
+        header(0, r"X = \mathrm{LayerNorm}(E_{token} + E_{segment} + E_{position})", f"[{T}, {H}]",
+               "BERT, Section 3.2 and Figure 2")
+        p = steps.embedding_parts
+        strips({k: p[k][token] for k in ("token", "segment", "position", "sum")} | {"X (after LayerNorm)":
+               steps.x[token]}, f"The input representation of {tok!r}, unit by unit", "ins_emb")
+        norms = {k: float(np.linalg.norm(p[k][token])) for k in ("token", "segment", "position")}
+        st.caption(f"For {tok!r} the three summands have lengths token {norms['token']:.2f}, segment "
+                   f"{norms['segment']:.2f}, position {norms['position']:.2f}; LayerNorm then gives every token "
+                   f"mean 0 and variance 1 before its learned scale and shift.")
+    else:
+        header(0, rf"X = h^{{({layer})}} \quad\text{{(the output of layer {layer})}}", f"[{T}, {H}]",
+               "Transformer encoder stack (Vaswani et al. 2017, Section 3.1)")
+        st.caption(f"Layer {layer + 1} reads what layer {layer} wrote: one {H}-unit vector per token.")
+    heat(steps.x, f"X: the input of layer {layer + 1}", "ins_x", "hidden unit")
+
+
+def step_qkv():
+    header(1, rf"Q = XW_Q + b_Q,\; K = XW_K + b_K,\; V = XW_V + b_V \quad (\text{{head {head + 1}: columns }}"
+              rf"{head * d + 1}\ldots{(head + 1) * d})", f"[{T}, {d}] each for one head (d = H / A = {H} / {A})",
+           "Vaswani et al. 2017, Section 3.2.2 (multi-head attention)")
+    cols = st.columns(3)
+    for col, (label, m) in zip(cols, (("Q", steps.q), ("K", steps.k), ("V", steps.v))):
+        with col:
+            heat(m, f"{label} of head {head + 1}", f"ins_{label.lower()}", "unit of the head")
+    st.caption(f"The query of {tok!r} has length {np.linalg.norm(steps.q[token]):.2f}; the keys range from "
+               f"{np.linalg.norm(steps.k, axis=1).min():.2f} to {np.linalg.norm(steps.k, axis=1).max():.2f}.")
+
+
+def step_scores():
+    header(2, rf"S_{{ij}} = \frac{{q_i \cdot k_j}}{{\sqrt{{d}}}} = \frac{{q_i \cdot k_j}}{{\sqrt{{{d}}}}}",
+           f"[{T}, {T}]", "Vaswani et al. 2017, Section 3.2.1 (scaled dot-product attention)")
+    row = steps.scores[token]
+    bars({"score": row}, f"Scores of {tok!r} against every token", "ins_scores_row", "score")
+    heat(steps.scores, "All scores (rows: queries, columns: keys)", "ins_scores", "key token", x=labels(T),
+         scale="Viridis", zmid=None)
+    j = int(np.argmax(np.where(steps.keep > 0, row, -np.inf)))
+    st.caption(f"{tok!r} scores highest against {tokens[j]!r} (position {j}, {row[j]:.2f}); dividing by "
+               f"√{d} = {np.sqrt(d):.2f} keeps the scores small enough for a soft softmax.")
+
+
+def step_mask():
+    header(3, r"M_{ij} = \begin{cases}0 & j \text{ visible to } i\\ -\infty & \text{padding, or } j > i "
+              r"\text{ in a left-to-right model}\end{cases}", f"[{T}, {T}]",
+           "BERT, Section 3 and Figure 3 (BERT's bidirectional vs OpenAI GPT's left-to-right attention)")
+    own, other = ("left-to-right", "bidirectional") if steps.causal else ("bidirectional", "left-to-right")
+    m1, m2 = st.columns(2)
+    blocked = (steps.mask < -1e30).astype(float)
+    padding = np.broadcast_to(steps.keep[None, :] == 0, (T, T))
+    other_blocked = (padding | (np.triu(np.ones((T, T)), 1) > 0 if not steps.causal else padding)).astype(float)
+    with m1:
+        heat(blocked, f"This model's mask ({own}): dark = blocked", "ins_mask", "key token", x=labels(T),
+             scale="Greys", zmid=None)
+    with m2:
+        heat(other_blocked, f"The {other} mask on the same input", "ins_mask_other", "key token", x=labels(T),
+             scale="Greys", zmid=None)
+    series = {f"{own} (this model)": steps.probs[token], f"{other} mask, same scores": steps.other_probs[token]}
+    ltr = causal_checkpoints(runs_root())
+    if ltr and not steps.causal:
+        pick = st.selectbox("Compare with a left-to-right checkpoint", [None] + [c.path for c in ltr],
+                            key="ins_ltr", format_func=lambda p: "none" if p is None else
+                            next(c.label for c in ltr if c.path == p))
+        if pick:
+            other_model, err = load(pick, "BertForPreTraining")
+            if err:
+                st.warning(err)
+            elif (other_model.config.num_layers, other_model.config.num_heads) < (layer + 1, head + 1):
+                st.info("That checkpoint has no such layer or head; pick a smaller one above.")
+            else:
+                theirs = computed(layer_steps, pick, "BertForPreTraining", text, text_b, layer, head, 128, int(pad_to))
+                if theirs.tokens == tokens:
+                    series["a real left-to-right model"] = theirs.probs[token]
+                else:
+                    st.info("That checkpoint splits the input into other WordPieces (another vocabulary), so its "
+                            "row cannot be drawn on the same tokens.")
+    elif not steps.causal:
+        st.caption("No left-to-right checkpoint found under the runs folder: the ablation studio's LTR "
+                   "pre-training writes one; it would be drawn here beside this model.")
+    bars(series, f"Attention of {tok!r} under each mask", "ins_mask_rows", "weight")
+    seen = int((steps.mask[token] == 0).sum())
+    st.caption(f"Under this model's mask {tok!r} sees {seen} of {T} positions; under the {other} mask its "
+               f"attention to itself goes from {steps.probs[token, token]:.0%} to "
+               f"{steps.other_probs[token, token]:.0%}. A left-to-right model's first token, [CLS], sees only "
+               "itself — why BERT's Table 5 reads the last token of its LTR model instead.")
+
+
+def step_softmax():
+    header(4, r"P_{ij} = \frac{\exp(S_{ij} + M_{ij})}{\sum_k \exp(S_{ik} + M_{ik})}", f"[{T}, {T}], rows sum to 1",
+           "Vaswani et al. 2017, Section 3.2.1")
+    bars({"weight": steps.probs[token]}, f"Attention row of {tok!r}", "ins_softmax_row", "weight")
+    heat(steps.probs, f"Attention of head {head + 1} (what the Attention page's bertviz draws)", "ins_probs",
+         "key token", x=labels(T), scale="Blues", zmid=None)
+    st.caption(describe_row(steps, token))
+
+
+def step_weighted_sum():
+    header(5, r"z_i = \sum_j P_{ij}\, v_j", f"[{T}, {d}] for one head", "Vaswani et al. 2017, Section 3.2.1")
+    parts = steps.probs[token][:, None] * steps.v
+    heat(parts, f"P[{token}, j] · v_j: what each token adds to z of {tok!r}", "ins_parts", "unit of the head")
+    strips({"z (the sum)": steps.context[token]}, f"z of {tok!r} in head {head + 1}", "ins_z")
+    top = int(np.argmax(np.linalg.norm(parts, axis=1)))
+    st.caption(f"The largest contribution comes from {tokens[top]!r} (position {top}): length "
+               f"{np.linalg.norm(parts[top]):.2f} of the sum's {np.linalg.norm(steps.context[token]):.2f}.")
+
+
+def step_output():
+    header(6, r"Y = \mathrm{LayerNorm}\big(X + \mathrm{Concat}(z^{(1)},\ldots,z^{(A)})\,W_O + b_O\big)",
+           f"[{T}, {A}·{d}] → [{T}, {H}]", "Vaswani et al. 2017, Sections 3.2.2 and 3.1 (residual + LayerNorm)")
+    strips({"all heads side by side": steps.all_heads[token], "· W_O + b_O": steps.attention_out[token],
+            "+ X (residual)": steps.attention_sum[token], "Y = LayerNorm": steps.attended[token]},
+           f"{tok!r} through the attention sub-layer's output", "ins_attn_out")
+    ratio = np.linalg.norm(steps.attention_out[token]) / np.linalg.norm(steps.x[token])
+    st.caption(f"For {tok!r} the attention output is {ratio:.2f}× as long as the residual X it is added to; "
+               f"after LayerNorm, Y has cosine {cosine(steps.x[token], steps.attended[token]):.2f} with X.")
+
+
+def step_ffn():
+    header(7, r"h^{(\ell)} = \mathrm{LayerNorm}\big(Y + \mathrm{GELU}(YW_1 + b_1)\,W_2 + b_2\big)",
+           f"[{T}, {H}] → [{T}, {steps.ff_hidden.shape[1]}] → [{T}, {H}]",
+           "Vaswani et al. 2017, Section 3.3; BERT uses GELU (Section 3, after OpenAI GPT)")
+    strips({"Y W_1 + b_1": steps.ff_hidden[token], "GELU": steps.ff_gelu[token]},
+           f"{tok!r} in the {steps.ff_hidden.shape[1]}-unit inner layer", "ins_ff_inner")
+    strips({"· W_2 + b_2": steps.ff_out[token], "+ Y (residual)": steps.output_sum[token],
+            "LayerNorm: the layer's output": steps.output[token]}, f"{tok!r} back to {H} units", "ins_ff_out")
+    active = float((steps.ff_gelu[token] > 0.1).mean())
+    st.caption(f"{active:.0%} of the inner units are clearly on (GELU > 0.1) for {tok!r}. The layer's output has "
+               f"cosine {cosine(steps.x[token], steps.output[token]):.2f} with the layer's input X.")
+
+
+RENDER = [step_input, step_qkv, step_scores, step_mask, step_softmax, step_weighted_sum, step_output, step_ffn]
+
+
+def move(delta: int):
+    st.session_state["ins_step"] = min(len(STEPS), max(1, st.session_state.get("ins_step", 1) + delta))
+
+
+st.divider()
+b1, b2, b3, b4 = st.columns([1, 1, 6, 2])
+b1.button("◀ Previous", key="ins_prev", on_click=move, args=(-1,))
+b2.button("Next ▶", key="ins_next", on_click=move, args=(1,))
+step = b3.select_slider("Step", options=list(range(1, len(STEPS) + 1)), key="ins_step",
+                        format_func=lambda i: f"{i}. {STEPS[i - 1]}")
+show_all = b4.toggle("All steps", key="ins_all", help="Every step on one page, one under the other.")
+for i, render in enumerate(RENDER):
+    if show_all or i == step - 1:
+        render()
+gap = computed(difference_from_model, name, "BertForPreTraining", text, text_b, layer, head, 128, int(pad_to))
+st.caption(f"Composed from the weights, these steps give layer {layer + 1}'s output. Against the model's own "
+           f"forward pass on this input the largest difference is {gap:.1e} (float32 rounding).")
+exports.bundle_button(bundle, "ins_bundle")

@@ -1,0 +1,106 @@
+"""The "Inside one layer" steps, composed as the page computes them, equal the model's own layer."""
+import numpy as np
+import pytest
+
+from bert_explorer.analysis.attention import attention_maps
+from bert_explorer.analysis.layer_steps import encode, layer_steps, model_layer_output
+from bert_explorer.checkpoint import load
+
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return load("minilm-mlm-nsp", "BertForPreTraining")
+
+
+def _check(loaded, text, text_b, layer, head, pad_to=0):
+    steps = layer_steps(loaded, text, text_b, layer, head, pad_to=pad_to)
+    _, ids, segments, keep = encode(loaded, text, text_b, 128, pad_to)
+    output, attentions = model_layer_output(loaded, (ids, segments, keep), layer)
+    assert np.abs(steps.output - output).max() < TOL
+    assert np.abs(steps.probs - attentions[head]).max() < TOL
+    # the steps compose: each one is computed from the one before
+    d = steps.head_size
+    assert np.allclose(steps.scores, steps.q @ steps.k.T / np.sqrt(d), atol=TOL)
+    assert np.allclose(steps.context, steps.probs @ steps.v, atol=TOL)
+    assert np.allclose(steps.all_heads[:, head * d:(head + 1) * d], steps.context, atol=TOL)
+    assert np.allclose(steps.attention_sum, steps.attention_out + steps.x, atol=TOL)
+    assert np.allclose(steps.output_sum, steps.ff_out + steps.attended, atol=TOL)
+    assert np.allclose(steps.probs.sum(-1), 1, atol=TOL)
+    return steps
+
+
+@pytest.mark.parametrize("layer,head", [(0, 0), (2, 5), (5, 11)])
+def test_steps_equal_the_model_on_a_sentence(loaded, layer, head):
+    steps = _check(loaded, "the cat sat on the mat because it was warm .", None, layer, head)
+    if layer == 0:
+        parts = steps.embedding_parts
+        assert np.allclose(parts["sum"], parts["token"] + parts["segment"] + parts["position"], atol=TOL)
+    else:
+        assert steps.embedding_parts is None
+
+
+def test_steps_equal_the_model_on_a_padded_pair(loaded):
+    steps = _check(loaded, "the cat sat on the mat .", "then it fell asleep .", 1, 3, pad_to=24)
+    real = steps.num_real
+    assert real < 24 and len(steps.tokens) == 24 and steps.tokens[-1] == "[PAD]"
+    assert (steps.probs[:, real:] == 0).all()                     # no query attends to padding
+    assert steps.segment_ids[steps.tokens.index("[SEP]") + 1] == 1  # sentence B has segment 1
+    unpadded = layer_steps(loaded, "the cat sat on the mat .", "then it fell asleep .", 1, 3)
+    assert np.abs(unpadded.output - steps.output[:real]).max() < TOL  # padding changes nothing real
+
+
+def test_steps_equal_a_causal_model(loaded):
+    causal = load("minilm-mlm-nsp", "BertForPreTraining")
+    causal.config.causal = True
+    causal.model.bert.config.causal = True
+    steps = _check(causal, "the cat sat on the mat .", None, 2, 4, pad_to=12)
+    assert steps.causal
+    T = steps.num_real
+    assert np.allclose(np.triu(steps.probs[:T, :T], 1), 0)       # nobody sees to the right
+    assert steps.probs[0, 0] == pytest.approx(1.0)                  # [CLS] sees only itself
+    # the other mask (bidirectional) on the same scores spreads attention to the right again
+    assert np.triu(steps.other_probs[:T, :T], 1).sum() > 0.1
+
+
+def test_softmax_row_is_what_bertviz_draws(loaded):
+    steps = layer_steps(loaded, "the bank of the river .", None, 3, 7)
+    drawn = attention_maps(loaded, "the bank of the river .", None).attentions[3, 7]
+    assert np.abs(steps.probs - drawn).max() < TOL
+    # the bidirectional model's "other" mask is causal: upper triangle empty
+    assert np.allclose(np.triu(steps.other_probs, 1), 0)
+
+
+def test_bad_layer_or_head_is_one_sentence(loaded):
+    with pytest.raises(ValueError, match="layers 1–6"):
+        layer_steps(loaded, "a b c", None, 6, 0)
+    with pytest.raises(ValueError, match="heads 1–12"):
+        layer_steps(loaded, "a b c", None, 0, 12)
+
+
+def test_inside_one_layer_page_walks_through_the_steps():
+    import re
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    page = Path(__file__).resolve().parent.parent / "pages" / "10_Inside_one_layer.py"
+    at = AppTest.from_file(str(page), default_timeout=120).run()
+    assert not at.exception
+    assert [s.value for s in at.subheader] == ["Step 1 of 8: Input representation"]
+    gap = next(c.value for c in at.caption if "largest difference" in c.value)
+    assert float(re.search(r"difference is ([0-9.e+-]+)", gap).group(1)) < 1e-5
+    at.button(key="ins_next").click().run()
+    at.button(key="ins_next").click().run()
+    assert at.subheader[0].value == "Step 3 of 8: Scores"
+    at.button(key="ins_prev").click().run()
+    assert at.subheader[0].value == "Step 2 of 8: Queries, keys and values"
+    # padding: the mask step says how many positions the token sees, padding excluded
+    at.number_input(key="ins_pad").set_value(20).run()
+    at.select_slider(key="ins_step").set_value(4).run()
+    sees = next(c.value for c in at.caption if "sees" in c.value)
+    assert len(at.selectbox(key="ins_token").options) == 20  # 13 WordPieces + 7 [PAD]
+    assert "sees 13 of 20 positions" in sees                   # padding keys are masked
+    at.toggle(key="ins_all").set_value(True).run()
+    assert len(at.subheader) == 8 and not at.exception
