@@ -3,6 +3,7 @@ headless (no browser, no network): a first run (imports, model load) and then wa
 change one input, as a user typing a new sentence would.
 
     python bench/page_interactions.py [--repeats 3]
+    python bench/page_interactions.py --long     # the Attention page at 128 and 512 tokens
 
 There is no transformers anchor for a page (there is no such app to compare with); the goal
 set for the pages is a warm interaction under 1 s on this CPU.
@@ -27,10 +28,53 @@ CHANGES = {
 }
 
 
+def long_text(tokens: int) -> tuple[str, str]:
+    """Two paragraphs of a BBC article (sentence A and B) of about ``tokens`` WordPieces in all."""
+    from bert_explorer.checkpoint import load
+    from bert_explorer.data.corpora import bbc_articles
+
+    tok = load("minilm-mlm-nsp").tokenizer
+    for _, doc in bbc_articles():
+        a, b, n = [], [], 3
+        for sentence in doc[1:]:
+            (a if len(a) < len(doc) // 2 else b).append(sentence)
+            n += len(tok.encode(sentence).input_ids) - 2
+            if n >= tokens:
+                return " ".join(a), " ".join(b)
+    raise SystemExit("no article is long enough")
+
+
+def long_inputs(repeats: int) -> None:
+    """The Attention page with 128 and 512 tokens: the first run with a new input (the model and
+    bertviz compute), then warm reruns that change the heatmap's head (what a user clicks)."""
+    print(f"{'Attention page, tokens':<28}{'new input s':>12}{'warm median s':>15}{'warm max s':>12}")
+    at = AppTest.from_file(str(PAGES / "2_Attention.py"), default_timeout=300).run()
+    at.slider(key="att_max_tokens").set_value(512).run()
+    for tokens in (128, 512):
+        a, b = long_text(tokens)
+        t = time.perf_counter()
+        at.text_area(key="att_a").set_value(a)
+        at.text_area(key="att_b").set_value(b).run()
+        first = time.perf_counter() - t
+        if at.exception:
+            print(f"raised: {at.exception[0].value}")
+            return
+        warm = []
+        for i in range(repeats):
+            t = time.perf_counter()
+            at.selectbox(key="att_hm_head").set_value((i + 1) % 4).run()
+            warm.append(time.perf_counter() - t)
+        n = len(at.selectbox(key="att_hm_layer").options) and tokens
+        print(f"{n:<28}{first:>12.2f}{statistics.median(warm):>15.2f}{max(warm):>12.2f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--long", action="store_true", help="the Attention page at 128 and 512 tokens")
     args = p.parse_args()
+    if args.long:
+        return long_inputs(args.repeats)
     print(f"{'page':<28}{'first run s':>12}{'warm median s':>15}{'warm max s':>12}")
     for page, (kind, key, inputs) in CHANGES.items():
         if not (PAGES / page).exists():

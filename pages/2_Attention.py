@@ -5,8 +5,10 @@ import streamlit as st
 from bert_explorer.analysis.attention import (BEHAVIOUR_RULE, COLUMN_NAMES, REFERENCE_INPUTS, attention_maps,
                                               attention_rollout, behaviour_table, describe_behaviours,
                                               head_ablation, head_name, head_stats_over, layer_name, measure_heads,
-                                              uniform_reference)
+                                              uniform_reference, window)
 from bert_explorer.analysis.bertviz_offline import OfflineAssetsMissing, render
+from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app import exports
 from bert_explorer.app.state import load, model_picker
 from bert_explorer.app.widgets import intro
 
@@ -33,9 +35,25 @@ if error:
     st.stop()
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+DRAWN_TOKENS = 128  # bertviz draws at most this many tokens: its data grow with T² and the browser slows
+
+
+# A resource, not data: a 512-token input's L × A × T × T attention is 75 MB for the default model,
+# and cache_data would unpickle a copy of it on every rerun. Nothing below changes it in place.
+@st.cache_resource(show_spinner=False, max_entries=8)
 def _attention(model: str, text: str, text_b: str | None, max_tokens: int):
     return attention_maps(load(model, "BertForPreTraining")[0], text, text_b, max_tokens)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _rollout(model: str, text: str, text_b: str | None, max_tokens: int):
+    return attention_rollout(_attention(model, text, text_b, max_tokens))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _head_measures(model: str, text: str, text_b: str | None, max_tokens: int, with_reference: bool):
+    inputs = [_attention(model, text, text_b, max_tokens)] + (_reference(model, max_tokens) if with_reference else [])
+    return head_stats_over(inputs), uniform_reference(inputs), len(inputs)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -49,16 +67,18 @@ def _reference(model: str, max_tokens: int):
 
 
 @st.cache_data(show_spinner="Drawing with bertviz…", max_entries=16)
-def _bertviz(model: str, text: str, text_b: str | None, max_tokens: int, view: str):
-    return render(_attention(model, text, text_b, max_tokens), view)
+def _bertviz(model: str, text: str, text_b: str | None, max_tokens: int, view: str, start: int):
+    return render(window(_attention(model, text, text_b, max_tokens), start, DRAWN_TOKENS), view)
 
 
 c1, c2 = st.columns(2)
 text = c1.text_area("Sentence A", "the cat sat on the mat because it was warm .", key="att_a", height=70)
 text_b = c2.text_area("Sentence B (optional)", "then it fell asleep in the sun .", key="att_b", height=70)
 text_b = text_b.strip() or None
-max_tokens = st.sidebar.slider("Max tokens drawn", 16, 256, 64, 16, key="att_max_tokens",
-                               help="Attention data grows with the square of the length; longer inputs are cut.")
+max_tokens = st.sidebar.slider("Max tokens", 16, 512, 128, 16, key="att_max_tokens",
+                               help="Attention data grows with the square of the length; longer inputs are cut. "
+                                    f"bertviz draws at most {DRAWN_TOKENS} of them; the heatmaps and the download "
+                                    "keep them all.")
 if not text.strip():
     st.info("Type a sentence A to see its attention.")
     st.stop()
@@ -66,8 +86,30 @@ if not text.strip():
 result = _attention(name, text, text_b, max_tokens)
 L, A = result.num_layers, result.num_heads
 if result.truncated:
-    st.info(f"The input was cut to {max_tokens} WordPieces (longest sentence first) to keep the drawing fast; "
-            "raise *Max tokens drawn* in the sidebar to see more.")
+    st.info(f"The input was cut to {max_tokens} WordPieces (longest sentence first) to keep the page fast; "
+            "raise *Max tokens* in the sidebar to see more.")
+T = len(result.tokens)
+start = 0
+if T > DRAWN_TOKENS:
+    start = st.slider("bertviz draws the tokens from position", 0, T - DRAWN_TOKENS, 0, 16, key="att_window",
+                      help="Drawing every line of a long input would freeze the browser.")
+    st.caption(f"Your input has {T} tokens: bertviz draws tokens {start}–{start + DRAWN_TOKENS - 1} and the "
+               "attention among them (weights to tokens outside that window are not drawn). The heatmaps, the "
+               "head measures and the download use all {T}.".replace("{T}", str(T)))
+bundle = ResultBundle("Attention", name, {"text": text, "text_b": text_b, "max_tokens": max_tokens})
+bundle.add_array("attentions [layer, head, query, key]", result.attentions, "float16")
+bundle.add_data("tokens", result.tokens)
+
+
+
+def token_axes(fig) -> None:
+    """Token names on both axes for a short input; for a long one the hover shows them (T labels
+    would overlap) and the plot stays at most 900 px high."""
+    if T <= DRAWN_TOKENS:
+        ticks = dict(tickmode="array", tickvals=list(range(T)), ticktext=result.tokens)
+        fig.update_layout(xaxis=ticks, yaxis=ticks)
+    fig.update_layout(height=min(900, 260 + 16 * T))
+
 
 tabs = st.tabs(["Head view", "Model view", "Heatmap", "Head behaviours", "Rollout", "Switch a head off"])
 
@@ -75,7 +117,7 @@ tabs = st.tabs(["Head view", "Model view", "Heatmap", "Head behaviours", "Rollou
 def bertviz_tab(view_name: str, caption: str) -> None:
     st.caption(caption)
     try:
-        view = _bertviz(name, text, text_b, max_tokens, view_name)
+        view = _bertviz(name, text, text_b, max_tokens, view_name, start)
     except OfflineAssetsMissing as e:
         st.warning(f"bertviz cannot draw offline: {e}")
         return
@@ -87,6 +129,7 @@ def bertviz_tab(view_name: str, caption: str) -> None:
         st.caption(f"Drawn at {view.fit.scale:.0%} of bertviz's size so that all {len(view.layers)} layers × "
                    f"{A} heads fit in the frame.")
     st.iframe(view.html, height=view.height)
+    exports.view(view.html, f"att_{view_name}_view", f"bertviz {view_name} view", bundle)
 
 
 with tabs[0]:
@@ -105,9 +148,8 @@ with tabs[2]:
                     y=list(range(len(result.tokens))), color_continuous_scale="Blues", zmin=0, zmax=1,
                     labels=dict(x="attended token (key)", y="attending token (query)", color="weight"),
                     aspect="auto", title=f"{layer_name(layer).capitalize()}, {head_name(head)}: each row sums to 1")
-    ticks = dict(tickmode="array", tickvals=list(range(len(result.tokens))), ticktext=result.tokens)
-    fig.update_layout(xaxis=ticks, yaxis=ticks, height=260 + 16 * len(result.tokens))
-    st.plotly_chart(fig, key="att_heatmap")
+    token_axes(fig)
+    exports.figure(fig, "att_heatmap", f"attention of layer {layer + 1} head {head + 1}", bundle)
 
 with tabs[3]:
     st.caption("Each head measured as Clark et al. (2019, \"What Does BERT Look At?\") did: the share of its "
@@ -118,10 +160,8 @@ with tabs[3]:
     with_reference = st.checkbox(f"Average over the {len(REFERENCE_INPUTS)} built-in sentences too", True,
                                  key="att_reference", help="One input can make a head look special; several "
                                  "show what it usually does. Each input counts once.")
-    inputs = [result] + (_reference(name, max_tokens) if with_reference else [])
-    stats = head_stats_over(inputs)
-    uniform = uniform_reference(inputs)
-    measured_on = (f"your input and the {len(inputs) - 1} built-in sentences" if with_reference else "your input")
+    stats, uniform, n_inputs = _head_measures(name, text, text_b, max_tokens, with_reference)
+    measured_on = (f"your input and the {n_inputs - 1} built-in sentences" if with_reference else "your input")
     st.markdown(describe_behaviours(stats, measured_on, uniform))
     st.caption(f"For comparison, uniform attention on the same tokens would give [CLS] {uniform['to_cls']:.2f}, "
                f"[SEP] {uniform['to_sep']:.2f}, periods and commas {uniform['to_punct']:.2f}, previous / next "
@@ -132,24 +172,25 @@ with tabs[3]:
                     color_continuous_scale="Viridis", text_auto=".2f", aspect="auto",
                     zmin=0, zmax=None if stat == "entropy" else 1, labels=dict(color=COLUMN_NAMES[stat]))
     fig.update_layout(height=140 + 48 * L)
-    st.plotly_chart(fig, key="att_stats_grid")
-    st.dataframe(behaviour_table(stats), hide_index=True, key="att_behaviours")
+    exports.figure(fig, "att_stats_grid", f"head measure {stat}", bundle)
+    exports.table(behaviour_table(stats), "att_behaviours", "head behaviours", bundle, hide_index=True)
+    bundle.add_table("head measures", stats)
 
 with tabs[4]:
     st.caption("Attention rollout (Abnar & Zuidema 2020): the heads of a layer are averaged, the residual "
                "connection counts as attention to oneself, and the layers are multiplied — row *i* says how much "
                "of each *input* token has flowed into position *i* by that layer.")
-    rollout = attention_rollout(result)
+    rollout = _rollout(name, text, text_b, max_tokens)
     r_layer = st.slider("After layer", 1, L, L, key="att_rollout_layer") - 1 if L > 1 else 0
     fig = px.imshow(rollout[r_layer], color_continuous_scale="Oranges", zmin=0, aspect="auto",
                     labels=dict(x="input token", y="position", color="share"))
-    ticks = dict(tickmode="array", tickvals=list(range(len(result.tokens))), ticktext=result.tokens)
-    fig.update_layout(xaxis=ticks, yaxis=ticks, height=260 + 16 * len(result.tokens))
-    st.plotly_chart(fig, key="att_rollout")
+    token_axes(fig)
+    exports.figure(fig, "att_rollout", f"attention rollout after layer {r_layer + 1}", bundle)
+    bundle.add_array("rollout [layer, position, input token]", rollout, "float16")
     cls_share = pd.DataFrame({"token": [f"{i}: {t}" for i, t in enumerate(result.tokens)],
                               "share": rollout[r_layer][0]})
     fig = px.bar(cls_share, x="token", y="share", title="What the [CLS] vector is made of (row 0)")
-    st.plotly_chart(fig, key="att_rollout_cls")
+    exports.figure(fig, "att_rollout_cls", "what the CLS vector is made of", bundle)
 
 with tabs[5]:
     st.caption("The head mask multiplies one head's output by 0. In BERT-Base, Michel et al. (2019) found that "
@@ -166,6 +207,10 @@ with tabs[5]:
     fig = px.bar(df, x="token", y="relative change",
                  title=f"‖h′ − h‖ / ‖h‖ of the last layer, {layer_name(a_layer)}, {head_name(a_head)} "
                        "switched off")
-    st.plotly_chart(fig, key="att_ablation")
+    exports.figure(fig, "att_ablation", f"layer {a_layer + 1} head {a_head + 1} switched off", bundle)
     if abl["mlm"]:
-        st.dataframe(pd.DataFrame(abl["mlm"]), hide_index=True, key="att_ablation_mlm")
+        exports.table(pd.DataFrame(abl["mlm"]), "att_ablation_mlm", "masked word with the head off", bundle,
+                      hide_index=True)
+
+st.divider()
+exports.bundle_button(bundle, "att_bundle")

@@ -200,7 +200,7 @@ def test_attention_page_head_choice_and_truncation():
     assert at.get("plotly_chart")[0].proto.spec != before
     at.text_area(key="att_a").set_value("long " * 200).run()
     assert not at.exception
-    assert any("was cut to 64" in i.value for i in at.info)
+    assert any("was cut to 128" in i.value for i in at.info)
 
 
 @needs_shipped

@@ -115,6 +115,19 @@ class AttentionResult:
         return self.segment_ids.index(1) if 1 in self.segment_ids else None
 
 
+def window(result: AttentionResult, start: int, size: int) -> AttentionResult:
+    """Tokens ``start``..``start+size-1`` and the attention among them: what a drawing of a long
+    input shows. Rows are *not* renormalised, so a row's weights to tokens outside the window
+    are simply not drawn (a row may then sum to less than 1)."""
+    start = max(0, min(start, len(result.tokens) - size))
+    end = start + size
+    if start == 0 and end >= len(result.tokens):
+        return result
+    return AttentionResult(tokens=result.tokens[start:end], segment_ids=result.segment_ids[start:end],
+                           attentions=np.ascontiguousarray(result.attentions[:, :, start:end, start:end]),
+                           text=result.text, text_b=result.text_b, truncated=result.truncated)
+
+
 def _device(model) -> torch.device:
     return next(model.parameters()).device
 

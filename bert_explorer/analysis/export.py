@@ -57,7 +57,7 @@ class ResultBundle:
     model: str
     inputs: dict
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    arrays: dict[str, tuple] = field(default_factory=dict)  # name -> (array, dtype to save it in or None)
     figures: dict[str, object] = field(default_factory=dict)
     views: dict[str, str] = field(default_factory=dict)   # name -> standalone HTML
     data: dict[str, object] = field(default_factory=dict)  # name -> JSON-ready
@@ -65,8 +65,10 @@ class ResultBundle:
     def add_table(self, name: str, df: pd.DataFrame) -> None:
         self.tables[name] = df
 
-    def add_array(self, name: str, array) -> None:
-        self.arrays[safe_name(name)] = np.asarray(array)
+    def add_array(self, name: str, array, dtype=None) -> None:
+        """Keep ``array`` (converted to ``dtype`` only when the zip is made: a page pays nothing for
+        an export no one asks for)."""
+        self.arrays[safe_name(name)] = (array, dtype)
 
     def add_figure(self, name: str, fig) -> None:
         self.figures[name] = fig
@@ -93,9 +95,11 @@ class ResultBundle:
                 lines.append(f"tables/{safe_name(name)}.csv — {name}")
             if self.arrays:
                 arr = io.BytesIO()
-                np.savez_compressed(arr, **self.arrays)
+                arrays = {k: np.asarray(a, dtype=dtype) for k, (a, dtype) in self.arrays.items()}
+                np.savez_compressed(arr, **arrays)
                 z.writestr("arrays.npz", arr.getvalue())
-                lines.append(f"arrays.npz — numpy arrays: {', '.join(f'{k} {v.shape}' for k, v in self.arrays.items())}")
+                lines.append("arrays.npz — numpy arrays: "
+                             + ", ".join(f"{k} {v.shape} {v.dtype}" for k, v in arrays.items()))
             if self.data:
                 z.writestr("data.json", json.dumps(self.data, indent=1, ensure_ascii=False, default=_plain))
                 lines.append(f"data.json — {', '.join(self.data)}")
