@@ -4,6 +4,8 @@ import plotly.express as px
 import streamlit as st
 
 from bert_explorer.analysis import embeddings as emb
+from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app import exports
 from bert_explorer.app.state import load, model_picker
 from bert_explorer.app.widgets import intro
 
@@ -67,9 +69,10 @@ if not text_a.strip():
     st.info("Write sentence A to see its WordPieces.")
     st.stop()
 rep = representation(name, text_a, text_b.strip() or None)
+bundle = ResultBundle("Tokens and embeddings", name, {"text": text_a, "text_b": text_b.strip() or None})
 if rep.truncated:
     st.warning(f"The input was cut to {len(rep.tokens)} WordPieces.")
-st.dataframe(rep.table(), hide_index=True, key="emb_tokens")
+exports.table(rep.table(), "emb_tokens", "wordpieces", bundle, hide_index=True)
 st.caption("Words missing from the vocabulary are split into pieces; `##` marks a piece that continues a word. "
            "`[CLS]` starts every input, `[SEP]` ends each sentence; sentence B's tokens get segment 1.")
 
@@ -81,7 +84,7 @@ fig = px.bar(rep.norms_frame(), x="label", y="norm", color="part", barmode="grou
              category_orders={"part": list(emb.PARTS)}, labels={"label": "position: piece", "norm": "length ‖v‖"},
              title="Length of each part of the input vector, per WordPiece")
 fig.update_layout(height=420, margin=dict(l=10, r=10, t=50, b=10), legend_title_text="")
-st.plotly_chart(fig, key="emb_norms")
+exports.figure(fig, "emb_norms", bundle=bundle)
 st.caption("The segment vector is one and the same for every token of a sentence; the position vector changes "
            "with each slot. LayerNorm brings every token to about the same length, so what differs afterwards "
            "is the direction. This is layer 0, what the first encoder layer reads.")
@@ -95,7 +98,7 @@ fig = px.imshow(sim.round(3), zmin=-1, zmax=1, color_continuous_scale="RdBu_r", 
                 labels={"x": "position j", "y": "position i", "color": "cosine"},
                 title=f"Cosine similarity between the first {n} position embeddings")
 fig.update_layout(height=520, margin=dict(l=10, r=10, t=50, b=10))
-st.plotly_chart(fig, key="emb_pos_heatmap")
+exports.figure(fig, "emb_pos_heatmap", bundle=bundle)
 st.caption("BERT learns one vector per position instead of the Transformer's fixed sinusoids. A bright band "
            "along the diagonal means neighbouring positions ended up with similar vectors.")
 
@@ -133,7 +136,7 @@ try:
                      labels={"x": f"{method} 1", "y": f"{method} 2"})
     fig.update_traces(textposition="top center")
     fig.update_layout(height=480, margin=dict(l=10, r=10, t=50, b=10))
-    st.plotly_chart(fig, key="emb_proj")
+    exports.figure(fig, "emb_proj", bundle=bundle)
     if proj.explained_variance_ratio is not None:
         r = proj.explained_variance_ratio
         st.caption(f"The two PCA axes hold {r[0]:.0%} and {r[1]:.0%} of the variance; the rest is not shown.")
@@ -152,7 +155,7 @@ try:
                   title=f"Cosine similarity of “{res.word}” between sentences (layer 0 = input embeddings)")
     fig.update_layout(height=420, margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.2),
                       xaxis=dict(dtick=1))
-    st.plotly_chart(fig, key="emb_ctx_chart")
+    exports.figure(fig, "emb_ctx_chart", bundle=bundle)
     split = len(res.context.pieces) > 1
     st.caption(("“" + res.word + "” is split into " + " ".join(res.context.pieces) + "; its vector is the average "
                 "of the pieces. " if split else "") +
@@ -160,3 +163,6 @@ try:
                "gives 1.0. " + res.describe())
 except ValueError as e:
     st.info(str(e))
+
+st.divider()
+exports.bundle_button(bundle, "emb_bundle")

@@ -3,6 +3,8 @@ import plotly.express as px
 import streamlit as st
 
 from bert_explorer.analysis.probes import MLM_HEAD, masking_demo, mlm_by_layer, mlm_top_k
+from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app import exports
 from bert_explorer.app.state import computed, load, model_picker
 from bert_explorer.app.widgets import intro, needs_head
 
@@ -35,6 +37,7 @@ if 0 < len(words) <= 80:
         text = " ".join("[MASK]" if i in clicked else w for i, w in enumerate(words))
         st.caption(f"The model sees: `{text}`")
 top_k = st.slider("Predictions per mask", 1, 20, 5, key="mlm_k")
+bundle = ResultBundle("Masked word probe", name, {"text": text, "top_k": top_k})
 
 if needs_head(loaded, MLM_HEAD, "predict masked words"):
     try:
@@ -47,7 +50,7 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
         fig = px.bar(df[::-1], x="probability", y="token", orientation="h",
                      title=f"[MASK] at position {m['position']}", range_x=[0, 1])
         fig.update_layout(height=120 + 28 * len(df), margin=dict(l=10, r=10, t=40, b=10))
-        st.plotly_chart(fig, key=f"mlm_bar_{m['position']}")
+        exports.figure(fig, f"mlm_bar_{m['position']}", bundle=bundle)
     if results and text == EXAMPLE:
         found = EXAMPLE_WORD in [p["token"] for p in results[0]["predictions"]]
         st.caption(f"In the article the hidden word was **{EXAMPLE_WORD}**: it is {'' if found else 'not '}among "
@@ -57,9 +60,10 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
         st.caption("The MLM head applied to every layer's vector at the first [MASK] (layer 0 = the input "
                    "embeddings). The head was trained on the last layer only, so early rows are a rough lens.")
         rows = computed(mlm_by_layer, name, "BertForPreTraining", text, top_k=3)
-        st.dataframe(pd.DataFrame([{"layer": r["layer"], **{f"#{i + 1}": f"{p['token']} ({p['probability']:.2f})"
-                                                             for i, p in enumerate(r["predictions"])}}
-                                   for r in rows]), hide_index=True)
+        exports.table(pd.DataFrame([{"layer": r["layer"], **{f"#{i + 1}": f"{p['token']} ({p['probability']:.2f})"
+                                                               for i, p in enumerate(r["predictions"])}}
+                                     for r in rows]), "mlm_layers", "guesses layer by layer", bundle, hide_index=True)
+        bundle.add_data("predictions", results)
 
 st.subheader("How a training sentence is corrupted")
 c1, c2 = st.columns([3, 1])
@@ -69,5 +73,9 @@ seed = c2.number_input("Seed", 0, 10_000, 0, key="mlm_demo_seed")
 rows = computed(masking_demo, name, "BertForPreTraining", demo_text, int(seed))
 df = pd.DataFrame(rows)
 # (a plain table with a tick column: a styled one cost a fifth of the page's server time)
-st.dataframe(df, hide_index=True, column_config={"chosen": st.column_config.CheckboxColumn("chosen")})
+exports.table(df, "mlm_demo", "masking demo", bundle, hide_index=True,
+              column_config={"chosen": st.column_config.CheckboxColumn("chosen")})
 st.caption(f"{int(df['chosen'].sum())} of {len(df) - 2} WordPieces chosen; change the seed to draw again.")
+
+st.divider()
+exports.bundle_button(bundle, "mlm_bundle")

@@ -5,6 +5,8 @@ import streamlit as st
 
 from bert_explorer.analysis.check_set import load_check_set
 from bert_explorer.analysis.probes import NSP_HEAD, nsp_probability, nsp_table_summary
+from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app import exports
 from bert_explorer.app.state import load, model_picker
 from bert_explorer.app.widgets import intro, needs_head
 
@@ -43,10 +45,12 @@ corpus = c2.selectbox("Random B from", ["bbc", "sotu", "vital", "wiki", "lee"], 
 if c2.button("Draw a random B", key="nsp_draw"):
     st.session_state["nsp_b"] = random.choice(corpus_sentences(corpus))
 b = c1.text_area("Sentence B", key="nsp_b", height=70)
+bundle = ResultBundle("Next sentence probe", name, {"text_a": a, "text_b": b})
 
 if a.strip() and b.strip():
     p = nsp_probability(loaded, [(a, b)])[0]["is_next"]
     st.metric("P(IsNext)", f"{p:.1%}", help="softmax of the NSP head; index 0 = IsNext")
+    bundle.add_data("p_is_next", p)
     st.progress(p)
     if (a, b) == (examples[0]["a"], examples[0]["b"]):
         st.caption("This pair is two consecutive sentences of a held-out BBC article: a real IsNext pair. "
@@ -65,5 +69,8 @@ if rows:
     scored = nsp_probability(loaded, [(str(r.A), str(r.B)) for r in rows])
     frame = pd.DataFrame({"pair": [r.pair for r in rows], "P(IsNext)": [x["is_next"] for x in scored],
                           "A": [r.A for r in rows], "B": [r.B for r in rows]})
-    st.dataframe(frame, hide_index=True)
+    exports.table(frame, "nsp_scored", "pairs scored", bundle, hide_index=True)
     st.caption(nsp_table_summary(frame["pair"].tolist(), frame["P(IsNext)"].tolist()))
+
+st.divider()
+exports.bundle_button(bundle, "nsp_bundle")

@@ -7,6 +7,8 @@ from bert_explorer.analysis.attributions import (DEFAULT_STEPS, MAX_STEPS, RELIA
                                                  classifier_runs, explain_classifier, explain_masked_word,
                                                  explain_next_sentence)
 from bert_explorer.analysis.probes import MLM_HEAD, NSP_HEAD
+from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app import exports
 from bert_explorer.app.state import load, model_picker, runs_root
 from bert_explorer.app.widgets import intro, needs_head
 
@@ -42,6 +44,7 @@ def pretrained(head: str, what: str):
 
 
 result = None
+model_used = name
 try:
     if target == MLM:
         loaded = pretrained(MLM_HEAD, "predict masked words")
@@ -74,6 +77,7 @@ try:
         run = by_dir[st.selectbox("Fine-tuning run", list(by_dir), key="attr_run", format_func=lambda d: (
             f"{by_dir[d]['name']} ({by_dir[d]['task'] or 'classifier'}: {', '.join(by_dir[d]['labels'])})"))]
         st.caption("The classifier uses its own fine-tuned model, not the one picked in the sidebar.")
+        model_used = run["model_dir"]
         clf, error = load(run["model_dir"], "BertForSequenceClassification")
         if error:
             st.info(error)
@@ -92,6 +96,8 @@ except ValueError as e:
     st.stop()
 
 st.subheader(f"f = {result.score}")
+bundle = ResultBundle("Attributions", model_used, {"score": result.score, "tokens": result.labels})
+bundle.add_data("attributions", result.rows())
 m = st.columns(5)
 m[0].metric("f(x)", f"{result.f_input:.3f}", help="the score on your input")
 m[1].metric("f(baseline)", f"{result.f_baseline:.3f}", help="the score on the baseline input")
@@ -119,7 +125,7 @@ heat = go.Figure(go.Heatmap(
     hovertemplate="%{x}<br>%{y}: %{z:.4f}<extra></extra>"))
 heat.update_layout(title="Attribution per token (red pushes f down, blue pushes it up)",
                    height=300, margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(autorange="reversed"))
-st.plotly_chart(heat, key="attr_heatmap")
+exports.figure(heat, "attr_heatmap", bundle=bundle)
 
 parts = pd.DataFrame({"token": result.labels, "token embedding": result.token,
                       "segment embedding": result.segment, "position embedding": result.position})
@@ -127,7 +133,10 @@ bars = px.bar(parts.melt(id_vars="token", var_name="part", value_name="attributi
               y="attribution", color="part", barmode="relative",
               title="Each token's attribution split into its three embedding parts")
 bars.update_layout(height=380, margin=dict(l=10, r=10, t=40, b=10), xaxis_title=None)
-st.plotly_chart(bars, key="attr_parts")
+exports.figure(bars, "attr_parts", bundle=bundle)
 
 with st.expander("The numbers, and the baseline each token was compared with"):
-    st.dataframe(pd.DataFrame(result.rows()), hide_index=True)
+    exports.table(pd.DataFrame(result.rows()), "attr_rows", "attributions", bundle, hide_index=True)
+
+st.divider()
+exports.bundle_button(bundle, "attr_bundle")

@@ -25,7 +25,11 @@ def test_the_menu_calls_the_home_page_home_and_there_is_one_menu():
     assert cfg["client"]["showSidebarNavigation"] is False  # Streamlit's own menu ("run app") is off
     links = [e for e in at.sidebar if type(e).__name__ == "PageLink" or getattr(e, "type", "") == "page_link"]
     labels = [getattr(e, "label", None) or e.proto.page_link.label for e in links]
-    assert labels[0] == "Home" and "Attention" in labels and len(labels) == 10
+    assert labels[0] == "Home" and "Attention" in labels
+    from bert_explorer.app.widgets import MENU
+
+    pages = {f"pages/{p.name}" for p in (Path(__file__).resolve().parent.parent / "pages").glob("*.py")}
+    assert {path for path, _, _ in MENU[1:]} == pages and len(labels) == len(MENU)  # every page, once
 
 
 def test_home_page_shows_corpus_provenance_and_licence():

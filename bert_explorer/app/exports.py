@@ -21,9 +21,11 @@ def _button(container, label: str, data, file_name: str, mime: str, key: str, he
                               on_click="ignore", type="tertiary", icon=":material/download:")
 
 
-def figure(fig, key: str, name: str, bundle: ResultBundle | None = None, container=None) -> None:
-    """A plotly chart with its PNG (toolbar) and HTML (button) downloads; added to ``bundle``."""
+def figure(fig, key: str, name: str | None = None, bundle: ResultBundle | None = None, container=None) -> None:
+    """A plotly chart with its PNG (toolbar) and HTML (button) downloads; added to ``bundle``.
+    ``name`` (for the files) defaults to the figure's title."""
     where = container or st
+    name = name or fig.layout.title.text or key
     config = dict(PLOT_CONFIG, toImageButtonOptions=dict(PLOT_CONFIG["toImageButtonOptions"],
                                                          filename=safe_name(name)))
     where.plotly_chart(fig, key=key, config=config)
