@@ -4,6 +4,7 @@ Slow and needs Chromium, so it is marked ``slow``: ``pytest -m slow tests/test_b
 Set BERT_EXPLORER_SCREENSHOTS=DIR to keep a screenshot of each page.
 """
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -144,3 +145,37 @@ def test_fine_tune_a_csv_uploaded_through_the_browser(app_url, page, tmp_path):
     assert not page.locator("[data-testid='stException']").count()
     assert not errors, errors
     _shot(page, "fine-tune")
+
+
+def test_downloaded_bertviz_view_draws_offline_and_saves_an_svg(page, tmp_path):
+    """The standalone HTML of a bertviz view, opened from disk with every network request refused,
+    draws its SVG; its *Save SVG* button saves the drawing as a real SVG file."""
+    import xml.etree.ElementTree as ET
+
+    from bert_explorer.analysis.attention import attention_maps
+    from bert_explorer.analysis.bertviz_offline import render
+    from bert_explorer.checkpoint import load
+
+    result = attention_maps(load("minilm-mlm-nsp", "BertForPreTraining"), "the cat sat on the mat .")
+    for view in ("head", "model"):
+        path = tmp_path / f"{view}.html"
+        path.write_text(render(result, view).html, encoding="utf-8")
+        refused = []
+
+        def refuse(route):
+            refused.append(route.request.url)
+            route.abort()
+
+        page.route(re.compile(r"^(https?|wss?)://"), refuse)
+        page.goto(path.as_uri())
+        page.locator("#vis svg").first.wait_for(timeout=30_000)
+        texts = page.locator("#vis svg text").evaluate_all("els => els.map(e => e.textContent)")
+        assert "cat" in texts and "[CLS]" in texts or view == "model"
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Save SVG").click()
+        svg = ET.parse(download.value.path()).getroot()
+        assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+        drawn = [el for el in svg.iter() if el.tag.endswith(("line", "path", "rect", "text"))]
+        assert len(drawn) > 20
+        assert not refused, refused
+        page.unroute(re.compile(r"^(https?|wss?)://"))

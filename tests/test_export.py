@@ -1,0 +1,64 @@
+"""Saving views: the results zip reads back with standard tools, plots and views open offline."""
+import io
+import json
+import re
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from bert_explorer.analysis.export import ResultBundle, figure_html, figures_html
+
+PAGES = Path(__file__).resolve().parent.parent / "pages"
+EXTERNAL = re.compile(r"""<(script|link)[^>]+(src|href)=["']?(https?:)?//""", re.I)
+
+
+def test_bundle_zip_reads_back_with_pandas_numpy_and_json():
+    df = pd.DataFrame({"token": ["[CLS]", "bank", "[SEP]"], "score": [0.5, -1.25, 3.0]})
+    att = np.random.default_rng(0).random((2, 3, 4, 4)).astype(np.float32)
+    b = ResultBundle("Attention", "minilm-mlm-nsp", {"text": "the bank ."})
+    b.add_table("scores per token", df)
+    b.add_array("attentions", att, "float16")
+    b.add_array("ids", np.arange(5))
+    b.add_figure("a plot", px.bar(df, x="token", y="score"))
+    b.add_view("bertviz head view", "<!DOCTYPE html><html><body><div id='vis'></div></body></html>")
+    b.add_data("tokens", ["[CLS]", "bank", "[SEP]"])
+    z = zipfile.ZipFile(io.BytesIO(b.zip_bytes()))
+    names = set(z.namelist())
+    assert {"input.json", "README.txt", "tables/scores-per-token.csv", "arrays.npz", "figures.html",
+            "views/bertviz-head-view.html", "data.json"} <= names
+    meta = json.loads(z.read("input.json"))
+    assert meta["model"] == "minilm-mlm-nsp" and meta["inputs"] == {"text": "the bank ."}
+    pd.testing.assert_frame_equal(pd.read_csv(z.open("tables/scores-per-token.csv")), df)
+    arrays = np.load(io.BytesIO(z.read("arrays.npz")))
+    assert arrays["attentions"].dtype == np.float16 and np.allclose(arrays["attentions"], att, atol=1e-3)
+    assert arrays["ids"].tolist() == [0, 1, 2, 3, 4]
+    assert json.loads(z.read("data.json"))["tokens"][1] == "bank"
+
+
+def test_plots_save_as_standalone_offline_html():
+    fig = px.line(x=[0, 1, 2], y=[1.0, 0.5, 0.25], title="cosine by layer")
+    html = figure_html(fig)
+    assert not EXTERNAL.search(html)                      # nothing fetched from a CDN
+    assert "Plotly.newPlot" in html and len(html) > 1_000_000  # plotly.js is inside the file
+    two = figures_html({"one": fig, "two": fig})
+    assert two.count("Plotly.newPlot") == 2 and len(two) < len(html) * 1.2  # plotly.js inlined once
+
+
+def test_attention_page_offers_every_download_and_handles_512_tokens():
+    at = AppTest.from_file(str(PAGES / "2_Attention.py"), default_timeout=300).run()
+    assert not at.exception
+    keys = {b.proto.id for b in at.get("download_button")}
+    assert len(keys) >= 8  # two bertviz views, plots, tables, and the page's bundle
+    at.slider(key="att_max_tokens").set_value(512).run()
+    at.text_area(key="att_a").set_value(" ".join(["the river bank flooded the old mill ."] * 40))
+    at.text_area(key="att_b").set_value(" ".join(["prices rose again at the bank ."] * 40)).run()
+    assert not at.exception
+    assert any("bertviz draws tokens 0–127" in c.value for c in at.caption)
+    heatmap = json.loads(at.get("plotly_chart")[0].proto.spec)
+    z = heatmap["data"][0]["z"]
+    assert len(z) == 512 or (isinstance(z, dict) and z.get("shape") in ("512, 512", [512, 512]))
