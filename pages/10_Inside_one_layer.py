@@ -58,9 +58,11 @@ def labels(n: int) -> list[str]:
     return [f"{i}: {t}" for i, t in enumerate(tokens[:n])]
 
 
-def heat(a: np.ndarray, title: str, key: str, x_title: str, x=None, scale="RdBu_r", zmid=0.0, height=None):
+def heat(a: np.ndarray, title: str, key: str, x_title: str, x=None, scale="RdBu_r", zmid=0.0, height=None,
+         zrange=None):
     """A heatmap with one row per token (the chosen one marked)."""
-    fig = go.Figure(go.Heatmap(z=a, x=x, y=labels(a.shape[0]), colorscale=scale, zmid=zmid,
+    fixed = dict(zmin=zrange[0], zmax=zrange[1], showscale=False) if zrange else dict(zmid=zmid)
+    fig = go.Figure(go.Heatmap(z=a, x=x, y=labels(a.shape[0]), colorscale=scale, **fixed,
                                hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>"))
     fig.add_hline(y=token, line_color="black", line_width=1, opacity=0.5)
     fig.update_layout(title=title, height=height or 180 + 14 * a.shape[0], yaxis=dict(autorange="reversed"),
@@ -149,11 +151,11 @@ def step_mask():
     padding = np.broadcast_to(steps.keep[None, :] == 0, (T, T))
     other_blocked = (padding | (np.triu(np.ones((T, T)), 1) > 0 if not steps.causal else padding)).astype(float)
     with m1:
-        heat(blocked, f"This model's mask ({own}): dark = blocked", "ins_mask", "key token", x=labels(T),
-             scale="Greys", zmid=None)
+        heat(blocked, f"This model's mask ({own}): black = blocked", "ins_mask", "key token", x=labels(T),
+             scale="Greys", zrange=(0, 1))
     with m2:
         heat(other_blocked, f"The {other} mask on the same input", "ins_mask_other", "key token", x=labels(T),
-             scale="Greys", zmid=None)
+             scale="Greys", zrange=(0, 1))
     series = {f"{own} (this model)": steps.probs[token], f"{other} mask, same scores": steps.other_probs[token]}
     ltr = causal_checkpoints(runs_root())
     if ltr and not steps.causal:
@@ -235,7 +237,7 @@ def move(delta: int):
 
 
 st.divider()
-b1, b2, b3, b4 = st.columns([1, 1, 6, 2])
+b1, b2, b3, b4 = st.columns([1.3, 1.1, 5.6, 1.5])
 b1.button("◀ Previous", key="ins_prev", on_click=move, args=(-1,))
 b2.button("Next ▶", key="ins_next", on_click=move, args=(1,))
 step = b3.select_slider("Step", options=list(range(1, len(STEPS) + 1)), key="ins_step",
