@@ -6,6 +6,7 @@ import streamlit as st
 import torch
 
 from bert_explorer.analysis.timelapse import DEFAULT_SENTENCE, timelapse
+from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
@@ -250,7 +251,7 @@ for i, s in enumerate(fig.layout.sliders[0].steps if fig.layout.sliders else [])
 if fig.layout.sliders:
     fig.layout.sliders[0].currentvalue.prefix = "checkpoint: "
 fig.update_layout(height=520, margin=dict(l=10, r=10, t=50, b=10))
-st.plotly_chart(fig, key="pt_tl_heatmap")
+exports.figure(fig, "pt_tl_heatmap")
 
 if tl.frames[-1].predictions:
     c1, c2 = st.columns(2)
@@ -263,6 +264,6 @@ if tl.frames[-1].predictions:
         fig2 = px.line(df, x="step", y="probability", color="word", markers=True,
                        title="P(word) at the first [MASK]: the last checkpoint's top 3")
         fig2.update_layout(height=320, margin=dict(l=10, r=10, t=40, b=10))
-        c2.plotly_chart(fig2, key="pt_tl_rise")
+        exports.figure(fig2, "pt_tl_rise", container=c2)
 else:
     st.info("Write [MASK] in the sentence to see the masked-word guesses too.")

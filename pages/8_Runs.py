@@ -1,6 +1,7 @@
 import pandas as pd
 import streamlit as st
 
+from bert_explorer.app import exports
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.state import mode_sentence, show_mode, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
@@ -65,7 +66,7 @@ if picked and keys:
     key = st.selectbox("Metric", keys, key="runs_compare_metric", format_func=lambda k: rv.LABELS.get(k, k))
     fig = rv.compare_figure(rows, key)
     if fig is not None:
-        st.plotly_chart(fig, key="runs_compare_fig")
+        exports.figure(fig, "runs_compare_fig")
     finals = {labels[n]: rv.key_metrics(by_name[n].status()) for n in picked}
     st.dataframe(pd.DataFrame(finals).T.rename(columns=lambda k: rv.LABELS.get(k, k)), width="stretch")
 elif picked:

@@ -3,6 +3,7 @@ import time
 import pandas as pd
 import streamlit as st
 
+from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.state import show_mode, writes_allowed, writes_off
@@ -187,7 +188,7 @@ for axis, fig in figs.items():
     c1, c2 = st.columns([3, 2])
     c1.dataframe(sub[["setting", "task", "metric", "ours", "paper", "paper_metric", "paper_source", "state"]],
                  hide_index=True, width="stretch")
-    c2.plotly_chart(fig, key=f"abl_fig_{axis}")
+    exports.figure(fig, f"abl_fig_{axis}", container=c2)
 
 st.subheader("4. Do the paper's directions hold?")
 st.caption("Judged on the scores this grid's models reached: " + results.RULE)

@@ -23,6 +23,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from . import exports
 from ..train import run_finder
 from ..train.runs import ACTIVE_STATES, Run, start_background
 from ..data.uploads import safe_filename, slug
@@ -300,7 +301,7 @@ def show_figures(figs: dict, prefix: str, per_row: int = 2) -> None:
     for i in range(0, len(items), per_row):
         cols = st.columns(per_row)
         for col, (name, fig) in zip(cols, items[i:i + per_row]):
-            col.plotly_chart(fig, key=f"{prefix}_fig_{name}")
+            exports.figure(fig, f"{prefix}_fig_{name}", container=col)
 
 
 # ----- progress -------------------------------------------------------------------------------
