@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 import time
 import zipfile
 from pathlib import Path
