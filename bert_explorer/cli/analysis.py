@@ -1,0 +1,136 @@
+"""Commands of the analysis pages: what each layer knows (probing) and two models side by side.
+
+    bert-explorer probe-layers --model minilm-mlm-nsp --task ner,topic --output probe.json
+    bert-explorer compare-models --model-a minilm-mlm-nsp --model-b runs/finetune-x/model --output cmp.json
+
+``register(sub)`` adds both to the ``bert-explorer`` parser's subcommands.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .. import checkpoint
+from .common import UserError, _read_lines
+
+MODEL_HELP = f"a checkpoint directory, a short name ({', '.join(checkpoint.SHORT_NAMES)}) or hf:<hub id>"
+
+
+def _write_json(path: str, data: dict) -> None:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".partial")
+    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(out)
+
+
+def _bar(enabled: bool):
+    """A one-line progress report on stderr (fraction, message), or nothing."""
+    def report(fraction: float, message: str) -> None:
+        sys.stderr.write(f"\r{fraction:6.1%}  {message[:90]:<90}")
+        if fraction >= 1:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+    return report if enabled else None
+
+
+def _tasks(text: str) -> list[str]:
+    from ..analysis.probing import TASKS
+
+    tasks = [t.strip() for t in text.split(",") if t.strip()]
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown or not tasks:
+        raise argparse.ArgumentTypeError(f"unknown task {', '.join(unknown) or text!r}; choose from {', '.join(TASKS)} "
+                                         "(several separated by commas)")
+    return tasks
+
+
+def cmd_probe_layers(args) -> int:
+    from ..analysis.probing import ProbeSettings, probe_layers
+
+    if "pos" in args.task and not args.pos_file:
+        raise UserError("the pos task needs --pos-file FILE.conllu: no installable package ships an English "
+                        "POS-tagged corpus, so give one (for example UD English-EWT's en_ewt-ud-train.conllu)")
+    if args.pos_file and not Path(args.pos_file).is_file():
+        raise UserError(f"--pos-file {args.pos_file} does not exist")
+    loaded = checkpoint.load(args.model, "BertModel")
+    settings = ProbeSettings(args.max_examples, args.test_fraction, args.seed, args.max_tokens, args.l2, args.max_iter)
+    results = {}
+    for task in args.task:
+        try:
+            results[task] = probe_layers(loaded, task, settings, args.pos_file, _bar(not args.no_progress))
+        except ValueError as e:  # the data (a CoNLL-U file, a missing package) cannot be used
+            raise UserError(str(e)) from e
+        r = results[task]
+        took = "from the cache" if r["from_cache"] else f"probes {r['seconds']['probes']:.0f} s"
+        if r["seconds"]["features"] is not None:
+            took += f", vectors {r['seconds']['features']:.0f} s" + (" (earlier)" if r["features_from_cache"] else "")
+        print(f"{task}: {r['summary']} ({r['n_train']:,} train / {r['n_test']:,} test {r['units']}; {took})",
+              file=sys.stderr)
+    _write_json(args.output, {"model": args.model, "tasks": results})
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_compare_models(args) -> int:
+    from ..analysis import compare
+
+    arch = "BertForPreTraining"  # fine-tuned and encoder-only checkpoints load too (heads reported missing)
+    a, b = checkpoint.load(args.model_a, arch), checkpoint.load(args.model_b, arch)
+    if args.input:
+        sentences, source = _read_lines(args.input), f"the lines of {args.input}"
+    else:
+        sentences, source = compare.held_out_sentences(args.sentences)
+    t0 = time.perf_counter()
+    result = compare.compare_models(a, b, sentences, args.max_tokens)
+    seconds = time.perf_counter() - t0
+    try:
+        probes = compare.probes_side_by_side(a, b, args.mask_text, (args.nsp_a, args.nsp_b), args.top_k)
+    except ValueError as e:
+        raise UserError(str(e)) from e
+    _write_json(args.output, {"model_a": args.model_a, "model_b": args.model_b, "sentences_source": source,
+                              **result, "probes": probes, "seconds": round(seconds, 1)})
+    print(result["summary"], file=sys.stderr)
+    print(f"wrote {args.output} ({seconds:.0f} s)", file=sys.stderr)
+    return 0
+
+
+def register(sub) -> None:
+    """Add ``probe-layers`` and ``compare-models`` to an argparse subparsers object."""
+    from ..analysis.probing import TASKS, ProbeSettings
+
+    d = ProbeSettings()
+    s = sub.add_parser("probe-layers", help="a linear probe on every layer (Tenney et al. 2019) with a control task "
+                                            "(Hewitt & Liang 2019): what each layer knows")
+    s.add_argument("--model", required=True, help=MODEL_HELP)
+    s.add_argument("--task", type=_tasks, default=["ner"],
+                   help=f"one or more of {', '.join(TASKS)}, separated by commas (default ner)")
+    s.add_argument("--output", required=True, help="output .json: the score by layer of each task and its control")
+    s.add_argument("--pos-file", help="a CoNLL-U file for the pos task (UPOS column)")
+    s.add_argument("--max-examples", type=int, default=None,
+                   help="sentences (ner, pos) or articles (topic) to use; default all sentences, 1000 articles")
+    s.add_argument("--test-fraction", type=float, default=d.test_fraction)
+    s.add_argument("--seed", type=int, default=d.seed)
+    s.add_argument("--max-tokens", type=int, default=None, help="WordPieces per input (default 128; topic 64)")
+    s.add_argument("--l2", type=float, default=d.l2, help="weight decay of the probe")
+    s.add_argument("--max-iter", type=int, default=d.max_iter, help="L-BFGS iterations per probe")
+    s.add_argument("--no-progress", action="store_true", help="no progress line")
+    s.set_defaults(func=cmd_probe_layers)
+
+    s = sub.add_parser("compare-models", help="two models side by side: CKA per layer, attention change per head, "
+                                              "and the masked-word / next-sentence probes of both")
+    s.add_argument("--model-a", required=True, help=MODEL_HELP)
+    s.add_argument("--model-b", required=True, help=MODEL_HELP)
+    s.add_argument("--output", required=True, help="output .json")
+    s.add_argument("--sentences", type=int, default=64, help="how many held-out BBC sentences (default 64)")
+    s.add_argument("--input", help="a text file of your own sentences, one a line (instead of the held-out ones)")
+    s.add_argument("--max-tokens", type=int, default=64, help="WordPieces per sentence")
+    s.add_argument("--mask-text", default="the stock market [MASK] sharply after the news .",
+                   help="sentence for the masked-word probe")
+    s.add_argument("--nsp-a", default="the cat sat on the mat .", help="sentence A of the next-sentence probe")
+    s.add_argument("--nsp-b", default="then it fell asleep in the sun .", help="sentence B of the next-sentence probe")
+    s.add_argument("--top-k", type=int, default=5)
+    s.set_defaults(func=cmd_compare_models)

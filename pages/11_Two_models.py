@@ -1,0 +1,180 @@
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from bert_explorer.analysis import compare
+from bert_explorer.analysis.disk_cache import model_identity
+from bert_explorer.app import runs_view as rv
+from bert_explorer.app.state import load, model_picker, writes_off
+from bert_explorer.app.widgets import intro
+from bert_explorer.checkpoint import DEFAULT_MODEL
+
+st.set_page_config(page_title="Two models · BERT Explorer", layout="wide")
+intro("Two models side by side", """
+The same sentences go through **model A** (the sidebar's model) and **model B**: by default the
+pre-trained model and the same model after fine-tuning. You see both models' masked-word and
+next-sentence guesses, how much each attention head moved (Jensen-Shannon distance between the
+two heads' attention), and how alike each layer's vectors stay (linear CKA, Kornblith et al. 2019;
+Merchant et al. 2020 measured with it where fine-tuning changes BERT).
+""")
+
+ARCH = "BertForPreTraining"  # fine-tuned checkpoints load too: their MLM/NSP heads are reported missing
+root = rv.runs_root()
+name_a = model_picker()
+loaded_a, error = load(name_a, ARCH) if name_a else (None, "Choose model A in the sidebar.")
+if error:
+    st.info(error)
+    st.stop()
+
+# ----- model B ----------------------------------------------------------------------------------
+tuned = compare.finetuned_models(root)
+children = [m for m in tuned if compare.same_model(m["base"], name_a)]
+options = {m["path"]: m["label"] for m in children + [m for m in tuned if m not in children]}
+base = compare.base_of(name_a)
+names = sorted((n for n in compare.short_names() if n != name_a), key=lambda n: n != base)  # A's base first
+options.update({n: f"{n} ({'the model that A was pre-trained from' if n == base else 'short name'})" for n in names})
+options.update({c.path: f"pre-training checkpoint: {c.label}" for c in compare.pretraining_checkpoints(root)})
+options[name_a] = f"{name_a} (model A itself: every difference is 0)"
+waiting = st.session_state.get("two_waiting")  # a fine-tuning this page started or watched: use it once done
+done = [m["path"] for m in children if waiting and Path(m["path"]).parent == Path(waiting)]
+if done:
+    st.session_state["two_model_b"] = done[0]
+    del st.session_state["two_waiting"]
+name_b = st.selectbox("Model B", list(options), format_func=options.get, key="two_model_b",
+                      help="Fine-tuned runs of model A come first; then other fine-tuned runs, the installed "
+                           "models (A's own base first) and pre-training checkpoints.")
+
+if not children:
+    active = [r for r in rv.find_runs(root, "finetune") if r.is_active() and
+              compare.same_model(r.config().get("model", ""), name_a)]
+    if active:
+        st.info(f"A fine-tuning of {name_a} is running ({active[0].name}); this page uses it as model B when it is "
+                "done.")
+        st.session_state["two_waiting"] = str(active[0].path)
+        rv.run_panel(active[0], "finetune", "two")
+    elif compare.same_model(name_a, DEFAULT_MODEL):
+        st.info(f"No fine-tuned copy of {name_a} was found under {root}, so model B is another model for now. "
+                f"{compare.SHORT_FINETUNE_NOTE}")
+        if not writes_off("Fine-tuning the default model for this page") and st.button(
+                "Fine-tune it on BBC topics", key="two_finetune"):
+            run_dir = rv.new_run_dir("finetune-bbc-topics-short", root)
+            if rv.launch("finetune", compare.SHORT_FINETUNE, run_dir, remember=("two_waiting", str(run_dir))):
+                st.rerun()
+    else:
+        st.caption(f"No fine-tuned copy of {name_a} was found under {root}: fine-tune it on the Fine-tune page, or "
+                   "pick any model B above.")
+
+loaded_b, error = load(name_b, ARCH)
+if error:
+    st.error(error)
+    st.stop()
+
+# ----- what can be compared ---------------------------------------------------------------------------
+c = compare.comparable(loaded_a, loaded_b)
+st.subheader("What can be compared")
+st.markdown("\n".join(f"- {s}" for s in c.sentences))
+
+
+def _stamp(loaded) -> str:
+    return json.dumps(model_identity(loaded), sort_keys=True)
+
+
+@st.cache_data(show_spinner="Running both models on the held-out sentences…", max_entries=16)
+def _compare(a: str, b: str, stamp_a: str, stamp_b: str, n: int):
+    sentences, source = compare.held_out_sentences(n)
+    return compare.compare_models(load(a, ARCH)[0], load(b, ARCH)[0], sentences), source
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _probes(a: str, b: str, stamp_a: str, stamp_b: str, masked: str, first: str, second: str):
+    return compare.probes_side_by_side(load(a, ARCH)[0], load(b, ARCH)[0], masked, (first, second))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _maps(a: str, b: str, stamp_a: str, stamp_b: str, text: str):
+    return compare.head_maps(load(a, ARCH)[0], load(b, ARCH)[0], text)
+
+
+stamps = (_stamp(loaded_a), _stamp(loaded_b))
+
+# ----- the probes ----------------------------------------------------------------------------------------
+if c.mlm or c.nsp:
+    st.subheader("Masked word and next sentence, side by side")
+    p1, p2 = st.columns(2)
+    masked = p1.text_input("Sentence with [MASK]", "the stock market [MASK] sharply after the news .", key="two_mlm")
+    first = p2.text_input("Sentence A", "the cat sat on the mat .", key="two_nsp_a")
+    second = p2.text_input("Sentence B", "then it fell asleep in the sun .", key="two_nsp_b")
+    probes = _probes(name_a, name_b, *stamps, masked, first, second)
+    if c.mlm and probes["mlm"] is None:
+        p1.info("Write [MASK] where a word should be guessed.")
+    elif probes["mlm"]:
+        rows = []
+        for k, (ma, mb) in enumerate(zip(probes["mlm"]["a"], probes["mlm"]["b"])):
+            for ra, rb in zip(ma["predictions"], mb["predictions"]):
+                rows.append({"[MASK]": k + 1, "model A": ra["token"], "P (A)": ra["probability"],
+                             "model B": rb["token"], "P (B)": rb["probability"]})
+        p1.dataframe(pd.DataFrame(rows), hide_index=True, key="two_mlm_table")
+    if probes["nsp"]:
+        q1, q2 = p2.columns(2)
+        q1.metric("P(IsNext), model A", f"{probes['nsp']['a']['is_next']:.3f}")
+        q2.metric("P(IsNext), model B", f"{probes['nsp']['b']['is_next']:.3f}")
+
+# ----- CKA ----------------------------------------------------------------------------------------------
+st.subheader("How alike each layer's vectors are (linear CKA)")
+n = st.select_slider("Held-out sentences", [32, 64, 128, 200], 64, key="two_n",
+                     help="More sentences give steadier numbers and take longer.")
+result, source = _compare(name_a, name_b, *stamps, n)
+st.caption(f"Sentences: {source}. {result['n_units']:,} {result['units']} ([CLS] and [SEP] left out).")
+if result["cka_by_layer"] is not None:
+    df = pd.DataFrame({"layer": list(range(len(result["cka_by_layer"]))), "CKA": result["cka_by_layer"]})
+    lowest = min(result["cka_by_layer"])
+    bottom = 0.0 if lowest < 0.5 else float(np.floor(lowest * 20 - 0.5) / 20)  # zoom in on small changes, and say so
+    fig = px.line(df, x="layer", y="CKA", markers=True, range_y=[bottom, 1.005],
+                  title="CKA of each layer of A with the same layer of B (0 = embeddings)"
+                        + (f"; the axis starts at {bottom:.2f}" if bottom > 0 else ""))
+    fig.update_xaxes(dtick=1)
+    st.plotly_chart(fig, key="two_cka_line")
+else:
+    m = np.asarray(result["cka_matrix"])
+    fig = px.imshow(m, x=[str(j) for j in range(m.shape[1])], y=[str(i) for i in range(m.shape[0])],
+                    labels=dict(x="layer of B", y="layer of A", color="CKA"), zmin=0, zmax=1, text_auto=".2f",
+                    color_continuous_scale="Viridis", aspect="auto",
+                    title="CKA of every layer of A with every layer of B")
+    st.plotly_chart(fig, key="two_cka_matrix")
+st.markdown(result["captions"]["cka"])
+
+# ----- attention ------------------------------------------------------------------------------------------
+if result["attention_js"] is not None:
+    st.subheader("How much each head's attention moved (Jensen-Shannon distance)")
+    js = np.asarray(result["attention_js"])
+    L, A = js.shape
+    fig = px.imshow(js, x=[f"head {h + 1}" for h in range(A)], y=[f"layer {i + 1}" for i in range(L)],
+                    zmin=0, zmax=max(0.05, float(js.max())), text_auto=".2f", color_continuous_scale="Reds",
+                    aspect="auto", labels=dict(color="mean JS distance"))
+    fig.update_layout(height=140 + 44 * L)
+    st.plotly_chart(fig, key="two_js_grid")
+    st.caption("Each cell: the JS distance (base 2: 0 = the same attention, 1 = no token in common) between the two "
+               "models' attention rows, averaged over every token of the held-out sentences. "
+               + result["captions"]["attention"])
+    worst = np.unravel_index(int(js.argmax()), js.shape)
+    h1, h2, h3 = st.columns([1, 1, 3])
+    layer = h1.selectbox("Layer", range(L), index=int(worst[0]), format_func=lambda i: f"{i + 1}", key="two_layer")
+    head = h2.selectbox("Head", range(A), index=int(worst[1]), format_func=lambda i: f"{i + 1}", key="two_head")
+    text = h3.text_input("Sentence for the maps", "the cat sat on the mat because it was warm .", key="two_text")
+    if text.strip():
+        maps = _maps(name_a, name_b, *stamps, text)
+        tokens = maps["tokens"]
+        ticks = dict(tickmode="array", tickvals=list(range(len(tokens))), ticktext=tokens)
+        cols = st.columns(2)
+        for col, which in zip(cols, ("a", "b")):
+            fig = px.imshow(maps[which][layer, head], zmin=0, zmax=1, color_continuous_scale="Blues", aspect="auto",
+                            labels=dict(x="attended token", y="attending token", color="weight"),
+                            title=f"Model {which.upper()}: layer {layer + 1}, head {head + 1}")
+            fig.update_layout(xaxis=ticks, yaxis=ticks, height=260 + 16 * len(tokens))
+            col.plotly_chart(fig, key=f"two_map_{which}")
+        st.caption(f"On this sentence, layer {layer + 1} head {head + 1} moved by {maps['js'][layer, head]:.2f} "
+                   f"(mean JS distance over its {len(tokens)} tokens).")

@@ -1,0 +1,122 @@
+import hashlib
+
+import pandas as pd
+import plotly.express as px
+import streamlit as st
+
+from bert_explorer.analysis import disk_cache
+from bert_explorer.analysis.probing import METRICS, TASKS, ProbeSettings, cached_result, probe_layers
+from bert_explorer.app.state import load, model_picker, writes_allowed
+from bert_explorer.app.widgets import intro
+
+st.set_page_config(page_title="What each layer knows · BERT Explorer", layout="wide")
+intro("What each layer knows", """
+The model is frozen, and a **linear probe** (one softmax layer) is trained on the vectors of each
+layer in turn (the embeddings, then layers 1..L) to read off one thing: named entities, part of
+speech, or the topic of an article. Where the probe does best is where the model keeps that
+information within easy reach (Tenney et al. 2019, "BERT Rediscovers the Classical NLP Pipeline").
+Each layer also gets a **control task** that gives every word type a random label (Hewitt & Liang
+2019): a probe that scores well on it has memorised words, so the gap between the two, the
+*selectivity*, is the part that the layer itself knows.
+""")
+
+ARCH = "BertForPreTraining"  # the sidebar loads models so: one copy in memory; only the encoder is used
+name = model_picker()
+loaded, error = load(name, ARCH) if name else (None, "Choose a model in the sidebar.")
+if error:
+    st.info(error)
+    st.stop()
+L = loaded.config.num_layers
+
+# ----- what to probe -----------------------------------------------------------------------------
+choices = ["ner", "topic", "pos"]
+tasks = st.multiselect("Tasks", choices, default=["ner", "topic"], format_func=lambda t: f"{t}: {TASKS[t]}",
+                       key="probe_tasks")
+pos_file = None
+if "pos" in tasks:
+    st.caption("No installable package ships an English POS-tagged corpus (NLTK's corpora are separate downloads), "
+               "so part of speech needs a CoNLL-U file of yours, for example UD English-EWT's "
+               "en_ewt-ud-train.conllu; its UPOS column is the label.")
+    if not writes_allowed():
+        st.info("Uploading a file is off in classroom mode; the other tasks work.")
+    else:
+        up = st.file_uploader("CoNLL-U file", type=["conllu", "txt"], key="probe_pos_upload")
+        if up is not None:
+            raw = up.getvalue()
+            folder = disk_cache.entry("pos-upload", None, sha256=hashlib.sha256(raw).hexdigest())
+            if not (folder / "data.conllu").is_file():
+                with disk_cache.writing(folder) as tmp:
+                    (tmp / "data.conllu").write_bytes(raw)
+            pos_file = str(folder / "data.conllu")
+    if pos_file is None:
+        tasks = [t for t in tasks if t != "pos"]
+
+with st.expander("Settings"):
+    c1, c2, c3 = st.columns(3)
+    n_sentences = c1.number_input("Sentences for ner / pos (0 = all)", 0, 100_000, 0, step=100, key="probe_n_sent",
+                                  help="WNUT-16 has 2,394 sentences; fewer run faster.")
+    n_articles = c2.number_input("BBC articles for topic", 20, 2_200, 1000, step=100, key="probe_n_art")
+    seed = c3.number_input("Seed (split and control labels)", 0, 1_000_000, 0, key="probe_seed")
+
+
+def settings_for(task: str) -> ProbeSettings:
+    n = int(n_articles) if task == "topic" else (int(n_sentences) or None)
+    return ProbeSettings(max_examples=n, seed=int(seed))
+
+
+if not tasks:
+    st.info("Pick at least one task.")
+    st.stop()
+
+try:
+    results = {t: cached_result(loaded, t, settings_for(t), pos_file) for t in tasks}
+except ValueError as e:  # a CoNLL-U file that is not one, a built-in data set that is not installed
+    st.error(str(e))
+    st.stop()
+missing = [t for t, r in results.items() if r is None]
+if missing:
+    st.info(f"Not computed yet for this model: {', '.join(missing)}. The vectors of every layer are computed once, "
+            "then the probes train; both are kept on disk, so the next visit is fast. On this project's 2-core CPU, "
+            "shared with other work, the default model took 3½ minutes for ner (all 2,394 sentences; 240 MB of "
+            "vectors on disk) and 1½ for topic.")
+    if st.button("Run the probes", type="primary", key="probe_run"):
+        bar = st.progress(0.0, text="starting…")
+        for k, t in enumerate(missing):
+            def report(f, m, k=k, t=t):
+                bar.progress(min(1.0, (k + f) / len(missing)), text=f"{t}: {m}")
+            results[t] = probe_layers(loaded, t, settings_for(t), pos_file, report)
+        bar.empty()
+    else:
+        results = {t: r for t, r in results.items() if r is not None}
+
+# ----- the results ---------------------------------------------------------------------------------
+for t, r in results.items():
+    st.subheader(f"{t}: {TASKS[t]}")
+    rows = []
+    for series, values in (("task", r["score"]), ("control task", r["control"]), ("selectivity", r["selectivity"])):
+        rows += [{"layer": i, "value": v, "series": series} for i, v in zip(r["layers"], values)]
+    fig = px.line(pd.DataFrame(rows), x="layer", y="value", color="series", markers=True,
+                  line_dash="series", line_dash_map={"task": "solid", "control task": "dot", "selectivity": "dash"},
+                  labels={"value": METRICS[t], "layer": "layer (0 = embeddings)"},
+                  title=f"{METRICS[t]} of a linear probe on each layer")
+    fig.add_hline(y=r["majority_baseline"], line_color="grey", line_width=1,
+                  annotation_text="always the most frequent label", annotation_position="bottom right")
+    fig.update_xaxes(dtick=1)
+    st.plotly_chart(fig, key=f"probe_plot_{t}")
+    st.markdown(r["summary"])
+    vectors = r["seconds"]["features"]
+    took = ("read from the cache" if r.get("from_cache") else "computed just now") + " (the probes took " + \
+        f"{r['seconds']['probes']:.0f} s" + (f", the layer vectors {vectors:.0f} s" if vectors is not None else "") + \
+        " on this machine)"
+    st.caption(f"{r['source']}: {r['n_train']:,} {r['units']} to train on, {r['n_test']:,} held out to score, "
+               f"{r['n_labels']} labels; {took}. " + " ".join(f"Note: {n}." for n in r["notes"]))
+    if "entity_f1" in r:
+        st.caption("Entity F1 (exact span and type) of the task probe, layer by layer: "
+                   + ", ".join(f"{i}: {v:.2f}" for i, v in zip(r["layers"], r["entity_f1"])) + ".")
+    table = pd.DataFrame({"layer": r["layers"], "task": r["score"], "control": r["control"],
+                          "selectivity": r["selectivity"]}).set_index("layer").T
+    st.dataframe(table.round(3), key=f"probe_table_{t}")
+if len(results) > 1:
+    peaks = {t: r["layers"][max(range(len(r["score"])), key=r["score"].__getitem__)] for t, r in results.items()}
+    st.markdown("**Peaks in this model:** " + ", ".join(f"{t} at layer {p}" for t, p in peaks.items())
+                + f" (of layers 0–{L}).")

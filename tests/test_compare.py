@@ -1,0 +1,292 @@
+"""Two models side by side: CKA and JS distance against their definitions, the comparison of a model
+with itself, models that cannot be compared head by head, the CLI and the page."""
+import argparse
+import json
+
+import numpy as np
+import pytest
+import torch
+from scipy.spatial.distance import jensenshannon
+
+from bert_explorer import checkpoint
+from bert_explorer.analysis import compare
+from bert_explorer.checkpoint import LoadReport, Loaded
+from bert_explorer.model import BertConfig, BertForPreTraining
+from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
+
+WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "to", "a", "park", "it", "was", "warm", "sun", ".", ","]
+SENTENCES = ["the cat sat on the mat .", "the dog ran to a park .", "it was warm , the sun sat on the park .",
+             "a cat ran to the dog ."]
+
+
+def tiny(seed: int, vocab: list[str], layers: int = 2, heads: int = 2, hidden: int = 32) -> Loaded:
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_layers=layers, num_heads=heads,
+                     intermediate_size=2 * hidden, max_position_embeddings=40, initializer_range=0.3)
+    tok = WordPieceTokenizer({w: i for i, w in enumerate(vocab)})
+    return Loaded(BertForPreTraining(cfg).eval(), tok, cfg, path=None, report=LoadReport())
+
+
+@pytest.fixture(scope="module")
+def model_a():
+    return tiny(0, SPECIAL_TOKENS + WORDS)
+
+
+@pytest.fixture(scope="module")
+def model_b():  # the same vocabulary and shape, other weights
+    return tiny(1, SPECIAL_TOKENS + WORDS)
+
+
+@pytest.fixture(scope="module")
+def model_c():  # another vocabulary (words split into pieces) and another size
+    pieces = [w for w in WORDS if w not in ("mat", "park", "warm")] + ["m", "##at", "p", "##ark", "w", "##arm"]
+    return tiny(2, SPECIAL_TOKENS + pieces, layers=3, heads=4, hidden=48)
+
+
+# ----- linear CKA --------------------------------------------------------------------------------------
+def cka_by_definition(x, y):
+    """HSIC on centred Gram matrices (Kornblith et al. 2019, eq. 3 with linear kernels)."""
+    n = len(x)
+    h = np.eye(n) - 1.0 / n
+    k, l_ = h @ (x @ x.T) @ h, h @ (y @ y.T) @ h
+    return np.sum(k * l_) / np.sqrt(np.sum(k * k) * np.sum(l_ * l_))
+
+
+def test_cka_of_a_representation_with_itself_is_one():
+    x = np.random.default_rng(0).normal(size=(50, 8))
+    assert compare.linear_cka(x, x) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_cka_is_invariant_to_orthogonal_rotation_and_isotropic_scaling():
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(60, 10)), rng.normal(size=(60, 6))
+    q, _ = np.linalg.qr(rng.normal(size=(10, 10)))
+    base = compare.linear_cka(x, y)
+    assert compare.linear_cka(x @ q, y) == pytest.approx(base, abs=1e-12)
+    assert compare.linear_cka(3.7 * x, 0.2 * y) == pytest.approx(base, abs=1e-12)
+    assert compare.linear_cka(x + 5.0, y) == pytest.approx(base, abs=1e-12)  # centred: an offset changes nothing
+    assert compare.linear_cka(x @ q, x) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_cka_matches_the_gram_matrix_definition_and_not_an_anisotropic_scaling():
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(size=(40, 5)), rng.normal(size=(40, 7))
+    y[:, 0] += 2 * x[:, 0]  # some shared structure
+    assert compare.linear_cka(x, y) == pytest.approx(cka_by_definition(x, y), abs=1e-10)
+    stretched = x * np.array([10, 1, 1, 1, 1])
+    assert abs(compare.linear_cka(stretched, x) - 1) > 0.05  # only isotropic scaling leaves it alone
+    m = compare.cka_matrix([x, stretched], [y, x])
+    assert m[0, 1] == pytest.approx(1.0) and m[1, 0] == pytest.approx(compare.linear_cka(stretched, y))
+
+
+# ----- Jensen-Shannon distance --------------------------------------------------------------------------
+def test_js_distance_of_identical_rows_is_zero_and_of_disjoint_one_hot_rows_is_one():
+    p = np.random.default_rng(3).dirichlet(np.ones(6), size=4)
+    assert np.allclose(compare.js_distance(p, p), 0)
+    one_hot_a, one_hot_b = np.eye(5)[[0, 1, 2]], np.eye(5)[[3, 4, 0]]
+    assert np.allclose(compare.js_distance(one_hot_a, one_hot_b), 1)
+
+
+def test_js_distance_agrees_with_scipy_and_is_symmetric():
+    rng = np.random.default_rng(4)
+    p, q = rng.dirichlet(np.ones(7), size=5), rng.dirichlet(np.ones(7), size=5)
+    ours = compare.js_distance(p, q)
+    assert np.allclose(ours, [jensenshannon(a, b, base=2) for a, b in zip(p, q)], atol=1e-10)
+    assert np.allclose(ours, compare.js_distance(q, p))
+    assert ((ours > 0) & (ours < 1)).all()
+
+
+# ----- two models ---------------------------------------------------------------------------------------
+def test_a_model_compared_with_itself_has_cka_one_and_js_zero_everywhere(model_a):
+    r = compare.compare_models(model_a, model_a, SENTENCES)
+    assert r["units"] == "tokens" and r["n_units"] == sum(len(s.split()) for s in SENTENCES)
+    assert r["cka_by_layer"] == pytest.approx([1.0] * 3, abs=1e-6)
+    js = np.asarray(r["attention_js"])
+    assert js.shape == (2, 2) and np.allclose(js, 0, atol=1e-6)
+    assert "layer 0" in r["summary"] or "layers 0" in r["summary"]
+
+
+def test_two_models_of_the_same_shape_differ_in_numbers_that_the_summary_quotes(model_a, model_b):
+    r = compare.compare_models(model_a, model_b, SENTENCES)
+    js = np.asarray(r["attention_js"])
+    assert (js > 0.01).all() and (js <= 1).all()
+    assert min(r["cka_by_layer"]) < 0.99
+    low = int(np.argmin(r["cka_by_layer"]))
+    assert f"layer {low} (CKA {r['cka_by_layer'][low]:.2f})" in r["captions"]["cka"]
+    worst = np.unravel_index(int(js.argmax()), js.shape)
+    assert f"layer {worst[0] + 1}, head {worst[1] + 1}" in r["captions"]["attention"]
+
+
+def test_different_vocabularies_are_compared_word_by_word_and_without_head_maps(model_a, model_c):
+    c = compare.comparable(model_a, model_c)
+    assert not c.same_vocab and not c.per_head and c.units == "words"
+    text = " ".join(c.sentences)
+    assert "vocabularies differ" in text and "cannot be set side by side" in text and "every layer of A" in text
+    r = compare.compare_models(model_a, model_c, SENTENCES)
+    assert r["attention_js"] is None and r["cka_by_layer"] is None
+    m = np.asarray(r["cka_matrix"])
+    assert m.shape == (3, 4) and ((m > 0) & (m <= 1 + 1e-9)).all()
+    assert r["n_units"] == sum(len(s.split()) for s in SENTENCES)  # "mat" (m ##at) is one word in both
+
+
+def test_word_pooling_of_a_model_with_itself_gives_cka_one(model_c):
+    oa = compare._run(model_c, SENTENCES, "words")
+    assert len(oa.keys) == sum(len(s.split()) for s in SENTENCES)
+    xa, xb = compare._aligned(oa, compare._run(model_c, SENTENCES, "words"))
+    assert np.allclose(np.diag(compare.cka_matrix(xa, xb)), 1)
+
+
+def test_truncated_words_are_dropped_from_both_models(model_a, model_c):
+    long = ["the cat sat on the mat , the dog ran to a park , it was warm ."]
+    oc = compare._run(model_c, long, "words", max_tokens=12)  # "mat" is cut after "m" or the input ends before it
+    oa = compare._run(model_a, long, "words", max_tokens=12)
+    xa, xc = compare._aligned(oa, oc)
+    assert len(xa[0]) == len(xc[0]) == len(set(oa.keys) & set(oc.keys)) < len(long[0].split())
+
+
+def test_probes_side_by_side_only_when_both_have_the_heads(model_a, model_b):
+    both = compare.probes_side_by_side(model_a, model_b, "the [MASK] sat .", ("the cat sat .", "it was warm ."), 3)
+    assert len(both["mlm"]["a"][0]["predictions"]) == 3 and 0 <= both["nsp"]["b"]["is_next"] <= 1
+    headless = Loaded(model_b.model, model_b.tokenizer, model_b.config, None,
+                      LoadReport(missing={"masked-LM head": ["cls.predictions.bias"],
+                                          "next-sentence head": ["cls.seq_relationship.weight"]}))
+    none = compare.probes_side_by_side(model_a, headless, "the [MASK] sat .", ("a", "b"))
+    assert none == {"mlm": None, "nsp": None}
+    assert "Model B has no trained masked-LM head or next-sentence head" in " ".join(
+        compare.comparable(model_a, headless).sentences)
+
+
+# ----- the command line ---------------------------------------------------------------------------------
+def _cli(argv):
+    from bert_explorer.cli.analysis import register
+
+    p = argparse.ArgumentParser()
+    register(p.add_subparsers(dest="command", required=True))
+    args = p.parse_args(argv)
+    return args.func(args)
+
+
+def test_compare_models_cli_writes_the_expected_json(tmp_path, model_a, model_c):
+    a = checkpoint.save(model_a.model, model_a.tokenizer, tmp_path / "a")
+    c = checkpoint.save(model_c.model, model_c.tokenizer, tmp_path / "c")
+    (tmp_path / "s.txt").write_text("\n".join(SENTENCES) + "\n")
+    out = tmp_path / "out" / "cmp.json"
+    assert _cli(["compare-models", "--model-a", str(a), "--model-b", str(a), "--input", str(tmp_path / "s.txt"),
+                 "--output", str(out), "--mask-text", "the [MASK] sat ."]) == 0
+    r = json.loads(out.read_text())
+    assert r["sentences"] == 4 and r["units"] == "tokens" and r["cka_by_layer"] == pytest.approx([1, 1, 1], abs=1e-5)
+    assert np.allclose(r["attention_js"], 0, atol=1e-5) and r["probes"]["mlm"] and r["probes"]["nsp"]
+    assert _cli(["compare-models", "--model-a", str(a), "--model-b", str(c), "--input", str(tmp_path / "s.txt"),
+                 "--output", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["units"] == "words" and np.asarray(r["cka_matrix"]).shape == (3, 4) and r["attention_js"] is None
+    assert r["comparable"]["same_vocab"] is False and r["sentences_source"].startswith("the lines of")
+
+
+# ----- the page -----------------------------------------------------------------------------------------
+needs_mini = pytest.mark.skipif(checkpoint.SHORT_NAMES["explorer-mini"][0]() is None,
+                                reason="the shipped explorer-mini model is not in assets/")
+
+
+def _fake_finetuned_child(root, base="explorer-mini"):
+    """A finished fine-tuning run of ``base``: its encoder, slightly moved, as BertForSequenceClassification."""
+    from bert_explorer.train.runs import Run
+
+    src = checkpoint.load(base, "BertModel")
+    cfg = src.config
+    cfg.id2label = {0: "business", 1: "sport"}
+    tuned = checkpoint.new_model("BertForSequenceClassification", cfg)
+    tuned.bert.load_state_dict(src.model.state_dict(), strict=False)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in tuned.bert.encoder.layer[-1].parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    run = root / "finetune-bbc"
+    checkpoint.save(tuned, src.tokenizer, run / "model")
+    Run(run).create({"model": base, "train": "builtin:bbc-topics"}, "finetune").write_status(state="finished")
+    return run / "model"
+
+
+@needs_mini
+def test_two_models_page_shows_the_computed_numbers(runs_root, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    child = _fake_finetuned_child(runs_root)
+    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    at = AppTest.from_file("../pages/11_Two_models.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "explorer-mini"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="two_model_b").value == str(child)  # the fine-tuned copy of A is the default B
+    texts = " ".join(m.value for m in at.markdown)
+    assert "same WordPiece vocabulary" in texts and "no trained masked-LM head" in texts
+    r = compare.compare_models(checkpoint.load("explorer-mini", "BertForPreTraining"),
+                               checkpoint.load(str(child), "BertForPreTraining"), SENTENCES)
+    assert r["captions"]["cka"] in texts  # the caption quotes this pair's numbers
+    assert r["cka_by_layer"][0] > 0.999 > r["cka_by_layer"][-1]  # only the last layer was moved
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(charts) == 4  # CKA line, JS grid, the two heads' maps
+    assert "Kornblith et al. 2019" in texts
+    assert "two_finetune" not in {b.key for b in at.button}  # a fine-tuned copy exists: no button
+
+
+def test_without_a_fine_tuned_copy_the_page_offers_one_and_compares_with_the_base(runs_root, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    at = AppTest.from_file("../pages/11_Two_models.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="two_model_b").value == "minilm"  # what minilm-mlm-nsp was pre-trained from
+    assert "two_finetune" in {b.key for b in at.button}
+    assert any("5 minutes of CPU time" in i.value for i in at.info)
+    texts = " ".join(m.value for m in at.markdown)
+    assert "Across layers 0–6" in texts and "layer 6" in texts
+
+
+def test_in_classroom_mode_the_page_explains_that_it_cannot_fine_tune(runs_root, monkeypatch):
+    from streamlit import config as st_config
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    monkeypatch.delenv("BERT_EXPLORER_ALLOW_WRITES", raising=False)
+    before = st_config.get_option("server.address")
+    st_config.set_option("server.address", "0.0.0.0")
+    try:
+        at = AppTest.from_file("../pages/11_Two_models.py", default_timeout=120)
+        at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+        at.run()
+    finally:
+        st_config.set_option("server.address", before)
+    assert not at.exception, at.exception
+    assert "two_finetune" not in {b.key for b in at.button}
+    assert any("classroom mode" in i.value for i in at.info)
+
+
+def test_the_fine_tune_button_launches_the_short_run_and_the_page_then_uses_it(runs_root, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from bert_explorer.app import runs_view
+
+    launched = []
+
+    def launch(kind, config, run_dir, remember=None, **kw):  # no real 15-minute run in a test
+        launched.append((kind, config, run_dir))
+        runs_view.st.session_state[remember[0]] = remember[1]
+        return True
+
+    monkeypatch.setattr(runs_view, "launch", launch)
+    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    at = AppTest.from_file("../pages/11_Two_models.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.run()
+    at.button(key="two_finetune").click().run()
+    assert not at.exception, at.exception
+    (kind, config, run_dir), = launched
+    assert kind == "finetune" and config == compare.SHORT_FINETUNE and run_dir.parent == runs_root
+    # the run finishes (here: a fake one in its folder); the next visit takes it as model B
+    _fake_finetuned_child(runs_root, "minilm-mlm-nsp").parent.rename(run_dir)
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="two_model_b").value == str(run_dir / "model")

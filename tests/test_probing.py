@@ -1,0 +1,202 @@
+"""What each layer knows: the probe finds a planted feature, the control task stays at chance, the
+features and results are cached, the CLI writes its JSON and the page shows the computed numbers."""
+import argparse
+import json
+import time
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+
+from bert_explorer import checkpoint
+from bert_explorer.analysis import probing
+from bert_explorer.analysis.layer_features import sentence_vectors, word_vectors
+from bert_explorer.model import BertConfig, BertForPreTraining
+from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
+
+
+# ----- the probe on planted features ---------------------------------------------------------------------
+def planted(n=3000, layers=4, hidden=16, answer_layer=2, labels=("NOUN", "VERB", "ADJ", "DET", "ADP"), seed=0):
+    """Rows whose label is written linearly into one layer; the other layers are noise. Word types are
+    drawn independently of the labels, so nothing in any layer tells a type's control label."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, len(labels), n)
+    x = rng.normal(size=(n, layers, hidden)).astype(np.float16)
+    direction = rng.normal(size=(len(labels), hidden))
+    x[:, answer_layer] = (x[:, answer_layer] + 3 * direction[y]).astype(np.float16)
+    types = [f"w{t}" for t in rng.integers(0, 400, n)]
+    is_test = list(rng.random(n) < 0.25)
+    return x, [labels[i] for i in y], types, is_test
+
+
+def test_a_probe_reads_a_planted_layer_and_the_control_task_stays_at_chance():
+    x, labels, types, is_test = planted()
+    r = probing.probe_features(x, labels, types, is_test, "pos")
+    assert r["score"][2] > 0.97                                      # the layer that holds the answer
+    assert max(r["score"][i] for i in (0, 1, 3)) < 0.35              # noise layers: chance is 0.2
+    assert max(r["control"]) < 0.35                                  # random labels per type: chance
+    assert r["selectivity"][2] > 0.6
+    assert r["majority_baseline"] < 0.3
+
+
+def test_planted_entities_reach_full_macro_f1_without_counting_o():
+    rng = np.random.default_rng(1)
+    n = 3000
+    tags = rng.choice(["O", "B-person", "I-person", "B-place"], n, p=[0.85, 0.06, 0.04, 0.05])
+    names = sorted(set(tags))
+    x = rng.normal(size=(n, 3, 12)).astype(np.float16)
+    x[:, 1, :4] += (6 * np.eye(4)[[names.index(t) for t in tags]]).astype(np.float16)
+    types = [f"w{t}" for t in rng.integers(0, 500, n)]
+    is_test = list(rng.random(n) < 0.3)
+    r = probing.probe_features(x, list(tags), types, is_test, "ner", groups=list(range(n)))
+    assert r["score"][1] > 0.97 and r["entity_f1"][1] > 0.97
+    assert r["score"][0] < 0.3 and max(r["control"]) < 0.3
+    assert r["majority_baseline"] == 0.0  # always "O": no entity tag right, whatever the accuracy
+
+
+def test_control_labels_are_fixed_per_type_and_follow_the_label_distribution():
+    rng = np.random.default_rng(2)
+    types = [f"w{i}" for i in rng.integers(0, 3000, 20000)]
+    labels = list(rng.choice(["O", "B-x", "I-x"], 20000, p=[0.9, 0.06, 0.04]))
+    control = probing.control_labels(types, labels, seed=5)
+    by_type = {}
+    for t, c in zip(types, control):
+        assert by_type.setdefault(t, c) == c
+    share = Counter(by_type.values())
+    assert share["O"] / len(by_type) == pytest.approx(0.9, abs=0.03)
+    assert probing.control_labels(types, labels, seed=5) == control  # deterministic
+
+
+def test_fit_linear_separates_separable_classes():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(400, 5))
+    y = (x[:, 0] + x[:, 1] > 0).astype(int)
+    predict = probing.fit_linear(x, y, 2)
+    assert (predict(x) == y).mean() > 0.97
+
+
+def test_read_conllu_takes_form_and_upos_and_skips_multiword_tokens(tmp_path):
+    f = tmp_path / "a.conllu"
+    f.write_text("# sent_id = 1\n1\tI\tI\tPRON\tPRP\t_\t2\tnsubj\t_\t_\n2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n"
+                 "2\tdo\tdo\tAUX\tVBP\t_\t0\troot\t_\t_\n3\tn't\tnot\tPART\tRB\t_\t2\tadvmod\t_\t_\n\n"
+                 "1\tYes\tyes\tINTJ\tUH\t_\t0\troot\t_\t_\n")
+    words, tags = probing.read_conllu(f)
+    assert words == [["I", "do", "n't"], ["Yes"]] and tags == [["PRON", "AUX", "PART"], ["INTJ"]]
+    (tmp_path / "empty.conllu").write_text("# nothing\n")
+    with pytest.raises(ValueError, match="no CoNLL-U sentences"):
+        probing.read_conllu(tmp_path / "empty.conllu")
+
+
+# ----- a real (tiny) model --------------------------------------------------------------------------------
+WORDS = ["the", "a", "of", "to", "in", "and", "is", "@", "#", "!", ".", ","]
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    torch.manual_seed(0)
+    tok = WordPieceTokenizer({w: i for i, w in enumerate(SPECIAL_TOKENS + WORDS)})
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
+                     max_position_embeddings=128)
+    return checkpoint.save(BertForPreTraining(cfg).eval(), tok, tmp_path_factory.mktemp("tiny") / "model")
+
+
+def test_word_vectors_take_the_first_piece_of_each_word_at_every_layer(tiny_dir):
+    loaded = checkpoint.load(tiny_dir, "BertModel")
+    sentences = [["the", "cat", "is", "in", "a", "hat"], ["of", "."]]
+    x, rows = word_vectors(loaded, sentences, batch_size=1)
+    assert x.shape == (8, 3, 16) and x.dtype == np.float16
+    assert rows == [(0, i) for i in range(6)] + [(1, 0), (1, 1)]
+    enc = loaded.tokenizer.encode_words([sentences[1]])
+    with torch.no_grad():
+        hs = loaded.model(**loaded.tokenizer.tensors(enc), output_hidden_states=True).hidden_states
+    assert np.allclose(x[6:, 2], hs[2][0, 1:3].numpy(), atol=1e-2)  # positions 1 and 2, after [CLS]
+    pooled = sentence_vectors(loaded, ["the of", "a"], "mean")
+    assert pooled.shape == (2, 3, 16)
+
+
+def _quick(task):
+    return probing.ProbeSettings(max_examples=40 if task == "ner" else 30, max_iter=20)
+
+
+def test_probe_layers_runs_ner_and_topic_and_reads_them_back_from_the_cache(tiny_dir):
+    loaded = checkpoint.load(tiny_dir, "BertModel")
+    for task in ("ner", "topic"):
+        assert probing.cached_result(loaded, task, _quick(task)) is None
+        seen = []
+        r = probing.probe_layers(loaded, task, _quick(task), progress=lambda f, m: seen.append(f))
+        assert r["layers"] == [0, 1, 2] and len(r["score"]) == len(r["control"]) == len(r["selectivity"]) == 3
+        assert r["from_cache"] is False and seen[-1] == pytest.approx(1.0) and seen == sorted(seen)
+        assert np.allclose(np.subtract(r["score"], r["control"]), r["selectivity"], atol=1e-3)
+        assert r["n_test"] > 0 and r["n_train"] > r["n_test"] and r["metric"] == probing.METRICS[task]
+        assert f"{max(r['score']):.2f}" in r["summary"]
+        again = probing.cached_result(loaded, task, _quick(task))
+        assert again["from_cache"] and again["score"] == r["score"]
+    assert "entity_f1" in r or task == "topic"
+
+
+def test_pos_without_a_file_says_what_to_give(tiny_dir):
+    with pytest.raises(ValueError, match="CoNLL-U"):
+        probing.load_task("pos", probing.ProbeSettings())
+
+
+# ----- the command line ---------------------------------------------------------------------------------
+def _cli(argv):
+    from bert_explorer.cli.analysis import register
+    from bert_explorer.cli.common import UserError
+
+    p = argparse.ArgumentParser()
+    register(p.add_subparsers(dest="command", required=True))
+    args = p.parse_args(argv)
+    try:
+        return args.func(args)
+    except UserError as e:
+        return str(e)
+
+
+def test_probe_layers_cli_writes_the_score_by_layer_of_each_task(tiny_dir, tmp_path):
+    conllu = tmp_path / "pos.conllu"
+    conllu.write_text("".join(f"1\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n2\t{w}\t{w}\tNOUN\t_\t_\t0\troot\t_\t_\n\n"
+                              for w in ["cat", "dog", "a", "of"] * 10))
+    out = tmp_path / "probe.json"
+    assert _cli(["probe-layers", "--model", str(tiny_dir), "--task", "ner,pos", "--pos-file", str(conllu),
+                 "--max-examples", "40", "--max-iter", "20", "--output", str(out), "--no-progress"]) == 0
+    data = json.loads(out.read_text())
+    assert data["model"] == str(tiny_dir) and set(data["tasks"]) == {"ner", "pos"}
+    for r in data["tasks"].values():
+        assert r["layers"] == [0, 1, 2] and len(r["score"]) == 3 and "summary" in r and "seconds" in r
+    assert data["tasks"]["pos"]["score"][0] == pytest.approx(1.0)  # DET/NOUN by position: the embeddings know it
+    assert "needs --pos-file" in _cli(["probe-layers", "--model", str(tiny_dir), "--task", "pos",
+                                       "--output", str(out)])
+
+
+# ----- the page -----------------------------------------------------------------------------------------
+@pytest.mark.skipif(checkpoint.SHORT_NAMES["explorer-mini"][0]() is None,
+                    reason="the shipped explorer-mini model is not in assets/")
+def test_probing_page_runs_with_a_progress_bar_then_reads_the_cache():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../pages/12_What_each_layer_knows.py", default_timeout=180)
+    at.session_state["be_model_choice"] = "explorer-mini"
+    at.session_state["probe_n_sent"] = 60
+    at.session_state["probe_n_art"] = 40
+    at.run()
+    assert not at.exception, at.exception
+    assert any("Tenney et al. 2019" in m.value and "Hewitt & Liang" in m.value for m in at.markdown)
+    assert "probe_run" in {b.key for b in at.button}
+    at.button(key="probe_run").click().run()
+    assert not at.exception, at.exception
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(charts) == 2
+    loaded = checkpoint.load("explorer-mini", "BertModel")
+    ner = probing.cached_result(loaded, "ner", probing.ProbeSettings(max_examples=60))
+    assert ner is not None and ner["summary"] in [m.value for m in at.markdown]
+    start = time.perf_counter()
+    at2 = AppTest.from_file("../pages/12_What_each_layer_knows.py", default_timeout=60)
+    at2.session_state["be_model_choice"] = "explorer-mini"
+    at2.session_state["probe_n_sent"] = 60
+    at2.session_state["probe_n_art"] = 40
+    at2.run()
+    assert not at2.exception and "probe_run" not in {b.key for b in at2.button}  # all cached: shown at once
+    assert len(at2.get("plotly_chart")) == 2 and time.perf_counter() - start < 30
+    assert any("read from the cache" in c.value for c in at2.caption)
