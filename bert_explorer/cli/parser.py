@@ -116,8 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_ablate)
 
-    from . import analysis  # the analysis commands (probe-layers, compare-models)
+    from . import analysis, neighbours  # the analysis commands (probe-layers, compare-models, neighbours)
     analysis.register(sub)
+    neighbours.register(sub)
 
     s = sub.add_parser("corpora", help="the built-in corpora, their provenance and licences")
     s.add_argument("--json", action="store_true")

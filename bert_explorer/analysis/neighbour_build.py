@@ -1,0 +1,373 @@
+"""Building the nearest-neighbour index (see ``neighbours.py`` for the design and the measurements):
+the corpus cut into sentences, every token's vector at the chosen layers, written in shards so that
+a stopped build resumes, and assembled into one cache entry by a single rename."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..checkpoint import Loaded, encoder_of
+from ..model.bert import extended_attention_mask
+from . import disk_cache, neighbour_jobs
+
+FORMAT = 1              # bump when the stored layout changes: old entries are then never read
+MAX_PIECES = 128        # WordPieces per encoded sentence, [CLS] and [SEP] included
+SHARD_SENTENCES = 2048  # a stopped build loses at most one shard (~50 k tokens)
+TOKEN_BUDGET = 4096     # padded tokens per forward batch
+
+Progress = Callable[[float, str], None]
+
+
+class IndexMissing(LookupError):
+    """The index for this (model, corpus, layer) has not been built."""
+
+
+# ----- the corpus: documents -> the sentences that are indexed --------------------------------
+@dataclass
+class Units:
+    """The sentences (or windows of long sentences) that are indexed, in corpus order."""
+    texts: list[str]
+    sources: list[str]     # where each comes from: the BBC topic, or "document N"
+    pieces: list[int]      # WordPieces of each, [CLS]/[SEP] not counted
+
+    @property
+    def tokens(self) -> int:
+        return int(sum(self.pieces))
+
+
+def corpus_documents(corpus) -> list[tuple[str, list[str]]]:
+    """``(source, sentences)`` per document. ``corpus`` is a built-in name ("bbc", "wiki", …),
+    a text file or folder (``data.corpora.load_corpus``), a list of documents (lists of
+    sentences) or a list of sentences."""
+    from ..data.corpora import bbc_articles, load_corpus
+
+    if isinstance(corpus, (str, Path)):
+        if str(corpus) == "bbc":
+            return [(topic, doc) for topic, doc in bbc_articles()]
+        return [(f"document {i + 1}", doc) for i, doc in enumerate(load_corpus(corpus))]
+    corpus = list(corpus)
+    if all(isinstance(s, str) for s in corpus):
+        return [("", corpus)]
+    return [(f"document {i + 1}", list(doc)) for i, doc in enumerate(corpus)]
+
+
+def corpus_settings(corpus) -> dict:
+    """What identifies a corpus in the cache key: a built-in by name, anything else by content."""
+    from ..data.corpora import BUILTIN_CORPORA
+
+    if isinstance(corpus, (str, Path)) and str(corpus) in BUILTIN_CORPORA:
+        return {"corpus": str(corpus)}
+    h = hashlib.sha256()
+    if isinstance(corpus, (str, Path)):
+        files = sorted(Path(corpus).rglob("*.txt")) if Path(corpus).is_dir() else [Path(corpus)]
+        for f in files:
+            h.update(f.read_bytes())
+    else:
+        for source, doc in corpus_documents(corpus):
+            h.update(json.dumps([source, doc]).encode())
+    return {"corpus": "text", "sha256": h.hexdigest()[:16]}
+
+
+def corpus_label(corpus) -> str:
+    return str(corpus) if isinstance(corpus, (str, Path)) else f"{len(corpus_documents(corpus))} documents"
+
+
+def corpus_units(tokenizer, corpus, max_pieces: int = MAX_PIECES) -> Units:
+    """Sentences to index: long ones cut into windows of at most ``max_pieces`` - 2 WordPieces at
+    word starts, exact duplicates dropped (first one kept)."""
+    texts, sources = [], []
+    for source, doc in corpus_documents(corpus):
+        texts.extend(s for s in doc if s.strip())
+        sources.extend(source for s in doc if s.strip())
+    out, seen = Units([], [], []), set()
+    room = max_pieces - 2
+    for a in range(0, len(texts), 4096):
+        encs = tokenizer.encode_batch(texts[a:a + 4096])
+        for text, source, e in zip(texts[a:a + 4096], sources[a:a + 4096], encs):
+            pieces, offsets = e.tokens[1:-1], e.offsets[1:-1]
+            windows = [(0, len(pieces))]
+            if len(pieces) > room:
+                windows, i = [], 0
+                while i < len(pieces):
+                    j = min(i + room, len(pieces))
+                    while j < len(pieces) and j > i + 1 and pieces[j].startswith("##"):
+                        j -= 1  # never cut inside a word
+                    windows.append((i, j))
+                    i = j
+            for i, j in windows:
+                if i == j:
+                    continue
+                piece_text = text if (i, j) == (0, len(pieces)) else text[offsets[i][0]:offsets[j - 1][1]]
+                if piece_text in seen:
+                    continue
+                seen.add(piece_text)
+                out.texts.append(piece_text)
+                out.sources.append(source)
+                out.pieces.append(j - i)
+    return out
+
+
+# ----- vectors at one layer -------------------------------------------------------------------
+def hidden_upto(loaded: Loaded, tensors: dict, layers: Sequence[int]) -> dict[int, torch.Tensor]:
+    """The hidden states [B, T, H] at each of ``layers`` (0 = embeddings, l = after encoder layer l),
+    running the encoder only as far as the deepest one asked for: the embeddings' index costs
+    one lookup, the last layer's the whole model. Same arithmetic as
+    ``encoder(**tensors, output_hidden_states=True).hidden_states[l]``."""
+    enc = encoder_of(loaded.model)
+    h = enc.embeddings(tensors["input_ids"], tensors.get("token_type_ids"))  # [B, T, H]
+    mask = extended_attention_mask(tensors.get("attention_mask"), enc.config.causal, h.shape[1], h.dtype, h.device)
+    out = {0: h} if 0 in layers else {}
+    for i, layer in enumerate(enc.encoder.layer[:max(layers)]):
+        h, _ = layer(h, mask)
+        if i + 1 in layers:
+            out[i + 1] = h
+    return out
+
+
+def normalise(x: torch.Tensor) -> torch.Tensor:
+    return x / x.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+
+
+def check_layer(loaded: Loaded, layer: int) -> None:
+    L = encoder_of(loaded.model).config.num_layers
+    if not 0 <= layer <= L:
+        raise ValueError(f"layer {layer} does not exist: this model has the embeddings (0) and layers 1-{L}")
+
+
+def _tensors(encs, pad_id: int, device) -> dict[str, torch.Tensor]:
+    T = max(len(e.input_ids) for e in encs)
+    ids = torch.full((len(encs), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(encs), T), dtype=torch.long)
+    for b, e in enumerate(encs):
+        ids[b, :len(e.input_ids)] = torch.tensor(e.input_ids)
+        mask[b, :len(e.input_ids)] = 1
+    return {"input_ids": ids.to(device), "token_type_ids": torch.zeros_like(ids, device=device),
+            "attention_mask": mask.to(device)}
+
+
+def _batches(encs) -> list[list[int]]:
+    """Indices of ``encs`` in batches of similar length, at most TOKEN_BUDGET padded tokens each:
+    sorted by length, a batch pads only to its own longest sentence (BBC sentences average
+    25 WordPieces; padding them all to 128 would do five times the work)."""
+    order = sorted(range(len(encs)), key=lambda i: len(encs[i].input_ids))
+    batches, i = [], 0
+    while i < len(order):
+        n = 1  # the batch's last sentence is its longest
+        while i + n < len(order) and (n + 1) * len(encs[order[i + n]].input_ids) <= TOKEN_BUDGET:
+            n += 1
+        batches.append(order[i:i + n])
+        i += n
+    return batches
+
+
+def _encode_shard(loaded: Loaded, texts: list[str], first_unit: int, layers: list[int],
+                  on_batch: Callable[[int], None]) -> dict[int, dict[str, np.ndarray]]:
+    """Rows of one shard for each layer: vectors (fp16, unit length), token ids, unit, char span."""
+    tok = loaded.tokenizer
+    encs = tok.encode_batch(texts, max_length=MAX_PIECES)
+    device = next(loaded.model.parameters()).device
+    per_unit: dict[int, dict[int, torch.Tensor]] = {}
+    for batch in _batches(encs):
+        with torch.inference_mode():
+            hs = hidden_upto(loaded, _tensors([encs[b] for b in batch], tok.pad_id, device), layers)
+        for j, b in enumerate(batch):
+            m = len(encs[b].input_ids)
+            per_unit[b] = {l: normalise(hs[l][j, 1:m - 1].float()).to(torch.float16).cpu() for l in layers}
+        on_batch(sum(len(encs[b].input_ids) - 2 for b in batch))
+    shard = {}
+    for l in layers:
+        rows = [per_unit[u][l] for u in range(len(encs))]
+        shard[l] = {
+            "vectors": torch.cat(rows).numpy() if rows else np.zeros((0, 0), np.float16),
+            "token_ids": np.array([t for e in encs for t in e.input_ids[1:-1]], dtype=np.int32),
+            "unit": np.array([first_unit + u for u, e in enumerate(encs) for _ in e.input_ids[1:-1]], dtype=np.int32),
+            "starts": np.array([o[0] for e in encs for o in e.offsets[1:-1]], dtype=np.int32),
+            "ends": np.array([o[1] for e in encs for o in e.offsets[1:-1]], dtype=np.int32),
+        }
+    return shard
+
+
+# ----- building --------------------------------------------------------------------------------
+def index_path(loaded: Loaded, corpus, layer: int) -> Path:
+    """Where the index of (model weights, corpus, layer) lives once built."""
+    return disk_cache.entry("neighbours", loaded, **corpus_settings(corpus), layer=int(layer), format=FORMAT,
+                            max_pieces=MAX_PIECES, shard=SHARD_SENTENCES)
+
+
+def is_complete(path: Path) -> bool:
+    return (Path(path) / "meta.json").is_file()
+
+
+def index_state(loaded: Loaded, corpus, layer: int) -> dict:
+    """ready / building / stopped / failed / missing, with the builder's progress
+    (``neighbour_jobs.build_state``)."""
+    path = index_path(loaded, corpus, layer)
+    return {**neighbour_jobs.build_state(path, is_complete(path)), "path": str(path)}
+
+
+def build_index(loaded: Loaded, corpus="bbc", layers: int | Sequence[int] = 6, progress: Progress | None = None,
+                *, stop_after_shards: int | None = None) -> dict[int, Path]:
+    """Build the index of each layer in ``layers`` that is not there yet, in one pass through the
+    model, and return {layer: folder}. A second call finds them and returns at once.
+
+    Raises ``neighbour_jobs.BuildBusy`` when another process builds one of them now. Finished
+    shards are kept in the work folder, so a build that is killed resumes where it stopped;
+    the index itself appears only when complete. ``stop_after_shards`` (tests) ends the
+    build early as if it had been killed."""
+    layers = sorted({int(layers)} if isinstance(layers, int) else {int(l) for l in layers})
+    for l in layers:
+        check_layer(loaded, l)
+    paths = {l: index_path(loaded, corpus, l) for l in layers}
+    todo = [l for l in layers if not is_complete(paths[l])]
+    if not todo:
+        return paths
+    report = progress or (lambda f, m: None)
+    from contextlib import ExitStack
+
+    with ExitStack() as locks:
+        for l in todo:
+            locks.enter_context(neighbour_jobs.builder_lock(paths[l]))
+        todo = [l for l in todo if not is_complete(paths[l])]  # finished while we waited for the lock
+        if not todo:
+            return paths
+        _build_locked(loaded, corpus, todo, paths, report, stop_after_shards)
+    return paths
+
+
+def _build_locked(loaded, corpus, layers, paths, report, stop_after_shards) -> None:
+    started = time.time()
+
+    def say(fraction: float, message: str, state: str = "running") -> None:
+        for l in layers:
+            neighbour_jobs.write_progress(paths[l], state=state, fraction=fraction, message=message,
+                                          started=started, layers=layers)
+        report(fraction, message)
+
+    was_training = loaded.model.training
+    loaded.model.eval()
+    done, total = 0, 1
+    try:
+        say(0.0, f"reading the corpus {corpus_label(corpus)} and cutting it into sentences…")
+        units = corpus_units(loaded.tokenizer, corpus)
+        if not units.texts:
+            raise ValueError("the corpus holds no text to index")
+        total = units.tokens
+        shards = [(a, min(a + SHARD_SENTENCES, len(units.texts))) for a in range(0, len(units.texts), SHARD_SENTENCES)]
+        for l in layers:
+            _clean_stale(paths[l])
+        computed, t0 = 0, time.time()
+        for s, (a, b) in enumerate(shards):
+            files = {l: neighbour_jobs.work_dir(paths[l]) / "shards" / f"shard-{s:05d}.npz" for l in layers}
+            if all(f.exists() for f in files.values()):
+                done += sum(units.pieces[a:b])
+                continue  # finished by an earlier build that was stopped
+            if stop_after_shards is not None and s >= stop_after_shards:
+                raise KeyboardInterrupt("stopped on purpose (test)")
+
+            def on_batch(n: int) -> None:
+                nonlocal done, computed
+                done, computed = done + n, computed + n
+                rate = computed / max(time.time() - t0, 1e-6)
+                left = (total - done) / max(rate, 1e-6)
+                say(min(0.98, 0.98 * done / total), f"layer {', '.join(map(str, layers))}: {done:,} of {total:,} "
+                                                    f"tokens ({rate:,.0f} tokens/s, about {duration_text(left)} left)")
+
+            shard = _encode_shard(loaded, units.texts[a:b], a, layers, on_batch)
+            for l in layers:
+                _save_atomic(files[l], shard[l])
+        say(0.99, "writing the index…")
+        H = encoder_of(loaded.model).config.hidden_size
+        for l in layers:
+            _assemble(paths[l], units, len(shards), H, {
+                "layer": l, "corpus": corpus_label(corpus), "model": str(loaded.path), "model_name": loaded.name,
+                "hidden_size": H, "format": FORMAT, "build_seconds": round(time.time() - started, 1),
+                "built": time.strftime("%Y-%m-%d %H:%M:%S"), "threads": torch.get_num_threads()})
+            shutil.rmtree(neighbour_jobs.work_dir(paths[l]) / "shards", ignore_errors=True)
+        say(1.0, f"done in {duration_text(time.time() - started)}", state="done")
+    except Exception as e:  # (a KeyboardInterrupt or a kill leaves "running": the page says "stopped")
+        for l in layers:
+            neighbour_jobs.write_progress(paths[l], state="failed", error=f"{type(e).__name__}: {e}",
+                                          fraction=min(1.0, done / total), message=f"failed: {e}")
+        raise
+    finally:
+        loaded.model.train(was_training)
+
+
+def _clean_stale(path: Path) -> None:
+    """Temporary folders of an assembly that was killed (we hold the lock: nobody else writes them)."""
+    for tmp in path.parent.glob(f".{path.name}.*"):
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _save_atomic(file: Path, arrays: dict[str, np.ndarray]) -> None:
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = file.with_name(f".{file.stem}.tmp.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(file)
+
+
+def _assemble(path: Path, units: Units, n_shards: int, H: int, meta: dict) -> None:
+    shard_dir = neighbour_jobs.work_dir(path) / "shards"
+    parts = [np.load(shard_dir / f"shard-{s:05d}.npz") for s in range(n_shards)]
+    N = sum(len(p["token_ids"]) for p in parts)
+    with disk_cache.writing(path) as tmp:
+        vectors = np.lib.format.open_memmap(tmp / "vectors.npy", mode="w+", dtype=np.float16, shape=(N, H))
+        row = 0
+        for p in parts:  # copied part by part: the build never holds the whole matrix in memory
+            v = p["vectors"]
+            vectors[row:row + len(v)] = v
+            row += len(v)
+        vectors.flush()
+        del vectors
+        for name in ("token_ids", "unit", "starts", "ends"):
+            np.save(tmp / f"{name}.npy", np.concatenate([p[name] for p in parts]))
+        (tmp / "sentences.json").write_text(json.dumps({"text": units.texts, "source": units.sources}))
+        (tmp / "meta.json").write_text(json.dumps({**meta, "rows": N, "sentences": len(units.texts)}, indent=1))
+
+
+def duration_text(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 90:
+        return f"{seconds} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def estimate_build_seconds(loaded: Loaded, corpus="bbc", layer: int = 6, sample: int = 512) -> dict:
+    """How long the build would take here, measured: ``sample`` sentences spread over the corpus
+    are run through the model up to ``layer`` on this machine, batched as the build batches
+    them, and the rate is applied to the corpus's WordPieces (counted on the same sample, per
+    character). A background build gets one core fewer than the machine has
+    (``train.runs.background_env``); on 2 cores that is the app's own 1 thread."""
+    check_layer(loaded, layer)
+    texts = list(dict.fromkeys(s for _, doc in corpus_documents(corpus) for s in doc if s.strip()))
+    chars = sum(len(t) for t in texts)
+    step = max(1, len(texts) // sample)
+    picked = texts[::step][:sample]
+    encs = loaded.tokenizer.encode_batch(picked, max_length=MAX_PIECES)
+    pieces = sum(len(e.input_ids) - 2 for e in encs)
+    tokens = round(chars * pieces / max(1, sum(len(t) for t in picked)))
+    was_training = loaded.model.training
+    loaded.model.eval()
+    device = next(loaded.model.parameters()).device
+    try:
+        hidden_upto(loaded, _tensors(encs[:2], loaded.tokenizer.pad_id, device), [layer])  # warm up
+        t0 = time.time()
+        for batch in _batches(encs):
+            with torch.inference_mode():
+                hidden_upto(loaded, _tensors([encs[b] for b in batch], loaded.tokenizer.pad_id, device), [layer])
+        rate = pieces / max(time.time() - t0, 1e-6)
+    finally:
+        loaded.model.train(was_training)
+    return {"tokens": tokens, "sentences": len(texts), "tokens_per_s": rate, "seconds": tokens / rate,
+            "threads": torch.get_num_threads(),
+            "disk_bytes": tokens * (2 * encoder_of(loaded.model).config.hidden_size + 16)}

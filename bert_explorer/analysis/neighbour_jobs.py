@@ -1,0 +1,168 @@
+"""Building a nearest-neighbour index in the background: one builder per index, progress on disk.
+
+An index takes minutes to build (``neighbours.py``), so the page starts the build as a
+separate process, ``python -m bert_explorer.cli.neighbours build ...``, in its own process
+session: it keeps going when the browser tab closes, when Streamlit reruns the page, and even
+when the server stops. Every browser session (and the CLI) finds it through files in one work
+folder per index, ``<cache>/neighbours-work/<entry name>/``:
+
+| file | what |
+|---|---|
+| ``lock`` | an ``flock`` held by the builder for the whole build; the kernel drops it when the builder ends, even by ``kill -9``, so a dead builder never blocks the next one |
+| ``progress.json`` | state (starting, running, done, failed), fraction, message, pid; replaced atomically |
+| ``log.txt`` | the background process's output (for a failed build) |
+| ``shards/`` | finished parts of the index, each written whole; a stopped build resumes from them |
+
+Two sessions pressing *Build* for the same index start at most one build: the second sees
+the lock held (or a fresh "starting") and only watches; a builder that finds the lock taken
+anyway stops at once with :class:`BuildBusy` before writing anything.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+try:
+    import fcntl  # POSIX file locks; without them (Windows) builds are not locked
+except ImportError:  # pragma: no cover
+    fcntl = None
+
+from ..train.run_lock import pid_alive
+from .disk_cache import cache_root
+
+STARTING_GRACE_S = 120  # a "starting" build whose process has not taken the lock by then has failed to start
+
+
+class BuildBusy(RuntimeError):
+    """Another process is building this index right now."""
+
+
+def work_dir(entry_path: Path) -> Path:
+    """The work folder of the index whose finished entry will be ``entry_path``."""
+    return cache_root() / "neighbours-work" / Path(entry_path).name
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def read_progress(entry_path: Path) -> dict:
+    try:
+        return json.loads((work_dir(entry_path) / "progress.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_progress(entry_path: Path, **fields) -> None:
+    _write_json_atomic(work_dir(entry_path) / "progress.json",
+                       {**fields, "pid": fields.get("pid", os.getpid()), "updated": time.time()})
+
+
+@contextmanager
+def builder_lock(entry_path: Path):
+    """Hold the index's build lock for the ``with`` block, or raise BuildBusy at once."""
+    d = work_dir(entry_path)
+    d.mkdir(parents=True, exist_ok=True)
+    fd = os.open(d / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = read_progress(entry_path).get("pid")
+                raise BuildBusy(f"this index is already being built by process {holder or '?'}; "
+                                "wait for it (the page shows its progress)") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def lock_held(entry_path: Path) -> bool:
+    """Is a builder working on this index now? (A probe: take the lock and give it back.)"""
+    lock = work_dir(entry_path) / "lock"
+    if fcntl is None or not lock.exists():
+        return False
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def build_state(entry_path: Path, complete: bool) -> dict:
+    """Where the build of one index stands, for a page or the CLI:
+
+    ``state`` is "ready" (the index exists), "building" (a builder is at work, or was just
+    started), "stopped" (a builder ended without finishing: building again resumes),
+    "failed" (it raised an error, in ``error``) or "missing" (never built). ``fraction`` and
+    ``message`` come from the builder's last report."""
+    if complete:
+        return {"state": "ready", "fraction": 1.0}
+    p = read_progress(entry_path)
+    if lock_held(entry_path):
+        return {**p, "state": "building"}
+    s = p.get("state")
+    if s == "starting" and time.time() - p.get("updated", 0) < STARTING_GRACE_S and (
+            p.get("pid") is None or pid_alive(p.get("pid"))):
+        return {**p, "state": "building"}
+    if s == "failed":
+        return p
+    if s in ("starting", "running"):
+        return {**p, "state": "stopped"}
+    return {"state": "missing", "fraction": 0.0}
+
+
+def log_tail(entry_path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join((work_dir(entry_path) / "log.txt").read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def start_background(entry_path: Path, argv: list[str]) -> subprocess.Popen | None:
+    """Start ``python -m bert_explorer.cli.neighbours build <argv>`` as its own process session
+    (None when a builder is already at work). It gets one CPU core fewer than the machine has
+    (``train.runs.background_env``), so the app stays responsive while it builds."""
+    from ..train.runs import background_env
+
+    if lock_held(entry_path):
+        return None
+    d = work_dir(entry_path)
+    d.mkdir(parents=True, exist_ok=True)
+    # "starting" first, so every session sees the build at once; the builder replaces it
+    # with "running" (and its pid) as soon as it holds the lock.
+    write_progress(entry_path, state="starting", fraction=0.0, message="starting the build process…", pid=None)
+    with (d / "log.txt").open("a") as log:
+        log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} build {' '.join(argv)}\n")
+        log.flush()
+        proc = subprocess.Popen([sys.executable, "-m", "bert_explorer.cli.neighbours", "build", *argv],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=os.getcwd(), env=background_env())
+    if read_progress(entry_path).get("state") == "starting":  # name the process, so a crash at start shows
+        write_progress(entry_path, state="starting", fraction=0.0, message="starting the build process…",
+                       pid=proc.pid)
+    return proc
+
+
+def builds_running() -> list[dict]:
+    """The progress of every index being built on this machine now (any model, corpus, layer)."""
+    root = cache_root() / "neighbours-work"
+    out = []
+    for d in sorted(root.iterdir()) if root.is_dir() else []:
+        entry_path = cache_root() / d.name
+        if lock_held(entry_path):
+            out.append({**read_progress(entry_path), "entry": d.name})
+    return out

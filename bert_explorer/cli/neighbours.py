@@ -1,0 +1,187 @@
+"""``bert-explorer neighbours``: build a corpus index of contextual token vectors and search it.
+
+    bert-explorer neighbours build --model minilm-mlm-nsp --layer 6            # BBC News, minutes
+    bert-explorer neighbours query --model minilm-mlm-nsp --layer 6 \\
+        --text "the bank raised interest rates" --token bank --k 10 --output hits.json
+
+``--layer`` counts as the app does: 0 is the embeddings, 1..L the encoder layers. ``build``
+takes several layers at once (``--layer 0,6``): one pass through the model fills them all.
+The page starts ``python -m bert_explorer.cli.neighbours build ...`` in the background, so
+this module also runs on its own (see :func:`main`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .common import UserError, _int_list
+
+MODEL_HELP = "a checkpoint directory or a short name (minilm-mlm-nsp, explorer-mini, minilm)"
+CORPUS_HELP = "a built-in corpus (bbc, the default) or a text file / folder of .txt files"
+
+
+def register(sub) -> None:
+    """Add ``neighbours build`` and ``neighbours query`` to the subcommands ``sub``."""
+    s = sub.add_parser("neighbours", help="nearest tokens in a corpus at one layer (exBERT's search)")
+    actions = s.add_subparsers(dest="action", required=True)
+
+    b = actions.add_parser("build", help="build the index of (model, corpus, layer) into the disk cache")
+    b.add_argument("--model", required=True, help=MODEL_HELP)
+    b.add_argument("--layer", required=True, type=_int_list, help="0 = embeddings, 1..L = layers; several as 0,6")
+    b.add_argument("--corpus", default="bbc", help=CORPUS_HELP)
+    b.add_argument("--background", action="store_true", help="start as a background process and return")
+    b.add_argument("--no-progress", action="store_true", help="no progress bar (one line per shard instead)")
+    b.set_defaults(func=cmd_build)
+
+    q = actions.add_parser("query", help="the corpus tokens nearest to one token of your sentence")
+    q.add_argument("--model", required=True, help=MODEL_HELP)
+    q.add_argument("--layer", required=True, type=int, help="0 = embeddings, 1..L = layers")
+    q.add_argument("--text", required=True, help="your sentence")
+    q.add_argument("--token", required=True, help="a word of the sentence (its first WordPiece is used) or a "
+                                                  "position (1 = the first WordPiece after [CLS])")
+    q.add_argument("--k", type=int, default=10, help="how many neighbours (default 10)")
+    q.add_argument("--corpus", default="bbc", help=CORPUS_HELP)
+    q.add_argument("--output", help="also write the result as JSON to this file")
+    q.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    q.set_defaults(func=cmd_query)
+
+
+def _load(name: str):
+    from .. import checkpoint
+
+    return checkpoint.load(name, "BertModel")
+
+
+def _check_corpus(corpus: str) -> None:
+    from ..data.corpora import BUILTIN_CORPORA
+
+    if corpus not in BUILTIN_CORPORA and not Path(corpus).expanduser().exists():
+        raise UserError(f"no corpus called {corpus!r}: give a text file, a folder, or one of "
+                        f"{', '.join(BUILTIN_CORPORA)}")
+
+
+def cmd_build(args) -> int:
+    from ..analysis import neighbour_jobs, neighbours as nb
+
+    _check_corpus(args.corpus)
+    loaded = _load(args.model)
+    try:
+        for layer in args.layer:
+            nb.check_layer(loaded, layer)
+    except ValueError as e:
+        raise UserError(str(e)) from e
+    if args.background:
+        for layer in args.layer:
+            path = nb.index_path(loaded, args.corpus, layer)
+            if nb.is_complete(path):
+                print(f"layer {layer}: already built ({path})", file=sys.stderr)
+            elif neighbour_jobs.start_background(path, ["--model", args.model, "--layer", str(layer),
+                                                        "--corpus", args.corpus, "--no-progress"]) is None:
+                print(f"layer {layer}: already being built", file=sys.stderr)
+            else:
+                print(f"layer {layer}: building in the background; progress in "
+                      f"{neighbour_jobs.work_dir(path) / 'progress.json'}", file=sys.stderr)
+        return 0
+    progress, close = _progress(args.no_progress)
+    try:
+        paths = nb.build_index(loaded, args.corpus, args.layer, progress)
+    except neighbour_jobs.BuildBusy as e:
+        raise UserError(str(e)) from e
+    except ValueError as e:
+        raise UserError(str(e)) from e
+    finally:
+        close()
+    for layer, path in paths.items():
+        meta = json.loads((path / "meta.json").read_text())
+        size = sum(f.stat().st_size for f in path.iterdir()) / 1e6
+        print(f"layer {layer}: {meta['rows']:,} tokens of {meta['sentences']:,} sentences, {size:,.0f} MB, "
+              f"built in {meta['build_seconds']:.0f} s -> {path}", file=sys.stderr)
+    return 0
+
+
+def _progress(quiet: bool):
+    """A progress callback (fraction, message) and its closer: a tqdm bar, or plain lines."""
+    if quiet:
+        last = [-1]
+
+        def plain(fraction: float, message: str) -> None:
+            step = int(fraction * 20)  # a line every 5 %
+            if step != last[0]:
+                last[0] = step
+                print(f"{fraction:4.0%} {message}", file=sys.stderr, flush=True)
+        return plain, lambda: None
+    from tqdm import tqdm
+
+    bar = tqdm(total=1000, unit="‰", dynamic_ncols=True, bar_format="{l_bar}{bar}| {desc}")
+
+    def update(fraction: float, message: str) -> None:
+        bar.n = int(1000 * fraction)
+        bar.set_description_str(message[:100], refresh=False)
+        bar.refresh()
+    return update, bar.close
+
+
+def cmd_query(args) -> int:
+    from ..analysis import neighbours as nb
+
+    _check_corpus(args.corpus)
+    if args.k < 1:
+        raise UserError("--k must be at least 1")
+    loaded = _load(args.model)
+    try:
+        nb.check_layer(loaded, args.layer)
+        position = nb.pick_token(loaded, args.text, args.token)
+    except ValueError as e:
+        raise UserError(str(e)) from e
+    path = nb.index_path(loaded, args.corpus, args.layer)
+    if not nb.is_complete(path):
+        raise UserError(f"the index of layer {args.layer} of {args.model} over {args.corpus} is not built yet; "
+                        f"build it with: bert-explorer neighbours build --model {args.model} --layer {args.layer} "
+                        f"--corpus {args.corpus}")
+    result = nb.nearest(loaded, nb.NeighbourIndex.open(path), args.text, position, args.layer, args.k)
+    layer_label = "the embeddings (layer 0)" if args.layer == 0 else f"layer {args.layer}"
+    record = {"model": args.model, "corpus": args.corpus, "layer": args.layer, "text": args.text,
+              "position": position, "token": result.query_token, "k": args.k,
+              "caption": nb.describe(result, layer_label), "search_seconds": result.seconds,
+              "hits": [{k: h[k] for k in ("rank", "similarity", "token", "same_token", "sentence", "start", "end",
+                                          "source")} for h in result.hits]}
+    if args.output:
+        out = Path(args.output)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".partial")
+        tmp.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        tmp.replace(out)
+    if args.json:
+        print(json.dumps(record, indent=1, ensure_ascii=False))
+        return 0
+    print(f"query: “{result.query_token}” (WordPiece {position}) of: {args.text}")
+    for h in result.hits:
+        context = f"{h['left']}[{h['hit']}]{h['right']}"
+        print(f"{h['rank']:>3}  {h['similarity']:.3f}  {h['token']:<14} {h['source']:<14} {context}")
+    print(record["caption"])
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bert_explorer.cli.neighbours build|query ...``: this command on its own, with
+    the CLI's handling of user errors (one line, exit 2)."""
+    from ..checkpoint import CheckpointError
+
+    parser = argparse.ArgumentParser(prog="bert-explorer neighbours")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = parser.parse_args(["neighbours", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return args.func(args)
+    except (UserError, CheckpointError) as e:
+        print(f"bert-explorer: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bert-explorer: interrupted (building again resumes from the last finished shard)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

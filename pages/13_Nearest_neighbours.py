@@ -1,0 +1,163 @@
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from bert_explorer.analysis import neighbour_jobs as jobs
+from bert_explorer.analysis import neighbours as nb
+from bert_explorer.app.state import computed, is_private, load, model_picker, writes_allowed
+from bert_explorer.app.widgets import intro
+
+st.set_page_config(page_title="Nearest neighbours · BERT Explorer", layout="wide")
+intro("Nearest neighbours in a corpus", """
+Pick one token of your sentence and a layer: the table lists the tokens of a whole corpus (BBC
+News, about a million WordPieces) whose vectors at that layer are nearest to yours (cosine
+similarity), each in its own sentence. This is the key feature of exBERT (Hoover et al. 2020).
+BERT's vectors are **contextual** (Devlin et al. 2019, Section 3; Section 5.3 uses them as features):
+at the embeddings (layer 0) a word is the same vector wherever it stands, so its neighbours are all
+its uses; in the deep layers the sentence has been mixed in, so the neighbours should be the uses
+*in the same sense* — see for yourself whether this model does that.
+""")
+
+ARCH = "BertForPreTraining"  # loads encoder-only checkpoints too; only the encoder is used
+EXAMPLE = "the bank put up interest rates again to slow down borrowing ."
+EXAMPLE_WORD = "interest"
+OTHER_SENSE = "she has shown no interest in football since she was a child ."
+
+name = model_picker()
+loaded, error = load(name, ARCH) if name else (None, "Choose a model in the sidebar.")
+if error:
+    st.info(error)
+    st.stop()
+L = loaded.config.num_layers
+
+
+def layer_label(layer: int) -> str:
+    return "the embeddings (layer 0)" if layer == 0 else f"layer {layer}"
+
+
+@st.cache_resource(max_entries=4, show_spinner="Opening the index…")
+def _open(path: str) -> nb.NeighbourIndex:
+    return nb.NeighbourIndex.open(path)
+
+
+@st.cache_data(max_entries=128, show_spinner="Searching…")
+def _nearest(model: str, path: str, text: str, position: int, layer: int, k: int) -> nb.Neighbours:
+    return nb.nearest(load(model, ARCH)[0], _open(path), text, position, layer, k)
+
+
+corpora = list(nb.PAGE_CORPORA)
+corpus_name = st.selectbox("Corpus", corpora, key="nn_corpus") if len(corpora) > 1 else corpora[0]
+corpus = nb.PAGE_CORPORA[corpus_name]
+
+c1, c2, c3, c4 = st.columns([4, 1.3, 1.3, 1])
+text = c1.text_input("Your sentence", EXAMPLE, key="nn_text", max_chars=600)
+if not text.strip():
+    st.info("Type a sentence to pick a token from.")
+    st.stop()
+pieces = nb.sentence_pieces(loaded, text)
+positions = list(range(1, len(pieces) - 1))
+if not positions:
+    st.info("This sentence has no WordPieces; type some words.")
+    st.stop()
+start = next((i for i in positions if pieces[i] == EXAMPLE_WORD), 1)
+position = c2.selectbox("Token", positions, index=positions.index(start), format_func=lambda i: f"{i}: {pieces[i]}",
+                        key=f"nn_token_{hash(text)}", help="The WordPieces of your sentence, numbered from [CLS] = 0.")
+layer = c3.selectbox("Layer", list(range(L + 1)), index=L, key="nn_layer",
+                     format_func=lambda i: "0 (embeddings)" if i == 0 else str(i),
+                     help=f"0 = the embedding output (token + position + segment, then LayerNorm); 1-{L} = after "
+                          "each encoder layer. Each layer has its own index.")
+k = c4.number_input("Hits", 5, 50, 10, 5, key="nn_k")
+st.caption(f"Try the same word in another sense, e.g. “{OTHER_SENSE}”, and compare layer 0 with layer {L}.")
+
+state = nb.index_state(loaded, corpus, layer)
+path = state["path"]
+
+
+# ----- no index yet: build it in the background --------------------------------------------------
+@st.fragment(run_every=2.0)
+def _watch(model: str, corpus, layer: int) -> None:
+    s = nb.index_state(load(model, ARCH)[0], corpus, layer)
+    if s["state"] != "building":
+        st.rerun()  # finished (or stopped): redraw the whole page
+    st.progress(min(1.0, float(s.get("fraction") or 0.0)), text=s.get("message") or "building…")
+    st.caption("The build runs as its own process: you may leave this page or close the tab; it goes on, and "
+               "every visitor sees the same build.")
+
+
+if state["state"] == "building":
+    st.subheader(f"Building the index of {layer_label(layer)}")
+    _watch(name, corpus, layer)
+    st.stop()
+
+if state["state"] != "ready":
+    st.subheader(f"No index of {layer_label(layer)} yet")
+    if state["state"] == "stopped":
+        st.warning(f"The last build of this index stopped at {float(state.get('fraction') or 0):.0%} before it "
+                   "finished (its process ended); building again resumes from its last finished part.")
+    elif state["state"] == "failed":
+        st.error(f"The last build of this index failed: {state.get('error') or state.get('message')}")
+        with st.expander("Its log"):
+            st.code(jobs.log_tail(Path(path)), language=None)
+    with st.spinner("Measuring how fast this model runs here…"):
+        est = computed(nb.estimate_build_seconds, name, ARCH, corpus, layer)
+    st.markdown(
+        f"The index holds every WordPiece of the corpus except [CLS] and [SEP]: **{est['tokens']:,} tokens** in "
+        f"{est['sentences']:,} sentences, {est['disk_bytes'] / 1e6:,.0f} MB on disk (fp16). Building it runs the "
+        f"model over all of them, up to {layer_label(layer)}: measured here on {est['threads']} CPU "
+        f"thread{'s' if est['threads'] > 1 else ''} at {est['tokens_per_s']:,.0f} tokens/s, that is **about "
+        f"{nb.duration_text(est['seconds'])}**. It is built once and kept for every later visit.")
+    st.caption(f"From a terminal, one pass through the model builds several layers at once: `bert-explorer "
+               f"neighbours build --model {name} --layer 0,{L}`.")
+    running = jobs.builds_running()
+    if not writes_allowed() and running:
+        # classroom mode: one build at a time on the server, so the class does not starve the CPU
+        st.info(f"Another index is being built on this server now ({running[0].get('message', '')}); in classroom "
+                "mode one builds at a time. Come back when it is done.")
+        st.stop()
+    if running:
+        st.caption(f"{len(running)} other index{'es are' if len(running) > 1 else ' is'} being built now; a second "
+                   "build runs beside it and both go slower.")
+    if st.button(f"Build the index of {layer_label(layer)}", key="nn_build", type="primary"):
+        jobs.start_background(Path(path), ["--model", name, "--layer", str(layer), "--corpus", str(corpus),
+                                              "--no-progress"])
+        st.rerun()
+    if not is_private():
+        st.caption("Building writes only to the app's cache folder (not to runs), and one build serves every "
+                   "visitor, so it is allowed in classroom mode too, one build at a time.")
+    st.stop()
+
+# ----- the index exists: search it -------------------------------------------------------------------
+result = _nearest(name, path, text, position, layer, int(k))
+st.subheader(f"Nearest to “{pieces[position]}” (WordPiece {position}) at {layer_label(layer)}")
+st.caption(nb.describe(result, layer_label(layer)))
+table = pd.DataFrame([{"#": h["rank"], "similarity": h["similarity"], "left context": h["left"], "hit": h["hit"],
+                       "right context": h["right"], "same token": "✓" if h["same_token"] else "",
+                       "source": h["source"]} for h in result.hits])
+st.dataframe(table, hide_index=True, width="stretch", key="nn_hits", column_config={
+    "similarity": st.column_config.ProgressColumn("similarity", format="%.3f", min_value=0.0, max_value=1.0,
+                                                  help="cosine similarity of the two vectors at this layer"),
+    "left context": st.column_config.TextColumn(alignment="right", width="medium"),
+    "hit": st.column_config.TextColumn("hit", help="the corpus token found, in its sentence", width="small"),
+    "right context": st.column_config.TextColumn(width="medium"),
+    "same token": st.column_config.TextColumn(help="the same WordPiece as your token", width="small")})
+
+built = [l for l in range(L + 1) if l != layer and nb.is_complete(nb.index_path(loaded, corpus, l))]
+if built and st.checkbox(f"Compare with the other layer{'s' if len(built) > 1 else ''} that ha"
+                         f"{'ve' if len(built) > 1 else 's'} an index: {', '.join(map(str, built))}",
+                         key="nn_compare"):
+    rows = []
+    for l in sorted(built + [layer]):
+        r = _nearest(name, str(nb.index_path(loaded, corpus, l)), text, position, l, int(k))
+        rows.append({"layer": l, f"same token in the top {k}": r.same_token,
+                     "nearest other tokens": ", ".join(dict.fromkeys(h["token"] for h in r.hits
+                                                                     if not h["same_token"])),
+                     "similarity of hit 1": r.hits[0]["similarity"], f"similarity of hit {k}": r.hits[-1]["similarity"],
+                     "sources": ", ".join(f"{s} {n}" for s, n in pd.Series([h["source"] for h in r.hits])
+                                          .value_counts().items())})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="nn_layers", column_config={
+        c: st.column_config.NumberColumn(format="%.3f") for c in ("similarity of hit 1", f"similarity of hit {k}")})
+    st.caption("Read down the table: how the neighbours of the same token change as context is mixed in.")
+meta = _open(path).meta
+st.caption(f"Index: {meta['rows']:,} tokens of {meta['sentences']:,} sentences ({meta['corpus']}), built "
+           f"{meta['built']} in {nb.duration_text(meta['build_seconds'])}. Exact search (every token is scored).")

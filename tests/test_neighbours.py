@@ -1,0 +1,323 @@
+"""Nearest neighbours in a corpus (exBERT's search): the index against brute force, its building
+(atomic, resumable, one builder, cached), the CLI and the page, all on a corpus of a few
+dozen sentences so the file runs in seconds."""
+import json
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from bert_explorer import checkpoint
+from bert_explorer.analysis import neighbour_build as nbb
+from bert_explorer.analysis import neighbour_jobs as jobs
+from bert_explorer.analysis import neighbours as nb
+from bert_explorer.data.corpora import tiny_corpus
+from bert_explorer.model import BertConfig
+from bert_explorer.tokenizer import WordPieceTokenizer
+
+SENTENCES = [
+    "The bank raised interest rates again.", "She sat on the river bank and watched the water.",
+    "Interest in the film was huge.", "The match ended in a draw after extra time.",
+    "He lit a match in the dark.", "Shares in the bank fell sharply on Monday.",
+    "The record label signed the band.", "She set a world record in the final.",
+] + [s for doc in tiny_corpus(8, seed=3) for s in doc]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, minilm_dir):
+    """A small random BERT (H = 32, 2 layers) with the real uncased vocabulary, saved to disk."""
+    tok = WordPieceTokenizer(minilm_dir / "vocab.txt")
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                        max_position_embeddings=128)
+    torch.manual_seed(0)
+    d = checkpoint.save(checkpoint.new_model("BertModel", config), tok, tmp_path_factory.mktemp("tiny") / "model")
+    return checkpoint.load(d, "BertModel")
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A cache folder of the test's own: every test builds from nothing."""
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Tiny models, many small calls: one thread each avoids OpenMP spinning on a busy 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+_VECTORS = {}
+
+
+def brute_force(loaded, sentences, text, position, layer, k):
+    """Top-k cosine over every WordPiece of every (distinct) sentence, from the full forward pass
+    of each sentence on its own: (similarity, sentence, first character) best first."""
+    enc_model = checkpoint.encoder_of(loaded.model).eval()
+
+    def vectors(sentence):
+        if (sentence, layer) not in _VECTORS:
+            enc = loaded.tokenizer.encode(sentence)
+            with torch.no_grad():
+                h = enc_model(**loaded.tokenizer.tensors([enc]), output_hidden_states=True).hidden_states[layer][0]
+            _VECTORS[sentence, layer] = enc, torch.nn.functional.normalize(h, dim=-1)
+        return _VECTORS[sentence, layer]
+
+    _, q = vectors(text)
+    rows = []
+    for s in dict.fromkeys(sentences):
+        enc, v = vectors(s)
+        sims = (v @ q[position]).tolist()
+        rows += [(sims[t], s, enc.offsets[t][0]) for t in range(1, len(enc.input_ids) - 1)]
+    return sorted(rows, key=lambda r: -r[0])[:k], len(rows)
+
+
+@pytest.mark.parametrize("layer", [0, 2])
+def test_index_finds_the_same_neighbours_as_brute_force(tiny, cache, layer):
+    paths = nb.build_index(tiny, SENTENCES, [0, 2])
+    index = nb.NeighbourIndex.open(paths[layer])
+    assert index.vectors.dtype == np.float16
+    assert np.allclose(np.linalg.norm(index.vectors.astype(np.float32), axis=1), 1, atol=2e-3)
+    for text, word in [("the bank raised rates .", "bank"), ("a world record in the final", "record"),
+                       ("the team lost the match", "match")]:
+        position = nb.pick_token(tiny, text, word)
+        result = nb.nearest(tiny, index, text, position, layer, k=8)
+        truth, n_rows = brute_force(tiny, SENTENCES, text, position, layer, 8)
+        assert len(index) == n_rows  # every WordPiece of every distinct sentence, no [CLS]/[SEP]
+        # the same similarities, rank by rank (fp16 storage: ties may swap, values may not)
+        assert np.allclose([h["similarity"] for h in result.hits], [t[0] for t in truth], atol=2e-3)
+        # and each hit really has the similarity it reports
+        by_place = {(s, a): sim for sim, s, a in brute_force(tiny, SENTENCES, text, position, layer, n_rows)[0]}
+        for h in result.hits:
+            assert abs(by_place[(h["sentence"], h["start"])] - h["similarity"]) < 2e-3
+            assert h["left"].endswith(h["sentence"][:h["start"]][-70:])
+            assert h["hit"] == h["sentence"][h["start"]:h["end"]]
+
+
+def test_exact_search_is_exact_among_near_ties():
+    """fp16 scores make near-ties equal; the fp32 re-scoring must still return the true top k."""
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((40, 64)).astype(np.float32)
+    x = base[rng.integers(0, 40, 20_000)] + 2e-3 * rng.standard_normal((20_000, 64)).astype(np.float32)
+    v = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float16)
+    full = torch.from_numpy(v).float()
+    missed = 0  # how often the fp16 scores alone would get the top 10 wrong
+    for q in v[:5].astype(np.float32):
+        sims, rows = nb.exact_search(v, q, 10)
+        truth = torch.topk(full @ torch.nn.functional.normalize(torch.from_numpy(q), dim=0), 10)
+        assert np.allclose(sims, truth.values.numpy(), atol=1e-6)
+        assert np.allclose((full[rows] @ torch.from_numpy(q / np.linalg.norm(q))).numpy(), sims, atol=1e-6)
+        fp16_only = torch.topk(torch.from_numpy(v) @ torch.from_numpy(q).half(), 10).indices
+        missed += not np.allclose((full[fp16_only] @ torch.from_numpy(q / np.linalg.norm(q))).numpy(), sims, atol=1e-6)
+    assert missed > 0  # the data does have the near-ties that the re-scoring is for
+
+
+def test_hidden_upto_equals_the_full_forward(tiny):
+    enc = tiny.tokenizer.batch(["the bank raised rates .", "a match"])
+    with torch.no_grad():
+        full = checkpoint.encoder_of(tiny.model)(**enc, output_hidden_states=True).hidden_states
+        part = nb.hidden_upto(tiny, enc, [0, 1, 2])
+    for layer in (0, 1, 2):
+        assert torch.allclose(part[layer], full[layer], atol=1e-5)
+
+
+def test_long_sentences_are_cut_at_word_starts_and_duplicates_dropped(tiny):
+    long = " ".join(["unbelievably"] * 40 + ["interesting"] * 60) + "."
+    units = nb.corpus_units(tiny.tokenizer, [long, "a short one .", "a short one ."])
+    assert units.texts.count("a short one .") == 1
+    assert all(p <= nb.MAX_PIECES - 2 for p in units.pieces) and len(units.texts) >= 3
+    for t in units.texts[:-1]:
+        assert not tiny.tokenizer.tokenize(t)[0].startswith("##")
+    assert sum(units.pieces[:-1]) == len(tiny.tokenizer.tokenize(long))  # no piece lost
+
+
+def test_a_second_build_reuses_the_cache(tiny, cache, monkeypatch):
+    first = nb.build_index(tiny, SENTENCES, 1)
+    monkeypatch.setattr(nbb, "_encode_shard", lambda *a, **k: pytest.fail("the model ran again"))
+    t = time.time()
+    assert nb.build_index(tiny, SENTENCES, 1) == first
+    assert time.time() - t < 1
+    assert nb.index_state(tiny, SENTENCES, 1)["state"] == "ready"
+    assert nb.index_state(tiny, SENTENCES, 2)["state"] == "missing"
+
+
+def test_an_interrupted_build_leaves_no_entry_and_resumes(tiny, cache, monkeypatch):
+    monkeypatch.setattr(nbb, "SHARD_SENTENCES", 8)
+    path = nb.index_path(tiny, SENTENCES, 2)
+    with pytest.raises(KeyboardInterrupt):  # as if killed after two shards
+        nb.build_index(tiny, SENTENCES, 2, stop_after_shards=2)
+    assert not path.exists() and not nb.is_complete(path)
+    assert nb.index_state(tiny, SENTENCES, 2)["state"] == "stopped"  # the lock is free, the work is not done
+    with pytest.raises(nb.IndexMissing):
+        nb.NeighbourIndex.open(path)
+    # a kill in the middle of writing the entry leaves a temporary folder, which is never trusted
+    stale = path.parent / f".{path.name}.x1y2"
+    (stale / "sub").mkdir(parents=True)
+    (stale / "vectors.npy").write_bytes(b"half")
+    assert not nb.is_complete(path)
+
+    computed = []
+    real = nbb._encode_shard
+    monkeypatch.setattr(nbb, "_encode_shard", lambda loaded, texts, *a: computed.append(len(texts)) or
+                        real(loaded, texts, *a))
+    nb.build_index(tiny, SENTENCES, 2)
+    distinct = len(dict.fromkeys(SENTENCES))
+    assert sum(computed) == distinct - 16  # the two finished shards were not computed again
+    assert not stale.exists() and nb.is_complete(path)
+    assert not (jobs.work_dir(path) / "shards").exists()
+    resumed = nb.NeighbourIndex.open(path)
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(cache.parent / "fresh"))  # the same index in one go
+    fresh = nb.NeighbourIndex.open(nb.build_index(tiny, SENTENCES, 2)[2])
+    assert np.array_equal(np.asarray(resumed.vectors), np.asarray(fresh.vectors))
+    assert np.array_equal(resumed.unit, fresh.unit) and resumed.texts == fresh.texts
+
+
+def test_a_failed_build_says_why(tiny, cache, monkeypatch):
+    monkeypatch.setattr(nbb, "_encode_shard", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("out of memory")))
+    with pytest.raises(RuntimeError):
+        nb.build_index(tiny, SENTENCES, 1)
+    s = nb.index_state(tiny, SENTENCES, 1)
+    assert s["state"] == "failed" and "out of memory" in s["error"]
+
+
+def test_one_builder_per_index(tiny, cache):
+    path = nb.index_path(tiny, SENTENCES, 1)
+    with jobs.builder_lock(path):  # another process is building it
+        assert nb.index_state(tiny, SENTENCES, 1)["state"] == "building"
+        assert jobs.start_background(path, ["--never-run"]) is None  # the page starts no second build
+        with pytest.raises(jobs.BuildBusy):
+            nb.build_index(tiny, SENTENCES, 1)
+        assert [b["entry"] for b in jobs.builds_running()] == [path.name]
+    assert jobs.builds_running() == []
+
+
+def test_pick_token_and_layers_are_checked(tiny):
+    assert nb.pick_token(tiny, "the bank raised rates", "bank") == 2
+    assert nb.pick_token(tiny, "the bank raised rates", "3") == 3
+    with pytest.raises(ValueError, match="not in the sentence"):
+        nb.pick_token(tiny, "the bank raised rates", "river")
+    with pytest.raises(ValueError, match="outside the sentence"):
+        nb.pick_token(tiny, "the bank", 5)
+    with pytest.raises(ValueError, match="layers 1-2"):
+        nb.query_vector(tiny, "the bank", 1, 3)
+
+
+# ----- the command line ---------------------------------------------------------------------------
+@pytest.fixture
+def corpus_file(tmp_path):
+    f = tmp_path / "tiny.txt"
+    f.write_text("\n".join(SENTENCES) + "\n")  # one sentence a line
+    return f
+
+
+def test_cli_builds_and_queries(tiny, cache, corpus_file, tmp_path, capsys):
+    from bert_explorer.cli.neighbours import main
+
+    model = str(tiny.path)
+    assert main(["query", "--model", model, "--layer", "2", "--text", "the bank", "--token", "bank",
+                 "--corpus", str(corpus_file)]) == 2
+    assert "not built yet" in capsys.readouterr().err
+    assert main(["build", "--model", model, "--layer", "0,2", "--corpus", str(corpus_file), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "layer 0:" in err and "layer 2:" in err
+    out = tmp_path / "hits.json"
+    assert main(["query", "--model", model, "--layer", "2", "--text", "the bank raised rates", "--token", "bank",
+                 "--k", "5", "--corpus", str(corpus_file), "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    record = json.loads(out.read_text())
+    assert record["token"] == "bank" and len(record["hits"]) == 5 and record["position"] == 2
+    assert record["hits"][0]["similarity"] >= record["hits"][-1]["similarity"]
+    assert record["caption"] in printed
+    h = record["hits"][0]
+    assert h["sentence"][h["start"]:h["end"]].lower().startswith(h["token"].lstrip("#"))
+    # mistakes are one line and exit 2
+    assert main(["query", "--model", model, "--layer", "2", "--text", "the bank", "--token", "river",
+                 "--corpus", str(corpus_file)]) == 2
+    assert "not in the sentence" in capsys.readouterr().err
+    assert main(["build", "--model", model, "--layer", "7", "--corpus", str(corpus_file)]) == 2
+    assert "layer 7 does not exist" in capsys.readouterr().err
+    assert main(["build", "--model", model, "--layer", "1", "--corpus", "no-such-corpus"]) == 2
+
+
+def test_register_adds_the_command_to_a_parser():
+    import argparse
+
+    from bert_explorer.cli.neighbours import cmd_build, cmd_query, register
+
+    p = argparse.ArgumentParser()
+    register(p.add_subparsers(dest="command"))
+    a = p.parse_args(["neighbours", "build", "--model", "m", "--layer", "0,6"])
+    assert a.func is cmd_build and a.layer == [0, 6] and a.corpus == "bbc"
+    a = p.parse_args(["neighbours", "query", "--model", "m", "--layer", "3", "--text", "x", "--token", "x"])
+    assert a.func is cmd_query and a.k == 10
+
+
+# ----- the page ---------------------------------------------------------------------------------------
+def _page(monkeypatch, corpus_file):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setattr(nb, "PAGE_CORPORA", {"tiny": str(corpus_file)})
+    at = AppTest.from_file("../pages/13_Nearest_neighbours.py", default_timeout=120)
+    return at
+
+
+def test_page_offers_a_build_then_shows_hits(cache, corpus_file, monkeypatch):
+    at = _page(monkeypatch, corpus_file).run()
+    assert not at.exception
+    assert any("exBERT" in m.value and "Devlin et al. 2019" in m.value for m in at.markdown)
+    assert at.button(key="nn_build").label == "Build the index of layer 6"
+    assert any("tokens/s" in m.value and "about" in m.value for m in at.markdown)  # the measured estimate
+
+    loaded = checkpoint.load(checkpoint.DEFAULT_MODEL, "BertModel")  # the page's model, built here directly
+    nb.build_index(loaded, str(corpus_file), [0, 6])
+    at.run()
+    assert not at.exception
+    hits = at.dataframe[0].value
+    assert len(hits) == 10 and hits["similarity"].is_monotonic_decreasing
+    assert any("10 nearest tokens" in c.value and "searched" in c.value for c in at.caption)
+    at.selectbox(key="nn_layer").set_value(0).run()
+    assert not at.exception
+    assert "interest" in set(at.dataframe[0].value["hit"].str.lower())
+    at.checkbox(key="nn_compare").check().run()
+    layers = at.dataframe[1].value  # (AppTest does not see data frames' keys)
+    assert list(layers["layer"]) == [0, 6]
+
+
+def test_page_button_builds_in_the_background(cache, corpus_file, monkeypatch):
+    at = _page(monkeypatch, corpus_file).run()
+    at.selectbox(key="nn_layer").set_value(1)
+    at.button(key="nn_build").click().run()
+    assert not at.exception
+    assert any("Building the index of layer 1" in h.value for h in at.subheader)
+    deadline = time.time() + 180
+    while time.time() < deadline and not len(at.dataframe):
+        time.sleep(2)
+        at.run()
+    assert not at.exception
+    assert len(at.dataframe[0].value) == 10
+
+
+def test_classroom_mode_builds_one_index_at_a_time(cache, corpus_file, monkeypatch):
+    """Served to a class, building stays on (it writes only to the cache, and one build serves
+    everyone), but while any index is being built no second build can be started."""
+    from streamlit import config as st_config
+
+    monkeypatch.delenv("BERT_EXPLORER_ALLOW_WRITES", raising=False)
+    before = st_config.get_option("server.address")
+    st_config.set_option("server.address", "0.0.0.0")
+    try:
+        at = _page(monkeypatch, corpus_file).run()
+        assert not at.exception and at.button(key="nn_build")
+        assert any("classroom mode too" in c.value for c in at.caption)
+        with jobs.builder_lock(cache / "neighbours-someone-elses"):
+            at.run()
+            assert not at.exception
+            assert not [b for b in at.button if b.key == "nn_build"]
+            assert any("one builds at a time" in i.value for i in at.info)
+    finally:
+        st_config.set_option("server.address", before)
