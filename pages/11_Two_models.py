@@ -9,6 +9,8 @@ import streamlit as st
 from bert_explorer.analysis import compare
 from bert_explorer.analysis.disk_cache import model_identity
 from bert_explorer.app import runs_view as rv
+from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app import exports
 from bert_explorer.app.state import load, model_picker, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import DEFAULT_MODEL
@@ -77,6 +79,8 @@ if error:
 c = compare.comparable(loaded_a, loaded_b)
 st.subheader("What can be compared")
 st.markdown("\n".join(f"- {s}" for s in c.sentences))
+bundle = ResultBundle("Two models side by side", f"A: {name_a} · B: {name_b}", {"model_a": name_a, "model_b": name_b})
+bundle.add_data("what can be compared", c.sentences)
 
 
 def _stamp(loaded) -> str:
@@ -117,7 +121,7 @@ if c.mlm or c.nsp:
             for ra, rb in zip(ma["predictions"], mb["predictions"]):
                 rows.append({"[MASK]": k + 1, "model A": ra["token"], "P (A)": ra["probability"],
                              "model B": rb["token"], "P (B)": rb["probability"]})
-        p1.dataframe(pd.DataFrame(rows), hide_index=True, key="two_mlm_table")
+        exports.table(pd.DataFrame(rows), "two_mlm_table", "masked word A and B", bundle, container=p1, hide_index=True)
     if probes["nsp"]:
         q1, q2 = p2.columns(2)
         q1.metric("P(IsNext), model A", f"{probes['nsp']['a']['is_next']:.3f}")
@@ -137,14 +141,14 @@ if result["cka_by_layer"] is not None:
                   title="CKA of each layer of A with the same layer of B (0 = embeddings)"
                         + (f"; the axis starts at {bottom:.2f}" if bottom > 0 else ""))
     fig.update_xaxes(dtick=1)
-    st.plotly_chart(fig, key="two_cka_line")
+    exports.figure(fig, "two_cka_line", bundle=bundle)
 else:
     m = np.asarray(result["cka_matrix"])
     fig = px.imshow(m, x=[str(j) for j in range(m.shape[1])], y=[str(i) for i in range(m.shape[0])],
                     labels=dict(x="layer of B", y="layer of A", color="CKA"), zmin=0, zmax=1, text_auto=".2f",
                     color_continuous_scale="Viridis", aspect="auto",
                     title="CKA of every layer of A with every layer of B")
-    st.plotly_chart(fig, key="two_cka_matrix")
+    exports.figure(fig, "two_cka_matrix", bundle=bundle)
 st.markdown(result["captions"]["cka"])
 
 # ----- attention ------------------------------------------------------------------------------------------
@@ -156,7 +160,7 @@ if result["attention_js"] is not None:
                     zmin=0, zmax=max(0.05, float(js.max())), text_auto=".2f", color_continuous_scale="Reds",
                     aspect="auto", labels=dict(color="mean JS distance"))
     fig.update_layout(height=140 + 44 * L)
-    st.plotly_chart(fig, key="two_js_grid")
+    exports.figure(fig, "two_js_grid", bundle=bundle)
     st.caption("Each cell: the JS distance (base 2: 0 = the same attention, 1 = no token in common) between the two "
                "models' attention rows, averaged over every token of the held-out sentences. "
                + result["captions"]["attention"])
@@ -175,6 +179,9 @@ if result["attention_js"] is not None:
                             labels=dict(x="attended token", y="attending token", color="weight"),
                             title=f"Model {which.upper()}: layer {layer + 1}, head {head + 1}")
             fig.update_layout(xaxis=ticks, yaxis=ticks, height=260 + 16 * len(tokens))
-            col.plotly_chart(fig, key=f"two_map_{which}")
+            exports.figure(fig, f"two_map_{which}", bundle=bundle, container=col)
         st.caption(f"On this sentence, layer {layer + 1} head {head + 1} moved by {maps['js'][layer, head]:.2f} "
                    f"(mean JS distance over its {len(tokens)} tokens).")
+
+st.divider()
+exports.bundle_button(bundle, "two_bundle")

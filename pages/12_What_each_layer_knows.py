@@ -6,6 +6,8 @@ import streamlit as st
 
 from bert_explorer.analysis import disk_cache
 from bert_explorer.analysis.probing import METRICS, TASKS, ProbeSettings, cached_result, probe_layers
+from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app import exports
 from bert_explorer.app.state import load, model_picker, writes_allowed
 from bert_explorer.app.widgets import intro
 
@@ -90,6 +92,7 @@ if missing:
         results = {t: r for t, r in results.items() if r is not None}
 
 # ----- the results ---------------------------------------------------------------------------------
+bundle = ResultBundle("What each layer knows", name, {"tasks": list(results)})
 for t, r in results.items():
     st.subheader(f"{t}: {TASKS[t]}")
     rows = []
@@ -102,7 +105,7 @@ for t, r in results.items():
     fig.add_hline(y=r["majority_baseline"], line_color="grey", line_width=1,
                   annotation_text="always the most frequent label", annotation_position="bottom right")
     fig.update_xaxes(dtick=1)
-    st.plotly_chart(fig, key=f"probe_plot_{t}")
+    exports.figure(fig, f"probe_plot_{t}", bundle=bundle)
     st.markdown(r["summary"])
     vectors = r["seconds"]["features"]
     took = ("read from the cache" if r.get("from_cache") else "computed just now") + " (the probes took " + \
@@ -115,8 +118,12 @@ for t, r in results.items():
                    + ", ".join(f"{i}: {v:.2f}" for i, v in zip(r["layers"], r["entity_f1"])) + ".")
     table = pd.DataFrame({"layer": r["layers"], "task": r["score"], "control": r["control"],
                           "selectivity": r["selectivity"]}).set_index("layer").T
-    st.dataframe(table.round(3), key=f"probe_table_{t}")
+    exports.table(table.round(3), f"probe_table_{t}", f"probing {t}", bundle)
+    bundle.add_data(t, {k: v for k, v in r.items() if k != "from_cache"})
 if len(results) > 1:
     peaks = {t: r["layers"][max(range(len(r["score"])), key=r["score"].__getitem__)] for t, r in results.items()}
     st.markdown("**Peaks in this model:** " + ", ".join(f"{t} at layer {p}" for t, p in peaks.items())
                 + f" (of layers 0–{L}).")
+
+st.divider()
+exports.bundle_button(bundle, "probe_bundle")

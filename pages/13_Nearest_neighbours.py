@@ -5,6 +5,8 @@ import streamlit as st
 
 from bert_explorer.analysis import neighbour_jobs as jobs
 from bert_explorer.analysis import neighbours as nb
+from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app import exports
 from bert_explorer.app.state import computed, is_private, load, model_picker, writes_allowed
 from bert_explorer.app.widgets import intro
 
@@ -129,11 +131,13 @@ if state["state"] != "ready":
 
 # ----- the index exists: search it -------------------------------------------------------------------
 result = _nearest(name, path, text, position, layer, int(k))
+bundle = ResultBundle("Nearest neighbours", name, {"text": text, "token": pieces[position], "position": position, "layer": layer, "k": int(k), "corpus": str(corpus)})
 st.subheader(f"Nearest to “{pieces[position]}” (WordPiece {position}) at {layer_label(layer)}")
 st.caption(nb.describe(result, layer_label(layer)))
 table = pd.DataFrame([{"#": h["rank"], "similarity": h["similarity"], "left context": h["left"], "hit": h["hit"],
                        "right context": h["right"], "same token": "✓" if h["same_token"] else "",
                        "source": h["source"]} for h in result.hits])
+bundle.add_table("nearest tokens", table)
 st.dataframe(table, hide_index=True, width="stretch", key="nn_hits", column_config={
     "similarity": st.column_config.ProgressColumn("similarity", format="%.3f", min_value=0.0, max_value=1.0,
                                                   help="cosine similarity of the two vectors at this layer"),
@@ -155,9 +159,13 @@ if built and st.checkbox(f"Compare with the other layer{'s' if len(built) > 1 el
                      "similarity of hit 1": r.hits[0]["similarity"], f"similarity of hit {k}": r.hits[-1]["similarity"],
                      "sources": ", ".join(f"{s} {n}" for s, n in pd.Series([h["source"] for h in r.hits])
                                           .value_counts().items())})
+    bundle.add_table("nearest tokens by layer", pd.DataFrame(rows))
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="nn_layers", column_config={
         c: st.column_config.NumberColumn(format="%.3f") for c in ("similarity of hit 1", f"similarity of hit {k}")})
     st.caption("Read down the table: how the neighbours of the same token change as context is mixed in.")
 meta = _open(path).meta
 st.caption(f"Index: {meta['rows']:,} tokens of {meta['sentences']:,} sentences ({meta['corpus']}), built "
            f"{meta['built']} in {nb.duration_text(meta['build_seconds'])}. Exact search (every token is scored).")
+
+st.divider()
+exports.bundle_button(bundle, "nn_bundle")
