@@ -76,7 +76,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
         for note in data.notes:
             st.caption(f"• {note}")
         st.dataframe(dv.examples_frame(data, 20), hide_index=True)
-        if summary.get("label_counts") and data.task != "ner":
+        if summary.get("label_counts") and not TASK_TYPES[data.task].per_token:  # NER counts tags, shown above
             st.caption("Examples per label: " + ", ".join(f"{k} {v:,}" for k, v in summary["label_counts"].items()))
 
     # ----- 2. settings ----------------------------------------------------------------------------------
@@ -148,11 +148,12 @@ has_model = (run.path / "model").is_dir() or (run.path / "feature_head").is_dir(
 
 dev = result["dev"]
 task = result["task"]
-main = list(TASK_TYPES[task].metrics) if task in TASK_TYPES else []
+kind = TASK_TYPES.get(task)  # None: a run of a task type this version does not know
+main = list(kind.metrics) if kind else []
 shown = [k for k in main if isinstance(dev.get(k), (int, float))]
 cols = st.columns(max(1, len(shown)) + 1)
 for col, k in zip(cols, shown):
-    col.metric(f"dev {rv.LABELS.get(k, k)}", f"{dev[k]:.1f}" if task == "qa" else f"{dev[k]:.3f}")
+    col.metric(f"dev {rv.LABELS.get(k, k)}", f"{dev[k]:.1f}" if kind.percent else f"{dev[k]:.3f}")
 cols[-1].metric("examples (train / dev)", f"{result.get('train_examples', 0):,} / {result.get('dev_examples', 0):,}")
 if warning := small_dev_warning(result.get("dev_examples", 0)):
     st.warning(warning)
@@ -165,10 +166,10 @@ if "confusion_matrix" in dev:
     c1, c2 = st.columns(2)
     c1.plotly_chart(fig, key="ft_confusion")
     c2.dataframe(pd.DataFrame(dev.get("per_class", {})).T.round(3))
-if task == "ner" and dev.get("per_type"):
+if dev.get("per_type"):  # entity F1 by type (NER)
     st.markdown("**Entities by type (dev, exact span and type)**")
     st.dataframe(pd.DataFrame(dev["per_type"]).T.round(3))
-if task == "qa":
+if kind and kind.target == "span":
     if dev.get("null_threshold") is not None:
         st.caption(f"No-answer threshold τ = {dev['null_threshold']:.2f}, tuned on dev (Section 4.3).")
     if has_model:
@@ -181,23 +182,17 @@ if not has_model:
             "nothing to try or download.")
     st.stop()
 st.subheader("4. Try the model")
+typed = [(st.text_area if i.long else st.text_input)(i.label, key=key)
+         for i, key in zip(kind.inputs if kind else (), ("ft_try_text", "ft_try_pair"))]
 example = None
-if task in ("classification", "regression", "pair-classification"):
-    a = st.text_input("Text", key="ft_try_text")
-    b = st.text_input("Second text (pairs)", key="ft_try_pair") if task != "classification" else ""
-    example = {"text": a, "text_pair": b or None} if a.strip() else None
-elif task == "ner":
-    a = st.text_input("Sentence (words separated by spaces)", key="ft_try_text")
-    example = {"tokens": a.split()} if a.strip() else None
-elif task == "qa":
-    q = st.text_input("Question", key="ft_try_text")
-    ctx = st.text_area("Context", key="ft_try_pair")
-    example = {"question": q, "context": ctx} if q.strip() and ctx.strip() else None
-elif task == "multiple-choice":
-    ctx = st.text_input("Context", key="ft_try_text")
-    ch = st.text_area("Choices, one per line", key="ft_try_pair")
-    choices = [c.strip() for c in ch.splitlines() if c.strip()]
-    example = {"context": ctx, "choices": choices} if ctx.strip() and len(choices) >= 2 else None
+if typed and all(t.strip() for t, i in zip(typed, kind.inputs) if i.required):
+    second = typed[1] if len(typed) > 1 else ""
+    if kind.inputs[-1].choices:
+        second = [c.strip() for c in second.splitlines() if c.strip()]
+    try:
+        example = kind.example_from_text(typed[0], second or None)
+    except ValueError:  # not enough to predict yet (e.g. one choice)
+        example = None
 if example is not None:
     try:
         out = rv.predictor(run).predict([example])[0]

@@ -1,4 +1,7 @@
 """Attention analysis (rows, head mask, head statistics, rollout), offline bertviz, the page."""
+import base64
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -203,10 +206,44 @@ def test_attention_page_head_choice_and_truncation():
     assert any("was cut to 128" in i.value for i in at.info)
 
 
+def _bar_values(chart) -> list[float]:
+    """The y values of a plotly bar chart drawn by a page (plotly may ship them as base64 bytes)."""
+    y = json.loads(chart.proto.spec)["data"][0]["y"]
+    if isinstance(y, dict):  # {"dtype": "f8", "bdata": ...}
+        return np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"]).tolist()
+    return list(y)
+
+
 @needs_shipped
-def test_attention_page_shows_the_masked_word_under_ablation():
-    at = _page()  # explorer-mini, which has an MLM head
-    at.text_area(key="att_a").set_value("the [MASK] sat on the mat .").run()
+def test_attention_page_ablation_shows_what_head_ablation_computes():
+    """Switching a head off on the page gives the numbers of ``head_ablation`` itself (the [CLS]
+    cosine, the per-token relative change, the masked word before and after), and silencing a
+    head that matters changes the last layer."""
+    text, text_b = "the [MASK] sat on the mat .", "then it fell asleep in the sun ."
+    mini = load("explorer-mini", "BertForPreTraining")
+    at = _page("explorer-mini")  # a model with a trained MLM head
+    at.text_area(key="att_a").set_value(text)
+    at.text_area(key="att_b").set_value(text_b).run()
+    max_tokens = at.slider(key="att_max_tokens").value
+    # the head whose silencing moves the last layer most: one that matters
+    L, A = mini.config.num_layers, mini.config.num_heads
+    layer, head = max(((la, h) for la in range(L) for h in range(A)), key=lambda lh: max(
+        head_ablation(mini, text, text_b, *lh, max_tokens=max_tokens)["relative_delta"]))
+    at.selectbox(key="att_abl_layer").set_value(layer)
+    at.selectbox(key="att_abl_head").set_value(head).run()
     assert not at.exception
+    direct = head_ablation(mini, text, text_b, layer, head, max_tokens=max_tokens)
+    assert max(direct["relative_delta"]) > 0.01 and direct["cls_cosine"] < 1
+
+    cosine = next(m for m in at.metric if m.label == "[CLS] vector, cosine with the intact model")
+    assert cosine.value == f"{direct['cls_cosine']:.4f}"
+    chart = next(c for c in at.get("plotly_chart") if "switched off" in c.proto.spec)
+    assert _bar_values(chart) == pytest.approx(direct["relative_delta"], rel=1e-5, abs=1e-7)
+    other = head_ablation(mini, text, text_b, layer, (head + 1) % A, max_tokens=max_tokens)
+    assert _bar_values(chart) != pytest.approx(other["relative_delta"], rel=1e-3)  # the chosen head, not another
+    (row,) = direct["mlm"]  # one [MASK]
     table = at.dataframe[-1].value
-    assert {"before", "after", "changed"} <= set(table.columns)
+    assert len(table) == 1 and {k: table[k][0] for k in ("position", "before", "after", "changed")} == {
+        k: row[k] for k in ("position", "before", "after", "changed")}
+    assert table["p_before"].tolist() == pytest.approx([r["p_before"] for r in direct["mlm"]], rel=1e-5)
+    assert table["p_after"].tolist() == pytest.approx([r["p_after"] for r in direct["mlm"]], rel=1e-5)

@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from ..data.corpus_upload import check_corpus_upload, held_out_fraction  # noqa: F401  (pages use them here)
+from ..data.task_types import task_type
 from ..data.uploads import safe_filename, table_columns  # noqa: F401  (the pages use them through here)
 from ..train.runs import Run
 from .runs_view import predictor
@@ -61,18 +62,8 @@ def _short(text, n: int = 160) -> str:
 
 def examples_frame(data, n: int = 20) -> pd.DataFrame:
     """The first ``n`` examples as a flat table, whatever the task."""
-    rows = []
-    for ex in data.examples[:n]:
-        if data.task == "ner":
-            rows.append({"tokens": " ".join(ex["tokens"]), "tags": " ".join(ex["tags"])})
-        elif data.task == "qa":
-            rows.append({"question": ex["question"], "context": _short(ex["context"]),
-                         "answer": " | ".join(a["text"] for a in ex.get("answers", [])) or "(no answer)"})
-        elif data.task == "multiple-choice":
-            rows.append({"context": _short(ex["context"]), "choices": " | ".join(ex["choices"]), "label": ex["label"]})
-        else:
-            rows.append({k: (_short(v) if isinstance(v, str) else v) for k, v in ex.items() if v is not None})
-    return pd.DataFrame(rows)
+    tt = task_type(data.task)
+    return pd.DataFrame([tt.preview(ex, _short) for ex in data.examples[:n]])
 
 
 @st.cache_data(max_entries=8, show_spinner="Answering some dev questions…")

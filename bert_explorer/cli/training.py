@@ -5,6 +5,7 @@ import json
 import sys
 
 from .. import checkpoint
+from ..data.task_types import task_type
 from .common import UserError, _config_from, _read_lines, _start_background
 
 
@@ -90,21 +91,19 @@ def cmd_predict(args) -> int:
 
 
 def _example(task: str, text: str, pair: str | None = None) -> dict:
-    """Plain text into the example layout of a task (a pair may be written 'A ||| B')."""
+    """Plain text into the example layout of a task (a pair may be written 'A ||| B'; the
+    choices of a multiple-choice model 'choice 1 || choice 2')."""
     if pair is None and "|||" in text:
         text, pair = (x.strip() for x in text.split("|||", 1))
-    if task == "ner":
-        return {"tokens": text.split()}
-    if task == "qa":
-        if pair is None:
-            raise UserError("a QA model needs a question and a context: --text QUESTION --text-pair CONTEXT")
-        return {"question": text, "context": pair}
-    if task == "multiple-choice":
-        choices = [c.strip() for c in (pair or "").split("||")]
-        if len(choices) < 2:
-            raise UserError("a multiple-choice model needs --text CONTEXT --text-pair 'choice 1 || choice 2 || ...'")
-        return {"context": text, "choices": choices}
-    return {"text": text, "text_pair": pair}
+    tt = task_type(task)
+    second = pair
+    if tt.inputs[-1].choices:
+        second = [c.strip() for c in (pair or "").split("||")]
+    try:
+        return tt.example_from_text(text, second)
+    except ValueError as e:
+        usage = " ".join(f"{flag} {i.cli}" for flag, i in zip(("--text", "--text-pair"), tt.inputs))
+        raise UserError(f"{e}: {usage}") from e
 
 
 def cmd_create_pretraining_data(args) -> int:

@@ -33,16 +33,10 @@ def make_tiny(task: str, n: int = 64, seed: int = 0) -> TaskData:
     """
     if task not in TASKS:
         raise DataError(f"unknown task {task!r}{_did_you_mean(task, TASKS)}; choose one of {', '.join(TASKS)}.")
+    make, label_names = _TINY[task]
     rng = random.Random(seed)
-    examples = [_TINY[task](rng, i) for i in range(n)]
-    label_names = None
-    if task == "classification":
-        label_names = ["negative", "positive"]
-    elif task == "pair-classification":
-        label_names = ["contradiction", "entailment"]
-    elif task == "ner":
-        label_names = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
-    return TaskData(task, examples, label_names, f"tiny:{task}",
+    examples = [make(rng, i) for i in range(n)]
+    return TaskData(task, examples, list(label_names) if label_names else None, f"tiny:{task}",
                     [f"SYNTHETIC: make_tiny({task!r}, n={n}, seed={seed}), generated for tests"])
 
 
@@ -115,5 +109,10 @@ def _tiny_mc(rng, i):
             "label": label}
 
 
-_TINY = {"classification": _tiny_classification, "pair-classification": _tiny_pair,
-         "regression": _tiny_regression, "ner": _tiny_ner, "qa": _tiny_qa, "multiple-choice": _tiny_mc}
+# each task type's generator and the label names it uses (in the order the model's outputs take)
+_TINY = {"classification": (_tiny_classification, ("negative", "positive")),
+         "pair-classification": (_tiny_pair, ("contradiction", "entailment")),
+         "regression": (_tiny_regression, None),
+         "ner": (_tiny_ner, ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")),
+         "qa": (_tiny_qa, None),
+         "multiple-choice": (_tiny_mc, None)}

@@ -96,8 +96,8 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
         train_feats = featurize(train.task, train.examples, tok, label_names, cfg.max_seq_length)
         dev_feats = featurize(dev.task, dev.examples, tok, label_names, cfg.max_seq_length)
         torch.manual_seed(cfg.seed)
-        n_out = 1 if train.task == "regression" else len(label_names)
-        model = LTRClassifier(loaded.model, head, n_out, train.task == "ner").to(dev_obj.device)
+        tt = task_type(train.task)
+        model = LTRClassifier(loaded.model, head, tt.num_outputs(label_names), tt.per_token).to(dev_obj.device)
         head_module = model.head if head == "bilstm" else model.classifier
         optimizer = make_optimizer(model.bert, cfg.lr, cfg.weight_decay, extra_groups=[
             {"params": list(head_module.parameters()), "weight_decay": 0.0,
@@ -137,5 +137,5 @@ def _predict(model, feats, task, pad, dev_obj, batch_size: int = 64) -> list[tor
             with dev_obj.autocast():
                 logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).float().cpu()
             for b, f in enumerate(chunk):
-                outs.append(logits[b, :len(f["input_ids"])] if task == "ner" else logits[b])
+                outs.append(logits[b, :len(f["input_ids"])] if model.token_level else logits[b])
     return outs

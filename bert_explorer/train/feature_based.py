@@ -21,7 +21,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from .. import checkpoint
-from ..data.task_types import able
+from ..data.task_types import able, task_type
 from . import featurize as F_
 from .engine import fit
 from .evaluation import evaluate, main_metric, task_loss
@@ -142,10 +142,10 @@ def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
     run.log(f"features {cfg.features} (hidden_states {layers}) of {len(x_train)}+{len(x_dev)} examples "
             f"in {extract_s:.1f}s")
     torch.manual_seed(cfg.seed)
-    n_out = 1 if train.task == "regression" else len(label_names)
+    tt = task_type(train.task)
     # The cached features stay on the CPU; each batch goes to the device with the head.
-    head = FeatureHead(len(layers), loaded.config.hidden_size, cfg.features, n_out,
-                       train.task == "ner").to(device.device)
+    head = FeatureHead(len(layers), loaded.config.hidden_size, cfg.features, tt.num_outputs(label_names),
+                       tt.per_token).to(device.device)
 
     def loss_of(indices):
         x, mask = _pad([x_train[j] for j in indices])

@@ -107,24 +107,24 @@ def read_data(cfg: FinetuneConfig) -> tuple[TaskData, TaskData]:
 
 
 def label_names_of(train: TaskData) -> list[str] | None:
-    if train.task in ("classification", "pair-classification", "ner"):
+    """The names the output layer predicts (classes, NER tags): the data's own list, else every
+    label the training examples use, sorted; None for values, spans and choices."""
+    tt = task_type(train.task)
+    if tt.labelled:
         if train.label_names:
             return list(train.label_names)
-        key = "tags" if train.task == "ner" else "label"
-        values = {t for ex in train.examples for t in (ex[key] if train.task == "ner" else [ex[key]])}
+        values = {t for ex in train.examples for t in tt.gold_labels(ex)}
         return sorted(map(str, values))
     return None
 
 
 def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names, dev_feats, train_feats, dev_obj):
     torch.manual_seed(cfg.seed)
-    arch = task_type(train.task).architecture
-    kwargs = {}
-    if arch in ("BertForSequenceClassification", "BertForTokenClassification"):
-        kwargs["num_labels"] = 1 if train.task == "regression" else len(label_names)
-    loaded = checkpoint.load(cfg.model, arch, **kwargs)
+    tt = task_type(train.task)
+    n_out = tt.num_outputs(label_names)  # None: the architecture fixes it (QA, multiple choice)
+    loaded = checkpoint.load(cfg.model, tt.architecture, **({} if n_out is None else {"num_labels": n_out}))
     model = loaded.model.to(dev_obj.device)
-    model.config.problem_type = "regression" if train.task == "regression" else None  # not the base model's
+    model.config.problem_type = tt.problem_type  # not the base model's
     if label_names:
         model.config.id2label = dict(enumerate(label_names))
     optimizer = make_optimizer(model, lr, cfg.weight_decay)
@@ -161,7 +161,7 @@ def ltr_problem(model: str | Path, task: str | None, mode: str) -> str | None:
         return None
     what = (f"{Path(str(model)).name} is a left-to-right (LTR) model: under its causal mask [CLS] sees only "
             f"itself, so {task} fine-tuning through [CLS] cannot learn")
-    if task == "multiple-choice":
+    if not task_type(task).feature_based:  # no BiLSTM head reads every token for it
         return f"{what}; choose a bidirectional checkpoint."
     return (f"{what}; choose the feature-based mode (its BiLSTM reads every token), a bidirectional checkpoint, "
             f"or the Ablation studio's LTR rows (they read the last token).")

@@ -3,8 +3,9 @@ names the readers recognise."""
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass, field
+
+from ..task_types import task_type
 
 
 MIN_EXAMPLES = 4
@@ -30,13 +31,7 @@ class TaskData:
 
     def label_counts(self) -> dict[str, int]:
         """How often each label (NER: each tag) occurs; empty for regression and QA."""
-        if self.task in ("classification", "pair-classification"):
-            return dict(Counter(str(ex["label"]) for ex in self.examples))
-        if self.task == "ner":
-            return dict(Counter(t for ex in self.examples for t in ex["tags"]))
-        if self.task == "multiple-choice":
-            return dict(Counter(str(ex["label"]) for ex in self.examples))
-        return {}
+        return task_type(self.task).label_counts(self.examples)
 
     def summary(self) -> dict:
         out = {"task": self.task, "examples": len(self.examples), "source": self.source}
@@ -45,7 +40,7 @@ class TaskData:
         counts = self.label_counts()
         if counts:
             out["label_counts"] = counts
-        if self.task == "qa":
+        if task_type(self.task).target == "span":  # SQuAD 2.0: questions the passage does not answer
             out["unanswerable"] = sum(bool(ex.get("is_impossible")) for ex in self.examples)
         if self.notes:
             out["notes"] = list(self.notes)
