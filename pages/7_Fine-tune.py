@@ -4,6 +4,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.state import model_picker, writes_allowed, writes_off
@@ -164,7 +165,7 @@ if "confusion_matrix" in dev:
                     labels=dict(x="predicted", y="true", color="examples"), title="Confusion matrix (dev)")
     fig.update_layout(height=200 + 30 * len(labels), margin=dict(l=10, r=10, t=40, b=10))
     c1, c2 = st.columns(2)
-    c1.plotly_chart(fig, key="ft_confusion")
+    exports.figure(fig, "ft_confusion", container=c1)
     c2.dataframe(pd.DataFrame(dev.get("per_class", {})).T.round(3))
 if dev.get("per_type"):  # entity F1 by type (NER)
     st.markdown("**Entities by type (dev, exact span and type)**")
