@@ -7,7 +7,7 @@ import streamlit as st
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.analysis.layer_steps import STEPS, describe_row, difference_from_model, layer_steps
 from bert_explorer.app import exports
-from bert_explorer.app.state import computed, load, model_picker, runs_root
+from bert_explorer.app.state import computed, load, picked_model, runs_root
 from bert_explorer.app.widgets import intro
 from bert_explorer.train.run_finder import causal_checkpoints
 
@@ -20,11 +20,7 @@ sum), and the feed-forward block, each followed by a residual sum and LayerNorm.
 token; every panel shows the equation, the tensor's shape and the values (layers and heads count from 1).
 """)
 
-name = model_picker()
-loaded, error = load(name, "BertForPreTraining") if name else (None, "Choose a model in the sidebar.")
-if error:
-    st.info(error)
-    st.stop()
+name, loaded = picked_model("BertForPreTraining")
 L, A, H = loaded.config.num_layers, loaded.config.num_heads, loaded.config.hidden_size
 
 c1, c2 = st.columns(2)

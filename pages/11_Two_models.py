@@ -11,7 +11,7 @@ from bert_explorer.analysis.disk_cache import model_identity
 from bert_explorer.app import runs_view as rv
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import load, model_picker, writes_off
+from bert_explorer.app.state import load, picked_model, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import DEFAULT_MODEL
 
@@ -26,11 +26,7 @@ Merchant et al. 2020 measured with it where fine-tuning changes BERT).
 
 ARCH = "BertForPreTraining"  # fine-tuned checkpoints load too: their MLM/NSP heads are reported missing
 root = rv.runs_root()
-name_a = model_picker()
-loaded_a, error = load(name_a, ARCH) if name_a else (None, "Choose model A in the sidebar.")
-if error:
-    st.info(error)
-    st.stop()
+name_a, loaded_a = picked_model(ARCH, "Choose model A in the sidebar.")
 
 # ----- model B ----------------------------------------------------------------------------------
 tuned = compare.finetuned_models(root)

@@ -8,7 +8,7 @@ from bert_explorer.analysis import disk_cache
 from bert_explorer.analysis.probing import METRICS, TASKS, ProbeSettings, cached_result, probe_layers
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import load, model_picker, writes_allowed
+from bert_explorer.app.state import picked_model, writes_allowed
 from bert_explorer.app.widgets import intro
 
 st.set_page_config(page_title="What each layer knows · BERT Explorer", layout="wide")
@@ -23,11 +23,7 @@ Each layer also gets a **control task** that gives every word type a random labe
 """)
 
 ARCH = "BertForPreTraining"  # the sidebar loads models so: one copy in memory; only the encoder is used
-name = model_picker()
-loaded, error = load(name, ARCH) if name else (None, "Choose a model in the sidebar.")
-if error:
-    st.info(error)
-    st.stop()
+name, loaded = picked_model(ARCH)
 L = loaded.config.num_layers
 
 # ----- what to probe -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from bert_explorer.analysis import neighbour_jobs as jobs
 from bert_explorer.analysis import neighbours as nb
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import computed, is_private, load, model_picker, writes_allowed
+from bert_explorer.app.state import computed, is_private, load, picked_model, writes_allowed
 from bert_explorer.app.widgets import intro
 
 st.set_page_config(page_title="Nearest neighbours · BERT Explorer", layout="wide")
@@ -26,11 +26,7 @@ EXAMPLE = "the bank put up interest rates again to slow down borrowing ."
 EXAMPLE_WORD = "interest"
 OTHER_SENSE = "she has shown no interest in football since she was a child ."
 
-name = model_picker()
-loaded, error = load(name, ARCH) if name else (None, "Choose a model in the sidebar.")
-if error:
-    st.info(error)
-    st.stop()
+name, loaded = picked_model(ARCH)
 L = loaded.config.num_layers
 
 

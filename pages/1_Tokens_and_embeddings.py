@@ -6,7 +6,7 @@ import streamlit as st
 from bert_explorer.analysis import embeddings as emb
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import load, model_picker
+from bert_explorer.app.state import load, picked_model
 from bert_explorer.app.widgets import intro
 
 st.set_page_config(page_title="Tokens & input embeddings · BERT Explorer", layout="wide")
@@ -19,11 +19,7 @@ how alike one word's vector stays across sentences as the layers add context.
 """)
 
 ARCH = "BertForPreTraining"  # loads encoder-only checkpoints too (heads reported missing)
-name = model_picker()
-loaded, error = load(name, ARCH) if name else (None, "Choose a model in the sidebar.")
-if error:
-    st.info(error)
-    st.stop()
+name, loaded = picked_model(ARCH)
 
 
 # Cached by model name and inputs (not by the model object); the model itself is cached by state.load.

@@ -9,7 +9,7 @@ from bert_explorer.analysis.attention import (BEHAVIOUR_RULE, COLUMN_NAMES, REFE
 from bert_explorer.analysis.bertviz_offline import OfflineAssetsMissing, render
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import load, model_picker
+from bert_explorer.app.state import load, picked_model
 from bert_explorer.app.widgets import intro
 
 st.set_page_config(page_title="Attention · BERT Explorer", layout="wide")
@@ -28,11 +28,7 @@ STATS = {"to_cls": "attention to [CLS]", "to_sep": "attention to [SEP]", "to_sel
          "to_punct": "attention to periods and commas", "entropy": "entropy (nats; high = spread out)",
          "entropy_ratio": "entropy / entropy of uniform attention (1 = uniform)"}
 
-name = model_picker()
-loaded, error = load(name, "BertForPreTraining") if name else (None, "Choose a model in the sidebar.")
-if error:
-    st.info(error)
-    st.stop()
+name, loaded = picked_model("BertForPreTraining")
 
 
 DRAWN_TOKENS = 128  # bertviz draws at most this many tokens: its data grow with T² and the browser slows

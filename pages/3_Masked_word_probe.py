@@ -5,7 +5,7 @@ import streamlit as st
 from bert_explorer.analysis.probes import MLM_HEAD, masking_demo, mlm_by_layer, mlm_top_k
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import computed, load, model_picker
+from bert_explorer.app.state import computed, picked_model
 from bert_explorer.app.widgets import intro, needs_head
 
 st.set_page_config(page_title="Masked-word probe · BERT Explorer", layout="wide")
@@ -17,11 +17,7 @@ directly, and how the paper corrupts a training sentence (15 % of WordPieces; 80
 10 % a random token, 10 % unchanged).
 """)
 
-name = model_picker()
-loaded, error = load(name, "BertForPreTraining") if name else (None, "Choose a model in the sidebar.")
-if error:
-    st.info(error)
-    st.stop()
+name, loaded = picked_model("BertForPreTraining")
 
 EXAMPLE, EXAMPLE_WORD = "British Airways blamed high [MASK] prices for a fall in its profits.", "fuel"
 text = st.text_input("Sentence (write [MASK] where a word is hidden)", EXAMPLE, key="mlm_text",

@@ -7,7 +7,7 @@ from bert_explorer.analysis.check_set import load_check_set
 from bert_explorer.analysis.probes import NSP_HEAD, nsp_probability, nsp_table_summary
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import load, model_picker
+from bert_explorer.app.state import picked_model
 from bert_explorer.app.widgets import intro, needs_head
 
 st.set_page_config(page_title="Next-sentence probe · BERT Explorer", layout="wide")
@@ -25,11 +25,7 @@ def corpus_sentences(name: str) -> list[str]:
     return [s for doc in load_corpus(name) for s in doc if 5 <= len(s.split()) <= 40]
 
 
-name = model_picker()
-loaded, error = load(name, "BertForPreTraining") if name else (None, "Choose a model in the sidebar.")
-if error:
-    st.info(error)
-    st.stop()
+name, loaded = picked_model("BertForPreTraining")
 if not needs_head(loaded, NSP_HEAD, "judge whether B follows A"):
     st.stop()
 

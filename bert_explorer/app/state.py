@@ -213,3 +213,14 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
                 f"pre-training heads: {', '.join(heads) if heads else 'none (encoder only)'}  \n"
                 f"device: {device_name()}")
     return choice
+
+
+def picked_model(architecture: str = "BertForPreTraining", missing: str = "Choose a model in the sidebar.") -> tuple[str, Loaded]:
+    """The sidebar's model picker and the loaded model; if it cannot be loaded the page says why
+    in one sentence and stops there."""
+    name = model_picker()
+    loaded, error = load(name, architecture) if name else (None, missing)
+    if error:
+        st.info(error)
+        st.stop()
+    return name, loaded
