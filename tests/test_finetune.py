@@ -90,6 +90,9 @@ def test_finetune_learns_and_exports(task, base_model, tmp_path):
     names = result["label_names"]
     if task in ("classification", "pair-classification"):
         assert [p["label"] for p in pred] == [names[int(i)] for i in mine[:2].argmax(-1)]
+        # a batch of a labelled and an unlabelled example is predicted alike (labels are not needed)
+        unlabelled = {k: v for k, v in data.examples[1].items() if k != "label"}
+        assert Predictor(tmp_path / "run").predict([data.examples[0], unlabelled]) == pred
         assert sum(pred[0]["probabilities"].values()) == pytest.approx(1, abs=1e-5)
     elif task == "regression":
         assert [p["score"] for p in pred] == pytest.approx(mine[:2].squeeze(-1).tolist(), abs=1e-5)

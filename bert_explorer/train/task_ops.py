@@ -48,7 +48,7 @@ class TaskOps:
         T = max(len(f["input_ids"]) for f in features)
         out = {k: torch.tensor([f[k] + [pad] * (T - len(f[k])) for f in features])
                for k, pad in (("input_ids", pad_id), ("token_type_ids", 0), ("attention_mask", 0))}
-        if "labels" in features[0]:
+        if all("labels" in f for f in features):  # predicting needs none; a mixed batch is predicted too
             out["labels"] = self.label_tensor(features, T)
         return out
 
@@ -202,7 +202,7 @@ class ChoiceOps(TaskOps):
         out = {k: torch.tensor([[x + [pad if k == "input_ids" else 0] * (T - len(x)) for x in f[k]]
                                 for f in features])
                for k, pad in (("input_ids", pad_id), ("token_type_ids", 0), ("attention_mask", 0))}
-        if "labels" in features[0]:
+        if all("labels" in f for f in features):  # predicting needs none; a mixed batch is predicted too
             out["labels"] = self.label_tensor(features, T)
         return out
 
