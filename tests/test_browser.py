@@ -85,7 +85,10 @@ def test_home_page_renders_in_a_real_browser(app_url, page):
     # one menu, the app's own, whose first entry is "Home" (Streamlit's would say "run app")
     assert not page.locator("[data-testid='stSidebarNav']").count()
     links = page.locator("[data-testid='stSidebar'] [data-testid='stPageLink']").all_inner_texts()
-    assert len(links) == 10 and "Home" in links[0] and not any("run app" in t for t in links)
+    from bert_explorer.app.widgets import MENU
+
+    assert len(links) == len(MENU) and "Home" in links[0] and not any("run app" in t for t in links)
+    assert [label for _, label, _ in MENU] == [t.split("\n")[-1].strip() for t in links]  # (icon name, then label)
     assert "Private mode" in page.locator("[data-testid='stSidebar']").inner_text()
     assert not page.locator("[data-testid='stException']").count()
     assert not errors, errors
