@@ -179,7 +179,8 @@ def step_mask():
     st.caption(f"Under this model's mask {tok!r} sees {seen} of {T} positions; under the {other} mask its "
                f"attention to itself goes from {steps.probs[token, token]:.0%} to "
                f"{steps.other_probs[token, token]:.0%}. A left-to-right model's first token, [CLS], sees only "
-               "itself — why BERT's Table 5 reads the last token of its LTR model instead.")
+               "itself, which is why this project's LTR ablation (Table 5's LTR & No NSP) reads the last token "
+               "instead.")
 
 
 def step_softmax():
