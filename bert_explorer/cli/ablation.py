@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import UserError, _start_background
+from .common import UserError, _start_background, user_errors
 
 
 def cmd_ablate(args) -> int:
@@ -41,10 +41,8 @@ def cmd_ablate(args) -> int:
         run = _start_background("ablate", recipe, args.output, resume=args.resume)
         print(f"started the ablation in the background: {run.path} (pid {run.status().get('pid')})")
         return 0
-    try:
+    with user_errors():
         res = run_ablation(recipe, args.output, resume=args.resume, progress=not args.no_progress)
-    except (ValueError, FileNotFoundError) as e:
-        raise UserError(str(e)) from e
     plan, res, df = results.load(args.output)
     print(results.to_markdown(df, results.directions(res), f"Ablation {plan['recipe']['name']} ({args.output})"))
     return 0

@@ -4,11 +4,22 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 
 class UserError(Exception):
     """A problem with the user's input; the message says what is wrong and what to do."""
+
+
+@contextmanager
+def user_errors():
+    """A bad input file or setting (ValueError, FileNotFoundError) becomes one sentence for the
+    user (UserError), not a traceback."""
+    try:
+        yield
+    except (ValueError, FileNotFoundError) as e:
+        raise UserError(str(e)) from e
 
 
 def _int_list(text: str) -> list[int]:

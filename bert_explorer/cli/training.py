@@ -6,7 +6,7 @@ import sys
 
 from .. import checkpoint
 from ..data.task_types import task_type
-from .common import UserError, _config_from, _read_lines, _start_background
+from .common import UserError, _config_from, _read_lines, _start_background, user_errors
 
 
 def cmd_pretrain(args) -> int:
@@ -19,10 +19,8 @@ def cmd_pretrain(args) -> int:
         run = _start_background("pretrain", asdict(cfg), args.output, resume=args.resume)
         print(f"started pre-training in the background: {run.path} (pid {run.status().get('pid')})")
         return 0
-    try:
+    with user_errors():
         result = run_pretraining(cfg, args.output, resume=args.resume, progress=not args.no_progress)
-    except (ValueError, FileNotFoundError) as e:
-        raise UserError(str(e)) from e
     print(json.dumps(result, indent=2))
     return 0
 
@@ -31,10 +29,8 @@ def cmd_evaluate_pretraining(args) -> int:
     from ..train.pretrain import PretrainConfig, evaluate_checkpoint
 
     cfg = _config_from(args, PretrainConfig)
-    try:
+    with user_errors():
         result = evaluate_checkpoint(args.model, cfg)
-    except (ValueError, FileNotFoundError) as e:
-        raise UserError(str(e)) from e
     print(json.dumps(result, indent=2))
     return 0
 
@@ -111,10 +107,8 @@ def cmd_create_pretraining_data(args) -> int:
     from ..data.pretraining import MaskingConfig, create_instances, save_instances, statistics
     from ..tokenizer import WordPieceTokenizer
 
-    try:
+    with user_errors():
         docs = load_corpus(args.input)
-    except (ValueError, FileNotFoundError) as e:
-        raise UserError(str(e)) from e
     tok = WordPieceTokenizer.from_dir(checkpoint.resolve(args.vocab))
     masking = MaskingConfig(args.masked_lm_prob, *args.ratios, args.max_predictions_per_seq, args.whole_word)
     instances = create_instances(docs, tok, args.max_seq_length, args.short_seq_prob, args.objective, masking,
