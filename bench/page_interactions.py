@@ -20,8 +20,8 @@ from streamlit.testing.v1 import AppTest
 PAGES = Path(__file__).resolve().parent.parent / "pages"
 # page file -> (widget kind, key, inputs to cycle through)
 CHANGES = {
-    "1_Tokens_and_embeddings.py": ("text_input", "emb_a", ["the river bank flooded .", "she paid the bank ."]),
-    "2_Attention.py": ("text_area", "att_a", ["the dog chased the ball .", "a storm hit the coast ."]),
+    "1_Tokens_and_embeddings.py": ("text_input", "be_sentence_a", ["the river bank flooded .", "she paid the bank ."]),
+    "2_Attention.py": ("text_area", "be_sentence_a", ["the dog chased the ball .", "a storm hit the coast ."]),
     "3_Masked_word_probe.py": ("text_input", "mlm_text", ["the [MASK] sat on the mat .", "he drank a [MASK] ."]),
     "4_Next_sentence_probe.py": ("text_area", "nsp_b", ["it rained all day .", "prices rose again ."]),
     "5_Attributions.py": ("text_input", "attr_mlm_text", ["the [MASK] sat on the mat .", "he drank a [MASK] ."]),
@@ -53,8 +53,8 @@ def long_inputs(repeats: int) -> None:
     for tokens in (128, 512):
         a, b = long_text(tokens)
         t = time.perf_counter()
-        at.text_area(key="att_a").set_value(a)
-        at.text_area(key="att_b").set_value(b).run()
+        at.text_area(key="be_sentence_a").set_value(a)
+        at.text_area(key="be_sentence_b").set_value(b).run()
         first = time.perf_counter() - t
         if at.exception:
             print(f"raised: {at.exception[0].value}")

@@ -1,12 +1,11 @@
 import numpy as np
-import pandas as pd
-import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.analysis.layer_steps import STEPS, describe_row, difference_from_model, layer_steps
 from bert_explorer.app import exports
+from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
 from bert_explorer.app.state import computed, load, picked_model, runs_root
 from bert_explorer.app.widgets import intro
 from bert_explorer.train.run_finder import causal_checkpoints
@@ -24,8 +23,8 @@ name, loaded = picked_model("BertForPreTraining")
 L, A, H = loaded.config.num_layers, loaded.config.num_heads, loaded.config.hidden_size
 
 c1, c2 = st.columns(2)
-text = c1.text_input("Sentence A", "the cat sat on the mat because it was warm .", key="ins_a")
-text_b = c2.text_input("Sentence B (optional)", "", key="ins_b").strip() or None
+text = kept(c1.text_input, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT)
+text_b = kept(c2.text_input, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT).strip() or None
 if not text.strip():
     st.info("Type a sentence A to look inside a layer.")
     st.stop()
@@ -55,10 +54,11 @@ def labels(n: int) -> list[str]:
 
 
 def heat(a: np.ndarray, title: str, key: str, x_title: str, x=None, scale="RdBu_r", zmid=0.0, height=None,
-         zrange=None):
-    """A heatmap with one row per token (the chosen one marked)."""
+         zrange=None, z_title="value"):
+    """A heatmap with one row per token (the chosen one marked); ``z_title`` names the colours."""
     fixed = dict(zmin=zrange[0], zmax=zrange[1], showscale=False) if zrange else dict(zmid=zmid)
     fig = go.Figure(go.Heatmap(z=a, x=x, y=labels(a.shape[0]), colorscale=scale, **fixed,
+                               colorbar=dict(title=dict(text=z_title)),
                                hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>"))
     fig.add_hline(y=token, line_color="black", line_width=1, opacity=0.5)
     fig.update_layout(title=title, height=height or 180 + 14 * a.shape[0], yaxis=dict(autorange="reversed"),
@@ -69,6 +69,7 @@ def heat(a: np.ndarray, title: str, key: str, x_title: str, x=None, scale="RdBu_
 def strips(rows: dict[str, np.ndarray], title: str, key: str):
     """Vectors of the chosen token, one strip each (all of the same length)."""
     fig = go.Figure(go.Heatmap(z=np.stack(list(rows.values())), y=list(rows), colorscale="RdBu_r", zmid=0,
+                               colorbar=dict(title=dict(text="value")),
                                hovertemplate="%{y}, unit %{x}: %{z:.3f}<extra></extra>"))
     fig.update_layout(title=title, height=110 + 34 * len(rows), xaxis_title="hidden unit", margin=dict(t=40, b=40),
                       yaxis=dict(autorange="reversed"))
@@ -76,9 +77,11 @@ def strips(rows: dict[str, np.ndarray], title: str, key: str):
 
 
 def bars(series: dict[str, np.ndarray], title: str, key: str, y_title: str):
-    df = pd.concat([pd.DataFrame({"key token": labels(T), y_title: v, "": k}) for k, v in series.items()])
-    fig = px.bar(df, x="key token", y=y_title, color="", barmode="group", title=title)
-    fig.update_layout(height=360, margin=dict(t=40, b=40))
+    """One named trace per series, side by side (never stacked: the rows are compared, not added)."""
+    fig = go.Figure([go.Bar(x=labels(T), y=v, name=k, hovertemplate=f"{k}<br>%{{x}}: %{{y:.3f}}<extra></extra>")
+                     for k, v in series.items()])
+    fig.update_layout(barmode="group", title=title, height=360, margin=dict(t=40, b=40), xaxis_title="key token",
+                      yaxis_title=y_title, showlegend=len(series) > 1, legend=dict(orientation="h", y=-0.35))
     exports.figure(fig, key, title, bundle)
 
 
@@ -131,7 +134,7 @@ def step_scores():
     row = steps.scores[token]
     bars({"score": row}, f"Scores of {tok!r} against every token", "ins_scores_row", "score")
     heat(steps.scores, "All scores (rows: queries, columns: keys)", "ins_scores", "key token", x=labels(T),
-         scale="Viridis", zmid=None)
+         scale="Viridis", zmid=None, z_title="score")
     j = int(np.argmax(np.where(steps.keep > 0, row, -np.inf)))
     st.caption(f"{tok!r} scores highest against {tokens[j]!r} (position {j}, {row[j]:.2f}); dividing by "
                f"√{d} = {np.sqrt(d):.2f} keeps the scores small enough for a soft softmax.")
@@ -148,10 +151,10 @@ def step_mask():
     other_blocked = (padding | (np.triu(np.ones((T, T)), 1) > 0 if not steps.causal else padding)).astype(float)
     with m1:
         heat(blocked, f"This model's mask ({own}): black = blocked", "ins_mask", "key token", x=labels(T),
-             scale="Greys", zrange=(0, 1))
+             scale="Greys", zrange=(0, 1), z_title="blocked")
     with m2:
         heat(other_blocked, f"The {other} mask on the same input", "ins_mask_other", "key token", x=labels(T),
-             scale="Greys", zrange=(0, 1))
+             scale="Greys", zrange=(0, 1), z_title="blocked")
     series = {f"{own} (this model)": steps.probs[token], f"{other} mask, same scores": steps.other_probs[token]}
     ltr = causal_checkpoints(runs_root())
     if ltr and not steps.causal:
@@ -188,7 +191,7 @@ def step_softmax():
            "Vaswani et al. 2017, Section 3.2.1")
     bars({"weight": steps.probs[token]}, f"Attention row of {tok!r}", "ins_softmax_row", "weight")
     heat(steps.probs, f"Attention of head {head + 1} (what the Attention page's bertviz draws)", "ins_probs",
-         "key token", x=labels(T), scale="Blues", zmid=None)
+         "key token", x=labels(T), scale="Blues", zmid=None, z_title="weight")
     st.caption(describe_row(steps, token))
 
 

@@ -6,6 +6,7 @@ import streamlit as st
 from bert_explorer.analysis import embeddings as emb
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
+from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
 from bert_explorer.app.state import load, picked_model
 from bert_explorer.app.widgets import intro
 
@@ -59,8 +60,8 @@ L = loaded.config.num_layers
 # ----- 1. WordPieces --------------------------------------------------------------------------
 st.subheader("1 · WordPieces, segments and positions")
 c1, c2 = st.columns(2)
-text_a = c1.text_input("Sentence A", "the bank raised interest rates again .", key="emb_a")
-text_b = c2.text_input("Sentence B (optional)", "savers were pleased .", key="emb_b")
+text_a = kept(c1.text_input, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT)
+text_b = kept(c2.text_input, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT)
 if not text_a.strip():
     st.info("Write sentence A to see its WordPieces.")
     st.stop()

@@ -9,6 +9,7 @@ from bert_explorer.analysis.attention import (BEHAVIOUR_RULE, COLUMN_NAMES, REFE
 from bert_explorer.analysis.bertviz_offline import OfflineAssetsMissing, render
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
+from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
 from bert_explorer.app.state import load, picked_model
 from bert_explorer.app.widgets import intro
 
@@ -68,8 +69,8 @@ def _bertviz(model: str, text: str, text_b: str | None, max_tokens: int, view: s
 
 
 c1, c2 = st.columns(2)
-text = c1.text_area("Sentence A", "the cat sat on the mat because it was warm .", key="att_a", height=70)
-text_b = c2.text_area("Sentence B (optional)", "then it fell asleep in the sun .", key="att_b", height=70)
+text = kept(c1.text_area, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT, height=70)
+text_b = kept(c2.text_area, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT, height=70)
 text_b = text_b.strip() or None
 max_tokens = st.sidebar.slider("Max tokens", 16, 512, 128, 16, key="att_max_tokens",
                                help="Attention data grows with the square of the length; longer inputs are cut. "
@@ -166,7 +167,9 @@ with tabs[3]:
     grid = stats.pivot(index="layer", columns="head", values=stat)
     fig = px.imshow(grid.values, x=[head_name(h) for h in grid.columns], y=[layer_name(i) for i in grid.index],
                     color_continuous_scale="Viridis", text_auto=".2f", aspect="auto",
-                    zmin=0, zmax=None if stat == "entropy" else 1, labels=dict(color=COLUMN_NAMES[stat]))
+                    zmin=0, zmax=None if stat == "entropy" else 1,
+                    labels=dict(color=COLUMN_NAMES[stat] if stat.startswith("entropy") else
+                                f"attention weight to {COLUMN_NAMES[stat]}"))
     fig.update_layout(height=140 + 48 * L)
     exports.figure(fig, "att_stats_grid", f"head measure {stat}", bundle)
     exports.table(behaviour_table(stats), "att_behaviours", "head behaviours", bundle, hide_index=True)

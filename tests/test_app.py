@@ -124,3 +124,48 @@ def test_masked_word_example_says_whether_this_model_found_the_hidden_word():
     top = list(spec["data"][0]["y"])
     expected = "it is among" if "fuel" in top else "it is not among"
     assert any("hidden word was **fuel**" in c.value and expected in c.value for c in at.caption)
+
+
+@needs_shipped
+def test_the_model_picked_holds_on_every_page_the_menu_opens():
+    """Streamlit forgets a widget's value when its page is left; the model picked in the sidebar
+    must hold until the user picks another (app/keep.py)."""
+    at = AppTest.from_file("../run_app.py", default_timeout=120).run()
+    at.sidebar.selectbox(key="be_model_choice").set_value("explorer-mini").run()
+    for page in ("pages/3_Masked_word_probe.py", "pages/10_Inside_one_layer.py", "run_app.py"):
+        at.switch_page(page).run()
+        assert not at.exception, page
+        assert at.sidebar.selectbox(key="be_model_choice").value == "explorer-mini", page
+        # and the page ran on it: the sidebar describes the 4-layer explorer-mini, not the 6-layer default
+        assert any("**L** = 4 layers" in m.value for m in at.sidebar.markdown), page
+    at.switch_page("pages/3_Masked_word_probe.py").run()
+    at.sidebar.selectbox(key="be_model_choice").set_value("minilm-mlm-nsp").run()  # picked again elsewhere
+    at.switch_page("run_app.py").run()
+    assert at.sidebar.selectbox(key="be_model_choice").value == "minilm-mlm-nsp"
+
+
+def test_a_kept_model_that_is_gone_falls_back_to_the_default(runs_root):
+    """A run picked on one page and deleted before the next: the picker starts from the default
+    instead of failing on a value it no longer lists."""
+    at = AppTest.from_file("../run_app.py", default_timeout=120)
+    at.session_state["be_kept_be_model_choice"] = str(runs_root / "deleted" / "checkpoints" / "step-9")
+    at.run()
+    assert not at.exception
+    assert at.sidebar.selectbox(key="be_model_choice").value == "minilm-mlm-nsp"
+
+
+@needs_shipped
+def test_the_sentence_studied_holds_across_tokens_attention_and_inside_one_layer():
+    at = AppTest.from_file("../run_app.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "explorer-mini"
+    at.run().switch_page("pages/2_Attention.py").run()
+    at.text_area(key="be_sentence_a").set_value("the dog chased the ball .")
+    at.text_area(key="be_sentence_b").set_value("it was fast .").run()
+    at.switch_page("pages/10_Inside_one_layer.py").run()
+    assert not at.exception
+    assert at.text_input(key="be_sentence_a").value == "the dog chased the ball ."
+    assert at.text_input(key="be_sentence_b").value == "it was fast ."
+    # the page studies that input: its token list holds the new sentence's WordPieces
+    assert at.selectbox(key="ins_token").options[:3] == ["0: [CLS]", "1: the", "2: dog"]
+    at.switch_page("pages/1_Tokens_and_embeddings.py").run()
+    assert not at.exception and at.text_input(key="be_sentence_a").value == "the dog chased the ball ."

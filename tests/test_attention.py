@@ -190,7 +190,7 @@ def test_attention_page_draws_bertviz_offline_and_plots():
     charts = at.get("plotly_chart")
     assert len(charts) >= 4
     heat = charts[0].proto.spec
-    at.text_area(key="att_a").set_value("a completely different sentence about rivers .").run()
+    at.text_area(key="be_sentence_a").set_value("a completely different sentence about rivers .").run()
     assert not at.exception
     assert at.get("plotly_chart")[0].proto.spec != heat
     assert "rivers" in at.get("iframe")[0].proto.srcdoc
@@ -201,7 +201,7 @@ def test_attention_page_head_choice_and_truncation():
     before = at.get("plotly_chart")[0].proto.spec
     at.selectbox(key="att_hm_head").set_value(4).run()
     assert at.get("plotly_chart")[0].proto.spec != before
-    at.text_area(key="att_a").set_value("long " * 200).run()
+    at.text_area(key="be_sentence_a").set_value("long " * 200).run()
     assert not at.exception
     assert any("was cut to 128" in i.value for i in at.info)
 
@@ -222,8 +222,8 @@ def test_attention_page_ablation_shows_what_head_ablation_computes():
     text, text_b = "the [MASK] sat on the mat .", "then it fell asleep in the sun ."
     mini = load("explorer-mini", "BertForPreTraining")
     at = _page("explorer-mini")  # a model with a trained MLM head
-    at.text_area(key="att_a").set_value(text)
-    at.text_area(key="att_b").set_value(text_b).run()
+    at.text_area(key="be_sentence_a").set_value(text)
+    at.text_area(key="be_sentence_b").set_value(text_b).run()
     max_tokens = at.slider(key="att_max_tokens").value
     # the head whose silencing moves the last layer most: one that matters
     L, A = mini.config.num_layers, mini.config.num_heads

@@ -275,8 +275,8 @@ def test_page_gives_explorer_minis_model_view_a_frame_that_holds_it(frames_asked
     at = _page("explorer-mini")
     assert not at.exception
     html, height = [c for c in frames_asked if "renderThumbnail" in c[0]][-1]
-    r = attention_maps(load("explorer-mini", "BertForPreTraining"), at.text_area(key="att_a").value,
-                       at.text_area(key="att_b").value, at.sidebar.slider(key="att_max_tokens").value)
+    r = attention_maps(load("explorer-mini", "BertForPreTraining"), at.text_area(key="be_sentence_a").value,
+                       at.text_area(key="be_sentence_b").value, at.sidebar.slider(key="att_max_tokens").value)
     drawing_w, drawing_h = model_view_drawing(4, 4, len(r.tokens))
     shown = re.search(r"max-width: (\d+)px", html)
     assert shown, "the model view is not scaled"

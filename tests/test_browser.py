@@ -113,6 +113,26 @@ def test_attention_page_draws_bertviz_offline_in_a_real_browser(app_url, page):
     _shot(page, "attention")
 
 
+def test_the_model_picked_holds_when_the_menu_opens_another_page(app_url, page):
+    """Pick explorer-mini on Home, open the Masked word probe from the menu: the page runs on
+    explorer-mini (4 layers), not on the default model (6)."""
+    page.goto(app_url)
+    sidebar = page.locator("[data-testid='stSidebar']")
+    sidebar.get_by_text("L = 6 layers", exact=False).wait_for(timeout=120_000)
+    sidebar.locator("[data-testid='stSelectbox']").first.click()
+    page.get_by_role("option", name="explorer-mini", exact=True).click()
+    sidebar.get_by_text("L = 4 layers", exact=False).wait_for(timeout=120_000)
+    sidebar.locator("[data-testid='stPageLink']", has_text="Masked word probe").click()
+    page.get_by_role("heading", name="Masked word probe").wait_for(timeout=120_000)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=180_000)
+    assert "explorer-mini" in sidebar.locator("[data-testid='stSelectbox']").first.inner_text()
+    assert "L = 4 layers" in sidebar.inner_text()
+    sidebar.locator("[data-testid='stPageLink']", has_text="Home").click()
+    page.get_by_text("Models you can load").wait_for(timeout=60_000)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=180_000)
+    assert "explorer-mini" in sidebar.locator("[data-testid='stSelectbox']").first.inner_text()
+
+
 PAGES = sorted(p.stem for p in (ROOT / "pages").glob("[0-9]*_*.py"))
 
 

@@ -232,7 +232,7 @@ def test_page_shows_tables_and_charts_and_follows_sentence_a():
     table = _check_page(at)
     assert table["piece"].tolist()[0] == "[CLS]" and "B" in table["segment"].tolist()
     norms = _norms_spec(at)
-    at.text_input(key="emb_a").set_value("a completely different sentence about rivers").run()
+    at.text_input(key="be_sentence_a").set_value("a completely different sentence about rivers").run()
     assert not at.exception
     new_table = at.dataframe[0].value
     assert new_table["piece"].tolist() != table["piece"].tolist()

@@ -55,8 +55,8 @@ def test_attention_page_offers_every_download_and_handles_512_tokens():
     keys = {b.proto.id for b in at.get("download_button")}
     assert len(keys) >= 8  # two bertviz views, plots, tables, and the page's bundle
     at.slider(key="att_max_tokens").set_value(512).run()
-    at.text_area(key="att_a").set_value(" ".join(["the river bank flooded the old mill ."] * 40))
-    at.text_area(key="att_b").set_value(" ".join(["prices rose again at the bank ."] * 40)).run()
+    at.text_area(key="be_sentence_a").set_value(" ".join(["the river bank flooded the old mill ."] * 40))
+    at.text_area(key="be_sentence_b").set_value(" ".join(["prices rose again at the bank ."] * 40)).run()
     assert not at.exception
     assert any("bertviz draws tokens 0–127" in c.value for c in at.caption)
     heatmap = json.loads(at.get("plotly_chart")[0].proto.spec)

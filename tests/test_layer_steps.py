@@ -97,10 +97,10 @@ def test_inside_one_layer_page_walks_through_the_steps():
     at.button(key="ins_prev").click().run()
     assert at.subheader[0].value == "Step 2 of 8: Queries, keys and values"
     # padding: the mask step says how many positions the token sees, padding excluded
-    at.number_input(key="ins_pad").set_value(20).run()
+    at.number_input(key="ins_pad").set_value(28).run()
     at.select_slider(key="ins_step").set_value(4).run()
     sees = next(c.value for c in at.caption if "sees" in c.value)
-    assert len(at.selectbox(key="ins_token").options) == 20  # 13 WordPieces + 7 [PAD]
-    assert "sees 13 of 20 positions" in sees                   # padding keys are masked
+    assert len(at.selectbox(key="ins_token").options) == 28  # 13 + 9 WordPieces (the pair) + 6 [PAD]
+    assert "sees 22 of 28 positions" in sees                   # padding keys are masked
     at.toggle(key="ins_all").set_value(True).run()
     assert len(at.subheader) == 8 and not at.exception

@@ -14,6 +14,7 @@ import torch
 from .. import checkpoint
 from ..checkpoint import CheckpointError, Loaded
 from ..train import run_finder
+from .keep import kept, remembered
 
 RUNS_DIR = Path("runs")
 UPLOADS = "uploaded-models"  # checkpoints uploaded as .zip, under the runs folder
@@ -182,24 +183,25 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     options = (names + [c.path for c in ckpts if not c.group] + list(groups) + uploaded_checkpoints()
                # in classroom mode no one on the network reads the host's folders or writes to them
                + (["a local directory…", "upload a checkpoint (.zip)…"] if writes_allowed() else []))
-    index = options.index(default) if default in options else 0
-    if st.session_state.get("be_model_choice") in labels and st.session_state["be_model_choice"] not in options:
+    default = default if default in options else options[0]
+    kept_choice = remembered("be_model_choice")
+    if kept_choice in labels and kept_choice not in options:
         # a checkpoint inside an ablation, chosen earlier (or by another page): open its group
-        path = st.session_state.pop("be_model_choice")
-        group = next(g for g, paths in groups.items() if path in paths)
-        st.session_state["be_model_choice"], st.session_state[f"be_model_in_{group}"] = group, path
-    choice = st.sidebar.selectbox("Model", options, index=index, key="be_model_choice",
-                                  format_func=lambda o: labels.get(o, o),
-                                  help=f"Short names need no download; runs are listed from {root}.")
+        group = next(g for g, paths in groups.items() if kept_choice in paths)
+        st.session_state["be_model_choice"], st.session_state[f"be_model_in_{group}"] = group, kept_choice
+    # kept: the model picked here holds on every page until the user picks another
+    choice = kept(st.sidebar.selectbox, "Model", "be_model_choice", default, valid=options.__contains__,
+                  options=options, format_func=lambda o: labels.get(o, o),
+                  help=f"Short names need no download; runs are listed from {root}.")
     if choice in groups:
         inside = {p: labels[p].split(" ▸ ", 1)[-1] for p in groups[choice]}  # "pre-training tiny · MLM · step 9"
-        choice = st.sidebar.selectbox(f"Pre-training in {choice[len(ABLATION_ENTRY):]}", list(inside),
-                                      key=f"be_model_in_{choice}", format_func=inside.get)
+        choice = kept(st.sidebar.selectbox, f"Pre-training in {choice[len(ABLATION_ENTRY):]}", f"be_model_in_{choice}",
+                      next(iter(inside)), valid=inside.__contains__, options=list(inside), format_func=inside.get)
     if choice == "upload a checkpoint (.zip)…" and writes_allowed():
         choice = _upload_checkpoint()
     if choice == "a local directory…" and writes_allowed():
-        choice = st.sidebar.text_input("Checkpoint directory", key="be_model_path",
-                                       placeholder="/path/to/a/bert (config.json, model.safetensors, vocab.txt)")
+        choice = kept(st.sidebar.text_input, "Checkpoint directory", "be_model_path", "",
+                      placeholder="/path/to/a/bert (config.json, model.safetensors, vocab.txt)")
     if choice:
         loaded, error = load(choice, "BertForPreTraining")
         if error:

@@ -1,0 +1,55 @@
+"""Choices that hold from one page to the next.
+
+Streamlit forgets a widget's value when the page that drew it is left: pick a model on Home,
+open the Masked word probe from the menu, and its sidebar would start from the default again.
+A kept widget copies its value under a second key (``be_kept_<key>``) after every run, which no
+widget owns and Streamlit therefore never clears; the next page that draws a widget with the same
+key starts from that copy. A user's choice holds until the user changes it.
+
+What is kept across pages (the same key on every page that shows it):
+
+- the model picked in the sidebar (and a checkpoint picked inside an ablation, a typed folder);
+- the sentence pair studied on Tokens and embeddings, Attention and Inside one layer
+  (``be_sentence_a``/``be_sentence_b``): three views of one input;
+
+Everything else is per page: a layer, head or token means another thing on another page (and
+models differ in depth); the probes and Attributions start from examples chosen for what each
+shows (a sentence of the check set with one [MASK], a pair from it), and a sentence studied on
+the Attention page usually has no [MASK] to fill.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import streamlit as st
+
+SHADOW = "be_kept_"
+# The sentence pair studied on Tokens and embeddings, Attention and Inside one layer.
+SENTENCE_A, SENTENCE_B = "be_sentence_a", "be_sentence_b"
+SENTENCE_A_DEFAULT, SENTENCE_B_DEFAULT = "the cat sat on the mat because it was warm .", "then it fell asleep in the sun ."
+
+
+def kept(widget: Callable, label: str, key: str, default: Any = None, *, valid: Callable[[Any], bool] | None = None,
+         **kwargs) -> Any:
+    """Draw ``widget(label, key=key, **kwargs)`` starting from the value kept under ``key`` (or
+    ``default`` the first time) and keep what it returns. ``valid`` refuses a kept value that no
+    longer fits (a model whose run was deleted): the widget then starts from ``default``."""
+    shadow = SHADOW + key
+    value = st.session_state[key] if key in st.session_state else st.session_state.get(shadow, default)
+    if valid is not None and not valid(value):
+        value = default
+    if value is not None:
+        st.session_state[key] = value
+    value = widget(label, key=key, **kwargs)
+    st.session_state[shadow] = value
+    return value
+
+
+def remembered(key: str, default: Any = None) -> Any:
+    """The value kept under ``key`` (what the user last chose on any page), or ``default``."""
+    return st.session_state.get(key, st.session_state.get(SHADOW + key, default))
+
+
+def forget(key: str) -> None:
+    """Drop a kept value (the user chose something that replaces it)."""
+    st.session_state.pop(SHADOW + key, None)

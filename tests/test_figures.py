@@ -1,0 +1,154 @@
+"""Every chart of every exploration page, read as drawn (tests/figcheck.py), and the captions
+that state a number held against the bar they name. (Next sentence probe and Nearest neighbours
+draw tables and metrics, no chart.)"""
+import re
+
+import numpy as np
+import plotly.express as px
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import figcheck
+from bert_explorer.checkpoint import SHORT_NAMES
+
+needs_models = pytest.mark.skipif(any(SHORT_NAMES[n][0]() is None for n in ("explorer-mini", "minilm-mlm-nsp")),
+                                  reason="the shipped models are not in assets/")
+
+
+# ----- the checker itself -----------------------------------------------------------------------------
+def _spec(fig):
+    return figcheck.figure(fig.to_json())
+
+
+def test_the_checker_catches_series_stacked_into_one_unnamed_trace():
+    """What px.bar(color="") draws: one trace, two values at each token, their sum as one bar."""
+    df = pd.DataFrame({"token": ["[CLS]", "cat", "[CLS]", "cat"], "weight": np.array([0.9, 0.1, 0.6, 0.4]),
+                       "": ["bidirectional", "bidirectional", "left-to-right", "left-to-right"]})
+    found = figcheck.problems(_spec(px.bar(df, x="token", y="weight", color="", barmode="group")))
+    assert any("draws 2 categories twice" in p for p in found)
+    assert any("above 1" in p or "outside [0, 1]" in p for p in found) or len(found) >= 1
+
+
+def test_the_checker_reads_base64_arrays_and_bounds_weights():
+    fig = px.imshow(np.array([[0.2, 1.4], [0.5, 0.5]]), labels=dict(color="weight"))
+    assert '"bdata"' in fig.to_json()  # plotly sends numpy arrays as base64
+    found = figcheck.problems(_spec(fig))
+    assert len(found) == 1 and "outside [0, 1]" in found[0] and "1.4" in found[0]
+    fine = px.imshow(np.array([[0.2, 0.8], [0.5, 0.5]]), labels=dict(color="weight"))
+    assert figcheck.problems(_spec(fine)) == []
+    scores = px.imshow(np.array([[-3.0, 4.0]]), labels=dict(color="score"))  # not a weight: unbounded
+    assert figcheck.problems(_spec(scores)) == []
+
+
+def test_the_checker_wants_compared_series_named_and_stacks_declared():
+    import plotly.graph_objects as go
+
+    two = go.Figure([go.Bar(x=["a", "b"], y=[0.2, 0.3]), go.Bar(x=["a", "b"], y=[0.4, 0.5])])
+    assert any("have no name" in p for p in figcheck.problems(_spec(two)))
+    named = go.Figure([go.Bar(x=["a", "b"], y=[0.2, 0.3], name="s"), go.Bar(x=["a", "b"], y=[0.4, 0.5], name="t")])
+    assert figcheck.problems(_spec(named)) == []
+    named.update_layout(barmode="stack", yaxis_title="probability")
+    found = figcheck.problems(_spec(named))
+    assert any("stacks 2 series" in p for p in found)
+    assert figcheck.problems(_spec(named), stacked=True) == []  # parts of one whole, under 1
+    assert figcheck.bar(_spec(named), "t", "b") == pytest.approx(0.5)
+
+
+# ----- the pages ---------------------------------------------------------------------------------------
+def _app(page: str, model: str | None = None, **state) -> AppTest:
+    at = AppTest.from_file(f"../{page}", default_timeout=300)
+    if model:
+        at.session_state["be_model_choice"] = model
+    for k, v in state.items():
+        at.session_state[k] = v
+    return at.run()
+
+
+COUNTS: dict[str, int] = {}
+BOUNDED: dict[str, int] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report():
+    yield
+    print(f"\nfigure checker: {sum(COUNTS.values())} charts on {len(COUNTS)} page views, {sum(BOUNDED.values())} "
+          f"of them with values bounded by what they are (weights, probabilities, CKA, cosines): {COUNTS}")
+
+
+def _checked(at, view: str, **kwargs) -> list:
+    assert not at.exception, at.exception
+    figs = figcheck.figures(at)
+    for f in figs:
+        figcheck.check(f, **kwargs.get(f.title, {}))
+    COUNTS[view] = len(figs)
+    BOUNDED[view] = sum(any(figcheck.BOUNDED.search(f.value_title(t)) or figcheck.COSINE.search(f.value_title(t))
+                            for t in f.traces) for f in figs)
+    return figs
+
+
+@needs_models
+@pytest.mark.parametrize("page", ["pages/1_Tokens_and_embeddings.py", "pages/2_Attention.py",
+                                  "pages/3_Masked_word_probe.py"])
+def test_every_chart_of_the_page_is_true_as_drawn(page):
+    at = _app(page)
+    figs = _checked(at, page)
+    assert figs, f"{page} drew no chart"
+
+
+@needs_models
+def test_every_chart_of_inside_one_layer_all_steps_with_padding_and_a_pair():
+    at = _app("pages/10_Inside_one_layer.py", ins_all=True, ins_pad=32)
+    figs = _checked(at, "pages/10_Inside_one_layer.py (all steps)")
+    assert len(at.subheader) == 8 and len(figs) >= 15
+    # step 3's caption names the key its token scores highest against: that bar is the highest
+    caption = next(c.value for c in at.caption if "scores highest against" in c.value)
+    word, j, value = re.search(r"against '(.+?)' \(position (\d+), (-?[0-9.]+)\)", caption).groups()
+    scores = next(f for f in figs if f.title.startswith("Scores of"))
+    assert figcheck.bar(scores, "score", f"{j}: {word}") == pytest.approx(float(value), abs=0.005)
+    real = [y for x, y in zip(scores.traces[0].x, scores.traces[0].y) if "[PAD]" not in x]
+    assert float(value) == pytest.approx(max(real), abs=0.005)
+
+
+@needs_models
+def test_inside_one_layer_mask_step_draws_each_mask_as_its_own_bar_and_the_caption_reads_them():
+    """Step 4 teaches Figure 3: the token's attention under this model's mask and under the other
+    one, side by side. Stacked into one trace, [CLS] reached 1.5 and the caption contradicted it."""
+    at = _app("pages/10_Inside_one_layer.py", ins_pad=32, ins_step=4)
+    fig = next(f for f in figcheck.figures(at) if f.title.startswith("Attention of"))
+    figcheck.check(fig)
+    names = [t.name for t in fig.traces]
+    assert names == ["bidirectional (this model)", "left-to-right mask, same scores"]
+    for t in fig.traces:  # each is one softmax row: it sums to 1 over the keys
+        assert np.asarray(t.y, dtype=float).sum() == pytest.approx(1.0, abs=1e-4)
+    token = at.selectbox(key="ins_token").value
+    label = at.selectbox(key="ins_token").options[token] if isinstance(token, int) else token
+    caption = next(c.value for c in at.caption if "attention to itself goes from" in c.value)
+    own, other = (float(x) / 100 for x in re.search(r"goes from (\d+)% to (\d+)%", caption).groups())
+    assert figcheck.bar(fig, names[0], label) == pytest.approx(own, abs=0.005)
+    assert figcheck.bar(fig, names[1], label) == pytest.approx(other, abs=0.005)
+
+
+@needs_models
+@pytest.mark.parametrize("target", ["masked word", "next sentence"])
+def test_every_chart_of_attributions_is_true_as_drawn(target):
+    at = _app("pages/5_Attributions.py")
+    radio = at.radio(key="attr_target")
+    radio.set_value(next(o for o in radio.options if o.startswith(target))).run()
+    figs = _checked(at, f"pages/5_Attributions.py ({target})",
+                    **{f.title: {"stacked": True} for f in figcheck.figures(at) if f.layout.get("barmode") == "relative"})
+    assert figs
+
+
+@needs_models
+def test_every_chart_of_two_models_is_true_as_drawn():
+    at = _app("pages/11_Two_models.py")
+    assert _checked(at, "pages/11_Two_models.py")
+
+
+@needs_models
+def test_every_chart_of_what_each_layer_knows_is_true_as_drawn():
+    at = _app("pages/12_What_each_layer_knows.py", "explorer-mini", probe_n_sent=60, probe_n_art=40)
+    if "probe_run" in {b.key for b in at.button}:
+        at.button(key="probe_run").click().run()
+    assert len(_checked(at, "pages/12_What_each_layer_knows.py")) == 2
