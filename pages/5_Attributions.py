@@ -129,11 +129,12 @@ PART_COLOURS = {"token": "#1b9e77", "segment": "#d95f02", "position": "#7570b3"}
 TOTAL_COLOUR = "#222222"
 shown = ["token"] if result.baseline == "words" else ["token", "segment", "position"]
 values = {"token": result.token, "segment": result.segment, "position": result.position}
+size = abs(result.difference) or float("nan")  # shares are of |f(x) − f(baseline)|
 chart = go.Figure()
 for part in shown:
     chart.add_bar(x=result.labels, y=values[part], name=f"{part} embedding", marker_color=PART_COLOURS[part],
-                  customdata=[v / result.difference if result.difference else float("nan") for v in values[part]],
-                  hovertemplate=f"%{{x}}<br>{part} embedding: %{{y:.4f}} (%{{customdata:.1%}} of f(x) − f(baseline))"
+                  customdata=[v / size for v in values[part]],
+                  hovertemplate=f"%{{x}}<br>{part} embedding: %{{y:.4f}} (%{{customdata:.1%}} of |f(x) − f(baseline)|)"
                                 "<extra></extra>")
 if len(shown) > 1:
     chart.add_scatter(x=result.labels, y=result.total, name="total (the three parts added)", mode="markers",
@@ -158,7 +159,7 @@ said = (f"The words that pushed f up most: {listed(ups)}" if ups else "No word p
        (f"; down most: {listed(downs)}." if downs else "; none pushed it down.")
 if result.baseline == "words":
     kept = sorted({t for t, b in zip(result.tokens, result.baseline_tokens) if t == b})
-    st.caption(f"f(x) − f(baseline) = {result.difference:.2f}; each word's share of it is in brackets. {said} "
+    st.caption(f"f(x) − f(baseline) = {result.difference:.2f}; in brackets, each word's share of its size. {said} "
                f"{', '.join(kept)} are the same in the baseline and get exactly 0.")
 else:
     sums = result.part_sums
@@ -166,7 +167,7 @@ else:
     st.caption(f"Of f(x) − f(baseline) = {result.difference:.2f}, the token embeddings carry {sums['token']:.2f}, "
                f"the segment embeddings {sums['segment']:.2f} and the position embeddings {sums['position']:.2f}; the "
                f"largest single part is the {part} embedding of {result.labels[i]} ({biggest:.2f}"
-               + (f", {biggest / result.difference:.0%})." if result.difference else ").")
+               + (f", {biggest / abs(result.difference):.0%})." if result.difference else ").")
                + f" By total: {said[0].lower()}{said[1:]}")
 
 with st.expander("The numbers, and the baseline each token was compared with"):

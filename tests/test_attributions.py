@@ -471,3 +471,12 @@ def test_page_shows_steps_and_warns_when_unreliable(tmp_path, monkeypatch):
     assert {m.label: m.value for m in at.metric}["steps used"] == "200"  # the best of 50, 100, 200, 400
     (warning,) = [w.value for w in at.warning]
     assert warning.startswith("This result is unreliable") and "20%" in warning and "200" in warning
+
+
+def test_shares_are_of_the_size_of_the_difference_and_keep_the_attributions_sign():
+    r = Attributions(target="next sentence", score="s", tokens=["[CLS]", "rain", "sun", "[SEP]"],
+                     baseline_tokens=["[CLS]", "[PAD]", "[PAD]", "[SEP]"], token=[0.0, -1.5, 0.5, 0.0],
+                     segment=[0.0] * 4, position=[0.0] * 4, f_input=1.0, f_baseline=2.0, delta=0.0, n_steps=50)
+    assert r.shares == [0.0, -1.5, 0.5, 0.0]            # f fell by 1: rain pulled it down, sun pushed it up
+    assert r.ranked_words() == [("2 sun", 0.5, 0.5), ("1 rain", -1.5, -1.5)]  # only the replaced tokens
+    assert [row["share"] for row in r.rows()] == r.shares and "segment part" not in r.rows()[0]

@@ -179,8 +179,9 @@ class Attributions:
 
     @property
     def shares(self) -> list[float]:
-        """Each token's total as a fraction of f(x) - f(x') (signed; they add up to 1 up to the delta)."""
-        d = self.difference
+        """Each token's total as a fraction of |f(x) - f(x')|, with the total's sign: together they
+        make +1 when f rose from the baseline to x and -1 when it fell (up to the delta)."""
+        d = abs(self.difference)
         return [t / d if d else math.nan for t in self.total]
 
     def ranked_words(self) -> list[tuple[str, float, float]]:
