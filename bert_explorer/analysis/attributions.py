@@ -23,9 +23,9 @@ the difference it is supposed to split means the token shares are numerical nois
 the result records the steps used and every (steps, delta) tried, and says in one sentence
 why it is unreliable when even the cap does not satisfy the rule (the attempt with the
 smallest delta is then the one shown). Measured on the shipped minilm-mlm-nsp with the app's
-example inputs: with the *words* baseline both the masked word and next sentence are reliable at
-50 steps; with the *parts* baseline (below) next sentence needs 200, the masked word 400. The delta does not
-shrink monotonically with the steps, and a small delta is a necessary condition, not proof:
+example inputs: with the *words* baseline (below) the masked word and next sentence are both
+reliable at 50 steps; with the *parts* baseline next sentence needs 200, the masked word 400.
+The delta does not shrink monotonically with the steps, and a small delta is a necessary condition, not proof:
 errors of single tokens can cancel in the sum.
 * **An input equal to its baseline gets exactly 0**, because of the (x_i - x'_i) factor.
 
@@ -102,7 +102,7 @@ PARTS = ("token", "segment", "position")
 class Baseline:
     """One choice of x' (see the module docstring)."""
 
-    name: str       # what the functions and the command line take
+    name: str       # what the explain_* functions take
     label: str      # what the page calls it
     measures: str   # one sentence: what the attributions against this baseline say
 
@@ -123,6 +123,7 @@ EXAMPLE_MASKED = "the government said the [MASK] would rise next year ."
 EXAMPLE_PAIR = ("the match was played in heavy rain on saturday .",
                 "both teams struggled to keep the ball on the ground .")
 EXAMPLE_CLASSIFIER = "Shares fell sharply after the bank's results."
+
 # Captum evaluates the model at n_steps points of the path; we hand it as many of them per
 # forward pass as fit in about this many tokens (16 tokens x 50 steps = one pass).
 TOKENS_PER_BATCH = 8192
