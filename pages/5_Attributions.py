@@ -1,12 +1,12 @@
 import pandas as pd
-import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
-from bert_explorer.analysis.attributions import (DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION, baseline_note,
-                                                 classifier_runs, explain_classifier, explain_masked_word,
-                                                 explain_next_sentence)
+from bert_explorer.analysis.attributions import (BASELINES, DEFAULT_BASELINE, EXAMPLE_CLASSIFIER, EXAMPLE_MASKED,
+                                                 EXAMPLE_PAIR, classifier_runs, explain_classifier,
+                                                 explain_masked_word, explain_next_sentence)
 from bert_explorer.analysis.probes import MLM_HEAD, NSP_HEAD
+from bert_explorer.analysis.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION, baseline_note
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.state import load, model_picker, runs_root
@@ -14,11 +14,12 @@ from bert_explorer.app.widgets import intro, needs_head
 
 st.set_page_config(page_title="Attributions · BERT Explorer", layout="wide")
 intro("Attributions", """
-Which input tokens pushed the model towards its answer? **Integrated Gradients** (Sundararajan
-et al. 2017) walks from a *baseline* input that carries no information (ordinary words replaced by
-`[PAD]`, everything in segment A at position 0) to your input and adds up the gradients on the
-way. The attributions add up exactly to how much the score changed, and each token's share splits
-into its token, segment and position embedding (Devlin et al. 2019, Figure 2).
+Which words of your input pushed the model towards its answer? **Integrated Gradients** (Sundararajan
+et al. 2017, Section 3) walks from a *baseline*, your input with every word replaced by `[PAD]`, to your
+input, adds up the gradients on the way and gives each word a bar: its share of how much the score f
+changed, all bars adding up to that change. f is a pre-training task's score (Devlin et al. 2019,
+Section 3.1) or a fine-tuned classifier's (Section 4); the baseline *token, segment and position* splits
+each bar into the three embeddings BERT adds up at its input (Figure 2).
 """)
 
 name = model_picker()
@@ -31,6 +32,10 @@ steps = st.slider("Integration steps (to start with)", 10, 300, DEFAULT_STEPS, s
                        f"While the delta is above {RELIABLE_FRACTION:.0%} of f(x) − f(baseline) the page doubles "
                        f"them, up to {MAX_STEPS}.")
 max_steps = max(MAX_STEPS, steps)
+baseline = st.radio("Baseline", list(BASELINES), index=list(BASELINES).index(DEFAULT_BASELINE), key="attr_baseline",
+                    horizontal=True, format_func=lambda b: BASELINES[b].label,
+                    help=" ".join(f"**{b.label}**: {b.measures}" for b in BASELINES.values()))
+st.caption(BASELINES[baseline].measures)
 
 
 def pretrained(head: str, what: str):
@@ -50,18 +55,19 @@ try:
         loaded = pretrained(MLM_HEAD, "predict masked words")
         c1, c2 = st.columns([3, 1])
         text = c1.text_input("Sentence (the first [MASK] is explained)",
-                             "the government said the [MASK] would rise next year .", key="attr_mlm_text")
+                             EXAMPLE_MASKED, key="attr_mlm_text")
         word = c2.text_input("Word to explain", key="attr_mlm_word", placeholder="top prediction",
                              help="One WordPiece; empty = the model's most probable word.")
-        result = explain_masked_word(loaded, text, word or None, n_steps=steps, max_steps=max_steps)
+        result = explain_masked_word(loaded, text, word or None, n_steps=steps, max_steps=max_steps,
+                                     baseline=baseline)
         d = result.details
         st.caption(f"Explaining **{d['word']}** (P = {d['probability']:.1%}) at position {d['mask_position']}. "
                    "Top predictions: " + ", ".join(f"{t['token']} ({t['probability']:.1%})" for t in d["top"]))
     elif target == NSP:
         loaded = pretrained(NSP_HEAD, "judge whether B follows A")
-        a = st.text_input("Sentence A", "the match was played in heavy rain on saturday .", key="attr_nsp_a")
-        b = st.text_input("Sentence B", "both teams struggled to keep the ball on the ground .", key="attr_nsp_b")
-        result = explain_next_sentence(loaded, a, b, n_steps=steps, max_steps=max_steps)
+        a = st.text_input("Sentence A", EXAMPLE_PAIR[0], key="attr_nsp_a")
+        b = st.text_input("Sentence B", EXAMPLE_PAIR[1], key="attr_nsp_b")
+        result = explain_next_sentence(loaded, a, b, n_steps=steps, max_steps=max_steps, baseline=baseline)
         st.caption(f"P(IsNext) = {result.details['p_is_next']:.1%} for the pair, "
                    f"{result.details['p_is_next_baseline']:.1%} for the baseline.")
     else:
@@ -82,12 +88,12 @@ try:
         if error:
             st.info(error)
             st.stop()
-        text = st.text_input("Text", "Shares fell sharply after the bank's results.", key="attr_clf_text")
+        text = st.text_input("Text", EXAMPLE_CLASSIFIER, key="attr_clf_text")
         text_b = st.text_input("Second text (pair tasks)", key="attr_clf_text_b") \
             if run["task"] == "pair-classification" else None
         label = st.selectbox("Class to explain", ["the predicted class", *run["labels"]], key="attr_clf_label")
         result = explain_classifier(clf, text, text_b, None if label == "the predicted class" else label,
-                                    n_steps=steps, max_steps=max_steps)
+                                    n_steps=steps, max_steps=max_steps, baseline=baseline)
         if "probabilities" in result.details:
             st.caption(f"Predicted **{result.details['predicted']}**; " + ", ".join(
                 f"{k} {v:.1%}" for k, v in result.details["probabilities"].items()))
@@ -113,27 +119,56 @@ else:
 note = baseline_note(result)
 if note:
     st.info(note)
-st.caption("Completeness: the attributions of all tokens and all three embedding parts add up to "
-           "f(x) − f(baseline); the convergence delta is how far the numerical integral misses. The rule here: "
+st.caption("Completeness: the attributions add up to f(x) − f(baseline); the convergence delta is how far the "
+           "numerical integral misses. The rule here: "
            f"reliable when |delta| ≤ {RELIABLE_FRACTION:.0%} of |f(x) − f(baseline)|; the steps are doubled "
            f"(up to {max_steps}) until it holds.")
 
-rows = ["total", "token", "segment", "position"]
-heat = go.Figure(go.Heatmap(
-    z=[result.total, result.token, result.segment, result.position], x=result.labels, y=rows,
-    colorscale="RdBu", zmid=0, texttemplate="%{z:.2f}", colorbar=dict(title="attribution"),
-    hovertemplate="%{x}<br>%{y}: %{z:.4f}<extra></extra>"))
-heat.update_layout(title="Attribution per token (red pushes f down, blue pushes it up)",
-                   height=300, margin=dict(l=10, r=10, t=40, b=10), yaxis=dict(autorange="reversed"))
-exports.figure(heat, "attr_heatmap", bundle=bundle)
+# One colour per embedding part, the same in both baselines; bars up push f up, bars down push it down.
+PART_COLOURS = {"token": "#1b9e77", "segment": "#d95f02", "position": "#7570b3"}
+TOTAL_COLOUR = "#222222"
+shown = ["token"] if result.baseline == "words" else ["token", "segment", "position"]
+values = {"token": result.token, "segment": result.segment, "position": result.position}
+size = abs(result.difference) or float("nan")  # shares are of |f(x) − f(baseline)|
+chart = go.Figure()
+for part in shown:
+    chart.add_bar(x=result.labels, y=values[part], name=f"{part} embedding", marker_color=PART_COLOURS[part],
+                  customdata=[v / size for v in values[part]],
+                  hovertemplate=f"%{{x}}<br>{part} embedding: %{{y:.4f}} (%{{customdata:.1%}} of |f(x) − f(baseline)|)"
+                                "<extra></extra>")
+if len(shown) > 1:
+    chart.add_scatter(x=result.labels, y=result.total, name="total (the three parts added)", mode="markers",
+                      marker=dict(color=TOTAL_COLOUR, symbol="diamond", size=10),
+                      hovertemplate="%{x}<br>total: %{y:.4f}<extra></extra>")
+chart.update_layout(
+    title=f"Each word's attribution to {result.score}" if len(shown) == 1 else
+    f"Each token's attribution to {result.score}, split into its three embedding parts",
+    barmode="relative", showlegend=True, height=400, margin=dict(l=10, r=10, t=40, b=10),
+    xaxis=dict(title=None, categoryorder="array", categoryarray=result.labels),
+    yaxis_title="attribution (up: raises f, down: lowers f)")
+exports.figure(chart, "attr_chart", bundle=bundle)
 
-parts = pd.DataFrame({"token": result.labels, "token embedding": result.token,
-                      "segment embedding": result.segment, "position embedding": result.position})
-bars = px.bar(parts.melt(id_vars="token", var_name="part", value_name="attribution"), x="token",
-              y="attribution", color="part", barmode="relative",
-              title="Each token's attribution split into its three embedding parts")
-bars.update_layout(height=380, margin=dict(l=10, r=10, t=40, b=10), xaxis_title=None)
-exports.figure(bars, "attr_parts", bundle=bundle)
+
+def listed(words) -> str:
+    return ", ".join(f"{label} {value:+.2f} ({share:.0%})" for label, value, share in words)
+
+
+ranked = result.ranked_words()
+ups, downs = [w for w in ranked if w[1] > 0][:3], [w for w in ranked if w[1] < 0][-3:][::-1]
+said = (f"The words that pushed f up most: {listed(ups)}" if ups else "No word pushed f up") + \
+       (f"; down most: {listed(downs)}." if downs else "; none pushed it down.")
+if result.baseline == "words":
+    kept = sorted({t for t, b in zip(result.tokens, result.baseline_tokens) if t == b})
+    st.caption(f"f(x) − f(baseline) = {result.difference:.2f}; in brackets, each word's share of its size. {said} "
+               f"{', '.join(kept)} are the same in the baseline and get exactly 0.")
+else:
+    sums = result.part_sums
+    i, part, biggest = result.largest_part()
+    st.caption(f"Of f(x) − f(baseline) = {result.difference:.2f}, the token embeddings carry {sums['token']:.2f}, "
+               f"the segment embeddings {sums['segment']:.2f} and the position embeddings {sums['position']:.2f}; the "
+               f"largest single part is the {part} embedding of {result.labels[i]} ({biggest:.2f}"
+               + (f", {biggest / abs(result.difference):.0%})." if result.difference else ").")
+               + f" By total: {said[0].lower()}{said[1:]}")
 
 with st.expander("The numbers, and the baseline each token was compared with"):
     exports.table(pd.DataFrame(result.rows()), "attr_rows", "attributions", bundle, hide_index=True)

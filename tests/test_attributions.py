@@ -1,4 +1,6 @@
 """Integrated Gradients on the input embeddings (bert_explorer.analysis.attributions) and page 5."""
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -7,18 +9,21 @@ from streamlit.testing.v1 import AppTest
 
 from bert_explorer import checkpoint
 from bert_explorer.analysis import attributions
-from bert_explorer.analysis.attributions import (Attributions, baseline_note, classifier_runs, explain_classifier,
-                                                 explain_masked_word, explain_next_sentence, reliability,
-                                                 step_schedule)
-from bert_explorer.checkpoint import SHORT_NAMES
+from bert_explorer.analysis.attributions import (BASELINES, EXAMPLE_MASKED, EXAMPLE_PAIR, Attributions,
+                                                 baseline_inputs, classifier_runs, explain_classifier,
+                                                 explain_masked_word, explain_next_sentence)
+from bert_explorer.analysis.reliability import baseline_note, reliability, step_schedule
+from bert_explorer.checkpoint import DEFAULT_MODEL, SHORT_NAMES
 from bert_explorer.model import BertConfig
 from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
 
 needs_shipped = pytest.mark.skipif(SHORT_NAMES["explorer-mini"][0]() is None,
                                    reason="the shipped explorer-mini model is not in assets/")
+needs_default = pytest.mark.skipif(SHORT_NAMES[DEFAULT_MODEL][0]() is None,
+                                   reason=f"the shipped default model {DEFAULT_MODEL} is not in assets/")
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "5_Attributions.py")
-MLM_TEXT = "the government said the [MASK] would rise next year ."
-A, B = "the match was played in heavy rain on saturday .", "both teams struggled to keep the ball on the ground ."
+MLM_TEXT = EXAMPLE_MASKED  # the page's example
+A, B = EXAMPLE_PAIR
 
 
 def assert_complete(r, max_relative=0.05):
@@ -70,12 +75,15 @@ def test_masked_word_attributions_are_complete(mini):
 
 @needs_shipped
 def test_next_sentence_attributions_are_complete_and_segment_b_matters(mini):
-    r = explain_next_sentence(mini, A, B, n_steps=50)
+    r = explain_next_sentence(mini, A, B, n_steps=50, baseline="parts")
     assert_complete(r)
     sep = r.tokens.index("[SEP]")
     assert all(s == 0.0 for s in r.segment[:sep + 1])   # segment A = its baseline: exactly 0
     assert any(s != 0.0 for s in r.segment[sep + 1:])   # segment B moved from A to B
     assert 0 < r.details["p_is_next"] < 1
+    words = explain_next_sentence(mini, A, B, n_steps=50)  # default: segment B is segment B in the baseline too
+    assert_complete(words)
+    assert words.baseline == "words" and all(v == 0.0 for v in words.segment + words.position)
     assert_no_grad(mini.model)
 
 
@@ -92,8 +100,9 @@ def test_classifier_attributions_are_complete(tmp_path):
 
 
 @needs_shipped
-def test_tokens_equal_to_their_baseline_get_exactly_zero(mini):
-    r = explain_masked_word(mini, MLM_TEXT)
+@pytest.mark.parametrize("baseline", list(BASELINES))
+def test_tokens_equal_to_their_baseline_get_exactly_zero(mini, baseline):
+    r = explain_masked_word(mini, MLM_TEXT, baseline=baseline)
     for i, (t, b) in enumerate(zip(r.tokens, r.baseline_tokens)):
         if t in ("[CLS]", "[SEP]", "[MASK]"):
             assert b == t and r.token[i] == 0.0
@@ -102,6 +111,100 @@ def test_tokens_equal_to_their_baseline_get_exactly_zero(mini):
     assert all(s == 0.0 for s in r.segment)  # one sentence: all segment A, as in the baseline
     assert r.position[0] == 0.0              # [CLS] sits at position 0, the baseline position
     assert sum(abs(x) for x in r.token) > 0
+    if baseline == "words":                  # every position as in the input: no position part at all
+        assert all(p == 0.0 for p in r.position) and r.total == r.token
+    else:
+        assert any(p != 0.0 for p in r.position[1:])
+
+
+def test_the_default_baseline_keeps_positions_and_segments():
+    tok = WordPieceTokenizer({t: i for i, t in enumerate(SPECIAL_TOKENS + WORDS)})
+    enc = tok.encode("the shares [MASK] sharply .", "bad news .")
+    inputs = {"input_ids": torch.tensor([enc.input_ids]), "token_type_ids": torch.tensor([enc.token_type_ids]),
+              "position_ids": torch.arange(len(enc.input_ids)).unsqueeze(0)}
+    assert inputs["token_type_ids"].any()  # a pair: segment B is there to keep
+    words, parts = baseline_inputs(tok, inputs), baseline_inputs(tok, inputs, "parts")
+    assert torch.equal(words["input_ids"], parts["input_ids"])
+    assert tok.convert_ids_to_tokens(words["input_ids"][0].tolist()) == [
+        "[CLS]", "[PAD]", "[PAD]", "[MASK]", "[PAD]", "[PAD]", "[SEP]", "[PAD]", "[PAD]", "[PAD]", "[SEP]"]
+    assert torch.equal(words["token_type_ids"], inputs["token_type_ids"])
+    assert torch.equal(words["position_ids"], inputs["position_ids"])
+    assert not parts["token_type_ids"].any() and not parts["position_ids"].any()
+    with pytest.raises(ValueError, match="unknown baseline 'zeros'; choose words or parts"):
+        baseline_inputs(tok, inputs, "zeros")
+
+
+@needs_default
+def test_the_default_example_credits_the_context_words():
+    """Issue 21, item 4: on the page's example and the default model, the special tokens, the [MASK] and the
+    segment and position parts together get under 10 % of |f(x) - f(x')| (the "parts" baseline gave the
+    position of the [MASK] 8.75 of 10.59), and completeness holds within the reliability rule."""
+    r = explain_masked_word(checkpoint.load(DEFAULT_MODEL, "BertForPreTraining"), MLM_TEXT)
+    assert r.baseline == "words" and r.reliability.reliable
+    assert abs(r.attribution_sum - r.difference) <= 0.05 * abs(r.difference)
+    structural = sum(abs(r.total[i]) for i, t in enumerate(r.tokens) if t in ("[CLS]", "[SEP]", "[MASK]"))
+    structural += sum(abs(v) for v in r.segment + r.position)
+    assert structural < 0.10 * abs(r.difference)
+    top = r.ranked_words()[:3]
+    assert all(share > 0.10 for _, _, share in top)  # the context words now carry the difference
+    assert sum(share for _, _, share in r.ranked_words()) == pytest.approx(1.0, abs=0.05)
+
+
+def _riemann(model, score, inputs, baselines, steps=2000):
+    """Integrated Gradients by the definition, without captum: the midpoint Riemann sum of the gradient of
+    ``score`` along the straight line from the baseline's three embedding vectors to the input's, times
+    (x - x'); per token and part, summed over H. ``score(model)`` runs the model and returns [B] numbers."""
+    emb = model.bert.embeddings
+    lookups = (emb.word_embeddings, emb.token_type_embeddings, emb.position_embeddings)
+    keys = ("input_ids", "token_type_ids", "position_ids")
+    with torch.no_grad():
+        x = [layer(inputs[k]) for layer, k in zip(lookups, keys)]       # 3 x [1, T, H]
+        x0 = [layer(baselines[k]) for layer, k in zip(lookups, keys)]
+    total = [torch.zeros_like(v) for v in x]
+    for alphas in ((torch.arange(steps) + 0.5) / steps).split(250):
+        a = alphas.view(-1, 1, 1)
+        path = [(b + a * (v - b)).requires_grad_(True) for v, b in zip(x, x0)]  # 3 x [n, T, H]
+        emb.parts = lambda *args, **kw: path                            # the model's input, moved along the path
+        try:
+            grads = torch.autograd.grad(score(model, len(alphas)).sum(), path)
+        finally:
+            del emb.parts
+        total = [t + g.sum(0, keepdim=True) for t, g in zip(total, grads)]
+    return [((v - b) * t / steps)[0].sum(-1) for v, b, t in zip(x, x0, total)]  # 3 x [T]
+
+
+@pytest.mark.parametrize("baseline", list(BASELINES))
+def test_attributions_match_a_riemann_sum_of_the_definition(tmp_path, baseline):
+    loaded = checkpoint.load(make_classifier(tmp_path / "clf"))
+    text, text_b = "the shares fell sharply after the bank results .", "bad news for the market ."
+    r = explain_classifier(loaded, text, text_b, n_steps=200, max_steps=200, baseline=baseline)
+    k = ["business", "sport", "tech"].index(r.details["label"])
+    tok, model = loaded.tokenizer, loaded.model.eval()
+    enc = tok.encode(text, text_b)
+    inputs = {"input_ids": torch.tensor([enc.input_ids]), "token_type_ids": torch.tensor([enc.token_type_ids]),
+              "position_ids": torch.arange(len(enc.input_ids)).unsqueeze(0)}
+    baselines = baseline_inputs(tok, inputs, baseline)
+
+    def score(m, n):  # log P(class k); the ids only set the shapes, the embeddings come from the path
+        ids = {key: v.expand(n, -1) for key, v in inputs.items()}
+        return m(**ids).logits.float().log_softmax(-1)[:, k]
+
+    expected = _riemann(model, score, inputs, baselines)
+    for part, ours, theirs in zip(("token", "segment", "position"), (r.token, r.segment, r.position), expected):
+        assert ours == pytest.approx(theirs.tolist(), abs=1e-5), part  # they agree to ~1e-8; values ~0.01-0.2
+    with torch.no_grad():
+        f_x = score(model, 1).item()
+        model.bert.embeddings.parts = lambda *a, **kw: [lk(baselines[key]) for lk, key in zip(
+            (model.bert.embeddings.word_embeddings, model.bert.embeddings.token_type_embeddings,
+             model.bert.embeddings.position_embeddings), ("input_ids", "token_type_ids", "position_ids"))]
+        f_x0 = score(model, 1).item()
+        del model.bert.embeddings.parts
+    assert r.f_input == pytest.approx(f_x, abs=1e-5) and r.f_baseline == pytest.approx(f_x0, abs=1e-5)
+    assert sum(sum(t) for t in expected).item() == pytest.approx(f_x - f_x0, rel=1e-3)  # completeness, by hand
+    if baseline == "words":
+        assert not any(r.segment + r.position)
+    else:
+        assert any(r.segment) and any(r.position)
 
 
 @needs_shipped
@@ -145,25 +248,70 @@ def test_classifier_runs_lists_only_sequence_classifiers_ablation_cells_included
 
 # ----- the page ------------------------------------------------------------------------------
 
-def _heatmap(at):
-    charts = [c.proto.spec for c in at.get("plotly_chart")]
-    heat = [s for s in charts if '"type":"heatmap"' in s.replace(" ", "")]
-    assert heat, "no heatmap on the page"
-    return heat[0]
+def _chart(at):
+    """The page's one chart (its plotly spec as a dict), after checking the rules every chart keeps (issue 21,
+    item 3): every series is named, no series has two values at one x, and a colour means one thing."""
+    (chart,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    meaning = {}
+    for trace in chart["data"]:
+        assert trace.get("name"), f"a {trace['type']} series without a name"
+        assert len(set(trace["x"])) == len(trace["x"]), f"{trace['name']}: two values at one x"
+        colour = trace["marker"]["color"]
+        assert isinstance(colour, str), f"{trace['name']}: one colour per series"
+        assert meaning.setdefault(colour, trace["name"]) == trace["name"], f"{colour} means two things"
+    return chart
 
 
-@needs_shipped
+def _series(at):
+    return {t["name"]: t["y"] for t in _chart(at)["data"]}
+
+
+@needs_default
 def test_page_explains_a_masked_word_and_reacts_to_the_sentence():
     at = AppTest.from_file(PAGE, default_timeout=120).run()
     assert not at.exception
     assert at.title[0].value == "Attributions"
     assert any("Sundararajan" in m.value for m in at.markdown)
-    first = _heatmap(at)
-    assert '"z":[[' in first.replace(" ", "")
+    first = _series(at)
+    assert list(first) == ["token embedding"]  # the default baseline: words only, nothing else to show
     assert len(at.metric) == 5  # f(x), f(baseline), their difference, the delta, the steps used
     at.text_input(key="attr_mlm_text").set_value("she opened the [MASK] and a cold wind blew in .").run()
     assert not at.exception
-    assert _heatmap(at) != first
+    assert _series(at) != first
+
+
+@needs_default
+def test_page_default_names_the_baseline_and_captions_this_models_words():
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    assert not at.exception
+    assert at.radio(key="attr_baseline").value == "words"
+    assert BASELINES["words"].measures in [c.value for c in at.caption]
+    r = explain_masked_word(checkpoint.load(DEFAULT_MODEL, "BertForPreTraining"), MLM_TEXT)
+    assert _series(at)["token embedding"] == pytest.approx(r.total, abs=1e-4)
+    (caption,) = [c.value for c in at.caption if "pushed f up most" in c.value]
+    listed = ", ".join(f"{label} {v:+.2f} ({share:.0%})" for label, v, share in r.ranked_words()[:3])
+    assert f"f(x) − f(baseline) = {r.difference:.2f}" in caption and listed in caption
+    assert "[CLS], [MASK], [SEP] are the same in the baseline and get exactly 0" in caption
+
+
+@needs_default
+def test_page_splits_into_token_segment_and_position_on_request():
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    at.radio(key="attr_baseline").set_value("parts").run()
+    assert not at.exception
+    assert BASELINES["parts"].measures in [c.value for c in at.caption]
+    series = _series(at)
+    assert list(series) == ["token embedding", "segment embedding", "position embedding",
+                            "total (the three parts added)"]
+    assert series["total (the three parts added)"] == pytest.approx(
+        [sum(v) for v in zip(series["token embedding"], series["segment embedding"], series["position embedding"])],
+        abs=1e-4)
+    (caption,) = [c.value for c in at.caption if "largest single part" in c.value]
+    largest = re.search(r"the (\w+) embedding of (\d+) (\S+) \((-?[\d.]+)", caption)
+    part, position, value = largest.group(1), int(largest.group(2)), float(largest.group(4))
+    assert series[f"{part} embedding"][position] == pytest.approx(value, abs=0.006)
+    assert abs(value) == pytest.approx(max(abs(v) for name, ys in series.items() if name.endswith("embedding")
+                                           for v in ys), abs=0.006)
 
 
 @needs_shipped
@@ -172,7 +320,7 @@ def test_page_switches_to_next_sentence():
     at.radio(key="attr_target").set_value("next sentence").run()
     assert not at.exception
     assert "IsNext" in at.subheader[0].value
-    assert _heatmap(at)
+    assert _chart(at)
 
 
 def test_page_explains_a_model_without_the_head():
@@ -196,9 +344,9 @@ def test_page_explains_a_fine_tuned_classifier(tmp_path, monkeypatch):
     make_classifier(tmp_path / "runs" / "topics" / "model")
     at.run()
     assert not at.exception
-    first = _heatmap(at)
+    first = _series(at)
     at.text_input(key="attr_clf_text").set_value("good news for the market .").run()
-    assert not at.exception and _heatmap(at) != first
+    assert not at.exception and _series(at) != first
 
 
 # ----- when a result is reliable ---------------------------------------------------------------
@@ -323,3 +471,12 @@ def test_page_shows_steps_and_warns_when_unreliable(tmp_path, monkeypatch):
     assert {m.label: m.value for m in at.metric}["steps used"] == "200"  # the best of 50, 100, 200, 400
     (warning,) = [w.value for w in at.warning]
     assert warning.startswith("This result is unreliable") and "20%" in warning and "200" in warning
+
+
+def test_shares_are_of_the_size_of_the_difference_and_keep_the_attributions_sign():
+    r = Attributions(target="next sentence", score="s", tokens=["[CLS]", "rain", "sun", "[SEP]"],
+                     baseline_tokens=["[CLS]", "[PAD]", "[PAD]", "[SEP]"], token=[0.0, -1.5, 0.5, 0.0],
+                     segment=[0.0] * 4, position=[0.0] * 4, f_input=1.0, f_baseline=2.0, delta=0.0, n_steps=50)
+    assert r.shares == [0.0, -1.5, 0.5, 0.0]            # f fell by 1: rain pulled it down, sun pushed it up
+    assert r.ranked_words() == [("2 sun", 0.5, 0.5), ("1 rain", -1.5, -1.5)]  # only the replaced tokens
+    assert [row["share"] for row in r.rows()] == r.shares and "segment part" not in r.rows()[0]

@@ -23,8 +23,9 @@ the difference it is supposed to split means the token shares are numerical nois
 the result records the steps used and every (steps, delta) tried, and says in one sentence
 why it is unreliable when even the cap does not satisfy the rule (the attempt with the
 smallest delta is then the one shown). Measured on the shipped minilm-mlm-nsp with the app's
-example inputs: next sentence needs 200 steps, the masked word 400. The delta does not
-shrink monotonically with the steps, and a small delta is a necessary condition, not proof:
+example inputs: with the *words* baseline (below) the masked word and next sentence are both
+reliable at 50 steps; with the *parts* baseline next sentence needs 200, the masked word 400.
+The delta does not shrink monotonically with the steps, and a small delta is a necessary condition, not proof:
 errors of single tokens can cancel in the sum.
 * **An input equal to its baseline gets exactly 0**, because of the (x_i - x'_i) factor.
 
@@ -33,21 +34,27 @@ so we take the three vectors BERT adds up at its input (Devlin et al. 2019, Figu
 — the token embedding, the segment embedding and the position embedding — and integrate
 over all three at once with captum's ``LayerIntegratedGradients`` given a list of the three
 embedding layers. Completeness then holds for the sum over tokens *and* over the three
-parts, so every token's attribution splits exactly into "what word it is", "which sentence
-it is in" and "where it stands".
+parts; a part that is the same in x and x' gets exactly 0.
 
-The baseline, part by part (``baseline_inputs`` builds it):
+What the baseline keeps decides the question the attributions answer. Two baselines
+(``BASELINES``; ``baseline_inputs`` builds them):
 
-* token: ``[PAD]`` for every ordinary word piece; ``[CLS]``, ``[SEP]`` and ``[MASK]`` are
-  kept. The structural tokens are not what we ask about (and a question without its
-  ``[MASK]`` would be another question), so they stay put and get exactly 0 for their
-  token part. ``[PAD]``'s embedding is the row the model was trained to ignore.
-* segment: segment A (id 0) everywhere. The baseline "knows nothing about where sentence
-  B starts"; for a single sentence every token already is in segment A, so the segment
-  part is exactly 0 there and only matters for pairs (next-sentence prediction,
-  pair classifiers).
-* position: position 0 for every token. The baseline has "no word order"; [CLS] really is
-  at position 0, so its position part is exactly 0.
+* **words** (the default): every ordinary word piece becomes ``[PAD]`` (the row the model
+  was trained to ignore); ``[CLS]``, ``[SEP]`` and ``[MASK]`` are kept, and every token keeps
+  its own position and segment. The structural tokens are not what we ask about (and a
+  question without its ``[MASK]`` would be another question), so only the words differ
+  between x' and x, and the attributions answer "which context words pushed the model to
+  its answer". The special tokens, the ``[MASK]`` and every segment and position part get
+  exactly 0.
+* **parts** ("token, segment and position"): the same tokens, but every token also moves to
+  position 0 and to segment A, a baseline with "no word order" that "knows nothing about
+  where sentence B starts". Each token's attribution then splits into "what word it is",
+  "which sentence it is in" and "where it stands". This measures something else: measured
+  on the shipped minilm-mlm-nsp with the page's masked-word example, 8.75 of the 10.59
+  difference went to the position embedding of the ``[MASK]`` (a [MASK] at position 0
+  predicts little), and every context word's token part got 0.07 or less. [CLS] really is
+  at position 0, so its position part is exactly 0; a single sentence is all segment A, so
+  the segment parts are exactly 0 there and only matter for pairs.
 
 What f is, for each of the three targets:
 
@@ -86,10 +93,37 @@ from torch import nn
 from ..checkpoint import Loaded, MissingHeadError
 from ..tokenizer import Encoded, WordPieceTokenizer
 from .probes import MLM_HEAD, NSP_HEAD
-from .reliability import (DEFAULT_STEPS, MAX_STEPS, MIN_DIFFERENCE, RELIABLE_FRACTION,  # noqa: F401
-                          Reliability, baseline_note, reliability, step_schedule)
+from .reliability import DEFAULT_STEPS, MAX_STEPS, MIN_DIFFERENCE, Reliability, reliability, step_schedule
 
 PARTS = ("token", "segment", "position")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """One choice of x' (see the module docstring)."""
+
+    name: str       # what the explain_* functions take
+    label: str      # what the page calls it
+    measures: str   # one sentence: what the attributions against this baseline say
+
+
+BASELINES = {b.name: b for b in (
+    Baseline("words", "words",
+             "Each word becomes [PAD] while [CLS], [SEP], [MASK] and every position and segment stay as in your "
+             "input, so the attributions say which context words pushed the model to its answer."),
+    Baseline("parts", "token, segment and position",
+             "Each word becomes [PAD] and every token also moves to position 0 and segment A, so each token's "
+             "attribution splits into what word it is, which sentence it is in and where it stands (the [MASK] and "
+             "[SEP] then get credit for their positions)."),
+)}
+DEFAULT_BASELINE = "words"
+
+# The page's examples, one per target (the tests measure the default baseline on them).
+EXAMPLE_MASKED = "the government said the [MASK] would rise next year ."
+EXAMPLE_PAIR = ("the match was played in heavy rain on saturday .",
+                "both teams struggled to keep the ball on the ground .")
+EXAMPLE_CLASSIFIER = "Shares fell sharply after the bank's results."
+
 # Captum evaluates the model at n_steps points of the path; we hand it as many of them per
 # forward pass as fit in about this many tokens (16 tokens x 50 steps = one pass).
 TOKENS_PER_BATCH = 8192
@@ -102,7 +136,8 @@ class Attributions:
     ``token``, ``segment`` and ``position`` are the attributions of the three embedding
     parts, each summed over the H hidden dimensions; ``total`` is their sum per token.
     Completeness: sum(total) = f_input - f_baseline + delta (captum's delta is the sum of the
-    attributions minus the change of f).
+    attributions minus the change of f). ``baseline`` names the x' (a key of ``BASELINES``):
+    with "words" the segment and position parts are exactly 0 and ``total`` is the token part.
     """
 
     target: str                     # "masked word" | "next sentence" | "classifier"
@@ -118,6 +153,7 @@ class Attributions:
     n_steps: int                    # the integration steps of this result (the last ones tried)
     details: dict = field(default_factory=dict)  # target-specific: predictions, labels, ...
     steps_tried: list[tuple[int, float]] = field(default_factory=list)  # (steps, delta), in order
+    baseline: str = DEFAULT_BASELINE  # a key of BASELINES
 
     @property
     def total(self) -> list[float]:
@@ -135,7 +171,7 @@ class Attributions:
 
     @property
     def attribution_sum(self) -> float:
-        return sum(self.token) + sum(self.segment) + sum(self.position)
+        return sum(self.part_sums.values())
 
     @property
     def relative_delta(self) -> float:
@@ -143,31 +179,71 @@ class Attributions:
         return abs(self.delta) / abs(self.difference) if self.difference else math.inf
 
     @property
+    def shares(self) -> list[float]:
+        """Each token's total as a fraction of |f(x) - f(x')|, with the total's sign: together they
+        make +1 when f rose from the baseline to x and -1 when it fell (up to the delta)."""
+        d = abs(self.difference)
+        return [t / d if d else math.nan for t in self.total]
+
+    def ranked_words(self) -> list[tuple[str, float, float]]:
+        """The word pieces of the input (the tokens the baseline replaced; not [CLS], [SEP] or
+        [MASK]) as (label, attribution, share), the largest attribution first."""
+        words = [i for i, (t, b) in enumerate(zip(self.tokens, self.baseline_tokens)) if t != b]
+        words.sort(key=lambda i: self.total[i], reverse=True)
+        return [(self.labels[i], self.total[i], self.shares[i]) for i in words]
+
+    def largest_part(self) -> tuple[int, str, float]:
+        """The single biggest attribution (by size) of one part of one token: (position, part, value)."""
+        values = {"token": self.token, "segment": self.segment, "position": self.position}
+        return max(((i, part, v) for part, vs in values.items() for i, v in enumerate(vs)), key=lambda c: abs(c[2]))
+
+    @property
+    def part_sums(self) -> dict[str, float]:
+        """Each embedding part's attributions added over the tokens ("token", "segment", "position")."""
+        return {"token": sum(self.token), "segment": sum(self.segment), "position": sum(self.position)}
+
+    @property
     def reliability(self) -> "Reliability":
         """The verdict of :func:`reliability` on this result's delta and difference."""
         return reliability(self.delta, self.difference, self.n_steps)
 
     def rows(self) -> list[dict]:
-        """One row per token, ready for a table."""
-        return [{"position": i, "token": t, "baseline": b, "token part": round(tk, 5),
-                 "segment part": round(sg, 5), "position part": round(ps, 5), "total": round(tk + sg + ps, 5)}
-                for i, (t, b, tk, sg, ps) in enumerate(zip(self.tokens, self.baseline_tokens, self.token,
-                                                           self.segment, self.position))]
+        """One row per token, ready for a table: its attribution and share of f(x) - f(x'), and with
+        the "parts" baseline the three parts it splits into."""
+        rows = []
+        for i, (t, b, tk, sg, ps, share) in enumerate(zip(self.tokens, self.baseline_tokens, self.token, self.segment,
+                                                         self.position, self.shares)):
+            row = {"position": i, "token": t, "baseline": b}
+            if self.baseline == "parts":
+                row.update({"token part": round(tk, 5), "segment part": round(sg, 5), "position part": round(ps, 5)})
+            rows.append({**row, "attribution": round(tk + sg + ps, 5), "share": round(share, 4)})
+        return rows
 
 
 # ----- the method ----------------------------------------------------------------------------
 
-def baseline_inputs(tok: WordPieceTokenizer, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def check_baseline(baseline: str) -> Baseline:
+    """The :class:`Baseline` called ``baseline``, or a ValueError naming the choices."""
+    if baseline not in BASELINES:
+        raise ValueError(f"unknown baseline {baseline!r}; choose {' or '.join(BASELINES)}")
+    return BASELINES[baseline]
+
+
+def baseline_inputs(tok: WordPieceTokenizer, inputs: dict[str, torch.Tensor],
+                    baseline: str = DEFAULT_BASELINE) -> dict[str, torch.Tensor]:
     """x' for ``inputs`` ([1, T] tensors): [PAD] for ordinary word pieces with [CLS], [SEP]
-    and [MASK] kept, segment A everywhere, position 0 everywhere (see the module docstring)."""
+    and [MASK] kept; positions and segments as in ``inputs`` ("words"), or position 0 and
+    segment A everywhere ("parts"). See the module docstring."""
+    check_baseline(baseline)
     ids = inputs["input_ids"]
     keep = torch.zeros_like(ids, dtype=torch.bool)
     for special in (tok.cls_id, tok.sep_id, tok.mask_id, tok.pad_id):
         keep |= ids == special
+    kept = baseline == "words"
     return {
         "input_ids": torch.where(keep, ids, torch.full_like(ids, tok.pad_id)),
-        "token_type_ids": torch.zeros_like(inputs["token_type_ids"]),
-        "position_ids": torch.zeros_like(inputs["position_ids"]),
+        "token_type_ids": inputs["token_type_ids"].clone() if kept else torch.zeros_like(inputs["token_type_ids"]),
+        "position_ids": inputs["position_ids"].clone() if kept else torch.zeros_like(inputs["position_ids"]),
     }
 
 
@@ -246,7 +322,8 @@ def integrate_until_reliable(model: nn.Module, f, inputs, baselines, n_steps: in
     return (*best, tried)
 
 
-def _result(target: str, score: str, tok: WordPieceTokenizer, inputs, baselines, integrated, details) -> Attributions:
+def _result(target: str, score: str, tok: WordPieceTokenizer, inputs, baselines, integrated, details,
+            baseline: str) -> Attributions:
     parts, f_x, f_x0, delta, n_steps, tried = integrated
     token, segment, position = (p.tolist() for p in parts)
     return Attributions(
@@ -254,7 +331,8 @@ def _result(target: str, score: str, tok: WordPieceTokenizer, inputs, baselines,
         tokens=tok.convert_ids_to_tokens(inputs["input_ids"][0].tolist()),
         baseline_tokens=tok.convert_ids_to_tokens(baselines["input_ids"][0].tolist()),
         token=token, segment=segment, position=position,
-        f_input=f_x, f_baseline=f_x0, delta=delta, n_steps=n_steps, details=details, steps_tried=tried)
+        f_input=f_x, f_baseline=f_x0, delta=delta, n_steps=n_steps, details=details, steps_tried=tried,
+        baseline=baseline)
 
 
 def _inputs(loaded: Loaded, enc: Encoded) -> dict[str, torch.Tensor]:
@@ -273,8 +351,10 @@ def _require(loaded: Loaded, head: str) -> None:
 # ----- target (a): a masked word (Section 3.1, Task #1) -------------------------------------
 
 def explain_masked_word(loaded: Loaded, text: str, word: str | None = None, n_steps: int = DEFAULT_STEPS,
-                        text_b: str | None = None, top_k: int = 5, max_steps: int = MAX_STEPS) -> Attributions:
-    """Attribute log P(``word`` | context) at the first [MASK] of ``text`` to the input tokens.
+                        text_b: str | None = None, top_k: int = 5, max_steps: int = MAX_STEPS,
+                        baseline: str = DEFAULT_BASELINE) -> Attributions:
+    """Attribute log P(``word`` | context) at the first [MASK] of ``text`` to the input tokens,
+    against the baseline called ``baseline`` (a key of ``BASELINES``).
 
     Steps: ``n_steps`` first, doubled up to ``max_steps`` until the result is reliable
     (:func:`integrate_until_reliable`; ``max_steps=n_steps`` tries exactly ``n_steps``).
@@ -282,6 +362,7 @@ def explain_masked_word(loaded: Loaded, text: str, word: str | None = None, n_st
     ``word`` must be a single WordPiece of the vocabulary; None explains the model's own top
     prediction. ``details`` holds the mask position, the word, its probability and the top-k."""
     _require(loaded, MLM_HEAD)
+    check_baseline(baseline)
     tok = loaded.tokenizer
     enc = tok.encode(text, text_b, max_length=loaded.config.max_position_embeddings)
     if tok.mask_id not in enc.input_ids:
@@ -313,21 +394,22 @@ def explain_masked_word(loaded: Loaded, text: str, word: str | None = None, n_st
     def f(model, *ids):
         return log_probs(model, *ids)[:, word_id]  # [B]
 
-    baselines = baseline_inputs(tok, inputs)
+    baselines = baseline_inputs(tok, inputs, baseline)
     integrated = integrate_until_reliable(loaded.model, f, inputs, baselines, n_steps, max_steps)
     return _result("masked word", f"log P({word_text!r}) at [MASK] (position {pos})", tok, inputs, baselines,
                    integrated,
                    {"mask_position": pos, "word": word_text, "probability": float(probs[word_id]),
-                    "top": top})
+                    "top": top}, baseline)
 
 
 # ----- target (b): the next-sentence decision (Section 3.1, Task #2) ------------------------
 
 def explain_next_sentence(loaded: Loaded, text_a: str, text_b: str, n_steps: int = DEFAULT_STEPS,
-                          max_steps: int = MAX_STEPS) -> Attributions:
+                          max_steps: int = MAX_STEPS, baseline: str = DEFAULT_BASELINE) -> Attributions:
     """Attribute the NSP log-odds log P(IsNext)/P(NotNext) of the pair (A, B) to its tokens
-    (steps as in :func:`explain_masked_word`)."""
+    (steps and baseline as in :func:`explain_masked_word`)."""
     _require(loaded, NSP_HEAD)
+    check_baseline(baseline)
     tok = loaded.tokenizer
     if not text_a.strip() or not text_b.strip():
         raise ValueError("write both sentence A and sentence B")
@@ -340,12 +422,13 @@ def explain_next_sentence(loaded: Loaded, text_a: str, text_b: str, n_steps: int
         logits = model.cls.seq_relationship(pooled).float()          # [B, 2]: 0 = IsNext
         return logits[:, 0] - logits[:, 1]
 
-    baselines = baseline_inputs(tok, inputs)
+    baselines = baseline_inputs(tok, inputs, baseline)
     integrated = integrate_until_reliable(loaded.model, f, inputs, baselines, n_steps, max_steps)
     f_x, f_x0 = integrated[1], integrated[2]
     return _result("next sentence", "log-odds of IsNext: log P(IsNext) / P(NotNext)", tok, inputs, baselines,
                    integrated,
-                   {"p_is_next": 1 / (1 + math.exp(-f_x)), "p_is_next_baseline": 1 / (1 + math.exp(-f_x0))})
+                   {"p_is_next": 1 / (1 + math.exp(-f_x)), "p_is_next_baseline": 1 / (1 + math.exp(-f_x0))},
+                   baseline)
 
 
 # ----- target (c): a fine-tuned classifier (Section 4) ---------------------------------------
@@ -356,10 +439,12 @@ def label_names(loaded: Loaded) -> list[str]:
 
 
 def explain_classifier(loaded: Loaded, text: str, text_b: str | None = None, label: str | int | None = None,
-                       n_steps: int = DEFAULT_STEPS, max_steps: int = MAX_STEPS) -> Attributions:
+                       n_steps: int = DEFAULT_STEPS, max_steps: int = MAX_STEPS,
+                       baseline: str = DEFAULT_BASELINE) -> Attributions:
     """Attribute a BertForSequenceClassification's log P(``label``) (default: the predicted
-    class; a regression head: its output) to the tokens of ``text`` (and ``text_b``); steps as
-    in :func:`explain_masked_word`."""
+    class; a regression head: its output) to the tokens of ``text`` (and ``text_b``); steps and
+    baseline as in :func:`explain_masked_word`."""
+    check_baseline(baseline)
     model = loaded.model
     if type(model).__name__ != "BertForSequenceClassification":
         raise ValueError(f"{loaded.path} is a {type(model).__name__}, not a sequence classifier")
@@ -397,9 +482,9 @@ def explain_classifier(loaded: Loaded, text: str, text_b: str | None = None, lab
     def f(model, *ids):
         return outputs(model, *ids)[:, k]  # [B]
 
-    baselines = baseline_inputs(tok, inputs)
+    baselines = baseline_inputs(tok, inputs, baseline)
     integrated = integrate_until_reliable(model, f, inputs, baselines, n_steps, max_steps)
-    return _result("classifier", score, tok, inputs, baselines, integrated, details)
+    return _result("classifier", score, tok, inputs, baselines, integrated, details, baseline)
 
 
 def classifier_runs(root: str | Path = "runs") -> list[dict]:
