@@ -5,6 +5,7 @@ import streamlit as st
 from bert_explorer.analysis.probes import MLM_HEAD, masking_demo, mlm_by_layer, mlm_top_k
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
+from bert_explorer.app.keep import kept
 from bert_explorer.app.state import computed, picked_model
 from bert_explorer.app.widgets import intro, needs_head
 
@@ -20,7 +21,7 @@ directly, and how the paper corrupts a training sentence (15 % of WordPieces; 80
 name, loaded = picked_model("BertForPreTraining")
 
 EXAMPLE, EXAMPLE_WORD = "British Airways blamed high [MASK] prices for a fall in its profits.", "fuel"
-text = st.text_input("Sentence (write [MASK] where a word is hidden)", EXAMPLE, key="mlm_text",
+text = kept(st.text_input, "Sentence (write [MASK] where a word is hidden)", "mlm_text", EXAMPLE,
                      help="The example is a sentence of the check set, written from a news article that the "
                           "default model never saw in pre-training.")
 words = text.split()

@@ -7,6 +7,7 @@ from bert_explorer.analysis.check_set import load_check_set
 from bert_explorer.analysis.probes import NSP_HEAD, nsp_probability, nsp_table_summary
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
+from bert_explorer.app.keep import kept
 from bert_explorer.app.state import picked_model
 from bert_explorer.app.widgets import intro, needs_head
 
@@ -33,14 +34,12 @@ if not needs_head(loaded, NSP_HEAD, "judge whether B follows A"):
 # documents that the default model's pre-training held out (bench/check_set.json), taken in
 # their file order, not picked for a good score.
 examples = load_check_set()["nsp"]
-st.session_state.setdefault("nsp_a", examples[0]["a"])
-st.session_state.setdefault("nsp_b", examples[0]["b"])
-a = st.text_area("Sentence A", key="nsp_a", height=70)
+a = kept(st.text_area, "Sentence A", "nsp_a", examples[0]["a"], height=70)
 c1, c2 = st.columns([3, 1])
 corpus = c2.selectbox("Random B from", ["bbc", "sotu", "vital", "wiki", "lee"], key="nsp_corpus")
 if c2.button("Draw a random B", key="nsp_draw"):
     st.session_state["nsp_b"] = random.choice(corpus_sentences(corpus))
-b = c1.text_area("Sentence B", key="nsp_b", height=70)
+b = kept(c1.text_area, "Sentence B", "nsp_b", examples[0]["b"], height=70)
 bundle = ResultBundle("Next sentence probe", name, {"text_a": a, "text_b": b})
 
 if a.strip() and b.strip():

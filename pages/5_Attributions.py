@@ -9,6 +9,7 @@ from bert_explorer.analysis.probes import MLM_HEAD, NSP_HEAD
 from bert_explorer.analysis.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION, baseline_note
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
+from bert_explorer.app.keep import remembered
 from bert_explorer.app.state import load, model_picker, runs_root
 from bert_explorer.app.widgets import intro, needs_head
 
@@ -38,6 +39,17 @@ baseline = st.radio("Baseline", list(BASELINES), index=list(BASELINES).index(DEF
 st.caption(BASELINES[baseline].measures)
 
 
+def from_probe(probe_key: str, key: str, what: str, usable, pair: tuple[str, str] | None = None):
+    """A button that fills this page's input with the one the probe page last studied: the
+    probe gave an answer, this page says why."""
+    keys = [(probe_key, key)] + ([pair] if pair else [])
+    values = [(remembered(p), k) for p, k in keys]
+    if all(v and usable(v) for v, _ in values) and any(st.session_state.get(k) != v for v, k in values):
+        shown = " / ".join(f"“{v}”" for v, _ in values)
+        st.button(f"Explain {what}: {shown}", key=f"{key}_from_probe",
+                  on_click=lambda: st.session_state.update({k: v for v, k in values}))
+
+
 def pretrained(head: str, what: str):
     loaded, error = load(name, "BertForPreTraining") if name else (None, "Choose a model in the sidebar.")
     if error:
@@ -53,6 +65,8 @@ model_used = name
 try:
     if target == MLM:
         loaded = pretrained(MLM_HEAD, "predict masked words")
+        from_probe("mlm_text", "attr_mlm_text", "the Masked-word probe's sentence",
+                   lambda v: "[MASK]" in str(v).upper())
         c1, c2 = st.columns([3, 1])
         text = c1.text_input("Sentence (the first [MASK] is explained)",
                              EXAMPLE_MASKED, key="attr_mlm_text")
@@ -65,6 +79,7 @@ try:
                    "Top predictions: " + ", ".join(f"{t['token']} ({t['probability']:.1%})" for t in d["top"]))
     elif target == NSP:
         loaded = pretrained(NSP_HEAD, "judge whether B follows A")
+        from_probe("nsp_a", "attr_nsp_a", "the Next-sentence probe's pair", bool, pair=("nsp_b", "attr_nsp_b"))
         a = st.text_input("Sentence A", EXAMPLE_PAIR[0], key="attr_nsp_a")
         b = st.text_input("Sentence B", EXAMPLE_PAIR[1], key="attr_nsp_b")
         result = explain_next_sentence(loaded, a, b, n_steps=steps, max_steps=max_steps, baseline=baseline)

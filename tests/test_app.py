@@ -169,3 +169,26 @@ def test_the_sentence_studied_holds_across_tokens_attention_and_inside_one_layer
     assert at.selectbox(key="ins_token").options[:3] == ["0: [CLS]", "1: the", "2: dog"]
     at.switch_page("pages/1_Tokens_and_embeddings.py").run()
     assert not at.exception and at.text_input(key="be_sentence_a").value == "the dog chased the ball ."
+
+
+@needs_shipped
+def test_attributions_explains_what_the_probes_last_studied_in_one_click():
+    """Probe a sentence, then ask why: Attributions offers the probe pages' inputs (kept across
+    pages) and fills them in; its own example stays until the user clicks."""
+    at = AppTest.from_file("../run_app.py", default_timeout=300).run()
+    at.switch_page("pages/3_Masked_word_probe.py").run()
+    at.text_input(key="mlm_text").set_value("the dog [MASK] at the postman .").run()
+    at.switch_page("pages/4_Next_sentence_probe.py").run()
+    at.text_area(key="nsp_a").set_value("it rained all day .")
+    at.text_area(key="nsp_b").set_value("so we stayed inside .").run()
+    at.switch_page("pages/5_Attributions.py").run()
+    assert not at.exception
+    assert at.text_input(key="attr_mlm_text").value != "the dog [MASK] at the postman ."  # nothing replaced unasked
+    at.button(key="attr_mlm_text_from_probe").click().run()
+    assert not at.exception and at.text_input(key="attr_mlm_text").value == "the dog [MASK] at the postman ."
+    assert not [b for b in at.button if b.key == "attr_mlm_text_from_probe"]  # done: the offer goes
+    at.radio(key="attr_target").set_value("next sentence").run()
+    at.button(key="attr_nsp_a_from_probe").click().run()
+    assert not at.exception
+    assert (at.text_input(key="attr_nsp_a").value, at.text_input(key="attr_nsp_b").value) == (
+        "it rained all day .", "so we stayed inside .")

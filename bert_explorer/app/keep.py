@@ -11,11 +11,14 @@ What is kept across pages (the same key on every page that shows it):
 - the model picked in the sidebar (and a checkpoint picked inside an ablation, a typed folder);
 - the sentence pair studied on Tokens and embeddings, Attention and Inside one layer
   (``be_sentence_a``/``be_sentence_b``): three views of one input;
+- the Masked-word probe's sentence (``mlm_text``) and the Next-sentence probe's pair
+  (``nsp_a``/``nsp_b``): kept for their own pages, and offered on Attributions as one click
+  ("Explain the Masked-word probe's sentence"), which then fills its inputs.
 
 Everything else is per page: a layer, head or token means another thing on another page (and
 models differ in depth); the probes and Attributions start from examples chosen for what each
-shows (a sentence of the check set with one [MASK], a pair from it), and a sentence studied on
-the Attention page usually has no [MASK] to fill.
+shows, and a sentence studied on the Attention page usually has no [MASK] to fill; Attributions
+keeps its own inputs until the user takes the probe's with its button.
 """
 from __future__ import annotations
 
