@@ -106,8 +106,7 @@ if error:
 c = compare.comparable(loaded_a, loaded_b)
 st.subheader("What can be compared")
 st.markdown("\n".join(f"- {s}" for s in c.sentences))
-shown_a, shown_b = shown_path(name_a), shown_path(name_b)  # in classroom mode, no folder of the host
-bundle = ResultBundle("Two models side by side", f"A: {shown_a} · B: {shown_b}", {"model_a": shown_a, "model_b": shown_b})
+bundle = ResultBundle("Two models side by side", f"A: {name_a} · B: {name_b}", {"model_a": name_a, "model_b": name_b})
 bundle.add_data("what can be compared", c.sentences)
 
 

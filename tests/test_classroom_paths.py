@@ -113,3 +113,25 @@ def test_a_private_server_shows_the_real_paths_and_classroom_mode_the_runs_folde
         "model": "runs/a/checkpoints/step-2", "steps": [2, "corpus.txt"]}
     monkeypatch.setenv(state.WRITES_ENV, "1")  # writing turned on: the host's folders are open anyway
     assert state.shown_path(inside) == str(inside)
+
+
+def test_in_classroom_mode_a_page_s_download_names_no_folder_of_the_host(tmp_path, monkeypatch, served):
+    import io
+    import zipfile
+
+    from bert_explorer.analysis.export import ResultBundle
+    from bert_explorer.app.exports import shown_bundle
+
+    root = tmp_path / "runs"
+    monkeypatch.setenv(state.RUNS_ENV, str(root))
+    ckpt = str(root / "pt" / "checkpoints" / "step-2")
+    bundle = ResultBundle("Two models side by side", f"A: {ckpt} · B: minilm", {"model_a": ckpt, "model_b": "minilm"})
+    served("0.0.0.0")
+    with zipfile.ZipFile(io.BytesIO(shown_bundle(bundle).zip_bytes())) as z:
+        files = {n: z.read(n).decode("utf-8", "replace") for n in z.namelist()}
+    manifest = json.loads(files["input.json"])
+    assert manifest["model"] == "A: runs/pt/checkpoints/step-2 · B: minilm"
+    assert manifest["inputs"] == {"model_a": "runs/pt/checkpoints/step-2", "model_b": "minilm"}
+    assert not any(str(tmp_path) in text for text in files.values())
+    served("127.0.0.1")  # on a private server the download names the folder, to make the figures again
+    assert shown_bundle(bundle).manifest()["inputs"]["model_a"] == ckpt
