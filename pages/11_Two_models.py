@@ -58,17 +58,23 @@ name_b = st.selectbox("Model B", list(options), index=0 if default else None, fo
                            "else the model that A was pre-trained from. Then fine-tuned runs of A, other "
                            "fine-tuned runs, the installed models and pre-training checkpoints.")
 
-tried = (f"none of the {len(children)} finished fine-tuning{'s' if len(children) > 1 else ''} of model A learned "
-         f"something ({children[0]['name']}: {children[0]['verdict'].reason})" if children else
-         "no finished fine-tuning of model A is in the runs folder")
+if len(children) == 1:
+    tried = (f"the one finished fine-tuning of model A, {children[0]['name']}, does not count as having learned "
+             f"something ({children[0]['verdict'].reason})")
+elif children:
+    tried = (f"none of the {len(children)} finished fine-tunings of model A counts as having learned something (the "
+             f"newest, {children[0]['name']}: {children[0]['verdict'].reason})")
+else:
+    tried = "no finished fine-tuning of model A is in the runs folder"
 picked = next((m for m in tuned if m["path"] == name_b), None)
 if picked is not None and name_b == default:
     st.caption(f"Model B is {picked['name']}, the newest fine-tuning of model A that learned something: "
                f"{picked['verdict'].reason}. {compare.LEARNED_RULE}")
 elif picked is not None:
     v = picked["verdict"]
-    st.caption(f"By this page's rule, {picked['name']} {'learned' if v.learned else 'did not learn'} something: "
-               f"{v.reason}. {compare.LEARNED_RULE}")
+    st.caption(f"By this page's rule, {picked['name']} "
+               f"{'learned something' if v.learned else 'does not count as having learned something'}: {v.reason}. "
+               f"{compare.LEARNED_RULE}")
 elif name_b is not None and name_b == default:
     st.caption(f"Model B is {base}, the model that A was pre-trained from: {tried}."
                + (f" {compare.LEARNED_RULE}" if children else ""))
