@@ -11,17 +11,18 @@ from bert_explorer.analysis.disk_cache import model_identity
 from bert_explorer.app import runs_view as rv
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import load, picked_model, writes_off
+from bert_explorer.app.state import load, picked_model, shown_path, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import DEFAULT_MODEL
 
 st.set_page_config(page_title="Two models · BERT Explorer", layout="wide")
 intro("Two models side by side", """
-The same sentences go through **model A** (the sidebar's model) and **model B**: by default the
-pre-trained model and the same model after fine-tuning. You see both models' masked-word and
-next-sentence guesses, how much each attention head moved (Jensen-Shannon distance between the
-two heads' attention), and how alike each layer's vectors stay (linear CKA, Kornblith et al. 2019;
-Merchant et al. 2020 measured with it where fine-tuning changes BERT).
+The same sentences go through **model A** (the sidebar's model) and **model B**: by default the newest
+fine-tuning of model A that learned something (the rule is stated below the choice), else the model that
+A was pre-trained from. You see both models' masked-word and next-sentence guesses, how much each
+attention head moved (Jensen-Shannon distance between the two heads' attention), and how alike each
+layer's vectors stay (linear CKA, Kornblith et al. 2019; Merchant et al. 2020 measured with it where
+fine-tuning changes BERT).
 """)
 
 ARCH = "BertForPreTraining"  # fine-tuned checkpoints load too: their MLM/NSP heads are reported missing
@@ -31,40 +32,76 @@ name_a, loaded_a = picked_model(ARCH, "Choose model A in the sidebar.")
 # ----- model B ----------------------------------------------------------------------------------
 tuned = compare.finetuned_models(root)
 children = [m for m in tuned if compare.same_model(m["base"], name_a)]
-options = {m["path"]: m["label"] for m in children + [m for m in tuned if m not in children]}
+learned = [m for m in children if m["verdict"].learned]
 base = compare.base_of(name_a)
 names = sorted((n for n in compare.short_names() if n != name_a), key=lambda n: n != base)  # A's base first
+checkpoints = compare.pretraining_checkpoints(root)
+options = {m["path"]: m["label"] for m in children + [m for m in tuned if m not in children]}
 options.update({n: f"{n} ({'the model that A was pre-trained from' if n == base else 'short name'})" for n in names})
-options.update({c.path: f"pre-training checkpoint: {c.label}" for c in compare.pretraining_checkpoints(root)})
-options[name_a] = f"{name_a} (model A itself: every difference is 0)"
+options.update({c.path: f"pre-training checkpoint: {c.label}" for c in checkpoints})
+label_a = next((c.label for c in checkpoints if c.path == name_a), None) or shown_path(name_a)
+options[name_a] = f"{label_a} (model A itself: every difference is 0)"
+# The default B: the newest fine-tuning of A that learned something, else the model A was
+# pre-trained from, else none (the page asks). It goes first, so that index 0 is the default and a
+# choice already made in this session is kept as it is.
+default = learned[0]["path"] if learned else (base if base in names else None)
+if default:
+    options = {default: options[default], **options}
 waiting = st.session_state.get("two_waiting")  # a fine-tuning this page started or watched: use it once done
 done = [m["path"] for m in children if waiting and Path(m["path"]).parent == Path(waiting)]
 if done:
     st.session_state["two_model_b"] = done[0]
     del st.session_state["two_waiting"]
-name_b = st.selectbox("Model B", list(options), format_func=options.get, key="two_model_b",
-                      help="Fine-tuned runs of model A come first; then other fine-tuned runs, the installed "
-                           "models (A's own base first) and pre-training checkpoints.")
+name_b = st.selectbox("Model B", list(options), index=0 if default else None, format_func=options.get,
+                      key="two_model_b", placeholder="Choose model B",
+                      help="The default comes first: the newest fine-tuning of model A that learned something, "
+                           "else the model that A was pre-trained from. Then fine-tuned runs of A, other "
+                           "fine-tuned runs, the installed models and pre-training checkpoints.")
 
-if not children:
+if len(children) == 1:
+    tried = (f"the one finished fine-tuning of model A, {children[0]['name']}, does not count as having learned "
+             f"something ({children[0]['verdict'].reason})")
+elif children:
+    tried = (f"none of the {len(children)} finished fine-tunings of model A counts as having learned something (the "
+             f"newest, {children[0]['name']}: {children[0]['verdict'].reason})")
+else:
+    tried = "no finished fine-tuning of model A is in the runs folder"
+picked = next((m for m in tuned if m["path"] == name_b), None)
+if picked is not None and name_b == default:
+    st.caption(f"Model B is {picked['name']}, the newest fine-tuning of model A that learned something: "
+               f"{picked['verdict'].reason}. {compare.LEARNED_RULE}")
+elif picked is not None:
+    v = picked["verdict"]
+    st.caption(f"By this page's rule, {picked['name']} "
+               f"{'learned something' if v.learned else 'does not count as having learned something'}: {v.reason}. "
+               f"{compare.LEARNED_RULE}")
+elif name_b is not None and name_b == default:
+    st.caption(f"Model B is {base}, the model that A was pre-trained from: {tried}."
+               + (f" {compare.LEARNED_RULE}" if children else ""))
+elif name_b is None:
+    st.info(f"Choose model B above: {tried}, and model A names no model it was pre-trained from."
+            + (f" {compare.LEARNED_RULE}" if children else ""))
+
+if not learned:
     active = [r for r in rv.find_runs(root, "finetune") if r.is_active() and
               compare.same_model(r.config().get("model", ""), name_a)]
     if active:
-        st.info(f"A fine-tuning of {name_a} is running ({active[0].name}); this page uses it as model B when it is "
-                "done.")
+        st.info(f"A fine-tuning of {label_a} is running ({rv.run_label(active[0], root)}); this page uses it as "
+                "model B when it is done.")
         st.session_state["two_waiting"] = str(active[0].path)
         rv.run_panel(active[0], "finetune", "two")
     elif compare.same_model(name_a, DEFAULT_MODEL):
-        st.info(f"No fine-tuned copy of {name_a} was found under {root}, so model B is another model for now. "
-                f"{compare.SHORT_FINETUNE_NOTE}")
+        st.info(f"To see what fine-tuning changes, fine-tune {label_a}. {compare.SHORT_FINETUNE_NOTE}")
         if not writes_off("Fine-tuning the default model for this page") and st.button(
                 "Fine-tune it on BBC topics", key="two_finetune"):
             run_dir = rv.new_run_dir("finetune-bbc-topics-short", root)
             if rv.launch("finetune", compare.SHORT_FINETUNE, run_dir, remember=("two_waiting", str(run_dir))):
                 st.rerun()
     else:
-        st.caption(f"No fine-tuned copy of {name_a} was found under {root}: fine-tune it on the Fine-tune page, or "
-                   "pick any model B above.")
+        st.caption(f"To see what fine-tuning changes, fine-tune {label_a} on the Fine-tune page, or pick any model B "
+                   "above.")
+if name_b is None:
+    st.stop()
 
 loaded_b, error = load(name_b, ARCH)
 if error:

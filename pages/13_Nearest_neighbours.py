@@ -7,7 +7,7 @@ from bert_explorer.analysis import neighbour_jobs as jobs
 from bert_explorer.analysis import neighbours as nb
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import computed, is_private, load, picked_model, writes_allowed
+from bert_explorer.app.state import computed, is_private, load, picked_model, shown_path, without_host_paths, writes_allowed
 from bert_explorer.app.widgets import intro
 
 st.set_page_config(page_title="Nearest neighbours · BERT Explorer", layout="wide")
@@ -94,9 +94,9 @@ if state["state"] != "ready":
         st.warning(f"The last build of this index stopped at {float(state.get('fraction') or 0):.0%} before it "
                    "finished (its process ended); building again resumes from its last finished part.")
     elif state["state"] == "failed":
-        st.error(f"The last build of this index failed: {state.get('error') or state.get('message')}")
+        st.error(without_host_paths(f"The last build of this index failed: {state.get('error') or state.get('message')}"))
         with st.expander("Its log"):
-            st.code(jobs.log_tail(Path(path)), language=None)
+            st.code(without_host_paths(jobs.log_tail(Path(path))), language=None)
     with st.spinner("Measuring how fast this model runs here…"):
         est = computed(nb.estimate_build_seconds, name, ARCH, corpus, layer)
     st.markdown(
@@ -106,7 +106,7 @@ if state["state"] != "ready":
         f"thread{'s' if est['threads'] > 1 else ''} at {est['tokens_per_s']:,.0f} tokens/s, that is **about "
         f"{nb.duration_text(est['seconds'])}**. It is built once and kept for every later visit.")
     st.caption(f"From a terminal, one pass through the model builds several layers at once: `bert-explorer "
-               f"neighbours build --model {name} --layer 0,{L}`.")
+               f"neighbours build --model {shown_path(name)} --layer 0,{L}`.")
     running = jobs.builds_running()
     if not writes_allowed() and running:
         # classroom mode: one build at a time on the server, so the class does not starve the CPU

@@ -10,7 +10,7 @@ from bert_explorer.analysis.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABL
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import remembered
-from bert_explorer.app.state import load, model_picker, runs_root
+from bert_explorer.app.state import load, model_picker, runs_root, shown_path
 from bert_explorer.app.widgets import intro, needs_head
 
 st.set_page_config(page_title="Attributions · BERT Explorer", layout="wide")
@@ -89,10 +89,10 @@ try:
         root = runs_root()
         runs = classifier_runs(root)
         if not runs:
-            st.info(f"No fine-tuned sequence classifier found under `{root}` (a run directory with "
+            st.info(f"No fine-tuned sequence classifier found under `{shown_path(root)}` (a run directory with "
                     "`model/config.json` of a BertForSequenceClassification). Make one, for example:")
-            st.code(f"bert-explorer finetune --model minilm-mlm-nsp --train builtin:bbc-topics --output {root / 'bbc'}",
-                    language="bash")
+            st.code("bert-explorer finetune --model minilm-mlm-nsp --train builtin:bbc-topics --output "
+                    f"{shown_path(root / 'bbc')}", language="bash")
             st.stop()
         by_dir = {r["model_dir"]: r for r in runs}
         run = by_dir[st.selectbox("Fine-tuning run", list(by_dir), key="attr_run", format_func=lambda d: (

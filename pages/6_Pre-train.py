@@ -10,7 +10,7 @@ from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
-from bert_explorer.app.state import device_name, show_mode, writes_allowed, writes_off
+from bert_explorer.app.state import device_name, show_mode, shown_path, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
 from bert_explorer.app.widgets import intro
@@ -163,7 +163,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
 # ----- 2. watch a run ---------------------------------------------------------------------------
 st.subheader("2. Watch a run")
 run, status = rv.watch_runs("pretrain", "pt_watch", "pt", root,
-                            f"No pre-training runs under {root} yet: start one above.")
+                            f"No pre-training runs under {shown_path(root)} yet: start one above.")
 
 b1, b2, b3 = st.columns([1, 1, 2])
 if not writes_allowed():
@@ -185,8 +185,8 @@ elif status.get("state") in ("stopped", "crashed", "failed", "finished"):
 ckpts = run.checkpoints()
 if ckpts:
     st.caption("Open any checkpoint in the exploration pages: the sidebar's **Model** list shows the checkpoints of "
-               f"runs under {root} (e.g. `" + str(ckpts[-1][1]) + "`); for another folder pick "
-               "\"a local directory…\" and paste the path.")
+               f"runs under {shown_path(root)} (e.g. `{shown_path(ckpts[-1][1])}`)"
+               + ("; for another folder pick \"a local directory…\" and paste the path." if writes_allowed() else "."))
 
 # ----- 3. time-lapse ----------------------------------------------------------------------------
 st.subheader("3. Time-lapse: one sentence through the checkpoints")

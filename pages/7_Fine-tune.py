@@ -7,7 +7,7 @@ import streamlit as st
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
-from bert_explorer.app.state import model_picker, writes_allowed, writes_off
+from bert_explorer.app.state import model_picker, shown_path, without_host_paths, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.data.task_types import TASK_TYPES
@@ -137,7 +137,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
 
 # ----- 3. the run -------------------------------------------------------------------------------------
 st.subheader("3. Run and dev results")
-run, status = rv.watch_runs("finetune", "ft_watch", "ft", root, f"No fine-tuning runs under {root} yet.")
+run, status = rv.watch_runs("finetune", "ft_watch", "ft", root, f"No fine-tuning runs under {shown_path(root)} yet.")
 if run.is_active() and writes_allowed() and st.button("Stop", key="ft_stop",
                                  help="Stops at the next step, then evaluates and saves the model as it is."):
     run.request_stop()  # a queued run leaves the GPU queue; a running one stops cleanly
@@ -198,10 +198,10 @@ if example is not None:
     try:
         out = rv.predictor(run).predict([example])[0]
     except (KeyError, ValueError) as e:
-        st.error(f"The input does not fit a {task} model: {e}")
+        st.error(without_host_paths(f"The input does not fit a {task} model: {e}"))
         out = None
     except CheckpointError as e:
-        st.error(f"The model of this run cannot be loaded: {e}")
+        st.error(without_host_paths(f"The model of this run cannot be loaded: {e}"))
         out = None
     if out is not None:
         if "label" in out:

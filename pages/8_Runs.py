@@ -3,14 +3,14 @@ import streamlit as st
 
 from bert_explorer.app import exports
 from bert_explorer.app import runs_view as rv
-from bert_explorer.app.state import mode_sentence, show_mode, writes_allowed, writes_off
+from bert_explorer.app.state import mode_sentence, show_mode, shown_path, without_host_paths, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.train.runs import Run, delete
 
 st.set_page_config(page_title="Runs · BERT Explorer", layout="wide")
 intro("Runs", f"""
 Every pre-training run (Appendix A.2), fine-tuning run (Section 4) and ablation cell (Section 5) is a
-folder under `{rv.runs_root()}`: its settings, status, log, the metrics of every logged step and its
+folder under `{shown_path(rv.runs_root())}`: its settings, status, log, the metrics of every logged step and its
 checkpoints. Here you see them all, open one, lay the curves of several over each other (how the
 paper compares its ablations), and delete the ones you no longer need. Runs keep going in the
 background; on one GPU they take turns (a queued run starts by itself when the GPU is free). An
@@ -25,7 +25,7 @@ if "runs_msg" in st.session_state:
 
 everything = rv.find_runs(root)
 if not everything:
-    st.info(f"No runs under {root} yet: start one on the Pre-train or Fine-tune page, or with the CLI "
+    st.info(f"No runs under {shown_path(root)} yet: start one on the Pre-train or Fine-tune page, or with the CLI "
             f"(`bert-explorer pretrain --output runs/NAME ...`).")
     st.stop()
 # Every picker's key carries a generation that a delete moves on: after a delete, all of them
@@ -52,9 +52,9 @@ run = rv.pick_run("Run", runs, f"runs_sel_{gen}_{group}", root)
 status = rv.run_panel(run, rv.run_kind(run), "runs_one")
 c1, c2 = st.columns(2)
 with c1.expander("Log (last 200 lines)"):
-    st.code(rv.log_tail(run), language=None)
+    st.code(without_host_paths(rv.log_tail(run)), language=None)
 with c2.expander("Settings and status"):
-    st.json({"config": run.config(), "status": status}, expanded=False)
+    st.json(without_host_paths({"config": run.config(), "status": status}), expanded=False)
 
 # ----- compare ------------------------------------------------------------------------------------------
 st.subheader("Compare runs")
@@ -99,4 +99,4 @@ def _delete(name: str, path: str) -> None:
 st.button("Delete", key="runs_delete", disabled=not sure, on_click=_delete, args=(victim, str(by_name[victim].path)),
           help="A running or queued run is refused: stop it first.")
 st.caption(f"Checkpoint folders are large; deleting a run frees their space. Runs are plain folders (here: "
-           f"`{root}`), so you can also copy or archive them.")
+           f"`{shown_path(root)}`), so you can also copy or archive them.")

@@ -6,7 +6,7 @@ import streamlit as st
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
-from bert_explorer.app.state import show_mode, writes_allowed, writes_off
+from bert_explorer.app.state import show_mode, shown_path, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.experiments import grid, results
@@ -122,7 +122,7 @@ st.subheader("2. Ablation runs")
 found = sorted((p for p in root.iterdir() if p.is_dir() and is_ablation(p)), key=lambda p: p.stat().st_mtime,
                reverse=True) if root.is_dir() else []
 if not found:
-    st.info(f"No ablation runs in {root}/ yet.")
+    st.info(f"No ablation runs in {shown_path(root)}/ yet.")
     st.stop()
 names = [p.name for p in found]
 if st.session_state.get("abl_selected") not in names:

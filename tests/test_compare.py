@@ -2,6 +2,7 @@
 with itself, models that cannot be compared head by head, the CLI and the page."""
 import argparse
 import json
+import time
 
 import numpy as np
 import pytest
@@ -183,13 +184,81 @@ def test_compare_models_cli_writes_the_expected_json(tmp_path, model_a, model_c)
     assert r["comparable"]["same_vocab"] is False and r["sentences_source"].startswith("the lines of")
 
 
+# ----- which fine-tuning is model B ----------------------------------------------------------------------
+def _record(tmp_path, name, losses, **kw):
+    from bert_explorer.train.runs import Run
+
+    run = Run(tmp_path / name).create({"model": "minilm-mlm-nsp"}, "finetune")
+    (run.path / "model").mkdir()
+    (run.path / "model" / "config.json").write_text("{}")
+    return _finetuning_record(run, losses, **kw)
+
+
+def test_a_run_learned_something_only_when_its_own_records_say_so(tmp_path):
+    v = compare.learned_something(_record(tmp_path, "forty", FORTY_STEPS))
+    assert v.learned and v.reason == ("its dev MCC 0.79 on 211 examples is clear of chance (above 2/√211 = 0.14) and "
+                                      "its training loss went from 1.59 to 1.22 (24% lower)")
+    # the real 6-step run: its dev MCC beats chance (the new output layer learned), its loss hardly moved
+    v = compare.learned_something(_record(tmp_path, "six", SIX_STEPS, dev={"mcc": 0.3778}))
+    assert not v.learned and v.reason.endswith("its training loss went from 1.62 to 1.59 (2% lower): less than the "
+                                               "10% fall that counts")
+    v = compare.learned_something(_record(tmp_path, "sixty-rows", FORTY_STEPS, dev_examples=6))
+    assert not v.learned and v.reason == ("it was scored on 6 dev examples, fewer than 100, so its score is mostly "
+                                          "chance")
+    v = compare.learned_something(_record(tmp_path, "guess", FORTY_STEPS, dev={"accuracy": 0.3, "mcc": 0.1}))
+    assert not v.learned and v.reason == "its dev MCC 0.10 on 211 examples is within chance (not above 2/√211 = 0.14)"
+    v = compare.learned_something(_record(tmp_path, "stopped", FORTY_STEPS, state="stopped"))
+    assert not v.learned and v.reason == "it is stopped, not finished"
+    v = compare.learned_something(_record(tmp_path, "sts", FORTY_STEPS, dev={"pearson": 0.12, "mse": 2.0}))
+    assert not v.learned and "Pearson r 0.12" in v.reason  # regression: Pearson r is its chance-free score
+    v = compare.learned_something(_record(tmp_path, "ner", FORTY_STEPS, dev={"f1": 0.05}))
+    assert v.learned and v.reason.startswith("its training loss")  # no chance-free score: the loss decides
+    grid = _record(tmp_path, "grid", FORTY_STEPS, lr=3e-5)  # a learning-rate grid: the kept rate's losses count
+    for step, loss in enumerate(SIX_STEPS, 1):
+        grid.log_metrics({"step": step, "split": "train", "loss": loss, "lr_setting": 5e-5})
+    assert compare.learned_something(grid).learned
+
+
+def test_two_models_that_barely_differ_are_said_to_and_no_largest_change_is_named():
+    measured = {"n_units": 1533, "units": "tokens", "sentences": 64, "attention_js": None}
+    # CKA of minilm-mlm-nsp with its real 6-step and 40-step fine-tunings (64 held-out sentences)
+    six = compare.describe({**measured, "cka_by_layer": [0.999998, 0.999977, 0.999876, 0.999655, 0.999349, 0.99912,
+                                                         0.998689]})["cka"]
+    assert six == ("The two models barely differ: CKA is above 0.99 in every one of layers 0–6 (lowest 0.9987, in "
+                   "layer 6), measured on 1,533 tokens of 64 sentences.")
+    forty = compare.describe({**measured, "cka_by_layer": [0.999985, 0.999511, 0.997513, 0.967602, 0.964377,
+                                                           0.963319, 0.946643]})["cka"]
+    assert "the largest change is in layer 6 (CKA 0.95)" in forty and "barely" not in forty
+
+
 # ----- the page -----------------------------------------------------------------------------------------
 needs_mini = pytest.mark.skipif(checkpoint.SHORT_NAMES["explorer-mini"][0]() is None,
                                 reason="the shipped explorer-mini model is not in assets/")
 
 
-def _fake_finetuned_child(root, base="explorer-mini"):
-    """A finished fine-tuning run of ``base``: its encoder, slightly moved, as BertForSequenceClassification."""
+# The training losses that two real fine-tunings of minilm-mlm-nsp on bbc-topics logged (2026-11-24):
+# 6 steps on 60 articles (dev MCC 0.38 on 211 articles) and SHORT_FINETUNE's 40 steps (dev MCC 0.79).
+SIX_STEPS = [1.63244, 1.62399, 1.60743, 1.59153, 1.5839, 1.58675]
+FORTY_STEPS = [1.57474, 1.62449, 1.58222, 1.60719, 1.5358, 1.45675, 1.48967, 1.45675, 1.41208, 1.4011, 1.37386,
+               1.36227, 1.37762, 1.33422, 1.24284, 1.24326, 1.2835, 1.26563, 1.22703, 1.16092]
+
+
+def _finetuning_record(run, losses, dev_examples=211, dev=None, state="finished", created=None, lr=None):
+    """What a fine-tuning run writes about itself: its logged losses, metrics.json and status."""
+    for step, loss in enumerate(losses, 1):
+        run.log_metrics({"step": step, "split": "train", "loss": loss, **({"lr_setting": lr} if lr else {})})
+    dev = {"accuracy": 0.82, "mcc": 0.79} if dev is None else dev
+    (run.path / "metrics.json").write_text(json.dumps({"task": "classification", "dev_examples": dev_examples,
+                                                       "dev": dev, **({"lr": lr} if lr else {})}))
+    run.write_status(state=state, dev=dev, **({"created": created} if created is not None else {}))
+    return run
+
+
+def _fake_finetuned_child(root, base="explorer-mini", name="finetune-bbc", noise=0.05, losses=FORTY_STEPS,
+                          dev=None, created=None):
+    """A finished fine-tuning run of ``base``: its encoder with the last layer moved by ``noise``, as
+    BertForSequenceClassification, and the records of a run that learned something (by default the
+    losses and dev MCC of SHORT_FINETUNE's real run)."""
     from bert_explorer.train.runs import Run
 
     src = checkpoint.load(base, "BertModel")
@@ -200,11 +269,19 @@ def _fake_finetuned_child(root, base="explorer-mini"):
     torch.manual_seed(0)
     with torch.no_grad():
         for p in tuned.bert.encoder.layer[-1].parameters():
-            p.add_(0.05 * torch.randn_like(p))
-    run = root / "finetune-bbc"
+            p.add_(noise * torch.randn_like(p))
+    run = root / name
     checkpoint.save(tuned, src.tokenizer, run / "model")
-    Run(run).create({"model": base, "train": "builtin:bbc-topics"}, "finetune").write_status(state="finished")
+    _finetuning_record(Run(run).create({"model": base, "train": "builtin:bbc-topics"}, "finetune"), losses, dev=dev,
+                       created=created)
     return run / "model"
+
+
+def _six_step_child(root, base="explorer-mini"):
+    """Like the real 6-step run on 60 rows: dev MCC 0.38 on 211 articles, loss 2 % lower, encoder
+    hardly moved."""
+    return _fake_finetuned_child(root, base, "finetune-6-steps", noise=0.0005, losses=SIX_STEPS,
+                                 dev={"accuracy": 0.50, "mcc": 0.3778})
 
 
 @needs_mini
@@ -218,6 +295,10 @@ def test_two_models_page_shows_the_computed_numbers(runs_root, monkeypatch):
     at.run()
     assert not at.exception, at.exception
     assert at.selectbox(key="two_model_b").value == str(child)  # the fine-tuned copy of A is the default B
+    assert any("Model B is finetune-bbc, the newest fine-tuning of model A that learned something: its dev MCC 0.79 "
+               "on 211 examples is clear of chance (above 2/√211 = 0.14) and its training loss went from 1.59 to 1.22 "
+               "(24% lower). A fine-tuning counts as having learned something when it finished" in c.value
+               for c in at.caption)
     texts = " ".join(m.value for m in at.markdown)
     assert "same WordPiece vocabulary" in texts and "no trained masked-LM head" in texts
     r = compare.compare_models(checkpoint.load("explorer-mini", "BertForPreTraining"),
@@ -290,3 +371,52 @@ def test_the_fine_tune_button_launches_the_short_run_and_the_page_then_uses_it(r
     at.run()
     assert not at.exception, at.exception
     assert at.selectbox(key="two_model_b").value == str(run_dir / "model")
+
+
+@needs_mini
+def test_a_run_that_learned_nothing_is_not_model_b_and_the_page_asks(runs_root, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    child = _six_step_child(runs_root)
+    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    at = AppTest.from_file("../pages/11_Two_models.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "explorer-mini"  # no base model to fall back on
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="two_model_b").value is None and not at.get("plotly_chart")
+    assert any(i.value.startswith("Choose model B above: the one finished fine-tuning of model A, finetune-6-steps, "
+                                  "does not count as having learned something (its dev MCC 0.38 on 211 examples is "
+                                  "clear of chance (above 2/√211 = 0.14); its training loss went from 1.62 to 1.59 "
+                                  "(2% lower): less than the 10% fall that counts), and model A names no model it was "
+                                  "pre-trained from.") for i in at.info)
+    # picked by hand, the run is compared; the page says why it is not the default, and that the two barely differ
+    at.selectbox(key="two_model_b").set_value(str(child)).run()
+    assert not at.exception, at.exception
+    assert any(c.value.startswith("By this page's rule, finetune-6-steps does not count as having learned something: "
+                                  "its dev MCC 0.38")
+               for c in at.caption)
+    texts = " ".join(m.value for m in at.markdown)
+    assert "The two models barely differ: CKA is above 0.99 in every one of layers 0–4" in texts
+    assert "largest change" not in texts
+    at.text_input(key="two_text").set_value("the dog ran .").run()  # another widget: the choice of B is kept
+    assert at.selectbox(key="two_model_b").value == str(child)
+
+
+def test_without_a_run_that_learned_something_model_b_is_the_base_and_the_page_says_why(runs_root, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    _six_step_child(runs_root, "minilm-mlm-nsp")
+    _fake_finetuned_child(runs_root, "minilm-mlm-nsp", "finetune-6-rows", dev={"accuracy": 1.0, "mcc": 1.0},
+                          created=time.time() + 1).parent.joinpath("metrics.json").write_text(
+        json.dumps({"task": "classification", "dev_examples": 6, "dev": {"accuracy": 1.0, "mcc": 1.0}}))
+    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    at = AppTest.from_file("../pages/11_Two_models.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="two_model_b").value == "minilm"
+    assert any(c.value.startswith("Model B is minilm, the model that A was pre-trained from: none of the 2 finished "
+                                  "fine-tunings of model A counts as having learned something (the newest, "
+                                  "finetune-6-rows: it was scored on 6 dev examples, fewer than 100, so its score is "
+                                  "mostly chance).") for c in at.caption)
+    assert "two_finetune" in {b.key for b in at.button}  # the page offers a fine-tuning that does learn

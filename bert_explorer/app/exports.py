@@ -7,9 +7,12 @@ offers ten of them costs nothing until one is used.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from ..analysis.export import ResultBundle, figure_html, safe_name, table_csv
+from .state import without_host_paths
 
 # plotly's toolbar: the camera icon saves a PNG at twice the screen resolution.
 PLOT_CONFIG = {"displaylogo": False,
@@ -54,11 +57,17 @@ def view(html: str, key: str, name: str, bundle: ResultBundle | None = None, con
         bundle.add_view(name, html)
 
 
+def shown_bundle(bundle: ResultBundle) -> ResultBundle:
+    """The bundle as this server may hand it out: in classroom mode its model's name and inputs name
+    no folder of the host (``state.without_host_paths``); the results themselves are the same."""
+    return replace(bundle, model=without_host_paths(bundle.model), inputs=without_host_paths(bundle.inputs))
+
+
 def bundle_button(bundle: ResultBundle, key: str, container=None) -> None:
     """One zip of everything the page showed: data, views, the input and the model's name."""
     (container or st).download_button(
-        "Download this page's results (.zip)", data=bundle.zip_bytes, key=key, on_click="ignore",
-        file_name=f"{safe_name(bundle.page)}-{safe_name(bundle.model)}.zip", mime="application/zip",
-        icon=":material/folder_zip:",
+        "Download this page's results (.zip)", data=lambda: shown_bundle(bundle).zip_bytes(), key=key,
+        on_click="ignore", file_name=f"{safe_name(bundle.page)}-{safe_name(shown_bundle(bundle).model)}.zip",
+        mime="application/zip", icon=":material/folder_zip:",
         help="Tables as CSV, arrays as NPZ, the plots and bertviz views as offline HTML, and input.json "
              "with the input and the model's name, so the figures can be made again.")

@@ -26,7 +26,7 @@ from . import exports
 from ..train import run_finder
 from ..train.runs import ACTIVE_STATES, Run, start_background
 from ..data.uploads import safe_filename, slug
-from .state import mode_sentence, runs_root, writes_allowed
+from .state import mode_sentence, runs_root, without_host_paths, writes_allowed
 
 
 STATE_LABELS = {"queued": "queued (waiting for the GPU)", "starting": "starting", "running": "running",
@@ -344,8 +344,8 @@ def _panel(run: Run, status: dict, kind: str, prefix: str) -> None:
     if kind == "pretrain":
         _pretrain_numbers(status, rows)
     if status.get("state") in ("failed", "crashed"):
-        st.error(f"{status.get('error') or 'The run ended without finishing.'} The end of its log:")
-        st.code(log_tail(run, 15), language=None)
+        st.error(without_host_paths(f"{status.get('error') or 'The run ended without finishing.'} The end of its log:"))
+        st.code(without_host_paths(log_tail(run, 15)), language=None)
     show_figures(figures(kind, rows), prefix)
 
 

@@ -6,6 +6,7 @@ Session-state keys carry the ``be_`` prefix so they never collide with a page's 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import streamlit as st
@@ -80,6 +81,42 @@ def writes_off(what: str) -> bool:
     return True
 
 
+# ----- what a page may say about the host's folders ------------------------------------------
+# An absolute POSIX path of two or more parts, not inside a word, a URL or a relative path.
+_HOST_PATH = re.compile(r"(?<![\w/:.~-])/(?:[^\s/'\"`()\[\]{},;|<>]+/)+[^\s/'\"`()\[\]{},;|<>]*")
+
+
+def shown_path(path: str | Path) -> str:
+    """How a page names a file or folder of the host. On a private server, as it is: the person at
+    this machine may want to open, copy or archive it. In classroom mode (shared, with writing
+    off) never the host's absolute path: a path inside the runs folder becomes the runs folder's
+    name and the rest ("runs/my-run/checkpoints/step-200"), any other path only its last part."""
+    if writes_allowed():
+        return str(path)
+    root = runs_root().resolve()
+    name = root.name or RUNS_DIR.name
+    p = Path(path)
+    try:
+        rel = p.resolve().relative_to(root)
+    except (ValueError, OSError):
+        return p.name or str(path) if p.is_absolute() else str(path)
+    return f"{name}/{rel.as_posix()}" if rel.parts else name
+
+
+def without_host_paths(value):
+    """``value`` (a sentence, a log, a run's settings: strings, lists and dicts of them) with every
+    absolute path in it shown as :func:`shown_path` shows it: unchanged unless in classroom mode."""
+    if writes_allowed():
+        return value
+    if isinstance(value, str):
+        return _HOST_PATH.sub(lambda m: shown_path(m.group(0)), value)
+    if isinstance(value, dict):
+        return {k: without_host_paths(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(without_host_paths(v) for v in value)
+    return value
+
+
 @st.cache_resource(show_spinner=False)
 def _app_threads() -> int:
     """The app's own model calls are small (one sentence): half the cores is plenty and leaves the
@@ -114,7 +151,7 @@ def load(name: str, architecture: str | None = None) -> tuple[Loaded | None, str
     try:
         return _load(name, architecture, _version(name)), None
     except CheckpointError as e:
-        return None, str(e)
+        return None, without_host_paths(str(e))
 
 
 def computed(fn, name: str, architecture: str | None, *args, **kwargs):
@@ -192,7 +229,7 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     # kept: the model picked here holds on every page until the user picks another
     choice = kept(st.sidebar.selectbox, "Model", "be_model_choice", default, valid=options.__contains__,
                   options=options, format_func=lambda o: labels.get(o, o),
-                  help=f"Short names need no download; runs are listed from {root}.")
+                  help=f"Short names need no download; runs are listed from {shown_path(root)}.")
     if choice in groups:
         inside = {p: labels[p].split(" ▸ ", 1)[-1] for p in groups[choice]}  # "pre-training tiny · MLM · step 9"
         choice = kept(st.sidebar.selectbox, f"Pre-training in {choice[len(ABLATION_ENTRY):]}", f"be_model_in_{choice}",
