@@ -258,3 +258,48 @@ def checkpoint_weights(path):
     from bert_explorer import checkpoint
 
     return checkpoint.load(path, "BertForPreTraining").model.bert.encoder.layer[0].attention.self.query.weight.detach()
+
+
+# ----- a full disk ---------------------------------------------------------------------------------
+
+def test_a_full_disk_at_a_checkpoint_is_one_sentence_and_resume_goes_on_once_there_is_room(tmp_path, capsys,
+                                                                                            monkeypatch):
+    import errno
+    import re
+
+    from bert_explorer import checkpoint
+    from bert_explorer.cli import main
+
+    out = tmp_path / "run"
+    real_save_file = checkpoint.save_file
+
+    def fills_up_at_step_4(tensors, filename, metadata=None):
+        if "step-4" in filename:
+            with open(filename, "wb") as f:
+                f.write(b"half a file")  # some bytes reach the disk, then it is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save_file(tensors, filename, metadata=metadata)
+
+    monkeypatch.setattr(checkpoint, "save_file", fills_up_at_step_4)
+    argv = ["pretrain", "--output", str(out), "--corpus", "tiny", "--size", "tiny", "--vocab-size", "300",
+            "--batch-size", "4", "--max-seq-length", "48", "--max-steps", "4", "--save-every", "2",
+            "--eval-batches", "2", "--device", "cpu", "--precision", "fp32", "--no-progress"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert re.fullmatch(
+        rf"bert-explorer: error: no space left in {re.escape(str(out))} to save the checkpoint of step 4 "
+        r"\([\d.,]+ [kMG]?B free, about [\d.]+ MB needed\); the last good checkpoint is "
+        rf"{re.escape(str(out / 'checkpoints' / 'step-2'))}, and `bert-explorer pretrain --output "
+        rf"{re.escape(str(out))} --resume` \(or Resume on the Pre-train page\) continues from it once space is freed",
+        err.strip()), err
+    status = Run(out).status()
+    assert status["state"] == "failed" and status["error"] == err.strip().removeprefix("bert-explorer: error: ")
+    # the last good checkpoint is whole, and nothing half-written lies beside it
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-2"]
+    assert Run(out).latest_checkpoint().name == "step-2"
+
+    monkeypatch.undo()  # space is freed
+    assert main(["pretrain", "--output", str(out), "--resume", "--no-progress"]) == 0
+    assert Run(out).status()["state"] == "finished" and Run(out).status()["step"] == 4
+    assert [m["step"] for m in Run(out).metrics() if m["split"] == "train"][-1] == 4

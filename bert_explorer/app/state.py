@@ -6,6 +6,7 @@ Session-state keys carry the ``be_`` prefix so they never collide with a page's 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import streamlit as st
@@ -13,6 +14,7 @@ import torch
 
 from .. import checkpoint
 from ..checkpoint import CheckpointError, Loaded
+from ..full_disk import CacheNotKept
 from ..train import run_finder
 
 RUNS_DIR = Path("runs")
@@ -80,6 +82,33 @@ def writes_off(what: str) -> bool:
 
 
 @st.cache_resource(show_spinner=False)
+# ----- a result the disk cache could not keep: said on the page ------------------------------
+def _cache_warnings_on_the_page() -> None:
+    """A result computed but not kept in the disk cache (a full disk: ``full_disk.CacheNotKept``,
+    warned by ``analysis.disk_cache.writing``) is shown all the same, with its one sentence as an
+    ``st.warning`` on the page that computed it, each time it happens; every other warning goes
+    where it always went (the server's log)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    shown_before = warnings.showwarning
+    if getattr(shown_before, "on_the_page", False):
+        return  # installed already (this module was imported again)
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, CacheNotKept) and get_script_run_ctx() is not None:
+            text = str(message)
+            st.warning(text[:1].upper() + text[1:] + ".")
+        else:
+            shown_before(message, category, filename, lineno, file, line)
+
+    show.on_the_page = True
+    warnings.showwarning = show
+    warnings.simplefilter("always", CacheNotKept)  # every time: each time it is computed again
+
+
+_cache_warnings_on_the_page()
+
+
 def _app_threads() -> int:
     """The app's own model calls are small (one sentence): half the cores is plenty and leaves the
     rest to background runs, which take all cores but one (train/runs.py, background_env). Set

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from .. import checkpoint
+from .. import checkpoint, full_disk
 from ..data.corpora import load_corpus, split_documents, tiny_corpus
 from ..data.pretraining import MaskingConfig, collate, continuation_ids, create_instances
 from ..model import BertConfig, BertForPreTraining, preset
@@ -265,21 +265,36 @@ def evaluate(model, instances, cfg: PretrainConfig, tok: WordPieceTokenizer, dev
 def _save(run: Run, model, tok, step: int, optimizer, scheduler, scaler, cfg: PretrainConfig,
           metrics: dict | None = None) -> Path:
     def write_state(d: Path):
-        torch.save({
-            "step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-            "scaler": scaler.state_dict(), "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        }, d / "training_state.pt")
+        # Through a Python file: on a full disk torch's own writer says only "unexpected pos";
+        # this way the OSError(ENOSPC) travels with it (full_disk.is_disk_full reads either).
+        with open(d / "training_state.pt", "wb") as f:
+            torch.save({
+                "step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "scaler": scaler.state_dict(), "torch_rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            }, f)
 
     extra = {"training_args.json": _json(asdict(cfg))}
     if metrics:
         extra["eval_metrics.json"] = _json(metrics)
-    path = checkpoint.save(model, tok, run.path / "checkpoints" / f"step-{step}", extra, write_state)
+    # The weights in float32 plus Adam's two moments of every trained weight (the optimiser state).
+    needed = sum(p.numel() * 4 * (3 if p.requires_grad else 1) for p in model.parameters())
+    with full_disk.saving(run.path, f"save the checkpoint of step {step}", lambda: _after_a_full_disk(run), needed):
+        path = checkpoint.save(model, tok, run.path / "checkpoints" / f"step-{step}", extra, write_state)
     # Only the newest checkpoint keeps the (large) optimiser state; older ones stay loadable models.
     for _, older in run.checkpoints():
         if older != path:
             (older / "training_state.pt").unlink(missing_ok=True)
     return path
+
+
+def _after_a_full_disk(run: Run) -> str:
+    """What a full disk leaves a run with, and how to go on once there is room."""
+    resume = f"`bert-explorer pretrain --output {run.path} --resume` (or Resume on the Pre-train page)"
+    last = run.latest_checkpoint()
+    if last is None:
+        return f"no checkpoint has been saved yet, so {resume} starts it again from step 0 once space is freed"
+    return f"the last good checkpoint is {last}, and {resume} continues from it once space is freed"
 
 
 def _follow_the_plan(optimizer, scheduler, step: int, run: Run | None) -> None:
@@ -403,7 +418,9 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop_signal.update(set=True)) if in_main_thread else None
     try:
-        with marks_failure(run) if dev.is_main else nullcontext():  # a crash leaves "failed", not "running"
+        with marks_failure(run) if dev.is_main else nullcontext(), \
+                full_disk.saving(run.path, "go on writing the run", lambda: _after_a_full_disk(run)):
+            # a crash leaves "failed", not "running"; a full disk anywhere (metrics, log) is one sentence
             return _pretrain(cfg, run, dev, latest, progress, on_step, stop_signal)
     finally:
         if in_main_thread:
