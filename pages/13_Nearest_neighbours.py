@@ -3,7 +3,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from bert_explorer import full_disk
 from bert_explorer.analysis import neighbour_jobs as jobs
+from bert_explorer.analysis.disk_cache import cache_root
 from bert_explorer.analysis import neighbours as nb
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
@@ -105,6 +107,15 @@ if state["state"] != "ready":
         f"model over all of them, up to {layer_label(layer)}: measured here on {est['threads']} CPU "
         f"thread{'s' if est['threads'] > 1 else ''} at {est['tokens_per_s']:,.0f} tokens/s, that is **about "
         f"{nb.duration_text(est['seconds'])}**. It is built once and kept for every later visit.")
+    free = full_disk.free_bytes(cache_root())
+    room = (f"While it runs the build needs about **{full_disk.size_text(est['build_disk_bytes'])}** free in the cache "
+            f"folder {shown_path(cache_root())} (its finished parts and the index side by side); free there now: "
+            f"{full_disk.size_text(free)}.")
+    if free < est["build_disk_bytes"]:
+        st.warning(f"{room} Free some space first: a build that runs out keeps its finished parts and resumes "
+                   "from them, but cannot finish.")
+    else:
+        st.caption(room)
     st.caption(f"From a terminal, one pass through the model builds several layers at once: `bert-explorer "
                f"neighbours build --model {shown_path(name)} --layer 0,{L}`.")
     running = jobs.builds_running()

@@ -1,3 +1,4 @@
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +18,7 @@ from bert_explorer.app.widgets import intro
 from bert_explorer.model.config import BertConfig
 from bert_explorer.train import run_finder
 from bert_explorer.train.estimate import ALIASES, pretrain_estimate, size_options
+from bert_explorer.train.pretrain import resume_settings
 from bert_explorer.train.runs import Run
 
 st.set_page_config(page_title="Pre-train · BERT Explorer", layout="wide")
@@ -178,9 +180,16 @@ elif status.get("state") in ("stopped", "crashed", "failed", "finished"):
                              max(int(cfg.get("max_steps", 1)), int(status.get("step") or 0) + 1),
                              key=f"pt_resume_to_{run.name}")
     if b1.button("Resume", key="pt_resume", disabled=int(target) <= int(status.get("step") or 0),
-                 help="Continues from the last checkpoint (optimiser, schedule and data position included)."):
-        if rv.launch("pretrain", {**cfg, "max_steps": int(target)}, run.path, resume=True):
-            st.rerun()
+                 help="Continues from the last checkpoint with the run's own settings (optimiser, schedule and data "
+                      "position included). Another last step re-plans the learning-rate decay to reach 0 there; "
+                      "the run's log says so."):
+        try:  # the run's own settings, as its last checkpoint was trained with; only the end may move
+            settings, _ = resume_settings(run.path, {"max_steps": int(target)})
+        except ValueError as e:
+            st.error(str(e))
+        else:
+            if rv.launch("pretrain", asdict(settings), run.path, resume=True):
+                st.rerun()
 
 ckpts = run.checkpoints()
 if ckpts:

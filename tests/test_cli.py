@@ -192,3 +192,46 @@ def test_a_run_written_by_an_earlier_version_still_loads_with_a_warning():
     assert cfg.precision == "fp32" and cfg.size == "tiny"
     with pytest.raises(ValueError, match="unknown setting 'retired_setting'"):
         PretrainConfig.from_dict(old)
+
+
+def test_resume_keeps_the_runs_own_settings_and_refuses_a_change_of_data(tmp_path, capsys):
+    """`pretrain --output RUN --resume` reads the run's settings, not the command line's defaults:
+    the same documents, split, batch and model; a flag that would change them is refused in one
+    sentence; one that does not (log cadence) is taken and said."""
+    out = str(tmp_path / "run")
+    started = ["pretrain", "--output", out, "--corpus", "tiny", "--max-docs", "30", "--size", "tiny",
+               "--batch-size", "4", "--max-seq-length", "48", "--vocab-size", "300", "--max-steps", "2",
+               "--eval-batches", "2", "--device", "cpu", "--precision", "fp32", "--no-progress"]
+    assert main(started) == 0
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    capsys.readouterr()
+
+    refused = ["pretrain", "--output", out, "--resume", "--batch-size", "32", "--corpus", "bbc", "--no-progress"]
+    assert main(refused) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"bert-explorer: error: {out} resumes with the settings it was started with, and --corpus bbc "
+                   "(the run's: tiny), --batch-size 32 (the run's: 4) would change the data or the schedule it has "
+                   "already trained on; leave them out to resume, or start a new run in another folder")
+    assert json.loads((tmp_path / "run" / "config.json").read_text()) == config  # nothing written
+
+    assert main(["pretrain", "--output", out, "--resume", "--max-steps", "3", "--log-every", "1",
+                 "--no-progress"]) == 0
+    assert "note: resuming with log_every 10 -> 1" in capsys.readouterr().err
+    after = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert {k: v for k, v in after.items() if k not in ("max_steps", "log_every", "warmup_steps")} == \
+        {k: v for k, v in config.items() if k not in ("max_steps", "log_every", "warmup_steps")}
+    resumed = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert resumed["step"] == 3 and resumed["state"] == "finished"
+    # the same training sequences and held-out documents as before (the split did not move)
+    assert (resumed["train_sequences"], resumed["held_out_sequences"]) == \
+        (status["train_sequences"], status["held_out_sequences"])
+    assert json.loads((tmp_path / "run" / "checkpoints" / "step-3" / "training_args.json").read_text())[
+        "batch_size"] == 4
+
+
+def test_finetune_has_no_resume_flag_that_would_do_nothing():
+    from bert_explorer.cli.parser import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["finetune", "--output", "x", "--resume"])

@@ -180,3 +180,39 @@ def test_an_ltr_fine_tuning_stops_cleanly_on_request(base_model, tmp_path):
     assert run.status()["state"] == "stopped"
     assert not [m for m in run.metrics() if m["split"] == "train"]
     assert [m["epoch"] for m in run.metrics() if m["split"] == "dev"] == [1]
+
+
+@pytest.mark.parametrize("mode", ["fine-tune", "feature-based"])
+def test_a_full_disk_at_the_save_is_one_sentence_and_leaves_nothing_half_made(mode, base_model, tmp_path,
+                                                                               monkeypatch):
+    """The model (or the feature-based head) is written at the end; a full disk then says where, how
+    much is free and that fine-tuning has no checkpoint to resume from. Feature-based transfer's cache
+    of extracted features only saves time: on a full disk it is one warning and the run goes on."""
+    import errno
+    import warnings
+
+    from bert_explorer.train import feature_based
+    from bert_explorer.train.runs import Run
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoint, "save_file", full)
+    monkeypatch.setattr(feature_based, "save_file", full)
+    run = Run(tmp_path / "run")
+    run.path.mkdir()
+    run.request_stop()  # no step needed: straight to the save
+    cfg = FinetuneConfig(model=base_model, train="tiny:classification", max_train_examples=40, epochs=1,
+                         batch_size=16, device="cpu", mode=mode, features="last")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # as a command sees them: the same sentence once (train and dev alike)
+        with pytest.raises(OSError) as e:
+            run_finetuning(cfg, run.path)
+    what = "the fine-tuned model" if mode == "fine-tune" else "the feature-based head"
+    assert str(e.value).startswith(f"no space left in {run.path} to save {what} (")
+    assert str(e.value).endswith("needed); fine-tuning keeps no checkpoint to resume from, so start it again once "
+                                 "space is freed")
+    assert run.status()["state"] == "failed" and run.status()["error"] == str(e.value)
+    assert not (run.path / "model").exists() and not (run.path / "feature_head").exists()
+    kept = [str(w.message) for w in caught if "keep the extracted features" in str(w.message)]
+    assert len(kept) == (1 if mode == "feature-based" else 0)

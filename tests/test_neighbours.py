@@ -185,6 +185,51 @@ def test_a_failed_build_says_why(tiny, cache, monkeypatch):
     assert s["state"] == "failed" and "out of memory" in s["error"]
 
 
+def _full_after_two_parts(monkeypatch):
+    """np.savez as on a disk that fills up during the third part: half a file, then ENOSPC."""
+    import errno
+
+    real, written = np.savez, []
+
+    def savez(file, **arrays):
+        if len(written) >= 2:
+            with open(file, "wb") as f:
+                f.write(b"half a part")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        written.append(file)
+        return real(file, **arrays)
+
+    monkeypatch.setattr(nbb.np, "savez", savez)
+    return real
+
+
+def test_a_full_disk_keeps_the_finished_parts_and_says_what_the_build_needs(tiny, cache, monkeypatch):
+    monkeypatch.setattr(nbb, "SHARD_SENTENCES", 8)
+    path = nb.index_path(tiny, SENTENCES, 2)
+    savez = _full_after_two_parts(monkeypatch)
+    with pytest.raises(OSError) as e:
+        nb.build_index(tiny, SENTENCES, 2)
+    shards = jobs.work_dir(path) / "shards"
+    n = -(-len(dict.fromkeys(SENTENCES)) // 8)
+    takes = nbb.full_disk.size_text(nbb.build_disk_bytes(nb.corpus_units(tiny.tokenizer, SENTENCES).tokens, 32))
+    assert str(e.value).startswith(f"no space left in {cache} to write the index of layer 2 (")
+    assert str(e.value).endswith(f"free); 2 of its {n} parts are finished and kept, so building again resumes from "
+                                 f"them once space is freed (the build takes about {takes} while it runs: its parts "
+                                 "and the finished index side by side)")
+    state = nb.index_state(tiny, SENTENCES, 2)
+    assert state["state"] == "failed" and state["error"] == str(e.value)  # the page shows this sentence
+    assert sorted(p.name for p in shards.iterdir()) == ["shard-00000.npz", "shard-00001.npz"]  # no half part
+    assert not path.exists()
+
+    monkeypatch.setattr(nbb.np, "savez", savez)  # space is freed
+    computed = []
+    real = nbb._encode_shard
+    monkeypatch.setattr(nbb, "_encode_shard", lambda loaded, texts, *a: computed.append(len(texts)) or
+                        real(loaded, texts, *a))
+    nb.build_index(tiny, SENTENCES, 2)
+    assert sum(computed) == len(dict.fromkeys(SENTENCES)) - 16 and nb.is_complete(path)
+
+
 def test_one_builder_per_index(tiny, cache):
     path = nb.index_path(tiny, SENTENCES, 1)
     with jobs.builder_lock(path):  # another process is building it
@@ -300,6 +345,28 @@ def test_page_button_builds_in_the_background(cache, corpus_file, monkeypatch):
         at.run()
     assert not at.exception
     assert len(at.dataframe[0].value) == 10
+
+
+def test_page_says_a_full_disk_and_how_much_space_the_build_needs(cache, corpus_file, monkeypatch):
+    from bert_explorer import full_disk
+
+    loaded = checkpoint.load(checkpoint.DEFAULT_MODEL, "BertModel")  # the page's model and layer
+    monkeypatch.setattr(nbb, "SHARD_SENTENCES", 8)
+    savez = _full_after_two_parts(monkeypatch)
+    with pytest.raises(OSError):
+        nb.build_index(loaded, str(corpus_file), 6)
+    monkeypatch.setattr(nbb.np, "savez", savez)
+    monkeypatch.setattr(full_disk, "free_bytes", lambda folder: 1_000)  # and there is still no room
+    at = _page(monkeypatch, corpus_file).run()
+    assert not at.exception
+    error = at.error[0].value
+    assert error.startswith(f"The last build of this index failed: no space left in {cache} to write the index of "
+                            "layer 6") and "2 of its" in error and "building again resumes from them" in error
+    assert not any(e.value.startswith("OSError") for e in at.error)
+    est = nb.estimate_build_seconds(loaded, str(corpus_file), 6)
+    need = full_disk.size_text(est["build_disk_bytes"])
+    assert any(f"the build needs about **{need}** free in the cache folder {cache}" in w.value
+               and "free there now: 1 kB" in w.value for w in at.warning)
 
 
 def test_classroom_mode_builds_one_index_at_a_time(cache, corpus_file, monkeypatch):

@@ -188,3 +188,118 @@ def test_the_loss_falls_on_a_learnable_corpus(tmp_path):
     first, last = sum(losses[:10]) / 10, sum(losses[-10:]) / 10
     assert first > math.log(300) * 0.9  # starts near chance: ln(300) + ln(2) ≈ 6.4
     assert last < first - 1.0, (first, last)  # measured: 6.02 -> 4.59; a flat loss moves by ~0.1
+
+
+# ----- resuming keeps the run's own settings ------------------------------------------------------
+
+def test_resume_refuses_every_setting_that_decides_the_data_or_the_schedule(tmp_path):
+    from bert_explorer.train.pretrain import FREE_ON_RESUME, ResumeRefused, check_resume
+
+    saved = PretrainConfig(**TINY, max_docs=20, max_steps=10)
+    fixed = {"corpus": "bbc", "max_docs": None, "held_out_fraction": 0.2, "eval_corpora": "tiny", "seed": 4,
+             "vocab": "minilm", "vocab_size": 8000, "lowercase": False, "size": "mini", "objective": "mlm",
+             "batch_size": 32, "grad_accum": 2, "max_seq_length": 128, "short_seq_prob": 0.5,
+             "mlm_probability": 0.2, "mask_ratio": 0.7, "random_ratio": 0.2, "keep_ratio": 0.2,
+             "max_predictions_per_seq": 5, "whole_word": True, "dynamic_masking": False, "dupe_factor": 3,
+             "lr": 5e-4, "weight_decay": 0.0, "warmup_steps": 7, "clip_grad_norm": 5.0, "eval_batches": 9,
+             "init": "minilm", "freeze_word_embeddings": True}
+    from dataclasses import fields, replace
+    # every setting is either named here as fixed or may change: a new setting must be placed
+    assert set(fixed) | set(FREE_ON_RESUME) | {"max_steps"} == {f.name for f in fields(PretrainConfig)}
+    for name, value in fixed.items():
+        own = replace(saved, init="minilm") if name == "freeze_word_embeddings" else saved  # freezing needs init
+        with pytest.raises(ResumeRefused) as e:
+            check_resume(tmp_path, own, replace(own, **{name: value}), 5)
+        assert list(e.value.changed) == [name] and str(e.value).startswith(f"{tmp_path} resumes with the settings")
+    # those that change neither data nor schedule are taken, each said once
+    asked = replace(saved, log_every=3, eval_every=4, save_every=5, device="cuda", precision="fp32")
+    cfg, notes = check_resume(tmp_path, saved, asked, 5)
+    assert (cfg.log_every, cfg.eval_every, cfg.save_every, cfg.device, cfg.precision) == (3, 4, 5, "cuda", "fp32")
+    assert len(notes) == 5 and "log_every 1 -> 3" in notes[0]
+    # the same value as the run's is no change at all
+    assert check_resume(tmp_path, saved, replace(saved), 5) == (saved, [])
+    with pytest.raises(ValueError, match="already at step 5, so max_steps 5 leaves nothing to train"):
+        check_resume(tmp_path, saved, replace(saved, max_steps=5), 5)
+
+
+def test_more_steps_on_resume_replan_the_decay_from_the_resumed_step(tmp_path, tiny_vocab):
+    """A finished 4-step run resumed to 8: from the first resumed update on, the rate falls linearly
+    to 0 at step 8 (not 0, the old plan's rate at step 4, which would train nothing), and the log
+    says so. The warm-up keeps its length (10 % of the first plan, not of the new one)."""
+    from dataclasses import replace
+
+    from bert_explorer.train.pretrain import check_resume, resume_settings
+
+    first = PretrainConfig(**TINY, max_steps=100)  # warm-up 10 steps; 10 % of 300 would be 30
+    cfg, _ = check_resume(tmp_path, first, replace(first, max_steps=300), 50)
+    assert cfg.warmup_steps == 10
+
+    d = tmp_path / "r"
+    run_pretraining(PretrainConfig(**{**TINY, "vocab": tiny_vocab}, max_steps=4, save_every=1000), d, progress=False)
+    cfg, notes = resume_settings(d, {"max_steps": 8})
+    assert cfg.warmup_steps == 1 and cfg.max_steps == 8 and "re-planned from step 4" in notes[0]
+    before = checkpoint_weights(d / "checkpoints" / "step-4")
+    run_pretraining(cfg, d, resume=True, progress=False,
+                    on_step=lambda step, _: Run(d).request_stop() if step == 5 else None)
+    # the first resumed update trained: at the old plan's rate (0) the weights would not have moved
+    assert not torch.equal(before, checkpoint_weights(d / "checkpoints" / "step-5"))
+    run_pretraining(cfg, d, resume=True, progress=False)
+    lrs = {m["step"]: m["lr"] for m in Run(d).metrics() if m["split"] == "train"}
+    for step in range(5, 9):  # the rate logged after update `step` is the one of the next update
+        assert lrs[step] == pytest.approx(1e-4 * (8 - step) / (8 - 1), abs=1e-12), step
+    log = (d / "log.txt").read_text()
+    assert "the learning-rate schedule is re-planned from step 4: the warm-up stays 1 step and the rate now " \
+           "falls linearly to 0 at step 8 instead of 4" in log
+    assert "learning rate at step 4: 0 under the old plan, 5.71e-05 under the new one" in log
+    assert json.loads((d / "config.json").read_text())["warmup_steps"] == 1
+
+
+def checkpoint_weights(path):
+    from bert_explorer import checkpoint
+
+    return checkpoint.load(path, "BertForPreTraining").model.bert.encoder.layer[0].attention.self.query.weight.detach()
+
+
+# ----- a full disk ---------------------------------------------------------------------------------
+
+def test_a_full_disk_at_a_checkpoint_is_one_sentence_and_resume_goes_on_once_there_is_room(tmp_path, capsys,
+                                                                                            monkeypatch):
+    import errno
+    import re
+
+    from bert_explorer import checkpoint
+    from bert_explorer.cli import main
+
+    out = tmp_path / "run"
+    real_save_file = checkpoint.save_file
+
+    def fills_up_at_step_4(tensors, filename, metadata=None):
+        if "step-4" in filename:
+            with open(filename, "wb") as f:
+                f.write(b"half a file")  # some bytes reach the disk, then it is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save_file(tensors, filename, metadata=metadata)
+
+    monkeypatch.setattr(checkpoint, "save_file", fills_up_at_step_4)
+    argv = ["pretrain", "--output", str(out), "--corpus", "tiny", "--size", "tiny", "--vocab-size", "300",
+            "--batch-size", "4", "--max-seq-length", "48", "--max-steps", "4", "--save-every", "2",
+            "--eval-batches", "2", "--device", "cpu", "--precision", "fp32", "--no-progress"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert re.fullmatch(
+        rf"bert-explorer: error: no space left in {re.escape(str(out))} to save the checkpoint of step 4 "
+        r"\([\d.,]+ [kMG]?B free, about [\d.]+ MB needed\); the last good checkpoint is "
+        rf"{re.escape(str(out / 'checkpoints' / 'step-2'))}, and `bert-explorer pretrain --output "
+        rf"{re.escape(str(out))} --resume` \(or Resume on the Pre-train page\) continues from it once space is freed",
+        err.strip()), err
+    status = Run(out).status()
+    assert status["state"] == "failed" and status["error"] == err.strip().removeprefix("bert-explorer: error: ")
+    # the last good checkpoint is whole, and nothing half-written lies beside it
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-2"]
+    assert Run(out).latest_checkpoint().name == "step-2"
+
+    monkeypatch.undo()  # space is freed
+    assert main(["pretrain", "--output", str(out), "--resume", "--no-progress"]) == 0
+    assert Run(out).status()["state"] == "finished" and Run(out).status()["step"] == 4
+    assert [m["step"] for m in Run(out).metrics() if m["split"] == "train"][-1] == 4

@@ -135,6 +135,32 @@ def test_probe_layers_runs_ner_and_topic_and_reads_them_back_from_the_cache(tiny
     assert "entity_f1" in r or task == "topic"
 
 
+def test_a_full_cache_disk_still_gives_the_result_with_one_warning(tiny_dir, monkeypatch, tmp_path):
+    """The layer vectors are only kept to save time: when the disk is full they are not kept, the
+    probe runs on them all the same, and one warning says so (where, how much is free)."""
+    import errno
+    import warnings
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    loaded = checkpoint.load(tiny_dir, "BertModel")
+
+    def full(file, arr, *args, **kwargs):
+        with open(file, "wb") as f:
+            f.write(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(probing.np, "save", full)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = probing.probe_layers(loaded, "ner", _quick("ner"))
+    assert r["layers"] == [0, 1, 2] and len(r["score"]) == 3 and r["from_cache"] is False
+    said = [str(w.message) for w in caught]
+    assert len(said) == 1 and said[0].startswith(f"no space left in {tmp_path / 'cache'} to keep the layer vectors "
+                                                 "in the cache (")
+    assert said[0].endswith("free); the result is used all the same, and computed again next time")
+    assert not list((tmp_path / "cache").glob("probe-features-*"))  # nothing half-kept that a later visit would trust
+
+
 def test_pos_without_a_file_says_what_to_give(tiny_dir):
     with pytest.raises(ValueError, match="CoNLL-U"):
         probing.load_task("pos", probing.ProbeSettings())

@@ -105,10 +105,15 @@ def test_pretrain_page_starts_a_run_and_shows_curves_and_timelapse(runs_root):
     # resume continues the finished run from its last checkpoint
     assert at.number_input(key=f"pt_resume_to_{run.path.name}").value == 5
     at.number_input(key=f"pt_resume_to_{run.path.name}").set_value(6)
+    started_with = run.config()
     at.button(key="pt_resume").click().run()
     assert not at.exception
     status = run.wait(timeout=240)
     assert status["state"] == "finished" and status["step"] == 6
+    # the run's own settings, one end moved: the decay is re-planned to it, and the log says so
+    assert {k: v for k, v in run.config().items() if k not in ("max_steps", "warmup_steps")} == \
+        {k: v for k, v in started_with.items() if k not in ("max_steps", "warmup_steps")}
+    assert "schedule is re-planned from step 4" in run.path.joinpath("log.txt").read_text()
     assert [m["step"] for m in run.metrics() if m["split"] == "train"] == [4, 6]  # logged every 10 steps + the last
 
 

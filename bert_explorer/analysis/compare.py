@@ -319,7 +319,7 @@ def held_out_sentences(n: int = 64, seed: int = 0, min_words: int = 8, max_words
     pool = [s for s in candidates if min_words <= len(s.split()) <= max_words and s.rstrip()[-1] in ".!?\"'”"]
     random.Random(seed).shuffle(pool)
     sentences = pool[:n]
-    with disk_cache.writing(path) as tmp:
+    with disk_cache.writing(path, optional="the held-out sentences") as tmp:
         (tmp / "sentences.json").write_text(json.dumps({"sentences": sentences, "source": source}))
     return sentences, source
 

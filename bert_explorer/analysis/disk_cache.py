@@ -15,10 +15,13 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
+from .. import full_disk
 from ..checkpoint import Loaded
+from ..full_disk import CacheNotKept
 
 
 def cache_root() -> Path:
@@ -51,13 +54,24 @@ def entry(kind: str, loaded: Loaded | None, **settings) -> Path:
 
 
 @contextmanager
-def writing(path: Path):
+def writing(path: Path, *, optional: str | None = None):
     """Yield a temporary folder to fill; on success it becomes ``path`` in one rename.
 
     If another process finished the same entry first, its copy is kept and ours dropped.
+    ``optional`` names, in words, what an entry holds that only saves time later (a result the
+    caller already has): on a full disk that entry is then left out with one CacheNotKept
+    warning, and the caller goes on after the ``with`` block with its result, uncached.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    no_room = False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    except OSError as e:
+        if optional is None or not full_disk.is_disk_full(e):
+            raise
+        # Not even room for the folder. The block must still run (a context manager cannot skip
+        # it): it gets a folder that does not exist, so its first write fails and is forgiven below.
+        no_room, tmp = True, path.parent / f".{path.name}.no-room"
     try:
         yield tmp
         try:
@@ -66,6 +80,10 @@ def writing(path: Path):
             if not path.exists():
                 raise
             shutil.rmtree(tmp, ignore_errors=True)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        if optional is None or not (full_disk.is_disk_full(e) or no_room and isinstance(e, OSError)):
+            raise
+        warnings.warn(CacheNotKept(full_disk.sentence(path.parent, f"keep {optional} in the cache",
+                                                      "the result is used all the same, and computed again next time")),
+                      stacklevel=3)

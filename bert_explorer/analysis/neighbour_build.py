@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .. import full_disk
 from ..checkpoint import Loaded, encoder_of
 from ..model.bert import extended_attention_mask
 from . import disk_cache, neighbour_jobs
@@ -254,6 +255,7 @@ def _build_locked(loaded, corpus, layers, paths, report, stop_after_shards) -> N
     was_training = loaded.model.training
     loaded.model.eval()
     done, total = 0, 1
+    H = encoder_of(loaded.model).config.hidden_size
     try:
         say(0.0, f"reading the corpus {corpus_label(corpus)} and cutting it into sentences…")
         units = corpus_units(loaded.tokenizer, corpus)
@@ -264,41 +266,71 @@ def _build_locked(loaded, corpus, layers, paths, report, stop_after_shards) -> N
         for l in layers:
             _clean_stale(paths[l])
         computed, t0 = 0, time.time()
-        for s, (a, b) in enumerate(shards):
-            files = {l: neighbour_jobs.work_dir(paths[l]) / "shards" / f"shard-{s:05d}.npz" for l in layers}
-            if all(f.exists() for f in files.values()):
-                done += sum(units.pieces[a:b])
-                continue  # finished by an earlier build that was stopped
-            if stop_after_shards is not None and s >= stop_after_shards:
-                raise KeyboardInterrupt("stopped on purpose (test)")
+        # A full disk is one sentence: how much is free, the finished parts kept, what the build takes.
+        with full_disk.saving(disk_cache.cache_root(), f"write the index of {_layers_text(layers)}",
+                              lambda: _after_a_full_disk(paths, layers, len(shards), total, H)):
+            for s, (a, b) in enumerate(shards):
+                files = {l: neighbour_jobs.work_dir(paths[l]) / "shards" / f"shard-{s:05d}.npz" for l in layers}
+                if all(f.exists() for f in files.values()):
+                    done += sum(units.pieces[a:b])
+                    continue  # finished by an earlier build that was stopped
+                if stop_after_shards is not None and s >= stop_after_shards:
+                    raise KeyboardInterrupt("stopped on purpose (test)")
 
-            def on_batch(n: int) -> None:
-                nonlocal done, computed
-                done, computed = done + n, computed + n
-                rate = computed / max(time.time() - t0, 1e-6)
-                left = (total - done) / max(rate, 1e-6)
-                say(min(0.98, 0.98 * done / total), f"layer {', '.join(map(str, layers))}: {done:,} of {total:,} "
-                                                    f"tokens ({rate:,.0f} tokens/s, about {duration_text(left)} left)")
+                def on_batch(n: int) -> None:
+                    nonlocal done, computed
+                    done, computed = done + n, computed + n
+                    rate = computed / max(time.time() - t0, 1e-6)
+                    left = (total - done) / max(rate, 1e-6)
+                    say(min(0.98, 0.98 * done / total), f"{_layers_text(layers)}: {done:,} of {total:,} tokens "
+                                                        f"({rate:,.0f} tokens/s, about {duration_text(left)} left)")
 
-            shard = _encode_shard(loaded, units.texts[a:b], a, layers, on_batch)
+                shard = _encode_shard(loaded, units.texts[a:b], a, layers, on_batch)
+                for l in layers:
+                    _save_atomic(files[l], shard[l])
+            say(0.99, "writing the index…")
             for l in layers:
-                _save_atomic(files[l], shard[l])
-        say(0.99, "writing the index…")
-        H = encoder_of(loaded.model).config.hidden_size
-        for l in layers:
-            _assemble(paths[l], units, len(shards), H, {
-                "layer": l, "corpus": corpus_label(corpus), "model": str(loaded.path), "model_name": loaded.name,
-                "hidden_size": H, "format": FORMAT, "build_seconds": round(time.time() - started, 1),
-                "built": time.strftime("%Y-%m-%d %H:%M:%S"), "threads": torch.get_num_threads()})
-            shutil.rmtree(neighbour_jobs.work_dir(paths[l]) / "shards", ignore_errors=True)
+                _assemble(paths[l], units, len(shards), H, {
+                    "layer": l, "corpus": corpus_label(corpus), "model": str(loaded.path), "model_name": loaded.name,
+                    "hidden_size": H, "format": FORMAT, "build_seconds": round(time.time() - started, 1),
+                    "built": time.strftime("%Y-%m-%d %H:%M:%S"), "threads": torch.get_num_threads()})
+                shutil.rmtree(neighbour_jobs.work_dir(paths[l]) / "shards", ignore_errors=True)
         say(1.0, f"done in {duration_text(time.time() - started)}", state="done")
     except Exception as e:  # (a KeyboardInterrupt or a kill leaves "running": the page says "stopped")
+        error = str(e) if isinstance(e, full_disk.DiskFull) else f"{type(e).__name__}: {e}"
         for l in layers:
-            neighbour_jobs.write_progress(paths[l], state="failed", error=f"{type(e).__name__}: {e}",
+            neighbour_jobs.write_progress(paths[l], state="failed", error=error,
                                           fraction=min(1.0, done / total), message=f"failed: {e}")
         raise
     finally:
         loaded.model.train(was_training)
+
+
+def _layers_text(layers) -> str:
+    return f"layer{'s' if len(layers) > 1 else ''} {', '.join(map(str, layers))}"
+
+
+def disk_bytes(tokens: int, hidden_size: int) -> int:
+    """The index of one layer on disk: an fp16 vector [H] and four int32 numbers per token."""
+    return tokens * (2 * hidden_size + 16)
+
+
+def build_disk_bytes(tokens: int, hidden_size: int, n_layers: int = 1) -> int:
+    """The most a build holds on disk at once: the parts of every layer it builds, and the index of
+    one layer being assembled from them (a layer's parts go once its index is complete)."""
+    return (n_layers + 1) * disk_bytes(tokens, hidden_size)
+
+
+def _after_a_full_disk(paths: dict, layers, n_shards: int, tokens: int, H: int) -> str:
+    """What a build that found the disk full keeps, and how much the whole build takes."""
+    kept = min(len(list((neighbour_jobs.work_dir(paths[l]) / "shards").glob("shard-*.npz"))) for l in layers)
+    if kept:
+        done = (f"{kept} of its {n_shards} parts {'is' if kept == 1 else 'are'} finished and kept, so building again "
+                f"resumes from {'it' if kept == 1 else 'them'} once space is freed")
+    else:
+        done = "no part of it was finished, so building again starts over once space is freed"
+    return (f"{done} (the build takes about {full_disk.size_text(build_disk_bytes(tokens, H, len(layers)))} while it "
+            "runs: its parts and the finished index side by side)")
 
 
 def _clean_stale(path: Path) -> None:
@@ -310,7 +342,11 @@ def _clean_stale(path: Path) -> None:
 def _save_atomic(file: Path, arrays: dict[str, np.ndarray]) -> None:
     file.parent.mkdir(parents=True, exist_ok=True)
     tmp = file.with_name(f".{file.stem}.tmp.npz")
-    np.savez(tmp, **arrays)
+    try:
+        np.savez(tmp, **arrays)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # half a part: its room goes back at once
+        raise
     tmp.replace(file)
 
 
@@ -319,14 +355,14 @@ def _assemble(path: Path, units: Units, n_shards: int, H: int, meta: dict) -> No
     parts = [np.load(shard_dir / f"shard-{s:05d}.npz") for s in range(n_shards)]
     N = sum(len(p["token_ids"]) for p in parts)
     with disk_cache.writing(path) as tmp:
-        vectors = np.lib.format.open_memmap(tmp / "vectors.npy", mode="w+", dtype=np.float16, shape=(N, H))
-        row = 0
-        for p in parts:  # copied part by part: the build never holds the whole matrix in memory
-            v = p["vectors"]
-            vectors[row:row + len(v)] = v
-            row += len(v)
-        vectors.flush()
-        del vectors
+        # Written part by part (the build never holds the whole matrix in memory) with plain
+        # writes: a full disk is then an OSError, where pages of a memory map would kill the
+        # process with SIGBUS.
+        with open(tmp / "vectors.npy", "wb") as f:
+            np.lib.format.write_array_header_1_0(f, {"descr": np.lib.format.dtype_to_descr(np.dtype(np.float16)),
+                                                     "fortran_order": False, "shape": (N, H)})
+            for p in parts:
+                f.write(np.ascontiguousarray(p["vectors"], dtype=np.float16).data)
         for name in ("token_ids", "unit", "starts", "ends"):
             np.save(tmp / f"{name}.npy", np.concatenate([p[name] for p in parts]))
         (tmp / "sentences.json").write_text(json.dumps({"text": units.texts, "source": units.sources}))
@@ -368,6 +404,7 @@ def estimate_build_seconds(loaded: Loaded, corpus="bbc", layer: int = 6, sample:
         rate = pieces / max(time.time() - t0, 1e-6)
     finally:
         loaded.model.train(was_training)
+    H = encoder_of(loaded.model).config.hidden_size
     return {"tokens": tokens, "sentences": len(texts), "tokens_per_s": rate, "seconds": tokens / rate,
-            "threads": torch.get_num_threads(),
-            "disk_bytes": tokens * (2 * encoder_of(loaded.model).config.hidden_size + 16)}
+            "threads": torch.get_num_threads(), "disk_bytes": disk_bytes(tokens, H),
+            "build_disk_bytes": build_disk_bytes(tokens, H)}

@@ -181,7 +181,7 @@ def features(loaded: Loaded, data: ProbeData, settings: ProbeSettings,
     else:
         x, rows = word_vectors(loaded, data.inputs, s.max_tokens, progress=progress)
     seconds = round(time.perf_counter() - start, 1)
-    with disk_cache.writing(path) as tmp:
+    with disk_cache.writing(path, optional="the layer vectors") as tmp:
         np.save(tmp / "vectors.npy", x)
         (tmp / "rows.json").write_text(json.dumps(rows))
         (tmp / "meta.json").write_text(json.dumps({"seconds": seconds, "shape": list(x.shape)}))
@@ -347,7 +347,7 @@ def probe_layers(loaded: Loaded, task: str, settings: ProbeSettings = ProbeSetti
         "threads": torch.get_num_threads(),
     }
     result["summary"] = describe(result)
-    with disk_cache.writing(path) as tmp:
+    with disk_cache.writing(path, optional="the probing result") as tmp:
         (tmp / "result.json").write_text(json.dumps(result, indent=1))
     return {**result, "from_cache": False}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from pathlib import Path
 
 import streamlit as st
@@ -14,6 +15,7 @@ import torch
 
 from .. import checkpoint
 from ..checkpoint import CheckpointError, Loaded
+from ..full_disk import CacheNotKept
 from ..train import run_finder
 from .keep import kept, remembered
 
@@ -65,6 +67,7 @@ def mode_sentence() -> str:
 
 def show_mode() -> None:
     """The sidebar line that says which mode the app is in (every page shows it)."""
+    _cache_warnings_on_the_page()  # (again: a test harness may have put its own warning recorder in place)
     if is_private():
         st.sidebar.caption("🔒 " + mode_sentence())
     else:
@@ -115,6 +118,33 @@ def without_host_paths(value):
     if isinstance(value, (list, tuple)):
         return type(value)(without_host_paths(v) for v in value)
     return value
+
+
+# ----- a result the disk cache could not keep: said on the page ------------------------------
+def _cache_warnings_on_the_page() -> None:
+    """A result computed but not kept in the disk cache (a full disk: ``full_disk.CacheNotKept``,
+    warned by ``analysis.disk_cache.writing``) is shown all the same, with its one sentence as an
+    ``st.warning`` on the page that computed it, each time it happens; every other warning goes
+    where it always went (the server's log)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    shown_before = warnings.showwarning
+    if getattr(shown_before, "on_the_page", False):
+        return  # installed already (this module was imported again)
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, CacheNotKept) and get_script_run_ctx() is not None:
+            text = str(message)
+            st.warning(text[:1].upper() + text[1:] + ".")
+        else:
+            shown_before(message, category, filename, lineno, file, line)
+
+    show.on_the_page = True
+    warnings.showwarning = show
+    warnings.simplefilter("always", CacheNotKept)  # every time: each time it is computed again
+
+
+_cache_warnings_on_the_page()
 
 
 @st.cache_resource(show_spinner=False)

@@ -83,7 +83,9 @@ def _dataclass_args(parser: argparse.ArgumentParser, cls) -> None:
                             help=f"default {f.default!r}" if f.default is not dataclasses.MISSING else None)
 
 
-def _config_from(args, cls):
+def _given_settings(args, cls) -> dict:
+    """The settings the user gave: the --config file, overridden by the flags typed (a flag left
+    out is None, so the dataclass's defaults are not mistaken for a choice)."""
     import dataclasses
 
     data = _load_json_config(args.config)
@@ -92,10 +94,18 @@ def _config_from(args, cls):
         v = getattr(args, f.name, None)
         if v is not None:
             data[f.name] = v
+    return data
+
+
+def _config_from(args, cls):
     try:  # a resumed run may have been written by an earlier version: its old keys are only warned about
-        return cls.from_dict(data, strict=not getattr(args, "resume", False))
+        return cls.from_dict(_given_settings(args, cls), strict=not getattr(args, "resume", False))
     except (TypeError, ValueError) as e:
         raise UserError(str(e)) from e
+
+
+def _flag(setting: str) -> str:
+    return "--" + setting.replace("_", "-")
 
 
 def _start_background(kind: str, config: dict, output, resume: bool = False):

@@ -168,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m bert_explorer.cli.neighbours build|query ...``: this command on its own, with
     the CLI's handling of user errors (one line, exit 2)."""
     from ..checkpoint import CheckpointError
+    from ..full_disk import DiskFull
 
     parser = argparse.ArgumentParser(prog="bert-explorer neighbours")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -178,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, CheckpointError) as e:
         print(f"bert-explorer: error: {e}", file=sys.stderr)
         return 2
+    except DiskFull as e:
+        print(f"bert-explorer: error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("bert-explorer: interrupted (building again resumes from the last finished shard)", file=sys.stderr)
         return 130

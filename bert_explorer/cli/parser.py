@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("pretrain", help="pre-train a BERT (MLM+NSP, MLM only or left-to-right) into a run directory")
     s.add_argument("--output", required=True, help="run directory (status.json, metrics.jsonl, checkpoints/)")
     s.add_argument("--config", help="JSON file of settings (flags override it)")
-    s.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
+    s.add_argument("--resume", action="store_true",
+                   help="continue from the run's last checkpoint with the run's own settings (only the cadence of "
+                        "logs, evaluations and checkpoints, --device, --precision and --max-steps may change)")
     s.add_argument("--background", action="store_true", help="start as a background process and return")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     from ..train.pretrain import PretrainConfig
@@ -62,7 +64,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--config", help="JSON file of settings (flags override it)")
     s.add_argument("--background", action="store_true")
     s.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
-    s.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)
     from ..train.finetune import FinetuneConfig
     _dataclass_args(s, FinetuneConfig)
     s.set_defaults(func=cmd_finetune)

@@ -6,7 +6,7 @@ import sys
 
 from .. import checkpoint
 from ..data.task_types import task_type
-from .common import UserError, _config_from, _read_lines, _start_background, user_errors
+from .common import UserError, _config_from, _flag, _given_settings, _read_lines, _start_background, user_errors
 
 
 def cmd_pretrain(args) -> int:
@@ -14,7 +14,7 @@ def cmd_pretrain(args) -> int:
 
     from ..train.pretrain import PretrainConfig, run_pretraining
 
-    cfg = _config_from(args, PretrainConfig)
+    cfg = _resumed_config(args) if args.resume else _config_from(args, PretrainConfig)
     if args.background:
         run = _start_background("pretrain", asdict(cfg), args.output, resume=args.resume)
         print(f"started pre-training in the background: {run.path} (pid {run.status().get('pid')})")
@@ -23,6 +23,22 @@ def cmd_pretrain(args) -> int:
         result = run_pretraining(cfg, args.output, resume=args.resume, progress=not args.no_progress)
     print(json.dumps(result, indent=2))
     return 0
+
+
+def _resumed_config(args):
+    """--resume: the run's own settings; of those given now, only what a resume may change
+    (``train.pretrain.check_resume``): each change is said on stderr, any other is refused."""
+    from ..train.pretrain import PretrainConfig, ResumeRefused, resume_settings
+
+    try:
+        cfg, notes = resume_settings(args.output, _given_settings(args, PretrainConfig))
+    except ResumeRefused as e:
+        raise UserError(e.sentence(_flag)) from e
+    except (TypeError, ValueError) as e:
+        raise UserError(str(e)) from e
+    for note in notes:
+        print(f"note: resuming with {note}", file=sys.stderr)
+    return cfg
 
 
 def cmd_evaluate_pretraining(args) -> int:

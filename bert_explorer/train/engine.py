@@ -22,6 +22,11 @@ from .optim import apply_update
 from .runs import Run
 
 
+# What a full disk leaves a fine-tuning-like run with: fit() keeps no checkpoint along the way,
+# and the run's model is written only at its end (atomically), so nothing half-made is left.
+AFTER_A_FULL_DISK = "fine-tuning keeps no checkpoint to resume from, so start it again once space is freed"
+
+
 def total_steps(n_examples: int, batch_size: int, epochs: float) -> int:
     """Optimiser steps for ``epochs`` passes over ``n_examples`` (a fraction of an epoch counts)."""
     return max(1, int(math.ceil(n_examples / batch_size) * epochs))

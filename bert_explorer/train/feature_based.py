@@ -13,17 +13,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
+import warnings
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .. import checkpoint
+from .. import checkpoint, full_disk
+from ..full_disk import CacheNotKept
 from ..data.task_types import able, task_type
 from . import featurize as F_
-from .engine import fit
+from .engine import AFTER_A_FULL_DISK, fit
 from .evaluation import evaluate, main_metric, task_loss
 
 CACHE_DIR = Path(os.environ.get("BERT_EXPLORER_CACHE", Path.home() / ".cache" / "bert_explorer")) / "features"
@@ -66,10 +69,19 @@ def extract(loaded: checkpoint.Loaded, feats: list[dict], layers: list[int], tas
             hs = encoder(**batch, output_hidden_states=True).hidden_states
             stacked = torch.stack([hs[j] for j in layers], dim=2).half().cpu()  # [B, T, n, H]
             out.extend(stacked[b, :len(f["input_ids"])] for b, f in enumerate(chunk))
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    save_file({"features": torch.cat(out).contiguous()}, str(tmp))
-    os.replace(tmp, path)
+    try:
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        save_file({"features": torch.cat(out).contiguous()}, str(tmp))
+        os.replace(tmp, path)
+    except Exception as e:  # the cache only saves time: a full disk costs the next run the extraction
+        tmp.unlink(missing_ok=True)
+        if not full_disk.is_disk_full(e):
+            raise
+        # warned from here (not the caller's line), so the train and dev features say it once
+        warnings.warn(CacheNotKept(full_disk.sentence(
+            CACHE_DIR, "keep the extracted features", "they are used all the same, and extracted again next time")),
+            stacklevel=1)
     return out
 
 
@@ -159,11 +171,18 @@ def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
                                                                 head_outputs(head, x_dev), label_names))
     ev = fitted.dev
     out_dir = run.path / "feature_head"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}, str(out_dir / "head.safetensors"))
     meta = {"base_model": str(loaded.path), "features": cfg.features, "layers": layers, "task": train.task,
             "label_names": label_names, "hidden": loaded.config.hidden_size, "max_seq_length": cfg.max_seq_length}
-    (out_dir / "head.json").write_text(json.dumps(meta, indent=2) + "\n")
+    needed = sum(p.numel() * 4 for p in head.parameters())
+    with full_disk.saving(run.path, "save the feature-based head", AFTER_A_FULL_DISK, needed):
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            save_file({k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()},
+                      str(out_dir / "head.safetensors"))
+            (out_dir / "head.json").write_text(json.dumps(meta, indent=2) + "\n")
+        except BaseException:
+            shutil.rmtree(out_dir, ignore_errors=True)  # never half a head that a later reader would trust
+            raise
     return {"task": train.task, "mode": "feature-based", "features": cfg.features, "dev": ev,
             "main_metric": main_metric(train.task), "train_examples": len(train.examples),
             "dev_examples": len(dev.examples), "feature_seconds": round(extract_s, 1),

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import torch
 
-from .. import checkpoint
+from .. import checkpoint, full_disk
 from ..data.tasks import TaskData, check_dev_labels, load_builtin, make_tiny, read_task_file, train_dev_split
 from .configs import settings_of
 from .device import PRECISIONS, pick_device, precision_from
-from .engine import fit, marks_failure, total_steps
+from .engine import AFTER_A_FULL_DISK, fit, marks_failure, total_steps
 from .evaluation import evaluate, main_metric, predict_features
 from .feature_based import run_feature_based
 from ..data.task_types import able, task_type
@@ -199,7 +199,7 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
     warning = small_dev_warning(len(dev.examples))
     if warning:
         run.log(f"warning: {warning}")
-    with marks_failure(run):
+    with marks_failure(run), full_disk.saving(run.path, "go on writing the run", AFTER_A_FULL_DISK):
         dev_obj = pick_device(cfg.device, cfg.precision)
         run.write_status(device=dev_obj.name, precision=dev_obj.precision)
         run.log(f"device {dev_obj.name}, precision {dev_obj.precision} (asked: {cfg.precision})")
@@ -220,9 +220,11 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
                 if run.stop_requested():
                     break  # the rest of the learning-rate grid is not tried
             lr, model, ev, secs = best
-            checkpoint.save(model, tok, run.path / "model", extra_files={
-                "training_args.json": json.dumps({**asdict(cfg), "lr": lr, "task": train.task,
-                                                  "null_threshold": ev.get("null_threshold")}, indent=2)})
+            with full_disk.saving(run.path, "save the fine-tuned model", AFTER_A_FULL_DISK,
+                                  sum(p.numel() * p.element_size() for p in model.parameters())):
+                checkpoint.save(model, tok, run.path / "model", extra_files={
+                    "training_args.json": json.dumps({**asdict(cfg), "lr": lr, "task": train.task,
+                                                      "null_threshold": ev.get("null_threshold")}, indent=2)})
             result = {"task": train.task, "mode": "fine-tune", "lr": lr, "train_examples": len(train.examples),
                       "dev_examples": len(dev.examples), "train_seconds": round(secs, 1), "dev": ev,
                       "label_names": label_names}

@@ -16,13 +16,13 @@ import signal
 import threading
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-from .. import checkpoint
+from .. import checkpoint, full_disk
 from ..data.corpora import load_corpus, split_documents, tiny_corpus
 from ..data.pretraining import MaskingConfig, collate, continuation_ids, create_instances
 from ..model import BertConfig, BertForPreTraining, preset
@@ -103,6 +103,101 @@ class PretrainConfig:
                              self.max_predictions_per_seq, self.whole_word)
 
 
+# ----- resuming: what may change ---------------------------------------------------------------
+# A resumed run is the same run. Everything that decides its data (corpus, split, vocabulary,
+# sequences, masks, batches), its model or its optimisation stays as the run was started; only
+# these may be given anew, because they decide when it logs, evaluates and saves, and where the
+# arithmetic runs, not what it learns from.
+FREE_ON_RESUME = ("log_every", "eval_every", "save_every", "device", "precision")
+# max_steps may change as well: the learning-rate schedule is then re-planned from the resumed
+# step (see check_resume), and the log says so.
+
+
+class ResumeRefused(ValueError):
+    """A resume asked to change settings that decide the run's data or schedule. ``changed``
+    maps each such setting to (asked, the run's own)."""
+
+    def __init__(self, run_dir, changed: dict[str, tuple]):
+        self.run_dir, self.changed = Path(run_dir), changed
+        super().__init__(self.sentence())
+
+    def sentence(self, spell=lambda name: name) -> str:
+        """The refusal in one sentence; ``spell`` writes a setting's name (the CLI: as its --flag)."""
+        def show(v):
+            return "none" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+        what = ", ".join(f"{spell(k)} {show(a)} (the run's: {show(s)})" for k, (a, s) in self.changed.items())
+        return (f"{self.run_dir} resumes with the settings it was started with, and {what} would change the data or "
+                f"the schedule it has already trained on; leave {'them' if len(self.changed) > 1 else 'it'} out to "
+                "resume, or start a new run in another folder")
+
+
+def saved_settings(run_dir) -> tuple[PretrainConfig, int]:
+    """(the settings a run's training so far used, the step it resumes from). They are read from
+    its newest resumable checkpoint (``training_args.json``, written with the weights), else, when
+    it stopped before its first checkpoint, from its ``config.json``."""
+    run = Run(run_dir)
+    latest = run.latest_checkpoint()
+    args_file = latest / "training_args.json" if latest else None
+    if args_file is not None and args_file.is_file():
+        saved = json.loads(args_file.read_text())
+    elif (run.path / "config.json").is_file():
+        saved = run.config()
+    else:
+        raise ValueError(f"{run.path} holds no pre-training run to resume; leave out --resume to start one there")
+    if saved.get("kind", "pretrain") != "pretrain":
+        raise ValueError(f"{run.path} is a {saved['kind']} run, not a pre-training run")
+    return PretrainConfig.from_dict(saved, strict=False), int(latest.name[5:]) if latest else 0
+
+
+def check_resume(run_dir, saved: PretrainConfig, asked: PretrainConfig, step: int) -> tuple[PretrainConfig, list[str]]:
+    """The settings a run resumed at ``step`` trains with: ``saved`` (its own), with the settings of
+    ``asked`` that may change (FREE_ON_RESUME, max_steps), and a sentence for the log on each change.
+    Raises ResumeRefused naming every other setting that differs, and ValueError when max_steps
+    does not lie beyond ``step``.
+
+    A new ``max_steps`` re-plans the learning-rate schedule from ``step``: the warm-up keeps its
+    length and the linear decay now reaches zero at the new last step, as if the run had been
+    planned that long from the start (the rate at ``step`` is that plan's, which the log gives)."""
+    fixed = [f.name for f in fields(PretrainConfig) if f.name not in FREE_ON_RESUME + ("max_steps",)]
+    changed = {k: (getattr(asked, k), getattr(saved, k)) for k in fixed if getattr(asked, k) != getattr(saved, k)}
+    # No warm-up given means the run's own; a re-planned run states it as a number (10% of its first plan).
+    if "warmup_steps" in changed and asked.warmup_steps in (None, warmup_steps_of(saved)):
+        del changed["warmup_steps"]
+    if changed:
+        raise ResumeRefused(run_dir, changed)
+    cfg, notes = saved, []
+    for k in FREE_ON_RESUME:
+        if getattr(asked, k) != getattr(saved, k):
+            notes.append(f"{k} {getattr(saved, k)} -> {getattr(asked, k)} (it changes neither the data nor the schedule)")
+            cfg = replace(cfg, **{k: getattr(asked, k)})
+    if asked.max_steps != saved.max_steps:
+        if asked.max_steps <= step:
+            raise ValueError(f"{Path(run_dir)} is already at step {step}, so max_steps {asked.max_steps} leaves "
+                             f"nothing to train; ask for more than {step} steps")
+        cfg = replace(cfg, max_steps=asked.max_steps)
+        if step:  # steps have run: keep their warm-up, whatever the new length would make of "10%"
+            warmup = warmup_steps_of(saved)
+            cfg = replace(cfg, warmup_steps=warmup)
+            notes.append(f"max_steps {saved.max_steps} -> {asked.max_steps}: the learning-rate schedule is re-planned "
+                         f"from step {step}: the warm-up stays {warmup} step{'s' if warmup != 1 else ''} and the rate "
+                         f"now falls linearly to 0 at step {asked.max_steps} instead of {saved.max_steps}")
+    return cfg, notes
+
+
+def resume_settings(run_dir, changes: dict | None = None) -> tuple[PretrainConfig, list[str]]:
+    """What ``bert-explorer pretrain --output RUN --resume`` and the Pre-train page's Resume train
+    with: the run's own settings, with ``changes`` (the settings the user gave) applied where a
+    resume allows them (:func:`check_resume`)."""
+    saved, step = saved_settings(run_dir)
+    asked = PretrainConfig.from_dict({**asdict(saved), **(changes or {})}, strict=False)
+    return check_resume(run_dir, saved, asked, step)
+
+
+def warmup_steps_of(cfg: PretrainConfig) -> int:
+    """The warm-up length: as set, else 10% of max_steps (the paper: 10k of 1M steps)."""
+    return cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.max_steps // 10)
+
+
 def _warm_start(cfg: PretrainConfig, run: Run, dev: Device) -> BertForPreTraining:
     """Continue pre-training from ``cfg.init``: its encoder weights exactly, its vocabulary,
     and fresh heads for whatever it lacks (an encoder-only checkpoint has no MLM or NSP head)."""
@@ -170,21 +265,52 @@ def evaluate(model, instances, cfg: PretrainConfig, tok: WordPieceTokenizer, dev
 def _save(run: Run, model, tok, step: int, optimizer, scheduler, scaler, cfg: PretrainConfig,
           metrics: dict | None = None) -> Path:
     def write_state(d: Path):
-        torch.save({
-            "step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-            "scaler": scaler.state_dict(), "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        }, d / "training_state.pt")
+        # Through a Python file: on a full disk torch's own writer says only "unexpected pos";
+        # this way the OSError(ENOSPC) travels with it (full_disk.is_disk_full reads either).
+        with open(d / "training_state.pt", "wb") as f:
+            torch.save({
+                "step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "scaler": scaler.state_dict(), "torch_rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            }, f)
 
     extra = {"training_args.json": _json(asdict(cfg))}
     if metrics:
         extra["eval_metrics.json"] = _json(metrics)
-    path = checkpoint.save(model, tok, run.path / "checkpoints" / f"step-{step}", extra, write_state)
+    # The weights in float32 plus Adam's two moments of every trained weight (the optimiser state).
+    needed = sum(p.numel() * 4 * (3 if p.requires_grad else 1) for p in model.parameters())
+    with full_disk.saving(run.path, f"save the checkpoint of step {step}", lambda: _after_a_full_disk(run), needed):
+        path = checkpoint.save(model, tok, run.path / "checkpoints" / f"step-{step}", extra, write_state)
     # Only the newest checkpoint keeps the (large) optimiser state; older ones stay loadable models.
     for _, older in run.checkpoints():
         if older != path:
             (older / "training_state.pt").unlink(missing_ok=True)
     return path
+
+
+def _after_a_full_disk(run: Run) -> str:
+    """What a full disk leaves a run with, and how to go on once there is room."""
+    resume = f"`bert-explorer pretrain --output {run.path} --resume` (or Resume on the Pre-train page)"
+    last = run.latest_checkpoint()
+    if last is None:
+        return f"no checkpoint has been saved yet, so {resume} starts it again from step 0 once space is freed"
+    return f"the last good checkpoint is {last}, and {resume} continues from it once space is freed"
+
+
+def _follow_the_plan(optimizer, scheduler, step: int, run: Run | None) -> None:
+    """Set the learning rate of the next update to the schedule's value at ``step``. The
+    optimiser's saved state holds the rate of the plan it was saved under; when max_steps was
+    changed on resume (check_resume), the schedule is re-planned and the two differ: the log
+    says by how much."""
+    planned = [base * factor(step) for base, factor in zip(scheduler.base_lrs, scheduler.lr_lambdas)]
+    before = [g["lr"] for g in optimizer.param_groups]
+    if all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-15) for a, b in zip(before, planned)):
+        return
+    for group, lr in zip(optimizer.param_groups, planned):
+        group["lr"] = lr
+    scheduler._last_lr = planned  # what get_last_lr() reports until the next step
+    if run is not None:
+        run.log(f"learning rate at step {step}: {before[0]:.3g} under the old plan, {planned[0]:.3g} under the new one")
 
 
 def _json(d: dict) -> str:
@@ -267,21 +393,34 @@ def _run_tokenizer(cfg, run: Run, train_docs, dev: Device, latest: Path | None) 
 @writes_run("run_dir", "bert-explorer pretrain")
 def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = False,
                     progress: bool = True, on_step=None) -> dict:
-    """Pre-train into ``run_dir``; ``on_step(step, losses)`` is called after every update."""
+    """Pre-train into ``run_dir``; ``on_step(step, losses)`` is called after every update.
+
+    With ``resume`` the run goes on from its newest checkpoint with the settings that checkpoint
+    was trained with: ``cfg`` may differ from them only where :func:`check_resume` allows (cadence
+    of logs, evaluations and checkpoints, device, precision, and max_steps with a re-planned
+    schedule); any other difference is refused (ResumeRefused) before anything is written."""
     run = Run(run_dir)
     if not resume and run.checkpoints():  # checked before anything is written
         raise ValueError(f"{run.path} already holds checkpoints; pass --resume to continue it or choose a new --output")
+    latest = run.latest_checkpoint() if resume else None
+    notes = []
+    if resume:
+        saved, step = saved_settings(run.path)
+        cfg, notes = check_resume(run.path, saved, cfg, step)
     dev = pick_device(cfg.device, cfg.precision)
     if dev.is_main:
         run.create(asdict(cfg), "pretrain")
-    latest = run.latest_checkpoint() if resume else None
+        for note in notes:
+            run.log(f"resuming with {note}")
     # SIGTERM (the Runs page's hard stop, a scheduler) ends the run cleanly at the next step;
     # the process's own handler is put back afterwards.
     stop_signal = {"set": False}
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop_signal.update(set=True)) if in_main_thread else None
     try:
-        with marks_failure(run) if dev.is_main else nullcontext():  # a crash leaves "failed", not "running"
+        with marks_failure(run) if dev.is_main else nullcontext(), \
+                full_disk.saving(run.path, "go on writing the run", lambda: _after_a_full_disk(run)):
+            # a crash leaves "failed", not "running"; a full disk anywhere (metrics, log) is one sentence
             return _pretrain(cfg, run, dev, latest, progress, on_step, stop_signal)
     finally:
         if in_main_thread:
@@ -324,8 +463,7 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
         # so the optimiser never sees it and a checkpoint can ship without it.
         model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
-    warmup = cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.max_steps // 10)
-    scheduler = linear_warmup_decay(optimizer, warmup, cfg.max_steps)
+    scheduler = linear_warmup_decay(optimizer, warmup_steps_of(cfg), cfg.max_steps)
     scaler = dev.grad_scaler()
     start_step = 0
     if latest:
@@ -334,11 +472,13 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
         state = torch.load(latest / "training_state.pt", map_location="cpu", weights_only=True)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
-        scaler.load_state_dict(state["scaler"])
+        if state["scaler"] or not scaler.is_enabled():  # a run saved in fp32/bf16 and resumed in fp16 starts a scaler
+            scaler.load_state_dict(state["scaler"])
         torch.set_rng_state(state["torch_rng"])
         if state["cuda_rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         start_step = state["step"]
+        _follow_the_plan(optimizer, scheduler, start_step, run if dev.is_main else None)
     ddp_model = model
     if dev.distributed:
         ddp_model = torch.nn.parallel.DistributedDataParallel(
