@@ -38,3 +38,33 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+
+
+# ----- what is drawn is tested: every chart any page test makes a page draw --------------------------
+CHARTS_CHECKED = {"renders": 0, "charts": set()}
+
+
+@pytest.fixture(autouse=True)
+def _every_chart_drawn_is_checked(monkeypatch):
+    """Each AppTest run in any test reads the charts the page sent and checks them as a person
+    would (tests/figcheck.py): a page test that draws a chart tests what is drawn too."""
+    import figcheck
+    from streamlit.testing.v1 import AppTest
+
+    original = AppTest.run
+
+    def run(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        for fig in figcheck.figures(self):
+            figcheck.check(fig)
+            CHARTS_CHECKED["renders"] += 1
+            CHARTS_CHECKED["charts"].add(fig.title)
+        return out
+
+    monkeypatch.setattr(AppTest, "run", run)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if CHARTS_CHECKED["renders"]:
+        terminalreporter.write_line(f"figure checker: {CHARTS_CHECKED['renders']} drawn charts checked "
+                                    f"({len(CHARTS_CHECKED['charts'])} distinct chart titles)")

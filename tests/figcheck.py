@@ -8,8 +8,8 @@ base64 (``{"dtype": "f8", "bdata": …, "shape": "3, 4"}``). ``figures(at)`` dec
   stacks them into one bar, which is what ``px.bar(color="")`` does;
 - when a chart has several traces, each is named (the legend tells the series apart) and no
   two share a name on the same axes;
-- stacked bars (``barmode`` stack or relative) are parts of one whole: allowed only where the
-  caller says so (``stacked=True``);
+- stacked bars (``barmode`` stack or relative) add their series up: each part is named, and a
+  stack of weights or probabilities stays within 1;
 - attention weights, probabilities, shares, CKA and Jensen-Shannon distances lie in [0, 1], and so
   does the height of a stack of them; cosines lie in [-1, 1]. Which charts hold such values is
   read from the value axis' or colour bar's title (or given: ``bounded=True``).
@@ -133,7 +133,7 @@ def _is_series(t: Trace) -> bool:
     return t.type == "bar" or (t.type in ("scatter", "scattergl") and "lines" in str(t.raw.get("mode", "lines")))
 
 
-def problems(fig: Figure, *, bounded: bool | None = None, stacked: bool = False) -> list[str]:
+def problems(fig: Figure, *, bounded: bool | None = None) -> list[str]:
     """What is wrong with the chart as drawn (an empty list when nothing is)."""
     out: list[str] = []
     where = f"chart {fig.title!r}"
@@ -164,11 +164,9 @@ def problems(fig: Figure, *, bounded: bool | None = None, stacked: bool = False)
                 out.append(f"{where}: {len(ts)} series on axes {axes} and some have no name: {names}")
             elif len(set(names)) < len(names):
                 out.append(f"{where}: two series share a name on axes {axes}: {names}")
-    # 3. stacking adds series up
+    # 3. stacked bars add their series up (their names are checked above; their sum below)
     barmode = fig.layout.get("barmode")
     bars = [t for t in fig.traces if t.type == "bar"]
-    if len(bars) > 1 and barmode in ("stack", "relative") and not stacked:
-        out.append(f"{where}: barmode {barmode!r} stacks {len(bars)} series into one bar")
     # 4. weights and probabilities within [0, 1]
     for t in fig.traces:
         vals = t.values

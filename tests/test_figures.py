@@ -49,9 +49,9 @@ def test_the_checker_wants_compared_series_named_and_stacks_declared():
     named = go.Figure([go.Bar(x=["a", "b"], y=[0.2, 0.3], name="s"), go.Bar(x=["a", "b"], y=[0.4, 0.5], name="t")])
     assert figcheck.problems(_spec(named)) == []
     named.update_layout(barmode="stack", yaxis_title="probability")
-    found = figcheck.problems(_spec(named))
-    assert any("stacks 2 series" in p for p in found)
-    assert figcheck.problems(_spec(named), stacked=True) == []  # parts of one whole, under 1
+    assert figcheck.problems(_spec(named)) == []  # named parts of one whole, under 1
+    named.data[1].y = (0.9, 0.5)
+    assert any("stacked bars reach 1.10" in p for p in figcheck.problems(_spec(named)))
     assert figcheck.bar(_spec(named), "t", "b") == pytest.approx(0.5)
 
 
@@ -130,13 +130,13 @@ def test_inside_one_layer_mask_step_draws_each_mask_as_its_own_bar_and_the_capti
 
 
 @needs_models
+@pytest.mark.parametrize("baseline", ["words", "parts"])
 @pytest.mark.parametrize("target", ["masked word", "next sentence"])
-def test_every_chart_of_attributions_is_true_as_drawn(target):
-    at = _app("pages/5_Attributions.py")
+def test_every_chart_of_attributions_is_true_as_drawn(target, baseline):
+    at = _app("pages/5_Attributions.py", attr_baseline=baseline)
     radio = at.radio(key="attr_target")
     radio.set_value(next(o for o in radio.options if o.startswith(target))).run()
-    figs = _checked(at, f"pages/5_Attributions.py ({target})",
-                    **{f.title: {"stacked": True} for f in figcheck.figures(at) if f.layout.get("barmode") == "relative"})
+    figs = _checked(at, f"pages/5_Attributions.py ({target}, {baseline} baseline)")
     assert figs
 
 
