@@ -18,12 +18,12 @@ from streamlit.testing.v1 import AppTest
 from bert_explorer import checkpoint
 from bert_explorer.analysis.attention import attention_maps
 from bert_explorer.analysis.timelapse import timelapse
-from bert_explorer.data.tasks import make_tiny
+from bert_explorer.data.tiny_tasks import make_tiny
 from bert_explorer.model import BertConfig, BertForPreTraining
 from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
-from bert_explorer.train.runs import (Run, delete, gpu_queue_applies, kill, process_start,
-                                      start_background)
+from bert_explorer.train.run_lock import process_start
+from bert_explorer.train.runs import Run, delete, gpu_queue_applies, kill, start_background
 
 TINY_PT = dict(corpus="tiny", size="tiny", vocab="train", vocab_size=300, batch_size=4, max_seq_length=48,
                log_every=1, eval_every=1000, eval_batches=2, seed=3, device="cpu")

@@ -15,7 +15,7 @@ from .parser import build_parser
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from ..train.runs import RunBusy
+    from ..train.run_lock import RunBusy
 
     try:
         return args.func(args)
