@@ -55,10 +55,10 @@ def default_index() -> Path | None:
     """The BBC index of minilm-mlm-nsp at layer 6, if it has been built."""
     try:
         from bert_explorer import checkpoint
-        from bert_explorer.analysis import neighbours as nb
+        from bert_explorer.analysis import neighbour_build as nbb
 
-        path = nb.index_path(checkpoint.load("minilm-mlm-nsp", "BertModel"), "bbc", 6)
-        return path if nb.is_complete(path) else None
+        path = nbb.index_path(checkpoint.load("minilm-mlm-nsp", "BertModel"), "bbc", 6)
+        return path if nbb.is_complete(path) else None
     except Exception:  # noqa: BLE001 — a benchmark falls back to synthetic data
         return None
 

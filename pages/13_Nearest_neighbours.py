@@ -5,6 +5,7 @@ import streamlit as st
 
 from bert_explorer import full_disk
 from bert_explorer.analysis import neighbour_jobs as jobs
+from bert_explorer.analysis import neighbour_build as nbb
 from bert_explorer.analysis.disk_cache import cache_root
 from bert_explorer.analysis import neighbours as nb
 from bert_explorer.analysis.export import ResultBundle
@@ -70,14 +71,14 @@ layer = c3.selectbox("Layer", list(range(L + 1)), index=L, key="nn_layer",
 k = c4.number_input("Hits", 5, 50, 10, 5, key="nn_k")
 st.caption(f"Try the same word in another sense, e.g. “{OTHER_SENSE}”, and compare layer 0 with layer {L}.")
 
-state = nb.index_state(loaded, corpus, layer)
+state = nbb.index_state(loaded, corpus, layer)
 path = state["path"]
 
 
 # ----- no index yet: build it in the background --------------------------------------------------
 @st.fragment(run_every=2.0)
 def _watch(model: str, corpus, layer: int) -> None:
-    s = nb.index_state(load(model, ARCH)[0], corpus, layer)
+    s = nbb.index_state(load(model, ARCH)[0], corpus, layer)
     if s["state"] != "building":
         st.rerun()  # finished (or stopped): redraw the whole page
     st.progress(min(1.0, float(s.get("fraction") or 0.0)), text=s.get("message") or "building…")
@@ -100,13 +101,13 @@ if state["state"] != "ready":
         with st.expander("Its log"):
             st.code(without_host_paths(jobs.log_tail(Path(path))), language=None)
     with st.spinner("Measuring how fast this model runs here…"):
-        est = computed(nb.estimate_build_seconds, name, ARCH, corpus, layer)
+        est = computed(nbb.estimate_build_seconds, name, ARCH, corpus, layer)
     st.markdown(
         f"The index holds every WordPiece of the corpus except [CLS] and [SEP]: **{est['tokens']:,} tokens** in "
         f"{est['sentences']:,} sentences, {est['disk_bytes'] / 1e6:,.0f} MB on disk (fp16). Building it runs the "
         f"model over all of them, up to {layer_label(layer)}: measured here on {est['threads']} CPU "
         f"thread{'s' if est['threads'] > 1 else ''} at {est['tokens_per_s']:,.0f} tokens/s, that is **about "
-        f"{nb.duration_text(est['seconds'])}**. It is built once and kept for every later visit.")
+        f"{nbb.duration_text(est['seconds'])}**. It is built once and kept for every later visit.")
     free = full_disk.free_bytes(cache_root())
     room = (f"While it runs the build needs about **{full_disk.size_text(est['build_disk_bytes'])}** free in the cache "
             f"folder {shown_path(cache_root())} (its finished parts and the index side by side); free there now: "
@@ -153,13 +154,13 @@ st.dataframe(table, hide_index=True, width="stretch", key="nn_hits", column_conf
     "right context": st.column_config.TextColumn(width="medium"),
     "same token": st.column_config.TextColumn(help="the same WordPiece as your token", width="small")})
 
-built = [l for l in range(L + 1) if l != layer and nb.is_complete(nb.index_path(loaded, corpus, l))]
+built = [l for l in range(L + 1) if l != layer and nbb.is_complete(nbb.index_path(loaded, corpus, l))]
 if built and st.checkbox(f"Compare with the other layer{'s' if len(built) > 1 else ''} that ha"
                          f"{'ve' if len(built) > 1 else 's'} an index: {', '.join(map(str, built))}",
                          key="nn_compare"):
     rows = []
     for l in sorted(built + [layer]):
-        r = _nearest(name, str(nb.index_path(loaded, corpus, l)), text, position, l, int(k))
+        r = _nearest(name, str(nbb.index_path(loaded, corpus, l)), text, position, l, int(k))
         rows.append({"layer": l, f"same token in the top {k}": r.same_token,
                      "nearest other tokens": ", ".join(dict.fromkeys(h["token"] for h in r.hits
                                                                      if not h["same_token"])),
@@ -172,7 +173,7 @@ if built and st.checkbox(f"Compare with the other layer{'s' if len(built) > 1 el
     st.caption("Read down the table: how the neighbours of the same token change as context is mixed in.")
 meta = _open(path).meta
 st.caption(f"Index: {meta['rows']:,} tokens of {meta['sentences']:,} sentences ({meta['corpus']}), built "
-           f"{meta['built']} in {nb.duration_text(meta['build_seconds'])}. Exact search (every token is scored).")
+           f"{meta['built']} in {nbb.duration_text(meta['build_seconds'])}. Exact search (every token is scored).")
 
 st.divider()
 exports.bundle_button(bundle, "nn_bundle")

@@ -3,10 +3,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from bert_explorer.analysis.attributions import (BASELINES, DEFAULT_BASELINE, EXAMPLE_CLASSIFIER, EXAMPLE_MASKED,
-                                                 EXAMPLE_PAIR, classifier_runs, explain_classifier,
+                                                 EXAMPLE_PAIR, baseline_note, classifier_runs, explain_classifier,
                                                  explain_masked_word, explain_next_sentence)
 from bert_explorer.analysis.probes import MLM_HEAD, NSP_HEAD
-from bert_explorer.analysis.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION, baseline_note
+from bert_explorer.analysis.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import remembered

@@ -11,6 +11,7 @@ from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
+from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction
 from bert_explorer.app.state import device_name, show_mode, shown_path, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
@@ -63,7 +64,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
         if upload is None:
             corpus_error = "Upload a .txt file."
         else:
-            corpus_error, corpus_facts = dv.check_corpus_upload(upload[0], upload[1], objective)
+            corpus_error, corpus_facts = check_corpus_upload(upload[0], upload[1], objective)
             if corpus_error:
                 c1.error(corpus_error)
             else:
@@ -157,7 +158,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
             if upload:  # the text lives in the run directory, so the run can be resumed and repeated
                 path = rv.store_upload(run_dir, "corpus.txt", upload[1])
                 config["corpus"] = str(path.resolve())
-                config["held_out_fraction"] = dv.held_out_fraction(corpus_facts.get("documents", 0))
+                config["held_out_fraction"] = held_out_fraction(corpus_facts.get("documents", 0))
             if rv.launch("pretrain", config, run_dir, remember=("pt_watch", rv.rel_name(Run(run_dir), root)),
                          upload=path):
                 st.success(f"Started {run_dir.name}.")  # and watched below

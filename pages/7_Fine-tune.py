@@ -10,8 +10,10 @@ from bert_explorer.app import runs_view as rv
 from bert_explorer.app.state import model_picker, shown_path, without_host_paths, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import CheckpointError
-from bert_explorer.data.task_types import TASK_TYPES
-from bert_explorer.data.tasks import BUILTIN_TASKS, TASKS
+from bert_explorer.data.tasks import BUILTIN_TASKS
+from bert_explorer.data.uploads.names import safe_filename, table_columns
+from bert_explorer.tasks.registry import TASK_TYPES, task_type
+from bert_explorer.tasks.spans import SpanTask
 from bert_explorer.train.finetune import FEATURE_MODES, FINETUNE_DEFAULT_MODEL, ltr_problem, small_dev_warning
 from bert_explorer.train.runs import Run
 
@@ -41,9 +43,11 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             data_error = "Upload a file, or choose a built-in dataset."
         else:
             name, raw = upload
-            columns = dv.table_columns(raw)
+            columns = table_columns(raw)
             c = st.columns(4)
-            task = c[0].selectbox("Task", ["(detect)", *TASKS], key="ft_task")
+            # the task a person names here is the object from then on (None: detect it from the file)
+            task = c[0].selectbox("Task", [None, *TASK_TYPES.values()], key="ft_task",
+                                  format_func=lambda t: "(detect)" if t is None else t.name)
             pick = {}
             if columns:
                 for col, (what, key) in zip(c[1:], (("Text column", "text_column"), ("Second text column (pairs)",
@@ -51,8 +55,8 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                                                     ("Label column", "label_column"))):
                     pick[key] = col.selectbox(what, ["(detect)", *columns], key=f"ft_{key}")
             chosen = {k: (None if v == "(detect)" else v) for k, v in pick.items()}
-            spec = {"task": None if task == "(detect)" else task, **chosen}
-            outcome, result = dv.read_upload(name, raw, spec["task"], chosen.get("text_column"),
+            spec = {"task": task and task.name, **chosen}
+            outcome, result = dv.read_upload(name, raw, task, chosen.get("text_column"),
                                             chosen.get("text_pair_column"), chosen.get("label_column"))
             if outcome == "error":
                 data_error = result
@@ -60,9 +64,9 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             else:
                 data = result
     else:
-        options = [n for n, t in BUILTIN_TASKS.items() if t.available] + [f"tiny:{t}" for t in TASKS]
+        options = [n for n, t in BUILTIN_TASKS.items() if t.available] + [f"tiny:{t}" for t in TASK_TYPES]
         builtin = st.selectbox("Built-in dataset", options, key="ft_builtin",
-                               format_func=lambda n: f"{n} ({BUILTIN_TASKS[n].task})" if n in BUILTIN_TASKS else
+                               format_func=lambda n: f"{n} ({BUILTIN_TASKS[n].task.name})" if n in BUILTIN_TASKS else
                                f"{n} (generated, 64 examples: a run in seconds)")
         if builtin in BUILTIN_TASKS:
             info = BUILTIN_TASKS[builtin]
@@ -72,12 +76,12 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
 
     if data is not None:
         summary = data.summary()
-        st.success(f"Detected task: **{data.task}** · {len(data.examples):,} examples"
+        st.success(f"Detected task: **{data.task.name}** · {len(data.examples):,} examples"
                    + (f" · labels: {', '.join(map(str, data.label_names[:12]))}" if data.label_names else ""))
         for note in data.notes:
             st.caption(f"• {note}")
         st.dataframe(dv.examples_frame(data, 20), hide_index=True)
-        if summary.get("label_counts") and not TASK_TYPES[data.task].per_token:  # NER counts tags, shown above
+        if summary.get("label_counts") and not data.task.per_token:  # NER counts tags, shown above
             st.caption("Examples per label: " + ", ".join(f"{k} {v:,}" for k, v in summary["label_counts"].items()))
 
     # ----- 2. settings ----------------------------------------------------------------------------------
@@ -104,7 +108,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     if data is not None:
         task_kind = data.task
     elif source == "Built-in dataset":
-        task_kind = BUILTIN_TASKS[builtin].task if builtin in BUILTIN_TASKS else builtin[5:]
+        task_kind = BUILTIN_TASKS[builtin].task if builtin in BUILTIN_TASKS else task_type(builtin[5:])
     else:
         task_kind = None
     if data is not None and source == "Upload a file":
@@ -122,7 +126,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
         run_dir.mkdir(parents=True)
         if upload:  # the data travels with the run: it can be repeated and inspected later
             (run_dir / "data").mkdir()
-            path = run_dir / "data" / rv.safe_filename(upload[0])
+            path = run_dir / "data" / safe_filename(upload[0])
             path.write_bytes(upload[1])
             train = str(path.resolve())
         else:
@@ -149,7 +153,7 @@ has_model = (run.path / "model").is_dir() or (run.path / "feature_head").is_dir(
 
 dev = result["dev"]
 task = result["task"]
-kind = TASK_TYPES.get(task)  # None: a run of a task type this version does not know
+kind = TASK_TYPES.get(task)  # the run names its task type; None: one this version does not know
 main = list(kind.metrics) if kind else []
 shown = [k for k in main if isinstance(dev.get(k), (int, float))]
 cols = st.columns(max(1, len(shown)) + 1)
@@ -170,7 +174,7 @@ if "confusion_matrix" in dev:
 if dev.get("per_type"):  # entity F1 by type (NER)
     st.markdown("**Entities by type (dev, exact span and type)**")
     st.dataframe(pd.DataFrame(dev["per_type"]).T.round(3))
-if kind and kind.target == "span":
+if isinstance(kind, SpanTask):
     if dev.get("null_threshold") is not None:
         st.caption(f"No-answer threshold τ = {dev['null_threshold']:.2f}, tuned on dev (Section 4.3).")
     if has_model:
@@ -203,19 +207,15 @@ if example is not None:
     except CheckpointError as e:
         st.error(without_host_paths(f"The model of this run cannot be loaded: {e}"))
         out = None
-    if out is not None:
-        if "label" in out:
-            st.metric("Prediction", out["label"])
-            st.bar_chart(pd.Series(out["probabilities"], name="probability"))
-        elif "entities" in out:
-            st.dataframe(pd.DataFrame({"word": out["tokens"], "tag": out["tags"]}).T)
-            st.write("Entities: " + (", ".join(f"**{e['text']}** ({e['type']})" for e in out["entities"]) or "none"))
-        elif "answer" in out:
-            st.metric("Answer", out["answer"] or "(no answer)")
-        elif "choice" in out:
-            st.metric("Choice", f"{out['choice'] + 1}: {example['choices'][out['choice']]}")
-        elif "score" in out:
-            st.metric("Score", f"{out['score']:.3f}")
+    if out is not None:  # the task type says how its answer reads
+        shown = kind.shown(out, example)
+        if shown.table is None:
+            st.metric(shown.title, shown.text)
+        else:  # one column per word, then the answer in a line
+            st.dataframe(pd.DataFrame(shown.table).T)
+            st.write(f"{shown.title}: {shown.text}")
+        if shown.scores:
+            st.bar_chart(pd.Series(shown.scores, name="probability"))
 
 # ----- 5. download -------------------------------------------------------------------------------------
 st.subheader("5. Download")

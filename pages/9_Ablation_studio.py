@@ -10,7 +10,8 @@ from bert_explorer.app.state import show_mode, shown_path, writes_allowed, write
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.experiments import grid, results
-from bert_explorer.experiments.runner import is_ablation, read_plan, read_results
+from bert_explorer.experiments.runner import read_plan, read_results
+from bert_explorer.train.run_finder import is_ablation
 from bert_explorer.train.runs import ACTIVE_STATES, Run
 
 st.set_page_config(page_title="Ablation studio · BERT Explorer", layout="wide")

@@ -10,9 +10,9 @@ from streamlit.testing.v1 import AppTest
 from bert_explorer import checkpoint
 from bert_explorer.analysis import attributions
 from bert_explorer.analysis.attributions import (BASELINES, EXAMPLE_MASKED, EXAMPLE_PAIR, Attributions,
-                                                 baseline_inputs, classifier_runs, explain_classifier,
+                                                 baseline_inputs, baseline_note, classifier_runs, explain_classifier,
                                                  explain_masked_word, explain_next_sentence)
-from bert_explorer.analysis.reliability import baseline_note, reliability, step_schedule
+from bert_explorer.analysis.reliability import reliability, step_schedule
 from bert_explorer.checkpoint import DEFAULT_MODEL, SHORT_NAMES
 from bert_explorer.model import BertConfig
 from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer

@@ -3,8 +3,7 @@ import torch
 
 from bert_explorer.checkpoint import resolve
 from bert_explorer.tokenizer import WordPieceTokenizer
-from bert_explorer.train.featurize import featurize
-from bert_explorer.train.evaluation import evaluate
+from bert_explorer.tasks.registry import QA
 
 TOK = WordPieceTokenizer.from_dir(resolve("minilm"))
 CONTEXT = " ".join(f"word{i % 7} is near the river ." for i in range(20)) + " the answer is a cat . " + \
@@ -18,7 +17,7 @@ def _qa(answer_text, question="who discombobulated the xylophonists?"):
 
 
 def test_windows_move_by_doc_stride_and_cover_the_context():
-    feats = featurize("qa", [_qa("cat")], TOK, None, max_seq_length=32, doc_stride=8)
+    feats = QA.featurize([_qa("cat")], TOK, None, max_seq_length=32, doc_stride=8)
     n_context = len(TOK.tokenize(CONTEXT))
     # each window moves 8 context tokens: about n/8 windows, not one per token
     assert len(feats) <= n_context // 8 + 2
@@ -30,7 +29,7 @@ def test_windows_move_by_doc_stride_and_cover_the_context():
 
 def test_answer_labels_decode_to_the_answer_even_with_spaces():
     for text in ("cat", "cat ", " cat"):
-        feats = featurize("qa", [_qa(text)], TOK, None, max_seq_length=32, doc_stride=8)
+        feats = QA.featurize([_qa(text)], TOK, None, max_seq_length=32, doc_stride=8)
         labelled = [f for f in feats if f["start_positions"] > 0]
         assert len(labelled) >= 2  # overlapping windows both hold the answer
         for f in labelled:
@@ -41,7 +40,7 @@ def test_answer_labels_decode_to_the_answer_even_with_spaces():
 def test_null_threshold_can_choose_to_answer_nothing():
     examples = [_qa("cat"), {**_qa("cat"), "id": "u1", "is_impossible": True, "answers": []},
                 {**_qa("cat"), "id": "u2", "is_impossible": True, "answers": []}]
-    feats = featurize("qa", examples, TOK, None, max_seq_length=64, doc_stride=32)
+    feats = QA.featurize(examples, TOK, None, max_seq_length=64, doc_stride=32)
     outputs = []
     for f in feats:  # every window: a confident wrong span ("river") far above the null score
         T = len(f["input_ids"])
@@ -50,6 +49,6 @@ def test_null_threshold_can_choose_to_answer_nothing():
         wrong = next(t for t, sid in enumerate(tokens) if sid == 1)
         s[wrong], e[wrong] = 5.0, 5.0
         outputs.append((s, e))
-    ev = evaluate("qa", examples, feats, outputs, None)
+    ev = QA.evaluate(examples, feats, outputs, None)
     # answering nothing gets the two unanswerable questions right: F1 = 2/3
     assert ev["f1"] >= 66.6 and ev["null_threshold"] > 0

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from bert_explorer import checkpoint
-from bert_explorer.data.tasks import make_tiny
+from bert_explorer.data.tiny_tasks import make_tiny
 from bert_explorer.model import BertConfig, BertForPreTraining
 from bert_explorer.tokenizer import WordPieceTokenizer
-from bert_explorer.data.task_types import task_type
+from bert_explorer.tasks.registry import task_type
 from bert_explorer.train.finetune import FinetuneConfig, ltr_problem, run_finetuning
 from bert_explorer.train.predict import Predictor
 
@@ -75,10 +75,9 @@ def test_finetune_learns_and_exports(task, base_model, tmp_path):
     # transformers reads the exported model and gives the same outputs as ours
     model_dir = tmp_path / "run" / "model"
     ours = checkpoint.load(model_dir)
-    from bert_explorer.train.featurize import collate, featurize
     data = make_tiny(task, n=8, seed=5)
-    feats = featurize(task, data.examples, ours.tokenizer, result["label_names"], 64)
-    batch = {k: v for k, v in collate(feats, ours.tokenizer.pad_id, task).items()
+    feats = data.task.featurize(data.examples, ours.tokenizer, result["label_names"], 64)
+    batch = {k: v for k, v in data.task.collate(feats, ours.tokenizer.pad_id).items()
              if k in ("input_ids", "token_type_ids", "attention_mask")}
     with torch.no_grad():
         out = ours.model(**batch)
@@ -151,11 +150,12 @@ def test_a_left_to_right_checkpoint_is_not_fine_tuned_through_cls(base_model, tm
     cfg = json.loads((ltr / "config.json").read_text())
     (ltr / "config.json").write_text(json.dumps({**cfg, "causal": True}))
     for task in ("classification", "pair-classification", "regression", "multiple-choice"):
-        assert "left-to-right" in ltr_problem(str(ltr), task, "fine-tune")
-        assert ltr_problem(base_model, task, "fine-tune") is None
-    assert ltr_problem(str(ltr), "ner", "fine-tune") is None and ltr_problem(str(ltr), "qa", "fine-tune") is None
-    assert ltr_problem(str(ltr), "classification", "feature-based") is None
-    assert "feature-based" not in ltr_problem(str(ltr), "multiple-choice", "fine-tune")  # no BiLSTM head for it
+        assert "left-to-right" in ltr_problem(str(ltr), task_type(task), "fine-tune")
+        assert ltr_problem(base_model, task_type(task), "fine-tune") is None
+    assert ltr_problem(str(ltr), task_type("ner"), "fine-tune") is None
+    assert ltr_problem(str(ltr), task_type("qa"), "fine-tune") is None
+    assert ltr_problem(str(ltr), task_type("classification"), "feature-based") is None
+    assert "feature-based" not in ltr_problem(str(ltr), task_type("multiple-choice"), "fine-tune")  # no BiLSTM for it
     with pytest.raises(ValueError, match="left-to-right"):
         run_finetuning(FinetuneConfig(model=str(ltr), train="tiny:classification", epochs=1), tmp_path / "run")
     assert not (tmp_path / "run").exists()

@@ -1,4 +1,4 @@
-"""Fine-tuning metrics (bert_explorer.train.metrics).
+"""Fine-tuning metrics (bert_explorer.tasks.metrics and, for SQuAD, bert_explorer.tasks.squad).
 
 Expected values are computed by hand (the arithmetic is in the comments) or, on random data,
 by an independent library: scikit-learn and scipy (which the module now uses) for the
@@ -12,7 +12,8 @@ import random
 import numpy as np
 import pytest
 
-from bert_explorer.train import metrics as M
+from bert_explorer.tasks import metrics as M
+from bert_explorer.tasks import squad as S
 
 approx = pytest.approx
 
@@ -32,51 +33,51 @@ approx = pytest.approx
     ("Zoë's café", "zoës café"),                      # non-ASCII letters are kept
 ])
 def test_squad_normalize(text, expected):
-    assert M.squad_normalize(text) == expected
+    assert S.squad_normalize(text) == expected
 
 
 def test_squad_exact_match():
-    assert M.squad_exact_match("The Cat!", ["cat"]) == 1.0
-    assert M.squad_exact_match("the big cat", ["a cat sat"]) == 0.0
-    assert M.squad_exact_match("big cat", "the big cat.") == 1.0    # a single gold string is fine
-    assert M.squad_exact_match("dog", ["cat", "a dog", "owl"]) == 1.0  # any gold answer
+    assert S.squad_exact_match("The Cat!", ["cat"]) == 1.0
+    assert S.squad_exact_match("the big cat", ["a cat sat"]) == 0.0
+    assert S.squad_exact_match("big cat", "the big cat.") == 1.0    # a single gold string is fine
+    assert S.squad_exact_match("dog", ["cat", "a dog", "owl"]) == 1.0  # any gold answer
 
 
 def test_squad_f1_partial_overlap():
     # pred "the big cat" -> "big cat" (2 tokens); gold "a cat sat" -> "cat sat" (2 tokens)
     # shared: {cat} = 1; P = 1/2, R = 1/2, F1 = 2·(1/2)(1/2)/(1/2 + 1/2) = 0.5
-    assert M.squad_f1("the big cat", ["a cat sat"]) == approx(0.5)
+    assert S.squad_f1("the big cat", ["a cat sat"]) == approx(0.5)
     # pred "cat" (1 token); gold "the cat sat on the mat" -> "cat sat on mat" (4 tokens)
     # shared 1; P = 1/1, R = 1/4, F1 = 2·1·0.25/1.25 = 0.4
-    assert M.squad_f1("cat", ["the cat sat on the mat"]) == approx(0.4)
+    assert S.squad_f1("cat", ["the cat sat on the mat"]) == approx(0.4)
     # repeated tokens count as many times as both share them: pred "cat cat", gold "cat"
     # shared min(2, 1) = 1; P = 1/2, R = 1/1, F1 = 2·0.5·1/1.5 = 2/3
-    assert M.squad_f1("cat cat", ["cat"]) == approx(2 / 3)
-    assert M.squad_f1("dog", ["cat"]) == 0.0
-    assert M.squad_f1("", ["cat"]) == 0.0       # empty prediction for an answerable question
-    assert M.squad_f1("The Cat.", ["cat"]) == 1.0
+    assert S.squad_f1("cat cat", ["cat"]) == approx(2 / 3)
+    assert S.squad_f1("dog", ["cat"]) == 0.0
+    assert S.squad_f1("", ["cat"]) == 0.0       # empty prediction for an answerable question
+    assert S.squad_f1("The Cat.", ["cat"]) == 1.0
 
 
 def test_squad_max_over_golds():
     # pred "the big dog" -> "big dog"
     # vs "dog":     shared 1, P = 1/2, R = 1/1, F1 = 2/3
     # vs "big cat": shared 1, P = 1/2, R = 1/2, F1 = 1/2   -> max = 2/3, and no exact match
-    assert M.squad_f1("the big dog", ["dog", "big cat"]) == approx(2 / 3)
-    assert M.squad_exact_match("the big dog", ["dog", "big cat"]) == 0.0
+    assert S.squad_f1("the big dog", ["dog", "big cat"]) == approx(2 / 3)
+    assert S.squad_exact_match("the big dog", ["dog", "big cat"]) == 0.0
     # order of the golds does not matter
-    assert M.squad_f1("the big dog", ["big cat", "dog"]) == approx(2 / 3)
+    assert S.squad_f1("the big dog", ["big cat", "dog"]) == approx(2 / 3)
 
 
 def test_squad_v2_no_answer():
     for golds in ([""], [], ["", ""], ["the"]):   # "the" normalises to nothing: no answer
-        assert M.squad_exact_match("", golds) == 1.0
-        assert M.squad_f1("", golds) == 1.0
-        assert M.squad_f1("  the . ", golds) == 1.0   # a prediction that normalises to empty
-        assert M.squad_exact_match("cat", golds) == 0.0
-        assert M.squad_f1("cat", golds) == 0.0
+        assert S.squad_exact_match("", golds) == 1.0
+        assert S.squad_f1("", golds) == 1.0
+        assert S.squad_f1("  the . ", golds) == 1.0   # a prediction that normalises to empty
+        assert S.squad_exact_match("cat", golds) == 0.0
+        assert S.squad_f1("cat", golds) == 0.0
     # one real gold answer makes the question answerable: the empty prediction is then wrong
-    assert M.squad_f1("", ["", "cat"]) == 0.0
-    assert M.squad_exact_match("cat", ["", "cat"]) == 1.0
+    assert S.squad_f1("", ["", "cat"]) == 0.0
+    assert S.squad_exact_match("cat", ["", "cat"]) == 1.0
 
 
 def test_squad_scores_v2_breakdown():
@@ -86,7 +87,7 @@ def test_squad_scores_v2_breakdown():
     # q4: no answer but answered: EM 0, F1 0          q5: no prediction: EM 0, F1 0
     # EM = 2/5 = 40 %, F1 = (1 + 0.5 + 1 + 0 + 0)/5 = 2.5/5 = 50 %
     # has answer (q1, q2, q5): EM 1/3, F1 1.5/3 = 50 %; no answer (q3, q4): EM = F1 = 1/2
-    r = M.squad_scores(preds, golds)
+    r = S.squad_scores(preds, golds)
     assert r["exact_match"] == approx(40.0)
     assert r["f1"] == approx(50.0)
     assert r["total"] == 5
@@ -100,10 +101,10 @@ def test_squad_scores_v2_breakdown():
 
 
 def test_squad_scores_v1_has_no_breakdown():
-    r = M.squad_scores({"a": "the cat", "b": "dog"}, {"a": ["cat"], "b": ["big dog"]})
+    r = S.squad_scores({"a": "the cat", "b": "dog"}, {"a": ["cat"], "b": ["big dog"]})
     # a: EM 1, F1 1; b: "dog" vs "big dog": P = 1, R = 1/2, F1 = 2/3 -> EM 50 %, F1 = (1 + 2/3)/2
     assert r == {"exact_match": approx(50.0), "f1": approx(100 * (5 / 3) / 2), "total": 2}
-    assert M.squad_scores({}, {}) == {"exact_match": 0.0, "f1": 0.0, "total": 0}
+    assert S.squad_scores({}, {}) == {"exact_match": 0.0, "f1": 0.0, "total": 0}
 
 
 # ------------------------------------------------------------------------------------------
@@ -425,5 +426,5 @@ def _official_f1(prediction, truth):
 def test_squad_scores_follow_the_official_definitions(pred, golds):
     em = max(float(_official_normalize(pred) == _official_normalize(g)) for g in golds)
     f1 = max(_official_f1(pred, g) for g in golds)
-    assert M.squad_exact_match(pred, golds) == pytest.approx(em)
-    assert M.squad_f1(pred, golds) == pytest.approx(f1)
+    assert S.squad_exact_match(pred, golds) == pytest.approx(em)
+    assert S.squad_f1(pred, golds) == pytest.approx(f1)

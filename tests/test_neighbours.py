@@ -78,7 +78,7 @@ def brute_force(loaded, sentences, text, position, layer, k):
 
 @pytest.mark.parametrize("layer", [0, 2])
 def test_index_finds_the_same_neighbours_as_brute_force(tiny, cache, layer):
-    paths = nb.build_index(tiny, SENTENCES, [0, 2])
+    paths = nbb.build_index(tiny, SENTENCES, [0, 2])
     index = nb.NeighbourIndex.open(paths[layer])
     assert index.vectors.dtype == np.float16
     assert np.allclose(np.linalg.norm(index.vectors.astype(np.float32), axis=1), 1, atol=2e-3)
@@ -120,59 +120,59 @@ def test_hidden_upto_equals_the_full_forward(tiny):
     enc = tiny.tokenizer.batch(["the bank raised rates .", "a match"])
     with torch.no_grad():
         full = checkpoint.encoder_of(tiny.model)(**enc, output_hidden_states=True).hidden_states
-        part = nb.hidden_upto(tiny, enc, [0, 1, 2])
+        part = nbb.hidden_upto(tiny, enc, [0, 1, 2])
     for layer in (0, 1, 2):
         assert torch.allclose(part[layer], full[layer], atol=1e-5)
 
 
 def test_long_sentences_are_cut_at_word_starts_and_duplicates_dropped(tiny):
     long = " ".join(["unbelievably"] * 40 + ["interesting"] * 60) + "."
-    units = nb.corpus_units(tiny.tokenizer, [long, "a short one .", "a short one ."])
+    units = nbb.corpus_units(tiny.tokenizer, [long, "a short one .", "a short one ."])
     assert units.texts.count("a short one .") == 1
-    assert all(p <= nb.MAX_PIECES - 2 for p in units.pieces) and len(units.texts) >= 3
+    assert all(p <= nbb.MAX_PIECES - 2 for p in units.pieces) and len(units.texts) >= 3
     for t in units.texts[:-1]:
         assert not tiny.tokenizer.tokenize(t)[0].startswith("##")
     assert sum(units.pieces[:-1]) == len(tiny.tokenizer.tokenize(long))  # no piece lost
 
 
 def test_a_second_build_reuses_the_cache(tiny, cache, monkeypatch):
-    first = nb.build_index(tiny, SENTENCES, 1)
+    first = nbb.build_index(tiny, SENTENCES, 1)
     monkeypatch.setattr(nbb, "_encode_shard", lambda *a, **k: pytest.fail("the model ran again"))
     t = time.time()
-    assert nb.build_index(tiny, SENTENCES, 1) == first
+    assert nbb.build_index(tiny, SENTENCES, 1) == first
     assert time.time() - t < 1
-    assert nb.index_state(tiny, SENTENCES, 1)["state"] == "ready"
-    assert nb.index_state(tiny, SENTENCES, 2)["state"] == "missing"
+    assert nbb.index_state(tiny, SENTENCES, 1)["state"] == "ready"
+    assert nbb.index_state(tiny, SENTENCES, 2)["state"] == "missing"
 
 
 def test_an_interrupted_build_leaves_no_entry_and_resumes(tiny, cache, monkeypatch):
     monkeypatch.setattr(nbb, "SHARD_SENTENCES", 8)
-    path = nb.index_path(tiny, SENTENCES, 2)
+    path = nbb.index_path(tiny, SENTENCES, 2)
     with pytest.raises(KeyboardInterrupt):  # as if killed after two shards
-        nb.build_index(tiny, SENTENCES, 2, stop_after_shards=2)
-    assert not path.exists() and not nb.is_complete(path)
-    assert nb.index_state(tiny, SENTENCES, 2)["state"] == "stopped"  # the lock is free, the work is not done
-    with pytest.raises(nb.IndexMissing):
+        nbb.build_index(tiny, SENTENCES, 2, stop_after_shards=2)
+    assert not path.exists() and not nbb.is_complete(path)
+    assert nbb.index_state(tiny, SENTENCES, 2)["state"] == "stopped"  # the lock is free, the work is not done
+    with pytest.raises(nbb.IndexMissing):
         nb.NeighbourIndex.open(path)
     # a kill in the middle of writing the entry leaves a temporary folder, which is never trusted
     stale = path.parent / f".{path.name}.x1y2"
     (stale / "sub").mkdir(parents=True)
     (stale / "vectors.npy").write_bytes(b"half")
-    assert not nb.is_complete(path)
+    assert not nbb.is_complete(path)
 
     computed = []
     real = nbb._encode_shard
     monkeypatch.setattr(nbb, "_encode_shard", lambda loaded, texts, *a: computed.append(len(texts)) or
                         real(loaded, texts, *a))
-    nb.build_index(tiny, SENTENCES, 2)
+    nbb.build_index(tiny, SENTENCES, 2)
     distinct = len(dict.fromkeys(SENTENCES))
     assert sum(computed) == distinct - 16  # the two finished shards were not computed again
-    assert not stale.exists() and nb.is_complete(path)
+    assert not stale.exists() and nbb.is_complete(path)
     assert not (jobs.work_dir(path) / "shards").exists()
     resumed = nb.NeighbourIndex.open(path)
 
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(cache.parent / "fresh"))  # the same index in one go
-    fresh = nb.NeighbourIndex.open(nb.build_index(tiny, SENTENCES, 2)[2])
+    fresh = nb.NeighbourIndex.open(nbb.build_index(tiny, SENTENCES, 2)[2])
     assert np.array_equal(np.asarray(resumed.vectors), np.asarray(fresh.vectors))
     assert np.array_equal(resumed.unit, fresh.unit) and resumed.texts == fresh.texts
 
@@ -180,8 +180,8 @@ def test_an_interrupted_build_leaves_no_entry_and_resumes(tiny, cache, monkeypat
 def test_a_failed_build_says_why(tiny, cache, monkeypatch):
     monkeypatch.setattr(nbb, "_encode_shard", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("out of memory")))
     with pytest.raises(RuntimeError):
-        nb.build_index(tiny, SENTENCES, 1)
-    s = nb.index_state(tiny, SENTENCES, 1)
+        nbb.build_index(tiny, SENTENCES, 1)
+    s = nbb.index_state(tiny, SENTENCES, 1)
     assert s["state"] == "failed" and "out of memory" in s["error"]
 
 
@@ -205,18 +205,18 @@ def _full_after_two_parts(monkeypatch):
 
 def test_a_full_disk_keeps_the_finished_parts_and_says_what_the_build_needs(tiny, cache, monkeypatch):
     monkeypatch.setattr(nbb, "SHARD_SENTENCES", 8)
-    path = nb.index_path(tiny, SENTENCES, 2)
+    path = nbb.index_path(tiny, SENTENCES, 2)
     savez = _full_after_two_parts(monkeypatch)
     with pytest.raises(OSError) as e:
-        nb.build_index(tiny, SENTENCES, 2)
+        nbb.build_index(tiny, SENTENCES, 2)
     shards = jobs.work_dir(path) / "shards"
     n = -(-len(dict.fromkeys(SENTENCES)) // 8)
-    takes = nbb.full_disk.size_text(nbb.build_disk_bytes(nb.corpus_units(tiny.tokenizer, SENTENCES).tokens, 32))
+    takes = nbb.full_disk.size_text(nbb.build_disk_bytes(nbb.corpus_units(tiny.tokenizer, SENTENCES).tokens, 32))
     assert str(e.value).startswith(f"no space left in {cache} to write the index of layer 2 (")
     assert str(e.value).endswith(f"free); 2 of its {n} parts are finished and kept, so building again resumes from "
                                  f"them once space is freed (the build takes about {takes} while it runs: its parts "
                                  "and the finished index side by side)")
-    state = nb.index_state(tiny, SENTENCES, 2)
+    state = nbb.index_state(tiny, SENTENCES, 2)
     assert state["state"] == "failed" and state["error"] == str(e.value)  # the page shows this sentence
     assert sorted(p.name for p in shards.iterdir()) == ["shard-00000.npz", "shard-00001.npz"]  # no half part
     assert not path.exists()
@@ -226,17 +226,17 @@ def test_a_full_disk_keeps_the_finished_parts_and_says_what_the_build_needs(tiny
     real = nbb._encode_shard
     monkeypatch.setattr(nbb, "_encode_shard", lambda loaded, texts, *a: computed.append(len(texts)) or
                         real(loaded, texts, *a))
-    nb.build_index(tiny, SENTENCES, 2)
+    nbb.build_index(tiny, SENTENCES, 2)
     assert sum(computed) == len(dict.fromkeys(SENTENCES)) - 16 and nb.is_complete(path)
 
 
 def test_one_builder_per_index(tiny, cache):
-    path = nb.index_path(tiny, SENTENCES, 1)
+    path = nbb.index_path(tiny, SENTENCES, 1)
     with jobs.builder_lock(path):  # another process is building it
-        assert nb.index_state(tiny, SENTENCES, 1)["state"] == "building"
+        assert nbb.index_state(tiny, SENTENCES, 1)["state"] == "building"
         assert jobs.start_background(path, ["--never-run"]) is None  # the page starts no second build
         with pytest.raises(jobs.BuildBusy):
-            nb.build_index(tiny, SENTENCES, 1)
+            nbb.build_index(tiny, SENTENCES, 1)
         assert [b["entry"] for b in jobs.builds_running()] == [path.name]
     assert jobs.builds_running() == []
 
@@ -319,7 +319,7 @@ def test_page_offers_a_build_then_shows_hits(cache, corpus_file, monkeypatch):
     assert any("tokens/s" in m.value and "about" in m.value for m in at.markdown)  # the measured estimate
 
     loaded = checkpoint.load(checkpoint.DEFAULT_MODEL, "BertModel")  # the page's model, built here directly
-    nb.build_index(loaded, str(corpus_file), [0, 6])
+    nbb.build_index(loaded, str(corpus_file), [0, 6])
     at.run()
     assert not at.exception
     hits = at.dataframe[0].value
@@ -354,7 +354,7 @@ def test_page_says_a_full_disk_and_how_much_space_the_build_needs(cache, corpus_
     monkeypatch.setattr(nbb, "SHARD_SENTENCES", 8)
     savez = _full_after_two_parts(monkeypatch)
     with pytest.raises(OSError):
-        nb.build_index(loaded, str(corpus_file), 6)
+        nbb.build_index(loaded, str(corpus_file), 6)
     monkeypatch.setattr(nbb.np, "savez", savez)
     monkeypatch.setattr(full_disk, "free_bytes", lambda folder: 1_000)  # and there is still no room
     at = _page(monkeypatch, corpus_file).run()
@@ -363,7 +363,7 @@ def test_page_says_a_full_disk_and_how_much_space_the_build_needs(cache, corpus_
     assert error.startswith(f"The last build of this index failed: no space left in {cache} to write the index of "
                             "layer 6") and "2 of its" in error and "building again resumes from them" in error
     assert not any(e.value.startswith("OSError") for e in at.error)
-    est = nb.estimate_build_seconds(loaded, str(corpus_file), 6)
+    est = nbb.estimate_build_seconds(loaded, str(corpus_file), 6)
     need = full_disk.size_text(est["build_disk_bytes"])
     assert any(f"the build needs about **{need}** free in the cache folder {cache}" in w.value
                and "free there now: 1 kB" in w.value for w in at.warning)

@@ -11,12 +11,12 @@ import time
 import pytest
 
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
-from bert_explorer.train.runs import (Run, RunBusy, WRITER_LOCK_NAME, delete, read_holder, start_background,
-                                      writer_busy, writer_lock)
+from bert_explorer.train.run_lock import RunBusy, read_holder, writer_busy, writer_lock
+from bert_explorer.train.runs import Run, delete, start_background
 
 TINY = dict(corpus="tiny", size="tiny", vocab="train", vocab_size=300, batch_size=4, max_seq_length=48, log_every=1,
             eval_every=1000, eval_batches=2, seed=3, device="cpu")
-HOLD = ("import sys, time; from bert_explorer.train.runs import writer_lock\n"
+HOLD = ("import sys, time; from bert_explorer.train.run_lock import writer_lock\n"
         "with writer_lock(sys.argv[1], 'a test holder'):\n"
         "    print('held', flush=True); time.sleep(600)\n")
 

@@ -5,8 +5,11 @@ from collections import Counter
 
 import pytest
 
-from bert_explorer.data.tasks import (BUILTIN_TASKS, TASKS, DataError, TaskData, check_dev_labels, load_builtin,
-                                      make_tiny, read_task_file, train_dev_split)
+from bert_explorer.data.tasks import BUILTIN_TASKS, check_dev_labels, load_builtin, train_dev_split
+from bert_explorer.data.tiny_tasks import make_tiny
+from bert_explorer.data.uploads.core import DataError, TaskData
+from bert_explorer.data.uploads.reader import read_task_file
+from bert_explorer.tasks.registry import CLASSIFICATION, TASKS
 
 
 def write(tmp_path, name, content, encoding="utf-8"):
@@ -57,7 +60,7 @@ def test_wrong_encoding_falls_back_to_latin1_with_a_note(tmp_path):
 
 def test_utf8_bom_and_utf16_are_read(tmp_path):
     data = read_task_file(write(tmp_path, "bom.csv", "\ufeff" + csv_text()))
-    assert data.task == "classification" and len(data) == 6 and not any("Latin" in n for n in data.notes)
+    assert data.task.name == "classification" and len(data) == 6 and not any("Latin" in n for n in data.notes)
     data = read_task_file(write(tmp_path, "excel.txt", csv_text().replace(",", "\t"), encoding="utf-16"))
     assert len(data) == 6 and any("UTF-16" in n for n in data.notes)
 
@@ -141,7 +144,7 @@ def squad(answer_start=0, answer="Paris", version2=False):
 
 def test_squad_answer_start_is_repaired_with_a_note(tmp_path):
     data = read_task_file(write(tmp_path, "train.json", json.dumps(squad(answer_start=5), indent=1)))
-    assert data.task == "qa" and data.examples[0]["answers"] == [{"text": "Paris", "answer_start": 0}]
+    assert data.task.name == "qa" and data.examples[0]["answers"] == [{"text": "Paris", "answer_start": 0}]
     assert any("'q-capital'" in n and "is at 0, not 5" in n for n in data.notes), data.notes
 
 
@@ -201,7 +204,7 @@ def test_unknown_task_and_missing_file(tmp_path):
 # ----- detection of task and columns on realistic small files -----------------------------------
 def test_csv_text_label(tmp_path):
     data = read_task_file(write(tmp_path, "reviews.csv", csv_text()))
-    assert data.task == "classification" and data.label_names == ["neg", "pos"]
+    assert data.task.name == "classification" and data.label_names == ["neg", "pos"]
     assert data.examples[0] == {"text": "a wonderful film, I loved it", "label": "pos"}
 
 
@@ -212,13 +215,13 @@ def test_tsv_sentence_pair_and_regression(tmp_path):
     text = "index\tsentence1\tsentence2\tgold_label\n" + "".join(f"{i}\t{a}\t{b}\t{y}\n" for i, (a, b, y) in
                                                                  enumerate(pairs))
     data = read_task_file(write(tmp_path, "dev.tsv", text))
-    assert data.task == "pair-classification" and data.label_names == ["contradiction", "entailment", "neutral"]
+    assert data.task.name == "pair-classification" and data.label_names == ["contradiction", "entailment", "neutral"]
     assert data.examples[0] == {"text": "A man is playing a guitar.", "text_pair": "A man plays guitar.",
                                 "label": "entailment"}
     scores = "sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{i * 0.7:.2f}\n" for i, (a, b, _) in
                                                          enumerate(pairs * 2))
     data = read_task_file(write(tmp_path, "sts.tsv", scores))
-    assert data.task == "regression" and data.examples[1]["label"] == 0.7 and data.examples[1]["text_pair"]
+    assert data.task.name == "regression" and data.examples[1]["label"] == 0.7 and data.examples[1]["text_pair"]
     # integer star ratings stay classes
     stars = "review,stars\n" + "".join(f'"{t}",{i % 5 + 1}\n' for i, (t, _) in enumerate(REVIEWS))
     assert read_task_file(write(tmp_path, "stars.csv", stars)).label_names == ["1", "2", "3", "4", "5"]
@@ -227,14 +230,14 @@ def test_tsv_sentence_pair_and_regression(tmp_path):
 def test_semicolon_csv_and_unnamed_text_column(tmp_path):
     text = "id;comment_body;category\n" + "".join(f"{i};{t};{y}\n" for i, (t, y) in enumerate(REVIEWS))
     data = read_task_file(write(tmp_path, "export.csv", text))
-    assert data.task == "classification" and data.examples[0]["text"] == REVIEWS[0][0]
+    assert data.task.name == "classification" and data.examples[0]["text"] == REVIEWS[0][0]
     assert any("longest cells" in n for n in data.notes)
 
 
 def test_jsonl_classification_and_json_list(tmp_path):
     lines = "\n".join(json.dumps({"sentence": t, "label": int(y == "pos")}) for t, y in REVIEWS)
     data = read_task_file(write(tmp_path, "train.jsonl", lines))
-    assert data.task == "classification" and data.label_names == ["0", "1"]
+    assert data.task.name == "classification" and data.label_names == ["0", "1"]
     data = read_task_file(write(tmp_path, "train.json", "[" + lines.replace("\n", ",") + "]"))
     assert len(data) == 6
     # a .json file that is really JSONL
@@ -246,7 +249,7 @@ def test_conll_2003_layout(tmp_path):
             "Peter NNP B-NP B-PER\nBlackburn NNP I-NP I-PER\n\n-DOCSTART- -X- -X- O\n\nBRUSSELS NNP B-NP B-LOC\n"
             "1996-08-22 CD I-NP O\n\nJapan NNP B-NP B-LOC\nwins VBZ B-VP O\n")
     data = read_task_file(write(tmp_path, "eng.train", text))
-    assert data.task == "ner" and len(data) == 4
+    assert data.task.name == "ner" and len(data) == 4
     assert data.examples[1] == {"tokens": ["Peter", "Blackburn"], "tags": ["B-PER", "I-PER"]}
     assert data.label_names == ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
 
@@ -254,21 +257,21 @@ def test_conll_2003_layout(tmp_path):
 def test_wnut_layout_with_tab_only_separators(tmp_path):
     text = "@user\tO\nlove\tO\nNew\tB-geo-loc\nYork\tI-geo-loc\n\t\n" * 4
     data = read_task_file(write(tmp_path, "ner.txt", text))
-    assert data.task == "ner" and len(data) == 4 and data.examples[0]["tags"][2:] == ["B-geo-loc", "I-geo-loc"]
+    assert data.task.name == "ner" and len(data) == 4 and data.examples[0]["tags"][2:] == ["B-geo-loc", "I-geo-loc"]
 
 
 def test_jsonl_ner(tmp_path):
     lines = "\n".join(json.dumps({"tokens": ["Anna", "lives", "in", "Rome"], "ner_tags": ["B-PER", "O", "O", "B-LOC"]})
                       for _ in range(4))
     data = read_task_file(write(tmp_path, "ner.jsonl", lines))
-    assert data.task == "ner" and data.examples[0]["tags"] == ["B-PER", "O", "O", "B-LOC"]
+    assert data.task.name == "ner" and data.examples[0]["tags"] == ["B-PER", "O", "O", "B-LOC"]
     bad = lines.replace('"O", "B-LOC"]', '"O"]', 1)
     assert "4 tokens but 3 tags" in error_of(write(tmp_path, "bad.jsonl", bad))
 
 
 def test_squad_v1_and_v2(tmp_path):
     v1 = read_task_file(write(tmp_path, "train-v1.1.json", json.dumps(squad())))
-    assert v1.task == "qa" and len(v1) == 5 and not any(ex["is_impossible"] for ex in v1.examples)
+    assert v1.task.name == "qa" and len(v1) == 5 and not any(ex["is_impossible"] for ex in v1.examples)
     assert v1.examples[0] == {"id": "q-capital", "question": "What is the capital of France?",
                               "context": "Paris is the capital of France.",
                               "answers": [{"text": "Paris", "answer_start": 0}], "is_impossible": False}
@@ -284,7 +287,7 @@ def test_jsonl_qa_in_hugging_face_layout(tmp_path):
              "answers": {"text": ["Egypt"], "answer_start": [23]}} for i in range(4)]
     rows.append({"id": "h-none", "question": "Who?", "context": ctx, "answers": {"text": [], "answer_start": []}})
     data = read_task_file(write(tmp_path, "qa.jsonl", "\n".join(map(json.dumps, rows))))
-    assert data.task == "qa" and data.examples[0]["answers"] == [{"text": "Egypt", "answer_start": 23}]
+    assert data.task.name == "qa" and data.examples[0]["answers"] == [{"text": "Egypt", "answer_start": 23}]
     assert data.examples[-1]["is_impossible"]
 
 
@@ -293,7 +296,7 @@ def test_swag_csv(tmp_path):
     rows = "".join(f'v{i},{i},"She opens the door. She",She opens the door.,She,gold,walks in.,'
                    f'eats the door.,flies away.,"sings, loudly.",{i % 4}\n' for i in range(5))
     data = read_task_file(write(tmp_path, "train.csv", head + rows))
-    assert data.task == "multiple-choice" and len(data) == 5
+    assert data.task.name == "multiple-choice" and len(data) == 5
     ex = data.examples[1]
     assert ex["context"] == "She opens the door." and ex["label"] == 1
     assert ex["choices"] == ["She walks in.", "She eats the door.", "She flies away.", "She sings, loudly."]
@@ -303,19 +306,19 @@ def test_generic_multiple_choice_columns_and_letter_labels(tmp_path):
     head = "question,option_1,option_2,option_3,answer\n"
     rows = "".join(f"What is {i}+1?,{i + 1},{i + 2},{i + 3},{'ABC'[i % 3]}\n" for i in range(5))
     data = read_task_file(write(tmp_path, "quiz.csv", head + rows))
-    assert data.task == "multiple-choice" and [ex["label"] for ex in data.examples] == [0, 1, 2, 0, 1]
+    assert data.task.name == "multiple-choice" and [ex["label"] for ex in data.examples] == [0, 1, 2, 0, 1]
 
 
 def test_fasttext_format(tmp_path):
     text = "".join(f"__label__{y} {t}\n" for t, y in REVIEWS)
     data = read_task_file(write(tmp_path, "train.txt", text))
-    assert data.task == "classification" and data.examples[0] == {"text": REVIEWS[0][0], "label": "pos"}
+    assert data.task.name == "classification" and data.examples[0] == {"text": REVIEWS[0][0], "label": "pos"}
 
 
 # ----- splits and dev labels -----------------------------------------------------------------
 def classes(counts: dict) -> TaskData:
     examples = [{"text": f"{label} {i}", "label": label} for label, n in counts.items() for i in range(n)]
-    return TaskData("classification", examples, sorted(counts), "train.csv", [])
+    return TaskData(CLASSIFICATION, examples, sorted(counts), "train.csv", [])
 
 
 def test_train_dev_split_is_stratified_and_deterministic():
@@ -372,7 +375,7 @@ def test_builtin_datasets(name):
         pytest.skip(f"{info.package} is not installed")
     task, size, labels = BUILTIN_EXPECTED[name]
     data = load_builtin(name)
-    assert data.task == info.task == task and len(data) == size and data.source == f"builtin:{name}"
+    assert data.task == info.task and data.task.name == task and len(data) == size and data.source == f"builtin:{name}"
     assert info.provenance and info.licence and info.description
     if labels:
         assert data.label_names == labels
@@ -411,7 +414,7 @@ KEYS = {"classification": {"text", "label"}, "pair-classification": {"text", "te
 @pytest.mark.parametrize("task", TASKS)
 def test_make_tiny(task):
     data = make_tiny(task, n=40, seed=2)
-    assert data.task == task and len(data) == 40 and all(set(ex) == KEYS[task] for ex in data.examples)
+    assert data.task.name == task and len(data) == 40 and all(set(ex) == KEYS[task] for ex in data.examples)
     assert make_tiny(task, n=40, seed=2).examples == data.examples != make_tiny(task, n=40, seed=3).examples
     assert any("SYNTHETIC" in n for n in data.notes)
     if task in ("classification", "pair-classification"):

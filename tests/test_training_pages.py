@@ -18,12 +18,13 @@ from streamlit.testing.v1 import AppTest
 from bert_explorer import checkpoint
 from bert_explorer.analysis.attention import attention_maps
 from bert_explorer.analysis.timelapse import timelapse
-from bert_explorer.data.tasks import make_tiny
+from bert_explorer.data.tiny_tasks import make_tiny
+from bert_explorer.tasks.registry import CLASSIFICATION
 from bert_explorer.model import BertConfig, BertForPreTraining
 from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
-from bert_explorer.train.runs import (Run, delete, gpu_queue_applies, kill, process_start,
-                                      start_background)
+from bert_explorer.train.run_lock import process_start
+from bert_explorer.train.runs import Run, delete, gpu_queue_applies, kill, start_background
 
 TINY_PT = dict(corpus="tiny", size="tiny", vocab="train", vocab_size=300, batch_size=4, max_seq_length=48,
                log_every=1, eval_every=1000, eval_batches=2, seed=3, device="cpu")
@@ -208,6 +209,8 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     preview = at.dataframe[0].value
     assert list(preview.columns) == ["text", "label"] and len(preview) == 20
 
+    assert at.selectbox(key="ft_task").options[:2] == ["(detect)", "classification"]
+    at.selectbox(key="ft_task").set_value(CLASSIFICATION)  # the box holds the task type itself
     at.selectbox(key="ft_label_column").set_value("sentiment")
     at.number_input(key="ft_epochs").set_value(1.0)
     at.number_input(key="ft_batch").set_value(16)
@@ -220,6 +223,7 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     assert status["state"] == "finished", run.path.joinpath("log.txt").read_text()[-2000:]
     assert (run.path / "data" / "reviews.csv").read_bytes() == data  # the upload lives in the run
     assert run.config()["label_column"] == "sentiment" and run.config()["epochs"] == 1.0
+    assert run.config()["task"] == "classification"  # the run's config.json keeps its name
 
     at.run()
     assert not at.exception

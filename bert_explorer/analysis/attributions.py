@@ -220,6 +220,20 @@ class Attributions:
         return rows
 
 
+def baseline_note(r: Attributions) -> str | None:
+    """One sentence when the baseline scores above the input (f(x') > f(x)); None otherwise."""
+    if not r.f_baseline > r.f_input:
+        return None
+    if r.target == "next sentence":
+        return (f"Here the baseline scores above your pair (P(IsNext) {r.details['p_is_next_baseline']:.1%} for the "
+                f"baseline, [PAD] for every word, vs {r.details['p_is_next']:.1%} for the pair): to this model the "
+                f"empty input already looks more like \"IsNext\" than the real pair, so the attributions add up to "
+                f"{r.difference:.3f} and explain a decrease — tokens with negative totals pulled IsNext down most.")
+    return (f"Here the baseline scores above your input (f(baseline) {r.f_baseline:.3f} > f(x) {r.f_input:.3f}): the "
+            f"attributions add up to {r.difference:.3f} and explain a decrease — tokens with negative totals pulled "
+            f"the score down most.")
+
+
 # ----- the method ----------------------------------------------------------------------------
 
 def check_baseline(baseline: str) -> Baseline:

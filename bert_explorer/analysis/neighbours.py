@@ -62,11 +62,7 @@ import torch
 
 from ..checkpoint import Loaded
 
-# Building lives in neighbour_build.py; pages, the CLI and tests find it here too.
-from .neighbour_build import (FORMAT, MAX_PIECES, IndexMissing, Progress, build_index, check_layer,  # noqa: F401
-                              normalise,
-                              corpus_units, duration_text, estimate_build_seconds, hidden_upto, index_path,
-                              index_state, is_complete)
+from .neighbour_build import MAX_PIECES, IndexMissing, check_layer, hidden_upto, is_complete, normalise
 
 MARGIN = 0.01           # exact search: rows this close to the k-th fp16 score are scored again in fp32
 MAX_CANDIDATES = 200_000

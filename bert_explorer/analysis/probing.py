@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from ..checkpoint import Loaded
-from ..train import metrics
+from ..tasks import metrics
 from . import disk_cache
 from .layer_features import sentence_vectors, word_vectors
 

@@ -1,15 +1,10 @@
 """When to trust Integrated Gradients (Sundararajan et al. 2017): the completeness axiom says the
 attributions add up to f(x) − f(baseline); the convergence delta is how far the numerical
-integral misses. Our rule, its step schedule, and the sentence a page shows when the baseline
-scores above the input."""
+integral misses. Our rule and its step schedule; nothing here needs a model or a result."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .attributions import Attributions
 
 DEFAULT_STEPS = 50          # where the automatic schedule starts
 MAX_STEPS = 400             # where it stops: 50 -> 100 -> 200 -> 400
@@ -57,19 +52,3 @@ def step_schedule(start: int = DEFAULT_STEPS, cap: int = MAX_STEPS) -> list[int]
     while steps[-1] < cap:
         steps.append(min(cap, steps[-1] * 2))
     return steps
-
-
-def baseline_note(r: "Attributions") -> str | None:
-    """One sentence when the baseline scores above the input (f(x') > f(x)); None otherwise."""
-    if not r.f_baseline > r.f_input:
-        return None
-    if r.target == "next sentence":
-        return (f"Here the baseline scores above your pair (P(IsNext) {r.details['p_is_next_baseline']:.1%} for the "
-                f"baseline, [PAD] for every word, vs {r.details['p_is_next']:.1%} for the pair): to this model the "
-                f"empty input already looks more like \"IsNext\" than the real pair, so the attributions add up to "
-                f"{r.difference:.3f} and explain a decrease — tokens with negative totals pulled IsNext down most.")
-    return (f"Here the baseline scores above your input (f(baseline) {r.f_baseline:.3f} > f(x) {r.f_input:.3f}): the "
-            f"attributions add up to {r.difference:.3f} and explain a decrease — tokens with negative totals pulled "
-            f"the score down most.")
-
-

@@ -8,9 +8,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from ..data.corpus_upload import check_corpus_upload, held_out_fraction  # noqa: F401  (pages use them here)
-from ..data.task_types import task_type
-from ..data.uploads import safe_filename, table_columns  # noqa: F401  (the pages use them through here)
+from ..data.uploads.names import safe_filename
+from ..tasks.base import TaskType
 from ..train.runs import Run
 from .runs_view import predictor
 
@@ -30,11 +29,13 @@ def uploaded_file(label: str, key: str, types: list[str] | None = None, help: st
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading the file…")
-def read_upload(name: str, data: bytes, task: str | None = None, text_column: str | None = None,
+def read_upload(name: str, data: bytes, task: TaskType | None = None, text_column: str | None = None,
                 text_pair_column: str | None = None, label_column: str | None = None):
     """("ok", TaskData) or ("error", one sentence). The bytes go to a temporary file with the
-    upload's name (the extension helps detection); nothing is ever unpickled."""
-    from ..data.tasks import DataError, read_task_file
+    upload's name (the extension helps detection); ``task`` None detects it. Nothing is ever
+    unpickled."""
+    from ..data.uploads.core import DataError
+    from ..data.uploads.reader import read_task_file
 
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / safe_filename(name)
@@ -50,7 +51,8 @@ def read_upload(name: str, data: bytes, task: str | None = None, text_column: st
 @st.cache_data(max_entries=4, show_spinner="Loading the data set…")
 def builtin_data(name: str):
     """A built-in data set (``tiny:<task>`` = generated) for the preview."""
-    from ..data.tasks import load_builtin, make_tiny
+    from ..data.tasks import load_builtin
+    from ..data.tiny_tasks import make_tiny
 
     return make_tiny(name[5:]) if name.startswith("tiny:") else load_builtin(name)
 
@@ -62,8 +64,7 @@ def _short(text, n: int = 160) -> str:
 
 def examples_frame(data, n: int = 20) -> pd.DataFrame:
     """The first ``n`` examples as a flat table, whatever the task."""
-    tt = task_type(data.task)
-    return pd.DataFrame([tt.preview(ex, _short) for ex in data.examples[:n]])
+    return pd.DataFrame([data.task.preview(ex, _short) for ex in data.examples[:n]])
 
 
 @st.cache_data(max_entries=8, show_spinner="Answering some dev questions…")

@@ -25,7 +25,7 @@ import streamlit as st
 from . import exports
 from ..train import run_finder
 from ..train.runs import ACTIVE_STATES, Run, start_background
-from ..data.uploads import safe_filename, slug
+from ..data.uploads.names import safe_filename, slug
 from .state import mode_sentence, runs_root, without_host_paths, writes_allowed
 
 

@@ -221,7 +221,7 @@ def _upload_checkpoint() -> str | None:
                                  key="be_model_zip")
     if f is None:
         return None
-    from ..data.uploads import slug
+    from ..data.uploads.names import slug
 
     target = runs_root() / UPLOADS / slug(Path(f.name).stem)
     if not (target / "config.json").exists():

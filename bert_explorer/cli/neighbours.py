@@ -63,19 +63,19 @@ def _check_corpus(corpus: str) -> None:
 
 
 def cmd_build(args) -> int:
-    from ..analysis import neighbour_jobs, neighbours as nb
+    from ..analysis import neighbour_build as nbb, neighbour_jobs
 
     _check_corpus(args.corpus)
     loaded = _load(args.model)
     try:
         for layer in args.layer:
-            nb.check_layer(loaded, layer)
+            nbb.check_layer(loaded, layer)
     except ValueError as e:
         raise UserError(str(e)) from e
     if args.background:
         for layer in args.layer:
-            path = nb.index_path(loaded, args.corpus, layer)
-            if nb.is_complete(path):
+            path = nbb.index_path(loaded, args.corpus, layer)
+            if nbb.is_complete(path):
                 print(f"layer {layer}: already built ({path})", file=sys.stderr)
             elif neighbour_jobs.start_background(path, ["--model", args.model, "--layer", str(layer),
                                                         "--corpus", args.corpus, "--no-progress"]) is None:
@@ -86,7 +86,7 @@ def cmd_build(args) -> int:
         return 0
     progress, close = _progress(args.no_progress)
     try:
-        paths = nb.build_index(loaded, args.corpus, args.layer, progress)
+        paths = nbb.build_index(loaded, args.corpus, args.layer, progress)
     except neighbour_jobs.BuildBusy as e:
         raise UserError(str(e)) from e
     except ValueError as e:
@@ -124,19 +124,19 @@ def _progress(quiet: bool):
 
 
 def cmd_query(args) -> int:
-    from ..analysis import neighbours as nb
+    from ..analysis import neighbour_build as nbb, neighbours as nb
 
     _check_corpus(args.corpus)
     if args.k < 1:
         raise UserError("--k must be at least 1")
     loaded = _load(args.model)
     try:
-        nb.check_layer(loaded, args.layer)
+        nbb.check_layer(loaded, args.layer)
         position = nb.pick_token(loaded, args.text, args.token)
     except ValueError as e:
         raise UserError(str(e)) from e
-    path = nb.index_path(loaded, args.corpus, args.layer)
-    if not nb.is_complete(path):
+    path = nbb.index_path(loaded, args.corpus, args.layer)
+    if not nbb.is_complete(path):
         raise UserError(f"the index of layer {args.layer} of {args.model} over {args.corpus} is not built yet; "
                         f"build it with: bert-explorer neighbours build --model {args.model} --layer {args.layer} "
                         f"--corpus {args.corpus}")

@@ -5,7 +5,7 @@ import json
 import sys
 
 from .. import checkpoint
-from ..data.task_types import task_type
+from ..tasks.base import TaskType
 from .common import UserError, _config_from, _flag, _given_settings, _read_lines, _start_background, user_errors
 
 
@@ -52,7 +52,7 @@ def cmd_evaluate_pretraining(args) -> int:
 
 
 def cmd_finetune(args) -> int:
-    from ..data.tasks import DataError
+    from ..data.uploads.core import DataError
     from ..train.finetune import FinetuneConfig, run_finetuning
 
     cfg = _config_from(args, FinetuneConfig)
@@ -93,28 +93,27 @@ def cmd_predict(args) -> int:
     try:
         results = predictor.predict(examples)
     except (KeyError, ValueError) as e:
-        raise UserError(f"the input does not fit a {predictor.task} model: {e}") from e
+        raise UserError(f"the input does not fit a {predictor.task.name} model: {e}") from e
     if args.json:
         print(json.dumps(results, indent=2))
     else:
         for r in results:
-            print(r.get("label", r.get("answer", r.get("score", r.get("entities", r.get("choice"))))))
+            print(r[predictor.task.answer_key])
     return 0
 
 
-def _example(task: str, text: str, pair: str | None = None) -> dict:
+def _example(task: TaskType, text: str, pair: str | None = None) -> dict:
     """Plain text into the example layout of a task (a pair may be written 'A ||| B'; the
     choices of a multiple-choice model 'choice 1 || choice 2')."""
     if pair is None and "|||" in text:
         text, pair = (x.strip() for x in text.split("|||", 1))
-    tt = task_type(task)
     second = pair
-    if tt.inputs[-1].choices:
+    if task.inputs[-1].choices:
         second = [c.strip() for c in (pair or "").split("||")]
     try:
-        return tt.example_from_text(text, second)
+        return task.example_from_text(text, second)
     except ValueError as e:
-        usage = " ".join(f"{flag} {i.cli}" for flag, i in zip(("--text", "--text-pair"), tt.inputs))
+        usage = " ".join(f"{flag} {i.cli}" for flag, i in zip(("--text", "--text-pair"), task.inputs))
         raise UserError(f"{e}: {usage}") from e
 
 

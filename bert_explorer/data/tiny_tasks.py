@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 
-from .uploads import DataError, TaskData, TASKS, _did_you_mean
+from ..tasks.registry import task_type
+from .uploads.core import DataError, TaskData
 
 
 _T_NOUNS = "film book song meal game trip show car".split()
@@ -31,12 +32,14 @@ def make_tiny(task: str, n: int = 64, seed: int = 0) -> TaskData:
 
     Classification labels alternate with the example index (balanced); deterministic for a seed.
     """
-    if task not in TASKS:
-        raise DataError(f"unknown task {task!r}{_did_you_mean(task, TASKS)}; choose one of {', '.join(TASKS)}.")
+    try:
+        kind = task_type(task)  # where ``tiny:<task>`` names it
+    except ValueError as e:
+        raise DataError(str(e)) from None
     make, label_names = _TINY[task]
     rng = random.Random(seed)
     examples = [make(rng, i) for i in range(n)]
-    return TaskData(task, examples, list(label_names) if label_names else None, f"tiny:{task}",
+    return TaskData(kind, examples, list(label_names) if label_names else None, f"tiny:{task}",
                     [f"SYNTHETIC: make_tiny({task!r}, n={n}, seed={seed}), generated for tests"])
 
 

@@ -111,7 +111,7 @@ def task_type(train_spec: str) -> str | None:
 
     if train_spec.startswith("builtin:"):
         info = BUILTIN_TASKS.get(train_spec[len("builtin:"):])
-        return info.task if info else None
+        return info.task.name if info else None
     if train_spec.startswith("tiny:"):
         return train_spec[len("tiny:"):]
     if train_spec.startswith("pairs:"):

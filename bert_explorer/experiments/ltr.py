@@ -34,17 +34,16 @@ import torch
 from torch import nn
 
 from .. import checkpoint
-from ..data.task_types import able, task_type
+from ..tasks.registry import TASK_TYPES, able
 from ..train.feature_based import FeatureHead
-from ..train.featurize import collate, featurize
 from ..train.device import pick_device
 from ..train.engine import fit, marks_failure, total_steps
-from ..train.evaluation import evaluate, main_metric, task_loss
 from ..train.finetune import FinetuneConfig, label_names_of, read_data
 from ..train.optim import linear_warmup_decay, make_optimizer
-from ..train.runs import Run, writes_run
+from ..train.run_lock import writes_run
+from ..train.runs import Run
 
-SEQUENCE_TASKS = tuple(t for t in able("left_to_right") if task_type(t).reads_cls)  # the rest: ner
+SEQUENCE_TASKS = tuple(t.name for t in TASK_TYPES.values() if t.left_to_right and t.reads_cls)  # the rest: ner
 
 
 class LTRClassifier(nn.Module):
@@ -80,9 +79,10 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
     if head not in ("last-token", "bilstm"):
         raise ValueError(f"head must be 'last-token' or 'bilstm', not {head!r}")
     train, dev = read_data(cfg)
-    if train.task not in able("left_to_right"):
+    task = train.task
+    if not task.left_to_right:
         raise ValueError(f"a left-to-right model is fine-tuned here for {', '.join(able('left_to_right'))}, "
-                         f"not {train.task}")
+                         f"not {task.name}")
     label_names = label_names_of(train)
     run = Run(run_dir)
     run.create({**asdict(cfg), "ltr_head": head}, "finetune")
@@ -93,11 +93,10 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
         if not loaded.config.causal:
             run.log("note: this model is not causal (bidirectional); fine-tuning it with an LTR head anyway")
         tok = loaded.tokenizer
-        train_feats = featurize(train.task, train.examples, tok, label_names, cfg.max_seq_length)
-        dev_feats = featurize(dev.task, dev.examples, tok, label_names, cfg.max_seq_length)
+        train_feats = task.featurize(train.examples, tok, label_names, cfg.max_seq_length)
+        dev_feats = task.featurize(dev.examples, tok, label_names, cfg.max_seq_length)
         torch.manual_seed(cfg.seed)
-        tt = task_type(train.task)
-        model = LTRClassifier(loaded.model, head, tt.num_outputs(label_names), tt.per_token).to(dev_obj.device)
+        model = LTRClassifier(loaded.model, head, task.num_outputs(label_names), task.per_token).to(dev_obj.device)
         head_module = model.head if head == "bilstm" else model.classifier
         optimizer = make_optimizer(model.bert, cfg.lr, cfg.weight_decay, extra_groups=[
             {"params": list(head_module.parameters()), "weight_decay": 0.0,
@@ -105,21 +104,21 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
         total = total_steps(len(train_feats), cfg.batch_size, cfg.epochs)
         scheduler = linear_warmup_decay(optimizer, int(cfg.warmup_fraction * total), total)
         pad = tok.pad_id
-        run.log(f"{train.task}: {len(train.examples)} train / {len(dev.examples)} dev, LTR head {head}")
+        run.log(f"{task.name}: {len(train.examples)} train / {len(dev.examples)} dev, LTR head {head}")
 
         def loss_of(indices):
             batch = {k: v.to(dev_obj.device) for k, v in
-                     collate([train_feats[j] for j in indices], pad, train.task).items()}
+                     task.collate([train_feats[j] for j in indices], pad).items()}
             logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-            return task_loss(train.task, logits, batch["labels"])
+            return task.loss(logits, batch["labels"])
 
         fitted = fit(run, n_train=len(train_feats), batch_size=cfg.batch_size, epochs=cfg.epochs, seed=cfg.seed,
                      loss_of=loss_of, model=model, optimizer=optimizer, scheduler=scheduler,
                      scaler=dev_obj.grad_scaler(), autocast=dev_obj.autocast,
-                     evaluate=lambda: evaluate(train.task, dev.examples, dev_feats,
-                                               _predict(model, dev_feats, train.task, pad, dev_obj), label_names))
-        result = {"task": train.task, "mode": "fine-tune", "ltr_head": head, "lr": cfg.lr, "dev": fitted.dev,
-                  "main_metric": main_metric(train.task), "train_examples": len(train.examples),
+                     evaluate=lambda: task.evaluate(dev.examples, dev_feats,
+                                                    _predict(model, dev_feats, task, pad, dev_obj), label_names))
+        result = {"task": task.name, "mode": "fine-tune", "ltr_head": head, "lr": cfg.lr, "dev": fitted.dev,
+                  "main_metric": task.main_metric, "train_examples": len(train.examples),
                   "dev_examples": len(dev.examples), "train_seconds": round(fitted.seconds, 1),
                   "label_names": label_names, "stopped_at_step": fitted.step if fitted.stopped else None}
         (run.path / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -133,7 +132,7 @@ def _predict(model, feats, task, pad, dev_obj, batch_size: int = 64) -> list[tor
     with torch.no_grad():
         for i in range(0, len(feats), batch_size):
             chunk = feats[i:i + batch_size]
-            batch = {k: v.to(dev_obj.device) for k, v in collate(chunk, pad, task).items()}
+            batch = {k: v.to(dev_obj.device) for k, v in task.collate(chunk, pad).items()}
             with dev_obj.autocast():
                 logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).float().cpu()
             for b, f in enumerate(chunk):

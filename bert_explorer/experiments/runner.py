@@ -26,8 +26,9 @@ import threading
 import time
 from pathlib import Path
 
-from ..train.run_finder import is_ablation  # noqa: F401  (callers read it here)
-from ..train.runs import ACTIVE_STATES, Run, writes_run
+from ..tasks.registry import task_type
+from ..train.run_lock import writes_run
+from ..train.runs import ACTIVE_STATES, Run
 from . import grid
 
 PAIR_DEFAULTS = {"n_train": 2000, "n_dev": 500}
@@ -123,7 +124,7 @@ def ensure_pretrained(abl: Path, key: str, cfg: dict, progress: bool = False) ->
 
 def _task_type_of(cfg) -> str:
     from ..train.finetune import read_data
-    return read_data(cfg)[0].task
+    return read_data(cfg)[0].task.name
 
 
 def run_cell(abl: Path, plan: dict, cell: dict, model_dir: Path) -> dict:
@@ -254,12 +255,12 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
                     say(f"[{n}/{total}] {c['id']}: FAILED: {msg}")
                     run.write_status(failed=failed)
                     continue
-                from ..train.evaluation import main_metric
-                metric = main_metric(res["task"])
+                task = task_type(res["task"])
+                metric = task.main_metric
                 dev = {k: v for k, v in res["dev"].items() if isinstance(v, (int, float)) and v is not None}
                 value = dev.get(metric)
                 # the score as the paper prints it: percent (SQuAD F1 already is)
-                score = None if value is None else round(value if res["task"] == "qa" else 100 * value, 2)
+                score = None if value is None else round(value if task.percent else 100 * value, 2)
                 rec = _record(c, "finished", task_type=res["task"], metric=metric, value=value, score=score,
                               dev=dev, pretrain=summary, seconds=round(time.time() - t1, 1),
                               ltr_head=res.get("ltr_head"))

@@ -24,10 +24,9 @@ from torch import nn
 
 from .. import checkpoint, full_disk
 from ..full_disk import CacheNotKept
-from ..data.task_types import able, task_type
-from . import featurize as F_
+from ..tasks.base import TaskType
+from ..tasks.registry import able
 from .engine import AFTER_A_FULL_DISK, fit
-from .evaluation import evaluate, main_metric, task_loss
 
 CACHE_DIR = Path(os.environ.get("BERT_EXPLORER_CACHE", Path.home() / ".cache" / "bert_explorer")) / "features"
 SUPPORTED = able("feature_based")
@@ -44,7 +43,7 @@ def layers_for(mode: str, num_layers: int) -> list[int]:
     return table[mode]
 
 
-def extract(loaded: checkpoint.Loaded, feats: list[dict], layers: list[int], task: str, device,
+def extract(loaded: checkpoint.Loaded, feats: list[dict], layers: list[int], task: TaskType, device,
             batch_size: int = 64) -> list[torch.Tensor]:
     """Frozen activations per example: [T_i, len(layers), H] in float16, cached on disk."""
     weights = loaded.path / "model.safetensors"
@@ -64,7 +63,7 @@ def extract(loaded: checkpoint.Loaded, feats: list[dict], layers: list[int], tas
     with torch.no_grad():
         for i in range(0, len(feats), batch_size):
             chunk = feats[i:i + batch_size]
-            batch = {k: v.to(device) for k, v in F_.collate(chunk, loaded.tokenizer.pad_id, task).items()
+            batch = {k: v.to(device) for k, v in task.collate(chunk, loaded.tokenizer.pad_id).items()
                      if k in ("input_ids", "token_type_ids", "attention_mask")}
             hs = encoder(**batch, output_hidden_states=True).hidden_states
             stacked = torch.stack([hs[j] for j in layers], dim=2).half().cpu()  # [B, T, n, H]
@@ -140,38 +139,38 @@ def head_outputs(head, xs, batch_size=64):
 
 
 def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
-    if train.task not in SUPPORTED:
-        raise ValueError(f"feature-based transfer supports {', '.join(SUPPORTED)}; use fine-tuning for {train.task}")
+    task = train.task
+    if not task.feature_based:
+        raise ValueError(f"feature-based transfer supports {', '.join(SUPPORTED)}; use fine-tuning for {task.name}")
     loaded = checkpoint.load(cfg.model, "BertModel")
     tok, L = loaded.tokenizer, loaded.config.num_layers
     layers = layers_for(cfg.features, L)
-    train_feats = F_.featurize(train.task, train.examples, tok, label_names, cfg.max_seq_length)
-    dev_feats = F_.featurize(dev.task, dev.examples, tok, label_names, cfg.max_seq_length)
+    train_feats = task.featurize(train.examples, tok, label_names, cfg.max_seq_length)
+    dev_feats = task.featurize(dev.examples, tok, label_names, cfg.max_seq_length)
     t0 = time.time()
-    x_train = extract(loaded, train_feats, layers, train.task, device.device)
-    x_dev = extract(loaded, dev_feats, layers, dev.task, device.device)
+    x_train = extract(loaded, train_feats, layers, task, device.device)
+    x_dev = extract(loaded, dev_feats, layers, task, device.device)
     extract_s = time.time() - t0
     run.log(f"features {cfg.features} (hidden_states {layers}) of {len(x_train)}+{len(x_dev)} examples "
             f"in {extract_s:.1f}s")
     torch.manual_seed(cfg.seed)
-    tt = task_type(train.task)
     # The cached features stay on the CPU; each batch goes to the device with the head.
-    head = FeatureHead(len(layers), loaded.config.hidden_size, cfg.features, tt.num_outputs(label_names),
-                       tt.per_token).to(device.device)
+    head = FeatureHead(len(layers), loaded.config.hidden_size, cfg.features, task.num_outputs(label_names),
+                       task.per_token).to(device.device)
 
     def loss_of(indices):
         x, mask = _pad([x_train[j] for j in indices])
-        labels = F_.collate([train_feats[j] for j in indices], tok.pad_id, train.task)["labels"]
-        return task_loss(train.task, head(x.to(device.device), mask.to(device.device)), labels.to(device.device))
+        labels = task.collate([train_feats[j] for j in indices], tok.pad_id)["labels"]
+        return task.loss(head(x.to(device.device), mask.to(device.device)), labels.to(device.device))
 
     # Adam at a fixed rate, no clipping, in float32: the small head of Section 5.3 learning from scratch.
     fitted = fit(run, n_train=len(x_train), batch_size=cfg.batch_size, epochs=cfg.epochs, seed=cfg.seed,
                  loss_of=loss_of, model=head, optimizer=torch.optim.Adam(head.parameters(), lr=cfg.head_lr),
-                 clip_grad_norm=None, evaluate=lambda: evaluate(train.task, dev.examples, dev_feats,
-                                                                head_outputs(head, x_dev), label_names))
+                 clip_grad_norm=None, evaluate=lambda: task.evaluate(dev.examples, dev_feats,
+                                                                     head_outputs(head, x_dev), label_names))
     ev = fitted.dev
     out_dir = run.path / "feature_head"
-    meta = {"base_model": str(loaded.path), "features": cfg.features, "layers": layers, "task": train.task,
+    meta = {"base_model": str(loaded.path), "features": cfg.features, "layers": layers, "task": task.name,
             "label_names": label_names, "hidden": loaded.config.hidden_size, "max_seq_length": cfg.max_seq_length}
     needed = sum(p.numel() * 4 for p in head.parameters())
     with full_disk.saving(run.path, "save the feature-based head", AFTER_A_FULL_DISK, needed):
@@ -183,7 +182,7 @@ def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
         except BaseException:
             shutil.rmtree(out_dir, ignore_errors=True)  # never half a head that a later reader would trust
             raise
-    return {"task": train.task, "mode": "feature-based", "features": cfg.features, "dev": ev,
-            "main_metric": main_metric(train.task), "train_examples": len(train.examples),
+    return {"task": task.name, "mode": "feature-based", "features": cfg.features, "dev": ev,
+            "main_metric": task.main_metric, "train_examples": len(train.examples),
             "dev_examples": len(dev.examples), "feature_seconds": round(extract_s, 1),
             "train_seconds": round(fitted.seconds, 1), "label_names": label_names}

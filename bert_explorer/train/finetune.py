@@ -21,16 +21,18 @@ from pathlib import Path
 import torch
 
 from .. import checkpoint, full_disk
-from ..data.tasks import TaskData, check_dev_labels, load_builtin, make_tiny, read_task_file, train_dev_split
+from ..data.tasks import check_dev_labels, load_builtin, train_dev_split
+from ..data.tiny_tasks import make_tiny
+from ..data.uploads.core import TaskData
+from ..data.uploads.reader import read_task_file
+from ..tasks.base import TaskType
 from .configs import settings_of
 from .device import PRECISIONS, pick_device, precision_from
 from .engine import AFTER_A_FULL_DISK, fit, marks_failure, total_steps
-from .evaluation import evaluate, main_metric, predict_features
 from .feature_based import run_feature_based
-from ..data.task_types import able, task_type
-from .featurize import collate, featurize
 from .optim import linear_warmup_decay, make_optimizer
-from .runs import Run, writes_run
+from .run_lock import writes_run
+from .runs import Run
 
 FEATURE_MODES = ("embeddings", "last", "second-to-last", "sum-last-4", "concat-last-4", "sum-all")
 MODES = ("fine-tune", "feature-based")
@@ -109,22 +111,21 @@ def read_data(cfg: FinetuneConfig) -> tuple[TaskData, TaskData]:
 def label_names_of(train: TaskData) -> list[str] | None:
     """The names the output layer predicts (classes, NER tags): the data's own list, else every
     label the training examples use, sorted; None for values, spans and choices."""
-    tt = task_type(train.task)
-    if tt.labelled:
+    if train.task.labelled:
         if train.label_names:
             return list(train.label_names)
-        values = {t for ex in train.examples for t in tt.gold_labels(ex)}
+        values = {t for ex in train.examples for t in train.task.gold_labels(ex)}
         return sorted(map(str, values))
     return None
 
 
 def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names, dev_feats, train_feats, dev_obj):
     torch.manual_seed(cfg.seed)
-    tt = task_type(train.task)
-    n_out = tt.num_outputs(label_names)  # None: the architecture fixes it (QA, multiple choice)
-    loaded = checkpoint.load(cfg.model, tt.architecture, **({} if n_out is None else {"num_labels": n_out}))
+    task = train.task
+    n_out = task.num_outputs(label_names)  # None: the architecture fixes it (QA, multiple choice)
+    loaded = checkpoint.load(cfg.model, task.architecture, **({} if n_out is None else {"num_labels": n_out}))
     model = loaded.model.to(dev_obj.device)
-    model.config.problem_type = tt.problem_type  # not the base model's
+    model.config.problem_type = task.problem_type  # not the base model's
     if label_names:
         model.config.id2label = dict(enumerate(label_names))
     optimizer = make_optimizer(model, lr, cfg.weight_decay)
@@ -133,12 +134,12 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
     pad = loaded.tokenizer.pad_id
 
     def loss_of(indices):  # the BertFor* head computes its task's loss (Section 4)
-        batch = collate([train_feats[j] for j in indices], pad, train.task)
+        batch = task.collate([train_feats[j] for j in indices], pad)
         return model(**{k: v.to(dev_obj.device) for k, v in batch.items()}).loss
 
     def dev_metrics():
-        outputs = predict_features(model, dev_feats, train.task, pad, dev_obj.device, autocast=dev_obj.autocast)
-        return evaluate(train.task, dev.examples, dev_feats, outputs, label_names)
+        outputs = task.model_outputs(model, dev_feats, pad, dev_obj.device, autocast=dev_obj.autocast)
+        return task.evaluate(dev.examples, dev_feats, outputs, label_names)
 
     fitted = fit(run, n_train=len(train_feats), batch_size=cfg.batch_size, epochs=cfg.epochs, seed=cfg.seed,
                  loss_of=loss_of, evaluate=dev_metrics, model=model, optimizer=optimizer, scheduler=scheduler,
@@ -147,11 +148,11 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
 
 
 
-def ltr_problem(model: str | Path, task: str | None, mode: str) -> str | None:
+def ltr_problem(model: str | Path, task: TaskType | None, mode: str) -> str | None:
     """One sentence when ``model`` is a left-to-right (causal) checkpoint that would be
     fine-tuned through [CLS] on ``task``: under a causal mask the first token sees only itself,
     so such a run cannot learn. None when the pair is fine (or the model cannot be read here)."""
-    if mode != "fine-tune" or task not in able("reads_cls") or str(model).startswith("hf:"):
+    if mode != "fine-tune" or task is None or not task.reads_cls or str(model).startswith("hf:"):
         return None
     try:
         causal = json.loads((checkpoint.resolve(model) / "config.json").read_text()).get("causal", False)
@@ -160,8 +161,8 @@ def ltr_problem(model: str | Path, task: str | None, mode: str) -> str | None:
     if not causal:
         return None
     what = (f"{Path(str(model)).name} is a left-to-right (LTR) model: under its causal mask [CLS] sees only "
-            f"itself, so {task} fine-tuning through [CLS] cannot learn")
-    if not task_type(task).feature_based:  # no BiLSTM head reads every token for it
+            f"itself, so {task.name} fine-tuning through [CLS] cannot learn")
+    if not task.feature_based:  # no BiLSTM head reads every token for it
         return f"{what}; choose a bidirectional checkpoint."
     return (f"{what}; choose the feature-based mode (its BiLSTM reads every token), a bidirectional checkpoint, "
             f"or the Ablation studio's LTR rows (they read the last token).")
@@ -207,14 +208,14 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
             result = run_feature_based(cfg, run, train, dev, label_names, dev_obj)
         else:
             tok = checkpoint.load(cfg.model).tokenizer
-            train_feats = featurize(train.task, train.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
-            dev_feats = featurize(dev.task, dev.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
-            run.log(f"{train.task}: {len(train.examples)} train / {len(dev.examples)} dev examples from {train.source}")
+            train_feats = train.task.featurize(train.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
+            dev_feats = dev.task.featurize(dev.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
+            run.log(f"{train.task.name}: {len(train.examples)} train / {len(dev.examples)} dev examples from {train.source}")
             best = None
             for lr in cfg.lr_grid or [cfg.lr]:
                 model, tok, ev, secs = _train_one(cfg, lr, run, train, dev, label_names, dev_feats, train_feats,
                                                   dev_obj)
-                key = main_metric(train.task)
+                key = train.task.main_metric
                 if best is None or ev[key] > best[2][key]:
                     best = (lr, model, ev, secs)
                 if run.stop_requested():
@@ -223,9 +224,9 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
             with full_disk.saving(run.path, "save the fine-tuned model", AFTER_A_FULL_DISK,
                                   sum(p.numel() * p.element_size() for p in model.parameters())):
                 checkpoint.save(model, tok, run.path / "model", extra_files={
-                    "training_args.json": json.dumps({**asdict(cfg), "lr": lr, "task": train.task,
+                    "training_args.json": json.dumps({**asdict(cfg), "lr": lr, "task": train.task.name,
                                                       "null_threshold": ev.get("null_threshold")}, indent=2)})
-            result = {"task": train.task, "mode": "fine-tune", "lr": lr, "train_examples": len(train.examples),
+            result = {"task": train.task.name, "mode": "fine-tune", "lr": lr, "train_examples": len(train.examples),
                       "dev_examples": len(dev.examples), "train_seconds": round(secs, 1), "dev": ev,
                       "label_names": label_names}
         if warning:

@@ -7,26 +7,27 @@ from pathlib import Path
 from safetensors.torch import load_file
 
 from .. import checkpoint
-from ..data.task_types import TASK_TYPES, task_type
-from . import featurize as F_
-from .evaluation import predict_features
+from ..tasks.registry import TASK_TYPES, task_type
+from ..tasks.sequence import LabelTask
 from .feature_based import FeatureHead, extract, head_outputs
-from .task_ops import task_ops
 
 
 class Predictor:
+    """A fine-tuned model and its task type, read from a run: ``predict`` answers new examples in
+    the task's own terms (a label, a score, tags, an answer span, a choice)."""
+
     def __init__(self, path: str | Path):
         p = Path(path)
         self.feature_head = None
         if (p / "feature_head" / "head.json").exists():
             meta = json.loads((p / "feature_head" / "head.json").read_text())
             self.loaded = checkpoint.load(meta["base_model"], "BertModel")
-            tt = task_type(meta["task"])
+            self.task = task_type(meta["task"])  # the run names its task: resolved here, once
             head = FeatureHead(len(meta["layers"]), meta["hidden"], meta["features"],
-                               tt.num_outputs(meta["label_names"]), tt.per_token)
+                               self.task.num_outputs(meta["label_names"]), self.task.per_token)
             head.load_state_dict(load_file(str(p / "feature_head" / "head.safetensors")))
             self.feature_head, self.meta = head.eval(), meta
-            self.task, self.label_names, self.max_len = meta["task"], meta["label_names"], meta["max_seq_length"]
+            self.label_names, self.max_len = meta["label_names"], meta["max_seq_length"]
             self.doc_stride, self.tau = 64, None
             return
         model_dir = p / "model" if (p / "model" / "config.json").exists() else p
@@ -34,12 +35,16 @@ class Predictor:
         args_file = model_dir / "training_args.json"
         args = json.loads(args_file.read_text()) if args_file.exists() else {}
         arch = type(self.loaded.model).__name__
-        self.task = args.get("task") or {t.architecture: t.name for t in reversed(TASK_TYPES.values())}.get(arch)
+        if args.get("task"):
+            self.task = task_type(args["task"])
+        else:  # a model from elsewhere: the first task type with its architecture
+            self.task = next((t for t in TASK_TYPES.values() if t.architecture == arch), None)
         if self.task is None:
             raise checkpoint.CheckpointError(f"{model_dir} is not a fine-tuned model (its architecture is {arch})")
-        if task_type(self.task).target == "class" and self.loaded.model.is_regression:
+        if isinstance(self.task, LabelTask) and self.loaded.model.is_regression:
             # one output trained with MSE: the registry's task with this head that predicts a value
-            self.task = next(t.name for t in TASK_TYPES.values() if t.architecture == arch and t.target == "value")
+            self.task = next(t for t in TASK_TYPES.values()
+                             if t.architecture == arch and t.problem_type == "regression")
         id2label = self.loaded.config.id2label
         self.label_names = [id2label[i] for i in sorted(id2label)] if id2label else None
         self.max_len = args.get("max_seq_length", 128)
@@ -51,11 +56,10 @@ class Predictor:
 
     def _outputs(self, feats):
         if self.feature_head is None:
-            return predict_features(self.loaded.model, feats, self.task, self.loaded.tokenizer.pad_id, "cpu")
+            return self.task.model_outputs(self.loaded.model, feats, self.loaded.tokenizer.pad_id, "cpu")
         xs = extract(self.loaded, feats, self.meta["layers"], self.task, "cpu")
         return head_outputs(self.feature_head, xs)
 
     def predict(self, examples: list[dict]) -> list[dict]:
-        feats = F_.featurize(self.task, examples, self.loaded.tokenizer, self.label_names, self.max_len,
-                             self.doc_stride)
-        return task_ops(self.task).predict(examples, feats, self._outputs(feats), self.label_names, self.tau)
+        feats = self.task.featurize(examples, self.loaded.tokenizer, self.label_names, self.max_len, self.doc_stride)
+        return self.task.predict(examples, feats, self._outputs(feats), self.label_names, self.tau)

@@ -32,7 +32,8 @@ from .optim import apply_update, linear_warmup_decay, make_optimizer
 from .configs import settings_of
 from .engine import marks_failure
 from .estimate import model_flops_per_token
-from .runs import Run, writes_run
+from .run_lock import writes_run
+from .runs import Run
 
 OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
 

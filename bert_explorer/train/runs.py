@@ -37,8 +37,8 @@ import threading
 import time
 from pathlib import Path
 
-from .run_lock import (WRITER_FD_ENV, WRITER_LOCK_NAME, RunBusy, acquire_writer, pid_alive,  # noqa: F401
-                       process_alive, process_start, read_holder, writer_busy, writer_lock, writes_run)
+from .run_lock import (WRITER_FD_ENV, RunBusy, acquire_writer, pid_alive, process_alive, process_start,
+                       writer_busy)
 
 try:
     import fcntl  # POSIX file locks; without them (Windows) runs are never queued

@@ -1,8 +1,8 @@
 """Reading fine-tuning data from files that people upload, and saying precisely what is wrong.
 
-One function, :func:`read_task_file`, reads every format the explorer accepts and returns a
-:class:`TaskData`: the task, the examples as plain dicts, the label names, and notes about
-anything it repaired or skipped. Formats (detected from the content, the extension helping):
+One function, :func:`.reader.read_task_file`, reads every format the explorer accepts and returns a
+:class:`.core.TaskData`: the task type, the examples as plain dicts, the label names, and notes
+about anything it repaired or skipped. Formats (detected from the content, the extension helping):
 
 * **CSV / TSV** with a header row (``;`` and ``|`` separated files too). Sentence
   classification, sentence-pair classification and regression (GLUE-style: ``text,label``,
@@ -35,13 +35,11 @@ Policies (each one is a note in ``TaskData.notes`` or a :class:`DataError`):
   column), ragged rows or CoNLL lines, missing or misnamed columns (the available columns are
   listed and the closest name is suggested), a single class, fewer than ``MIN_EXAMPLES``.
 
-Every :class:`DataError` message is one sentence: which file, where (line, column, question
+Every :class:`.core.DataError` message is one sentence: which file, where (line, column, question
 id), what is wrong, and what to do.
-"""
-from __future__ import annotations
 
-from ..task_types import TASKS  # noqa: F401
-from .core import DEFAULT_MAX_BYTES, MIN_EXAMPLES, DataError, TaskData  # noqa: F401
-from .helpers import _did_you_mean, _label_sort_key  # noqa: F401
-from .names import safe_filename, slug, table_columns  # noqa: F401
-from .reader import read_task_file  # noqa: F401
+The modules: ``reader`` (the entry point and the format), ``core`` (``TaskData``, ``DataError``,
+the column names recognised), ``tables``, ``structured``, ``json_formats`` and ``line_formats``
+(the formats), ``decode`` (bytes to text), ``names`` (safe file and run names, a table's columns)
+and ``helpers``.
+"""

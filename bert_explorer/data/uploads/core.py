@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..task_types import task_type
+from ...tasks.base import TaskType
 
 
 MIN_EXAMPLES = 4
@@ -18,9 +18,9 @@ class DataError(ValueError):
 
 @dataclass
 class TaskData:
-    """Examples of one task (the dict layout of each task is described in ``tasks.py``)."""
+    """Examples of one task type (the dict layout of each is described in ``tasks.py``)."""
 
-    task: str
+    task: TaskType
     examples: list[dict]
     label_names: list[str] | None = None
     source: str = ""
@@ -31,17 +31,16 @@ class TaskData:
 
     def label_counts(self) -> dict[str, int]:
         """How often each label (NER: each tag) occurs; empty for regression and QA."""
-        return task_type(self.task).label_counts(self.examples)
+        return self.task.label_counts(self.examples)
 
     def summary(self) -> dict:
-        out = {"task": self.task, "examples": len(self.examples), "source": self.source}
+        out = {"task": self.task.name, "examples": len(self.examples), "source": self.source}
         if self.label_names:
             out["label_names"] = list(self.label_names)
         counts = self.label_counts()
         if counts:
             out["label_counts"] = counts
-        if task_type(self.task).target == "span":  # SQuAD 2.0: questions the passage does not answer
-            out["unanswerable"] = sum(bool(ex.get("is_impossible")) for ex in self.examples)
+        out.update(self.task.summary_counts(self.examples))
         if self.notes:
             out["notes"] = list(self.notes)
         return out

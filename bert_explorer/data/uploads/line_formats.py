@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from ...tasks.registry import CLASSIFICATION, NER
 from .core import TAG_RE, TaskData
 from .helpers import _lines_note, _tag_names
 
@@ -13,9 +14,9 @@ class LineFormats:
 
     def parse_conll(self) -> TaskData:
         self.fmt = "CoNLL"
-        if self.task not in (None, "ner"):
+        if self.task not in (None, NER):
             raise self.error(None, f"looks like CoNLL columns (a token and a tag on each line), which is NER data, "
-                                   f"but task={self.task!r} was asked for; use task='ner'")
+                                   f"but task={self.task.name!r} was asked for; use task='ner'")
         lines = self.text.splitlines()
         use_tab = any("\t" in ln.strip(" ") for ln in lines[:2000] if ln.strip())
         sentences, tokens, tags, tag_lines = [], [], [], []
@@ -52,7 +53,7 @@ class LineFormats:
                                    "between sentences")
         examples = self._check_bio([(t, g, [(ln, expected) for ln in lns]) for t, g, lns in sentences])
         self._check_count(examples, "sentences")
-        return TaskData("ner", examples, _tag_names(examples), "", self.notes)
+        return TaskData(NER, examples, _tag_names(examples), "", self.notes)
 
     def _check_bio(self, sentences) -> list[dict]:
         """``sentences``: (tokens, tags, [(line, column)] per tag). Returns NER examples in BIO."""
@@ -93,9 +94,9 @@ class LineFormats:
     # ----- fastText --------------------------------------------------------------------
     def parse_fasttext(self) -> TaskData:
         self.fmt = "fastText"
-        if self.task not in (None, "classification"):
+        if self.task not in (None, CLASSIFICATION):
             raise self.error(None, f"is in fastText format ('__label__X text' lines), which is single-sentence "
-                                   f"classification, but task={self.task!r} was asked for; use task='classification'")
+                                   f"classification, but task={self.task.name!r} was asked for; use task='classification'")
         examples, empty = [], []
         for n, line in enumerate(self.text.splitlines(), 1):
             if not line.strip():
@@ -115,6 +116,6 @@ class LineFormats:
             examples.append({"text": text, "label": labels[0]})
         if empty:
             self.notes.append(_lines_note("no text after the label", empty, self.unit))
-        return self._finish_classification("classification", examples, "label")
+        return self._finish_classification(CLASSIFICATION, examples, "label")
 
     # ----- CSV / TSV -------------------------------------------------------------------

@@ -5,10 +5,11 @@ import json
 import re
 from pathlib import Path
 
-from ..task_types import TASKS
+from ...tasks.base import TaskType
+from ...tasks.registry import NER, task_type
 from .core import DataError, DEFAULT_MAX_BYTES, MIN_EXAMPLES, TaskData
 from .decode import _decode, _size
-from .helpers import _did_you_mean, _looks_like_conll
+from .helpers import _looks_like_conll
 from .json_formats import JsonFormats
 from .line_formats import LineFormats
 from .structured import StructuredRecords
@@ -16,18 +17,22 @@ from .tables import Tables
 
 
 # ----- the entry point --------------------------------------------------------------------
-def read_task_file(path: str | Path, task: str | None = None, text_column: str | None = None,
+def read_task_file(path: str | Path, task: TaskType | str | None = None, text_column: str | None = None,
                    text_pair_column: str | None = None, label_column: str | None = None,
                    max_bytes: int = DEFAULT_MAX_BYTES) -> TaskData:
-    """Read a fine-tuning data file; the task, format and columns are detected when not given.
+    """Read a fine-tuning data file; the task, format and columns are detected when not given
+    (``task`` is a task type, or the name a person gave it, resolved here).
 
     Raises :class:`DataError` (a ``ValueError``) with a one-sentence explanation when the file
     cannot be used; repairs and skipped rows are listed in the result's ``notes``.
     """
     path = Path(path)
     name = path.name or str(path)
-    if task is not None and task not in TASKS:
-        raise DataError(f"unknown task {task!r}{_did_you_mean(task, TASKS)}; choose one of {', '.join(TASKS)}.")
+    if isinstance(task, str):
+        try:
+            task = task_type(task)
+        except ValueError as e:
+            raise DataError(str(e)) from None
     if not path.is_file():
         raise DataError(f"{path} does not exist or is not a file; check the path and upload the data file itself.")
     size = path.stat().st_size
@@ -79,9 +84,9 @@ class _Reader(JsonFormats, LineFormats, Tables, StructuredRecords):
                                        f"upload it again") from e
             return self.from_json(obj)
         lines = [ln for ln in self.text.splitlines()[:400] if ln.strip()]
-        if ext in (".conll", ".bio", ".iob", ".iob2", ".bioes", ".ner") or self.task == "ner" \
+        if ext in (".conll", ".bio", ".iob", ".iob2", ".bioes", ".ner") or self.task == NER \
                 or _looks_like_conll(lines):
-            if ext in (".csv",) and self.task == "ner" and not _looks_like_conll(lines):
+            if ext in (".csv",) and self.task == NER and not _looks_like_conll(lines):
                 raise self.error(None, "is not in CoNLL columns, but NER data must be (one 'token TAG' per line, a "
                                        "blank line between sentences), or JSONL with 'tokens' and 'tags' lists; "
                                        "convert the file")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from ...tasks.registry import MULTIPLE_CHOICE, NER, QA
 from .core import ENDING_RE, MC_LABEL_NAMES, TaskData
 from .helpers import _as_bool, _choice_index, _lines_note, _tag_names
 
@@ -71,7 +72,7 @@ class StructuredRecords:
             raise self.error(self._where(odd), f"has a different number of choices than most rows ({common}); give "
                              f"every example the same number of choices")
         self._check_count(examples, "examples")
-        return TaskData("multiple-choice", examples, None, "", self.notes)
+        return TaskData(MULTIPLE_CHOICE, examples, None, "", self.notes)
 
     # ----- QA from records ---------------------------------------------------------------
     def read_qa(self) -> TaskData:
@@ -131,7 +132,7 @@ class StructuredRecords:
         self.notes.append(f"{self.fmt}: question column {q_col!r}, context column {c_col!r}; "
                           f"{sum(e['is_impossible'] for e in examples)} of {len(examples)} questions unanswerable")
         self._check_count(examples, "questions")
-        return TaskData("qa", examples, None, "", self.notes)
+        return TaskData(QA, examples, None, "", self.notes)
 
     # ----- NER from records --------------------------------------------------------------
     def read_ner_records(self) -> TaskData:
@@ -161,4 +162,4 @@ class StructuredRecords:
         examples = self._check_bio(sentences)
         self.notes.append(f"{self.fmt}: tokens column {tok_col!r}, tags column {tag_col!r}")
         self._check_count(examples, "sentences")
-        return TaskData("ner", examples, _tag_names(examples), "", self.notes)
+        return TaskData(NER, examples, _tag_names(examples), "", self.notes)

@@ -8,6 +8,7 @@ import math
 import re
 from collections import Counter
 
+from ...tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, NER, PAIR_CLASSIFICATION, QA, REGRESSION
 from .core import DataError, LABEL_NAMES, MIN_EXAMPLES, PAIR_NAMES, PAIRS, TaskData, TEXT_NAMES, _norm
 from .helpers import _did_you_mean, _label_sort_key, _label_str, _lines_note
 
@@ -83,14 +84,14 @@ class Tables:
         task = self.task
         endings = self._ending_columns(columns)
         has_choices = self._col(["choices", "endings", "options"]) is not None
-        if task == "multiple-choice" or (task is None and (len(endings) >= 2 or has_choices)
+        if task == MULTIPLE_CHOICE or (task is None and (len(endings) >= 2 or has_choices)
                                          and self._mc_label_col(required=False)):
             return self.read_multiple_choice(endings)
         qa_cols = self._col(["question"]), self._col(["context", "passage", "paragraph"])
-        if task == "qa" or (task is None and all(qa_cols) and self._col(
+        if task == QA or (task is None and all(qa_cols) and self._col(
                 ["answers", "answer", "answertext", "answerstart", "isimpossible"])):
             return self.read_qa()
-        if task == "ner" or (task is None and self._col(["tokens", "words"]) and self._col(
+        if task == NER or (task is None and self._col(["tokens", "words"]) and self._col(
                 ["tags", "nertags", "labels", "ner", "label"])):
             return self.read_ner_records()
         return self.read_sentences()
@@ -151,7 +152,7 @@ class Tables:
         auto = []
         if label_col is None:
             label_col = self._col([n for n in LABEL_NAMES if self._col([n]) not in (text_col, pair_col)])
-        if text_col is None and pair_col is None and task != "classification":
+        if text_col is None and pair_col is None and task != CLASSIFICATION:
             for a, b in PAIRS:
                 ca, cb = self._col([a]), (self._col([b]) if b else None)
                 if ca and cb and label_col not in (ca, cb):
@@ -159,9 +160,9 @@ class Tables:
                     break
         if text_col is None:
             text_col = self._col([n for n in TEXT_NAMES if self._col([n]) not in (label_col, pair_col)])
-        if pair_col is None and task not in ("classification",) and text_col is not None:
+        if pair_col is None and task != CLASSIFICATION and text_col is not None:
             cand = self._col([n for n in PAIR_NAMES if self._col([n]) not in (label_col, text_col)])
-            if cand is not None and (task == "pair-classification" or task in (None, "regression")):
+            if cand is not None and (task == PAIR_CLASSIFICATION or task in (None, REGRESSION)):
                 pair_col = cand
         rest = [c for c in self.columns if c not in (text_col, pair_col, label_col)]
         if label_col is None and text_col is not None and len(rest) == 1 and not self._all_unique_words(rest[0]):
@@ -177,12 +178,12 @@ class Tables:
             text_col = max(texty, key=self._mean_len)
             auto.append(f"took column {text_col!r} as the text (the column with the longest cells; "
                         f"pass text_column to choose another)")
-        if task == "pair-classification" and pair_col is None:
+        if task == PAIR_CLASSIFICATION and pair_col is None:
             raise self._missing("second text", PAIR_NAMES, "text_pair_column", used=(text_col, label_col))
         if task is None:
-            task = "regression" if self._is_regression(label_col) else (
-                "pair-classification" if pair_col else "classification")
-            auto.append(f"detected task {task!r}")
+            task = REGRESSION if self._is_regression(label_col) else (
+                PAIR_CLASSIFICATION if pair_col else CLASSIFICATION)
+            auto.append(f"detected task {task.name!r}")
         self.notes.append(f"{self.fmt}: text column {text_col!r}"
                           + (f", second text column {pair_col!r}" if pair_col else "")
                           + f", label column {label_col!r}" + ("; " + "; ".join(auto) if auto else ""))
@@ -200,7 +201,7 @@ class Tables:
             if label is None or label == "":
                 empty_label.append(line)
                 continue
-            if task == "regression":
+            if task == REGRESSION:
                 try:
                     value = float(label)
                     if not math.isfinite(value):
@@ -214,19 +215,19 @@ class Tables:
                     raise self.error(self._where(line, label_col), f"holds a {type(label).__name__}; give one "
                                      f"label per example (multi-label data is not supported)")
                 ex = {"text": text, "label": _label_str(label)}
-                if task == "pair-classification":
+                if task == PAIR_CLASSIFICATION:
                     ex = {"text": text, "text_pair": pair, "label": ex["label"]}
                 examples.append(ex)
         if empty_text:
             self.notes.append(_lines_note("an empty text cell", empty_text, self.unit))
         if empty_label:
             self.notes.append(_lines_note("an empty label cell", empty_label, self.unit))
-        if task == "regression":
+        if task == REGRESSION:
             self._check_count(examples, "examples")
             if len({ex["label"] for ex in examples}) < 2:
                 raise self.error(None, f"column {label_col!r} has the same value in every row, so there is "
                                        f"nothing to learn; check the label column")
-            return TaskData("regression", examples, None, "", self.notes)
+            return TaskData(REGRESSION, examples, None, "", self.notes)
         return self._finish_classification(task, examples, label_col)
 
     def _all_unique_words(self, col: str) -> bool:
@@ -264,7 +265,7 @@ class Tables:
         fractional = any(not x.is_integer() for x in values)
         return (fractional and distinct > 5) or distinct > 20
 
-    def _finish_classification(self, task: str, examples: list[dict], label_col: str) -> TaskData:
+    def _finish_classification(self, task, examples: list[dict], label_col: str) -> TaskData:
         self._check_count(examples, "examples")
         counts = Counter(ex["label"] for ex in examples)
         if len(counts) < 2:

@@ -8,6 +8,7 @@ import re
 import string
 from collections import Counter
 
+
 def _ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator else 0.0
 

@@ -2,9 +2,9 @@
 
 BERT is judged on many benchmarks, and each benchmark has its own way of keeping score. This
 module computes all of them so that the numbers we print can be compared with the paper's
-tables. Classification and correlations come from scikit-learn and scipy; entity F1 and the
-SQuAD scores are written here, following ``conlleval`` and the official SQuAD scripts (checked
-against seqeval and those definitions in the tests):
+tables. Classification and correlations come from scikit-learn and scipy; entity F1 is written
+here, following ``conlleval`` (checked against seqeval in the tests); SQuAD's exact match and F1
+follow the official scripts in :mod:`.squad`:
 
 ==========================  ===============================================================
 Benchmark                   What it reports
@@ -23,7 +23,7 @@ CoNLL-2003 NER              entity-level F1 (:func:`entity_f1`): an entity count
                             both its boundaries and its type are exactly right, as in the
                             ``conlleval`` script.
 SQuAD v1.1 / v2.0           exact match and token-overlap F1 against the best of several
-                            human answers (:func:`squad_scores`), following the official
+                            human answers (``squad.squad_scores``), following the official
                             evaluation scripts.
 ==========================  ===============================================================
 
@@ -43,8 +43,7 @@ from sklearn import metrics as skm
 
 __all__ = [
     "accuracy", "macro_f1", "binary_f1", "mcc", "pearson", "spearman", "confusion_matrix",
-    "bio_entities", "entity_f1", "squad_normalize", "squad_exact_match", "squad_f1", "squad_scores",
-    "classification_report", "regression_report",
+    "bio_entities", "entity_f1", "classification_report", "regression_report",
 ]
 
 
@@ -354,7 +353,3 @@ def entity_f1(true_tag_seqs, pred_tag_seqs) -> dict:
     return {**scores(len(correct), len(pred), len(gold)), "per_type": per_type,
             "token_accuracy": _ratio(right_tokens, tokens),
             "n_true": len(gold), "n_pred": len(pred), "n_correct": len(correct)}
-
-
-# SQuAD exact match and F1 live in squad.py (the official scripts' definitions); read here too.
-from .squad import squad_exact_match, squad_f1, squad_normalize, squad_scores  # noqa: E402,F401

@@ -1,0 +1,170 @@
+"""What every kind of fine-tuning task shares (paper, Section 4, Figure 4): the fields of a registry
+entry, and the behaviour each kind of answer overrides.
+
+A task type is an object: ``TaskType`` holds what names and judges it (its name, the paper's
+section, the keys of an example, the metrics, what a person types to try a model), and one
+subclass per kind of answer says what it does with the model:
+
+* :class:`~.sequence.LabelTask`: one label for a sentence or a pair, from [CLS] (Figure 4a, b);
+* :class:`~.sequence.ValueTask`: one real number from [CLS] (STS-B);
+* :class:`~.tagging.TagTask`: one tag per word, read at its first WordPiece (Figure 4d);
+* :class:`~.spans.SpanTask`: the answer's first and last token in a passage (Figure 4c);
+* :class:`~.choice.ChoiceTask`: one score per candidate sequence, a softmax over them (SWAG).
+
+What follows from the kind of answer (the BertFor* head, where the gold answer is kept, which
+training modes can do it) is a class attribute of the subclass, named; the six entries of
+:mod:`.registry` are instances. The methods take and return plain lists and tensors, so full
+fine-tuning, feature-based transfer and the left-to-right heads share them.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Input:
+    """One thing a person types to try a fine-tuned model: a box on the Fine-tune page, and
+    ``--text`` (the first) or ``--text-pair`` (the second) on the command line."""
+
+    label: str                 # the page's label
+    cli: str                   # how the command line's help names the value
+    required: bool = True      # an empty box means "not ready to predict yet"
+    long: bool = False         # a multi-line box (a passage, a list)
+    choices: bool = False      # a list: one per line on the page, "a || b || c" on the command line
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One answer of a fine-tuned model as a person reads it: a title and one line, and for some
+    task types a score per label (a bar chart) or a small table (one column per word)."""
+
+    title: str
+    text: str
+    scores: dict[str, float] | None = None
+    table: dict[str, list] | None = None
+
+
+def model_inputs(e) -> dict:
+    """The three model inputs of one encoded sequence, as lists."""
+    return {"input_ids": e.input_ids, "token_type_ids": e.token_type_ids, "attention_mask": e.attention_mask}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskType:
+    """One kind of fine-tuning task: an entry of the registry (``registry.py``)."""
+
+    name: str                    # what a person, a file or a run calls it
+    paper: str                   # where the paper fine-tunes such a task
+    fields: tuple[str, ...]      # the keys of one example (the table in data/tasks.py)
+    metrics: tuple[str, ...]     # dev metrics shown, the first is the one a run is judged by
+    inputs: tuple[Input, ...]    # what a person types to try a model (page and CLI)
+
+    # What follows from the kind of answer; each subclass sets these.
+    target: ClassVar[str]                # what the head predicts: class, value, tags, span or choice
+    architecture: ClassVar[str]          # the head of Figure 4 (a transformers class name)
+    label_key: ClassVar[str]             # the example's gold answer: "label", "tags" or "answers"
+    reads_cls: ClassVar[bool]            # the head reads the pooled [CLS] vector (else every token)
+    labelled: ClassVar[bool]             # the labels are names (classes or tags), not numbers or spans
+    feature_based: ClassVar[bool]        # Section 5.3's frozen-feature BiLSTM can do it
+    left_to_right: ClassVar[bool]        # the ablations' left-to-right heads can do it
+    answer_key: ClassVar[str]            # the key of a prediction that holds the answer itself
+    per_token: ClassVar[bool] = False    # the head answers at every token (NER's tags)
+    percent: ClassVar[bool] = False      # the dev scores are percentages (SQuAD's EM and F1)
+    problem_type: ClassVar[str | None] = None  # transformers' config.problem_type of the model
+
+    @property
+    def main_metric(self) -> str:
+        """The number a run is judged by (the learning-rate grid keeps the best of it; Section 4)."""
+        return self.metrics[0]
+
+    # ----- the data -------------------------------------------------------------------------
+    def num_outputs(self, label_names: list[str] | None) -> int | None:
+        """The size of the new output layer; None where the architecture fixes it (span: start
+        and end; choice: one score per candidate)."""
+        return None
+
+    def gold_labels(self, example: dict) -> list:
+        """The gold labels of one example as a list (a class or a choice: one; NER: one tag per
+        word), for the tasks whose answers can be counted (not for values or spans)."""
+        return [example[self.label_key]]
+
+    def label_counts(self, examples: list[dict]) -> dict:
+        """How often each label (NER: each tag; multiple choice: each right ending's position)
+        occurs; empty for values and spans."""
+        return dict(Counter(str(t) for ex in examples for t in self.gold_labels(ex)))
+
+    def summary_counts(self, examples: list[dict]) -> dict:
+        """Counts a data summary adds for this kind of task (QA: the unanswerable questions)."""
+        return {}
+
+    def preview(self, example: dict, shorten: Callable[[str], str] = str) -> dict:
+        """One example as a flat row of a table (the data previews); ``shorten`` cuts long texts."""
+        return {k: (shorten(v) if isinstance(v, str) else v) for k, v in example.items() if v is not None}
+
+    def example_from_text(self, text: str, second: str | list[str] | None = None) -> dict:
+        """The example a person means by typing ``text`` and ``second`` into this task's
+        ``inputs`` (for multiple choice, ``second`` is the list of choices). A ValueError says
+        what is missing."""
+        return {"text": text, "text_pair": second}
+
+    # ----- the model ------------------------------------------------------------------------
+    def featurize(self, examples, tok, label_names, max_seq_length: int = 128, doc_stride: int = 64,
+                  max_query_length: int = 64) -> list[dict]:
+        """One dict per model input (QA: per window) with ``example_index`` pointing back."""
+        raise NotImplementedError
+
+    def collate(self, features, pad_id: int) -> dict[str, torch.Tensor]:
+        """Pad to the longest input in the batch and stack: [B, T] (multiple choice: [B, C, T])."""
+        T = max(len(f["input_ids"]) for f in features)
+        out = {k: torch.tensor([f[k] + [pad] * (T - len(f[k])) for f in features])
+               for k, pad in (("input_ids", pad_id), ("token_type_ids", 0), ("attention_mask", 0))}
+        if all("labels" in f for f in features):  # predicting needs none; a mixed batch is predicted too
+            out["labels"] = self.label_tensor(features, T)
+        return out
+
+    def label_tensor(self, features, T: int) -> torch.Tensor:
+        return torch.tensor([f["labels"] for f in features], dtype=torch.long)
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The loss of a head that returns plain logits (the feature-based and LTR heads; the
+        BertFor* heads compute the same losses themselves), in float32 even under autocast."""
+        return nn.functional.cross_entropy(logits.float(), labels)
+
+    def batch_outputs(self, model_output) -> list:
+        """A BertFor* model's output for one batch as one entry per input, on the CPU."""
+        return list(model_output.logits.float().cpu())
+
+    def model_outputs(self, model, features, pad_id: int, device, batch_size: int = 64, autocast=None) -> list:
+        """Raw outputs of a BertFor* model for every feature, in batches: logits (start and end
+        logits for QA), on the CPU."""
+        model.eval()
+        outs = []
+        with torch.no_grad():
+            for i in range(0, len(features), batch_size):
+                batch = {k: v.to(device) for k, v in self.collate(features[i:i + batch_size], pad_id).items()
+                         if k not in ("labels", "start_positions", "end_positions")}
+                with autocast() if autocast else nullcontext():
+                    out = model(**batch)
+                outs.extend(self.batch_outputs(out))
+        return outs
+
+    def evaluate(self, examples, features, outputs, label_names, tune_null_threshold: bool = True) -> dict:
+        """Dev metrics: the measures the task's benchmark reports, of the answers in ``outputs``."""
+        raise NotImplementedError
+
+    def predict(self, examples, features, outputs, label_names, null_threshold=None) -> list[dict]:
+        """The model's answers to new ``examples``, one dict each, in the task's own terms."""
+        return [self.answer(ex, f, o, label_names) for ex, f, o in zip(examples, features, outputs)]
+
+    def answer(self, example, feature, output, label_names) -> dict:
+        raise NotImplementedError
+
+    def shown(self, answer: dict, example: dict) -> Shown:
+        """One answer of :meth:`predict` as a person reads it."""
+        raise NotImplementedError

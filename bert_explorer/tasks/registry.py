@@ -1,0 +1,68 @@
+"""The task registry: the kinds of fine-tuning task BERT Explorer knows (Section 4, Figure 4), in
+one place.
+
+Each entry is a task type object (``base.TaskType``): its name, where the paper fine-tunes such a
+task, the keys of an example, the metrics and what a person types to try a model are fields; what
+it does with the model comes from its class, one per kind of answer. Everything that needs to
+know something about a task reads it from the object: the upload readers (which types exist,
+what an example holds), featurisation and the model (the BertFor* head and its size), the dev
+metrics (the one a run is judged by, the ones the page shows), feature-based transfer and the
+left-to-right heads (which types they can do), the data previews and label counts, and the
+Fine-tune page and the CLI (what a person types to try a model).
+
+A name becomes its object once, where a person or a file names it (:func:`task_type`); from there
+on the object is passed. A new task type whose head gives one of the known kinds of answer is one
+entry below; a new kind of answer is one more ``TaskType`` subclass.
+"""
+from __future__ import annotations
+
+import difflib
+
+from .base import Input, TaskType
+from .choice import ChoiceTask
+from .sequence import LabelTask, ValueTask
+from .spans import SpanTask
+from .tagging import TagTask
+
+TEXT, PAIR = Input("Text", "TEXT"), Input("Second text (pairs)", "TEXT_PAIR", required=False)
+
+CLASSIFICATION = LabelTask(
+    name="classification", paper="§4.1 (SST-2, CoLA)", fields=("text", "label"),
+    metrics=("accuracy", "macro_f1", "mcc", "f1"), inputs=(TEXT,))
+PAIR_CLASSIFICATION = LabelTask(
+    name="pair-classification", paper="§4.1 (MNLI, QQP, QNLI, MRPC, RTE)", fields=("text", "text_pair", "label"),
+    metrics=("accuracy", "f1", "mcc"), inputs=(TEXT, PAIR))
+REGRESSION = ValueTask(
+    name="regression", paper="§4.1 (STS-B)", fields=("text", "text_pair", "label"),
+    metrics=("pearson", "spearman", "mse"), inputs=(TEXT, PAIR))
+NER = TagTask(
+    name="ner", paper="§5.3 (CoNLL-2003 NER)", fields=("tokens", "tags"),
+    metrics=("f1", "precision", "recall"), inputs=(Input("Sentence (words separated by spaces)", "WORDS"),))
+QA = SpanTask(
+    name="qa", paper="§4.2-4.3 (SQuAD v1.1, v2.0)", fields=("id", "question", "context", "answers", "is_impossible"),
+    metrics=("f1", "exact_match"), inputs=(Input("Question", "QUESTION"), Input("Context", "CONTEXT", long=True)))
+MULTIPLE_CHOICE = ChoiceTask(
+    name="multiple-choice", paper="§4.4 (SWAG)", fields=("context", "choices", "label"), metrics=("accuracy",),
+    inputs=(Input("Context", "CONTEXT"),
+            Input("Choices, one per line", "'choice 1 || choice 2 || ...'", long=True, choices=True)))
+
+TASK_TYPES: dict[str, TaskType] = {t.name: t for t in (
+    CLASSIFICATION, PAIR_CLASSIFICATION, REGRESSION, NER, QA, MULTIPLE_CHOICE)}
+TASKS = tuple(TASK_TYPES)
+
+
+def task_type(name: str) -> TaskType:
+    """The task type a person or a file calls ``name``; an unknown name is a ValueError that
+    suggests the closest known one and lists them all."""
+    try:
+        return TASK_TYPES[name]
+    except KeyError:
+        close = difflib.get_close_matches(str(name), TASK_TYPES, n=1, cutoff=0.5)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown task {name!r}{hint}; choose one of {', '.join(TASK_TYPES)}.") from None
+
+
+def able(capability: str) -> tuple[str, ...]:
+    """The names of the task types with ``capability`` (``"feature_based"``, ``"left_to_right"``,
+    ``"reads_cls"``), for messages that list them."""
+    return tuple(t.name for t in TASK_TYPES.values() if getattr(t, capability))

@@ -1,0 +1,177 @@
+"""The task registry and each task type's behaviour: every task type is one registry entry (an
+object), its behaviour comes with its kind of answer, a new task type needs nothing else, and the
+dev metrics are computed from what the model answered."""
+from dataclasses import replace
+
+import pytest
+import torch
+from sklearn import metrics as skm
+
+from bert_explorer.checkpoint import resolve
+from bert_explorer.data.tiny_tasks import make_tiny
+from bert_explorer.model import IGNORE
+from bert_explorer.tasks import registry as R
+from bert_explorer.tasks.base import TaskType
+from bert_explorer.tasks.choice import ChoiceTask
+from bert_explorer.tasks.sequence import LabelTask, ValueTask
+from bert_explorer.tasks.spans import SpanTask
+from bert_explorer.tasks.tagging import TagTask
+from bert_explorer.tokenizer import WordPieceTokenizer
+from bert_explorer.train.finetune import label_names_of
+
+TOK = WordPieceTokenizer.from_dir(resolve("minilm"))
+
+
+def _one_hot(i: int, n: int) -> torch.Tensor:
+    return torch.nn.functional.one_hot(torch.tensor(i), n).float() * 9
+
+
+def _outputs(task: TaskType, feats, label_names, right: bool = True):
+    """Per-feature outputs shaped as the task's head gives them, with the gold answer on top
+    (``right``), or with a wrong answer on top: another class or choice, "O" for every word, a
+    span that misses the answer, the negated value."""
+    outs = []
+    for f in feats:
+        if isinstance(task, SpanTask):
+            T = len(f["input_ids"])
+            s, e = torch.zeros(T), torch.zeros(T)
+            if right:
+                s[f["start_positions"]], e[f["end_positions"]] = 9.0, 9.0
+            else:  # the first token of the context: a filler word, never the answer in the tiny data
+                first = f["sequence_ids"].index(1)
+                assert first != f["start_positions"]
+                s[first], e[first] = 9.0, 9.0
+            outs.append((s, e))
+        elif isinstance(task, TagTask):
+            o = torch.zeros(len(f["input_ids"]), len(label_names))
+            for t, y in enumerate(f["labels"]):
+                o[t, 0 if (y == IGNORE or not right) else y] = 9.0  # label 0 is "O"
+            outs.append(o)
+        elif isinstance(task, ValueTask):
+            outs.append(torch.tensor([f["labels"] if right else -f["labels"]]))
+        else:
+            n = len(label_names) if isinstance(task, LabelTask) else len(f["input_ids"])
+            outs.append(_one_hot(f["labels"] if right else (f["labels"] + 1) % n, n))
+    return outs
+
+
+@pytest.mark.parametrize("name", R.TASKS)
+def test_every_task_type_has_its_behaviour_and_a_perfect_head_scores_perfectly(name):
+    task = R.task_type(name)
+    assert isinstance(task, (LabelTask, ValueTask, TagTask, SpanTask, ChoiceTask))
+    assert 1 <= len(task.inputs) <= 2 and task.main_metric == task.metrics[0]
+    data = make_tiny(name, n=12, seed=4)
+    assert data.task is task  # the data carries the object, not its name
+    names = label_names_of(data)
+    assert (names is not None) == task.labelled
+    feats = task.featurize(data.examples, TOK, names, max_seq_length=64)
+    batch = task.collate(feats, TOK.pad_id)
+    assert batch["input_ids"].shape[0] == len(feats)
+    ev = task.evaluate(data.examples, feats, _outputs(task, feats, names), names)
+    assert set(task.metrics) <= set(ev)
+    assert ev[task.main_metric] == pytest.approx(100.0 if task.percent else 1.0)
+
+
+@pytest.mark.parametrize("name", R.TASKS)
+def test_the_dev_metrics_come_from_the_models_answers(name):
+    """A head that answers wrongly scores at the bottom: an evaluate that read the gold answers
+    instead of the model's outputs would score it perfectly."""
+    task = R.task_type(name)
+    data = make_tiny(name, n=12, seed=4)
+    names = label_names_of(data)
+    feats = task.featurize(data.examples, TOK, names, max_seq_length=64)
+    ev = task.evaluate(data.examples, feats, _outputs(task, feats, names, right=False), names)
+    assert ev[task.main_metric] == pytest.approx(-1.0 if isinstance(task, ValueTask) else 0.0)
+
+
+@pytest.mark.parametrize("name", ["classification", "pair-classification"])
+def test_classification_scores_are_scikit_learns_of_the_argmax(name):
+    task = R.task_type(name)
+    data = make_tiny(name, n=40, seed=6)
+    names = label_names_of(data)
+    feats = task.featurize(data.examples, TOK, names, max_seq_length=64)
+    torch.manual_seed(1)
+    outputs = list(torch.randn(len(feats), len(names)))
+    ev = task.evaluate(data.examples, feats, outputs, names)
+    gold = [ex["label"] for ex in data.examples]
+    pred = [names[int(o.argmax())] for o in outputs]
+    assert ev["accuracy"] == pytest.approx(skm.accuracy_score(gold, pred))
+    assert ev["mcc"] == pytest.approx(skm.matthews_corrcoef(gold, pred))
+    assert ev["confusion_matrix"] == skm.confusion_matrix(gold, pred, labels=names).tolist()
+    assert 0.2 < ev["accuracy"] < 0.8  # random logits: neither all right nor all wrong
+
+
+def test_the_size_of_the_output_layer_and_the_problem_type_come_from_the_kind_of_answer():
+    names = ["a", "b", "c"]
+    assert R.CLASSIFICATION.num_outputs(names) == 3
+    assert R.NER.num_outputs(names) == 3 and R.NER.per_token
+    assert R.REGRESSION.num_outputs(names) == 1
+    assert R.REGRESSION.problem_type == "regression"
+    assert R.PAIR_CLASSIFICATION.problem_type is None
+    assert R.QA.num_outputs(None) is None and R.MULTIPLE_CHOICE.num_outputs(None) is None
+
+
+def test_plain_logit_losses_are_the_papers():
+    torch.manual_seed(0)
+    logits = torch.randn(4, 1)
+    y = torch.randn(4)
+    assert R.REGRESSION.loss(logits, y) == pytest.approx(float(((logits[:, 0] - y) ** 2).mean()))
+    tags = torch.randn(2, 5, 3)
+    labels = torch.tensor([[IGNORE, 1, 2, IGNORE, 0], [IGNORE, 0, IGNORE, IGNORE, IGNORE]])
+    keep = labels != IGNORE
+    expected = torch.nn.functional.cross_entropy(tags[keep], labels[keep])
+    assert R.NER.loss(tags, labels) == pytest.approx(float(expected))  # sub-word positions ignored
+    cls = torch.randn(4, 2)
+    assert R.CLASSIFICATION.loss(cls, torch.tensor([0, 1, 1, 0])) == pytest.approx(
+        float(torch.nn.functional.cross_entropy(cls, torch.tensor([0, 1, 1, 0]))))
+
+
+def test_label_counts_previews_and_typed_examples():
+    ner, mc = make_tiny("ner", n=6, seed=1), make_tiny("multiple-choice", n=6, seed=1)
+    counts = R.NER.label_counts(ner.examples)
+    assert sum(counts.values()) == sum(len(ex["tags"]) for ex in ner.examples)
+    assert R.MULTIPLE_CHOICE.label_counts(mc.examples) == {
+        str(k): sum(ex["label"] == k for ex in mc.examples) for k in {ex["label"] for ex in mc.examples}}
+    assert R.REGRESSION.label_counts(make_tiny("regression", 6).examples) == {}
+    row = R.QA.preview({"question": "q?", "context": "x" * 50, "answers": []}, lambda t: t[:5])
+    assert row == {"question": "q?", "context": "xxxxx", "answer": "(no answer)"}
+    assert R.NER.example_from_text("Anna went home") == {"tokens": ["Anna", "went", "home"]}
+    assert R.PAIR_CLASSIFICATION.example_from_text("a", "b") == {"text": "a", "text_pair": "b"}
+    with pytest.raises(ValueError, match="question and a context"):
+        R.QA.example_from_text("who?")
+    with pytest.raises(ValueError, match="two choices"):
+        R.MULTIPLE_CHOICE.example_from_text("ctx", ["only one"])
+
+
+def test_a_name_becomes_its_object_once_and_an_unknown_name_says_what_exists():
+    assert R.task_type("ner") is R.NER
+    with pytest.raises(ValueError, match=r"unknown task 'regresion' \(did you mean 'regression'\?\); choose one of"):
+        R.task_type("regresion")
+
+
+def test_each_answer_reads_in_one_line():
+    assert R.CLASSIFICATION.shown({"label": "pos", "probabilities": {"neg": 0.1, "pos": 0.9}}, {}).text == "pos"
+    assert R.REGRESSION.shown({"score": 3.14159}, {}).text == "3.142"
+    ner = R.NER.shown({"tokens": ["Anna", "lives"], "tags": ["B-PER", "O"],
+                       "entities": [{"type": "PER", "text": "Anna", "start": 0, "end": 1}]}, {})
+    assert (ner.title, ner.text, ner.table["tag"]) == ("Entities", "Anna (PER)", ["B-PER", "O"])
+    assert R.QA.shown({"answer": ""}, {}).text == "(no answer)"
+    assert R.MULTIPLE_CHOICE.shown({"choice": 1}, {"choices": ["a", "b"]}).text == "2: b"
+    # the command line prints the value under answer_key, as it always has
+    assert [t.answer_key for t in R.TASK_TYPES.values()] == ["label", "label", "score", "entities", "answer", "choice"]
+
+
+def test_a_new_task_type_is_one_registry_entry(monkeypatch):
+    """A task type whose head predicts a known kind of answer needs nothing but its entry: the
+    data helpers, featurisation, loss, metrics and predictions follow from it."""
+    new = replace(R.CLASSIFICATION, name="topic", metrics=("accuracy",))
+    monkeypatch.setitem(R.TASK_TYPES, "topic", new)
+    examples = [{"text": "the film was good", "label": "film"}, {"text": "the car was red", "label": "car"}]
+    names = ["car", "film"]
+    topic = R.task_type("topic")
+    feats = topic.featurize(examples, TOK, names, max_seq_length=32)
+    assert [f["labels"] for f in feats] == [1, 0]
+    outputs = [torch.tensor([0.0, 3.0]), torch.tensor([3.0, 0.0])]
+    assert topic.evaluate(examples, feats, outputs, names)["accuracy"] == 1.0
+    assert topic.predict(examples, feats, outputs, names)[0]["label"] == "film"
+    assert new.label_counts(examples) == {"film": 1, "car": 1}
