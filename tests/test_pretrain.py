@@ -111,7 +111,7 @@ def test_two_process_ddp_run_keeps_ranks_in_sync(tmp_path):
                        capture_output=True, text=True, env=env, timeout=240)
     assert r.returncode == 0, r.stderr[-2000:]
     status = Run(tmp_path / "ddp").status()
-    assert status["world_size"] == 2 and status["state"] == "finished"
+    assert status["world_size"] == 2 and status["state"] == "finished" and status["ddp_backend"] == "gloo"
     sums = status["rank_checksums"]
     assert len(sums) == 2 and status["ranks_in_sync"] and sums[0] == pytest.approx(sums[1], rel=1e-9)
 
