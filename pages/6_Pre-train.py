@@ -308,10 +308,15 @@ else:
             f"{int(c.get('max_steps', 0)):,} steps of {c.get('batch_size', '?')} sequences, lr {c.get('lr', '?')}, "
             f"seed {c.get('seed', '?')}.")
     st.caption(made + (f" {src['note']}" if src.get("note") else ""))
-    st.dataframe(pd.DataFrame([{
-        "step": f.step, "sequences seen": f.sequences_seen, "tokens seen": f.tokens_seen,
-        "held-out MLM accuracy": f.eval.get("mlm_accuracy"), "held-out MLM perplexity": f.eval.get("mlm_perplexity"),
-        "held-out NSP accuracy": f.eval.get("nsp_accuracy")} for f in tl.frames]), hide_index=True)
+    def pct(x):
+        return None if x is None else round(100 * x, 1)
+
+    with st.expander(f"What was measured at each of the {len(tl.frames)} recorded steps"):
+        st.dataframe(pd.DataFrame([{
+            "step": f.step, "sequences seen": f.sequences_seen, "tokens seen": f.tokens_seen,
+            "held-out MLM accuracy (%)": pct(f.eval.get("mlm_accuracy")),
+            "held-out MLM perplexity": None if f.eval.get("mlm_perplexity") is None else round(f.eval["mlm_perplexity"]),
+            "held-out NSP accuracy (%)": pct(f.eval.get("nsp_accuracy"))} for f in tl.frames]), hide_index=True)
 
 stack = tl.attention_stack()
 # One colour scale for all moments, so the frames compare (darkest = the largest weight seen).

@@ -222,7 +222,7 @@ def test_a_run_with_frames_offers_them_and_still_reads_its_checkpoints(recorded,
 
 
 @pytest.mark.skipif(checkpoint.SHORT_NAMES["explorer-mini"][0]() is None, reason="explorer-mini is not in assets/")
-def test_the_shipped_explorer_mini_has_real_frames_that_say_where_they_come_from():
+def test_the_shipped_explorer_mini_has_real_frames_that_say_where_they_come_from(runs_root):
     folder = checkpoint.resolve("explorer-mini")
     doc = read_frames(folder)
     assert len(doc["frames"]) >= 10 and doc["frames"][0]["step"] == 0
@@ -235,3 +235,9 @@ def test_the_shipped_explorer_mini_has_real_frames_that_say_where_they_come_from
     assert doc["sentences"][0]["tokens"] == tok.encode(SENTENCES[0]).tokens
     acc = [f["eval"]["mlm_accuracy"] for f in doc["frames"]]
     assert acc[-1] > acc[0] + 0.03  # the recorded run learnt
+    # a fresh install, no run yet: the page shows them, and says where they come from
+    at = AppTest.from_file("../pages/6_Pre-train.py", default_timeout=120).run()
+    assert not at.exception
+    spec = _heatmap(at)
+    assert [s["label"] for s in spec["layout"]["sliders"][0]["steps"]] == [f"step {f['step']}" for f in doc["frames"]]
+    assert any("not the run that made these weights" in c.value for c in at.caption)
