@@ -6,7 +6,7 @@ import plotly.express as px
 import streamlit as st
 import torch
 
-from bert_explorer.analysis.timelapse import DEFAULT_SENTENCE, timelapse
+from bert_explorer.analysis.timelapse import DEFAULT_SENTENCE, shipped_frames, timelapse, timelapse_from_frames
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
@@ -21,6 +21,7 @@ from bert_explorer.train import run_finder
 from bert_explorer.train.estimate import ALIASES, pretrain_estimate, size_options
 from bert_explorer.train.pretrain import resume_settings
 from bert_explorer.train.runs import Run
+from bert_explorer.train.timelapse_frames import FILE as FRAMES_FILE, frames_file, read_frames
 
 st.set_page_config(page_title="Pre-train · BERT Explorer", layout="wide")
 intro("Pre-train a BERT", """
@@ -29,7 +30,8 @@ WordPieces, 80/10/10) plus next-sentence prediction, AdamW with lr 1e-4, 10 % wa
 decay, either **from zero** or **continuing** a checkpoint (a warm start keeps its weights and
 vocabulary and adds the heads it lacks). Watch the loss fall and the held-out MLM and NSP accuracy
 rise, then open the **time-lapse** to see one attention head and the masked-word guesses take shape
-checkpoint by checkpoint. The run goes on in the background if you close this tab.
+checkpoint by checkpoint (or frame by frame, where a run recorded frames; the shipped explorer-mini
+comes with its own). The run goes on in the background if you close this tab.
 """)
 
 show_mode()
@@ -127,6 +129,11 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
         auto_is = autocast_dtype(torch.device("cuda" if on_cuda else "cpu"), "auto")  # no CUDA context: no set_device
         a1.caption(f"auto here = **{precision_name(auto_is)}**"
                    + ("" if auto_is is not None or on_cuda else " (this CPU has no fast bf16)"))
+        n_frames = a2.number_input("Time-lapse frames to record (0 = none)", 0, 200, 0, key="pt_frames",
+                                   help="At step 0, at the end and log-spaced between, the run records a few "
+                                        "sentences' attention and masked-word guesses (and measures the held-out "
+                                        "accuracy): a time-lapse that needs no checkpoint and starts from the random "
+                                        "initialisation.")
 
     est = pretrain_estimate(size, int(steps), int(batch), int(seq_len), int(vocab_size), root)
     m1, m2, m3 = st.columns(3)
@@ -152,7 +159,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                       "save_every": max(1, int(steps) // int(snapshots)),
                       "eval_every": max(1, int(steps) // int(evaluations)), "log_every": int(log_every),
                       "max_docs": int(max_docs) or None, "seed": int(seed), "device": device,
-                      "precision": precision,
+                      "precision": precision, "timelapse_frames": int(n_frames),
                       **({"init": init, "freeze_word_embeddings": freeze} if init else {"size": size})}
             path = None
             if upload:  # the text lives in the run directory, so the run can be resumed and repeated
@@ -165,12 +172,13 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
 
 # ----- 2. watch a run ---------------------------------------------------------------------------
 st.subheader("2. Watch a run")
+shipped = shipped_frames()  # models that ship recorded time-lapse frames: the time-lapse works before any run
 run, status = rv.watch_runs("pretrain", "pt_watch", "pt", root,
-                            f"No pre-training runs under {shown_path(root)} yet: start one above.")
+                            f"No pre-training runs under {shown_path(root)} yet: start one above.", stop=not shipped)
 
 b1, b2, b3 = st.columns([1, 1, 2])
-if not writes_allowed():
-    pass  # classroom mode: no stop or resume from the network
+if run is None or not writes_allowed():
+    pass  # no run yet, or classroom mode: no stop or resume from the network
 elif run.is_active():
     if b1.button("Stop", key="pt_stop", help="Stops cleanly at the next step and writes a checkpoint."):
         run.request_stop()
@@ -192,48 +200,52 @@ elif status.get("state") in ("stopped", "crashed", "failed", "finished"):
             if rv.launch("pretrain", asdict(settings), run.path, resume=True):
                 st.rerun()
 
-ckpts = run.checkpoints()
+ckpts = run.checkpoints() if run is not None else []
 if ckpts:
     st.caption("Open any checkpoint in the exploration pages: the sidebar's **Model** list shows the checkpoints of "
                f"runs under {shown_path(root)} (e.g. `{shown_path(ckpts[-1][1])}`)"
                + ("; for another folder pick \"a local directory…\" and paste the path." if writes_allowed() else "."))
 
 # ----- 3. time-lapse ----------------------------------------------------------------------------
-st.subheader("3. Time-lapse: one sentence through the checkpoints")
+st.subheader("3. Time-lapse: one sentence through training")
+
+
+def _stamp(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:  # removed meanwhile (a deleted run)
+        return 0
 
 
 def _checkpoint_stamp(found) -> tuple:
     """(step, mtime) of each checkpoint: a new one, or one re-written by a resume, changes it."""
-    def mtime(p):
-        try:
-            return (p / "model.safetensors").stat().st_mtime_ns
-        except OSError:  # removed meanwhile (a deleted run)
-            return 0
-    return tuple((s, mtime(p)) for s, p in found)
+    return tuple((s, _stamp(p / "model.safetensors")) for s, p in found)
 
 
-if run.is_active():
+def _run_stamp(path: Path) -> tuple:
+    """The run's checkpoints and its frames file: what the time-lapse is drawn from."""
+    return _checkpoint_stamp(Run(path).checkpoints()), _stamp(path / FRAMES_FILE)
+
+
+RUN_SOURCE = "run"
+sources = ([RUN_SOURCE] if run is not None else []) + list(shipped)
+source = sources[0]
+if len(sources) > 1:
+    source = st.radio("Time-lapse of", sources, key="pt_tl_source", horizontal=True,
+                      format_func=lambda o: f"the run above ({run.name})" if o == RUN_SOURCE else
+                      f"{o} (shipped with its recorded frames)")
+
+if source == RUN_SOURCE and run.is_active():
     # While a run is active only its progress panel (a fragment in runs_view) redraws itself; the
     # rest of the page, this section included, was drawn once. This fragment looks for new
-    # checkpoints every few seconds and redraws the whole page when the list changed, so the
-    # time-lapse includes a checkpoint as soon as the run has written it.
+    # checkpoints and frames every few seconds and redraws the whole page when they changed, so
+    # the time-lapse includes a checkpoint or a frame as soon as the run has written it.
     @st.fragment(run_every=3.0)
     def _watch_checkpoints(path: str, drawn: tuple):
-        if _checkpoint_stamp(Run(path).checkpoints()) != drawn:
+        if _run_stamp(Path(path)) != drawn:
             st.rerun()
 
-    _watch_checkpoints(str(run.path), _checkpoint_stamp(ckpts))
-
-if not ckpts:
-    st.info("The time-lapse needs saved checkpoints; the run writes one every "
-            f"{run.config().get('save_every', '?')} steps and at the end.")
-    st.stop()
-model_cfg = BertConfig.load(ckpts[-1][1])
-t1, t2, t3, t4 = st.columns([4, 1, 1, 1])
-text = t1.text_input("Sentence (write [MASK] where a word is hidden)", DEFAULT_SENTENCE, key="pt_tl_text")
-layer = t2.selectbox("Layer", range(model_cfg.num_layers), key="pt_tl_layer", format_func=lambda i: f"{i + 1}")
-head = t3.selectbox("Head", range(model_cfg.num_heads), key="pt_tl_head", format_func=lambda i: f"{i + 1}")
-top_k = t4.number_input("Top-k", 1, 10, 5, key="pt_tl_k")
+    _watch_checkpoints(str(run.path), _run_stamp(run.path))
 
 
 @st.cache_data(max_entries=16, show_spinner="Running the sentence through every checkpoint…")
@@ -242,38 +254,109 @@ def _timelapse(path: str, stamp: tuple, text: str, layer: int, head: int, k: int
     return timelapse(path, text, layer, head, k, steps=[s for s, _ in stamp])
 
 
-try:
-    tl = _timelapse(str(run.path), _checkpoint_stamp(ckpts), text, layer, head, int(top_k))
-except ValueError as e:
-    st.info(str(e))
+@st.cache_data(max_entries=32)
+def _recorded(path: str, stamp: int, sentence: int, layer: int, head: int, k: int):
+    return timelapse_from_frames(path, sentence, layer, head, k)
+
+
+@st.cache_data(max_entries=8)
+def _frames_doc(path: str, stamp: int) -> dict:
+    return read_frames(path)
+
+
+OWN_SENTENCE = -1
+frames_path = frames_file(run.path) if source == RUN_SOURCE else shipped[source]
+doc = None
+if frames_path is not None:
+    try:
+        doc = _frames_doc(str(frames_path), _stamp(frames_path))
+    except ValueError as e:  # a damaged file: say so, and fall back on the checkpoints
+        st.warning(str(e))
+if doc is not None and not doc["frames"]:
+    doc = None
+if doc is None and (source != RUN_SOURCE or not ckpts):  # nothing to draw from (yet)
+    if source == RUN_SOURCE:
+        st.info("The time-lapse needs saved checkpoints; the run writes one every "
+                f"{run.config().get('save_every', '?')} steps and at the end (or set **Time-lapse frames to "
+                "record** for the next run: it then records the first frame at step 0).")
     st.stop()
+
+sentence = OWN_SENTENCE
+if doc is not None:
+    choices = list(range(len(doc["sentences"]))) + ([OWN_SENTENCE] if source == RUN_SOURCE and ckpts else [])
+    sentence = st.selectbox("Sentence", choices, key=f"pt_tl_sentence_{source}",
+                            format_func=lambda i: "your own sentence (read by every saved checkpoint)"
+                            if i == OWN_SENTENCE else doc["sentences"][i]["text"] + "  (recorded frames)")
+
+if sentence == OWN_SENTENCE:
+    model_cfg = BertConfig.load(ckpts[-1][1])
+    t1, t2, t3, t4 = st.columns([4, 1, 1, 1])
+    text = t1.text_input("Sentence (write [MASK] where a word is hidden)", DEFAULT_SENTENCE, key="pt_tl_text")
+    layer = t2.selectbox("Layer", range(model_cfg.num_layers), key="pt_tl_layer", format_func=lambda i: f"{i + 1}")
+    head = t3.selectbox("Head", range(model_cfg.num_heads), key="pt_tl_head", format_func=lambda i: f"{i + 1}")
+    top_k = t4.number_input("Top-k", 1, 10, 5, key="pt_tl_k")
+    try:
+        tl = _timelapse(str(run.path), _checkpoint_stamp(ckpts), text, layer, head, int(top_k))
+    except ValueError as e:
+        st.info(str(e))
+        st.stop()
+    moment = "checkpoint"
+else:
+    heads = [tuple(h) for h in doc["heads"]]
+    t2, t3, t4 = st.columns(3)
+    layer = t2.selectbox("Layer", sorted({a for a, _ in heads}), key=f"pt_tlf_layer_{source}",
+                         format_func=lambda i: f"{i + 1}")
+    head = t3.selectbox("Head", [b for a, b in heads if a == layer], key=f"pt_tlf_head_{source}",
+                        format_func=lambda i: f"{i + 1}")
+    top_k = t4.number_input("Top-k", 1, int(doc["top_k"]), min(5, int(doc["top_k"])), key=f"pt_tlf_k_{source}")
+    tl = _recorded(str(frames_path), _stamp(frames_path), sentence, layer, head, int(top_k))
+    moment = "recorded step"
+    src = tl.source
+    c = src.get("config") or {}
+    made = (f"Recorded by run **{src.get('run', '?')}** on {src.get('device', '?')} ({src.get('precision', '?')}): "
+            f"{c.get('size') or c.get('init', '?')} model, corpus {c.get('corpus', '?')}, "
+            f"{int(c.get('max_steps', 0)):,} steps of {c.get('batch_size', '?')} sequences, lr {c.get('lr', '?')}, "
+            f"seed {c.get('seed', '?')}.")
+    st.caption(made + (f" {src['note']}" if src.get("note") else ""))
+    def pct(x):
+        return None if x is None else round(100 * x, 1)
+
+    with st.expander(f"What was measured at each of the {len(tl.frames)} recorded steps"):
+        st.dataframe(pd.DataFrame([{
+            "step": f.step, "sequences seen": f.sequences_seen, "tokens seen": f.tokens_seen,
+            "held-out MLM accuracy (%)": pct(f.eval.get("mlm_accuracy")),
+            "held-out MLM perplexity": None if f.eval.get("mlm_perplexity") is None else round(f.eval["mlm_perplexity"]),
+            "held-out NSP accuracy (%)": pct(f.eval.get("nsp_accuracy"))} for f in tl.frames]), hide_index=True)
+
 stack = tl.attention_stack()
-# One colour scale for all checkpoints, so the frames compare (darkest = the largest weight seen).
+# One colour scale for all moments, so the frames compare (darkest = the largest weight seen).
 fig = px.imshow(stack, animation_frame=0, x=list(range(len(tl.tokens))), y=list(range(len(tl.tokens))),
                 zmin=0, zmax=max(0.05, float(stack.max())), color_continuous_scale="Blues",
                 labels=dict(x="attends to", y="query token", color="attention"),
-                title=f"Layer {layer + 1}, head {head + 1}: attention at each checkpoint (press ▶)")
+                title=f"Layer {layer + 1}, head {head + 1}: attention at each {moment} (press ▶)")
 ticks = dict(tickmode="array", tickvals=list(range(len(tl.tokens))), ticktext=tl.tokens)
 fig.update_xaxes(**ticks)
 fig.update_yaxes(**ticks)
 for i, s in enumerate(fig.layout.sliders[0].steps if fig.layout.sliders else []):
     s.label = f"step {tl.steps[i]}"
 if fig.layout.sliders:
-    fig.layout.sliders[0].currentvalue.prefix = "checkpoint: "
+    fig.layout.sliders[0].currentvalue.prefix = f"{moment}: "
 fig.update_layout(height=520, margin=dict(l=10, r=10, t=50, b=10))
 exports.figure(fig, "pt_tl_heatmap")
 
 if tl.frames[-1].predictions:
     c1, c2 = st.columns(2)
-    c1.markdown("**Masked-word guesses at each checkpoint**")
+    c1.markdown(f"**Masked-word guesses at each {moment}**")
     c1.dataframe(pd.DataFrame(tl.top_k_rows()), hide_index=True)
     rise = tl.emergence(3)
     if rise:
         df = pd.DataFrame([{"step": s, "word": w, "probability": p[i]} for w, p in rise.items()
                            for i, s in enumerate(tl.steps)])
         fig2 = px.line(df, x="step", y="probability", color="word", markers=True,
-                       title="P(word) at the first [MASK]: the last checkpoint's top 3")
+                       title=f"P(word) at the first [MASK]: the last {moment}'s top 3")
         fig2.update_layout(height=320, margin=dict(l=10, r=10, t=40, b=10))
         exports.figure(fig2, "pt_tl_rise", container=c2)
+        if df["probability"].isna().any():
+            c2.caption("A gap: that recorded step (before a resume) did not keep this word's probability.")
 else:
     st.info("Write [MASK] in the sentence to see the masked-word guesses too.")

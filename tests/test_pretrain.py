@@ -111,7 +111,7 @@ def test_two_process_ddp_run_keeps_ranks_in_sync(tmp_path):
                        capture_output=True, text=True, env=env, timeout=240)
     assert r.returncode == 0, r.stderr[-2000:]
     status = Run(tmp_path / "ddp").status()
-    assert status["world_size"] == 2 and status["state"] == "finished"
+    assert status["world_size"] == 2 and status["state"] == "finished" and status["ddp_backend"] == "gloo"
     sums = status["rank_checksums"]
     assert len(sums) == 2 and status["ranks_in_sync"] and sums[0] == pytest.approx(sums[1], rel=1e-9)
 
@@ -202,7 +202,9 @@ def test_resume_refuses_every_setting_that_decides_the_data_or_the_schedule(tmp_
              "mlm_probability": 0.2, "mask_ratio": 0.7, "random_ratio": 0.2, "keep_ratio": 0.2,
              "max_predictions_per_seq": 5, "whole_word": True, "dynamic_masking": False, "dupe_factor": 3,
              "lr": 5e-4, "weight_decay": 0.0, "warmup_steps": 7, "clip_grad_norm": 5.0, "eval_batches": 9,
-             "init": "minilm", "freeze_word_embeddings": True}
+             "init": "minilm", "freeze_word_embeddings": True,
+             # the time-lapse so far was recorded for these sentences and heads at these steps
+             "timelapse_frames": 5, "timelapse_sentences": ["the [MASK] sat ."], "timelapse_heads": [[0, 1]]}
     from dataclasses import fields, replace
     # every setting is either named here as fixed or may change: a new setting must be placed
     assert set(fixed) | set(FREE_ON_RESUME) | {"max_steps"} == {f.name for f in fields(PretrainConfig)}

@@ -12,6 +12,10 @@ snapshot shows what pre-training builds, in order:
 * the probability that each checkpoint gives to the words the *last* checkpoint likes best,
   so one can watch the final answer rise out of the noise.
 
+A run that recorded *frames* (``train/timelapse_frames.py``: the attention of a few heads and
+the MLM probabilities for a few fixed sentences at chosen steps), and a model folder that ships
+them, give the same picture without any checkpoint: :func:`timelapse_from_frames`.
+
 Nothing here draws: the page turns these numbers into a heatmap animation and a table.
 ``layer`` and ``head`` are 0-based indices, as everywhere in the code; what a user reads
 counts from 1, as in the paper and on every page (index 0 is "layer 1"; see
@@ -28,10 +32,11 @@ import torch
 from .. import checkpoint
 from ..checkpoint import Loaded
 from ..train.runs import Run
+from ..train.timelapse_frames import SENTENCES, frames_file, read_frames
 from .attention import attention_maps, head_name, layer_name
 from .probes import MLM_HEAD, mlm_top_k
 
-DEFAULT_SENTENCE = "the government said the [MASK] would rise next year ."
+DEFAULT_SENTENCE = SENTENCES[0]  # the first of the sentences that recorded frames hold
 
 
 @dataclass
@@ -45,6 +50,8 @@ class Frame:
     predictions: list[dict]           # mlm_top_k: one entry per [MASK], best first
     first_mask_probs: np.ndarray | None = None  # [V] softmax at the first [MASK] (None without one)
     eval: dict = field(default_factory=dict)    # held-out metrics logged at this step, if any
+    sequences_seen: int | None = None           # recorded frames only: training sequences up to this step
+    tokens_seen: int | None = None              # ... and real (non-padding) tokens
 
 
 @dataclass
@@ -55,6 +62,7 @@ class TimeLapse:
     head: int
     frames: list[Frame]
     vocab: list[str] = field(default_factory=list)  # id -> token, for first_mask_probs
+    source: dict = field(default_factory=dict)      # recorded frames: the run that recorded them
 
     @property
     def title(self) -> str:
@@ -85,7 +93,8 @@ class TimeLapse:
 
     def emergence(self, k: int = 3) -> dict[str, list[float]]:
         """P(word) at the first [MASK], checkpoint by checkpoint, for the last checkpoint's
-        top-``k`` words: {word: [p at step 1, p at step 2, ...]}."""
+        top-``k`` words: {word: [p at step 1, p at step 2, ...]} (nan where a recorded frame
+        holds no value for that word)."""
         last = self.frames[-1] if self.frames else None
         if last is None or last.first_mask_probs is None:
             return {}
@@ -93,6 +102,16 @@ class TimeLapse:
         return {self.vocab[i] if i < len(self.vocab) else str(i):
                 [float(f.first_mask_probs[i]) if f.first_mask_probs is not None else float("nan")
                  for f in self.frames] for i in ids}
+
+
+def shipped_frames() -> dict[str, Path]:
+    """The shipped models whose folder holds recorded time-lapse frames: {short name: frames file}."""
+    found = {}
+    for name, (locate, _) in checkpoint.SHORT_NAMES.items():
+        folder = locate()
+        if folder is not None and frames_file(folder):
+            found[name] = frames_file(folder)
+    return found
 
 
 def checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
@@ -153,3 +172,44 @@ def timelapse(run_dir: str | Path, text: str = DEFAULT_SENTENCE, layer: int = 0,
         frames.append(f)
     vocab = loaded.tokenizer.convert_ids_to_tokens(range(loaded.tokenizer.vocab_size))
     return TimeLapse(str(run_dir), text, layer, head, frames, vocab)
+
+
+def timelapse_from_frames(path: str | Path, sentence: int = 0, layer: int = 0, head: int = 0,
+                          top_k: int = 5) -> TimeLapse:
+    """The time-lapse of recorded frames (a ``timelapse.json``, or the folder holding one): the
+    ``sentence``-th recorded sentence, head (``layer``, ``head``) (0-based; it must be one of the
+    recorded heads), the top-``top_k`` words at each [MASK]. Raises ValueError, in one sentence,
+    for a head or sentence the frames do not hold, or a damaged file."""
+    doc = read_frames(path)
+    if not doc["frames"]:
+        raise ValueError(f"{path} holds no frame yet; the run records its first one at step 0")
+    if not 0 <= sentence < len(doc["sentences"]):
+        raise ValueError(f"sentence {sentence} is not recorded: the frames hold sentences 0 to "
+                         f"{len(doc['sentences']) - 1}")
+    heads = [tuple(h) for h in doc["heads"]]
+    if (layer, head) not in heads:
+        raise ValueError(f"{layer_name(layer).capitalize()}, {head_name(head)} is not among the recorded heads: "
+                         + ", ".join(f"{layer_name(a)} {head_name(b)}" for a, b in heads))
+    h = heads.index((layer, head))
+    s = doc["sentences"][sentence]
+    top_k = min(top_k, doc["top_k"])
+    # Every word any frame gives a probability for, so that emergence() can follow the last
+    # frame's favourites back through the earlier ones.
+    vocab = sorted({w for f in doc["frames"] for m in f["sentences"][sentence]["masks"][:1] for w in m["probabilities"]})
+    index = {w: i for i, w in enumerate(vocab)}
+    frames = []
+    for f in doc["frames"]:
+        fs = f["sentences"][sentence]
+        predictions = [{"position": m["position"], "predictions": [
+            {"token": w, "id": None, "probability": p}
+            for w, p in sorted(m["probabilities"].items(), key=lambda x: -x[1])[:top_k]]} for m in fs["masks"]]
+        first = None
+        if fs["masks"]:
+            first = np.full(len(vocab), np.nan)
+            for w, p in fs["masks"][0]["probabilities"].items():
+                first[index[w]] = p
+        frames.append(Frame(step=f["step"], path=str(path), tokens=list(s["tokens"]),
+                            attention=np.asarray(fs["attention"][h], dtype=np.float32) / 1000,
+                            predictions=predictions, first_mask_probs=first, eval=dict(f.get("eval") or {}),
+                            sequences_seen=f.get("sequences_seen"), tokens_seen=f.get("tokens_seen")))
+    return TimeLapse(str(path), s["text"], layer, head, frames, vocab, dict(doc.get("source") or {}))

@@ -88,13 +88,17 @@ def store_upload(directory: Path, filename: str, data: bytes) -> Path:
     raise RuntimeError(f"{directory} holds too many uploads called {filename}; choose another run name")
 
 
-def watch_runs(kind: str, key: str, prefix: str, root: Path, empty: str) -> tuple[Run, dict]:
+def watch_runs(kind: str, key: str, prefix: str, root: Path, empty: str,
+               stop: bool = True) -> tuple[Run | None, dict]:
     """The page's "watch a run" block: pick one of the ``kind`` runs (the one in session key
-    ``key`` first) and show its live panel; with no run yet, say ``empty`` and end the page."""
+    ``key`` first) and show its live panel; with no run yet, say ``empty`` and end the page
+    (or, with ``stop=False``, return (None, {}) so the page can go on)."""
     runs = run_groups(find_runs(root, kind), root)[""]  # an ablation's cells stay on the Runs page
     if not runs:
         st.info(empty)
-        st.stop()
+        if stop:
+            st.stop()
+        return None, {}
     run = pick_run("Run", runs, key, root)
     return run, run_panel(run, kind, prefix)
 

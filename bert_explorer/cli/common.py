@@ -78,7 +78,9 @@ def _dataclass_args(parser: argparse.ArgumentParser, cls) -> None:
                                 type=lambda t: [float(x) for x in t.split(",") if x.strip()])
             continue
         options = typing.get_args(hints[f.name]) or (hints[f.name],)  # X | None -> (X, NoneType)
-        base = next(t for t in (str, float, int) if t in options)
+        base = next((t for t in (str, float, int) if t in options), None)
+        if base is None:  # e.g. a list of sentences or of [layer, head] pairs: only the --config file sets it
+            continue
         parser.add_argument(flag, dest=f.name, type=base, default=None,
                             help=f"default {f.default!r}" if f.default is not dataclasses.MISSING else None)
 

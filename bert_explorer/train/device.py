@@ -35,14 +35,18 @@ class Device:
     world_size: int = 1
     local_rank: int = 0
     dtype: torch.dtype | None = None  # autocast dtype, None = float32
+    # Started by torchrun: a process group is joined and training goes through DDP, even with
+    # one process (on a one-GPU machine that is how the NCCL path gets exercised at all).
+    distributed: bool = False
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
     @property
-    def distributed(self) -> bool:
-        return self.world_size > 1
+    def backend(self) -> str | None:
+        """The process group's backend (nccl on CUDA, gloo on the CPU), None outside torchrun."""
+        return dist.get_backend() if self.distributed else None
 
     def autocast(self):
         if self.dtype is None:
@@ -50,6 +54,8 @@ class Device:
         return torch.autocast(self.device.type, dtype=self.dtype)
 
     def grad_scaler(self):
+        # Only float16 needs loss scaling (its smallest normal number is 6e-5, so small gradients
+        # underflow to zero), and float16 training happens only on CUDA.
         return torch.amp.GradScaler("cuda", enabled=self.dtype == torch.float16)
 
     @property
@@ -137,9 +143,10 @@ def precision_from(config: dict) -> str:
 
 
 def pick_device(requested: str = "auto", precision: str = "auto") -> Device:
-    """Choose the device and training precision; under torchrun (RANK/WORLD_SIZE set) join
-    the process group."""
+    """Choose the device and training precision; under torchrun (which sets RANK, WORLD_SIZE and
+    TORCHELASTIC_RUN_ID) join the process group, also when it runs one process."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
+    launched = world > 1 or "TORCHELASTIC_RUN_ID" in os.environ
     rank = int(os.environ.get("RANK", "0"))
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if requested == "auto":
@@ -153,6 +160,6 @@ def pick_device(requested: str = "auto", precision: str = "auto") -> Device:
     else:
         device = torch.device(requested)
     dtype = autocast_dtype(device, precision)
-    if world > 1 and not dist.is_initialized():
+    if launched and not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo", rank=rank, world_size=world)
-    return Device(device, rank, world, local, dtype)
+    return Device(device, rank, world, local, dtype, distributed=launched)

@@ -27,6 +27,7 @@ from ..full_disk import CacheNotKept
 from ..tasks.base import TaskType
 from ..tasks.registry import able
 from .engine import AFTER_A_FULL_DISK, fit
+from .optim import use_fused
 
 CACHE_DIR = Path(os.environ.get("BERT_EXPLORER_CACHE", Path.home() / ".cache" / "bert_explorer")) / "features"
 SUPPORTED = able("feature_based")
@@ -164,8 +165,10 @@ def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
         return task.loss(head(x.to(device.device), mask.to(device.device)), labels.to(device.device))
 
     # Adam at a fixed rate, no clipping, in float32: the small head of Section 5.3 learning from scratch.
+    params = list(head.parameters())
+    optimizer = torch.optim.Adam(params, lr=cfg.head_lr, fused=use_fused([{"params": params}]) or None)
     fitted = fit(run, n_train=len(x_train), batch_size=cfg.batch_size, epochs=cfg.epochs, seed=cfg.seed,
-                 loss_of=loss_of, model=head, optimizer=torch.optim.Adam(head.parameters(), lr=cfg.head_lr),
+                 loss_of=loss_of, model=head, optimizer=optimizer,
                  clip_grad_norm=None, evaluate=lambda: task.evaluate(dev.examples, dev_feats,
                                                                      head_outputs(head, x_dev), label_names))
     ev = fitted.dev

@@ -28,12 +28,13 @@ from ..data.pretraining import MaskingConfig, collate, continuation_ids, create_
 from ..model import BertConfig, BertForPreTraining, preset
 from ..tokenizer import WordPieceTokenizer
 from .device import PRECISIONS, Device, pick_device, precision_from
-from .optim import apply_update, linear_warmup_decay, make_optimizer
+from .optim import apply_update, linear_warmup_decay, load_optimizer_state, make_optimizer
 from .configs import settings_of
 from .engine import marks_failure
 from .estimate import model_flops_per_token
 from .run_lock import writes_run
 from .runs import Run
+from .timelapse_frames import FILE as FRAMES_FILE, SENTENCES, FrameRecorder, dumps as dumps_frames, frame_steps
 
 OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
 
@@ -75,6 +76,9 @@ class PretrainConfig:
     seed: int = 0
     device: str = "auto"
     precision: str = "auto"         # fp32 | bf16 | fp16 | auto: bf16 where the device is fast at it
+    timelapse_frames: int = 0       # record this many time-lapse frames (timelapse.json): step 0, the end, log-spaced
+    timelapse_sentences: list[str] | None = None  # default: timelapse_frames.SENTENCES
+    timelapse_heads: list[list[int]] | None = None  # [[layer, head], ...] 0-based; default: all of <= 16, else one a layer
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
@@ -85,6 +89,11 @@ class PretrainConfig:
             raise ValueError("a warm start keeps its checkpoint's vocabulary: leave vocab out when init is given")
         if self.freeze_word_embeddings and not self.init:
             raise ValueError("freeze_word_embeddings needs init: frozen random word vectors would never learn")
+        if self.timelapse_frames < 0:
+            raise ValueError(f"timelapse_frames must be 0 (none) or more, not {self.timelapse_frames}")
+        if self.timelapse_sentences is not None and not all(str(t).strip() for t in self.timelapse_sentences):
+            raise ValueError("timelapse_sentences must be a list of non-empty sentences (write [MASK] where a word "
+                             "is hidden)")
         if self.precision == "fp16" and self.device == "cpu":
             raise ValueError("fp16 training needs a CUDA GPU; on the CPU use bf16 or fp32")
         if self.eval_corpora:
@@ -264,13 +273,14 @@ def evaluate(model, instances, cfg: PretrainConfig, tok: WordPieceTokenizer, dev
 
 
 def _save(run: Run, model, tok, step: int, optimizer, scheduler, scaler, cfg: PretrainConfig,
-          metrics: dict | None = None) -> Path:
+          metrics: dict | None = None, tokens_seen: int | None = None, frames: FrameRecorder | None = None) -> Path:
     def write_state(d: Path):
         # Through a Python file: on a full disk torch's own writer says only "unexpected pos";
         # this way the OSError(ENOSPC) travels with it (full_disk.is_disk_full reads either).
         with open(d / "training_state.pt", "wb") as f:
             torch.save({
-                "step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "step": step, "tokens_seen": tokens_seen,
+                "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                 "scaler": scaler.state_dict(), "torch_rng": torch.get_rng_state(),
                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             }, f)
@@ -278,6 +288,8 @@ def _save(run: Run, model, tok, step: int, optimizer, scheduler, scaler, cfg: Pr
     extra = {"training_args.json": _json(asdict(cfg))}
     if metrics:
         extra["eval_metrics.json"] = _json(metrics)
+    if frames is not None and frames.doc is not None:  # the model folder carries its own time-lapse
+        extra[FRAMES_FILE] = dumps_frames(frames.doc)
     # The weights in float32 plus Adam's two moments of every trained weight (the optimiser state).
     needed = sum(p.numel() * 4 * (3 if p.requires_grad else 1) for p in model.parameters())
     with full_disk.saving(run.path, f"save the checkpoint of step {step}", lambda: _after_a_full_disk(run), needed):
@@ -466,12 +478,12 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
     scheduler = linear_warmup_decay(optimizer, warmup_steps_of(cfg), cfg.max_steps)
     scaler = dev.grad_scaler()
-    start_step = 0
+    start_step, tokens_seen = 0, 0
     if latest:
         loaded = checkpoint.load(latest, "BertForPreTraining")
         model.load_state_dict(loaded.model.state_dict())
         state = torch.load(latest / "training_state.pt", map_location="cpu", weights_only=True)
-        optimizer.load_state_dict(state["optimizer"])
+        load_optimizer_state(optimizer, state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         if state["scaler"] or not scaler.is_enabled():  # a run saved in fp32/bf16 and resumed in fp16 starts a scaler
             scaler.load_state_dict(state["scaler"])
@@ -480,6 +492,7 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         start_step = state["step"]
         _follow_the_plan(optimizer, scheduler, start_step, run if dev.is_main else None)
+        tokens_seen = state.get("tokens_seen")  # None: saved by an earlier version, which did not count
     ddp_model = model
     if dev.distributed:
         ddp_model = torch.nn.parallel.DistributedDataParallel(
@@ -491,12 +504,26 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
     flops_tok = model_flops_per_token(model, cfg.max_seq_length, masking.mlm_probability)["total"]
     if dev.is_main:
         run.write_status(state="running", pid=os.getpid(), step=start_step, max_steps=cfg.max_steps,
-                         device=dev.name, precision=dev.precision, world_size=dev.world_size, started=time.time(),
+                         device=dev.name, precision=dev.precision, world_size=dev.world_size,
+                         ddp_backend=dev.backend, started=time.time(),
                          parameters=sum(p.numel() for p in model.parameters()),
                          train_sequences=len(train), held_out_sequences=len(held))
         run.log(f"{'resuming at' if latest else 'starting'} step {start_step}: {len(train)} training sequences, "
                 f"{len(held)} held out, {dev.name} x{dev.world_size}, precision {dev.precision} "
                 f"(asked: {cfg.precision})")
+    frames, to_record = None, set()
+    if cfg.timelapse_frames and dev.is_main:
+        frames = FrameRecorder(run.path / FRAMES_FILE, tok, cfg.timelapse_sentences or SENTENCES, cfg.timelapse_heads,
+                               source={"run": run.path.name, "device": dev.name, "precision": dev.precision,
+                                       "world_size": dev.world_size, "config": asdict(cfg)},
+                               keep_until=start_step if latest else None)
+        to_record = {s for s in frame_steps(cfg.timelapse_frames, cfg.max_steps) if s > start_step}
+        if start_step == 0:  # the random initialisation, before any update
+            frames.record(model, 0, 0, 0, evaluate(model, held, cfg, tok, dev) if held else None)
+
+    def sequences_seen(step: int) -> int:
+        return step * cfg.batch_size * cfg.grad_accum * dev.world_size
+
     bar = None
     if progress and dev.is_main:
         from tqdm import tqdm
@@ -526,7 +553,9 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
             batch = collate(items, tok.pad_id, cfg.objective, masking if cfg.dynamic_masking else None,
                             rng, special, tok.vocab_size, mask_id=tok.mask_id, continuation_ids=pieces)
             batch = {k: v.to(dev.device, non_blocking=True) for k, v in batch.items()}
-            tokens_since += int(batch["attention_mask"].sum()) * dev.world_size
+            n_tokens = int(batch["attention_mask"].sum()) * dev.world_size  # about: ranks' batches differ a little
+            tokens_since += n_tokens
+            tokens_seen = None if tokens_seen is None else tokens_seen + n_tokens
             # Under DDP, gradients are averaged across GPUs only on the last micro-batch.
             last_micro = micro == cfg.grad_accum - 1
             ctx = ddp_model.no_sync() if dev.distributed and not last_micro else nullcontext()
@@ -559,14 +588,17 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
             remaining = (cfg.max_steps - step) * (time.time() - last_log) / max(1, cfg.log_every)
             run.write_status(step=step, last=last, eta_s=round(remaining))
             train_time, tokens_since, last_log = 0.0, 0, time.time()
-        if dev.is_main and (step % cfg.eval_every == 0 or step == cfg.max_steps) and held:
+        ev = None
+        if dev.is_main and (step % cfg.eval_every == 0 or step == cfg.max_steps or step in to_record) and held:
             ev = {"step": step, "split": "eval", **evaluate(model, held, cfg, tok, dev), "time": time.time()}
             run.log_metrics(ev)
             run.write_status(eval=ev)
             run.log(f"step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in ev.items()
                                                   if k not in ("step", "split", "time")))
+        if step in to_record:
+            frames.record(model, step, sequences_seen(step), tokens_seen, ev)
         if dev.is_main and step % cfg.save_every == 0 and step < cfg.max_steps:
-            _save(run, model, tok, step, optimizer, scheduler, scaler, cfg)
+            _save(run, model, tok, step, optimizer, scheduler, scaler, cfg, tokens_seen=tokens_seen)
         if on_step is not None:
             on_step(step, losses)
     if bar:
@@ -584,7 +616,9 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
             run.write_status(rank_checksums=sums, ranks_in_sync=max(sums) - min(sums) <= 1e-6 * abs(sums[0]))
     if dev.is_main:
         final = evaluate(model, held, cfg, tok, dev) if held else {}
-        _save(run, model, tok, step, optimizer, scheduler, scaler, cfg, final)
+        if frames is not None and step not in frames.steps:  # a stop before the end: its last moment too
+            frames.record(model, step, sequences_seen(step), tokens_seen, final)
+        _save(run, model, tok, step, optimizer, scheduler, scaler, cfg, final, tokens_seen, frames)
         run.clear_stop()
         run.write_status(state=state, step=step, eval_final=final, finished=time.time())
         run.log(f"{state} at step {step}")
