@@ -132,8 +132,13 @@ def prepare(into: str | Path = TRAVEL_DIR, what=FOLDERS, sample: int | None = No
 
 def _prepare_corpora(tmp: Path, sample, preset, say) -> None:
     from ..data import prepared
-    from ..data.corpora import bbc_articles, load_corpus
+    from ..data.corpora import BUILTIN_CORPORA, bbc_articles, load_corpus
 
+    missing = [name for name in GPU_CORPORA if not BUILTIN_CORPORA[name].available]
+    if missing:
+        raise TravelError(f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed here, and the "
+                          f"steps read {'it' if len(missing) == 1 else 'them'}: "
+                          + "; ".join(BUILTIN_CORPORA[m].provenance for m in missing))
     files = {}
     for name in GPU_CORPORA:
         if name == "bbc":  # BBC keeps its topics: the topic task and same-topic pairs read them
