@@ -181,6 +181,25 @@ def test_a_step_killed_mid_training_continues_from_its_checkpoint(sample_travel,
     assert (tmp_path / "out3" / "explorer-mini.tar").read_bytes() == (tmp_path / "out" / "explorer-mini.tar").read_bytes()
 
 
+def test_at_the_deadline_training_stops_cleanly_and_the_next_command_goes_on(sample_travel, tmp_path, one_thread):
+    from bert_explorer.gpu import plan, session
+
+    lines = []
+    # a budget that is all wrap-up: the deadline has passed when the first step ends
+    first = session.run_session(["explorer-mini"], tmp_path / "out1", tmp_path / "work", sample_travel,
+                                tiny=True, budget_s=plan.WRAP_UP_S, say=lines.append)
+    assert first["explorer-mini"]["state"] == "stopped"
+    assert any("deadline of this command reached at step 1" in line for line in lines), lines
+    status = json.loads((tmp_path / "work" / "explorer-mini" / "run" / "status.json").read_text())
+    assert (status["state"], status["step"]) == ("stopped", 1)
+    assert json.loads((tmp_path / "out1" / "manifest.json").read_text())["archives"]["explorer-mini"]["state"] == "stopped"
+    second = session.run_session(["explorer-mini"], tmp_path / "out2", tmp_path / "work", sample_travel,
+                                 tiny=True, say=lines.append)
+    assert second["explorer-mini"]["state"] == "finished"
+    log = (tmp_path / "work" / "explorer-mini" / "run" / "log.txt").read_text()
+    assert "resuming at step 1" in log and "finished at step 4" in log
+
+
 def test_paper_mini_continues_on_another_machine_from_what_came_back(sample_travel, tmp_path, one_thread):
     """The first machine stops after its first cell; the second gets only what came back (no
     models) and finishes the ablation without running again the cells that had finished."""

@@ -81,16 +81,19 @@ class _Heartbeat:
 
     def __init__(self, ctx: Context, run_dir: Path, max_steps: int, every: float = 30.0):
         self.ctx, self.run_dir, self.max_steps, self.every = ctx, run_dir, max_steps, every
-        self.last = time.time()
+        self.last, self.last_step = time.time(), None
 
     def __call__(self, step: int, losses: dict) -> None:
         now = time.time()
         if now >= self.ctx.deadline and not (self.run_dir / "STOP").exists():
             self.ctx.say(f"  deadline of this command reached at step {step}: stopping cleanly (a checkpoint is saved)")
             (self.run_dir / "STOP").touch()
-        if now - self.last >= self.every:
-            self.last = now
-            self.ctx.say(f"  step {step:,}/{self.max_steps:,}  loss {losses.get('loss', 0):.3f}  "
+        if self.last_step is None:
+            self.last, self.last_step = now, step
+        elif now - self.last >= self.every:
+            ms = 1e3 * (now - self.last) / max(1, step - self.last_step)  # evaluations and saves included
+            self.last, self.last_step = now, step
+            self.ctx.say(f"  step {step:,}/{self.max_steps:,}  loss {losses.get('loss', 0):.3f}  {ms:.0f} ms/step  "
                          f"({self.ctx.seconds_left():.0f} s left in this command)")
 
 
