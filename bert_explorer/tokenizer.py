@@ -10,6 +10,7 @@ The work is done by Hugging Face ``tokenizers`` (Rust), so ids are identical to
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ class WordPieceTokenizer:
         self._tok = BertWordPieceTokenizer(
             vocab if isinstance(vocab, dict) else str(vocab), lowercase=lowercase
         )
+        self._fingerprint: str | None = None
         for t in SPECIAL_TOKENS:
             if self._tok.token_to_id(t) is None:
                 raise ValueError(f"the vocabulary has no {t} token")
@@ -84,6 +86,14 @@ class WordPieceTokenizer:
         }, indent=2) + "\n")
 
     # ----- vocabulary ---------------------------------------------------------------------
+    def fingerprint(self) -> str:
+        """A SHA-1 of the vocabulary (in id order) and the lower-casing setting: two tokenizers
+        with the same fingerprint turn every text into the same ids."""
+        if self._fingerprint is None:
+            lines = self._lines or [t for t, _ in sorted(self._tok.get_vocab().items(), key=lambda kv: kv[1])]
+            self._fingerprint = hashlib.sha1(("\n".join(lines) + f"\nlowercase={self.lowercase}").encode()).hexdigest()
+        return self._fingerprint
+
     @property
     def vocab_size(self) -> int:
         return self._tok.get_vocab_size()
@@ -126,6 +136,12 @@ class WordPieceTokenizer:
             self._tok.no_truncation()
         encs = self._tok.encode_batch([e if isinstance(e, str) else tuple(e) for e in examples])
         return [self._pad(self._from_encoding(e), max(pad_to or 0, len(e.ids))) for e in encs]
+
+    def ids_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """WordPiece ids of each text, without [CLS]/[SEP] and without truncation: the fast path for
+        pre-training data, which needs only the ids (no tokens, offsets or word ids to build)."""
+        self._tok.no_truncation()
+        return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
 
     def encode_words(self, sentences: Sequence[Sequence[str]], max_length: int | None = None) -> list[Encoded]:
         """Encode already-split words (NER): ``word_ids`` maps each piece back to its word, so a

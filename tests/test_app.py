@@ -35,7 +35,8 @@ def test_the_menu_calls_the_home_page_home_and_there_is_one_menu():
 def test_home_page_shows_corpus_provenance_and_licence():
     at = AppTest.from_file("../run_app.py", default_timeout=60).run()
     corpora = at.table[1].value
-    assert set(corpora.index) == {"bbc", "sotu", "vital", "wiki", "lee"}
+    assert set(corpora.index) == {"bbc", "sotu", "vital", "wiki", "lee", "wordnet"}
+    assert "WordNet 3.0" in corpora.loc["wordnet", "licence"]
     assert "CC BY-SA" in corpora.loc["wiki", "licence"] and "CC BY-SA 4.0" in corpora.loc["vital", "licence"]
     assert "public domain" in corpora.loc["sotu", "licence"]
     assert "Greene" in corpora.loc["bbc", "source"]

@@ -202,7 +202,7 @@ def test_resume_refuses_every_setting_that_decides_the_data_or_the_schedule(tmp_
              "mlm_probability": 0.2, "mask_ratio": 0.7, "random_ratio": 0.2, "keep_ratio": 0.2,
              "max_predictions_per_seq": 5, "whole_word": True, "dynamic_masking": False, "dupe_factor": 3,
              "lr": 5e-4, "weight_decay": 0.0, "warmup_steps": 7, "clip_grad_norm": 5.0, "eval_batches": 9,
-             "init": "minilm", "freeze_word_embeddings": True,
+             "init": "minilm", "freeze_word_embeddings": True, "mlm_only_corpus": "tiny",
              # the time-lapse so far was recorded for these sentences and heads at these steps
              "timelapse_frames": 5, "timelapse_sentences": ["the [MASK] sat ."], "timelapse_heads": [[0, 1]]}
     from dataclasses import fields, replace

@@ -282,3 +282,93 @@ def test_wiki_and_lee_corpora():
     assert len(lee) == 300 and sum(map(len, lee)) > 2000
     for info in BUILTIN_CORPORA.values():
         assert info.description and info.provenance and info.licence
+
+
+def test_wordnet_corpus_is_each_gloss_then_its_examples(tmp_path, monkeypatch):
+    from bert_explorer.data import corpora
+
+    for name in ("data.noun", "data.verb", "data.adj", "data.adv"):
+        (tmp_path / name).write_text("  1 This software and database is being provided to you\n")
+    (tmp_path / "data.noun").write_text(
+        "  1 licence line\n"
+        '00001 03 n 01 camera 0 000 | equipment for taking photographs; "the camera panned across the room"; '
+        '"a camera"\n'
+        "00002 03 n 01 plum 0 000 | a desirable position\n"
+        '00003 03 n 01 walk 0 000 | the act of walking; "she went for a walk"; "a long walk home" \n')
+    monkeypatch.setattr(corpora, "WORDNET_DIR", tmp_path)
+    corpora._parse_builtin.cache_clear()
+    assert load_corpus("wordnet") == [
+        ["equipment for taking photographs", "the camera panned across the room"],  # "a camera": under 3 words
+        ["the act of walking", "she went for a walk", "a long walk home"]]  # no example: "plum" is left out
+    corpora._parse_builtin.cache_clear()
+
+
+def test_mlm_only_text_carries_no_nsp_label_and_no_nsp_loss():
+    from bert_explorer.data.pretraining import mlm_only_instances
+    from bert_explorer.model import BertForPreTraining, preset
+
+    tok = tiny_tokenizer()
+    pairs = create_instances(tiny_corpus(20), tok, 64, seed=0, mask=False)[:6]
+    extra = mlm_only_instances(tiny_corpus(20)[:5], tok, 64, seed=1, mask=False)[:2]
+    assert extra and all(x.is_random_next is None and 1 not in x.token_type_ids for x in extra)
+    m, special = MaskingConfig(), tok.special_ids()
+    batch = collate(pairs + extra, tok.pad_id, "mlm+nsp", m, random.Random(0), special, tok.vocab_size,
+                    mask_id=tok.mask_id)
+    assert batch["next_sentence_label"][-2:].tolist() == [IGNORE, IGNORE]
+    torch.manual_seed(0)
+    model = BertForPreTraining(preset("tiny", vocab_size=tok.vocab_size)).eval()
+    with torch.no_grad():
+        out = model(**batch)
+        nsp_only_pairs = torch.nn.functional.cross_entropy(out.nsp_logits[:6], batch["next_sentence_label"][:6])
+        assert out.nsp_loss.item() == pytest.approx(nsp_only_pairs.item(), rel=1e-6)
+        alone = collate(extra, tok.pad_id, "mlm+nsp", m, random.Random(0), special, tok.vocab_size,
+                        mask_id=tok.mask_id)
+        out = model(**alone)
+    assert out.nsp_loss.item() == 0.0 and torch.isfinite(out.loss)
+
+
+def test_tokenising_is_done_once_per_corpus_and_vocabulary():
+    from bert_explorer.data.pretraining import _tokenize_documents
+
+    docs = tiny_corpus(30)
+    first = _tokenize_documents(docs, tiny_tokenizer())
+    assert _tokenize_documents([list(d) for d in docs], tiny_tokenizer()) is first  # same text: kept
+    other = WordPieceTokenizer.train([s for d in tiny_corpus(200) for s in d], vocab_size=300)
+    assert _tokenize_documents(docs, other) is not first  # another vocabulary: tokenised anew
+    changed = [list(d) for d in docs]
+    changed[3][0] += " again"
+    assert _tokenize_documents(changed, tiny_tokenizer()) is not first
+    assert create_instances(docs, tiny_tokenizer(), 64, seed=2) == create_instances(docs, tiny_tokenizer(), 64, seed=2)
+
+
+def test_prepared_copies_are_read_instead_of_the_packages(tmp_path, monkeypatch):
+    """The GPU machine has none of the packages that ship the text: it reads prepared copies,
+    which must give back exactly the same documents, topics and examples."""
+    from bert_explorer.data import corpora, prepared
+    from bert_explorer.data.tasks import load_builtin
+
+    _need("lee")
+    (tmp_path / "corpora").mkdir()
+    (tmp_path / "tasks").mkdir()
+    lee = load_corpus("lee")
+    prepared.write_corpus(tmp_path / "corpora" / "lee.jsonl.xz", lee[:50], preset=1)
+    monkeypatch.setenv(prepared.ENV, str(tmp_path))
+    assert load_corpus("lee") == lee[:50]  # the copy, not the package (which has 300)
+    assert BUILTIN_CORPORA["wiki"].available == (BUILTIN_CORPORA["wiki"].locate() is not None)
+    if BUILTIN_CORPORA["bbc"].available:
+        monkeypatch.delenv(prepared.ENV)
+        articles = bbc_articles()[:40]
+        prepared.write_corpus(tmp_path / "corpora" / "bbc.jsonl.xz", [d for _, d in articles],
+                              [t for t, _ in articles], preset=1)
+        wnut = load_builtin("wnut16")
+        prepared.write_task(tmp_path / "tasks" / "wnut16.json.xz", wnut, preset=1)
+        monkeypatch.setenv(prepared.ENV, str(tmp_path))
+        assert bbc_articles() == articles and load_corpus("bbc") == [d for _, d in articles]
+        back = load_builtin("wnut16")
+        assert (back.task, back.examples, back.label_names, back.source) == (
+            wnut.task, wnut.examples, wnut.label_names, "builtin:wnut16")
+    (tmp_path / "corpora" / "lee.jsonl.xz").write_bytes(b"not xz")
+    corpora._parse_builtin.cache_clear()
+    with pytest.raises(ValueError, match="is not a prepared corpus .*; prepare it again"):
+        load_corpus("lee")
+    corpora._parse_builtin.cache_clear()

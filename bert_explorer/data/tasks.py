@@ -31,6 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
+from . import prepared
 from ..tasks.base import TaskType
 from ..tasks.choice import ChoiceTask
 from ..tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, NER, QA
@@ -153,7 +154,8 @@ class BuiltinTask:
 
     @property
     def available(self) -> bool:
-        return self.package is None or _package_dir(self.package) is not None
+        return (self.package is None or prepared.task_copy(self.name) is not None
+                or _package_dir(self.package) is not None)
 
 
 def _package_file(package: str, *parts: str) -> Path:
@@ -399,7 +401,8 @@ def load_builtin(name: str, max_examples: int | None = None, seed: int = 0) -> T
     if info is None:
         raise DataError(f"there is no built-in data set {name!r}{_did_you_mean(name, BUILTIN_TASKS)}; choose one of "
                         f"{', '.join(BUILTIN_TASKS)}.")
-    data = info.loader(seed)
+    copy = prepared.task_copy(name)  # a machine without the package (prepared.py)
+    data = prepared.read_task(copy) if copy is not None else info.loader(seed)
     data.source = f"builtin:{name}"
     if max_examples is not None and len(data.examples) > max_examples:
         keep = sorted(random.Random(seed).sample(range(len(data.examples)), max_examples))

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..model.config import PRESETS
+from ..train import estimate as est
 from ..train.estimate import encoder_parameters as layer_parameters, flops_per_token
 from ..train.finetune import FEATURE_MODES, FinetuneConfig
 from ..train.pretrain import PretrainConfig
@@ -212,7 +213,7 @@ def pretrain_config(recipe: dict, size: str, objective: str, masking: str) -> di
 
 # Settings added to PretrainConfig after ablations were first run, with the value that means
 # "as before": left out of the key at that value, so earlier ablation folders are still found.
-_LATER_FIELDS = {"eval_corpora": None, "init": None, "freeze_word_embeddings": False}
+_LATER_FIELDS = {"eval_corpora": None, "init": None, "freeze_word_embeddings": False, "mlm_only_corpus": None}
 
 
 def pretrain_key(cfg: dict) -> str:
@@ -295,9 +296,7 @@ def pretraining_label(cfg: dict) -> str:
 # an earlier ~11,000 came from a shared CPU.
 _CPU_TRAIN_TPS = {(2, 128): 20_000, (4, 256): 3_700, (4, 512): 1_400}
 _CPU_FLOPS = 80e9            # effective FLOP/s of the CPU for sizes not measured
-_GPU_FLOPS = 60e12           # effective bf16 FLOP/s of one H100 on these small models (~6% MFU)
-_GPU_STEP_FLOOR = 0.04       # s per pre-training step small models cannot go below (Python masking, launches)
-_GPU_FT_STEP_FLOOR = 0.015   # the same for a fine-tuning step
+# The GPU's rates are assumptions stated once, in train/estimate.py (GPU_FLOP_S_SMALL, step floors).
 _TASK_SIZES = {  # built-in data: (examples, WordPieces per example, about)
     "bbc-topics": (2225, 140), "tweets": (38000, 30), "wnut16": (2394, 30), "pang-lee": (200, 30),
     "synthetic-qa": (420, 100), "synthetic-mc": (300, 4 * 16),
@@ -317,7 +316,20 @@ def _train_tps(size: str, seq: int, vocab: int, device: str, predicted: float = 
         if (L, H) in _CPU_TRAIN_TPS:  # measured; scaled by FLOPs to this length, vocabulary and objective
             return _CPU_TRAIN_TPS[(L, H)] * _flops_per_token(size, 128, 8000) / flops
         return _CPU_FLOPS / flops
-    return _GPU_FLOPS / flops
+    return est.gpu_flop_s(H) / flops
+
+
+def vocab_size_of(cfg: dict) -> int:
+    """The number of WordPieces a pre-training reads: ``vocab_size`` for a vocabulary it learns
+    ("train", "shared"), else the lines of the fixed vocab.txt it names (a checkpoint or folder)."""
+    vocab = cfg.get("vocab", "train")
+    if vocab in ("train", "shared"):
+        return int(cfg.get("vocab_size", 8000))
+    from .. import checkpoint
+
+    folder = Path(vocab) if (Path(vocab) / "vocab.txt").is_file() else checkpoint.resolve(vocab)
+    with open(folder / "vocab.txt", encoding="utf-8") as f:
+        return sum(1 for _ in f)
 
 
 def _task_tokens(spec: dict, ft: dict) -> tuple[int, int]:
@@ -346,13 +358,17 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
     pre = 0.0
     for cfg in plan["pretrainings"].values():
         seq, bs = cfg["max_seq_length"], cfg["batch_size"] * cfg.get("grad_accum", 1)
-        tokens = cfg["max_steps"] * bs * seq * 0.9  # sequences are not all full
         predicted = 1.0 if cfg["objective"] == "ltr" else cfg.get("mlm_probability", 0.15)
-        secs = tokens / _train_tps(cfg["size"], seq, cfg.get("vocab_size", 8000), device, predicted)
+        vocab = vocab_size_of(cfg)
         if device == "gpu":
-            secs = max(secs, cfg["max_steps"] * _GPU_STEP_FLOOR)
+            L, H, _ = size_lha(cfg["size"])
+            secs = est.gpu_pretrain_seconds(_flops_per_token(cfg["size"], seq, vocab, predicted), H,
+                                            cfg["max_steps"], bs, seq)
+        else:
+            tokens = cfg["max_steps"] * bs * seq * 0.9  # sequences are not all full
+            secs = tokens / _train_tps(cfg["size"], seq, vocab, device, predicted)
         # corpus, instances, evaluations, checkpoints
-        pre += secs + (2 if cfg["corpus"] == "tiny" else 25 if device == "cpu" else 40)
+        pre += secs + (2 if cfg["corpus"] == "tiny" else 25 if device == "cpu" else est.GPU_PRETRAIN_RUN_S)
     ft_total = 0.0
     recipe = plan["recipe"]
     for cell in plan["cells"]:
@@ -375,7 +391,7 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
                 secs = 1.3 * n * t / (3 * tps) + n * t * epochs * lstm_flops / lstm_rate
         if device == "gpu":
             steps = epochs * max(1, n // ft.get("batch_size", 32))
-            secs = max(secs, steps * _GPU_FT_STEP_FLOOR)
+            secs = max(secs, steps * est.GPU_FT_STEP_FLOOR_S)
         small = ft["train"].startswith(("tiny:", "pairs:tiny"))
         ft_total += secs + (1 if small else 5)  # reading data, loading and saving models
     return {"pretrain_s": round(pre), "finetune_s": round(ft_total), "total_s": round(pre + ft_total)}

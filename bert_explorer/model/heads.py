@@ -121,7 +121,12 @@ class BertForPreTraining(nn.Module):
             out.mlm_loss = F.cross_entropy(out.mlm_logits.float(), labels[chosen])
             out.loss = out.mlm_loss
         if next_sentence_label is not None:
-            out.nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label.view(-1))
+            # IGNORE marks sequences that carry no NSP label (MLM-only text mixed into the batch): the
+            # mean is over the labelled ones, and a batch of none adds 0 rather than 0/0 (no host sync).
+            nsp_label = next_sentence_label.view(-1)
+            labelled = (nsp_label != IGNORE).sum().clamp(min=1)
+            out.nsp_loss = F.cross_entropy(nsp_logits.float(), nsp_label, ignore_index=IGNORE,
+                                           reduction="sum") / labelled
             out.loss = out.nsp_loss if out.loss is None else out.loss + out.nsp_loss
         return out
 

@@ -164,3 +164,36 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
     flop_s, basis = measured_throughput(root, size) or stated_throughput()
     return {"parameters": params, "flops_per_token": fpt, "tokens": tokens, "flop_per_s": flop_s,
             "seconds": tokens * fpt / flop_s, "basis": basis}
+
+
+# ----- planning work for a GPU (bert_explorer/gpu, the ablation planner) ----------------------
+# ASSUMED, not yet measured with this code (issue 23 measures them): one H100 or H200 training
+# in bf16 autocast with SDPA attention. Small BERTs (H <= 512) keep a GPU far from its 989 TFLOP/s
+# dense bf16 peak: their matrices are small and a step is a few hundred kernel launches. BERT-Base
+# at sequence length 128 fills it much better.
+GPU_ASSUMED = "one H100/H200 in bf16"
+GPU_FLOP_S_SMALL = 60e12          # effective FLOP/s on the small models (~6 % of peak)
+GPU_FLOP_S_BASE = 300e12          # effective FLOP/s on BERT-Base, seq 128 (~30 % of peak)
+GPU_STEP_FLOOR_S = 0.04           # no pre-training step of a small model is quicker (launches, Python)
+GPU_FT_STEP_FLOOR_S = 0.015       # the same for a fine-tuning step
+# A pre-training batch is masked and padded in Python on the host (data/pretraining.collate, one
+# core, while the GPU waits): measured 3,000 sequences of 128 per second on this project's 2-core
+# CPU (2026-11-24); a GPU machine's core is assumed 1.3x faster.
+HOST_MASKING_SEQ_PER_S = 3900.0
+# Around the steps of one pre-training: building the model, its instances (tokenising is done once
+# per process and corpus: data/pretraining.py keeps it), its evaluations and checkpoints.
+GPU_PRETRAIN_RUN_S = 12.0
+
+
+def gpu_flop_s(hidden_size: int) -> float:
+    """The assumed effective FLOP/s of the GPU for a model of this width."""
+    return GPU_FLOP_S_BASE if hidden_size >= 768 else GPU_FLOP_S_SMALL
+
+
+def gpu_pretrain_seconds(flops_per_token_: float, hidden_size: int, steps: int, batch_size: int, seq_len: int,
+                         fill: float = 0.9) -> float:
+    """Seconds of ``steps`` pre-training steps on the GPU: each step takes the longest of its
+    FLOPs at the assumed rate (sequences ``fill`` full on average), the step floor, and the
+    host's time to mask the batch."""
+    compute = batch_size * seq_len * fill * flops_per_token_ / gpu_flop_s(hidden_size)
+    return steps * max(compute, GPU_STEP_FLOOR_S, batch_size / HOST_MASKING_SEQ_PER_S)

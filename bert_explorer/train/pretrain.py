@@ -24,8 +24,8 @@ import torch.distributed as dist
 
 from .. import checkpoint, full_disk
 from ..data.corpora import load_corpus, split_documents, tiny_corpus
-from ..data.pretraining import MaskingConfig, collate, continuation_ids, create_instances
-from ..model import BertConfig, BertForPreTraining, preset
+from ..data.pretraining import MaskingConfig, collate, continuation_ids, create_instances, mlm_only_instances
+from ..model import IGNORE, BertConfig, BertForPreTraining, preset
 from ..tokenizer import WordPieceTokenizer
 from .device import PRECISIONS, Device, pick_device, precision_from
 from .optim import apply_update, linear_warmup_decay, load_optimizer_state, make_optimizer
@@ -45,6 +45,7 @@ class PretrainConfig:
     max_docs: int | None = None     # use only the first N documents (quick experiments)
     held_out_fraction: float = 0.05  # documents kept out of training for evaluation
     eval_corpora: str | None = None  # evaluate only on held-out documents of these parts, e.g. "bbc+sotu"
+    mlm_only_corpus: str | None = None  # more text trained with MLM only, no NSP pairs (e.g. "wordnet"); never held out
     init: str | None = None         # warm start: begin from this checkpoint's weights and vocabulary
     freeze_word_embeddings: bool = False  # keep the (tied) word embeddings / MLM decoder fixed
     size: str = "mini"              # a preset: tiny, mini, small, medium, L4-H256, base, ... (ignored with init)
@@ -262,8 +263,10 @@ def evaluate(model, instances, cfg: PretrainConfig, tok: WordPieceTokenizer, dev
             correct += (logits.argmax(-1) == labels).sum().item()
             total += labels.numel()
             if "next_sentence_label" in batch:
-                nsp_correct += (out.nsp_logits.argmax(-1) == batch["next_sentence_label"]).sum().item()
-                nsp_total += batch["next_sentence_label"].numel()
+                nsp_label = batch["next_sentence_label"]
+                labelled = nsp_label != IGNORE  # MLM-only sequences carry no NSP label
+                nsp_correct += (out.nsp_logits.argmax(-1) == nsp_label)[labelled].sum().item()
+                nsp_total += labelled.sum().item()
     model.train()
     result = {"mlm_accuracy": correct / max(total, 1), "mlm_perplexity": math.exp(ce_sum / max(total, 1)),
               "eval_tokens": total}
@@ -449,6 +452,16 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
     train = create_instances(train_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective, masking,
                              dupe_factor=1 if cfg.dynamic_masking else cfg.dupe_factor, seed=cfg.seed,
                              mask=not cfg.dynamic_masking)
+    if cfg.mlm_only_corpus:
+        # Whole documents of this text join the training instances as single segments without an
+        # NSP label; the mix is shuffled once, fixed by the seed, so a batch holds both kinds.
+        extra = mlm_only_instances([d for _, docs in _documents_by_part(cfg.mlm_only_corpus) for d in docs], tok,
+                                   cfg.max_seq_length, cfg.short_seq_prob, masking, seed=cfg.seed + 3,
+                                   mask=not cfg.dynamic_masking)
+        train = train + extra
+        random.Random(cfg.seed + 4).shuffle(train)
+        if dev.is_main:
+            run.log(f"{len(extra)} MLM-only training sequences from {cfg.mlm_only_corpus} (no NSP label)")
     held = []
     if len(held_docs) >= 2 or cfg.objective != "mlm+nsp":  # NotNext needs a second document
         held = _held_out_instances(cfg, held_docs, tok)

