@@ -235,3 +235,16 @@ def test_finetune_has_no_resume_flag_that_would_do_nothing():
 
     with pytest.raises(SystemExit):
         build_parser().parse_args(["finetune", "--output", "x", "--resume"])
+
+
+def test_pretraining_data_is_made_by_the_run_that_trains_on_it():
+    """No separate instance-file command: nothing read its file, and its options differed from
+    pretrain's. google-research/bert's static masks are pretrain's own settings."""
+    from bert_explorer.cli.parser import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["create-pretraining-data", "--input", "tiny", "--output", "x.jsonl"])
+    args = build_parser().parse_args(["pretrain", "--output", "x", "--no-dynamic-masking", "--dupe-factor", "5",
+                                      "--mlm-probability", "0.2", "--mask-ratio", "0.7", "--random-ratio", "0.2",
+                                      "--keep-ratio", "0.1"])
+    assert (args.dynamic_masking, args.dupe_factor, args.mlm_probability, args.mask_ratio) == (False, 5, 0.2, 0.7)
