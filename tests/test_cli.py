@@ -183,6 +183,14 @@ def test_a_mode_typo_no_longer_runs_full_fine_tuning():
         FinetuneConfig.from_dict({"mode": "feature_based"})
 
 
+def test_a_learning_rate_grid_is_refused_where_feature_based_would_ignore_it(tmp_path, capsys):
+    out = tmp_path / "ft"
+    assert main(["finetune", "--train", "tiny:classification", "--mode", "feature-based", "--lr-grid", "5e-5,3e-5",
+                 "--output", str(out)]) == 2
+    assert "lr_grid (trying several learning rates) applies to fine-tuning only" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_a_run_written_by_an_earlier_version_still_loads_with_a_warning():
     from bert_explorer.train.pretrain import PretrainConfig
 
