@@ -228,6 +228,7 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     at.number_input(key="ft_max_len").set_value(32)
     at.run()
     assert not at.exception
+    at.button(key="ft_start").click().run()
     assert not at.exception
     run, status = _wait_for_run(runs_root)
     assert status["state"] == "finished", run.path.joinpath("log.txt").read_text()[-2000:]
@@ -255,6 +256,7 @@ def test_finetune_page_builtin_ner_and_qa_results(runs_root, base_model, task):
     at.number_input(key="ft_epochs").set_value(1.0)
     at.number_input(key="ft_max_len").set_value(48)
     at.run()
+    at.button(key="ft_start").click().run()
     assert not at.exception
     run, status = _wait_for_run(runs_root)
     assert status["state"] == "finished", run.path.joinpath("log.txt").read_text()[-2000:]
