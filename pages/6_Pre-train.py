@@ -1,4 +1,4 @@
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +19,7 @@ from bert_explorer.app.widgets import intro
 from bert_explorer.model.config import BertConfig
 from bert_explorer.train import run_finder
 from bert_explorer.train.estimate import ALIASES, pretrain_estimate, size_options
-from bert_explorer.train.pretrain import resume_settings
+from bert_explorer.train.pretrain import PretrainConfig, resume_settings
 from bert_explorer.train.runs import Run
 from bert_explorer.train.timelapse_frames import FILE as FRAMES_FILE, frames_file, read_frames
 
@@ -135,6 +135,24 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                                         "accuracy): a time-lapse that needs no checkpoint and starts from the random "
                                         "initialisation.")
 
+    # The run's settings as the object the run reads, built now: a bad value is said here, before a run starts.
+    # An upload's place in the run directory is known only once the run is made (below).
+    try:
+        config = PretrainConfig(
+            corpus=corpus, objective=objective, max_steps=int(steps), batch_size=int(batch), lr=float(lr),
+            max_seq_length=int(seq_len), vocab_size=int(vocab_size), warmup_steps=int(int(steps) * warmup_pct / 100),
+            save_every=max(1, int(steps) // int(snapshots)), eval_every=max(1, int(steps) // int(evaluations)),
+            log_every=int(log_every), max_docs=int(max_docs) or None, seed=int(seed), device=device,
+            precision=precision, timelapse_frames=int(n_frames), **({"init": init, "freeze_word_embeddings": freeze} if init else {"size": size}),
+            **({"held_out_fraction": held_out_fraction(corpus_facts.get("documents", 0))} if upload else {}))
+        if device == "cuda" and not on_gpu:  # the run would fail as it starts, in the background
+            raise ValueError("device cuda needs a CUDA GPU and this machine has none: choose auto or cpu")
+    except ValueError as e:
+        config = None
+        if corpus_error is None:
+            corpus_error = str(e)
+            st.error(corpus_error)
+
     est = pretrain_estimate(size, int(steps), int(batch), int(seq_len), int(vocab_size), root)
     m1, m2, m3 = st.columns(3)
     m1.metric("Parameters", f"{est['parameters'] / 1e6:,.1f} M")
@@ -153,20 +171,11 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
         if (run_dir / "status.json").exists():
             st.error(f"A run called {run_dir.name} exists already; choose another name.")
         else:
-            config = {"corpus": corpus, "objective": objective, "max_steps": int(steps),
-                      "batch_size": int(batch), "lr": float(lr), "max_seq_length": int(seq_len),
-                      "vocab_size": int(vocab_size), "warmup_steps": int(int(steps) * warmup_pct / 100),
-                      "save_every": max(1, int(steps) // int(snapshots)),
-                      "eval_every": max(1, int(steps) // int(evaluations)), "log_every": int(log_every),
-                      "max_docs": int(max_docs) or None, "seed": int(seed), "device": device,
-                      "precision": precision, "timelapse_frames": int(n_frames),
-                      **({"init": init, "freeze_word_embeddings": freeze} if init else {"size": size})}
             path = None
             if upload:  # the text lives in the run directory, so the run can be resumed and repeated
                 path = rv.store_upload(run_dir, "corpus.txt", upload[1])
-                config["corpus"] = str(path.resolve())
-                config["held_out_fraction"] = held_out_fraction(corpus_facts.get("documents", 0))
-            if rv.launch("pretrain", config, run_dir, remember=("pt_watch", rv.rel_name(Run(run_dir), root)),
+                config = replace(config, corpus=str(path.resolve()))
+            if rv.launch("pretrain", asdict(config), run_dir, remember=("pt_watch", rv.rel_name(Run(run_dir), root)),
                          upload=path):
                 st.success(f"Started {run_dir.name}.")  # and watched below
 

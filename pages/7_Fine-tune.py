@@ -1,3 +1,4 @@
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +15,8 @@ from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.data.uploads.names import safe_filename, table_columns
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
 from bert_explorer.tasks.spans import SpanTask
-from bert_explorer.train.finetune import FEATURE_MODES, FINETUNE_DEFAULT_MODEL, ltr_problem, small_dev_warning
+from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, FinetuneConfig, ltr_problem,
+                                          small_dev_warning)
 from bert_explorer.train.runs import Run
 
 st.set_page_config(page_title="Fine-tune · BERT Explorer", layout="wide")
@@ -117,6 +119,21 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     if data_error is None and base and (why := ltr_problem(base, task_kind, mode)):
         data_error = why
         st.error(why)
+    # The run's settings as the object the run reads, built now: a bad value is said here, before a run starts.
+    # The uploaded file's place in the run directory is known only once the run is made (below).
+    try:
+        config = FinetuneConfig(
+            model=str(Path(base).resolve()) if base and Path(base).exists() else (base or FINETUNE_DEFAULT_MODEL),
+            train=(upload[0] if upload else "" if source == "Upload a file" else
+                   builtin if builtin.startswith("tiny:") else f"builtin:{builtin}"),
+            **{k: v for k, v in spec.items() if v}, mode=mode, features=features, max_seq_length=int(max_len),
+            batch_size=int(batch), lr=float(lr), lr_grid=[5e-5, 3e-5, 2e-5] if grid else [], epochs=float(epochs),
+            max_train_examples=int(max_train) or None, dev_fraction=float(dev_fraction), seed=int(seed))
+    except ValueError as e:
+        config = None
+        if data_error is None:
+            data_error = str(e)
+            st.error(data_error)
     ready = data_error is None and bool(base)
     if not base:
         st.info("Choose the pre-trained model to start from in the sidebar.")
@@ -128,15 +145,8 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             (run_dir / "data").mkdir()
             path = run_dir / "data" / safe_filename(upload[0])
             path.write_bytes(upload[1])
-            train = str(path.resolve())
-        else:
-            train = builtin if builtin.startswith("tiny:") else f"builtin:{builtin}"
-        model = str(Path(base).resolve()) if Path(base).exists() else base
-        config = {"model": model, "train": train, **{k: v for k, v in spec.items() if v}, "mode": mode,
-                  "features": features, "max_seq_length": int(max_len), "batch_size": int(batch), "lr": float(lr),
-                  "lr_grid": [5e-5, 3e-5, 2e-5] if grid else [], "epochs": float(epochs),
-                  "max_train_examples": int(max_train) or None, "dev_fraction": float(dev_fraction), "seed": int(seed)}
-        if rv.launch("finetune", config, run_dir, remember=("ft_watch", rv.rel_name(Run(run_dir), root))):
+            config = replace(config, train=str(path.resolve()))
+        if rv.launch("finetune", asdict(config), run_dir, remember=("ft_watch", rv.rel_name(Run(run_dir), root))):
             st.success(f"Started {run_dir.name}.")  # and shown below
 
 # ----- 3. the run -------------------------------------------------------------------------------------

@@ -183,6 +183,14 @@ def test_a_mode_typo_no_longer_runs_full_fine_tuning():
         FinetuneConfig.from_dict({"mode": "feature_based"})
 
 
+def test_a_learning_rate_grid_is_refused_where_feature_based_would_ignore_it(tmp_path, capsys):
+    out = tmp_path / "ft"
+    assert main(["finetune", "--train", "tiny:classification", "--mode", "feature-based", "--lr-grid", "5e-5,3e-5",
+                 "--output", str(out)]) == 2
+    assert "lr_grid (trying several learning rates) applies to fine-tuning only" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_a_run_written_by_an_earlier_version_still_loads_with_a_warning():
     from bert_explorer.train.pretrain import PretrainConfig
 
@@ -235,3 +243,16 @@ def test_finetune_has_no_resume_flag_that_would_do_nothing():
 
     with pytest.raises(SystemExit):
         build_parser().parse_args(["finetune", "--output", "x", "--resume"])
+
+
+def test_pretraining_data_is_made_by_the_run_that_trains_on_it():
+    """No separate instance-file command: nothing read its file, and its options differed from
+    pretrain's. google-research/bert's static masks are pretrain's own settings."""
+    from bert_explorer.cli.parser import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["create-pretraining-data", "--input", "tiny", "--output", "x.jsonl"])
+    args = build_parser().parse_args(["pretrain", "--output", "x", "--no-dynamic-masking", "--dupe-factor", "5",
+                                      "--mlm-probability", "0.2", "--mask-ratio", "0.7", "--random-ratio", "0.2",
+                                      "--keep-ratio", "0.1"])
+    assert (args.dynamic_masking, args.dupe_factor, args.mlm_probability, args.mask_ratio) == (False, 5, 0.2, 0.7)

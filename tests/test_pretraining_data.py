@@ -17,8 +17,8 @@ from bert_explorer.data.corpora import (
     read_text_corpus, split_documents, split_sentences, tiny_corpus,
 )
 from bert_explorer.data.pretraining import (
-    Instance, MaskingConfig, collate, continuation_ids, create_instances, load_instances,
-    mask_tokens, save_instances, statistics,
+    MaskingConfig, collate, continuation_ids, create_instances,
+    mask_tokens, statistics,
 )
 from bert_explorer.model.heads import IGNORE
 from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
@@ -202,17 +202,6 @@ def test_ltr_labels_are_the_next_token():
         assert batch["labels"][b, : n - 1].tolist() == x.input_ids[1:]
         assert (batch["labels"][b, n - 1:] == IGNORE).all()
     assert "next_sentence_label" not in batch and not (batch["input_ids"] == tok.mask_id).any()
-
-
-@pytest.mark.parametrize("name", ["inst.jsonl", "inst.jsonl.gz"])
-def test_save_load_round_trip(tmp_path, name):
-    inst = list(tiny_instances()[:50])
-    meta = {"vocab_size": 340, "max_seq_length": 64, "objective": "mlm+nsp",
-            "masking": MaskingConfig(), "seed": 0}
-    save_instances(tmp_path / name, inst, meta)
-    loaded, loaded_meta = load_instances(tmp_path / name)
-    assert loaded == inst and loaded_meta["masking"]["mask_ratio"] == 0.8
-    assert isinstance(loaded[0], Instance)
 
 
 # ----- corpus files -----------------------------------------------------------------------

@@ -171,6 +171,17 @@ def test_pretrain_page_accepts_a_good_corpus_upload(runs_root):
     assert not at.button(key="pt_start").disabled
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the bad value is cuda on a machine without a GPU")
+def test_pretrain_page_says_a_bad_setting_at_once_and_starts_nothing(runs_root):
+    at = _page("6_Pre-train.py")
+    assert not at.exception and not at.error and not at.button(key="pt_start").disabled
+    at.selectbox(key="pt_device").set_value("cuda").run()
+    assert not at.exception
+    assert [e.value for e in at.error] == ["device cuda needs a CUDA GPU and this machine has none: choose auto or cpu"]
+    assert at.button(key="pt_start").disabled
+    assert not list(runs_root.iterdir())
+
+
 # ----- fine-tune page ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def base_model(tmp_path_factory):
@@ -304,6 +315,22 @@ def test_finetune_page_refuses_cls_fine_tuning_of_a_left_to_right_model(runs_roo
     at.radio(key="ft_mode").set_value("fine-tune")
     at.selectbox(key="ft_builtin").set_value("tiny:ner").run()  # each token's label is read at that token
     assert not at.error and not at.button(key="ft_start").disabled
+
+
+def test_finetune_page_says_a_bad_setting_at_once_and_starts_nothing(runs_root, base_model):
+    at = _page("7_Fine-tune.py", **_model_state(base_model))
+    at.radio(key="ft_source").set_value("Built-in dataset").run()
+    at.selectbox(key="ft_builtin").set_value("tiny:classification").run()
+    at.radio(key="ft_mode").set_value("feature-based").run()
+    assert not at.exception and not at.error and not at.button(key="ft_start").disabled
+    at.checkbox(key="ft_lr_grid").check().run()  # a learning-rate grid, which a frozen BERT would silently ignore
+    assert not at.exception
+    assert len(at.error) == 1 and "lr_grid" in at.error[0].value and "feature-based" in at.error[0].value
+    assert at.error[0].value.count(". ") == 0  # one sentence
+    assert at.button(key="ft_start").disabled
+    assert not list(runs_root.iterdir())
+    at.radio(key="ft_mode").set_value("fine-tune").run()  # the grid is what fine-tuning tries: allowed
+    assert not at.exception and not at.error and not at.button(key="ft_start").disabled
 
 
 # ----- runs page ------------------------------------------------------------------------------------------

@@ -1,7 +1,6 @@
 """The ablation command: run a grid of the paper's Section 5, or report on one."""
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -47,13 +46,3 @@ def cmd_ablate(args) -> int:
     plan, res, df = results.load(args.output)
     print(results.to_markdown(df, results.directions(res), f"Ablation {plan['recipe']['name']} ({args.output})"))
     return 0
-
-
-def _ratios(text: str) -> tuple[float, float, float]:
-    try:
-        parts = tuple(float(x) for x in text.split(","))
-    except ValueError:
-        parts = ()
-    if len(parts) != 3:
-        raise argparse.ArgumentTypeError("expected MASK,RANDOM,KEEP fractions like 0.8,0.1,0.1")
-    return parts

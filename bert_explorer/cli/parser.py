@@ -6,8 +6,8 @@ import argparse
 from .. import checkpoint
 from .common import _dataclass_args, _int_list
 from .explore import cmd_corpora, cmd_export, cmd_export_delta, cmd_extract_features, cmd_info, cmd_probe
-from .training import cmd_create_pretraining_data, cmd_evaluate_pretraining, cmd_finetune, cmd_predict, cmd_pretrain
-from .ablation import _ratios, cmd_ablate
+from .training import cmd_evaluate_pretraining, cmd_finetune, cmd_predict, cmd_pretrain
+from .ablation import cmd_ablate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,21 +75,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--input", help="file: one example per line (text, 'A ||| B', or a JSON object)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_predict)
-
-    s = sub.add_parser("create-pretraining-data", help="corpus -> masked MLM/NSP training instances (JSON lines)")
-    s.add_argument("--input", required=True, help="built-in corpus name (bbc, wiki, lee, tiny) or a text file")
-    s.add_argument("--output", required=True, help="instances file (.jsonl or .jsonl.gz)")
-    s.add_argument("--vocab", default="minilm", help="model or directory whose vocab.txt to use")
-    s.add_argument("--max-seq-length", type=int, default=128)
-    s.add_argument("--max-predictions-per-seq", type=int, default=20)
-    s.add_argument("--masked-lm-prob", type=float, default=0.15)
-    s.add_argument("--ratios", type=_ratios, default=(0.8, 0.1, 0.1), help="MASK,RANDOM,KEEP (Table 8)")
-    s.add_argument("--whole-word", action="store_true", help="mask all pieces of a word together")
-    s.add_argument("--short-seq-prob", type=float, default=0.1)
-    s.add_argument("--dupe-factor", type=int, default=1, help="copies of the data with different masks")
-    s.add_argument("--objective", choices=["mlm+nsp", "mlm", "ltr"], default="mlm+nsp")
-    s.add_argument("--seed", type=int, default=12345)
-    s.set_defaults(func=cmd_create_pretraining_data)
 
     s = sub.add_parser("probe", help="masked-word or next-sentence probe")
     probes = s.add_subparsers(dest="task", required=True)

@@ -1,10 +1,9 @@
-"""Commands that train or use what was trained: pre-training, its data and evaluation, fine-tuning, predict."""
+"""Commands that train or use what was trained: pre-training and its evaluation, fine-tuning, predict."""
 from __future__ import annotations
 
 import json
 import sys
 
-from .. import checkpoint
 from ..tasks.base import TaskType
 from .common import UserError, _config_from, _flag, _given_settings, _read_lines, _start_background, user_errors
 
@@ -116,20 +115,3 @@ def _example(task: TaskType, text: str, pair: str | None = None) -> dict:
         usage = " ".join(f"{flag} {i.cli}" for flag, i in zip(("--text", "--text-pair"), task.inputs))
         raise UserError(f"{e}: {usage}") from e
 
-
-def cmd_create_pretraining_data(args) -> int:
-    from ..data.corpora import load_corpus
-    from ..data.pretraining import MaskingConfig, create_instances, save_instances, statistics
-    from ..tokenizer import WordPieceTokenizer
-
-    with user_errors():
-        docs = load_corpus(args.input)
-    tok = WordPieceTokenizer.from_dir(checkpoint.resolve(args.vocab))
-    masking = MaskingConfig(args.masked_lm_prob, *args.ratios, args.max_predictions_per_seq, args.whole_word)
-    instances = create_instances(docs, tok, args.max_seq_length, args.short_seq_prob, args.objective, masking,
-                                 dupe_factor=args.dupe_factor, seed=args.seed)
-    meta = {"vocab": args.vocab, "vocab_size": tok.vocab_size, "max_seq_length": args.max_seq_length,
-            "objective": args.objective, "seed": args.seed, "corpus": args.input}
-    save_instances(args.output, instances, meta)
-    print(json.dumps({"instances": len(instances), **statistics(instances)}, indent=2))
-    return 0

@@ -24,13 +24,10 @@ Section 5.1 / Table 5: no masking, next-token labels).
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
-import json
 import random
 from collections import Counter, OrderedDict, deque
-from dataclasses import asdict, dataclass, field, is_dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
@@ -383,38 +380,7 @@ def mlm_only_instances(documents: Sequence[Document], tokenizer: WordPieceTokeni
     return out
 
 
-# ----- files and statistics ---------------------------------------------------------------
-_FORMAT = "bert_explorer/pretraining-instances"
-
-
-def save_instances(path: str | Path, instances: Sequence[Instance], meta: dict) -> None:
-    """JSON lines: a header ``{"format", "version", "num_instances", "meta"}``, then one
-    instance per line. ``meta`` should record how they were made (tokenizer vocab size,
-    max_seq_length, objective, masking, seed). Gzipped when the name ends in ``.gz``."""
-    def default(o):  # a MaskingConfig in meta is stored as its fields
-        if is_dataclass(o):
-            return asdict(o)
-        raise TypeError(f"cannot store {type(o).__name__} in the instance file header")
-
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "wt", encoding="utf-8") as f:
-        header = {"format": _FORMAT, "version": 1, "num_instances": len(instances), "meta": meta}
-        f.write(json.dumps(header, default=default) + "\n")
-        for inst in instances:
-            f.write(json.dumps(asdict(inst), separators=(",", ":")) + "\n")
-
-
-def load_instances(path: str | Path) -> tuple[list[Instance], dict]:
-    """Read a file written by :func:`save_instances`: ``(instances, meta)``."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        header = json.loads(f.readline() or "{}")
-        if header.get("format") != _FORMAT:
-            raise ValueError(f"{path} is not a pre-training instance file (no {_FORMAT} header)")
-        instances = [Instance(**json.loads(line)) for line in f if line.strip()]
-    return instances, header["meta"]
-
-
+# ----- statistics -------------------------------------------------------------------------
 def statistics(instances: Sequence[Instance], mask_id: int | None = None) -> dict:
     """What the data really looks like. Masked positions are counted against the tokens that
     could be masked (all but [CLS]/[SEP]); among them, which became [MASK], a random token, or

@@ -80,6 +80,10 @@ class FinetuneConfig:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
         if not 0 < self.dev_fraction < 1:
             raise ValueError(f"dev_fraction must be between 0 and 1, not {self.dev_fraction}")
+        if self.mode == "feature-based" and self.lr_grid:  # else the grid would be silently ignored
+            raise ValueError("lr_grid (trying several learning rates) applies to fine-tuning only: the feature-based "
+                             "mode keeps BERT frozen and trains its BiLSTM head at head_lr, so leave lr_grid out or "
+                             "choose mode fine-tune")
 
     @classmethod
     def from_dict(cls, d: dict, strict: bool = True) -> "FinetuneConfig":
