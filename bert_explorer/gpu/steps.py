@@ -163,12 +163,7 @@ def run_tests(ctx: Context) -> Outcome:
     cmd = python_command("-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
                          "--junitxml", str(ctx.returns / "junit.xml"), *files)
     ctx.say("  " + " ".join(cmd[1:]))
-    try:
-        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=max(10.0, ctx.seconds_left()))
-        text, code = proc.stdout + proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as e:
-        text, code = f"{e.stdout or ''}{e.stderr or ''}\n[stopped at the command's deadline]\n", None
+    text, code = _until_the_deadline(ctx, cmd, env)
     out.write_text(text)
     last = [ln for ln in text.strip().splitlines() if ln.strip()][-1:] or [""]
     ctx.say(f"  pytest exit code {code}: {last[0]}")
@@ -308,6 +303,17 @@ def run_paper_mini(ctx: Context) -> Outcome:
                            "pretrainings": len(plan_["pretrainings"])}, resume="ablation")
 
 
+def _until_the_deadline(ctx: Context, cmd: list[str], env: dict) -> tuple[str, int | None]:
+    """Run ``cmd`` in the repository, stopped at the command's deadline: (its printout, its exit
+    code, or None when the deadline stopped it)."""
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=max(10.0, ctx.seconds_left()))
+        return proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as e:
+        return f"{e.stdout or ''}{e.stderr or ''}\n[stopped at the command's deadline]\n", None
+
+
 # ----- bench ------------------------------------------------------------------------------------------
 def run_bench(ctx: Context) -> Outcome:
     args = plan.BENCH_TINY_ARGS if ctx.dry_run else plan.BENCH_ARGS
@@ -315,12 +321,7 @@ def run_bench(ctx: Context) -> Outcome:
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])
     cmd = python_command(str(REPO / "bench" / "train_step.py"), *args)
     ctx.say("  " + " ".join(cmd[1:]))
-    try:
-        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=max(10.0, ctx.seconds_left()))
-        text, code = proc.stdout + proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as e:
-        text, code = f"{e.stdout or ''}{e.stderr or ''}\n[stopped at the command's deadline]\n", None
+    text, code = _until_the_deadline(ctx, cmd, env)
     (ctx.returns / "bench.txt").write_text(text)
     for line in text.splitlines():
         if "ours / transformers" in line or "tokens/s" in line:
