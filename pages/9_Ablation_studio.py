@@ -27,6 +27,13 @@ ACTIVE = ACTIVE_STATES
 show_mode()
 root = rv.runs_root()
 
+# ----- results measured with the shipped recipes (no re-run needed) ------------------------------------
+for recipe_name, (how, report) in results.shipped_reports().items():
+    with st.expander(f"Results of the shipped recipe {recipe_name}, measured by the team"):
+        if how:
+            st.caption(how)
+        st.markdown(report)
+
 if not writes_off("Starting an ablation"):  # classroom mode: read the reports, start none
     # ----- 1. choose a grid ---------------------------------------------------------------------------
     st.subheader("1. Choose a grid")

@@ -323,3 +323,23 @@ def test_pair_task_from_corpus_documents(tmp_path):
     assert tr.parent.name == "pairs-tiny-same-topic-16-8-0" and len(dv.read_text().splitlines()) == 8
     with pytest.raises(ValueError, match="same-topic"):
         write_pair_task("pairs:tiny:nonsense", tmp_path)
+
+
+def test_the_page_shows_the_shipped_results_without_a_run(runs_root):
+    """cpu-small's measured report (assets/ablation-cpu-small.md) is readable on the page, also in
+    classroom mode, without re-running its 41 minutes."""
+    from streamlit import config as st_config
+    from streamlit.testing.v1 import AppTest
+
+    before = st_config.get_option("server.address")
+    st_config.set_option("server.address", "0.0.0.0")  # classroom mode: nothing can be started
+    try:
+        at = AppTest.from_file("../pages/9_Ablation_studio.py", default_timeout=120).run()
+    finally:
+        st_config.set_option("server.address", before)
+    assert not at.exception
+    shown = [e for e in at.expander if "shipped recipe cpu-small" in e.label]
+    assert shown, [e.label for e in at.expander]
+    text = " ".join(m.value for m in shown[0].markdown)
+    assert "Pre-training tasks (Table 5)" in text and "| mlm+nsp | pairs | accuracy | 57.2 |" in text
+    assert "<!--" not in text and any("wall clock 2,453 s" in c.value for c in shown[0].caption)

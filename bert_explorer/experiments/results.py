@@ -333,3 +333,21 @@ def figures(df: pd.DataFrame) -> dict:
                           xaxis_title=axis, legend_title_text="", height=380, margin=dict(t=50, b=40))
         figs[axis] = fig
     return figs
+
+
+# ----- reports that ship with the app ----------------------------------------------------------------
+def shipped_reports() -> dict[str, tuple[str, str]]:
+    """The ablation reports in ``assets/`` (``ablation-<recipe>.md``), measured by the team with a
+    shipped recipe: ``{recipe: (how it was measured, the report)}``. The page shows them so that a
+    student reads the results without re-running the grid (cpu-small took 41 CPU minutes)."""
+    import re
+
+    from ..checkpoint import ASSETS
+
+    out = {}
+    for path in sorted(ASSETS.glob("ablation-*.md")):
+        text = path.read_text(encoding="utf-8")
+        comment = re.match(r"\s*<!--(.*?)-->\s*", text, flags=re.S)
+        how = " ".join(comment.group(1).split()) if comment else ""
+        out[path.stem[len("ablation-"):]] = (how, text[comment.end():] if comment else text)
+    return out
