@@ -164,7 +164,7 @@ def _load(name: str, architecture: str | None, version: tuple) -> Loaded:
     return checkpoint.load(name, architecture)
 
 
-def _version(name: str) -> tuple:
+def weights_version(name: str) -> tuple:
     """What identifies the weights behind a name: a run re-created under the same path must
     not be served from the cache."""
     if str(name).startswith("hf:"):
@@ -179,7 +179,7 @@ def _version(name: str) -> tuple:
 def load(name: str, architecture: str | None = None) -> tuple[Loaded | None, str | None]:
     """(model, None) or (None, one-sentence reason) — pages show the reason, never a traceback."""
     try:
-        return _load(name, architecture, _version(name)), None
+        return _load(name, architecture, weights_version(name)), None
     except CheckpointError as e:
         return None, without_host_paths(str(e))
 
@@ -189,7 +189,7 @@ def computed(fn, name: str, architecture: str | None, *args, **kwargs):
     weights and arguments for every browser session of this server: a class asking the page's
     example at the same moment shares one computation (bench/classroom_load.py). ``fn`` is a
     function of ``bert_explorer.analysis`` whose result is plain data."""
-    return _computed(fn.__module__, fn.__qualname__, name, architecture, _version(name), args,
+    return _computed(fn.__module__, fn.__qualname__, name, architecture, weights_version(name), args,
                      tuple(sorted(kwargs.items())))
 
 
