@@ -210,15 +210,16 @@ if typed and all(t.strip() for t, i in zip(typed, kind.inputs) if i.required):
         example = None
 if example is not None:
     try:
-        out = rv.predictor(run).predict([example])[0]
+        predictor = rv.predictor(run)
+        out = predictor.predict([example])[0]
     except (KeyError, ValueError) as e:
         st.error(without_host_paths(f"The input does not fit a {task} model: {e}"))
         out = None
     except CheckpointError as e:
         st.error(without_host_paths(f"The model of this run cannot be loaded: {e}"))
         out = None
-    if out is not None:  # the task type says how its answer reads
-        shown = kind.shown(out, example)
+    if out is not None:  # the task type of the model that answered says how its answer reads
+        shown = predictor.task.shown(out, example)
         if shown.table is None:
             st.metric(shown.title, shown.text)
         else:  # one column per word, then the answer in a line

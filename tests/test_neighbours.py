@@ -227,7 +227,7 @@ def test_a_full_disk_keeps_the_finished_parts_and_says_what_the_build_needs(tiny
     monkeypatch.setattr(nbb, "_encode_shard", lambda loaded, texts, *a: computed.append(len(texts)) or
                         real(loaded, texts, *a))
     nbb.build_index(tiny, SENTENCES, 2)
-    assert sum(computed) == len(dict.fromkeys(SENTENCES)) - 16 and nb.is_complete(path)
+    assert sum(computed) == len(dict.fromkeys(SENTENCES)) - 16 and nbb.is_complete(path)
 
 
 def test_one_builder_per_index(tiny, cache):

@@ -29,7 +29,8 @@ from ..tasks.registry import able
 from .engine import AFTER_A_FULL_DISK, fit
 from .optim import use_fused
 
-CACHE_DIR = Path(os.environ.get("BERT_EXPLORER_CACHE", Path.home() / ".cache" / "bert_explorer")) / "features"
+# The same folder as the analyses' disk cache (analysis/disk_cache.py), its own subfolder.
+CACHE_DIR = Path(os.environ.get("BERT_EXPLORER_CACHE") or Path.home() / ".cache" / "bert-explorer") / "features"
 SUPPORTED = able("feature_based")
 
 
