@@ -193,3 +193,16 @@ def test_attributions_explains_what_the_probes_last_studied_in_one_click():
     assert not at.exception
     assert (at.text_input(key="attr_nsp_a").value, at.text_input(key="attr_nsp_b").value) == (
         "it rained all day .", "so we stayed inside .")
+
+
+def test_home_table_of_pages_lists_every_page_of_the_menu():
+    from bert_explorer.app.widgets import MENU
+
+    at = AppTest.from_file("../run_app.py", default_timeout=60).run()
+    table = next(m.value for m in at.markdown if "| page |" in m.value)
+    named = set()
+    for line in table.splitlines()[2:]:
+        if line.startswith("|"):
+            first = line.split("|")[1]
+            named |= {part.strip().strip("*") for part in first.split(",")}
+    assert named == {label for _, label, _ in MENU[1:]}
