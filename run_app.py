@@ -50,7 +50,9 @@ Pick the model in the sidebar: every page uses the same one.
 model_picker()
 
 st.subheader("Models you can load")
-st.caption("Short names work offline; any Hugging Face-style BERT checkpoint directory works too.")
+st.caption("Short names work offline; any Hugging Face-style BERT checkpoint directory works too. "
+           "L = layers, H = hidden units (the size of each token's vector), A = attention heads per layer: "
+           "the paper's names (Devlin et al. 2019, Section 3).")
 st.table(pd.DataFrame(available_models()).set_index("name"))  # a table wraps the descriptions
 
 st.subheader("Built-in text, no download")

@@ -14,7 +14,7 @@ from bert_explorer.app.widgets import intro
 st.set_page_config(page_title="What each layer knows · BERT Explorer", layout="wide")
 intro("What each layer knows", """
 The model is frozen, and a **linear probe** (one softmax layer) is trained on the vectors of each
-layer in turn (the embeddings, then layers 1..L) to read off one thing: named entities, part of
+layer in turn (the embeddings, then each encoder layer) to read off one thing: named entities, part of
 speech, or the topic of an article. Where the probe does best is where the model keeps that
 information within easy reach (Tenney et al. 2019, "BERT Rediscovers the Classical NLP Pipeline").
 Each layer also gets a **control task** that gives every word type a random label (Hewitt & Liang

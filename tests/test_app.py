@@ -206,3 +206,19 @@ def test_home_table_of_pages_lists_every_page_of_the_menu():
             first = line.split("|")[1]
             named |= {part.strip().strip("*") for part in first.split(",")}
     assert named == {label for _, label, _ in MENU[1:]}
+
+
+def test_l_h_and_a_are_said_in_words_where_they_are_shown():
+    """The paper's L, H and A (Section 3) are letters a reader meets cold: each place that shows them says
+    what they count, and no sentence uses "A" as if it were an article."""
+    at = AppTest.from_file("../run_app.py", default_timeout=60).run()
+    assert not at.exception
+    side = " ".join(m.value for m in at.sidebar.markdown)
+    assert "**L** = 6 layers · **H** = 384 hidden units · **A** = 12 attention heads" in side
+    assert {"L", "H", "A"} <= set(at.table[0].value.columns)
+    assert any("L = layers" in c.value and "H = hidden units" in c.value and "A = attention heads" in c.value
+               for c in at.caption)
+    at = _page("2_Attention.py")
+    assert not at.exception
+    intro = next(m.value for m in at.markdown if "Vaswani" in m.value)
+    assert "**A self-attention heads**" not in intro and "the paper's A" in intro
