@@ -222,3 +222,55 @@ def test_l_h_and_a_are_said_in_words_where_they_are_shown():
     assert not at.exception
     intro = next(m.value for m in at.markdown if "Vaswani" in m.value)
     assert "**A self-attention heads**" not in intro and "the paper's A" in intro
+
+
+@pytest.mark.skipif(SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped default model is not in assets/")
+def test_masked_word_bars_carry_their_numbers_on_an_axis_that_fits_them():
+    at = _page("3_Masked_word_probe.py")
+    assert not at.exception
+    from figcheck import decode  # (plotly packs arrays as base64)
+
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    bars = spec["data"][0]
+    x = decode(bars["x"])
+    assert "%" in bars["texttemplate"] and len(decode(bars["text"])) == len(x)  # a number on every bar
+    top = float(max(x))
+    lo, hi = spec["layout"]["xaxis"]["range"]
+    assert lo == 0 and top < hi <= min(1.0, 1.25 * top + 0.02)  # the largest bar fills most of the width
+
+
+@pytest.mark.skipif(SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped default model is not in assets/")
+def test_masked_word_page_says_what_this_model_scores_and_when_it_copies_the_sentence():
+    from bert_explorer import checkpoint
+    from bert_explorer.analysis.check_set import load_check_set, score_check_set
+    from bert_explorer.analysis.probes import mlm_top_k, stored_evaluation
+
+    at = _page("3_Masked_word_probe.py")
+    assert not at.exception
+    loaded = checkpoint.load("minilm-mlm-nsp", "BertForPreTraining")
+    held_out = stored_evaluation(loaded)
+    assert held_out is not None  # the shipped model carries the evaluation its model card reports
+    solved = score_check_set(loaded, load_check_set())["cloze_solved"]  # the check set's own scorer
+    how_good = [c.value for c in at.caption if "How good this model is" in c.value]
+    assert len(how_good) == 1
+    assert f"{held_out['mlm_accuracy']:.1%}" in how_good[0] and f"{solved} of 32 hidden words" in how_good[0]
+    assert not any("copies a word" in c.value for c in at.caption)  # the example's top answer is not in it
+
+    sentence = "the capital of france is [MASK] ."
+    top = mlm_top_k(loaded, sentence, 5)[0]["predictions"][0]["token"]
+    at.text_input(key="mlm_text").set_value(sentence).run()
+    copies = [c.value for c in at.caption if "copies a word it can see" in c.value]
+    assert copies == ([f"The top answer, **{top}**, is a word of the sentence itself: an under-trained masked LM "
+                       "often copies a word it can see instead of predicting the hidden one."]
+                      if top in sentence.split() else [])
+
+
+def test_a_model_without_a_stored_evaluation_says_so_and_invents_nothing(tmp_path):
+    from bert_explorer import checkpoint
+    from bert_explorer.analysis.probes import copied_word, stored_evaluation
+
+    loaded = checkpoint.load("minilm", "BertModel")  # the released encoder: its folder has no eval_metrics.json
+    assert stored_evaluation(loaded) is None
+    assert copied_word("the capital of france is [MASK] .", [{"token": "france"}]) == "france"
+    assert copied_word("the capital of france is [MASK] .", [{"token": "paris"}]) is None
+    assert copied_word("we [MASK] the ##s", [{"token": "##s"}]) is None  # a WordPiece is not a word
