@@ -34,9 +34,13 @@ st.markdown(
 |---|---|---|
 | **Tokens and embeddings** | WordPieces, the token + segment + position embeddings and their sum, learned positions, word maps, one word's vector in different contexts layer by layer | §3, Fig. 2 |
 | **Attention** | every head's attention (bertviz head and model views, heatmaps), what each head does, attention rollout, switching a head off | §3 |
+| **Inside one layer** | one encoder layer step by step with the loaded model's numbers: embeddings, queries, keys, values, scores, softmax, feed-forward, residuals and LayerNorm | §3, Vaswani et al. §3.2 |
 | **Masked word probe** | BERT filling in `[MASK]`, what each layer would guess, the 80/10/10 corruption of a training sentence | §3.1 Task 1 |
 | **Next sentence probe** | P(IsNext) for a pair, random B sentences from a corpus, many pairs at once | §3.1 Task 2 |
 | **Attributions** | which tokens pushed a prediction (Integrated Gradients), split into token / segment / position parts | §3.1, §4 |
+| **Two models side by side** | the same sentences through two models (e.g. before and after fine-tuning): their guesses, how far each head's attention moved, how alike each layer stays (CKA) | §4 |
+| **What each layer knows** | a linear probe per layer, with a control task, reads off named entities, part of speech or topic: where the model keeps each | §5.3 |
+| **Nearest neighbours** | the tokens of a whole corpus whose vectors at a layer are nearest to one token of your sentence | §3, §5.3 |
 | **Pre-train**, **Fine-tune**, **Runs** | start pre-training or a one-click fine-tune in the background, watch the curves, compare runs | App. A.2, §4 |
 | **Ablation studio** | model size, No NSP, left-to-right, feature-based vs fine-tuning, masking ratios — ours beside the paper's numbers | §5, Tables 5-8 |
 
@@ -46,7 +50,9 @@ Pick the model in the sidebar: every page uses the same one.
 model_picker()
 
 st.subheader("Models you can load")
-st.caption("Short names work offline; any Hugging Face-style BERT checkpoint directory works too.")
+st.caption("Short names work offline; any Hugging Face-style BERT checkpoint directory works too. "
+           "L = layers, H = hidden units (the size of each token's vector), A = attention heads per layer: "
+           "the paper's names (Devlin et al. 2019, Section 3).")
 st.table(pd.DataFrame(available_models()).set_index("name"))  # a table wraps the descriptions
 
 st.subheader("Built-in text, no download")

@@ -118,7 +118,7 @@ def step_input():
 
 def step_qkv():
     header(1, rf"Q = XW_Q + b_Q,\; K = XW_K + b_K,\; V = XW_V + b_V \quad (\text{{head {head + 1}: columns }}"
-              rf"{head * d + 1}\ldots{(head + 1) * d})", f"[{T}, {d}] each for one head (d = H / A = {H} / {A})",
+              rf"{head * d + 1}\ldots{(head + 1) * d})", f"[{T}, {d}] each for one head (d = H / A: {H} hidden units / {A} heads)",
            "Vaswani et al. 2017, Section 3.2.2 (multi-head attention)")
     cols = st.columns(3)
     for col, (label, m) in zip(cols, (("Q", steps.q), ("K", steps.k), ("V", steps.v))):

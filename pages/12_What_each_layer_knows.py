@@ -14,7 +14,7 @@ from bert_explorer.app.widgets import intro
 st.set_page_config(page_title="What each layer knows · BERT Explorer", layout="wide")
 intro("What each layer knows", """
 The model is frozen, and a **linear probe** (one softmax layer) is trained on the vectors of each
-layer in turn (the embeddings, then layers 1..L) to read off one thing: named entities, part of
+layer in turn (the embeddings, then each encoder layer) to read off one thing: named entities, part of
 speech, or the topic of an article. Where the probe does best is where the model keeps that
 information within easy reach (Tenney et al. 2019, "BERT Rediscovers the Classical NLP Pipeline").
 Each layer also gets a **control task** that gives every word type a random label (Hewitt & Liang
@@ -73,17 +73,22 @@ except ValueError as e:  # a CoNLL-U file that is not one, a built-in data set t
     st.stop()
 missing = [t for t, r in results.items() if r is None]
 if missing:
-    st.info(f"Not computed yet for this model: {', '.join(missing)}. The vectors of every layer are computed once, "
-            "then the probes train; both are kept on disk, so the next visit is fast. On this project's 2-core CPU, "
-            "shared with other work, the default model took 3½ minutes for ner (all 2,394 sentences; 240 MB of "
-            "vectors on disk) and 1½ for topic.")
-    if st.button("Run the probes", type="primary", key="probe_run"):
-        bar = st.progress(0.0, text="starting…")
+    # The note, the button and the progress bar share one placeholder that is cleared once the probes
+    # have run, so the results do not sit under "Not computed yet" until the next visit.
+    pending = st.empty()
+    with pending.container():
+        st.info(f"Not computed yet for this model: {', '.join(missing)}. The vectors of every layer are computed "
+                "once, then the probes train; both are kept on disk, so the next visit is fast. On this project's "
+                "2-core CPU, shared with other work, the default model took 3½ minutes for ner (all 2,394 sentences; "
+                "240 MB of vectors on disk) and 1½ for topic.")
+        run_now = st.button("Run the probes", type="primary", key="probe_run")
+        bar = st.progress(0.0, text="starting…") if run_now else None
+    if run_now:
         for k, t in enumerate(missing):
             def report(f, m, k=k, t=t):
                 bar.progress(min(1.0, (k + f) / len(missing)), text=f"{t}: {m}")
             results[t] = probe_layers(loaded, t, settings_for(t), pos_file, report)
-        bar.empty()
+        pending.empty()
     else:
         results = {t: r for t, r in results.items() if r is not None}
 

@@ -15,9 +15,9 @@ from bert_explorer.app.widgets import intro
 
 st.set_page_config(page_title="Attention · BERT Explorer", layout="wide")
 intro("Attention heads", """
-Every encoder layer of BERT runs **A self-attention heads** side by side (Devlin et al. 2019,
-Section 3, after Vaswani et al. 2017): each token spreads one unit of attention over all tokens,
-left *and* right, and takes in a weighted mix of their vectors. Below you see those weights for
+Every encoder layer of BERT runs several **self-attention heads** side by side (their number is
+the paper's A; Devlin et al. 2019, Section 3, after Vaswani et al. 2017): each token spreads one unit
+of attention over all tokens, left *and* right, and takes in a weighted mix of their vectors. Below you see those weights for
 your sentence — drawn by bertviz (lines, darker = more attention), as heatmaps, summarised per
 head, followed through the layers (rollout), and what happens when one head is switched off.
 Layers and heads are **counted from 1**, as in the paper: layer 1 is the first encoder layer (the

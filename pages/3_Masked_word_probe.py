@@ -2,7 +2,9 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from bert_explorer.analysis.probes import MLM_HEAD, masking_demo, mlm_by_layer, mlm_top_k
+from bert_explorer.analysis.check_set import cloze_score
+from bert_explorer.analysis.probes import (MLM_HEAD, copied_word, masking_demo, mlm_by_layer, mlm_top_k,
+                                          stored_evaluation)
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import kept
@@ -44,15 +46,34 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
         results = []
     for m in results:
         df = pd.DataFrame(m["predictions"])
-        fig = px.bar(df[::-1], x="probability", y="token", orientation="h",
-                     title=f"[MASK] at position {m['position']}", range_x=[0, 1])
-        fig.update_layout(height=120 + 28 * len(df), margin=dict(l=10, r=10, t=40, b=10))
+        # The axis ends just past the top probability: on 0-1, guesses of 1-7 % are slivers.
+        top = float(df["probability"].max())
+        fig = px.bar(df[::-1], x="probability", y="token", orientation="h", text="probability",
+                     title=f"[MASK] at position {m['position']}", range_x=[0, min(1.0, top * 1.2 + 0.01)])
+        fig.update_traces(texttemplate="%{x:.1%}", textposition="outside", cliponaxis=False)
+        fig.update_layout(height=120 + 28 * len(df), margin=dict(l=10, r=40, t=40, b=10))
         exports.figure(fig, f"mlm_bar_{m['position']}", bundle=bundle)
+        copied = copied_word(text, m["predictions"])
+        if copied:
+            st.caption(f"The top answer, **{copied}**, is a word of the sentence itself: an under-trained masked LM "
+                       "often copies a word it can see instead of predicting the hidden one.")
     if results and text == EXAMPLE:
         found = EXAMPLE_WORD in [p["token"] for p in results[0]["predictions"]]
         st.caption(f"In the article the hidden word was **{EXAMPLE_WORD}**: it is {'' if found else 'not '}among "
                    f"this model's top {top_k}.")
     if results:
+        evaluation = stored_evaluation(loaded)
+        cloze = computed(cloze_score, name, "BertForPreTraining", 5)
+        if evaluation:
+            tokens = f" of {evaluation['eval_tokens']:,}" if evaluation.get("eval_tokens") else ""
+            held_out = (f"Its first guess is right for {evaluation['mlm_accuracy']:.1%}{tokens} masked WordPieces of "
+                        "held-out text, as measured after its training (eval_metrics.json, stored with the model). ")
+        else:
+            held_out = "No held-out evaluation is stored with this model (its folder has no eval_metrics.json). "
+        st.caption(f"**How good this model is at this.** {held_out}On the check set of hand-written sentences "
+                   f"(bench/check_set.json), {cloze['solved']} of {cloze['total']} hidden words are among its top "
+                   f"{cloze['top_k']} (computed now).")
+        bundle.add_data("how_good", {"stored_evaluation": evaluation, "check_set_cloze": cloze})
         st.subheader("Layer by layer")
         st.caption("The MLM head applied to every layer's vector at the first [MASK] (layer 0 = the input "
                    "embeddings). The head was trained on the last layer only, so early rows are a rough lens.")

@@ -78,7 +78,8 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     init, freeze = None, False
     if start.startswith("zero"):
         sizes = size_options()
-        size = c2.selectbox("Size (L layers × H hidden; A = H/64 heads)", sizes, index=sizes.index("L4-H256"),
+        size = c2.selectbox("Size (L layers × H hidden units; A = H/64 attention heads)", sizes,
+                            index=sizes.index("L4-H256"),
                             key="pt_size", format_func=lambda n: f"{n} ({ALIASES[n]})" if n in ALIASES else
                             ("base: L12-H768, A12" if n == "base" else n),
                             help="The 24 miniatures of Turc et al. (2019) and BERT-base (Table 6 of the paper varies "
@@ -159,8 +160,9 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     m2.metric(f"Estimated time on {device_name()}", rv.fmt_duration(est["seconds"]))
     m3.metric("Training FLOPs", f"{est['tokens'] * est['flops_per_token']:.2e}")
     st.caption(f"An **estimate**: {int(steps):,} steps × {int(batch)} × {int(seq_len)} tokens × "
-               f"{est['flops_per_token'] / 1e6:,.1f} MFLOPs per token (6·N + 12·L·H·T + the MLM decoder on the "
-               f"15 % masked tokens) ÷ {est['flop_per_s'] / 1e9:,.0f} GFLOP/s ({est['basis']}). Data preparation, "
+               f"{est['flops_per_token'] / 1e6:,.1f} MFLOPs per token (6·N + 12·L·H·T for N parameters, L layers, "
+               f"H hidden units and T tokens per sequence, + the MLM decoder on the 15 % masked tokens) ÷ "
+               f"{est['flop_per_s'] / 1e9:,.0f} GFLOP/s ({est['basis']}). Data preparation, "
                f"evaluation and checkpoints come on top.")
 
     run_name = st.text_input("Run name (optional)", key="pt_name",

@@ -193,3 +193,84 @@ def test_attributions_explains_what_the_probes_last_studied_in_one_click():
     assert not at.exception
     assert (at.text_input(key="attr_nsp_a").value, at.text_input(key="attr_nsp_b").value) == (
         "it rained all day .", "so we stayed inside .")
+
+
+def test_home_table_of_pages_lists_every_page_of_the_menu():
+    from bert_explorer.app.widgets import MENU
+
+    at = AppTest.from_file("../run_app.py", default_timeout=60).run()
+    table = next(m.value for m in at.markdown if "| page |" in m.value)
+    named = set()
+    for line in table.splitlines()[2:]:
+        if line.startswith("|"):
+            first = line.split("|")[1]
+            named |= {part.strip().strip("*") for part in first.split(",")}
+    assert named == {label for _, label, _ in MENU[1:]}
+
+
+def test_l_h_and_a_are_said_in_words_where_they_are_shown():
+    """The paper's L, H and A (Section 3) are letters a reader meets cold: each place that shows them says
+    what they count, and no sentence uses "A" as if it were an article."""
+    at = AppTest.from_file("../run_app.py", default_timeout=60).run()
+    assert not at.exception
+    side = " ".join(m.value for m in at.sidebar.markdown)
+    assert "**L** = 6 layers · **H** = 384 hidden units · **A** = 12 attention heads" in side
+    assert {"L", "H", "A"} <= set(at.table[0].value.columns)
+    assert any("L = layers" in c.value and "H = hidden units" in c.value and "A = attention heads" in c.value
+               for c in at.caption)
+    at = _page("2_Attention.py")
+    assert not at.exception
+    intro = next(m.value for m in at.markdown if "Vaswani" in m.value)
+    assert "**A self-attention heads**" not in intro and "the paper's A" in intro
+
+
+@pytest.mark.skipif(SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped default model is not in assets/")
+def test_masked_word_bars_carry_their_numbers_on_an_axis_that_fits_them():
+    at = _page("3_Masked_word_probe.py")
+    assert not at.exception
+    from figcheck import decode  # (plotly packs arrays as base64)
+
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    bars = spec["data"][0]
+    x = decode(bars["x"])
+    assert "%" in bars["texttemplate"] and len(decode(bars["text"])) == len(x)  # a number on every bar
+    top = float(max(x))
+    lo, hi = spec["layout"]["xaxis"]["range"]
+    assert lo == 0 and top < hi <= min(1.0, 1.25 * top + 0.02)  # the largest bar fills most of the width
+
+
+@pytest.mark.skipif(SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped default model is not in assets/")
+def test_masked_word_page_says_what_this_model_scores_and_when_it_copies_the_sentence():
+    from bert_explorer import checkpoint
+    from bert_explorer.analysis.check_set import load_check_set, score_check_set
+    from bert_explorer.analysis.probes import mlm_top_k, stored_evaluation
+
+    at = _page("3_Masked_word_probe.py")
+    assert not at.exception
+    loaded = checkpoint.load("minilm-mlm-nsp", "BertForPreTraining")
+    held_out = stored_evaluation(loaded)
+    assert held_out is not None  # the shipped model carries the evaluation its model card reports
+    solved = score_check_set(loaded, load_check_set())["cloze_solved"]  # the check set's own scorer
+    how_good = [c.value for c in at.caption if "How good this model is" in c.value]
+    assert len(how_good) == 1
+    assert f"{held_out['mlm_accuracy']:.1%}" in how_good[0] and f"{solved} of 32 hidden words" in how_good[0]
+    assert not any("copies a word" in c.value for c in at.caption)  # the example's top answer is not in it
+
+    sentence = "the capital of france is [MASK] ."
+    top = mlm_top_k(loaded, sentence, 5)[0]["predictions"][0]["token"]
+    at.text_input(key="mlm_text").set_value(sentence).run()
+    copies = [c.value for c in at.caption if "copies a word it can see" in c.value]
+    assert copies == ([f"The top answer, **{top}**, is a word of the sentence itself: an under-trained masked LM "
+                       "often copies a word it can see instead of predicting the hidden one."]
+                      if top in sentence.split() else [])
+
+
+def test_a_model_without_a_stored_evaluation_says_so_and_invents_nothing(tmp_path):
+    from bert_explorer import checkpoint
+    from bert_explorer.analysis.probes import copied_word, stored_evaluation
+
+    loaded = checkpoint.load("minilm", "BertModel")  # the released encoder: its folder has no eval_metrics.json
+    assert stored_evaluation(loaded) is None
+    assert copied_word("the capital of france is [MASK] .", [{"token": "france"}]) == "france"
+    assert copied_word("the capital of france is [MASK] .", [{"token": "paris"}]) is None
+    assert copied_word("we [MASK] the ##s", [{"token": "##s"}]) is None  # a WordPiece is not a word

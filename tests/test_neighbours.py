@@ -388,3 +388,17 @@ def test_classroom_mode_builds_one_index_at_a_time(cache, corpus_file, monkeypat
             assert any("one builds at a time" in i.value for i in at.info)
     finally:
         st_config.set_option("server.address", before)
+
+
+def test_the_intro_does_not_call_a_word_at_layer_0_one_vector_wherever_it_stands(cache, corpus_file, monkeypatch):
+    """Layer 0 adds the position embedding (Devlin et al. 2019, Figure 2): the same word at two
+    places is two vectors, so the page must not say it is one; it says where the difference comes from."""
+    loaded = checkpoint.load(checkpoint.DEFAULT_MODEL, "BertModel")
+    a, b = "the bank put up interest rates again .", "interest in football has grown ."
+    va = nb.query_vector(loaded, a, nb.pick_token(loaded, a, "interest"), 0)
+    vb = nb.query_vector(loaded, b, nb.pick_token(loaded, b, "interest"), 0)
+    assert float(va @ vb) < 0.999  # unit vectors: not the same vector
+    at = _page(monkeypatch, corpus_file).run()
+    intro = next(m.value for m in at.markdown if "exBERT" in m.value)
+    assert "same vector wherever" not in intro
+    assert "position" in intro.split("layer 0")[1].split(";")[0]

@@ -226,3 +226,22 @@ def test_probing_page_runs_with_a_progress_bar_then_reads_the_cache():
     assert not at2.exception and "probe_run" not in {b.key for b in at2.button}  # all cached: shown at once
     assert len(at2.get("plotly_chart")) == 2 and time.perf_counter() - start < 30
     assert any("read from the cache" in c.value for c in at2.caption)
+
+
+@pytest.mark.skipif(checkpoint.SHORT_NAMES["explorer-mini"][0]() is None,
+                    reason="the shipped explorer-mini model is not in assets/")
+def test_after_the_probes_run_the_not_computed_note_and_its_button_are_gone(monkeypatch, tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))  # nothing computed yet, whatever ran before
+    at = AppTest.from_file("../pages/12_What_each_layer_knows.py", default_timeout=180)
+    at.session_state["be_model_choice"] = "explorer-mini"
+    at.session_state["probe_tasks"] = ["topic"]
+    at.session_state["probe_n_art"] = 20
+    at.run()
+    assert any("Not computed yet" in i.value for i in at.info)
+    at.button(key="probe_run").click().run()
+    assert not at.exception, at.exception
+    assert len(at.get("plotly_chart")) == 1                       # the results are there...
+    assert not any("Not computed yet" in i.value for i in at.info)  # ...and the note above them is gone
+    assert "probe_run" not in {b.key for b in at.button}

@@ -38,3 +38,13 @@ def score_check_set(loaded, check_set: dict, top_k: int = 5) -> dict:
                      "got": round(r["is_next"], 3), "ok": ok})
     return {"cloze_solved": solved, "cloze_total": len(check_set["cloze"]),
             "nsp_correct": correct, "nsp_total": len(check_set["nsp"]), "rows": rows}
+
+
+def cloze_score(loaded, top_k: int = 5) -> dict:
+    """{"solved", "total", "top_k"}: how many clozes of the check set have an accepted answer
+    among the model's top ``top_k`` words (the same count as ``score_check_set``)."""
+    items = load_check_set()["cloze"]
+    solved = sum(any(a in [p["token"] for p in mlm_top_k(loaded, item["text"], top_k)[0]["predictions"]]
+                     for a in item["answers"])
+                 for item in items)
+    return {"solved": solved, "total": len(items), "top_k": top_k}

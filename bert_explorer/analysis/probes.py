@@ -10,12 +10,17 @@ have them; the MiniLM encoder does not, and loading it here raises MissingHeadEr
 """
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import torch
 
 from ..checkpoint import Loaded
 from ..checkpoint import load as load_checkpoint
 
 MLM_HEAD, NSP_HEAD = "masked-LM head", "next-sentence head"
+EVAL_FILE = "eval_metrics.json"  # what pre-training measured on held-out text, saved beside the weights
 
 
 def load_for_probe(name_or_dir, kind: str, device="cpu") -> Loaded:
@@ -113,3 +118,27 @@ def masking_demo(loaded: Loaded, text: str, seed: int = 0, mlm_probability: floa
         rows.append({"position": t, "original": tok.id_to_token(old), "model sees": tok.id_to_token(new),
                      "chosen": t in chosen, "treatment": what})
     return rows
+
+
+def stored_evaluation(loaded: Loaded) -> dict | None:
+    """The held-out evaluation saved with the model: ``eval_metrics.json`` in its folder (every
+    pre-training checkpoint writes one; the shipped models carry theirs), with at least the MLM
+    accuracy. None when the folder has none, so nothing is shown that was not measured."""
+    path = Path(loaded.path) / EVAL_FILE
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(stored, dict) and isinstance(stored.get("mlm_accuracy"), (int, float))
+    return stored if ok else None
+
+
+def copied_word(text: str, predictions: list[dict]) -> str | None:
+    """The top prediction when it is a word the sentence itself contains, else None. An
+    under-trained masked LM often copies a word it can see ("the capital of france is [MASK] ."
+    → france) instead of predicting the hidden one."""
+    if not predictions:
+        return None
+    top = predictions[0]["token"].lower()
+    words = set(re.findall(r"[^\W_]+(?:'[^\W_]+)?", text.replace("[MASK]", " ").lower()))
+    return top if top in words else None
