@@ -80,6 +80,7 @@ def strips(rows: dict[str, np.ndarray], title: str, key: str):
                                  zmax=top, showscale=False,
                                  hovertemplate=f"{k}, unit %{{x}}: %{{z:.3f}}<extra></extra>"), row=i, col=1)
     fig.update_xaxes(title_text="hidden unit", row=len(rows), col=1)
+    fig.update_yaxes(automargin=True)  # the labels carry the ranges: room for them, whatever their length
     fig.update_layout(title=title, height=110 + 40 * len(rows), margin=dict(t=40, b=40))
     exports.figure(fig, key, title, bundle)
     st.caption("Each strip has its own colour scale, from dark blue at minus its range (in brackets) through "
