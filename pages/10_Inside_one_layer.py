@@ -1,6 +1,7 @@
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
+from plotly.subplots import make_subplots
 
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.analysis.layer_steps import STEPS, describe_row, difference_from_model, layer_steps
@@ -67,13 +68,23 @@ def heat(a: np.ndarray, title: str, key: str, x_title: str, x=None, scale="RdBu_
 
 
 def strips(rows: dict[str, np.ndarray], title: str, key: str):
-    """Vectors of the chosen token, one strip each (all of the same length)."""
-    fig = go.Figure(go.Heatmap(z=np.stack(list(rows.values())), y=list(rows), colorscale="RdBu_r", zmid=0,
-                               colorbar=dict(title=dict(text="value")),
-                               hovertemplate="%{y}, unit %{x}: %{z:.3f}<extra></extra>"))
-    fig.update_layout(title=title, height=110 + 34 * len(rows), xaxis_title="hidden unit", margin=dict(t=40, b=40),
-                      yaxis=dict(autorange="reversed"))
+    """Vectors of the chosen token, one strip each (all of the same length).
+
+    Each strip has its own symmetric colour range, stated in its label: the LayerNorm output spans
+    about ±2.5 while a position embedding may span ±0.1, and on one shared scale the small rows
+    would all look white."""
+    fig = make_subplots(rows=len(rows), cols=1, shared_xaxes=True, vertical_spacing=0.04)
+    for i, (k, v) in enumerate(rows.items(), start=1):
+        top = float(np.abs(v).max()) or 1.0
+        fig.add_trace(go.Heatmap(z=v[None, :], y=[f"{k} (±{top:.2g})"], name=k, colorscale="RdBu_r", zmin=-top,
+                                 zmax=top, showscale=False,
+                                 hovertemplate=f"{k}, unit %{{x}}: %{{z:.3f}}<extra></extra>"), row=i, col=1)
+    fig.update_xaxes(title_text="hidden unit", row=len(rows), col=1)
+    fig.update_yaxes(automargin=True)  # the labels carry the ranges: room for them, whatever their length
+    fig.update_layout(title=title, height=110 + 40 * len(rows), margin=dict(t=40, b=40))
     exports.figure(fig, key, title, bundle)
+    st.caption("Each strip has its own colour scale, from dark blue at minus its range (in brackets) through "
+               "white at 0 to dark red at plus it: compare the patterns within a strip, the brackets across strips.")
 
 
 def bars(series: dict[str, np.ndarray], title: str, key: str, y_title: str):

@@ -1,6 +1,7 @@
 import re
 
 import plotly.express as px
+import plotly.graph_objects as go
 import streamlit as st
 
 from bert_explorer.analysis import embeddings as emb
@@ -82,9 +83,14 @@ fig = px.bar(rep.norms_frame(), x="label", y="norm", color="part", barmode="grou
              title="Length of each part of the input vector, per WordPiece")
 fig.update_layout(height=420, margin=dict(l=10, r=10, t=50, b=10), legend_title_text="")
 exports.figure(fig, "emb_norms", bundle=bundle)
+lengths = rep.norms()
+before, after = lengths["sum (before LayerNorm)"], lengths["after LayerNorm"]
 st.caption("The segment vector is one and the same for every token of a sentence; the position vector changes "
-           "with each slot. LayerNorm brings every token to about the same length, so what differs afterwards "
-           "is the direction. This is layer 0, what the first encoder layer reads.")
+           f"with each slot. Before LayerNorm the sums have lengths {before.min():.1f} to {before.max():.1f} "
+           f"(the longest {before.max() / before.min():.1f} times the shortest); after it, {after.min():.1f} to "
+           f"{after.max():.1f} ({after.max() / after.min():.1f} times). LayerNorm gives every token mean 0 and "
+           "variance 1 over its units; its learned gain and bias, unit by unit, then make the lengths differ again. "
+           "This is layer 0, what the first encoder layer reads.")
 
 # ----- 3. Positions ---------------------------------------------------------------------------
 st.subheader("3 · Learned position embeddings")
@@ -118,6 +124,7 @@ try:
         wv, proj = word_map(name, words, method_key)
         labels, hover = wv.words, [" ".join(p) for p in wv.pieces]
         title = "Token embeddings (rows of the token table; split words averaged over their pieces)"
+        names = None
     else:
         c1, c2 = st.columns([1, 3])
         word = c1.text_input("Word", "bank", key="emb_proj_word")
@@ -129,11 +136,23 @@ try:
         ctx, proj = context_map(name, word, sentences, layer, method_key)
         labels, hover = [f"{i + 1}" for i in range(len(ctx.sentences))], list(ctx.sentences)
         title = f"“{ctx.word}” in {len(ctx.sentences)} sentences, layer {layer}"
-    fig = px.scatter(x=proj.coords[:, 0], y=proj.coords[:, 1], text=labels, hover_name=hover, title=title,
-                     labels={"x": f"{method} 1", "y": f"{method} 2"})
-    fig.update_traces(textposition="top center")
-    fig.update_layout(height=480, margin=dict(l=10, r=10, t=50, b=10))
+        # the key: one legend entry per sentence, named by its number
+        names = [f"{i + 1}: {s if len(s) <= 60 else s[:59] + '…'}" for i, s in enumerate(ctx.sentences)]
+    places = emb.label_places(proj.coords, labels)
+    points = [[i] for i in range(len(labels))] if names else [list(range(len(labels)))]
+    fig = go.Figure([go.Scatter(
+        x=proj.coords[idx, 0], y=proj.coords[idx, 1], mode="markers+text", name=names[idx[0]] if names else "words",
+        text=[labels[i] if places[i] else "" for i in idx], textposition=[places[i] or "top center" for i in idx],
+        hovertext=[hover[i] for i in idx], hovertemplate="<b>%{hovertext}</b><extra></extra>", cliponaxis=False)
+        for idx in points])
+    fig.update_layout(title=title, height=480 + (30 * len(names) if names else 0), xaxis_title=f"{method} 1",
+                      yaxis_title=f"{method} 2", showlegend=bool(names), margin=dict(l=10, r=10, t=50, b=10),
+                      legend=dict(orientation="h", y=-0.15, title_text="sentence"))
     exports.figure(fig, "emb_proj", bundle=bundle)
+    hidden = [labels[i] for i, p in enumerate(places) if p is None]
+    if hidden:
+        st.caption(f"{len(hidden)} labels would cover others and are left off: {', '.join(hidden)}; hover a point "
+                   "for its name.")
     if proj.explained_variance_ratio is not None:
         r = proj.explained_variance_ratio
         st.caption(f"The two PCA axes hold {r[0]:.0%} and {r[1]:.0%} of the variance; the rest is not shown.")

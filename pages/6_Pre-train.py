@@ -18,8 +18,8 @@ from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_nam
 from bert_explorer.app.widgets import intro
 from bert_explorer.model.config import BertConfig
 from bert_explorer.train import run_finder
-from bert_explorer.train.estimate import ALIASES, pretrain_estimate, size_options
-from bert_explorer.train.pretrain import PretrainConfig, resume_settings
+from bert_explorer.train.estimate import ALIASES, evaluations_of, pretrain_estimate, sequences_of, size_options
+from bert_explorer.train.pretrain import PretrainConfig, resume_settings, split_corpus
 from bert_explorer.train.runs import Run
 from bert_explorer.train.timelapse_frames import FILE as FRAMES_FILE, frames_file, read_frames
 
@@ -33,6 +33,16 @@ rise, then open the **time-lapse** to see one attention head and the masked-word
 checkpoint by checkpoint (or frame by frame, where a run recorded frames; the shipped explorer-mini
 comes with its own). The run goes on in the background if you close this tab.
 """)
+
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def corpus_words(corpus: str, max_docs: int | None, fraction: float, seed: int) -> tuple[int, int]:
+    """(words in the corpus a run reads, words in its held-out documents), split as the run splits it."""
+    train, held = split_corpus(PretrainConfig(corpus=corpus, max_docs=max_docs, held_out_fraction=fraction, seed=seed))
+    count = lambda docs: sum(len(sentence.split()) for doc in docs for sentence in doc)  # noqa: E731
+    return count(train) + count(held), count(held)
+
 
 show_mode()
 root = rv.runs_root()
@@ -154,16 +164,29 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
             corpus_error = str(e)
             st.error(corpus_error)
 
-    est = pretrain_estimate(size, int(steps), int(batch), int(seq_len), int(vocab_size), root)
+    # What the run will read: all its words (to tokenise before step 1) and the held-out ones (to evaluate).
+    if upload and not corpus_error:
+        words = corpus_facts.get("words", 0)
+        held_words = int(words * held_out_fraction(corpus_facts.get("documents", 0)))
+    elif config is not None and not upload:  # (a refused upload: nothing to count)
+        words, held_words = corpus_words(config.corpus, config.max_docs, config.held_out_fraction, config.seed)
+    else:
+        words = held_words = 0
+    n_evals = (evaluations_of(int(steps), config.eval_every) if config else int(evaluations)) + int(n_frames)
+    est = pretrain_estimate(size, int(steps), int(batch), int(seq_len), int(vocab_size), root, evaluations=n_evals,
+                            held_out_sequences=sequences_of(held_words, int(seq_len)),
+                            eval_batches=config.eval_batches if config else 50, corpus=corpus, corpus_words=words)
     m1, m2, m3 = st.columns(3)
     m1.metric("Parameters", f"{est['parameters'] / 1e6:,.1f} M")
     m2.metric(f"Estimated time on {device_name()}", rv.fmt_duration(est["seconds"]))
     m3.metric("Training FLOPs", f"{est['tokens'] * est['flops_per_token']:.2e}")
-    st.caption(f"An **estimate**: {int(steps):,} steps × {int(batch)} × {int(seq_len)} tokens × "
-               f"{est['flops_per_token'] / 1e6:,.1f} MFLOPs per token (6·N + 12·L·H·T for N parameters, L layers, "
-               f"H hidden units and T tokens per sequence, + the MLM decoder on the 15 % masked tokens) ÷ "
-               f"{est['flop_per_s'] / 1e9:,.0f} GFLOP/s ({est['basis']}). Data preparation, "
-               f"evaluation and checkpoints come on top.")
+    st.caption(f"An **estimate**, three parts. Training {rv.fmt_duration(est['train_seconds'])}: {int(steps):,} "
+               f"steps × {int(batch)} × {int(seq_len)} tokens × {est['flops_per_token'] / 1e6:,.1f} MFLOPs per token "
+               f"(6·N + 12·L·H·T for N parameters, L layers, H hidden units and T tokens per sequence, + the MLM decoder on the 15 % masked tokens) ÷ {est['flop_per_s'] / 1e9:,.0f} "
+               f"GFLOP/s ({est['basis']}). Evaluation {rv.fmt_duration(est['eval_seconds'])}: {est['evaluations']} "
+               f"held-out evaluations of about {est['eval_sequences']:,} sequences each, forward only (a third of a "
+               f"training step's FLOPs). Loading {rv.fmt_duration(est['loading_seconds'])} before step 1 "
+               f"({est['loading_basis']}). Checkpoints come on top.")
 
     run_name = st.text_input("Run name (optional)", key="pt_name",
                              placeholder="automatic: pretrain-<size>-<corpus>-<time>")

@@ -392,3 +392,38 @@ def test_the_attention_page_draws_a_checkpoint_rewritten_under_the_same_path_ane
     saved(2)  # new weights, same folder
     at.run()
     assert not at.exception and first_map(at) != before
+
+
+@pytest.mark.skipif(not shutil.which("node"), reason="needs node to run the page's script")
+@pytest.mark.parametrize("width,height,viewbox", [("100%", "525px", "0 0 812 525"),   # bertviz's head view
+                                                  ("970", "1100", "0 0 970 1100")])   # the model view
+def test_saved_svg_has_a_viewbox_of_four_numbers(width, height, viewbox):
+    """The *Save SVG* button's script, run in node against a stand-in for the browser's DOM: the
+    head view's SVG says width="100%" height="525px", which cannot go into a viewBox; the saved
+    file gets the drawn size in pixels instead."""
+    import subprocess
+    from bert_explorer.analysis import bertviz_offline
+
+    script = re.search(r"<script>(.*)</script>", bertviz_offline._SAVE_SVG, re.S).group(1)
+    dom = """
+    const attrs = {width: %s, height: %s}, copy = {attrs: {}, setAttribute(k, v) { this.attrs[k] = String(v); },
+                   getAttribute(k) { return this.attrs[k] === undefined ? null : this.attrs[k]; }};
+    Object.assign(copy.attrs, attrs);
+    const svg = {getAttribute: k => attrs[k] === undefined ? null : attrs[k], cloneNode: () => copy,
+                 getBoundingClientRect: () => ({width: 812.4, height: 525})};
+    let onClick;
+    const holder = {parentNode: {insertBefore() {}, firstChild: null}};
+    const button = {parentNode: holder, addEventListener(kind, f) { onClick = f; }};
+    global.document = {getElementById: () => button, querySelector: () => svg,
+                       body: {appendChild() {}}, createElement: () => ({click() {}, remove() {}})};
+    global.getComputedStyle = () => ({fontFamily: "sans-serif", backgroundColor: "white"});
+    global.XMLSerializer = class { serializeToString() { return ""; } };
+    global.Blob = class {};
+    global.URL = {createObjectURL: () => "blob:"};
+    """ % (json.dumps(width), json.dumps(height))
+    run = subprocess.run(["node", "-e", dom + script + "\nonClick(); console.log(JSON.stringify(copy.attrs));"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    saved = json.loads(run.stdout)
+    assert re.fullmatch(r"-?[0-9.]+( -?[0-9.]+){3}", saved["viewBox"]), saved["viewBox"]
+    assert saved["viewBox"] == viewbox

@@ -203,6 +203,7 @@ def test_downloaded_bertviz_view_draws_offline_and_saves_an_svg(page, tmp_path):
             page.get_by_role("button", name="Save SVG").click()
         svg = ET.parse(download.value.path()).getroot()
         assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+        assert re.fullmatch(r"-?[0-9.]+( -?[0-9.]+){3}", svg.get("viewBox", "")), svg.get("viewBox")  # 4 numbers
         drawn = [el for el in svg.iter() if el.tag.endswith(("line", "path", "rect", "text"))]
         assert len(drawn) > 20
         assert not refused, refused

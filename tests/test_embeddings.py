@@ -259,3 +259,66 @@ def test_page_works_with_minilm():
     assert table["id"].tolist()[0] == 101  # [CLS] in the bert-base-uncased vocabulary
     heat = [c for c in at.get("plotly_chart") if "heatmap" in c.proto.spec]
     assert heat
+
+
+def test_labels_of_close_points_go_to_different_sides():
+    """Two names that land nearly on one spot (germany and china on the default model's PCA) are
+    written on different sides; a crowd too dense for every label leaves some to the hover text."""
+    coords = np.array([[0.0, 0.0], [0.02, 0.01], [1.0, 1.0], [0.5, -1.0]])
+    labels = ["germany", "china", "king", "red"]
+    places = emb.label_places(coords, labels)
+    assert places[0] and places[1] and places[0] != places[1]
+    boxes = [b for b in emb.label_boxes(coords, labels, places) if b]
+    assert len(boxes) == 4
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])
+    crowd = np.zeros((30, 2)) + np.random.default_rng(0).normal(scale=1e-3, size=(30, 2))
+    crowd[0] = [1, 1]
+    assert None in emb.label_places(crowd, [f"word{i}" for i in range(30)])
+
+
+def _projection(at):
+    from figcheck import figures
+    return next(f for f in figures(at) if "1" in f.axis_title("x") and f.axis_title("x").split()[0] in ("PCA", "t-SNE"))
+
+
+@needs_shipped
+def test_page_word_map_labels_do_not_overlap_and_the_caption_reads_the_lengths():
+    at = _run()
+    assert not at.exception
+    fig = _projection(at)
+    coords, labels, places = [], [], []
+    for t in fig.traces:
+        pos = t.raw.get("textposition", "top center")
+        pos = [pos] * len(t.x) if isinstance(pos, str) else list(pos)
+        for x, y, text, p in zip(t.x, t.y, t.raw.get("text") or [""] * len(t.x), pos):
+            coords.append((float(x), float(y)))
+            labels.append(str(text))
+            places.append(p if text else None)
+    boxes = [(lab, b) for lab, b in zip(labels, emb.label_boxes(np.array(coords), labels, places)) if b]
+    assert len(boxes) > len(labels) / 2  # most words are written
+    clashes = [(la, lb) for i, (la, a) in enumerate(boxes) for lb, b in boxes[i + 1:]
+               if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+    assert not clashes, f"labels written over each other: {clashes}"
+    # the norms caption states the lengths the chart draws after LayerNorm
+    from figcheck import figures
+    norms = figures(at)[0]
+    after = next(np.asarray(t.y, dtype=float) for t in norms.traces if t.name == "after LayerNorm")
+    caption = next(c.value for c in at.caption if "LayerNorm" in c.value and "length" in c.value)
+    assert f"after it, {after.min():.1f} to {after.max():.1f}" in caption
+    assert "about the same length" not in caption
+
+
+@needs_shipped
+def test_page_context_map_has_a_key_from_numbers_to_sentences():
+    at = _run()
+    at.radio(key="emb_proj_source").set_value("one word in several sentences")
+    at.radio(key="emb_proj_method").set_value("t-SNE").run()
+    assert not at.exception
+    sentences = at.text_area(key="emb_proj_sentences").value.splitlines()
+    fig = _projection(at)
+    assert fig.layout.get("showlegend") is True
+    numbered = {str(t.raw["text"][0]): t.name for t in fig.traces if t.raw.get("text") is not None and len(t.x) == 1}
+    for i, s in enumerate(sentences, start=1):
+        assert numbered.get(str(i), "").startswith(f"{i}: {s[:40]}"), (i, numbered)

@@ -62,3 +62,42 @@ def test_attention_page_offers_every_download_and_handles_512_tokens():
     heatmap = json.loads(at.get("plotly_chart")[0].proto.spec)
     z = heatmap["data"][0]["z"]
     assert len(z) == 512 or (isinstance(z, dict) and z.get("shape") in ("512, 512", [512, 512]))
+
+
+def test_saved_html_has_a_title_and_states_model_and_input():
+    """A plot or view saved on its own says what it is, from which model, for which input."""
+    from html.parser import HTMLParser
+
+    class Read(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.title, self.text, self._in = "", [], None
+
+        def handle_starttag(self, tag, attrs):
+            self._in = tag
+
+        def handle_data(self, data):
+            if self._in == "title":
+                self.title += data
+            elif self._in not in ("script", "style"):
+                self.text.append(data)
+
+    def read(page):
+        r = Read()
+        r.feed(page)
+        return r.title, " ".join(" ".join(r.text).split())
+
+    fig = px.line(x=[0, 1, 2], y=[1.0, 0.5, 0.25], title="cosine by layer")
+    inputs = {"text": "the bank <raised> rates .", "text_b": None}
+    title, text = read(figure_html(fig, "cosine by layer", "minilm-mlm-nsp", inputs))
+    assert title == "cosine by layer"
+    assert "Model: minilm-mlm-nsp" in text and "text: the bank <raised> rates ." in text
+    assert read(figure_html(fig))[0] == "cosine by layer"  # the figure's own title when none is given
+    b = ResultBundle("Attention", "minilm-mlm-nsp", inputs)
+    b.add_figure("a plot", fig)
+    b.add_view("bertviz head view", "<!DOCTYPE html><html><head><meta charset='utf-8'></head><body><div id='vis'>"
+                                    "</div></body></html>")
+    z = zipfile.ZipFile(io.BytesIO(b.zip_bytes()))
+    for name in ("figures.html", "views/bertviz-head-view.html"):
+        title, text = read(z.read(name).decode())
+        assert title and "Model: minilm-mlm-nsp" in text and "the bank <raised> rates ." in text, name

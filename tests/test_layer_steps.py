@@ -104,3 +104,29 @@ def test_inside_one_layer_page_walks_through_the_steps():
     assert "sees 22 of 28 positions" in sees                   # padding keys are masked
     at.toggle(key="ins_all").set_value(True).run()
     assert len(at.subheader) == 8 and not at.exception
+
+
+def test_input_strips_each_use_their_own_colour_range():
+    """Step 1 draws the token, segment, position, sum and LayerNorm rows of one token. The LayerNorm
+    row spans about ±2.5 and the embeddings a tenth of that: on one shared scale they look white.
+    Each row must fill its own colour range (its largest |value| is the end of its scale)."""
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from figcheck import figures
+
+    page = Path(__file__).resolve().parent.parent / "pages" / "10_Inside_one_layer.py"
+    at = AppTest.from_file(str(page), default_timeout=120).run()
+    assert not at.exception
+    fig = next(f for f in figures(at) if f.title.startswith("The input representation"))
+    rows = 0
+    for t in fig.traces:
+        z = np.atleast_2d(np.asarray(t.z, dtype=float))
+        zmin, zmax = t.raw.get("zmin"), t.raw.get("zmax")
+        top = max(abs(zmin), abs(zmax)) if zmin is not None else np.abs(z).max()  # plotly's own range otherwise
+        for label, row in zip(np.atleast_1d(t.y).tolist(), z):
+            rows += 1
+            assert np.abs(row).max() > 0.9 * top, f"row {label!r} spans ±{np.abs(row).max():.2f} on a ±{top:.2f} scale"
+            assert f"±{np.abs(row).max():.2g}" in str(label)  # the range is stated
+    assert rows == 5

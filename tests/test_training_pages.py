@@ -118,6 +118,28 @@ def test_pretrain_page_starts_a_run_and_shows_curves_and_timelapse(runs_root):
     assert [m["step"] for m in run.metrics() if m["split"] == "train"] == [4, 6]  # logged every 10 steps + the last
 
 
+def test_pretrain_page_estimate_counts_the_evaluations_and_the_loading(runs_root):
+    """Issue 28: a 40-step warm start evaluated 10 times took five times its estimate. The page's
+    estimate now has an evaluation part that grows with the evaluations asked for, and a loading part."""
+    import re
+
+    at = _page("6_Pre-train.py")
+    at.number_input(key="pt_steps").set_value(40)
+    at.number_input(key="pt_evals").set_value(10).run()
+    assert not at.exception
+
+    def parts():
+        caption = next(c.value for c in at.caption if "**estimate**" in c.value)
+        evals = re.search(r"Evaluation [^:]+: (\d+) held-out evaluations of about ([\d,]+) sequences", caption)
+        assert evals and "Loading" in caption, caption
+        return int(evals.group(1)), int(evals.group(2).replace(",", "")), caption
+
+    n, sequences, _ = parts()
+    assert n == 10 and sequences > 0  # the default corpus has held-out documents
+    at.number_input(key="pt_evals").set_value(20).run()
+    assert parts()[0] == 20
+
+
 def test_pretrain_page_warm_starts_from_a_checkpoint_and_shows_its_precision(runs_root):
     at = _page("6_Pre-train.py")
     at.multiselect(key="pt_corpus").set_value(["tiny"])

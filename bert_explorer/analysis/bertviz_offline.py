@@ -177,6 +177,16 @@ _SCALE_TO_FIT = """
 _SAVE_SVG = """
 <div style="font:12px sans-serif;margin:4px 8px"><button id="be-save-svg" type="button">Save SVG</button></div>
 <script>
+// The drawing's size in plain pixels: a viewBox holds four numbers, and the head view's SVG says
+// width="100%" height="525px", so a length with a unit is measured on the page instead.
+function drawnSize(svg) {
+  var box = svg.getBoundingClientRect();
+  function pixels(name, measured) {
+    var value = (svg.getAttribute(name) || "").trim();
+    return /^[0-9.]+(px)?$/.test(value) ? parseFloat(value) : Math.round(measured);
+  }
+  return {width: pixels("width", box.width), height: pixels("height", box.height)};
+}
 (function () {
   var button = document.getElementById("be-save-svg");
   button.parentNode.parentNode.insertBefore(button.parentNode, button.parentNode.parentNode.firstChild);
@@ -185,11 +195,12 @@ _SAVE_SVG = """
     if (!svg) { return; }
     var copy = svg.cloneNode(true);
     copy.setAttribute("xmlns", "http://www.w3.org/2000/svg");
-    var box = svg.getBoundingClientRect();
-    if (!copy.getAttribute("viewBox")) {
-      copy.setAttribute("viewBox", "0 0 " + (svg.getAttribute("width") || box.width) + " " +
-                        (svg.getAttribute("height") || box.height));
+    var size = drawnSize(svg);
+    if (!/^\s*-?[0-9.]+([ ,]+-?[0-9.]+){3}\s*$/.test(copy.getAttribute("viewBox") || "")) {
+      copy.setAttribute("viewBox", "0 0 " + size.width + " " + size.height);
     }
+    copy.setAttribute("width", size.width);
+    copy.setAttribute("height", size.height);
     copy.setAttribute("style", "font-family:" + getComputedStyle(svg).fontFamily +
                       ";background:" + getComputedStyle(document.body).backgroundColor);
     var text = new XMLSerializer().serializeToString(copy);

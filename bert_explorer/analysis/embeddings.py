@@ -17,7 +17,8 @@ This module takes that sum apart and compares what comes out of it:
 
 * ``input_representation``: the three parts, their sum and the LayerNorm output per token;
 * ``position_similarity``: how alike the learned position vectors are to each other;
-* ``pca_2d`` / ``tsne_2d`` / ``project``: a map of high-dimensional vectors on a page;
+* ``pca_2d`` / ``tsne_2d`` / ``project``: a map of high-dimensional vectors on a page, and
+  ``label_places``: where to write the names on it so that they don't overlap;
 * ``static_word_vectors``: the token-table rows of some words (no context at all);
 * ``word_in_context`` / ``contextual_similarity``: one word's vector in several sentences,
   at every layer: identical at layer 0 when the word sits at the same position, and pulled
@@ -218,6 +219,73 @@ def project(points, method: str = "pca", seed: int = 0) -> Projection:
     if method == "tsne":
         return tsne_2d(points, seed=seed)
     raise ValueError(f"unknown projection {method!r}; choose 'pca' or 'tsne'")
+
+
+# Where to write each label around its point, tried in this order (plotly's ``textposition``),
+# with the direction the label is pushed: (x, y) in units of half its box, y upwards.
+LABEL_PLACES = {"top center": (0, 1), "bottom center": (0, -1), "middle right": (1, 0), "middle left": (-1, 0),
+                "top right": (1, 1), "top left": (-1, 1), "bottom right": (1, -1), "bottom left": (-1, -1)}
+
+
+def _pixels(coords, width: float, height: float) -> np.ndarray:
+    """[N, 2] points in pixels (y upwards) on axes that span them plus 5% each side, as plotly's autorange."""
+    xy = np.asarray(coords, dtype=np.float64)[:, :2]
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    span = np.where(hi - lo > 0, hi - lo, 1.0)
+    return (xy - lo + 0.05 * span) / (1.1 * span) * np.array([width, height])
+
+
+def label_boxes(coords, labels, places, width: float = 600, height: float = 380, char: float = 7.0,
+                line: float = 15.0, marker: float = 4.0) -> list[tuple[float, float, float, float] | None]:
+    """The box (x0, y0, x1, y1, in pixels) each label takes on a chart ``width`` × ``height`` pixels
+    wide, when label i is written at ``places[i]`` (None: not written).
+
+    A character is about ``char`` pixels wide and a line ``line`` pixels high at plotly's default
+    12 px font; the label starts ``marker`` pixels away from its point."""
+    boxes = []
+    for (x, y), label, place in zip(_pixels(coords, width, height), labels, places):
+        if place is None or not str(label):
+            boxes.append(None)
+            continue
+        w, h = char * len(str(label)), line
+        dx, dy = LABEL_PLACES[place]
+        cx, cy = x + dx * (marker + w / 2), y + dy * (marker + h / 2)
+        boxes.append((cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2))
+    return boxes
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def label_places(coords, labels, width: float = 600, height: float = 380, char: float = 7.0, line: float = 15.0,
+                 marker: float = 4.0) -> list[str | None]:
+    """A ``textposition`` for each point such that no two labels overlap and no label covers
+    another point, or None where every place is taken (that label is left to the hover text).
+
+    Greedy, point by point: each label takes the first free place of ``LABEL_PLACES``. Names
+    that land close on a map (germany and china, monday and tuesday) end up on different sides
+    of their points instead of on top of each other. The sizes are those of ``label_boxes``."""
+    size = dict(width=width, height=height, char=char, line=line, marker=marker)
+    points = _pixels(coords, width, height)
+    n = len(points)
+    taken: list[tuple[float, float, float, float]] = []
+    out: list[str | None] = []
+    for i, label in enumerate(labels):
+        chosen = None
+        for place in LABEL_PLACES:
+            box = label_boxes(coords, [label if j == i else "" for j in range(n)],
+                              [place if j == i else None for j in range(n)], **size)[i]
+            if box is None:
+                break
+            covers_a_point = any(box[0] - marker < x < box[2] + marker and box[1] - marker < y < box[3] + marker
+                                 for j, (x, y) in enumerate(points) if j != i)
+            if not covers_a_point and not any(_overlap(box, b) for b in taken):
+                chosen = place
+                taken.append(box)
+                break
+        out.append(chosen)
+    return out
 
 
 # ----- words: out of context and in context --------------------------------------------------

@@ -11,6 +11,7 @@ browser, so no server-side image renderer (and its browser binary) is needed.
 """
 from __future__ import annotations
 
+import html
 import io
 import json
 import re
@@ -29,21 +30,60 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-").lower() or "result"
 
 
-def figure_html(fig, title: str | None = None) -> str:
-    """One plotly figure as a standalone HTML page (plotly.js inlined, no network)."""
-    return fig.to_html(include_plotlyjs=True, full_html=True, default_width="100%",
-                       config={"displaylogo": False}, div_id=safe_name(title or "figure"))
+def provenance_html(title: str, model: str | None = None, inputs: dict | None = None) -> str:
+    """A heading for a saved page: what it shows, from which model, for which input, so a file found
+    later in a downloads folder says where it came from."""
+    lines = [f"<h1 style='font-size:1.3em;margin:0.4em 0'>{html.escape(title)}</h1>"]
+    if model:
+        lines.append(f"<p style='margin:0.2em 0'>Model: <code>{html.escape(str(model))}</code></p>")
+    shown = {k: v for k, v in (inputs or {}).items() if v not in (None, "")}
+    if shown:
+        items = "".join(f"<li>{html.escape(str(k))}: <code>{html.escape(str(v))}</code></li>"
+                        for k, v in shown.items())
+        lines.append(f"<p style='margin:0.2em 0'>Input:</p><ul style='margin:0.2em 0'>{items}</ul>")
+    lines.append(f"<p style='margin:0.2em 0;color:#666'>Saved by BERT Explorer {html.escape(__version__)} on "
+                 f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.</p>")
+    return "\n".join(lines)
 
 
-def figures_html(figures: dict[str, object]) -> str:
+def _page(title: str, body: str) -> str:
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
+            f"<body style='font-family:sans-serif'>{body}</body></html>")
+
+
+def figure_html(fig, title: str | None = None, model: str | None = None, inputs: dict | None = None) -> str:
+    """One plotly figure as a standalone HTML page (plotly.js inlined, no network), titled, with the
+    model and the input it was computed from."""
+    title = title or _figure_title(fig) or "BERT Explorer figure"
+    div = fig.to_html(include_plotlyjs=True, full_html=False, default_width="100%",
+                      config={"displaylogo": False}, div_id=safe_name(title))
+    return _page(title, provenance_html(title, model, inputs) + "\n" + div)
+
+
+def titled_html(page: str, title: str, model: str | None = None, inputs: dict | None = None) -> str:
+    """A whole HTML page (a bertviz view) with a <title> and the provenance heading added at the top
+    of its body."""
+    if "<title>" not in page:
+        page = re.sub(r"(<head[^>]*>)", lambda m: m.group(1) + f"<title>{html.escape(title)}</title>", page,
+                      count=1, flags=re.I)
+    heading = f"<div style='font-family:sans-serif;margin:0 8px'>{provenance_html(title, model, inputs)}</div>"
+    return re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + heading, page, count=1, flags=re.I)
+
+
+def _figure_title(fig) -> str:
+    text = fig.layout.title.text
+    return re.sub(r"<[^>]+>", " ", text).strip() if text else ""
+
+
+def figures_html(figures: dict[str, object], page: str = "BERT Explorer figures", model: str | None = None,
+                 inputs: dict | None = None) -> str:
     """Several plotly figures on one standalone HTML page, plotly.js inlined once."""
     parts = []
     for i, (name, fig) in enumerate(figures.items()):
         div = fig.to_html(include_plotlyjs=(i == 0), full_html=False, default_width="100%",
                           config={"displaylogo": False}, div_id=safe_name(name))
-        parts.append(f"<h2>{name}</h2>\n{div}")
-    return ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>BERT Explorer figures</title></head>"
-            "<body style='font-family:sans-serif'>" + "\n".join(parts) + "</body></html>")
+        parts.append(f"<h2>{html.escape(name)}</h2>\n{div}")
+    return _page(page, provenance_html(page, model, inputs) + "\n" + "\n".join(parts))
 
 
 def table_csv(df: pd.DataFrame) -> bytes:
@@ -104,10 +144,10 @@ class ResultBundle:
                 z.writestr("data.json", json.dumps(self.data, indent=1, ensure_ascii=False, default=_plain))
                 lines.append(f"data.json — {', '.join(self.data)}")
             if self.figures:
-                z.writestr("figures.html", figures_html(self.figures))
+                z.writestr("figures.html", figures_html(self.figures, self.page, self.model, self.inputs))
                 lines.append(f"figures.html — the plots, interactive, offline: {', '.join(self.figures)}")
-            for name, html in self.views.items():
-                z.writestr(f"views/{safe_name(name)}.html", html)
+            for name, view in self.views.items():
+                z.writestr(f"views/{safe_name(name)}.html", titled_html(view, name, self.model, self.inputs))
                 lines.append(f"views/{safe_name(name)}.html — {name} (bertviz, standalone, offline)")
             z.writestr("README.txt", "\n".join(lines) + "\n")
         return buf.getvalue()

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from ..analysis.export import ResultBundle, figure_html, safe_name, table_csv
+from ..analysis.export import ResultBundle, figure_html, safe_name, table_csv, titled_html
 from .state import without_host_paths
 
 # plotly's toolbar: the camera icon saves a PNG at twice the screen resolution.
@@ -32,7 +32,9 @@ def figure(fig, key: str, name: str | None = None, bundle: ResultBundle | None =
     config = dict(PLOT_CONFIG, toImageButtonOptions=dict(PLOT_CONFIG["toImageButtonOptions"],
                                                          filename=safe_name(name)))
     where.plotly_chart(fig, key=key, config=config)
-    _button(where, "HTML", lambda: figure_html(fig, name), f"{safe_name(name)}.html", "text/html",
+    shown = shown_bundle(bundle) if bundle is not None else None
+    _button(where, "HTML", lambda: figure_html(fig, name, shown and shown.model, shown and shown.inputs),
+            f"{safe_name(name)}.html", "text/html",
             f"{key}_html", help="This plot as a standalone page that works offline (PNG: the camera icon "
                                "in the plot's toolbar).")
     if bundle is not None:
@@ -50,7 +52,10 @@ def table(df, key: str, name: str, bundle: ResultBundle | None = None, container
 
 def view(html: str, key: str, name: str, bundle: ResultBundle | None = None, container=None) -> None:
     """The standalone-HTML download of a bertviz view (its SVG button is inside the drawing)."""
-    _button(container or st, "Standalone HTML", lambda: html, f"{safe_name(name)}.html", "text/html", f"{key}_html",
+    shown = shown_bundle(bundle) if bundle is not None else None
+    _button(container or st, "Standalone HTML", lambda: titled_html(html, name, shown and shown.model,
+                                                                     shown and shown.inputs),
+            f"{safe_name(name)}.html", "text/html", f"{key}_html",
             help="The drawing as one HTML file that works offline (d3 and jQuery inside). The *Save SVG* "
                  "button in the drawing saves the picture itself, as you have set it up.")
     if bundle is not None:

@@ -8,7 +8,8 @@ positions) plus 6·V·H times the fraction of tokens that are predicted (the tie
 only where there is a label: 15 % for MLM, every token for a left-to-right model).
 
 The time a pre-training will take (the Pre-train page) is those FLOPs over a throughput: one
-measured by an earlier run of the same size on this device, or one stated for the device.
+measured by an earlier run of the same size on this device, or one stated for the device; plus its
+held-out evaluations (forward passes) and the loading before its first step.
 """
 from __future__ import annotations
 
@@ -155,15 +156,72 @@ def stated_throughput() -> tuple[float, str]:
                             f"reach less, larger ones more")
 
 
-def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, vocab_size: int, root: Path) -> dict:
-    """Parameters and an estimated training time: steps x batch x seq_len tokens, times the
-    FLOPs per token of ``model_flops_per_token``, over a throughput measured on this device
-    (a previous run) or stated for it."""
+# Around the steps: a background run starts a Python process, imports torch, reads and splits the
+# corpus, tokenises it into sequences and builds (or loads) the model before its step 1.
+PROCESS_START_S = 10.0             # stated: a fresh Python process importing torch and the package
+CORPUS_WORDS_PER_S = 100_000.0     # stated: tokenising into sequences; measured 200,000 words/s (bbc, minilm
+                                   # vocabulary, 2-core CPU, 2026-11-24), halved for a busy machine
+WORDS_PER_TOKEN_SLOT = 0.58        # measured: bbc at 128 tokens gives a sequence per 74 words (pairs, short ones)
+FORWARD_SHARE = 1 / 3              # an evaluation runs the forward pass only: a third of a training step's FLOPs
+
+
+def evaluations_of(steps: int, eval_every: int) -> int:
+    """How many held-out evaluations a run of ``steps`` makes: one every ``eval_every`` steps and
+    one at the end (``pretrain._pretrain``)."""
+    eval_every = max(1, int(eval_every))
+    return steps // eval_every + (1 if steps % eval_every else 0)
+
+
+def sequences_of(words: int, seq_len: int) -> int:
+    """About how many sequences of up to ``seq_len`` tokens ``words`` words of text make."""
+    return int(round(words / (WORDS_PER_TOKEN_SLOT * seq_len)))
+
+
+def measured_loading(root: Path, corpus: str | None) -> tuple[float, str] | None:
+    """Seconds from queueing to step 1 (status ``created`` to ``started``) of the latest pre-training
+    run on this corpus on this device, or None."""
+    from .run_finder import find_runs, rel_name
+
+    dev = device_key()
+    for run in find_runs(root):
+        s, cfg = run.status(), run.config()
+        if (s.get("kind") or cfg.get("kind")) != "pretrain" or s.get("device") != dev or cfg.get("corpus") != corpus:
+            continue
+        if s.get("created") and s.get("started") and s["started"] >= s["created"]:
+            return float(s["started"] - s["created"]), f"measured: run {rel_name(run.path, root)} on this corpus"
+    return None
+
+
+def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, vocab_size: int, root: Path,
+                      evaluations: int = 0, held_out_sequences: int = 0, eval_batches: int = 50,
+                      corpus: str | None = None, corpus_words: int = 0) -> dict:
+    """Parameters and an estimated wall-clock time of a pre-training run, in three parts:
+
+    * ``train_seconds``: steps x batch x seq_len tokens, times the FLOPs per token of
+      ``model_flops_per_token``, over a throughput measured on this device (a previous run) or
+      stated for it;
+    * ``eval_seconds``: ``evaluations`` forward passes over min(``held_out_sequences``,
+      ``eval_batches`` x batch) held-out sequences, at a third of a training token's FLOPs;
+    * ``loading_seconds``: from the run's start to its first step, measured by an earlier run on
+      ``corpus`` here, or stated: a process start plus tokenising ``corpus_words`` words.
+
+    ``seconds`` is their sum."""
     params, fpt = model_size(size, vocab_size, seq_len)
     tokens = steps * batch_size * seq_len
     flop_s, basis = measured_throughput(root, size) or stated_throughput()
-    return {"parameters": params, "flops_per_token": fpt, "tokens": tokens, "flop_per_s": flop_s,
-            "seconds": tokens * fpt / flop_s, "basis": basis}
+    train = tokens * fpt / flop_s
+    eval_sequences = min(int(held_out_sequences), eval_batches * batch_size)
+    eval_tokens = evaluations * eval_sequences * seq_len
+    evaluation = eval_tokens * fpt * FORWARD_SHARE / flop_s
+    loading, loading_basis = measured_loading(root, corpus) or (
+        PROCESS_START_S + corpus_words / CORPUS_WORDS_PER_S,
+        f"stated: {PROCESS_START_S:.0f} s to start and about {CORPUS_WORDS_PER_S:,.0f} words/s to tokenise "
+        f"{corpus_words:,} words")
+    return {"parameters": params, "flops_per_token": fpt, "tokens": tokens, "flop_per_s": flop_s, "basis": basis,
+            "train_seconds": train, "evaluations": evaluations, "eval_sequences": eval_sequences,
+            "eval_tokens": eval_tokens, "eval_seconds": evaluation,
+            "loading_seconds": loading, "loading_basis": loading_basis,
+            "seconds": train + evaluation + loading}
 
 
 # ----- planning work for a GPU (bert_explorer/gpu, the ablation planner) ----------------------
