@@ -660,3 +660,27 @@ def test_uploads_are_never_written_over_and_a_refused_start_takes_its_copy_back(
     busy.write_status(state="running", pid=os.getpid())
     assert rv.launch("pretrain", {**TINY_PT, "corpus": str(second)}, busy.path, upload=second) is False
     assert not second.exists() and first.read_bytes() == b"first"
+
+
+def _proc_state(pid):
+    """The process's state letter (R, S, Z for a zombie, ...), or None once it has been reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0]
+    except OSError:
+        return None
+
+
+def test_a_finished_background_run_leaves_no_zombie_process(tmp_path):
+    """The server waits for the runs it started: one that ended is not kept as a zombie child
+    until the server stops."""
+    run = start_background("pretrain", {**TINY_PT, "size": "no-such-size", "max_steps": 1}, tmp_path / "bad")
+    pid = run.status()["pid"]
+    assert run.wait(timeout=120)["state"] in ("failed", "crashed")
+    deadline = time.time() + 60
+    while _proc_state(pid) not in ("Z", None) and time.time() < deadline:
+        time.sleep(0.05)  # the process writes "failed", then exits
+    deadline = time.time() + 10
+    while _proc_state(pid) == "Z" and time.time() < deadline:
+        time.sleep(0.05)
+    assert _proc_state(pid) is None
