@@ -382,7 +382,6 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
     assert {tr["name"] for tr in compare["data"]} == {"pt-a", "ft-b"}
 
     # a running run is refused, even with the confirmation ticked
-    assert at.button(key="runs_delete").disabled
     at.selectbox(key="runs_delete_sel_0_").set_value("pt-busy").run()
     at.checkbox(key="runs_delete_confirm_0_pt-busy").check().run()
     at.button(key="runs_delete").click().run()
@@ -420,6 +419,34 @@ def test_runs_page_delete_after_delete_removes_exactly_the_confirmed_runs(runs_r
         assert at.checkbox(key=f"runs_delete_confirm_{gen + 1}_{shown}").value is False
         assert f"delete {shown} " in at.checkbox(key=f"runs_delete_confirm_{gen + 1}_{shown}").label
     assert sorted(p.name for p in runs_root.iterdir() if p.is_dir()) == ["r1", "r4"]
+
+
+def test_runs_page_delete_answers_every_click_and_names_what_goes(runs_root):
+    """Delete is never greyed out: a click without the tick, or one that arrives just after the
+    picker was switched to another run, deletes nothing and says so; a fine-tune's confirmation
+    names its model folder (it has no checkpoints)."""
+    for name in ("r1", "r2", "r3"):
+        _fake_run(runs_root, name, "pretrain", "finished", [], step=1, max_steps=1)
+    ft = _fake_run(runs_root, "ft", "finetune", "finished", [], dev={"accuracy": 0.5})
+    (ft.path / "model").mkdir()
+    (ft.path / "model" / "model.safetensors").write_bytes(b"0" * 2_000_000)
+    at = _page("8_Runs.py")
+
+    at.selectbox(key="runs_delete_sel_0_").set_value("ft").run()
+    label = at.checkbox(key="runs_delete_confirm_0_ft").label
+    assert "fine-tuned model folder (model/)" in label and "checkpoint" not in label
+    assert "2.0 MB in all" in label
+
+    at.selectbox(key="runs_delete_sel_0_").set_value("r2").run()
+    at.button(key="runs_delete").click().run()  # no tick
+    assert not at.exception
+    assert [e.value for e in at.error] == ["Nothing was deleted: tick “Yes, delete r2 …” above the Delete button "
+                                           "first, then press Delete again."]
+    at.checkbox(key="runs_delete_confirm_0_r2").check().run()
+    at.selectbox(key="runs_delete_sel_0_").set_value("r3")  # switched, and Delete pressed at once
+    at.button(key="runs_delete").click().run()
+    assert not at.exception and "Nothing was deleted" in at.error[0].value and "r3" in at.error[0].value
+    assert all((runs_root / n).is_dir() for n in ("r1", "r2", "r3", "ft"))
 
 
 def test_ablation_checkpoints_are_grouped_in_the_sidebar_with_readable_names(runs_root, tiny_run):
