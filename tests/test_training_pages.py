@@ -146,6 +146,22 @@ def test_pretrain_page_warm_starts_from_a_checkpoint_and_shows_its_precision(run
     assert any("Training precision: **fp32**" in c.value for c in at.caption)
 
 
+def test_finetune_page_reads_a_parquet_upload_and_its_columns(runs_root, base_model):
+    import pandas as pd
+
+    buf = io.BytesIO()
+    tiny = make_tiny("classification", n=48).examples
+    pd.DataFrame({"review": [ex["text"] for ex in tiny], "sentiment": [ex["label"] for ex in tiny]}).to_parquet(buf)
+    at = _page("7_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.parquet", buf.getvalue()))
+    assert not at.exception and not at.error
+    assert "Detected task: **classification**" in at.success[0].value
+    assert at.selectbox(key="ft_label_column").options == ["(detect)", "review", "sentiment"]
+    assert len(at.dataframe[0].value) == 20 and not at.button(key="ft_start").disabled
+    at = _page("7_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("cut.parquet", buf.getvalue()[:300]))
+    assert not at.exception and len(at.error) == 1 and "cut.parquet is not a complete Parquet file" in at.error[0].value
+    assert at.button(key="ft_start").disabled
+
+
 @pytest.mark.parametrize("name, data, message", [
     ("empty.txt", b"", "empty.txt is empty"),
     ("photo.txt", b"\x89PNG\r\n\x1a\n\x00\x00rest", "binary file"),
