@@ -39,8 +39,10 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     upload, data, data_error, spec, columns = None, None, None, {}, None
     if source == "Upload a file":
         upload = dv.uploaded_file(
-            "CSV / TSV / JSONL with a header (text, label ...), CoNLL (token tag), SQuAD JSON or SWAG-style CSV",
-            key="ft_upload", help="The file is saved into the run's directory; only text formats are read.")
+            "CSV / TSV / JSONL with a header (text, label ...), Parquet (as Hugging Face datasets export), CoNLL "
+            "(token tag), SQuAD JSON or SWAG-style CSV",
+            key="ft_upload", help="The file is saved into the run's directory; it is read as a table or as text, "
+                                  "never unpickled.")
         if upload is None:
             data_error = "Upload a file, or choose a built-in dataset."
         else:

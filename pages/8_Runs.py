@@ -76,15 +76,22 @@ elif picked:
 st.subheader("Delete a run")
 if writes_off("Deleting runs"):
     st.stop()
-victim = rv.rel_name(rv.pick_run("Run to delete", runs, f"runs_delete_sel_{gen}_{group}", root), root)
-n_ckpt = len(by_name[victim].checkpoints())
+picker = f"runs_delete_sel_{gen}_{group}"
+victim = rv.rel_name(rv.pick_run("Run to delete", runs, picker, root), root)
 # The confirmation belongs to one run (its key names it), and the button deletes exactly the run
 # that the confirmation names: both are built from `victim` in this same pass of the page.
-sure = st.checkbox(f"Yes, delete {victim} with its log, metrics and {n_ckpt} checkpoint(s)",
-                   key=f"runs_delete_confirm_{gen}_{victim}")
+confirm = f"runs_delete_confirm_{gen}_{victim}"
+st.checkbox(f"Yes, delete {victim} with {rv.what_goes(by_name[victim])}", key=confirm)
 
 
-def _delete(name: str, path: str) -> None:
+def _delete(name: str, path: str, picker: str, confirm: str) -> None:
+    # The button is never greyed out: a click always gets an answer. A click that arrives with
+    # another run in the picker (switched just before) or without the tick deletes nothing.
+    shown = st.session_state.get(picker, name)
+    if shown != name or not st.session_state.get(confirm):
+        st.session_state["runs_msg"] = ("error", f"Nothing was deleted: tick “Yes, delete {shown} …” above the "
+                                                 f"Delete button first, then press Delete again.")
+        return
     try:
         if not writes_allowed():
             raise ValueError(mode_sentence())
@@ -93,10 +100,10 @@ def _delete(name: str, path: str) -> None:
         st.session_state["runs_gen"] = st.session_state.get("runs_gen", 0) + 1  # rebuild every picker
     except (RuntimeError, ValueError) as e:
         st.session_state["runs_msg"] = ("error", str(e))
-    st.session_state[f"runs_delete_confirm_{gen}_{name}"] = False
+    st.session_state[confirm] = False
 
 
-st.button("Delete", key="runs_delete", disabled=not sure, on_click=_delete, args=(victim, str(by_name[victim].path)),
-          help="A running or queued run is refused: stop it first.")
+st.button("Delete", key="runs_delete", on_click=_delete, args=(victim, str(by_name[victim].path), picker, confirm),
+          help="Tick the confirmation first. A running or queued run is refused: stop it first.")
 st.caption(f"Checkpoint folders are large; deleting a run frees their space. Runs are plain folders (here: "
            f"`{shown_path(root)}`), so you can also copy or archive them.")

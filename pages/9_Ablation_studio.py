@@ -53,7 +53,7 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
                             help="pairs:bbc = are two BBC sentences from the same article? (a sentence-pair task built "
                                  "from real text: MNLI/QNLI do not ship offline)")
         if task == "upload":
-            upload = c1.file_uploader("Task file (CSV/TSV/JSONL, CoNLL, SQuAD JSON)", key="abl_upload")
+            upload = c1.file_uploader("Task file (CSV/TSV/JSONL, Parquet, CoNLL, SQuAD JSON)", key="abl_upload")
             if upload is None:
                 error = "Upload a task file."
             else:  # check it now, not hours later when the first cell reads it

@@ -256,3 +256,32 @@ def test_pretraining_data_is_made_by_the_run_that_trains_on_it():
                                       "--mlm-probability", "0.2", "--mask-ratio", "0.7", "--random-ratio", "0.2",
                                       "--keep-ratio", "0.1"])
     assert (args.dynamic_masking, args.dupe_factor, args.mlm_probability, args.mask_ratio) == (False, 5, 0.2, 0.7)
+
+
+@pytest.mark.parametrize("command", ["pretrain", "finetune"])
+def test_every_training_flag_says_what_it_does(command, capsys):
+    """--help gives every flag a sentence, written once beside its config field, not just its default."""
+    import argparse
+    import dataclasses
+    import re
+
+    from bert_explorer.cli.parser import build_parser
+    from bert_explorer.train.finetune import FinetuneConfig
+    from bert_explorer.train.pretrain import PretrainConfig
+
+    cls = {"pretrain": PretrainConfig, "finetune": FinetuneConfig}[command]
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    shown = [a for a in sub._actions if a.help != argparse.SUPPRESS and a.option_strings != ["-h", "--help"]]
+    assert len(shown) > 20
+    for action in shown:
+        help_text = (action.help or "").replace("%%", "%")
+        words = re.sub(r"\s*Default: [^ ]+\.$", "", help_text).split()
+        assert len(words) >= 4 and not help_text.lower().startswith("default"), (action.option_strings, help_text)
+    for f in dataclasses.fields(cls):  # each setting's sentence is its field's own, flag or not
+        assert f.metadata.get("help", "").endswith("."), f.name
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    field = next(f for f in dataclasses.fields(cls) if f.name == "max_seq_length")
+    assert f"--max-seq-length MAX_SEQ_LENGTH {field.metadata['help']} Default: 128." in out
+    assert "default 128" not in out  # the old help, only the default

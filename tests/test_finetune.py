@@ -216,3 +216,20 @@ def test_a_full_disk_at_the_save_is_one_sentence_and_leaves_nothing_half_made(mo
     assert not (run.path / "model").exists() and not (run.path / "feature_head").exists()
     kept = [str(w.message) for w in caught if "keep the extracted features" in str(w.message)]
     assert len(kept) == (1 if mode == "feature-based" else 0)
+
+
+def test_a_parquet_upload_is_fine_tuned_end_to_end(base_model, tmp_path):
+    """A data set exported the way Hugging Face datasets are (Parquet, class ids as labels) is
+    read with the CSV column rules and fine-tuned, and the model learns it."""
+    import pandas as pd
+
+    tiny = make_tiny("classification", n=200, seed=0)
+    names = sorted({ex["label"] for ex in tiny.examples})
+    pd.DataFrame({"sentence": [ex["text"] for ex in tiny.examples],
+                  "label": [names.index(ex["label"]) for ex in tiny.examples]}).to_parquet(tmp_path / "train.parquet")
+    cfg = FinetuneConfig(model=base_model, train=str(tmp_path / "train.parquet"), max_train_examples=160, epochs=6,
+                         batch_size=16, lr=1e-3, max_seq_length=64, device="cpu", seed=0)
+    result = run_finetuning(cfg, tmp_path / "run")
+    assert result["dev"]["accuracy"] > CHANCE["classification"][1], result["dev"]
+    assert type(checkpoint.load(tmp_path / "run" / "model").model).__name__ == "BertForSequenceClassification"
+    assert Predictor(tmp_path / "run").label_names == [str(i) for i in range(len(names))]

@@ -466,3 +466,45 @@ def test_lone_extra_column_is_taken_as_label_unless_it_is_an_id(tmp_path):
     assert data.label_names == ["neg", "pos"] and any("'verdict' as the label" in n for n in data.notes)
     text = "review,uid\n" + "".join(f'"{t}",u{i}\n' for i, (t, _) in enumerate(REVIEWS))
     assert "has no label column" in error_of(write(tmp_path, "ids.csv", text))
+
+
+# ----- Parquet (how Hugging Face datasets are stored and exported) ---------------------------------
+def test_parquet_follows_the_csv_column_rules(tmp_path):
+    import pandas as pd
+
+    rows = REVIEWS * 4
+    # a Hugging Face export: labels as class ids (ClassLabel), an id column, the text called "sentence"
+    pd.DataFrame({"idx": range(len(rows)), "sentence": [t for t, _ in rows],
+                  "label": [int(y == "pos") for _, y in rows]}).to_parquet(tmp_path / "train.parquet")
+    data = read_task_file(tmp_path / "train.parquet")
+    assert data.task == CLASSIFICATION and data.label_names == ["0", "1"]
+    assert [(ex["text"], ex["label"]) for ex in data.examples] == [(t, str(int(y == "pos"))) for t, y in rows]
+    assert any(n.startswith("Parquet: text column 'sentence'") for n in data.notes)
+    # the same rules as CSV: a missing label column is named, with the columns there are
+    pd.DataFrame({"sentence": [t for t, _ in rows], "sentiment_lbl": [y for _, y in rows]}).to_parquet(
+        tmp_path / "nolabel.parquet")
+    assert read_task_file(tmp_path / "nolabel.parquet").examples[0]["label"] == "pos"  # the only other column
+    pd.DataFrame({"sentence": [t for t, _ in rows], "labl": [y for _, y in rows],
+                  "source": ["imdb"] * len(rows)}).to_parquet(tmp_path / "misspelt.parquet")
+    assert "'labl' looks like a misspelling of 'label'" in error_of(tmp_path / "misspelt.parquet")
+    # list columns (tokens and tags) are NER records, as in JSONL; detection works without the extension
+    ner = make_tiny("ner", n=40, seed=0)
+    pd.DataFrame({"tokens": [ex["tokens"] for ex in ner.examples],
+                  "ner_tags": [ex["tags"] for ex in ner.examples]}).to_parquet(tmp_path / "ner.bin")
+    data = read_task_file(tmp_path / "ner.bin")
+    assert data.task.name == "ner" and data.examples[0]["tokens"] == ner.examples[0]["tokens"]
+
+
+def test_a_malformed_parquet_file_is_one_sentence(tmp_path):
+    import pandas as pd
+
+    pd.DataFrame({"text": [t for t, _ in REVIEWS], "label": [y for _, y in REVIEWS]}).to_parquet(
+        tmp_path / "good.parquet")
+    good = (tmp_path / "good.parquet").read_bytes()
+    msg = error_of(write(tmp_path, "cut.parquet", good[: len(good) // 2]))
+    assert "not a complete Parquet file" in msg and "cut short" in msg and "to_parquet" in msg
+    assert msg.count(". ") == 0
+    msg = error_of(write(tmp_path, "renamed.parquet", csv_text()))
+    assert "not a complete Parquet file" in msg and "another format" in msg
+    msg = error_of(write(tmp_path, "broken.parquet", good[:4] + b"\x00" * (len(good) - 8) + good[-4:]))
+    assert "cannot be read as Parquet" in msg and "damaged" in msg and msg.count(". ") == 0

@@ -168,6 +168,22 @@ def test_pretrain_page_warm_starts_from_a_checkpoint_and_shows_its_precision(run
     assert any("Training precision: **fp32**" in c.value for c in at.caption)
 
 
+def test_finetune_page_reads_a_parquet_upload_and_its_columns(runs_root, base_model):
+    import pandas as pd
+
+    buf = io.BytesIO()
+    tiny = make_tiny("classification", n=48).examples
+    pd.DataFrame({"review": [ex["text"] for ex in tiny], "sentiment": [ex["label"] for ex in tiny]}).to_parquet(buf)
+    at = _page("7_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.parquet", buf.getvalue()))
+    assert not at.exception and not at.error
+    assert "Detected task: **classification**" in at.success[0].value
+    assert at.selectbox(key="ft_label_column").options == ["(detect)", "review", "sentiment"]
+    assert len(at.dataframe[0].value) == 20 and not at.button(key="ft_start").disabled
+    at = _page("7_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("cut.parquet", buf.getvalue()[:300]))
+    assert not at.exception and len(at.error) == 1 and "cut.parquet is not a complete Parquet file" in at.error[0].value
+    assert at.button(key="ft_start").disabled
+
+
 @pytest.mark.parametrize("name, data, message", [
     ("empty.txt", b"", "empty.txt is empty"),
     ("photo.txt", b"\x89PNG\r\n\x1a\n\x00\x00rest", "binary file"),
@@ -404,7 +420,6 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
     assert {tr["name"] for tr in compare["data"]} == {"pt-a", "ft-b"}
 
     # a running run is refused, even with the confirmation ticked
-    assert at.button(key="runs_delete").disabled
     at.selectbox(key="runs_delete_sel_0_").set_value("pt-busy").run()
     at.checkbox(key="runs_delete_confirm_0_pt-busy").check().run()
     at.button(key="runs_delete").click().run()
@@ -442,6 +457,34 @@ def test_runs_page_delete_after_delete_removes_exactly_the_confirmed_runs(runs_r
         assert at.checkbox(key=f"runs_delete_confirm_{gen + 1}_{shown}").value is False
         assert f"delete {shown} " in at.checkbox(key=f"runs_delete_confirm_{gen + 1}_{shown}").label
     assert sorted(p.name for p in runs_root.iterdir() if p.is_dir()) == ["r1", "r4"]
+
+
+def test_runs_page_delete_answers_every_click_and_names_what_goes(runs_root):
+    """Delete is never greyed out: a click without the tick, or one that arrives just after the
+    picker was switched to another run, deletes nothing and says so; a fine-tune's confirmation
+    names its model folder (it has no checkpoints)."""
+    for name in ("r1", "r2", "r3"):
+        _fake_run(runs_root, name, "pretrain", "finished", [], step=1, max_steps=1)
+    ft = _fake_run(runs_root, "ft", "finetune", "finished", [], dev={"accuracy": 0.5})
+    (ft.path / "model").mkdir()
+    (ft.path / "model" / "model.safetensors").write_bytes(b"0" * 2_000_000)
+    at = _page("8_Runs.py")
+
+    at.selectbox(key="runs_delete_sel_0_").set_value("ft").run()
+    label = at.checkbox(key="runs_delete_confirm_0_ft").label
+    assert "fine-tuned model folder (model/)" in label and "checkpoint" not in label
+    assert "2.0 MB in all" in label
+
+    at.selectbox(key="runs_delete_sel_0_").set_value("r2").run()
+    at.button(key="runs_delete").click().run()  # no tick
+    assert not at.exception
+    assert [e.value for e in at.error] == ["Nothing was deleted: tick “Yes, delete r2 …” above the Delete button "
+                                           "first, then press Delete again."]
+    at.checkbox(key="runs_delete_confirm_0_r2").check().run()
+    at.selectbox(key="runs_delete_sel_0_").set_value("r3")  # switched, and Delete pressed at once
+    at.button(key="runs_delete").click().run()
+    assert not at.exception and "Nothing was deleted" in at.error[0].value and "r3" in at.error[0].value
+    assert all((runs_root / n).is_dir() for n in ("r1", "r2", "r3", "ft"))
 
 
 def test_ablation_checkpoints_are_grouped_in_the_sidebar_with_readable_names(runs_root, tiny_run):
@@ -682,3 +725,27 @@ def test_uploads_are_never_written_over_and_a_refused_start_takes_its_copy_back(
     busy.write_status(state="running", pid=os.getpid())
     assert rv.launch("pretrain", {**TINY_PT, "corpus": str(second)}, busy.path, upload=second) is False
     assert not second.exists() and first.read_bytes() == b"first"
+
+
+def _proc_state(pid):
+    """The process's state letter (R, S, Z for a zombie, ...), or None once it has been reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0]
+    except OSError:
+        return None
+
+
+def test_a_finished_background_run_leaves_no_zombie_process(tmp_path):
+    """The server waits for the runs it started: one that ended is not kept as a zombie child
+    until the server stops."""
+    run = start_background("pretrain", {**TINY_PT, "size": "no-such-size", "max_steps": 1}, tmp_path / "bad")
+    pid = run.status()["pid"]
+    assert run.wait(timeout=120)["state"] in ("failed", "crashed")
+    deadline = time.time() + 60
+    while _proc_state(pid) not in ("Z", None) and time.time() < deadline:
+        time.sleep(0.05)  # the process writes "failed", then exits
+    deadline = time.time() + 10
+    while _proc_state(pid) == "Z" and time.time() < deadline:
+        time.sleep(0.05)
+    assert _proc_state(pid) is None

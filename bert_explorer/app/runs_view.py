@@ -217,6 +217,33 @@ def runs_table(root: Path | None = None, runs: list[Run] | None = None, inside: 
                                        "key metrics"])
 
 
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def what_goes(run: Run) -> str:
+    """What deleting ``run`` removes, for its confirmation: its log and metrics, and the large
+    parts named one by one (checkpoints, a fine-tuned model folder, the runs inside an
+    ablation), with the space they take."""
+    parts = []
+    inside = [r for r in run_finder.find_runs(run.path) if r.path != run.path]
+    if inside:
+        parts.append(_count(len(inside), "run inside it", "runs inside it"))
+    n_ckpt = len(run.checkpoints())
+    if n_ckpt:
+        parts.append(_count(n_ckpt, "checkpoint", "checkpoints"))
+    if (run.path / "model").is_dir():
+        parts.append("fine-tuned model folder (model/)")
+    if (run.path / "feature_head").is_dir():
+        parts.append("feature-based head folder (feature_head/)")
+    named = ["its log", "metrics"] + parts
+    return f"{', '.join(named[:-1])} and {named[-1]}, {_size(run.path) / 1e6:,.1f} MB in all"
+
+
 def log_tail(run: Run, lines: int = 200) -> str:
     p = run.path / "log.txt"
     if not p.exists():

@@ -62,8 +62,21 @@ def _load_json_config(path: str | None) -> dict:
     return data
 
 
+def _setting_help(f) -> str:
+    """A setting's --help: the sentence written beside its field (``train/configs.setting``) and
+    its default. argparse formats help with %, so a percent sign in the sentence is doubled."""
+    import dataclasses
+
+    text = f.metadata.get("help", "").replace("%", "%%")
+    if f.default is not dataclasses.MISSING and f.default is not None:
+        shown = {True: "on", False: "off"}.get(f.default, f.default) if isinstance(f.default, bool) else f.default
+        text += f" Default: {shown}."
+    return text
+
+
 def _dataclass_args(parser: argparse.ArgumentParser, cls) -> None:
-    """One --flag per config field; flags left out fall back to the config file, then the default."""
+    """One --flag per config field, its help the field's own sentence; flags left out fall back to
+    the config file, then the default."""
     import dataclasses
     import typing
 
@@ -71,18 +84,18 @@ def _dataclass_args(parser: argparse.ArgumentParser, cls) -> None:
     for f in dataclasses.fields(cls):
         flag = "--" + f.name.replace("_", "-")
         if hints[f.name] is bool:
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None)
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                                help=_setting_help(f))
             continue
         if typing.get_origin(hints[f.name]) is list:
-            parser.add_argument(flag, dest=f.name, default=None, help="comma-separated numbers",
+            parser.add_argument(flag, dest=f.name, default=None, help=_setting_help(f) + " Comma-separated numbers.",
                                 type=lambda t: [float(x) for x in t.split(",") if x.strip()])
             continue
         options = typing.get_args(hints[f.name]) or (hints[f.name],)  # X | None -> (X, NoneType)
         base = next((t for t in (str, float, int) if t in options), None)
         if base is None:  # e.g. a list of sentences or of [layer, head] pairs: only the --config file sets it
             continue
-        parser.add_argument(flag, dest=f.name, type=base, default=None,
-                            help=f"default {f.default!r}" if f.default is not dataclasses.MISSING else None)
+        parser.add_argument(flag, dest=f.name, type=base, default=None, help=_setting_help(f))
 
 
 def _given_settings(args, cls) -> dict:

@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue from the run's last checkpoint with the run's own settings (only the cadence of "
                         "logs, evaluations and checkpoints, --device, --precision and --max-steps may change)")
     s.add_argument("--background", action="store_true", help="start as a background process and return")
-    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--no-progress", action="store_true", help="show no progress bar while training")
     from ..train.pretrain import PretrainConfig
     _dataclass_args(s, PretrainConfig)
     s.set_defaults(func=cmd_pretrain)
@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("finetune", help="fine-tune (or feature-based transfer) on a task file or built-in dataset")
     s.add_argument("--output", required=True, help="run directory (metrics.json, model/)")
     s.add_argument("--config", help="JSON file of settings (flags override it)")
-    s.add_argument("--background", action="store_true")
+    s.add_argument("--background", action="store_true", help="start as a background process and return")
     s.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
     from ..train.finetune import FinetuneConfig
     _dataclass_args(s, FinetuneConfig)

@@ -15,7 +15,7 @@ import json
 import os
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -26,7 +26,7 @@ from ..data.tiny_tasks import make_tiny
 from ..data.uploads.core import TaskData
 from ..data.uploads.reader import read_task_file
 from ..tasks.base import TaskType
-from .configs import settings_of
+from .configs import setting, settings_of
 from .device import PRECISIONS, pick_device, precision_from
 from .engine import AFTER_A_FULL_DISK, fit, marks_failure, total_steps
 from .feature_based import run_feature_based
@@ -46,30 +46,42 @@ FINETUNE_DEFAULT_MODEL = "minilm-mlm-nsp"
 
 @dataclass
 class FinetuneConfig:
-    model: str = FINETUNE_DEFAULT_MODEL  # short name or checkpoint directory
-    train: str = "builtin:bbc-topics"  # a file, builtin:<name>, or tiny:<task> (generated)
-    dev: str | None = None            # default: 10% of train, stratified
-    task: str | None = None           # default: detected from the file
-    text_column: str | None = None
-    text_pair_column: str | None = None
-    label_column: str | None = None
-    mode: str = "fine-tune"           # fine-tune | feature-based
-    features: str = "concat-last-4"   # feature-based input (Table 7)
-    max_seq_length: int = 128
-    doc_stride: int = 64              # QA: how far each window moves along a long context
-    batch_size: int = 32
-    lr: float = 5e-5
-    lr_grid: list[float] = field(default_factory=list)  # e.g. [5e-5, 3e-5, 2e-5]: keep the best on dev
-    epochs: float = 3
-    warmup_fraction: float = 0.1
-    weight_decay: float = 0.01
-    dev_fraction: float = 0.1
-    max_train_examples: int | None = None
-    max_dev_examples: int | None = None
-    head_lr: float = 1e-3             # feature-based: the new BiLSTM head learns from scratch
-    seed: int = 0
-    device: str = "auto"
-    precision: str = "auto"           # fp32 | bf16 | fp16 | auto (bf16 where the device is fast at it)
+    model: str = setting(FINETUNE_DEFAULT_MODEL, "The pre-trained model to start from: a short name or a "
+                                                 "checkpoint folder.")
+    train: str = setting("builtin:bbc-topics", "The training data: a file (CSV, TSV, JSONL, Parquet, CoNLL, SQuAD "
+                                               "JSON), builtin:NAME, or tiny:TASK (a small generated set).")
+    dev: str | None = setting(None, "The dev data, in the same forms as train; by default a stratified dev-fraction "
+                                    "of train.")
+    task: str | None = setting(None, "The task type (classification, pair-classification, regression, ner, qa, "
+                                     "multiple-choice); by default detected from the data.")
+    text_column: str | None = setting(None, "The column that holds the text; by default detected from the names.")
+    text_pair_column: str | None = setting(None, "The column that holds the second text of a pair; by default "
+                                                 "detected.")
+    label_column: str | None = setting(None, "The column that holds the labels; by default detected.")
+    mode: str = setting("fine-tune", "fine-tune trains the whole model with a new output layer (Section 4); "
+                                     "feature-based keeps BERT frozen and trains a BiLSTM on its features (Table 7).")
+    features: str = setting("concat-last-4", "In the feature-based mode, which layers feed the BiLSTM: embeddings, "
+                                             "last, second-to-last, sum-last-4, concat-last-4 or sum-all (Table 7).")
+    max_seq_length: int = setting(128, "The longest input in tokens; longer texts are cut (a QA context is read in "
+                                       "windows).")
+    doc_stride: int = setting(64, "For QA, how many tokens each window moves along a context longer than "
+                                  "max-seq-length.")
+    batch_size: int = setting(32, "Examples per training step (the paper tries 16 and 32).")
+    lr: float = setting(5e-5, "The peak learning rate of Adam (the paper tries 5e-5, 3e-5 and 2e-5).")
+    lr_grid: list[float] = setting(help="Several learning rates to try, e.g. 5e-5,3e-5,2e-5: a run each, and the "
+                                        "best on dev is kept.", factory=list)
+    epochs: float = setting(3, "How many passes over the training data (a fraction is allowed).")
+    warmup_fraction: float = setting(0.1, "The fraction of steps with a linear learning-rate warm-up.")
+    weight_decay: float = setting(0.01, "Adam's decoupled weight decay.")
+    dev_fraction: float = setting(0.1, "Without dev data, the fraction of train kept out as the dev set.")
+    max_train_examples: int | None = setting(None, "Use at most this many training examples, sampled at random.")
+    max_dev_examples: int | None = setting(None, "Evaluate on at most this many dev examples, sampled at random.")
+    head_lr: float = setting(1e-3, "In the feature-based mode, the learning rate of the new BiLSTM head, which "
+                                   "learns from scratch.")
+    seed: int = setting(0, "The random seed of the split, the sampling, the batches and the new weights.")
+    device: str = setting("auto", "Where to train: cpu, cuda, cuda:N, or auto (a GPU if there is one).")
+    precision: str = setting("auto", "The arithmetic of training: fp32, bf16, fp16, or auto (bf16 where the device "
+                                     "is fast at it).")
 
     def __post_init__(self):
         if self.mode not in MODES:

@@ -29,7 +29,7 @@ from ..model import IGNORE, BertConfig, BertForPreTraining, preset
 from ..tokenizer import WordPieceTokenizer
 from .device import PRECISIONS, Device, pick_device, precision_from
 from .optim import apply_update, linear_warmup_decay, load_optimizer_state, make_optimizer
-from .configs import settings_of
+from .configs import setting, settings_of
 from .engine import marks_failure
 from .estimate import model_flops_per_token
 from .run_lock import writes_run
@@ -41,45 +41,68 @@ OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
 
 @dataclass
 class PretrainConfig:
-    corpus: str = "bbc"             # built-in name (bbc, sotu, vital, wiki, lee, tiny), a text file, or "bbc+wiki"
-    max_docs: int | None = None     # use only the first N documents (quick experiments)
-    held_out_fraction: float = 0.05  # documents kept out of training for evaluation
-    eval_corpora: str | None = None  # evaluate only on held-out documents of these parts, e.g. "bbc+sotu"
-    mlm_only_corpus: str | None = None  # more text trained with MLM only, no NSP pairs (e.g. "wordnet"); never held out
-    init: str | None = None         # warm start: begin from this checkpoint's weights and vocabulary
-    freeze_word_embeddings: bool = False  # keep the (tied) word embeddings / MLM decoder fixed
-    size: str = "mini"              # a preset: tiny, mini, small, medium, L4-H256, base, ... (ignored with init)
-    objective: str = "mlm+nsp"      # mlm+nsp (BERT), mlm (No NSP), ltr (left-to-right LM, no NSP)
-    vocab: str = "train"            # "train" = learn WordPiece on the corpus, or a model/dir with vocab.txt
-    vocab_size: int = 8000
-    lowercase: bool = True
-    max_seq_length: int = 128       # the paper's first 90% of steps use 128
-    short_seq_prob: float = 0.1
-    mlm_probability: float = 0.15
-    mask_ratio: float = 0.8         # of the chosen positions: [MASK] ...
-    random_ratio: float = 0.1       # ... a random token ...
-    keep_ratio: float = 0.1         # ... or the token itself (Table 8 varies these)
-    max_predictions_per_seq: int = 20
-    whole_word: bool = False
-    dynamic_masking: bool = True    # new masks every time a sequence is seen (else dupe_factor copies)
-    dupe_factor: int = 1
-    batch_size: int = 32
-    grad_accum: int = 1
-    lr: float = 1e-4
-    weight_decay: float = 0.01
-    warmup_steps: int | None = None  # default: 10% of max_steps (the paper: 10k of 1M)
-    max_steps: int = 1000
-    clip_grad_norm: float = 1.0
-    log_every: int = 10
-    eval_every: int = 200
-    save_every: int = 500
-    eval_batches: int = 50
-    seed: int = 0
-    device: str = "auto"
-    precision: str = "auto"         # fp32 | bf16 | fp16 | auto: bf16 where the device is fast at it
-    timelapse_frames: int = 0       # record this many time-lapse frames (timelapse.json): step 0, the end, log-spaced
-    timelapse_sentences: list[str] | None = None  # default: timelapse_frames.SENTENCES
-    timelapse_heads: list[list[int]] | None = None  # [[layer, head], ...] 0-based; default: all of <= 16, else one a layer
+    corpus: str = setting("bbc", "The text to pre-train on: a built-in corpus (bbc, sotu, vital, wiki, lee, tiny), "
+                                 "a text file, or several joined by + such as bbc+wiki.")
+    max_docs: int | None = setting(None, "Use only the first N documents of the corpus, for quick experiments.")
+    held_out_fraction: float = setting(0.05, "The fraction of documents kept out of training to measure held-out "
+                                             "MLM and NSP accuracy.")
+    eval_corpora: str | None = setting(None, "Evaluate only on the held-out documents of these parts of the corpus, "
+                                             "e.g. bbc+sotu.")
+    mlm_only_corpus: str | None = setting(None, "More text trained with the masked-LM objective only, never in NSP "
+                                                "pairs nor held out (e.g. wordnet).")
+    init: str | None = setting(None, "Warm start: begin from this checkpoint's weights and vocabulary instead of "
+                                     "random weights.")
+    freeze_word_embeddings: bool = setting(False, "Keep the word embeddings (tied to the MLM decoder) fixed while "
+                                                  "the rest of the model trains; needs init.")
+    size: str = setting("mini", "The model's size preset: tiny, mini, small, medium, L4-H256, base and so on "
+                                "(ignored with init, which keeps the checkpoint's size).")
+    objective: str = setting("mlm+nsp", "What the model learns: mlm+nsp (BERT), mlm (the paper's No NSP) or ltr "
+                                        "(a left-to-right language model, no NSP).")
+    vocab: str = setting("train", "The WordPiece vocabulary: train learns one on the corpus, or name a model or a "
+                                  "folder with a vocab.txt to reuse its vocabulary.")
+    vocab_size: int = setting(8000, "How many WordPiece tokens a vocabulary learnt on the corpus holds.")
+    lowercase: bool = setting(True, "Lowercase the text before tokenising it (an uncased model).")
+    max_seq_length: int = setting(128, "The length in tokens of each training sequence (the paper uses 128 for its "
+                                       "first 90% of steps).")
+    short_seq_prob: float = setting(0.1, "The probability that a sequence is made shorter than max-seq-length, so "
+                                         "the model also sees short inputs.")
+    mlm_probability: float = setting(0.15, "The fraction of tokens chosen for the masked-LM prediction (15% in the "
+                                           "paper).")
+    mask_ratio: float = setting(0.8, "Of the chosen tokens, the fraction replaced by [MASK] (Table 8 varies these "
+                                     "three ratios).")
+    random_ratio: float = setting(0.1, "Of the chosen tokens, the fraction replaced by a random token.")
+    keep_ratio: float = setting(0.1, "Of the chosen tokens, the fraction left as they are (still predicted).")
+    max_predictions_per_seq: int = setting(20, "The most tokens predicted in one sequence.")
+    whole_word: bool = setting(False, "Mask whole words: all the WordPiece pieces of a chosen word together.")
+    dynamic_masking: bool = setting(True, "Choose new masks every time a sequence is seen; without it the masks "
+                                          "are fixed, dupe-factor copies of each sequence made once.")
+    dupe_factor: int = setting(1, "With static masks, how many differently masked copies of each sequence are "
+                                  "made.")
+    batch_size: int = setting(32, "Sequences per batch on each device; one step reads batch-size x grad-accum x "
+                                  "devices sequences.")
+    grad_accum: int = setting(1, "Add up the gradients of this many batches before each optimiser step, for a "
+                                 "larger batch than fits in memory.")
+    lr: float = setting(1e-4, "The peak learning rate of Adam (reached after the warm-up, then decayed linearly).")
+    weight_decay: float = setting(0.01, "Adam's decoupled weight decay (0.01 in the paper).")
+    warmup_steps: int | None = setting(None, "Steps of linear learning-rate warm-up; by default 10% of max-steps "
+                                             "(the paper: 10,000 of 1,000,000).")
+    max_steps: int = setting(1000, "How many optimiser steps to train.")
+    clip_grad_norm: float = setting(1.0, "Scale the gradients down when their norm exceeds this value.")
+    log_every: int = setting(10, "Log the training loss and speed every this many steps.")
+    eval_every: int = setting(200, "Measure held-out MLM and NSP accuracy every this many steps.")
+    save_every: int = setting(500, "Save a checkpoint every this many steps (the run resumes from the newest).")
+    eval_batches: int = setting(50, "How many batches of held-out sequences each evaluation reads.")
+    seed: int = setting(0, "The random seed of the data split, the masks, the batches and the initial weights.")
+    device: str = setting("auto", "Where to train: cpu, cuda, cuda:N, or auto (a GPU if there is one).")
+    precision: str = setting("auto", "The arithmetic of training: fp32, bf16, fp16, or auto (bf16 where the device "
+                                     "is fast at it).")
+    timelapse_frames: int = setting(0, "Record this many time-lapse frames of the model's predictions and "
+                                       "attention (step 0, the end and log-spaced steps between).")
+    timelapse_sentences: list[str] | None = setting(None, "The sentences of the time-lapse, with [MASK] where a "
+                                                          "word is hidden; by default a shipped set.")
+    timelapse_heads: list[list[int]] | None = setting(None, "The [layer, head] pairs (0-based) whose attention the "
+                                                            "time-lapse records; by default all of up to 16, else "
+                                                            "one a layer.")
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:

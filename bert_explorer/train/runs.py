@@ -265,7 +265,15 @@ def _launch_background(run: Run, kind: str, config: dict, resume: bool, gpu_queu
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait()
         run.write_status(state="failed", pid=None, error="the background process did not start; see log.txt")
+    _reap_when_done(proc)
     return run
+
+
+def _reap_when_done(proc: subprocess.Popen) -> None:
+    """Wait for the background process in a thread of its own, so that when it ends the kernel
+    can forget it. A child nobody waits for stays a zombie (an entry in the process table) until
+    the server itself stops; a long-lived app that starts many runs would pile them up."""
+    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
 
 
 def _earlier_waiter(queue_dir: Path, ticket: Path) -> bool:

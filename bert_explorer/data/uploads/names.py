@@ -23,7 +23,16 @@ def safe_filename(name: str) -> str:
 
 
 def table_columns(data: bytes) -> list[str] | None:
-    """The column names of a CSV/TSV/JSONL upload (first line), or None for other formats."""
+    """The column names of a CSV/TSV/JSONL upload (first line) or of a Parquet file (its
+    schema), or None for other formats and for a Parquet file that cannot be read."""
+    if data[:4] == b"PAR1":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            return [str(c) for c in pq.read_schema(pa.BufferReader(data)).names]
+        except (pa.ArrowException, OSError, ValueError):
+            return None  # reading the file says what is wrong with it
     text = data[:65536].decode("utf-8-sig", errors="replace")
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
     if first.lstrip().startswith("{"):

@@ -12,6 +12,7 @@ from .decode import _decode, _size
 from .helpers import _looks_like_conll
 from .json_formats import JsonFormats
 from .line_formats import LineFormats
+from .parquet import is_parquet, parquet_table
 from .structured import StructuredRecords
 from .tables import Tables
 
@@ -42,6 +43,12 @@ def read_task_file(path: str | Path, task: TaskType | str | None = None, text_co
     if size == 0:
         raise DataError(f"{name} is empty (0 bytes); upload a file with a header line and at least "
                         f"{MIN_EXAMPLES} examples.")
+    if is_parquet(path):  # a binary table: its rows become records, read with the CSV column rules
+        reader = _Reader(name, "", task, text_column, text_pair_column, label_column, [])
+        reader.fmt, reader.unit = "Parquet", "row"
+        data = reader.from_records(parquet_table(path, name), "Parquet")
+        data.source = str(path)
+        return data
     text, notes = _decode(path, name)
     if not text.strip():
         raise DataError(f"{name} holds only white space; upload a file with a header line and at least "
