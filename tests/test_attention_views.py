@@ -352,9 +352,10 @@ def test_model_view_in_a_real_browser_shows_every_thumbnail_inside_the_frame(fra
     assert labels[:10] == ["Heads", "1", "2", "3", "4", "Layers", "1", "2", "3", "4"]
 
 
-def test_the_attention_page_draws_a_checkpoint_rewritten_under_the_same_path_anew(tmp_path):
-    """Its caches are keyed by the weights, not only the model's name: a run that writes a new
-    checkpoint into the same folder is drawn with the new weights."""
+@pytest.mark.parametrize("page", ["2_Attention.py", "1_Tokens_and_embeddings.py"])
+def test_a_checkpoint_rewritten_under_the_same_path_is_drawn_anew(tmp_path, page):
+    """The pages' caches are keyed by the weights, not only the model's name: a run that writes a
+    new checkpoint into the same folder is drawn with the new weights."""
     import json as _json
     import os
 
@@ -378,10 +379,11 @@ def test_the_attention_page_draws_a_checkpoint_rewritten_under_the_same_path_ane
         os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + seed * 10**9))
 
     def first_map(at):
-        return _json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["z"]
+        trace = _json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+        return trace.get("z", trace.get("y"))
 
     saved(1)
-    at = AppTest.from_file("../pages/2_Attention.py", default_timeout=120)
+    at = AppTest.from_file(f"../pages/{page}", default_timeout=120)
     at.session_state["be_model_choice"] = "a local directory…"
     at.session_state["be_model_path"] = str(folder)
     at.session_state["be_sentence_a"] = "the cat sat on the mat ."
