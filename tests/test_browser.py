@@ -6,7 +6,6 @@ Set BERT_EXPLORER_SCREENSHOTS=DIR to keep a screenshot of each page.
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,23 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from serving import free_port, wait_for_port
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
 def app_url(tmp_path_factory):
     if not shutil.which("chromium"):
         pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-    port = _free_port()
+    port = free_port()
     runs = tmp_path_factory.mktemp("runs")  # runs started from the browser never land in ./runs
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "run_app.py"),
                              "--server.address", "127.0.0.1", "--server.port", str(port), "--server.headless", "true",
@@ -38,13 +34,7 @@ def app_url(tmp_path_factory):
                             env={**os.environ, "BERT_EXPLORER_RUNS": str(runs)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.5)
+        wait_for_port(port)
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()

@@ -10,13 +10,14 @@ import base64
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from serving import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ("127.", "0.0.0.0", "localhost", "::1")
@@ -50,29 +51,17 @@ PLAIN = "from streamlit.web import cli; cli.main(prog_name='streamlit')"
 OURS = "from bert_explorer.app.serve import main; main(sys.argv[2:])"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _serve_and_visit(tmp_path, start: str) -> list:
     log = tmp_path / "outside.jsonl"
-    port = _free_port()
+    port = free_port()
     argv = ["run", str(ROOT / "run_app.py"), "--server.address", "0.0.0.0", "--server.port", str(port),
             "--server.headless", "true", "--browser.gatherUsageStats", "false"]
     code = HOOK.format(log=str(log), local=LOCAL, argv=argv, start=start)
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             env={**os.environ, "BERT_EXPLORER_RUNS": str(tmp_path / "runs")}, text=True)
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.3)
-        else:
+        if not wait_for_port(port):
             pytest.fail("the server did not start")
         time.sleep(1.5)  # the start-up message is printed after the port opens
         # a student's browser: the page, then the websocket upgrade from another machine's name,
