@@ -22,9 +22,9 @@ PAGES = Path(__file__).resolve().parent.parent / "pages"
 CHANGES = {
     "1_Tokens_and_embeddings.py": ("text_input", "be_sentence_a", ["the river bank flooded .", "she paid the bank ."]),
     "2_Attention.py": ("text_area", "be_sentence_a", ["the dog chased the ball .", "a storm hit the coast ."]),
-    "3_Masked_word_probe.py": ("text_input", "mlm_text", ["the [MASK] sat on the mat .", "he drank a [MASK] ."]),
-    "4_Next_sentence_probe.py": ("text_area", "nsp_b", ["it rained all day .", "prices rose again ."]),
-    "5_Attributions.py": ("text_input", "attr_mlm_text", ["the [MASK] sat on the mat .", "he drank a [MASK] ."]),
+    "4_Masked_word_probe.py": ("text_input", "mlm_text", ["the [MASK] sat on the mat .", "he drank a [MASK] ."]),
+    "5_Next_sentence_probe.py": ("text_area", "nsp_b", ["it rained all day .", "prices rose again ."]),
+    "6_Attributions.py": ("text_input", "attr_mlm_text", ["the [MASK] sat on the mat .", "he drank a [MASK] ."]),
 }
 
 

@@ -237,7 +237,7 @@ def test_a_tie_inside_the_seeds_spread_is_not_distinguishable():
 
 def test_page_default_save_name_follows_the_grid(tmp_path, monkeypatch):
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
-    at = AppTest.from_file("../pages/9_Ablation_studio.py", default_timeout=120).run()
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
     assert at.text_input(key="abl_name").value.startswith("ablation-cpu-small-")
     at.radio(key="abl_mode").set_value("Build my own").run()
     assert not at.exception
@@ -287,7 +287,7 @@ def test_cli_report_prints_markdown_and_csv(smoke_dir, capsys):
 # ----- page ---------------------------------------------------------------------------------------
 def test_page_shows_a_finished_ablation(smoke_dir, monkeypatch):
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(smoke_dir.parent))
-    at = AppTest.from_file("../pages/9_Ablation_studio.py", default_timeout=120).run()
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
     assert not at.exception
     assert any("Devlin et al. 2019" in m.value and "Tables 5-8" in m.value for m in at.markdown)
     assert at.selectbox(key="abl_selected").value == "ablation-smoke"
@@ -306,7 +306,7 @@ def test_page_shows_a_finished_ablation(smoke_dir, monkeypatch):
 
 def test_page_without_ablations_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "none"))
-    at = AppTest.from_file("../pages/9_Ablation_studio.py", default_timeout=120).run()
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
     assert not at.exception
     assert any("No ablation runs" in i.value for i in at.info)
 
@@ -334,7 +334,7 @@ def test_the_page_shows_the_shipped_results_without_a_run(runs_root):
     before = st_config.get_option("server.address")
     st_config.set_option("server.address", "0.0.0.0")  # classroom mode: nothing can be started
     try:
-        at = AppTest.from_file("../pages/9_Ablation_studio.py", default_timeout=120).run()
+        at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
     finally:
         st_config.set_option("server.address", before)
     assert not at.exception

@@ -32,6 +32,36 @@ def test_the_menu_calls_the_home_page_home_and_there_is_one_menu():
     assert {path for path, _, _ in MENU[1:]} == pages and len(labels) == len(MENU)  # every page, once
 
 
+# Where each page was before its file was renumbered to the menu's order: bookmarks point here.
+BOOKMARKS = {"Tokens and embeddings": "Tokens_and_embeddings", "Attention": "Attention",
+             "Inside one layer": "Inside_one_layer", "Masked word probe": "Masked_word_probe",
+             "Next sentence probe": "Next_sentence_probe", "Attributions": "Attributions",
+             "Two models side by side": "Two_models", "What each layer knows": "What_each_layer_knows",
+             "Nearest neighbours": "Nearest_neighbours", "Pre-train": "Pre-train", "Fine-tune": "Fine-tune",
+             "Runs": "Runs", "Ablation studio": "Ablation_studio"}
+
+
+def test_page_files_are_numbered_in_menu_order_and_keep_their_urls():
+    """Streamlit orders pages by the number in the file's name and drops it from the URL, so the
+    renumbering moved no page: every menu link points where a bookmark of it points."""
+    from pathlib import Path
+
+    from streamlit.source_util import page_icon_and_name, page_sort_key
+
+    from bert_explorer.app.widgets import MENU
+
+    paths = [Path(path) for path, _, _ in MENU[1:]]
+    assert paths == sorted(paths, key=page_sort_key)  # the prefix is the menu's order
+    # The URL path of each page, as the running app's menu has it (Streamlit's navigation computed it).
+    at = AppTest.from_file("../run_app.py", default_timeout=60).run()
+    assert not at.exception
+    links = {e.proto.label: e.proto.page for e in at.sidebar if type(e).__name__ == "PageLink"}
+    assert {label: links.get(label) for label in BOOKMARKS} == BOOKMARKS
+    # and as Streamlit names a page from its file (st.Page does this for each file of pages/)
+    for path, label, _ in MENU[1:]:
+        assert page_icon_and_name(Path(path))[1] == links[label]
+
+
 def test_home_page_shows_corpus_provenance_and_licence():
     at = AppTest.from_file("../run_app.py", default_timeout=60).run()
     corpora = at.table[1].value
@@ -57,7 +87,7 @@ def _page(path):
 
 @needs_shipped
 def test_masked_word_page_shows_topk_and_reacts_to_the_sentence():
-    at = _page("3_Masked_word_probe.py")
+    at = _page("4_Masked_word_probe.py")
     assert not at.exception
     assert any("Section 3.1" in m.value for m in at.markdown)
     charts = at.get("plotly_chart")
@@ -72,14 +102,14 @@ def test_masked_word_page_shows_topk_and_reacts_to_the_sentence():
 
 @needs_shipped
 def test_masking_demo_changes_with_the_seed():
-    at = _page("3_Masked_word_probe.py")
+    at = _page("4_Masked_word_probe.py")
     before = at.dataframe[-1].value["model sees"].tolist()
     at.number_input(key="mlm_demo_seed").set_value(7).run()
     assert at.dataframe[-1].value["model sees"].tolist() != before
 
 
 def test_masked_word_page_explains_a_model_without_the_head():
-    at = AppTest.from_file("../pages/3_Masked_word_probe.py", default_timeout=120)
+    at = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120)
     at.session_state["be_model_choice"] = "minilm"
     at.run()
     assert not at.exception
@@ -89,7 +119,7 @@ def test_masked_word_page_explains_a_model_without_the_head():
 
 @needs_shipped
 def test_next_sentence_page_scores_pairs():
-    at = _page("4_Next_sentence_probe.py")
+    at = _page("5_Next_sentence_probe.py")
     assert not at.exception
     p1 = at.metric[0].value
     at.text_area(key="nsp_b").set_value("penguins cannot fly but they swim very well .").run()
@@ -107,7 +137,7 @@ def test_next_sentence_page_scores_pairs():
 
 @needs_shipped
 def test_clicking_words_masks_them():
-    at = _page("3_Masked_word_probe.py")
+    at = _page("4_Masked_word_probe.py")
     at.text_input(key="mlm_text").set_value("the cat sat on the mat .").run()
     assert not at.get("plotly_chart")  # no [MASK] typed: nothing to predict yet
     words = at.get("button_group")[0]
@@ -119,7 +149,7 @@ def test_clicking_words_masks_them():
 
 @pytest.mark.skipif(SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped default model is not in assets/")
 def test_masked_word_example_says_whether_this_model_found_the_hidden_word():
-    at = _page("3_Masked_word_probe.py")
+    at = _page("4_Masked_word_probe.py")
     assert at.sidebar.selectbox(key="be_model_choice").value == "minilm-mlm-nsp"  # the default model
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     top = list(spec["data"][0]["y"])
@@ -133,13 +163,13 @@ def test_the_model_picked_holds_on_every_page_the_menu_opens():
     must hold until the user picks another (app/keep.py)."""
     at = AppTest.from_file("../run_app.py", default_timeout=120).run()
     at.sidebar.selectbox(key="be_model_choice").set_value("explorer-mini").run()
-    for page in ("pages/3_Masked_word_probe.py", "pages/10_Inside_one_layer.py", "run_app.py"):
+    for page in ("pages/4_Masked_word_probe.py", "pages/3_Inside_one_layer.py", "run_app.py"):
         at.switch_page(page).run()
         assert not at.exception, page
         assert at.sidebar.selectbox(key="be_model_choice").value == "explorer-mini", page
         # and the page ran on it: the sidebar describes the 4-layer explorer-mini, not the 6-layer default
         assert any("**L** = 4 layers" in m.value for m in at.sidebar.markdown), page
-    at.switch_page("pages/3_Masked_word_probe.py").run()
+    at.switch_page("pages/4_Masked_word_probe.py").run()
     at.sidebar.selectbox(key="be_model_choice").set_value("minilm-mlm-nsp").run()  # picked again elsewhere
     at.switch_page("run_app.py").run()
     assert at.sidebar.selectbox(key="be_model_choice").value == "minilm-mlm-nsp"
@@ -162,7 +192,7 @@ def test_the_sentence_studied_holds_across_tokens_attention_and_inside_one_layer
     at.run().switch_page("pages/2_Attention.py").run()
     at.text_area(key="be_sentence_a").set_value("the dog chased the ball .")
     at.text_area(key="be_sentence_b").set_value("it was fast .").run()
-    at.switch_page("pages/10_Inside_one_layer.py").run()
+    at.switch_page("pages/3_Inside_one_layer.py").run()
     assert not at.exception
     assert at.text_input(key="be_sentence_a").value == "the dog chased the ball ."
     assert at.text_input(key="be_sentence_b").value == "it was fast ."
@@ -177,12 +207,12 @@ def test_attributions_explains_what_the_probes_last_studied_in_one_click():
     """Probe a sentence, then ask why: Attributions offers the probe pages' inputs (kept across
     pages) and fills them in; its own example stays until the user clicks."""
     at = AppTest.from_file("../run_app.py", default_timeout=300).run()
-    at.switch_page("pages/3_Masked_word_probe.py").run()
+    at.switch_page("pages/4_Masked_word_probe.py").run()
     at.text_input(key="mlm_text").set_value("the dog [MASK] at the postman .").run()
-    at.switch_page("pages/4_Next_sentence_probe.py").run()
+    at.switch_page("pages/5_Next_sentence_probe.py").run()
     at.text_area(key="nsp_a").set_value("it rained all day .")
     at.text_area(key="nsp_b").set_value("so we stayed inside .").run()
-    at.switch_page("pages/5_Attributions.py").run()
+    at.switch_page("pages/6_Attributions.py").run()
     assert not at.exception
     assert at.text_input(key="attr_mlm_text").value != "the dog [MASK] at the postman ."  # nothing replaced unasked
     at.button(key="attr_mlm_text_from_probe").click().run()
@@ -226,7 +256,7 @@ def test_l_h_and_a_are_said_in_words_where_they_are_shown():
 
 @pytest.mark.skipif(SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped default model is not in assets/")
 def test_masked_word_bars_carry_their_numbers_on_an_axis_that_fits_them():
-    at = _page("3_Masked_word_probe.py")
+    at = _page("4_Masked_word_probe.py")
     assert not at.exception
     from figcheck import decode  # (plotly packs arrays as base64)
 
@@ -245,7 +275,7 @@ def test_masked_word_page_says_what_this_model_scores_and_when_it_copies_the_sen
     from bert_explorer.analysis.check_set import load_check_set, score_check_set
     from bert_explorer.analysis.probes import mlm_top_k, stored_evaluation
 
-    at = _page("3_Masked_word_probe.py")
+    at = _page("4_Masked_word_probe.py")
     assert not at.exception
     loaded = checkpoint.load("minilm-mlm-nsp", "BertForPreTraining")
     held_out = stored_evaluation(loaded)

@@ -1,4 +1,4 @@
-"""Integrated Gradients on the input embeddings (bert_explorer.analysis.attributions) and page 5."""
+"""Integrated Gradients on the input embeddings (bert_explorer.analysis.attributions) and its page (Attributions)."""
 import json
 import re
 from pathlib import Path
@@ -21,7 +21,7 @@ needs_shipped = pytest.mark.skipif(SHORT_NAMES["explorer-mini"][0]() is None,
                                    reason="the shipped explorer-mini model is not in assets/")
 needs_default = pytest.mark.skipif(SHORT_NAMES[DEFAULT_MODEL][0]() is None,
                                    reason=f"the shipped default model {DEFAULT_MODEL} is not in assets/")
-PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "5_Attributions.py")
+PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "6_Attributions.py")
 MLM_TEXT = EXAMPLE_MASKED  # the page's example
 A, B = EXAMPLE_PAIR
 

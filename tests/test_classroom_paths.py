@@ -90,10 +90,10 @@ def test_in_classroom_mode_no_page_shows_a_folder_of_the_host(tmp_path, monkeypa
         assert "Classroom mode" in shown, path
         leaks = [h for h in host if h in shown]
         assert not leaks, (path, leaks, shown[max(0, shown.find(leaks[0]) - 200):shown.find(leaks[0]) + 100])
-        if path.endswith("11_Two_models.py"):  # the checkpoint's fine-tuning is model B, named by the run
+        if path.endswith("7_Two_models.py"):  # the checkpoint's fine-tuning is model B, named by the run
             assert at.selectbox(key="two_model_b").value == str(root / "ft-tiny" / "model")
             assert "Model B is ft-tiny, the newest fine-tuning of model A that learned something" in shown
-        if path.endswith("8_Runs.py"):  # the failed run's settings, log and error are there, without the host
+        if path.endswith("13_Runs.py"):  # the failed run's settings, log and error are there, without the host
             assert "runs/gone.csv" in shown and "runs/pt-tiny/checkpoints/step-2" in shown
 
 

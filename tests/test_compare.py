@@ -290,7 +290,7 @@ def test_two_models_page_shows_the_computed_numbers(runs_root, monkeypatch):
 
     child = _fake_finetuned_child(runs_root)
     monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
-    at = AppTest.from_file("../pages/11_Two_models.py", default_timeout=120)
+    at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
     at.session_state["be_model_choice"] = "explorer-mini"
     at.run()
     assert not at.exception, at.exception
@@ -315,7 +315,7 @@ def test_without_a_fine_tuned_copy_the_page_offers_one_and_compares_with_the_bas
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
-    at = AppTest.from_file("../pages/11_Two_models.py", default_timeout=120)
+    at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
     at.session_state["be_model_choice"] = "minilm-mlm-nsp"
     at.run()
     assert not at.exception, at.exception
@@ -335,7 +335,7 @@ def test_in_classroom_mode_the_page_explains_that_it_cannot_fine_tune(runs_root,
     before = st_config.get_option("server.address")
     st_config.set_option("server.address", "0.0.0.0")
     try:
-        at = AppTest.from_file("../pages/11_Two_models.py", default_timeout=120)
+        at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
         at.session_state["be_model_choice"] = "minilm-mlm-nsp"
         at.run()
     finally:
@@ -359,7 +359,7 @@ def test_the_fine_tune_button_launches_the_short_run_and_the_page_then_uses_it(r
 
     monkeypatch.setattr(runs_view, "launch", launch)
     monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
-    at = AppTest.from_file("../pages/11_Two_models.py", default_timeout=120)
+    at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
     at.session_state["be_model_choice"] = "minilm-mlm-nsp"
     at.run()
     at.button(key="two_finetune").click().run()
@@ -379,7 +379,7 @@ def test_a_run_that_learned_nothing_is_not_model_b_and_the_page_asks(runs_root, 
 
     child = _six_step_child(runs_root)
     monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
-    at = AppTest.from_file("../pages/11_Two_models.py", default_timeout=120)
+    at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
     at.session_state["be_model_choice"] = "explorer-mini"  # no base model to fall back on
     at.run()
     assert not at.exception, at.exception
@@ -410,7 +410,7 @@ def test_without_a_run_that_learned_something_model_b_is_the_base_and_the_page_s
                           created=time.time() + 1).parent.joinpath("metrics.json").write_text(
         json.dumps({"task": "classification", "dev_examples": 6, "dev": {"accuracy": 1.0, "mcc": 1.0}}))
     monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
-    at = AppTest.from_file("../pages/11_Two_models.py", default_timeout=120)
+    at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
     at.session_state["be_model_choice"] = "minilm-mlm-nsp"
     at.run()
     assert not at.exception, at.exception

@@ -1,4 +1,4 @@
-"""The input representation (paper, Section 3, Figure 2), its analyses and page 1 of the app."""
+"""The input representation (paper, Section 3, Figure 2), its analyses and its page of the app (Tokens and embeddings)."""
 import base64
 import json
 

@@ -88,7 +88,7 @@ def _checked(at, view: str, **kwargs) -> list:
 
 @needs_models
 @pytest.mark.parametrize("page", ["pages/1_Tokens_and_embeddings.py", "pages/2_Attention.py",
-                                  "pages/3_Masked_word_probe.py"])
+                                  "pages/4_Masked_word_probe.py"])
 def test_every_chart_of_the_page_is_true_as_drawn(page):
     at = _app(page)
     figs = _checked(at, page)
@@ -97,8 +97,8 @@ def test_every_chart_of_the_page_is_true_as_drawn(page):
 
 @needs_models
 def test_every_chart_of_inside_one_layer_all_steps_with_padding_and_a_pair():
-    at = _app("pages/10_Inside_one_layer.py", ins_all=True, ins_pad=32)
-    figs = _checked(at, "pages/10_Inside_one_layer.py (all steps)")
+    at = _app("pages/3_Inside_one_layer.py", ins_all=True, ins_pad=32)
+    figs = _checked(at, "pages/3_Inside_one_layer.py (all steps)")
     assert len(at.subheader) == 8 and len(figs) >= 15
     # step 3's caption names the key its token scores highest against: that bar is the highest
     caption = next(c.value for c in at.caption if "scores highest against" in c.value)
@@ -113,7 +113,7 @@ def test_every_chart_of_inside_one_layer_all_steps_with_padding_and_a_pair():
 def test_inside_one_layer_mask_step_draws_each_mask_as_its_own_bar_and_the_caption_reads_them():
     """Step 4 teaches Figure 3: the token's attention under this model's mask and under the other
     one, side by side. Stacked into one trace, [CLS] reached 1.5 and the caption contradicted it."""
-    at = _app("pages/10_Inside_one_layer.py", ins_pad=32, ins_step=4)
+    at = _app("pages/3_Inside_one_layer.py", ins_pad=32, ins_step=4)
     fig = next(f for f in figcheck.figures(at) if f.title.startswith("Attention of"))
     figcheck.check(fig)
     names = [t.name for t in fig.traces]
@@ -132,24 +132,24 @@ def test_inside_one_layer_mask_step_draws_each_mask_as_its_own_bar_and_the_capti
 @pytest.mark.parametrize("baseline", ["words", "parts"])
 @pytest.mark.parametrize("target", ["masked word", "next sentence"])
 def test_every_chart_of_attributions_is_true_as_drawn(target, baseline):
-    at = _app("pages/5_Attributions.py", attr_baseline=baseline)
+    at = _app("pages/6_Attributions.py", attr_baseline=baseline)
     radio = at.radio(key="attr_target")
     radio.set_value(next(o for o in radio.options if o.startswith(target))).run()
-    figs = _checked(at, f"pages/5_Attributions.py ({target}, {baseline} baseline)")
+    figs = _checked(at, f"pages/6_Attributions.py ({target}, {baseline} baseline)")
     assert figs
 
 
 @needs_models
 def test_every_chart_of_two_models_is_true_as_drawn():
-    at = _app("pages/11_Two_models.py")
-    assert _checked(at, "pages/11_Two_models.py")
+    at = _app("pages/7_Two_models.py")
+    assert _checked(at, "pages/7_Two_models.py")
 
 
 @needs_models
 def test_every_chart_of_what_each_layer_knows_is_true_as_drawn(tmp_path, monkeypatch):
     # its own cache: the probing page's own test expects to find the probes not yet run
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
-    at = _app("pages/12_What_each_layer_knows.py", "explorer-mini", probe_n_sent=60, probe_n_art=40)
+    at = _app("pages/8_What_each_layer_knows.py", "explorer-mini", probe_n_sent=60, probe_n_art=40)
     if "probe_run" in {b.key for b in at.button}:
         at.button(key="probe_run").click().run()
-    assert len(_checked(at, "pages/12_What_each_layer_knows.py")) == 2
+    assert len(_checked(at, "pages/8_What_each_layer_knows.py")) == 2

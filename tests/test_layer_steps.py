@@ -85,7 +85,7 @@ def test_inside_one_layer_page_walks_through_the_steps():
 
     from streamlit.testing.v1 import AppTest
 
-    page = Path(__file__).resolve().parent.parent / "pages" / "10_Inside_one_layer.py"
+    page = Path(__file__).resolve().parent.parent / "pages" / "3_Inside_one_layer.py"
     at = AppTest.from_file(str(page), default_timeout=120).run()
     assert not at.exception
     assert [s.value for s in at.subheader] == ["Step 1 of 8: Input representation"]
@@ -116,7 +116,7 @@ def test_input_strips_each_use_their_own_colour_range():
 
     from figcheck import figures
 
-    page = Path(__file__).resolve().parent.parent / "pages" / "10_Inside_one_layer.py"
+    page = Path(__file__).resolve().parent.parent / "pages" / "3_Inside_one_layer.py"
     at = AppTest.from_file(str(page), default_timeout=120).run()
     assert not at.exception
     fig = next(f for f in figures(at) if f.title.startswith("The input representation"))

@@ -307,7 +307,7 @@ def _page(monkeypatch, corpus_file):
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setattr(nb, "PAGE_CORPORA", {"tiny": str(corpus_file)})
-    at = AppTest.from_file("../pages/13_Nearest_neighbours.py", default_timeout=120)
+    at = AppTest.from_file("../pages/9_Nearest_neighbours.py", default_timeout=120)
     return at
 
 

@@ -202,7 +202,7 @@ def test_probe_layers_cli_writes_the_score_by_layer_of_each_task(tiny_dir, tmp_p
 def test_probing_page_runs_with_a_progress_bar_then_reads_the_cache():
     from streamlit.testing.v1 import AppTest
 
-    at = AppTest.from_file("../pages/12_What_each_layer_knows.py", default_timeout=180)
+    at = AppTest.from_file("../pages/8_What_each_layer_knows.py", default_timeout=180)
     at.session_state["be_model_choice"] = "explorer-mini"
     at.session_state["probe_n_sent"] = 60
     at.session_state["probe_n_art"] = 40
@@ -218,7 +218,7 @@ def test_probing_page_runs_with_a_progress_bar_then_reads_the_cache():
     ner = probing.cached_result(loaded, "ner", probing.ProbeSettings(max_examples=60))
     assert ner is not None and ner["summary"] in [m.value for m in at.markdown]
     start = time.perf_counter()
-    at2 = AppTest.from_file("../pages/12_What_each_layer_knows.py", default_timeout=60)
+    at2 = AppTest.from_file("../pages/8_What_each_layer_knows.py", default_timeout=60)
     at2.session_state["be_model_choice"] = "explorer-mini"
     at2.session_state["probe_n_sent"] = 60
     at2.session_state["probe_n_art"] = 40
@@ -234,7 +234,7 @@ def test_after_the_probes_run_the_not_computed_note_and_its_button_are_gone(monk
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))  # nothing computed yet, whatever ran before
-    at = AppTest.from_file("../pages/12_What_each_layer_knows.py", default_timeout=180)
+    at = AppTest.from_file("../pages/8_What_each_layer_knows.py", default_timeout=180)
     at.session_state["be_model_choice"] = "explorer-mini"
     at.session_state["probe_tasks"] = ["topic"]
     at.session_state["probe_n_art"] = 20

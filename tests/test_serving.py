@@ -51,8 +51,8 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from bert_explorer.train.runs import Run  # noqa: E402
 
-WRITE_BUTTONS = {"6_Pre-train.py": "pt_start", "7_Fine-tune.py": "ft_start", "8_Runs.py": "runs_delete",
-                 "9_Ablation_studio.py": "abl_start"}
+WRITE_BUTTONS = {"10_Pre-train.py": "pt_start", "11_Fine-tune.py": "ft_start", "13_Runs.py": "runs_delete",
+                 "14_Ablation_studio.py": "abl_start"}
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ def test_beyond_loopback_the_writing_pages_are_off(served_on, page):
 
 def test_classroom_mode_hides_uploads_and_host_folders_and_keeps_exploring(served_on):
     served_on("0.0.0.0")
-    at = _open("3_Masked_word_probe.py")
+    at = _open("4_Masked_word_probe.py")
     assert not at.exception and "Classroom mode" in _texts(at)
     options = at.sidebar.selectbox(key="be_model_choice").options
     assert not any("upload" in o or "local directory" in o for o in options)

@@ -176,7 +176,7 @@ def test_the_page_draws_a_shipped_models_frames_before_any_run(recorded, runs_ro
     shutil.copytree(recorded / "checkpoints" / "step-12", model)
     copy_frames(recorded, model, "These frames come from a test run.")
     _shipped(monkeypatch, model)
-    at = AppTest.from_file("../pages/6_Pre-train.py", default_timeout=120).run()
+    at = AppTest.from_file("../pages/10_Pre-train.py", default_timeout=120).run()
     assert not at.exception
     assert any("No pre-training runs" in i.value for i in at.info)  # no run, yet the time-lapse is there
     at.selectbox(key="pt_tl_sentence_explorer-mini").set_value(1).run()
@@ -209,7 +209,7 @@ def test_the_page_draws_a_shipped_models_frames_before_any_run(recorded, runs_ro
 def test_a_run_with_frames_offers_them_and_still_reads_its_checkpoints(recorded, runs_root, monkeypatch):
     _shipped(monkeypatch, None)  # no shipped model: the run is the only source
     shutil.copytree(recorded, runs_root / "framed")
-    at = AppTest.from_file("../pages/6_Pre-train.py", default_timeout=120).run()
+    at = AppTest.from_file("../pages/10_Pre-train.py", default_timeout=120).run()
     assert not at.exception and "pt_tl_source" not in [r.key for r in at.radio]
     box = at.selectbox(key="pt_tl_sentence_run")
     assert box.options[:2] == [f"{t}  (recorded frames)" for t in TINY_SENTENCES]
@@ -236,7 +236,7 @@ def test_the_shipped_explorer_mini_has_real_frames_that_say_where_they_come_from
     acc = [f["eval"]["mlm_accuracy"] for f in doc["frames"]]
     assert acc[-1] > acc[0] + 0.03  # the recorded run learnt
     # a fresh install, no run yet: the page shows them, and says where they come from
-    at = AppTest.from_file("../pages/6_Pre-train.py", default_timeout=120).run()
+    at = AppTest.from_file("../pages/10_Pre-train.py", default_timeout=120).run()
     assert not at.exception
     spec = _heatmap(at)
     assert [s["label"] for s in spec["layout"]["sliders"][0]["steps"]] == [f"step {f['step']}" for f in doc["frames"]]

@@ -66,7 +66,7 @@ def _timelapse_frames(at):
 
 def test_timelapse_sees_a_checkpoint_written_while_the_page_is_open(runs_root):
     run = active_run(runs_root)
-    at = AppTest.from_file("../pages/6_Pre-train.py", default_timeout=120).run()
+    at = AppTest.from_file("../pages/10_Pre-train.py", default_timeout=120).run()
     assert not at.exception
     assert any("needs saved checkpoints" in i.value for i in at.info)
     assert _timelapse_frames(at) is None
@@ -87,7 +87,7 @@ def test_timelapse_sees_a_checkpoint_written_while_the_page_is_open(runs_root):
 def test_no_redraw_while_nothing_changed(runs_root):
     run = active_run(runs_root)
     write_checkpoint(run.path, 200)
-    at = AppTest.from_file("../pages/6_Pre-train.py", default_timeout=120).run()
+    at = AppTest.from_file("../pages/10_Pre-train.py", default_timeout=120).run()
     assert _timelapse_frames(at) == ["one frame"]
     rerun_fragments(at)                                  # no new checkpoint: only the fragments redraw
     assert not at.exception

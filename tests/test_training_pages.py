@@ -65,7 +65,7 @@ def _titles(at):
 def test_pretrain_page_starts_a_run_and_shows_curves_and_timelapse(runs_root):
     old = Run(runs_root / "older").create({"size": "tiny"}, "pretrain")  # an earlier run, shown first
     old.write_status(state="stopped")
-    at = _page("6_Pre-train.py")
+    at = _page("10_Pre-train.py")
     assert at.selectbox(key="pt_watch").value == "older"
     assert not at.exception
     assert any("Appendix A.2" in m.value for m in at.markdown)
@@ -123,7 +123,7 @@ def test_pretrain_page_estimate_counts_the_evaluations_and_the_loading(runs_root
     estimate now has an evaluation part that grows with the evaluations asked for, and a loading part."""
     import re
 
-    at = _page("6_Pre-train.py")
+    at = _page("10_Pre-train.py")
     at.number_input(key="pt_steps").set_value(40)
     at.number_input(key="pt_evals").set_value(10).run()
     assert not at.exception
@@ -141,7 +141,7 @@ def test_pretrain_page_estimate_counts_the_evaluations_and_the_loading(runs_root
 
 
 def test_pretrain_page_warm_starts_from_a_checkpoint_and_shows_its_precision(runs_root):
-    at = _page("6_Pre-train.py")
+    at = _page("10_Pre-train.py")
     at.multiselect(key="pt_corpus").set_value(["tiny"])
     at.radio(key="pt_start_from").set_value("a checkpoint (warm start)").run()
     assert not at.exception
@@ -174,12 +174,12 @@ def test_finetune_page_reads_a_parquet_upload_and_its_columns(runs_root, base_mo
     buf = io.BytesIO()
     tiny = make_tiny("classification", n=48).examples
     pd.DataFrame({"review": [ex["text"] for ex in tiny], "sentiment": [ex["label"] for ex in tiny]}).to_parquet(buf)
-    at = _page("7_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.parquet", buf.getvalue()))
+    at = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.parquet", buf.getvalue()))
     assert not at.exception and not at.error
     assert "Detected task: **classification**" in at.success[0].value
     assert at.selectbox(key="ft_label_column").options == ["(detect)", "review", "sentiment"]
     assert len(at.dataframe[0].value) == 20 and not at.button(key="ft_start").disabled
-    at = _page("7_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("cut.parquet", buf.getvalue()[:300]))
+    at = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("cut.parquet", buf.getvalue()[:300]))
     assert not at.exception and len(at.error) == 1 and "cut.parquet is not a complete Parquet file" in at.error[0].value
     assert at.button(key="ft_start").disabled
 
@@ -191,7 +191,7 @@ def test_finetune_page_reads_a_parquet_upload_and_its_columns(runs_root, base_mo
     ("one.txt", b"A single document.\nWith two sentences.\n", "holds 1 document"),
 ])
 def test_pretrain_page_refuses_a_bad_corpus_upload(runs_root, name, data, message):
-    at = _page("6_Pre-train.py", pt_upload_bytes=(name, data))
+    at = _page("10_Pre-train.py", pt_upload_bytes=(name, data))
     at.radio(key="pt_corpus_source").set_value("Upload a .txt file").run()
     assert not at.exception
     assert len(at.error) == 1 and message in at.error[0].value
@@ -202,7 +202,7 @@ def test_pretrain_page_refuses_a_bad_corpus_upload(runs_root, name, data, messag
 
 def test_pretrain_page_accepts_a_good_corpus_upload(runs_root):
     text = "\n\n".join(f"Document {d} begins here.\nIt has a second sentence.\nAnd a third one." for d in range(6))
-    at = _page("6_Pre-train.py", pt_upload_bytes=("mine.txt", text.encode()))
+    at = _page("10_Pre-train.py", pt_upload_bytes=("mine.txt", text.encode()))
     at.radio(key="pt_corpus_source").set_value("Upload a .txt file").run()
     assert not at.exception and not at.error
     assert "6 documents" in at.success[0].value
@@ -211,7 +211,7 @@ def test_pretrain_page_accepts_a_good_corpus_upload(runs_root):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the bad value is cuda on a machine without a GPU")
 def test_pretrain_page_says_a_bad_setting_at_once_and_starts_nothing(runs_root):
-    at = _page("6_Pre-train.py")
+    at = _page("10_Pre-train.py")
     assert not at.exception and not at.error and not at.button(key="pt_start").disabled
     at.selectbox(key="pt_device").set_value("cuda").run()
     assert not at.exception
@@ -249,7 +249,7 @@ def _model_state(base_model):
 def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     data = _csv([(ex["text"], ex["label"]) for ex in make_tiny("classification", n=48).examples],
                 ["review", "sentiment"])
-    at = _page("7_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.csv", data))
+    at = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.csv", data))
     assert not at.exception
     assert any("Section 4" in m.value for m in at.markdown)
     assert not at.error
@@ -288,7 +288,7 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
 
 @pytest.mark.parametrize("task", ["ner", "qa"])
 def test_finetune_page_builtin_ner_and_qa_results(runs_root, base_model, task):
-    at = _page("7_Fine-tune.py", **_model_state(base_model))
+    at = _page("11_Fine-tune.py", **_model_state(base_model))
     at.radio(key="ft_source").set_value("Built-in dataset").run()
     at.selectbox(key="ft_builtin").set_value(f"tiny:{task}")
     at.number_input(key="ft_epochs").set_value(1.0)
@@ -322,7 +322,7 @@ def test_finetune_page_builtin_ner_and_qa_results(runs_root, base_model, task):
     ("nolabel.csv", b"text\nthe film was good\nthe film was bad\nnice one\nawful one\nfine\n", "has no label column"),
 ])
 def test_finetune_page_shows_one_sentence_for_a_bad_upload(runs_root, base_model, name, data, message):
-    at = _page("7_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=(name, data))
+    at = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=(name, data))
     assert not at.exception
     assert len(at.error) == 1 and message in at.error[0].value and name in at.error[0].value
     assert at.button(key="ft_start").disabled
@@ -341,7 +341,7 @@ def test_finetune_page_refuses_cls_fine_tuning_of_a_left_to_right_model(runs_roo
     shutil.copytree(base_model, ltr)
     cfg = json.loads((ltr / "config.json").read_text())
     (ltr / "config.json").write_text(json.dumps({**cfg, "causal": True}))
-    at = _page("7_Fine-tune.py", **_model_state(str(ltr)))
+    at = _page("11_Fine-tune.py", **_model_state(str(ltr)))
     assert not at.exception  # "Upload a file" is chosen and nothing is uploaded yet
     at.radio(key="ft_source").set_value("Built-in dataset").run()
     at.selectbox(key="ft_builtin").set_value("tiny:classification").run()
@@ -356,7 +356,7 @@ def test_finetune_page_refuses_cls_fine_tuning_of_a_left_to_right_model(runs_roo
 
 
 def test_finetune_page_says_a_bad_setting_at_once_and_starts_nothing(runs_root, base_model):
-    at = _page("7_Fine-tune.py", **_model_state(base_model))
+    at = _page("11_Fine-tune.py", **_model_state(base_model))
     at.radio(key="ft_source").set_value("Built-in dataset").run()
     at.selectbox(key="ft_builtin").set_value("tiny:classification").run()
     at.radio(key="ft_mode").set_value("feature-based").run()
@@ -394,7 +394,7 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
     _fake_run(runs_root, "abl", "ablate", "finished", [], cells_total=2, done=2)  # an ablation and a cell of it
     _fake_run(runs_root / "abl" / "cells", "c1", "finetune", "finished", [], dev={"accuracy": 0.5})
 
-    at = _page("8_Runs.py")
+    at = _page("13_Runs.py")
     assert not at.exception
     table = at.dataframe[0].value.set_index("run")
     # the ablation is one row; what is inside it is one choice away
@@ -443,7 +443,7 @@ def test_runs_page_delete_after_delete_removes_exactly_the_confirmed_runs(runs_r
     confirmation names (it once named one run while the picker showed another)."""
     for name in ("r1", "r2", "r3", "r4"):
         _fake_run(runs_root, name, "pretrain", "finished", [], step=1, max_steps=1)
-    at = _page("8_Runs.py")
+    at = _page("13_Runs.py")
     for gen, victim in enumerate(("r2", "r3")):
         at.selectbox(key=f"runs_delete_sel_{gen}_").set_value(victim).run()
         box = at.checkbox(key=f"runs_delete_confirm_{gen}_{victim}")
@@ -468,7 +468,7 @@ def test_runs_page_delete_answers_every_click_and_names_what_goes(runs_root):
     ft = _fake_run(runs_root, "ft", "finetune", "finished", [], dev={"accuracy": 0.5})
     (ft.path / "model").mkdir()
     (ft.path / "model" / "model.safetensors").write_bytes(b"0" * 2_000_000)
-    at = _page("8_Runs.py")
+    at = _page("13_Runs.py")
 
     at.selectbox(key="runs_delete_sel_0_").set_value("ft").run()
     label = at.checkbox(key="runs_delete_confirm_0_ft").label
@@ -499,7 +499,7 @@ def test_ablation_checkpoints_are_grouped_in_the_sidebar_with_readable_names(run
                                                    "keep_ratio": 0.1, "random_ratio": 0.1}, "pretrain")
         shutil.copytree(tiny_run / "checkpoints", dst.path / "checkpoints")
     shutil.copytree(tiny_run, runs_root / "mine")
-    at = _page("3_Masked_word_probe.py")
+    at = _page("4_Masked_word_probe.py")
     assert not at.exception
     box = at.sidebar.selectbox(key="be_model_choice")
     run_entries = [o for o in box.options if "mine" in o or "abl-1" in o]

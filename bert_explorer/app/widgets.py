@@ -11,17 +11,17 @@ from ..checkpoint import Loaded
 MENU = [("run_app.py", "Home", ":material/home:"),
         ("pages/1_Tokens_and_embeddings.py", "Tokens and embeddings", ":material/text_fields:"),
         ("pages/2_Attention.py", "Attention", ":material/visibility:"),
-        ("pages/10_Inside_one_layer.py", "Inside one layer", ":material/stacks:"),
-        ("pages/3_Masked_word_probe.py", "Masked word probe", ":material/theater_comedy:"),
-        ("pages/4_Next_sentence_probe.py", "Next sentence probe", ":material/arrow_forward:"),
-        ("pages/5_Attributions.py", "Attributions", ":material/calculate:"),
-        ("pages/11_Two_models.py", "Two models side by side", ":material/compare:"),
-        ("pages/12_What_each_layer_knows.py", "What each layer knows", ":material/layers:"),
-        ("pages/13_Nearest_neighbours.py", "Nearest neighbours", ":material/scatter_plot:"),
-        ("pages/6_Pre-train.py", "Pre-train", ":material/fitness_center:"),
-        ("pages/7_Fine-tune.py", "Fine-tune", ":material/tune:"),
-        ("pages/8_Runs.py", "Runs", ":material/folder_open:"),
-        ("pages/9_Ablation_studio.py", "Ablation studio", ":material/science:")]
+        ("pages/3_Inside_one_layer.py", "Inside one layer", ":material/stacks:"),
+        ("pages/4_Masked_word_probe.py", "Masked word probe", ":material/theater_comedy:"),
+        ("pages/5_Next_sentence_probe.py", "Next sentence probe", ":material/arrow_forward:"),
+        ("pages/6_Attributions.py", "Attributions", ":material/calculate:"),
+        ("pages/7_Two_models.py", "Two models side by side", ":material/compare:"),
+        ("pages/8_What_each_layer_knows.py", "What each layer knows", ":material/layers:"),
+        ("pages/9_Nearest_neighbours.py", "Nearest neighbours", ":material/scatter_plot:"),
+        ("pages/10_Pre-train.py", "Pre-train", ":material/fitness_center:"),
+        ("pages/11_Fine-tune.py", "Fine-tune", ":material/tune:"),
+        ("pages/13_Runs.py", "Runs", ":material/folder_open:"),
+        ("pages/14_Ablation_studio.py", "Ablation studio", ":material/science:")]
 # (Material Symbols ship inside Streamlit, so they draw offline on any machine; emoji need a font.)
 
 

@@ -9,6 +9,6 @@
 * :mod:`.ltr`     fine-tuning a left-to-right model (with or without a BiLSTM on top);
 * :mod:`.pairs`   a sentence-pair task made from corpus documents (no MNLI/QNLI offline).
 
-No Streamlit here: the page ``pages/9_Ablation_studio.py`` and ``bert-explorer ablate`` are
+No Streamlit here: the page ``pages/14_Ablation_studio.py`` and ``bert-explorer ablate`` are
 two front ends over these functions.
 """
