@@ -12,7 +12,7 @@ from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
 from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction
-from bert_explorer.app.state import device_name, show_mode, shown_path, writes_allowed, writes_off
+from bert_explorer.app.state import device_name, show_mode, shown_path, weights_version, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
 from bert_explorer.app.widgets import intro
@@ -252,8 +252,8 @@ def _stamp(path: Path) -> int:
 
 
 def _checkpoint_stamp(found) -> tuple:
-    """(step, mtime) of each checkpoint: a new one, or one re-written by a resume, changes it."""
-    return tuple((s, _stamp(p / "model.safetensors")) for s, p in found)
+    """(step, weights' version) of each checkpoint: a new one, or one re-written by a resume, changes it."""
+    return tuple((s, weights_version(str(p))) for s, p in found)
 
 
 def _run_stamp(path: Path) -> tuple:
@@ -284,7 +284,7 @@ if source == RUN_SOURCE and run.is_active():
 
 @st.cache_data(max_entries=16, show_spinner="Running the sentence through every checkpoint…")
 def _timelapse(path: str, stamp: tuple, text: str, layer: int, head: int, k: int):
-    # keyed by the checkpoints' (step, mtime): a new or re-written checkpoint is a new entry
+    # keyed by the checkpoints' steps and weights: a new or re-written checkpoint is a new entry
     return timelapse(path, text, layer, head, k, steps=[s for s, _ in stamp])
 
 

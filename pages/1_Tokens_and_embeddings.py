@@ -8,7 +8,7 @@ from bert_explorer.analysis import embeddings as emb
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
-from bert_explorer.app.state import load, picked_model, weights_version
+from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro
 
 st.set_page_config(page_title="Tokens & input embeddings · BERT Explorer", layout="wide")
@@ -24,33 +24,32 @@ ARCH = "BertForPreTraining"  # loads encoder-only checkpoints too (heads reporte
 name, loaded = picked_model(ARCH)
 
 
-# Cached by model name, its weights' version and the inputs (not by the model object): a checkpoint
+# Cached by the model's name, its weights and the inputs (app.state.by_weights): a checkpoint
 # rewritten under the same path is computed anew. The model itself is cached by state.load.
-weights = weights_version(name)
-@st.cache_data(max_entries=64, show_spinner=False)
-def representation(name: str, weights: tuple, a: str, b: str | None):
+@by_weights(max_entries=64, show_spinner=False)
+def representation(name: str, a: str, b: str | None):
     return emb.input_representation(load(name, ARCH)[0], a, b)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def positions(name: str, weights: tuple, n: int):
+@by_weights(max_entries=16, show_spinner=False)
+def positions(name: str, n: int):
     return emb.position_similarity(load(name, ARCH)[0], n)
 
 
-@st.cache_data(max_entries=64, show_spinner="Projecting…")
-def word_map(name: str, weights: tuple, words: tuple[str, ...], method: str):
+@by_weights(max_entries=64, show_spinner="Projecting…")
+def word_map(name: str, words: tuple[str, ...], method: str):
     wv = emb.static_word_vectors(load(name, ARCH)[0], list(words))
     return wv, emb.project(wv.vectors, method)
 
 
-@st.cache_data(max_entries=64, show_spinner="Projecting…")
-def context_map(name: str, weights: tuple, word: str, sentences: tuple[str, ...], layer: int, method: str):
+@by_weights(max_entries=64, show_spinner="Projecting…")
+def context_map(name: str, word: str, sentences: tuple[str, ...], layer: int, method: str):
     ctx = emb.word_in_context(load(name, ARCH)[0], word, list(sentences))
     return ctx, emb.project(ctx.vectors[:, layer], method)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def similarity(name: str, weights: tuple, word: str, sentences: tuple[str, ...]):
+@by_weights(max_entries=64, show_spinner=False)
+def similarity(name: str, word: str, sentences: tuple[str, ...]):
     return emb.contextual_similarity(load(name, ARCH)[0], word, list(sentences))
 
 
@@ -68,7 +67,7 @@ text_b = kept(c2.text_input, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEF
 if not text_a.strip():
     st.info("Write sentence A to see its WordPieces.")
     st.stop()
-rep = representation(name, weights, text_a, text_b.strip() or None)
+rep = representation(name, text_a, text_b.strip() or None)
 bundle = ResultBundle("Tokens and embeddings", name, {"text": text_a, "text_b": text_b.strip() or None})
 if rep.truncated:
     st.warning(f"The input was cut to {len(rep.tokens)} WordPieces.")
@@ -98,7 +97,7 @@ st.caption("The segment vector is one and the same for every token of a sentence
 st.subheader("3 · Learned position embeddings")
 max_n = min(256, loaded.config.max_position_embeddings)
 n = st.slider("Positions shown", 8, max_n, min(64, max_n), step=8, key="emb_pos_n")
-sim = positions(name, weights, n)
+sim = positions(name, n)
 fig = px.imshow(sim.round(3), zmin=-1, zmax=1, color_continuous_scale="RdBu_r", origin="upper",
                 labels={"x": "position j", "y": "position i", "color": "cosine"},
                 title=f"Cosine similarity between the first {n} position embeddings")
@@ -123,7 +122,7 @@ try:
             value="king queen man woman boy girl monday tuesday friday sunday january march july "
                   "paris london france germany china one two three four red green blue")
         words = tuple(w for w in re.split(r"[,\s]+", words_text) if w)
-        wv, proj = word_map(name, weights, words, method_key)
+        wv, proj = word_map(name, words, method_key)
         labels, hover = wv.words, [" ".join(p) for p in wv.pieces]
         title = "Token embeddings (rows of the token table; split words averaged over their pieces)"
         names = None
@@ -135,7 +134,7 @@ try:
             "we walked along the river bank at dawn .\nthe boat drifted towards the muddy bank .\n"
             "fish gathered near the bank of the stream .\nthe bank raised interest rates again .\n"
             "she opened a savings account at the bank .\nthe central bank warned about inflation .")))
-        ctx, proj = context_map(name, weights, word, sentences, layer, method_key)
+        ctx, proj = context_map(name, word, sentences, layer, method_key)
         labels, hover = [f"{i + 1}" for i in range(len(ctx.sentences))], list(ctx.sentences)
         title = f"“{ctx.word}” in {len(ctx.sentences)} sentences, layer {layer}"
         # the key: one legend entry per sentence, named by its number
@@ -168,7 +167,7 @@ ctx_word = c1.text_input("Word", "bank", key="emb_ctx_word")
 ctx_sentences = lines(c2.text_area("Sentences, one per line", key="emb_ctx_sentences", height=110, value=(
     "he sat on the river bank\nshe opened a bank account\nthe bank raised rates")))
 try:
-    res = similarity(name, weights, ctx_word, ctx_sentences)
+    res = similarity(name, ctx_word, ctx_sentences)
     fig = px.line(res.frame(), x="layer", y="cosine", color="pair", markers=True,
                   title=f"Cosine similarity of “{res.word}” between sentences (layer 0 = input embeddings)")
     fig.update_layout(height=420, margin=dict(l=10, r=10, t=50, b=10), legend=dict(orientation="h", y=-0.2),

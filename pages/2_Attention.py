@@ -10,7 +10,7 @@ from bert_explorer.analysis.bertviz_offline import OfflineAssetsMissing, render
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
-from bert_explorer.app.state import load, picked_model, weights_version
+from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro
 
 st.set_page_config(page_title="Attention · BERT Explorer", layout="wide")
@@ -30,9 +30,8 @@ STATS = {"to_cls": "attention to [CLS]", "to_sep": "attention to [SEP]", "to_sel
          "entropy_ratio": "entropy / entropy of uniform attention (1 = uniform)"}
 
 name, loaded = picked_model("BertForPreTraining")
-# The caches below are keyed by the weights too: a run re-written under the same path is not served
-# from an earlier copy (app.state.weights_version, as computed() does).
-weights = weights_version(name)
+# The caches below are keyed by the model's weights (app.state.by_weights): a run re-written under
+# the same path is not served from an earlier copy.
 
 
 DRAWN_TOKENS = 128  # bertviz draws at most this many tokens: its data grow with T² and the browser slows
@@ -40,36 +39,36 @@ DRAWN_TOKENS = 128  # bertviz draws at most this many tokens: its data grow with
 
 # A resource, not data: a 512-token input's L × A × T × T attention is 75 MB for the default model,
 # and cache_data would unpickle a copy of it on every rerun. Nothing below changes it in place.
-@st.cache_resource(show_spinner=False, max_entries=8)
-def _attention(model: str, weights: tuple, text: str, text_b: str | None, max_tokens: int):
+@by_weights(shared=True, show_spinner=False, max_entries=8)
+def _attention(model: str, text: str, text_b: str | None, max_tokens: int):
     return attention_maps(load(model, "BertForPreTraining")[0], text, text_b, max_tokens)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def _rollout(model: str, weights: tuple, text: str, text_b: str | None, max_tokens: int):
-    return attention_rollout(_attention(model, weights, text, text_b, max_tokens))
+@by_weights(show_spinner=False, max_entries=16)
+def _rollout(model: str, text: str, text_b: str | None, max_tokens: int):
+    return attention_rollout(_attention(model, text, text_b, max_tokens))
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def _head_measures(model: str, weights: tuple, text: str, text_b: str | None, max_tokens: int, with_reference: bool):
-    inputs = [_attention(model, weights, text, text_b, max_tokens)]
-    inputs += _reference(model, weights, max_tokens) if with_reference else []
+@by_weights(show_spinner=False, max_entries=16)
+def _head_measures(model: str, text: str, text_b: str | None, max_tokens: int, with_reference: bool):
+    inputs = [_attention(model, text, text_b, max_tokens)]
+    inputs += _reference(model, max_tokens) if with_reference else []
     return head_stats_over(inputs), uniform_reference(inputs), len(inputs)
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _ablation(model: str, weights: tuple, text: str, text_b: str | None, layer: int, head: int, max_tokens: int):
+@by_weights(show_spinner=False, max_entries=32)
+def _ablation(model: str, text: str, text_b: str | None, layer: int, head: int, max_tokens: int):
     return head_ablation(load(model, "BertForPreTraining")[0], text, text_b, layer, head, max_tokens=max_tokens)
 
 
-@st.cache_data(show_spinner="Measuring the heads on the built-in sentences…", max_entries=8)
-def _reference(model: str, weights: tuple, max_tokens: int):
+@by_weights(show_spinner="Measuring the heads on the built-in sentences…", max_entries=8)
+def _reference(model: str, max_tokens: int):
     return measure_heads(load(model, "BertForPreTraining")[0], REFERENCE_INPUTS, max_tokens)
 
 
-@st.cache_data(show_spinner="Drawing with bertviz…", max_entries=16)
-def _bertviz(model: str, weights: tuple, text: str, text_b: str | None, max_tokens: int, view: str, start: int):
-    return render(window(_attention(model, weights, text, text_b, max_tokens), start, DRAWN_TOKENS), view)
+@by_weights(show_spinner="Drawing with bertviz…", max_entries=16)
+def _bertviz(model: str, text: str, text_b: str | None, max_tokens: int, view: str, start: int):
+    return render(window(_attention(model, text, text_b, max_tokens), start, DRAWN_TOKENS), view)
 
 
 c1, c2 = st.columns(2)
@@ -84,7 +83,7 @@ if not text.strip():
     st.info("Type a sentence A to see its attention.")
     st.stop()
 
-result = _attention(name, weights, text, text_b, max_tokens)
+result = _attention(name, text, text_b, max_tokens)
 L, A = result.num_layers, result.num_heads
 if result.truncated:
     st.info(f"The input was cut to {max_tokens} WordPieces (longest sentence first) to keep the page fast; "
@@ -118,7 +117,7 @@ tabs = st.tabs(["Head view", "Model view", "Heatmap", "Head behaviours", "Rollou
 def bertviz_tab(view_name: str, caption: str) -> None:
     st.caption(caption)
     try:
-        view = _bertviz(name, weights, text, text_b, max_tokens, view_name, start)
+        view = _bertviz(name, text, text_b, max_tokens, view_name, start)
     except OfflineAssetsMissing as e:
         st.warning(f"bertviz cannot draw offline: {e}")
         return
@@ -161,7 +160,7 @@ with tabs[3]:
     with_reference = st.checkbox(f"Average over the {len(REFERENCE_INPUTS)} built-in sentences too", True,
                                  key="att_reference", help="One input can make a head look special; several "
                                  "show what it usually does. Each input counts once.")
-    stats, uniform, n_inputs = _head_measures(name, weights, text, text_b, max_tokens, with_reference)
+    stats, uniform, n_inputs = _head_measures(name, text, text_b, max_tokens, with_reference)
     measured_on = (f"your input and the {n_inputs - 1} built-in sentences" if with_reference else "your input")
     st.markdown(describe_behaviours(stats, measured_on, uniform))
     st.caption(f"For comparison, uniform attention on the same tokens would give [CLS] {uniform['to_cls']:.2f}, "
@@ -183,7 +182,7 @@ with tabs[4]:
     st.caption("Attention rollout (Abnar & Zuidema 2020): the heads of a layer are averaged, the residual "
                "connection counts as attention to oneself, and the layers are multiplied — row *i* says how much "
                "of each *input* token has flowed into position *i* by that layer.")
-    rollout = _rollout(name, weights, text, text_b, max_tokens)
+    rollout = _rollout(name, text, text_b, max_tokens)
     r_layer = st.slider("After layer", 1, L, L, key="att_rollout_layer") - 1 if L > 1 else 0
     fig = px.imshow(rollout[r_layer], color_continuous_scale="Oranges", zmin=0, aspect="auto",
                     labels=dict(x="input token", y="position", color="share"))
@@ -202,7 +201,7 @@ with tabs[5]:
     m1, m2 = st.columns(2)
     a_layer = m1.selectbox("Layer", range(L), key="att_abl_layer", format_func=lambda i: f"{i + 1}")
     a_head = m2.selectbox("Head", range(A), key="att_abl_head", format_func=lambda i: f"{i + 1}")
-    abl = _ablation(name, weights, text, text_b, a_layer, a_head, max_tokens)
+    abl = _ablation(name, text, text_b, a_layer, a_head, max_tokens)
     st.metric("[CLS] vector, cosine with the intact model", f"{abl['cls_cosine']:.4f}",
               help="1 = unchanged. The [CLS] vector feeds NSP and sentence classifiers.")
     df = pd.DataFrame({"token": [f"{i}: {t}" for i, t in enumerate(abl["tokens"])],

@@ -1,4 +1,3 @@
-import json
 from pathlib import Path
 
 import numpy as np
@@ -7,11 +6,10 @@ import plotly.express as px
 import streamlit as st
 
 from bert_explorer.analysis import compare
-from bert_explorer.analysis.disk_cache import model_identity
 from bert_explorer.app import runs_view as rv
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import load, picked_model, shown_path, writes_off
+from bert_explorer.app.state import by_weights, load, picked_model, shown_path, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import DEFAULT_MODEL
 
@@ -116,27 +114,21 @@ bundle = ResultBundle("Two models side by side", f"A: {name_a} · B: {name_b}", 
 bundle.add_data("what can be compared", c.sentences)
 
 
-def _stamp(loaded) -> str:
-    return json.dumps(model_identity(loaded), sort_keys=True)
-
-
-@st.cache_data(show_spinner="Running both models on the held-out sentences…", max_entries=16)
-def _compare(a: str, b: str, stamp_a: str, stamp_b: str, n: int):
+@by_weights(2, show_spinner="Running both models on the held-out sentences…", max_entries=16)
+def _compare(a: str, b: str, n: int):
     sentences, source = compare.held_out_sentences(n)
     return compare.compare_models(load(a, ARCH)[0], load(b, ARCH)[0], sentences), source
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _probes(a: str, b: str, stamp_a: str, stamp_b: str, masked: str, first: str, second: str):
+@by_weights(2, show_spinner=False, max_entries=32)
+def _probes(a: str, b: str, masked: str, first: str, second: str):
     return compare.probes_side_by_side(load(a, ARCH)[0], load(b, ARCH)[0], masked, (first, second))
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _maps(a: str, b: str, stamp_a: str, stamp_b: str, text: str):
+@by_weights(2, show_spinner=False, max_entries=32)
+def _maps(a: str, b: str, text: str):
     return compare.head_maps(load(a, ARCH)[0], load(b, ARCH)[0], text)
 
-
-stamps = (_stamp(loaded_a), _stamp(loaded_b))
 
 # ----- the probes ----------------------------------------------------------------------------------------
 if c.mlm or c.nsp:
@@ -145,7 +137,7 @@ if c.mlm or c.nsp:
     masked = p1.text_input("Sentence with [MASK]", "the stock market [MASK] sharply after the news .", key="two_mlm")
     first = p2.text_input("Sentence A", "the cat sat on the mat .", key="two_nsp_a")
     second = p2.text_input("Sentence B", "then it fell asleep in the sun .", key="two_nsp_b")
-    probes = _probes(name_a, name_b, *stamps, masked, first, second)
+    probes = _probes(name_a, name_b, masked, first, second)
     if c.mlm and probes["mlm"] is None:
         p1.info("Write [MASK] where a word should be guessed.")
     elif probes["mlm"]:
@@ -164,7 +156,7 @@ if c.mlm or c.nsp:
 st.subheader("How alike each layer's vectors are (linear CKA)")
 n = st.select_slider("Held-out sentences", [32, 64, 128, 200], 64, key="two_n",
                      help="More sentences give steadier numbers and take longer.")
-result, source = _compare(name_a, name_b, *stamps, n)
+result, source = _compare(name_a, name_b, n)
 st.caption(f"Sentences: {source}. {result['n_units']:,} {result['units']} ([CLS] and [SEP] left out).")
 if result["cka_by_layer"] is not None:
     df = pd.DataFrame({"layer": list(range(len(result["cka_by_layer"]))), "CKA": result["cka_by_layer"]})
@@ -203,7 +195,7 @@ if result["attention_js"] is not None:
     head = h2.selectbox("Head", range(A), index=int(worst[1]), format_func=lambda i: f"{i + 1}", key="two_head")
     text = h3.text_input("Sentence for the maps", "the cat sat on the mat because it was warm .", key="two_text")
     if text.strip():
-        maps = _maps(name_a, name_b, *stamps, text)
+        maps = _maps(name_a, name_b, text)
         tokens = maps["tokens"]
         ticks = dict(tickmode="array", tickvals=list(range(len(tokens))), ticktext=tokens)
         cols = st.columns(2)

@@ -10,7 +10,7 @@ from bert_explorer.analysis.disk_cache import cache_root
 from bert_explorer.analysis import neighbours as nb
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import computed, is_private, load, picked_model, shown_path, without_host_paths, writes_allowed
+from bert_explorer.app.state import by_weights, computed, is_private, load, picked_model, shown_path, without_host_paths, writes_allowed
 from bert_explorer.app.widgets import intro
 
 st.set_page_config(page_title="Nearest neighbours · BERT Explorer", layout="wide")
@@ -42,7 +42,7 @@ def _open(path: str) -> nb.NeighbourIndex:
     return nb.NeighbourIndex.open(path)
 
 
-@st.cache_data(max_entries=128, show_spinner="Searching…")
+@by_weights(max_entries=128, show_spinner="Searching…")
 def _nearest(model: str, path: str, text: str, position: int, layer: int, k: int) -> nb.Neighbours:
     return nb.nearest(load(model, ARCH)[0], _open(path), text, position, layer, k)
 

@@ -304,3 +304,80 @@ def test_a_model_without_a_stored_evaluation_says_so_and_invents_nothing(tmp_pat
     assert copied_word("the capital of france is [MASK] .", [{"token": "france"}]) == "france"
     assert copied_word("the capital of france is [MASK] .", [{"token": "paris"}]) is None
     assert copied_word("we [MASK] the ##s", [{"token": "##s"}]) is None  # a WordPiece is not a word
+
+
+# ----- one caching rule: by the model's weights ---------------------------------------------------------
+def _tiny_checkpoint(folder, seed):
+    """A 2-layer model of eight words saved in ``folder``; each seed writes new weights there,
+    dated ``seed`` seconds later (a file system may keep only whole seconds)."""
+    import os
+
+    import torch
+
+    from bert_explorer import checkpoint
+    from bert_explorer.model import BertConfig, BertForPreTraining
+    from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
+
+    words = ["the", "cat", "sat", "on", "mat", "dog", "ran", "."]
+    tok = WordPieceTokenizer({w: i for i, w in enumerate(SPECIAL_TOKENS + words)})
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
+                     max_position_embeddings=64)
+    torch.manual_seed(seed)
+    checkpoint.save(BertForPreTraining(cfg).eval(), tok, folder)
+    weights = folder / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + seed * 10**9))
+
+
+def test_by_weights_keys_a_result_by_every_model_it_names(tmp_path):
+    """A cached function of two models is computed again when the second one's weights are
+    rewritten in place, and only then."""
+    from bert_explorer.app.state import by_weights
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    _tiny_checkpoint(a, 1)
+    _tiny_checkpoint(b, 2)
+    calls = []
+
+    @by_weights(2, show_spinner=False)
+    def pair(x: str, y: str, text: str) -> int:
+        calls.append(text)
+        return len(calls)
+
+    assert pair(str(a), str(b), "t") == 1 and pair(str(a), str(b), "t") == 1  # the second call is served
+    _tiny_checkpoint(b, 3)  # model B rewritten under the same folder
+    assert pair(str(a), str(b), "t") == 2 and pair(str(a), str(b), "t") == 2
+
+
+def _shown(at) -> list:
+    """What a page drew: its charts' data, its tables and its captions."""
+    charts = [json.loads(c.proto.spec)["data"] for c in at.get("plotly_chart")]
+    return charts + [df.value.to_json() for df in at.dataframe] + [c.value for c in at.caption]
+
+
+@pytest.mark.parametrize("page,state", [
+    ("1_Tokens_and_embeddings.py", {}), ("2_Attention.py", {}), ("3_Inside_one_layer.py", {}),
+    ("4_Masked_word_probe.py", {"mlm_text": "the cat [MASK] on the mat ."}),
+    ("7_Two_models.py", {"two_model_b": "A"})])
+def test_a_checkpoint_rewritten_under_the_same_path_is_shown_anew(tmp_path, runs_root, monkeypatch, page, state):
+    """Every page that caches what a model computed keys it by the weights, not only the model's
+    name: a run that writes a new checkpoint into the same folder is shown with the new weights."""
+    from bert_explorer.analysis import compare
+
+    folder = tmp_path / "model"
+    _tiny_checkpoint(folder, 1)
+    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (["the cat sat on the mat .",
+                                                                       "the dog ran ."], "two sentences"))
+    at = AppTest.from_file(f"../pages/{page}", default_timeout=120)
+    at.session_state["be_model_choice"] = "a local directory…"
+    at.session_state["be_model_path"] = str(folder)
+    at.session_state["be_sentence_a"] = "the cat sat on the mat ."
+    at.session_state["be_sentence_b"] = ""
+    for key, value in state.items():
+        at.session_state[key] = str(folder) if value == "A" else value
+    at.run()
+    assert not at.exception, at.exception
+    before = _shown(at)
+    assert before and _shown(at.run()) == before  # drawn again from the cache: the same
+    _tiny_checkpoint(folder, 2)  # new weights, same folder
+    at.run()
+    assert not at.exception and _shown(at) != before

@@ -352,50 +352,6 @@ def test_model_view_in_a_real_browser_shows_every_thumbnail_inside_the_frame(fra
     assert labels[:10] == ["Heads", "1", "2", "3", "4", "Layers", "1", "2", "3", "4"]
 
 
-@pytest.mark.parametrize("page", ["2_Attention.py", "1_Tokens_and_embeddings.py"])
-def test_a_checkpoint_rewritten_under_the_same_path_is_drawn_anew(tmp_path, page):
-    """The pages' caches are keyed by the weights, not only the model's name: a run that writes a
-    new checkpoint into the same folder is drawn with the new weights."""
-    import json as _json
-    import os
-
-    import torch
-    from streamlit.testing.v1 import AppTest
-
-    from bert_explorer import checkpoint
-    from bert_explorer.model import BertConfig, BertForPreTraining
-    from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
-
-    words = ["the", "cat", "sat", "on", "mat", "dog", "ran", "."]
-    tok = WordPieceTokenizer({w: i for i, w in enumerate(SPECIAL_TOKENS + words)})
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
-                     max_position_embeddings=64)
-    folder = tmp_path / "model"
-
-    def saved(seed):
-        torch.manual_seed(seed)
-        checkpoint.save(BertForPreTraining(cfg).eval(), tok, folder)
-        weights = folder / "model.safetensors"
-        os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + seed * 10**9))
-
-    def first_map(at):
-        trace = _json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
-        return trace.get("z", trace.get("y"))
-
-    saved(1)
-    at = AppTest.from_file(f"../pages/{page}", default_timeout=120)
-    at.session_state["be_model_choice"] = "a local directory…"
-    at.session_state["be_model_path"] = str(folder)
-    at.session_state["be_sentence_a"] = "the cat sat on the mat ."
-    at.session_state["be_sentence_b"] = ""
-    at.run()
-    assert not at.exception
-    before = first_map(at)
-    saved(2)  # new weights, same folder
-    at.run()
-    assert not at.exception and first_map(at) != before
-
-
 @pytest.mark.skipif(not shutil.which("node"), reason="needs node to run the page's script")
 @pytest.mark.parametrize("width,height,viewbox", [("100%", "525px", "0 0 812 525"),   # bertviz's head view
                                                   ("970", "1100", "0 0 970 1100")])   # the model view

@@ -5,6 +5,8 @@ Session-state keys carry the ``be_`` prefix so they never collide with a page's 
 """
 from __future__ import annotations
 
+import functools
+import importlib
 import os
 import re
 import warnings
@@ -164,16 +166,27 @@ def _load(name: str, architecture: str | None, version: tuple) -> Loaded:
     return checkpoint.load(name, architecture)
 
 
+# The files load() reads weights from: a delta checkpoint's base.json names the tensors it borrows.
+WEIGHT_FILES = ("model.safetensors", checkpoint.BASE_FILE, "pytorch_model.bin")
+
+
 def weights_version(name: str) -> tuple:
-    """What identifies the weights behind a name: a run re-created under the same path must
-    not be served from the cache."""
+    """What identifies the weights behind a name (each weights file's size and time of writing):
+    a run re-created under the same path must not be served from the cache."""
     if str(name).startswith("hf:"):
         return ()  # resolving a hub id downloads it: leave that to the load itself
     try:
-        w = checkpoint.resolve(name) / "model.safetensors"
-        return (w.stat().st_mtime_ns, w.stat().st_size) if w.exists() else ()
+        folder = checkpoint.resolve(name)
     except CheckpointError:
         return ()
+    version = []
+    for file in WEIGHT_FILES:
+        try:
+            s = (folder / file).stat()
+        except OSError:  # not there (or removed meanwhile)
+            continue
+        version.append((file, s.st_mtime_ns, s.st_size))
+    return tuple(version)
 
 
 def load(name: str, architecture: str | None = None) -> tuple[Loaded | None, str | None]:
@@ -184,22 +197,46 @@ def load(name: str, architecture: str | None = None) -> tuple[Loaded | None, str
         return None, without_host_paths(str(e))
 
 
+def by_weights(models: int = 1, *, shared: bool = False, **options):
+    """The one way a page caches what a model computed: decorate a function whose first
+    ``models`` arguments are model names (what ``load`` takes).
+
+    A call is kept under those names, the version of the weights behind each (``weights_version``)
+    and its other arguments, once for every browser session of this server (a class asking the
+    page's example at the same moment shares one computation, bench/classroom_load.py). A
+    checkpoint rewritten under the same name is computed anew. Results are plain data, copied for
+    each session (``st.cache_data``); ``shared=True`` keeps one object for all sessions instead
+    (``st.cache_resource``), for large arrays that nobody changes in place. ``options`` go to
+    Streamlit's decorator (``show_spinner``, ``max_entries``)."""
+    def decorate(fn):
+        def keyed(versions: tuple, *args, **kwargs):
+            return fn(*args, **kwargs)
+
+        # Streamlit keeps one cache per function, named by its module and qualified name: give
+        # each decorated function its own (a page's module is "__main__", so the file names it).
+        keyed.__module__, keyed.__name__ = fn.__module__, fn.__name__
+        keyed.__qualname__ = f"{fn.__code__.co_filename}:{fn.__qualname__}"
+        cached = (st.cache_resource if shared else st.cache_data)(**options)(keyed)
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            return cached(tuple(weights_version(name) for name in args[:models]), *args, **kwargs)
+
+        return call
+
+    return decorate
+
+
 def computed(fn, name: str, architecture: str | None, *args, **kwargs):
-    """``fn(model, *args, **kwargs)`` for the model called ``name``, computed once per model
-    weights and arguments for every browser session of this server: a class asking the page's
-    example at the same moment shares one computation (bench/classroom_load.py). ``fn`` is a
-    function of ``bert_explorer.analysis`` whose result is plain data."""
-    return _computed(fn.__module__, fn.__qualname__, name, architecture, weights_version(name), args,
-                     tuple(sorted(kwargs.items())))
+    """``fn(model, *args, **kwargs)`` for the model called ``name``, cached by ``by_weights``:
+    ``fn`` is a function of ``bert_explorer.analysis`` whose result is plain data."""
+    return _computed(name, architecture, fn.__module__, fn.__qualname__, args, tuple(sorted(kwargs.items())))
 
 
-@st.cache_data(show_spinner=False, max_entries=512)
-def _computed(module: str, qualname: str, name: str, architecture: str | None, version: tuple, args: tuple,
-              kwargs: tuple):
-    import importlib
-
+@by_weights(show_spinner=False, max_entries=512)
+def _computed(name: str, architecture: str | None, module: str, qualname: str, args: tuple, kwargs: tuple):
     fn = getattr(importlib.import_module(module), qualname)
-    return fn(_load(name, architecture, version), *args, **dict(kwargs))
+    return fn(_load(name, architecture, weights_version(name)), *args, **dict(kwargs))
 
 
 def device_name() -> str:
