@@ -84,12 +84,11 @@ fig = px.bar(rep.norms_frame(), x="label", y="norm", color="part", barmode="grou
              title="Length of each part of the input vector, per WordPiece")
 fig.update_layout(height=420, margin=dict(l=10, r=10, t=50, b=10), legend_title_text="")
 exports.figure(fig, "emb_norms", bundle=bundle)
-lengths = rep.norms()
-before, after = lengths["sum (before LayerNorm)"], lengths["after LayerNorm"]
+before, after = rep.length_range("sum (before LayerNorm)"), rep.length_range("after LayerNorm")
 st.caption("The segment vector is one and the same for every token of a sentence; the position vector changes "
-           f"with each slot. Before LayerNorm the sums have lengths {before.min():.1f} to {before.max():.1f} "
-           f"(the longest {before.max() / before.min():.1f} times the shortest); after it, {after.min():.1f} to "
-           f"{after.max():.1f} ({after.max() / after.min():.1f} times). LayerNorm gives every token mean 0 and "
+           f"with each slot. Before LayerNorm the sums have lengths {before[0]:.1f} to {before[1]:.1f} "
+           f"(the longest {before[2]:.1f} times the shortest); after it, {after[0]:.1f} to "
+           f"{after[1]:.1f} ({after[2]:.1f} times). LayerNorm gives every token mean 0 and "
            "variance 1 over its units; its learned gain and bias, unit by unit, then make the lengths differ again. "
            "This is layer 0, what the first encoder layer reads.")
 

@@ -4,7 +4,7 @@ import streamlit as st
 from plotly.subplots import make_subplots
 
 from bert_explorer.analysis.export import ResultBundle
-from bert_explorer.analysis.layer_steps import STEPS, describe_row, difference_from_model, layer_steps
+from bert_explorer.analysis.layer_steps import STEPS, describe_row, difference_from_model, layer_steps, token_figures
 from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
 from bert_explorer.app.state import computed, load, picked_model, runs_root
@@ -41,6 +41,7 @@ token = c3.selectbox("Token", range(T), key="ins_token", index=min(2, T - 1),
                      format_func=lambda i: f"{i}: {tokens[i]}")
 if T >= 128:
     st.caption("The input was cut to 128 WordPieces.")
+figures = token_figures(steps, token)  # what the captions below say about the chosen token
 
 bundle = ResultBundle("Inside one layer", name, {"text": text, "text_b": text_b, "layer": layer + 1,
                                                  "head": head + 1, "token": token, "pad_to": int(pad_to)})
@@ -96,10 +97,6 @@ def bars(series: dict[str, np.ndarray], title: str, key: str, y_title: str):
     exports.figure(fig, key, title, bundle)
 
 
-def cosine(a, b) -> float:
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
-
-
 def header(i: int, equation: str, shape: str, source: str):
     st.subheader(f"Step {i + 1} of {len(STEPS)}: {STEPS[i]}")
     st.latex(equation)
@@ -116,7 +113,7 @@ def step_input():
         p = steps.embedding_parts
         strips({k: p[k][token] for k in ("token", "segment", "position", "sum")} | {"X (after LayerNorm)":
                steps.x[token]}, f"The input representation of {tok!r}, unit by unit", "ins_emb")
-        norms = {k: float(np.linalg.norm(p[k][token])) for k in ("token", "segment", "position")}
+        norms = figures.part_lengths
         st.caption(f"For {tok!r} the three summands have lengths token {norms['token']:.2f}, segment "
                    f"{norms['segment']:.2f}, position {norms['position']:.2f}; LayerNorm then gives every token "
                    f"mean 0 and variance 1 before its learned scale and shift.")
@@ -135,8 +132,9 @@ def step_qkv():
     for col, (label, m) in zip(cols, (("Q", steps.q), ("K", steps.k), ("V", steps.v))):
         with col:
             heat(m, f"{label} of head {head + 1}", f"ins_{label.lower()}", "unit of the head")
-    st.caption(f"The query of {tok!r} has length {np.linalg.norm(steps.q[token]):.2f}; the keys range from "
-               f"{np.linalg.norm(steps.k, axis=1).min():.2f} to {np.linalg.norm(steps.k, axis=1).max():.2f}.")
+    shortest, longest = figures.key_lengths
+    st.caption(f"The query of {tok!r} has length {figures.query_length:.2f}; the keys range from "
+               f"{shortest:.2f} to {longest:.2f}.")
 
 
 def step_scores():
@@ -146,9 +144,9 @@ def step_scores():
     bars({"score": row}, f"Scores of {tok!r} against every token", "ins_scores_row", "score")
     heat(steps.scores, "All scores (rows: queries, columns: keys)", "ins_scores", "key token", x=labels(T),
          scale="Viridis", zmid=None, z_title="score")
-    j = int(np.argmax(np.where(steps.keep > 0, row, -np.inf)))
-    st.caption(f"{tok!r} scores highest against {tokens[j]!r} (position {j}, {row[j]:.2f}); dividing by "
-               f"√{d} = {np.sqrt(d):.2f} keeps the scores small enough for a soft softmax.")
+    j = figures.top_key
+    st.caption(f"{tok!r} scores highest against {tokens[j]!r} (position {j}, {figures.top_score:.2f}); dividing by "
+               f"√{d} = {figures.scale:.2f} keeps the scores small enough for a soft softmax.")
 
 
 def step_mask():
@@ -157,14 +155,11 @@ def step_mask():
            "BERT, Section 3 and Figure 3 (BERT's bidirectional vs OpenAI GPT's left-to-right attention)")
     own, other = ("left-to-right", "bidirectional") if steps.causal else ("bidirectional", "left-to-right")
     m1, m2 = st.columns(2)
-    blocked = (steps.mask < -1e30).astype(float)
-    padding = np.broadcast_to(steps.keep[None, :] == 0, (T, T))
-    other_blocked = (padding | (np.triu(np.ones((T, T)), 1) > 0 if not steps.causal else padding)).astype(float)
     with m1:
-        heat(blocked, f"This model's mask ({own}): black = blocked", "ins_mask", "key token", x=labels(T),
+        heat(steps.blocked, f"This model's mask ({own}): black = blocked", "ins_mask", "key token", x=labels(T),
              scale="Greys", zrange=(0, 1), z_title="blocked")
     with m2:
-        heat(other_blocked, f"The {other} mask on the same input", "ins_mask_other", "key token", x=labels(T),
+        heat(steps.other_blocked, f"The {other} mask on the same input", "ins_mask_other", "key token", x=labels(T),
              scale="Greys", zrange=(0, 1), z_title="blocked")
     series = {f"{own} (this model)": steps.probs[token], f"{other} mask, same scores": steps.other_probs[token]}
     ltr = causal_checkpoints(runs_root())
@@ -189,8 +184,7 @@ def step_mask():
         st.caption("No left-to-right checkpoint found under the runs folder: the ablation studio's LTR "
                    "pre-training writes one; it would be drawn here beside this model.")
     bars(series, f"Attention of {tok!r} under each mask", "ins_mask_rows", "weight")
-    seen = int((steps.mask[token] == 0).sum())
-    st.caption(f"Under this model's mask {tok!r} sees {seen} of {T} positions; under the {other} mask its "
+    st.caption(f"Under this model's mask {tok!r} sees {figures.visible} of {T} positions; under the {other} mask its "
                f"attention to itself goes from {steps.probs[token, token]:.0%} to "
                f"{steps.other_probs[token, token]:.0%}. A left-to-right model's first token, [CLS], sees only "
                "itself, which is why this project's LTR ablation (Table 5's LTR & No NSP) reads the last token "
@@ -208,12 +202,11 @@ def step_softmax():
 
 def step_weighted_sum():
     header(5, r"z_i = \sum_j P_{ij}\, v_j", f"[{T}, {d}] for one head", "Vaswani et al. 2017, Section 3.2.1")
-    parts = steps.probs[token][:, None] * steps.v
-    heat(parts, f"P[{token}, j] · v_j: what each token adds to z of {tok!r}", "ins_parts", "unit of the head")
+    heat(figures.contributions, f"P[{token}, j] · v_j: what each token adds to z of {tok!r}", "ins_parts", "unit of the head")
     strips({"z (the sum)": steps.context[token]}, f"z of {tok!r} in head {head + 1}", "ins_z")
-    top = int(np.argmax(np.linalg.norm(parts, axis=1)))
+    top = figures.top_contributor
     st.caption(f"The largest contribution comes from {tokens[top]!r} (position {top}): length "
-               f"{np.linalg.norm(parts[top]):.2f} of the sum's {np.linalg.norm(steps.context[token]):.2f}.")
+               f"{figures.top_contribution:.2f} of the sum's {figures.context_length:.2f}.")
 
 
 def step_output():
@@ -222,9 +215,8 @@ def step_output():
     strips({"all heads side by side": steps.all_heads[token], "· W_O + b_O": steps.attention_out[token],
             "+ X (residual)": steps.attention_sum[token], "Y = LayerNorm": steps.attended[token]},
            f"{tok!r} through the attention sub-layer's output", "ins_attn_out")
-    ratio = np.linalg.norm(steps.attention_out[token]) / np.linalg.norm(steps.x[token])
-    st.caption(f"For {tok!r} the attention output is {ratio:.2f}× as long as the residual X it is added to; "
-               f"after LayerNorm, Y has cosine {cosine(steps.x[token], steps.attended[token]):.2f} with X.")
+    st.caption(f"For {tok!r} the attention output is {figures.attention_ratio:.2f}× as long as the residual X it is "
+               f"added to; after LayerNorm, Y has cosine {figures.attended_cosine:.2f} with X.")
 
 
 def step_ffn():
@@ -235,9 +227,8 @@ def step_ffn():
            f"{tok!r} in the {steps.ff_hidden.shape[1]}-unit inner layer", "ins_ff_inner")
     strips({"· W_2 + b_2": steps.ff_out[token], "+ Y (residual)": steps.output_sum[token],
             "LayerNorm: the layer's output": steps.output[token]}, f"{tok!r} back to {H} units", "ins_ff_out")
-    active = float((steps.ff_gelu[token] > 0.1).mean())
-    st.caption(f"{active:.0%} of the inner units are clearly on (GELU > 0.1) for {tok!r}. The layer's output has "
-               f"cosine {cosine(steps.x[token], steps.output[token]):.2f} with the layer's input X.")
+    st.caption(f"{figures.active_inner:.0%} of the inner units are clearly on (GELU > 0.1) for {tok!r}. The layer's "
+               f"output has cosine {figures.output_cosine:.2f} with the layer's input X.")
 
 
 RENDER = [step_input, step_qkv, step_scores, step_mask, step_softmax, step_weighted_sum, step_output, step_ffn]

@@ -63,6 +63,11 @@ def test_parts_sum_and_layernorm_match_the_model(tiny):
     np.testing.assert_allclose(norms["token"], np.linalg.norm(rep.token, axis=-1), rtol=1e-6)
     frame = rep.norms_frame()
     assert len(frame) == len(emb.PARTS) * len(rep.tokens)
+    # the page's caption: the range of the sums' lengths before and after LayerNorm, from the model's own h0
+    lengths = np.linalg.norm(h0, axis=-1)
+    shortest, longest, times = rep.length_range("after LayerNorm")
+    assert (shortest, longest) == pytest.approx((lengths.min(), lengths.max()), rel=1e-5)
+    assert times == pytest.approx(lengths.max() / lengths.min(), rel=1e-5)
 
 
 def test_table_lists_pieces_ids_segments_positions(tiny):

@@ -1,10 +1,11 @@
 """The "Inside one layer" steps, composed as the page computes them, equal the model's own layer."""
 import numpy as np
 import pytest
+import torch
 
 from bert_explorer.analysis.attention import attention_maps
-from bert_explorer.analysis.layer_steps import encode, layer_steps, model_layer_output
-from bert_explorer.checkpoint import load
+from bert_explorer.analysis.layer_steps import encode, layer_steps, model_layer_output, token_figures
+from bert_explorer.checkpoint import encoder_of, load
 
 TOL = 1e-5
 
@@ -70,6 +71,56 @@ def test_softmax_row_is_what_bertviz_draws(loaded):
     assert np.abs(steps.probs - drawn).max() < TOL
     # the bidirectional model's "other" mask is causal: upper triangle empty
     assert np.allclose(np.triu(steps.other_probs, 1), 0)
+
+
+def test_both_masks_are_returned_and_block_what_the_model_does_not_see(loaded):
+    """The mask the model uses blocks exactly the keys its own attention gives no weight (padding);
+    the other mask, returned beside it, is the left-to-right one: padding and every key to the right."""
+    text, text_b, layer, head, pad_to = "the cat sat on the mat .", "then it fell asleep .", 1, 3, 24
+    steps = layer_steps(loaded, text, text_b, layer, head, pad_to=pad_to)
+    _, ids, segments, keep = encode(loaded, text, text_b, 128, pad_to)
+    _, attentions = model_layer_output(loaded, (ids, segments, keep), layer)
+    T = len(ids)
+    assert np.array_equal(steps.blocked == 1, attentions[head] == 0)   # the model's own zeros
+    padding = np.broadcast_to(np.array(keep)[None, :] == 0, (T, T))
+    assert np.array_equal(steps.other_blocked == 1, padding | np.triu(np.ones((T, T), bool), 1))
+    assert np.array_equal(steps.other_probs == 0, steps.other_blocked == 1)
+
+
+def test_token_figures_are_the_steps_numbers(loaded):
+    """What the page's captions state about one token, checked against the model's own forward pass
+    and the definitions (cosine, lengths, the weighted sum)."""
+    text, layer, head, token = "the cat sat on the mat because it was warm .", 2, 5, 3
+    steps = layer_steps(loaded, text, None, layer, head, pad_to=16)
+    f = token_figures(steps, token)
+    _, ids, segments, keep = encode(loaded, text, None, 128, 16)
+    out = encoder_of(loaded.model)(input_ids=torch.tensor([ids]), token_type_ids=torch.tensor([segments]),
+                                   attention_mask=torch.tensor([keep]), output_hidden_states=True)
+    x, y = (out.hidden_states[i][0, token].detach().numpy() for i in (layer, layer + 1))
+    cos = float(x @ y / np.linalg.norm(x) / np.linalg.norm(y))
+    assert f.output_cosine == pytest.approx(cos, abs=1e-4)              # cos(X, the layer's output)
+    assert f.visible == steps.num_real == sum(keep)                     # a bidirectional token sees every real one
+    real = np.array(keep) > 0
+    scores = steps.q[token] @ steps.k.T / np.sqrt(steps.head_size)
+    assert f.top_key == int(np.flatnonzero(real)[np.argmax(scores[real])]) and real[f.top_key]
+    assert f.top_score == pytest.approx(float(scores[f.top_key]), abs=1e-4)
+    assert np.allclose(f.contributions.sum(0), steps.context[token], atol=1e-5)  # z is the sum of the parts
+    assert f.context_length == pytest.approx(float(np.linalg.norm(steps.context[token])), rel=1e-5)
+    assert f.query_length == pytest.approx(float(np.linalg.norm(steps.q[token])), rel=1e-5)
+    assert 0 <= f.active_inner <= 1 and f.scale == pytest.approx(np.sqrt(steps.head_size))
+    assert f.part_lengths is None                                       # only layer 1 reads the embeddings
+    first = token_figures(layer_steps(loaded, text, None, 0, 0), token)
+    assert set(first.part_lengths) == {"token", "segment", "position"}
+
+
+def test_a_causal_token_sees_itself_and_the_tokens_before_it(loaded):
+    causal = load("minilm-mlm-nsp", "BertForPreTraining")
+    causal.config.causal = True
+    causal.model.bert.config.causal = True
+    steps = layer_steps(causal, "the cat sat on the mat .", None, 1, 0, pad_to=12)
+    assert [token_figures(steps, i).visible for i in range(steps.num_real)] == list(range(1, steps.num_real + 1))
+    # its other mask is the bidirectional one: padding only
+    assert np.array_equal(steps.other_blocked[0], (steps.keep == 0).astype(float))
 
 
 def test_bad_layer_or_head_is_one_sentence(loaded):

@@ -74,6 +74,13 @@ class InputRepresentation:
         arrays = (self.token, self.segment, self.position, self.summed, self.after_layernorm)
         return {name: np.linalg.norm(a, axis=-1) for name, a in zip(PARTS, arrays)}
 
+    def length_range(self, part: str) -> tuple[float, float, float]:
+        """The shortest and the longest length of ``part`` (a name of PARTS) over the tokens, and
+        how many times the longest is the shortest: how much LayerNorm evens the sums out."""
+        lengths = self.norms()[part]
+        shortest, longest = float(lengths.min()), float(lengths.max())
+        return shortest, longest, longest / shortest
+
     def table(self) -> pd.DataFrame:
         """One row per WordPiece: the piece, its vocabulary id, its segment and position."""
         return pd.DataFrame({

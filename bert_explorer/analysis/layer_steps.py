@@ -21,7 +21,7 @@ checks that the composed steps equal the model's own layer output.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -50,8 +50,9 @@ class LayerSteps:
     v: np.ndarray                 # [T, d]
     scores: np.ndarray            # [T, T] q·k/√d, before the mask
     mask: np.ndarray              # [T, T] additive mask the model uses (0 or a very negative number)
+    other_mask: np.ndarray        # [T, T] the other mask on the same input (causal <-> bidirectional)
     probs: np.ndarray             # [T, T] softmax(scores + mask): the attention the model uses
-    other_probs: np.ndarray       # [T, T] the same scores under the other mask (causal <-> bidirectional)
+    other_probs: np.ndarray       # [T, T] the same scores under the other mask
     context: np.ndarray           # [T, d] probs @ v for the chosen head
     all_heads: np.ndarray         # [T, H] the A heads' contexts side by side
     attention_out: np.ndarray     # [T, H] all_heads W_O + b_O
@@ -63,11 +64,20 @@ class LayerSteps:
     output_sum: np.ndarray        # [T, H] + attended (residual)
     output: np.ndarray            # [T, H] LayerNorm of it: the layer's output
     head_size: int = 0
-    mask_value: float = field(default=float(torch.finfo(torch.float32).min))
 
     @property
     def num_real(self) -> int:
         return int(self.keep.sum())
+
+    @property
+    def blocked(self) -> np.ndarray:
+        """[T, T] 1 where this model's mask keeps query i from key j, else 0."""
+        return (self.mask != 0).astype(float)
+
+    @property
+    def other_blocked(self) -> np.ndarray:
+        """[T, T] the same for the other mask."""
+        return (self.other_mask != 0).astype(float)
 
 
 def _mask(keep: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -126,7 +136,7 @@ def layer_steps(loaded: Loaded, text: str, text_b: str | None = None, layer: int
     if layer == 0:
         token, segment, position = (p[0].float().cpu() for p in encoder.embeddings.parts(ids_t, seg_t))
         summed = token + segment + position
-        x = _layer_norm(summed, _cpu_ln(encoder.embeddings.LayerNorm))
+        x = _layer_norm(summed, _CpuLN(encoder.embeddings.LayerNorm))
         parts = {"token": _np(token), "segment": _np(segment), "position": _np(position), "sum": _np(summed)}
     else:
         out = encoder(input_ids=ids_t, token_type_ids=seg_t,
@@ -153,16 +163,16 @@ def layer_steps(loaded: Loaded, text: str, text_b: str | None = None, layer: int
     all_heads = context.transpose(0, 1).reshape(T, A * d)                            # [T, H]
     attention_out = project("o", all_heads)
     attention_sum = attention_out + x
-    attended = _layer_norm(attention_sum, _cpu_ln(blk.attention.output.LayerNorm))
+    attended = _layer_norm(attention_sum, _CpuLN(blk.attention.output.LayerNorm))
     ff_hidden = project("ff1", attended)
     ff_gelu = F.gelu(ff_hidden)  # exact (erf) GELU, as BERT
     ff_out = project("ff2", ff_gelu)
     output_sum = ff_out + attended
-    output = _layer_norm(output_sum, _cpu_ln(blk.output.LayerNorm))
+    output = _layer_norm(output_sum, _CpuLN(blk.output.LayerNorm))
     return LayerSteps(
         tokens=tokens, segment_ids=segments, keep=np.array(keep), layer=layer, head=head, causal=bool(cfg.causal),
         x=_np(x), embedding_parts=parts, q=_np(Q[head]), k=_np(K[head]), v=_np(V[head]),
-        scores=_np(scores[head]), mask=_np(mask), probs=_np(probs[head]),
+        scores=_np(scores[head]), mask=_np(mask), other_mask=_np(other), probs=_np(probs[head]),
         other_probs=_np((scores[head] + other).softmax(-1)), context=_np(context[head]),
         all_heads=_np(all_heads), attention_out=_np(attention_out), attention_sum=_np(attention_sum),
         attended=_np(attended), ff_hidden=_np(ff_hidden), ff_gelu=_np(ff_gelu), ff_out=_np(ff_out),
@@ -170,14 +180,11 @@ def layer_steps(loaded: Loaded, text: str, text_b: str | None = None, layer: int
 
 
 class _CpuLN:
+    """A LayerNorm's γ, β and ε as float32 on the CPU, where the steps are computed."""
     def __init__(self, ln):
         self.weight = ln.weight.detach().float().cpu()
         self.bias = ln.bias.detach().float().cpu()
         self.eps = ln.eps
-
-
-def _cpu_ln(ln) -> _CpuLN:
-    return _CpuLN(ln)
 
 
 def model_layer_output(loaded: Loaded, steps_input: tuple, layer: int) -> tuple[np.ndarray, np.ndarray]:
@@ -203,10 +210,52 @@ def difference_from_model(loaded: Loaded, text: str, text_b: str | None = None, 
     return float(max(np.abs(steps.output - output).max(), np.abs(steps.probs - attentions[head]).max()))
 
 
-def summary(a: np.ndarray) -> dict:
-    """A few numbers that describe a big matrix when it is not drawn whole."""
-    return {"shape": " × ".join(map(str, a.shape)), "mean": float(a.mean()), "std": float(a.std()),
-            "min": float(a.min()), "max": float(a.max())}
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
+
+
+@dataclass
+class TokenFigures:
+    """What the steps say about one query token: the numbers the page's captions state."""
+    part_lengths: dict[str, float] | None  # layer 1 only: ‖E_token‖, ‖E_segment‖, ‖E_position‖
+    query_length: float                    # ‖q‖ of the token in the chosen head
+    key_lengths: tuple[float, float]       # the shortest and the longest ‖k‖ (padding included)
+    top_key: int                           # the real token it scores highest against
+    top_score: float                       # that score
+    scale: float                           # √d, what the scores are divided by
+    visible: int                           # positions this model's mask lets it see
+    contributions: np.ndarray              # [T, d] P[token, j] · v_j: what each token adds to z
+    top_contributor: int                   # the token whose contribution is longest
+    top_contribution: float                # its length
+    context_length: float                  # ‖z‖, the length of the sum
+    attention_ratio: float                 # ‖attention output‖ / ‖X‖: the update against the residual
+    attended_cosine: float                 # cos(X, Y): after the attention sub-layer
+    active_inner: float                    # the share of inner units with GELU > 0.1
+    output_cosine: float                   # cos(X, the layer's output)
+
+
+def token_figures(steps: LayerSteps, token: int) -> TokenFigures:
+    """The numbers of ``steps`` for query ``token`` (0-based position), each from the tensors."""
+    parts = steps.embedding_parts
+    row = steps.scores[token]
+    top_key = int(np.argmax(np.where(steps.keep > 0, row, -np.inf)))
+    contributions = steps.probs[token][:, None] * steps.v
+    lengths = np.linalg.norm(contributions, axis=1)
+    key_lengths = np.linalg.norm(steps.k, axis=1)
+    x = steps.x[token]
+    return TokenFigures(
+        part_lengths=None if parts is None else {k: float(np.linalg.norm(parts[k][token]))
+                                                 for k in ("token", "segment", "position")},
+        query_length=float(np.linalg.norm(steps.q[token])),
+        key_lengths=(float(key_lengths.min()), float(key_lengths.max())),
+        top_key=top_key, top_score=float(row[top_key]), scale=math.sqrt(steps.head_size),
+        visible=int((steps.mask[token] == 0).sum()),
+        contributions=contributions, top_contributor=int(np.argmax(lengths)),
+        top_contribution=float(lengths.max()), context_length=float(np.linalg.norm(steps.context[token])),
+        attention_ratio=float(np.linalg.norm(steps.attention_out[token]) / np.linalg.norm(x)),
+        attended_cosine=_cosine(x, steps.attended[token]),
+        active_inner=float((steps.ff_gelu[token] > 0.1).mean()),
+        output_cosine=_cosine(x, steps.output[token]))
 
 
 def describe_row(steps: LayerSteps, query: int, top: int = 3) -> str:
