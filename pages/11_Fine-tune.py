@@ -12,7 +12,7 @@ from bert_explorer.app.state import model_picker, shown_path, without_host_paths
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.data.tasks import BUILTIN_TASKS
-from bert_explorer.data.uploads.names import safe_filename, table_columns
+from bert_explorer.data.uploads.names import table_columns
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
 from bert_explorer.tasks.spans import SpanTask
 from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, FinetuneConfig, ltr_problem,
@@ -142,13 +142,12 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     if st.button("Fine-tune", type="primary", key="ft_start", disabled=not ready):
         stem = Path(upload[0]).stem if upload else builtin.replace(":", "-")
         run_dir = rv.new_run_dir(f"finetune-{stem}", root)
-        run_dir.mkdir(parents=True)
+        path = None
         if upload:  # the data travels with the run: it can be repeated and inspected later
-            (run_dir / "data").mkdir()
-            path = run_dir / "data" / safe_filename(upload[0])
-            path.write_bytes(upload[1])
+            path = rv.store_upload(run_dir / "data", upload[0], upload[1])
             config = replace(config, train=str(path.resolve()))
-        if rv.launch("finetune", asdict(config), run_dir, remember=("ft_watch", rv.rel_name(Run(run_dir), root))):
+        if rv.launch("finetune", asdict(config), run_dir, remember=("ft_watch", rv.rel_name(Run(run_dir), root)),
+                     upload=path):
             st.success(f"Started {run_dir.name}.")  # and shown below
 
 # ----- 3. the run -------------------------------------------------------------------------------------

@@ -286,6 +286,38 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     assert pred.value in ("positive", "negative")
 
 
+@pytest.mark.parametrize("refused", [False, True])
+def test_finetune_page_stores_an_upload_beside_another_tabs_copy(runs_root, base_model, monkeypatch, refused):
+    """Two tabs starting the same run: the second one's upload goes beside the first one's copy
+    (never over it, never an error), and a start that is refused removes its own copy again."""
+    from bert_explorer.app import runs_view
+
+    run_dir = runs_root / "finetune-reviews-same-second"
+    (run_dir / "data").mkdir(parents=True)
+    (run_dir / "data" / "reviews.csv").write_bytes(b"the other tab's copy")
+    started = []
+
+    def start(kind, config, path, resume=False):
+        if refused:
+            raise RuntimeError(f"{path.name} is being started by another tab.")
+        started.append(config)
+
+    monkeypatch.setattr(runs_view, "new_run_dir", lambda prefix, root=None: run_dir)
+    monkeypatch.setattr(runs_view, "start_background", start)
+    data = _csv([(ex["text"], ex["label"]) for ex in make_tiny("classification", n=48).examples],
+                ["review", "sentiment"])
+    at = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.csv", data))
+    at.button(key="ft_start").click().run()
+    assert not at.exception
+    assert (run_dir / "data" / "reviews.csv").read_bytes() == b"the other tab's copy"
+    if refused:
+        assert at.error[0].value == "finetune-reviews-same-second is being started by another tab."
+        assert sorted(p.name for p in (run_dir / "data").iterdir()) == ["reviews.csv"]
+    else:
+        assert (run_dir / "data" / "reviews-2.csv").read_bytes() == data
+        assert started[0]["train"] == str((run_dir / "data" / "reviews-2.csv").resolve())
+
+
 @pytest.mark.parametrize("task", ["ner", "qa"])
 def test_finetune_page_builtin_ner_and_qa_results(runs_root, base_model, task):
     at = _page("11_Fine-tune.py", **_model_state(base_model))
