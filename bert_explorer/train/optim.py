@@ -52,7 +52,8 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
 
 
 def linear_warmup_decay(optimizer, warmup_steps: int, total_steps: int):
-    """lr × step/warmup during warm-up, then lr × (total - step)/(total - warmup), floored at 0."""
+    """lr × (step + 1)/warmup during warm-up (the first step already trains, at lr/warmup; the
+    last warm-up step reaches lr), then lr × (total - step)/(total - warmup), floored at 0."""
     def factor(step: int) -> float:
         if step < warmup_steps:
             return (step + 1) / max(1, warmup_steps)
