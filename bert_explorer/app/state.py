@@ -233,6 +233,23 @@ def _upload_checkpoint() -> str | None:
     return str(target)
 
 
+def _finetuned_run(path, root: Path):
+    """The fine-tuning run under ``root`` whose saved model is the folder ``path``, else None."""
+    if not isinstance(path, str) or not path:
+        return None
+    p = Path(path)
+    try:
+        inside = p.resolve().is_relative_to(root.resolve())
+    except OSError:
+        return None
+    if not inside or p.name != "model" or not (p / "config.json").is_file() or \
+            not (p.parent / "status.json").is_file():
+        return None
+    from ..train.runs import Run
+
+    return Run(p.parent)
+
+
 def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     """Sidebar: choose a model by short name, from a run, or by path; show what it is."""
     show_mode()
@@ -252,6 +269,10 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
                + (["a local directory…", "upload a checkpoint (.zip)…"] if writes_allowed() else []))
     default = default if default in options else options[0]
     kept_choice = remembered("be_model_choice")
+    if kept_choice not in options and (run := _finetuned_run(kept_choice, root)) is not None:
+        # a fine-tuned model opened from the After fine-tuning page ("Attention on this example") stays listed
+        options.insert(len(names), kept_choice)
+        labels[kept_choice] = f"fine-tuned: {run_finder.run_label(run, root)}"
     if kept_choice in labels and kept_choice not in options:
         # a checkpoint inside an ablation, chosen earlier (or by another page): open its group
         group = next(g for g, paths in groups.items() if kept_choice in paths)

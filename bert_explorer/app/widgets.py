@@ -20,6 +20,7 @@ MENU = [("run_app.py", "Home", ":material/home:"),
         ("pages/13_Nearest_neighbours.py", "Nearest neighbours", ":material/scatter_plot:"),
         ("pages/6_Pre-train.py", "Pre-train", ":material/fitness_center:"),
         ("pages/7_Fine-tune.py", "Fine-tune", ":material/tune:"),
+        ("pages/12_After_fine_tuning.py", "After fine-tuning", ":material/fact_check:"),
         ("pages/8_Runs.py", "Runs", ":material/folder_open:"),
         ("pages/9_Ablation_studio.py", "Ablation studio", ":material/science:")]
 # (Material Symbols ship inside Streamlit, so they draw offline on any machine; emoji need a font.)
