@@ -77,9 +77,8 @@ class Predictor:
         return self.task.predict(examples, feats, self._outputs(feats), self.label_names, self.tau)
 
     def weights_stamp(self) -> list[int]:
-        """What identifies the weights that answered: their file's size and modification time."""
-        st = self.weights.stat()
-        return [st.st_size, st.st_mtime_ns]
+        """What identifies the weights that answered (:func:`weights_stamp`)."""
+        return weights_stamp(self.weights)
 
     def dev_predictions(self, examples: list[dict], when: str) -> dict:
         """The model's answers to labelled ``examples`` (the dev set), example by example, as one
@@ -101,6 +100,17 @@ class Predictor:
                 "computed": when, "time": time.time(), "examples": examples, "answers": answers,
                 "probabilities": [None if p is None else {"gold": p[0], "predicted": p[1]} for p in probabilities],
                 "pieces": pieces}
+
+
+def weights_stamp(path: str | Path) -> list[int]:
+    """What identifies a weights file: its size and modification time. A run folder stands for the
+    weights of its fine-tuned model (or of its feature-based head)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "feature_head" / "head.safetensors" if (p / "feature_head" / "head.json").exists() else \
+            (p / "model" if (p / "model" / "config.json").exists() else p) / "model.safetensors"
+    st = p.stat()
+    return [st.st_size, st.st_mtime_ns]
 
 
 def store_dev_predictions(run_dir: str | Path, record: dict) -> Path:

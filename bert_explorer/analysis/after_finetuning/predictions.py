@@ -31,7 +31,7 @@ from ...tasks.metrics import bio_entities
 from ...tasks.registry import task_type
 from ...tasks.squad import squad_exact_match, squad_f1
 from ...train.finetune import FinetuneConfig, read_data
-from ...train.predict import PREDICTIONS_FILE, PREDICTIONS_VERSION, Predictor, store_dev_predictions
+from ...train.predict import PREDICTIONS_FILE, PREDICTIONS_VERSION, Predictor, store_dev_predictions, weights_stamp
 from ...train.runs import Run
 
 NO_ANSWER = "(no answer)"
@@ -63,7 +63,7 @@ def dev_examples(run: Run) -> list[dict]:
                          f"predictions were not kept at the end of training, so they cannot be shown.") from None
 
 
-def _stored(run: Run, predictor: Predictor | None) -> dict | None:
+def _stored(run: Run) -> dict | None:
     path = run.path / PREDICTIONS_FILE
     try:
         record = json.loads(path.read_text())
@@ -71,7 +71,7 @@ def _stored(run: Run, predictor: Predictor | None) -> dict | None:
         return None
     if not isinstance(record, dict) or record.get("version") != PREDICTIONS_VERSION:
         return None
-    if predictor is not None and record.get("weights") != predictor.weights_stamp():
+    if record.get("weights") != weights_stamp(run.path):
         return None  # the model was written again since: its answers are not these
     return record
 
@@ -84,7 +84,7 @@ def load_predictions(run_dir: str | Path, store: bool = True, predictor: Predict
     if not (run.path / "model" / "config.json").is_file() and not (run.path / "feature_head").is_dir():
         raise ValueError(f"{run.name} kept no fine-tuned model (an ablation cell keeps only its score), so its dev "
                          f"set cannot be answered example by example.")
-    record = _stored(run, predictor)
+    record = _stored(run)
     stored = record is not None
     if record is None:
         predictor = predictor or Predictor(run.path)
