@@ -42,6 +42,7 @@ st.markdown(
 | **What each layer knows** | a linear probe per layer, with a control task, reads off named entities, part of speech or topic: where the model keeps each | §5.3 |
 | **Nearest neighbours** | the tokens of a whole corpus whose vectors at a layer are nearest to one token of your sentence | §3, §5.3 |
 | **Pre-train**, **Fine-tune**, **Runs** | start pre-training or a one-click fine-tune in the background, watch the curves, compare runs | App. A.2, §4 |
+| **After fine-tuning** | a fine-tuned run's dev set example by example (its most confident mistakes), its score by slice, its calibration, and the [CLS] vectors before and after fine-tuning | §4, Fig. 4 |
 | **Ablation studio** | model size, No NSP, left-to-right, feature-based vs fine-tuning, masking ratios — ours beside the paper's numbers | §5, Tables 5-8 |
 
 Pick the model in the sidebar: every page uses the same one.

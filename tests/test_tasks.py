@@ -216,8 +216,9 @@ def test_tsv_sentence_pair_and_regression(tmp_path):
                                                                  enumerate(pairs))
     data = read_task_file(write(tmp_path, "dev.tsv", text))
     assert data.task.name == "pair-classification" and data.label_names == ["contradiction", "entailment", "neutral"]
+    # the column the model does not read (index) is kept beside the example, to slice the dev set by
     assert data.examples[0] == {"text": "A man is playing a guitar.", "text_pair": "A man plays guitar.",
-                                "label": "entailment"}
+                                "label": "entailment", "extra": {"index": "0"}}
     scores = "sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{i * 0.7:.2f}\n" for i, (a, b, _) in
                                                          enumerate(pairs * 2))
     data = read_task_file(write(tmp_path, "sts.tsv", scores))

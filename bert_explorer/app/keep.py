@@ -13,7 +13,10 @@ What is kept across pages (the same key on every page that shows it):
   (``be_sentence_a``/``be_sentence_b``): three views of one input;
 - the Masked-word probe's sentence (``mlm_text``) and the Next-sentence probe's pair
   (``nsp_a``/``nsp_b``): kept for their own pages, and offered on Attributions as one click
-  ("Explain the Masked-word probe's sentence"), which then fills its inputs.
+  ("Explain the Masked-word probe's sentence"), which then fills its inputs;
+- from a dev example on After fine-tuning, one click fills Attributions (the run's classifier and the
+  example) or Attention (the example as sentences A and B, the run's fine-tuned model in the sidebar,
+  which then lists it).
 
 Everything else is per page: a layer, head or token means another thing on another page (and
 models differ in depth); the probes and Attributions start from examples chosen for what each

@@ -167,7 +167,7 @@ def _load(name: str, architecture: str | None, version: tuple) -> Loaded:
 
 
 # The files load() reads weights from: a delta checkpoint's base.json names the tensors it borrows.
-WEIGHT_FILES = ("model.safetensors", checkpoint.BASE_FILE, "pytorch_model.bin")
+WEIGHT_FILES = ("model.safetensors", checkpoint.BASE_FILE, "pytorch_model.bin", "head.safetensors")
 
 
 def weights_version(name: str) -> tuple:
@@ -176,16 +176,18 @@ def weights_version(name: str) -> tuple:
     if str(name).startswith("hf:"):
         return ()  # resolving a hub id downloads it: leave that to the load itself
     try:
-        folder = checkpoint.resolve(name)
+        folders = [checkpoint.resolve(name)]
     except CheckpointError:
-        return ()
+        # A fine-tuning run's folder: its weights are its model and, for feature-based transfer, its head.
+        folders = [Path(name) / "model", Path(name) / "feature_head"]
     version = []
-    for file in WEIGHT_FILES:
-        try:
-            s = (folder / file).stat()
-        except OSError:  # not there (or removed meanwhile)
-            continue
-        version.append((file, s.st_mtime_ns, s.st_size))
+    for folder in folders:
+        for file in WEIGHT_FILES:
+            try:
+                s = (folder / file).stat()
+            except OSError:  # not there (or removed meanwhile)
+                continue
+            version.append((f"{folder.name}/{file}", s.st_mtime_ns, s.st_size))
     return tuple(version)
 
 
@@ -270,6 +272,23 @@ def _upload_checkpoint() -> str | None:
     return str(target)
 
 
+def _finetuned_run(path, root: Path):
+    """The fine-tuning run under ``root`` whose saved model is the folder ``path``, else None."""
+    if not isinstance(path, str) or not path:
+        return None
+    p = Path(path)
+    try:
+        inside = p.resolve().is_relative_to(root.resolve())
+    except OSError:
+        return None
+    if not inside or p.name != "model" or not (p / "config.json").is_file() or \
+            not (p.parent / "status.json").is_file():
+        return None
+    from ..train.runs import Run
+
+    return Run(p.parent)
+
+
 def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     """Sidebar: choose a model by short name, from a run, or by path; show what it is."""
     show_mode()
@@ -289,6 +308,10 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
                + (["a local directory…", "upload a checkpoint (.zip)…"] if writes_allowed() else []))
     default = default if default in options else options[0]
     kept_choice = remembered("be_model_choice")
+    if kept_choice not in options and (run := _finetuned_run(kept_choice, root)) is not None:
+        # a fine-tuned model opened from the After fine-tuning page ("Attention on this example") stays listed
+        options.insert(len(names), kept_choice)
+        labels[kept_choice] = f"fine-tuned: {run_finder.run_label(run, root)}"
     if kept_choice in labels and kept_choice not in options:
         # a checkpoint inside an ablation, chosen earlier (or by another page): open its group
         group = next(g for g, paths in groups.items() if kept_choice in paths)

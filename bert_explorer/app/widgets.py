@@ -20,6 +20,7 @@ MENU = [("run_app.py", "Home", ":material/home:"),
         ("pages/9_Nearest_neighbours.py", "Nearest neighbours", ":material/scatter_plot:"),
         ("pages/10_Pre-train.py", "Pre-train", ":material/fitness_center:"),
         ("pages/11_Fine-tune.py", "Fine-tune", ":material/tune:"),
+        ("pages/12_After_fine_tuning.py", "After fine-tuning", ":material/fact_check:"),
         ("pages/13_Runs.py", "Runs", ":material/folder_open:"),
         ("pages/14_Ablation_studio.py", "Ablation studio", ":material/science:")]
 # (Material Symbols ship inside Streamlit, so they draw offline on any machine; emoji need a font.)

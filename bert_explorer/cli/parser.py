@@ -102,9 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_ablate)
 
-    from . import analysis, neighbours  # the analysis commands (probe-layers, compare-models, neighbours)
+    from . import after_finetuning, analysis, neighbours  # probe-layers, compare-models, neighbours, after-finetuning
     analysis.register(sub)
     neighbours.register(sub)
+    after_finetuning.register(sub)
 
     s = sub.add_parser("corpora", help="the built-in corpora, their provenance and licences")
     s.add_argument("--json", action="store_true")

@@ -50,6 +50,11 @@ class Shown:
     table: dict[str, list] | None = None
 
 
+# The key of an example that keeps the other columns of an uploaded table (an id, a source, a date):
+# the model never reads them, but the dev set can be sliced by them after fine-tuning.
+EXTRA = "extra"
+
+
 def model_inputs(e) -> dict:
     """The three model inputs of one encoded sequence, as lists."""
     return {"input_ids": e.input_ids, "token_type_ids": e.token_type_ids, "attention_mask": e.attention_mask}
@@ -104,8 +109,16 @@ class TaskType:
         return {}
 
     def preview(self, example: dict, shorten: Callable[[str], str] = str) -> dict:
-        """One example as a flat row of a table (the data previews); ``shorten`` cuts long texts."""
-        return {k: (shorten(v) if isinstance(v, str) else v) for k, v in example.items() if v is not None}
+        """One example as a flat row of a table (the data previews); ``shorten`` cuts long texts.
+        The upload's other columns (``extra``) come last, under their own names."""
+        row = {k: v for k, v in example.items() if v is not None and k != EXTRA}
+        row.update({k: v for k, v in (example.get(EXTRA) or {}).items() if k not in row})
+        return {k: (shorten(v) if isinstance(v, str) else v) for k, v in row.items()}
+
+    def texts(self, example: dict) -> tuple[str, str | None]:
+        """The example as the one or two texts a person reads (and the Attention page takes as
+        sentences A and B)."""
+        return example["text"], example.get("text_pair") or None
 
     def example_from_text(self, text: str, second: str | list[str] | None = None) -> dict:
         """The example a person means by typing ``text`` and ``second`` into this task's
@@ -164,6 +177,12 @@ class TaskType:
 
     def answer(self, example, feature, output, label_names) -> dict:
         raise NotImplementedError
+
+    def probabilities(self, example, feature, output, label_names) -> tuple[float, float] | None:
+        """The model's probability of the gold answer and of its own answer to one labelled
+        example, from its output; None where the head gives no probability of a whole answer
+        (a value; a span, whose score is a sum of two logits over windows)."""
+        return None
 
     def shown(self, answer: dict, example: dict) -> Shown:
         """One answer of :meth:`predict` as a person reads it."""

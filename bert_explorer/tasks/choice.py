@@ -62,5 +62,14 @@ class ChoiceTask(TaskType):
         p = torch.softmax(output, -1)
         return {"choice": int(p.argmax()), "probabilities": [round(float(x), 6) for x in p]}
 
+    def texts(self, example):  # the context, and the ending the model chose between (the gold one first)
+        choices = example["choices"]
+        label = example.get("label")
+        return example["context"], choices[int(label)] if label is not None else choices[0]
+
+    def probabilities(self, example, feature, output, label_names):
+        p = torch.softmax(output.float(), -1)
+        return float(p[int(example["label"])]), float(p.max())
+
     def shown(self, answer, example):
         return Shown("Choice", f"{answer['choice'] + 1}: {example['choices'][answer['choice']]}")

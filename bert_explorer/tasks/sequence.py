@@ -64,6 +64,10 @@ class LabelTask(SequenceTask):
         return {"label": label_names[int(p.argmax())],
                 "probabilities": {n: round(float(x), 6) for n, x in zip(label_names, p)}}
 
+    def probabilities(self, example, feature, output, label_names):
+        p = torch.softmax(output.float(), -1)
+        return float(p[label_names.index(str(example["label"]))]), float(p.max())
+
     def shown(self, answer, example):
         return Shown("Prediction", answer["label"], scores=answer["probabilities"])
 

@@ -69,6 +69,9 @@ class SpanTask(TaskType):
         return [{"answer": answer[str(i)], "score": preds[str(i)]["score"],
                  "null_score": preds[str(i)]["null_score"]} for i in range(len(examples))]
 
+    def texts(self, example):
+        return example["question"], example["context"]
+
     def shown(self, answer, example):
         return Shown("Answer", answer["answer"] or "(no answer)")
 

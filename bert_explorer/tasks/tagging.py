@@ -86,6 +86,22 @@ class TagTask(TaskType):
                 for ty, a, b in M.bio_entities(tags)]
         return {"tokens": example["tokens"], "tags": tags, "entities": ents}
 
+    def texts(self, example):
+        return " ".join(example["tokens"]), None
+
+    def probabilities(self, example, feature, output, label_names):
+        """The probability of the whole tag sequence, word by word as the head reads it (each
+        word's first WordPiece, independently): the product over the words. A word cut off by
+        the maximum length is left out of both."""
+        p = torch.softmax(output.float(), -1)
+        gold, best, seen = 1.0, 1.0, set()
+        for t, w in enumerate(feature["word_ids"]):
+            if w is not None and w not in seen:
+                seen.add(w)
+                gold *= float(p[t, label_names.index(example["tags"][w])])
+                best *= float(p[t].max())
+        return gold, best
+
     def shown(self, answer, example):
         text = ", ".join(f"{e['text']} ({e['type']})" for e in answer["entities"]) or "none"
         return Shown("Entities", text, table={"word": answer["tokens"], "tag": answer["tags"]})

@@ -31,6 +31,7 @@ from .device import PRECISIONS, pick_device, precision_from
 from .engine import AFTER_A_FULL_DISK, fit, marks_failure, total_steps
 from .feature_based import run_feature_based
 from .optim import linear_warmup_decay, make_optimizer
+from .predict import Predictor, store_dev_predictions
 from .run_lock import writes_run
 from .runs import Run
 
@@ -187,18 +188,22 @@ def ltr_problem(model: str | Path, task: TaskType | None, mode: str) -> str | No
 MIN_DEV_EXAMPLES = 100
 
 
-def small_dev_warning(n_dev: int) -> str | None:
-    """One plain sentence when a dev set is too small for its score to mean much, else None.
-    An accuracy measured on n examples has a standard error of up to 0.5/sqrt(n): at 6 examples
-    that is ±20 points, and one example more or less right moves the score by 1/n."""
+def small_dev_warning(n_dev: int, subject: str = "The dev set") -> str | None:
+    """One plain sentence when a dev set (or a part of it, named by ``subject``) is too small for
+    its score to mean much, else None. An accuracy measured on n examples has a standard error of
+    up to 0.5/sqrt(n): at 6 examples that is ±20 points, and one example more or less right moves
+    the score by 1/n."""
     if n_dev >= MIN_DEV_EXAMPLES:
         return None
+    whole = subject == "The dev set"
     if n_dev == 0:
-        return "There is no dev example at all, so no score can be measured; add data or raise the dev fraction."
-    return (f"The dev set has only {n_dev} example{'s' if n_dev != 1 else ''}, so its score is mostly chance: one "
+        return ("There is no dev example at all, so no score can be measured; add data or raise the dev fraction."
+                if whole else f"{subject} has no example at all, so no score can be measured.")
+    advice = (f"; use at least {MIN_DEV_EXAMPLES * 10:,} labelled examples ({MIN_DEV_EXAMPLES} for dev) for a score "
+              f"you can trust." if whole else f"; a score on at least {MIN_DEV_EXAMPLES} examples can be trusted.")
+    return (f"{subject} has only {n_dev} example{'s' if n_dev != 1 else ''}, so its score is mostly chance: one "
             f"example moves accuracy by {100 / n_dev:.0f} points and the noise alone is about "
-            f"±{100 / n_dev ** 0.5:.0f} points; use at least {MIN_DEV_EXAMPLES * 10:,} labelled examples "
-            f"({MIN_DEV_EXAMPLES} for dev) for a score you can trust.")
+            f"±{100 / n_dev ** 0.5:.0f} points{advice}")
 
 
 @writes_run("run_dir", "bert-explorer finetune")
@@ -247,6 +252,9 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
                       "label_names": label_names}
         if warning:
             result["warning"] = warning
+        # The dev set answered example by example, by the saved model itself (After fine-tuning page)
+        store_dev_predictions(run.path, Predictor(run.path, dev_obj.device).dev_predictions(
+            dev.examples, "at the end of training"))
         (run.path / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
         state = "stopped" if run.stop_requested() else "finished"
         run.clear_stop()

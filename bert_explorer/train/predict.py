@@ -1,7 +1,9 @@
-"""Use a fine-tuned model: load a run (or its model directory) and predict on new input."""
+"""Use a fine-tuned model: load a run (or its model directory) and predict on new input; and its
+answers to the dev set, example by example, kept in the run (``dev_predictions.json``)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from safetensors.torch import load_file
@@ -10,14 +12,21 @@ from .. import checkpoint
 from ..tasks.registry import TASK_TYPES, task_type
 from ..tasks.sequence import LabelTask
 from .feature_based import FeatureHead, extract, head_outputs
+from .runs import _write_json_atomic
+
+# The dev set answered example by example, kept in the run folder (written atomically): the model's
+# answers, its probability of the gold answer and of its own, and each input's length in WordPieces.
+PREDICTIONS_FILE = "dev_predictions.json"
+PREDICTIONS_VERSION = 1
 
 
 class Predictor:
     """A fine-tuned model and its task type, read from a run: ``predict`` answers new examples in
     the task's own terms (a label, a score, tags, an answer span, a choice)."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, device="cpu"):
         p = Path(path)
+        self.device = device
         self.feature_head = None
         if (p / "feature_head" / "head.json").exists():
             meta = json.loads((p / "feature_head" / "head.json").read_text())
@@ -26,12 +35,15 @@ class Predictor:
             head = FeatureHead(len(meta["layers"]), meta["hidden"], meta["features"],
                                self.task.num_outputs(meta["label_names"]), self.task.per_token)
             head.load_state_dict(load_file(str(p / "feature_head" / "head.safetensors")))
-            self.feature_head, self.meta = head.eval(), meta
+            self.feature_head, self.meta = head.eval().to(device), meta
+            self.weights = p / "feature_head" / "head.safetensors"
             self.label_names, self.max_len = meta["label_names"], meta["max_seq_length"]
             self.doc_stride, self.tau = 64, None
             return
         model_dir = p / "model" if (p / "model" / "config.json").exists() else p
         self.loaded = checkpoint.load(model_dir)
+        self.loaded.model.to(device)
+        self.weights = model_dir / "model.safetensors"
         args_file = model_dir / "training_args.json"
         args = json.loads(args_file.read_text()) if args_file.exists() else {}
         arch = type(self.loaded.model).__name__
@@ -56,10 +68,54 @@ class Predictor:
 
     def _outputs(self, feats):
         if self.feature_head is None:
-            return self.task.model_outputs(self.loaded.model, feats, self.loaded.tokenizer.pad_id, "cpu")
-        xs = extract(self.loaded, feats, self.meta["layers"], self.task, "cpu")
+            return self.task.model_outputs(self.loaded.model, feats, self.loaded.tokenizer.pad_id, self.device)
+        xs = extract(self.loaded, feats, self.meta["layers"], self.task, self.device)
         return head_outputs(self.feature_head, xs)
 
     def predict(self, examples: list[dict]) -> list[dict]:
         feats = self.task.featurize(examples, self.loaded.tokenizer, self.label_names, self.max_len, self.doc_stride)
         return self.task.predict(examples, feats, self._outputs(feats), self.label_names, self.tau)
+
+    def weights_stamp(self) -> list[int]:
+        """What identifies the weights that answered (:func:`weights_stamp`)."""
+        return weights_stamp(self.weights)
+
+    def dev_predictions(self, examples: list[dict], when: str) -> dict:
+        """The model's answers to labelled ``examples`` (the dev set), example by example, as one
+        JSON-ready record: the examples themselves (the upload's other columns included), the
+        answers of :meth:`predict` (the same call, so the same answers), the probability of the
+        gold answer and of the model's own where the head gives one, and each input's length in
+        WordPieces before truncation. ``when`` says when they were computed."""
+        task, tok = self.task, self.loaded.tokenizer
+        feats = task.featurize(examples, tok, self.label_names, self.max_len, self.doc_stride)
+        outputs = self._outputs(feats)
+        answers = task.predict(examples, feats, outputs, self.label_names, self.tau)
+        first = {}  # an example's first window speaks for it (only QA has several, and gives no probability)
+        for f, o in zip(feats, outputs):
+            first.setdefault(f["example_index"], (f, o))
+        probabilities = [task.probabilities(ex, *first[i], self.label_names) for i, ex in enumerate(examples)]
+        pieces = [len(tok.encode(*task.texts(ex)).input_ids) for ex in examples]
+        return {"version": PREDICTIONS_VERSION, "task": task.name, "label_names": self.label_names,
+                "max_seq_length": self.max_len, "null_threshold": self.tau, "weights": self.weights_stamp(),
+                "computed": when, "time": time.time(), "examples": examples, "answers": answers,
+                "probabilities": [None if p is None else {"gold": p[0], "predicted": p[1]} for p in probabilities],
+                "pieces": pieces}
+
+
+def weights_stamp(path: str | Path) -> list[int]:
+    """What identifies a weights file: its size and modification time. A run folder stands for the
+    weights of its fine-tuned model (or of its feature-based head)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "feature_head" / "head.safetensors" if (p / "feature_head" / "head.json").exists() else \
+            (p / "model" if (p / "model" / "config.json").exists() else p) / "model.safetensors"
+    st = p.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def store_dev_predictions(run_dir: str | Path, record: dict) -> Path:
+    """Keep a :meth:`Predictor.dev_predictions` record in the run folder, replaced atomically: a
+    reader finds the old file or the new one, never half of one."""
+    path = Path(run_dir) / PREDICTIONS_FILE
+    _write_json_atomic(path, record)
+    return path

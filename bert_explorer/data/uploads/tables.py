@@ -4,10 +4,12 @@ from __future__ import annotations
 import csv
 import difflib
 import io
+import json
 import math
 import re
 from collections import Counter
 
+from ...tasks.base import EXTRA
 from ...tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, NER, PAIR_CLASSIFICATION, QA, REGRESSION
 from .core import DataError, LABEL_NAMES, MIN_EXAMPLES, PAIR_NAMES, PAIRS, TaskData, TEXT_NAMES, _norm
 from .helpers import _did_you_mean, _label_sort_key, _label_str, _lines_note
@@ -188,6 +190,7 @@ class Tables:
                           + (f", second text column {pair_col!r}" if pair_col else "")
                           + f", label column {label_col!r}" + ("; " + "; ".join(auto) if auto else ""))
         examples, empty_text, empty_label = [], [], []
+        used = (text_col, pair_col, label_col)
         for line, rec in self.rows:
             text, label = self._cell(rec, text_col), self._cell(rec, label_col)
             pair = self._cell(rec, pair_col) if pair_col else None
@@ -209,7 +212,7 @@ class Tables:
                 except (TypeError, ValueError):
                     raise self.error(self._where(line, label_col), f"{label!r} is not a number but regression "
                                      f"needs numeric labels; correct the cell or use task='classification'") from None
-                examples.append({"text": text, "text_pair": pair, "label": value})
+                examples.append(self._with_extra({"text": text, "text_pair": pair, "label": value}, rec, used))
             else:
                 if isinstance(label, (list, dict)):
                     raise self.error(self._where(line, label_col), f"holds a {type(label).__name__}; give one "
@@ -217,7 +220,7 @@ class Tables:
                 ex = {"text": text, "label": _label_str(label)}
                 if task == PAIR_CLASSIFICATION:
                     ex = {"text": text, "text_pair": pair, "label": ex["label"]}
-                examples.append(ex)
+                examples.append(self._with_extra(ex, rec, used))
         if empty_text:
             self.notes.append(_lines_note("an empty text cell", empty_text, self.unit))
         if empty_label:
@@ -229,6 +232,13 @@ class Tables:
                                        f"nothing to learn; check the label column")
             return TaskData(REGRESSION, examples, None, "", self.notes)
         return self._finish_classification(task, examples, label_col)
+
+    def _with_extra(self, example: dict, record: dict, used) -> dict:
+        """``example`` with the record's other columns (an id, a source, a date) under ``extra``:
+        the model never reads them, but the dev set can be sliced by them after fine-tuning."""
+        extra = {c: (v if v is None or isinstance(v, (str, int, float, bool)) else json.dumps(v))
+                 for c, v in record.items() if c not in used}
+        return {**example, EXTRA: extra} if extra else example
 
     def _all_unique_words(self, col: str) -> bool:
         """True for an id-like column: every value different and not a number (so not a label)."""

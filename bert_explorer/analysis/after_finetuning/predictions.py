@@ -1,0 +1,233 @@
+"""The dev set after fine-tuning, example by example (paper, Section 4).
+
+A fine-tuning run reports one dev score; this module opens it up: every dev example with its gold
+answer, the model's answer, the model's probability of each, and whether it was right. The answers
+are those of the saved model (``train.predict.Predictor``), kept in the run as
+``dev_predictions.json`` when training ends. A run made before that file existed has them computed
+on its first view (its dev set is rebuilt from its settings: the same file or built-in set, the
+same seeded split) and stored, unless the app may not write (classroom mode): then they are
+computed for the view and not kept, and the page says so.
+
+One row per example, whatever the task type, with the same column names:
+
+* ``gold``, ``predicted``: the answers as a person reads them (a label, a value, the entities of a
+  sentence, an answer span, the chosen ending);
+* ``p_gold``, ``p_predicted``: the model's probability of the gold answer and of its own, where its
+  head gives a probability of a whole answer (labels, choices, and tag sequences: the product of
+  each word's probability); None for values and spans;
+* ``correct``: the answer is exactly right (None for values: they are never exactly right);
+* ``pieces``: the input's length in WordPieces before it is cut at the run's maximum length;
+* the texts of the input, and the upload's other columns under their own names.
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...tasks.base import EXTRA, TaskType
+from ...tasks.metrics import bio_entities
+from ...tasks.registry import task_type
+from ...tasks.squad import squad_exact_match, squad_f1
+from ...train.finetune import FinetuneConfig, read_data
+from ...train.predict import PREDICTIONS_FILE, PREDICTIONS_VERSION, Predictor, store_dev_predictions, weights_stamp
+from ...train.runs import Run
+
+NO_ANSWER = "(no answer)"
+
+
+@dataclass
+class DevPredictions:
+    """A run's dev set answered example by example."""
+
+    task: TaskType
+    label_names: list[str] | None
+    record: dict          # what dev_predictions.json holds
+    rows: list[dict]      # one per example (see the module's docstring)
+    source: str           # one sentence: when they were computed and whether the run keeps them
+    stored: bool          # the run folder holds them
+
+
+def dev_examples(run: Run) -> list[dict]:
+    """The run's dev set, rebuilt from its settings (the same data and seeded split as in training).
+    A ValueError says in one sentence why it cannot be (the data file is gone, a package is missing)."""
+    cfg = {k: v for k, v in run.config().items() if k != "kind"}
+    try:
+        with warnings.catch_warnings():  # a setting of another version: read_data needs only the data ones
+            warnings.simplefilter("ignore")
+            config = FinetuneConfig.from_dict(cfg, strict=False)
+        return read_data(config)[1].examples
+    except (OSError, ValueError) as e:
+        raise ValueError(f"The dev set of {run.name} cannot be rebuilt from its settings ({e}); its "
+                         f"predictions were not kept at the end of training, so they cannot be shown.") from None
+
+
+def _stored(run: Run) -> dict | None:
+    path = run.path / PREDICTIONS_FILE
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("version") != PREDICTIONS_VERSION:
+        return None
+    if record.get("weights") != weights_stamp(run.path):
+        return None  # the model was written again since: its answers are not these
+    return record
+
+
+def load_predictions(run_dir: str | Path, store: bool = True, predictor: Predictor | None = None) -> DevPredictions:
+    """The run's dev predictions: read from the run, or computed now by its saved model and, when
+    ``store``, kept in the run for the next view. ``predictor`` is the run's model when the caller
+    has it loaded already (a page's cache)."""
+    run = Run(run_dir)
+    if not (run.path / "model" / "config.json").is_file() and not (run.path / "feature_head").is_dir():
+        raise ValueError(f"{run.name} kept no fine-tuned model (an ablation cell keeps only its score), so its dev "
+                         f"set cannot be answered example by example.")
+    record = _stored(run)
+    stored = record is not None
+    if record is None:
+        predictor = predictor or Predictor(run.path)
+        record = predictor.dev_predictions(dev_examples(run), "on first view")
+        if store:
+            store_dev_predictions(run.path, record)
+            stored = True
+    when = record.get("computed", "earlier")
+    if record.get("computed") == "on first view" and not stored:
+        source = ("Computed now by the run's saved model and not kept: in classroom mode the app writes nothing, "
+                  "so they are computed again on the next visit.")
+    else:
+        source = f"Computed {when} by the run's saved model and kept in the run ({PREDICTIONS_FILE})."
+    task = task_type(record["task"])
+    return DevPredictions(task, record.get("label_names"), record, rows_of(task, record), source, stored)
+
+
+# The names of a row's own columns; an upload's column of the same name is shown as "column NAME".
+ROW_COLUMNS = frozenset({"example", "text", "text_pair", "choices", "gold", "predicted", "correct", "error",
+                         "gold_entities", "predicted_entities", "correct_entities", "exact_match", "f1", "span_score",
+                         "null_score", "gold_choice", "p_gold", "p_predicted", "pieces"})
+
+
+def extra_key(column: str) -> str:
+    """The row's name for an uploaded column the model did not read."""
+    return f"column {column}" if column in ROW_COLUMNS else column
+
+
+def extra_columns(record: dict) -> list[str]:
+    """The upload's other columns, as the rows name them, in the file's order."""
+    seen = {}
+    for ex in record["examples"]:
+        for k in ex.get(EXTRA) or {}:
+            seen.setdefault(extra_key(k), None)
+    return list(seen)
+
+
+# ----- one row per example --------------------------------------------------------------------
+def marked(tokens: list[str], tags: list[str]) -> str:
+    """The sentence with each entity in brackets and its type: "[Peter Blackburn]PER went home"."""
+    words = list(tokens)
+    for etype, a, b in bio_entities(tags):
+        words[a] = "[" + words[a]
+        words[b - 1] = words[b - 1] + "]" + etype
+    return " ".join(words)
+
+
+def marked_answer(context: str, answer: str, mark: str) -> str:
+    """The passage with the first occurrence of ``answer`` wrapped in ``mark`` (e.g. "**")."""
+    if not answer:
+        return context
+    i = context.find(answer)
+    return context if i < 0 else f"{context[:i]}{mark}{answer}{mark}{context[i + len(answer):]}"
+
+
+def rows_of(task: TaskType, record: dict) -> list[dict]:
+    """One plain row per dev example (see the module's docstring)."""
+    rows = []
+    for i, (ex, ans, prob, pieces) in enumerate(zip(record["examples"], record["answers"], record["probabilities"],
+                                                    record["pieces"])):
+        row = {"example": i}
+        row.update(_answer_columns(task, ex, ans))
+        row["p_gold"] = None if prob is None else prob["gold"]
+        row["p_predicted"] = None if prob is None else prob["predicted"]
+        row["pieces"] = pieces
+        for k, v in (ex.get(EXTRA) or {}).items():  # the upload's other columns, under their own names
+            row[extra_key(k)] = v
+        rows.append(row)
+    return rows
+
+
+def _answer_columns(task: TaskType, ex: dict, ans: dict) -> dict:
+    """The input's texts, gold, predicted and right-or-wrong, in the task's own terms."""
+    if task.target in ("class", "value"):
+        out = {"text": ex["text"]}
+        if ex.get("text_pair"):
+            out["text_pair"] = ex["text_pair"]
+        if task.target == "class":
+            gold, pred = str(ex["label"]), ans["label"]
+            return {**out, "gold": gold, "predicted": pred, "correct": gold == pred}
+        gold, pred = float(ex["label"]), float(ans["score"])
+        return {**out, "gold": gold, "predicted": pred, "error": pred - gold, "correct": None}
+    if task.target == "tags":
+        gold_ents, pred_ents = set(bio_entities(ex["tags"])), set(bio_entities(ans["tags"]))
+        return {"text": " ".join(ex["tokens"]), "gold": marked(ex["tokens"], ex["tags"]),
+                "predicted": marked(ex["tokens"], ans["tags"]), "correct": gold_ents == pred_ents,
+                "gold_entities": len(gold_ents), "predicted_entities": len(pred_ents),
+                "correct_entities": len(gold_ents & pred_ents)}
+    if task.target == "span":
+        golds = [a["text"] for a in ex.get("answers") or []]
+        pred = ans["answer"]
+        em, f1 = squad_exact_match(pred, golds or [""]), squad_f1(pred, golds or [""])
+        return {"text": ex["question"], "text_pair": ex["context"], "gold": " | ".join(golds) or NO_ANSWER,
+                "predicted": pred or NO_ANSWER, "correct": bool(em), "exact_match": 100.0 * em, "f1": 100.0 * f1,
+                "span_score": _finite(ans.get("score")), "null_score": _finite(ans.get("null_score"))}
+    if task.target == "choice":
+        choices, gold, pred = ex["choices"], int(ex["label"]), int(ans["choice"])
+        return {"text": ex["context"], "choices": " | ".join(f"{k + 1}: {c}" for k, c in enumerate(choices)),
+                "gold": f"{gold + 1}: {choices[gold]}", "predicted": f"{pred + 1}: {choices[pred]}",
+                "gold_choice": gold + 1, "correct": gold == pred}
+    raise ValueError(f"no example-by-example view for {task.name} answers ({task.target})")
+
+
+def _finite(x):
+    return x if isinstance(x, (int, float)) and abs(x) != float("inf") else None
+
+
+# ----- sorting and filtering --------------------------------------------------------------------
+VIEWS = {
+    "all": "every example, in dev order",
+    "wrong": "the wrong answers only",
+    "confident mistakes": "the wrong answers, the most confident first",
+    "unsure right answers": "the right answers, the least confident first",
+}
+
+
+def view(rows: list[dict], which: str = "all", gold: str | None = None) -> list[dict]:
+    """Rows for one of :data:`VIEWS`, optionally only those whose gold answer is ``gold``.
+    Confidence is the model's probability of its own answer (``p_predicted``); for answers with no
+    probability (values, spans) "confident mistakes" orders by the size of the error or by the
+    span's margin over "no answer"."""
+    if which not in VIEWS:
+        raise ValueError(f"unknown view {which!r}; choose one of {', '.join(VIEWS)}")
+    out = [r for r in rows if gold is None or str(r["gold"]) == str(gold)]
+    if which == "all":
+        return out
+    if which in ("wrong", "confident mistakes"):
+        if out and out[0].get("correct") is None:  # values: the largest errors count as the mistakes
+            return sorted(out, key=lambda r: -abs(r["error"]))
+        out = [r for r in out if r["correct"] is False]
+    else:
+        if out and out[0].get("correct") is None:
+            return sorted(out, key=lambda r: abs(r["error"]))
+        out = [r for r in out if r["correct"] is True]
+    if which == "wrong":
+        return out
+    most_first = which == "confident mistakes"
+    return sorted(out, key=lambda r: _confidence(r) * (-1 if most_first else 1))
+
+
+def _confidence(row: dict) -> float:
+    if row.get("p_predicted") is not None:
+        return float(row["p_predicted"])
+    if row.get("span_score") is not None and row.get("null_score") is not None:
+        return float(row["span_score"] - row["null_score"])
+    return 0.0

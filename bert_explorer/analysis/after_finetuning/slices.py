@@ -1,0 +1,137 @@
+"""Where the fine-tuned model does well and where it fails: the dev score on slices of the dev set.
+
+One number for the whole dev set hides where the errors are. Here the run's main metric (the one
+it is judged by: accuracy, Pearson r, entity F1, SQuAD F1) is computed again on parts of the dev
+set: by gold answer, by input length in WordPieces (an input longer than the run's maximum length
+was cut, so the model never read its end), and by any other column the uploaded file had (a
+source, a date, an annotator). Every slice gives its count, and a slice too small for its score
+to mean much says so in the project's small-data sentence (``train.finetune.small_dev_warning``).
+
+The scores are computed from the rows of ``predictions.rows_of`` the way the run's evaluation
+computes them (``tasks/metrics.py``, ``tasks/squad.py``), so the whole dev set scores what the run
+reported. Accuracy, exact match, SQuAD F1 and the mean squared error are means over examples: the
+slices of one grouping recombine into the whole, weighted by their counts. Entity F1 recombines
+from its counts (correct, predicted and gold entities), Pearson r does not recombine at all.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from ...tasks.base import TaskType
+from ...tasks.metrics import regression_report
+from ...train.finetune import small_dev_warning
+
+# Input lengths in WordPieces: the bins' upper ends (BERT reads at most 512).
+LENGTH_EDGES = (16, 32, 64, 128, 256, 512)
+# An extra column with more distinct values than this (and not numbers) is not sliced: each slice
+# would hold a handful of examples.
+MAX_GROUPS = 20
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else 0.0
+
+
+def score(task: TaskType, rows: list[dict]) -> dict:
+    """The task's dev metrics of these rows, computed as the run's evaluation computes them."""
+    if task.target in ("class", "choice"):
+        return {"accuracy": _ratio(sum(bool(r["correct"]) for r in rows), len(rows))}
+    if task.target == "value":
+        return regression_report([r["gold"] for r in rows], [r["predicted"] for r in rows])
+    if task.target == "tags":  # conlleval's micro average: counts added up before dividing
+        right = sum(r["correct_entities"] for r in rows)
+        p = _ratio(right, sum(r["predicted_entities"] for r in rows))
+        rec = _ratio(right, sum(r["gold_entities"] for r in rows))
+        return {"f1": _ratio(2 * p * rec, p + rec), "precision": p, "recall": rec}
+    if task.target == "span":  # SQuAD's scores are means over questions, in percent
+        return {"f1": _ratio(sum(r["f1"] for r in rows), len(rows)),
+                "exact_match": _ratio(sum(r["exact_match"] for r in rows), len(rows))}
+    raise ValueError(f"no dev score for {task.name} answers ({task.target})")
+
+
+def length_bin(pieces: int, max_seq_length: int) -> str:
+    """The WordPiece-length bin of an input: "≤ 32", "33–64", ..., with "(cut)" where the run's
+    maximum length cut the input."""
+    lo = 0
+    for hi in LENGTH_EDGES:
+        if pieces <= hi:
+            break
+        lo = hi
+    else:
+        hi = None
+    name = f"≤ {hi}" if lo == 0 else (f"{lo + 1}–{hi}" if hi else f"> {lo}")
+    return name + (f" (cut at {max_seq_length})" if lo >= max_seq_length else "")
+
+
+def _quantile_bins(values: list[float], k: int = 4) -> list[str]:
+    """Each value's bin among k bins holding about equal numbers of values: "[0.20, 1.40]"."""
+    x = np.asarray(values, dtype=float)
+    edges = np.unique(np.quantile(x, np.linspace(0, 1, k + 1)))
+    if len(edges) < 2:
+        return [f"{x[0]:.3g}"] * len(x)
+    idx = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, len(edges) - 2)
+    return [f"[{edges[i]:.3g}, {edges[i + 1]:.3g}]" for i in idx]
+
+
+def _numbers(values) -> list[float] | None:
+    try:
+        out = [float(v) for v in values]
+    except (TypeError, ValueError):
+        return None
+    return out if all(np.isfinite(out)) else None
+
+
+def _groupings(task: TaskType, rows: list[dict], max_seq_length: int, extra: list[str]) -> dict[str, list[str]]:
+    """For each way of slicing, each row's slice name."""
+    out = {}
+    if task.target == "class":
+        out["gold label"] = [r["gold"] for r in rows]
+    elif task.target == "choice":
+        out["gold choice"] = [f"choice {r['gold_choice']}" for r in rows]
+    elif task.target == "value":
+        out["gold value"] = _quantile_bins([r["gold"] for r in rows])
+    elif task.target == "span":
+        out["gold answer"] = ["unanswerable" if r["gold"] == "(no answer)" else "answerable" for r in rows]
+    elif task.target == "tags":
+        out["gold entities in the sentence"] = [str(min(r["gold_entities"], 3)) + ("+" if r["gold_entities"] >= 3 else "")
+                                                for r in rows]
+    out["length (WordPieces)"] = [length_bin(r["pieces"], max_seq_length) for r in rows]
+    for col in extra:
+        values = [r.get(col) for r in rows]
+        numbers = _numbers(values)
+        distinct = len({str(v) for v in values})
+        if distinct <= MAX_GROUPS:
+            out[_column(col)] = ["(empty)" if v in (None, "") else str(v) for v in values]
+        elif numbers is not None:
+            out[_column(col)] = _quantile_bins(numbers)
+        # else: an id or free text, a slice per example would say nothing
+    return out
+
+
+def _column(key: str) -> str:
+    return key if key.startswith("column ") else f"column {key}"
+
+
+def _order(name: str):
+    head = name.lstrip("≤[> ").split("–")[0].split(",")[0].split(" ")[0]
+    try:
+        return (0, float(head), name)
+    except ValueError:
+        return (1, 0.0, name)
+
+
+def slices(task: TaskType, rows: list[dict], max_seq_length: int, extra: list[str] = ()) -> list[dict]:
+    """The dev score by slice: one dict per slice with ``by`` (the grouping), ``slice``, ``count``,
+    the task's metrics and ``small`` (the small-data sentence, or None)."""
+    out = []
+    for by, names in _groupings(task, rows, max_seq_length, list(extra)).items():
+        groups: dict[str, list[dict]] = defaultdict(list)
+        for name, r in zip(names, rows):
+            groups[name].append(r)
+        for name in sorted(groups, key=_order):
+            part = groups[name]
+            out.append({"by": by, "slice": name, "count": len(part), **score(task, part),
+                        "small": small_dev_warning(len(part), f"The slice {by} = {name}")})
+    return out

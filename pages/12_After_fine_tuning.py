@@ -1,0 +1,306 @@
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+from bert_explorer.analysis.after_finetuning import calibration, change, predictions, slices
+from bert_explorer.analysis.attributions import classifier_runs
+from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app import exports
+from bert_explorer.app import runs_view as rv
+from bert_explorer.app.keep import SENTENCE_A, SENTENCE_B, SHADOW
+from bert_explorer.app.state import by_weights, shown_path, show_mode, without_host_paths, writes_allowed
+from bert_explorer.app.widgets import MENU, intro
+from bert_explorer.checkpoint import CheckpointError
+from bert_explorer.train.finetune import small_dev_warning
+from bert_explorer.tasks.registry import task_type
+
+st.set_page_config(page_title="After fine-tuning · BERT Explorer", layout="wide")
+intro("After fine-tuning", """
+A fine-tuned model (Devlin et al. 2019, Section 4 and Figure 4) reports one dev score; here its dev set is
+opened up **example by example**: which answers are wrong and how sure the model was, where it fails (the
+score by gold answer, input length and your file's other columns), whether its confidence can be trusted
+(calibration), and what fine-tuning changed inside: the [CLS] vector C that the classifier reads, before and
+after, and how far each layer moved. From any example, one click opens its attributions and its attention.
+""")
+show_mode()
+
+PARTS = {  # which parts apply to which kind of answer (the issue's table, said on the page)
+    "class": "Classification and pairs get every part: the table, slices, the [CLS] maps before and after, "
+             "calibration, and attributions.",
+    "value": "Regression gets the table, slices by its metric (Pearson r) and the [CLS] maps coloured by the gold "
+             "value; not calibration (a value has no probability to compare with how often it is right) and not "
+             "attributions (the Attributions page explains a class).",
+    "tags": "NER gets the table (each sentence with the gold and predicted entities in brackets) and slices; not "
+            "the [CLS] maps (its head reads every word, not [CLS]), calibration or attributions (the Attributions "
+            "page explains one class of a whole input). Attention works for any input.",
+    "span": "Question answering gets the table (the passage with both answers marked) and slices; not the [CLS] "
+            "maps (its head reads every token of the passage), calibration or attributions. Attention works for "
+            "any input.",
+    "choice": "Multiple choice gets the table (with its options) and slices; not the [CLS] maps (each option is a "
+              "separate input), calibration or attributions. Attention shows the context with its gold ending.",
+}
+
+PALETTE = qualitative.Plotly  # one colour per gold label, the same in both maps
+
+root = rv.runs_root()
+runs = [r for r in rv.run_groups(rv.find_runs(root, "finetune"), root)[""]
+        if (r.path / "model" / "config.json").is_file() or (r.path / "feature_head" / "head.json").is_file()]
+if not runs:
+    st.info(f"No fine-tuning run with a saved model under {shown_path(root)} yet: fine-tune one on the Fine-tune "
+            "page (or with `bert-explorer finetune`), then come back.")
+    st.stop()
+run = rv.pick_run("Fine-tuning run", runs, "af_run", root)
+status = run.status()
+if status.get("state") not in ("finished", "stopped"):
+    st.info(f"{run.name} is {status.get('state', 'not finished')}: its dev set is answered once it has finished.")
+    st.stop()
+
+
+# Cached the pages' one way (app.state.by_weights): by the run's weights, its model and any
+# feature-based head, so a run re-created under the same name is answered anew.
+@by_weights(show_spinner="Answering the dev set with the fine-tuned model…", max_entries=8)
+def _predictions(path: str, store: bool):
+    p = predictions.load_predictions(path, store=store)
+    return p.task.name, p.label_names, p.record, p.rows, p.source
+
+
+@by_weights(show_spinner="Running the dev set through the model before and after fine-tuning…", max_entries=4)
+def _changed(path: str, store: bool):
+    name, label_names, record, _, _ = _predictions(path, store)
+    return change.what_changed(path, record["examples"], task_type(name), label_names,
+                               record.get("max_seq_length", 128))
+
+
+@by_weights(show_spinner="Drawing the maps…", max_entries=8)
+def _maps(path: str, store: bool, method: str):
+    return change.maps(_changed(path, store), method)
+
+
+store = writes_allowed()  # classroom mode: computed for the view, never written into the run
+try:
+    task_name, label_names, record, rows, source = _predictions(str(run.path), store)
+except (ValueError, CheckpointError) as e:
+    st.info(without_host_paths(str(e)))
+    st.stop()
+task = task_type(task_name)
+main = task.main_metric
+whole = slices.score(task, rows)
+st.caption(f"**{run.name}**: {task.name} ({task.paper}), {len(rows):,} dev examples. {source}")
+st.caption(PARTS[task.target])
+bundle = ResultBundle("After fine-tuning", rv.rel_name(run, root), {"run": rv.rel_name(run, root), "task": task.name})
+
+
+def fmt(value) -> str:
+    return f"{value:.1f}" if task.percent else f"{value:.3f}"
+
+
+# ----- 1. the dev set, example by example ------------------------------------------------------
+st.subheader("1. The dev set, example by example")
+right = [r for r in rows if r.get("correct")]
+wrong = [r for r in rows if r.get("correct") is False]
+m = st.columns(3)
+m[0].metric(f"dev {rv.LABELS.get(main, main)}", fmt(whole[main]),
+            help="Recomputed from the rows below, in float32 by the saved model; the run's own number (Fine-tune "
+                 "page) was measured during training, in its precision.")
+if task.target != "value":
+    m[1].metric("right", f"{len(right):,}")
+    m[2].metric("wrong", f"{len(wrong):,}")
+if warning := small_dev_warning(len(rows)):
+    st.warning(warning)
+
+c1, c2 = st.columns([2, 1])
+which = c1.radio("Show", list(predictions.VIEWS), key="af_view", horizontal=True,
+                 format_func=lambda v: predictions.VIEWS[v] if task.target != "value" else {
+                     "all": "every example", "wrong": "largest errors first",
+                     "confident mistakes": "largest errors first ", "unsure right answers": "smallest errors first"}[v])
+golds = sorted({str(r["gold"]) for r in rows}) if task.target in ("class", "choice") else []
+gold = c2.selectbox("Gold answer", [None, *golds], key="af_gold", format_func=lambda g: "any" if g is None else g) \
+    if golds else None
+shown_rows = predictions.view(rows, which, gold)
+table = pd.DataFrame(shown_rows)
+columns = {"p_gold": st.column_config.ProgressColumn("P(gold)", min_value=0.0, max_value=1.0, format="%.3f"),
+           "p_predicted": st.column_config.ProgressColumn("P(predicted)", min_value=0.0, max_value=1.0,
+                                                          format="%.3f"),
+           "pieces": st.column_config.NumberColumn("WordPieces")}
+if not table.empty:
+    table = table.dropna(axis=1, how="all")
+exports.table(table, "af_table", "dev predictions", bundle, hide_index=True, column_config=columns)
+if which == "confident mistakes" and task.target != "value":
+    if shown_rows and shown_rows[0].get("p_predicted") is not None:
+        top = shown_rows[:3]
+        st.caption("The most confident mistakes: " + "; ".join(
+            f"example {r['example']} ({r['gold']} read as {r['predicted']}, P = {r['p_predicted']:.2f})" for r in top)
+            + ".")
+    elif not shown_rows:
+        st.caption("No wrong answer" + (f" among the examples whose gold answer is {gold}." if gold else "."))
+
+# ----- why this answer -------------------------------------------------------------------------
+st.markdown("**Why this answer?**")
+if not shown_rows:
+    st.caption("No example in this view.")
+else:
+    pick = st.selectbox("Example", [r["example"] for r in shown_rows], key="af_example",
+                        format_func=lambda i: f"{i}: gold {rows[i]['gold']} · predicted {rows[i]['predicted']}"[:160])
+    row, example = rows[pick], record["examples"][pick]
+    if task.target == "span":  # the passage with both answers marked
+        gold_text = (example.get("answers") or [{"text": ""}])[0]["text"]
+        st.markdown(f"**Question:** {example['question']}  \n**Passage** (gold in **bold**, the model's answer "
+                    f"in `code`): " + predictions.marked_answer(
+                        predictions.marked_answer(example["context"], gold_text, "**"),
+                        record["answers"][pick]["answer"], "`"))
+    elif task.target == "tags":
+        st.markdown(f"**Gold:** {row['gold']}  \n**Predicted:** {row['predicted']}")
+    a, b = task.texts(example)
+    model_dir = run.path / "model"
+    menu = {label: path for path, label, _ in MENU}
+    b1, b2 = st.columns(2)
+    clf = next((r for r in classifier_runs(root) if Path(r["model_dir"]).resolve() == model_dir.resolve()), None)
+    if task.target == "class" and clf is not None:
+        if b1.button("Attributions of this example", key="af_to_attr", icon=":material/calculate:",
+                     help="Opens Attributions with this example and this run's classifier, explaining its answer."):
+            st.session_state.update({"attr_target": "fine-tuned classifier", "attr_run": clf["model_dir"],
+                                     "attr_clf_text": a, "attr_clf_text_b": b or "",
+                                     "attr_clf_label": "the predicted class"})
+            st.switch_page(menu["Attributions"])
+    else:
+        b1.caption("Attributions explain a fine-tuned *classifier's* class (this run's head answers otherwise"
+                   + (", or it is feature-based" if clf is None and task.target == "class" else "") + ").")
+    if model_dir.is_dir():
+        if b2.button("Attention on this example", key="af_to_attention", icon=":material/visibility:",
+                     help="Opens Attention with this example as sentences A and B and this run's fine-tuned model "
+                          "chosen in the sidebar."):
+            for key, value in (("be_model_choice", str(model_dir)), (SENTENCE_A, a), (SENTENCE_B, b or "")):
+                st.session_state[key] = st.session_state[SHADOW + key] = value
+            st.switch_page(menu["Attention"])
+    else:
+        b2.caption("A feature-based run keeps no fine-tuned BERT: its attention is the base model's.")
+
+# ----- 2. slices -------------------------------------------------------------------------------
+st.subheader("2. Where it fails: the score by slice")
+extra = predictions.extra_columns(record)
+max_len = record.get("max_seq_length", 128)
+table_slices = slices.slices(task, rows, max_len, extra)
+st.caption(f"The dev {rv.LABELS.get(main, main)} on parts of the dev set: by gold answer, by input length in "
+           f"WordPieces (an input longer than {max_len} was cut, so the model never read its end)"
+           + (f", and by your file's other columns ({', '.join(extra)})." if extra else
+              "; an uploaded file's other columns (a source, a date) would add their own slices."))
+groups = list(dict.fromkeys(s["by"] for s in table_slices))
+cols = st.columns(min(3, len(groups)) or 1)
+for k, by in enumerate(groups):
+    part = [s for s in table_slices if s["by"] == by]
+    fig = go.Figure(go.Bar(x=[s["slice"] for s in part], y=[s[main] for s in part], name=rv.LABELS.get(main, main),
+                           customdata=[s["count"] for s in part],
+                           hovertemplate="%{x}<br>" + rv.LABELS.get(main, main) + " %{y:.3f}<br>%{customdata} "
+                                                                                   "examples<extra></extra>"))
+    fig.add_hline(y=whole[main], line_dash="dot", annotation_text="whole dev set")
+    fig.update_layout(title=f"by {by}", height=300, margin=dict(l=10, r=10, t=40, b=10),
+                      yaxis_title=rv.LABELS.get(main, main), xaxis_title=None)
+    exports.figure(fig, f"af_slices_{k}", f"{rv.LABELS.get(main, main)} by {by}", bundle, container=cols[k % len(cols)])
+small = [s for s in table_slices if s["small"]]
+frame = pd.DataFrame([{k: v for k, v in s.items()} for s in table_slices]).rename(columns={"small": "note"})
+exports.table(frame, "af_slices_table", "score by slice", bundle, hide_index=True)
+if small:
+    s0 = small[0]
+    st.caption(f"{len(small)} of {len(table_slices)} slices hold fewer than 100 examples; each says so in the note "
+               f"column, for instance: {s0['small']}")
+worst = min((s for s in table_slices if not s["small"]), key=lambda s: s[main] * (-1 if main == "mse" else 1),
+            default=None)
+if worst is not None:
+    st.caption(f"Of the slices with at least 100 examples, the weakest is {worst['by']} = {worst['slice']}: "
+               f"{rv.LABELS.get(main, main)} {fmt(worst[main])} on {worst['count']} examples, against "
+               f"{fmt(whole[main])} on the whole dev set.")
+
+# ----- 3. what fine-tuning changed ---------------------------------------------------------------
+st.subheader("3. What fine-tuning changed inside")
+if task.target not in ("class", "value"):
+    st.caption(PARTS[task.target])
+else:
+    try:
+        changed = _changed(str(run.path), store)
+    except (ValueError, CheckpointError, OSError) as e:
+        changed = None
+        st.info(without_host_paths(str(e)))
+    if changed is not None:
+        st.caption(f"Before: **{shown_path(changed['before_name'])}**, the pre-trained model this run started from; "
+                   f"after: **{shown_path(changed['after'])}**, the model it saved. Each dot is one dev example's "
+                   f"C (the last layer's [CLS] vector), coloured by its gold answer.")
+        method = st.radio("Map", ["pca", "tsne"], key="af_map", horizontal=True,
+                          format_func={"pca": "PCA (distances honest)", "tsne": "t-SNE (neighbours honest)"}.get)
+        coords = _maps(str(run.path), store, method)
+        fig = make_subplots(rows=1, cols=2, subplot_titles=("before fine-tuning", "after fine-tuning"))
+        gold_values = changed["gold"]
+        text = [str(r["text"])[:80] for r in rows]
+        for col, key in enumerate(("before", "after"), start=1):
+            xy = np.asarray(coords[key])
+            if changed["labelled"]:
+                for name in sorted(set(gold_values)):
+                    idx = [i for i, g in enumerate(gold_values) if g == name]
+                    fig.add_trace(go.Scatter(x=xy[idx, 0], y=xy[idx, 1], mode="markers", name=name, legendgroup=name,
+                                             showlegend=col == 1, text=[text[i] for i in idx],
+                                             marker=dict(color=PALETTE[sorted(set(gold_values)).index(name)
+                                                                               % len(PALETTE)]),
+                                             hovertemplate="%{text}<extra>" + name + "</extra>"),
+                                  row=1, col=col)
+            else:
+                fig.add_trace(go.Scatter(x=xy[:, 0], y=xy[:, 1], mode="markers", name=f"{key}: gold value",
+                                         text=text, marker=dict(color=gold_values, coloraxis="coloraxis"),
+                                         hovertemplate="%{text}<br>gold %{marker.color:.2f}<extra></extra>"),
+                              row=1, col=col)
+        if not changed["labelled"]:
+            fig.update_layout(coloraxis=dict(colorbar=dict(title="gold value")))
+        fig.update_layout(title=f"C of the {len(gold_values)} dev examples ({'PCA' if method == 'pca' else 't-SNE'})",
+                          height=420, margin=dict(l=10, r=10, t=60, b=10))
+        exports.figure(fig, "af_maps", "CLS before and after", bundle)
+
+        sep_b, sep_a = changed["separation"]["before"], changed["separation"]["after"]
+        measures = [k for k in ("probe_accuracy", "silhouette", "probe_r2") if sep_b.get(k) is not None]
+        names = {"probe_accuracy": "linear probe accuracy", "silhouette": "silhouette score",
+                 "probe_r2": "linear probe R²"}
+        sep = go.Figure([go.Bar(x=[names[k] for k in measures], y=[s[k] for k in measures], name=which_model)
+                         for s, which_model in ((sep_b, "before fine-tuning"), (sep_a, "after fine-tuning"))])
+        sep.update_layout(title="How well C separates the gold answers", barmode="group", height=320,
+                          margin=dict(l=10, r=10, t=40, b=10), yaxis_title="score (1 = fully separated)")
+        cka = changed["cka_by_layer"]
+        cfig = go.Figure(go.Scatter(x=list(range(len(cka))), y=cka, mode="lines+markers", name="CKA"))
+        cfig.update_layout(title="Layer by layer: CKA between before and after", height=320,
+                           margin=dict(l=10, r=10, t=40, b=10), xaxis_title="layer (0 = embeddings)",
+                           yaxis_title="CKA (1 = unchanged)", yaxis_range=[0, 1.02])
+        s1, s2 = st.columns(2)
+        exports.figure(sep, "af_separation", "separation before and after", bundle, container=s1)
+        exports.figure(cfig, "af_cka", "CKA by layer", bundle, container=s2)
+        st.caption(change.describe(changed))
+
+# ----- 4. calibration ----------------------------------------------------------------------------
+st.subheader("4. Can its confidence be trusted? Calibration")
+if task.target != "class":
+    st.caption(PARTS[task.target])
+else:
+    cal = calibration.calibration(rows)
+    bins = [b for b in cal["bins"] if b["count"]]
+    centres = [(b["lower"] + b["upper"]) / 2 for b in bins]
+    rel = go.Figure()
+    rel.add_bar(x=centres, y=[b["accuracy"] for b in bins], width=0.09, name="accuracy in the bin",
+                customdata=[b["count"] for b in bins],
+                hovertemplate="confidence %{x:.2f}<br>right: %{y:.1%}<br>%{customdata} examples<extra></extra>")
+    rel.add_scatter(x=centres, y=[b["confidence"] for b in bins], mode="markers", name="mean confidence in the bin",
+                    marker=dict(symbol="diamond", size=10))
+    rel.add_scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration", line=dict(dash="dot"))
+    rel.update_layout(title=f"Reliability diagram (ECE = {cal['ece']:.3f})", height=380,
+                      margin=dict(l=10, r=10, t=40, b=10), xaxis=dict(title="confidence (probability of the answer "
+                                                                                "given)", range=[0, 1]),
+                      yaxis=dict(title="share right, probability", range=[0, 1.02]))
+    c1, c2 = st.columns([3, 2])
+    exports.figure(rel, "af_reliability", "reliability diagram", bundle, container=c1)
+    c2.dataframe(pd.DataFrame(cal["bins"]), hide_index=True)
+    c2.caption("Guo et al. (2017), Section 2: the answers sorted into 10 bins of equal width by the model's "
+               "probability of its own answer; ECE is the count-weighted mean gap between each bin's accuracy and "
+               "its mean confidence.")
+    st.caption(cal["sentence"])
+
+st.divider()
+exports.bundle_button(bundle, "af_bundle")

@@ -1,0 +1,340 @@
+"""After fine-tuning: the dev set example by example, its slices, its calibration and what
+fine-tuning changed, on tiny fine-tuned runs of every task type (one small random BERT, trained in
+seconds), through the library, the command line and the page."""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from streamlit import config as st_config
+from streamlit.testing.v1 import AppTest
+
+from bert_explorer import checkpoint
+from bert_explorer.analysis.after_finetuning import calibration, change, predictions, slices
+from bert_explorer.app import state
+from bert_explorer.data.tiny_tasks import make_tiny
+from bert_explorer.model import BertConfig, BertForPreTraining
+from bert_explorer.tokenizer import WordPieceTokenizer
+from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
+from bert_explorer.train.predict import PREDICTIONS_FILE, Predictor
+from bert_explorer.train.runs import Run
+
+TASKS = ["classification", "pair-classification", "regression", "ner", "qa", "multiple-choice"]
+PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "12_After_fine_tuning.py")
+
+
+def _texts(data):
+    for ex in data.examples:
+        for k in ("text", "text_pair", "question", "context"):
+            if ex.get(k):
+                yield ex[k]
+        if "tokens" in ex:
+            yield " ".join(ex["tokens"])
+        yield from ex.get("choices", [])
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """A fine-tuned run of every task type under one runs folder, from one small random BERT. The
+    classification run reads an uploaded CSV with a column the model never reads (source)."""
+    root = tmp_path_factory.mktemp("runs")
+    texts = [t for task in TASKS for t in _texts(make_tiny(task, n=200, seed=1))]
+    tok = WordPieceTokenizer.train(texts, vocab_size=400)
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig(vocab_size=tok.vocab_size, hidden_size=64, num_layers=2, num_heads=4,
+                                          intermediate_size=128, max_position_embeddings=128))
+    base = root.parent / "base"
+    checkpoint.save(model, tok, base)
+    tiny = make_tiny("classification", n=200, seed=0)
+    upload = root.parent / "reviews.csv"
+    pd.DataFrame({"text": [ex["text"] for ex in tiny.examples], "label": [ex["label"] for ex in tiny.examples],
+                  "source": ["web" if i % 3 else "shop" for i in range(len(tiny.examples))]}).to_csv(upload, index=False)
+    runs = {}
+    for task in TASKS:
+        train = str(upload) if task == "classification" else f"tiny:{task}"
+        cfg = FinetuneConfig(model=str(base), train=train, task=task, max_train_examples=80, epochs=3,
+                             batch_size=16, lr=1e-3, max_seq_length=64, device="cpu", precision="fp32", seed=0)
+        run_finetuning(cfg, root / task)
+        runs[task] = root / task
+    return {"root": root, "base": base, "runs": runs}
+
+
+def _dev(run_dir):
+    return predictions.dev_examples(Run(run_dir))
+
+
+# ----- the table ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("task", TASKS)
+def test_the_table_holds_predictor_predict_on_the_dev_set(task, tuned):
+    run_dir = tuned["runs"][task]
+    assert (run_dir / PREDICTIONS_FILE).is_file()  # kept at the end of training
+    pred = predictions.load_predictions(run_dir)
+    assert pred.record["computed"] == "at the end of training"
+    dev = _dev(run_dir)
+    assert [{k: v for k, v in ex.items()} for ex in pred.record["examples"]] == dev  # the run's own dev set
+    answers = Predictor(run_dir).predict(dev)
+    rows = pred.rows
+    assert len(rows) == len(dev) > 0
+    names = pred.label_names
+    for row, ex, ans in zip(rows, dev, answers):
+        if task in ("classification", "pair-classification"):
+            assert row["predicted"] == ans["label"] and row["gold"] == ex["label"]
+            assert row["p_predicted"] == pytest.approx(max(ans["probabilities"].values()), abs=1e-5)
+            assert row["p_gold"] == pytest.approx(ans["probabilities"][ex["label"]], abs=1e-5)
+            assert row["correct"] == (ans["label"] == ex["label"])
+        elif task == "regression":
+            assert row["predicted"] == pytest.approx(ans["score"], abs=1e-5) and row["correct"] is None
+            assert row["error"] == pytest.approx(ans["score"] - ex["label"], abs=1e-5)
+        elif task == "ner":
+            assert row["predicted"] == predictions.marked(ex["tokens"], ans["tags"])
+            assert row["correct"] == (ans["tags"] == ex["tags"] or row["correct_entities"] == row["gold_entities"]
+                                      == row["predicted_entities"])
+        elif task == "qa":
+            assert row["predicted"] == (ans["answer"] or predictions.NO_ANSWER)
+        else:
+            assert row["predicted"].startswith(f"{ans['choice'] + 1}: ") and row["p_predicted"] == pytest.approx(
+                max(ans["probabilities"]), abs=1e-5)
+    # the whole table scores what the run reported (both in float32, by the same weights)
+    reported = json.loads((run_dir / "metrics.json").read_text())["dev"]
+    main = pred.task.main_metric
+    assert slices.score(pred.task, rows)[main] == pytest.approx(reported[main], abs=1e-4)
+    if task in ("classification", "pair-classification", "ner", "multiple-choice"):  # a probability of the answer
+        assert all(0 <= r["p_gold"] <= r["p_predicted"] + 1e-9 <= 1 + 1e-9 for r in rows)
+    else:
+        assert all(r["p_gold"] is None and r["p_predicted"] is None for r in rows)
+
+
+def test_views_sort_the_mistakes_by_confidence(tuned):
+    rows = predictions.load_predictions(tuned["runs"]["classification"]).rows
+    mistakes = predictions.view(rows, "confident mistakes")
+    assert mistakes == sorted([r for r in rows if not r["correct"]], key=lambda r: -r["p_predicted"])
+    unsure = predictions.view(rows, "unsure right answers")
+    assert [r["p_predicted"] for r in unsure] == sorted(r["p_predicted"] for r in rows if r["correct"])
+    gold = rows[0]["gold"]
+    assert {r["gold"] for r in predictions.view(rows, "all", gold)} == {gold}
+
+
+def test_an_older_run_computes_them_on_first_view_and_keeps_them_unless_writes_are_off(tuned, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "old"
+    shutil.copytree(tuned["runs"]["pair-classification"], run_dir)
+    (run_dir / PREDICTIONS_FILE).unlink()  # a run made before the file existed
+    kept = predictions.load_predictions(run_dir)
+    assert kept.stored and "at the end" not in kept.source and (run_dir / PREDICTIONS_FILE).is_file()
+    first = json.loads((run_dir / PREDICTIONS_FILE).read_text())
+    assert first["computed"] == "on first view"
+    (run_dir / PREDICTIONS_FILE).unlink()
+    shown = predictions.load_predictions(run_dir, store=False)  # classroom mode
+    assert not shown.stored and not (run_dir / PREDICTIONS_FILE).exists() and "not kept" in shown.source
+    assert shown.rows == kept.rows
+    # a model written again since is not answered for by the old file
+    (run_dir / PREDICTIONS_FILE).write_text(json.dumps({**first, "weights": [0, 0], "answers": []}))
+    assert predictions.load_predictions(run_dir, store=False).rows == kept.rows
+
+
+# ----- slices -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("task", ["classification", "multiple-choice", "qa", "ner", "regression"])
+def test_slices_recombine_into_the_whole(task, tuned):
+    pred = predictions.load_predictions(tuned["runs"][task])
+    extra = predictions.extra_columns(pred.record)
+    table = slices.slices(pred.task, pred.rows, 64, extra)
+    whole = slices.score(pred.task, pred.rows)
+    n = len(pred.rows)
+    for by in {s["by"] for s in table}:
+        part = [s for s in table if s["by"] == by]
+        assert sum(s["count"] for s in part) == n
+        if task in ("classification", "multiple-choice"):  # accuracy: the count-weighted mean of the slices
+            assert sum(s["count"] * s["accuracy"] for s in part) / n == pytest.approx(whole["accuracy"])
+        elif task == "qa":
+            assert sum(s["count"] * s["f1"] for s in part) / n == pytest.approx(whole["f1"])
+        elif task == "regression":
+            assert sum(s["count"] * s["mse"] for s in part) / n == pytest.approx(whole["mse"])
+    if task == "ner":  # entity F1 recombines from its counts: the slices' counts add up to the whole's
+        rows = pred.rows
+        for by in {s["by"] for s in table}:
+            assert sum(s["count"] for s in table if s["by"] == by) == len(rows)
+        got = slices.score(pred.task, rows)
+        assert got["f1"] == pytest.approx(json.loads((tuned["runs"]["ner"] / "metrics.json").read_text())["dev"]["f1"])
+    if task == "classification":  # the upload's other column is a slice, and small slices say so
+        assert extra == ["source"] and {s["slice"] for s in table if s["by"] == "column source"} == {"web", "shop"}
+        assert all(s["small"] and "mostly chance" in s["small"] for s in table)
+
+
+def test_length_bins_say_where_the_run_cut_the_input():
+    assert slices.length_bin(10, 64) == "≤ 16"
+    assert slices.length_bin(64, 64) == "33–64"
+    assert slices.length_bin(65, 64) == "65–128 (cut at 64)"
+    assert slices.length_bin(900, 128) == "> 512 (cut at 128)"
+
+
+# ----- calibration -------------------------------------------------------------------------------
+def test_calibration_against_a_hand_computation():
+    conf = [0.95, 0.95, 0.85, 0.55, 0.3, 0.0]
+    right = [True, False, True, True, False, False]
+    bins = calibration.reliability_bins(conf, right)
+    by_upper = {round(b["upper"], 1): b for b in bins if b["count"]}
+    # (0.9, 1]: two at 0.95, one right; (0.8, 0.9]: 0.85 right; (0.5, 0.6]: 0.55 right; 0.3 is on an
+    # edge and goes to (0.2, 0.3]; 0 goes to the first bin
+    assert {k: b["count"] for k, b in by_upper.items()} == {1.0: 2, 0.9: 1, 0.6: 1, 0.3: 1, 0.1: 1}
+    assert by_upper[1.0]["accuracy"] == 0.5 and by_upper[1.0]["confidence"] == pytest.approx(0.95)
+    ece = (2 * 0.45 + 0.15 + 0.45 + 0.3 + 0.0) / 6
+    assert calibration.expected_calibration_error(bins) == pytest.approx(ece)
+    rows = [{"p_predicted": c, "correct": r} for c, r in zip(conf, right)]
+    result = calibration.calibration(rows)
+    assert result["ece"] == pytest.approx(ece) and f"ECE = {ece:.3f}" in result["sentence"]
+    with pytest.raises(ValueError, match="not a probability"):
+        calibration.reliability_bins([1.2], [True])
+
+
+# ----- what fine-tuning changed -------------------------------------------------------------------
+def _cls(model_dir, examples, task, label_names):
+    loaded = checkpoint.load(model_dir)
+    feats = task.featurize(examples, loaded.tokenizer, label_names, 64)
+    batch = {k: v for k, v in task.collate(feats, loaded.tokenizer.pad_id).items()
+             if k in ("input_ids", "token_type_ids", "attention_mask")}
+    with torch.no_grad():
+        return checkpoint.encoder_of(loaded.model).eval()(**batch).last_hidden_state[:, 0].numpy()
+
+
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_the_maps_compare_the_base_model_with_the_fine_tuned_one(task, tuned):
+    run_dir = tuned["runs"][task]
+    pred = predictions.load_predictions(run_dir)
+    changed = change.what_changed(run_dir, pred.record["examples"], pred.task, pred.label_names, 64)
+    assert Path(changed["before"]) == tuned["base"].resolve() and Path(changed["after"]) == run_dir / "model"
+    before = _cls(tuned["base"], pred.record["examples"], pred.task, pred.label_names)
+    after = _cls(run_dir / "model", pred.record["examples"], pred.task, pred.label_names)
+    assert np.allclose(changed["c_before"], before, atol=1e-5) and np.allclose(changed["c_after"], after, atol=1e-5)
+    assert not np.allclose(before, after, atol=1e-3)  # fine-tuning moved C
+    cka = changed["cka_by_layer"]
+    assert len(cka) == 3 and all(0 <= c <= 1 + 1e-9 for c in cka)
+    maps = change.maps(changed, "pca")
+    assert maps["before"].shape == maps["after"].shape == (len(pred.rows), 2)
+    sep = changed["separation"]
+    if task == "classification":
+        assert 0 <= sep["before"]["probe_accuracy"] <= 1 and -1 <= sep["after"]["silhouette"] <= 1
+        said = change.describe(changed)
+        assert f"{sep['before']['probe_accuracy']:.1%}" in said and f"{sep['after']['probe_accuracy']:.1%}" in said
+    else:
+        assert "probe_r2" in sep["after"]
+    with pytest.raises(ValueError, match="not to ner"):
+        ner = predictions.load_predictions(tuned["runs"]["ner"])
+        change.what_changed(tuned["runs"]["ner"], ner.record["examples"], ner.task, ner.label_names)
+
+
+def test_probe_separation_tells_separated_from_mixed_vectors():
+    rng = np.random.default_rng(0)
+    gold = ["a"] * 30 + ["b"] * 30
+    apart = np.concatenate([rng.normal(0, 1, (30, 8)), rng.normal(6, 1, (30, 8))])
+    mixed = rng.normal(0, 1, (60, 8))
+    good, bad = change.probe_separation(apart, gold, True), change.probe_separation(mixed, gold, True)
+    assert good["probe_accuracy"] > 0.95 and bad["probe_accuracy"] < 0.8
+    assert good["silhouette"] > 0.5 > bad["silhouette"]
+
+
+# ----- the command line ------------------------------------------------------------------------------
+def test_the_cli_gives_the_same_data_as_csv_and_json(tuned, capsys):
+    from bert_explorer.cli import main
+
+    run_dir = str(tuned["runs"]["classification"])
+    assert main(["after-finetuning", run_dir, "--what", "predictions", "--format", "csv"]) == 0
+    import io
+
+    table = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    rows = predictions.load_predictions(run_dir).rows
+    assert list(table["predicted"]) == [r["predicted"] for r in rows] and "source" in table
+    assert main(["after-finetuning", run_dir, "--what", "calibration", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ece"] == pytest.approx(calibration.calibration(rows)["ece"])
+    assert main(["after-finetuning", str(tuned["runs"]["regression"]), "--what", "calibration"]) == 2
+    err = capsys.readouterr().err
+    assert "calibration applies to classification" in err and err.count("\n") == 1
+
+
+# ----- the page --------------------------------------------------------------------------------------
+PARTS = {"classification": {"by gold label", "by length (WordPieces)", "by column source", "CLS before and after",
+                            "separation", "CKA", "Reliability"},
+         "regression": {"by gold value", "by length (WordPieces)", "CLS before and after", "separation", "CKA"},
+         "ner": {"by gold entities in the sentence", "by length (WordPieces)"},
+         "qa": {"by gold answer", "by length (WordPieces)"},
+         "multiple-choice": {"by gold choice", "by length (WordPieces)"}}
+TITLES = {"CLS before and after": "C of the", "separation": "How well C separates", "CKA": "Layer by layer: CKA",
+          "Reliability": "Reliability diagram"}
+
+
+def _page(tuned, monkeypatch, run, from_home=False):
+    """The page on its own, or (``from_home``) opened from the app's home page, so that it can open others."""
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tuned["root"]))
+    at = AppTest.from_file("../run_app.py" if from_home else PAGE, default_timeout=120)
+    at.session_state["af_run"] = run
+    if from_home:
+        at.run()
+        at.switch_page("pages/12_After_fine_tuning.py")
+    return at.run()
+
+
+@pytest.mark.parametrize("task", list(PARTS))
+def test_the_page_shows_the_parts_that_apply_to_the_task_type(task, tuned, monkeypatch):
+    import figcheck
+
+    at = _page(tuned, monkeypatch, task)
+    assert not at.exception
+    titles = [f.title for f in figcheck.figures(at)]  # (figcheck checked each: series named, CKA within [0, 1])
+    wanted = {TITLES.get(p, p) for p in PARTS[task]}
+    assert all(any(t.startswith(w) for t in titles) for w in wanted), titles
+    assert len(titles) == len(wanted), titles
+    captions = " ".join(c.value for c in at.caption)
+    assert "mostly chance" in captions  # the small-data sentence where a slice is small
+    if task == "classification":
+        rows = predictions.load_predictions(tuned["runs"][task]).rows
+        sep = change.what_changed(tuned["runs"][task], predictions.load_predictions(tuned["runs"][task])
+                                  .record["examples"], predictions.load_predictions(tuned["runs"][task]).task,
+                                  predictions.load_predictions(tuned["runs"][task]).label_names, 64)
+        assert change.describe(sep) in captions  # the caption is this run's own numbers
+        assert calibration.calibration(rows)["sentence"] in captions
+
+
+def test_classroom_mode_computes_an_old_runs_predictions_without_writing(tuned, monkeypatch, tmp_path):
+    import shutil
+
+    root = tmp_path / "runs"
+    shutil.copytree(tuned["runs"]["multiple-choice"], root / "old")
+    (root / "old" / PREDICTIONS_FILE).unlink()
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(root))
+    monkeypatch.delenv(state.WRITES_ENV, raising=False)
+    before = st_config.get_option("server.address")
+    st_config.set_option("server.address", "0.0.0.0")
+    try:
+        at = AppTest.from_file(PAGE, default_timeout=120).run()
+    finally:
+        st_config.set_option("server.address", before)
+    assert not at.exception
+    assert not (root / "old" / PREDICTIONS_FILE).exists()
+    assert any("not kept: in classroom mode the app writes nothing" in c.value for c in at.caption)
+
+
+def test_why_this_answer_opens_attributions_with_the_example_and_the_run(tuned, monkeypatch):
+    at = _page(tuned, monkeypatch, "classification", from_home=True)
+    rows = predictions.load_predictions(tuned["runs"]["classification"]).rows
+    at.selectbox(key="af_example").set_value(rows[3]["example"]).run()
+    at.button(key="af_to_attr").click().run()
+    assert not at.exception
+    assert at.session_state["attr_clf_text"] == rows[3]["text"]
+    assert Path(at.session_state["attr_run"]) == tuned["runs"]["classification"] / "model"
+    assert at.text_input(key="attr_clf_text").value == rows[3]["text"]  # the Attributions page, filled in
+
+
+def test_attention_on_this_example_chooses_the_fine_tuned_model(tuned, monkeypatch):
+    from bert_explorer.app.keep import SENTENCE_A, SENTENCE_B
+
+    at = _page(tuned, monkeypatch, "pair-classification", from_home=True)
+    rows = predictions.load_predictions(tuned["runs"]["pair-classification"]).rows
+    at.button(key="af_to_attention").click().run()
+    assert not at.exception
+    assert at.session_state[SENTENCE_A] == rows[0]["text"] and at.session_state[SENTENCE_B] == rows[0]["text_pair"]
+    model = tuned["runs"]["pair-classification"] / "model"
+    assert at.sidebar.selectbox(key="be_model_choice").value == str(model)  # listed and chosen on the Attention page
