@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -152,7 +153,7 @@ def test_a_tiny_upload_is_fine_tuned_with_a_plain_warning_about_its_dev_set(tmp_
     f.write_text("text,label\n" + "\n".join(rows) + "\n")
     out = tmp_path / "run"
     r = run("finetune", "--model", "minilm", "--train", str(f), "--output", str(out), "--epochs", "1",
-            "--max-seq-length", "16", "--no-progress")
+            "--max-seq-length", "16")
     assert r.returncode == 0, r.stderr
     warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "only 6 examples" in warnings[0] and "±41 points" in warnings[0]
@@ -238,11 +239,13 @@ def test_resume_keeps_the_runs_own_settings_and_refuses_a_change_of_data(tmp_pat
         "batch_size"] == 4
 
 
-def test_finetune_has_no_resume_flag_that_would_do_nothing():
+@pytest.mark.parametrize("flag", ["--resume", "--no-progress"])
+def test_finetune_has_no_flag_that_would_do_nothing(flag):
+    """Fine-tuning neither resumes nor draws a progress bar, so it takes no flag for either."""
     from bert_explorer.cli.parser import build_parser
 
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["finetune", "--output", "x", "--resume"])
+        build_parser().parse_args(["finetune", "--output", "x", flag])
 
 
 def test_pretraining_data_is_made_by_the_run_that_trains_on_it():
@@ -285,3 +288,22 @@ def test_every_training_flag_says_what_it_does(command, capsys):
     field = next(f for f in dataclasses.fields(cls) if f.name == "max_seq_length")
     assert f"--max-seq-length MAX_SEQ_LENGTH {field.metadata['help']} Default: 128." in out
     assert "default 128" not in out  # the old help, only the default
+
+
+# ----- background runs ---------------------------------------------------------------------------------
+def test_finetune_in_the_background_says_its_folder_and_runs_to_the_end(tmp_path):
+    """The run system's launcher starts `bert-explorer finetune --config ... --output ...`: the
+    command must accept every flag it is given there (a refused flag fails the run at once)."""
+    out = tmp_path / "ft"
+    r = run("finetune", "--model", "minilm", "--train", "tiny:classification", "--epochs", "1",
+            "--max-seq-length", "16", "--precision", "fp32", "--output", str(out), "--background")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"started fine-tuning in the background: {out}\n"
+    from bert_explorer.train.runs import DONE_STATES, Run
+
+    deadline = time.time() + 240
+    while time.time() < deadline and Run(out).status()["state"] not in DONE_STATES:
+        time.sleep(0.5)
+    status = Run(out).status()
+    assert status["state"] == "finished", (out / "log.txt").read_text()[-2000:]
+    assert "accuracy" in status["dev"]

@@ -6,7 +6,6 @@
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import asdict
@@ -44,7 +43,6 @@ def register(sub) -> None:
     s.add_argument("--output", required=True, help="run directory (metrics.json, model/)")
     s.add_argument("--config", help="JSON file of settings (flags override it)")
     s.add_argument("--background", action="store_true", help="start as a background process and return")
-    s.add_argument("--no-progress", action="store_true", help=argparse.SUPPRESS)
     dataclass_args(s, FinetuneConfig)
     s.set_defaults(func=cmd_finetune)
 
