@@ -290,7 +290,91 @@ def test_every_training_flag_says_what_it_does(command, capsys):
     assert "default 128" not in out  # the old help, only the default
 
 
-# ----- background runs ---------------------------------------------------------------------------------
+# ----- how every command ends: cli.common.run_command and run_or_background ---------------------------
+@pytest.mark.parametrize("error, code", [
+    ("UserError", 2), ("CheckpointError", 2), ("RunBusy", 2), ("BuildBusy", 2), ("DiskFull", 1),
+])
+def test_each_expected_error_is_one_sentence_and_its_exit_code(error, code, capsys):
+    import argparse
+
+    from bert_explorer.analysis.neighbour_jobs import BuildBusy
+    from bert_explorer.checkpoint import CheckpointError
+    from bert_explorer.cli.common import UserError, run_command
+    from bert_explorer.full_disk import DiskFull
+    from bert_explorer.train.run_lock import RunBusy
+
+    kinds = {"UserError": UserError, "CheckpointError": CheckpointError, "RunBusy": RunBusy, "BuildBusy": BuildBusy,
+             "DiskFull": DiskFull}
+
+    def command(args):
+        raise kinds[error]("what is wrong, and what to do")
+
+    assert run_command(argparse.Namespace(func=command)) == code
+    assert capsys.readouterr().err == "bert-explorer: error: what is wrong, and what to do\n"
+
+
+def test_an_unexpected_error_keeps_its_traceback_and_ctrl_c_is_130(capsys):
+    import argparse
+
+    from bert_explorer.cli.common import run_command
+
+    def bug(args):
+        raise ZeroDivisionError("a bug, not a user's mistake")
+
+    with pytest.raises(ZeroDivisionError):
+        run_command(argparse.Namespace(func=bug))
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    assert run_command(argparse.Namespace(func=interrupted)) == 130
+    assert capsys.readouterr().err == "bert-explorer: interrupted\n"
+
+
+def test_a_result_the_cache_could_not_keep_is_one_warning_line(capsys, monkeypatch):
+    import argparse
+    import warnings
+
+    from bert_explorer.cli.common import run_command
+    from bert_explorer.full_disk import CacheNotKept
+
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # put back after the test
+
+    def command(args):
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn(CacheNotKept("no space left in /cache to keep the vectors in the cache (1 MB free)"))
+        return 0
+
+    assert run_command(argparse.Namespace(func=command)) == 0
+    assert capsys.readouterr().err == ("bert-explorer: warning: no space left in /cache to keep the vectors in the "
+                                       "cache (1 MB free)\n")
+
+
+def test_run_or_background_runs_here_or_starts_and_says_a_mistake_in_one_sentence(capsys):
+    import argparse
+
+    from bert_explorer.cli.common import UserError, run_or_background
+
+    started, here = [], argparse.Namespace(background=False)
+    assert run_or_background(here, lambda: {"accuracy": 0.5}, start=lambda: started.append(1)) == 0
+    assert json.loads(capsys.readouterr().out) == {"accuracy": 0.5} and not started  # JSON on stdout
+
+    def refused():
+        raise ValueError("train.csv has no column 'label'; name it with --label-column")
+
+    with pytest.raises(UserError, match="^train.csv has no column 'label'; name it with --label-column$"):
+        run_or_background(here, refused)
+
+    def busy():
+        raise RuntimeError("runs/x is already running (pid 7); stop that run first or choose another directory")
+
+    background = argparse.Namespace(background=True)
+    assert run_or_background(background, refused, start=lambda: started.append(1)) == 0 and started == [1]
+    with pytest.raises(UserError, match="already running"):
+        run_or_background(background, refused, start=busy)
+
+
 def test_finetune_in_the_background_says_its_folder_and_runs_to_the_end(tmp_path):
     """The run system's launcher starts `bert-explorer finetune --config ... --output ...`: the
     command must accept every flag it is given there (a refused flag fails the run at once)."""
