@@ -96,6 +96,16 @@ def test_out_of_range_layer_is_a_user_error(tmp_path):
     assert not (tmp_path / "o.jsonl").exists() and not (tmp_path / "o.jsonl.partial").exists()
 
 
+def test_the_neighbours_module_on_its_own_says_a_mistake_in_one_line():
+    """What a background index build runs: `python -m bert_explorer.cli.neighbours build ...`."""
+    r = subprocess.run([sys.executable, "-m", "bert_explorer.cli.neighbours", "query", "--model", "minilm",
+                        "--layer", "1", "--text", "the bank", "--token", "bank", "--corpus", "no-such-corpus"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.startswith("bert-explorer: error: no corpus called 'no-such-corpus'")
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr  # no runpy warning before it
+
+
 def test_not_a_checkpoint_directory(tmp_path):
     r = run("info", "--model", str(tmp_path))
     assert r.returncode == 2 and "not a checkpoint directory" in r.stderr

@@ -7,8 +7,11 @@ and exit code 1 (where, how much is free, how to go on). See ``common.run_comman
 from __future__ import annotations
 
 from .common import run_command
-from .parser import build_parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Imported here, not above: `python -m bert_explorer.cli.neighbours` (a background index build)
+    # imports this package first, and runpy warns when the module it is about to run is loaded already.
+    from .parser import build_parser
+
     return run_command(build_parser().parse_args(argv))
