@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -95,6 +96,16 @@ def test_out_of_range_layer_is_a_user_error(tmp_path):
     assert not (tmp_path / "o.jsonl").exists() and not (tmp_path / "o.jsonl.partial").exists()
 
 
+def test_the_neighbours_module_on_its_own_says_a_mistake_in_one_line():
+    """What a background index build runs: `python -m bert_explorer.cli.neighbours build ...`."""
+    r = subprocess.run([sys.executable, "-m", "bert_explorer.cli.neighbours", "query", "--model", "minilm",
+                        "--layer", "1", "--text", "the bank", "--token", "bank", "--corpus", "no-such-corpus"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.startswith("bert-explorer: error: no corpus called 'no-such-corpus'")
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr  # no runpy warning before it
+
+
 def test_not_a_checkpoint_directory(tmp_path):
     r = run("info", "--model", str(tmp_path))
     assert r.returncode == 2 and "not a checkpoint directory" in r.stderr
@@ -152,7 +163,7 @@ def test_a_tiny_upload_is_fine_tuned_with_a_plain_warning_about_its_dev_set(tmp_
     f.write_text("text,label\n" + "\n".join(rows) + "\n")
     out = tmp_path / "run"
     r = run("finetune", "--model", "minilm", "--train", str(f), "--output", str(out), "--epochs", "1",
-            "--max-seq-length", "16", "--no-progress")
+            "--max-seq-length", "16")
     assert r.returncode == 0, r.stderr
     warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "only 6 examples" in warnings[0] and "±41 points" in warnings[0]
@@ -238,11 +249,13 @@ def test_resume_keeps_the_runs_own_settings_and_refuses_a_change_of_data(tmp_pat
         "batch_size"] == 4
 
 
-def test_finetune_has_no_resume_flag_that_would_do_nothing():
+@pytest.mark.parametrize("flag", ["--resume", "--no-progress"])
+def test_finetune_has_no_flag_that_would_do_nothing(flag):
+    """Fine-tuning neither resumes nor draws a progress bar, so it takes no flag for either."""
     from bert_explorer.cli.parser import build_parser
 
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["finetune", "--output", "x", "--resume"])
+        build_parser().parse_args(["finetune", "--output", "x", flag])
 
 
 def test_pretraining_data_is_made_by_the_run_that_trains_on_it():
@@ -285,3 +298,106 @@ def test_every_training_flag_says_what_it_does(command, capsys):
     field = next(f for f in dataclasses.fields(cls) if f.name == "max_seq_length")
     assert f"--max-seq-length MAX_SEQ_LENGTH {field.metadata['help']} Default: 128." in out
     assert "default 128" not in out  # the old help, only the default
+
+
+# ----- how every command ends: cli.common.run_command and run_or_background ---------------------------
+@pytest.mark.parametrize("error, code", [
+    ("UserError", 2), ("CheckpointError", 2), ("RunBusy", 2), ("BuildBusy", 2), ("DiskFull", 1),
+])
+def test_each_expected_error_is_one_sentence_and_its_exit_code(error, code, capsys):
+    import argparse
+
+    from bert_explorer.analysis.neighbour_jobs import BuildBusy
+    from bert_explorer.checkpoint import CheckpointError
+    from bert_explorer.cli.common import UserError, run_command
+    from bert_explorer.full_disk import DiskFull
+    from bert_explorer.train.run_lock import RunBusy
+
+    kinds = {"UserError": UserError, "CheckpointError": CheckpointError, "RunBusy": RunBusy, "BuildBusy": BuildBusy,
+             "DiskFull": DiskFull}
+
+    def command(args):
+        raise kinds[error]("what is wrong, and what to do")
+
+    assert run_command(argparse.Namespace(func=command)) == code
+    assert capsys.readouterr().err == "bert-explorer: error: what is wrong, and what to do\n"
+
+
+def test_an_unexpected_error_keeps_its_traceback_and_ctrl_c_is_130(capsys):
+    import argparse
+
+    from bert_explorer.cli.common import run_command
+
+    def bug(args):
+        raise ZeroDivisionError("a bug, not a user's mistake")
+
+    with pytest.raises(ZeroDivisionError):
+        run_command(argparse.Namespace(func=bug))
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    assert run_command(argparse.Namespace(func=interrupted)) == 130
+    assert capsys.readouterr().err == "bert-explorer: interrupted\n"
+
+
+def test_a_result_the_cache_could_not_keep_is_one_warning_line(capsys, monkeypatch):
+    import argparse
+    import warnings
+
+    from bert_explorer.cli.common import run_command
+    from bert_explorer.full_disk import CacheNotKept
+
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)  # put back after the test
+
+    def command(args):
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn(CacheNotKept("no space left in /cache to keep the vectors in the cache (1 MB free)"))
+        return 0
+
+    assert run_command(argparse.Namespace(func=command)) == 0
+    assert capsys.readouterr().err == ("bert-explorer: warning: no space left in /cache to keep the vectors in the "
+                                       "cache (1 MB free)\n")
+
+
+def test_run_or_background_runs_here_or_starts_and_says_a_mistake_in_one_sentence(capsys):
+    import argparse
+
+    from bert_explorer.cli.common import UserError, run_or_background
+
+    started, here = [], argparse.Namespace(background=False)
+    assert run_or_background(here, lambda: {"accuracy": 0.5}, start=lambda: started.append(1)) == 0
+    assert json.loads(capsys.readouterr().out) == {"accuracy": 0.5} and not started  # JSON on stdout
+
+    def refused():
+        raise ValueError("train.csv has no column 'label'; name it with --label-column")
+
+    with pytest.raises(UserError, match="^train.csv has no column 'label'; name it with --label-column$"):
+        run_or_background(here, refused)
+
+    def busy():
+        raise RuntimeError("runs/x is already running (pid 7); stop that run first or choose another directory")
+
+    background = argparse.Namespace(background=True)
+    assert run_or_background(background, refused, start=lambda: started.append(1)) == 0 and started == [1]
+    with pytest.raises(UserError, match="already running"):
+        run_or_background(background, refused, start=busy)
+
+
+def test_finetune_in_the_background_says_its_folder_and_runs_to_the_end(tmp_path):
+    """The run system's launcher starts `bert-explorer finetune --config ... --output ...`: the
+    command must accept every flag it is given there (a refused flag fails the run at once)."""
+    out = tmp_path / "ft"
+    r = run("finetune", "--model", "minilm", "--train", "tiny:classification", "--epochs", "1",
+            "--max-seq-length", "16", "--precision", "fp32", "--output", str(out), "--background")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"started fine-tuning in the background: {out}\n"
+    from bert_explorer.train.runs import DONE_STATES, Run
+
+    deadline = time.time() + 240
+    while time.time() < deadline and Run(out).status()["state"] not in DONE_STATES:
+        time.sleep(0.5)
+    status = Run(out).status()
+    assert status["state"] == "finished", (out / "log.txt").read_text()[-2000:]
+    assert "accuracy" in status["dev"]

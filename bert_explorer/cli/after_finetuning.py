@@ -16,7 +16,8 @@ import math
 import sys
 from pathlib import Path
 
-from .common import UserError
+from ..analysis.after_finetuning import calibration, change, predictions, slices
+from .common import UserError, user_errors, write_output
 
 WHAT = ("predictions", "slices", "calibration", "change")
 
@@ -45,8 +46,6 @@ def _csv(rows: list[dict]) -> str:
 
 def after_finetuning_data(run_dir: str, what: str, store: bool = True) -> tuple[list[dict], dict]:
     """The rows (for CSV) and the whole result (for JSON) of one part of the page."""
-    from ..analysis.after_finetuning import calibration, change, predictions, slices
-
     pred = predictions.load_predictions(run_dir, store=store)
     head = {"run": str(run_dir), "task": pred.task.name, "predictions": pred.source}
     if what == "predictions":
@@ -76,13 +75,12 @@ def cmd_after_finetuning(args) -> int:
     if not (Path(args.run) / "config.json").is_file():
         raise UserError(f"{args.run} is not a run folder (it has no config.json); give the folder a fine-tuning "
                         f"run wrote (bert-explorer finetune --output FOLDER)")
-    try:
+    with user_errors():
         rows, whole = after_finetuning_data(args.run, args.what, store=not args.no_store)
-    except ValueError as e:
-        raise UserError(str(e)) from e
     text = _csv(rows) if args.format == "csv" else json.dumps(_plain(whole), indent=1) + "\n"
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        with write_output(args.output) as f:
+            f.write(text)
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -8,23 +8,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 from .. import checkpoint
-from .common import UserError, _read_lines
-
-MODEL_HELP = f"a checkpoint directory, a short name ({', '.join(checkpoint.SHORT_NAMES)}) or hf:<hub id>"
-
-
-def _write_json(path: str, data: dict) -> None:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".partial")
-    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(out)
+from ..analysis import compare
+from ..analysis.probing import TASKS, ProbeSettings, probe_layers
+from .common import MODEL_HELP, UserError, read_lines, user_errors, write_json
 
 
 def _bar(enabled: bool):
@@ -38,8 +29,6 @@ def _bar(enabled: bool):
 
 
 def _tasks(text: str) -> list[str]:
-    from ..analysis.probing import TASKS
-
     tasks = [t.strip() for t in text.split(",") if t.strip()]
     unknown = [t for t in tasks if t not in TASKS]
     if unknown or not tasks:
@@ -49,8 +38,6 @@ def _tasks(text: str) -> list[str]:
 
 
 def cmd_probe_layers(args) -> int:
-    from ..analysis.probing import ProbeSettings, probe_layers
-
     if "pos" in args.task and not args.pos_file:
         raise UserError("the pos task needs --pos-file FILE.conllu: no installable package ships an English "
                         "POS-tagged corpus, so give one (for example UD English-EWT's en_ewt-ud-train.conllu)")
@@ -60,38 +47,32 @@ def cmd_probe_layers(args) -> int:
     settings = ProbeSettings(args.max_examples, args.test_fraction, args.seed, args.max_tokens, args.l2, args.max_iter)
     results = {}
     for task in args.task:
-        try:
+        with user_errors():  # the data (a CoNLL-U file, a missing package) cannot be used
             results[task] = probe_layers(loaded, task, settings, args.pos_file, _bar(not args.no_progress))
-        except ValueError as e:  # the data (a CoNLL-U file, a missing package) cannot be used
-            raise UserError(str(e)) from e
         r = results[task]
         took = "from the cache" if r["from_cache"] else f"probes {r['seconds']['probes']:.0f} s"
         if r["seconds"]["features"] is not None:
             took += f", vectors {r['seconds']['features']:.0f} s" + (" (earlier)" if r["features_from_cache"] else "")
         print(f"{task}: {r['summary']} ({r['n_train']:,} train / {r['n_test']:,} test {r['units']}; {took})",
               file=sys.stderr)
-    _write_json(args.output, {"model": args.model, "tasks": results})
+    write_json(args.output, {"model": args.model, "tasks": results})
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
 
 def cmd_compare_models(args) -> int:
-    from ..analysis import compare
-
     arch = "BertForPreTraining"  # fine-tuned and encoder-only checkpoints load too (heads reported missing)
     a, b = checkpoint.load(args.model_a, arch), checkpoint.load(args.model_b, arch)
     if args.input:
-        sentences, source = _read_lines(args.input), f"the lines of {args.input}"
+        sentences, source = read_lines(args.input), f"the lines of {args.input}"
     else:
         sentences, source = compare.held_out_sentences(args.sentences)
     t0 = time.perf_counter()
     result = compare.compare_models(a, b, sentences, args.max_tokens)
     seconds = time.perf_counter() - t0
-    try:
+    with user_errors():
         probes = compare.probes_side_by_side(a, b, args.mask_text, (args.nsp_a, args.nsp_b), args.top_k)
-    except ValueError as e:
-        raise UserError(str(e)) from e
-    _write_json(args.output, {"model_a": args.model_a, "model_b": args.model_b, "sentences_source": source,
+    write_json(args.output, {"model_a": args.model_a, "model_b": args.model_b, "sentences_source": source,
                               **result, "probes": probes, "seconds": round(seconds, 1)})
     print(result["summary"], file=sys.stderr)
     print(f"wrote {args.output} ({seconds:.0f} s)", file=sys.stderr)
@@ -100,8 +81,6 @@ def cmd_compare_models(args) -> int:
 
 def register(sub) -> None:
     """Add ``probe-layers`` and ``compare-models`` to an argparse subparsers object."""
-    from ..analysis.probing import TASKS, ProbeSettings
-
     d = ProbeSettings()
     s = sub.add_parser("probe-layers", help="a linear probe on every layer (Tenney et al. 2019) with a control task "
                                             "(Hewitt & Liang 2019): what each layer knows")

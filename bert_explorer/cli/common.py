@@ -1,35 +1,157 @@
-"""What every command shares: the one-line user error, reading --config files, settings as options."""
+"""What every command shares: how a command ends (its output, its one-line errors, its exit code),
+running its work here or in the background, reading input and --config files, settings as flags.
+
+A command is a function ``cmd_x(args) -> int`` that each module adds to the parser in its own
+``register(sub)``. A mistake the user can make ends in a :class:`UserError`; :func:`run_command`
+is the one place that turns it (and the project's other user-facing errors) into one line on
+stderr and an exit code.
+"""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+import typing
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Callable
+
+from .. import checkpoint
+from ..analysis.neighbour_jobs import BuildBusy
+from ..checkpoint import CheckpointError
+from ..full_disk import CacheNotKept, DiskFull
+from ..train.pretrain import ResumeRefused
+from ..train.run_lock import RunBusy
+from ..train.runs import start_background
+
+MODEL_HELP = f"a checkpoint directory, a short name ({', '.join(checkpoint.SHORT_NAMES)}) or hf:<hub id>"
+
+# Exit codes: a mistake the user can put right (a wrong path, a malformed file, a busy run folder) is 2,
+# as argparse's own usage errors; a full disk is 1 (nothing was wrong with the request); Ctrl-C is 130.
+USER_MISTAKE, DISK_FULL, INTERRUPTED = 2, 1, 130
 
 
 class UserError(Exception):
     """A problem with the user's input; the message says what is wrong and what to do."""
 
 
+def flag(setting: str) -> str:
+    """A setting's name as the user types it: ``max_steps`` -> ``--max-steps``."""
+    return "--" + setting.replace("_", "-")
+
+
 @contextmanager
-def user_errors():
-    """A bad input file or setting (ValueError, FileNotFoundError) becomes one sentence for the
-    user (UserError), not a traceback."""
+def user_errors(*also: type[Exception]):
+    """A bad input file or setting (ValueError, FileNotFoundError, and the ``also`` types a caller
+    expects) becomes one sentence for the user (UserError), not a traceback. A refused resume
+    names the settings as the flags the user typed."""
     try:
         yield
-    except (ValueError, FileNotFoundError) as e:
+    except ResumeRefused as e:
+        raise UserError(e.sentence(flag)) from e
+    except (ValueError, FileNotFoundError, *also) as e:
         raise UserError(str(e)) from e
 
 
-def _int_list(text: str) -> list[int]:
+def run_command(args, interrupted: str = "interrupted") -> int:
+    """Run the parsed command ``args.func(args)`` and return its exit code. The errors a user can
+    meet end with one line on stderr and exit code 2 (1 for a full disk), never a traceback;
+    ``interrupted`` is what Ctrl-C says."""
+    _one_line_cache_warnings()
+    try:
+        return args.func(args)
+    except (UserError, CheckpointError, RunBusy, BuildBusy) as e:
+        print(f"bert-explorer: error: {e}", file=sys.stderr)
+        return USER_MISTAKE
+    except DiskFull as e:
+        print(f"bert-explorer: error: {e}", file=sys.stderr)
+        return DISK_FULL
+    except KeyboardInterrupt:
+        print(f"bert-explorer: {interrupted}", file=sys.stderr)
+        return INTERRUPTED
+
+
+def _one_line_cache_warnings() -> None:
+    """A result that the disk cache could not keep (a full disk) is one line on stderr, like an
+    error, not Python's file-and-line warning format; other warnings are left as they are."""
+    shown_before = warnings.showwarning
+    if getattr(shown_before, "one_line", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, CacheNotKept):
+            print(f"bert-explorer: warning: {message}", file=sys.stderr)
+        else:
+            shown_before(message, category, filename, lineno, file, line)
+
+    show.one_line = True
+    warnings.showwarning = show
+
+
+def print_json(result) -> None:
+    """A command's result on stdout, as indented JSON (what scripts read)."""
+    print(json.dumps(result, indent=2))
+
+
+def run_or_background(args, work: Callable[[], Any], show: Callable[[Any], None] = print_json,
+                      start: Callable[[], None] | None = None) -> int:
+    """Do a command's work here, or, when it has ``start`` and ``--background`` was given, start
+    it as its own process and return at once (``start`` says where it runs).
+
+    ``work()`` returns the result, which ``show`` prints (JSON by default). Bad input met by
+    either becomes a :class:`UserError`, and so does a folder that a live process already works in."""
+    if start is not None and args.background:
+        with user_errors(RuntimeError):  # start_background refuses a folder in use with a RuntimeError
+            start()
+        return 0
+    with user_errors():
+        result = work()
+    show(result)
+    return 0
+
+
+def start_run(kind: str, config: dict, args, said: str) -> None:
+    """Start ``bert-explorer <kind>`` as a background run in ``args.output`` (the run system's
+    launcher, resuming when ``args.resume``), then print ``said``, formatted with the run's
+    ``path`` and ``pid``."""
+    run = start_background(kind, config, args.output, resume=getattr(args, "resume", False))
+    print(said.format(path=run.path, pid=run.status().get("pid")))
+
+
+@contextmanager
+def write_output(path: str | Path):
+    """Write a command's output file as a whole or not at all: the text goes to ``<name>.partial``,
+    which replaces ``path`` only once written (an error removes it, and an older ``path`` stays)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".partial")
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            yield f
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    tmp.replace(out)
+
+
+def write_json(path: str | Path, data: dict, ensure_ascii: bool = True) -> None:
+    """A result as a JSON file, written as a whole (see :func:`write_output`)."""
+    with write_output(path) as f:
+        f.write(json.dumps(data, indent=1, ensure_ascii=ensure_ascii) + "\n")
+
+
+def int_list(text: str) -> list[int]:
+    """An argparse type: comma-separated integers such as ``-1,-2`` or ``0,6``."""
     try:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers like -1,-2, got {text!r}")
 
 
-def _read_lines(path: str) -> list[str]:
+def read_lines(path: str) -> list[str]:
+    """The non-blank lines of a text file of examples, UTF-8 or (said on stderr) Latin-1."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"input file {path} does not exist")
@@ -65,8 +187,6 @@ def _load_json_config(path: str | None) -> dict:
 def _setting_help(f) -> str:
     """A setting's --help: the sentence written beside its field (``train/configs.setting``) and
     its default. argparse formats help with %, so a percent sign in the sentence is doubled."""
-    import dataclasses
-
     text = f.metadata.get("help", "").replace("%", "%%")
     if f.default is not dataclasses.MISSING and f.default is not None:
         shown = {True: "on", False: "off"}.get(f.default, f.default) if isinstance(f.default, bool) else f.default
@@ -74,35 +194,30 @@ def _setting_help(f) -> str:
     return text
 
 
-def _dataclass_args(parser: argparse.ArgumentParser, cls) -> None:
+def dataclass_args(parser: argparse.ArgumentParser, cls) -> None:
     """One --flag per config field, its help the field's own sentence; flags left out fall back to
     the config file, then the default."""
-    import dataclasses
-    import typing
-
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        flag = "--" + f.name.replace("_", "-")
+        name = flag(f.name)
         if hints[f.name] is bool:
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+            parser.add_argument(name, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
                                 help=_setting_help(f))
             continue
         if typing.get_origin(hints[f.name]) is list:
-            parser.add_argument(flag, dest=f.name, default=None, help=_setting_help(f) + " Comma-separated numbers.",
+            parser.add_argument(name, dest=f.name, default=None, help=_setting_help(f) + " Comma-separated numbers.",
                                 type=lambda t: [float(x) for x in t.split(",") if x.strip()])
             continue
         options = typing.get_args(hints[f.name]) or (hints[f.name],)  # X | None -> (X, NoneType)
         base = next((t for t in (str, float, int) if t in options), None)
         if base is None:  # e.g. a list of sentences or of [layer, head] pairs: only the --config file sets it
             continue
-        parser.add_argument(flag, dest=f.name, type=base, default=None, help=_setting_help(f))
+        parser.add_argument(name, dest=f.name, type=base, default=None, help=_setting_help(f))
 
 
-def _given_settings(args, cls) -> dict:
+def given_settings(args, cls) -> dict:
     """The settings the user gave: the --config file, overridden by the flags typed (a flag left
     out is None, so the dataclass's defaults are not mistaken for a choice)."""
-    import dataclasses
-
     data = _load_json_config(args.config)
     data.pop("kind", None)
     for f in dataclasses.fields(cls):
@@ -112,22 +227,9 @@ def _given_settings(args, cls) -> dict:
     return data
 
 
-def _config_from(args, cls):
-    try:  # a resumed run may have been written by an earlier version: its old keys are only warned about
-        return cls.from_dict(_given_settings(args, cls), strict=not getattr(args, "resume", False))
-    except (TypeError, ValueError) as e:
-        raise UserError(str(e)) from e
-
-
-def _flag(setting: str) -> str:
-    return "--" + setting.replace("_", "-")
-
-
-def _start_background(kind: str, config: dict, output, resume: bool = False):
-    """Launch a background run; a directory that a live process already works in is one line."""
-    from ..train.runs import start_background
-
-    try:
-        return start_background(kind, config, output, resume=resume)
-    except RuntimeError as e:
-        raise UserError(str(e)) from e
+def config_from(args, cls):
+    """The config dataclass ``cls`` of the settings given (see :func:`given_settings`); a misspelt
+    or out-of-range setting is one sentence."""
+    # A resumed run may have been written by an earlier version: its old keys are only warned about.
+    with user_errors(TypeError):
+        return cls.from_dict(given_settings(args, cls), strict=not getattr(args, "resume", False))

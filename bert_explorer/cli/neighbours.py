@@ -16,7 +16,12 @@ import json
 import sys
 from pathlib import Path
 
-from .common import UserError, _int_list
+from tqdm import tqdm
+
+from .. import checkpoint
+from ..analysis import neighbour_build as nbb, neighbour_jobs, neighbours as nb
+from ..data.corpora import BUILTIN_CORPORA
+from .common import UserError, int_list, run_command, run_or_background, user_errors, write_json
 
 MODEL_HELP = "a checkpoint directory or a short name (minilm-mlm-nsp, explorer-mini, minilm)"
 CORPUS_HELP = "a built-in corpus (bbc, the default) or a text file / folder of .txt files"
@@ -29,7 +34,7 @@ def register(sub) -> None:
 
     b = actions.add_parser("build", help="build the index of (model, corpus, layer) into the disk cache")
     b.add_argument("--model", required=True, help=MODEL_HELP)
-    b.add_argument("--layer", required=True, type=_int_list, help="0 = embeddings, 1..L = layers; several as 0,6")
+    b.add_argument("--layer", required=True, type=int_list, help="0 = embeddings, 1..L = layers; several as 0,6")
     b.add_argument("--corpus", default="bbc", help=CORPUS_HELP)
     b.add_argument("--background", action="store_true", help="start as a background process and return")
     b.add_argument("--no-progress", action="store_true", help="no progress bar (one line per shard instead)")
@@ -48,57 +53,52 @@ def register(sub) -> None:
     q.set_defaults(func=cmd_query)
 
 
-def _load(name: str):
-    from .. import checkpoint
-
-    return checkpoint.load(name, "BertModel")
-
-
 def _check_corpus(corpus: str) -> None:
-    from ..data.corpora import BUILTIN_CORPORA
-
     if corpus not in BUILTIN_CORPORA and not Path(corpus).expanduser().exists():
         raise UserError(f"no corpus called {corpus!r}: give a text file, a folder, or one of "
                         f"{', '.join(BUILTIN_CORPORA)}")
 
 
 def cmd_build(args) -> int:
-    from ..analysis import neighbour_build as nbb, neighbour_jobs
-
     _check_corpus(args.corpus)
-    loaded = _load(args.model)
-    try:
+    loaded = checkpoint.load(args.model, "BertModel")
+    with user_errors():
         for layer in args.layer:
             nbb.check_layer(loaded, layer)
-    except ValueError as e:
-        raise UserError(str(e)) from e
-    if args.background:
-        for layer in args.layer:
-            path = nbb.index_path(loaded, args.corpus, layer)
-            if nbb.is_complete(path):
-                print(f"layer {layer}: already built ({path})", file=sys.stderr)
-            elif neighbour_jobs.start_background(path, ["--model", args.model, "--layer", str(layer),
-                                                        "--corpus", args.corpus, "--no-progress"]) is None:
-                print(f"layer {layer}: already being built", file=sys.stderr)
-            else:
-                print(f"layer {layer}: building in the background; progress in "
-                      f"{neighbour_jobs.work_dir(path) / 'progress.json'}", file=sys.stderr)
-        return 0
+    return run_or_background(args, lambda: _build(loaded, args), show=_show_built,
+                             start=lambda: _start_builds(loaded, args))
+
+
+def _build(loaded, args) -> dict:
+    """Build the indexes of ``args.layer`` here, with a progress bar or lines; {layer: path}."""
     progress, close = _progress(args.no_progress)
     try:
-        paths = nbb.build_index(loaded, args.corpus, args.layer, progress)
-    except neighbour_jobs.BuildBusy as e:
-        raise UserError(str(e)) from e
-    except ValueError as e:
-        raise UserError(str(e)) from e
+        return nbb.build_index(loaded, args.corpus, args.layer, progress)
     finally:
         close()
+
+
+def _start_builds(loaded, args) -> None:
+    """--background: one build process per layer not built yet (the neighbour index's own jobs,
+    which a page polls), each said on stderr."""
+    for layer in args.layer:
+        path = nbb.index_path(loaded, args.corpus, layer)
+        if nbb.is_complete(path):
+            print(f"layer {layer}: already built ({path})", file=sys.stderr)
+        elif neighbour_jobs.start_background(path, ["--model", args.model, "--layer", str(layer),
+                                                    "--corpus", args.corpus, "--no-progress"]) is None:
+            print(f"layer {layer}: already being built", file=sys.stderr)
+        else:
+            print(f"layer {layer}: building in the background; progress in "
+                  f"{neighbour_jobs.work_dir(path) / 'progress.json'}", file=sys.stderr)
+
+
+def _show_built(paths: dict) -> None:
     for layer, path in paths.items():
         meta = json.loads((path / "meta.json").read_text())
         size = sum(f.stat().st_size for f in path.iterdir()) / 1e6
         print(f"layer {layer}: {meta['rows']:,} tokens of {meta['sentences']:,} sentences, {size:,.0f} MB, "
               f"built in {meta['build_seconds']:.0f} s -> {path}", file=sys.stderr)
-    return 0
 
 
 def _progress(quiet: bool):
@@ -112,8 +112,6 @@ def _progress(quiet: bool):
                 last[0] = step
                 print(f"{fraction:4.0%} {message}", file=sys.stderr, flush=True)
         return plain, lambda: None
-    from tqdm import tqdm
-
     bar = tqdm(total=1000, unit="‰", dynamic_ncols=True, bar_format="{l_bar}{bar}| {desc}")
 
     def update(fraction: float, message: str) -> None:
@@ -124,17 +122,13 @@ def _progress(quiet: bool):
 
 
 def cmd_query(args) -> int:
-    from ..analysis import neighbour_build as nbb, neighbours as nb
-
     _check_corpus(args.corpus)
     if args.k < 1:
         raise UserError("--k must be at least 1")
-    loaded = _load(args.model)
-    try:
+    loaded = checkpoint.load(args.model, "BertModel")
+    with user_errors():
         nbb.check_layer(loaded, args.layer)
         position = nb.pick_token(loaded, args.text, args.token)
-    except ValueError as e:
-        raise UserError(str(e)) from e
     path = nbb.index_path(loaded, args.corpus, args.layer)
     if not nbb.is_complete(path):
         raise UserError(f"the index of layer {args.layer} of {args.model} over {args.corpus} is not built yet; "
@@ -148,11 +142,7 @@ def cmd_query(args) -> int:
               "hits": [{k: h[k] for k in ("rank", "similarity", "token", "same_token", "sentence", "start", "end",
                                           "source")} for h in result.hits]}
     if args.output:
-        out = Path(args.output)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".partial")
-        tmp.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        tmp.replace(out)
+        write_json(args.output, record, ensure_ascii=False)
     if args.json:
         print(json.dumps(record, indent=1, ensure_ascii=False))
         return 0
@@ -167,24 +157,11 @@ def cmd_query(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m bert_explorer.cli.neighbours build|query ...``: this command on its own, with
     the CLI's handling of user errors (one line, exit 2)."""
-    from ..checkpoint import CheckpointError
-    from ..full_disk import DiskFull
-
     parser = argparse.ArgumentParser(prog="bert-explorer neighbours")
     sub = parser.add_subparsers(dest="command", required=True)
     register(sub)
     args = parser.parse_args(["neighbours", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return args.func(args)
-    except (UserError, CheckpointError) as e:
-        print(f"bert-explorer: error: {e}", file=sys.stderr)
-        return 2
-    except DiskFull as e:
-        print(f"bert-explorer: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("bert-explorer: interrupted (building again resumes from the last finished shard)", file=sys.stderr)
-        return 130
+    return run_command(args, interrupted="interrupted (building again resumes from the last finished shard)")
 
 
 if __name__ == "__main__":

@@ -243,7 +243,9 @@ def _launch_background(run: Run, kind: str, config: dict, resume: bool, gpu_queu
     run.clear_stop()
     run.write_status(state="starting", pid=None, kind=kind, error=None)
     cmd = [sys.executable, "-m", "bert_explorer.cli", kind, "--config", str(run.path / "config.json"),
-           "--output", str(run.path), "--no-progress"]
+           "--output", str(run.path)]
+    if kind != "finetune":  # pre-training and ablations draw progress bars (not for log.txt); fine-tuning none
+        cmd.append("--no-progress")
     if resume:
         cmd.append("--resume")
     launcher = [sys.executable, "-m", "bert_explorer.train.runs", str(run.path)]

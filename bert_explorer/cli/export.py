@@ -1,0 +1,72 @@
+"""Commands that hand a model to other programs: its contextual features (google-research/bert's
+``extract_features.py`` format), the model itself as a transformers checkpoint, or as a delta over
+an installed base model.
+
+    bert-explorer extract-features --model minilm --input sentences.txt --output features.jsonl --layers=-1,-2
+    bert-explorer export --model minilm-mlm-nsp --output my-bert/
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from .. import checkpoint
+from ..analysis.features import extract_features, parse_example
+from .common import MODEL_HELP, int_list, read_lines, user_errors, write_output
+
+
+def register(sub) -> None:
+    """Add ``extract-features``, ``export`` and ``export-delta`` to the subcommands ``sub``."""
+    s = sub.add_parser("extract-features", help="contextual token features as JSON lines (feature-based transfer)")
+    s.add_argument("--model", required=True, help=MODEL_HELP)
+    s.add_argument("--input", required=True, help="text file: one example per line, a pair as 'A ||| B'")
+    s.add_argument("--output", required=True, help="output .jsonl")
+    s.add_argument("--layers", type=int_list, default=[-1, -2, -3, -4], help="encoder layers, -1 = last")
+    s.add_argument("--max-seq-length", type=int, default=128)
+    s.add_argument("--batch-size", type=int, default=8)
+    s.set_defaults(func=cmd_extract_features)
+
+    s = sub.add_parser("export", help="write a model as a transformers-compatible checkpoint directory")
+    s.add_argument("--model", required=True, help=MODEL_HELP)
+    s.add_argument("--output", required=True)
+    s.set_defaults(func=cmd_export)
+
+    s = sub.add_parser("export-delta", help="write a model as a delta over an installed base model (only the "
+                                            "tensors that differ from it, as the shipped minilm-mlm-nsp)")
+    s.add_argument("--model", required=True, help=MODEL_HELP)
+    s.add_argument("--base", default="minilm", help="short name of the installed base model")
+    s.add_argument("--output", required=True)
+    s.add_argument("--dtype", choices=("fp16", "fp32"), default="fp16", help="how the stored tensors are kept")
+    s.set_defaults(func=cmd_export_delta)
+
+
+def cmd_extract_features(args) -> int:
+    lines = read_lines(args.input)
+    loaded = checkpoint.load(args.model, "BertModel")
+    with user_errors(), write_output(args.output) as f:  # a layer out of range leaves no half-written file
+        for record in extract_features(loaded, [parse_example(x) for x in lines], args.layers,
+                                       args.max_seq_length, args.batch_size):
+            f.write(json.dumps(record) + "\n")
+    print(f"wrote features of {len(lines)} examples to {Path(args.output)}", file=sys.stderr)
+    return 0
+
+
+def cmd_export(args) -> int:
+    loaded = checkpoint.load(args.model)
+    if loaded.report.missing:
+        print(f"note: {loaded.report.summary()}", file=sys.stderr)
+    checkpoint.save(loaded.model, loaded.tokenizer, args.output)
+    print(f"exported {type(loaded.model).__name__} ({loaded.num_parameters:,} parameters) to {args.output}",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_export_delta(args) -> int:
+    dtype = {"fp16": torch.float16, "fp32": torch.float32}[args.dtype]
+    result = checkpoint.save_delta(args.model, args.base, args.output, dtype)
+    print(f"wrote {args.output}: {result['stored']:,} parameters stored in {args.dtype}; borrowed from "
+          f"{args.base}: {', '.join(result['borrowed'])}", file=sys.stderr)
+    return 0

@@ -1,0 +1,45 @@
+"""``bert-explorer probe mlm|nsp``: the pre-training heads asked directly, as the Probes page does.
+
+    bert-explorer probe mlm --model minilm-mlm-nsp --text "the capital of france is [MASK] ." --top-k 5
+    bert-explorer probe nsp --model minilm-mlm-nsp --a "the match ended in a draw ." --b "both teams scored twice ."
+"""
+from __future__ import annotations
+
+from ..analysis.probes import load_for_probe, mlm_top_k, nsp_probability
+from .common import MODEL_HELP, print_json, user_errors
+
+
+def register(sub) -> None:
+    """Add ``probe mlm`` and ``probe nsp`` to the subcommands ``sub``."""
+    s = sub.add_parser("probe", help="masked-word or next-sentence probe")
+    probes = s.add_subparsers(dest="task", required=True)
+    m = probes.add_parser("mlm", help="top-k words at each [MASK]")
+    m.add_argument("--model", required=True, help=MODEL_HELP)
+    m.add_argument("--text", required=True, help="a sentence with [MASK] where a word should be predicted")
+    m.add_argument("--text-b", help="optional second sentence")
+    m.add_argument("--top-k", type=int, default=5)
+    m.add_argument("--json", action="store_true")
+    n = probes.add_parser("nsp", help="P(B is the sentence after A)")
+    n.add_argument("--model", required=True, help=MODEL_HELP)
+    n.add_argument("--a", required=True)
+    n.add_argument("--b", required=True)
+    n.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_probe)
+
+
+def cmd_probe(args) -> int:
+    loaded = load_for_probe(args.model, args.task)
+    with user_errors():
+        if args.task == "mlm":
+            result = mlm_top_k(loaded, args.text, args.top_k, args.text_b)
+        else:
+            result = nsp_probability(loaded, [(args.a, args.b)])[0]
+    if args.json:
+        print_json(result)
+    elif args.task == "mlm":
+        for m in result:
+            print(f"[MASK] at {m['position']}: " + ", ".join(
+                f"{p['token']} {p['probability']:.3f}" for p in m["predictions"]))
+    else:
+        print(f"P(IsNext) = {result['is_next']:.3f}")
+    return 0
