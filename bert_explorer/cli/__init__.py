@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     _one_line_cache_warnings()
-    from ..train.run_lock import RunBusy
+    from ..runs.lock import RunBusy
 
     try:
         return args.func(args)

@@ -11,7 +11,7 @@ def cmd_ablate(args) -> int:
     """Run an ablation grid (Section 5, Tables 5-8) into a directory, or report one."""
     from ..experiments import grid, results
     from ..experiments.runner import run_ablation
-    from ..train.run_finder import is_ablation
+    from ..runs.finder import is_ablation
 
     if args.report:
         if not is_ablation(args.report) or not (Path(args.report) / "plan.json").exists():

@@ -125,7 +125,7 @@ def _flag(setting: str) -> str:
 
 def _start_background(kind: str, config: dict, output, resume: bool = False):
     """Launch a background run; a directory that a live process already works in is one line."""
-    from ..train.runs import start_background
+    from ..runs.background import start_background
 
     try:
         return start_background(kind, config, output, resume=resume)

@@ -31,8 +31,8 @@ from .device import PRECISIONS, pick_device, precision_from
 from .engine import AFTER_A_FULL_DISK, fit, marks_failure, total_steps
 from .feature_based import run_feature_based
 from .optim import linear_warmup_decay, make_optimizer
-from .run_lock import writes_run
-from .runs import Run
+from ..runs.lock import writes_run
+from ..runs.run import Run
 
 FEATURE_MODES = ("embeddings", "last", "second-to-last", "sum-last-4", "concat-last-4", "sum-all")
 MODES = ("fine-tune", "feature-based")
