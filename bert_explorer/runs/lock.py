@@ -46,8 +46,11 @@ def take(fd: int, *, wait: bool = True) -> bool:
     (Windows), where nothing is ever locked."""
     if fcntl is None:  # pragma: no cover
         return True
+    if wait:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return True
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True
     except OSError:  # BlockingIOError: held elsewhere
         return False
