@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from bert_explorer.train.pretrain import PretrainConfig, evaluate_checkpoint
-from bert_explorer.train.runs import Run
+from bert_explorer.runs.run import Run
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
-from bert_explorer.train.runs import Run
+from bert_explorer.runs.run import Run
 
 
 def main() -> None:

@@ -20,10 +20,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
-import os
 import shutil
-import tempfile
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -31,6 +28,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from . import atomic
 from .model import ARCHITECTURES, BertConfig, BertModel
 from .tokenizer import WordPieceTokenizer
 
@@ -141,28 +139,6 @@ def read_state_dict(d: Path) -> dict[str, torch.Tensor]:
     raise CheckpointError(f"{d} has no model.safetensors (or pytorch_model.bin)")
 
 
-@contextmanager
-def _atomic_dir(directory: str | Path):
-    """Yield a temporary sibling of ``directory``; on success it replaces ``directory`` in one
-    rename, on any error it is removed. A crash never leaves a half-written checkpoint."""
-    final = Path(directory)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
-    try:
-        yield tmp
-        tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint is an ordinary folder
-        if final.exists():
-            old = final.with_name(f".{final.name}.old-{os.getpid()}")
-            os.replace(final, old)
-            os.replace(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 # ----- delta checkpoints: only what differs from an installed model ---------------------------
 
 BASE_FILE = "base.json"
@@ -224,7 +200,7 @@ def save_delta(source: str | Path, base: str, directory: str | Path, dtype: torc
     if package is None:
         raise CheckpointError(f"a delta checkpoint needs a base that an installed package ships "
                               f"({', '.join(BASE_PACKAGES)}), not {base!r}")
-    with _atomic_dir(directory) as tmp:
+    with atomic.folder(directory) as tmp:
         stored = {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in sd.items()
                   if k not in borrowed}
         save_file(stored, str(tmp / "model.safetensors"), metadata={"format": "pt"})
@@ -379,7 +355,7 @@ def save(model: nn.Module, tokenizer: WordPieceTokenizer, directory: str | Path,
          extra_files: dict[str, str] | None = None, write_extra=None) -> Path:
     """Write a checkpoint directory atomically: everything goes to a temporary sibling that is
     renamed into place at the end, so a crash never leaves a half-written checkpoint."""
-    with _atomic_dir(directory) as tmp:
+    with atomic.folder(directory) as tmp:
         config: BertConfig = model.config
         config.architectures = [type(model).__name__]
         config.save(tmp)
@@ -440,7 +416,7 @@ def unpack_zip(data: bytes, directory: str | Path, max_bytes: int = MAX_UPLOAD_B
             raise CheckpointError(f"the checkpoint unpacks to {size / 1e9:.1f} GB, more than the "
                                   f"{max_bytes / 1e9:.1f} GB this app accepts")
         try:
-            with _atomic_dir(directory) as tmp:
+            with atomic.folder(directory) as tmp:
                 for name, info in chosen.items():
                     with archive.open(info) as src, open(tmp / name, "wb") as dst:
                         shutil.copyfileobj(src, dst)

@@ -16,11 +16,13 @@ from bert_explorer.app.state import device_name, show_mode, shown_path, weights_
 from bert_explorer.checkpoint import SHORT_NAMES
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
 from bert_explorer.app.widgets import intro
+from bert_explorer.data.uploads.names import slug
 from bert_explorer.model.config import BertConfig
-from bert_explorer.train import run_finder
+from bert_explorer.runs import finder
+from bert_explorer.runs.report import duration_text
 from bert_explorer.train.estimate import ALIASES, evaluations_of, pretrain_estimate, sequences_of, size_options
 from bert_explorer.train.pretrain import PretrainConfig, resume_settings, split_corpus
-from bert_explorer.train.runs import Run
+from bert_explorer.runs.run import Run
 from bert_explorer.train.timelapse_frames import FILE as FRAMES_FILE, frames_file, read_frames
 
 st.set_page_config(page_title="Pre-train · BERT Explorer", layout="wide")
@@ -45,7 +47,7 @@ def corpus_words(corpus: str, max_docs: int | None, fraction: float, seed: int) 
 
 
 show_mode()
-root = rv.runs_root()
+root = finder.runs_root()
 on_gpu = device_name().startswith("CUDA")
 
 if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-lapse, start none
@@ -95,7 +97,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                             help="The 24 miniatures of Turc et al. (2019) and BERT-base (Table 6 of the paper varies "
                                  "L, H, A).")
     else:
-        ckpt_labels = {c.path: c.label for c in run_finder.run_checkpoints(root)}  # "run · step 200"
+        ckpt_labels = {c.path: c.label for c in finder.run_checkpoints(root)}  # "run · step 200"
         inits = [n for n, (locate, _) in SHORT_NAMES.items() if locate() is not None] + list(ckpt_labels)
         init = c2.selectbox("Checkpoint to continue", inits, key="pt_init", format_func=lambda o: ckpt_labels.get(o, o),
                             help="Its weights, size and WordPiece vocabulary are kept; a missing MLM or NSP head is "
@@ -178,20 +180,20 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                             eval_batches=config.eval_batches if config else 50, corpus=corpus, corpus_words=words)
     m1, m2, m3 = st.columns(3)
     m1.metric("Parameters", f"{est['parameters'] / 1e6:,.1f} M")
-    m2.metric(f"Estimated time on {device_name()}", rv.fmt_duration(est["seconds"]))
+    m2.metric(f"Estimated time on {device_name()}", duration_text(est["seconds"]))
     m3.metric("Training FLOPs", f"{est['tokens'] * est['flops_per_token']:.2e}")
-    st.caption(f"An **estimate**, three parts. Training {rv.fmt_duration(est['train_seconds'])}: {int(steps):,} "
+    st.caption(f"An **estimate**, three parts. Training {duration_text(est['train_seconds'])}: {int(steps):,} "
                f"steps × {int(batch)} × {int(seq_len)} tokens × {est['flops_per_token'] / 1e6:,.1f} MFLOPs per token "
                f"(6·N + 12·L·H·T for N parameters, L layers, H hidden units and T tokens per sequence, + the MLM decoder on the 15 % masked tokens) ÷ {est['flop_per_s'] / 1e9:,.0f} "
-               f"GFLOP/s ({est['basis']}). Evaluation {rv.fmt_duration(est['eval_seconds'])}: {est['evaluations']} "
+               f"GFLOP/s ({est['basis']}). Evaluation {duration_text(est['eval_seconds'])}: {est['evaluations']} "
                f"held-out evaluations of about {est['eval_sequences']:,} sequences each, forward only (a third of a "
-               f"training step's FLOPs). Loading {rv.fmt_duration(est['loading_seconds'])} before step 1 "
+               f"training step's FLOPs). Loading {duration_text(est['loading_seconds'])} before step 1 "
                f"({est['loading_basis']}). Checkpoints come on top.")
 
     run_name = st.text_input("Run name (optional)", key="pt_name",
                              placeholder="automatic: pretrain-<size>-<corpus>-<time>")
     if st.button("Start pre-training", type="primary", key="pt_start", disabled=bool(corpus_error)):
-        run_dir = root / rv.slug(run_name) if run_name.strip() else rv.new_run_dir(
+        run_dir = root / slug(run_name) if run_name.strip() else rv.new_run_dir(
             f"pretrain-{('warm-' + Path(init).name) if init else size}-{'upload' if upload else corpus}", root)
         if (run_dir / "status.json").exists():
             st.error(f"A run called {run_dir.name} exists already; choose another name.")
@@ -200,7 +202,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
             if upload:  # the text lives in the run directory, so the run can be resumed and repeated
                 path = rv.store_upload(run_dir, "corpus.txt", upload[1])
                 config = replace(config, corpus=str(path.resolve()))
-            if rv.launch("pretrain", asdict(config), run_dir, remember=("pt_watch", rv.rel_name(Run(run_dir), root)),
+            if rv.launch("pretrain", asdict(config), run_dir, remember=("pt_watch", finder.rel_name(run_dir, root)),
                          upload=path):
                 st.success(f"Started {run_dir.name}.")  # and watched below
 

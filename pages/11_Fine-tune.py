@@ -13,11 +13,12 @@ from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.data.uploads.names import table_columns
+from bert_explorer.runs import finder
+from bert_explorer.runs.report import LABELS, finetune_result
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
 from bert_explorer.tasks.spans import SpanTask
 from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, FinetuneConfig, ltr_problem,
                                           small_dev_warning)
-from bert_explorer.train.runs import Run
 
 st.set_page_config(page_title="Fine-tune · BERT Explorer", layout="wide")
 intro("Fine-tune in one click", """
@@ -29,7 +30,7 @@ The **feature-based** mode (Section 5.3, Table 7) freezes BERT and trains a smal
 activations instead.
 """)
 
-root = rv.runs_root()
+root = finder.runs_root()
 base = model_picker(FINETUNE_DEFAULT_MODEL)  # the pre-trained model to start from (sidebar)
 
 if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
@@ -146,7 +147,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
         if upload:  # the data travels with the run: it can be repeated and inspected later
             path = rv.store_upload(run_dir / "data", upload[0], upload[1])
             config = replace(config, train=str(path.resolve()))
-        if rv.launch("finetune", asdict(config), run_dir, remember=("ft_watch", rv.rel_name(Run(run_dir), root)),
+        if rv.launch("finetune", asdict(config), run_dir, remember=("ft_watch", finder.rel_name(run_dir, root)),
                      upload=path):
             st.success(f"Started {run_dir.name}.")  # and shown below
 
@@ -157,7 +158,7 @@ if run.is_active() and writes_allowed() and st.button("Stop", key="ft_stop",
                                  help="Stops at the next step, then evaluates and saves the model as it is."):
     run.request_stop()  # a queued run leaves the GPU queue; a running one stops cleanly
     st.rerun()
-result = rv.finetune_result(run)
+result = finetune_result(run)
 if result is None:
     st.stop()
 has_model = (run.path / "model").is_dir() or (run.path / "feature_head").is_dir()
@@ -169,7 +170,7 @@ main = list(kind.metrics) if kind else []
 shown = [k for k in main if isinstance(dev.get(k), (int, float))]
 cols = st.columns(max(1, len(shown)) + 1)
 for col, k in zip(cols, shown):
-    col.metric(f"dev {rv.LABELS.get(k, k)}", f"{dev[k]:.1f}" if kind.percent else f"{dev[k]:.3f}")
+    col.metric(f"dev {LABELS.get(k, k)}", f"{dev[k]:.1f}" if kind.percent else f"{dev[k]:.3f}")
 cols[-1].metric("examples (train / dev)", f"{result.get('train_examples', 0):,} / {result.get('dev_examples', 0):,}")
 if warning := small_dev_warning(result.get("dev_examples", 0)):
     st.warning(warning)

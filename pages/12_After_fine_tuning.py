@@ -16,6 +16,8 @@ from bert_explorer.app.keep import SENTENCE_A, SENTENCE_B, SHADOW
 from bert_explorer.app.state import by_weights, shown_path, show_mode, without_host_paths, writes_allowed
 from bert_explorer.app.widgets import MENU, intro
 from bert_explorer.checkpoint import CheckpointError
+from bert_explorer.runs import finder
+from bert_explorer.runs.report import LABELS
 from bert_explorer.train.finetune import small_dev_warning
 from bert_explorer.tasks.registry import task_type
 
@@ -47,8 +49,8 @@ PARTS = {  # which parts apply to which kind of answer (the issue's table, said 
 
 PALETTE = qualitative.Plotly  # one colour per gold label, the same in both maps
 
-root = rv.runs_root()
-runs = [r for r in rv.run_groups(rv.find_runs(root, "finetune"), root)[""]
+root = finder.runs_root()
+runs = [r for r in finder.run_groups(finder.find_runs(root, "finetune"), root)[""]
         if (r.path / "model" / "config.json").is_file() or (r.path / "feature_head" / "head.json").is_file()]
 if not runs:
     st.info(f"No fine-tuning run with a saved model under {shown_path(root)} yet: fine-tune one on the Fine-tune "
@@ -92,7 +94,7 @@ main = task.main_metric
 whole = slices.score(task, rows)
 st.caption(f"**{run.name}**: {task.name} ({task.paper}), {len(rows):,} dev examples. {source}")
 st.caption(PARTS[task.target])
-bundle = ResultBundle("After fine-tuning", rv.rel_name(run, root), {"run": rv.rel_name(run, root), "task": task.name})
+bundle = ResultBundle("After fine-tuning", finder.rel_name(run.path, root), {"run": finder.rel_name(run.path, root), "task": task.name})
 
 
 def fmt(value) -> str:
@@ -104,7 +106,7 @@ st.subheader("1. The dev set, example by example")
 right = [r for r in rows if r.get("correct")]
 wrong = [r for r in rows if r.get("correct") is False]
 m = st.columns(3)
-m[0].metric(f"dev {rv.LABELS.get(main, main)}", fmt(whole[main]),
+m[0].metric(f"dev {LABELS.get(main, main)}", fmt(whole[main]),
             help="Recomputed from the rows below, in float32 by the saved model; the run's own number (Fine-tune "
                  "page) was measured during training, in its precision.")
 if task.target != "value":
@@ -185,7 +187,7 @@ st.subheader("2. Where it fails: the score by slice")
 extra = predictions.extra_columns(record)
 max_len = record.get("max_seq_length", 128)
 table_slices = slices.slices(task, rows, max_len, extra)
-st.caption(f"The dev {rv.LABELS.get(main, main)} on parts of the dev set: by gold answer, by input length in "
+st.caption(f"The dev {LABELS.get(main, main)} on parts of the dev set: by gold answer, by input length in "
            f"WordPieces (an input longer than {max_len} was cut, so the model never read its end)"
            + (f", and by your file's other columns ({', '.join(extra)})." if extra else
               "; an uploaded file's other columns (a source, a date) would add their own slices."))
@@ -193,14 +195,14 @@ groups = list(dict.fromkeys(s["by"] for s in table_slices))
 cols = st.columns(min(3, len(groups)) or 1)
 for k, by in enumerate(groups):
     part = [s for s in table_slices if s["by"] == by]
-    fig = go.Figure(go.Bar(x=[s["slice"] for s in part], y=[s[main] for s in part], name=rv.LABELS.get(main, main),
+    fig = go.Figure(go.Bar(x=[s["slice"] for s in part], y=[s[main] for s in part], name=LABELS.get(main, main),
                            customdata=[s["count"] for s in part],
-                           hovertemplate="%{x}<br>" + rv.LABELS.get(main, main) + " %{y:.3f}<br>%{customdata} "
+                           hovertemplate="%{x}<br>" + LABELS.get(main, main) + " %{y:.3f}<br>%{customdata} "
                                                                                    "examples<extra></extra>"))
     fig.add_hline(y=whole[main], line_dash="dot", annotation_text="whole dev set")
     fig.update_layout(title=f"by {by}", height=300, margin=dict(l=10, r=10, t=40, b=10),
-                      yaxis_title=rv.LABELS.get(main, main), xaxis_title=None)
-    exports.figure(fig, f"af_slices_{k}", f"{rv.LABELS.get(main, main)} by {by}", bundle, container=cols[k % len(cols)])
+                      yaxis_title=LABELS.get(main, main), xaxis_title=None)
+    exports.figure(fig, f"af_slices_{k}", f"{LABELS.get(main, main)} by {by}", bundle, container=cols[k % len(cols)])
 small = [s for s in table_slices if s["small"]]
 frame = pd.DataFrame([{k: v for k, v in s.items()} for s in table_slices]).rename(columns={"small": "note"})
 exports.table(frame, "af_slices_table", "score by slice", bundle, hide_index=True)
@@ -212,7 +214,7 @@ worst = min((s for s in table_slices if not s["small"]), key=lambda s: s[main] *
             default=None)
 if worst is not None:
     st.caption(f"Of the slices with at least 100 examples, the weakest is {worst['by']} = {worst['slice']}: "
-               f"{rv.LABELS.get(main, main)} {fmt(worst[main])} on {worst['count']} examples, against "
+               f"{LABELS.get(main, main)} {fmt(worst[main])} on {worst['count']} examples, against "
                f"{fmt(whole[main])} on the whole dev set.")
 
 # ----- 3. what fine-tuning changed ---------------------------------------------------------------

@@ -2,15 +2,18 @@ import pandas as pd
 import streamlit as st
 
 from bert_explorer.app import exports
+from bert_explorer.app import run_figures
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.state import mode_sentence, show_mode, shown_path, without_host_paths, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
-from bert_explorer.train.runs import Run, delete
+from bert_explorer.runs import finder, report
+from bert_explorer.runs.background import delete
+from bert_explorer.runs.run import Run
 
 st.set_page_config(page_title="Runs · BERT Explorer", layout="wide")
 intro("Runs", f"""
 Every pre-training run (Appendix A.2), fine-tuning run (Section 4) and ablation cell (Section 5) is a
-folder under `{shown_path(rv.runs_root())}`: its settings, status, log, the metrics of every logged step and its
+folder under `{shown_path(finder.runs_root())}`: its settings, status, log, the metrics of every logged step and its
 checkpoints. Here you see them all, open one, lay the curves of several over each other (how the
 paper compares its ablations), and delete the ones you no longer need. Runs keep going in the
 background; on one GPU they take turns (a queued run starts by itself when the GPU is free). An
@@ -18,12 +21,12 @@ ablation's own pre-trainings and cells are listed under it: choose it in **Show*
 """)
 
 show_mode()
-root = rv.runs_root()
+root = finder.runs_root()
 if "runs_msg" in st.session_state:
     kind, text = st.session_state.pop("runs_msg")
     (st.success if kind == "ok" else st.error)(text)
 
-everything = rv.find_runs(root)
+everything = finder.find_runs(root)
 if not everything:
     st.info(f"No runs under {shown_path(root)} yet: start one on the Pre-train or Fine-tune page, or with the CLI "
             f"(`bert-explorer pretrain --output runs/NAME ...`).")
@@ -31,14 +34,14 @@ if not everything:
 # Every picker's key carries a generation that a delete moves on: after a delete, all of them
 # are new widgets built from the runs that are left, never a stale choice.
 gen = st.session_state.setdefault("runs_gen", 0)
-groups = rv.run_groups(everything, root)
-group = st.selectbox("Show", list(groups), key=f"runs_group_{gen}", format_func=lambda g: rv.group_title(g, groups),
+groups = finder.run_groups(everything, root)
+group = st.selectbox("Show", list(groups), key=f"runs_group_{gen}", format_func=lambda g: report.group_title(g, groups),
                      help="The pre-trainings and cells of an ablation are runs of their own, kept inside it; "
                           "they are listed by ablation so your own runs stay readable.")
 runs = groups[group]
-by_name = {rv.rel_name(r, root): r for r in runs}
+by_name = {finder.rel_name(r.path, root): r for r in runs}
 names = list(by_name)
-labels = {rv.rel_name(r, root): rv.run_label(r, root) for r in runs}
+labels = {finder.rel_name(r.path, root): finder.run_label(r, root) for r in runs}
 
 st.subheader("All runs" if not group else f"Inside ablation {group}")
 st.dataframe(rv.runs_table(root, runs, inside=group), hide_index=True, width="stretch",
@@ -49,10 +52,10 @@ if st.button("Refresh", key="runs_refresh"):
 # ----- one run ------------------------------------------------------------------------------------------
 st.subheader("One run")
 run = rv.pick_run("Run", runs, f"runs_sel_{gen}_{group}", root)
-status = rv.run_panel(run, rv.run_kind(run), "runs_one")
+status = rv.run_panel(run, finder.run_kind(run), "runs_one")
 c1, c2 = st.columns(2)
 with c1.expander("Log (last 200 lines)"):
-    st.code(without_host_paths(rv.log_tail(run)), language=None)
+    st.code(without_host_paths(report.run_log_tail(run)), language=None)
 with c2.expander("Settings and status"):
     st.json(without_host_paths({"config": run.config(), "status": status}), expanded=False)
 
@@ -61,14 +64,14 @@ st.subheader("Compare runs")
 picked = st.multiselect("Runs", names, default=names[: min(2, len(names))], key=f"runs_compare_{gen}_{group}",
                         format_func=labels.get)
 rows = {labels[n]: by_name[n].metrics() for n in picked}
-keys = rv.numeric_keys([r for rs in rows.values() for r in rs])
+keys = run_figures.numeric_keys([r for rs in rows.values() for r in rs])
 if picked and keys:
-    key = st.selectbox("Metric", keys, key="runs_compare_metric", format_func=lambda k: rv.LABELS.get(k, k))
-    fig = rv.compare_figure(rows, key)
+    key = st.selectbox("Metric", keys, key="runs_compare_metric", format_func=lambda k: report.LABELS.get(k, k))
+    fig = run_figures.compare_figure(rows, key)
     if fig is not None:
         exports.figure(fig, "runs_compare_fig")
-    finals = {labels[n]: rv.key_metrics(by_name[n].status()) for n in picked}
-    st.dataframe(pd.DataFrame(finals).T.rename(columns=lambda k: rv.LABELS.get(k, k)), width="stretch")
+    finals = {labels[n]: report.key_metrics(by_name[n].status()) for n in picked}
+    st.dataframe(pd.DataFrame(finals).T.rename(columns=lambda k: report.LABELS.get(k, k)), width="stretch")
 elif picked:
     st.info("These runs have not logged any metrics yet.")
 
@@ -77,11 +80,11 @@ st.subheader("Delete a run")
 if writes_off("Deleting runs"):
     st.stop()
 picker = f"runs_delete_sel_{gen}_{group}"
-victim = rv.rel_name(rv.pick_run("Run to delete", runs, picker, root), root)
+victim = finder.rel_name(rv.pick_run("Run to delete", runs, picker, root).path, root)
 # The confirmation belongs to one run (its key names it), and the button deletes exactly the run
 # that the confirmation names: both are built from `victim` in this same pass of the page.
 confirm = f"runs_delete_confirm_{gen}_{victim}"
-st.checkbox(f"Yes, delete {victim} with {rv.what_goes(by_name[victim])}", key=confirm)
+st.checkbox(f"Yes, delete {victim} with {report.what_goes(by_name[victim])}", key=confirm)
 
 
 def _delete(name: str, path: str, picker: str, confirm: str) -> None:

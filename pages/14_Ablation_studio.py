@@ -9,10 +9,11 @@ from bert_explorer.app import runs_view as rv
 from bert_explorer.app.state import show_mode, shown_path, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.tasks import BUILTIN_TASKS
+from bert_explorer.data.uploads.names import slug
 from bert_explorer.experiments import grid, results
 from bert_explorer.experiments.runner import read_plan, read_results
-from bert_explorer.train.run_finder import is_ablation
-from bert_explorer.train.runs import ACTIVE_STATES, Run
+from bert_explorer.runs.finder import is_ablation, runs_root
+from bert_explorer.runs.run import ACTIVE_STATES, Run
 
 st.set_page_config(page_title="Ablation studio · BERT Explorer", layout="wide")
 intro("Ablation studio", """
@@ -25,7 +26,7 @@ paper's four *directions* hold at our scale.
 
 ACTIVE = ACTIVE_STATES
 show_mode()
-root = rv.runs_root()
+root = runs_root()
 
 # ----- results measured with the shipped recipes (no re-run needed) ------------------------------------
 for recipe_name, (how, report) in results.shipped_reports().items():
@@ -113,7 +114,7 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
         st.session_state["abl_name_suggested"] = suggested
         out_name = st.text_input("Save as (a folder in the runs directory)", key="abl_name")
         if st.button("Start in the background", key="abl_start", type="primary"):
-            folder = rv.slug(out_name)  # a plain folder name: never outside the runs directory
+            folder = slug(out_name)  # a plain folder name: never outside the runs directory
             target = root / folder
             if (target / "plan.json").exists():
                 st.error(f"{target} already holds an ablation; choose another name.")

@@ -7,9 +7,9 @@ from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.analysis.layer_steps import STEPS, describe_row, difference_from_model, layer_steps, token_figures
 from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
-from bert_explorer.app.state import computed, load, picked_model, runs_root
+from bert_explorer.app.state import computed, load, picked_model
 from bert_explorer.app.widgets import intro
-from bert_explorer.train.run_finder import causal_checkpoints
+from bert_explorer.runs.finder import causal_checkpoints, runs_root
 
 st.set_page_config(page_title="Inside one layer · BERT Explorer", layout="wide")
 intro("Inside one layer", """

@@ -10,8 +10,9 @@ from bert_explorer.analysis.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABL
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import remembered
-from bert_explorer.app.state import load, model_picker, runs_root, shown_path
+from bert_explorer.app.state import load, model_picker, shown_path
 from bert_explorer.app.widgets import intro, needs_head
+from bert_explorer.runs.finder import runs_root
 
 st.set_page_config(page_title="Attributions · BERT Explorer", layout="wide")
 intro("Attributions", """

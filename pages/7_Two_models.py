@@ -12,6 +12,7 @@ from bert_explorer.app import exports
 from bert_explorer.app.state import by_weights, load, picked_model, shown_path, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import DEFAULT_MODEL
+from bert_explorer.runs import finder
 
 st.set_page_config(page_title="Two models · BERT Explorer", layout="wide")
 intro("Two models side by side", """
@@ -24,7 +25,7 @@ fine-tuning changes BERT).
 """)
 
 ARCH = "BertForPreTraining"  # fine-tuned checkpoints load too: their MLM/NSP heads are reported missing
-root = rv.runs_root()
+root = finder.runs_root()
 name_a, loaded_a = picked_model(ARCH, "Choose model A in the sidebar.")
 
 # ----- model B ----------------------------------------------------------------------------------
@@ -81,10 +82,10 @@ elif name_b is None:
             + (f" {compare.LEARNED_RULE}" if children else ""))
 
 if not learned:
-    active = [r for r in rv.find_runs(root, "finetune") if r.is_active() and
+    active = [r for r in finder.find_runs(root, "finetune") if r.is_active() and
               compare.same_model(r.config().get("model", ""), name_a)]
     if active:
-        st.info(f"A fine-tuning of {label_a} is running ({rv.run_label(active[0], root)}); this page uses it as "
+        st.info(f"A fine-tuning of {label_a} is running ({finder.run_label(active[0], root)}); this page uses it as "
                 "model B when it is done.")
         st.session_state["two_waiting"] = str(active[0].path)
         rv.run_panel(active[0], "finetune", "two")

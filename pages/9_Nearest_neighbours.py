@@ -12,6 +12,7 @@ from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.state import by_weights, computed, is_private, load, picked_model, shown_path, without_host_paths, writes_allowed
 from bert_explorer.app.widgets import intro
+from bert_explorer.runs.report import duration_text
 
 st.set_page_config(page_title="Nearest neighbours · BERT Explorer", layout="wide")
 intro("Nearest neighbours in a corpus", """
@@ -107,7 +108,7 @@ if state["state"] != "ready":
         f"{est['sentences']:,} sentences, {est['disk_bytes'] / 1e6:,.0f} MB on disk (fp16). Building it runs the "
         f"model over all of them, up to {layer_label(layer)}: measured here on {est['threads']} CPU "
         f"thread{'s' if est['threads'] > 1 else ''} at {est['tokens_per_s']:,.0f} tokens/s, that is **about "
-        f"{nbb.duration_text(est['seconds'])}**. It is built once and kept for every later visit.")
+        f"{duration_text(est['seconds'])}**. It is built once and kept for every later visit.")
     free = full_disk.free_bytes(cache_root())
     room = (f"While it runs the build needs about **{full_disk.size_text(est['build_disk_bytes'])}** free in the cache "
             f"folder {shown_path(cache_root())} (its finished parts and the index side by side); free there now: "
@@ -173,7 +174,7 @@ if built and st.checkbox(f"Compare with the other layer{'s' if len(built) > 1 el
     st.caption("Read down the table: how the neighbours of the same token change as context is mixed in.")
 meta = _open(path).meta
 st.caption(f"Index: {meta['rows']:,} tokens of {meta['sentences']:,} sentences ({meta['corpus']}), built "
-           f"{meta['built']} in {nbb.duration_text(meta['build_seconds'])}. Exact search (every token is scored).")
+           f"{meta['built']} in {duration_text(meta['build_seconds'])}. Exact search (every token is scored).")
 
 st.divider()
 exports.bundle_button(bundle, "nn_bundle")

@@ -20,7 +20,7 @@ from bert_explorer.model import BertConfig, BertForPreTraining
 from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
 from bert_explorer.train.predict import PREDICTIONS_FILE, Predictor
-from bert_explorer.train.runs import Run
+from bert_explorer.runs.run import Run
 
 TASKS = ["classification", "pair-classification", "regression", "ner", "qa", "multiple-choice"]
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "12_After_fine_tuning.py")

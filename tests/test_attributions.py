@@ -56,7 +56,7 @@ def make_classifier(directory: Path, labels=("business", "sport", "tech")) -> Pa
     model = checkpoint.new_model("BertForSequenceClassification", config)
     saved = checkpoint.save(model, tok, directory)
     if Path(directory).name == "model" and not (Path(directory).parent / "status.json").exists():
-        from bert_explorer.train.runs import Run  # a fine-tuning run's folder, as run_finetuning leaves it
+        from bert_explorer.runs.run import Run  # a fine-tuning run's folder, as run_finetuning leaves it
 
         Run(Path(directory).parent).create({}, "finetune").write_status(state="finished")
     return saved
@@ -231,7 +231,7 @@ def test_dropout_is_off_and_the_model_is_left_as_it_was(tmp_path):
 
 
 def test_classifier_runs_lists_only_sequence_classifiers_ablation_cells_included(tmp_path):
-    from bert_explorer.train.runs import Run
+    from bert_explorer.runs.run import Run
 
     root = tmp_path / "runs"
     Run(root / "other").create({}, "finetune")

@@ -13,7 +13,8 @@ from bert_explorer import checkpoint
 from bert_explorer.app import state
 from bert_explorer.app.widgets import MENU
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
-from bert_explorer.train.runs import Run
+from bert_explorer.runs.finder import RUNS_ENV
+from bert_explorer.runs.run import Run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,7 +78,7 @@ def _shown(at) -> str:
 
 def test_in_classroom_mode_no_page_shows_a_folder_of_the_host(tmp_path, monkeypatch, served):
     root = tmp_path / "runs"
-    monkeypatch.setenv(state.RUNS_ENV, str(root))
+    monkeypatch.setenv(RUNS_ENV, str(root))
     ckpt = _runs_folder(root)
     served("0.0.0.0")
     host = {str(tmp_path), str(tmp_path.resolve()), os.environ["BERT_EXPLORER_CACHE"], sys.prefix, str(ROOT)}
@@ -99,7 +100,7 @@ def test_in_classroom_mode_no_page_shows_a_folder_of_the_host(tmp_path, monkeypa
 
 def test_a_private_server_shows_the_real_paths_and_classroom_mode_the_runs_folder(tmp_path, monkeypatch, served):
     root = tmp_path / "runs"
-    monkeypatch.setenv(state.RUNS_ENV, str(root))
+    monkeypatch.setenv(RUNS_ENV, str(root))
     inside, outside = root / "a" / "checkpoints" / "step-2", Path(sys.prefix) / "lib" / "corpus.txt"
     text = f"warm start from {inside} and {outside}; 80/10/10 masking, 1,000 tokens/s, see https://x.org/a/b"
     served("127.0.0.1")
@@ -123,7 +124,7 @@ def test_in_classroom_mode_a_page_s_download_names_no_folder_of_the_host(tmp_pat
     from bert_explorer.app.exports import shown_bundle
 
     root = tmp_path / "runs"
-    monkeypatch.setenv(state.RUNS_ENV, str(root))
+    monkeypatch.setenv(RUNS_ENV, str(root))
     ckpt = str(root / "pt" / "checkpoints" / "step-2")
     bundle = ResultBundle("Two models side by side", f"A: {ckpt} · B: minilm", {"model_a": ckpt, "model_b": "minilm"})
     served("0.0.0.0")

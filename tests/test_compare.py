@@ -186,7 +186,7 @@ def test_compare_models_cli_writes_the_expected_json(tmp_path, model_a, model_c)
 
 # ----- which fine-tuning is model B ----------------------------------------------------------------------
 def _record(tmp_path, name, losses, **kw):
-    from bert_explorer.train.runs import Run
+    from bert_explorer.runs.run import Run
 
     run = Run(tmp_path / name).create({"model": "minilm-mlm-nsp"}, "finetune")
     (run.path / "model").mkdir()
@@ -259,7 +259,7 @@ def _fake_finetuned_child(root, base="explorer-mini", name="finetune-bbc", noise
     """A finished fine-tuning run of ``base``: its encoder with the last layer moved by ``noise``, as
     BertForSequenceClassification, and the records of a run that learned something (by default the
     losses and dev MCC of SHORT_FINETUNE's real run)."""
-    from bert_explorer.train.runs import Run
+    from bert_explorer.runs.run import Run
 
     src = checkpoint.load(base, "BertModel")
     cfg = src.config

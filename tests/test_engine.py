@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from bert_explorer.train.engine import fit, marks_failure, total_steps
-from bert_explorer.train.runs import Run
+from bert_explorer.runs.run import Run
 
 
 def _toy(tmp_path):

@@ -31,7 +31,7 @@ def test_only_the_looked_up_tables_are_left_out_of_n():
 
 def test_the_time_estimate_uses_a_measured_run_of_the_same_size_on_this_device(tmp_path):
     from bert_explorer.train.estimate import device_key, pretrain_estimate
-    from bert_explorer.train.runs import Run
+    from bert_explorer.runs.run import Run
 
     run = Run(tmp_path / "earlier").create({"size": "mini", "vocab_size": 8000, "max_seq_length": 128}, "pretrain")
     run.write_status(state="finished", device=device_key())
@@ -47,7 +47,7 @@ def test_the_time_estimate_uses_a_measured_run_of_the_same_size_on_this_device(t
 
 def _earlier_run(root, name, config, tokens_per_s, loading_s):
     from bert_explorer.train.estimate import device_key
-    from bert_explorer.train.runs import Run
+    from bert_explorer.runs.run import Run
 
     run = Run(root / name).create(config, "pretrain")
     created = run.status()["created"]

@@ -127,7 +127,7 @@ def test_feature_based_ner(base_model, tmp_path):
 
 
 def test_a_stop_request_ends_the_run_cleanly_with_a_saved_model(base_model, tmp_path):
-    from bert_explorer.train.runs import Run
+    from bert_explorer.runs.run import Run
 
     run = Run(tmp_path / "stopped")
     run.path.mkdir()
@@ -165,7 +165,7 @@ def test_an_ltr_fine_tuning_stops_cleanly_on_request(base_model, tmp_path):
     """The LTR head's own loop (Table 5 rows) honours a stop like ordinary fine-tuning: it
     evaluates the model as it is and says it stopped."""
     from bert_explorer.experiments.ltr import run_ltr_finetuning
-    from bert_explorer.train.runs import Run
+    from bert_explorer.runs.run import Run
 
     ltr = tmp_path / "ltr"
     shutil.copytree(base_model, ltr)
@@ -192,7 +192,7 @@ def test_a_full_disk_at_the_save_is_one_sentence_and_leaves_nothing_half_made(mo
     import warnings
 
     from bert_explorer.train import feature_based
-    from bert_explorer.train.runs import Run
+    from bert_explorer.runs.run import Run
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -34,7 +34,8 @@ from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
 from bert_explorer.train.optim import apply_update, load_optimizer_state, make_optimizer, param_groups
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
-from bert_explorer.train.runs import Run, start_background
+from bert_explorer.runs.background import start_background
+from bert_explorer.runs.run import Run
 
 REPO = Path(__file__).resolve().parent.parent
 gpu = pytest.mark.gpu

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
-from bert_explorer.train.runs import Run, start_background
+from bert_explorer.runs.background import start_background
+from bert_explorer.runs.run import Run
 
 TINY = dict(corpus="tiny", size="tiny", vocab="train", vocab_size=300, batch_size=4, max_seq_length=48, log_every=1,
             eval_every=1000, eval_batches=2, seed=3, device="cpu")

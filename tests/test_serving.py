@@ -49,7 +49,7 @@ def test_plain_streamlit_run_listens_on_loopback_only():
 from streamlit import config as st_config  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from bert_explorer.train.runs import Run  # noqa: E402
+from bert_explorer.runs.run import Run  # noqa: E402
 
 WRITE_BUTTONS = {"10_Pre-train.py": "pt_start", "11_Fine-tune.py": "ft_start", "13_Runs.py": "runs_delete",
                  "14_Ablation_studio.py": "abl_start"}

@@ -13,7 +13,7 @@ from bert_explorer.analysis.timelapse import timelapse, timelapse_from_frames
 from bert_explorer.data.corpora import tiny_corpus
 from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
-from bert_explorer.train.runs import Run
+from bert_explorer.runs.run import Run
 from bert_explorer.train.timelapse_frames import FILE, SENTENCES, copy_frames, frame_steps, read_frames
 
 TINY_SENTENCES = ["the oven is very [MASK] today .", "everyone said the [MASK] was fresh ."]

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from bert_explorer import checkpoint
 from bert_explorer.model import BertConfig
 from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
-from bert_explorer.train.runs import Run
+from bert_explorer.runs.run import Run
 
 WORDS = ["the", "government", "said", "would", "rise", "next", "year", ".", "ball", "is", "red"]
 

@@ -6,8 +6,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
-import threading
 import time
 
 import numpy as np
@@ -23,8 +21,7 @@ from bert_explorer.tasks.registry import CLASSIFICATION
 from bert_explorer.model import BertConfig, BertForPreTraining
 from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
-from bert_explorer.train.run_lock import process_start
-from bert_explorer.train.runs import Run, delete, gpu_queue_applies, kill, start_background
+from bert_explorer.runs.run import Run
 
 TINY_PT = dict(corpus="tiny", size="tiny", vocab="train", vocab_size=300, batch_size=4, max_seq_length=48,
                log_every=1, eval_every=1000, eval_batches=2, seed=3, device="cpu")
@@ -545,118 +542,6 @@ def test_ablation_checkpoints_are_grouped_in_the_sidebar_with_readable_names(run
     assert not at.exception and str(abl / "pretrain") in inner.value
 
 
-def test_delete_refuses_a_live_run_and_non_runs(tmp_path):
-    live = Run(tmp_path / "live").create({}, "pretrain")
-    live.write_status(state="running", pid=os.getpid())
-    with pytest.raises(RuntimeError, match="stop it"):
-        delete(live)
-    (tmp_path / "plain").mkdir()
-    with pytest.raises(ValueError, match="not a run directory"):
-        delete(Run(tmp_path / "plain"))
-
-
-def test_a_reused_pid_is_not_taken_for_the_run(tmp_path):
-    """A run that died leaves its pid behind; once the kernel gives that pid to another process,
-    the run must read "crashed" and Stop must not signal the stranger."""
-    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    try:
-        run = Run(tmp_path / "r").create({}, "pretrain")
-        run.write_status(state="running", pid=stranger.pid)
-        start = run.status()["pid_start"]
-        # it is the start time (clock ticks since boot), not some other field of /proc/PID/stat
-        boot = time.time() - float(open("/proc/uptime").read().split()[0])
-        assert abs(boot + start / os.sysconf("SC_CLK_TCK") - time.time()) < 5
-        assert start != process_start(os.getpid()) and run.is_active()
-        # the same pid, but the process the run recorded started at another moment
-        status = json.loads((run.path / "status.json").read_text())
-        (run.path / "status.json").write_text(json.dumps({**status, "pid_start": status["pid_start"] - 1}))
-        assert run.status()["state"] == "crashed" and not run.is_active()
-        kill(run)
-        time.sleep(0.2)
-        assert stranger.poll() is None  # still running: not ours to stop
-    finally:
-        stranger.kill()
-        stranger.wait()
-
-
-def test_two_starts_on_one_directory_at_once_launch_one_process(tmp_path):
-    """Two tabs pressing Start on the same run folder at the same instant."""
-    barrier = threading.Barrier(2)
-    outcomes = []
-
-    def press_start():
-        barrier.wait()
-        try:
-            outcomes.append(start_background("pretrain", {**TINY_PT, "max_steps": 2000}, tmp_path / "same"))
-        except RuntimeError as e:
-            outcomes.append(e)
-
-    threads = [threading.Thread(target=press_start) for _ in range(2)]
-    for t in threads:
-        t.start()
-    try:
-        for t in threads:
-            t.join(timeout=120)
-        runs = [o for o in outcomes if isinstance(o, Run)]
-        errors = [o for o in outcomes if isinstance(o, RuntimeError)]
-        assert len(runs) == 1 and len(errors) == 1, outcomes
-        assert "already" in str(errors[0]) and "choose another directory" in str(errors[0])
-        run = runs[0]
-        deadline = time.time() + 120
-        while time.time() < deadline and run.status().get("step", 0) < 3:
-            time.sleep(0.2)
-        status = run.status()  # the launcher exec'd into the trainer: same pid, same start time
-        assert status["state"] == "running" and status["pid_start"] == process_start(status["pid"])
-    finally:
-        Run(tmp_path / "same").request_stop()
-    assert run.wait(timeout=120)["state"] == "stopped"
-    steps = [m["step"] for m in run.metrics() if m["split"] == "train"]
-    assert len(steps) >= 3 and steps == list(range(1, len(steps) + 1))  # one trainer wrote them
-
-
-# ----- the GPU queue -------------------------------------------------------------------------------------
-def test_gpu_queue_switch(monkeypatch):
-    monkeypatch.delenv("BERT_EXPLORER_GPU_QUEUE", raising=False)
-    assert gpu_queue_applies({"device": "cpu"}) is False
-    assert gpu_queue_applies({"device": "cpu"}, gpu_queue=True) is True
-    monkeypatch.setenv("BERT_EXPLORER_GPU_QUEUE", "1")
-    assert gpu_queue_applies({"device": "cpu"}) is True
-    monkeypatch.setenv("BERT_EXPLORER_GPU_QUEUE", "0")
-    assert gpu_queue_applies({"device": "cuda"}) is False
-
-
-def test_gpu_queue_runs_one_at_a_time_without_corrupting_each_other(tmp_path):
-    root = tmp_path / "q"
-    cfg_a, cfg_b = {**TINY_PT, "max_steps": 3, "seed": 1}, {**TINY_PT, "max_steps": 4, "seed": 2}
-    a = start_background("pretrain", cfg_a, root / "a", gpu_queue=True)
-    b = start_background("pretrain", cfg_b, root / "b", gpu_queue=True)
-    c = start_background("pretrain", cfg_a, root / "c", gpu_queue=True)
-
-    # b waits while a holds the GPU
-    deadline = time.time() + 60
-    while time.time() < deadline and b.status().get("state") != "queued":
-        time.sleep(0.1)
-    assert b.status()["state"] == "queued" and a.status()["state"] in ("starting", "running")
-    # a directory that a live process works in is refused
-    with pytest.raises(RuntimeError, match="already"):
-        start_background("pretrain", cfg_a, root / "a", gpu_queue=True)
-    # a queued run can be stopped before it trains
-    c.request_stop()
-    assert c.wait(timeout=30)["state"] == "stopped" and not c.checkpoints()
-
-    sa, sb = a.wait(timeout=240), b.wait(timeout=240)
-    assert sa["state"] == sb["state"] == "finished", (a.path / "log.txt").read_text()[-1500:]
-    assert sb["started"] >= sa["finished"]  # b trained only after a was done
-    assert sb["queued_s"] > 0 and "waiting for the GPU" in (b.path / "log.txt").read_text()
-    for run, cfg in ((a, cfg_a), (b, cfg_b)):
-        assert run.config()["seed"] == cfg["seed"] and run.config()["max_steps"] == cfg["max_steps"]
-        lines = (run.path / "metrics.jsonl").read_text().splitlines()
-        rows = [json.loads(x) for x in lines]  # every line is whole JSON
-        assert [r["step"] for r in rows if r["split"] == "train"] == list(range(1, cfg["max_steps"] + 1))
-        assert run.checkpoints()[-1][0] == cfg["max_steps"]
-        checkpoint.load(run.checkpoints()[-1][1], "BertForPreTraining")
-
-
 # ----- time-lapse ------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
@@ -702,16 +587,6 @@ def test_timelapse_choices_and_errors(tiny_run, tmp_path):
         timelapse(tmp_path / "empty", "a [MASK] b")
 
 
-def test_background_runs_leave_a_core_to_the_app(monkeypatch):
-    from bert_explorer.train.runs import background_env
-
-    monkeypatch.setattr("os.cpu_count", lambda: 2)
-    assert background_env({})["OMP_NUM_THREADS"] == "1"
-    monkeypatch.setattr("os.cpu_count", lambda: 16)
-    assert background_env({})["OMP_NUM_THREADS"] == "15"
-    assert background_env({"OMP_NUM_THREADS": "4"})["OMP_NUM_THREADS"] == "4"  # the user's choice stands
-
-
 @pytest.mark.parametrize("n_docs", [2, 3, 4, 10, 40, 1000])
 def test_held_out_fraction_leaves_documents_on_both_sides(n_docs):
     from bert_explorer.data.corpus_upload import held_out_fraction
@@ -724,25 +599,11 @@ def test_held_out_fraction_leaves_documents_on_both_sides(n_docs):
 
 
 def test_uploaded_names_cannot_leave_the_runs_folder():
-    from bert_explorer.app.runs_view import safe_filename, slug
+    from bert_explorer.data.uploads.names import safe_filename, slug
 
     assert slug("../../etc/passwd") == "etc-passwd" and slug("/abs/path") == "abs-path" and slug("") == "run"
     assert safe_filename("../../x/evil name.csv") == "evil-name.csv"
     assert safe_filename("..") == "run" and safe_filename("a\\b\\c.txt") == "c.txt"
-
-
-def test_sidebar_lists_run_checkpoints_newest_first_and_skips_odd_folders(tmp_path):
-    from bert_explorer.train.run_finder import run_checkpoints
-
-    for step in ("step-5", "step-20", "step-5-copy"):
-        d = tmp_path / "runA" / "checkpoints" / step
-        d.mkdir(parents=True)
-        (d / "config.json").write_text("{}")
-    nested = tmp_path / "abl" / "pretrain" / "k1" / "checkpoints" / "step-3"
-    nested.mkdir(parents=True)
-    (nested / "config.json").write_text("{}")
-    found = [str(__import__("pathlib").Path(c.path).relative_to(tmp_path)) for c in run_checkpoints(tmp_path)]
-    assert found == ["abl/pretrain/k1/checkpoints/step-3", "runA/checkpoints/step-20", "runA/checkpoints/step-5"]
 
 
 def test_uploads_are_never_written_over_and_a_refused_start_takes_its_copy_back(tmp_path):
@@ -757,27 +618,3 @@ def test_uploads_are_never_written_over_and_a_refused_start_takes_its_copy_back(
     busy.write_status(state="running", pid=os.getpid())
     assert rv.launch("pretrain", {**TINY_PT, "corpus": str(second)}, busy.path, upload=second) is False
     assert not second.exists() and first.read_bytes() == b"first"
-
-
-def _proc_state(pid):
-    """The process's state letter (R, S, Z for a zombie, ...), or None once it has been reaped."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0]
-    except OSError:
-        return None
-
-
-def test_a_finished_background_run_leaves_no_zombie_process(tmp_path):
-    """The server waits for the runs it started: one that ended is not kept as a zombie child
-    until the server stops."""
-    run = start_background("pretrain", {**TINY_PT, "size": "no-such-size", "max_steps": 1}, tmp_path / "bad")
-    pid = run.status()["pid"]
-    assert run.wait(timeout=120)["state"] in ("failed", "crashed")
-    deadline = time.time() + 60
-    while _proc_state(pid) not in ("Z", None) and time.time() < deadline:
-        time.sleep(0.05)  # the process writes "failed", then exits
-    deadline = time.time() + 10
-    while _proc_state(pid) == "Z" and time.time() < deadline:
-        time.sleep(0.05)
-    assert _proc_state(pid) is None

@@ -11,7 +11,7 @@ from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.train import device as device_mod
 from bert_explorer.train.device import autocast_dtype, precision_from
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining, split_corpus
-from bert_explorer.train.runs import Run
+from bert_explorer.runs.run import Run
 
 WARM = dict(corpus="tiny", init="minilm", batch_size=4, max_seq_length=48, log_every=1, eval_every=1000,
             eval_batches=1, seed=1, device="cpu", precision="fp32")

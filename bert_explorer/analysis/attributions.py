@@ -505,7 +505,7 @@ def classifier_runs(root: str | Path = "runs") -> list[dict]:
     """Fine-tuning runs under ``root`` (ablation cells included) whose ``model/`` is a
     BertForSequenceClassification: one dict per run with its name, the model directory, the task
     and the class names, by name."""
-    from ..train.run_finder import find_runs, rel_name
+    from ..runs.finder import find_runs, rel_name
 
     found = []
     for run in find_runs(root):

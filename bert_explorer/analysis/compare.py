@@ -268,7 +268,7 @@ LEARNED_RULE = (f"A fine-tuning counts as having learned something when it finis
 def finetuned_models(root: str | Path) -> list[dict]:
     """Finished fine-tuning runs under ``root`` that kept their model, newest first: path, base
     model, label, and whether each learned something (:func:`learned_something`)."""
-    from ..train.run_finder import find_runs, run_label
+    from ..runs.finder import find_runs, run_label
 
     out = []
     for run in find_runs(root):
@@ -286,7 +286,7 @@ def finetuned_models(root: str | Path) -> list[dict]:
 
 
 def pretraining_checkpoints(root: str | Path):
-    from ..train.run_finder import run_checkpoints
+    from ..runs.finder import run_checkpoints
 
     return [c for c in run_checkpoints(root) if not c.group]
 

@@ -13,13 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import warnings
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from .. import full_disk
+from .. import atomic, full_disk
 from ..checkpoint import Loaded
 from ..full_disk import CacheNotKept
 
@@ -64,24 +62,18 @@ def writing(path: Path, *, optional: str | None = None):
     """
     no_room = False
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    except OSError as e:
-        if optional is None or not full_disk.is_disk_full(e):
-            raise
-        # Not even room for the folder. The block must still run (a context manager cannot skip
-        # it): it gets a folder that does not exist, so its first write fails and is forgiven below.
-        no_room, tmp = True, path.parent / f".{path.name}.no-room"
-    try:
-        yield tmp
-        try:
-            os.rename(tmp, path)
-        except OSError:
-            if not path.exists():
-                raise
-            shutil.rmtree(tmp, ignore_errors=True)
+        with ExitStack() as stack:
+            try:  # an entry another process finished first is kept, ours dropped (replace=False)
+                tmp = stack.enter_context(atomic.folder(path, replace=False))
+            except OSError as e:
+                if optional is None or not full_disk.is_disk_full(e):
+                    raise
+                # Not even room for the folder. The block must still run (a context manager cannot
+                # skip it): it gets a folder that does not exist, so its first write fails and is
+                # forgiven below.
+                no_room, tmp = True, path.parent / f".{path.name}.no-room"
+            yield tmp
     except BaseException as e:
-        shutil.rmtree(tmp, ignore_errors=True)
         if optional is None or not (full_disk.is_disk_full(e) or no_room and isinstance(e, OSError)):
             raise
         warnings.warn(CacheNotKept(full_disk.sentence(path.parent, f"keep {optional} in the cache",

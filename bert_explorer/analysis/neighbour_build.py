@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import full_disk
+from .. import atomic, full_disk
 from ..checkpoint import Loaded, encoder_of
 from ..model.bert import extended_attention_mask
+from ..runs.report import duration_text
 from . import disk_cache, neighbour_jobs
 
 FORMAT = 1              # bump when the stored layout changes: old entries are then never read
@@ -287,7 +288,8 @@ def _build_locked(loaded, corpus, layers, paths, report, stop_after_shards) -> N
 
                 shard = _encode_shard(loaded, units.texts[a:b], a, layers, on_batch)
                 for l in layers:
-                    _save_atomic(files[l], shard[l])
+                    with atomic.replacing(files[l]) as part:  # a part cut short is removed: its room goes back at once
+                        np.savez(part, **shard[l])
             say(0.99, "writing the index…")
             for l in layers:
                 _assemble(paths[l], units, len(shards), H, {
@@ -339,17 +341,6 @@ def _clean_stale(path: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _save_atomic(file: Path, arrays: dict[str, np.ndarray]) -> None:
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_name(f".{file.stem}.tmp.npz")
-    try:
-        np.savez(tmp, **arrays)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # half a part: its room goes back at once
-        raise
-    tmp.replace(file)
-
-
 def _assemble(path: Path, units: Units, n_shards: int, H: int, meta: dict) -> None:
     shard_dir = neighbour_jobs.work_dir(path) / "shards"
     parts = [np.load(shard_dir / f"shard-{s:05d}.npz") for s in range(n_shards)]
@@ -369,21 +360,12 @@ def _assemble(path: Path, units: Units, n_shards: int, H: int, meta: dict) -> No
         (tmp / "meta.json").write_text(json.dumps({**meta, "rows": N, "sentences": len(units.texts)}, indent=1))
 
 
-def duration_text(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    if seconds < 90:
-        return f"{seconds} s"
-    if seconds < 5400:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def estimate_build_seconds(loaded: Loaded, corpus="bbc", layer: int = 6, sample: int = 512) -> dict:
     """How long the build would take here, measured: ``sample`` sentences spread over the corpus
     are run through the model up to ``layer`` on this machine, batched as the build batches
     them, and the rate is applied to the corpus's WordPieces (counted on the same sample, per
     character). A background build gets one core fewer than the machine has
-    (``train.runs.background_env``); on 2 cores that is the app's own 1 thread."""
+    (``runs.background.background_env``); on 2 cores that is the app's own 1 thread."""
     check_layer(loaded, layer)
     texts = list(dict.fromkeys(s for _, doc in corpus_documents(corpus) for s in doc if s.strip()))
     chars = sum(len(t) for t in texts)

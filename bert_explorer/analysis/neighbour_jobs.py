@@ -16,6 +16,11 @@ folder per index, ``<cache>/neighbours-work/<entry name>/``:
 Two sessions pressing *Build* for the same index start at most one build: the second sees
 the lock held (or a fresh "starting") and only watches; a builder that finds the lock taken
 anyway stops at once with :class:`BuildBusy` before writing anything.
+
+The job-keeping itself is the run system's (the lock, the atomic write, the background start,
+the log tail: ``runs/``, ``atomic.py``); what stays here is the index's own: where its work
+folder is, which command builds it, and what its states mean to the page. A build is not a run:
+it has no run folder, settings or checkpoints, and its result is a cache entry.
 """
 from __future__ import annotations
 
@@ -27,12 +32,10 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-try:
-    import fcntl  # POSIX file locks; without them (Windows) builds are not locked
-except ImportError:  # pragma: no cover
-    fcntl = None
-
-from ..train.run_lock import pid_alive
+from .. import atomic
+from ..runs import lock
+from ..runs.background import reap_when_done, spawn
+from ..runs.report import log_tail as read_log_tail
 from .disk_cache import cache_root
 
 STARTING_GRACE_S = 120  # a "starting" build whose process has not taken the lock by then has failed to start
@@ -47,13 +50,6 @@ def work_dir(entry_path: Path) -> Path:
     return cache_root() / "neighbours-work" / Path(entry_path).name
 
 
-def _write_json_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
-
-
 def read_progress(entry_path: Path) -> dict:
     try:
         return json.loads((work_dir(entry_path) / "progress.json").read_text())
@@ -62,8 +58,8 @@ def read_progress(entry_path: Path) -> dict:
 
 
 def write_progress(entry_path: Path, **fields) -> None:
-    _write_json_atomic(work_dir(entry_path) / "progress.json",
-                       {**fields, "pid": fields.get("pid", os.getpid()), "updated": time.time()})
+    atomic.write_json(work_dir(entry_path) / "progress.json",
+                      {**fields, "pid": fields.get("pid", os.getpid()), "updated": time.time()})
 
 
 @contextmanager
@@ -73,13 +69,10 @@ def builder_lock(entry_path: Path):
     d.mkdir(parents=True, exist_ok=True)
     fd = os.open(d / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if fcntl is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = read_progress(entry_path).get("pid")
-                raise BuildBusy(f"this index is already being built by process {holder or '?'}; "
-                                "wait for it (the page shows its progress)") from None
+        if not lock.take(fd, wait=False):
+            holder = read_progress(entry_path).get("pid")
+            raise BuildBusy(f"this index is already being built by process {holder or '?'}; "
+                            "wait for it (the page shows its progress)")
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         yield
@@ -88,18 +81,8 @@ def builder_lock(entry_path: Path):
 
 
 def lock_held(entry_path: Path) -> bool:
-    """Is a builder working on this index now? (A probe: take the lock and give it back.)"""
-    lock = work_dir(entry_path) / "lock"
-    if fcntl is None or not lock.exists():
-        return False
-    fd = os.open(lock, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    """Is a builder working on this index now?"""
+    return lock.is_held(work_dir(entry_path) / "lock")
 
 
 def build_state(entry_path: Path, complete: bool) -> dict:
@@ -116,7 +99,7 @@ def build_state(entry_path: Path, complete: bool) -> dict:
         return {**p, "state": "building"}
     s = p.get("state")
     if s == "starting" and time.time() - p.get("updated", 0) < STARTING_GRACE_S and (
-            p.get("pid") is None or pid_alive(p.get("pid"))):
+            p.get("pid") is None or lock.pid_alive(p.get("pid"))):
         return {**p, "state": "building"}
     if s == "failed":
         return p
@@ -126,18 +109,14 @@ def build_state(entry_path: Path, complete: bool) -> dict:
 
 
 def log_tail(entry_path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join((work_dir(entry_path) / "log.txt").read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
+    """The end of the build's log ("" before there is one)."""
+    return read_log_tail(work_dir(entry_path) / "log.txt", lines) or ""
 
 
 def start_background(entry_path: Path, argv: list[str]) -> subprocess.Popen | None:
     """Start ``python -m bert_explorer.cli.neighbours build <argv>`` as its own process session
     (None when a builder is already at work). It gets one CPU core fewer than the machine has
-    (``train.runs.background_env``), so the app stays responsive while it builds."""
-    from ..train.runs import background_env
-
+    (``runs.background.spawn``), so the app stays responsive while it builds."""
     if lock_held(entry_path):
         return None
     d = work_dir(entry_path)
@@ -147,13 +126,11 @@ def start_background(entry_path: Path, argv: list[str]) -> subprocess.Popen | No
     write_progress(entry_path, state="starting", fraction=0.0, message="starting the build process…", pid=None)
     with (d / "log.txt").open("a") as log:
         log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} build {' '.join(argv)}\n")
-        log.flush()
-        proc = subprocess.Popen([sys.executable, "-m", "bert_explorer.cli.neighbours", "build", *argv],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=os.getcwd(), env=background_env())
+    proc = spawn([sys.executable, "-m", "bert_explorer.cli.neighbours", "build", *argv], d / "log.txt")
     if read_progress(entry_path).get("state") == "starting":  # name the process, so a crash at start shows
         write_progress(entry_path, state="starting", fraction=0.0, message="starting the build process…",
                        pid=proc.pid)
+    reap_when_done(proc)  # nobody else waits for it: without this an ended build stays a zombie of the server
     return proc
 
 

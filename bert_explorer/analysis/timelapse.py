@@ -31,7 +31,7 @@ import torch
 
 from .. import checkpoint
 from ..checkpoint import Loaded
-from ..train.runs import Run
+from ..runs.run import Run
 from ..train.timelapse_frames import SENTENCES, frames_file, read_frames
 from .attention import attention_maps, head_name, layer_name
 from .probes import MLM_HEAD, mlm_top_k

@@ -10,7 +10,7 @@ import streamlit as st
 
 from ..data.uploads.names import safe_filename
 from ..tasks.base import TaskType
-from ..train.runs import Run
+from ..runs.run import Run
 from .runs_view import predictor
 
 

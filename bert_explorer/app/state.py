@@ -18,18 +18,12 @@ import torch
 from .. import checkpoint
 from ..checkpoint import CheckpointError, Loaded
 from ..full_disk import CacheNotKept
-from ..train import run_finder
+from ..runs.finder import RUNS_DIR, run_checkpoints, run_label, runs_root
+from ..runs.run import Run
 from .keep import kept, remembered
 
-RUNS_DIR = Path("runs")
 UPLOADS = "uploaded-models"  # checkpoints uploaded as .zip, under the runs folder
 ABLATION_ENTRY = "ablation:"  # the sidebar's entry for one ablation's checkpoints
-RUNS_ENV = "BERT_EXPLORER_RUNS"  # another runs folder (tests point it at a temporary one)
-
-
-def runs_root() -> Path:
-    """Where runs live: ./runs, or the folder named by $BERT_EXPLORER_RUNS."""
-    return Path(os.environ.get(RUNS_ENV) or RUNS_DIR)
 
 
 # ----- who can reach the app: private or classroom ------------------------------------------
@@ -152,7 +146,7 @@ _cache_warnings_on_the_page()
 @st.cache_resource(show_spinner=False)
 def _app_threads() -> int:
     """The app's own model calls are small (one sentence): half the cores is plenty and leaves the
-    rest to background runs, which take all cores but one (train/runs.py, background_env). Set
+    rest to background runs, which take all cores but one (runs/background.py, background_env). Set
     once per server, when the first model is loaded (not when this module is imported), and
     never over a user's own OMP_NUM_THREADS."""
     if "OMP_NUM_THREADS" not in os.environ:
@@ -284,8 +278,6 @@ def _finetuned_run(path, root: Path):
     if not inside or p.name != "model" or not (p / "config.json").is_file() or \
             not (p.parent / "status.json").is_file():
         return None
-    from ..train.runs import Run
-
     return Run(p.parent)
 
 
@@ -294,7 +286,7 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     show_mode()
     names = [n for n, (locate, _) in checkpoint.SHORT_NAMES.items() if locate() is not None]
     root = runs_root()
-    ckpts = run_finder.run_checkpoints(root)
+    ckpts = run_checkpoints(root)
     labels = {c.path: c.label for c in ckpts}
     # an ablation's many pre-trainings are one entry here, opened in a second list below
     groups = {f"{ABLATION_ENTRY}{c.group}": [] for c in ckpts if c.group}
@@ -311,7 +303,7 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     if kept_choice not in options and (run := _finetuned_run(kept_choice, root)) is not None:
         # a fine-tuned model opened from the After fine-tuning page ("Attention on this example") stays listed
         options.insert(len(names), kept_choice)
-        labels[kept_choice] = f"fine-tuned: {run_finder.run_label(run, root)}"
+        labels[kept_choice] = f"fine-tuned: {run_label(run, root)}"
     if kept_choice in labels and kept_choice not in options:
         # a checkpoint inside an ablation, chosen earlier (or by another page): open its group
         group = next(g for g, paths in groups.items() if kept_choice in paths)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..experiments import grid, results
 from ..experiments.runner import run_ablation
-from ..train.run_finder import is_ablation
+from ..runs.finder import is_ablation
 from .common import UserError, run_or_background, start_run, user_errors
 
 

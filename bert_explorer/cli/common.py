@@ -18,13 +18,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import checkpoint
+from .. import atomic, checkpoint
 from ..analysis.neighbour_jobs import BuildBusy
 from ..checkpoint import CheckpointError
 from ..full_disk import CacheNotKept, DiskFull
 from ..train.pretrain import ResumeRefused
-from ..train.run_lock import RunBusy
-from ..train.runs import start_background
+from ..runs.lock import RunBusy
+from ..runs.background import start_background
 
 MODEL_HELP = f"a checkpoint directory, a short name ({', '.join(checkpoint.SHORT_NAMES)}) or hf:<hub id>"
 
@@ -122,18 +122,12 @@ def start_run(kind: str, config: dict, args, said: str) -> None:
 
 @contextmanager
 def write_output(path: str | Path):
-    """Write a command's output file as a whole or not at all: the text goes to ``<name>.partial``,
-    which replaces ``path`` only once written (an error removes it, and an older ``path`` stays)."""
+    """Write a command's output file as a whole or not at all (``atomic.replacing``): an error
+    leaves no half-written file, and an older ``path`` stays."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".partial")
-    try:
-        with tmp.open("w", encoding="utf-8") as f:
-            yield f
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    tmp.replace(out)
+    with atomic.replacing(out) as tmp, tmp.open("w", encoding="utf-8") as f:
+        yield f
 
 
 def write_json(path: str | Path, data: dict, ensure_ascii: bool = True) -> None:

@@ -40,8 +40,8 @@ from ..train.device import pick_device
 from ..train.engine import fit, marks_failure, total_steps
 from ..train.finetune import FinetuneConfig, label_names_of, read_data
 from ..train.optim import linear_warmup_decay, make_optimizer
-from ..train.run_lock import writes_run
-from ..train.runs import Run
+from ..runs.lock import writes_run
+from ..runs.run import Run
 
 SEQUENCE_TASKS = tuple(t.name for t in TASK_TYPES.values() if t.left_to_right and t.reads_cls)  # the rest: ner
 

@@ -27,6 +27,8 @@ import json
 import random
 from pathlib import Path
 
+from .. import atomic
+
 
 def _documents(corpus: str) -> tuple[list[list[str]], list[str]]:
     """Documents and a topic per document ("" where the corpus has none)."""
@@ -104,9 +106,6 @@ def write_pair_task(spec: str, out_dir: str | Path, n_train: int = 2000, n_dev: 
     if train_p.exists() and dev_p.exists():
         return train_p, dev_p
     train, dev = make_pairs(corpus, n_train, n_dev, seed, same_topic=same_topic)
-    out.mkdir(parents=True, exist_ok=True)
     for path, rows in ((train_p, train), (dev_p, dev)):
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        tmp.replace(path)
+        atomic.write_text(path, "".join(json.dumps(r) + "\n" for r in rows))
     return train_p, dev_p

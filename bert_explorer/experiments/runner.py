@@ -27,8 +27,9 @@ import time
 from pathlib import Path
 
 from ..tasks.registry import task_type
-from ..train.run_lock import writes_run
-from ..train.runs import ACTIVE_STATES, Run
+from ..runs.lock import writes_run
+from ..runs.run import ACTIVE_STATES, Run
+from .. import atomic
 from . import grid
 
 PAIR_DEFAULTS = {"n_train": 2000, "n_dev": 500}
@@ -90,9 +91,8 @@ def ensure_vocab(abl: Path, cfg: dict) -> Path:
     train_docs, _ = split_documents(docs, cfg["held_out_fraction"], seed=cfg["seed"])
     tok = build_tokenizer(PretrainConfig(vocab="train", vocab_size=cfg["vocab_size"], lowercase=cfg["lowercase"]),
                           train_docs)
-    tmp = d.with_name(d.name + f".tmp{os.getpid()}")
-    tok.save(tmp)
-    tmp.replace(d) if not d.exists() else shutil.rmtree(tmp, ignore_errors=True)
+    with atomic.folder(d, replace=False) as tmp:  # two cells may learn it at once: the first one stays
+        tok.save(tmp)
     return d
 
 
@@ -200,9 +200,7 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
             raise ValueError(f"{abl} holds no ablation plan; give a recipe")
         plan = grid.expand(recipe)
         run.create(plan["recipe"], "ablate")
-        tmp = abl / ".plan.json.tmp"
-        tmp.write_text(json.dumps(plan, indent=2) + "\n")
-        tmp.replace(abl / "plan.json")
+        atomic.write_json(abl / "plan.json", plan, indent=2)
     run.clear_stop()
     previous_handler = _stop_on_sigterm()
     cells = plan["cells"]

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .. import atomic
 from . import plan, travel
 from .offline import python_command
 
@@ -106,7 +107,7 @@ def _copy_run_files(run_dir: Path, into: Path) -> None:
 
 def _pretrain(ctx: Context, settings: dict, run_dir: Path) -> dict:
     from ..train.pretrain import PretrainConfig, run_pretraining
-    from ..train.runs import Run
+    from ..runs.run import Run
 
     run = Run(run_dir)
     resume = run.latest_checkpoint() is not None
@@ -184,21 +185,17 @@ def build_init(travel_dir: Path, into: Path) -> Path:
 
     if (into / "model.safetensors").is_file():
         return into
-    tmp = into.with_name(into.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    sd = {k: v.float() for k, v in load_file(str(ASSET / "model.safetensors")).items()}
-    sd[travel.WORD_EMBEDDINGS_KEY] = travel.word_embeddings(travel_dir)
-    save_file({k: v.contiguous() for k, v in sd.items()}, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-    for name in ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(ASSET / name, tmp / name)
-    loaded = checkpoint.load(tmp, "BertForPreTraining")  # complete: no head or encoder weight missing
-    if loaded.report.missing or loaded.report.unexpected:
-        raise RuntimeError(f"the rebuilt minilm-mlm-nsp is incomplete: {loaded.report.summary()}")
-    del loaded
-    torch.cuda.empty_cache() if torch.cuda.is_available() else None
-    shutil.rmtree(into, ignore_errors=True)
-    os.replace(tmp, into)
+    with atomic.folder(into) as tmp:
+        sd = {k: v.float() for k, v in load_file(str(ASSET / "model.safetensors")).items()}
+        sd[travel.WORD_EMBEDDINGS_KEY] = travel.word_embeddings(travel_dir)
+        save_file({k: v.contiguous() for k, v in sd.items()}, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        for name in ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(ASSET / name, tmp / name)
+        loaded = checkpoint.load(tmp, "BertForPreTraining")  # complete: no head or encoder weight missing
+        if loaded.report.missing or loaded.report.unexpected:
+            raise RuntimeError(f"the rebuilt minilm-mlm-nsp is incomplete: {loaded.report.summary()}")
+        del loaded
+        torch.cuda.empty_cache() if torch.cuda.is_available() else None
     return into
 
 
@@ -209,7 +206,7 @@ def run_teaching(ctx: Context) -> Outcome:
     settings = {**(plan.TEACHING_TINY if ctx.dry_run else plan.TEACHING), "init": str(init)}
     run_dir = ctx.work / "run"
     result = _pretrain(ctx, settings, run_dir)
-    from ..train.runs import Run
+    from ..runs.run import Run
     last = Run(run_dir).checkpoints()[-1][1]
     # The word embeddings were frozen: prove it, then leave them out, as minilm-mlm-nsp does.
     key = travel.WORD_EMBEDDINGS_KEY
@@ -244,7 +241,7 @@ def explorer_settings(dry_run: bool) -> dict:
 
 
 def run_explorer(ctx: Context) -> Outcome:
-    from ..train.runs import Run
+    from ..runs.run import Run
 
     settings = explorer_settings(ctx.dry_run)
     run_dir = ctx.work / "run"

@@ -37,10 +37,11 @@ import os
 import re
 import shutil
 import tarfile
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from .. import atomic
 
 MiB = 1024 * 1024
 TRAVEL_DIR = ".gpu-travel"
@@ -114,17 +115,9 @@ def prepare(into: str | Path = TRAVEL_DIR, what=FOLDERS, sample: int | None = No
     sizes = {}
     for part in what:
         folder = into / part
-        tmp = into / f".{part}.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        try:
-            with _originals():
-                {"corpora": _prepare_corpora, "tasks": _prepare_tasks, "base": _prepare_base,
-                 "pylib": _prepare_pylib}[part](tmp, sample, preset, say)
-            shutil.rmtree(folder, ignore_errors=True)
-            os.replace(tmp, folder)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        with atomic.folder(folder) as tmp, _originals():
+            {"corpora": _prepare_corpora, "tasks": _prepare_tasks, "base": _prepare_base,
+             "pylib": _prepare_pylib}[part](tmp, sample, preset, say)
         sizes[part] = sum(p.stat().st_size for p in folder.iterdir())
         say(f"{folder}: {sizes[part] / MiB:.2f} MiB")
     return sizes
@@ -300,24 +293,22 @@ def pack(folder: str | Path, out: str | Path, name: str, part_bytes: int = PART_
     ``.001`` ... when larger than a returned file may be. Returns the archive's record for the
     command's manifest: its size and SHA-256 and those of every part."""
     folder, out = Path(folder), Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    archive = out / f".{name}.tar.tmp"
-    with tarfile.open(archive, "w", format=tarfile.PAX_FORMAT) as tar:
-        for p in sorted(folder.rglob("*")):  # sorted: the same results give the same archive
-            if p.is_file():
-                info = tar.gettarinfo(p, arcname=str(p.relative_to(folder)))
-                info.uid = info.gid = 0
-                info.uname = info.gname = ""
-                info.mtime = 0
-                with open(p, "rb") as f:
-                    tar.addfile(info, f)
-    size, digest = archive.stat().st_size, sha256_of(archive)
-    remove_archive(out, name)
+    archive = out / f"{name}.tar"
+    with atomic.replacing(archive) as tmp:
+        with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+            for p in sorted(folder.rglob("*")):  # sorted: the same results give the same archive
+                if p.is_file():
+                    info = tar.gettarinfo(p, arcname=str(p.relative_to(folder)))
+                    info.uid = info.gid = 0
+                    info.uname = info.gname = ""
+                    info.mtime = 0
+                    with open(p, "rb") as f:
+                        tar.addfile(info, f)
+        size, digest = tmp.stat().st_size, sha256_of(tmp)
+        remove_archive(out, name)  # the last results' archive and parts go only once the new one is whole
     parts = []
     if size <= RETURN_LIMITS.file_bytes:
-        final = out / f"{name}.tar"
-        os.replace(archive, final)
-        parts.append({"file": final.name, "bytes": size, "sha256": digest})
+        parts.append({"file": archive.name, "bytes": size, "sha256": digest})
     else:
         with open(archive, "rb") as f:
             i = 0
@@ -338,11 +329,7 @@ def remove_archive(out: Path, name: str) -> None:
 def write_return_manifest(out: str | Path, record: dict) -> Path:
     """``out/manifest.json``: what the command did and every archive it sends back (replaced
     atomically, so a command killed at any moment leaves a readable one)."""
-    path = Path(out) / RETURN_MANIFEST
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps({"format": RETURN_FORMAT, **record}, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
-    return path
+    return atomic.write_json(Path(out) / RETURN_MANIFEST, {"format": RETURN_FORMAT, **record}, indent=2, default=str)
 
 
 def return_problems(out: str | Path, limits: Limits = RETURN_LIMITS) -> list[str]:
@@ -403,19 +390,13 @@ def join(fetched: str | Path, into: str | Path, state: str | Path | None = None,
             raise TravelError(f"the parts of {record['archive']} join into another archive than the one recorded in "
                               f"{RETURN_MANIFEST}; fetch the files of that command again")
         target = into / step
-        tmp = Path(tempfile.mkdtemp(prefix=f".{step}.join-", dir=_mkdir(into)))
-        try:
-            data.seek(0)
-            with tarfile.open(fileobj=data, mode="r:") as tar:
-                for member in tar.getmembers():
-                    if not member.isfile() or member.name.startswith("/") or ".." in Path(member.name).parts:
-                        raise TravelError(f"{record['archive']} holds {member.name!r}, which is not a plain file inside "
-                                          "the archive; it was not unpacked")
-                tar.extractall(tmp, filter="data")
-            shutil.rmtree(target, ignore_errors=True)
-            os.replace(tmp, target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        data.seek(0)
+        with atomic.folder(target) as tmp, tarfile.open(fileobj=data, mode="r:") as tar:
+            for member in tar.getmembers():
+                if not member.isfile() or member.name.startswith("/") or ".." in Path(member.name).parts:
+                    raise TravelError(f"{record['archive']} holds {member.name!r}, which is not a plain file inside "
+                                      "the archive; it was not unpacked")
+            tar.extractall(tmp, filter="data")
         joined.append(step)
         say(f"{step}: {record['bytes'] / MiB:.1f} MiB in {len(record['parts'])} file(s), SHA-256 checked -> {target}")
         if state is not None:

@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 
 from .optim import apply_update
-from .runs import Run
+from ..runs.run import Run
 
 
 # What a full disk leaves a fine-tuning-like run with: fit() keeps no checkpoint along the way,

@@ -112,7 +112,7 @@ def measured_throughput(root: Path, size: str | None = None) -> tuple[float, str
     small models keep a CPU or GPU far less busy than large ones.)"""
     dev = device_key()
     from ..checkpoint import CheckpointError
-    from .run_finder import find_runs, rel_name
+    from ..runs.finder import find_runs, rel_name
 
     for run in find_runs(root):
         s, cfg = run.status(), run.config()
@@ -135,7 +135,7 @@ def measured_throughput(root: Path, size: str | None = None) -> tuple[float, str
 
 def stated_throughput() -> tuple[float, str]:
     from .device import PEAK_FLOPS
-    from .runs import background_env
+    from ..runs.background import background_env
 
     if torch.cuda.is_available():
         name = torch.cuda.get_device_name(0)
@@ -180,7 +180,7 @@ def sequences_of(words: int, seq_len: int) -> int:
 def measured_loading(root: Path, corpus: str | None) -> tuple[float, str] | None:
     """Seconds from queueing to step 1 (status ``created`` to ``started``) of the latest pre-training
     run on this corpus on this device, or None."""
-    from .run_finder import find_runs, rel_name
+    from ..runs.finder import find_runs, rel_name
 
     dev = device_key()
     for run in find_runs(root):

@@ -22,7 +22,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .. import checkpoint, full_disk
+from .. import atomic, checkpoint, full_disk
 from ..full_disk import CacheNotKept
 from ..tasks.base import TaskType
 from ..tasks.registry import able
@@ -70,13 +70,10 @@ def extract(loaded: checkpoint.Loaded, feats: list[dict], layers: list[int], tas
             hs = encoder(**batch, output_hidden_states=True).hidden_states
             stacked = torch.stack([hs[j] for j in layers], dim=2).half().cpu()  # [B, T, n, H]
             out.extend(stacked[b, :len(f["input_ids"])] for b, f in enumerate(chunk))
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     try:
-        CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        save_file({"features": torch.cat(out).contiguous()}, str(tmp))
-        os.replace(tmp, path)
+        with atomic.replacing(path) as tmp:
+            save_file({"features": torch.cat(out).contiguous()}, str(tmp))
     except Exception as e:  # the cache only saves time: a full disk costs the next run the extraction
-        tmp.unlink(missing_ok=True)
         if not full_disk.is_disk_full(e):
             raise
         # warned from here (not the caller's line), so the train and dev features say it once

@@ -25,6 +25,8 @@ from ..data.tasks import check_dev_labels, load_builtin, train_dev_split
 from ..data.tiny_tasks import make_tiny
 from ..data.uploads.core import TaskData
 from ..data.uploads.reader import read_task_file
+from ..runs.lock import writes_run
+from ..runs.run import Run
 from ..tasks.base import TaskType
 from .configs import setting, settings_of
 from .device import PRECISIONS, pick_device, precision_from
@@ -32,8 +34,6 @@ from .engine import AFTER_A_FULL_DISK, fit, marks_failure, total_steps
 from .feature_based import run_feature_based
 from .optim import linear_warmup_decay, make_optimizer
 from .predict import Predictor, store_dev_predictions
-from .run_lock import writes_run
-from .runs import Run
 
 FEATURE_MODES = ("embeddings", "last", "second-to-last", "sum-last-4", "concat-last-4", "sum-all")
 MODES = ("fine-tune", "feature-based")

@@ -8,11 +8,10 @@ from pathlib import Path
 
 from safetensors.torch import load_file
 
-from .. import checkpoint
+from .. import atomic, checkpoint
 from ..tasks.registry import TASK_TYPES, task_type
 from ..tasks.sequence import LabelTask
 from .feature_based import FeatureHead, extract, head_outputs
-from .runs import _write_json_atomic
 
 # The dev set answered example by example, kept in the run folder (written atomically): the model's
 # answers, its probability of the gold answer and of its own, and each input's length in WordPieces.
@@ -117,5 +116,5 @@ def store_dev_predictions(run_dir: str | Path, record: dict) -> Path:
     """Keep a :meth:`Predictor.dev_predictions` record in the run folder, replaced atomically: a
     reader finds the old file or the new one, never half of one."""
     path = Path(run_dir) / PREDICTIONS_FILE
-    _write_json_atomic(path, record)
+    atomic.write_json(path, record, indent=2, default=str)
     return path

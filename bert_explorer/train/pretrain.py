@@ -32,8 +32,8 @@ from .optim import apply_update, linear_warmup_decay, load_optimizer_state, make
 from .configs import setting, settings_of
 from .engine import marks_failure
 from .estimate import model_flops_per_token
-from .run_lock import writes_run
-from .runs import Run
+from ..runs.lock import writes_run
+from ..runs.run import Run
 from .timelapse_frames import FILE as FRAMES_FILE, SENTENCES, FrameRecorder, dumps as dumps_frames, frame_steps
 
 OBJECTIVES = ("mlm+nsp", "mlm", "ltr")

@@ -30,12 +30,12 @@ had: a word that entered the top ``k`` only later has no value there.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from .. import atomic
 from ..tokenizer import WordPieceTokenizer
 
 FORMAT = "bert-explorer-timelapse/1"
@@ -172,10 +172,7 @@ class FrameRecorder:
                             if i is not None}
 
     def write(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        tmp.write_text(dumps(self.doc))
-        os.replace(tmp, self.path)
+        atomic.write_text(self.path, dumps(self.doc))
 
 
 def dumps(doc: dict) -> str:

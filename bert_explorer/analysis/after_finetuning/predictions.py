@@ -32,7 +32,7 @@ from ...tasks.registry import task_type
 from ...tasks.squad import squad_exact_match, squad_f1
 from ...train.finetune import FinetuneConfig, read_data
 from ...train.predict import PREDICTIONS_FILE, PREDICTIONS_VERSION, Predictor, store_dev_predictions, weights_stamp
-from ...train.runs import Run
+from ...runs.run import Run
 
 NO_ANSWER = "(no answer)"
 

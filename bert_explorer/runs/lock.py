@@ -1,4 +1,12 @@
-"""One writer per run: the writer lock of a run folder, and telling live processes from dead ones.
+"""File locks: the one module that calls ``flock``; the writer lock of a run folder built on them;
+and telling live processes from dead ones.
+
+An ``flock`` belongs to an open file, and the kernel releases it when the last descriptor of
+that file is closed, which happens when its process ends, even by ``kill -9``: a dead holder
+never blocks the next one. The run system uses three: a run's ``.writer.lock`` (below), its
+``.start.lock`` (starting and deleting, ``runs/background.py``) and the runs root's ``.gpu.lock``
+(``runs/gpu_queue.py``); the nearest-neighbour build holds one per index
+(``analysis/neighbour_jobs.py``).
 
 Pre-training, fine-tuning (full, feature-based, left-to-right) and ablations run inside
 :func:`writer_lock` (via :func:`writes_run`): an ``flock`` on ``RUN/.writer.lock`` that the
@@ -27,7 +35,53 @@ except ImportError:  # pragma: no cover
     fcntl = None
 
 WRITER_LOCK_NAME = ".writer.lock"
+START_LOCK_NAME = ".start.lock"
+HAVE_LOCKS = fcntl is not None  # False on Windows: nothing is locked, runs are never queued
 WRITER_FD_ENV = "BERT_EXPLORER_WRITER_FD"  # a background run's lock, handed down by its starter
+
+
+def take(fd: int, *, wait: bool = True) -> bool:
+    """Take the exclusive lock of the open file ``fd``: wait for it, or with ``wait=False``
+    return False at once when another open file holds it. True where there are no file locks
+    (Windows), where nothing is ever locked."""
+    if fcntl is None:  # pragma: no cover
+        return True
+    if wait:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:  # BlockingIOError: held elsewhere
+        return False
+
+
+def is_held(lock_path: str | Path) -> bool:
+    """Does another open file hold ``lock_path``'s lock now? A probe that takes a shared lock
+    and gives it back at once, so two probes never see each other."""
+    if fcntl is None or not Path(lock_path).exists():
+        return False
+    fd = os.open(lock_path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # releases the probe's lock
+
+
+@contextlib.contextmanager
+def holding(lock_path: str | Path):
+    """Hold ``lock_path``'s lock for the block, waiting for it first (e.g. ``.start.lock``:
+    the check and the launch of a run happen under it, so two tabs pressing Start on one folder
+    at the same instant launch one process)."""
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        take(fd)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -96,7 +150,7 @@ def read_holder(run_dir: str | Path) -> dict:
 
 def _inherited_fd(lock_path: Path) -> int | None:
     """The descriptor of ``lock_path`` that a starter handed to this process (see
-    :func:`start_background`), if it is that very file."""
+    :func:`runs.background.start_background`), if it is that very file."""
     fd = os.environ.get(WRITER_FD_ENV, "")
     if not fd.isdigit():
         return None
@@ -109,7 +163,7 @@ def _inherited_fd(lock_path: Path) -> int | None:
 
 def acquire_writer(run_dir: str | Path, what: str | None = None) -> int | None:
     """Take ``run_dir``'s writer lock without waiting and return its descriptor (inheritable
-    by a child only when asked, see :func:`start_background`). Raises :class:`RunBusy` naming
+    by a child only when asked, see :func:`runs.background.start_background`). Raises :class:`RunBusy` naming
     the holder when another live process has it. A lock whose holder died is free again (the
     kernel dropped it with the process), and is simply taken over. Creates ``run_dir``."""
     if fcntl is None:  # pragma: no cover
@@ -123,9 +177,7 @@ def acquire_writer(run_dir: str | Path, what: str | None = None) -> int | None:
         os.set_inheritable(fd, False)
         return _write_holder(fd, what)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    if not take(fd, wait=False):
         os.close(fd)
         raise RunBusy(f"{path} is being written by {_describe_holder(read_holder(path))}; wait for that run "
                       f"to end (or stop it on the Runs page) or choose another output folder") from None
@@ -198,15 +250,7 @@ def writer_busy(run_dir: str | Path) -> str | None:
     """One sentence when a live process (other than this one) writes ``run_dir``, else None."""
     if fcntl is None or str(Path(run_dir).resolve()) in _held:
         return None
-    lock_path = Path(run_dir) / WRITER_LOCK_NAME
-    if not lock_path.exists():
+    if not is_held(Path(run_dir) / WRITER_LOCK_NAME):
         return None
-    fd = os.open(lock_path, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return None
-    except OSError:
-        return (f"{run_dir} is being written by {_describe_holder(read_holder(run_dir))}; wait for that run to end "
-                "or stop it first")
-    finally:
-        os.close(fd)
+    return (f"{run_dir} is being written by {_describe_holder(read_holder(run_dir))}; wait for that run to end "
+            "or stop it first")

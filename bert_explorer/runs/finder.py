@@ -1,7 +1,8 @@
 """Finding runs and their checkpoints under a runs folder: the one walker that the pages, the
 sidebar and the CLI share (no Streamlit here).
 
-A run is a folder holding ``status.json`` (``train/runs.py``). An ablation keeps its
+The runs folder is ``./runs`` unless ``$BERT_EXPLORER_RUNS`` names another (tests point it at a
+temporary one). A run is a folder holding ``status.json`` (``runs/run.py``). An ablation keeps its
 pre-trainings and cells as runs of their own, inside it (``ABL/pretrain/<key>/``,
 ``ABL/cells/<id>/``): those are *grouped* under their ablation and get a readable label, so
 that a dozen hash-named pre-trainings do not flood a list.
@@ -9,17 +10,31 @@ that a dozen hash-named pre-trainings do not flood a list.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .runs import Run
+from .run import Run
 
+RUNS_DIR = Path("runs")
+RUNS_ENV = "BERT_EXPLORER_RUNS"  # another runs folder (tests point it at a temporary one)
 # Folders inside a run that hold files, never other runs.
 NOT_RUNS = {"checkpoints", "model", "tokenizer", "feature_head", "vocab", "data"}
 
 
-def find_runs(root: str | Path, depth: int = 3) -> list[Run]:
-    """Every run folder under ``root``, up to ``depth`` folders deep, newest first."""
+def runs_root() -> Path:
+    """Where runs live: ./runs, or the folder named by $BERT_EXPLORER_RUNS."""
+    return Path(os.environ.get(RUNS_ENV) or RUNS_DIR)
+
+
+def run_kind(run: Run) -> str:
+    """pretrain, finetune, ablate, ... ("?" for a folder that does not say)."""
+    return run.status().get("kind") or run.config().get("kind") or "?"
+
+
+def find_runs(root: str | Path, kind: str | None = None, depth: int = 3) -> list[Run]:
+    """Every run folder under ``root``, up to ``depth`` folders deep, newest first; ``kind``
+    keeps one kind (pretrain, finetune, ablate)."""
     root = Path(root)
     found: list[Run] = []
 
@@ -36,6 +51,7 @@ def find_runs(root: str | Path, depth: int = 3) -> list[Run]:
 
     if root.is_dir():
         walk(root, 1)
+    found = [r for r in found if run_kind(r) == kind] if kind else found
     return sorted(found, key=lambda r: r.status().get("created", 0), reverse=True)
 
 
@@ -86,6 +102,15 @@ def run_label(run: Run, root: str | Path) -> str:
     if run.path.parent.name == "cells":
         return f"{head} ▸ cell {run.name.replace('__', ' · ')}"
     return f"{head} ▸ {rel_name(run.path, abl)}"
+
+
+def run_groups(runs: list[Run], root: str | Path) -> dict[str, list[Run]]:
+    """{"": the user's own runs (ablations as one run each), ablation name: the runs inside it}."""
+    groups: dict[str, list[Run]] = {"": []}
+    for r in runs:
+        abl = ablation_of(r.path, root)
+        groups.setdefault(rel_name(abl, root) if abl else "", []).append(r)
+    return groups
 
 
 @dataclass(frozen=True)

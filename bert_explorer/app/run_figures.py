@@ -1,0 +1,86 @@
+"""The curves of runs as plotly figures: a run's losses, accuracies and speed over its steps, and
+one metric of several runs side by side. Figures only (no Streamlit): the pages show them with
+``app/exports.py``'s download buttons (``runs_view.show_figures``).
+"""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.express as px
+
+from ..runs.report import LABELS
+
+NOT_METRICS = {"step", "time", "epoch", "lr_setting", "split", "eval_tokens", "total", "n_true", "n_pred",
+               "n_correct", "null_threshold"}
+
+
+def latest_rows(rows: list[dict]) -> list[dict]:
+    """After a resume some steps are logged twice: the later line wins."""
+    keep: dict[tuple, dict] = {}
+    for r in rows:
+        keep[(r.get("split"), r.get("lr_setting"), r.get("epoch"), r.get("step"))] = r
+    return sorted(keep.values(), key=lambda r: (r.get("lr_setting") or 0, r.get("step") or 0))
+
+
+def numeric_keys(rows: list[dict]) -> list[str]:
+    keys = []
+    for r in rows:
+        for k, v in r.items():
+            if k not in NOT_METRICS and k not in keys and isinstance(v, (int, float)) and not isinstance(v, bool):
+                keys.append(k)
+    return keys
+
+
+def line_figure(rows: list[dict], keys: list[str], title: str, split: str | None = None,
+                y_range: tuple | None = None, labels: dict | None = None):
+    """One line per metric in ``keys`` (a grid of learning rates: one per lr too), or None."""
+    labels = {**LABELS, **(labels or {})}
+    rows = [r for r in latest_rows(rows) if split is None or r.get("split") == split]
+    lrs = {r.get("lr_setting") for r in rows}
+    data = [{"step": r.get("step"), "value": r[k],
+             "series": labels.get(k, k) + (f" (lr {r['lr_setting']:g})" if len(lrs) > 1 else "")}
+            for r in rows for k in keys if isinstance(r.get(k), (int, float))]
+    if not data:
+        return None
+    fig = px.line(pd.DataFrame(data), x="step", y="value", color="series", title=title,
+                  markers=len(data) <= 60)
+    fig.update_layout(height=300, margin=dict(l=10, r=10, t=40, b=10), legend_title_text="")
+    if y_range:
+        fig.update_yaxes(range=list(y_range))
+    return fig
+
+
+def pretrain_figures(rows: list[dict]) -> dict:
+    total = {"loss": "total (MLM + NSP)"} if any(r.get("nsp_loss") for r in rows) else {"loss": "total"}
+    figs = {"loss": line_figure(rows, ["loss", "mlm_loss", "nsp_loss"], "Training loss", "train", labels=total),
+            "accuracy": line_figure(rows, ["mlm_accuracy", "nsp_accuracy"], "Held-out accuracy", "eval", (0, 1)),
+            "speed": line_figure(rows, ["tokens_per_s"], "Throughput (tokens/s)", "train"),
+            "mfu": line_figure(rows, ["mfu"], "Model FLOPs utilisation", "train")}
+    return {k: f for k, f in figs.items() if f is not None}
+
+
+def finetune_figures(rows: list[dict]) -> dict:
+    dev_keys = [k for k in numeric_keys([r for r in rows if r.get("split") == "dev"])
+                if k not in ("mse",)]
+    figs = {"loss": line_figure(rows, ["loss"], "Training loss", "train"),
+            "dev": line_figure(rows, dev_keys, "Dev metrics after each epoch", "dev")}
+    return {k: f for k, f in figs.items() if f is not None}
+
+
+def figures(kind: str, rows: list[dict]) -> dict:
+    if kind == "pretrain":
+        return pretrain_figures(rows)
+    if kind == "finetune":
+        return finetune_figures(rows)
+    return {k: f for k, f in {"all": line_figure(rows, numeric_keys(rows)[:6], "Logged metrics")}.items() if f}
+
+
+def compare_figure(named_rows: dict[str, list[dict]], key: str, split: str | None = None):
+    data = [{"step": r.get("step"), "value": r[key], "run": name}
+            for name, rows in named_rows.items() for r in latest_rows(rows)
+            if isinstance(r.get(key), (int, float)) and (split is None or r.get("split") == split)]
+    if not data:
+        return None
+    fig = px.line(pd.DataFrame(data), x="step", y="value", color="run", title=LABELS.get(key, key),
+                  markers=len(data) <= 80)
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=40, b=10))
+    return fig

@@ -1,0 +1,87 @@
+"""Writing so that a crash at any moment leaves either the old version or the new one, never half.
+
+Everything that others read while it is being written (a run's ``status.json``, a checkpoint
+folder, a cache entry, the GPU kit's manifest) is written under a temporary name beside its
+final place and renamed into place when complete: a rename within one file system is atomic,
+so a reader sees the old file (or no file) until the new one is whole. This module is the one
+place that does it, once for a file (:func:`replacing`) and once for a folder (:func:`folder`).
+
+Temporary names start with a dot and name the final one (``.status.json.<pid>-<thread>.tmp``,
+``.step-200.tmp-<random>``): the finders skip them, and a cleaner can find its own leftovers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def replacing(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` to write; when the block ends without an error it
+    replaces ``path`` in one rename, and on any error it is removed (its room goes back at once).
+
+    The temporary name keeps ``path``'s suffix, so writers that choose a format by the name
+    (numpy's ``savez`` adds ``.npz`` to a name without it) write where they are told. It names
+    the process and the thread: two Streamlit sessions (threads of one process) may write the
+    same file at once, and each replaces it whole."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp{path.suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Replace ``path``'s content with ``text`` (UTF-8) in one rename."""
+    with replacing(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
+
+
+def write_json(path: str | Path, data, **dumps) -> Path:
+    """Replace ``path`` with ``data`` as JSON (``dumps``: json.dumps's options), ending in a newline."""
+    return write_text(path, json.dumps(data, **dumps) + "\n")
+
+
+@contextmanager
+def folder(path: str | Path, *, replace: bool = True) -> Iterator[Path]:
+    """Yield a new temporary folder beside ``path`` to fill; when the block ends without an
+    error it becomes ``path`` in one rename, and on any error it is removed.
+
+    Where ``path`` already exists, ``replace=True`` swaps it out (the old folder is renamed
+    aside first and removed after, so ``path`` is missing for the instant between two renames,
+    never half written); ``replace=False`` keeps it and drops ours: another process finished
+    the same result first (a cache entry, a vocabulary), and both are equally good."""
+    final = Path(path)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    try:
+        yield tmp
+        tmp.chmod(0o755)  # mkdtemp makes it private; the result is an ordinary folder
+        if not final.exists():
+            try:
+                os.rename(tmp, final)
+                return
+            except OSError:  # another process put its own there first (a non-empty folder)
+                if not final.exists():
+                    raise
+        if not replace:
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
+        old = final.with_name(f".{final.name}.old-{os.getpid()}-{threading.get_ident()}")
+        os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -1,0 +1,8 @@
+"""The run system: a run is a folder that one process writes and anyone reads (docs/DESIGN.md).
+
+``run`` (the folder and its status), ``lock`` (file locks, the writer lock, live processes),
+``background`` (a run's process: start, kill, delete), ``gpu_queue`` (one training at a time on
+a GPU), ``finder`` (the runs under a folder, their labels and checkpoints) and ``report`` (what a
+person reads about a run: durations, key numbers, log tails). Used by pre-training, fine-tuning,
+ablations and the nearest-neighbour build alike; nothing here imports streamlit or torch.
+"""

@@ -1,0 +1,162 @@
+"""A run's process: started in the background, killed, and its folder deleted.
+
+:func:`start_background` launches ``bert-explorer <kind> --config RUN/config.json`` as a process
+session of its own, so it keeps running when the browser tab, or the Streamlit server, goes away;
+:func:`spawn` is that start for any long job (the nearest-neighbour build uses it too): one CPU
+core is left to the app (:func:`background_env`) and a thread waits for the process so that it
+leaves no zombie behind. Starting and deleting a run both happen under its ``.start.lock``, so
+a run is never deleted while it is being started.
+
+``python -m bert_explorer.runs.background RUN [--gpu-lock LOCK] -- CMD ...`` is the small
+launcher in between: it records its pid, waits for the GPU when asked (``runs/gpu_queue.py``),
+then becomes CMD.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .gpu_queue import GPU_LOCK_NAME, gpu_queue_applies, wait_for_gpu
+from .lock import (START_LOCK_NAME, WRITER_FD_ENV, RunBusy, acquire_writer, holding, process_alive,
+                   writer_busy)
+from .run import ACTIVE_STATES, Run
+
+
+def background_env(environ: dict | None = None) -> dict:
+    """The environment of a background run: one CPU core fewer than the machine has for its
+    math threads, so the app (and the person using it) keeps a core. When busy cores are
+    oversubscribed, PyTorch's CPU threads spin and wait on each other: on a 2-core machine a
+    training step and a page's model call each became 10-20x slower side by side with two
+    threads each, while one thread each kept both at full speed. A user's own
+    OMP_NUM_THREADS is left alone."""
+    env = dict(os.environ if environ is None else environ)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 2) - 1)))
+    return env
+
+
+def spawn(argv: list[str], log_file: str | Path, env: dict | None = None, pass_fds: tuple = ()) -> subprocess.Popen:
+    """Start ``argv`` as a process session of its own (a closed tab or a stopped server does
+    not end it), its output appended to ``log_file``, no input, in :func:`background_env` plus
+    ``env``. The caller waits for it or hands it to :func:`reap_when_done`."""
+    with Path(log_file).open("a") as log:
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=os.getcwd(), env={**background_env(), **(env or {})},
+                                pass_fds=pass_fds)
+
+
+def start_background(kind: str, config: dict, run_dir: str | Path, resume: bool = False,
+                     gpu_queue: bool | None = None, gpu_lock: str | Path | None = None) -> Run:
+    """Launch ``bert-explorer <kind> --config run_dir/config.json`` as its own process session,
+    so it keeps running when the browser tab (or the Streamlit server) goes away.
+
+    Refuses (RuntimeError) a directory in which a live process is still working. When the GPU
+    queue applies (see :func:`runs.gpu_queue.gpu_queue_applies`) the process first waits its turn for the
+    runs root's ``.gpu.lock`` (state "queued"), then becomes the trainer, which keeps the lock
+    until it exits. The runs root is the run directory's parent; runs kept deeper (the cells of
+    an ablation grid) pass ``gpu_lock`` to share the one lock of the GPU."""
+    run = Run(run_dir)
+    run.path.mkdir(parents=True, exist_ok=True)
+    # The check and the launch happen under the run's own lock, so two tabs pressing Start on
+    # one directory at the same instant launch one process, and the other is told why.
+    with holding(run.path / START_LOCK_NAME):
+        if run.is_active():
+            s = run.status()
+            raise RuntimeError(f"{run.path} is already {s.get('state')} (pid {s.get('pid')}); stop that run "
+                               f"first or choose another directory")
+        # The writer lock is taken here, before config.json is written, and handed down to the
+        # process (which adopts it): held without a gap from this check to the run's end.
+        fd = acquire_writer(run.path, f"bert-explorer {kind} (background)")
+        try:
+            return _launch_background(run, kind, config, resume, gpu_queue, gpu_lock, fd)
+        finally:
+            if fd is not None:
+                os.close(fd)  # the child holds its own copy of the lock now
+
+
+def _launch_background(run: Run, kind: str, config: dict, resume: bool, gpu_queue: bool | None,
+                       gpu_lock: str | Path | None, writer_fd: int | None = None) -> Run:
+    run.create(config, kind)
+    run.clear_stop()
+    run.write_status(state="starting", pid=None, kind=kind, error=None)
+    cmd = [sys.executable, "-m", "bert_explorer.cli", kind, "--config", str(run.path / "config.json"),
+           "--output", str(run.path)]
+    if kind != "finetune":  # pre-training and ablations draw progress bars (not for log.txt); fine-tuning none
+        cmd.append("--no-progress")
+    if resume:
+        cmd.append("--resume")
+    launcher = [sys.executable, "-m", "bert_explorer.runs.background", str(run.path)]
+    if gpu_queue_applies(config, gpu_queue):
+        launcher += ["--gpu-lock", str(Path(gpu_lock) if gpu_lock else run.path.parent / GPU_LOCK_NAME)]
+    proc = spawn(launcher + ["--"] + cmd, run.path / "log.txt",
+                 env=None if writer_fd is None else {WRITER_FD_ENV: str(writer_fd)},
+                 pass_fds=() if writer_fd is None else (writer_fd,))
+    # The launcher writes its own pid (no race with its "queued"); wait for it, briefly.
+    deadline = time.time() + 30
+    while run.status().get("pid") != proc.pid and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    if run.status().get("pid") != proc.pid:
+        if proc.poll() is None:  # too slow to start: end it, so it cannot begin training after "failed"
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
+        run.write_status(state="failed", pid=None, error="the background process did not start; see log.txt")
+    reap_when_done(proc)  # only now: while a thread waits for it, proc.poll() above could not see it end
+    return run
+
+
+def reap_when_done(proc: subprocess.Popen) -> None:
+    """Wait for the background process in a thread of its own, so that when it ends the kernel
+    can forget it. A child nobody waits for stays a zombie (an entry in the process table) until
+    the server itself stops; a long-lived app that starts many runs would pile them up."""
+    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
+
+
+def kill(run: Run) -> None:
+    """Hard stop (the clean way is request_stop); the last checkpoint stays intact."""
+    s = run.status()
+    pid = s.get("pid")
+    # a pid whose process ended may already belong to another one: only ours is signalled
+    if s.get("state") in ACTIVE_STATES and process_alive(pid, s.get("pid_start")):
+        os.killpg(os.getpgid(pid), signal.SIGTERM)
+
+
+def delete(run: Run) -> None:
+    """Remove a run directory; a run that a live process is working in (or that is being
+    started at this moment) is refused."""
+    if not (run.path / "status.json").is_file() and not (run.path / "config.json").is_file():
+        raise ValueError(f"{run.path} is not a run directory (no status.json or config.json)")
+    with holding(run.path / START_LOCK_NAME):
+        if run.is_active():
+            raise RuntimeError(f"{run.name} is {run.status().get('state')}; stop it before deleting it")
+        try:  # no writer may start (or still be at work) while its files go
+            fd = acquire_writer(run.path, "delete")
+        except RunBusy:
+            raise RunBusy(writer_busy(run.path) or f"{run.name} is being written; stop it first") from None
+        try:
+            shutil.rmtree(run.path)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
+def _launch(argv: list[str]) -> int:
+    """``python -m bert_explorer.runs.background RUN_DIR [--gpu-lock LOCK] -- CMD ...``: record our pid,
+    wait for the GPU if asked, then become CMD (same pid, the lock's descriptor inherited)."""
+    split = argv.index("--")
+    own, cmd = argv[:split], argv[split + 1:]
+    run_dir, gpu_lock = own[0], own[own.index("--gpu-lock") + 1] if "--gpu-lock" in own else None
+    run = Run(run_dir)
+    run.write_status(pid=os.getpid())
+    if gpu_lock and wait_for_gpu(run, Path(gpu_lock)) is None:
+        return 0
+    sys.stdout.flush()
+    os.execv(cmd[0], cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(_launch(sys.argv[1:]))

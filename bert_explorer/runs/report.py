@@ -1,0 +1,137 @@
+"""What a person reads about a run, in words: its state, how long it took, the few numbers that
+say how it is doing, what deleting it removes, the end of its log. The pages and the CLI draw
+these; long jobs that are not runs (the nearest-neighbour build) say their durations and show
+their logs the same way.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from .finder import find_runs, run_kind, run_label
+from .run import ACTIVE_STATES, Run
+
+STATE_LABELS = {"queued": "queued (waiting for the GPU)", "starting": "starting", "running": "running",
+                "finished": "finished", "stopped": "stopped", "failed": "failed",
+                "crashed": "crashed (the process ended without finishing)", "unknown": "unknown"}
+LABELS = {"loss": "loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss", "mlm_accuracy": "MLM accuracy",
+          "nsp_accuracy": "NSP accuracy", "mlm_perplexity": "MLM perplexity", "tokens_per_s": "tokens/s",
+          "mfu": "MFU", "accuracy": "accuracy", "macro_f1": "macro-F1", "f1": "F1", "mcc": "MCC",
+          "pearson": "Pearson r", "spearman": "Spearman ρ", "exact_match": "exact match"}
+
+
+def duration_text(seconds: float | None) -> str:
+    """"45 s", "12 min 05 s", "3 h 20 min", "4.5 days": a time taken or still to go."""
+    if seconds is None:
+        return "—"
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    if s < 86400 * 2:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    if s < 86400 * 365:
+        return f"{s / 86400:.1f} days"
+    return f"{s / (86400 * 365):.1f} years"
+
+
+def duration(status: dict) -> float | None:
+    """Seconds from the run's start to its end (to now while it is active), or None before it started."""
+    start = status.get("started") or status.get("created")
+    if not start:
+        return None
+    end = time.time() if status.get("state") in ACTIVE_STATES else (
+        status.get("finished") or status.get("updated") or start)
+    return max(0.0, end - start)
+
+
+def key_metrics(status: dict) -> dict:
+    """The few numbers that say how a run is doing, from its status.json."""
+    out = {}
+    last = status.get("last") or {}
+    if isinstance(last.get("loss"), (int, float)):
+        out["loss"] = last["loss"]
+    ev = status.get("eval_final") or status.get("eval") or {}
+    for k in ("mlm_accuracy", "nsp_accuracy"):
+        if isinstance(ev.get(k), (int, float)):
+            out[k] = ev[k]
+    dev = status.get("dev") or {}
+    for k in ("accuracy", "macro_f1", "f1", "pearson", "exact_match"):
+        if isinstance(dev.get(k), (int, float)):
+            out[f"dev {k}"] = dev[k]
+    return out
+
+
+def run_row(run: Run, root: str | Path) -> dict:
+    """One line of the runs table: label, kind, state, device, start, duration, progress, key numbers."""
+    s, cfg = run.status(), run.config()
+    step, total = s.get("step"), s.get("max_steps")
+    metrics = key_metrics(s)
+    return {"run": run_label(run, root), "kind": run_kind(run), "state": s.get("state", "unknown"),
+            "device": s.get("device") or cfg.get("device") or "—",
+            "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(s["started"])) if s.get("started") else "—",
+            "duration": duration_text(duration(s)),
+            "progress": f"{step:,} / {total:,}" if step is not None and total else (
+                f"{s.get('done', 0)} / {s['cells_total']} cells" if s.get("cells_total") else
+                (f"{step:,}" if step else "—")),
+            "key metrics": " · ".join(f"{LABELS.get(k, k)} {v:.3g}" for k, v in metrics.items()) or "—"}
+
+
+def group_title(group: str, groups: dict[str, list[Run]]) -> str:
+    """The name of a group of ``finder.run_groups``: "your runs (3)", "inside ablation abl (12 runs)"."""
+    n = len(groups[group])
+    return f"your runs ({n})" if not group else f"inside ablation {group} ({n} runs)"
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def what_goes(run: Run) -> str:
+    """What deleting ``run`` removes, for its confirmation: its log and metrics, and the large
+    parts named one by one (checkpoints, a fine-tuned model folder, the runs inside an
+    ablation), with the space they take."""
+    parts = []
+    inside = [r for r in find_runs(run.path) if r.path != run.path]
+    if inside:
+        parts.append(_count(len(inside), "run inside it", "runs inside it"))
+    n_ckpt = len(run.checkpoints())
+    if n_ckpt:
+        parts.append(_count(n_ckpt, "checkpoint", "checkpoints"))
+    if (run.path / "model").is_dir():
+        parts.append("fine-tuned model folder (model/)")
+    if (run.path / "feature_head").is_dir():
+        parts.append("feature-based head folder (feature_head/)")
+    named = ["its log", "metrics"] + parts
+    return f"{', '.join(named[:-1])} and {named[-1]}, {_size(run.path) / 1e6:,.1f} MB in all"
+
+
+def log_tail(log_file: str | Path, lines: int = 200) -> str | None:
+    """The last ``lines`` lines of a log (a run's ``log.txt``, a background job's), or None
+    where there is no log (yet)."""
+    try:
+        text = Path(log_file).read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    return "\n".join(text[-lines:])
+
+
+def run_log_tail(run: Run, lines: int = 200) -> str:
+    """The end of a run's log, or a word saying there is none yet."""
+    tail = log_tail(run.path / "log.txt", lines)
+    return "(no log yet)" if tail is None else tail or "(empty log)"
+
+
+def finetune_result(run: Run) -> dict | None:
+    """A finished fine-tuning's final scores (its ``metrics.json``), or None."""
+    p = run.path / "metrics.json"
+    try:
+        return json.loads(p.read_text()) if p.exists() else None
+    except json.JSONDecodeError:
+        return None

@@ -1,0 +1,305 @@
+"""The run system (bert_explorer/runs): one writer per run, starting and deleting runs, live and
+dead processes, the GPU queue, background processes and finding runs.
+
+One writer per run: every writer (CLI foreground and background, the app's launches,
+ablations, pre-training and fine-tuning) holds the run's writer lock; a second writer is
+refused with one sentence and exit code 2, changing nothing; a killed holder's lock is free."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bert_explorer import checkpoint
+from bert_explorer.runs.background import background_env, delete, kill, start_background
+from bert_explorer.runs.finder import run_checkpoints
+from bert_explorer.runs.gpu_queue import gpu_queue_applies
+from bert_explorer.runs.lock import RunBusy, process_start, read_holder, writer_busy, writer_lock
+from bert_explorer.runs.run import Run
+from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
+
+TINY = dict(corpus="tiny", size="tiny", vocab="train", vocab_size=300, batch_size=4, max_seq_length=48, log_every=1,
+            eval_every=1000, eval_batches=2, seed=3, device="cpu")
+HOLD = ("import sys, time; from bert_explorer.runs.lock import writer_lock\n"
+        "with writer_lock(sys.argv[1], 'a test holder'):\n"
+        "    print('held', flush=True); time.sleep(600)\n")
+
+
+def _holder(run_dir):
+    """Another process holding the run's writer lock (like a training run in progress)."""
+    p = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def _snapshot(d):
+    # (.start.lock is an empty file that only serialises starts and deletes)
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
+            if p.is_file() and p.name != ".start.lock"}
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "bert_explorer.cli", *args], capture_output=True, text=True,
+                          timeout=240, **kw)
+
+
+def test_a_second_foreground_pretraining_is_refused_and_changes_nothing(tmp_path):
+    out = tmp_path / "r2"
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({**TINY, "max_steps": 2}))
+    # a run already half-written by its process, which still holds the lock
+    out.mkdir()
+    Run(out).create({**TINY}, "pretrain")
+    Run(out).log_metrics({"split": "train", "step": 1, "loss": 5.0})
+    holder = _holder(out)
+    try:
+        before = _snapshot(out)
+        r = _cli("pretrain", "--config", str(cfg), "--output", str(out), "--no-progress")
+        assert r.returncode == 2, r.stderr
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "Traceback" not in r.stderr
+        assert str(out) in lines[0] and f"pid {holder.pid}" in lines[0] and "a test holder" in lines[0]
+        assert _snapshot(out) == before
+        # the background path says the same, before it writes config.json
+        r = _cli("pretrain", "--config", str(cfg), "--output", str(out), "--background")
+        assert r.returncode == 2 and f"pid {holder.pid}" in r.stderr
+        assert _snapshot(out) == before
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_two_real_pretrainings_on_one_folder_one_runs_one_is_refused(tmp_path):
+    """The issue's case: the same command twice, a moment apart (the first still training)."""
+    out = tmp_path / "same"
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({**TINY, "max_steps": 100000, "save_every": 100000}))
+    first = subprocess.Popen([sys.executable, "-m", "bert_explorer.cli", "pretrain", "--config", str(cfg),
+                              "--output", str(out), "--no-progress"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not read_holder(out).get("pid") == first.pid:
+            time.sleep(0.05)
+        second = _cli("pretrain", "--config", str(cfg), "--output", str(out), "--no-progress")
+        assert first.poll() is None  # the first was still at work when the second was refused
+    finally:
+        Run(out).request_stop()
+    first_out, first_err = first.communicate(timeout=300)
+    assert first.returncode == 0, first_err[-2000:]
+    assert second.returncode == 2 and f"pid {first.pid}" in second.stderr
+    steps = [m["step"] for m in Run(out).metrics() if m["split"] == "train"]
+    assert len(steps) >= 2 and steps == list(range(1, len(steps) + 1))  # every step logged once, by one writer
+
+
+def test_the_library_and_the_app_launch_refuse_a_busy_run(tmp_path):
+    out = tmp_path / "busy"
+    holder = _holder(out)
+    try:
+        with pytest.raises(RunBusy, match=f"pid {holder.pid}"):
+            run_pretraining(PretrainConfig(**TINY, max_steps=1), out, progress=False)
+        with pytest.raises(RuntimeError, match=f"pid {holder.pid}"):  # what the pages' launch() shows
+            start_background("pretrain", {**TINY, "max_steps": 1}, out)
+        assert not (out / "config.json").exists() and not (out / "status.json").exists()
+        assert "a test holder" in writer_busy(out)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert writer_busy(out) is None
+
+
+def test_a_background_run_holds_the_lock_from_launch_to_end(tmp_path):
+    run = start_background("pretrain", {**TINY, "max_steps": 100000, "save_every": 100000}, tmp_path / "bg")
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and run.status().get("step", 0) < 1:
+            time.sleep(0.2)
+        pid = run.status()["pid"]
+        assert read_holder(run.path)["pid"] == pid  # the trainer adopted the lock its starter took
+        with pytest.raises(RunBusy, match=f"pid {pid}"):
+            run_pretraining(PretrainConfig(**TINY, max_steps=1), run.path, progress=False)
+        with pytest.raises(RuntimeError):
+            delete(run)
+    finally:
+        run.request_stop()
+    assert run.wait(timeout=120)["state"] == "stopped"
+    assert writer_busy(run.path) is None
+
+
+def test_a_killed_holders_lock_is_taken_over(tmp_path):
+    out = tmp_path / "killed"
+    holder = _holder(out)
+    assert writer_busy(out) is not None
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    with writer_lock(out, "the next writer"):
+        assert read_holder(out)["pid"] == os.getpid()
+    assert f"taking over from pid {holder.pid}" in (out / "log.txt").read_text()
+
+
+def test_the_lock_is_reentrant_and_leaves_no_empty_folder(tmp_path):
+    with writer_lock(tmp_path / "a"):
+        with writer_lock(tmp_path / "a"):  # an ablation calling a writer on its own folder
+            pass
+        assert writer_busy(tmp_path / "a") is None  # this process holds it: not "busy" for itself
+    assert not (tmp_path / "a").exists()  # nothing was written: no empty run folder is left
+
+
+# ----- starting, stopping and deleting runs ---------------------------------------------------------
+def test_delete_refuses_a_live_run_and_non_runs(tmp_path):
+    live = Run(tmp_path / "live").create({}, "pretrain")
+    live.write_status(state="running", pid=os.getpid())
+    with pytest.raises(RuntimeError, match="stop it"):
+        delete(live)
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(ValueError, match="not a run directory"):
+        delete(Run(tmp_path / "plain"))
+
+
+def test_a_reused_pid_is_not_taken_for_the_run(tmp_path):
+    """A run that died leaves its pid behind; once the kernel gives that pid to another process,
+    the run must read "crashed" and Stop must not signal the stranger."""
+    stranger = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        run = Run(tmp_path / "r").create({}, "pretrain")
+        run.write_status(state="running", pid=stranger.pid)
+        start = run.status()["pid_start"]
+        # it is the start time (clock ticks since boot), not some other field of /proc/PID/stat
+        boot = time.time() - float(open("/proc/uptime").read().split()[0])
+        assert abs(boot + start / os.sysconf("SC_CLK_TCK") - time.time()) < 5
+        assert start != process_start(os.getpid()) and run.is_active()
+        # the same pid, but the process the run recorded started at another moment
+        status = json.loads((run.path / "status.json").read_text())
+        (run.path / "status.json").write_text(json.dumps({**status, "pid_start": status["pid_start"] - 1}))
+        assert run.status()["state"] == "crashed" and not run.is_active()
+        kill(run)
+        time.sleep(0.2)
+        assert stranger.poll() is None  # still running: not ours to stop
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_two_starts_on_one_directory_at_once_launch_one_process(tmp_path):
+    """Two tabs pressing Start on the same run folder at the same instant."""
+    barrier = threading.Barrier(2)
+    outcomes = []
+
+    def press_start():
+        barrier.wait()
+        try:
+            outcomes.append(start_background("pretrain", {**TINY, "max_steps": 2000}, tmp_path / "same"))
+        except RuntimeError as e:
+            outcomes.append(e)
+
+    threads = [threading.Thread(target=press_start) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            t.join(timeout=120)
+        runs = [o for o in outcomes if isinstance(o, Run)]
+        errors = [o for o in outcomes if isinstance(o, RuntimeError)]
+        assert len(runs) == 1 and len(errors) == 1, outcomes
+        assert "already" in str(errors[0]) and "choose another directory" in str(errors[0])
+        run = runs[0]
+        deadline = time.time() + 120
+        while time.time() < deadline and run.status().get("step", 0) < 3:
+            time.sleep(0.2)
+        status = run.status()  # the launcher exec'd into the trainer: same pid, same start time
+        assert status["state"] == "running" and status["pid_start"] == process_start(status["pid"])
+    finally:
+        Run(tmp_path / "same").request_stop()
+    assert run.wait(timeout=120)["state"] == "stopped"
+    steps = [m["step"] for m in run.metrics() if m["split"] == "train"]
+    assert len(steps) >= 3 and steps == list(range(1, len(steps) + 1))  # one trainer wrote them
+
+
+
+# ----- the GPU queue -------------------------------------------------------------------------------------
+def test_gpu_queue_switch(monkeypatch):
+    monkeypatch.delenv("BERT_EXPLORER_GPU_QUEUE", raising=False)
+    assert gpu_queue_applies({"device": "cpu"}) is False
+    assert gpu_queue_applies({"device": "cpu"}, gpu_queue=True) is True
+    monkeypatch.setenv("BERT_EXPLORER_GPU_QUEUE", "1")
+    assert gpu_queue_applies({"device": "cpu"}) is True
+    monkeypatch.setenv("BERT_EXPLORER_GPU_QUEUE", "0")
+    assert gpu_queue_applies({"device": "cuda"}) is False
+
+
+def test_gpu_queue_runs_one_at_a_time_without_corrupting_each_other(tmp_path):
+    root = tmp_path / "q"
+    cfg_a, cfg_b = {**TINY, "max_steps": 3, "seed": 1}, {**TINY, "max_steps": 4, "seed": 2}
+    a = start_background("pretrain", cfg_a, root / "a", gpu_queue=True)
+    b = start_background("pretrain", cfg_b, root / "b", gpu_queue=True)
+    c = start_background("pretrain", cfg_a, root / "c", gpu_queue=True)
+
+    # b waits while a holds the GPU
+    deadline = time.time() + 60
+    while time.time() < deadline and b.status().get("state") != "queued":
+        time.sleep(0.1)
+    assert b.status()["state"] == "queued" and a.status()["state"] in ("starting", "running")
+    # a directory that a live process works in is refused
+    with pytest.raises(RuntimeError, match="already"):
+        start_background("pretrain", cfg_a, root / "a", gpu_queue=True)
+    # a queued run can be stopped before it trains
+    c.request_stop()
+    assert c.wait(timeout=30)["state"] == "stopped" and not c.checkpoints()
+
+    sa, sb = a.wait(timeout=240), b.wait(timeout=240)
+    assert sa["state"] == sb["state"] == "finished", (a.path / "log.txt").read_text()[-1500:]
+    assert sb["started"] >= sa["finished"]  # b trained only after a was done
+    assert sb["queued_s"] > 0 and "waiting for the GPU" in (b.path / "log.txt").read_text()
+    for run, cfg in ((a, cfg_a), (b, cfg_b)):
+        assert run.config()["seed"] == cfg["seed"] and run.config()["max_steps"] == cfg["max_steps"]
+        lines = (run.path / "metrics.jsonl").read_text().splitlines()
+        rows = [json.loads(x) for x in lines]  # every line is whole JSON
+        assert [r["step"] for r in rows if r["split"] == "train"] == list(range(1, cfg["max_steps"] + 1))
+        assert run.checkpoints()[-1][0] == cfg["max_steps"]
+        checkpoint.load(run.checkpoints()[-1][1], "BertForPreTraining")
+
+def test_background_runs_leave_a_core_to_the_app(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert background_env({})["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert background_env({})["OMP_NUM_THREADS"] == "15"
+    assert background_env({"OMP_NUM_THREADS": "4"})["OMP_NUM_THREADS"] == "4"  # the user's choice stands
+
+def test_sidebar_lists_run_checkpoints_newest_first_and_skips_odd_folders(tmp_path):
+    for step in ("step-5", "step-20", "step-5-copy"):
+        d = tmp_path / "runA" / "checkpoints" / step
+        d.mkdir(parents=True)
+        (d / "config.json").write_text("{}")
+    nested = tmp_path / "abl" / "pretrain" / "k1" / "checkpoints" / "step-3"
+    nested.mkdir(parents=True)
+    (nested / "config.json").write_text("{}")
+    found = [str(Path(c.path).relative_to(tmp_path)) for c in run_checkpoints(tmp_path)]
+    assert found == ["abl/pretrain/k1/checkpoints/step-3", "runA/checkpoints/step-20", "runA/checkpoints/step-5"]
+
+def _proc_state(pid):
+    """The process's state letter (R, S, Z for a zombie, ...), or None once it has been reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0]
+    except OSError:
+        return None
+
+
+def test_a_finished_background_run_leaves_no_zombie_process(tmp_path):
+    """The server waits for the runs it started: one that ended is not kept as a zombie child
+    until the server stops."""
+    run = start_background("pretrain", {**TINY, "size": "no-such-size", "max_steps": 1}, tmp_path / "bad")
+    pid = run.status()["pid"]
+    assert run.wait(timeout=120)["state"] in ("failed", "crashed")
+    deadline = time.time() + 60
+    while _proc_state(pid) not in ("Z", None) and time.time() < deadline:
+        time.sleep(0.05)  # the process writes "failed", then exits
+    deadline = time.time() + 10
+    while _proc_state(pid) == "Z" and time.time() < deadline:
+        time.sleep(0.05)
+    assert _proc_state(pid) is None
