@@ -208,8 +208,7 @@ def save_delta(source: str | Path, base: str, directory: str | Path, dtype: torc
             "model": base, "package": package, "version": importlib.metadata.version(package),
             "stored_dtype": str(dtype).replace("torch.", ""),
             "tensors": {k: _tensor_sha256(base_sd[k]) for k in borrowed}}, indent=2) + "\n")
-        for name in ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                     "training_args.json"):
+        for name in ("config.json",) + TOKENIZER_FILES + ABOUT_FILES:
             if (src / name).is_file():
                 shutil.copy(src / name, tmp / name)
         for name, text in (extra_files or {}).items():
@@ -351,6 +350,19 @@ def state_dict_for_export(model: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().cpu().contiguous() for k, v in sd.items()}
 
 
+# The tokenizer's files, and what a checkpoint folder says about its model beside the weights: how
+# it was trained, what it scored on held-out text (the Masked word probe's "how good"), its
+# time-lapse. Every copy of a checkpoint (an upload, an export, a delta) keeps them.
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+ABOUT_FILES = ("model_card.md", "training_args.json", "eval_metrics.json", "timelapse.json")
+
+
+def about_files(directory: str | Path) -> dict[str, str]:
+    """The ``ABOUT_FILES`` a checkpoint folder has, by name: what a copy of it writes beside its weights."""
+    folder = Path(directory)
+    return {name: (folder / name).read_text(encoding="utf-8") for name in ABOUT_FILES if (folder / name).is_file()}
+
+
 def save(model: nn.Module, tokenizer: WordPieceTokenizer, directory: str | Path,
          extra_files: dict[str, str] | None = None, write_extra=None) -> Path:
     """Write a checkpoint directory atomically: everything goes to a temporary sibling that is
@@ -378,8 +390,7 @@ def encoder_of(model: nn.Module) -> BertModel:
 
 # ----- a checkpoint uploaded as a .zip -------------------------------------------------------
 
-UPLOAD_FILES = ("config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json",
-                "special_tokens_map.json", "model_card.md", "training_args.json", BASE_FILE)
+UPLOAD_FILES = ("config.json", "model.safetensors", BASE_FILE) + TOKENIZER_FILES + ABOUT_FILES
 MAX_UPLOAD_BYTES = 2 * 1024**3  # uncompressed: BERT-Large in fp32 is 1.3 GB
 
 

@@ -20,7 +20,8 @@ from bert_explorer.data.uploads.names import slug
 from bert_explorer.model.config import BertConfig
 from bert_explorer.runs import finder
 from bert_explorer.runs.report import duration_text
-from bert_explorer.train.estimate import ALIASES, evaluations_of, pretrain_estimate, sequences_of, size_options
+from bert_explorer.train.estimate import (ALIASES, checkpoints_of, evaluations_of, pretrain_estimate, sequences_of,
+                                          size_options)
 from bert_explorer.train.pretrain import PretrainConfig, resume_settings, split_corpus
 from bert_explorer.runs.run import Run
 from bert_explorer.train.timelapse_frames import FILE as FRAMES_FILE, frames_file, read_frames
@@ -177,18 +178,21 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     n_evals = (evaluations_of(int(steps), config.eval_every) if config else int(evaluations)) + int(n_frames)
     est = pretrain_estimate(size, int(steps), int(batch), int(seq_len), int(vocab_size), root, evaluations=n_evals,
                             held_out_sequences=sequences_of(held_words, int(seq_len)),
-                            eval_batches=config.eval_batches if config else 50, corpus=corpus, corpus_words=words)
+                            eval_batches=config.eval_batches if config else 50, corpus=corpus, corpus_words=words,
+                            checkpoints=checkpoints_of(int(steps), config.save_every if config else int(steps)))
     m1, m2, m3 = st.columns(3)
     m1.metric("Parameters", f"{est['parameters'] / 1e6:,.1f} M")
     m2.metric(f"Estimated time on {device_name()}", duration_text(est["seconds"]))
     m3.metric("Training FLOPs", f"{est['tokens'] * est['flops_per_token']:.2e}")
-    st.caption(f"An **estimate**, three parts. Training {duration_text(est['train_seconds'])}: {int(steps):,} "
+    st.caption(f"An **estimate**, four parts. Training {duration_text(est['train_seconds'])}: {int(steps):,} "
                f"steps × {int(batch)} × {int(seq_len)} tokens × {est['flops_per_token'] / 1e6:,.1f} MFLOPs per token "
                f"(6·N + 12·L·H·T for N parameters, L layers, H hidden units and T tokens per sequence, + the MLM decoder on the 15 % masked tokens) ÷ {est['flop_per_s'] / 1e9:,.0f} "
                f"GFLOP/s ({est['basis']}). Evaluation {duration_text(est['eval_seconds'])}: {est['evaluations']} "
                f"held-out evaluations of about {est['eval_sequences']:,} sequences each, forward only (a third of a "
                f"training step's FLOPs). Loading {duration_text(est['loading_seconds'])} before step 1 "
-               f"({est['loading_basis']}). Checkpoints come on top.")
+               f"({est['loading_basis']}). Saving {duration_text(est['checkpoint_seconds'])}: {est['checkpoints']} "
+               f"checkpoint(s) of the weights and Adam's two moments, {est['checkpoint_bytes'] / 1e6:,.0f} MB each "
+               f"({est['checkpoint_basis']}).")
 
     run_name = st.text_input("Run name (optional)", key="pt_name",
                              placeholder="automatic: pretrain-<size>-<corpus>-<time>")

@@ -7,6 +7,7 @@ weights) or from computing the thing by hand — never from our own earlier outp
 import json
 import math
 import os
+import shutil
 
 import pytest
 import torch
@@ -510,3 +511,20 @@ def test_a_zip_too_large_when_unpacked_is_refused(saved, tmp_path):
     data = _zip({n: b for n, b in _files_of(saved).items()})
     with pytest.raises(checkpoint.CheckpointError, match="more than"):
         checkpoint.unpack_zip(data, tmp_path / "x", max_bytes=1000)
+
+
+def test_every_copy_of_a_checkpoint_keeps_what_its_folder_says_about_the_model(saved, tmp_path):
+    """An upload, an export (the CLI's) and a delta keep the training settings, the held-out scores
+    (the Masked word probe's "how good") and the time-lapse: a copy is described as its original."""
+    from bert_explorer.cli import main
+
+    src = tmp_path / "src"
+    shutil.copytree(saved, src)
+    about = {"training_args.json": '{"max_steps": 7}\n', "eval_metrics.json": '{"mlm_accuracy": 0.31}\n',
+             "timelapse.json": '{"frames": []}\n', "model_card.md": "# a card\n"}
+    for name, text in about.items():
+        (src / name).write_text(text)
+    uploaded = checkpoint.unpack_zip(_zip({f"m/{p.name}": p.read_bytes() for p in src.iterdir()}), tmp_path / "up")
+    assert main(["export", "--model", str(src), "--output", str(tmp_path / "exported")]) == 0
+    for copy in (uploaded, tmp_path / "exported"):
+        assert checkpoint.about_files(copy) == about, copy

@@ -74,7 +74,8 @@ def test_the_estimate_counts_evaluations_held_out_size_and_loading(tmp_path):
         "eval_sequences"] == 4 * 50  # no more than eval_batches batches are evaluated
     # loading: stated from the corpus' size, measured once a run on that corpus has started here
     assert base["loading_seconds"] > 0 and base["loading_basis"].startswith("stated")
-    assert base["seconds"] == pytest.approx(base["train_seconds"] + base["loading_seconds"])
+    assert base["seconds"] == pytest.approx(base["train_seconds"] + base["loading_seconds"]
+                                            + base["checkpoint_seconds"])
     _earlier_run(tmp_path, "earlier", {"size": "mini", "corpus": "bbc", "vocab_size": 8000,
                                        "max_seq_length": 128}, 2000.0, 83.0)
     measured = pretrain_estimate(**common, evaluations=0)
@@ -95,3 +96,17 @@ def test_the_warm_start_of_issue_28_is_estimated_near_its_measured_time(tmp_path
                             held_out_sequences=535, corpus="bbc", corpus_words=930_000)
     assert est["train_seconds"] == pytest.approx(82.0, rel=0.01)
     assert 390 / 1.5 < est["seconds"] < 390 * 1.5
+
+
+def test_the_estimate_counts_the_checkpoints_the_run_writes(tmp_path):
+    """pretrain._pretrain saves every save_every steps before the last and once at the end; each
+    checkpoint holds the float32 weights and Adam's two moments (12 bytes a parameter)."""
+    from bert_explorer.train.estimate import CHECKPOINT_BYTES_PER_S, checkpoints_of, pretrain_estimate
+
+    assert [checkpoints_of(s, 500) for s in (1, 499, 500, 501, 1000, 1001)] == [1, 1, 1, 2, 2, 3]
+    assert checkpoints_of(40, 4) == 10
+    common = dict(size="mini", steps=100, batch_size=32, seq_len=128, vocab_size=8000, root=tmp_path)
+    one, ten = pretrain_estimate(**common), pretrain_estimate(**common, checkpoints=10)
+    assert one["checkpoint_bytes"] == 12 * one["parameters"]
+    assert ten["checkpoint_seconds"] == pytest.approx(10 * 12 * one["parameters"] / CHECKPOINT_BYTES_PER_S)
+    assert ten["seconds"] - one["seconds"] == pytest.approx(9 * one["checkpoint_seconds"])

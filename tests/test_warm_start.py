@@ -2,6 +2,7 @@
 that borrow tensors from an installed model, the training-precision switch, and the two
 added corpora."""
 import json
+import shutil
 
 import pytest
 import torch
@@ -84,6 +85,16 @@ def test_delta_checkpoint_borrows_the_frozen_tensors_and_loads_in_transformers(w
         ours = delta.model(ids).mlm_logits
         theirs = hf.eval()(ids).prediction_logits
     assert torch.allclose(ours, theirs, atol=1e-4)
+
+
+def test_a_delta_keeps_what_its_source_folder_says_about_the_model(warm_run, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(warm_run / "two" / "checkpoints" / "step-2", src)
+    (src / "eval_metrics.json").write_text('{"mlm_accuracy": 0.31}\n')
+    (src / "timelapse.json").write_text('{"frames": []}\n')
+    checkpoint.save_delta(src, "minilm", tmp_path / "delta")
+    assert checkpoint.about_files(tmp_path / "delta") == checkpoint.about_files(src)
+    assert {"eval_metrics.json", "timelapse.json", "training_args.json"} <= set(checkpoint.about_files(src))
 
 
 def test_delta_checkpoint_refuses_a_different_base(warm_run, tmp_path):

@@ -58,7 +58,9 @@ def cmd_export(args) -> int:
     loaded = checkpoint.load(args.model)
     if loaded.report.missing:
         print(f"note: {loaded.report.summary()}", file=sys.stderr)
-    checkpoint.save(loaded.model, loaded.tokenizer, args.output)
+    # keep what the source folder says about the model (training settings, held-out scores, time-lapse)
+    about = {} if str(args.model).startswith("hf:") else checkpoint.about_files(checkpoint.resolve(args.model))
+    checkpoint.save(loaded.model, loaded.tokenizer, args.output, extra_files=about)
     print(f"exported {type(loaded.model).__name__} ({loaded.num_parameters:,} parameters) to {args.output}",
           file=sys.stderr)
     return 0

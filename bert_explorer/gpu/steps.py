@@ -128,13 +128,14 @@ def _model_files(checkpoint_dir: Path, into: Path, drop: tuple[str, ...] = ()) -
     import torch
     from safetensors.torch import load_file, save_file
 
+    from .. import checkpoint
+
     into.mkdir(parents=True, exist_ok=True)
     sd = load_file(str(checkpoint_dir / "model.safetensors"))
     kept = {k: (v.to(torch.float16) if v.is_floating_point() else v).contiguous() for k, v in sd.items()
             if k not in drop}
     save_file(kept, str(into / "model.safetensors"), metadata={"format": "pt"})
-    for name in ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json", "training_args.json",
-                 "eval_metrics.json", "timelapse.json"):
+    for name in ("config.json",) + checkpoint.TOKENIZER_FILES + checkpoint.ABOUT_FILES:
         if (checkpoint_dir / name).is_file():
             shutil.copy(checkpoint_dir / name, into / name)
     return {"parameters": sum(v.numel() for v in kept.values()), "bytes": (into / "model.safetensors").stat().st_size}

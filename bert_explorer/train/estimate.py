@@ -163,6 +163,9 @@ CORPUS_WORDS_PER_S = 100_000.0     # stated: tokenising into sequences; measured
                                    # vocabulary, 2-core CPU, 2026-11-24), halved for a busy machine
 WORDS_PER_TOKEN_SLOT = 0.58        # measured: bbc at 128 tokens gives a sequence per 74 words (pairs, short ones)
 FORWARD_SHARE = 1 / 3              # an evaluation runs the forward pass only: a third of a training step's FLOPs
+CHECKPOINT_BYTES_PER_S = 500e6     # stated: writing a checkpoint (weights and Adam's moments); measured 2.1-2.6 GB/s
+                                   # for mini and small on a 2-core CPU (2026-11-24), a quarter for a slower disk
+CHECKPOINT_BYTES_PER_PARAMETER = 12  # float32 weights plus Adam's two moments (train/pretrain._save)
 
 
 def evaluations_of(steps: int, eval_every: int) -> int:
@@ -170,6 +173,12 @@ def evaluations_of(steps: int, eval_every: int) -> int:
     one at the end (``pretrain._pretrain``)."""
     eval_every = max(1, int(eval_every))
     return steps // eval_every + (1 if steps % eval_every else 0)
+
+
+def checkpoints_of(steps: int, save_every: int) -> int:
+    """How many checkpoints a run of ``steps`` writes: one every ``save_every`` steps before the
+    last, and one at the end (``pretrain._pretrain``)."""
+    return (max(1, int(steps)) - 1) // max(1, int(save_every)) + 1
 
 
 def sequences_of(words: int, seq_len: int) -> int:
@@ -194,8 +203,8 @@ def measured_loading(root: Path, corpus: str | None) -> tuple[float, str] | None
 
 def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, vocab_size: int, root: Path,
                       evaluations: int = 0, held_out_sequences: int = 0, eval_batches: int = 50,
-                      corpus: str | None = None, corpus_words: int = 0) -> dict:
-    """Parameters and an estimated wall-clock time of a pre-training run, in three parts:
+                      corpus: str | None = None, corpus_words: int = 0, checkpoints: int = 1) -> dict:
+    """Parameters and an estimated wall-clock time of a pre-training run, in four parts:
 
     * ``train_seconds``: steps x batch x seq_len tokens, times the FLOPs per token of
       ``model_flops_per_token``, over a throughput measured on this device (a previous run) or
@@ -203,7 +212,9 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
     * ``eval_seconds``: ``evaluations`` forward passes over min(``held_out_sequences``,
       ``eval_batches`` x batch) held-out sequences, at a third of a training token's FLOPs;
     * ``loading_seconds``: from the run's start to its first step, measured by an earlier run on
-      ``corpus`` here, or stated: a process start plus tokenising ``corpus_words`` words.
+      ``corpus`` here, or stated: a process start plus tokenising ``corpus_words`` words;
+    * ``checkpoint_seconds``: ``checkpoints`` writes of the weights and Adam's moments, at a stated
+      rate of writing.
 
     ``seconds`` is their sum."""
     params, fpt = model_size(size, vocab_size, seq_len)
@@ -217,11 +228,15 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
         PROCESS_START_S + corpus_words / CORPUS_WORDS_PER_S,
         f"stated: {PROCESS_START_S:.0f} s to start and about {CORPUS_WORDS_PER_S:,.0f} words/s to tokenise "
         f"{corpus_words:,} words")
+    checkpoint_bytes = params * CHECKPOINT_BYTES_PER_PARAMETER
+    saving = checkpoints * checkpoint_bytes / CHECKPOINT_BYTES_PER_S
     return {"parameters": params, "flops_per_token": fpt, "tokens": tokens, "flop_per_s": flop_s, "basis": basis,
             "train_seconds": train, "evaluations": evaluations, "eval_sequences": eval_sequences,
             "eval_tokens": eval_tokens, "eval_seconds": evaluation,
             "loading_seconds": loading, "loading_basis": loading_basis,
-            "seconds": train + evaluation + loading}
+            "checkpoints": checkpoints, "checkpoint_bytes": checkpoint_bytes, "checkpoint_seconds": saving,
+            "checkpoint_basis": f"stated: about {CHECKPOINT_BYTES_PER_S / 1e6:,.0f} MB/s written",
+            "seconds": train + evaluation + loading + saving}
 
 
 # ----- planning work for a GPU (bert_explorer/gpu, the ablation planner) ----------------------
