@@ -19,8 +19,10 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
+import io
 import json
 import shutil
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -110,6 +112,7 @@ def resolve(name_or_dir: str | Path) -> Path:
 def _download_from_hub(repo_id: str) -> Path:
     # An explicit choice of the user (the "hf:" prefix): never used by defaults or tests.
     try:
+        # optional, and only for a model the user asks for from the hub
         from huggingface_hub import snapshot_download
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise CheckpointError("downloading needs the package huggingface_hub") from e
@@ -402,9 +405,6 @@ def unpack_zip(data: bytes, directory: str | Path, max_bytes: int = MAX_UPLOAD_B
     ``directory`` whatever the names inside the archive say, and no pickle is accepted (the
     weights must be model.safetensors). Written to a temporary sibling and renamed into
     place, so a failed upload leaves nothing behind."""
-    import io
-    import zipfile
-
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as e:

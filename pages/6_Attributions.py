@@ -105,8 +105,12 @@ try:
             st.info(error)
             st.stop()
         text = st.text_input("Text", EXAMPLE_CLASSIFIER, key="attr_clf_text")
+        # here, not at the top: the registry loads scikit-learn and scipy (1.5 s), which only this mode needs
+        from bert_explorer.tasks.registry import PAIR_CLASSIFICATION, TASK_TYPES
+
+        kind = TASK_TYPES.get(run["task"])  # the run's training_args.json names its task type
         text_b = st.text_input("Second text (pair tasks)", key="attr_clf_text_b") \
-            if run["task"] == "pair-classification" else None
+            if kind is PAIR_CLASSIFICATION else None
         label = st.selectbox("Class to explain", ["the predicted class", *run["labels"]], key="attr_clf_label")
         result = explain_classifier(clf, text, text_b, None if label == "the predicted class" else label,
                                     n_steps=steps, max_steps=max_steps, baseline=baseline)

@@ -9,6 +9,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Analyses cache layer features and indexes on disk: never in the user's own cache during tests.
 os.environ["BERT_EXPLORER_CACHE"] = tempfile.mkdtemp(prefix="be-cache-")
 
+import shared  # noqa: E402  (after the settings above: it imports the package)
+
 
 @pytest.fixture(autouse=True)
 def _seed():
@@ -30,6 +32,21 @@ def minilm_dir():
     from bert_explorer.checkpoint import resolve
 
     return resolve("minilm")
+
+
+# ----- tiny models several files train from (the builders and the shipped-model mark: shared.py) -----
+@pytest.fixture(scope="session")
+def tiny_vocab(tmp_path_factory):
+    """One WordPiece vocabulary (300 pieces, the generated corpus) for every pre-training of the
+    session that must be compared with another: learning one is not reproducible across processes."""
+    return shared.save_tiny_corpus_vocab(tmp_path_factory.mktemp("vocab"))
+
+
+@pytest.fixture(scope="session")
+def base_model(tmp_path_factory):
+    """A small random BERT (2 layers, H=64) with a vocabulary learnt on every tiny task, saved:
+    what the fine-tuning tests start from (pre-training is not needed for the toy tasks)."""
+    return shared.save_tiny_base(tmp_path_factory.mktemp("base"))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -137,7 +137,7 @@ def test_restart_skips_finished_cells(smoke_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(runner, "run_cell", lambda abl_, plan, cell, md: ran.append(cell["id"]) or real(abl_, plan, cell, md))
     def no_pretraining(*a, **k):
         raise AssertionError("a finished pre-training was run again")
-    monkeypatch.setattr("bert_explorer.train.pretrain.run_pretraining", no_pretraining)
+    monkeypatch.setattr(runner, "run_pretraining", no_pretraining)
     res = runner.run_ablation(None, abl, resume=True, say=lambda *_: None)
     assert ran == [last] and res[last]["status"] == "finished" and len(res) == len(lines)
     ran.clear()

@@ -2,7 +2,6 @@
 fine-tuning changed, on tiny fine-tuned runs of every task type (one small random BERT, trained in
 seconds), through the library, the command line and the page."""
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +15,6 @@ from bert_explorer import checkpoint
 from bert_explorer.analysis.after_finetuning import calibration, change, predictions, slices
 from bert_explorer.app import state
 from bert_explorer.data.tiny_tasks import make_tiny
-from bert_explorer.model import BertConfig, BertForPreTraining
-from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
 from bert_explorer.train.predict import PREDICTIONS_FILE, Predictor
 from bert_explorer.runs.run import Run
@@ -26,28 +23,13 @@ TASKS = ["classification", "pair-classification", "regression", "ner", "qa", "mu
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "12_After_fine_tuning.py")
 
 
-def _texts(data):
-    for ex in data.examples:
-        for k in ("text", "text_pair", "question", "context"):
-            if ex.get(k):
-                yield ex[k]
-        if "tokens" in ex:
-            yield " ".join(ex["tokens"])
-        yield from ex.get("choices", [])
-
-
 @pytest.fixture(scope="module")
-def tuned(tmp_path_factory):
-    """A fine-tuned run of every task type under one runs folder, from one small random BERT. The
-    classification run reads an uploaded CSV with a column the model never reads (source)."""
+def tuned(tmp_path_factory, base_model):
+    """A fine-tuned run of every task type under one runs folder, from one small random BERT
+    (base_model, conftest.py). The classification run reads an uploaded CSV with a column the
+    model never reads (source)."""
     root = tmp_path_factory.mktemp("runs")
-    texts = [t for task in TASKS for t in _texts(make_tiny(task, n=200, seed=1))]
-    tok = WordPieceTokenizer.train(texts, vocab_size=400)
-    torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig(vocab_size=tok.vocab_size, hidden_size=64, num_layers=2, num_heads=4,
-                                          intermediate_size=128, max_position_embeddings=128))
-    base = root.parent / "base"
-    checkpoint.save(model, tok, base)
+    base = Path(base_model)
     tiny = make_tiny("classification", n=200, seed=0)
     upload = root.parent / "reviews.csv"
     pd.DataFrame({"text": [ex["text"] for ex in tiny.examples], "label": [ex["label"] for ex in tiny.examples],

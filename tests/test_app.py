@@ -74,10 +74,7 @@ def test_home_page_shows_corpus_provenance_and_licence():
 
 import pytest
 
-from bert_explorer.checkpoint import SHORT_NAMES
-
-needs_shipped = pytest.mark.skipif(SHORT_NAMES["explorer-mini"][0]() is None,
-                                   reason="the shipped explorer-mini model is not in assets/")
+from shared import needs_model, save_tiny_bert
 
 
 def _page(path):
@@ -85,7 +82,7 @@ def _page(path):
     return at.run()
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_masked_word_page_shows_topk_and_reacts_to_the_sentence():
     at = _page("4_Masked_word_probe.py")
     assert not at.exception
@@ -100,7 +97,7 @@ def test_masked_word_page_shows_topk_and_reacts_to_the_sentence():
     assert len(at.dataframe) >= 2  # layer-by-layer table and the masking demo
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_masking_demo_changes_with_the_seed():
     at = _page("4_Masked_word_probe.py")
     before = at.dataframe[-1].value["model sees"].tolist()
@@ -117,7 +114,7 @@ def test_masked_word_page_explains_a_model_without_the_head():
     assert not at.get("plotly_chart")
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_next_sentence_page_scores_pairs():
     at = _page("5_Next_sentence_probe.py")
     assert not at.exception
@@ -135,7 +132,7 @@ def test_next_sentence_page_scores_pairs():
     assert at.text_area(key="nsp_b").value != b_before  # a new B sentence, from a built-in corpus
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_clicking_words_masks_them():
     at = _page("4_Masked_word_probe.py")
     at.text_input(key="mlm_text").set_value("the cat sat on the mat .").run()
@@ -147,7 +144,7 @@ def test_clicking_words_masks_them():
     assert len(at.get("plotly_chart")) == 2
 
 
-@pytest.mark.skipif(SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped default model is not in assets/")
+@needs_model("minilm-mlm-nsp")
 def test_masked_word_example_says_whether_this_model_found_the_hidden_word():
     at = _page("4_Masked_word_probe.py")
     assert at.sidebar.selectbox(key="be_model_choice").value == "minilm-mlm-nsp"  # the default model
@@ -157,7 +154,7 @@ def test_masked_word_example_says_whether_this_model_found_the_hidden_word():
     assert any("hidden word was **fuel**" in c.value and expected in c.value for c in at.caption)
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_the_model_picked_holds_on_every_page_the_menu_opens():
     """Streamlit forgets a widget's value when its page is left; the model picked in the sidebar
     must hold until the user picks another (app/keep.py)."""
@@ -185,7 +182,7 @@ def test_a_kept_model_that_is_gone_falls_back_to_the_default(runs_root):
     assert at.sidebar.selectbox(key="be_model_choice").value == "minilm-mlm-nsp"
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_the_sentence_studied_holds_across_tokens_attention_and_inside_one_layer():
     at = AppTest.from_file("../run_app.py", default_timeout=120)
     at.session_state["be_model_choice"] = "explorer-mini"
@@ -202,7 +199,7 @@ def test_the_sentence_studied_holds_across_tokens_attention_and_inside_one_layer
     assert not at.exception and at.text_input(key="be_sentence_a").value == "the dog chased the ball ."
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_attributions_explains_what_the_probes_last_studied_in_one_click():
     """Probe a sentence, then ask why: Attributions offers the probe pages' inputs (kept across
     pages) and fills them in; its own example stays until the user clicks."""
@@ -254,7 +251,7 @@ def test_l_h_and_a_are_said_in_words_where_they_are_shown():
     assert "**A self-attention heads**" not in intro and "the paper's A" in intro
 
 
-@pytest.mark.skipif(SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped default model is not in assets/")
+@needs_model("minilm-mlm-nsp")
 def test_masked_word_bars_carry_their_numbers_on_an_axis_that_fits_them():
     at = _page("4_Masked_word_probe.py")
     assert not at.exception
@@ -269,7 +266,7 @@ def test_masked_word_bars_carry_their_numbers_on_an_axis_that_fits_them():
     assert lo == 0 and top < hi <= min(1.0, 1.25 * top + 0.02)  # the largest bar fills most of the width
 
 
-@pytest.mark.skipif(SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped default model is not in assets/")
+@needs_model("minilm-mlm-nsp")
 def test_masked_word_page_says_what_this_model_scores_and_when_it_copies_the_sentence():
     from bert_explorer import checkpoint
     from bert_explorer.analysis.check_set import load_check_set, score_check_set
@@ -312,18 +309,10 @@ def _tiny_checkpoint(folder, seed):
     dated ``seed`` seconds later (a file system may keep only whole seconds)."""
     import os
 
-    import torch
-
-    from bert_explorer import checkpoint
-    from bert_explorer.model import BertConfig, BertForPreTraining
-    from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
+    from bert_explorer.tokenizer import SPECIAL_TOKENS
 
     words = ["the", "cat", "sat", "on", "mat", "dog", "ran", "."]
-    tok = WordPieceTokenizer({w: i for i, w in enumerate(SPECIAL_TOKENS + words)})
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
-                     max_position_embeddings=64)
-    torch.manual_seed(seed)
-    checkpoint.save(BertForPreTraining(cfg).eval(), tok, folder)
+    save_tiny_bert(folder, SPECIAL_TOKENS + words, hidden=16, seed=seed)
     weights = folder / "model.safetensors"
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + seed * 10**9))
 

@@ -15,10 +15,8 @@ from bert_explorer.analysis.attention import (
     head_stats,
 )
 from bert_explorer.analysis.bertviz_offline import render
-from bert_explorer.checkpoint import SHORT_NAMES, encoder_of, load
-
-needs_shipped = pytest.mark.skipif(SHORT_NAMES["explorer-mini"][0]() is None,
-                                   reason="the shipped explorer-mini model is not in assets/")
+from bert_explorer.checkpoint import encoder_of, load
+from shared import needs_model
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +65,7 @@ def test_head_ablation_control_changes_nothing_and_silencing_changes_something(m
         head_ablation(minilm, "x", layer=6, head=0)
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_head_ablation_reports_the_masked_word_before_and_after():
     from bert_explorer.analysis.probes import mlm_top_k
 
@@ -214,7 +212,7 @@ def _bar_values(chart) -> list[float]:
     return list(y)
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_attention_page_ablation_shows_what_head_ablation_computes():
     """Switching a head off on the page gives the numbers of ``head_ablation`` itself (the [CLS]
     cosine, the per-token relative change, the masked word before and after), and silencing a

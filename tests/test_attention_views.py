@@ -31,12 +31,8 @@ from bert_explorer.analysis.bertviz_offline import (
     render,
 )
 from bert_explorer.analysis.timelapse import TimeLapse
-from bert_explorer.checkpoint import SHORT_NAMES, load
-
-needs_mini = pytest.mark.skipif(SHORT_NAMES["explorer-mini"][0]() is None,
-                                reason="the shipped explorer-mini model is not in assets/")
-needs_minilm_mlm = pytest.mark.skipif(SHORT_NAMES["minilm-mlm-nsp"][0]() is None,
-                                      reason="the shipped minilm-mlm-nsp model is not in assets/")
+from bert_explorer.checkpoint import load
+from shared import needs_model
 
 
 # ----- 1. the model view fits its frame ----------------------------------------------------------
@@ -238,7 +234,7 @@ def test_caption_counts_labels_and_names_the_strongest_head():
         in text
 
 
-@needs_minilm_mlm
+@needs_model("minilm-mlm-nsp")
 def test_the_real_minilm_has_a_previous_token_head_and_many_cls_heads():
     stats = head_stats_over(measure_heads(load("minilm-mlm-nsp", "BertForPreTraining")))
     prev = stats[stats["behaviour"] == "previous-token head"]
@@ -270,7 +266,7 @@ def _page(model):
     return at.run()
 
 
-@needs_mini
+@needs_model("explorer-mini")
 def test_page_gives_explorer_minis_model_view_a_frame_that_holds_it(frames_asked):
     at = _page("explorer-mini")
     assert not at.exception
@@ -285,7 +281,7 @@ def test_page_gives_explorer_minis_model_view_a_frame_that_holds_it(frames_asked
     assert any("Drawn at" in c.value and "4 layers × 4 heads" in c.value for c in at.caption)
 
 
-@needs_minilm_mlm
+@needs_model("minilm-mlm-nsp")
 def test_page_counts_layers_and_heads_from_one():
     at = _page("minilm-mlm-nsp")
     assert not at.exception
@@ -304,7 +300,7 @@ def test_page_counts_layers_and_heads_from_one():
     assert "in layer 1 (" in summary and "in layer 6 (" in summary and "layer 0" not in summary
 
 
-@needs_minilm_mlm
+@needs_model("minilm-mlm-nsp")
 def test_page_shows_the_measures_the_thresholds_and_their_source():
     at = _page("minilm-mlm-nsp")
     table = at.dataframe[0].value
@@ -324,7 +320,7 @@ def test_page_shows_the_measures_the_thresholds_and_their_source():
 # ----- a real browser: every layer and head inside the frame -------------------------------------
 
 @pytest.mark.slow
-@needs_mini
+@needs_model("explorer-mini")
 @pytest.mark.parametrize("frame_width", [1200, 640])
 def test_model_view_in_a_real_browser_shows_every_thumbnail_inside_the_frame(frame_width):
     if not shutil.which("chromium"):

@@ -13,14 +13,10 @@ from bert_explorer.analysis.attributions import (BASELINES, EXAMPLE_MASKED, EXAM
                                                  baseline_inputs, baseline_note, classifier_runs, explain_classifier,
                                                  explain_masked_word, explain_next_sentence)
 from bert_explorer.analysis.reliability import reliability, step_schedule
-from bert_explorer.checkpoint import DEFAULT_MODEL, SHORT_NAMES
-from bert_explorer.model import BertConfig
+from bert_explorer.checkpoint import DEFAULT_MODEL
 from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
+from shared import needs_model, save_tiny_bert
 
-needs_shipped = pytest.mark.skipif(SHORT_NAMES["explorer-mini"][0]() is None,
-                                   reason="the shipped explorer-mini model is not in assets/")
-needs_default = pytest.mark.skipif(SHORT_NAMES[DEFAULT_MODEL][0]() is None,
-                                   reason=f"the shipped default model {DEFAULT_MODEL} is not in assets/")
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "6_Attributions.py")
 MLM_TEXT = EXAMPLE_MASKED  # the page's example
 A, B = EXAMPLE_PAIR
@@ -49,12 +45,8 @@ WORDS = ["the", "shares", "fell", "rose", "sharply", "after", "bank", "results",
 
 def make_classifier(directory: Path, labels=("business", "sport", "tech")) -> Path:
     """A small random BertForSequenceClassification saved as a checkpoint directory."""
-    tok = WordPieceTokenizer({t: i for i, t in enumerate(SPECIAL_TOKENS + WORDS)})
-    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-                        max_position_embeddings=64, initializer_range=0.2, id2label=dict(enumerate(labels)))
-    torch.manual_seed(0)
-    model = checkpoint.new_model("BertForSequenceClassification", config)
-    saved = checkpoint.save(model, tok, directory)
+    saved = save_tiny_bert(directory, SPECIAL_TOKENS + WORDS, architecture="BertForSequenceClassification",
+                           initializer_range=0.2, id2label=dict(enumerate(labels)))
     if Path(directory).name == "model" and not (Path(directory).parent / "status.json").exists():
         from bert_explorer.runs.run import Run  # a fine-tuning run's folder, as run_finetuning leaves it
 
@@ -64,7 +56,7 @@ def make_classifier(directory: Path, labels=("business", "sport", "tech")) -> Pa
 
 # ----- the method ----------------------------------------------------------------------------
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_masked_word_attributions_are_complete(mini):
     r = explain_masked_word(mini, MLM_TEXT, n_steps=50)
     assert_complete(r)
@@ -73,7 +65,7 @@ def test_masked_word_attributions_are_complete(mini):
     assert_no_grad(mini.model)
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_next_sentence_attributions_are_complete_and_segment_b_matters(mini):
     r = explain_next_sentence(mini, A, B, n_steps=50, baseline="parts")
     assert_complete(r)
@@ -99,7 +91,7 @@ def test_classifier_attributions_are_complete(tmp_path):
     assert_no_grad(loaded.model)
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 @pytest.mark.parametrize("baseline", list(BASELINES))
 def test_tokens_equal_to_their_baseline_get_exactly_zero(mini, baseline):
     r = explain_masked_word(mini, MLM_TEXT, baseline=baseline)
@@ -134,7 +126,7 @@ def test_the_default_baseline_keeps_positions_and_segments():
         baseline_inputs(tok, inputs, "zeros")
 
 
-@needs_default
+@needs_model(DEFAULT_MODEL)
 def test_the_default_example_credits_the_context_words():
     """Issue 21, item 4: on the page's example and the default model, the special tokens, the [MASK] and the
     segment and position parts together get under 10 % of |f(x) - f(x')| (the "parts" baseline gave the
@@ -207,7 +199,7 @@ def test_attributions_match_a_riemann_sum_of_the_definition(tmp_path, baseline):
         assert any(r.segment) and any(r.position)
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_the_target_word_changes_the_attributions(mini):
     first = explain_masked_word(mini, MLM_TEXT)
     second_word = first.details["top"][1]["token"]
@@ -266,7 +258,7 @@ def _series(at):
     return {t["name"]: t["y"] for t in _chart(at)["data"]}
 
 
-@needs_default
+@needs_model(DEFAULT_MODEL)
 def test_page_explains_a_masked_word_and_reacts_to_the_sentence():
     at = AppTest.from_file(PAGE, default_timeout=120).run()
     assert not at.exception
@@ -280,7 +272,7 @@ def test_page_explains_a_masked_word_and_reacts_to_the_sentence():
     assert _series(at) != first
 
 
-@needs_default
+@needs_model(DEFAULT_MODEL)
 def test_page_default_names_the_baseline_and_captions_this_models_words():
     at = AppTest.from_file(PAGE, default_timeout=120).run()
     assert not at.exception
@@ -294,7 +286,7 @@ def test_page_default_names_the_baseline_and_captions_this_models_words():
     assert "[CLS], [MASK], [SEP] are the same in the baseline and get exactly 0" in caption
 
 
-@needs_default
+@needs_model(DEFAULT_MODEL)
 def test_page_splits_into_token_segment_and_position_on_request():
     at = AppTest.from_file(PAGE, default_timeout=120).run()
     at.radio(key="attr_baseline").set_value("parts").run()
@@ -314,7 +306,7 @@ def test_page_splits_into_token_segment_and_position_on_request():
                                            for v in ys), abs=0.006)
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_page_switches_to_next_sentence():
     at = AppTest.from_file(PAGE, default_timeout=120).run()
     at.radio(key="attr_target").set_value("next sentence").run()
@@ -432,7 +424,7 @@ def test_the_baseline_note_appears_only_when_the_baseline_scores_higher():
     assert "decrease" in baseline_note(_fake_result("classifier", -2.0, -1.0))
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_page_explains_what_a_baseline_above_the_pair_means():
     at = AppTest.from_file(PAGE, default_timeout=120)
     at.session_state["be_model_choice"] = "explorer-mini"  # its P(IsNext) is higher for the baseline

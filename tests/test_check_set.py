@@ -5,7 +5,8 @@ import pytest
 from bert_explorer.analysis.check_set import load_check_set, score_check_set
 from bert_explorer.analysis.embeddings import ContextSimilarity
 from bert_explorer.analysis.probes import nsp_table_summary
-from bert_explorer.checkpoint import SHORT_NAMES, load
+from bert_explorer.checkpoint import load
+from shared import needs_model
 
 
 def test_check_set_has_30_or_more_of_each_and_balanced_pairs():
@@ -72,7 +73,7 @@ def test_context_caption_says_what_the_vectors_did():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped model is not in assets/")
+@needs_model("minilm-mlm-nsp")
 def test_default_model_solves_the_check_set_as_its_card_says():
     loaded = load("minilm-mlm-nsp", "BertForPreTraining")
     s = score_check_set(loaded, load_check_set())

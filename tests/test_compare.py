@@ -12,20 +12,16 @@ from scipy.spatial.distance import jensenshannon
 from bert_explorer import checkpoint
 from bert_explorer.analysis import compare
 from bert_explorer.checkpoint import LoadReport, Loaded
-from bert_explorer.model import BertConfig, BertForPreTraining
-from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
+from bert_explorer.tokenizer import SPECIAL_TOKENS
+from shared import needs_model, tiny_loaded
 
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "to", "a", "park", "it", "was", "warm", "sun", ".", ","]
 SENTENCES = ["the cat sat on the mat .", "the dog ran to a park .", "it was warm , the sun sat on the park .",
              "a cat ran to the dog ."]
 
 
-def tiny(seed: int, vocab: list[str], layers: int = 2, heads: int = 2, hidden: int = 32) -> Loaded:
-    torch.manual_seed(seed)
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=hidden, num_layers=layers, num_heads=heads,
-                     intermediate_size=2 * hidden, max_position_embeddings=40, initializer_range=0.3)
-    tok = WordPieceTokenizer({w: i for i, w in enumerate(vocab)})
-    return Loaded(BertForPreTraining(cfg).eval(), tok, cfg, path=None, report=LoadReport())
+def tiny(seed: int, vocab: list[str], **shape) -> Loaded:
+    return tiny_loaded(vocab, seed=seed, positions=40, initializer_range=0.3, **shape)
 
 
 @pytest.fixture(scope="module")
@@ -232,8 +228,6 @@ def test_two_models_that_barely_differ_are_said_to_and_no_largest_change_is_name
 
 
 # ----- the page -----------------------------------------------------------------------------------------
-needs_mini = pytest.mark.skipif(checkpoint.SHORT_NAMES["explorer-mini"][0]() is None,
-                                reason="the shipped explorer-mini model is not in assets/")
 
 
 # The training losses that two real fine-tunings of minilm-mlm-nsp on bbc-topics logged (2026-11-24):
@@ -284,7 +278,7 @@ def _six_step_child(root, base="explorer-mini"):
                                  dev={"accuracy": 0.50, "mcc": 0.3778})
 
 
-@needs_mini
+@needs_model("explorer-mini")
 def test_two_models_page_shows_the_computed_numbers(runs_root, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
@@ -373,7 +367,7 @@ def test_the_fine_tune_button_launches_the_short_run_and_the_page_then_uses_it(r
     assert at.selectbox(key="two_model_b").value == str(run_dir / "model")
 
 
-@needs_mini
+@needs_model("explorer-mini")
 def test_a_run_that_learned_nothing_is_not_model_b_and_the_page_asks(runs_root, monkeypatch):
     from streamlit.testing.v1 import AppTest
 

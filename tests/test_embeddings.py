@@ -8,14 +8,10 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from bert_explorer.analysis import embeddings as emb
-from bert_explorer.checkpoint import SHORT_NAMES, Loaded, LoadReport
+from bert_explorer.checkpoint import Loaded
 from bert_explorer.checkpoint import load as load_checkpoint
-from bert_explorer.model import BertConfig, BertForPreTraining
-from bert_explorer.tokenizer import WordPieceTokenizer
+from shared import needs_model, tiny_loaded
 
-needs_shipped = pytest.mark.skipif(SHORT_NAMES["explorer-mini"][0]() is None,
-                                   reason="the shipped explorer-mini model is not in assets/")
-needs_minilm = pytest.mark.skipif(SHORT_NAMES["minilm"][0]() is None, reason="minilm is not installed")
 
 WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "bank", "river", "money", "sat", "on",
          "he", "she", "opened", "a", "account", "raised", "rates", "is", "open", "closed", "##ing", "un",
@@ -25,18 +21,14 @@ WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "bank", "river", "
 @pytest.fixture(scope="module")
 def tiny() -> Loaded:
     """A random 2-layer BERT with a small vocabulary: every test here must hold for any weights."""
-    torch.manual_seed(0)
-    cfg = BertConfig(vocab_size=len(WORDS), hidden_size=32, num_layers=2, num_heads=2,
-                     intermediate_size=64, max_position_embeddings=40,
-                     initializer_range=0.3)  # larger than 0.02, so attention moves the vectors visibly
-    model = BertForPreTraining(cfg).eval()
+    loaded = tiny_loaded(WORDS, positions=40,
+                         initializer_range=0.3)  # larger than 0.02, so attention moves the vectors visibly
     with torch.no_grad():  # LayerNorm gains/biases away from 1/0, so a skipped LayerNorm would show
-        for m in model.modules():
+        for m in loaded.model.modules():
             if isinstance(m, torch.nn.LayerNorm):
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.normal_(0, 0.1)
-    tok = WordPieceTokenizer({w: i for i, w in enumerate(WORDS)})
-    return Loaded(model, tok, cfg, path=None, report=LoadReport())
+    return loaded
 
 
 def test_parts_sum_and_layernorm_match_the_model(tiny):
@@ -177,7 +169,7 @@ def test_a_missing_word_raises_a_clear_error(tiny):
         emb.contextual_similarity(tiny, "bank", ["the bank"])
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_river_bank_drifts_away_from_money_bank_on_the_default_model():
     """On a model that knows English (minilm-mlm-nsp), "bank" by a river and "bank" of money
     start alike (the same word embedding) and drift apart through the layers, while the two
@@ -231,7 +223,7 @@ def _norms_spec(at):
     return [json.loads(c.proto.spec) for c in at.get("plotly_chart")][0]
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_page_shows_tables_and_charts_and_follows_sentence_a():
     at = _run()
     table = _check_page(at)
@@ -245,7 +237,7 @@ def test_page_shows_tables_and_charts_and_follows_sentence_a():
     assert _norms_spec(at) != norms
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_page_tsne_context_map_and_missing_word():
     at = _run()
     at.radio(key="emb_proj_source").set_value("one word in several sentences")
@@ -257,7 +249,7 @@ def test_page_tsne_context_map_and_missing_word():
     assert len(at.get("plotly_chart")) == 3  # the context chart gives way to the message
 
 
-@needs_minilm
+@needs_model("minilm")
 def test_page_works_with_minilm():
     at = _run("minilm")
     table = _check_page(at)
@@ -288,7 +280,7 @@ def _projection(at):
     return next(f for f in figures(at) if "1" in f.axis_title("x") and f.axis_title("x").split()[0] in ("PCA", "t-SNE"))
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_page_word_map_labels_do_not_overlap_and_the_caption_reads_the_lengths():
     at = _run()
     assert not at.exception
@@ -315,7 +307,7 @@ def test_page_word_map_labels_do_not_overlap_and_the_caption_reads_the_lengths()
     assert "about the same length" not in caption
 
 
-@needs_shipped
+@needs_model("explorer-mini")
 def test_page_context_map_has_a_key_from_numbers_to_sentences():
     at = _run()
     at.radio(key="emb_proj_source").set_value("one word in several sentences")

@@ -10,10 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import figcheck
-from bert_explorer.checkpoint import SHORT_NAMES
-
-needs_models = pytest.mark.skipif(any(SHORT_NAMES[n][0]() is None for n in ("explorer-mini", "minilm-mlm-nsp")),
-                                  reason="the shipped models are not in assets/")
+from shared import needs_model
 
 
 # ----- the checker itself -----------------------------------------------------------------------------
@@ -86,7 +83,7 @@ def _checked(at, view: str, **kwargs) -> list:
     return figs
 
 
-@needs_models
+@needs_model("explorer-mini", "minilm-mlm-nsp")
 @pytest.mark.parametrize("page", ["pages/1_Tokens_and_embeddings.py", "pages/2_Attention.py",
                                   "pages/4_Masked_word_probe.py"])
 def test_every_chart_of_the_page_is_true_as_drawn(page):
@@ -95,7 +92,7 @@ def test_every_chart_of_the_page_is_true_as_drawn(page):
     assert figs, f"{page} drew no chart"
 
 
-@needs_models
+@needs_model("explorer-mini", "minilm-mlm-nsp")
 def test_every_chart_of_inside_one_layer_all_steps_with_padding_and_a_pair():
     at = _app("pages/3_Inside_one_layer.py", ins_all=True, ins_pad=32)
     figs = _checked(at, "pages/3_Inside_one_layer.py (all steps)")
@@ -109,7 +106,7 @@ def test_every_chart_of_inside_one_layer_all_steps_with_padding_and_a_pair():
     assert float(value) == pytest.approx(max(real), abs=0.005)
 
 
-@needs_models
+@needs_model("explorer-mini", "minilm-mlm-nsp")
 def test_inside_one_layer_mask_step_draws_each_mask_as_its_own_bar_and_the_caption_reads_them():
     """Step 4 teaches Figure 3: the token's attention under this model's mask and under the other
     one, side by side. Stacked into one trace, [CLS] reached 1.5 and the caption contradicted it."""
@@ -128,7 +125,7 @@ def test_inside_one_layer_mask_step_draws_each_mask_as_its_own_bar_and_the_capti
     assert figcheck.bar(fig, names[1], label) == pytest.approx(other, abs=0.005)
 
 
-@needs_models
+@needs_model("explorer-mini", "minilm-mlm-nsp")
 @pytest.mark.parametrize("baseline", ["words", "parts"])
 @pytest.mark.parametrize("target", ["masked word", "next sentence"])
 def test_every_chart_of_attributions_is_true_as_drawn(target, baseline):
@@ -139,13 +136,13 @@ def test_every_chart_of_attributions_is_true_as_drawn(target, baseline):
     assert figs
 
 
-@needs_models
+@needs_model("explorer-mini", "minilm-mlm-nsp")
 def test_every_chart_of_two_models_is_true_as_drawn():
     at = _app("pages/7_Two_models.py")
     assert _checked(at, "pages/7_Two_models.py")
 
 
-@needs_models
+@needs_model("explorer-mini", "minilm-mlm-nsp")
 def test_every_chart_of_what_each_layer_knows_is_true_as_drawn(tmp_path, monkeypatch):
     # its own cache: the probing page's own test expects to find the probes not yet run
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))

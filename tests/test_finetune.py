@@ -8,8 +8,6 @@ import torch
 
 from bert_explorer import checkpoint
 from bert_explorer.data.tiny_tasks import make_tiny
-from bert_explorer.model import BertConfig, BertForPreTraining
-from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.tasks.registry import task_type
 from bert_explorer.train.finetune import FinetuneConfig, ltr_problem, run_finetuning
 from bert_explorer.train.predict import Predictor
@@ -18,28 +16,7 @@ transformers = pytest.importorskip("transformers")
 TASKS = ["classification", "pair-classification", "regression", "ner", "qa", "multiple-choice"]
 
 
-def _texts(data):
-    for ex in data.examples:
-        for k in ("text", "text_pair", "question", "context"):
-            if ex.get(k):
-                yield ex[k]
-        if "tokens" in ex:
-            yield " ".join(ex["tokens"])
-        yield from ex.get("choices", [])
-
-
-@pytest.fixture(scope="module")
-def base_model(tmp_path_factory):
-    """A small random BERT with a vocab learnt on the tiny tasks (pre-training is not needed
-    for these toy tasks, and the test stays fast)."""
-    d = tmp_path_factory.mktemp("base")
-    texts = [t for task in TASKS for t in _texts(make_tiny(task, n=200, seed=1))]
-    tok = WordPieceTokenizer.train(texts, vocab_size=400)
-    torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig(vocab_size=tok.vocab_size, hidden_size=64, num_layers=2, num_heads=4,
-                                          intermediate_size=128, max_position_embeddings=128))
-    checkpoint.save(model, tok, d)
-    return str(d)
+# base_model (conftest.py): a small random BERT with a vocabulary learnt on the tiny tasks
 
 
 CHANCE = {"classification": ("accuracy", 0.6), "pair-classification": ("accuracy", 0.6),

@@ -27,8 +27,6 @@ import pytest
 import torch
 
 from bert_explorer import checkpoint
-from bert_explorer.data.corpora import tiny_corpus
-from bert_explorer.data.tiny_tasks import make_tiny
 from bert_explorer.model import BertConfig, BertForPreTraining
 from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
@@ -36,18 +34,14 @@ from bert_explorer.train.optim import apply_update, load_optimizer_state, make_o
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
 from bert_explorer.runs.background import start_background
 from bert_explorer.runs.run import Run
+from shared import save_tiny_base
 
 REPO = Path(__file__).resolve().parent.parent
 gpu = pytest.mark.gpu
 CUDA = pytest.param("cuda", marks=gpu)
 
 
-@pytest.fixture(scope="module")
-def tiny_vocab(tmp_path_factory):
-    """One WordPiece vocabulary for every run here (learning one is not reproducible across processes)."""
-    d = tmp_path_factory.mktemp("vocab")
-    WordPieceTokenizer.train((s for doc in tiny_corpus() for s in doc), 300).save(d)
-    return str(d)
+# tiny_vocab (conftest.py): one WordPiece vocabulary for every run here
 
 
 def tiny_pretraining(vocab: str, **settings) -> dict:
@@ -213,15 +207,9 @@ def test_pretraining_under_torchrun_goes_through_ddp(device, backend, tiny_vocab
 # ----- fine-tuning on CUDA -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def base_model(tmp_path_factory):
-    """A small random BERT with a vocabulary learnt on the tiny classification task."""
-    d = tmp_path_factory.mktemp("base")
-    data = make_tiny("classification", n=200, seed=1)
-    tok = WordPieceTokenizer.train([ex["text"] for ex in data.examples], vocab_size=300)
-    torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig(vocab_size=tok.vocab_size, hidden_size=64, num_layers=2, num_heads=4,
-                                          intermediate_size=128, max_position_embeddings=128))
-    checkpoint.save(model, tok, d)
-    return str(d)
+    """A small random BERT with a vocabulary (300 pieces) learnt on the tiny classification task
+    only: not conftest's base_model (every task, 400 pieces), whose accuracy on a GPU was never measured."""
+    return save_tiny_base(tmp_path_factory.mktemp("base"), ("classification",), vocab_size=300)
 
 
 @gpu

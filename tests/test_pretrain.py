@@ -21,14 +21,7 @@ def _train_losses(run_dir):
     return {m["step"]: m["loss"] for m in rows}  # later lines (after a resume) win
 
 
-@pytest.fixture(scope="module")
-def tiny_vocab(tmp_path_factory):
-    from bert_explorer.data.corpora import tiny_corpus
-    from bert_explorer.tokenizer import WordPieceTokenizer
-
-    d = tmp_path_factory.mktemp("vocab")
-    WordPieceTokenizer.train((s for doc in tiny_corpus() for s in doc), 300).save(d)
-    return str(d)
+# tiny_vocab (conftest.py): one WordPiece vocabulary that every run here reads
 
 
 def test_resume_after_a_crash_gives_the_same_next_losses(tmp_path, tiny_vocab):

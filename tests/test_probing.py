@@ -12,8 +12,8 @@ import torch
 from bert_explorer import checkpoint
 from bert_explorer.analysis import probing
 from bert_explorer.analysis.layer_features import sentence_vectors, word_vectors
-from bert_explorer.model import BertConfig, BertForPreTraining
-from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
+from bert_explorer.tokenizer import SPECIAL_TOKENS
+from shared import needs_model, save_tiny_bert
 
 
 # ----- the probe on planted features ---------------------------------------------------------------------
@@ -94,11 +94,7 @@ WORDS = ["the", "a", "of", "to", "in", "and", "is", "@", "#", "!", ".", ","]
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    torch.manual_seed(0)
-    tok = WordPieceTokenizer({w: i for i, w in enumerate(SPECIAL_TOKENS + WORDS)})
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=32,
-                     max_position_embeddings=128)
-    return checkpoint.save(BertForPreTraining(cfg).eval(), tok, tmp_path_factory.mktemp("tiny") / "model")
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny") / "model", SPECIAL_TOKENS + WORDS, hidden=16, positions=128)
 
 
 def test_word_vectors_take_the_first_piece_of_each_word_at_every_layer(tiny_dir):
@@ -197,8 +193,7 @@ def test_probe_layers_cli_writes_the_score_by_layer_of_each_task(tiny_dir, tmp_p
 
 
 # ----- the page -----------------------------------------------------------------------------------------
-@pytest.mark.skipif(checkpoint.SHORT_NAMES["explorer-mini"][0]() is None,
-                    reason="the shipped explorer-mini model is not in assets/")
+@needs_model("explorer-mini")
 def test_probing_page_runs_with_a_progress_bar_then_reads_the_cache():
     from streamlit.testing.v1 import AppTest
 
@@ -228,8 +223,7 @@ def test_probing_page_runs_with_a_progress_bar_then_reads_the_cache():
     assert any("read from the cache" in c.value for c in at2.caption)
 
 
-@pytest.mark.skipif(checkpoint.SHORT_NAMES["explorer-mini"][0]() is None,
-                    reason="the shipped explorer-mini model is not in assets/")
+@needs_model("explorer-mini")
 def test_after_the_probes_run_the_not_computed_note_and_its_button_are_gone(monkeypatch, tmp_path):
     from streamlit.testing.v1 import AppTest
 

@@ -10,11 +10,10 @@ from streamlit.testing.v1 import AppTest
 
 from bert_explorer import checkpoint
 from bert_explorer.analysis.timelapse import timelapse, timelapse_from_frames
-from bert_explorer.data.corpora import tiny_corpus
-from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
 from bert_explorer.runs.run import Run
 from bert_explorer.train.timelapse_frames import FILE, SENTENCES, copy_frames, frame_steps, read_frames
+from shared import needs_model
 
 TINY_SENTENCES = ["the oven is very [MASK] today .", "everyone said the [MASK] was fresh ."]
 
@@ -26,18 +25,14 @@ def tiny_config(vocab, **kw) -> PretrainConfig:
                                     timelapse_sentences=TINY_SENTENCES), **kw})
 
 
-@pytest.fixture(scope="module")
-def vocab(tmp_path_factory):
-    d = tmp_path_factory.mktemp("vocab")
-    WordPieceTokenizer.train((s for doc in tiny_corpus() for s in doc), 300).save(d)
-    return str(d)
+# tiny_vocab (conftest.py): one WordPiece vocabulary that every run here reads
 
 
 @pytest.fixture(scope="module")
-def recorded(vocab, tmp_path_factory):
+def recorded(tiny_vocab, tmp_path_factory):
     """A 12-step run of a 2-layer model that records 5 frames and saves checkpoints at 6 and 12."""
     d = tmp_path_factory.mktemp("frames") / "run"
-    run_pretraining(tiny_config(vocab), d, progress=False)
+    run_pretraining(tiny_config(tiny_vocab), d, progress=False)
     return d
 
 
@@ -103,15 +98,15 @@ def test_every_word_is_followed_back_to_step_0(recorded):
     assert tl.top_k_rows()[-1]["#1"].startswith(first_word + " ")
 
 
-def test_a_resumed_run_keeps_its_earlier_frames_and_records_the_same_later_ones(vocab, recorded, tmp_path):
+def test_a_resumed_run_keeps_its_earlier_frames_and_records_the_same_later_ones(tiny_vocab, recorded, tmp_path):
     def crash(step, _):
         if step == 7:
             raise KeyboardInterrupt("simulated kill after step 7")
 
     with pytest.raises(KeyboardInterrupt):
-        run_pretraining(tiny_config(vocab), tmp_path / "r", progress=False, on_step=crash)
+        run_pretraining(tiny_config(tiny_vocab), tmp_path / "r", progress=False, on_step=crash)
     assert [f["step"] for f in read_frames(tmp_path / "r")["frames"]] == [0, 1, 2, 5]
-    run_pretraining(tiny_config(vocab), tmp_path / "r", resume=True, progress=False)  # from the step-6 checkpoint
+    run_pretraining(tiny_config(tiny_vocab), tmp_path / "r", resume=True, progress=False)  # from the step-6 checkpoint
     straight, resumed = read_frames(recorded), read_frames(tmp_path / "r")
     assert [f["step"] for f in resumed["frames"]] == [0, 1, 2, 5, 12]
     for a, b in zip(straight["frames"], resumed["frames"]):
@@ -137,11 +132,11 @@ def test_a_damaged_frames_file_is_refused_in_one_sentence(recorded, tmp_path):
         timelapse_from_frames(recorded, 0, layer=3, head=0)
 
 
-def test_a_bad_setting_is_refused_before_anything_runs(vocab, tmp_path):
+def test_a_bad_setting_is_refused_before_anything_runs(tiny_vocab, tmp_path):
     with pytest.raises(ValueError, match="timelapse_frames must be 0"):
-        tiny_config(vocab, timelapse_frames=-1)
+        tiny_config(tiny_vocab, timelapse_frames=-1)
     with pytest.raises(ValueError, match="time-lapse head \\(layer 5, head 0\\) does not exist"):
-        run_pretraining(tiny_config(vocab, timelapse_heads=[[5, 0]]), tmp_path / "r", progress=False)
+        run_pretraining(tiny_config(tiny_vocab, timelapse_heads=[[5, 0]]), tmp_path / "r", progress=False)
 
 
 # ----- the page ----------------------------------------------------------------------------------------------
@@ -221,7 +216,7 @@ def test_a_run_with_frames_offers_them_and_still_reads_its_checkpoints(recorded,
     assert [s["label"] for s in spec["layout"]["sliders"][0]["steps"]] == ["step 6", "step 12"]
 
 
-@pytest.mark.skipif(checkpoint.SHORT_NAMES["explorer-mini"][0]() is None, reason="explorer-mini is not in assets/")
+@needs_model("explorer-mini")
 def test_the_shipped_explorer_mini_has_real_frames_that_say_where_they_come_from(runs_root):
     folder = checkpoint.resolve("explorer-mini")
     doc = read_frames(folder)

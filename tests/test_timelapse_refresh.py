@@ -9,27 +9,19 @@ import os
 import time
 from unittest import mock
 
-import pytest
 import streamlit.testing.v1.local_script_runner as local_runner
-import torch
 from streamlit.testing.v1 import AppTest
 
-from bert_explorer import checkpoint
-from bert_explorer.model import BertConfig
-from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
+from bert_explorer.tokenizer import SPECIAL_TOKENS
 from bert_explorer.runs.run import Run
+from shared import save_tiny_bert
 
 WORDS = ["the", "government", "said", "would", "rise", "next", "year", ".", "ball", "is", "red"]
 
 
 def write_checkpoint(run_dir, step):
     """A tiny BertForPreTraining saved where a pre-training run saves its step-N checkpoint."""
-    tok = WordPieceTokenizer({t: i for i, t in enumerate(SPECIAL_TOKENS + WORDS)})
-    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-                        max_position_embeddings=64)
-    torch.manual_seed(step)
-    return checkpoint.save(checkpoint.new_model("BertForPreTraining", config), tok,
-                           run_dir / "checkpoints" / f"step-{step}")
+    return save_tiny_bert(run_dir / "checkpoints" / f"step-{step}", SPECIAL_TOKENS + WORDS, seed=step)
 
 
 def active_run(root):

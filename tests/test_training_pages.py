@@ -18,10 +18,9 @@ from bert_explorer.analysis.attention import attention_maps
 from bert_explorer.analysis.timelapse import timelapse
 from bert_explorer.data.tiny_tasks import make_tiny
 from bert_explorer.tasks.registry import CLASSIFICATION
-from bert_explorer.model import BertConfig, BertForPreTraining
-from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
 from bert_explorer.runs.run import Run
+from shared import save_tiny_base
 
 TINY_PT = dict(corpus="tiny", size="tiny", vocab="train", vocab_size=300, batch_size=4, max_seq_length=48,
                log_every=1, eval_every=1000, eval_batches=2, seed=3, device="cpu")
@@ -220,15 +219,10 @@ def test_pretrain_page_says_a_bad_setting_at_once_and_starts_nothing(runs_root):
 # ----- fine-tune page ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def base_model(tmp_path_factory):
-    """A small random BERT with a vocabulary learnt on the tiny classification task."""
-    d = tmp_path_factory.mktemp("base")
-    texts = [ex["text"] for ex in make_tiny("classification", n=200, seed=1).examples]
-    tok = WordPieceTokenizer.train(texts, vocab_size=200)
-    torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2,
-                                          intermediate_size=64, max_position_embeddings=64))
-    checkpoint.save(model, tok, d)
-    return str(d)
+    """A small random BERT (H=32, 200 pieces learnt on the tiny classification task): smaller than
+    conftest's base_model, so that the page tests that train it stay quick."""
+    return save_tiny_base(tmp_path_factory.mktemp("base"), ("classification",), vocab_size=200, hidden=32, heads=2,
+                          positions=64)
 
 
 def _csv(rows, header):

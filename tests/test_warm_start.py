@@ -13,6 +13,7 @@ from bert_explorer.train import device as device_mod
 from bert_explorer.train.device import autocast_dtype, precision_from
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining, split_corpus
 from bert_explorer.runs.run import Run
+from shared import needs_model
 
 WARM = dict(corpus="tiny", init="minilm", batch_size=4, max_seq_length=48, log_every=1, eval_every=1000,
             eval_batches=1, seed=1, device="cpu", precision="fp32")
@@ -194,7 +195,7 @@ def test_eval_corpora_keeps_only_the_named_parts_held_out():
         PretrainConfig(corpus="tiny", eval_corpora="bbc")
 
 
-@pytest.mark.skipif(checkpoint.SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped model is not in assets/")
+@needs_model("minilm-mlm-nsp")
 def test_shipped_default_model_is_complete_and_loads_in_transformers(tmp_path, minilm_sd):
     transformers = pytest.importorskip("transformers")
     shipped = checkpoint.load("minilm-mlm-nsp", "BertForPreTraining")

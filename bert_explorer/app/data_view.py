@@ -8,9 +8,14 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from ..data.tasks import load_builtin
+from ..data.tiny_tasks import make_tiny
+from ..data.uploads.core import DataError
 from ..data.uploads.names import safe_filename
-from ..tasks.base import TaskType
+from ..data.uploads.reader import read_task_file
 from ..runs.run import Run
+from ..tasks.base import TaskType
+from ..train.finetune import FinetuneConfig, read_data
 from .runs_view import predictor
 
 
@@ -34,9 +39,6 @@ def read_upload(name: str, data: bytes, task: TaskType | None = None, text_colum
     """("ok", TaskData) or ("error", one sentence). The bytes go to a temporary file with the
     upload's name (the extension helps detection); ``task`` None detects it. Nothing is ever
     unpickled."""
-    from ..data.uploads.core import DataError
-    from ..data.uploads.reader import read_task_file
-
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / safe_filename(name)
         p.write_bytes(data)
@@ -51,9 +53,6 @@ def read_upload(name: str, data: bytes, task: TaskType | None = None, text_colum
 @st.cache_data(max_entries=4, show_spinner="Loading the data set…")
 def builtin_data(name: str):
     """A built-in data set (``tiny:<task>`` = generated) for the preview."""
-    from ..data.tasks import load_builtin
-    from ..data.tiny_tasks import make_tiny
-
     return make_tiny(name[5:]) if name.startswith("tiny:") else load_builtin(name)
 
 
@@ -71,8 +70,6 @@ def examples_frame(data, n: int = 20) -> pd.DataFrame:
 def qa_examples(run_path: str, n: int = 8) -> list[dict]:
     """The first ``n`` dev questions of a QA run (the same split as in training), with the
     gold answers and the model's."""
-    from ..train.finetune import FinetuneConfig, read_data
-
     run = Run(run_path)
     _, dev = read_data(FinetuneConfig.from_dict(run.config(), strict=False))
     examples = dev.examples[:n]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from .. import checkpoint
+from ..data.corpora import BUILTIN_CORPORA
 
 
 def available_models() -> list[dict]:
@@ -21,7 +22,5 @@ def available_models() -> list[dict]:
 
 
 def builtin_corpora() -> list[dict]:
-    from ..data.corpora import BUILTIN_CORPORA
-
     return [{"name": c.name, "description": c.description, "source": c.provenance, "licence": c.licence,
              "installed": c.available} for c in BUILTIN_CORPORA.values()]

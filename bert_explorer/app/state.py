@@ -14,9 +14,11 @@ from pathlib import Path
 
 import streamlit as st
 import torch
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from .. import checkpoint
 from ..checkpoint import CheckpointError, Loaded
+from ..data.uploads.names import slug
 from ..full_disk import CacheNotKept
 from ..runs.finder import RUNS_DIR, run_checkpoints, run_label, runs_root
 from ..runs.run import Run
@@ -122,8 +124,6 @@ def _cache_warnings_on_the_page() -> None:
     warned by ``analysis.disk_cache.writing``) is shown all the same, with its one sentence as an
     ``st.warning`` on the page that computed it, each time it happens; every other warning goes
     where it always went (the server's log)."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
     shown_before = warnings.showwarning
     if getattr(shown_before, "on_the_page", False):
         return  # installed already (this module was imported again)
@@ -254,8 +254,6 @@ def _upload_checkpoint() -> str | None:
                                  key="be_model_zip")
     if f is None:
         return None
-    from ..data.uploads.names import slug
-
     target = runs_root() / UPLOADS / slug(Path(f.name).stem)
     if not (target / "config.json").exists():
         try:

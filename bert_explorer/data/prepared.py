@@ -82,6 +82,8 @@ def write_task(path: str | Path, data, preset: int = 9) -> None:
 
 def read_task(path: str | Path):
     """The :class:`~bert_explorer.data.uploads.TaskData` written by :func:`write_task`."""
+    # Not at the top: data.corpora imports this module, and the task registry loads scipy and scikit-learn
+    # (1.5 s) that a corpus never needs (the app's sidebar imports the corpora).
     from ..tasks.registry import task_type
     from .uploads.core import TaskData
 

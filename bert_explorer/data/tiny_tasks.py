@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import random
 
-from ..tasks.registry import task_type
+from ..tasks.registry import (CLASSIFICATION, MULTIPLE_CHOICE, NER, PAIR_CLASSIFICATION, QA, REGRESSION,
+                              task_type)
 from .uploads.core import DataError, TaskData
 
 
@@ -36,7 +37,7 @@ def make_tiny(task: str, n: int = 64, seed: int = 0) -> TaskData:
         kind = task_type(task)  # where ``tiny:<task>`` names it
     except ValueError as e:
         raise DataError(str(e)) from None
-    make, label_names = _TINY[task]
+    make, label_names = _TINY[kind]
     rng = random.Random(seed)
     examples = [make(rng, i) for i in range(n)]
     return TaskData(kind, examples, list(label_names) if label_names else None, f"tiny:{task}",
@@ -113,9 +114,9 @@ def _tiny_mc(rng, i):
 
 
 # each task type's generator and the label names it uses (in the order the model's outputs take)
-_TINY = {"classification": (_tiny_classification, ("negative", "positive")),
-         "pair-classification": (_tiny_pair, ("contradiction", "entailment")),
-         "regression": (_tiny_regression, None),
-         "ner": (_tiny_ner, ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")),
-         "qa": (_tiny_qa, None),
-         "multiple-choice": (_tiny_mc, None)}
+_TINY = {CLASSIFICATION: (_tiny_classification, ("negative", "positive")),
+         PAIR_CLASSIFICATION: (_tiny_pair, ("contradiction", "entailment")),
+         REGRESSION: (_tiny_regression, None),
+         NER: (_tiny_ner, ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")),
+         QA: (_tiny_qa, None),
+         MULTIPLE_CHOICE: (_tiny_mc, None)}

@@ -37,7 +37,11 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import checkpoint
+from ..data.tasks import BUILTIN_TASKS
 from ..model.config import PRESETS
+from ..tasks.base import TaskType
+from ..tasks.registry import PAIR_CLASSIFICATION, TASK_TYPES
 from ..train import estimate as est
 from ..train.estimate import encoder_parameters as layer_parameters, flops_per_token
 from ..train.finetune import FEATURE_MODES, FinetuneConfig
@@ -106,17 +110,15 @@ def encoder_parameters(size: str) -> int:
     return layer_parameters(L, H)
 
 
-def task_type(train_spec: str) -> str | None:
+def task_type(train_spec: str) -> TaskType | None:
     """The task type a spec will give, where it is known without reading a file."""
-    from ..data.tasks import BUILTIN_TASKS
-
     if train_spec.startswith("builtin:"):
         info = BUILTIN_TASKS.get(train_spec[len("builtin:"):])
-        return info.task.name if info else None
+        return info.task if info else None
     if train_spec.startswith("tiny:"):
-        return train_spec[len("tiny:"):]
+        return TASK_TYPES.get(train_spec[len("tiny:"):])
     if train_spec.startswith("pairs:"):
-        return "pair-classification"
+        return PAIR_CLASSIFICATION
     return None
 
 
@@ -147,14 +149,13 @@ def validate(recipe: dict) -> dict:
             raise RecipeError(f"task name {name!r} must be a plain word (no '/' or '__')")
         kind = task_type(spec["train"])
         if spec["train"].startswith("builtin:") and kind is None:
-            from ..data.tasks import BUILTIN_TASKS
             raise RecipeError(f"task {name!r}: no built-in data set {spec['train']!r}; choose one of "
                               f"{', '.join('builtin:' + n for n in BUILTIN_TASKS)}")
-        col = spec.get("paper_column") or paper.DEFAULT_COLUMN.get(kind or "")
+        col = spec.get("paper_column") or paper.DEFAULT_COLUMN.get(kind)
         if col is not None and col not in paper.COLUMNS:
             raise RecipeError(f"task {name!r}: paper_column must be one of {', '.join(paper.COLUMNS)}")
         spec["paper_column"] = col
-        spec["task_type"] = kind
+        spec["task_type"] = kind.name if kind else None  # a plan is JSON: the name
     baseline = {**DEFAULT_BASELINE, **r.get("baseline", {})}
     axes = r.get("axes", {})
     unknown = set(axes) - set(AXES)
@@ -325,8 +326,6 @@ def vocab_size_of(cfg: dict) -> int:
     vocab = cfg.get("vocab", "train")
     if vocab in ("train", "shared"):
         return int(cfg.get("vocab_size", 8000))
-    from .. import checkpoint
-
     folder = Path(vocab) if (Path(vocab) / "vocab.txt").is_file() else checkpoint.resolve(vocab)
     with open(folder / "vocab.txt", encoding="utf-8") as f:
         return sum(1 for _ in f)

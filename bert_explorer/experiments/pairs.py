@@ -28,19 +28,17 @@ import random
 from pathlib import Path
 
 from .. import atomic
+from ..data.corpora import bbc_articles, load_corpus, tiny_corpus
 
 
 def _documents(corpus: str) -> tuple[list[list[str]], list[str]]:
     """Documents and a topic per document ("" where the corpus has none)."""
     if corpus == "bbc":
-        from ..data.corpora import bbc_articles
         arts = bbc_articles()
         return [doc for _, doc in arts], [topic for topic, _ in arts]
     if corpus == "tiny":
-        from ..data.corpora import tiny_corpus
         docs = tiny_corpus()
         return docs, [str(i % 5) for i in range(len(docs))]  # tiny_corpus cycles through 5 topics
-    from ..data.corpora import load_corpus
     docs = load_corpus(corpus)
     return docs, [""] * len(docs)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..tasks.registry import CLASSIFICATION, NER, PAIR_CLASSIFICATION, QA
+
 
 @dataclass(frozen=True)
 class PaperTable:
@@ -104,7 +106,9 @@ TABLE8 = PaperTable(
 TABLES = {"objective": TABLE5, "size": TABLE6, "transfer": TABLE7, "masking": TABLE8}
 
 # Which paper column stands for one of our tasks, by task type (a recipe can say otherwise).
-DEFAULT_COLUMN = {"classification": "SST-2", "pair-classification": "MNLI-m", "qa": "SQuAD F1", "ner": "NER"}
+DEFAULT_COLUMN = {CLASSIFICATION: "SST-2", PAIR_CLASSIFICATION: "MNLI-m", QA: "SQuAD F1", NER: "NER"}
+# The task types of the sentence-pair tasks whose scores Table 5 says NSP helps (MNLI, QNLI; SQuAD).
+NSP_TASK_TYPES = (PAIR_CLASSIFICATION, QA)
 COLUMNS = ("MNLI-m", "QNLI", "MRPC", "SST-2", "SQuAD F1", "NER")
 
 # The paper's four ablation findings that the studio checks in our numbers.

@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import statistics
 from pathlib import Path
 
 import pandas as pd
 
+from ..checkpoint import ASSETS
+from ..tasks.registry import TASK_TYPES
 from . import grid, paper
 from .runner import read_plan, read_results
 
@@ -65,7 +68,7 @@ def table(plan: dict, results: dict[str, dict]) -> pd.DataFrame:
     for cell in plan["cells"]:
         rec = results.get(cell["id"], {})
         spec = recipe["tasks"][cell["task"]]
-        column = spec.get("paper_column") or paper.DEFAULT_COLUMN.get(rec.get("task_type") or "")
+        column = spec.get("paper_column") or paper.DEFAULT_COLUMN.get(TASK_TYPES.get(rec.get("task_type")))
         for axis in cell["axes"]:
             p = _paper_for(axis, cell, column, recipe["baseline"]) or {}
             setting = cell[axis] if axis in grid.AXES else " · ".join(cell[a] for a in grid.AXES)
@@ -189,7 +192,7 @@ def directions(records) -> list[dict]:
                     "detail": detail, "paper": paper_says})
 
     # 1. NSP helps pair tasks
-    pair_recs = [r for r in recs if r.get("task_type") in ("pair-classification", "qa")]
+    pair_recs = [r for r in recs if TASK_TYPES.get(r.get("task_type")) in paper.NSP_TASK_TYPES]
     comps = _pairs(pair_recs, "objective", "mlm+nsp", "mlm")
     outcomes = [compare(a, b) for a, b in comps]
     add("nsp_helps_pairs", outcomes,
@@ -312,6 +315,7 @@ def read_csv(text: str) -> pd.DataFrame:
 def figures(df: pd.DataFrame) -> dict:
     """One plotly figure per axis: our score per setting (bars, one colour per task) and the
     paper's number for the same setting (diamonds), both in percent."""
+    # only for the figures: the GPU machine has no plotly (gpu/offline.py), and its CLI imports this module
     import plotly.graph_objects as go
 
     figs = {}
@@ -340,10 +344,6 @@ def shipped_reports() -> dict[str, tuple[str, str]]:
     """The ablation reports in ``assets/`` (``ablation-<recipe>.md``), measured by the team with a
     shipped recipe: ``{recipe: (how it was measured, the report)}``. The page shows them so that a
     student reads the results without re-running the grid (cpu-small took 41 CPU minutes)."""
-    import re
-
-    from ..checkpoint import ASSETS
-
     out = {}
     for path in sorted(ASSETS.glob("ablation-*.md")):
         text = path.read_text(encoding="utf-8")

@@ -26,11 +26,16 @@ import threading
 import time
 from pathlib import Path
 
-from ..tasks.registry import task_type
+from .. import atomic
+from ..data.corpora import load_corpus, split_documents, tiny_corpus
 from ..runs.lock import writes_run
 from ..runs.run import ACTIVE_STATES, Run
-from .. import atomic
+from ..tasks.registry import task_type
+from ..train.finetune import FinetuneConfig, read_data, run_finetuning
+from ..train.pretrain import PretrainConfig, build_tokenizer, run_pretraining
 from . import grid
+from .ltr import SEQUENCE_TASKS, run_ltr_finetuning
+from .pairs import write_pair_task
 
 PAIR_DEFAULTS = {"n_train": 2000, "n_dev": 500}
 
@@ -68,8 +73,6 @@ def read_plan(abl: str | Path) -> dict | None:
 
 # ----- pieces ---------------------------------------------------------------------------------
 def _corpus_documents(corpus: str, max_docs: int | None) -> list:
-    from ..data.corpora import load_corpus, tiny_corpus
-
     docs = []
     for part in corpus.split("+"):
         docs += tiny_corpus() if part == "tiny" else load_corpus(part)
@@ -80,9 +83,6 @@ def ensure_vocab(abl: Path, cfg: dict) -> Path:
     """One WordPiece vocabulary for all pre-trainings of the ablation, learned on the training
     documents (the held-out ones excluded, as each pre-training excludes them), so that every
     cell reads the same pieces and differences come from the setting being ablated."""
-    from ..data.corpora import split_documents
-    from ..train.pretrain import PretrainConfig, build_tokenizer
-
     ident = {k: cfg.get(k) for k in ("corpus", "max_docs", "held_out_fraction", "seed", "vocab_size", "lowercase")}
     d = abl / "vocab" / grid.pretrain_key(ident)
     if (d / "vocab.txt").exists():
@@ -98,8 +98,6 @@ def ensure_vocab(abl: Path, cfg: dict) -> Path:
 
 def ensure_pretrained(abl: Path, key: str, cfg: dict, progress: bool = False) -> Path:
     """The final checkpoint of pre-training ``key``: reused when finished, resumed when cut off."""
-    from ..train.pretrain import PretrainConfig, run_pretraining
-
     run = Run(abl / "pretrain" / key)
     cps = run.checkpoints()
     if run.status().get("state") == "finished" and cps:
@@ -123,16 +121,11 @@ def ensure_pretrained(abl: Path, key: str, cfg: dict, progress: bool = False) ->
 
 
 def _task_type_of(cfg) -> str:
-    from ..train.finetune import read_data
     return read_data(cfg)[0].task.name
 
 
 def run_cell(abl: Path, plan: dict, cell: dict, model_dir: Path) -> dict:
     """Fine-tune one cell into ABL/cells/<id>/ and return its metrics.json."""
-    from ..train.finetune import FinetuneConfig, run_finetuning
-    from .ltr import SEQUENCE_TASKS, run_ltr_finetuning
-    from .pairs import write_pair_task
-
     spec = plan["recipe"]["tasks"][cell["task"]]
     out = abl / "cells" / cell["id"]
     if out.exists():

@@ -5,6 +5,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import travel
+from .travel import TravelError
+
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m bert_explorer.gpu", description=__doc__)
@@ -41,8 +44,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from .travel import TravelError
-
     try:
         return _dispatch(args)
     except (TravelError, ValueError) as e:
@@ -51,8 +52,6 @@ def main(argv=None) -> int:
 
 
 def _dispatch(args) -> int:
-    from . import session, travel
-
     if args.command == "prepare":
         what = tuple(args.only.split(",")) if args.only else travel.FOLDERS
         sizes = travel.prepare(args.into, what, args.sample, args.preset)
@@ -64,11 +63,15 @@ def _dispatch(args) -> int:
                   f"(the device tool carries at most {travel.TREE_LIMIT // travel.MiB} MiB; carry only the subfolders a "
                   "call's steps read)")
         return 0
-    if args.command == "plan":
-        session.print_plan(session.parse_steps(args.steps))
-        return 0
     if args.command == "join":
         travel.join(args.fetched, args.into, args.state)
+        return 0
+    # Here, not at the top: the session imports the trainers (torch, scikit-learn: seconds), which
+    # --help, prepare and join never use.
+    from . import session
+
+    if args.command == "plan":
+        session.print_plan(session.parse_steps(args.steps))
         return 0
     names = session.parse_steps(args.steps)
     if args.dry_run:

@@ -15,6 +15,10 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
+from .. import checkpoint
+from ..experiments import grid
+from ..experiments.grid import vocab_size_of
+from ..model import PRESETS
 from ..train import estimate as est
 
 BUDGET_S = 9 * 60
@@ -91,15 +95,11 @@ class Planned:
 
 
 def _pretrain_seconds(settings: dict, size: str | None, data_tokens_m: float) -> Planned:
-    from ..experiments.grid import vocab_size_of
-
     if size is None:  # a warm start: its checkpoint's size (the tracked config)
-        from .. import checkpoint
         size = str(checkpoint.ASSETS / "minilm-mlm-nsp")
         params, fpt = est.model_size(size, 0, settings["max_seq_length"])
         hidden = 384
     else:
-        from ..model import PRESETS
         params, fpt = est.model_size(size, vocab_size_of(settings), settings["max_seq_length"])
         hidden = PRESETS[size].hidden_size
     steps, bs, seq = settings["max_steps"], settings["batch_size"], settings["max_seq_length"]
@@ -139,8 +139,6 @@ def plan_explorer() -> Planned:
 
 
 def plan_paper_mini(recipe: dict) -> Planned:
-    from ..experiments import grid
-
     plan = grid.expand(recipe)
     e = grid.estimate(plan, "gpu")
     n_pre, n_cells = len(plan["pretrainings"]), len(plan["cells"])

@@ -26,8 +26,12 @@ import tempfile
 import threading
 import time
 import traceback
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from safetensors import safe_open
+
+from ..data import prepared
 from . import plan, travel
 from .offline import ABSENT_ON_GPU
 from .steps import REPO, STEPS, Context, Outcome
@@ -63,8 +67,6 @@ def print_plan(names, say=print) -> dict:
 def run_session(names, out: Path, work: Path, travel_dir: Path, state: Path | None = None,
                 budget_s: float = plan.BUDGET_S, tiny: bool = False, redo=(), say=print) -> dict:
     """Run ``names`` in order; returns {step: outcome dict}."""
-    from ..data import prepared
-
     # The built-in corpora and data sets are read from the travel folder's prepared copies.
     before = os.environ.get(prepared.ENV)
     os.environ[prepared.ENV] = str(Path(travel_dir).resolve())
@@ -245,12 +247,10 @@ def _unreadable(p: Path) -> str | None:
             for line in p.read_text().splitlines():
                 json.loads(line)
         elif p.suffix == ".safetensors":
-            from safetensors import safe_open
             with safe_open(str(p), "pt") as f:
                 for k in f.keys():
                     f.get_tensor(k)
         elif p.suffix == ".xml":
-            import xml.etree.ElementTree as ET
             ET.parse(p)
         else:
             p.read_text(encoding="utf-8")

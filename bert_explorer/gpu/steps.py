@@ -20,6 +20,7 @@ while the two single-model trainings, whose resumable state (weights plus AdamW'
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -29,7 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .. import atomic
+import torch
+from safetensors.torch import load_file, save_file
+
+from .. import atomic, checkpoint
+from ..experiments import grid, runner
+from ..runs.run import Run
+from ..train.pretrain import PretrainConfig, run_pretraining
 from . import plan, travel
 from .offline import python_command
 
@@ -106,9 +113,6 @@ def _copy_run_files(run_dir: Path, into: Path) -> None:
 
 
 def _pretrain(ctx: Context, settings: dict, run_dir: Path) -> dict:
-    from ..train.pretrain import PretrainConfig, run_pretraining
-    from ..runs.run import Run
-
     run = Run(run_dir)
     resume = run.latest_checkpoint() is not None
     if resume:
@@ -125,11 +129,6 @@ def _pretrain(ctx: Context, settings: dict, run_dir: Path) -> dict:
 def _model_files(checkpoint_dir: Path, into: Path, drop: tuple[str, ...] = ()) -> dict:
     """A checkpoint to send back: weights in float16 (``drop``: tensors left out), config,
     vocabulary and training record. Returns {"parameters", "bytes"}."""
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    from .. import checkpoint
-
     into.mkdir(parents=True, exist_ok=True)
     sd = load_file(str(checkpoint_dir / "model.safetensors"))
     kept = {k: (v.to(torch.float16) if v.is_floating_point() else v).contiguous() for k, v in sd.items()
@@ -147,8 +146,6 @@ def _finished_summary(result: dict) -> dict:
 
 # ----- tests --------------------------------------------------------------------------------------
 def run_tests(ctx: Context) -> Outcome:
-    import importlib.util
-
     files = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").glob("test_gpu*.py"))
     out = ctx.returns / "tests.txt"
     if not files:
@@ -179,11 +176,6 @@ def build_init(travel_dir: Path, into: Path) -> Path:
     """minilm-mlm-nsp as a complete checkpoint: its stored tensors (float16, base.json) plus MiniLM's
     word embeddings from the travel folder (bfloat16 values), all float32. The package that ships
     the float32 originals is not on the GPU machine; this is the model the GPU trains from."""
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    from .. import checkpoint
-
     if (into / "model.safetensors").is_file():
         return into
     with atomic.folder(into) as tmp:
@@ -201,13 +193,10 @@ def build_init(travel_dir: Path, into: Path) -> Path:
 
 
 def run_teaching(ctx: Context) -> Outcome:
-    from safetensors.torch import load_file
-
     init = build_init(ctx.travel, ctx.work / "init")
     settings = {**(plan.TEACHING_TINY if ctx.dry_run else plan.TEACHING), "init": str(init)}
     run_dir = ctx.work / "run"
     result = _pretrain(ctx, settings, run_dir)
-    from ..runs.run import Run
     last = Run(run_dir).checkpoints()[-1][1]
     # The word embeddings were frozen: prove it, then leave them out, as minilm-mlm-nsp does.
     key = travel.WORD_EMBEDDINGS_KEY
@@ -233,7 +222,6 @@ def run_teaching(ctx: Context) -> Outcome:
 def explorer_settings(dry_run: bool) -> dict:
     settings = dict(plan.EXPLORER_TINY if dry_run else plan.EXPLORER)
     settings["save_every"] = max(1, settings["max_steps"] // plan.TIME_LAPSE_POINTS)
-    from ..train.pretrain import PretrainConfig
     # Part 5 of issue 22 records time-lapse frames while a run trains (timelapse.json, a few hundred KB
     # where ten checkpoints would be 450 MB): ask for them where this version of the trainer has them.
     if "timelapse_frames" in PretrainConfig.__dataclass_fields__:
@@ -242,8 +230,6 @@ def explorer_settings(dry_run: bool) -> dict:
 
 
 def run_explorer(ctx: Context) -> Outcome:
-    from ..runs.run import Run
-
     settings = explorer_settings(ctx.dry_run)
     run_dir = ctx.work / "run"
     result = _pretrain(ctx, settings, run_dir)
@@ -272,15 +258,11 @@ def _light_copy(src: Path, dst: Path) -> None:
 
 
 def paper_mini_recipe(dry_run: bool) -> dict:
-    from ..experiments import grid
-
     recipe = grid.load_recipe("paper-mini")
     return plan.tiny_paper_mini(recipe) if dry_run else recipe
 
 
 def run_paper_mini(ctx: Context) -> Outcome:
-    from ..experiments import runner
-
     abl = ctx.work / "ablation"
     seed = ctx.state / "resume" if ctx.state is not None else None
     if not (abl / "plan.json").exists() and seed is not None and (seed / "plan.json").exists():

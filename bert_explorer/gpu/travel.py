@@ -36,10 +36,14 @@ import lzma
 import os
 import re
 import shutil
+import subprocess
 import tarfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
 
 from .. import atomic
 
@@ -93,6 +97,7 @@ def _write_manifest(folder: Path, files: dict, **extra) -> None:
 @contextlib.contextmanager
 def _originals():
     """Read the packages themselves, never earlier prepared copies."""
+    # here, not at the top: torch loads with it (seconds), and join and --help import this module
     from ..data import prepared
 
     saved = os.environ.pop(prepared.ENV, None)
@@ -124,6 +129,7 @@ def prepare(into: str | Path = TRAVEL_DIR, what=FOLDERS, sample: int | None = No
 
 
 def _prepare_corpora(tmp: Path, sample, preset, say) -> None:
+    # here, not at the top: torch loads with it (seconds), and join and --help import this module
     from ..data import prepared
     from ..data.corpora import BUILTIN_CORPORA, bbc_articles, load_corpus
 
@@ -154,6 +160,7 @@ def _prepare_corpora(tmp: Path, sample, preset, say) -> None:
 
 
 def _prepare_tasks(tmp: Path, sample, preset, say) -> None:
+    # here, not at the top: torch loads with it (seconds), and join and --help import this module
     from ..data import prepared
     from ..data.tasks import load_builtin
 
@@ -177,6 +184,7 @@ def _prepare_base(tmp: Path, sample, preset, say) -> None:
     """MiniLM's word embeddings, checked against the SHA-256 that minilm-mlm-nsp's base.json
     holds for them, then rounded to bfloat16 and stored as two byte planes (the high bytes
     compress well, the low ones hardly), xz-compressed."""
+    # here, not at the top: torch loads with it (seconds), and join and --help import this module
     import torch
 
     from .. import checkpoint
@@ -214,9 +222,6 @@ def _from_byte_planes(planes: bytes, width: int) -> bytes:
 def _prepare_pylib(tmp: Path, sample, preset, say) -> None:
     """pytest and what it needs on Python 3.12 on Linux, zipped from this environment's
     installed files (all pure Python), so the tests step runs where pytest is not installed."""
-    from packaging.markers import default_environment
-    from packaging.requirements import Requirement
-
     env = {**default_environment(), "python_version": "3.12", "python_full_version": "3.12.0",
            "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix", "extra": ""}
     todo, seen = ["pytest"], {}
@@ -262,6 +267,7 @@ def verify(travel: str | Path, needs) -> None:
 
 def word_embeddings(travel: str | Path):
     """MiniLM's word embeddings from the travel folder, as float32 (values of bfloat16)."""
+    # here, not at the top: torch loads with it (seconds), and join and --help import this module
     import torch
 
     folder = Path(travel) / "base"
@@ -428,8 +434,6 @@ def _mkdir(p: Path) -> Path:
 # ----- sizes ----------------------------------------------------------------------------------
 def tracked_bytes(repo: str | Path) -> int | None:
     """Bytes of the files git tracks in ``repo`` (None outside a git checkout)."""
-    import subprocess
-
     try:
         names = subprocess.run(["git", "ls-files", "-z"], cwd=repo, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):

@@ -20,6 +20,13 @@ from pathlib import Path
 
 import torch
 
+from .. import checkpoint
+from ..checkpoint import CheckpointError
+from ..model import PRESETS, BertConfig, BertForPreTraining, preset
+from ..runs.background import background_env
+from ..runs.finder import find_runs, rel_name
+from .device import PEAK_FLOPS
+
 
 def flops_per_token(num_layers: int, hidden_size: int, vocab_size: int, non_embedding_params: int,
                     seq_len: int, predicted_fraction: float) -> dict[str, float]:
@@ -52,8 +59,6 @@ ALIASES = {"L2-H128": "tiny", "L4-H256": "mini", "L4-H512": "small", "L8-H512": 
 
 def size_options() -> list[str]:
     """The 24 miniatures of Turc et al. (L x H) and BERT-base."""
-    from ..model.config import PRESETS
-
     return [n for n in PRESETS if n.startswith("L")] + ["base"]
 
 
@@ -62,9 +67,6 @@ def model_size(size: str, vocab_size: int, seq_len: int, mlm_probability: float 
     """(parameters, training FLOPs per token) of a preset, or of a checkpoint's config (a warm
     start: its own vocabulary), from a model built on the 'meta' device (shapes only, no memory)
     and :func:`model_flops_per_token`."""
-    from .. import checkpoint
-    from ..model import PRESETS, BertConfig, BertForPreTraining, preset
-
     config = (preset(size, vocab_size=vocab_size) if size in PRESETS
               else BertConfig.load(checkpoint.resolve(size)))
     with torch.device("meta"):
@@ -111,9 +113,6 @@ def measured_throughput(root: Path, size: str | None = None) -> tuple[float, str
     its logged tokens/s: (flop_s, where it comes from), or None. (Other sizes would mislead:
     small models keep a CPU or GPU far less busy than large ones.)"""
     dev = device_key()
-    from ..checkpoint import CheckpointError
-    from ..runs.finder import find_runs, rel_name
-
     for run in find_runs(root):
         s, cfg = run.status(), run.config()
         if (s.get("kind") or cfg.get("kind")) != "pretrain":
@@ -134,9 +133,6 @@ def measured_throughput(root: Path, size: str | None = None) -> tuple[float, str
 
 
 def stated_throughput() -> tuple[float, str]:
-    from .device import PEAK_FLOPS
-    from ..runs.background import background_env
-
     if torch.cuda.is_available():
         name = torch.cuda.get_device_name(0)
         peak = next((v for k, v in PEAK_FLOPS.items() if k in name), None)
@@ -189,8 +185,6 @@ def sequences_of(words: int, seq_len: int) -> int:
 def measured_loading(root: Path, corpus: str | None) -> tuple[float, str] | None:
     """Seconds from queueing to step 1 (status ``created`` to ``started``) of the latest pre-training
     run on this corpus on this device, or None."""
-    from ..runs.finder import find_runs, rel_name
-
     dev = device_key()
     for run in find_runs(root):
         s, cfg = run.status(), run.config()

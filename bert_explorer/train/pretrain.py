@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from tqdm import tqdm
 
 from .. import checkpoint, full_disk
 from ..data.corpora import load_corpus, split_documents, tiny_corpus
@@ -562,7 +563,6 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
 
     bar = None
     if progress and dev.is_main:
-        from tqdm import tqdm
         bar = tqdm(total=cfg.max_steps, initial=start_step, unit="step", dynamic_ncols=True)
 
     # ----- the loop ---------------------------------------------------------------------------

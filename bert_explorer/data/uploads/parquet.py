@@ -21,6 +21,8 @@ def is_parquet(path: Path) -> bool:
 def parquet_table(path: Path, name: str) -> tuple[list[str], list[tuple[int, dict]]]:
     """(column names, [(row number, {column: value})]) of a Parquet file; nulls become None and
     list columns (tokens, tags, answers) Python lists, as in a JSONL record."""
+    # only for Parquet: pyarrow is not among the GPU machine's packages (gpu/offline.py), which read the
+    # other formats through this package
     import pyarrow as pa
     import pyarrow.parquet as pq
 

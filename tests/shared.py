@@ -1,0 +1,86 @@
+"""What many test files share (their fixtures are in conftest.py): a mark for a test that needs a
+shipped model, and tiny random BERTs, in memory or saved as a checkpoint folder.
+
+A tiny random model is what a test needs where its claim must hold for any weights (the parts of
+an embedding add up, a saved model loads, a run trains): it is built in milliseconds, and a seed
+makes it the same model every time."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from bert_explorer import checkpoint
+from bert_explorer.checkpoint import SHORT_NAMES, Loaded, LoadReport
+from bert_explorer.data.corpora import tiny_corpus
+from bert_explorer.data.tiny_tasks import make_tiny
+from bert_explorer.model import BertConfig
+from bert_explorer.tasks.registry import TASKS
+from bert_explorer.tokenizer import WordPieceTokenizer
+
+
+def needs_model(*names: str):
+    """Skip the test where one of these shipped models (``checkpoint.SHORT_NAMES``) is not
+    installed (a model folder missing from assets/, or its package not installed)."""
+    missing = [n for n in names if SHORT_NAMES[n][0]() is None]
+    return pytest.mark.skipif(bool(missing), reason=f"the shipped model {' and '.join(missing or names)} is not installed")
+
+
+# ----- a random BERT over a vocabulary of given words --------------------------------------------
+def tiny_bert(words: list[str], *, architecture: str = "BertForPreTraining", hidden: int = 32, layers: int = 2,
+              heads: int = 2, positions: int = 64, seed: int = 0, **config):
+    """(model, tokenizer): a random ``architecture`` of ``layers`` x ``hidden`` (feed-forward 2 x
+    hidden) whose vocabulary is ``words``, in order (the special tokens among them), drawn from
+    ``seed``; ``config`` sets other BertConfig fields (``initializer_range``, ``id2label``)."""
+    tok = WordPieceTokenizer({w: i for i, w in enumerate(words)})
+    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=hidden, num_layers=layers, num_heads=heads,
+                     intermediate_size=2 * hidden, max_position_embeddings=positions, **config)
+    torch.manual_seed(seed)
+    return checkpoint.new_model(architecture, cfg).eval(), tok
+
+
+def tiny_loaded(words: list[str], **settings) -> Loaded:
+    """:func:`tiny_bert` as a loaded model (what ``checkpoint.load`` returns), never saved."""
+    model, tok = tiny_bert(words, **settings)
+    return Loaded(model, tok, model.config, path=None, report=LoadReport())
+
+
+def save_tiny_bert(folder: str | Path, words: list[str], **settings) -> Path:
+    """:func:`tiny_bert` saved as a checkpoint folder; returns the folder."""
+    model, tok = tiny_bert(words, **settings)
+    return checkpoint.save(model, tok, folder)
+
+
+# ----- a random BERT with a vocabulary learnt on the tiny tasks ----------------------------------
+def tiny_task_texts(data):
+    """Every text of a tiny task's examples, whatever its task type."""
+    for ex in data.examples:
+        for k in ("text", "text_pair", "question", "context"):
+            if ex.get(k):
+                yield ex[k]
+        if "tokens" in ex:
+            yield " ".join(ex["tokens"])
+        yield from ex.get("choices", [])
+
+
+def save_tiny_base(folder: str | Path, tasks=TASKS, vocab_size: int = 400, hidden: int = 64, heads: int = 4,
+                   positions: int = 128) -> str:
+    """A small random BertForPreTraining (2 layers) with a WordPiece vocabulary learnt on the
+    generated examples of ``tasks`` (``make_tiny(task, n=200, seed=1)``), saved in ``folder``:
+    the model a fine-tuning test starts from (pre-training is not needed for the toy tasks)."""
+    texts = [t for task in tasks for t in tiny_task_texts(make_tiny(task, n=200, seed=1))]
+    tok = WordPieceTokenizer.train(texts, vocab_size=vocab_size)
+    torch.manual_seed(0)
+    model = checkpoint.new_model("BertForPreTraining", BertConfig(
+        vocab_size=tok.vocab_size, hidden_size=hidden, num_layers=2, num_heads=heads, intermediate_size=2 * hidden,
+        max_position_embeddings=positions))
+    checkpoint.save(model, tok, folder)
+    return str(folder)
+
+
+def save_tiny_corpus_vocab(folder: str | Path) -> str:
+    """A 300-piece WordPiece vocabulary learnt on the generated pre-training corpus, saved in
+    ``folder``: runs that must compare read one (learning one is not reproducible across processes)."""
+    WordPieceTokenizer.train((s for doc in tiny_corpus() for s in doc), 300).save(folder)
+    return str(folder)
