@@ -110,6 +110,7 @@ FRAME_SLACK = 8                # px under the drawing, so that rounding never sh
 
 MODEL_VIEW_MAX_HEIGHT = 900    # px: aim to show the whole grid on one laptop screen
 MODEL_VIEW_MIN_SCALE = 0.4     # below this the thumbnails' lines blur together: the frame grows instead
+MODEL_VIEW_LEGIBLE_SCALE = 0.75  # bertviz's 13-15 px labels stay at least 10 px: a long input's view
 
 
 def model_view_drawing(num_layers: int, num_heads: int, num_tokens: int) -> tuple[float, float]:
@@ -324,18 +325,26 @@ def _layers_within_budget(att: np.ndarray, max_bytes: int, copies: int) -> list[
     return list(range(L)) if keep >= L else sorted(set(np.linspace(0, L - 1, keep).round().astype(int).tolist()))
 
 
+def layers_within_budget(result: AttentionResult, max_bytes: int = 4_000_000) -> list[int]:
+    """The layers ``render`` draws by default: as many as fit ``max_bytes`` of weights, spread
+    over the model (all of them for a short input)."""
+    return _layers_within_budget(result.attentions, max_bytes, copies=2 if result.sentence_b_start else 1)
+
+
 def render(result: AttentionResult, view: str = "head", layers: list[int] | None = None,
-           max_bytes: int = 4_000_000, decimals: int = 3, dark: bool = False) -> BertvizHtml:
+           max_bytes: int = 4_000_000, decimals: int = 3, dark: bool = False,
+           min_scale: float = MODEL_VIEW_MIN_SCALE) -> BertvizHtml:
     """A bertviz ``view`` ("head" or "model") of ``result`` as a self-contained HTML page.
 
     ``layers`` picks the layers to draw (default: all that fit in ``max_bytes``). In the head
-    view of a sentence pair bertviz adds a filter: All, A→A, B→B, A→B, B→A.
+    view of a sentence pair bertviz adds a filter: All, A→A, B→B, A→B, B→A. The model view is
+    drawn at ``min_scale`` of bertviz's size or larger (``fit_model_view``).
     """
     from bertviz import head_view, model_view
 
     att = result.attentions
     if layers is None:
-        layers = _layers_within_budget(att, max_bytes, copies=2 if result.sentence_b_start else 1)
+        layers = layers_within_budget(result, max_bytes)
     bad = [layer for layer in layers if not 0 <= layer < att.shape[0]]
     if bad or not layers:
         raise ValueError(f"layers must be in 0..{att.shape[0] - 1}, got {layers}")
@@ -359,7 +368,8 @@ def render(result: AttentionResult, view: str = "head", layers: list[int] | None
     body = re.sub(r"(<script type=\"text/javascript\">)(.*)(</script>)",
                   lambda m: m.group(1) + m.group(2).replace("</", "<\\/") + m.group(3), body, flags=re.S)
     if view == "model":
-        fit = fit_model_view(len(layers), att.shape[1], len(result.tokens), pair=result.sentence_b_start is not None)
+        fit = fit_model_view(len(layers), att.shape[1], len(result.tokens), pair=result.sentence_b_start is not None,
+                             min_scale=min_scale)
         body += _SCALE_TO_FIT.format(width=fit.width)
         height = fit.height
     else:
