@@ -10,10 +10,12 @@ figures are what a class would see at worst.
 `--clients N` measures the server alone: N sessions speak Streamlit's own websocket protocol
 (what a browser tab sends: "run the page"), with no browser drawing anything, and each is timed
 until the server says the page's script finished. This is what 30 students on 30 laptops load
-the server with.
+the server with. In the same run it first measures the floor: the same N sessions on an empty
+page (a title and nothing else, written to a temporary folder and served by the same Streamlit on
+the same CPU), i.e. what Streamlit itself costs per session run, and says the page's ratio to it.
 
     python bench/classroom_load.py --tabs 30
-    python bench/classroom_load.py --clients 30
+    python bench/classroom_load.py --clients 30 [--repeats 3]
 """
 from __future__ import annotations
 
@@ -81,8 +83,15 @@ async def _one_session(port: int, page_name: str) -> tuple[float, bool, bool]:
                 return time.perf_counter() - t0, not exception, classroom
 
 
-def _start_server(address: str, port: int, runs: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "run_app.py"),
+EMPTY_PAGE = """import streamlit as st
+
+st.set_page_config(page_title="Empty", layout="wide")
+st.title("An empty page")
+"""
+
+
+def _start_server(address: str, port: int, runs: str, script: Path = ROOT / "run_app.py") -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(script),
                              "--server.address", address, "--server.port", str(port),
                              "--server.headless", "true", "--browser.gatherUsageStats", "false"],
                             cwd=ROOT, env={**os.environ, "BERT_EXPLORER_RUNS": runs},
@@ -98,27 +107,47 @@ async def _wait_for_port(port: int) -> None:
             await asyncio.sleep(0.5)
 
 
-async def sessions_async(clients: int, address: str) -> None:
+async def _class(clients: int, address: str, script: Path, page_name: str, repeats: int):
+    """One server: a first session (cold), then ``repeats`` times ``clients`` sessions at once.
+    Returns (cold seconds, [wall seconds of each class], every session's result)."""
     port, runs = _free_port(), tempfile.mkdtemp(prefix="class-runs-")
-    server = _start_server(address, port, runs)
+    server = _start_server(address, port, runs, script)
+    walls, results = [], []
     try:
         await _wait_for_port(port)
-        cold = await _one_session(port, "Masked_word_probe")
-        t0 = time.perf_counter()
-        results = await asyncio.gather(*(_one_session(port, "Masked_word_probe") for _ in range(clients)))
-        wall = time.perf_counter() - t0
+        cold = await _one_session(port, page_name)
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            results += await asyncio.gather(*(_one_session(port, page_name) for _ in range(clients)))
+            walls.append(time.perf_counter() - t0)
     finally:
         server.terminate()
         server.wait(timeout=30)
         shutil.rmtree(runs, ignore_errors=True)
+    return cold[0], walls, results
+
+
+async def sessions_async(clients: int, address: str, repeats: int = 1) -> None:
+    print(f"server on {address}, {os.cpu_count()} CPU cores, {clients} sessions at once over Streamlit's websocket "
+          f"protocol (no browser), {repeats} time(s) each; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    with tempfile.TemporaryDirectory(prefix="empty-page-") as folder:
+        empty = Path(folder, "empty_page.py")
+        empty.write_text(EMPTY_PAGE)
+        _, floor_walls, floor = await _class(clients, address, empty, "", repeats)
+    floor_wall = statistics.median(floor_walls)
+    times = sorted(t for t, _, _ in floor)
+    print(f"floor, an empty page (a title only): median {statistics.median(times):.2f} s, slowest {times[-1]:.2f} s; "
+          f"all answered within {floor_wall:.2f} s (median of {repeats})")
+    cold, walls, results = await _class(clients, address, ROOT / "run_app.py", "Masked_word_probe", repeats)
+    wall = statistics.median(walls)
     times = sorted(t for t, _, _ in results)
-    print(f"server on {address}, {os.cpu_count()} CPU cores, masked-word page, model minilm-mlm-nsp, "
-          f"{clients} sessions over Streamlit's websocket protocol (no browser)")
-    print(f"first session (cold: loads the model): {cold[0]:.1f} s")
+    print(f"masked-word page, model minilm-mlm-nsp; first session (cold: loads the model): {cold:.1f} s")
     print(f"{clients} at once: median {statistics.median(times):.1f} s, p90 {statistics.quantiles(times, n=10)[-1]:.1f} s, "
-          f"slowest {times[-1]:.1f} s, fastest {times[0]:.1f} s; all answered within {wall:.1f} s")
+          f"slowest {times[-1]:.1f} s, fastest {times[0]:.1f} s; all answered within {wall:.2f} s (median of {repeats}: "
+          f"{', '.join(f'{w:.2f}' for w in walls)}) = {wall / floor_wall:.2f}× the floor")
     print(f"all finished without an exception: {all(ok for _, ok, _ in results)}; "
-          f"classroom mode said: {all(c for _, _, c in results)}")
+          f"classroom mode said: {all(c for _, _, c in results)}; "
+          f"load average after {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 async def main_async(tabs: int, address: str) -> None:
@@ -158,9 +187,10 @@ def main() -> None:
     ap.add_argument("--tabs", type=int, default=30, help="Chromium tabs at once")
     ap.add_argument("--clients", type=int, default=0, help="browserless sessions at once instead of tabs")
     ap.add_argument("--address", default="0.0.0.0", help="where the server listens (0.0.0.0 = classroom mode)")
+    ap.add_argument("--repeats", type=int, default=1, help="classes of --clients sessions, one after another")
     args = ap.parse_args()
     if args.clients:
-        asyncio.run(sessions_async(args.clients, args.address))
+        asyncio.run(sessions_async(args.clients, args.address, args.repeats))
         return
     if not shutil.which("chromium"):
         sys.exit("needs Debian's chromium (apt-get install -y chromium)")

@@ -6,7 +6,8 @@ from bert_explorer.analysis.attention import (BEHAVIOUR_RULE, COLUMN_NAMES, REFE
                                               attention_rollout, behaviour_table, describe_behaviours,
                                               head_ablation, head_name, head_stats_over, layer_name, measure_heads,
                                               uniform_reference, window)
-from bert_explorer.analysis.bertviz_offline import OfflineAssetsMissing, render
+from bert_explorer.analysis.bertviz_offline import (MODEL_VIEW_LEGIBLE_SCALE, MODEL_VIEW_MIN_SCALE, OfflineAssetsMissing,
+                                                    layers_within_budget, render)
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
@@ -67,8 +68,12 @@ def _reference(model: str, max_tokens: int):
 
 
 @by_weights(show_spinner="Drawing with bertviz…", max_entries=16)
-def _bertviz(model: str, text: str, text_b: str | None, max_tokens: int, view: str, start: int):
-    return render(window(_attention(model, text, text_b, max_tokens), start, DRAWN_TOKENS), view)
+def _bertviz(model: str, text: str, text_b: str | None, max_tokens: int, view: str, start: int,
+             layers: tuple[int, ...] | None = None):
+    # a long input's model view is drawn large enough to read (its frame grows instead)
+    return render(window(_attention(model, text, text_b, max_tokens), start, DRAWN_TOKENS), view,
+                  layers=list(layers) if layers else None,
+                  min_scale=MODEL_VIEW_LEGIBLE_SCALE if layers is not None else MODEL_VIEW_MIN_SCALE)
 
 
 c1, c2 = st.columns(2)
@@ -89,10 +94,17 @@ if result.truncated:
     st.info(f"The input was cut to {max_tokens} WordPieces (longest sentence first) to keep the page fast; "
             "raise *Max tokens* in the sidebar to see more.")
 T = len(result.tokens)
-start = 0
+start, drawn_layers = 0, None
 if T > DRAWN_TOKENS:
-    start = st.slider("bertviz draws the tokens from position", 0, T - DRAWN_TOKENS, 0, 16, key="att_window",
+    w1, w2 = st.columns([3, 1])
+    start = w1.slider("bertviz draws the tokens from position", 0, T - DRAWN_TOKENS, 0, 16, key="att_window",
                       help="Drawing every line of a long input would freeze the browser.")
+    # Every layer can be drawn, a few at a time: the weights of all of them would be too many for the page.
+    fits = layers_within_budget(window(result, start, DRAWN_TOKENS))
+    drawn_layers = w2.multiselect("Layers bertviz draws", list(range(L)), default=fits, max_selections=len(fits),
+                                  key="att_window_layers", format_func=lambda i: f"{i + 1}",
+                                  help=f"Any {len(fits)} of the {L} layers at a time.")
+    drawn_layers = tuple(sorted(drawn_layers or fits))
     st.caption(f"Your input has {T} tokens: bertviz draws tokens {start}–{start + DRAWN_TOKENS - 1} and the "
                "attention among them (weights to tokens outside that window are not drawn). The heatmaps, the "
                "head measures and the download use all {T}.".replace("{T}", str(T)))
@@ -117,12 +129,13 @@ tabs = st.tabs(["Head view", "Model view", "Heatmap", "Head behaviours", "Rollou
 def bertviz_tab(view_name: str, caption: str) -> None:
     st.caption(caption)
     try:
-        view = _bertviz(name, text, text_b, max_tokens, view_name, start)
+        view = _bertviz(name, text, text_b, max_tokens, view_name, start, drawn_layers)
     except OfflineAssetsMissing as e:
         st.warning(f"bertviz cannot draw offline: {e}")
         return
     if view.layers != list(range(L)):
-        st.caption(f"Showing layers {', '.join(str(i + 1) for i in view.layers)} of 1–{L} to keep the page light.")
+        st.caption(f"Showing layers {', '.join(str(i + 1) for i in view.layers)} of 1–{L} to keep the page light"
+                   + ("; pick others under *Layers bertviz draws*." if drawn_layers else "."))
     if view.numbered_from == 0:
         st.caption("bertviz numbers layers and heads from 0 inside this drawing: its layer 0 is our layer 1.")
     if view.fit is not None and view.fit.scale < 1:

@@ -8,7 +8,7 @@ from bert_explorer.analysis.probes import (MLM_HEAD, copied_word, masking_demo, 
 from bert_explorer.analysis.export import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import kept
-from bert_explorer.app.state import computed, picked_model
+from bert_explorer.app.state import by_weights, computed, picked_model
 from bert_explorer.app.widgets import intro, needs_head
 
 st.set_page_config(page_title="Masked-word probe · BERT Explorer", layout="wide")
@@ -36,15 +36,15 @@ if 0 < len(words) <= 80:
         text = " ".join("[MASK]" if i in clicked else w for i, w in enumerate(words))
         st.caption(f"The model sees: `{text}`")
 top_k = st.slider("Predictions per mask", 1, 20, 5, key="mlm_k")
-bundle = ResultBundle("Masked word probe", name, {"text": text, "top_k": top_k})
 
-if needs_head(loaded, MLM_HEAD, "predict masked words"):
-    try:
-        results = computed(mlm_top_k, name, "BertForPreTraining", text, top_k)
-    except ValueError as e:
-        st.info(str(e))
-        results = []
-    for m in results:
+
+@by_weights(shared=True, show_spinner=False, max_entries=64)
+def _mask_bars(model: str, text: str, top_k: int) -> list:
+    """Each [MASK]'s predictions and their bar chart. A plotly figure takes longer to build than
+    the model takes to answer, so it is built once for every session (a class asking the same
+    sentence); nobody changes a figure once built."""
+    bars = []
+    for m in computed(mlm_top_k, model, "BertForPreTraining", text, top_k):
         df = pd.DataFrame(m["predictions"])
         # The axis ends just past the top probability: on 0-1, guesses of 1-7 % are slivers.
         top = float(df["probability"].max())
@@ -52,6 +52,20 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
                      title=f"[MASK] at position {m['position']}", range_x=[0, min(1.0, top * 1.2 + 0.01)])
         fig.update_traces(texttemplate="%{x:.1%}", textposition="outside", cliponaxis=False)
         fig.update_layout(height=120 + 28 * len(df), margin=dict(l=10, r=40, t=40, b=10))
+        bars.append((m, fig))
+    return bars
+
+
+bundle = ResultBundle("Masked word probe", name, {"text": text, "top_k": top_k})
+
+if needs_head(loaded, MLM_HEAD, "predict masked words"):
+    try:
+        bars = _mask_bars(name, text, top_k)
+    except ValueError as e:
+        st.info(str(e))
+        bars = []
+    results = [m for m, _ in bars]
+    for m, fig in bars:
         exports.figure(fig, f"mlm_bar_{m['position']}", bundle=bundle)
         copied = copied_word(text, m["predictions"])
         if copied:

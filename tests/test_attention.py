@@ -1,6 +1,7 @@
 """Attention analysis (rows, head mask, head statistics, rollout), offline bertviz, the page."""
 import base64
 import json
+import re
 
 import numpy as np
 import pytest
@@ -202,6 +203,30 @@ def test_attention_page_head_choice_and_truncation():
     at.text_area(key="be_sentence_a").set_value("long " * 200).run()
     assert not at.exception
     assert any("was cut to 128" in i.value for i in at.info)
+
+
+def test_a_long_inputs_views_offer_every_layer_and_draw_the_model_view_legibly():
+    """A long input: bertviz draws a window of its tokens and a few layers at a time, any of them
+    (issue 27: only layers 1, 3 and 6 were offered), with the model view at a scale whose labels
+    can be read (it was 40 %)."""
+    from bert_explorer.analysis.bertviz_offline import MODEL_VIEW_LEGIBLE_SCALE, model_view_drawing
+
+    at = AppTest.from_file("../pages/2_Attention.py", default_timeout=300)
+    at.session_state["att_max_tokens"] = 512
+    at.session_state["be_sentence_a"] = " ".join(f"word{i % 50} is here ." for i in range(60))
+    at.session_state["be_sentence_b"] = ""
+    at.run()
+    assert not at.exception
+    layers = at.multiselect(key="att_window_layers")
+    assert layers.options == [str(i) for i in range(1, 7)] and 0 < len(layers.value) < 6
+    layers.set_value([1, 3]).run()  # layers 2 and 4, which were never offered before
+    assert not at.exception
+    head, model = (f.proto.srcdoc for f in at.get("iframe"))
+    for page in (head, model):
+        assert re.search(r'"include_layers": \[2, 4\]', page)
+    drawn = float(re.search(r"max-width: (\d+)px", model).group(1)) / model_view_drawing(2, 12, 128)[0]
+    assert drawn >= MODEL_VIEW_LEGIBLE_SCALE - 0.01
+    assert any("Showing layers 2, 4 of 1–6" in c.value for c in at.caption)
 
 
 def _bar_values(chart) -> list[float]:

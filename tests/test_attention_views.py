@@ -110,6 +110,75 @@ def test_model_view_html_is_scaled_to_the_fit():
     assert render(_fake(4, 4, 5), "head").fit is None
 
 
+# ----- the page carries its weights once and draws only the lines that can be seen ----------------
+
+@pytest.mark.parametrize("view", ["head", "model"])
+def test_the_weights_are_in_the_page_once_and_only_visible_lines_are_drawn(view):
+    """bertviz's template marker stands in a comment too, so its page held every weight twice; and
+    it drew a line for every weight. The page holds them once, and the installed bertviz's line
+    drawing is the one the patches were written for (else every line would be drawn again)."""
+    from bert_explorer.analysis import bertviz_offline
+
+    r = _fake(L=2, A=3, T=6)
+    html = render(r, view).html
+    first = json.dumps(np.round(r.attentions[0, 0, 0].astype(np.float64), 3).tolist())[1:-1]
+    assert html.count(first) == 1
+    assert "// HACK:" not in html
+    assert "__beVisible(d)" in html and "function __beVisible(row)" in html
+    body = bertviz_offline._number_from_one(_bertviz_body(r, view), view)[0]
+    assert bertviz_offline._draw_visible_lines_only(body, view)[1]
+
+
+def _bertviz_body(r, view):
+    import torch
+    from bertviz import head_view, model_view
+
+    attention = [torch.from_numpy(r.attentions[i]).unsqueeze(0) for i in range(r.attentions.shape[0])]
+    draw = head_view if view == "head" else model_view
+    return draw(attention=attention, tokens=list(r.tokens), html_action="return").data
+
+
+@pytest.mark.slow
+def test_in_a_real_browser_each_weight_that_can_be_seen_has_its_line_where_bertviz_puts_it():
+    """Head view, head 1 of layer 1 alone: one line for every weight of at least 1/255 (an
+    opacity under one step of an 8-bit colour draws nothing), from the query's row to the key's,
+    with the weight as its opacity; and in the model view's thumbnails, one line per such weight
+    of every head."""
+    if not shutil.which("chromium"):
+        pytest.skip("Debian chromium is not installed")
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    from bert_explorer.analysis.bertviz_offline import MIN_VISIBLE_WEIGHT
+
+    rng = np.random.default_rng(1)
+    att = rng.random((2, 3, 9, 9)) ** 6  # many tiny weights, some large ones
+    att /= att.sum(-1, keepdims=True)
+    r = AttentionResult(["[CLS]"] + list("abcdefg") + ["[SEP]"], [0] * 9, att.astype(np.float32))
+    shown = np.round(att, 3) >= MIN_VISIBLE_WEIGHT
+    assert 0 < shown.sum() < shown.size
+    args = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=args)
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.set_content(render(r, "head").html)
+        page.wait_for_selector("#vis svg text")
+        lines = page.eval_on_selector_all("#vis #attention .headAttention[head-index='0'] line", """ls => ls.map(l =>
+            [+l.getAttribute('left-token-index'), +l.getAttribute('right-token-index'), +l.getAttribute('y1'),
+             +l.getAttribute('y2'), +l.getAttribute('stroke-opacity')])""")
+        page.set_content(render(r, "model").html)
+        page.wait_for_selector("#vis svg text")
+        thumbnails = page.eval_on_selector_all("#vis line", "ls => ls.length")
+        browser.close()
+    assert not errors, errors
+    assert {(i, j) for i, j, *_ in lines} == {tuple(ij) for ij in np.argwhere(shown[0, 0])}
+    for i, j, y1, y2, opacity in lines:  # bertviz's rows: 22.5 px apart; all 3 heads shown: weight / 3
+        assert y2 - y1 == pytest.approx(22.5 * (j - i))
+        assert opacity == pytest.approx(np.round(att[0, 0, i, j], 3) / 3, abs=1e-6)
+    assert thumbnails == shown.sum()
+
+
 # ----- 2. layers (and heads) count from 1 --------------------------------------------------------
 
 def test_bertviz_labels_count_layers_and_heads_from_one():

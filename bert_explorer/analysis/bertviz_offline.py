@@ -31,6 +31,14 @@ Two more changes to what bertviz draws:
   that brings the whole grid into a frame of about ``MODEL_VIEW_MAX_HEIGHT`` px; the SVG
   gets a ``viewBox`` and is drawn at that scale, or narrower when the frame is narrower, so
   every layer and head is always inside the frame.
+
+And one change to how it draws: **only lines that can be seen.** bertviz draws one SVG line for
+every (query, key) pair of every head, also where the weight is a few thousandths: a 128-token
+window of a 12-head model is 196,608 lines per layer, and the browser needed seconds to build
+them. A line is drawn with the weight as its opacity (divided by the number of heads shown), so
+a weight under ``MIN_VISIBLE_WEIGHT`` (1/255: less than one step of an 8-bit colour) draws
+nothing that can be seen; those lines are left out (``_draw_visible_lines_only``), about nine in
+ten of them on a long input. The data (and the standalone download) keep every weight.
 """
 from __future__ import annotations
 
@@ -102,6 +110,7 @@ FRAME_SLACK = 8                # px under the drawing, so that rounding never sh
 
 MODEL_VIEW_MAX_HEIGHT = 900    # px: aim to show the whole grid on one laptop screen
 MODEL_VIEW_MIN_SCALE = 0.4     # below this the thumbnails' lines blur together: the frame grows instead
+MODEL_VIEW_LEGIBLE_SCALE = 0.75  # bertviz's 13-15 px labels stay at least 10 px: a long input's view
 
 
 def model_view_drawing(num_layers: int, num_heads: int, num_tokens: int) -> tuple[float, float]:
@@ -228,6 +237,7 @@ class BertvizHtml:
 
 
 _PARAMS = "const params = "
+_HACK = "; // HACK: "
 
 
 def _number_from_one(body: str, view: str) -> tuple[str, bool]:
@@ -236,21 +246,74 @@ def _number_from_one(body: str, view: str) -> tuple[str, bool]:
     bertviz's views use ``include_layers`` / ``include_heads`` only to label (and, in the model
     view, to colour) what they draw; the data are found by position. Returns the page and
     whether the labels could be changed (a bertviz that lays out its page differently is left
-    as it is)."""
+    as it is).
+
+    bertviz writes its ``params`` (every weight) into the line ``const params = X; // HACK: X is…``:
+    its template marker stands in a comment too, so the page carried the data twice. The comment
+    goes, and the lists are rewritten where they stand in X, which is otherwise left as it is
+    (decoding and encoding a long input's megabytes of weights took seconds). A token cannot
+    imitate a key: inside a JSON string its quotes are escaped."""
     start = body.find(_PARAMS)
     if start < 0:
         return body, False
     start += len(_PARAMS)
-    try:
-        params, end = json.JSONDecoder().raw_decode(body, start)
-    except json.JSONDecodeError:
+    end = body.find("\n", start)
+    end = len(body) if end < 0 else end
+    line = body[start:end]
+    params = line[:max(line.find(_HACK), 0)]
+    if not params or not line.startswith(params + _HACK + params):
         return body, False
     keys = ["include_layers"] + (["include_heads"] if view == "model" else [])
-    if not all(isinstance(params.get(k), list) for k in keys):
-        return body, False
-    for k in keys:
-        params[k] = [i + 1 for i in params[k]]
-    return body[:start] + json.dumps(params) + body[end:], True
+    for key in keys:
+        pattern = re.compile(rf'"{key}": \[([0-9, ]*)\]')
+        if len(pattern.findall(params)) != 1:
+            return body, False
+        params = pattern.sub(lambda m: f'"{key}": ' + json.dumps([int(i) + 1 for i in m.group(1).split(",")
+                                                                 if i.strip()]), params)
+    return body[:start] + params + ";" + body[end:], True
+
+
+MIN_VISIBLE_WEIGHT = 1 / 255  # as an opacity, less than one step of an 8-bit colour
+
+# Defined before bertviz's own script: a row of weights as the lines worth drawing, each a
+# Number (so that bertviz's opacity arithmetic reads it as before) that knows its key's index.
+_VISIBLE_LINES = """<script>
+function __beVisible(row) {
+  var out = [];
+  for (var j = 0; j < row.length; j++) {
+    if (row[j] >= %r) { var w = new Number(row[j]); w.j = j; out.push(w); }
+  }
+  return out;
+}
+</script>
+""" % MIN_VISIBLE_WEIGHT
+
+# bertviz 1.4.1's data joins for the lines (head_view.js, model_view.js) and the places that
+# read a line's position among its row's keys from its index, which now comes with the weight.
+_LINE_PATCHES = {
+    "head": [(re.compile(r'(\.selectAll\("line"\)\s*\.data\()d => d(\)\s*\.enter\(\)\s*\.append\("line"\))'),
+              r"\1d => __beVisible(d)\2", 1),
+             (re.compile(re.escape('.attr("y2", (d, rightTokenIndex) => TEXT_TOP + rightTokenIndex * BOXHEIGHT')),
+              '.attr("y2", (d) => TEXT_TOP + d.j * BOXHEIGHT', 1),
+             (re.compile(re.escape('.attr("right-token-index", (d, i) => i)')),
+              '.attr("right-token-index", (d) => d.j)', 1)],
+    "model": [(re.compile(r'(\.selectAll\("line"\)\s*\.data\(function \(d\) \{ // Loop over all target tokens\s*'
+                          r'return )d;'), r"\1__beVisible(d);", 2),
+              (re.compile(re.escape('.attr("y2", function (d, targetIndex) {')),
+               '.attr("y2", function (d) { var targetIndex = d.j;', 2)],
+}
+
+
+def _draw_visible_lines_only(body: str, view: str) -> tuple[str, bool]:
+    """bertviz's page drawing only the lines whose weight can be seen (``MIN_VISIBLE_WEIGHT``).
+    Returns the page and whether it could be changed; a bertviz whose code differs from the one
+    these patches were written for is left drawing every line."""
+    patched = body
+    for pattern, replacement, count in _LINE_PATCHES[view]:
+        patched, n = pattern.subn(replacement, patched)
+        if n != count:
+            return body, False
+    return _VISIBLE_LINES + patched, True
 
 
 def _layers_within_budget(att: np.ndarray, max_bytes: int, copies: int) -> list[int]:
@@ -262,18 +325,26 @@ def _layers_within_budget(att: np.ndarray, max_bytes: int, copies: int) -> list[
     return list(range(L)) if keep >= L else sorted(set(np.linspace(0, L - 1, keep).round().astype(int).tolist()))
 
 
+def layers_within_budget(result: AttentionResult, max_bytes: int = 4_000_000) -> list[int]:
+    """The layers ``render`` draws by default: as many as fit ``max_bytes`` of weights, spread
+    over the model (all of them for a short input)."""
+    return _layers_within_budget(result.attentions, max_bytes, copies=2 if result.sentence_b_start else 1)
+
+
 def render(result: AttentionResult, view: str = "head", layers: list[int] | None = None,
-           max_bytes: int = 4_000_000, decimals: int = 3, dark: bool = False) -> BertvizHtml:
+           max_bytes: int = 4_000_000, decimals: int = 3, dark: bool = False,
+           min_scale: float = MODEL_VIEW_MIN_SCALE) -> BertvizHtml:
     """A bertviz ``view`` ("head" or "model") of ``result`` as a self-contained HTML page.
 
     ``layers`` picks the layers to draw (default: all that fit in ``max_bytes``). In the head
-    view of a sentence pair bertviz adds a filter: All, A→A, B→B, A→B, B→A.
+    view of a sentence pair bertviz adds a filter: All, A→A, B→B, A→B, B→A. The model view is
+    drawn at ``min_scale`` of bertviz's size or larger (``fit_model_view``).
     """
     from bertviz import head_view, model_view
 
     att = result.attentions
     if layers is None:
-        layers = _layers_within_budget(att, max_bytes, copies=2 if result.sentence_b_start else 1)
+        layers = layers_within_budget(result, max_bytes)
     bad = [layer for layer in layers if not 0 <= layer < att.shape[0]]
     if bad or not layers:
         raise ValueError(f"layers must be in 0..{att.shape[0] - 1}, got {layers}")
@@ -289,6 +360,7 @@ def render(result: AttentionResult, view: str = "head", layers: list[int] | None
     else:
         raise ValueError(f"view must be 'head' or 'model', not {view!r}")
     body, relabelled = _number_from_one(body, view)
+    body, _ = _draw_visible_lines_only(body, view)
     body = _CDN_SCRIPT.sub("", body)
     body = _REQUIRE_CONFIG.sub("", body, count=1)  # the CDN paths: nothing is fetched
     # The tokens are the user's text inside bertviz's one <script>: "</" must not close it early.
@@ -296,7 +368,8 @@ def render(result: AttentionResult, view: str = "head", layers: list[int] | None
     body = re.sub(r"(<script type=\"text/javascript\">)(.*)(</script>)",
                   lambda m: m.group(1) + m.group(2).replace("</", "<\\/") + m.group(3), body, flags=re.S)
     if view == "model":
-        fit = fit_model_view(len(layers), att.shape[1], len(result.tokens), pair=result.sentence_b_start is not None)
+        fit = fit_model_view(len(layers), att.shape[1], len(result.tokens), pair=result.sentence_b_start is not None,
+                             min_scale=min_scale)
         body += _SCALE_TO_FIT.format(width=fit.width)
         height = fit.height
     else:

@@ -360,12 +360,14 @@ def _assemble(path: Path, units: Units, n_shards: int, H: int, meta: dict) -> No
         (tmp / "meta.json").write_text(json.dumps({**meta, "rows": N, "sentences": len(units.texts)}, indent=1))
 
 
-def estimate_build_seconds(loaded: Loaded, corpus="bbc", layer: int = 6, sample: int = 512) -> dict:
+def estimate_build_seconds(loaded: Loaded, corpus="bbc", layer: int = 6, sample: int = 64) -> dict:
     """How long the build would take here, measured: ``sample`` sentences spread over the corpus
     are run through the model up to ``layer`` on this machine, batched as the build batches
     them, and the rate is applied to the corpus's WordPieces (counted on the same sample, per
     character). A background build gets one core fewer than the machine has
-    (``runs.background.background_env``); on 2 cores that is the app's own 1 thread."""
+    (``runs.background.background_env``); on 2 cores that is the app's own 1 thread. 64 sentences
+    measure the rate well enough for "about N minutes"; 512 made the Nearest neighbours page's
+    first visit take 8-15 s on 2 cores (bench/browser_interactions.py)."""
     check_layer(loaded, layer)
     texts = list(dict.fromkeys(s for _, doc in corpus_documents(corpus) for s in doc if s.strip()))
     chars = sum(len(t) for t in texts)

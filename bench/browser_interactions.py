@@ -1,0 +1,333 @@
+"""From a user's action to the page drawn, in a real browser (Chromium via Playwright).
+
+Starts the app on a free port (127.0.0.1, an empty runs folder), opens Home in Chromium (the
+server's very first page: it imports torch and loads the default model), then opens every other
+page of the menu once, by clicking its menu entry (each page's first visit, with the server warm
+from Home), and then times what a user does on a page that is already open:
+
+    cloze          Masked word probe: a new sentence with a [MASK] (typed, Enter)
+    nsp pair       Next sentence probe: a new sentence B (typed, Ctrl+Enter)
+    head           Attention, Heatmap tab: another head picked in the list
+    tab            Attention: another tab clicked (each tab in turn)
+    next step      Inside one layer: the Next button
+    long input     Attention with a 446-token input and Max tokens 512: the input typed (Ctrl+Enter)
+    window move    the same input: bertviz's 128-token window moved one step (the slider, arrow key)
+
+"Drawn" means: Streamlit's script state is no longer "running", the element that the action
+changes shows its new content (the bar chart of the new [MASK], the heatmap titled with the new
+head, the step's heading, a new bertviz document with its SVG text), every plotly chart on the
+page has its SVG, and two animation frames have passed. Each row also says how much of that time
+came before the script finished (the server's share, as the browser's timeline sees it) and how
+much after (drawing).
+
+    python bench/browser_interactions.py [--rounds 2] [--repeats 3] [--only cloze head ...]
+    python bench/browser_interactions.py --profile-server /tmp/server.txt   # py-spy, if installed
+    python bench/browser_interactions.py --trace /tmp/trace.zip            # Playwright's trace
+
+Every round starts a fresh server and a fresh browser profile; first visits are measured once
+per round, interactions ``--repeats`` times per round; the table gives medians over all of them.
+The browser runs on the same machine as the server, so on a 2-core CPU the figures include
+their competition for it. Targets (issue 27): warm interactions within 1 s, a long input's
+window move within 2 s, every first visit within 3 s (except the server's very first page).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from classroom_load import ARGS, ROOT, _free_port  # noqa: E402
+
+sys.path.insert(0, str(ROOT))
+from bert_explorer.app.widgets import MENU  # noqa: E402
+
+LONG_TOKENS = 446  # the input of issue 27: two paragraphs of a BBC article
+
+# Installed once per document: notes when Streamlit's script state goes to "running" and back.
+WATCH = """() => {
+  window.__be = window.__be || {running: null, done: null};
+  if (window.__beWatching) return;
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app) return;
+  window.__beWatching = true;
+  new MutationObserver(() => {
+    const now = performance.now();
+    if (app.getAttribute('data-test-script-state') === 'running') { window.__be.running = window.__be.running ?? now; window.__be.done = null; }
+    else if (window.__be.running !== null) { window.__be.done = now; }
+  }).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+}"""
+MARK = "() => { window.__be = {start: performance.now(), running: null, done: null}; }"
+SETTLED = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || app.getAttribute('data-test-script-state') === 'running') return false;
+  if (document.querySelector('[data-testid="stStatusWidget"]')) return false;
+  if (document.querySelector('[data-testid="stSkeleton"]')) return false;
+  for (const plot of document.querySelectorAll('.js-plotly-plot')) if (!plot.querySelector('.main-svg')) return false;
+  return true;
+}"""
+FRAMES = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+SERVER_SHARE = "() => window.__be && window.__be.done !== null ? window.__be.done - window.__be.start : null"
+
+
+def machine() -> str:
+    flags = set()
+    model = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+            if line.startswith("model name") and model == "?":
+                model = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    wanted = ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile", "amx_int8"]
+    have = " ".join(f for f in wanted if f in flags) or "none of " + " ".join(wanted)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"{model}, {os.cpu_count()} cores; CPU flags: {have}; load average (1, 5, 15 min): {load}"
+
+
+class Timer:
+    """Times one action on ``page``: ``done`` is a JavaScript predicate for "the action's result is
+    on screen"; the page must also have settled (SETTLED) and drawn two frames."""
+
+    def __init__(self, page):
+        self.page = page
+
+    def __call__(self, action, done: str, timeout_s: float = 300) -> tuple[float, float | None]:
+        page = self.page
+        page.evaluate(WATCH)
+        page.evaluate(MARK)
+        t = time.perf_counter()
+        action()
+        page.wait_for_function(f"() => ({SETTLED})() && ({done})()", timeout=timeout_s * 1000, polling=30)
+        page.evaluate(FRAMES)
+        took = time.perf_counter() - t
+        server = page.evaluate(SERVER_SHARE)
+        return took, None if server is None else server / 1000
+
+
+def text_in(selector: str, text: str) -> str:
+    """JS predicate: some element matching ``selector`` contains ``text``."""
+    import json
+    return (f"() => [...document.querySelectorAll({json.dumps(selector)})]"
+            f".some(e => (e.textContent || '').includes({json.dumps(text)}))")
+
+
+def new_frame_drawn(index: int) -> str:
+    """JS predicate: the ``index``-th iframe holds a document not marked by ``mark_frames`` whose
+    bertviz SVG has its tokens written."""
+    return (f"() => {{ const f = document.querySelectorAll('iframe')[{index}];"
+            "  const d = f && f.contentDocument; const w = f && f.contentWindow;"
+            "  return Boolean(d && w && !w.__beOld && d.querySelector('#vis svg text')); }")
+
+
+MARK_FRAMES = "() => document.querySelectorAll('iframe').forEach(f => { if (f.contentWindow) f.contentWindow.__beOld = true; })"
+
+
+def visible_in_tab(label: str, what: str) -> str:
+    """JS predicate: the tab panel of ``label`` is shown and holds ``what`` (plotly or bertviz)."""
+    import json
+    inner = ("p.querySelector('.js-plotly-plot .main-svg')" if what == "plot" else
+             "(() => { const f = p.querySelector('iframe'); return f && f.contentDocument && "
+             "f.contentDocument.querySelector('#vis svg text'); })()")
+    return (f"() => {{ const tabs = [...document.querySelectorAll('[role=tab]')];"
+            f"  const tab = tabs.find(t => t.textContent.trim() === {json.dumps(label)});"
+            "  if (!tab || tab.getAttribute('aria-selected') !== 'true') return false;"
+            "  const p = document.getElementById(tab.getAttribute('aria-controls'));"
+            f"  return Boolean(p && p.offsetParent !== null && {inner}); }}")
+
+
+def first_visits(page, base: str, timer: Timer, results: dict) -> None:
+    t = time.perf_counter()
+    page.goto(base, timeout=600_000)
+    page.evaluate(WATCH)
+    page.wait_for_function(f"() => ({SETTLED})() && ({text_in('h1', 'BERT Explorer')})()", timeout=600_000, polling=30)
+    page.evaluate(FRAMES)
+    results.setdefault("server's first page: Home", []).append((time.perf_counter() - t, None))
+    sidebar = page.locator("[data-testid='stSidebar']")
+    for path, label, _ in MENU[1:]:
+        link = sidebar.locator("[data-testid='stPageLink']", has_text=label).first
+        before = page.locator("h1").first.text_content(timeout=60_000)
+        results.setdefault(f"first visit: {label}", []).append(timer(
+            link.click, f"() => {{ const h = document.querySelector('h1'); return h && h.textContent !== {before!r}; }}"))
+
+
+def cloze(page, base, timer, results, repeats):
+    page.goto(f"{base}/Masked_word_probe")
+    page.get_by_text("Layer by layer").wait_for(timeout=300_000)
+    sentences = [("the [MASK] sat on the mat .", 2), ("he drank a cup of hot [MASK] .", 7)]
+    box = page.get_by_role("textbox", name="Sentence (write [MASK] where a word is hidden)")
+    for i in range(repeats):
+        text, position = sentences[i % 2]
+        box.fill(text + " " * (i // 2))
+        results.setdefault("cloze (Masked word probe)", []).append(
+            timer(lambda: box.press("Enter"), text_in(".js-plotly-plot .gtitle", f"[MASK] at position {position}")))
+
+
+def nsp_pair(page, base, timer, results, repeats):
+    page.goto(f"{base}/Next_sentence_probe")
+    page.locator("[data-testid='stMetricValue']").first.wait_for(timeout=300_000)
+    box = page.get_by_role("textbox", name="Sentence B", exact=True)
+    bs = ["prices rose again in the shops .", "the team won the cup final on sunday ."]
+    for i in range(repeats):
+        old = page.locator("[data-testid='stMetricValue']").first.text_content()
+        box.fill(bs[i % 2] + " " * (i // 2))
+        # the answer is a new P(IsNext), or (if equal by chance) at least a finished new run
+        results.setdefault("next-sentence pair", []).append(timer(
+            lambda: box.press("Control+Enter"),
+            f"() => window.__be.done !== null || document.querySelector('[data-testid=\"stMetricValue\"]').textContent !== {old!r}"))
+
+
+def attention(page, base, timer, results, repeats):
+    page.goto(f"{base}/Attention")
+    page.frame_locator("iframe").first.locator("svg text").first.wait_for(timeout=300_000)
+    page.get_by_role("tab", name="Heatmap").click()
+    page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=60_000)
+    for i in range(repeats):
+        head = 2 + i % 3
+        page.locator('[data-testid="stSelectbox"]').filter(has_text="Head").first.click()
+        option = page.get_by_role("option", name=str(head), exact=True)
+        results.setdefault("head change (Attention, heatmap)", []).append(timer(
+            option.click, text_in(".js-plotly-plot .gtitle", f"Layer 1, head {head}:")))
+    tabs = [("Head view", "frame"), ("Model view", "frame"), ("Heatmap", "plot"), ("Head behaviours", "plot"),
+            ("Rollout", "plot"), ("Switch a head off", "plot")]
+    for i in range(repeats):
+        for label, what in tabs:
+            tab = page.get_by_role("tab", name=label)
+            results.setdefault("tab switch (Attention)", []).append(timer(tab.click, visible_in_tab(label, what)))
+
+
+def next_step(page, base, timer, results, repeats):
+    from bert_explorer.analysis.layer_steps import STEPS
+
+    page.goto(f"{base}/Inside_one_layer")
+    page.get_by_text(f"Step 1 of {len(STEPS)}").wait_for(timeout=300_000)
+    step = 1
+    for i in range(repeats):
+        if step == len(STEPS):
+            page.get_by_role("button", name="◀ Previous").click()  # (untimed) back, to go forward again
+            step -= 1
+            page.get_by_text(f"Step {step} of {len(STEPS)}").wait_for(timeout=60_000)
+        step += 1
+        button = page.get_by_role("button", name="Next ▶")
+        results.setdefault("Next (Inside one layer)", []).append(timer(
+            button.click, text_in("h3", f"Step {step} of {len(STEPS)}: {STEPS[step - 1]}")))
+
+
+def long_input(page, base, timer, results, repeats):
+    from page_interactions import long_text
+
+    page.goto(f"{base}/Attention")
+    page.frame_locator("iframe").first.locator("svg text").first.wait_for(timeout=300_000)
+    slider = page.get_by_role("slider").first
+    slider.focus()
+    slider.press("End")  # Max tokens: 512
+    page.wait_for_function(SETTLED, timeout=120_000)
+    a, b = long_text(LONG_TOKENS)
+    page.get_by_role("textbox", name="Sentence B (optional)").fill(b)
+    box = page.get_by_role("textbox", name="Sentence A", exact=True)
+    box.fill(a)
+    page.evaluate(MARK_FRAMES)
+    results.setdefault(f"long input typed ({LONG_TOKENS} tokens)", []).append(timer(
+        lambda: box.press("Control+Enter"), f"() => ({text_in('p', 'bertviz draws tokens 0')})() && ({new_frame_drawn(0)})()"))
+    window = page.get_by_role("slider", name="bertviz draws the tokens from position")
+    start = 0
+    for i in range(repeats):
+        window.focus()
+        start += 16
+        page.evaluate(MARK_FRAMES)
+        results.setdefault("window move (long input)", []).append(timer(
+            lambda: window.press("ArrowRight"),
+            f"() => ({text_in('p', f'bertviz draws tokens {start}–')})() && ({new_frame_drawn(0)})()"))
+
+
+INTERACTIONS = {"cloze": cloze, "nsp": nsp_pair, "attention": attention, "next": next_step, "long": long_input}
+
+
+def start_server(port: int, runs: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "run_app.py"),
+                             "--server.address", "127.0.0.1", "--server.port", str(port),
+                             "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+                            cwd=ROOT, env={**os.environ, "BERT_EXPLORER_RUNS": runs},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def one_round(args, results: dict, round_no: int) -> None:
+    from playwright.sync_api import sync_playwright
+
+    port, runs = _free_port(), tempfile.mkdtemp(prefix="bench-runs-")
+    server = start_server(port, runs)
+    spy = None
+    if args.profile_server and round_no == 0:
+        spy = subprocess.Popen([args.py_spy, "record", "--pid", str(server.pid), "--rate", "50", "--format", "raw",
+                                "--output", args.profile_server, "--nonblocking"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium", args=ARGS)
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            if args.trace and round_no == 0:
+                context.tracing.start(screenshots=False, snapshots=False)
+            page = context.new_page()
+            page.set_default_timeout(300_000)
+            timer = Timer(page)
+            for _ in range(240):  # the server takes a few seconds to listen
+                try:
+                    page.goto(base + "/_stcore/health", timeout=5_000)
+                    break
+                except Exception:
+                    time.sleep(0.5)
+            if "first" in args.only:
+                first_visits(page, base, timer, results)
+            for name in args.only:
+                if name in INTERACTIONS:
+                    INTERACTIONS[name](page, base, timer, results, args.repeats)
+            if args.trace and round_no == 0:
+                context.tracing.stop(path=args.trace)
+            browser.close()
+    finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=60)
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(runs, ignore_errors=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=2, help="fresh servers (first visits are measured once each)")
+    p.add_argument("--repeats", type=int, default=3, help="each interaction, per round")
+    p.add_argument("--only", nargs="+", default=["first", *INTERACTIONS], choices=["first", *INTERACTIONS])
+    p.add_argument("--trace", help="write Playwright's trace of the first round here (.zip)")
+    p.add_argument("--profile-server", help="py-spy the server during the first round into this file")
+    p.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
+    args = p.parse_args()
+    print(machine())
+    results: dict[str, list] = {}
+    for r in range(args.rounds):
+        one_round(args, results, r)
+    print(f"{args.rounds} rounds (fresh server each), {args.repeats} repeats of each interaction per round; medians")
+    print(f"{'what':<44}{'n':>3}{'median s':>10}{'max s':>8}{'script done s':>15}{'target':>8}")
+    for what, runs in results.items():
+        took = [t for t, _ in runs]
+        server = [s for _, s in runs if s is not None]
+        target = 2.0 if what.startswith("window") else None if what.startswith(("server's", "long input")) else \
+            3.0 if what.startswith("first visit") else 1.0
+        mark = "" if target is None else f"{'≤' if statistics.median(took) <= target else '>'}{target:g} s"
+        print(f"{what:<44}{len(took):>3}{statistics.median(took):>10.2f}{max(took):>8.2f}"
+              f"{(statistics.median(server) if server else float('nan')):>15.2f}{mark:>8}")
+    print(machine().split("; ")[-1] + " (after)")
+
+
+if __name__ == "__main__":
+    main()
