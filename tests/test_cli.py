@@ -307,7 +307,7 @@ def test_every_training_flag_says_what_it_does(command, capsys):
 def test_each_expected_error_is_one_sentence_and_its_exit_code(error, code, capsys):
     import argparse
 
-    from bert_explorer.analysis.neighbour_jobs import BuildBusy
+    from bert_explorer.runs.neighbour_jobs import BuildBusy
     from bert_explorer.checkpoint import CheckpointError
     from bert_explorer.cli.common import UserError, run_command
     from bert_explorer.full_disk import DiskFull

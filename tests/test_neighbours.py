@@ -10,7 +10,7 @@ import torch
 
 from bert_explorer import checkpoint
 from bert_explorer.analysis import neighbour_build as nbb
-from bert_explorer.analysis import neighbour_jobs as jobs
+from bert_explorer.runs import neighbour_jobs as jobs
 from bert_explorer.analysis import neighbours as nb
 from bert_explorer.data.corpora import tiny_corpus
 from bert_explorer.model import BertConfig

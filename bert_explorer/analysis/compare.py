@@ -41,7 +41,7 @@ import torch
 
 from ..checkpoint import Loaded, encoder_of
 from ..train.finetune import MIN_DEV_EXAMPLES
-from . import disk_cache
+from .. import disk_cache
 from .probes import MLM_HEAD, NSP_HEAD, mlm_top_k, nsp_probability
 
 SPECIALS = frozenset({"[CLS]", "[SEP]", "[PAD]"})

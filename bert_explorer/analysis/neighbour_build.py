@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import atomic, full_disk
+from .. import atomic, disk_cache, full_disk
 from ..checkpoint import Loaded, encoder_of
 from ..model.bert import extended_attention_mask
+from ..runs import neighbour_jobs
 from ..runs.report import duration_text
-from . import disk_cache, neighbour_jobs
 
 FORMAT = 1              # bump when the stored layout changes: old entries are then never read
 MAX_PIECES = 128        # WordPieces per encoded sentence, [CLS] and [SEP] included

@@ -47,7 +47,7 @@ import torch
 
 from ..checkpoint import Loaded
 from ..tasks import metrics
-from . import disk_cache
+from .. import disk_cache
 from .layer_features import sentence_vectors, word_vectors
 
 Progress = Callable[[float, str], None]
