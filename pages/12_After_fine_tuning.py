@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 
 from bert_explorer.analysis.after_finetuning import calibration, change, predictions, slices
 from bert_explorer.analysis.attributions import classifier_runs
-from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_B, SHADOW

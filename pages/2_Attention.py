@@ -7,7 +7,7 @@ from bert_explorer.analysis.attention import (BEHAVIOUR_RULE, COLUMN_NAMES, REFE
                                               head_ablation, head_name, head_stats_over, layer_name, measure_heads,
                                               uniform_reference, window)
 from bert_explorer.analysis.bertviz_offline import OfflineAssetsMissing, render
-from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
 from bert_explorer.app.state import by_weights, load, picked_model

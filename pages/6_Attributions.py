@@ -7,7 +7,7 @@ from bert_explorer.analysis.attributions import (BASELINES, DEFAULT_BASELINE, EX
                                                  explain_masked_word, explain_next_sentence)
 from bert_explorer.analysis.probes import MLM_HEAD, NSP_HEAD
 from bert_explorer.analysis.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION
-from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import remembered
 from bert_explorer.app.state import load, model_picker, shown_path

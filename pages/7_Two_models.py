@@ -7,7 +7,7 @@ import streamlit as st
 
 from bert_explorer.analysis import compare
 from bert_explorer.app import runs_view as rv
-from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.state import by_weights, load, picked_model, shown_path, writes_off
 from bert_explorer.app.widgets import intro
