@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import plotly.express as px
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from bert_explorer.app.result_bundle import ResultBundle, figure_html, figures_html
