@@ -7,14 +7,14 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from bert_explorer.analysis.attention import (
+from bert_explorer.analysis.attention.heads import (
     AttentionResult,
     attention_maps,
     attention_rollout,
     head_ablation,
     head_stats,
 )
-from bert_explorer.analysis.bertviz_offline import render
+from bert_explorer.analysis.attention.bertviz_offline import render
 from bert_explorer.checkpoint import SHORT_NAMES, encoder_of, load
 
 needs_shipped = pytest.mark.skipif(SHORT_NAMES["explorer-mini"][0]() is None,

@@ -84,7 +84,7 @@ def test_default_model_solves_the_check_set_as_its_card_says():
 def test_head_behaviour_caption_counts_this_models_heads():
     import pandas as pd
 
-    from bert_explorer.analysis.attention import describe_behaviours
+    from bert_explorer.analysis.attention.heads import describe_behaviours
 
     stats = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1],
                           "behaviour": ["broad", "previous-token head", "[SEP] head", "[SEP] head"],

@@ -9,7 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from bert_explorer import checkpoint
-from bert_explorer.analysis.timelapse import timelapse, timelapse_from_frames
+from bert_explorer.analysis.attention.timelapse import timelapse, timelapse_from_frames
 from bert_explorer.data.corpora import tiny_corpus
 from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining

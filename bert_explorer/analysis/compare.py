@@ -42,6 +42,7 @@ import torch
 from ..checkpoint import Loaded, encoder_of
 from ..train.finetune import MIN_DEV_EXAMPLES
 from .. import disk_cache
+from .attention.heads import attention_maps
 from .probes import MLM_HEAD, NSP_HEAD, mlm_top_k, nsp_probability
 
 SPECIALS = frozenset({"[CLS]", "[SEP]", "[PAD]"})
@@ -471,8 +472,6 @@ def compare_models(a: Loaded, b: Loaded, sentences: list[str], max_tokens: int =
 def head_maps(a: Loaded, b: Loaded, text: str, text_b: str | None = None, max_tokens: int = 64) -> dict:
     """Both models' attention on one input, for the head-by-head view: tokens, [L, A, T, T] each,
     and the mean JS distance per (layer, head) on this input."""
-    from .attention import attention_maps
-
     ra = attention_maps(a, text, text_b, max_tokens)
     rb = attention_maps(b, text, text_b, max_tokens)
     if ra.tokens != rb.tokens or ra.attentions.shape != rb.attentions.shape:

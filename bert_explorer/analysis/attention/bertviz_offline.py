@@ -44,8 +44,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bertviz import head_view, model_view
 
-from .attention import AttentionResult
+from .heads import AttentionResult
 
 # bertviz asks for exactly these two modules; the shim answers with the inlined globals.
 _REQUIRE_SHIM = """
@@ -269,8 +270,6 @@ def render(result: AttentionResult, view: str = "head", layers: list[int] | None
     ``layers`` picks the layers to draw (default: all that fit in ``max_bytes``). In the head
     view of a sentence pair bertviz adds a filter: All, A→A, B→B, A→B, B→A.
     """
-    from bertviz import head_view, model_view
-
     att = result.attentions
     if layers is None:
         layers = _layers_within_budget(att, max_bytes, copies=2 if result.sentence_b_start else 1)
