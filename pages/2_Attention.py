@@ -3,9 +3,9 @@ import plotly.express as px
 import streamlit as st
 
 from bert_explorer.analysis.attention.heads import (BEHAVIOUR_RULE, COLUMN_NAMES, REFERENCE_INPUTS, attention_maps,
-                                              attention_rollout, behaviour_table, describe_behaviours,
-                                              head_ablation, head_name, head_stats_over, layer_name, measure_heads,
-                                              uniform_reference, window)
+                                                    attention_rollout, behaviour_table, describe_behaviours,
+                                                    head_ablation, head_name, head_stats_over, layer_name,
+                                                    measure_heads, uniform_reference, window)
 from bert_explorer.analysis.attention.bertviz_offline import OfflineAssetsMissing, render
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports

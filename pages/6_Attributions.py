@@ -5,7 +5,7 @@ import streamlit as st
 from bert_explorer.analysis.attributions import (BASELINES, DEFAULT_BASELINE, EXAMPLE_CLASSIFIER, EXAMPLE_MASKED,
                                                  EXAMPLE_PAIR, baseline_note, classifier_runs, explain_classifier,
                                                  explain_masked_word, explain_next_sentence)
-from bert_explorer.analysis.probes import MLM_HEAD, NSP_HEAD
+from bert_explorer.analysis.probes.pretraining_tasks import MLM_HEAD, NSP_HEAD
 from bert_explorer.analysis.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports

@@ -272,8 +272,8 @@ def test_masked_word_bars_carry_their_numbers_on_an_axis_that_fits_them():
 @pytest.mark.skipif(SHORT_NAMES["minilm-mlm-nsp"][0]() is None, reason="the shipped default model is not in assets/")
 def test_masked_word_page_says_what_this_model_scores_and_when_it_copies_the_sentence():
     from bert_explorer import checkpoint
-    from bert_explorer.analysis.check_set import load_check_set, score_check_set
-    from bert_explorer.analysis.probes import mlm_top_k, stored_evaluation
+    from bert_explorer.analysis.probes.check_set import load_check_set, score_check_set
+    from bert_explorer.analysis.probes.pretraining_tasks import mlm_top_k, stored_evaluation
 
     at = _page("4_Masked_word_probe.py")
     assert not at.exception
@@ -297,7 +297,7 @@ def test_masked_word_page_says_what_this_model_scores_and_when_it_copies_the_sen
 
 def test_a_model_without_a_stored_evaluation_says_so_and_invents_nothing(tmp_path):
     from bert_explorer import checkpoint
-    from bert_explorer.analysis.probes import copied_word, stored_evaluation
+    from bert_explorer.analysis.probes.pretraining_tasks import copied_word, stored_evaluation
 
     loaded = checkpoint.load("minilm", "BertModel")  # the released encoder: its folder has no eval_metrics.json
     assert stored_evaluation(loaded) is None

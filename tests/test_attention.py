@@ -69,7 +69,7 @@ def test_head_ablation_control_changes_nothing_and_silencing_changes_something(m
 
 @needs_shipped
 def test_head_ablation_reports_the_masked_word_before_and_after():
-    from bert_explorer.analysis.probes import mlm_top_k
+    from bert_explorer.analysis.probes.pretraining_tasks import mlm_top_k
 
     mini = load("explorer-mini", "BertForPreTraining")
     text = "the government said the [MASK] would rise ."

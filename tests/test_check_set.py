@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from bert_explorer.analysis.check_set import load_check_set, score_check_set
+from bert_explorer.analysis.probes.check_set import load_check_set, score_check_set
 from bert_explorer.analysis.embeddings import ContextSimilarity
-from bert_explorer.analysis.probes import nsp_table_summary
+from bert_explorer.analysis.probes.pretraining_tasks import nsp_table_summary
 from bert_explorer.checkpoint import SHORT_NAMES, load
 
 

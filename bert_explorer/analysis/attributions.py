@@ -92,7 +92,7 @@ from torch import nn
 
 from ..checkpoint import Loaded, MissingHeadError
 from ..tokenizer import Encoded, WordPieceTokenizer
-from .probes import MLM_HEAD, NSP_HEAD
+from .probes.pretraining_tasks import MLM_HEAD, NSP_HEAD
 from .reliability import DEFAULT_STEPS, MAX_STEPS, MIN_DIFFERENCE, Reliability, reliability, step_schedule
 
 PARTS = ("token", "segment", "position")

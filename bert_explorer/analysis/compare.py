@@ -43,7 +43,7 @@ from ..checkpoint import Loaded, encoder_of
 from ..train.finetune import MIN_DEV_EXAMPLES
 from .. import disk_cache
 from .attention.heads import attention_maps
-from .probes import MLM_HEAD, NSP_HEAD, mlm_top_k, nsp_probability
+from .probes.pretraining_tasks import MLM_HEAD, NSP_HEAD, mlm_top_k, nsp_probability
 
 SPECIALS = frozenset({"[CLS]", "[SEP]", "[PAD]"})
 

@@ -33,7 +33,7 @@ from ... import checkpoint
 from ...checkpoint import Loaded
 from ...runs.run import Run
 from ...train.timelapse_frames import SENTENCES, frames_file, read_frames
-from ..probes import MLM_HEAD, mlm_top_k
+from ..probes.pretraining_tasks import MLM_HEAD, mlm_top_k
 from .heads import attention_maps, head_name, layer_name
 
 DEFAULT_SENTENCE = SENTENCES[0]  # the first of the sentences that recorded frames hold
