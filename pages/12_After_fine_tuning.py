@@ -8,7 +8,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from bert_explorer.analysis.after_finetuning import calibration, change, predictions, slices
-from bert_explorer.analysis.attributions import classifier_runs
+from bert_explorer.analysis.attributions.integrated_gradients import classifier_runs
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app import runs_view as rv
