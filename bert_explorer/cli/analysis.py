@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import checkpoint
 from ..analysis import compare
-from ..analysis.probing import TASKS, ProbeSettings, probe_layers
+from ..analysis.layers.probing import TASKS, ProbeSettings, probe_layers
 from .common import MODEL_HELP, UserError, read_lines, user_errors, write_json
 
 

@@ -7,7 +7,7 @@ that C holds the task's answer. Three views of that, on the run's own dev inputs
 * **Maps** of the dev set's C vectors before (the pre-trained model the run started from) and after
   (the fine-tuned model), by PCA or t-SNE, coloured by the gold answer.
 * **Separation**, measured for both: how well a *linear probe* (a softmax classifier, or for values
-  a least-squares line, ``analysis.probing.fit_linear``) reads the gold answer from C, scored by
+  a least-squares line, ``analysis.layers.probing.fit_linear``) reads the gold answer from C, scored by
   k-fold cross-validation so every example is scored by a probe that never saw it; for labels also
   the *silhouette score* (Rousseeuw 1987): for each point, how much nearer it is to its own class
   than to the nearest other one, from −1 to 1.
@@ -29,7 +29,7 @@ from ...checkpoint import encoder_of
 from ...tasks.base import TaskType
 from ..compare import cka_matrix, same_vocabulary
 from ..embeddings import project
-from ..probing import fit_linear
+from ..layers.probing import fit_linear
 
 FOLDS = 5
 CKA_TOKENS = 4000  # tokens sampled for CKA: enough for a stable number, small enough for a 2-core CPU
