@@ -18,7 +18,7 @@ from bert_explorer.app.widgets import MENU, intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.runs import finder
 from bert_explorer.runs.report import LABELS
-from bert_explorer.train.finetune import small_dev_warning
+from bert_explorer.tasks.metrics import small_dev_warning
 from bert_explorer.tasks.registry import task_type
 
 st.set_page_config(page_title="After fine-tuning · BERT Explorer", layout="wide")

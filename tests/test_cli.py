@@ -171,7 +171,7 @@ def test_a_tiny_upload_is_fine_tuned_with_a_plain_warning_about_its_dev_set(tmp_
 
 
 def test_small_dev_warning_thresholds():
-    from bert_explorer.train.finetune import small_dev_warning
+    from bert_explorer.tasks.metrics import small_dev_warning
 
     assert small_dev_warning(100) is None and small_dev_warning(5000) is None
     assert "one example moves accuracy by 17 points" in small_dev_warning(6)

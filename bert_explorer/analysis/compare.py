@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from ..checkpoint import Loaded, encoder_of
-from ..train.finetune import MIN_DEV_EXAMPLES
+from ..tasks.metrics import MIN_DEV_EXAMPLES
 from .. import disk_cache
 from .attention.heads import attention_maps
 from .probes.pretraining_tasks import MLM_HEAD, NSP_HEAD, mlm_top_k, nsp_probability
