@@ -361,11 +361,11 @@ def _shown(at) -> list:
 def test_a_checkpoint_rewritten_under_the_same_path_is_shown_anew(tmp_path, runs_root, monkeypatch, page, state):
     """Every page that caches what a model computed keys it by the weights, not only the model's
     name: a run that writes a new checkpoint into the same folder is shown with the new weights."""
-    from bert_explorer.analysis import compare
+    from bert_explorer.analysis.comparison import held_out
 
     folder = tmp_path / "model"
     _tiny_checkpoint(folder, 1)
-    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (["the cat sat on the mat .",
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (["the cat sat on the mat .",
                                                                        "the dog ran ."], "two sentences"))
     at = AppTest.from_file(f"../pages/{page}", default_timeout=120)
     at.session_state["be_model_choice"] = "a local directory…"

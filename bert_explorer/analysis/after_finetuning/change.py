@@ -12,7 +12,7 @@ that C holds the task's answer. Three views of that, on the run's own dev inputs
   the *silhouette score* (Rousseeuw 1987): for each point, how much nearer it is to its own class
   than to the nearest other one, from −1 to 1.
 * **Layer-by-layer CKA** between the two models on the same tokens of these inputs (the Two models
-  page's measure, ``analysis.compare.cka_matrix``; Kornblith et al. 2019): 1 where fine-tuning left a
+  page's measure, ``analysis.comparison.measures.cka_matrix``; Kornblith et al. 2019): 1 where fine-tuning left a
   layer's arrangement of the tokens as it was, lower where it moved the network.
 """
 from __future__ import annotations
@@ -27,7 +27,8 @@ import torch
 from ... import checkpoint
 from ...checkpoint import encoder_of
 from ...tasks.base import TaskType
-from ..compare import cka_matrix, same_vocabulary
+from ..comparison.measures import cka_matrix
+from ..comparison.two_models import same_vocabulary
 from ..embeddings import project
 from ..layers.probing import fit_linear
 
