@@ -9,8 +9,8 @@ import argparse
 
 import torch
 
-from bert_explorer.analysis.check_set import load_check_set, score_check_set
-from bert_explorer.analysis.probes import load_for_probe
+from bert_explorer.analysis.probes.check_set import load_check_set, score_check_set
+from bert_explorer.analysis.probes.pretraining_tasks import load_for_probe
 
 
 def main() -> None:

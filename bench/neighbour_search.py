@@ -5,7 +5,7 @@ fp16 on disk, unit length so cosine = dot product) for the k nearest to one quer
 compares, on this machine:
 
 * exact search over the fp16 matrix, memory-mapped: PyTorch's fp16 matrix-vector product with
-  the near-ties of the k-th score re-scored in fp32 (what ``analysis/neighbours.py`` does);
+  the near-ties of the k-th score re-scored in fp32 (what ``analysis/neighbours/search.py`` does);
   the same product alone; and a chunk at a time widened to fp32 (PyTorch, numpy);
 * exact search over an fp32 copy held in memory (numpy), the price of skipping the widening;
 * faiss (if installed): ``IndexFlatIP`` (exact, fp32 in memory), ``IndexScalarQuantizer`` fp16
@@ -55,7 +55,7 @@ def default_index() -> Path | None:
     """The BBC index of minilm-mlm-nsp at layer 6, if it has been built."""
     try:
         from bert_explorer import checkpoint
-        from bert_explorer.analysis import neighbour_build as nbb
+        from bert_explorer.analysis.neighbours import index as nbb
 
         path = nbb.index_path(checkpoint.load("minilm-mlm-nsp", "BertModel"), "bbc", 6)
         return path if nbb.is_complete(path) else None
@@ -121,7 +121,7 @@ def main() -> None:
     print(f"{N:,} vectors × {H} (fp16, {vectors.nbytes / 1e6:,.0f} MB) from {source}; {args.queries} queries, "
           f"k = {k}, {args.threads} thread(s), {os.cpu_count()} cores")
 
-    from bert_explorer.analysis.neighbours import exact_search
+    from bert_explorer.analysis.neighbours.search import exact_search
 
     results = []  # (method, build s, memory MB, median latency s, recall@k, note)
 

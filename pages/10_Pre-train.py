@@ -6,7 +6,8 @@ import plotly.express as px
 import streamlit as st
 import torch
 
-from bert_explorer.analysis.timelapse import DEFAULT_SENTENCE, shipped_frames, timelapse, timelapse_from_frames
+from bert_explorer.analysis.attention.timelapse import (DEFAULT_SENTENCE, shipped_frames, timelapse,
+                                                        timelapse_from_frames)
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv

@@ -17,8 +17,8 @@ from bert_explorer.runs import finder
 from bert_explorer.runs.report import LABELS, finetune_result
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
 from bert_explorer.tasks.spans import SpanTask
-from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, FinetuneConfig, ltr_problem,
-                                          small_dev_warning)
+from bert_explorer.tasks.metrics import small_dev_warning
+from bert_explorer.train.finetune import FEATURE_MODES, FINETUNE_DEFAULT_MODEL, FinetuneConfig, ltr_problem
 
 st.set_page_config(page_title="Fine-tune · BERT Explorer", layout="wide")
 intro("Fine-tune in one click", """

@@ -8,8 +8,8 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from bert_explorer.analysis.after_finetuning import calibration, change, predictions, slices
-from bert_explorer.analysis.attributions import classifier_runs
-from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.analysis.attributions.integrated_gradients import classifier_runs
+from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_B, SHADOW
@@ -18,7 +18,7 @@ from bert_explorer.app.widgets import MENU, intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.runs import finder
 from bert_explorer.runs.report import LABELS
-from bert_explorer.train.finetune import small_dev_warning
+from bert_explorer.tasks.metrics import small_dev_warning
 from bert_explorer.tasks.registry import task_type
 
 st.set_page_config(page_title="After fine-tuning · BERT Explorer", layout="wide")

@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from bert_explorer.analysis import embeddings as emb
-from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
 from bert_explorer.app.state import by_weights, load, picked_model

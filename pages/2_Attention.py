@@ -2,13 +2,13 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from bert_explorer.analysis.attention import (BEHAVIOUR_RULE, COLUMN_NAMES, REFERENCE_INPUTS, attention_maps,
+from bert_explorer.analysis.attention.heads import (BEHAVIOUR_RULE, COLUMN_NAMES, REFERENCE_INPUTS, attention_maps,
                                               attention_rollout, behaviour_table, describe_behaviours,
                                               head_ablation, head_name, head_stats_over, layer_name, measure_heads,
                                               uniform_reference, window)
-from bert_explorer.analysis.bertviz_offline import (MODEL_VIEW_LEGIBLE_SCALE, MODEL_VIEW_MIN_SCALE, OfflineAssetsMissing,
+from bert_explorer.analysis.attention.bertviz_offline import (MODEL_VIEW_LEGIBLE_SCALE, MODEL_VIEW_MIN_SCALE, OfflineAssetsMissing,
                                                     layers_within_budget, render)
-from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
 from bert_explorer.app.state import by_weights, load, picked_model

@@ -3,8 +3,9 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
-from bert_explorer.analysis.export import ResultBundle
-from bert_explorer.analysis.layer_steps import STEPS, describe_row, difference_from_model, layer_steps, token_figures
+from bert_explorer.app.result_bundle import ResultBundle
+from bert_explorer.analysis.attention.layer_steps import (STEPS, describe_row, difference_from_model, layer_steps,
+                                                         token_figures)
 from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
 from bert_explorer.app.state import computed, load, picked_model

@@ -2,10 +2,10 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from bert_explorer.analysis.check_set import cloze_score
-from bert_explorer.analysis.probes import (MLM_HEAD, copied_word, masking_demo, mlm_by_layer, mlm_top_k,
-                                          stored_evaluation)
-from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.analysis.probes.check_set import cloze_score
+from bert_explorer.analysis.probes.pretraining_tasks import (MLM_HEAD, copied_word, masking_demo, mlm_by_layer,
+                                                             mlm_top_k, stored_evaluation)
+from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import kept
 from bert_explorer.app.state import by_weights, computed, picked_model

@@ -3,9 +3,9 @@ import random
 import pandas as pd
 import streamlit as st
 
-from bert_explorer.analysis.check_set import load_check_set
-from bert_explorer.analysis.probes import NSP_HEAD, nsp_probability, nsp_table_summary
-from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.analysis.probes.check_set import load_check_set
+from bert_explorer.analysis.probes.pretraining_tasks import NSP_HEAD, nsp_probability, nsp_table_summary
+from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import kept
 from bert_explorer.app.state import picked_model

@@ -2,12 +2,12 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from bert_explorer.analysis.attributions import (BASELINES, DEFAULT_BASELINE, EXAMPLE_CLASSIFIER, EXAMPLE_MASKED,
-                                                 EXAMPLE_PAIR, baseline_note, classifier_runs, explain_classifier,
-                                                 explain_masked_word, explain_next_sentence)
-from bert_explorer.analysis.probes import MLM_HEAD, NSP_HEAD
-from bert_explorer.analysis.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION
-from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.analysis.attributions.integrated_gradients import (
+    BASELINES, DEFAULT_BASELINE, EXAMPLE_CLASSIFIER, EXAMPLE_MASKED, EXAMPLE_PAIR, baseline_note, classifier_runs,
+    explain_classifier, explain_masked_word, explain_next_sentence)
+from bert_explorer.analysis.probes.pretraining_tasks import MLM_HEAD, NSP_HEAD
+from bert_explorer.analysis.attributions.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION
+from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import remembered
 from bert_explorer.app.state import load, model_picker, shown_path

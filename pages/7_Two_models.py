@@ -5,9 +5,9 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from bert_explorer.analysis import compare
+from bert_explorer.analysis.comparison import candidates, held_out, two_models, verdict
 from bert_explorer.app import runs_view as rv
-from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.state import by_weights, load, picked_model, shown_path, writes_off
 from bert_explorer.app.widgets import intro
@@ -29,12 +29,12 @@ root = finder.runs_root()
 name_a, loaded_a = picked_model(ARCH, "Choose model A in the sidebar.")
 
 # ----- model B ----------------------------------------------------------------------------------
-tuned = compare.finetuned_models(root)
-children = [m for m in tuned if compare.same_model(m["base"], name_a)]
+tuned = candidates.finetuned_models(root)
+children = [m for m in tuned if candidates.same_model(m["base"], name_a)]
 learned = [m for m in children if m["verdict"].learned]
-base = compare.base_of(name_a)
-names = sorted((n for n in compare.short_names() if n != name_a), key=lambda n: n != base)  # A's base first
-checkpoints = compare.pretraining_checkpoints(root)
+base = candidates.base_of(name_a)
+names = sorted((n for n in candidates.short_names() if n != name_a), key=lambda n: n != base)  # A's base first
+checkpoints = candidates.pretraining_checkpoints(root)
 options = {m["path"]: m["label"] for m in children + [m for m in tuned if m not in children]}
 options.update({n: f"{n} ({'the model that A was pre-trained from' if n == base else 'short name'})" for n in names})
 options.update({c.path: f"pre-training checkpoint: {c.label}" for c in checkpoints})
@@ -68,33 +68,33 @@ else:
 picked = next((m for m in tuned if m["path"] == name_b), None)
 if picked is not None and name_b == default:
     st.caption(f"Model B is {picked['name']}, the newest fine-tuning of model A that learned something: "
-               f"{picked['verdict'].reason}. {compare.LEARNED_RULE}")
+               f"{picked['verdict'].reason}. {verdict.LEARNED_RULE}")
 elif picked is not None:
     v = picked["verdict"]
     st.caption(f"By this page's rule, {picked['name']} "
                f"{'learned something' if v.learned else 'does not count as having learned something'}: {v.reason}. "
-               f"{compare.LEARNED_RULE}")
+               f"{verdict.LEARNED_RULE}")
 elif name_b is not None and name_b == default:
     st.caption(f"Model B is {base}, the model that A was pre-trained from: {tried}."
-               + (f" {compare.LEARNED_RULE}" if children else ""))
+               + (f" {verdict.LEARNED_RULE}" if children else ""))
 elif name_b is None:
     st.info(f"Choose model B above: {tried}, and model A names no model it was pre-trained from."
-            + (f" {compare.LEARNED_RULE}" if children else ""))
+            + (f" {verdict.LEARNED_RULE}" if children else ""))
 
 if not learned:
     active = [r for r in finder.find_runs(root, "finetune") if r.is_active() and
-              compare.same_model(r.config().get("model", ""), name_a)]
+              candidates.same_model(r.config().get("model", ""), name_a)]
     if active:
         st.info(f"A fine-tuning of {label_a} is running ({finder.run_label(active[0], root)}); this page uses it as "
                 "model B when it is done.")
         st.session_state["two_waiting"] = str(active[0].path)
         rv.run_panel(active[0], "finetune", "two")
-    elif compare.same_model(name_a, DEFAULT_MODEL):
-        st.info(f"To see what fine-tuning changes, fine-tune {label_a}. {compare.SHORT_FINETUNE_NOTE}")
+    elif candidates.same_model(name_a, DEFAULT_MODEL):
+        st.info(f"To see what fine-tuning changes, fine-tune {label_a}. {candidates.SHORT_FINETUNE_NOTE}")
         if not writes_off("Fine-tuning the default model for this page") and st.button(
                 "Fine-tune it on BBC topics", key="two_finetune"):
             run_dir = rv.new_run_dir("finetune-bbc-topics-short", root)
-            if rv.launch("finetune", compare.SHORT_FINETUNE, run_dir, remember=("two_waiting", str(run_dir))):
+            if rv.launch("finetune", candidates.SHORT_FINETUNE, run_dir, remember=("two_waiting", str(run_dir))):
                 st.rerun()
     else:
         st.caption(f"To see what fine-tuning changes, fine-tune {label_a} on the Fine-tune page, or pick any model B "
@@ -108,7 +108,7 @@ if error:
     st.stop()
 
 # ----- what can be compared ---------------------------------------------------------------------------
-c = compare.comparable(loaded_a, loaded_b)
+c = two_models.comparable(loaded_a, loaded_b)
 st.subheader("What can be compared")
 st.markdown("\n".join(f"- {s}" for s in c.sentences))
 bundle = ResultBundle("Two models side by side", f"A: {name_a} · B: {name_b}", {"model_a": name_a, "model_b": name_b})
@@ -117,18 +117,18 @@ bundle.add_data("what can be compared", c.sentences)
 
 @by_weights(2, show_spinner="Running both models on the held-out sentences…", max_entries=16)
 def _compare(a: str, b: str, n: int):
-    sentences, source = compare.held_out_sentences(n)
-    return compare.compare_models(load(a, ARCH)[0], load(b, ARCH)[0], sentences), source
+    sentences, source = held_out.held_out_sentences(n)
+    return two_models.compare_models(load(a, ARCH)[0], load(b, ARCH)[0], sentences), source
 
 
 @by_weights(2, show_spinner=False, max_entries=32)
 def _probes(a: str, b: str, masked: str, first: str, second: str):
-    return compare.probes_side_by_side(load(a, ARCH)[0], load(b, ARCH)[0], masked, (first, second))
+    return two_models.probes_side_by_side(load(a, ARCH)[0], load(b, ARCH)[0], masked, (first, second))
 
 
 @by_weights(2, show_spinner=False, max_entries=32)
 def _maps(a: str, b: str, text: str):
-    return compare.head_maps(load(a, ARCH)[0], load(b, ARCH)[0], text)
+    return two_models.head_maps(load(a, ARCH)[0], load(b, ARCH)[0], text)
 
 
 # ----- the probes ----------------------------------------------------------------------------------------

@@ -4,9 +4,9 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from bert_explorer.analysis import disk_cache
-from bert_explorer.analysis.probing import METRICS, TASKS, ProbeSettings, cached_result, probe_layers
-from bert_explorer.analysis.export import ResultBundle
+from bert_explorer import disk_cache
+from bert_explorer.analysis.layers.probing import METRICS, TASKS, ProbeSettings, cached_result, probe_layers
+from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.state import picked_model, writes_allowed
 from bert_explorer.app.widgets import intro

@@ -4,11 +4,11 @@ import pandas as pd
 import streamlit as st
 
 from bert_explorer import full_disk
-from bert_explorer.analysis import neighbour_jobs as jobs
-from bert_explorer.analysis import neighbour_build as nbb
-from bert_explorer.analysis.disk_cache import cache_root
-from bert_explorer.analysis import neighbours as nb
-from bert_explorer.analysis.export import ResultBundle
+from bert_explorer.runs import neighbour_jobs as jobs
+from bert_explorer.analysis.neighbours import index as nbb
+from bert_explorer.disk_cache import cache_root
+from bert_explorer.analysis.neighbours import search as nb
+from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.state import by_weights, computed, is_private, load, picked_model, shown_path, without_host_paths, writes_allowed
 from bert_explorer.app.widgets import intro

@@ -269,8 +269,8 @@ def test_masked_word_bars_carry_their_numbers_on_an_axis_that_fits_them():
 @needs_model("minilm-mlm-nsp")
 def test_masked_word_page_says_what_this_model_scores_and_when_it_copies_the_sentence():
     from bert_explorer import checkpoint
-    from bert_explorer.analysis.check_set import load_check_set, score_check_set
-    from bert_explorer.analysis.probes import mlm_top_k, stored_evaluation
+    from bert_explorer.analysis.probes.check_set import load_check_set, score_check_set
+    from bert_explorer.analysis.probes.pretraining_tasks import mlm_top_k, stored_evaluation
 
     at = _page("4_Masked_word_probe.py")
     assert not at.exception
@@ -294,7 +294,7 @@ def test_masked_word_page_says_what_this_model_scores_and_when_it_copies_the_sen
 
 def test_a_model_without_a_stored_evaluation_says_so_and_invents_nothing(tmp_path):
     from bert_explorer import checkpoint
-    from bert_explorer.analysis.probes import copied_word, stored_evaluation
+    from bert_explorer.analysis.probes.pretraining_tasks import copied_word, stored_evaluation
 
     loaded = checkpoint.load("minilm", "BertModel")  # the released encoder: its folder has no eval_metrics.json
     assert stored_evaluation(loaded) is None
@@ -350,11 +350,11 @@ def _shown(at) -> list:
 def test_a_checkpoint_rewritten_under_the_same_path_is_shown_anew(tmp_path, runs_root, monkeypatch, page, state):
     """Every page that caches what a model computed keys it by the weights, not only the model's
     name: a run that writes a new checkpoint into the same folder is shown with the new weights."""
-    from bert_explorer.analysis import compare
+    from bert_explorer.analysis.comparison import held_out
 
     folder = tmp_path / "model"
     _tiny_checkpoint(folder, 1)
-    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (["the cat sat on the mat .",
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (["the cat sat on the mat .",
                                                                        "the dog ran ."], "two sentences"))
     at = AppTest.from_file(f"../pages/{page}", default_timeout=120)
     at.session_state["be_model_choice"] = "a local directory…"

@@ -8,14 +8,14 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from bert_explorer.analysis.attention import (
+from bert_explorer.analysis.attention.heads import (
     AttentionResult,
     attention_maps,
     attention_rollout,
     head_ablation,
     head_stats,
 )
-from bert_explorer.analysis.bertviz_offline import render
+from bert_explorer.analysis.attention.bertviz_offline import render
 from bert_explorer.checkpoint import encoder_of, load
 from shared import needs_model
 
@@ -68,7 +68,7 @@ def test_head_ablation_control_changes_nothing_and_silencing_changes_something(m
 
 @needs_model("explorer-mini")
 def test_head_ablation_reports_the_masked_word_before_and_after():
-    from bert_explorer.analysis.probes import mlm_top_k
+    from bert_explorer.analysis.probes.pretraining_tasks import mlm_top_k
 
     mini = load("explorer-mini", "BertForPreTraining")
     text = "the government said the [MASK] would rise ."
@@ -209,7 +209,7 @@ def test_a_long_inputs_views_offer_every_layer_and_draw_the_model_view_legibly()
     """A long input: bertviz draws a window of its tokens and a few layers at a time, any of them
     (issue 27: only layers 1, 3 and 6 were offered), with the model view at a scale whose labels
     can be read (it was 40 %)."""
-    from bert_explorer.analysis.bertviz_offline import MODEL_VIEW_LEGIBLE_SCALE, model_view_drawing
+    from bert_explorer.analysis.attention.bertviz_offline import MODEL_VIEW_LEGIBLE_SCALE, model_view_drawing
 
     at = AppTest.from_file("../pages/2_Attention.py", default_timeout=300)
     at.session_state["att_max_tokens"] = 512

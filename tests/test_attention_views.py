@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from bert_explorer.analysis import attention as attention_mod
-from bert_explorer.analysis.attention import (
+from bert_explorer.analysis.attention import heads as attention_mod
+from bert_explorer.analysis.attention.heads import (
     BROAD_ENTROPY,
     PATTERN_SHARE,
     AttentionResult,
@@ -22,7 +22,7 @@ from bert_explorer.analysis.attention import (
     measure_heads,
     uniform_reference,
 )
-from bert_explorer.analysis.bertviz_offline import (
+from bert_explorer.analysis.attention.bertviz_offline import (
     MODEL_VIEW_MAX_HEIGHT,
     MODEL_VIEW_MIN_SCALE,
     MV_FILTER_HEIGHT,
@@ -30,7 +30,7 @@ from bert_explorer.analysis.bertviz_offline import (
     model_view_drawing,
     render,
 )
-from bert_explorer.analysis.timelapse import TimeLapse
+from bert_explorer.analysis.attention.timelapse import TimeLapse
 from bert_explorer.checkpoint import load
 from shared import needs_model
 
@@ -147,7 +147,7 @@ def test_in_a_real_browser_each_weight_that_can_be_seen_has_its_line_where_bertv
     if not shutil.which("chromium"):
         pytest.skip("Debian chromium is not installed")
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-    from bert_explorer.analysis.bertviz_offline import MIN_VISIBLE_WEIGHT
+    from bert_explorer.analysis.attention.bertviz_offline import MIN_VISIBLE_WEIGHT
 
     rng = np.random.default_rng(1)
     att = rng.random((2, 3, 9, 9)) ** 6  # many tiny weights, some large ones
@@ -425,7 +425,7 @@ def test_saved_svg_has_a_viewbox_of_four_numbers(width, height, viewbox):
     head view's SVG says width="100%" height="525px", which cannot go into a viewBox; the saved
     file gets the drawn size in pixels instead."""
     import subprocess
-    from bert_explorer.analysis import bertviz_offline
+    from bert_explorer.analysis.attention import bertviz_offline
 
     script = re.search(r"<script>(.*)</script>", bertviz_offline._SAVE_SVG, re.S).group(1)
     dom = """

@@ -8,11 +8,11 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from bert_explorer import checkpoint
-from bert_explorer.analysis import attributions
-from bert_explorer.analysis.attributions import (BASELINES, EXAMPLE_MASKED, EXAMPLE_PAIR, Attributions,
+from bert_explorer.analysis.attributions import integrated_gradients as ig
+from bert_explorer.analysis.attributions.integrated_gradients import (BASELINES, EXAMPLE_MASKED, EXAMPLE_PAIR, Attributions,
                                                  baseline_inputs, baseline_note, classifier_runs, explain_classifier,
                                                  explain_masked_word, explain_next_sentence)
-from bert_explorer.analysis.reliability import reliability, step_schedule
+from bert_explorer.analysis.attributions.reliability import reliability, step_schedule
 from bert_explorer.checkpoint import DEFAULT_MODEL
 from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
 from shared import needs_model, save_tiny_bert
@@ -386,7 +386,7 @@ SHARE_OF_DIFFERENCE = {50: 0.8, 100: 0.5, 200: 0.2, 400: 0.3}  # not monotone, a
 
 def _inflated_delta(monkeypatch):
     """integrated_gradients whose delta stays far above 5 % of the difference at every step count."""
-    real = attributions.integrated_gradients
+    real = ig.integrated_gradients
     calls = []
 
     def fake(model, f, inputs, baselines, n_steps=50):
@@ -394,7 +394,7 @@ def _inflated_delta(monkeypatch):
         calls.append(n_steps)
         return parts, f_x, f_x0, SHARE_OF_DIFFERENCE[n_steps] * (f_x - f_x0)
 
-    monkeypatch.setattr(attributions, "integrated_gradients", fake)
+    monkeypatch.setattr(ig, "integrated_gradients", fake)
     return calls
 
 

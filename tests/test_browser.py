@@ -170,8 +170,8 @@ def test_downloaded_bertviz_view_draws_offline_and_saves_an_svg(page, tmp_path):
     draws its SVG; its *Save SVG* button saves the drawing as a real SVG file."""
     import xml.etree.ElementTree as ET
 
-    from bert_explorer.analysis.attention import attention_maps
-    from bert_explorer.analysis.bertviz_offline import render
+    from bert_explorer.analysis.attention.heads import attention_maps
+    from bert_explorer.analysis.attention.bertviz_offline import render
     from bert_explorer.checkpoint import load
 
     result = attention_maps(load("minilm-mlm-nsp", "BertForPreTraining"), "the cat sat on the mat .")

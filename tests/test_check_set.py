@@ -2,9 +2,9 @@
 import numpy as np
 import pytest
 
-from bert_explorer.analysis.check_set import load_check_set, score_check_set
+from bert_explorer.analysis.probes.check_set import load_check_set, score_check_set
 from bert_explorer.analysis.embeddings import ContextSimilarity
-from bert_explorer.analysis.probes import nsp_table_summary
+from bert_explorer.analysis.probes.pretraining_tasks import nsp_table_summary
 from bert_explorer.checkpoint import load
 from shared import needs_model
 
@@ -85,7 +85,7 @@ def test_default_model_solves_the_check_set_as_its_card_says():
 def test_head_behaviour_caption_counts_this_models_heads():
     import pandas as pd
 
-    from bert_explorer.analysis.attention import describe_behaviours
+    from bert_explorer.analysis.attention.heads import describe_behaviours
 
     stats = pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1],
                           "behaviour": ["broad", "previous-token head", "[SEP] head", "[SEP] head"],

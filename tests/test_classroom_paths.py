@@ -120,7 +120,7 @@ def test_in_classroom_mode_a_page_s_download_names_no_folder_of_the_host(tmp_pat
     import io
     import zipfile
 
-    from bert_explorer.analysis.export import ResultBundle
+    from bert_explorer.app.result_bundle import ResultBundle
     from bert_explorer.app.exports import shown_bundle
 
     root = tmp_path / "runs"

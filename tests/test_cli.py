@@ -171,7 +171,7 @@ def test_a_tiny_upload_is_fine_tuned_with_a_plain_warning_about_its_dev_set(tmp_
 
 
 def test_small_dev_warning_thresholds():
-    from bert_explorer.train.finetune import small_dev_warning
+    from bert_explorer.tasks.metrics import small_dev_warning
 
     assert small_dev_warning(100) is None and small_dev_warning(5000) is None
     assert "one example moves accuracy by 17 points" in small_dev_warning(6)
@@ -307,7 +307,7 @@ def test_every_training_flag_says_what_it_does(command, capsys):
 def test_each_expected_error_is_one_sentence_and_its_exit_code(error, code, capsys):
     import argparse
 
-    from bert_explorer.analysis.neighbour_jobs import BuildBusy
+    from bert_explorer.runs.neighbour_jobs import BuildBusy
     from bert_explorer.checkpoint import CheckpointError
     from bert_explorer.cli.common import UserError, run_command
     from bert_explorer.full_disk import DiskFull

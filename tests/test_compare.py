@@ -10,7 +10,7 @@ import torch
 from scipy.spatial.distance import jensenshannon
 
 from bert_explorer import checkpoint
-from bert_explorer.analysis import compare
+from bert_explorer.analysis.comparison import candidates, held_out, measures, two_models, verdict
 from bert_explorer.checkpoint import LoadReport, Loaded
 from bert_explorer.tokenizer import SPECIAL_TOKENS
 from shared import needs_model, tiny_loaded
@@ -51,51 +51,51 @@ def cka_by_definition(x, y):
 
 def test_cka_of_a_representation_with_itself_is_one():
     x = np.random.default_rng(0).normal(size=(50, 8))
-    assert compare.linear_cka(x, x) == pytest.approx(1.0, abs=1e-12)
+    assert measures.linear_cka(x, x) == pytest.approx(1.0, abs=1e-12)
 
 
 def test_cka_is_invariant_to_orthogonal_rotation_and_isotropic_scaling():
     rng = np.random.default_rng(1)
     x, y = rng.normal(size=(60, 10)), rng.normal(size=(60, 6))
     q, _ = np.linalg.qr(rng.normal(size=(10, 10)))
-    base = compare.linear_cka(x, y)
-    assert compare.linear_cka(x @ q, y) == pytest.approx(base, abs=1e-12)
-    assert compare.linear_cka(3.7 * x, 0.2 * y) == pytest.approx(base, abs=1e-12)
-    assert compare.linear_cka(x + 5.0, y) == pytest.approx(base, abs=1e-12)  # centred: an offset changes nothing
-    assert compare.linear_cka(x @ q, x) == pytest.approx(1.0, abs=1e-12)
+    base = measures.linear_cka(x, y)
+    assert measures.linear_cka(x @ q, y) == pytest.approx(base, abs=1e-12)
+    assert measures.linear_cka(3.7 * x, 0.2 * y) == pytest.approx(base, abs=1e-12)
+    assert measures.linear_cka(x + 5.0, y) == pytest.approx(base, abs=1e-12)  # centred: an offset changes nothing
+    assert measures.linear_cka(x @ q, x) == pytest.approx(1.0, abs=1e-12)
 
 
 def test_cka_matches_the_gram_matrix_definition_and_not_an_anisotropic_scaling():
     rng = np.random.default_rng(2)
     x, y = rng.normal(size=(40, 5)), rng.normal(size=(40, 7))
     y[:, 0] += 2 * x[:, 0]  # some shared structure
-    assert compare.linear_cka(x, y) == pytest.approx(cka_by_definition(x, y), abs=1e-10)
+    assert measures.linear_cka(x, y) == pytest.approx(cka_by_definition(x, y), abs=1e-10)
     stretched = x * np.array([10, 1, 1, 1, 1])
-    assert abs(compare.linear_cka(stretched, x) - 1) > 0.05  # only isotropic scaling leaves it alone
-    m = compare.cka_matrix([x, stretched], [y, x])
-    assert m[0, 1] == pytest.approx(1.0) and m[1, 0] == pytest.approx(compare.linear_cka(stretched, y))
+    assert abs(measures.linear_cka(stretched, x) - 1) > 0.05  # only isotropic scaling leaves it alone
+    m = measures.cka_matrix([x, stretched], [y, x])
+    assert m[0, 1] == pytest.approx(1.0) and m[1, 0] == pytest.approx(measures.linear_cka(stretched, y))
 
 
 # ----- Jensen-Shannon distance --------------------------------------------------------------------------
 def test_js_distance_of_identical_rows_is_zero_and_of_disjoint_one_hot_rows_is_one():
     p = np.random.default_rng(3).dirichlet(np.ones(6), size=4)
-    assert np.allclose(compare.js_distance(p, p), 0)
+    assert np.allclose(measures.js_distance(p, p), 0)
     one_hot_a, one_hot_b = np.eye(5)[[0, 1, 2]], np.eye(5)[[3, 4, 0]]
-    assert np.allclose(compare.js_distance(one_hot_a, one_hot_b), 1)
+    assert np.allclose(measures.js_distance(one_hot_a, one_hot_b), 1)
 
 
 def test_js_distance_agrees_with_scipy_and_is_symmetric():
     rng = np.random.default_rng(4)
     p, q = rng.dirichlet(np.ones(7), size=5), rng.dirichlet(np.ones(7), size=5)
-    ours = compare.js_distance(p, q)
+    ours = measures.js_distance(p, q)
     assert np.allclose(ours, [jensenshannon(a, b, base=2) for a, b in zip(p, q)], atol=1e-10)
-    assert np.allclose(ours, compare.js_distance(q, p))
+    assert np.allclose(ours, measures.js_distance(q, p))
     assert ((ours > 0) & (ours < 1)).all()
 
 
 # ----- two models ---------------------------------------------------------------------------------------
 def test_a_model_compared_with_itself_has_cka_one_and_js_zero_everywhere(model_a):
-    r = compare.compare_models(model_a, model_a, SENTENCES)
+    r = two_models.compare_models(model_a, model_a, SENTENCES)
     assert r["units"] == "tokens" and r["n_units"] == sum(len(s.split()) for s in SENTENCES)
     assert r["cka_by_layer"] == pytest.approx([1.0] * 3, abs=1e-6)
     js = np.asarray(r["attention_js"])
@@ -104,7 +104,7 @@ def test_a_model_compared_with_itself_has_cka_one_and_js_zero_everywhere(model_a
 
 
 def test_two_models_of_the_same_shape_differ_in_numbers_that_the_summary_quotes(model_a, model_b):
-    r = compare.compare_models(model_a, model_b, SENTENCES)
+    r = two_models.compare_models(model_a, model_b, SENTENCES)
     js = np.asarray(r["attention_js"])
     assert (js > 0.01).all() and (js <= 1).all()
     assert min(r["cka_by_layer"]) < 0.99
@@ -115,11 +115,11 @@ def test_two_models_of_the_same_shape_differ_in_numbers_that_the_summary_quotes(
 
 
 def test_different_vocabularies_are_compared_word_by_word_and_without_head_maps(model_a, model_c):
-    c = compare.comparable(model_a, model_c)
+    c = two_models.comparable(model_a, model_c)
     assert not c.same_vocab and not c.per_head and c.units == "words"
     text = " ".join(c.sentences)
     assert "vocabularies differ" in text and "cannot be set side by side" in text and "every layer of A" in text
-    r = compare.compare_models(model_a, model_c, SENTENCES)
+    r = two_models.compare_models(model_a, model_c, SENTENCES)
     assert r["attention_js"] is None and r["cka_by_layer"] is None
     m = np.asarray(r["cka_matrix"])
     assert m.shape == (3, 4) and ((m > 0) & (m <= 1 + 1e-9)).all()
@@ -127,30 +127,30 @@ def test_different_vocabularies_are_compared_word_by_word_and_without_head_maps(
 
 
 def test_word_pooling_of_a_model_with_itself_gives_cka_one(model_c):
-    oa = compare._run(model_c, SENTENCES, "words")
+    oa = two_models._run(model_c, SENTENCES, "words")
     assert len(oa.keys) == sum(len(s.split()) for s in SENTENCES)
-    xa, xb = compare._aligned(oa, compare._run(model_c, SENTENCES, "words"))
-    assert np.allclose(np.diag(compare.cka_matrix(xa, xb)), 1)
+    xa, xb = two_models._aligned(oa, two_models._run(model_c, SENTENCES, "words"))
+    assert np.allclose(np.diag(measures.cka_matrix(xa, xb)), 1)
 
 
 def test_truncated_words_are_dropped_from_both_models(model_a, model_c):
     long = ["the cat sat on the mat , the dog ran to a park , it was warm ."]
-    oc = compare._run(model_c, long, "words", max_tokens=12)  # "mat" is cut after "m" or the input ends before it
-    oa = compare._run(model_a, long, "words", max_tokens=12)
-    xa, xc = compare._aligned(oa, oc)
+    oc = two_models._run(model_c, long, "words", max_tokens=12)  # "mat" is cut after "m" or the input ends before it
+    oa = two_models._run(model_a, long, "words", max_tokens=12)
+    xa, xc = two_models._aligned(oa, oc)
     assert len(xa[0]) == len(xc[0]) == len(set(oa.keys) & set(oc.keys)) < len(long[0].split())
 
 
 def test_probes_side_by_side_only_when_both_have_the_heads(model_a, model_b):
-    both = compare.probes_side_by_side(model_a, model_b, "the [MASK] sat .", ("the cat sat .", "it was warm ."), 3)
+    both = two_models.probes_side_by_side(model_a, model_b, "the [MASK] sat .", ("the cat sat .", "it was warm ."), 3)
     assert len(both["mlm"]["a"][0]["predictions"]) == 3 and 0 <= both["nsp"]["b"]["is_next"] <= 1
     headless = Loaded(model_b.model, model_b.tokenizer, model_b.config, None,
                       LoadReport(missing={"masked-LM head": ["cls.predictions.bias"],
                                           "next-sentence head": ["cls.seq_relationship.weight"]}))
-    none = compare.probes_side_by_side(model_a, headless, "the [MASK] sat .", ("a", "b"))
+    none = two_models.probes_side_by_side(model_a, headless, "the [MASK] sat .", ("a", "b"))
     assert none == {"mlm": None, "nsp": None}
     assert "Model B has no trained masked-LM head or next-sentence head" in " ".join(
-        compare.comparable(model_a, headless).sentences)
+        two_models.comparable(model_a, headless).sentences)
 
 
 # ----- the command line ---------------------------------------------------------------------------------
@@ -191,38 +191,38 @@ def _record(tmp_path, name, losses, **kw):
 
 
 def test_a_run_learned_something_only_when_its_own_records_say_so(tmp_path):
-    v = compare.learned_something(_record(tmp_path, "forty", FORTY_STEPS))
+    v = verdict.learned_something(_record(tmp_path, "forty", FORTY_STEPS))
     assert v.learned and v.reason == ("its dev MCC 0.79 on 211 examples is clear of chance (above 2/√211 = 0.14) and "
                                       "its training loss went from 1.59 to 1.22 (24% lower)")
     # the real 6-step run: its dev MCC beats chance (the new output layer learned), its loss hardly moved
-    v = compare.learned_something(_record(tmp_path, "six", SIX_STEPS, dev={"mcc": 0.3778}))
+    v = verdict.learned_something(_record(tmp_path, "six", SIX_STEPS, dev={"mcc": 0.3778}))
     assert not v.learned and v.reason.endswith("its training loss went from 1.62 to 1.59 (2% lower): less than the "
                                                "10% fall that counts")
-    v = compare.learned_something(_record(tmp_path, "sixty-rows", FORTY_STEPS, dev_examples=6))
+    v = verdict.learned_something(_record(tmp_path, "sixty-rows", FORTY_STEPS, dev_examples=6))
     assert not v.learned and v.reason == ("it was scored on 6 dev examples, fewer than 100, so its score is mostly "
                                           "chance")
-    v = compare.learned_something(_record(tmp_path, "guess", FORTY_STEPS, dev={"accuracy": 0.3, "mcc": 0.1}))
+    v = verdict.learned_something(_record(tmp_path, "guess", FORTY_STEPS, dev={"accuracy": 0.3, "mcc": 0.1}))
     assert not v.learned and v.reason == "its dev MCC 0.10 on 211 examples is within chance (not above 2/√211 = 0.14)"
-    v = compare.learned_something(_record(tmp_path, "stopped", FORTY_STEPS, state="stopped"))
+    v = verdict.learned_something(_record(tmp_path, "stopped", FORTY_STEPS, state="stopped"))
     assert not v.learned and v.reason == "it is stopped, not finished"
-    v = compare.learned_something(_record(tmp_path, "sts", FORTY_STEPS, dev={"pearson": 0.12, "mse": 2.0}))
+    v = verdict.learned_something(_record(tmp_path, "sts", FORTY_STEPS, dev={"pearson": 0.12, "mse": 2.0}))
     assert not v.learned and "Pearson r 0.12" in v.reason  # regression: Pearson r is its chance-free score
-    v = compare.learned_something(_record(tmp_path, "ner", FORTY_STEPS, dev={"f1": 0.05}))
+    v = verdict.learned_something(_record(tmp_path, "ner", FORTY_STEPS, dev={"f1": 0.05}))
     assert v.learned and v.reason.startswith("its training loss")  # no chance-free score: the loss decides
     grid = _record(tmp_path, "grid", FORTY_STEPS, lr=3e-5)  # a learning-rate grid: the kept rate's losses count
     for step, loss in enumerate(SIX_STEPS, 1):
         grid.log_metrics({"step": step, "split": "train", "loss": loss, "lr_setting": 5e-5})
-    assert compare.learned_something(grid).learned
+    assert verdict.learned_something(grid).learned
 
 
 def test_two_models_that_barely_differ_are_said_to_and_no_largest_change_is_named():
     measured = {"n_units": 1533, "units": "tokens", "sentences": 64, "attention_js": None}
     # CKA of minilm-mlm-nsp with its real 6-step and 40-step fine-tunings (64 held-out sentences)
-    six = compare.describe({**measured, "cka_by_layer": [0.999998, 0.999977, 0.999876, 0.999655, 0.999349, 0.99912,
+    six = two_models.describe({**measured, "cka_by_layer": [0.999998, 0.999977, 0.999876, 0.999655, 0.999349, 0.99912,
                                                          0.998689]})["cka"]
     assert six == ("The two models barely differ: CKA is above 0.99 in every one of layers 0–6 (lowest 0.9987, in "
                    "layer 6), measured on 1,533 tokens of 64 sentences.")
-    forty = compare.describe({**measured, "cka_by_layer": [0.999985, 0.999511, 0.997513, 0.967602, 0.964377,
+    forty = two_models.describe({**measured, "cka_by_layer": [0.999985, 0.999511, 0.997513, 0.967602, 0.964377,
                                                            0.963319, 0.946643]})["cka"]
     assert "the largest change is in layer 6 (CKA 0.95)" in forty and "barely" not in forty
 
@@ -283,7 +283,7 @@ def test_two_models_page_shows_the_computed_numbers(runs_root, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     child = _fake_finetuned_child(runs_root)
-    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
     at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
     at.session_state["be_model_choice"] = "explorer-mini"
     at.run()
@@ -295,7 +295,7 @@ def test_two_models_page_shows_the_computed_numbers(runs_root, monkeypatch):
                for c in at.caption)
     texts = " ".join(m.value for m in at.markdown)
     assert "same WordPiece vocabulary" in texts and "no trained masked-LM head" in texts
-    r = compare.compare_models(checkpoint.load("explorer-mini", "BertForPreTraining"),
+    r = two_models.compare_models(checkpoint.load("explorer-mini", "BertForPreTraining"),
                                checkpoint.load(str(child), "BertForPreTraining"), SENTENCES)
     assert r["captions"]["cka"] in texts  # the caption quotes this pair's numbers
     assert r["cka_by_layer"][0] > 0.999 > r["cka_by_layer"][-1]  # only the last layer was moved
@@ -308,7 +308,7 @@ def test_two_models_page_shows_the_computed_numbers(runs_root, monkeypatch):
 def test_without_a_fine_tuned_copy_the_page_offers_one_and_compares_with_the_base(runs_root, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
     at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
     at.session_state["be_model_choice"] = "minilm-mlm-nsp"
     at.run()
@@ -324,7 +324,7 @@ def test_in_classroom_mode_the_page_explains_that_it_cannot_fine_tune(runs_root,
     from streamlit import config as st_config
     from streamlit.testing.v1 import AppTest
 
-    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
     monkeypatch.delenv("BERT_EXPLORER_ALLOW_WRITES", raising=False)
     before = st_config.get_option("server.address")
     st_config.set_option("server.address", "0.0.0.0")
@@ -352,14 +352,14 @@ def test_the_fine_tune_button_launches_the_short_run_and_the_page_then_uses_it(r
         return True
 
     monkeypatch.setattr(runs_view, "launch", launch)
-    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
     at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
     at.session_state["be_model_choice"] = "minilm-mlm-nsp"
     at.run()
     at.button(key="two_finetune").click().run()
     assert not at.exception, at.exception
     (kind, config, run_dir), = launched
-    assert kind == "finetune" and config == compare.SHORT_FINETUNE and run_dir.parent == runs_root
+    assert kind == "finetune" and config == candidates.SHORT_FINETUNE and run_dir.parent == runs_root
     # the run finishes (here: a fake one in its folder); the next visit takes it as model B
     _fake_finetuned_child(runs_root, "minilm-mlm-nsp").parent.rename(run_dir)
     at.run()
@@ -372,7 +372,7 @@ def test_a_run_that_learned_nothing_is_not_model_b_and_the_page_asks(runs_root, 
     from streamlit.testing.v1 import AppTest
 
     child = _six_step_child(runs_root)
-    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
     at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
     at.session_state["be_model_choice"] = "explorer-mini"  # no base model to fall back on
     at.run()
@@ -403,7 +403,7 @@ def test_without_a_run_that_learned_something_model_b_is_the_base_and_the_page_s
     _fake_finetuned_child(runs_root, "minilm-mlm-nsp", "finetune-6-rows", dev={"accuracy": 1.0, "mcc": 1.0},
                           created=time.time() + 1).parent.joinpath("metrics.json").write_text(
         json.dumps({"task": "classification", "dev_examples": 6, "dev": {"accuracy": 1.0, "mcc": 1.0}}))
-    monkeypatch.setattr(compare, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
     at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
     at.session_state["be_model_choice"] = "minilm-mlm-nsp"
     at.run()

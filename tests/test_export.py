@@ -8,10 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import plotly.express as px
-import pytest
 from streamlit.testing.v1 import AppTest
 
-from bert_explorer.analysis.export import ResultBundle, figure_html, figures_html
+from bert_explorer.app.result_bundle import ResultBundle, figure_html, figures_html
 
 PAGES = Path(__file__).resolve().parent.parent / "pages"
 EXTERNAL = re.compile(r"""<(script|link)[^>]+(src|href)=["']?(https?:)?//""", re.I)

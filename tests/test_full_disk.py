@@ -60,7 +60,7 @@ def test_the_sentence_says_where_how_much_is_free_and_what_next(tmp_path, monkey
 
 
 def test_a_cache_entry_that_could_not_be_kept_is_one_warning_and_the_result_goes_on(tmp_path):
-    from bert_explorer.analysis import disk_cache
+    from bert_explorer import disk_cache
 
     def keep(path):
         with disk_cache.writing(path, optional="the layer vectors") as tmp:
@@ -74,7 +74,7 @@ def test_a_cache_entry_that_could_not_be_kept_is_one_warning_and_the_result_goes
         f"no space left in {tmp_path} to keep the layer vectors in the cache (")
     assert os.listdir(tmp_path) == []  # neither the entry nor its half-written folder
     with pytest.raises(OSError):  # an entry the caller needs is not optional: the error stays
-        with disk_cache.writing(tmp_path / "needed") as tmp:
+        with disk_cache.writing(tmp_path / "needed"):
             raise OSError(errno.ENOSPC, "No space left on device")
 
 

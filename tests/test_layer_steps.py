@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from bert_explorer.analysis.attention import attention_maps
-from bert_explorer.analysis.layer_steps import encode, layer_steps, model_layer_output, token_figures
+from bert_explorer.analysis.attention.heads import attention_maps
+from bert_explorer.analysis.attention.layer_steps import encode, layer_steps, model_layer_output, token_figures
 from bert_explorer.checkpoint import encoder_of, load
 
 TOL = 1e-5

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from bert_explorer import checkpoint
-from bert_explorer.analysis import neighbour_build as nbb
-from bert_explorer.analysis import neighbour_jobs as jobs
-from bert_explorer.analysis import neighbours as nb
+from bert_explorer.analysis.neighbours import index as nbb
+from bert_explorer.runs import neighbour_jobs as jobs
+from bert_explorer.analysis.neighbours import search as nb
 from bert_explorer.data.corpora import tiny_corpus
 from bert_explorer.model import BertConfig
 from bert_explorer.tokenizer import WordPieceTokenizer

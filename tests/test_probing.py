@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from bert_explorer import checkpoint
-from bert_explorer.analysis import probing
-from bert_explorer.analysis.layer_features import sentence_vectors, word_vectors
+from bert_explorer.analysis.layers import probing
+from bert_explorer.analysis.layers.vectors import sentence_vectors, word_vectors
 from bert_explorer.tokenizer import SPECIAL_TOKENS
 from shared import needs_model, save_tiny_bert
 

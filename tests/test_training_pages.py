@@ -14,8 +14,8 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from bert_explorer import checkpoint
-from bert_explorer.analysis.attention import attention_maps
-from bert_explorer.analysis.timelapse import timelapse
+from bert_explorer.analysis.attention.heads import attention_maps
+from bert_explorer.analysis.attention.timelapse import timelapse
 from bert_explorer.data.tiny_tasks import make_tiny
 from bert_explorer.tasks.registry import CLASSIFICATION
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining

@@ -1,6 +1,6 @@
 """Download buttons for every view: plots (PNG from plotly's toolbar, standalone HTML here),
 tables (CSV), bertviz views (SVG from a button inside the drawing, standalone HTML here), and
-one "download this page's results" zip per exploration page (``analysis/export.py``).
+one "download this page's results" zip per exploration page (``app/result_bundle.py``).
 
 Downloads are built only when clicked (Streamlit runs a callable ``data`` then), so a page that
 offers ten of them costs nothing until one is used.
@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from ..analysis.export import ResultBundle, figure_html, safe_name, table_csv, titled_html
+from .result_bundle import ResultBundle, figure_html, safe_name, table_csv, titled_html
 from .state import without_host_paths
 
 # plotly's toolbar: the camera icon saves a PNG at twice the screen resolution.

@@ -121,7 +121,7 @@ def without_host_paths(value):
 # ----- a result the disk cache could not keep: said on the page ------------------------------
 def _cache_warnings_on_the_page() -> None:
     """A result computed but not kept in the disk cache (a full disk: ``full_disk.CacheNotKept``,
-    warned by ``analysis.disk_cache.writing``) is shown all the same, with its one sentence as an
+    warned by ``disk_cache.writing``) is shown all the same, with its one sentence as an
     ``st.warning`` on the page that computed it, each time it happens; every other warning goes
     where it always went (the server's log)."""
     shown_before = warnings.showwarning

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from .. import checkpoint
-from ..analysis import compare
-from ..analysis.probing import TASKS, ProbeSettings, probe_layers
+from ..analysis.comparison import held_out, two_models
+from ..analysis.layers.probing import TASKS, ProbeSettings, probe_layers
 from .common import MODEL_HELP, UserError, read_lines, user_errors, write_json
 
 
@@ -66,12 +66,12 @@ def cmd_compare_models(args) -> int:
     if args.input:
         sentences, source = read_lines(args.input), f"the lines of {args.input}"
     else:
-        sentences, source = compare.held_out_sentences(args.sentences)
+        sentences, source = held_out.held_out_sentences(args.sentences)
     t0 = time.perf_counter()
-    result = compare.compare_models(a, b, sentences, args.max_tokens)
+    result = two_models.compare_models(a, b, sentences, args.max_tokens)
     seconds = time.perf_counter() - t0
     with user_errors():
-        probes = compare.probes_side_by_side(a, b, args.mask_text, (args.nsp_a, args.nsp_b), args.top_k)
+        probes = two_models.probes_side_by_side(a, b, args.mask_text, (args.nsp_a, args.nsp_b), args.top_k)
     write_json(args.output, {"model_a": args.model_a, "model_b": args.model_b, "sentences_source": source,
                               **result, "probes": probes, "seconds": round(seconds, 1)})
     print(result["summary"], file=sys.stderr)

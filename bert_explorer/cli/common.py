@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import atomic, checkpoint
-from ..analysis.neighbour_jobs import BuildBusy
+from ..runs.neighbour_jobs import BuildBusy
 from ..checkpoint import CheckpointError
 from ..full_disk import CacheNotKept, DiskFull
 from ..train.pretrain import ResumeRefused

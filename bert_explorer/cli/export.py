@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from .. import checkpoint
-from ..analysis.features import extract_features, parse_example
+from ..analysis.layers.features import extract_features, parse_example
 from .common import MODEL_HELP, int_list, read_lines, user_errors, write_output
 
 

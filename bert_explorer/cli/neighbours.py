@@ -19,8 +19,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from .. import checkpoint
-from ..analysis import neighbour_build as nbb, neighbour_jobs, neighbours as nb
+from ..analysis.neighbours import index as nbb, search as nb
 from ..data.corpora import BUILTIN_CORPORA
+from ..runs import neighbour_jobs
 from .common import UserError, int_list, run_command, run_or_background, user_errors, write_json
 
 MODEL_HELP = "a checkpoint directory or a short name (minilm-mlm-nsp, explorer-mini, minilm)"

@@ -5,7 +5,7 @@
 """
 from __future__ import annotations
 
-from ..analysis.probes import load_for_probe, mlm_top_k, nsp_probability
+from ..analysis.probes.pretraining_tasks import load_for_probe, mlm_top_k, nsp_probability
 from .common import MODEL_HELP, print_json, user_errors
 
 

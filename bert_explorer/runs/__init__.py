@@ -4,5 +4,7 @@
 ``background`` (a run's process: start, kill, delete), ``gpu_queue`` (one training at a time on
 a GPU), ``finder`` (the runs under a folder, their labels and checkpoints) and ``report`` (what a
 person reads about a run: durations, key numbers, log tails). Used by pre-training, fine-tuning,
-ablations and the nearest-neighbour build alike; nothing here imports streamlit or torch.
+ablations and the nearest-neighbour build alike (``neighbour_jobs``: an index built in the
+background, which is not a run: a work folder with a progress file, kept under the disk cache);
+nothing here imports streamlit or torch.
 """

@@ -6,7 +6,7 @@ that file is closed, which happens when its process ends, even by ``kill -9``: a
 never blocks the next one. The run system uses three: a run's ``.writer.lock`` (below), its
 ``.start.lock`` (starting and deleting, ``runs/background.py``) and the runs root's ``.gpu.lock``
 (``runs/gpu_queue.py``); the nearest-neighbour build holds one per index
-(``analysis/neighbour_jobs.py``).
+(``runs/neighbour_jobs.py``).
 
 Pre-training, fine-tuning (full, feature-based, left-to-right) and ablations run inside
 :func:`writer_lock` (via :func:`writes_run`): an ``flock`` on ``RUN/.writer.lock`` that the

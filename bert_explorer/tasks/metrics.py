@@ -353,3 +353,26 @@ def entity_f1(true_tag_seqs, pred_tag_seqs) -> dict:
     return {**scores(len(correct), len(pred), len(gold)), "per_type": per_type,
             "token_accuracy": _ratio(right_tokens, tokens),
             "n_true": len(gold), "n_pred": len(pred), "n_correct": len(correct)}
+
+
+# How many dev examples a score needs before it means something (the fine-tuning pages and runs warn
+# below it; the Two models page does not count a run scored on fewer as having learned something).
+MIN_DEV_EXAMPLES = 100
+
+
+def small_dev_warning(n_dev: int, subject: str = "The dev set") -> str | None:
+    """One plain sentence when a dev set (or a part of it, named by ``subject``) is too small for
+    its score to mean much, else None. An accuracy measured on n examples has a standard error of
+    up to 0.5/sqrt(n): at 6 examples that is ±20 points, and one example more or less right moves
+    the score by 1/n."""
+    if n_dev >= MIN_DEV_EXAMPLES:
+        return None
+    whole = subject == "The dev set"
+    if n_dev == 0:
+        return ("There is no dev example at all, so no score can be measured; add data or raise the dev fraction."
+                if whole else f"{subject} has no example at all, so no score can be measured.")
+    advice = (f"; use at least {MIN_DEV_EXAMPLES * 10:,} labelled examples ({MIN_DEV_EXAMPLES} for dev) for a score "
+              f"you can trust." if whole else f"; a score on at least {MIN_DEV_EXAMPLES} examples can be trusted.")
+    return (f"{subject} has only {n_dev} example{'s' if n_dev != 1 else ''}, so its score is mostly chance: one "
+            f"example moves accuracy by {100 / n_dev:.0f} points and the noise alone is about "
+            f"±{100 / n_dev ** 0.5:.0f} points{advice}")

@@ -29,7 +29,7 @@ from ..tasks.registry import able
 from .engine import AFTER_A_FULL_DISK, fit
 from .optim import use_fused
 
-# The same folder as the analyses' disk cache (analysis/disk_cache.py), its own subfolder.
+# The same folder as the analyses' disk cache (bert_explorer/disk_cache.py), its own subfolder.
 CACHE_DIR = Path(os.environ.get("BERT_EXPLORER_CACHE") or Path.home() / ".cache" / "bert-explorer") / "features"
 SUPPORTED = able("feature_based")
 

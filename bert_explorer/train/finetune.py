@@ -28,6 +28,7 @@ from ..data.uploads.reader import read_task_file
 from ..runs.lock import writes_run
 from ..runs.run import Run
 from ..tasks.base import TaskType
+from ..tasks.metrics import small_dev_warning
 from .configs import setting, settings_of
 from .device import PRECISIONS, pick_device, precision_from
 from .engine import AFTER_A_FULL_DISK, fit, marks_failure, total_steps
@@ -183,27 +184,6 @@ def ltr_problem(model: str | Path, task: TaskType | None, mode: str) -> str | No
         return f"{what}; choose a bidirectional checkpoint."
     return (f"{what}; choose the feature-based mode (its BiLSTM reads every token), a bidirectional checkpoint, "
             f"or the Ablation studio's LTR rows (they read the last token).")
-
-
-MIN_DEV_EXAMPLES = 100
-
-
-def small_dev_warning(n_dev: int, subject: str = "The dev set") -> str | None:
-    """One plain sentence when a dev set (or a part of it, named by ``subject``) is too small for
-    its score to mean much, else None. An accuracy measured on n examples has a standard error of
-    up to 0.5/sqrt(n): at 6 examples that is ±20 points, and one example more or less right moves
-    the score by 1/n."""
-    if n_dev >= MIN_DEV_EXAMPLES:
-        return None
-    whole = subject == "The dev set"
-    if n_dev == 0:
-        return ("There is no dev example at all, so no score can be measured; add data or raise the dev fraction."
-                if whole else f"{subject} has no example at all, so no score can be measured.")
-    advice = (f"; use at least {MIN_DEV_EXAMPLES * 10:,} labelled examples ({MIN_DEV_EXAMPLES} for dev) for a score "
-              f"you can trust." if whole else f"; a score on at least {MIN_DEV_EXAMPLES} examples can be trusted.")
-    return (f"{subject} has only {n_dev} example{'s' if n_dev != 1 else ''}, so its score is mostly chance: one "
-            f"example moves accuracy by {100 / n_dev:.0f} points and the noise alone is about "
-            f"±{100 / n_dev ** 0.5:.0f} points{advice}")
 
 
 @writes_run("run_dir", "bert-explorer finetune")

@@ -2,7 +2,7 @@
 calibration error of its dev predictions (Guo et al. 2017, "On Calibration of Modern Neural
 Networks", Section 2).
 
-(Not to be confused with ``analysis/reliability.py``, the rule that says when an attribution's
+(Not to be confused with ``analysis/attributions/reliability.py``, the rule that says when an attribution's
 integral is accurate enough to trust.)
 
 The model's *confidence* in an answer is its softmax probability of the class it chose. Sort the

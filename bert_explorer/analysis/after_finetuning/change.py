@@ -7,12 +7,12 @@ that C holds the task's answer. Three views of that, on the run's own dev inputs
 * **Maps** of the dev set's C vectors before (the pre-trained model the run started from) and after
   (the fine-tuned model), by PCA or t-SNE, coloured by the gold answer.
 * **Separation**, measured for both: how well a *linear probe* (a softmax classifier, or for values
-  a least-squares line, ``analysis.probing.fit_linear``) reads the gold answer from C, scored by
+  a least-squares line, ``analysis.layers.probing.fit_linear``) reads the gold answer from C, scored by
   k-fold cross-validation so every example is scored by a probe that never saw it; for labels also
   the *silhouette score* (Rousseeuw 1987): for each point, how much nearer it is to its own class
   than to the nearest other one, from −1 to 1.
 * **Layer-by-layer CKA** between the two models on the same tokens of these inputs (the Two models
-  page's measure, ``analysis.compare.cka_matrix``; Kornblith et al. 2019): 1 where fine-tuning left a
+  page's measure, ``analysis.comparison.measures.cka_matrix``; Kornblith et al. 2019): 1 where fine-tuning left a
   layer's arrangement of the tokens as it was, lower where it moved the network.
 """
 from __future__ import annotations
@@ -23,13 +23,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from sklearn.metrics import silhouette_score
 
 from ... import checkpoint
 from ...checkpoint import encoder_of
 from ...tasks.base import TaskType
-from ..compare import cka_matrix, same_vocabulary
+from ..comparison.measures import cka_matrix
+from ..comparison.two_models import same_vocabulary
 from ..embeddings import project
-from ..probing import fit_linear
+from ..layers.probing import fit_linear
 
 FOLDS = 5
 CKA_TOKENS = 4000  # tokens sampled for CKA: enough for a stable number, small enough for a 2-core CPU
@@ -101,8 +103,6 @@ def probe_separation(x: np.ndarray, gold: list, labelled: bool, folds: int = FOL
             right += int((predict(x[test]) == y[test]).sum())
         out = {"probe_accuracy": right / n if n else 0.0, "silhouette": None}
         if 2 <= len(names) < n:
-            from sklearn.metrics import silhouette_score
-
             out["silhouette"] = float(silhouette_score(x, y))
         return out
     y = np.asarray(gold, dtype=np.float64)

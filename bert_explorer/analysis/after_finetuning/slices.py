@@ -5,7 +5,7 @@ it is judged by: accuracy, Pearson r, entity F1, SQuAD F1) is computed again on 
 set: by gold answer, by input length in WordPieces (an input longer than the run's maximum length
 was cut, so the model never read its end), and by any other column the uploaded file had (a
 source, a date, an annotator). Every slice gives its count, and a slice too small for its score
-to mean much says so in the project's small-data sentence (``train.finetune.small_dev_warning``).
+to mean much says so in the project's small-data sentence (``tasks.metrics.small_dev_warning``).
 
 The scores are computed from the rows of ``predictions.rows_of`` the way the run's evaluation
 computes them (``tasks/metrics.py``, ``tasks/squad.py``), so the whole dev set scores what the run
@@ -20,8 +20,7 @@ from collections import defaultdict
 import numpy as np
 
 from ...tasks.base import TaskType
-from ...tasks.metrics import regression_report
-from ...train.finetune import small_dev_warning
+from ...tasks.metrics import regression_report, small_dev_warning
 
 # Input lengths in WordPieces: the bins' upper ends (BERT reads at most 512).
 LENGTH_EDGES = (16, 32, 64, 128, 256, 512)

@@ -1,4 +1,4 @@
-"""Building the nearest-neighbour index (see ``neighbours.py`` for the design and the measurements):
+"""Building the nearest-neighbour index (see ``search.py`` for the design and the measurements):
 the corpus cut into sentences, every token's vector at the chosen layers, written in shards so that
 a stopped build resumes, and assembled into one cache entry by a single rename."""
 from __future__ import annotations
@@ -8,17 +8,19 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .. import atomic, full_disk
-from ..checkpoint import Loaded, encoder_of
-from ..model.bert import extended_attention_mask
-from ..runs.report import duration_text
-from . import disk_cache, neighbour_jobs
+from ... import atomic, disk_cache, full_disk
+from ...checkpoint import Loaded, encoder_of
+from ...data.corpora import BUILTIN_CORPORA, bbc_articles, load_corpus
+from ...model.bert import extended_attention_mask
+from ...runs import neighbour_jobs
+from ...runs.report import duration_text
 
 FORMAT = 1              # bump when the stored layout changes: old entries are then never read
 MAX_PIECES = 128        # WordPieces per encoded sentence, [CLS] and [SEP] included
@@ -49,8 +51,6 @@ def corpus_documents(corpus) -> list[tuple[str, list[str]]]:
     """``(source, sentences)`` per document. ``corpus`` is a built-in name ("bbc", "wiki", …),
     a text file or folder (``data.corpora.load_corpus``), a list of documents (lists of
     sentences) or a list of sentences."""
-    from ..data.corpora import bbc_articles, load_corpus
-
     if isinstance(corpus, (str, Path)):
         if str(corpus) == "bbc":
             return [(topic, doc) for topic, doc in bbc_articles()]
@@ -63,8 +63,6 @@ def corpus_documents(corpus) -> list[tuple[str, list[str]]]:
 
 def corpus_settings(corpus) -> dict:
     """What identifies a corpus in the cache key: a built-in by name, anything else by content."""
-    from ..data.corpora import BUILTIN_CORPORA
-
     if isinstance(corpus, (str, Path)) and str(corpus) in BUILTIN_CORPORA:
         return {"corpus": str(corpus)}
     h = hashlib.sha256()
@@ -232,8 +230,6 @@ def build_index(loaded: Loaded, corpus="bbc", layers: int | Sequence[int] = 6, p
     if not todo:
         return paths
     report = progress or (lambda f, m: None)
-    from contextlib import ExitStack
-
     with ExitStack() as locks:
         for l in todo:
             locks.enter_context(neighbour_jobs.builder_lock(paths[l]))

@@ -8,6 +8,9 @@ with a ``README.txt`` that says what each file is.
 Single plots are also saved on their own: ``figure_html`` is a standalone HTML page of one plot
 (plotly.js inlined: it works with no network). PNG comes from plotly's own toolbar in the
 browser, so no server-side image renderer (and its browser binary) is needed.
+
+No Streamlit here (``app/exports.py`` adds the download buttons), so a test builds a zip without a
+page; it sits in ``app/`` because only the pages and their helpers save results.
 """
 from __future__ import annotations
 

@@ -52,8 +52,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bertviz import head_view, model_view
 
-from .attention import AttentionResult
+from .heads import AttentionResult
 
 # bertviz asks for exactly these two modules; the shim answers with the inlined globals.
 _REQUIRE_SHIM = """
@@ -340,8 +341,6 @@ def render(result: AttentionResult, view: str = "head", layers: list[int] | None
     view of a sentence pair bertviz adds a filter: All, A→A, B→B, A→B, B→A. The model view is
     drawn at ``min_scale`` of bertviz's size or larger (``fit_model_view``).
     """
-    from bertviz import head_view, model_view
-
     att = result.attentions
     if layers is None:
         layers = layers_within_budget(result, max_bytes)

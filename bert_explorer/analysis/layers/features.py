@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
-from ..checkpoint import Loaded, encoder_of
+from ...checkpoint import Loaded, encoder_of
 
 PAIR_SEPARATOR = " ||| "
 

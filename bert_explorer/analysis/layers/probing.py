@@ -45,10 +45,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..checkpoint import Loaded
-from ..tasks import metrics
-from . import disk_cache
-from .layer_features import sentence_vectors, word_vectors
+from ... import disk_cache
+from ...checkpoint import Loaded
+from ...data.tasks import load_builtin
+from ...tasks import metrics
+from .vectors import sentence_vectors, word_vectors
 
 Progress = Callable[[float, str], None]
 
@@ -125,8 +126,6 @@ def _subsample(n: int, keep: int | None, seed: int) -> list[int]:
 
 def load_task(task: str, settings: ProbeSettings, pos_file: str | Path | None = None) -> ProbeData:
     """The examples of a task, already subsampled and split into train and test."""
-    from ..data.tasks import load_builtin
-
     s = settings.resolved(task)
     notes = []
     if task == "ner":

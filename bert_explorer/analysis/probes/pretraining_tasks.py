@@ -11,13 +11,15 @@ have them; the MiniLM encoder does not, and loading it here raises MissingHeadEr
 from __future__ import annotations
 
 import json
+import random
 import re
 from pathlib import Path
 
 import torch
 
-from ..checkpoint import Loaded
-from ..checkpoint import load as load_checkpoint
+from ...checkpoint import Loaded
+from ...checkpoint import load as load_checkpoint
+from ...data.pretraining import MaskingConfig, mask_tokens
 
 MLM_HEAD, NSP_HEAD = "masked-LM head", "next-sentence head"
 EVAL_FILE = "eval_metrics.json"  # what pre-training measured on held-out text, saved beside the weights
@@ -100,10 +102,6 @@ def mlm_by_layer(loaded: Loaded, text: str, top_k: int = 3, text_b: str | None =
 def masking_demo(loaded: Loaded, text: str, seed: int = 0, mlm_probability: float = 0.15) -> list[dict]:
     """The pre-training corruption of one sentence (Section 3.1): 15% of the WordPieces are
     chosen; of those 80% become [MASK], 10% a random token and 10% stay as they are."""
-    import random
-
-    from ..data.pretraining import MaskingConfig, mask_tokens
-
     tok = loaded.tokenizer
     enc = tok.encode(text)
     cfg = MaskingConfig(mlm_probability=mlm_probability, max_predictions_per_seq=512)

@@ -90,9 +90,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..checkpoint import Loaded, MissingHeadError
-from ..tokenizer import Encoded, WordPieceTokenizer
-from .probes import MLM_HEAD, NSP_HEAD
+from ...checkpoint import Loaded, MissingHeadError
+from ...runs.finder import find_runs, rel_name
+from ...tokenizer import Encoded, WordPieceTokenizer
+from ..probes.pretraining_tasks import MLM_HEAD, NSP_HEAD
 from .reliability import DEFAULT_STEPS, MAX_STEPS, MIN_DIFFERENCE, Reliability, reliability, step_schedule
 
 PARTS = ("token", "segment", "position")
@@ -286,6 +287,8 @@ def integrated_gradients(
     touched. Returns the attributions per part ([T] each, summed over H), f(x), f(x') and
     captum's convergence delta (Σ attributions - (f(x) - f(x')), from its own two forward
     passes)."""
+    # here, not at the top: captum takes over half a second to import, and the After fine-tuning page
+    # imports this module only for classifier_runs
     from captum.attr import LayerIntegratedGradients
 
     if n_steps < 1:
@@ -505,8 +508,6 @@ def classifier_runs(root: str | Path = "runs") -> list[dict]:
     """Fine-tuning runs under ``root`` (ablation cells included) whose ``model/`` is a
     BertForSequenceClassification: one dict per run with its name, the model directory, the task
     and the class names, by name."""
-    from ..runs.finder import find_runs, rel_name
-
     found = []
     for run in find_runs(root):
         cfg_file = run.path / "model" / "config.json"

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from ..checkpoint import Loaded, encoder_of
+from ...checkpoint import Loaded, encoder_of
 
 Progress = Callable[[float, str], None]
 

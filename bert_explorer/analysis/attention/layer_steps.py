@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..checkpoint import Loaded, encoder_of
+from ...checkpoint import Loaded, encoder_of
 
 STEPS = ("Input representation", "Queries, keys and values", "Scores", "Mask", "Softmax",
          "Weighted sum of the values", "Heads → W_O → residual → LayerNorm",

@@ -25,7 +25,7 @@ once, so the hits are not the same sentence over and over. BBC News gives 986,98
 sentence) as .npy, ``sentences.json`` (text and source, e.g. the BBC topic) and
 ``meta.json``. An entry appears in one rename when complete; the build writes finished
 shards of 2,048 sentences into a work folder first, so a stopped build resumes where it was
-(see ``neighbour_jobs.py`` for the lock that keeps it to one builder).
+(see ``index.py`` for the build and ``runs/neighbour_jobs.py`` for the lock that keeps it to one builder).
 
 **How it is searched: exact, with PyTorch** (:func:`exact_search`; ``bench/neighbour_search.py``
 measured the choices). On this 2-core CPU, BBC at layer 6 of minilm-mlm-nsp (986,985 × 384
@@ -60,9 +60,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..checkpoint import Loaded
+from ...checkpoint import Loaded
 
-from .neighbour_build import MAX_PIECES, IndexMissing, check_layer, hidden_upto, is_complete, normalise
+from .index import MAX_PIECES, IndexMissing, check_layer, hidden_upto, is_complete, normalise
 
 MARGIN = 0.01           # exact search: rows this close to the k-th fp16 score are scored again in fp32
 MAX_CANDIDATES = 200_000

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..checkpoint import Loaded, encoder_of
+from ...checkpoint import Loaded, encoder_of
 
 # Clark et al. (2019, Section 3.2) count attention to periods and commas.
 PUNCTUATION = frozenset(".,")

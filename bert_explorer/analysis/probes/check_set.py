@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .probes import mlm_top_k, nsp_probability
+from .pretraining_tasks import mlm_top_k, nsp_probability
 
-CHECK_SET = Path(__file__).resolve().parents[2] / "bench" / "check_set.json"
+CHECK_SET = Path(__file__).resolve().parents[3] / "bench" / "check_set.json"
 
 
 def load_check_set(path: str | Path = CHECK_SET) -> dict:

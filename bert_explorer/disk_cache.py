@@ -16,10 +16,13 @@ import os
 import warnings
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .. import atomic, full_disk
-from ..checkpoint import Loaded
-from ..full_disk import CacheNotKept
+from . import atomic, full_disk
+from .full_disk import CacheNotKept
+
+if TYPE_CHECKING:  # only named in annotations: the cache stays free of torch, so the run system can use it
+    from .checkpoint import Loaded
 
 
 def cache_root() -> Path:

@@ -19,7 +19,7 @@ them, give the same picture without any checkpoint: :func:`timelapse_from_frames
 Nothing here draws: the page turns these numbers into a heatmap animation and a table.
 ``layer`` and ``head`` are 0-based indices, as everywhere in the code; what a user reads
 counts from 1, as in the paper and on every page (index 0 is "layer 1"; see
-``attention.layer_name`` / ``TimeLapse.title``).
+``heads.layer_name`` / ``TimeLapse.title``).
 """
 from __future__ import annotations
 
@@ -29,12 +29,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import checkpoint
-from ..checkpoint import Loaded
-from ..runs.run import Run
-from ..train.timelapse_frames import SENTENCES, frames_file, read_frames
-from .attention import attention_maps, head_name, layer_name
-from .probes import MLM_HEAD, mlm_top_k
+from ... import checkpoint
+from ...checkpoint import Loaded
+from ...runs.run import Run
+from ...train.timelapse_frames import SENTENCES, frames_file, read_frames
+from ..probes.pretraining_tasks import MLM_HEAD, mlm_top_k
+from .heads import attention_maps, head_name, layer_name
 
 DEFAULT_SENTENCE = SENTENCES[0]  # the first of the sentences that recorded frames hold
 

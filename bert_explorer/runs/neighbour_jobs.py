@@ -1,6 +1,6 @@
 """Building a nearest-neighbour index in the background: one builder per index, progress on disk.
 
-An index takes minutes to build (``neighbours.py``), so the page starts the build as a
+An index takes minutes to build (``analysis/neighbours/index.py``), so the page starts the build as a
 separate process, ``python -m bert_explorer.cli.neighbours build ...``, in its own process
 session: it keeps going when the browser tab closes, when Streamlit reruns the page, and even
 when the server stops. Every browser session (and the CLI) finds it through files in one work
@@ -17,8 +17,8 @@ Two sessions pressing *Build* for the same index start at most one build: the se
 the lock held (or a fresh "starting") and only watches; a builder that finds the lock taken
 anyway stops at once with :class:`BuildBusy` before writing anything.
 
-The job-keeping itself is the run system's (the lock, the atomic write, the background start,
-the log tail: ``runs/``, ``atomic.py``); what stays here is the index's own: where its work
+The job-keeping itself is the rest of the run system's (the lock, the atomic write, the background
+start, the log tail: ``runs/``, ``atomic.py``); what this module adds is the index's own: where its work
 folder is, which command builds it, and what its states mean to the page. A build is not a run:
 it has no run folder, settings or checkpoints, and its result is a cache entry.
 """
@@ -33,10 +33,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import atomic
-from ..runs import lock
-from ..runs.background import reap_when_done, spawn
-from ..runs.report import log_tail as read_log_tail
-from .disk_cache import cache_root
+from ..disk_cache import cache_root
+from . import lock
+from .background import reap_when_done, spawn
+from .report import log_tail as read_log_tail
 
 STARTING_GRACE_S = 120  # a "starting" build whose process has not taken the lock by then has failed to start
 
