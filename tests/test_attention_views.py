@@ -117,7 +117,7 @@ def test_the_weights_are_in_the_page_once_and_only_visible_lines_are_drawn(view)
     """bertviz's template marker stands in a comment too, so its page held every weight twice; and
     it drew a line for every weight. The page holds them once, and the installed bertviz's line
     drawing is the one the patches were written for (else every line would be drawn again)."""
-    from bert_explorer.analysis import bertviz_offline
+    from bert_explorer.analysis.attention import bertviz_offline
 
     r = _fake(L=2, A=3, T=6)
     html = render(r, view).html
