@@ -64,7 +64,11 @@ def shoot(page, out: Path, name: str, height: int = 1000, at=None):
     page.set_viewport_size({"width": WIDTH, "height": height})
     time.sleep(1.5)
     if at is not None:
-        at.first.evaluate("e => e.scrollIntoView({block: 'start'})")
+        # to the top, then back by Streamlit's fixed header so that the element is not under it
+        at.first.evaluate("""e => { e.scrollIntoView({block: 'start'});
+            let p = e.parentElement;
+            while (p && !(p.scrollHeight > p.clientHeight && getComputedStyle(p).overflowY !== 'visible')) p = p.parentElement;
+            if (p) p.scrollBy(0, -70); }""")
         time.sleep(1.0)
     path = out / f"{name}.png"
     page.screenshot(path=str(path))
@@ -136,7 +140,8 @@ def attributions(page, base, out):
     settle(page)
     page.get_by_text("Predicted").first.wait_for(timeout=SLOW)
     settle(page)
-    shoot(page, out, "attributions", 1300)
+    # from the run picked down to the chart: the page's introduction is in the other shots
+    shoot(page, out, "attributions", 1350, at=page.get_by_text("Fine-tuning run", exact=True))
 
 
 def masked_word_probe(page, base, out):
@@ -165,7 +170,8 @@ def two_models(page, base, out):
     visit(page, base, "Two_models", "Two models")
     page.locator(".js-plotly-plot").first.wait_for(timeout=SLOW)
     settle(page)
-    shoot(page, out, "two_models", 1600)
+    # from the choice of model B down to the CKA plot and the grid of head distances
+    shoot(page, out, "two_models", 1700, at=page.get_by_text("Model B", exact=True))
 
 
 def probing(page, base, out):
@@ -183,15 +189,18 @@ def fine_tune(page, base, out):
     visit(page, base, "Fine-tune", "Fine-tune")
     page.get_by_text("Built-in dataset", exact=True).click()
     settle(page)
-    shoot(page, out, "fine-tune", 1300)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=SLOW)  # the run's curves, under "3. Run and dev results"
+    settle(page)
+    shoot(page, out, "fine-tune", 1450, at=page.get_by_role("heading", name="1. Data"))
 
 
 def after_fine_tuning(page, base, out):
     visit(page, base, "After_fine_tuning", "After fine-tuning")
-    page.get_by_text("confident mistakes", exact=False).first.click()
+    # the radio "Show": the wrong answers, the most confident first
+    page.get_by_text("the most confident first", exact=False).first.click()
     settle(page)
     page.get_by_text("The most confident mistakes").first.wait_for(timeout=SLOW)
-    shoot(page, out, "after_fine_tuning", 1400)
+    shoot(page, out, "after_fine_tuning", 1400, at=page.get_by_role("heading", name="1. The dev set"))
     section = page.get_by_role("heading", name="3. What fine-tuning changed inside")
     section.wait_for(timeout=SLOW)
     settle(page)
@@ -248,7 +257,16 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     port = args.port or free_port()
-    env = {**os.environ, "BERT_EXPLORER_RUNS": str(Path(args.runs).resolve())}
+    # The pages name the runs folder as it was given: shown as "runs" (a link made for the run and
+    # removed after) when the repository has no runs folder of its own, so no host path is pictured.
+    runs, link = str(Path(args.runs).resolve()), ROOT / "runs"
+    if not link.exists() and not link.is_symlink():
+        link.symlink_to(runs, target_is_directory=True)
+        runs = "runs"
+    else:
+        print(f"note: {link} exists, so the pages show the runs folder's full path {runs}", flush=True)
+        link = None
+    env = {**os.environ, "BERT_EXPLORER_RUNS": runs}
     server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "run_app.py", "--server.headless", "true",
                                "--server.address", "127.0.0.1", "--server.port", str(port),
                                "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env,
@@ -286,6 +304,8 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait(timeout=30)
+        if link is not None and link.is_symlink():
+            link.unlink()
     if failed:
         print(f"{len(failed)} shot(s) failed: {', '.join(failed)}. Re-run them with --only {','.join(failed)}.")
         return 1
