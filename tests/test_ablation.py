@@ -343,3 +343,17 @@ def test_the_page_shows_the_shipped_results_without_a_run(runs_root):
     text = " ".join(m.value for m in shown[0].markdown)
     assert "Pre-training tasks (Table 5)" in text and "| mlm+nsp | pairs | accuracy | 57.2 |" in text
     assert "<!--" not in text and any("wall clock 2,453 s" in c.value for c in shown[0].caption)
+
+
+def test_the_studio_states_one_estimate_of_a_recipes_time(runs_root):
+    """Issue 28: the page said "~47 min" (the planner) beside a recipe text with its own figure. The
+    recipe's text now points at the planner's figure instead of giving another."""
+    import re
+
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    assert not at.exception
+    shown = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
+    cpu = next(m.value for m in at.metric if m.label == "Time on a 2-core CPU")
+    assert re.fullmatch(r"~\d+ min", cpu)
+    # no other estimate of the same time on the page (the measured 41 min of an earlier vocabulary is a measurement)
+    assert not re.search(r"[Aa]bout \d+ minutes", shown)

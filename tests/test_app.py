@@ -261,6 +261,7 @@ def test_masked_word_bars_carry_their_numbers_on_an_axis_that_fits_them():
     bars = spec["data"][0]
     x = decode(bars["x"])
     assert "%" in bars["texttemplate"] and len(decode(bars["text"])) == len(x)  # a number on every bar
+    assert "%" in spec["layout"]["xaxis"]["tickformat"]  # the axis in the bars' unit (2.7 % on the bar, not 0.027)
     top = float(max(x))
     lo, hi = spec["layout"]["xaxis"]["range"]
     assert lo == 0 and top < hi <= min(1.0, 1.25 * top + 0.02)  # the largest bar fills most of the width
