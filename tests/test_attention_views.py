@@ -329,15 +329,17 @@ def frames_asked(monkeypatch):
     return calls
 
 
-def _page(model):
+def _page(model, tab: str | None = None):
     at = AppTest.from_file("../pages/2_Attention.py", default_timeout=180)
     at.session_state["be_model_choice"] = model
+    if tab:
+        at.session_state["att_view"] = tab
     return at.run()
 
 
 @needs_model("explorer-mini")
 def test_page_gives_explorer_minis_model_view_a_frame_that_holds_it(frames_asked):
-    at = _page("explorer-mini")
+    at = _page("explorer-mini", "Model view")
     assert not at.exception
     html, height = [c for c in frames_asked if "renderThumbnail" in c[0]][-1]
     r = attention_maps(load("explorer-mini", "BertForPreTraining"), at.text_area(key="be_sentence_a").value,
