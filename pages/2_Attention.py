@@ -123,10 +123,25 @@ def token_axes(fig) -> None:
     fig.update_layout(height=min(900, 260 + 16 * T))
 
 
-tabs = st.tabs(["Head view", "Model view", "Heatmap", "Head behaviours", "Rollout", "Switch a head off"])
+# The tabs run only when chosen for the two bertviz views: each is a document of thousands of SVG lines
+# that the browser draws even in a hidden tab (a long input's window move drew both, 3.6 s on 2 cores).
+# The other tabs run on every rerun, so the widgets in them keep their values and the zip holds them.
+tabs = st.tabs(["Head view", "Model view", "Heatmap", "Head behaviours", "Rollout", "Switch a head off"],
+               key="att_view", on_change="rerun")
 
 
-def bertviz_tab(view_name: str, caption: str) -> None:
+def _bertviz_html(view_name: str) -> str | None:
+    try:
+        return _bertviz(name, text, text_b, max_tokens, view_name, start, drawn_layers).html
+    except OfflineAssetsMissing:
+        return None  # the zip goes without it, as the page went without drawing it
+
+
+def bertviz_tab(tab, view_name: str, caption: str) -> None:
+    if not tab.open:
+        # not drawn now; the page's zip still holds it (rendered when the zip is made)
+        bundle.add_view(f"bertviz {view_name} view", lambda: _bertviz_html(view_name))
+        return
     st.caption(caption)
     try:
         view = _bertviz(name, text, text_b, max_tokens, view_name, start, drawn_layers)
@@ -146,10 +161,10 @@ def bertviz_tab(view_name: str, caption: str) -> None:
 
 
 with tabs[0]:
-    bertviz_tab("head", "Pick a layer; click a coloured square to show or hide a head, hover a token to see only "
+    bertviz_tab(tabs[0], "head", "Pick a layer; click a coloured square to show or hide a head, hover a token to see only "
                 "its lines. For a pair, *Attention* filters A→A, B→B, A→B and B→A.")
 with tabs[1]:
-    bertviz_tab("model", f"All heads of all layers at once: one small picture per (layer, head), layers 1–{L} "
+    bertviz_tab(tabs[1], "model", f"All heads of all layers at once: one small picture per (layer, head), layers 1–{L} "
                 f"from top to bottom, heads 1–{A} from left to right; click a picture to enlarge it. Look for "
                 "heads that all point to [SEP] or [CLS], and for diagonal heads that look one token back or ahead.")
 

@@ -183,8 +183,11 @@ def test_attention_page_draws_bertviz_offline_and_plots():
     at = _page("minilm")
     assert not at.exception
     assert any("Section 3" in m.value for m in at.markdown)
-    frames = at.get("iframe")
-    assert len(frames) == 2  # head view and model view
+    frames = list(at.get("iframe"))
+    assert len(frames) == 1  # the chosen tab's view (the head view) ...
+    at.session_state["att_view"] = "Model view"
+    frames += at.run().get("iframe")  # ... and the model view, once its tab is chosen
+    assert len(frames) == 2 and "renderThumbnail" in frames[1].proto.srcdoc
     assert all("d3js.org v5.7.0" in f.proto.srcdoc and "cdnjs" not in f.proto.srcdoc for f in frames)
     charts = at.get("plotly_chart")
     assert len(charts) >= 4
@@ -221,7 +224,11 @@ def test_a_long_inputs_views_offer_every_layer_and_draw_the_model_view_legibly()
     assert layers.options == [str(i) for i in range(1, 7)] and 0 < len(layers.value) < 6
     layers.set_value([1, 3]).run()  # layers 2 and 4, which were never offered before
     assert not at.exception
-    head, model = (f.proto.srcdoc for f in at.get("iframe"))
+    (head,) = (f.proto.srcdoc for f in at.get("iframe"))  # the chosen tab's view only
+    at.session_state["att_view"] = "Model view"
+    at.run()
+    (model,) = (f.proto.srcdoc for f in at.get("iframe"))
+    assert "renderThumbnail" in model and "renderThumbnail" not in head
     for page in (head, model):
         assert re.search(r'"include_layers": \[2, 4\]', page)
     drawn = float(re.search(r"max-width: (\d+)px", model).group(1)) / model_view_drawing(2, 12, 128)[0]

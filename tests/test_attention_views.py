@@ -26,6 +26,7 @@ from bert_explorer.analysis.attention.bertviz_offline import (
     MODEL_VIEW_MAX_HEIGHT,
     MODEL_VIEW_MIN_SCALE,
     MV_FILTER_HEIGHT,
+    SAVE_BAR_HEIGHT,
     fit_model_view,
     model_view_drawing,
     render,
@@ -73,7 +74,7 @@ def test_the_whole_model_view_fits_the_frame(layers, heads, tokens, pair):
     fit = fit_model_view(layers, heads, tokens, pair)
     width, height = model_view_drawing(layers, heads, tokens)
     assert fit.drawing == (width, height)
-    menu = MV_FILTER_HEIGHT if pair else 0
+    menu = SAVE_BAR_HEIGHT + (MV_FILTER_HEIGHT if pair else 0)  # the Save SVG row sits above the drawing
     assert width * fit.scale <= fit.width                       # every head
     assert menu + height * fit.scale <= fit.height              # every layer
     assert MODEL_VIEW_MIN_SCALE <= fit.scale <= 1
@@ -329,15 +330,17 @@ def frames_asked(monkeypatch):
     return calls
 
 
-def _page(model):
+def _page(model, tab: str | None = None):
     at = AppTest.from_file("../pages/2_Attention.py", default_timeout=180)
     at.session_state["be_model_choice"] = model
+    if tab:
+        at.session_state["att_view"] = tab
     return at.run()
 
 
 @needs_model("explorer-mini")
 def test_page_gives_explorer_minis_model_view_a_frame_that_holds_it(frames_asked):
-    at = _page("explorer-mini")
+    at = _page("explorer-mini", "Model view")
     assert not at.exception
     html, height = [c for c in frames_asked if "renderThumbnail" in c[0]][-1]
     r = attention_maps(load("explorer-mini", "BertForPreTraining"), at.text_area(key="be_sentence_a").value,
@@ -346,7 +349,7 @@ def test_page_gives_explorer_minis_model_view_a_frame_that_holds_it(frames_asked
     shown = re.search(r"max-width: (\d+)px", html)
     assert shown, "the model view is not scaled"
     scale = int(shown.group(1)) / drawing_w
-    assert MV_FILTER_HEIGHT + drawing_h * scale <= height <= MODEL_VIEW_MAX_HEIGHT
+    assert SAVE_BAR_HEIGHT + MV_FILTER_HEIGHT + drawing_h * scale <= height <= MODEL_VIEW_MAX_HEIGHT
     assert any("Drawn at" in c.value and "4 layers × 4 heads" in c.value for c in at.caption)
 
 

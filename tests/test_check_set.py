@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from bert_explorer.analysis.probes.check_set import load_check_set, score_check_set
+from bert_explorer.analysis.probes.check_set import cloze_score, load_check_set, score_check_set
 from bert_explorer.analysis.embeddings import ContextSimilarity
 from bert_explorer.analysis.probes.pretraining_tasks import nsp_table_summary
 from bert_explorer.checkpoint import load
@@ -70,6 +70,18 @@ def test_context_caption_says_what_the_vectors_did():
     assert "most alike pair is 2 vs 3 (0.60)" in apart and "least alike 1 vs 3 (0.30)" in apart
     still = _similarity([[0.9, 0.9, 0.9], [0.9, 0.9, 0.92], [0.9, 0.9, 0.88]]).describe()
     assert "hardly move" in still and "drift apart" not in still
+
+
+@needs_model("minilm-mlm-nsp")
+@pytest.mark.parametrize("top_k", [1, 5, 50])
+def test_the_pages_batched_cloze_count_is_the_sentence_by_sentence_count(top_k):
+    """cloze_score runs the check set in one padded batch with the MLM head on the [MASK] only
+    (the Masked word probe's first visit): it counts what score_check_set, one sentence and every
+    position at a time, counts, for a top 1 where few are solved up to a top 50 where most are."""
+    loaded = load("minilm-mlm-nsp", "BertForPreTraining")
+    check = load_check_set()
+    one_by_one = sum(r["ok"] for r in score_check_set(loaded, check, top_k)["rows"] if r["kind"] == "cloze")
+    assert cloze_score(loaded, top_k) == {"solved": one_by_one, "total": len(check["cloze"]), "top_k": top_k}
 
 
 @pytest.mark.slow

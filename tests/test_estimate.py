@@ -1,8 +1,13 @@
 """One count of training FLOPs (train/estimate.py) for the logs, the bench and the planner."""
 import pytest
 
-from bert_explorer.model import BertForPreTraining, preset
-from bert_explorer.train.estimate import encoder_parameters, flops_per_token, model_flops_per_token
+import torch
+from shared import needs_model
+
+from bert_explorer import checkpoint
+from bert_explorer.model import PRESETS, BertConfig, BertForPreTraining, preset
+from bert_explorer.train.estimate import (encoder_parameters, flops_per_token, model_flops_per_token, model_size,
+                                          pretraining_parameters)
 
 
 @pytest.mark.parametrize("size", ["tiny", "mini", "small"])
@@ -110,3 +115,28 @@ def test_the_estimate_counts_the_checkpoints_the_run_writes(tmp_path):
     assert one["checkpoint_bytes"] == 12 * one["parameters"]
     assert ten["checkpoint_seconds"] == pytest.approx(10 * 12 * one["parameters"] / CHECKPOINT_BYTES_PER_S)
     assert ten["seconds"] - one["seconds"] == pytest.approx(9 * one["checkpoint_seconds"])
+
+
+def _built_size(config, seq_len=128):
+    with torch.device("meta"):
+        model = BertForPreTraining(config)
+    return sum(p.numel() for p in model.parameters()), model_flops_per_token(model, seq_len, 0.15)["total"]
+
+
+@pytest.mark.parametrize("size", sorted(PRESETS))
+def test_the_estimates_count_from_the_config_equals_the_built_models(size):
+    """model_size counts the weights from the config (no model built: that cost the Pre-train
+    page about 3 s): the same parameters and FLOPs as a built BertForPreTraining, every preset."""
+    config = preset(size, vocab_size=8000)
+    assert model_size(size, 8000, 128) == _built_size(config)
+    assert pretraining_parameters(config)[0] == _built_size(config)[0]
+
+
+@needs_model("minilm-mlm-nsp")
+def test_the_count_from_a_checkpoints_config_equals_the_built_model():
+    folder = checkpoint.resolve("minilm-mlm-nsp")
+    config = BertConfig.load(folder)
+    assert model_size(str(folder), 0, 128) == _built_size(config)
+    odd = BertConfig(vocab_size=777, hidden_size=96, num_layers=3, num_heads=4, intermediate_size=200,
+                     max_position_embeddings=64, type_vocab_size=3)
+    assert pretraining_parameters(odd)[0] == _built_size(odd)[0]

@@ -100,3 +100,24 @@ def test_saved_html_has_a_title_and_states_model_and_input():
     for name in ("figures.html", "views/bertviz-head-view.html"):
         title, text = read(z.read(name).decode())
         assert title and "Model: minilm-mlm-nsp" in text and "the bank <raised> rates ." in text, name
+
+
+def test_a_view_not_drawn_is_rendered_when_the_zip_is_made():
+    """The Attention page draws only the chosen bertviz view; the other goes into the zip as a
+    function, called only when the zip is made (and left out where it cannot be drawn)."""
+    calls = []
+    b = ResultBundle("Attention", "m", {})
+    b.add_view("bertviz model view", lambda: calls.append(1) or "<html><body>model</body></html>")
+    b.add_view("bertviz head view", lambda: None)
+    assert calls == []
+    z = zipfile.ZipFile(io.BytesIO(b.zip_bytes()))
+    assert calls == [1] and "model" in z.read("views/bertviz-model-view.html").decode()
+    assert "views/bertviz-head-view.html" not in z.namelist()
+
+
+def test_attention_page_draws_only_the_chosen_bertviz_view():
+    at = AppTest.from_file(str(PAGES / "2_Attention.py"), default_timeout=300).run()
+    assert [("renderThumbnail" in f.proto.srcdoc) for f in at.get("iframe")] == [False]  # the head view alone
+    at.session_state["att_view"] = "Model view"
+    at.run()
+    assert [("renderThumbnail" in f.proto.srcdoc) for f in at.get("iframe")] == [True]

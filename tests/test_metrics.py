@@ -428,3 +428,18 @@ def test_squad_scores_follow_the_official_definitions(pred, golds):
     f1 = max(_official_f1(pred, g) for g in golds)
     assert S.squad_exact_match(pred, golds) == pytest.approx(em)
     assert S.squad_f1(pred, golds) == pytest.approx(f1)
+
+
+def test_scipy_and_scikit_learn_are_imported_only_when_a_metric_is_computed():
+    """The Two models page needs MIN_DEV_EXAMPLES only: importing the metrics must not cost it the
+    1.8 s of importing scipy and scikit-learn on its first visit (issue 27)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; import bert_explorer.tasks.metrics as m; "
+            "assert 'scipy' not in sys.modules and 'sklearn' not in sys.modules, 'imported early'; "
+            "assert m.pearson([1, 2, 3], [1, 2, 4]) > 0.9 and m.accuracy([1, 0], [1, 1]) == 0.5")
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parent.parent,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -21,6 +21,7 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -102,7 +103,7 @@ class ResultBundle:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     arrays: dict[str, tuple] = field(default_factory=dict)  # name -> (array, dtype to save it in or None)
     figures: dict[str, object] = field(default_factory=dict)
-    views: dict[str, str] = field(default_factory=dict)   # name -> standalone HTML
+    views: dict[str, str | Callable[[], str]] = field(default_factory=dict)   # name -> standalone HTML
     data: dict[str, object] = field(default_factory=dict)  # name -> JSON-ready
 
     def add_table(self, name: str, df: pd.DataFrame) -> None:
@@ -116,7 +117,9 @@ class ResultBundle:
     def add_figure(self, name: str, fig) -> None:
         self.figures[name] = fig
 
-    def add_view(self, name: str, html: str) -> None:
+    def add_view(self, name: str, html: str | Callable[[], str]) -> None:
+        """A bertviz view's page, or a function that makes it (or returns None where it cannot): a
+        view the page did not draw this run (its tab not chosen) is rendered only when the zip is made."""
         self.views[name] = html
 
     def add_data(self, name: str, value) -> None:
@@ -150,6 +153,9 @@ class ResultBundle:
                 z.writestr("figures.html", figures_html(self.figures, self.page, self.model, self.inputs))
                 lines.append(f"figures.html — the plots, interactive, offline: {', '.join(self.figures)}")
             for name, view in self.views.items():
+                view = view() if callable(view) else view
+                if view is None:
+                    continue
                 z.writestr(f"views/{safe_name(name)}.html", titled_html(view, name, self.model, self.inputs))
                 lines.append(f"views/{safe_name(name)}.html — {name} (bertviz, standalone, offline)")
             z.writestr("README.txt", "\n".join(lines) + "\n")

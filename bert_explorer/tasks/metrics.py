@@ -38,13 +38,23 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
-from scipy import stats
-from sklearn import metrics as skm
 
 __all__ = [
     "accuracy", "macro_f1", "binary_f1", "mcc", "pearson", "spearman", "confusion_matrix",
     "bio_entities", "entity_f1", "classification_report", "regression_report",
 ]
+
+
+# scikit-learn's and scipy's metrics are imported on first use: the two take about 1.8 s to import
+# on 2 cores, which a page needing only MIN_DEV_EXAMPLES (Two models) paid on its first visit.
+def _skm():
+    from sklearn import metrics
+    return metrics
+
+
+def _stats():
+    from scipy import stats
+    return stats
 
 
 # ----------------------------------------------------------------------------------------------
@@ -89,7 +99,7 @@ def accuracy(y_true: Iterable, y_pred: Iterable) -> float:
     next to F1 for MRPC and QQP. With no examples at all we return 0.0.
     """
     t, p = _pair(y_true, y_pred)
-    return float(skm.accuracy_score(t, p)) if t else 0.0
+    return float(_skm().accuracy_score(t, p)) if t else 0.0
 
 
 def confusion_matrix(y_true: Iterable, y_pred: Iterable, labels: Sequence | None = None) -> list[list[int]]:
@@ -105,7 +115,7 @@ def confusion_matrix(y_true: Iterable, y_pred: Iterable, labels: Sequence | None
     labels = _label_set(t, p) if labels is None else [_plain(v) for v in labels]
     if not labels or not set(t) & set(labels):  # scikit-learn refuses this case: nothing to count
         return [[0] * len(labels) for _ in labels]
-    return skm.confusion_matrix(t, p, labels=labels).tolist()
+    return _skm().confusion_matrix(t, p, labels=labels).tolist()
 
 
 def binary_f1(y_true: Iterable, y_pred: Iterable, positive: Hashable) -> float:
@@ -119,7 +129,7 @@ def binary_f1(y_true: Iterable, y_pred: Iterable, positive: Hashable) -> float:
     positive = _plain(positive)
     if not t or positive not in set(t) | set(p):
         return 0.0
-    return float(skm.f1_score(t, p, labels=[positive], average="macro", zero_division=0))
+    return float(_skm().f1_score(t, p, labels=[positive], average="macro", zero_division=0))
 
 
 def macro_f1(y_true: Iterable, y_pred: Iterable, labels: Sequence | None = None) -> float:
@@ -136,7 +146,7 @@ def macro_f1(y_true: Iterable, y_pred: Iterable, labels: Sequence | None = None)
     present = [label for label in labels if label in set(t) | set(p)]
     if not present:
         return 0.0
-    return float(skm.f1_score(t, p, labels=present, average="macro", zero_division=0))
+    return float(_skm().f1_score(t, p, labels=present, average="macro", zero_division=0))
 
 
 def mcc(y_true: Iterable, y_pred: Iterable) -> float:
@@ -149,7 +159,7 @@ def mcc(y_true: Iterable, y_pred: Iterable) -> float:
     unbalanced classes. Undefined cases (one class only, no examples) give 0.0.
     """
     t, p = _pair(y_true, y_pred)
-    return float(skm.matthews_corrcoef(t, p)) if t else 0.0
+    return float(_skm().matthews_corrcoef(t, p)) if t else 0.0
 
 
 def classification_report(y_true: Iterable, y_pred: Iterable, labels: Sequence | None = None,
@@ -173,7 +183,7 @@ def classification_report(y_true: Iterable, y_pred: Iterable, labels: Sequence |
     if len(labels) == 2:
         report["f1"] = binary_f1(t, p, labels[1] if positive is None else positive)
     if t and labels:
-        prec, rec, f1, support = skm.precision_recall_fscore_support(t, p, labels=labels, zero_division=0)
+        prec, rec, f1, support = _skm().precision_recall_fscore_support(t, p, labels=labels, zero_division=0)
     else:
         prec = rec = f1 = support = [0] * len(labels)
     report["per_class"] = {str(label): {"precision": float(a), "recall": float(b), "f1": float(c), "support": int(d)}
@@ -209,7 +219,7 @@ def pearson(x: Iterable[float], y: Iterable[float]) -> float:
     pair has shown no skill).
     """
     a, b = _vectors(x, y)
-    return float(np.clip(stats.pearsonr(a, b).statistic, -1.0, 1.0)) if _defined(a, b) else 0.0
+    return float(np.clip(_stats().pearsonr(a, b).statistic, -1.0, 1.0)) if _defined(a, b) else 0.0
 
 
 def spearman(x: Iterable[float], y: Iterable[float]) -> float:
@@ -218,7 +228,7 @@ def spearman(x: Iterable[float], y: Iterable[float]) -> float:
     input gives 0.0 (scipy: ``nan``), as in :func:`pearson`.
     """
     a, b = _vectors(x, y)
-    return float(stats.spearmanr(a, b).statistic) if _defined(a, b) else 0.0
+    return float(_stats().spearmanr(a, b).statistic) if _defined(a, b) else 0.0
 
 
 def regression_report(y_true: Iterable[float], y_pred: Iterable[float]) -> dict:

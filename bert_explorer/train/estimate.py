@@ -22,7 +22,7 @@ import torch
 
 from .. import checkpoint
 from ..checkpoint import CheckpointError
-from ..model import PRESETS, BertConfig, BertForPreTraining, preset
+from ..model import PRESETS, BertConfig, preset
 from ..runs.background import background_env
 from ..runs.finder import find_runs, rel_name
 from .device import PEAK_FLOPS
@@ -62,17 +62,34 @@ def size_options() -> list[str]:
     return [n for n in PRESETS if n.startswith("L")] + ["base"]
 
 
+def pretraining_parameters(config: BertConfig) -> tuple[int, int]:
+    """(all weights, weights outside the three embedding tables) of a BertForPreTraining with
+    ``config``, counted from the config alone (building even a shapes-only model first imports
+    parts of torch that cost the Pre-train page about 3 s). The MLM output is tied to the word
+    embeddings, so it adds only its bias; tests/test_estimate.py checks the count against built
+    models."""
+    H, I, V = config.hidden_size, config.intermediate_size, config.vocab_size
+    tables = (V + config.max_position_embeddings + config.type_vocab_size) * H
+    layer = (4 * (H * H + H) + 2 * H          # Q, K, V and the attention output; its LayerNorm
+             + (H * I + I) + (I * H + H) + 2 * H)  # the feed-forward block; its LayerNorm
+    rest = (2 * H                              # the embeddings' LayerNorm
+            + config.num_layers * layer
+            + H * H + H                        # the pooler
+            + H * H + H + 2 * H + V            # the MLM head: transform, LayerNorm, output bias
+            + 2 * H + 2)                       # the NSP classifier
+    return tables + rest, rest
+
+
 @functools.lru_cache(maxsize=128)
 def model_size(size: str, vocab_size: int, seq_len: int, mlm_probability: float = 0.15) -> tuple[int, float]:
     """(parameters, training FLOPs per token) of a preset, or of a checkpoint's config (a warm
-    start: its own vocabulary), from a model built on the 'meta' device (shapes only, no memory)
-    and :func:`model_flops_per_token`."""
+    start: its own vocabulary), from :func:`pretraining_parameters` and :func:`flops_per_token`."""
     config = (preset(size, vocab_size=vocab_size) if size in PRESETS
               else BertConfig.load(checkpoint.resolve(size)))
-    with torch.device("meta"):
-        model = BertForPreTraining(config)
-    flops = model_flops_per_token(model, seq_len, mlm_probability)["total"]
-    return sum(p.numel() for p in model.parameters()), flops
+    total, outside_tables = pretraining_parameters(config)
+    flops = flops_per_token(config.num_layers, config.hidden_size, config.vocab_size, outside_tables, seq_len,
+                            mlm_probability)["total"]
+    return total, flops
 
 
 def _canonical(size: str) -> str:

@@ -107,6 +107,7 @@ MV_ROW_HEIGHTS = 7 * 12        # thumbnailBoxHeight = 7 * (12 / totalHeads): one
 MV_DETAIL_BOX_HEIGHT = 18      # the enlarged head shown on click: DETAIL_BOX_HEIGHT per token,
 MV_DETAIL_EXTRA = 2 * 15 + 25  # + 2 * DETAIL_PADDING + DETAIL_HEADING_HEIGHT
 MV_FILTER_HEIGHT = 24          # the "Attention: All / A -> B …" menu above the SVG (sentence pairs only)
+SAVE_BAR_HEIGHT = 30           # the "Save SVG" button's row, moved above the drawing (_SAVE_SVG): 22 + 2 · 4 px
 FRAME_SLACK = 8                # px under the drawing, so that rounding never shows a scroll bar
 
 MODEL_VIEW_MAX_HEIGHT = 900    # px: aim to show the whole grid on one laptop screen
@@ -149,7 +150,7 @@ def fit_model_view(num_layers: int, num_heads: int, num_tokens: int, pair: bool 
     then grows taller than ``max_height`` instead of cutting layers off.
     """
     width, height = model_view_drawing(num_layers, num_heads, num_tokens)
-    menu = MV_FILTER_HEIGHT if pair else 0
+    menu = SAVE_BAR_HEIGHT + (MV_FILTER_HEIGHT if pair else 0)
     scale = min(1.0, max(min_scale, (max_height - menu - FRAME_SLACK) / height))
     return FrameFit(scale=scale, width=math.ceil(width * scale),
                     height=math.ceil(menu + height * scale) + FRAME_SLACK, drawing=(width, height))
@@ -157,8 +158,8 @@ def fit_model_view(num_layers: int, num_heads: int, num_tokens: int, pair: bool 
 
 def head_view_height(num_tokens: int) -> int:
     """Frame height (px) for bertviz's head view: its menus, the head squares and one 22.5-px
-    row per token (BOXHEIGHT in head_view.js), with room to spare."""
-    return 170 + 23 * num_tokens
+    row per token (BOXHEIGHT in head_view.js), with room to spare, and the *Save SVG* row."""
+    return 170 + SAVE_BAR_HEIGHT + 23 * num_tokens
 
 
 # The SVG gets a viewBox each time bertviz (re)draws it (the pair menu redraws), so CSS can
@@ -185,7 +186,8 @@ _SCALE_TO_FIT = """
 # A button above the drawing that saves the SVG as it is now (the layer, heads and filter the
 # user picked), with the page's fonts written into it, so it opens alike in an editor.
 _SAVE_SVG = """
-<div style="font:12px sans-serif;margin:4px 8px"><button id="be-save-svg" type="button">Save SVG</button></div>
+<div style="font:12px sans-serif;height:22px;margin:4px 8px"><button id="be-save-svg" type="button"
+ style="font:inherit;height:22px;box-sizing:border-box">Save SVG</button></div>
 <script>
 // The drawing's size in plain pixels: a viewBox holds four numbers, and the head view's SVG says
 // width="100%" height="525px", so a length with a unit is measured on the page instead.
