@@ -131,6 +131,9 @@ columns = {"p_gold": st.column_config.ProgressColumn("P(gold)", min_value=0.0, m
            "pieces": st.column_config.NumberColumn("WordPieces")}
 if not table.empty:
     table = table.dropna(axis=1, how="all")
+    # the numbers first, the (long) texts last, so that P(gold) and P(predicted) are in view
+    texts = [c for c in table.columns if c.startswith(("text", "sentence", "passage", "question", "options"))]
+    table = table[[c for c in table.columns if c not in texts] + texts]
 exports.table(table, "af_table", "dev predictions", bundle, hide_index=True, column_config=columns)
 if which == "confident mistakes" and task.target != "value":
     if shown_rows and shown_rows[0].get("p_predicted") is not None:
@@ -199,8 +202,8 @@ for k, by in enumerate(groups):
                            customdata=[s["count"] for s in part],
                            hovertemplate="%{x}<br>" + LABELS.get(main, main) + " %{y:.3f}<br>%{customdata} "
                                                                                    "examples<extra></extra>"))
-    fig.add_hline(y=whole[main], line_dash="dot", annotation_text="whole dev set")
-    fig.update_layout(title=f"by {by}", height=300, margin=dict(l=10, r=10, t=40, b=10),
+    fig.add_hline(y=whole[main], line_dash="dot")  # named in the title: a label on the line can sit on a bar
+    fig.update_layout(title=f"by {by} (dotted: the whole dev set, {fmt(whole[main])})", height=300, margin=dict(l=10, r=10, t=40, b=10),
                       yaxis_title=LABELS.get(main, main), xaxis_title=None)
     exports.figure(fig, f"af_slices_{k}", f"{LABELS.get(main, main)} by {by}", bundle, container=cols[k % len(cols)])
 small = [s for s in table_slices if s["small"]]

@@ -277,6 +277,8 @@ def test_the_page_shows_the_parts_that_apply_to_the_task_type(task, tuned, monke
                                   .record["examples"], predictions.load_predictions(tuned["runs"][task]).task,
                                   predictions.load_predictions(tuned["runs"][task]).label_names, 64)
         assert change.describe(sep) in captions  # the caption is this run's own numbers
+        shown = list(at.dataframe[0].value.columns)  # the probabilities in view, the long text last
+        assert shown.index("p_predicted") < shown.index("text") and shown[-1] == "text"
         assert calibration.calibration(rows)["sentence"] in captions
 
 
