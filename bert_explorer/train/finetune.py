@@ -25,7 +25,7 @@ from ..data.tasks import check_dev_labels, load_builtin, train_dev_split
 from ..data.tiny_tasks import make_tiny
 from ..data.uploads.core import TaskData
 from ..data.uploads.reader import read_task_file
-from ..tasks.base import TaskType
+from ..tasks.base import TaskType, padded_length
 from .configs import setting, settings_of
 from .device import PRECISIONS, pick_device, precision_from
 from .engine import AFTER_A_FULL_DISK, fit, marks_failure, total_steps
@@ -159,7 +159,8 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
 
     fitted = fit(run, n_train=len(train_feats), batch_size=cfg.batch_size, epochs=cfg.epochs, seed=cfg.seed,
                  loss_of=loss_of, evaluate=dev_metrics, model=model, optimizer=optimizer, scheduler=scheduler,
-                 scaler=dev_obj.grad_scaler(), autocast=dev_obj.autocast, lr_setting=lr)
+                 scaler=dev_obj.grad_scaler(), autocast=dev_obj.autocast, lr_setting=lr,
+                 lengths=[padded_length(f) for f in train_feats])  # batches of similar lengths
     return model, loaded.tokenizer, fitted.dev, fitted.seconds
 
 
