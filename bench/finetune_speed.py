@@ -74,8 +74,12 @@ def transformers_loop(cfg: FinetuneConfig, train, dev, label_names) -> tuple[flo
         return torch.utils.data.TensorDataset(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"], labels)
 
     train_set, dev_set = encode(train), encode(dev)
-    model = transformers.BertForSequenceClassification.from_pretrained(str(base), num_labels=len(label_names))
-    model.load_state_dict(same_start(cfg, len(label_names)), strict=False)  # the same classifier as ours
+    config = transformers.BertConfig.from_pretrained(str(base), num_labels=len(label_names))
+    model = transformers.BertForSequenceClassification(config)  # sdpa attention, transformers' default
+    loaded = model.load_state_dict(same_start(cfg, len(label_names)), strict=False)
+    missing = [k for k in loaded.missing_keys if not k.endswith(("position_ids", "token_type_ids"))]
+    if missing or loaded.unexpected_keys:  # the base checkpoint plus our seeded classifier, every weight
+        raise RuntimeError(f"weights did not transfer: missing {missing}, unexpected {loaded.unexpected_keys}")
     g = torch.Generator().manual_seed(cfg.seed)
     loader = torch.utils.data.DataLoader(train_set, batch_size=cfg.batch_size, shuffle=True, generator=g)
     steps = len(loader) * int(cfg.epochs)

@@ -89,3 +89,11 @@ def test_unbucketed_batches_are_the_seeded_shuffle_cut_in_order():
     order = list(range(50))
     random.Random(3 * 1000 + 2).shuffle(order)
     assert epoch_batches(50, 16, seed=3, epoch=2) == [order[0:16], order[16:32], order[32:48], order[48:50]]
+
+
+def test_a_label_that_adds_a_token_does_not_sort_the_batches_by_label():
+    # pairs like "the film is red" / "it is (not) red": a contradiction is one token longer
+    labels = [i % 2 for i in range(320)]
+    lengths = [12 + label for label in labels]
+    for batch in epoch_batches(320, 16, seed=0, epoch=0, lengths=lengths):
+        assert 0 < sum(labels[i] for i in batch) < len(batch)  # both labels in every batch

@@ -70,7 +70,10 @@ def test_finetune_learns_and_exports(task, base_model, tmp_path):
     assert task_type(task).main_metric == metric and set(task_type(task).metrics) <= set(result["dev"])
     assert type(checkpoint.load(tmp_path / "run" / "model").model).__name__ == task_type(task).architecture
     losses = [m["loss"] for m in json_lines(tmp_path / "run" / "metrics.jsonl") if m["split"] == "train"]
-    assert losses[-1] < losses[0]
+    # batches group similar lengths, so one batch's loss depends on its lengths (in the regression
+    # task longer sentences hold more keywords): compare the first and last quarter of the run
+    quarter = max(1, len(losses) // 4)
+    assert sum(losses[-quarter:]) < sum(losses[:quarter])
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["dev"][metric] == result["dev"][metric]
 
     # transformers reads the exported model and gives the same outputs as ours

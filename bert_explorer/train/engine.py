@@ -37,6 +37,10 @@ def total_steps(n_examples: int, batch_size: int, epochs: float) -> int:
 # wide enough that a batch finds examples of nearly its own length, narrow enough that which
 # examples meet in a batch still changes from epoch to epoch on a large set.
 BUCKET_BATCHES = 50
+# Lengths are compared in steps of this many tokens: examples a few tokens apart stay mixed in
+# their shuffled order. Sorting by the exact length would let a label that adds a token (the "not"
+# of a contradiction) sort the batches by label, and batches of one label each train badly.
+BUCKET_TOKENS = 8
 
 
 def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, lengths: list[int] | None = None) -> list[list[int]]:
@@ -44,8 +48,8 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, lengths: list[
 
     The examples are shuffled with ``random.Random(seed * 1000 + epoch)`` and cut into batches in
     that order. With ``lengths`` (the tokens each example needs) the batches are *bucketed*: each
-    run of ``BUCKET_BATCHES`` batches of the shuffled order is sorted by length (ties keep their
-    shuffled order) before it is cut, and the batches are then shuffled, so a batch holds examples
+    run of ``BUCKET_BATCHES`` batches of the shuffled order is sorted by length in steps of
+    ``BUCKET_TOKENS`` (ties keep their shuffled order) before it is cut, and the batches are then shuffled, so a batch holds examples
     of similar lengths and is padded only to its own longest, while the order stays random and
     reproducible. Padding is invisible to the model (masked keys get zero attention), so this
     changes which examples share a batch, not what the model computes for each one."""
@@ -57,7 +61,7 @@ def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, lengths: list[
     window = batch_size * BUCKET_BATCHES
     batches = []
     for w in range(0, n, window):
-        part = sorted(order[w:w + window], key=lambda j: lengths[j])  # stable: ties stay shuffled
+        part = sorted(order[w:w + window], key=lambda j: -(-lengths[j] // BUCKET_TOKENS))  # stable: ties stay shuffled
         batches += [part[i:i + batch_size] for i in range(0, len(part), batch_size)]
     rng.shuffle(batches)
     return batches
