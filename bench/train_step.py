@@ -68,6 +68,34 @@ def matmul_tflops(dtype: torch.dtype, device, n: int = 2048, repeats: int = 10) 
     return 2 * n**3 / statistics.median(times) / 1e12
 
 
+def shape_ceiling_tflops(config, batch: int, seq: int, labelled: float, dtype: torch.dtype, device) -> float:
+    """The rate of this model's own matrix products alone, at its shapes (TFLOP/s): each linear
+    layer's forward and two backward products, the attention products and the MLM decoder at the
+    labelled positions, every one timed (median of 5) and weighted by how often a step runs it.
+    No implementation of this model at this batch shape multiplies faster than that."""
+    BT, H, F, V = batch * seq, config.hidden_size, config.intermediate_size, config.vocab_size
+    A, d, N = config.num_heads, config.hidden_size // config.num_heads, max(1, round(BT * labelled))
+    L = config.num_layers
+    mats = []  # (m, k, n, how many per step, batch of products)
+    for m, k, n in [(BT, H, H)] * 4 + [(BT, H, F), (BT, F, H)]:
+        mats += [(m, k, n, L, 1), (m, n, k, L, 1), (k, m, n, L, 1)]  # forward, grad of input, grad of weight
+    mats += [(seq, d, seq, 3 * L, batch * A), (seq, seq, d, 3 * L, batch * A)]  # scores and context, fwd+bwd
+    mats += [(N, H, V, 1, 1), (N, V, H, 1, 1), (V, N, H, 1, 1)]  # the tied decoder
+    flops = seconds = 0.0
+    for m, k, n, count, bsz in mats:
+        a = torch.randn(bsz, m, k, device=device).to(dtype)
+        b = torch.randn(bsz, k, n, device=device).to(dtype)
+        times = []
+        for i in range(6):
+            t = time.perf_counter()
+            torch.bmm(a, b) if bsz > 1 else a[0] @ b[0]
+            if i:
+                times.append(time.perf_counter() - t)
+        flops += 2 * m * k * n * bsz * count
+        seconds += statistics.median(times) * count
+    return flops / seconds / 1e12
+
+
 def machine_state() -> str:
     """The load average and the CPU's vector flags, as the issue's benches print them."""
     load = " ".join(open("/proc/loadavg").read().split()[:3]) if os.path.exists("/proc/loadavg") else "?"
@@ -185,6 +213,7 @@ def main() -> None:
     print(machine_state())
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
     matmul = {p: [matmul_tflops(dtypes[p], device)] for p in precisions}
+    ceiling = {p: shape_ceiling_tflops(config, args.batch, args.seq, labelled, dtypes[p], device) for p in precisions}
     ours_rate = {}
     for precision in precisions:
         ours_rate[precision] = time_precision(precision, ours, hf, batches, args, device, f, tokens)
@@ -195,6 +224,8 @@ def main() -> None:
             print(f"[{p}] {name:>13}: {tps * f['total'] / 1e12:.3f} TFLOP/s = {tps * f['total'] / 1e12 / rate:5.1%} "
                   f"of the {2048}² {p} matmul rate, {rate:.3f} TFLOP/s (before {matmul[p][0]:.3f}, "
                   f"after {matmul[p][1]:.3f})")
+        print(f"[{p}] this model's own matrix products alone, at its shapes: {ceiling[p]:.3f} TFLOP/s = "
+              f"{ceiling[p] / rate:5.1%} of the 2048² rate (a ceiling for any implementation at this batch shape)")
     if len(ours_rate) == 2:
         print(f"ours bf16 / ours fp32: {ours_rate['bf16']['ours'] / ours_rate['fp32']['ours']:.2f}x")
     print(machine_state())
