@@ -23,11 +23,13 @@ ours, transformers, transformers, ours, ... and the medians over ``--repeats`` a
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 
@@ -51,11 +53,14 @@ def machine_line() -> str:
             f"threads; flags: {' '.join(shown) or '?'}; load average (1, 5, 15 min): {load}")
 
 
-def ours(cfg: FinetuneConfig) -> tuple[float, float]:
+def ours(cfg: FinetuneConfig) -> tuple[float, float, str]:
     with tempfile.TemporaryDirectory() as run_dir:
         t = time.perf_counter()
         result = run_finetuning(cfg, run_dir)
-        return time.perf_counter() - t, result["dev"]["accuracy"]
+        seconds = time.perf_counter() - t
+        # the precision the run chose (auto confirms native bf16 with a short timing, which load can sway)
+        precision = json.loads((Path(run_dir) / "status.json").read_text()).get("precision", "?")
+        return seconds, result["dev"]["accuracy"], precision
 
 
 def transformers_loop(cfg: FinetuneConfig, train, dev, label_names) -> tuple[float, float]:
@@ -101,7 +106,7 @@ def transformers_loop(cfg: FinetuneConfig, train, dev, label_names) -> tuple[flo
             for ids, tt, am, y in torch.utils.data.DataLoader(dev_set, batch_size=64):
                 right += int((model(input_ids=ids, token_type_ids=tt, attention_mask=am).logits.argmax(-1) == y).sum())
         accuracy = right / len(dev_set)
-    return time.perf_counter() - t, accuracy
+    return time.perf_counter() - t, accuracy, "fp32"
 
 
 def same_start(cfg: FinetuneConfig, num_labels: int) -> dict:
@@ -143,17 +148,17 @@ def main() -> None:
           f"{args.epochs} epochs, batch {args.batch}, lr {args.lr:g}, max length {args.max_seq_length}, "
           f"from {args.model};  torch {torch.__version__}, transformers {transformers.__version__}")
     print(machine_line() + f"; native bf16: {cpu_bf16_is_fast()}")
-    print(f"ours: run_finetuning, precision auto -> {precision}, length-bucketed batches;  "
+    print(f"ours: run_finetuning, precision auto (here: {precision}), batches padded to their own longest;  "
           f"transformers: BertForSequenceClassification, fp32, padded to {args.max_seq_length}")
     seconds = {"ours": [], "transformers": []}
     accuracy = {"ours": [], "transformers": []}
     sides = {"ours": lambda: ours(cfg), "transformers": lambda: transformers_loop(cfg, train, dev, label_names)}
     for r in range(args.repeats):
         for name in (("ours", "transformers") if r % 2 == 0 else ("transformers", "ours")):
-            s, acc = sides[name]()
+            s, acc, precision = sides[name]()
             seconds[name].append(s)
             accuracy[name].append(acc)
-            print(f"  repeat {r + 1} {name:>12}: {s:7.1f} s, dev accuracy {acc:.3f}", flush=True)
+            print(f"  repeat {r + 1} {name:>12}: {s:7.1f} s, dev accuracy {acc:.3f}, {precision}", flush=True)
     examples = len(train.examples) * args.epochs
     for name in seconds:
         med = statistics.median(seconds[name])
