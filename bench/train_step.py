@@ -1,9 +1,10 @@
 """How fast is one pre-training step? Our BertForPreTraining against transformers' on the same config.
 
     python bench/train_step.py [--size mini] [--batch 32] [--seq 128] [--steps 5] [--warmup 2]
-                               [--device cpu|cuda] [--threads N] [--precision both|fp32|bf16]
+                               [--device cpu|cuda] [--threads N] [--precision both|fp32|bf16] [--compile]
 
-One step = forward + backward + AdamW update with the MLM + NSP loss (paper, Section 3.1). Both
+One step = forward + backward + AdamW update with the MLM + NSP loss (paper, Section 3.1); both
+models are updated by the project's optimiser (``train.optim.make_optimizer``, fused AdamW). Both
 models get the same weights, the same batches and the same labels: the original ids at a random
 15% of the positions and -100 elsewhere, plus a random IsNext/NotNext label. Our head runs the
 V-way output layer only at the labelled positions; transformers' computes it for every token
@@ -23,6 +24,15 @@ N = parameters that take part in matrix products for every token (embedding tabl
 12·L·H·T = the attention score and weighted-sum products (forward+backward), and 6·V·H·p = the
 tied output layer at the fraction p of tokens that carry an MLM label. Achieved TFLOP/s =
 tokens/s × that number: work transformers spends on unlabelled positions does not count.
+
+The matmul rate: a 2048 x 2048 matrix product in each timed precision, measured in the same run
+(before and after the steps; the median of both is the reference), so that "% of matmul" compares
+the step with what this CPU multiplies at that moment. The machine's load average and CPU flags
+are printed with it. On a shared machine the load moves both during a run: the fastest step
+against the fastest matmul is printed too, the pair least disturbed by other processes.
+
+``--compile`` also times our model under ``torch.compile`` (the ``compile`` training setting); its
+compile time is printed apart and not counted in the step times.
 """
 from __future__ import annotations
 
@@ -38,6 +48,40 @@ import torch
 from bert_explorer.model import IGNORE, PRESETS, BertForPreTraining, preset
 from bert_explorer.train.device import cpu_bf16_is_fast
 from bert_explorer.train.estimate import model_flops_per_token
+from bert_explorer.train.optim import make_optimizer
+
+
+def matmul_tflops(dtype: torch.dtype, device, n: int = 2048, repeats: int = 10) -> tuple[float, float]:
+    """The median and the best rate of an n x n x n matrix product in ``dtype`` (TFLOP/s)."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        a @ b
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t)
+    return 2 * n**3 / statistics.median(times) / 1e12, 2 * n**3 / min(times) / 1e12
+
+
+def machine_state() -> str:
+    """The load average and the CPU's vector flags, as the issue's benches print them."""
+    load = " ".join(open("/proc/loadavg").read().split()[:3]) if os.path.exists("/proc/loadavg") else "?"
+    flags = set()
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    shown = sorted(f for f in flags if f.startswith(("avx512", "amx")) or f in ("avx2", "fma"))
+    return f"load average (1, 5, 15 min) {load};  CPU flags: {' '.join(shown) or '?'}"
 
 
 def make_batches(n: int, batch: int, seq: int, vocab: int, mask_prob: float, device, seed: int):
@@ -97,6 +141,7 @@ def main() -> None:
     ap.add_argument("--mask-prob", type=float, default=0.15)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--precision", default="both", choices=["both", "fp32", "bf16"])
+    ap.add_argument("--compile", action="store_true", help="also time our model under torch.compile")
     args = ap.parse_args()
 
     if args.threads:
@@ -138,15 +183,29 @@ def main() -> None:
     if skipped:
         print("bf16: skipped, this CPU has no native bf16 (no AVX512-BF16/AMX): it would be emulated, far slower "
               "than fp32, and --precision auto trains in fp32 here")
+    print(machine_state())
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    matmul = {p: [matmul_tflops(dtypes[p], device)] for p in precisions}
     ours_rate = {}
     for precision in precisions:
         ours_rate[precision] = time_precision(precision, ours, hf, batches, args, device, f, tokens)
+    for p in precisions:
+        matmul[p].append(matmul_tflops(dtypes[p], device))
+        rate = statistics.median(m for m, _ in matmul[p])
+        best = max(b for _, b in matmul[p])
+        for name, (tps, tps_best) in ours_rate[p].items():
+            print(f"[{p}] {name:>13}: median step {tps * f['total'] / 1e12:.3f} TFLOP/s = {tps * f['total'] / 1e12 / rate:5.1%} "
+                  f"of the 2048² {p} matmul's median rate {rate:.3f} TFLOP/s (before {matmul[p][0][0]:.3f}, "
+                  f"after {matmul[p][1][0]:.3f});  fastest step {tps_best * f['total'] / 1e12:.3f} = "
+                  f"{tps_best * f['total'] / 1e12 / best:5.1%} of the fastest matmul, {best:.3f}")
     if len(ours_rate) == 2:
-        print(f"ours bf16 / ours fp32: {ours_rate['bf16'] / ours_rate['fp32']:.2f}x")
+        print(f"ours bf16 / ours fp32: {ours_rate['bf16']['ours'][0] / ours_rate['fp32']['ours'][0]:.2f}x")
+    print(machine_state())
 
 
-def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> float:
-    """Time both models under one precision; print and return our tokens/s."""
+def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dict:
+    """Time both models (and ours compiled, with --compile) under one precision; print them and
+    return our tokens/s by variant."""
     def autocast():
         if precision == "bf16":
             return torch.autocast(device.type, dtype=torch.bfloat16)
@@ -160,10 +219,15 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> flo
     ours.train(), hf.train()
 
     runners = {}
-    for name, model in (("ours", ours), ("transformers", hf)):
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
+    models = [("ours", ours, ours), ("transformers", hf, hf)]
+    if args.compile:
+        import copy
+        twin = copy.deepcopy(ours)  # its own weights and optimiser, as the others
+        models.append(("ours compiled", twin, torch.compile(twin)))
+    for name, model, forward in models:
+        opt = make_optimizer(model, lr=1e-4, weight_decay=0.01)
 
-        def step(batch, model=model, opt=opt):
+        def step(batch, model=forward, opt=opt):
             opt.zero_grad(set_to_none=True)
             with autocast():
                 loss = model(**batch).loss
@@ -183,8 +247,14 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> flo
             torch.cuda.synchronize()
         return time.perf_counter() - t0
 
-    times = {"ours": [], "transformers": []}
-    order = ["ours", "transformers"]
+    compile_s = None
+    if args.compile:  # the first step compiles (and a second may, for the other MLM count): untimed
+        t0 = time.perf_counter()
+        for batch in batches[:2]:
+            float(runners["ours compiled"](batch))
+        compile_s = time.perf_counter() - t0
+    times = {name: [] for name in runners}
+    order = list(runners)
     for i, batch in enumerate(batches):
         for name in (order if i % 2 == 0 else order[::-1]):  # A B, B A, A B, ...
             t = timed(name, batch)
@@ -192,15 +262,18 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> flo
                 times[name].append(t)
 
     print(f"[{precision}] same weights: initial loss ours {l_ours:.4f}, transformers {l_hf:.4f}")
+    if compile_s is not None:
+        print(f"[{precision}] torch.compile: first two steps (compiling) {compile_s:.1f} s, not counted below")
     rate = {}
     for name, ts in times.items():
-        total = sum(ts)
-        rate[name] = tokens * len(ts) / total
+        rate[name] = tokens / statistics.median(ts)  # the median step: robust to a busy moment
         print(f"[{precision}] {name:>13}: {rate[name]:10,.0f} tokens/s   step median {statistics.median(ts) * 1e3:8.1f} ms "
               f"(min {min(ts) * 1e3:.1f}, max {max(ts) * 1e3:.1f})   "
               f"{rate[name] * f['total'] / 1e12:.3f} TFLOP/s")
-    print(f"[{precision}] ours / transformers: {rate['ours'] / rate['transformers']:.2f}x")
-    return rate["ours"]
+    print(f"[{precision}] ours / transformers: {rate['ours'] / rate['transformers']:.2f}x"
+          + (f";  ours compiled / transformers: {rate['ours compiled'] / rate['transformers']:.2f}x"
+             if "ours compiled" in rate else ""))
+    return {k: (v, tokens / min(times[k])) for k, v in rate.items() if k != "transformers"}
 
 
 if __name__ == "__main__":

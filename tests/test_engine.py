@@ -3,7 +3,7 @@ LTR heads rely on it for."""
 import pytest
 import torch
 
-from bert_explorer.train.engine import fit, marks_failure, total_steps
+from bert_explorer.train.engine import epoch_batches, fit, marks_failure, total_steps
 from bert_explorer.runs.run import Run
 
 
@@ -62,3 +62,46 @@ def test_marks_failure_sets_failed_and_raises(tmp_path):
         with marks_failure(run):
             raise KeyboardInterrupt("interrupted")
     assert run.status()["state"] == "failed" and run.status()["error"] == "interrupted"
+
+
+def test_bucketed_batches_hold_every_example_once_and_group_similar_lengths():
+    lengths = torch.randint(3, 129, (1000,), generator=torch.Generator().manual_seed(1)).tolist()
+    for epoch in range(2):
+        batches = epoch_batches(1000, 32, seed=7, epoch=epoch, lengths=lengths)
+        flat = [i for b in batches for i in b]
+        assert sorted(flat) == list(range(1000))  # every example exactly once per epoch
+        assert len(batches) == 32 == total_steps(1000, 32, 1)  # as many steps as unbucketed batches
+        assert all(len(b) <= 32 for b in batches)
+        # tokens a batch pads to vs the tokens its examples need: the unbucketed order wastes ~half
+        padded = sum(len(b) * max(lengths[i] for i in b) for b in batches)
+        plain = sum(len(b) * max(lengths[i] for i in b) for b in epoch_batches(1000, 32, 7, epoch))
+        assert padded < 1.1 * sum(lengths) < 0.7 * plain
+    # reproducible for a seed, different across epochs and seeds, and the batch order is shuffled
+    assert epoch_batches(1000, 32, 7, 0, lengths) == epoch_batches(1000, 32, 7, 0, lengths)
+    assert epoch_batches(1000, 32, 7, 0, lengths) != epoch_batches(1000, 32, 7, 1, lengths)
+    assert epoch_batches(1000, 32, 7, 0, lengths) != epoch_batches(1000, 32, 8, 0, lengths)
+    longest = [max(lengths[i] for i in b) for b in epoch_batches(1000, 32, 7, 0, lengths)]
+    assert longest != sorted(longest)
+
+
+def test_unbucketed_batches_are_the_seeded_shuffle_cut_in_order():
+    import random
+    order = list(range(50))
+    random.Random(3 * 1000 + 2).shuffle(order)
+    assert epoch_batches(50, 16, seed=3, epoch=2) == [order[0:16], order[16:32], order[32:48], order[48:50]]
+
+
+def test_a_label_that_adds_a_token_does_not_sort_the_batches_by_label():
+    # pairs like "the film is red" / "it is (not) red": a contradiction is one token longer
+    labels = [i % 2 for i in range(320)]
+    lengths = [12 + label for label in labels]
+    for batch in epoch_batches(320, 16, seed=0, epoch=0, lengths=lengths):
+        assert 0 < sum(labels[i] for i in batch) < len(batch)  # both labels in every batch
+
+
+def test_lengths_that_bucketing_cannot_shorten_keep_the_plain_batches():
+    # texts cut at the maximum length nearly everywhere (BBC News at 128): the same batches, and so
+    # the same training, as without lengths
+    lengths = [128] * 190 + [117, 121, 125, 100, 126, 127, 119, 124, 122, 90]
+    for epoch in range(3):
+        assert epoch_batches(200, 32, 0, epoch, lengths) == epoch_batches(200, 32, 0, epoch)

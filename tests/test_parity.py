@@ -85,3 +85,21 @@ def test_mlm_at_masked_positions_equals_full_logits_there():
     assert torch.allclose(sparse.mlm_logits[1], full[1, 7], atol=1e-6)
     expected = torch.nn.functional.cross_entropy(full[[0, 1], [3, 7]], torch.tensor([11, 42]))
     assert torch.allclose(sparse.mlm_loss, expected, atol=1e-6)
+
+
+def test_cpu_dropout_drops_p_scales_the_rest_and_follows_the_seed():
+    from bert_explorer.model.bert import dropout
+    x = torch.ones(400, 1000, requires_grad=True)
+    torch.manual_seed(3)
+    y = dropout(x, 0.1, training=True)
+    dropped = (y == 0).float().mean().item()
+    assert abs(dropped - 0.1) < 0.003  # 400k draws: the standard error is 0.0005
+    assert torch.allclose(y[y != 0], torch.tensor(1 / 0.9))  # inverted dropout: E[y] = x
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())  # the gradient flows through the kept elements only
+    torch.manual_seed(3)
+    assert torch.equal(dropout(x, 0.1, training=True), y)  # the same seed, the same mask
+    assert not torch.equal(dropout(x, 0.1, training=True), y)
+    assert dropout(x, 0.1, training=False) is x
+    # rows and columns are independent: no lane of the 64-bit draws is biased
+    assert (y == 0).float().mean(0).std() < 0.03 and abs((y[:, 1::2] == 0).float().mean() - 0.1) < 0.004

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .bert import BertModel, EncoderOutput, init_weights
+from .bert import BertModel, Dropout, EncoderOutput, init_weights
 from .config import BertConfig
 
 IGNORE = -100  # label value for positions that carry no loss (as in PyTorch's cross_entropy)
@@ -63,7 +63,9 @@ class BertLMPredictionHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, h):
-        return self.decoder(self.transform(h)) + self.bias
+        # The bias goes into the matrix product (one addmm, as transformers computes it) rather
+        # than a second pass over the [N, V] logits.
+        return F.linear(self.transform(h), self.decoder.weight, self.bias)
 
 
 class BertPreTrainingHeads(nn.Module):
@@ -142,7 +144,7 @@ class BertForSequenceClassification(nn.Module):
         if self.num_labels == 1:
             config.problem_type = "regression"
         self.bert = BertModel(config)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)
         _init_new(self.classifier, config)
 
@@ -172,7 +174,7 @@ class BertForTokenClassification(nn.Module):
         self.num_labels = num_labels or len(config.id2label)
         _name_labels(config, self.num_labels)
         self.bert = BertModel(config, add_pooling_layer=False)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)
         _init_new(self.classifier, config)
 
@@ -222,7 +224,7 @@ class BertForMultipleChoice(nn.Module):
         super().__init__()
         self.config = config
         self.bert = BertModel(config)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.classifier = nn.Linear(config.hidden_size, 1)
         _init_new(self.classifier, config)
 

@@ -60,6 +60,12 @@ def model_inputs(e) -> dict:
     return {"input_ids": e.input_ids, "token_type_ids": e.token_type_ids, "attention_mask": e.attention_mask}
 
 
+def padded_length(feature: dict) -> int:
+    """The tokens a feature needs in a batch: its length (multiple choice: its longest choice)."""
+    ids = feature["input_ids"]
+    return max(map(len, ids)) if ids and isinstance(ids[0], list) else len(ids)
+
+
 @dataclass(frozen=True, kw_only=True)
 class TaskType:
     """One kind of fine-tuning task: an entry of the registry (``registry.py``)."""
@@ -155,16 +161,22 @@ class TaskType:
 
     def model_outputs(self, model, features, pad_id: int, device, batch_size: int = 64, autocast=None) -> list:
         """Raw outputs of a BertFor* model for every feature, in batches: logits (start and end
-        logits for QA), on the CPU."""
+        logits for QA), on the CPU, in the order of ``features``.
+
+        The features are read shortest first, so each batch is padded to little more than its
+        own length; padding changes no output (masked keys get zero attention), only the time."""
         model.eval()
-        outs = []
+        order = sorted(range(len(features)), key=lambda i: padded_length(features[i]))
+        outs = [None] * len(features)
         with torch.no_grad():
-            for i in range(0, len(features), batch_size):
-                batch = {k: v.to(device) for k, v in self.collate(features[i:i + batch_size], pad_id).items()
+            for i in range(0, len(order), batch_size):
+                chunk = order[i:i + batch_size]
+                batch = {k: v.to(device) for k, v in self.collate([features[j] for j in chunk], pad_id).items()
                          if k not in ("labels", "start_positions", "end_positions")}
                 with autocast() if autocast else nullcontext():
                     out = model(**batch)
-                outs.extend(self.batch_outputs(out))
+                for j, o in zip(chunk, self.batch_outputs(out)):
+                    outs[j] = o
         return outs
 
     def evaluate(self, examples, features, outputs, label_names, tune_null_threshold: bool = True) -> dict:

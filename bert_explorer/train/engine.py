@@ -2,7 +2,8 @@
 feature-based BiLSTM on frozen activations, and the left-to-right heads of the ablations differ
 only in the model and the loss they hand to :func:`fit`.
 
-`fit` owns what they share: the epochs and their shuffled order, mixed precision and the loss
+`fit` owns what they share: the epochs and their shuffled order (batches of similar lengths when
+the lengths are given, see :func:`epoch_batches`), mixed precision and the loss
 scaler, gradient clipping and the schedule (through ``optim.apply_update``), a clean stop when
 the run's STOP file appears, logging to the run, and the dev evaluation after every epoch.
 :func:`marks_failure` gives every run the same "failed" status when anything goes wrong.
@@ -32,6 +33,49 @@ def total_steps(n_examples: int, batch_size: int, epochs: float) -> int:
     return max(1, int(math.ceil(n_examples / batch_size) * epochs))
 
 
+# How many batches' worth of shuffled examples are sorted by length together (see epoch_batches):
+# wide enough that a batch finds examples of nearly its own length, narrow enough that which
+# examples meet in a batch still changes from epoch to epoch on a large set.
+BUCKET_BATCHES = 50
+# Lengths are compared in steps of this many tokens: examples a few tokens apart stay mixed in
+# their shuffled order. Sorting by the exact length would let a label that adds a token (the "not"
+# of a contradiction) sort the batches by label, and batches of one label each train badly.
+BUCKET_TOKENS = 8
+# Bucketing changes which examples share a batch, and where length goes with the label (short
+# sports reports, long tech ones) that costs a little randomness: it is used only when it saves at
+# least this fraction of the padded tokens. A set cut to max_seq_length nearly everywhere keeps
+# the plain shuffled batches, exactly as without lengths.
+BUCKET_MIN_SAVING = 0.1
+
+
+def epoch_batches(n: int, batch_size: int, seed: int, epoch: int, lengths: list[int] | None = None) -> list[list[int]]:
+    """The batches of one epoch, as lists of example indices: every example exactly once.
+
+    The examples are shuffled with ``random.Random(seed * 1000 + epoch)`` and cut into batches in
+    that order. With ``lengths`` (the tokens each example needs) the batches are *bucketed*: each
+    run of ``BUCKET_BATCHES`` batches of the shuffled order is sorted by length in steps of
+    ``BUCKET_TOKENS`` (ties keep their shuffled order) before it is cut, and the batches are then shuffled, so a batch holds examples
+    of similar lengths and is padded only to its own longest, while the order stays random and
+    reproducible. Padding is invisible to the model (masked keys get zero attention), so this
+    changes which examples share a batch, not what the model computes for each one."""
+    rng = random.Random(seed * 1000 + epoch)
+    order = list(range(n))
+    rng.shuffle(order)
+    plain = [order[i:i + batch_size] for i in range(0, n, batch_size)]
+    if lengths is None:
+        return plain
+    window = batch_size * BUCKET_BATCHES
+    batches = []
+    for w in range(0, n, window):
+        part = sorted(order[w:w + window], key=lambda j: -(-lengths[j] // BUCKET_TOKENS))  # stable: ties stay shuffled
+        batches += [part[i:i + batch_size] for i in range(0, len(part), batch_size)]
+    rng.shuffle(batches)
+
+    def padded(bs):
+        return sum(len(b) * max(lengths[i] for i in b) for b in bs)
+    return batches if padded(batches) <= (1 - BUCKET_MIN_SAVING) * padded(plain) else plain
+
+
 @dataclass
 class Fitted:
     step: int                    # optimiser steps taken
@@ -47,23 +91,22 @@ class Fitted:
 def fit(run: Run, *, n_train: int, batch_size: int, epochs: float, seed: int,
         loss_of: Callable[[list[int]], torch.Tensor], evaluate: Callable[[], dict],
         model: torch.nn.Module, optimizer, scheduler=None, scaler=None, autocast=None,
-        clip_grad_norm: float | None = 1.0, lr_setting: float | None = None) -> Fitted:
+        clip_grad_norm: float | None = 1.0, lr_setting: float | None = None,
+        lengths: list[int] | None = None) -> Fitted:
     """Train for ``epochs`` over ``n_train`` examples and evaluate after each epoch.
 
     ``loss_of(indices)`` runs the forward pass on those training examples and returns the loss
     (under ``autocast``, the device's mixed precision, when given); ``evaluate()`` returns the dev
-    metrics (it may put the model in eval mode: fit puts it back in training mode). The examples
-    of epoch e come in the order of ``random.Random(seed * 1000 + e)``."""
+    metrics (it may put the model in eval mode: fit puts it back in training mode). The batches of
+    epoch e are :func:`epoch_batches` (bucketed by ``lengths`` when given)."""
     total = total_steps(n_train, batch_size, epochs)
     scaler = scaler or torch.amp.GradScaler(enabled=False)
     tag = {} if lr_setting is None else {"lr_setting": lr_setting}
     log_every = max(1, min(10, total // 20))  # a short run still draws a loss curve, not a dot
     step, epoch, history, stopped, t0 = 0, 0, [], False, time.time()
     while step < total:
-        order = list(range(n_train))
-        random.Random(seed * 1000 + epoch).shuffle(order)
         model.train()
-        for i in range(0, n_train, batch_size):
+        for indices in epoch_batches(n_train, batch_size, seed, epoch, lengths):
             if step >= total:
                 break
             if run.stop_requested():  # a clean stop: evaluate (and keep) the model as it is now
@@ -71,7 +114,7 @@ def fit(run: Run, *, n_train: int, batch_size: int, epochs: float, seed: int,
                 total, stopped = step, True
                 break
             with autocast() if autocast else contextlib.nullcontext():
-                loss = loss_of(order[i:i + batch_size])
+                loss = loss_of(indices)
             scaler.scale(loss).backward()
             apply_update(model, optimizer, scheduler, scaler, clip_grad_norm)
             step += 1

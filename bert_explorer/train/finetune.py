@@ -27,7 +27,7 @@ from ..data.uploads.core import TaskData
 from ..data.uploads.reader import read_task_file
 from ..runs.lock import writes_run
 from ..runs.run import Run
-from ..tasks.base import TaskType
+from ..tasks.base import TaskType, padded_length
 from ..tasks.metrics import small_dev_warning
 from .configs import setting, settings_of
 from .device import PRECISIONS, pick_device, precision_from
@@ -161,7 +161,8 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
 
     fitted = fit(run, n_train=len(train_feats), batch_size=cfg.batch_size, epochs=cfg.epochs, seed=cfg.seed,
                  loss_of=loss_of, evaluate=dev_metrics, model=model, optimizer=optimizer, scheduler=scheduler,
-                 scaler=dev_obj.grad_scaler(), autocast=dev_obj.autocast, lr_setting=lr)
+                 scaler=dev_obj.grad_scaler(), autocast=dev_obj.autocast, lr_setting=lr,
+                 lengths=[padded_length(f) for f in train_feats])  # batches of similar lengths
     return model, loaded.tokenizer, fitted.dev, fitted.seconds
 
 

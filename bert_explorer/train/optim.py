@@ -31,12 +31,13 @@ def make_optimizer(model: nn.Module, lr: float = 1e-4, weight_decay: float = 0.0
 
 
 def use_fused(groups: list[dict]) -> bool:
-    """Fused AdamW (one CUDA kernel updates every parameter, instead of several kernels per
-    tensor) when every parameter lives on a CUDA GPU: the same update, fewer kernel launches,
-    which matters for a small BERT whose step is otherwise launch-bound. On the CPU the default
-    (foreach) implementation is kept."""
+    """Fused AdamW (one kernel updates every parameter, instead of several passes per tensor)
+    when every parameter is a floating-point tensor on one kind of device, a CUDA GPU or the
+    CPU: the same update, fewer passes over memory. For a small BERT the update touches every
+    parameter and its two moments each step, and the word embeddings alone are most of them."""
     params = [p for g in groups for p in g["params"]]
-    return bool(params) and all(p.is_cuda and p.is_floating_point() for p in params)
+    return (bool(params) and all(p.is_floating_point() for p in params)
+            and len({p.device.type for p in params}) == 1 and params[0].device.type in ("cuda", "cpu"))
 
 
 def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
