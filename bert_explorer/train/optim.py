@@ -24,7 +24,7 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 def make_optimizer(model: nn.Module, lr: float = 1e-4, weight_decay: float = 0.01,
                    betas=(0.9, 0.999), eps: float = 1e-6, extra_groups: list[dict] = ()) -> torch.optim.AdamW:
     """AdamW over ``model`` (decay on matrices only), plus ``extra_groups`` with their own
-    settings (e.g. a new head with a larger learning rate). Fused on CUDA (see :func:`use_fused`)."""
+    settings (e.g. a new head with a larger learning rate). Fused on a GPU and on the CPU (:func:`use_fused`)."""
     groups = param_groups(model, weight_decay) + list(extra_groups)
     # eps 1e-6 as in the original BERT optimiser (PyTorch's default is 1e-8).
     return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=use_fused(groups) or None)
