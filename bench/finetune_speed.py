@@ -29,6 +29,7 @@ import platform
 import statistics
 import tempfile
 import time
+import sys
 from pathlib import Path
 
 import torch
@@ -37,20 +38,13 @@ from bert_explorer import checkpoint
 from bert_explorer.train.device import autocast_dtype, cpu_bf16_is_fast, precision_name
 from bert_explorer.train.finetune import FinetuneConfig, label_names_of, read_data, run_finetuning
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from train_step import machine_state  # noqa: E402  (the load and CPU flags, printed as every bench prints them)
+
 
 def machine_line() -> str:
-    flags = set()
-    try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
-    shown = sorted(f for f in flags if f.startswith(("avx512", "amx")) or f in ("avx2", "fma"))
-    load = " ".join(open("/proc/loadavg").read().split()[:3]) if os.path.exists("/proc/loadavg") else "?"
     return (f"cpu: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} "
-            f"threads; flags: {' '.join(shown) or '?'}; load average (1, 5, 15 min): {load}")
+            f"threads; {machine_state()}")
 
 
 def ours(cfg: FinetuneConfig) -> tuple[float, float, str]:
