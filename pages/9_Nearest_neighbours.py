@@ -164,7 +164,8 @@ if built and st.checkbox(f"Compare with the other layer{'s' if len(built) > 1 el
         r = _nearest(name, str(nbb.index_path(loaded, corpus, l)), text, position, l, int(k))
         rows.append({"layer": l, f"same token in the top {k}": r.same_token,
                      "nearest other tokens": ", ".join(dict.fromkeys(h["token"] for h in r.hits
-                                                                     if not h["same_token"])),
+                                                                     if not h["same_token"]))
+                                             or f"none: only “{r.hits[0]['token']}”",
                      "similarity of hit 1": r.hits[0]["similarity"], f"similarity of hit {k}": r.hits[-1]["similarity"],
                      "sources": ", ".join(f"{s} {n}" for s, n in pd.Series([h["source"] for h in r.hits])
                                           .value_counts().items())})

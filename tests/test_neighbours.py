@@ -331,6 +331,20 @@ def test_page_offers_a_build_then_shows_hits(cache, corpus_file, monkeypatch):
     at.checkbox(key="nn_compare").check().run()
     layers = at.dataframe[1].value  # (AppTest does not see data frames' keys)
     assert list(layers["layer"]) == [0, 6]
+    assert all(layers["nearest other tokens"])  # (here other tokens are among the 10)
+
+
+def test_page_says_when_every_hit_is_the_same_token(cache, tmp_path, monkeypatch):
+    corpus = tmp_path / "rates.txt"  # "interest" 12 times, so the 10 nearest are all "interest"
+    corpus.write_text("\n".join(f"the bank raised interest rates by {n} points ." for n in range(12)) + "\n")
+    at = _page(monkeypatch, corpus)
+    nbb.build_index(checkpoint.load(checkpoint.DEFAULT_MODEL, "BertModel"), str(corpus), [0, 6])
+    at.run()
+    at.checkbox(key="nn_compare").check().run()
+    assert not at.exception
+    layers = at.dataframe[1].value
+    assert list(layers["same token in the top 10"]) == [10, 10]
+    assert list(layers["nearest other tokens"]) == ["none: only “interest”"] * 2  # not an empty cell
 
 
 def test_page_button_builds_in_the_background(cache, corpus_file, monkeypatch):
