@@ -44,8 +44,7 @@ names = list(by_name)
 labels = {finder.rel_name(r.path, root): finder.run_label(r, root) for r in runs}
 
 st.subheader("All runs" if not group else f"Inside ablation {group}")
-st.dataframe(rv.runs_table(root, runs, inside=group), hide_index=True, width="stretch",
-             column_config={"run": st.column_config.TextColumn("run", width="large")})
+st.dataframe(rv.runs_table(root, runs, inside=group), hide_index=True, width="stretch")
 if st.button("Refresh", key="runs_refresh"):
     st.rerun()
 

@@ -64,7 +64,8 @@ if rows:
     scored = nsp_probability(loaded, [(str(r.A), str(r.B)) for r in rows])
     frame = pd.DataFrame({"pair": [r.pair for r in rows], "P(IsNext)": [x["is_next"] for x in scored],
                           "A": [r.A for r in rows], "B": [r.B for r in rows]})
-    exports.table(frame, "nsp_scored", "pairs scored", bundle, hide_index=True)
+    exports.table(frame, "nsp_scored", "pairs scored", bundle, static=True, hide_index=True,
+                  formats={"P(IsNext)": "{:.4f}"})  # static: the sentences wrap, none is cut
     st.caption(nsp_table_summary(frame["pair"].tolist(), frame["P(IsNext)"].tolist()))
 
 st.divider()

@@ -151,11 +151,15 @@ shown = ["token"] if result.baseline == "words" else ["token", "segment", "posit
 values = {"token": result.token, "segment": result.segment, "position": result.position}
 size = abs(result.difference) or float("nan")  # shares are of |f(x) − f(baseline)|
 chart = go.Figure()
+# With the words baseline only the words change (position and segment are kept), so the one series is
+# each word's attribution: named as such, not as a part among parts that are not drawn.
+series_names = {"token": "word (its token embedding)"} if len(shown) == 1 else \
+    {part: f"{part} embedding" for part in shown}
 for part in shown:
-    chart.add_bar(x=result.labels, y=values[part], name=f"{part} embedding", marker_color=PART_COLOURS[part],
+    chart.add_bar(x=result.labels, y=values[part], name=series_names[part], marker_color=PART_COLOURS[part],
                   customdata=[v / size for v in values[part]],
-                  hovertemplate=f"%{{x}}<br>{part} embedding: %{{y:.4f}} (%{{customdata:.1%}} of |f(x) − f(baseline)|)"
-                                "<extra></extra>")
+                  hovertemplate=f"%{{x}}<br>{series_names[part]}: %{{y:.4f}} "
+                                "(%{customdata:.1%} of |f(x) − f(baseline)|)<extra></extra>")
 if len(shown) > 1:
     chart.add_scatter(x=result.labels, y=result.total, name="total (the three parts added)", mode="markers",
                       marker=dict(color=TOTAL_COLOUR, symbol="diamond", size=10),

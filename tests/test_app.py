@@ -121,7 +121,7 @@ def test_next_sentence_page_scores_pairs():
     p1 = at.metric[0].value
     at.text_area(key="nsp_b").set_value("penguins cannot fly but they swim very well .").run()
     assert not at.exception and at.metric[0].value != p1
-    scored = at.dataframe[-1].value
+    scored = at.table[-1].value  # a plain table: its sentences wrap
     assert len(scored) == 6 and scored["P(IsNext)"].between(0, 1).all()
     # the caption reports what this model did with the labelled pairs, computed from the table
     real = scored[scored["pair"] == "real"]["P(IsNext)"]

@@ -265,7 +265,7 @@ def test_page_explains_a_masked_word_and_reacts_to_the_sentence():
     assert at.title[0].value == "Attributions"
     assert any("Sundararajan" in m.value for m in at.markdown)
     first = _series(at)
-    assert list(first) == ["token embedding"]  # the default baseline: words only, nothing else to show
+    assert list(first) == ["word (its token embedding)"]  # the default baseline: words only, nothing else to show
     assert len(at.metric) == 5  # f(x), f(baseline), their difference, the delta, the steps used
     at.text_input(key="attr_mlm_text").set_value("she opened the [MASK] and a cold wind blew in .").run()
     assert not at.exception
@@ -279,7 +279,7 @@ def test_page_default_names_the_baseline_and_captions_this_models_words():
     assert at.radio(key="attr_baseline").value == "words"
     assert BASELINES["words"].measures in [c.value for c in at.caption]
     r = explain_masked_word(checkpoint.load(DEFAULT_MODEL, "BertForPreTraining"), MLM_TEXT)
-    assert _series(at)["token embedding"] == pytest.approx(r.total, abs=1e-4)
+    assert _series(at)["word (its token embedding)"] == pytest.approx(r.total, abs=1e-4)
     (caption,) = [c.value for c in at.caption if "pushed f up most" in c.value]
     listed = ", ".join(f"{label} {v:+.2f} ({share:.0%})" for label, v, share in r.ranked_words()[:3])
     assert f"f(x) − f(baseline) = {r.difference:.2f}" in caption and listed in caption

@@ -412,7 +412,7 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
                   step=3, max_steps=3, last={"loss": 6.0}, eval={"mlm_accuracy": 0.2, "nsp_accuracy": 0.6})
     _fake_run(runs_root, "ft-b", "finetune", "finished",
               [{"step": s, "split": "train", "loss": 2 - s / 10} for s in (10, 20)]
-              + [{"step": 20, "split": "dev", "epoch": 1, "accuracy": 0.75}], dev={"accuracy": 0.75})
+              + [{"step": 20, "split": "dev", "epoch": 1, "accuracy": 0.75}], dev={"accuracy": 0.75, "macro_f1": 0.7})
     busy = _fake_run(runs_root, "pt-busy", "pretrain", "running", [], pid=os.getpid(), step=1, max_steps=10)
     _fake_run(runs_root, "abl", "ablate", "finished", [], cells_total=2, done=2)  # an ablation and a cell of it
     _fake_run(runs_root / "abl" / "cells", "c1", "finetune", "finished", [], dev={"accuracy": 0.5})
@@ -425,7 +425,7 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
     assert table.loc["abl", "progress"] == "2 / 2 cells"
     assert table.loc["pt-a", "kind"] == "pretrain" and table.loc["ft-b", "state"] == "finished"
     assert table.loc["pt-a", "duration"] == "1 min 30 s" and "MLM accuracy 0.2" in table.loc["pt-a", "key metrics"]
-    assert "dev accuracy 0.75" in table.loc["ft-b", "key metrics"]
+    assert table.loc["ft-b", "key metrics"] == "dev accuracy 0.75 · dev macro-F1 0.7"  # named as the curves are
     at.selectbox(key="runs_group_0").set_value("abl").run()
     inside = at.dataframe[0].value.set_index("run")
     assert list(inside.index) == ["cell c1"] and inside.loc["cell c1", "kind"] == "finetune"

@@ -41,10 +41,16 @@ def figure(fig, key: str, name: str | None = None, bundle: ResultBundle | None =
         bundle.add_figure(name, fig)
 
 
-def table(df, key: str, name: str, bundle: ResultBundle | None = None, container=None, **kwargs) -> None:
-    """A dataframe with a CSV download; added to ``bundle``."""
+def table(df, key: str, name: str, bundle: ResultBundle | None = None, container=None, static: bool = False,
+          **kwargs) -> None:
+    """A dataframe with a CSV download; added to ``bundle``. ``static`` draws it as a plain table whose
+    cells wrap, for short tables of long texts (sentences) that an interactive grid would cut."""
     where = container or st
-    where.dataframe(df, key=key, **kwargs)
+    if static:
+        styled = df.style.format(kwargs.get("formats", {}))
+        where.table(styled.hide(axis="index") if kwargs.get("hide_index") else styled)
+    else:
+        where.dataframe(df, key=key, **kwargs)
     _button(where, "CSV", lambda: table_csv(df), f"{safe_name(name)}.csv", "text/csv", f"{key}_csv")
     if bundle is not None:
         bundle.add_table(name, df)

@@ -60,7 +60,7 @@ def key_metrics(status: dict) -> dict:
     dev = status.get("dev") or {}
     for k in ("accuracy", "macro_f1", "f1", "pearson", "exact_match"):
         if isinstance(dev.get(k), (int, float)):
-            out[f"dev {k}"] = dev[k]
+            out[f"dev {LABELS[k]}"] = dev[k]
     return out
 
 

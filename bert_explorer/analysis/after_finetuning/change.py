@@ -172,5 +172,6 @@ def describe(changed: dict) -> str:
     low = int(np.argmin(cka))
     said += (f". CKA between the two models, on {changed['cka_tokens']:,} tokens of these inputs, is {cka[0]:.2f} at "
              f"the embeddings and {cka[-1]:.2f} at layer {len(cka) - 1}; fine-tuning moved layer {low} most "
-             f"(CKA {cka[low]:.2f}).")
+             f"(CKA {cka[low]:.2f}). CKA depends on the inputs it is measured on: Two models side by side measures "
+             f"the same pair on held-out news sentences, so its figures can differ from these.")
     return said
