@@ -181,8 +181,8 @@ def main() -> None:
           f"+ 12LHT = {f['12LHT'] / 1e6:.1f}M + 6VH·p = {f['6VHp'] / 1e6:.1f}M  "
           f"= {f['total'] / 1e6:.1f} MFLOP/token;  MLM-labelled tokens: {labelled:.1%}")
     if skipped:
-        print("bf16: skipped, this CPU has no native bf16 (no AVX512-BF16/AMX): it would be emulated, far slower "
-              "than fp32, and --precision auto trains in fp32 here")
+        print("bf16: skipped, this CPU's bf16 matrix products are not faster than fp32 (no AVX512-BF16/AMX, or "
+              "timed slower), and --precision auto trains in fp32 here")
     print(machine_state())
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
     matmul = {p: [matmul_tflops(dtypes[p], device)] for p in precisions}

@@ -142,6 +142,11 @@ def test_auto_precision_follows_the_cpu(monkeypatch):
         # The flags say yes but the timing does not (a slow implementation): fp32.
         monkeypatch.setattr(device_mod, "_matmul_seconds", lambda dtype: 3.0 if dtype == torch.bfloat16 else 1.0)
         assert autocast_dtype(cpu, "auto") is None
+        device_mod.cpu_bf16_is_fast.cache_clear()
+        # bf16 is twice as fast, but a burst of other work slows the first bf16 timing 5x: still bf16.
+        timings = iter([5.0, 2.0, 1.0, 2.0, 1.0, 2.0])
+        monkeypatch.setattr(device_mod, "_matmul_seconds", lambda dtype: next(timings))
+        assert autocast_dtype(cpu, "auto") is torch.bfloat16
     finally:
         device_mod.cpu_bf16_is_fast.cache_clear()
 
