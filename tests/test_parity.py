@@ -87,6 +87,25 @@ def test_mlm_at_masked_positions_equals_full_logits_there():
     assert torch.allclose(sparse.mlm_loss, expected, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_mlm_cross_entropy_equals_pytorchs_loss_and_gradient(dtype):
+    from bert_explorer.model.heads import CE_ROWS, mlm_cross_entropy
+
+    torch.manual_seed(0)
+    n = 2 * CE_ROWS + 5  # chunks of CE_ROWS rows and a short last one
+    logits = (torch.randn(n, 1000) * 4).to(dtype).requires_grad_()
+    labels = torch.randint(0, 1000, (n,))
+    ours = mlm_cross_entropy(logits, labels)
+    (ours * 3).backward()  # an upstream gradient other than 1
+    got = logits.grad.clone()
+    logits.grad = None
+    expected = torch.nn.functional.cross_entropy(logits.float(), labels)  # PyTorch's, on an fp32 copy
+    (expected * 3).backward()
+    assert ours.dtype == torch.float32 and ours.item() == pytest.approx(expected.item(), rel=1e-6)
+    assert got.dtype == dtype
+    assert torch.allclose(got.float(), logits.grad.float(), atol=1e-7 if dtype == torch.float32 else 1e-5)
+
+
 def test_cpu_dropout_drops_p_scales_the_rest_and_follows_the_seed():
     from bert_explorer.model.bert import dropout
     x = torch.ones(400, 1000, requires_grad=True)
