@@ -206,7 +206,7 @@ def attention(page, base, timer, results, repeats):
 
 
 def next_step(page, base, timer, results, repeats):
-    from bert_explorer.analysis.layer_steps import STEPS
+    from bert_explorer.analysis.attention.layer_steps import STEPS
 
     page.goto(f"{base}/Inside_one_layer")
     page.get_by_text(f"Step 1 of {len(STEPS)}").wait_for(timeout=300_000)

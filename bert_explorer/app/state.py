@@ -14,6 +14,7 @@ from pathlib import Path
 
 import streamlit as st
 import torch
+from streamlit import config as st_config
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from .. import checkpoint
@@ -36,7 +37,9 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 def server_address() -> str:
     """The address the Streamlit server listens on ("" = every interface, Streamlit's own
     default; .streamlit/config.toml makes it 127.0.0.1)."""
-    return str(st.get_option("server.address") or "")
+    # (read without st.get_option's lock: every page run asks, and under a class of 30 sessions the
+    # lock was a queue; the option is still read live, so a test that sets it is seen)
+    return str(st_config.get_config_options()["server.address"].value or "")
 
 
 def is_private(address: str | None = None) -> bool:
