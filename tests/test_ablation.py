@@ -29,8 +29,7 @@ def _one_thread():
 def smoke_dir(tmp_path_factory, _one_thread):
     base = tmp_path_factory.mktemp("ablations")
     with pytest.MonkeyPatch.context() as mp:  # frozen-feature cache in tmp, not in ~/.cache
-        from bert_explorer.train import feature_based
-        mp.setattr(feature_based, "CACHE_DIR", base / "feature-cache")
+        mp.setenv("BERT_EXPLORER_CACHE", str(base / "cache"))
         out = base / "runs" / "ablation-smoke"
         runner.run_ablation(grid.load_recipe("smoke"), out, say=lambda *_: None)
     return out

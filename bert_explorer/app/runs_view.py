@@ -26,7 +26,7 @@ from ..runs.report import STATE_LABELS, duration, duration_text, run_log_tail, r
 from ..runs.run import ACTIVE_STATES, Run
 from ..train.predict import Predictor
 from .run_figures import figures
-from .state import mode_sentence, without_host_paths, writes_allowed
+from .state import mode_sentence, weights_version, without_host_paths, writes_allowed
 
 
 # ----- starting and picking runs ---------------------------------------------------------------
@@ -213,12 +213,11 @@ def zip_model(path: Path, top: str) -> bytes:
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the fine-tuned model…")
-def _predictor(path: str, stamp: float):
+def _predictor(path: str, version: tuple):
     return Predictor(path)
 
 
 def predictor(run: Run):
-    """The run's fine-tuned model, cached (reloaded if the run's model changes)."""
-    stamp = max((p.stat().st_mtime for p in (run.path / "model", run.path / "feature_head") if p.exists()),
-                default=0.0)
-    return _predictor(str(run.path), stamp)
+    """The run's fine-tuned model, cached under its weights' version (``state.weights_version``, as
+    every page's cache): a run whose model or feature head is written again is loaded again."""
+    return _predictor(str(run.path), weights_version(str(run.path)))

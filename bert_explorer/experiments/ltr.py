@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from .. import checkpoint
+from ..tasks.base import padded_length
 from ..tasks.registry import TASK_TYPES, able
 from ..train.feature_based import FeatureHead
 from ..train.device import pick_device
@@ -116,7 +117,8 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
                      loss_of=loss_of, model=model, optimizer=optimizer, scheduler=scheduler,
                      scaler=dev_obj.grad_scaler(), autocast=dev_obj.autocast,
                      evaluate=lambda: task.evaluate(dev.examples, dev_feats,
-                                                    _predict(model, dev_feats, task, pad, dev_obj), label_names))
+                                                    _predict(model, dev_feats, task, pad, dev_obj), label_names),
+                     lengths=[padded_length(f) for f in train_feats])  # batches of similar lengths, as finetune
         result = {"task": task.name, "mode": "fine-tune", "ltr_head": head, "lr": cfg.lr, "dev": fitted.dev,
                   "main_metric": task.main_metric, "train_examples": len(train.examples),
                   "dev_examples": len(dev.examples), "train_seconds": round(fitted.seconds, 1),

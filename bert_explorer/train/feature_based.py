@@ -23,14 +23,20 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from .. import atomic, checkpoint, full_disk
+from ..disk_cache import cache_root
 from ..full_disk import CacheNotKept
 from ..tasks.base import TaskType
 from ..tasks.registry import able
 from .engine import AFTER_A_FULL_DISK, fit
 from .optim import use_fused
 
-# The same folder as the analyses' disk cache (bert_explorer/disk_cache.py), its own subfolder.
-CACHE_DIR = Path(os.environ.get("BERT_EXPLORER_CACHE") or Path.home() / ".cache" / "bert-explorer") / "features"
+
+def features_dir() -> Path:
+    """The analyses' disk cache folder (``disk_cache.cache_root``, $BERT_EXPLORER_CACHE read at each
+    call), its own subfolder."""
+    return cache_root() / "features"
+
+
 SUPPORTED = able("feature_based")
 
 
@@ -55,7 +61,7 @@ def extract(loaded: checkpoint.Loaded, feats: list[dict], layers: list[int], tas
     key = hashlib.sha1(json.dumps([ident, layers,
                                    [f["input_ids"] for f in feats], [f["token_type_ids"] for f in feats]]).encode()
                        ).hexdigest()[:20]
-    path = CACHE_DIR / f"{key}.safetensors"
+    path = features_dir() / f"{key}.safetensors"
     lengths = [len(f["input_ids"]) for f in feats]
     if path.exists():
         flat = load_file(str(path))["features"]
@@ -78,7 +84,7 @@ def extract(loaded: checkpoint.Loaded, feats: list[dict], layers: list[int], tas
             raise
         # warned from here (not the caller's line), so the train and dev features say it once
         warnings.warn(CacheNotKept(full_disk.sentence(
-            CACHE_DIR, "keep the extracted features", "they are used all the same, and extracted again next time")),
+            features_dir(), "keep the extracted features", "they are used all the same, and extracted again next time")),
             stacklevel=1)
     return out
 
