@@ -40,6 +40,20 @@ def model_c():  # another vocabulary (words split into pieces) and another size
     return tiny(2, SPECIAL_TOKENS + pieces, layers=3, heads=4, hidden=48)
 
 
+@pytest.mark.parametrize("units", ["tokens", "words"])
+def test_running_sentences_together_equals_running_each_alone(model_c, units):
+    """Batches are made of similar lengths, but what comes out is in the sentences' own order and
+    equals each sentence run by itself (no padding, no neighbour)."""
+    together = two_models._run(model_c, SENTENCES, units, batch_size=2, attentions=True)
+    alone = [two_models._run(model_c, [s], units, attentions=True) for s in SENTENCES]
+    assert together.tokens == [a.tokens[0] for a in alone]
+    assert together.keys == [(i, k) for i, a in enumerate(alone) for _, k in a.keys]
+    for layer, rows in enumerate(together.layers):
+        assert np.allclose(rows, np.concatenate([a.layers[layer] for a in alone]), atol=1e-5)
+    for got, a in zip(together.attentions, alone):
+        assert np.allclose(got, a.attentions[0], atol=1e-5)
+
+
 # ----- linear CKA --------------------------------------------------------------------------------------
 def cka_by_definition(x, y):
     """HSIC on centred Gram matrices (Kornblith et al. 2019, eq. 3 with linear kernels)."""

@@ -119,15 +119,19 @@ class _Outputs:
 
 def _run(loaded: Loaded, sentences: list[str], units: str, max_tokens: int = 64, batch_size: int = 16,
          attentions: bool = False) -> _Outputs:
-    """Hidden states of every layer for the units (tokens or words) of ``sentences``."""
+    """Hidden states of every layer for the units (tokens or words) of ``sentences``.
+
+    The sentences go through the model in batches of similar lengths (shortest first: little
+    padding), and come out in their own order, as if run one by one."""
     tok = loaded.tokenizer
     encoder = encoder_of(loaded.model)
     device = next(encoder.parameters()).device
     L = loaded.config.num_layers
-    rows: list[list[np.ndarray]] = [[] for _ in range(L + 1)]
-    out = _Outputs([], [], [], [])
-    for start in range(0, len(sentences), batch_size):
-        batch = sentences[start:start + batch_size]
+    per_sentence: dict[int, tuple] = {}  # s -> (tokens, attentions, [L+1 arrays of rows], keys)
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    for start in range(0, len(order), batch_size):
+        ids = order[start:start + batch_size]
+        batch = [sentences[i] for i in ids]
         encs = tok.encode_batch(batch, max_length=max_tokens)
         cut = [len(full.input_ids) > len(e.input_ids) for full, e in zip(tok.encode_batch(batch), encs)]
         with torch.no_grad():
@@ -135,28 +139,33 @@ def _run(loaded: Loaded, sentences: list[str], units: str, max_tokens: int = 64,
                           output_attentions=attentions)
         hs = torch.stack(res.hidden_states, 1).float().cpu().numpy()            # [B, L+1, T, H]
         for b, enc in enumerate(encs):
-            s = start + b
+            s = ids[b]
             real = [i for i, m in enumerate(enc.attention_mask) if m]
-            out.tokens.append([enc.tokens[i] for i in real])
-            if attentions:
-                out.attentions.append(torch.stack([a[b] for a in res.attentions])[:, :, real][..., real]
-                                      .float().cpu().numpy())                   # [L, A, T, T]
+            att = (torch.stack([a[b] for a in res.attentions])[:, :, real][..., real].float().cpu().numpy()
+                   if attentions else None)                                     # [L, A, T, T]
             keep = [i for i in real if enc.tokens[i] not in SPECIALS]
             if units == "tokens":
-                for layer in range(L + 1):
-                    rows[layer].append(hs[b, layer, keep])
-                out.keys += [(s, i) for i in keep]
+                per_sentence[s] = ([enc.tokens[i] for i in real], att, [hs[b, layer, keep] for layer in range(L + 1)],
+                                   [(s, i) for i in keep])
                 continue
             words: dict[int, list[int]] = {}
             for i in keep:
                 words.setdefault(enc.word_ids[i], []).append(i)
             # the last word of a truncated input may have lost pieces: its vector would stand for part of it
             whole = sorted(words)[:-1] if cut[b] else sorted(words)
-            for layer in range(L + 1):
-                rows[layer].append(np.stack([hs[b, layer, words[w]].mean(0) for w in whole])
-                                   if whole else np.zeros((0, hs.shape[-1]), np.float32))
-            out.keys += [(s, w) for w in whole]
-    out.layers = [np.concatenate(r) for r in rows]
+            per_sentence[s] = ([enc.tokens[i] for i in real], att,
+                               [np.stack([hs[b, layer, words[w]].mean(0) for w in whole])
+                                if whole else np.zeros((0, hs.shape[-1]), np.float32) for layer in range(L + 1)],
+                               [(s, w) for w in whole])
+    out = _Outputs([], [], [], [])
+    for s in range(len(sentences)):
+        tokens, att, rows, keys = per_sentence[s]
+        out.tokens.append(tokens)
+        if attentions:
+            out.attentions.append(att)
+        out.layers.append(rows)
+        out.keys += keys
+    out.layers = [np.concatenate([rows[layer] for rows in out.layers]) for layer in range(L + 1)]
     return out
 
 
