@@ -96,7 +96,7 @@ def visit(page, base, path, heading):
 def home(page, base, out):
     visit(page, base, "", "BERT Explorer")
     page.get_by_text("Models you can load").wait_for(timeout=SLOW)
-    shoot(page, out, "home", 1200)
+    shoot(page, out, "home", 1300)
 
 
 def inside_one_layer(page, base, out):
@@ -146,12 +146,12 @@ def attributions(page, base, out):
 
 def masked_word_probe(page, base, out):
     visit(page, base, "Masked_word_probe", "Masked-word probe")
-    shoot(page, out, "masked_word_probe", 1300)
+    shoot(page, out, "masked_word_probe", 1600)
 
 
 def next_sentence_probe(page, base, out):
     visit(page, base, "Next_sentence_probe", "Next")
-    shoot(page, out, "next_sentence_probe", 1300)
+    shoot(page, out, "next_sentence_probe", 1560)
 
 
 def nearest_neighbours(page, base, out):
@@ -200,11 +200,11 @@ def after_fine_tuning(page, base, out):
     page.get_by_text("the most confident first", exact=False).first.click()
     settle(page)
     page.get_by_text("The most confident mistakes").first.wait_for(timeout=SLOW)
-    shoot(page, out, "after_fine_tuning", 1400, at=page.get_by_role("heading", name="1. The dev set"))
+    shoot(page, out, "after_fine_tuning", 1640, at=page.get_by_role("heading", name="1. The dev set"))
     section = page.get_by_role("heading", name="3. What fine-tuning changed inside")
     section.wait_for(timeout=SLOW)
     settle(page)
-    shoot(page, out, "after_fine_tuning_inside", 1300, at=section)
+    shoot(page, out, "after_fine_tuning_inside", 1380, at=section)
 
 
 def runs(page, base, out):

@@ -260,6 +260,9 @@ else:
             fig.update_layout(coloraxis=dict(colorbar=dict(title="gold value")))
         fig.update_layout(title=f"C of the {len(gold_values)} dev examples ({'PCA' if method == 'pca' else 't-SNE'})",
                           height=420, margin=dict(l=10, r=10, t=60, b=10))
+        axis = "principal component" if method == "pca" else "t-SNE dimension"
+        fig.update_xaxes(title_text=f"{axis} 1")
+        fig.update_yaxes(title_text=f"{axis} 2")
         exports.figure(fig, "af_maps", "CLS before and after", bundle)
 
         sep_b, sep_a = changed["separation"]["before"], changed["separation"]["after"]

@@ -65,7 +65,8 @@ def heat(a: np.ndarray, title: str, key: str, x_title: str, x=None, scale="RdBu_
                                hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>"))
     fig.add_hline(y=token, line_color="black", line_width=1, opacity=0.5)
     fig.update_layout(title=title, height=height or 180 + 14 * a.shape[0], yaxis=dict(autorange="reversed"),
-                      xaxis_title=x_title, margin=dict(t=40, b=40))
+                      xaxis_title=x_title, yaxis_title="query token" if x_title == "key token" else "token",
+                      margin=dict(t=40, b=40))
     exports.figure(fig, key, title, bundle)
 
 

@@ -101,7 +101,7 @@ for t, r in results.items():
         rows += [{"layer": i, "value": v, "series": series} for i, v in zip(r["layers"], values)]
     fig = px.line(pd.DataFrame(rows), x="layer", y="value", color="series", markers=True,
                   line_dash="series", line_dash_map={"task": "solid", "control task": "dot", "selectivity": "dash"},
-                  labels={"value": METRICS[t], "layer": "layer (0 = embeddings)"},
+                  labels={"value": f"{METRICS[t]} (selectivity: task − control)", "layer": "layer (0 = embeddings)"},
                   title=f"{METRICS[t]} of a linear probe on each layer")
     fig.add_hline(y=r["majority_baseline"], line_color="grey", line_width=1,
                   annotation_text="always the most frequent label", annotation_position="bottom right")

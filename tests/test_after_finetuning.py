@@ -277,6 +277,9 @@ def test_the_page_shows_the_parts_that_apply_to_the_task_type(task, tuned, monke
                                   .record["examples"], predictions.load_predictions(tuned["runs"][task]).task,
                                   predictions.load_predictions(tuned["runs"][task]).label_names, 64)
         assert change.describe(sep) in captions  # the caption is this run's own numbers
+        maps = next(f for f in figcheck.figures(at) if f.title.startswith("C of the"))
+        assert [maps.axis_title(a) for a in ("x", "y", "x2", "y2")] == \
+            ["principal component 1", "principal component 2"] * 2  # both maps' axes say what they are
         shown = list(at.dataframe[0].value.columns)  # the probabilities in view, the long text last
         assert shown.index("p_predicted") < shown.index("text") and shown[-1] == "text"
         assert calibration.calibration(rows)["sentence"] in captions

@@ -207,11 +207,13 @@ def _record(tmp_path, name, losses, **kw):
 def test_a_run_learned_something_only_when_its_own_records_say_so(tmp_path):
     v = verdict.learned_something(_record(tmp_path, "forty", FORTY_STEPS))
     assert v.learned and v.reason == ("its dev MCC 0.79 on 211 examples is clear of chance (above 2/√211 = 0.14) and "
-                                      "its training loss went from 1.59 to 1.22 (24% lower)")
+                                      "its training loss went from 1.59 to 1.22 (24% lower; the mean of its first "
+                                      "and of its last 3 logged losses)")
     # the real 6-step run: its dev MCC beats chance (the new output layer learned), its loss hardly moved
     v = verdict.learned_something(_record(tmp_path, "six", SIX_STEPS, dev={"mcc": 0.3778}))
-    assert not v.learned and v.reason.endswith("its training loss went from 1.62 to 1.59 (2% lower): less than the "
-                                               "10% fall that counts")
+    assert not v.learned and v.reason.endswith("its training loss went from 1.62 to 1.59 (2% lower; the mean of its "
+                                               "first and of its last 3 logged losses): less than the 10% fall that "
+                                               "counts")
     v = verdict.learned_something(_record(tmp_path, "sixty-rows", FORTY_STEPS, dev_examples=6))
     assert not v.learned and v.reason == ("it was scored on 6 dev examples, fewer than 100, so its score is mostly "
                                           "chance")
@@ -305,7 +307,7 @@ def test_two_models_page_shows_the_computed_numbers(runs_root, monkeypatch):
     assert at.selectbox(key="two_model_b").value == str(child)  # the fine-tuned copy of A is the default B
     assert any("Model B is finetune-bbc, the newest fine-tuning of model A that learned something: its dev MCC 0.79 "
                "on 211 examples is clear of chance (above 2/√211 = 0.14) and its training loss went from 1.59 to 1.22 "
-               "(24% lower). A fine-tuning counts as having learned something when it finished" in c.value
+               "(24% lower; the mean of its first and of its last 3 logged losses). A fine-tuning counts as having learned something when it finished" in c.value
                for c in at.caption)
     texts = " ".join(m.value for m in at.markdown)
     assert "same WordPiece vocabulary" in texts and "no trained masked-LM head" in texts
@@ -395,7 +397,8 @@ def test_a_run_that_learned_nothing_is_not_model_b_and_the_page_asks(runs_root, 
     assert any(i.value.startswith("Choose model B above: the one finished fine-tuning of model A, finetune-6-steps, "
                                   "does not count as having learned something (its dev MCC 0.38 on 211 examples is "
                                   "clear of chance (above 2/√211 = 0.14); its training loss went from 1.62 to 1.59 "
-                                  "(2% lower): less than the 10% fall that counts), and model A names no model it was "
+                                  "(2% lower; the mean of its first and of its last 3 logged losses): less than the 10% "
+                                  "fall that counts), and model A names no model it was "
                                   "pre-trained from.") for i in at.info)
     # picked by hand, the run is compared; the page says why it is not the default, and that the two barely differ
     at.selectbox(key="two_model_b").set_value(str(child)).run()

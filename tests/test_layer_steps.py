@@ -153,6 +153,9 @@ def test_inside_one_layer_page_walks_through_the_steps():
     sees = next(c.value for c in at.caption if "sees" in c.value)
     assert len(at.selectbox(key="ins_token").options) == 28  # 13 + 9 WordPieces (the pair) + 6 [PAD]
     assert "sees 22 of 28 positions" in sees                   # padding keys are masked
+    import figcheck
+    masks = [f for f in figcheck.figures(at) if "mask" in f.title and "Attention of" not in f.title]
+    assert len(masks) == 2 and all(f.axis_title("x") == "key token" and f.axis_title("y") == "query token" for f in masks)
     at.toggle(key="ins_all").set_value(True).run()
     assert len(at.subheader) == 8 and not at.exception
 

@@ -77,7 +77,8 @@ def learned_something(run) -> Verdict:
     k = min(3, len(losses) // 2)
     first, last = sum(losses[:k]) / k, sum(losses[-k:]) / k
     fell = 1 - last / first if first > 0 else 0.0
-    how = f"its training loss went from {first:.2f} to {last:.2f} ({fell:.0%} lower)"
+    how = (f"its training loss went from {first:.2f} to {last:.2f} ({fell:.0%} lower; the mean of its first and of "
+           f"its last {k} logged losses)")
     if fell < MIN_LOSS_DROP:
         return Verdict(False, "; ".join(said + [f"{how}: less than the {MIN_LOSS_DROP:.0%} fall that counts"]))
     return Verdict(True, " and ".join(said + [how]))
