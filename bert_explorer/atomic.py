@@ -13,12 +13,33 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+
+# The temporary names below, and the aside name of a replaced folder: ".NAME.<pid>-<thread>.tmp[.suffix]",
+# ".NAME.tmp-<random>", ".NAME.old-<pid>-<thread>".
+_LEFTOVER = re.compile(r"\..+\.(\d+-\d+\.tmp(\.[^/]*)?|tmp-[A-Za-z0-9_]+|old-\d+-\d+)")
+
+
+def is_leftover(name: str) -> bool:
+    """Is ``name`` one of this module's temporary names (a write not finished, or killed)?"""
+    return bool(_LEFTOVER.fullmatch(name))
+
+
+def leftovers(folder: str | Path) -> list[Path]:
+    """This module's temporary files and folders directly in ``folder``: what a process killed in the
+    middle of a write left there. Only whoever alone writes ``folder`` may remove them."""
+    folder = Path(folder)
+    try:
+        return sorted(p for p in folder.iterdir() if is_leftover(p.name))
+    except OSError:
+        return []
 
 
 @contextmanager

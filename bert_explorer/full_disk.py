@@ -73,9 +73,11 @@ def size_text(n: float) -> str:
     return f"{int(n)} bytes"
 
 
-def sentence(folder: str | Path, what: str, then: str | Callable[[], str], needed: float | None = None) -> str:
-    """'no space left in FOLDER to WHAT (X free[, about Y needed]); THEN'."""
-    room = f"{size_text(free_bytes(folder))} free" + (f", about {size_text(needed)} needed" if needed else "")
+def sentence(folder: str | Path, what: str, then: str | Callable[[], str], needed: float | None = None,
+             basis: str | None = None) -> str:
+    """'no space left in FOLDER to WHAT (X free[, about Y needed[: BASIS]]); THEN'."""
+    room = f"{size_text(free_bytes(folder))} free" + (f", about {size_text(needed)} needed" if needed else "") \
+        + (f": {basis}" if needed and basis else "")
     return f"no space left in {folder} to {what} ({room}); {then() if callable(then) else then}"
 
 

@@ -13,7 +13,8 @@ from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
 from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction
-from bert_explorer.app.state import device_name, show_mode, shown_path, weights_version, writes_allowed, writes_off
+from bert_explorer.app.state import (device_name, show_mode, shown_path, weights_version, without_host_paths,
+                                     writes_allowed, writes_off)
 from bert_explorer.checkpoint import SHORT_NAMES
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
 from bert_explorer.app.widgets import intro
@@ -24,7 +25,7 @@ from bert_explorer.runs.report import duration_text
 from bert_explorer.train.estimate import (ALIASES, checkpoints_of, evaluations_of, pretrain_estimate, sequences_of,
                                           size_options)
 from bert_explorer.train.pretrain import PretrainConfig, resume_settings, split_corpus
-from bert_explorer.runs.run import Run
+from bert_explorer.runs.run import Run, new_run_refusal
 from bert_explorer.train.timelapse_frames import FILE as FRAMES_FILE, frames_file, read_frames
 
 st.set_page_config(page_title="Pre-train · BERT Explorer", layout="wide")
@@ -200,15 +201,17 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     if st.button("Start pre-training", type="primary", key="pt_start", disabled=bool(corpus_error)):
         run_dir = root / slug(run_name) if run_name.strip() else rv.new_run_dir(
             f"pretrain-{('warm-' + Path(init).name) if init else size}-{'upload' if upload else corpus}", root)
-        if (run_dir / "status.json").exists():
-            st.error(f"A run called {run_dir.name} exists already; choose another name.")
+        refusal = new_run_refusal(run_dir) or (  # checked before an upload is stored there
+            f"A run called {run_dir.name} exists already; choose another name." if Run(run_dir).is_run() else None)
+        if refusal:
+            st.error(without_host_paths(refusal))
         else:
             path = None
             if upload:  # the text lives in the run directory, so the run can be resumed and repeated
                 path = rv.store_upload(run_dir, "corpus.txt", upload[1])
-                config = replace(config, corpus=str(path.resolve()))
-            if rv.launch("pretrain", asdict(config), run_dir, remember=("pt_watch", finder.rel_name(run_dir, root)),
-                         upload=path):
+                config = replace(config, corpus=str(path.resolve())) if path else None
+            if config is not None and rv.launch("pretrain", asdict(config), run_dir, upload=path,
+                                                remember=("pt_watch", finder.rel_name(run_dir, root))):
                 st.success(f"Started {run_dir.name}.")  # and watched below
 
 # ----- 2. watch a run ---------------------------------------------------------------------------

@@ -146,9 +146,9 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
         path = None
         if upload:  # the data travels with the run: it can be repeated and inspected later
             path = rv.store_upload(run_dir / "data", upload[0], upload[1])
-            config = replace(config, train=str(path.resolve()))
-        if rv.launch("finetune", asdict(config), run_dir, remember=("ft_watch", finder.rel_name(run_dir, root)),
-                     upload=path):
+            config = replace(config, train=str(path.resolve())) if path else None
+        if config is not None and rv.launch("finetune", asdict(config), run_dir, upload=path,
+                                            remember=("ft_watch", finder.rel_name(run_dir, root))):
             st.success(f"Started {run_dir.name}.")  # and shown below
 
 # ----- 3. the run -------------------------------------------------------------------------------------

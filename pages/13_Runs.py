@@ -7,7 +7,7 @@ from bert_explorer.app import runs_view as rv
 from bert_explorer.app.state import mode_sentence, show_mode, shown_path, without_host_paths, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs import finder, report
-from bert_explorer.runs.background import delete
+from bert_explorer.runs.background import delete, delete_refusal
 from bert_explorer.runs.run import Run
 
 st.set_page_config(page_title="Runs · BERT Explorer", layout="wide")
@@ -83,7 +83,11 @@ victim = finder.rel_name(rv.pick_run("Run to delete", runs, picker, root).path, 
 # The confirmation belongs to one run (its key names it), and the button deletes exactly the run
 # that the confirmation names: both are built from `victim` in this same pass of the page.
 confirm = f"runs_delete_confirm_{gen}_{victim}"
-st.checkbox(f"Yes, delete {victim} with {report.what_goes(by_name[victim])}", key=confirm)
+refusal = delete_refusal(by_name[victim])  # a folder holding more than the run wrote is not deleted here
+if refusal:
+    st.warning(without_host_paths(refusal))
+else:
+    st.checkbox(f"Yes, delete {victim} with {report.what_goes(by_name[victim])}", key=confirm)
 
 
 def _delete(name: str, path: str, picker: str, confirm: str) -> None:
@@ -105,7 +109,8 @@ def _delete(name: str, path: str, picker: str, confirm: str) -> None:
     st.session_state[confirm] = False
 
 
-st.button("Delete", key="runs_delete", on_click=_delete, args=(victim, str(by_name[victim].path), picker, confirm),
-          help="Tick the confirmation first. A running or queued run is refused: stop it first.")
+if not refusal:
+    st.button("Delete", key="runs_delete", on_click=_delete, args=(victim, str(by_name[victim].path), picker, confirm),
+              help="Tick the confirmation first. A running or queued run is refused: stop it first.")
 st.caption(f"Checkpoint folders are large; deleting a run frees their space. Runs are plain folders (here: "
            f"`{shown_path(root)}`), so you can also copy or archive them.")

@@ -6,14 +6,14 @@ import streamlit as st
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
-from bert_explorer.app.state import show_mode, shown_path, writes_allowed, writes_off
+from bert_explorer.app.state import show_mode, shown_path, without_host_paths, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.data.uploads.names import slug
 from bert_explorer.experiments import grid, results
 from bert_explorer.experiments.runner import read_plan, read_results
 from bert_explorer.runs.finder import is_ablation, runs_root
-from bert_explorer.runs.run import ACTIVE_STATES, Run
+from bert_explorer.runs.run import ACTIVE_STATES, Run, new_run_refusal
 
 st.set_page_config(page_title="Ablation studio · BERT Explorer", layout="wide")
 intro("Ablation studio", """
@@ -116,14 +116,16 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
         if st.button("Start in the background", key="abl_start", type="primary"):
             folder = slug(out_name)  # a plain folder name: never outside the runs directory
             target = root / folder
-            if (target / "plan.json").exists():
-                st.error(f"{target} already holds an ablation; choose another name.")
+            refusal = new_run_refusal(target) or (  # checked before an upload is stored there
+                f"{target} already holds a run; choose another name." if Run(target).is_run() else None)
+            if refusal:
+                st.error(without_host_paths(refusal))
             else:
                 path = None
                 if upload is not None:
                     path = rv.store_upload(target / "data", upload.name, upload.getvalue())
-                    recipe["tasks"]["task"]["train"] = str(path.resolve())
-                if rv.launch("ablate", recipe, target, remember=("abl_selected", folder), upload=path):
+                    recipe["tasks"]["task"]["train"] = str(path.resolve()) if path else None
+                if (upload is None or path is not None) and rv.launch("ablate", recipe, target, remember=("abl_selected", folder), upload=path):
                     st.success(f"Started {folder}.")
 
 # ----- 2. ablation runs -----------------------------------------------------------------------------

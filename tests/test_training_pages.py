@@ -603,10 +603,11 @@ def test_uploaded_names_cannot_leave_the_runs_folder():
 def test_uploads_are_never_written_over_and_a_refused_start_takes_its_copy_back(tmp_path):
     from bert_explorer.app import runs_view as rv
 
-    first = rv.store_upload(tmp_path / "run", "my corpus.txt", b"first")
-    second = rv.store_upload(tmp_path / "run", "my corpus.txt", b"second")
+    # (the Pre-train page stores an uploaded corpus as corpus.txt in its run's folder)
+    first = rv.store_upload(tmp_path / "run", "corpus.txt", b"first")
+    second = rv.store_upload(tmp_path / "run", "corpus.txt", b"second")
     assert first != second and first.read_bytes() == b"first" and second.read_bytes() == b"second"
-    assert first.parent == second.parent == tmp_path / "run" and second.suffix == ".txt"
+    assert first.parent == second.parent == tmp_path / "run" and second.name == "corpus-2.txt"
     # the run directory is busy (a live process works in it): the start is refused, our copy removed
     busy = Run(tmp_path / "run").create({}, "pretrain")
     busy.write_status(state="running", pid=os.getpid())

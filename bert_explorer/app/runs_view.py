@@ -19,7 +19,9 @@ import pandas as pd
 import streamlit as st
 
 from . import exports
+from .. import full_disk
 from ..data.uploads.names import safe_filename, slug
+from ..full_disk import DiskFull
 from ..runs import finder
 from ..runs.background import start_background
 from ..runs.report import STATE_LABELS, duration, duration_text, run_log_tail, run_row
@@ -40,32 +42,70 @@ def launch(kind: str, config: dict, run_dir: Path, *, resume: bool = False,
         return False
     try:
         start_background(kind, config, run_dir, resume=resume)
-    except RuntimeError as e:
+    except (RuntimeError, ValueError, DiskFull) as e:  # busy, not a run's folder, no room: one sentence each
         if upload is not None:
             upload.unlink(missing_ok=True)
-        st.error(str(e))
+            _drop_if_left_empty(upload.parent, run_dir)
+        st.error(without_host_paths(str(e)))
         return False
     if remember:
         st.session_state[remember[0]] = remember[1]
     return True
 
 
-def store_upload(directory: Path, filename: str, data: bytes) -> Path:
+def _drop_if_left_empty(folder: Path, run_dir: Path) -> None:
+    """Remove ``folder`` and its parents up to ``run_dir`` where an upload left them empty and no run
+    was made there: a refused start leaves no half-made run behind."""
+    for d in [folder, *folder.parents]:
+        if d != run_dir and run_dir not in d.parents:
+            break
+        if Run(d).is_run():
+            break
+        try:
+            d.rmdir()  # only an empty folder goes
+        except OSError:
+            break
+
+
+def store_upload(directory: Path, filename: str, data: bytes) -> Path | None:
     """Write an upload into ``directory`` under its (cleaned) name, never over an existing file:
     two tabs starting the same run at once each keep their own copy, and the one whose start
-    is refused removes its copy again (see :func:`launch`)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    is refused removes its copy again (see :func:`launch`). On a full disk nothing is left half
+    written, the page says so in one sentence, and None is returned (no run is started)."""
+    try:
+        return _store(directory, filename, data)
+    except DiskFull as e:
+        st.error(without_host_paths(str(e)))
+        return None
+
+
+def _store(directory: Path, filename: str, data: bytes) -> Path:
     stem, dot, ext = safe_filename(filename).rpartition(".")
     stem, ext = (stem, f".{ext}") if dot else (ext, "")
-    for i in range(1, 10_000):
-        path = directory / (f"{stem}{ext}" if i == 1 else f"{stem}-{i}{ext}")
+    made = [d for d in [directory, *directory.parents] if not d.exists()]
+    with full_disk.saving(directory, f"keep the uploaded {safe_filename(filename)}", "free some space and start again"):
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            continue
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        return path
+            directory.mkdir(parents=True, exist_ok=True)
+            for i in range(1, 10_000):
+                path = directory / (f"{stem}{ext}" if i == 1 else f"{stem}-{i}{ext}")
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                except FileExistsError:
+                    continue
+                try:
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(data)
+                except BaseException:
+                    path.unlink(missing_ok=True)
+                    raise
+                return path
+        except OSError:
+            for d in made:  # innermost first: the folders this call made, if still empty
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+            raise
     raise RuntimeError(f"{directory} holds too many uploads called {filename}; choose another run name")
 
 
@@ -188,15 +228,25 @@ def run_panel(run: Run, kind: str, prefix: str) -> dict:
 
 
 # ----- fine-tuned models --------------------------------------------------------------------------
+def own_files(path: Path) -> list[Path]:
+    """The plain files inside ``path``, its subfolders included, never through a symbolic link: a link
+    in a run folder may point anywhere on the host, and what it points at is not the run's to hand out."""
+    found = []
+    for folder, dirs, files in os.walk(path, followlinks=False):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(folder, d))]
+        found += [Path(folder, f) for f in files if not os.path.islink(os.path.join(folder, f))
+                  and os.path.isfile(os.path.join(folder, f))]
+    return sorted(found)
+
+
 def zip_dir(path: Path, top: str | None = None) -> bytes:
-    """A zip (in memory) of a directory, its files under ``top/``."""
+    """A zip (in memory) of a directory's own files (:func:`own_files`), under ``top/``."""
     path = Path(path)
     top = top or path.name
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for f in sorted(path.rglob("*")):
-            if f.is_file():
-                z.write(f, f"{top}/{f.relative_to(path).as_posix()}")
+        for f in own_files(path):
+            z.write(f, f"{top}/{f.relative_to(path).as_posix()}")
     return buf.getvalue()
 
 
@@ -207,8 +257,7 @@ def _zip_cached(path: str, top: str, stamp: tuple) -> bytes:
 
 def zip_model(path: Path, top: str) -> bytes:
     """zip_dir, packed once per version of the folder (not on every rerun of the page)."""
-    files = sorted(Path(path).rglob("*"))
-    stamp = tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.is_file())
+    stamp = tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in own_files(Path(path)))
     return _zip_cached(str(path), top, stamp)
 
 

@@ -14,7 +14,6 @@ then becomes CMD.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,7 +24,8 @@ from pathlib import Path
 from .gpu_queue import GPU_LOCK_NAME, gpu_queue_applies, wait_for_gpu
 from .lock import (START_LOCK_NAME, WRITER_FD_ENV, RunBusy, acquire_writer, holding, process_alive,
                    writer_busy)
-from .run import ACTIVE_STATES, Run
+from .run import ACTIVE_STATES, Run, foreign_entries, new_run_refusal, remove_run_files, shown_entries
+from .. import full_disk
 
 
 def background_env(environ: dict | None = None) -> dict:
@@ -59,9 +59,28 @@ def start_background(kind: str, config: dict, run_dir: str | Path, resume: bool 
     queue applies (see :func:`runs.gpu_queue.gpu_queue_applies`) the process first waits its turn for the
     runs root's ``.gpu.lock`` (state "queued"), then becomes the trainer, which keeps the lock
     until it exits. The runs root is the run directory's parent; runs kept deeper (the cells of
-    an ablation grid) pass ``gpu_lock`` to share the one lock of the GPU."""
+    an ablation grid) pass ``gpu_lock`` to share the one lock of the GPU.
+
+    A folder that is not a run yet must be new or empty (``run.new_run_refusal``: ValueError). On a
+    full disk the start is one sentence (``full_disk.DiskFull``) and leaves no half-made run: a folder
+    this call made is removed again."""
     run = Run(run_dir)
-    run.path.mkdir(parents=True, exist_ok=True)
+    made = not run.path.exists()
+    if refusal := new_run_refusal(run.path):
+        raise ValueError(refusal)
+    try:
+        with full_disk.saving(run.path.parent if made else run.path, f"start the run {run.path.name}",
+                              "free some space, then start it again"):
+            run.path.mkdir(parents=True, exist_ok=True)
+            return _start_in(run, kind, config, resume, gpu_queue, gpu_lock)
+    except full_disk.DiskFull:
+        if made and run.path.is_dir() and not foreign_entries(run.path):
+            remove_run_files(run.path)  # only what this start wrote: the folder did not exist before
+        raise
+
+
+def _start_in(run: Run, kind: str, config: dict, resume: bool, gpu_queue: bool | None,
+              gpu_lock: str | Path | None) -> Run:
     # The check and the launch happen under the run's own lock, so two tabs pressing Start on
     # one directory at the same instant launch one process, and the other is told why.
     with holding(run.path / START_LOCK_NAME):
@@ -73,6 +92,8 @@ def start_background(kind: str, config: dict, run_dir: str | Path, resume: bool 
         # process (which adopts it): held without a gap from this check to the run's end.
         fd = acquire_writer(run.path, f"bert-explorer {kind} (background)")
         try:
+            if not resume and run.is_run():  # a new start would write over its settings and status
+                raise ValueError(f"{run.path} holds a run already; resume it, or choose a new folder for a new run")
             return _launch_background(run, kind, config, resume, gpu_queue, gpu_lock, fd)
         finally:
             if fd is not None:
@@ -125,11 +146,22 @@ def kill(run: Run) -> None:
         os.killpg(os.getpgid(pid), signal.SIGTERM)
 
 
+def delete_refusal(run: Run) -> str | None:
+    """Why deleting ``run`` would remove more than the run wrote, in one sentence, or None."""
+    foreign = foreign_entries(run.path)
+    if not foreign:
+        return None
+    return (f"{run.name} also holds files that no run writes ({shown_entries(foreign, run.path)}), so it is not "
+            f"deleted: move them out of {run.path} first, or delete the folder yourself")
+
+
 def delete(run: Run) -> None:
-    """Remove a run directory; a run that a live process is working in (or that is being
-    started at this moment) is refused."""
-    if not (run.path / "status.json").is_file() and not (run.path / "config.json").is_file():
-        raise ValueError(f"{run.path} is not a run directory (no status.json or config.json)")
+    """Remove what a run wrote in its directory (``run.RUN_FILES``, ``run.RUN_FOLDERS``, the runs inside
+    an ablation), and the directory itself; a folder that holds anything else is refused (ValueError,
+    :func:`delete_refusal`), and so is a run that a live process is working in (or that is being
+    started at this moment)."""
+    if not run.is_run():
+        raise ValueError(f"{run.path} is not a run directory (no status.json, nor the config.json of a run)")
     with holding(run.path / START_LOCK_NAME):
         if run.is_active():
             raise RuntimeError(f"{run.name} is {run.status().get('state')}; stop it before deleting it")
@@ -138,7 +170,9 @@ def delete(run: Run) -> None:
         except RunBusy:
             raise RunBusy(writer_busy(run.path) or f"{run.name} is being written; stop it first") from None
         try:
-            shutil.rmtree(run.path)
+            if refusal := delete_refusal(run):
+                raise ValueError(refusal)
+            remove_run_files(run.path)
         finally:
             if fd is not None:
                 os.close(fd)

@@ -232,7 +232,9 @@ def writer_lock(run_dir: str | Path, what: str | None = None):
 
 def writes_run(param: str, what: str):
     """Decorator: the function writes the run folder passed as argument ``param`` and runs
-    inside its :func:`writer_lock`. Under torchrun only rank 0 writes, so only it locks."""
+    inside its :func:`writer_lock`. Under torchrun only rank 0 writes, so only it locks. A folder
+    that is not a run and cannot become one (``run.new_run_refusal``) is refused (ValueError) before
+    its lock is taken, so nothing at all is written there."""
     def wrap(fn):
         sig = inspect.signature(fn)
 
@@ -240,7 +242,12 @@ def writes_run(param: str, what: str):
         def locked(*args, **kwargs):
             if os.environ.get("RANK", "0") != "0":
                 return fn(*args, **kwargs)
-            with writer_lock(sig.bind(*args, **kwargs).arguments[param], what):
+            run_dir = sig.bind(*args, **kwargs).arguments[param]
+            from .run import new_run_refusal  # run.py reads live processes from this module
+
+            if refusal := new_run_refusal(run_dir):
+                raise ValueError(refusal)
+            with writer_lock(run_dir, what):
                 return fn(*args, **kwargs)
         return locked
     return wrap

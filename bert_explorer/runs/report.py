@@ -104,6 +104,9 @@ def what_goes(run: Run) -> str:
     n_ckpt = len(run.checkpoints())
     if n_ckpt:
         parts.append(_count(n_ckpt, "checkpoint", "checkpoints"))
+    n_aside = len(list((run.path / "set_aside").glob("step-*")))
+    if n_aside:
+        parts.append(_count(n_aside, "checkpoint set aside by a resume", "checkpoints set aside by a resume"))
     if (run.path / "model").is_dir():
         parts.append("fine-tuned model folder (model/)")
     if (run.path / "feature_head").is_dir():

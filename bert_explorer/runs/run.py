@@ -5,8 +5,10 @@
       status.json          state (queued/running/finished/stopped/failed), step, ETA, last metrics
       metrics.jsonl        one JSON object per logged step (train) or evaluation (eval)
       log.txt              human-readable log (stdout/stderr of a background run)
-      checkpoints/step-N/  transformers-compatible checkpoints; the newest also holds
+      checkpoints/step-N/  transformers-compatible checkpoints; the newest two also hold
                            training_state.pt (optimiser, schedule, RNG, data position) to resume
+      set_aside/step-N/    checkpoints that could not be resumed from, moved out of the way of
+                           a resume from an older one (never overwritten, never deleted unasked)
       STOP                 present = "please stop cleanly at the next step"
       .start.lock          held while a run is being started or deleted (see start_background)
       .writer.lock         held by the one process that writes the run (see writer_lock)
@@ -23,6 +25,8 @@ checkpoints are written to a temporary directory and renamed into place.
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import time
 from pathlib import Path
 
@@ -32,17 +36,44 @@ from .lock import process_alive, process_start
 ACTIVE_STATES = ("starting", "queued", "running")
 DONE_STATES = ("finished", "stopped", "failed", "crashed")
 
+# What a run writes at its top level, and nothing else: deleting a run removes exactly these, and
+# a folder holding anything more is not the run's alone (it is refused as a new run's folder, and
+# deleting it is refused). Pre-training: checkpoints/, tokenizer/, timelapse.json, set_aside/, an
+# uploaded corpus (corpus.txt, corpus-2.txt, ...); fine-tuning: model/ or feature_head/, metrics.json,
+# dev_predictions.json, an uploaded data/; an ablation: plan.json, results.jsonl, vocab/, data/ and its
+# runs in pretrain/ and cells/ (each a run by the same rule); the locks of the run system.
+RUN_FILES = {"config.json", "status.json", "metrics.jsonl", "metrics.json", "log.txt", "STOP", "timelapse.json",
+             "dev_predictions.json", "plan.json", "results.jsonl", ".start.lock", ".writer.lock", ".gpu.lock"}
+RUN_FOLDERS = {"checkpoints", "tokenizer", "model", "feature_head", "data", "vocab", "set_aside", ".gpu.lock.queue"}
+NESTED_RUNS = {"pretrain", "cells"}  # an ablation's own runs
+_UPLOADED_CORPUS = re.compile(r"corpus(-\d+)?\.txt")
+_CHECKPOINT = re.compile(r"step-\d+")
+# The folders of the runs root that belong to the app, never to a run.
+APP_FOLDERS = {"uploaded-models": "where the app keeps uploaded checkpoints"}
+
 
 class Run:
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        # The last step a training loop finished in this process: status.json has it only as of the
+        # last log line, and a run that fails in between says the step it really reached.
+        self.step_reached: int | None = None
 
     # ----- files ----------------------------------------------------------------------------
     @property
     def name(self) -> str:
         return self.path.name
 
+    def is_run(self) -> bool:
+        """Has a run been made here: a status, or settings that name their kind (a checkpoint folder's
+        config.json is a model's, not a run's)?"""
+        return (self.path / "status.json").is_file() or "kind" in self.config()
+
     def create(self, config: dict, kind: str) -> "Run":
+        """Write the run's settings (and a first status), in a folder that is new, empty or this
+        run's already; any other folder is refused (:func:`new_run_refusal`)."""
+        if refusal := new_run_refusal(self.path):
+            raise ValueError(refusal)
         self.path.mkdir(parents=True, exist_ok=True)
         atomic.write_json(self.path / "config.json", {"kind": kind, **config}, indent=2, default=str)
         if not (self.path / "status.json").exists():
@@ -51,7 +82,11 @@ class Run:
 
     def config(self) -> dict:
         p = self.path / "config.json"
-        return json.loads(p.read_text()) if p.exists() else {}
+        try:
+            config = json.loads(p.read_text()) if p.exists() else {}
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return {}
+        return config if isinstance(config, dict) else {}
 
     def status(self) -> dict:
         p = self.path / "status.json"
@@ -117,8 +152,38 @@ class Run:
         return sorted(found)
 
     def latest_checkpoint(self) -> Path | None:
-        cps = [p for _, p in self.checkpoints() if (p / "training_state.pt").exists()]
+        """The newest checkpoint that holds a training state (readable or not: pre-training's
+        ``resume_point`` tries each, newest first)."""
+        cps = self.resumable_checkpoints()
         return cps[-1] if cps else None
+
+    def resumable_checkpoints(self) -> list[Path]:
+        """The checkpoints holding a ``training_state.pt``, oldest first."""
+        return [p for _, p in self.checkpoints() if (p / "training_state.pt").exists()]
+
+    def set_aside(self, checkpoint: Path) -> Path:
+        """Move ``checkpoint`` to ``set_aside/`` (under a new name if one is there already), so that a
+        resume from an older step trains past it without writing over it."""
+        d = self.path / "set_aside"
+        d.mkdir(exist_ok=True)
+        target, n = d / checkpoint.name, 2
+        while target.exists():
+            target, n = d / f"{checkpoint.name}-{n}", n + 1
+        checkpoint.rename(target)
+        return target
+
+    def clear_leftovers(self) -> list[Path]:
+        """Remove what a killed write left behind (``atomic``'s temporary files and folders) in the run
+        and in its checkpoints/: only a run's writer calls this, so none of them is still being written."""
+        gone = []
+        for folder in (self.path, self.path / "checkpoints"):
+            for p in atomic.leftovers(folder):
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
+                gone.append(p)
+        return gone
 
     # ----- control --------------------------------------------------------------------------
     def request_stop(self) -> None:
@@ -138,3 +203,80 @@ class Run:
                 return s
             time.sleep(poll)
         return self.status()
+
+
+# ----- what belongs to a run -------------------------------------------------------------------------
+def is_run_entry(name: str, is_dir: bool) -> bool:
+    """Does a run write an entry of this name at its top level (``RUN_FILES``, ``RUN_FOLDERS``, ...)?"""
+    if atomic.is_leftover(name):
+        return True
+    if is_dir:
+        return name in RUN_FOLDERS or name in NESTED_RUNS
+    return name in RUN_FILES or bool(_UPLOADED_CORPUS.fullmatch(name))
+
+
+def foreign_entries(path: str | Path) -> list[Path]:
+    """What lies in the run folder ``path`` that no run writes: entries of other names at its top
+    level or in its checkpoints/, and whatever is foreign in the runs of an ablation's pretrain/ and
+    cells/ (each of which must itself be a run). A symbolic link is foreign wherever it points."""
+    path = Path(path)
+    if not path.is_dir():
+        return []
+    found = []
+    for p in sorted(path.iterdir()):
+        if p.is_symlink() or not is_run_entry(p.name, p.is_dir()):
+            found.append(p)
+        elif p.name == "checkpoints" and p.is_dir():
+            found += [c for c in sorted(p.iterdir())
+                      if c.is_symlink() or not (c.is_dir() and (_CHECKPOINT.fullmatch(c.name) or atomic.is_leftover(c.name)))]
+        elif p.name in NESTED_RUNS and p.is_dir():
+            for inner in sorted(p.iterdir()):
+                found += foreign_entries(inner) if inner.is_dir() and not inner.is_symlink() and Run(inner).is_run() \
+                    else [inner]
+    return found
+
+
+def shown_entries(paths: list[Path], root: Path, most: int = 3) -> str:
+    """"notes.txt, my-bert/ and 4 more": what a refusal names."""
+    names = [p.relative_to(root).as_posix() + ("/" if p.is_dir() and not p.is_symlink() else "") for p in paths]
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def new_run_refusal(path: str | Path) -> str | None:
+    """Why a run cannot be written in ``path``, in one sentence, or None: it is one of the app's own
+    folders in the runs root (or lies inside one), or it is not a run yet and already holds files no
+    run writes."""
+    from .finder import runs_root  # finder reads runs through this module
+
+    given, path, root = Path(path), Path(path).resolve(), runs_root().resolve()
+    for name, what in APP_FOLDERS.items():
+        if path == root / name or root / name in path.parents:
+            return f"{runs_root() / name} is {what}, not a run; choose another name for the run"
+    path = given
+    if Run(path).is_run():
+        return None
+    foreign = foreign_entries(path)
+    if foreign:
+        return (f"{path} already holds files that no run writes ({shown_entries(foreign, path)}); choose a new "
+                "or empty folder for the run, so that nothing in it is overwritten")
+    return None
+
+
+def remove_run_files(path: str | Path) -> None:
+    """Delete exactly what a run wrote in ``path`` (see :func:`foreign_entries`; the caller has checked
+    that there is nothing else), links removed without following them, then the folder once it is empty."""
+    path = Path(path)
+    locks = []
+    for p in sorted(path.iterdir()):
+        if p.name in (".start.lock", ".writer.lock"):
+            locks.append(p)  # held by the deleter: they go last
+        elif p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink(missing_ok=True)
+    for p in locks:
+        p.unlink(missing_ok=True)
+    try:
+        path.rmdir()
+    except OSError:
+        pass  # something was put there meanwhile: it stays, with the folder

@@ -118,6 +118,7 @@ def fit(run: Run, *, n_train: int, batch_size: int, epochs: float, seed: int,
             scaler.scale(loss).backward()
             apply_update(model, optimizer, scheduler, scaler, clip_grad_norm)
             step += 1
+            run.step_reached = step
             if step % log_every == 0 or step == total:
                 rec = {"step": step, "split": "train", **tag, "loss": round(loss.item(), 5),
                        **({"lr": scheduler.get_last_lr()[0]} if scheduler else {}), "time": time.time()}
@@ -139,10 +140,11 @@ def fit(run: Run, *, n_train: int, batch_size: int, epochs: float, seed: int,
 @contextlib.contextmanager
 def marks_failure(run: Run):
     """Any exception inside (Ctrl-C and a native panic included) leaves the run "failed" with
-    the reason, never "running", and is raised on."""
+    the reason and the step it reached (``Run.step_reached``), never "running", and is raised on."""
     try:
         yield
     except BaseException as e:
-        run.write_status(state="failed", error=str(e) or type(e).__name__)
+        reached = {} if run.step_reached is None else {"step": run.step_reached}
+        run.write_status(state="failed", error=str(e) or type(e).__name__, **reached)
         run.log(f"failed: {e}")
         raise

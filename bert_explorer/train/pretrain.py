@@ -21,12 +21,13 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from safetensors import safe_open
 from tqdm import tqdm
 
 from .. import checkpoint, full_disk
 from ..data.corpora import load_corpus, split_documents, tiny_corpus
 from ..data.pretraining import MaskingConfig, collate, continuation_ids, create_instances, mlm_only_instances
-from ..model import IGNORE, BertConfig, BertForPreTraining, preset
+from ..model import IGNORE, PRESETS, BertConfig, BertForPreTraining, preset
 from ..tokenizer import WordPieceTokenizer
 from .device import PRECISIONS, Device, pick_device, precision_from
 from .optim import apply_update, linear_warmup_decay, load_optimizer_state, make_optimizer
@@ -38,6 +39,7 @@ from ..runs.run import Run
 from .timelapse_frames import FILE as FRAMES_FILE, SENTENCES, FrameRecorder, dumps as dumps_frames, frame_steps
 
 OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
+KEEP_STATES = 2  # checkpoints that keep their training state (optimiser, schedule, RNG), the newest
 
 
 @dataclass
@@ -106,6 +108,7 @@ class PretrainConfig:
                                                             "one a layer.")
 
     def __post_init__(self):
+        self._check_sizes()
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {self.objective!r}")
         if self.precision not in PRECISIONS:
@@ -128,6 +131,33 @@ class PretrainConfig:
                 raise ValueError(f"eval_corpora names {', '.join(unknown)}, which the corpus {self.corpus!r} "
                                  "does not include")
 
+    def _check_sizes(self) -> None:
+        """Every number within what training can use, said in one sentence before anything runs
+        (a hand-edited training_args.json or --config file included)."""
+        for name, low in _AT_LEAST.items():
+            v = getattr(self, name)
+            if v is None and name in _MAY_BE_NONE:
+                continue
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or (name in _WHOLE and v != int(v)) \
+                    or not v >= low:
+                kind = "a whole number" if name in _WHOLE else "a number"
+                raise ValueError(f"{name} must be {kind} of at least {low:g}, not {v!r}")
+            if name in _WHOLE:
+                setattr(self, name, int(v))
+        for name in ("held_out_fraction", "short_seq_prob"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v < 1:
+                raise ValueError(f"{name} must be a fraction from 0 up to (not including) 1, not {v!r}")
+        for name in ("corpus", "eval_corpora", "mlm_only_corpus"):
+            parts = getattr(self, name)
+            if parts is not None and (not isinstance(parts, str) or not all(p.strip() for p in parts.split("+"))):
+                raise ValueError(f"{name} {parts!r} names no corpus (or an empty part between two +): give a built-in "
+                                 "corpus such as bbc, a text file, or several joined by +")
+        if self.size not in PRESETS and not self.init:
+            raise ValueError(f"unknown size {self.size!r}; choose one of {', '.join(PRESETS)}")
+        if not self.init:
+            positions_fit(self.max_seq_length, PRESETS[self.size].max_position_embeddings, f"size {self.size}")
+
     @classmethod
     def from_dict(cls, d: dict, strict: bool = True) -> "PretrainConfig":
         """Settings from a dict; ``strict=False`` for a run written earlier (unknown keys warned about)."""
@@ -136,6 +166,26 @@ class PretrainConfig:
     def masking(self) -> MaskingConfig:
         return MaskingConfig(self.mlm_probability, self.mask_ratio, self.random_ratio, self.keep_ratio,
                              self.max_predictions_per_seq, self.whole_word)
+
+
+# The settings that count something, and the least each may be (None: "not set", where allowed; max_steps 0
+# saves the model as it starts, before any update).
+_AT_LEAST = {"batch_size": 1, "grad_accum": 1, "max_steps": 0, "log_every": 1, "eval_every": 1, "save_every": 1,
+             "eval_batches": 1, "max_predictions_per_seq": 1, "dupe_factor": 1, "vocab_size": 16,
+             "max_seq_length": 8, "warmup_steps": 0, "max_docs": 1, "lr": 1e-12,
+             "weight_decay": 0, "clip_grad_norm": 1e-12}
+_WHOLE = {"batch_size", "grad_accum", "max_steps", "log_every", "eval_every", "save_every", "eval_batches",
+          "max_predictions_per_seq", "dupe_factor", "vocab_size", "max_seq_length",
+          "warmup_steps", "max_docs"}
+_MAY_BE_NONE = {"warmup_steps", "max_docs"}
+
+
+def positions_fit(max_seq_length: int, positions: int, model: str) -> None:
+    """A sequence longer than the model's learned positions cannot be read at all (Section 3: position
+    embeddings are learned, up to 512 in the paper): refused in one sentence."""
+    if max_seq_length > positions:
+        raise ValueError(f"max_seq_length {max_seq_length} is longer than the {positions} positions that {model} has "
+                         f"learned; choose {positions} or less")
 
 
 # ----- resuming: what may change ---------------------------------------------------------------
@@ -166,22 +216,95 @@ class ResumeRefused(ValueError):
                 "resume, or start a new run in another folder")
 
 
-def saved_settings(run_dir) -> tuple[PretrainConfig, int]:
-    """(the settings a run's training so far used, the step it resumes from). They are read from
-    its newest resumable checkpoint (``training_args.json``, written with the weights), else, when
-    it stopped before its first checkpoint, from its ``config.json``."""
+@dataclass
+class ResumePoint:
+    """Where a resumed run goes on from: ``checkpoint`` (None before the first one, at step 0), and the
+    newer checkpoints that cannot be resumed from (``skipped``: their folders, with ``why``), which a
+    resume moves to ``set_aside/`` rather than train over them."""
+    checkpoint: Path | None
+    step: int
+    skipped: list[Path]
+    why: list[str]
+
+    def said(self) -> str | None:
+        """The log's sentence on what a resume from an older checkpoint costs, or None."""
+        if not self.skipped:
+            return None
+        newest = int(self.skipped[-1].name[5:])
+        return (f"{'; '.join(self.why)}: {'they are' if len(self.skipped) > 1 else 'it is'} moved to set_aside/ "
+                f"and the run resumes from step {self.step}, so steps {self.step + 1}-{newest} are trained again")
+
+
+# What a training state holds (``_save``): a file without these keys is not one.
+STATE_KEYS = ("step", "optimizer", "scheduler", "scaler", "torch_rng")
+
+
+def _why_not_resumable(ckpt: Path, step: int) -> str | None:
+    """Why the checkpoint of ``step`` cannot be resumed from, or None. Cheap: the state is mapped, not
+    read (a file cut short has no zip directory at its end), and the weights' header is checked
+    against the file's length."""
+    state_file = ckpt / "training_state.pt"
+    if not state_file.is_file():
+        return f"{ckpt.name} keeps no training_state.pt"
+    try:
+        state = torch.load(state_file, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as e:  # a file cut short, or not a torch file at all: any of several errors
+        return f"{ckpt.name}'s training_state.pt cannot be read ({str(e).splitlines()[0][:80]})"
+    if not isinstance(state, dict) or not all(k in state for k in STATE_KEYS) or state["step"] != step:
+        return f"{ckpt.name}'s training_state.pt is not the training state of step {step}"
+    try:
+        with safe_open(str(ckpt / "model.safetensors"), "pt") as f:
+            f.keys()
+    except Exception as e:
+        return f"{ckpt.name}'s model.safetensors cannot be read ({str(e).splitlines()[0][:80]})"
+    return None
+
+
+def resume_point(run_dir) -> ResumePoint:
+    """The newest checkpoint of a run that can be resumed from (its training state and weights read
+    whole), with the newer ones that cannot. Two checkpoints keep their training state (``_save``), so
+    losing the newest state costs one save interval. A run whose checkpoints none can resume from is
+    refused (ValueError): training again from step 0 would write over them."""
     run = Run(run_dir)
-    latest = run.latest_checkpoint()
-    args_file = latest / "training_args.json" if latest else None
-    if args_file is not None and args_file.is_file():
-        saved = json.loads(args_file.read_text())
-    elif (run.path / "config.json").is_file():
-        saved = run.config()
-    else:
+    found = run.checkpoints()
+    if not found:
+        return ResumePoint(None, 0, [], [])
+    why = []
+    for step, ckpt in reversed(found):
+        problem = _why_not_resumable(ckpt, step)
+        if problem is None:
+            newer = sorted((p for p in (run.path / "checkpoints").glob("step-*")
+                            if p.name[5:].isdigit() and int(p.name[5:]) > step), key=lambda p: int(p.name[5:]))
+            return ResumePoint(ckpt, step, newer, why)
+        why.append(problem)
+    raise ValueError(f"{run.path} cannot resume: none of its checkpoints keeps a readable training state "
+                     f"({'; '.join(why)}), and training again from step 0 would write over them; start a new run that "
+                     f"warm-starts from its last weights (init {found[-1][1]}), or delete this one")
+
+
+def saved_settings(run_dir, point: ResumePoint | None = None) -> tuple[PretrainConfig, int]:
+    """(the settings a run's training so far used, the step it resumes from). They are read from
+    the checkpoint it resumes from (``training_args.json``, written with the weights; see
+    :func:`resume_point`), else, when it stopped before its first checkpoint, from its ``config.json``.
+    A file that is not valid JSON, or holds a setting training cannot use, is named in one sentence."""
+    run = Run(run_dir)
+    point = point or resume_point(run.path)
+    args_file = point.checkpoint / "training_args.json" if point.checkpoint else run.path / "config.json"
+    if not args_file.is_file():
         raise ValueError(f"{run.path} holds no pre-training run to resume; leave out --resume to start one there")
+    try:
+        saved = json.loads(args_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{args_file} is not valid JSON ({e}); mend it (or put back the file the run wrote) to "
+                         "resume") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"{args_file} must hold a JSON object of settings; mend it to resume")
     if saved.get("kind", "pretrain") != "pretrain":
         raise ValueError(f"{run.path} is a {saved['kind']} run, not a pre-training run")
-    return PretrainConfig.from_dict(saved, strict=False), int(latest.name[5:]) if latest else 0
+    try:
+        return PretrainConfig.from_dict(saved, strict=False), point.step
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{args_file} holds settings that training cannot use: {e}; mend the file to resume") from None
 
 
 def check_resume(run_dir, saved: PretrainConfig, asked: PretrainConfig, step: int) -> tuple[PretrainConfig, list[str]]:
@@ -317,14 +440,13 @@ def _save(run: Run, model, tok, step: int, optimizer, scheduler, scaler, cfg: Pr
         extra["eval_metrics.json"] = _json(metrics)
     if frames is not None and frames.doc is not None:  # the model folder carries its own time-lapse
         extra[FRAMES_FILE] = dumps_frames(frames.doc)
-    # The weights in float32 plus Adam's two moments of every trained weight (the optimiser state).
-    needed = sum(p.numel() * 4 * (3 if p.requires_grad else 1) for p in model.parameters())
-    with full_disk.saving(run.path, f"save the checkpoint of step {step}", lambda: _after_a_full_disk(run), needed):
+    with full_disk.saving(run.path, f"save the checkpoint of step {step}", lambda: _after_a_full_disk(run),
+                          checkpoint_bytes(model)):
         path = checkpoint.save(model, tok, run.path / "checkpoints" / f"step-{step}", extra, write_state)
-    # Only the newest checkpoint keeps the (large) optimiser state; older ones stay loadable models.
-    for _, older in run.checkpoints():
-        if older != path:
-            (older / "training_state.pt").unlink(missing_ok=True)
+    # The newest two checkpoints keep the (large) optimiser state, so a lost or damaged newest state
+    # costs one save interval, never the run (resume_point); older ones stay loadable models.
+    for older in run.resumable_checkpoints()[:-KEEP_STATES]:
+        (older / "training_state.pt").unlink(missing_ok=True)
     return path
 
 
@@ -442,16 +564,24 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     run = Run(run_dir)
     if not resume and run.checkpoints():  # checked before anything is written
         raise ValueError(f"{run.path} already holds checkpoints; pass --resume to continue it or choose a new --output")
-    latest = run.latest_checkpoint() if resume else None
-    notes = []
+    point, notes = ResumePoint(None, 0, [], []), []
     if resume:
-        saved, step = saved_settings(run.path)
+        point = resume_point(run.path)
+        saved, step = saved_settings(run.path, point)
         cfg, notes = check_resume(run.path, saved, cfg, step)
+    latest = point.checkpoint
+    _check_positions(cfg, latest)
     dev = pick_device(cfg.device, cfg.precision)
     if dev.is_main:
         run.create(asdict(cfg), "pretrain")
+        for gone in run.clear_leftovers():
+            run.log(f"removed {gone.relative_to(run.path)}, left by a write that was cut off")
         for note in notes:
             run.log(f"resuming with {note}")
+        if point.said():
+            for ckpt in point.skipped:
+                run.set_aside(ckpt)
+            run.log(point.said())
     # SIGTERM (the Runs page's hard stop, a scheduler) ends the run cleanly at the next step;
     # the process's own handler is put back afterwards.
     stop_signal = {"set": False}
@@ -465,6 +595,42 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _check_positions(cfg: PretrainConfig, latest: Path | None) -> None:
+    """max_seq_length against the positions of the model the run trains: its checkpoint's, init's, or
+    its size preset's (checked with the settings themselves)."""
+    if latest or cfg.init:
+        source = latest or checkpoint.resolve(cfg.init)
+        positions_fit(cfg.max_seq_length, BertConfig.load(source).max_position_embeddings,
+                      f"the model in {source}")
+
+
+def _check_room(run: Run, model, cfg: PretrainConfig, step: int) -> None:
+    """Before training: is there room for the next checkpoint? Measured on the newest checkpoint that
+    holds a training state (weights, vocabulary and Adam's moments as written), else counted from the
+    model; a quarter more is asked for, since a file system's blocks and metadata take more than the
+    bytes. A disk too full is one sentence now, not after the steps before that save are trained."""
+    newest = run.latest_checkpoint()
+    if newest is not None:
+        size = sum(f.stat().st_size for f in newest.rglob("*") if f.is_file())
+        basis = f"the {full_disk.size_text(size)} of {newest.name}"
+    else:
+        size = checkpoint_bytes(model)
+        basis = f"{full_disk.size_text(size)} of weights and optimiser state"
+    needed = size * 1.25
+    free = full_disk.free_bytes(run.path)
+    if free < needed:
+        at = min(cfg.max_steps, (step // cfg.save_every + 1) * cfg.save_every)
+        raise full_disk.DiskFull(full_disk.sentence(
+            run.path, f"save the checkpoint of step {at}", lambda: _after_a_full_disk(run), needed,
+            basis=f"{basis} and a quarter more"))
+
+
+def checkpoint_bytes(model) -> int:
+    """What a checkpoint of ``model`` writes: its weights in float32 and Adam's two moments of each
+    trained weight (the training state)."""
+    return sum(p.numel() * 4 * (3 if p.requires_grad else 1) for p in model.parameters())
 
 
 def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, progress: bool, on_step,
@@ -538,6 +704,7 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
             find_unused_parameters=cfg.objective != "mlm+nsp")
     model.train()
 
+    _check_room(run, model, cfg, start_step)
     flops_tok = model_flops_per_token(model, cfg.max_seq_length, masking.mlm_probability)["total"]
     if dev.is_main:
         run.write_status(state="running", pid=os.getpid(), step=start_step, max_steps=cfg.max_steps,
@@ -605,6 +772,7 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
                     losses[k] += v.item() / cfg.grad_accum
         grad_norm = apply_update(model, optimizer, scheduler, scaler, cfg.clip_grad_norm)
         step += 1
+        run.step_reached = step
         if dev.device.type == "cuda":
             torch.cuda.synchronize()
         train_time += time.time() - t_step
