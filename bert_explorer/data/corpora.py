@@ -374,6 +374,8 @@ def load_corpus(name_or_path: str | Path, fmt: str = "auto",
     if str(name_or_path) in BUILTIN_CORPORA:
         docs = [list(d) for d in _load_builtin(str(name_or_path))]
         return docs[:max_documents]
+    if not str(name_or_path).strip():  # Path("") is the working folder: an empty name must never read it
+        raise ValueError(f"no corpus given: name a file, a folder, or one of {', '.join(BUILTIN_CORPORA)}")
     path = Path(name_or_path).expanduser()
     if not path.exists():
         raise FileNotFoundError(f"no corpus called {str(name_or_path)!r}: give a file, a folder, "
