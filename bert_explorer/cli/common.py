@@ -22,6 +22,7 @@ from .. import atomic, checkpoint
 from ..runs.neighbour_jobs import BuildBusy
 from ..checkpoint import CheckpointError
 from ..full_disk import CacheNotKept, DiskFull
+from ..train.device import threads_for_free_cores
 from ..train.pretrain import ResumeRefused
 from ..runs.lock import RunBusy
 from ..runs.background import start_background
@@ -101,12 +102,14 @@ def run_or_background(args, work: Callable[[], Any], show: Callable[[Any], None]
     it as its own process and return at once (``start`` says where it runs).
 
     ``work()`` returns the result, which ``show`` prints (JSON by default). Bad input met by
-    either becomes a :class:`UserError`, and so does a folder that a live process already works in."""
+    either becomes a :class:`UserError`, and so does a folder that a live process already works in.
+    Work done here uses the CPU threads of the cores that are free (``device.threads_for_free_cores``;
+    a run's log says how many)."""
     if start is not None and args.background:
         with user_errors(RuntimeError):  # start_background refuses a folder in use with a RuntimeError
             start()
         return 0
-    with user_errors():
+    with user_errors(), threads_for_free_cores():
         result = work()
     show(result)
     return 0

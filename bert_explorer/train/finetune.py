@@ -30,7 +30,7 @@ from ..runs.run import Run
 from ..tasks.base import TaskType, padded_length
 from ..tasks.metrics import small_dev_warning
 from .configs import setting, settings_of
-from .device import PRECISIONS, pick_device, precision_from
+from .device import PRECISIONS, pick_device, precision_from, threads_text
 from .engine import AFTER_A_FULL_DISK, fit, marks_failure, total_steps
 from .feature_based import run_feature_based
 from .optim import linear_warmup_decay, make_optimizer
@@ -205,7 +205,7 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
     with marks_failure(run), full_disk.saving(run.path, "go on writing the run", AFTER_A_FULL_DISK):
         dev_obj = pick_device(cfg.device, cfg.precision)
         run.write_status(device=dev_obj.name, precision=dev_obj.precision)
-        run.log(f"device {dev_obj.name}, precision {dev_obj.precision} (asked: {cfg.precision})")
+        run.log(f"device {dev_obj.name}, precision {dev_obj.precision} (asked: {cfg.precision}), {threads_text()}")
         if cfg.mode == "feature-based":
             result = run_feature_based(cfg, run, train, dev, label_names, dev_obj)
         else:

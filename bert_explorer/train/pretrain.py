@@ -29,7 +29,7 @@ from ..data.corpora import load_corpus, split_documents, tiny_corpus
 from ..data.pretraining import MaskingConfig, collate, continuation_ids, create_instances, mlm_only_instances
 from ..model import IGNORE, PRESETS, BertConfig, BertForPreTraining, preset
 from ..tokenizer import WordPieceTokenizer
-from .device import PRECISIONS, Device, pick_device, precision_from
+from .device import PRECISIONS, Device, pick_device, precision_from, threads_text
 from .optim import apply_update, linear_warmup_decay, load_optimizer_state, make_optimizer
 from .configs import setting, settings_of
 from .engine import marks_failure
@@ -714,7 +714,7 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
                          train_sequences=len(train), held_out_sequences=len(held))
         run.log(f"{'resuming at' if latest else 'starting'} step {start_step}: {len(train)} training sequences, "
                 f"{len(held)} held out, {dev.name} x{dev.world_size}, precision {dev.precision} "
-                f"(asked: {cfg.precision})")
+                f"(asked: {cfg.precision}), {threads_text()}")
     frames, to_record = None, set()
     if cfg.timelapse_frames and dev.is_main:
         frames = FrameRecorder(run.path / FRAMES_FILE, tok, cfg.timelapse_sentences or SENTENCES, cfg.timelapse_heads,
@@ -734,7 +734,7 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
 
     # ----- the loop ---------------------------------------------------------------------------
     # tokens/s counts only time spent in training steps (not evaluation or checkpoint writing)
-    train_time, tokens_since, last = 0.0, 0, {}
+    train_time, tokens_since, last, last_eval = 0.0, 0, {}, None
     last_log = time.time()
     step = start_step
     state = "finished"
@@ -794,7 +794,7 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
             train_time, tokens_since, last_log = 0.0, 0, time.time()
         ev = None
         if dev.is_main and (step % cfg.eval_every == 0 or step == cfg.max_steps or step in to_record) and held:
-            ev = {"step": step, "split": "eval", **evaluate(model, held, cfg, tok, dev), "time": time.time()}
+            ev = last_eval = {"step": step, "split": "eval", **evaluate(model, held, cfg, tok, dev), "time": time.time()}
             run.log_metrics(ev)
             run.write_status(eval=ev)
             run.log(f"step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in ev.items()
@@ -819,7 +819,12 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
             sums = [float(x.item()) for x in sums]
             run.write_status(rank_checksums=sums, ranks_in_sync=max(sums) - min(sums) <= 1e-6 * abs(sums[0]))
     if dev.is_main:
-        final = evaluate(model, held, cfg, tok, dev) if held else {}
+        final = {}
+        if last_eval is not None and last_eval["step"] == step:  # the weights it measured: no second pass
+            final = {k: v for k, v in last_eval.items() if k not in ("step", "split", "time")}
+        elif held:  # a stop between evaluations (or before the first): measured now, and drawn in the curve too
+            final = evaluate(model, held, cfg, tok, dev)
+            run.log_metrics({"step": step, "split": "eval", **final, "time": time.time()})
         if frames is not None and step not in frames.steps:  # a stop before the end: its last moment too
             frames.record(model, step, sequences_seen(step), tokens_seen, final)
         _save(run, model, tok, step, optimizer, scheduler, scaler, cfg, final, tokens_seen, frames)
