@@ -202,16 +202,16 @@ def test_directions_are_judged_on_hand_made_results():
     assert results.directions([{**_rec("t", None), "status": "failed"}])[0]["holds"] is None
 
 
-def test_a_tie_inside_the_seeds_spread_is_not_distinguishable():
+def test_a_tie_inside_the_seeds_spread_is_no_measurable_difference():
     # one seed per cell: only an exact tie is inside the spread (0)
     recs = [_rec("pairs", 100, "pair-classification"), _rec("pairs", 100, "pair-classification", objective="mlm"),
             _rec("pairs", 100, "pair-classification", objective="ltr"),
             _rec("topics", 80), _rec("topics", 80, size="mini"),
             _rec("topics", 79, transfer="concat-last-4"), _rec("topics", 78, transfer="embeddings")]
     dirs = {d["key"]: d for d in results.directions(recs)}
-    assert {k: d["verdict"] for k, d in dirs.items()} == dict.fromkeys(dirs, "not distinguishable")
+    assert {k: d["verdict"] for k, d in dirs.items()} == dict.fromkeys(dirs, "no difference measurable here")
     assert {d["holds"] for d in dirs.values()} == {None}
-    assert "MLM+NSP 100.0 vs MLM only 100.0 (not distinguishable)" in dirs["nsp_helps_pairs"]["detail"]
+    assert "MLM+NSP 100.0 vs MLM only 100.0 (no difference measurable here)" in dirs["nsp_helps_pairs"]["detail"]
     # a difference outside the spread is still yes or no
     recs[1]["score"] = 99.5
     assert results.directions(recs)[0]["verdict"] == "yes"
@@ -220,15 +220,15 @@ def test_a_tie_inside_the_seeds_spread_is_not_distinguishable():
     # three seeds per cell: means 80 (std 2) vs 81 (std 1) -> the difference 1 is inside 2
     seeds = [_rec("topics", s) for s in (78, 80, 82)] + [_rec("topics", s, size="mini") for s in (80, 81, 82)]
     (big,) = [d for d in results.directions(seeds) if d["key"] == "bigger_beats_smaller"]
-    assert big["verdict"] == "not distinguishable" and "80.0 ± 2.0 (3 seeds)" in big["detail"]
+    assert big["verdict"] == "no difference measurable here" and "80.0 ± 2.0 (3 seeds)" in big["detail"]
     seeds[3:] = [_rec("topics", s, size="mini") for s in (84, 85, 86)]  # mean 85: 5 > 2 -> yes
     (big,) = [d for d in results.directions(seeds) if d["key"] == "bigger_beats_smaller"]
     assert big["verdict"] == "yes" and big["holds"] is True
     # one tie among wins: not all comparisons go the paper's way, none goes against it
     mixed = [_rec("t", 70), _rec("t", 75, size="mini"), _rec("u", 70), _rec("u", 70, size="mini")]
     assert [d["verdict"] for d in results.directions(mixed) if d["key"] == "bigger_beats_smaller"] == \
-        ["not distinguishable"]
-    assert results.compare({"score": 100.0}, {"score": 100.0}) == "not distinguishable"
+        ["no difference measurable here"]
+    assert results.compare({"score": 100.0}, {"score": 100.0}) == "no difference measurable here"
     md = results.to_markdown(results.table({"recipe": {"tasks": {}, "baseline": {}}, "cells": []}, {}),
                              results.directions(recs[:2]))
     assert "| NSP helps sentence-pair tasks | no |" in md and "spread" in md
@@ -295,7 +295,7 @@ def test_page_shows_a_finished_ablation(smoke_dir, monkeypatch):
     assert objective.loc[objective.setting == "mlm", "paper"].iloc[0] == 83.9
     assert len(at.get("plotly_chart")) == 4  # one per axis
     dirs = at.table[0].value
-    assert len(dirs) == 4 and set(dirs["held in ours"]) <= {"yes", "no", "not distinguishable", "not measured"}
+    assert len(dirs) == 4 and set(dirs["held in ours"]) <= {"yes", "no", "no difference measurable here", "not measured"}
     assert [m.value for m in at.metric][:2] == ["13", "4"]  # cpu-small: cells, pre-trainings
     at.radio(key="abl_mode").set_value("Build my own").run()
     assert not at.exception
@@ -356,3 +356,49 @@ def test_the_studio_states_one_estimate_of_a_recipes_time(runs_root):
     assert re.fullmatch(r"~\d+ min", cpu)
     # no other estimate of the same time on the page (the measured 41 min of an earlier vocabulary is a measurement)
     assert not re.search(r"[Aa]bout \d+ minutes", shown)
+
+
+def _snli_cell(score, objective, n=200, majority=35.0):
+    """A cell of an SNLI-like sample: 3 labels, the largest 35 % of the dev set."""
+    return {**_rec("snli", score, "pair-classification", objective=objective), "metric": "accuracy",
+            "dev_examples": n, "majority": majority}
+
+
+def test_verdicts_on_a_noisy_grid_say_no_difference_and_flag_cells_that_did_not_learn():
+    # the red team's grid: 200 dev rows, every cell at the 35 % majority rate (±6.6 points at 95 %)
+    noisy = [_snli_cell(34.5, "mlm+nsp"), _snli_cell(32.0, "mlm"), _snli_cell(37.0, "ltr")]
+    dirs = {d["key"]: d for d in results.directions(noisy)}
+    assert dirs["nsp_helps_pairs"]["verdict"] == "no difference measurable here"
+    assert dirs["bidirectional_beats_ltr"]["verdict"] == "no difference measurable here"
+    assert "34.5 (did not learn: majority rate 35.0)" in dirs["nsp_helps_pairs"]["detail"]
+    assert results.did_not_learn(noisy[2])  # 37.0 is inside 35 ± 1.96 · 3.37
+    # learnt, but 4 points apart on 200 examples each: inside the 95 % sampling error of the difference (≈9.5)
+    close = [_snli_cell(60.0, "mlm+nsp"), _snli_cell(56.0, "mlm")]
+    assert results.directions(close)[0]["verdict"] == "no difference measurable here"
+    assert results.noise(*close) == pytest.approx(1.96 * 100 * ((0.6 * 0.4 + 0.56 * 0.44) / 200) ** 0.5)
+
+
+def test_verdicts_on_a_grid_with_a_real_difference_state_its_direction():
+    real = [_snli_cell(72.0, "mlm+nsp", n=2000), _snli_cell(61.0, "mlm", n=2000), _snli_cell(36.0, "ltr", n=2000)]
+    dirs = {d["key"]: d for d in results.directions(real)}
+    assert dirs["nsp_helps_pairs"]["verdict"] == "yes"          # 11 points, noise ≈ 2.9
+    assert dirs["bidirectional_beats_ltr"]["verdict"] == "yes"  # the LTR cell did not learn; the others did
+    assert "36.0 (did not learn: majority rate 35.0)" in dirs["bidirectional_beats_ltr"]["detail"]
+    backwards = [_snli_cell(61.0, "mlm+nsp", n=2000), _snli_cell(72.0, "mlm", n=2000)]
+    assert results.directions(backwards)[0]["verdict"] == "no"
+    # the results table flags the cell that did not learn
+    plan = {"recipe": {"tasks": {"snli": {}}, "baseline": {}},
+            "cells": [{"id": c, "task": "snli", "axes": ["objective"], "size": "tiny", "objective": o,
+                       "transfer": "fine-tune", "masking": "80/10/10"} for c, o in (("a", "mlm+nsp"), ("b", "ltr"))]}
+    table = results.table(plan, {"a": {**real[0], "status": "finished"}, "b": {**real[2], "status": "finished"}})
+    assert list(table["state"]) == ["finished", "finished · did not learn (majority rate 35.0)"]
+
+
+def test_the_majority_rate_of_a_dev_set():
+    from bert_explorer.data.tiny_tasks import make_tiny
+    from bert_explorer.experiments.runner import majority_rate
+
+    dev = make_tiny("classification", n=40, seed=0)
+    labels = [ex["label"] for ex in dev.examples]
+    assert majority_rate(dev) == max(labels.count(x) for x in set(labels)) / len(labels)
+    assert majority_rate(make_tiny("ner", n=10, seed=0)) is None

@@ -15,14 +15,20 @@ same cell (task and the four axes) are seeds of one setting; a setting's score i
 and its spread their standard deviation (sample std; 0 with a single seed). One comparison
 "a beats b" is
 
-* ``yes`` when mean(a) - mean(b) > the larger of the two spreads,
-* ``no`` when mean(b) - mean(a) > that spread,
-* ``not distinguishable`` otherwise: the difference is inside the seeds' spread (with a single
-  seed: only an exact tie, e.g. 100 vs 100).
+* ``yes`` when mean(a) - mean(b) > the noise of the comparison,
+* ``no`` when mean(b) - mean(a) > that noise,
+* ``no difference measurable here`` otherwise.
+
+The noise is the larger of the seeds' spread (the larger standard deviation of the two settings)
+and, for an accuracy or an F1 measured on n dev examples, the sampling error of the difference at
+95 %: 1.96 · sqrt(se_a² + se_b²), with se = sqrt(p (1 − p) / n) the standard error of a proportion p
+(a two-proportion z-test). A cell of a labelled task whose score is not above the majority rate (always
+answering the dev set's most frequent label) by more than 1.96 · se **did not learn**: it is flagged,
+and a comparison of two such cells says no difference is measurable, whatever their scores.
 
 A direction's verdict is ``yes`` when every comparison the grid allows is yes, ``no`` when any
-is no, ``not distinguishable`` when the rest are ties, and ``not measured`` when the grid lacks
-the cells it needs (``holds``: True, False, None for the last two).
+is no, ``no difference measurable here`` when the rest are ties, and ``not measured`` when the grid
+lacks the cells it needs (``holds``: True, False, None for the last two).
 """
 from __future__ import annotations
 
@@ -78,7 +84,9 @@ def table(plan: dict, results: dict[str, dict]) -> pd.DataFrame:
                 "task_type": rec.get("task_type") or spec.get("task_type"), "metric": rec.get("metric"),
                 "ours": rec.get("score"), "paper": p.get("value"), "paper_metric": p.get("metric"),
                 "paper_source": p.get("source"), "paper_row": p.get("row"),
-                "state": rec.get("status", "pending"), "size": cell["size"], "objective": cell["objective"],
+                "state": f"finished · {DID_NOT_LEARN} (majority rate {float(rec['majority']):.1f})"
+                if rec.get("status") == "finished" and did_not_learn(rec) else rec.get("status", "pending"),
+                "size": cell["size"], "objective": cell["objective"],
                 "transfer": cell["transfer"], "masking": cell["masking"],
                 "pretrain_mlm_ppl": pre.get("mlm_perplexity"), "pretrain_nsp_acc": pre.get("nsp_accuracy"),
                 "seconds": rec.get("seconds"), "cell_id": cell["id"], "error": rec.get("error"),
@@ -113,11 +121,33 @@ def _finished(records) -> list[dict]:
     return [r for r in recs if r.get("status", "finished") == "finished" and r.get("score") is not None]
 
 
-YES, NO, TIE, NOT_MEASURED = "yes", "no", "not distinguishable", "not measured"
-RULE = ("A comparison counts as \"yes\" or \"no\" only when the mean difference is larger than the seeds' "
-        "spread (the larger standard deviation of the two settings; with one seed only an exact tie such as "
-        "100 vs 100 is inside it), else \"not distinguishable\"; a direction is \"yes\" when every comparison "
-        "is yes, \"no\" when any is no.")
+YES, NO, TIE, NOT_MEASURED = "yes", "no", "no difference measurable here", "not measured"
+DID_NOT_LEARN = "did not learn"
+Z95 = 1.96  # a two-sided 95 % interval of a normal distribution
+PROPORTIONS = {"accuracy", "f1", "macro_f1", "exact_match"}  # metrics that are (close to) a share of examples
+RULE = ("A comparison counts as \"yes\" or \"no\" only when the mean difference is larger than its noise: the "
+        "seeds' spread (the larger standard deviation of the two settings), or, where larger, the sampling error "
+        "of two accuracies on these dev sets (1.96 · √(se₁² + se₂²), se = √(p(1−p)/n): a 95 % two-proportion "
+        "test); else \"no difference measurable here\". A cell not above its dev set's majority rate by more than "
+        "1.96 · se \"did not learn\", and two such cells are never told apart. A direction is \"yes\" when every "
+        "comparison is yes, \"no\" when any is no.")
+
+
+def sampling_error(r: dict) -> float:
+    """The standard error, in points, of a setting's score as a proportion of its n dev examples
+    (0 where the metric is not a proportion or n is unknown)."""
+    n = r.get("dev_examples")
+    if r.get("metric") not in PROPORTIONS or not n or r.get("score") is None:
+        return 0.0
+    p = min(max(float(r["score"]) / 100, 0.0), 1.0)
+    return 100 * (p * (1 - p) / n) ** 0.5
+
+
+def did_not_learn(r: dict) -> bool:
+    """Is the setting's score within sampling noise of always answering the most frequent label?"""
+    if r.get("majority") is None or r.get("score") is None:
+        return False
+    return float(r["score"]) <= float(r["majority"]) + Z95 * sampling_error({**r, "score": r["majority"]})
 
 
 def _settings(recs: list[dict]) -> list[dict]:
@@ -135,10 +165,18 @@ def _settings(recs: list[dict]) -> list[dict]:
     return out
 
 
+def noise(a: dict, b: dict) -> float:
+    """How large a difference between settings ``a`` and ``b`` must be to count (see the module's rule)."""
+    spread = max(a.get("spread", 0.0), b.get("spread", 0.0))
+    return max(spread, Z95 * (sampling_error(a) ** 2 + sampling_error(b) ** 2) ** 0.5)
+
+
 def compare(a: dict, b: dict) -> str:
     """Does setting ``a`` beat setting ``b``? YES / NO when the mean difference is larger than
-    the larger of their two spreads, TIE (not distinguishable) when it is not."""
-    diff, spread = a["score"] - b["score"], max(a.get("spread", 0.0), b.get("spread", 0.0))
+    its :func:`noise`, TIE (no difference measurable here) when it is not, or when neither learnt."""
+    if did_not_learn(a) and did_not_learn(b):
+        return TIE
+    diff, spread = a["score"] - b["score"], noise(a, b)
     if diff > spread:
         return YES
     if -diff > spread:
@@ -168,13 +206,16 @@ def _pairs(recs, axis: str, better: str, worse: str):
 
 
 def _fmt(r: dict) -> str:
+    text = f"{r['score']:.1f}"
     if r.get("seeds", 1) > 1:
-        return f"{r['score']:.1f} ± {r['spread']:.1f} ({r['seeds']} seeds)"
-    return f"{r['score']:.1f}"
+        text += f" ± {r['spread']:.1f} ({r['seeds']} seeds)"
+    if did_not_learn(r):
+        text += f" ({DID_NOT_LEARN}: majority rate {float(r['majority']):.1f})"
+    return text
 
 
 def _tie(outcome: str) -> str:
-    return " (not distinguishable)" if outcome == TIE else ""
+    return f" ({TIE})" if outcome == TIE else ""
 
 
 def directions(records) -> list[dict]:

@@ -137,15 +137,29 @@ def run_cell(abl: Path, plan: dict, cell: dict, model_dir: Path) -> dict:
         ft.update(train=str(train_p), dev=str(dev_p))
     cfg = FinetuneConfig.from_dict(ft, strict=False)  # a plan may come from an earlier version
     if cell["objective"] == "ltr+bilstm":
-        return run_ltr_finetuning(cfg, out, head="bilstm")
-    if cell["objective"] == "ltr" and cell["transfer"] == "fine-tune":
-        kind = spec.get("task_type") or _task_type_of(cfg)
-        if kind in SEQUENCE_TASKS:  # [CLS] sees nothing under a causal mask: read the last token
-            return run_ltr_finetuning(cfg, out, head="last-token")
-    result = run_finetuning(cfg, out)
-    if not plan["recipe"].get("keep_cell_models") and (out / "model").exists():
-        shutil.rmtree(out / "model")  # the metrics are what the ablation needs; models are large
-    return result
+        result = run_ltr_finetuning(cfg, out, head="bilstm")
+    elif cell["objective"] == "ltr" and cell["transfer"] == "fine-tune" and \
+            (spec.get("task_type") or _task_type_of(cfg)) in SEQUENCE_TASKS:
+        result = run_ltr_finetuning(cfg, out, head="last-token")  # [CLS] sees nothing under a causal mask
+    else:
+        result = run_finetuning(cfg, out)
+        if not plan["recipe"].get("keep_cell_models") and (out / "model").exists():
+            shutil.rmtree(out / "model")  # the metrics are what the ablation needs; models are large
+    # what always answering the dev set's most frequent label scores: a cell at that rate learnt nothing
+    return {**result, "dev_majority": majority_rate(read_data(cfg)[1])}
+
+
+def majority_rate(dev) -> float | None:
+    """The accuracy of always answering the most frequent label of ``dev`` (a TaskData), for tasks
+    with one label an example; None for tags, values, spans and choices."""
+    task = dev.task
+    if not task.labelled or task.per_token or not dev.examples:
+        return None
+    counts: dict[str, int] = {}
+    for ex in dev.examples:
+        for label in task.gold_labels(ex):
+            counts[str(label)] = counts.get(str(label), 0) + 1
+    return max(counts.values()) / len(dev.examples)
 
 
 def _record(cell: dict, status: str, **extra) -> dict:
@@ -252,9 +266,11 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
                 value = dev.get(metric)
                 # the score as the paper prints it: percent (SQuAD F1 already is)
                 score = None if value is None else round(value if task.percent else 100 * value, 2)
+                majority = res.get("dev_majority")
                 rec = _record(c, "finished", task_type=res["task"], metric=metric, value=value, score=score,
                               dev=dev, pretrain=summary, seconds=round(time.time() - t1, 1),
-                              ltr_head=res.get("ltr_head"))
+                              ltr_head=res.get("ltr_head"), dev_examples=res.get("dev_examples"),
+                              majority=None if majority is None else round(100 * majority, 2))
                 _append_result(abl, rec)
                 done.add(c["id"])
                 shown = f"{metric} {score:.1f}" if score is not None else f"no {metric}"
