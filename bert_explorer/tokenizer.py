@@ -62,14 +62,21 @@ class WordPieceTokenizer:
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 8000, lowercase: bool = True,
               min_frequency: int = 2) -> "WordPieceTokenizer":
-        """Learn a new WordPiece vocabulary of ``vocab_size`` pieces from raw text."""
-        tok = BertWordPieceTokenizer(lowercase=lowercase)
-        tok.train_from_iterator(
-            texts, vocab_size=vocab_size, min_frequency=min_frequency,
-            special_tokens=SPECIAL_TOKENS, limit_alphabet=1000, wordpieces_prefix="##",
-            show_progress=False,
-        )
-        return cls(tok.get_vocab(), lowercase=lowercase)
+        """Learn a new WordPiece vocabulary of ``vocab_size`` pieces from raw text.
+
+        The same text and settings always give the same vocabulary, in every process. The
+        ``tokenizers`` library's trainer does not promise that: it breaks ties between equally
+        frequent merges by internal ids handed out in the order of a Rust hash table, which is
+        seeded at random in every process, so two runs on one corpus learnt different
+        vocabularies. The learning is therefore done here, in :mod:`bert_explorer.wordpiece_vocab`
+        (the same BPE-style merges, ties taken in string order); tokenising with the result is
+        still done by ``tokenizers``' WordPiece model.
+
+        The special tokens come first (ids 0-4, in ``SPECIAL_TOKENS`` order), then the alphabet
+        (at most 1,000 characters), their ``##`` continuation forms and the learnt pieces;
+        ``min_frequency`` is the fewest times a pair must be seen to be merged. The vocabulary
+        has exactly ``vocab_size`` entries unless the text runs out of such pairs first."""
+        return cls(_learn_vocab_dict(texts, vocab_size, lowercase, min_frequency), lowercase=lowercase)
 
     def save(self, directory: str | Path) -> None:
         """Write vocab.txt (ids = line numbers), tokenizer.json and tokenizer_config.json."""
@@ -190,6 +197,16 @@ class WordPieceTokenizer:
                        e.attention_mask + [0] * pad, e.tokens + ["[PAD]"] * pad,
                        e.offsets + [(0, 0)] * pad, e.word_ids + [None] * pad,
                        e.sequence_ids + [None] * pad)
+
+
+def _learn_vocab_dict(texts: Iterable[str], vocab_size: int, lowercase: bool,
+                      min_frequency: int) -> dict[str, int]:
+    """Token -> id for :meth:`WordPieceTokenizer.train`: the deterministic learner's list, numbered."""
+    from .wordpiece_vocab import learn_wordpiece_vocab
+
+    pieces = learn_wordpiece_vocab(texts, vocab_size, lowercase=lowercase, min_frequency=min_frequency,
+                                   special_tokens=SPECIAL_TOKENS, limit_alphabet=1000, prefix="##")
+    return {t: i for i, t in enumerate(pieces)}
 
 
 def _lowercase_setting(d: Path) -> bool:

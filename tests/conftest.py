@@ -38,7 +38,7 @@ def minilm_dir():
 @pytest.fixture(scope="session")
 def tiny_vocab(tmp_path_factory):
     """One WordPiece vocabulary (300 pieces, the generated corpus) for every pre-training of the
-    session that must be compared with another: learning one is not reproducible across processes."""
+    session that must be compared with another: learnt once, quicker than once per run."""
     return shared.save_tiny_corpus_vocab(tmp_path_factory.mktemp("vocab"))
 
 

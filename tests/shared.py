@@ -81,6 +81,6 @@ def save_tiny_base(folder: str | Path, tasks=TASKS, vocab_size: int = 400, hidde
 
 def save_tiny_corpus_vocab(folder: str | Path) -> str:
     """A 300-piece WordPiece vocabulary learnt on the generated pre-training corpus, saved in
-    ``folder``: runs that must compare read one (learning one is not reproducible across processes)."""
+    ``folder``: runs that must compare read one (learnt once: quicker than learning one per run)."""
     WordPieceTokenizer.train((s for doc in tiny_corpus() for s in doc), 300).save(folder)
     return str(folder)

@@ -25,7 +25,7 @@ def _train_losses(run_dir):
 
 
 def test_resume_after_a_crash_gives_the_same_next_losses(tmp_path, tiny_vocab):
-    # Both runs read one vocabulary (learning one is not reproducible across processes).
+    # Both runs read one vocabulary (learnt once: quicker than learning one per run).
     cfg = PretrainConfig(**{**TINY, "vocab": tiny_vocab}, max_steps=6, save_every=3)
     run_pretraining(cfg, tmp_path / "straight", progress=False)
 
