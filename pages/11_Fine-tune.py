@@ -8,17 +8,20 @@ import streamlit as st
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
-from bert_explorer.app.state import model_picker, shown_path, without_host_paths, writes_allowed, writes_off
+from bert_explorer.app.state import (device_name, model_picker, shown_path, without_host_paths, writes_allowed,
+                                     writes_off)
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.data.uploads.names import table_columns
 from bert_explorer.runs import finder
-from bert_explorer.runs.report import LABELS, finetune_result
+from bert_explorer.runs.report import LABELS, duration_text, finetune_result
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
 from bert_explorer.tasks.spans import SpanTask
 from bert_explorer.tasks.metrics import small_dev_warning
-from bert_explorer.train.finetune import FEATURE_MODES, FINETUNE_DEFAULT_MODEL, FinetuneConfig, ltr_problem
+from bert_explorer.train.estimate import FINETUNE_ASK_S, finetune_estimate, words_of
+from bert_explorer.train.finetune import (DEV_EXAMPLES, FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_TRAIN_EXAMPLES,
+                                          FinetuneConfig, ltr_problem)
 
 st.set_page_config(page_title="Fine-tune · BERT Explorer", layout="wide")
 intro("Fine-tune in one click", """
@@ -29,6 +32,36 @@ file or pick a built-in set; the paper's defaults are set (batch 32, lr 5e-5, 3 
 The **feature-based** mode (Section 5.3, Table 7) freezes BERT and trains a small BiLSTM on its
 activations instead.
 """)
+
+
+
+def long_run_confirmed(config: FinetuneConfig, data) -> bool:
+    """The estimate of this run on this machine, said before it starts; above FINETUNE_ASK_S a box
+    must be ticked first. The counts are the run's own: the dev set split off, and the sampling of a
+    set larger than one run keeps."""
+    n = len(data.examples)
+    n_dev = round(n * config.dev_fraction) if config.dev is None else 0
+    n_train = min(n - n_dev, config.max_train_examples or MAX_TRAIN_EXAMPLES)
+    n_dev = min(n_dev, config.max_dev_examples or DEV_EXAMPLES)
+    sample = data.examples[:1000]
+    mean_words = sum(map(words_of, sample)) / max(1, len(sample))
+    try:
+        est = finetune_estimate(config.model, n_train, n_dev, config.epochs, config.batch_size, config.max_seq_length,
+                                mean_words, len(config.lr_grid) or 1, config.mode)
+    except (CheckpointError, OSError, ValueError):
+        return True  # the model cannot be read here: the run says why, in one sentence, as it starts
+    sampled = f" ({n_train:,} of the {n - round(n * config.dev_fraction):,} training examples, sampled)" \
+        if n_train < n - round(n * config.dev_fraction) else ""
+    st.caption(f"Estimated time on {device_name()}: about **{duration_text(est['seconds'])}**: {est['steps']:,} steps "
+               f"of {config.batch_size} examples{sampled} of about {est['tokens_per_example']:.0f} WordPieces, and "
+               f"{n_dev:,} dev examples scored after each epoch ({est['basis']}). A rough figure, within about a "
+               "factor of two.")
+    if est["seconds"] <= FINETUNE_ASK_S:
+        return True
+    return st.checkbox(f"Yes, fine-tune for about {duration_text(est['seconds'])} ({est['steps']:,} steps). For a "
+                       "quicker run, set *Use at most N training examples* or fewer epochs under Advanced settings.",
+                       key="ft_confirm_long")
+
 
 root = finder.runs_root()
 base = model_picker(FINETUNE_DEFAULT_MODEL)  # the pre-trained model to start from (sidebar)
@@ -106,7 +139,8 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                         help="feature-based: BERT frozen, a 2-layer BiLSTM trained on its activations (Table 7).")
         features = a3.selectbox("Features (feature-based)", FEATURE_MODES, index=FEATURE_MODES.index("concat-last-4"),
                                 key="ft_features", disabled=mode != "feature-based")
-        max_train = a1.number_input("Use at most N training examples (0 = all)", 0, 10_000_000, 0, key="ft_max_train")
+        max_train = a1.number_input(f"Use at most N training examples (0 = all, up to {MAX_TRAIN_EXAMPLES:,})", 0,
+                                    MAX_TRAIN_EXAMPLES, 0, key="ft_max_train")
         dev_fraction = a2.number_input("Dev fraction held out", 0.01, 0.5, 0.1, key="ft_dev_fraction")
         seed = a3.number_input("Seed", 0, 1_000_000, 0, key="ft_seed")
 
@@ -140,6 +174,11 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     ready = data_error is None and bool(base)
     if not base:
         st.info("Choose the pre-trained model to start from in the sidebar.")
+    if ready and config is not None:  # how long, before it starts; a long run is asked for, never started by a slip
+        if data is None and not builtin.startswith("tiny:"):
+            data = dv.builtin_data(builtin)
+        if data is not None:
+            ready = long_run_confirmed(config, data)
     if st.button("Fine-tune", type="primary", key="ft_start", disabled=not ready):
         stem = Path(upload[0]).stem if upload else builtin.replace(":", "-")
         run_dir = rv.new_run_dir(f"finetune-{stem}", root)

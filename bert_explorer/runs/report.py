@@ -42,8 +42,8 @@ def duration(status: dict) -> float | None:
     start = status.get("started") or status.get("created")
     if not start:
         return None
-    end = time.time() if status.get("state") in ACTIVE_STATES else (
-        status.get("finished") or status.get("updated") or start)
+    end = time.time() if status.get("state") in ACTIVE_STATES else (  # a crash: its last sign of life
+        status.get("finished") or status.get("last_seen") or status.get("updated") or start)
     return max(0.0, end - start)
 
 

@@ -97,7 +97,19 @@ class Run:
         if (status.get("state") in ACTIVE_STATES and status.get("pid")
                 and not process_alive(status["pid"], status.get("pid_start"))):
             status["state"] = "crashed"  # the process died without saying so: resumable
+            status["last_seen"] = self.last_seen()
         return status
+
+    def last_seen(self) -> float | None:
+        """When the run's process last wrote anything (its status, log or metrics): the end of a
+        run that died without saying so, whose status may be hours older than its last log line."""
+        times = []
+        for name in ("status.json", "log.txt", "metrics.jsonl"):
+            try:
+                times.append((self.path / name).stat().st_mtime)
+            except OSError:
+                pass
+        return max(times) if times else None
 
     def is_active(self) -> bool:
         """A live process is (or will soon be) working in this directory."""

@@ -66,6 +66,10 @@ def padded_length(feature: dict) -> int:
     return max(map(len, ids)) if ids and isinstance(ids[0], list) else len(ids)
 
 
+class Interrupted(Exception):
+    """A long pass over a data set was asked to stop (a run's Stop) before it ended."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class TaskType:
     """One kind of fine-tuning task: an entry of the registry (``registry.py``)."""
@@ -159,17 +163,21 @@ class TaskType:
         """A BertFor* model's output for one batch as one entry per input, on the CPU."""
         return list(model_output.logits.float().cpu())
 
-    def model_outputs(self, model, features, pad_id: int, device, batch_size: int = 64, autocast=None) -> list:
+    def model_outputs(self, model, features, pad_id: int, device, batch_size: int = 64, autocast=None,
+                      stop: Callable[[], bool] | None = None) -> list:
         """Raw outputs of a BertFor* model for every feature, in batches: logits (start and end
         logits for QA), on the CPU, in the order of ``features``.
 
         The features are read shortest first, so each batch is padded to little more than its
-        own length; padding changes no output (masked keys get zero attention), only the time."""
+        own length; padding changes no output (masked keys get zero attention), only the time.
+        ``stop()`` is asked before every batch: when it says yes, :class:`Interrupted` is raised."""
         model.eval()
         order = sorted(range(len(features)), key=lambda i: padded_length(features[i]))
         outs = [None] * len(features)
         with torch.no_grad():
             for i in range(0, len(order), batch_size):
+                if stop is not None and stop():
+                    raise Interrupted(f"stopped after {i:,} of {len(order):,} inputs")
                 chunk = order[i:i + batch_size]
                 batch = {k: v.to(device) for k, v in self.collate([features[j] for j in chunk], pad_id).items()
                          if k not in ("labels", "start_positions", "end_positions")}

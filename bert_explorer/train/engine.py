@@ -21,6 +21,7 @@ import torch
 
 from .optim import apply_update
 from ..runs.run import Run
+from ..tasks.base import Interrupted
 
 
 # What a full disk leaves a fine-tuning-like run with: fit() keeps no checkpoint along the way,
@@ -98,7 +99,12 @@ def fit(run: Run, *, n_train: int, batch_size: int, epochs: float, seed: int,
     ``loss_of(indices)`` runs the forward pass on those training examples and returns the loss
     (under ``autocast``, the device's mixed precision, when given); ``evaluate()`` returns the dev
     metrics (it may put the model in eval mode: fit puts it back in training mode). The batches of
-    epoch e are :func:`epoch_batches` (bucketed by ``lengths`` when given)."""
+    epoch e are :func:`epoch_batches` (bucketed by ``lengths`` when given).
+
+    A Stop (the run's STOP file) is honoured between two steps, and inside an evaluation that raises
+    ``tasks.base.Interrupted`` (one that asks ``run.stop_requested`` between its batches): the request
+    is taken (the STOP file removed, ``Fitted.stopped`` set) and the model is evaluated once as it is,
+    so the run ends with a usable, measured model."""
     total = total_steps(n_train, batch_size, epochs)
     scaler = scaler or torch.amp.GradScaler(enabled=False)
     tag = {} if lr_setting is None else {"lr_setting": lr_setting}
@@ -111,6 +117,7 @@ def fit(run: Run, *, n_train: int, batch_size: int, epochs: float, seed: int,
                 break
             if run.stop_requested():  # a clean stop: evaluate (and keep) the model as it is now
                 run.log(f"stop requested at step {step} of {total}")
+                run.clear_stop()  # taken: the evaluation below runs to its end
                 total, stopped = step, True
                 break
             with autocast() if autocast else contextlib.nullcontext():
@@ -126,7 +133,13 @@ def fit(run: Run, *, n_train: int, batch_size: int, epochs: float, seed: int,
                 run.write_status(step=step, max_steps=total, last=rec,
                                  eta_s=round((time.time() - t0) / step * (total - step)))
         epoch += 1
-        ev = evaluate()
+        try:
+            ev = evaluate()
+        except Interrupted as e:  # a Stop during an epoch's evaluation: the model as it is, measured once
+            run.log(f"stop requested during the evaluation of epoch {epoch} ({e}) at step {step} of {total}")
+            run.clear_stop()
+            total, stopped = step, True
+            ev = evaluate()
         row = {"step": step, "split": "dev", "epoch": epoch, **tag,
                **{k: v for k, v in ev.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
                "time": time.time()}

@@ -281,3 +281,47 @@ def gpu_pretrain_seconds(flops_per_token_: float, hidden_size: int, steps: int, 
     host's time to mask the batch."""
     compute = batch_size * seq_len * fill * flops_per_token_ / gpu_flop_s(hidden_size)
     return steps * max(compute, GPU_STEP_FLOOR_S, batch_size / HOST_MASKING_SEQ_PER_S)
+
+
+# ----- the time a fine-tuning will take --------------------------------------------------------------
+# Above this, the Fine-tune page asks before it starts (a 199 MB upload once started a 140,634-step run
+# in one click, days on a CPU).
+FINETUNE_ASK_S = 30 * 60
+TOKENS_PER_WORD = 1.3  # stated: English prose in the uncased WordPiece vocabulary (BBC: 1.2-1.3)
+
+
+def words_of(example: dict) -> int:
+    """The words of one example, every text field counted (a pair's two texts, QA's question and
+    context, NER's tokens, every choice)."""
+    n = 0
+    for v in example.values():
+        if isinstance(v, str):
+            n += len(v.split())
+        elif isinstance(v, list):
+            n += sum(len(x.split()) for x in v if isinstance(x, str))
+    return n
+
+
+def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch_size: int, max_seq_length: int,
+                      mean_words: float, lr_settings: int = 1, mode: str = "fine-tune") -> dict:
+    """Steps and seconds of a fine-tuning of ``model`` (a name or folder) on this machine: every
+    parameter trained (6·N + 12·L·H·T FLOPs per token, no MLM decoder), examples of ``mean_words`` words
+    at about 1.3 WordPieces each plus [CLS] and [SEP]s, cut at ``max_seq_length``; after each epoch the
+    dev set forward only (a third of a step's FLOPs); the rate of :func:`stated_throughput`. The
+    feature-based mode reads every example forward once (its small head's training is left out).
+    Expect it to be right within a factor of about two."""
+    from .engine import total_steps  # engine imports torch's training pieces: only when estimating
+
+    config = BertConfig.load(checkpoint.resolve(model))
+    L, H = config.num_layers, config.hidden_size
+    tokens = min(max_seq_length, mean_words * TOKENS_PER_WORD + 3)
+    fpt = flops_per_token(L, H, config.vocab_size, encoder_parameters(L, H), int(tokens), 0.0)["total"]
+    steps = total_steps(n_train, batch_size, epochs) * lr_settings
+    flop_s, basis = stated_throughput()
+    if mode == "feature-based":  # BERT frozen: its features once, forward only
+        train_s, eval_s = n_train * tokens * fpt * FORWARD_SHARE / flop_s, n_dev * tokens * fpt * FORWARD_SHARE / flop_s
+    else:
+        train_s = steps * batch_size * tokens * fpt / flop_s
+        eval_s = lr_settings * max(1, round(epochs)) * n_dev * tokens * fpt * FORWARD_SHARE / flop_s
+    return {"steps": steps, "seconds": PROCESS_START_S + train_s + eval_s, "train_seconds": train_s,
+            "eval_seconds": eval_s, "tokens_per_example": tokens, "basis": basis}

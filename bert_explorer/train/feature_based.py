@@ -192,4 +192,4 @@ def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
     return {"task": task.name, "mode": "feature-based", "features": cfg.features, "dev": ev,
             "main_metric": task.main_metric, "train_examples": len(train.examples),
             "dev_examples": len(dev.examples), "feature_seconds": round(extract_s, 1),
-            "train_seconds": round(fitted.seconds, 1), "label_names": label_names}
+            "train_seconds": round(fitted.seconds, 1), "label_names": label_names, "stopped": fitted.stopped}

@@ -39,6 +39,15 @@ from .predict import Predictor, store_dev_predictions
 FEATURE_MODES = ("embeddings", "last", "second-to-last", "sum-last-4", "concat-last-4", "sum-all")
 MODES = ("fine-tune", "feature-based")
 
+# What one run keeps in memory: every training example is tokenised once and kept (up to 128 ids,
+# a mask and segment ids each, as Python lists: about 5 kB an example), so 200,000 examples hold about
+# 1 GB; a 199 MB CSV of 1.67 M rows once grew a worker to 14 GB. Larger sets are sampled (said in the
+# log and on the page); max_train_examples chooses fewer. The dev set is scored after every epoch and
+# after a Stop, so it is kept small enough to score in seconds to tens of seconds on a CPU.
+MAX_TRAIN_EXAMPLES = 200_000
+DEV_EXAMPLES = 2_000         # the dev set's size when max_dev_examples is not set
+MAX_DEV_EXAMPLES = 20_000    # the most max_dev_examples may ask for
+
 
 # The base model that fine-tunes best among the shipped ones, measured with bench/transfer.py
 # (bbc-topics, 400 training examples, 3 epochs, seq 64, one seed; dev accuracy): minilm-mlm-nsp
@@ -94,6 +103,17 @@ class FinetuneConfig:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
         if not 0 < self.dev_fraction < 1:
             raise ValueError(f"dev_fraction must be between 0 and 1, not {self.dev_fraction}")
+        for name, cap in (("max_train_examples", MAX_TRAIN_EXAMPLES), ("max_dev_examples", MAX_DEV_EXAMPLES)):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= cap):
+                raise ValueError(f"{name} must be a whole number from 1 to {cap:,} (what one run keeps in memory "
+                                 f"and scores in time), not {v!r}")
+        for name, low in (("batch_size", 1), ("max_seq_length", 8), ("doc_stride", 1)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < low:
+                raise ValueError(f"{name} must be a whole number of at least {low}, not {v!r}")
+        if not isinstance(self.epochs, (int, float)) or not 0 < self.epochs <= 100:
+            raise ValueError(f"epochs must be a number above 0 and at most 100, not {self.epochs!r}")
         if self.mode == "feature-based" and self.lr_grid:  # else the grid would be silently ignored
             raise ValueError("lr_grid (trying several learning rates) applies to fine-tuning only: the feature-based "
                              "mode keeps BERT frozen and trains its BiLSTM head at head_lr, so leave lr_grid out or "
@@ -120,9 +140,17 @@ def read_data(cfg: FinetuneConfig) -> tuple[TaskData, TaskData]:
     else:
         train, dev = train_dev_split(train, cfg.dev_fraction, cfg.seed)
     rng = random.Random(cfg.seed)
-    for data, cap in ((train, cfg.max_train_examples), (dev, cfg.max_dev_examples)):
-        if cap and len(data.examples) > cap:
-            data.examples = rng.sample(data.examples, cap)
+    for data, asked, cap, what in ((train, cfg.max_train_examples, MAX_TRAIN_EXAMPLES, "training"),
+                                   (dev, cfg.max_dev_examples, DEV_EXAMPLES, "dev")):
+        n = len(data.examples)
+        if n > (asked or cap):
+            data.examples = rng.sample(data.examples, asked or cap)
+            if not asked:  # the user chose no number: say what was done with theirs
+                why = ("the most one run keeps in memory" if what == "training" else
+                       "what is scored after every epoch in seconds; max_dev_examples takes up to "
+                       f"{MAX_DEV_EXAMPLES:,}")
+                data.notes.append(f"{n:,} {what} examples: {asked or cap:,} of them are used, sampled with seed "
+                                  f"{cfg.seed} ({why})")
     return train, dev
 
 
@@ -155,15 +183,16 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
         batch = task.collate([train_feats[j] for j in indices], pad)
         return model(**{k: v.to(dev_obj.device) for k, v in batch.items()}).loss
 
-    def dev_metrics():
-        outputs = task.model_outputs(model, dev_feats, pad, dev_obj.device, autocast=dev_obj.autocast)
+    def dev_metrics():  # a Stop during it is honoured between batches (fit then measures the model once)
+        outputs = task.model_outputs(model, dev_feats, pad, dev_obj.device, autocast=dev_obj.autocast,
+                                     stop=run.stop_requested)
         return task.evaluate(dev.examples, dev_feats, outputs, label_names)
 
     fitted = fit(run, n_train=len(train_feats), batch_size=cfg.batch_size, epochs=cfg.epochs, seed=cfg.seed,
                  loss_of=loss_of, evaluate=dev_metrics, model=model, optimizer=optimizer, scheduler=scheduler,
                  scaler=dev_obj.grad_scaler(), autocast=dev_obj.autocast, lr_setting=lr,
                  lengths=[padded_length(f) for f in train_feats])  # batches of similar lengths
-    return model, loaded.tokenizer, fitted.dev, fitted.seconds
+    return model, loaded.tokenizer, fitted
 
 
 
@@ -199,6 +228,8 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
     label_names = label_names_of(train)
     run.create(asdict(cfg), "finetune")
     run.write_status(state="running", pid=os.getpid(), started=time.time())
+    for note in dict.fromkeys(train.notes + dev.notes):  # repairs, skipped rows, sampling: said once each
+        run.log(f"note: {note}")
     warning = small_dev_warning(len(dev.examples))
     if warning:
         run.log(f"warning: {warning}")
@@ -213,14 +244,16 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
             train_feats = train.task.featurize(train.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
             dev_feats = dev.task.featurize(dev.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
             run.log(f"{train.task.name}: {len(train.examples)} train / {len(dev.examples)} dev examples from {train.source}")
-            best = None
+
+            best, stopped = None, False
             for lr in cfg.lr_grid or [cfg.lr]:
-                model, tok, ev, secs = _train_one(cfg, lr, run, train, dev, label_names, dev_feats, train_feats,
-                                                  dev_obj)
-                key = train.task.main_metric
+                model, tok, fitted = _train_one(cfg, lr, run, train, dev, label_names, dev_feats, train_feats,
+                                                dev_obj)
+                ev, secs, key = fitted.dev, fitted.seconds, train.task.main_metric
                 if best is None or ev[key] > best[2][key]:
                     best = (lr, model, ev, secs)
-                if run.stop_requested():
+                if fitted.stopped:
+                    stopped = True
                     break  # the rest of the learning-rate grid is not tried
             lr, model, ev, secs = best
             with full_disk.saving(run.path, "save the fine-tuned model", AFTER_A_FULL_DISK,
@@ -230,14 +263,16 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
                                                       "null_threshold": ev.get("null_threshold")}, indent=2)})
             result = {"task": train.task.name, "mode": "fine-tune", "lr": lr, "train_examples": len(train.examples),
                       "dev_examples": len(dev.examples), "train_seconds": round(secs, 1), "dev": ev,
-                      "label_names": label_names}
+                      "label_names": label_names, "stopped": stopped}
         if warning:
             result["warning"] = warning
-        # The dev set answered example by example, by the saved model itself (After fine-tuning page)
-        store_dev_predictions(run.path, Predictor(run.path, dev_obj.device).dev_predictions(
-            dev.examples, "at the end of training"))
+        stopped = result.pop("stopped") or run.stop_requested()
+        if not stopped:  # the dev set answered example by example by the saved model (After fine-tuning page);
+            # after a Stop that second pass is left to the page's first view, so the run ends at once
+            store_dev_predictions(run.path, Predictor(run.path, dev_obj.device).dev_predictions(
+                dev.examples, "at the end of training"))
         (run.path / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
-        state = "stopped" if run.stop_requested() else "finished"
+        state = "stopped" if stopped else "finished"
         run.clear_stop()
         run.write_status(state=state, finished=time.time(), dev=result["dev"])
         return result
