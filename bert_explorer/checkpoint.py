@@ -111,9 +111,28 @@ def resolve(name_or_dir: str | Path) -> Path:
             f"no model called {s!r}: give a checkpoint directory, one of the short names ({known}), "
             f"or hf:<id> to download from the Hugging Face Hub"
         )
+    if (d / "model" / "config.json").is_file() and _run_kind(d):
+        return d / "model"  # a fine-tuning run's folder: the model it saved
+    if (d / "feature_head").is_dir() and _run_kind(d):
+        raise CheckpointError(f"{d} is a feature-based run: its model is a small head over the frozen "
+                              f"{_run_setting(d, 'model')}, not a BERT of its own; use that model, or predict with "
+                              "the run")
     if not d.is_dir() or not (d / "config.json").is_file():
         raise CheckpointError(f"{d} is not a checkpoint directory (it needs a config.json)")
     return d
+
+
+def _run_setting(d: Path, key: str):
+    try:
+        config = json.loads((d / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return config.get(key) if isinstance(config, dict) else None
+
+
+def _run_kind(d: Path) -> str | None:
+    """The kind of the run whose folder ``d`` is (its config.json names it), or None for a model's folder."""
+    return _run_setting(d, "kind")
 
 
 def _download_from_hub(repo_id: str) -> Path:

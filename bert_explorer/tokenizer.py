@@ -52,12 +52,15 @@ class WordPieceTokenizer:
     # ----- construction -------------------------------------------------------------------
     @classmethod
     def from_dir(cls, directory: str | Path) -> "WordPieceTokenizer":
-        """Load from a checkpoint directory: vocab.txt plus the lower-casing setting, read from
-        tokenizer_config.json (``do_lower_case``) or tokenizer.json's normaliser."""
+        """Load from a checkpoint directory: vocab.txt (or, where a folder saved by transformers 5 has
+        only tokenizer.json, the WordPiece vocabulary inside it) plus the lower-casing setting, read
+        from tokenizer_config.json (``do_lower_case``) or tokenizer.json's normaliser."""
         d = Path(directory)
-        if not (d / "vocab.txt").is_file():
-            raise FileNotFoundError(f"{d} has no vocab.txt")
-        return cls(d / "vocab.txt", lowercase=_lowercase_setting(d))
+        if (d / "vocab.txt").is_file():
+            return cls(d / "vocab.txt", lowercase=_lowercase_setting(d))
+        if (d / "tokenizer.json").is_file():  # transformers 5 saves a fast tokenizer's file alone
+            return cls(_wordpiece_vocab_of(d / "tokenizer.json"), lowercase=_lowercase_setting(d))
+        raise FileNotFoundError(f"{d} has no vocab.txt (nor a tokenizer.json)")
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 8000, lowercase: bool = True,
@@ -207,6 +210,20 @@ def _learn_vocab_dict(texts: Iterable[str], vocab_size: int, lowercase: bool,
     pieces = learn_wordpiece_vocab(texts, vocab_size, lowercase=lowercase, min_frequency=min_frequency,
                                    special_tokens=SPECIAL_TOKENS, limit_alphabet=1000, prefix="##")
     return {t: i for i, t in enumerate(pieces)}
+
+
+def _wordpiece_vocab_of(path: Path) -> dict[str, int]:
+    """Token -> id of the WordPiece model in a ``tokenizers`` JSON file; one sentence when it is not
+    BERT's kind of tokenizer."""
+    try:
+        model = json.loads(path.read_text(encoding="utf-8"))["model"]
+        kind, vocab = model.get("type"), model.get("vocab")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path} is not a readable tokenizer file ({e})") from None
+    if kind != "WordPiece" or not isinstance(vocab, dict) or sorted(vocab.values()) != list(range(len(vocab))):
+        raise ValueError(f"{path} holds a {kind or 'unknown'} tokenizer, not BERT's WordPiece vocabulary with ids "
+                         "0, 1, 2, ...; give a folder with BERT's vocab.txt")
+    return vocab
 
 
 def _lowercase_setting(d: Path) -> bool:

@@ -539,9 +539,9 @@ def _documents_by_part(corpus: str) -> list[tuple[str, list]]:
 
 
 def _run_tokenizer(cfg, run: Run, train_docs, dev: Device, latest: Path | None) -> WordPieceTokenizer:
-    """The run's vocabulary, fixed once in run_dir/tokenizer. Learning WordPiece with
-    ``tokenizers`` is not reproducible from process to process (ties between equally frequent
-    merges are broken in hash order), so a resumed run and every DDP rank read the saved one."""
+    """The run's vocabulary, fixed once in run_dir/tokenizer. Learning it is deterministic
+    (``wordpiece_vocab``), but a resumed run and every DDP rank read the saved one all the same: it is
+    the vocabulary the run's checkpoints were trained with, whatever version of the learner is here."""
     if latest:
         return WordPieceTokenizer.from_dir(latest)
     tok_dir = run.path / "tokenizer"
