@@ -30,7 +30,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from . import atomic
+from . import atomic, hub
 from .model import ARCHITECTURES, BertConfig, BertModel
 from .tokenizer import WordPieceTokenizer
 
@@ -94,7 +94,8 @@ SHORT_NAMES = {
 
 
 def resolve(name_or_dir: str | Path) -> Path:
-    """A short name, a checkpoint directory, or ``hf:<hub id>`` (downloads; needs internet)."""
+    """A short name, a checkpoint directory, or a hub model (``hf:<hub id>`` or a name of ``hub.CATALOGUE``:
+    its cached copy, else downloaded once; see ``hub.py``)."""
     s = str(name_or_dir)
     if s in SHORT_NAMES:
         locate, description = SHORT_NAMES[s]
@@ -102,14 +103,20 @@ def resolve(name_or_dir: str | Path) -> Path:
         if d is None:
             raise CheckpointError(f"model {s!r} ({description}) is not installed")
         return Path(d)
-    if s.startswith("hf:"):
-        return _download_from_hub(s[3:])
+    if hub.is_hub_name(s):  # a user's explicit choice: the cached copy, else one download
+        try:
+            return hub.open_model(s)
+        except hub.DownloadCancelled:
+            raise
+        except hub.HubError as e:
+            raise CheckpointError(str(e)) from None
     d = Path(s).expanduser()
     if not d.exists():
         known = ", ".join(SHORT_NAMES)
         raise CheckpointError(
             f"no model called {s!r}: give a checkpoint directory, one of the short names ({known}), "
-            f"or hf:<id> to download from the Hugging Face Hub"
+            f"a model of the paper such as bert-base-uncased (`bert-explorer models` lists them), or hf:<id> "
+            f"to download one from the Hugging Face Hub"
         )
     if (d / "model" / "config.json").is_file() and _run_kind(d):
         return d / "model"  # a fine-tuning run's folder: the model it saved
@@ -133,20 +140,6 @@ def _run_setting(d: Path, key: str):
 def _run_kind(d: Path) -> str | None:
     """The kind of the run whose folder ``d`` is (its config.json names it), or None for a model's folder."""
     return _run_setting(d, "kind")
-
-
-def _download_from_hub(repo_id: str) -> Path:
-    # An explicit choice of the user (the "hf:" prefix): never used by defaults or tests.
-    try:
-        # optional, and only for a model the user asks for from the hub
-        from huggingface_hub import snapshot_download
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise CheckpointError("downloading needs the package huggingface_hub") from e
-    try:
-        return Path(snapshot_download(
-            repo_id, allow_patterns=["config.json", "*.safetensors", "vocab.txt", "tokenizer*.json"]))
-    except Exception as e:  # network errors come in many types
-        raise CheckpointError(f"could not download {repo_id!r} from the Hugging Face Hub: {e}") from e
 
 
 def read_state_dict(d: Path) -> dict[str, torch.Tensor]:

@@ -17,7 +17,7 @@ import torch
 from streamlit import config as st_config
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from .. import checkpoint
+from .. import checkpoint, hub
 from ..checkpoint import CheckpointError, Loaded
 from ..data.uploads.names import slug
 from ..full_disk import CacheNotKept
@@ -170,8 +170,8 @@ WEIGHT_FILES = ("model.safetensors", checkpoint.BASE_FILE, "pytorch_model.bin", 
 def weights_version(name: str) -> tuple:
     """What identifies the weights behind a name (each weights file's size and time of writing):
     a run re-created under the same path must not be served from the cache."""
-    if str(name).startswith("hf:"):
-        return ()  # resolving a hub id downloads it: leave that to the load itself
+    if hub.is_hub_name(name) and hub.local_copy(name) is None:
+        return ()  # resolving it would download it: the load itself does, once
     try:
         folders = [checkpoint.resolve(name)]
     except CheckpointError:
@@ -286,6 +286,9 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     """Sidebar: choose a model by short name, from a run, or by path; show what it is."""
     show_mode()
     names = [n for n, (locate, _) in checkpoint.SHORT_NAMES.items() if locate() is not None]
+    # the paper's BERTs downloaded once (`bert-explorer download`): they open with no network
+    downloaded = {m.repo_id: f"{m.title} (downloaded)" for m in hub.CATALOGUE.values() if hub.local_copy(m.repo_id)}
+    names += list(downloaded)
     root = runs_root()
     ckpts = run_checkpoints(root)
     labels = {c.path: c.label for c in ckpts}
@@ -296,6 +299,7 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
             groups[f"{ABLATION_ENTRY}{c.group}"].append(c.path)
     labels.update({g: f"checkpoints of ablation {g[len(ABLATION_ENTRY):]} ({len(p)})…" for g, p in groups.items()})
     labels.update({u: f"uploaded: {Path(u).name}" for u in uploaded_checkpoints()})
+    labels.update(downloaded)
     options = (names + [c.path for c in ckpts if not c.group] + list(groups) + uploaded_checkpoints()
                # in classroom mode no one on the network reads the host's folders or writes to them
                + (["a local directory…", "upload a checkpoint (.zip)…"] if writes_allowed() else []))
@@ -321,7 +325,8 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
         choice = _upload_checkpoint()
     if choice == "a local directory…" and writes_allowed():
         choice = kept(st.sidebar.text_input, "Checkpoint directory", "be_model_path", "",
-                      placeholder="/path/to/a/bert (config.json, model.safetensors, vocab.txt)")
+                      placeholder="/path/to/a/bert (config.json, model.safetensors, vocab.txt), or "
+                                  "bert-base-uncased (downloaded once)")
     if choice:
         loaded, error = load(choice, "BertForPreTraining")
         if error:

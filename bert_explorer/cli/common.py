@@ -27,7 +27,8 @@ from ..train.pretrain import ResumeRefused
 from ..runs.lock import RunBusy
 from ..runs.background import start_background
 
-MODEL_HELP = f"a checkpoint directory, a short name ({', '.join(checkpoint.SHORT_NAMES)}) or hf:<hub id>"
+MODEL_HELP = (f"a checkpoint directory, a short name ({', '.join(checkpoint.SHORT_NAMES)}), a model of the paper "
+              "(bert-base-uncased, google/bert_uncased_L-2_H-128_A-2, ...: `bert-explorer models`) or hf:<hub id>")
 
 # Exit codes: a mistake the user can put right (a wrong path, a malformed file, a busy run folder) is 2,
 # as argparse's own usage errors; a full disk is 1 (nothing was wrong with the request); Ctrl-C is 130.

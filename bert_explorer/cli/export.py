@@ -59,7 +59,7 @@ def cmd_export(args) -> int:
     if loaded.report.missing:
         print(f"note: {loaded.report.summary()}", file=sys.stderr)
     # keep what the source folder says about the model (training settings, held-out scores, time-lapse)
-    about = {} if str(args.model).startswith("hf:") else checkpoint.about_files(checkpoint.resolve(args.model))
+    about = checkpoint.about_files(checkpoint.resolve(args.model))
     checkpoint.save(loaded.model, loaded.tokenizer, args.output, extra_files=about)
     print(f"exported {type(loaded.model).__name__} ({loaded.num_parameters:,} parameters) to {args.output}",
           file=sys.stderr)

@@ -1,12 +1,18 @@
-"""What is here: the built-in corpora (provenance, licence, installed or not) and a model's size and heads.
+"""What is here: the built-in corpora (provenance, licence, installed or not), a model's size and heads,
+the models on this machine and the paper's own one download away, and that download.
 
     bert-explorer corpora
     bert-explorer info --model minilm
+    bert-explorer models
+    bert-explorer download bert-base-uncased google/bert_uncased_L-2_H-128_A-2
 """
 from __future__ import annotations
 
-from .. import checkpoint
+import sys
+
+from .. import checkpoint, hub
 from ..data.corpora import BUILTIN_CORPORA
+from ..full_disk import size_text
 from .common import MODEL_HELP, print_json
 
 
@@ -19,6 +25,17 @@ def register(sub) -> None:
     s = sub.add_parser("info", help="size and heads of a model")
     s.add_argument("--model", required=True, help=MODEL_HELP)
     s.set_defaults(func=cmd_info)
+
+    s = sub.add_parser("models", help="the models on this machine, and the paper's BERTs one download away")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_models)
+
+    s = sub.add_parser("download", help="download models from the Hugging Face Hub (once; they open offline after)")
+    s.add_argument("names", nargs="+", metavar="NAME",
+                   help="bert-base-uncased, google/bert_uncased_L-2_H-128_A-2, ... (`bert-explorer models`), or any "
+                        "hub id of a BERT")
+    s.add_argument("--no-progress", action="store_true", help="show no progress bar")
+    s.set_defaults(func=cmd_download)
 
 
 def cmd_corpora(args) -> int:
@@ -42,4 +59,51 @@ def cmd_info(args) -> int:
         "parameters": loaded.num_parameters, "lowercase": loaded.tokenizer.lowercase,
         "heads_missing": loaded.report.missing_heads,
     })
+    return 0
+
+
+def cmd_models(args) -> int:
+    """The short names installed here, then the catalogue: on this machine or how much a download is."""
+    rows = [{"name": name, "what": description.split(" (")[0].split(";")[0], "on_this_machine": locate() is not None}
+            for name, (locate, description) in checkpoint.SHORT_NAMES.items()]
+    rows += [{"name": r["id"], "what": f"{r['name']}: L={r['L']}, H={r['H']}, A={r['A']}, "
+              f"{r['parameters'] / 1e6:,.1f} M parameters, {r['licence']}",
+              "on_this_machine": r["on_this_machine"], "download_about": size_text(r["download_bytes_about"])}
+             for r in hub.catalogue_rows()]
+    if args.json:
+        print_json(rows)
+        return 0
+    for r in rows:
+        where = "here" if r["on_this_machine"] else f"download about {r['download_about']}" \
+            if "download_about" in r else "not installed"
+        print(f"{r['name']:45} {where:22} {r['what']}")
+    return 0
+
+
+def cmd_download(args) -> int:
+    """Each name fetched into the Hugging Face cache (a copy already there is kept), then loaded once to
+    say what it holds: the heads are found by loading, never assumed."""
+    from tqdm import tqdm
+
+    for name in args.names:
+        repo_id = hub.canonical(name)
+        copy = hub.local_copy(repo_id)
+        if copy is None:
+            bar = None if args.no_progress else tqdm(total=0, unit="B", unit_scale=True, desc=repo_id, file=sys.stderr)
+
+            def progress(done, total, _file, bar=bar):
+                if bar is not None:
+                    bar.total = total
+                    bar.update(done - bar.n)
+            try:
+                copy = hub.download(repo_id, progress)
+            except hub.HubError as e:
+                raise checkpoint.CheckpointError(str(e)) from None
+            finally:
+                if bar is not None:
+                    bar.close()
+        loaded = checkpoint.load(copy, "BertForPreTraining")
+        heads = [h for h in ("masked-LM head", "next-sentence head") if h not in loaded.report.missing_heads]
+        print(f"{repo_id}: {loaded.num_parameters / 1e6:,.1f} M parameters, "
+              f"{' and '.join(heads) if heads else 'no pre-training heads (an encoder only)'}, in {copy}")
     return 0

@@ -1,0 +1,383 @@
+"""The paper's own BERTs from the Hugging Face Hub: named, downloaded once, opened offline after.
+
+Devlin et al. released BERT-Base and BERT-Large (uncased and cased, and a multilingual Base), and
+Turc et al. (2019) 24 smaller BERTs, L in {2, 4, 6, 8, 10, 12} layers by H in {128, 256, 512, 768};
+all are on the Hugging Face Hub under Apache-2.0 (:data:`CATALOGUE`). A user's explicit choice
+(``hf:<id>``, a catalogue name, ``bert-explorer download NAME``) fetches one: only what loading needs
+(config.json, the weights as model.safetensors or else pytorch_model.bin, vocab.txt and the tokenizer
+files; never the TF, Flax, ONNX, CoreML or Rust copies beside them), into the standard Hugging Face
+cache (``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``), in the layout
+transformers reads too (``models--org--name/{blobs,snapshots/<commit>,refs/main}``), so a machine
+keeps one copy for both. A model in the cache opens with no network at all: the cache is read first.
+
+Downloads are plain HTTP(S) requests to the Hub's API (the routes huggingface_hub's own downloader
+uses; ``$HF_ENDPOINT`` points them elsewhere, as the tests' stand-in does): a file is written to
+``blobs/<etag>.incomplete`` and renamed when whole, and an interrupted download goes on from the bytes
+already there with an HTTP ``Range`` request, within the same call and in the next one, never from
+zero. huggingface_hub's own downloader restarts a file from byte 0 in a new call, which for BERT-Large
+(1.34 GB) is the difference between a minute and a lost lesson.
+
+Nothing here runs unless a user asks for a hub model: no default and no test reaches the real Hub.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote, urljoin
+
+from . import full_disk
+
+HF_PREFIX = "hf:"
+LICENCE = "Apache-2.0"
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """One model of the catalogue: its Hub id, what the paper calls it, its shape and its size."""
+
+    repo_id: str
+    title: str
+    layers: int
+    hidden: int
+    vocab_size: int = 30522
+
+    @property
+    def heads(self) -> int:
+        return self.hidden // 64  # A = H/64 for all of them (Devlin et al. Section 3; Turc et al.)
+
+    @property
+    def parameters(self) -> int:
+        """Encoder, pooler and both pre-training heads (the MLM decoder tied to the word embeddings):
+        BERT-Base counts 110 M, as the paper says."""
+        V, H, L = self.vocab_size, self.hidden, self.layers
+        embeddings = (V + 512 + 2) * H + 2 * H
+        encoder = L * (12 * H * H + 13 * H)
+        return embeddings + encoder + (H * H + H) + (H * H + 3 * H + V) + (2 * H + 2)
+
+    @property
+    def download_bytes(self) -> int:
+        """About what a download fetches: 4 bytes a parameter (float32 weights; the vocabulary and config
+        add well under a megabyte). BERT-Base: about 440 MB, as its model.safetensors."""
+        return 4 * self.parameters
+
+
+def _miniature(layers: int, hidden: int) -> HubModel:
+    names = {(2, 128): "BERT-Tiny", (4, 256): "BERT-Mini", (4, 512): "BERT-Small", (8, 512): "BERT-Medium",
+             (12, 768): "BERT-Base size"}
+    title = f"{names.get((layers, hidden), 'miniature')} (L={layers}, H={hidden}), uncased"
+    return HubModel(f"google/bert_uncased_L-{layers}_H-{hidden}_A-{hidden // 64}", title, layers, hidden)
+
+
+CATALOGUE: dict[str, HubModel] = {m.repo_id: m for m in [
+    HubModel("google-bert/bert-base-uncased", "BERT-Base, uncased", 12, 768),
+    HubModel("google-bert/bert-large-uncased", "BERT-Large, uncased", 24, 1024),
+    HubModel("google-bert/bert-base-cased", "BERT-Base, cased", 12, 768, vocab_size=28996),
+    HubModel("google-bert/bert-large-cased", "BERT-Large, cased", 24, 1024, vocab_size=28996),
+    HubModel("google-bert/bert-base-multilingual-cased", "BERT-Base, multilingual cased (104 languages)", 12, 768,
+             vocab_size=119547),
+    *[_miniature(L, H) for L in (2, 4, 6, 8, 10, 12) for H in (128, 256, 512, 768)],
+]}
+# The names the models were first published under; the Hub redirects them to the ids above, and
+# mapping them here keeps one copy in the cache whichever name is typed.
+LEGACY = {m.repo_id.split("/", 1)[1]: m.repo_id for m in CATALOGUE.values() if m.repo_id.startswith("google-bert/")}
+
+# What loading a BERT reads (checkpoint.load), in the order they are fetched; the weights are one of two.
+WEIGHTS = ("model.safetensors", "pytorch_model.bin")
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json")
+CHUNK = 1 << 20
+RETRIES = 3  # a dropped connection is taken up again this many times, from where it stopped
+
+
+class HubError(Exception):
+    """A hub model cannot be had: one sentence that says what to do."""
+
+
+class DownloadCancelled(HubError):
+    """The user cancelled; what was fetched stays and the next download goes on from it."""
+
+
+# ----- names ------------------------------------------------------------------------------------
+def canonical(name: str) -> str:
+    """The Hub id a name stands for: ``hf:`` dropped, a legacy name mapped (``bert-base-uncased`` ->
+    ``google-bert/bert-base-uncased``); any other id is kept as typed."""
+    s = str(name).strip()
+    s = s[len(HF_PREFIX):] if s.startswith(HF_PREFIX) else s
+    return LEGACY.get(s, s)
+
+
+def is_hub_name(name: str) -> bool:
+    """Does ``name`` ask for a hub model (``hf:<id>``, or a catalogue or legacy name)?"""
+    s = str(name)
+    return s.startswith(HF_PREFIX) or s in CATALOGUE or s in LEGACY
+
+
+# ----- the cache ----------------------------------------------------------------------------------
+def cache_root() -> Path:
+    """The Hugging Face cache, by huggingface_hub's own rules, read now (not at import)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def repo_folder(repo_id: str) -> Path:
+    return cache_root() / ("models--" + repo_id.replace("/", "--"))
+
+
+def local_copy(name: str) -> Path | None:
+    """The cached snapshot of a hub model that holds everything loading needs, or None."""
+    folder = repo_folder(canonical(name))
+    try:
+        snapshot = folder / "snapshots" / (folder / "refs" / "main").read_text().strip()
+    except OSError:
+        return None
+    has = lambda f: (snapshot / f).is_file()  # noqa: E731 (a broken link to a missing blob is not a file)
+    if has("config.json") and any(map(has, WEIGHTS)) and (has("vocab.txt") or has("tokenizer.json")):
+        return snapshot
+    return None
+
+
+def endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def not_here(name: str, why: str) -> str:
+    """What to do when a hub model is not on this machine and cannot be fetched now."""
+    return (f"{name} is not on this machine yet and {why}: run `bert-explorer download {name}` where there is "
+            "internet (it goes to the Hugging Face cache, HF_HOME), or copy a downloaded model's folder here and "
+            "give its path")
+
+
+# ----- opening and downloading ---------------------------------------------------------------------------
+Progress = Callable[[int, int, str], None]  # (bytes done, bytes in all, the file being fetched)
+
+
+def open_model(name: str, progress: Progress | None = None, cancel: Callable[[], bool] | None = None) -> Path:
+    """The folder of a hub model: the cached copy when there is one (no network asked), else downloaded."""
+    repo_id = canonical(name)
+    copy = local_copy(repo_id)
+    return copy if copy is not None else download(repo_id, progress, cancel)
+
+
+def download(name: str, progress: Progress | None = None, cancel: Callable[[], bool] | None = None) -> Path:
+    """Fetch what loading needs of a hub model into the cache and return its snapshot folder. A file
+    already whole is not fetched again; one cut short goes on from its last byte."""
+    repo_id = canonical(name)
+    if offline():
+        raise HubError(not_here(repo_id, "this machine is set to work offline (HF_HUB_OFFLINE)"))
+    info = _json(f"{endpoint()}/api/models/{_quoted(repo_id)}/revision/main", repo_id)
+    sha, names = info.get("sha"), {s.get("rfilename") for s in info.get("siblings") or []}
+    if not sha:
+        raise HubError(f"the Hub's answer about {repo_id} names no revision; try again later")
+    weights = next((w for w in WEIGHTS if w in names), None)
+    if weights is None or "config.json" not in names:
+        raise HubError(f"{repo_id} holds no BERT weights this app reads (config.json with model.safetensors or "
+                       "pytorch_model.bin); choose a BERT repository such as google-bert/bert-base-uncased")
+    if not names & {"vocab.txt", "tokenizer.json"}:
+        raise HubError(f"{repo_id} has no WordPiece vocabulary (vocab.txt or tokenizer.json); choose a BERT "
+                       "repository that ships its tokenizer")
+    files = [f for f in ("config.json", weights, *TOKENIZER_FILES) if f in names]
+    folder = repo_folder(repo_id)
+    plan = [(f, *_describe(f"{endpoint()}/{_quoted(repo_id)}/resolve/{sha}/{quote(f)}", repo_id)) for f in files]
+    total = sum(size for _, _, size, _ in plan)
+    left = sum(size - _have(folder, etag) for _, etag, size, _ in plan)
+    free = full_disk.free_bytes(cache_root())
+    if left * 1.05 + (1 << 20) > free:  # room for the files and their cache entries, said before a byte is fetched
+        raise full_disk.DiskFull(full_disk.sentence(
+            cache_root(), f"download {repo_id}", "free some space, or point HF_HOME at a disk with room, then "
+            "download it again", needed=left * 1.05 + (1 << 20), basis="its files and a twentieth more"))
+    had = [_have(folder, etag) for _, etag, _, _ in plan]  # bytes already here, file by file
+    snapshot = folder / "snapshots" / sha
+    with full_disk.saving(cache_root(), f"download {repo_id}", "free some space, then download it again (what "
+                                                              "was fetched is kept)"):
+        for i, (f, etag, size, url) in enumerate(plan):
+            before = sum(sz for _, _, sz, _ in plan[:i]) + sum(had[i + 1:])  # the other files' bytes
+
+            def step(n, f=f, before=before):
+                if progress is not None:
+                    progress(before + n, total, f)
+            _link(snapshot / f, _fetch(url, folder / "blobs" / etag, size, repo_id, f, step, cancel))
+        (folder / "refs").mkdir(parents=True, exist_ok=True)
+        (folder / "refs" / "main").write_text(sha)
+    return snapshot
+
+
+def _quoted(repo_id: str) -> str:
+    return quote(repo_id, safe="/")
+
+
+def _request(url: str, method: str = "GET", headers: dict | None = None) -> urllib.request.Request:
+    headers = {"User-Agent": "bert-explorer", **(headers or {})}
+    token = _token()
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return urllib.request.Request(url, method=method, headers=headers)
+
+
+def _token() -> str | None:
+    """The user's Hugging Face token (for gated or private repositories), as huggingface_hub keeps it."""
+    if os.environ.get("HF_TOKEN"):
+        return os.environ["HF_TOKEN"]
+    try:
+        from huggingface_hub import get_token
+    except ImportError:  # pragma: no cover - a declared dependency
+        return None
+    try:
+        return get_token()
+    except Exception:  # a token file that cannot be read is no token
+        return None
+
+
+def _failed(e: Exception, repo_id: str, what: str) -> HubError:
+    """One sentence for an HTTP or network failure, by the Hub's own error code where it gives one."""
+    if isinstance(e, urllib.error.HTTPError):
+        code = e.headers.get("X-Error-Code", "") if e.headers else ""
+        if code == "GatedRepo":
+            return HubError(f"{repo_id} is gated on the Hugging Face Hub: accept its terms on its page there and log "
+                            "in (`huggingface-cli login`, or set HF_TOKEN), then download it again")
+        if code == "RepoNotFound" or (e.code in (401, 404) and what == "the model"):
+            return HubError(f"there is no model {repo_id} on the Hugging Face Hub (or it is private); check the "
+                            "name, e.g. google-bert/bert-base-uncased, or `bert-explorer models` for the paper's")
+        return HubError(f"the Hugging Face Hub refused {what} of {repo_id} (HTTP {e.code}); try again later")
+    reason = getattr(e, "reason", None) or e
+    return HubError(not_here(repo_id, f"the Hugging Face Hub ({endpoint()}) cannot be reached ({reason})"))
+
+
+def _json(url: str, repo_id: str) -> dict:
+    try:
+        with urllib.request.urlopen(_request(url), timeout=30) as r:
+            return json.loads(r.read().decode("utf-8"))
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+        raise _failed(e, repo_id, "the model") from None
+    except ValueError:
+        raise HubError(f"the Hub's answer about {repo_id} is not JSON; try again later") from None
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None  # the redirect's own headers are read: a CDN answers with other ETags
+
+
+def _describe(url: str, repo_id: str) -> tuple[str, int, str]:
+    """(the file's ETag, its size, where to GET it) from a HEAD request. The Hub answers a large
+    (LFS) file with a redirect to its CDN that carries X-Linked-Etag and X-Linked-Size; a renamed
+    repository answers with a redirect on the Hub itself, which is followed."""
+    opener = urllib.request.build_opener(_NoRedirect)
+    for _ in range(5):
+        try:
+            r = opener.open(_request(url, "HEAD"), timeout=30)
+        except urllib.error.HTTPError as e:
+            if e.code in (301, 302, 303, 307, 308) and e.headers.get("Location"):
+                target = urljoin(url, e.headers["Location"])
+                if e.headers.get("X-Linked-Etag"):  # an LFS file on the CDN
+                    return _etag(e.headers["X-Linked-Etag"]), int(e.headers["X-Linked-Size"]), target
+                url = target
+                continue
+            raise _failed(e, repo_id, f"the file {url.rsplit('/', 1)[-1]}") from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+            raise _failed(e, repo_id, "the model") from None
+        with r:
+            etag = r.headers.get("X-Linked-Etag") or r.headers.get("ETag")
+            size = r.headers.get("X-Linked-Size") or r.headers.get("Content-Length")
+        if not etag or size is None:
+            raise HubError(f"the Hub did not say the size of {url.rsplit('/', 1)[-1]} in {repo_id}; try again later")
+        return _etag(etag), int(size), url
+    raise HubError(f"the Hub sent {repo_id} round too many redirects; try again later")
+
+
+def _etag(value: str) -> str:
+    return value.strip().removeprefix("W/").strip('"')
+
+
+def _have(folder: Path, etag: str) -> int:
+    """Bytes of a file already here: whole (its blob) or in part (its .incomplete)."""
+    for p in (folder / "blobs" / etag, folder / "blobs" / f"{etag}.incomplete"):
+        if p.is_file():
+            return p.stat().st_size
+    return 0
+
+
+def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Callable[[int], None],
+           cancel: Callable[[], bool] | None) -> Path:
+    """The blob, fetched into ``<blob>.incomplete`` from the bytes already there (HTTP Range) and
+    renamed when whole; a dropped connection is taken up again RETRIES times."""
+    if blob.is_file() and blob.stat().st_size == size:
+        return blob
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    part = blob.with_name(blob.name + ".incomplete")
+    error = None
+    for _ in range(RETRIES + 1):
+        have = part.stat().st_size if part.is_file() else 0
+        if have > size:  # not this file: start it again
+            part.unlink()
+            have = 0
+        if have == size:
+            break
+        try:
+            headers = {"Range": f"bytes={have}-"} if have else {}
+            with urllib.request.urlopen(_request(url, headers=headers), timeout=60) as r:
+                if have and r.status != 206:  # the server ignored the range: the whole file comes
+                    have = 0
+                with open(part, "ab" if have else "wb") as out:
+                    step(have)
+                    while chunk := r.read(CHUNK):
+                        if cancel is not None and cancel():
+                            raise DownloadCancelled(f"the download of {repo_id} was cancelled at {name}; downloading "
+                                                    "it again goes on from there")
+                        out.write(chunk)
+                        have += len(chunk)
+                        step(have)
+        except urllib.error.HTTPError as e:
+            if e.code == 416:  # nothing left to send: what is here is the whole file, or not this file
+                part.unlink(missing_ok=True)
+                error = e
+                continue
+            raise _failed(e, repo_id, f"the file {name}") from None
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as e:
+            error = e
+            continue
+        except OSError as e:
+            if full_disk.is_disk_full(e):
+                raise
+            error = e
+            continue
+    have = part.stat().st_size if part.is_file() else 0
+    if have != size:
+        raise HubError(f"the download of {name} from {repo_id} stopped at {full_disk.size_text(have)} of "
+                       f"{full_disk.size_text(size)} ({error or 'the connection ended early'}); run the same again "
+                       "to go on from there: what was fetched is kept")
+    os.replace(part, blob)
+    return blob
+
+
+def _link(target: Path, blob: Path) -> None:
+    """snapshots/<commit>/<file> -> ../../blobs/<etag>, as the Hugging Face cache keeps it (a copy where
+    the file system has no symbolic links)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_symlink() or target.exists():
+        target.unlink()
+    try:
+        target.symlink_to(os.path.relpath(blob, target.parent))
+    except OSError:
+        shutil.copyfile(blob, target)
+
+
+# ----- what there is -------------------------------------------------------------------------------------
+def catalogue_rows() -> list[dict]:
+    """The catalogue as rows: id, name, L, H, A, parameters, download size (about 4 bytes a parameter),
+    licence, and whether it is on this machine."""
+    return [{"id": m.repo_id, "name": m.title, "L": m.layers, "H": m.hidden, "A": m.heads,
+             "parameters": m.parameters, "download_bytes_about": m.download_bytes, "licence": LICENCE,
+             "on_this_machine": local_copy(m.repo_id) is not None}
+            for m in CATALOGUE.values()]

@@ -1,0 +1,211 @@
+"""The paper's BERTs from the Hugging Face Hub, against a local stand-in of the Hub (tests/hub_standin.py)
+serving tiny random checkpoints in the real repositories' layouts; no test reaches the real Hub.
+
+What is checked: only what loading needs is fetched; our model equals transformers' BertForPreTraining
+on the downloaded folder (masked-word top 5 and NSP probability, to 1e-5) for BERT-Base's layout
+(safetensors, legacy LayerNorm.gamma/beta names) and a miniature's (pytorch_model.bin only, zip and
+legacy torch formats, a config without model_type); a second open needs no server; an interrupted
+download goes on with a Range request; every failure is one sentence."""
+import re
+
+import pytest
+import torch
+
+import hub_standin
+from bert_explorer import checkpoint, full_disk, hub
+from bert_explorer.cli import main
+
+transformers = pytest.importorskip("transformers")
+
+BASE, TINY = "google-bert/bert-base-uncased", "google/bert_uncased_L-2_H-128_A-2"
+NEEDED = {"config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "tokenizer_config.json"}
+
+
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hub")
+    hub_standin.write_bert_base_layout(root / BASE, seed=1)
+    hub_standin.write_miniature_layout(root / TINY, seed=2)
+    hub_standin.write_miniature_layout(root / "google/bert_uncased_L-4_H-256_A-4", legacy_format=True,
+                                       with_heads=False, seed=3)
+    (root / "someone/not-a-bert").mkdir(parents=True)
+    (root / "someone/not-a-bert" / "config.json").write_text("{}")
+    (root / "someone/not-a-bert" / "tf_model.h5").write_bytes(b"\0" * 100)
+    hub_standin.write_miniature_layout(root / "someone/gated-bert", seed=4)
+    return root
+
+
+@pytest.fixture
+def standin(repos, tmp_path, monkeypatch):
+    with hub_standin.HubStandin(repos, gated={"someone/gated-bert"}) as server:
+        server.point_client_here(monkeypatch, cache_dir=tmp_path / "hf-cache")
+        yield server
+
+
+def _probe(folder, model):
+    """Top-5 words at the [MASK] of one sentence with their probabilities, and P(IsNext) of a pair,
+    from our model and from transformers' BertForPreTraining on the same folder."""
+    from transformers import BertForPreTraining
+
+    tok = checkpoint.WordPieceTokenizer.from_dir(folder)
+    enc = tok.encode("the capital of france is [MASK] .", "paris is a big city .")
+    ids = torch.tensor([enc.input_ids])
+    types, mask_at = torch.tensor([enc.token_type_ids]), enc.tokens.index("[MASK]")
+    theirs = BertForPreTraining.from_pretrained(folder, attn_implementation="eager").eval()
+    with torch.no_grad():
+        ours_out = model.eval()(input_ids=ids, token_type_ids=types)
+        their_out = theirs(input_ids=ids, token_type_ids=types)
+    result = []
+    for mlm, nsp in ((ours_out.mlm_logits, ours_out.nsp_logits), (their_out.prediction_logits,
+                                                                  their_out.seq_relationship_logits)):
+        p = mlm[0, mask_at].softmax(-1)
+        top = p.topk(5)
+        result.append((top.indices.tolist(), top.values, nsp.softmax(-1)[0, 0]))
+    return result
+
+
+@pytest.mark.parametrize("name, repo", [("hf:bert-base-uncased", BASE), ("bert-base-uncased", BASE),
+                                        (f"hf:{TINY}", TINY), ("hf:google/bert_uncased_L-4_H-256_A-4", None)])
+def test_a_hub_model_loads_as_transformers_reads_it_and_fetches_only_what_loading_needs(standin, name, repo):
+    repo = repo or hub.canonical(name)
+    legacy_no_heads = repo.startswith("google/bert_uncased_L-4")
+    loaded = checkpoint.load(name, "BertForPreTraining")
+    assert loaded.path == hub.local_copy(repo) and loaded.path.parent.parent.name == "models--" + repo.replace("/", "--")
+    weights = "model.safetensors" if repo == BASE else "pytorch_model.bin"
+    expected = NEEDED - {"model.safetensors"} | {weights} if repo == BASE else {"config.json", weights, "vocab.txt"}
+    assert set(standin.fetched(repo)) == expected  # never tf_model.h5, flax, rust, onnx, coreml or TF checkpoints
+    if legacy_no_heads:  # the heads are found by loading: this one has none, and says so
+        assert loaded.report.missing_heads == ["masked-LM head", "next-sentence head"]
+        with pytest.raises(checkpoint.MissingHeadError, match="has no trained masked-LM head"):
+            checkpoint.load(name, "BertForPreTraining", need_heads=("masked-LM head",))
+        return
+    assert loaded.report.missing_heads == []
+    (ours, ours_p, ours_nsp), (theirs, theirs_p, theirs_nsp) = _probe(loaded.path, loaded.model)
+    assert ours == theirs
+    assert torch.allclose(ours_p, theirs_p, atol=1e-5) and abs(float(ours_nsp - theirs_nsp)) < 1e-5
+
+
+def test_a_downloaded_model_opens_again_with_no_server_and_in_the_standard_cache(standin, monkeypatch):
+    first = checkpoint.resolve("hf:bert-base-uncased")
+    asked = len(standin.requests)
+    standin.stop()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert checkpoint.resolve("bert-base-uncased") == first == checkpoint.resolve(f"hf:{BASE}")
+    assert len(standin.requests) == asked
+    # the layout huggingface_hub (and so transformers) reads: one copy on the machine for both
+    from huggingface_hub import snapshot_download
+
+    assert snapshot_download(BASE, local_files_only=True) == str(first)
+
+
+def test_an_interrupted_download_goes_on_from_its_bytes_with_a_range_request(standin):
+    weights = standin.repo_dir(BASE) / "model.safetensors"
+    cut = weights.stat().st_size // 3
+    standin.drop_after("model.safetensors", cut, times=1)  # one dropped connection: taken up again at once
+    folder = hub.download("bert-base-uncased")
+    assert (folder / "model.safetensors").read_bytes() == weights.read_bytes()
+    assert [r.range for r in standin.range_requests()] == [f"bytes={cut}-"]
+
+    # a connection that keeps dropping: one sentence, the bytes kept, and the next try starts from them
+    tiny = standin.repo_dir(TINY) / "pytorch_model.bin"
+    cut = tiny.stat().st_size // 2
+    standin.drop_after("pytorch_model.bin", cut, times=None)
+    with pytest.raises(hub.HubError) as e:
+        hub.download(TINY)
+    assert re.fullmatch(r"the download of pytorch_model\.bin from google/bert_uncased_L-2_H-128_A-2 stopped at "
+                        r"[\d.]+ kB of [\d.]+ kB \(.+\); run the same again to go on from there: what was fetched is "
+                        r"kept", str(e.value)), str(e.value)
+    assert hub.local_copy(TINY) is None  # a model not whole is not listed as here
+    standin.clear_faults()
+    standin.requests.clear()
+    folder = hub.download(TINY)
+    assert (folder / "pytorch_model.bin").read_bytes() == tiny.read_bytes()
+    gets = [r for r in standin.requests if r.method == "GET" and r.filename == "pytorch_model.bin"]
+    assert [r.range for r in gets] == [f"bytes={cut}-"]  # never from zero
+
+
+def test_a_cancelled_download_lists_no_model_and_goes_on_later(standin):
+    with pytest.raises(hub.DownloadCancelled, match="was cancelled"):
+        hub.download(BASE, cancel=lambda: True)
+    assert hub.local_copy(BASE) is None
+    seen = []
+    hub.download(BASE, progress=lambda done, total, f: seen.append((done, total)))
+    assert hub.local_copy(BASE) is not None
+    total = seen[-1][1]
+    assert seen[-1][0] == total and all(0 <= d <= total for d, _ in seen)
+    assert [d for d, _ in seen] == sorted(d for d, _ in seen)  # the bar only moves forward
+
+
+@pytest.mark.parametrize("case, message", [
+    ("no network", r"google-bert/bert-base-uncased is not on this machine yet and the Hugging Face Hub \(http://"
+                   r"127\.0\.0\.1:\d+\) cannot be reached \(.+\): run `bert-explorer download google-bert/"
+                   r"bert-base-uncased` where there is internet"),
+    ("offline", r"is not on this machine yet and this machine is set to work offline \(HF_HUB_OFFLINE\): run "
+                r"`bert-explorer download"),
+    ("unknown", r"there is no model nobody/no-such-bert on the Hugging Face Hub \(or it is private\); check the name"),
+    ("gated", r"someone/gated-bert is gated on the Hugging Face Hub: accept its terms on its page there and log in"),
+    ("not a bert", r"someone/not-a-bert holds no BERT weights this app reads"),
+    ("full disk", r"no space left in .+ to download google-bert/bert-base-uncased \(.+ free, about [\d.]+ [kM]B needed: "
+                  r"its files and a twentieth more\); free some space, or point HF_HOME at a disk with room"),
+])
+def test_each_failure_is_one_sentence_that_says_what_to_do(standin, monkeypatch, capsys, case, message):
+    name = {"unknown": "hf:nobody/no-such-bert", "gated": "hf:someone/gated-bert",
+            "not a bert": "hf:someone/not-a-bert"}.get(case, "bert-base-uncased")
+    if case == "no network":
+        standin.stop()
+    elif case == "offline":
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    elif case == "full disk":
+        monkeypatch.setattr(full_disk, "free_bytes", lambda folder: 1000)
+    with pytest.raises((checkpoint.CheckpointError, full_disk.DiskFull)) as e:
+        checkpoint.load(name)
+    assert re.search(message, str(e.value)), str(e.value)
+    assert "\n" not in str(e.value) and "Traceback" not in str(e.value)
+    code = main(["download", name.removeprefix("hf:"), "--no-progress"])
+    err = capsys.readouterr().err.strip()
+    assert code == (1 if case == "full disk" else 2) and len(err.splitlines()) == 1, err
+    assert err.startswith("bert-explorer: error: ") and re.search(message, err), err
+
+
+def test_the_cli_downloads_lists_and_reopens(standin, monkeypatch, capsys):
+    assert main(["models"]) == 0
+    listed = capsys.readouterr().out
+    assert re.search(r"google-bert/bert-base-uncased\s+download about 440 MB\s+BERT-Base, uncased: L=12, H=768, "
+                     r"A=12, 110\.1 M parameters, Apache-2\.0", listed), listed
+    assert len([line for line in listed.splitlines() if line.startswith("google/bert_uncased_L-")]) == 24
+    assert main(["download", "bert-base-uncased", TINY, "--no-progress"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{BASE}: ") and "masked-LM head and next-sentence head" in out[0]
+    assert out[1].startswith(f"{TINY}: ")
+    standin.stop()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["models"]) == 0
+    assert re.search(r"google-bert/bert-base-uncased\s+here", capsys.readouterr().out)
+    assert main(["probe", "mlm", "--model", "bert-base-uncased", "--text", "the capital of france is [MASK] ."]) == 0
+
+
+def test_the_catalogue_is_the_papers():
+    assert len(hub.CATALOGUE) == 29
+    base = hub.CATALOGUE[BASE]
+    assert (base.layers, base.hidden, base.heads) == (12, 768, 12) and round(base.parameters / 1e6) == 110
+    large = hub.CATALOGUE["google-bert/bert-large-uncased"]
+    assert (large.layers, large.hidden, large.heads) == (24, 1024, 16) and round(large.parameters / 1e6) == 336
+    tiny = hub.CATALOGUE[TINY]
+    assert abs(tiny.download_bytes / 1e6 - 17.7) < 0.1  # FIELD_NOTES: 17.7 MB of pytorch_model.bin
+    assert hub.canonical("bert-large-cased") == "google-bert/bert-large-cased" == hub.canonical("hf:bert-large-cased")
+    assert hub.canonical("hf:someone/else") == "someone/else" and not hub.is_hub_name("minilm")
+
+
+def test_a_downloaded_model_is_in_the_sidebar_and_opens_with_no_server(standin, monkeypatch, runs_root):
+    from streamlit.testing.v1 import AppTest
+
+    hub.download(TINY)
+    standin.stop()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    at = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120).run()
+    box = at.sidebar.selectbox(key="be_model_choice")
+    assert "BERT-Tiny (L=2, H=128), uncased (downloaded)" in box.options  # as it is shown
+    box.set_value(TINY).run()
+    assert not at.exception and not at.sidebar.error
+    assert any("**L** = 2 layers" in m.value and "masked-LM head, next-sentence head" in m.value
+               for m in at.sidebar.markdown)
