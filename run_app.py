@@ -6,6 +6,7 @@ app's own (``bert_explorer.app.widgets.menu``), so this page is "Home" in it."""
 import pandas as pd
 import streamlit as st
 
+from bert_explorer.app import gallery
 from bert_explorer.app.models import available_models, builtin_corpora
 from bert_explorer.app.state import model_picker
 from bert_explorer.app.widgets import menu
@@ -55,6 +56,18 @@ st.caption("Short names work offline; any Hugging Face-style BERT checkpoint dir
            "L = layers, H = hidden units (the size of each token's vector), A = attention heads per layer: "
            "the paper's names (Devlin et al. 2019, Section 3).")
 st.table(pd.DataFrame(available_models()).set_index("name"))  # a table wraps the descriptions
+
+st.subheader("The paper's BERTs, one download away")
+st.caption("Devlin et al.'s released models (Section 3: BERT-Base, L=12, H=768, A=12, 110 M parameters; BERT-Large, "
+           "L=24, H=1024, A=16, 340 M) and Turc et al.'s 24 smaller BERTs (2019), on the Hugging Face Hub under "
+           "Apache-2.0. Choose *the paper's BERTs (Hugging Face Hub)…* in the sidebar to download one in the "
+           "background (the app keeps working), or run `bert-explorer download bert-base-uncased` where the app "
+           "runs; once here, a model opens with no network.")
+st.table(gallery.big_models())
+st.caption("The 24 miniatures as Turc et al.'s grid: L layers (rows) by H hidden units (columns), A = H/64 heads; "
+           "each cell: parameters, and *here* or the download's size. BERT-Tiny is L=2/H=128, Mini 4/256, Small "
+           "4/512, Medium 8/512.")
+st.table(gallery.miniature_grid())
 
 st.subheader("Built-in text, no download")
 st.caption("Real corpora read from installed packages; pre-training and fine-tuning use them. "

@@ -331,13 +331,16 @@ def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Calla
                     have = 0
                 with open(part, "ab" if have else "wb") as out:
                     step(have)
-                    while chunk := r.read(CHUNK):
-                        if cancel is not None and cancel():
-                            raise DownloadCancelled(f"the download of {repo_id} was cancelled at {name}; downloading "
-                                                    "it again goes on from there")
+                    # read1: what has arrived, up to a megabyte; a slow line still reports and cancels promptly
+                    while chunk := r.read1(CHUNK):
                         out.write(chunk)
                         have += len(chunk)
                         step(have)
+                        if cancel is not None and cancel():
+                            out.flush()
+                            raise DownloadCancelled(f"the download of {repo_id} was cancelled at {name} "
+                                                    f"({full_disk.size_text(have)} of {full_disk.size_text(size)}); "
+                                                    "downloading it again goes on from there")
         except urllib.error.HTTPError as e:
             if e.code == 416:  # nothing left to send: what is here is the whole file, or not this file
                 part.unlink(missing_ok=True)
@@ -374,6 +377,27 @@ def _link(target: Path, blob: Path) -> None:
 
 
 # ----- what there is -------------------------------------------------------------------------------------
+def cached_berts() -> dict[str, Path]:
+    """Every repository in the Hugging Face cache whose snapshot is a whole BERT (its config says
+    ``model_type: bert``, or has BERT's keys and no other type, as Google's miniatures): downloaded here
+    or by transformers, catalogue or not. {repo id: snapshot folder}."""
+    found = {}
+    root = cache_root()
+    for folder in sorted(root.glob("models--*")) if root.is_dir() else []:
+        repo_id = folder.name[len("models--"):].replace("--", "/")
+        snapshot = local_copy(repo_id)
+        if snapshot is None:
+            continue
+        try:
+            config = json.loads((snapshot / "config.json").read_text())
+        except (OSError, ValueError):
+            continue
+        kind = config.get("model_type") if isinstance(config, dict) else "?"
+        if kind == "bert" or (kind is None and {"hidden_size", "num_hidden_layers", "vocab_size"} <= set(config)):
+            found[repo_id] = snapshot
+    return found
+
+
 def catalogue_rows() -> list[dict]:
     """The catalogue as rows: id, name, L, H, A, parameters, download size (about 4 bytes a parameter),
     licence, and whether it is on this machine."""

@@ -226,9 +226,53 @@ def ablation_studio(page, base, out):
     shoot(page, out, "ablation_results", 1600, at=shipped)
 
 
+def gallery(page, base, out):
+    """Home's gallery of the paper's BERTs (BERT-Tiny downloaded before, from the stand-in Hub)."""
+    visit(page, base, "", "BERT Explorer")
+    heading = page.get_by_role("heading", name="The paper's BERTs, one download away")
+    heading.wait_for(timeout=SLOW)
+    shoot(page, out, "gallery", 860, at=heading)
+
+
+def download(page, base, out):
+    """BERT-Base chosen in the sidebar's gallery and its download under way (the stand-in serves slowly)."""
+    visit(page, base, "Masked_word_probe", "Masked-word probe")
+    sidebar = page.get_by_test_id("stSidebar")
+    sidebar.get_by_role("combobox").first.click()
+    page.get_by_role("option", name="the paper's BERTs (Hugging Face Hub)…").click()
+    settle(page)
+    sidebar.get_by_role("button", name="Download (about 440 MB)").click()
+    sidebar.get_by_text("Downloading google-bert/bert-base-uncased:").wait_for(timeout=SLOW)
+    time.sleep(6)  # a few seconds of progress, and its rate
+    shoot(page, out, "download", 1260)
+
+
 SHOTS = {f.__name__: f for f in (home, inside_one_layer, attention, attention_model_view, attributions,
                                   masked_word_probe, next_sentence_probe, two_models, probing, fine_tune,
-                                  after_fine_tuning, runs, ablation_studio, nearest_neighbours)}
+                                  after_fine_tuning, runs, ablation_studio, nearest_neighbours, gallery, download)}
+# These two read the Hugging Face Hub: the script serves the tests' local stand-in (tests/hub_standin.py)
+# instead, BERT-Tiny downloaded before the shots and BERT-Base (tiny random weights in its layout) slowly.
+HUB_SHOTS = {"gallery", "download"}
+
+
+def stand_in_hub(folder: Path):
+    """A stand-in Hub for the gallery shots and the environment that points the app at it."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import hub_standin
+
+    hub_standin.write_bert_base_layout(folder / "repos" / "google-bert/bert-base-uncased", hidden=256, layers=4,
+                                       heads=4, intermediate=1024)
+    hub_standin.write_miniature_layout(folder / "repos" / "google/bert_uncased_L-2_H-128_A-2", hidden=128,
+                                       heads=2, intermediate=512)
+    server = hub_standin.HubStandin(folder / "repos").start()
+    env = {"HF_ENDPOINT": server.endpoint, "HF_HUB_OFFLINE": "0", "HF_HUB_CACHE": str(folder / "cache"),
+           "BERT_EXPLORER_CACHE": str(folder / "app-cache")}
+    os.environ.update(env)
+    from bert_explorer import hub
+
+    hub.download("google/bert_uncased_L-2_H-128_A-2")
+    server.throttle("model.safetensors", 60_000)  # bytes a second: the bar moves for minutes
+    return server, env
 
 
 def free_port() -> int:
@@ -266,7 +310,13 @@ def main() -> int:
     else:
         print(f"note: {link} exists, so the pages show the runs folder's full path {runs}", flush=True)
         link = None
+    hub_server = None
     env = {**os.environ, "BERT_EXPLORER_RUNS": runs}
+    if HUB_SHOTS & set(chosen):
+        import tempfile
+
+        hub_server, hub_env = stand_in_hub(Path(tempfile.mkdtemp(prefix="hub-shots-")))
+        env.update(hub_env)
     server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "run_app.py", "--server.headless", "true",
                                "--server.address", "127.0.0.1", "--server.port", str(port),
                                "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env,
@@ -304,6 +354,8 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait(timeout=30)
+        if hub_server is not None:
+            hub_server.stop()
         if link is not None and link.is_symlink():
             link.unlink()
     if failed:

@@ -5,10 +5,12 @@ import plotly.express as px
 import streamlit as st
 
 from bert_explorer import disk_cache
-from bert_explorer.analysis.layers.probing import METRICS, TASKS, ProbeSettings, cached_result, probe_layers
+from bert_explorer.analysis.layers.probing import (METRICS, TASKS, ProbeSettings, cached_result, estimate_seconds,
+                                                   probe_layers)
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import picked_model, writes_allowed
+from bert_explorer.app.state import computed, picked_model, writes_allowed
+from bert_explorer.runs.report import duration_text
 from bert_explorer.app.widgets import intro
 
 st.set_page_config(page_title="What each layer knows · BERT Explorer", layout="wide")
@@ -77,10 +79,13 @@ if missing:
     # have run, so the results do not sit under "Not computed yet" until the next visit.
     pending = st.empty()
     with pending.container():
+        with st.spinner("Measuring how fast this model runs here…"):
+            est = {t: computed(estimate_seconds, name, ARCH, t, settings_for(t), pos_file) for t in missing}
         st.info(f"Not computed yet for this model: {', '.join(missing)}. The vectors of every layer are computed "
-                "once, then the probes train; both are kept on disk, so the next visit is fast. On this project's "
-                "2-core CPU, shared with other work, the default model took 3½ minutes for ner (all 2,394 sentences; "
-                "240 MB of vectors on disk) and 1½ for topic.")
+                "once, then the probes train; both are kept on disk, so the next visit is fast. Measured here for "
+                "this model: " + "; ".join(f"{t}, {e['inputs']:,} inputs at {e['inputs_per_s']:,.1f} a second, about "
+                                          f"**{duration_text(e['seconds'])}**" for t, e in est.items())
+                + ". Fewer sentences or articles (Settings) run faster.")
         run_now = st.button("Run the probes", type="primary", key="probe_run")
         bar = st.progress(0.0, text="starting…") if run_now else None
     if run_now:

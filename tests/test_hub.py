@@ -209,3 +209,131 @@ def test_a_downloaded_model_is_in_the_sidebar_and_opens_with_no_server(standin, 
     assert not at.exception and not at.sidebar.error
     assert any("**L** = 2 layers" in m.value and "masked-LM head, next-sentence head" in m.value
                for m in at.sidebar.markdown)
+
+
+# ----- the gallery in the app, and a download in the background ------------------------------------------------
+GALLERY = "the paper's BERTs (Hugging Face Hub)…"
+
+
+def _sidebar_page(**state):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120)
+    for k, v in state.items():
+        at.session_state[k] = v
+    return at.run()
+
+
+def _wait(repo_id, states=("here", "cancelled", "failed"), timeout=60):
+    import time
+
+    from bert_explorer.runs import download_jobs
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        now = download_jobs.state(repo_id)
+        if now["state"] in states:
+            return now
+        time.sleep(0.1)
+    raise AssertionError(f"{repo_id} stayed {download_jobs.state(repo_id)}")
+
+
+def test_the_home_page_lays_out_the_papers_models(standin, runs_root):
+    from streamlit.testing.v1 import AppTest
+
+    hub.download(TINY)
+    at = AppTest.from_file("../run_app.py", default_timeout=120).run()
+    assert not at.exception
+    big, grid = at.table[1].value, at.table[2].value
+    assert list(big.index) == ["BERT-Base, uncased", "BERT-Large, uncased", "BERT-Base, cased", "BERT-Large, cased",
+                               "BERT-Base, multilingual cased (104 languages)"]
+    assert big.loc["BERT-Base, uncased", "download"] == "about 440 MB" and big.loc["BERT-Base, uncased", "A"] == 12
+    assert list(grid.index) == [f"L={L}" for L in (2, 4, 6, 8, 10, 12)]
+    assert list(grid.columns) == ["H=128 (A=2)", "H=256 (A=4)", "H=512 (A=8)", "H=768 (A=12)"]
+    assert grid.loc["L=2", "H=128 (A=2)"] == "4.4 M · here" and grid.loc["L=4", "H=256 (A=4)"] == "11.3 M · 45.1 MB"
+
+
+def test_a_download_from_the_sidebar_runs_in_the_background_with_its_progress_and_can_be_cancelled(standin,
+                                                                                                      runs_root):
+    from bert_explorer.runs import download_jobs
+
+    weights = standin.repo_dir(TINY) / "pytorch_model.bin"
+    standin.throttle("pytorch_model.bin", weights.stat().st_size // 30)  # about 30 s: time to watch and cancel
+    at = _sidebar_page(be_model_choice=GALLERY, be_hub_choice=TINY)
+    assert not at.exception
+    (button,) = [b for b in at.sidebar.button if b.key == f"be_download_{TINY}"]
+    assert button.label == "Download (about 17.7 MB)"
+    button.click().run()
+    _wait(TINY, states=("downloading",))
+    assert download_jobs.start(TINY) is False  # a second click (another tab) starts no second download
+    import time
+
+    deadline = time.time() + 20
+    while not (download_jobs.state(TINY).get("done") or 0) and time.time() < deadline:
+        time.sleep(0.1)
+    at.run()
+    assert not at.exception
+    bar = [p for p in at.sidebar.get("progress")]
+    assert bar and "Downloading google/bert_uncased_L-2_H-128_A-2: " in bar[0].proto.text
+    [b for b in at.sidebar.button if b.key == f"be_download_cancel_{TINY}"][0].click().run()
+    cancelled = _wait(TINY)
+    assert cancelled["state"] == "cancelled" and hub.local_copy(TINY) is None
+
+    standin.clear_faults()
+    standin.requests.clear()
+    at.run()
+    assert any("was cancelled" in w.value for w in at.sidebar.warning)
+    [b for b in at.sidebar.button if b.key == f"be_download_{TINY}"][0].click().run()
+    assert _wait(TINY)["state"] == "here"
+    gets = [r for r in standin.requests if r.method == "GET" and r.filename == "pytorch_model.bin"]
+    assert len(gets) == 1 and gets[0].range and gets[0].range.startswith("bytes=")  # went on from the cancel
+    at.run()
+    assert not at.exception
+    assert any("**L** = 2 layers" in m.value for m in at.sidebar.markdown)  # the model is chosen and loaded
+
+
+def test_classroom_mode_offers_what_is_downloaded_and_says_how_the_teacher_adds_a_model(standin, runs_root,
+                                                                                           monkeypatch):
+    from streamlit import config as st_config
+
+    hub.download(TINY)
+    before = st_config.get_option("server.address")
+    st_config.set_option("server.address", "0.0.0.0")
+    try:
+        at = _sidebar_page()
+        options = at.sidebar.selectbox(key="be_model_choice").options
+        assert "BERT-Tiny (L=2, H=128), uncased (downloaded)" in options and "a local directory…" not in options
+        at.sidebar.selectbox(key="be_model_choice").set_value(GALLERY).run()
+        at.sidebar.selectbox(key="be_hub_choice").set_value(BASE).run()
+        assert not at.exception
+        assert not [b for b in at.sidebar.button if b.key.startswith("be_download")]
+        assert any(f"The teacher adds it where the server runs: `bert-explorer download {BASE}`" in i.value
+                   for i in at.sidebar.info)
+    finally:
+        st_config.set_option("server.address", before)
+
+
+def test_the_app_holds_models_up_to_its_memory_budget_and_drops_the_least_recently_used(standin, monkeypatch):
+    from bert_explorer.app import state
+
+    folders = [hub.download(r) for r in (BASE, TINY, "google/bert_uncased_L-4_H-256_A-4")]
+    one = state.model_bytes(checkpoint.load(folders[0], "BertForPreTraining"))
+    monkeypatch.setenv(state.MEMORY_ENV, str(2.5 * one / 1e9))  # room for two of these tiny models
+    monkeypatch.setattr(state, "_models", type(state._models)())
+    a = state._load(str(folders[0]), "BertForPreTraining", ())
+    assert state._load(str(folders[0]), "BertForPreTraining", ()) is a  # loaded once, shared
+    state._load(str(folders[1]), "BertForPreTraining", ())
+    state._load(str(folders[0]), "BertForPreTraining", ())  # used again: now the most recent
+    state._load(str(folders[2]), "BertForPreTraining", ())
+    assert [k[0] for k, _ in state.held_models()] == [str(folders[0]), str(folders[2])]  # folders[1] went
+    assert sum(size for _, size in state.held_models()) <= state.memory_budget()
+
+
+def test_a_background_download_that_fails_says_why_in_one_sentence(standin):
+    from bert_explorer.runs import download_jobs
+
+    assert download_jobs.start("hf:nobody/nothing-here") is True
+    failed = _wait("nobody/nothing-here")
+    assert failed["state"] == "failed"
+    assert failed["error"].startswith("there is no model nobody/nothing-here on the Hugging Face Hub")
+    assert "\n" not in failed["error"]

@@ -9,7 +9,9 @@ import functools
 import importlib
 import os
 import re
+import threading
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 
 import streamlit as st
@@ -22,10 +24,12 @@ from ..checkpoint import CheckpointError, Loaded
 from ..data.uploads.names import slug
 from ..full_disk import CacheNotKept
 from ..runs.finder import RUNS_DIR, run_checkpoints, run_label, runs_root
-from ..runs.run import Run
+from ..runs.run import UPLOADS_DIR, Run
+from . import gallery
 from .keep import kept, remembered
 
-UPLOADS = "uploaded-models"  # checkpoints uploaded as .zip, under the runs folder
+UPLOADS = UPLOADS_DIR  # checkpoints uploaded as .zip, under the runs folder
+GALLERY = "the paper's BERTs (Hugging Face Hub)…"
 ABLATION_ENTRY = "ablation:"  # the sidebar's entry for one ablation's checkpoints
 
 
@@ -157,10 +161,56 @@ def _app_threads() -> int:
     return torch.get_num_threads()
 
 
-@st.cache_resource(show_spinner="Loading the model…", max_entries=8)
+# Models held in memory for every session, the least recently used dropped first: eight BERT-Large-sized
+# models would need about 11 GB. $BERT_EXPLORER_MODEL_MEMORY_GB sets the budget (a model larger than the
+# budget is still held, alone).
+MEMORY_ENV, MEMORY_GB = "BERT_EXPLORER_MODEL_MEMORY_GB", 3.0
+_models: "OrderedDict[tuple, tuple[Loaded, int]]" = OrderedDict()
+_models_lock = threading.Lock()
+_loading: dict[tuple, threading.Lock] = {}  # one load per model at a time: two sessions asking share it
+
+
+def memory_budget() -> float:
+    """Bytes of model weights the app keeps loaded at once."""
+    try:
+        return float(os.environ.get(MEMORY_ENV) or MEMORY_GB) * 1e9
+    except ValueError:
+        return MEMORY_GB * 1e9
+
+
+def model_bytes(loaded: Loaded) -> int:
+    model = loaded.model
+    return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+
+
+def held_models() -> list[tuple[tuple, int]]:
+    """(key, bytes) of the models in memory, least recently used first."""
+    with _models_lock:
+        return [(k, size) for k, (_, size) in _models.items()]
+
+
 def _load(name: str, architecture: str | None, version: tuple) -> Loaded:
-    _app_threads()
-    return checkpoint.load(name, architecture)
+    """A loaded model shared by every session, loaded once; held until the budget needs its room."""
+    key = (name, architecture, version)
+    with _models_lock:
+        if key in _models:
+            _models.move_to_end(key)
+            return _models[key][0]
+        one_load = _loading.setdefault(key, threading.Lock())
+    with one_load:
+        with _models_lock:
+            if key in _models:
+                _models.move_to_end(key)
+                return _models[key][0]
+        _app_threads()
+        with st.spinner("Loading the model…"):
+            loaded = checkpoint.load(name, architecture)
+        with _models_lock:
+            _models[key] = (loaded, model_bytes(loaded))
+            while len(_models) > 1 and sum(size for _, size in _models.values()) > memory_budget():
+                _models.popitem(last=False)  # a session still using it keeps its own reference
+            _loading.pop(key, None)
+    return loaded
 
 
 # The files load() reads weights from: a delta checkpoint's base.json names the tensors it borrows.
@@ -286,8 +336,8 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     """Sidebar: choose a model by short name, from a run, or by path; show what it is."""
     show_mode()
     names = [n for n, (locate, _) in checkpoint.SHORT_NAMES.items() if locate() is not None]
-    # the paper's BERTs downloaded once (`bert-explorer download`): they open with no network
-    downloaded = {m.repo_id: f"{m.title} (downloaded)" for m in hub.CATALOGUE.values() if hub.local_copy(m.repo_id)}
+    # the paper's BERTs (and any BERT) in the Hugging Face cache: they open with no network, for everyone
+    downloaded = {r: f"{hub.CATALOGUE[r].title if r in hub.CATALOGUE else r} (downloaded)" for r in hub.cached_berts()}
     names += list(downloaded)
     root = runs_root()
     ckpts = run_checkpoints(root)
@@ -300,7 +350,7 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     labels.update({g: f"checkpoints of ablation {g[len(ABLATION_ENTRY):]} ({len(p)})…" for g, p in groups.items()})
     labels.update({u: f"uploaded: {Path(u).name}" for u in uploaded_checkpoints()})
     labels.update(downloaded)
-    options = (names + [c.path for c in ckpts if not c.group] + list(groups) + uploaded_checkpoints()
+    options = (names + [c.path for c in ckpts if not c.group] + list(groups) + uploaded_checkpoints() + [GALLERY]
                # in classroom mode no one on the network reads the host's folders or writes to them
                + (["a local directory…", "upload a checkpoint (.zip)…"] if writes_allowed() else []))
     default = default if default in options else options[0]
@@ -321,6 +371,9 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
         inside = {p: labels[p].split(" ▸ ", 1)[-1] for p in groups[choice]}  # "pre-training tiny · MLM · step 9"
         choice = kept(st.sidebar.selectbox, f"Pre-training in {choice[len(ABLATION_ENTRY):]}", f"be_model_in_{choice}",
                       next(iter(inside)), valid=inside.__contains__, options=list(inside), format_func=inside.get)
+    st.session_state.pop(gallery.WAITING, None)
+    if choice == GALLERY:  # the paper's BERTs: a downloaded one is chosen, another offers its download
+        choice = gallery.choose(writes_allowed())
     if choice == "upload a checkpoint (.zip)…" and writes_allowed():
         choice = _upload_checkpoint()
     if choice == "a local directory…" and writes_allowed():
@@ -347,7 +400,7 @@ def picked_model(architecture: str = "BertForPreTraining", missing: str = "Choos
     """The sidebar's model picker and the loaded model; if it cannot be loaded the page says why
     in one sentence and stops there."""
     name = model_picker()
-    loaded, error = load(name, architecture) if name else (None, missing)
+    loaded, error = load(name, architecture) if name else (None, st.session_state.get(gallery.WAITING) or missing)
     if error:
         st.info(error)
         st.stop()

@@ -49,7 +49,8 @@ NESTED_RUNS = {"pretrain", "cells"}  # an ablation's own runs
 _UPLOADED_CORPUS = re.compile(r"corpus(-\d+)?\.txt")
 _CHECKPOINT = re.compile(r"step-\d+")
 # The folders of the runs root that belong to the app, never to a run.
-APP_FOLDERS = {"uploaded-models": "where the app keeps uploaded checkpoints"}
+UPLOADS_DIR = "uploaded-models"
+APP_FOLDERS = {UPLOADS_DIR: "where the app keeps uploaded checkpoints"}
 
 
 class Run:
