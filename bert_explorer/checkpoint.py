@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -142,6 +143,89 @@ def _run_kind(d: Path) -> str | None:
     return _run_setting(d, "kind")
 
 
+def inspect(d: Path) -> BertConfig:
+    """A checkpoint's config, checked before anything is built: a readable config.json within
+    ``BertConfig``'s bounds, the sizes it declares equal to the shapes the weights file declares (read
+    from its header, not its data), and a vocabulary no longer than the embeddings. Each problem is one
+    sentence (CheckpointError). What a model then allocates is no more than its weights file holds."""
+    cfg_file = d / "config.json"
+    try:
+        if cfg_file.stat().st_size > 1_000_000:
+            raise ValueError("it is over 1 MB, far more than a BERT config holds")
+        raw = json.loads(cfg_file.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict):
+            raise ValueError("it is not a JSON object of settings")
+        config = BertConfig.from_hf_dict(raw)
+    except RecursionError:
+        raise CheckpointError(f"{cfg_file} is not a usable BERT config: it nests too deeply to be one") from None
+    except (OSError, ValueError, TypeError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{cfg_file} is not a usable BERT config: {e}") from None
+    shapes = _declared_shapes(d)
+    if shapes:
+        _check_shapes(d, config, shapes)
+    vocab = d / "vocab.txt"
+    if vocab.is_file():
+        lines = _count_lines(vocab, stop_after=config.vocab_size + 1)
+        if lines > config.vocab_size:
+            raise CheckpointError(f"{vocab} has more lines than the {config.vocab_size:,} words the model's embeddings "
+                                  "hold (vocab_size in config.json): the extra ids would read nothing; give the "
+                                  "vocab.txt the model was trained with")
+    return config
+
+
+def _declared_shapes(d: Path) -> dict[str, tuple[int, ...]]:
+    """{tensor name: shape} as the weights file declares them, without reading the weights: the
+    safetensors header, or a zip-format pytorch_model.bin mapped (not read); {} for a legacy .bin."""
+    st = d / "model.safetensors"
+    try:
+        if st.is_file():
+            with safe_open(str(st), "pt") as f:
+                return {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+        binf = d / "pytorch_model.bin"
+        if binf.is_file() and zipfile.is_zipfile(binf):
+            return {k: tuple(v.shape) for k, v in torch.load(binf, map_location="cpu", weights_only=True,
+                                                              mmap=True).items() if hasattr(v, "shape")}
+    except Exception as e:  # a lying or damaged header: never build a model from it
+        name = "model.safetensors" if st.is_file() else "pytorch_model.bin"
+        raise CheckpointError(f"{d / name} cannot be read as weights ({str(e).splitlines()[0][:120]}); give the "
+                              "checkpoint's file as it was written") from None
+    return {}
+
+
+def _check_shapes(d: Path, config: BertConfig, shapes: dict[str, tuple[int, ...]]) -> None:
+    """The sizes of config.json against the weights file's own: the embeddings, each layer's matrices, and
+    no layer beyond num_hidden_layers."""
+    H, I, L = config.hidden_size, config.intermediate_size, config.num_layers
+    expected = {"embeddings.word_embeddings.weight": (config.vocab_size, H),
+                "embeddings.position_embeddings.weight": (config.max_position_embeddings, H),
+                "embeddings.token_type_embeddings.weight": (config.type_vocab_size, H)}
+    for i in range(L):
+        layer = f"encoder.layer.{i}."
+        expected.update({layer + "attention.self.query.weight": (H, H), layer + "attention.self.key.weight": (H, H),
+                         layer + "attention.self.value.weight": (H, H), layer + "attention.output.dense.weight": (H, H),
+                         layer + "intermediate.dense.weight": (I, H), layer + "output.dense.weight": (H, I)})
+    names = [key.removeprefix("bert.").split(".") for key in shapes]
+    layers = {int(n[2]) for n in names if n[:2] == ["encoder", "layer"] and len(n) > 2 and n[2].isdigit()}
+    if layers and max(layers) + 1 != L:
+        raise CheckpointError(f"{d}: the weights hold {max(layers) + 1} layers but config.json says "
+                              f"num_hidden_layers {L}; the two do not belong together")
+    for key, shape in shapes.items():
+        k = key.removeprefix("bert.")
+        if k in expected and tuple(shape) != expected[k]:
+            raise CheckpointError(f"{d}: config.json declares {k} of shape {expected[k]} but the weights file holds "
+                                  f"{tuple(shape)}; the two do not belong together")
+
+
+def _count_lines(path: Path, stop_after: int) -> int:
+    """Lines of a text file, counted in blocks and stopped once past ``stop_after``."""
+    n, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while n <= stop_after and (block := f.read(1 << 20)):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")  # a last line with no newline counts too
+
+
 def read_state_dict(d: Path) -> dict[str, torch.Tensor]:
     st = d / "model.safetensors"
     if st.is_file():
@@ -156,8 +240,9 @@ def read_state_dict(d: Path) -> dict[str, torch.Tensor]:
     if binf.is_file():
         try:
             return torch.load(binf, map_location="cpu", weights_only=True)
-        except Exception as e:
-            raise CheckpointError(f"{binf} holds more than plain tensors and was not loaded ({e})") from e
+        except Exception:  # torch's own message goes on to advise weights_only=False: the wrong way here
+            raise CheckpointError(f"{binf} holds more than plain tensors (a pickle that could run code), so it was "
+                                  "not loaded; save its weights as model.safetensors and try again") from None
     raise CheckpointError(f"{d} has no model.safetensors (or pytorch_model.bin)")
 
 
@@ -324,16 +409,16 @@ def load(
     initialised and listed in ``report``; names in ``need_heads`` (e.g. "masked-LM head")
     must be present, or MissingHeadError says so."""
     d = resolve(name_or_dir)
-    try:
-        raw_cfg = json.loads((d / "config.json").read_text())
-        config = BertConfig.from_hf_dict(raw_cfg)
-    except (ValueError, TypeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{d / 'config.json'} is not a usable BERT config: {e}") from e
+    config = inspect(d)  # every size checked against the weights file before anything is allocated
     arch = architecture or (config.architectures or ["BertModel"])[0]
     if arch not in ARCHITECTURES:
         raise CheckpointError(f"unknown architecture {arch!r}; choose one of {', '.join(ARCHITECTURES)}")
     model = ARCHITECTURES[arch](config, **head_kwargs)
     sd = _normalise_keys(read_state_dict(d), model)
+    broken = next((k for k, v in sd.items() if v.is_floating_point() and not torch.isfinite(v).all()), None)
+    if broken is not None:  # a model of NaNs loads, then every page's probabilities are NaN
+        raise CheckpointError(f"{d}: the weights {broken} hold values that are not numbers (NaN or infinity), so "
+                              "the model cannot be used; export or train it again")
     own = model.state_dict()
     for k, v in list(sd.items()):
         if k in own and own[k].shape != v.shape:
@@ -362,6 +447,49 @@ def load(
     except (FileNotFoundError, ValueError) as e:
         raise CheckpointError(f"{d}: cannot build the tokenizer ({e})") from e
     return Loaded(model, tokenizer, config, d, report, str(name_or_dir))
+
+
+# ----- uploads --------------------------------------------------------------------------------
+UPLOAD_MARK = ".upload.json"  # the upload's SHA-256, written once it has loaded
+
+
+def accept_upload(data: bytes, directory: str | Path, name: str = "the upload") -> Path:
+    """An uploaded .zip kept in ``directory`` only if it loads as a BERT (every check of :func:`load`:
+    sizes against the weights, finite weights, a vocabulary that fits); one that does not is removed,
+    said in one sentence. The same bytes uploaded again are not unpacked again; other bytes under the
+    same name replace the earlier upload (the person uploading asked for it)."""
+    directory = Path(directory)
+    digest = hashlib.sha256(data).hexdigest()
+    if upload_digest(directory) == digest:
+        return directory
+
+    def loads(folder: Path) -> None:
+        try:
+            load(folder, "BertForPreTraining")
+        except CheckpointError as e:
+            raise CheckpointError(f"{name} cannot be used, so it was not kept: "
+                                  f"{str(e).replace(str(folder), 'its folder')}") from None
+        (folder / UPLOAD_MARK).write_text(json.dumps({"sha256": digest, "name": name}))
+    return unpack_zip(data, directory, check=loads)
+
+
+def upload_digest(directory: str | Path) -> str | None:
+    try:
+        return json.loads((Path(directory) / UPLOAD_MARK).read_text()).get("sha256")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def usable(directory: str | Path) -> bool:
+    """Can the checkpoint in ``directory`` be offered (an upload that loaded, or one whose sizes check
+    out without building it)? A folder that cannot load is listed to nobody."""
+    if upload_digest(directory):
+        return True
+    try:
+        inspect(Path(directory))
+    except CheckpointError:
+        return False
+    return True
 
 
 # ----- saving --------------------------------------------------------------------------------
@@ -416,14 +544,15 @@ UPLOAD_FILES = ("config.json", "model.safetensors", BASE_FILE) + TOKENIZER_FILES
 MAX_UPLOAD_BYTES = 2 * 1024**3  # uncompressed: BERT-Large in fp32 is 1.3 GB
 
 
-def unpack_zip(data: bytes, directory: str | Path, max_bytes: int = MAX_UPLOAD_BYTES) -> Path:
+def unpack_zip(data: bytes, directory: str | Path, max_bytes: int = MAX_UPLOAD_BYTES, check=None) -> Path:
     """Unpack an uploaded checkpoint (.zip of a transformers-style folder) into ``directory``.
 
     Only the known checkpoint files are taken (``UPLOAD_FILES``), by their base names, from
     the folder of the archive that holds config.json: nothing is written outside
     ``directory`` whatever the names inside the archive say, and no pickle is accepted (the
     weights must be model.safetensors). Written to a temporary sibling and renamed into
-    place, so a failed upload leaves nothing behind."""
+    place, so a failed upload leaves nothing behind; ``check(folder)``, when given, is called on
+    the unpacked folder before it takes ``directory``'s place, and an error it raises keeps it out."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as e:
@@ -450,6 +579,8 @@ def unpack_zip(data: bytes, directory: str | Path, max_bytes: int = MAX_UPLOAD_B
                 for name, info in chosen.items():
                     with archive.open(info) as src, open(tmp / name, "wb") as dst:
                         shutil.copyfileobj(src, dst)
+                if check is not None:
+                    check(tmp)
         except zipfile.BadZipFile as e:
             raise CheckpointError(f"the .zip is damaged ({e}); zip the checkpoint folder again") from e
     return Path(directory)

@@ -41,6 +41,10 @@ class WordPieceTokenizer:
         # The vocab file's own lines, kept so that save() writes them back unchanged: ids are
         # line numbers, and a file with a repeated line must not shift the ids that follow.
         self._lines = None if isinstance(vocab, dict) else Path(vocab).read_text(encoding="utf-8").splitlines()
+        known = set(vocab) if isinstance(vocab, dict) else set(self._lines)
+        for t in SPECIAL_TOKENS:  # tokenizers itself would raise a TypeError naming no file
+            if t not in known:
+                raise ValueError(f"the vocabulary has no {t} token")
         self._tok = BertWordPieceTokenizer(
             vocab if isinstance(vocab, dict) else str(vocab), lowercase=lowercase
         )

@@ -1,10 +1,13 @@
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
 from bert_explorer.app import exports
 from bert_explorer.app import run_figures
 from bert_explorer.app import runs_view as rv
-from bert_explorer.app.state import mode_sentence, show_mode, shown_path, without_host_paths, writes_allowed, writes_off
+from bert_explorer.app.state import (delete_upload, mode_sentence, show_mode, shown_path, uploaded_checkpoints,
+                                     without_host_paths, writes_allowed, writes_off)
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs import finder, report
 from bert_explorer.runs.background import delete, delete_refusal
@@ -26,10 +29,31 @@ if "runs_msg" in st.session_state:
     kind, text = st.session_state.pop("runs_msg")
     (st.success if kind == "ok" else st.error)(text)
 
+def _uploads_section() -> None:
+    """Uploaded checkpoints, deleted one at a time after a confirmation (writing must be allowed)."""
+    uploads = uploaded_checkpoints(every=True)
+    if not uploads or not writes_allowed():
+        return
+    gen = st.session_state.get("runs_gen", 0)
+    st.subheader("Delete an uploaded checkpoint")
+    by_upload = {Path(u).name: u for u in uploads}
+    gone = st.selectbox("Uploaded checkpoint", list(by_upload), key=f"runs_upload_sel_{gen}")
+    sure = st.checkbox(f"Yes, delete the uploaded checkpoint {gone}", key=f"runs_upload_confirm_{gen}_{gone}")
+    if st.button("Delete the upload", key="runs_upload_delete", disabled=not sure):
+        try:
+            delete_upload(by_upload[gone])
+            st.session_state["runs_msg"] = ("ok", f"Deleted the uploaded checkpoint {gone}.")
+            st.session_state["runs_gen"] = gen + 1
+        except (OSError, ValueError) as e:
+            st.session_state["runs_msg"] = ("error", str(e))
+        st.rerun()
+
+
 everything = finder.find_runs(root)
 if not everything:
     st.info(f"No runs under {shown_path(root)} yet: start one on the Pre-train or Fine-tune page, or with the CLI "
             f"(`bert-explorer pretrain --output runs/NAME ...`).")
+    _uploads_section()
     st.stop()
 # Every picker's key carries a generation that a delete moves on: after a delete, all of them
 # are new widgets built from the runs that are left, never a stale choice.
@@ -114,3 +138,5 @@ if not refusal:
               help="Tick the confirmation first. A running or queued run is refused: stop it first.")
 st.caption(f"Checkpoint folders are large; deleting a run frees their space. Runs are plain folders (here: "
            f"`{shown_path(root)}`), so you can also copy or archive them.")
+
+_uploads_section()

@@ -6,9 +6,11 @@ Session-state keys carry the ``be_`` prefix so they never collide with a page's 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import os
 import re
+import shutil
 import threading
 import warnings
 from collections import OrderedDict
@@ -296,9 +298,21 @@ def device_name() -> str:
     return "CPU"
 
 
-def uploaded_checkpoints() -> list[str]:
+def uploaded_checkpoints(every: bool = False) -> list[str]:
+    """The uploads every session may choose: those that load (a broken one is offered to nobody);
+    ``every``: all of them, broken ones included (to delete them)."""
     d = runs_root() / UPLOADS
-    return sorted(str(p.parent) for p in d.glob("*/config.json")) if d.is_dir() else []
+    found = sorted(str(p.parent) for p in d.glob("*/config.json")) if d.is_dir() else []
+    return found if every else [u for u in found if checkpoint.usable(u)]
+
+
+def delete_upload(path: str | Path) -> None:
+    """Remove one uploaded checkpoint: only a folder directly in the uploads folder, never through a link."""
+    folder = Path(path)
+    uploads = (runs_root() / UPLOADS).resolve()
+    if folder.is_symlink() or folder.resolve().parent != uploads or not (folder / "config.json").is_file():
+        raise ValueError(f"{folder.name} is not an uploaded checkpoint")
+    shutil.rmtree(folder)
 
 
 def _upload_checkpoint() -> str | None:
@@ -308,12 +322,16 @@ def _upload_checkpoint() -> str | None:
     if f is None:
         return None
     target = runs_root() / UPLOADS / slug(Path(f.name).stem)
-    if not (target / "config.json").exists():
-        try:
-            checkpoint.unpack_zip(f.getvalue(), target)
-        except CheckpointError as e:
-            st.sidebar.error(str(e))
-            return None
+    replaced = (target / "config.json").exists() and \
+        checkpoint.upload_digest(target) != hashlib.sha256(f.getvalue()).hexdigest()
+    try:
+        with st.spinner("Checking that the checkpoint loads…"):
+            checkpoint.accept_upload(f.getvalue(), target, f.name)
+    except CheckpointError as e:
+        st.sidebar.error(without_host_paths(str(e)))
+        return None
+    if replaced:
+        st.sidebar.caption(f"{f.name} replaced the earlier upload of the same name.")
     return str(target)
 
 

@@ -12,6 +12,15 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 
+# The sizes a config may ask for (inclusive): far above BERT-Large, far below what would exhaust a machine
+# before the weights file is even compared with them (checkpoint.inspect does that next).
+SIZE_BOUNDS = {"num_layers": (1, 48), "hidden_size": (1, 4096), "num_heads": (1, 4096),
+               "intermediate_size": (1, 16384), "vocab_size": (1, 250_000), "max_position_embeddings": (1, 8192),
+               "type_vocab_size": (1, 16)}
+MAX_LABELS = 1000
+_HF_KEY = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads"}
+
+
 @dataclass
 class BertConfig:
     vocab_size: int = 30522          # the released uncased WordPiece vocab (paper: "30,000")
@@ -33,11 +42,24 @@ class BertConfig:
     architectures: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        # A config is read before anything is allocated: every size is a whole number within what a
+        # BERT of this project can be (BERT-Large: L=24, H=1024; these bounds leave room above it), so a
+        # config.json asking for a million layers is one sentence, not a server out of memory.
+        for name, (low, high) in SIZE_BOUNDS.items():
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or not low <= v <= high:
+                raise ValueError(f"{_HF_KEY.get(name, name)} must be a whole number from {low:,} to {high:,}, "
+                                 f"not {v!r}")
         if self.hidden_size % self.num_heads:
             raise ValueError(
                 f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}"
             )
-        self.id2label = {int(k): str(v) for k, v in (self.id2label or {}).items()}
+        try:
+            self.id2label = {int(k): str(v) for k, v in (self.id2label or {}).items()}
+        except (TypeError, ValueError, AttributeError):
+            raise ValueError("id2label must map label numbers to names") from None
+        if len(self.id2label) > MAX_LABELS:
+            raise ValueError(f"id2label names {len(self.id2label):,} labels, more than {MAX_LABELS:,}")
 
     @property
     def head_size(self) -> int:

@@ -1,0 +1,152 @@
+"""Checkpoints that lie: every size of config.json checked (and against the weights file's own header)
+before anything is built; a vocabulary that does not fit, weights that are not numbers, a pickle: one
+sentence each. An upload that does not load is not kept, and uploads can be replaced and deleted."""
+import io
+import json
+import shutil
+import zipfile
+
+import pytest
+import torch
+
+from bert_explorer import checkpoint
+from bert_explorer.checkpoint import CheckpointError
+from shared import save_tiny_bert
+
+from bert_explorer.tokenizer import SPECIAL_TOKENS
+
+WORDS = SPECIAL_TOKENS + "the cat sat on mat a dog ran".split()
+
+
+@pytest.fixture
+def ckpt(tmp_path):
+    return save_tiny_bert(tmp_path / "ok", WORDS)
+
+
+@pytest.fixture
+def nothing_is_built(monkeypatch):
+    """Building a model (or a tokenizer) fails the test: a lying checkpoint must be refused before."""
+    def built(*args, **kwargs):
+        raise AssertionError("a model was built from a checkpoint that should have been refused")
+
+    monkeypatch.setattr(checkpoint, "ARCHITECTURES", {k: built for k in checkpoint.ARCHITECTURES})
+    monkeypatch.setattr(checkpoint, "WordPieceTokenizer", type("T", (), {"from_dir": built}))
+
+
+def _edit_config(folder, **changes):
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(changes)
+    (folder / "config.json").write_text(json.dumps(cfg))
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"num_hidden_layers": 10**6}, "num_hidden_layers must be a whole number from 1 to 48, not 1000000"),
+    ({"vocab_size": 10**7}, "vocab_size must be a whole number from 1 to 250,000, not 10000000"),
+    ({"hidden_size": 10**9}, "hidden_size must be a whole number from 1 to 4,096, not 1000000000"),
+    ({"num_attention_heads": 0}, "num_attention_heads must be a whole number from 1 to 4,096, not 0"),
+    ({"num_hidden_layers": -2}, "num_hidden_layers must be a whole number from 1 to 48, not -2"),
+    ({"hidden_size": 31.5}, "hidden_size must be a whole number from 1 to 4,096, not 31.5"),
+    ({"num_hidden_layers": 4}, "the weights hold 2 layers but config.json says num_hidden_layers 4"),
+    ({"vocab_size": 64}, "config.json declares embeddings.word_embeddings.weight of shape (64, 32) but the weights "
+                         "file holds"),
+    ({"max_position_embeddings": 4096}, "embeddings.position_embeddings.weight of shape (4096, 32)"),
+])
+def test_a_config_that_lies_is_refused_before_anything_is_built(ckpt, nothing_is_built, changes, message):
+    _edit_config(ckpt, **changes)
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.load(ckpt, "BertForPreTraining")
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_config_nested_beyond_reading_is_one_sentence(ckpt, nothing_is_built):
+    (ckpt / "config.json").write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(CheckpointError, match="is not a usable BERT config: it nests too deeply"):
+        checkpoint.load(ckpt)
+
+
+def test_a_vocabulary_longer_than_the_embeddings_is_refused_before_it_is_read(ckpt, nothing_is_built):
+    with (ckpt / "vocab.txt").open("a") as f:
+        f.write("".join(f"w{i}\n" for i in range(100_000)))  # the report's 10 M lines, at a small scale
+    with pytest.raises(CheckpointError, match="has more lines than the .* words the model's embeddings hold"):
+        checkpoint.load(ckpt)
+
+
+def test_a_vocabulary_without_sep_is_one_sentence(ckpt):
+    lines = (ckpt / "vocab.txt").read_text().splitlines()
+    (ckpt / "vocab.txt").write_text("\n".join("[XYZ]" if t == "[SEP]" else t for t in lines) + "\n")
+    with pytest.raises(CheckpointError, match=r"cannot build the tokenizer \(the vocabulary has no \[SEP\] token\)"):
+        checkpoint.load(ckpt)
+
+
+def test_weights_that_are_not_numbers_are_refused(ckpt):
+    from safetensors.torch import load_file, save_file
+
+    sd = load_file(str(ckpt / "model.safetensors"))
+    sd = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v for k, v in sd.items()}
+    save_file(sd, str(ckpt / "model.safetensors"))
+    with pytest.raises(CheckpointError, match="hold values that are not numbers \\(NaN or infinity\\)"):
+        checkpoint.load(ckpt)
+
+
+def test_a_pickle_is_refused_without_advice_to_unpickle_it(ckpt, tmp_path):
+    import pickle
+
+    (ckpt / "model.safetensors").unlink()
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("this must never run",))
+
+    (ckpt / "pytorch_model.bin").write_bytes(pickle.dumps({"x": Evil()}))
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.load(ckpt)
+    assert "holds more than plain tensors (a pickle that could run code), so it was not loaded" in str(e.value)
+    assert "weights_only" not in str(e.value) and "\n" not in str(e.value)
+
+
+# ----- uploads ----------------------------------------------------------------------------------------------
+def _zip(folder) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for f in folder.iterdir():
+            z.write(f, f"model/{f.name}")
+    return buf.getvalue()
+
+
+def test_an_upload_that_does_not_load_is_not_kept_nor_listed_and_a_corrected_one_replaces_it(ckpt, tmp_path,
+                                                                                              runs_root):
+    from bert_explorer.app import state
+
+    broken = tmp_path / "broken"
+    shutil.copytree(ckpt, broken)
+    _edit_config(broken, num_hidden_layers=10**6)
+    target = runs_root / "uploaded-models" / "mine"
+    with pytest.raises(CheckpointError, match="mine.zip cannot be used, so it was not kept: .*num_hidden_layers"):
+        checkpoint.accept_upload(_zip(broken), target, "mine.zip")
+    assert not target.exists() and state.uploaded_checkpoints() == []
+    # a folder unpacked by an earlier version, broken: offered to nobody, but still deletable
+    shutil.copytree(broken, target)
+    assert state.uploaded_checkpoints() == [] and state.uploaded_checkpoints(every=True) == [str(target)]
+    # the corrected checkpoint uploaded under the same name takes its place
+    checkpoint.accept_upload(_zip(ckpt), target, "mine.zip")
+    assert json.loads((target / "config.json").read_text())["num_hidden_layers"] == 2
+    assert state.uploaded_checkpoints() == [str(target)]
+    assert checkpoint.load(target).config.num_layers == 2
+    state.delete_upload(target)
+    assert not target.exists()
+    with pytest.raises(ValueError, match="is not an uploaded checkpoint"):
+        state.delete_upload(ckpt)  # only a folder in the uploads folder
+
+
+def test_the_runs_page_deletes_an_upload_after_its_confirmation(ckpt, runs_root):
+    from streamlit.testing.v1 import AppTest
+
+    target = runs_root / "uploaded-models" / "mine"
+    checkpoint.accept_upload(_zip(ckpt), target, "mine.zip")
+    at = AppTest.from_file("../pages/13_Runs.py", default_timeout=120).run()
+    assert not at.exception
+    assert at.button(key="runs_upload_delete").disabled
+    at.checkbox(key="runs_upload_confirm_0_mine").check().run()
+    at.button(key="runs_upload_delete").click().run()
+    assert not at.exception and not target.exists()
+    assert any("Deleted the uploaded checkpoint mine." in s.value for s in at.success)
