@@ -16,6 +16,7 @@ from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.data.uploads.names import table_columns
 from bert_explorer.runs import finder
 from bert_explorer.runs.report import LABELS, duration_text, finetune_result
+from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
 from bert_explorer.tasks.spans import SpanTask
 from bert_explorer.tasks.metrics import small_dev_warning
@@ -115,12 +116,12 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     if data is not None:
         summary = data.summary()
         st.success(f"Detected task: **{data.task.name}** · {len(data.examples):,} examples"
-                   + (f" · labels: {', '.join(map(str, data.label_names[:12]))}" if data.label_names else ""))
+                   + (f" · labels: {md(', '.join(map(str, data.label_names[:12])))}" if data.label_names else ""))
         for note in data.notes:
-            st.caption(f"• {note}")
+            st.caption(f"• {md(note)}")  # a note may quote the file: shown as its characters
         st.dataframe(dv.examples_frame(data, 20), hide_index=True)
         if summary.get("label_counts") and not data.task.per_token:  # NER counts tags, shown above
-            st.caption("Examples per label: " + ", ".join(f"{k} {v:,}" for k, v in summary["label_counts"].items()))
+            st.caption("Examples per label: " + ", ".join(f"{md(str(k))} {v:,}" for k, v in summary["label_counts"].items()))
 
     # ----- 2. settings ----------------------------------------------------------------------------------
     st.subheader("2. Settings")
@@ -265,7 +266,7 @@ if example is not None:
             st.metric(shown.title, shown.text)
         else:  # one column per word, then the answer in a line
             st.dataframe(pd.DataFrame(shown.table).T)
-            st.write(f"{shown.title}: {shown.text}")
+            st.write(f"{md(shown.title)}: {md(shown.text)}")
         if shown.scores:
             st.bar_chart(pd.Series(shown.scores, name="probability"))
 

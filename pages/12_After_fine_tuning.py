@@ -18,6 +18,7 @@ from bert_explorer.app.widgets import MENU, intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.runs import finder
 from bert_explorer.runs.report import LABELS
+from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.tasks.metrics import small_dev_warning
 from bert_explorer.tasks.registry import task_type
 
@@ -87,7 +88,7 @@ store = writes_allowed()  # classroom mode: computed for the view, never written
 try:
     task_name, label_names, record, rows, source = _predictions(str(run.path), store)
 except (ValueError, CheckpointError) as e:
-    st.info(without_host_paths(str(e)))
+    st.info(md(without_host_paths(str(e))))  # a data error may quote the upload
     st.stop()
 task = task_type(task_name)
 main = task.main_metric
@@ -99,6 +100,18 @@ bundle = ResultBundle("After fine-tuning", finder.rel_name(run.path, root), {"ru
 
 def fmt(value) -> str:
     return f"{value:.1f}" if task.percent else f"{value:.3f}"
+
+
+def marked(piece: str, in_gold: bool, in_predicted: bool) -> str:
+    """A piece of a passage (``predictions.answer_pieces``) in Markdown, its characters escaped (the
+    upload's text shows as text: no image in it is fetched): the gold answer in bold, the model's
+    answer highlighted, spaces kept outside the marks (Markdown bolds no text that starts with one)."""
+    core = piece.strip()
+    if not core or not (in_gold or in_predicted):
+        return md(piece)
+    shown = f":blue-background[{md(core)}]" if in_predicted else md(core)
+    shown = f"**{shown}**" if in_gold else shown
+    return md(piece[:len(piece) - len(piece.lstrip())]) + shown + md(piece[len(piece.rstrip()):])
 
 
 # ----- 1. the dev set, example by example ------------------------------------------------------
@@ -139,10 +152,11 @@ if which == "confident mistakes" and task.target != "value":
     if shown_rows and shown_rows[0].get("p_predicted") is not None:
         top = shown_rows[:3]
         st.caption("The most confident mistakes: " + "; ".join(
-            f"example {r['example']} ({r['gold']} read as {r['predicted']}, P = {r['p_predicted']:.2f})" for r in top)
+            f"example {r['example']} ({md(r['gold'])} read as {md(r['predicted'])}, P = {r['p_predicted']:.2f})"
+            for r in top)
             + ".")
     elif not shown_rows:
-        st.caption("No wrong answer" + (f" among the examples whose gold answer is {gold}." if gold else "."))
+        st.caption("No wrong answer" + (f" among the examples whose gold answer is {md(gold)}." if gold else "."))
 
 # ----- why this answer -------------------------------------------------------------------------
 st.markdown("**Why this answer?**")
@@ -154,12 +168,11 @@ else:
     row, example = rows[pick], record["examples"][pick]
     if task.target == "span":  # the passage with both answers marked
         gold_text = (example.get("answers") or [{"text": ""}])[0]["text"]
-        st.markdown(f"**Question:** {example['question']}  \n**Passage** (gold in **bold**, the model's answer "
-                    f"in `code`): " + predictions.marked_answer(
-                        predictions.marked_answer(example["context"], gold_text, "**"),
-                        record["answers"][pick]["answer"], "`"))
+        pieces = predictions.answer_pieces(example["context"], gold_text, record["answers"][pick]["answer"])
+        st.markdown(f"**Question:** {md(example['question'])}  \n**Passage** (gold in **bold**, the model's answer "
+                    f":blue-background[highlighted]): " + "".join(marked(*p) for p in pieces))
     elif task.target == "tags":
-        st.markdown(f"**Gold:** {row['gold']}  \n**Predicted:** {row['predicted']}")
+        st.markdown(f"**Gold:** {md(row['gold'])}  \n**Predicted:** {md(row['predicted'])}")
     a, b = task.texts(example)
     model_dir = run.path / "model"
     menu = {label: path for path, label, _ in MENU}
@@ -192,7 +205,7 @@ max_len = record.get("max_seq_length", 128)
 table_slices = slices.slices(task, rows, max_len, extra)
 st.caption(f"The dev {LABELS.get(main, main)} on parts of the dev set: by gold answer, by input length in "
            f"WordPieces (an input longer than {max_len} was cut, so the model never read its end)"
-           + (f", and by your file's other columns ({', '.join(extra)})." if extra else
+           + (f", and by your file's other columns ({md(', '.join(extra))})." if extra else
               "; an uploaded file's other columns (a source, a date) would add their own slices."))
 groups = list(dict.fromkeys(s["by"] for s in table_slices))
 cols = st.columns(min(3, len(groups)) or 1)
@@ -212,11 +225,11 @@ exports.table(frame, "af_slices_table", "score by slice", bundle, hide_index=Tru
 if small:
     s0 = small[0]
     st.caption(f"{len(small)} of {len(table_slices)} slices hold fewer than 100 examples; each says so in the note "
-               f"column, for instance: {s0['small']}")
+               f"column, for instance: {md(s0['small'])}")
 worst = min((s for s in table_slices if not s["small"]), key=lambda s: s[main] * (-1 if main == "mse" else 1),
             default=None)
 if worst is not None:
-    st.caption(f"Of the slices with at least 100 examples, the weakest is {worst['by']} = {worst['slice']}: "
+    st.caption(f"Of the slices with at least 100 examples, the weakest is {md(worst['by'])} = {md(worst['slice'])}: "
                f"{LABELS.get(main, main)} {fmt(worst[main])} on {worst['count']} examples, against "
                f"{fmt(whole[main])} on the whole dev set.")
 
@@ -229,7 +242,7 @@ else:
         changed = _changed(str(run.path), store)
     except (ValueError, CheckpointError, OSError) as e:
         changed = None
-        st.info(without_host_paths(str(e)))
+        st.info(md(without_host_paths(str(e))))
     if changed is not None:
         st.caption(f"Before: **{shown_path(changed['before_name'])}**, the pre-trained model this run started from; "
                    f"after: **{shown_path(changed['after'])}**, the model it saved. Each dot is one dev example's "

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
+from ..safe_text import frame_csv
 
 
 def safe_name(name: str) -> str:
@@ -91,7 +92,8 @@ def figures_html(figures: dict[str, object], page: str = "BERT Explorer figures"
 
 
 def table_csv(df: pd.DataFrame) -> bytes:
-    return df.to_csv(index=False).encode("utf-8")
+    """A table as CSV, its text cells safe to open in a spreadsheet (``safe_text.csv_cell``)."""
+    return frame_csv(df).encode("utf-8")
 
 
 @dataclass

@@ -9,14 +9,13 @@
 """
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 import sys
 from pathlib import Path
 
 from ..analysis.after_finetuning import calibration, change, predictions, slices
+from ..safe_text import rows_csv
 from .common import UserError, user_errors, write_output
 
 WHAT = ("predictions", "slices", "calibration", "change")
@@ -33,15 +32,6 @@ def _plain(value):
     if hasattr(value, "tolist"):
         return _plain(value.tolist())
     return value
-
-
-def _csv(rows: list[dict]) -> str:
-    columns = list(dict.fromkeys(k for r in rows for k in r))
-    out = io.StringIO()
-    writer = csv.DictWriter(out, columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(_plain(rows))
-    return out.getvalue()
 
 
 def after_finetuning_data(run_dir: str, what: str, store: bool = True) -> tuple[list[dict], dict]:
@@ -77,7 +67,7 @@ def cmd_after_finetuning(args) -> int:
                         f"run wrote (bert-explorer finetune --output FOLDER)")
     with user_errors():
         rows, whole = after_finetuning_data(args.run, args.what, store=not args.no_store)
-    text = _csv(rows) if args.format == "csv" else json.dumps(_plain(whole), indent=1) + "\n"
+    text = rows_csv(_plain(rows)) if args.format == "csv" else json.dumps(_plain(whole), indent=1) + "\n"
     if args.output:
         with write_output(args.output) as f:
             f.write(text)

@@ -32,14 +32,13 @@ lacks the cells it needs (``holds``: True, False, None for the last two).
 """
 from __future__ import annotations
 
-import csv
-import io
 import re
 import statistics
 from pathlib import Path
 
 import pandas as pd
 
+from .. import safe_text
 from ..checkpoint import ASSETS
 from ..tasks.registry import TASK_TYPES
 from . import grid, paper
@@ -292,7 +291,9 @@ EXPORT_COLUMNS = ["axis", "setting", "task", "metric", "ours", "paper", "paper_m
 
 
 def to_csv(df: pd.DataFrame) -> str:
-    return df[EXPORT_COLUMNS].to_csv(index=False, quoting=csv.QUOTE_MINIMAL)
+    """The results as CSV, their text cells safe to open in a spreadsheet (``safe_text.csv_cell``);
+    :func:`read_csv` reads it back as it was."""
+    return safe_text.frame_csv(df[EXPORT_COLUMNS])
 
 
 def _md_cell(v) -> str:
@@ -349,7 +350,7 @@ def parse_markdown_tables(text: str) -> list[pd.DataFrame]:
 
 
 def read_csv(text: str) -> pd.DataFrame:
-    return pd.read_csv(io.StringIO(text))
+    return safe_text.read_csv(text)
 
 
 # ----- plots ------------------------------------------------------------------------------------

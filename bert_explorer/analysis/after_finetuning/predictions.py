@@ -132,12 +132,18 @@ def marked(tokens: list[str], tags: list[str]) -> str:
     return " ".join(words)
 
 
-def marked_answer(context: str, answer: str, mark: str) -> str:
-    """The passage with the first occurrence of ``answer`` wrapped in ``mark`` (e.g. "**")."""
-    if not answer:
-        return context
-    i = context.find(answer)
-    return context if i < 0 else f"{context[:i]}{mark}{answer}{mark}{context[i + len(answer):]}"
+def answer_pieces(context: str, gold: str, predicted: str) -> list[tuple[str, bool, bool]]:
+    """The passage cut where the gold answer and the model's answer (the first occurrence of each)
+    begin and end: ``(text, in the gold answer, in the model's answer)`` in order, the pieces adding up
+    to the passage, so that a page can mark both answers, apart or overlapping, and show the passage's
+    own characters between the marks."""
+    spans = []
+    for answer in (gold, predicted):
+        i = context.find(answer) if answer else -1
+        spans.append((i, i + len(answer)) if i >= 0 else (0, 0))
+    cuts = sorted({0, len(context), *(x for span in spans for x in span)})
+    return [(context[a:b], spans[0][0] <= a < spans[0][1], spans[1][0] <= a < spans[1][1])
+            for a, b in zip(cuts, cuts[1:])]
 
 
 def rows_of(task: TaskType, record: dict) -> list[dict]:

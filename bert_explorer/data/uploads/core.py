@@ -1,5 +1,5 @@
-"""The core types of uploads: the data of one task, the error a bad file raises, and the column
-names the readers recognise."""
+"""The core types of uploads: the data of one task, the error a bad file raises, what an upload may
+hold, and the column names the readers recognise."""
 from __future__ import annotations
 
 import re
@@ -11,9 +11,40 @@ from ...tasks.base import TaskType
 MIN_EXAMPLES = 4
 DEFAULT_MAX_BYTES = 200_000_000
 
+# What an upload may hold, checked before the work that each costs (DESIGN: every input is bounded
+# by its cost). The file size alone bounds nothing: a 133 kB Parquet file can hold 20 M dictionary-
+# encoded rows, and 2 bytes of CSV ("a\n") are a row. Read from this module at call time, so tests
+# can lower them.
+MAX_ROWS = 1_000_000      # rows, records, fastText lines, CoNLL token lines: ~0.65 GB at the peak of a read
+                          # of short CSV rows (measured: 129 MB for 200,000)
+MAX_CELLS = 10_000_000    # cells (rows x columns) and, in Parquet, list items too: a wide table is as costly
+MAX_CLASSES = 1_000       # more classes than this is a wrong label column (or a regression), not a classifier
+MIN_PER_CLASS = 5         # fewer training examples per class than this, on average, and a note warns
+# how pandas, Python, JSON and SQL write a missing value (compared ignoring case): a missing label, never a class
+MISSING_LABELS = ("nan", "none", "null")
+
 
 class DataError(ValueError):
     """A data file cannot be used; the message says which file, where, what and what to do."""
+
+
+def too_many_rows(name: str, count: int, unit: str = "rows") -> DataError:
+    """The sentence for ``count`` rows (known before reading them: Parquet metadata, a parsed JSON
+    list) over :data:`MAX_ROWS`."""
+    return DataError(f"{name} holds {count:,} {unit}, more than the {MAX_ROWS:,} an upload may have; upload a "
+                     f"sample of it.")
+
+
+def check_row(name: str, count: int, line: int, cells: int = 0, unit: str = "rows") -> None:
+    """Raise when row number ``count`` (on ``line``; ``cells`` so far) passes :data:`MAX_ROWS` or
+    :data:`MAX_CELLS`: a reader calls this as it goes, so it stops there and reads no further."""
+    if count > MAX_ROWS:
+        raise DataError(f"{name} holds more than the {MAX_ROWS:,} {unit} an upload may have ({unit.rstrip('s')} "
+                        f"{count:,} is on line {line:,}); upload a sample of it.")
+    if cells > MAX_CELLS:
+        raise DataError(f"{name} holds more than the {MAX_CELLS:,} cells an upload may have (it passes them on "
+                        f"line {line:,}, {unit.rstrip('s')} {count:,}); upload a sample of it, or only the columns "
+                        f"it needs.")
 
 
 @dataclass

@@ -23,19 +23,49 @@ def _size(n: float) -> str:
     return f"{int(n)} bytes"
 
 
+def utf16_of(head: bytes) -> tuple[str, str] | None:
+    """(codec, why) when ``head``, a file's first bytes, looks like UTF-16 text, else None.
+
+    With a byte-order mark that says so. Without one (some Windows tools, and the bytes of a
+    "Unicode text" file that lost its first two), text in the Latin script has a zero byte at every
+    second position, the high byte of each character: at odd positions in little-endian, even in
+    big-endian. A binary file has its zeros anywhere, so at least 40 % of one parity must be zero
+    and almost none (under 1 %) of the other; the decoded text is checked too (see
+    :func:`_looks_like_text`)."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16", "it starts with a UTF-16 byte-order mark"
+    pairs = len(head) // 2
+    if pairs < 2:
+        return None
+    even, odd = head[0:2 * pairs:2].count(0), head[1:2 * pairs:2].count(0)
+    for codec, high, low, order in (("utf-16-le", odd, even, "little"), ("utf-16-be", even, odd, "big")):
+        if high >= 0.4 * pairs and low <= 0.01 * pairs:
+            return codec, (f"it has no byte-order mark, but a zero byte at every second position, as UTF-16 "
+                           f"{order}-endian text has")
+    return None
+
+
+def _looks_like_text(text: str) -> bool:
+    """No control character but tab, line ends and form feed: what decoded binary data always has."""
+    return not any(c < " " and c not in "\t\n\r\f" for c in text)
+
+
 def _decode(path: Path, name: str) -> tuple[str, list[str]]:
     with open(path, "rb") as f:
         head = f.read(8192)
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16 with a byte-order mark (Excel "Unicode text")
-        try:
-            text = path.read_bytes().decode("utf-16")
-            return text, [f"read {name} as UTF-16 (it starts with a UTF-16 byte-order mark)"]
-        except UnicodeDecodeError as e:
-            raise DataError(f"{name} starts like UTF-16 text but byte {e.start} cannot be decoded; "
-                            f"{_EXPORT_HINT}.") from e
     for magic, kind in _MAGIC:
         if head.startswith(magic):
             raise DataError(f"{name} is a binary file ({kind}), not text; {_EXPORT_HINT}.")
+    utf16 = utf16_of(head)
+    if utf16:  # Excel's "Unicode text", Windows tools
+        codec, why = utf16
+        try:
+            text = path.read_bytes().decode(codec)
+        except UnicodeDecodeError as e:
+            raise DataError(f"{name} looks like UTF-16 text ({why}) but byte {e.start} cannot be decoded; "
+                            f"{_EXPORT_HINT}.") from e
+        if codec == "utf-16" or _looks_like_text(text[:4096]):  # else binary, said below
+            return text.lstrip("\ufeff"), [f"read {name} as UTF-16 ({why})"]
     if b"\x00" in head:
         at = head.index(b"\x00")
         raise DataError(f"{name} is a binary file (it contains a NUL byte at byte {at}), not text; {_EXPORT_HINT}.")

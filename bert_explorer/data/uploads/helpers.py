@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import difflib
+import io
+import math
+import re
 
-from .core import TAG_RE, _norm
+from .core import MISSING_LABELS, TAG_RE, _norm
 
 
 def _did_you_mean(word: str, options) -> str:
@@ -19,6 +22,37 @@ def _lines_note(what: str, lines: list[int], unit: str = "line") -> str:
     shown = ", ".join(map(str, lines[:8])) + (", ..." if len(lines) > 8 else "")
     return (f"skipped {len(lines)} {'row' if len(lines) == 1 else 'rows'} with {what} "
             f"({unit}{'s' if len(lines) > 1 else ''} {shown})")
+
+
+_LINE_END = re.compile(r"\r\n?|\n")
+_CHUNK = 1 << 20  # characters split at a time
+
+
+def iter_raw_lines(text: str):
+    """The lines of ``text`` with their ends, split at \\n, \\r\\n and \\r as ``csv`` and
+    ``open(newline="")`` split them, a megabyte at a time: a reader that stops early has split no
+    further, and no list of every line (``str.splitlines`` makes one) or four-bytes-a-character copy
+    of the whole text (``io.StringIO`` makes one) is ever held."""
+    start, n = 0, len(text)
+    while start < n:
+        end = _LINE_END.search(text, start + _CHUNK) if start + _CHUNK < n else None
+        cut = end.end() if end else n  # a chunk ends at a line end, so none is split
+        yield from io.StringIO(text[start:cut], newline="")
+        start = cut
+
+
+def iter_lines(text: str):
+    """The lines of ``text`` without their ends, as :func:`iter_raw_lines` splits them."""
+    for line in iter_raw_lines(text):
+        yield line.rstrip("\r\n")
+
+
+def _is_missing(value) -> bool:
+    """A label that says "no value": None, an empty cell, a float NaN, or NaN / None / null written
+    as text (pandas writes NaN, Python None, JSON and SQL null)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return True
+    return isinstance(value, str) and value.strip().lower() in ("",) + MISSING_LABELS
 
 
 def _label_sort_key(label: str):

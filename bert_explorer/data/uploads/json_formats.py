@@ -3,11 +3,24 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections import Counter
 
 from ...tasks.registry import QA
+from . import core
 from .core import MIN_EXAMPLES, TaskData
-from .helpers import _as_bool, _Lazy
+from .helpers import _as_bool, _Lazy, iter_lines
+
+
+def loads(text: str, error, where: str | None = None):
+    """``json.loads``, but a value nested so deeply that Python's parser runs out of recursion (it
+    gives up near ``sys.getrecursionlimit()`` levels) is ``error(where, ...)``, one sentence, not a traceback."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise error(where, f"is nested too deeply to be read (more than about {sys.getrecursionlimit():,} levels of "
+                           f"brackets); write each example as a flat object such as {{\"text\": \"...\", \"label\": "
+                           f"\"...\"}}") from None
 
 
 class JsonFormats:
@@ -16,18 +29,20 @@ class JsonFormats:
     # ----- JSON ------------------------------------------------------------------------
     def parse_jsonl(self) -> tuple[list[str], list[tuple[int, dict]]]:
         self.fmt = "JSONL"
-        rows, columns = [], {}
-        for n, line in enumerate(self.text.splitlines(), 1):
+        rows, columns, cells = [], {}, 0
+        for n, line in enumerate(iter_lines(self.text), 1):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = loads(line, self.error, f"line {n}")
             except json.JSONDecodeError as e:
                 raise self.error(f"line {n}, column {e.colno}", f"is not valid JSON ({e.msg}); every line of a JSONL "
                                  f"file must be one complete JSON object, so fix or delete that line") from e
             if not isinstance(obj, dict):
                 raise self.error(f"line {n}", f"holds a JSON {type(obj).__name__}, not an object; write each example "
                                  f"as an object such as {{\"text\": \"...\", \"label\": \"...\"}}")
+            cells += len(obj)
+            core.check_row(self.name, len(rows) + 1, n, cells)  # stops reading where the limit is passed
             columns.update(dict.fromkeys(obj))
             rows.append((n, obj))
         return list(columns), rows
@@ -39,6 +54,8 @@ class JsonFormats:
             return self.parse_squad(obj)
         records = obj.get("data") if isinstance(obj, dict) and isinstance(obj.get("data"), list) else obj
         if isinstance(records, list) and records and all(isinstance(r, dict) for r in records):
+            if len(records) > core.MAX_ROWS:
+                raise core.too_many_rows(self.name, len(records), "records")
             columns = list(dict.fromkeys(k for r in records for k in r))
             self.unit = "record"  # a JSON array gives no line per record: messages count records instead
             return self.from_records((columns, list(enumerate(records, 1))), "JSON")

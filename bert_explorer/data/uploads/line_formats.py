@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from itertools import islice
 
 from ...tasks.registry import CLASSIFICATION, NER
+from . import core
 from .core import TAG_RE, TaskData
-from .helpers import _lines_note, _tag_names
+from .helpers import _is_missing, _lines_note, _tag_names, iter_lines
 
 
 class LineFormats:
@@ -17,11 +19,10 @@ class LineFormats:
         if self.task not in (None, NER):
             raise self.error(None, f"looks like CoNLL columns (a token and a tag on each line), which is NER data, "
                                    f"but task={self.task.name!r} was asked for; use task='ner'")
-        lines = self.text.splitlines()
-        use_tab = any("\t" in ln.strip(" ") for ln in lines[:2000] if ln.strip())
+        use_tab = any("\t" in ln.strip(" ") for ln in islice(iter_lines(self.text), 2000) if ln.strip())
         sentences, tokens, tags, tag_lines = [], [], [], []
-        expected, first_line = None, None
-        for n, raw in enumerate(lines, 1):
+        expected, first_line, count = None, None, 0
+        for n, raw in enumerate(iter_lines(self.text), 1):
             line = raw.strip()
             if not line:  # blank, or WNUT's separator: a line holding only a tab
                 if tokens:
@@ -30,7 +31,7 @@ class LineFormats:
                 continue
             if line.startswith("-DOCSTART-"):
                 continue
-            cols = [c.strip() for c in raw.rstrip("\r\n").split("\t")] if use_tab else line.split()
+            cols = [c.strip() for c in raw.split("\t")] if use_tab else line.split()
             if use_tab:
                 while len(cols) > 1 and cols[-1] == "":  # trailing tabs
                     cols.pop()
@@ -43,6 +44,8 @@ class LineFormats:
                 raise self.error(f"line {n}", f"has {len(cols)} columns, expected {expected} (like line {first_line}); "
                                  f"every token line needs the same columns, the token first and the tag last "
                                  f"({'tab' if use_tab else 'space'} separated), and sentences end with a blank line")
+            count += 1
+            core.check_row(self.name, count, n, unit="token lines")  # stops reading where the limit is passed
             tokens.append(cols[0])
             tags.append(cols[-1])
             tag_lines.append(n)
@@ -97,10 +100,11 @@ class LineFormats:
         if self.task not in (None, CLASSIFICATION):
             raise self.error(None, f"is in fastText format ('__label__X text' lines), which is single-sentence "
                                    f"classification, but task={self.task.name!r} was asked for; use task='classification'")
-        examples, empty = [], []
-        for n, line in enumerate(self.text.splitlines(), 1):
+        examples, empty, missing = [], [], []
+        for n, line in enumerate(iter_lines(self.text), 1):
             if not line.strip():
                 continue
+            core.check_row(self.name, len(examples) + len(empty) + len(missing) + 1, n, unit="examples")
             words = line.split()
             labels = [w[len("__label__"):] for w in words if w.startswith("__label__")]
             text = " ".join(w for w in words if not w.startswith("__label__"))
@@ -113,9 +117,15 @@ class LineFormats:
             if not text:
                 empty.append(n)
                 continue
+            if _is_missing(labels[0]):  # __label__ alone, or __label__nan: no label, not a class
+                missing.append(n)
+                continue
             examples.append({"text": text, "label": labels[0]})
         if empty:
             self.notes.append(_lines_note("no text after the label", empty, self.unit))
+        if missing:
+            self.notes.append(_lines_note("a missing label (__label__ alone, or NaN, None or null, which mark a "
+                                          "missing value, not a class)", missing, self.unit))
         return self._finish_classification(CLASSIFICATION, examples, "label")
 
     # ----- CSV / TSV -------------------------------------------------------------------

@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+from .decode import utf16_of
+
 
 # ----- names a user gave us ---------------------------------------------------------------
 def slug(text: str, limit: int = 60) -> str:
@@ -34,12 +36,13 @@ def table_columns(data: bytes) -> list[str] | None:
             return [str(c) for c in pq.read_schema(pa.BufferReader(data)).names]
         except (pa.ArrowException, OSError, ValueError):
             return None  # reading the file says what is wrong with it
-    text = data[:65536].decode("utf-8-sig", errors="replace")
+    utf16 = utf16_of(data[:8192])  # Excel's "Unicode text", with or without its byte-order mark
+    text = data[:65536].decode(utf16[0] if utf16 else "utf-8-sig", errors="replace").lstrip("\ufeff")
     first = next((ln for ln in text.splitlines() if ln.strip()), "")
     if first.lstrip().startswith("{"):
         try:
             rec = json.loads(first)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # reading the file says what is wrong with it
             return None
         return [str(k) for k in rec] if isinstance(rec, dict) and "data" not in rec else None
     counts = {d: first.count(d) for d in ("\t", ",", ";", "|")}

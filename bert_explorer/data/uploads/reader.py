@@ -3,14 +3,15 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import islice
 from pathlib import Path
 
 from ...tasks.base import TaskType
 from ...tasks.registry import NER, task_type
 from .core import DataError, DEFAULT_MAX_BYTES, MIN_EXAMPLES, TaskData
 from .decode import _decode, _size
-from .helpers import _looks_like_conll
-from .json_formats import JsonFormats
+from .helpers import _looks_like_conll, iter_lines
+from .json_formats import JsonFormats, loads
 from .line_formats import LineFormats
 from .parquet import is_parquet, parquet_table
 from .structured import StructuredRecords
@@ -46,7 +47,7 @@ def read_task_file(path: str | Path, task: TaskType | str | None = None, text_co
     if is_parquet(path):  # a binary table: its rows become records, read with the CSV column rules
         reader = _Reader(name, "", task, text_column, text_pair_column, label_column, [])
         reader.fmt, reader.unit = "Parquet", "row"
-        data = reader.from_records(parquet_table(path, name), "Parquet")
+        data = reader.from_records(parquet_table(path, name, max_bytes), "Parquet")
         data.source = str(path)
         return data
     text, notes = _decode(path, name)
@@ -82,7 +83,7 @@ class _Reader(JsonFormats, LineFormats, Tables, StructuredRecords):
             if ext in (".jsonl", ".ndjson", ".jsonlines"):
                 return self.from_records(self.parse_jsonl(), "JSONL")
             try:
-                obj = json.loads(self.text)
+                obj = loads(self.text, self.error)
             except json.JSONDecodeError as e:
                 if e.msg == "Extra data" and self._first_line_is_object():
                     return self.from_records(self.parse_jsonl(), "JSONL")
@@ -90,7 +91,7 @@ class _Reader(JsonFormats, LineFormats, Tables, StructuredRecords):
                                        f"file there (a missing comma, quote or bracket is the usual cause) and "
                                        f"upload it again") from e
             return self.from_json(obj)
-        lines = [ln for ln in self.text.splitlines()[:400] if ln.strip()]
+        lines = [ln for ln in islice(iter_lines(self.text), 400) if ln.strip()]
         if ext in (".conll", ".bio", ".iob", ".iob2", ".bioes", ".ner") or self.task == NER \
                 or _looks_like_conll(lines):
             if ext in (".csv",) and self.task == NER and not _looks_like_conll(lines):
@@ -103,8 +104,8 @@ class _Reader(JsonFormats, LineFormats, Tables, StructuredRecords):
         return self.from_records(self.parse_delimited(ext), "CSV")
 
     def _first_line_is_object(self) -> bool:
-        first = next((ln for ln in self.text.splitlines() if ln.strip()), "")
+        first = next((ln for ln in iter_lines(self.text) if ln.strip()), "")
         try:
             return isinstance(json.loads(first), dict)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return False

@@ -7,6 +7,7 @@ from collections import Counter
 from ...tasks.registry import MULTIPLE_CHOICE, NER, QA
 from .core import ENDING_RE, MC_LABEL_NAMES, TaskData
 from .helpers import _as_bool, _choice_index, _lines_note, _tag_names
+from .json_formats import loads
 
 
 class StructuredRecords:
@@ -104,7 +105,8 @@ class StructuredRecords:
                 raw = rec.get(ans_col)
                 if isinstance(raw, str):  # a CSV cell may hold JSON
                     try:
-                        raw = json.loads(raw) if raw.strip()[:1] in "[{" else ([raw] if raw.strip() else [])
+                        raw = loads(raw, self.error, self._where(line, ans_col)) if raw.strip()[:1] in "[{" \
+                            else ([raw] if raw.strip() else [])
                     except json.JSONDecodeError:
                         raw = [raw]
                 if isinstance(raw, dict):  # Hugging Face: {"text": [...], "answer_start": [...]}

@@ -3,16 +3,23 @@ from __future__ import annotations
 
 import csv
 import difflib
-import io
 import json
 import math
 import re
 from collections import Counter
+from itertools import islice
 
 from ...tasks.base import EXTRA
 from ...tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, NER, PAIR_CLASSIFICATION, QA, REGRESSION
+from . import core
 from .core import DataError, LABEL_NAMES, MIN_EXAMPLES, PAIR_NAMES, PAIRS, TaskData, TEXT_NAMES, _norm
-from .helpers import _did_you_mean, _label_sort_key, _label_str, _lines_note
+from .helpers import _did_you_mean, _is_missing, _label_sort_key, _label_str, _lines_note, iter_lines, iter_raw_lines
+
+
+def _missing_note(missing: dict[int, str], unit: str) -> str:
+    """The note for rows whose label is a missing-value marker ({line: the marker})."""
+    shown = ", ".join(repr(m) for m in dict.fromkeys(missing.values()))
+    return _lines_note(f"a missing label ({shown}, which mark a missing value, not a class)", list(missing), unit)
 
 
 class Tables:
@@ -20,7 +27,7 @@ class Tables:
     the reader)."""
 
     def parse_delimited(self, ext: str) -> tuple[list[str], list[tuple[int, dict]]]:
-        first = next(ln for ln in self.text.splitlines() if ln.strip())
+        first = next(ln for ln in iter_lines(self.text) if ln.strip())
         if ext in (".tsv", ".tab"):
             delim = "\t"
         elif ext == ".csv" and "," in first:
@@ -31,12 +38,13 @@ class Tables:
         csv.field_size_limit(max(csv.field_size_limit(), 100_000_000))
         quoting = csv.QUOTE_MINIMAL
         if delim == "\t" and not any(len(c) > 1 and c[0] == '"' and c[-1] == '"'
-                                      for ln in self.text.splitlines()[:2000] for c in ln.split("\t")):
+                                      for ln in islice(iter_lines(self.text), 2000) for c in ln.split("\t")):
             # Tab-separated files such as GLUE's quote nothing: a cell may start with a quote
             # ('"Hi," he said.') that is part of the text. Read quotes literally unless some cell
             # is wrapped in quotes the way spreadsheets write them.
             quoting = csv.QUOTE_NONE
-        reader = csv.reader(io.StringIO(self.text, newline=""), delimiter=delim, strict=True, quoting=quoting)
+        # lines are split as they are parsed, so that the row limit stops the reading where it is passed
+        reader = csv.reader(iter_raw_lines(self.text), delimiter=delim, strict=True, quoting=quoting)
         header, rows, start = None, [], 1
         try:
             for row in reader:
@@ -59,6 +67,7 @@ class Tables:
                         raise self.error(f"line {line}", f"has {len(row)} field{'s' * (len(row) != 1)} but the "
                                          f"header on line {header_line} has {len(header)} ({', '.join(header)}); "
                                          f"{fix}")
+                core.check_row(self.name, len(rows) + 1, line, (len(rows) + 1) * len(header))
                 rows.append((line, dict(zip(header, row))))
         except csv.Error as e:
             raise self.error(f"line {start}", f"cannot be parsed as {self.fmt} ({e}); check the quotes on that "
@@ -189,7 +198,7 @@ class Tables:
         self.notes.append(f"{self.fmt}: text column {text_col!r}"
                           + (f", second text column {pair_col!r}" if pair_col else "")
                           + f", label column {label_col!r}" + ("; " + "; ".join(auto) if auto else ""))
-        examples, empty_text, empty_label = [], [], []
+        examples, empty_text, empty_label, missing = [], [], [], {}
         used = (text_col, pair_col, label_col)
         for line, rec in self.rows:
             text, label = self._cell(rec, text_col), self._cell(rec, label_col)
@@ -203,6 +212,9 @@ class Tables:
                 continue
             if label is None or label == "":
                 empty_label.append(line)
+                continue
+            if _is_missing(label):  # NaN, None, null: how pandas, Python and JSON write "no label"
+                missing[line] = str(label)
                 continue
             if task == REGRESSION:
                 try:
@@ -225,6 +237,8 @@ class Tables:
             self.notes.append(_lines_note("an empty text cell", empty_text, self.unit))
         if empty_label:
             self.notes.append(_lines_note("an empty label cell", empty_label, self.unit))
+        if missing:
+            self.notes.append(_missing_note(missing, self.unit))
         if task == REGRESSION:
             self._check_count(examples, "examples")
             if len({ex["label"] for ex in examples}) < 2:
@@ -261,7 +275,7 @@ class Tables:
         values = []
         for _, rec in self.rows:
             v = self._cell(rec, label_col)
-            if v is None or v == "":
+            if _is_missing(v):
                 continue
             if isinstance(v, bool):
                 return False
@@ -283,14 +297,22 @@ class Tables:
             raise self.error(None, f"has only one class: all {len(examples)} examples have the label {only!r} in "
                                    f"column {label_col!r}; a classifier needs examples of at least two classes, so "
                                    f"add some or check that the right column is the label")
+        if len(counts) > core.MAX_CLASSES:
+            raise self.error(None, f"has {len(counts):,} classes in column {label_col!r}, more than the "
+                                   f"{core.MAX_CLASSES:,} a classifier may have; check that the right column is the "
+                                   f"label, merge rare classes, or use task='regression' if the labels are scores")
         singles = sorted((lab for lab, c in counts.items() if c == 1), key=_label_sort_key)
         if singles:
             self.notes.append(f"{len(singles)} {'class has' if len(singles) == 1 else 'classes have'} a single "
                               f"example ({', '.join(map(repr, singles[:5]))}{', ...' if len(singles) > 5 else ''}); "
                               f"it cannot be both learnt and evaluated: add examples or merge classes")
-        if len(counts) > max(50, len(examples) // 2):
-            self.notes.append(f"{len(counts)} distinct labels for {len(examples)} examples: is the label column "
-                              f"right, or is this a regression task (task='regression')?")
+        if len(examples) < core.MIN_PER_CLASS * len(counts):
+            scores = len(counts) > max(50, len(examples) // 2)  # nearly one label per example
+            self.notes.append(f"{len(counts):,} classes for {len(examples):,} examples, "
+                              f"{len(examples) / len(counts):.1f} per class on average: fewer than "
+                              f"{core.MIN_PER_CLASS} training examples per class are too few to learn a class (a few "
+                              f"dozen is better), so add examples, merge rare classes or check that the label column "
+                              f"is right" + (", or use task='regression' if the labels are scores" if scores else ""))
         return TaskData(task, examples, sorted(counts, key=_label_sort_key), "", self.notes)
 
     def _check_count(self, examples: list, what: str) -> None:
