@@ -109,7 +109,11 @@ def canonical(name: str) -> str:
     ``google-bert/bert-base-uncased``); any other id is kept as typed."""
     s = str(name).strip()
     s = s[len(HF_PREFIX):] if s.startswith(HF_PREFIX) else s
-    return LEGACY.get(s, s)
+    s = LEGACY.get(s, s)
+    if not s or len(s) > 200 or s.count("/") > 1 or any(part in ("", ".", "..") for part in s.split("/")):
+        raise HubError(f"{str(name)[:80]!r} is not a Hugging Face model id; write it as owner/name, "
+                       "e.g. google-bert/bert-base-uncased")
+    return s
 
 
 def is_hub_name(name: str) -> bool:
@@ -133,7 +137,10 @@ def repo_folder(repo_id: str) -> Path:
 
 def local_copy(name: str) -> Path | None:
     """The cached snapshot of a hub model that holds everything loading needs, or None."""
-    folder = repo_folder(canonical(name))
+    try:
+        folder = repo_folder(canonical(name))
+    except HubError:  # not an id at all: nothing of it can be here
+        return None
     try:
         snapshot = folder / "snapshots" / (folder / "refs" / "main").read_text().strip()
     except OSError:

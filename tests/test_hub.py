@@ -194,6 +194,10 @@ def test_the_catalogue_is_the_papers():
     assert abs(tiny.download_bytes / 1e6 - 17.7) < 0.1  # FIELD_NOTES: 17.7 MB of pytorch_model.bin
     assert hub.canonical("bert-large-cased") == "google-bert/bert-large-cased" == hub.canonical("hf:bert-large-cased")
     assert hub.canonical("hf:someone/else") == "someone/else" and not hub.is_hub_name("minilm")
+    for bad in ("hf:../../etc", "a/b/c", "hf:", "x" * 300):  # the longest a user can type is refused before any request
+        with pytest.raises(hub.HubError, match="is not a Hugging Face model id; write it as owner/name"):
+            hub.canonical(bad)
+        assert hub.local_copy(bad) is None
 
 
 def test_a_downloaded_model_is_in_the_sidebar_and_opens_with_no_server(standin, monkeypatch, runs_root):
@@ -337,3 +341,16 @@ def test_a_background_download_that_fails_says_why_in_one_sentence(standin):
     assert failed["state"] == "failed"
     assert failed["error"].startswith("there is no model nobody/nothing-here on the Hugging Face Hub")
     assert "\n" not in failed["error"]
+
+
+def test_a_model_of_the_paper_picked_in_the_sidebar_holds_on_every_page(standin, runs_root):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../run_app.py", default_timeout=120).run()
+    at.switch_page("pages/4_Masked_word_probe.py").run()
+    at.sidebar.selectbox(key="be_model_choice").set_value(GALLERY).run()
+    at.sidebar.selectbox(key="be_hub_choice").set_value(TINY).run()
+    at.switch_page("pages/5_Next_sentence_probe.py").run()
+    assert not at.exception
+    assert at.sidebar.selectbox(key="be_model_choice").value == GALLERY
+    assert at.sidebar.selectbox(key="be_hub_choice").value == TINY  # not back to BERT-Base, the list's first

@@ -14,8 +14,10 @@ from .. import hub
 from ..full_disk import size_text
 from ..runs import download_jobs
 from ..runs.report import duration_text
+from .keep import kept
 
 ANOTHER_ID = "another hub id…"
+MAX_ID = 200  # the Hub's ids are at most 96 characters (an owner and a name)
 WAITING = "be_hub_waiting"  # why no model is chosen yet: the page says it instead of "choose a model"
 MINIATURE_LAYERS, MINIATURE_HIDDEN = (2, 4, 6, 8, 10, 12), (128, 256, 512, 768)
 
@@ -58,15 +60,22 @@ def choose(writes: bool) -> str | None:
     returned, one that is not gets its facts and, where writing is allowed, a Download button and the
     progress of its download (None is returned until it is here)."""
     options = list(hub.CATALOGUE) + [ANOTHER_ID]
-    picked = st.sidebar.selectbox("Model of the paper (Hugging Face Hub)", options, key="be_hub_choice",
-                                  format_func=lambda o: label(o) if o != ANOTHER_ID else o,
+    # kept: the model of the paper picked here holds on every page, as the sidebar's own choice does
+    picked = kept(st.sidebar.selectbox, "Model of the paper (Hugging Face Hub)", "be_hub_choice", options[0],
+                  valid=options.__contains__, options=options,
+                  format_func=lambda o: label(o) if o != ANOTHER_ID else o,
                                   help="Devlin et al.'s BERT-Base and -Large and Turc et al.'s 24 smaller BERTs "
                                        "(Apache-2.0). Downloaded once into the Hugging Face cache, they open "
                                        "offline after.")
     if picked == ANOTHER_ID:
-        picked = st.sidebar.text_input("Hub id", key="be_hub_id", placeholder="e.g. google-bert/bert-base-cased")
-        picked = hub.canonical(picked) if picked.strip() else None
-        if picked is None:
+        picked = kept(st.sidebar.text_input, "Hub id", "be_hub_id", "", max_chars=MAX_ID,
+                      placeholder="e.g. google-bert/bert-base-cased")
+        if not picked.strip():
+            return None
+        try:
+            picked = hub.canonical(picked)
+        except hub.HubError as e:
+            st.sidebar.error(str(e))
             return None
     m = hub.CATALOGUE.get(picked)
     if m is not None:

@@ -8,7 +8,8 @@ key starts from that copy. A user's choice holds until the user changes it.
 
 What is kept across pages (the same key on every page that shows it):
 
-- the model picked in the sidebar (and a checkpoint picked inside an ablation, a typed folder);
+- the model picked in the sidebar (and a checkpoint picked inside an ablation, a typed folder, a model of
+  the paper picked in the gallery or a typed hub id);
 - the sentence pair studied on Tokens and embeddings, Attention and Inside one layer
   (``be_sentence_a``/``be_sentence_b``): three views of one input;
 - the Masked-word probe's sentence (``mlm_text``) and the Next-sentence probe's pair

@@ -86,7 +86,10 @@ def cmd_download(args) -> int:
     from tqdm import tqdm
 
     for name in args.names:
-        repo_id = hub.canonical(name)
+        try:
+            repo_id = hub.canonical(name)
+        except hub.HubError as e:
+            raise checkpoint.CheckpointError(str(e)) from None
         copy = hub.local_copy(repo_id)
         if copy is None:
             bar = None if args.no_progress else tqdm(total=0, unit="B", unit_scale=True, desc=repo_id, file=sys.stderr)
