@@ -303,7 +303,25 @@ def uploaded_checkpoints(every: bool = False) -> list[str]:
     ``every``: all of them, broken ones included (to delete them)."""
     d = runs_root() / UPLOADS
     found = sorted(str(p.parent) for p in d.glob("*/config.json")) if d.is_dir() else []
-    return found if every else [u for u in found if checkpoint.usable(u)]
+    return found if every else [u for u in found if _usable(u, _files_stamp(u))]
+
+
+def _files_stamp(folder: str) -> tuple:
+    """The size and time of writing of an upload's files: what its usability is cached under."""
+    out = []
+    for name in ("config.json", "model.safetensors", "vocab.txt", checkpoint.UPLOAD_MARK):
+        try:
+            s = (Path(folder) / name).stat()
+            out.append((name, s.st_size, s.st_mtime_ns))
+        except OSError:
+            pass
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=256)
+def _usable(folder: str, stamp: tuple) -> bool:
+    # asked on every page run of every session (the sidebar's list): read each upload's header once
+    return checkpoint.usable(folder)
 
 
 def delete_upload(path: str | Path) -> None:
