@@ -6,6 +6,7 @@ import plotly.express as px
 import streamlit as st
 import torch
 
+from bert_explorer import limits
 from bert_explorer.analysis.attention.timelapse import (DEFAULT_SENTENCE, shipped_frames, timelapse,
                                                         timelapse_from_frames)
 from bert_explorer.app import exports
@@ -335,7 +336,8 @@ if doc is not None:
 if sentence == OWN_SENTENCE:
     model_cfg = BertConfig.load(ckpts[-1][1])
     t1, t2, t3, t4 = st.columns([4, 1, 1, 1])
-    text = t1.text_input("Sentence (write [MASK] where a word is hidden)", DEFAULT_SENTENCE, key="pt_tl_text")
+    text = t1.text_input("Sentence (write [MASK] where a word is hidden)", DEFAULT_SENTENCE, key="pt_tl_text",
+                         max_chars=limits.CHARS)
     layer = t2.selectbox("Layer", range(model_cfg.num_layers), key="pt_tl_layer", format_func=lambda i: f"{i + 1}")
     head = t3.selectbox("Head", range(model_cfg.num_heads), key="pt_tl_head", format_func=lambda i: f"{i + 1}")
     top_k = t4.number_input("Top-k", 1, 10, 5, key="pt_tl_k")

@@ -5,6 +5,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from bert_explorer import limits
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
@@ -239,7 +240,7 @@ if not has_model:
             "nothing to try or download.")
     st.stop()
 st.subheader("4. Try the model")
-typed = [(st.text_area if i.long else st.text_input)(i.label, key=key)
+typed = [(st.text_area if i.long else st.text_input)(i.label, key=key, max_chars=limits.CHARS)
          for i, key in zip(kind.inputs if kind else (), ("ft_try_text", "ft_try_pair"))]
 example = None
 if typed and all(t.strip() for t, i in zip(typed, kind.inputs) if i.required):

@@ -4,6 +4,7 @@ import plotly.express as px
 import plotly.graph_objects as go
 import streamlit as st
 
+from bert_explorer import limits
 from bert_explorer.analysis import embeddings as emb
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
@@ -58,12 +59,13 @@ def lines(text: str) -> tuple[str, ...]:
 
 
 L = loaded.config.num_layers
+LIMITS = limits.for_config(loaded.config)  # what one request may cost the server with this model
 
 # ----- 1. WordPieces --------------------------------------------------------------------------
 st.subheader("1 · WordPieces, segments and positions")
 c1, c2 = st.columns(2)
-text_a = kept(c1.text_input, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT)
-text_b = kept(c2.text_input, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT)
+text_a = kept(c1.text_input, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT, max_chars=limits.CHARS)
+text_b = kept(c2.text_input, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT, max_chars=limits.CHARS)
 if not text_a.strip():
     st.info("Write sentence A to see its WordPieces.")
     st.stop()
@@ -117,22 +119,26 @@ method_key = "pca" if method == "PCA" else "tsne"
 try:
     if source.startswith("words"):
         words_text = st.text_area(
-            "Words (spaces or commas)", key="emb_words", height=80,
+            f"Words (spaces or commas; at most {LIMITS.words})", key="emb_words", height=80, max_chars=limits.LIST_CHARS,
             value="king queen man woman boy girl monday tuesday friday sunday january march july "
                   "paris london france germany china one two three four red green blue")
         words = tuple(w for w in re.split(r"[,\s]+", words_text) if w)
+        limits.check(len(words), LIMITS.words, "words", "the map places a label for each, so keep the ones you "
+                     "want to compare")
         wv, proj = word_map(name, words, method_key)
         labels, hover = wv.words, [" ".join(p) for p in wv.pieces]
         title = "Token embeddings (rows of the token table; split words averaged over their pieces)"
         names = None
     else:
         c1, c2 = st.columns([1, 3])
-        word = c1.text_input("Word", "bank", key="emb_proj_word")
+        word = c1.text_input("Word", "bank", key="emb_proj_word", max_chars=100)
         layer = c1.slider("Layer (0 = embeddings)", 0, L, L, key="emb_proj_layer")
-        sentences = lines(c2.text_area("Sentences, one per line", key="emb_proj_sentences", height=170, value=(
+        sentences = lines(c2.text_area(f"Sentences, one per line (at most {LIMITS.map_sentences})",
+                                       key="emb_proj_sentences", height=170, max_chars=limits.LIST_CHARS, value=(
             "we walked along the river bank at dawn .\nthe boat drifted towards the muddy bank .\n"
             "fish gathered near the bank of the stream .\nthe bank raised interest rates again .\n"
             "she opened a savings account at the bank .\nthe central bank warned about inflation .")))
+        limits.check(len(sentences), LIMITS.map_sentences, "sentences", "each one runs through the model")
         ctx, proj = context_map(name, word, sentences, layer, method_key)
         labels, hover = [f"{i + 1}" for i in range(len(ctx.sentences))], list(ctx.sentences)
         title = f"“{ctx.word}” in {len(ctx.sentences)} sentences, layer {layer}"
@@ -162,10 +168,13 @@ except ValueError as e:
 # ----- 5. Context ----------------------------------------------------------------------------
 st.subheader("5 · The same word in different contexts, layer by layer")
 c1, c2 = st.columns([1, 3])
-ctx_word = c1.text_input("Word", "bank", key="emb_ctx_word")
-ctx_sentences = lines(c2.text_area("Sentences, one per line", key="emb_ctx_sentences", height=110, value=(
+ctx_word = c1.text_input("Word", "bank", key="emb_ctx_word", max_chars=100)
+ctx_sentences = lines(c2.text_area(f"Sentences, one per line (at most {LIMITS.compared})", key="emb_ctx_sentences",
+                                   height=110, max_chars=limits.LIST_CHARS, value=(
     "he sat on the river bank\nshe opened a bank account\nthe bank raised rates")))
 try:
+    limits.check(len(ctx_sentences), LIMITS.compared, "sentences to compare",
+                 f"each pair is a line on the chart ({LIMITS.compared} give {LIMITS.compared * (LIMITS.compared - 1) // 2})")
     res = similarity(name, ctx_word, ctx_sentences)
     fig = px.line(res.frame(), x="layer", y="cosine", color="pair", markers=True,
                   title=f"Cosine similarity of “{res.word}” between sentences (layer 0 = input embeddings)")

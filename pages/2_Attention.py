@@ -2,6 +2,8 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from bert_explorer import limits
+
 from bert_explorer.analysis.attention.heads import (BEHAVIOUR_RULE, COLUMN_NAMES, REFERENCE_INPUTS, attention_maps,
                                               attention_rollout, behaviour_table, describe_behaviours,
                                               head_ablation, head_name, head_stats_over, layer_name, measure_heads,
@@ -77,10 +79,12 @@ def _bertviz(model: str, text: str, text_b: str | None, max_tokens: int, view: s
 
 
 c1, c2 = st.columns(2)
-text = kept(c1.text_area, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT, height=70)
-text_b = kept(c2.text_area, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT, height=70)
+text = kept(c1.text_area, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT, height=70, max_chars=limits.CHARS)
+text_b = kept(c2.text_area, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT, height=70, max_chars=limits.CHARS)
 text_b = text_b.strip() or None
-max_tokens = st.sidebar.slider("Max tokens", 16, 512, 128, 16, key="att_max_tokens",
+# every layer's and head's attention is kept for the page: the most that fit the server's memory for one request
+most = max(16, limits.for_config(loaded.config).attention_tokens // 16 * 16)
+max_tokens = st.sidebar.slider("Max tokens", 16, most, min(128, most), 16, key="att_max_tokens",
                                help="Attention data grows with the square of the length; longer inputs are cut. "
                                     f"bertviz draws at most {DRAWN_TOKENS} of them; the heatmaps and the download "
                                     "keep them all.")

@@ -3,6 +3,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from plotly.subplots import make_subplots
 
+from bert_explorer import limits
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.analysis.attention.layer_steps import (STEPS, describe_row, difference_from_model, layer_steps,
                                                          token_figures)
@@ -25,8 +26,9 @@ name, loaded = picked_model("BertForPreTraining")
 L, A, H = loaded.config.num_layers, loaded.config.num_heads, loaded.config.hidden_size
 
 c1, c2 = st.columns(2)
-text = kept(c1.text_input, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT)
-text_b = kept(c2.text_input, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT).strip() or None
+text = kept(c1.text_input, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT, max_chars=limits.CHARS)
+text_b = kept(c2.text_input, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT,
+              max_chars=limits.CHARS).strip() or None
 if not text.strip():
     st.info("Type a sentence A to look inside a layer.")
     st.stop()

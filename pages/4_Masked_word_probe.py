@@ -2,6 +2,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from bert_explorer import limits
 from bert_explorer.analysis.probes.check_set import cloze_score
 from bert_explorer.analysis.probes.pretraining_tasks import (MLM_HEAD, copied_word, masking_demo, mlm_by_layer,
                                                              mlm_top_k, stored_evaluation)
@@ -23,7 +24,7 @@ directly, and how the paper corrupts a training sentence (15 % of WordPieces; 80
 name, loaded = picked_model("BertForPreTraining")
 
 EXAMPLE, EXAMPLE_WORD = "British Airways blamed high [MASK] prices for a fall in its profits.", "fuel"
-text = kept(st.text_input, "Sentence (write [MASK] where a word is hidden)", "mlm_text", EXAMPLE,
+text = kept(st.text_input, "Sentence (write [MASK] where a word is hidden)", "mlm_text", EXAMPLE, max_chars=limits.CHARS,
                      help="The example is a sentence of the check set, written from a news article that the "
                           "default model never saw in pre-training.")
 words = text.split()
@@ -61,6 +62,8 @@ bundle = ResultBundle("Masked word probe", name, {"text": text, "top_k": top_k})
 
 if needs_head(loaded, MLM_HEAD, "predict masked words"):
     try:
+        masks = loaded.tokenizer.encode(text).input_ids.count(loaded.tokenizer.mask_id)  # (at most CHARS characters)
+        limits.check(masks, limits.for_config(loaded.config).masks, "[MASK]s", "each gets its own chart")
         bars = _mask_bars(name, text, top_k)
     except ValueError as e:
         st.info(str(e))
@@ -101,7 +104,7 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
 st.subheader("How a training sentence is corrupted")
 c1, c2 = st.columns([3, 1])
 demo_text = c1.text_input("Sentence", "the quick brown fox jumps over the lazy dog near the river bank .",
-                          key="mlm_demo_text")
+                          key="mlm_demo_text", max_chars=limits.CHARS)
 seed = c2.number_input("Seed", 0, 10_000, 0, key="mlm_demo_seed")
 rows = computed(masking_demo, name, "BertForPreTraining", demo_text, int(seed))
 df = pd.DataFrame(rows)

@@ -3,6 +3,7 @@ import random
 import pandas as pd
 import streamlit as st
 
+from bert_explorer import limits
 from bert_explorer.analysis.probes.check_set import load_check_set
 from bert_explorer.analysis.probes.pretraining_tasks import NSP_HEAD, nsp_probability, nsp_table_summary
 from bert_explorer.app.result_bundle import ResultBundle
@@ -34,12 +35,12 @@ if not needs_head(loaded, NSP_HEAD, "judge whether B follows A"):
 # documents that the default model's pre-training held out (bench/check_set.json), taken in
 # their file order, not picked for a good score.
 examples = load_check_set()["nsp"]
-a = kept(st.text_area, "Sentence A", "nsp_a", examples[0]["a"], height=70)
+a = kept(st.text_area, "Sentence A", "nsp_a", examples[0]["a"], height=70, max_chars=limits.CHARS)
 c1, c2 = st.columns([3, 1])
 corpus = c2.selectbox("Random B from", ["bbc", "sotu", "vital", "wiki", "lee"], key="nsp_corpus")
 if c2.button("Draw a random B", key="nsp_draw"):
     st.session_state["nsp_b"] = random.choice(corpus_sentences(corpus))
-b = kept(c1.text_area, "Sentence B", "nsp_b", examples[0]["b"], height=70)
+b = kept(c1.text_area, "Sentence B", "nsp_b", examples[0]["b"], height=70, max_chars=limits.CHARS)
 bundle = ResultBundle("Next sentence probe", name, {"text_a": a, "text_b": b})
 
 if a.strip() and b.strip():
@@ -60,6 +61,13 @@ default = pd.DataFrame({"pair": ["real" if e["is_next"] else "random" for e in e
 table = st.data_editor(default, num_rows="dynamic", key="nsp_table", width="stretch",
                        column_config={"pair": st.column_config.SelectboxColumn(options=["real", "random", ""])})
 rows = [r for r in table.itertuples() if str(r.A).strip() and str(r.B).strip()]
+try:  # the table's size comes from the browser: bounded here, before the model reads it
+    limits.check(len(rows), limits.for_config(loaded.config).pairs, "pairs", "score them in smaller tables")
+    limits.check(max((len(str(r.A)) + len(str(r.B)) for r in rows), default=0), 2 * limits.CHARS,
+                 "characters in one pair", "shorten its sentences")
+except limits.TooLarge as e:
+    st.info(str(e))
+    rows = []
 if rows:
     scored = nsp_probability(loaded, [(str(r.A), str(r.B)) for r in rows])
     frame = pd.DataFrame({"pair": [r.pair for r in rows], "P(IsNext)": [x["is_next"] for x in scored],

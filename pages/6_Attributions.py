@@ -6,11 +6,13 @@ from bert_explorer.analysis.attributions.integrated_gradients import (
     BASELINES, DEFAULT_BASELINE, EXAMPLE_CLASSIFIER, EXAMPLE_MASKED, EXAMPLE_PAIR, baseline_note, classifier_runs,
     explain_classifier, explain_masked_word, explain_next_sentence)
 from bert_explorer.analysis.probes.pretraining_tasks import MLM_HEAD, NSP_HEAD
-from bert_explorer.analysis.attributions.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION
+from bert_explorer.analysis.attributions.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION, step_schedule
+from bert_explorer.analysis.attributions.integrated_gradients import affordable
+from bert_explorer import limits
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import remembered
-from bert_explorer.app.state import load, model_picker, shown_path
+from bert_explorer.app.state import computed, load, model_picker, shown_path
 from bert_explorer.app.widgets import intro, needs_head
 from bert_explorer.runs.finder import runs_root
 
@@ -61,6 +63,13 @@ def pretrained(head: str, what: str):
     return loaded
 
 
+def integration(model) -> dict:
+    """The steps to try and the most they may cost: the server's limit for this model
+    (``limits.Limits.token_steps``: WordPieces × steps, every attempt added)."""
+    return dict(n_steps=steps, max_steps=max_steps, baseline=baseline,
+                token_steps=limits.for_config(model.config).token_steps)
+
+
 result = None
 model_used = name
 try:
@@ -70,20 +79,20 @@ try:
                    lambda v: "[MASK]" in str(v).upper())
         c1, c2 = st.columns([3, 1])
         text = c1.text_input("Sentence (the first [MASK] is explained)",
-                             EXAMPLE_MASKED, key="attr_mlm_text")
-        word = c2.text_input("Word to explain", key="attr_mlm_word", placeholder="top prediction",
+                             EXAMPLE_MASKED, key="attr_mlm_text", max_chars=limits.CHARS)
+        word = c2.text_input("Word to explain", key="attr_mlm_word", placeholder="top prediction", max_chars=100,
                              help="One WordPiece; empty = the model's most probable word.")
-        result = explain_masked_word(loaded, text, word or None, n_steps=steps, max_steps=max_steps,
-                                     baseline=baseline)
+        result = computed(explain_masked_word, name, "BertForPreTraining", text, word or None, heavy=True,
+                          **integration(loaded))
         d = result.details
         st.caption(f"Explaining **{d['word']}** (P = {d['probability']:.1%}) at position {d['mask_position']}. "
                    "Top predictions: " + ", ".join(f"{t['token']} ({t['probability']:.1%})" for t in d["top"]))
     elif target == NSP:
         loaded = pretrained(NSP_HEAD, "judge whether B follows A")
         from_probe("nsp_a", "attr_nsp_a", "the Next-sentence probe's pair", bool, pair=("nsp_b", "attr_nsp_b"))
-        a = st.text_input("Sentence A", EXAMPLE_PAIR[0], key="attr_nsp_a")
-        b = st.text_input("Sentence B", EXAMPLE_PAIR[1], key="attr_nsp_b")
-        result = explain_next_sentence(loaded, a, b, n_steps=steps, max_steps=max_steps, baseline=baseline)
+        a = st.text_input("Sentence A", EXAMPLE_PAIR[0], key="attr_nsp_a", max_chars=limits.CHARS)
+        b = st.text_input("Sentence B", EXAMPLE_PAIR[1], key="attr_nsp_b", max_chars=limits.CHARS)
+        result = computed(explain_next_sentence, name, "BertForPreTraining", a, b, heavy=True, **integration(loaded))
         st.caption(f"P(IsNext) = {result.details['p_is_next']:.1%} for the pair, "
                    f"{result.details['p_is_next_baseline']:.1%} for the baseline.")
     else:
@@ -104,16 +113,16 @@ try:
         if error:
             st.info(error)
             st.stop()
-        text = st.text_input("Text", EXAMPLE_CLASSIFIER, key="attr_clf_text")
+        text = st.text_input("Text", EXAMPLE_CLASSIFIER, key="attr_clf_text", max_chars=limits.CHARS)
         # here, not at the top: the registry loads scikit-learn and scipy (1.5 s), which only this mode needs
         from bert_explorer.tasks.registry import PAIR_CLASSIFICATION, TASK_TYPES
 
         kind = TASK_TYPES.get(run["task"])  # the run's training_args.json names its task type
-        text_b = st.text_input("Second text (pair tasks)", key="attr_clf_text_b") \
+        text_b = st.text_input("Second text (pair tasks)", key="attr_clf_text_b", max_chars=limits.CHARS) \
             if kind is PAIR_CLASSIFICATION else None
         label = st.selectbox("Class to explain", ["the predicted class", *run["labels"]], key="attr_clf_label")
-        result = explain_classifier(clf, text, text_b, None if label == "the predicted class" else label,
-                                    n_steps=steps, max_steps=max_steps, baseline=baseline)
+        result = computed(explain_classifier, run["model_dir"], "BertForSequenceClassification", text, text_b,
+                          None if label == "the predicted class" else label, heavy=True, **integration(clf))
         if "probabilities" in result.details:
             st.caption(f"Predicted **{result.details['predicted']}**; " + ", ".join(
                 f"{k} {v:.1%}" for k, v in result.details["probabilities"].items()))
@@ -131,6 +140,13 @@ m[2].metric("f(x) − f(baseline)", f"{result.difference:.3f}", help="what the a
 m[3].metric("convergence delta", f"{result.delta:.2e}", help="Σ attributions − (f(x) − f(baseline))")
 m[4].metric("steps used", f"{result.n_steps}", help="tried: " + ", ".join(
     f"{n} steps → delta {d:.2e}" for n, d in result.steps_tried))
+planned = step_schedule(steps, max_steps)
+answering = load(model_used, "BertForSequenceClassification" if target == CLF else "BertForPreTraining")[0]
+allowed = affordable(planned, len(result.tokens), limits.for_config(answering.config).token_steps)
+if allowed != planned:
+    st.caption(f"This server spends at most about {limits.SECONDS:.0f} s of its CPU on one attribution: with this model "
+               f"and {len(result.tokens)} WordPieces that is {sum(allowed)} integration steps in all, so it tried "
+               f"{' → '.join(map(str, allowed))} instead of {' → '.join(map(str, planned))}.")
 verdict = result.reliability
 if verdict.reliable:
     st.caption(verdict.reason)

@@ -5,6 +5,8 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
+from bert_explorer import limits
+
 from bert_explorer.analysis.comparison import candidates, held_out, two_models, verdict
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.result_bundle import ResultBundle
@@ -135,9 +137,10 @@ def _maps(a: str, b: str, text: str):
 if c.mlm or c.nsp:
     st.subheader("Masked word and next sentence, side by side")
     p1, p2 = st.columns(2)
-    masked = p1.text_input("Sentence with [MASK]", "the stock market [MASK] sharply after the news .", key="two_mlm")
-    first = p2.text_input("Sentence A", "the cat sat on the mat .", key="two_nsp_a")
-    second = p2.text_input("Sentence B", "then it fell asleep in the sun .", key="two_nsp_b")
+    masked = p1.text_input("Sentence with [MASK]", "the stock market [MASK] sharply after the news .", key="two_mlm",
+                           max_chars=limits.CHARS)
+    first = p2.text_input("Sentence A", "the cat sat on the mat .", key="two_nsp_a", max_chars=limits.CHARS)
+    second = p2.text_input("Sentence B", "then it fell asleep in the sun .", key="two_nsp_b", max_chars=limits.CHARS)
     probes = _probes(name_a, name_b, masked, first, second)
     if c.mlm and probes["mlm"] is None:
         p1.info("Write [MASK] where a word should be guessed.")
@@ -194,7 +197,8 @@ if result["attention_js"] is not None:
     h1, h2, h3 = st.columns([1, 1, 3])
     layer = h1.selectbox("Layer", range(L), index=int(worst[0]), format_func=lambda i: f"{i + 1}", key="two_layer")
     head = h2.selectbox("Head", range(A), index=int(worst[1]), format_func=lambda i: f"{i + 1}", key="two_head")
-    text = h3.text_input("Sentence for the maps", "the cat sat on the mat because it was warm .", key="two_text")
+    text = h3.text_input("Sentence for the maps", "the cat sat on the mat because it was warm .", key="two_text",
+                         max_chars=limits.CHARS)
     if text.strip():
         maps = _maps(name_a, name_b, text)
         tokens = maps["tokens"]

@@ -9,7 +9,7 @@ from bert_explorer.analysis.layers.probing import (METRICS, TASKS, ProbeSettings
                                                    probe_layers)
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import computed, picked_model, writes_allowed
+from bert_explorer.app.state import computed, heavy_turn, picked_model, writes_allowed
 from bert_explorer.runs.report import duration_text
 from bert_explorer.app.widgets import intro
 
@@ -89,10 +89,14 @@ if missing:
         run_now = st.button("Run the probes", type="primary", key="probe_run")
         bar = st.progress(0.0, text="starting…") if run_now else None
     if run_now:
-        for k, t in enumerate(missing):
-            def report(f, m, k=k, t=t):
-                bar.progress(min(1.0, (k + f) / len(missing)), text=f"{t}: {m}")
-            results[t] = probe_layers(loaded, t, settings_for(t), pos_file, report)
+        # heavy: one request at a time on this server, the others wait with their place shown; a request
+        # that waited for the same probes finds them computed
+        with heavy_turn():
+            for k, t in enumerate(missing):
+                def report(f, m, k=k, t=t):
+                    bar.progress(min(1.0, (k + f) / len(missing)), text=f"{t}: {m}")
+                results[t] = cached_result(loaded, t, settings_for(t), pos_file) or \
+                    probe_layers(loaded, t, settings_for(t), pos_file, report)
         pending.empty()
     else:
         results = {t: r for t, r in results.items() if r is not None}

@@ -1,6 +1,7 @@
 """The sidebar every page shares: which model, what it is, where it runs.
 
-Models are cached with ``st.cache_resource`` (one copy per server, not per browser tab).
+Models are held once per server, not per browser tab (``_load``), and what they computed is kept in
+``shared_work.RESULTS`` (``by_weights``): both live in this process, where no browser message reaches.
 Session-state keys carry the ``be_`` prefix so they never collide with a page's own.
 """
 from __future__ import annotations
@@ -9,11 +10,14 @@ import functools
 import hashlib
 import importlib
 import os
+import pickle
 import re
 import shutil
 import threading
+import time
 import warnings
 from collections import OrderedDict
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import streamlit as st
@@ -21,7 +25,7 @@ import torch
 from streamlit import config as st_config
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from .. import checkpoint, hub
+from .. import checkpoint, hub, shared_work
 from ..checkpoint import CheckpointError, Loaded
 from ..data.uploads.names import slug
 from ..full_disk import CacheNotKept
@@ -240,54 +244,113 @@ def weights_version(name: str) -> tuple:
     return tuple(version)
 
 
+# Models that failed to load, by name, with the version of their weights then: listed to nobody else
+# until their files change (a broken checkpoint is tried by one session, not by the whole class).
+_failed: "OrderedDict[str, tuple]" = OrderedDict()
+FAILED_KEPT = 1000
+
+
+def failed_to_load(name: str) -> bool:
+    """Did ``name``, with the weights it has now, fail to load on this server?"""
+    with _models_lock:
+        version = _failed.get(name)
+    return version is not None and version == weights_version(name)
+
+
 def load(name: str, architecture: str | None = None) -> tuple[Loaded | None, str | None]:
     """(model, None) or (None, one-sentence reason) — pages show the reason, never a traceback."""
+    version = weights_version(name)
     try:
-        return _load(name, architecture, weights_version(name)), None
+        return _load(name, architecture, version), None
     except CheckpointError as e:
+        if version:  # (a hub name not yet downloaded has no version: it is not a broken file)
+            with _models_lock:
+                _failed[name] = version
+                while len(_failed) > FAILED_KEPT:
+                    _failed.popitem(last=False)
         return None, without_host_paths(str(e))
 
 
-def by_weights(models: int = 1, *, shared: bool = False, **options):
+def _hashable(args: tuple, kwargs: dict):
+    """The arguments as part of a dict key: as they are when hashable, else their pickle."""
+    key = (args, tuple(sorted(kwargs.items())))
+    try:
+        hash(key)
+        return key
+    except TypeError:
+        return pickle.dumps(key, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+@contextmanager
+def heavy_turn():
+    """Run the ``with`` block when this request's turn in ``shared_work.HEAVY`` has come (heavy work
+    runs one request at a time per server by default); meanwhile the page shows its place in the
+    queue (only in a page's own thread), cleared when the turn comes."""
+    if get_script_run_ctx() is None:
+        with shared_work.HEAVY.turn():
+            yield
+        return
+    place, since = st.empty(), time.monotonic()
+    try:
+        with shared_work.HEAVY.turn(lambda ahead: place.info("⏳ " + shared_work.wait_sentence(ahead, since))):
+            place.empty()
+            yield
+    finally:
+        place.empty()
+
+
+def by_weights(models: int = 1, *, shared: bool = False, heavy: bool = False, max_entries: int | None = None,
+               show_spinner: bool | str = False):
     """The one way a page caches what a model computed: decorate a function whose first
     ``models`` arguments are model names (what ``load`` takes).
 
     A call is kept under those names, the version of the weights behind each (``weights_version``)
-    and its other arguments, once for every browser session of this server (a class asking the
-    page's example at the same moment shares one computation, bench/classroom_load.py). A
-    checkpoint rewritten under the same name is computed anew. Results are plain data, copied for
-    each session (``st.cache_data``); ``shared=True`` keeps one object for all sessions instead
-    (``st.cache_resource``), for large arrays that nobody changes in place. ``options`` go to
-    Streamlit's decorator (``show_spinner``, ``max_entries``)."""
+    and its other arguments, once for every browser session of this server, in ``shared_work.RESULTS``
+    (the app's own store: no message a browser sends can empty it). A class asking the page's example at
+    the same moment shares one computation (bench/classroom_load.py); a checkpoint rewritten under the
+    same name is computed anew. Results are plain data, copied for each session; ``shared=True`` keeps
+    one object for all sessions instead, for things nobody changes in place (a built figure).
+    ``heavy=True`` work waits for its turn in ``shared_work.HEAVY`` (one at a time per server by
+    default), its place shown on the page. ``max_entries`` bounds the results kept of this function;
+    ``show_spinner`` (a text) is shown while it computes."""
     def decorate(fn):
-        def keyed(versions: tuple, *args, **kwargs):
-            return fn(*args, **kwargs)
-
-        # Streamlit keeps one cache per function, named by its module and qualified name: give
-        # each decorated function its own (a page's module is "__main__", so the file names it).
-        keyed.__module__, keyed.__name__ = fn.__module__, fn.__name__
-        keyed.__qualname__ = f"{fn.__code__.co_filename}:{fn.__qualname__}"
-        cached = (st.cache_resource if shared else st.cache_data)(**options)(keyed)
+        group = f"{fn.__code__.co_filename}:{fn.__qualname__}{':heavy' if heavy else ''}"
 
         @functools.wraps(fn)
         def call(*args, **kwargs):
-            return cached(tuple(weights_version(name) for name in args[:models]), *args, **kwargs)
+            key = (group, tuple(weights_version(name) for name in args[:models]), _hashable(args, kwargs))
+
+            def compute():
+                with (st.spinner(show_spinner) if isinstance(show_spinner, str) and get_script_run_ctx()
+                      else nullcontext()):
+                    if not heavy:
+                        return fn(*args, **kwargs)
+                    with heavy_turn():
+                        return fn(*args, **kwargs)
+
+            return shared_work.RESULTS.get_or_compute(key, compute, shared=shared, max_entries=max_entries,
+                                                      group=group)
 
         return call
 
     return decorate
 
 
-def computed(fn, name: str, architecture: str | None, *args, **kwargs):
+def computed(fn, name: str, architecture: str | None, *args, heavy: bool = False, **kwargs):
     """``fn(model, *args, **kwargs)`` for the model called ``name``, cached by ``by_weights``:
-    ``fn`` is a function of ``bert_explorer.analysis`` whose result is plain data."""
-    return _computed(name, architecture, fn.__module__, fn.__qualname__, args, tuple(sorted(kwargs.items())))
+    ``fn`` is a function of ``bert_explorer.analysis`` whose result is plain data. ``heavy``: it waits
+    for its turn (``by_weights``)."""
+    cached = _computed_heavy if heavy else _computed
+    return cached(name, architecture, fn.__module__, fn.__qualname__, args, tuple(sorted(kwargs.items())))
 
 
-@by_weights(show_spinner=False, max_entries=512)
-def _computed(name: str, architecture: str | None, module: str, qualname: str, args: tuple, kwargs: tuple):
+def _computed_now(name: str, architecture: str | None, module: str, qualname: str, args: tuple, kwargs: tuple):
     fn = getattr(importlib.import_module(module), qualname)
     return fn(_load(name, architecture, weights_version(name)), *args, **dict(kwargs))
+
+
+_computed = by_weights(max_entries=512)(_computed_now)
+_computed_heavy = by_weights(max_entries=64, heavy=True)(_computed_now)
 
 
 def device_name() -> str:
@@ -389,8 +452,10 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     options = (names + [c.path for c in ckpts if not c.group] + list(groups) + uploaded_checkpoints() + [GALLERY]
                # in classroom mode no one on the network reads the host's folders or writes to them
                + (["a local directory…", "upload a checkpoint (.zip)…"] if writes_allowed() else []))
-    default = default if default in options else options[0]
     kept_choice = remembered("be_model_choice")
+    if _failed:  # a model that failed to load stays listed only for the session that chose it (to read why)
+        options = [o for o in options if o == kept_choice or not failed_to_load(o)]
+    default = default if default in options else options[0]
     if kept_choice not in options and (run := _finetuned_run(kept_choice, root)) is not None:
         # a fine-tuned model opened from the After fine-tuning page ("Attention on this example") stays listed
         options.insert(len(names), kept_choice)
@@ -413,7 +478,7 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     if choice == "upload a checkpoint (.zip)…" and writes_allowed():
         choice = _upload_checkpoint()
     if choice == "a local directory…" and writes_allowed():
-        choice = kept(st.sidebar.text_input, "Checkpoint directory", "be_model_path", "",
+        choice = kept(st.sidebar.text_input, "Checkpoint directory", "be_model_path", "", max_chars=4096,
                       placeholder="/path/to/a/bert (config.json, model.safetensors, vocab.txt), or "
                                   "bert-base-uncased (downloaded once)")
     if choice:

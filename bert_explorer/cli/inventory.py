@@ -5,12 +5,13 @@ the models on this machine and the paper's own one download away, and that downl
     bert-explorer info --model minilm
     bert-explorer models
     bert-explorer download bert-base-uncased google/bert_uncased_L-2_H-128_A-2
+    bert-explorer limits --model minilm-mlm-nsp bert-base-uncased
 """
 from __future__ import annotations
 
 import sys
 
-from .. import checkpoint, hub
+from .. import checkpoint, hub, limits
 from ..data.corpora import BUILTIN_CORPORA
 from ..full_disk import size_text
 from .common import MODEL_HELP, print_json
@@ -36,6 +37,12 @@ def register(sub) -> None:
                         "hub id of a BERT")
     s.add_argument("--no-progress", action="store_true", help="show no progress bar")
     s.set_defaults(func=cmd_download)
+
+    s = sub.add_parser("limits", help="how much one request may ask of the app's server, for each model")
+    s.add_argument("--model", nargs="+", default=[checkpoint.DEFAULT_MODEL, "bert-base-uncased", "bert-large-uncased"],
+                   metavar="NAME", help="models (short names, folders, or the paper's BERTs by hub id: no download)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_limits)
 
 
 def cmd_corpora(args) -> int:
@@ -109,4 +116,37 @@ def cmd_download(args) -> int:
         heads = [h for h in ("masked-LM head", "next-sentence head") if h not in loaded.report.missing_heads]
         print(f"{repo_id}: {loaded.num_parameters / 1e6:,.1f} M parameters, "
               f"{' and '.join(heads) if heads else 'no pre-training heads (an encoder only)'}, in {copy}")
+    return 0
+
+
+def _config(name: str):
+    """A model's config without its weights: the catalogue's shape for the paper's BERTs (no download),
+    else the checkpoint's config.json, checked (checkpoint.inspect)."""
+    if hub.is_hub_name(name) and hub.local_copy(name) is None:
+        m = hub.CATALOGUE.get(hub.canonical(name))
+        if m is None:
+            raise checkpoint.CheckpointError(f"{name} is not downloaded and not in the catalogue; "
+                                             "`bert-explorer download` it first")
+        from ..model import BertConfig
+        return BertConfig(vocab_size=m.vocab_size, hidden_size=m.hidden, num_layers=m.layers, num_heads=m.heads,
+                          intermediate_size=4 * m.hidden)
+    return checkpoint.inspect(checkpoint.resolve(name))
+
+
+def cmd_limits(args) -> int:
+    """The limits table of the README, for the models named: what the app's pages accept in one request."""
+    try:
+        table = {name: limits.for_config(_config(name)) for name in args.model}
+    except (checkpoint.CheckpointError, hub.HubError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print_json({name: dict(zip(limits.WHAT, (v for _, v in lim.rows()))) for name, lim in table.items()})
+        return 0
+    print(f"Each limit keeps the worst input under it to about {limits.SECONDS:.0f} s of one CPU core and "
+          f"{limits.MEMORY / 1e6:.0f} MB of memory (bert_explorer/limits.py).\n")
+    print("| limit | " + " | ".join(table) + " |")
+    print("|---|" + "---:|" * len(table))
+    for i, what in enumerate(limits.WHAT.values()):
+        print(f"| {what} | " + " | ".join(f"{lim.rows()[i][1]:,}" for lim in table.values()) + " |")
     return 0

@@ -91,6 +91,7 @@ import torch
 from torch import nn
 
 from ...checkpoint import Loaded, MissingHeadError
+from ...limits import MIN_IG_STEPS, SECONDS, TooLarge
 from ...runs.finder import find_runs, rel_name
 from ...tokenizer import Encoded, WordPieceTokenizer
 from ..probes.pretraining_tasks import MLM_HEAD, NSP_HEAD
@@ -319,17 +320,42 @@ def integrated_gradients(
     return per_part, f_x, f_x0, float(delta.reshape(-1)[0])
 
 
+def affordable(schedule: list[int], tokens: int, token_steps: int | None) -> list[int]:
+    """The attempts of ``schedule`` that fit in ``token_steps`` (WordPieces × steps, all attempts added)
+    for an input of ``tokens`` WordPieces: the first attempt is cut down to what fits, later ones are
+    left out. Raises ``limits.TooLarge`` when not even ``limits.MIN_IG_STEPS`` steps fit."""
+    if token_steps is None:
+        return schedule
+    allowed = token_steps // max(1, tokens)
+    if allowed < min(MIN_IG_STEPS, schedule[0]):
+        raise TooLarge(f"The input has {tokens:,} WordPieces: this server explains at most "
+                       f"{token_steps // MIN_IG_STEPS:,} with this model (at least {MIN_IG_STEPS} integration steps, "
+                       f"about {SECONDS:.0f} s of its CPU); shorten it.")
+    kept, spent = [], 0
+    for steps in schedule:
+        steps = min(steps, allowed - spent) if not kept else steps
+        if spent + steps > allowed:
+            break
+        kept.append(steps)
+        spent += steps
+    return kept
+
+
 def integrate_until_reliable(model: nn.Module, f, inputs, baselines, n_steps: int = DEFAULT_STEPS,
-                             max_steps: int = MAX_STEPS):
+                             max_steps: int = MAX_STEPS, token_steps: int | None = None):
     """:func:`integrated_gradients` with n_steps, 2 n_steps, ... up to ``max_steps``, stopping at the
     first result that :func:`reliability` accepts (or whose difference is practically zero: more
     steps cannot change f(x) - f(x')). When none is accepted, the attempt with the smallest
     |delta| is returned: the delta does not always shrink with more steps (measured on a
     fine-tuned minilm-mlm-nsp classifier: 4.8 % of the difference at 100 steps, 207 % at 150,
     0.2 % at 200, 18 % at 400). Returns (parts, f(x), f(x'), delta, steps used,
-    [(steps, delta) tried])."""
+    [(steps, delta) tried]).
+
+    ``token_steps`` bounds the cost: the input's WordPieces times the steps of every attempt added up
+    (a server's ``limits.Limits.token_steps``); the schedule stops before an attempt that would pass it
+    (:func:`affordable`). None: no bound."""
     tried, attempts = [], []
-    for steps in step_schedule(n_steps, max_steps):
+    for steps in affordable(step_schedule(n_steps, max_steps), inputs["input_ids"].shape[1], token_steps):
         parts, f_x, f_x0, delta = integrated_gradients(model, f, inputs, baselines, steps)
         tried.append((steps, delta))
         attempts.append((parts, f_x, f_x0, delta, steps))
@@ -369,12 +395,13 @@ def _require(loaded: Loaded, head: str) -> None:
 
 def explain_masked_word(loaded: Loaded, text: str, word: str | None = None, n_steps: int = DEFAULT_STEPS,
                         text_b: str | None = None, top_k: int = 5, max_steps: int = MAX_STEPS,
-                        baseline: str = DEFAULT_BASELINE) -> Attributions:
+                        baseline: str = DEFAULT_BASELINE, token_steps: int | None = None) -> Attributions:
     """Attribute log P(``word`` | context) at the first [MASK] of ``text`` to the input tokens,
     against the baseline called ``baseline`` (a key of ``BASELINES``).
 
     Steps: ``n_steps`` first, doubled up to ``max_steps`` until the result is reliable
-    (:func:`integrate_until_reliable`; ``max_steps=n_steps`` tries exactly ``n_steps``).
+    (:func:`integrate_until_reliable`; ``max_steps=n_steps`` tries exactly ``n_steps``), within
+    ``token_steps`` (WordPieces × steps, every attempt added) when given.
 
     ``word`` must be a single WordPiece of the vocabulary; None explains the model's own top
     prediction. ``details`` holds the mask position, the word, its probability and the top-k."""
@@ -412,7 +439,7 @@ def explain_masked_word(loaded: Loaded, text: str, word: str | None = None, n_st
         return log_probs(model, *ids)[:, word_id]  # [B]
 
     baselines = baseline_inputs(tok, inputs, baseline)
-    integrated = integrate_until_reliable(loaded.model, f, inputs, baselines, n_steps, max_steps)
+    integrated = integrate_until_reliable(loaded.model, f, inputs, baselines, n_steps, max_steps, token_steps)
     return _result("masked word", f"log P({word_text!r}) at [MASK] (position {pos})", tok, inputs, baselines,
                    integrated,
                    {"mask_position": pos, "word": word_text, "probability": float(probs[word_id]),
@@ -422,7 +449,8 @@ def explain_masked_word(loaded: Loaded, text: str, word: str | None = None, n_st
 # ----- target (b): the next-sentence decision (Section 3.1, Task #2) ------------------------
 
 def explain_next_sentence(loaded: Loaded, text_a: str, text_b: str, n_steps: int = DEFAULT_STEPS,
-                          max_steps: int = MAX_STEPS, baseline: str = DEFAULT_BASELINE) -> Attributions:
+                          max_steps: int = MAX_STEPS, baseline: str = DEFAULT_BASELINE,
+                          token_steps: int | None = None) -> Attributions:
     """Attribute the NSP log-odds log P(IsNext)/P(NotNext) of the pair (A, B) to its tokens
     (steps and baseline as in :func:`explain_masked_word`)."""
     _require(loaded, NSP_HEAD)
@@ -440,7 +468,7 @@ def explain_next_sentence(loaded: Loaded, text_a: str, text_b: str, n_steps: int
         return logits[:, 0] - logits[:, 1]
 
     baselines = baseline_inputs(tok, inputs, baseline)
-    integrated = integrate_until_reliable(loaded.model, f, inputs, baselines, n_steps, max_steps)
+    integrated = integrate_until_reliable(loaded.model, f, inputs, baselines, n_steps, max_steps, token_steps)
     f_x, f_x0 = integrated[1], integrated[2]
     return _result("next sentence", "log-odds of IsNext: log P(IsNext) / P(NotNext)", tok, inputs, baselines,
                    integrated,
@@ -457,7 +485,7 @@ def label_names(loaded: Loaded) -> list[str]:
 
 def explain_classifier(loaded: Loaded, text: str, text_b: str | None = None, label: str | int | None = None,
                        n_steps: int = DEFAULT_STEPS, max_steps: int = MAX_STEPS,
-                       baseline: str = DEFAULT_BASELINE) -> Attributions:
+                       baseline: str = DEFAULT_BASELINE, token_steps: int | None = None) -> Attributions:
     """Attribute a BertForSequenceClassification's log P(``label``) (default: the predicted
     class; a regression head: its output) to the tokens of ``text`` (and ``text_b``); steps and
     baseline as in :func:`explain_masked_word`."""
@@ -500,7 +528,7 @@ def explain_classifier(loaded: Loaded, text: str, text_b: str | None = None, lab
         return outputs(model, *ids)[:, k]  # [B]
 
     baselines = baseline_inputs(tok, inputs, baseline)
-    integrated = integrate_until_reliable(model, f, inputs, baselines, n_steps, max_steps)
+    integrated = integrate_until_reliable(model, f, inputs, baselines, n_steps, max_steps, token_steps)
     return _result("classifier", score, tok, inputs, baselines, integrated, details, baseline)
 
 

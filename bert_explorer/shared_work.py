@@ -1,0 +1,195 @@
+"""Work a class shares: each result computed once for every session, heavy work one request at a time.
+
+A server that teaches a class answers thirty browser sessions with one process. Two things keep one
+student from taking it from the others:
+
+* :class:`Results` keeps what the model computed, under the weights and the inputs that made it, for
+  every session: the class asking the page's example at the same moment shares one computation (the
+  second asker waits for the first instead of computing again). It lives in this process and in no
+  framework's cache, so no message a browser can send empties it; it is bounded in bytes and drops the
+  least recently used result first.
+* :class:`Queue` lets heavy work (Integrated Gradients, the layer probes) run ``AT_ONCE_ENV`` requests at
+  a time (default one) in the order they came; the others wait, and each waiting request is told its
+  place so that its page can show it.
+
+Nothing here imports Streamlit: the app's pages reach it through ``app/state.py``.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import pickle
+import threading
+import time
+from collections import OrderedDict, deque
+from contextlib import contextmanager
+from typing import Any, Callable
+
+AT_ONCE_ENV = "BERT_EXPLORER_HEAVY_AT_ONCE"   # heavy requests run at once on this server (default 1)
+RESULTS_ENV = "BERT_EXPLORER_RESULTS_MB"       # memory kept for computed results (default 500 MB)
+RESULTS_MB = 500.0
+WAIT_REPORT_S = 0.5                            # how often a waiting request hears its place again
+
+
+def _setting(env: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(env) or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+class Queue:
+    """First come, first served, ``at_once`` at a time. ``with queue.turn(waiting): ...`` runs the
+    block when the request's turn has come; until then ``waiting(ahead)`` is called every
+    ``WAIT_REPORT_S`` seconds with the number of requests before it (running ones included)."""
+
+    def __init__(self, at_once: int | None = None):
+        self._fixed = at_once
+        self._cond = threading.Condition()
+        self._waiting: deque[int] = deque()
+        self._running = 0
+        self._tickets = itertools.count()
+
+    @property
+    def at_once(self) -> int:
+        return self._fixed or int(_setting(AT_ONCE_ENV, 1))
+
+    def ahead(self, ticket: int) -> int:
+        with self._cond:
+            return self._ahead(ticket)
+
+    def _ahead(self, ticket: int) -> int:
+        return self._running + list(self._waiting).index(ticket)
+
+    @contextmanager
+    def turn(self, waiting: Callable[[int], None] | None = None):
+        with self._cond:
+            ticket = next(self._tickets)
+            self._waiting.append(ticket)
+            try:
+                while not (self._waiting[0] == ticket and self._running < self.at_once):
+                    ahead = self._ahead(ticket)
+                    if waiting is not None:
+                        self._cond.release()  # the report may draw on a page: never under the lock
+                        try:
+                            waiting(ahead)
+                        finally:
+                            self._cond.acquire()
+                    self._cond.wait(WAIT_REPORT_S)
+            except BaseException:  # a session that stops waiting gives its place up
+                self._waiting.remove(ticket)
+                self._cond.notify_all()
+                raise
+            self._waiting.popleft()
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
+
+    def busy(self) -> tuple[int, int]:
+        """(running, waiting) now."""
+        with self._cond:
+            return self._running, len(self._waiting)
+
+
+HEAVY = Queue()  # the server's one queue for heavy work
+
+
+class Results:
+    """Computed results kept for every session: one computation per key, at most ``budget`` bytes.
+
+    A result is stored pickled (each caller gets its own copy, as if computed for it: a page that
+    changes what it got changes nobody else's) unless ``shared=True`` (one object for all, for large
+    things nobody changes in place, such as a built figure); a shared result's size is its pickled size,
+    measured once."""
+
+    def __init__(self, budget_mb: float | None = None):
+        self._fixed = budget_mb
+        self._lock = threading.Lock()
+        self._items: OrderedDict[Any, tuple[bool, Any, int]] = OrderedDict()  # key -> (pickled, value, bytes)
+        self._computing: dict[Any, threading.Lock] = {}
+        self._bytes = 0
+
+    @property
+    def budget(self) -> float:
+        return (self._fixed or _setting(RESULTS_ENV, RESULTS_MB)) * 1e6
+
+    def _get(self, key):
+        with self._lock:
+            if key not in self._items:
+                return False, None
+            self._items.move_to_end(key)
+            pickled, value, _ = self._items[key]
+        return True, pickle.loads(value) if pickled else value
+
+    def get_or_compute(self, key, compute: Callable[[], Any], *, shared: bool = False,
+                       max_entries: int | None = None, group: Any = None):
+        """The result kept under ``key``, else ``compute()`` once (other callers of the same key wait
+        for it) and kept. ``max_entries`` bounds the entries of one ``group`` (a page's function)."""
+        found, value = self._get(key)
+        if found:
+            return value
+        with self._lock:
+            one = self._computing.setdefault(key, threading.Lock())
+        with one:
+            found, value = self._get(key)
+            if found:
+                return value
+            try:
+                value = compute()
+                blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+                self._put(key, (not shared, value if shared else blob, len(blob)), max_entries, group)
+            finally:
+                with self._lock:
+                    self._computing.pop(key, None)
+        return pickle.loads(blob) if not shared else value
+
+    def _put(self, key, item, max_entries, group) -> None:
+        with self._lock:
+            self._drop(key)
+            self._items[key] = item
+            self._bytes += item[2]
+            if max_entries is not None:
+                mine = [k for k in self._items if isinstance(k, tuple) and k and k[0] == group]
+                for k in mine[:max(0, len(mine) - max_entries)]:
+                    self._drop(k)
+            while len(self._items) > 1 and self._bytes > self.budget:
+                self._drop(next(iter(self._items)))  # the least recently used
+
+    def _drop(self, key) -> None:
+        item = self._items.pop(key, None)
+        if item is not None:
+            self._bytes -= item[2]
+
+    def size(self) -> int:
+        """Bytes kept now."""
+        with self._lock:
+            return self._bytes
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def clear(self) -> None:
+        """Forget everything (tests; no browser message reaches this)."""
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+
+
+RESULTS = Results()  # the server's one store
+
+
+def waited(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds >= 1 else "a moment"
+
+
+def wait_sentence(ahead: int, since: float) -> str:
+    """What a waiting page says: its place and how long it has waited."""
+    return (f"Waiting for the server: {ahead} heavy request{'s' if ahead != 1 else ''} ahead of yours (it runs "
+            f"{HEAVY.at_once} at a time so that one user cannot slow the class down); waited "
+            f"{waited(time.monotonic() - since)}.")
