@@ -250,22 +250,35 @@ _failed: "OrderedDict[str, tuple]" = OrderedDict()
 FAILED_KEPT = 1000
 
 
+def _failure_stamp(name: str) -> tuple | None:
+    """What a failure to load ``name`` is remembered under: its weights and its config.json as they are
+    now (either rewritten, it is tried again). None for a hub name not downloaded yet: not a broken file."""
+    if hub.is_hub_name(name) and hub.local_copy(name) is None:
+        return None
+    try:
+        s = (checkpoint.resolve(name) / "config.json").stat()
+        config = (s.st_mtime_ns, s.st_size)
+    except (CheckpointError, OSError):
+        config = None
+    return weights_version(name), config
+
+
 def failed_to_load(name: str) -> bool:
-    """Did ``name``, with the weights it has now, fail to load on this server?"""
+    """Did ``name``, as its files are now, fail to load on this server?"""
     with _models_lock:
-        version = _failed.get(name)
-    return version is not None and version == weights_version(name)
+        stamp = _failed.get(name)
+    return stamp is not None and stamp == _failure_stamp(name)
 
 
 def load(name: str, architecture: str | None = None) -> tuple[Loaded | None, str | None]:
     """(model, None) or (None, one-sentence reason) — pages show the reason, never a traceback."""
-    version = weights_version(name)
     try:
-        return _load(name, architecture, version), None
+        return _load(name, architecture, weights_version(name)), None
     except CheckpointError as e:
-        if version:  # (a hub name not yet downloaded has no version: it is not a broken file)
+        stamp = _failure_stamp(name)
+        if stamp is not None:
             with _models_lock:
-                _failed[name] = version
+                _failed[name] = stamp
                 while len(_failed) > FAILED_KEPT:
                     _failed.popitem(last=False)
         return None, without_host_paths(str(e))

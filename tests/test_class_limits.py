@@ -1,0 +1,264 @@
+"""One student must not take the class down: every typed size is bounded by its cost before work
+starts, heavy work is cached and runs one request at a time, and a model that failed to load is
+offered to nobody else.
+
+Each page test gives the input a hostile student gave (2,000 lines, 600 masks, a 510-token input)
+with the expensive call patched to fail if it is reached: the test pays none of the cost, and on code
+without the limit it fails."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import streamlit as st
+import torch
+from streamlit.testing.v1 import AppTest
+
+from bert_explorer import checkpoint, limits, shared_work
+from bert_explorer.analysis import embeddings as emb
+from bert_explorer.analysis.attributions import integrated_gradients as ig
+from bert_explorer.analysis.attributions.reliability import step_schedule
+from bert_explorer.analysis.probes import pretraining_tasks
+from bert_explorer.model import BertConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _page(name: str) -> AppTest:
+    return AppTest.from_file(str(ROOT / "pages" / name), default_timeout=120)
+
+
+def _never(what: str, original=None):
+    """A stand-in for an expensive call that fails if reached (named as ``original``, so that a cache
+    that looks functions up by name finds it)."""
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{what} was reached: the input should have been refused before any work")
+    if original is not None:
+        refuse.__module__, refuse.__qualname__ = original.__module__, original.__qualname__
+    return refuse
+
+
+def _said(at) -> str:
+    return " ".join(str(e.value) for e in [*at.info, *at.warning, *at.error])
+
+
+# ----- the limits follow the model ------------------------------------------------------------------------
+def _config(L, H, A):
+    return BertConfig(vocab_size=30522, hidden_size=H, num_layers=L, num_heads=A, intermediate_size=4 * H)
+
+
+def test_limits_shrink_as_the_model_grows_and_keep_the_worst_input_within_the_budget():
+    mini, base, large = (limits.for_config(_config(*s)) for s in ((6, 384, 12), (12, 768, 12), (24, 1024, 16)))
+    assert mini.forward_tokens > base.forward_tokens > large.forward_tokens
+    assert mini.token_steps > base.token_steps > large.token_steps
+    assert large.attention_tokens < 512 <= mini.attention_tokens  # BERT-Large's maps of 512 would pass 300 MB
+    for lim, (L, H, A) in ((mini, (6, 384, 12)), (base, (12, 768, 12)), (large, (24, 1024, 16))):
+        budget = limits.SECONDS * limits.CPU_FLOP_S
+        per_token = limits.forward_flops(L, H, 4 * H, limits.TYPICAL_TOKENS)
+        assert lim.forward_tokens * per_token <= budget
+        assert lim.compared * limits.TYPICAL_TOKENS * per_token <= budget   # § 5's sentences, cut to 128 pieces
+        assert lim.token_steps * limits.IG_PASS * per_token <= budget
+        assert 4 * L * A * lim.attention_tokens ** 2 <= limits.MEMORY      # every layer's and head's map
+
+
+def test_a_forward_pass_of_the_worst_accepted_list_stays_within_the_budget(minilm_dir):
+    """The cost model against the clock: § 5's largest accepted list (every sentence 128 WordPieces) with
+    the default model, on one thread."""
+    loaded = checkpoint.load(minilm_dir, "BertForPreTraining")
+    lim = limits.for_config(loaded.config)
+    sentence = " ".join(["the bank by the river"] * 30)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        start = time.perf_counter()
+        emb.contextual_similarity(loaded, "bank", [f"{k} {sentence}" for k in range(lim.compared)])
+        took = time.perf_counter() - start
+    finally:
+        torch.set_num_threads(threads)
+    assert took < limits.SECONDS
+
+
+def test_the_attribution_schedule_never_spends_more_than_its_budget():
+    for tokens in (1, 7, 12, 75, 300, 512):
+        for start in (10, 50, 300):
+            kept = ig.affordable(step_schedule(start, 400), tokens, 5871)
+            assert sum(kept) * tokens <= 5871 and kept[0] >= min(start, limits.MIN_IG_STEPS)
+    assert ig.affordable([50, 100, 200, 400], 12, None) == [50, 100, 200, 400]  # no bound: as asked
+    assert ig.affordable([50, 100, 200, 400], 12, 12 * 160) == [50, 100]
+    with pytest.raises(limits.TooLarge, match="shorten it"):
+        ig.affordable([50], 512, 512 * 9)
+
+
+# ----- the pages refuse before paying ----------------------------------------------------------------------
+def test_tokens_page_refuses_2000_sentences_to_compare_before_running_the_model(monkeypatch):
+    at = _page("1_Tokens_and_embeddings.py").run()
+    monkeypatch.setattr(emb, "contextual_similarity", _never("the pairwise comparison"))
+    # set_value: what a client sends over the websocket, past the browser's own max_chars check
+    at.text_area(key="emb_ctx_sentences").set_value("\n".join(f"bank {i}" for i in range(2000))).run()
+    assert not at.exception
+    lim = limits.for_config(checkpoint.inspect(checkpoint.resolve(checkpoint.DEFAULT_MODEL)))
+    assert f"2,000 sentences to compare: more than this server takes at once with this model (at most " \
+           f"{lim.compared}" in _said(at)
+
+
+def test_tokens_page_refuses_2000_words_and_2000_sentences_on_the_map(monkeypatch):
+    at = _page("1_Tokens_and_embeddings.py").run()
+    monkeypatch.setattr(emb, "static_word_vectors", _never("the word map"))
+    at.text_area(key="emb_words").set_value(" ".join(f"w{i}" for i in range(2000))).run()
+    assert not at.exception and "2,000 words: more than this server takes at once" in _said(at)
+    monkeypatch.undo()
+    at.radio(key="emb_proj_source").set_value("one word in several sentences").run()
+    monkeypatch.setattr(emb, "word_in_context", _never("the map of one word in context"))
+    at.text_area(key="emb_proj_sentences").set_value("\n".join(f"bank {i}" for i in range(2000))).run()
+    assert not at.exception and "2,000 sentences: more than this server takes at once" in _said(at)
+
+
+def test_masked_word_page_refuses_600_masks_before_running_the_model(monkeypatch):
+    at = _page("4_Masked_word_probe.py").run()
+    monkeypatch.setattr(pretraining_tasks, "mlm_top_k", _never("the masked-word prediction", pretraining_tasks.mlm_top_k))
+    at.text_input(key="mlm_text").set_value("[MASK] " * 600).run()  # as a client sends it, past max_chars
+    assert not at.exception
+    # the box keeps its first 2,000 characters (Streamlit cuts at max_chars on the server): 285 masks
+    assert "285 [MASK]s: more than this server takes at once" in _said(at) and not at.get("plotly_chart")
+
+
+def test_next_sentence_page_refuses_a_table_of_a_thousand_pairs(monkeypatch):
+    import pandas as pd
+
+    monkeypatch.setattr(pretraining_tasks, "nsp_probability", _never("the next-sentence head"))
+    at = _page("5_Next_sentence_probe.py")
+    at.session_state["nsp_a"] = ""  # the single pair off: only the table would reach the model
+    at.run()
+    big = pd.DataFrame({"pair": ["real"] * 1000, "A": ["a sentence ."] * 1000, "B": ["another one ."] * 1000})
+    # what a client sends as the data editor's edits: a thousand added rows
+    at.session_state["nsp_table"] = {"edited_rows": {}, "added_rows": big.to_dict("records"), "deleted_rows": []}
+    at.run()
+    assert not at.exception and "pairs: more than this server takes at once" in _said(at)
+
+
+def test_attributions_page_refuses_a_510_token_input_before_integrating(monkeypatch):
+    at = _page("6_Attributions.py").run()
+    monkeypatch.setattr(ig, "integrated_gradients", _never("Integrated Gradients"))
+    monkeypatch.setattr(limits, "CPU_FLOP_S", limits.CPU_FLOP_S / 50)  # the limit patched down: 510 tokens exceed it
+    at.slider(key="attr_steps").set_value(300)
+    at.text_input(key="attr_mlm_text").input("a " * 508 + "[MASK]").run()
+    assert not at.exception
+    assert "The input has 511 WordPieces: this server explains at most" in _said(at)
+
+
+def test_an_attribution_is_computed_once_for_every_session(monkeypatch):
+    calls = []
+
+    def fake(model, f, inputs, baselines, n_steps):  # reliable at once: f(x) - f(x') = 1, delta 0
+        calls.append(n_steps)
+        T = inputs["input_ids"].shape[1]
+        return [torch.linspace(0, 1, T)] * 3, 1.0, 0.0, 0.0
+
+    monkeypatch.setattr(ig, "integrated_gradients", fake)
+    text = "the price of [MASK] went up again ."
+    for _ in range(2):  # two students, the same sentence
+        at = _page("6_Attributions.py").run()
+        at.text_input(key="attr_mlm_text").input(text).run()
+        assert not at.exception and at.metric
+    assert calls == [50]
+
+
+# ----- heavy work: one at a time, its place in the queue shown ---------------------------------------------
+def test_heavy_work_runs_one_request_at_a_time_and_each_waiter_hears_its_place(monkeypatch):
+    monkeypatch.setattr(shared_work, "WAIT_REPORT_S", 0.02)
+    queue = shared_work.Queue(at_once=1)
+    running, most, heard = [0], [0], {}
+    lock = threading.Lock()
+    inside = threading.Event()
+
+    def work(i):
+        with queue.turn(lambda ahead: heard.setdefault(i, []).append(ahead)):
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            inside.set()
+            time.sleep(0.15)
+            with lock:
+                running[0] -= 1
+
+    first = threading.Thread(target=work, args=(0,))
+    first.start()
+    inside.wait(5)
+    others = [threading.Thread(target=work, args=(i,)) for i in (1, 2)]
+    for t in others:
+        t.start()
+        time.sleep(0.05)  # in this order
+    for t in [first, *others]:
+        t.join(10)
+    assert most[0] == 1
+    assert 0 not in heard and heard[1][0] == 1 and heard[2][0] == 2  # one ahead (running), then two ahead
+
+
+def test_two_sessions_asking_the_same_heavy_result_share_one_computation(monkeypatch):
+    from bert_explorer.app.state import by_weights
+
+    calls = []
+    started = threading.Event()
+
+    @by_weights(0, heavy=True)
+    def slow(x):
+        calls.append(x)
+        started.set()
+        time.sleep(0.2)
+        return {"x": x}
+
+    out = []
+    threads = [threading.Thread(target=lambda: out.append(slow(7))) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert calls == [7] and out == [{"x": 7}] * 3
+    out[0]["x"] = 8  # each caller has its own copy
+    assert slow(7) == {"x": 7}
+
+
+def test_kept_results_are_bounded_in_bytes_least_recently_used_first():
+    store = shared_work.Results(budget_mb=0.001)  # 1,000 bytes
+    for k in range(5):
+        store.get_or_compute(("g", k), lambda k=k: b"x" * 300)
+    assert store.size() <= 1000 and len(store) == 3
+    hits = []
+    store.get_or_compute(("g", 0), lambda: hits.append(0) or b"x" * 300)  # dropped: computed again
+    assert hits == [0]
+
+
+def test_a_browser_s_clear_cache_message_does_not_empty_the_class_s_results():
+    calls = []
+    key = ("test", "clear-cache")
+    shared_work.RESULTS.get_or_compute(key, lambda: calls.append(1) or 42)
+    st.cache_data.clear()      # what Streamlit does on a client's clear_cache message
+    st.cache_resource.clear()
+    assert shared_work.RESULTS.get_or_compute(key, lambda: calls.append(1) or 42) == 42 and calls == [1]
+
+
+# ----- a model that failed to load ---------------------------------------------------------------------------
+def test_a_model_that_failed_to_load_is_listed_to_nobody_else(runs_root, monkeypatch):
+    broken = runs_root / "huge" / "checkpoints" / "step-1"
+    broken.mkdir(parents=True)
+    (broken / "config.json").write_text(json.dumps({"model_type": "bert", "num_hidden_layers": 10 ** 6,
+                                                    "hidden_size": 64, "num_attention_heads": 2,
+                                                    "intermediate_size": 128, "vocab_size": 100}))
+    (broken.parent.parent / "status.json").write_text(json.dumps({"state": "finished", "kind": "pretrain"}))
+    monkeypatch.setattr(checkpoint, "new_model", _never("building the model"))
+    first = _page("4_Masked_word_probe.py").run()
+    box = first.sidebar.selectbox(key="be_model_choice")
+    assert "huge · step 1" in box.options
+    box.set_value(str(broken)).run()
+    assert not first.exception and first.sidebar.error  # this student reads why
+    second = _page("4_Masked_word_probe.py").run()
+    assert not second.exception
+    assert "huge · step 1" not in second.sidebar.selectbox(key="be_model_choice").options
+    # rewritten (a fixed config), it is offered again
+    cfg = json.loads((broken / "config.json").read_text())
+    (broken / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 2}) + " ")
+    third = _page("4_Masked_word_probe.py").run()
+    assert "huge · step 1" in third.sidebar.selectbox(key="be_model_choice").options
