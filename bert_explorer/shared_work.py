@@ -103,9 +103,11 @@ class Results:
     """Computed results kept for every session: one computation per key, at most ``budget`` bytes.
 
     A result is stored pickled (each caller gets its own copy, as if computed for it: a page that
-    changes what it got changes nobody else's) unless ``shared=True`` (one object for all, for large
-    things nobody changes in place, such as a built figure); a shared result's size is its pickled size,
-    measured once."""
+    changes what it got changes nobody else's) and counts its pickled size; a result larger than the
+    whole budget is handed back and not kept. ``shared=True`` keeps one object for all instead, for
+    things nobody changes in place (a built figure, a loaded model): those are bounded by their
+    function's ``max_entries`` only, their size unmeasured (pickling a model to weigh it would cost
+    more than keeping it)."""
 
     def __init__(self, budget_mb: float | None = None):
         self._fixed = budget_mb
@@ -141,12 +143,16 @@ class Results:
                 return value
             try:
                 value = compute()
+                if shared:
+                    self._put(key, (False, value, 0), max_entries, group)
+                    return value
                 blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-                self._put(key, (not shared, value if shared else blob, len(blob)), max_entries, group)
+                if len(blob) <= self.budget:
+                    self._put(key, (True, blob, len(blob)), max_entries, group)
             finally:
                 with self._lock:
                     self._computing.pop(key, None)
-        return pickle.loads(blob) if not shared else value
+        return pickle.loads(blob)
 
     def _put(self, key, item, max_entries, group) -> None:
         with self._lock:

@@ -156,7 +156,7 @@ def _cache_warnings_on_the_page() -> None:
 _cache_warnings_on_the_page()
 
 
-@st.cache_resource(show_spinner=False)
+@functools.cache
 def _app_threads() -> int:
     """The app's own model calls are small (one sentence): half the cores is plenty and leaves the
     rest to background runs, which take all cores but one (runs/background.py, background_env). Set
@@ -285,7 +285,10 @@ def load(name: str, architecture: str | None = None) -> tuple[Loaded | None, str
 
 
 def _hashable(args: tuple, kwargs: dict):
-    """The arguments as part of a dict key: as they are when hashable, else their pickle."""
+    """The arguments as part of a dict key: as they are when hashable, else their pickle; the bytes of
+    an upload by their digest (a key is kept as long as its result)."""
+    args = tuple(hashlib.sha256(a).hexdigest() if isinstance(a, (bytes, bytearray)) and len(a) > 4096 else a
+                 for a in args)
     key = (args, tuple(sorted(kwargs.items())))
     try:
         hash(key)
