@@ -6,6 +6,7 @@ import streamlit as st
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
+from bert_explorer.app.guard import uploader
 from bert_explorer.app.state import show_mode, shown_path, without_host_paths, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.tasks import BUILTIN_TASKS
@@ -54,7 +55,7 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
                             help="pairs:bbc = are two BBC sentences from the same article? (a sentence-pair task built "
                                  "from real text: MNLI/QNLI do not ship offline)")
         if task == "upload":
-            upload = c1.file_uploader("Task file (CSV/TSV/JSONL, Parquet, CoNLL, SQuAD JSON)", key="abl_upload")
+            upload = uploader(c1, "Task file (CSV/TSV/JSONL, Parquet, CoNLL, SQuAD JSON)", key="abl_upload")
             if upload is None:
                 error = "Upload a task file."
             else:  # check it now, not hours later when the first cell reads it

@@ -9,6 +9,7 @@ from bert_explorer.analysis.layers.probing import (METRICS, TASKS, ProbeSettings
                                                    probe_layers)
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
+from bert_explorer.app.guard import uploader
 from bert_explorer.app.state import computed, heavy_turn, picked_model, writes_allowed
 from bert_explorer.runs.report import duration_text
 from bert_explorer.app.widgets import intro
@@ -40,7 +41,7 @@ if "pos" in tasks:
     if not writes_allowed():
         st.info("Uploading a file is off in classroom mode; the other tasks work.")
     else:
-        up = st.file_uploader("CoNLL-U file", type=["conllu", "txt"], key="probe_pos_upload")
+        up = uploader(st, "CoNLL-U file", type=["conllu", "txt"], key="probe_pos_upload")
         if up is not None:
             raw = up.getvalue()
             folder = disk_cache.entry("pos-upload", None, sha256=hashlib.sha256(raw).hexdigest())

@@ -17,6 +17,7 @@ from ..runs.run import Run
 from ..tasks.base import TaskType
 from ..train.finetune import FinetuneConfig, read_data
 from .runs_view import predictor
+from .guard import uploader
 from .state import by_weights
 
 
@@ -24,7 +25,7 @@ def uploaded_file(label: str, key: str, types: list[str] | None = None, help: st
                   ) -> tuple[str, bytes] | None:
     """(name, bytes) of the uploaded file, or None. Tests (AppTest cannot drive a file
     uploader) put ``(name, bytes)`` into ``st.session_state[key + "_bytes"]`` instead."""
-    f = st.file_uploader(label, type=types, key=key, help=help)
+    f = uploader(st, label, type=types, key=key, help=help)
     if f is not None:
         return f.name, f.getvalue()
     injected = st.session_state.get(f"{key}_bytes")

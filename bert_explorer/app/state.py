@@ -31,7 +31,7 @@ from ..data.uploads.names import slug
 from ..full_disk import CacheNotKept
 from ..runs.finder import RUNS_DIR, run_checkpoints, run_label, runs_root
 from ..runs.run import UPLOADS_DIR, Run
-from . import gallery
+from . import gallery, guard
 from .keep import kept, remembered
 
 UPLOADS = UPLOADS_DIR  # checkpoints uploaded as .zip, under the runs folder
@@ -414,8 +414,8 @@ def delete_upload(path: str | Path) -> None:
 
 def _upload_checkpoint() -> str | None:
     """A .zip of a transformers-style BERT folder, unpacked under runs/uploaded-models/."""
-    f = st.sidebar.file_uploader("Checkpoint (.zip of config.json, model.safetensors, vocab.txt)", type=["zip"],
-                                 key="be_model_zip")
+    f = guard.uploader(st.sidebar, "Checkpoint (.zip of config.json, model.safetensors, vocab.txt)", type=["zip"],
+                       key="be_model_zip")
     if f is None:
         return None
     target = runs_root() / UPLOADS / slug(Path(f.name).stem)
@@ -522,3 +522,6 @@ def picked_model(architecture: str = "BertForPreTraining", missing: str = "Choos
         st.info(error)
         st.stop()
     return name, loaded
+
+
+guard.install()  # (every page imports this module: the guard is in place before any page draws)
