@@ -1,0 +1,221 @@
+"""A class of 30 with three hostile students: does everyone still get an answer?
+
+Starts the app in classroom mode (`streamlit run run_app.py --server.address 0.0.0.0`) and, after a
+first session has loaded the model, opens ``--clients`` sessions at once on the masked-word page,
+``--repeats`` times, while ``--hostile`` sessions (three by default) do what a student's script can:
+
+* one sends Streamlit's ``clear_cache`` message in a loop (what the menu's "Clear cache" sends);
+* one PUTs 150 MB files to its session's upload address in a loop (no page of it shows an uploader);
+* one asks for the largest inputs the limits allow, each new so that no cache answers it: Tokens and
+  embeddings § 5 with as many sentences as it takes, each cut to 128 WordPieces; an attribution of
+  the longest input the server explains; a sentence with as many [MASK]s as allowed.
+
+Each class session is timed from its request until the server says the page's script finished. The
+server process's memory (its resident set, children included) is sampled every 0.2 s throughout.
+Like classroom_load.py it speaks Streamlit's websocket protocol, no browser.
+
+    python bench/hostile_class.py --clients 30 --repeats 3
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from http.cookies import SimpleCookie
+
+import psutil
+
+from classroom_load import _free_port, _one_session, _start_server, _wait_for_port
+
+UPLOAD_BYTES = 150 * 1024 * 1024
+
+
+async def _ws(port: int):
+    import websockets
+
+    return await websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream", subprotocols=["streamlit"],
+                                    max_size=None, open_timeout=600)
+
+
+async def _run(ws, page: str, widgets: list | None = None) -> tuple[list, str]:
+    """Run ``page`` with ``widgets`` (WidgetState protos) set; (the elements it drew, its session id)."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    back = BackMsg()
+    back.rerun_script.query_string, back.rerun_script.page_name = "", page
+    for w in widgets or []:
+        back.rerun_script.widget_states.widgets.append(w)
+    await ws.send(back.SerializeToString())
+    drawn, session = [], ""
+    while True:
+        msg = ForwardMsg()
+        msg.ParseFromString(await asyncio.wait_for(ws.recv(), timeout=900))
+        kind = msg.WhichOneof("type")
+        if kind == "new_session":
+            session = msg.new_session.initialize.session_id
+        elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
+            drawn.append(msg.delta.new_element)
+        elif kind == "script_finished":
+            return drawn, session
+
+
+def _text(drawn: list, key: str, value: str):
+    """The WidgetState that sets the text box whose key is ``key`` to ``value``."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    for e in drawn:
+        kind = e.WhichOneof("type")
+        if kind in ("text_area", "text_input") and getattr(e, kind).id.endswith(key):
+            w = WidgetState()
+            w.id, w.string_value = getattr(e, kind).id, value
+            return w
+    raise LookupError(f"no text box {key} on the page")
+
+
+async def clear_caches(port: int, stop: asyncio.Event, counts: dict) -> None:
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    ws = await _ws(port)
+    await _run(ws, "Masked_word_probe")
+    back = BackMsg()
+    back.clear_cache = True
+    while not stop.is_set():
+        await ws.send(back.SerializeToString())
+        counts["clear_cache"] = counts.get("clear_cache", 0) + 1
+        await asyncio.sleep(0.2)
+    await ws.close()
+
+
+def _put(port: int, session: str, data: bytes) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health") as r:
+        token = SimpleCookie(r.headers.get("Set-Cookie", ""))["_streamlit_xsrf"].value
+    boundary = "----hostile"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n"
+            "Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/_stcore/upload_file/{session}/{uuid.uuid4()}",
+                                 data=body, method="PUT",
+                                 headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
+                                          "X-Xsrftoken": token, "Cookie": f"_streamlit_xsrf={token}"})
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+async def put_uploads(port: int, stop: asyncio.Event, counts: dict) -> None:
+    ws = await _ws(port)
+    _, session = await _run(ws, "Masked_word_probe")
+    data = os.urandom(1024) * (UPLOAD_BYTES // 1024)
+    while not stop.is_set():
+        status = await asyncio.to_thread(_put, port, session, data)
+        counts[f"PUT {status}"] = counts.get(f"PUT {status}", 0) + 1
+    await ws.close()
+
+
+async def largest_inputs(port: int, stop: asyncio.Event, counts: dict) -> None:
+    from bert_explorer import checkpoint, limits
+
+    lim = limits.for_config(checkpoint.inspect(checkpoint.resolve(checkpoint.DEFAULT_MODEL)))
+    ws = await _ws(port)
+    tokens, _ = await _run(ws, "Tokens_and_embeddings")
+    attributions, _ = await _run(ws, "Attributions")
+    masked, _ = await _run(ws, "Masked_word_probe")
+    def tally(what: str, drawn: list) -> None:
+        # an input over a limit would be refused with one sentence and cost nothing: that would not test it
+        refused = any(e.WhichOneof("type") == "alert" and ("more than this server" in e.alert.body or
+                                                           "explains at most" in e.alert.body) for e in drawn)
+        key = f"{what} ({'refused' if refused else 'computed'})"
+        counts[key] = counts.get(key, 0) + 1
+
+    k = 0
+    while not stop.is_set():
+        k += 1
+        # every sentence long enough to be cut to 128 WordPieces; a new number each time: no cache answers
+        lines = "\n".join(f"bank {k} {i} " + "river " * 140 for i in range(lim.compared))
+        drawn, _ = await _run(ws, "Tokens_and_embeddings", [_text(tokens, "emb_ctx_sentences", lines)])
+        tally("§ 5 at its limit", drawn)
+        words = " ".join(["river"] * (lim.attribution_tokens - 4) + [str(k)])[: limits.CHARS - 8]
+        drawn, _ = await _run(ws, "Attributions", [_text(attributions, "attr_mlm_text", f"{words} [MASK]")])
+        tally("attribution at its limit", drawn)
+        drawn, _ = await _run(ws, "Masked_word_probe", [_text(masked, "mlm_text", f"{k} " + "[MASK] " * lim.masks)])
+        tally("masks at their limit", drawn)
+    await ws.close()
+
+
+async def _memory(pid: int, stop: asyncio.Event, peak: list) -> None:
+    server = psutil.Process(pid)
+    while not stop.is_set():
+        try:
+            rss = server.memory_info().rss + sum(c.memory_info().rss for c in server.children(recursive=True))
+        except psutil.Error:
+            return
+        peak[0] = max(peak[0], rss)
+        await asyncio.sleep(0.2)
+
+
+async def main_async(clients: int, hostile: int, repeats: int) -> None:
+    port, runs = _free_port(), tempfile.mkdtemp(prefix="hostile-runs-")
+    server = _start_server("0.0.0.0", port, runs)
+    stop, counts, peak = asyncio.Event(), {}, [0]
+    try:
+        await _wait_for_port(port)
+        cold = await _one_session(port, "Masked_word_probe")
+        watcher = asyncio.create_task(_memory(server.pid, stop, peak))
+        quiet = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            await asyncio.gather(*(_one_session(port, "Masked_word_probe") for _ in range(clients)))
+            quiet.append(time.perf_counter() - t0)
+        quiet_peak = peak[0]
+        attackers = [asyncio.create_task(f(port, stop, counts))
+                     for f in (clear_caches, put_uploads, largest_inputs)[:hostile]]
+        await asyncio.sleep(5)  # let the attack get going
+        walls, results = [], []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            results += await asyncio.gather(*(_one_session(port, "Masked_word_probe") for _ in range(clients)))
+            walls.append(time.perf_counter() - t0)
+        stop.set()
+        for task in (*attackers, watcher):
+            try:
+                await asyncio.wait_for(task, 900)
+            except Exception as e:  # noqa: BLE001  (a hostile session may die: say so)
+                counts[f"{type(e).__name__}"] = counts.get(type(e).__name__, 0) + 1
+    finally:
+        stop.set()
+        server.terminate()
+        server.wait(timeout=60)
+        shutil.rmtree(runs, ignore_errors=True)
+    times = sorted(t for t, _, _ in results)
+    print(f"server on 0.0.0.0 (classroom mode), {os.cpu_count()} CPU cores, masked-word page, model minilm-mlm-nsp; "
+          f"first session (cold) {cold[0]:.1f} s")
+    print(f"{clients} at once, no attack: all answered within {statistics.median(quiet):.2f} s (median of {repeats}: "
+          f"{', '.join(f'{w:.2f}' for w in quiet)}); server memory peak {quiet_peak / 1e9:.2f} GB")
+    print(f"{clients} at once beside {hostile} hostile sessions: median {statistics.median(times):.2f} s, slowest "
+          f"{times[-1]:.2f} s; all answered within {statistics.median(walls):.2f} s (median of {repeats}: "
+          f"{', '.join(f'{w:.2f}' for w in walls)}); every page finished without an exception: "
+          f"{all(ok for _, ok, _ in results)}")
+    print(f"server memory peak throughout (resident, with its children): {peak[0] / 1e9:.2f} GB")
+    print("what the hostile sessions did: " + ", ".join(f"{k} × {v}" for k, v in sorted(counts.items())))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clients", type=int, default=30)
+    ap.add_argument("--hostile", type=int, default=3, choices=range(0, 4))
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    asyncio.run(main_async(args.clients, args.hostile, args.repeats))
+
+
+if __name__ == "__main__":
+    main()
