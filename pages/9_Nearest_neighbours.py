@@ -3,7 +3,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from bert_explorer import full_disk
+from bert_explorer import disk_cache, full_disk
 from bert_explorer.runs import neighbour_jobs as jobs
 from bert_explorer.analysis.neighbours import index as nbb
 from bert_explorer.disk_cache import cache_root
@@ -38,7 +38,7 @@ def layer_label(layer: int) -> str:
     return "the embeddings (layer 0)" if layer == 0 else f"layer {layer}"
 
 
-@st.cache_resource(max_entries=4, show_spinner="Opening the index…")
+@by_weights(0, shared=True, max_entries=4, show_spinner="Opening the index…")
 def _open(path: str) -> nb.NeighbourIndex:
     return nb.NeighbourIndex.open(path)
 
@@ -118,21 +118,28 @@ if state["state"] != "ready":
                    "from them, but cannot finish.")
     else:
         st.caption(room)
+    used, quota = disk_cache.usage()
+    if quota < float("inf"):
+        st.caption(f"The cache keeps at most {full_disk.size_text(quota)} and holds {full_disk.size_text(used)} now; "
+                   "to make room for a build, the entries used least recently are removed (never one in use).")
     st.caption(f"From a terminal, one pass through the model builds several layers at once: `bert-explorer "
                f"neighbours build --model {shown_path(name)} --layer 0,{L}`.")
-    running = jobs.builds_running()
-    if not writes_allowed() and running:
-        # classroom mode: one build at a time on the server, so the class does not starve the CPU
-        st.info(f"Another index is being built on this server now ({running[0].get('message', '')}); in classroom "
-                "mode one builds at a time. Come back when it is done.")
+    # classroom mode: one build at a time on the server, so the class does not starve the CPU
+    one_at_a_time = not writes_allowed()
+    if refusal := jobs.start_refusal(Path(path), one_at_a_time):
+        st.info(refusal)
         st.stop()
-    if running:
+    if running := jobs.builds_running():
         st.caption(f"{len(running)} other index{'es are' if len(running) > 1 else ' is'} being built now; a second "
                    "build runs beside it and both go slower.")
     if st.button(f"Build the index of {layer_label(layer)}", key="nn_build", type="primary"):
-        jobs.start_background(Path(path), ["--model", name, "--layer", str(layer), "--corpus", str(corpus),
-                                              "--no-progress"])
-        st.rerun()
+        # asked again as it starts, under the server's lock: another session may have pressed at the same time
+        refusal = jobs.start_build(Path(path), ["--model", name, "--layer", str(layer), "--corpus", str(corpus),
+                                                "--no-progress"], one_at_a_time=one_at_a_time,
+                                   room_bytes=est["build_disk_bytes"])
+        if not refusal:
+            st.rerun()
+        st.info(refusal)
     if not is_private():
         st.caption("Building writes only to the app's cache folder (not to runs), and one build serves every "
                    "visitor, so it is allowed in classroom mode too, one build at a time.")

@@ -234,7 +234,7 @@ def test_one_builder_per_index(tiny, cache):
     path = nbb.index_path(tiny, SENTENCES, 1)
     with jobs.builder_lock(path):  # another process is building it
         assert nbb.index_state(tiny, SENTENCES, 1)["state"] == "building"
-        assert jobs.start_background(path, ["--never-run"]) is None  # the page starts no second build
+        assert "already being built" in jobs.start_build(path, ["--never-run"], one_at_a_time=False)  # no second build
         with pytest.raises(jobs.BuildBusy):
             nbb.build_index(tiny, SENTENCES, 1)
         assert [b["entry"] for b in jobs.builds_running()] == [path.name]
@@ -359,6 +359,23 @@ def test_page_button_builds_in_the_background(cache, corpus_file, monkeypatch):
         at.run()
     assert not at.exception
     assert len(at.dataframe[0].value) == 10
+
+
+def test_page_says_why_a_build_did_not_start(cache, corpus_file, monkeypatch):
+    """Pressing Build starts nothing when the cache's quota has no room and what fills it is in
+    use (here a probe's result being read): the page says so in one sentence."""
+    from bert_explorer import disk_cache
+
+    at = _page(monkeypatch, corpus_file).run()
+    monkeypatch.setenv(disk_cache.QUOTA_ENV, "0.000001")  # 1 kB
+    monkeypatch.setattr(jobs, "spawn", lambda *a, **k: pytest.fail("a build was started"))
+    other = disk_cache.entry("probe-result", None, name="open")
+    with disk_cache.writing(other) as tmp:
+        (tmp / "result.json").write_bytes(b"x" * 2000)
+    with disk_cache.reading(other):
+        at.button(key="nn_build").click().run()
+    assert not at.exception
+    assert any(i.value.startswith("The cache has no room for this build") for i in at.info)
 
 
 def test_page_says_a_full_disk_and_how_much_space_the_build_needs(cache, corpus_file, monkeypatch):

@@ -86,9 +86,9 @@ def _start_builds(loaded, args) -> None:
         path = nbb.index_path(loaded, args.corpus, layer)
         if nbb.is_complete(path):
             print(f"layer {layer}: already built ({path})", file=sys.stderr)
-        elif neighbour_jobs.start_background(path, ["--model", args.model, "--layer", str(layer),
-                                                    "--corpus", args.corpus, "--no-progress"]) is None:
-            print(f"layer {layer}: already being built", file=sys.stderr)
+        elif why := neighbour_jobs.start_build(path, ["--model", args.model, "--layer", str(layer), "--corpus",
+                                                      args.corpus, "--no-progress"], one_at_a_time=False):
+            print(f"layer {layer}: {why}", file=sys.stderr)  # (the builder makes room in the cache itself)
         else:
             print(f"layer {layer}: building in the background; progress in "
                   f"{neighbour_jobs.work_dir(path) / 'progress.json'}", file=sys.stderr)

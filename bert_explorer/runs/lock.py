@@ -6,7 +6,8 @@ that file is closed, which happens when its process ends, even by ``kill -9``: a
 never blocks the next one. The run system uses three: a run's ``.writer.lock`` (below), its
 ``.start.lock`` (starting and deleting, ``runs/background.py``) and the runs root's ``.gpu.lock``
 (``runs/gpu_queue.py``); the nearest-neighbour build holds one per index
-(``runs/neighbour_jobs.py``).
+(``runs/neighbour_jobs.py``); the disk cache holds a shared one on each entry while it is read
+(``disk_cache.py``), so that freeing room never removes an entry in use.
 
 Pre-training, fine-tuning (full, feature-based, left-to-right) and ablations run inside
 :func:`writer_lock` (via :func:`writes_run`): an ``flock`` on ``RUN/.writer.lock`` that the
@@ -40,20 +41,47 @@ HAVE_LOCKS = fcntl is not None  # False on Windows: nothing is locked, runs are 
 WRITER_FD_ENV = "BERT_EXPLORER_WRITER_FD"  # a background run's lock, handed down by its starter
 
 
-def take(fd: int, *, wait: bool = True) -> bool:
-    """Take the exclusive lock of the open file ``fd``: wait for it, or with ``wait=False``
-    return False at once when another open file holds it. True where there are no file locks
-    (Windows), where nothing is ever locked."""
+def take(fd: int, *, wait: bool = True, shared: bool = False) -> bool:
+    """Take the exclusive lock of the open file ``fd`` (``shared=True``: a shared one, which any
+    number of readers hold together and which keeps out only an exclusive one): wait for it, or
+    with ``wait=False`` return False at once when another open file holds it. True where there
+    are no file locks (Windows), where nothing is ever locked."""
     if fcntl is None:  # pragma: no cover
         return True
+    kind = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     if wait:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, kind)
         return True
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
         return True
     except OSError:  # BlockingIOError: held elsewhere
         return False
+
+
+def take_file(path: str | Path, *, wait: bool = True, shared: bool = False) -> int | None:
+    """Open ``path`` (made if missing) and :func:`take` its lock: the open descriptor (closing it
+    lets the lock go), or None when another open file holds it and ``wait`` is False.
+
+    The lock is on the file that is at ``path`` once it is taken. A folder can be renamed away
+    while we wait (the disk cache moves an entry aside before deleting it): a lock on the file
+    that went with it would protect nothing, so that file is let go and ``path`` opened again.
+    FileNotFoundError when ``path``'s folder is gone."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if not take(fd, wait=wait, shared=shared):
+                os.close(fd)
+                return None
+            held, there = os.fstat(fd), os.stat(path)
+            if (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino):
+                return fd
+        except FileNotFoundError:
+            pass  # moved away after we opened it: open again (which says whether the folder is still there)
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
 
 
 def is_held(lock_path: str | Path) -> bool:

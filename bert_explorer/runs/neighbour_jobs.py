@@ -12,10 +12,15 @@ folder per index, ``<cache>/neighbours-work/<entry name>/``:
 | ``progress.json`` | state (starting, running, done, failed), fraction, message, pid; replaced atomically |
 | ``log.txt`` | the background process's output (for a failed build) |
 | ``shards/`` | finished parts of the index, each written whole; a stopped build resumes from them |
+| ``.reserved`` | the room the build holds in the disk cache's quota while it runs (``disk_cache.make_room``) |
 
-Two sessions pressing *Build* for the same index start at most one build: the second sees
-the lock held (or a fresh "starting") and only watches; a builder that finds the lock taken
-anyway stops at once with :class:`BuildBusy` before writing anything.
+:func:`start_build` checks and starts in one step, under a lock of the whole server
+(``neighbours-work/.start.lock``): two sessions pressing *Build* at the same instant, in two
+threads or two processes, start one build. For the same index the second sees the lock held
+(or a fresh "starting") and only watches; in classroom mode a second index waits until the
+first is built; and a build that the disk cache's quota has no room for is refused
+(``disk_cache.make_room``). A builder that finds the lock taken anyway stops at once with
+:class:`BuildBusy` before writing anything.
 
 The job-keeping itself is the rest of the run system's (the lock, the atomic write, the background
 start, the log tail: ``runs/``, ``atomic.py``); what this module adds is the index's own: where its work
@@ -26,19 +31,21 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from .. import atomic
+from .. import atomic, disk_cache
 from ..disk_cache import cache_root
 from . import lock
 from .background import reap_when_done, spawn
 from .report import log_tail as read_log_tail
 
-STARTING_GRACE_S = 120  # a "starting" build whose process has not taken the lock by then has failed to start
+# A "starting" build whose process has not taken the lock by then has failed to start; until then
+# the disk cache leaves its work folder alone (a folder touched this recently is in use).
+STARTING_GRACE_S = disk_cache.WORK_FRESH_S
+START_LOCK_NAME = ".start.lock"  # in neighbours-work/: held while a build is checked and started
 
 
 class BuildBusy(RuntimeError):
@@ -47,7 +54,7 @@ class BuildBusy(RuntimeError):
 
 def work_dir(entry_path: Path) -> Path:
     """The work folder of the index whose finished entry will be ``entry_path``."""
-    return cache_root() / "neighbours-work" / Path(entry_path).name
+    return disk_cache.work_root() / Path(entry_path).name
 
 
 def read_progress(entry_path: Path) -> dict:
@@ -66,13 +73,18 @@ def write_progress(entry_path: Path, **fields) -> None:
 def builder_lock(entry_path: Path):
     """Hold the index's build lock for the ``with`` block, or raise BuildBusy at once."""
     d = work_dir(entry_path)
-    d.mkdir(parents=True, exist_ok=True)
-    fd = os.open(d / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    while True:  # take_file: the lock of the folder that is there once it is taken, not of one the
+        d.mkdir(parents=True, exist_ok=True)  # cache moved away meanwhile (a stopped build's parts)
+        try:
+            fd = lock.take_file(d / "lock", wait=False)
+            break
+        except FileNotFoundError:
+            continue
+    if fd is None:
+        holder = read_progress(entry_path).get("pid")
+        raise BuildBusy(f"this index is already being built by process {holder or '?'}; "
+                        "wait for it (the page shows its progress)")
     try:
-        if not lock.take(fd, wait=False):
-            holder = read_progress(entry_path).get("pid")
-            raise BuildBusy(f"this index is already being built by process {holder or '?'}; "
-                            "wait for it (the page shows its progress)")
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         yield
@@ -113,12 +125,44 @@ def log_tail(entry_path: Path, lines: int = 20) -> str:
     return read_log_tail(work_dir(entry_path) / "log.txt", lines) or ""
 
 
-def start_background(entry_path: Path, argv: list[str]) -> subprocess.Popen | None:
-    """Start ``python -m bert_explorer.cli.neighbours build <argv>`` as its own process session
-    (None when a builder is already at work). It gets one CPU core fewer than the machine has
+def start_refusal(entry_path: Path, one_at_a_time: bool) -> str | None:
+    """Why the build of ``entry_path`` may not start now, in one sentence, or None: it is built,
+    it is being built, or (``one_at_a_time``, classroom mode, so the class does not starve the
+    server's CPU) another index is. A page shows it in place of its button; :func:`start_build`
+    asks again, under its lock."""
+    entry_path = Path(entry_path)
+    if entry_path.is_dir():
+        return "This index is already built."
+    if build_state(entry_path, False)["state"] == "building":
+        return "This index is already being built; wait for it to finish (its progress shows on the page)."
+    if one_at_a_time and (running := builds_running()):
+        return (f"Another index is being built on this server now ({running[0].get('message') or 'starting'}); in "
+                "classroom mode one builds at a time. Come back when it is done.")
+    return None
+
+
+def start_build(entry_path: Path, argv: list[str], *, one_at_a_time: bool, room_bytes: float = 0) -> str | None:
+    """Start ``python -m bert_explorer.cli.neighbours build <argv>`` as its own process session,
+    and return None; or start nothing and return one sentence why (:func:`start_refusal`, or the
+    disk cache has no room for the build's ``room_bytes``: ``disk_cache.make_room``).
+
+    The check and the start are one step: both happen under the server's start lock (an
+    ``flock``, so it holds between processes as between the threads of one), and the build is
+    "starting" on disk before the lock is let go. Two sessions pressing *Build* together start
+    one build, and the second is told why. The build gets one CPU core fewer than the machine has
     (``runs.background.spawn``), so the app stays responsive while it builds."""
-    if lock_held(entry_path):
-        return None
+    entry_path = Path(entry_path)
+    disk_cache.work_root().mkdir(parents=True, exist_ok=True)
+    with lock.holding(disk_cache.work_root() / START_LOCK_NAME):
+        if why := start_refusal(entry_path, one_at_a_time):
+            return why
+        if room_bytes and (why := disk_cache.make_room(room_bytes, work_dir(entry_path))):
+            return why
+        _spawn_builder(entry_path, argv)
+    return None
+
+
+def _spawn_builder(entry_path: Path, argv: list[str]) -> None:
     d = work_dir(entry_path)
     d.mkdir(parents=True, exist_ok=True)
     # "starting" first, so every session sees the build at once; the builder replaces it
@@ -131,15 +175,16 @@ def start_background(entry_path: Path, argv: list[str]) -> subprocess.Popen | No
         write_progress(entry_path, state="starting", fraction=0.0, message="starting the build process…",
                        pid=proc.pid)
     reap_when_done(proc)  # nobody else waits for it: without this an ended build stays a zombie of the server
-    return proc
 
 
 def builds_running() -> list[dict]:
-    """The progress of every index being built on this machine now (any model, corpus, layer)."""
-    root = cache_root() / "neighbours-work"
+    """The progress of every index being built on this machine now, or just started (any model,
+    corpus, layer)."""
+    root = disk_cache.work_root()
     out = []
     for d in sorted(root.iterdir()) if root.is_dir() else []:
-        entry_path = cache_root() / d.name
-        if lock_held(entry_path):
-            out.append({**read_progress(entry_path), "entry": d.name})
+        if d.is_dir() and not d.name.startswith("."):
+            state = build_state(cache_root() / d.name, False)
+            if state["state"] == "building":
+                out.append({**state, "entry": d.name})
     return out

@@ -24,9 +24,10 @@ def held_out_sentences(n: int = 64, seed: int = 0, min_words: int = 8, max_words
     Kept on disk (the corpora take seconds to read)."""
     path = disk_cache.entry("compare-sentences", None, n=n, seed=seed, min_words=min_words, max_words=max_words,
                             version=2)
-    if (path / "sentences.json").is_file():
-        data = json.loads((path / "sentences.json").read_text())
-        return data["sentences"], data["source"]
+    with disk_cache.reading(path) as there:  # (in use while read, and marked used)
+        if there and (path / "sentences.json").is_file():
+            data = json.loads((path / "sentences.json").read_text())
+            return data["sentences"], data["source"]
     candidates, source = _bbc_candidates()
     pool = [s for s in candidates if min_words <= len(s.split()) <= max_words and s.rstrip()[-1] in ".!?\"'”"]
     random.Random(seed).shuffle(pool)

@@ -167,12 +167,13 @@ def features(loaded: Loaded, data: ProbeData, settings: ProbeSettings,
     s = settings.resolved(data.task)
     path = disk_cache.entry("probe-features", loaded, task=data.task, data=_data_key(data), max_tokens=s.max_tokens,
                             version=FEATURES_VERSION)
-    if (path / "vectors.npy").is_file():
-        if progress:
-            progress(1.0, "layer vectors read from the cache")
-        meta = json.loads((path / "meta.json").read_text()) if (path / "meta.json").is_file() else {}
-        rows = [tuple(r) for r in json.loads((path / "rows.json").read_text())]
-        return np.load(path / "vectors.npy"), rows, {"seconds": meta.get("seconds"), "from_cache": True}
+    with disk_cache.reading(path) as there:  # (in use while read: the cache's quota leaves it alone)
+        if there and (path / "vectors.npy").is_file():
+            if progress:
+                progress(1.0, "layer vectors read from the cache")
+            meta = json.loads((path / "meta.json").read_text()) if (path / "meta.json").is_file() else {}
+            rows = [tuple(r) for r in json.loads((path / "rows.json").read_text())]
+            return np.load(path / "vectors.npy"), rows, {"seconds": meta.get("seconds"), "from_cache": True}
     start = time.perf_counter()
     if data.task == "topic":
         x = sentence_vectors(loaded, data.inputs, "mean", s.max_tokens, progress=progress)
@@ -319,12 +320,15 @@ def cached_result(loaded: Loaded, task: str, settings: ProbeSettings = ProbeSett
                   pos_file: str | Path | None = None) -> dict | None:
     """The stored result of this exact run, or None (reads the task's data, computes nothing)."""
     data = load_task(task, settings, pos_file)
-    p = _result_path(loaded, data, settings.resolved(task)) / "result.json"
-    return _read_result(p) if p.is_file() else None
+    return _read_result(_result_path(loaded, data, settings.resolved(task)))
 
 
-def _read_result(path: Path) -> dict:
-    result = json.loads(path.read_text())
+def _read_result(entry: Path) -> dict | None:
+    """The result kept in the cache entry ``entry``, or None."""
+    with disk_cache.reading(entry) as there:  # (in use while read, and marked used)
+        if not there or not (entry / "result.json").is_file():
+            return None
+        result = json.loads((entry / "result.json").read_text())
     return {**result, "summary": describe(result), "from_cache": True}  # the words may have changed, not the numbers
 
 
@@ -334,10 +338,10 @@ def probe_layers(loaded: Loaded, task: str, settings: ProbeSettings = ProbeSetti
     s = settings.resolved(task)
     data = load_task(task, settings, pos_file)
     path = _result_path(loaded, data, s)
-    if (path / "result.json").is_file():
+    if (kept := _read_result(path)) is not None:
         if progress:
             progress(1.0, "read from the cache")
-        return _read_result(path / "result.json")
+        return kept
     say = progress or (lambda f, m: None)
     x, rows, made = features(loaded, data, settings, lambda f, m: say(0.5 * f, f"{TASKS[task].split(':')[0]}: {m}"))
     t1 = time.perf_counter()

@@ -260,8 +260,13 @@ def _build_locked(loaded, corpus, layers, paths, report, stop_after_shards) -> N
             raise ValueError("the corpus holds no text to index")
         total = units.tokens
         shards = [(a, min(a + SHARD_SENTENCES, len(units.texts))) for a in range(0, len(units.texts), SHARD_SENTENCES)]
-        for l in layers:
+        for i, l in enumerate(layers):
             _clean_stale(paths[l])
+            # room in the cache's quota for this layer's parts, and for the first layer the index being
+            # assembled too: build_disk_bytes in all (a page asked for it already, from an estimate)
+            room = disk_bytes(total, H) * (2 if i == 0 else 1)
+            if why := disk_cache.make_room(room, neighbour_jobs.work_dir(paths[l])):
+                raise disk_cache.NoRoom(why)
         computed, t0 = 0, time.time()
         # A full disk is one sentence: how much is free, the finished parts kept, what the build takes.
         with full_disk.saving(disk_cache.cache_root(), f"write the index of {_layers_text(layers)}",
@@ -295,13 +300,15 @@ def _build_locked(loaded, corpus, layers, paths, report, stop_after_shards) -> N
                 shutil.rmtree(neighbour_jobs.work_dir(paths[l]) / "shards", ignore_errors=True)
         say(1.0, f"done in {duration_text(time.time() - started)}", state="done")
     except Exception as e:  # (a KeyboardInterrupt or a kill leaves "running": the page says "stopped")
-        error = str(e) if isinstance(e, full_disk.DiskFull) else f"{type(e).__name__}: {e}"
+        error = str(e) if isinstance(e, (full_disk.DiskFull, disk_cache.NoRoom)) else f"{type(e).__name__}: {e}"
         for l in layers:
             neighbour_jobs.write_progress(paths[l], state="failed", error=error,
                                           fraction=min(1.0, done / total), message=f"failed: {e}")
         raise
     finally:
         loaded.model.train(was_training)
+        for l in layers:  # what is left of the build (its parts, when it stopped) counts at its size
+            disk_cache.release_room(neighbour_jobs.work_dir(paths[l]))
 
 
 def _layers_text(layers) -> str:
@@ -341,7 +348,7 @@ def _assemble(path: Path, units: Units, n_shards: int, H: int, meta: dict) -> No
     shard_dir = neighbour_jobs.work_dir(path) / "shards"
     parts = [np.load(shard_dir / f"shard-{s:05d}.npz") for s in range(n_shards)]
     N = sum(len(p["token_ids"]) for p in parts)
-    with disk_cache.writing(path) as tmp:
+    with disk_cache.writing(path, quota=False) as tmp:  # (its room was made before the build began)
         # Written part by part (the build never holds the whole matrix in memory) with plain
         # writes: a full disk is then an OSError, where pages of a memory map would kill the
         # process with SIGBUS.

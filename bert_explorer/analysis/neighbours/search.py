@@ -54,12 +54,14 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from ... import disk_cache
 from ...checkpoint import Loaded
 
 from .index import MAX_PIECES, IndexMissing, check_layer, hidden_upto, is_complete, normalise
@@ -73,7 +75,11 @@ PAGE_CORPORA = {"bbc": "bbc"}  # what the page offers: label -> corpus (tests pu
 @dataclass
 class NeighbourIndex:
     """A built index, memory-mapped: opening it reads only the small arrays, and the vectors
-    are paged in by the first search (and shared by every process through the page cache)."""
+    are paged in by the first search (and shared by every process through the page cache).
+
+    While it is open the index is in use (``disk_cache.pin``): the cache never removes it to keep
+    to its quota (removing a mapped file would free no room anyway until it is closed), and each
+    search marks it used, so the indexes people search are the last to go."""
     path: Path
     vectors: np.ndarray      # [N, H] fp16, unit length (memory-mapped)
     token_ids: np.ndarray    # [N]
@@ -83,18 +89,27 @@ class NeighbourIndex:
     texts: list[str]
     sources: list[str]
     meta: dict = field(default_factory=dict)
+    pin: disk_cache.Pin | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def open(cls, path: Path) -> "NeighbourIndex":
         path = Path(path)
-        if not is_complete(path):
-            raise IndexMissing(f"no complete index in {path}")
-        s = json.loads((path / "sentences.json").read_text())
-        # mode "c" (copy-on-write) maps the file like "r" but gives a writable array, which
-        # torch.from_numpy takes without a warning; nothing ever writes to it.
-        return cls(path, np.load(path / "vectors.npy", mmap_mode="c"),
-                   *(np.load(path / f"{n}.npy") for n in ("token_ids", "unit", "starts", "ends")),
-                   s["text"], s["source"], json.loads((path / "meta.json").read_text()))
+        pin = disk_cache.pin(path)
+        try:
+            if pin is None or not is_complete(path):
+                raise IndexMissing(f"no complete index in {path}")
+            s = json.loads((path / "sentences.json").read_text())
+            # mode "c" (copy-on-write) maps the file like "r" but gives a writable array, which
+            # torch.from_numpy takes without a warning; nothing ever writes to it.
+            index = cls(path, np.load(path / "vectors.npy", mmap_mode="c"),
+                        *(np.load(path / f"{n}.npy") for n in ("token_ids", "unit", "starts", "ends")),
+                        s["text"], s["source"], json.loads((path / "meta.json").read_text()), pin)
+        except BaseException:
+            if pin is not None:
+                pin.release()
+            raise
+        weakref.finalize(index, pin.release)  # in use until nobody holds the index any more
+        return index
 
     def __len__(self) -> int:
         return len(self.token_ids)
@@ -102,6 +117,7 @@ class NeighbourIndex:
     def search(self, query: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` rows with the largest cosine similarity to ``query`` [H] (best first):
         (similarities, rows). Exact: every row is scored (see the module's docstring)."""
+        disk_cache.mark_used(self.path)
         return exact_search(self.vectors, query, k)
 
 
