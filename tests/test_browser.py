@@ -71,7 +71,8 @@ def test_home_page_renders_in_a_real_browser(app_url, page):
     page.get_by_text("Models you can load").wait_for(timeout=60_000)
     page.get_by_text("Built-in text, no download").wait_for(timeout=30_000)
     time.sleep(1.5)  # let the tables draw
-    assert page.locator("[data-testid='stTable']").count() == 2
+    # the models here, the paper's BERTs and Google's miniatures one download away, the corpora
+    assert page.locator("[data-testid='stTable']").count() == 4
     # one menu, the app's own, whose first entry is "Home" (Streamlit's would say "run app")
     assert not page.locator("[data-testid='stSidebarNav']").count()
     links = page.locator("[data-testid='stSidebar'] [data-testid='stPageLink']").all_inner_texts()
