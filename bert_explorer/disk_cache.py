@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import atomic, full_disk
+from .fingerprint import fingerprint
 from .full_disk import CacheNotKept
 from .runs import lock
 
@@ -107,14 +108,8 @@ def quota_bytes() -> float:
 
 
 def model_identity(loaded: Loaded) -> dict:
-    """What identifies the weights of a loaded model on disk."""
-    identity = {"path": str(Path(loaded.path).resolve())}
-    for name in ("model.safetensors", "delta.safetensors", "base.json"):
-        f = Path(loaded.path) / name
-        if f.exists():
-            st = f.stat()
-            identity[name] = [st.st_size, st.st_mtime_ns]
-    return identity
+    """What identifies the weights of a loaded model on disk (``fingerprint.fingerprint``)."""
+    return {"weights": fingerprint(loaded.path)}
 
 
 def entry_key(kind: str, loaded: Loaded | None, **settings) -> str:

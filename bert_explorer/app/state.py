@@ -26,6 +26,7 @@ from streamlit import config as st_config
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from .. import checkpoint, hub, shared_work
+from ..fingerprint import fingerprint, frozen
 from ..checkpoint import CheckpointError, Loaded
 from ..data.uploads.names import slug
 from ..full_disk import CacheNotKept
@@ -219,29 +220,16 @@ def _load(name: str, architecture: str | None, version: tuple) -> Loaded:
     return loaded
 
 
-# The files load() reads weights from: a delta checkpoint's base.json names the tensors it borrows.
-WEIGHT_FILES = ("model.safetensors", checkpoint.BASE_FILE, "pytorch_model.bin", "head.safetensors")
-
-
 def weights_version(name: str) -> tuple:
-    """What identifies the weights behind a name (each weights file's size and time of writing):
-    a run re-created under the same path must not be served from the cache."""
+    """What identifies the weights behind a name (``fingerprint.fingerprint``, as a dict key): a run
+    re-created under the same path must not be served from the cache."""
     if hub.is_hub_name(name) and hub.local_copy(name) is None:
         return ()  # resolving it would download it: the load itself does, once
     try:
-        folders = [checkpoint.resolve(name)]
+        folder = checkpoint.resolve(name)
     except CheckpointError:
-        # A fine-tuning run's folder: its weights are its model and, for feature-based transfer, its head.
-        folders = [Path(name) / "model", Path(name) / "feature_head"]
-    version = []
-    for folder in folders:
-        for file in WEIGHT_FILES:
-            try:
-                s = (folder / file).stat()
-            except OSError:  # not there (or removed meanwhile)
-                continue
-            version.append((f"{folder.name}/{file}", s.st_mtime_ns, s.st_size))
-    return tuple(version)
+        folder = Path(name)  # a fine-tuning run's folder: its model and, for feature-based transfer, its head
+    return frozen(fingerprint(folder))
 
 
 # Models that failed to load, by name, with the version of their weights then: listed to nobody else

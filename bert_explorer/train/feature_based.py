@@ -12,29 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import time
-import warnings
-from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .. import atomic, checkpoint, full_disk
-from ..disk_cache import cache_root
-from ..full_disk import CacheNotKept
+from .. import checkpoint, disk_cache, full_disk
 from ..tasks.base import TaskType
 from ..tasks.registry import able
 from .engine import AFTER_A_FULL_DISK, fit
 from .optim import use_fused
-
-
-def features_dir() -> Path:
-    """The analyses' disk cache folder (``disk_cache.cache_root``, $BERT_EXPLORER_CACHE read at each
-    call), its own subfolder."""
-    return cache_root() / "features"
 
 
 SUPPORTED = able("feature_based")
@@ -51,21 +40,20 @@ def layers_for(mode: str, num_layers: int) -> list[int]:
     return table[mode]
 
 
+FEATURES_FILE = "features.safetensors"
+
+
 def extract(loaded: checkpoint.Loaded, feats: list[dict], layers: list[int], task: TaskType, device,
             batch_size: int = 64) -> list[torch.Tensor]:
-    """Frozen activations per example: [T_i, len(layers), H] in float16, cached on disk."""
-    weights = loaded.path / "model.safetensors"
-    weights = weights if weights.exists() else loaded.path / "pytorch_model.bin"
-    ident = [str(loaded.path.resolve()), os.stat(loaded.path / "config.json").st_mtime_ns,
-             os.stat(weights).st_mtime_ns, os.stat(weights).st_size]  # new weights = new features
-    key = hashlib.sha1(json.dumps([ident, layers,
-                                   [f["input_ids"] for f in feats], [f["token_type_ids"] for f in feats]]).encode()
-                       ).hexdigest()[:20]
-    path = features_dir() / f"{key}.safetensors"
+    """Frozen activations per example: [T_i, len(layers), H] in float16, kept in the disk cache
+    (under its quota) by the model's weights, the layers and the inputs: new weights, new features."""
+    inputs = hashlib.sha256(json.dumps([[f["input_ids"] for f in feats], [f["token_type_ids"] for f in feats]])
+                            .encode()).hexdigest()
+    path = disk_cache.entry("frozen-features", loaded, layers=layers, inputs=inputs)
     lengths = [len(f["input_ids"]) for f in feats]
-    if path.exists():
-        flat = load_file(str(path))["features"]
-        return list(flat.split(lengths))
+    with disk_cache.reading(path) as there:
+        if there:
+            return list(load_file(str(path / FEATURES_FILE))["features"].split(lengths))
     encoder = checkpoint.encoder_of(loaded.model).to(device).eval()
     out = []
     with torch.no_grad():
@@ -76,16 +64,9 @@ def extract(loaded: checkpoint.Loaded, feats: list[dict], layers: list[int], tas
             hs = encoder(**batch, output_hidden_states=True).hidden_states
             stacked = torch.stack([hs[j] for j in layers], dim=2).half().cpu()  # [B, T, n, H]
             out.extend(stacked[b, :len(f["input_ids"])] for b, f in enumerate(chunk))
-    try:
-        with atomic.replacing(path) as tmp:
-            save_file({"features": torch.cat(out).contiguous()}, str(tmp))
-    except Exception as e:  # the cache only saves time: a full disk costs the next run the extraction
-        if not full_disk.is_disk_full(e):
-            raise
-        # warned from here (not the caller's line), so the train and dev features say it once
-        warnings.warn(CacheNotKept(full_disk.sentence(
-            features_dir(), "keep the extracted features", "they are used all the same, and extracted again next time")),
-            stacklevel=1)
+    # the cache only saves time: on a full disk the run goes on with one warning
+    with disk_cache.writing(path, optional="the extracted features") as tmp:
+        save_file({"features": torch.cat(out).contiguous()}, str(tmp / FEATURES_FILE))
     return out
 
 

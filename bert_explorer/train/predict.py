@@ -9,6 +9,7 @@ from pathlib import Path
 from safetensors.torch import load_file
 
 from .. import atomic, checkpoint
+from ..fingerprint import fingerprint
 from ..tasks.registry import TASK_TYPES, task_type
 from ..tasks.sequence import LabelTask
 from .feature_based import FeatureHead, extract, head_outputs
@@ -24,7 +25,7 @@ class Predictor:
     the task's own terms (a label, a score, tags, an answer span, a choice)."""
 
     def __init__(self, path: str | Path, device="cpu"):
-        p = Path(path)
+        p = self.path = Path(path)
         self.device = device
         self.feature_head = None
         if (p / "feature_head" / "head.json").exists():
@@ -35,14 +36,12 @@ class Predictor:
                                self.task.num_outputs(meta["label_names"]), self.task.per_token)
             head.load_state_dict(load_file(str(p / "feature_head" / "head.safetensors")))
             self.feature_head, self.meta = head.eval().to(device), meta
-            self.weights = p / "feature_head" / "head.safetensors"
             self.label_names, self.max_len = meta["label_names"], meta["max_seq_length"]
             self.doc_stride, self.tau = 64, None
             return
         model_dir = p / "model" if (p / "model" / "config.json").exists() else p
         self.loaded = checkpoint.load(model_dir)
         self.loaded.model.to(device)
-        self.weights = model_dir / "model.safetensors"
         args_file = model_dir / "training_args.json"
         args = json.loads(args_file.read_text()) if args_file.exists() else {}
         arch = type(self.loaded.model).__name__
@@ -75,9 +74,9 @@ class Predictor:
         feats = self.task.featurize(examples, self.loaded.tokenizer, self.label_names, self.max_len, self.doc_stride)
         return self.task.predict(examples, feats, self._outputs(feats), self.label_names, self.tau)
 
-    def weights_stamp(self) -> list[int]:
-        """What identifies the weights that answered (:func:`weights_stamp`)."""
-        return weights_stamp(self.weights)
+    def weights_stamp(self) -> list:
+        """What identifies the weights that answered (``fingerprint.fingerprint`` of the folder given)."""
+        return fingerprint(self.path)
 
     def dev_predictions(self, examples: list[dict], when: str) -> dict:
         """The model's answers to labelled ``examples`` (the dev set), example by example, as one
@@ -99,17 +98,6 @@ class Predictor:
                 "computed": when, "time": time.time(), "examples": examples, "answers": answers,
                 "probabilities": [None if p is None else {"gold": p[0], "predicted": p[1]} for p in probabilities],
                 "pieces": pieces}
-
-
-def weights_stamp(path: str | Path) -> list[int]:
-    """What identifies a weights file: its size and modification time. A run folder stands for the
-    weights of its fine-tuned model (or of its feature-based head)."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "feature_head" / "head.safetensors" if (p / "feature_head" / "head.json").exists() else \
-            (p / "model" if (p / "model" / "config.json").exists() else p) / "model.safetensors"
-    st = p.stat()
-    return [st.st_size, st.st_mtime_ns]
 
 
 def store_dev_predictions(run_dir: str | Path, record: dict) -> Path:

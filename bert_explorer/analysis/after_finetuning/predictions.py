@@ -31,7 +31,8 @@ from ...tasks.metrics import bio_entities
 from ...tasks.registry import task_type
 from ...tasks.squad import squad_exact_match, squad_f1
 from ...train.finetune import FinetuneConfig, read_data
-from ...train.predict import PREDICTIONS_FILE, PREDICTIONS_VERSION, Predictor, store_dev_predictions, weights_stamp
+from ...fingerprint import fingerprint
+from ...train.predict import PREDICTIONS_FILE, PREDICTIONS_VERSION, Predictor, store_dev_predictions
 from ...runs.run import Run
 
 NO_ANSWER = "(no answer)"
@@ -71,7 +72,7 @@ def _stored(run: Run) -> dict | None:
         return None
     if not isinstance(record, dict) or record.get("version") != PREDICTIONS_VERSION:
         return None
-    if record.get("weights") != weights_stamp(run.path):
+    if record.get("weights") != fingerprint(run.path):
         return None  # the model was written again since: its answers are not these
     return record
 

@@ -1,0 +1,55 @@
+"""Which weights are these? One answer for every cache that keeps what a model computed.
+
+A result computed from a model is only valid for those weights: a run re-created under the same
+folder, a checkpoint written again, a Hub snapshot updated must each be computed anew. The
+fingerprint of a model is the size and time of writing of every file ``checkpoint.load`` reads
+weights from, and the folder's resolved path:
+
+* ``model.safetensors``, or ``pytorch_model.bin`` (what Google's miniatures ship alone);
+* ``base.json``, the tensors a delta checkpoint borrows from an installed model;
+* ``head.safetensors``, a feature-based run's head.
+
+A fine-tuning run's folder stands for its ``model/`` and ``feature_head/``. A Hub snapshot's files
+are links into its blob store: they are followed, so a new download is a new fingerprint. It is a
+list of lists (JSON as it is: a run stores it beside its predictions and compares it later).
+Nothing here imports torch: the run system and the disk cache use it too.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "base.json", "head.safetensors")
+
+
+def weights_folders(path: str | Path) -> list[Path]:
+    """The folders ``checkpoint.load`` reads weights from for ``path``: a checkpoint folder itself; a
+    fine-tuning run's folder, its fine-tuned model and its feature-based head."""
+    p = Path(path)
+    if (p / "config.json").is_file():
+        return [p]
+    return [d for d in (p / "model", p / "feature_head") if d.is_dir()] or [p]
+
+
+def fingerprint(path: str | Path) -> list:
+    """``[resolved folder, [[file, size, mtime_ns], ...]]`` for each folder of :func:`weights_folders`
+    (files that are not there are left out: a missing file is part of what the weights are)."""
+    out = []
+    for folder in weights_folders(path):
+        files = []
+        for name in WEIGHT_FILES:
+            try:
+                s = (folder / name).stat()
+            except OSError:
+                continue
+            files.append([name, s.st_size, s.st_mtime_ns])
+        try:
+            where = str(folder.resolve())
+        except OSError:
+            where = str(folder)
+        out.append([where, files])
+    return out
+
+
+def frozen(value):
+    """A fingerprint (lists) as nested tuples, to key a dict with."""
+    return tuple(frozen(v) for v in value) if isinstance(value, list) else value
