@@ -105,12 +105,12 @@ class Results:
     A result is stored pickled (each caller gets its own copy, as if computed for it: a page that
     changes what it got changes nobody else's) and counts its pickled size; a result larger than the
     whole budget is handed back and not kept. ``shared=True`` keeps one object for all instead, for
-    things nobody changes in place (a built figure, a loaded model): those are bounded by their
-    function's ``max_entries`` only, their size unmeasured (pickling a model to weigh it would cost
-    more than keeping it)."""
+    things nobody changes in place (a built figure, a loaded model): they count what ``size(value)``
+    says, 0 without it (pickling a figure to weigh it would cost more than keeping it), and one larger
+    than the budget is kept alone. ``budget`` says the bytes to keep at most (asked at each store)."""
 
-    def __init__(self, budget_mb: float | None = None):
-        self._fixed = budget_mb
+    def __init__(self, budget: Callable[[], float]):
+        self._budget = budget
         self._lock = threading.Lock()
         self._items: OrderedDict[Any, tuple[bool, Any, int]] = OrderedDict()  # key -> (pickled, value, bytes)
         self._computing: dict[Any, threading.Lock] = {}
@@ -118,7 +118,7 @@ class Results:
 
     @property
     def budget(self) -> float:
-        return (self._fixed or _setting(RESULTS_ENV, RESULTS_MB)) * 1e6
+        return self._budget()
 
     def _get(self, key):
         with self._lock:
@@ -129,7 +129,7 @@ class Results:
         return True, pickle.loads(value) if pickled else value
 
     def get_or_compute(self, key, compute: Callable[[], Any], *, shared: bool = False,
-                       max_entries: int | None = None, group: Any = None):
+                       max_entries: int | None = None, group: Any = None, size: Callable[[Any], int] | None = None):
         """The result kept under ``key``, else ``compute()`` once (other callers of the same key wait
         for it) and kept. ``max_entries`` bounds the entries of one ``group`` (a page's function)."""
         found, value = self._get(key)
@@ -144,7 +144,7 @@ class Results:
             try:
                 value = compute()
                 if shared:
-                    self._put(key, (False, value, 0), max_entries, group)
+                    self._put(key, (False, value, size(value) if size else 0), max_entries, group)
                     return value
                 blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
                 if len(blob) <= self.budget:
@@ -176,6 +176,11 @@ class Results:
         with self._lock:
             return self._bytes
 
+    def held(self) -> list[tuple[Any, int]]:
+        """(key, bytes) of what is kept, least recently used first."""
+        with self._lock:
+            return [(k, size) for k, (_, _, size) in self._items.items()]
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)
@@ -187,7 +192,7 @@ class Results:
             self._bytes = 0
 
 
-RESULTS = Results()  # the server's one store
+RESULTS = Results(lambda: _setting(RESULTS_ENV, RESULTS_MB) * 1e6)  # the server's store of computed results
 
 
 def waited(seconds: float) -> str:

@@ -14,7 +14,7 @@ from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
 from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction
-from bert_explorer.app.state import (by_weights, device_name, show_mode, shown_path, weights_version, without_host_paths,
+from bert_explorer.app.state import (by_inputs, device_name, show_mode, shown_path, weights_version, without_host_paths,
                                      writes_allowed, writes_off)
 from bert_explorer.checkpoint import SHORT_NAMES
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
@@ -42,7 +42,7 @@ comes with its own). The run goes on in the background if you close this tab.
 
 
 
-@by_weights(0, max_entries=16)
+@by_inputs(max_entries=16)
 def corpus_words(corpus: str, max_docs: int | None, fraction: float, seed: int) -> tuple[int, int]:
     """(words in the corpus a run reads, words in its held-out documents), split as the run splits it."""
     train, held = split_corpus(PretrainConfig(corpus=corpus, max_docs=max_docs, held_out_fraction=fraction, seed=seed))
@@ -293,18 +293,18 @@ if source == RUN_SOURCE and run.is_active():
     _watch_checkpoints(str(run.path), _run_stamp(run.path))
 
 
-@by_weights(0, heavy=True, max_entries=16, show_spinner="Running the sentence through every checkpoint…")
+@by_inputs(heavy=True, max_entries=16, show_spinner="Running the sentence through every checkpoint…")
 def _timelapse(path: str, stamp: tuple, text: str, layer: int, head: int, k: int):
     # keyed by the checkpoints' steps and weights: a new or re-written checkpoint is a new entry
     return timelapse(path, text, layer, head, k, steps=[s for s, _ in stamp])
 
 
-@by_weights(0, max_entries=32)
+@by_inputs(max_entries=32)
 def _recorded(path: str, stamp: int, sentence: int, layer: int, head: int, k: int):
     return timelapse_from_frames(path, sentence, layer, head, k)
 
 
-@by_weights(0, max_entries=8)
+@by_inputs(max_entries=8)
 def _frames_doc(path: str, stamp: int) -> dict:
     return read_frames(path)
 

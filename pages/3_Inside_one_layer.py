@@ -9,7 +9,7 @@ from bert_explorer.analysis.attention.layer_steps import (STEPS, describe_row, d
                                                          token_figures)
 from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
-from bert_explorer.app.state import computed, load, picked_model
+from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.finder import causal_checkpoints, runs_root
 
@@ -22,7 +22,20 @@ sum), and the feed-forward block, each followed by a residual sum and LayerNorm.
 token; every panel shows the equation, the tensor's shape and the values (layers and heads count from 1).
 """)
 
-name, loaded = picked_model("BertForPreTraining")
+ARCH = "BertForPreTraining"
+name, loaded = picked_model(ARCH)
+
+
+# Cached by the model's weights and the inputs, for every session (app.state.by_weights).
+@by_weights(max_entries=64)
+def _steps(model: str, text: str, text_b: str | None, layer: int, head: int, pad_to: int):
+    return layer_steps(load(model, ARCH)[0], text, text_b, layer, head, 128, pad_to)
+
+
+@by_weights(max_entries=64)
+def _gap(model: str, text: str, text_b: str | None, layer: int, head: int, pad_to: int) -> float:
+    return difference_from_model(load(model, ARCH)[0], text, text_b, layer, head, 128, pad_to)
+
 L, A, H = loaded.config.num_layers, loaded.config.num_heads, loaded.config.hidden_size
 
 c1, c2 = st.columns(2)
@@ -38,7 +51,7 @@ head = c2.selectbox("Head", range(A), key="ins_head", format_func=lambda i: f"{i
 pad_to = c4.number_input("Pad to (tokens)", 0, loaded.config.max_position_embeddings, 0, 4, key="ins_pad",
                          help="Add [PAD] tokens as a batch does for its shorter inputs, to see the padding mask. "
                               "0 = no padding.")
-steps = computed(layer_steps, name, "BertForPreTraining", text, text_b, layer, head, 128, int(pad_to))
+steps = _steps(name, text, text_b, layer, head, int(pad_to))
 tokens, T, d = steps.tokens, len(steps.tokens), steps.head_size
 token = c3.selectbox("Token", range(T), key="ins_token", index=min(2, T - 1),
                      format_func=lambda i: f"{i}: {tokens[i]}")
@@ -178,7 +191,7 @@ def step_mask():
             elif (other_model.config.num_layers, other_model.config.num_heads) < (layer + 1, head + 1):
                 st.info("That checkpoint has no such layer or head; pick a smaller one above.")
             else:
-                theirs = computed(layer_steps, pick, "BertForPreTraining", text, text_b, layer, head, 128, int(pad_to))
+                theirs = _steps(pick, text, text_b, layer, head, int(pad_to))
                 if theirs.tokens == tokens:
                     series["a real left-to-right model"] = theirs.probs[token]
                 else:
@@ -252,7 +265,7 @@ show_all = b4.toggle("All steps", key="ins_all", help="Every step on one page, o
 for i, render in enumerate(RENDER):
     if show_all or i == step - 1:
         render()
-gap = computed(difference_from_model, name, "BertForPreTraining", text, text_b, layer, head, 128, int(pad_to))
+gap = _gap(name, text, text_b, layer, head, int(pad_to))
 st.caption(f"Composed from the weights, these steps give layer {layer + 1}'s output. Against the model's own "
            f"forward pass on this input the largest difference is {gap:.1e} (float32 rounding).")
 exports.bundle_button(bundle, "ins_bundle")

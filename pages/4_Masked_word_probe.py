@@ -9,7 +9,7 @@ from bert_explorer.analysis.probes.pretraining_tasks import (MLM_HEAD, copied_wo
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import kept
-from bert_explorer.app.state import by_weights, computed, picked_model
+from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro, needs_head
 
 st.set_page_config(page_title="Masked-word probe · BERT Explorer", layout="wide")
@@ -21,7 +21,8 @@ directly, and how the paper corrupts a training sentence (15 % of WordPieces; 80
 10 % a random token, 10 % unchanged).
 """)
 
-name, loaded = picked_model("BertForPreTraining")
+ARCH = "BertForPreTraining"
+name, loaded = picked_model(ARCH)
 
 EXAMPLE, EXAMPLE_WORD = "British Airways blamed high [MASK] prices for a fall in its profits.", "fuel"
 text = kept(st.text_input, "Sentence (write [MASK] where a word is hidden)", "mlm_text", EXAMPLE, max_chars=limits.CHARS,
@@ -45,7 +46,7 @@ def _mask_bars(model: str, text: str, top_k: int) -> list:
     the model takes to answer, so it is built once for every session (a class asking the same
     sentence); nobody changes a figure once built."""
     bars = []
-    for m in computed(mlm_top_k, model, "BertForPreTraining", text, top_k):
+    for m in mlm_top_k(load(model, ARCH)[0], text, top_k):
         df = pd.DataFrame(m["predictions"])
         # The axis ends just past the top probability: on 0-1, guesses of 1-7 % are slivers.
         top = float(df["probability"].max())
@@ -56,6 +57,21 @@ def _mask_bars(model: str, text: str, top_k: int) -> list:
         fig.update_layout(height=120 + 28 * len(df), margin=dict(l=10, r=40, t=40, b=10))
         bars.append((m, fig))
     return bars
+
+
+@by_weights(max_entries=8)
+def _cloze(model: str, top_k: int) -> dict:
+    return cloze_score(load(model, ARCH)[0], top_k)
+
+
+@by_weights(max_entries=64)
+def _by_layer(model: str, text: str, top_k: int) -> list:
+    return mlm_by_layer(load(model, ARCH)[0], text, top_k=top_k)
+
+
+@by_weights(max_entries=64)
+def _masking(model: str, text: str, seed: int) -> list:
+    return masking_demo(load(model, ARCH)[0], text, seed)
 
 
 bundle = ResultBundle("Masked word probe", name, {"text": text, "top_k": top_k})
@@ -81,7 +97,7 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
                    f"this model's top {top_k}.")
     if results:
         evaluation = stored_evaluation(loaded)
-        cloze = computed(cloze_score, name, "BertForPreTraining", 5)
+        cloze = _cloze(name, 5)
         if evaluation:
             tokens = f" of {evaluation['eval_tokens']:,}" if evaluation.get("eval_tokens") else ""
             held_out = (f"Its first guess is right for {evaluation['mlm_accuracy']:.1%}{tokens} masked WordPieces of "
@@ -95,7 +111,7 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
         st.subheader("Layer by layer")
         st.caption("The MLM head applied to every layer's vector at the first [MASK] (layer 0 = the input "
                    "embeddings). The head was trained on the last layer only, so early rows are a rough lens.")
-        rows = computed(mlm_by_layer, name, "BertForPreTraining", text, top_k=3)
+        rows = _by_layer(name, text, 3)
         exports.table(pd.DataFrame([{"layer": r["layer"], **{f"#{i + 1}": f"{p['token']} ({p['probability']:.2f})"
                                                                for i, p in enumerate(r["predictions"])}}
                                      for r in rows]), "mlm_layers", "guesses layer by layer", bundle, hide_index=True)
@@ -106,7 +122,7 @@ c1, c2 = st.columns([3, 1])
 demo_text = c1.text_input("Sentence", "the quick brown fox jumps over the lazy dog near the river bank .",
                           key="mlm_demo_text", max_chars=limits.CHARS)
 seed = c2.number_input("Seed", 0, 10_000, 0, key="mlm_demo_seed")
-rows = computed(masking_demo, name, "BertForPreTraining", demo_text, int(seed))
+rows = _masking(name, demo_text, int(seed))
 df = pd.DataFrame(rows)
 # (a plain table with a tick column: a styled one cost a fifth of the page's server time)
 exports.table(df, "mlm_demo", "masking demo", bundle, hide_index=True,

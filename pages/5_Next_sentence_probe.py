@@ -9,7 +9,7 @@ from bert_explorer.analysis.probes.pretraining_tasks import NSP_HEAD, nsp_probab
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import kept
-from bert_explorer.app.state import by_weights, picked_model
+from bert_explorer.app.state import by_inputs, picked_model
 from bert_explorer.app.widgets import intro, needs_head
 
 st.set_page_config(page_title="Next-sentence probe · BERT Explorer", layout="wide")
@@ -21,7 +21,7 @@ pooled `[CLS]` vector. During pre-training half of the pairs are real and half a
 """)
 
 
-@by_weights(0, max_entries=4)
+@by_inputs(max_entries=4)
 def corpus_sentences(name: str) -> list[str]:
     from bert_explorer.data.corpora import load_corpus
     return [s for doc in load_corpus(name) for s in doc if 5 <= len(s.split()) <= 40]

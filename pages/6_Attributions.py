@@ -12,7 +12,7 @@ from bert_explorer import limits
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import remembered
-from bert_explorer.app.state import computed, load, model_picker, shown_path
+from bert_explorer.app.state import by_weights, load, model_picker, shown_path
 from bert_explorer.app.widgets import intro, needs_head
 from bert_explorer.runs.finder import runs_root
 
@@ -28,6 +28,7 @@ each bar into the three embeddings BERT adds up at its input (Figure 2).
 
 name = model_picker()
 MLM, NSP, CLF = "masked word", "next sentence", "fine-tuned classifier"
+PRE, CLASSIFIER = "BertForPreTraining", "BertForSequenceClassification"  # the models that answer
 target = st.radio("Explain", [MLM, NSP, CLF], key="attr_target", horizontal=True,
                   help="Masked LM and NSP: the pre-training heads (Section 3.1). Classifier: a model "
                        "fine-tuned with `bert-explorer finetune` (Section 4).")
@@ -54,7 +55,7 @@ def from_probe(probe_key: str, key: str, what: str, usable, pair: tuple[str, str
 
 
 def pretrained(head: str, what: str):
-    loaded, error = load(name, "BertForPreTraining") if name else (None, "Choose a model in the sidebar.")
+    loaded, error = load(name, PRE) if name else (None, "Choose a model in the sidebar.")
     if error:
         st.info(error)
         st.stop()
@@ -70,6 +71,23 @@ def integration(model) -> dict:
                 token_steps=limits.for_config(model.config).token_steps)
 
 
+# Heavy: cached by the model's weights and the inputs for every session, and run one request at a time
+# on the server (app.state.by_weights), the others shown their place in the queue.
+@by_weights(heavy=True, max_entries=64)
+def _masked_word(model: str, text: str, word: str | None, **integration):
+    return explain_masked_word(load(model, PRE)[0], text, word, **integration)
+
+
+@by_weights(heavy=True, max_entries=64)
+def _next_sentence(model: str, a: str, b: str, **integration):
+    return explain_next_sentence(load(model, PRE)[0], a, b, **integration)
+
+
+@by_weights(heavy=True, max_entries=64)
+def _classifier(model: str, text: str, text_b: str | None, label: str | None, **integration):
+    return explain_classifier(load(model, CLASSIFIER)[0], text, text_b, label, **integration)
+
+
 result = None
 model_used = name
 try:
@@ -82,8 +100,7 @@ try:
                              EXAMPLE_MASKED, key="attr_mlm_text", max_chars=limits.CHARS)
         word = c2.text_input("Word to explain", key="attr_mlm_word", placeholder="top prediction", max_chars=100,
                              help="One WordPiece; empty = the model's most probable word.")
-        result = computed(explain_masked_word, name, "BertForPreTraining", text, word or None, heavy=True,
-                          **integration(loaded))
+        result = _masked_word(name, text, word or None, **integration(loaded))
         d = result.details
         st.caption(f"Explaining **{d['word']}** (P = {d['probability']:.1%}) at position {d['mask_position']}. "
                    "Top predictions: " + ", ".join(f"{t['token']} ({t['probability']:.1%})" for t in d["top"]))
@@ -92,7 +109,7 @@ try:
         from_probe("nsp_a", "attr_nsp_a", "the Next-sentence probe's pair", bool, pair=("nsp_b", "attr_nsp_b"))
         a = st.text_input("Sentence A", EXAMPLE_PAIR[0], key="attr_nsp_a", max_chars=limits.CHARS)
         b = st.text_input("Sentence B", EXAMPLE_PAIR[1], key="attr_nsp_b", max_chars=limits.CHARS)
-        result = computed(explain_next_sentence, name, "BertForPreTraining", a, b, heavy=True, **integration(loaded))
+        result = _next_sentence(name, a, b, **integration(loaded))
         st.caption(f"P(IsNext) = {result.details['p_is_next']:.1%} for the pair, "
                    f"{result.details['p_is_next_baseline']:.1%} for the baseline.")
     else:
@@ -109,7 +126,7 @@ try:
             f"{by_dir[d]['name']} ({by_dir[d]['task'] or 'classifier'}: {', '.join(by_dir[d]['labels'])})"))]
         st.caption("The classifier uses its own fine-tuned model, not the one picked in the sidebar.")
         model_used = run["model_dir"]
-        clf, error = load(run["model_dir"], "BertForSequenceClassification")
+        clf, error = load(run["model_dir"], CLASSIFIER)
         if error:
             st.info(error)
             st.stop()
@@ -121,8 +138,8 @@ try:
         text_b = st.text_input("Second text (pair tasks)", key="attr_clf_text_b", max_chars=limits.CHARS) \
             if kind is PAIR_CLASSIFICATION else None
         label = st.selectbox("Class to explain", ["the predicted class", *run["labels"]], key="attr_clf_label")
-        result = computed(explain_classifier, run["model_dir"], "BertForSequenceClassification", text, text_b,
-                          None if label == "the predicted class" else label, heavy=True, **integration(clf))
+        result = _classifier(run["model_dir"], text, text_b, None if label == "the predicted class" else label,
+                             **integration(clf))
         if "probabilities" in result.details:
             st.caption(f"Predicted **{result.details['predicted']}**; " + ", ".join(
                 f"{k} {v:.1%}" for k, v in result.details["probabilities"].items()))
@@ -141,7 +158,7 @@ m[3].metric("convergence delta", f"{result.delta:.2e}", help="Σ attributions �
 m[4].metric("steps used", f"{result.n_steps}", help="tried: " + ", ".join(
     f"{n} steps → delta {d:.2e}" for n, d in result.steps_tried))
 planned = step_schedule(steps, max_steps)
-answering = load(model_used, "BertForSequenceClassification" if target == CLF else "BertForPreTraining")[0]
+answering = load(model_used, CLASSIFIER if target == CLF else PRE)[0]
 allowed = affordable(planned, len(result.tokens), limits.for_config(answering.config).token_steps)
 if allowed != planned:
     st.caption(f"This server spends at most about {limits.SECONDS:.0f} s of its CPU on one attribution: with this model "

@@ -10,7 +10,7 @@ from bert_explorer.analysis.layers.probing import (METRICS, TASKS, ProbeSettings
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.guard import uploader
-from bert_explorer.app.state import computed, heavy_turn, picked_model, writes_allowed
+from bert_explorer.app.state import by_weights, heavy_turn, load, picked_model, writes_allowed
 from bert_explorer.runs.report import duration_text
 from bert_explorer.app.widgets import intro
 
@@ -60,6 +60,11 @@ with st.expander("Settings"):
     seed = c3.number_input("Seed (split and control labels)", 0, 1_000_000, 0, key="probe_seed")
 
 
+@by_weights(max_entries=32)
+def _estimate(model: str, task: str, settings: ProbeSettings, pos_file: str | None) -> dict:
+    return estimate_seconds(load(model, ARCH)[0], task, settings, pos_file)
+
+
 def settings_for(task: str) -> ProbeSettings:
     n = int(n_articles) if task == "topic" else (int(n_sentences) or None)
     return ProbeSettings(max_examples=n, seed=int(seed))
@@ -81,7 +86,7 @@ if missing:
     pending = st.empty()
     with pending.container():
         with st.spinner("Measuring how fast this model runs here…"):
-            est = {t: computed(estimate_seconds, name, ARCH, t, settings_for(t), pos_file) for t in missing}
+            est = {t: _estimate(name, t, settings_for(t), pos_file) for t in missing}
         st.info(f"Not computed yet for this model: {', '.join(missing)}. The vectors of every layer are computed "
                 "once, then the probes train; both are kept on disk, so the next visit is fast. Measured here for "
                 "this model: " + "; ".join(f"{t}, {e['inputs']:,} inputs at {e['inputs_per_s']:,.1f} a second, about "

@@ -10,7 +10,7 @@ from bert_explorer.disk_cache import cache_root
 from bert_explorer.analysis.neighbours import search as nb
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import by_weights, computed, is_private, load, picked_model, shown_path, without_host_paths, writes_allowed
+from bert_explorer.app.state import by_inputs, by_weights, is_private, load, picked_model, shown_path, without_host_paths, writes_allowed
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.report import duration_text
 
@@ -38,9 +38,14 @@ def layer_label(layer: int) -> str:
     return "the embeddings (layer 0)" if layer == 0 else f"layer {layer}"
 
 
-@by_weights(0, shared=True, max_entries=4, show_spinner="Opening the index…")
+@by_inputs(shared=True, max_entries=4, show_spinner="Opening the index…")
 def _open(path: str) -> nb.NeighbourIndex:
     return nb.NeighbourIndex.open(path)
+
+
+@by_weights(max_entries=32)
+def _estimate(model: str, corpus, layer: int) -> dict:
+    return nbb.estimate_build_seconds(load(model, ARCH)[0], corpus, layer)
 
 
 @by_weights(max_entries=128, show_spinner="Searching…")
@@ -102,7 +107,7 @@ if state["state"] != "ready":
         with st.expander("Its log"):
             st.code(without_host_paths(jobs.log_tail(Path(path))), language=None)
     with st.spinner("Measuring how fast this model runs here…"):
-        est = computed(nbb.estimate_build_seconds, name, ARCH, corpus, layer)
+        est = _estimate(name, corpus, layer)
     st.markdown(
         f"The index holds every WordPiece of the corpus except [CLS] and [SEP]: **{est['tokens']:,} tokens** in "
         f"{est['sentences']:,} sentences, {est['disk_bytes'] / 1e6:,.0f} MB on disk (fp16). Building it runs the "

@@ -323,14 +323,14 @@ def test_the_app_holds_models_up_to_its_memory_budget_and_drops_the_least_recent
     folders = [hub.download(r) for r in (BASE, TINY, "google/bert_uncased_L-4_H-256_A-4")]
     one = state.model_bytes(checkpoint.load(folders[0], "BertForPreTraining"))
     monkeypatch.setenv(state.MEMORY_ENV, str(2.5 * one / 1e9))  # room for two of these tiny models
-    monkeypatch.setattr(state, "_models", type(state._models)())
+    monkeypatch.setattr(state, "MODELS", state.shared_work.Results(state.memory_budget))
     a = state._load(str(folders[0]), "BertForPreTraining", ())
     assert state._load(str(folders[0]), "BertForPreTraining", ()) is a  # loaded once, shared
     state._load(str(folders[1]), "BertForPreTraining", ())
     state._load(str(folders[0]), "BertForPreTraining", ())  # used again: now the most recent
     state._load(str(folders[2]), "BertForPreTraining", ())
-    assert [k[0] for k, _ in state.held_models()] == [str(folders[0]), str(folders[2])]  # folders[1] went
-    assert sum(size for _, size in state.held_models()) <= state.memory_budget()
+    assert [k[0] for k, _ in state.MODELS.held()] == [str(folders[0]), str(folders[2])]  # folders[1] went
+    assert sum(size for _, size in state.MODELS.held()) <= state.memory_budget()
 
 
 def test_a_background_download_that_fails_says_why_in_one_sentence(standin):

@@ -18,7 +18,7 @@ from ..tasks.base import TaskType
 from ..train.finetune import FinetuneConfig, read_data
 from .runs_view import predictor
 from .guard import uploader
-from .state import by_weights
+from .state import by_inputs
 
 
 def uploaded_file(label: str, key: str, types: list[str] | None = None, help: str | None = None
@@ -35,7 +35,7 @@ def uploaded_file(label: str, key: str, types: list[str] | None = None, help: st
     return None
 
 
-@by_weights(0, max_entries=8, show_spinner="Reading the file…")
+@by_inputs(max_entries=8, show_spinner="Reading the file…")
 def read_upload(name: str, data: bytes, task: TaskType | None = None, text_column: str | None = None,
                 text_pair_column: str | None = None, label_column: str | None = None):
     """("ok", TaskData) or ("error", one sentence). The bytes go to a temporary file with the
@@ -52,7 +52,7 @@ def read_upload(name: str, data: bytes, task: TaskType | None = None, text_colum
     return "ok", td
 
 
-@by_weights(0, max_entries=4, show_spinner="Loading the data set…")
+@by_inputs(max_entries=4, show_spinner="Loading the data set…")
 def builtin_data(name: str):
     """A built-in data set (``tiny:<task>`` = generated) for the preview."""
     return make_tiny(name[5:]) if name.startswith("tiny:") else load_builtin(name)
@@ -68,7 +68,7 @@ def examples_frame(data, n: int = 20) -> pd.DataFrame:
     return pd.DataFrame([data.task.preview(ex, _short) for ex in data.examples[:n]])
 
 
-@by_weights(0, max_entries=8, show_spinner="Answering some dev questions…")
+@by_inputs(max_entries=8, show_spinner="Answering some dev questions…")
 def qa_examples(run_path: str, n: int = 8) -> list[dict]:
     """The first ``n`` dev questions of a QA run (the same split as in training), with the
     gold answers and the model's."""

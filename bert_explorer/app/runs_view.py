@@ -28,7 +28,7 @@ from ..runs.report import STATE_LABELS, duration, duration_text, run_log_tail, r
 from ..runs.run import ACTIVE_STATES, Run
 from ..train.predict import Predictor
 from .run_figures import figures
-from .state import by_weights, mode_sentence, weights_version, without_host_paths, writes_allowed
+from .state import by_inputs, mode_sentence, weights_version, without_host_paths, writes_allowed
 
 
 # ----- starting and picking runs ---------------------------------------------------------------
@@ -250,7 +250,7 @@ def zip_dir(path: Path, top: str | None = None) -> bytes:
     return buf.getvalue()
 
 
-@by_weights(0, max_entries=2, show_spinner="Packing the model…")
+@by_inputs(max_entries=2, show_spinner="Packing the model…")
 def _zip_cached(path: str, top: str, stamp: tuple) -> bytes:
     return zip_dir(Path(path), top)
 
@@ -261,7 +261,7 @@ def zip_model(path: Path, top: str) -> bytes:
     return _zip_cached(str(path), top, stamp)
 
 
-@by_weights(0, shared=True, max_entries=4, show_spinner="Loading the fine-tuned model…")
+@by_inputs(shared=True, max_entries=4, show_spinner="Loading the fine-tuned model…")
 def _predictor(path: str, version: tuple):
     return Predictor(path)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import os
 import pickle
 import re
@@ -157,24 +156,25 @@ def _cache_warnings_on_the_page() -> None:
 _cache_warnings_on_the_page()
 
 
-@functools.cache
-def _app_threads() -> int:
+_threads_set: list[int] = []
+
+
+def _app_threads() -> None:
     """The app's own model calls are small (one sentence): half the cores is plenty and leaves the
     rest to background runs, which take all cores but one (runs/background.py, background_env). Set
     once per server, when the first model is loaded (not when this module is imported), and
     never over a user's own OMP_NUM_THREADS."""
+    if _threads_set:
+        return
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
-    return torch.get_num_threads()
+    _threads_set.append(torch.get_num_threads())
 
 
 # Models held in memory for every session, the least recently used dropped first: eight BERT-Large-sized
 # models would need about 11 GB. $BERT_EXPLORER_MODEL_MEMORY_GB sets the budget (a model larger than the
-# budget is still held, alone).
+# budget is still held, alone). The same store as the class's results, measured in the models' bytes.
 MEMORY_ENV, MEMORY_GB = "BERT_EXPLORER_MODEL_MEMORY_GB", 3.0
-_models: "OrderedDict[tuple, tuple[Loaded, int]]" = OrderedDict()
-_models_lock = threading.Lock()
-_loading: dict[tuple, threading.Lock] = {}  # one load per model at a time: two sessions asking share it
 
 
 def memory_budget() -> float:
@@ -185,39 +185,23 @@ def memory_budget() -> float:
         return MEMORY_GB * 1e9
 
 
+MODELS = shared_work.Results(memory_budget)
+
+
 def model_bytes(loaded: Loaded) -> int:
     model = loaded.model
     return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
 
 
-def held_models() -> list[tuple[tuple, int]]:
-    """(key, bytes) of the models in memory, least recently used first."""
-    with _models_lock:
-        return [(k, size) for k, (_, size) in _models.items()]
-
-
 def _load(name: str, architecture: str | None, version: tuple) -> Loaded:
-    """A loaded model shared by every session, loaded once; held until the budget needs its room."""
-    key = (name, architecture, version)
-    with _models_lock:
-        if key in _models:
-            _models.move_to_end(key)
-            return _models[key][0]
-        one_load = _loading.setdefault(key, threading.Lock())
-    with one_load:
-        with _models_lock:
-            if key in _models:
-                _models.move_to_end(key)
-                return _models[key][0]
+    """A loaded model shared by every session, loaded once (two sessions asking at once share the load);
+    held until the budget needs its room (a session still using it keeps its own reference)."""
+    def load_now():
         _app_threads()
         with st.spinner("Loading the model…"):
-            loaded = checkpoint.load(name, architecture)
-        with _models_lock:
-            _models[key] = (loaded, model_bytes(loaded))
-            while len(_models) > 1 and sum(size for _, size in _models.values()) > memory_budget():
-                _models.popitem(last=False)  # a session still using it keeps its own reference
-            _loading.pop(key, None)
-    return loaded
+            return checkpoint.load(name, architecture)
+
+    return MODELS.get_or_compute((name, architecture, version), load_now, shared=True, size=model_bytes)
 
 
 def weights_version(name: str) -> tuple:
@@ -235,6 +219,7 @@ def weights_version(name: str) -> tuple:
 # Models that failed to load, by name, with the version of their weights then: listed to nobody else
 # until their files change (a broken checkpoint is tried by one session, not by the whole class).
 _failed: "OrderedDict[str, tuple]" = OrderedDict()
+_failed_lock = threading.Lock()
 FAILED_KEPT = 1000
 
 
@@ -253,7 +238,7 @@ def _failure_stamp(name: str) -> tuple | None:
 
 def failed_to_load(name: str) -> bool:
     """Did ``name``, as its files are now, fail to load on this server?"""
-    with _models_lock:
+    with _failed_lock:
         stamp = _failed.get(name)
     return stamp is not None and stamp == _failure_stamp(name)
 
@@ -265,7 +250,7 @@ def load(name: str, architecture: str | None = None) -> tuple[Loaded | None, str
     except CheckpointError as e:
         stamp = _failure_stamp(name)
         if stamp is not None:
-            with _models_lock:
+            with _failed_lock:
                 _failed[name] = stamp
                 while len(_failed) > FAILED_KEPT:
                     _failed.popitem(last=False)
@@ -340,21 +325,11 @@ def by_weights(models: int = 1, *, shared: bool = False, heavy: bool = False, ma
     return decorate
 
 
-def computed(fn, name: str, architecture: str | None, *args, heavy: bool = False, **kwargs):
-    """``fn(model, *args, **kwargs)`` for the model called ``name``, cached by ``by_weights``:
-    ``fn`` is a function of ``bert_explorer.analysis`` whose result is plain data. ``heavy``: it waits
-    for its turn (``by_weights``)."""
-    cached = _computed_heavy if heavy else _computed
-    return cached(name, architecture, fn.__module__, fn.__qualname__, args, tuple(sorted(kwargs.items())))
-
-
-def _computed_now(name: str, architecture: str | None, module: str, qualname: str, args: tuple, kwargs: tuple):
-    fn = getattr(importlib.import_module(module), qualname)
-    return fn(_load(name, architecture, weights_version(name)), *args, **dict(kwargs))
-
-
-_computed = by_weights(max_entries=512)(_computed_now)
-_computed_heavy = by_weights(max_entries=64, heavy=True)(_computed_now)
+def by_inputs(**options):
+    """The one way a page caches what needs no model (a file's rows, a corpus, a run's frames): kept
+    for every session under its arguments, as ``by_weights`` keeps a model's results (the same
+    ``options``)."""
+    return by_weights(0, **options)
 
 
 def device_name() -> str:
@@ -385,7 +360,7 @@ def _files_stamp(folder: str) -> tuple:
     return tuple(out)
 
 
-@functools.lru_cache(maxsize=256)
+@by_inputs(max_entries=256)
 def _usable(folder: str, stamp: tuple) -> bool:
     # asked on every page run of every session (the sidebar's list): read each upload's header once
     return checkpoint.usable(folder)
