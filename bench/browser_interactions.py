@@ -27,7 +27,7 @@ much after (drawing).
 Every round starts a fresh server and a fresh browser profile; first visits are measured once
 per round, interactions ``--repeats`` times per round; the table gives medians over all of them.
 The browser runs on the same machine as the server, so on a 2-core CPU the figures include
-their competition for it. Targets (issue 27): warm interactions within 1 s, a long input's
+their competition for it. Targets: warm interactions within 1 s, a long input's
 window move within 2 s, every first visit within 3 s (except the server's very first page).
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ from classroom_load import ARGS, ROOT, _free_port  # noqa: E402
 sys.path.insert(0, str(ROOT))
 from bert_explorer.app.widgets import MENU  # noqa: E402
 
-LONG_TOKENS = 446  # the input of issue 27: two paragraphs of a BBC article
+LONG_TOKENS = 446  # two paragraphs of a BBC article: the long input a review once timed
 
 # Installed once per document: notes when Streamlit's script state goes to "running" and back.
 WATCH = """() => {

@@ -26,11 +26,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bert_explorer.tasks.registry import TASK_TYPES, able
+from bert_explorer.tasks.registry import TASK_TYPES, task_types_with
 
 TASKS = tuple(TASK_TYPES)                # every task type, by name (a run's config names its task)
-FEATURE_BASED = able("feature_based")    # the task types Section 5.3's frozen-feature BiLSTM can do
-LEFT_TO_RIGHT = able("left_to_right")    # the task types the ablations' left-to-right heads can do
+FEATURE_BASED = task_types_with("feature_based")    # the task types Section 5.3's frozen-feature BiLSTM can do
+LEFT_TO_RIGHT = task_types_with("left_to_right")    # the task types the ablations' left-to-right heads can do
 CLOCK = ("time", "train_seconds", "feature_seconds")
 
 

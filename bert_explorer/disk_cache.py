@@ -205,7 +205,7 @@ def pin(path: Path) -> Pin | None:
     with _pins_guard:  # registered before the lock is taken, so no thread of ours removes it in between
         _pins[key] += 1
     try:  # (the entry's own file: opening it fails once the entry is gone, it never makes one)
-        fd = lock.take_file(Path(path) / IN_USE_FILE, shared=True)
+        fd = lock.acquire_file(Path(path) / IN_USE_FILE, shared=True)
     except (FileNotFoundError, NotADirectoryError):
         _unpin(key)
         return None
@@ -309,7 +309,7 @@ def _move_aside(item: _Item, gone: list[Path]) -> bool:
     if item.busy or _pins.get(_key(item.path)):
         return False
     try:  # a work folder's lock is its builder's; an entry's is its readers'
-        fd = lock.take_file(item.path / ("lock" if item.work else IN_USE_FILE), wait=False)
+        fd = lock.acquire_file(item.path / ("lock" if item.work else IN_USE_FILE), wait=False)
     except (FileNotFoundError, NotADirectoryError):
         return True  # another process removed it first
     if fd is None:

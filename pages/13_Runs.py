@@ -111,7 +111,7 @@ refusal = delete_refusal(by_name[victim])  # a folder holding more than the run 
 if refusal:
     st.warning(without_host_paths(refusal))
 else:
-    st.checkbox(f"Yes, delete {victim} with {report.what_goes(by_name[victim])}", key=confirm)
+    st.checkbox(f"Yes, delete {victim} with {report.what_deleting_removes(by_name[victim])}", key=confirm)
 
 
 def _delete(name: str, path: str, picker: str, confirm: str) -> None:

@@ -8,7 +8,7 @@ from bert_explorer import limits
 from bert_explorer.analysis import embeddings as emb
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
+from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept_widget
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro
 
@@ -64,8 +64,8 @@ LIMITS = limits.for_config(loaded.config)  # what one request may cost the serve
 # ----- 1. WordPieces --------------------------------------------------------------------------
 st.subheader("1 · WordPieces, segments and positions")
 c1, c2 = st.columns(2)
-text_a = kept(c1.text_input, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT, max_chars=limits.CHARS)
-text_b = kept(c2.text_input, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT, max_chars=limits.CHARS)
+text_a = kept_widget(c1.text_input, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT, max_chars=limits.CHARS)
+text_b = kept_widget(c2.text_input, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT, max_chars=limits.CHARS)
 if not text_a.strip():
     st.info("Write sentence A to see its WordPieces.")
     st.stop()

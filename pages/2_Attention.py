@@ -12,7 +12,7 @@ from bert_explorer.analysis.attention.bertviz_offline import (MODEL_VIEW_LEGIBLE
                                                     layers_within_budget, render)
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
+from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept_widget
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro
 
@@ -79,8 +79,9 @@ def _bertviz(model: str, text: str, text_b: str | None, max_tokens: int, view: s
 
 
 c1, c2 = st.columns(2)
-text = kept(c1.text_area, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT, height=70, max_chars=limits.CHARS)
-text_b = kept(c2.text_area, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT, height=70, max_chars=limits.CHARS)
+text = kept_widget(c1.text_area, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT, height=70, max_chars=limits.CHARS)
+text_b = kept_widget(c2.text_area, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT, height=70,
+                     max_chars=limits.CHARS)
 text_b = text_b.strip() or None
 # every layer's and head's attention is kept for the page: the most that fit the server's memory for one request
 most = max(16, limits.for_config(loaded.config).attention_tokens // 16 * 16)

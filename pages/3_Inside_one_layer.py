@@ -8,7 +8,7 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.analysis.attention.layer_steps import (STEPS, describe_row, difference_from_model, layer_steps,
                                                          token_figures)
 from bert_explorer.app import exports
-from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept
+from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept_widget
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.finder import causal_checkpoints, runs_root
@@ -39,8 +39,8 @@ def _gap(model: str, text: str, text_b: str | None, layer: int, head: int, pad_t
 L, A, H = loaded.config.num_layers, loaded.config.num_heads, loaded.config.hidden_size
 
 c1, c2 = st.columns(2)
-text = kept(c1.text_input, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT, max_chars=limits.CHARS)
-text_b = kept(c2.text_input, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT,
+text = kept_widget(c1.text_input, "Sentence A", SENTENCE_A, SENTENCE_A_DEFAULT, max_chars=limits.CHARS)
+text_b = kept_widget(c2.text_input, "Sentence B (optional)", SENTENCE_B, SENTENCE_B_DEFAULT,
               max_chars=limits.CHARS).strip() or None
 if not text.strip():
     st.info("Type a sentence A to look inside a layer.")

@@ -8,7 +8,7 @@ from bert_explorer.analysis.probes.pretraining_tasks import (MLM_HEAD, copied_wo
                                                              mlm_top_k, stored_evaluation)
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.keep import kept
+from bert_explorer.app.keep import kept_widget
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro, needs_head
 
@@ -25,7 +25,8 @@ ARCH = "BertForPreTraining"
 name, loaded = picked_model(ARCH)
 
 EXAMPLE, EXAMPLE_WORD = "British Airways blamed high [MASK] prices for a fall in its profits.", "fuel"
-text = kept(st.text_input, "Sentence (write [MASK] where a word is hidden)", "mlm_text", EXAMPLE, max_chars=limits.CHARS,
+text = kept_widget(st.text_input, "Sentence (write [MASK] where a word is hidden)", "mlm_text", EXAMPLE,
+                   max_chars=limits.CHARS,
                      help="The example is a sentence of the check set, written from a news article that the "
                           "default model never saw in pre-training.")
 words = text.split()

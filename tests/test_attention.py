@@ -210,7 +210,7 @@ def test_attention_page_head_choice_and_truncation():
 
 def test_a_long_inputs_views_offer_every_layer_and_draw_the_model_view_legibly():
     """A long input: bertviz draws a window of its tokens and a few layers at a time, any of them
-    (issue 27: only layers 1, 3 and 6 were offered), with the model view at a scale whose labels
+    (only layers 1, 3 and 6 were offered), with the model view at a scale whose labels
     can be read (it was 40 %)."""
     from bert_explorer.analysis.attention.bertviz_offline import MODEL_VIEW_LEGIBLE_SCALE, model_view_drawing
 

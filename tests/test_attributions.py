@@ -128,7 +128,7 @@ def test_the_default_baseline_keeps_positions_and_segments():
 
 @needs_model(DEFAULT_MODEL)
 def test_the_default_example_credits_the_context_words():
-    """Issue 21, item 4: on the page's example and the default model, the special tokens, the [MASK] and the
+    """on the page's example and the default model, the special tokens, the [MASK] and the
     segment and position parts together get under 10 % of |f(x) - f(x')| (the "parts" baseline gave the
     position of the [MASK] 8.75 of 10.59), and completeness holds within the reliability rule."""
     r = explain_masked_word(checkpoint.load(DEFAULT_MODEL, "BertForPreTraining"), MLM_TEXT)
@@ -241,7 +241,7 @@ def test_classifier_runs_lists_only_sequence_classifiers_ablation_cells_included
 # ----- the page ------------------------------------------------------------------------------
 
 def _chart(at):
-    """The page's one chart (its plotly spec as a dict), after checking the rules every chart keeps (issue 21,
+    """The page's one chart (its plotly spec as a dict), after checking the rules every chart keeps (
     item 3): every series is named, no series has two values at one x, and a colour means one thing."""
     (chart,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     meaning = {}

@@ -89,7 +89,7 @@ def test_the_estimate_counts_evaluations_held_out_size_and_loading(tmp_path):
 
 
 def test_the_warm_start_of_issue_28_is_estimated_near_its_measured_time(tmp_path):
-    """Issue 28: 40 steps of 32 x 128 tokens from minilm-mlm-nsp on bbc, 10 held-out evaluations of
+    """40 steps of 32 x 128 tokens from minilm-mlm-nsp on bbc, 10 held-out evaluations of
     535 sequences, took 6 min 30 s; the training steps alone ran in 82 s (the old estimate) and 83 s
     went by before step 1. The estimate now comes within 1.5x of the 390 s."""
     from bert_explorer.train.estimate import pretrain_estimate

@@ -1,4 +1,4 @@
-"""The GPU kit (issue 22): what must work on a CUDA GPU, each check next to its CPU twin.
+"""The GPU kit: what must work on a CUDA GPU, each check next to its CPU twin.
 
 Run the GPU tests on a machine with CUDA: ``pytest -m gpu tests/test_gpu.py`` (naming the file
 keeps pytest from importing the app's tests, whose packages a bare GPU machine lacks: this file

@@ -1,4 +1,4 @@
-"""The GPU kit (issue 22), proven on the CPU: the dry run, resuming after a kill, the way back.
+"""The GPU kit, proven on the CPU: the dry run, resuming after a kill, the way back.
 
 These tests run here, without a GPU; the tests that need one are marked ``gpu`` elsewhere.
 """
@@ -327,7 +327,7 @@ def test_minilm_mlm_nsp_is_rebuilt_there_from_the_travelling_word_embeddings(sam
 
 # ----- the real settings -----------------------------------------------------------------------------
 def test_the_real_steps_are_valid_and_fit_their_budgets():
-    """Issue 22's budgets: teaching-model <= 12 min, paper-mini <= 12 min in two commands,
+    """The kit's budgets: teaching-model <= 12 min, paper-mini <= 12 min in two commands,
     explorer-mini <= 8 min with time-lapse checkpoints at >= 10 points, bench <= 5 min; a step
     that has to finish in one command fits one command's budget before its wrap-up."""
     from bert_explorer.experiments import grid

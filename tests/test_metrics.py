@@ -432,7 +432,7 @@ def test_squad_scores_follow_the_official_definitions(pred, golds):
 
 def test_scipy_and_scikit_learn_are_imported_only_when_a_metric_is_computed():
     """The Two models page needs MIN_DEV_EXAMPLES only: importing the metrics must not cost it the
-    1.8 s of importing scipy and scikit-learn on its first visit (issue 27)."""
+    1.8 s of importing scipy and scikit-learn on its first visit."""
     import subprocess
     import sys
     from pathlib import Path

@@ -1,4 +1,4 @@
-"""Same seed, same numbers (issue 22, part 6).
+"""Same seed, same numbers.
 
 A WordPiece vocabulary learnt by ``tokenizers`` differs from one process to the next (ties
 between equally frequent merges are broken in hash order; 179 of 6,000 ids were seen to differ),

@@ -115,7 +115,7 @@ def test_pretrain_page_starts_a_run_and_shows_curves_and_timelapse(runs_root):
 
 
 def test_pretrain_page_estimate_counts_the_evaluations_and_the_loading(runs_root):
-    """Issue 28: a 40-step warm start evaluated 10 times took five times its estimate. The page's
+    """a 40-step warm start evaluated 10 times took five times its estimate. The page's
     estimate now has an evaluation part that grows with the evaluations asked for, and a loading part."""
     import re
 

@@ -14,7 +14,7 @@ from .. import hub
 from ..full_disk import size_text
 from ..runs import download_jobs
 from ..runs.report import duration_text
-from .keep import kept
+from .keep import kept_widget
 
 ANOTHER_ID = "another hub id…"
 MAX_ID = 200  # the Hub's ids are at most 96 characters (an owner and a name)
@@ -61,14 +61,14 @@ def choose(writes: bool) -> str | None:
     progress of its download (None is returned until it is here)."""
     options = list(hub.CATALOGUE) + [ANOTHER_ID]
     # kept: the model of the paper picked here holds on every page, as the sidebar's own choice does
-    picked = kept(st.sidebar.selectbox, "Model of the paper (Hugging Face Hub)", "be_hub_choice", options[0],
+    picked = kept_widget(st.sidebar.selectbox, "Model of the paper (Hugging Face Hub)", "be_hub_choice", options[0],
                   valid=options.__contains__, options=options,
                   format_func=lambda o: label(o) if o != ANOTHER_ID else o,
                                   help="Devlin et al.'s BERT-Base and -Large and Turc et al.'s 24 smaller BERTs "
                                        "(Apache-2.0). Downloaded once into the Hugging Face cache, they open "
                                        "offline after.")
     if picked == ANOTHER_ID:
-        picked = kept(st.sidebar.text_input, "Hub id", "be_hub_id", "", max_chars=MAX_ID,
+        picked = kept_widget(st.sidebar.text_input, "Hub id", "be_hub_id", "", max_chars=MAX_ID,
                       placeholder="e.g. google-bert/bert-base-cased")
         if not picked.strip():
             return None

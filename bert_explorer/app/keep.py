@@ -36,8 +36,8 @@ SENTENCE_A, SENTENCE_B = "be_sentence_a", "be_sentence_b"
 SENTENCE_A_DEFAULT, SENTENCE_B_DEFAULT = "the cat sat on the mat because it was warm .", "then it fell asleep in the sun ."
 
 
-def kept(widget: Callable, label: str, key: str, default: Any = None, *, valid: Callable[[Any], bool] | None = None,
-         **kwargs) -> Any:
+def kept_widget(widget: Callable, label: str, key: str, default: Any = None, *,
+                valid: Callable[[Any], bool] | None = None, **kwargs) -> Any:
     """Draw ``widget(label, key=key, **kwargs)`` starting from the value kept under ``key`` (or
     ``default`` the first time) and keep what it returns. ``valid`` refuses a kept value that no
     longer fits (a model whose run was deleted): the widget then starts from ``default``."""
@@ -56,7 +56,3 @@ def remembered(key: str, default: Any = None) -> Any:
     """The value kept under ``key`` (what the user last chose on any page), or ``default``."""
     return st.session_state.get(key, st.session_state.get(SHADOW + key, default))
 
-
-def forget(key: str) -> None:
-    """Drop a kept value (the user chose something that replaces it)."""
-    st.session_state.pop(SHADOW + key, None)

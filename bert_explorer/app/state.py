@@ -32,7 +32,7 @@ from ..full_disk import CacheNotKept
 from ..runs.finder import RUNS_DIR, run_checkpoints, run_label, runs_root
 from ..runs.run import UPLOADS_DIR, Run
 from . import gallery, guard
-from .keep import kept, remembered
+from .keep import kept_widget, remembered
 
 UPLOADS = UPLOADS_DIR  # checkpoints uploaded as .zip, under the runs folder
 GALLERY = "the paper's BERTs (Hugging Face Hub)…"
@@ -444,20 +444,21 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
         group = next(g for g, paths in groups.items() if kept_choice in paths)
         st.session_state["be_model_choice"], st.session_state[f"be_model_in_{group}"] = group, kept_choice
     # kept: the model picked here holds on every page until the user picks another
-    choice = kept(st.sidebar.selectbox, "Model", "be_model_choice", default, valid=options.__contains__,
+    choice = kept_widget(st.sidebar.selectbox, "Model", "be_model_choice", default, valid=options.__contains__,
                   options=options, format_func=lambda o: labels.get(o, o),
                   help=f"Short names need no download; runs are listed from {shown_path(root)}.")
     if choice in groups:
         inside = {p: labels[p].split(" ▸ ", 1)[-1] for p in groups[choice]}  # "pre-training tiny · MLM · step 9"
-        choice = kept(st.sidebar.selectbox, f"Pre-training in {choice[len(ABLATION_ENTRY):]}", f"be_model_in_{choice}",
-                      next(iter(inside)), valid=inside.__contains__, options=list(inside), format_func=inside.get)
+        choice = kept_widget(st.sidebar.selectbox, f"Pre-training in {choice[len(ABLATION_ENTRY):]}",
+                             f"be_model_in_{choice}", next(iter(inside)), valid=inside.__contains__,
+                             options=list(inside), format_func=inside.get)
     st.session_state.pop(gallery.WAITING, None)
     if choice == GALLERY:  # the paper's BERTs: a downloaded one is chosen, another offers its download
         choice = gallery.choose(writes_allowed())
     if choice == "upload a checkpoint (.zip)…" and writes_allowed():
         choice = _upload_checkpoint()
     if choice == "a local directory…" and writes_allowed():
-        choice = kept(st.sidebar.text_input, "Checkpoint directory", "be_model_path", "", max_chars=4096,
+        choice = kept_widget(st.sidebar.text_input, "Checkpoint directory", "be_model_path", "", max_chars=4096,
                       placeholder="/path/to/a/bert (config.json, model.safetensors, vocab.txt), or "
                                   "bert-base-uncased (downloaded once)")
     if choice:

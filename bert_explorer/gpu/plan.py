@@ -1,6 +1,6 @@
 """The steps' settings and their planned minutes on the GPU.
 
-Every step has real settings (what issue 23 runs) and tiny ones (what ``--dry-run`` runs on the
+Every step has real settings (what the GPU run uses) and tiny ones (what ``--dry-run`` runs on the
 CPU). Planned minutes come from ``train/estimate.py``: its FLOPs count per token and its stated
 GPU assumption (``GPU_FLOP_S_SMALL``, the step floors, the host's masking rate), plus the fixed
 costs of a step stated here, each with where its number comes from. They are a plan, not a
@@ -25,7 +25,7 @@ BUDGET_S = 9 * 60
 WRAP_UP_S = 60                 # kept free at the end of a command: the last evaluation, saving, packing
 START_S = 20                   # Python, torch and CUDA start-up of a command (assumed)
 # Reading, tokenising and building the instances of the teaching corpora (five corpora + WordNet,
-# 4.8 M WordPieces + 0.6 M), measured here on the 2-core CPU (2026-11-24, shared with other jobs):
+# 4.8 M WordPieces + 0.6 M), measured here on the 2-core CPU (shared with other jobs):
 # 18 s. The GPU machine's host is assumed 1.3x faster per core (as estimate.HOST_MASKING_SEQ_PER_S).
 DATA_S_PER_MILLION_TOKENS = 18 / 5.4 / 1.3
 TEACHING_TOKENS_M = 5.4        # the five corpora (4.8 M training WordPieces) + WordNet (0.6 M)
@@ -165,5 +165,5 @@ def plan_bench() -> Planned:
 
 def plan_tests() -> Planned:
     return Planned(START_S + 100, [f"start-up {START_S:.0f} s, the GPU tests 100 s (assumed: they are written "
-                                   "in another part of issue 22 and not yet timed)"],
+                                   "elsewhere in the kit and not yet timed)"],
                    {"tests.tar (pytest's printout and junit.xml)": 50_000})

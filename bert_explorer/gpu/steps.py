@@ -222,7 +222,7 @@ def run_teaching(ctx: Context) -> Outcome:
 def explorer_settings(dry_run: bool) -> dict:
     settings = dict(plan.EXPLORER_TINY if dry_run else plan.EXPLORER)
     settings["save_every"] = max(1, settings["max_steps"] // plan.TIME_LAPSE_POINTS)
-    # Part 5 of issue 22 records time-lapse frames while a run trains (timelapse.json, a few hundred KB
+    # The kit records time-lapse frames while a run trains (timelapse.json, a few hundred KB
     # where ten checkpoints would be 450 MB): ask for them where this version of the trainer has them.
     if "timelapse_frames" in PretrainConfig.__dataclass_fields__:
         settings["timelapse_frames"] = plan.TIME_LAPSE_POINTS

@@ -55,10 +55,8 @@ FOLDERS = ("corpora", "tasks", "base", "pylib")
 MANIFEST = "MANIFEST.json"
 WORD_EMBEDDINGS = "minilm-word-embeddings.bf16.xz"
 WORD_EMBEDDINGS_KEY = "bert.embeddings.word_embeddings.weight"
-# The device tool's limits on the tree that travels (tracked + untracked + carried) and the
-# issue's own, stricter one for the tracked tree plus what a call carries.
+# The device tool's limit on the tree that travels (tracked + untracked + carried).
 TREE_LIMIT = 64 * MiB
-ISSUE_TREE_LIMIT = 60 * MiB
 PART_BYTES = 15 * MiB
 
 
@@ -424,11 +422,6 @@ def _keep_state(step_dir: Path, state_dir: Path, say) -> None:
     if result.is_file():
         shutil.copy(result, state_dir / "result.json")
     say(f"  next call: carry {state_dir.parent} (it says where {step_dir.name} stands)")
-
-
-def _mkdir(p: Path) -> Path:
-    p.mkdir(parents=True, exist_ok=True)
-    return p
 
 
 # ----- sizes ----------------------------------------------------------------------------------

@@ -249,10 +249,6 @@ class BertForQuestionAnswering(nn.Module):
                         + F.cross_entropy(end.float(), end_positions)) / 2
         return out
 
-    @staticmethod
-    def null_score(out: HeadOutput) -> torch.Tensor:
-        return out.start_logits[:, 0] + out.end_logits[:, 0]
-
 
 class BertForMultipleChoice(nn.Module):
     """SWAG (Section 4.4): each (context, choice) pair is encoded on its own; a vector on the

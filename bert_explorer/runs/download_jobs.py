@@ -103,7 +103,7 @@ def _download(repo_id: str) -> int:
     """The background process: hold the lock, download, report progress, honour a cancel."""
     d = work_dir(repo_id)
     fd = os.open(d / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-    if not lock.take(fd, wait=False):
+    if not lock.acquire(fd, wait=False):
         return 0  # another downloader is at work on this model
     t0, last = time.time(), [0.0, 0, 0]  # [when the progress was written, bytes then, bytes at the start]
 

@@ -81,7 +81,7 @@ def wait_for_gpu(run: Run, lock_path: Path, poll: float = 0.5) -> int | None:
                 run.write_status(state="stopped", finished=time.time(), waiting_for=None)
                 run.log("stopped while queued for the GPU; nothing was trained")
                 return None
-            if not _earlier_waiter(queue_dir, ticket) and lock.take(fd, wait=False):
+            if not _earlier_waiter(queue_dir, ticket) and lock.acquire(fd, wait=False):
                 break
             if not told:
                 holder = _lock_holder(lock_path)

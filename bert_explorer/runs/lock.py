@@ -41,7 +41,7 @@ HAVE_LOCKS = fcntl is not None  # False on Windows: nothing is locked, runs are 
 WRITER_FD_ENV = "BERT_EXPLORER_WRITER_FD"  # a background run's lock, handed down by its starter
 
 
-def take(fd: int, *, wait: bool = True, shared: bool = False) -> bool:
+def acquire(fd: int, *, wait: bool = True, shared: bool = False) -> bool:
     """Take the exclusive lock of the open file ``fd`` (``shared=True``: a shared one, which any
     number of readers hold together and which keeps out only an exclusive one): wait for it, or
     with ``wait=False`` return False at once when another open file holds it. True where there
@@ -59,8 +59,8 @@ def take(fd: int, *, wait: bool = True, shared: bool = False) -> bool:
         return False
 
 
-def take_file(path: str | Path, *, wait: bool = True, shared: bool = False) -> int | None:
-    """Open ``path`` (made if missing) and :func:`take` its lock: the open descriptor (closing it
+def acquire_file(path: str | Path, *, wait: bool = True, shared: bool = False) -> int | None:
+    """Open ``path`` (made if missing) and :func:`acquire` its lock: the open descriptor (closing it
     lets the lock go), or None when another open file holds it and ``wait`` is False.
 
     The lock is on the file that is at ``path`` once it is taken. A folder can be renamed away
@@ -70,7 +70,7 @@ def take_file(path: str | Path, *, wait: bool = True, shared: bool = False) -> i
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if not take(fd, wait=wait, shared=shared):
+            if not acquire(fd, wait=wait, shared=shared):
                 os.close(fd)
                 return None
             held, there = os.fstat(fd), os.stat(path)
@@ -106,7 +106,7 @@ def holding(lock_path: str | Path):
     at the same instant launch one process)."""
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        take(fd)
+        acquire(fd)
         yield
     finally:
         os.close(fd)  # releases the lock
@@ -205,7 +205,7 @@ def acquire_writer(run_dir: str | Path, what: str | None = None) -> int | None:
         os.set_inheritable(fd, False)
         return _write_holder(fd, what)
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    if not take(fd, wait=False):
+    if not acquire(fd, wait=False):
         os.close(fd)
         raise RunBusy(f"{path} is being written by {_describe_holder(read_holder(path))}; wait for that run "
                       f"to end (or stop it on the Runs page) or choose another output folder") from None

@@ -73,10 +73,10 @@ def write_progress(entry_path: Path, **fields) -> None:
 def builder_lock(entry_path: Path):
     """Hold the index's build lock for the ``with`` block, or raise BuildBusy at once."""
     d = work_dir(entry_path)
-    while True:  # take_file: the lock of the folder that is there once it is taken, not of one the
+    while True:  # acquire_file: the lock of the folder that is there once it is taken, not of one the
         d.mkdir(parents=True, exist_ok=True)  # cache moved away meanwhile (a stopped build's parts)
         try:
-            fd = lock.take_file(d / "lock", wait=False)
+            fd = lock.acquire_file(d / "lock", wait=False)
             break
         except FileNotFoundError:
             continue

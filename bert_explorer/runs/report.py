@@ -93,7 +93,7 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def what_goes(run: Run) -> str:
+def what_deleting_removes(run: Run) -> str:
     """What deleting ``run`` removes, for its confirmation: its log and metrics, and the large
     parts named one by one (checkpoints, a fine-tuned model folder, the runs inside an
     ablation), with the space they take."""

@@ -62,7 +62,7 @@ def task_type(name: str) -> TaskType:
         raise ValueError(f"unknown task {name!r}{hint}; choose one of {', '.join(TASK_TYPES)}.") from None
 
 
-def able(capability: str) -> tuple[str, ...]:
+def task_types_with(capability: str) -> tuple[str, ...]:
     """The names of the task types with ``capability`` (``"feature_based"``, ``"left_to_right"``,
     ``"reads_cls"``), for messages that list them."""
     return tuple(t.name for t in TASK_TYPES.values() if getattr(t, capability))

@@ -173,11 +173,11 @@ def stated_throughput() -> tuple[float, str]:
 # corpus, tokenises it into sequences and builds (or loads) the model before its step 1.
 PROCESS_START_S = 10.0             # stated: a fresh Python process importing torch and the package
 CORPUS_WORDS_PER_S = 100_000.0     # stated: tokenising into sequences; measured 200,000 words/s (bbc, minilm
-                                   # vocabulary, 2-core CPU, 2026-11-24), halved for a busy machine
+                                   # vocabulary, 2-core CPU), halved for a busy machine
 WORDS_PER_TOKEN_SLOT = 0.58        # measured: bbc at 128 tokens gives a sequence per 74 words (pairs, short ones)
 FORWARD_SHARE = 1 / 3              # an evaluation runs the forward pass only: a third of a training step's FLOPs
 CHECKPOINT_BYTES_PER_S = 500e6     # stated: writing a checkpoint (weights and Adam's moments); measured 2.1-2.6 GB/s
-                                   # for mini and small on a 2-core CPU (2026-11-24), a quarter for a slower disk
+                                   # for mini and small on a 2-core CPU, a quarter for a slower disk
 CHECKPOINT_BYTES_PER_PARAMETER = 12  # float32 weights plus Adam's two moments (train/pretrain._save)
 
 
@@ -251,7 +251,7 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
 
 
 # ----- planning work for a GPU (bert_explorer/gpu, the ablation planner) ----------------------
-# ASSUMED, not yet measured with this code (issue 23 measures them): one H100 or H200 training
+# ASSUMED, not yet measured with this code: one H100 or H200 training
 # in bf16 autocast with SDPA attention. Small BERTs (H <= 512) keep a GPU far from its 989 TFLOP/s
 # dense bf16 peak: their matrices are small and a step is a few hundred kernel launches. BERT-Base
 # at sequence length 128 fills it much better.
@@ -262,7 +262,7 @@ GPU_STEP_FLOOR_S = 0.04           # no pre-training step of a small model is qui
 GPU_FT_STEP_FLOOR_S = 0.015       # the same for a fine-tuning step
 # A pre-training batch is masked and padded in Python on the host (data/pretraining.collate, one
 # core, while the GPU waits): measured 3,000 sequences of 128 per second on this project's 2-core
-# CPU (2026-11-24); a GPU machine's core is assumed 1.3x faster.
+# CPU; a GPU machine's core is assumed 1.3x faster.
 HOST_MASKING_SEQ_PER_S = 3900.0
 # Around the steps of one pre-training: building the model, its instances (tokenising is done once
 # per process and corpus: data/pretraining.py keeps it), its evaluations and checkpoints.

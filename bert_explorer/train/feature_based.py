@@ -21,12 +21,12 @@ from torch import nn
 
 from .. import checkpoint, disk_cache, full_disk
 from ..tasks.base import TaskType
-from ..tasks.registry import able
+from ..tasks.registry import task_types_with
 from .engine import AFTER_A_FULL_DISK, fit
 from .optim import use_fused
 
 
-SUPPORTED = able("feature_based")
+SUPPORTED = task_types_with("feature_based")
 
 
 def layers_for(mode: str, num_layers: int) -> list[int]:

@@ -459,7 +459,7 @@ def _after_a_full_disk(run: Run) -> str:
     return f"the last good checkpoint is {last}, and {resume} continues from it once space is freed"
 
 
-def _follow_the_plan(optimizer, scheduler, step: int, run: Run | None) -> None:
+def _set_lr_to_schedule(optimizer, scheduler, step: int, run: Run | None) -> None:
     """Set the learning rate of the next update to the schedule's value at ``step``. The
     optimiser's saved state holds the rate of the plan it was saved under; when max_steps was
     changed on resume (check_resume), the schedule is re-planned and the two differ: the log
@@ -694,7 +694,7 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
         if state["cuda_rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         start_step = state["step"]
-        _follow_the_plan(optimizer, scheduler, start_step, run if dev.is_main else None)
+        _set_lr_to_schedule(optimizer, scheduler, start_step, run if dev.is_main else None)
         tokens_seen = state.get("tokens_seen")  # None: saved by an earlier version, which did not count
     ddp_model = model
     if dev.distributed:

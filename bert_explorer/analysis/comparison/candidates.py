@@ -12,7 +12,7 @@ from ...runs.finder import find_runs, run_checkpoints, run_label
 from .verdict import learned_something
 
 # The default pair's model B: the default model fine-tuned briefly on BBC topics. Measured on this
-# project's 2-core CPU on 2026-11-23 (fp32): 40 steps of 16 × 128 and the evaluation of 211 dev
+# project's 2-core CPU (fp32): 40 steps of 16 × 128 and the evaluation of 211 dev
 # articles took 14 min 36 s of wall clock while other work shared the CPU (5 min 2 s of CPU time);
 # dev accuracy 0.82.
 SHORT_FINETUNE = {"model": "minilm-mlm-nsp", "train": "builtin:bbc-topics", "epochs": 1.0, "max_train_examples": 640,

@@ -17,14 +17,14 @@ import torch
 
 from ...checkpoint import Loaded, encoder_of
 
-PAIR_SEPARATOR = " ||| "
+PAIR_SEPARATOR = "|||"  # google-research/bert's extract_features.py writes a pair "A ||| B"
 
 
 def parse_example(line: str) -> str | tuple[str, str]:
     """One input line: a sentence, or a pair written ``A ||| B``."""
     line = line.strip()
-    if "|||" in line:
-        a, b = line.split("|||", 1)
+    if PAIR_SEPARATOR in line:
+        a, b = line.split(PAIR_SEPARATOR, 1)
         return a.strip(), b.strip()
     return line
 
