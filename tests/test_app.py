@@ -32,21 +32,13 @@ def test_the_menu_calls_the_home_page_home_and_there_is_one_menu():
     assert {path for path, _, _ in MENU[1:]} == pages and len(labels) == len(MENU)  # every page, once
 
 
-# Where each page was before its file was renumbered to the menu's order: bookmarks point here.
-BOOKMARKS = {"Tokens and embeddings": "Tokens_and_embeddings", "Attention": "Attention",
-             "Inside one layer": "Inside_one_layer", "Masked word probe": "Masked_word_probe",
-             "Next sentence probe": "Next_sentence_probe", "Attributions": "Attributions",
-             "Two models side by side": "Two_models", "What each layer knows": "What_each_layer_knows",
-             "Nearest neighbours": "Nearest_neighbours", "Pre-train": "Pre-train", "Fine-tune": "Fine-tune",
-             "Runs": "Runs", "Ablation studio": "Ablation_studio"}
-
-
 def test_page_files_are_numbered_in_menu_order_and_keep_their_urls():
-    """Streamlit orders pages by the number in the file's name and drops it from the URL, so the
-    renumbering moved no page: every menu link points where a bookmark of it points."""
+    """widgets.MENU is the one list of pages: its order is the files' numbers, and each menu link points
+    to the address Streamlit gives the file, its name without the number, so renumbering a file moves
+    no bookmark (/Attention, /Two_models)."""
     from pathlib import Path
 
-    from streamlit.source_util import page_icon_and_name, page_sort_key
+    from streamlit.source_util import page_sort_key
 
     from bert_explorer.app.widgets import MENU
 
@@ -56,10 +48,9 @@ def test_page_files_are_numbered_in_menu_order_and_keep_their_urls():
     at = AppTest.from_file("../run_app.py", default_timeout=60).run()
     assert not at.exception
     links = {e.proto.label: e.proto.page for e in at.sidebar if type(e).__name__ == "PageLink"}
-    assert {label: links.get(label) for label in BOOKMARKS} == BOOKMARKS
-    # and as Streamlit names a page from its file (st.Page does this for each file of pages/)
-    for path, label, _ in MENU[1:]:
-        assert page_icon_and_name(Path(path))[1] == links[label]
+    assert {label: links[label] for _, label, _ in MENU[1:]} == \
+        {label: Path(path).stem.split("_", 1)[1] for path, label, _ in MENU[1:]}
+    assert links["Attention"] == "Attention" and links["Two models side by side"] == "Two_models"
 
 
 def test_home_page_shows_corpus_provenance_and_licence():
