@@ -224,16 +224,14 @@ FAILED_KEPT = 1000
 
 
 def _failure_stamp(name: str) -> tuple | None:
-    """What a failure to load ``name`` is remembered under: its weights and its config.json as they are
-    now (either rewritten, it is tried again). None for a hub name not downloaded yet: not a broken file."""
+    """What a failure to load ``name`` is remembered under: its files as they are now (``_files_stamp``:
+    any rewritten, it is tried again). None for a hub name not downloaded yet: not a broken file."""
     if hub.is_hub_name(name) and hub.local_copy(name) is None:
         return None
     try:
-        s = (checkpoint.resolve(name) / "config.json").stat()
-        config = (s.st_mtime_ns, s.st_size)
-    except (CheckpointError, OSError):
-        config = None
-    return weights_version(name), config
+        return _files_stamp(str(checkpoint.resolve(name)))
+    except CheckpointError:
+        return _files_stamp(name)
 
 
 def failed_to_load(name: str) -> bool:
@@ -349,15 +347,16 @@ def uploaded_checkpoints(every: bool = False) -> list[str]:
 
 
 def _files_stamp(folder: str) -> tuple:
-    """The size and time of writing of an upload's files: what its usability is cached under."""
+    """A checkpoint's files as they are now: its weights' fingerprint, and the size and time of writing of
+    the files beside them that decide whether it loads (what an upload's usability is cached under)."""
     out = []
-    for name in ("config.json", "model.safetensors", "vocab.txt", checkpoint.UPLOAD_MARK):
+    for name in ("config.json", "vocab.txt", "tokenizer.json", checkpoint.UPLOAD_MARK):
         try:
             s = (Path(folder) / name).stat()
             out.append((name, s.st_size, s.st_mtime_ns))
         except OSError:
             pass
-    return tuple(out)
+    return frozen(fingerprint(folder)), tuple(out)
 
 
 @by_inputs(max_entries=256)
