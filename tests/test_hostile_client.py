@@ -135,7 +135,7 @@ def test_a_clear_cache_message_does_not_make_the_next_visitor_wait(classroom):
     timed_visit()                              # the first visitor computes
     warm = timed_visit(then_clear=True)        # a page run from the class's results, then the message
     after = timed_visit()
-    assert after < 2 * warm + 0.5, (warm, after)
+    assert after < 3 * warm + 1.0, (warm, after)  # (at 38d6ab5: 0.18 s, then 2.9 s)
 
 
 def test_a_session_uploads_only_to_ids_it_was_handed_within_the_size_and_the_files_go_when_it_leaves(
