@@ -257,8 +257,9 @@ def move(delta: int):
 
 st.divider()
 b1, b2, b3, b4 = st.columns([1.3, 1.1, 5.6, 1.5])
-b1.button("◀ Previous", key="ins_prev", on_click=move, args=(-1,))
-b2.button("Next ▶", key="ins_next", on_click=move, args=(1,))
+at = st.session_state.get("ins_step", 1)  # (the buttons come before the slider that holds the step)
+b1.button("◀ Previous", key="ins_prev", on_click=move, args=(-1,), disabled=at <= 1)
+b2.button("Next ▶", key="ins_next", on_click=move, args=(1,), disabled=at >= len(STEPS))
 step = b3.select_slider("Step", options=list(range(1, len(STEPS) + 1)), key="ins_step",
                         format_func=lambda i: f"{i}. {STEPS[i - 1]}")
 show_all = b4.toggle("All steps", key="ins_all", help="Every step on one page, one under the other.")

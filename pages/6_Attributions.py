@@ -5,7 +5,7 @@ import streamlit as st
 from bert_explorer.analysis.attributions.integrated_gradients import (
     BASELINES, DEFAULT_BASELINE, EXAMPLE_CLASSIFIER, EXAMPLE_MASKED, EXAMPLE_PAIR, baseline_note, classifier_runs,
     explain_classifier, explain_masked_word, explain_next_sentence)
-from bert_explorer.analysis.probes.pretraining_tasks import MLM_HEAD, NSP_HEAD
+from bert_explorer.analysis.probes.pretraining_tasks import MLM_HEAD, NSP_HEAD, copied_word
 from bert_explorer.analysis.attributions.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION, step_schedule
 from bert_explorer.analysis.attributions.integrated_gradients import affordable
 from bert_explorer import limits
@@ -102,8 +102,12 @@ try:
                              help="One WordPiece; empty = the model's most probable word.")
         result = _masked_word(name, text, word or None, **integration(loaded))
         d = result.details
+        copied = copied_word(text, [{"token": d["word"]}])
         st.caption(f"Explaining **{d['word']}** (P = {d['probability']:.1%}) at position {d['mask_position']}. "
-                   "Top predictions: " + ", ".join(f"{t['token']} ({t['probability']:.1%})" for t in d["top"]))
+                   "Top predictions: " + ", ".join(f"{t['token']} ({t['probability']:.1%})" for t in d["top"]) + "."
+                   + (f" **{copied}** is a word of the sentence itself: an under-trained masked LM often copies a word "
+                      "it can see instead of predicting the hidden one, so the bars may show where it copied from "
+                      "rather than what the context says." if copied else ""))
     elif target == NSP:
         loaded = pretrained(NSP_HEAD, "judge whether B follows A")
         from_probe("nsp_a", "attr_nsp_a", "the Next-sentence probe's pair", bool, pair=("nsp_b", "attr_nsp_b"))

@@ -11,7 +11,7 @@ from bert_explorer.analysis.comparison import candidates, held_out, two_models, 
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import by_weights, load, picked_model, shown_path, writes_off
+from bert_explorer.app.state import by_weights, load, picked_model, shown_path, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import DEFAULT_MODEL
 from bert_explorer.runs import finder
@@ -92,9 +92,11 @@ if not learned:
         st.session_state["two_waiting"] = str(active[0].path)
         rv.run_panel(active[0], "finetune", "two")
     elif candidates.same_model(name_a, DEFAULT_MODEL):
-        st.info(f"To see what fine-tuning changes, fine-tune {label_a}. {candidates.SHORT_FINETUNE_NOTE}")
-        if not writes_off("Fine-tuning the default model for this page") and st.button(
-                "Fine-tune it on BBC topics", key="two_finetune"):
+        if writes_allowed():
+            st.info(f"To see what fine-tuning changes, fine-tune {label_a}. {candidates.SHORT_FINETUNE_NOTE}")
+        # in classroom mode the offer and its refusal are one sentence, not a button's promise over its "off"
+        if not writes_off(f"To see what fine-tuning changes, model B would be {label_a} fine-tuned; fine-tuning it "
+                          "here") and st.button("Fine-tune it on BBC topics", key="two_finetune"):
             run_dir = rv.new_run_dir("finetune-bbc-topics-short", root)
             if rv.launch("finetune", candidates.SHORT_FINETUNE, run_dir, remember=("two_waiting", str(run_dir))):
                 st.rerun()

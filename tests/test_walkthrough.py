@@ -1,0 +1,62 @@
+"""What a walk through every page found, each read from what the page shows."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from streamlit import config as st_config
+from streamlit.testing.v1 import AppTest
+
+from bert_explorer.analysis.attributions import integrated_gradients as ig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _page(name: str) -> AppTest:
+    return AppTest.from_file(str(ROOT / "pages" / name), default_timeout=120)
+
+
+@pytest.fixture
+def classroom(monkeypatch):
+    """The app served beyond this machine, writing off."""
+    from bert_explorer.app import state
+
+    before = st_config.get_option("server.address")
+    monkeypatch.delenv(state.WRITES_ENV, raising=False)
+    st_config.set_option("server.address", "0.0.0.0")
+    yield
+    st_config.set_option("server.address", before)
+
+
+def test_inside_one_layer_offers_no_step_past_the_first_or_the_last():
+    at = _page("3_Inside_one_layer.py").run()
+    assert at.button(key="ins_prev").disabled and not at.button(key="ins_next").disabled
+    at.select_slider(key="ins_step").set_value(8).run()
+    assert at.button(key="ins_next").disabled and not at.button(key="ins_prev").disabled
+    at.button(key="ins_prev").click().run()
+    assert at.select_slider(key="ins_step").value == 7 and not at.button(key="ins_next").disabled
+
+
+def _reliable_at_once(model, f, inputs, baselines, n_steps):  # f(x) - f(x') = 1, delta 0
+    T = inputs["input_ids"].shape[1]
+    return [torch.linspace(0, 1, T)] * 3, 1.0, 0.0, 0.0
+
+
+def test_attributions_say_when_the_word_explained_is_copied_from_the_sentence(monkeypatch):
+    monkeypatch.setattr(ig, "integrated_gradients", _reliable_at_once)
+    at = _page("6_Attributions.py").run()
+    at.text_input(key="attr_mlm_text").input("the price rose and the [MASK] went up .")
+    at.text_input(key="attr_mlm_word").input("price").run()
+    said = " ".join(c.value for c in at.caption)
+    assert not at.exception and "**price** is a word of the sentence itself" in said
+    at.text_input(key="attr_mlm_word").input("cost").run()
+    assert "is a word of the sentence itself" not in " ".join(c.value for c in at.caption)
+
+
+def test_two_models_in_classroom_mode_makes_no_offer_above_its_refusal(classroom):
+    at = _page("7_Two_models.py").run()
+    shown = " ".join(str(e.value) for e in [*at.info, *at.caption, *at.markdown])
+    assert not at.exception
+    assert "One click fine-tunes it" not in shown and not [b for b in at.button if b.key == "two_finetune"]
+    assert "fine-tuning it here is off in classroom mode" in shown
