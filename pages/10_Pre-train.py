@@ -29,8 +29,7 @@ from bert_explorer.train.pretrain import PretrainConfig, resume_settings, split_
 from bert_explorer.runs.run import Run, new_run_refusal
 from bert_explorer.train.timelapse_frames import FILE as FRAMES_FILE, frames_file, read_frames
 
-st.set_page_config(page_title="Pre-train · BERT Explorer", layout="wide")
-intro("Pre-train a BERT", """
+intro("Pre-train", """
 Train a small BERT on real text, the way the paper's Appendix A.2 describes: masked-LM (15 % of
 WordPieces, 80/10/10) plus next-sentence prediction, AdamW with lr 1e-4, 10 % warm-up and linear
 decay, either **from zero** or **continuing** a checkpoint (a warm start keeps its weights and

@@ -25,8 +25,7 @@ from bert_explorer.train.estimate import FINETUNE_ASK_S, finetune_estimate, word
 from bert_explorer.train.finetune import (DEV_EXAMPLES, FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_TRAIN_EXAMPLES,
                                           FinetuneConfig, ltr_problem)
 
-st.set_page_config(page_title="Fine-tune · BERT Explorer", layout="wide")
-intro("Fine-tune in one click", """
+intro("Fine-tune", """
 BERT's second stage (Devlin et al. 2019, Section 4 and Figure 4): put **one small output layer** on
 the pre-trained model and train everything for a few epochs on labelled data: sentence or pair
 classification (GLUE), token tagging (NER), answer spans (SQuAD) or multiple choice (SWAG). Bring a

@@ -22,7 +22,6 @@ from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.tasks.metrics import small_dev_warning
 from bert_explorer.tasks.registry import task_type
 
-st.set_page_config(page_title="After fine-tuning · BERT Explorer", layout="wide")
 intro("After fine-tuning", """
 A fine-tuned model (Devlin et al. 2019, Section 4 and Figure 4) reports one dev score; here its dev set is
 opened up **example by example**: which answers are wrong and how sure the model was, where it fails (the

@@ -13,7 +13,6 @@ from bert_explorer.runs import finder, report
 from bert_explorer.runs.background import delete, delete_refusal
 from bert_explorer.runs.run import Run
 
-st.set_page_config(page_title="Runs · BERT Explorer", layout="wide")
 intro("Runs", f"""
 Every pre-training run (Appendix A.2), fine-tuning run (Section 4) and ablation cell (Section 5) is a
 folder under `{shown_path(finder.runs_root())}`: its settings, status, log, the metrics of every logged step and its

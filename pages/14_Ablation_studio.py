@@ -16,7 +16,6 @@ from bert_explorer.experiments.runner import read_plan, read_results
 from bert_explorer.runs.finder import is_ablation, runs_root
 from bert_explorer.runs.run import ACTIVE_STATES, Run, new_run_refusal
 
-st.set_page_config(page_title="Ablation studio · BERT Explorer", layout="wide")
 intro("Ablation studio", """
 Re-run the paper's ablations in miniature (Devlin et al. 2019, Section 5 and Appendix C, Tables 5-8):
 pre-training objective (MLM + NSP, MLM only, left-to-right, LTR + BiLSTM), model size, fine-tuning vs

@@ -12,8 +12,7 @@ from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, S
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro
 
-st.set_page_config(page_title="Tokens & input embeddings · BERT Explorer", layout="wide")
-intro("Tokens & input embeddings", """
+intro("Tokens and embeddings", """
 Before any attention, BERT turns text into WordPieces and gives each one a vector: the sum of a
 **token**, a **segment** (sentence A or B) and a **position** embedding, then a LayerNorm
 (Devlin et al. 2019, Section 3, "Input/Output Representations" and Figure 2). Below you see the

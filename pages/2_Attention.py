@@ -16,8 +16,7 @@ from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, S
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro
 
-st.set_page_config(page_title="Attention · BERT Explorer", layout="wide")
-intro("Attention heads", """
+intro("Attention", """
 Every encoder layer of BERT runs several **self-attention heads** side by side (their number is
 the paper's A; Devlin et al. 2019, Section 3, after Vaswani et al. 2017): each token spreads one unit
 of attention over all tokens, left *and* right, and takes in a weighted mix of their vectors. Below you see those weights for

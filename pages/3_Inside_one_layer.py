@@ -13,7 +13,6 @@ from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.finder import causal_checkpoints, runs_root
 
-st.set_page_config(page_title="Inside one layer · BERT Explorer", layout="wide")
 intro("Inside one layer", """
 One encoder layer of BERT, one step at a time, with the **real numbers of the loaded model** for your
 sentence: the input representation (Devlin et al. 2019, Section 3.2), the multi-head self-attention of

@@ -12,8 +12,7 @@ from bert_explorer.app.keep import kept_widget
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro, needs_head
 
-st.set_page_config(page_title="Masked-word probe · BERT Explorer", layout="wide")
-intro("Masked-word probe", """
+intro("Masked word probe", """
 BERT's first pre-training task (Devlin et al. 2019, Section 3.1, "Task #1: Masked LM"): hide a
 word behind `[MASK]` and let the model guess it **from both sides at once**. Below you see the
 MLM head's probabilities at each `[MASK]`, what each layer would guess if the head read it

@@ -12,8 +12,7 @@ from bert_explorer.app.keep import kept_widget
 from bert_explorer.app.state import by_inputs, picked_model
 from bert_explorer.app.widgets import intro, needs_head
 
-st.set_page_config(page_title="Next-sentence probe · BERT Explorer", layout="wide")
-intro("Next-sentence probe", """
+intro("Next sentence probe", """
 BERT's second pre-training task (Devlin et al. 2019, Section 3.1, "Task #2: Next Sentence
 Prediction"): given `[CLS] A [SEP] B [SEP]`, is B the sentence that really followed A (IsNext)
 or a random sentence from elsewhere in the corpus (NotNext)? The answer is read from the

@@ -16,7 +16,6 @@ from bert_explorer.app.state import by_weights, load, model_picker, shown_path
 from bert_explorer.app.widgets import intro, needs_head
 from bert_explorer.runs.finder import runs_root
 
-st.set_page_config(page_title="Attributions · BERT Explorer", layout="wide")
 intro("Attributions", """
 Which words of your input pushed the model towards its answer? **Integrated Gradients** (Sundararajan
 et al. 2017, Section 3) walks from a *baseline*, your input with every word replaced by `[PAD]`, to your

@@ -16,7 +16,6 @@ from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import DEFAULT_MODEL
 from bert_explorer.runs import finder
 
-st.set_page_config(page_title="Two models · BERT Explorer", layout="wide")
 intro("Two models side by side", """
 The same sentences go through **model A** (the sidebar's model) and **model B**: by default the newest
 fine-tuning of model A that learned something (the rule is stated below the choice), else the model that

@@ -14,7 +14,6 @@ from bert_explorer.app.state import by_weights, heavy_turn, load, picked_model, 
 from bert_explorer.runs.report import duration_text
 from bert_explorer.app.widgets import intro
 
-st.set_page_config(page_title="What each layer knows · BERT Explorer", layout="wide")
 intro("What each layer knows", """
 The model is frozen, and a **linear probe** (one softmax layer) is trained on the vectors of each
 layer in turn (the embeddings, then each encoder layer) to read off one thing: named entities, part of

@@ -14,8 +14,7 @@ from bert_explorer.app.state import by_inputs, by_weights, is_private, load, pic
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.report import duration_text
 
-st.set_page_config(page_title="Nearest neighbours · BERT Explorer", layout="wide")
-intro("Nearest neighbours in a corpus", """
+intro("Nearest neighbours", """
 Pick one token of your sentence and a layer: the table lists the tokens of a whole corpus (BBC
 News, about a million WordPieces) whose vectors at that layer are nearest to yours (cosine
 similarity), each in its own sentence. This is the key feature of exBERT (Hoover et al. 2020).

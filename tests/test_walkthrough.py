@@ -60,3 +60,12 @@ def test_two_models_in_classroom_mode_makes_no_offer_above_its_refusal(classroom
     assert not at.exception
     assert "One click fine-tunes it" not in shown and not [b for b in at.button if b.key == "two_finetune"]
     assert "fine-tuning it here is off in classroom mode" in shown
+
+
+def test_each_page_has_one_name_in_the_menu_and_at_its_top(runs_root):
+    from bert_explorer.app.widgets import MENU
+
+    for path, label, _ in MENU[1:]:
+        at = AppTest.from_file(str(ROOT / path), default_timeout=120).run()
+        assert not at.exception, path
+        assert at.title[0].value == label, path

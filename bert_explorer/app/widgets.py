@@ -38,6 +38,9 @@ def menu() -> None:
 
 
 def intro(title: str, text: str) -> None:
+    """The top of a page: its browser-tab title, the menu, its title and what it shows. ``title`` is the
+    page's label in MENU: one name per page, in the menu, the tab and the heading."""
+    st.set_page_config(page_title=f"{title} · BERT Explorer", layout="wide")
     menu()
     st.title(title)
     st.markdown(text)
