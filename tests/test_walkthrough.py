@@ -69,3 +69,31 @@ def test_each_page_has_one_name_in_the_menu_and_at_its_top(runs_root):
         at = AppTest.from_file(str(ROOT / path), default_timeout=120).run()
         assert not at.exception, path
         assert at.title[0].value == label, path
+
+
+def test_bertviz_gives_every_head_of_bert_large_and_every_layer_its_own_colour():
+    """bertviz's ten colours made head 11 look like head 1; 16 heads (BERT-Large) and 24 layers now each
+    get one of their own, in both views."""
+    import re
+
+    import numpy as np
+
+    from bert_explorer.analysis.attention.bertviz_offline import COLOURS, render
+    from bert_explorer.analysis.attention.heads import AttentionResult
+
+    L, A, T = 24, 16, 5
+    att = np.full((L, A, T, T), 1 / T, dtype=np.float32)
+    result = AttentionResult(["[CLS]", "a", "b", "c", "[SEP]"], [0] * T, att)
+    assert len({c.lower() for c in COLOURS}) == len(COLOURS) >= L >= A
+    head = render(result, "head", layers=[0]).html
+    assert "d3.scaleOrdinal(d3.schemeCategory10)" not in head  # (d3 itself, inlined, still defines it)
+    palette = re.search(r"d3\.scaleOrdinal\((\[[^\]]*\])\)", head)
+    assert palette and len(set(json_list(palette.group(1))[:A])) == A
+    model = render(result, "model", layers=list(range(L))).html
+    assert "LAYER_COLORS = d3.schemeCategory10" not in model and "% LAYER_COLORS.length" in model
+
+
+def json_list(text: str) -> list:
+    import json
+
+    return json.loads(text)

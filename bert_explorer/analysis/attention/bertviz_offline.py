@@ -307,6 +307,33 @@ _LINE_PATCHES = {
 }
 
 
+# bertviz colours heads (head view) and layers (model view) from d3's ten colours, so head 11 looked
+# like head 1. Enough distinct colours for BERT-Large: 16 heads, 24 layers (d3's ten, then the dark
+# and light pairs of its category-20 scales that none of the ten is close to).
+COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#5254a3",
+           "#b5cf6b", "#e7ba52", "#ad494a", "#de9ed6", "#9c9ede", "#cedb9c", "#e7969c", "#6b6ecf"]
+_COLOUR_PATCHES = {
+    "head": [(re.compile(re.escape("d3.scaleOrdinal(d3.schemeCategory10)")),
+              "d3.scaleOrdinal(" + json.dumps(COLOURS) + ")", 1)],
+    "model": [(re.compile(re.escape("const LAYER_COLORS = d3.schemeCategory10;")),
+               "const LAYER_COLORS = " + json.dumps(COLOURS) + ";", 1),
+              (re.compile(re.escape("LAYER_COLORS[config.layers[layer] % 10]")),
+               "LAYER_COLORS[config.layers[layer] % LAYER_COLORS.length]", 1)],
+}
+
+
+def _distinct_colours(body: str, view: str) -> str:
+    """bertviz's page with a colour of its own for each of up to 16 heads and 24 layers (``COLOURS``);
+    a bertviz whose code differs from the one these patches were written for keeps its ten."""
+    patched = body
+    for pattern, replacement, count in _COLOUR_PATCHES[view]:
+        patched, n = pattern.subn(lambda m: replacement, patched)
+        if n != count:
+            return body
+    return patched
+
+
 def _draw_visible_lines_only(body: str, view: str) -> tuple[str, bool]:
     """bertviz's page drawing only the lines whose weight can be seen (``MIN_VISIBLE_WEIGHT``).
     Returns the page and whether it could be changed; a bertviz whose code differs from the one
@@ -362,6 +389,7 @@ def render(result: AttentionResult, view: str = "head", layers: list[int] | None
         raise ValueError(f"view must be 'head' or 'model', not {view!r}")
     body, relabelled = _number_from_one(body, view)
     body, _ = _draw_visible_lines_only(body, view)
+    body = _distinct_colours(body, view)
     body = _CDN_SCRIPT.sub("", body)
     body = _REQUIRE_CONFIG.sub("", body, count=1)  # the CDN paths: nothing is fetched
     # The tokens are the user's text inside bertviz's one <script>: "</" must not close it early.
