@@ -9,6 +9,7 @@ from bert_explorer import limits
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
+from bert_explorer.app.keep import kept_widget
 from bert_explorer.app.state import (device_name, model_picker, shown_path, without_host_paths, writes_allowed,
                                      writes_off)
 from bert_explorer.app.widgets import intro
@@ -131,19 +132,23 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                "settings to do as the paper does.")
     with st.expander("Advanced settings"):
         a1, a2, a3 = st.columns(3)
-        lr = a1.number_input("Learning rate", 1e-6, 1e-2, 5e-5, step=1e-5, format="%.0e", key="ft_lr")
-        grid = a1.checkbox("Try 5e-5, 3e-5, 2e-5 and keep the best on dev", key="ft_lr_grid")
-        epochs = a2.number_input("Epochs", 0.1, 100.0, 3.0, step=1.0, key="ft_epochs")
-        batch = a2.number_input("Batch size", 1, 1024, 32, key="ft_batch")
-        max_len = a3.number_input("Max sequence length (WordPieces)", 16, 512, 128, step=16, key="ft_max_len")
-        mode = a3.radio("Mode", ["fine-tune", "feature-based"], key="ft_mode",
-                        help="feature-based: BERT frozen, a 2-layer BiLSTM trained on its activations (Table 7).")
-        features = a3.selectbox("Features (feature-based)", FEATURE_MODES, index=FEATURE_MODES.index("concat-last-4"),
-                                key="ft_features", disabled=mode != "feature-based")
-        max_train = a1.number_input(f"Use at most N training examples (0 = all, up to {MAX_TRAIN_EXAMPLES:,})", 0,
-                                    MAX_TRAIN_EXAMPLES, 0, key="ft_max_train")
-        dev_fraction = a2.number_input("Dev fraction held out", 0.01, 0.5, 0.1, key="ft_dev_fraction")
-        seed = a3.number_input("Seed", 0, 1_000_000, 0, key="ft_seed")
+        # kept: the settings hold when the user leaves the page and comes back (app/keep.py)
+        lr = kept_widget(a1.number_input, "Learning rate", "ft_lr", 5e-5, min_value=1e-6, max_value=1e-2, step=1e-5,
+                         format="%.0e")
+        grid = kept_widget(a1.checkbox, "Try 5e-5, 3e-5, 2e-5 and keep the best on dev", "ft_lr_grid", False)
+        epochs = kept_widget(a2.number_input, "Epochs", "ft_epochs", 3.0, min_value=0.1, max_value=100.0, step=1.0)
+        batch = kept_widget(a2.number_input, "Batch size", "ft_batch", 32, min_value=1, max_value=1024)
+        max_len = kept_widget(a3.number_input, "Max sequence length (WordPieces)", "ft_max_len", 128, min_value=16,
+                              max_value=512, step=16)
+        mode = kept_widget(a3.radio, "Mode", "ft_mode", "fine-tune", options=["fine-tune", "feature-based"],
+                           help="feature-based: BERT frozen, a 2-layer BiLSTM trained on its activations (Table 7).")
+        features = kept_widget(a3.selectbox, "Features (feature-based)", "ft_features", "concat-last-4",
+                               options=FEATURE_MODES, disabled=mode != "feature-based")
+        max_train = kept_widget(a1.number_input, f"Use at most N training examples (0 = all, up to "
+                                f"{MAX_TRAIN_EXAMPLES:,})", "ft_max_train", 0, min_value=0, max_value=MAX_TRAIN_EXAMPLES)
+        dev_fraction = kept_widget(a2.number_input, "Dev fraction held out", "ft_dev_fraction", 0.1, min_value=0.01,
+                                   max_value=0.5)
+        seed = kept_widget(a3.number_input, "Seed", "ft_seed", 0, min_value=0, max_value=1_000_000)
 
     if data is not None:
         task_kind = data.task

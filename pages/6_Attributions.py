@@ -11,7 +11,7 @@ from bert_explorer.analysis.attributions.integrated_gradients import affordable
 from bert_explorer import limits
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.keep import remembered
+from bert_explorer.app.keep import kept_widget, remembered
 from bert_explorer.app.state import by_weights, load, model_picker, shown_path
 from bert_explorer.app.widgets import intro, needs_head
 from bert_explorer.runs.finder import runs_root
@@ -95,10 +95,11 @@ try:
         from_probe("mlm_text", "attr_mlm_text", "the Masked-word probe's sentence",
                    lambda v: "[MASK]" in str(v).upper())
         c1, c2 = st.columns([3, 1])
-        text = c1.text_input("Sentence (the first [MASK] is explained)",
-                             EXAMPLE_MASKED, key="attr_mlm_text", max_chars=limits.CHARS)
-        word = c2.text_input("Word to explain", key="attr_mlm_word", placeholder="top prediction", max_chars=100,
-                             help="One WordPiece; empty = the model's most probable word.")
+        # kept: what the user typed holds when they leave the page and come back (app/keep.py)
+        text = kept_widget(c1.text_input, "Sentence (the first [MASK] is explained)", "attr_mlm_text", EXAMPLE_MASKED,
+                           max_chars=limits.CHARS)
+        word = kept_widget(c2.text_input, "Word to explain", "attr_mlm_word", "", placeholder="top prediction",
+                           max_chars=100, help="One WordPiece; empty = the model's most probable word.")
         result = _masked_word(name, text, word or None, **integration(loaded))
         d = result.details
         copied = copied_word(text, [{"token": d["word"]}])
@@ -110,8 +111,8 @@ try:
     elif target == NSP:
         loaded = pretrained(NSP_HEAD, "judge whether B follows A")
         from_probe("nsp_a", "attr_nsp_a", "the Next-sentence probe's pair", bool, pair=("nsp_b", "attr_nsp_b"))
-        a = st.text_input("Sentence A", EXAMPLE_PAIR[0], key="attr_nsp_a", max_chars=limits.CHARS)
-        b = st.text_input("Sentence B", EXAMPLE_PAIR[1], key="attr_nsp_b", max_chars=limits.CHARS)
+        a = kept_widget(st.text_input, "Sentence A", "attr_nsp_a", EXAMPLE_PAIR[0], max_chars=limits.CHARS)
+        b = kept_widget(st.text_input, "Sentence B", "attr_nsp_b", EXAMPLE_PAIR[1], max_chars=limits.CHARS)
         result = _next_sentence(name, a, b, **integration(loaded))
         st.caption(f"P(IsNext) = {result.details['p_is_next']:.1%} for the pair, "
                    f"{result.details['p_is_next_baseline']:.1%} for the baseline.")
@@ -133,12 +134,12 @@ try:
         if error:
             st.info(error)
             st.stop()
-        text = st.text_input("Text", EXAMPLE_CLASSIFIER, key="attr_clf_text", max_chars=limits.CHARS)
+        text = kept_widget(st.text_input, "Text", "attr_clf_text", EXAMPLE_CLASSIFIER, max_chars=limits.CHARS)
         # here, not at the top: the registry loads scikit-learn and scipy (1.5 s), which only this mode needs
         from bert_explorer.tasks.registry import PAIR_CLASSIFICATION, TASK_TYPES
 
         kind = TASK_TYPES.get(run["task"])  # the run's training_args.json names its task type
-        text_b = st.text_input("Second text (pair tasks)", key="attr_clf_text_b", max_chars=limits.CHARS) \
+        text_b = kept_widget(st.text_input, "Second text (pair tasks)", "attr_clf_text_b", "", max_chars=limits.CHARS) \
             if kind is PAIR_CLASSIFICATION else None
         label = st.selectbox("Class to explain", ["the predicted class", *run["labels"]], key="attr_clf_label")
         result = _classifier(run["model_dir"], text, text_b, None if label == "the predicted class" else label,

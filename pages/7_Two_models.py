@@ -9,6 +9,7 @@ from bert_explorer import limits
 
 from bert_explorer.analysis.comparison import candidates, held_out, two_models, verdict
 from bert_explorer.app import runs_view as rv
+from bert_explorer.app.keep import kept_widget
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.state import by_weights, load, picked_model, shown_path, writes_allowed, writes_off
@@ -198,8 +199,8 @@ if result["attention_js"] is not None:
     h1, h2, h3 = st.columns([1, 1, 3])
     layer = h1.selectbox("Layer", range(L), index=int(worst[0]), format_func=lambda i: f"{i + 1}", key="two_layer")
     head = h2.selectbox("Head", range(A), index=int(worst[1]), format_func=lambda i: f"{i + 1}", key="two_head")
-    text = h3.text_input("Sentence for the maps", "the cat sat on the mat because it was warm .", key="two_text",
-                         max_chars=limits.CHARS)
+    text = kept_widget(h3.text_input, "Sentence for the maps", "two_text", "the cat sat on the mat because it was warm .",
+                       max_chars=limits.CHARS)
     if text.strip():
         maps = _maps(name_a, name_b, text)
         tokens = maps["tokens"]

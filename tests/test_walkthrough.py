@@ -97,3 +97,20 @@ def json_list(text: str) -> list:
     import json
 
     return json.loads(text)
+
+
+def test_what_was_typed_on_attributions_two_models_and_fine_tune_holds_after_another_page(runs_root):
+    at = AppTest.from_file(str(ROOT / "run_app.py"), default_timeout=120).run()
+    at.switch_page("pages/6_Attributions.py").run()
+    at.text_input(key="attr_mlm_word").input("cost").run()
+    at.switch_page("pages/11_Fine-tune.py").run()
+    at.number_input(key="ft_epochs").set_value(5.0)
+    at.number_input(key="ft_seed").set_value(7)
+    at.radio(key="ft_mode").set_value("feature-based").run()
+    at.switch_page("pages/1_Tokens_and_embeddings.py").run()  # away...
+    at.switch_page("pages/11_Fine-tune.py").run()             # ...and back
+    assert not at.exception
+    assert (at.number_input(key="ft_epochs").value, at.number_input(key="ft_seed").value,
+            at.radio(key="ft_mode").value) == (5.0, 7, "feature-based")
+    at.switch_page("pages/6_Attributions.py").run()
+    assert not at.exception and at.text_input(key="attr_mlm_word").value == "cost"
