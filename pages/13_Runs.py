@@ -89,11 +89,13 @@ rows = {labels[n]: by_name[n].metrics() for n in picked}
 keys = run_figures.numeric_keys([r for rs in rows.values() for r in rs])
 if picked and keys:
     key = st.selectbox("Metric", keys, key="runs_compare_metric", format_func=lambda k: report.LABELS.get(k, k))
-    fig = run_figures.compare_figure(rows, key)
+    fig = run_figures.compare_figure(rows, key, kinds={labels[n]: by_name[n].config().get("kind", "") for n in picked})
     if fig is not None:
         exports.figure(fig, "runs_compare_fig")
     finals = {labels[n]: report.key_metrics(by_name[n].status()) for n in picked}
-    st.dataframe(pd.DataFrame(finals).T.rename(columns=lambda k: report.LABELS.get(k, k)), width="stretch")
+    # a number a run does not have (a pre-training's dev accuracy) is said as such, not as "None"
+    st.dataframe(pd.DataFrame(finals).T.rename(columns=lambda k: report.LABELS.get(k, k)).astype(object)
+                 .where(lambda t: t.notna(), "—"), width="stretch")
 elif picked:
     st.info("These runs have not logged any metrics yet.")
 

@@ -441,6 +441,12 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
     assert not at.exception
     compare = next(c for c in _charts(at) if c["layout"]["title"]["text"] == "loss")
     assert {tr["name"] for tr in compare["data"]} == {"pt-a", "ft-b"}
+    # a pre-training's loss and a fine-tuning's are not one quantity: a panel each, each its own axis
+    axes = {tr["name"]: tr.get("yaxis", "y") for tr in compare["data"]}
+    assert axes["pt-a"] != axes["ft-b"]
+    assert sorted(a["text"] for a in compare["layout"]["annotations"]) == ["fine-tuning", "pre-training"]
+    finals = next(d.value for d in at.dataframe if "MLM accuracy" in d.value.columns)
+    assert not finals.isna().any().any() and finals.loc["ft-b", "MLM accuracy"] == "—"  # not a raw None
 
     # a running run is refused, even with the confirmation ticked
     at.selectbox(key="runs_delete_sel_0_").set_value("pt-busy").run()

@@ -74,13 +74,28 @@ def figures(kind: str, rows: list[dict]) -> dict:
     return {k: f for k, f in {"all": line_figure(rows, numeric_keys(rows)[:6], "Logged metrics")}.items() if f}
 
 
-def compare_figure(named_rows: dict[str, list[dict]], key: str, split: str | None = None):
-    data = [{"step": r.get("step"), "value": r[key], "run": name}
+KIND_NAMES = {"pretrain": "pre-training", "finetune": "fine-tuning", "ablation": "ablation"}
+
+
+def compare_figure(named_rows: dict[str, list[dict]], key: str, split: str | None = None,
+                   kinds: dict[str, str] | None = None):
+    """One metric of several runs over their steps. ``kinds`` names each run's kind ("pretrain",
+    "finetune"): runs of different kinds get a panel each, with its own axis, since a pre-training's
+    loss (masked LM plus next sentence) and a fine-tuning's loss (its task's) are not one quantity."""
+    kinds = kinds or {}
+    data = [{"step": r.get("step"), "value": r[key], "run": name,
+             "kind": KIND_NAMES.get(kinds.get(name, ""), kinds.get(name) or "run")}
             for name, rows in named_rows.items() for r in latest_rows(rows)
             if isinstance(r.get(key), (int, float)) and (split is None or r.get("split") == split)]
     if not data:
         return None
-    fig = px.line(pd.DataFrame(data), x="step", y="value", color="run", title=LABELS.get(key, key),
-                  markers=len(data) <= 80)
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=40, b=10))
+    frame = pd.DataFrame(data)
+    panels = list(dict.fromkeys(frame["kind"]))
+    several = len(panels) > 1
+    fig = px.line(frame, x="step", y="value", color="run", title=LABELS.get(key, key), markers=len(data) <= 80,
+                  facet_row="kind" if several else None, category_orders={"kind": panels})
+    if several:
+        fig.update_yaxes(matches=None, title_text=LABELS.get(key, key))  # each kind its own scale
+        fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "kind=fine-tuning" -> the kind
+    fig.update_layout(height=380 * (len(panels) if several else 1), margin=dict(l=10, r=10, t=40, b=10))
     return fig
