@@ -215,7 +215,10 @@ main = list(kind.metrics) if kind else []
 shown = [k for k in main if isinstance(dev.get(k), (int, float))]
 cols = st.columns(max(1, len(shown)) + 1)
 for col, k in zip(cols, shown):
-    col.metric(f"dev {LABELS.get(k, k)}", f"{dev[k]:.1f}" if kind.percent else f"{dev[k]:.3f}")
+    col.metric(f"dev {LABELS.get(k, k)}, during training", f"{dev[k]:.1f}" if kind.percent else f"{dev[k]:.3f}",
+               help="Measured by the run at its last evaluation, in its training precision. After fine-tuning "
+                    "recomputes it from the saved model, example by example, in float32: the two may differ in the "
+                    "third decimal.")
 cols[-1].metric("examples (train / dev)", f"{result.get('train_examples', 0):,} / {result.get('dev_examples', 0):,}")
 if warning := small_dev_warning(result.get("dev_examples", 0)):
     st.warning(warning)

@@ -118,7 +118,7 @@ st.subheader("1. The dev set, example by example")
 right = [r for r in rows if r.get("correct")]
 wrong = [r for r in rows if r.get("correct") is False]
 m = st.columns(3)
-m[0].metric(f"dev {LABELS.get(main, main)}", fmt(whole[main]),
+m[0].metric(f"dev {LABELS.get(main, main)}, saved model", fmt(whole[main]),
             help="Recomputed from the rows below, in float32 by the saved model; the run's own number (Fine-tune "
                  "page) was measured during training, in its precision.")
 if task.target != "value":

@@ -268,7 +268,8 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     at.run()
     assert not at.exception
     labels = [m.label for m in at.metric]
-    assert "dev accuracy" in labels and "dev macro-F1" in labels
+    # named for when it was measured: After fine-tuning's "saved model" figure may differ in the third decimal
+    assert "dev accuracy, during training" in labels and "dev macro-F1, during training" in labels
     assert "Confusion matrix (dev)" in _titles(at)
     assert at.get("download_button")
     at.text_input(key="ft_try_text").set_value("we saw the film and it was good").run()
@@ -326,12 +327,12 @@ def test_finetune_page_builtin_ner_and_qa_results(runs_root, base_model, task):
     assert not at.exception
     labels = [m.label for m in at.metric]
     if task == "ner":
-        assert "dev F1" in labels
+        assert "dev F1, during training" in labels
         assert any("Entities by type" in m.value for m in at.markdown)
         at.text_input(key="ft_try_text").set_value("Anna flew to Paris").run()
         assert not at.exception and any("Entities:" in m.value for m in at.markdown)
     else:
-        assert "dev exact match" in labels and "dev F1" in labels
+        assert "dev exact match, during training" in labels and "dev F1, during training" in labels
         questions = at.dataframe[-1].value
         assert list(questions.columns) == ["question", "context", "gold", "predicted"] and len(questions) > 0
         at.text_input(key="ft_try_text").set_value("what colour is the car?")
