@@ -145,7 +145,7 @@ def attributions(page, base, out):
 
 
 def masked_word_probe(page, base, out):
-    visit(page, base, "Masked_word_probe", "Masked-word probe")
+    visit(page, base, "Masked_word_probe", "Masked word probe")
     shoot(page, out, "masked_word_probe", 1600)
 
 
@@ -236,7 +236,7 @@ def gallery(page, base, out):
 
 def download(page, base, out):
     """BERT-Base chosen in the sidebar's gallery and its download under way (the stand-in serves slowly)."""
-    visit(page, base, "Masked_word_probe", "Masked-word probe")
+    visit(page, base, "Masked_word_probe", "Masked word probe")
     sidebar = page.get_by_test_id("stSidebar")
     sidebar.get_by_role("combobox").first.click()
     page.get_by_role("option", name="the paper's BERTs (Hugging Face Hub)…").click()

@@ -114,7 +114,7 @@ def test_the_model_picked_holds_when_the_menu_opens_another_page(app_url, page):
     page.get_by_role("option", name="explorer-mini", exact=True).click()
     sidebar.get_by_text("L = 4 layers", exact=False).wait_for(timeout=120_000)
     sidebar.locator("[data-testid='stPageLink']", has_text="Masked word probe").click()
-    page.get_by_role("heading", name="Masked-word probe").wait_for(timeout=120_000)
+    page.get_by_role("heading", name="Masked word probe").wait_for(timeout=120_000)
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=180_000)
     assert _picked(sidebar) == "explorer-mini"
     assert "L = 4 layers" in sidebar.inner_text()
