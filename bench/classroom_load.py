@@ -48,7 +48,7 @@ async def _one_tab(context, url: str) -> tuple[float, bool]:
     page = await context.new_page()
     t0 = time.perf_counter()
     await page.goto(url, timeout=600_000)
-    await page.get_by_text("Masked word probe").first.wait_for(timeout=600_000)
+    await page.locator("h1", has_text="Masked word probe").first.wait_for(timeout=600_000)  # the page, not the menu
     await page.wait_for_function(DONE, timeout=600_000, polling=250)
     took = time.perf_counter() - t0
     classroom = await page.get_by_text("Classroom mode").count() > 0
