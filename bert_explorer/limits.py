@@ -81,8 +81,8 @@ WHAT = {
     "words": "words on the map of token embeddings (Tokens and embeddings § 4)",
     "map_sentences": "sentences on the map of one word in context (§ 4)",
     "compared": "sentences compared pair by pair (§ 5)",
-    "pairs": "sentence pairs scored at once (Next-sentence probe)",
-    "masks": "[MASK]s in one sentence (Masked-word probe)",
+    "pairs": "sentence pairs scored at once (Next sentence probe)",
+    "masks": "[MASK]s in one sentence (Masked word probe)",
     "token_steps": "WordPieces × integration steps in one attribution",
     "attribution_tokens": "WordPieces of an input to explain (Attributions)",
 }
