@@ -259,3 +259,16 @@ def test_a_model_that_failed_to_load_is_listed_to_nobody_else(runs_root, monkeyp
     (broken / "config.json").write_text(json.dumps({**cfg, "num_hidden_layers": 2}) + " ")
     third = _page("4_Masked_word_probe.py").run()
     assert "huge · step 1" in third.sidebar.selectbox(key="be_model_choice").options
+
+
+def test_the_cli_prints_the_limits_the_pages_enforce_without_downloading(capsys):
+    import json as json_
+
+    from bert_explorer.cli import main
+
+    assert main(["limits", "--model", "minilm-mlm-nsp", "bert-base-uncased", "--json"]) == 0
+    table = json_.loads(capsys.readouterr().out)
+    mini = limits.for_config(checkpoint.inspect(checkpoint.resolve("minilm-mlm-nsp")))
+    assert table["minilm-mlm-nsp"]["token_steps"] == mini.token_steps
+    assert table["bert-base-uncased"]["compared"] == limits.for_config(_config(12, 768, 12)).compared
+    assert table["bert-base-uncased"]["attribution_tokens"] < table["minilm-mlm-nsp"]["attribution_tokens"]
