@@ -23,16 +23,17 @@ import asyncio
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import uuid
-from http.cookies import SimpleCookie
 
 import psutil
 
-from classroom_load import _free_port, _one_session, _start_server, _wait_for_port
+from classroom_load import ROOT, _free_port, _one_session, _start_server, _wait_for_port
+
+sys.path.insert(0, str(ROOT / "tests"))
+from serving import put_file  # noqa: E402  (the tests' client: a PUT as a script sends it, XSRF cookie included)
 
 UPLOAD_BYTES = 150 * 1024 * 1024
 
@@ -94,29 +95,12 @@ async def clear_caches(port: int, stop: asyncio.Event, counts: dict) -> None:
     await ws.close()
 
 
-def _put(port: int, session: str, data: bytes) -> int:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health") as r:
-        token = SimpleCookie(r.headers.get("Set-Cookie", ""))["_streamlit_xsrf"].value
-    boundary = "----hostile"
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"big.bin\"\r\n"
-            "Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/_stcore/upload_file/{session}/{uuid.uuid4()}",
-                                 data=body, method="PUT",
-                                 headers={"Content-Type": f"multipart/form-data; boundary={boundary}",
-                                          "X-Xsrftoken": token, "Cookie": f"_streamlit_xsrf={token}"})
-    try:
-        with urllib.request.urlopen(req) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-
-
 async def put_uploads(port: int, stop: asyncio.Event, counts: dict) -> None:
     ws = await _ws(port)
     _, session = await _run(ws, "Masked_word_probe")
     data = os.urandom(1024) * (UPLOAD_BYTES // 1024)
     while not stop.is_set():
-        status = await asyncio.to_thread(_put, port, session, data)
+        status = await asyncio.to_thread(put_file, port, session, str(uuid.uuid4()), data)
         counts[f"PUT {status}"] = counts.get(f"PUT {status}", 0) + 1
     await ws.close()
 

@@ -18,7 +18,6 @@ the work folder's start lock, and a downloader that finds the lock taken anyway 
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -28,6 +27,7 @@ from .. import atomic, hub
 from ..disk_cache import cache_root
 from . import lock
 from .background import reap_when_done, spawn
+from .finder import read_json
 
 STARTING_GRACE_S = 60  # a "starting" download whose process has not taken the lock by then failed to start
 PROGRESS_EVERY_S = 0.5
@@ -38,10 +38,7 @@ def work_dir(repo_id: str) -> Path:
 
 
 def read_progress(repo_id: str) -> dict:
-    try:
-        return json.loads((work_dir(repo_id) / "progress.json").read_text())
-    except (OSError, ValueError):
-        return {}
+    return read_json(work_dir(repo_id) / "progress.json")
 
 
 def _write_progress(repo_id: str, **fields) -> None:

@@ -55,7 +55,8 @@ def find_runs(root: str | Path, kind: str | None = None, depth: int = 3) -> list
     return sorted(found, key=lambda r: r.status().get("created", 0), reverse=True)
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
+    """A JSON object from ``path``; {} when it is missing, unreadable or not an object."""
     try:
         data = json.loads(path.read_text())
         return data if isinstance(data, dict) else {}
@@ -65,7 +66,7 @@ def _read_json(path: Path) -> dict:
 
 def is_ablation(path: str | Path) -> bool:
     p = Path(path)
-    return (p / "plan.json").exists() or _read_json(p / "config.json").get("kind") == "ablate"
+    return (p / "plan.json").exists() or read_json(p / "config.json").get("kind") == "ablate"
 
 
 def ablation_of(path: str | Path, root: str | Path) -> Path | None:
@@ -142,4 +143,4 @@ def run_checkpoints(root: str | Path) -> list[CheckpointEntry]:
 def causal_checkpoints(root: str | Path) -> list[CheckpointEntry]:
     """The left-to-right (``causal: true``) checkpoints under ``root``: what the ablation
     studio's LTR pre-training writes (Table 5's "LTR & No NSP")."""
-    return [c for c in run_checkpoints(root) if _read_json(Path(c.path) / "config.json").get("causal")]
+    return [c for c in run_checkpoints(root) if read_json(Path(c.path) / "config.json").get("causal")]

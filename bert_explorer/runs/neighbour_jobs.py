@@ -29,7 +29,6 @@ it has no run folder, settings or checkpoints, and its result is a cache entry.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -40,6 +39,7 @@ from .. import atomic, disk_cache
 from ..disk_cache import cache_root
 from . import lock
 from .background import reap_when_done, spawn
+from .finder import read_json
 from .report import log_tail as read_log_tail
 
 # A "starting" build whose process has not taken the lock by then has failed to start; until then
@@ -58,10 +58,7 @@ def work_dir(entry_path: Path) -> Path:
 
 
 def read_progress(entry_path: Path) -> dict:
-    try:
-        return json.loads((work_dir(entry_path) / "progress.json").read_text())
-    except (OSError, ValueError):
-        return {}
+    return read_json(work_dir(entry_path) / "progress.json")
 
 
 def write_progress(entry_path: Path, **fields) -> None:
