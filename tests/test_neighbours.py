@@ -416,7 +416,7 @@ def test_classroom_mode_builds_one_index_at_a_time(cache, corpus_file, monkeypat
             at.run()
             assert not at.exception
             assert not [b for b in at.button if b.key == "nn_build"]
-            assert any("one builds at a time" in i.value for i in at.info)
+            assert any("one runs at a time" in i.value for i in at.info)
     finally:
         st_config.set_option("server.address", before)
 

@@ -1,4 +1,5 @@
-"""Building a nearest-neighbour index in the background: one builder per index, progress on disk.
+"""Building a cache entry in the background (a nearest-neighbour index, a model's measured quality):
+one builder per entry, progress on disk.
 
 An index takes minutes to build (``analysis/neighbours/index.py``), so the page starts the build as a
 separate process, ``python -m bert_explorer.cli.neighbours build ...``, in its own process
@@ -122,25 +123,31 @@ def log_tail(entry_path: Path, lines: int = 20) -> str:
     return read_log_tail(work_dir(entry_path) / "log.txt", lines) or ""
 
 
-def start_refusal(entry_path: Path, one_at_a_time: bool) -> str | None:
+def start_refusal(entry_path: Path, one_at_a_time: bool, what: str = "index") -> str | None:
     """Why the build of ``entry_path`` may not start now, in one sentence, or None: it is built,
     it is being built, or (``one_at_a_time``, classroom mode, so the class does not starve the
-    server's CPU) another index is. A page shows it in place of its button; :func:`start_build`
-    asks again, under its lock."""
+    server's CPU) another build is (of any kind: they share the CPU). A page shows it in place of
+    its button; :func:`start_build` asks again, under its lock. ``what`` names the entry in the
+    sentence ("index", "measurement")."""
     entry_path = Path(entry_path)
     if entry_path.is_dir():
-        return "This index is already built."
+        return f"This {what} is already built."
     if build_state(entry_path, False)["state"] == "building":
-        return "This index is already being built; wait for it to finish (its progress shows on the page)."
+        return f"This {what} is already being built; wait for it to finish (its progress shows on the page)."
     if one_at_a_time and (running := builds_running()):
-        return (f"Another index is being built on this server now ({running[0].get('message') or 'starting'}); in "
-                "classroom mode one builds at a time. Come back when it is done.")
+        return (f"Another background build is running on this server now ({running[0].get('message') or 'starting'}); "
+                "in classroom mode one runs at a time. Come back when it is done.")
     return None
 
 
-def start_build(entry_path: Path, argv: list[str], *, one_at_a_time: bool, room_bytes: float = 0) -> str | None:
-    """Start ``python -m bert_explorer.cli.neighbours build <argv>`` as its own process session,
-    and return None; or start nothing and return one sentence why (:func:`start_refusal`, or the
+BUILD_INDEX = ("bert_explorer.cli.neighbours", "build")  # the command that builds a nearest-neighbour index
+
+
+def start_build(entry_path: Path, argv: list[str], *, one_at_a_time: bool, room_bytes: float = 0,
+                command: tuple[str, ...] = BUILD_INDEX, what: str = "index") -> str | None:
+    """Start ``python -m <command> <argv>`` (by default ``bert_explorer.cli.neighbours build``: any
+    builder that takes :func:`builder_lock` and reports with :func:`write_progress`) as its own
+    process session, and return None; or start nothing and return one sentence why (:func:`start_refusal`, or the
     disk cache has no room for the build's ``room_bytes``: ``disk_cache.make_room``).
 
     The check and the start are one step: both happen under the server's start lock (an
@@ -151,23 +158,23 @@ def start_build(entry_path: Path, argv: list[str], *, one_at_a_time: bool, room_
     entry_path = Path(entry_path)
     disk_cache.work_root().mkdir(parents=True, exist_ok=True)
     with lock.holding(disk_cache.work_root() / START_LOCK_NAME):
-        if why := start_refusal(entry_path, one_at_a_time):
+        if why := start_refusal(entry_path, one_at_a_time, what):
             return why
         if room_bytes and (why := disk_cache.make_room(room_bytes, work_dir(entry_path))):
             return why
-        _spawn_builder(entry_path, argv)
+        _spawn_builder(entry_path, [*command, *argv])
     return None
 
 
-def _spawn_builder(entry_path: Path, argv: list[str]) -> None:
+def _spawn_builder(entry_path: Path, command: list[str]) -> None:
     d = work_dir(entry_path)
     d.mkdir(parents=True, exist_ok=True)
     # "starting" first, so every session sees the build at once; the builder replaces it
     # with "running" (and its pid) as soon as it holds the lock.
     write_progress(entry_path, state="starting", fraction=0.0, message="starting the build process…", pid=None)
     with (d / "log.txt").open("a") as log:
-        log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} build {' '.join(argv)}\n")
-    proc = spawn([sys.executable, "-m", "bert_explorer.cli.neighbours", "build", *argv], d / "log.txt")
+        log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
+    proc = spawn([sys.executable, "-m", *command], d / "log.txt")
     if read_progress(entry_path).get("state") == "starting":  # name the process, so a crash at start shows
         write_progress(entry_path, state="starting", fraction=0.0, message="starting the build process…",
                        pid=proc.pid)
