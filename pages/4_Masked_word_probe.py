@@ -7,7 +7,7 @@ from bert_explorer.analysis.probes.check_set import cloze_score
 from bert_explorer.analysis.probes.pretraining_tasks import (MLM_HEAD, copied_word, masking_demo, mlm_by_layer,
                                                              mlm_top_k, stored_evaluation)
 from bert_explorer.app.result_bundle import ResultBundle
-from bert_explorer.app import exports
+from bert_explorer.app import exports, quality_view
 from bert_explorer.app.keep import kept_widget
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro, needs_head
@@ -107,7 +107,8 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
         st.caption(f"**How good this model is at this.** {held_out}On the check set of hand-written sentences "
                    f"(bench/check_set.json), {cloze['solved']} of {cloze['total']} hidden words are among its top "
                    f"{cloze['top_k']} (computed now).")
-        bundle.add_data("how_good", {"stored_evaluation": evaluation, "check_set_cloze": cloze})
+        bundle.add_data("how_good", {"stored_evaluation": evaluation, "check_set_cloze": cloze,
+                                     "measured_here": quality_view.measured_here(name, loaded, evaluation)})
         st.subheader("Layer by layer")
         st.caption("The MLM head applied to every layer's vector at the first [MASK] (layer 0 = the input "
                    "embeddings). The head was trained on the last layer only, so early rows are a rough lens.")
@@ -128,6 +129,8 @@ df = pd.DataFrame(rows)
 exports.table(df, "mlm_demo", "masking demo", bundle, hide_index=True,
               column_config={"chosen": st.column_config.CheckboxColumn("chosen")})
 st.caption(f"{int(df['chosen'].sum())} of {len(df) - 2} WordPieces chosen; change the seed to draw again.")
+
+quality_view.every_model_measured()
 
 st.divider()
 exports.bundle_button(bundle, "mlm_bundle")

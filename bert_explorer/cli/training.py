@@ -10,11 +10,13 @@ import json
 import sys
 from dataclasses import asdict
 
+from .. import checkpoint
 from ..analysis.layers.features import PAIR_SEPARATOR, parse_example
+from ..analysis.probes import quality
 from ..tasks.base import TaskType
 from ..train.finetune import FinetuneConfig, run_finetuning
 from ..train.predict import Predictor
-from ..train.pretrain import PretrainConfig, evaluate_checkpoint, resume_settings, run_pretraining
+from ..train.pretrain import PretrainConfig, resume_settings, run_pretraining
 from .common import (MODEL_HELP, UserError, config_from, dataclass_args, given_settings, print_json, read_lines,
                      run_or_background, start_run, user_errors)
 
@@ -33,10 +35,15 @@ def register(sub) -> None:
     s.set_defaults(func=cmd_pretrain)
 
     s = sub.add_parser("evaluate-pretraining",
-                       help="held-out MLM accuracy, MLM perplexity and NSP accuracy of a pre-trained model")
+                       help="held-out MLM accuracy, MLM perplexity and NSP accuracy of a pre-trained model, "
+                            "and the hand-written check set")
     s.add_argument("--model", required=True, help=MODEL_HELP)
     s.add_argument("--config", help="the pre-training config of the run that made the model (its corpus, "
-                                    "held-out fraction and seed give back the held-out documents)")
+                                    "held-out fraction and seed give back the held-out documents). Default: "
+                                    "the model's own training_args.json, else the documents minilm-mlm-nsp's "
+                                    "run held out (those of its model card)")
+    s.add_argument("--sequences", type=int, help="measure only the first N held-out sequences (default: all "
+                                                 "of them, as the model cards count)")
     dataclass_args(s, PretrainConfig)
     s.set_defaults(func=cmd_evaluate_pretraining)
 
@@ -75,8 +82,42 @@ def _resumed_config(args):
 
 
 def cmd_evaluate_pretraining(args) -> int:
-    cfg = config_from(args, PretrainConfig)
-    return run_or_background(args, lambda: evaluate_checkpoint(args.model, cfg))
+    """Every held-out sequence by default, so that a model card's figures come out again; a
+    measurement with the default documents is kept in the table of models measured on this
+    machine (the Masked word probe shows it)."""
+    given = given_settings(args, PretrainConfig)
+    if args.sequences is not None and args.sequences < 1:
+        raise UserError("--sequences must be at least 1")
+    if args.eval_batches is not None:
+        raise UserError("--eval-batches counts batches of a training run's evaluations; give --sequences N "
+                        "to measure only the first N held-out sequences")
+
+    def work() -> dict:
+        loaded = checkpoint.load(args.model, "BertForPreTraining", need_heads=("masked-LM head",))
+        cfg, held_out = quality.held_out_settings(loaded)
+        if given:  # the settings given change the model's own (only the documents' settings change what is read)
+            base = cfg
+            with user_errors(TypeError):
+                cfg = PretrainConfig.from_dict({**asdict(base), **given})
+            if quality.document_settings(cfg) != quality.document_settings(base):
+                held_out = f"from the settings given ({cfg.corpus}, {cfg.held_out_fraction:.0%} held out, seed {cfg.seed})"
+        result = quality.measure(loaded, cfg, held_out, max_sequences=args.sequences)
+        quality.save(quality.entry_path(loaded, cfg, args.sequences), result)
+        return result
+    return run_or_background(args, work, show=_show_quality)
+
+
+def _show_quality(result: dict) -> None:
+    """The figures as JSON on stdout; what they were measured on, in words, on stderr."""
+    print_json(result)
+    clozes, pairs = result["check_set_clozes"], result["check_set_pairs"]
+    nsp = f", NSP {result['nsp_accuracy']:.1%}" if "nsp_accuracy" in result else " (no trained NSP head)"
+    print(f"{result['model']}: MLM {result['mlm_accuracy']:.1%} of {result['masked_wordpieces']:,} masked WordPieces"
+          f"{nsp} on {result['held_out_sequences']:,} sequences of {result['held_out_documents']:,} documents "
+          f"{result['held_out_set']}; check set: {clozes[0]}/{clozes[1]} clozes"
+          + (f", {pairs[0]}/{pairs[1]} pairs" if pairs[0] is not None else "")
+          + ("" if result["standard_vocabulary"] else "; its vocabulary is not the standard uncased one: "
+             "not comparable piece for piece"), file=sys.stderr)
 
 
 def cmd_finetune(args) -> int:

@@ -392,15 +392,21 @@ class _Sampler:
         return self._perms[epoch][i]
 
 
-def evaluate(model, instances, cfg: PretrainConfig, tok: WordPieceTokenizer, dev: Device) -> dict:
+def evaluate(model, instances, cfg: PretrainConfig, tok: WordPieceTokenizer, dev: Device,
+             on_batch=None) -> dict:
     """Held-out MLM accuracy and perplexity (exp of the mean cross-entropy over predicted
-    tokens) and NSP accuracy. Masks of held-out instances are fixed, so numbers compare."""
+    tokens) and NSP accuracy, over the first ``cfg.eval_batches`` batches. Masks of held-out
+    instances are fixed, so numbers compare. ``on_batch(sequences_done, sequences)`` is called
+    after each batch (a background measurement reports its progress with it). The model is left
+    in the mode it came in (training goes on with dropout; a probe after it needs none)."""
+    was_training = model.training
     model.eval()
     correct = total = nsp_correct = nsp_total = 0
     ce_sum = 0.0
     bs = cfg.batch_size
+    end = min(len(instances), cfg.eval_batches * bs)
     with torch.no_grad(), dev.autocast():
-        for start in range(0, min(len(instances), cfg.eval_batches * bs), bs):
+        for start in range(0, end, bs):
             batch = collate(instances[start:start + bs], tok.pad_id, cfg.objective)
             batch = {k: v.to(dev.device) for k, v in batch.items()}
             out = model(**batch)
@@ -414,7 +420,9 @@ def evaluate(model, instances, cfg: PretrainConfig, tok: WordPieceTokenizer, dev
                 labelled = nsp_label != IGNORE  # MLM-only sequences carry no NSP label
                 nsp_correct += (out.nsp_logits.argmax(-1) == nsp_label)[labelled].sum().item()
                 nsp_total += labelled.sum().item()
-    model.train()
+            if on_batch is not None:
+                on_batch(min(start + bs, end), end)
+    model.train(was_training)
     result = {"mlm_accuracy": correct / max(total, 1), "mlm_perplexity": math.exp(ce_sum / max(total, 1)),
               "eval_tokens": total}
     if nsp_total:
@@ -489,7 +497,7 @@ def build_tokenizer(cfg: PretrainConfig, train_docs) -> WordPieceTokenizer:
     return WordPieceTokenizer.from_dir(checkpoint.resolve(cfg.vocab))
 
 
-def _held_out_instances(cfg: PretrainConfig, held_docs, tok: WordPieceTokenizer) -> list:
+def held_out_instances(cfg: PretrainConfig, held_docs, tok: WordPieceTokenizer) -> list:
     # Masks fixed by the seed, so every evaluation of every checkpoint sees the same positions.
     held = create_instances(held_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective,
                             cfg.masking(), seed=cfg.seed + 1, mask=True)
@@ -514,23 +522,6 @@ def split_corpus(cfg: PretrainConfig) -> tuple[list, list]:
         wanted = set(cfg.eval_corpora.split("+"))
         held_docs = [d for d in held_docs if part_of[id(d)] in wanted]
     return train_docs, held_docs
-
-
-def evaluate_checkpoint(model_name_or_dir, cfg: PretrainConfig) -> dict:
-    """Re-measure a pre-trained checkpoint on the held-out documents of the run that made it.
-
-    The split is a pure function of (corpus, held_out_fraction, seed), so the same config
-    gives back exactly the documents that run never trained on, masked the same way. Always
-    in float32, whatever the run trained in, so the figures are those of the weights."""
-    loaded = checkpoint.load(model_name_or_dir, "BertForPreTraining", need_heads=("masked-LM head",))
-    _, held_docs = split_corpus(cfg)
-    held = _held_out_instances(cfg, held_docs, loaded.tokenizer)
-    if not held:
-        raise ValueError(f"corpus {cfg.corpus!r} leaves no held-out sequences at fraction {cfg.held_out_fraction}")
-    dev = pick_device(cfg.device, "fp32")
-    loaded.model.to(dev.device)
-    return {**evaluate(loaded.model, held, cfg, loaded.tokenizer, dev), "held_out_documents": len(held_docs),
-            "held_out_sequences": min(len(held), cfg.eval_batches * cfg.batch_size)}
 
 
 def _documents_by_part(corpus: str) -> list[tuple[str, list]]:
@@ -654,7 +645,7 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
             run.log(f"{len(extra)} MLM-only training sequences from {cfg.mlm_only_corpus} (no NSP label)")
     held = []
     if len(held_docs) >= 2 or cfg.objective != "mlm+nsp":  # NotNext needs a second document
-        held = _held_out_instances(cfg, held_docs, tok)
+        held = held_out_instances(cfg, held_docs, tok)
     elif dev.is_main:
         run.log(f"only {len(held_docs)} held-out document: too few for NSP pairs, so no held-out evaluation; "
                 "raise held_out_fraction or add documents")

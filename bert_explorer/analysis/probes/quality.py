@@ -1,0 +1,170 @@
+"""How good is this model at its pre-training tasks? Measured here, for any model with both heads.
+
+The two tasks BERT is pre-trained on (Devlin et al. 2019, Section 3.1) are also the plainest
+measure of a pre-trained model: on documents it never trained on, how often is its first guess
+for a masked WordPiece right (MLM accuracy, and the perplexity of its guesses), and how often does
+it tell a real next sentence from a random one (NSP accuracy)? Beside them, the hand-written check
+set (``bench/check_set.json``): everyday clozes and sentence pairs a teacher would ask.
+
+**Which documents.** A model pre-trained by this project carries its run's settings
+(``training_args.json``), and the documents that run held out are a pure function of them: it is
+measured on those. Any other model (a downloaded BERT-Base, an upload) is measured on the
+documents held out by the shipped model's run (``minilm-mlm-nsp``: 124 BBC News and State of the
+Union documents, 1,818 sequences of up to 128 WordPieces), so that every such model is measured
+on the same text as the one on the model card. A model from elsewhere may have read these
+documents in its own pre-training; nothing here can tell.
+
+**Comparable piece for piece.** The held-out sequences are cut and masked by the model's own
+tokenizer. With the standard uncased vocabulary (30,522 WordPieces: BERT-Base, the miniatures,
+MiniLM) that gives exactly the pieces and masks of the card's figures; another vocabulary masks
+other pieces, and its figures are marked "not comparable piece for piece".
+
+Measuring every sequence takes a minute for the default model on two cores and about a quarter
+of an hour for BERT-Base, so pages start it in the background (``cli/quality.py``) and keep the
+result by the weights' fingerprint: ``<cache>/measured/quality-<key>/result.json``. Those small
+files are never evicted: together they are the table of every model measured on this machine.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from ... import atomic, checkpoint, disk_cache, limits
+from ...train.device import pick_device
+from ...train.pretrain import PretrainConfig, evaluate, held_out_instances, split_corpus
+from .check_set import load_check_set, score_check_set
+from .pretraining_tasks import NSP_HEAD
+
+REFERENCE = "minilm-mlm-nsp"  # whose run's held-out documents measure every model from elsewhere
+RESULT_FILE = "result.json"
+KIND = "quality"
+BUILDER = ("bert_explorer.cli.quality",)  # the module a page starts in the background to measure a model
+
+
+def reference_folder() -> Path:
+    return checkpoint.resolve(REFERENCE)
+
+
+def _pretraining_settings(folder: Path) -> dict | None:
+    """The pre-training settings stored with a model (its run's ``training_args.json``), or None
+    when it has none (a downloaded or uploaded model) or they are not a pre-training's."""
+    try:
+        data = json.loads((Path(folder) / "training_args.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and "corpus" in data and "mlm_probability" in data else None
+
+
+def held_out_settings(loaded) -> tuple[PretrainConfig, str]:
+    """(the settings that give back the held-out documents, in words which ones): the model's own
+    run's, else the reference model's (see the module's docstring)."""
+    own = _pretraining_settings(loaded.path)
+    if own is not None:
+        cfg = PretrainConfig.from_dict(own, strict=False)
+        return cfg, f"held out by its own pre-training run ({cfg.corpus}, {cfg.held_out_fraction:.0%}, seed {cfg.seed})"
+    cfg = PretrainConfig.from_dict(_pretraining_settings(reference_folder()), strict=False)
+    return cfg, f"held out by {REFERENCE}'s run ({cfg.eval_corpora or cfg.corpus}; the model card's documents)"
+
+
+def standard_vocabulary(tokenizer) -> bool:
+    """Does the model cut text into exactly the pieces of the standard uncased vocabulary?"""
+    from ...tokenizer import WordPieceTokenizer
+    return tokenizer.fingerprint() == WordPieceTokenizer.from_dir(reference_folder()).fingerprint()
+
+
+def estimate_seconds(config, sequences: int = 1818, seq_len: int = 128) -> float:
+    """About how long the measurement takes on this project's CPU: every held-out WordPiece's
+    forward pass (``limits.forward_flops``) at the rate the limits are set for, plus the check set."""
+    return (sequences + 62) * seq_len * limits.forward_flops(
+        config.num_layers, config.hidden_size, config.intermediate_size, seq_len) / limits.CPU_FLOP_S
+
+
+def measure(loaded, cfg: PretrainConfig | None = None, held_out: str | None = None, max_sequences: int | None = None,
+            progress=None) -> dict:
+    """Held-out MLM accuracy and perplexity, NSP accuracy and the check set, in float32.
+
+    ``cfg`` chooses the held-out documents (default :func:`held_out_settings`; ``held_out`` says
+    which in words); ``max_sequences`` reads only the first so many held-out sequences (default:
+    every one). ``progress(fraction, message)`` is told as batches finish."""
+    start = time.monotonic()
+    if cfg is None:
+        cfg, held_out = held_out_settings(loaded)
+    say = progress or (lambda fraction, message: None)
+    say(0.0, "reading the held-out documents…")
+    _, held_docs = split_corpus(cfg)
+    held = held_out_instances(cfg, held_docs, loaded.tokenizer)
+    if not held:
+        raise ValueError(f"corpus {cfg.corpus!r} leaves no held-out sequences at fraction {cfg.held_out_fraction}")
+    n = len(held) if max_sequences is None else min(len(held), max_sequences)
+    cfg = replace(cfg, eval_batches=math.ceil(n / cfg.batch_size))
+    dev = pick_device("cpu" if cfg.device == "auto" and not _on_gpu(loaded) else cfg.device, "fp32")
+    loaded.model.to(dev.device)
+    result = evaluate(loaded.model, held[:n], cfg, loaded.tokenizer, dev,
+                      on_batch=lambda done, total: say(0.95 * done / total, f"{done:,} of {total:,} held-out sequences"))
+    say(0.95, "the check set…")
+    check = score_check_set(loaded, load_check_set())
+    if NSP_HEAD in loaded.report.missing:  # a freshly initialised head: its answers measure nothing
+        result.pop("nsp_accuracy", None)
+        check["nsp_correct"] = None
+    return {
+        "model": loaded.name or str(loaded.path),
+        **{k: result[k] for k in ("mlm_accuracy", "mlm_perplexity", "nsp_accuracy") if k in result},
+        "masked_wordpieces": result["eval_tokens"],
+        "held_out_documents": len(held_docs),
+        "held_out_sequences": n,
+        "held_out_sequences_all": len(held),
+        "held_out_set": held_out or f"{cfg.corpus}, {cfg.held_out_fraction:.0%} held out, seed {cfg.seed}",
+        "standard_vocabulary": standard_vocabulary(loaded.tokenizer),
+        "check_set_clozes": [check["cloze_solved"], check["cloze_total"]],
+        "check_set_pairs": [check["nsp_correct"], check["nsp_total"]],
+        "parameters": loaded.num_parameters,
+        "seconds": round(time.monotonic() - start, 1),
+        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def _on_gpu(loaded) -> bool:
+    return next(loaded.model.parameters()).device.type != "cpu"
+
+
+# ----- kept by the weights: the table of every model measured here -----------------------------------
+def measured_root() -> Path:
+    return disk_cache.cache_root() / "measured"
+
+
+def entry_path(loaded, cfg: PretrainConfig | None = None, max_sequences: int | None = None) -> Path:
+    """Where the measurement of these weights on these documents is kept (it exists once done)."""
+    cfg = cfg or held_out_settings(loaded)[0]
+    return measured_root() / disk_cache.entry_key(KIND, loaded, held_out=document_settings(cfg),
+                                                  sequences=max_sequences)
+
+
+def document_settings(cfg: PretrainConfig) -> dict:
+    """What picks and masks the held-out sequences (not the cadence or optimiser of the run)."""
+    keep = ("corpus", "max_docs", "held_out_fraction", "eval_corpora", "seed", "max_seq_length", "short_seq_prob",
+            "objective", "mlm_probability", "mask_ratio", "random_ratio", "keep_ratio", "max_predictions_per_seq",
+            "whole_word")
+    return {k: v for k, v in asdict(cfg).items() if k in keep}
+
+
+def save(path: Path, result: dict) -> None:
+    atomic.write_json(Path(path) / RESULT_FILE, result)
+
+
+def stored(path: Path) -> dict | None:
+    try:
+        data = json.loads((Path(path) / RESULT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and "mlm_accuracy" in data else None
+
+
+def measured_models() -> list[dict]:
+    """Every measurement kept on this machine, newest first (each with its ``entry`` name)."""
+    root = measured_root()
+    rows = [{**r, "entry": d.name} for d in (sorted(root.iterdir()) if root.is_dir() else [])
+            if d.is_dir() and (r := stored(d))]
+    return sorted(rows, key=lambda r: r.get("measured_at", ""), reverse=True)

@@ -1,0 +1,163 @@
+"""A model's quality measured here: held-out MLM/NSP accuracy and the check set, for any model, on the
+page (in the background, kept by weights) and from the CLI (``analysis/probes/quality.py``)."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from bert_explorer import checkpoint
+from bert_explorer.analysis.probes import quality
+from bert_explorer.data.pretraining import collate
+from bert_explorer.train.pretrain import PretrainConfig, held_out_instances, run_pretraining, split_corpus
+from shared import needs_model
+
+TINY_RUN = dict(corpus="tiny", size="tiny", vocab="train", vocab_size=300, batch_size=4, max_seq_length=48,
+                log_every=1, eval_every=1000, eval_batches=2, seed=3, device="cpu", max_steps=2, save_every=2,
+                held_out_fraction=0.2)
+
+
+@pytest.fixture
+def tiny_run(runs_root, tiny_vocab):
+    """A tiny pre-training run in the test's runs folder; its checkpoint folder (with training_args.json)."""
+    run = runs_root / "tiny-pretrain"
+    run_pretraining(PretrainConfig(**{**TINY_RUN, "vocab": tiny_vocab}), run, progress=False)
+    return run / "checkpoints" / "step-2"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_the_measures_are_transformers_figures_on_the_same_held_out_sequences(tiny_run, cache):
+    """Accuracy, perplexity and NSP accuracy of our measurement equal those computed from transformers'
+    BertForPreTraining on the same weights and the same masked sequences (the run's held-out documents)."""
+    transformers = pytest.importorskip("transformers")
+    loaded = checkpoint.load(tiny_run, "BertForPreTraining")
+    ours = quality.measure(loaded)
+    assert ours["held_out_set"].startswith("held out by its own pre-training run (tiny")
+
+    cfg = PretrainConfig.from_dict(json.loads((tiny_run / "training_args.json").read_text()), strict=False)
+    held = held_out_instances(cfg, split_corpus(cfg)[1], loaded.tokenizer)
+    hf = transformers.BertForPreTraining.from_pretrained(str(tiny_run)).eval()
+    correct = total = nsp_right = 0
+    ce = 0.0
+    with torch.no_grad():
+        for start in range(0, len(held), 8):
+            b = collate(held[start:start + 8], loaded.tokenizer.pad_id, cfg.objective)
+            out = hf(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"])
+            where = b["labels"] != -100
+            logits, labels = out.prediction_logits[where], b["labels"][where]
+            ce += torch.nn.functional.cross_entropy(logits, labels, reduction="sum").item()
+            correct += (logits.argmax(-1) == labels).sum().item()
+            total += labels.numel()
+            nsp_right += (out.seq_relationship_logits.argmax(-1) == b["next_sentence_label"]).sum().item()
+    assert ours["held_out_sequences"] == len(held) and ours["masked_wordpieces"] == total
+    assert ours["mlm_accuracy"] == pytest.approx(correct / total)
+    assert ours["mlm_perplexity"] == pytest.approx(math.exp(ce / total), rel=1e-4)
+    assert ours["nsp_accuracy"] == pytest.approx(nsp_right / len(held))
+    assert ours["standard_vocabulary"] is False  # a vocabulary learnt on the tiny corpus
+
+
+def test_a_model_from_elsewhere_is_measured_on_the_model_cards_documents(tmp_path):
+    """A model with no run settings (a download, an upload) reads the documents the shipped model's run
+    held out; a run's checkpoint its own run's."""
+    folder = tmp_path / "upload"
+    from shared import save_tiny_bert
+    save_tiny_bert(folder, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a"])
+    cfg, words = quality.held_out_settings(checkpoint.load(folder, "BertForPreTraining"))
+    card = json.loads((checkpoint.resolve("minilm-mlm-nsp") / "training_args.json").read_text())
+    assert quality.document_settings(cfg) == quality.document_settings(PretrainConfig.from_dict(card, strict=False))
+    assert "minilm-mlm-nsp" in words and "bbc+sotu" in words
+
+
+@needs_model("minilm-mlm-nsp")
+def test_standard_vocabulary_is_told_apart(tmp_path):
+    assert quality.standard_vocabulary(checkpoint.load("minilm-mlm-nsp", "BertForPreTraining").tokenizer)
+    from shared import tiny_bert
+    assert not quality.standard_vocabulary(tiny_bert(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the"])[1])
+
+
+def test_the_cli_prints_the_measures_with_the_check_set_and_keeps_them_for_the_page(tiny_run, cache):
+    out = subprocess.run([sys.executable, "-m", "bert_explorer.cli", "evaluate-pretraining", "--model", str(tiny_run)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    printed = json.loads(out.stdout)
+    assert printed["check_set_clozes"][1] == 32 and printed["check_set_pairs"][1] == 30
+    assert printed["held_out_sequences"] == printed["held_out_sequences_all"]  # every held-out sequence by default
+    assert "not comparable piece for piece" in out.stderr
+    kept = quality.measured_models()
+    assert [r["mlm_accuracy"] for r in kept] == [printed["mlm_accuracy"]]
+    # the same entry the page looks for
+    assert quality.stored(quality.entry_path(checkpoint.load(tiny_run, "BertForPreTraining"))) is not None
+
+    refused = subprocess.run([sys.executable, "-m", "bert_explorer.cli", "evaluate-pretraining", "--model",
+                              str(tiny_run), "--sequences", "0"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "--sequences" in refused.stderr
+
+
+def _wait_for(condition, seconds: float = 120.0):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_the_page_measures_a_model_in_the_background_once_and_shows_it(tiny_run, cache):
+    """A model with no evaluation of its own is measured the first time the Masked word probe shows it;
+    the page then states the measured figures, and the table lists the model."""
+    (tiny_run / "eval_metrics.json").unlink(missing_ok=True)  # no evaluation of its own: measured on its own
+    loaded = checkpoint.load(tiny_run, "BertForPreTraining")
+    at = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120)
+    at.session_state["be_model_choice"] = str(tiny_run)
+    at.run()
+    assert not at.exception
+    path = quality.entry_path(loaded)
+    assert _wait_for(lambda: quality.stored(path) is not None), (path.parent, list(cache.rglob("log.txt")))
+    result = quality.stored(path)
+    at.run()
+    assert not at.exception
+    said = [c.value for c in at.caption if "Measured on this machine" in c.value]
+    assert said, [c.value for c in at.caption]
+    assert f"{result['mlm_accuracy']:.1%} of {result['masked_wordpieces']:,} masked WordPieces" in said[0]
+    assert "not comparable piece for piece" in said[0]
+    table = [df for df in at.dataframe if "MLM accuracy" in df.value.columns]
+    assert table and table[0].value["MLM accuracy"].tolist() == [f"{result['mlm_accuracy']:.1%}"]
+
+
+def test_a_model_with_its_own_evaluation_is_measured_when_asked(tiny_run, cache):
+    assert (tiny_run / "eval_metrics.json").is_file()
+    at = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120)
+    at.session_state["be_model_choice"] = str(tiny_run)
+    at.run()
+    path = quality.entry_path(checkpoint.load(tiny_run, "BertForPreTraining"))
+    time.sleep(1.0)
+    assert not (quality.measured_root() / path.name).exists() and not (cache / "neighbours-work" / path.name).exists()
+    at.button(key="mlm_measure").click().run()
+    assert not at.exception
+    assert _wait_for(lambda: quality.stored(path) is not None)
+
+
+@pytest.mark.slow
+@needs_model("minilm-mlm-nsp")
+def test_evaluate_pretraining_agrees_with_the_model_card(cache):
+    """Every held-out sequence the card counts, and the check set: the card's 34.2 %, 91.3 %, 14/32, 28/30."""
+    out = subprocess.run([sys.executable, "-m", "bert_explorer.cli", "evaluate-pretraining", "--model",
+                          "minilm-mlm-nsp"], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    card = (checkpoint.resolve("minilm-mlm-nsp") / "model_card.md").read_text()
+    stored = json.loads((checkpoint.resolve("minilm-mlm-nsp") / "eval_metrics.json").read_text())
+    assert r["held_out_sequences"] == stored["eval_sequences"] and r["masked_wordpieces"] == stored["eval_tokens"]
+    assert round(r["mlm_accuracy"], 3) == stored["mlm_accuracy"] and round(r["nsp_accuracy"], 3) == stored["nsp_accuracy"]
+    assert "{} / {}".format(*r["check_set_clozes"]) in card and "{} / {}".format(*r["check_set_pairs"]) in card
