@@ -25,8 +25,7 @@ def weights_folders(path: str | Path) -> list[Path]:
     """The folders ``checkpoint.load`` reads weights from for ``path``: a checkpoint folder itself; a
     fine-tuning run's folder, its fine-tuned model and its feature-based head."""
     p = Path(path)
-    if (p / "config.json").is_file():
-        return [p]
+    # (a run's folder has a config.json too, the run's settings: its model/ and feature_head/ say it is a run)
     return [d for d in (p / "model", p / "feature_head") if d.is_dir()] or [p]
 
 
@@ -48,6 +47,16 @@ def fingerprint(path: str | Path) -> list:
             where = str(folder)
         out.append([where, files])
     return out
+
+
+def same_files(stored, now: list) -> bool:
+    """Do two fingerprints name the same weight files (size and time of writing), wherever the folder
+    is? For what a run keeps inside itself (its dev predictions): a runs folder moved or copied with
+    its files' times (``cp -a``, ``rsync -a``) keeps them valid, a file written again does not."""
+    try:
+        return [files for _, files in stored] == [files for _, files in now]
+    except (TypeError, ValueError):  # an older or damaged record
+        return False
 
 
 def frozen(value):

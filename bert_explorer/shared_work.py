@@ -128,6 +128,11 @@ class Results:
             pickled, value, _ = self._items[key]
         return True, pickle.loads(value) if pickled else value
 
+    def holds(self, key) -> bool:
+        """Is a result kept under ``key`` now (computed by anyone, not evicted)?"""
+        with self._lock:
+            return key in self._items
+
     def get_or_compute(self, key, compute: Callable[[], Any], *, shared: bool = False,
                        max_entries: int | None = None, group: Any = None, size: Callable[[Any], int] | None = None):
         """The result kept under ``key``, else ``compute()`` once (other callers of the same key wait

@@ -237,11 +237,23 @@ st.subheader("3. What fine-tuning changed inside")
 if task.target not in ("class", "value"):
     st.caption(PARTS[task.target])
 else:
-    try:
-        changed = _changed(str(run.path), store)
-    except (ValueError, CheckpointError, OSError) as e:
-        changed = None
-        st.info(md(without_host_paths(str(e))))
+    changed = None
+    # Asked for, not computed on every first visit: it loads the model the run started from beside the
+    # fine-tuned one and runs the dev set through both, seconds to minutes, and the rest of the page needs
+    # none of it. Once someone has asked, every visitor sees it at once.
+    asked = _changed.ready(str(run.path), store) or st.session_state.get("af_changed_for") == str(run.path)
+    if not asked:
+        st.caption(f"Loads the pre-trained model this run started from beside the fine-tuned one, runs the "
+                   f"{len(rows):,} dev examples through both, and compares C (the [CLS] vector the classifier "
+                   "reads) before and after, with CKA layer by layer.")
+        if st.button("Compare before and after fine-tuning", key="af_changed", icon=":material/compare_arrows:"):
+            st.session_state["af_changed_for"] = str(run.path)
+            asked = True
+    if asked:
+        try:
+            changed = _changed(str(run.path), store)
+        except (ValueError, CheckpointError, OSError) as e:
+            st.info(md(without_host_paths(str(e))))
     if changed is not None:
         st.caption(f"Before: **{shown_path(changed['before_name'])}**, the pre-trained model this run started from; "
                    f"after: **{shown_path(changed['after'])}**, the model it saved. Each dot is one dev example's "

@@ -93,9 +93,10 @@ if picked and keys:
     if fig is not None:
         exports.figure(fig, "runs_compare_fig")
     finals = {labels[n]: report.key_metrics(by_name[n].status()) for n in picked}
-    # a number a run does not have (a pre-training's dev accuracy) is said as such, not as "None"
-    st.dataframe(pd.DataFrame(finals).T.rename(columns=lambda k: report.LABELS.get(k, k)).astype(object)
-                 .where(lambda t: t.notna(), "—"), width="stretch")
+    # a number a run does not have (a pre-training's dev accuracy) is said as such, not as "None"; every cell
+    # is text, so the column has one type (a float column holding "—" makes Streamlit convert it again)
+    st.dataframe(pd.DataFrame(finals).T.rename(columns=lambda k: report.LABELS.get(k, k))
+                 .apply(lambda col: col.map(lambda v: "—" if pd.isna(v) else f"{v:.4g}")), width="stretch")
 elif picked:
     st.info("These runs have not logged any metrics yet.")
 

@@ -118,6 +118,23 @@ def test_an_older_run_computes_them_on_first_view_and_keeps_them_unless_writes_a
     assert predictions.load_predictions(run_dir, store=False).rows == kept.rows
 
 
+def test_a_runs_folder_moved_with_its_files_times_keeps_its_predictions(tuned, tmp_path):
+    """A runs folder moved or copied as ``cp -a`` does keeps what its runs stored: the dev predictions
+    are read, not computed again (the first visit of After fine-tuning stays quick); a model file
+    written again since makes them stale."""
+    import shutil
+
+    moved = tmp_path / "elsewhere" / "run"
+    shutil.copytree(tuned["runs"]["classification"], moved)  # (copy2: the files' times are kept)
+    stored = json.loads((moved / PREDICTIONS_FILE).read_text())
+    assert predictions.load_predictions(moved, store=False).source.startswith("Computed at the end")
+    weights = moved / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes())  # the same bytes, written again: a new time
+    again = predictions.load_predictions(moved, store=False)
+    assert "not kept" in again.source and [r["predicted"] for r in again.rows] == \
+        [r["predicted"] for r in predictions.rows_of(again.task, stored)]
+
+
 # ----- slices -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("task", ["classification", "multiple-choice", "qa", "ner", "regression"])
 def test_slices_recombine_into_the_whole(task, tuned):
@@ -265,6 +282,10 @@ def test_the_page_shows_the_parts_that_apply_to_the_task_type(task, tuned, monke
 
     at = _page(tuned, monkeypatch, task)
     assert not at.exception
+    if "CKA" in PARTS[task]:  # asked for with a button: a first visit does not load the base model
+        assert not [f for f in figcheck.figures(at) if f.title.startswith("C of the")]
+        at.button(key="af_changed").click().run()
+        assert not at.exception
     titles = [f.title for f in figcheck.figures(at)]  # (figcheck checked each: series named, CKA within [0, 1])
     wanted = {TITLES.get(p, p) for p in PARTS[task]}
     assert all(any(t.startswith(w) for t in titles) for w in wanted), titles
@@ -283,6 +304,22 @@ def test_the_page_shows_the_parts_that_apply_to_the_task_type(task, tuned, monke
         shown = list(at.dataframe[0].value.columns)  # the probabilities in view, the long text last
         assert shown.index("p_predicted") < shown.index("text") and shown[-1] == "text"
         assert calibration.calibration(rows)["sentence"] in captions
+
+
+def test_what_changed_is_computed_once_asked_and_then_shown_to_every_visitor(tuned, monkeypatch):
+    """Comparing before and after loads a second model and runs the dev set twice: a first visit does
+    not do it; one click does, and a later visitor (another session) sees the result without asking."""
+    import figcheck
+    from bert_explorer import shared_work
+
+    shared_work.RESULTS.clear()  # (what earlier tests of this process computed is kept for every session)
+    first = _page(tuned, monkeypatch, "regression")
+    assert not [f for f in figcheck.figures(first) if f.title.startswith("Layer by layer: CKA")]
+    first.button(key="af_changed").click().run()
+    assert [f for f in figcheck.figures(first) if f.title.startswith("Layer by layer: CKA")]
+    later = _page(tuned, monkeypatch, "regression")
+    assert not [b for b in later.button if b.key == "af_changed"]
+    assert [f for f in figcheck.figures(later) if f.title.startswith("Layer by layer: CKA")]
 
 
 def test_classroom_mode_computes_an_old_runs_predictions_without_writing(tuned, monkeypatch, tmp_path):

@@ -47,6 +47,7 @@ def test_a_hub_snapshot_s_links_are_followed_to_their_blobs(tmp_path):
 def test_a_run_folder_stands_for_its_model_and_its_feature_head(tmp_path):
     head = tmp_path / "run" / "feature_head"
     head.mkdir(parents=True)
+    (tmp_path / "run" / "config.json").write_text('{"kind": "finetune"}')  # a run's settings, not a model's
     (head / "head.safetensors").write_bytes(b"h")
     first = fingerprint(tmp_path / "run")
     assert first[0][0].endswith("feature_head")
@@ -57,3 +58,6 @@ def test_a_run_folder_stands_for_its_model_and_its_feature_head(tmp_path):
     (model / "config.json").write_text("{}")
     (model / "model.safetensors").write_bytes(b"m")
     assert [folder.rsplit("/", 1)[-1] for folder, _ in fingerprint(tmp_path / "run")] == ["model", "feature_head"]
+    before = fingerprint(tmp_path / "run")
+    _rewrite(model / "model.safetensors", b"mm")  # the fine-tuned model written again
+    assert fingerprint(tmp_path / "run") != before

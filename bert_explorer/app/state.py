@@ -299,13 +299,17 @@ def by_weights(models: int = 1, *, shared: bool = False, heavy: bool = False, ma
     one object for all sessions instead, for things nobody changes in place (a built figure).
     ``heavy=True`` work waits for its turn in ``shared_work.HEAVY`` (one at a time per server by
     default), its place shown on the page. ``max_entries`` bounds the results kept of this function;
-    ``show_spinner`` (a text) is shown while it computes."""
+    ``show_spinner`` (a text) is shown while it computes. The decorated function's ``ready(...)``
+    (same arguments) says whether a call would find its result kept."""
     def decorate(fn):
         group = f"{fn.__code__.co_filename}:{fn.__qualname__}{':heavy' if heavy else ''}"
 
+        def key_of(args, kwargs):
+            return group, tuple(weights_version(name) for name in args[:models]), _hashable(args, kwargs)
+
         @functools.wraps(fn)
         def call(*args, **kwargs):
-            key = (group, tuple(weights_version(name) for name in args[:models]), _hashable(args, kwargs))
+            key = key_of(args, kwargs)
 
             def compute():
                 with (st.spinner(show_spinner) if isinstance(show_spinner, str) and get_script_run_ctx()
@@ -318,6 +322,9 @@ def by_weights(models: int = 1, *, shared: bool = False, heavy: bool = False, ma
             return shared_work.RESULTS.get_or_compute(key, compute, shared=shared, max_entries=max_entries,
                                                       group=group)
 
+        # ``f.ready(...)``: would ``f(...)`` answer at once, computed before (for any session)? A page
+        # that computes only when asked shows a result someone asked for without asking again.
+        call.ready = lambda *args, **kwargs: shared_work.RESULTS.holds(key_of(args, kwargs))
         return call
 
     return decorate

@@ -31,7 +31,7 @@ from ...tasks.metrics import bio_entities
 from ...tasks.registry import task_type
 from ...tasks.squad import squad_exact_match, squad_f1
 from ...train.finetune import FinetuneConfig, read_data
-from ...fingerprint import fingerprint
+from ...fingerprint import fingerprint, same_files
 from ...train.predict import PREDICTIONS_FILE, PREDICTIONS_VERSION, Predictor, store_dev_predictions
 from ...runs.run import Run
 
@@ -72,7 +72,7 @@ def _stored(run: Run) -> dict | None:
         return None
     if not isinstance(record, dict) or record.get("version") != PREDICTIONS_VERSION:
         return None
-    if record.get("weights") != fingerprint(run.path):
+    if not same_files(record.get("weights"), fingerprint(run.path)):
         return None  # the model was written again since: its answers are not these
     return record
 
