@@ -1,8 +1,13 @@
+from pathlib import Path
+
 import pandas as pd
 import plotly.express as px
 import streamlit as st
 
 from bert_explorer import limits
+from bert_explorer.analysis.attention import clark
+from bert_explorer.runs import neighbour_jobs as jobs
+from bert_explorer.runs.report import duration_text
 
 from bert_explorer.analysis.attention.heads import (BEHAVIOUR_RULE, COLUMN_NAMES, REFERENCE_INPUTS, attention_maps,
                                               attention_rollout, behaviour_table, describe_behaviours,
@@ -13,7 +18,7 @@ from bert_explorer.analysis.attention.bertviz_offline import (MODEL_VIEW_LEGIBLE
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept_widget
-from bert_explorer.app.state import by_weights, load, picked_model
+from bert_explorer.app.state import by_weights, load, picked_model, shown_path, without_host_paths, writes_allowed
 from bert_explorer.app.widgets import intro
 
 intro("Attention", """
@@ -21,7 +26,9 @@ Every encoder layer of BERT runs several **self-attention heads** side by side (
 the paper's A; Devlin et al. 2019, Section 3, after Vaswani et al. 2017): each token spreads one unit
 of attention over all tokens, left *and* right, and takes in a weighted mix of their vectors. Below you see those weights for
 your sentence — drawn by bertviz (lines, darker = more attention), as heatmaps, summarised per
-head, followed through the layers (rollout), and what happens when one head is switched off.
+head, followed through the layers (rollout), and what happens when one head is switched off. Under
+*Head behaviours* the same measures can be taken over a thousand Wikipedia segments, as Clark et al.
+(2019, "What Does BERT Look At?") took them for bert-base-uncased, and read beside what they found.
 Layers and heads are **counted from 1**, as in the paper: layer 1 is the first encoder layer (the
 embeddings, where other pages show them, are layer 0) and head 1 the first head of a layer.
 """)
@@ -127,6 +134,92 @@ def token_axes(fig) -> None:
     fig.update_layout(height=min(900, 260 + 16 * T))
 
 
+# ----- Clark et al. (2019) over Wikipedia: measured in the background, read beside the paper -------------
+CLARK_CORPUS = clark.default_corpus()
+
+
+@st.fragment(run_every=2.0)
+def _clark_progress(path: str) -> None:
+    s = clark.measures_state(Path(path))
+    if s["state"] != "building":
+        st.rerun()  # done (or stopped): redraw the page with the measures
+    st.progress(min(1.0, float(s.get("fraction") or 0.0)), text=s.get("message") or "measuring…")
+    st.caption("The measurement runs as its own process: you may leave this page; it goes on, and every visitor "
+               "sees the same one.")
+
+
+def _clark_start(path, segments: int) -> None:
+    """The button that starts the measurement in the background (one at a time in classroom mode)."""
+    state = clark.measures_state(path)
+    if state["state"] == "stopped":
+        st.warning(f"The last measurement stopped at {float(state.get('fraction') or 0):.0%} (its process ended).")
+    elif state["state"] == "failed":
+        st.error(without_host_paths(f"The last measurement failed: {state.get('error') or state.get('message')}"))
+        with st.expander("Its log"):
+            st.code(without_host_paths(jobs.log_tail(path)), language=None)
+    one_at_a_time = not writes_allowed()  # classroom mode: one build on the server at a time
+    if refusal := jobs.start_refusal(path, one_at_a_time, "measurement"):
+        st.info(refusal)
+        return
+    cost = duration_text(clark.estimate_seconds(loaded.config, segments))
+    if st.button(f"Measure this model on {segments:,} segments (about {cost} of CPU)", key="att_clark_build",
+                 help="Runs in the background and is kept for every later visit. The time assumes one CPU core "
+                      "at the speed the app's limits assume (`bert-explorer limits`)."):
+        refusal = jobs.start_build(path, ["--model", name, "--segments", str(segments), "--corpus", CLARK_CORPUS],
+                                   one_at_a_time=one_at_a_time, command=clark.BUILD_COMMAND, what="measurement")
+        if not refusal:
+            st.rerun()
+        st.info(refusal)
+
+
+def clark_section() -> None:
+    """This model's measures over Wikipedia segments, and, for bert-base-uncased only, Clark et al.'s."""
+    st.subheader("Over Wikipedia, as Clark et al. (2019) measured")
+    st.caption(f"Clark et al. ran bert-base-uncased over 1,000 Wikipedia segments `[CLS] A [SEP] B [SEP]` of at most "
+               f"{clark.MAX_PIECES} WordPieces (A and B consecutive text of one article, nothing masked) and made "
+               "the attention word-level: attention *to* a split word is the sum over its pieces, *from* it the "
+               "mean (their Section 4.1). Here the same is done with this model over the built-in Wikipedia text "
+               f"({CLARK_CORPUS}); every number below is computed from this model.")
+    segments = int(st.number_input("Segments", 1, clark.MAX_SEGMENTS, clark.MAX_SEGMENTS, 100, key="att_clark_segments",
+                                   help=f"At most {clark.MAX_SEGMENTS:,}, as in the paper; fewer are quicker and "
+                                        "noisier. Each number of segments is measured (and kept) on its own."))
+    path = clark.measures_path(loaded, CLARK_CORPUS, segments)
+    state = clark.measures_state(path)
+    measured = clark.read_measures(path) if state["state"] == "ready" else None
+    reference = clark.is_reference_model(name)
+    if measured is None:
+        if state["state"] == "building":
+            _clark_progress(str(path))
+        else:
+            _clark_start(path, segments)
+    ours = clark.statements(measured) if measured else None
+    if reference:
+        left, right = st.columns(2)
+        left.markdown(f"**This model** ({measured.segments:,} segments, computed here)" if measured else
+                      "**This model**: not measured yet")
+        right.markdown("**Clark et al. (2019)**, bert-base-uncased")
+        for key, topic in clark.STATEMENT_TOPICS.items():
+            left, right = st.columns(2)
+            if ours:
+                left.markdown(f"*{topic}*: {ours[key]}")
+            right.markdown(f"*{topic}*: {clark.CLARK_STATEMENTS[key]}")
+    else:
+        if ours:
+            st.markdown("\n".join(f"- *{topic}*: {ours[key]}" for key, topic in clark.STATEMENT_TOPICS.items()))
+        st.caption(f"Clark et al.'s findings are about bert-base-uncased ({clark.REFERENCE_MODEL}) only, so they are "
+                   "shown beside that model alone; pick it under the paper's BERTs in the sidebar to read them.")
+    if measured:
+        exports.table(clark.layer_table(measured), "att_clark_layers", "Clark et al. measures per layer", bundle,
+                      hide_index=True)
+        bundle.add_table("Clark et al. measures per head", clark.head_table(measured))
+        st.caption(f"Each layer's measures averaged over its {A} heads, over {measured.words:,} words in "
+                   f"{measured.segments:,} segments; attention spread evenly over the same words would give [SEP] "
+                   f"{measured.uniform['to_sep']:.3f}, [CLS] {measured.uniform['to_cls']:.3f}, periods and commas "
+                   f"{measured.uniform['to_punct']:.3f}, the previous word {measured.uniform['to_prev']:.3f}, "
+                   f"entropy {measured.uniform['entropy']:.2f} nats. From a terminal: `bert-explorer "
+                   f"attention-measures build --model {shown_path(name)} --segments {segments}`.")
+
+
 # The tabs run only when chosen for the two bertviz views: each is a document of thousands of SVG lines
 # that the browser draws even in a hidden tab (a long input's window move drew both, 3.6 s on 2 cores).
 # The other tabs run on every rerun, so the widgets in them keep their values and the zip holds them.
@@ -209,6 +302,7 @@ with tabs[3]:
     exports.figure(fig, "att_stats_grid", f"head measure {stat}", bundle)
     exports.table(behaviour_table(stats), "att_behaviours", "head behaviours", bundle, hide_index=True)
     bundle.add_table("head measures", stats)
+    clark_section()
 
 with tabs[4]:
     st.caption("Attention rollout (Abnar & Zuidema 2020): the heads of a layer are averaged, the residual "
