@@ -11,7 +11,7 @@ from bert_explorer.app.state import show_mode, shown_path, without_host_paths, w
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.data.uploads.names import slug
-from bert_explorer.experiments import grid, results
+from bert_explorer.experiments import grid, miniatures, results
 from bert_explorer.experiments.runner import read_plan, read_results
 from bert_explorer.runs.finder import is_ablation, runs_root
 from bert_explorer.runs.run import ACTIVE_STATES, Run, new_run_refusal
@@ -21,7 +21,9 @@ Re-run the paper's ablations in miniature (Devlin et al. 2019, Section 5 and App
 pre-training objective (MLM + NSP, MLM only, left-to-right, LTR + BiLSTM), model size, fine-tuning vs
 frozen features, and the masking ratios. Each cell of the grid pre-trains a small BERT (cells with the same
 pre-training share it) and fine-tunes it on a task; you see our scores beside the paper's and whether the
-paper's four *directions* hold at our scale.
+paper's four *directions* hold at our scale. The recipe **miniatures** (or *Build my own* with Google's
+pre-trained miniatures) pre-trains nothing: it downloads Turc et al.'s (2019) small BERTs, pre-trained by
+Google as BERT was, and fine-tunes each with several seeds: Table 6's model size with real pre-training.
 """)
 
 ACTIVE = ACTIVE_STATES
@@ -61,28 +63,47 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
                 outcome, checked = dv.read_upload(upload.name, upload.getvalue())
                 if outcome == "error":
                     error = checked
-        add_pairs = c1.checkbox("Add the BBC sentence-pair task (for the NSP direction)", value=task != "pairs:bbc",
-                                key="abl_add_pairs")
-        corpus = c1.selectbox("Pre-training corpus", ["bbc", "wiki", "lee", "bbc+wiki+lee", "tiny"], key="abl_corpus")
-        steps = c1.number_input("Pre-training steps", 10, 100_000, 500, step=100, key="abl_steps")
-        sizes = c2.multiselect("Sizes (Table 6)", list(grid.PRESETS), default=["tiny", "mini"], key="abl_sizes")
-        objectives = c2.multiselect("Objectives (Table 5)", grid.OBJECTIVES, default=list(grid.OBJECTIVES),
-                                    format_func=grid.OBJECTIVE_LABELS.get, key="abl_objectives")
-        transfers = c2.multiselect("Transfer (Table 7)", grid.TRANSFERS, default=["fine-tune", "embeddings",
-                                                                                  "concat-last-4"], key="abl_transfers")
-        maskings = c2.multiselect("Masking MASK/SAME/RND % (Table 8)", grid.MASKINGS, default=["80/10/10"],
-                                  key="abl_maskings")
+        from_hub = c1.radio("Models", ["pre-trained here", "Google's miniatures"], key="abl_models", horizontal=True,
+                            help="pre-trained here: each size is pre-trained from zero on the corpus below; Google's "
+                                 "miniatures: Turc et al.'s pre-trained BERTs, downloaded from the Hugging Face Hub "
+                                 "(once) and only fine-tuned here, with several seeds") == "Google's miniatures"
+        add_pairs = not from_hub and c1.checkbox("Add the BBC sentence-pair task (for the NSP direction)",
+                                                 value=task != "pairs:bbc", key="abl_add_pairs")
+        if from_hub:
+            seeds = c1.number_input("Seeds", 1, grid.MAX_SEEDS, 3, key="abl_seeds",
+                                    help="each size is fine-tuned once per seed; the results show mean ± spread")
+            sizes = c2.multiselect("Sizes (Table 6; Turc et al.'s miniatures)", grid.hub_sizes(),
+                                   default=["tiny", "mini", "small", "medium"], key="abl_hub_sizes")
+            objectives, maskings = ["mlm+nsp"], ["80/10/10"]  # as Google pre-trained them
+            transfers = c2.multiselect("Transfer (Table 7)", grid.TRANSFERS, default=["fine-tune"],
+                                       key="abl_hub_transfers")
+        else:
+            corpus = c1.selectbox("Pre-training corpus", ["bbc", "wiki", "lee", "bbc+wiki+lee", "tiny"],
+                                  key="abl_corpus")
+            steps = c1.number_input("Pre-training steps", 10, 100_000, 500, step=100, key="abl_steps")
+            sizes = c2.multiselect("Sizes (Table 6)", list(grid.PRESETS), default=["tiny", "mini"], key="abl_sizes")
+            objectives = c2.multiselect("Objectives (Table 5)", grid.OBJECTIVES, default=list(grid.OBJECTIVES),
+                                        format_func=grid.OBJECTIVE_LABELS.get, key="abl_objectives")
+            transfers = c2.multiselect("Transfer (Table 7)", grid.TRANSFERS, default=["fine-tune", "embeddings",
+                                                                                      "concat-last-4"],
+                                       key="abl_transfers")
+            maskings = c2.multiselect("Masking MASK/SAME/RND % (Table 8)", grid.MASKINGS, default=["80/10/10"],
+                                      key="abl_maskings")
         mode = c2.radio("Cells", ["one-at-a-time", "product"], key="abl_grid", horizontal=True,
                         help="one-at-a-time: vary one axis around the baseline, as the paper does; product: every "
                              "combination")
         # an upload is saved into the ablation directory by Start; until then its name stands in
-        tasks = {"task": {"train": upload.name if upload else task, "max_train_examples": 1000}}
+        limits = ({k: v for k, v in next(iter(grid.load_recipe("miniatures")["tasks"].values())).items()
+                   if k not in ("train", "paper_column", "task_type")} if from_hub else {"max_train_examples": 1000})
+        tasks = {"task": {"train": upload.name if upload else task, **limits}}
         if add_pairs:
             tasks["pairs"] = {"train": "pairs:bbc", "n_train": 1600, "n_dev": 600}
         if not error:
             try:
-                recipe = grid.custom_recipe(tasks, sizes, objectives, transfers, maskings, corpus=corpus,
-                                            max_steps=steps, grid_mode=mode)
+                recipe = (grid.custom_recipe(tasks, sizes, objectives, transfers, maskings, grid_mode=mode,
+                                             base="miniatures", seeds=list(range(int(seeds)))) if from_hub else
+                          grid.custom_recipe(tasks, sizes, objectives, transfers, maskings, corpus=corpus,
+                                             max_steps=steps, grid_mode=mode))
             except ValueError as e:
                 error = str(e)
         # the default save name says what was built: the task and the axes that vary
@@ -94,12 +115,21 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
     elif recipe:
         plan = grid.expand(recipe)
         est_cpu, est_gpu = grid.estimate(plan, "cpu"), grid.estimate(plan, "gpu")
+        fetch = [d for d in grid.downloads(plan) if not d["here"]]
         m = st.columns(4)
         m[0].metric("Cells", len(plan["cells"]))
-        m[1].metric("Pre-trainings", len(plan["pretrainings"]), help="cells with the same pre-training share one model")
+        if miniatures.is_miniatures(plan):
+            m[1].metric("Models to download", len(fetch), help="Google's pre-trained miniatures not yet in this "
+                        "machine's Hugging Face cache; every cell of a size fine-tunes the same copy")
+        else:
+            m[1].metric("Pre-trainings", len(plan["pretrainings"]),
+                        help="cells with the same pre-training share one model")
         m[2].metric("Time on a 2-core CPU", f"~{est_cpu['total_s'] / 60:.0f} min")
         m[3].metric("Time on one GPU", f"~{est_gpu['total_s'] / 60:.0f} min")
-        st.caption("Rough estimates from FLOPs and measured speeds; expect them to be off by up to a factor of two.")
+        st.caption("Rough estimates from FLOPs and measured speeds; expect them to be off by up to a factor of two."
+                   + (" The downloads' time is not in them: it depends on your connection." if fetch else ""))
+        if grid.downloads(plan):
+            st.markdown(grid.downloads_text(plan))
         with st.expander("The cells"):
             labels = {k: grid.pretraining_label(v) for k, v in plan["pretrainings"].items()}
             st.dataframe(pd.DataFrame([{"cell": c["id"], "task": c["task"], "axes": ", ".join(c["axes"]),
@@ -113,7 +143,13 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
             st.session_state["abl_name"] = suggested
         st.session_state["abl_name_suggested"] = suggested
         out_name = st.text_input("Save as (a folder in the runs directory)", key="abl_name")
-        if st.button("Start in the background", key="abl_start", type="primary"):
+        refusal = grid.offline_refusal(plan)
+        if refusal:
+            st.warning(refusal)
+        size_mb = sum(d["bytes"] for d in fetch) / 1e6
+        start_label = (f"Download {len(fetch)} model{'s' if len(fetch) > 1 else ''} (about {size_mb:,.0f} MB) and "
+                       "start in the background" if fetch else "Start in the background")
+        if not refusal and st.button(start_label, key="abl_start", type="primary"):
             folder = slug(out_name)  # a plain folder name: never outside the runs directory
             target = root / folder
             refusal = new_run_refusal(target) or (  # checked before an upload is stored there
@@ -161,9 +197,9 @@ def progress_panel():
         sub = chosen / ("pretrain" if s.get("phase") == "pre-training" else "cells") / \
             str(s.get("pretraining") if s.get("phase") == "pre-training" else s.get("current"))
         sst = Run(sub).status() if sub.exists() else {}
-        what = s.get("pretraining_label") if s.get("phase") == "pre-training" else s.get("current")
-        st.caption(f"now {s.get('phase') or 'starting'}: {what or '…'} — step {sst.get('step', 0)} of "
-                   f"{sst.get('max_steps', '?')}")
+        what = s.get("pretraining_label") if s.get("phase") in ("pre-training", "downloading") else s.get("current")
+        st.caption(f"now {s.get('phase') or 'starting'}: {what or '…'}" + ("" if s.get("phase") == "downloading" else
+                   f" — step {sst.get('step', 0)} of {sst.get('max_steps', '?')}"))
         if writes_allowed() and st.button("Stop after the current step", key="abl_stop"):
             run.request_stop()
     elif s.get("state") in ("stopped", "crashed", "failed") and plan and writes_allowed():
@@ -192,13 +228,22 @@ dirs = results.directions(res)
 st.subheader("3. Results beside the paper")
 st.caption("Ours: dev accuracy (F1 for NER, SQuAD) in percent. Paper: the number of the same setting in the "
            "table named; Tables 7 and 8 only report NER and MNLI, so those columns stand in for other tasks.")
+if miniatures.is_miniatures(plan):
+    st.markdown("**Model size (Table 6) with Google's pre-trained miniatures, beside Turc et al. 2019**")
+    minis = miniatures.table(plan, res)
+    st.caption(miniatures.caption(plan, res, minis))
+    exports.table(miniatures.shown(minis), "abl_minis_table", "miniatures beside Turc et al. 2019")
+    exports.figure(miniatures.figure(minis), "abl_fig_miniatures")
 figs = results.figures(table)
 for axis, fig in figs.items():
+    if axis == "size" and miniatures.is_miniatures(plan):
+        continue  # shown above, beside Turc et al.'s scores for the same models
     sub = table[table["axis"] == axis]
     st.markdown(f"**{results.AXIS_TITLES[axis]}**")
     c1, c2 = st.columns([3, 2])
-    c1.dataframe(sub[["setting", "task", "metric", "ours", "paper", "paper_metric", "paper_source", "state"]],
-                 hide_index=True, width="stretch")
+    shown_columns = ["setting", "task"] + (["seed"] if sub["seed"].notna().any() else []) + \
+        ["metric", "ours", "paper", "paper_metric", "paper_source", "state"]
+    c1.dataframe(sub[shown_columns], hide_index=True, width="stretch")
     exports.figure(fig, f"abl_fig_{axis}", container=c2)
 
 st.subheader("4. Do the paper's directions hold?")

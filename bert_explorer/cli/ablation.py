@@ -1,15 +1,23 @@
 """The ablation command: run a grid of the paper's Section 5, or report on one.
 
     bert-explorer ablate --recipe cpu-small --output runs/ablation-cpu [--background]
+    bert-explorer ablate --recipe miniatures --estimate          # the plan, its downloads and time; runs nothing
+    bert-explorer ablate --recipe miniatures --task my.csv --output runs/minis   # another task than the recipe's
     bert-explorer ablate --report runs/ablation --format md
+
+Before it starts, a run says on stderr what it will do: its cells, what it downloads (a recipe of
+Google's pre-trained miniatures fetches them from the Hugging Face Hub, once, into its cache) and
+the planner's time estimate (``grid.estimate``).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from ..experiments import grid, results
+from ..data.uploads.names import slug
+from ..experiments import grid, miniatures, results
 from ..experiments.runner import run_ablation
 from ..runs.finder import is_ablation
 from .common import UserError, run_or_background, start_run, user_errors
@@ -18,7 +26,12 @@ from .common import UserError, run_or_background, start_run, user_errors
 def register(sub) -> None:
     """Add ``ablate`` to the subcommands ``sub``."""
     s = sub.add_parser("ablate", help="run an ablation grid of Section 5 (Tables 5-8) headless, or report one")
-    s.add_argument("--recipe", help="a shipped recipe (paper-mini, cpu-small, smoke) or a recipe JSON file")
+    s.add_argument("--recipe", help="a shipped recipe (paper-mini, cpu-small, miniatures, smoke) or a recipe JSON file")
+    s.add_argument("--task", metavar="SPEC", help="fine-tune on this task instead of the recipe's: a file (CSV, TSV, "
+                                                  "JSONL, CoNLL, SQuAD JSON), builtin:NAME or tiny:TASK; the recipe's "
+                                                  "first task's limits (examples, dev fraction) are kept")
+    s.add_argument("--estimate", action="store_true", help="print the plan (cells, downloads, estimated time) "
+                                                            "and exit without running it")
     s.add_argument("--output", help="the ablation directory (plan.json, results.jsonl, pretrain/, cells/)")
     s.add_argument("--background", action="store_true", help="start as a background process and return")
     s.add_argument("--resume", action="store_true", help="continue: skip finished cells, retry failed ones")
@@ -36,23 +49,36 @@ def cmd_ablate(args) -> int:
             raise UserError(f"{args.report} is not an ablation directory (no plan.json); "
                             "run bert-explorer ablate first")
         plan, res, df = results.load(args.report)
-        dirs = results.directions(res)
         print(results.to_csv(df) if args.format == "csv" else
-              results.to_markdown(df, dirs, f"Ablation {plan['recipe']['name']} ({args.report})"), end="")
+              report_markdown(plan, res, df, f"Ablation {plan['recipe']['name']} ({args.report})"), end="")
         return 0
-    if not args.output:
-        raise UserError("give --output DIR (the ablation directory), or --report DIR to print a finished one")
+    if not args.output and not args.estimate:
+        raise UserError("give --output DIR (the ablation directory), --estimate to see a recipe's plan, or --report "
+                        "DIR to print a finished one")
     recipe = None
     source = args.config or args.recipe
     if source:
         with user_errors():  # a RecipeError says which recipe or field is wrong
             recipe = grid.load_recipe(source)
+            if args.task:
+                recipe = with_task(recipe, args.task)
     elif not args.resume:
         raise UserError("give --recipe NAME|FILE (" + ", ".join(grid.list_recipes()) + ")")
+    if args.estimate:
+        if recipe is None:
+            raise UserError("give --recipe NAME|FILE to estimate")
+        print(plan_text(grid.expand(recipe)))
+        return 0
     if args.background and recipe is None:
         if not (Path(args.output) / "plan.json").exists():
             raise UserError(f"{args.output} holds no ablation to resume; give --recipe NAME|FILE")
         recipe = json.loads((Path(args.output) / "plan.json").read_text())["recipe"]
+    if recipe is not None and not args.config:  # said once, by the command a person typed
+        plan = grid.expand(recipe)
+        refusal = grid.offline_refusal(plan)
+        if refusal:
+            raise UserError(refusal)
+        print(plan_text(plan), file=sys.stderr)
     return run_or_background(
         args, lambda: run_ablation(recipe, args.output, resume=args.resume, progress=not args.no_progress),
         show=lambda _: _show_ablation(args.output),
@@ -60,7 +86,49 @@ def cmd_ablate(args) -> int:
                                 "started the ablation in the background: {path} (pid {pid})"))
 
 
+def with_task(recipe: dict, spec: str) -> dict:
+    """The recipe with its tasks replaced by ``spec``, keeping the first task's limits (how many
+    training and dev examples, the dev fraction) so that its time stays about the planned one."""
+    first = dict(next(iter(recipe["tasks"].values())))
+    for key in ("train", "dev", "paper_column", "task_type", "n_train", "n_dev", "task", "text_column",
+                "text_pair_column", "label_column"):
+        first.pop(key, None)
+    if not spec.startswith(("builtin:", "tiny:", "pairs:")):
+        if not Path(spec).is_file():
+            raise UserError(f"--task {spec}: no such file; give a task file, builtin:NAME or tiny:TASK")
+        spec = str(Path(spec).resolve())  # a background run works in its own folder
+    name = slug(Path(spec.split(":", 1)[-1]).stem)[:40].replace("__", "_") or "task"
+    return grid.validate({**recipe, "tasks": {name: {**first, "train": spec}}, "axis_tasks": {}})
+
+
+def plan_text(plan: dict) -> str:
+    """What a recipe will do, in a few lines: cells, pre-trainings or downloads, the estimate."""
+    recipe = plan["recipe"]
+    cpu, gpu = grid.estimate(plan, "cpu"), grid.estimate(plan, "gpu")
+    seeds = recipe.get("seeds")
+    lines = [f"recipe {recipe['name']}: {len(plan['cells'])} cells"
+             + (f" ({len(seeds)} seeds each setting)" if seeds else "")
+             + ("" if recipe.get("pretrained") == "hub" else f", {len(plan['pretrainings'])} pre-trainings")
+             + ", tasks " + ", ".join(f"{k} ({v['train']})" for k, v in recipe["tasks"].items()),
+             f"estimated time: about {cpu['total_s'] / 60:.0f} min on a 2-core CPU, {gpu['total_s'] / 60:.0f} min on "
+             "one GPU (from FLOPs and measured speeds; expect up to a factor of two either way)"]
+    if grid.downloads(plan):
+        lines.append(grid.downloads_text(plan))
+    return "\n".join(lines)
+
+
+def report_markdown(plan: dict, res: dict, df, title: str) -> str:
+    """The Markdown report; a recipe of downloaded miniatures adds its table beside Turc et al. 2019."""
+    text = results.to_markdown(df, results.directions(res), title)
+    if miniatures.is_miniatures(plan):
+        minis = miniatures.table(plan, res)
+        shown = miniatures.shown(minis)
+        text += ("\n## Pre-trained miniatures beside Turc et al. 2019\n\n" + miniatures.caption(plan, res, minis)
+                 + "\n\n" + results.markdown_table(shown, columns=list(shown.columns)) + "\n")
+    return text
+
+
 def _show_ablation(output: str) -> None:
     """The finished grid as a Markdown table on stdout, with the paper's numbers."""
     plan, res, df = results.load(output)
-    print(results.to_markdown(df, results.directions(res), f"Ablation {plan['recipe']['name']} ({output})"))
+    print(report_markdown(plan, res, df, f"Ablation {plan['recipe']['name']} ({output})"))

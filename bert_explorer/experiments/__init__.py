@@ -6,6 +6,8 @@
 * :mod:`.runner`  runs the cells into an ablation directory, resumable, failures recorded;
 * :mod:`.results` the results table beside the paper's numbers, the four "directions",
                   CSV and Markdown export, plotly figures;
+* :mod:`.miniatures` Table 6 with Google's pre-trained miniatures (a recipe with ``"pretrained": "hub"``):
+                  our seeds' mean ± spread beside Turc et al. 2019 and Table 6, a table, a figure, a caption;
 * :mod:`.ltr`     fine-tuning a left-to-right model (with or without a BiLSTM on top);
 * :mod:`.pairs`   a sentence-pair task made from corpus documents (no MNLI/QNLI offline).
 

@@ -28,23 +28,34 @@ and LTR+BiLSTM reuse the same left-to-right model).
 Task ``train`` specs: ``builtin:<name>``, ``tiny:<task>``, a file path (CSV/TSV/JSONL/CoNLL/
 SQuAD JSON), or ``pairs:<corpus>``: a sentence-pair task made from the corpus' documents
 (:mod:`.pairs`), because no MNLI/QNLI-like data ships offline.
+
+Two optional keys:
+
+* ``"seeds": [0, 1, 2]`` fine-tunes every cell once per seed (the split, the sampling, the batches
+  and the new output layer change with it); the results show each setting's mean ± spread.
+* ``"pretrained": "hub"``: nothing is pre-trained here. Each size is Turc et al.'s (2019) miniature
+  of that shape, pre-trained by Google with MLM + NSP and downloaded by name from the Hugging Face
+  Hub (``google/bert_uncased_L-<L>_H-<H>_A-<H/64>``; ``hub.py``), once, into the standard cache, so
+  only ``size`` (and ``transfer``) can vary: Table 6 with real pre-trained weights (the
+  ``miniatures`` recipe). A "pre-training" of the plan is then a download.
 """
 from __future__ import annotations
 
 import hashlib
 import itertools
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import checkpoint
+from .. import checkpoint, hub
 from ..data.tasks import BUILTIN_TASKS
 from ..model.config import PRESETS
 from ..tasks.base import TaskType
 from ..tasks.registry import PAIR_CLASSIFICATION, TASK_TYPES
 from ..train import estimate as est
 from ..train.estimate import encoder_parameters as layer_parameters, flops_per_token
-from ..train.finetune import FEATURE_MODES, FinetuneConfig
+from ..train.finetune import DEV_EXAMPLES, FEATURE_MODES, FinetuneConfig
 from ..train.pretrain import PretrainConfig
 from . import paper
 
@@ -57,6 +68,7 @@ TRANSFERS = ("fine-tune",) + FEATURE_MODES
 MASKINGS = tuple(paper.TABLE8.rows)  # "MASK/SAME/RND" in percent, the paper's six rows
 DEFAULT_BASELINE = {"size": "mini", "objective": "mlm+nsp", "transfer": "fine-tune", "masking": "80/10/10"}
 TASK_EXTRA_KEYS = ("paper_column", "n_train", "n_dev")  # task settings that are not FinetuneConfig fields
+MAX_SEEDS = 10  # each seed is a fine-tuning of every cell: a recipe's cost grows with them
 
 
 class RecipeError(ValueError):
@@ -171,11 +183,50 @@ def validate(recipe: dict) -> dict:
                 raise RecipeError(f"{axis} {v!r} is not known; choose from {', '.join(allowed[axis])}")
     r["baseline"] = baseline
     r["axes"] = {a: list(dict.fromkeys(axes[a])) for a in AXES if axes.get(a)}
+    seeds = r.get("seeds")
+    if seeds is not None and (not isinstance(seeds, list) or not 1 <= len(seeds) <= MAX_SEEDS
+                              or len(set(map(str, seeds))) != len(seeds)
+                              or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds)):
+        raise RecipeError(f"seeds must be a list of 1 to {MAX_SEEDS} different whole numbers, like [0, 1, 2], "
+                          f"not {seeds!r}")
+    if r.get("pretrained") not in (None, "hub"):
+        raise RecipeError(f"pretrained must be \"hub\" (download Turc et al.'s miniatures) or left out (pre-train "
+                          f"here), not {r['pretrained']!r}")
+    if r.get("pretrained") == "hub":
+        _check_hub_recipe(r)
     for axis, names in r.setdefault("axis_tasks", {}).items():
         missing = [n for n in names if n not in tasks]
         if axis not in AXES or missing:
             raise RecipeError(f"axis_tasks[{axis!r}] names {missing or axis!r}, which is not a task or axis")
     return r
+
+
+def hub_repo(size: str) -> str | None:
+    """The Hub id of Turc et al.'s miniature with the shape of preset ``size`` (A = H/64), or None."""
+    if size not in PRESETS:
+        return None
+    L, H, A = size_lha(size)
+    repo = f"google/bert_uncased_L-{L}_H-{H}_A-{H // 64}"
+    return repo if A == H // 64 and repo in hub.CATALOGUE else None
+
+
+def hub_sizes() -> list[str]:
+    """The size names that have a downloadable miniature (the short names first: tiny, mini, ...)."""
+    named = [s for s in PRESETS if not s.startswith("L") and hub_repo(s)]
+    return named + [s for s in PRESETS if s.startswith("L") and hub_repo(s) and s not in est.ALIASES]
+
+
+def _check_hub_recipe(r: dict) -> None:
+    """A recipe of downloaded miniatures varies only what Google's models leave free."""
+    fixed = [a for a in ("objective", "masking") if a in r["axes"]]
+    if fixed:
+        raise RecipeError(f"a recipe of downloaded miniatures (pretrained: hub) cannot vary {fixed[0]}: Google "
+                          "pre-trained them all with MLM + NSP and 80/10/10 masking; vary size (and transfer)")
+    r["baseline"].update(objective="mlm+nsp", masking="80/10/10")
+    for size in [r["baseline"]["size"]] + r["axes"].get("size", []):
+        if hub_repo(size) is None:
+            raise RecipeError(f"size {size!r} has no pre-trained miniature on the Hub; choose from "
+                              f"{', '.join(hub_sizes())}")
 
 
 # ----- cells --------------------------------------------------------------------------------
@@ -189,11 +240,12 @@ class Cell:
     axes: list[str] = field(default_factory=list)  # the axes whose table this cell is a row of
     pretrain_key: str = ""
     finetune: dict = field(default_factory=dict)   # FinetuneConfig settings without the model
+    seed: int | None = None                        # set when the recipe names seeds
 
     @property
     def id(self) -> str:
         return "__".join([self.task, self.size, self.objective.replace("+", "-"), self.transfer,
-                          self.masking.replace("/", "-")])
+                          self.masking.replace("/", "-")] + ([] if self.seed is None else [f"seed-{self.seed}"]))
 
     def to_dict(self) -> dict:
         return {"id": self.id, **asdict(self)}
@@ -202,7 +254,10 @@ class Cell:
 def pretrain_config(recipe: dict, size: str, objective: str, masking: str) -> dict:
     """The full PretrainConfig (as a dict) that a cell needs. LTR+BiLSTM pre-trains the LTR model
     (the BiLSTM is added at fine-tuning, Section 5.1); an LTR model masks nothing, so its
-    masking ratios are the defaults whatever the cell says and every LTR cell shares it."""
+    masking ratios are the defaults whatever the cell says and every LTR cell shares it.
+    In a recipe of downloaded miniatures it is ``{"hub": <Hub id>, "size": size}``: a download."""
+    if recipe.get("pretrained") == "hub":
+        return {"hub": hub_repo(size), "size": size}
     mask, same, rnd = parse_masking(masking if not objective.startswith("ltr") else "80/10/10")
     d = {**recipe["pretrain"], "size": size, "objective": "ltr" if objective.startswith("ltr") else objective,
          "mask_ratio": mask, "keep_ratio": same, "random_ratio": rnd}
@@ -268,23 +323,28 @@ def expand(recipe: dict) -> dict:
     for task, s, axis in _combinations(recipe, recipe.get("axis_tasks", {})):
         if s["objective"] == "ltr+bilstm" and s["transfer"] != "fine-tune":
             continue  # the BiLSTM variant is a fine-tuning set-up; frozen LTR features are plain "ltr"
-        cell = Cell(task, s["size"], s["objective"], s["transfer"], s["masking"])
-        if cell.id in cells:
-            if axis not in cells[cell.id].axes:
-                cells[cell.id].axes.append(axis)
-            continue
-        cfg = pretrain_config(recipe, s["size"], s["objective"], s["masking"])
-        cell.pretrain_key = pretrain_key(cfg)
-        pretrainings.setdefault(cell.pretrain_key, cfg)
-        cell.finetune = finetune_config(recipe, task, s["transfer"])
-        cell.axes = [axis]
-        cells[cell.id] = cell
+        for seed in recipe.get("seeds") or [None]:
+            cell = Cell(task, s["size"], s["objective"], s["transfer"], s["masking"], seed=seed)
+            if cell.id in cells:
+                if axis not in cells[cell.id].axes:
+                    cells[cell.id].axes.append(axis)
+                continue
+            cfg = pretrain_config(recipe, s["size"], s["objective"], s["masking"])
+            cell.pretrain_key = pretrain_key(cfg)
+            pretrainings.setdefault(cell.pretrain_key, cfg)
+            cell.finetune = finetune_config(recipe, task, s["transfer"])
+            if seed is not None:
+                cell.finetune["seed"] = seed
+            cell.axes = [axis]
+            cells[cell.id] = cell
     order = {k: i for i, k in enumerate(pretrainings)}
     ordered = sorted(cells.values(), key=lambda c: order[c.pretrain_key])  # stable: creation order within
     return {"recipe": recipe, "cells": [c.to_dict() for c in ordered], "pretrainings": pretrainings}
 
 
 def pretraining_label(cfg: dict) -> str:
+    if "hub" in cfg:
+        return f"{cfg['size']} · {cfg['hub']} (pre-trained by Google, downloaded)"
     ratios = f"{cfg['mask_ratio'] * 100:g}/{cfg['keep_ratio'] * 100:g}/{cfg['random_ratio'] * 100:g}"
     return f"{cfg['size']} · {cfg['objective']}" + ("" if cfg["objective"] == "ltr" else f" · {ratios}")
 
@@ -297,6 +357,13 @@ def pretraining_label(cfg: dict) -> str:
 # an earlier ~11,000 came from a shared CPU.
 _CPU_TRAIN_TPS = {(2, 128): 20_000, (4, 256): 3_700, (4, 512): 1_400}
 _CPU_FLOPS = 80e9            # effective FLOP/s of the CPU for sizes not measured
+# Fine-tuning tokens/s of Turc et al.'s miniatures (Tiny, Mini, Small, Medium) on the team's 2-core CPU with
+# one thread, what a background run gets there (runs/background.py); seq 64, batch 16, precision auto (bf16
+# autocast on its CPU), random weights of their shapes; the fastest of several runs on the shared CPU
+# (2026-11-26; tiny 18,400-30,400, mini 4,100-6,500, small 1,400-1,950, medium 890-1,040). Other lengths are
+# scaled by FLOPs per token. Medium fine-tunes at twice the FLOPs-scaled rate: a step's fixed costs (the
+# AdamW update of the word embeddings, 30,522 x H, the same for Small) weigh less in a deeper model.
+_CPU_FINETUNE_TPS = {(2, 128): 30_000, (4, 256): 6_500, (4, 512): 1_950, (8, 512): 1_040}
 # The GPU's rates are assumptions stated once, in train/estimate.py (GPU_FLOP_S_SMALL, step floors).
 _TASK_SIZES = {  # built-in data: (examples, WordPieces per example, about)
     "bbc-topics": (2225, 140), "tweets": (38000, 30), "wnut16": (2394, 30), "pang-lee": (200, 30),
@@ -318,6 +385,14 @@ def _train_tps(size: str, seq: int, vocab: int, device: str, predicted: float = 
             return _CPU_TRAIN_TPS[(L, H)] * _flops_per_token(size, 128, 8000) / flops
         return _CPU_FLOPS / flops
     return est.gpu_flop_s(H) / flops
+
+
+def _finetune_tps(size: str, seq: int, device: str) -> float:
+    """Fine-tuning tokens/s: measured for the miniatures on the CPU, else :func:`_train_tps` without a decoder."""
+    L, H, _ = size_lha(size)
+    if device == "cpu" and (L, H) in _CPU_FINETUNE_TPS:
+        return _CPU_FINETUNE_TPS[(L, H)] * _flops_per_token(size, 64, 0, 0.0) / _flops_per_token(size, seq, 0, 0.0)
+    return _train_tps(size, seq, 0, device)
 
 
 def vocab_size_of(cfg: dict) -> int:
@@ -348,6 +423,21 @@ def _task_tokens(spec: dict, ft: dict) -> tuple[int, int]:
     return n, min(t, ft.get("max_seq_length", 128))
 
 
+def _dev_examples(spec: dict, ft: dict) -> int:
+    """How many dev examples a fine-tuning scores after each epoch (and once more for the run's dev
+    predictions), about: the held-out fraction of the task, at most ``max_dev_examples`` (else the
+    2,000 that ``finetune.read_data`` keeps)."""
+    train = spec["train"]
+    if train.startswith("pairs:"):
+        n = spec.get("n_dev", 500)
+    elif train.startswith("tiny:"):
+        n = int((ft.get("max_train_examples") or 64) * ft.get("dev_fraction", 0.1))
+    else:
+        total = _TASK_SIZES.get(train[8:], (1000, 64))[0] if train.startswith("builtin:") else 1000
+        n = int(total * ft.get("dev_fraction", 0.1))
+    return max(1, min(n, ft.get("max_dev_examples") or DEV_EXAMPLES))
+
+
 def estimate(plan: dict, device: str = "cpu") -> dict:
     """A rough time estimate in seconds: ``{"pretrain_s", "finetune_s", "total_s"}``.
 
@@ -356,6 +446,8 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
     device = "cpu" if device == "cpu" else "gpu"
     pre = 0.0
     for cfg in plan["pretrainings"].values():
+        if "hub" in cfg:  # downloaded, not pre-trained: its bytes are in downloads(), the network's speed unknown
+            continue
         seq, bs = cfg["max_seq_length"], cfg["batch_size"] * cfg.get("grad_accum", 1)
         predicted = 1.0 if cfg["objective"] == "ltr" else cfg.get("mlm_probability", 0.15)
         vocab = vocab_size_of(cfg)
@@ -376,9 +468,13 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
         epochs = ft.get("epochs", 3)
         seq = ft.get("max_seq_length", 128)
         L, H, _ = size_lha(cell["size"])
-        tps = _train_tps(cell["size"], seq, 0, device)  # no MLM decoder when fine-tuning
+        tps = _finetune_tps(cell["size"], seq, device)  # no MLM decoder when fine-tuning
         if cell["transfer"] == "fine-tune" and cell["objective"] != "ltr+bilstm":
-            secs = n * t * epochs / tps + 0.3 * n * t / tps  # + dev evaluation (about)
+            # + the dev set forward only (a third of a training token's FLOPs) after every epoch and once more
+            # for the run's dev predictions
+            dev_passes = math.ceil(epochs) + 1
+            secs = (n * t * epochs + dev_passes * _dev_examples(recipe["tasks"][cell["task"]], ft) * t
+                    * est.FORWARD_SHARE) / tps
         else:  # frozen features (inference, ~3x faster per token) + a 2-layer BiLSTM with H units per direction
             d_in = 4 * H if cell["transfer"] == "concat-last-4" else H
             # forward: 2 directions x (layer 1: 8H(d_in + H), layer 2: 8H(2H + H)); training = 3x forward
@@ -396,22 +492,66 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
     return {"pretrain_s": round(pre), "finetune_s": round(ft_total), "total_s": round(pre + ft_total)}
 
 
+# ----- downloads (a recipe of pre-trained miniatures) -------------------------------------------
+def downloads(plan: dict) -> list[dict]:
+    """The Hub models a plan starts from: ``[{"repo", "title", "size", "bytes", "here"}]``, ``bytes``
+    about what a download fetches (``hub.HubModel.download_bytes``), ``here`` whether the Hugging Face
+    cache already holds a whole copy (then nothing is fetched)."""
+    out = []
+    for cfg in plan["pretrainings"].values():
+        if "hub" in cfg:
+            m = hub.CATALOGUE[cfg["hub"]]
+            out.append({"repo": m.repo_id, "title": m.title, "size": cfg["size"], "bytes": m.download_bytes,
+                        "here": hub.local_copy(m.repo_id) is not None})
+    return out
+
+
+def downloads_text(plan: dict) -> str:
+    """One line: what starting the plan downloads, and how much (empty when it downloads nothing)."""
+    found = downloads(plan)
+    if not found:
+        return ""
+    todo = [d for d in found if not d["here"]]
+    size = lambda b: f"{b / 1e6:,.0f} MB" if b >= 1e6 else f"{b / 1e3:,.0f} kB"  # noqa: E731
+    if not todo:
+        return f"All {len(found)} models are on this machine already (the Hugging Face cache): nothing is downloaded."
+    here = [d["repo"] for d in found if d["here"]]
+    return (f"Downloads {len(todo)} model{'s' if len(todo) > 1 else ''} from the Hugging Face Hub when it starts "
+            f"(about {size(sum(d['bytes'] for d in todo))} in all, once, into the Hugging Face cache): "
+            + ", ".join(f"{d['repo']} ({size(d['bytes'])})" for d in todo)
+            + (f"; already here: {', '.join(here)}" if here else "") + ".")
+
+
+def offline_refusal(plan: dict) -> str | None:
+    """One sentence when the plan needs a model that is not here and this machine may not download
+    (``HF_HUB_OFFLINE``); None when it can start. (No network at all is found when the download
+    starts: those cells then fail with the Hub's own sentence, and the others go on.)"""
+    missing = [d["repo"] for d in downloads(plan) if not d["here"]]
+    if not missing or not hub.offline():
+        return None
+    return (f"This recipe starts from {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not on this "
+            f"machine, and this machine is set to work offline (HF_HUB_OFFLINE): run `bert-explorer download "
+            f"{' '.join(missing)}` where there is internet (or unset HF_HUB_OFFLINE), then start it again.")
+
+
 # ----- a grid built from a few choices (the page's "build my own") ----------------------------
 def custom_recipe(tasks: dict, sizes: list[str], objectives: list[str], transfers: list[str], maskings: list[str],
                   *, corpus: str = "bbc", max_steps: int | None = None, grid_mode: str = "one-at-a-time",
-                  base: str = "cpu-small", name: str = "custom") -> dict:
+                  base: str = "cpu-small", name: str = "custom", seeds: list[int] | None = None) -> dict:
     """A recipe with the shared settings of the shipped recipe ``base`` and these axes.
 
     The baseline is the paper's (MLM+NSP, fine-tuning, 80/10/10) where chosen, and the
-    smallest chosen size, so the cells of the other axes are the cheapest ones."""
+    smallest chosen size, so the cells of the other axes are the cheapest ones. With a base of
+    downloaded miniatures (``miniatures``) nothing is pre-trained: ``corpus`` and ``max_steps``
+    do not apply, and ``seeds`` (else the base's) are the fine-tuning seeds."""
     b = load_recipe(base)
     pick = lambda values, preferred: preferred if preferred in values else values[0]  # noqa: E731
     sizes = sorted(sizes or [b["baseline"]["size"]], key=encoder_parameters)
     objectives = objectives or ["mlm+nsp"]
     transfers = transfers or ["fine-tune"]
     maskings = maskings or ["80/10/10"]
-    pretrain = {**b["pretrain"], "corpus": corpus}
-    if max_steps:
+    pretrain = {**b["pretrain"], "corpus": corpus} if b.get("pretrained") != "hub" else dict(b["pretrain"])
+    if max_steps and b.get("pretrained") != "hub":
         pretrain.update(max_steps=int(max_steps), warmup_steps=max(1, int(max_steps) // 10),
                         eval_every=max(1, int(max_steps) // 2), save_every=max(1, int(max_steps) // 2))
     recipe = {
@@ -422,4 +562,7 @@ def custom_recipe(tasks: dict, sizes: list[str], objectives: list[str], transfer
         "axes": {a: v for a, v in (("size", sizes), ("objective", objectives), ("transfer", transfers),
                                    ("masking", maskings)) if len(v) > 1},
     }
+    for key, value in (("pretrained", b.get("pretrained")), ("seeds", seeds or b.get("seeds"))):
+        if value:
+            recipe[key] = value
     return validate(recipe)

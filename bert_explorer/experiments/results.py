@@ -50,7 +50,7 @@ AXIS_TITLES = {"objective": "Pre-training tasks (Table 5)", "size": "Model size 
                "grid": "Grid (every combination)", "baseline": "Baseline"}
 COLUMNS = ["axis", "setting", "task", "task_type", "metric", "ours", "paper", "paper_metric", "paper_source",
            "paper_row", "state", "size", "objective", "transfer", "masking", "pretrain_mlm_ppl",
-           "pretrain_nsp_acc", "seconds", "cell_id", "error"]
+           "pretrain_nsp_acc", "seconds", "cell_id", "error", "seed"]
 
 
 def _paper_for(axis: str, cell: dict, column: str | None, baseline: dict) -> dict | None:
@@ -89,6 +89,7 @@ def table(plan: dict, results: dict[str, dict]) -> pd.DataFrame:
                 "transfer": cell["transfer"], "masking": cell["masking"],
                 "pretrain_mlm_ppl": pre.get("mlm_perplexity"), "pretrain_nsp_acc": pre.get("nsp_accuracy"),
                 "seconds": rec.get("seconds"), "cell_id": cell["id"], "error": rec.get("error"),
+                "seed": cell.get("seed"),
             })
     df = pd.DataFrame(rows, columns=COLUMNS)
     if len(df):  # axes in the paper's order; inside an axis, tasks, then settings in the paper's order
@@ -355,8 +356,9 @@ def read_csv(text: str) -> pd.DataFrame:
 
 # ----- plots ------------------------------------------------------------------------------------
 def figures(df: pd.DataFrame) -> dict:
-    """One plotly figure per axis: our score per setting (bars, one colour per task) and the
-    paper's number for the same setting (diamonds), both in percent."""
+    """One plotly figure per axis: our score per setting (bars, one colour per task; the mean of
+    its seeds, their standard deviation as error bars) and the paper's number for the same setting
+    (diamonds), both in percent."""
     # only for the figures: the GPU machine has no plotly (gpu/offline.py), and its CLI imports this module
     import plotly.graph_objects as go
 
@@ -368,9 +370,14 @@ def figures(df: pd.DataFrame) -> dict:
         fig = go.Figure()
         settings = list(dict.fromkeys(sub["setting"]))
         for task, g in sub.groupby("task", sort=False):
-            g = g.set_index("setting").reindex(settings)
+            seeds = g.groupby("setting", sort=False)["ours"]
+            spread = seeds.std().reindex(settings) if seeds.count().max() > 1 else None
+            g = g.drop_duplicates("setting").set_index("setting").reindex(settings)
+            g["ours"] = seeds.mean().reindex(settings)
             fig.add_bar(x=settings, y=g["ours"], name=f"ours: {task}",
-                        hovertext=[f"{m or ''} ({s})" for m, s in zip(g["metric"], g["state"])])
+                        error_y=None if spread is None else dict(type="data", array=spread.fillna(0).tolist()),
+                        hovertext=[f"{m or ''} ({s})" + (f", mean of {k:.0f} seeds" if k > 1 else "")
+                                   for m, s, k in zip(g["metric"], g["state"], seeds.count().reindex(settings))])
             if g["paper"].notna().any():
                 metric = next((m for m in g["paper_metric"] if isinstance(m, str)), "paper")
                 fig.add_scatter(x=settings, y=g["paper"], mode="markers", marker_symbol="diamond",

@@ -8,7 +8,9 @@
       log.txt             what happened, for people
       vocab/<hash>/       one WordPiece vocabulary shared by every pre-training ("vocab": "shared")
       data/               generated task files (pairs:<corpus>)
-      pretrain/<hash>/    a pre-training run per distinct PretrainConfig (hash = grid.pretrain_key)
+      pretrain/<hash>/    a pre-training run per distinct PretrainConfig (hash = grid.pretrain_key);
+                          none for a recipe of downloaded miniatures: their weights stay in the
+                          Hugging Face cache, fetched once (hub.open_model) and shared by every cell
       cells/<cell-id>/    a fine-tuning run per cell (metrics.json, metrics.jsonl, ...)
       STOP                present = stop after the current step / cell
 
@@ -26,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from .. import atomic
+from .. import atomic, hub
 from ..data.corpora import load_corpus, split_documents, tiny_corpus
 from ..runs.lock import writes_run
 from ..runs.run import ACTIVE_STATES, Run
@@ -120,12 +122,21 @@ def ensure_pretrained(abl: Path, key: str, cfg: dict, progress: bool = False) ->
     return run.checkpoints()[-1][1]
 
 
+def ensure_downloaded(cfg: dict) -> str:
+    """The name a cell of a downloaded miniature fine-tunes from (``hf:<Hub id>``), once its cached copy
+    is whole: opened from the Hugging Face cache, or downloaded there first (``hub.HubError`` says why
+    it cannot be)."""
+    hub.open_model(cfg["hub"])
+    return hub.HF_PREFIX + cfg["hub"]
+
+
 def _task_type_of(cfg) -> str:
     return read_data(cfg)[0].task.name
 
 
-def run_cell(abl: Path, plan: dict, cell: dict, model_dir: Path) -> dict:
-    """Fine-tune one cell into ABL/cells/<id>/ and return its metrics.json."""
+def run_cell(abl: Path, plan: dict, cell: dict, model_dir: Path | str) -> dict:
+    """Fine-tune one cell into ABL/cells/<id>/ and return its metrics.json. ``model_dir`` is the
+    pre-trained checkpoint's folder, or ``hf:<Hub id>`` for a downloaded miniature."""
     spec = plan["recipe"]["tasks"][cell["task"]]
     out = abl / "cells" / cell["id"]
     if out.exists():
@@ -165,10 +176,13 @@ def majority_rate(dev) -> float | None:
 def _record(cell: dict, status: str, **extra) -> dict:
     return {"cell_id": cell["id"], "status": status, "task": cell["task"], "size": cell["size"],
             "objective": cell["objective"], "transfer": cell["transfer"], "masking": cell["masking"],
-            "axes": cell["axes"], "pretrain_key": cell["pretrain_key"], "time": time.time(), **extra}
+            "axes": cell["axes"], "pretrain_key": cell["pretrain_key"], "seed": cell.get("seed"),
+            "time": time.time(), **extra}
 
 
-def _pretrain_summary(abl: Path, key: str) -> dict:
+def _pretrain_summary(abl: Path, key: str, cfg: dict) -> dict:
+    if "hub" in cfg:  # pre-trained by Google: the model's name is what there is to say
+        return {"hub": cfg["hub"]}
     st = Run(abl / "pretrain" / key).status()
     ev = st.get("eval_final") or {}
     out = {k: ev[k] for k in ("mlm_accuracy", "mlm_perplexity", "nsp_accuracy") if k in ev}
@@ -206,6 +220,9 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
         if recipe is None:
             raise ValueError(f"{abl} holds no ablation plan; give a recipe")
         plan = grid.expand(recipe)
+        refusal = grid.offline_refusal(plan)
+        if refusal:  # before anything is written
+            raise ValueError(refusal)
         run.create(plan["recipe"], "ablate")
         atomic.write_json(abl / "plan.json", plan, indent=2)
     run.clear_stop()
@@ -227,23 +244,31 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
             if (abl / "STOP").exists():
                 raise AblationStopped("stop requested")
             label = grid.pretraining_label(pcfg)
-            run.write_status(current=None, phase="pre-training", pretraining=key, pretraining_label=label)
-            say(f"pre-training {label} ({key}), {pcfg['max_steps']} steps")
+            what = "download" if "hub" in pcfg else "pre-training"
+            run.write_status(current=None, phase="downloading" if "hub" in pcfg else "pre-training",
+                             pretraining=key, pretraining_label=label)
+            if "hub" in pcfg:
+                m = hub.CATALOGUE[pcfg["hub"]]
+                where = ("in the Hugging Face cache" if hub.local_copy(m.repo_id) is not None
+                         else f"downloading about {m.download_bytes / 1e6:,.0f} MB")
+                say(f"weights: {m.repo_id} ({where})")
+            else:
+                say(f"pre-training {label} ({key}), {pcfg['max_steps']} steps")
             t0 = time.time()
             try:
-                model_dir = ensure_pretrained(abl, key, pcfg, progress)
+                model_dir = ensure_downloaded(pcfg) if "hub" in pcfg else ensure_pretrained(abl, key, pcfg, progress)
             except AblationStopped:
                 raise
             except Exception as e:  # every cell of this model fails; the other models go on
-                run.log(f"pre-training {key} failed: {e}")
-                say(f"  pre-training failed: {e}")
+                run.log(f"{what} {key} failed: {e}")
+                say(f"  {what} failed: {e}")
                 for c in todo:
-                    _append_result(abl, _record(c, "failed", error=f"pre-training failed: {e}"))
+                    _append_result(abl, _record(c, "failed", error=f"{what} failed: {e}"))
                     failed += 1
                 run.write_status(failed=failed)
                 continue
-            run.log(f"pre-training {key} ready in {time.time() - t0:.0f}s: {model_dir}")
-            summary = _pretrain_summary(abl, key)
+            run.log(f"{what} {key} ready in {time.time() - t0:.0f}s: {model_dir}")
+            summary = _pretrain_summary(abl, key, pcfg)
             for c in todo:
                 if (abl / "STOP").exists():
                     raise AblationStopped("stop requested")
