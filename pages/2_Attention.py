@@ -321,24 +321,29 @@ with tabs[4]:
     exports.figure(fig, "att_rollout_cls", "what the CLS vector is made of", bundle)
 
 with tabs[5]:
+    # Computed only while open, as the bertviz views: it runs the model twice more (with and without the
+    # head), the largest share of a new sentence's time on BERT-Base. Its choices are kept meanwhile.
     st.caption("The head mask multiplies one head's output by 0. In BERT-Base, Michel et al. (2019) found that "
                "many heads can go with little change and a few matter a lot; try it on this model. With a "
                "masked-LM model, put a [MASK] in sentence A to see whether the predicted word changes.")
     m1, m2 = st.columns(2)
-    a_layer = m1.selectbox("Layer", range(L), key="att_abl_layer", format_func=lambda i: f"{i + 1}")
-    a_head = m2.selectbox("Head", range(A), key="att_abl_head", format_func=lambda i: f"{i + 1}")
-    abl = _ablation(name, text, text_b, a_layer, a_head, max_tokens)
-    st.metric("[CLS] vector, cosine with the intact model", f"{abl['cls_cosine']:.4f}",
-              help="1 = unchanged. The [CLS] vector feeds NSP and sentence classifiers.")
-    df = pd.DataFrame({"token": [f"{i}: {t}" for i, t in enumerate(abl["tokens"])],
-                       "relative change": abl["relative_delta"]})
-    fig = px.bar(df, x="token", y="relative change",
-                 title=f"‖h′ − h‖ / ‖h‖ of the last layer, {layer_name(a_layer)}, {head_name(a_head)} "
-                       "switched off")
-    exports.figure(fig, "att_ablation", f"layer {a_layer + 1} head {a_head + 1} switched off", bundle)
-    if abl["mlm"]:
-        exports.table(pd.DataFrame(abl["mlm"]), "att_ablation_mlm", "masked word with the head off", bundle,
-                      hide_index=True)
+    a_layer = kept_widget(m1.selectbox, "Layer", "att_abl_layer", 0, valid=lambda v: v in range(L),
+                          options=range(L), format_func=lambda i: f"{i + 1}")
+    a_head = kept_widget(m2.selectbox, "Head", "att_abl_head", 0, valid=lambda v: v in range(A),
+                         options=range(A), format_func=lambda i: f"{i + 1}")
+    if tabs[5].open:
+        abl = _ablation(name, text, text_b, a_layer, a_head, max_tokens)
+        st.metric("[CLS] vector, cosine with the intact model", f"{abl['cls_cosine']:.4f}",
+                  help="1 = unchanged. The [CLS] vector feeds NSP and sentence classifiers.")
+        df = pd.DataFrame({"token": [f"{i}: {t}" for i, t in enumerate(abl["tokens"])],
+                           "relative change": abl["relative_delta"]})
+        fig = px.bar(df, x="token", y="relative change",
+                     title=f"‖h′ − h‖ / ‖h‖ of the last layer, {layer_name(a_layer)}, {head_name(a_head)} "
+                           "switched off")
+        exports.figure(fig, "att_ablation", f"layer {a_layer + 1} head {a_head + 1} switched off", bundle)
+        if abl["mlm"]:
+            exports.table(pd.DataFrame(abl["mlm"]), "att_ablation_mlm", "masked word with the head off", bundle,
+                          hide_index=True)
 
 st.divider()
 exports.bundle_button(bundle, "att_bundle")

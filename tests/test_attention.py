@@ -252,6 +252,8 @@ def test_attention_page_ablation_shows_what_head_ablation_computes():
     text, text_b = "the [MASK] sat on the mat .", "then it fell asleep in the sun ."
     mini = load("explorer-mini", "BertForPreTraining")
     at = _page("explorer-mini")  # a model with a trained MLM head
+    assert not [c for c in at.get("plotly_chart") if "switched off" in c.proto.spec]  # (computed only when opened)
+    at.session_state["att_view"] = "Switch a head off"
     at.text_area(key="be_sentence_a").set_value(text)
     at.text_area(key="be_sentence_b").set_value(text_b).run()
     max_tokens = at.slider(key="att_max_tokens").value
