@@ -22,9 +22,9 @@ from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
 from bert_explorer.tasks.spans import SpanTask
 from bert_explorer.tasks.metrics import small_dev_warning
-from bert_explorer.train.estimate import FINETUNE_ASK_S, finetune_estimate, words_of
-from bert_explorer.train.finetune import (DEV_EXAMPLES, FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_TRAIN_EXAMPLES,
-                                          FinetuneConfig, ltr_problem)
+from bert_explorer.train.estimate import FINETUNE_ASK_S
+from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_TRAIN_EXAMPLES, FinetuneConfig,
+                                          estimate, ltr_problem, read_spec)
 
 intro("Fine-tune", """
 BERT's second stage (Devlin et al. 2019, Section 4 and Figure 4): put **one small output layer** on
@@ -39,25 +39,22 @@ activations instead.
 
 def long_run_confirmed(config: FinetuneConfig, data) -> bool:
     """The estimate of this run on this machine, said before it starts; above FINETUNE_ASK_S a box
-    must be ticked first. The counts are the run's own: the dev set split off, and the sampling of a
-    set larger than one run keeps."""
-    n = len(data.examples)
-    n_dev = round(n * config.dev_fraction) if config.dev is None else 0
-    n_train = min(n - n_dev, config.max_train_examples or MAX_TRAIN_EXAMPLES)
-    n_dev = min(n_dev, config.max_dev_examples or DEV_EXAMPLES)
-    sample = data.examples[:1000]
-    mean_words = sum(map(words_of, sample)) / max(1, len(sample))
+    must be ticked first. The counts are the run's own (``finetune.estimate``): the dev set split off,
+    the sampling of a set larger than one run keeps, the WordPieces as the run featurises and pads them."""
     try:
-        est = finetune_estimate(config.model, n_train, n_dev, config.epochs, config.batch_size, config.max_seq_length,
-                                mean_words, len(config.lr_grid) or 1, config.mode)
-    except (CheckpointError, OSError, ValueError):
-        return True  # the model cannot be read here: the run says why, in one sentence, as it starts
-    sampled = f" ({n_train:,} of the {n - round(n * config.dev_fraction):,} training examples, sampled)" \
-        if n_train < n - round(n * config.dev_fraction) else ""
+        est = estimate(config, data)
+    except (CheckpointError, OSError, ValueError, KeyError) as e:  # the run says why, in one sentence, as it starts
+        st.caption(without_host_paths(f"No estimate of this run's time: {e}"))
+        return True
+    n = len(data.examples)
+    n_train, n_dev = est["train_examples"], est["dev_examples"]
+    kept = n - round(n * config.dev_fraction)
+    sampled = f" ({n_train:,} of the {kept:,} training examples, sampled)" if n_train < kept else ""
     st.caption(f"Estimated time on {device_name()}: about **{duration_text(est['seconds'])}**: {est['steps']:,} steps "
-               f"of {config.batch_size} examples{sampled} of about {est['tokens_per_example']:.0f} WordPieces, and "
-               f"{n_dev:,} dev examples scored after each epoch ({est['basis']}). A rough figure, within about a "
-               "factor of two.")
+               f"of {config.batch_size} examples{sampled} of about {est['tokens_per_example']:.0f} WordPieces "
+               f"(about {duration_text(est['train_seconds'])}), {n_dev:,} dev examples scored after each epoch and at "
+               f"the end (about {duration_text(est['eval_seconds'])}), and the start, the model read and saved (about "
+               f"{duration_text(est['loading_seconds'])}); {est['basis']}.")
     if est["seconds"] <= FINETUNE_ASK_S:
         return True
     return st.checkbox(f"Yes, fine-tune for about {duration_text(est['seconds'])} ({est['steps']:,} steps). For a "
@@ -181,10 +178,11 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     if not base:
         st.info("Choose the pre-trained model to start from in the sidebar.")
     if ready and config is not None:  # how long, before it starts; a long run is asked for, never started by a slip
-        if data is None and not builtin.startswith("tiny:"):
-            data = dv.builtin_data(builtin)
-        if data is not None:
-            ready = long_run_confirmed(config, data)
+        if source == "Built-in dataset" and builtin.startswith("tiny:"):
+            estimated = read_spec(config, config.train)  # generated at the run's own size
+        else:
+            estimated = data if data is not None else dv.builtin_data(builtin)
+        ready = long_run_confirmed(config, estimated)
     if st.button("Fine-tune", type="primary", key="ft_start", disabled=not ready):
         stem = Path(upload[0]).stem if upload else builtin.replace(":", "-")
         run_dir = rv.new_run_dir(f"finetune-{stem}", root)
@@ -282,7 +280,9 @@ if example is not None:
 st.subheader("5. Download")
 model_dir = run.path / "model" if (run.path / "model").is_dir() else run.path / "feature_head"
 if model_dir.is_dir():
-    st.download_button("Download the model (zip)", rv.zip_model(model_dir, f"{run.name}-{model_dir.name}"),
+    # Packed when the button is clicked (Streamlit calls the function then), not on every first visit: a
+    # model of 90 MB takes seconds to pack.
+    st.download_button("Download the model (zip)", lambda: rv.zip_model(model_dir, f"{run.name}-{model_dir.name}"),
                        file_name=f"{run.name}-{model_dir.name}.zip", mime="application/zip", key="ft_download")
     if model_dir.name == "model":
         st.caption("A transformers-compatible checkpoint (config.json with the label names, model.safetensors, "

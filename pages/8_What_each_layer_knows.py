@@ -84,13 +84,16 @@ if missing:
     # have run, so the results do not sit under "Not computed yet" until the next visit.
     pending = st.empty()
     with pending.container():
-        with st.spinner("Measuring how fast this model runs here…"):
+        with st.spinner("Counting the WordPieces of the tasks…"):
             est = {t: _estimate(name, t, settings_for(t), pos_file) for t in missing}
         st.info(f"Not computed yet for this model: {', '.join(missing)}. The vectors of every layer are computed "
-                "once, then the probes train; both are kept on disk, so the next visit is fast. Measured here for "
-                "this model: " + "; ".join(f"{t}, {e['inputs']:,} inputs at {e['inputs_per_s']:,.1f} a second, about "
-                                          f"**{duration_text(e['seconds'])}**" for t, e in est.items())
-                + ". Fewer sentences or articles (Settings) run faster.")
+                "once, then the probes train; both are kept on disk, so the next visit is fast. Estimated here for "
+                "this model: " + "; ".join(
+                    f"{t}, {e['inputs']:,} inputs: the layer vectors about {duration_text(e['features_seconds'])}, "
+                    f"{e['probes']} probes on {e['rows']:,} {'articles' if t == 'topic' else 'words'} about "
+                    f"{duration_text(e['probes_seconds'])}, in all **about {duration_text(e['seconds'])}**"
+                    for t, e in est.items())
+                + f" ({next(iter(est.values()))['basis']}). Fewer sentences or articles (Settings) run faster.")
         run_now = st.button("Run the probes", type="primary", key="probe_run")
         bar = st.progress(0.0, text="starting…") if run_now else None
     if run_now:

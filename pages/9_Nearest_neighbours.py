@@ -13,6 +13,7 @@ from bert_explorer.app import exports
 from bert_explorer.app.state import by_inputs, by_weights, is_private, load, picked_model, shown_path, without_host_paths, writes_allowed
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.report import duration_text
+from bert_explorer.train.estimate import background_threads
 
 intro("Nearest neighbours", """
 Pick one token of your sentence and a layer: the table lists the tokens of a whole corpus (BBC
@@ -44,7 +45,9 @@ def _open(path: str) -> nb.NeighbourIndex:
 
 @by_weights(max_entries=32)
 def _estimate(model: str, corpus, layer: int) -> dict:
-    return nbb.estimate_build_seconds(load(model, ARCH)[0], corpus, layer)
+    # the button below starts the build as a background process: its threads, its start
+    return nbb.estimate_build_seconds(load(model, ARCH)[0], corpus, layer, threads=background_threads(),
+                                      process_start=True)
 
 
 @by_weights(max_entries=128, show_spinner="Searching…")
@@ -105,14 +108,15 @@ if state["state"] != "ready":
         st.error(without_host_paths(f"The last build of this index failed: {state.get('error') or state.get('message')}"))
         with st.expander("Its log"):
             st.code(without_host_paths(jobs.log_tail(Path(path))), language=None)
-    with st.spinner("Measuring how fast this model runs here…"):
+    with st.spinner("Counting the corpus's WordPieces…"):
         est = _estimate(name, corpus, layer)
+    runs = "only looks up the embeddings" if layer == 0 else \
+        f"runs the model's first {layer} layer{'s' if layer > 1 else ''}"
     st.markdown(
         f"The index holds every WordPiece of the corpus except [CLS] and [SEP]: **{est['tokens']:,} tokens** in "
-        f"{est['sentences']:,} sentences, {est['disk_bytes'] / 1e6:,.0f} MB on disk (fp16). Building it runs the "
-        f"model over all of them, up to {layer_label(layer)}: measured here on {est['threads']} CPU "
-        f"thread{'s' if est['threads'] > 1 else ''} at {est['tokens_per_s']:,.0f} tokens/s, that is **about "
-        f"{duration_text(est['seconds'])}**. It is built once and kept for every later visit.")
+        f"{est['sentences']:,} sentences, {est['disk_bytes'] / 1e6:,.0f} MB on disk (fp16). Building it {runs} over "
+        f"all of them, in a background process: about {est['tokens_per_s']:,.0f} tokens/s here ({est['basis']}), "
+        f"that is **about {duration_text(est['seconds'])}**. It is built once and kept for every later visit.")
     free = full_disk.free_bytes(cache_root())
     room = (f"While it runs the build needs about **{full_disk.size_text(est['build_disk_bytes'])}** free in the cache "
             f"folder {shown_path(cache_root())} (its finished parts and the index side by side); free there now: "

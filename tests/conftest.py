@@ -42,6 +42,16 @@ def tiny_vocab(tmp_path_factory):
     return shared.save_tiny_corpus_vocab(tmp_path_factory.mktemp("vocab"))
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models, many small calls: one thread each avoids OpenMP spinning on a busy 2-core machine
+    (a module asks for it with ``pytestmark = pytest.mark.usefixtures("one_thread")``)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def base_model(tmp_path_factory):
     """A small random BERT (2 layers, H=64) with a vocabulary learnt on every tiny task, saved:

@@ -52,6 +52,16 @@ def save_tiny_bert(folder: str | Path, words: list[str], **settings) -> Path:
     return checkpoint.save(model, tok, folder)
 
 
+def tiny_uncased(folder: str | Path, minilm_dir: Path, layers: int = 2) -> Loaded:
+    """A small random BertModel (H = 32, ``layers`` layers) with the real uncased vocabulary, saved in
+    ``folder`` and loaded from it: for work over the built-in corpora (their text in real WordPieces)."""
+    tok = WordPieceTokenizer(Path(minilm_dir) / "vocab.txt")
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=layers, num_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    torch.manual_seed(0)
+    return checkpoint.load(checkpoint.save(checkpoint.new_model("BertModel", config), tok, folder), "BertModel")
+
+
 # ----- a random BERT with a vocabulary learnt on the tiny tasks ----------------------------------
 def tiny_task_texts(data):
     """Every text of a tiny task's examples, whatever its task type."""

@@ -10,6 +10,7 @@ from bert_explorer.data import corpora
 @pytest.fixture
 def reading_forbidden(monkeypatch):
     """Fails the test if anything loads a corpus other than a built-in one (the page reads no file here)."""
+    from bert_explorer.data import corpus_upload
     from bert_explorer.train import pretrain
 
     real = corpora.load_corpus
@@ -19,8 +20,10 @@ def reading_forbidden(monkeypatch):
             raise AssertionError(f"{name!r} was read as a corpus")
         return real(name, *args, **kwargs)
 
-    monkeypatch.setattr(corpora, "load_corpus", load)
-    monkeypatch.setattr(pretrain, "load_corpus", load)
+    # every module that bound the name at import, imported before patching (one imported while patched
+    # would keep the patch after the test)
+    for module in (corpora, pretrain, corpus_upload):
+        monkeypatch.setattr(module, "load_corpus", load)
 
 
 @pytest.mark.parametrize("how", ["upload chosen, no file yet", "every built-in corpus removed"])

@@ -13,8 +13,7 @@ from bert_explorer.analysis.neighbours import index as nbb
 from bert_explorer.runs import neighbour_jobs as jobs
 from bert_explorer.analysis.neighbours import search as nb
 from bert_explorer.data.corpora import tiny_corpus
-from bert_explorer.model import BertConfig
-from bert_explorer.tokenizer import WordPieceTokenizer
+import shared
 
 SENTENCES = [
     "The bank raised interest rates again.", "She sat on the river bank and watched the water.",
@@ -26,13 +25,7 @@ SENTENCES = [
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, minilm_dir):
-    """A small random BERT (H = 32, 2 layers) with the real uncased vocabulary, saved to disk."""
-    tok = WordPieceTokenizer(minilm_dir / "vocab.txt")
-    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-                        max_position_embeddings=128)
-    torch.manual_seed(0)
-    d = checkpoint.save(checkpoint.new_model("BertModel", config), tok, tmp_path_factory.mktemp("tiny") / "model")
-    return checkpoint.load(d, "BertModel")
+    return shared.tiny_uncased(tmp_path_factory.mktemp("tiny") / "model", minilm_dir, layers=2)
 
 
 @pytest.fixture
@@ -42,13 +35,7 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Tiny models, many small calls: one thread each avoids OpenMP spinning on a busy 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 _VECTORS = {}

@@ -22,6 +22,8 @@ from .. import checkpoint
 from ..analysis.neighbours import index as nbb, search as nb
 from ..data.corpora import BUILTIN_CORPORA
 from ..runs import neighbour_jobs
+from ..runs.report import duration_text
+from ..train.estimate import background_threads
 from .common import UserError, int_list, run_command, run_or_background, user_errors, write_json
 
 MODEL_HELP = "a checkpoint directory or a short name (minilm-mlm-nsp, explorer-mini, minilm)"
@@ -71,7 +73,11 @@ def cmd_build(args) -> int:
 
 
 def _build(loaded, args) -> dict:
-    """Build the indexes of ``args.layer`` here, with a progress bar or lines; {layer: path}."""
+    """Build the indexes of ``args.layer`` here, with a progress bar or lines; {layer: path}. The
+    estimate of the layers not built yet is said first, on stderr."""
+    todo = [l for l in args.layer if not nbb.is_complete(nbb.index_path(loaded, args.corpus, l))]
+    if todo:
+        _say_estimate(nbb.estimate_build_seconds(loaded, args.corpus, todo), todo)
     progress, close = _progress(args.no_progress)
     try:
         return nbb.build_index(loaded, args.corpus, args.layer, progress)
@@ -86,12 +92,22 @@ def _start_builds(loaded, args) -> None:
         path = nbb.index_path(loaded, args.corpus, layer)
         if nbb.is_complete(path):
             print(f"layer {layer}: already built ({path})", file=sys.stderr)
-        elif why := neighbour_jobs.start_build(path, ["--model", args.model, "--layer", str(layer), "--corpus",
+            continue
+        _say_estimate(nbb.estimate_build_seconds(loaded, args.corpus, layer, threads=background_threads(),
+                                                 process_start=True), [layer])
+        if why := neighbour_jobs.start_build(path, ["--model", args.model, "--layer", str(layer), "--corpus",
                                                       args.corpus, "--no-progress"], one_at_a_time=False):
             print(f"layer {layer}: {why}", file=sys.stderr)  # (the builder makes room in the cache itself)
         else:
             print(f"layer {layer}: building in the background; progress in "
                   f"{neighbour_jobs.work_dir(path) / 'progress.json'}", file=sys.stderr)
+
+
+def _say_estimate(est: dict, layers: list[int]) -> None:
+    """The estimate of a build, one line on stderr, before it starts."""
+    print(f"estimate for layer{'s' if len(layers) > 1 else ''} {', '.join(map(str, layers))}: about "
+          f"{duration_text(est['seconds'])} ({est['tokens']:,} tokens of {est['sentences']:,} sentences, about "
+          f"{est['tokens_per_s']:,.0f} tokens/s: {est['basis']})", file=sys.stderr, flush=True)
 
 
 def _show_built(paths: dict) -> None:

@@ -14,7 +14,10 @@ from .. import checkpoint
 from ..analysis.layers.features import PAIR_SEPARATOR, parse_example
 from ..analysis.probes import quality
 from ..tasks.base import TaskType
-from ..train.finetune import FinetuneConfig, run_finetuning
+from ..checkpoint import CheckpointError
+from ..runs.report import duration_text
+from ..train.estimate import background_threads
+from ..train.finetune import FinetuneConfig, estimate as finetune_estimate, read_data, run_finetuning
 from ..train.predict import Predictor
 from ..train.pretrain import PretrainConfig, resume_settings, run_pretraining
 from .common import (MODEL_HELP, UserError, config_from, dataclass_args, given_settings, print_json, read_lines,
@@ -122,9 +125,29 @@ def _show_quality(result: dict) -> None:
 
 def cmd_finetune(args) -> int:
     cfg = config_from(args, FinetuneConfig)
-    return run_or_background(args, lambda: run_finetuning(cfg, args.output), show=_show_finetuning,
-                             start=lambda: start_run("finetune", asdict(cfg), args,
-                                                     "started fine-tuning in the background: {path}"))
+
+    def say_estimate(background: bool) -> None:
+        """The run's estimate (``train.finetune.estimate``), one line on stderr before it starts: here with
+        this process's threads, or as a background process with its threads and its start."""
+        try:
+            train, dev = read_data(cfg)
+            est = finetune_estimate(cfg, train, len(dev.examples), process_start=background,
+                           threads=background_threads() if background else None)
+        except (CheckpointError, OSError, KeyError, ValueError):  # data or model unreadable: the run says why
+            return
+        print(f"estimate: about {duration_text(est['seconds'])} ({est['steps']:,} steps of {cfg.batch_size} "
+              f"examples of about {est['tokens_per_example']:.0f} WordPieces, {est['dev_examples']:,} dev examples "
+              f"scored after each epoch; {est['basis']})", file=sys.stderr, flush=True)
+
+    def work():
+        say_estimate(background=False)
+        return run_finetuning(cfg, args.output)
+
+    def start():
+        say_estimate(background=True)
+        start_run("finetune", asdict(cfg), args, "started fine-tuning in the background: {path}")
+
+    return run_or_background(args, work, show=_show_finetuning, start=start)
 
 
 def _show_finetuning(result: dict) -> None:

@@ -1,5 +1,7 @@
 """The one count of training work: model FLOPs per token, used for MFU in pre-training logs, in
-`bench/train_step.py`, in the ablation planner's time estimate and on the Pre-train page.
+`bench/train_step.py`, in the ablation planner's time estimate and on the Pre-train page; and the one
+estimate of how long work takes here: pre-training, fine-tuning, and the corpus-wide jobs (the
+nearest-neighbour index, layer probing), each said before it starts.
 
 Per token, a training step costs about 6·N (forward and backward through every weight that
 is multiplied, N = the parameters outside the three embedding tables, which are looked up, not
@@ -15,7 +17,10 @@ from __future__ import annotations
 
 import functools
 import json
+import math
+import os
 import statistics
+import time
 from pathlib import Path
 
 import torch
@@ -46,11 +51,12 @@ def model_flops_per_token(model, seq_len: int, predicted_fraction: float) -> dic
     return flops_per_token(c.num_layers, c.hidden_size, c.vocab_size, n, seq_len, predicted_fraction)
 
 
-def encoder_parameters(num_layers: int, hidden_size: int) -> int:
+def encoder_parameters(num_layers: int, hidden_size: int, intermediate_size: int | None = None) -> int:
     """The weights of the Transformer layers without building the model: per layer 4·H² in
-    attention and 8·H² in the feed-forward block (intermediate 4·H), plus their biases and
-    LayerNorms (13·H)."""
-    return num_layers * (12 * hidden_size * hidden_size + 13 * hidden_size)
+    attention and 2·H·I in the feed-forward block (I = 4·H unless given: 8·H²), plus their biases
+    and LayerNorms (9·H + I: 13·H)."""
+    H, I = hidden_size, intermediate_size or 4 * hidden_size
+    return num_layers * (4 * H * H + 2 * H * I + 9 * H + I)
 
 
 # ----- the time a pre-training will take -------------------------------------------------------
@@ -159,10 +165,7 @@ def stated_throughput() -> tuple[float, str]:
         return 40e12, f"stated: 40 TFLOP/s, a rough figure for a recent GPU ({name} has no peak in our table)"
     if device_key() == "mps":
         return 2e12, "stated: about 2 TFLOP/s, a rough figure for an Apple GPU"
-    try:  # the threads a background run will get (cores - 1), not the app's own
-        threads = max(1, int(background_env()["OMP_NUM_THREADS"]))
-    except ValueError:
-        threads = max(1, torch.get_num_threads())
+    threads = background_threads()  # the threads a background run will get (cores - 1), not the app's own
     plural = "s" if threads != 1 else ""
     return 40e9 * threads, (f"stated: about 40 GFLOP/s per CPU core ({threads} thread{plural} for a background "
                             f"run), measured for the mini preset on a 2-core CPU (3,700 tokens/s); small models "
@@ -283,6 +286,168 @@ def gpu_pretrain_seconds(flops_per_token_: float, hidden_size: int, steps: int, 
     return steps * max(compute, GPU_STEP_FLOOR_S, batch_size / HOST_MASKING_SEQ_PER_S)
 
 
+# ----- the time of work on this machine's CPU ------------------------------------------------------
+# A model's arithmetic runs at a share of the CPU's speed at multiplying matrices, and that share holds
+# from one CPU to another far better than a figure in FLOP/s does. So that speed is measured here, on
+# one thread, at the time of the estimate (the fastest of seven 1024 x 1024 products, about 0.3 s, again
+# after PEAK_TTL_S): the fastest, because a moment of other work slows one product, not the CPU (the
+# median of seven once read 64 GFLOP/s between readings of 100, and the job after it ran as fast as the
+# jobs after the readings of 100).
+# The shares are what bench/estimates.py measured for minilm-mlm-nsp and a BERT-Base-shaped model on
+# this project's 2-core AMD EPYC (AVX512-BF16, torch 2.13, one thread, the other core mostly busy with
+# other work: 90-100 GFLOP/s fp32 and ~210 GFLOP/s bf16 at multiplying matrices).
+CPU_SHARE = {  # (work, precision): (share for a model of width 768, how it falls with the width)
+    ("forward", "fp32"): (0.85, 0.3),  # the encoder forward, no gradients, SDPA attention, batches of thousands of
+                                       # tokens: measured 0.64-0.70 for MiniLM (H = 384), 0.70-0.90 for BERT-Base
+    ("forward", "bf16"): (0.65, 0.3),  # the same under bf16 autocast (fine-tuning's dev scoring; not measured apart)
+    ("train", "fp32"): (0.87, 0.2),    # a training step (forward, backward, dropout, the head): 0.75 and 0.87
+    ("train", "bf16"): (0.7, 0.27),    # under bf16 autocast the products gain and LayerNorm, GELU, softmax and
+                                       # dropout do not (they weigh more in a narrow model): 0.46-0.63, 0.54-0.74
+    ("probe", "fp32"): (0.4, 0.0),     # a linear probe's L-BFGS evaluations: [n, H] @ [H, labels], thin matrices
+}
+WIDE = 768             # the share at this width; a narrower model's falls as (H / 768) ** its exponent,
+NARROW = 384           # and below this width faster still, as (H / 384) ** 1.1: small matrices, more time between
+                       # kernels (the field notes' tiny, H = 128, reached about a fifth of the share)
+THREAD_GAIN = 0.8      # each thread after the first adds this much of one: threads share memory and caches
+# Threads on cores that other work keeps busy spin and wait on each other: on this 2-core machine, with the
+# other core busy, two threads built a MiniLM index in 49 s where one took 30 s. More threads than free cores
+# are counted as the free cores' speed shared among them.
+PEAK_TTL_S = 300.0
+_peak: dict[bool, tuple[float, float]] = {}  # bf16 -> (when measured, FLOP/s)
+
+
+def cpu_matmul_flop_s(bf16: bool = False) -> float:
+    """FLOP/s of one CPU thread multiplying 1024 x 1024 matrices in fp32 (or bf16) now: the fastest of
+    seven products, measured again once PEAK_TTL_S have gone by."""
+    now = time.monotonic()
+    if bf16 in _peak and now - _peak[bf16][0] < PEAK_TTL_S:
+        return _peak[bf16][1]
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, b = torch.randn(1024, 1024).to(dtype), torch.randn(1024, 1024).to(dtype)
+        a @ b  # warm-up
+        times = []
+        for _ in range(7):
+            t = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - t)
+    finally:
+        torch.set_num_threads(before)
+    rate = 2.0 * 1024 ** 3 / min(times)
+    _peak[bf16] = (now, rate)
+    return rate
+
+
+def cpu_flop_s(work: str, hidden_size: int, threads: int, bf16: bool = False) -> tuple[float, str]:
+    """(FLOP/s, where it comes from) of ``work`` ("forward", "train" or "probe") for a model of width
+    ``hidden_size`` on ``threads`` CPU threads, in bf16 autocast or not: ``CPU_SHARE`` of this CPU's
+    measured speed at multiplying matrices."""
+    precision = "bf16" if bf16 else "fp32"
+    peak = cpu_matmul_flop_s(bf16)
+    wide, exponent = CPU_SHARE[(work, precision)]
+    share = wide * min(1.0, hidden_size / WIDE) ** exponent * min(1.0, hidden_size / NARROW) ** 1.1
+    threads = max(1, int(threads))
+    free = min(threads, free_cores())
+    rate = share * peak * (1 + THREAD_GAIN * (free - 1)) * free / threads
+    plural = "s" if threads != 1 else ""
+    busy = f", {threads - free} of them on busy cores" if free < threads else ""
+    return rate, (f"{rate / 1e9:,.0f} GFLOP/s on {threads} CPU thread{plural}{busy}: {share:.0%} of this CPU's "
+                  f"{peak / 1e9:,.0f} GFLOP/s a thread at multiplying {precision} matrices, measured now")
+
+
+def free_cores() -> int:
+    """The CPU cores other work leaves free now: the cores less the load average, at least one (as
+    ``device.threads_for_free_cores`` counts them for the command line's training)."""
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):  # no load average on this system: every core
+        load = 0.0
+    return max(1, min(cores, round(cores - load)))
+
+
+def background_threads() -> int:
+    """The threads a background process (an index build, a run the app starts) computes with."""
+    try:
+        return max(1, int(background_env()["OMP_NUM_THREADS"]))
+    except ValueError:
+        return max(1, torch.get_num_threads())
+
+
+def forward_flops(num_layers: int, hidden_size: int, seq_len: int, intermediate_size: int | None = None) -> float:
+    """FLOPs of one WordPiece's forward pass through ``num_layers`` encoder layers at ``seq_len``
+    positions: a third of :func:`flops_per_token`'s training count, 2·N + 4·L·H·T, with no decoder.
+    The embeddings alone (``num_layers`` = 0) are looked up, not multiplied: no FLOPs."""
+    n = encoder_parameters(num_layers, hidden_size, intermediate_size)
+    return FORWARD_SHARE * flops_per_token(num_layers, hidden_size, 0, n, seq_len, 0.0)["total"]
+
+
+def batches_flops(shapes, num_layers: int, hidden_size: int, intermediate_size: int | None = None) -> float:
+    """FLOPs of forward passes over padded batches ``shapes``: (sequences, positions) each; every
+    padded position costs as much as a real one."""
+    return sum(b * t * forward_flops(num_layers, hidden_size, t, intermediate_size) for b, t in shapes)
+
+
+# The nearest-neighbour index: besides the model's layers, each WordPiece is tokenised (twice: once to
+# cut the corpus, once in its shard), embedded, made an fp16 vector of unit length, written into its
+# shard and then into the index. Measured with bench/estimates.py at layer 0 (one thread): about
+# INDEX_TOKEN_S + INDEX_TOKEN_H_S·H seconds a WordPiece.
+INDEX_BUILD_S = 0.2     # and once a layer: its index assembled from the parts, the sentences written
+INDEX_TOKEN_S = 7e-6
+INDEX_TOKEN_H_S = 1.5e-8
+MODEL_LOAD_BYTES_PER_S = 250e6   # building a model (its random initialisation) and reading its weights, per fp32
+                                 # byte: measured 0.75 s for MiniLM (22.7 M parameters), 1.2-3.8 s for BERT-Base
+
+
+def index_build_estimate(layers_run: int, hidden_size: int, shapes, tokens: int, threads: int,
+                         process_start: bool = False, model_bytes: int = 0, n_layers: int = 1,
+                         intermediate_size: int | None = None) -> dict:
+    """Seconds of building the neighbour index of ``n_layers`` layers in one pass that runs
+    ``layers_run`` encoder layers (none for the embeddings): the forward passes over the build's own
+    batches ``shapes``, at :func:`cpu_flop_s`, plus the per-WordPiece work around them for ``tokens``
+    WordPieces (the vectors made and written once for each layer); ``process_start`` adds a
+    background process's start and its loading of the model (``model_bytes``)."""
+    flops = batches_flops(shapes, layers_run, hidden_size, intermediate_size)
+    flop_s, basis = cpu_flop_s("forward", hidden_size, threads)
+    forward = flops / flop_s
+    around = tokens * (INDEX_TOKEN_S + INDEX_TOKEN_H_S * hidden_size * max(1, n_layers)) + INDEX_BUILD_S * n_layers
+    start = (PROCESS_START_S + model_bytes / MODEL_LOAD_BYTES_PER_S) if process_start else 0.0
+    seconds = forward + around + start
+    return {"flops": flops, "flop_per_s": flop_s, "basis": basis, "forward_seconds": forward,
+            "around_seconds": around, "start_seconds": start, "seconds": seconds,
+            "tokens_per_s": tokens / max(seconds - start, 1e-9), "threads": threads}
+
+
+# Layer probing: the vectors of every layer (one forward pass through all of them, the hidden states kept),
+# then a linear probe per layer for the task and its control, each L-BFGS evaluation a product of the
+# [n, H] vectors with the [H, labels] weights forward and back (6·n·H·labels FLOPs) plus a fixed cost.
+# Measured (minilm-mlm-nsp, WNUT-16): 104-118 evaluations for 100 iterations.
+PROBE_EVALS_PER_ITER = 1.1
+PROBE_EVAL_S = 0.5e-3
+PROBE_VECTOR_S = 2e-9            # keeping a position's hidden states: [L+1, H] floats copied, per float
+
+
+def probing_estimate(num_layers: int, hidden_size: int, shapes, n_train: int, n_test: int, n_labels: int,
+                     max_iter: int, threads: int, features_cached: bool = False,
+                     intermediate_size: int | None = None) -> dict:
+    """Seconds of probing every layer of a model: the forward passes over ``shapes`` through all
+    ``num_layers`` layers (nothing when the vectors are in the cache), then 2·(L+1) probes of
+    ``max_iter`` L-BFGS iterations over ``n_train`` vectors of ``n_labels`` labels (one thread each)."""
+    flop_s, basis = cpu_flop_s("forward", hidden_size, threads)
+    copied = sum(b * t for b, t in shapes) * (num_layers + 1) * hidden_size
+    features = 0.0 if features_cached else \
+        batches_flops(shapes, num_layers, hidden_size, intermediate_size) / flop_s + copied * PROBE_VECTOR_S
+    probe_flop_s, _ = cpu_flop_s("probe", hidden_size, 1)
+    evaluations = PROBE_EVALS_PER_ITER * max_iter
+    one = evaluations * (PROBE_EVAL_S + 6.0 * n_train * hidden_size * n_labels / probe_flop_s) \
+        + 2.0 * n_test * hidden_size * n_labels / probe_flop_s
+    probes = 2 * (num_layers + 1) * one
+    return {"features_seconds": features, "probes_seconds": probes, "seconds": features + probes, "basis": basis,
+            "probes": 2 * (num_layers + 1)}
+
+
 # ----- the time a fine-tuning will take --------------------------------------------------------------
 # Above this, the Fine-tune page asks before it starts (a 199 MB upload once started a 140,634-step run
 # in one click, days on a CPU).
@@ -302,26 +467,70 @@ def words_of(example: dict) -> int:
     return n
 
 
+OPTIMIZER_S_PER_PARAMETER = 2e-9  # a fine-tuning step's AdamW update, the gradients' zeroing and clipping: measured
+                                  # 0.8-1.0 ns a parameter for the fused AdamW alone on one thread
+FINETUNE_RUN_S = 2.0               # the data read and featurised, the first step's warm-up, the predictions written
+
+
 def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch_size: int, max_seq_length: int,
-                      mean_words: float, lr_settings: int = 1, mode: str = "fine-tune") -> dict:
-    """Steps and seconds of a fine-tuning of ``model`` (a name or folder) on this machine: every
-    parameter trained (6·N + 12·L·H·T FLOPs per token, no MLM decoder), examples of ``mean_words`` words
-    at about 1.3 WordPieces each plus [CLS] and [SEP]s, cut at ``max_seq_length``; after each epoch the
-    dev set forward only (a third of a step's FLOPs); the rate of :func:`stated_throughput`. The
-    feature-based mode reads every example forward once (its small head's training is left out).
-    Expect it to be right within a factor of about two."""
+                      mean_words: float, lr_settings: int = 1, mode: str = "fine-tune", *,
+                      tokens_per_example: float | None = None, features_per_example: float = 1.0,
+                      seq_len: float | None = None, dev_tokens_per_example: float | None = None,
+                      threads: int | None = None, precision: str = "auto", process_start: bool = True) -> dict:
+    """Steps and seconds of a fine-tuning of ``model`` (a name or folder) on this machine, in parts:
+
+    * ``train_seconds``: every parameter trained (6·N + 12·L·H·T FLOPs per token, no MLM decoder) over
+      ``n_train`` examples of ``tokens_per_example`` padded WordPieces (``train.finetune.estimate`` counts
+      them on the data, featurised as the run does; else ``mean_words`` words at about 1.3 WordPieces
+      each plus [CLS] and [SEP]s, cut at ``max_seq_length``), in ``features_per_example`` inputs each
+      (QA's windows) of ``seq_len`` positions, plus each step's optimiser update;
+    * ``eval_seconds``: the dev set (``dev_tokens_per_example``, unpadded: it is read shortest first)
+      forward after each epoch (a third of a step's FLOPs a token), and once more at the end in fp32
+      (the dev predictions the After fine-tuning page reads);
+    * ``loading_seconds``: the process's start (``process_start``: a run the page starts in the
+      background), the model read once for its tokenizer, once for each learning rate and once to
+      predict, and the fine-tuned model saved.
+
+    On a CPU the rate is :func:`cpu_flop_s` for ``threads`` threads (default: a background run's), bf16
+    where ``precision`` picks it (``device.autocast_dtype``); on a GPU, :func:`stated_throughput`. The
+    feature-based mode reads every example forward once (its small head's training is left out)."""
+    from .device import autocast_dtype
     from .engine import total_steps  # engine imports torch's training pieces: only when estimating
 
     config = BertConfig.load(checkpoint.resolve(model))
     L, H = config.num_layers, config.hidden_size
-    tokens = min(max_seq_length, mean_words * TOKENS_PER_WORD + 3)
-    fpt = flops_per_token(L, H, config.vocab_size, encoder_parameters(L, H), int(tokens), 0.0)["total"]
-    steps = total_steps(n_train, batch_size, epochs) * lr_settings
-    flop_s, basis = stated_throughput()
-    if mode == "feature-based":  # BERT frozen: its features once, forward only
-        train_s, eval_s = n_train * tokens * fpt * FORWARD_SHARE / flop_s, n_dev * tokens * fpt * FORWARD_SHARE / flop_s
+    tokens = tokens_per_example or min(max_seq_length, mean_words * TOKENS_PER_WORD + 3)
+    seq = max(1, int(round(seq_len or tokens / max(features_per_example, 1e-9))))  # the positions of one input
+    dev_tokens = dev_tokens_per_example or tokens
+    train_fpt = flops_per_token(L, H, config.vocab_size, encoder_parameters(L, H, config.intermediate_size), seq,
+                                0.0)["total"]
+    forward_fpt = train_fpt * FORWARD_SHARE
+    features = max(1, int(round(n_train * features_per_example)))
+    steps = total_steps(features, batch_size, epochs) * lr_settings
+    parameters = pretraining_parameters(config)[0]
+    on_cpu = device_key() == "cpu"
+    if on_cpu:
+        threads = threads or background_threads()
+        bf16 = autocast_dtype(torch.device("cpu"), precision) is not None
+        train_rate, basis = cpu_flop_s("train", H, threads, bf16)
+        eval_rate, _ = cpu_flop_s("forward", H, threads, bf16)
+        final_rate, _ = cpu_flop_s("forward", H, threads)
     else:
-        train_s = steps * batch_size * tokens * fpt / flop_s
-        eval_s = lr_settings * max(1, round(epochs)) * n_dev * tokens * fpt * FORWARD_SHARE / flop_s
-    return {"steps": steps, "seconds": PROCESS_START_S + train_s + eval_s, "train_seconds": train_s,
-            "eval_seconds": eval_s, "tokens_per_example": tokens, "basis": basis}
+        train_rate, basis = stated_throughput()
+        eval_rate = final_rate = train_rate
+    evaluations = lr_settings * max(1, math.ceil(epochs))  # engine.fit: after each epoch, the last one cut short too
+    if mode == "feature-based":  # BERT frozen: its features once, forward only
+        train_s = n_train * tokens * forward_fpt / eval_rate
+        eval_s = n_dev * dev_tokens * forward_fpt / eval_rate
+    else:
+        # total_steps counts the last batch of an epoch whole: the tokens are the examples', epochs times over
+        train_s = lr_settings * epochs * n_train * tokens * train_fpt / train_rate
+        # each step's optimiser update on a CPU; on a GPU, no step is quicker than its floor
+        train_s = train_s + steps * parameters * OPTIMIZER_S_PER_PARAMETER if on_cpu else \
+            max(train_s, steps * GPU_FT_STEP_FLOOR_S)
+        eval_s = n_dev * dev_tokens * forward_fpt * (evaluations / eval_rate + 1 / final_rate)
+    loads = (2 + (lr_settings if mode != "feature-based" else 0)) * 4 * parameters / MODEL_LOAD_BYTES_PER_S
+    saving = 4 * parameters / CHECKPOINT_BYTES_PER_S
+    loading = (PROCESS_START_S if process_start else 0.0) + FINETUNE_RUN_S + loads + saving
+    return {"steps": steps, "seconds": loading + train_s + eval_s, "train_seconds": train_s, "eval_seconds": eval_s,
+            "loading_seconds": loading, "tokens_per_example": tokens, "basis": basis}

@@ -29,9 +29,11 @@ from ..runs.lock import writes_run
 from ..runs.run import Run
 from ..tasks.base import TaskType, padded_length
 from ..tasks.metrics import small_dev_warning
+from ..tokenizer import WordPieceTokenizer
 from .configs import setting, settings_of
 from .device import PRECISIONS, pick_device, precision_from, threads_text
-from .engine import AFTER_A_FULL_DISK, fit, marks_failure, total_steps
+from .engine import AFTER_A_FULL_DISK, epoch_batches, fit, marks_failure, total_steps
+from .estimate import finetune_estimate, words_of
 from .feature_based import run_feature_based
 from .optim import linear_warmup_decay, make_optimizer
 from .predict import Predictor, store_dev_predictions
@@ -125,17 +127,19 @@ class FinetuneConfig:
         return cls(**settings_of(cls, d, strict), precision=precision_from(d))
 
 
-def read_data(cfg: FinetuneConfig) -> tuple[TaskData, TaskData]:
-    def read(spec: str) -> TaskData:
-        if spec.startswith("builtin:"):
-            return load_builtin(spec[len("builtin:"):], seed=cfg.seed)
-        if spec.startswith("tiny:"):  # generated, learnable in seconds: tests and demos
-            return make_tiny(spec[len("tiny:"):], n=cfg.max_train_examples or 64, seed=cfg.seed)
-        return read_task_file(spec, cfg.task, cfg.text_column, cfg.text_pair_column, cfg.label_column)
+def read_spec(cfg: FinetuneConfig, spec: str) -> TaskData:
+    """The data ``spec`` names (a file, builtin:NAME or tiny:TASK) as a run of ``cfg`` reads it."""
+    if spec.startswith("builtin:"):
+        return load_builtin(spec[len("builtin:"):], seed=cfg.seed)
+    if spec.startswith("tiny:"):  # generated, learnable in seconds: tests and demos
+        return make_tiny(spec[len("tiny:"):], n=cfg.max_train_examples or 64, seed=cfg.seed)
+    return read_task_file(spec, cfg.task, cfg.text_column, cfg.text_pair_column, cfg.label_column)
 
-    train = read(cfg.train)
+
+def read_data(cfg: FinetuneConfig) -> tuple[TaskData, TaskData]:
+    train = read_spec(cfg, cfg.train)
     if cfg.dev:
-        dev = read(cfg.dev)
+        dev = read_spec(cfg, cfg.dev)
         check_dev_labels(train, dev)
     else:
         train, dev = train_dev_split(train, cfg.dev_fraction, cfg.seed)
@@ -152,6 +156,51 @@ def read_data(cfg: FinetuneConfig) -> tuple[TaskData, TaskData]:
                 data.notes.append(f"{n:,} {what} examples: {asked or cap:,} of them are used, sampled with seed "
                                   f"{cfg.seed} ({why})")
     return train, dev
+
+
+def estimate(cfg: FinetuneConfig, data: TaskData, n_dev: int | None = None, *, threads: int | None = None,
+             process_start: bool = True, sample: int = 512) -> dict:
+    """How long a run of ``cfg`` will take here (``train.estimate.finetune_estimate``), said before it
+    starts (the Fine-tune page, ``bert-explorer finetune``), with the run's own counts. ``data`` is the
+    training data as read; without ``n_dev`` (the size of a dev set given apart) the dev set is split
+    off it as :func:`read_data` does; each part is sampled down as a run keeps it. The WordPieces are
+    counted on up to ``sample`` examples spread over the data, featurised with the model's tokenizer
+    as the run featurises them, and padded as its batches pad them (``engine.epoch_batches`` over
+    that many lengths drawn from the sample as a full epoch would hold). Adds ``train_examples`` and
+    ``dev_examples`` to the estimate."""
+    n = len(data.examples)
+    if n_dev is None:  # train_dev_split's size of the dev set
+        n_dev = min(n - 1, max(1, round(n * cfg.dev_fraction))) if n > 1 else 0
+        n_train = n - n_dev
+    else:
+        n_train = n
+    n_train = min(n_train, cfg.max_train_examples or MAX_TRAIN_EXAMPLES)
+    n_dev = min(n_dev, cfg.max_dev_examples or DEV_EXAMPLES)
+    step = max(1, n // sample)
+    picked = data.examples[::step][:sample]
+    tok = WordPieceTokenizer.from_dir(checkpoint.resolve(cfg.model))
+    feats = data.task.featurize(picked, tok, label_names_of(data), cfg.max_seq_length, cfg.doc_stride)
+    if not feats:
+        raise ValueError("the data holds no example to fine-tune on")
+    lengths = [padded_length(f) for f in feats]
+    seqs = [len(f["input_ids"]) if f["input_ids"] and isinstance(f["input_ids"][0], list) else 1 for f in feats]
+    per_example = len(feats) / max(1, len(picked))
+    # An epoch's batches over as many features as the run has (drawn from the sample's, with its seed)
+    n_feats = max(1, round(n_train * per_example))
+    rng = random.Random(cfg.seed)
+    drawn = list(range(len(feats))) if n_feats <= len(feats) else [rng.randrange(len(feats)) for _ in range(n_feats)]
+    drawn = drawn[:n_feats]
+    batches = epoch_batches(len(drawn), cfg.batch_size, cfg.seed, 0, [lengths[i] for i in drawn])
+    padded = sum(len(b) * max(lengths[drawn[i]] for i in b) * seqs[drawn[b[0]]] for b in batches)
+    tokens = padded / len(drawn) * per_example  # padded WordPieces an example costs in training
+    positions = padded / max(1, sum(len(b) * seqs[drawn[b[0]]] for b in batches))
+    dev_tokens = sum(l * c for l, c in zip(lengths, seqs)) / max(1, len(picked))  # read shortest first: unpadded
+    mean_words = sum(map(words_of, picked)) / max(1, len(picked))
+    est = finetune_estimate(cfg.model, n_train, n_dev, cfg.epochs, cfg.batch_size, cfg.max_seq_length, mean_words,
+                            len(cfg.lr_grid) or 1, cfg.mode, tokens_per_example=tokens, features_per_example=per_example,
+                            seq_len=positions, dev_tokens_per_example=dev_tokens, threads=threads,
+                            precision=cfg.precision, process_start=process_start)
+    return {**est, "train_examples": n_train, "dev_examples": n_dev}
 
 
 def label_names_of(train: TaskData) -> list[str] | None:

@@ -49,7 +49,8 @@ from ... import disk_cache
 from ...checkpoint import Loaded
 from ...data.tasks import load_builtin
 from ...tasks import metrics
-from .vectors import sentence_vectors, word_vectors
+from ...train import estimate
+from .vectors import batch_shapes, encode_texts, encode_words, first_pieces, sentence_vectors, word_vectors
 
 Progress = Callable[[float, str], None]
 
@@ -159,14 +160,18 @@ def _data_key(data: ProbeData) -> str:
     return hashlib.sha256(json.dumps([data.inputs, data.labels], sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _features_path(loaded: Loaded, data: ProbeData, s: ProbeSettings) -> Path:
+    return disk_cache.entry("probe-features", loaded, task=data.task, data=_data_key(data), max_tokens=s.max_tokens,
+                            version=FEATURES_VERSION)
+
+
 def features(loaded: Loaded, data: ProbeData, settings: ProbeSettings,
              progress: Progress | None = None) -> tuple[np.ndarray, list[tuple[int, int]], dict]:
     """[N, L+1, H] float16 vectors of the task's units, each row's (example, word) index, and how
     long they took ({"seconds", "from_cache"}); read from the disk cache when this model already
     computed them for the same data."""
     s = settings.resolved(data.task)
-    path = disk_cache.entry("probe-features", loaded, task=data.task, data=_data_key(data), max_tokens=s.max_tokens,
-                            version=FEATURES_VERSION)
+    path = _features_path(loaded, data, s)
     with disk_cache.reading(path) as there:  # (in use while read: the cache's quota leaves it alone)
         if there and (path / "vectors.npy").is_file():
             if progress:
@@ -189,23 +194,30 @@ def features(loaded: Loaded, data: ProbeData, settings: ProbeSettings,
 
 
 def estimate_seconds(loaded: Loaded, task: str, settings: ProbeSettings = ProbeSettings(),
-                     pos_file: str | Path | None = None, sample: int = 16) -> dict:
-    """How long computing a task's layer vectors would take here, measured: ``sample`` of its inputs
-    (spread over the data) run through this model, the rate applied to every input's WordPieces
-    (counted on the same sample). The probes themselves add seconds. BERT-Base is about 13 times the
-    FLOPs of the default model per token, so its figure is what a teacher needs before pressing Run."""
+                     pos_file: str | Path | None = None, threads: int | None = None) -> dict:
+    """How long probing ``task`` would take here (``train.estimate.probing_estimate``), counted on the
+    task's own data as the run reads it: its inputs encoded as :func:`features` encodes them, the
+    forward batches that makes, the rows (words or texts) the probes train and score on, and the
+    labels; 2·(L+1) probes of ``settings.max_iter`` L-BFGS iterations each. The layer vectors cost
+    nothing when they are in the cache already. ``threads``: this process's by default (the page and
+    the command run the probes where they are)."""
     s = settings.resolved(task)
     data = load_task(task, s, pos_file)
-    step = max(1, len(data.inputs) // sample)
-    picked = data.inputs[::step][:sample]
-    start = time.perf_counter()
     if task == "topic":
-        sentence_vectors(loaded, picked, "mean", s.max_tokens)
+        encs = encode_texts(loaded, data.inputs, s.max_tokens)
+        rows, labels = [(i, 0) for i in range(len(encs))], set(data.labels)
     else:
-        word_vectors(loaded, picked, s.max_tokens)
-    rate = len(picked) / max(time.perf_counter() - start, 1e-6)  # inputs a second
-    return {"inputs": len(data.inputs), "seconds": len(data.inputs) / rate, "inputs_per_s": rate,
-            "threads": torch.get_num_threads()}
+        encs = encode_words(loaded, data.inputs, s.max_tokens)
+        rows = [(i, w) for i, e in enumerate(encs) for w, _ in first_pieces(e)]
+        labels = {data.labels[i][w] for i, w in rows}
+    n_test = sum(data.is_test[i] for i, _ in rows)
+    cached = (_features_path(loaded, data, s) / "vectors.npy").is_file()
+    threads = threads or torch.get_num_threads()
+    c = loaded.config
+    est = estimate.probing_estimate(c.num_layers, c.hidden_size, batch_shapes(encs), len(rows) - n_test, n_test,
+                                    len(labels), s.max_iter, threads, cached, c.intermediate_size)
+    return {**est, "inputs": len(data.inputs), "rows": len(rows), "threads": threads,
+            "inputs_per_s": len(data.inputs) / max(est["seconds"], 1e-9)}
 
 
 # ----- the probe --------------------------------------------------------------------------------

@@ -41,12 +41,37 @@ def _hidden(loaded: Loaded, encs) -> np.ndarray:
     return torch.stack(out.hidden_states, 1).float().cpu().numpy()
 
 
+def encode_words(loaded: Loaded, sentences: Sequence[Sequence[str]], max_tokens: int = 128) -> list:
+    """The encodings :func:`word_vectors` runs through the model (and its estimate counts)."""
+    return loaded.tokenizer.encode_words([list(s) for s in sentences], max_length=max_tokens)
+
+
+def encode_texts(loaded: Loaded, texts: Sequence[str], max_tokens: int = 128) -> list:
+    """The encodings :func:`sentence_vectors` runs through the model (and its estimate counts)."""
+    return loaded.tokenizer.encode_batch(list(texts), max_length=max_tokens)
+
+
+def first_pieces(enc) -> list[tuple[int, int]]:
+    """(word, position) of the first WordPiece of each word that ``enc`` kept: one row each."""
+    firsts, seen = [], set()
+    for t, w in enumerate(enc.word_ids):
+        if w is not None and w not in seen:
+            seen.add(w)
+            firsts.append((w, t))
+    return firsts
+
+
+def batch_shapes(encs, batch_size: int = 32) -> list[tuple[int, int]]:
+    """(inputs, padded positions) of each forward batch over ``encs``, as the vectors are computed."""
+    lengths = [len(e.input_ids) for e in encs]
+    return [(len(idx), max(lengths[i] for i in idx)) for idx in _batches(lengths, batch_size)]
+
+
 def word_vectors(loaded: Loaded, sentences: Sequence[Sequence[str]], max_tokens: int = 128, batch_size: int = 32,
                  progress: Progress | None = None) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """Vectors [N, L+1, H] (float16) of the first WordPiece of each word, and for each row its
     (sentence, word) index. A word cut off by ``max_tokens`` has no row."""
-    tok = loaded.tokenizer
-    encs = tok.encode_words([list(s) for s in sentences], max_length=max_tokens)
+    encs = encode_words(loaded, sentences, max_tokens)
     L, H = loaded.config.num_layers, loaded.config.hidden_size
     per_sentence: list[np.ndarray | None] = [None] * len(encs)
     firsts: list[list[tuple[int, int]]] = [[] for _ in encs]
@@ -54,11 +79,7 @@ def word_vectors(loaded: Loaded, sentences: Sequence[Sequence[str]], max_tokens:
     for k, idx in enumerate(batches):
         hs = _hidden(loaded, [encs[i] for i in idx])
         for b, i in enumerate(idx):
-            seen = set()
-            for t, w in enumerate(encs[i].word_ids):
-                if w is not None and w not in seen:
-                    seen.add(w)
-                    firsts[i].append((w, t))
+            firsts[i] = first_pieces(encs[i])
             per_sentence[i] = hs[b][:, [t for _, t in firsts[i]]].transpose(1, 0, 2).astype(np.float16)
         if progress:
             progress((k + 1) / len(batches), f"vectors of {sum(len(b) for b in batches[:k + 1]):,} of "
@@ -73,8 +94,7 @@ def sentence_vectors(loaded: Loaded, texts: Sequence[str], pool: str = "mean", m
     """One vector per text at every layer: [N, L+1, H] float16 (mean of the WordPieces or [CLS])."""
     if pool not in ("mean", "cls"):
         raise ValueError(f"pool must be 'mean' or 'cls', not {pool!r}")
-    tok = loaded.tokenizer
-    encs = tok.encode_batch(list(texts), max_length=max_tokens)
+    encs = encode_texts(loaded, texts, max_tokens)
     L, H = loaded.config.num_layers, loaded.config.hidden_size
     out = np.zeros((len(encs), L + 1, H), np.float16)
     batches = _batches([len(e.input_ids) for e in encs], batch_size)

@@ -21,6 +21,7 @@ from ...data.corpora import BUILTIN_CORPORA, bbc_articles, load_corpus
 from ...model.bert import extended_attention_mask
 from ...runs import neighbour_jobs
 from ...runs.report import duration_text
+from ...train import estimate
 
 FORMAT = 1              # bump when the stored layout changes: old entries are then never read
 MAX_PIECES = 128        # WordPieces per encoded sentence, [CLS] and [SEP] included
@@ -80,9 +81,23 @@ def corpus_label(corpus) -> str:
     return str(corpus) if isinstance(corpus, (str, Path)) else f"{len(corpus_documents(corpus))} documents"
 
 
+_last_units: list = []  # (key, tokenizer, units) of the last corpus cut: the estimate's count, then the build's
+
+
 def corpus_units(tokenizer, corpus, max_pieces: int = MAX_PIECES) -> Units:
     """Sentences to index: long ones cut into windows of at most ``max_pieces`` - 2 WordPieces at
-    word starts, exact duplicates dropped (first one kept)."""
+    word starts, exact duplicates dropped (first one kept). The one count of a corpus's tokens: the
+    estimate before a build and the build itself both read it here (the last one is kept, so the
+    two cost one tokenisation: BBC News takes about 3 s)."""
+    key = (id(tokenizer), json.dumps(corpus_settings(corpus)), max_pieces)
+    if _last_units and _last_units[0][0] == key:
+        return _last_units[0][2]
+    units = _cut(tokenizer, corpus, max_pieces)
+    _last_units[:] = [(key, tokenizer, units)]  # the tokenizer is held, so its id names it while kept
+    return units
+
+
+def _cut(tokenizer, corpus, max_pieces: int) -> Units:
     texts, sources = [], []
     for source, doc in corpus_documents(corpus):
         texts.extend(s for s in doc if s.strip())
@@ -116,6 +131,12 @@ def corpus_units(tokenizer, corpus, max_pieces: int = MAX_PIECES) -> Units:
 
 
 # ----- vectors at one layer -------------------------------------------------------------------
+def layers_run(layers: Sequence[int]) -> int:
+    """How many encoder layers a pass runs for the hidden states at ``layers``: as far as the deepest
+    one asked for, none for the embeddings (0). The build and its estimate both count by this."""
+    return max(layers)
+
+
 def hidden_upto(loaded: Loaded, tensors: dict, layers: Sequence[int]) -> dict[int, torch.Tensor]:
     """The hidden states [B, T, H] at each of ``layers`` (0 = embeddings, l = after encoder layer l),
     running the encoder only as far as the deepest one asked for: the embeddings' index costs
@@ -125,7 +146,7 @@ def hidden_upto(loaded: Loaded, tensors: dict, layers: Sequence[int]) -> dict[in
     h = enc.embeddings(tensors["input_ids"], tensors.get("token_type_ids"))  # [B, T, H]
     mask = extended_attention_mask(tensors.get("attention_mask"), enc.config.causal, h.shape[1], h.dtype, h.device)
     out = {0: h} if 0 in layers else {}
-    for i, layer in enumerate(enc.encoder.layer[:max(layers)]):
+    for i, layer in enumerate(enc.encoder.layer[:layers_run(layers)]):
         h, _ = layer(h, mask)
         if i + 1 in layers:
             out[i + 1] = h
@@ -153,19 +174,36 @@ def _tensors(encs, pad_id: int, device) -> dict[str, torch.Tensor]:
             "attention_mask": mask.to(device)}
 
 
-def _batches(encs) -> list[list[int]]:
-    """Indices of ``encs`` in batches of similar length, at most TOKEN_BUDGET padded tokens each:
-    sorted by length, a batch pads only to its own longest sentence (BBC sentences average
-    25 WordPieces; padding them all to 128 would do five times the work)."""
-    order = sorted(range(len(encs)), key=lambda i: len(encs[i].input_ids))
+def _batches(lengths: Sequence[int]) -> list[list[int]]:
+    """Indices of sentences of ``lengths`` WordPieces ([CLS] and [SEP] included) in batches of similar
+    length, at most TOKEN_BUDGET padded tokens each: sorted by length, a batch pads only to its own
+    longest sentence (BBC sentences average 25 WordPieces; padding them all to 128 would do five times
+    the work)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     batches, i = [], 0
     while i < len(order):
         n = 1  # the batch's last sentence is its longest
-        while i + n < len(order) and (n + 1) * len(encs[order[i + n]].input_ids) <= TOKEN_BUDGET:
+        while i + n < len(order) and (n + 1) * lengths[order[i + n]] <= TOKEN_BUDGET:
             n += 1
         batches.append(order[i:i + n])
         i += n
     return batches
+
+
+def shard_ranges(units: Units) -> list[tuple[int, int]]:
+    """The build's shards: SHARD_SENTENCES sentences each, in corpus order."""
+    n = len(units.texts)
+    return [(a, min(a + SHARD_SENTENCES, n)) for a in range(0, n, SHARD_SENTENCES)]
+
+
+def build_shapes(units: Units) -> list[tuple[int, int]]:
+    """(sentences, padded positions) of every forward batch the build runs: each shard's sentences
+    batched by :func:`_batches`, as ``_encode_shard`` batches them."""
+    shapes = []
+    for a, b in shard_ranges(units):
+        lengths = [p + 2 for p in units.pieces[a:b]]  # [CLS] and [SEP]
+        shapes += [(len(batch), max(lengths[i] for i in batch)) for batch in _batches(lengths)]
+    return shapes
 
 
 def _encode_shard(loaded: Loaded, texts: list[str], first_unit: int, layers: list[int],
@@ -175,7 +213,7 @@ def _encode_shard(loaded: Loaded, texts: list[str], first_unit: int, layers: lis
     encs = tok.encode_batch(texts, max_length=MAX_PIECES)
     device = next(loaded.model.parameters()).device
     per_unit: dict[int, dict[int, torch.Tensor]] = {}
-    for batch in _batches(encs):
+    for batch in _batches([len(e.input_ids) for e in encs]):
         with torch.inference_mode():
             hs = hidden_upto(loaded, _tensors([encs[b] for b in batch], tok.pad_id, device), layers)
         for j, b in enumerate(batch):
@@ -259,7 +297,7 @@ def _build_locked(loaded, corpus, layers, paths, report, stop_after_shards) -> N
         if not units.texts:
             raise ValueError("the corpus holds no text to index")
         total = units.tokens
-        shards = [(a, min(a + SHARD_SENTENCES, len(units.texts))) for a in range(0, len(units.texts), SHARD_SENTENCES)]
+        shards = shard_ranges(units)
         for i, l in enumerate(layers):
             _clean_stale(paths[l])
             # room in the cache's quota for this layer's parts, and for the first layer the index being
@@ -363,35 +401,24 @@ def _assemble(path: Path, units: Units, n_shards: int, H: int, meta: dict) -> No
         (tmp / "meta.json").write_text(json.dumps({**meta, "rows": N, "sentences": len(units.texts)}, indent=1))
 
 
-def estimate_build_seconds(loaded: Loaded, corpus="bbc", layer: int = 6, sample: int = 64) -> dict:
-    """How long the build would take here, measured: ``sample`` sentences spread over the corpus
-    are run through the model up to ``layer`` on this machine, batched as the build batches
-    them, and the rate is applied to the corpus's WordPieces (counted on the same sample, per
-    character). A background build gets one core fewer than the machine has
-    (``runs.background.background_env``); on 2 cores that is the app's own 1 thread. 64 sentences
-    measure the rate well enough for "about N minutes"; 512 made the Nearest neighbours page's
-    first visit take 8-15 s on 2 cores (bench/browser_interactions.py)."""
-    check_layer(loaded, layer)
-    texts = list(dict.fromkeys(s for _, doc in corpus_documents(corpus) for s in doc if s.strip()))
-    chars = sum(len(t) for t in texts)
-    step = max(1, len(texts) // sample)
-    picked = texts[::step][:sample]
-    encs = loaded.tokenizer.encode_batch(picked, max_length=MAX_PIECES)
-    pieces = sum(len(e.input_ids) - 2 for e in encs)
-    tokens = round(chars * pieces / max(1, sum(len(t) for t in picked)))
-    was_training = loaded.model.training
-    loaded.model.eval()
-    device = next(loaded.model.parameters()).device
-    try:
-        hidden_upto(loaded, _tensors(encs[:2], loaded.tokenizer.pad_id, device), [layer])  # warm up
-        t0 = time.time()
-        for batch in _batches(encs):
-            with torch.inference_mode():
-                hidden_upto(loaded, _tensors([encs[b] for b in batch], loaded.tokenizer.pad_id, device), [layer])
-        rate = pieces / max(time.time() - t0, 1e-6)
-    finally:
-        loaded.model.train(was_training)
-    H = encoder_of(loaded.model).config.hidden_size
-    return {"tokens": tokens, "sentences": len(texts), "tokens_per_s": rate, "seconds": tokens / rate,
-            "threads": torch.get_num_threads(), "disk_bytes": disk_bytes(tokens, H),
-            "build_disk_bytes": build_disk_bytes(tokens, H)}
+def estimate_build_seconds(loaded: Loaded, corpus="bbc", layer: int | Sequence[int] = 6, *,
+                           threads: int | None = None, process_start: bool = False) -> dict:
+    """How long building the index of ``layer`` (or of several layers in one pass) would take here
+    (``train.estimate.index_build_estimate``):
+    the corpus cut into sentences by :func:`corpus_units`, the function the build reads it with, so
+    the tokens counted here are the tokens the build reports; the forward passes of the build's own
+    batches (:func:`build_shapes`) through the layers it runs (:func:`layers_run`), on ``threads``
+    threads (default: this process's; a build the page starts runs in the background, with one core
+    fewer than the machine has: ``process_start`` adds its start)."""
+    layers = sorted({int(layer)} if isinstance(layer, int) else {int(l) for l in layer})
+    for l in layers:
+        check_layer(loaded, l)
+    units = corpus_units(loaded.tokenizer, corpus)
+    config = encoder_of(loaded.model).config
+    H = config.hidden_size
+    threads = threads or torch.get_num_threads()
+    est = estimate.index_build_estimate(layers_run(layers), H, build_shapes(units), units.tokens, threads,
+                                        process_start, model_bytes=4 * loaded.num_parameters, n_layers=len(layers),
+                                        intermediate_size=config.intermediate_size)
+    return {**est, "tokens": units.tokens, "sentences": len(units.texts), "disk_bytes": disk_bytes(units.tokens, H),
+            "build_disk_bytes": build_disk_bytes(units.tokens, H)}

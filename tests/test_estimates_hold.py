@@ -1,0 +1,245 @@
+"""Estimates that hold: the corpus-wide jobs (the nearest-neighbour index, layer probing) and fine-tuning are
+estimated before they start from the work the job itself will do (the same tokens, the same batches, the
+same layers), by the one estimate module; the Fine-tune page and ``bert-explorer finetune`` say the estimate.
+How close an estimate comes to the time taken is measured by bench/estimates.py, not here: tiny models on a
+shared CPU time nothing reliably."""
+import json
+
+import pytest
+
+from bert_explorer import checkpoint
+from bert_explorer.analysis.layers import probing
+from bert_explorer.analysis.neighbours import index as nbb
+from bert_explorer.data.corpora import tiny_corpus
+from bert_explorer.train import estimate
+import shared
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, minilm_dir):
+    return shared.tiny_uncased(tmp_path_factory.mktemp("tiny") / "model", minilm_dir, layers=3)
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(autouse=True)
+def _steady_cpu(monkeypatch):
+    """The CPU's speed at multiplying matrices, as if measured: estimates compared within a test must
+    not move with what the other processes on a shared machine do meanwhile."""
+    monkeypatch.setattr(estimate, "cpu_matmul_flop_s", lambda bf16=False: 150e9 if bf16 else 60e9)
+    monkeypatch.setattr(estimate, "free_cores", lambda: 2)
+
+
+def test_the_cpu_rate_is_a_share_of_the_measured_speed_and_grows_with_threads():
+    one, basis = estimate.cpu_flop_s("forward", 768, 1)
+    assert one == pytest.approx(estimate.CPU_SHARE[("forward", "fp32")][0] * 60e9) and "60 GFLOP/s" in basis
+    assert estimate.cpu_flop_s("forward", 768, 2)[0] == pytest.approx(one * (1 + estimate.THREAD_GAIN))
+    estimate.free_cores = lambda: 1  # the other core busy: two threads share one core's speed (and wait)
+    two, basis = estimate.cpu_flop_s("forward", 768, 2)
+    assert two == pytest.approx(one / 2) and "1 of them on busy cores" in basis
+    assert estimate.cpu_flop_s("forward", 128, 1)[0] < estimate.cpu_flop_s("forward", 384, 1)[0] < one
+    assert estimate.cpu_flop_s("forward", 1024, 1)[0] == one  # no wider share than BERT-Base's
+    assert estimate.cpu_flop_s("train", 768, 1, bf16=True)[0] == pytest.approx(
+        estimate.CPU_SHARE[("train", "bf16")][0] * 150e9)
+
+
+# A corpus with what makes counting hard: a sentence longer than one window (cut at word starts), a
+# duplicate (indexed once), an empty line, and documents of several sentences.
+LONG = " ".join(["internationalisation of the extraordinarily complicated arrangements"] * 30)
+CORPUS = [[LONG, "a short one .", "", "a short one ."]] + tiny_corpus(6, seed=5)
+
+
+def _layer_calls(loaded):
+    """Forward calls of each encoder layer, counted by hooks: [calls of layer 1, layer 2, ...]."""
+    calls = [0] * loaded.config.num_layers
+    hooks = [layer.register_forward_hook(lambda *a, i=i: calls.__setitem__(i, calls[i] + 1))
+             for i, layer in enumerate(checkpoint.encoder_of(loaded.model).encoder.layer)]
+    return calls, hooks
+
+
+# ----- the nearest-neighbour index ------------------------------------------------------------------------
+def test_the_index_estimate_counts_the_tokens_the_build_reports(tiny, cache):
+    est = nbb.estimate_build_seconds(tiny, CORPUS, 2)
+    nbb._last_units.clear()  # the build cuts the corpus again, as a build in its own process does
+    said = []
+    paths = nbb.build_index(tiny, CORPUS, 2, lambda f, m: said.append(m))
+    meta = json.loads((paths[2] / "meta.json").read_text())
+    assert meta["rows"] == est["tokens"] and meta["sentences"] == est["sentences"]
+    assert any(f"of {est['tokens']:,} tokens" in m for m in said)  # the build's own progress counts the same
+    assert est["disk_bytes"] == nbb.disk_bytes(meta["rows"], 32)
+
+
+def test_the_index_estimate_runs_the_layers_the_build_runs(tiny, cache, monkeypatch):
+    """A layer-0 index looks up the embeddings and runs no encoder layer: it is estimated cheaper than the
+    last layer's exactly because the build runs fewer layers; if the build ran every layer for any index
+    (``layers_run``, which both read), the two estimates would be equal."""
+    L = tiny.config.num_layers
+    calls, hooks = _layer_calls(tiny)
+    try:
+        ran = {}
+        for layer in (0, 1, L):
+            before = list(calls)
+            nbb.build_index(tiny, CORPUS, layer)
+            ran[layer] = [a - b for a, b in zip(calls, before)]
+        est = {layer: nbb.estimate_build_seconds(tiny, CORPUS, layer) for layer in (0, 1, L)}
+        assert ran[0] == [0] * L and est[0]["forward_seconds"] == 0 == est[0]["flops"]
+        assert ran[1][0] > 0 and ran[1][1:] == [0] * (L - 1)
+        assert all(n == ran[L][0] > 0 for n in ran[L])
+        assert 0 < est[1]["flops"] < est[L]["flops"] == pytest.approx(L * est[1]["flops"])
+        assert est[0]["seconds"] < est[1]["seconds"] < est[L]["seconds"]
+        # the batches estimated are the batches the build runs: one forward call of layer 1 each
+        assert len(nbb.build_shapes(nbb.corpus_units(tiny.tokenizer, CORPUS))) == ran[1][0]
+
+        monkeypatch.setattr(nbb, "layers_run", lambda layers: L)  # a build that runs the whole model
+        for layer in (0, L):
+            nbb.shutil.rmtree(nbb.index_path(tiny, CORPUS, layer))
+        before = list(calls)
+        nbb.build_index(tiny, CORPUS, 0)
+        assert [a - b for a, b in zip(calls, before)] == ran[L]
+        assert nbb.estimate_build_seconds(tiny, CORPUS, 0)["flops"] == est[L]["flops"]
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def test_the_index_flops_are_those_of_the_batches_through_those_layers():
+    shapes = [(10, 12), (4, 30)]
+    one = estimate.forward_flops(1, 64, 12, 256)
+    assert one == pytest.approx(2 * (4 * 64 * 64 + 2 * 64 * 256 + 9 * 64 + 256) + 4 * 64 * 12)
+    assert estimate.batches_flops(shapes, 1, 64, 256) == pytest.approx(10 * 12 * one + 4 * 30 * estimate.forward_flops(
+        1, 64, 30, 256))
+    assert estimate.forward_flops(0, 64, 12) == 0 and estimate.batches_flops(shapes, 3, 64) == pytest.approx(
+        3 * estimate.batches_flops(shapes, 1, 64))
+    # the default feed-forward width is 4·H: the planner's count (encoder_parameters) is unchanged
+    assert estimate.encoder_parameters(2, 64) == estimate.encoder_parameters(2, 64, 256) == 2 * (12 * 64 * 64 + 13 * 64)
+
+
+def test_a_background_build_adds_its_start_and_a_thread_more_goes_faster(tiny, cache):
+    here = nbb.estimate_build_seconds(tiny, CORPUS, 3, threads=1)
+    background = nbb.estimate_build_seconds(tiny, CORPUS, 3, threads=1, process_start=True)
+    two = nbb.estimate_build_seconds(tiny, CORPUS, 3, threads=2)
+    assert background["seconds"] == pytest.approx(here["seconds"] + background["start_seconds"])
+    assert background["start_seconds"] >= estimate.PROCESS_START_S
+    assert two["forward_seconds"] < here["forward_seconds"] and two["tokens"] == here["tokens"]
+
+
+def test_the_neighbours_command_says_its_estimate_before_building(tiny, cache, tmp_path, capsys):
+    from bert_explorer.cli.neighbours import main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join("\n".join(doc) for doc in CORPUS))
+    assert main(["build", "--model", str(tiny.path), "--layer", "0,2", "--corpus", str(corpus), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    line = next(x for x in err.splitlines() if x.startswith("estimate for layers 0, 2: about "))
+    assert err.index(line) < err.index("layer 2: ")  # said before the build reports
+    est = nbb.estimate_build_seconds(tiny, str(corpus), [0, 2])
+    assert f"{est['tokens']:,} tokens" in line
+    meta = json.loads((nbb.index_path(tiny, str(corpus), 2) / "meta.json").read_text())
+    assert meta["rows"] == est["tokens"]
+    # built already: nothing to estimate, nothing said
+    assert main(["build", "--model", str(tiny.path), "--layer", "2", "--corpus", str(corpus), "--no-progress"]) == 0
+    assert "estimate" not in capsys.readouterr().err
+
+
+# ----- layer probing ------------------------------------------------------------------------------------------
+def test_the_probing_estimate_counts_the_rows_and_batches_the_probes_use(tiny, cache):
+    for task, n in (("ner", 40), ("topic", 20)):
+        settings = probing.ProbeSettings(max_examples=n, max_iter=5)
+        est = probing.estimate_seconds(tiny, task, settings)
+        shapes = []
+        hook = checkpoint.encoder_of(tiny.model).encoder.layer[0].register_forward_hook(
+            lambda m, args, out: shapes.append(tuple(args[0].shape[:2])))
+        try:
+            r = probing.probe_layers(tiny, task, settings)
+        finally:
+            hook.remove()
+        assert est["rows"] == r["n_train"] + r["n_test"] and est["probes"] == 2 * (tiny.config.num_layers + 1)
+        data = probing.load_task(task, settings.resolved(task))
+        encs = (probing.encode_texts(tiny, data.inputs, 64) if task == "topic"
+                else probing.encode_words(tiny, data.inputs, 128))
+        assert sorted(probing.batch_shapes(encs)) == sorted(shapes)  # the batches the vectors were computed in
+        assert est["features_seconds"] > 0 and est["probes_seconds"] > 0
+        again = probing.estimate_seconds(tiny, task, settings)  # the vectors are in the cache now
+        assert again["features_seconds"] == 0 and again["probes_seconds"] == pytest.approx(est["probes_seconds"])
+
+
+def test_probes_cost_more_with_more_rows_labels_layers_and_iterations():
+    base = dict(num_layers=2, hidden_size=64, shapes=[(8, 20)], n_train=1000, n_test=200, n_labels=5, max_iter=50,
+                threads=1)
+    p = estimate.probing_estimate(**base)["probes_seconds"]
+    for change in ({"n_train": 2000}, {"n_labels": 20}, {"num_layers": 4}, {"max_iter": 100}):
+        assert estimate.probing_estimate(**{**base, **change})["probes_seconds"] > p
+    assert estimate.probing_estimate(**base, features_cached=True)["features_seconds"] == 0
+
+
+# ----- fine-tuning -----------------------------------------------------------------------------------------
+def test_the_fine_tuning_estimate_counts_the_runs_own_examples_and_steps(base_model):
+    from bert_explorer.data.tiny_tasks import make_tiny
+    from bert_explorer.train.engine import total_steps
+    from bert_explorer.train.finetune import FinetuneConfig, estimate as ft_estimate, read_data
+
+    cfg = FinetuneConfig(model=base_model, train="tiny:classification", max_train_examples=100, epochs=2,
+                         batch_size=8, max_seq_length=32)
+    train, dev = read_data(cfg)
+    split = ft_estimate(cfg, train, len(dev.examples), threads=1, process_start=False)
+    assert (split["train_examples"], split["dev_examples"]) == (len(train.examples), len(dev.examples))
+    assert split["steps"] == total_steps(len(train.examples), 8, 2)
+    whole = ft_estimate(cfg, make_tiny("classification", n=100, seed=0), threads=1, process_start=False)
+    assert (whole["train_examples"], whole["dev_examples"]) == (len(train.examples), len(dev.examples))
+    assert split["tokens_per_example"] <= 32
+    parts = split["train_seconds"] + split["eval_seconds"] + split["loading_seconds"]
+    assert split["seconds"] == pytest.approx(parts)
+    longer = ft_estimate(FinetuneConfig(**{**cfg.__dict__, "epochs": 4}), train, len(dev.examples), threads=1,
+                         process_start=False)
+    assert longer["train_seconds"] == pytest.approx(2 * split["train_seconds"], rel=0.05)
+    started = ft_estimate(cfg, train, len(dev.examples), threads=1, process_start=True)
+    assert started["seconds"] == pytest.approx(split["seconds"] + estimate.PROCESS_START_S)
+
+
+def test_the_fine_tune_page_shows_an_estimate_for_every_built_in_set(runs_root, base_model):
+    """A generated set (tiny:...) has no preview loaded, yet it is estimated at the size the run makes."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../pages/11_Fine-tune.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "a local directory…"
+    at.session_state["be_model_path"] = base_model
+    at.run()
+    at.radio(key="ft_source").set_value("Built-in dataset").run()
+    at.selectbox(key="ft_builtin").set_value("tiny:classification").run()
+    assert not at.exception
+    (said,) = [c.value for c in at.caption if c.value.startswith("Estimated time on")]
+    # 64 generated examples, 6 held out as dev: 58 to train on, batch 32, 3 epochs: 2 steps an epoch
+    assert "about **" in said and "6 steps of 32 examples" in said and "6 dev examples scored" in said
+    assert not at.button(key="ft_start").disabled
+
+
+def test_the_finetune_command_says_its_estimate_before_it_starts(base_model, tmp_path, capsys):
+    from bert_explorer.cli import main
+
+    out = tmp_path / "run"
+    assert main(["finetune", "--model", base_model, "--train", "tiny:classification", "--output", str(out),
+                 "--epochs", "1", "--batch-size", "16", "--device", "cpu", "--precision", "fp32"]) == 0
+    captured = capsys.readouterr()
+    (line,) = [x for x in captured.err.splitlines() if x.startswith("estimate: about ")]
+    assert "4 steps of 16 examples" in line and "6 dev examples" in line and "GFLOP/s" in line
+    assert json.loads(captured.out)["train_examples"] == 58  # the result on stdout, untouched
+
+
+def test_the_probe_layers_command_says_its_estimate_before_it_runs(tiny, cache, tmp_path, capsys):
+    from bert_explorer.cli import main
+
+    args = ["probe-layers", "--model", str(tiny.path), "--task", "topic", "--max-examples", "20", "--max-iter", "5",
+            "--output", str(tmp_path / "probe.json"), "--no-progress"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    (line,) = [x for x in err.splitlines() if x.startswith("estimate for topic: about ")]
+    assert err.index(line) < err.index("topic: TOPIC") and "8 probes on 20 rows" in line
+    assert main(args) == 0  # computed and kept: nothing to estimate
+    assert "estimate" not in capsys.readouterr().err
