@@ -216,7 +216,7 @@ def test_two_sessions_pressing_build_together_start_one_build(cache, no_process,
         t.join()
     started, refused = [a for a in answers.values() if a is None], [a for a in answers.values() if a]
     assert len(no_process) == 1 and len(started) == 1
-    assert "in classroom mode one builds at a time" in refused[0]
+    assert "in classroom mode one runs at a time" in refused[0]
 
 
 def test_private_mode_may_build_two_indexes_side_by_side(cache, no_process):
@@ -254,4 +254,4 @@ def test_two_server_processes_pressing_build_together_start_one_build(cache, tmp
         for p in presses:
             p.communicate("")
     assert answers.count("None") == 1
-    assert "in classroom mode one builds at a time" in [a for a in answers if a != "None"][0]
+    assert "in classroom mode one runs at a time" in [a for a in answers if a != "None"][0]
