@@ -25,14 +25,18 @@ N = parameters that take part in matrix products for every token (embedding tabl
 tied output layer at the fraction p of tokens that carry an MLM label. Achieved TFLOP/s =
 tokens/s × that number: work transformers spends on unlabelled positions does not count.
 
-The matmul rate: a 2048 x 2048 matrix product in each timed precision, measured in the same run
+The matmul rate: an n x n matrix product (``--matmul-size``; 2048 on a CPU, 8192 on a GPU, whose
+2048² product is too small to fill it) in each timed precision, measured in the same run
 (before and after the steps; the median of both is the reference), so that "% of matmul" compares
 the step with what this CPU multiplies at that moment. The machine's load average and CPU flags
 are printed with it. On a shared machine the load moves both during a run: the fastest step
 against the fastest matmul is printed too, the pair least disturbed by other processes.
 
-``--compile`` also times our model under ``torch.compile`` (the ``compile`` training setting); its
-compile time is printed apart and not counted in the step times.
+``--compile`` also times both models under ``torch.compile`` (ours: the ``compile`` training
+setting), so that the comparison with transformers holds with the same levers (SDPA attention,
+fused AdamW, compilation); compile times are printed apart and not counted in the step times. A
+model that fails to compile is reported in one line and left out. On a GPU the datasheet's dense
+bf16 rate is printed beside the measured matmul rate, where the card is one we know.
 """
 from __future__ import annotations
 
@@ -49,6 +53,17 @@ from bert_explorer.model import IGNORE, PRESETS, BertForPreTraining, preset
 from bert_explorer.train.device import cpu_bf16_is_fast
 from bert_explorer.train.estimate import model_flops_per_token
 from bert_explorer.train.optim import make_optimizer
+
+
+# Dense (no sparsity) bf16 tensor-core peak from NVIDIA's datasheets, TFLOP/s: SXM parts.
+DATASHEET_BF16_TFLOPS = {"H100": 989.4, "H200": 989.4, "A100": 312.0}
+
+
+def datasheet_bf16(name: str) -> float | None:
+    for key, value in DATASHEET_BF16_TFLOPS.items():
+        if key in name and "PCIe" not in name and "NVL" not in name:
+            return value
+    return None
 
 
 def matmul_tflops(dtype: torch.dtype, device, n: int = 2048, repeats: int = 10) -> tuple[float, float]:
@@ -141,7 +156,9 @@ def main() -> None:
     ap.add_argument("--mask-prob", type=float, default=0.15)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--precision", default="both", choices=["both", "fp32", "bf16"])
-    ap.add_argument("--compile", action="store_true", help="also time our model under torch.compile")
+    ap.add_argument("--compile", action="store_true", help="also time both models under torch.compile")
+    ap.add_argument("--matmul-size", type=int, default=None, help="the reference matmul's n (default: 2048 on a "
+                                                                   "CPU, 8192 on a GPU)")
     args = ap.parse_args()
 
     if args.threads:
@@ -185,26 +202,32 @@ def main() -> None:
               "timed slower), and --precision auto trains in fp32 here")
     print(machine_state())
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
-    matmul = {p: [matmul_tflops(dtypes[p], device)] for p in precisions}
+    n = args.matmul_size or (8192 if device.type == "cuda" else 2048)
+    matmul = {p: [matmul_tflops(dtypes[p], device, n)] for p in precisions}
     ours_rate = {}
     for precision in precisions:
         ours_rate[precision] = time_precision(precision, ours, hf, batches, args, device, f, tokens)
     for p in precisions:
-        matmul[p].append(matmul_tflops(dtypes[p], device))
+        matmul[p].append(matmul_tflops(dtypes[p], device, n))
         rate = statistics.median(m for m, _ in matmul[p])
         best = max(b for _, b in matmul[p])
         for name, (tps, tps_best) in ours_rate[p].items():
             print(f"[{p}] {name:>13}: median step {tps * f['total'] / 1e12:.3f} TFLOP/s = {tps * f['total'] / 1e12 / rate:5.1%} "
-                  f"of the 2048² {p} matmul's median rate {rate:.3f} TFLOP/s (before {matmul[p][0][0]:.3f}, "
+                  f"of the {n}² {p} matmul's median rate {rate:.3f} TFLOP/s (before {matmul[p][0][0]:.3f}, "
                   f"after {matmul[p][1][0]:.3f});  fastest step {tps_best * f['total'] / 1e12:.3f} = "
                   f"{tps_best * f['total'] / 1e12 / best:5.1%} of the fastest matmul, {best:.3f}")
+    peak = datasheet_bf16(dev) if device.type == "cuda" else None
+    if peak and "bf16" in ours_rate:
+        for name, (tps, _) in ours_rate["bf16"].items():
+            print(f"[bf16] {name:>13}: {tps * f['total'] / 1e12 / peak:5.1%} of the datasheet's dense bf16 rate "
+                  f"{peak:.0f} TFLOP/s")
     if len(ours_rate) == 2:
         print(f"ours bf16 / ours fp32: {ours_rate['bf16']['ours'][0] / ours_rate['fp32']['ours'][0]:.2f}x")
     print(machine_state())
 
 
 def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dict:
-    """Time both models (and ours compiled, with --compile) under one precision; print them and
+    """Time both models (and both compiled, with --compile) under one precision; print them and
     return our tokens/s by variant."""
     def autocast():
         if precision == "bf16":
@@ -222,8 +245,9 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
     models = [("ours", ours, ours), ("transformers", hf, hf)]
     if args.compile:
         import copy
-        twin = copy.deepcopy(ours)  # its own weights and optimiser, as the others
-        models.append(("ours compiled", twin, torch.compile(twin)))
+        for name, original in (("ours compiled", ours), ("transformers compiled", hf)):
+            twin = copy.deepcopy(original)  # its own weights and optimiser, as the others
+            models.append((name, twin, torch.compile(twin)))
     for name, model, forward in models:
         opt = make_optimizer(model, lr=1e-4, weight_decay=0.01)
 
@@ -247,12 +271,19 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
             torch.cuda.synchronize()
         return time.perf_counter() - t0
 
-    compile_s = None
-    if args.compile:  # the first step compiles (and a second may, for the other MLM count): untimed
+    compile_s = {}
+    for name in [n for n in runners if n.endswith("compiled")]:
+        # the first step compiles (and a second may, for the other MLM count): untimed
         t0 = time.perf_counter()
-        for batch in batches[:2]:
-            float(runners["ours compiled"](batch))
-        compile_s = time.perf_counter() - t0
+        try:
+            for batch in batches[:2]:
+                float(runners[name](batch))
+        except Exception as e:  # a compiler failure is a result to report, not the end of the bench
+            print(f"[{precision}] {name}: torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
+                  "left out")
+            del runners[name]
+            continue
+        compile_s[name] = time.perf_counter() - t0
     times = {name: [] for name in runners}
     order = list(runners)
     for i, batch in enumerate(batches):
@@ -262,8 +293,8 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
                 times[name].append(t)
 
     print(f"[{precision}] same weights: initial loss ours {l_ours:.4f}, transformers {l_hf:.4f}")
-    if compile_s is not None:
-        print(f"[{precision}] torch.compile: first two steps (compiling) {compile_s:.1f} s, not counted below")
+    for name, seconds in compile_s.items():
+        print(f"[{precision}] {name}: torch.compile's first two steps (compiling) {seconds:.1f} s, not counted below")
     rate = {}
     for name, ts in times.items():
         rate[name] = tokens / statistics.median(ts)  # the median step: robust to a busy moment
@@ -271,9 +302,11 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
               f"(min {min(ts) * 1e3:.1f}, max {max(ts) * 1e3:.1f})   "
               f"{rate[name] * f['total'] / 1e12:.3f} TFLOP/s")
     print(f"[{precision}] ours / transformers: {rate['ours'] / rate['transformers']:.2f}x"
-          + (f";  ours compiled / transformers: {rate['ours compiled'] / rate['transformers']:.2f}x"
-             if "ours compiled" in rate else ""))
-    return {k: (v, tokens / min(times[k])) for k, v in rate.items() if k != "transformers"}
+          + (f";  ours compiled / transformers compiled: {rate['ours compiled'] / rate['transformers compiled']:.2f}x"
+             if "ours compiled" in rate and "transformers compiled" in rate else "")
+          + (f";  compiling gave ours {rate['ours compiled'] / rate['ours']:.2f}x" if "ours compiled" in rate else "")
+          + (f", transformers {rate['transformers compiled'] / rate['transformers']:.2f}x" if "transformers compiled" in rate else ""))
+    return {k: (v, tokens / min(times[k])) for k, v in rate.items()}
 
 
 if __name__ == "__main__":

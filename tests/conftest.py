@@ -75,8 +75,11 @@ CHARTS_CHECKED = {"renders": 0, "charts": set()}
 def _every_chart_drawn_is_checked(monkeypatch):
     """Each AppTest run in any test reads the charts the page sent and checks them as a person
     would (tests/figcheck.py): a page test that draws a chart tests what is drawn too."""
-    import figcheck
-    from streamlit.testing.v1 import AppTest
+    try:
+        import figcheck
+        from streamlit.testing.v1 import AppTest
+    except ImportError:  # the GPU machine has no app packages: no page can be drawn there either
+        return
 
     original = AppTest.run
 

@@ -320,6 +320,12 @@ def test_the_gpu_tests_and_their_entry_points_need_none_of_the_app_packages(tmp_
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "--co", "-m", "gpu", "-p", "no:cacheprovider",
                         "tests/test_gpu.py"], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
     assert r.returncode == 0 and "10/" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    # Collecting runs no fixture: run one test of this file too, so that conftest's own fixtures
+    # (every test's setup) are proven to need none of those packages either.
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "tests/test_gpu.py::test_a_background_run_started_by_the_launcher_picks_the_cpu_without_a_gpu"],
+                       capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
     r = subprocess.run([sys.executable, "-m", "bert_explorer.cli", "pretrain", "--help"], capture_output=True,
                        text=True, env=env, cwd=REPO, timeout=120)
     assert r.returncode == 0 and "--timelapse-frames" in r.stdout, r.stderr[-2000:]

@@ -346,3 +346,17 @@ def test_the_real_steps_are_valid_and_fit_their_budgets():
     assert minutes["explorer-mini"] <= min(8, one_command)
     assert minutes["paper-mini"] <= 12 and minutes["paper-mini"] <= 2 * one_command
     assert minutes["bench"] <= 5 and minutes["tests"] <= one_command
+
+
+def test_a_training_is_started_short_of_its_plan_where_the_bench_is_left_whole():
+    """A command that has spent its time on earlier steps: a single training (it stops at the
+    deadline with a checkpoint and sends back that model) still starts with two minutes or more;
+    the bench, which cannot be cut, waits for the next command; a first step always starts."""
+    from bert_explorer.gpu import plan
+    from bert_explorer.gpu.session import start_decision
+
+    assert start_decision("teaching-model", 400, 200, started=2) == "short"
+    assert start_decision("explorer-mini", 400, plan.STOPPABLE_MIN_S - 1, started=2) == "skip"
+    assert start_decision("bench", 400, 200, started=2) == "skip"
+    assert start_decision("bench", 400, 200, started=0) == "start"
+    assert start_decision("teaching-model", 250, 200, started=1) == "start"  # fits with the wrap-up

@@ -79,6 +79,9 @@ def _dispatch(args) -> int:
     if args.out is None:
         raise ValueError("run needs --out: the folder whose files come back ($OUT on the GPU machine)")
     redo = set(session.parse_steps(args.redo)) if args.redo else set()
+    if args.tiny and args.state == ".gpu-state":
+        # the dry run's tiny steps never count as the real ones that came back from a GPU
+        args.state = str(Path(args.work) / "state")
     outcomes = session.run_session(names, Path(args.out), Path(args.work), Path(args.travel or ".gpu-travel"),
                                    Path(args.state) if args.state else None, args.budget_minutes * 60,
                                    tiny=args.tiny, redo=redo)

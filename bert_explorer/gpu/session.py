@@ -37,6 +37,9 @@ from .offline import ABSENT_ON_GPU
 from .steps import REPO, STEPS, Context, Outcome
 
 DEFAULT_STEPS = ("tests", "teaching-model", "paper-mini", "explorer-mini", "bench")
+# Single trainings that stop cleanly at the deadline and still send back a model: worth starting
+# with less time than planned, where a step that cannot be cut (the bench) is better left whole.
+STOPPABLE = ("teaching-model", "explorer-mini")
 
 
 def parse_steps(text: str) -> list[str]:
@@ -85,6 +88,16 @@ def _stop_at_deadline(ctx: Context) -> None:
             path.touch()
 
 
+def start_decision(name: str, planned_s: float, left_s: float, started: int) -> str:
+    """"start" (it fits, or it is the command's first step), "short" (a training that stops at the
+    deadline and still sends back a model: started with less than planned) or "skip"."""
+    if not started or planned_s <= left_s + plan.WRAP_UP_S:
+        return "start"
+    if name in STOPPABLE and left_s >= plan.STOPPABLE_MIN_S:
+        return "short"
+    return "skip"
+
+
 def _run_steps(names, out: Path, work: Path, travel_dir: Path, state: Path | None, budget_s: float, tiny: bool,
                redo, say) -> dict:
     t0 = time.time()
@@ -110,7 +123,11 @@ def _run_steps(names, out: Path, work: Path, travel_dir: Path, state: Path | Non
             outcomes[name] = {"state": "finished earlier"}
             continue
         left = deadline - time.time()
-        if started and not tiny and planned[name].seconds > left + plan.WRAP_UP_S:
+        decision = "start" if tiny else start_decision(name, planned[name].seconds, left, started)
+        if decision == "short":
+            say(f"[{name}] {left / 60:.1f} min left of its planned {planned[name].minutes:.1f}: it trains until "
+                "the deadline and sends back its newest checkpoint")
+        elif decision == "skip":
             say(f"[{name}] not started: planned {planned[name].minutes:.1f} min, {left / 60:.1f} min left in this "
                 "command; run it in the next one")
             outcomes[name] = {"state": "not started"}

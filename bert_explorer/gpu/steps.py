@@ -319,6 +319,6 @@ STEPS: dict[str, Step] = {s.name: s for s in (
          lambda: plan.plan_paper_mini(paper_mini_recipe(False)), run_paper_mini),
     Step("explorer-mini", "a 4-layer BERT from zero, checkpoints for the time-lapse", ("corpora",),
          plan.plan_explorer, run_explorer),
-    Step("bench", "bench/train_step.py: BERT-Base, seq 128, ours vs transformers, fp32 and bf16", (),
+    Step("bench", "bench/train_step.py: BERT-Base, seq 128, bf16, ours vs transformers, eager and compiled", (),
          plan.plan_bench, run_bench),
 )}
