@@ -13,7 +13,9 @@ and each step is sized to fit one command, except paper-mini, which continues in
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .. import checkpoint
 from ..experiments import grid
@@ -35,14 +37,9 @@ EXPLORER_TOKENS_M = 4.8        # the five corpora
 
 TIME_LAPSE_POINTS = 12         # explorer-mini keeps a checkpoint at this many evenly spaced steps
 
-TEACHING = {  # continue minilm-mlm-nsp (assets/pretrain-minilm-mlm-nsp.json) on the GPU, much longer
-    "init": "minilm-mlm-nsp", "freeze_word_embeddings": True,
-    "corpus": "bbc+sotu+vital+wiki+lee", "mlm_only_corpus": "wordnet", "eval_corpora": "bbc+sotu",
-    "held_out_fraction": 0.05, "objective": "mlm+nsp", "max_seq_length": 128,
-    "batch_size": 128, "lr": 2e-4, "warmup_steps": 300, "max_steps": 5000,
-    "eval_every": 1000, "save_every": 1000, "eval_batches": 40, "log_every": 100,
-    "seed": 0, "precision": "bf16",
-}
+# continue minilm-mlm-nsp on the GPU, much longer: the config its second stage ran with, kept beside
+# the first stage's (assets/pretrain-minilm-mlm-nsp.json)
+TEACHING = json.loads((Path(__file__).resolve().parents[2] / "assets" / "pretrain-minilm-mlm-nsp-gpu.json").read_text())
 EXPLORER = {  # explorer-mini from zero: 4 layers, H=256, the standard uncased vocabulary
     "size": "mini", "vocab": "minilm-mlm-nsp", "corpus": "bbc+sotu+vital+wiki+lee", "eval_corpora": "bbc+sotu",
     "held_out_fraction": 0.05, "objective": "mlm+nsp", "max_seq_length": 128,
