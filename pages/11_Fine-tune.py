@@ -20,7 +20,6 @@ from bert_explorer.runs import finder
 from bert_explorer.runs.report import LABELS, duration_text, finetune_result
 from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
-from bert_explorer.tasks.spans import SpanTask
 from bert_explorer.tasks.metrics import small_dev_warning
 from bert_explorer.train.estimate import FINETUNE_ASK_S
 from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_TRAIN_EXAMPLES, FinetuneConfig,
@@ -232,7 +231,7 @@ if "confusion_matrix" in dev:
 if dev.get("per_type"):  # entity F1 by type (NER)
     st.markdown("**Entities by type (dev, exact span and type)**")
     st.dataframe(pd.DataFrame(dev["per_type"]).T.round(3))
-if isinstance(kind, SpanTask):
+if kind.after_run_answers:
     if dev.get("null_threshold") is not None:
         st.caption(f"No-answer threshold τ = {dev['null_threshold']:.2f}, tuned on dev (Section 4.3).")
     if has_model:

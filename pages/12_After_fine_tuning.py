@@ -31,22 +31,6 @@ after, and how far each layer moved. From any example, one click opens its attri
 """)
 show_mode()
 
-PARTS = {  # which parts apply to which kind of answer (the issue's table, said on the page)
-    "class": "Classification and pairs get every part: the table, slices, the [CLS] maps before and after, "
-             "calibration, and attributions.",
-    "value": "Regression gets the table, slices by its metric (Pearson r) and the [CLS] maps coloured by the gold "
-             "value; not calibration (a value has no probability to compare with how often it is right) and not "
-             "attributions (the Attributions page explains a class).",
-    "tags": "NER gets the table (each sentence with the gold and predicted entities in brackets) and slices; not "
-            "the [CLS] maps (its head reads every word, not [CLS]), calibration or attributions (the Attributions "
-            "page explains one class of a whole input). Attention works for any input.",
-    "span": "Question answering gets the table (the passage with both answers marked) and slices; not the [CLS] "
-            "maps (its head reads every token of the passage), calibration or attributions. Attention works for "
-            "any input.",
-    "choice": "Multiple choice gets the table (with its options) and slices; not the [CLS] maps (each option is a "
-              "separate input), calibration or attributions. Attention shows the context with its gold ending.",
-}
-
 PALETTE = qualitative.Plotly  # one colour per gold label, the same in both maps
 
 root = finder.runs_root()
@@ -93,7 +77,7 @@ task = task_type(task_name)
 main = task.main_metric
 whole = slices.score(task, rows)
 st.caption(f"**{run.name}**: {task.name} ({task.paper}), {len(rows):,} dev examples. {source}")
-st.caption(PARTS[task.target])
+st.caption(task.after_finetuning)
 bundle = ResultBundle("After fine-tuning", finder.rel_name(run.path, root), {"run": finder.rel_name(run.path, root), "task": task.name})
 
 
@@ -121,7 +105,7 @@ m = st.columns(3)
 m[0].metric(f"dev {LABELS.get(main, main)}, saved model", fmt(whole[main]),
             help="Recomputed from the rows below, in float32 by the saved model; the run's own number (Fine-tune "
                  "page) was measured during training, in its precision.")
-if task.target != "value":
+if task.right_or_wrong:
     m[1].metric("right", f"{len(right):,}")
     m[2].metric("wrong", f"{len(wrong):,}")
 if warning := small_dev_warning(len(rows)):
@@ -129,10 +113,10 @@ if warning := small_dev_warning(len(rows)):
 
 c1, c2 = st.columns([2, 1])
 which = c1.radio("Show", list(predictions.VIEWS), key="af_view", horizontal=True,
-                 format_func=lambda v: predictions.VIEWS[v] if task.target != "value" else {
+                 format_func=lambda v: predictions.VIEWS[v] if task.right_or_wrong else {
                      "all": "every example", "wrong": "largest errors first",
                      "confident mistakes": "largest errors first ", "unsure right answers": "smallest errors first"}[v])
-golds = sorted({str(r["gold"]) for r in rows}) if task.target in ("class", "choice") else []
+golds = sorted({str(r["gold"]) for r in rows}) if task.gold_choosable else []
 gold = c2.selectbox("Gold answer", [None, *golds], key="af_gold", format_func=lambda g: "any" if g is None else g) \
     if golds else None
 shown_rows = predictions.view(rows, which, gold)
@@ -147,7 +131,7 @@ if not table.empty:
     texts = [c for c in table.columns if c.startswith(("text", "sentence", "passage", "question", "options"))]
     table = table[[c for c in table.columns if c not in texts] + texts]
 exports.table(table, "af_table", "dev predictions", bundle, hide_index=True, column_config=columns)
-if which == "confident mistakes" and task.target != "value":
+if which == "confident mistakes" and task.right_or_wrong:
     if shown_rows and shown_rows[0].get("p_predicted") is not None:
         top = shown_rows[:3]
         st.caption("The most confident mistakes: " + "; ".join(
@@ -165,19 +149,18 @@ else:
     pick = st.selectbox("Example", [r["example"] for r in shown_rows], key="af_example",
                         format_func=lambda i: f"{i}: gold {rows[i]['gold']} · predicted {rows[i]['predicted']}"[:160])
     row, example = rows[pick], record["examples"][pick]
-    if task.target == "span":  # the passage with both answers marked
-        gold_text = (example.get("answers") or [{"text": ""}])[0]["text"]
-        pieces = predictions.answer_pieces(example["context"], gold_text, record["answers"][pick]["answer"])
-        st.markdown(f"**Question:** {md(example['question'])}  \n**Passage** (gold in **bold**, the model's answer "
-                    f":blue-background[highlighted]): " + "".join(marked(*p) for p in pieces))
-    elif task.target == "tags":
-        st.markdown(f"**Gold:** {md(row['gold'])}  \n**Predicted:** {md(row['predicted'])}")
+    why = task.why(row, example, record["answers"][pick])
+    if "pieces" in why:  # the passage with both answers marked
+        st.markdown(f"**Question:** {md(why['question'])}  \n**Passage** (gold in **bold**, the model's answer "
+                    f":blue-background[highlighted]): " + "".join(marked(*p) for p in why["pieces"]))
+    elif why:
+        st.markdown(f"**Gold:** {md(why['gold'])}  \n**Predicted:** {md(why['predicted'])}")
     a, b = task.texts(example)
     model_dir = run.path / "model"
     menu = {label: path for path, label, _ in MENU}
     b1, b2 = st.columns(2)
     clf = next((r for r in classifier_runs(root) if Path(r["model_dir"]).resolve() == model_dir.resolve()), None)
-    if task.target == "class" and clf is not None:
+    if task.calibrated and clf is not None:
         if b1.button("Attributions of this example", key="af_to_attr", icon=":material/calculate:",
                      help="Opens Attributions with this example and this run's classifier, explaining its answer."):
             st.session_state.update({"attr_target": "fine-tuned classifier", "attr_run": clf["model_dir"],
@@ -186,7 +169,7 @@ else:
             st.switch_page(menu["Attributions"])
     else:
         b1.caption("Attributions explain a fine-tuned *classifier's* class (this run's head answers otherwise"
-                   + (", or it is feature-based" if clf is None and task.target == "class" else "") + ").")
+                   + (", or it is feature-based" if clf is None and task.calibrated else "") + ").")
     if model_dir.is_dir():
         if b2.button("Attention on this example", key="af_to_attention", icon=":material/visibility:",
                      help="Opens Attention with this example as sentences A and B and this run's fine-tuned model "
@@ -234,8 +217,8 @@ if worst is not None:
 
 # ----- 3. what fine-tuning changed ---------------------------------------------------------------
 st.subheader("3. What fine-tuning changed inside")
-if task.target not in ("class", "value"):
-    st.caption(PARTS[task.target])
+if not task.cls_map:
+    st.caption(task.after_finetuning)
 else:
     changed = None
     # Asked for, not computed on every first visit: it loads the model the run started from beside the
@@ -309,8 +292,8 @@ else:
 
 # ----- 4. calibration ----------------------------------------------------------------------------
 st.subheader("4. Can its confidence be trusted? Calibration")
-if task.target != "class":
-    st.caption(PARTS[task.target])
+if not task.calibrated:
+    st.caption(task.after_finetuning)
 else:
     cal = calibration.calibration(rows)
     bins = [b for b in cal["bins"] if b["count"]]

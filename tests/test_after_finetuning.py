@@ -13,6 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 from bert_explorer import checkpoint
 from bert_explorer.analysis.after_finetuning import calibration, change, predictions, slices
+from bert_explorer.tasks.spans import NO_ANSWER
+from bert_explorer.tasks.tagging import marked
 from bert_explorer.app import state
 from bert_explorer.data.tiny_tasks import make_tiny
 from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
@@ -71,11 +73,11 @@ def test_the_table_holds_predictor_predict_on_the_dev_set(task, tuned):
             assert row["predicted"] == pytest.approx(ans["score"], abs=1e-5) and row["correct"] is None
             assert row["error"] == pytest.approx(ans["score"] - ex["label"], abs=1e-5)
         elif task == "ner":
-            assert row["predicted"] == predictions.marked(ex["tokens"], ans["tags"])
+            assert row["predicted"] == marked(ex["tokens"], ans["tags"])
             assert row["correct"] == (ans["tags"] == ex["tags"] or row["correct_entities"] == row["gold_entities"]
                                       == row["predicted_entities"])
         elif task == "qa":
-            assert row["predicted"] == (ans["answer"] or predictions.NO_ANSWER)
+            assert row["predicted"] == (ans["answer"] or NO_ANSWER)
         else:
             assert row["predicted"].startswith(f"{ans['choice'] + 1}: ") and row["p_predicted"] == pytest.approx(
                 max(ans["probabilities"]), abs=1e-5)

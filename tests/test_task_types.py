@@ -2,6 +2,7 @@
 object), its behaviour comes with its kind of answer, a new task type needs nothing else, and the
 dev metrics are computed from what the model answered."""
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -175,3 +176,19 @@ def test_a_new_task_type_is_one_registry_entry(monkeypatch):
     assert topic.evaluate(examples, feats, outputs, names)["accuracy"] == 1.0
     assert topic.predict(examples, feats, outputs, names)[0]["label"] == "film"
     assert new.label_counts(examples) == {"film": 1, "car": 1}
+
+
+def test_nothing_outside_tasks_switches_on_a_task_kind():
+    """A kind of answer carries its own behaviour (rows, scores, slices, the dev split, what the
+    pages say): no module outside tasks/ compares a task's kind, so that a new kind of answer is
+    one file there and its registry entry."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    kinds = r"(LabelTask|ValueTask|TagTask|SpanTask|ChoiceTask|MultiLabelTask)"
+    pattern = re.compile(r"\btask\w*\.target\b|\bkind\.target\b|isinstance\([^)]*\b" + kinds + r"\b")
+    found = [f"{p.relative_to(root)}:{i}: {line.strip()}"
+             for p in [*sorted((root / "bert_explorer").rglob("*.py")), *sorted((root / "pages").glob("*.py"))]
+             if "tasks" not in p.relative_to(root).parts
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not found, "\n".join(found)

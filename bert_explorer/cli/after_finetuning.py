@@ -46,7 +46,7 @@ def after_finetuning_data(run_dir: str, what: str, store: bool = True) -> tuple[
         return rows, {**head, "main_metric": pred.task.main_metric,
                       "whole": slices.score(pred.task, pred.rows), "slices": rows}
     if what == "calibration":
-        if pred.task.target != "class":
+        if not pred.task.calibrated:
             raise UserError(f"calibration applies to classification and pair classification (one label with a "
                             f"probability), not to {pred.task.name}; ask for --what predictions or slices")
         result = calibration.calibration(pred.rows)

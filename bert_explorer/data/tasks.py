@@ -33,10 +33,7 @@ from typing import Callable
 
 from . import prepared
 from ..tasks.base import TaskType
-from ..tasks.choice import ChoiceTask
 from ..tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, NER, QA
-from ..tasks.sequence import LabelTask
-from ..tasks.spans import SpanTask
 from .corpora import _package_dir, read_text_file
 from .uploads.core import DataError, TaskData
 from .uploads.helpers import _did_you_mean, _label_sort_key
@@ -70,11 +67,9 @@ def check_dev_labels(train: TaskData, dev: TaskData) -> None:
             raise DataError(f"{where} has {'tags' if train.task.per_token else 'labels'} that the training set "
                             f"({Path(train.source).name or 'train'}) never uses: {shown} ({n} dev examples); remove "
                             f"those examples from the dev file or add training examples with those labels.")
-    if isinstance(train.task, ChoiceTask) and train.examples and dev.examples:
-        n_train, n_dev = len(train.examples[0]["choices"]), len(dev.examples[0]["choices"])
-        if n_train != n_dev:
-            raise DataError(f"{where} has {n_dev} choices per example but the training set has {n_train}; give "
-                            f"both the same number of choices.")
+    mismatch = train.task.dev_mismatch(train.examples, dev.examples)
+    if mismatch:
+        raise DataError(f"{where} {mismatch}")
 
 
 def train_dev_split(data: TaskData, dev_fraction: float = 0.1, seed: int = 0) -> tuple[TaskData, TaskData]:
@@ -93,45 +88,7 @@ def train_dev_split(data: TaskData, dev_fraction: float = 0.1, seed: int = 0) ->
                         f"train and dev; add more examples.")
     rng = random.Random(seed)
     target = min(n - 1, max(1, round(n * dev_fraction)))
-    how = "at random"
-    if isinstance(data.task, LabelTask):
-        by_label = defaultdict(list)
-        for i, ex in enumerate(data.examples):
-            by_label[str(ex["label"])].append(i)
-        # each class gets its share of the dev set (largest remainders round it to exactly `target`);
-        # a class with one example has nothing to spare and stays in train
-        labels = sorted(by_label, key=_label_sort_key)
-        quota = {lab: len(by_label[lab]) * dev_fraction if len(by_label[lab]) > 1 else 0.0 for lab in labels}
-        take = {lab: min(int(q), len(by_label[lab]) - 1) for lab, q in quota.items()}
-        for lab in sorted(labels, key=lambda lab: take[lab] - quota[lab]):  # largest remainder first
-            if sum(take.values()) >= target:
-                break
-            if quota[lab] > 0 and take[lab] < len(by_label[lab]) - 1:
-                take[lab] += 1
-        dev = []
-        for lab in labels:
-            idx = by_label[lab]
-            rng.shuffle(idx)
-            dev += idx[:take[lab]]
-        if not dev:  # every class is a singleton: fall back to a random pick
-            dev = rng.sample(range(n), target)
-        how = "stratified by label"
-    elif isinstance(data.task, SpanTask):
-        groups = defaultdict(list)
-        for i, ex in enumerate(data.examples):
-            groups[ex["context"]].append(i)
-        keys = list(groups)
-        rng.shuffle(keys)
-        dev = []
-        for k in keys:
-            if len(dev) >= target or len(dev) + len(groups[k]) >= n:
-                break
-            dev += groups[k]
-        if not dev:
-            dev = rng.sample(range(n), target)
-        how = "by context (questions on one paragraph stay together)"
-    else:
-        dev = rng.sample(range(n), target)
+    dev, how = data.task.dev_indices(data.examples, dev_fraction, target, rng)
     dev_set = set(dev)
     train_idx = [i for i in range(n) if i not in dev_set]
     note = f"split {len(train_idx)} train / {len(dev_set)} dev ({how}, seed {seed})"

@@ -66,6 +66,18 @@ def padded_length(feature: dict) -> int:
     return max(map(len, ids)) if ids and isinstance(ids[0], list) else len(ids)
 
 
+def label_sort_key(label: str):
+    """Labels in a stable order a person expects: numbers by value first, then names."""
+    try:
+        return (0, float(label), label)
+    except ValueError:
+        return (1, 0.0, label)
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else 0.0
+
+
 class Interrupted(Exception):
     """A long pass over a data set was asked to stop (a run's Stop) before it ended."""
 
@@ -90,6 +102,14 @@ class TaskType:
     left_to_right: ClassVar[bool]        # the ablations' left-to-right heads can do it
     answer_key: ClassVar[str]            # the key of a prediction that holds the answer itself
     per_token: ClassVar[bool] = False    # the head answers at every token (NER's tags)
+    # After fine-tuning (analysis/after_finetuning and its page): which parts apply, and what the
+    # page says of them for this kind of answer.
+    after_finetuning: ClassVar[str] = ""
+    right_or_wrong: ClassVar[bool] = True   # each answer is right or wrong (a value has an error instead)
+    gold_choosable: ClassVar[bool] = False  # few distinct gold answers: the rows can be filtered by one
+    calibrated: ClassVar[bool] = False      # one answer with a probability: calibration, attributions of a class
+    cls_map: ClassVar[bool] = False         # one [CLS] vector per input answers it: the maps before and after
+    after_run_answers: ClassVar[bool] = False  # the Fine-tune page lists some dev answers under a finished run
     percent: ClassVar[bool] = False      # the dev scores are percentages (SQuAD's EM and F1)
     problem_type: ClassVar[str | None] = None  # transformers' config.problem_type of the model
 
@@ -207,3 +227,35 @@ class TaskType:
     def shown(self, answer: dict, example: dict) -> Shown:
         """One answer of :meth:`predict` as a person reads it."""
         raise NotImplementedError
+
+    # ----- the data split ----------------------------------------------------------------------
+    def dev_indices(self, examples: list[dict], fraction: float, target: int, rng) -> tuple[list[int], str]:
+        """Which ``target`` examples (about ``fraction`` of them) to hold out as a dev set, and how
+        they were chosen (said in the data's notes). At random here; a kind of answer that needs
+        more overrides it."""
+        return rng.sample(range(len(examples)), target), "at random"
+
+    def dev_mismatch(self, train: list[dict], dev: list[dict]) -> str | None:
+        """What makes a dev set unusable with this training set beyond unseen labels (one sentence
+        without its subject), or None."""
+        return None
+
+    # ----- after fine-tuning: the dev set answer by answer ----------------------------------------
+    def row(self, example: dict, answer: dict) -> dict:
+        """The input's texts, gold, predicted and right-or-wrong of one dev example, in the task's
+        own terms (``analysis/after_finetuning/predictions.rows_of``)."""
+        raise NotImplementedError
+
+    def score_rows(self, rows: list[dict]) -> dict:
+        """The dev metrics of these rows, computed as the run's evaluation computes them."""
+        raise NotImplementedError
+
+    def gold_slices(self, rows: list[dict]) -> tuple[str, list[str]]:
+        """How the dev set is sliced by its gold answers: the grouping's name and each row's slice."""
+        raise NotImplementedError
+
+    def why(self, row: dict, example: dict, answer: dict) -> dict:
+        """What the page shows under "Why this answer?" beyond the row: {} here; a passage with
+        both answers marked ({"question", "pieces"}) or the gold and predicted lines ({"gold",
+        "predicted"}) where the row's own columns do not show it."""
+        return {}

@@ -7,7 +7,7 @@ from typing import ClassVar
 import torch
 
 from . import metrics as M
-from .base import Shown, TaskType
+from .base import Shown, TaskType, ratio
 
 
 class ChoiceTask(TaskType):
@@ -21,6 +21,28 @@ class ChoiceTask(TaskType):
     feature_based: ClassVar[bool] = False
     left_to_right: ClassVar[bool] = False
     answer_key: ClassVar[str] = "choice"
+    after_finetuning: ClassVar[str] = (
+        "Multiple choice gets the table (with its options) and slices; not the [CLS] maps (each option is a separate "
+        "input), calibration or attributions. Attention shows the context with its gold ending.")
+    gold_choosable: ClassVar[bool] = True
+
+    def dev_mismatch(self, train, dev):
+        if train and dev and len(train[0]["choices"]) != len(dev[0]["choices"]):
+            return (f"has {len(dev[0]['choices'])} choices per example but the training set has "
+                    f"{len(train[0]['choices'])}; give both the same number of choices.")
+        return None
+
+    def row(self, example, answer):
+        choices, gold, pred = example["choices"], int(example["label"]), int(answer["choice"])
+        return {"text": example["context"], "choices": " | ".join(f"{k + 1}: {c}" for k, c in enumerate(choices)),
+                "gold": f"{gold + 1}: {choices[gold]}", "predicted": f"{pred + 1}: {choices[pred]}",
+                "gold_choice": gold + 1, "correct": gold == pred}
+
+    def score_rows(self, rows):
+        return {"accuracy": ratio(sum(bool(r["correct"]) for r in rows), len(rows))}
+
+    def gold_slices(self, rows):
+        return "gold choice", [f"choice {r['gold_choice']}" for r in rows]
 
     def preview(self, example, shorten=str):
         return {"context": shorten(example["context"]), "choices": " | ".join(example["choices"]),

@@ -386,3 +386,13 @@ def small_dev_warning(n_dev: int, subject: str = "The dev set") -> str | None:
     return (f"{subject} has only {n_dev} example{'s' if n_dev != 1 else ''}, so its score is mostly chance: one "
             f"example moves accuracy by {100 / n_dev:.0f} points and the noise alone is about "
             f"±{100 / n_dev ** 0.5:.0f} points{advice}")
+
+
+def quantile_bins(values: list[float], k: int = 4) -> list[str]:
+    """Each value's bin among k bins holding about equal numbers of values: "[0.20, 1.40]"."""
+    x = np.asarray(values, dtype=float)
+    edges = np.unique(np.quantile(x, np.linspace(0, 1, k + 1)))
+    if len(edges) < 2:
+        return [f"{x[0]:.3g}"] * len(x)
+    idx = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, len(edges) - 2)
+    return [f"[{edges[i]:.3g}, {edges[i + 1]:.3g}]" for i in idx]

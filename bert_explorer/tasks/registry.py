@@ -66,3 +66,13 @@ def task_types_with(capability: str) -> tuple[str, ...]:
     """The names of the task types with ``capability`` (``"feature_based"``, ``"left_to_right"``,
     ``"reads_cls"``), for messages that list them."""
     return tuple(t.name for t in TASK_TYPES.values() if getattr(t, capability))
+
+
+def task_for_model(name: str | None, architecture: str, regression: bool) -> TaskType | None:
+    """The task type a fine-tuned model answers: the one its training named, else (a model from
+    elsewhere) the first with its architecture; a head trained with one output and MSE answers
+    the registry's value task with that architecture instead. None: not a fine-tuned model."""
+    task = task_type(name) if name else next((t for t in TASK_TYPES.values() if t.architecture == architecture), None)
+    if task is not None and regression and task.problem_type != "regression":
+        task = next(t for t in TASK_TYPES.values() if t.architecture == architecture and t.problem_type == "regression")
+    return task

@@ -7,13 +7,14 @@ Figure 4a and b): the input is ``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]``.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import ClassVar
 
 import torch
 from torch import nn
 
 from . import metrics as M
-from .base import Shown, TaskType, model_inputs
+from .base import Shown, TaskType, label_sort_key, model_inputs, ratio
 
 
 class SequenceTask(TaskType):
@@ -24,6 +25,7 @@ class SequenceTask(TaskType):
     reads_cls: ClassVar[bool] = True
     feature_based: ClassVar[bool] = True
     left_to_right: ClassVar[bool] = True
+    cls_map: ClassVar[bool] = True
 
     def featurize(self, examples, tok, label_names, max_seq_length=128, doc_stride=64, max_query_length=64):
         pairs = [ex["text"] if not ex.get("text_pair") else (ex["text"], ex["text_pair"]) for ex in examples]
@@ -40,6 +42,12 @@ class SequenceTask(TaskType):
         """The training target of one gold label: its index, or the number itself."""
         raise NotImplementedError
 
+    def _texts(self, example: dict) -> dict:
+        out = {"text": example["text"]}
+        if example.get("text_pair"):
+            out["text_pair"] = example["text_pair"]
+        return out
+
 
 class LabelTask(SequenceTask):
     """A label for a sentence or a pair, from [CLS] (Figure 4a, b)."""
@@ -47,6 +55,10 @@ class LabelTask(SequenceTask):
     target: ClassVar[str] = "class"
     labelled: ClassVar[bool] = True
     answer_key: ClassVar[str] = "label"
+    after_finetuning: ClassVar[str] = ("Classification and pairs get every part: the table, slices, the [CLS] maps "
+                                       "before and after, calibration, and attributions.")
+    gold_choosable: ClassVar[bool] = True
+    calibrated: ClassVar[bool] = True
 
     def num_outputs(self, label_names):
         return len(label_names)
@@ -71,6 +83,39 @@ class LabelTask(SequenceTask):
     def shown(self, answer, example):
         return Shown("Prediction", answer["label"], scores=answer["probabilities"])
 
+    def dev_indices(self, examples, fraction, target, rng):
+        """Stratified: each class keeps its share in both parts (largest remainders round the dev
+        set to exactly ``target``); a class with a single example stays in train."""
+        by_label = defaultdict(list)
+        for i, ex in enumerate(examples):
+            by_label[str(ex["label"])].append(i)
+        labels = sorted(by_label, key=label_sort_key)
+        quota = {lab: len(by_label[lab]) * fraction if len(by_label[lab]) > 1 else 0.0 for lab in labels}
+        take = {lab: min(int(q), len(by_label[lab]) - 1) for lab, q in quota.items()}
+        for lab in sorted(labels, key=lambda lab: take[lab] - quota[lab]):  # largest remainder first
+            if sum(take.values()) >= target:
+                break
+            if quota[lab] > 0 and take[lab] < len(by_label[lab]) - 1:
+                take[lab] += 1
+        dev = []
+        for lab in labels:
+            idx = by_label[lab]
+            rng.shuffle(idx)
+            dev += idx[:take[lab]]
+        if not dev:  # every class is a singleton: fall back to a random pick
+            return super().dev_indices(examples, fraction, target, rng)
+        return dev, "stratified by label"
+
+    def row(self, example, answer):
+        gold, pred = str(example["label"]), answer["label"]
+        return {**self._texts(example), "gold": gold, "predicted": pred, "correct": gold == pred}
+
+    def score_rows(self, rows):
+        return {"accuracy": ratio(sum(bool(r["correct"]) for r in rows), len(rows))}
+
+    def gold_slices(self, rows):
+        return "gold label", [r["gold"] for r in rows]
+
 
 class ValueTask(SequenceTask):
     """A real number for a sentence or a pair, from [CLS] (STS-B)."""
@@ -79,6 +124,11 @@ class ValueTask(SequenceTask):
     labelled: ClassVar[bool] = False
     answer_key: ClassVar[str] = "score"
     problem_type: ClassVar[str | None] = "regression"  # BertForSequenceClassification's loss is then the MSE
+    after_finetuning: ClassVar[str] = (
+        "Regression gets the table, slices by its metric (Pearson r) and the [CLS] maps coloured by the gold value; "
+        "not calibration (a value has no probability to compare with how often it is right) and not attributions "
+        "(the Attributions page explains a class).")
+    right_or_wrong: ClassVar[bool] = False
 
     def num_outputs(self, label_names):
         return 1
@@ -103,3 +153,13 @@ class ValueTask(SequenceTask):
 
     def shown(self, answer, example):
         return Shown("Score", f"{answer['score']:.3f}")
+
+    def row(self, example, answer):
+        gold, pred = float(example["label"]), float(answer["score"])
+        return {**self._texts(example), "gold": gold, "predicted": pred, "error": pred - gold, "correct": None}
+
+    def score_rows(self, rows):
+        return M.regression_report([r["gold"] for r in rows], [r["predicted"] for r in rows])
+
+    def gold_slices(self, rows):
+        return "gold value", M.quantile_bins([r["gold"] for r in rows])

@@ -13,8 +13,30 @@ from typing import ClassVar
 
 import torch
 
-from .base import Shown, TaskType, model_inputs
-from .squad import squad_scores
+from collections import defaultdict
+
+from .base import Shown, TaskType, model_inputs, ratio
+from .squad import squad_exact_match, squad_f1, squad_scores
+
+NO_ANSWER = "(no answer)"
+
+
+def _finite(x):
+    return x if isinstance(x, (int, float)) and abs(x) != float("inf") else None
+
+
+def answer_pieces(context: str, gold: str, predicted: str) -> list[tuple[str, bool, bool]]:
+    """The passage cut where the gold answer and the model's answer (the first occurrence of each)
+    begin and end: ``(text, in the gold answer, in the model's answer)`` in order, the pieces adding up
+    to the passage, so that a page can mark both answers, apart or overlapping, and show the passage's
+    own characters between the marks."""
+    spans = []
+    for answer in (gold, predicted):
+        i = context.find(answer) if answer else -1
+        spans.append((i, i + len(answer)) if i >= 0 else (0, 0))
+    cuts = sorted({0, len(context), *(x for span in spans for x in span)})
+    return [(context[a:b], spans[0][0] <= a < spans[0][1], spans[1][0] <= a < spans[1][1])
+            for a, b in zip(cuts, cuts[1:])]
 
 
 class SpanTask(TaskType):
@@ -29,6 +51,46 @@ class SpanTask(TaskType):
     left_to_right: ClassVar[bool] = False
     answer_key: ClassVar[str] = "answer"
     percent: ClassVar[bool] = True
+    after_run_answers: ClassVar[bool] = True  # with the no-answer threshold tuned on dev (Section 4.3)
+    after_finetuning: ClassVar[str] = (
+        "Question answering gets the table (the passage with both answers marked) and slices; not the [CLS] maps "
+        "(its head reads every token of the passage), calibration or attributions. Attention works for any input.")
+
+    def dev_indices(self, examples, fraction, target, rng):
+        """Questions on the same passage stay together, so that no dev passage was seen in training."""
+        groups = defaultdict(list)
+        for i, ex in enumerate(examples):
+            groups[ex["context"]].append(i)
+        keys = list(groups)
+        rng.shuffle(keys)
+        dev = []
+        for k in keys:
+            if len(dev) >= target or len(dev) + len(groups[k]) >= len(examples):
+                break
+            dev += groups[k]
+        if not dev:
+            return super().dev_indices(examples, fraction, target, rng)
+        return dev, "by context (questions on one paragraph stay together)"
+
+    def row(self, example, answer):
+        golds = [a["text"] for a in example.get("answers") or []]
+        pred = answer["answer"]
+        em, f1 = squad_exact_match(pred, golds or [""]), squad_f1(pred, golds or [""])
+        return {"text": example["question"], "text_pair": example["context"], "gold": " | ".join(golds) or NO_ANSWER,
+                "predicted": pred or NO_ANSWER, "correct": bool(em), "exact_match": 100.0 * em, "f1": 100.0 * f1,
+                "span_score": _finite(answer.get("score")), "null_score": _finite(answer.get("null_score"))}
+
+    def score_rows(self, rows):  # SQuAD's scores are means over questions, in percent
+        return {"f1": ratio(sum(r["f1"] for r in rows), len(rows)),
+                "exact_match": ratio(sum(r["exact_match"] for r in rows), len(rows))}
+
+    def gold_slices(self, rows):
+        return "gold answer", ["unanswerable" if r["gold"] == NO_ANSWER else "answerable" for r in rows]
+
+    def why(self, row, example, answer):
+        gold_text = (example.get("answers") or [{"text": ""}])[0]["text"]
+        return {"question": example["question"],
+                "pieces": answer_pieces(example["context"], gold_text, answer["answer"])}
 
     def label_counts(self, examples):
         return {}

@@ -13,7 +13,16 @@ from torch import nn
 
 from ..model import IGNORE
 from . import metrics as M
-from .base import Shown, TaskType, model_inputs
+from .base import Shown, TaskType, model_inputs, ratio
+
+
+def marked(tokens: list[str], tags: list[str]) -> str:
+    """The sentence with each entity in brackets and its type: "[Peter Blackburn]PER went home"."""
+    words = list(tokens)
+    for etype, a, b in M.bio_entities(tags):
+        words[a] = "[" + words[a]
+        words[b - 1] = words[b - 1] + "]" + etype
+    return " ".join(words)
 
 
 def word_tags(example: dict, feature: dict, output: torch.Tensor, label_names: list[str]) -> list[str]:
@@ -41,6 +50,30 @@ class TagTask(TaskType):
     left_to_right: ClassVar[bool] = True
     answer_key: ClassVar[str] = "entities"
     per_token: ClassVar[bool] = True
+    after_finetuning: ClassVar[str] = (
+        "NER gets the table (each sentence with the gold and predicted entities in brackets) and slices; not the "
+        "[CLS] maps (its head reads every word, not [CLS]), calibration or attributions (the Attributions page "
+        "explains one class of a whole input). Attention works for any input.")
+
+    def row(self, example, answer):
+        gold_ents, pred_ents = set(M.bio_entities(example["tags"])), set(M.bio_entities(answer["tags"]))
+        return {"text": " ".join(example["tokens"]), "gold": marked(example["tokens"], example["tags"]),
+                "predicted": marked(example["tokens"], answer["tags"]), "correct": gold_ents == pred_ents,
+                "gold_entities": len(gold_ents), "predicted_entities": len(pred_ents),
+                "correct_entities": len(gold_ents & pred_ents)}
+
+    def score_rows(self, rows):  # conlleval's micro average: counts added up before dividing
+        right = sum(r["correct_entities"] for r in rows)
+        p = ratio(right, sum(r["predicted_entities"] for r in rows))
+        rec = ratio(right, sum(r["gold_entities"] for r in rows))
+        return {"f1": ratio(2 * p * rec, p + rec), "precision": p, "recall": rec}
+
+    def gold_slices(self, rows):
+        return "gold entities in the sentence", [str(min(r["gold_entities"], 3)) + ("+" if r["gold_entities"] >= 3 else "")
+                                                 for r in rows]
+
+    def why(self, row, example, answer):
+        return {"gold": row["gold"], "predicted": row["predicted"]}
 
     def num_outputs(self, label_names):
         return len(label_names)

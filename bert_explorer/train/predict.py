@@ -10,8 +10,7 @@ from safetensors.torch import load_file
 
 from .. import atomic, checkpoint
 from ..fingerprint import fingerprint
-from ..tasks.registry import TASK_TYPES, task_type
-from ..tasks.sequence import LabelTask
+from ..tasks.registry import task_for_model, task_type
 from .feature_based import FeatureHead, extract, head_outputs
 
 # The dev set answered example by example, kept in the run folder (written atomically): the model's
@@ -45,16 +44,9 @@ class Predictor:
         args_file = model_dir / "training_args.json"
         args = json.loads(args_file.read_text()) if args_file.exists() else {}
         arch = type(self.loaded.model).__name__
-        if args.get("task"):
-            self.task = task_type(args["task"])
-        else:  # a model from elsewhere: the first task type with its architecture
-            self.task = next((t for t in TASK_TYPES.values() if t.architecture == arch), None)
+        self.task = task_for_model(args.get("task"), arch, getattr(self.loaded.model, "is_regression", False))
         if self.task is None:
             raise checkpoint.CheckpointError(f"{model_dir} is not a fine-tuned model (its architecture is {arch})")
-        if isinstance(self.task, LabelTask) and self.loaded.model.is_regression:
-            # one output trained with MSE: the registry's task with this head that predicts a value
-            self.task = next(t for t in TASK_TYPES.values()
-                             if t.architecture == arch and t.problem_type == "regression")
         id2label = self.loaded.config.id2label
         self.label_names = [id2label[i] for i in sorted(id2label)] if id2label else None
         self.max_len = args.get("max_seq_length", 128)

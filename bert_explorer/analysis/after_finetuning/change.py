@@ -124,7 +124,7 @@ def what_changed(run_dir: str | Path, examples: list[dict], task: TaskType, labe
                  max_seq_length: int = 128, seed: int = 0, cka_tokens: int = CKA_TOKENS) -> dict:
     """C before and after fine-tuning for ``examples`` (the run's dev set), the separation of the
     gold answers in both, and the CKA of every layer between the two models, as plain data."""
-    if not task.reads_cls or task.target not in ("class", "value"):
+    if not task.cls_map:
         raise ValueError(f"The [CLS] maps apply to the tasks read from [CLS] one input at a time (classification, "
                          f"pairs, regression), not to {task.name}.")
     base_name, after_dir = models_of(run_dir)
@@ -136,11 +136,11 @@ def what_changed(run_dir: str | Path, examples: list[dict], task: TaskType, labe
     if not same_vocabulary(before, after):
         raise ValueError("The fine-tuned model's vocabulary differs from its base model's, so the same input "
                          "would not be the same tokens in both.")
-    feats = task.featurize(examples, after.tokenizer, None if task.target == "value" else label_names, max_seq_length)
+    feats = task.featurize(examples, after.tokenizer, label_names, max_seq_length)
     positions = _token_positions(feats, after.tokenizer.special_ids(), cka_tokens, seed)
     c_before, layers_before = _vectors(before, feats, task, positions)
     c_after, layers_after = _vectors(after, feats, task, positions)
-    labelled = task.target == "class"
+    labelled = task.labelled
     gold = [str(ex["label"]) if labelled else float(ex["label"]) for ex in examples]
     cka = cka_matrix(layers_before, layers_after, diagonal=True)
     return {"before": str(checkpoint.resolve(base_name)), "before_name": base_name, "after": str(after_dir),

@@ -27,15 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...tasks.base import EXTRA, TaskType
-from ...tasks.metrics import bio_entities
 from ...tasks.registry import task_type
-from ...tasks.squad import squad_exact_match, squad_f1
 from ...train.finetune import FinetuneConfig, read_data
 from ...fingerprint import fingerprint, same_files
 from ...train.predict import PREDICTIONS_FILE, PREDICTIONS_VERSION, Predictor, store_dev_predictions
 from ...runs.run import Run
 
-NO_ANSWER = "(no answer)"
 
 
 @dataclass
@@ -124,36 +121,13 @@ def extra_columns(record: dict) -> list[str]:
 
 
 # ----- one row per example --------------------------------------------------------------------
-def marked(tokens: list[str], tags: list[str]) -> str:
-    """The sentence with each entity in brackets and its type: "[Peter Blackburn]PER went home"."""
-    words = list(tokens)
-    for etype, a, b in bio_entities(tags):
-        words[a] = "[" + words[a]
-        words[b - 1] = words[b - 1] + "]" + etype
-    return " ".join(words)
-
-
-def answer_pieces(context: str, gold: str, predicted: str) -> list[tuple[str, bool, bool]]:
-    """The passage cut where the gold answer and the model's answer (the first occurrence of each)
-    begin and end: ``(text, in the gold answer, in the model's answer)`` in order, the pieces adding up
-    to the passage, so that a page can mark both answers, apart or overlapping, and show the passage's
-    own characters between the marks."""
-    spans = []
-    for answer in (gold, predicted):
-        i = context.find(answer) if answer else -1
-        spans.append((i, i + len(answer)) if i >= 0 else (0, 0))
-    cuts = sorted({0, len(context), *(x for span in spans for x in span)})
-    return [(context[a:b], spans[0][0] <= a < spans[0][1], spans[1][0] <= a < spans[1][1])
-            for a, b in zip(cuts, cuts[1:])]
-
-
 def rows_of(task: TaskType, record: dict) -> list[dict]:
     """One plain row per dev example (see the module's docstring)."""
     rows = []
     for i, (ex, ans, prob, pieces) in enumerate(zip(record["examples"], record["answers"], record["probabilities"],
                                                     record["pieces"])):
         row = {"example": i}
-        row.update(_answer_columns(task, ex, ans))
+        row.update(task.row(ex, ans))
         row["p_gold"] = None if prob is None else prob["gold"]
         row["p_predicted"] = None if prob is None else prob["predicted"]
         row["pieces"] = pieces
@@ -161,42 +135,6 @@ def rows_of(task: TaskType, record: dict) -> list[dict]:
             row[extra_key(k)] = v
         rows.append(row)
     return rows
-
-
-def _answer_columns(task: TaskType, ex: dict, ans: dict) -> dict:
-    """The input's texts, gold, predicted and right-or-wrong, in the task's own terms."""
-    if task.target in ("class", "value"):
-        out = {"text": ex["text"]}
-        if ex.get("text_pair"):
-            out["text_pair"] = ex["text_pair"]
-        if task.target == "class":
-            gold, pred = str(ex["label"]), ans["label"]
-            return {**out, "gold": gold, "predicted": pred, "correct": gold == pred}
-        gold, pred = float(ex["label"]), float(ans["score"])
-        return {**out, "gold": gold, "predicted": pred, "error": pred - gold, "correct": None}
-    if task.target == "tags":
-        gold_ents, pred_ents = set(bio_entities(ex["tags"])), set(bio_entities(ans["tags"]))
-        return {"text": " ".join(ex["tokens"]), "gold": marked(ex["tokens"], ex["tags"]),
-                "predicted": marked(ex["tokens"], ans["tags"]), "correct": gold_ents == pred_ents,
-                "gold_entities": len(gold_ents), "predicted_entities": len(pred_ents),
-                "correct_entities": len(gold_ents & pred_ents)}
-    if task.target == "span":
-        golds = [a["text"] for a in ex.get("answers") or []]
-        pred = ans["answer"]
-        em, f1 = squad_exact_match(pred, golds or [""]), squad_f1(pred, golds or [""])
-        return {"text": ex["question"], "text_pair": ex["context"], "gold": " | ".join(golds) or NO_ANSWER,
-                "predicted": pred or NO_ANSWER, "correct": bool(em), "exact_match": 100.0 * em, "f1": 100.0 * f1,
-                "span_score": _finite(ans.get("score")), "null_score": _finite(ans.get("null_score"))}
-    if task.target == "choice":
-        choices, gold, pred = ex["choices"], int(ex["label"]), int(ans["choice"])
-        return {"text": ex["context"], "choices": " | ".join(f"{k + 1}: {c}" for k, c in enumerate(choices)),
-                "gold": f"{gold + 1}: {choices[gold]}", "predicted": f"{pred + 1}: {choices[pred]}",
-                "gold_choice": gold + 1, "correct": gold == pred}
-    raise ValueError(f"no example-by-example view for {task.name} answers ({task.target})")
-
-
-def _finite(x):
-    return x if isinstance(x, (int, float)) and abs(x) != float("inf") else None
 
 
 # ----- sorting and filtering --------------------------------------------------------------------

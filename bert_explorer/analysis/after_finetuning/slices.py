@@ -20,7 +20,7 @@ from collections import defaultdict
 import numpy as np
 
 from ...tasks.base import TaskType
-from ...tasks.metrics import regression_report, small_dev_warning
+from ...tasks.metrics import quantile_bins, small_dev_warning
 
 # Input lengths in WordPieces: the bins' upper ends (BERT reads at most 512).
 LENGTH_EDGES = (16, 32, 64, 128, 256, 512)
@@ -29,25 +29,9 @@ LENGTH_EDGES = (16, 32, 64, 128, 256, 512)
 MAX_GROUPS = 20
 
 
-def _ratio(a: float, b: float) -> float:
-    return a / b if b else 0.0
-
-
 def score(task: TaskType, rows: list[dict]) -> dict:
     """The task's dev metrics of these rows, computed as the run's evaluation computes them."""
-    if task.target in ("class", "choice"):
-        return {"accuracy": _ratio(sum(bool(r["correct"]) for r in rows), len(rows))}
-    if task.target == "value":
-        return regression_report([r["gold"] for r in rows], [r["predicted"] for r in rows])
-    if task.target == "tags":  # conlleval's micro average: counts added up before dividing
-        right = sum(r["correct_entities"] for r in rows)
-        p = _ratio(right, sum(r["predicted_entities"] for r in rows))
-        rec = _ratio(right, sum(r["gold_entities"] for r in rows))
-        return {"f1": _ratio(2 * p * rec, p + rec), "precision": p, "recall": rec}
-    if task.target == "span":  # SQuAD's scores are means over questions, in percent
-        return {"f1": _ratio(sum(r["f1"] for r in rows), len(rows)),
-                "exact_match": _ratio(sum(r["exact_match"] for r in rows), len(rows))}
-    raise ValueError(f"no dev score for {task.name} answers ({task.target})")
+    return task.score_rows(rows)
 
 
 def length_bin(pieces: int, max_seq_length: int) -> str:
@@ -64,16 +48,6 @@ def length_bin(pieces: int, max_seq_length: int) -> str:
     return name + (f" (cut at {max_seq_length})" if lo >= max_seq_length else "")
 
 
-def _quantile_bins(values: list[float], k: int = 4) -> list[str]:
-    """Each value's bin among k bins holding about equal numbers of values: "[0.20, 1.40]"."""
-    x = np.asarray(values, dtype=float)
-    edges = np.unique(np.quantile(x, np.linspace(0, 1, k + 1)))
-    if len(edges) < 2:
-        return [f"{x[0]:.3g}"] * len(x)
-    idx = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, len(edges) - 2)
-    return [f"[{edges[i]:.3g}, {edges[i + 1]:.3g}]" for i in idx]
-
-
 def _numbers(values) -> list[float] | None:
     try:
         out = [float(v) for v in values]
@@ -84,18 +58,8 @@ def _numbers(values) -> list[float] | None:
 
 def _groupings(task: TaskType, rows: list[dict], max_seq_length: int, extra: list[str]) -> dict[str, list[str]]:
     """For each way of slicing, each row's slice name."""
-    out = {}
-    if task.target == "class":
-        out["gold label"] = [r["gold"] for r in rows]
-    elif task.target == "choice":
-        out["gold choice"] = [f"choice {r['gold_choice']}" for r in rows]
-    elif task.target == "value":
-        out["gold value"] = _quantile_bins([r["gold"] for r in rows])
-    elif task.target == "span":
-        out["gold answer"] = ["unanswerable" if r["gold"] == "(no answer)" else "answerable" for r in rows]
-    elif task.target == "tags":
-        out["gold entities in the sentence"] = [str(min(r["gold_entities"], 3)) + ("+" if r["gold_entities"] >= 3 else "")
-                                                for r in rows]
+    name, gold = task.gold_slices(rows)
+    out = {name: gold}
     out["length (WordPieces)"] = [length_bin(r["pieces"], max_seq_length) for r in rows]
     for col in extra:
         values = [r.get(col) for r in rows]
@@ -104,7 +68,7 @@ def _groupings(task: TaskType, rows: list[dict], max_seq_length: int, extra: lis
         if distinct <= MAX_GROUPS:
             out[_column(col)] = ["(empty)" if v in (None, "") else str(v) for v in values]
         elif numbers is not None:
-            out[_column(col)] = _quantile_bins(numbers)
+            out[_column(col)] = quantile_bins(numbers)
         # else: an id or free text, a slice per example would say nothing
     return out
 

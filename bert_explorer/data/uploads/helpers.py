@@ -6,6 +6,7 @@ import io
 import math
 import re
 
+from ...tasks.base import label_sort_key as _label_sort_key
 from .core import MISSING_LABELS, TAG_RE, _norm
 
 
@@ -53,13 +54,6 @@ def _is_missing(value) -> bool:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return True
     return isinstance(value, str) and value.strip().lower() in ("",) + MISSING_LABELS
-
-
-def _label_sort_key(label: str):
-    try:
-        return (0, float(label), label)
-    except ValueError:
-        return (1, 0.0, label)
 
 
 class _Lazy:
