@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from bert_explorer import checkpoint
 from bert_explorer.analysis.after_finetuning import calibration, change, predictions, slices
+from bert_explorer.tasks.multilabel import joined
 from bert_explorer.tasks.spans import NO_ANSWER
 from bert_explorer.tasks.tagging import marked
 from bert_explorer.app import state
@@ -21,7 +22,7 @@ from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
 from bert_explorer.train.predict import PREDICTIONS_FILE, Predictor
 from bert_explorer.runs.run import Run
 
-TASKS = ["classification", "pair-classification", "regression", "ner", "qa", "multiple-choice"]
+TASKS = ["classification", "pair-classification", "regression", "ner", "qa", "multiple-choice", "multi-label"]
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "12_After_fine_tuning.py")
 
 
@@ -78,6 +79,13 @@ def test_the_table_holds_predictor_predict_on_the_dev_set(task, tuned):
                                       == row["predicted_entities"])
         elif task == "qa":
             assert row["predicted"] == (ans["answer"] or NO_ANSWER)
+        elif task == "multi-label":
+            assert row["predicted"] == joined(ans["labels"]) and row["gold"] == joined(ex["labels"])
+            assert row["correct"] == (set(ans["labels"]) == set(ex["labels"]))
+            # the probability of the predicted set: the product of every label's sigmoid or its complement
+            p = ans["probabilities"]
+            assert row["p_predicted"] == pytest.approx(
+                np.prod([p[n] if n in ans["labels"] else 1 - p[n] for n in names]), abs=1e-5)
         else:
             assert row["predicted"].startswith(f"{ans['choice'] + 1}: ") and row["p_predicted"] == pytest.approx(
                 max(ans["probabilities"]), abs=1e-5)
@@ -85,7 +93,7 @@ def test_the_table_holds_predictor_predict_on_the_dev_set(task, tuned):
     reported = json.loads((run_dir / "metrics.json").read_text())["dev"]
     main = pred.task.main_metric
     assert slices.score(pred.task, rows)[main] == pytest.approx(reported[main], abs=1e-4)
-    if task in ("classification", "pair-classification", "ner", "multiple-choice"):  # a probability of the answer
+    if task in ("classification", "pair-classification", "ner", "multiple-choice", "multi-label"):  # a probability
         assert all(0 <= r["p_gold"] <= r["p_predicted"] + 1e-9 <= 1 + 1e-9 for r in rows)
     else:
         assert all(r["p_gold"] is None and r["p_predicted"] is None for r in rows)
@@ -262,7 +270,8 @@ PARTS = {"classification": {"by gold label", "by length (WordPieces)", "by colum
          "regression": {"by gold value", "by length (WordPieces)", "CLS before and after", "separation", "CKA"},
          "ner": {"by gold entities in the sentence", "by length (WordPieces)"},
          "qa": {"by gold answer", "by length (WordPieces)"},
-         "multiple-choice": {"by gold choice", "by length (WordPieces)"}}
+         "multiple-choice": {"by gold choice", "by length (WordPieces)"},
+         "multi-label": {"by gold labels in the example", "by length (WordPieces)", "Reliability"}}
 TITLES = {"CLS before and after": "C of the", "separation": "How well C separates", "CKA": "Layer by layer: CKA",
           "Reliability": "Reliability diagram"}
 

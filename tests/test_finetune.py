@@ -14,7 +14,7 @@ from bert_explorer.train.finetune import FinetuneConfig, label_names_of, ltr_pro
 from bert_explorer.train.predict import Predictor
 
 transformers = pytest.importorskip("transformers")
-TASKS = ["classification", "pair-classification", "regression", "ner", "qa", "multiple-choice"]
+TASKS = ["classification", "pair-classification", "regression", "ner", "qa", "multiple-choice", "multi-label"]
 
 
 # base_model (conftest.py): a small random BERT with a vocabulary learnt on the tiny tasks
@@ -22,7 +22,9 @@ TASKS = ["classification", "pair-classification", "regression", "ner", "qa", "mu
 
 CHANCE = {"classification": ("accuracy", 0.6), "pair-classification": ("accuracy", 0.6),
           "regression": ("pearson", 0.5), "ner": ("f1", 0.3), "qa": ("f1", 30.0),
-          "multiple-choice": ("accuracy", 0.45)}
+          "multiple-choice": ("accuracy", 0.45),
+          # a head that says yes to every label scores about 0.67 (each label is gold half the time)
+          "multi-label": ("micro_f1", 0.8)}
 
 
 def _hf_outputs(task, model_dir, batch):
@@ -38,7 +40,7 @@ def _hf_outputs(task, model_dir, batch):
 @pytest.mark.parametrize("task", TASKS)
 def test_finetune_learns_and_exports(task, base_model, tmp_path):
     cfg = FinetuneConfig(model=base_model, train=f"tiny:{task}", task=task, max_train_examples=160,
-                         epochs=6 if task not in ("qa", "multiple-choice") else 10, batch_size=16, lr=1e-3,
+                         epochs={"qa": 10, "multiple-choice": 10, "multi-label": 16}.get(task, 6), batch_size=16, lr=1e-3,
                          max_seq_length=64, device="cpu", seed=0)
     result = run_finetuning(cfg, tmp_path / "run")
     metric, chance = CHANCE[task]
@@ -81,6 +83,15 @@ def test_finetune_learns_and_exports(task, base_model, tmp_path):
     elif task == "ner":
         first = {w: t for t, w in reversed(list(enumerate(feats[0]["word_ids"]))) if w is not None}
         assert pred[0]["tags"] == [names[int(mine[0, first[w]].argmax())] for w in range(len(data.examples[0]["tokens"]))]
+    elif task == "multi-label":  # every label whose sigmoid passes 0.5, with the loss transformers computes
+        assert [p["labels"] for p in pred] == [[n for n, x in zip(names, row) if x > 0] for row in mine[:2]]
+        assert [p["labels"] for p in pred] != [names, names]  # not a head that says yes to everything
+        hf = transformers.BertForSequenceClassification.from_pretrained(str(model_dir)).eval()
+        assert hf.config.problem_type == "multi_label_classification"
+        labels = data.task.label_tensor(feats, 0)
+        with torch.no_grad():
+            assert float(ours.model(**batch, labels=labels).loss) == pytest.approx(
+                float(hf(**batch, labels=labels).loss), abs=1e-5)
     else:  # qa: the answer is a span of the context (or "" for no answer)
         assert all(p["answer"] in ex["context"] for p, ex in zip(pred, data.examples[:2]))
 

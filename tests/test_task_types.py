@@ -14,6 +14,7 @@ from bert_explorer.model import IGNORE
 from bert_explorer.tasks import registry as R
 from bert_explorer.tasks.base import TaskType
 from bert_explorer.tasks.choice import ChoiceTask
+from bert_explorer.tasks.multilabel import MultiLabelTask
 from bert_explorer.tasks.sequence import LabelTask, ValueTask
 from bert_explorer.tasks.spans import SpanTask
 from bert_explorer.tasks.tagging import TagTask
@@ -50,6 +51,9 @@ def _outputs(task: TaskType, feats, label_names, right: bool = True):
             outs.append(o)
         elif isinstance(task, ValueTask):
             outs.append(torch.tensor([f["labels"] if right else -f["labels"]]))
+        elif isinstance(task, MultiLabelTask):  # +9 where a label is gold, -9 elsewhere (or the reverse)
+            signs = torch.tensor(f["labels"]) * 2 - 1
+            outs.append(signs * (9.0 if right else -9.0))
         else:
             n = len(label_names) if isinstance(task, LabelTask) else len(f["input_ids"])
             outs.append(_one_hot(f["labels"] if right else (f["labels"] + 1) % n, n))
@@ -59,7 +63,7 @@ def _outputs(task: TaskType, feats, label_names, right: bool = True):
 @pytest.mark.parametrize("name", R.TASKS)
 def test_every_task_type_has_its_behaviour_and_a_perfect_head_scores_perfectly(name):
     task = R.task_type(name)
-    assert isinstance(task, (LabelTask, ValueTask, TagTask, SpanTask, ChoiceTask))
+    assert isinstance(task, (LabelTask, ValueTask, TagTask, SpanTask, ChoiceTask, MultiLabelTask))
     assert 1 <= len(task.inputs) <= 2 and task.main_metric == task.metrics[0]
     data = make_tiny(name, n=12, seed=4)
     assert data.task is task  # the data carries the object, not its name
@@ -159,7 +163,8 @@ def test_each_answer_reads_in_one_line():
     assert R.QA.shown({"answer": ""}, {}).text == "(no answer)"
     assert R.MULTIPLE_CHOICE.shown({"choice": 1}, {"choices": ["a", "b"]}).text == "2: b"
     # the command line prints the value under answer_key, as it always has
-    assert [t.answer_key for t in R.TASK_TYPES.values()] == ["label", "label", "score", "entities", "answer", "choice"]
+    assert [t.answer_key for t in R.TASK_TYPES.values()] == ["label", "label", "score", "entities", "answer", "choice",
+                                                                   "labels"]
 
 
 def test_a_new_task_type_is_one_registry_entry(monkeypatch):

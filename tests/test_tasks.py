@@ -409,7 +409,7 @@ def test_unknown_builtin():
 KEYS = {"classification": {"text", "label"}, "pair-classification": {"text", "text_pair", "label"},
         "regression": {"text", "text_pair", "label"}, "ner": {"tokens", "tags"},
         "qa": {"id", "question", "context", "answers", "is_impossible"},
-        "multiple-choice": {"context", "choices", "label"}}
+        "multiple-choice": {"context", "choices", "label"}, "multi-label": {"text", "labels"}}
 
 
 @pytest.mark.parametrize("task", TASKS)

@@ -181,7 +181,10 @@ def cmd_predict(args) -> int:
         print_json(results)
     else:
         for r in results:
-            print(r[predictor.task.answer_key])
+            answer = r[predictor.task.answer_key]
+            # a set of labels as a person writes it (multi-label; "(none)" where none passed 0.5)
+            is_labels = isinstance(answer, list) and all(isinstance(x, str) for x in answer)
+            print(("; ".join(answer) or "(none)") if is_labels else answer)
     return 0
 
 

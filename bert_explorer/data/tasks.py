@@ -36,7 +36,8 @@ from ..tasks.base import TaskType
 from ..tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, NER, QA
 from .corpora import _package_dir, read_text_file
 from .uploads.core import DataError, TaskData
-from .uploads.helpers import _did_you_mean, _label_sort_key
+from ..tasks.base import label_sort_key as _label_sort_key
+from .uploads.helpers import _did_you_mean
 from .uploads.reader import read_task_file
 
 

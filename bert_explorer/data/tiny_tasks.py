@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from ..tasks.registry import (CLASSIFICATION, MULTIPLE_CHOICE, NER, PAIR_CLASSIFICATION, QA, REGRESSION,
-                              task_type)
+from ..tasks.registry import (CLASSIFICATION, MULTI_LABEL, MULTIPLE_CHOICE, NER, PAIR_CLASSIFICATION, QA,
+                              REGRESSION, task_type)
 from .uploads.core import DataError, TaskData
 
 
@@ -27,6 +27,8 @@ def make_tiny(task: str, n: int = 64, seed: int = 0) -> TaskData:
     * regression: the number of positive keywords in the sentence (0 to 3);
     * ner: known capitalised first names (and surnames) are PER, known cities LOC;
     * qa: "what colour is the X?" answered by the word after "is" in "the X is Y.";
+    * multi-label: "colour", "person" and "city", each present (about half the time) where the sentence
+      holds a colour, a known first name or a known city;
     * multiple-choice: the right one of four endings repeats the thing named in the context, and the
       wrong ones name things that contexts never name (so the endings alone give it away, like
       SWAG's artefacts: context-matching alone is not learnt by a tiny BERT in ~100 steps).
@@ -113,10 +115,19 @@ def _tiny_mc(rng, i):
             "label": label}
 
 
+def _tiny_multi_label(rng, i):
+    # each label is one kind of word the sentence holds: a colour, a person, a city (none: no label)
+    words = _filler(rng, rng.randint(3, 6))
+    labels = [name for name, pool in (("colour", _T_COLOURS), ("person", _T_PER), ("city", _T_LOC))
+              if rng.random() < 0.5 and not words.insert(rng.randint(0, len(words)), rng.choice(pool))]
+    return {"text": " ".join(words), "labels": labels}
+
+
 # each task type's generator and the label names it uses (in the order the model's outputs take)
 _TINY = {CLASSIFICATION: (_tiny_classification, ("negative", "positive")),
          PAIR_CLASSIFICATION: (_tiny_pair, ("contradiction", "entailment")),
          REGRESSION: (_tiny_regression, None),
          NER: (_tiny_ner, ("O", "B-LOC", "I-LOC", "B-PER", "I-PER")),
          QA: (_tiny_qa, None),
-         MULTIPLE_CHOICE: (_tiny_mc, None)}
+         MULTIPLE_CHOICE: (_tiny_mc, None),
+         MULTI_LABEL: (_tiny_multi_label, ("city", "colour", "person"))}

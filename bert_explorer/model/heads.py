@@ -172,7 +172,8 @@ class BertForPreTraining(nn.Module):
 
 
 class BertForSequenceClassification(nn.Module):
-    """[CLS] -> pooler -> dropout -> linear. One output and MSE loss = regression (STS-B)."""
+    """[CLS] -> pooler -> dropout -> linear. One output and MSE loss = regression (STS-B);
+    ``problem_type="multi_label_classification"``: a sigmoid and binary cross-entropy per label."""
 
     def __init__(self, config: BertConfig, num_labels: int | None = None):
         super().__init__()
@@ -198,6 +199,8 @@ class BertForSequenceClassification(nn.Module):
         if labels is not None:
             if self.is_regression:
                 out.loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
+            elif self.config.problem_type == "multi_label_classification":  # a sigmoid per label, as transformers
+                out.loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
             else:
                 out.loss = F.cross_entropy(logits.float(), labels)
         return out

@@ -396,3 +396,25 @@ def quantile_bins(values: list[float], k: int = 4) -> list[str]:
         return [f"{x[0]:.3g}"] * len(x)
     idx = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, len(edges) - 2)
     return [f"[{edges[i]:.3g}, {edges[i + 1]:.3g}]" for i in idx]
+
+
+def multilabel_report(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]], labels: Sequence[str]) -> dict:
+    """Multi-label classification, each example a set of labels: micro-F1 (true and false positives
+    and negatives added up over every label first), macro-F1 (the mean of each label's own F1; a
+    label never gold nor predicted counts 0, as scikit-learn's zero_division=0), subset accuracy
+    (the whole set right), and each label's precision, recall, F1 and support."""
+    per = {}
+    tp_all = fp_all = fn_all = 0
+    for label in labels:
+        tp = sum(1 for g, p in zip(gold, predicted) if label in g and label in p)
+        fp = sum(1 for g, p in zip(gold, predicted) if label not in g and label in p)
+        fn = sum(1 for g, p in zip(gold, predicted) if label in g and label not in p)
+        prec, rec = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
+        per[str(label)] = {"precision": prec, "recall": rec, "f1": _ratio(2 * prec * rec, prec + rec),
+                           "support": tp + fn}
+        tp_all, fp_all, fn_all = tp_all + tp, fp_all + fp, fn_all + fn
+    prec, rec = _ratio(tp_all, tp_all + fp_all), _ratio(tp_all, tp_all + fn_all)
+    return {"micro_f1": _ratio(2 * prec * rec, prec + rec),
+            "macro_f1": sum(v["f1"] for v in per.values()) / len(per) if per else 0.0,
+            "subset_accuracy": _ratio(sum(set(g) == set(p) for g, p in zip(gold, predicted)), len(gold)),
+            "micro_precision": prec, "micro_recall": rec, "per_class": per}

@@ -20,6 +20,7 @@ import difflib
 
 from .base import Input, TaskType
 from .choice import ChoiceTask
+from .multilabel import MultiLabelTask
 from .sequence import LabelTask, ValueTask
 from .spans import SpanTask
 from .tagging import TagTask
@@ -46,8 +47,12 @@ MULTIPLE_CHOICE = ChoiceTask(
     inputs=(Input("Context", "CONTEXT"),
             Input("Choices, one per line", "'choice 1 || choice 2 || ...'", long=True, choices=True)))
 
+MULTI_LABEL = MultiLabelTask(
+    name="multi-label", paper="beyond the paper: §4.1's [CLS] head with a sigmoid per label", fields=("text", "labels"),
+    metrics=("micro_f1", "macro_f1", "subset_accuracy"), inputs=(TEXT,))
+
 TASK_TYPES: dict[str, TaskType] = {t.name: t for t in (
-    CLASSIFICATION, PAIR_CLASSIFICATION, REGRESSION, NER, QA, MULTIPLE_CHOICE)}
+    CLASSIFICATION, PAIR_CLASSIFICATION, REGRESSION, NER, QA, MULTIPLE_CHOICE, MULTI_LABEL)}
 TASKS = tuple(TASK_TYPES)
 
 

@@ -33,8 +33,8 @@ class SequenceTask(TaskType):
         feats = []
         for i, (ex, e) in enumerate(zip(examples, tok.encode_batch(pairs, max_seq_length))):
             f = {**model_inputs(e), "example_index": i}
-            if "label" in ex and ex["label"] is not None:
-                f["labels"] = self.label_id(ex["label"], index)
+            if ex.get(self.label_key) is not None:
+                f["labels"] = self.label_id(ex[self.label_key], index)
             feats.append(f)
         return feats
 

@@ -19,6 +19,7 @@ MAX_ROWS = 1_000_000      # rows, records, fastText lines, CoNLL token lines: ~0
                           # of short CSV rows (measured: 129 MB for 200,000)
 MAX_CELLS = 10_000_000    # cells (rows x columns) and, in Parquet, list items too: a wide table is as costly
 MAX_CLASSES = 1_000       # more classes than this is a wrong label column (or a regression), not a classifier
+MAX_LABEL_CHARS = 200    # one label of a multi-label set: longer is a sentence or a wrong separator
 MIN_PER_CLASS = 5         # fewer training examples per class than this, on average, and a note warns
 # how pandas, Python, JSON and SQL write a missing value (compared ignoring case): a missing label, never a class
 MISSING_LABELS = ("nan", "none", "null")

@@ -6,7 +6,6 @@ import io
 import math
 import re
 
-from ...tasks.base import label_sort_key as _label_sort_key
 from .core import MISSING_LABELS, TAG_RE, _norm
 
 

@@ -10,10 +10,13 @@ from collections import Counter
 from itertools import islice
 
 from ...tasks.base import EXTRA
-from ...tasks.registry import CLASSIFICATION, MULTIPLE_CHOICE, NER, PAIR_CLASSIFICATION, QA, REGRESSION
+from ...tasks.multilabel import SEPARATOR
+from ...tasks.registry import (CLASSIFICATION, MULTI_LABEL, MULTIPLE_CHOICE, NER, PAIR_CLASSIFICATION, QA,
+                                     REGRESSION)
 from . import core
 from .core import DataError, LABEL_NAMES, MIN_EXAMPLES, PAIR_NAMES, PAIRS, TaskData, TEXT_NAMES, _norm
-from .helpers import _did_you_mean, _is_missing, _label_sort_key, _label_str, _lines_note, iter_lines, iter_raw_lines
+from ...tasks.base import label_sort_key as _label_sort_key
+from .helpers import _did_you_mean, _is_missing, _label_str, _lines_note, iter_lines, iter_raw_lines
 
 
 def _missing_note(missing: dict[int, str], unit: str) -> str:
@@ -105,6 +108,8 @@ class Tables:
         if task == NER or (task is None and self._col(["tokens", "words"]) and self._col(
                 ["tags", "nertags", "labels", "ner", "label"])):
             return self.read_ner_records()
+        if task == MULTI_LABEL or (task is None and self._multi_label_column() is not None):
+            return self.read_multi_label()
         return self.read_sentences()
 
     def _where(self, line: int, column: str | None = None) -> str:
@@ -247,6 +252,72 @@ class Tables:
             return TaskData(REGRESSION, examples, None, "", self.notes)
         return self._finish_classification(task, examples, label_col)
 
+    # ----- multi-label classification ------------------------------------------------------
+    def _multi_label_column(self) -> str | None:
+        """The column of label sets, where one holds them: lists (JSON lines, Parquet) or cells
+        joined by ';' in a column named like labels."""
+        col = self._col(["labels", "label", "tags", "categories", "topics", "genres", "label_list"])
+        if col is None:
+            return None
+        cells = [self._cell(rec, col) for _, rec in self.rows[:1000]]
+        if any(_as_list(v) is not None for v in cells):
+            return col
+        texts = [v for v in cells if isinstance(v, str) and v]
+        joined = [v for v in texts if SEPARATOR in v]
+        return col if joined and sum(map(len, texts)) / len(texts) < 60 else None
+
+    def read_multi_label(self) -> TaskData:
+        label_col = self._resolve(self.label_column, "labels", "label_column") or self._multi_label_column() or \
+            self._col(["labels", "label"])
+        if label_col is None:
+            raise self._missing("labels", ("labels",), "label_column")
+        text_col = self._resolve(self.text_column, "text", "text_column") or \
+            self._col([n for n in TEXT_NAMES if self._col([n]) != label_col])
+        if text_col is None:
+            raise self._missing("text", TEXT_NAMES, "text_column", used=(label_col,))
+        self.notes.append(f"read as multi-label classification: text column {text_col!r}, label sets in column "
+                          f"{label_col!r} (a list, or labels joined by '{SEPARATOR}')")
+        examples, empty_text, empty_labels, counts = [], [], [], Counter()
+        for line, rec in self.rows:
+            text, cell = self._cell(rec, text_col), self._cell(rec, label_col)
+            if not isinstance(text, str) or not text:
+                empty_text.append(line)
+                continue
+            listed = _as_list(cell)
+            if listed is None:
+                if isinstance(cell, str) and not cell.strip():
+                    listed = []  # an empty cell: none of the labels applies (the empty set)
+                elif cell is None or _is_missing(cell):
+                    empty_labels.append(line)
+                    continue
+                else:
+                    listed = str(cell).split(SEPARATOR)
+            labels = list(dict.fromkeys(_label_str(x) for x in listed if not _is_missing(x) and _label_str(x)))
+            if any(len(x) > core.MAX_LABEL_CHARS for x in labels):
+                raise self.error(self._where(line, label_col), f"holds a label of more than {core.MAX_LABEL_CHARS} "
+                                 f"characters; separate the labels with '{SEPARATOR}' or check the column")
+            counts.update(labels)
+            examples.append(self._with_extra({"text": text, "labels": labels}, rec, (text_col, label_col)))
+        if empty_text:
+            self.notes.append(_lines_note("an empty text", empty_text, self.unit))
+        if empty_labels:
+            self.notes.append(_lines_note("a missing label set (NaN, None or null; an empty cell means no label)",
+                                          empty_labels, self.unit))
+        self._check_count(examples, "examples")
+        if none := sum(1 for ex in examples if not ex["labels"]):
+            self.notes.append(f"{none:,} of {len(examples):,} examples have no label (none of them applies)")
+        if len(counts) < 2:
+            raise self.error(None, f"uses {len(counts)} distinct label(s) in column {label_col!r}; multi-label "
+                                   f"classification needs at least two, so add some or check the column")
+        if len(counts) > core.MAX_CLASSES:
+            raise self.error(None, f"has {len(counts):,} distinct labels in column {label_col!r}, more than the "
+                                   f"{core.MAX_CLASSES:,} a classifier may have; merge rare labels or check the column")
+        rare = sorted((lab for lab, c in counts.items() if c < 2), key=_label_sort_key)
+        if rare:
+            self.notes.append(f"{len(rare)} label(s) occur once ({', '.join(map(repr, rare[:5]))}"
+                              f"{', ...' if len(rare) > 5 else ''}): too few to learn; add examples or merge labels")
+        return TaskData(MULTI_LABEL, examples, sorted(counts, key=_label_sort_key), "", self.notes)
+
     def _with_extra(self, example: dict, record: dict, used) -> dict:
         """``example`` with the record's other columns (an id, a source, a date) under ``extra``:
         the model never reads them, but the dev set can be sliced by them after fine-tuning."""
@@ -323,3 +394,13 @@ class Tables:
                                    f"{MIN_EXAMPLES} (a few hundred is better); add more examples")
 
     # ----- multiple choice -------------------------------------------------------------
+
+
+def _as_list(value) -> list | None:
+    """A cell that holds a list of labels (JSON lines give a list, Parquet an array), else None."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        out = value.tolist()
+        return out if isinstance(out, list) else None
+    return None
