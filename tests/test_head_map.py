@@ -1,13 +1,15 @@
 """Heads on a map (``analysis/attention/head_map.py``): the distances between heads, classical
 multidimensional scaling, the cache entry and the CLI, and the Attention page's *Head map* tab."""
 import json
+import re
 
+import figcheck
 import numpy as np
 import pytest
 import shared
 
 from bert_explorer import checkpoint
-from bert_explorer.analysis.attention import clark, head_map
+from bert_explorer.analysis.attention import clark, flow, head_map
 from bert_explorer.analysis.comparison.measures import js_distance
 from bert_explorer.tokenizer import WordPieceTokenizer
 
@@ -156,12 +158,25 @@ def test_the_page_draws_the_map_of_the_default_model_and_flow_beside_rollout(cac
     assert maps, "no head map drawn"
     names = {t.get("name") for c in maps for t in c["data"]}
     assert {"layer 1", "layer 6"} <= names and set(built.table["behaviour"]) <= names
+    hover = maps[0]["data"][0]["hovertemplate"]
+    assert "[SEP]" in hover and "previous token" in hover and "entropy" in hover  # the head's measures
+    assert sum(len(figcheck.decode(t["x"])) for t in maps[0]["data"]) == 72     # every head once
     texts = [c.value for c in at.caption] + [m.value for m in at.markdown]
     assert any(f"Spearman's ρ = {built.rank_correlation:.2f}" in t for t in texts)
     assert any("Clark et al. (2019" in t for t in texts)
-    at.session_state["att_view"] = "Rollout and flow"
-    at.run()
+    at = _page(att_view="Rollout and flow", att_flow_position=2)
     assert not at.exception
+    flows = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    bars = next(c for c in flows if "rollout and attention flow" in json.dumps(c["layout"].get("title", "")))
+    assert {t["name"] for t in bars["data"]} == {"rollout", "attention flow"}
     texts = [c.value for c in at.caption] + [m.value for m in at.markdown]
-    assert any("max-flows took" in t for t in texts)
+    assert any(re.search(r"The \d+ max-flows on this model.s graph of 7 × \d+ nodes took [\d.]+ s", t) for t in texts)
     assert any("Abnar & Zuidema" in t for t in texts)
+
+
+def test_above_the_bound_the_page_says_why_there_is_no_flow_and_keeps_rollout(cache):
+    at = _page(att_view="Rollout and flow", be_sentence_a=" ".join(["word"] * 80))
+    assert not at.exception
+    assert any(f"at most {flow.MAX_TOKENS} tokens" in i.value for i in at.info)
+    titles = [json.dumps(json.loads(c.proto.spec)["layout"].get("title", "")) for c in at.get("plotly_chart")]
+    assert not any("rollout and attention flow" in t for t in titles) and any("[CLS] vector" in t for t in titles)

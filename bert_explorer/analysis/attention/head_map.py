@@ -227,11 +227,6 @@ def is_complete(path: Path) -> bool:
     return (Path(path) / FILE).is_file()
 
 
-def map_state(path: Path) -> dict:
-    """ready / building / stopped / failed / missing, with the builder's progress (``neighbour_jobs``)."""
-    return neighbour_jobs.build_state(Path(path), is_complete(path))
-
-
 def read_map(path: Path) -> HeadMap | None:
     """The map built into ``path``, or None when there is none (yet)."""
     data = disk_cache.read_json(path, FILE)
