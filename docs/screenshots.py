@@ -58,10 +58,10 @@ def check(page, name):
         raise ShotFailed(f"the {name} page shows an exception: {exc.first.inner_text()[:300]}")
 
 
-def shoot(page, out: Path, name: str, height: int = 1000, at=None):
-    """Save out/NAME.png at WIDTH × height; ``at`` (a locator) is scrolled to the top first."""
+def shoot(page, out: Path, name: str, height: int = 1000, at=None, width: int = WIDTH):
+    """Save out/NAME.png at ``width`` × height; ``at`` (a locator) is scrolled to the top first."""
     check(page, name)
-    page.set_viewport_size({"width": WIDTH, "height": height})
+    page.set_viewport_size({"width": width, "height": height})
     time.sleep(1.5)
     if at is not None:
         # to the top, then back by Streamlit's fixed header so that the element is not under it
@@ -132,6 +132,23 @@ def attention_model_view(page, base, out):
     page.frame_locator("iframe").nth(idx).locator("svg").first.wait_for(timeout=SLOW)
     time.sleep(3)
     shoot(page, out, "attention_model_view", 1620)
+
+
+def attention_flow(page, base, out):
+    visit(page, base, "Attention", "Attention")
+    page.get_by_role("tab", name="Rollout and flow").click()
+    settle(page)
+    page.get_by_text("max-flows on this model").first.wait_for(timeout=SLOW)
+    shoot(page, out, "attention_flow", 1900, at=page.get_by_text("Attention rollout and attention flow"), width=1000)
+
+
+def head_map(page, base, out):
+    """Needs the head map of minilm-mlm-nsp in the cache (`bert-explorer head-map build --model minilm-mlm-nsp`)."""
+    visit(page, base, "Attention", "Attention")
+    page.get_by_role("tab", name="Head map").click()
+    settle(page)
+    page.get_by_text("Spearman").first.wait_for(timeout=SLOW)
+    shoot(page, out, "head_map", 1180, at=page.get_by_text("Each dot is one head of this model"), width=1000)
 
 
 def attributions(page, base, out):
@@ -247,7 +264,8 @@ def download(page, base, out):
     shoot(page, out, "download", 1260)
 
 
-SHOTS = {f.__name__: f for f in (home, inside_one_layer, attention, attention_model_view, attributions,
+SHOTS = {f.__name__: f for f in (home, inside_one_layer, attention, attention_model_view, attention_flow,
+                                  head_map, attributions,
                                   masked_word_probe, next_sentence_probe, two_models, probing, fine_tune,
                                   after_fine_tuning, runs, ablation_studio, nearest_neighbours, gallery, download)}
 # These two read the Hugging Face Hub: the script serves the tests' local stand-in (tests/hub_standin.py)

@@ -256,7 +256,7 @@ def _map_figure(points: pd.DataFrame, colour: str, title: str):
                      labels={"x": "map axis 1", "y": "map axis 2", "layer name": "layer"})
     fig.update_traces(marker=dict(size=11, line=dict(width=1, color="white")))
     fig.update_yaxes(scaleanchor="x", scaleratio=1)  # distances on the map read the same both ways
-    fig.update_layout(height=520, legend=dict(orientation="h", y=-0.15), margin=dict(t=60))
+    fig.update_layout(height=520, legend=dict(orientation="h", y=-0.15), margin=dict(t=70))
     return fig
 
 
@@ -279,7 +279,7 @@ def head_map_tab() -> None:
     left, right = st.columns(2)
     for where, colour, heading, key in ((left, "layer name", "by layer", "att_map_layers"),
                                         (right, "behaviour", "by behaviour", "att_map_behaviours")):
-        fig = _map_figure(points, colour, f"{L * A} heads by JS distance, coloured {heading}")
+        fig = _map_figure(points, colour, f"{L * A} heads, coloured {heading}")
         exports.figure(fig, key, f"head map coloured {heading}", bundle, container=where,
                        on_click=lambda k=key: _open_clicked_head(k))
     d, n = built.distances, L * A
@@ -299,7 +299,7 @@ def head_map_tab() -> None:
                f"the computed ones with Spearman's ρ = {built.rank_correlation:.2f} (1 = the same order). Behaviour "
                "labels are the head grid's rule, measured over the same segments. From a terminal: "
                f"`bert-explorer head-map build --model {shown_path(name)} --segments {segments}`.")
-    exports.table(points, "att_map_points", "head map", bundle, hide_index=True)
+    exports.table(points.rename(columns=COLUMN_NAMES), "att_map_points", "head map", bundle, hide_index=True)
     bundle.add_array("JS distance between heads [head, head]", built.distances, "float32")
 
 
@@ -416,7 +416,6 @@ with tabs[4]:
                      title=f"Into position {f_position} ({result.tokens[f_position]}) after {layer_name(r_layer)}: "
                            "rollout and attention flow")
         exports.figure(fig, "att_flow", f"rollout and attention flow into position {f_position}", bundle)
-        exports.table(fl.table(), "att_flow_table", "attention flow and rollout", bundle, hide_index=True)
         top_r, top_f = int(fl.rollout.argmax()), int(fl.flow_share.argmax())
         st.caption(f"The {T} max-flows on this model's graph of {r_layer + 2} × {T} nodes took {fl.seconds:.2f} s "
                    f"on this server. Rollout gives the most to {top_r}: {result.tokens[top_r]} "
@@ -425,6 +424,7 @@ with tabs[4]:
                    "position *i* takes in one unit) and are scaled to sum to 1 here, as in the paper. From a "
                    f"terminal: `bert-explorer attention-flow --model {shown_path(name)} --text \"…\" --position "
                    f"{f_position} --layer {r_layer + 1}`.")
+        exports.table(fl.table(), "att_flow_table", "attention flow and rollout", bundle, hide_index=True)
     cls_share = pd.DataFrame({"token": [f"{i}: {t}" for i, t in enumerate(result.tokens)],
                               "share": rollout[r_layer][0]})
     fig = px.bar(cls_share, x="token", y="share", title="What the [CLS] vector is made of (row 0)")

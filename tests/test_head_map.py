@@ -154,7 +154,7 @@ def test_the_page_draws_the_map_of_the_default_model_and_flow_beside_rollout(cac
     at = _page(att_map_segments=3, att_view="Head map")
     assert not at.exception
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    maps = [c for c in charts if "JS distance" in json.dumps(c["layout"].get("title", ""))]
+    maps = [c for c in charts if "heads, coloured by" in json.dumps(c["layout"].get("title", ""))]
     assert maps, "no head map drawn"
     names = {t.get("name") for c in maps for t in c["data"]}
     assert {"layer 1", "layer 6"} <= names and set(built.table["behaviour"]) <= names
