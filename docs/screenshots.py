@@ -5,9 +5,11 @@
 RUNS_FOLDER is given to the app as BERT_EXPLORER_RUNS. The shots of Attributions, Two models and
 After fine-tuning need a finished fine-tuning of minilm-mlm-nsp on builtin:bbc-topics in it (with
 dev_predictions.json); Nearest neighbours needs the index of minilm-mlm-nsp on bbc at layers 0 and 6
-in the cache (`bert-explorer neighbours build --model minilm-mlm-nsp --layer 0,6`). Each page is
+in the cache (`bert-explorer neighbours build --model minilm-mlm-nsp --layer 0,6`), the head map its map
+(`bert-explorer head-map build --model minilm-mlm-nsp`). Each page is
 brought to the state the README's caption describes, the script waits until Streamlit has finished
-running and every plot is drawn, and the window is 1,400 pixels wide (taller where a page shows more).
+running and every plot is drawn, and the window is 1,400 pixels wide (taller where a page shows more;
+the two Attention tabs attention_flow and head_map are 1,000 wide).
 PNGs are quantised to 256 colours to keep the repository small. A page that fails stops with a
 sentence naming it; the others are still taken (the exit code is 1).
 """
@@ -134,21 +136,23 @@ def attention_model_view(page, base, out):
     shoot(page, out, "attention_model_view", 1620)
 
 
-def attention_flow(page, base, out):
+def _attention_tab(page, base, out, tab: str, ready: str, name: str, height: int, top: str):
+    """One tab of the Attention page, once ``ready`` (a text) shows, from ``top`` (a text) down, 1,000 px wide."""
     visit(page, base, "Attention", "Attention")
-    page.get_by_role("tab", name="Rollout and flow").click()
+    page.get_by_role("tab", name=tab).click()
     settle(page)
-    page.get_by_text("max-flows on this model").first.wait_for(timeout=SLOW)
-    shoot(page, out, "attention_flow", 1900, at=page.get_by_text("Attention rollout and attention flow"), width=1000)
+    page.get_by_text(ready).first.wait_for(timeout=SLOW)
+    shoot(page, out, name, height, at=page.get_by_text(top), width=1000)
+
+
+def attention_flow(page, base, out):
+    _attention_tab(page, base, out, "Rollout and flow", "max-flows on this model", "attention_flow", 1900,
+                   "Attention rollout and attention flow")
 
 
 def head_map(page, base, out):
     """Needs the head map of minilm-mlm-nsp in the cache (`bert-explorer head-map build --model minilm-mlm-nsp`)."""
-    visit(page, base, "Attention", "Attention")
-    page.get_by_role("tab", name="Head map").click()
-    settle(page)
-    page.get_by_text("Spearman").first.wait_for(timeout=SLOW)
-    shoot(page, out, "head_map", 1180, at=page.get_by_text("Each dot is one head of this model"), width=1000)
+    _attention_tab(page, base, out, "Head map", "Spearman", "head_map", 1180, "Each dot is one head of this model")
 
 
 def attributions(page, base, out):
