@@ -219,7 +219,7 @@ def attention(page, base, timer, results, repeats):
         results.setdefault("head change (Attention, heatmap)", []).append(timer(
             option.click, text_in(".js-plotly-plot .gtitle", f"Layer 1, head {head}:")))
     tabs = [("Head view", "frame"), ("Model view", "frame"), ("Heatmap", "plot"), ("Head behaviours", "plot"),
-            ("Rollout", "plot"), ("Switch a head off", "plot")]
+            ("Rollout and flow", "plot"), ("Switch a head off", "plot")]
     for i in range(repeats):
         for label, what in tabs:
             tab = page.get_by_role("tab", name=label)

@@ -225,6 +225,18 @@ def reading(path: Path):
             held.release()
 
 
+def read_json(path: Path, name: str) -> dict | None:
+    """The JSON file ``name`` of the entry ``path`` (held in use while it is read), or None when the
+    entry or the file is not there (yet)."""
+    with reading(Path(path)) as there:
+        if not there:
+            return None
+        try:
+            return json.loads((Path(path) / name).read_text())
+        except FileNotFoundError:
+            return None
+
+
 # ----- the quota -------------------------------------------------------------------------------------
 @dataclass
 class _Item:

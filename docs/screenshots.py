@@ -5,9 +5,11 @@
 RUNS_FOLDER is given to the app as BERT_EXPLORER_RUNS. The shots of Attributions, Two models and
 After fine-tuning need a finished fine-tuning of minilm-mlm-nsp on builtin:bbc-topics in it (with
 dev_predictions.json); Nearest neighbours needs the index of minilm-mlm-nsp on bbc at layers 0 and 6
-in the cache (`bert-explorer neighbours build --model minilm-mlm-nsp --layer 0,6`). Each page is
+in the cache (`bert-explorer neighbours build --model minilm-mlm-nsp --layer 0,6`), the head map its map
+(`bert-explorer head-map build --model minilm-mlm-nsp`). Each page is
 brought to the state the README's caption describes, the script waits until Streamlit has finished
-running and every plot is drawn, and the window is 1,400 pixels wide (taller where a page shows more).
+running and every plot is drawn, and the window is 1,400 pixels wide (taller where a page shows more;
+the two Attention tabs attention_flow and head_map are 1,000 wide).
 PNGs are quantised to 256 colours to keep the repository small. A page that fails stops with a
 sentence naming it; the others are still taken (the exit code is 1).
 """
@@ -58,10 +60,10 @@ def check(page, name):
         raise ShotFailed(f"the {name} page shows an exception: {exc.first.inner_text()[:300]}")
 
 
-def shoot(page, out: Path, name: str, height: int = 1000, at=None):
-    """Save out/NAME.png at WIDTH × height; ``at`` (a locator) is scrolled to the top first."""
+def shoot(page, out: Path, name: str, height: int = 1000, at=None, width: int = WIDTH):
+    """Save out/NAME.png at ``width`` × height; ``at`` (a locator) is scrolled to the top first."""
     check(page, name)
-    page.set_viewport_size({"width": WIDTH, "height": height})
+    page.set_viewport_size({"width": width, "height": height})
     time.sleep(1.5)
     if at is not None:
         # to the top, then back by Streamlit's fixed header so that the element is not under it
@@ -132,6 +134,25 @@ def attention_model_view(page, base, out):
     page.frame_locator("iframe").nth(idx).locator("svg").first.wait_for(timeout=SLOW)
     time.sleep(3)
     shoot(page, out, "attention_model_view", 1620)
+
+
+def _attention_tab(page, base, out, tab: str, ready: str, name: str, height: int, top: str):
+    """One tab of the Attention page, once ``ready`` (a text) shows, from ``top`` (a text) down, 1,000 px wide."""
+    visit(page, base, "Attention", "Attention")
+    page.get_by_role("tab", name=tab).click()
+    settle(page)
+    page.get_by_text(ready).first.wait_for(timeout=SLOW)
+    shoot(page, out, name, height, at=page.get_by_text(top), width=1000)
+
+
+def attention_flow(page, base, out):
+    _attention_tab(page, base, out, "Rollout and flow", "max-flows on this model", "attention_flow", 1900,
+                   "Attention rollout and attention flow")
+
+
+def head_map(page, base, out):
+    """Needs the head map of minilm-mlm-nsp in the cache (`bert-explorer head-map build --model minilm-mlm-nsp`)."""
+    _attention_tab(page, base, out, "Head map", "Spearman", "head_map", 1180, "Each dot is one head of this model")
 
 
 def attributions(page, base, out):
@@ -247,7 +268,8 @@ def download(page, base, out):
     shoot(page, out, "download", 1260)
 
 
-SHOTS = {f.__name__: f for f in (home, inside_one_layer, attention, attention_model_view, attributions,
+SHOTS = {f.__name__: f for f in (home, inside_one_layer, attention, attention_model_view, attention_flow,
+                                  head_map, attributions,
                                   masked_word_probe, next_sentence_probe, two_models, probing, fine_tune,
                                   after_fine_tuning, runs, ablation_studio, nearest_neighbours, gallery, download)}
 # These two read the Hugging Face Hub: the script serves the tests' local stand-in (tests/hub_standin.py)

@@ -1,11 +1,12 @@
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import plotly.express as px
 import streamlit as st
 
 from bert_explorer import limits
-from bert_explorer.analysis.attention import clark
+from bert_explorer.analysis.attention import clark, flow, head_map
 from bert_explorer.runs import neighbour_jobs as jobs
 from bert_explorer.runs.report import duration_text
 
@@ -56,6 +57,11 @@ def _attention(model: str, text: str, text_b: str | None, max_tokens: int):
 @by_weights(show_spinner=False, max_entries=16)
 def _rollout(model: str, text: str, text_b: str | None, max_tokens: int):
     return attention_rollout(_attention(model, text, text_b, max_tokens))
+
+
+@by_weights(show_spinner="Computing the attention flow…", max_entries=16)
+def _flow(model: str, text: str, text_b: str | None, max_tokens: int, position: int, layer: int):
+    return flow.attention_flow(_attention(model, text, text_b, max_tokens), position, layer)
 
 
 @by_weights(show_spinner=False, max_entries=16)
@@ -139,37 +145,51 @@ CLARK_CORPUS = clark.default_corpus()
 
 
 @st.fragment(run_every=2.0)
-def _clark_progress(path: str) -> None:
-    s = clark.measures_state(Path(path))
+def _build_progress(path: str, file: str) -> None:
+    """A background build's progress bar, until the entry ``path`` holds ``file``."""
+    s = jobs.build_state(Path(path), (Path(path) / file).is_file())
     if s["state"] != "building":
-        st.rerun()  # done (or stopped): redraw the page with the measures
+        st.rerun()  # done (or stopped): redraw the page with the result
     st.progress(min(1.0, float(s.get("fraction") or 0.0)), text=s.get("message") or "measuring…")
     st.caption("The measurement runs as its own process: you may leave this page; it goes on, and every visitor "
                "sees the same one.")
 
 
-def _clark_start(path, segments: int) -> None:
-    """The button that starts the measurement in the background (one at a time in classroom mode)."""
-    state = clark.measures_state(path)
+def _build_start(path, state: dict, segments: int, *, what: str, key: str, label: str, cost_s: float,
+                 command: tuple[str, ...]) -> None:
+    """The button that starts a build over Wikipedia segments in the background (one at a time in
+    classroom mode, where one build serves the whole class)."""
     if state["state"] == "stopped":
-        st.warning(f"The last measurement stopped at {float(state.get('fraction') or 0):.0%} (its process ended).")
+        st.warning(f"The last {what} stopped at {float(state.get('fraction') or 0):.0%} (its process ended).")
     elif state["state"] == "failed":
-        st.error(without_host_paths(f"The last measurement failed: {state.get('error') or state.get('message')}"))
+        st.error(without_host_paths(f"The last {what} failed: {state.get('error') or state.get('message')}"))
         with st.expander("Its log"):
             st.code(without_host_paths(jobs.log_tail(path)), language=None)
     one_at_a_time = not writes_allowed()  # classroom mode: one build on the server at a time
-    if refusal := jobs.start_refusal(path, one_at_a_time, "measurement"):
+    if refusal := jobs.start_refusal(path, one_at_a_time, what):
         st.info(refusal)
         return
-    cost = duration_text(clark.estimate_seconds(loaded.config, segments))
-    if st.button(f"Measure this model on {segments:,} segments (about {cost} of CPU)", key="att_clark_build",
+    if st.button(f"{label} (about {duration_text(cost_s)} of CPU)", key=key,
                  help="Runs in the background and is kept for every later visit. The time assumes one CPU core "
                       "at the speed the app's limits assume (`bert-explorer limits`)."):
         refusal = jobs.start_build(path, ["--model", name, "--segments", str(segments), "--corpus", CLARK_CORPUS],
-                                   one_at_a_time=one_at_a_time, command=clark.BUILD_COMMAND, what="measurement")
+                                   one_at_a_time=one_at_a_time, command=command, what=what)
         if not refusal:
             st.rerun()
         st.info(refusal)
+
+
+def _built(path: Path, file: str, read, segments: int, **start):
+    """What the background build put in the cache entry ``path`` (``read(path)``), or None while there is
+    nothing yet: then the build's progress, or the button that starts it (``_build_start``'s ``start``)."""
+    state = jobs.build_state(path, (path / file).is_file())
+    if state["state"] == "ready" and (done := read(path)) is not None:
+        return done
+    if state["state"] == "building":
+        _build_progress(str(path), file)
+    else:
+        _build_start(path, state, segments, **start)
+    return None
 
 
 def clark_section() -> None:
@@ -183,15 +203,10 @@ def clark_section() -> None:
     segments = int(st.number_input("Segments", 1, clark.MAX_SEGMENTS, clark.MAX_SEGMENTS, 100, key="att_clark_segments",
                                    help=f"At most {clark.MAX_SEGMENTS:,}, as in the paper; fewer are quicker and "
                                         "noisier. Each number of segments is measured (and kept) on its own."))
-    path = clark.measures_path(loaded, CLARK_CORPUS, segments)
-    state = clark.measures_state(path)
-    measured = clark.read_measures(path) if state["state"] == "ready" else None
+    measured = _built(clark.measures_path(loaded, CLARK_CORPUS, segments), clark.FILE, clark.read_measures, segments,
+                      what="measurement", key="att_clark_build", label=f"Measure this model on {segments:,} segments",
+                      cost_s=clark.estimate_seconds(loaded.config, segments), command=clark.BUILD_COMMAND)
     reference = clark.is_reference_model(name)
-    if measured is None:
-        if state["state"] == "building":
-            _clark_progress(str(path))
-        else:
-            _clark_start(path, segments)
     ours = clark.statements(measured) if measured else None
     if reference:
         left, right = st.columns(2)
@@ -220,11 +235,79 @@ def clark_section() -> None:
                    f"attention-measures build --model {shown_path(name)} --segments {segments}`.")
 
 
+# ----- heads on a map (Clark et al. 2019, Fig. 6): built in the background, read from the cache ------------
+def _open_clicked_head(chart_key: str) -> None:
+    """A click on the map opens that head in the heatmap (runs before the page reruns, so it may set the
+    heatmap's choices and the open tab)."""
+    picked = head_map.head_from_selection((st.session_state.get(chart_key) or {}).get("selection"), A)
+    if picked is not None:
+        st.session_state["att_hm_layer"], st.session_state["att_hm_head"] = picked
+        st.session_state["att_view"] = "Heatmap"
+
+
+def _map_figure(points: pd.DataFrame, colour: str, title: str):
+    shown = points.assign(**{"layer name": points["layer"].map(lambda l: f"layer {l}")})
+    measures = {COLUMN_NAMES[c]: ":.3f" for c in COLUMN_NAMES}
+    fig = px.scatter(shown.rename(columns=COLUMN_NAMES), x="x", y="y", color=colour, title=title,
+                     custom_data=["layer", "head", "behaviour"], hover_data={"x": False, "y": False, **measures},
+                     hover_name=shown.apply(lambda r: f"layer {r['layer']}, head {r['head']} ({r['behaviour']})",
+                                            axis=1),
+                     category_orders={"layer name": [f"layer {i}" for i in range(1, L + 1)]},
+                     labels={"x": "map axis 1", "y": "map axis 2", "layer name": "layer"})
+    fig.update_traces(marker=dict(size=11, line=dict(width=1, color="white")))
+    fig.update_yaxes(scaleanchor="x", scaleratio=1)  # distances on the map read the same both ways
+    fig.update_layout(height=520, legend=dict(orientation="h", y=-0.15), margin=dict(t=70))
+    return fig
+
+
+def head_map_tab() -> None:
+    st.caption("Each dot is one head of this model, placed so that heads that attend alike lie close together: "
+               "for every two heads, the Jensen-Shannon distance between their attention rows, query token by "
+               "query token, averaged over Wikipedia segments, then drawn in the plane by classical "
+               "multidimensional scaling. Clark et al. (2019, \"What Does BERT Look At?\", Section 6 and Fig. 6) drew "
+               "BERT-Base's heads this way and found heads of one layer, and heads of one behaviour, close "
+               "together. Hover a dot for the head's measures; click it to open that head in the *Heatmap* tab.")
+    segments = int(st.number_input("Segments", 1, head_map.MAX_SEGMENTS, head_map.SEGMENTS, 50, key="att_map_segments",
+                                   help=f"[CLS] A [SEP] B [SEP] of at most {head_map.MAX_PIECES} WordPieces each "
+                                        f"({CLARK_CORPUS}). Each number of segments is built (and kept) on its own."))
+    built = _built(head_map.map_path(loaded, CLARK_CORPUS, segments), head_map.FILE, head_map.read_map, segments,
+                   what="head map", key="att_map_build", label=f"Map this model's {L * A} heads over {segments:,} segments",
+                   cost_s=head_map.estimate_seconds(loaded.config, segments), command=head_map.BUILD_COMMAND)
+    if built is None:
+        return
+    points = built.points()
+    left, right = st.columns(2)
+    for where, colour, heading, key in ((left, "layer name", "by layer", "att_map_layers"),
+                                        (right, "behaviour", "by behaviour", "att_map_behaviours")):
+        fig = _map_figure(points, colour, f"{L * A} heads, coloured {heading}")
+        exports.figure(fig, key, f"head map coloured {heading}", bundle, container=where,
+                       on_click=lambda k=key: _open_clicked_head(k))
+    d, n = built.distances, L * A
+    same = np.equal.outer(built.table["layer"].to_numpy(), built.table["layer"].to_numpy())
+    off = ~np.eye(n, dtype=bool)
+    i, j = np.unravel_index(np.argmin(np.where(off, d, np.inf)), d.shape)
+    far_i, far_j = np.unravel_index(np.argmax(d), d.shape)
+
+    def who(k: int) -> str:
+        return f"layer {points['layer'][k]} head {points['head'][k]}"
+
+    st.caption(f"{n} heads over {built.segments:,} segments ({built.wordpieces:,} WordPieces of {built.corpus}). "
+               f"Mean JS distance between two heads of the same layer {d[same & off].mean():.3f}, of different "
+               f"layers {d[~same].mean():.3f}; the closest pair is {who(i)} and {who(j)} ({d[i, j]:.3f}), the "
+               f"farthest {who(far_i)} and {who(far_j)} ({d[far_i, far_j]:.3f}). The two axes hold "
+               f"{built.explained:.0%} of what the distances spread, and the map's distances keep the order of "
+               f"the computed ones with Spearman's ρ = {built.rank_correlation:.2f} (1 = the same order). Behaviour "
+               "labels are the head grid's rule, measured over the same segments. From a terminal: "
+               f"`bert-explorer head-map build --model {shown_path(name)} --segments {segments}`.")
+    exports.table(points.rename(columns=COLUMN_NAMES), "att_map_points", "head map", bundle, hide_index=True)
+    bundle.add_array("JS distance between heads [head, head]", built.distances, "float32")
+
+
 # The tabs run only when chosen for the two bertviz views: each is a document of thousands of SVG lines
 # that the browser draws even in a hidden tab (a long input's window move drew both, 3.6 s on 2 cores).
 # The other tabs run on every rerun, so the widgets in them keep their values and the zip holds them.
-tabs = st.tabs(["Head view", "Model view", "Heatmap", "Head behaviours", "Rollout", "Switch a head off"],
-               key="att_view", on_change="rerun")
+tabs = st.tabs(["Head view", "Model view", "Heatmap", "Head behaviours", "Rollout and flow", "Head map",
+                "Switch a head off"], key="att_view", on_change="rerun")
 
 
 def _bertviz_html(view_name: str) -> str | None:
@@ -305,22 +388,52 @@ with tabs[3]:
     clark_section()
 
 with tabs[4]:
-    st.caption("Attention rollout (Abnar & Zuidema 2020): the heads of a layer are averaged, the residual "
-               "connection counts as attention to oneself, and the layers are multiplied — row *i* says how much "
-               "of each *input* token has flowed into position *i* by that layer.")
+    st.caption("Attention rollout and attention flow (Abnar & Zuidema 2020, \"Quantifying Attention Flow in "
+               "Transformers\") both follow attention through the layers: the heads of a layer are averaged and the "
+               "residual connection counts as attention to oneself (0.5 · A + 0.5 · I). **Rollout** multiplies the "
+               "layers: row *i* adds up every path from each input token to position *i*, so a wide pipe shared by "
+               "many paths is counted once per path. **Flow** treats the weights as pipe capacities and asks how "
+               "much could reach position *i* from each input token at once (a maximum flow), so a shared pipe "
+               "is counted once.")
     rollout = _rollout(name, text, text_b, max_tokens)
-    r_layer = st.slider("After layer", 1, L, L, key="att_rollout_layer") - 1 if L > 1 else 0
+    r1, r2 = st.columns(2)
+    r_layer = r1.slider("After layer", 1, L, L, key="att_rollout_layer") - 1 if L > 1 else 0
+    f_position = r2.selectbox("Into position", range(T), key="att_flow_position",
+                              format_func=lambda i: f"{i}: {result.tokens[i]}")
     fig = px.imshow(rollout[r_layer], color_continuous_scale="Oranges", zmin=0, aspect="auto",
                     labels=dict(x="input token", y="position", color="share"))
     token_axes(fig)
     exports.figure(fig, "att_rollout", f"attention rollout after layer {r_layer + 1}", bundle)
     bundle.add_array("rollout [layer, position, input token]", rollout, "float16")
+    if T > flow.MAX_TOKENS:
+        st.info(flow.TOO_LONG.format(max=flow.MAX_TOKENS, T=T))
+    elif tabs[4].open:  # T max-flows: computed while this tab is open, as the head switch-off is
+        fl = _flow(name, text, text_b, max_tokens, f_position, r_layer)
+        shares = pd.DataFrame({"token": [f"{i}: {t}" for i, t in enumerate(result.tokens)] * 2,
+                               "share": [*fl.rollout, *fl.flow_share],
+                               "measure": ["rollout"] * T + ["attention flow"] * T})
+        fig = px.bar(shares, x="token", y="share", color="measure", barmode="group",
+                     title=f"Into position {f_position} ({result.tokens[f_position]}) after {layer_name(r_layer)}: "
+                           "rollout and attention flow")
+        exports.figure(fig, "att_flow", f"rollout and attention flow into position {f_position}", bundle)
+        top_r, top_f = int(fl.rollout.argmax()), int(fl.flow_share.argmax())
+        st.caption(f"The {T} max-flows on this model's graph of {r_layer + 2} × {T} nodes took {fl.seconds:.2f} s "
+                   f"on this server. Rollout gives the most to {top_r}: {result.tokens[top_r]} "
+                   f"({fl.rollout[top_r]:.3f}), flow to {top_f}: {result.tokens[top_f]} ({fl.flow_share[top_f]:.3f}); "
+                   f"the flows themselves range from {fl.flow.min():.3f} to {fl.flow.max():.3f} (at most 1: "
+                   "position *i* takes in one unit) and are scaled to sum to 1 here, as in the paper. From a "
+                   f"terminal: `bert-explorer attention-flow --model {shown_path(name)} --text \"…\" --position "
+                   f"{f_position} --layer {r_layer + 1}`.")
+        exports.table(fl.table(), "att_flow_table", "attention flow and rollout", bundle, hide_index=True)
     cls_share = pd.DataFrame({"token": [f"{i}: {t}" for i, t in enumerate(result.tokens)],
                               "share": rollout[r_layer][0]})
     fig = px.bar(cls_share, x="token", y="share", title="What the [CLS] vector is made of (row 0)")
     exports.figure(fig, "att_rollout_cls", "what the CLS vector is made of", bundle)
 
 with tabs[5]:
+    head_map_tab()
+
+with tabs[6]:
     # Computed only while open, as the bertviz views: it runs the model twice more (with and without the
     # head), the largest share of a new sentence's time on BERT-Base. Its choices are kept meanwhile.
     st.caption("The head mask multiplies one head's output by 0. In BERT-Base, Michel et al. (2019) found that "
@@ -331,7 +444,7 @@ with tabs[5]:
                           options=range(L), format_func=lambda i: f"{i + 1}")
     a_head = kept_widget(m2.selectbox, "Head", "att_abl_head", 0, valid=lambda v: v in range(A),
                          options=range(A), format_func=lambda i: f"{i + 1}")
-    if tabs[5].open:
+    if tabs[6].open:
         abl = _ablation(name, text, text_b, a_layer, a_head, max_tokens)
         st.metric("[CLS] vector, cosine with the intact model", f"{abl['cls_cosine']:.4f}",
                   help="1 = unchanged. The [CLS] vector feeds NSP and sentence classifiers.")

@@ -62,6 +62,25 @@ def tiny_uncased(folder: str | Path, minilm_dir: Path, layers: int = 2) -> Loade
     return checkpoint.load(checkpoint.save(checkpoint.new_model("BertModel", config), tok, folder), "BertModel")
 
 
+def sharp_uncased(folder: str | Path, minilm_dir: Path, layers: int = 2, heads: int = 4, hidden: int = 32,
+                  edit=None) -> Loaded:
+    """A random BertModel with the real uncased vocabulary whose queries and keys are scaled up so that
+    its heads attend sharply (random small weights attend almost evenly): for measuring heads.
+    ``edit(model)`` changes it further before it is saved in ``folder`` and loaded from there."""
+    tok = WordPieceTokenizer(Path(minilm_dir) / "vocab.txt")
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=hidden, num_layers=layers, num_heads=heads,
+                        intermediate_size=64, max_position_embeddings=128)
+    torch.manual_seed(0)
+    model = checkpoint.new_model("BertModel", config)
+    with torch.no_grad():
+        for layer in model.encoder.layer:
+            layer.attention.self.query.weight.mul_(40)
+            layer.attention.self.key.weight.mul_(40)
+        if edit is not None:
+            edit(model)
+    return checkpoint.load(checkpoint.save(model, tok, folder), "BertModel")
+
+
 # ----- a random BERT with a vocabulary learnt on the tiny tasks ----------------------------------
 def tiny_task_texts(data):
     """Every text of a tiny task's examples, whatever its task type."""

@@ -8,13 +8,12 @@ import time
 
 import numpy as np
 import pytest
+import shared
 import torch
 
 from bert_explorer import checkpoint, hub
 from bert_explorer.analysis.attention import clark
-from bert_explorer.model import BertConfig
 from bert_explorer.runs import neighbour_jobs as jobs
-from bert_explorer.tokenizer import WordPieceTokenizer
 
 transformers = pytest.importorskip("transformers")
 
@@ -29,19 +28,8 @@ DOCS = [
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, minilm_dir):
-    """A random BERT (2 layers, 4 heads, H = 32) with the real uncased vocabulary, its queries and keys
-    scaled up so that heads attend sharply (random small weights attend almost evenly)."""
-    tok = WordPieceTokenizer(minilm_dir / "vocab.txt")
-    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
-                        max_position_embeddings=128)
-    torch.manual_seed(0)
-    model = checkpoint.new_model("BertModel", config)
-    with torch.no_grad():
-        for layer in model.encoder.layer:
-            layer.attention.self.query.weight.mul_(40)
-            layer.attention.self.key.weight.mul_(40)
-    folder = checkpoint.save(model, tok, tmp_path_factory.mktemp("tiny") / "model")
-    return checkpoint.load(folder, "BertModel")
+    """A random BERT (2 layers, 4 heads, H = 32) with the real uncased vocabulary, its heads attending sharply."""
+    return shared.sharp_uncased(tmp_path_factory.mktemp("tiny") / "model", minilm_dir)
 
 
 @pytest.fixture

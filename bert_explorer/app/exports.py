@@ -24,14 +24,17 @@ def _button(container, label: str, data, file_name: str, mime: str, key: str, he
                               on_click="ignore", type="tertiary", icon=":material/download:")
 
 
-def figure(fig, key: str, name: str | None = None, bundle: ResultBundle | None = None, container=None) -> None:
+def figure(fig, key: str, name: str | None = None, bundle: ResultBundle | None = None, container=None,
+           on_click=None) -> None:
     """A plotly chart with its PNG (toolbar) and HTML (button) downloads; added to ``bundle``.
-    ``name`` (for the files) defaults to the figure's title."""
+    ``name`` (for the files) defaults to the figure's title. ``on_click`` (a callback) runs when a
+    point is clicked; it reads the selection from ``st.session_state[key]``."""
     where = container or st
     name = name or fig.layout.title.text or key
     config = dict(PLOT_CONFIG, toImageButtonOptions=dict(PLOT_CONFIG["toImageButtonOptions"],
                                                          filename=safe_name(name)))
-    where.plotly_chart(fig, key=key, config=config)
+    clicks = {"on_select": on_click, "selection_mode": "points"} if on_click else {}
+    where.plotly_chart(fig, key=key, config=config, **clicks)
     shown = shown_bundle(bundle) if bundle is not None else None
     _button(where, "HTML", lambda: figure_html(fig, name, shown and shown.model, shown and shown.inputs),
             f"{safe_name(name)}.html", "text/html",

@@ -10,14 +10,14 @@ build ...``, so this module also runs on its own, see :func:`main`).
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 from .. import checkpoint
 from ..analysis.attention import clark
 from ..runs import neighbour_jobs
 from ..runs.report import duration_text
-from .common import MODEL_HELP, UserError, print_json, run_command, run_or_background
+from .common import MODEL_HELP, UserError, print_json, progress_lines, run_alone, run_or_background
+
 
 def register(sub) -> None:
     """Add ``attention-measures build`` to the subcommands ``sub``."""
@@ -25,20 +25,26 @@ def register(sub) -> None:
                                                   "(Clark et al. 2019): [SEP], [CLS], punctuation, neighbours, entropy")
     actions = s.add_subparsers(dest="action", required=True)
     b = actions.add_parser("build", help="measure the model (once; kept in the disk cache) and print the measures")
+    segment_build_options(b, clark.MAX_SEGMENTS, clark.MAX_SEGMENTS, clark.MAX_PIECES, ", as in the paper")
+    b.add_argument("--wordpieces", action="store_true",
+                   help="measure WordPieces instead of words (Clark et al.'s published code does so for these "
+                        "counts; their Section 4.1 makes attention word-level)")
+    b.set_defaults(func=cmd_build)
+
+
+def segment_build_options(b, default: int, most: int, pieces: int, why: str = "") -> None:
+    """The options of a build over Clark et al.'s Wikipedia segments (``clark.make_segments``): the model,
+    how many segments, the corpus, the seed, JSON output and starting in the background."""
     b.add_argument("--model", required=True, help=MODEL_HELP)
-    b.add_argument("--segments", type=int, default=clark.MAX_SEGMENTS,
-                   help=f"how many segments [CLS] A [SEP] B [SEP] of at most {clark.MAX_PIECES} WordPieces "
-                        f"(1-{clark.MAX_SEGMENTS:,}; default {clark.MAX_SEGMENTS:,}, as in the paper)")
+    b.add_argument("--segments", type=int, default=default,
+                   help=f"how many segments [CLS] A [SEP] B [SEP] of at most {pieces} WordPieces "
+                        f"(1-{most:,}; default {default:,}{why})")
     b.add_argument("--corpus", choices=clark.CORPORA, default=None,
                    help="the built-in Wikipedia text: wiki (the dump, the default when installed) or vital "
                         "(lead sections)")
     b.add_argument("--seed", type=int, default=0, help="chooses the segments and where A ends (default 0)")
-    b.add_argument("--wordpieces", action="store_true",
-                   help="measure WordPieces instead of words (Clark et al.'s published code does so for these "
-                        "counts; their Section 4.1 makes attention word-level)")
     b.add_argument("--json", action="store_true", help="print JSON instead of sentences and a table")
     b.add_argument("--background", action="store_true", help="start as a background process and return")
-    b.set_defaults(func=cmd_build)
 
 
 def cmd_build(args) -> int:
@@ -55,20 +61,26 @@ def cmd_build(args) -> int:
             print(f"measuring {args.segments:,} segments of {corpus}: about "
                   f"{duration_text(clark.estimate_seconds(loaded.config, args.segments))} on one core",
                   file=sys.stderr)
-        clark.build_measures(loaded, corpus, args.segments, args.seed, not args.wordpieces, _progress())
+        clark.build_measures(loaded, corpus, args.segments, args.seed, not args.wordpieces, progress_lines())
         return clark.read_measures(path)
 
     def start():
-        argv = ["--model", args.model, "--segments", str(args.segments), "--corpus", corpus, "--seed", str(args.seed)]
-        if why := neighbour_jobs.start_build(path, argv + (["--wordpieces"] if args.wordpieces else []),
-                                             one_at_a_time=False, command=clark.BUILD_COMMAND, what="measurement"):
-            print(why, file=sys.stderr)
-        else:
-            print(f"measuring in the background; progress in {neighbour_jobs.work_dir(path) / 'progress.json'}",
-                  file=sys.stderr)
+        start_segment_build(args, corpus, path, clark.BUILD_COMMAND, "measurement",
+                            ["--wordpieces"] if args.wordpieces else [])
 
     show = (lambda m: print_json(record(args.model, m))) if args.json else (lambda m: _show(args.model, m))
     return run_or_background(args, build, show=show, start=start)
+
+
+def start_segment_build(args, corpus: str, path, command: tuple[str, ...], what: str, more: list[str] = ()) -> None:
+    """Start the build of ``path`` (options of :func:`segment_build_options`) as its own process and say
+    where its progress is, or why it did not start."""
+    argv = ["--model", args.model, "--segments", str(args.segments), "--corpus", corpus, "--seed", str(args.seed)]
+    if why := neighbour_jobs.start_build(path, [*argv, *more], one_at_a_time=False, command=command, what=what):
+        print(why, file=sys.stderr)
+    else:
+        print(f"building the {what} in the background; progress in "
+              f"{neighbour_jobs.work_dir(path) / 'progress.json'}", file=sys.stderr)
 
 
 def record(model: str, m: clark.ClarkMeasures) -> dict:
@@ -98,26 +110,10 @@ def _show(model: str, m: clark.ClarkMeasures) -> None:
     print(clark.layer_table(m).to_string(index=False))
 
 
-def _progress():
-    """A line on stderr every 5 % (what a background build's log keeps)."""
-    last = [-1]
-
-    def say(fraction: float, message: str) -> None:
-        step = int(fraction * 20)
-        if step != last[0]:
-            last[0] = step
-            print(f"{fraction:4.0%} {message}", file=sys.stderr, flush=True)
-    return say
-
-
 def main(argv: list[str] | None = None) -> int:
     """``python -m bert_explorer.cli.attention_measures build ...``: this command on its own, with the
     CLI's handling of user errors (one line, exit 2)."""
-    parser = argparse.ArgumentParser(prog="bert-explorer attention-measures")
-    sub = parser.add_subparsers(dest="command", required=True)
-    register(sub)
-    args = parser.parse_args(["attention-measures", *(sys.argv[1:] if argv is None else argv)])
-    return run_command(args)
+    return run_alone(register, "attention-measures", argv)
 
 
 if __name__ == "__main__":

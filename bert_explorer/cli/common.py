@@ -97,6 +97,28 @@ def print_json(result) -> None:
     print(json.dumps(result, indent=2))
 
 
+def progress_lines():
+    """A line on stderr every 5 % (what a background build's log keeps)."""
+    last = [-1]
+
+    def say(fraction: float, message: str) -> None:
+        step = int(fraction * 20)
+        if step != last[0]:
+            last[0] = step
+            print(f"{fraction:4.0%} {message}", file=sys.stderr, flush=True)
+    return say
+
+
+def run_alone(register, command: str, argv: list[str] | None = None, interrupted: str = "interrupted") -> int:
+    """``python -m bert_explorer.cli.<module> ...``: one command (added by ``register``) on its own, as a
+    background build runs it, with the CLI's handling of user errors (one line, exit 2)."""
+    parser = argparse.ArgumentParser(prog=f"bert-explorer {command}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = parser.parse_args([command, *(sys.argv[1:] if argv is None else argv)])
+    return run_command(args, interrupted)
+
+
 def run_or_background(args, work: Callable[[], Any], show: Callable[[Any], None] = print_json,
                       start: Callable[[], None] | None = None) -> int:
     """Do a command's work here, or, when it has ``start`` and ``--background`` was given, start

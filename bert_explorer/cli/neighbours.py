@@ -11,7 +11,6 @@ this module also runs on its own (see :func:`main`).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ from ..data.corpora import BUILTIN_CORPORA
 from ..runs import neighbour_jobs
 from ..runs.report import duration_text
 from ..train.estimate import background_threads
-from .common import UserError, int_list, run_command, run_or_background, user_errors, write_json
+from .common import UserError, int_list, run_alone, run_or_background, user_errors, write_json
 
 MODEL_HELP = "a checkpoint directory or a short name (minilm-mlm-nsp, explorer-mini, minilm)"
 CORPUS_HELP = "a built-in corpus (bbc, the default) or a text file / folder of .txt files"
@@ -174,11 +173,7 @@ def cmd_query(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m bert_explorer.cli.neighbours build|query ...``: this command on its own, with
     the CLI's handling of user errors (one line, exit 2)."""
-    parser = argparse.ArgumentParser(prog="bert-explorer neighbours")
-    sub = parser.add_subparsers(dest="command", required=True)
-    register(sub)
-    args = parser.parse_args(["neighbours", *(sys.argv[1:] if argv is None else argv)])
-    return run_command(args, interrupted="interrupted (building again resumes from the last finished shard)")
+    return run_alone(register, "neighbours", argv, interrupted="interrupted (building again resumes from the last finished shard)")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from . import ablation, after_finetuning, analysis, attention_measures, export, inventory, neighbours, probe, training
+from . import (ablation, after_finetuning, analysis, attention_flow, attention_measures, export, head_map, inventory,
+               neighbours, probe, training)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -12,7 +13,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="BERT Explorer from the command line: every page of the app has a "
                                             "command here.")
     sub = p.add_subparsers(dest="command", required=True)
-    for commands in (export, training, probe, ablation, analysis, attention_measures, after_finetuning, neighbours,
-                     inventory):
+    for commands in (export, training, probe, ablation, analysis, attention_flow, attention_measures, head_map,
+                     after_finetuning, neighbours, inventory):
         commands.register(sub)
     return p

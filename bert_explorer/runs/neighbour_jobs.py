@@ -41,6 +41,7 @@ from ..disk_cache import cache_root
 from . import lock
 from .background import reap_when_done, spawn
 from .finder import read_json
+from .report import duration_text
 from .report import log_tail as read_log_tail
 
 # A "starting" build whose process has not taken the lock by then has failed to start; until then
@@ -88,6 +89,38 @@ def builder_lock(entry_path: Path):
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def build_entry(entry_path: Path, is_complete, work, progress=None) -> Path:
+    """Build one cache entry that is a few files (a measurement, a map): ``work(say)`` computes them,
+    reporting with ``say(fraction, message)``, and returns {file name: text}; they are written into
+    ``entry_path`` in one rename. An entry built already is returned at once. Holds the build's lock
+    (:class:`BuildBusy` when another process builds it now) and writes its progress where every page
+    and the CLI read it; a failure is written there too, in one sentence, and raised again."""
+    entry_path = Path(entry_path)
+    if is_complete(entry_path):
+        return entry_path
+    report = progress or (lambda f, m: None)
+    with builder_lock(entry_path):
+        if is_complete(entry_path):  # finished while we waited
+            return entry_path
+        started = time.time()
+
+        def say(fraction: float, message: str, state: str = "running") -> None:
+            write_progress(entry_path, state=state, fraction=fraction, message=message, started=started)
+            report(fraction, message)
+
+        try:
+            files = work(say)
+            with disk_cache.writing(entry_path) as tmp:
+                for name, text in files.items():
+                    (tmp / name).write_text(text)
+            say(1.0, f"done in {duration_text(time.time() - started)}", state="done")
+        except Exception as e:  # (a kill leaves "running": the page then says "stopped")
+            write_progress(entry_path, state="failed", error=f"{type(e).__name__}: {e}", fraction=0.0,
+                           message=f"failed: {e}")
+            raise
+    return entry_path
 
 
 def lock_held(entry_path: Path) -> bool:

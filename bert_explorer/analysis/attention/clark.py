@@ -475,14 +475,8 @@ def measures_state(path: Path) -> dict:
 
 def read_measures(path: Path) -> ClarkMeasures | None:
     """The measures built into ``path``, or None when there are none (yet)."""
-    with disk_cache.reading(Path(path)) as there:
-        if not there:
-            return None
-        try:
-            data = json.loads((Path(path) / FILE).read_text())
-        except FileNotFoundError:
-            return None
-    return ClarkMeasures.from_dict(data) if data.get("format") == FORMAT else None
+    data = disk_cache.read_json(path, FILE)
+    return ClarkMeasures.from_dict(data) if data and data.get("format") == FORMAT else None
 
 
 def build_measures(loaded: Loaded, corpus: str = "wiki", segments: int = MAX_SEGMENTS, seed: int = 0,
@@ -496,30 +490,15 @@ def build_measures(loaded: Loaded, corpus: str = "wiki", segments: int = MAX_SEG
         raise ValueError(f"no built-in corpus called {corpus!r}; Clark et al. measured on Wikipedia: "
                          f"{' or '.join(CORPORA)}")
     path = measures_path(loaded, corpus, segments, seed, word_level)
-    if is_complete(path):
-        return path
-    report = progress or (lambda f, m: None)
-    with neighbour_jobs.builder_lock(path):
-        if is_complete(path):  # finished while we waited
-            return path
+
+    def work(say) -> dict[str, str]:
         started = time.time()
+        say(0.0, f"cutting the {corpus} corpus into segments…")
+        max_len = min(MAX_PIECES, loaded.config.max_position_embeddings)
+        chosen = make_segments(loaded.tokenizer, corpus, segments, seed, max_len)
+        result = measure(loaded, chosen, word_level, lambda f, m: say(0.98 * f, m))
+        result.corpus, result.seed = corpus, seed
+        result.info["seconds"] = round(time.time() - started, 1)
+        return {FILE: json.dumps(result.to_dict(), indent=1)}
 
-        def say(fraction: float, message: str, state: str = "running") -> None:
-            neighbour_jobs.write_progress(path, state=state, fraction=fraction, message=message, started=started)
-            report(fraction, message)
-
-        try:
-            say(0.0, f"cutting the {corpus} corpus into segments…")
-            max_len = min(MAX_PIECES, loaded.config.max_position_embeddings)
-            chosen = make_segments(loaded.tokenizer, corpus, segments, seed, max_len)
-            result = measure(loaded, chosen, word_level, lambda f, m: say(0.98 * f, m))
-            result.corpus, result.seed = corpus, seed
-            result.info["seconds"] = round(time.time() - started, 1)
-            with disk_cache.writing(path) as tmp:
-                (tmp / FILE).write_text(json.dumps(result.to_dict(), indent=1))
-            say(1.0, f"done in {duration_text(time.time() - started)}", state="done")
-        except Exception as e:  # (a kill leaves "running": the page then says "stopped")
-            neighbour_jobs.write_progress(path, state="failed", error=f"{type(e).__name__}: {e}", fraction=0.0,
-                                          message=f"failed: {e}")
-            raise
-    return path
+    return neighbour_jobs.build_entry(path, is_complete, work, progress)

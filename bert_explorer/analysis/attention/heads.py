@@ -340,6 +340,16 @@ def behaviour_table(stats: pd.DataFrame) -> pd.DataFrame:
     return table.round(3)
 
 
+def layer_matrices(att, add_residual: bool = True) -> np.ndarray:
+    """[L, T, T]: each layer's attention with the heads averaged and, with ``add_residual``, the
+    residual connection counted as attention to oneself, Â = (A_avg + I) / 2, rows re-normalised:
+    the matrices rollout multiplies and attention flow (``flow.py``) pushes through."""
+    a = _as_array(att).astype(np.float64).mean(axis=1)       # [L, T, T]
+    if add_residual:
+        a = 0.5 * a + 0.5 * np.eye(a.shape[-1])
+    return a / a.sum(axis=-1, keepdims=True)
+
+
 def attention_rollout(att, add_residual: bool = True) -> np.ndarray:
     """Attention rollout (Abnar & Zuidema 2020): [L, T, T], row i of layer l = how much of
     each input token has reached position i after layers 0..l (0-based indices).
@@ -348,13 +358,9 @@ def attention_rollout(att, add_residual: bool = True) -> np.ndarray:
     as attention to oneself, Â = (A_avg + I) / 2 (rows renormalised); then the layers are
     chained, R_0 = Â_0 and R_l = Â_l · R_(l-1). Rows of every R_l sum to 1.
     """
-    a = _as_array(att).astype(np.float64).mean(axis=1)       # [L, T, T]
-    T = a.shape[-1]
-    if add_residual:
-        a = 0.5 * a + 0.5 * np.eye(T)
-    a = a / a.sum(axis=-1, keepdims=True)
+    a = layer_matrices(att, add_residual)                    # [L, T, T]
     out = np.empty_like(a)
-    rolled = np.eye(T)
+    rolled = np.eye(a.shape[-1])
     for layer in range(a.shape[0]):
         rolled = a[layer] @ rolled
         out[layer] = rolled
