@@ -278,6 +278,34 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     assert pred.value in ("positive", "negative")
 
 
+def test_finetune_page_trains_a_multi_label_upload_and_answers_with_a_set(runs_root, base_model):
+    """A label set per row, joined by ';' in a CSV: detected, previewed, trained in the background
+    and tried, with the set's own metrics (micro-F1 first) and one probability per label."""
+    tiny = make_tiny("multi-label", n=60, seed=1)
+    data = _csv([(ex["text"], ";".join(ex["labels"])) for ex in tiny.examples], ["text", "labels"])
+    at = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("topics.csv", data))
+    assert not at.exception and not at.error
+    assert "Detected task: **multi-label**" in at.success[0].value
+    assert list(at.dataframe[0].value.columns) == ["text", "labels"]
+    at.number_input(key="ft_epochs").set_value(1.0)
+    at.number_input(key="ft_batch").set_value(16)
+    at.number_input(key="ft_max_len").set_value(32)
+    at.run()
+    at.button(key="ft_start").click().run()
+    assert not at.exception
+    run, status = _wait_for_run(runs_root)
+    assert status["state"] == "finished", run.path.joinpath("log.txt").read_text()[-2000:]
+    assert json.loads((run.path / "model" / "training_args.json").read_text())["task"] == "multi-label"
+    at.run()
+    assert not at.exception
+    labels = [m.label for m in at.metric]
+    assert "dev micro-F1, during training" in labels and "dev subset accuracy, during training" in labels
+    at.text_input(key="ft_try_text").set_value("we saw Anna in Berlin").run()
+    assert not at.exception
+    answer = next(m for m in at.metric if m.label == "Labels")
+    assert set(answer.value.split("; ")) <= {"city", "colour", "person", "(none)"}
+
+
 @pytest.mark.parametrize("refused", [False, True])
 def test_finetune_page_stores_an_upload_beside_another_tabs_copy(runs_root, base_model, monkeypatch, refused):
     """Two tabs starting the same run: the second one's upload goes beside the first one's copy

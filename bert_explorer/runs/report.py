@@ -18,7 +18,9 @@ STATE_LABELS = {"queued": "queued (waiting for the GPU)", "starting": "starting"
 LABELS = {"loss": "loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss", "mlm_accuracy": "MLM accuracy",
           "nsp_accuracy": "NSP accuracy", "mlm_perplexity": "MLM perplexity", "tokens_per_s": "tokens/s",
           "mfu": "MFU", "accuracy": "accuracy", "macro_f1": "macro-F1", "f1": "F1", "mcc": "MCC",
-          "pearson": "Pearson r", "spearman": "Spearman ρ", "exact_match": "exact match"}
+          "pearson": "Pearson r", "spearman": "Spearman ρ", "exact_match": "exact match",
+          "micro_f1": "micro-F1", "subset_accuracy": "subset accuracy", "micro_precision": "micro precision",
+          "micro_recall": "micro recall"}
 
 
 def duration_text(seconds: float | None) -> str:
