@@ -44,6 +44,18 @@ def _wait_for_run(root, timeout=240, skip=()):
     raise AssertionError("no run appeared")
 
 
+def _start_and_finish(at, root, **small):
+    """Set the page's small settings (key: value), start the run and wait for it to finish."""
+    for key, value in small.items():
+        at.number_input(key=key).set_value(value)
+    at.run()
+    at.button(key="ft_start").click().run()
+    assert not at.exception
+    run, status = _wait_for_run(root)
+    assert status["state"] == "finished", run.path.joinpath("log.txt").read_text()[-2000:]
+    return run
+
+
 def run_name(root, skip=()):
     (only,) = [p.name for p in root.iterdir() if (p / "status.json").exists() and p.name not in skip]
     return only
@@ -287,14 +299,7 @@ def test_finetune_page_trains_a_multi_label_upload_and_answers_with_a_set(runs_r
     assert not at.exception and not at.error
     assert "Detected task: **multi-label**" in at.success[0].value
     assert list(at.dataframe[0].value.columns) == ["text", "labels"]
-    at.number_input(key="ft_epochs").set_value(1.0)
-    at.number_input(key="ft_batch").set_value(16)
-    at.number_input(key="ft_max_len").set_value(32)
-    at.run()
-    at.button(key="ft_start").click().run()
-    assert not at.exception
-    run, status = _wait_for_run(runs_root)
-    assert status["state"] == "finished", run.path.joinpath("log.txt").read_text()[-2000:]
+    run = _start_and_finish(at, runs_root, ft_epochs=1.0, ft_batch=16, ft_max_len=32)
     assert json.loads((run.path / "model" / "training_args.json").read_text())["task"] == "multi-label"
     at.run()
     assert not at.exception
@@ -343,13 +348,7 @@ def test_finetune_page_builtin_ner_and_qa_results(runs_root, base_model, task):
     at = _page("11_Fine-tune.py", **_model_state(base_model))
     at.radio(key="ft_source").set_value("Built-in dataset").run()
     at.selectbox(key="ft_builtin").set_value(f"tiny:{task}")
-    at.number_input(key="ft_epochs").set_value(1.0)
-    at.number_input(key="ft_max_len").set_value(48)
-    at.run()
-    at.button(key="ft_start").click().run()
-    assert not at.exception
-    run, status = _wait_for_run(runs_root)
-    assert status["state"] == "finished", run.path.joinpath("log.txt").read_text()[-2000:]
+    run = _start_and_finish(at, runs_root, ft_epochs=1.0, ft_max_len=48)
     assert run.config()["train"] == f"tiny:{task}"
     at.run()
     assert not at.exception
