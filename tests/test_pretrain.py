@@ -184,6 +184,45 @@ def test_the_loss_falls_on_a_learnable_corpus(tmp_path):
     assert last < first - 1.0, (first, last)  # measured: 6.02 -> 4.59; a flat loss moves by ~0.1
 
 
+def test_held_out_accuracy_is_the_models_own(tmp_path):
+    """The run's held-out MLM and NSP figures are those of the model it trained: the same
+    evaluation of a freshly initialised model of the same shape, on the same held-out sequences,
+    is near chance and far below; an evaluation that ignored the model would give both alike."""
+    from bert_explorer import checkpoint
+    from bert_explorer.model import BertForPreTraining
+    from bert_explorer.tokenizer import WordPieceTokenizer
+    from bert_explorer.train.device import pick_device
+    from bert_explorer.train.pretrain import evaluate, held_out_instances, split_corpus
+
+    cfg = PretrainConfig(**{**TINY, "batch_size": 16, "lr": 1e-3, "warmup_steps": 5, "held_out_fraction": 0.2},
+                         max_steps=80)
+    result = run_pretraining(cfg, tmp_path / "learn", progress=False)
+    tok = WordPieceTokenizer.from_dir(tmp_path / "learn" / "tokenizer")
+    held = held_out_instances(cfg, split_corpus(cfg)[1], tok)
+    trained = checkpoint.load(Run(tmp_path / "learn").checkpoints()[-1][1], "BertForPreTraining").model
+    torch.manual_seed(0)
+    fresh = BertForPreTraining(trained.config)
+    dev = pick_device("cpu", "fp32")
+    mine, chance = evaluate(trained, held, cfg, tok, dev), evaluate(fresh, held, cfg, tok, dev)
+    assert mine["mlm_accuracy"] == pytest.approx(result["mlm_accuracy"], abs=1e-6)  # what the run reported
+    assert mine["eval_tokens"] == chance["eval_tokens"] > 50
+    assert chance["mlm_accuracy"] < 0.05 and mine["mlm_accuracy"] > chance["mlm_accuracy"] + 0.1, (mine, chance)
+    assert mine["mlm_perplexity"] < chance["mlm_perplexity"] / 2
+
+
+def test_the_learning_rate_warms_up_then_decays_to_zero_step_by_step(tmp_path):
+    """Read from the optimiser at every step (the run logs it after each update, for the next
+    step): linear warm-up to the peak over warmup_steps, then linear decay to 0 at max_steps
+    (paper, Appendix A.2), not a constant rate."""
+    cfg = PretrainConfig(**{**TINY, "lr": 1e-3, "warmup_steps": 4}, max_steps=10)
+    run_pretraining(cfg, tmp_path / "lr", progress=False)
+    lrs = [m["lr"] for m in Run(tmp_path / "lr").metrics() if m["split"] == "train"]
+    # after update s (1-based) the rate for update s + 1: (s + 1) / 4 of the peak while warming up, then
+    # (10 - s) / (10 - 4)
+    wanted = [1e-3 * ((s + 1) / 4 if s < 4 else (10 - s) / 6) for s in range(1, 11)]
+    assert lrs == pytest.approx(wanted, abs=1e-12)
+
+
 # ----- resuming keeps the run's own settings ------------------------------------------------------
 
 def test_resume_refuses_every_setting_that_decides_the_data_or_the_schedule(tmp_path):

@@ -71,6 +71,27 @@ def test_80_10_10_and_5050_nsp():
     assert abs(s["is_next_fraction"] - 0.5) < tol(0.5, len(inst))
 
 
+def test_each_of_three_unequal_ratios_goes_to_its_own_corruption():
+    """0.6 [MASK], 0.3 random, 0.1 unchanged: with the paper's 0.1 and 0.1, swapping the random and
+    the unchanged share (or any two ratios) would go unseen; here each share is told apart."""
+    tok = tiny_tokenizer()
+    masking = MaskingConfig(mask_ratio=0.6, random_ratio=0.3, keep_ratio=0.1)
+    special = set(tok.special_ids())
+    rng = random.Random(5)
+    counts = {"mask": 0, "random": 0, "same": 0}
+    for _ in range(3000):
+        ids = [tok.cls_id] + [rng.randrange(5, tok.vocab_size) for _ in range(30)] + [tok.sep_id]
+        new, positions, labels = mask_tokens(ids, special, tok.vocab_size, masking, rng, mask_id=tok.mask_id)
+        for p, original in zip(positions, labels):
+            counts["mask" if new[p] == tok.mask_id else "same" if new[p] == original else "random"] += 1
+    n = sum(counts.values())
+    assert n > 10_000
+    # a random replacement equals the original with probability about 1/V and then counts as unchanged
+    assert abs(counts["mask"] / n - 0.6) < tol(0.6, n)
+    assert abs(counts["random"] / n - 0.3) < tol(0.3, n) + 0.3 / tok.vocab_size
+    assert abs(counts["same"] / n - 0.1) < tol(0.1, n) + 0.3 / tok.vocab_size
+
+
 def test_never_masks_special_tokens():
     tok = tiny_tokenizer()
     for x in tiny_instances():
