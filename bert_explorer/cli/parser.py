@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from . import ablation, after_finetuning, analysis, attention_measures, export, inventory, neighbours, probe, training
+from . import (ablation, after_finetuning, analysis, attention_measures, export, features, inventory, neighbours, probe,
+               training)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -13,6 +14,6 @@ def build_parser() -> argparse.ArgumentParser:
                                             "command here.")
     sub = p.add_subparsers(dest="command", required=True)
     for commands in (export, training, probe, ablation, analysis, attention_measures, after_finetuning, neighbours,
-                     inventory):
+                     features, inventory):
         commands.register(sub)
     return p
