@@ -212,6 +212,8 @@ else:
     amount = g4.number_input("Amount", -200.0, 200.0, float(round(summary["max_activation"], 1) or 5.0), 1.0,
                              key=f"sae_amount_{feature}", help="added to the activation, or the value it is clamped to")
     steer_rows = pd.DataFrame(splice.steering_table(loaded, feats.sae, feats.layer, cloze, feature, pos, mode, amount))
+    for c in ("rank before", "rank after"):  # not in that top-k: a blank cell
+        steer_rows[c] = [str(int(r)) if r == r and r is not None else "" for r in steer_rows[c]]
     exports.table(steer_rows, "sae_steer", f"steering feature {feature}", bundle, hide_index=True,
                   column_config={c: st.column_config.NumberColumn(format="%.4f") for c in ("before", "after", "change")})
     sfig = go.Figure([go.Bar(name=n, x=steer_rows["word"], y=steer_rows[n]) for n in ("before", "after")])
