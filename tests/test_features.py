@@ -217,3 +217,26 @@ def test_cli_trains_and_reads(built, capsys):
     assert a.action == "top" and a.k == 32 and a.width == 8 and a.layer is None
     a = p.parse_args(["features", "steer", "--model", "m", "--feature", "3", "--text", "a [MASK]", "--amount", "5"])
     assert a.mode == "add" and a.token == "[MASK]"
+
+
+def test_classroom_mode_trains_nothing(built, monkeypatch):
+    """Beyond loopback the page says training is off and shows no button (a class cannot load a
+    local folder, so the page runs on the default model here; ``fb.trained``, which offers the SAEs
+    already trained, is tested above)."""
+    from streamlit import config as st_config
+    from streamlit.testing.v1 import AppTest
+
+    folder, loaded, path, _ = built
+    monkeypatch.delenv("BERT_EXPLORER_ALLOW_WRITES", raising=False)
+    before = st_config.get_option("server.address")
+    st_config.set_option("server.address", "0.0.0.0")  # a class on a network
+    try:
+        at = AppTest.from_file("../pages/15_Features.py", default_timeout=120)
+        at.session_state["be_model_choice"] = str(folder)
+        at.session_state["sae_layer"] = 2  # nothing trained there
+        at.run()
+        assert not at.exception, at.exception
+        assert any("Training is off in classroom mode" in i.value for i in at.info)
+        assert "sae_train" not in {b.key for b in at.button}
+    finally:
+        st_config.set_option("server.address", before)
