@@ -240,3 +240,11 @@ def test_classroom_mode_trains_nothing(built, monkeypatch):
         assert "sae_train" not in {b.key for b in at.button}
     finally:
         st_config.set_option("server.address", before)
+
+
+def test_estimate_counts_the_tokens_the_build_reads(built):
+    folder, loaded, path, _ = built
+    corpus = [s for doc in tiny_corpus(30) for s in doc]
+    est = fb.estimate_seconds(loaded, fb.FeatureSettings(layer=1, corpus=corpus, tokens=1500, sae=SMALL))
+    assert est["tokens"] == fb.Features(path).meta["tokens"]  # the same sentences, cut the same way
+    assert est["step_seconds"] > 0 and est["seconds"] > est["activation_seconds"] + est["train_seconds"]
