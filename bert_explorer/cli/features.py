@@ -1,0 +1,215 @@
+"""``bert-explorer features``: train a sparse autoencoder on one layer and read its features.
+
+    bert-explorer features train --model minilm-mlm-nsp --layer 3           # minutes; kept in the cache
+    bert-explorer features top --model minilm-mlm-nsp --layer 3 --feature 17 --output f17.csv
+    bert-explorer features search --model minilm-mlm-nsp --layer 3 --word river
+    bert-explorer features sentence --model minilm-mlm-nsp --layer 3 --text "the river bank flooded ."
+    bert-explorer features steer --model minilm-mlm-nsp --layer 3 --feature 17 \\
+        --text "she walked along the [MASK] ." --token [MASK] --amount 10
+
+``--layer`` defaults to the middle layer; ``--k``, ``--width``, ``--tokens`` and ``--epochs`` pick
+another SAE of the same layer (each setting is its own cache entry). The page starts
+``python -m bert_explorer.cli.features build ...`` in the background, so this module also runs on
+its own (:func:`main`).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+
+from .. import checkpoint
+from ..analysis.features import build as fb, splice
+from ..analysis.features.sae import SaeConfig
+from ..runs import neighbour_jobs
+from ..runs.report import duration_text
+from ..train.estimate import background_threads
+from .common import UserError, print_json, run_command, run_or_background, user_errors, write_json
+
+MODEL_HELP = "a checkpoint directory or a short name (minilm-mlm-nsp, explorer-mini)"
+
+
+def _settings_args(p) -> None:
+    p.add_argument("--model", required=True, help=MODEL_HELP)
+    p.add_argument("--layer", type=int, default=None, help="1..L, the residual stream after that layer (default: the middle)")
+    p.add_argument("--k", type=int, default=SaeConfig.k, help=f"active features per token (default {SaeConfig.k})")
+    p.add_argument("--width", type=int, default=SaeConfig.width_factor,
+                   help=f"features per hidden unit (default {SaeConfig.width_factor}: 8·H)")
+    p.add_argument("--tokens", type=int, default=fb.DEFAULT_TOKENS, help="WordPieces of activations (default 1 M)")
+    p.add_argument("--epochs", type=int, default=SaeConfig.epochs, help="passes over them")
+    p.add_argument("--corpus", default=fb.DEFAULT_CORPUS, help="a built-in corpus (default vital) or a text file")
+
+
+def register(sub) -> None:
+    s = sub.add_parser("features", help="a sparse autoencoder's features of one layer (train, browse, steer)")
+    actions = s.add_subparsers(dest="action", required=True)
+    t = actions.add_parser("train", help="train the SAE (activations, training, quality) into the disk cache")
+    _settings_args(t)
+    t.add_argument("--background", action="store_true", help="start as a background process and return")
+    t.set_defaults(func=cmd_train)
+
+    q = actions.add_parser("top", help="one feature's top activating contexts, histogram and words")
+    _settings_args(q)
+    q.add_argument("--feature", type=int, required=True)
+    q.add_argument("--output", help="write the contexts as CSV (.csv) or everything as JSON (.json)")
+    q.set_defaults(func=cmd_top)
+
+    w = actions.add_parser("search", help="the features that fire most on a word")
+    _settings_args(w)
+    w.add_argument("--word", required=True)
+    w.set_defaults(func=cmd_search)
+
+    e = actions.add_parser("sentence", help="the features that fire on each WordPiece of a sentence")
+    _settings_args(e)
+    e.add_argument("--text", required=True)
+    e.add_argument("--output", help="also write the result as JSON")
+    e.set_defaults(func=cmd_sentence)
+
+    g = actions.add_parser("steer", help="add or clamp a feature at a token; the masked-word probe before and after")
+    _settings_args(g)
+    g.add_argument("--feature", type=int, required=True)
+    g.add_argument("--text", required=True, help="a sentence with [MASK]")
+    g.add_argument("--token", default="[MASK]", help="the WordPiece to steer at (a word of the text or a position)")
+    g.add_argument("--mode", choices=("add", "clamp"), default="add")
+    g.add_argument("--amount", type=float, required=True, help="added to the activation, or its clamped value")
+    g.add_argument("--top-k", type=int, default=10)
+    g.set_defaults(func=cmd_steer)
+
+
+def _loaded_and_settings(args):
+    loaded = checkpoint.load(args.model, "BertForPreTraining")
+    layer = args.layer if args.layer is not None else fb.default_layer(loaded)
+    L = loaded.config.num_layers
+    if not 1 <= layer <= L:
+        raise UserError(f"layer {layer} does not exist: this model has layers 1-{L}")
+    cfg = SaeConfig(k=args.k, width_factor=args.width, epochs=args.epochs)
+    return loaded, fb.FeatureSettings(layer=layer, corpus=args.corpus, tokens=args.tokens, sae=cfg)
+
+
+def build_argv(args_or_model, settings: fb.FeatureSettings) -> list[str]:
+    """The arguments of ``python -m bert_explorer.cli.features build`` for these settings."""
+    model = args_or_model if isinstance(args_or_model, str) else args_or_model.model
+    return ["--model", model, "--layer", str(settings.layer), "--k", str(settings.sae.k), "--width",
+            str(settings.sae.width_factor), "--tokens", str(settings.tokens), "--epochs", str(settings.sae.epochs),
+            "--corpus", str(settings.corpus)]
+
+
+def cmd_train(args) -> int:
+    loaded, settings = _loaded_and_settings(args)
+    path = fb.entry_path(loaded, settings)
+
+    def work():
+        if not fb.is_complete(path):
+            est = fb.estimate_seconds(loaded, settings)
+            print(f"estimate: about {duration_text(est['seconds'])} ({est['tokens']:,} tokens)", file=sys.stderr)
+        last = [-1]
+
+        def progress(fraction, message):
+            if int(fraction * 20) != last[0]:
+                last[0] = int(fraction * 20)
+                print(f"{fraction:4.0%} {message}", file=sys.stderr, flush=True)
+        return fb.Features(fb.build(loaded, settings, progress)).meta
+
+    def start():
+        if why := neighbour_jobs.start_build(path, build_argv(args, settings), one_at_a_time=False,
+                                             command=fb.BUILDER, what="SAE"):
+            print(why, file=sys.stderr)
+        else:
+            print(f"training in the background (about {duration_text(fb.estimate_seconds(loaded, settings, background_threads())['seconds'])}); "
+                  f"progress in {neighbour_jobs.work_dir(path) / 'progress.json'}", file=sys.stderr)
+    return run_or_background(args, work, show=_show_quality, start=start)
+
+
+def _show_quality(meta: dict) -> None:
+    print_json({k: v for k, v in meta.items() if k not in ("history", "weights")})
+
+
+def _open(args):
+    loaded, settings = _loaded_and_settings(args)
+    path = fb.entry_path(loaded, settings)
+    if not fb.is_complete(path):
+        raise UserError(f"no SAE of layer {settings.layer} with these settings yet: train it first with "
+                        f"`bert-explorer features train --model {args.model} --layer {settings.layer}`")
+    return loaded, fb.Features(path)
+
+
+def cmd_top(args) -> int:
+    with user_errors(ValueError):
+        loaded, feats = _open(args)
+        contexts = feats.top_contexts(args.feature)
+        result = {**feats.summary(args.feature), **feats.words(args.feature, loaded.tokenizer), "contexts": contexts}
+    for c in contexts:
+        print(f"{c['activation']:7.2f}  {c['left'][-50:]:>50} [[{c['token']}]] {c['right'][:50]}")
+    print(f"density {result['density']:.4%}; pushes up: {', '.join(w for w, _ in result['up'])}; "
+          f"down: {', '.join(w for w, _ in result['down'])}")
+    if args.output:
+        if args.output.endswith(".csv"):
+            with open(args.output, "w", newline="") as f:
+                wr = csv.DictWriter(f, fieldnames=list(contexts[0]) if contexts else ["activation"])
+                wr.writeheader()
+                wr.writerows(contexts)
+        else:
+            write_json(args.output, result)
+    return 0
+
+
+def cmd_search(args) -> int:
+    with user_errors(ValueError):
+        loaded, feats = _open(args)
+        hits = feats.search(loaded.tokenizer, args.word)
+    if not hits:
+        print(f"“{args.word}” does not occur in the corpus", file=sys.stderr)
+    print_json(hits)
+    return 0
+
+
+def cmd_sentence(args) -> int:
+    with user_errors(ValueError):
+        loaded, feats = _open(args)
+        rows = feats.sentence(loaded, args.text)
+    for r in rows:
+        print(f"{r['position']:3d} {r['token']:>15}  " + ", ".join(f"{f}:{v:.1f}" for f, v in r["features"]))
+    if args.output:
+        write_json(args.output, {"text": args.text, "layer": feats.layer, "tokens": rows})
+    return 0
+
+
+def cmd_steer(args) -> int:
+    with user_errors(ValueError):
+        loaded, feats = _open(args)
+        feats.check(args.feature)
+        pieces = [loaded.tokenizer.id_to_token(i) for i in loaded.tokenizer.encode(args.text).input_ids]
+        pos = int(args.token) if args.token.isdigit() else (pieces.index(args.token) if args.token in pieces else None)
+        if pos is None:
+            raise UserError(f"{args.token!r} is not a WordPiece of the text: {' '.join(pieces)}")
+        rows = splice.steering_table(loaded, feats.sae, feats.layer, args.text, args.feature, pos, args.mode,
+                                     args.amount, args.top_k)
+    print(f"{'word':>15} {'before':>8} {'after':>8} {'change':>8}")
+    for r in rows:
+        print(f"{r['word']:>15} {r['before']:8.4f} {r['after']:8.4f} {r['change']:+8.4f}")
+    return 0
+
+
+# ----- the background builder: python -m bert_explorer.cli.features build ... -------------------------
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bert_explorer.cli.features",
+                                     description="train an SAE into the cache (what the page starts)")
+    sub = parser.add_subparsers(dest="action", required=True)
+    b = sub.add_parser("build")
+    _settings_args(b)
+    args = parser.parse_args(argv)
+    args.func = _run_build
+    return run_command(args)
+
+
+def _run_build(args) -> int:
+    loaded, settings = _loaded_and_settings(args)
+    with user_errors():
+        meta = fb.Features(fb.build(loaded, settings)).meta
+    print(json.dumps({k: meta[k] for k in ("fve", "mean_l0", "dead_fraction", "loss_recovered", "seconds")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""The sparse-autoencoder feature explorer: the SAE finds planted directions, the layer replacement
+gives the clean and the mean-ablated loss exactly, steering moves the probe the way it should, and
+the page draws checked charts from a trained entry (tiny models, tiny corpus: seconds)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import shared
+from bert_explorer import checkpoint
+from bert_explorer.analysis.features import build as fb, splice
+from bert_explorer.analysis.features.sae import SaeConfig, TopKSAE, best_cosines, train_sae
+from bert_explorer.checkpoint import encoder_of
+from bert_explorer.data.corpora import tiny_corpus
+from bert_explorer.data.pretraining import IGNORE, MaskingConfig, collate, create_instances
+from bert_explorer.model.bert import extended_attention_mask
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def _words() -> list[str]:
+    seen = dict.fromkeys(w for doc in tiny_corpus() for s in doc for w in re.findall(r"\w+|[^\w\s]", s.lower()))
+    return SPECIALS + list(seen)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return shared.tiny_loaded(_words(), hidden=32, layers=2, positions=64)
+
+
+@pytest.fixture(scope="module")
+def instances(tiny):
+    return create_instances(tiny_corpus(12), tiny.tokenizer, 48, 0.0, "mlm", MaskingConfig(), seed=1)[:24]
+
+
+# ----- the SAE itself -------------------------------------------------------------------------------
+def test_sae_recovers_planted_sparse_directions():
+    """Data made of 48 known unit directions in 32 dimensions, about 3 active per vector: each
+    planted direction must be matched by a feature's decoder column at cosine >= 0.9."""
+    g = torch.Generator().manual_seed(0)
+    H, D, N = 32, 48, 30000
+    dirs = F.normalize(torch.randn(D, H, generator=g), dim=-1)
+    active = (torch.rand(N, D, generator=g) < 3 / D).float() * (0.5 + torch.rand(N, D, generator=g))
+    x = active @ dirs + 0.01 * torch.randn(N, H, generator=g) + 2.0  # an offset the SAE's centring removes
+    sae, history = train_sae(x, SaeConfig(width_factor=4, k=4, epochs=5, batch_size=256, lr=3e-3,
+                                          dead_tokens=5000, aux_k=32))
+    cos = best_cosines(sae, dirs)
+    assert cos.min() >= 0.9, sorted(cos.tolist())[:5]
+    assert history["fve"][-1] > 0.85
+    vals, idx = sae.encode_sparse(x[:100])
+    assert idx.shape == (100, 4) and (vals >= 0).all()  # TopK: exactly k chosen, none negative
+
+
+# ----- the loss with layer l replaced ----------------------------------------------------------------
+def _ablated_loss(loaded, instances, layer: int, mean: torch.Tensor) -> float:
+    """The masked-LM loss with layer ``layer``'s output at every ordinary token set to ``mean``,
+    computed by hand, layer by layer (not through the hook being tested)."""
+    tok, enc = loaded.tokenizer, encoder_of(loaded.model)
+    special = torch.tensor([tok.pad_id, tok.cls_id, tok.sep_id])
+    total, n = 0.0, 0
+    with torch.no_grad():
+        for a in range(0, len(instances), 8):
+            b = collate(instances[a:a + 8], tok.pad_id, "mlm")
+            h = enc.embeddings(b["input_ids"], b["token_type_ids"])
+            mask = extended_attention_mask(b["attention_mask"], False, h.shape[1], h.dtype, h.device)
+            for i, lay in enumerate(enc.encoder.layer):
+                h, _ = lay(h, mask)
+                if i + 1 == layer:
+                    ordinary = b["attention_mask"].bool() & ~torch.isin(b["input_ids"], special)
+                    h = torch.where(ordinary[..., None], mean.expand_as(h), h)
+            logits = loaded.model.cls.predictions(h)
+            chosen = b["labels"] != IGNORE
+            total += float(F.cross_entropy(logits[chosen], b["labels"][chosen], reduction="sum"))
+            n += int(chosen.sum())
+    return total / n
+
+
+def test_identity_gives_the_clean_loss_and_the_mean_the_ablated_one(tiny, instances):
+    clean = splice.masked_lm_loss(tiny, instances)
+    skip = torch.tensor([tiny.tokenizer.pad_id, tiny.tokenizer.cls_id, tiny.tokenizer.sep_id])
+    for layer in (1, 2):
+        assert splice.masked_lm_loss(tiny, instances, layer=layer, replace=lambda h: h, skip=skip) == clean
+        mean = torch.randn(32)
+        replaced = splice.masked_lm_loss(tiny, instances, layer=layer, replace=splice.mean_replacement(mean), skip=skip)
+        assert replaced == pytest.approx(_ablated_loss(tiny, instances, layer, mean), rel=1e-5)
+        assert replaced != pytest.approx(clean, rel=1e-3)
+    assert splice.loss_recovered(2.0, 2.0, 5.0) == 1.0 and splice.loss_recovered(2.0, 5.0, 5.0) == 0.0
+
+
+# ----- steering -------------------------------------------------------------------------------------
+def test_steering_a_planted_feature_moves_the_probe(tiny):
+    """Feature 0 of an SAE is planted along the direction that raises "river"'s logit at the [MASK]
+    (the gradient of log p(river) in the last layer's output): adding it must raise p(river),
+    subtracting it lower it, and the steering table must say so."""
+    text = "the [MASK] was cold ."
+    tok = tiny.tokenizer
+    river = tok.encode("river").input_ids[1]
+    enc = tok.encode(text)
+    pos = enc.input_ids.index(tok.mask_id)
+    L = tiny.config.num_layers
+    captured = {}
+
+    def grab(h):
+        h = h.detach().requires_grad_(True)
+        captured["h"] = h
+        return h
+    with torch.enable_grad(), splice.replaced(tiny, L, grab):
+        logits = tiny.model(**tok.tensors([enc])).mlm_logits[0, pos]
+        logits.log_softmax(-1)[river].backward()
+    direction = F.normalize(captured["h"].grad[0, pos], dim=0)
+    sae = TopKSAE(32, 64, 4)
+    with torch.no_grad():
+        sae.W_dec[:, 0] = direction
+    before = float(splice.probe(tiny, text)[river])
+    up = float(splice.probe(tiny, text, L, splice.steer(sae, 0, pos, "add", 2.0))[river])
+    down = float(splice.probe(tiny, text, L, splice.steer(sae, 0, pos, "add", -2.0))[river])
+    assert up > before > down
+    other = 1 if pos != 1 else 2  # steering another token than the [MASK] at the last layer changes nothing
+    assert float(splice.probe(tiny, text, L, splice.steer(sae, 0, other, "add", 2.0))[river]) == pytest.approx(before)
+    rows = {r["word"]: r for r in splice.steering_table(tiny, sae, L, text, 0, pos, "add", 2.0, top_k=5)}
+    if "river" in rows:
+        assert rows["river"]["change"] > 0
+    # clamping to the current activation changes nothing; clamping higher raises it like adding
+    with torch.no_grad():
+        now = float(sae.encode(captured["h"][:, pos].detach())[0, 0])
+    same = float(splice.probe(tiny, text, L, splice.steer(sae, 0, pos, "clamp", now))[river])
+    assert same == pytest.approx(before, rel=1e-4)
+    assert float(splice.probe(tiny, text, L, splice.steer(sae, 0, pos, "clamp", now + 2.0))[river]) > before
+
+
+# ----- a whole build, the browser and the page ------------------------------------------------------
+SMALL = SaeConfig(width_factor=2, k=4, epochs=2, batch_size=64, lr=3e-3, dead_tokens=2000, aux_k=8)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    folder = shared.save_tiny_bert(tmp_path_factory.mktemp("m") / "tiny", _words(), hidden=32, layers=2, positions=64)
+    loaded = checkpoint.load(str(folder), "BertForPreTraining")
+    corpus = [s for doc in tiny_corpus(30) for s in doc]
+    settings = fb.FeatureSettings(layer=1, corpus=corpus, tokens=1500, sae=SMALL)
+    inst = create_instances(tiny_corpus(6, seed=3), loaded.tokenizer, 48, 0.0, "mlm", MaskingConfig(), seed=1)[:16]
+    said = []
+    path = fb.build(loaded, settings, lambda f, m: said.append(f), instances=inst)
+    return folder, loaded, path, said
+
+
+def test_build_keeps_quality_contexts_and_histograms(built):
+    folder, loaded, path, said = built
+    assert said[-1] == 1.0 and said == sorted(said)  # the progress bar only goes forward
+    feats = fb.Features(path)
+    m = feats.meta
+    assert m["n_features"] == 64 and m["k"] == 4 and m["tokens"] >= 1500
+    assert 0 < m["fve"] <= 1 and m["mean_l0"] <= 4 and 0 <= m["dead_fraction"] <= 1
+    assert m["loss_mean"] > m["loss_clean"]
+    f = int((feats.table["density"] > 0).nonzero()[0][0])
+    top = feats.top_contexts(f)
+    acts = [c["activation"] for c in top]
+    assert 0 < len(top) <= fb.TOP_CONTEXTS and acts == sorted(acts, reverse=True)
+    assert acts[0] == pytest.approx(feats.summary(f)["max_activation"], rel=1e-3)
+    # the histogram counts every token the feature fires on
+    fired = int(((feats.indices == f) & (feats.values > 0)).sum())
+    assert sum(feats.summary(f)["histogram"]) == fired == round(feats.table["density"][f] * len(feats.values))
+    hits = feats.search(loaded.tokenizer, top[0]["was"])
+    assert hits and all(h["mean activation"] > 0 for h in hits)
+    rows = feats.sentence(loaded, "the river was cold .")
+    assert [r["token"] for r in rows][:2] == ["[CLS]", "the"] and all(len(r["features"]) <= 4 for r in rows)
+    assert fb.trained(loaded)[0]["path"] == str(path)
+    assert fb.build(loaded, fb.FeatureSettings(layer=1, corpus=[s for doc in tiny_corpus(30) for s in doc],
+                                               tokens=1500, sae=SMALL)) == path  # kept: not built again
+
+
+def test_cancel_stops_the_training(tmp_path):
+    loaded = shared.tiny_loaded(_words(), hidden=32, layers=2, positions=64, seed=2)
+    loaded.path = tmp_path  # (the cache keys on a folder; nothing is read from it)
+    settings = fb.FeatureSettings(layer=2, corpus=[s for doc in tiny_corpus(30) for s in doc], tokens=1500, sae=SMALL)
+    path = fb.entry_path(loaded, settings)
+
+    def cancel_on_training(fraction, message):
+        if message.startswith("training"):
+            fb.request_stop(path)
+    from bert_explorer.analysis.features.sae import TrainingStopped
+    with pytest.raises(TrainingStopped):
+        fb.build(loaded, settings, cancel_on_training, instances=[])
+    assert fb.state(loaded, settings)["state"] == "missing" and not fb.is_complete(path)
+
+
+def test_page_shows_a_trained_sae_with_checked_charts(built):
+    from streamlit.testing.v1 import AppTest
+
+    folder, loaded, path, _ = built
+    at = AppTest.from_file("../pages/15_Features.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "a local directory…"
+    at.session_state["be_model_path"] = str(folder)
+    at.session_state["sae_layer"] = 1
+    at.run()
+    assert not at.exception, at.exception
+    assert any("Gao et al. 2024" in m.value and "Bricken et al. 2023" in m.value for m in at.markdown)
+    labels = {m.label for m in at.metric}
+    assert {"Variance explained", "Mean L0", "Dead features", "Loss recovered"} <= labels
+    assert len(at.dataframe) >= 3  # contexts, the sentence's features, the steering table
+    at.text_input(key="sae_word").set_value("river").run()
+    assert not at.exception, at.exception
+    at.selectbox(key="sae_mode").set_value("clamp").run()
+    assert not at.exception, at.exception
+
+
+def test_cli_trains_and_reads(built, capsys):
+    from bert_explorer.cli.parser import build_parser
+
+    p = build_parser()
+    a = p.parse_args(["features", "top", "--model", "m", "--feature", "3"])
+    assert a.action == "top" and a.k == 32 and a.width == 8 and a.layer is None
+    a = p.parse_args(["features", "steer", "--model", "m", "--feature", "3", "--text", "a [MASK]", "--amount", "5"])
+    assert a.mode == "add" and a.token == "[MASK]"
+
+
+def test_classroom_mode_trains_nothing(built, monkeypatch):
+    """Beyond loopback the page says training is off and shows no button (a class cannot load a
+    local folder, so the page runs on the default model here; ``fb.trained``, which offers the SAEs
+    already trained, is tested above)."""
+    from streamlit import config as st_config
+    from streamlit.testing.v1 import AppTest
+
+    folder, loaded, path, _ = built
+    monkeypatch.delenv("BERT_EXPLORER_ALLOW_WRITES", raising=False)
+    before = st_config.get_option("server.address")
+    st_config.set_option("server.address", "0.0.0.0")  # a class on a network
+    try:
+        at = AppTest.from_file("../pages/15_Features.py", default_timeout=120)
+        at.session_state["be_model_choice"] = str(folder)
+        at.session_state["sae_layer"] = 2  # nothing trained there
+        at.run()
+        assert not at.exception, at.exception
+        assert any("Training is off in classroom mode" in i.value for i in at.info)
+        assert "sae_train" not in {b.key for b in at.button}
+    finally:
+        st_config.set_option("server.address", before)
+
+
+def test_estimate_counts_the_tokens_the_build_reads(built):
+    folder, loaded, path, _ = built
+    corpus = [s for doc in tiny_corpus(30) for s in doc]
+    est = fb.estimate_seconds(loaded, fb.FeatureSettings(layer=1, corpus=corpus, tokens=1500, sae=SMALL))
+    assert est["tokens"] == fb.Features(path).meta["tokens"]  # the same sentences, cut the same way
+    assert est["step_seconds"] > 0 and est["seconds"] > est["activation_seconds"] + est["train_seconds"]
