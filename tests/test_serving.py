@@ -52,7 +52,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from bert_explorer.runs.run import Run  # noqa: E402
 
 WRITE_BUTTONS = {"10_Pre-train.py": "pt_start", "11_Fine-tune.py": "ft_start", "13_Runs.py": "runs_delete",
-                 "14_Ablation_studio.py": "abl_start"}
+                 "14_Ablation_studio.py": "abl_start", "15_Features.py": "sae_train"}
 
 
 @pytest.fixture
