@@ -17,7 +17,7 @@ from bert_explorer.data.corpora import (
     read_text_corpus, split_documents, split_sentences, tiny_corpus,
 )
 from bert_explorer.data.pretraining import (
-    MaskingConfig, collate, continuation_ids, create_instances,
+    Masker, MaskingConfig, collate, continuation_ids, create_instances,
     mask_tokens, statistics,
 )
 from bert_explorer.model.heads import IGNORE
@@ -203,16 +203,16 @@ def test_collate_pads_and_labels():
 
 def test_dynamic_masking_draws_new_masks():
     tok, inst = tiny_tokenizer(), list(tiny_instances()[:16])
-    kw = dict(masking=MaskingConfig(), special_ids=tok.special_ids(), vocab_size=tok.vocab_size,
-              mask_id=tok.mask_id)
-    b1 = collate(inst, tok.pad_id, "mlm+nsp", rng=random.Random(1), **kw)
-    b2 = collate(inst, tok.pad_id, "mlm+nsp", rng=random.Random(1), **kw)
-    b3 = collate(inst, tok.pad_id, "mlm+nsp", rng=random.Random(2), **kw)
+    masker = Masker.of(tok, MaskingConfig())
+    b1 = collate(inst, tok.pad_id, "mlm+nsp", masker.drawing(random.Random(1)))
+    b2 = collate(inst, tok.pad_id, "mlm+nsp", masker.drawing(random.Random(1)))
+    b3 = collate(inst, tok.pad_id, "mlm+nsp", masker.drawing(random.Random(2)))
     assert torch.equal(b1["labels"], b2["labels"]) and not torch.equal(b1["labels"], b3["labels"])
     static = collate(inst, tok.pad_id, "mlm+nsp")
     assert not torch.equal(b1["labels"], static["labels"])
-    with pytest.raises(ValueError, match="dynamic masking"):
-        collate(inst, tok.pad_id, "mlm+nsp", masking=MaskingConfig())
+    # the masker owns the vocabulary's special ids, [MASK] and its size: built once from the tokenizer
+    assert (masker.mask_id, masker.vocab_size, masker.special_ids) == (tok.mask_id, tok.vocab_size,
+                                                                       frozenset(tok.special_ids()))
 
 
 def test_ltr_labels_are_the_next_token():
@@ -321,9 +321,8 @@ def test_mlm_only_text_carries_no_nsp_label_and_no_nsp_loss():
     pairs = create_instances(tiny_corpus(20), tok, 64, seed=0, mask=False)[:6]
     extra = mlm_only_instances(tiny_corpus(20)[:5], tok, 64, seed=1, mask=False)[:2]
     assert extra and all(x.is_random_next is None and 1 not in x.token_type_ids for x in extra)
-    m, special = MaskingConfig(), tok.special_ids()
-    batch = collate(pairs + extra, tok.pad_id, "mlm+nsp", m, random.Random(0), special, tok.vocab_size,
-                    mask_id=tok.mask_id)
+    masker = Masker.of(tok, MaskingConfig())
+    batch = collate(pairs + extra, tok.pad_id, "mlm+nsp", masker.drawing(random.Random(0)))
     assert batch["next_sentence_label"][-2:].tolist() == [IGNORE, IGNORE]
     torch.manual_seed(0)
     model = BertForPreTraining(preset("tiny", vocab_size=tok.vocab_size)).eval()
@@ -331,8 +330,7 @@ def test_mlm_only_text_carries_no_nsp_label_and_no_nsp_loss():
         out = model(**batch)
         nsp_only_pairs = torch.nn.functional.cross_entropy(out.nsp_logits[:6], batch["next_sentence_label"][:6])
         assert out.nsp_loss.item() == pytest.approx(nsp_only_pairs.item(), rel=1e-6)
-        alone = collate(extra, tok.pad_id, "mlm+nsp", m, random.Random(0), special, tok.vocab_size,
-                        mask_id=tok.mask_id)
+        alone = collate(extra, tok.pad_id, "mlm+nsp", masker.drawing(random.Random(0)))
         out = model(**alone)
     assert out.nsp_loss.item() == 0.0 and torch.isfinite(out.loss)
 

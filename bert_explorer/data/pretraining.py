@@ -28,7 +28,7 @@ import hashlib
 import random
 from collections import Counter, OrderedDict, deque
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -162,8 +162,7 @@ def create_instances(documents: Sequence[Document], tokenizer: WordPieceTokenize
     if pair and len(docs) < 2:
         raise ValueError("next-sentence prediction needs at least two non-empty documents")
     cls, sep = tokenizer.cls_id, tokenizer.sep_id
-    specials = tokenizer.special_ids()
-    cont = continuation_ids(tokenizer) if masking.whole_word else frozenset()
+    masker = Masker.of(tokenizer, masking)
 
     instances = []
     for _ in range(dupe_factor):
@@ -178,10 +177,7 @@ def create_instances(documents: Sequence[Document], tokenizer: WordPieceTokenize
                 types = [0] * (len(a) + 2) + ([1] * (len(b) + 1) if b is not None else [])
                 inst = Instance(ids, types, is_random_next=is_random_next)
                 if mask and objective != "ltr":
-                    starts = [t not in cont for t in ids] if masking.whole_word else None
-                    inst.input_ids, inst.masked_positions, inst.masked_labels = mask_tokens(
-                        ids, specials, tokenizer.vocab_size, masking, rng, starts,
-                        mask_id=tokenizer.mask_id)
+                    inst.input_ids, inst.masked_positions, inst.masked_labels = masker.mask(ids, rng)
                 instances.append(inst)
     rng.shuffle(instances)  # so a batch mixes documents
     return instances
@@ -192,6 +188,34 @@ def create_instances(documents: Sequence[Document], tokenizer: WordPieceTokenize
 # the time it takes to build their instances (a corpus of 1.7 M WordPieces: about 10 s here).
 _TOKENIZED: OrderedDict[tuple[str, str], list[list[list[int]]]] = OrderedDict()
 _TOKENIZED_KEEP = 2
+
+
+@dataclass(frozen=True)
+class Masker:
+    """The masked-LM corruption for one vocabulary (Section 3.1), built once from the tokenizer and
+    the masking settings: the ids never chosen (special tokens), the [MASK] id, the vocabulary a
+    random replacement is drawn from and, for whole-word masking, the pieces that continue a word."""
+
+    config: MaskingConfig
+    special_ids: frozenset[int]
+    vocab_size: int
+    mask_id: int
+    continuation_ids: frozenset[int] = frozenset()
+
+    @classmethod
+    def of(cls, tokenizer: WordPieceTokenizer, config: MaskingConfig) -> Masker:
+        return cls(config, frozenset(tokenizer.special_ids()), tokenizer.vocab_size, tokenizer.mask_id,
+                   continuation_ids(tokenizer) if config.whole_word else frozenset())
+
+    def mask(self, input_ids: Sequence[int], rng: random.Random) -> tuple[list[int], list[int], list[int]]:
+        """``mask_tokens`` of these ids with this vocabulary's settings: (new ids, positions, labels)."""
+        starts = [t not in self.continuation_ids for t in input_ids] if self.config.whole_word else None
+        return mask_tokens(input_ids, self.special_ids, self.vocab_size, self.config, rng, starts,
+                           mask_id=self.mask_id)
+
+    def drawing(self, rng: random.Random) -> Callable[[Instance], tuple[list[int], list[int], list[int]]]:
+        """New masks for an instance, its stored ones undone (dynamic masking), drawn from ``rng``."""
+        return lambda instance: self.mask(instance.original_ids(), rng)
 
 
 def _digest(documents: Sequence[Document]) -> str:
@@ -320,24 +344,16 @@ def _segments_from_document(doc: list[list[int]], max_num_tokens: int, short_seq
 
 # ----- batching ---------------------------------------------------------------------------
 def collate(instances: Sequence[Instance], pad_id: int, objective: str = "mlm+nsp",
-            masking: MaskingConfig | None = None, rng: random.Random | None = None,
-            special_ids: set[int] | None = None, vocab_size: int | None = None, *,
-            mask_id: int | None = None,
-            continuation_ids: frozenset[int] | None = None) -> dict[str, torch.Tensor]:
+            remask: Callable[[Instance], tuple[list[int], list[int], list[int]]] | None = None
+            ) -> dict[str, torch.Tensor]:
     """Pad a batch to its longest instance; returns tensors ``input_ids``, ``token_type_ids``,
     ``attention_mask``, ``labels`` (all [B, T]) and, for ``mlm+nsp``, ``next_sentence_label``
     [B]. ``labels`` holds the original id at masked positions and IGNORE (-100) elsewhere.
 
-    Given ``masking`` (with ``rng``, ``special_ids``, ``vocab_size``, ``mask_id``, and for
-    whole-word masking ``continuation_ids``), stored masks are undone and new ones drawn:
+    Given ``remask`` (``Masker.drawing(rng)``), stored masks are undone and new ones drawn:
     dynamic masking. For ``ltr`` the label at t is the token at t+1 (IGNORE at the last real
     token and at padding); the model must then be run with a causal attention mask.
     """
-    if masking is not None and objective != "ltr":
-        if rng is None or special_ids is None or vocab_size is None or mask_id is None:
-            raise ValueError("dynamic masking needs rng, special_ids, vocab_size and mask_id")
-        if masking.whole_word and continuation_ids is None:
-            raise ValueError("dynamic whole-word masking needs continuation_ids (the '##' pieces)")
     T = max(len(x.input_ids) for x in instances)
     ids, types, attn, labels = [], [], [], []
     for inst in instances:
@@ -347,11 +363,8 @@ def collate(instances: Sequence[Instance], pad_id: int, objective: str = "mlm+ns
             lab[:len(seq) - 1] = seq[1:]
         else:
             positions, targets = inst.masked_positions, inst.masked_labels
-            if masking is not None:
-                orig = inst.original_ids()
-                starts = [t not in continuation_ids for t in orig] if masking.whole_word else None
-                seq, positions, targets = mask_tokens(orig, special_ids, vocab_size, masking, rng,
-                                                      starts, mask_id=mask_id)
+            if remask is not None:
+                seq, positions, targets = remask(inst)
             for p, t in zip(positions, targets):
                 lab[p] = t
         pad = T - len(seq)

@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from .. import checkpoint, full_disk
 from ..data.corpora import load_corpus, split_documents, tiny_corpus
-from ..data.pretraining import MaskingConfig, collate, continuation_ids, create_instances, mlm_only_instances
+from ..data.pretraining import Masker, MaskingConfig, collate, create_instances, mlm_only_instances
 from ..model import IGNORE, PRESETS, BertConfig, BertForPreTraining, preset
 from ..tokenizer import WordPieceTokenizer
 from .device import PRECISIONS, Device, pick_device, precision_from, threads_text
@@ -652,8 +652,7 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
     if not train:
         raise ValueError(f"corpus {cfg.corpus!r} gave no training sequences; it needs more text")
     sampler = _Sampler(len(train), cfg.seed)
-    special = tok.special_ids()
-    pieces = continuation_ids(tok) if cfg.whole_word else None
+    masker = Masker.of(tok, masking)
 
     # ----- model, optimiser -----------------------------------------------------------------
     torch.manual_seed(cfg.seed)
@@ -744,8 +743,7 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
             first = ((step * cfg.grad_accum + micro) * dev.world_size + dev.rank) * cfg.batch_size
             items = [train[sampler(first + j)] for j in range(cfg.batch_size)]
             rng = random.Random(f"{cfg.seed}-{first}")  # the masks of these sequences, this time
-            batch = collate(items, tok.pad_id, cfg.objective, masking if cfg.dynamic_masking else None,
-                            rng, special, tok.vocab_size, mask_id=tok.mask_id, continuation_ids=pieces)
+            batch = collate(items, tok.pad_id, cfg.objective, masker.drawing(rng) if cfg.dynamic_masking else None)
             batch = {k: v.to(dev.device, non_blocking=True) for k, v in batch.items()}
             n_tokens = int(batch["attention_mask"].sum()) * dev.world_size  # about: ranks' batches differ a little
             tokens_since += n_tokens
