@@ -56,6 +56,33 @@ def test_fit_stops_cleanly_when_asked(tmp_path):
     assert "stop requested at step 0 of 24" in (run.path / "log.txt").read_text()
 
 
+def test_fit_trains_with_no_run_folder_through_a_reporter_in_memory(tmp_path):
+    """The loop knows a reporter, not a folder: in memory it learns the same rule, its metrics are
+    the run folder's lines, a Stop at step 10 ends it there with one evaluation, and nothing is
+    written to disk."""
+    from bert_explorer.train.report import MemoryReporter
+
+    run, model, loss_of, evaluate, _ = _toy(tmp_path)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    kw = dict(n_train=64, batch_size=8, epochs=3, seed=5, loss_of=loss_of, evaluate=evaluate, model=model)
+    on_disk = fit(run, optimizer=torch.optim.SGD(model.parameters(), lr=0.5), **kw)
+    model.load_state_dict(start)
+    memory = MemoryReporter()
+    fitted = fit(memory, optimizer=torch.optim.SGD(model.parameters(), lr=0.5), **kw)
+    assert fitted.dev == on_disk.dev and fitted.dev["accuracy"] >= 0.9
+    def plain(rows):
+        return [{k: v for k, v in r.items() if k != "time"} for r in rows]
+    assert plain(memory.metrics) == plain(run.metrics())
+    assert memory.status["step"] == 24 and memory.lines[-1].startswith("epoch 3:")
+
+    model.load_state_dict(start)
+    stopping = MemoryReporter(stop_at=10)
+    fitted = fit(stopping, optimizer=torch.optim.SGD(model.parameters(), lr=0.5), **kw)
+    assert fitted.stopped and fitted.step == 10 and stopping.step_reached == 10
+    assert "stop requested at step 10 of 24" in stopping.lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # the folder of the first fit only
+
+
 def test_marks_failure_sets_failed_and_raises(tmp_path):
     run = Run(tmp_path / "r").create({}, "finetune")
     with pytest.raises(KeyboardInterrupt):

@@ -5,7 +5,8 @@ only in the model and the loss they hand to :func:`fit`.
 `fit` owns what they share: the epochs and their shuffled order (batches of similar lengths when
 the lengths are given, see :func:`epoch_batches`), mixed precision and the loss
 scaler, gradient clipping and the schedule (through ``optim.apply_update``), a clean stop when
-the run's STOP file appears, logging to the run, and the dev evaluation after every epoch.
+the run's STOP file appears, logging to the run (any ``report.Reporter``: a run folder, or one in
+memory), and the dev evaluation after every epoch.
 :func:`marks_failure` gives every run the same "failed" status when anything goes wrong.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Callable
 import torch
 
 from .optim import apply_update
-from ..runs.run import Run
+from .report import Reporter
 from ..tasks.base import Interrupted
 
 
@@ -89,7 +90,7 @@ class Fitted:
         return self.history[-1] if self.history else {}
 
 
-def fit(run: Run, *, n_train: int, batch_size: int, epochs: float, seed: int,
+def fit(run: Reporter, *, n_train: int, batch_size: int, epochs: float, seed: int,
         loss_of: Callable[[list[int]], torch.Tensor], evaluate: Callable[[], dict],
         model: torch.nn.Module, optimizer, scheduler=None, scaler=None, autocast=None,
         clip_grad_norm: float | None = 1.0, lr_setting: float | None = None,
@@ -151,7 +152,7 @@ def fit(run: Run, *, n_train: int, batch_size: int, epochs: float, seed: int,
 
 
 @contextlib.contextmanager
-def marks_failure(run: Run):
+def marks_failure(run: Reporter):
     """Any exception inside (Ctrl-C and a native panic included) leaves the run "failed" with
     the reason and the step it reached (``Run.step_reached``), never "running", and is raised on."""
     try:
