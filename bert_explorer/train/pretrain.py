@@ -1,6 +1,9 @@
 """Pre-training: masked LM + next-sentence prediction (Devlin et al. 2019, Section 3.1, A.2).
 
-The loop is flat on purpose: read it top to bottom. One *step* is one optimiser update over
+``_pretrain`` reads top to bottom: build the data (``_pretraining_data``), build the model
+(``_new_model``), restore it on a resume (``_trainer``), then the loop, one update
+(``_train_step``) and whatever is due at that step (a log line, an evaluation, a time-lapse frame,
+a checkpoint), and the end (``_finish``). One *step* is one optimiser update over
 ``batch_size × grad_accum × world_size`` sequences. Everything that decides which data a step
 sees (document order, masks) is a pure function of the seed and the step number, and the
 random state that dropout uses is saved with each checkpoint, so a resumed run continues the
@@ -16,7 +19,7 @@ import signal
 import threading
 import time
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
@@ -624,9 +627,43 @@ def checkpoint_bytes(model) -> int:
     return sum(p.numel() * 4 * (3 if p.requires_grad else 1) for p in model.parameters())
 
 
-def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, progress: bool, on_step,
-              stop_signal: dict) -> dict:
-    # ----- data -------------------------------------------------------------------------------
+@dataclass
+class _Data:
+    """What a run trains and is measured on, built once: the tokenizer, the training and held-out
+    sequences, which sequence each sample is, and the masker of dynamic masking."""
+
+    tok: WordPieceTokenizer
+    train: list
+    held: list
+    sampler: _Sampler
+    masker: Masker
+
+
+@dataclass
+class _Trainer:
+    """The model and what updates it, restored from the run's checkpoint on a resume."""
+
+    model: BertForPreTraining
+    ddp_model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: object
+    scaler: object
+    step: int = 0
+    tokens_seen: int | None = 0  # None: a checkpoint of an earlier version, which did not count
+
+
+@dataclass
+class _Pace:
+    """The counters of the loop between two log lines: tokens/s counts only time spent in training
+    steps (not evaluation or checkpoint writing)."""
+
+    train_time: float = 0.0
+    tokens_since: int = 0
+    last_log: float = field(default_factory=time.time)
+    last_eval: dict | None = None
+
+
+def _pretraining_data(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None) -> _Data:
     train_docs, held_docs = split_corpus(cfg)
     tok = _run_tokenizer(cfg, run, train_docs, dev, latest)
     masking = cfg.masking()
@@ -651,175 +688,215 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
                 "raise held_out_fraction or add documents")
     if not train:
         raise ValueError(f"corpus {cfg.corpus!r} gave no training sequences; it needs more text")
-    sampler = _Sampler(len(train), cfg.seed)
-    masker = Masker.of(tok, masking)
+    return _Data(tok, train, held, _Sampler(len(train), cfg.seed), Masker.of(tok, masking))
 
-    # ----- model, optimiser -----------------------------------------------------------------
+
+def _new_model(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, tok) -> BertForPreTraining:
     torch.manual_seed(cfg.seed)
     if latest:  # a resumed run needs only its own checkpoint (weights loaded below), not init's
         model = BertForPreTraining(BertConfig.load(latest))
     elif cfg.init:
         model = _warm_start(cfg, run, dev)
     else:
-        config = preset(cfg.size, vocab_size=tok.vocab_size, causal=cfg.objective == "ltr")
-        model = BertForPreTraining(config)
+        model = BertForPreTraining(preset(cfg.size, vocab_size=tok.vocab_size, causal=cfg.objective == "ltr"))
     model.to(dev.device)
     if cfg.freeze_word_embeddings:
         # One matrix reads words in and (tied) writes them out: freezing it keeps both fixed,
         # so the optimiser never sees it and a checkpoint can ship without it.
         model.bert.embeddings.word_embeddings.weight.requires_grad_(False)
+    return model
+
+
+def _trainer(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, model) -> _Trainer:
+    """The optimiser, schedule and loss scaler; on a resume, the weights and all of those as the
+    checkpoint left them, random states included; DDP around the model on several devices."""
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
-    scheduler = linear_warmup_decay(optimizer, warmup_steps_of(cfg), cfg.max_steps)
-    scaler = dev.grad_scaler()
-    start_step, tokens_seen = 0, 0
+    t = _Trainer(model, model, optimizer, linear_warmup_decay(optimizer, warmup_steps_of(cfg), cfg.max_steps),
+                 dev.grad_scaler())
     if latest:
-        loaded = checkpoint.load(latest, "BertForPreTraining")
-        model.load_state_dict(loaded.model.state_dict())
+        model.load_state_dict(checkpoint.load(latest, "BertForPreTraining").model.state_dict())
         state = torch.load(latest / "training_state.pt", map_location="cpu", weights_only=True)
         load_optimizer_state(optimizer, state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        if state["scaler"] or not scaler.is_enabled():  # a run saved in fp32/bf16 and resumed in fp16 starts a scaler
-            scaler.load_state_dict(state["scaler"])
+        t.scheduler.load_state_dict(state["scheduler"])
+        if state["scaler"] or not t.scaler.is_enabled():  # a run saved in fp32/bf16 and resumed in fp16 starts a scaler
+            t.scaler.load_state_dict(state["scaler"])
         torch.set_rng_state(state["torch_rng"])
         if state["cuda_rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
-        start_step = state["step"]
-        _set_lr_to_schedule(optimizer, scheduler, start_step, run if dev.is_main else None)
-        tokens_seen = state.get("tokens_seen")  # None: saved by an earlier version, which did not count
-    ddp_model = model
+        t.step = state["step"]
+        _set_lr_to_schedule(optimizer, t.scheduler, t.step, run if dev.is_main else None)
+        t.tokens_seen = state.get("tokens_seen")
     if dev.distributed:
-        ddp_model = torch.nn.parallel.DistributedDataParallel(
+        t.ddp_model = torch.nn.parallel.DistributedDataParallel(
             model, device_ids=[dev.device.index] if dev.device.type == "cuda" else None,
             # Without NSP the pooler and NSP head get no gradient; DDP must be told.
             find_unused_parameters=cfg.objective != "mlm+nsp")
     model.train()
+    return t
 
-    _check_room(run, model, cfg, start_step)
-    flops_tok = model_flops_per_token(model, cfg.max_seq_length, masking.mlm_probability)["total"]
+
+def _announce(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, data: _Data, t: _Trainer) -> None:
+    run.write_status(state="running", pid=os.getpid(), step=t.step, max_steps=cfg.max_steps,
+                     device=dev.name, precision=dev.precision, world_size=dev.world_size,
+                     ddp_backend=dev.backend, started=time.time(),
+                     parameters=sum(p.numel() for p in t.model.parameters()),
+                     train_sequences=len(data.train), held_out_sequences=len(data.held))
+    run.log(f"{'resuming at' if latest else 'starting'} step {t.step}: {len(data.train)} training sequences, "
+            f"{len(data.held)} held out, {dev.name} x{dev.world_size}, precision {dev.precision} "
+            f"(asked: {cfg.precision}), {threads_text()}")
+
+
+def _frame_recorder(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, data: _Data, t: _Trainer):
+    """The time-lapse's recorder and the steps it records at (none asked: None and no step)."""
+    if not (cfg.timelapse_frames and dev.is_main):
+        return None, set()
+    frames = FrameRecorder(run.path / FRAMES_FILE, data.tok, cfg.timelapse_sentences or SENTENCES, cfg.timelapse_heads,
+                           source={"run": run.path.name, "device": dev.name, "precision": dev.precision,
+                                   "world_size": dev.world_size, "config": asdict(cfg)},
+                           keep_until=t.step if latest else None)
+    if t.step == 0:  # the random initialisation, before any update
+        frames.record(t.model, 0, 0, 0, evaluate(t.model, data.held, cfg, data.tok, dev) if data.held else None)
+    return frames, {s for s in frame_steps(cfg.timelapse_frames, cfg.max_steps) if s > t.step}
+
+
+def _stop_agreed(run: Run, dev: Device, stop_signal: dict) -> bool:
+    stopped = dev.is_main and (run.stop_requested() or stop_signal["set"])
+    if dev.distributed:  # every rank must agree to stop at the same step
+        flag = torch.tensor([stopped], dtype=torch.int, device=dev.device)
+        dist.broadcast(flag, 0)
+        stopped = bool(flag.item())
+    return stopped
+
+
+def _train_step(cfg: PretrainConfig, dev: Device, data: _Data, t: _Trainer, pace: _Pace) -> tuple[dict, float]:
+    """One optimiser update over grad_accum micro-batches: (the losses, averaged; the gradient norm)."""
+    losses = {"loss": 0.0, "mlm_loss": 0.0, "nsp_loss": 0.0}
+    for micro in range(cfg.grad_accum):
+        first = ((t.step * cfg.grad_accum + micro) * dev.world_size + dev.rank) * cfg.batch_size
+        items = [data.train[data.sampler(first + j)] for j in range(cfg.batch_size)]
+        rng = random.Random(f"{cfg.seed}-{first}")  # the masks of these sequences, this time
+        batch = collate(items, data.tok.pad_id, cfg.objective,
+                        data.masker.drawing(rng) if cfg.dynamic_masking else None)
+        batch = {k: v.to(dev.device, non_blocking=True) for k, v in batch.items()}
+        n_tokens = int(batch["attention_mask"].sum()) * dev.world_size  # about: ranks' batches differ a little
+        pace.tokens_since += n_tokens
+        t.tokens_seen = None if t.tokens_seen is None else t.tokens_seen + n_tokens
+        # Under DDP, gradients are averaged across GPUs only on the last micro-batch.
+        last_micro = micro == cfg.grad_accum - 1
+        with t.ddp_model.no_sync() if dev.distributed and not last_micro else nullcontext():
+            with dev.autocast():
+                out = t.ddp_model(**batch)
+            t.scaler.scale(out.loss / cfg.grad_accum).backward()
+        for k in losses:
+            v = getattr(out, k)
+            if v is not None:
+                losses[k] += v.item() / cfg.grad_accum
+    return losses, apply_update(t.model, t.optimizer, t.scheduler, t.scaler, cfg.clip_grad_norm)
+
+
+def _log_step(cfg: PretrainConfig, run: Run, dev: Device, t: _Trainer, pace: _Pace, losses: dict, grad_norm: float,
+              flops_tok: float) -> None:
+    tps = pace.tokens_since / max(pace.train_time, 1e-9)
+    peak = dev.peak_flops()
+    last = {"step": t.step, "split": "train", **{k: round(v, 5) for k, v in losses.items() if v},
+            "lr": t.scheduler.get_last_lr()[0], "grad_norm": round(grad_norm, 4),
+            "tokens_per_s": round(tps, 1), "time": time.time()}
+    if peak:
+        last["mfu"] = round(tps * flops_tok / (peak * dev.world_size), 4)
+    run.log_metrics(last)
+    remaining = (cfg.max_steps - t.step) * (time.time() - pace.last_log) / max(1, cfg.log_every)
+    run.write_status(step=t.step, last=last, eta_s=round(remaining))
+    pace.train_time, pace.tokens_since, pace.last_log = 0.0, 0, time.time()
+
+
+def _evaluate_step(cfg: PretrainConfig, run: Run, dev: Device, data: _Data, t: _Trainer, pace: _Pace) -> dict:
+    ev = pace.last_eval = {"step": t.step, "split": "eval", **evaluate(t.model, data.held, cfg, data.tok, dev),
+                           "time": time.time()}
+    run.log_metrics(ev)
+    run.write_status(eval=ev)
+    run.log(f"step {t.step}: " + ", ".join(f"{k}={v:.4g}" for k, v in ev.items() if k not in ("step", "split", "time")))
+    return ev
+
+
+def _check_ranks_in_sync(run: Run, dev: Device, model) -> None:
+    """Every rank holds its own copy of the weights; DDP keeps them identical by averaging
+    gradients. Check it: gather a checksum of each rank's parameters."""
+    checksum = torch.tensor([sum(p.double().sum().item() for p in model.parameters())], device=dev.device)
+    sums = [torch.zeros_like(checksum) for _ in range(dev.world_size)]
+    dist.all_gather(sums, checksum)
     if dev.is_main:
-        run.write_status(state="running", pid=os.getpid(), step=start_step, max_steps=cfg.max_steps,
-                         device=dev.name, precision=dev.precision, world_size=dev.world_size,
-                         ddp_backend=dev.backend, started=time.time(),
-                         parameters=sum(p.numel() for p in model.parameters()),
-                         train_sequences=len(train), held_out_sequences=len(held))
-        run.log(f"{'resuming at' if latest else 'starting'} step {start_step}: {len(train)} training sequences, "
-                f"{len(held)} held out, {dev.name} x{dev.world_size}, precision {dev.precision} "
-                f"(asked: {cfg.precision}), {threads_text()}")
-    frames, to_record = None, set()
-    if cfg.timelapse_frames and dev.is_main:
-        frames = FrameRecorder(run.path / FRAMES_FILE, tok, cfg.timelapse_sentences or SENTENCES, cfg.timelapse_heads,
-                               source={"run": run.path.name, "device": dev.name, "precision": dev.precision,
-                                       "world_size": dev.world_size, "config": asdict(cfg)},
-                               keep_until=start_step if latest else None)
-        to_record = {s for s in frame_steps(cfg.timelapse_frames, cfg.max_steps) if s > start_step}
-        if start_step == 0:  # the random initialisation, before any update
-            frames.record(model, 0, 0, 0, evaluate(model, held, cfg, tok, dev) if held else None)
+        sums = [float(x.item()) for x in sums]
+        run.write_status(rank_checksums=sums, ranks_in_sync=max(sums) - min(sums) <= 1e-6 * abs(sums[0]))
 
-    def sequences_seen(step: int) -> int:
-        return step * cfg.batch_size * cfg.grad_accum * dev.world_size
 
-    bar = None
-    if progress and dev.is_main:
-        bar = tqdm(total=cfg.max_steps, initial=start_step, unit="step", dynamic_ncols=True)
+def _finish(cfg: PretrainConfig, run: Run, dev: Device, data: _Data, t: _Trainer, pace: _Pace, frames,
+            state: str) -> dict:
+    """The run's last evaluation (the latest, where it measured these weights), frame and checkpoint,
+    and its final status."""
+    final, step = {}, t.step
+    if pace.last_eval is not None and pace.last_eval["step"] == step:  # the weights it measured: no second pass
+        final = {k: v for k, v in pace.last_eval.items() if k not in ("step", "split", "time")}
+    elif data.held:  # a stop between evaluations (or before the first): measured now, and drawn in the curve too
+        final = evaluate(t.model, data.held, cfg, data.tok, dev)
+        run.log_metrics({"step": step, "split": "eval", **final, "time": time.time()})
+    if frames is not None and step not in frames.steps:  # a stop before the end: its last moment too
+        frames.record(t.model, step, _sequences_seen(cfg, dev, step), t.tokens_seen, final)
+    _save(run, t.model, data.tok, step, t.optimizer, t.scheduler, t.scaler, cfg, final, t.tokens_seen, frames)
+    run.clear_stop()
+    run.write_status(state=state, step=step, eval_final=final, finished=time.time())
+    run.log(f"{state} at step {step}")
+    return final
 
-    # ----- the loop ---------------------------------------------------------------------------
-    # tokens/s counts only time spent in training steps (not evaluation or checkpoint writing)
-    train_time, tokens_since, last, last_eval = 0.0, 0, {}, None
-    last_log = time.time()
-    step = start_step
-    state = "finished"
-    while step < cfg.max_steps:
-        if dev.is_main and (run.stop_requested() or stop_signal["set"]):
+
+def _sequences_seen(cfg: PretrainConfig, dev: Device, step: int) -> int:
+    return step * cfg.batch_size * cfg.grad_accum * dev.world_size
+
+
+def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, progress: bool, on_step,
+              stop_signal: dict) -> dict:
+    """Build the data, build the model, restore it on a resume, then the loop: one update, then
+    whatever is due at that step (a log line, an evaluation, a time-lapse frame, a checkpoint)."""
+    data = _pretraining_data(cfg, run, dev, latest)
+    t = _trainer(cfg, run, dev, latest, _new_model(cfg, run, dev, latest, data.tok))
+    _check_room(run, t.model, cfg, t.step)
+    flops_tok = model_flops_per_token(t.model, cfg.max_seq_length, cfg.mlm_probability)["total"]
+    if dev.is_main:
+        _announce(cfg, run, dev, latest, data, t)
+    frames, to_record = _frame_recorder(cfg, run, dev, latest, data, t)
+    bar = tqdm(total=cfg.max_steps, initial=t.step, unit="step", dynamic_ncols=True) if progress and dev.is_main \
+        else None
+    pace, state = _Pace(), "finished"
+    while t.step < cfg.max_steps:
+        if _stop_agreed(run, dev, stop_signal):
             state = "stopped"
-        if dev.distributed:  # every rank must agree to stop at the same step
-            flag = torch.tensor([state == "stopped"], dtype=torch.int, device=dev.device)
-            dist.broadcast(flag, 0)
-            state = "stopped" if flag.item() else state
-        if state == "stopped":
             break
         t_step = time.time()
-        losses = {"loss": 0.0, "mlm_loss": 0.0, "nsp_loss": 0.0}
-        for micro in range(cfg.grad_accum):
-            first = ((step * cfg.grad_accum + micro) * dev.world_size + dev.rank) * cfg.batch_size
-            items = [train[sampler(first + j)] for j in range(cfg.batch_size)]
-            rng = random.Random(f"{cfg.seed}-{first}")  # the masks of these sequences, this time
-            batch = collate(items, tok.pad_id, cfg.objective, masker.drawing(rng) if cfg.dynamic_masking else None)
-            batch = {k: v.to(dev.device, non_blocking=True) for k, v in batch.items()}
-            n_tokens = int(batch["attention_mask"].sum()) * dev.world_size  # about: ranks' batches differ a little
-            tokens_since += n_tokens
-            tokens_seen = None if tokens_seen is None else tokens_seen + n_tokens
-            # Under DDP, gradients are averaged across GPUs only on the last micro-batch.
-            last_micro = micro == cfg.grad_accum - 1
-            ctx = ddp_model.no_sync() if dev.distributed and not last_micro else nullcontext()
-            with ctx:
-                with dev.autocast():
-                    out = ddp_model(**batch)
-                scaler.scale(out.loss / cfg.grad_accum).backward()
-            for k in losses:
-                v = getattr(out, k)
-                if v is not None:
-                    losses[k] += v.item() / cfg.grad_accum
-        grad_norm = apply_update(model, optimizer, scheduler, scaler, cfg.clip_grad_norm)
-        step += 1
-        run.step_reached = step
+        losses, grad_norm = _train_step(cfg, dev, data, t, pace)
+        t.step += 1
+        run.step_reached = t.step
         if dev.device.type == "cuda":
             torch.cuda.synchronize()
-        train_time += time.time() - t_step
+        pace.train_time += time.time() - t_step
         if bar:
             bar.update(1)
             bar.set_postfix(loss=f"{losses['loss']:.3f}")
-
-        if dev.is_main and (step % cfg.log_every == 0 or step == cfg.max_steps):
-            tps = tokens_since / max(train_time, 1e-9)
-            peak = dev.peak_flops()
-            last = {"step": step, "split": "train", **{k: round(v, 5) for k, v in losses.items() if v},
-                    "lr": scheduler.get_last_lr()[0], "grad_norm": round(grad_norm, 4),
-                    "tokens_per_s": round(tps, 1), "time": time.time()}
-            if peak:
-                last["mfu"] = round(tps * flops_tok / (peak * dev.world_size), 4)
-            run.log_metrics(last)
-            remaining = (cfg.max_steps - step) * (time.time() - last_log) / max(1, cfg.log_every)
-            run.write_status(step=step, last=last, eta_s=round(remaining))
-            train_time, tokens_since, last_log = 0.0, 0, time.time()
+        if dev.is_main and (t.step % cfg.log_every == 0 or t.step == cfg.max_steps):
+            _log_step(cfg, run, dev, t, pace, losses, grad_norm, flops_tok)
         ev = None
-        if dev.is_main and (step % cfg.eval_every == 0 or step == cfg.max_steps or step in to_record) and held:
-            ev = last_eval = {"step": step, "split": "eval", **evaluate(model, held, cfg, tok, dev), "time": time.time()}
-            run.log_metrics(ev)
-            run.write_status(eval=ev)
-            run.log(f"step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in ev.items()
-                                                  if k not in ("step", "split", "time")))
-        if step in to_record:
-            frames.record(model, step, sequences_seen(step), tokens_seen, ev)
-        if dev.is_main and step % cfg.save_every == 0 and step < cfg.max_steps:
-            _save(run, model, tok, step, optimizer, scheduler, scaler, cfg, tokens_seen=tokens_seen)
+        if dev.is_main and data.held and (t.step % cfg.eval_every == 0 or t.step == cfg.max_steps
+                                          or t.step in to_record):
+            ev = _evaluate_step(cfg, run, dev, data, t, pace)
+        if t.step in to_record:
+            frames.record(t.model, t.step, _sequences_seen(cfg, dev, t.step), t.tokens_seen, ev)
+        if dev.is_main and t.step % cfg.save_every == 0 and t.step < cfg.max_steps:
+            _save(run, t.model, data.tok, t.step, t.optimizer, t.scheduler, t.scaler, cfg, tokens_seen=t.tokens_seen)
         if on_step is not None:
-            on_step(step, losses)
+            on_step(t.step, losses)
     if bar:
         bar.close()
-
-    final = {}
     if dev.distributed:
-        # Every rank holds its own copy of the weights; DDP keeps them identical by averaging
-        # gradients. Check it: gather a checksum of each rank's parameters.
-        checksum = torch.tensor([sum(p.double().sum().item() for p in model.parameters())], device=dev.device)
-        sums = [torch.zeros_like(checksum) for _ in range(dev.world_size)]
-        dist.all_gather(sums, checksum)
-        if dev.is_main:
-            sums = [float(x.item()) for x in sums]
-            run.write_status(rank_checksums=sums, ranks_in_sync=max(sums) - min(sums) <= 1e-6 * abs(sums[0]))
-    if dev.is_main:
-        final = {}
-        if last_eval is not None and last_eval["step"] == step:  # the weights it measured: no second pass
-            final = {k: v for k, v in last_eval.items() if k not in ("step", "split", "time")}
-        elif held:  # a stop between evaluations (or before the first): measured now, and drawn in the curve too
-            final = evaluate(model, held, cfg, tok, dev)
-            run.log_metrics({"step": step, "split": "eval", **final, "time": time.time()})
-        if frames is not None and step not in frames.steps:  # a stop before the end: its last moment too
-            frames.record(model, step, sequences_seen(step), tokens_seen, final)
-        _save(run, model, tok, step, optimizer, scheduler, scaler, cfg, final, tokens_seen, frames)
-        run.clear_stop()
-        run.write_status(state=state, step=step, eval_final=final, finished=time.time())
-        run.log(f"{state} at step {step}")
+        _check_ranks_in_sync(run, dev, t.model)
+    final = _finish(cfg, run, dev, data, t, pace, frames, state) if dev.is_main else {}
     if dev.distributed:
         dist.barrier()
-    return {"step": step, "state": state, **final}
+    return {"step": t.step, "state": state, **final}
