@@ -472,6 +472,20 @@ OPTIMIZER_S_PER_PARAMETER = 2e-9  # a fine-tuning step's AdamW update, the gradi
 FINETUNE_RUN_S = 2.0               # the data read and featurised, the first step's warm-up, the predictions written
 
 
+def _finetune_rates(hidden: int, threads: int | None, precision: str, on_cpu: bool):
+    """FLOP/s of fine-tuning's training steps, its dev passes (in the run's precision) and the final
+    fp32 pass, and what they rest on: measured rates of this CPU, or a GPU's stated throughput."""
+    if not on_cpu:
+        rate, basis = stated_throughput()
+        return rate, rate, rate, basis
+    from .device import autocast_dtype
+
+    threads = threads or background_threads()
+    bf16 = autocast_dtype(torch.device("cpu"), precision) is not None
+    train_rate, basis = cpu_flop_s("train", hidden, threads, bf16)
+    return train_rate, cpu_flop_s("forward", hidden, threads, bf16)[0], cpu_flop_s("forward", hidden, threads)[0], basis
+
+
 def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch_size: int, max_seq_length: int,
                       mean_words: float, lr_settings: int = 1, mode: str = "fine-tune", *,
                       tokens_per_example: float | None = None, features_per_example: float = 1.0,
@@ -494,7 +508,6 @@ def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch
     On a CPU the rate is :func:`cpu_flop_s` for ``threads`` threads (default: a background run's), bf16
     where ``precision`` picks it (``device.autocast_dtype``); on a GPU, :func:`stated_throughput`. The
     feature-based mode reads every example forward once (its small head's training is left out)."""
-    from .device import autocast_dtype
     from .engine import total_steps  # engine imports torch's training pieces: only when estimating
 
     config = BertConfig.load(checkpoint.resolve(model))
@@ -509,15 +522,7 @@ def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch
     steps = total_steps(features, batch_size, epochs) * lr_settings
     parameters = pretraining_parameters(config)[0]
     on_cpu = device_key() == "cpu"
-    if on_cpu:
-        threads = threads or background_threads()
-        bf16 = autocast_dtype(torch.device("cpu"), precision) is not None
-        train_rate, basis = cpu_flop_s("train", H, threads, bf16)
-        eval_rate, _ = cpu_flop_s("forward", H, threads, bf16)
-        final_rate, _ = cpu_flop_s("forward", H, threads)
-    else:
-        train_rate, basis = stated_throughput()
-        eval_rate = final_rate = train_rate
+    train_rate, eval_rate, final_rate, basis = _finetune_rates(H, threads, precision, on_cpu)
     evaluations = lr_settings * max(1, math.ceil(epochs))  # engine.fit: after each epoch, the last one cut short too
     if mode == "feature-based":  # BERT frozen: its features once, forward only
         train_s = n_train * tokens * forward_fpt / eval_rate

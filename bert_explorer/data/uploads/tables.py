@@ -160,7 +160,10 @@ class Tables:
         return v.strip() if isinstance(v, str) else v
 
     # ----- sentence (pair) classification and regression ---------------------------------
-    def read_sentences(self) -> TaskData:
+    def _sentence_columns(self):
+        """(task, text column, second text column or None, label column) of a sentence (pair)
+        table: the caller's names, else the known names, else what the cells look like; what was
+        guessed is said in the notes."""
         task = self.task
         text_col = self._resolve(self.text_column, "text", "text_column")
         pair_col = self._resolve(self.text_pair_column, "second text", "text_pair_column")
@@ -203,6 +206,10 @@ class Tables:
         self.notes.append(f"{self.fmt}: text column {text_col!r}"
                           + (f", second text column {pair_col!r}" if pair_col else "")
                           + f", label column {label_col!r}" + ("; " + "; ".join(auto) if auto else ""))
+        return task, text_col, pair_col, label_col
+
+    def read_sentences(self) -> TaskData:
+        task, text_col, pair_col, label_col = self._sentence_columns()
         examples, empty_text, empty_label, missing = [], [], [], {}
         used = (text_col, pair_col, label_col)
         for line, rec in self.rows:
@@ -233,7 +240,7 @@ class Tables:
             else:
                 if isinstance(label, (list, dict)):
                     raise self.error(self._where(line, label_col), f"holds a {type(label).__name__}; give one "
-                                     f"label per example (multi-label data is not supported)")
+                                     f"label per example, or task='multi-label' for a set of labels")
                 ex = {"text": text, "label": _label_str(label)}
                 if task == PAIR_CLASSIFICATION:
                     ex = {"text": text, "text_pair": pair, "label": ex["label"]}
