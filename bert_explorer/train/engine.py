@@ -20,6 +20,7 @@ from typing import Callable
 
 import torch
 
+from .loop import train_loop
 from .optim import apply_update
 from .report import Reporter
 from ..tasks.base import Interrupted
@@ -106,49 +107,79 @@ def fit(run: Reporter, *, n_train: int, batch_size: int, epochs: float, seed: in
     ``tasks.base.Interrupted`` (one that asks ``run.stop_requested`` between its batches): the request
     is taken (the STOP file removed, ``Fitted.stopped`` set) and the model is evaluated once as it is,
     so the run ends with a usable, measured model."""
-    total = total_steps(n_train, batch_size, epochs)
-    scaler = scaler or torch.amp.GradScaler(enabled=False)
-    tag = {} if lr_setting is None else {"lr_setting": lr_setting}
-    log_every = max(1, min(10, total // 20))  # a short run still draws a loss curve, not a dot
-    step, epoch, history, stopped, t0 = 0, 0, [], False, time.time()
-    while step < total:
-        model.train()
-        for indices in epoch_batches(n_train, batch_size, seed, epoch, lengths):
-            if step >= total:
-                break
-            if run.stop_requested():  # a clean stop: evaluate (and keep) the model as it is now
-                run.log(f"stop requested at step {step} of {total}")
-                run.clear_stop()  # taken: the evaluation below runs to its end
-                total, stopped = step, True
-                break
-            with autocast() if autocast else contextlib.nullcontext():
-                loss = loss_of(indices)
-            scaler.scale(loss).backward()
-            apply_update(model, optimizer, scheduler, scaler, clip_grad_norm)
-            step += 1
-            run.step_reached = step
-            if step % log_every == 0 or step == total:
-                rec = {"step": step, "split": "train", **tag, "loss": round(loss.item(), 5),
-                       **({"lr": scheduler.get_last_lr()[0]} if scheduler else {}), "time": time.time()}
-                run.log_metrics(rec)
-                run.write_status(step=step, max_steps=total, last=rec,
-                                 eta_s=round((time.time() - t0) / step * (total - step)))
-        epoch += 1
+    e = _Epochs(run, total_steps(n_train, batch_size, epochs), math.ceil(n_train / batch_size),
+                lambda epoch: epoch_batches(n_train, batch_size, seed, epoch, lengths), evaluate, model,
+                {} if lr_setting is None else {"lr_setting": lr_setting}, scheduler)
+
+    def update(step: int) -> torch.Tensor:
+        with autocast() if autocast else contextlib.nullcontext():
+            loss = loss_of(e.batch(step))
+        e.scaler.scale(loss).backward()
+        apply_update(model, optimizer, scheduler, e.scaler, clip_grad_norm)
+        return loss
+
+    e.scaler = scaler or torch.amp.GradScaler(enabled=False)
+    step, stopped = train_loop(run, 0, e.total, update, stop=e.stop, after=e.after)
+    if stopped and not e.measured_stop:
+        e.evaluate_epoch(step)  # a clean stop: the model as it is now, evaluated (and kept)
+    return Fitted(step, stopped, e.history, time.time() - e.t0)
+
+
+class _Epochs:
+    """What fit's steps share: the epochs' batches, the log lines, an evaluation after each epoch
+    (and at the end, and at a stop), and the dev metrics of each."""
+
+    def __init__(self, run, total: int, per_epoch: int, batches_of, evaluate, model, tag: dict, scheduler):
+        self.run, self.total, self.per_epoch, self.batches_of = run, total, per_epoch, batches_of
+        self.evaluate, self.model, self.tag, self.scheduler = evaluate, model, tag, scheduler
+        self.log_every = max(1, min(10, total // 20))  # a short run still draws a loss curve, not a dot
+        self.history, self.batches, self.t0, self.scaler = [], {}, time.time(), None
+        self.measured_stop = False  # a Stop taken during an evaluation, which then measured the model once more
+
+    def batch(self, step: int) -> list[int]:
+        epoch, i = divmod(step, self.per_epoch)  # per_epoch: the batches of one epoch, bucketed or not
+        if epoch not in self.batches:  # the epoch's order, made when it starts
+            self.batches = {epoch: self.batches_of(epoch)}
+            self.model.train()  # the evaluation after the last epoch left it in eval mode
+        return self.batches[epoch][i]
+
+    def stop(self, step: int) -> bool:
+        if not self.run.stop_requested():
+            return False
+        self.run.log(f"stop requested at step {step} of {self.total}")
+        self.run.clear_stop()  # taken: the evaluation after it runs to its end
+        return True
+
+    def after(self, step: int, loss: torch.Tensor) -> bool:
+        if step % self.log_every == 0 or step == self.total:
+            rec = {"step": step, "split": "train", **self.tag, "loss": round(loss.item(), 5),
+                   **({"lr": self.scheduler.get_last_lr()[0]} if self.scheduler else {}), "time": time.time()}
+            self.run.log_metrics(rec)
+            self.run.write_status(step=step, max_steps=self.total, last=rec,
+                                  eta_s=round((time.time() - self.t0) / step * (self.total - step)))
+        if (step % self.per_epoch == 0 or step == self.total) and self.evaluate_epoch(step):
+            self.measured_stop = True
+            return True
+        return False
+
+    def evaluate_epoch(self, step: int) -> bool:
+        """The dev metrics now, logged and kept; True when a Stop came during the evaluation."""
+        epoch, stopping = len(self.history) + 1, False
         try:
-            ev = evaluate()
+            ev = self.evaluate()
         except Interrupted as e:  # a Stop during an epoch's evaluation: the model as it is, measured once
-            run.log(f"stop requested during the evaluation of epoch {epoch} ({e}) at step {step} of {total}")
-            run.clear_stop()
-            total, stopped = step, True
-            ev = evaluate()
-        row = {"step": step, "split": "dev", "epoch": epoch, **tag,
+            self.run.log(f"stop requested during the evaluation of epoch {epoch} ({e}) at step {step} of {self.total}")
+            self.run.clear_stop()
+            ev, stopping = self.evaluate(), True
+        row = {"step": step, "split": "dev", "epoch": epoch, **self.tag,
                **{k: v for k, v in ev.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
                "time": time.time()}
-        run.log_metrics(row)
-        run.log((f"lr {lr_setting:g} " if lr_setting is not None else "") + f"epoch {epoch}: " + ", ".join(
+        self.run.log_metrics(row)
+        lr = self.tag.get("lr_setting")
+        self.run.log((f"lr {lr:g} " if lr is not None else "") + f"epoch {epoch}: " + ", ".join(
             f"{k}={v:.4g}" for k, v in row.items() if k not in ("step", "split", "epoch", "time", "lr_setting")))
-        history.append(ev)
-    return Fitted(step, stopped, history, time.time() - t0)
+        self.history.append(ev)
+        return stopping
 
 
 @contextlib.contextmanager

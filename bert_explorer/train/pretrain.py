@@ -36,6 +36,7 @@ from .device import PRECISIONS, Device, pick_device, precision_from, threads_tex
 from .optim import apply_update, linear_warmup_decay, load_optimizer_state, make_optimizer
 from .configs import setting, settings_of
 from .engine import marks_failure
+from .loop import train_loop
 from .estimate import model_flops_per_token
 from ..runs.lock import writes_run
 from ..runs.run import Run
@@ -854,8 +855,9 @@ def _sequences_seen(cfg: PretrainConfig, dev: Device, step: int) -> int:
 
 def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, progress: bool, on_step,
               stop_signal: dict) -> dict:
-    """Build the data, build the model, restore it on a resume, then the loop: one update, then
-    whatever is due at that step (a log line, an evaluation, a time-lapse frame, a checkpoint)."""
+    """Build the data, build the model, restore it on a resume, then the loop (``loop.train_loop``):
+    one update, then whatever is due at that step (a log line, an evaluation, a time-lapse frame,
+    a checkpoint)."""
     data = _pretraining_data(cfg, run, dev, latest)
     t = _trainer(cfg, run, dev, latest, _new_model(cfg, run, dev, latest, data.tok))
     _check_room(run, t.model, cfg, t.step)
@@ -865,33 +867,37 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
     frames, to_record = _frame_recorder(cfg, run, dev, latest, data, t)
     bar = tqdm(total=cfg.max_steps, initial=t.step, unit="step", dynamic_ncols=True) if progress and dev.is_main \
         else None
-    pace, state = _Pace(), "finished"
-    while t.step < cfg.max_steps:
-        if _stop_agreed(run, dev, stop_signal):
-            state = "stopped"
-            break
+    pace = _Pace()
+
+    def update(step: int) -> tuple[dict, float]:
         t_step = time.time()
         losses, grad_norm = _train_step(cfg, dev, data, t, pace)
-        t.step += 1
-        run.step_reached = t.step
+        t.step = step + 1
         if dev.device.type == "cuda":
             torch.cuda.synchronize()
         pace.train_time += time.time() - t_step
         if bar:
             bar.update(1)
             bar.set_postfix(loss=f"{losses['loss']:.3f}")
-        if dev.is_main and (t.step % cfg.log_every == 0 or t.step == cfg.max_steps):
+        return losses, grad_norm
+
+    def after(step: int, result: tuple[dict, float]) -> None:
+        losses, grad_norm = result
+        if dev.is_main and (step % cfg.log_every == 0 or step == cfg.max_steps):
             _log_step(cfg, run, dev, t, pace, losses, grad_norm, flops_tok)
         ev = None
-        if dev.is_main and data.held and (t.step % cfg.eval_every == 0 or t.step == cfg.max_steps
-                                          or t.step in to_record):
+        if dev.is_main and data.held and (step % cfg.eval_every == 0 or step == cfg.max_steps or step in to_record):
             ev = _evaluate_step(cfg, run, dev, data, t, pace)
-        if t.step in to_record:
-            frames.record(t.model, t.step, _sequences_seen(cfg, dev, t.step), t.tokens_seen, ev)
-        if dev.is_main and t.step % cfg.save_every == 0 and t.step < cfg.max_steps:
-            _save(run, t.model, data.tok, t.step, t.optimizer, t.scheduler, t.scaler, cfg, tokens_seen=t.tokens_seen)
+        if step in to_record:
+            frames.record(t.model, step, _sequences_seen(cfg, dev, step), t.tokens_seen, ev)
+        if dev.is_main and step % cfg.save_every == 0 and step < cfg.max_steps:
+            _save(run, t.model, data.tok, step, t.optimizer, t.scheduler, t.scaler, cfg, tokens_seen=t.tokens_seen)
         if on_step is not None:
-            on_step(t.step, losses)
+            on_step(step, losses)
+
+    t.step, stopped = train_loop(run, t.step, cfg.max_steps, update,
+                                 stop=lambda step: _stop_agreed(run, dev, stop_signal), after=after)
+    state = "stopped" if stopped else "finished"
     if bar:
         bar.close()
     if dev.distributed:
