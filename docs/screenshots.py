@@ -256,6 +256,12 @@ def after_fine_tuning(page, base, out):
     shoot(page, out, "after_fine_tuning", 1640, at=page.get_by_role("heading", name="1. The dev set"))
     section = page.get_by_role("heading", name="3. What fine-tuning changed inside")
     section.wait_for(timeout=SLOW)
+    # the comparison runs on request (it loads the pre-trained model beside the fine-tuned one)
+    compare = page.get_by_role("button", name="Compare before and after fine-tuning")
+    if compare.count():
+        compare.click()
+        settle(page)
+        page.get_by_text("How well C separates the gold answers").first.wait_for(timeout=SLOW)
     settle(page)
     shoot(page, out, "after_fine_tuning_inside", 1380, at=section)
 
