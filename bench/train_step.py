@@ -32,8 +32,8 @@ the step with what this CPU multiplies at that moment. The machine's load averag
 are printed with it. On a shared machine the load moves both during a run: the fastest step
 against the fastest matmul is printed too, the pair least disturbed by other processes.
 
-``--compile`` also times both models under ``torch.compile`` (ours: the ``compile`` training
-setting), so that the comparison with transformers holds with the same levers (SDPA attention,
+``--compile`` also times both models under ``torch.compile`` (ours: what the ``--compile``
+training setting of pretrain and finetune does), so that the comparison with transformers holds with the same levers (SDPA attention,
 fused AdamW, compilation); compile times are printed apart and not counted in the step times. A
 model that fails to compile is reported in one line and left out. On a GPU the datasheet's dense
 bf16 rate is printed beside the measured matmul rate, where the card is one we know.

@@ -247,3 +247,22 @@ def test_dev_outputs_read_shortest_first_are_each_examples_own(task, base_model)
 def test_a_multiple_choice_feature_needs_its_longest_choice():
     assert padded_length({"input_ids": [[2, 5, 3], [2, 5, 6, 7, 3], [2, 3]]}) == 5
     assert padded_length({"input_ids": [2, 5, 6, 3]}) == 4
+
+
+def test_the_compile_setting_trains_through_the_compiled_model_and_saves_the_plain_one(base_model, tmp_path,
+                                                                                       monkeypatch):
+    compiled = []
+    real = torch.compile
+
+    def compile_eagerly(module, **kw):  # dynamo's tracing without code generation: seconds, not minutes
+        compiled.append(module)
+        return real(module, backend="eager")
+
+    monkeypatch.setattr(torch, "compile", compile_eagerly)
+    cfg = FinetuneConfig(model=base_model, train="tiny:classification", max_train_examples=64, epochs=2,
+                         batch_size=16, lr=1e-3, max_seq_length=32, device="cpu", seed=0, compile=True)
+    result = run_finetuning(cfg, tmp_path / "run")
+    assert len(compiled) == 1 and result["dev"]["accuracy"] > 0
+    saved = checkpoint.load(tmp_path / "run" / "model")
+    assert not saved.report.missing and not saved.report.unexpected
+    assert not any("_orig_mod" in k for k in saved.model.state_dict())

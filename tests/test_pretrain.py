@@ -223,6 +223,31 @@ def test_the_learning_rate_warms_up_then_decays_to_zero_step_by_step(tmp_path):
     assert lrs == pytest.approx(wanted, abs=1e-12)
 
 
+def test_the_compile_setting_trains_the_compiled_model_and_saves_the_plain_one(tmp_path, monkeypatch):
+    """compile=True runs every step through torch.compile (here its "eager" backend: traced by
+    dynamo, no code generated) and trains as the plain run does (dropout draws its masks in another
+    order under dynamo, so the losses agree to about 0.05, not exactly); the checkpoint holds the
+    model's own parameter names, loadable as ever."""
+    from bert_explorer import checkpoint
+
+    compiled = []
+    real = torch.compile
+
+    def compile_eagerly(module, **kw):
+        compiled.append(module)
+        return real(module, backend="eager")
+
+    monkeypatch.setattr(torch, "compile", compile_eagerly)
+    kw = dict(TINY, max_steps=4, save_every=100)
+    run_pretraining(PretrainConfig(**kw), tmp_path / "plain", progress=False)
+    run_pretraining(PretrainConfig(**kw, compile=True), tmp_path / "compiled", progress=False)
+    assert len(compiled) == 1
+    assert _train_losses(tmp_path / "compiled") == pytest.approx(_train_losses(tmp_path / "plain"), abs=0.05)
+    saved = checkpoint.load(Run(tmp_path / "compiled").checkpoints()[-1][1], "BertForPreTraining")
+    assert not saved.report.missing and not saved.report.unexpected
+    assert not any("_orig_mod" in k for k in saved.model.state_dict())
+
+
 # ----- resuming keeps the run's own settings ------------------------------------------------------
 
 def test_resume_refuses_every_setting_that_decides_the_data_or_the_schedule(tmp_path):

@@ -95,6 +95,8 @@ class FinetuneConfig:
     device: str = setting("auto", "Where to train: cpu, cuda, cuda:N, or auto (a GPU if there is one).")
     precision: str = setting("auto", "The arithmetic of training: fp32, bf16, fp16, or auto (bf16 where the device "
                                      "is fast at it).")
+    compile: bool = setting(False, "torch.compile the model for training (the first steps compile it: worth it on a GPU for "
+                                  "long runs; the saved model is the plain one).")
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -227,10 +229,11 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
     total = total_steps(len(train_feats), cfg.batch_size, cfg.epochs)
     scheduler = linear_warmup_decay(optimizer, int(cfg.warmup_fraction * total), total)
     pad = loaded.tokenizer.pad_id
+    forward = torch.compile(model) if cfg.compile else model  # dev answers and the saved model: the plain one
 
     def loss_of(indices):  # the BertFor* head computes its task's loss (Section 4)
         batch = task.collate([train_feats[j] for j in indices], pad)
-        return model(**{k: v.to(dev_obj.device) for k, v in batch.items()}).loss
+        return forward(**{k: v.to(dev_obj.device) for k, v in batch.items()}).loss
 
     def dev_metrics():  # a Stop during it is honoured between batches (fit then measures the model once)
         outputs = task.model_outputs(model, dev_feats, pad, dev_obj.device, autocast=dev_obj.autocast,

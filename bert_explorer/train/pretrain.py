@@ -103,6 +103,8 @@ class PretrainConfig:
     device: str = setting("auto", "Where to train: cpu, cuda, cuda:N, or auto (a GPU if there is one).")
     precision: str = setting("auto", "The arithmetic of training: fp32, bf16, fp16, or auto (bf16 where the device "
                                      "is fast at it).")
+    compile: bool = setting(False, "torch.compile the model for training (the first steps compile it: worth it on a GPU for "
+                                  "long runs; the saved model is the plain one).")
     timelapse_frames: int = setting(0, "Record this many time-lapse frames of the model's predictions and "
                                        "attention (step 0, the end and log-spaced steps between).")
     timelapse_sentences: list[str] | None = setting(None, "The sentences of the time-lapse, with [MASK] where a "
@@ -197,7 +199,7 @@ def positions_fit(max_seq_length: int, positions: int, model: str) -> None:
 # sequences, masks, batches), its model or its optimisation stays as the run was started; only
 # these may be given anew, because they decide when it logs, evaluates and saves, and where the
 # arithmetic runs, not what it learns from.
-FREE_ON_RESUME = ("log_every", "eval_every", "save_every", "device", "precision")
+FREE_ON_RESUME = ("log_every", "eval_every", "save_every", "device", "precision", "compile")
 # max_steps may change as well: the learning-rate schedule is then re-planned from the resumed
 # step (see check_resume), and the log says so.
 
@@ -732,6 +734,8 @@ def _trainer(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, mo
             model, device_ids=[dev.device.index] if dev.device.type == "cuda" else None,
             # Without NSP the pooler and NSP head get no gradient; DDP must be told.
             find_unused_parameters=cfg.objective != "mlm+nsp")
+    if cfg.compile:  # the step runs the compiled module; checkpoints save the plain one (t.model)
+        t.ddp_model = torch.compile(t.ddp_model)
     model.train()
     return t
 
