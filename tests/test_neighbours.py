@@ -420,3 +420,24 @@ def test_the_intro_does_not_call_a_word_at_layer_0_one_vector_wherever_it_stands
     intro = next(m.value for m in at.markdown if "exBERT" in m.value)
     assert "same vector wherever" not in intro
     assert "position" in intro.split("layer 0")[1].split(";")[0]
+
+
+def test_an_estimate_reads_the_corpus_counts_kept_from_the_first_one(tiny, cache, monkeypatch):
+    """A page's first visit shows the build's estimate: the corpus is tokenised for it once, its
+    counts kept in the disk cache; the next estimate (another server, the same vocabulary and
+    corpus) reads them and counts the same tokens and sentences without tokenising anything."""
+    first = nbb.estimate_build_seconds(tiny, SENTENCES, 1)
+    units = nbb.corpus_units(tiny.tokenizer, SENTENCES)
+    assert (first["tokens"], first["sentences"]) == (units.tokens, len(units.pieces))
+    nbb._last_units.clear()  # a new process: nothing kept in memory
+
+    def no_tokenising(*a, **k):
+        raise AssertionError("tokenised again")
+
+    monkeypatch.setattr(nbb, "corpus_units", no_tokenising)
+    again = nbb.estimate_build_seconds(tiny, SENTENCES, 1)
+    assert (again["tokens"], again["sentences"], again["seconds"]) == (first["tokens"], first["sentences"],
+                                                                       first["seconds"])
+    other = [s + " too" for s in SENTENCES]  # another corpus is counted anew
+    with pytest.raises(AssertionError, match="tokenised again"):
+        nbb.estimate_build_seconds(tiny, other, 1)

@@ -37,7 +37,8 @@ from ...fingerprint import fingerprint
 from ...runs import neighbour_jobs
 from ...runs.report import duration_text
 from ...train.device import cpu_bf16_is_fast
-from ..neighbours.index import _batches, _tensors, check_layer, corpus_label, corpus_settings, corpus_units, hidden_upto
+from ..neighbours.index import (_batches, _tensors, check_layer, corpus_counts, corpus_label, corpus_settings,
+                                corpus_units, hidden_upto)
 from . import sae as saes
 from . import splice
 
@@ -469,9 +470,9 @@ def estimate_seconds(loaded: Loaded, settings: FeatureSettings, threads: int | N
     spot (three steps of the real sizes), plus the statistics and the three losses."""
     from ...train import estimate
     check_layer(loaded, settings.layer)
-    units = corpus_units(loaded.tokenizer, settings.corpus, MAX_PIECES)
+    units = corpus_counts(loaded.tokenizer, settings.corpus, MAX_PIECES)
     n, have = 0, 0
-    while n < len(units.texts) and have < settings.tokens:
+    while n < len(units.pieces) and have < settings.tokens:
         have += units.pieces[n]
         n += 1
     lengths = [p + 2 for p in units.pieces[:n]]
@@ -483,7 +484,7 @@ def estimate_seconds(loaded: Loaded, settings: FeatureSettings, threads: int | N
     # The activations are computed in bf16 where the CPU does that fast (collect), the estimate counts
     # fp32: measured for minilm-mlm-nsp's default, 192 s against 476 s estimated, so 0.4 of it.
     acts_seconds = acts["seconds"] * (0.4 if loaded_on_cpu(loaded) and cpu_bf16_is_fast() else 1.0)
-    step = _time_steps(config.hidden_size, settings.sae)
+    step = _step_seconds(config.hidden_size, settings.sae)
     steps = max(1, have // settings.sae.batch_size) * settings.sae.epochs
     train = step * steps
     after = 0.15 * train / settings.sae.epochs + 20.0   # statistics ≈ a sixth of an epoch; the losses ≈ 20 s
@@ -494,6 +495,24 @@ def estimate_seconds(loaded: Loaded, settings: FeatureSettings, threads: int | N
 
 def loaded_on_cpu(loaded: Loaded) -> bool:
     return next(loaded.model.parameters()).device.type == "cpu"
+
+
+def _step_seconds(H: int, cfg: saes.SaeConfig) -> float:
+    """:func:`_time_steps`, measured once on this machine for these sizes and this process's threads
+    and kept in the disk cache (a page's first visit then shows its estimate without training)."""
+    import os
+    import platform
+
+    path = disk_cache.entry("sae-step-time", None, hidden=H, sae=cfg.to_dict(), threads=torch.get_num_threads(),
+                            torch=torch.__version__, cpu=platform.processor() or platform.machine(),
+                            cores=os.cpu_count())
+    kept = disk_cache.read_json(path, "step.json")
+    if kept is not None:
+        return kept["seconds"]
+    seconds = _time_steps(H, cfg)
+    with disk_cache.writing(path, optional="an SAE step's measured time") as tmp:
+        (tmp / "step.json").write_text(json.dumps({"seconds": seconds}))
+    return seconds
 
 
 def _time_steps(H: int, cfg: saes.SaeConfig, steps: int = 3) -> float:

@@ -97,6 +97,35 @@ def corpus_units(tokenizer, corpus, max_pieces: int = MAX_PIECES) -> Units:
     return units
 
 
+@dataclass
+class Counts:
+    """The WordPieces of each unit of a corpus (as :func:`corpus_units` cuts it), without the texts:
+    what an estimate needs."""
+    pieces: list[int]
+
+    @property
+    def tokens(self) -> int:
+        return int(sum(self.pieces))
+
+
+COUNTS_VERSION = 1  # bump when corpus_units cuts differently
+
+
+def corpus_counts(tokenizer, corpus, max_pieces: int = MAX_PIECES) -> Counts:
+    """:func:`corpus_units`' WordPiece counts, kept in the disk cache by the vocabulary, the corpus
+    and the window: an estimate shown on a page's first visit reads them there instead of
+    tokenising the corpus again (seconds for BBC News or the Wikipedia leads)."""
+    path = disk_cache.entry("corpus-counts", None, vocab=tokenizer.fingerprint(), **corpus_settings(corpus),
+                            max_pieces=max_pieces, version=COUNTS_VERSION)
+    kept = disk_cache.read_json(path, "counts.json")
+    if kept is not None:
+        return Counts(kept["pieces"])
+    counts = Counts(list(corpus_units(tokenizer, corpus, max_pieces).pieces))
+    with disk_cache.writing(path, optional="a corpus's WordPiece counts") as tmp:
+        (tmp / "counts.json").write_text(json.dumps({"pieces": counts.pieces}))
+    return counts
+
+
 def _cut(tokenizer, corpus, max_pieces: int) -> Units:
     texts, sources = [], []
     for source, doc in corpus_documents(corpus):
@@ -190,13 +219,13 @@ def _batches(lengths: Sequence[int]) -> list[list[int]]:
     return batches
 
 
-def shard_ranges(units: Units) -> list[tuple[int, int]]:
+def shard_ranges(units: Units | Counts) -> list[tuple[int, int]]:
     """The build's shards: SHARD_SENTENCES sentences each, in corpus order."""
-    n = len(units.texts)
+    n = len(units.pieces)
     return [(a, min(a + SHARD_SENTENCES, n)) for a in range(0, n, SHARD_SENTENCES)]
 
 
-def build_shapes(units: Units) -> list[tuple[int, int]]:
+def build_shapes(units: Units | Counts) -> list[tuple[int, int]]:
     """(sentences, padded positions) of every forward batch the build runs: each shard's sentences
     batched by :func:`_batches`, as ``_encode_shard`` batches them."""
     shapes = []
@@ -405,20 +434,21 @@ def estimate_build_seconds(loaded: Loaded, corpus="bbc", layer: int | Sequence[i
                            threads: int | None = None, process_start: bool = False) -> dict:
     """How long building the index of ``layer`` (or of several layers in one pass) would take here
     (``train.estimate.index_build_estimate``):
-    the corpus cut into sentences by :func:`corpus_units`, the function the build reads it with, so
-    the tokens counted here are the tokens the build reports; the forward passes of the build's own
+    the corpus cut into sentences by :func:`corpus_units`, the function the build reads it with (its
+    counts kept in the disk cache: :func:`corpus_counts`), so the tokens counted here are the tokens
+    the build reports; the forward passes of the build's own
     batches (:func:`build_shapes`) through the layers it runs (:func:`layers_run`), on ``threads``
     threads (default: this process's; a build the page starts runs in the background, with one core
     fewer than the machine has: ``process_start`` adds its start)."""
     layers = sorted({int(layer)} if isinstance(layer, int) else {int(l) for l in layer})
     for l in layers:
         check_layer(loaded, l)
-    units = corpus_units(loaded.tokenizer, corpus)
+    units = corpus_counts(loaded.tokenizer, corpus)
     config = encoder_of(loaded.model).config
     H = config.hidden_size
     threads = threads or torch.get_num_threads()
     est = estimate.index_build_estimate(layers_run(layers), H, build_shapes(units), units.tokens, threads,
                                         process_start, model_bytes=4 * loaded.num_parameters, n_layers=len(layers),
                                         intermediate_size=config.intermediate_size)
-    return {**est, "tokens": units.tokens, "sentences": len(units.texts), "disk_bytes": disk_bytes(units.tokens, H),
+    return {**est, "tokens": units.tokens, "sentences": len(units.pieces), "disk_bytes": disk_bytes(units.tokens, H),
             "build_disk_bytes": build_disk_bytes(units.tokens, H)}
