@@ -100,6 +100,13 @@ def is_reference_model(name: str | None) -> bool:
         return False
 
 
+def report_segments(report, done: int, total: int, started: float) -> None:
+    """A measurement over segments tells its progress: the share done, the rate and the time left."""
+    rate = done / max(time.time() - started, 1e-6)
+    report(done / total, f"{done:,} of {total:,} segments ({rate:.1f} a second, about "
+                         f"{duration_text((total - done) / rate)} left)")
+
+
 def default_corpus() -> str:
     """The Wikipedia dump when it is installed (gensim's test data), else the Vital Articles' leads."""
     return next((c for c in CORPORA if BUILTIN_CORPORA[c].available), CORPORA[0])
@@ -355,9 +362,7 @@ def measure(loaded: Loaded, segments: list[Segment], word_level: bool = True,
                 words += len(s.words)
                 pieces += t
             done += len(batch)
-            rate = done / max(time.time() - started, 1e-6)
-            report(done / len(segments), f"{done:,} of {len(segments):,} segments ({rate:.1f} a second, about "
-                                         f"{duration_text((len(segments) - done) / rate)} left)")
+            report_segments(report, done, len(segments), started)
     finally:
         model.train(was_training)
     m = len(segments)

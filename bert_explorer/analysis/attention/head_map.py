@@ -43,7 +43,6 @@ import torch
 from ... import disk_cache, limits
 from ...checkpoint import Loaded, encoder_of
 from ...runs import neighbour_jobs
-from ...runs.report import duration_text
 from ..comparison.measures import js_distance
 from . import clark
 from .heads import MEASURES as HEAD_MEASURES
@@ -176,9 +175,7 @@ def measure(loaded: Loaded, segments: list[clark.Segment], progress=None) -> Hea
             stats = head_stats(att, tok.convert_ids_to_tokens(s.input_ids))[list(HEAD_MEASURES)].to_numpy()
             sums = stats if sums is None else sums + stats
             pieces += len(s)
-            rate = done / max(time.time() - started, 1e-6)
-            report(done / len(segments), f"{done:,} of {len(segments):,} segments ({rate:.1f} a second, about "
-                                         f"{duration_text((len(segments) - done) / rate)} left)")
+            clark.report_segments(report, done, len(segments), started)
     finally:
         model.train(was_training)
     L, A = att.shape[:2]
