@@ -99,7 +99,7 @@ if state["state"] != "ready":
         f"{est['disk_bytes'] / 1e9:.1f} GB in the app's cache, within its limit), then trains an SAE of "
         f"{settings.sae.width_factor * H:,} features with k = {settings.sae.k}: **about {duration_text(est['seconds'])}** "
         f"here (activations about {duration_text(est['activation_seconds'])}, training about "
-        f"{duration_text(est['train_seconds'])}: {est['step_seconds']:.2f} s a step, timed just now). It is kept for every "
+        f"{duration_text(est['train_seconds'])}: {est['step_seconds']:.2f} s a step, timed on this machine). It is kept for every "
         "later visit and every visitor.")
     if refusal := jobs.start_refusal(path, False, "SAE"):
         st.info(refusal)

@@ -466,8 +466,9 @@ class Features:
 
 def estimate_seconds(loaded: Loaded, settings: FeatureSettings, threads: int | None = None) -> dict:
     """About how long a build takes here: the activations' forward passes (``train.estimate``'s
-    index estimate: the same batches through the first l layers) and the SAE's steps, timed on the
-    spot (three steps of the real sizes), plus the statistics and the three losses."""
+    index estimate: the same batches through the first l layers) and the SAE's steps, timed the
+    first time (three steps of the real sizes, kept by :func:`_step_seconds`), plus the statistics and
+    the three losses."""
     from ...train import estimate
     check_layer(loaded, settings.layer)
     units = corpus_counts(loaded.tokenizer, settings.corpus, MAX_PIECES)
