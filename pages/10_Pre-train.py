@@ -1,4 +1,4 @@
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -210,7 +210,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
             if upload:  # the text lives in the run directory, so the run can be resumed and repeated
                 path = rv.store_upload(run_dir, "corpus.txt", upload[1])
                 config = replace(config, corpus=str(path.resolve())) if path else None
-            if config is not None and rv.launch("pretrain", asdict(config), run_dir, upload=path,
+            if config is not None and rv.launch("pretrain", config.to_dict(), run_dir, upload=path,
                                                 remember=("pt_watch", finder.rel_name(run_dir, root))):
                 st.success(f"Started {run_dir.name}.")  # and watched below
 
@@ -241,7 +241,7 @@ elif status.get("state") in ("stopped", "crashed", "failed", "finished"):
         except ValueError as e:
             st.error(str(e))
         else:
-            if rv.launch("pretrain", asdict(settings), run.path, resume=True):
+            if rv.launch("pretrain", settings.to_dict(), run.path, resume=True):
                 st.rerun()
 
 ckpts = run.checkpoints() if run is not None else []

@@ -257,20 +257,24 @@ def test_resume_refuses_every_setting_that_decides_the_data_or_the_schedule(tmp_
     fixed = {"corpus": "bbc", "max_docs": None, "held_out_fraction": 0.2, "eval_corpora": "tiny", "seed": 4,
              "vocab": "minilm", "vocab_size": 8000, "lowercase": False, "size": "mini", "objective": "mlm",
              "batch_size": 32, "grad_accum": 2, "max_seq_length": 128, "short_seq_prob": 0.5,
-             "mlm_probability": 0.2, "mask_ratio": 0.7, "random_ratio": 0.2, "keep_ratio": 0.2,
+             "mlm_probability": 0.2,
              "max_predictions_per_seq": 5, "whole_word": True, "dynamic_masking": False, "dupe_factor": 3,
              "lr": 5e-4, "weight_decay": 0.0, "warmup_steps": 7, "clip_grad_norm": 5.0, "eval_batches": 9,
              "init": "minilm", "freeze_word_embeddings": True, "mlm_only_corpus": "tiny",
              # the time-lapse so far was recorded for these sentences and heads at these steps
              "timelapse_frames": 5, "timelapse_sentences": ["the [MASK] sat ."], "timelapse_heads": [[0, 1]]}
-    from dataclasses import fields, replace
-    # every setting is either named here as fixed or may change: a new setting must be placed
-    assert set(fixed) | set(FREE_ON_RESUME) | {"max_steps"} == {f.name for f in fields(PretrainConfig)}
-    for name, value in fixed.items():
-        own = replace(saved, init="minilm") if name == "freeze_word_embeddings" else saved  # freezing needs init
+    from dataclasses import replace
+    # every setting (by its flat name, the masking ones too) is either named here as fixed or may change:
+    # a new setting must be placed
+    # the masking ratios add up to 1, so one never changes alone: each is changed with a partner
+    ratios = {"mask_ratio": {"mask_ratio": 0.7, "keep_ratio": 0.2}, "random_ratio": {"random_ratio": 0.2, "mask_ratio": 0.7},
+              "keep_ratio": {"keep_ratio": 0.2, "random_ratio": 0.0}}
+    assert set(fixed) | set(ratios) | set(FREE_ON_RESUME) | {"max_steps"} == set(saved.to_dict())
+    for name, change in [*((n, {n: v}) for n, v in fixed.items()), *ratios.items()]:
+        own = saved.updated(init="minilm") if name == "freeze_word_embeddings" else saved  # freezing needs init
         with pytest.raises(ResumeRefused) as e:
-            check_resume(tmp_path, own, replace(own, **{name: value}), 5)
-        assert list(e.value.changed) == [name] and str(e.value).startswith(f"{tmp_path} resumes with the settings")
+            check_resume(tmp_path, own, own.updated(**change), 5)
+        assert set(e.value.changed) == set(change) and str(e.value).startswith(f"{tmp_path} resumes with the settings")
     # those that change neither data nor schedule are taken, each said once
     asked = replace(saved, log_every=3, eval_every=4, save_every=5, device="cuda", precision="fp32")
     cfg, notes = check_resume(tmp_path, saved, asked, 5)
@@ -363,3 +367,46 @@ def test_a_full_disk_at_a_checkpoint_is_one_sentence_and_resume_goes_on_once_the
     assert main(["pretrain", "--output", str(out), "--resume", "--no-progress"]) == 0
     assert Run(out).status()["state"] == "finished" and Run(out).status()["step"] == 4
     assert [m["step"] for m in Run(out).metrics() if m["split"] == "train"][-1] == 4
+
+
+# ----- the masking settings: one MaskingConfig inside the run's settings -------------------------------
+
+def test_masking_settings_live_in_one_masking_config_and_files_stay_flat(tmp_path):
+    """cfg.masking is the MaskingConfig the masker reads; training_args.json and --config files keep
+    the flat names that runs have always saved, so a run written before reads back the same."""
+    from bert_explorer.data.pretraining import MaskingConfig
+
+    cfg = PretrainConfig.from_dict({**TINY, "mask_ratio": 0.6, "random_ratio": 0.3, "keep_ratio": 0.1,
+                                    "whole_word": True})
+    assert cfg.masking == MaskingConfig(mask_ratio=0.6, random_ratio=0.3, keep_ratio=0.1, whole_word=True)
+    flat = cfg.to_dict()
+    assert "masking" not in flat and (flat["mask_ratio"], flat["whole_word"], flat["mlm_probability"]) == (0.6, True, 0.15)
+    assert PretrainConfig.from_dict(flat) == cfg
+    # the nested form is read too, and a wrong ratio is one sentence before anything runs
+    assert PretrainConfig.from_dict({**TINY, "masking": {"mask_ratio": 0.6, "random_ratio": 0.3}}).masking.keep_ratio == 0.1
+    with pytest.raises(ValueError, match="ratios must be >= 0 and sum to 1"):
+        PretrainConfig.from_dict({**TINY, "mask_ratio": 0.7})
+    with pytest.raises(ValueError, match="unknown setting 'mask_ration'"):
+        PretrainConfig.from_dict({**TINY, "mask_ration": 0.7})
+    with pytest.raises(ValueError, match="max_predictions_per_seq must be a whole number"):
+        PretrainConfig.from_dict({**TINY, "max_predictions_per_seq": 2.5})
+
+
+def test_an_old_runs_flat_training_args_resume_with_its_masking(tmp_path, tiny_vocab):
+    """A run saved with flat masking keys (every run so far) resumes with its own ratios, and a
+    resume that asks for other ratios is refused by name."""
+    import json
+
+    from bert_explorer.train.pretrain import ResumeRefused, resume_settings
+
+    d = tmp_path / "r"
+    cfg = PretrainConfig.from_dict({**TINY, "vocab": tiny_vocab, "max_steps": 2, "save_every": 2,
+                                    "mask_ratio": 0.5, "random_ratio": 0.25, "keep_ratio": 0.25})
+    run_pretraining(cfg, d, progress=False)
+    saved = json.loads((d / "checkpoints" / "step-2" / "training_args.json").read_text())
+    assert (saved["mask_ratio"], saved["random_ratio"]) == (0.5, 0.25) and "masking" not in saved
+    again, _ = resume_settings(d, {"max_steps": 4})
+    assert again.masking.mask_ratio == 0.5 and again.max_steps == 4
+    with pytest.raises(ResumeRefused) as e:
+        resume_settings(d, {"max_steps": 4, "mask_ratio": 0.8, "random_ratio": 0.1, "keep_ratio": 0.1})
+    assert set(e.value.changed) == {"mask_ratio", "random_ratio", "keep_ratio"}

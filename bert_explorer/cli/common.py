@@ -214,21 +214,34 @@ def _setting_help(f) -> str:
     return text
 
 
-def dataclass_args(parser: argparse.ArgumentParser, cls) -> None:
-    """One --flag per config field, its help the field's own sentence; flags left out fall back to
-    the config file, then the default."""
+def setting_fields(cls) -> list[tuple[dataclasses.Field, object]]:
+    """The settings of a config dataclass with their types, a nested settings dataclass (the
+    masking of pre-training) opened into its own fields: the flat names that flags and
+    --config files use."""
     hints = typing.get_type_hints(cls)
+    out = []
     for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            out += setting_fields(hints[f.name])
+        else:
+            out.append((f, hints[f.name]))
+    return out
+
+
+def dataclass_args(parser: argparse.ArgumentParser, cls) -> None:
+    """One --flag per config setting, its help the field's own sentence; flags left out fall back to
+    the config file, then the default."""
+    for f, hint in setting_fields(cls):
         name = flag(f.name)
-        if hints[f.name] is bool:
+        if hint is bool:
             parser.add_argument(name, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
                                 help=_setting_help(f))
             continue
-        if typing.get_origin(hints[f.name]) is list:
+        if typing.get_origin(hint) is list:
             parser.add_argument(name, dest=f.name, default=None, help=_setting_help(f) + " Comma-separated numbers.",
                                 type=lambda t: [float(x) for x in t.split(",") if x.strip()])
             continue
-        options = typing.get_args(hints[f.name]) or (hints[f.name],)  # X | None -> (X, NoneType)
+        options = typing.get_args(hint) or (hint,)  # X | None -> (X, NoneType)
         base = next((t for t in (str, float, int) if t in options), None)
         if base is None:  # e.g. a list of sentences or of [layer, head] pairs: only the --config file sets it
             continue
@@ -240,7 +253,7 @@ def given_settings(args, cls) -> dict:
     out is None, so the dataclass's defaults are not mistaken for a choice)."""
     data = _load_json_config(args.config)
     data.pop("kind", None)
-    for f in dataclasses.fields(cls):
+    for f, _ in setting_fields(cls):
         v = getattr(args, f.name, None)
         if v is not None:
             data[f.name] = v

@@ -70,7 +70,7 @@ def cmd_pretrain(args) -> int:
     cfg = _resumed_config(args) if args.resume else config_from(args, PretrainConfig)
     return run_or_background(
         args, lambda: run_pretraining(cfg, args.output, resume=args.resume, progress=not args.no_progress),
-        start=lambda: start_run("pretrain", asdict(cfg), args,
+        start=lambda: start_run("pretrain", cfg.to_dict(), args,
                                 "started pre-training in the background: {path} (pid {pid})"))
 
 
@@ -101,7 +101,7 @@ def cmd_evaluate_pretraining(args) -> int:
         if given:  # the settings given change the model's own (only the documents' settings change what is read)
             base = cfg
             with user_errors(TypeError):
-                cfg = PretrainConfig.from_dict({**asdict(base), **given})
+                cfg = PretrainConfig.from_dict({**base.to_dict(), **given})
             if quality.document_settings(cfg) != quality.document_settings(base):
                 held_out = f"from the settings given ({cfg.corpus}, {cfg.held_out_fraction:.0%} held out, seed {cfg.seed})"
         result = quality.measure(loaded, cfg, held_out, max_sequences=args.sequences)

@@ -58,23 +58,42 @@ class Instance:
         return ids
 
 
+def _setting(default, help: str):
+    # the sentence the command line's --help and the pages show for the setting (as train/configs.setting)
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass(frozen=True)
 class MaskingConfig:
     """How the masked-LM targets are chosen (Section 3.1; the ratios vary in Table 8)."""
 
-    mlm_probability: float = 0.15     # share of (non-special) tokens chosen as targets
-    mask_ratio: float = 0.8           # of the chosen: replaced by [MASK] ...
-    random_ratio: float = 0.1         # ... by a random token ...
-    keep_ratio: float = 0.1           # ... or left unchanged
-    max_predictions_per_seq: int = 20  # cap; 20 ~ 0.15 x 128 in the original scripts
-    whole_word: bool = False          # choose all pieces of a word together (the 2019 release)
+    mlm_probability: float = _setting(0.15, "The fraction of tokens chosen for the masked-LM prediction (15% in the "
+                                            "paper).")
+    mask_ratio: float = _setting(0.8, "Of the chosen tokens, the fraction replaced by [MASK] (Table 8 varies these "
+                                      "three ratios).")
+    random_ratio: float = _setting(0.1, "Of the chosen tokens, the fraction replaced by a random token.")
+    keep_ratio: float = _setting(0.1, "Of the chosen tokens, the fraction left as they are (still predicted).")
+    # 20 ~ 0.15 x 128 in the original scripts
+    max_predictions_per_seq: int = _setting(20, "The most tokens predicted in one sequence.")
+    # the 2019 release's whole-word masking
+    whole_word: bool = _setting(False, "Mask whole words: all the WordPiece pieces of a chosen word together.")
 
     def __post_init__(self):
+        for name in ("mlm_probability", "mask_ratio", "random_ratio", "keep_ratio", "max_predictions_per_seq"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise ValueError(f"{name} must be a number, not {v!r}")
+        if not isinstance(self.whole_word, bool):
+            raise ValueError(f"whole_word must be true or false, not {self.whole_word!r}")
         ratios = (self.mask_ratio, self.random_ratio, self.keep_ratio)
         if min(ratios) < 0 or abs(sum(ratios) - 1) > 1e-6:
             raise ValueError(f"mask/random/keep ratios must be >= 0 and sum to 1, got {ratios}")
-        if not 0 < self.mlm_probability <= 1 or self.max_predictions_per_seq < 1:
-            raise ValueError("mlm_probability must be in (0, 1] and max_predictions_per_seq >= 1")
+        if not 0 < self.mlm_probability <= 1:
+            raise ValueError(f"mlm_probability must be in (0, 1], not {self.mlm_probability!r}")
+        if self.max_predictions_per_seq != int(self.max_predictions_per_seq) or self.max_predictions_per_seq < 1:
+            raise ValueError(f"max_predictions_per_seq must be a whole number of at least 1, not "
+                             f"{self.max_predictions_per_seq!r}")
+        object.__setattr__(self, "max_predictions_per_seq", int(self.max_predictions_per_seq))  # 5.0 from a JSON file
 
 
 def mask_tokens(input_ids: Sequence[int], special_ids: set[int], vocab_size: int,

@@ -262,7 +262,7 @@ def pretrain_config(recipe: dict, size: str, objective: str, masking: str) -> di
     d = {**recipe["pretrain"], "size": size, "objective": "ltr" if objective.startswith("ltr") else objective,
          "mask_ratio": mask, "keep_ratio": same, "random_ratio": rnd}
     vocab = d.get("vocab", "train")
-    cfg = asdict(PretrainConfig.from_dict({k: v for k, v in d.items() if k != "vocab"}))
+    cfg = PretrainConfig.from_dict({k: v for k, v in d.items() if k != "vocab"}).to_dict()
     cfg["vocab"] = vocab  # "shared" = one WordPiece vocabulary for the whole ablation (runner.py)
     return cfg
 
@@ -441,7 +441,7 @@ def _dev_examples(spec: dict, ft: dict) -> int:
 def estimate(plan: dict, device: str = "cpu") -> dict:
     """A rough time estimate in seconds: ``{"pretrain_s", "finetune_s", "total_s"}``.
 
-    ``device`` is "cpu" (the 2-core machines of the team) or "gpu" (one H100). It counts
+    ``device`` is "cpu" (the 2-core machines of the team) or "gpu" (one H100 or H200). It counts
     FLOPs and adds fixed costs per run; expect it to be right within a factor of about two."""
     device = "cpu" if device == "cpu" else "gpu"
     pre = 0.0
@@ -488,7 +488,8 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
             steps = epochs * max(1, n // ft.get("batch_size", 32))
             secs = max(secs, steps * est.GPU_FT_STEP_FLOOR_S)
         small = ft["train"].startswith(("tiny:", "pairs:tiny"))
-        ft_total += secs + (1 if small else 5)  # reading data, loading and saving models
+        # reading data, loading and saving models
+        ft_total += secs + (1 if small else 5 if device == "cpu" else est.GPU_FINETUNE_RUN_S)
     return {"pretrain_s": round(pre), "finetune_s": round(ft_total), "total_s": round(pre + ft_total)}
 
 

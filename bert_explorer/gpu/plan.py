@@ -147,7 +147,7 @@ def plan_paper_mini(recipe: dict) -> Planned:
     return Planned(seconds, [
         f"start-up {START_S:.0f} s in each of its two commands (assumed)",
         f"{n_pre} pre-trainings {e['pretrain_s']:.0f} s and {n_cells} fine-tuning cells {e['finetune_s']:.0f} s "
-        f"(experiments.grid.estimate on 'gpu', from estimate.py's assumption)",
+        f"(experiments.grid.estimate on 'gpu', train/estimate.py's rates, measured on an H200)",
     ], {"paper-mini.tar (results.jsonl, plan, logs and metrics of every run; no models)": 600_000})
 
 

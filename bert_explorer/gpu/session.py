@@ -54,7 +54,7 @@ def print_plan(names, say=print) -> dict:
     """The planned minutes of each step with real settings, how they were found, and the files
     each would send back. Returns {step: Planned}."""
     planned = {n: STEPS[n].planned() for n in names}
-    say(f"Plan (real settings on {plan.est.GPU_ASSUMED}; assumed rates in train/estimate.py; "
+    say(f"Plan (real settings on {plan.est.GPU_ASSUMED}; rates measured on an H200, in train/estimate.py; "
         f"one command <= {plan.BUDGET_S // 60} min):")
     for n, p in planned.items():
         sizes = ", ".join(f"{what}: {b / travel.MiB:.1f} MiB" for what, b in p.returns.items())

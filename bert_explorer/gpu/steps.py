@@ -246,9 +246,10 @@ def run_explorer(ctx: Context) -> Outcome:
 
 
 # ----- paper-mini -----------------------------------------------------------------------------------
-# What of an ablation folder comes back and travels again: everything but models, vocabularies
-# and generated data (a later command makes them again where it needs them).
-_HEAVY = ("checkpoints", "model", "feature_head", "tokenizer", "data", "vocab")
+# What of an ablation folder comes back and travels again: everything but models, vocabularies,
+# generated data (a later command makes them again where it needs them) and the cells' dev
+# predictions (15 of paper-mini's 15.3 MiB; the report reads only results.jsonl).
+_HEAVY = ("checkpoints", "model", "feature_head", "tokenizer", "data", "vocab", "dev_predictions.json")
 
 
 def _light_copy(src: Path, dst: Path) -> None:

@@ -254,22 +254,25 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
 
 
 # ----- planning work for a GPU (bert_explorer/gpu, the ablation planner) ----------------------
-# ASSUMED, not yet measured with this code: one H100 or H200 training
-# in bf16 autocast with SDPA attention. Small BERTs (H <= 512) keep a GPU far from its 989 TFLOP/s
-# dense bf16 peak: their matrices are small and a step is a few hundred kernel launches. BERT-Base
-# at sequence length 128 fills it much better.
+# Measured on one H200 in bf16 autocast with SDPA attention (docs/gpu-runs/: the bench, the teaching
+# model and the paper-mini ablation, 11 pre-trainings and 37 fine-tunings in 416 s). Small BERTs
+# (H <= 512) keep a GPU far from its 989 TFLOP/s dense bf16 peak: their matrices are small and a step
+# is a few hundred kernel launches. BERT-Base at sequence length 128 fills it much better.
 GPU_ASSUMED = "one H100/H200 in bf16"
-GPU_FLOP_S_SMALL = 60e12          # effective FLOP/s on the small models (~6 % of peak)
-GPU_FLOP_S_BASE = 300e12          # effective FLOP/s on BERT-Base, seq 128 (~30 % of peak)
-GPU_STEP_FLOOR_S = 0.04           # no pre-training step of a small model is quicker (launches, Python)
-GPU_FT_STEP_FLOOR_S = 0.015       # the same for a fine-tuning step
+GPU_FLOP_S_SMALL = 60e12          # effective FLOP/s on the small models (~6 % of peak; the step floor rules them)
+GPU_FLOP_S_BASE = 220e12          # BERT-Base, seq 128, batch 128, eager: 219 TFLOP/s measured (258 compiled)
+GPU_STEP_FLOOR_S = 0.036          # no pre-training step of a small model is quicker: 27-46 ms measured
+                                  # (Tiny to Medium, batch 128 x 128), 41-47 ms for MiniLM's 12 layers
+GPU_FT_STEP_FLOOR_S = 0.008       # the same for a fine-tuning step (batch 32): fitted to paper-mini's 37 cells
 # A pre-training batch is masked and padded in Python on the host (data/pretraining.collate, one
 # core, while the GPU waits): measured 3,000 sequences of 128 per second on this project's 2-core
 # CPU; a GPU machine's core is assumed 1.3x faster.
 HOST_MASKING_SEQ_PER_S = 3900.0
 # Around the steps of one pre-training: building the model, its instances (tokenising is done once
-# per process and corpus: data/pretraining.py keeps it), its evaluations and checkpoints.
-GPU_PRETRAIN_RUN_S = 12.0
+# per process and corpus: data/pretraining.py keeps it), its evaluations and checkpoints: 2-3 s
+# measured after the first, 8 s for the first.
+GPU_PRETRAIN_RUN_S = 3.0
+GPU_FINETUNE_RUN_S = 3.0          # reading a task, loading the pre-trained model, saving (paper-mini's cells)
 
 
 def gpu_flop_s(hidden_size: int) -> float:

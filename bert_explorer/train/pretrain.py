@@ -73,14 +73,9 @@ class PretrainConfig:
                                        "first 90% of steps).")
     short_seq_prob: float = setting(0.1, "The probability that a sequence is made shorter than max-seq-length, so "
                                          "the model also sees short inputs.")
-    mlm_probability: float = setting(0.15, "The fraction of tokens chosen for the masked-LM prediction (15% in the "
-                                           "paper).")
-    mask_ratio: float = setting(0.8, "Of the chosen tokens, the fraction replaced by [MASK] (Table 8 varies these "
-                                     "three ratios).")
-    random_ratio: float = setting(0.1, "Of the chosen tokens, the fraction replaced by a random token.")
-    keep_ratio: float = setting(0.1, "Of the chosen tokens, the fraction left as they are (still predicted).")
-    max_predictions_per_seq: int = setting(20, "The most tokens predicted in one sequence.")
-    whole_word: bool = setting(False, "Mask whole words: all the WordPiece pieces of a chosen word together.")
+    masking: MaskingConfig = setting(help="How the masked-LM targets are chosen (Section 3.1; Table 8 varies the "
+                                          "ratios): its settings are given and saved beside the others.",
+                                     factory=MaskingConfig)
     dynamic_masking: bool = setting(True, "Choose new masks every time a sequence is seen; without it the masks "
                                           "are fixed, dupe-factor copies of each sequence made once.")
     dupe_factor: int = setting(1, "With static masks, how many differently masked copies of each sequence are "
@@ -166,22 +161,41 @@ class PretrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict, strict: bool = True) -> "PretrainConfig":
-        """Settings from a dict; ``strict=False`` for a run written earlier (unknown keys warned about)."""
-        return cls(**settings_of(cls, d, strict), precision=precision_from(d))
+        """Settings from a flat dict (a run's training_args.json, a --config file, a recipe: the masking
+        settings beside the others), or with a nested ``masking`` dict; ``strict=False`` for a run
+        written earlier (unknown keys warned about)."""
+        d = dict(d)
+        nested = d.pop("masking", None)
+        if isinstance(nested, MaskingConfig):
+            nested = asdict(nested)
+        flat = {k: d.pop(k) for k in MASKING_SETTINGS if k in d}
+        masking = MaskingConfig(**{**settings_of(MaskingConfig, nested or {}, strict), **flat})
+        return cls(**settings_of(cls, d, strict), masking=masking, precision=precision_from(d))
 
-    def masking(self) -> MaskingConfig:
-        return MaskingConfig(self.mlm_probability, self.mask_ratio, self.random_ratio, self.keep_ratio,
-                             self.max_predictions_per_seq, self.whole_word)
+    def to_dict(self) -> dict:
+        """The settings as one flat dict, the form runs have always saved (training_args.json) and
+        --config files use: ``from_dict(cfg.to_dict()) == cfg``."""
+        out = {}
+        for name, value in asdict(self).items():
+            out.update(value if name == "masking" else {name: value})
+        return out
+
+    def updated(self, **settings) -> "PretrainConfig":
+        """This config with some settings given anew, by their flat names (``mask_ratio=0.6``)."""
+        return PretrainConfig.from_dict({**self.to_dict(), **settings})
+
+
+MASKING_SETTINGS = tuple(f.name for f in fields(MaskingConfig))
 
 
 # The settings that count something, and the least each may be (None: "not set", where allowed; max_steps 0
 # saves the model as it starts, before any update).
 _AT_LEAST = {"batch_size": 1, "grad_accum": 1, "max_steps": 0, "log_every": 1, "eval_every": 1, "save_every": 1,
-             "eval_batches": 1, "max_predictions_per_seq": 1, "dupe_factor": 1, "vocab_size": 16,
+             "eval_batches": 1, "dupe_factor": 1, "vocab_size": 16,
              "max_seq_length": 8, "warmup_steps": 0, "max_docs": 1, "lr": 1e-12,
              "weight_decay": 0, "clip_grad_norm": 1e-12}
 _WHOLE = {"batch_size", "grad_accum", "max_steps", "log_every", "eval_every", "save_every", "eval_batches",
-          "max_predictions_per_seq", "dupe_factor", "vocab_size", "max_seq_length",
+          "dupe_factor", "vocab_size", "max_seq_length",
           "warmup_steps", "max_docs"}
 _MAY_BE_NONE = {"warmup_steps", "max_docs"}
 
@@ -322,8 +336,10 @@ def check_resume(run_dir, saved: PretrainConfig, asked: PretrainConfig, step: in
     A new ``max_steps`` re-plans the learning-rate schedule from ``step``: the warm-up keeps its
     length and the linear decay now reaches zero at the new last step, as if the run had been
     planned that long from the start (the rate at ``step`` is that plan's, which the log gives)."""
-    fixed = [f.name for f in fields(PretrainConfig) if f.name not in FREE_ON_RESUME + ("max_steps",)]
-    changed = {k: (getattr(asked, k), getattr(saved, k)) for k in fixed if getattr(asked, k) != getattr(saved, k)}
+    # by the settings' flat names, the masking ones included (a changed mask_ratio is named as such)
+    mine, theirs = saved.to_dict(), asked.to_dict()
+    fixed = [k for k in mine if k not in FREE_ON_RESUME + ("max_steps",)]
+    changed = {k: (theirs[k], mine[k]) for k in fixed if theirs[k] != mine[k]}
     # No warm-up given means the run's own; a re-planned run states it as a number (10% of its first plan).
     if "warmup_steps" in changed and asked.warmup_steps in (None, warmup_steps_of(saved)):
         del changed["warmup_steps"]
@@ -353,7 +369,7 @@ def resume_settings(run_dir, changes: dict | None = None) -> tuple[PretrainConfi
     with: the run's own settings, with ``changes`` (the settings the user gave) applied where a
     resume allows them (:func:`check_resume`)."""
     saved, step = saved_settings(run_dir)
-    asked = PretrainConfig.from_dict({**asdict(saved), **(changes or {})}, strict=False)
+    asked = PretrainConfig.from_dict({**saved.to_dict(), **(changes or {})}, strict=False)
     return check_resume(run_dir, saved, asked, step)
 
 
@@ -449,7 +465,7 @@ def _save(run: Run, model, tok, step: int, optimizer, scheduler, scaler, cfg: Pr
                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             }, f)
 
-    extra = {"training_args.json": _json(asdict(cfg))}
+    extra = {"training_args.json": _json(cfg.to_dict())}
     if metrics:
         extra["eval_metrics.json"] = _json(metrics)
     if frames is not None and frames.doc is not None:  # the model folder carries its own time-lapse
@@ -506,7 +522,7 @@ def build_tokenizer(cfg: PretrainConfig, train_docs) -> WordPieceTokenizer:
 def held_out_instances(cfg: PretrainConfig, held_docs, tok: WordPieceTokenizer) -> list:
     # Masks fixed by the seed, so every evaluation of every checkpoint sees the same positions.
     held = create_instances(held_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective,
-                            cfg.masking(), seed=cfg.seed + 1, mask=True)
+                            cfg.masking, seed=cfg.seed + 1, mask=True)
     if cfg.eval_corpora:
         # Several parts are named: shuffle once (fixed by the seed) so that the first
         # eval_batches hold a mix of them, not only the documents of the first part.
@@ -570,7 +586,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     _check_positions(cfg, latest)
     dev = pick_device(cfg.device, cfg.precision)
     if dev.is_main:
-        run.create(asdict(cfg), "pretrain")
+        run.create(cfg.to_dict(), "pretrain")
         for gone in run.clear_leftovers():
             run.log(f"removed {gone.relative_to(run.path)}, left by a write that was cut off")
         for note in notes:
@@ -669,7 +685,7 @@ class _Pace:
 def _pretraining_data(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None) -> _Data:
     train_docs, held_docs = split_corpus(cfg)
     tok = _run_tokenizer(cfg, run, train_docs, dev, latest)
-    masking = cfg.masking()
+    masking = cfg.masking
     train = create_instances(train_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective, masking,
                              dupe_factor=1 if cfg.dynamic_masking else cfg.dupe_factor, seed=cfg.seed,
                              mask=not cfg.dynamic_masking)
@@ -757,7 +773,7 @@ def _frame_recorder(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | N
         return None, set()
     frames = FrameRecorder(run.path / FRAMES_FILE, data.tok, cfg.timelapse_sentences or SENTENCES, cfg.timelapse_heads,
                            source={"run": run.path.name, "device": dev.name, "precision": dev.precision,
-                                   "world_size": dev.world_size, "config": asdict(cfg)},
+                                   "world_size": dev.world_size, "config": cfg.to_dict()},
                            keep_until=t.step if latest else None)
     if t.step == 0:  # the random initialisation, before any update
         frames.record(t.model, 0, 0, 0, evaluate(t.model, data.held, cfg, data.tok, dev) if data.held else None)
@@ -865,7 +881,7 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
     data = _pretraining_data(cfg, run, dev, latest)
     t = _trainer(cfg, run, dev, latest, _new_model(cfg, run, dev, latest, data.tok))
     _check_room(run, t.model, cfg, t.step)
-    flops_tok = model_flops_per_token(t.model, cfg.max_seq_length, cfg.mlm_probability)["total"]
+    flops_tok = model_flops_per_token(t.model, cfg.max_seq_length, cfg.masking.mlm_probability)["total"]
     if dev.is_main:
         _announce(cfg, run, dev, latest, data, t)
     frames, to_record = _frame_recorder(cfg, run, dev, latest, data, t)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from ... import atomic, checkpoint, disk_cache, limits
@@ -147,7 +147,7 @@ def document_settings(cfg: PretrainConfig) -> dict:
     keep = ("corpus", "max_docs", "held_out_fraction", "eval_corpora", "seed", "max_seq_length", "short_seq_prob",
             "objective", "mlm_probability", "mask_ratio", "random_ratio", "keep_ratio", "max_predictions_per_seq",
             "whole_word")
-    return {k: v for k, v in asdict(cfg).items() if k in keep}
+    return {k: v for k, v in cfg.to_dict().items() if k in keep}
 
 
 def save(path: Path, result: dict) -> None:
