@@ -410,3 +410,35 @@ def test_an_old_runs_flat_training_args_resume_with_its_masking(tmp_path, tiny_v
     with pytest.raises(ResumeRefused) as e:
         resume_settings(d, {"max_steps": 4, "mask_ratio": 0.8, "random_ratio": 0.1, "keep_ratio": 0.1})
     assert set(e.value.changed) == {"mask_ratio", "random_ratio", "keep_ratio"}
+
+
+def test_pretraining_in_memory_trains_the_same_model_with_no_folder(tmp_path, tiny_vocab, monkeypatch):
+    """pretrain() needs no run folder: it writes nothing, reports through a MemoryReporter, stops
+    when that asks, and with the same settings and seed gives run_pretraining's losses and weights."""
+    import json
+
+    from bert_explorer.checkpoint import load
+    from bert_explorer.train.pretrain import pretrain
+    from bert_explorer.train.report import MemoryReporter
+
+    cfg = PretrainConfig(**{**TINY, "vocab": tiny_vocab, "eval_every": 3}, max_steps=6, save_every=1000)
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    memory = MemoryReporter()
+    done = pretrain(cfg, memory)
+    assert list(work.iterdir()) == []  # nothing written
+    assert done.result["state"] == "finished" and done.result["step"] == 6 and memory.status["state"] == "finished"
+    run_pretraining(cfg, tmp_path / "run", progress=False)
+    on_disk = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    losses = [(m["step"], m["loss"]) for m in memory.metrics if m["split"] == "train"]
+    assert len(losses) == 6 and losses == [(m["step"], m["loss"]) for m in on_disk if m["split"] == "train"]
+    saved = load(tmp_path / "run" / "checkpoints" / "step-6", "BertForPreTraining").model.state_dict()
+    for name, w in done.model.state_dict().items():
+        assert torch.allclose(w.float(), saved[name].float(), atol=1e-6), name
+    assert done.tokenizer.vocab_size == load(tmp_path / "run" / "checkpoints" / "step-6").tokenizer.vocab_size
+    # a stop asked for by the reporter ends the run at that step, as a user's Stop does
+    stopped = pretrain(cfg, MemoryReporter(stop_at=2))
+    assert (stopped.result["state"], stopped.result["step"]) == ("stopped", 2)
+    with pytest.raises(ValueError, match="time-lapse is written into a run folder"):
+        pretrain(cfg.updated(timelapse_frames=3))

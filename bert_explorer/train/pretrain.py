@@ -37,6 +37,7 @@ from .optim import apply_update, linear_warmup_decay, load_optimizer_state, make
 from .configs import setting, settings_of
 from .engine import marks_failure
 from .loop import train_loop
+from .report import MemoryReporter, Reporter
 from .estimate import model_flops_per_token
 from ..runs.lock import writes_run
 from ..runs.run import Run
@@ -378,7 +379,7 @@ def warmup_steps_of(cfg: PretrainConfig) -> int:
     return cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.max_steps // 10)
 
 
-def _warm_start(cfg: PretrainConfig, run: Run, dev: Device) -> BertForPreTraining:
+def _warm_start(cfg: PretrainConfig, run: Reporter, dev: Device) -> BertForPreTraining:
     """Continue pre-training from ``cfg.init``: its encoder weights exactly, its vocabulary,
     and fresh heads for whatever it lacks (an encoder-only checkpoint has no MLM or NSP head)."""
     loaded = checkpoint.load(cfg.init, "BertForPreTraining")
@@ -452,8 +453,9 @@ def evaluate(model, instances, cfg: PretrainConfig, tok: WordPieceTokenizer, dev
     return result
 
 
-def _save(run: Run, model, tok, step: int, optimizer, scheduler, scaler, cfg: PretrainConfig,
-          metrics: dict | None = None, tokens_seen: int | None = None, frames: FrameRecorder | None = None) -> Path:
+def _save(run: Reporter, model, tok, step: int, optimizer, scheduler, scaler, cfg: PretrainConfig,
+          metrics: dict | None = None, tokens_seen: int | None = None,
+          frames: FrameRecorder | None = None) -> Path | None:
     def write_state(d: Path):
         # Through a Python file: on a full disk torch's own writer says only "unexpected pos";
         # this way the OSError(ENOSPC) travels with it (full_disk.is_disk_full reads either).
@@ -465,6 +467,8 @@ def _save(run: Run, model, tok, step: int, optimizer, scheduler, scaler, cfg: Pr
                 "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             }, f)
 
+    if run.path is None:  # in memory: the caller keeps the model
+        return None
     extra = {"training_args.json": _json(cfg.to_dict())}
     if metrics:
         extra["eval_metrics.json"] = _json(metrics)
@@ -489,7 +493,7 @@ def _after_a_full_disk(run: Run) -> str:
     return f"the last good checkpoint is {last}, and {resume} continues from it once space is freed"
 
 
-def _set_lr_to_schedule(optimizer, scheduler, step: int, run: Run | None) -> None:
+def _set_lr_to_schedule(optimizer, scheduler, step: int, run: Reporter | None) -> None:
     """Set the learning rate of the next update to the schedule's value at ``step``. The
     optimiser's saved state holds the rate of the plan it was saved under; when max_steps was
     changed on resume (check_resume), the schedule is re-planned and the two differ: the log
@@ -551,12 +555,15 @@ def _documents_by_part(corpus: str) -> list[tuple[str, list]]:
     return [(part, tiny_corpus() if part == "tiny" else load_corpus(part)) for part in corpus.split("+")]
 
 
-def _run_tokenizer(cfg, run: Run, train_docs, dev: Device, latest: Path | None) -> WordPieceTokenizer:
+def _run_tokenizer(cfg, run: Reporter, train_docs, dev: Device, latest: Path | None) -> WordPieceTokenizer:
     """The run's vocabulary, fixed once in run_dir/tokenizer. Learning it is deterministic
     (``wordpiece_vocab``), but a resumed run and every DDP rank read the saved one all the same: it is
-    the vocabulary the run's checkpoints were trained with, whatever version of the learner is here."""
+    the vocabulary the run's checkpoints were trained with, whatever version of the learner is here.
+    Without a folder (in memory, one process) it is learnt and kept in memory."""
     if latest:
         return WordPieceTokenizer.from_dir(latest)
+    if run.path is None:
+        return build_tokenizer(cfg, train_docs)
     tok_dir = run.path / "tokenizer"
     if dev.is_main and not (tok_dir / "vocab.txt").exists():
         build_tokenizer(cfg, train_docs).save(tok_dir)
@@ -604,10 +611,36 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         with marks_failure(run) if dev.is_main else nullcontext(), \
                 full_disk.saving(run.path, "go on writing the run", lambda: _after_a_full_disk(run)):
             # a crash leaves "failed", not "running"; a full disk anywhere (metrics, log) is one sentence
-            return _pretrain(cfg, run, dev, latest, progress, on_step, stop_signal)
+            return _pretrain(cfg, run, dev, latest, progress, on_step, stop_signal)[0]
     finally:
         if in_main_thread:
             signal.signal(signal.SIGTERM, previous)
+
+
+@dataclass
+class Pretrained:
+    """What an in-memory pre-training gives: the model, its vocabulary, and how the run ended
+    (``{"step", "state", **the last held-out evaluation}``)."""
+
+    model: BertForPreTraining
+    tokenizer: WordPieceTokenizer
+    result: dict
+
+
+def pretrain(cfg: PretrainConfig, reporter: Reporter | None = None, progress: bool = False,
+             on_step=None) -> Pretrained:
+    """Pre-train in memory, with no run folder: nothing is read or written on disk but the corpus
+    (no checkpoint, vocabulary file or time-lapse), for a notebook or a test. The log, metric lines
+    and status go to ``reporter`` (a fresh :class:`MemoryReporter` by default), which may also ask
+    for a stop. The same settings and seed train the same model as :func:`run_pretraining`."""
+    if cfg.timelapse_frames:
+        raise ValueError("the time-lapse is written into a run folder: use run_pretraining, or timelapse_frames=0")
+    dev = pick_device(cfg.device, cfg.precision)
+    if dev.distributed:
+        raise ValueError("in-memory pre-training runs in one process; under torchrun use run_pretraining")
+    _check_positions(cfg, None)
+    result, model, tok = _pretrain(cfg, reporter or MemoryReporter(), dev, None, progress, on_step, {"set": False})
+    return Pretrained(model, tok, result)
 
 
 def _check_positions(cfg: PretrainConfig, latest: Path | None) -> None:
@@ -619,11 +652,13 @@ def _check_positions(cfg: PretrainConfig, latest: Path | None) -> None:
                       f"the model in {source}")
 
 
-def _check_room(run: Run, model, cfg: PretrainConfig, step: int) -> None:
+def _check_room(run: Reporter, model, cfg: PretrainConfig, step: int) -> None:
     """Before training: is there room for the next checkpoint? Measured on the newest checkpoint that
     holds a training state (weights, vocabulary and Adam's moments as written), else counted from the
     model; a quarter more is asked for, since a file system's blocks and metadata take more than the
     bytes. A disk too full is one sentence now, not after the steps before that save are trained."""
+    if run.path is None:  # in memory: nothing is saved
+        return
     newest = run.latest_checkpoint()
     if newest is not None:
         size = sum(f.stat().st_size for f in newest.rglob("*") if f.is_file())
@@ -682,7 +717,7 @@ class _Pace:
     last_eval: dict | None = None
 
 
-def _pretraining_data(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None) -> _Data:
+def _pretraining_data(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None) -> _Data:
     train_docs, held_docs = split_corpus(cfg)
     tok = _run_tokenizer(cfg, run, train_docs, dev, latest)
     masking = cfg.masking
@@ -710,7 +745,7 @@ def _pretraining_data(cfg: PretrainConfig, run: Run, dev: Device, latest: Path |
     return _Data(tok, train, held, _Sampler(len(train), cfg.seed), Masker.of(tok, masking))
 
 
-def _new_model(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, tok) -> BertForPreTraining:
+def _new_model(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None, tok) -> BertForPreTraining:
     torch.manual_seed(cfg.seed)
     if latest:  # a resumed run needs only its own checkpoint (weights loaded below), not init's
         model = BertForPreTraining(BertConfig.load(latest))
@@ -726,7 +761,7 @@ def _new_model(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, 
     return model
 
 
-def _trainer(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, model) -> _Trainer:
+def _trainer(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None, model) -> _Trainer:
     """The optimiser, schedule and loss scaler; on a resume, the weights and all of those as the
     checkpoint left them, random states included; DDP around the model on several devices."""
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
@@ -756,7 +791,7 @@ def _trainer(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, mo
     return t
 
 
-def _announce(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, data: _Data, t: _Trainer) -> None:
+def _announce(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None, data: _Data, t: _Trainer) -> None:
     run.write_status(state="running", pid=os.getpid(), step=t.step, max_steps=cfg.max_steps,
                      device=dev.name, precision=dev.precision, world_size=dev.world_size,
                      ddp_backend=dev.backend, started=time.time(),
@@ -767,7 +802,7 @@ def _announce(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, d
             f"(asked: {cfg.precision}), {threads_text()}")
 
 
-def _frame_recorder(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, data: _Data, t: _Trainer):
+def _frame_recorder(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None, data: _Data, t: _Trainer):
     """The time-lapse's recorder and the steps it records at (none asked: None and no step)."""
     if not (cfg.timelapse_frames and dev.is_main):
         return None, set()
@@ -780,7 +815,7 @@ def _frame_recorder(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | N
     return frames, {s for s in frame_steps(cfg.timelapse_frames, cfg.max_steps) if s > t.step}
 
 
-def _stop_agreed(run: Run, dev: Device, stop_signal: dict) -> bool:
+def _stop_agreed(run: Reporter, dev: Device, stop_signal: dict) -> bool:
     stopped = dev.is_main and (run.stop_requested() or stop_signal["set"])
     if dev.distributed:  # every rank must agree to stop at the same step
         flag = torch.tensor([stopped], dtype=torch.int, device=dev.device)
@@ -815,7 +850,7 @@ def _train_step(cfg: PretrainConfig, dev: Device, data: _Data, t: _Trainer, pace
     return losses, apply_update(t.model, t.optimizer, t.scheduler, t.scaler, cfg.clip_grad_norm)
 
 
-def _log_step(cfg: PretrainConfig, run: Run, dev: Device, t: _Trainer, pace: _Pace, losses: dict, grad_norm: float,
+def _log_step(cfg: PretrainConfig, run: Reporter, dev: Device, t: _Trainer, pace: _Pace, losses: dict, grad_norm: float,
               flops_tok: float) -> None:
     tps = pace.tokens_since / max(pace.train_time, 1e-9)
     peak = dev.peak_flops()
@@ -830,7 +865,7 @@ def _log_step(cfg: PretrainConfig, run: Run, dev: Device, t: _Trainer, pace: _Pa
     pace.train_time, pace.tokens_since, pace.last_log = 0.0, 0, time.time()
 
 
-def _evaluate_step(cfg: PretrainConfig, run: Run, dev: Device, data: _Data, t: _Trainer, pace: _Pace) -> dict:
+def _evaluate_step(cfg: PretrainConfig, run: Reporter, dev: Device, data: _Data, t: _Trainer, pace: _Pace) -> dict:
     ev = pace.last_eval = {"step": t.step, "split": "eval", **evaluate(t.model, data.held, cfg, data.tok, dev),
                            "time": time.time()}
     run.log_metrics(ev)
@@ -839,7 +874,7 @@ def _evaluate_step(cfg: PretrainConfig, run: Run, dev: Device, data: _Data, t: _
     return ev
 
 
-def _check_ranks_in_sync(run: Run, dev: Device, model) -> None:
+def _check_ranks_in_sync(run: Reporter, dev: Device, model) -> None:
     """Every rank holds its own copy of the weights; DDP keeps them identical by averaging
     gradients. Check it: gather a checksum of each rank's parameters."""
     checksum = torch.tensor([sum(p.double().sum().item() for p in model.parameters())], device=dev.device)
@@ -850,7 +885,7 @@ def _check_ranks_in_sync(run: Run, dev: Device, model) -> None:
         run.write_status(rank_checksums=sums, ranks_in_sync=max(sums) - min(sums) <= 1e-6 * abs(sums[0]))
 
 
-def _finish(cfg: PretrainConfig, run: Run, dev: Device, data: _Data, t: _Trainer, pace: _Pace, frames,
+def _finish(cfg: PretrainConfig, run: Reporter, dev: Device, data: _Data, t: _Trainer, pace: _Pace, frames,
             state: str) -> dict:
     """The run's last evaluation (the latest, where it measured these weights), frame and checkpoint,
     and its final status."""
@@ -873,8 +908,8 @@ def _sequences_seen(cfg: PretrainConfig, dev: Device, step: int) -> int:
     return step * cfg.batch_size * cfg.grad_accum * dev.world_size
 
 
-def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, progress: bool, on_step,
-              stop_signal: dict) -> dict:
+def _pretrain(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None, progress: bool, on_step,
+              stop_signal: dict) -> tuple[dict, BertForPreTraining, WordPieceTokenizer]:
     """Build the data, build the model, restore it on a resume, then the loop (``loop.train_loop``):
     one update, then whatever is due at that step (a log line, an evaluation, a time-lapse frame,
     a checkpoint)."""
@@ -925,4 +960,4 @@ def _pretrain(cfg: PretrainConfig, run: Run, dev: Device, latest: Path | None, p
     final = _finish(cfg, run, dev, data, t, pace, frames, state) if dev.is_main else {}
     if dev.distributed:
         dist.barrier()
-    return {"step": t.step, "state": state, **final}
+    return {"step": t.step, "state": state, **final}, t.model, data.tok

@@ -2,16 +2,20 @@
 
 A run folder (``runs.run.Run``) implements it, writing a log, metric lines and a status file that
 the app and ``status`` read; :class:`MemoryReporter` implements it in memory, so that a notebook
-or a test trains with no folder at all. The loops (``engine.fit``) know only this protocol.
+or a test trains with no folder at all. The loops (``engine.fit``, ``loop.train_loop``) know only
+this protocol; ``path`` says where a run keeps its files (checkpoints, vocabulary, time-lapse), or
+None where nothing is written (``pretrain.pretrain``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 
 class Reporter(Protocol):
     step_reached: int | None     # the last step finished (what a failure reports)
+    path: Path | None            # the run's folder, or None: the training keeps everything in memory
 
     def log(self, message: str) -> None: ...
 
@@ -30,6 +34,7 @@ class MemoryReporter:
     loop has reached that step (a user's Stop, in a test)."""
 
     stop_at: int | None = None
+    path: None = None
     lines: list[str] = field(default_factory=list)
     metrics: list[dict] = field(default_factory=list)
     status: dict = field(default_factory=dict)
