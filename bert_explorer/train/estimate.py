@@ -253,7 +253,7 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
             "seconds": train + evaluation + loading + saving}
 
 
-# ----- planning work for a GPU (bert_explorer/gpu, the ablation planner) ----------------------
+# ----- planning work for a GPU (tools/gpu_kit, the ablation planner) --------------------------
 # ASSUMED, not yet measured with this code: one H100 or H200 training
 # in bf16 autocast with SDPA attention. Small BERTs (H <= 512) keep a GPU far from its 989 TFLOP/s
 # dense bf16 peak: their matrices are small and a step is a few hundred kernel launches. BERT-Base
