@@ -18,8 +18,9 @@ from serving import Session, elements, free_port, put_file, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Two pages only the test's copy of the app has: one draws an uploader (as Fine-tune does for a
-# private user), one fails with a host path in its message (any bug would).
+# Pages only the test's copy of the app has: one draws an uploader (as Fine-tune does for a private
+# user), one fails with a host path in its message (any bug would), and one counts what the server
+# keeps for every session: computed results and loaded models (app/state.py).
 UPLOAD_PAGE = """import streamlit as st
 
 from bert_explorer.app.guard import uploader
@@ -33,6 +34,13 @@ import bert_explorer.app.state  # noqa: F401  (every page imports it: the guard 
 
 raise RuntimeError("cannot read /home/teacher/secret/runs/model.safetensors")
 """
+HELD_PAGE = """import streamlit as st
+
+from bert_explorer import shared_work
+from bert_explorer.app import state
+
+st.text(f"{len(shared_work.RESULTS)} {len(state.MODELS)}")
+"""
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +50,7 @@ def app_copy(tmp_path_factory):
     shutil.copytree(ROOT / "pages", folder / "pages", ignore=shutil.ignore_patterns("__pycache__"))
     (folder / "pages" / "98_Upload.py").write_text(UPLOAD_PAGE)
     (folder / "pages" / "99_Raise.py").write_text(RAISE_PAGE)
+    (folder / "pages" / "97_Held.py").write_text(HELD_PAGE)
     return folder / "run_app.py"
 
 
@@ -111,31 +120,31 @@ def test_no_host_path_in_the_metrics_or_in_an_error(classroom):
     assert str(ROOT) not in metrics and "/tmp" not in metrics and ".py" not in metrics
 
 
-def test_a_clear_cache_message_does_not_make_the_next_visitor_wait(classroom):
-    port, _ = classroom
-    """Two models side by side loads two models and runs both over held-out sentences: the class counts
-    on the computation being done once. A page run after a clear_cache message takes no longer than a
-    page run without one (measured here: 0.15 s both; 1.8 s after the message when the results lived
-    in Streamlit's cache)."""
-    def timed_visit(then_clear: bool = False) -> float:
-        visitor = Session(port)
-        try:
-            start = time.perf_counter()
-            drawn = visitor.run("Two_models")
-            took = time.perf_counter() - start
-            assert not elements(drawn, "exception")
-            if then_clear:
-                visitor.send(clear_cache=True)  # what Streamlit's menu sends, and any script can
-                time.sleep(0.5)
-        finally:
-            visitor.close()
-        return took
+def _held(session: Session) -> tuple[int, int]:
+    """(results, models) the server keeps for every session, as its Held page reports them."""
+    drawn = session.run("Held")
+    assert not elements(drawn, "exception")
+    results, models = (int(n) for n in elements(drawn, "text")[0].text.body.split())
+    return results, models
 
+
+def test_a_clear_cache_message_leaves_the_class_s_results_in_place(classroom):
+    """Two models side by side loads two models and runs both over held-out sentences: the class counts
+    on the computation being done once. A clear_cache message (what Streamlit's menu sends, and any script
+    can) empties Streamlit's caches, never the app's own store, so the next visitor is answered from the
+    results and models already there. How long visitors wait while a student sends it in a loop is
+    measured by bench/hostile_class.py: a test would time whatever else shares the machine."""
     port, _ = classroom
-    timed_visit()                              # the first visitor computes
-    warm = timed_visit(then_clear=True)        # a page run from the class's results, then the message
-    after = timed_visit()
-    assert after < 3 * warm + 1.0, (warm, after)  # (at 38d6ab5: 0.18 s, then 2.9 s)
+    visitor = Session(port)
+    try:
+        assert not elements(visitor.run("Two_models"), "exception")
+        results, models = _held(visitor)
+        assert results > 0 and models > 0
+        # one session's messages are handled in order: the caches are cleared before Held runs again
+        visitor.send(clear_cache=True)
+        assert _held(visitor) == (results, models)
+    finally:
+        visitor.close()
 
 
 def test_a_session_uploads_only_to_ids_it_was_handed_within_the_size_and_the_files_go_when_it_leaves(

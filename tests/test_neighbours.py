@@ -125,9 +125,7 @@ def test_long_sentences_are_cut_at_word_starts_and_duplicates_dropped(tiny):
 def test_a_second_build_reuses_the_cache(tiny, cache, monkeypatch):
     first = nbb.build_index(tiny, SENTENCES, 1)
     monkeypatch.setattr(nbb, "_encode_shard", lambda *a, **k: pytest.fail("the model ran again"))
-    t = time.time()
     assert nbb.build_index(tiny, SENTENCES, 1) == first
-    assert time.time() - t < 1
     assert nbb.index_state(tiny, SENTENCES, 1)["state"] == "ready"
     assert nbb.index_state(tiny, SENTENCES, 2)["state"] == "missing"
 

@@ -2,7 +2,6 @@
 features and results are cached, the CLI writes its JSON and the page shows the computed numbers."""
 import argparse
 import json
-import time
 from collections import Counter
 
 import numpy as np
@@ -212,14 +211,13 @@ def test_probing_page_runs_with_a_progress_bar_then_reads_the_cache():
     loaded = checkpoint.load("explorer-mini", "BertModel")
     ner = probing.cached_result(loaded, "ner", probing.ProbeSettings(max_examples=60))
     assert ner is not None and ner["summary"] in [m.value for m in at.markdown]
-    start = time.perf_counter()
     at2 = AppTest.from_file("../pages/8_What_each_layer_knows.py", default_timeout=60)
     at2.session_state["be_model_choice"] = "explorer-mini"
     at2.session_state["probe_n_sent"] = 60
     at2.session_state["probe_n_art"] = 40
     at2.run()
     assert not at2.exception and "probe_run" not in {b.key for b in at2.button}  # all cached: shown at once
-    assert len(at2.get("plotly_chart")) == 2 and time.perf_counter() - start < 30
+    assert len(at2.get("plotly_chart")) == 2
     assert any("read from the cache" in c.value for c in at2.caption)
 
 

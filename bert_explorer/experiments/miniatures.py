@@ -113,7 +113,7 @@ def figure(df: pd.DataFrame):
     """Score against parameters (millions, log scale): ours per task (mean, with the seeds' standard
     deviation as error bars), Turc et al.'s GLUE score and same-column scores for the same models, and
     Devlin et al.'s Table 6 in that column; every series named by its source."""
-    # only for the figure: the GPU machine has no plotly (gpu/offline.py)
+    # only for the figure: the GPU machine has no plotly (tools/gpu_kit/offline.py)
     import plotly.graph_objects as go
 
     fig = go.Figure()

@@ -359,7 +359,8 @@ def figures(df: pd.DataFrame) -> dict:
     """One plotly figure per axis: our score per setting (bars, one colour per task; the mean of
     its seeds, their standard deviation as error bars) and the paper's number for the same setting
     (diamonds), both in percent."""
-    # only for the figures: the GPU machine has no plotly (gpu/offline.py), and its CLI imports this module
+    # only for the figures: the GPU machine has no plotly (tools/gpu_kit/offline.py), and its CLI
+    # imports this module
     import plotly.graph_objects as go
 
     figs = {}

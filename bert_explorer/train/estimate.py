@@ -253,7 +253,7 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
             "seconds": train + evaluation + loading + saving}
 
 
-# ----- planning work for a GPU (bert_explorer/gpu, the ablation planner) ----------------------
+# ----- planning work for a GPU (tools/gpu_kit, the ablation planner) --------------------------
 # Measured on one H200 in bf16 autocast with SDPA attention (docs/gpu-runs/: the bench, the teaching
 # model and the paper-mini ablation, 11 pre-trainings and 37 fine-tunings in 416 s). Small BERTs
 # (H <= 512) keep a GPU far from its 989 TFLOP/s dense bf16 peak: their matrices are small and a step

@@ -28,7 +28,7 @@ def table_columns(data: bytes) -> list[str] | None:
     """The column names of a CSV/TSV/JSONL upload (first line) or of a Parquet file (its
     schema), or None for other formats and for a Parquet file that cannot be read."""
     if data[:4] == b"PAR1":
-        # only for Parquet: pyarrow is not among the GPU machine's packages (gpu/offline.py)
+        # only for Parquet: pyarrow is not among the GPU machine's packages (tools/gpu_kit/offline.py)
         import pyarrow as pa
         import pyarrow.parquet as pq
 

@@ -29,8 +29,8 @@ def parquet_table(path: Path, name: str,
     a 133 kB file can hold 20 M rows that take 8 GB as Python objects. So its size is read from the
     footer first (rows, values, bytes decompressed), and the strings are read as dictionaries (each
     distinct value once) and measured before any row becomes a Python object."""
-    # only for Parquet: pyarrow is not among the GPU machine's packages (gpu/offline.py), which read the
-    # other formats through this package
+    # only for Parquet: pyarrow is not among the GPU machine's packages (tools/gpu_kit/offline.py),
+    # which read the other formats through this package
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -3,7 +3,7 @@
 The GPU machine has Python, torch, transformers, tokenizers, safetensors, pandas, scikit-learn
 and numpy, and no network. The app's packages (streamlit, plotly, captum, bertviz), gensim and the
 packages that ship the built-in text and MiniLM's weights are not there. The dry run
-(``python -m bert_explorer.gpu run --dry-run``) installs :func:`block` before it imports anything
+(``python -m tools.gpu_kit run --dry-run``) installs :func:`block` before it imports anything
 else, so a training path that reaches for one of them fails here, on the CPU, as it would there.
 
 A blocked package is *absent*, not broken: ``import x`` raises ModuleNotFoundError,
@@ -12,7 +12,7 @@ PackageNotFoundError, which is what the code that probes for optional packages e
 
 Child processes (pytest, the benchmark script) inherit the list through the environment
 variable ``BERT_EXPLORER_BLOCKED_IMPORTS`` and are started through this module:
-``python -m bert_explorer.gpu.offline MODULE_OR_SCRIPT [ARGS]``.
+``python -m tools.gpu_kit.offline MODULE_OR_SCRIPT [ARGS]``.
 """
 from __future__ import annotations
 
@@ -96,13 +96,13 @@ def python_command(*args: str) -> list[str]:
     target = list(args)
     if target[0] == "-m":
         target = target[1:]
-    return [sys.executable, "-m", "bert_explorer.gpu.offline", *target]
+    return [sys.executable, "-m", "tools.gpu_kit.offline", *target]
 
 
 def main() -> None:
-    """``python -m bert_explorer.gpu.offline MODULE_OR_SCRIPT [ARGS]``: block, then run it as __main__."""
+    """``python -m tools.gpu_kit.offline MODULE_OR_SCRIPT [ARGS]``: block, then run it as __main__."""
     if len(sys.argv) < 2:
-        raise SystemExit("usage: python -m bert_explorer.gpu.offline MODULE_OR_SCRIPT [ARGS]")
+        raise SystemExit("usage: python -m tools.gpu_kit.offline MODULE_OR_SCRIPT [ARGS]")
     block(blocked() or ABSENT_ON_GPU)
     target, sys.argv = sys.argv[1], sys.argv[1:]
     if target.endswith(".py"):

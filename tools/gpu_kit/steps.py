@@ -33,14 +33,15 @@ from typing import Callable
 import torch
 from safetensors.torch import load_file, save_file
 
-from .. import atomic, checkpoint
-from ..experiments import grid, runner
-from ..runs.run import Run
-from ..train.pretrain import PretrainConfig, run_pretraining
+from bert_explorer import atomic, checkpoint
+from bert_explorer.experiments import grid, runner
+from bert_explorer.runs.run import Run
+from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
+
 from . import plan, travel
 from .offline import python_command
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]  # tools/gpu_kit/ lies in the repository, never in site-packages
 ASSET = REPO / "assets" / "minilm-mlm-nsp"
 
 

@@ -1,4 +1,4 @@
-"""``python -m bert_explorer.gpu``: prepare, plan, run (or dry-run) and join the GPU work."""
+"""``python -m tools.gpu_kit``: prepare, plan, run (or dry-run) and join the GPU work."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +10,7 @@ from .travel import TravelError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m bert_explorer.gpu", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m tools.gpu_kit", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
     steps_help = "comma-separated: tests, teaching-model, paper-mini, explorer-mini, bench"
 

@@ -17,11 +17,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import checkpoint
-from ..experiments import grid
-from ..experiments.grid import vocab_size_of
-from ..model import PRESETS
-from ..train import estimate as est
+from bert_explorer import checkpoint
+from bert_explorer.experiments import grid
+from bert_explorer.experiments.grid import vocab_size_of
+from bert_explorer.model import PRESETS
+from bert_explorer.train import estimate as est
 
 BUDGET_S = 9 * 60
 COMPILE_S = 45                 # torch.compile of one BERT-Base's training step (assumed)

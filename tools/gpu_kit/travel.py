@@ -45,7 +45,7 @@ from pathlib import Path
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 
-from .. import atomic
+from bert_explorer import atomic
 
 MiB = 1024 * 1024
 TRAVEL_DIR = ".gpu-travel"
@@ -96,7 +96,7 @@ def _write_manifest(folder: Path, files: dict, **extra) -> None:
 def _originals():
     """Read the packages themselves, never earlier prepared copies."""
     # here, not at the top: torch loads with it (seconds), and join and --help import this module
-    from ..data import prepared
+    from bert_explorer.data import prepared
 
     saved = os.environ.pop(prepared.ENV, None)
     try:
@@ -128,8 +128,8 @@ def prepare(into: str | Path = TRAVEL_DIR, what=FOLDERS, sample: int | None = No
 
 def _prepare_corpora(tmp: Path, sample, preset, say) -> None:
     # here, not at the top: torch loads with it (seconds), and join and --help import this module
-    from ..data import prepared
-    from ..data.corpora import BUILTIN_CORPORA, bbc_articles, load_corpus
+    from bert_explorer.data import prepared
+    from bert_explorer.data.corpora import BUILTIN_CORPORA, bbc_articles, load_corpus
 
     missing = [name for name in GPU_CORPORA if not BUILTIN_CORPORA[name].available]
     if missing:
@@ -159,8 +159,8 @@ def _prepare_corpora(tmp: Path, sample, preset, say) -> None:
 
 def _prepare_tasks(tmp: Path, sample, preset, say) -> None:
     # here, not at the top: torch loads with it (seconds), and join and --help import this module
-    from ..data import prepared
-    from ..data.tasks import load_builtin
+    from bert_explorer.data import prepared
+    from bert_explorer.data.tasks import load_builtin
 
     files = {}
     for name in GPU_TASKS:
@@ -185,7 +185,7 @@ def _prepare_base(tmp: Path, sample, preset, say) -> None:
     # here, not at the top: torch loads with it (seconds), and join and --help import this module
     import torch
 
-    from .. import checkpoint
+    from bert_explorer import checkpoint
 
     base = json.loads((checkpoint.ASSETS / "minilm-mlm-nsp" / checkpoint.BASE_FILE).read_text())
     sd = checkpoint._normalise_plain(checkpoint.read_state_dict(checkpoint.resolve("minilm")))
@@ -254,7 +254,7 @@ def verify(travel: str | Path, needs) -> None:
     for part in needs:
         folder = travel / part
         if not (folder / MANIFEST).is_file():
-            raise TravelError(f"{folder} is missing: prepare it here with python -m bert_explorer.gpu prepare "
+            raise TravelError(f"{folder} is missing: prepare it here with python -m tools.gpu_kit prepare "
                               f"--into {travel} and carry {travel}/{part} with the command")
         for name, entry in json.loads((folder / MANIFEST).read_text())["files"].items():
             p = folder / name

@@ -1,6 +1,6 @@
 """One command for the GPU work: run the chosen steps within one command's time budget.
 
-    python -m bert_explorer.gpu run --out "$OUT" --steps teaching-model
+    python -m tools.gpu_kit run --out "$OUT" --steps teaching-model
 
 It prints the planned minutes of every step first. Then, step by step: a step whose result is
 already in the work folder (``.gpu-work/STEP/return/result.json``: this machine finished it) or in
@@ -31,7 +31,8 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from ..data import prepared
+from bert_explorer.data import prepared
+
 from . import plan, travel
 from .offline import ABSENT_ON_GPU
 from .steps import REPO, STEPS, Context, Outcome
@@ -210,7 +211,7 @@ def dry_run(names, work: Path, travel_dir: Path | None = None, say=print) -> int
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(work / "steps", ignore_errors=True)
     say(f"Dry run: child process with {', '.join(ABSENT_ON_GPU)} made unimportable")
-    cmd = [sys.executable, "-m", "bert_explorer.gpu.offline", "bert_explorer.gpu", "run", "--tiny",
+    cmd = [sys.executable, "-m", "tools.gpu_kit.offline", "tools.gpu_kit", "run", "--tiny",
            "--steps", ",".join(names), "--out", str(out), "--work", str(work / "steps"), "--travel", str(travel_dir)]
     # tiny models on a CPU: one thread each is faster than several fighting over the cores
     env = {**os.environ, "BERT_EXPLORER_CACHE": str(work / "cache"), "OMP_NUM_THREADS": "1"}
