@@ -341,8 +341,10 @@ def bertviz_tab(tab, view_name: str, caption: str) -> None:
 
 
 with tabs[0]:
-    bertviz_tab(tabs[0], "head", "Pick a layer; click a coloured square to show or hide a head, hover a token to see only "
-                "its lines. For a pair, *Attention* filters A→A, B→B, A→B and B→A.")
+    bertviz_tab(tabs[0], "head", "Pick a layer; click a coloured square to show or hide a head (double-click: that head "
+                f"alone), hover a token to see only its lines. With the {A} heads shown each line's darkness is its "
+                f"weight ÷ {A}, so a weight under {A}/255 ≈ {A / 255:.3f} is too light to see and is not drawn; a head "
+                "alone draws every weight from 1/255. For a pair, *Attention* filters A→A, B→B, A→B and B→A.")
 with tabs[1]:
     bertviz_tab(tabs[1], "model", f"All heads of all layers at once: one small picture per (layer, head), layers 1–{L} "
                 f"from top to bottom, heads 1–{A} from left to right; click a picture to enlarge it. Look for "

@@ -125,7 +125,7 @@ def test_the_weights_are_in_the_page_once_and_only_visible_lines_are_drawn(view)
     first = json.dumps(np.round(r.attentions[0, 0, 0].astype(np.float64), 3).tolist())[1:-1]
     assert html.count(first) == 1
     assert "// HACK:" not in html
-    assert "__beVisible(d)" in html and "function __beVisible(row)" in html
+    assert "__beVisible(d, " in html and "function __beVisible(row, shared)" in html
     body = bertviz_offline._number_from_one(_bertviz_body(r, view), view)[0]
     assert bertviz_offline._draw_visible_lines_only(body, view)[1]
 
@@ -141,10 +141,11 @@ def _bertviz_body(r, view):
 
 @pytest.mark.slow
 def test_in_a_real_browser_each_weight_that_can_be_seen_has_its_line_where_bertviz_puts_it():
-    """Head view, head 1 of layer 1 alone: one line for every weight of at least 1/255 (an
-    opacity under one step of an 8-bit colour draws nothing), from the query's row to the key's,
-    with the weight as its opacity; and in the model view's thumbnails, one line per such weight
-    of every head."""
+    """Head view of layer 1: with its 3 heads shown a line's opacity is weight / 3, so one line for
+    every weight of at least 3/255 (an opacity under one step of an 8-bit colour draws nothing);
+    head 1 alone (double-clicked): one line for every weight of at least 1/255, at the weight's
+    opacity, from the query's row to the key's, and none for the hidden heads; and in the model
+    view's thumbnails, one line per weight of at least 1/255 of every head."""
     if not shutil.which("chromium"):
         pytest.skip("Debian chromium is not installed")
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
@@ -154,10 +155,14 @@ def test_in_a_real_browser_each_weight_that_can_be_seen_has_its_line_where_bertv
     att = rng.random((2, 3, 9, 9)) ** 6  # many tiny weights, some large ones
     att /= att.sum(-1, keepdims=True)
     r = AttentionResult(["[CLS]"] + list("abcdefg") + ["[SEP]"], [0] * 9, att.astype(np.float32))
-    shown = np.round(att, 3) >= MIN_VISIBLE_WEIGHT
-    assert 0 < shown.sum() < shown.size
+    rounded = np.round(att, 3)
+    shown_alone, shown_of_three = rounded >= MIN_VISIBLE_WEIGHT, rounded / 3 >= MIN_VISIBLE_WEIGHT
+    assert 0 < shown_of_three[0].sum() < shown_alone[0].sum() < shown_alone[0].size
     args = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
             "--disable-component-update", "--disable-sync"]
+    read = """ls => ls.map(l => [+l.parentNode.parentNode.getAttribute('head-index'),
+        +l.getAttribute('left-token-index'), +l.getAttribute('right-token-index'), +l.getAttribute('y1'),
+        +l.getAttribute('y2'), +l.getAttribute('stroke-opacity')])"""
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=args)
         page = browser.new_page()
@@ -165,19 +170,21 @@ def test_in_a_real_browser_each_weight_that_can_be_seen_has_its_line_where_bertv
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.set_content(render(r, "head").html)
         page.wait_for_selector("#vis svg text")
-        lines = page.eval_on_selector_all("#vis #attention .headAttention[head-index='0'] line", """ls => ls.map(l =>
-            [+l.getAttribute('left-token-index'), +l.getAttribute('right-token-index'), +l.getAttribute('y1'),
-             +l.getAttribute('y2'), +l.getAttribute('stroke-opacity')])""")
+        all_three = page.eval_on_selector_all("#vis #attention line", read)
+        page.locator('#vis svg rect[y="0"]').first.dblclick()  # head 1's square: head 1 alone
+        page.wait_for_timeout(300)
+        alone = page.eval_on_selector_all("#vis #attention line", read)
         page.set_content(render(r, "model").html)
         page.wait_for_selector("#vis svg text")
         thumbnails = page.eval_on_selector_all("#vis line", "ls => ls.length")
         browser.close()
     assert not errors, errors
-    assert {(i, j) for i, j, *_ in lines} == {tuple(ij) for ij in np.argwhere(shown[0, 0])}
-    for i, j, y1, y2, opacity in lines:  # bertviz's rows: 22.5 px apart; all 3 heads shown: weight / 3
-        assert y2 - y1 == pytest.approx(22.5 * (j - i))
-        assert opacity == pytest.approx(np.round(att[0, 0, i, j], 3) / 3, abs=1e-6)
-    assert thumbnails == shown.sum()
+    for lines, shown, heads in ((all_three, shown_of_three[0], 3), (alone, shown_alone[0, :1], 1)):
+        assert {(h, i, j) for h, i, j, *_ in lines} == {tuple(hij) for hij in np.argwhere(shown)}
+        for h, i, j, y1, y2, opacity in lines:  # bertviz's rows: 22.5 px apart
+            assert y2 - y1 == pytest.approx(22.5 * (j - i))
+            assert opacity == pytest.approx(rounded[0, h, i, j] / heads, abs=1e-6)
+    assert thumbnails == shown_alone.sum()
 
 
 # ----- 2. layers (and heads) count from 1 --------------------------------------------------------

@@ -35,10 +35,13 @@ Two more changes to what bertviz draws:
 And one change to how it draws: **only lines that can be seen.** bertviz draws one SVG line for
 every (query, key) pair of every head, also where the weight is a few thousandths: a 128-token
 window of a 12-head model is 196,608 lines per layer, and the browser needed seconds to build
-them. A line is drawn with the weight as its opacity (divided by the number of heads shown), so
-a weight under ``MIN_VISIBLE_WEIGHT`` (1/255: less than one step of an 8-bit colour) draws
-nothing that can be seen; those lines are left out (``_draw_visible_lines_only``), about nine in
-ten of them on a long input. The data (and the standalone download) keep every weight.
+them. A line is drawn with the weight as its opacity divided by the number of heads shown, so
+a line whose opacity would be under ``MIN_VISIBLE_WEIGHT`` (1/255: less than one step of an 8-bit
+colour) draws nothing that can be seen; those lines are left out (``_draw_visible_lines_only``).
+With all 12 heads of a layer shown that is every weight under 12/255 (a random BERT-Base's
+128-token layer drew 195,000 lines, now none but its few heavy ones); a hidden head draws no line,
+and showing or hiding one draws the layer again, so one head alone shows every weight from 1/255.
+The data (and the standalone download) keep every weight.
 """
 from __future__ import annotations
 
@@ -280,11 +283,13 @@ MIN_VISIBLE_WEIGHT = 1 / 255  # as an opacity, less than one step of an 8-bit co
 
 # Defined before bertviz's own script: a row of weights as the lines worth drawing, each a
 # Number (so that bertviz's opacity arithmetic reads it as before) that knows its key's index.
+# ``shared`` is what the opacity is divided by: the head view draws a weight at weight / (heads
+# shown), so with 12 heads shown a line needs a weight of 12/255 to be seen.
 _VISIBLE_LINES = """<script>
-function __beVisible(row) {
+function __beVisible(row, shared) {
   var out = [];
   for (var j = 0; j < row.length; j++) {
-    if (row[j] >= %r) { var w = new Number(row[j]); w.j = j; out.push(w); }
+    if (row[j] / shared >= %r) { var w = new Number(row[j]); w.j = j; out.push(w); }
   }
   return out;
 }
@@ -293,15 +298,20 @@ function __beVisible(row) {
 
 # bertviz 1.4.1's data joins for the lines (head_view.js, model_view.js) and the places that
 # read a line's position among its row's keys from its index, which now comes with the weight.
+# In the head view a hidden head draws no line and a shown one only what its share of the opacity
+# lets be seen; so showing or hiding a head draws the lines again (bertviz only re-set opacities).
 _LINE_PATCHES = {
     "head": [(re.compile(r'(\.selectAll\("line"\)\s*\.data\()d => d(\)\s*\.enter\(\)\s*\.append\("line"\))'),
-              r"\1d => __beVisible(d)\2", 1),
+              r'\1function (d) { const h = +this.parentNode.getAttribute("head-index"); '
+              r'return config.headVis[h] ? __beVisible(d, activeHeads()) : []; }\2', 1),
+             (re.compile(re.escape("updateAttention(svg);")),
+              "renderAttention(svg, config.attention[config.filter].attn[config.layer_seq]);", 2),
              (re.compile(re.escape('.attr("y2", (d, rightTokenIndex) => TEXT_TOP + rightTokenIndex * BOXHEIGHT')),
               '.attr("y2", (d) => TEXT_TOP + d.j * BOXHEIGHT', 1),
              (re.compile(re.escape('.attr("right-token-index", (d, i) => i)')),
               '.attr("right-token-index", (d) => d.j)', 1)],
     "model": [(re.compile(r'(\.selectAll\("line"\)\s*\.data\(function \(d\) \{ // Loop over all target tokens\s*'
-                          r'return )d;'), r"\1__beVisible(d);", 2),
+                          r'return )d;'), r"\1__beVisible(d, 1);", 2),
               (re.compile(re.escape('.attr("y2", function (d, targetIndex) {')),
                '.attr("y2", function (d) { var targetIndex = d.j;', 2)],
 }
