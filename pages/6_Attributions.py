@@ -7,6 +7,7 @@ from bert_explorer.analysis.attributions.integrated_gradients import (
     explain_classifier, explain_masked_word, explain_next_sentence)
 from bert_explorer.analysis.probes.pretraining_tasks import MLM_HEAD, NSP_HEAD, copied_word
 from bert_explorer.analysis.attributions.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION, step_schedule
+from bert_explorer.analysis.attributions.kept import kept
 from bert_explorer.analysis.attributions.integrated_gradients import affordable
 from bert_explorer import limits
 from bert_explorer.app.result_bundle import ResultBundle
@@ -72,19 +73,26 @@ def integration(model) -> dict:
 
 # Heavy: cached by the model's weights and the inputs for every session, and run one request at a time
 # on the server (app.state.by_weights), the others shown their place in the queue.
+# Also kept on disk (analysis/attributions/kept.py): a new server process reads its example back.
 @by_weights(heavy=True, max_entries=64)
 def _masked_word(model: str, text: str, word: str | None, **integration):
-    return explain_masked_word(load(model, PRE)[0], text, word, **integration)
+    loaded = load(model, PRE)[0]
+    return kept("masked-word", loaded, lambda: explain_masked_word(loaded, text, word, **integration),
+                text=text, word=word, **integration)
 
 
 @by_weights(heavy=True, max_entries=64)
 def _next_sentence(model: str, a: str, b: str, **integration):
-    return explain_next_sentence(load(model, PRE)[0], a, b, **integration)
+    loaded = load(model, PRE)[0]
+    return kept("next-sentence", loaded, lambda: explain_next_sentence(loaded, a, b, **integration),
+                a=a, b=b, **integration)
 
 
 @by_weights(heavy=True, max_entries=64)
 def _classifier(model: str, text: str, text_b: str | None, label: str | None, **integration):
-    return explain_classifier(load(model, CLASSIFIER)[0], text, text_b, label, **integration)
+    loaded = load(model, CLASSIFIER)[0]
+    return kept("classifier", loaded, lambda: explain_classifier(loaded, text, text_b, label, **integration),
+                text=text, text_b=text_b, label=label, **integration)
 
 
 result = None

@@ -472,3 +472,33 @@ def test_shares_are_of_the_size_of_the_difference_and_keep_the_attributions_sign
     assert r.shares == [0.0, -1.5, 0.5, 0.0]            # f fell by 1: rain pulled it down, sun pushed it up
     assert r.ranked_words() == [("2 sun", 0.5, 0.5), ("1 rain", -1.5, -1.5)]  # only the replaced tokens
     assert [row["share"] for row in r.rows()] == r.shares and "segment part" not in r.rows()[0]
+
+
+def test_attributions_are_kept_on_disk_by_the_weights_and_the_question(mini, tmp_path, monkeypatch):
+    """A new server process reads back what an earlier one integrated (the page's example on a
+    first visit): the same answer, without computing; another question, or the same question to
+    other weights, is computed."""
+    from bert_explorer.analysis.attributions.kept import kept
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    calls = []
+
+    def compute(word=None):
+        calls.append(word)
+        return explain_masked_word(mini, MLM_TEXT, word, n_steps=20, max_steps=20)
+
+    first = kept("masked-word", mini, compute, text=MLM_TEXT, word=None, n_steps=20)
+    again = kept("masked-word", mini, lambda: pytest.fail("computed again"), text=MLM_TEXT, word=None, n_steps=20)
+    assert again == first and calls == [None]
+    top = first.details["top"][1]["token"]
+    other = kept("masked-word", mini, lambda: compute(top), text=MLM_TEXT, word=top, n_steps=20)
+    assert other.details["word"] == top and calls == [None, top]
+    # other weights (a copy of the model written again) are another entry
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(mini.path, copy)
+    (copy / "model.safetensors").write_bytes((copy / "model.safetensors").read_bytes())
+    moved = checkpoint.load(copy, "BertForPreTraining")
+    kept("masked-word", moved, lambda: compute(None), text=MLM_TEXT, word=None, n_steps=20)
+    assert calls == [None, top, None]

@@ -1,0 +1,40 @@
+"""Attributions kept on disk, by the model's weights and the question asked.
+
+The app keeps every result in memory for all sessions of one server (``app.state.by_weights``); a
+new server process (a restart, a second worker) would integrate its page's example again on the
+first visit: seconds on BERT-Base, before anything is shown. Kept in the disk cache
+(``disk_cache``: bounded by its quota, entries written whole or not at all), the example is read
+back instead.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+
+from ... import disk_cache
+from ...checkpoint import Loaded
+from .integrated_gradients import Attributions
+
+# Bump when the same model and question would be attributed differently (the integration, the
+# baselines, the fields of Attributions).
+VERSION = 1
+FILE = "attributions.json"
+
+
+def kept(kind: str, loaded: Loaded, compute: Callable[[], Attributions], **question) -> Attributions:
+    """``compute()``'s attributions for ``loaded`` and ``question`` (the text, the word or label, the
+    steps and baseline: whatever changes the answer), read from the disk cache when an earlier
+    process kept them there, else computed and kept. A question that fails (no [MASK], too long)
+    raises as ``compute`` does and keeps nothing."""
+    path = disk_cache.entry(f"attributions-{kind}", loaded, version=VERSION, **question)
+    data = disk_cache.read_json(path, FILE)
+    if data is not None:
+        try:
+            return Attributions(**{**data, "steps_tried": [tuple(s) for s in data.get("steps_tried", [])]})
+        except TypeError:  # written with other fields: computed again below
+            pass
+    result = compute()
+    with disk_cache.writing(path, optional="an attribution") as tmp:
+        (tmp / FILE).write_text(json.dumps(asdict(result), default=float))
+    return result
