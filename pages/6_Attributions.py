@@ -227,9 +227,9 @@ ups, downs = [w for w in ranked if w[1] > 0][:3], [w for w in ranked if w[1] < 0
 said = (f"The words that pushed f up most: {listed(ups)}" if ups else "No word pushed f up") + \
        (f"; down most: {listed(downs)}." if downs else "; none pushed it down.")
 if result.baseline == "words":
-    kept = sorted({t for t, b in zip(result.tokens, result.baseline_tokens) if t == b})
+    unchanged = sorted({t for t, b in zip(result.tokens, result.baseline_tokens) if t == b})
     st.caption(f"f(x) − f(baseline) = {result.difference:.2f}; in brackets, each word's share of its size. {said} "
-               f"{', '.join(kept)} are the same in the baseline and get exactly 0.")
+               f"{', '.join(unchanged)} are the same in the baseline and get exactly 0.")
 else:
     sums = result.part_sums
     i, part, biggest = result.largest_part()
