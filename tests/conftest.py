@@ -1,8 +1,17 @@
 import os
+import sys
 import tempfile
+from pathlib import Path
 
-import pytest
-import torch
+if os.environ.get("BERT_EXPLORER_HIDE_FCNTL") == "1":
+    # No fcntl, as on Windows, here and in every Python the tests start (tests/nofcntl/sitecustomize.py):
+    # the run system takes its portable path everywhere at once. Before anything imports the package.
+    sys.modules["fcntl"] = None
+    NOFCNTL = str(Path(__file__).parent / "nofcntl")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [NOFCNTL, os.environ.get("PYTHONPATH")]))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

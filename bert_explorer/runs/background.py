@@ -7,13 +7,33 @@ core is left to the app (:func:`background_env`) and a thread waits for the proc
 leaves no zombie behind. Starting and deleting a run both happen under its ``.start.lock``, so
 a run is never deleted while it is being started.
 
-``python -m bert_explorer.runs.background RUN [--gpu-lock LOCK] -- CMD ...`` is the small
-launcher in between: it records its pid, waits for the GPU when asked (``runs/gpu_queue.py``),
-then becomes CMD.
+``python -m bert_explorer.runs.background RUN [--gpu-lock LOCK] [--writer-lock] -- CMD ...`` is
+the small launcher in between: it records its pid, waits for the GPU when asked
+(``runs/gpu_queue.py``), then becomes CMD.
+
+The run's writer lock passes from the starter to the process with no gap (``runs/lock.py``). On
+Linux and macOS an ``flock`` travels with a descriptor: the starter hands its descriptor down
+(``pass_fds``), and the launcher ``exec``s into CMD, keeping the pid, the descriptor and the lock.
+On Windows (and with the records of ``runs/lock_backends.py``) a lock stays with the process that
+took it and a handle cannot carry it, so the starter lets its lock go while it holds the run's
+``.start.lock``, and the launcher (``--writer-lock``) takes the writer lock itself before it
+records its pid, which the starter waits for before it lets ``.start.lock`` go; every other writer
+takes ``.start.lock`` around the writer lock. On Windows ``exec`` would start a new process (a new
+pid) and end this one, dropping its locks, so the launcher runs CMD (``python -m MODULE ...``) in
+its own process instead.
+
+A run's process is a session of its own on POSIX (``start_new_session``): a stopped server or a
+closed terminal does not end it, and :func:`kill` signals the whole session (the launcher became
+the trainer; any worker it started). On Windows it is a process group of its own
+(``CREATE_NEW_PROCESS_GROUP``: the server's Ctrl+C does not reach it) without a console window,
+and :func:`kill` ends the process and every process it started (``psutil``), since Windows has
+no signal for a group.
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -21,9 +41,11 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
+
 from .gpu_queue import GPU_LOCK_NAME, gpu_queue_applies, wait_for_gpu
-from .lock import (START_LOCK_NAME, WRITER_FD_ENV, RunBusy, acquire_writer, holding, process_alive,
-                   writer_busy)
+from .lock import (LOCKS_TRAVEL, START_LOCK_NAME, WRITER_FD_ENV, RunBusy, acquire_writer, holding, process_alive,
+                   release, writer_busy)
 from .run import ACTIVE_STATES, Run, foreign_entries, new_run_refusal, remove_run_files, shown_entries
 from .. import full_disk
 
@@ -41,13 +63,17 @@ def background_env(environ: dict | None = None) -> dict:
 
 
 def spawn(argv: list[str], log_file: str | Path, env: dict | None = None, pass_fds: tuple = ()) -> subprocess.Popen:
-    """Start ``argv`` as a process session of its own (a closed tab or a stopped server does
-    not end it), its output appended to ``log_file``, no input, in :func:`background_env` plus
-    ``env``. The caller waits for it or hands it to :func:`reap_when_done`."""
+    """Start ``argv`` as a process session (Windows: process group) of its own, so that a closed tab
+    or a stopped server does not end it, its output appended to ``log_file``, no input, in
+    :func:`background_env` plus ``env``. The caller waits for it or hands it to :func:`reap_when_done`.
+    ``pass_fds`` (POSIX only): descriptors the process inherits."""
+    if os.name == "posix":
+        detach = {"start_new_session": True, "pass_fds": pass_fds}
+    else:
+        detach = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.CREATE_NO_WINDOW}
     with Path(log_file).open("a") as log:
         return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=os.getcwd(), env={**background_env(), **(env or {})},
-                                pass_fds=pass_fds)
+                                cwd=os.getcwd(), env={**background_env(), **(env or {})}, **detach)
 
 
 def start_background(kind: str, config: dict, run_dir: str | Path, resume: bool = False,
@@ -88,46 +114,61 @@ def _start_in(run: Run, kind: str, config: dict, resume: bool, gpu_queue: bool |
             s = run.status()
             raise RuntimeError(f"{run.path} is already {s.get('state')} (pid {s.get('pid')}); stop that run "
                                f"first or choose another directory")
-        # The writer lock is taken here, before config.json is written, and handed down to the
-        # process (which adopts it): held without a gap from this check to the run's end.
-        fd = acquire_writer(run.path, f"bert-explorer {kind} (background)")
+        # The writer lock is taken here, before config.json is written, and passes to the process
+        # (see the module's docstring): held without a gap from this check to the run's end.
+        fd = acquire_writer(run.path, f"bert-explorer {kind} (background)", gated=True)
         try:
             if not resume and run.is_run():  # a new start would write over its settings and status
                 raise ValueError(f"{run.path} holds a run already; resume it, or choose a new folder for a new run")
-            return _launch_background(run, kind, config, resume, gpu_queue, gpu_lock, fd)
-        finally:
-            if fd is not None:
-                os.close(fd)  # the child holds its own copy of the lock now
+        except BaseException:
+            release(fd)
+            raise
+        return _launch_background(run, kind, config, resume, gpu_queue, gpu_lock, fd)
 
 
 def _launch_background(run: Run, kind: str, config: dict, resume: bool, gpu_queue: bool | None,
-                       gpu_lock: str | Path | None, writer_fd: int | None = None) -> Run:
-    run.create(config, kind)
-    run.clear_stop()
-    run.write_status(state="starting", pid=None, kind=kind, error=None)
+                       gpu_lock: str | Path | None, writer_fd: int) -> Run:
+    """Write the run's start, launch its process and let ``writer_fd`` go (the process holds the lock
+    then). Called under the run's ``.start.lock``."""
+    try:
+        run.create(config, kind)
+        run.clear_stop()
+        run.write_status(state="starting", pid=None, kind=kind, error=None)
+        launcher = [sys.executable, "-m", "bert_explorer.runs.background", str(run.path)]
+        if gpu_queue_applies(config, gpu_queue):
+            launcher += ["--gpu-lock", str(Path(gpu_lock) if gpu_lock else run.path.parent / GPU_LOCK_NAME)]
+        if LOCKS_TRAVEL:  # the process inherits our descriptor, and with it the lock
+            hand_down = {"env": {WRITER_FD_ENV: str(writer_fd)}, "pass_fds": (writer_fd,)}
+        else:  # it takes the lock itself, while we hold .start.lock for it
+            release(writer_fd)
+            writer_fd, hand_down = None, {}
+            launcher.append("--writer-lock")
+        proc = spawn(launcher + ["--"] + _command(run, kind, resume), run.path / "log.txt", **hand_down)
+    finally:
+        if writer_fd is not None:
+            release(writer_fd)  # the child holds its own copy of the lock now
+    # The launcher writes its own pid (no race with its "queued"), having taken the writer lock
+    # where it takes it itself; wait for it, briefly.
+    deadline = time.time() + 30
+    while run.status().get("pid") != proc.pid and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    if run.status().get("pid") != proc.pid:
+        if proc.poll() is None:  # too slow to start: end it, so it cannot begin training after "failed"
+            terminate(proc.pid)
+            proc.wait()
+        run.write_status(state="failed", pid=None, error="the background process did not start; see log.txt")
+    reap_when_done(proc)  # only now: while a thread waits for it, proc.poll() above could not see it end
+    return run
+
+
+def _command(run: Run, kind: str, resume: bool) -> list[str]:
     cmd = [sys.executable, "-m", "bert_explorer.cli", kind, "--config", str(run.path / "config.json"),
            "--output", str(run.path)]
     if kind != "finetune":  # pre-training and ablations draw progress bars (not for log.txt); fine-tuning none
         cmd.append("--no-progress")
     if resume:
         cmd.append("--resume")
-    launcher = [sys.executable, "-m", "bert_explorer.runs.background", str(run.path)]
-    if gpu_queue_applies(config, gpu_queue):
-        launcher += ["--gpu-lock", str(Path(gpu_lock) if gpu_lock else run.path.parent / GPU_LOCK_NAME)]
-    proc = spawn(launcher + ["--"] + cmd, run.path / "log.txt",
-                 env=None if writer_fd is None else {WRITER_FD_ENV: str(writer_fd)},
-                 pass_fds=() if writer_fd is None else (writer_fd,))
-    # The launcher writes its own pid (no race with its "queued"); wait for it, briefly.
-    deadline = time.time() + 30
-    while run.status().get("pid") != proc.pid and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    if run.status().get("pid") != proc.pid:
-        if proc.poll() is None:  # too slow to start: end it, so it cannot begin training after "failed"
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait()
-        run.write_status(state="failed", pid=None, error="the background process did not start; see log.txt")
-    reap_when_done(proc)  # only now: while a thread waits for it, proc.poll() above could not see it end
-    return run
+    return cmd
 
 
 def reap_when_done(proc: subprocess.Popen) -> None:
@@ -142,8 +183,31 @@ def kill(run: Run) -> None:
     s = run.status()
     pid = s.get("pid")
     # a pid whose process ended may already belong to another one: only ours is signalled
-    if s.get("state") in ACTIVE_STATES and process_alive(pid, s.get("pid_start")):
+    if s.get("state") in ACTIVE_STATES and process_alive(pid, s.get("pid_created")):
+        terminate(pid)
+
+
+def terminate(pid: int) -> None:
+    """End the background process ``pid`` and what it started: SIGTERM to its session on POSIX, else
+    :func:`terminate_tree`."""
+    if os.name == "posix":
         os.killpg(os.getpgid(pid), signal.SIGTERM)
+    else:
+        terminate_tree(pid)
+
+
+def terminate_tree(pid: int) -> None:
+    """End process ``pid`` and every process it started, found before any of them ends (an orphan is
+    no longer anyone's child). Windows has no signal for a process group: ``os.kill`` with
+    CTRL_C_EVENT is refused to a new group and CTRL_BREAK_EVENT needs a console."""
+    try:
+        top = psutil.Process(pid)
+        tree = [top, *top.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for p in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.terminate()
 
 
 def delete_refusal(run: Run) -> str | None:
@@ -166,7 +230,7 @@ def delete(run: Run) -> None:
         if run.is_active():
             raise RuntimeError(f"{run.name} is {run.status().get('state')}; stop it before deleting it")
         try:  # no writer may start (or still be at work) while its files go
-            fd = acquire_writer(run.path, "delete")
+            fd = acquire_writer(run.path, "delete", gated=True)
         except RunBusy:
             raise RunBusy(writer_busy(run.path) or f"{run.name} is being written; stop it first") from None
         try:
@@ -174,22 +238,51 @@ def delete(run: Run) -> None:
                 raise ValueError(refusal)
             remove_run_files(run.path)
         finally:
-            if fd is not None:
-                os.close(fd)
+            release(fd)
 
 
 def _launch(argv: list[str]) -> int:
-    """``python -m bert_explorer.runs.background RUN_DIR [--gpu-lock LOCK] -- CMD ...``: record our pid,
-    wait for the GPU if asked, then become CMD (same pid, the lock's descriptor inherited)."""
+    """``python -m bert_explorer.runs.background RUN_DIR [--gpu-lock LOCK] [--writer-lock] -- CMD ...``:
+    take the writer lock if asked (the starter holds ``.start.lock`` for us meanwhile), record our
+    pid, wait for the GPU if asked, then become CMD (same pid, the locks' descriptors inherited)."""
     split = argv.index("--")
     own, cmd = argv[:split], argv[split + 1:]
     run_dir, gpu_lock = own[0], own[own.index("--gpu-lock") + 1] if "--gpu-lock" in own else None
     run = Run(run_dir)
+    if "--writer-lock" in own:
+        try:
+            fd = acquire_writer(run.path, f"bert-explorer {cmd[3] if len(cmd) > 3 else ''} (background)",
+                                gated=True)
+        except RunBusy as e:
+            run.write_status(state="failed", error=str(e))
+            return 2
+        os.set_inheritable(fd, True)
+        os.environ[WRITER_FD_ENV] = str(fd)  # CMD adopts it, as it would a starter's
     run.write_status(pid=os.getpid())
     if gpu_lock and wait_for_gpu(run, Path(gpu_lock)) is None:
         return 0
     sys.stdout.flush()
-    os.execv(cmd[0], cmd)
+    return _become(cmd)
+
+
+def _become(cmd: list[str]) -> int:
+    """Run ``cmd`` as this very process: ``exec`` where it keeps the pid (POSIX), else :func:`_run_here`."""
+    if os.name == "posix":
+        os.execv(cmd[0], cmd)
+    return _run_here(cmd)
+
+
+def _run_here(cmd: list[str]) -> int:
+    """Run ``python -m MODULE ARGS`` in this process and return its exit code: on Windows, where
+    ``exec`` would start a new process (a new pid) and end this one, with the locks it holds."""
+    if cmd[1:2] != ["-m"]:
+        raise ValueError(f"cannot run {cmd} in this process: only `python -m MODULE ...` commands")
+    sys.argv = [cmd[2], *cmd[3:]]
+    try:
+        runpy.run_module(cmd[2], run_name="__main__", alter_sys=True)
+    except SystemExit as e:  # the CLI ends with sys.exit(code)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return 0
 
 
 if __name__ == "__main__":

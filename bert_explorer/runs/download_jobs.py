@@ -8,7 +8,7 @@ tab or a rerun leaves it going. Every session finds it through files in one work
 
 | file | what |
 |---|---|
-| ``lock`` | an ``flock`` held by the downloader for the whole download; the kernel drops it when the process ends, even by ``kill -9`` |
+| ``lock`` | a file lock (``runs/lock.py``) held by the downloader for the whole download; it goes with the process, even by ``kill -9`` |
 | ``progress.json`` | state (starting, downloading, done, cancelled, failed), bytes done and in all, the file, the rate, the error; replaced atomically |
 | ``cancel`` | present = "stop at the next megabyte"; what was fetched stays in the Hugging Face cache, and the next download goes on from it |
 | ``log.txt`` | the process's output |

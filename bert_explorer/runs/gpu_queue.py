@@ -1,6 +1,6 @@
 """On one GPU, background runs take turns: each waits in state "queued" until it holds
-``.gpu.lock`` in the runs root (an ``flock``, ``runs/lock.py``: released by the kernel when the
-holder exits, even by a crash), first come first served (tickets in ``.gpu.lock.queue/``). Two
+``.gpu.lock`` in the runs root (a file lock, ``runs/lock.py``: it goes with the holder when it
+exits, even by a crash), first come first served (tickets in ``.gpu.lock.queue/``). Two
 trainings side by side on one GPU would each run out of memory or crawl.
 
 On a CPU-only machine runs go side by side (``BERT_EXPLORER_GPU_QUEUE=1`` or ``gpu_queue=True``
@@ -35,7 +35,7 @@ def gpu_queue_applies(config: dict, gpu_queue: bool | None = None) -> bool:
         gpu_queue = os.environ[GPU_QUEUE_ENV].strip().lower() not in ("0", "false", "no", "off")
     if gpu_queue is None:
         gpu_queue = uses_gpu(config)
-    return bool(gpu_queue) and lock.HAVE_LOCKS
+    return bool(gpu_queue)
 
 
 def _earlier_waiter(queue_dir: Path, ticket: Path) -> bool:
@@ -92,7 +92,8 @@ def wait_for_gpu(run: Run, lock_path: Path, poll: float = 0.5) -> int | None:
     finally:
         ticket.unlink(missing_ok=True)
     os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps({"run": str(run.path), "pid": os.getpid()}).encode(), 0)
+    os.lseek(fd, 0, os.SEEK_SET)  # (not os.pwrite, which Windows lacks)
+    os.write(fd, json.dumps({"run": str(run.path), "pid": os.getpid()}).encode())
     os.set_inheritable(fd, True)
     waited = time.time() - since
     run.write_status(state="starting", waiting_for=None, queued_s=round(waited, 1))

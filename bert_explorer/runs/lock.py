@@ -1,22 +1,33 @@
-"""File locks: the one module that calls ``flock``; the writer lock of a run folder built on them;
-and telling live processes from dead ones.
+"""File locks: the one module the run system takes them through (the operating system's own are
+in ``runs/lock_backends.py``); the writer lock of a run folder built on them; and telling live
+processes from dead ones.
 
-An ``flock`` belongs to an open file, and the kernel releases it when the last descriptor of
-that file is closed, which happens when its process ends, even by ``kill -9``: a dead holder
-never blocks the next one. The run system uses three: a run's ``.writer.lock`` (below), its
-``.start.lock`` (starting and deleting, ``runs/background.py``) and the runs root's ``.gpu.lock``
-(``runs/gpu_queue.py``); the nearest-neighbour build holds one per index
-(``runs/neighbour_jobs.py``); the disk cache holds a shared one on each entry while it is read
-(``disk_cache.py``), so that freeing room never removes an entry in use.
+A lock belongs to an open file, and it is let go when that file is closed, which happens when its
+process ends, even by ``kill -9``: a dead holder never blocks the next one. This holds on every
+system: ``flock`` on Linux and macOS, ``LockFileEx`` on Windows, and where a system gives Python
+neither, records of live holders (see ``runs/lock_backends.py`` for which and why). The run system
+uses three: a run's ``.writer.lock`` (below), its ``.start.lock`` (starting and deleting,
+``runs/background.py``) and the runs root's ``.gpu.lock`` (``runs/gpu_queue.py``); the
+nearest-neighbour build holds one per index (``runs/neighbour_jobs.py``); the disk cache holds a
+shared one on each entry while it is read (``disk_cache.py``), so that freeing room never removes
+an entry in use. :func:`release` lets a lock go (closing the descriptor does too).
 
 Pre-training, fine-tuning (full, feature-based, left-to-right) and ablations run inside
-:func:`writer_lock` (via :func:`writes_run`): an ``flock`` on ``RUN/.writer.lock`` that the
-kernel releases when the holder ends, even by ``kill -9``, so a dead holder's lock is simply free
-and the next writer takes it over (and says so in the run's log). A second writer gets
-:class:`RunBusy`, one sentence naming the folder and the holder, before it writes anything; the
-CLI exits 2. A background run's lock is taken by whoever starts it and handed to the process
-(an inherited descriptor named in ``BERT_EXPLORER_WRITER_FD``), which adopts it. Readers take
-no lock.
+:func:`writer_lock` (via :func:`writes_run`): a lock on ``RUN/.writer.lock`` that is let go when
+the holder ends, even by ``kill -9``, so a dead holder's lock is simply free and the next writer
+takes it over (and says so in the run's log). A second writer gets :class:`RunBusy`, one sentence
+naming the folder and the holder, before it writes anything; the CLI exits 2. Readers take no lock.
+
+A background run's lock is taken by whoever starts it, and passes to the run's process with no
+moment in between when another writer could take it. Where locks travel with a descriptor
+(``flock``) the starter hands its descriptor down (named in ``BERT_EXPLORER_WRITER_FD``) and the
+process adopts it. Where a lock stays with the process that took it (Windows, records), the
+starter lets its lock go while it holds the run's ``.start.lock``, and the process takes the writer
+lock itself before the starter lets that go; every other writer takes the writer lock only while it
+holds ``.start.lock`` too (a moment), so none can slip in between.
+
+Processes are told apart by pid and creation time (``psutil``): the kernel hands a pid out again
+once its process is gone, and the pair names one process for good (``exec`` keeps both).
 """
 from __future__ import annotations
 
@@ -30,33 +41,34 @@ import threading
 import time
 from pathlib import Path
 
-try:
-    import fcntl  # POSIX file locks; without them (Windows) runs are not locked
-except ImportError:  # pragma: no cover
-    fcntl = None
+import psutil
+
+from . import lock_backends
 
 WRITER_LOCK_NAME = ".writer.lock"
 START_LOCK_NAME = ".start.lock"
-HAVE_LOCKS = fcntl is not None  # False on Windows: nothing is locked, runs are never queued
 WRITER_FD_ENV = "BERT_EXPLORER_WRITER_FD"  # a background run's lock, handed down by its starter
+BACKEND = lock_backends.pick()
+LOCKS_TRAVEL = BACKEND.travels  # does a child that inherits a locked descriptor hold its lock?
+# Creation times are read from the wall clock at boot on Linux, which moves when the clock is set: a
+# small tolerance keeps a live process itself after a correction, and a pid comes back to another
+# process only after the kernel has handed out every other one, in practice far later than this.
+SAME_START_S = 0.5
 
 
 def acquire(fd: int, *, wait: bool = True, shared: bool = False) -> bool:
     """Take the exclusive lock of the open file ``fd`` (``shared=True``: a shared one, which any
     number of readers hold together and which keeps out only an exclusive one): wait for it, or
-    with ``wait=False`` return False at once when another open file holds it. True where there
-    are no file locks (Windows), where nothing is ever locked."""
-    if fcntl is None:  # pragma: no cover
-        return True
-    kind = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
-    if wait:
-        fcntl.flock(fd, kind)
-        return True
+    with ``wait=False`` return False at once when another open file holds it."""
+    return BACKEND.lock(fd, exclusive=not shared, wait=wait)
+
+
+def release(fd: int) -> None:
+    """Let the lock of ``fd`` go and close it."""
     try:
-        fcntl.flock(fd, kind | fcntl.LOCK_NB)
-        return True
-    except OSError:  # BlockingIOError: held elsewhere
-        return False
+        BACKEND.unlock(fd)
+    finally:
+        os.close(fd)
 
 
 def acquire_file(path: str | Path, *, wait: bool = True, shared: bool = False) -> int | None:
@@ -79,24 +91,17 @@ def acquire_file(path: str | Path, *, wait: bool = True, shared: bool = False) -
         except FileNotFoundError:
             pass  # moved away after we opened it: open again (which says whether the folder is still there)
         except BaseException:
-            os.close(fd)
+            release(fd)
             raise
-        os.close(fd)
+        release(fd)
 
 
 def is_held(lock_path: str | Path) -> bool:
-    """Does another open file hold ``lock_path``'s lock now? A probe that takes a shared lock
-    and gives it back at once, so two probes never see each other."""
-    if fcntl is None or not Path(lock_path).exists():
-        return False
-    fd = os.open(lock_path, os.O_RDONLY)
+    """Does another open file hold ``lock_path``'s lock (an exclusive one) now?"""
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return BACKEND.held(Path(lock_path))
+    except FileNotFoundError:
         return False
-    except OSError:
-        return True
-    finally:
-        os.close(fd)  # releases the probe's lock
 
 
 @contextlib.contextmanager
@@ -109,46 +114,41 @@ def holding(lock_path: str | Path):
         acquire(fd)
         yield
     finally:
-        os.close(fd)  # releases the lock
+        release(fd)
 
 
 def pid_alive(pid: int | None) -> bool:
-    if not pid:
+    """Is there a process ``pid``? A finished child that nobody waited for yet is a zombie: not alive
+    for our purposes. (Not ``os.kill(pid, 0)``: on Windows that sends CTRL_C_EVENT.)"""
+    if not pid or pid < 0:  # (no process has one; psutil refuses to be asked)
         return False
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:  # (a zombie too, where psutil says so by raising ZombieProcess)
         return False
-    except PermissionError:
-        return True
-    # A finished child that nobody waited for is a zombie: not alive for our purposes.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
+    except psutil.AccessDenied:  # another user's: it exists
         return True
 
 
-def process_start(pid: int | None) -> int | None:
-    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22), or None
-    where there is no /proc. A pid is reused by the kernel once its process is gone; the pair
-    (pid, start) names one process for good, and ``exec`` keeps both."""
+def process_start(pid: int | None) -> float | None:
+    """When process ``pid`` was created (seconds since the epoch, ``psutil``), or None when it is gone
+    or not ours to ask."""
     if not pid:
         return None
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
 
 
-def process_alive(pid: int | None, start: int | None = None) -> bool:
-    """Is the process that was ``pid`` when it started at ``start`` still running? Without a
-    recorded start (or without /proc) this is :func:`pid_alive`."""
+def process_alive(pid: int | None, created: float | None = None) -> bool:
+    """Is the process that was ``pid`` when it was created at ``created`` still running? Without a
+    recorded creation time this is :func:`pid_alive`; a pid whose process was created at another
+    moment is another process, which took the pid over."""
     if not pid_alive(pid):
         return False
-    now = process_start(pid) if start is not None else None
-    return start is None or now is None or now == start
+    now = process_start(pid) if created is not None else None
+    return created is None or now is None or abs(now - created) < SAME_START_S
 
 
 class RunBusy(RuntimeError):
@@ -189,28 +189,38 @@ def _inherited_fd(lock_path: Path) -> int | None:
     return int(fd) if (st_fd.st_dev, st_fd.st_ino) == (st_path.st_dev, st_path.st_ino) else None
 
 
-def acquire_writer(run_dir: str | Path, what: str | None = None) -> int | None:
+def acquire_writer(run_dir: str | Path, what: str | None = None, *, gated: bool = False) -> int:
     """Take ``run_dir``'s writer lock without waiting and return its descriptor (inheritable
     by a child only when asked, see :func:`runs.background.start_background`). Raises :class:`RunBusy` naming
-    the holder when another live process has it. A lock whose holder died is free again (the
-    kernel dropped it with the process), and is simply taken over. Creates ``run_dir``."""
-    if fcntl is None:  # pragma: no cover
-        return None
+    the holder when another live process has it. A lock whose holder died is free again (it went
+    with the process), and is simply taken over. Creates ``run_dir``.
+
+    ``gated``: the caller holds the run's ``.start.lock`` already (a starter, a deleter, or the
+    process a starter holds it for). Where locks do not travel, every other writer takes that lock
+    around this one, so that none slips in while a starter hands a run to its process."""
     path = Path(run_dir)
     path.mkdir(parents=True, exist_ok=True)
     lock_path = path / WRITER_LOCK_NAME
     fd = _inherited_fd(lock_path) if lock_path.exists() else None
-    if fd is not None:  # adopted: the starter holds it for us (and has no other use for it)
+    if fd is not None:  # adopted: the starter (or our launcher, before it became us) holds it for us
         os.environ.pop(WRITER_FD_ENV, None)  # adopted once; children get their own hand-down
         os.set_inheritable(fd, False)
         return _write_holder(fd, what)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    if LOCKS_TRAVEL or gated:
+        return _take_writer(path, what)
+    with holding(path / START_LOCK_NAME):
+        return _take_writer(path, what)
+
+
+def _take_writer(path: Path, what: str | None) -> int:
+    fd = os.open(path / WRITER_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
     if not acquire(fd, wait=False):
         os.close(fd)
         raise RunBusy(f"{path} is being written by {_describe_holder(read_holder(path))}; wait for that run "
                       f"to end (or stop it on the Runs page) or choose another output folder") from None
     before = read_holder(path)
-    if before.get("pid") and before.get("pid") != os.getpid() and not process_alive(before["pid"], before.get("pid_start")):
+    if (before.get("pid") and before.get("pid") != os.getpid()
+            and not process_alive(before["pid"], before.get("pid_created"))):
         # the last writer was killed: its lock went with it; say so in the run's log
         try:
             with (path / "log.txt").open("a") as f:
@@ -222,10 +232,11 @@ def acquire_writer(run_dir: str | Path, what: str | None = None) -> int | None:
 
 
 def _write_holder(fd: int, what: str | None) -> int:
-    info = {"pid": os.getpid(), "pid_start": process_start(os.getpid()), "since": time.time(),
+    info = {"pid": os.getpid(), "pid_created": process_start(os.getpid()), "since": time.time(),
             "command": what or " ".join(Path(sys.argv[0]).name.split() + sys.argv[1:3])}
     os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(info).encode(), 0)
+    os.lseek(fd, 0, os.SEEK_SET)  # (not os.pwrite, which Windows lacks)
+    os.write(fd, json.dumps(info).encode())
     return fd
 
 
@@ -250,12 +261,13 @@ def writer_lock(run_dir: str | Path, what: str | None = None):
                 del _held[key]
                 if not existed:
                     with contextlib.suppress(OSError):
-                        if [p.name for p in path.iterdir()] == [WRITER_LOCK_NAME]:
+                        locks = {WRITER_LOCK_NAME, START_LOCK_NAME}  # (.start.lock: a writer where locks stay put)
+                        if {p.name for p in path.iterdir()} <= locks:
                             # refused before writing anything (bad data): leave no empty folder
-                            (path / WRITER_LOCK_NAME).unlink()
+                            for name in locks:
+                                (path / name).unlink(missing_ok=True)
                             path.rmdir()
-                if entry[0] is not None:
-                    os.close(entry[0])  # releases the lock
+                release(entry[0])
 
 
 def writes_run(param: str, what: str):
@@ -283,7 +295,7 @@ def writes_run(param: str, what: str):
 
 def writer_busy(run_dir: str | Path) -> str | None:
     """One sentence when a live process (other than this one) writes ``run_dir``, else None."""
-    if fcntl is None or str(Path(run_dir).resolve()) in _held:
+    if str(Path(run_dir).resolve()) in _held:
         return None
     if not is_held(Path(run_dir) / WRITER_LOCK_NAME):
         return None

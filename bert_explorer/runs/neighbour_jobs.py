@@ -9,7 +9,7 @@ folder per index, ``<cache>/neighbours-work/<entry name>/``:
 
 | file | what |
 |---|---|
-| ``lock`` | an ``flock`` held by the builder for the whole build; the kernel drops it when the builder ends, even by ``kill -9``, so a dead builder never blocks the next one |
+| ``lock`` | a file lock (``runs/lock.py``) held by the builder for the whole build; it goes with the builder, even by ``kill -9``, so a dead builder never blocks the next one |
 | ``progress.json`` | state (starting, running, done, failed), fraction, message, pid; replaced atomically |
 | ``log.txt`` | the background process's output (for a failed build) |
 | ``shards/`` | finished parts of the index, each written whole; a stopped build resumes from them |
@@ -88,7 +88,7 @@ def builder_lock(entry_path: Path):
         os.write(fd, str(os.getpid()).encode())
         yield
     finally:
-        os.close(fd)  # releases the lock
+        lock.release(fd)
 
 
 def build_entry(entry_path: Path, is_complete, work, progress=None) -> Path:
@@ -183,8 +183,8 @@ def start_build(entry_path: Path, argv: list[str], *, one_at_a_time: bool, room_
     process session, and return None; or start nothing and return one sentence why (:func:`start_refusal`, or the
     disk cache has no room for the build's ``room_bytes``: ``disk_cache.make_room``).
 
-    The check and the start are one step: both happen under the server's start lock (an
-    ``flock``, so it holds between processes as between the threads of one), and the build is
+    The check and the start are one step: both happen under the server's start lock (a
+    file lock, so it holds between processes as between the threads of one), and the build is
     "starting" on disk before the lock is let go. Two sessions pressing *Build* together start
     one build, and the second is told why. The build gets one CPU core fewer than the machine has
     (``runs.background.spawn``), so the app stays responsive while it builds."""

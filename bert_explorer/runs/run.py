@@ -24,6 +24,7 @@ checkpoints are written to a temporary directory and renamed into place.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -96,7 +97,7 @@ class Run:
         except (FileNotFoundError, json.JSONDecodeError):
             return {"state": "unknown"}
         if (status.get("state") in ACTIVE_STATES and status.get("pid")
-                and not process_alive(status["pid"], status.get("pid_start"))):
+                and not process_alive(status["pid"], status.get("pid_created"))):
             status["state"] = "crashed"  # the process died without saying so: resumable
             status["last_seen"] = self.last_seen()
         return status
@@ -115,7 +116,7 @@ class Run:
     def is_active(self) -> bool:
         """A live process is (or will soon be) working in this directory."""
         s = self.status()
-        return s.get("state") in ACTIVE_STATES and process_alive(s.get("pid"), s.get("pid_start"))
+        return s.get("state") in ACTIVE_STATES and process_alive(s.get("pid"), s.get("pid_created"))
 
     def write_status(self, **fields) -> None:
         p = self.path / "status.json"
@@ -125,8 +126,8 @@ class Run:
                 current = json.loads(p.read_text())
             except json.JSONDecodeError:
                 pass
-        if "pid" in fields:  # remember which process this pid is, in case it is later reused
-            fields = {**fields, "pid_start": process_start(fields["pid"])}
+        if "pid" in fields:  # remember which process this pid is (its creation time), in case it is later reused
+            fields = {**fields, "pid_created": process_start(fields["pid"])}
         current.update(fields, updated=time.time())
         atomic.write_json(p, current, indent=2, default=str)
 
@@ -288,7 +289,10 @@ def remove_run_files(path: str | Path) -> None:
         else:
             p.unlink(missing_ok=True)
     for p in locks:
-        p.unlink(missing_ok=True)
+        # Windows refuses to remove a file that is open, and the deleter holds both: there the folder
+        # stays, holding only them, which is no run (nor anything a new run refuses)
+        with contextlib.suppress(PermissionError):
+            p.unlink(missing_ok=True)
     try:
         path.rmdir()
     except OSError:
