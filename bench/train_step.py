@@ -2,6 +2,7 @@
 
     python bench/train_step.py [--size mini] [--batch 32] [--seq 128] [--steps 5] [--warmup 2]
                                [--device cpu|cuda] [--threads N] [--precision both|fp32|bf16] [--compile]
+                               [--cpu-kernels]
 
 One step = forward + backward + AdamW update with the MLM + NSP loss (paper, Section 3.1); both
 models are updated by the project's optimiser (``train.optim.make_optimizer``, fused AdamW). Both
@@ -37,11 +38,16 @@ training setting of pretrain and finetune does), so that the comparison with tra
 fused AdamW, compilation); compile times are printed apart and not counted in the step times. A
 model that fails to compile is reported in one line and left out. On a GPU the datasheet's dense
 bf16 rate is printed beside the measured matmul rate, where the card is one we know.
+
+``--cpu-kernels`` also times ours with ``model.cpu_kernels`` applied ("ours+kernels"), as
+pre-training and fine-tuning run it on a CPU; "ours" is the reference model as the paper reads.
+The kernels stay only while this shows them faster.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import os
 import platform
 import statistics
@@ -49,7 +55,7 @@ import time
 
 import torch
 
-from bert_explorer.model import IGNORE, PRESETS, BertForPreTraining, preset
+from bert_explorer.model import IGNORE, PRESETS, BertForPreTraining, cpu_kernels, preset
 from bert_explorer.train.device import cpu_bf16_is_fast
 from bert_explorer.train.estimate import model_flops_per_token
 from bert_explorer.train.optim import make_optimizer
@@ -157,6 +163,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--precision", default="both", choices=["both", "fp32", "bf16"])
     ap.add_argument("--compile", action="store_true", help="also time both models under torch.compile")
+    ap.add_argument("--cpu-kernels", action="store_true", help="also time ours with model.cpu_kernels applied (CPU)")
     ap.add_argument("--matmul-size", type=int, default=None, help="the reference matmul's n (default: 2048 on a "
                                                                    "CPU, 8192 on a GPU)")
     args = ap.parse_args()
@@ -165,6 +172,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA GPU is available")
+    if args.cpu_kernels and args.device != "cpu":
+        raise SystemExit("--cpu-kernels: they apply on the CPU only")
     device = torch.device(args.device)
     torch.manual_seed(args.seed)
 
@@ -243,8 +252,10 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
 
     runners = {}
     models = [("ours", ours, ours), ("transformers", hf, hf)]
+    if args.cpu_kernels:  # the same weights, its own optimiser
+        fast = cpu_kernels.apply(copy.deepcopy(ours), "cpu")
+        models.append(("ours+kernels", fast, fast))
     if args.compile:
-        import copy
         for name, original in (("ours compiled", ours), ("transformers compiled", hf)):
             twin = copy.deepcopy(original)  # its own weights and optimiser, as the others
             models.append((name, twin, torch.compile(twin)))
@@ -305,7 +316,8 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
           + (f";  ours compiled / transformers compiled: {rate['ours compiled'] / rate['transformers compiled']:.2f}x"
              if "ours compiled" in rate and "transformers compiled" in rate else "")
           + (f";  compiling gave ours {rate['ours compiled'] / rate['ours']:.2f}x" if "ours compiled" in rate else "")
-          + (f", transformers {rate['transformers compiled'] / rate['transformers']:.2f}x" if "transformers compiled" in rate else ""))
+          + (f", transformers {rate['transformers compiled'] / rate['transformers']:.2f}x" if "transformers compiled" in rate else "")
+          + (f";  the CPU kernels gave ours {rate['ours+kernels'] / rate['ours']:.2f}x" if "ours+kernels" in rate else ""))
     return {k: (v, tokens / min(times[k])) for k, v in rate.items()}
 
 

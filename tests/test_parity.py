@@ -71,54 +71,56 @@ def test_pretraining_heads_match_transformers_on_random_weights(tmp_path):
     assert (a.nsp_logits - b.seq_relationship_logits).abs().max() < 1e-5
 
 
+def _tiny_model():
+    return BertForPreTraining(BertConfig(vocab_size=100, hidden_size=32, num_layers=2, num_heads=2,
+                                         intermediate_size=64)).eval()
+
+
 def test_mlm_at_masked_positions_equals_full_logits_there():
-    model = BertForPreTraining(BertConfig(vocab_size=100, hidden_size=32, num_layers=2, num_heads=2,
-                                          intermediate_size=64)).eval()
+    model = _tiny_model()
     ids = torch.randint(5, 100, (2, 10))
     labels = torch.full_like(ids, -100)
     labels[0, 3], labels[1, 7] = 11, 42
     with torch.no_grad():
         full = model(ids).mlm_logits
         sparse = model(ids, labels=labels)
-    assert sparse.mlm_logits.shape == (2, 100)
-    assert torch.allclose(sparse.mlm_logits[0], full[0, 3], atol=1e-6)
-    assert torch.allclose(sparse.mlm_logits[1], full[1, 7], atol=1e-6)
+    assert sparse.masked_logits.shape == (2, 100)
+    assert torch.allclose(sparse.masked_logits[0], full[0, 3], atol=1e-6)
+    assert torch.allclose(sparse.masked_logits[1], full[1, 7], atol=1e-6)
     expected = torch.nn.functional.cross_entropy(full[[0, 1], [3, 7]], torch.tensor([11, 42]))
     assert torch.allclose(sparse.mlm_loss, expected, atol=1e-6)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_mlm_cross_entropy_equals_pytorchs_loss_and_gradient(dtype):
-    from bert_explorer.model.heads import CE_ROWS, mlm_cross_entropy
+def test_mlm_logits_cover_every_position_and_masked_logits_the_labelled_ones():
+    """One name, one shape: mlm_logits is [B, T, V] whenever it is there; with labels the head runs
+    at the N labelled positions only (masked_logits, [N, V]) and the [B, T, V] logits are not made."""
+    model = _tiny_model()
+    ids = torch.randint(5, 100, (3, 10))
+    labels = torch.full_like(ids, -100)
+    labels[0, 1], labels[0, 4], labels[2, 9] = 7, 8, 9
+    with torch.no_grad():
+        plain, labelled = model(ids), model(ids, labels=labels)
+    assert plain.mlm_logits.shape == (3, 10, 100) and plain.masked_logits is None
+    assert labelled.masked_logits.shape == (3, 100) and labelled.mlm_logits is None
+
+
+def test_fused_and_explicit_attention_use_the_same_stated_scale():
+    """Both paths divide by the module's own scale, so a scale other than 1/√d (as a study of
+    temperature would set) changes them alike: the fused path is given it, not its own default."""
+    from bert_explorer.model.bert import BertSelfAttention, extended_attention_mask
 
     torch.manual_seed(0)
-    n = 2 * CE_ROWS + 5  # chunks of CE_ROWS rows and a short last one
-    logits = (torch.randn(n, 1000) * 4).to(dtype).requires_grad_()
-    labels = torch.randint(0, 1000, (n,))
-    ours = mlm_cross_entropy(logits, labels)
-    (ours * 3).backward()  # an upstream gradient other than 1
-    got = logits.grad.clone()
-    logits.grad = None
-    expected = torch.nn.functional.cross_entropy(logits.float(), labels)  # PyTorch's, on an fp32 copy
-    (expected * 3).backward()
-    assert ours.dtype == torch.float32 and ours.item() == pytest.approx(expected.item(), rel=1e-6)
-    assert got.dtype == dtype
-    assert torch.allclose(got.float(), logits.grad.float(), atol=1e-7 if dtype == torch.float32 else 1e-5)
-
-
-def test_cpu_dropout_drops_p_scales_the_rest_and_follows_the_seed():
-    from bert_explorer.model.bert import dropout
-    x = torch.ones(400, 1000, requires_grad=True)
-    torch.manual_seed(3)
-    y = dropout(x, 0.1, training=True)
-    dropped = (y == 0).float().mean().item()
-    assert abs(dropped - 0.1) < 0.003  # 400k draws: the standard error is 0.0005
-    assert torch.allclose(y[y != 0], torch.tensor(1 / 0.9))  # inverted dropout: E[y] = x
-    y.sum().backward()
-    assert torch.equal(x.grad, y.detach())  # the gradient flows through the kept elements only
-    torch.manual_seed(3)
-    assert torch.equal(dropout(x, 0.1, training=True), y)  # the same seed, the same mask
-    assert not torch.equal(dropout(x, 0.1, training=True), y)
-    assert dropout(x, 0.1, training=False) is x
-    # rows and columns are independent: no lane of the 64-bit draws is biased
-    assert (y == 0).float().mean(0).std() < 0.03 and abs((y[:, 1::2] == 0).float().mean() - 0.1) < 0.004
+    attention = BertSelfAttention(BertConfig(hidden_size=32, num_heads=2)).eval()
+    for linear in (attention.query, attention.key):  # scores of order 1, where the scale shows
+        torch.nn.init.normal_(linear.weight, std=0.3)
+    h = torch.randn(2, 12, 32)
+    keep = torch.ones(2, 12, dtype=torch.long)
+    keep[1, 8:] = 0
+    mask = extended_attention_mask(keep, False, 12, h.dtype, h.device)
+    with torch.no_grad():
+        default, _ = attention(h, mask)
+        attention.scale = 0.9  # 1/√16 = 0.25 by default
+        fused, _ = attention(h, mask)
+        explicit, probs = attention(h, mask, output_attentions=True)
+    assert probs is not None and (fused - default).abs().max() > 0.1  # the scale matters here
+    assert (fused - explicit).abs().max() < 1e-5

@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from .. import checkpoint
+from ..model import cpu_kernels
 from ..tasks.base import padded_length
 from ..tasks.registry import TASK_TYPES, task_types_with
 from ..train.feature_based import FeatureHead
@@ -97,7 +98,8 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
         train_feats = task.featurize(train.examples, tok, label_names, cfg.max_seq_length)
         dev_feats = task.featurize(dev.examples, tok, label_names, cfg.max_seq_length)
         torch.manual_seed(cfg.seed)
-        model = LTRClassifier(loaded.model, head, task.num_outputs(label_names), task.per_token).to(dev_obj.device)
+        encoder = cpu_kernels.apply(loaded.model, dev_obj.device)
+        model = LTRClassifier(encoder, head, task.num_outputs(label_names), task.per_token).to(dev_obj.device)
         head_module = model.head if head == "bilstm" else model.classifier
         optimizer = make_optimizer(model.bert, cfg.lr, cfg.weight_decay, extra_groups=[
             {"params": list(head_module.parameters()), "weight_decay": 0.0,

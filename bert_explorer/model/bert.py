@@ -27,34 +27,6 @@ class EncoderOutput:
     attentions: tuple[torch.Tensor, ...] | None = None     # L of [B, A, T, T], rows sum to 1
 
 
-def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Dropout (Srivastava et al. 2014): zero each element with probability p and scale the
-    rest by 1/(1-p), so the expected value is unchanged; identity outside training.
-
-    On the CPU the keep/drop draws come from 32 random bits per element, compared with
-    round(p·2³²) (a drop probability exact to 1e-10), taken from the same seeded generator as
-    ``torch.bernoulli``. PyTorch's CPU ``bernoulli_`` draws one floating-point number per element
-    and was 14 % of a pre-training step here (bench/train_step.py); this is about 10x faster. On
-    a GPU, and inside torch.compile (which draws its own random numbers in fused code),
-    PyTorch's dropout is used."""
-    if not training or p == 0.0:
-        return x
-    if x.device.type != "cpu" or not 0.0 < p < 1.0 or torch.compiler.is_compiling():
-        return F.dropout(x, p, training)
-    n = x.numel()
-    # One 64-bit draw gives two 32-bit lanes; the full signed range keeps every bit uniform.
-    bits = torch.empty((n + 1) // 2, dtype=torch.int64).random_(-2**63, None).view(torch.int32)[:n]
-    keep = bits.view(x.shape) >= (-2**31 + round(p * 2**32))
-    return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))
-
-
-class Dropout(nn.Dropout):
-    """``nn.Dropout`` drawing its mask with :func:`dropout` (the same p, the same expectation)."""
-
-    def forward(self, x):
-        return dropout(x, self.p, self.training)
-
-
 class BertEmbeddings(nn.Module):
     """E = LayerNorm(E_token + E_segment + E_position), then dropout (paper, Figure 2)."""
 
@@ -65,7 +37,7 @@ class BertEmbeddings(nn.Module):
         self.position_embeddings = nn.Embedding(config.max_position_embeddings, H)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, H)
         self.LayerNorm = nn.LayerNorm(H, eps=config.layer_norm_eps)
-        self.dropout = Dropout(config.dropout)
+        self.dropout = nn.Dropout(config.dropout)
 
     def parts(self, input_ids, token_type_ids=None, position_ids=None, inputs_embeds=None):
         """The three summands of the input representation, each [B, T, H]."""
@@ -99,7 +71,8 @@ class BertSelfAttention(nn.Module):
         self.query = nn.Linear(H, H)
         self.key = nn.Linear(H, H)
         self.value = nn.Linear(H, H)
-        self.attention_dropout = config.attention_dropout
+        # On the probabilities, as the original BERT code does: it drops whole tokens to attend to.
+        self.dropout = nn.Dropout(config.attention_dropout)
         self.scale = self.head_size**-0.5  # 1/√d keeps the logits O(1) as d grows
 
     def _split_heads(self, x):  # [B, T, H] -> [B, A, T, d]
@@ -111,24 +84,19 @@ class BertSelfAttention(nn.Module):
         q = self._split_heads(self.query(hidden_states))
         k = self._split_heads(self.key(hidden_states))
         v = self._split_heads(self.value(hidden_states))
-        p_drop = self.attention_dropout if self.training else 0.0
         probs = None
-        # PyTorch's CPU kernels have no fused attention with dropout (SDPA falls back to its own
-        # matmul + softmax + bernoulli), so CPU training takes the explicit path with the faster
-        # dropout below; on a GPU the fused kernel applies dropout itself.
-        explicit = output_attentions or (p_drop > 0 and q.device.type == "cpu" and not torch.compiler.is_compiling())
-        if explicit:
-            # Explicit path: the same arithmetic as the fast path, but we keep the probabilities.
+        if output_attentions:
+            # Explicit path: the same arithmetic as the fused one, but we keep the probabilities.
             scores = torch.matmul(q, k.transpose(-1, -2)) * self.scale  # [B, A, T, T]
             if mask is not None:
                 scores = scores + mask
             probs = scores.softmax(dim=-1)
-            context = torch.matmul(dropout(probs, p_drop, self.training), v)  # [B, A, T, d]
-            if not output_attentions:
-                probs = None
+            context = torch.matmul(self.dropout(probs), v)  # [B, A, T, d]
         else:
-            # Fast path: PyTorch's fused kernel (flash / memory-efficient where available).
-            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop)
+            # Fused path: PyTorch's kernel (flash / memory-efficient where available), given the
+            # same stated scale rather than relying on its default of 1/√d.
+            p_drop = self.dropout.p if self.training else 0.0
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p_drop, scale=self.scale)
         if head_mask is not None:
             # Multiplying a head's probabilities by m is the same as multiplying its context
             # by m, which lets the fused kernel stay on. [A] -> [1, A, 1, 1]
@@ -144,7 +112,7 @@ class BertSelfOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = Dropout(config.dropout)
+        self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, hidden_states, residual):
         return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
@@ -179,7 +147,7 @@ class BertOutput(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = Dropout(config.dropout)
+        self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, hidden_states, residual):
         return self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)

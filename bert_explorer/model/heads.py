@@ -14,48 +14,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .bert import BertModel, Dropout, EncoderOutput, init_weights
+from .bert import BertModel, EncoderOutput, init_weights
 from .config import BertConfig
 
 IGNORE = -100  # label value for positions that carry no loss (as in PyTorch's cross_entropy)
-CE_ROWS = 32  # rows of logits handled at once by mlm_cross_entropy: 32 x 30,522 fp32 stays in cache
-
-
-class _ChunkedCrossEntropy(torch.autograd.Function):
-    """Mean cross-entropy of [N, V] logits of any float dtype, computed in float32 a few rows at a
-    time: the same loss and gradient as ``F.cross_entropy(logits.float(), labels)``, without an
-    fp32 copy of the whole [N, V] matrix and its log-softmax in memory (on the CPU, bf16 MLM logits
-    went through five full [N, V] passes: about 10 % of a pre-training step, bench/train_step.py)."""
-
-    @staticmethod
-    def forward(ctx, logits, labels):
-        n = logits.shape[0]
-        lse = torch.empty(n, dtype=torch.float32, device=logits.device)  # log Σ_v exp(z_v), per row
-        for s in range(0, n, CE_ROWS):
-            lse[s:s + CE_ROWS] = torch.logsumexp(logits[s:s + CE_ROWS].float(), dim=1)
-        ctx.save_for_backward(logits, labels, lse)
-        return (lse - logits.gather(1, labels[:, None]).squeeze(1).float()).mean()
-
-    @staticmethod
-    def backward(ctx, grad):
-        logits, labels, lse = ctx.saved_tensors
-        n = logits.shape[0]
-        out = torch.empty_like(logits)
-        scale = grad.float() / n
-        for s in range(0, n, CE_ROWS):  # d loss / d z = (softmax(z) − one_hot(label)) / N
-            p = (logits[s:s + CE_ROWS].float() - lse[s:s + CE_ROWS, None]).exp_()
-            p[torch.arange(p.shape[0], device=p.device), labels[s:s + CE_ROWS]] -= 1
-            out[s:s + CE_ROWS] = p.mul_(scale)
-        return out, None
-
-
-def mlm_cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """The masked-LM loss over the labelled positions' logits [N, V] (no IGNORE among ``labels``),
-    in float32 whatever the logits' dtype. On the CPU a few rows at a time (``_ChunkedCrossEntropy``);
-    on a GPU, inside torch.compile, or with no rows, PyTorch's own kernel."""
-    if logits.device.type != "cpu" or not len(labels) or torch.compiler.is_compiling():
-        return F.cross_entropy(logits.float(), labels)
-    return _ChunkedCrossEntropy.apply(logits, labels)
 
 
 @dataclass
@@ -63,7 +25,8 @@ class HeadOutput:
     encoder: EncoderOutput
     loss: torch.Tensor | None = None
     logits: torch.Tensor | None = None         # task heads: [B, labels], [B, T, labels], [B, C]
-    mlm_logits: torch.Tensor | None = None     # [B, T, V], or [N, V] at the N labelled positions
+    mlm_logits: torch.Tensor | None = None     # [B, T, V]: every position (pre-training heads, no labels)
+    masked_logits: torch.Tensor | None = None  # [N, V]: only the N positions that carry an MLM label
     nsp_logits: torch.Tensor | None = None     # [B, 2]: index 0 = IsNext, 1 = NotNext
     mlm_loss: torch.Tensor | None = None
     nsp_loss: torch.Tensor | None = None
@@ -128,8 +91,9 @@ class BertForPreTraining(nn.Module):
 
     Speed: the V-way softmax of the MLM head is the most expensive part of a small BERT. When
     ``labels`` are given, the head runs only on the ~15% of positions that carry a label
-    (the others could not change the loss), which is what makes pre-training several times
-    faster than computing logits for every token.
+    (the others could not change the loss): ``masked_logits`` [N, V], and no ``mlm_logits``
+    [B, T, V]. That is what makes pre-training several times faster than computing logits for
+    every token. Without labels (probes, the pages) ``mlm_logits`` covers every position.
     """
 
     def __init__(self, config: BertConfig):
@@ -154,11 +118,11 @@ class BertForPreTraining(nn.Module):
         nsp_logits = self.cls.seq_relationship(enc.pooler_output)  # [B, 2]
         out = HeadOutput(encoder=enc, nsp_logits=nsp_logits)
         if labels is None:
-            out.mlm_logits = self.cls.predictions(seq)        # [B, T, V]
+            out.mlm_logits = self.cls.predictions(seq)            # [B, T, V]
         else:
-            chosen = labels != IGNORE                          # [B, T]
-            out.mlm_logits = self.cls.predictions(seq[chosen])  # [N, V]
-            out.mlm_loss = mlm_cross_entropy(out.mlm_logits, labels[chosen])
+            chosen = labels != IGNORE                              # [B, T]
+            out.masked_logits = self.cls.predictions(seq[chosen])  # [N, V]
+            out.mlm_loss = self.masked_lm_loss(out.masked_logits, labels[chosen])
             out.loss = out.mlm_loss
         if next_sentence_label is not None:
             # IGNORE marks sequences that carry no NSP label (MLM-only text mixed into the batch): the
@@ -169,6 +133,11 @@ class BertForPreTraining(nn.Module):
                                            reduction="sum") / labelled
             out.loss = out.nsp_loss if out.loss is None else out.loss + out.nsp_loss
         return out
+
+    def masked_lm_loss(self, masked_logits, labels):
+        """Mean cross-entropy over the N masked positions: [N, V] logits, [N] original ids. In
+        float32 under autocast too, where bf16 would round the log-probabilities."""
+        return F.cross_entropy(masked_logits.float(), labels)
 
 
 class BertForSequenceClassification(nn.Module):
@@ -183,7 +152,7 @@ class BertForSequenceClassification(nn.Module):
         if self.num_labels == 1:
             config.problem_type = "regression"
         self.bert = BertModel(config)
-        self.dropout = Dropout(config.dropout)
+        self.dropout = nn.Dropout(config.dropout)
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)
         _init_new(self.classifier, config)
 
@@ -215,7 +184,7 @@ class BertForTokenClassification(nn.Module):
         self.num_labels = num_labels or len(config.id2label)
         _name_labels(config, self.num_labels)
         self.bert = BertModel(config, add_pooling_layer=False)
-        self.dropout = Dropout(config.dropout)
+        self.dropout = nn.Dropout(config.dropout)
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)
         _init_new(self.classifier, config)
 
@@ -261,7 +230,7 @@ class BertForMultipleChoice(nn.Module):
         super().__init__()
         self.config = config
         self.bert = BertModel(config)
-        self.dropout = Dropout(config.dropout)
+        self.dropout = nn.Dropout(config.dropout)
         self.classifier = nn.Linear(config.hidden_size, 1)
         _init_new(self.classifier, config)
 

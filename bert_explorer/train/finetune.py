@@ -25,6 +25,7 @@ from ..data.tasks import check_dev_labels, load_builtin, train_dev_split
 from ..data.tiny_tasks import make_tiny
 from ..data.uploads.core import TaskData
 from ..data.uploads.reader import read_task_file
+from ..model import cpu_kernels
 from ..runs.lock import writes_run
 from ..runs.run import Run
 from ..tasks.base import TaskType, padded_length
@@ -221,7 +222,7 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
     task = train.task
     n_out = task.num_outputs(label_names)  # None: the architecture fixes it (QA, multiple choice)
     loaded = checkpoint.load(cfg.model, task.architecture, **({} if n_out is None else {"num_labels": n_out}))
-    model = loaded.model.to(dev_obj.device)
+    model = cpu_kernels.apply(loaded.model.to(dev_obj.device), dev_obj.device)
     model.config.problem_type = task.problem_type  # not the base model's
     if label_names:
         model.config.id2label = dict(enumerate(label_names))

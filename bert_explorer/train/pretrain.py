@@ -30,7 +30,7 @@ from tqdm import tqdm
 from .. import checkpoint, full_disk
 from ..data.corpora import load_corpus, split_documents, tiny_corpus
 from ..data.pretraining import Masker, MaskingConfig, collate, create_instances, mlm_only_instances
-from ..model import IGNORE, PRESETS, BertConfig, BertForPreTraining, preset
+from ..model import IGNORE, PRESETS, BertConfig, BertForPreTraining, cpu_kernels, preset
 from ..tokenizer import WordPieceTokenizer
 from .device import PRECISIONS, Device, pick_device, precision_from, threads_text
 from .optim import apply_update, linear_warmup_decay, load_optimizer_state, make_optimizer
@@ -434,7 +434,7 @@ def evaluate(model, instances, cfg: PretrainConfig, tok: WordPieceTokenizer, dev
             batch = {k: v.to(dev.device) for k, v in batch.items()}
             out = model(**batch)
             labels = batch["labels"][batch["labels"] != -100]
-            logits = out.mlm_logits.float()
+            logits = out.masked_logits.float()
             ce_sum += torch.nn.functional.cross_entropy(logits, labels, reduction="sum").item()
             correct += (logits.argmax(-1) == labels).sum().item()
             total += labels.numel()
@@ -753,7 +753,7 @@ def _new_model(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | N
         model = _warm_start(cfg, run, dev)
     else:
         model = BertForPreTraining(preset(cfg.size, vocab_size=tok.vocab_size, causal=cfg.objective == "ltr"))
-    model.to(dev.device)
+    cpu_kernels.apply(model.to(dev.device), dev.device)
     if cfg.freeze_word_embeddings:
         # One matrix reads words in and (tied) writes them out: freezing it keeps both fixed,
         # so the optimiser never sees it and a checkpoint can ship without it.
