@@ -1,7 +1,7 @@
 """How fast is one pre-training step? Our BertForPreTraining against transformers' on the same config.
 
     python bench/train_step.py [--size mini] [--batch 32] [--seq 128] [--steps 5] [--warmup 2]
-                               [--device cpu|cuda] [--threads N] [--precision both|fp32|bf16] [--compile]
+                               [--device cpu|cuda] [--threads N] [--precision both|fp32|bf16] [--compile] [--levers]
                                [--cpu-kernels]
 
 One step = forward + backward + AdamW update with the MLM + NSP loss (paper, Section 3.1); both
@@ -36,7 +36,9 @@ against the fastest matmul is printed too, the pair least disturbed by other pro
 ``--compile`` also times both models under ``torch.compile`` (ours: what the ``--compile``
 training setting of pretrain and finetune does), so that the comparison with transformers holds with the same levers (SDPA attention,
 fused AdamW, compilation); compile times are printed apart and not counted in the step times. A
-model that fails to compile is reported in one line and left out. On a GPU the datasheet's dense
+model that fails to compile is reported in one line and left out. ``--levers`` also times ours with one lever off at
+a time (the explicit attention path, which asking for the attention weights takes, instead of SDPA;
+AdamW not fused) and prints what each lever gave, compilation included with ``--compile``. On a GPU the datasheet's dense
 bf16 rate is printed beside the measured matmul rate, where the card is one we know.
 
 ``--cpu-kernels`` also times ours with ``model.cpu_kernels`` applied ("ours+kernels"), as
@@ -164,6 +166,8 @@ def main() -> None:
     ap.add_argument("--precision", default="both", choices=["both", "fp32", "bf16"])
     ap.add_argument("--compile", action="store_true", help="also time both models under torch.compile")
     ap.add_argument("--cpu-kernels", action="store_true", help="also time ours with model.cpu_kernels applied (CPU)")
+    ap.add_argument("--levers", action="store_true", help="also time ours with one lever off at a time: the explicit "
+                                                          "attention path instead of SDPA, AdamW not fused")
     ap.add_argument("--matmul-size", type=int, default=None, help="the reference matmul's n (default: 2048 on a "
                                                                    "CPU, 8192 on a GPU)")
     args = ap.parse_args()
@@ -259,13 +263,23 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
         for name, original in (("ours compiled", ours), ("transformers compiled", hf)):
             twin = copy.deepcopy(original)  # its own weights and optimiser, as the others
             models.append((name, twin, torch.compile(twin)))
+    # --levers: ours with one lever off, each on its own copy. Asking for the attention weights is what
+    # takes our model's explicit path (matmul, softmax, dropout, matmul) instead of SDPA.
+    explicit, unfused = set(), set()
+    if args.levers:
+        for name, off in (("ours explicit attn", explicit), ("ours AdamW unfused", unfused)):
+            twin = copy.deepcopy(ours)
+            models.append((name, twin, twin))
+            off.add(name)
     for name, model, forward in models:
-        opt = make_optimizer(model, lr=1e-4, weight_decay=0.01)
+        opt = (torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=False) if name in unfused
+               else make_optimizer(model, lr=1e-4, weight_decay=0.01))
+        extra = {"output_attentions": True} if name in explicit else {}
 
-        def step(batch, model=forward, opt=opt):
+        def step(batch, model=forward, opt=opt, extra=extra):
             opt.zero_grad(set_to_none=True)
             with autocast():
-                loss = model(**batch).loss
+                loss = model(**batch, **extra).loss
             loss.backward()
             opt.step()
             return loss.detach()
@@ -318,6 +332,11 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
           + (f";  compiling gave ours {rate['ours compiled'] / rate['ours']:.2f}x" if "ours compiled" in rate else "")
           + (f", transformers {rate['transformers compiled'] / rate['transformers']:.2f}x" if "transformers compiled" in rate else "")
           + (f";  the CPU kernels gave ours {rate['ours+kernels'] / rate['ours']:.2f}x" if "ours+kernels" in rate else ""))
+    if args.levers:  # what each lever gave: ours with it on, against ours with it off
+        print(f"[{precision}] levers: SDPA gave ours {rate['ours'] / rate['ours explicit attn']:.2f}x over the explicit "
+              f"attention path, fused AdamW {rate['ours'] / rate['ours AdamW unfused']:.2f}x over the unfused one"
+              + (f", torch.compile {rate['ours compiled'] / rate['ours']:.2f}x over eager" if "ours compiled" in rate
+                 else ""))
     return {k: (v, tokens / min(times[k])) for k, v in rate.items()}
 
 
