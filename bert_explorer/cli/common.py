@@ -205,7 +205,7 @@ def _load_json_config(path: str | None) -> dict:
 
 
 def _setting_help(f) -> str:
-    """A setting's --help: the sentence written beside its field (``train/configs.setting``) and
+    """A setting's --help: the sentence written beside its field (``bert_explorer.setting``) and
     its default. argparse formats help with %, so a percent sign in the sentence is doubled."""
     text = f.metadata.get("help", "").replace("%", "%%")
     if f.default is not dataclasses.MISSING and f.default is not None:

@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 import torch
 
 from ..model.heads import IGNORE
+from ..setting import setting
 from ..tokenizer import WordPieceTokenizer
 from .corpora import Document
 
@@ -58,25 +59,20 @@ class Instance:
         return ids
 
 
-def _setting(default, help: str):
-    # the sentence the command line's --help and the pages show for the setting (as train/configs.setting)
-    return field(default=default, metadata={"help": help})
-
-
 @dataclass(frozen=True)
 class MaskingConfig:
     """How the masked-LM targets are chosen (Section 3.1; the ratios vary in Table 8)."""
 
-    mlm_probability: float = _setting(0.15, "The fraction of tokens chosen for the masked-LM prediction (15% in the "
+    mlm_probability: float = setting(0.15, "The fraction of tokens chosen for the masked-LM prediction (15% in the "
                                             "paper).")
-    mask_ratio: float = _setting(0.8, "Of the chosen tokens, the fraction replaced by [MASK] (Table 8 varies these "
+    mask_ratio: float = setting(0.8, "Of the chosen tokens, the fraction replaced by [MASK] (Table 8 varies these "
                                       "three ratios).")
-    random_ratio: float = _setting(0.1, "Of the chosen tokens, the fraction replaced by a random token.")
-    keep_ratio: float = _setting(0.1, "Of the chosen tokens, the fraction left as they are (still predicted).")
+    random_ratio: float = setting(0.1, "Of the chosen tokens, the fraction replaced by a random token.")
+    keep_ratio: float = setting(0.1, "Of the chosen tokens, the fraction left as they are (still predicted).")
     # 20 ~ 0.15 x 128 in the original scripts
-    max_predictions_per_seq: int = _setting(20, "The most tokens predicted in one sequence.")
+    max_predictions_per_seq: int = setting(20, "The most tokens predicted in one sequence.")
     # the 2019 release's whole-word masking
-    whole_word: bool = _setting(False, "Mask whole words: all the WordPiece pieces of a chosen word together.")
+    whole_word: bool = setting(False, "Mask whole words: all the WordPiece pieces of a chosen word together.")
 
     def __post_init__(self):
         for name in ("mlm_probability", "mask_ratio", "random_ratio", "keep_ratio", "max_predictions_per_seq"):

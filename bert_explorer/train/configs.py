@@ -9,20 +9,11 @@ from __future__ import annotations
 
 import difflib
 import warnings
-from dataclasses import MISSING, field, fields
+from dataclasses import fields
 
 # Keys that runs and configs carry beside the settings: the run's kind, the LTR head an
 # ablation cell used, and `amp`, the precision switch of earlier versions (read by precision_from).
 NOT_SETTINGS = {"kind", "ltr_head", "amp"}
-
-
-def setting(default=MISSING, help: str = "", *, factory=None):
-    """A settings field with the sentence that says what it does, written once beside it: the
-    command line's --help shows that sentence (see ``cli/common.py``). ``factory`` makes a fresh
-    default for each config (a list), as ``dataclasses.field(default_factory=...)``."""
-    if factory is not None:
-        return field(default_factory=factory, metadata={"help": help})
-    return field(default=default, metadata={"help": help})
 
 
 def settings_of(cls, d: dict, strict: bool = True) -> dict:

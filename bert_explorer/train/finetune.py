@@ -31,7 +31,8 @@ from ..runs.run import Run
 from ..tasks.base import TaskType, padded_length
 from ..tasks.metrics import small_dev_warning
 from ..tokenizer import WordPieceTokenizer
-from .configs import setting, settings_of
+from ..setting import setting
+from .configs import settings_of
 from .device import PRECISIONS, pick_device, precision_from, threads_text
 from .engine import AFTER_A_FULL_DISK, epoch_batches, fit, marks_failure, total_steps
 from .estimate import finetune_estimate, words_of

@@ -34,7 +34,8 @@ from ..model import IGNORE, PRESETS, BertConfig, BertForPreTraining, cpu_kernels
 from ..tokenizer import WordPieceTokenizer
 from .device import PRECISIONS, Device, pick_device, precision_from, threads_text
 from .optim import apply_update, linear_warmup_decay, load_optimizer_state, make_optimizer
-from .configs import setting, settings_of
+from ..setting import setting
+from .configs import settings_of
 from .engine import marks_failure
 from .loop import train_loop
 from .report import MemoryReporter, Reporter
