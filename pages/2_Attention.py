@@ -281,7 +281,7 @@ def head_map_tab() -> None:
                                         (right, "behaviour", "by behaviour", "att_map_behaviours")):
         fig = _map_figure(points, colour, f"{L * A} heads, coloured {heading}")
         exports.figure(fig, key, f"head map coloured {heading}", bundle, container=where,
-                       on_click=lambda k=key: _open_clicked_head(k))
+                       on_click=lambda k=key: _open_clicked_head(k), drawn=tabs[5].open)
     d, n = built.distances, L * A
     same = np.equal.outer(built.table["layer"].to_numpy(), built.table["layer"].to_numpy())
     off = ~np.eye(n, dtype=bool)
@@ -303,9 +303,11 @@ def head_map_tab() -> None:
     bundle.add_array("JS distance between heads [head, head]", built.distances, "float32")
 
 
-# The tabs run only when chosen for the two bertviz views: each is a document of thousands of SVG lines
-# that the browser draws even in a hidden tab (a long input's window move drew both, 3.6 s on 2 cores).
-# The other tabs run on every rerun, so the widgets in them keep their values and the zip holds them.
+# The browser draws what it is sent even in a hidden tab: the bertviz views (thousands of SVG lines; a long
+# input's window move drew both, 3.6 s on 2 cores) and the plotly charts (a 128-token heatmap's labels,
+# about 1 s each). So each tab's drawings are sent only while it is open (a click on a tab reruns the
+# page); the rest of every tab runs on every rerun, so its widgets keep their values and the zip holds
+# every result.
 tabs = st.tabs(["Head view", "Model view", "Heatmap", "Head behaviours", "Rollout and flow", "Head map",
                 "Switch a head off"], key="att_view", on_change="rerun")
 
@@ -359,7 +361,7 @@ with tabs[2]:
                     labels=dict(x="attended token (key)", y="attending token (query)", color="weight"),
                     aspect="auto", title=f"{layer_name(layer).capitalize()}, {head_name(head)}: each row sums to 1")
     token_axes(fig)
-    exports.figure(fig, "att_heatmap", f"attention of layer {layer + 1} head {head + 1}", bundle)
+    exports.figure(fig, "att_heatmap", f"attention of layer {layer + 1} head {head + 1}", bundle, drawn=tabs[2].open)
 
 with tabs[3]:
     st.caption("Each head measured as Clark et al. (2019, \"What Does BERT Look At?\") did: the share of its "
@@ -384,7 +386,7 @@ with tabs[3]:
                     labels=dict(color=COLUMN_NAMES[stat] if stat.startswith("entropy") else
                                 f"attention weight to {COLUMN_NAMES[stat]}"))
     fig.update_layout(height=140 + 48 * L)
-    exports.figure(fig, "att_stats_grid", f"head measure {stat}", bundle)
+    exports.figure(fig, "att_stats_grid", f"head measure {stat}", bundle, drawn=tabs[3].open)
     exports.table(behaviour_table(stats), "att_behaviours", "head behaviours", bundle, hide_index=True)
     bundle.add_table("head measures", stats)
     clark_section()
@@ -405,7 +407,7 @@ with tabs[4]:
     fig = px.imshow(rollout[r_layer], color_continuous_scale="Oranges", zmin=0, aspect="auto",
                     labels=dict(x="input token", y="position", color="share"))
     token_axes(fig)
-    exports.figure(fig, "att_rollout", f"attention rollout after layer {r_layer + 1}", bundle)
+    exports.figure(fig, "att_rollout", f"attention rollout after layer {r_layer + 1}", bundle, drawn=tabs[4].open)
     bundle.add_array("rollout [layer, position, input token]", rollout, "float16")
     if T > flow.MAX_TOKENS:
         st.info(flow.TOO_LONG.format(max=flow.MAX_TOKENS, T=T))
@@ -430,7 +432,7 @@ with tabs[4]:
     cls_share = pd.DataFrame({"token": [f"{i}: {t}" for i, t in enumerate(result.tokens)],
                               "share": rollout[r_layer][0]})
     fig = px.bar(cls_share, x="token", y="share", title="What the [CLS] vector is made of (row 0)")
-    exports.figure(fig, "att_rollout_cls", "what the CLS vector is made of", bundle)
+    exports.figure(fig, "att_rollout_cls", "what the CLS vector is made of", bundle, drawn=tabs[4].open)
 
 with tabs[5]:
     head_map_tab()

@@ -336,7 +336,7 @@ def _shown(at) -> list:
 
 
 @pytest.mark.parametrize("page,state", [
-    ("1_Tokens_and_embeddings.py", {}), ("2_Attention.py", {}), ("3_Inside_one_layer.py", {}),
+    ("1_Tokens_and_embeddings.py", {}), ("2_Attention.py", {"att_view": "Heatmap"}), ("3_Inside_one_layer.py", {}),
     ("4_Masked_word_probe.py", {"mlm_text": "the cat [MASK] on the mat ."}),
     ("7_Two_models.py", {"two_model_b": "A"})])
 def test_a_checkpoint_rewritten_under_the_same_path_is_shown_anew(tmp_path, runs_root, monkeypatch, page, state):

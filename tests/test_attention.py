@@ -172,10 +172,12 @@ def test_render_rejects_an_unknown_view():
 
 # ----- the page ----------------------------------------------------------------------------------
 
-def _page(model=None):
+def _page(model=None, **state):
     at = AppTest.from_file("../pages/2_Attention.py", default_timeout=120)
     if model:
         at.session_state["be_model_choice"] = model
+    for key, value in state.items():
+        at.session_state[key] = value
     return at.run()
 
 
@@ -185,24 +187,37 @@ def test_attention_page_draws_bertviz_offline_and_plots():
     assert any("Section 3" in m.value for m in at.markdown)
     frames = list(at.get("iframe"))
     assert len(frames) == 1  # the chosen tab's view (the head view) ...
+    # ... and no chart: the browser lays out what it is sent, hidden tabs too (a 128-token heatmap ~1 s)
+    assert not at.get("plotly_chart")
     at.session_state["att_view"] = "Model view"
     frames += at.run().get("iframe")  # ... and the model view, once its tab is chosen
     assert len(frames) == 2 and "renderThumbnail" in frames[1].proto.srcdoc
     assert all("d3js.org v5.7.0" in f.proto.srcdoc and "cdnjs" not in f.proto.srcdoc for f in frames)
-    charts = at.get("plotly_chart")
-    assert len(charts) >= 4
-    heat = charts[0].proto.spec
+    drawn = {}
+    for tab in ("Heatmap", "Head behaviours", "Rollout and flow"):
+        at.session_state["att_view"] = tab
+        drawn[tab] = [c.proto.spec for c in at.run().get("plotly_chart")]
+        assert not at.exception and not at.get("iframe")
+    assert [len(c) for c in drawn.values()] == [1, 1, 3]  # each tab sends its own charts only
+    assert "each row sums to 1" in drawn["Heatmap"][0] and "rollout and attention flow" in drawn["Rollout and flow"][1]
+    at.session_state["att_view"] = "Heatmap"
+    heat = at.run().get("plotly_chart")[0].proto.spec
     at.text_area(key="be_sentence_a").set_value("a completely different sentence about rivers .").run()
     assert not at.exception
     assert at.get("plotly_chart")[0].proto.spec != heat
-    assert "rivers" in at.get("iframe")[0].proto.srcdoc
+    at.session_state["att_view"] = "Head view"
+    assert "rivers" in at.run().get("iframe")[0].proto.srcdoc
 
 
 def test_attention_page_head_choice_and_truncation():
-    at = _page("minilm")
+    at = _page("minilm", att_view="Heatmap")
     before = at.get("plotly_chart")[0].proto.spec
     at.selectbox(key="att_hm_head").set_value(4).run()
     assert at.get("plotly_chart")[0].proto.spec != before
+    at.session_state["att_view"] = "Head view"  # the choice is kept while another tab is open
+    at.run()
+    at.session_state["att_view"] = "Heatmap"
+    assert "head 5" in at.run().get("plotly_chart")[0].proto.spec
     at.text_area(key="be_sentence_a").set_value("long " * 200).run()
     assert not at.exception
     assert any("was cut to 128" in i.value for i in at.info)

@@ -368,10 +368,12 @@ def test_page_counts_layers_and_heads_from_one():
     assert at.selectbox(key="att_hm_layer").options == [str(i) for i in range(1, 7)]
     assert at.selectbox(key="att_hm_head").options == [str(i) for i in range(1, 13)]
     assert at.selectbox(key="att_abl_layer").options[0] == "1"
-    assert at.get("plotly_chart")[0].proto.spec.count("Layer 1, head 1") == 1
     rollout = at.slider(key="att_rollout_layer")
     assert (rollout.min, rollout.max, rollout.value) == (1, 6, 6)
-    grid = json.loads(at.get("plotly_chart")[1].proto.spec)
+    at.session_state["att_view"] = "Heatmap"
+    assert at.run().get("plotly_chart")[0].proto.spec.count("Layer 1, head 1") == 1
+    at.session_state["att_view"] = "Head behaviours"
+    grid = json.loads(at.run().get("plotly_chart")[0].proto.spec)
     assert grid["data"][0]["y"][0] == "layer 1" and grid["data"][0]["x"][0] == "head 1"
     table = at.dataframe[0].value
     assert table["layer"].min() == 1 and table["layer"].max() == 6 and table["head"].max() == 12

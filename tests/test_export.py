@@ -52,12 +52,18 @@ def test_attention_page_offers_every_download_and_handles_512_tokens():
     at = AppTest.from_file(str(PAGES / "2_Attention.py"), default_timeout=300).run()
     assert not at.exception
     keys = {b.proto.id for b in at.get("download_button")}
-    assert len(keys) >= 7  # a bertviz view, plots, tables, the page's bundle (closed tabs compute nothing)
+    for tab in ("Heatmap", "Head behaviours", "Rollout and flow"):  # a tab's plots are sent while it is open
+        at.session_state["att_view"] = tab
+        keys |= {b.proto.id for b in at.run().get("download_button")}
+    assert len(keys) >= 7  # a bertviz view, plots, tables, the page's bundle
+    at.session_state["att_view"] = "Head view"
     at.slider(key="att_max_tokens").set_value(512).run()
     at.text_area(key="be_sentence_a").set_value(" ".join(["the river bank flooded the old mill ."] * 40))
     at.text_area(key="be_sentence_b").set_value(" ".join(["prices rose again at the bank ."] * 40)).run()
     assert not at.exception
     assert any("bertviz draws tokens 0–127" in c.value for c in at.caption)
+    at.session_state["att_view"] = "Heatmap"
+    at.run()
     heatmap = json.loads(at.get("plotly_chart")[0].proto.spec)
     z = heatmap["data"][0]["z"]
     assert len(z) == 512 or (isinstance(z, dict) and z.get("shape") in ("512, 512", [512, 512]))
@@ -121,3 +127,26 @@ def test_attention_page_draws_only_the_chosen_bertviz_view():
     at.session_state["att_view"] = "Model view"
     at.run()
     assert [("renderThumbnail" in f.proto.srcdoc) for f in at.get("iframe")] == [True]
+
+
+def test_a_chart_in_a_closed_tab_is_not_sent_but_goes_into_the_zip():
+    """``exports.figure(drawn=False)``: the browser is spared the chart (it lays out hidden tabs' charts
+    too), the page's zip still holds it."""
+    def page():
+        import plotly.express as px
+        import streamlit as st
+
+        from bert_explorer.app import exports
+        from bert_explorer.app.result_bundle import ResultBundle
+
+        bundle = ResultBundle("P", "m", {})
+        exports.figure(px.bar(x=["a"], y=[0.2], title="open tab"), "shown", bundle=bundle)
+        exports.figure(px.bar(x=["a"], y=[0.3], title="closed tab"), "kept", bundle=bundle, drawn=False)
+        st.text(" | ".join(bundle.figures))
+
+    at = AppTest.from_function(page).run()
+    assert not at.exception
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1 and "open tab" in charts[0].proto.spec
+    assert [b.proto.id.endswith("shown_html") for b in at.get("download_button")] == [True]
+    assert at.text[0].value == "open tab | closed tab"

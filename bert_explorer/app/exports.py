@@ -25,12 +25,20 @@ def _button(container, label: str, data, file_name: str, mime: str, key: str, he
 
 
 def figure(fig, key: str, name: str | None = None, bundle: ResultBundle | None = None, container=None,
-           on_click=None) -> None:
+           on_click=None, drawn: bool = True) -> None:
     """A plotly chart with its PNG (toolbar) and HTML (button) downloads; added to ``bundle``.
     ``name`` (for the files) defaults to the figure's title. ``on_click`` (a callback) runs when a
-    point is clicked; it reads the selection from ``st.session_state[key]``."""
+    point is clicked; it reads the selection from ``st.session_state[key]``.
+
+    ``drawn=False`` (a chart in a tab that is not open) only adds it to ``bundle``: the browser lays
+    out every chart it is sent, hidden tabs included, and a token-by-token heatmap's labels cost it
+    about a second on two cores."""
     where = container or st
     name = name or fig.layout.title.text or key
+    if not drawn:
+        if bundle is not None:
+            bundle.add_figure(name, fig)
+        return
     config = dict(PLOT_CONFIG, toImageButtonOptions=dict(PLOT_CONFIG["toImageButtonOptions"],
                                                          filename=safe_name(name)))
     clicks = {"on_select": on_click, "selection_mode": "points"} if on_click else {}
