@@ -111,20 +111,26 @@ if result.truncated:
     st.info(f"The input was cut to {max_tokens} WordPieces (longest sentence first) to keep the page fast; "
             "raise *Max tokens* in the sidebar to see more.")
 T = len(result.tokens)
-start, drawn_layers = 0, None
+# bertviz's view on screen (its tab is chosen below; a click on a tab reruns the page): its layers are picked here
+open_view = {"Head view": "head", "Model view": "model"}.get(st.session_state.get("att_view", "Head view"))
+start, drawn_layers = 0, {"head": None, "model": None}
+fits = {v: layers_within_budget(window(result, 0, DRAWN_TOKENS), view=v) for v in drawn_layers}
+w1, w2 = st.columns([3, 1]) if T > DRAWN_TOKENS or (open_view and len(fits[open_view]) < L) else (None, None)
 if T > DRAWN_TOKENS:
-    w1, w2 = st.columns([3, 1])
     start = w1.slider("bertviz draws the tokens from position", 0, T - DRAWN_TOKENS, 0, 16, key="att_window",
                       help="Drawing every line of a long input would freeze the browser.")
-    # Every layer can be drawn, a few at a time: the weights of all of them would be too many for the page.
-    fits = layers_within_budget(window(result, start, DRAWN_TOKENS))
-    drawn_layers = w2.multiselect("Layers bertviz draws", list(range(L)), default=fits, max_selections=len(fits),
-                                  key="att_window_layers", format_func=lambda i: f"{i + 1}",
-                                  help=f"Any {len(fits)} of the {L} layers at a time.")
-    drawn_layers = tuple(sorted(drawn_layers or fits))
     st.caption(f"Your input has {T} tokens: bertviz draws tokens {start}–{start + DRAWN_TOKENS - 1} and the "
                "attention among them (weights to tokens outside that window are not drawn). The heatmaps, the "
                "head measures and the download use all {T}.".replace("{T}", str(T)))
+if open_view and len(fits[open_view]) < L:
+    # Every layer can be drawn, some at a time: all of them would be too many weights for the page (the head
+    # view: bytes to send; the model view: lines to draw in every thumbnail).
+    most = len(fits[open_view])
+    picked = kept_widget(w2.multiselect, "Layers bertviz draws", f"att_window_layers_{open_view}", fits[open_view],
+                         valid=lambda v: isinstance(v, list) and len(v) <= most and all(0 <= i < L for i in v),
+                         options=list(range(L)), max_selections=most, format_func=lambda i: f"{i + 1}",
+                         help=f"Any {most} of the {L} layers at a time in the {open_view} view.")
+    drawn_layers[open_view] = tuple(sorted(picked or fits[open_view]))
 bundle = ResultBundle("Attention", name, {"text": text, "text_b": text_b, "max_tokens": max_tokens})
 bundle.add_array("attentions [layer, head, query, key]", result.attentions, "float16")
 bundle.add_data("tokens", result.tokens)
@@ -314,7 +320,7 @@ tabs = st.tabs(["Head view", "Model view", "Heatmap", "Head behaviours", "Rollou
 
 def _bertviz_html(view_name: str) -> str | None:
     try:
-        return _bertviz(name, text, text_b, max_tokens, view_name, start, drawn_layers).html
+        return _bertviz(name, text, text_b, max_tokens, view_name, start, drawn_layers[view_name]).html
     except OfflineAssetsMissing:
         return None  # the zip goes without it, as the page went without drawing it
 
@@ -326,13 +332,13 @@ def bertviz_tab(tab, view_name: str, caption: str) -> None:
         return
     st.caption(caption)
     try:
-        view = _bertviz(name, text, text_b, max_tokens, view_name, start, drawn_layers)
+        view = _bertviz(name, text, text_b, max_tokens, view_name, start, drawn_layers[view_name])
     except OfflineAssetsMissing as e:
         st.warning(f"bertviz cannot draw offline: {e}")
         return
     if view.layers != list(range(L)):
-        st.caption(f"Showing layers {', '.join(str(i + 1) for i in view.layers)} of 1–{L} to keep the page light"
-                   + ("; pick others under *Layers bertviz draws*." if drawn_layers else "."))
+        st.caption(f"Showing layers {', '.join(str(i + 1) for i in view.layers)} of 1–{L} to keep the page light; "
+                   "pick others under *Layers bertviz draws*.")
     if view.numbered_from == 0:
         st.caption("bertviz numbers layers and heads from 0 inside this drawing: its layer 0 is our layer 1.")
     if view.fit is not None and view.fit.scale < 1:

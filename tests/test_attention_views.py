@@ -91,8 +91,20 @@ def test_small_drawings_keep_their_size_and_the_frame_stays_small():
 
 
 def _params(html: str) -> dict:
+    """bertviz's params; each filter's weights (a call that decodes them in the browser) as None."""
+    html = re.sub(r"__beAttention\([0-9, ]*\)", "null", html)
     start = html.index("const params = ") + len("const params = ")
     return json.JSONDecoder().raw_decode(html, start)[0]
+
+
+def _weights(html: str) -> np.ndarray:
+    """The weights the page carries, [layer drawn, head, query, key], as the browser decodes them."""
+    import base64
+
+    start = html.index("var __beWeights = ") + len("var __beWeights = ")
+    w = json.JSONDecoder().raw_decode(html, start)[0]
+    T = w["tokens"]
+    return np.stack([np.frombuffer(base64.b64decode(s), np.uint8).reshape(w["heads"], T, T) for s in w["layers"]]) / 255
 
 
 def _fake(L=2, A=3, T=5, pair=False):
@@ -120,14 +132,33 @@ def test_the_weights_are_in_the_page_once_and_only_visible_lines_are_drawn(view)
     drawing is the one the patches were written for (else every line would be drawn again)."""
     from bert_explorer.analysis.attention import bertviz_offline
 
+    import base64
+
     r = _fake(L=2, A=3, T=6)
     html = render(r, view).html
-    first = json.dumps(np.round(r.attentions[0, 0, 0].astype(np.float64), 3).tolist())[1:-1]
-    assert html.count(first) == 1
+    first = base64.b64encode(np.rint(r.attentions[0] * 255).astype(np.uint8).tobytes()).decode()
+    assert html.count(first) == 1 and html.count('"attn": __beAttention(0, 6, 0, 6)') == 1
+    assert not re.search(r'"attn": \[', html)  # bertviz's JSON weights are not there as well
+    assert np.array_equal(_weights(html), np.rint(r.attentions * 255).astype(np.uint8) / 255)
     assert "// HACK:" not in html
     assert "__beVisible(d, " in html and "function __beVisible(row, shared)" in html
     body = bertviz_offline._number_from_one(_bertviz_body(r, view), view)[0]
     assert bertviz_offline._draw_visible_lines_only(body, view)[1]
+
+
+@pytest.mark.parametrize("view", ["head", "model"])
+def test_a_bertviz_that_writes_its_data_otherwise_gets_every_weight_as_json(monkeypatch, view):
+    """Where the placeholders cannot be found (another bertviz), the page is bertviz's own, with its
+    JSON weights in the same 1/255 steps: drawn right, only larger."""
+    from bert_explorer.analysis.attention import bertviz_offline
+
+    monkeypatch.setattr(bertviz_offline, "_ATTN", re.compile("no such data"))
+    r = _fake(L=2, A=3, T=6, pair=True)
+    html = render(r, view).html
+    assert "var __beWeights" not in html
+    params = _params(html)
+    assert params["include_layers"] == [1, 2] and len(params["attention"]) == 5
+    assert np.array_equal(np.array(params["attention"][0]["attn"]), np.rint(r.attentions * 255).astype(np.uint8) / 255)
 
 
 def _bertviz_body(r, view):
@@ -155,7 +186,7 @@ def test_in_a_real_browser_each_weight_that_can_be_seen_has_its_line_where_bertv
     att = rng.random((2, 3, 9, 9)) ** 6  # many tiny weights, some large ones
     att /= att.sum(-1, keepdims=True)
     r = AttentionResult(["[CLS]"] + list("abcdefg") + ["[SEP]"], [0] * 9, att.astype(np.float32))
-    rounded = np.round(att, 3)
+    rounded = np.rint(att * 255) / 255  # the page's weights: one byte each (the browser's own arithmetic)
     shown_alone, shown_of_three = rounded >= MIN_VISIBLE_WEIGHT, rounded / 3 >= MIN_VISIBLE_WEIGHT
     assert 0 < shown_of_three[0].sum() < shown_alone[0].sum() < shown_alone[0].size
     args = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -187,6 +218,50 @@ def test_in_a_real_browser_each_weight_that_can_be_seen_has_its_line_where_bertv
     assert thumbnails == shown_alone.sum()
 
 
+@pytest.mark.slow
+def test_in_a_real_browser_a_pairs_filters_and_layers_draw_the_weights_sent_once():
+    """A sentence pair's weights travel once, a byte each; bertviz's filters (all, A→A, B→B, A→B, B→A)
+    are cut from them in the browser and each layer is decoded when it is picked: every filter of
+    every layer draws the lines of its own block of the weights, where bertviz puts them."""
+    if not shutil.which("chromium"):
+        pytest.skip("Debian chromium is not installed")
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    from bert_explorer.analysis.attention.bertviz_offline import MIN_VISIBLE_WEIGHT
+
+    rng = np.random.default_rng(2)
+    att = rng.random((3, 2, 8, 8)) ** 4
+    att /= att.sum(-1, keepdims=True)
+    r = AttentionResult(["[CLS]", "a", "b", "[SEP]", "c", "d", "e", "[SEP]"], [0] * 4 + [1] * 4, att.astype(np.float32))
+    html = render(r, "head").html
+    weights = _weights(html)
+    assert weights.shape == (3, 2, 8, 8) and html.count("__beAttention(") == 5 + 1  # 5 filters; the function
+    blocks = [(0, 8, 0, 8), (0, 4, 0, 4), (4, 8, 4, 8), (0, 4, 4, 8), (4, 8, 0, 4)]
+    read = """ls => ls.map(l => [+l.parentNode.parentNode.getAttribute('head-index'),
+        +l.getAttribute('left-token-index'), +l.getAttribute('right-token-index'), +l.getAttribute('stroke-opacity')])"""
+    drawn = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.set_content(html)
+        page.wait_for_selector("#vis svg text")
+        for f in range(len(blocks)):
+            page.select_option("#filter", index=f)
+            for layer in range(3):
+                page.select_option("#layer", index=layer)
+                page.wait_for_timeout(50)
+                drawn[f, layer] = page.eval_on_selector_all("#vis #attention line", read)
+        browser.close()
+    assert not errors, errors
+    for (f, layer), lines in drawn.items():
+        r0, r1, c0, c1 = blocks[f]
+        block = weights[layer, :, r0:r1, c0:c1]
+        assert {(h, i, j) for h, i, j, _ in lines} == {tuple(x) for x in np.argwhere(block / 2 >= MIN_VISIBLE_WEIGHT)}
+        assert all(o == pytest.approx(block[h, i, j] / 2, abs=1e-6) for h, i, j, o in lines)
+    assert len({len(lines) for lines in drawn.values()}) > 3  # the filters and layers differ
+
+
 # ----- 2. layers (and heads) count from 1 --------------------------------------------------------
 
 def test_bertviz_labels_count_layers_and_heads_from_one():
@@ -195,7 +270,7 @@ def test_bertviz_labels_count_layers_and_heads_from_one():
     assert model.numbered_from == 1 and model.layers == [0, 1]  # internal indices stay 0-based
     params = _params(model.html)
     assert params["include_layers"] == [1, 2] and params["include_heads"] == [1, 2, 3]
-    assert np.allclose(params["attention"][0]["attn"], np.round(r.attentions, 3))  # the data untouched
+    assert np.abs(_weights(model.html) - r.attentions).max() <= 0.5 / 255  # the data, in 1/255 steps
     head = render(r, "head", layers=[1])
     assert _params(head.html)["include_layers"] == [2] and head.layers == [1]
 

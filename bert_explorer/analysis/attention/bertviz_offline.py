@@ -13,9 +13,13 @@ page stays blank. Here the same bertviz HTML is made self-contained:
 The order matters: d3 checks for an AMD ``define`` when it loads, so it must come before
 anything AMD-aware.
 
-The attention data grows as layers × heads × T²; numbers are rounded to 3 decimals (the
-drawing cannot show more) and the caller can keep only some layers (``layers``) — the page
-says so when it does.
+The attention data grows as layers × heads × T². bertviz writes it as JSON numbers (about 6 bytes a
+weight) and, for a sentence pair, twice (all tokens, then the four A/B blocks): a 128-token pair
+was 3 MB for one layer of BERT-Base. Here each weight is one byte, weight × 255 rounded (the
+drawing cannot show a finer step: an opacity is 8 bits), in base64 (4/3 of a byte), once; the
+A/B blocks are cut from it in the browser, and a layer is decoded when it is first drawn
+(``_compact_weights``). So a 128-token pair of BERT-Base carries all 12 layers in 3.1 MB. The caller can
+keep only some layers (``layers``): the page says so when it does.
 
 Two more changes to what bertviz draws:
 
@@ -41,10 +45,11 @@ colour) draws nothing that can be seen; those lines are left out (``_draw_visibl
 With all 12 heads of a layer shown that is every weight under 12/255 (a random BERT-Base's
 128-token layer drew 195,000 lines, now none but its few heavy ones); a hidden head draws no line,
 and showing or hiding one draws the layer again, so one head alone shows every weight from 1/255.
-The data (and the standalone download) keep every weight.
+The data (and the standalone download) keep every weight, to 1/255.
 """
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import math
@@ -235,7 +240,7 @@ function drawnSize(svg) {
 class BertvizHtml:
     html: str                 # a whole HTML document, no external request
     layers: list[int]         # the (0-based) layers included
-    rounded_to: int           # decimals kept in the attention numbers
+    weight_steps: int         # the weights are kept as whole multiples of 1/weight_steps
     size_bytes: int
     height: int = 0           # px: the frame that shows the whole drawing
     fit: FrameFit | None = None  # the model view's scale and size (None for the head view)
@@ -246,8 +251,10 @@ _PARAMS = "const params = "
 _HACK = "; // HACK: "
 
 
-def _number_from_one(body: str, view: str) -> tuple[str, bool]:
-    """Hand bertviz's JavaScript layer (and, in the model view, head) labels counted from 1.
+def _number_from_one(body: str, view: str, labels: dict[str, list[int]] | None = None) -> tuple[str, bool]:
+    """Hand bertviz's JavaScript layer (and, in the model view, head) labels counted from 1:
+    bertviz's own (0-based) ones plus 1, or ``labels`` (``include_layers`` / ``include_heads``, as
+    they are to be shown) where bertviz was given a placeholder of one layer and one head.
 
     bertviz's views use ``include_layers`` / ``include_heads`` only to label (and, in the model
     view, to colour) what they draw; the data are found by position. Returns the page and
@@ -274,8 +281,9 @@ def _number_from_one(body: str, view: str) -> tuple[str, bool]:
         pattern = re.compile(rf'"{key}": \[([0-9, ]*)\]')
         if len(pattern.findall(params)) != 1:
             return body, False
-        params = pattern.sub(lambda m: f'"{key}": ' + json.dumps([int(i) + 1 for i in m.group(1).split(",")
-                                                                 if i.strip()]), params)
+        shown = (labels[key] if labels else
+                 [int(i) + 1 for i in pattern.search(params).group(1).split(",") if i.strip()])
+        params = pattern.sub(lambda m: f'"{key}": ' + json.dumps(shown), params)
     return body[:start] + params + ";" + body[end:], True
 
 
@@ -356,23 +364,110 @@ def _draw_visible_lines_only(body: str, view: str) -> tuple[str, bool]:
     return _VISIBLE_LINES + patched, True
 
 
-def _layers_within_budget(att: np.ndarray, max_bytes: int, copies: int) -> list[int]:
-    """As many layers as fit ``max_bytes`` of JSON (≈ 6 bytes a number, ``copies`` times: the
-    head view stores the sentence-pair blocks a second time)."""
-    L, A, T, _ = att.shape
-    per_layer = A * T * T * 6 * copies
-    keep = max(1, min(L, max_bytes // max(per_layer, 1)))
+WEIGHT_STEPS = 255  # a weight is kept as round(weight × 255) / 255: one step of an 8-bit opacity
+BYTES_PER_WEIGHT = 4 / 3  # one byte a weight, in base64
+
+
+MODEL_VIEW_WEIGHTS = 400_000  # the model view draws every layer at once: a line per weight that can be seen
+
+
+def layers_within_budget(result: AttentionResult, max_bytes: int = 4_000_000, view: str = "head") -> list[int]:
+    """The layers ``render`` draws by default, spread over the model (all of them for a short input).
+    The head view draws one layer at a time, so it carries as many as fit ``max_bytes`` (a byte a
+    weight, in base64); the model view draws all it carries at once, a line for each weight that
+    can be seen, so it carries at most ``MODEL_VIEW_WEIGHTS`` weights (two layers of BERT-Base at 128
+    tokens: a random model's near-uniform weights, 1/128 each, are all seen)."""
+    L, A, T, _ = result.attentions.shape
+    per_layer = A * T * T
+    budget = max_bytes / BYTES_PER_WEIGHT if view == "head" else MODEL_VIEW_WEIGHTS
+    keep = max(1, min(L, int(budget // max(per_layer, 1))))
     return list(range(L)) if keep >= L else sorted(set(np.linspace(0, L - 1, keep).round().astype(int).tolist()))
 
 
-def layers_within_budget(result: AttentionResult, max_bytes: int = 4_000_000) -> list[int]:
-    """The layers ``render`` draws by default: as many as fit ``max_bytes`` of weights, spread
-    over the model (all of them for a short input)."""
-    return _layers_within_budget(result.attentions, max_bytes, copies=2 if result.sentence_b_start else 1)
+# The weights of the layers drawn, defined before bertviz's own script: ``__beAttention(r0, r1, c0, c1)``
+# stands where bertviz's data had each filter's ``attn`` (rows r0..r1-1 attend to columns c0..c1-1:
+# all tokens, or a sentence's block); its layers are decoded the first time bertviz reads them.
+_COMPACT_WEIGHTS = """<script>
+var __beWeights = %s;
+function __beLayer(l) {
+  var w = __beWeights, cache = w.cache || (w.cache = []);
+  if (!cache[l]) {
+    var bytes = atob(w.layers[l]), n = w.tokens, k = 0, layer = [];
+    for (var h = 0; h < w.heads; h++) {
+      var head = [];
+      for (var i = 0; i < n; i++) {
+        var row = new Array(n);
+        for (var j = 0; j < n; j++) { row[j] = bytes.charCodeAt(k++) / %d; }
+        head.push(row);
+      }
+      layer.push(head);
+    }
+    cache[l] = layer;
+  }
+  return cache[l];
+}
+function __beAttention(r0, r1, c0, c1) {
+  var layers = [], whole = r0 === 0 && c0 === 0 && r1 === __beWeights.tokens && c1 === __beWeights.tokens;
+  __beWeights.layers.forEach(function (_, l) {
+    var block = null;
+    Object.defineProperty(layers, l, {enumerable: true, get: function () {
+      if (whole) { return __beLayer(l); }
+      return block || (block = __beLayer(l).map(function (head) {
+        return head.slice(r0, r1).map(function (row) { return row.slice(c0, c1); });
+      }));
+    }});
+  });
+  return layers;
+}
+</script>
+"""
+
+# bertviz's filters, in the order its Python writes them: all tokens, then (for a pair) A→A, B→B, A→B, B→A.
+_ATTN = re.compile(r'"attn": \[[\[\]0-9.,eE+\- ]*\]')
+
+
+def _blocks(num_tokens: int, sentence_b_start: int | None) -> list[tuple[int, int, int, int]]:
+    """(first row, row end, first column, column end) of each of bertviz's filters."""
+    t, b = num_tokens, sentence_b_start
+    whole = [(0, t, 0, t)]
+    return whole if b is None else whole + [(0, b, 0, b), (b, t, b, t), (0, b, b, t), (b, t, 0, b)]
+
+
+def _compact_weights(body: str, drawn: np.ndarray, sentence_b_start: int | None, view: str) -> tuple[str, bool]:
+    """bertviz's page with the weights of ``drawn`` ([layer, head, query, key]) as bytes in base64,
+    in place of the placeholders bertviz was given (and, in the model view, whose layout divides its
+    width by them, the number of heads). Returns the page and whether it could be changed (a bertviz
+    that writes its data differently is left as it is, and ``render`` gives it the data)."""
+    start = body.find(_PARAMS)
+    if start < 0:
+        return body, False
+    end = body.find("\n", start)
+    end = len(body) if end < 0 else end
+    line, blocks = body[start:end], _blocks(drawn.shape[-1], sentence_b_start)
+    if len(_ATTN.findall(line)) != len(blocks):
+        return body, False
+    calls = iter(f'"attn": __beAttention({r0}, {r1}, {c0}, {c1})' for r0, r1, c0, c1 in blocks)
+    line = _ATTN.sub(lambda m: next(calls), line)
+    line, n = re.subn(r'"total_heads": [0-9]+', f'"total_heads": {drawn.shape[1]}', line)
+    if n != (1 if view == "model" else 0):
+        return body, False
+    steps = np.rint(np.clip(drawn, 0.0, 1.0) * WEIGHT_STEPS).astype(np.uint8)
+    weights = {"heads": int(drawn.shape[1]), "tokens": int(drawn.shape[2]),
+               "layers": [base64.b64encode(layer.tobytes()).decode("ascii") for layer in steps]}
+    return _COMPACT_WEIGHTS % (json.dumps(weights), WEIGHT_STEPS) + body[:start] + line + body[end:], True
+
+
+def _bertviz_page(view: str, attention: list, result: AttentionResult, layers: list[int], dark: bool) -> str:
+    """bertviz's own page of ``view`` for ``attention`` (one [1, A, T, T] tensor per layer)."""
+    kwargs = dict(attention=attention, tokens=list(result.tokens), sentence_b_start=result.sentence_b_start,
+                  include_layers=list(layers), html_action="return")
+    if view == "head":
+        return head_view(**kwargs).data
+    return model_view(display_mode="dark" if dark else "light", **kwargs).data
 
 
 def render(result: AttentionResult, view: str = "head", layers: list[int] | None = None,
-           max_bytes: int = 4_000_000, decimals: int = 3, dark: bool = False,
+           max_bytes: int = 4_000_000, dark: bool = False,
            min_scale: float = MODEL_VIEW_MIN_SCALE) -> BertvizHtml:
     """A bertviz ``view`` ("head" or "model") of ``result`` as a self-contained HTML page.
 
@@ -382,22 +477,23 @@ def render(result: AttentionResult, view: str = "head", layers: list[int] | None
     """
     att = result.attentions
     if layers is None:
-        layers = layers_within_budget(result, max_bytes)
+        layers = layers_within_budget(result, max_bytes, view)
     bad = [layer for layer in layers if not 0 <= layer < att.shape[0]]
     if bad or not layers:
         raise ValueError(f"layers must be in 0..{att.shape[0] - 1}, got {layers}")
-    # float64 before rounding so that 0.123 is written as 0.123, not 0.12300000339746475.
-    rounded = torch.from_numpy(np.round(att.astype(np.float64), decimals))
-    attention = [rounded[layer].unsqueeze(0) for layer in range(att.shape[0])]  # L of [1, A, T, T]
-    kwargs = dict(attention=attention, tokens=list(result.tokens), sentence_b_start=result.sentence_b_start,
-                  include_layers=list(layers), html_action="return")
-    if view == "head":
-        body = head_view(**kwargs).data
-    elif view == "model":
-        body = model_view(display_mode="dark" if dark else "light", **kwargs).data
-    else:
+    if view not in ("head", "model"):
         raise ValueError(f"view must be 'head' or 'model', not {view!r}")
-    body, relabelled = _number_from_one(body, view)
+    # bertviz is handed a placeholder of one layer and one head (it checks the tokens against its
+    # size): writing millions of weights as JSON took it seconds. _compact_weights puts them in, a
+    # byte each, and the labels say which layers and heads they are.
+    placeholder = [torch.zeros(1, 1, att.shape[2], att.shape[3])]
+    labels = {"include_layers": [layer + 1 for layer in layers], "include_heads": list(range(1, att.shape[1] + 1))}
+    body, relabelled = _number_from_one(_bertviz_page(view, placeholder, result, [0], dark), view, labels)
+    body, compact = _compact_weights(body, att[layers], result.sentence_b_start, view) if relabelled else (body, False)
+    if not compact:  # a bertviz whose page differs: its own JSON, in the same steps
+        steps = torch.from_numpy(np.rint(att.astype(np.float64) * WEIGHT_STEPS) / WEIGHT_STEPS)
+        body, relabelled = _number_from_one(_bertviz_page(view, [steps[layer].unsqueeze(0) for layer in
+                                                                 range(att.shape[0])], result, layers, dark), view)
     body, _ = _draw_visible_lines_only(body, view)
     body = _distinct_colours(body, view)
     body = _CDN_SCRIPT.sub("", body)
@@ -417,5 +513,5 @@ def render(result: AttentionResult, view: str = "head", layers: list[int] | None
     background = "#111" if dark and view == "model" else "#fff"
     html = (f"<!DOCTYPE html><html><head><meta charset='utf-8'>{javascript_libraries()}</head>"
             f"<body style='margin:0;background:{background}'>{body}</body></html>")
-    return BertvizHtml(html, list(layers), decimals, len(html.encode("utf-8")), height=height, fit=fit,
+    return BertvizHtml(html, list(layers), WEIGHT_STEPS, len(html.encode("utf-8")), height=height, fit=fit,
                        numbered_from=1 if relabelled else 0)
