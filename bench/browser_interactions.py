@@ -60,13 +60,13 @@ from bert_explorer.app.widgets import MENU  # noqa: E402
 
 LONG_TOKENS = 446  # two paragraphs of a BBC article: the long input a review once timed
 
-# Installed once per document: notes when Streamlit's script state goes to "running" and back.
+# Installed once per app element (a page opened from the menu may draw a new one): notes when
+# Streamlit's script state goes to "running" and back.
 WATCH = """() => {
   window.__be = window.__be || {running: null, done: null};
-  if (window.__beWatching) return;
   const app = document.querySelector('[data-testid="stApp"]');
-  if (!app) return;
-  window.__beWatching = true;
+  if (!app || window.__beApp === app) return;
+  window.__beApp = app;
   new MutationObserver(() => {
     const now = performance.now();
     if (app.getAttribute('data-test-script-state') === 'running') { window.__be.running = window.__be.running ?? now; window.__be.done = null; }
@@ -340,7 +340,7 @@ def two_models(page, base, timer, results, repeats):
         page.keyboard.type("model A itself")
         option = page.get_by_role("option", name="(model A itself: every difference is 0)")
         results.setdefault("model B chosen (Two models: 64 sentences through both)", []).append(timer(
-            option.click, "() => window.__be.done !== null", timeout_s=900))
+            lambda: option.click(timeout=30_000), "() => window.__be.done !== null", timeout_s=300))
     box = page.get_by_role("textbox", name="Sentence for the maps")
     box.wait_for(timeout=600_000)
     page.wait_for_function(SETTLED, timeout=600_000)

@@ -237,6 +237,21 @@ def read_json(path: Path, name: str) -> dict | None:
             return None
 
 
+def kept_json(kind: str, loaded: Loaded | None, compute, *, what: str, **settings):
+    """``compute()``'s result (JSON data) for ``loaded`` and ``settings``, read back when an earlier
+    process kept it in the entry ``entry(kind, loaded, **settings)``, else computed and kept there
+    (``what`` names it, in words, for the one warning of a full disk: the result is returned either
+    way). ``settings`` hold whatever changes the answer, a format version among them."""
+    path = entry(kind, loaded, **settings)
+    data = read_json(path, "result.json")
+    if data is not None:
+        return data
+    result = compute()
+    with writing(path, optional=what) as tmp:
+        (tmp / "result.json").write_text(json.dumps(result, default=float))
+    return result
+
+
 # ----- the quota -------------------------------------------------------------------------------------
 @dataclass
 class _Item:

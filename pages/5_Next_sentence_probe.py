@@ -9,7 +9,7 @@ from bert_explorer.analysis.probes.pretraining_tasks import NSP_HEAD, nsp_probab
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import kept_widget
-from bert_explorer.app.state import by_inputs, picked_model
+from bert_explorer.app.state import by_inputs, by_weights, load, picked_model
 from bert_explorer.app.widgets import intro, needs_head
 
 intro("Next sentence probe", """
@@ -24,6 +24,13 @@ pooled `[CLS]` vector. During pre-training half of the pairs are real and half a
 def corpus_sentences(name: str) -> list[str]:
     from bert_explorer.data.corpora import load_corpus
     return [s for doc in load_corpus(name) for s in doc if 5 <= len(s.split()) <= 40]
+
+
+@by_weights(show_spinner=False, max_entries=32)
+def _scored(model: str, pairs: tuple[tuple[str, str], ...]) -> list[dict]:
+    """P(IsNext) of each pair, kept by the weights: a new sentence B runs one pair, not the table again
+    (six pairs through BERT-Base took most of a second on every change)."""
+    return nsp_probability(load(model, "BertForPreTraining")[0], list(pairs))
 
 
 name, loaded = picked_model("BertForPreTraining")
@@ -43,7 +50,7 @@ b = kept_widget(c1.text_area, "Sentence B", "nsp_b", examples[0]["b"], height=70
 bundle = ResultBundle("Next sentence probe", name, {"text_a": a, "text_b": b})
 
 if a.strip() and b.strip():
-    p = nsp_probability(loaded, [(a, b)])[0]["is_next"]
+    p = _scored(name, ((a, b),))[0]["is_next"]
     st.metric("P(IsNext)", f"{p:.1%}", help="softmax of the NSP head; index 0 = IsNext")
     bundle.add_data("p_is_next", p)
     st.progress(p)
@@ -68,7 +75,7 @@ except limits.TooLarge as e:
     st.info(str(e))
     rows = []
 if rows:
-    scored = nsp_probability(loaded, [(str(r.A), str(r.B)) for r in rows])
+    scored = _scored(name, tuple((str(r.A), str(r.B)) for r in rows))
     frame = pd.DataFrame({"pair": [r.pair for r in rows], "P(IsNext)": [x["is_next"] for x in scored],
                           "A": [r.A for r in rows], "B": [r.B for r in rows]})
     exports.table(frame, "nsp_scored", "pairs scored", bundle, static=True, hide_index=True,

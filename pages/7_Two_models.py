@@ -5,7 +5,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from bert_explorer import limits
+from bert_explorer import disk_cache, limits
 
 from bert_explorer.analysis.comparison import candidates, held_out, two_models, verdict
 from bert_explorer.app import runs_view as rv
@@ -27,6 +27,7 @@ fine-tuning changes BERT).
 """)
 
 ARCH = "BertForPreTraining"  # fine-tuned checkpoints load too: their MLM/NSP heads are reported missing
+COMPARISON_VERSION = 1  # bump when compare_models would answer the same two models differently
 root = finder.runs_root()
 name_a, loaded_a = picked_model(ARCH, "Choose model A in the sidebar.")
 
@@ -121,8 +122,13 @@ bundle.add_data("what can be compared", c.sentences)
 
 @by_weights(2, show_spinner="Running both models on the held-out sentences…", max_entries=16)
 def _compare(a: str, b: str, n: int):
+    # also kept on disk by both models' weights and the sentences: a new server reads it back (both
+    # models over 64 sentences took 2-3 s of a first visit with the default model, 14 s with BERT-Base)
     sentences, source = held_out.held_out_sentences(n)
-    return two_models.compare_models(load(a, ARCH)[0], load(b, ARCH)[0], sentences), source
+    la, lb = load(a, ARCH)[0], load(b, ARCH)[0]
+    return disk_cache.kept_json("two-models", la, lambda: two_models.compare_models(la, lb, sentences),
+                                what="a comparison of two models", version=COMPARISON_VERSION,
+                                b=disk_cache.model_identity(lb), sentences=sentences), source
 
 
 @by_weights(2, show_spinner=False, max_entries=32)

@@ -106,7 +106,7 @@ def test_masked_word_page_explains_a_model_without_the_head():
 
 
 @needs_model("explorer-mini")
-def test_next_sentence_page_scores_pairs():
+def test_next_sentence_page_scores_pairs(monkeypatch):
     at = _page("5_Next_sentence_probe.py")
     assert not at.exception
     p1 = at.metric[0].value
@@ -117,6 +117,13 @@ def test_next_sentence_page_scores_pairs():
     # the caption reports what this model did with the labelled pairs, computed from the table
     real = scored[scored["pair"] == "real"]["P(IsNext)"]
     assert any(f"{(real > 0.5).sum()} of 3 real pairs get P(IsNext) > 0.5" in c.value for c in at.caption)
+    # a new B runs that one pair: the unchanged table is read back, not scored again
+    from bert_explorer.analysis.probes import pretraining_tasks
+    calls = []
+    original = pretraining_tasks.nsp_probability
+    monkeypatch.setattr(pretraining_tasks, "nsp_probability", lambda m, pairs: calls.append(len(pairs)) or original(m, pairs))
+    at.text_area(key="nsp_b").set_value("the river flooded the old mill .").run()
+    assert not at.exception and calls == [1]
     b_before = at.text_area(key="nsp_b").value
     at.button(key="nsp_draw").click().run()
     assert not at.exception

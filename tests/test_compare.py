@@ -336,6 +336,32 @@ def test_without_a_fine_tuned_copy_the_page_offers_one_and_compares_with_the_bas
     assert "Across layers 0–6" in texts and "layer 6" in texts
 
 
+def test_a_new_server_reads_the_comparison_back_from_the_disk_cache(runs_root, monkeypatch, tmp_path):
+    """Both models over the held-out sentences is most of a first visit (14 s with BERT-Base): kept on
+    disk by both models' weights, a server that starts afresh reads it back and shows the same."""
+    from streamlit.testing.v1 import AppTest
+
+    from bert_explorer import shared_work
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))  # a machine that never compared them
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    shared_work.RESULTS.clear()
+    calls, original = [], two_models.compare_models
+    monkeypatch.setattr(two_models, "compare_models", lambda a, b, s: calls.append(len(s)) or original(a, b, s))
+
+    def visit() -> str:
+        at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
+        at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+        at.run()
+        assert not at.exception, at.exception
+        return " ".join(m.value for m in at.markdown) + " ".join(c.proto.spec for c in at.get("plotly_chart"))
+
+    first = visit()
+    shared_work.RESULTS.clear()  # what a new server process starts with
+    again = visit()
+    assert calls == [4] and again == first and "Across layers 0–6" in again
+
+
 def test_in_classroom_mode_the_page_explains_that_it_cannot_fine_tune(runs_root, monkeypatch):
     from streamlit import config as st_config
     from streamlit.testing.v1 import AppTest

@@ -8,7 +8,6 @@ back instead.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict
 
@@ -19,7 +18,6 @@ from .integrated_gradients import Attributions
 # Bump when the same model and question would be attributed differently (the integration, the
 # baselines, the fields of Attributions).
 VERSION = 1
-FILE = "attributions.json"
 
 
 def kept(kind: str, loaded: Loaded, compute: Callable[[], Attributions], **question) -> Attributions:
@@ -27,14 +25,9 @@ def kept(kind: str, loaded: Loaded, compute: Callable[[], Attributions], **quest
     steps and baseline: whatever changes the answer), read from the disk cache when an earlier
     process kept them there, else computed and kept. A question that fails (no [MASK], too long)
     raises as ``compute`` does and keeps nothing."""
-    path = disk_cache.entry(f"attributions-{kind}", loaded, version=VERSION, **question)
-    data = disk_cache.read_json(path, FILE)
-    if data is not None:
-        try:
-            return Attributions(**{**data, "steps_tried": [tuple(s) for s in data.get("steps_tried", [])]})
-        except TypeError:  # written with other fields: computed again below
-            pass
-    result = compute()
-    with disk_cache.writing(path, optional="an attribution") as tmp:
-        (tmp / FILE).write_text(json.dumps(asdict(result), default=float))
-    return result
+    data = disk_cache.kept_json(f"attributions-{kind}", loaded, lambda: asdict(compute()), what="an attribution",
+                                version=VERSION, **question)
+    try:
+        return Attributions(**{**data, "steps_tried": [tuple(s) for s in data.get("steps_tried", [])]})
+    except TypeError:  # kept with other fields (VERSION not bumped): computed again, not kept
+        return compute()
