@@ -17,7 +17,7 @@ from .integrated_gradients import Attributions
 
 # Bump when the same model and question would be attributed differently (the integration, the
 # baselines, the fields of Attributions).
-VERSION = 1
+VERSION = 2  # 2: kept as disk_cache.kept_json writes it
 
 
 def kept(kind: str, loaded: Loaded, compute: Callable[[], Attributions], **question) -> Attributions:
