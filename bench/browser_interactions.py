@@ -25,7 +25,11 @@ much after (drawing).
 
 ``--model base|large`` serves BERT-Base or BERT-Large with random weights of the real shapes from a
 Hugging Face cache made by ``bench/hub_shapes.py`` (``--hub-home``), picked in the sidebar as a user
-picks a downloaded model (its first load is timed); ``--runs DIR`` starts every round from a copy of
+picks a downloaded model (its first load is timed). Each interaction starts a new browser session on
+Home, picks the round's model there and opens its page from the menu (a URL typed into the browser is
+a new session, which shows the default model). ``--fresh-cache`` starts each round from an empty disk
+cache (a machine's very first visits); what the server starts by itself in the background (a model's
+quality measurement) is stopped after the first visit that started it. ``--runs DIR`` starts every round from a copy of
 that runs folder (``bench/runs_folder.py`` makes one) instead of an empty one. Three more interactions
 time the heavier pages: a new 128-token sentence on Attention (bertviz drawn), a new sentence on Two
 models, and Attributions' default example (and one of about 128 tokens). The server's peak memory
