@@ -36,6 +36,7 @@ models, and Attributions' default example (and one of about 128 tokens). The ser
 (VmHWM) is printed at the end of each round.
     python bench/browser_interactions.py --profile-server /tmp/server.txt   # py-spy, if installed
     python bench/browser_interactions.py --trace /tmp/trace.zip            # Playwright's trace
+    python bench/browser_interactions.py --cpu-profile /tmp/att.cpuprofile --only attention128  # the browser's CPU
 
 Every round starts a fresh server and a fresh browser profile; first visits are measured once
 per round, interactions ``--repeats`` times per round; the table gives medians over all of them.
@@ -394,6 +395,28 @@ def start_server(port: int, runs: str, hub_home: str | None = None, cache: str |
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def write_cpu_profile(profile: dict, path: str, top: int = 12) -> None:
+    """Save Chromium's CPU profile (open it in Chrome's DevTools, Performance) and print where the
+    browser's time went: self time by script, then by function. This is how hidden tabs' plotly charts
+    were found to cost the Attention page seconds."""
+    import collections
+    import json
+
+    Path(path).write_text(json.dumps(profile))
+    nodes = {n["id"]: n["callFrame"] for n in profile["nodes"]}
+    by_script, by_function = collections.Counter(), collections.Counter()
+    for sample, delta in zip(profile["samples"], profile["timeDeltas"]):
+        frame = nodes[sample]
+        script = frame["url"].rsplit("/", 1)[-1] or "(the browser itself)"
+        if frame["functionName"] != "(idle)":  # waiting is not work
+            by_script[script] += delta / 1000
+        by_function[f"{frame['functionName'] or '(anonymous)'} in {script}"] += delta / 1000
+    print(f"browser CPU profile: {path} ({sum(by_script.values()) / 1000:.1f} s of work sampled)")
+    for name, counts in (("script", by_script), ("function", by_function)):
+        for what, ms in counts.most_common(top):
+            print(f"  {ms:8.0f} ms  {name}: {what}")
+
+
 def peak_memory_gb(pid: int) -> float:
     """The process's peak resident memory so far (VmHWM), in GB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -451,6 +474,12 @@ def one_round(args, results: dict, round_no: int) -> None:
             if "first" in args.only:
                 first_visits(page, base, timer, results, model_label(args.model),
                              None if args.keep_background_jobs else server.pid)
+            profiler = None
+            if args.cpu_profile and round_no == 0:  # the browser's own CPU time, by script and function
+                profiler = context.new_cdp_session(page)
+                profiler.send("Profiler.enable")
+                profiler.send("Profiler.setSamplingInterval", {"interval": 500})
+                profiler.send("Profiler.start")
             for name in args.only:
                 if name in INTERACTIONS:
                     try:  # one row that cannot be timed (an app without that page or widget) loses only itself
@@ -458,6 +487,8 @@ def one_round(args, results: dict, round_no: int) -> None:
                     except Exception as e:  # noqa: BLE001 - said, and the round goes on
                         print(f"  {name}: not measured ({type(e).__name__}: {str(e).splitlines()[0][:200]})",
                               flush=True)
+            if profiler is not None:
+                write_cpu_profile(profiler.send("Profiler.stop")["profile"], args.cpu_profile)
             if args.trace and round_no == 0:
                 context.tracing.stop(path=args.trace)
             browser.close()
@@ -504,6 +535,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3, help="each interaction, per round")
     p.add_argument("--only", nargs="+", default=["first", *INTERACTIONS], choices=["first", *INTERACTIONS])
     p.add_argument("--trace", help="write Playwright's trace of the first round here (.zip)")
+    p.add_argument("--cpu-profile", help="write Chromium's CPU profile of the first round's interactions here "
+                                          "(.cpuprofile) and print where the browser's time went")
     p.add_argument("--profile-server", help="py-spy the server during the first round into this file")
     p.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy")
     p.add_argument("--model", choices=["default", "base", "large"], default="default",
