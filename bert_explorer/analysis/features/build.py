@@ -504,16 +504,12 @@ def _step_seconds(H: int, cfg: saes.SaeConfig) -> float:
     import os
     import platform
 
-    path = disk_cache.entry("sae-step-time", None, hidden=H, sae=cfg.to_dict(), threads=torch.get_num_threads(),
-                            torch=torch.__version__, cpu=platform.processor() or platform.machine(),
-                            cores=os.cpu_count())
-    kept = disk_cache.read_json(path, "step.json")
-    if kept is not None:
-        return kept["seconds"]
-    seconds = _time_steps(H, cfg)
-    with disk_cache.writing(path, optional="an SAE step's measured time") as tmp:
-        (tmp / "step.json").write_text(json.dumps({"seconds": seconds}))
-    return seconds
+    kept = disk_cache.kept_json("sae-step-time", None, lambda: {"seconds": _time_steps(H, cfg)},
+                                what="an SAE step's measured time", hidden=H, sae=cfg.to_dict(),
+                                threads=torch.get_num_threads(), torch=torch.__version__,
+                                cpu=platform.processor() or platform.machine(), cores=os.cpu_count(),
+                                version=2)  # 2: kept as disk_cache.kept_json writes it
+    return kept["seconds"]
 
 
 def _time_steps(H: int, cfg: saes.SaeConfig, steps: int = 3) -> float:

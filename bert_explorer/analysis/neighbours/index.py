@@ -108,22 +108,18 @@ class Counts:
         return int(sum(self.pieces))
 
 
-COUNTS_VERSION = 1  # bump when corpus_units cuts differently
+COUNTS_VERSION = 2  # bump when corpus_units cuts differently (2: kept as disk_cache.kept_json writes it)
 
 
 def corpus_counts(tokenizer, corpus, max_pieces: int = MAX_PIECES) -> Counts:
     """:func:`corpus_units`' WordPiece counts, kept in the disk cache by the vocabulary, the corpus
     and the window: an estimate shown on a page's first visit reads them there instead of
     tokenising the corpus again (seconds for BBC News or the Wikipedia leads)."""
-    path = disk_cache.entry("corpus-counts", None, vocab=tokenizer.fingerprint(), **corpus_settings(corpus),
-                            max_pieces=max_pieces, version=COUNTS_VERSION)
-    kept = disk_cache.read_json(path, "counts.json")
-    if kept is not None:
-        return Counts(kept["pieces"])
-    counts = Counts(list(corpus_units(tokenizer, corpus, max_pieces).pieces))
-    with disk_cache.writing(path, optional="a corpus's WordPiece counts") as tmp:
-        (tmp / "counts.json").write_text(json.dumps({"pieces": counts.pieces}))
-    return counts
+    kept = disk_cache.kept_json("corpus-counts", None,
+                                lambda: {"pieces": list(corpus_units(tokenizer, corpus, max_pieces).pieces)},
+                                what="a corpus's WordPiece counts", vocab=tokenizer.fingerprint(),
+                                **corpus_settings(corpus), max_pieces=max_pieces, version=COUNTS_VERSION)
+    return Counts(kept["pieces"])
 
 
 def _cut(tokenizer, corpus, max_pieces: int) -> Units:
