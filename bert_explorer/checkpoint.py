@@ -114,6 +114,9 @@ def resolve(name_or_dir: str | Path) -> Path:
     d = Path(s).expanduser()
     if not d.exists():
         known = ", ".join(SHORT_NAMES)
+        close = hub.suggestion(s, tuple(SHORT_NAMES))
+        if close:
+            raise CheckpointError(f"no model called {s!r} here{close}")
         raise CheckpointError(
             f"no model called {s!r}: give a checkpoint directory, one of the short names ({known}), "
             f"a model of the paper such as bert-base-uncased (`bert-explorer models` lists them), or hf:<id> "

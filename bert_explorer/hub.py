@@ -17,20 +17,31 @@ already there with an HTTP ``Range`` request, within the same call and in the ne
 zero. huggingface_hub's own downloader restarts a file from byte 0 in a new call, which for BERT-Large
 (1.34 GB) is the difference between a minute and a lost lesson.
 
+What a server sends is input, as an upload is: ``$HF_ENDPOINT`` may name any mirror, over plain HTTP
+too. So nothing it says names a path before it is checked: the revision must be a commit id (40 hex
+digits) and an ETag a content hash (40 or 64 hex digits) before either becomes a folder or a file
+name, every path written is checked to lie under the model's cache folder, every answer is read up
+to a bound, a file is never read past the size its HEAD announced, and a blob takes its name only
+once its bytes hash to it. A server that breaks a rule gets one sentence that names it, and nothing
+of its answer is kept.
+
 Nothing here runs unless a user asks for a hub model: no default and no test reaches the real Hub.
 """
 from __future__ import annotations
 
+import difflib
+import hashlib
 import http.client
 import json
 import os
+import re
 import shutil
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote, urljoin
+from urllib.parse import quote, urljoin, urlsplit
 
 from . import full_disk
 
@@ -93,6 +104,18 @@ WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json")
 CHUNK = 1 << 20
 RETRIES = 3  # a dropped connection is taken up again this many times, from where it stopped
+# The most a server may announce for one file, checked before a byte is fetched: the weights of the
+# largest BERT this app loads (BERT-Large is 1.34 GB; the same bound as an uploaded model), and for
+# config.json and the tokenizer files far more than any real one (multilingual tokenizer.json: 2 MB).
+MAX_WEIGHTS_BYTES = 2 * 1024**3
+MAX_SMALL_FILE_BYTES = 32 * 1024**2
+MAX_JSON_BYTES = 16 * 1024**2  # an API answer: a repository's file list, read up to this and no further
+# huggingface_hub's own rule for an id (utils.validate_repo_id), ASCII only: "name" or "owner/name",
+# letters, digits, "-", "_", "." inside, at most 96 characters a part, no "--" or "..", no ".git" end.
+_ID_PART = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9])?"
+_REPO_ID = re.compile(rf"(?:{_ID_PART}/)?{_ID_PART}")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+_CONTENT_HASH = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # git's sha1 of a small file, sha256 of an LFS one
 
 
 class HubError(Exception):
@@ -110,10 +133,17 @@ def canonical(name: str) -> str:
     s = str(name).strip()
     s = s[len(HF_PREFIX):] if s.startswith(HF_PREFIX) else s
     s = LEGACY.get(s, s)
-    if not s or len(s) > 200 or s.count("/") > 1 or any(part in ("", ".", "..") for part in s.split("/")):
-        raise HubError(f"{str(name)[:80]!r} is not a Hugging Face model id; write it as owner/name, "
-                       "e.g. google-bert/bert-base-uncased")
+    if len(s) > 200 or not _REPO_ID.fullmatch(s) or "--" in s or ".." in s or s.endswith(".git"):
+        raise HubError(f"{ascii(str(name)[:80])} is not a Hugging Face model id; write it as owner/name in "
+                       "letters, digits, '-', '_' and '.', e.g. google-bert/bert-base-uncased")
     return s
+
+
+def suggestion(name: str, others: tuple[str, ...] = ()) -> str:
+    """"; did you mean bert-base-uncased?" for a name one typo from one of the paper's (or of ``others``),
+    else ""."""
+    close = difflib.get_close_matches(name, [n for n in (*LEGACY, *CATALOGUE, *others) if n != name], n=1, cutoff=0.85)
+    return f"; did you mean {close[0]}?" if close else ""
 
 
 def is_hub_name(name: str) -> bool:
@@ -142,13 +172,25 @@ def local_copy(name: str) -> Path | None:
     except HubError:  # not an id at all: nothing of it can be here
         return None
     try:
-        snapshot = folder / "snapshots" / (folder / "refs" / "main").read_text().strip()
-    except OSError:
+        commit = (folder / "refs" / "main").read_text().strip()
+    except (OSError, ValueError):
         return None
+    if not _COMMIT.fullmatch(commit):  # not written by this app nor by huggingface_hub: never a path
+        return None
+    snapshot = folder / "snapshots" / commit
     has = lambda f: (snapshot / f).is_file()  # noqa: E731 (a broken link to a missing blob is not a file)
     if has("config.json") and any(map(has, WEIGHTS)) and (has("vocab.txt") or has("tokenizer.json")):
         return snapshot
     return None
+
+
+def bytes_here(name: str) -> int:
+    """Bytes of a hub model's files on this machine, whole or in part (what a download goes on from)."""
+    try:
+        blobs = repo_folder(canonical(name)) / "blobs"
+        return sum(p.stat().st_size for p in blobs.iterdir() if p.is_file()) if blobs.is_dir() else 0
+    except (HubError, OSError):
+        return 0
 
 
 def endpoint() -> str:
@@ -184,9 +226,16 @@ def download(name: str, progress: Progress | None = None, cancel: Callable[[], b
     if offline():
         raise HubError(not_here(repo_id, "this machine is set to work offline (HF_HUB_OFFLINE)"))
     info = _json(f"{endpoint()}/api/models/{_quoted(repo_id)}/revision/main", repo_id)
-    sha, names = info.get("sha"), {s.get("rfilename") for s in info.get("siblings") or []}
+    siblings = info.get("siblings") if isinstance(info, dict) else None
+    if not isinstance(siblings, list) or not all(isinstance(x, dict) for x in siblings):
+        raise HubError(f"the server at {endpoint()} sent no list of {repo_id}'s files; try again later, or "
+                       "check HF_ENDPOINT")
+    sha, names = info.get("sha"), {x.get("rfilename") for x in siblings}
     if not sha:
         raise HubError(f"the Hub's answer about {repo_id} names no revision; try again later")
+    if not isinstance(sha, str) or not _COMMIT.fullmatch(sha):
+        raise HubError(f"the server at {endpoint()} names {repo_id}'s revision {ascii(str(sha)[:60])}, not a "
+                       "commit id (40 hex digits), so nothing was written; check HF_ENDPOINT")
     weights = next((w for w in WEIGHTS if w in names), None)
     if weights is None or "config.json" not in names:
         raise HubError(f"{repo_id} holds no BERT weights this app reads (config.json with model.safetensors or "
@@ -196,7 +245,7 @@ def download(name: str, progress: Progress | None = None, cancel: Callable[[], b
                        "repository that ships its tokenizer")
     files = [f for f in ("config.json", weights, *TOKENIZER_FILES) if f in names]
     folder = repo_folder(repo_id)
-    plan = [(f, *_describe(f"{endpoint()}/{_quoted(repo_id)}/resolve/{sha}/{quote(f)}", repo_id)) for f in files]
+    plan = [(f, *_describe(f"{endpoint()}/{_quoted(repo_id)}/resolve/{sha}/{quote(f)}", repo_id, f)) for f in files]
     total = sum(size for _, _, size, _ in plan)
     left = sum(size - _have(folder, etag) for _, etag, size, _ in plan)
     free = full_disk.free_bytes(cache_root())
@@ -214,10 +263,22 @@ def download(name: str, progress: Progress | None = None, cancel: Callable[[], b
             def step(n, f=f, before=before):
                 if progress is not None:
                     progress(before + n, total, f)
-            _link(snapshot / f, _fetch(url, folder / "blobs" / etag, size, repo_id, f, step, cancel))
-        (folder / "refs").mkdir(parents=True, exist_ok=True)
+            _link(_inside(folder, snapshot / f), _fetch(url, _inside(folder, folder / "blobs" / etag), size, repo_id,
+                                                         f, step, cancel))
+        _inside(folder, folder / "refs").mkdir(parents=True, exist_ok=True)
         (folder / "refs" / "main").write_text(sha)
     return snapshot
+
+
+def _inside(folder: Path, path: Path) -> Path:
+    """``path``, refused unless it lies under the model's cache folder once ``..`` and the like are
+    resolved: the last guard between a server's words and the user's files."""
+    root = os.path.normpath(os.path.abspath(folder))
+    where = os.path.normpath(os.path.abspath(path))
+    if os.path.commonpath([root, where]) != root or where == root:
+        raise HubError(f"the server at {endpoint()} asked to write {ascii(str(path))[:120]}, outside the model's "
+                       f"cache folder {folder}, so nothing was written; check HF_ENDPOINT")
+    return path
 
 
 def _quoted(repo_id: str) -> str:
@@ -254,8 +315,10 @@ def _failed(e: Exception, repo_id: str, what: str) -> HubError:
             return HubError(f"{repo_id} is gated on the Hugging Face Hub: accept its terms on its page there and log "
                             "in (`huggingface-cli login`, or set HF_TOKEN), then download it again")
         if code == "RepoNotFound" or (e.code in (401, 404) and what == "the model"):
-            return HubError(f"there is no model {repo_id} on the Hugging Face Hub (or it is private); check the "
-                            "name, e.g. google-bert/bert-base-uncased, or `bert-explorer models` for the paper's")
+            close = suggestion(repo_id)
+            return HubError(f"there is no model {repo_id} on the Hugging Face Hub (or it is private)" + (close or (
+                "; check the name, e.g. google-bert/bert-base-uncased, or list the paper's BERTs with "
+                "`bert-explorer models`")))
         return HubError(f"the Hugging Face Hub refused {what} of {repo_id} (HTTP {e.code}); try again later")
     reason = getattr(e, "reason", None) or e
     return HubError(not_here(repo_id, f"the Hugging Face Hub ({endpoint()}) cannot be reached ({reason})"))
@@ -263,12 +326,32 @@ def _failed(e: Exception, repo_id: str, what: str) -> HubError:
 
 def _json(url: str, repo_id: str) -> dict:
     try:
-        with urllib.request.urlopen(_request(url), timeout=30) as r:
-            return json.loads(r.read().decode("utf-8"))
+        with _OPENER.open(_request(url), timeout=30) as r:
+            body = r.read(MAX_JSON_BYTES + 1)
     except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
         raise _failed(e, repo_id, "the model") from None
+    if len(body) > MAX_JSON_BYTES:
+        raise HubError(f"the server at {endpoint()} sent more than {full_disk.size_text(MAX_JSON_BYTES)} about "
+                       f"{repo_id}, far more than a model's file list, so it was not read; check HF_ENDPOINT")
+    try:
+        return json.loads(body.decode("utf-8"))
     except ValueError:
         raise HubError(f"the Hub's answer about {repo_id} is not JSON; try again later") from None
+
+
+def _web(url: str) -> bool:
+    return urlsplit(url).scheme in ("http", "https")
+
+
+class _WebRedirect(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect only to another web address: a server's ``Location: file:///...`` (or ftp:)
+    would otherwise make this machine's own files the download."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if not _web(newurl):
+            raise HubError(f"the server at {endpoint()} redirected a download to {ascii(newurl[:80])}, not a web "
+                           "address, so nothing was fetched; check HF_ENDPOINT")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -276,10 +359,13 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None  # the redirect's own headers are read: a CDN answers with other ETags
 
 
-def _describe(url: str, repo_id: str) -> tuple[str, int, str]:
-    """(the file's ETag, its size, where to GET it) from a HEAD request. The Hub answers a large
-    (LFS) file with a redirect to its CDN that carries X-Linked-Etag and X-Linked-Size; a renamed
-    repository answers with a redirect on the Hub itself, which is followed."""
+_OPENER = urllib.request.build_opener(_WebRedirect)
+
+
+def _describe(url: str, repo_id: str, name: str) -> tuple[str, int, str]:
+    """(the file's ETag, its size, where to GET it) from a HEAD request, each checked (``_etag``,
+    ``_size``). The Hub answers a large (LFS) file with a redirect to its CDN that carries X-Linked-Etag
+    and X-Linked-Size; a renamed repository answers with a redirect on the Hub itself, which is followed."""
     opener = urllib.request.build_opener(_NoRedirect)
     for _ in range(5):
         try:
@@ -287,24 +373,51 @@ def _describe(url: str, repo_id: str) -> tuple[str, int, str]:
         except urllib.error.HTTPError as e:
             if e.code in (301, 302, 303, 307, 308) and e.headers.get("Location"):
                 target = urljoin(url, e.headers["Location"])
+                if not _web(target):
+                    raise HubError(f"the server at {endpoint()} sent {name} of {repo_id} to {ascii(target[:80])}, "
+                                   "not a web address, so nothing was fetched; check HF_ENDPOINT") from None
                 if e.headers.get("X-Linked-Etag"):  # an LFS file on the CDN
-                    return _etag(e.headers["X-Linked-Etag"]), int(e.headers["X-Linked-Size"]), target
+                    return (_etag(e.headers["X-Linked-Etag"], repo_id, name),
+                            _size(e.headers.get("X-Linked-Size"), repo_id, name), target)
                 url = target
                 continue
-            raise _failed(e, repo_id, f"the file {url.rsplit('/', 1)[-1]}") from None
+            raise _failed(e, repo_id, f"the file {name}") from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             raise _failed(e, repo_id, "the model") from None
         with r:
             etag = r.headers.get("X-Linked-Etag") or r.headers.get("ETag")
             size = r.headers.get("X-Linked-Size") or r.headers.get("Content-Length")
         if not etag or size is None:
-            raise HubError(f"the Hub did not say the size of {url.rsplit('/', 1)[-1]} in {repo_id}; try again later")
-        return _etag(etag), int(size), url
+            raise HubError(f"the Hub did not say the size of {name} in {repo_id}; try again later")
+        return _etag(etag, repo_id, name), _size(size, repo_id, name), url
     raise HubError(f"the Hub sent {repo_id} round too many redirects; try again later")
 
 
-def _etag(value: str) -> str:
-    return value.strip().removeprefix("W/").strip('"')
+def _etag(value: str, repo_id: str, name: str) -> str:
+    """The ETag as the cache's blob name: the content's hash, as the Hub sends it (git's sha1 for a small
+    file, sha256 for an LFS one), quotes and ``W/`` dropped. Anything else is refused, not renamed: a
+    mirror that answers with its own tags (``"5f3a-1b2c"``) cannot be told apart from one that lies, and
+    a blob named by a tag would not be the blob transformers looks for in the same cache."""
+    tag = value.strip().removeprefix("W/").strip('"')
+    if not _CONTENT_HASH.fullmatch(tag):
+        raise HubError(f"the server at {endpoint()} tags {name} of {repo_id} {ascii(tag[:60])}, not the file's "
+                       "content hash (40 or 64 hex digits, as the Hugging Face Hub sends), so nothing was written; "
+                       "download from the Hub itself or a mirror that keeps its ETags (HF_ENDPOINT)")
+    return tag
+
+
+def _size(value: str | None, repo_id: str, name: str) -> int:
+    """An announced size, a whole number of bytes no larger than such a file can be (MAX_*_BYTES)."""
+    bound = MAX_WEIGHTS_BYTES if name in WEIGHTS else MAX_SMALL_FILE_BYTES
+    text = (value or "").strip()
+    if not text.isascii() or not text.isdigit():
+        raise HubError(f"the server at {endpoint()} gave {name} of {repo_id} the size {ascii(text[:40])}, not a "
+                       "number of bytes, so nothing was written; try again later, or check HF_ENDPOINT")
+    if int(text) > bound:
+        raise HubError(f"the server at {endpoint()} says {name} of {repo_id} is {full_disk.size_text(int(text))}, "
+                       f"more than the {full_disk.size_text(bound)} such a file of a BERT can be, so it was not "
+                       "fetched; check the name and HF_ENDPOINT")
+    return int(text)
 
 
 def _have(folder: Path, etag: str) -> int:
@@ -318,7 +431,8 @@ def _have(folder: Path, etag: str) -> int:
 def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Callable[[int], None],
            cancel: Callable[[], bool] | None) -> Path:
     """The blob, fetched into ``<blob>.incomplete`` from the bytes already there (HTTP Range) and
-    renamed when whole; a dropped connection is taken up again RETRIES times."""
+    renamed when whole; a dropped connection is taken up again RETRIES times. Never more than the
+    ``size`` the HEAD announced is read: a server that sends more is refused and its part deleted."""
     if blob.is_file() and blob.stat().st_size == size:
         return blob
     blob.parent.mkdir(parents=True, exist_ok=True)
@@ -333,13 +447,21 @@ def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Calla
             break
         try:
             headers = {"Range": f"bytes={have}-"} if have else {}
-            with urllib.request.urlopen(_request(url, headers=headers), timeout=60) as r:
+            with _OPENER.open(_request(url, headers=headers), timeout=60) as r:
                 if have and r.status != 206:  # the server ignored the range: the whole file comes
                     have = 0
+                elif have and not _continues(r.headers.get("Content-Range"), have, size):
+                    raise HubError(f"the server at {endpoint()} answered a request for {name} of {repo_id} from "
+                                   f"byte {have} with {ascii(str(r.headers.get('Content-Range'))[:60])}, another "
+                                   "part, so nothing of it was written; try again later, or check HF_ENDPOINT")
+                length = (r.headers.get("Content-Length") or "").strip()
+                if length.isascii() and length.isdigit() and int(length) > size - have:
+                    raise _too_long(part, repo_id, name, size)
                 with open(part, "ab" if have else "wb") as out:
                     step(have)
-                    # read1: what has arrived, up to a megabyte; a slow line still reports and cancels promptly
-                    while chunk := r.read1(CHUNK):
+                    # read1: what has arrived, up to a megabyte; a slow line still reports and cancels promptly.
+                    # Never past the announced size: a server may stream without end behind a small HEAD.
+                    while have < size and (chunk := r.read1(min(CHUNK, size - have))):
                         out.write(chunk)
                         have += len(chunk)
                         step(have)
@@ -348,6 +470,8 @@ def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Calla
                             raise DownloadCancelled(f"the download of {repo_id} was cancelled at {name} "
                                                     f"({full_disk.size_text(have)} of {full_disk.size_text(size)}); "
                                                     "downloading it again goes on from there")
+                if have == size and r.read1(1):  # one byte more than announced: not the file the HEAD described
+                    raise _too_long(part, repo_id, name, size)
         except urllib.error.HTTPError as e:
             if e.code == 416:  # nothing left to send: what is here is the whole file, or not this file
                 part.unlink(missing_ok=True)
@@ -367,8 +491,37 @@ def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Calla
         raise HubError(f"the download of {name} from {repo_id} stopped at {full_disk.size_text(have)} of "
                        f"{full_disk.size_text(size)} ({error or 'the connection ended early'}); run the same again "
                        "to go on from there: what was fetched is kept")
+    if not _is_content(part, blob.name):
+        part.unlink(missing_ok=True)
+        raise HubError(f"the bytes of {name} of {repo_id} that the server at {endpoint()} sent are not the file its "
+                       "ETag names (their hash differs), so nothing of it was kept; download it again, or check "
+                       "HF_ENDPOINT")
     os.replace(part, blob)
     return blob
+
+
+def _is_content(path: Path, etag: str) -> bool:
+    """Is ``path`` the file the ETag names? The Hub tags an LFS file with its sha256 and a small one with
+    git's sha1 of it (``blob <size>\0`` + the bytes); the blob is renamed to that name only when true, so
+    a resumed download that joined two versions, or a server's other bytes, never become a cache entry."""
+    h = hashlib.sha256() if len(etag) == 64 else hashlib.sha1(b"blob %d\0" % path.stat().st_size)
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest() == etag
+
+
+def _continues(content_range: str | None, have: int, size: int) -> bool:
+    """Does a 206 answer carry the rest of the file from byte ``have`` (``bytes have-end/size``)?"""
+    m = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", content_range or "")
+    return bool(m) and int(m.group(1)) == have and m.group(3) in ("*", str(size))
+
+
+def _too_long(part: Path, repo_id: str, name: str, size: int) -> HubError:
+    part.unlink(missing_ok=True)
+    return HubError(f"the server at {endpoint()} sent more of {name} of {repo_id} than the "
+                    f"{full_disk.size_text(size)} it announced, so it was stopped and nothing of it kept; try again "
+                    "later, or check HF_ENDPOINT")
 
 
 def _link(target: Path, blob: Path) -> None:
@@ -407,8 +560,8 @@ def cached_berts() -> dict[str, Path]:
 
 def catalogue_rows() -> list[dict]:
     """The catalogue as rows: id, name, L, H, A, parameters, download size (about 4 bytes a parameter),
-    licence, and whether it is on this machine."""
+    licence, whether it is on this machine, and the bytes of it here (a download cut short goes on from them)."""
     return [{"id": m.repo_id, "name": m.title, "L": m.layers, "H": m.hidden, "A": m.heads,
              "parameters": m.parameters, "download_bytes_about": m.download_bytes, "licence": LICENCE,
-             "on_this_machine": local_copy(m.repo_id) is not None}
+             "on_this_machine": local_copy(m.repo_id) is not None, "bytes_here": bytes_here(m.repo_id)}
             for m in CATALOGUE.values()]

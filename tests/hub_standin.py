@@ -25,6 +25,14 @@
   ``http://localhost:PORT/_cdn/...`` (another host for the client, so it stops there, takes the
   ``X-Linked-*`` headers from the 302 and GETs the CDN address directly).
 
+``hub.lies`` makes it a lying server, the one a mirror behind ``HF_ENDPOINT`` could be (all keys optional):
+``sha`` the revision the API names (and /resolve accepts); ``etag`` {file: the ETag (and X-Linked-Etag)
+its HEAD sends}; ``size`` {file: the size its HEAD announces}, and its GET then streams ``stream`` bytes
+(64 MiB unless set) with no length and no end until it is cut; ``body`` {file: other bytes of the same length
+sent as its content}; ``range_from_zero`` {file}: a Range request answered 206 with the file's first bytes and
+a Content-Range saying so; ``location`` {file: where its HEAD redirects, with valid X-Linked-* headers}.
+``HubRequest.sent`` counts the body bytes written for a request.
+
 A repo is a folder ``root/{repo_id}`` holding files (``root/bert-base-uncased`` or
 ``root/google-bert/bert-base-uncased``); sizes, hashes and a fake commit sha are computed from the
 files on each request, so repos may be written after the server started.
@@ -62,6 +70,7 @@ class HubRequest:
     repo_id: str | None = None
     filename: str | None = None
     status: int | None = None
+    sent: int = 0
 
 
 @dataclasses.dataclass
@@ -88,6 +97,7 @@ class HubStandin:
         self.lfs_redirect = lfs_redirect
         self.tree_page_size = tree_page_size
         self.requests: list[HubRequest] = []
+        self.lies: dict = {}  # see the module's docstring: what a lying server says
         self._faults: dict[tuple, dict] = {}
         self._lock = threading.Lock()
         self._hash_cache: dict[tuple, _File] = {}
@@ -281,6 +291,10 @@ class _Handler(BaseHTTPRequestHandler):
                 n = 2 if self.hub.repo_dir("/".join(segs[1:3])) else 1
                 repo, rev, name = "/".join(segs[1:1 + n]), segs[1 + n], "/".join(segs[2 + n:])
                 return self._resolve(repo, rev, name, head, cdn=True)
+            lie = self.hub.lies.get("sha")
+            if lie and f"/resolve/{lie}/" in unquote(url.path):  # a revision that is no name of a folder
+                head_part, name = unquote(url.path).split(f"/resolve/{lie}/", 1)
+                return self._resolve(head_part.strip("/"), lie, name, head)
             n = 1 if len(segs) > 1 and segs[1] == "resolve" else 2
             if len(segs) < n + 3 or segs[n] != "resolve":
                 return self._error(404, None, "Not found")
@@ -305,6 +319,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, "RepoNotFound", "Repository not found")
             return None
         sha = self.hub.commit_sha(repo)
+        if "sha" in self.hub.lies:
+            sha = self.hub.lies["sha"]
         if rev not in ("main", sha):
             self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", sha)
             return None
@@ -378,6 +394,17 @@ class _Handler(BaseHTTPRequestHandler):
                    "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
         if f.lfs:
             headers.update({"X-Linked-Etag": f'"{f.sha256}"', "X-Linked-Size": str(f.size)})
+        lies = self.hub.lies
+        if name in lies.get("etag", {}):
+            headers["ETag"] = lies["etag"][name]
+            if f.lfs:
+                headers["X-Linked-Etag"] = lies["etag"][name]
+        if name in lies.get("location", {}) and not cdn:
+            return self._reply(302, b"", {**headers, "Location": lies["location"][name], "X-Linked-Size": str(f.size),
+                                          "X-Linked-Etag": headers.get("X-Linked-Etag", headers["ETag"])}, head)
+        if name in lies.get("size", {}):
+            return self._send_endless(headers, head, lies["size"][name], f.lfs)
+        if f.lfs:
             if self.hub.lfs_redirect and not cdn:
                 headers["Location"] = (f"http://localhost:{self.hub.port}/_cdn/{repo}/{sha}/{quote(name)}")
                 return self._reply(302, b"", headers, head)
@@ -396,6 +423,9 @@ class _Handler(BaseHTTPRequestHandler):
             end, status = min(end, f.size - 1), 206
             headers["Content-Range"] = f"bytes {start}-{end}/{f.size}"
         headers["Content-Length"] = str(end - start + 1)
+        if start and name in self.hub.lies.get("range_from_zero", ()):  # the first bytes again, and says so
+            start, end = 0, end - start
+            headers["Content-Range"] = f"bytes {start}-{end}/{f.size}"
         self.send_response(status)
         for k, v in headers.items():
             self.send_header(k, v)
@@ -405,17 +435,39 @@ class _Handler(BaseHTTPRequestHandler):
         rate, cut = self.hub._fault(repo, name, start, end)
         todo = end - start + 1 if cut is None else cut
         chunk = max(1, int(rate / 10)) if rate else 1 << 16
+        content = self.hub.lies.get("body", {}).get(name)
         with f.path.open("rb") as fh:
             fh.seek(start)
             while todo > 0:
                 data = fh.read(min(chunk, todo))
+                if content is not None:
+                    data = content[start + self.record.sent:][:len(data)]
                 self.wfile.write(data)
+                self.record.sent += len(data)
                 todo -= len(data)
                 if rate:
                     time.sleep(len(data) / rate)
         if cut is not None:  # announced more than we sent: the client sees a truncated body
             self.wfile.flush()
             self.close_connection = True
+
+    def _send_endless(self, headers, head, announced, lfs):
+        """A HEAD that announces ``announced`` bytes, and a GET that streams without a length or an end."""
+        headers = {**headers, ("X-Linked-Size" if lfs else "Content-Length"): str(announced)}
+        if not head:
+            headers.pop("Content-Length", None)
+            headers["Connection"] = "close"
+        self.send_response(200)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if head:
+            return
+        self.close_connection = True
+        block = b"x" * (1 << 16)
+        while self.record.sent < self.hub.lies.get("stream", 64 << 20):
+            self.wfile.write(block)
+            self.record.sent += len(block)
 
     # --- helpers ------------------------------------------------------------------------------
     def _reply(self, status, body, headers, head):

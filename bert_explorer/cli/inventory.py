@@ -75,14 +75,16 @@ def cmd_models(args) -> int:
             for name, (locate, description) in checkpoint.SHORT_NAMES.items()]
     rows += [{"name": r["id"], "what": f"{r['name']}: L={r['L']}, H={r['H']}, A={r['A']}, "
               f"{r['parameters'] / 1e6:,.1f} M parameters, {r['licence']}",
-              "on_this_machine": r["on_this_machine"], "download_about": size_text(r["download_bytes_about"])}
+              "on_this_machine": r["on_this_machine"], "download_about": size_text(r["download_bytes_about"]),
+              "bytes_here": r["bytes_here"]}
              for r in hub.catalogue_rows()]
     if args.json:
         print_json(rows)
         return 0
     for r in rows:
-        where = "here" if r["on_this_machine"] else f"download about {r['download_about']}" \
-            if "download_about" in r else "not installed"
+        where = "here" if r["on_this_machine"] else "not installed" if "download_about" not in r else \
+            f"partly here, {size_text(r['bytes_here'])} of about {r['download_about']}" if r["bytes_here"] else \
+            f"download about {r['download_about']}"
         print(f"{r['name']:45} {where:22} {r['what']}")
     return 0
 
@@ -99,18 +101,21 @@ def cmd_download(args) -> int:
             raise checkpoint.CheckpointError(str(e)) from None
         copy = hub.local_copy(repo_id)
         if copy is None:
-            bar = None if args.no_progress else tqdm(total=0, unit="B", unit_scale=True, desc=repo_id, file=sys.stderr)
+            bars = []  # drawn at the first byte: a download refused before it starts prints one line, no bar
 
-            def progress(done, total, _file, bar=bar):
-                if bar is not None:
-                    bar.total = total
-                    bar.update(done - bar.n)
+            def progress(done, total, _file, bars=bars):
+                if args.no_progress:
+                    return
+                if not bars:
+                    bars.append(tqdm(total=total, unit="B", unit_scale=True, desc=repo_id, file=sys.stderr))
+                bars[0].total = total
+                bars[0].update(done - bars[0].n)
             try:
                 copy = hub.download(repo_id, progress)
             except hub.HubError as e:
                 raise checkpoint.CheckpointError(str(e)) from None
             finally:
-                if bar is not None:
+                for bar in bars:
                     bar.close()
         loaded = checkpoint.load(copy, "BertForPreTraining")
         heads = [h for h in ("masked-LM head", "next-sentence head") if h not in loaded.report.missing_heads]
