@@ -14,8 +14,8 @@ from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
 from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction
-from bert_explorer.app.state import (by_inputs, device_name, show_mode, shown_path, weights_version, without_host_paths,
-                                     writes_allowed, writes_off)
+from bert_explorer.app.state import by_inputs, device_name, show_mode, shown_path, weights_version, without_host_paths
+from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
 from bert_explorer.app.widgets import intro
@@ -198,7 +198,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
 
     run_name = st.text_input("Run name (optional)", key="pt_name",
                              placeholder="automatic: pretrain-<size>-<corpus>-<time>")
-    if st.button("Start pre-training", type="primary", key="pt_start", disabled=bool(corpus_error)):
+    if work_button("Start pre-training", type="primary", key="pt_start", disabled=bool(corpus_error)):
         run_dir = root / slug(run_name) if run_name.strip() else rv.new_run_dir(
             f"pretrain-{('warm-' + Path(init).name) if init else size}-{'upload' if upload else corpus}", root)
         refusal = new_run_refusal(run_dir) or (  # checked before an upload is stored there
@@ -224,7 +224,7 @@ b1, b2, b3 = st.columns([1, 1, 2])
 if run is None or not writes_allowed():
     pass  # no run yet, or classroom mode: no stop or resume from the network
 elif run.is_active():
-    if b1.button("Stop", key="pt_stop", help="Stops cleanly at the next step and writes a checkpoint."):
+    if work_button("Stop", container=b1, key="pt_stop", help="Stops cleanly at the next step and writes a checkpoint."):
         run.request_stop()
         st.info("Stop requested: the run saves a checkpoint and stops at its next step.")
 elif status.get("state") in ("stopped", "crashed", "failed", "finished"):
@@ -232,7 +232,7 @@ elif status.get("state") in ("stopped", "crashed", "failed", "finished"):
     target = b2.number_input("Resume until step", 1, 10_000_000,  # keyed per run: each has its own end
                              max(int(cfg.get("max_steps", 1)), int(status.get("step") or 0) + 1),
                              key=f"pt_resume_to_{run.name}")
-    if b1.button("Resume", key="pt_resume", disabled=int(target) <= int(status.get("step") or 0),
+    if work_button("Resume", container=b1, key="pt_resume", disabled=int(target) <= int(status.get("step") or 0),
                  help="Continues from the last checkpoint with the run's own settings (optimiser, schedule and data "
                       "position included). Another last step re-plans the learning-rate decay to reach 0 there; "
                       "the run's log says so."):

@@ -10,8 +10,8 @@ from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.keep import kept_widget
-from bert_explorer.app.state import (device_name, model_picker, shown_path, without_host_paths, writes_allowed,
-                                     writes_off)
+from bert_explorer.app.state import device_name, model_picker, shown_path, without_host_paths
+from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.data.tasks import BUILTIN_TASKS
@@ -182,7 +182,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
         else:
             estimated = data if data is not None else dv.builtin_data(builtin)
         ready = long_run_confirmed(config, estimated)
-    if st.button("Fine-tune", type="primary", key="ft_start", disabled=not ready):
+    if work_button("Fine-tune", type="primary", key="ft_start", disabled=not ready):
         stem = Path(upload[0]).stem if upload else builtin.replace(":", "-")
         run_dir = rv.new_run_dir(f"finetune-{stem}", root)
         path = None
@@ -196,7 +196,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
 # ----- 3. the run -------------------------------------------------------------------------------------
 st.subheader("3. Run and dev results")
 run, status = rv.watch_runs("finetune", "ft_watch", "ft", root, f"No fine-tuning runs under {shown_path(root)} yet.")
-if run.is_active() and writes_allowed() and st.button("Stop", key="ft_stop",
+if run.is_active() and writes_allowed() and work_button("Stop", key="ft_stop",
                                  help="Stops at the next step, then evaluates and saves the model as it is."):
     run.request_stop()  # a queued run leaves the GPU queue; a running one stops cleanly
     st.rerun()

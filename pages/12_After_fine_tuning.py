@@ -13,7 +13,8 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_B, SHADOW
-from bert_explorer.app.state import by_weights, shown_path, show_mode, without_host_paths, writes_allowed
+from bert_explorer.app.state import by_weights, shown_path, show_mode, without_host_paths
+from bert_explorer.app.roles import writes_allowed
 from bert_explorer.app.widgets import MENU, intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.runs import finder

@@ -6,8 +6,8 @@ import streamlit as st
 from bert_explorer.app import exports
 from bert_explorer.app import run_figures
 from bert_explorer.app import runs_view as rv
-from bert_explorer.app.state import (delete_upload, mode_sentence, show_mode, shown_path, uploaded_checkpoints,
-                                     without_host_paths, writes_allowed, writes_off)
+from bert_explorer.app.state import delete_upload, show_mode, shown_path, uploaded_checkpoints, without_host_paths
+from bert_explorer.app.roles import mode_sentence, work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs import finder, report
 from bert_explorer.runs.background import delete, delete_refusal
@@ -38,7 +38,7 @@ def _uploads_section() -> None:
     by_upload = {Path(u).name: u for u in uploads}
     gone = st.selectbox("Uploaded checkpoint", list(by_upload), key=f"runs_upload_sel_{gen}")
     sure = st.checkbox(f"Yes, delete the uploaded checkpoint {gone}", key=f"runs_upload_confirm_{gen}_{gone}")
-    if st.button("Delete the upload", key="runs_upload_delete", disabled=not sure):
+    if work_button("Delete the upload", key="runs_upload_delete", disabled=not sure):
         try:
             delete_upload(by_upload[gone])
             st.session_state["runs_msg"] = ("ok", f"Deleted the uploaded checkpoint {gone}.")
@@ -136,7 +136,7 @@ def _delete(name: str, path: str, picker: str, confirm: str) -> None:
 
 
 if not refusal:
-    st.button("Delete", key="runs_delete", on_click=_delete, args=(victim, str(by_name[victim].path), picker, confirm),
+    work_button("Delete", key="runs_delete", on_click=_delete, args=(victim, str(by_name[victim].path), picker, confirm),
               help="Tick the confirmation first. A running or queued run is refused: stop it first.")
 st.caption(f"Checkpoint folders are large; deleting a run frees their space. Runs are plain folders (here: "
            f"`{shown_path(root)}`), so you can also copy or archive them.")

@@ -7,7 +7,8 @@ from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.guard import uploader
-from bert_explorer.app.state import show_mode, shown_path, without_host_paths, writes_allowed, writes_off
+from bert_explorer.app.state import show_mode, shown_path, without_host_paths
+from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.data.uploads.names import slug
@@ -149,7 +150,7 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
         size_mb = sum(d["bytes"] for d in fetch) / 1e6
         start_label = (f"Download {len(fetch)} model{'s' if len(fetch) > 1 else ''} (about {size_mb:,.0f} MB) and "
                        "start in the background" if fetch else "Start in the background")
-        if not refusal and st.button(start_label, key="abl_start", type="primary"):
+        if not refusal and work_button(start_label, key="abl_start", type="primary"):
             folder = slug(out_name)  # a plain folder name: never outside the runs directory
             target = root / folder
             refusal = new_run_refusal(target) or (  # checked before an upload is stored there
@@ -200,10 +201,10 @@ def progress_panel():
         what = s.get("pretraining_label") if s.get("phase") in ("pre-training", "downloading") else s.get("current")
         st.caption(f"now {s.get('phase') or 'starting'}: {what or '…'}" + ("" if s.get("phase") == "downloading" else
                    f" — step {sst.get('step', 0)} of {sst.get('max_steps', '?')}"))
-        if writes_allowed() and st.button("Stop after the current step", key="abl_stop"):
+        if writes_allowed() and work_button("Stop after the current step", key="abl_stop"):
             run.request_stop()
     elif s.get("state") in ("stopped", "crashed", "failed") and plan and writes_allowed():
-        if st.button("Resume", key="abl_resume"):
+        if work_button("Resume", key="abl_resume"):
             if rv.launch("ablate", plan["recipe"], chosen, resume=True):
                 st.rerun()
     if plan:

@@ -8,7 +8,8 @@ from bert_explorer.analysis.features import build as fb, splice
 from bert_explorer.analysis.features.sae import SaeConfig
 from bert_explorer.app import exports
 from bert_explorer.app.result_bundle import ResultBundle
-from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, shown_path, without_host_paths, writes_allowed
+from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, shown_path, without_host_paths
+from bert_explorer.app.roles import busy_sentence, not_prepared, progress_line, work_button, writes_allowed
 from bert_explorer.app.widgets import intro, needs_head
 from bert_explorer.runs import neighbour_jobs as jobs
 from bert_explorer.runs.report import duration_text
@@ -69,9 +70,12 @@ def _watch(model: str, layer: int, k: int, width: int) -> None:
     s = fb.state(load(model, ARCH)[0], _settings(layer, k, width))
     if s["state"] != "building":
         st.rerun()
-    st.progress(min(1.0, float(s.get("fraction") or 0.0)), text=s.get("message") or "starting…")
-    if st.button("Cancel", key="sae_cancel"):
+    st.progress(min(1.0, float(s.get("fraction") or 0.0)), text=progress_line(s, f"Features of layer {layer}"))
+    if fb.stop_file(Path(s["path"])).exists():
+        st.caption("Cancelling: the training stops at its next step.")
+    elif work_button("Cancel", key="sae_cancel"):  # the teacher's, never a student's
         fb.request_stop(Path(s["path"]))
+        st.rerun()
     st.caption("The training runs as its own process: you may leave this page; it goes on, and every visitor "
                "sees the same training.")
 
@@ -88,9 +92,10 @@ if state["state"] != "ready":
     elif state["state"] == "stopped":
         st.warning("The last training stopped before it finished (its process ended); train again to start over.")
     if not writes_allowed():
-        st.info("Training is off in classroom mode (it would hold the server's CPU for minutes); SAEs trained "
-                "on this server before are offered to everyone. Ask the person running it to train one: "
-                f"`bert-explorer features train --model {shown_path(name)} --layer {layer}`.")
+        not_prepared(f"The SAE of layer {layer} with these settings")
+        busy_sentence()
+        st.caption("Training is off in classroom mode for students (it would hold the server's CPU for minutes); "
+                   "SAEs trained on this server before are offered to everyone.")
         st.stop()
     est = _estimate(name, layer, int(k), int(width))
     st.markdown(
@@ -104,10 +109,11 @@ if state["state"] != "ready":
     if refusal := jobs.start_refusal(path, False, "SAE"):
         st.info(refusal)
         st.stop()
-    if st.button(f"Train the SAE of layer {layer}", key="sae_train", type="primary"):
+    if work_button(f"Train the SAE of layer {layer}", key="sae_train", type="primary"):
         from bert_explorer.cli.features import build_argv
         refusal = jobs.start_build(path, build_argv(name, settings), one_at_a_time=False,
-                                   room_bytes=est["disk_bytes"], command=fb.BUILDER, what="SAE")
+                                   room_bytes=est["disk_bytes"], command=fb.BUILDER, what="SAE",
+                                   lesson=f"Features of layer {layer}")
         if not refusal:
             st.rerun()
         st.info(refusal)

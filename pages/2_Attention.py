@@ -19,7 +19,8 @@ from bert_explorer.analysis.attention.bertviz_offline import (MODEL_VIEW_LEGIBLE
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept_widget
-from bert_explorer.app.state import by_weights, load, picked_model, shown_path, without_host_paths, writes_allowed
+from bert_explorer.app.state import by_weights, load, picked_model, shown_path, without_host_paths
+from bert_explorer.app.roles import busy_sentence, not_prepared, progress_line, work_button, writes_allowed
 from bert_explorer.app.widgets import intro
 
 intro("Attention", """
@@ -151,35 +152,39 @@ CLARK_CORPUS = clark.default_corpus()
 
 
 @st.fragment(run_every=2.0)
-def _build_progress(path: str, file: str) -> None:
+def _build_progress(path: str, file: str, lesson: str) -> None:
     """A background build's progress bar, until the entry ``path`` holds ``file``."""
     s = jobs.build_state(Path(path), (Path(path) / file).is_file())
     if s["state"] != "building":
         st.rerun()  # done (or stopped): redraw the page with the result
-    st.progress(min(1.0, float(s.get("fraction") or 0.0)), text=s.get("message") or "measuring…")
+    st.progress(min(1.0, float(s.get("fraction") or 0.0)), text=progress_line(s, lesson))
     st.caption("The measurement runs as its own process: you may leave this page; it goes on, and every visitor "
                "sees the same one.")
 
 
 def _build_start(path, state: dict, segments: int, *, what: str, key: str, label: str, cost_s: float,
                  command: tuple[str, ...]) -> None:
-    """The button that starts a build over Wikipedia segments in the background (one at a time in
-    classroom mode, where one build serves the whole class)."""
+    """The button that starts a build over Wikipedia segments in the background: the teacher's in
+    classroom mode (a student is told it is not prepared, and what the server prepares now)."""
+    if not writes_allowed():
+        not_prepared(f"This {what} over {segments:,} segments")
+        busy_sentence()
+        return
     if state["state"] == "stopped":
         st.warning(f"The last {what} stopped at {float(state.get('fraction') or 0):.0%} (its process ended).")
     elif state["state"] == "failed":
         st.error(without_host_paths(f"The last {what} failed: {state.get('error') or state.get('message')}"))
         with st.expander("Its log"):
             st.code(without_host_paths(jobs.log_tail(path)), language=None)
-    one_at_a_time = not writes_allowed()  # classroom mode: one build on the server at a time
-    if refusal := jobs.start_refusal(path, one_at_a_time, what):
+    if refusal := jobs.start_refusal(path, False, what):
         st.info(refusal)
         return
-    if st.button(f"{label} (about {duration_text(cost_s)} of CPU)", key=key,
+    if work_button(f"{label} (about {duration_text(cost_s)} of CPU)", key=key,
                  help="Runs in the background and is kept for every later visit. The time assumes one CPU core "
                       "at the speed the app's limits assume (`bert-explorer limits`)."):
         refusal = jobs.start_build(path, ["--model", name, "--segments", str(segments), "--corpus", CLARK_CORPUS],
-                                   one_at_a_time=one_at_a_time, command=command, what=what)
+                                   one_at_a_time=False, command=command, what=what,
+                                   lesson=f"Attention's {what} over {segments:,} segments")
         if not refusal:
             st.rerun()
         st.info(refusal)
@@ -192,7 +197,7 @@ def _built(path: Path, file: str, read, segments: int, **start):
     if state["state"] == "ready" and (done := read(path)) is not None:
         return done
     if state["state"] == "building":
-        _build_progress(str(path), file)
+        _build_progress(str(path), file, f"Attention's {start['what']} over {segments:,} segments")
     else:
         _build_start(path, state, segments, **start)
     return None

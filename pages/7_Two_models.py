@@ -12,7 +12,8 @@ from bert_explorer.app import runs_view as rv
 from bert_explorer.app.keep import kept_widget
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import by_weights, load, picked_model, shown_path, writes_allowed, writes_off
+from bert_explorer.app.state import by_weights, load, picked_model, shown_path
+from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import DEFAULT_MODEL
 from bert_explorer.runs import finder
@@ -97,7 +98,7 @@ if not learned:
             st.info(f"To see what fine-tuning changes, fine-tune {label_a}. {candidates.SHORT_FINETUNE_NOTE}")
         # in classroom mode the offer and its refusal are one sentence, not a button's promise over its "off"
         if not writes_off(f"To see what fine-tuning changes, model B would be {label_a} fine-tuned; fine-tuning it "
-                          "here") and st.button("Fine-tune it on BBC topics", key="two_finetune"):
+                          "here") and work_button("Fine-tune it on BBC topics", key="two_finetune"):
             run_dir = rv.new_run_dir("finetune-bbc-topics-short", root)
             if rv.launch("finetune", candidates.SHORT_FINETUNE, run_dir, remember=("two_waiting", str(run_dir))):
                 st.rerun()

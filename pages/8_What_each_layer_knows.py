@@ -10,7 +10,8 @@ from bert_explorer.analysis.layers.probing import (METRICS, TASKS, ProbeSettings
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.guard import uploader
-from bert_explorer.app.state import by_weights, heavy_turn, load, picked_model, writes_allowed
+from bert_explorer.app.state import by_weights, heavy_turn, load, picked_model
+from bert_explorer.app.roles import STUDENT_CPU_S, busy_sentence, not_prepared, writes_allowed
 from bert_explorer.runs.report import duration_text
 from bert_explorer.app.widgets import intro
 
@@ -94,7 +95,15 @@ if missing:
                     f"{duration_text(e['probes_seconds'])}, in all **about {duration_text(e['seconds'])}**"
                     for t, e in est.items())
                 + f" ({next(iter(est.values()))['basis']}). Fewer sentences or articles (Settings) run faster.")
-        run_now = st.button("Run the probes", type="primary", key="probe_run")
+        seconds = sum(e["seconds"] for e in est.values())
+        if writes_allowed() or seconds <= STUDENT_CPU_S:  # a student's click starts seconds of work at most
+            run_now = st.button("Run the probes", type="primary", key="probe_run")
+        else:
+            run_now = False
+            not_prepared(f"Probing {', '.join(missing)} with these settings")
+            st.caption(f"Fewer sentences or articles (Settings) may bring it under {STUDENT_CPU_S:.0f} s, which "
+                       "you may run yourself.")
+            busy_sentence()
         bar = st.progress(0.0, text="starting…") if run_now else None
     if run_now:
         # heavy: one request at a time on this server, the others wait with their place shown; a request

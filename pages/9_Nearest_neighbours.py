@@ -10,7 +10,8 @@ from bert_explorer.disk_cache import cache_root
 from bert_explorer.analysis.neighbours import search as nb
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import by_inputs, by_weights, is_private, load, picked_model, shown_path, without_host_paths, writes_allowed
+from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, shown_path, without_host_paths
+from bert_explorer.app.roles import busy_sentence, not_prepared, progress_line, work_button, writes_allowed
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.estimate import background_threads
@@ -89,7 +90,7 @@ def _watch(model: str, corpus, layer: int) -> None:
     s = nbb.index_state(load(model, ARCH)[0], corpus, layer)
     if s["state"] != "building":
         st.rerun()  # finished (or stopped): redraw the whole page
-    st.progress(min(1.0, float(s.get("fraction") or 0.0)), text=s.get("message") or "building…")
+    st.progress(min(1.0, float(s.get("fraction") or 0.0)), text=progress_line(s, f"the index of {layer_label(layer)}"))
     st.caption("The build runs as its own process: you may leave this page or close the tab; it goes on, and "
                "every visitor sees the same build.")
 
@@ -108,6 +109,10 @@ if state["state"] != "ready":
         st.error(without_host_paths(f"The last build of this index failed: {state.get('error') or state.get('message')}"))
         with st.expander("Its log"):
             st.code(without_host_paths(jobs.log_tail(Path(path))), language=None)
+    if not writes_allowed():  # a student: nothing is counted or built on a visit
+        not_prepared(f"The nearest-neighbour index of {layer_label(layer)}")
+        busy_sentence()
+        st.stop()
     with st.spinner("Counting the corpus's WordPieces…"):
         est = _estimate(name, corpus, layer)
     runs = "only looks up the embeddings" if layer == 0 else \
@@ -132,25 +137,21 @@ if state["state"] != "ready":
                    "to make room for a build, the entries used least recently are removed (never one in use).")
     st.caption(f"From a terminal, one pass through the model builds several layers at once: `bert-explorer "
                f"neighbours build --model {shown_path(name)} --layer 0,{L}`.")
-    # classroom mode: one build at a time on the server, so the class does not starve the CPU
-    one_at_a_time = not writes_allowed()
-    if refusal := jobs.start_refusal(Path(path), one_at_a_time):
+    if refusal := jobs.start_refusal(Path(path), False):
         st.info(refusal)
         st.stop()
     if running := jobs.builds_running():
         st.caption(f"{len(running)} other index{'es are' if len(running) > 1 else ' is'} being built now; a second "
                    "build runs beside it and both go slower.")
-    if st.button(f"Build the index of {layer_label(layer)}", key="nn_build", type="primary"):
+    if work_button(f"Build the index of {layer_label(layer)}", key="nn_build", type="primary"):
         # asked again as it starts, under the server's lock: another session may have pressed at the same time
         refusal = jobs.start_build(Path(path), ["--model", name, "--layer", str(layer), "--corpus", str(corpus),
-                                                "--no-progress"], one_at_a_time=one_at_a_time,
-                                   room_bytes=est["build_disk_bytes"])
+                                                "--no-progress"], one_at_a_time=False,
+                                   room_bytes=est["build_disk_bytes"], lesson=f"the nearest-neighbour index of "
+                                   f"{layer_label(layer)}")
         if not refusal:
             st.rerun()
         st.info(refusal)
-    if not is_private():
-        st.caption("Building writes only to the app's cache folder (not to runs), and one build serves every "
-                   "visitor, so it is allowed in classroom mode too, one build at a time.")
     st.stop()
 
 # ----- the index exists: search it -------------------------------------------------------------------

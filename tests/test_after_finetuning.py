@@ -16,7 +16,7 @@ from bert_explorer.analysis.after_finetuning import calibration, change, predict
 from bert_explorer.tasks.multilabel import joined
 from bert_explorer.tasks.spans import NO_ANSWER
 from bert_explorer.tasks.tagging import marked
-from bert_explorer.app import state
+from bert_explorer.app import roles, state
 from bert_explorer.data.tiny_tasks import make_tiny
 from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
 from bert_explorer.train.predict import PREDICTIONS_FILE, Predictor
@@ -340,7 +340,7 @@ def test_classroom_mode_computes_an_old_runs_predictions_without_writing(tuned, 
     shutil.copytree(tuned["runs"]["multiple-choice"], root / "old")
     (root / "old" / PREDICTIONS_FILE).unlink()
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(root))
-    monkeypatch.delenv(state.WRITES_ENV, raising=False)
+    monkeypatch.delenv(roles.WRITES_ENV, raising=False)
     before = st_config.get_option("server.address")
     st_config.set_option("server.address", "0.0.0.0")
     try:

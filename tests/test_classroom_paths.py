@@ -10,7 +10,7 @@ from streamlit import config as st_config
 from streamlit.testing.v1 import AppTest
 
 from bert_explorer import checkpoint
-from bert_explorer.app import state
+from bert_explorer.app import roles, state
 from bert_explorer.app.widgets import MENU
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
 from bert_explorer.runs.finder import RUNS_ENV
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def served(monkeypatch):
     """serve(address): pretend the server listens there (what `--server.address` sets)."""
     before = st_config.get_option("server.address")
-    monkeypatch.delenv(state.WRITES_ENV, raising=False)
+    monkeypatch.delenv(roles.WRITES_ENV, raising=False)
     yield lambda address: st_config.set_option("server.address", address)
     st_config.set_option("server.address", before)
 
@@ -112,7 +112,7 @@ def test_a_private_server_shows_the_real_paths_and_classroom_mode_the_runs_folde
                                               "masking, 1,000 tokens/s, see https://x.org/a/b")
     assert state.without_host_paths({"model": str(inside), "steps": [2, str(outside)]}) == {
         "model": "runs/a/checkpoints/step-2", "steps": [2, "corpus.txt"]}
-    monkeypatch.setenv(state.WRITES_ENV, "1")  # writing turned on: the host's folders are open anyway
+    monkeypatch.setenv(roles.WRITES_ENV, "1")  # writing turned on: the host's folders are open anyway
     assert state.shown_path(inside) == str(inside)
 
 

@@ -236,7 +236,9 @@ def test_classroom_mode_trains_nothing(built, monkeypatch):
         at.session_state["sae_layer"] = 2  # nothing trained there
         at.run()
         assert not at.exception, at.exception
-        assert any("Training is off in classroom mode" in i.value for i in at.info)
+        assert any("The SAE of layer 2 with these settings is not prepared for this model yet; your teacher can "
+                   "prepare it." == i.value for i in at.info)
+        assert any("Training is off in classroom mode for students" in c.value for c in at.caption)
         assert "sae_train" not in {b.key for b in at.button}
     finally:
         st_config.set_option("server.address", before)

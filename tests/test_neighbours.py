@@ -385,23 +385,25 @@ def test_page_says_a_full_disk_and_how_much_space_the_build_needs(cache, corpus_
                and "free there now: 1 kB" in w.value for w in at.warning)
 
 
-def test_classroom_mode_builds_one_index_at_a_time(cache, corpus_file, monkeypatch):
-    """Served to a class, building stays on (it writes only to the cache, and one build serves
-    everyone), but while any index is being built no second build can be started."""
+def test_in_classroom_mode_only_the_teacher_builds_an_index(cache, corpus_file, monkeypatch):
+    """Served to a class, a student's visit counts and builds nothing (minutes of CPU): one sentence says
+    the index is not prepared; the teacher's session (the teacher's link) has the Build button."""
     from streamlit import config as st_config
+
+    from bert_explorer.app import roles
 
     monkeypatch.delenv("BERT_EXPLORER_ALLOW_WRITES", raising=False)
     before = st_config.get_option("server.address")
     st_config.set_option("server.address", "0.0.0.0")
     try:
         at = _page(monkeypatch, corpus_file).run()
-        assert not at.exception and at.button(key="nn_build")
-        assert any("classroom mode too" in c.value for c in at.caption)
-        with jobs.builder_lock(cache / "neighbours-someone-elses"):
-            at.run()
-            assert not at.exception
-            assert not [b for b in at.button if b.key == "nn_build"]
-            assert any("one runs at a time" in i.value for i in at.info)
+        assert not at.exception and not [b for b in at.button if b.key == "nn_build"]
+        assert any("is not prepared for this model yet; your teacher can prepare it" in i.value for i in at.info)
+        assert not any("tokens/s" in m.value for m in at.markdown)  # nothing was counted for the estimate
+        teacher = _page(monkeypatch, corpus_file)
+        teacher.query_params[roles.QUERY] = roles.token()
+        teacher.run()
+        assert not teacher.exception and teacher.button(key="nn_build")
     finally:
         st_config.set_option("server.address", before)
 

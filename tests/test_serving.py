@@ -91,7 +91,7 @@ def test_beyond_loopback_the_writing_pages_are_off(served_on, page):
     at = _open(page)
     assert not at.exception
     assert WRITE_BUTTONS[page] not in _keys(at)
-    assert "classroom mode" in _texts(at) and "BERT_EXPLORER_ALLOW_WRITES=1" in _texts(at)
+    assert "classroom mode" in _texts(at) and "the teacher's link (printed where the server was started)" in _texts(at)
 
 
 def test_classroom_mode_hides_uploads_and_host_folders_and_keeps_exploring(served_on):

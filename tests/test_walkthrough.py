@@ -20,10 +20,10 @@ def _page(name: str) -> AppTest:
 @pytest.fixture
 def classroom(monkeypatch):
     """The app served beyond this machine, writing off."""
-    from bert_explorer.app import state
+    from bert_explorer.app import roles
 
     before = st_config.get_option("server.address")
-    monkeypatch.delenv(state.WRITES_ENV, raising=False)
+    monkeypatch.delenv(roles.WRITES_ENV, raising=False)
     st_config.set_option("server.address", "0.0.0.0")
     yield
     st_config.set_option("server.address", before)

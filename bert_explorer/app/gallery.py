@@ -15,6 +15,7 @@ from ..full_disk import size_text
 from ..runs import download_jobs
 from ..runs.report import duration_text
 from .keep import kept_widget
+from .roles import work_button
 
 ANOTHER_ID = "another hub id…"
 MAX_ID = 200  # the Hub's ids are at most 96 characters (an owner and a name)
@@ -111,7 +112,7 @@ def download_panel(repo_id: str) -> None:
         (st.warning if now["state"] == "cancelled" else st.error)(now["error"])
     size = hub.CATALOGUE[repo_id].download_bytes if repo_id in hub.CATALOGUE else None
     what = f"Download (about {size_text(size)})" if size else "Download"
-    if st.button(what, key=f"be_download_{repo_id}", type="primary",
+    if work_button(what, key=f"be_download_{repo_id}", type="primary",
                  help="In the background: the app stays usable; a dropped connection goes on from where it "
                       "stopped."):
         download_jobs.start(repo_id)
@@ -128,6 +129,6 @@ def _progress(repo_id: str) -> None:
     if now.get("eta_s") is not None and total:
         text += f" · about {duration_text(now['eta_s'])} left"
     st.progress(min(1.0, done / total) if total else 0.0, text=text)
-    if st.button("Cancel", key=f"be_download_cancel_{repo_id}",
+    if work_button("Cancel", key=f"be_download_cancel_{repo_id}",
                  help="Stops at the next megabyte; what was fetched is kept, and Download goes on from it."):
         download_jobs.cancel(repo_id)

@@ -108,7 +108,7 @@ def install() -> None:
             remove_session_files(session_id)
 
     runtime.disconnect_session = disconnect_session
-    from .state import is_private
+    from .roles import is_private
 
     if not is_private():
         # errors are one sentence on the page (the pages catch what they expect); the stack of anything

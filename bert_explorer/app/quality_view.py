@@ -1,11 +1,11 @@
 """How good is the model on screen, measured here: the Masked word probe's "measured on this machine".
 
-The first time a model is shown (one without an evaluation stored with it: a downloaded BERT, an
-upload), its held-out MLM and NSP accuracy and the check set are measured in the background by
-``python -m bert_explorer.cli.quality`` (``analysis/probes/quality.py``): one process per model for
-every session, its progress on disk, kept by the weights' fingerprint. A model that carries its own
-evaluation (the shipped ones, a run's checkpoint) is measured when the user asks. Below the
-probe, the table of every model measured on this machine.
+A model's held-out MLM and NSP accuracy and the check set are measured in the background by
+``python -m bert_explorer.cli.quality`` (``analysis/probes/quality.py``) when someone who may start work
+asks (for BERT-Base, minutes of CPU; the teacher in classroom mode, or before class with
+``bert-explorer evaluate-pretraining``), never on a page visit: one process per model for every
+session, its progress on disk, kept by the weights' fingerprint. A student sees what is kept, or one
+sentence. Below the probe, the table of every model measured on this machine.
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from ..analysis.probes import quality
 from ..runs import neighbour_jobs as jobs
 from ..runs.report import duration_text
 from . import exports
-from .state import load, shown_path, without_host_paths, writes_allowed
+from .state import load, shown_path, without_host_paths
+from .roles import busy_sentence, not_prepared, progress_line, work_button, writes_allowed
 
 ARCH = "BertForPreTraining"
 NOT_COMPARABLE = "not comparable piece for piece"
@@ -48,15 +49,13 @@ def _watch(name: str) -> None:
     if s["state"] != "building":
         st.rerun()  # finished (or failed): redraw the page with the result
     st.progress(min(1.0, float(s.get("fraction") or 0.0)),
-                text=f"Measuring this model on the held-out documents: {s.get('message') or 'starting…'}")
+                text=f"Measuring this model on the held-out documents: {progress_line(s, 'this measurement')}")
     st.caption("It runs as its own process, for every visitor; you may leave the page.")
 
 
 def measured_here(name: str, loaded, stored_evaluation: dict | None) -> dict | None:
     """Show this model's measurement, its progress, or how to start it; the measurement if there is one.
-
-    Started on its own the first time for a model that carries no evaluation of its own; a model
-    with one gets a button (its figures are already above)."""
+    Only a button starts it (``work_button``: the teacher's in classroom mode), never a visit."""
     path = quality.entry_path(loaded)
     if (result := quality.stored(path)) is not None:
         st.caption(sentence(result))
@@ -70,12 +69,14 @@ def measured_here(name: str, loaded, stored_evaluation: dict | None) -> dict | N
         st.error(without_host_paths(f"Measuring this model failed: {state.get('error') or state.get('message')}"))
         with st.expander("Its log"):
             st.code(without_host_paths(jobs.log_tail(path)), language=None)
-    one_at_a_time = not writes_allowed()  # classroom mode: one background job on the server at a time
-    automatic = stored_evaluation is None and state["state"] == "missing"
-    asked = st.button(f"Measure this model here (about {about})", key="mlm_measure") if not automatic else False
-    if automatic or asked:
-        refusal = jobs.start_build(path, ["--model", name], one_at_a_time=one_at_a_time,
-                                   command=quality.BUILDER, what="measurement")
+    if not writes_allowed():  # a student: what is kept, or one sentence
+        if stored_evaluation is None:
+            not_prepared("Its measurement on held-out text")
+            busy_sentence()
+        return None
+    if work_button(f"Measure this model here (about {about})", key="mlm_measure"):
+        refusal = jobs.start_build(path, ["--model", name], one_at_a_time=False, command=quality.BUILDER,
+                                   what="measurement", lesson="the measurement of how well this model guesses")
         if refusal is None:
             st.rerun()
         st.info(refusal)

@@ -28,7 +28,8 @@ from ..runs.report import STATE_LABELS, duration, duration_text, run_log_tail, r
 from ..runs.run import ACTIVE_STATES, Run
 from ..train.predict import Predictor
 from .run_figures import figures
-from .state import by_inputs, mode_sentence, weights_version, without_host_paths, writes_allowed
+from .state import by_inputs, weights_version, without_host_paths
+from .roles import mode_sentence, writes_allowed
 
 
 # ----- starting and picking runs ---------------------------------------------------------------

@@ -31,7 +31,8 @@ from ..data.uploads.names import slug
 from ..full_disk import CacheNotKept
 from ..runs.finder import RUNS_DIR, run_checkpoints, run_label, runs_root
 from ..runs.run import UPLOADS_DIR, Run
-from . import gallery, guard
+from . import gallery, guard, roles
+from .roles import is_private, mode_sentence, server_address, writes_allowed
 from .keep import kept_widget, remembered
 
 UPLOADS = UPLOADS_DIR  # checkpoints uploaded as .zip, under the runs folder
@@ -40,59 +41,15 @@ ABLATION_ENTRY = "ablation:"  # the sidebar's entry for one ablation's checkpoin
 
 
 # ----- who can reach the app: private or classroom ------------------------------------------
-WRITES_ENV = "BERT_EXPLORER_ALLOW_WRITES"  # =1: the writing pages stay on beyond loopback
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-def server_address() -> str:
-    """The address the Streamlit server listens on ("" = every interface, Streamlit's own
-    default; .streamlit/config.toml makes it 127.0.0.1)."""
-    # (read without st.get_option's lock: every page run asks, and under a class of 30 sessions the
-    # lock was a queue; the option is still read live, so a test that sets it is seen)
-    return str(st_config.get_config_options()["server.address"].value or "")
-
-
-def is_private(address: str | None = None) -> bool:
-    """Only this machine can reach a server listening on a loopback address."""
-    address = server_address() if address is None else address
-    return address in LOOPBACK or address.startswith("127.")
-
-
-def writes_allowed() -> bool:
-    """May this app start training, delete runs or take uploads? Always on this machine only;
-    beyond loopback (a class on a network) only when the person who started the server said
-    so with BERT_EXPLORER_ALLOW_WRITES=1."""
-    return is_private() or os.environ.get(WRITES_ENV, "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def mode_sentence() -> str:
-    where = server_address() or "every network interface"
-    if is_private():
-        return f"Private mode: the app listens on {where} (this machine only); every page is on."
-    if writes_allowed():
-        return (f"Shared mode with writing on: the app listens on {where} and {WRITES_ENV}=1 lets anyone who can "
-                "reach it train, upload and delete runs.")
-    return (f"Classroom mode: the app listens on {where}, so training, uploads and deleting runs are off; "
-            f"exploring works. Whoever started the server can turn them on with {WRITES_ENV}=1.")
-
-
 def show_mode() -> None:
     """The sidebar line that says which mode the app is in (every page shows it)."""
     _cache_warnings_on_the_page()  # (again: a test harness may have put its own warning recorder in place)
+    if not is_private():
+        roles.announce(f"http://{server_address() or '<this machine>'}:{st_config.get_option('server.port')}")
     if is_private():
         st.sidebar.caption("🔒 " + mode_sentence())
     else:
         st.sidebar.info(("✏️ " if writes_allowed() else "🎓 ") + mode_sentence())
-
-
-def writes_off(what: str) -> bool:
-    """True (and one sentence on the page) when ``what`` is off because of classroom mode."""
-    if writes_allowed():
-        return False
-    st.info(f"{what} is off in classroom mode: this app is served beyond this machine "
-            f"({server_address() or 'every interface'}). Whoever started the server can turn it on by starting it "
-            f"with {WRITES_ENV}=1.")
-    return True
 
 
 # ----- what a page may say about the host's folders ------------------------------------------

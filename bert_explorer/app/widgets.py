@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ..checkpoint import Loaded
+from . import roles
 
 
 # The menu (Streamlit's own, built from pages/, is turned off in .streamlit/config.toml:
@@ -28,7 +29,9 @@ MENU = [("run_app.py", "Home", ":material/home:"),
 
 
 def menu() -> None:
-    """The sidebar menu of every page, "Home" first."""
+    """The sidebar menu of every page, "Home" first; and the teacher's role taken from the teacher's
+    link or the teacher's browser (``roles.adopt``), before anything on the page asks who may write."""
+    roles.adopt()
     with st.sidebar:
         for path, label, icon in MENU:
             try:

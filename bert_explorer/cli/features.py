@@ -21,7 +21,7 @@ import sys
 
 from .. import checkpoint
 from ..analysis.features import build as fb, splice
-from ..analysis.features.sae import SaeConfig
+from ..analysis.features.sae import SaeConfig, TrainingStopped
 from ..runs import neighbour_jobs
 from ..runs.report import duration_text
 from ..train.estimate import background_threads
@@ -109,7 +109,11 @@ def cmd_train(args) -> int:
             if int(fraction * 20) != last[0]:
                 last[0] = int(fraction * 20)
                 print(f"{fraction:4.0%} {message}", file=sys.stderr, flush=True)
-        return fb.Features(fb.build(loaded, settings, progress)).meta
+        try:
+            return fb.Features(fb.build(loaded, settings, progress)).meta
+        except TrainingStopped:
+            raise UserError(f"the SAE training of layer {settings.layer} was cancelled (its Cancel on the Features "
+                            "page); nothing of it was kept: run the same command again to train it") from None
 
     def start():
         if why := neighbour_jobs.start_build(path, build_argv(args, settings), one_at_a_time=False,
@@ -206,7 +210,10 @@ def main(argv: list[str] | None = None) -> int:
 def _run_build(args) -> int:
     loaded, settings = _loaded_and_settings(args)
     with user_errors():
-        meta = fb.Features(fb.build(loaded, settings)).meta
+        try:
+            meta = fb.Features(fb.build(loaded, settings)).meta
+        except TrainingStopped:
+            raise UserError(f"the SAE training of layer {settings.layer} was cancelled") from None
     print(json.dumps({k: meta[k] for k in ("fve", "mean_l0", "dead_fraction", "loss_recovered", "seconds")}))
     return 0
 

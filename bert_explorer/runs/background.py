@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import runpy
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,15 +63,25 @@ def background_env(environ: dict | None = None) -> dict:
     return env
 
 
+NICE = 10  # a background process's niceness: the people using the app (a class) come first
+
+
 def spawn(argv: list[str], log_file: str | Path, env: dict | None = None, pass_fds: tuple = ()) -> subprocess.Popen:
     """Start ``argv`` as a process session (Windows: process group) of its own, so that a closed tab
     or a stopped server does not end it, its output appended to ``log_file``, no input, in
-    :func:`background_env` plus ``env``. The caller waits for it or hands it to :func:`reap_when_done`.
-    ``pass_fds`` (POSIX only): descriptors the process inherits."""
+    :func:`background_env` plus ``env``, at low priority (``nice`` 10; below normal on Windows): the
+    server's answers to the people using it run first, a build or a training takes the CPU they leave.
+    The caller waits for it or hands it to :func:`reap_when_done`. ``pass_fds`` (POSIX only):
+    descriptors the process inherits."""
     if os.name == "posix":
         detach = {"start_new_session": True, "pass_fds": pass_fds}
+        # `nice` sets the priority and then becomes the process (same pid), so every thread the process
+        # starts later inherits it; setting it from here after the start could miss threads already made
+        if shutil.which("nice"):
+            argv = ["nice", "-n", str(NICE), *argv]
     else:
-        detach = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.CREATE_NO_WINDOW}
+        detach = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.CREATE_NO_WINDOW
+                  | subprocess.BELOW_NORMAL_PRIORITY_CLASS}
     with Path(log_file).open("a") as log:
         return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 cwd=os.getcwd(), env={**background_env(), **(env or {})}, **detach)

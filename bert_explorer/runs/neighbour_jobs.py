@@ -177,7 +177,7 @@ BUILD_INDEX = ("bert_explorer.cli.neighbours", "build")  # the command that buil
 
 
 def start_build(entry_path: Path, argv: list[str], *, one_at_a_time: bool, room_bytes: float = 0,
-                command: tuple[str, ...] = BUILD_INDEX, what: str = "index") -> str | None:
+                command: tuple[str, ...] = BUILD_INDEX, what: str = "index", lesson: str | None = None) -> str | None:
     """Start ``python -m <command> <argv>`` (by default ``bert_explorer.cli.neighbours build``: any
     builder that takes :func:`builder_lock` and reports with :func:`write_progress`) as its own
     process session, and return None; or start nothing and return one sentence why (:func:`start_refusal`, or the
@@ -187,7 +187,8 @@ def start_build(entry_path: Path, argv: list[str], *, one_at_a_time: bool, room_
     file lock, so it holds between processes as between the threads of one), and the build is
     "starting" on disk before the lock is let go. Two sessions pressing *Build* together start
     one build, and the second is told why. The build gets one CPU core fewer than the machine has
-    (``runs.background.spawn``), so the app stays responsive while it builds."""
+    (``runs.background.spawn``), so the app stays responsive while it builds. ``lesson`` names the build
+    in a lesson's words ("Features of layer 3"), for what a student is told while it runs (:func:`preparing`)."""
     entry_path = Path(entry_path)
     disk_cache.work_root().mkdir(parents=True, exist_ok=True)
     with lock.holding(disk_cache.work_root() / START_LOCK_NAME):
@@ -195,8 +196,26 @@ def start_build(entry_path: Path, argv: list[str], *, one_at_a_time: bool, room_
             return why
         if room_bytes and (why := disk_cache.make_room(room_bytes, work_dir(entry_path))):
             return why
+        atomic.write_json(work_dir(entry_path) / LESSON_FILE, {"lesson": lesson or f"a {what}"})
         _spawn_builder(entry_path, [*command, *argv])
     return None
+
+
+LESSON_FILE = "lesson.json"  # what a build is, in a lesson's words, beside its progress
+
+
+def preparing() -> list[dict]:
+    """What the server prepares now, for a student: each running build's ``lesson`` (its name in a
+    lesson's words, as the page that started it said) and ``seconds_left`` (from its progress so far,
+    None until there is enough of it); never the builder's own progress line."""
+    out = []
+    for b in builds_running():
+        lesson = read_json(disk_cache.work_root() / b["entry"] / LESSON_FILE).get("lesson")
+        fraction, started = float(b.get("fraction") or 0.0), b.get("started")
+        left = ((time.time() - started) * (1 - fraction) / fraction
+                if started and 0.02 <= fraction < 1 else None)
+        out.append({"lesson": lesson or "work started from a terminal", "seconds_left": left})
+    return out
 
 
 def _spawn_builder(entry_path: Path, command: list[str]) -> None:

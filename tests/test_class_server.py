@@ -1,0 +1,210 @@
+"""A class server the teacher runs and no student can disturb.
+
+Classroom mode is rehearsed on 127.0.0.1 with BERT_EXPLORER_CLASSROOM=1 (as a teacher would on a laptop).
+The teacher's link (``?teacher=<token>``) makes a session the teacher's; everyone else is a student. As a
+student every page of the app is opened, in a state where work is running or could be started, and every
+button drawn is pressed: no process starts and nothing is stopped. The buttons that start or stop work are
+found by the app's own registry (``roles.WORK_BUTTONS``), so a new one cannot be missed.
+"""
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from bert_explorer.app import roles
+from bert_explorer.app.widgets import MENU
+from bert_explorer.runs import background, neighbour_jobs
+
+PAGES = [path for path, _, _ in MENU]
+
+
+@pytest.fixture
+def classroom(monkeypatch, runs_root, tmp_path):
+    """Classroom mode on this machine, a known teacher's token, an empty app cache."""
+    monkeypatch.setenv(roles.CLASSROOM_ENV, "1")
+    monkeypatch.setenv(roles.TOKEN_ENV, "the-teachers-secret")
+    monkeypatch.delenv(roles.WRITES_ENV, raising=False)
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    return runs_root
+
+
+def _page(path: str, teacher: bool = False, **state) -> AppTest:
+    at = AppTest.from_file(f"../{path}", default_timeout=180)
+    if teacher:
+        at.query_params[roles.QUERY] = "the-teachers-secret"
+    for k, v in state.items():
+        at.session_state[k] = v
+    return at.run()
+
+
+def test_the_teachers_link_makes_the_session_the_teachers_and_leaves_the_address_bar(classroom):
+    at = _page("run_app.py", teacher=True)
+    assert not at.exception
+    assert roles.QUERY not in at.query_params  # a projector shows the URL: the token is gone from it at once
+    assert at.session_state[roles.SESSION_KEY] is True
+    assert any("Classroom mode, the teacher's view" in i.value for i in at.sidebar.info)
+    at.switch_page("pages/4_Masked_word_probe.py").run()  # the role holds on every page of the session
+    assert any("Classroom mode, the teacher's view" in i.value for i in at.sidebar.info)
+
+    student = _page("pages/15_Features.py")
+    assert roles.SESSION_KEY not in student.session_state
+    assert any(i.value.startswith("Classroom mode: ") for i in student.sidebar.info)
+
+    wrong = AppTest.from_file("../pages/15_Features.py", default_timeout=180)
+    wrong.query_params[roles.QUERY] = "a-guess"
+    wrong.run()
+    assert roles.QUERY not in wrong.query_params and roles.SESSION_KEY not in wrong.session_state
+    (warning,) = wrong.sidebar.warning
+    assert warning.value.startswith("That teacher's link is not this server's")
+
+
+def test_a_reload_or_a_second_tab_of_the_teachers_browser_stays_the_teachers(classroom, monkeypatch):
+    """The teacher's browser keeps a cookie derived from the token; a new session of it (a reload, a second
+    tab) reads it back. A cookie derived from another token (a server started since) is no teacher's."""
+    first = _page("run_app.py", teacher=True)
+    (script,) = [h for h in first.get("html") if roles.COOKIE in h.proto.body]
+    assert f"{roles.COOKIE}={roles.cookie_value()}" in script.proto.body and "the-teachers-secret" not in script.proto.body
+    monkeypatch.setattr(roles, "browser_cookie", roles.cookie_value)  # what the browser sends after a reload
+    again = _page("pages/2_Attention.py")
+    assert again.session_state[roles.SESSION_KEY] is True
+    monkeypatch.setattr(roles, "browser_cookie", lambda: "0" * 64)
+    assert roles.SESSION_KEY not in _page("pages/2_Attention.py").session_state
+
+
+def _running_sae(root: Path) -> Path:
+    """An SAE training in progress as the pages see it (a live pid, "running", half-way)."""
+    from bert_explorer import checkpoint
+    from bert_explorer.analysis.features import build as fb
+
+    path = fb.entry_path(checkpoint.load(checkpoint.DEFAULT_MODEL, "BertForPreTraining"), fb.FeatureSettings(layer=2))
+    neighbour_jobs.write_progress(path, state="starting", fraction=0.5, message="training the SAE: step 400 of "
+                                  "800 (vital, 1,000,020 tokens)", started=time.time() - 60, pid=os.getpid())
+    (neighbour_jobs.work_dir(path) / neighbour_jobs.LESSON_FILE).write_text('{"lesson": "Features of layer 2"}')
+    return path
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Records every process started and every stop or cancel asked, instead of doing it."""
+    from bert_explorer.analysis.features import build as fb
+    from bert_explorer.runs import download_jobs
+    from bert_explorer.runs.run import Run
+
+    done = []
+    real_popen = subprocess.Popen
+
+    def popen(argv, *a, **k):
+        done.append(("process", argv))
+        return real_popen([sys.executable, "-c", "pass"], *a, **{**k, "env": None})
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr(fb, "request_stop", lambda path: done.append(("stop SAE", path)))
+    monkeypatch.setattr(Run, "request_stop", lambda self: done.append(("stop run", self.path)))
+    monkeypatch.setattr(download_jobs, "cancel", lambda repo: done.append(("cancel download", repo)))
+    return done
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_a_student_pressing_every_button_of_a_page_starts_and_stops_nothing(classroom, no_work, path):
+    _running_sae(classroom)
+    at = _page(path, sae_layer=2)
+    assert not at.exception, at.exception
+    pressed = set()
+    for _ in range(3):  # a press may draw other buttons: press those too
+        buttons = [b for b in at.button if b.key not in pressed and not b.disabled]
+        if not buttons:
+            break
+        for b in buttons:
+            pressed.add(b.key)
+            b.click().run()
+            assert not at.exception, (b.key, at.exception)
+    assert no_work == [], no_work
+    assert not pressed & roles.WORK_BUTTONS, pressed & roles.WORK_BUTTONS  # none of them was one of those
+
+
+def test_the_registry_holds_every_button_that_starts_or_stops_work():
+    """Every `.button(` in the pages and the app's helpers whose label or key speaks of work goes through
+    ``work_button``: found by reading the source, so a new Stop or Build cannot be added beside it."""
+    import ast
+    import re
+
+    work = re.compile(r"(start|stop|cancel|resume|build|train|measure|finetune|fine-tune|delete|download|prepare)",
+                      re.I)
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for f in [*root.glob("pages/*.py"), root / "run_app.py", *root.glob("bert_explorer/app/*.py")]:
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "button":
+                text = " ".join(ast.unparse(a) for a in [*node.args, *(k.value for k in node.keywords
+                                                                        if k.arg in ("key", "label"))])
+                if work.search(text):
+                    found.append(f"{f.name}:{node.lineno}: {text[:80]}")
+    assert found == [], found  # (work_button's own `.button(label, key=key)` names no work)
+
+
+def test_the_teacher_sees_the_cancel_and_a_student_a_sentence_in_the_lessons_words(classroom, no_work):
+    path = _running_sae(classroom)
+    student = _page("pages/15_Features.py", sae_layer=2)
+    assert "sae_cancel" not in {b.key for b in student.button}
+    bar = student.get("progress")[0].proto.text
+    assert bar == "Preparing Features of layer 2 for the class", bar  # not the builder's line, not "vital"
+
+    teacher = _page("pages/15_Features.py", teacher=True, sae_layer=2)
+    assert "training the SAE: step 400" in teacher.get("progress")[0].proto.text
+    teacher.button(key="sae_cancel").click().run()
+    assert no_work == [("stop SAE", path)]
+
+
+def test_a_students_visit_to_the_masked_word_probe_starts_no_measurement(classroom, no_work, monkeypatch):
+    from bert_explorer.analysis.probes import pretraining_tasks
+
+    monkeypatch.setattr(pretraining_tasks, "stored_evaluation", lambda loaded: None)  # as a downloaded BERT
+    student = _page("pages/4_Masked_word_probe.py")
+    assert not student.exception
+    assert any(i.value == "Its measurement on held-out text is not prepared for this model yet; your teacher "
+               "can prepare it." for i in student.info)
+    assert no_work == []
+    teacher = _page("pages/4_Masked_word_probe.py", teacher=True)
+    assert no_work == []  # nor the teacher's visit: only the button
+    teacher.button(key="mlm_measure").click().run()
+    assert [w for w, argv in no_work] == ["process"] and "bert_explorer.cli.quality" in no_work[0][1]
+
+
+def test_a_busy_server_is_one_sentence_in_the_lessons_words(classroom):
+    _running_sae(classroom)
+    (busy,) = neighbour_jobs.preparing()
+    assert busy["lesson"] == "Features of layer 2" and 50 < busy["seconds_left"] < 70  # half-way after a minute
+    at = _page("pages/9_Nearest_neighbours.py")
+    assert any(c.value == "The server is preparing Features of layer 2 for the class: about 1 min left."
+               or c.value.startswith("The server is preparing Features of layer 2 for the class: about ")
+               for c in at.caption), [c.value for c in at.caption]
+    assert not any("vital" in c.value or "step 400" in c.value for c in [*at.caption, *at.info])
+
+
+def test_background_processes_run_below_the_class(tmp_path):
+    proc = background.spawn([sys.executable, "-c", "import time; time.sleep(5)"], tmp_path / "log.txt")
+    try:
+        deadline = time.time() + 10
+        while psutil.Process(proc.pid).name() == "nice" and time.time() < deadline:
+            time.sleep(0.05)  # `nice` has set the priority and is about to become the process
+        assert psutil.Process(proc.pid).nice() == background.NICE == 10
+        assert psutil.Process(proc.pid).cmdline()[:2] == [sys.executable, "-c"]  # `nice` became the process
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_serve_prints_the_teachers_link(monkeypatch, capsys):
+    from bert_explorer.app import serve
+
+    monkeypatch.setenv(roles.TOKEN_ENV, "tok")
+    monkeypatch.setattr(roles, "_announced", [])
+    monkeypatch.setattr(serve.cli, "main", lambda *a, **k: None)
+    serve.main(["--server.address", "10.1.2.3", "--server.port=8600"])
+    err = capsys.readouterr().err
+    assert "the teacher's link is http://10.1.2.3:8600/?teacher=tok" in err
