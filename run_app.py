@@ -6,14 +6,17 @@ app's own (``bert_explorer.app.widgets.menu``), so this page is "Home" in it."""
 import pandas as pd
 import streamlit as st
 
-from bert_explorer.app import gallery
-from bert_explorer.app.models import available_models, builtin_corpora
+from bert_explorer.app import gallery, prepare_view
+from bert_explorer.app.models import available_models, builtin_corpora, default_model_sentence
 from bert_explorer.app.state import model_picker
 from bert_explorer.app.widgets import menu
 
 st.set_page_config(page_title="BERT Explorer", page_icon="🔎", layout="wide")
 menu()
 st.title("BERT Explorer")
+st.info(default_model_sentence(), icon=":material/school:")
+current = model_picker()
+prepare_view.panel(current)  # the teacher's (or this machine's user's) "Prepare for class"
 st.markdown(
     """
 **BERT** (Devlin et al. 2019) is a stack of bidirectional Transformer encoder layers. It reads a
@@ -50,7 +53,6 @@ st.markdown(
 Pick the model in the sidebar: every page uses the same one.
 """
 )
-model_picker()
 
 st.subheader("Models you can load")
 st.caption("Short names work offline; any Hugging Face-style BERT checkpoint directory works too. "
@@ -67,7 +69,7 @@ st.caption("Devlin et al.'s released models (Section 3: BERT-Base, L=12, H=768, 
 st.table(gallery.big_models())
 st.caption("The 24 miniatures as Turc et al.'s grid: L layers (rows) by H hidden units (columns), A = H/64 heads; "
            "each cell: parameters, and *here* or the download's size. BERT-Tiny is L=2/H=128, Mini 4/256, Small "
-           "4/512, Medium 8/512.")
+           "4/512, Medium 8/512; L=12/H=768 is BERT-Base's size (Turc et al.'s own pre-training of it).")
 st.table(gallery.miniature_grid())
 
 st.subheader("Built-in text, no download")

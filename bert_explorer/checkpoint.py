@@ -459,8 +459,8 @@ UPLOAD_MARK = ".upload.json"  # the upload's SHA-256, written once it has loaded
 def accept_upload(data: bytes, directory: str | Path, name: str = "the upload") -> Path:
     """An uploaded .zip kept in ``directory`` only if it loads as a BERT (every check of :func:`load`:
     sizes against the weights, finite weights, a vocabulary that fits); one that does not is removed,
-    said in one sentence. The same bytes uploaded again are not unpacked again; other bytes under the
-    same name replace the earlier upload (the person uploading asked for it)."""
+    said in one sentence. The same bytes uploaded again are not unpacked again; other bytes in the same
+    ``directory`` replace what is there (the app picks a free one with :func:`upload_folder`)."""
     directory = Path(directory)
     digest = hashlib.sha256(data).hexdigest()
     if upload_digest(directory) == digest:
@@ -474,6 +474,19 @@ def accept_upload(data: bytes, directory: str | Path, name: str = "the upload") 
                                   f"{str(e).replace(str(folder), 'its folder')}") from None
         (folder / UPLOAD_MARK).write_text(json.dumps({"sha256": digest, "name": name}))
     return unpack_zip(data, directory, check=loads)
+
+
+def upload_folder(uploads: str | Path, stem: str, data: bytes) -> Path:
+    """Where an upload named ``stem`` goes in the folder ``uploads``: ``uploads/stem``, unless an upload of
+    that name holds other bytes (another person's model, or an earlier one): that one is never replaced,
+    and this one takes the next free name (``stem-2``, ``stem-3``, ...). The same bytes again are the same
+    upload, in the same folder."""
+    digest, n = hashlib.sha256(data).hexdigest(), 1
+    target = Path(uploads) / stem
+    while (target / "config.json").exists() and upload_digest(target) != digest:
+        n += 1
+        target = Path(uploads) / f"{stem}-{n}"
+    return target
 
 
 def upload_digest(directory: str | Path) -> str | None:

@@ -11,6 +11,7 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, shown_path, without_host_paths
 from bert_explorer.app.roles import busy_sentence, not_prepared, progress_line, work_button, writes_allowed
 from bert_explorer.app.widgets import intro, needs_head
+from bert_explorer.data.corpora import corpus_title
 from bert_explorer.runs import neighbour_jobs as jobs
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.estimate import background_threads
@@ -99,7 +100,7 @@ if state["state"] != "ready":
         st.stop()
     est = _estimate(name, layer, int(k), int(width))
     st.markdown(
-        f"Training reads **{est['tokens']:,} WordPieces** of {fb.DEFAULT_CORPUS} (Wikipedia lead sections) through the "
+        f"Training reads **{est['tokens']:,} WordPieces** of {corpus_title(fb.DEFAULT_CORPUS)} through the "
         f"model's first {layer} layer{'s' if layer > 1 else ''}, keeps their vectors (fp16, "
         f"{est['disk_bytes'] / 1e9:.1f} GB in the app's cache, within its limit), then trains an SAE of "
         f"{settings.sae.width_factor * H:,} features with k = {settings.sae.k}: **about {duration_text(est['seconds'])}** "
@@ -110,8 +111,7 @@ if state["state"] != "ready":
         st.info(refusal)
         st.stop()
     if work_button(f"Train the SAE of layer {layer}", key="sae_train", type="primary"):
-        from bert_explorer.cli.features import build_argv
-        refusal = jobs.start_build(path, build_argv(name, settings), one_at_a_time=False,
+        refusal = jobs.start_build(path, fb.build_argv(name, settings), one_at_a_time=False,
                                    room_bytes=est["disk_bytes"], command=fb.BUILDER, what="SAE",
                                    lesson=f"Features of layer {layer}")
         if not refusal:
@@ -134,6 +134,11 @@ q[2].metric("Dead features", f"{meta['dead_fraction']:.1%}", help="never active 
 q[3].metric("Dense features", f"{meta['dense_fraction']:.1%}", help="active on more than 10 % of tokens")
 q[4].metric("Loss recovered", f"{meta['loss_recovered']:.1%}",
             help="(mean-replaced loss - SAE loss) / (mean-replaced loss - clean loss)")
+st.caption("In plain words: **variance explained** is how much of the layer's vectors the SAE rebuilds from its few "
+           "features (1 = all of it; higher is better); **mean L0** is how many features are on for a token on "
+           "average (fewer = sparser, easier to read); **dead** features never fire and teach nothing (fewer is "
+           "better); **loss recovered** is how much of the model's masked-word skill survives when the layer is "
+           "replaced by the SAE's rebuild (100 % = all of it).")
 losses = pd.DataFrame({"model": ["clean", "layer replaced by the SAE", "layer replaced by its mean"],
                        "masked-LM loss": [meta["loss_clean"], meta["loss_sae"], meta["loss_mean"]]})
 fig = go.Figure(go.Bar(x=losses["masked-LM loss"], y=losses["model"], orientation="h",
@@ -169,7 +174,8 @@ s1.markdown(f"Fires on **{summary['density']:.3%}** of tokens; largest activatio
 s1.markdown("**Pushes up**: " + ", ".join(f"`{w}`" for w, _ in wordsd["up"]) +
             "  \n**Pushes down**: " + ", ".join(f"`{w}`" for w, _ in wordsd["down"]))
 s1.caption("Words read straight through the MLM head (the feature added to the layer's mean vector), skipping "
-           "the layers above, as the logit lens does; steering below runs them.")
+           "the layers above, as the *logit lens* does (reading a middle layer's vector with the output head, as "
+           "if it were the last layer's); steering below runs them.")
 
 contexts = pd.DataFrame(feats.top_contexts(feature))
 if contexts.empty:

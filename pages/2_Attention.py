@@ -8,6 +8,7 @@ import streamlit as st
 from bert_explorer import limits
 from bert_explorer.analysis.attention import clark, flow, head_map
 from bert_explorer.runs import neighbour_jobs as jobs
+from bert_explorer.data.corpora import corpus_title
 from bert_explorer.runs.report import duration_text
 
 from bert_explorer.analysis.attention.heads import (BEHAVIOUR_RULE, COLUMN_NAMES, REFERENCE_INPUTS, attention_maps,
@@ -210,7 +211,7 @@ def clark_section() -> None:
                f"{clark.MAX_PIECES} WordPieces (A and B consecutive text of one article, nothing masked) and made "
                "the attention word-level: attention *to* a split word is the sum over its pieces, *from* it the "
                "mean (their Section 4.1). Here the same is done with this model over the built-in Wikipedia text "
-               f"({CLARK_CORPUS}); every number below is computed from this model.")
+               f"({corpus_title(CLARK_CORPUS)}); every number below is computed from this model.")
     segments = int(st.number_input("Segments", 1, clark.MAX_SEGMENTS, clark.MAX_SEGMENTS, 100, key="att_clark_segments",
                                    help=f"At most {clark.MAX_SEGMENTS:,}, as in the paper; fewer are quicker and "
                                         "noisier. Each number of segments is measured (and kept) on its own."))
@@ -278,9 +279,14 @@ def head_map_tab() -> None:
                "multidimensional scaling. Clark et al. (2019, \"What Does BERT Look At?\", Section 6 and Fig. 6) drew "
                "BERT-Base's heads this way and found heads of one layer, and heads of one behaviour, close "
                "together. Hover a dot for the head's measures; click it to open that head in the *Heatmap* tab.")
+    st.caption("In plain words: the **Jensen-Shannon distance** says how differently two heads spread their attention "
+               "over the same tokens (0 = exactly alike, 1 = nothing in common); **multidimensional scaling** places "
+               "the dots so that their distances on the page come as close as a flat map allows to the measured ones; "
+               "**Spearman's ρ** says whether the map keeps which pairs are nearer than which (1 = the same order, 0 "
+               "= no relation): the closer to 1, the more the map can be trusted.")
     segments = int(st.number_input("Segments", 1, head_map.MAX_SEGMENTS, head_map.SEGMENTS, 50, key="att_map_segments",
                                    help=f"[CLS] A [SEP] B [SEP] of at most {head_map.MAX_PIECES} WordPieces each "
-                                        f"({CLARK_CORPUS}). Each number of segments is built (and kept) on its own."))
+                                        f"({corpus_title(CLARK_CORPUS)}). Each number of segments is built (and kept) on its own."))
     built = _built(head_map.map_path(loaded, CLARK_CORPUS, segments), head_map.FILE, head_map.read_map, segments,
                    what="head map", key="att_map_build", label=f"Map this model's {L * A} heads over {segments:,} segments",
                    cost_s=head_map.estimate_seconds(loaded.config, segments), command=head_map.BUILD_COMMAND)
@@ -302,7 +308,8 @@ def head_map_tab() -> None:
     def who(k: int) -> str:
         return f"layer {points['layer'][k]} head {points['head'][k]}"
 
-    st.caption(f"{n} heads over {built.segments:,} segments ({built.wordpieces:,} WordPieces of {built.corpus}). "
+    st.caption(f"{n} heads over {built.segments:,} segments ({built.wordpieces:,} WordPieces of "
+               f"{corpus_title(built.corpus)}). "
                f"Mean JS distance between two heads of the same layer {d[same & off].mean():.3f}, of different "
                f"layers {d[~same].mean():.3f}; the closest pair is {who(i)} and {who(j)} ({d[i, j]:.3f}), the "
                f"farthest {who(far_i)} and {who(far_j)} ({d[far_i, far_j]:.3f}). The two axes hold "

@@ -91,6 +91,15 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
         if copied:
             st.caption(f"The top answer, **{copied}**, is a word of the sentence itself: an under-trained masked LM "
                        "often copies a word it can see instead of predicting the hidden one.")
+        top = m["predictions"][0]["token"] if m["predictions"] else ""
+        if top.startswith("##"):
+            pieces = loaded.tokenizer.encode(text).tokens
+            before = pieces[m["position"] - 1] if 0 < m["position"] <= len(pieces) else ""
+            joined = (f": here “{before.removeprefix('##')}” + “{top[2:]}” = “{before.removeprefix('##')}{top[2:]}”"
+                      if before.removeprefix("##").isalpha() else "")
+            st.caption(f"The top answer, **{top}**, is not a word of its own: a WordPiece that starts with ## continues "
+                       f"the piece before it{joined}. The model proposes an ending for the word in front of the blank "
+                       "rather than a new word.")
     if results and text == EXAMPLE:
         found = EXAMPLE_WORD in [p["token"] for p in results[0]["predictions"]]
         st.caption(f"In the article the hidden word was **{EXAMPLE_WORD}**: it is {'' if found else 'not '}among "

@@ -1,6 +1,28 @@
 """Starting the app's server in a test: a free port, and waiting until the server listens."""
+import contextlib
+import os
+import shutil
 import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@contextlib.contextmanager
+def chromium():
+    """Debian's Chromium driven by Playwright (the tests that use it are marked slow)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 def free_port() -> int:
@@ -96,3 +118,21 @@ def put_file(port: int, session_id: str, file_id: str, data: bytes) -> int:
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
+
+
+@contextlib.contextmanager
+def app_served(command: list[str], env: dict, log: Path | None = None):
+    """The app served on 127.0.0.1 by ``python -m <command...>`` (streamlit run or the app's serve) on a free
+    port, headless, its output in ``log`` (or dropped); yields the address, and stops the server after."""
+    port = free_port()
+    root = Path(__file__).resolve().parent.parent
+    with (log.open("w") if log else open(os.devnull, "w")) as out:
+        proc = subprocess.Popen([sys.executable, "-m", *command, "--server.port", str(port), "--server.headless", "true",
+                                 "--browser.gatherUsageStats", "false"], cwd=root, env={**os.environ, **env},
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

@@ -6,19 +6,15 @@ Set BERT_EXPLORER_SCREENSHOTS=DIR to keep a screenshot of each page.
 import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from serving import free_port, wait_for_port
+from serving import app_served, chromium
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 
@@ -26,29 +22,17 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 def app_url(tmp_path_factory):
     if not shutil.which("chromium"):
         pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-    port = free_port()
     runs = tmp_path_factory.mktemp("runs")  # runs started from the browser never land in ./runs
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "run_app.py"),
-                             "--server.address", "127.0.0.1", "--server.port", str(port), "--server.headless", "true",
-                             "--browser.gatherUsageStats", "false"], cwd=ROOT,
-                            env={**os.environ, "BERT_EXPLORER_RUNS": str(runs)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(port)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    with app_served(["streamlit", "run", str(ROOT / "run_app.py"), "--server.address", "127.0.0.1"],
+                    {"BERT_EXPLORER_RUNS": str(runs)}) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def page():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        yield pg
-        browser.close()
+    pytest.importorskip("playwright.sync_api")
+    with chromium() as browser:
+        yield browser.new_page(viewport={"width": 1400, "height": 1000})
 
 
 def _shot(page, name):

@@ -150,3 +150,21 @@ def test_the_runs_page_deletes_an_upload_after_its_confirmation(ckpt, runs_root)
     at.button(key="runs_upload_delete").click().run()
     assert not at.exception and not target.exists()
     assert any("Deleted the uploaded checkpoint mine." in s.value for s in at.success)
+
+
+def test_an_upload_under_a_name_already_taken_keeps_the_other_and_takes_the_next_free_name(ckpt, tmp_path):
+    """Two people upload different models as mine.zip on a writes-on server: both are kept."""
+    other = tmp_path / "other"
+    shutil.copytree(ckpt, other)
+    _edit_config(other, hidden_dropout_prob=0.2)  # another model: other bytes (the first stays as it was)
+    uploads = tmp_path / "uploaded-models"
+    first = checkpoint.upload_folder(uploads, "mine", _zip(ckpt))
+    assert first == uploads / "mine"
+    checkpoint.accept_upload(_zip(ckpt), first, "mine.zip")
+    assert checkpoint.upload_folder(uploads, "mine", _zip(ckpt)) == first  # the same file again: the same upload
+    second = checkpoint.upload_folder(uploads, "mine", _zip(other))
+    assert second == uploads / "mine-2"
+    checkpoint.accept_upload(_zip(other), second, "mine.zip")
+    assert json.loads((first / "config.json").read_text()) == json.loads((ckpt / "config.json").read_text())
+    assert json.loads((second / "config.json").read_text())["hidden_dropout_prob"] == 0.2
+    assert checkpoint.upload_folder(uploads, "mine", _zip(other)) == second

@@ -270,18 +270,24 @@ def test_the_page_measures_the_default_model_in_the_background_then_shows_what_i
     assert not [b for b in at.button if b.key == "att_clark_build"]  # built: nothing more to start
 
 
-def test_classroom_mode_starts_one_measurement_at_a_time(cache, monkeypatch):
+def test_in_classroom_mode_a_student_starts_no_measurement_and_reads_what_the_server_prepares(cache, monkeypatch):
+    """Each "Segments" value is a build of its own: a student could start one after another, so only the
+    teacher starts them; a student reads that it is not prepared, and what is being prepared instead."""
     from streamlit import config as st_config
 
     monkeypatch.delenv("BERT_EXPLORER_ALLOW_WRITES", raising=False)
     before = st_config.get_option("server.address")
     st_config.set_option("server.address", "0.0.0.0")
     try:
-        with jobs.builder_lock(cache / "neighbours-someone-elses"):
+        other = cache / "neighbours-someone-elses"
+        jobs.atomic.write_json(jobs.work_dir(other) / jobs.LESSON_FILE, {"lesson": "Features of layer 3"})
+        with jobs.builder_lock(other):
             at = _page(att_clark_segments=3)
             assert not at.exception
             assert not [b for b in at.button if b.key == "att_clark_build"]
-            assert any("one runs at a time" in i.value for i in at.info)
+            assert any(i.value == "This measurement over 3 segments is not prepared for this model yet; your teacher "
+                       "can prepare it." for i in at.info)
+            assert any(c.value == "The server is preparing Features of layer 3 for the class." for c in at.caption)
     finally:
         st_config.set_option("server.address", before)
 

@@ -208,3 +208,16 @@ def test_serve_prints_the_teachers_link(monkeypatch, capsys):
     serve.main(["--server.address", "10.1.2.3", "--server.port=8600"])
     err = capsys.readouterr().err
     assert "the teacher's link is http://10.1.2.3:8600/?teacher=tok" in err
+
+
+def test_the_prepare_panel_on_home_is_the_teachers_and_starts_prepare_class(classroom, no_work):
+    student = _page("run_app.py")
+    assert "Prepare for class" not in [e.label for e in student.expander]
+    teacher = _page("run_app.py", teacher=True)
+    assert "Prepare for class" in [e.label for e in teacher.expander]
+    assert any(m.value.startswith("**1** build(s) to run, about **") for m in teacher.markdown)
+    teacher.button(key="prep_start").click().run()
+    assert not teacher.exception
+    (what, argv), = no_work
+    assert what == "process" and argv[argv.index("prepare-class") + 1:] == [
+        "--model", "minilm-mlm-nsp", "--builds", "quality"]

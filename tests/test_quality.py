@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 import time
@@ -165,3 +166,45 @@ def test_evaluate_pretraining_agrees_with_the_model_card(cache):
     assert r["held_out_sequences"] == stored["eval_sequences"] and r["masked_wordpieces"] == stored["eval_tokens"]
     assert round(r["mlm_accuracy"], 3) == stored["mlm_accuracy"] and round(r["nsp_accuracy"], 3) == stored["nsp_accuracy"]
     assert "{} / {}".format(*r["check_set_clozes"]) in card and "{} / {}".format(*r["check_set_pairs"]) in card
+
+
+def test_prepare_class_measures_before_the_bell_and_the_first_visits_then_compute_nothing(tiny_run, cache, monkeypatch,
+                                                                                          capsys):
+    """`prepare-class` runs each page's declared first-visit work and the builds asked for; after it, the
+    first-visit work finds everything kept (no computation), the status table says so, a second run skips
+    it, and a student's first visit to the Masked word probe reads the measurement."""
+    from bert_explorer import disk_cache
+    from bert_explorer.analysis import lesson
+    from bert_explorer.app import roles
+    from bert_explorer.cli import main
+
+    (tiny_run / "eval_metrics.json").unlink(missing_ok=True)
+    assert main(["prepare-class", "--model", str(tiny_run), "--builds", "quality"]) == 0
+    said = capsys.readouterr().err
+    assert "preparing 1 model(s): first visits, then 1 build(s) not yet done, about " in said
+    assert re.search(r": quality: done \(", said) and "prepared in " in said
+    declared = {(page, what) for page, what, _ in lesson._declared()}
+    assert {p for p, _ in declared} >= {"Features of a layer", "Nearest neighbours"}
+    for page, what in declared:
+        assert f": {page}: {what} (" in said
+
+    computed = []
+    real = disk_cache.kept_json
+    monkeypatch.setattr(disk_cache, "kept_json", lambda kind, loaded, compute, **kw: real(
+        kind, loaded, lambda: computed.append(kind) or compute(), **kw))
+    loaded = checkpoint.load(tiny_run, "BertForPreTraining")
+    for _page_name, _what, work in lesson._declared():
+        work(loaded)
+    assert computed == []  # prepared: every first-visit work reads what was kept
+
+    assert main(["prepare-class", "--model", str(tiny_run), "--status", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["quality"] == "prepared" and row["sae"] == "not yet"
+    assert main(["prepare-class", "--model", str(tiny_run), "--builds", "quality"]) == 0
+    assert "then 0 build(s) not yet done" in capsys.readouterr().err
+
+    monkeypatch.setenv(roles.CLASSROOM_ENV, "1")
+    at = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120)
+    at.session_state["be_model_choice"] = str(tiny_run)
+    at.run()
+    assert not at.exception and any("Measured on this machine" in c.value for c in at.caption)

@@ -52,7 +52,8 @@ def miniature_grid() -> pd.DataFrame:
         for H in MINIATURE_HIDDEN:
             m = hub.CATALOGUE[f"google/bert_uncased_L-{L}_H-{H}_A-{H // 64}"]
             cells.setdefault(f"L={L}", {})[f"H={H} (A={H // 64})"] = (
-                f"{m.parameters / 1e6:,.1f} M · " + ("here" if hub.local_copy(m.repo_id) else size_text(m.download_bytes)))
+                ("BERT-Base's size · " if (L, H) == (12, 768) else "")
+                + f"{m.parameters / 1e6:,.1f} M · " + ("here" if hub.local_copy(m.repo_id) else size_text(m.download_bytes)))
     return pd.DataFrame.from_dict(cells, orient="index")
 
 

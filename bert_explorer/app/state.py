@@ -47,9 +47,9 @@ def show_mode() -> None:
     if not is_private():
         roles.announce(f"http://{server_address() or '<this machine>'}:{st_config.get_option('server.port')}")
     if is_private():
-        st.sidebar.caption("🔒 " + mode_sentence())
+        st.sidebar.caption(":material/lock: " + mode_sentence())  # (Material Symbols draw offline; emoji need a font)
     else:
-        st.sidebar.info(("✏️ " if writes_allowed() else "🎓 ") + mode_sentence())
+        st.sidebar.info(mode_sentence(), icon=":material/edit:" if writes_allowed() else ":material/school:")
 
 
 # ----- what a page may say about the host's folders ------------------------------------------
@@ -344,17 +344,17 @@ def _upload_checkpoint() -> str | None:
                        key="be_model_zip")
     if f is None:
         return None
-    target = runs_root() / UPLOADS / slug(Path(f.name).stem)
-    replaced = (target / "config.json").exists() and \
-        checkpoint.upload_digest(target) != hashlib.sha256(f.getvalue()).hexdigest()
+    base = slug(Path(f.name).stem)
+    target = checkpoint.upload_folder(runs_root() / UPLOADS, base, f.getvalue())  # never another's upload
     try:
         with st.spinner("Checking that the checkpoint loads…"):
             checkpoint.accept_upload(f.getvalue(), target, f.name)
     except CheckpointError as e:
         st.sidebar.error(without_host_paths(str(e)))
         return None
-    if replaced:
-        st.sidebar.caption(f"{f.name} replaced the earlier upload of the same name.")
+    if target.name != base:
+        st.sidebar.caption(f"Kept as {target.name}: an earlier upload named {base} holds another model, and it "
+                           "stays as it was.")
     return str(target)
 
 

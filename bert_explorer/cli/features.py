@@ -87,14 +87,6 @@ def _loaded_and_settings(args):
     return loaded, fb.FeatureSettings(layer=layer, corpus=args.corpus, tokens=args.tokens, sae=cfg)
 
 
-def build_argv(args_or_model, settings: fb.FeatureSettings) -> list[str]:
-    """The arguments of ``python -m bert_explorer.cli.features build`` for these settings."""
-    model = args_or_model if isinstance(args_or_model, str) else args_or_model.model
-    return ["--model", model, "--layer", str(settings.layer), "--k", str(settings.sae.k), "--width",
-            str(settings.sae.width_factor), "--tokens", str(settings.tokens), "--epochs", str(settings.sae.epochs),
-            "--corpus", str(settings.corpus)]
-
-
 def cmd_train(args) -> int:
     loaded, settings = _loaded_and_settings(args)
     path = fb.entry_path(loaded, settings)
@@ -116,7 +108,7 @@ def cmd_train(args) -> int:
                             "page); nothing of it was kept: run the same command again to train it") from None
 
     def start():
-        if why := neighbour_jobs.start_build(path, build_argv(args, settings), one_at_a_time=False,
+        if why := neighbour_jobs.start_build(path, fb.build_argv(args.model, settings), one_at_a_time=False,
                                              command=fb.BUILDER, what="SAE"):
             print(why, file=sys.stderr)
         else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from . import (ablation, after_finetuning, analysis, attention_flow, attention_measures, export, features, head_map,
-               inventory, neighbours, probe, training)
+               inventory, neighbours, prepare_class, probe, training)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -14,6 +14,6 @@ def build_parser() -> argparse.ArgumentParser:
                                             "command here.")
     sub = p.add_subparsers(dest="command", required=True)
     for commands in (export, training, probe, ablation, analysis, attention_flow, attention_measures, head_map,
-                     after_finetuning, neighbours, features, inventory):
+                     after_finetuning, neighbours, features, inventory, prepare_class):
         commands.register(sub)
     return p

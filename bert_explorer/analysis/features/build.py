@@ -37,6 +37,7 @@ from ...fingerprint import fingerprint
 from ...runs import neighbour_jobs
 from ...runs.report import duration_text
 from ...train.device import cpu_bf16_is_fast
+from ..lesson import first_visit
 from ..neighbours.index import (_batches, _tensors, check_layer, corpus_counts, corpus_label, corpus_settings,
                                 corpus_units, hidden_upto)
 from . import sae as saes
@@ -55,6 +56,18 @@ KIND, ACTS_KIND = "features", "sae-acts"
 BUILDER = ("bert_explorer.cli.features", "build")
 
 Progress = Callable[[float, str], None]
+
+
+@first_visit("Features of a layer", "the time of an SAE step, behind the training estimate")
+def _estimate_at_first_visit(loaded: Loaded) -> dict:
+    return estimate_seconds(loaded, FeatureSettings(layer=default_layer(loaded)))
+
+
+def build_argv(model: str, settings: FeatureSettings) -> list[str]:
+    """The arguments of the background builder (``python -m`` :data:`BUILDER`) for these settings."""
+    return ["--model", model, "--layer", str(settings.layer), "--k", str(settings.sae.k), "--width",
+            str(settings.sae.width_factor), "--tokens", str(settings.tokens), "--epochs", str(settings.sae.epochs),
+            "--corpus", str(settings.corpus)]
 
 
 def default_layer(loaded: Loaded) -> int:

@@ -22,6 +22,7 @@ from ...model.bert import extended_attention_mask
 from ...runs import neighbour_jobs
 from ...runs.report import duration_text
 from ...train import estimate
+from ..lesson import first_visit
 
 FORMAT = 1              # bump when the stored layout changes: old entries are then never read
 MAX_PIECES = 128        # WordPieces per encoded sentence, [CLS] and [SEP] included
@@ -424,6 +425,11 @@ def _assemble(path: Path, units: Units, n_shards: int, H: int, meta: dict) -> No
             np.save(tmp / f"{name}.npy", np.concatenate([p[name] for p in parts]))
         (tmp / "sentences.json").write_text(json.dumps({"text": units.texts, "source": units.sources}))
         (tmp / "meta.json").write_text(json.dumps({**meta, "rows": N, "sentences": len(units.texts)}, indent=1))
+
+
+@first_visit("Nearest neighbours", "the corpus's WordPiece counts, behind the index estimate")
+def _estimate_at_first_visit(loaded: Loaded) -> dict:
+    return estimate_build_seconds(loaded, "bbc", (encoder_of(loaded.model).config.num_layers + 1) // 2)
 
 
 def estimate_build_seconds(loaded: Loaded, corpus="bbc", layer: int | Sequence[int] = 6, *,

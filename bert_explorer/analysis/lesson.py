@@ -1,0 +1,207 @@
+"""Ready before the bell: what a class's pages need of one model, prepared before class.
+
+Two kinds of work. **First visits**: what a page computes the first time it shows a model and keeps
+on disk (the SAE step time behind Features' estimate, the corpus counts behind Nearest neighbours'),
+each declared where it lives with :func:`first_visit`, so there is no list here to forget to update.
+**Long builds** a page offers with a button (:data:`BUILDS`): a model's quality measurement, an SAE of
+one layer, the head map, Clark et al.'s measures, a nearest-neighbour index. They run one after
+another as the same background processes the pages start (low priority, resumable, kept), so while
+they run every page says what the server prepares; a build stopped half-way goes on from its finished
+part next time, and one already built is skipped.
+
+``bert-explorer prepare-class --model NAME ...`` runs both; ``--status`` prints what is prepared.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..checkpoint import Loaded
+from ..runs import neighbour_jobs as jobs
+
+# ----- first visits -----------------------------------------------------------------------------
+FIRST_VISIT: list[tuple[str, str, Callable[[Loaded], object]]] = []  # (page, what, work(loaded))
+
+
+def first_visit(page: str, what: str):
+    """Declare ``work(loaded)`` as what ``page`` computes on its first visit for a model (kept on disk
+    by the work itself): prepare-class runs it before class."""
+    def declare(work):
+        FIRST_VISIT.append((page, what, work))
+        return work
+    return declare
+
+
+def _declared() -> list[tuple[str, str, Callable[[Loaded], object]]]:
+    """Every first-visit work of the package: its analysis modules are imported, which declares them."""
+    from .. import analysis
+
+    for info in pkgutil.walk_packages(analysis.__path__, analysis.__name__ + "."):
+        importlib.import_module(info.name)
+    return FIRST_VISIT
+
+
+# ----- long builds ---------------------------------------------------------------------------------
+BUILDS = {"quality": "its measurement on held-out text (Masked word probe)",
+          "sae": "an SAE of the middle layer (Features of a layer)",
+          "head-map": "the head map (Attention)",
+          "clark": "Clark et al.'s measures (Attention)",
+          "index": "a nearest-neighbour index of the middle layer (Nearest neighbours)"}
+
+
+@dataclass(frozen=True)
+class Build:
+    """One long build for one model: where its result goes and how a page would start it."""
+
+    key: str                 # a key of BUILDS
+    lesson: str              # in a lesson's words, for what students are told while it runs
+    path: Path               # the disk-cache entry it fills
+    done: Callable[[], bool]
+    command: tuple[str, ...]
+    argv: list[str]
+    seconds: float           # the page's own estimate
+    room_bytes: float = 0
+
+    def state(self) -> dict:
+        return jobs.build_state(self.path, self.done())
+
+
+def builds(name: str, loaded: Loaded, which, estimate: bool = True) -> list[Build]:
+    """The long builds ``which`` (keys of BUILDS) of the model ``name``, as their pages would start them
+    with their default settings; ``estimate=False`` skips their estimates (seconds 0: to say what is done)."""
+    from .attention import clark, head_map
+    from .features import build as fb
+    from .neighbours import index as nbb
+    from .probes import quality
+
+    out = []
+    config, corpus = loaded.config, clark.default_corpus()
+    if "quality" in which:
+        path = quality.entry_path(loaded)
+        out.append(Build("quality", "the measurement of how well this model guesses", path,
+                         lambda p=path: quality.stored(p) is not None, quality.BUILDER, ["--model", name],
+                         quality.estimate_seconds(config) if estimate else 0.0))
+    if "sae" in which:
+        settings = fb.FeatureSettings(layer=fb.default_layer(loaded))
+        path = fb.entry_path(loaded, settings)
+        est = fb.estimate_seconds(loaded, settings) if estimate else {"seconds": 0.0, "disk_bytes": 0}
+        out.append(Build("sae", f"Features of layer {settings.layer}", path, lambda p=path: fb.is_complete(p),
+                         fb.BUILDER, fb.build_argv(name, settings), est["seconds"], est["disk_bytes"]))
+    # Attention's two builds over Wikipedia segments: (key, module, its entry's path, segments, in words)
+    for key, module, where, segments, words in (
+            ("head-map", head_map, head_map.map_path, head_map.SEGMENTS, "head map"),
+            ("clark", clark, clark.measures_path, clark.MAX_SEGMENTS, "measurement")):
+        if key in which:
+            path = where(loaded, corpus, segments)
+            out.append(Build(key, f"Attention's {words} over {segments:,} segments", path,
+                             lambda p=path, f=module.FILE: (p / f).is_file(), module.BUILD_COMMAND,
+                             ["--model", name, "--segments", str(segments), "--corpus", corpus],
+                             module.estimate_seconds(config, segments) if estimate else 0.0))
+    if "index" in which:
+        layer = fb.default_layer(loaded)
+        path = nbb.index_path(loaded, "bbc", layer)
+        est = nbb.estimate_build_seconds(loaded, "bbc", layer) if estimate else {"seconds": 0.0, "build_disk_bytes": 0}
+        out.append(Build("index", f"the nearest-neighbour index of layer {layer}", path,
+                         lambda p=path: nbb.is_complete(p), jobs.BUILD_INDEX,
+                         ["--model", name, "--layer", str(layer), "--corpus", "bbc", "--no-progress"],
+                         est["seconds"], est["build_disk_bytes"]))
+    return out
+
+
+def run(build: Build, report: Callable[[float, str], None], poll_s: float = 1.0) -> str:
+    """Start one build (unless it is done or already running) and wait for it: "done", "already done",
+    or the reason it did not finish, in one sentence."""
+    if build.done():
+        return "already done"
+    if build.state()["state"] != "building":
+        if why := jobs.start_build(build.path, build.argv, one_at_a_time=False, room_bytes=build.room_bytes,
+                                   command=build.command, what=build.key, lesson=build.lesson):
+            return why
+    while (s := build.state())["state"] == "building":
+        report(float(s.get("fraction") or 0.0), s.get("message") or "starting…")
+        time.sleep(poll_s)
+    if build.done():
+        return "done"
+    return f"it stopped ({s.get('error') or s.get('message') or s['state']}); run the same again to go on from there"
+
+
+def stop(build: Build) -> None:
+    """Stop a running build (Ctrl-C of prepare-class): its finished parts stay and the next run goes on."""
+    import psutil
+
+    pid = jobs.read_progress(build.path).get("pid")
+    if pid:
+        try:
+            psutil.Process(int(pid)).terminate()
+        except (psutil.Error, ValueError):
+            pass
+
+
+# ----- preparing in the background (the teacher's panel on Home) ------------------------------------
+def _work() -> Path:
+    from .. import disk_cache
+
+    d = disk_cache.work_root() / ".prepare-class"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def preparation() -> dict:
+    """The background ``prepare-class`` started from Home: ``running`` (its process is alive), ``models``
+    and ``builds`` it was given, and the last lines of its log."""
+    import json
+
+    import psutil
+
+    from ..runs.report import log_tail
+
+    d = _work()
+    try:
+        started = json.loads((d / "started.json").read_text())
+    except (OSError, ValueError):
+        return {"running": False, "log": ""}
+    try:
+        alive = psutil.Process(int(started["pid"])).is_running() and \
+            psutil.Process(int(started["pid"])).status() != psutil.STATUS_ZOMBIE
+    except (psutil.Error, KeyError, ValueError):
+        alive = False
+    return {**started, "running": alive, "log": log_tail(d / "log.txt", 12) or ""}
+
+
+def start_preparing(models: list[str], which: list[str]) -> str | None:
+    """Start ``bert-explorer prepare-class`` in the background (low priority, like every build), or say in
+    one sentence why not (one is running)."""
+    import json
+    import sys
+
+    from ..runs.background import reap_when_done, spawn
+
+    if preparation()["running"]:
+        return "The class is being prepared already; its progress is below."
+    d = _work()
+    argv = [sys.executable, "-m", "bert_explorer.cli", "prepare-class", "--model", *models, "--builds", *which]
+    with (d / "log.txt").open("a") as log:
+        log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} prepare-class {' '.join(models)} ({', '.join(which)})\n")
+    proc = spawn(argv, d / "log.txt")
+    (d / "started.json").write_text(json.dumps({"pid": proc.pid, "models": models, "builds": which,
+                                                "started": time.time()}))
+    reap_when_done(proc)
+    return None
+
+
+def stop_preparing() -> None:
+    """Stop the background preparation as Ctrl-C would: the build at work stops, what is done stays."""
+    import signal
+
+    import psutil
+
+    pid = preparation().get("pid")
+    if pid:
+        try:
+            psutil.Process(int(pid)).send_signal(signal.SIGINT if hasattr(signal, "SIGINT") else signal.SIGTERM)
+        except (psutil.Error, ValueError):
+            pass

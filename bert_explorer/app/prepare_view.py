@@ -1,0 +1,68 @@
+"""Home's "Prepare for class" panel, for whoever may start work (the teacher in classroom mode): the
+lesson's models, the long builds to run, one total estimate, Start and Stop, the progress, and a table
+of what is prepared for which model. It runs ``bert-explorer prepare-class`` in the background
+(``analysis/lesson.py``), so it goes on when the page is closed."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from .. import checkpoint
+from ..analysis import lesson
+from ..runs.report import duration_text
+from .roles import is_private, work_button, writes_allowed
+from .state import load
+
+
+@st.fragment(run_every=2.0)
+def _progress() -> None:
+    now = lesson.preparation()
+    if not now["running"]:
+        st.rerun()
+    st.caption(f"Preparing {', '.join(now.get('models') or [])} ({', '.join(now.get('builds') or [])}): it goes on "
+               "if you close this page; every page says what the server prepares meanwhile.")
+    st.code(now["log"], language=None)
+    if work_button("Stop preparing", key="prep_stop", help="The build at work stops; what is done stays, and "
+                                                           "preparing again goes on from there."):
+        lesson.stop_preparing()
+
+
+def _loaded(name: str):
+    return load(name, "BertForPreTraining")[0]
+
+
+def panel(current: str | None) -> None:
+    """The panel, drawn only for whoever may start work; ``current`` is the sidebar's model."""
+    if not writes_allowed():
+        return
+    current = current or checkpoint.DEFAULT_MODEL
+    # open for the teacher of a class (the panel is why the teacher opens Home before the lesson)
+    with st.expander("Prepare for class", icon=":material/school:", expanded=not is_private()):
+        st.caption("Before the lesson, compute what the pages compute on their first visit, and the long builds a "
+                   "page offers, for each model of the lesson: in class, every page then opens at once for every "
+                   "student. From a terminal: `bert-explorer prepare-class --model NAME … --builds …`.")
+        now = lesson.preparation()
+        if now["running"]:
+            _progress()
+        else:
+            if now.get("log"):
+                with st.popover("The last preparation's log"):
+                    st.code(now["log"], language=None)
+            options = list(dict.fromkeys([current, checkpoint.DEFAULT_MODEL]))
+            models = st.multiselect("Models of the lesson", options, default=[current], key="prep_models")
+            which = st.multiselect("Long builds", list(lesson.BUILDS), default=["quality"], key="prep_builds",
+                                   format_func=lambda k: f"{k}: {lesson.BUILDS[k]}")
+            todo = [b for m in models if _loaded(m) is not None for b in lesson.builds(m, _loaded(m), set(which))
+                    if not b.done()]
+            st.markdown(f"**{len(todo)}** build(s) to run, about **{duration_text(sum(b.seconds for b in todo))}** "
+                        "in all (each page's own estimate), at low priority.")
+            if models and work_button("Prepare", key="prep_start", type="primary"):
+                if why := lesson.start_preparing(models, which):
+                    st.info(why)
+                else:
+                    st.rerun()
+        rows = [{"model": m, **{b.key: "✓" if b.done() else "—"
+                                for b in lesson.builds(m, _loaded(m), set(lesson.BUILDS), estimate=False)}}
+                for m in dict.fromkeys([current, *(now.get("models") or [])]) if _loaded(m) is not None]
+        st.caption("What is prepared (✓) for which model:")
+        st.dataframe(pd.DataFrame(rows).set_index("model"), width="stretch")

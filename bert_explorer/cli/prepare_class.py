@@ -1,0 +1,82 @@
+"""Prepare a class before the bell: each page's first-visit work and the long builds, for the lesson's models.
+
+    bert-explorer prepare-class --model minilm-mlm-nsp bert-base-uncased --builds quality sae
+    bert-explorer prepare-class --model bert-base-uncased --status
+
+It says its total estimate first, then runs each model's first-visit work (kept on disk) and the builds
+asked for, one after another as the same background processes the pages start (low priority), with a
+progress line for each; Ctrl-C stops the build at work, whose finished parts stay: the same command goes on
+from there, and whatever is prepared already is skipped. ``--status`` prints what is prepared, model by model.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+from .. import checkpoint
+from ..analysis import lesson
+from ..runs.report import duration_text
+from .common import UserError, print_json
+
+
+def register(sub) -> None:
+    s = sub.add_parser("prepare-class", help="prepare the lesson's models before class: each page's first-visit "
+                                             "work and the long builds (quality, SAE, head map, Clark, index)")
+    s.add_argument("--model", nargs="+", default=[checkpoint.DEFAULT_MODEL], metavar="NAME",
+                   help=f"the lesson's models (default {checkpoint.DEFAULT_MODEL})")
+    s.add_argument("--builds", nargs="*", default=["quality"], choices=list(lesson.BUILDS), metavar="BUILD",
+                   help="long builds to run too: " + "; ".join(f"{k}: {v}" for k, v in lesson.BUILDS.items())
+                        + " (default: quality)")
+    s.add_argument("--status", action="store_true", help="only say what is prepared, model by model")
+    s.add_argument("--json", action="store_true", help="with --status: the table as JSON")
+    s.set_defaults(func=cmd_prepare_class)
+
+
+def cmd_prepare_class(args) -> int:
+    models = {name: checkpoint.load(name, "BertForPreTraining") for name in args.model}
+    plan = {name: lesson.builds(name, loaded, set(lesson.BUILDS) if args.status else set(args.builds),
+                                estimate=not args.status)
+            for name, loaded in models.items()}
+    if args.status:
+        said = {"missing": "not yet", "building": "building", "stopped": "stopped", "failed": "failed"}
+        rows = [{"model": name, **{b.key: "prepared" if b.done() else said.get(b.state()["state"], "not yet")
+                                   for b in bs}}
+                for name, bs in plan.items()]
+        if args.json:
+            print_json(rows)
+        else:
+            print("model".ljust(28) + "".join(k.ljust(12) for k in lesson.BUILDS))
+            for r in rows:
+                print(r["model"][:27].ljust(28) + "".join(str(r.get(k, "")).ljust(12) for k in lesson.BUILDS))
+        return 0
+    todo = [(name, b) for name, bs in plan.items() for b in bs if not b.done()]
+    total = sum(b.seconds for _, b in todo)
+    print(f"preparing {len(models)} model(s): first visits, then {len(todo)} build(s) not yet done, about "
+          f"{duration_text(total)} in all (each page's own estimate)", file=sys.stderr, flush=True)
+    t0, failed = time.time(), []
+    for name, loaded in models.items():
+        for page, what, work in lesson._declared():
+            t = time.time()
+            work(loaded)
+            print(f"{name}: {page}: {what} ({time.time() - t:.1f} s)", file=sys.stderr, flush=True)
+    for name, b in todo:
+        last = [-1.0]
+
+        def report(fraction, message, name=name, b=b):
+            if fraction - last[0] >= 0.05:
+                last[0] = fraction
+                print(f"{name}: {b.key} {fraction:4.0%} {message}", file=sys.stderr, flush=True)
+        t = time.time()
+        try:
+            said = lesson.run(b, report)
+        except KeyboardInterrupt:
+            lesson.stop(b)
+            raise UserError(f"stopped during {b.key} of {name}; what was prepared is kept and the same command goes on "
+                            "from there") from None
+        print(f"{name}: {b.key}: {said} ({duration_text(time.time() - t)})", file=sys.stderr, flush=True)
+        if said not in ("done", "already done"):
+            failed.append(f"{b.key} of {name}: {said}")
+    print(f"prepared in {duration_text(time.time() - t0)} (estimated {duration_text(total)})", file=sys.stderr)
+    if failed:
+        raise UserError("not everything was prepared: " + "; ".join(failed))
+    return 0
