@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 from . import atomic, full_disk
 from .fingerprint import fingerprint
 from .full_disk import CacheNotKept
-from .runs import lock
+from . import file_lock, processes
 
 if TYPE_CHECKING:  # only named in annotations: the cache stays free of torch, so the run system can use it
     from .checkpoint import Loaded
@@ -205,7 +205,7 @@ def pin(path: Path) -> Pin | None:
     with _pins_guard:  # registered before the lock is taken, so no thread of ours removes it in between
         _pins[key] += 1
     try:  # (the entry's own file: opening it fails once the entry is gone, it never makes one)
-        fd = lock.acquire_file(Path(path) / IN_USE_FILE, shared=True)
+        fd = file_lock.acquire_file(Path(path) / IN_USE_FILE, shared=True)
     except (FileNotFoundError, NotADirectoryError):
         _unpin(key)
         return None
@@ -302,7 +302,7 @@ def _touched(folder: Path) -> float:
 
 def _work_item(folder: Path) -> _Item:
     newest = _touched(folder)
-    busy = time.time() - newest < WORK_FRESH_S or lock.is_held(folder / "lock")
+    busy = time.time() - newest < WORK_FRESH_S or file_lock.is_held(folder / "lock")
     size = _tree_bytes(folder)
     if busy:
         with suppress(OSError, ValueError):
@@ -336,7 +336,7 @@ def _move_aside(item: _Item, gone: list[Path]) -> bool:
     if item.busy or _pins.get(_key(item.path)):
         return False
     try:  # a work folder's lock is its builder's; an entry's is its readers'
-        fd = lock.acquire_file(item.path / ("lock" if item.work else IN_USE_FILE), wait=False)
+        fd = file_lock.acquire_file(item.path / ("lock" if item.work else IN_USE_FILE), wait=False)
     except (FileNotFoundError, NotADirectoryError):
         return True  # another process removed it first
     if fd is None:
@@ -359,9 +359,9 @@ def _removing():
     (and what a killed pass left) in, which is deleted after the lock is let go."""
     root, gone = cache_root(), []
     try:
-        with lock.holding(root / EVICT_LOCK):
+        with file_lock.holding(root / EVICT_LOCK):
             with os.scandir(root) as it:
-                gone += [Path(e.path) for e in it if (m := _ASIDE.fullmatch(e.name)) and not lock.pid_alive(int(m[1]))]
+                gone += [Path(e.path) for e in it if (m := _ASIDE.fullmatch(e.name)) and not processes.pid_alive(int(m[1]))]
             yield gone
     finally:
         for p in gone:

@@ -22,6 +22,7 @@ from bert_explorer.app.widgets import intro
 from bert_explorer.data.uploads.names import slug
 from bert_explorer.model.config import BertConfig
 from bert_explorer.runs import finder
+from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.estimate import (ALIASES, checkpoints_of, evaluations_of, pretrain_estimate, sequences_of,
                                           size_options)
@@ -50,7 +51,7 @@ def corpus_words(corpus: str, max_docs: int | None, fraction: float, seed: int) 
 
 
 show_mode()
-root = finder.runs_root()
+root = runs_root()
 on_gpu = device_name().startswith("CUDA")
 
 if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-lapse, start none

@@ -17,6 +17,7 @@ from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.data.uploads.names import table_columns
 from bert_explorer.runs import finder
+from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import LABELS, duration_text, finetune_result
 from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
@@ -61,7 +62,7 @@ def long_run_confirmed(config: FinetuneConfig, data) -> bool:
                        key="ft_confirm_long")
 
 
-root = finder.runs_root()
+root = runs_root()
 base = model_picker(FINETUNE_DEFAULT_MODEL)  # the pre-trained model to start from (sidebar)
 
 if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none

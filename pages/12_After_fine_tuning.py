@@ -18,6 +18,7 @@ from bert_explorer.app.roles import writes_allowed
 from bert_explorer.app.widgets import MENU, intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.runs import finder
+from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import LABELS
 from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.tasks.metrics import small_dev_warning
@@ -34,7 +35,7 @@ show_mode()
 
 PALETTE = qualitative.Plotly  # one colour per gold label, the same in both maps
 
-root = finder.runs_root()
+root = runs_root()
 runs = [r for r in finder.run_groups(finder.find_runs(root, "finetune"), root)[""]
         if (r.path / "model" / "config.json").is_file() or (r.path / "feature_head" / "head.json").is_file()]
 if not runs:

@@ -10,12 +10,13 @@ from bert_explorer.app.state import delete_upload, show_mode, shown_path, upload
 from bert_explorer.app.roles import mode_sentence, work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs import finder, report
+from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.background import delete, delete_refusal
 from bert_explorer.runs.run import Run
 
 intro("Runs", f"""
 Every pre-training run (Appendix A.2), fine-tuning run (Section 4) and ablation cell (Section 5) is a
-folder under `{shown_path(finder.runs_root())}`: its settings, status, log, the metrics of every logged step and its
+folder under `{shown_path(runs_root())}`: its settings, status, log, the metrics of every logged step and its
 checkpoints. Here you see them all, open one, lay the curves of several over each other (how the
 paper compares its ablations), and delete the ones you no longer need. Runs keep going in the
 background; on one GPU they take turns (a queued run starts by itself when the GPU is free). An
@@ -23,7 +24,7 @@ ablation's own pre-trainings and cells are listed under it: choose it in **Show*
 """)
 
 show_mode()
-root = finder.runs_root()
+root = runs_root()
 if "runs_msg" in st.session_state:
     kind, text = st.session_state.pop("runs_msg")
     (st.success if kind == "ok" else st.error)(text)

@@ -14,7 +14,8 @@ from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.data.uploads.names import slug
 from bert_explorer.experiments import grid, miniatures, results
 from bert_explorer.experiments.runner import read_plan, read_results
-from bert_explorer.runs.finder import is_ablation, runs_root
+from bert_explorer.runs.finder import is_ablation
+from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.run import ACTIVE_STATES, Run, new_run_refusal
 
 intro("Ablation studio", """

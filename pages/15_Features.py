@@ -8,7 +8,7 @@ from bert_explorer.analysis.features import build as fb, splice
 from bert_explorer.analysis.features.sae import SaeConfig
 from bert_explorer.app import exports
 from bert_explorer.app.result_bundle import ResultBundle
-from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, shown_path, without_host_paths
+from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, without_host_paths
 from bert_explorer.app.roles import busy_sentence, not_prepared, progress_line, work_button, writes_allowed
 from bert_explorer.app.widgets import intro, needs_head
 from bert_explorer.data.corpora import corpus_title

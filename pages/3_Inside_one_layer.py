@@ -11,7 +11,8 @@ from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept_widget
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro
-from bert_explorer.runs.finder import causal_checkpoints, runs_root
+from bert_explorer.runs.finder import causal_checkpoints
+from bert_explorer.runs.run import runs_root
 
 intro("Inside one layer", """
 One encoder layer of BERT, one step at a time, with the **real numbers of the loaded model** for your

@@ -15,7 +15,7 @@ from bert_explorer.app import exports
 from bert_explorer.app.keep import kept_widget, remembered
 from bert_explorer.app.state import by_weights, load, model_picker, shown_path
 from bert_explorer.app.widgets import intro, needs_head
-from bert_explorer.runs.finder import runs_root
+from bert_explorer.runs.run import runs_root
 
 intro("Attributions", """
 Which words of your input pushed the model towards its answer? **Integrated Gradients** (Sundararajan

@@ -17,6 +17,7 @@ from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import DEFAULT_MODEL
 from bert_explorer.runs import finder
+from bert_explorer.runs.run import runs_root
 
 intro("Two models side by side", """
 The same sentences go through **model A** (the sidebar's model) and **model B**: by default the newest
@@ -29,7 +30,7 @@ fine-tuning changes BERT).
 
 ARCH = "BertForPreTraining"  # fine-tuned checkpoints load too: their MLM/NSP heads are reported missing
 COMPARISON_VERSION = 1  # bump when compare_models would answer the same two models differently
-root = finder.runs_root()
+root = runs_root()
 name_a, loaded_a = picked_model(ARCH, "Choose model A in the sidebar.")
 
 # ----- model B ----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ without the limit it fails."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -255,3 +256,57 @@ def test_the_cli_prints_the_limits_the_pages_enforce_without_downloading(capsys)
     assert table["minilm-mlm-nsp"]["token_steps"] == mini.token_steps
     assert table["bert-base-uncased"]["compared"] == limits.for_config(_config(12, 768, 12)).compared
     assert table["bert-base-uncased"]["attribution_tokens"] < table["minilm-mlm-nsp"]["attribution_tokens"]
+
+
+# ----- each limit lets its bound through and refuses one more ------------------------------------------------
+def test_check_takes_the_bound_and_refuses_one_more_for_every_limit():
+    lim = limits.for_config(checkpoint.inspect(checkpoint.resolve(checkpoint.DEFAULT_MODEL)))
+    for what, bound in lim.rows():
+        limits.check(bound, bound, what)
+        with pytest.raises(limits.TooLarge, match=f"{bound + 1:,} {re.escape(what)}: more than this server takes"):
+            limits.check(bound + 1, bound, what)
+
+
+class Reached(Exception):
+    """The expensive call was reached: the input was let through."""
+
+
+def _words(n):
+    return " ".join(f"w{i}" for i in range(n))
+
+
+def _lines(n):
+    return "\n".join(f"the bank {i} ." for i in range(n))
+
+
+LIMITED = [  # page, the limit, the expensive call, how the input of n is typed
+    ("1_Tokens_and_embeddings.py", "words", (emb, "static_word_vectors"), lambda at, n: at.text_area(
+        key="emb_words").set_value(_words(n))),
+    ("1_Tokens_and_embeddings.py", "map_sentences", (emb, "word_in_context"), lambda at, n: at.text_area(
+        key="emb_proj_sentences").set_value(_lines(n))),
+    ("1_Tokens_and_embeddings.py", "compared", (emb, "contextual_similarity"), lambda at, n: at.text_area(
+        key="emb_ctx_sentences").set_value(_lines(n))),
+    ("4_Masked_word_probe.py", "masks", (pretraining_tasks, "mlm_top_k"), lambda at, n: at.text_input(
+        key="mlm_text").set_value("a [MASK] " * n)),
+]
+
+
+@pytest.mark.parametrize("page, field, call, type_in", LIMITED, ids=[f"{p[:-3]}-{f}" for p, f, _, _ in LIMITED])
+def test_each_page_limit_lets_its_bound_through_and_refuses_one_more(page, field, call, type_in, monkeypatch):
+    bound = getattr(limits.for_config(checkpoint.inspect(checkpoint.resolve(checkpoint.DEFAULT_MODEL))), field)
+    for n, let_through in ((bound, True), (bound + 1, False)):
+        at = _page(page)
+        if field == "map_sentences":
+            at.session_state["emb_proj_source"] = "one word in several sentences"
+        at.run()
+        reached = []
+
+        def reach(*args, **kwargs):
+            reached.append(n)
+            raise Reached()  # (the page stops here: the work itself is not the point)
+        monkeypatch.setattr(*call, reach)
+        type_in(at, n)
+        at.run()
+        assert bool(reached) == let_through, (n, bound, _said(at)[:200])
+        assert ("more than this server takes at once" in _said(at)) == (not let_through)
+        monkeypatch.undo()

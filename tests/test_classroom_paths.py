@@ -13,7 +13,7 @@ from bert_explorer import checkpoint
 from bert_explorer.app import roles, state
 from bert_explorer.app.widgets import MENU
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
-from bert_explorer.runs.finder import RUNS_ENV
+from bert_explorer.runs.run import RUNS_ENV
 from bert_explorer.runs.run import Run
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -64,6 +64,20 @@ def test_a_column_named_by_an_upload_is_a_cell_too():
     assert header == ["'=HYPERLINK(\"http://127.0.0.1:9\")", "n"]
 
 
+@pytest.mark.parametrize("write", ["rows_csv", "frame_csv"])
+def test_every_csv_writer_neutralises_a_header_named_by_an_upload(write):
+    """An uploaded file's column or label names become CSV headers (the after-finetuning CLI writes its rows
+    with rows_csv; tables go through frame_csv): a header that starts a formula is a cell like any other."""
+    from bert_explorer import safe_text
+
+    rows = [{"=HYPERLINK(\"http://127.0.0.1:9\")": "a", "+cmd": 1, "label": "@SUM(1)"}]
+    text = safe_text.rows_csv(rows) if write == "rows_csv" else safe_text.frame_csv(pd.DataFrame(rows))
+    header, row = _cells(text)
+    assert header == ["'=HYPERLINK(\"http://127.0.0.1:9\")", "'+cmd", "label"]
+    assert row == ["a", "1", "'@SUM(1)"]
+    assert list(safe_text.read_csv(text).columns) == list(rows[0])  # read back as it was
+
+
 def test_the_ablation_results_csv_quotes_formulas_and_parses_back_as_it_was():
     df = pd.DataFrame([{c: None for c in results.EXPORT_COLUMNS} for _ in FORMULAS + ["-"]])
     df["setting"] = FORMULAS + ["-"]

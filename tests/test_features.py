@@ -250,3 +250,31 @@ def test_estimate_counts_the_tokens_the_build_reads(built):
     est = fb.estimate_seconds(loaded, fb.FeatureSettings(layer=1, corpus=corpus, tokens=1500, sae=SMALL))
     assert est["tokens"] == fb.Features(path).meta["tokens"]  # the same sentences, cut the same way
     assert est["step_seconds"] > 0 and est["seconds"] > est["activation_seconds"] + est["train_seconds"]
+
+
+def test_auxk_gives_the_dead_features_a_gradient_and_nothing_else_does():
+    """Gao et al.'s answer to dead features: features that did not fire (planted here: 32 tokens, k = 1,
+    128 features, so most stay silent) are asked to explain the live ones' error, which moves their
+    decoder columns and so can revive them. With AuxK switched off, a silent feature gets no gradient
+    at all: its column stays exactly where it started."""
+    from bert_explorer.analysis.features import sae as S
+
+    torch.manual_seed(1)
+    acts = torch.randn(32, 16)
+
+    def silent_and_moved(aux_coef):
+        cfg = S.SaeConfig(width_factor=8, k=1, epochs=1, batch_size=32, lr=1e-2, aux_k=8, aux_coef=aux_coef,
+                          dead_tokens=1)
+        torch.manual_seed(cfg.seed)
+        start = S.TopKSAE(16, 128, 1)  # the same start train_sae makes from the same seed
+        trained, _ = S.train_sae(acts, cfg)
+        with torch.no_grad():
+            v, i = start.pre_activations(trained.normalised(acts)).topk(1, -1)
+            fired = torch.zeros(128, dtype=torch.bool)
+            fired[i[v > 0].unique()] = True
+            moved = (trained.W_dec - start.W_dec).abs().amax(0) > 1e-6
+        return int((~fired).sum()), int((moved & ~fired).sum())
+
+    silent, moved = silent_and_moved(1 / 32)
+    assert silent > 64 and moved > silent // 2  # AuxK reached most of the silent features
+    assert silent_and_moved(0.0) == (silent, 0)  # without it, none of them moved

@@ -1,5 +1,5 @@
 """The run system where there is no ``flock``: Windows takes ``LockFileEx``, and a system without
-``fcntl`` or ``msvcrt`` records live holders (``runs/lock_backends.py``). Neither hands a lock down
+``fcntl`` or ``msvcrt`` records live holders (``lock_backends.py``). Neither hands a lock down
 with a descriptor, so a background run's lock passes from starter to child under the run's start
 lock instead; processes are told apart by pid and creation time (``psutil``) on every system.
 
@@ -22,9 +22,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bert_explorer.runs import lock
+from bert_explorer import file_lock as lock
 from bert_explorer.runs.background import start_background, terminate_tree
-from bert_explorer.runs.lock import RunBusy, acquire_file, acquire_writer, read_holder, release, writer_lock
+from bert_explorer.file_lock import acquire_file, release
+from bert_explorer.runs.lock import RunBusy, acquire_writer, read_holder, writer_lock
 from bert_explorer.runs.run import DONE_STATES, Run
 from test_runs import TINY, _holder  # a tiny pre-training; a process holding a run's writer lock
 
@@ -56,7 +57,7 @@ def test_without_fcntl_the_portable_backend_is_the_one_in_use():
     with pytest.raises(ImportError):
         importlib.import_module("fcntl")
     assert lock.BACKEND.name == "records" and not lock.LOCKS_TRAVEL
-    r = subprocess.run([sys.executable, "-c", "from bert_explorer.runs import lock; print(lock.BACKEND.name)"],
+    r = subprocess.run([sys.executable, "-c", "from bert_explorer import file_lock; print(file_lock.BACKEND.name)"],
                        capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "records", r.stderr  # and in every process the tests start
 
@@ -79,7 +80,7 @@ def test_a_killed_holder_never_blocks_the_next_writer(tmp_path):
 def test_a_waiting_lock_is_had_as_soon_as_its_holder_is_killed(tmp_path):
     """The other locks (a GPU's, an index build's, a cache entry's) free themselves the same way."""
     path = tmp_path / "some.lock"
-    hold = ("import sys, time; from bert_explorer.runs.lock import acquire_file\n"
+    hold = ("import sys, time; from bert_explorer.file_lock import acquire_file\n"
             "fd = acquire_file(sys.argv[1]); print('held', flush=True); time.sleep(600)\n")
     holder = subprocess.Popen([sys.executable, "-c", hold, str(path)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
@@ -128,7 +129,8 @@ def test_a_lock_belongs_to_one_open_file_and_shared_ones_go_together(tmp_path):
 ADVERSARY = """
 import sys, time
 from pathlib import Path
-from bert_explorer.runs.lock import RunBusy, acquire_writer, release
+from bert_explorer.file_lock import release
+from bert_explorer.runs.lock import RunBusy, acquire_writer
 from bert_explorer.runs.run import Run
 
 run_dir, tries = Path(sys.argv[1]), 0

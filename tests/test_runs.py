@@ -19,7 +19,8 @@ from bert_explorer import checkpoint
 from bert_explorer.runs.background import background_env, delete, kill, start_background
 from bert_explorer.runs.finder import run_checkpoints
 from bert_explorer.runs.gpu_queue import gpu_queue_applies
-from bert_explorer.runs.lock import RunBusy, process_start, read_holder, writer_busy, writer_lock
+from bert_explorer.processes import process_start
+from bert_explorer.runs.lock import RunBusy, read_holder, writer_busy, writer_lock
 from bert_explorer.runs.run import Run
 from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
 

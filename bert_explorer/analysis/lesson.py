@@ -2,7 +2,7 @@
 
 Two kinds of work. **First visits**: what a page computes the first time it shows a model and keeps
 on disk (the SAE step time behind Features' estimate, the corpus counts behind Nearest neighbours'),
-each declared where it lives with :func:`first_visit`, so there is no list here to forget to update.
+each declared where it lives with ``first_visit.first_visit``, so there is no list here to forget to update.
 **Long builds** a page offers with a button (:data:`BUILDS`): a model's quality measurement, an SAE of
 one layer, the head map, Clark et al.'s measures, a nearest-neighbour index. They run one after
 another as the same background processes the pages start (low priority, resumable, kept), so while
@@ -22,22 +22,12 @@ from pathlib import Path
 
 from ..checkpoint import Loaded
 from ..runs import neighbour_jobs as jobs
+from .first_visit import FIRST_VISIT
 
-# ----- first visits -----------------------------------------------------------------------------
-FIRST_VISIT: list[tuple[str, str, Callable[[Loaded], object]]] = []  # (page, what, work(loaded))
-
-
-def first_visit(page: str, what: str):
-    """Declare ``work(loaded)`` as what ``page`` computes on its first visit for a model (kept on disk
-    by the work itself): prepare-class runs it before class."""
-    def declare(work):
-        FIRST_VISIT.append((page, what, work))
-        return work
-    return declare
-
-
+# ----- first visits ----------------------------------------------------------------------------
 def _declared() -> list[tuple[str, str, Callable[[Loaded], object]]]:
-    """Every first-visit work of the package: its analysis modules are imported, which declares them."""
+    """Every first-visit work of the package (``first_visit.py``): its analysis modules are imported,
+    which declares them."""
     from .. import analysis
 
     for info in pkgutil.walk_packages(analysis.__path__, analysis.__name__ + "."):

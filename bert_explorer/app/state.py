@@ -29,7 +29,8 @@ from ..fingerprint import fingerprint, frozen
 from ..checkpoint import CheckpointError, Loaded
 from ..data.uploads.names import slug
 from ..full_disk import CacheNotKept
-from ..runs.finder import RUNS_DIR, run_checkpoints, run_label, runs_root
+from ..runs.finder import run_checkpoints, run_label
+from ..runs.run import RUNS_DIR, runs_root
 from ..runs.run import UPLOADS_DIR, Run
 from . import gallery, guard, roles
 from .roles import is_private, mode_sentence, server_address, writes_allowed

@@ -14,7 +14,7 @@ the small launcher in between: it records its pid, waits for the GPU when asked
 The run's writer lock passes from the starter to the process with no gap (``runs/lock.py``). On
 Linux and macOS an ``flock`` travels with a descriptor: the starter hands its descriptor down
 (``pass_fds``), and the launcher ``exec``s into CMD, keeping the pid, the descriptor and the lock.
-On Windows (and with the records of ``runs/lock_backends.py``) a lock stays with the process that
+On Windows (and with the records of ``lock_backends.py``) a lock stays with the process that
 took it and a handle cannot carry it, so the starter lets its lock go while it holds the run's
 ``.start.lock``, and the launcher (``--writer-lock``) takes the writer lock itself before it
 records its pid, which the starter waits for before it lets ``.start.lock`` go; every other writer
@@ -45,8 +45,9 @@ from pathlib import Path
 import psutil
 
 from .gpu_queue import GPU_LOCK_NAME, gpu_queue_applies, wait_for_gpu
-from .lock import (LOCKS_TRAVEL, START_LOCK_NAME, WRITER_FD_ENV, RunBusy, acquire_writer, holding, process_alive,
-                   release, writer_busy)
+from ..file_lock import LOCKS_TRAVEL, holding, release
+from ..processes import process_alive
+from .lock import START_LOCK_NAME, WRITER_FD_ENV, RunBusy, acquire_writer, writer_busy
 from .run import ACTIVE_STATES, Run, foreign_entries, new_run_refusal, remove_run_files, shown_entries
 from .. import full_disk
 

@@ -8,7 +8,7 @@ tab or a rerun leaves it going. Every session finds it through files in one work
 
 | file | what |
 |---|---|
-| ``lock`` | a file lock (``runs/lock.py``) held by the downloader for the whole download; it goes with the process, even by ``kill -9`` |
+| ``lock`` | a file lock (``file_lock.py``) held by the downloader for the whole download; it goes with the process, even by ``kill -9`` |
 | ``progress.json`` | state (starting, downloading, done, cancelled, failed), bytes done and in all, the file, the rate, the error; replaced atomically |
 | ``cancel`` | present = "stop at the next megabyte"; what was fetched stays in the Hugging Face cache, and the next download goes on from it |
 | ``log.txt`` | the process's output |
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .. import atomic, hub
 from ..disk_cache import cache_root
-from . import lock
+from .. import file_lock
 from .background import reap_when_done, spawn
 from .finder import read_json
 
@@ -46,7 +46,7 @@ def _write_progress(repo_id: str, **fields) -> None:
 
 
 def downloading(repo_id: str) -> bool:
-    return lock.is_held(work_dir(repo_id) / "lock")
+    return file_lock.is_held(work_dir(repo_id) / "lock")
 
 
 def state(repo_id: str) -> dict:
@@ -75,7 +75,7 @@ def start(repo_id: str) -> bool:
     repo_id = hub.canonical(repo_id)
     d = work_dir(repo_id)
     d.mkdir(parents=True, exist_ok=True)
-    with lock.holding(d / "start.lock"):  # the check and the start are one step: two clicks start one
+    with file_lock.holding(d / "start.lock"):  # the check and the start are one step: two clicks start one
         if hub.local_copy(repo_id) is not None or state(repo_id)["state"] == "downloading":
             return False
         (d / "cancel").unlink(missing_ok=True)
@@ -100,7 +100,7 @@ def _download(repo_id: str) -> int:
     """The background process: hold the lock, download, report progress, honour a cancel."""
     d = work_dir(repo_id)
     fd = os.open(d / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-    if not lock.acquire(fd, wait=False):
+    if not file_lock.acquire(fd, wait=False):
         return 0  # another downloader is at work on this model
     t0, last = time.time(), [0.0, 0, 0]  # [when the progress was written, bytes then, bytes at the start]
 

@@ -10,21 +10,13 @@ that a dozen hash-named pre-trainings do not flood a list.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from .run import Run
 
-RUNS_DIR = Path("runs")
-RUNS_ENV = "BERT_EXPLORER_RUNS"  # another runs folder (tests point it at a temporary one)
 # Folders inside a run that hold files, never other runs.
 NOT_RUNS = {"checkpoints", "model", "tokenizer", "feature_head", "vocab", "data"}
-
-
-def runs_root() -> Path:
-    """Where runs live: ./runs, or the folder named by $BERT_EXPLORER_RUNS."""
-    return Path(os.environ.get(RUNS_ENV) or RUNS_DIR)
 
 
 def run_kind(run: Run) -> str:

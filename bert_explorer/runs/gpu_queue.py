@@ -1,5 +1,5 @@
 """On one GPU, background runs take turns: each waits in state "queued" until it holds
-``.gpu.lock`` in the runs root (a file lock, ``runs/lock.py``: it goes with the holder when it
+``.gpu.lock`` in the runs root (a file lock, ``file_lock.py``: it goes with the holder when it
 exits, even by a crash), first come first served (tickets in ``.gpu.lock.queue/``). Two
 trainings side by side on one GPU would each run out of memory or crawl.
 
@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from . import lock
+from .. import file_lock, processes
 from .run import Run
 
 GPU_QUEUE_ENV = "BERT_EXPLORER_GPU_QUEUE"
@@ -47,7 +47,7 @@ def _earlier_waiter(queue_dir: Path, ticket: Path) -> bool:
                 pid = int(t.name.rsplit("-", 1)[1])
             except (IndexError, ValueError):
                 continue
-            if lock.pid_alive(pid):
+            if processes.pid_alive(pid):
                 return True
             t.unlink(missing_ok=True)
     return False
@@ -81,7 +81,7 @@ def wait_for_gpu(run: Run, lock_path: Path, poll: float = 0.5) -> int | None:
                 run.write_status(state="stopped", finished=time.time(), waiting_for=None)
                 run.log("stopped while queued for the GPU; nothing was trained")
                 return None
-            if not _earlier_waiter(queue_dir, ticket) and lock.acquire(fd, wait=False):
+            if not _earlier_waiter(queue_dir, ticket) and file_lock.acquire(fd, wait=False):
                 break
             if not told:
                 holder = _lock_holder(lock_path)

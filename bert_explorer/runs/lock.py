@@ -1,16 +1,7 @@
-"""File locks: the one module the run system takes them through (the operating system's own are
-in ``runs/lock_backends.py``); the writer lock of a run folder built on them; and telling live
-processes from dead ones.
-
-A lock belongs to an open file, and it is let go when that file is closed, which happens when its
-process ends, even by ``kill -9``: a dead holder never blocks the next one. This holds on every
-system: ``flock`` on Linux and macOS, ``LockFileEx`` on Windows, and where a system gives Python
-neither, records of live holders (see ``runs/lock_backends.py`` for which and why). The run system
-uses three: a run's ``.writer.lock`` (below), its ``.start.lock`` (starting and deleting,
-``runs/background.py``) and the runs root's ``.gpu.lock`` (``runs/gpu_queue.py``); the
-nearest-neighbour build holds one per index (``runs/neighbour_jobs.py``); the disk cache holds a
-shared one on each entry while it is read (``disk_cache.py``), so that freeing room never removes
-an entry in use. :func:`release` lets a lock go (closing the descriptor does too).
+"""The writer lock of a run folder, built on the package's file locks (``file_lock.py``; live processes
+are told from dead ones by ``processes.py``). The run system uses three locks: a run's ``.writer.lock``
+(below), its ``.start.lock`` (starting and deleting, ``runs/background.py``) and the runs root's
+``.gpu.lock`` (``runs/gpu_queue.py``).
 
 Pre-training, fine-tuning (full, feature-based, left-to-right) and ablations run inside
 :func:`writer_lock` (via :func:`writes_run`): a lock on ``RUN/.writer.lock`` that is let go when
@@ -41,116 +32,14 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 
-from . import lock_backends
+from ..file_lock import LOCKS_TRAVEL, acquire, holding, is_held, release
+from ..processes import process_alive, process_start
+from .run import new_run_refusal
 
 WRITER_LOCK_NAME = ".writer.lock"
 START_LOCK_NAME = ".start.lock"
 WRITER_FD_ENV = "BERT_EXPLORER_WRITER_FD"  # a background run's lock, handed down by its starter
-BACKEND = lock_backends.pick()
-LOCKS_TRAVEL = BACKEND.travels  # does a child that inherits a locked descriptor hold its lock?
-# Creation times are read from the wall clock at boot on Linux, which moves when the clock is set: a
-# small tolerance keeps a live process itself after a correction, and a pid comes back to another
-# process only after the kernel has handed out every other one, in practice far later than this.
-SAME_START_S = 0.5
-
-
-def acquire(fd: int, *, wait: bool = True, shared: bool = False) -> bool:
-    """Take the exclusive lock of the open file ``fd`` (``shared=True``: a shared one, which any
-    number of readers hold together and which keeps out only an exclusive one): wait for it, or
-    with ``wait=False`` return False at once when another open file holds it."""
-    return BACKEND.lock(fd, exclusive=not shared, wait=wait)
-
-
-def release(fd: int) -> None:
-    """Let the lock of ``fd`` go and close it."""
-    try:
-        BACKEND.unlock(fd)
-    finally:
-        os.close(fd)
-
-
-def acquire_file(path: str | Path, *, wait: bool = True, shared: bool = False) -> int | None:
-    """Open ``path`` (made if missing) and :func:`acquire` its lock: the open descriptor (closing it
-    lets the lock go), or None when another open file holds it and ``wait`` is False.
-
-    The lock is on the file that is at ``path`` once it is taken. A folder can be renamed away
-    while we wait (the disk cache moves an entry aside before deleting it): a lock on the file
-    that went with it would protect nothing, so that file is let go and ``path`` opened again.
-    FileNotFoundError when ``path``'s folder is gone."""
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            if not acquire(fd, wait=wait, shared=shared):
-                os.close(fd)
-                return None
-            held, there = os.fstat(fd), os.stat(path)
-            if (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino):
-                return fd
-        except FileNotFoundError:
-            pass  # moved away after we opened it: open again (which says whether the folder is still there)
-        except BaseException:
-            release(fd)
-            raise
-        release(fd)
-
-
-def is_held(lock_path: str | Path) -> bool:
-    """Does another open file hold ``lock_path``'s lock (an exclusive one) now?"""
-    try:
-        return BACKEND.held(Path(lock_path))
-    except FileNotFoundError:
-        return False
-
-
-@contextlib.contextmanager
-def holding(lock_path: str | Path):
-    """Hold ``lock_path``'s lock for the block, waiting for it first (e.g. ``.start.lock``:
-    the check and the launch of a run happen under it, so two tabs pressing Start on one folder
-    at the same instant launch one process)."""
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        acquire(fd)
-        yield
-    finally:
-        release(fd)
-
-
-def pid_alive(pid: int | None) -> bool:
-    """Is there a process ``pid``? A finished child that nobody waited for yet is a zombie: not alive
-    for our purposes. (Not ``os.kill(pid, 0)``: on Windows that sends CTRL_C_EVENT.)"""
-    if not pid or pid < 0:  # (no process has one; psutil refuses to be asked)
-        return False
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:  # (a zombie too, where psutil says so by raising ZombieProcess)
-        return False
-    except psutil.AccessDenied:  # another user's: it exists
-        return True
-
-
-def process_start(pid: int | None) -> float | None:
-    """When process ``pid`` was created (seconds since the epoch, ``psutil``), or None when it is gone
-    or not ours to ask."""
-    if not pid:
-        return None
-    try:
-        return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-
-
-def process_alive(pid: int | None, created: float | None = None) -> bool:
-    """Is the process that was ``pid`` when it was created at ``created`` still running? Without a
-    recorded creation time this is :func:`pid_alive`; a pid whose process was created at another
-    moment is another process, which took the pid over."""
-    if not pid_alive(pid):
-        return False
-    now = process_start(pid) if created is not None else None
-    return created is None or now is None or abs(now - created) < SAME_START_S
-
-
 class RunBusy(RuntimeError):
     """Another live process is writing this run."""
 
@@ -283,7 +172,6 @@ def writes_run(param: str, what: str):
             if os.environ.get("RANK", "0") != "0":
                 return fn(*args, **kwargs)
             run_dir = sig.bind(*args, **kwargs).arguments[param]
-            from .run import new_run_refusal  # run.py reads live processes from this module
 
             if refusal := new_run_refusal(run_dir):
                 raise ValueError(refusal)

@@ -9,7 +9,7 @@ folder per index, ``<cache>/neighbours-work/<entry name>/``:
 
 | file | what |
 |---|---|
-| ``lock`` | a file lock (``runs/lock.py``) held by the builder for the whole build; it goes with the builder, even by ``kill -9``, so a dead builder never blocks the next one |
+| ``lock`` | a file lock (``file_lock.py``) held by the builder for the whole build; it goes with the builder, even by ``kill -9``, so a dead builder never blocks the next one |
 | ``progress.json`` | state (starting, running, done, failed), fraction, message, pid; replaced atomically |
 | ``log.txt`` | the background process's output (for a failed build) |
 | ``shards/`` | finished parts of the index, each written whole; a stopped build resumes from them |
@@ -38,7 +38,7 @@ from pathlib import Path
 
 from .. import atomic, disk_cache
 from ..disk_cache import cache_root
-from . import lock
+from .. import file_lock, processes
 from .background import reap_when_done, spawn
 from .finder import read_json
 from .report import duration_text
@@ -75,7 +75,7 @@ def builder_lock(entry_path: Path):
     while True:  # acquire_file: the lock of the folder that is there once it is taken, not of one the
         d.mkdir(parents=True, exist_ok=True)  # cache moved away meanwhile (a stopped build's parts)
         try:
-            fd = lock.acquire_file(d / "lock", wait=False)
+            fd = file_lock.acquire_file(d / "lock", wait=False)
             break
         except FileNotFoundError:
             continue
@@ -88,7 +88,7 @@ def builder_lock(entry_path: Path):
         os.write(fd, str(os.getpid()).encode())
         yield
     finally:
-        lock.release(fd)
+        file_lock.release(fd)
 
 
 def build_entry(entry_path: Path, is_complete, work, progress=None) -> Path:
@@ -125,7 +125,7 @@ def build_entry(entry_path: Path, is_complete, work, progress=None) -> Path:
 
 def lock_held(entry_path: Path) -> bool:
     """Is a builder working on this index now?"""
-    return lock.is_held(work_dir(entry_path) / "lock")
+    return file_lock.is_held(work_dir(entry_path) / "lock")
 
 
 def build_state(entry_path: Path, complete: bool) -> dict:
@@ -142,7 +142,7 @@ def build_state(entry_path: Path, complete: bool) -> dict:
         return {**p, "state": "building"}
     s = p.get("state")
     if s == "starting" and time.time() - p.get("updated", 0) < STARTING_GRACE_S and (
-            p.get("pid") is None or lock.pid_alive(p.get("pid"))):
+            p.get("pid") is None or processes.pid_alive(p.get("pid"))):
         return {**p, "state": "building"}
     if s == "failed":
         return p
@@ -191,7 +191,7 @@ def start_build(entry_path: Path, argv: list[str], *, one_at_a_time: bool, room_
     in a lesson's words ("Features of layer 3"), for what a student is told while it runs (:func:`preparing`)."""
     entry_path = Path(entry_path)
     disk_cache.work_root().mkdir(parents=True, exist_ok=True)
-    with lock.holding(disk_cache.work_root() / START_LOCK_NAME):
+    with file_lock.holding(disk_cache.work_root() / START_LOCK_NAME):
         if why := start_refusal(entry_path, one_at_a_time, what):
             return why
         if room_bytes and (why := disk_cache.make_room(room_bytes, work_dir(entry_path))):

@@ -26,13 +26,23 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import shutil
 import time
 from pathlib import Path
 
 from .. import atomic
-from .lock import process_alive, process_start
+from ..processes import process_alive, process_start
+
+RUNS_DIR = Path("runs")
+RUNS_ENV = "BERT_EXPLORER_RUNS"  # another runs folder (tests point it at a temporary one)
+
+
+def runs_root() -> Path:
+    """Where runs live: ./runs, or the folder named by $BERT_EXPLORER_RUNS."""
+    return Path(os.environ.get(RUNS_ENV) or RUNS_DIR)
+
 
 ACTIVE_STATES = ("starting", "queued", "running")
 DONE_STATES = ("finished", "stopped", "failed", "crashed")
@@ -260,8 +270,6 @@ def new_run_refusal(path: str | Path) -> str | None:
     """Why a run cannot be written in ``path``, in one sentence, or None: it is one of the app's own
     folders in the runs root (or lies inside one), or it is not a run yet and already holds files no
     run writes."""
-    from .finder import runs_root  # finder reads runs through this module
-
     given, path, root = Path(path), Path(path).resolve(), runs_root().resolve()
     for name, what in APP_FOLDERS.items():
         if path == root / name or root / name in path.parents:

@@ -37,7 +37,7 @@ from ...fingerprint import fingerprint
 from ...runs import neighbour_jobs
 from ...runs.report import duration_text
 from ...train.device import cpu_bf16_is_fast
-from ..lesson import first_visit
+from ..first_visit import first_visit
 from ..neighbours.index import (_batches, _tensors, check_layer, corpus_counts, corpus_label, corpus_settings,
                                 corpus_units, hidden_upto)
 from . import sae as saes

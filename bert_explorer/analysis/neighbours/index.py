@@ -22,7 +22,7 @@ from ...model.bert import extended_attention_mask
 from ...runs import neighbour_jobs
 from ...runs.report import duration_text
 from ...train import estimate
-from ..lesson import first_visit
+from ..first_visit import first_visit
 
 FORMAT = 1              # bump when the stored layout changes: old entries are then never read
 MAX_PIECES = 128        # WordPieces per encoded sentence, [CLS] and [SEP] included

@@ -1,4 +1,4 @@
-"""The operating system's file locks, one backend for each kind of system; ``runs/lock.py`` is
+"""The operating system's file locks, one backend for each kind of system; ``file_lock.py`` is
 their one user and the rest of the project only ever sees its functions.
 
 Every backend gives the run system the same four promises: a lock belongs to one open file (a
@@ -45,6 +45,8 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+
+from .processes import process_alive, process_start
 
 POLL_S = 0.05  # how often a waiting Records lock looks again (filelock's own default poll)
 
@@ -153,7 +155,6 @@ class Records:
     def lock(self, fd: int, exclusive: bool, wait: bool) -> bool:
         st = os.fstat(fd)
         records, mutex = self._files(st)
-        from .lock import process_start  # here: lock.py imports this module first
 
         mine = {"pid": os.getpid(), "created": process_start(os.getpid()), "fd": fd, "exclusive": exclusive}
         while True:
@@ -194,8 +195,6 @@ def _same_descriptor(record: dict, fd: int) -> bool:
 def _holds(record: dict, st: os.stat_result) -> bool:
     """Does the process of ``record`` still live, and still have its descriptor open on this file?"""
     import psutil
-
-    from .lock import process_alive  # here: lock.py imports this module first
 
     pid, fd = record.get("pid"), record.get("fd")
     if not record.get("created") or not process_alive(pid, record["created"]):
