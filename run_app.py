@@ -49,6 +49,7 @@ st.markdown(
 | **After fine-tuning** | a fine-tuned run's dev set example by example (its most confident mistakes), its score by slice, its calibration, and the [CLS] vectors before and after fine-tuning | §4, Fig. 4 |
 | **Ablation studio** | model size, No NSP, left-to-right, feature-based vs fine-tuning, masking ratios — ours beside the paper's numbers | §5, Tables 5-8 |
 | **Features of a layer** | a sparse autoencoder trained on one layer: how much it keeps, each feature's top contexts and the words it pushes, the features of your sentence, steering a feature through the masked-word probe | Bricken et al. 2023, Gao et al. 2024 |
+| **Guess with the class** | the teacher hides a word behind `[MASK]` (or asks "is B the next sentence?"), every student guesses, and Reveal puts the class's guesses beside the model's answer | §3.1 |
 
 Pick the model in the sidebar: every page uses the same one.
 """

@@ -24,7 +24,8 @@ MENU = [("run_app.py", "Home", ":material/home:"),
         ("pages/12_After_fine_tuning.py", "After fine-tuning", ":material/fact_check:"),
         ("pages/13_Runs.py", "Runs", ":material/folder_open:"),
         ("pages/14_Ablation_studio.py", "Ablation studio", ":material/science:"),
-        ("pages/15_Features.py", "Features of a layer", ":material/category:")]
+        ("pages/15_Features.py", "Features of a layer", ":material/category:"),
+        ("pages/16_Guess_with_the_class.py", "Guess with the class", ":material/quiz:")]
 # (Material Symbols ship inside Streamlit, so they draw offline on any machine; emoji need a font.)
 
 

@@ -1,0 +1,135 @@
+"""The class guesses before BERT answers: one question at a time, every student's guess, the reveal.
+
+The teacher poses a cloze with one [MASK] (Devlin et al. 2019, Section 3.1, Task #1) or a sentence pair
+("is B the next sentence?", Task #2); each student guesses once (and may change it until the reveal); on
+Reveal the class's guesses stand beside the model's answer. A :class:`Board` holds the one question of a
+server, its guesses keyed by session (a student can only guess for their own session), bounded in size,
+in memory for the question's life only: posing the next question clears them, and no name is kept.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+
+MAX_CHARS = 40        # one guess: a word, not a sentence
+MAX_GUESSES = 500     # sessions on one question: a class, with room; more are refused in one sentence
+SHOWN = 10            # guesses drawn one bar each; the rest are "other"
+YES, NO = "yes", "no"
+
+
+class GuessRefused(ValueError):
+    """A guess or a question that cannot be taken: one sentence for the page."""
+
+
+def one_word(text: str, tokenizer) -> str:
+    """A student's cloze guess as the model would read it: one word, at most MAX_CHARS characters, that
+    WordPiece can spell without [UNK] (lowercased when the model is uncased)."""
+    word = str(text).strip()
+    if tokenizer.lowercase:
+        word = word.lower()
+    if not word:
+        raise GuessRefused("Type one word first.")
+    if len(word) > MAX_CHARS:
+        raise GuessRefused(f"A guess is one word of at most {MAX_CHARS} characters.")
+    if len(word.split()) > 1:
+        raise GuessRefused("Type one word only: the [MASK] hides one word.")
+    if tokenizer.unk_id in tokenizer.encode(word).input_ids:
+        raise GuessRefused(f"“{word}” has characters this model cannot read; try another word.")
+    return word
+
+
+@dataclass
+class Question:
+    """The question on the board: what was asked, of which model, and the guesses so far."""
+
+    kind: str                      # "cloze" or "pair"
+    text: str                      # the cloze (one [MASK]) or sentence A
+    text_b: str | None             # sentence B of a pair
+    model: str
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    posed: float = field(default_factory=time.time)
+    guesses: dict = field(default_factory=dict)   # session id -> guess
+    answer: dict | None = None     # the model's answer, once revealed
+
+
+class Board:
+    """The one question of a server, shared by every session; safe between the server's threads."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._question: Question | None = None
+
+    def pose(self, kind: str, text: str, text_b: str | None, model: str, mask_token: str = "[MASK]") -> Question:
+        """A new question (the teacher's): the guesses of the last one are gone."""
+        if kind not in ("cloze", "pair"):
+            raise GuessRefused("A question is a cloze or a sentence pair.")
+        text, text_b = str(text).strip(), (str(text_b).strip() if text_b is not None else None)
+        if kind == "cloze" and text.count(mask_token) != 1:
+            raise GuessRefused(f"A cloze for the class hides exactly one word: write {mask_token} once.")
+        if kind == "pair" and not (text and text_b):
+            raise GuessRefused("A pair needs sentence A and sentence B.")
+        question = Question(kind, text, text_b if kind == "pair" else None, model)
+        with self._lock:
+            self._question = question
+        return question
+
+    def guess(self, question_id: str, session: str, guess: str) -> None:
+        """A student's guess (already checked: :func:`one_word`, or yes/no), replacing their earlier one."""
+        with self._lock:
+            q = self._question
+            if q is None or q.id != question_id:
+                raise GuessRefused("That question is over; the teacher has asked another.")
+            if q.answer is not None:
+                raise GuessRefused("The answer is out: guesses are closed for this question.")
+            if session not in q.guesses and len(q.guesses) >= MAX_GUESSES:
+                raise GuessRefused(f"This question has {MAX_GUESSES} guesses already, the most one question takes.")
+            q.guesses[session] = guess
+
+    def reveal(self, question_id: str, answer: dict) -> None:
+        with self._lock:
+            if self._question is not None and self._question.id == question_id:
+                self._question.answer = answer
+
+    def current(self) -> Question | None:
+        """A copy of the question on the board (guesses included), or None."""
+        with self._lock:
+            q = self._question
+            return None if q is None else Question(q.kind, q.text, q.text_b, q.model, q.id, q.posed,
+                                                   dict(q.guesses), q.answer)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._question = None
+
+
+def tally(guesses) -> list[tuple[str, int]]:
+    """The class's guesses, most frequent first (ties alphabetically), the SHOWN most frequent one by one
+    and the rest together as "other"."""
+    counts = sorted(Counter(guesses).items(), key=lambda kv: (-kv[1], kv[0]))
+    shown, rest = counts[:SHOWN], sum(n for _, n in counts[SHOWN:])
+    return shown + ([("other", rest)] if rest else [])
+
+
+def cloze_sentence(guesses: list[str], model_top: list[dict]) -> str:
+    """How the class did against the model, every number counted from ``guesses`` and ``model_top``
+    (the model's predictions at the [MASK], most probable first)."""
+    n = len(guesses)
+    first = model_top[0]["token"]
+    same = sum(g == first for g in guesses)
+    top3 = [w for w, _ in tally(guesses) if w != "other"][:3]
+    among = "was" if first in top3 else "was not"
+    return (f"{same} of {n} student{'s' if n != 1 else ''} guessed the model's first answer, “{first}” "
+            f"({model_top[0]['probability']:.1%}); it {among} among the class's three most frequent guesses"
+            + (f" ({', '.join(top3)})." if top3 else "."))
+
+
+def pair_sentence(guesses: list[str], p_is_next: float) -> str:
+    yes = sum(g == YES for g in guesses)
+    no = len(guesses) - yes
+    model = YES if p_is_next > 0.5 else NO
+    agree = yes if model == YES else no
+    return (f"{yes} student{'s' if yes != 1 else ''} said yes and {no} said no; the model says {model}, "
+            f"P(IsNext) = {p_is_next:.1%}: {agree} of {len(guesses)} agreed with it.")

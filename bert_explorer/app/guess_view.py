@@ -1,0 +1,113 @@
+"""The class's guesses on a page: the server's one board (``analysis/probes/guesses.py``), the teacher's
+question and Reveal, a student's one guess, and the reveal drawn as two charts (the class beside the model)."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from ..analysis.probes import guesses as gs
+from ..analysis.probes.pretraining_tasks import mlm_top_k, nsp_probability
+from . import exports
+from .state import load
+
+BOARD = gs.Board()  # one per server process: every session reads the same question
+ARCH = "BertForPreTraining"
+TOP_K = 10
+POLL_S = 2.0  # how often a student's page looks for the question and the reveal (Streamlit has no push)
+
+
+def session_id() -> str:
+    """This browser session's id, as the server knows it: a guess is filed under it, so no session can
+    guess for another."""
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else "no-session"
+
+
+def model_answer(q: gs.Question) -> dict:
+    """The model's answer to the question on the board (the teacher's Reveal computes it once)."""
+    loaded = load(q.model, ARCH)[0]
+    if q.kind == "cloze":
+        return {"top": mlm_top_k(loaded, q.text, TOP_K)[0]["predictions"]}
+    return {"is_next": nsp_probability(loaded, [(q.text, q.text_b)])[0]["is_next"]}
+
+
+def question_text(q: gs.Question) -> str:
+    if q.kind == "cloze":
+        return f"Which word is hidden behind [MASK]?  \n> {q.text}"
+    return f"Is B the sentence that came after A?  \n> **A:** {q.text}  \n> **B:** {q.text_b}"
+
+
+def reveal(q: gs.Question, key: str) -> None:
+    """The class's guesses beside the model's answer: two charts and one sentence, every number counted."""
+    said = list(q.guesses.values())
+    left, right = st.columns(2)
+    if q.kind == "cloze":
+        counts = gs.tally(said)
+        top = q.answer["top"]
+        fig = go.Figure(go.Bar(x=[w for w, _ in counts], y=[n for _, n in counts], name="students",
+                               text=[n for _, n in counts], textposition="auto"))
+        fig.update_layout(title=f"The class's guesses ({len(said)} students)", xaxis_title="guess",
+                          yaxis_title="students", height=380)
+        model = go.Figure(go.Bar(x=[p["token"] for p in top], y=[p["probability"] for p in top], name="model",
+                                 text=[f"{p['probability']:.1%}" for p in top], textposition="auto"))
+        model.update_layout(title=f"{q.model}'s top {len(top)}", xaxis_title="WordPiece", yaxis_title="probability",
+                            height=380)
+        sentence = gs.cloze_sentence(said, top) if said else "No student guessed before the reveal."
+    else:
+        yes = sum(g == gs.YES for g in said)
+        fig = go.Figure(go.Bar(x=["yes", "no"], y=[yes, len(said) - yes], name="students",
+                               text=[yes, len(said) - yes], textposition="auto"))
+        fig.update_layout(title=f"The class: is B the next sentence? ({len(said)} students)", xaxis_title="answer",
+                          yaxis_title="students", height=380)
+        p = q.answer["is_next"]
+        model = go.Figure(go.Bar(x=["IsNext", "NotNext"], y=[p, 1 - p], name="model",
+                                 text=[f"{p:.1%}", f"{1 - p:.1%}"], textposition="auto"))
+        model.update_layout(title=f"{q.model}'s answer", xaxis_title="", yaxis_title="probability", height=380,
+                            yaxis_range=[0, 1])
+        sentence = gs.pair_sentence(said, p) if said else "No student answered before the reveal."
+    exports.figure(fig, f"{key}_class", container=left)
+    exports.figure(model, f"{key}_model", container=right)
+    st.markdown(f"**{sentence}**")
+
+
+@st.fragment(run_every=POLL_S)
+def student_box() -> None:
+    """A student's side: the question, one box, the guess kept until the reveal; then the reveal."""
+    q = BOARD.current()
+    if q is None:
+        st.info(f"Waiting for your teacher's question… (this box looks for it every {POLL_S:.0f} s)")
+        return
+    st.markdown(question_text(q))
+    mine = q.guesses.get(session_id())
+    if q.answer is not None:
+        if mine:
+            st.caption(f"You guessed **{mine}**.")
+        reveal(q, f"guess_{q.id}_s")
+        return
+    with st.form(f"guess_form_{q.id}", clear_on_submit=False):
+        if q.kind == "cloze":
+            typed = st.text_input("Your guess: one word", max_chars=gs.MAX_CHARS, key=f"guess_word_{q.id}")
+        else:
+            typed = st.radio("Your answer", [gs.YES, gs.NO], horizontal=True, index=None, key=f"guess_pair_{q.id}")
+        sent = st.form_submit_button("Send my guess")
+    if sent:
+        try:
+            value = gs.one_word(typed or "", load(q.model, ARCH)[0].tokenizer) if q.kind == "cloze" else typed
+            if q.kind == "pair" and value not in (gs.YES, gs.NO):
+                raise gs.GuessRefused("Choose yes or no.")
+            BOARD.guess(q.id, session_id(), value)
+            mine = value
+        except gs.GuessRefused as e:
+            st.warning(str(e))
+    if mine:
+        st.caption(f"Your guess: **{mine}**. You can change it until your teacher reveals the answer; no name is "
+                   "kept.")
+
+
+@st.fragment(run_every=2.0)
+def teacher_count() -> None:
+    q = BOARD.current()
+    if q is None or q.answer is not None:
+        return
+    st.metric("Guesses so far", len(q.guesses))

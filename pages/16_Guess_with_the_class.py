@@ -1,0 +1,59 @@
+import streamlit as st
+
+from bert_explorer import limits
+from bert_explorer.analysis.probes import guesses as gs
+from bert_explorer.analysis.probes.check_set import load_check_set
+from bert_explorer.app import guess_view as gv
+from bert_explorer.app.roles import writes_allowed
+from bert_explorer.app.state import picked_model
+from bert_explorer.app.widgets import intro
+
+intro("Guess with the class", """
+Before BERT answers, the class answers. The teacher poses a sentence with one word hidden behind `[MASK]`
+(BERT's masked-LM task, Devlin et al. 2019, Section 3.1) or a pair of sentences ("is B the next sentence?",
+its next-sentence task); every student sends one guess, and on **Reveal** the class's guesses stand beside
+what the model on screen answers, with the numbers counted from both.
+""")
+
+name, loaded = picked_model("BertForPreTraining")
+OWN = "(type your own)"
+
+if writes_allowed():  # the teacher (or this machine's user): poses and reveals
+    q = gv.BOARD.current()
+    if q is not None:  # the board first: it is what the class looks at on the projector
+        st.markdown(f"**On the board** (asked of {q.model}): " + gv.question_text(q))
+        if q.answer is None:
+            gv.teacher_count()
+            if st.button("Reveal", key="guess_reveal", type="primary",
+                         help="The model answers, and every student's page shows the class beside it."):
+                gv.BOARD.reveal(q.id, gv.model_answer(q))
+                st.rerun()
+        else:
+            gv.reveal(q, f"guess_{q.id}_t")
+        st.divider()
+    st.subheader("The next question" if q is not None else "The question")
+    kind = st.radio("Kind", ["cloze", "pair"], horizontal=True, key="guess_kind",
+                    format_func={"cloze": "a word behind [MASK]", "pair": "is B the next sentence?"}.get)
+    check = load_check_set()
+    text_b = None
+    if kind == "cloze":
+        examples = [c["text"] for c in check["cloze"]]
+        picked = st.selectbox("An example from the Masked word probe's check set", [OWN, *examples], key="guess_example")
+        text = st.text_input("The sentence, with [MASK] once", picked if picked != OWN else
+                             "the capital of france is [MASK] .", max_chars=limits.CHARS,
+                             key=f"guess_text_{examples.index(picked) if picked != OWN else 'own'}")
+    else:
+        pair = check["nsp"][0]
+        text = st.text_input("Sentence A", pair["a"], max_chars=limits.CHARS, key="guess_a")
+        text_b = st.text_input("Sentence B", pair["b"], max_chars=limits.CHARS, key="guess_b")
+    if st.button("Pose to the class", key="guess_pose", type="primary",
+                 help="The students' pages show it within seconds; the last question's guesses are cleared."):
+        try:
+            gv.BOARD.pose(kind, text, text_b, name, loaded.tokenizer.id_to_token(loaded.tokenizer.mask_id))
+            st.rerun()
+        except gs.GuessRefused as e:
+            st.warning(str(e))
+    with st.expander("What a student's page shows (you may guess too)"):
+        gv.student_box()
+else:
+    gv.student_box()

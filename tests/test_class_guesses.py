@@ -1,0 +1,148 @@
+"""The class guesses before BERT answers: the teacher poses, each student guesses once, Reveal puts the
+class beside the model. Students are separate sessions (AppTests) of one server, the teacher the session
+that opened the teacher's link; the charts are read as the page sends them."""
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import figcheck
+from bert_explorer import checkpoint
+from bert_explorer.analysis.probes import guesses as gs
+from bert_explorer.analysis.probes.pretraining_tasks import mlm_top_k, nsp_probability
+from bert_explorer.app import guess_view, roles
+
+PAGE = "../pages/16_Guess_with_the_class.py"
+CLOZE = "the capital of france is [MASK] ."
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return checkpoint.load(checkpoint.DEFAULT_MODEL, "BertForPreTraining").tokenizer
+
+
+# ----- the board ------------------------------------------------------------------------------------------
+def test_a_guess_is_one_word_the_model_can_read(tokenizer):
+    assert gs.one_word("  Paris ", tokenizer) == "paris"
+    for bad, said in (("", "Type one word"), ("new york", "one word only"), ("x" * 41, "at most 40 characters"),
+                      ("☃", "cannot read")):
+        with pytest.raises(gs.GuessRefused, match=said):
+            gs.one_word(bad, tokenizer)
+    assert gs.one_word("x" * 40, tokenizer) == "x" * 40  # the bound itself is taken
+
+
+def test_the_board_keeps_one_guess_a_session_closes_at_the_reveal_and_forgets_with_the_next_question():
+    board = gs.Board()
+    with pytest.raises(gs.GuessRefused, match="exactly one word"):
+        board.pose("cloze", "no mask here", None, "m")
+    q = board.pose("cloze", CLOZE, None, "m")
+    board.guess(q.id, "s1", "paris")
+    board.guess(q.id, "s1", "lyon")  # changed before the reveal: one guess a session
+    board.guess(q.id, "s2", "paris")
+    assert board.current().guesses == {"s1": "lyon", "s2": "paris"}
+    board.reveal(q.id, {"top": []})
+    with pytest.raises(gs.GuessRefused, match="guesses are closed"):
+        board.guess(q.id, "s3", "paris")
+    nxt = board.pose("pair", "a .", "b .", "m")
+    assert board.current().guesses == {} and board.current().answer is None
+    with pytest.raises(gs.GuessRefused, match="That question is over"):
+        board.guess(q.id, "s1", "paris")  # a page still showing the last question
+    for i in range(gs.MAX_GUESSES):
+        board.guess(nxt.id, f"s{i}", gs.YES)
+    with pytest.raises(gs.GuessRefused, match=f"{gs.MAX_GUESSES} guesses already"):
+        board.guess(nxt.id, "one more", gs.NO)
+    board.guess(nxt.id, "s0", gs.NO)  # a student already counted may still change theirs
+
+
+def test_the_tally_draws_ten_guesses_and_the_rest_as_other_and_the_sentences_count():
+    said = ["paris"] * 5 + ["lyon"] * 3 + [f"w{i}" for i in range(12)]
+    counts = gs.tally(said)
+    assert counts[:2] == [("paris", 5), ("lyon", 3)] and len(counts) == 11 and counts[-1] == ("other", 4)
+    top = [{"token": "france", "probability": 0.355}, {"token": "paris", "probability": 0.124}]
+    assert gs.cloze_sentence(said, top) == ("0 of 20 students guessed the model's first answer, “france” (35.5%); it "
+                                            "was not among the class's three most frequent guesses (paris, lyon, w0).")
+    assert gs.pair_sentence(["yes", "yes", "no"], 0.8) == ("2 students said yes and 1 said no; the model says yes, "
+                                                          "P(IsNext) = 80.0%: 2 of 3 agreed with it.")
+
+
+# ----- the page, a teacher and three students ------------------------------------------------------------
+@pytest.fixture
+def classroom(monkeypatch, runs_root):
+    import streamlit as st
+
+    # AppTest gives every session the one id "test session id"; a real server gives each its own
+    monkeypatch.setattr(guess_view, "session_id", lambda: st.session_state.get("sid", "teacher"))
+    monkeypatch.setenv(roles.CLASSROOM_ENV, "1")
+    monkeypatch.setenv(roles.TOKEN_ENV, "tok")
+    monkeypatch.delenv(roles.WRITES_ENV, raising=False)
+    guess_view.BOARD.clear()
+    yield
+    guess_view.BOARD.clear()
+
+
+def _teacher():
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.query_params[roles.QUERY] = "tok"
+    return at.run()
+
+
+def _student(sid=None):
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.session_state["sid"] = sid or f"student-{id(at)}"
+    return at.run()
+
+
+def _send(student, word):
+    student.text_input(key=f"guess_word_{guess_view.BOARD.current().id}").set_value(word)
+    [b for b in student.button if b.label == "Send my guess"][0].click().run()
+    return student
+
+
+def test_three_students_guess_and_the_reveal_puts_the_class_beside_the_model(classroom):
+    teacher, students = _teacher(), [_student() for _ in range(3)]
+    for s in students:
+        assert not s.exception and not [b for b in s.button if b.key in ("guess_pose", "guess_reveal")]
+        assert any(i.value.startswith("Waiting for your teacher's question") for i in s.info)
+    teacher.text_input(key="guess_text_own").set_value(CLOZE)
+    teacher.button(key="guess_pose").click().run()
+    for s, word in zip(students, ("Paris", "paris", "london")):
+        s.run()
+        assert any(CLOZE in m.value for m in s.markdown)
+        _send(s, word)
+        assert any(f"Your guess: **{word.lower()}**" in c.value for c in s.caption)
+    _send(students[2], "two words")  # refused, and the earlier guess stays
+    assert any("one word only" in w.value for w in students[2].warning)
+    teacher.run()
+    assert [m.value for m in teacher.metric] == ["3"]
+    teacher.button(key="guess_reveal").click().run()
+    assert not teacher.exception
+
+    loaded = checkpoint.load(checkpoint.DEFAULT_MODEL, "BertForPreTraining")
+    top = mlm_top_k(loaded, CLOZE, guess_view.TOP_K)[0]["predictions"]
+    for at in (teacher, *[s.run() for s in students]):
+        figs = {f.title.split(" (")[0]: f for f in figcheck.figures(at)}
+        cls = figs["The class's guesses"]
+        assert list(cls.traces[0].x) == ["paris", "london"] and list(cls.traces[0].y) == [2, 1]
+        model = figs[f"{checkpoint.DEFAULT_MODEL}'s top {guess_view.TOP_K}"]
+        assert list(model.traces[0].x) == [p["token"] for p in top]
+        assert list(model.traces[0].y) == pytest.approx([p["probability"] for p in top], abs=1e-5)
+        said = [m.value for m in at.markdown if "guessed the model's first answer" in m.value]
+        first = top[0]["token"]
+        n = {"paris": 2, "london": 1}.get(first, 0)
+        assert set(said) == {f"**{n} of 3 students guessed the model's first answer, “{first}” "
+                        f"({top[0]['probability']:.1%}); it {'was' if n else 'was not'} among the class's three most "
+                        "frequent guesses (paris, london).**"}  # (the teacher's page shows a student's view too)
+
+
+def test_a_pair_shows_the_class_split_beside_p_isnext(classroom):
+    teacher, student = _teacher(), _student()
+    teacher.radio(key="guess_kind").set_value("pair").run()
+    teacher.button(key="guess_pose").click().run()
+    student.run()
+    q = guess_view.BOARD.current()
+    student.radio(key=f"guess_pair_{q.id}").set_value("yes")
+    [b for b in student.button if b.label == "Send my guess"][0].click().run()
+    teacher.run().button(key="guess_reveal").click().run()
+    p = nsp_probability(checkpoint.load(checkpoint.DEFAULT_MODEL, "BertForPreTraining"), [(q.text, q.text_b)])[0]
+    figs = {f.title.split(" (")[0]: f for f in figcheck.figures(teacher)}
+    assert list(figs["The class: is B the next sentence?"].traces[0].y) == [1, 0]
+    assert list(figs[f"{checkpoint.DEFAULT_MODEL}'s answer"].traces[0].y) == pytest.approx(
+        [p["is_next"], 1 - p["is_next"]], abs=1e-5)
