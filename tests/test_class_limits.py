@@ -310,3 +310,32 @@ def test_each_page_limit_lets_its_bound_through_and_refuses_one_more(page, field
         assert bool(reached) == let_through, (n, bound, _said(at)[:200])
         assert ("more than this server takes at once" in _said(at)) == (not let_through)
         monkeypatch.undo()
+
+
+def test_an_attribution_of_a_long_input_holds_no_more_memory_than_a_request_may():
+    """limits.MEMORY is what one request may hold beyond the loaded model: Integrated Gradients of a
+    400-WordPiece input (its backward pass keeps every layer's activations) stays within it, measured as
+    the process's resident memory, sampled while it runs."""
+    import psutil
+
+    from bert_explorer.analysis.attributions import integrated_gradients as ig
+
+    loaded = checkpoint.load(checkpoint.DEFAULT_MODEL, "BertForPreTraining")
+    text = " ".join(["the bank raised interest rates again ."] * 56) + " the [MASK] ."
+    proc, stop = psutil.Process(), threading.Event()
+    base = proc.memory_info().rss
+    peak = [base]
+
+    def watch():
+        while not stop.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss)
+            time.sleep(0.01)
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        result = ig.explain_masked_word(loaded, text, n_steps=limits.MIN_IG_STEPS)
+    finally:
+        stop.set()
+        watcher.join()
+    assert len(result.tokens) > 390
+    assert peak[0] - base <= limits.MEMORY, f"{(peak[0] - base) / 1e6:.0f} MB"

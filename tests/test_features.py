@@ -174,14 +174,18 @@ def test_build_keeps_quality_contexts_and_histograms(built):
                                                tokens=1500, sae=SMALL)) == path  # kept: not built again
 
 
-def test_cancel_stops_the_training(tmp_path):
+@pytest.mark.parametrize("phase", ["activations", "training", "reading every token's features",
+                                   "each feature's top contexts"])
+def test_cancel_stops_the_build_in_every_phase(tmp_path, phase):
+    """A Cancel is heard in the phase it is pressed in or at the start of the next: the statistics after
+    the training (a third of a build) no longer run to their end first."""
     loaded = shared.tiny_loaded(_words(), hidden=32, layers=2, positions=64, seed=2)
     loaded.path = tmp_path  # (the cache keys on a folder; nothing is read from it)
     settings = fb.FeatureSettings(layer=2, corpus=[s for doc in tiny_corpus(30) for s in doc], tokens=1500, sae=SMALL)
     path = fb.entry_path(loaded, settings)
 
     def cancel_on_training(fraction, message):
-        if message.startswith("training"):
+        if message.startswith(phase):
             fb.request_stop(path)
     from bert_explorer.analysis.features.sae import TrainingStopped
     with pytest.raises(TrainingStopped):

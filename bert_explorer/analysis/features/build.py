@@ -275,13 +275,18 @@ def _build_locked(loaded, settings, path, say, should_stop, instances, started) 
                                   progress=lambda f, m: say(SHARE_ACTS + SHARE_TRAIN * f, f"training: {m}"),
                                   should_stop=should_stop)
     base = SHARE_ACTS + SHARE_TRAIN
-    say(base, "reading every token's features…")
+
+    def say_or_stop(fraction, message):  # a Cancel in the statistics waits for one phase at most, not all
+        if should_stop is not None and should_stop():
+            raise saes.TrainingStopped("stopped")
+        say(fraction, message)
+    say_or_stop(base, "reading every token's features…")
     N = len(data["acts"])
     stats = saes.statistics(sae, data["acts"])
     acts_mean = torch.from_numpy(np.asarray(data["acts"], np.float32).mean(0)) if N <= 200_000 else _mean(data["acts"])
-    say(base + SHARE_STATS * 0.5, "each feature's top contexts, histogram and words…")
+    say_or_stop(base + SHARE_STATS * 0.5, "each feature's top contexts, histogram and words…")
     per_feature = feature_tables(loaded, sae, stats, data["token_ids"])
-    say(base + SHARE_STATS, "the masked-LM loss: clean, with the SAE, with the mean…")
+    say_or_stop(base + SHARE_STATS, "the masked-LM loss: clean, with the SAE, with the mean…")
     quality = measure_loss(loaded, sae, layer, acts_mean, instances if instances is not None else eval_instances(loaded))
     meta = {
         "layer": layer, "corpus": corpus_label(settings.corpus), "tokens": N, "hidden_size": int(sae.W_dec.shape[0]),
