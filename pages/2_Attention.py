@@ -13,8 +13,8 @@ from bert_explorer.runs.report import duration_text
 
 from bert_explorer.analysis.attention.heads import (BEHAVIOUR_RULE, COLUMN_NAMES, REFERENCE_INPUTS, attention_maps,
                                               attention_rollout, behaviour_table, describe_behaviours,
-                                              head_ablation, head_name, head_stats_over, layer_name, measure_heads,
-                                              uniform_reference, window)
+                                              head_ablation, head_name, input_measures, layer_name,
+                                              reference_measures, stats_of_measures, uniform_of_tokens, window)
 from bert_explorer.analysis.attention.bertviz_offline import (MODEL_VIEW_LEGIBLE_SCALE, MODEL_VIEW_MIN_SCALE, OfflineAssetsMissing,
                                                     layers_within_budget, render)
 from bert_explorer.app.result_bundle import ResultBundle
@@ -68,19 +68,17 @@ def _flow(model: str, text: str, text_b: str | None, max_tokens: int, position: 
 
 @by_weights(show_spinner=False, max_entries=16)
 def _head_measures(model: str, text: str, text_b: str | None, max_tokens: int, with_reference: bool):
-    inputs = [_attention(model, text, text_b, max_tokens)]
-    inputs += _reference(model, max_tokens) if with_reference else []
-    return head_stats_over(inputs), uniform_reference(inputs), len(inputs)
+    own = _attention(model, text, text_b, max_tokens)
+    measures, tokens = [input_measures(own)], [own.tokens]
+    if with_reference:  # kept on disk by the weights (prepare-class computes it before class)
+        ref = reference_measures(load(model, "BertForPreTraining")[0], max_tokens)
+        measures, tokens = measures + ref["measures"], tokens + ref["tokens"]
+    return stats_of_measures(measures), uniform_of_tokens(tokens), len(measures)
 
 
 @by_weights(show_spinner=False, max_entries=32)
 def _ablation(model: str, text: str, text_b: str | None, layer: int, head: int, max_tokens: int):
     return head_ablation(load(model, "BertForPreTraining")[0], text, text_b, layer, head, max_tokens=max_tokens)
-
-
-@by_weights(show_spinner="Measuring the heads on the built-in sentences…", max_entries=8)
-def _reference(model: str, max_tokens: int):
-    return measure_heads(load(model, "BertForPreTraining")[0], REFERENCE_INPUTS, max_tokens)
 
 
 @by_weights(show_spinner="Drawing with bertviz…", max_entries=16)

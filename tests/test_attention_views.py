@@ -537,3 +537,26 @@ def test_saved_svg_has_a_viewbox_of_four_numbers(width, height, viewbox):
     saved = json.loads(run.stdout)
     assert re.fullmatch(r"-?[0-9.]+( -?[0-9.]+){3}", saved["viewBox"]), saved["viewBox"]
     assert saved["viewBox"] == viewbox
+
+
+def test_the_heads_measures_on_the_built_in_sentences_are_kept_on_disk_and_read_back_as_computed(tmp_path, monkeypatch):
+    """Head behaviours' reference (14 s of a first visit on BERT-Base) is kept by the weights, so
+    prepare-class computes it before class; read back, it gives the table and the uniform baseline that
+    measuring the maps again gives, and any cut above the longest sentence reads the same entry."""
+    import pandas as pd
+
+    from bert_explorer import disk_cache
+    from bert_explorer.checkpoint import DEFAULT_MODEL
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    loaded = load(DEFAULT_MODEL, "BertForPreTraining")
+    kept = attention_mod.reference_measures(loaded, 128)
+    computed = []
+    real = disk_cache.kept_json
+    monkeypatch.setattr(disk_cache, "kept_json", lambda kind, l, compute, **kw: real(
+        kind, l, lambda: computed.append(kind) or compute(), **kw))
+    assert attention_mod.reference_measures(loaded, 64) == kept and computed == []  # 64 > the longest sentence
+    fresh = attention_mod.measure_heads(loaded, attention_mod.REFERENCE_INPUTS, 128)
+    pd.testing.assert_frame_equal(attention_mod.stats_of_measures(kept["measures"]),
+                                  attention_mod.head_stats_over(fresh), rtol=1e-9)
+    assert attention_mod.uniform_of_tokens(kept["tokens"]) == attention_mod.uniform_reference(fresh)

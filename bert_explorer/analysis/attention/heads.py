@@ -33,7 +33,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ... import disk_cache
 from ...checkpoint import Loaded, encoder_of
+from ..first_visit import first_visit
 
 # Clark et al. (2019, Section 3.2) count attention to periods and commas.
 PUNCTUATION = frozenset(".,")
@@ -263,11 +265,42 @@ def head_stats_over(inputs) -> pd.DataFrame:
     inputs = list(inputs)
     if not inputs:
         raise ValueError("head_stats_over needs at least one input")
-    per_input = [_measures(*x) if isinstance(x, tuple) else _measures(x, None) for x in inputs]
+    return stats_of_measures([input_measures(x) for x in inputs])
+
+
+def input_measures(x) -> dict[str, np.ndarray]:
+    """One input's measures ([L, A] each): an AttentionResult, or an (attentions, tokens) pair."""
+    return _measures(*x) if isinstance(x, tuple) else _measures(x, None)
+
+
+def stats_of_measures(per_input: list[dict]) -> pd.DataFrame:
+    """``head_stats_over`` from inputs already measured (:func:`input_measures`)."""
+    per_input = [{k: np.asarray(m[k], dtype=np.float64) for k in MEASURES} for m in per_input]
     shapes = {m["entropy"].shape for m in per_input}
     if len(shapes) != 1:
         raise ValueError(f"the inputs come from models of different sizes: {sorted(shapes)}")
     return _table({k: np.mean([m[k] for m in per_input], axis=0) for k in MEASURES})
+
+
+REFERENCE_VERSION = 1  # bump when the measures or the reference inputs change
+
+
+@first_visit("Attention", "each head's measures on the built-in sentences (Head behaviours)")
+def reference_measures(loaded: Loaded, max_tokens: int = 128) -> dict:
+    """Each head's measures on ``REFERENCE_INPUTS`` ({"measures": one dict of [L, A] lists an input,
+    "tokens": their tokens}), kept in the disk cache by the weights: on BERT-Base the eight sentences took
+    14 s of a first visit. Kept under the longest cut that changes them, so any ``max_tokens`` above the
+    longest reference sentence reads the same entry."""
+    tok = loaded.tokenizer
+    longest = max(len(tok.encode(a, b).input_ids) for a, b in REFERENCE_INPUTS)
+    cut = min(int(max_tokens), longest)
+
+    def compute() -> dict:
+        results = measure_heads(loaded, REFERENCE_INPUTS, cut)
+        return {"measures": [{k: v.tolist() for k, v in input_measures(r).items()} for r in results],
+                "tokens": [list(r.tokens) for r in results]}
+    return disk_cache.kept_json("head-reference", loaded, compute, what="the heads' measures on the built-in "
+                                "sentences", cut=cut, version=REFERENCE_VERSION)
 
 
 def measure_heads(loaded: Loaded, inputs=REFERENCE_INPUTS, max_tokens: int = 128) -> list[AttentionResult]:
@@ -280,9 +313,13 @@ def uniform_reference(inputs) -> dict[str, float]:
     """What uniform attention (every query spreads evenly over the real tokens) would score on
     the same inputs: the baseline the measures should be read against (e.g. with two [SEP]s
     in 20 tokens, uniform attention already gives 0.1 to [SEP])."""
+    return uniform_of_tokens([x[1] if isinstance(x, tuple) else x.tokens for x in inputs])
+
+
+def uniform_of_tokens(token_lists) -> dict[str, float]:
+    """:func:`uniform_reference` of inputs given by their tokens alone."""
     pairs = []
-    for x in inputs:
-        tokens = x[1] if isinstance(x, tuple) else x.tokens
+    for tokens in token_lists:
         real = np.array([t != "[PAD]" for t in tokens], dtype=np.float64)
         pairs.append((np.broadcast_to(real / real.sum(), (1, 1, len(tokens), len(tokens))), tokens))
     row = head_stats_over(pairs).iloc[0]
