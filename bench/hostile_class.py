@@ -10,11 +10,16 @@ first session has loaded the model, opens ``--clients`` sessions at once on the 
   embeddings § 5 with as many sentences as it takes, each cut to 128 WordPieces; an attribution of
   the longest input the server explains; a sentence with as many [MASK]s as allowed.
 
+The timed classes start only once every hostile session has done all it does at least once (a
+`clear_cache`, a finished PUT, each largest input computed), and they go on attacking throughout; the
+summary counts each action. With ``--clozes`` every student of a class sends a cloze of their own (no
+cache answers it) instead of opening the page's shared example.
+
 Each class session is timed from its request until the server says the page's script finished. The
 server process's memory (its resident set, children included) is sampled every 0.2 s throughout.
 Like classroom_load.py it speaks Streamlit's websocket protocol, no browser.
 
-    python bench/hostile_class.py --clients 30 --repeats 3
+    python bench/hostile_class.py --clients 30 --repeats 3 [--clozes]
 """
 from __future__ import annotations
 
@@ -135,6 +140,34 @@ async def largest_inputs(port: int, stop: asyncio.Event, counts: dict) -> None:
     await ws.close()
 
 
+CLOZE_WORDS = ("river", "school", "money", "music", "water", "city", "king", "car", "book", "game")
+
+
+async def _cloze_session(port: int, i: int) -> tuple[float, bool, bool]:
+    """One student who types a cloze of their own (``i`` makes it new) into the Masked word probe: timed
+    from the sending of the cloze until the script finished. (seconds, no exception, classroom mode shown)."""
+    ws = await _ws(port)
+    drawn, _ = await _run(ws, "Masked_word_probe")
+    cloze = f"the {CLOZE_WORDS[i % len(CLOZE_WORDS)]} number {i} was [MASK] than the one before ."
+    t0 = time.perf_counter()
+    drawn, _ = await _run(ws, "Masked_word_probe", [_text(drawn, "mlm_text", cloze)])
+    took = time.perf_counter() - t0
+    await ws.close()
+    ok = not any(e.WhichOneof("type") == "exception" for e in drawn)
+    shown = any(e.WhichOneof("type") == "alert" and "Classroom mode" in e.alert.body for e in drawn)
+    return took, ok, shown
+
+
+ATTACKS = {"clear_cache": ("clear_cache",), "PUT": ("PUT",),
+           "largest inputs": ("§ 5 at its limit", "attribution at its limit", "masks at their limit")}
+
+
+def _attacked(counts: dict, hostile: int) -> bool:
+    """Has every hostile session done each of its actions at least once?"""
+    wanted = [w for name in list(ATTACKS)[:hostile] for w in ATTACKS[name]]
+    return all(any(k.startswith(w) for k in counts) for w in wanted)
+
+
 async def _memory(pid: int, stop: asyncio.Event, peak: list) -> None:
     server = psutil.Process(pid)
     while not stop.is_set():
@@ -146,7 +179,7 @@ async def _memory(pid: int, stop: asyncio.Event, peak: list) -> None:
         await asyncio.sleep(0.2)
 
 
-async def main_async(clients: int, hostile: int, repeats: int) -> None:
+async def main_async(clients: int, hostile: int, repeats: int, clozes: bool = False) -> None:
     port, runs = _free_port(), tempfile.mkdtemp(prefix="hostile-runs-")
     server = _start_server("0.0.0.0", port, runs)
     stop, counts, peak = asyncio.Event(), {}, [0]
@@ -162,12 +195,18 @@ async def main_async(clients: int, hostile: int, repeats: int) -> None:
         quiet_peak = peak[0]
         attackers = [asyncio.create_task(f(port, stop, counts))
                      for f in (clear_caches, put_uploads, largest_inputs)[:hostile]]
-        await asyncio.sleep(5)  # let the attack get going
+        t_attack = time.perf_counter()
+        while not _attacked(counts, hostile) and time.perf_counter() - t_attack < 900:
+            await asyncio.sleep(0.5)  # every attack has been made once before a class is timed
+        ready_after = time.perf_counter() - t_attack
+        before = dict(counts)
         walls, results = [], []
-        for _ in range(repeats):
+        for r in range(repeats):
             t0 = time.perf_counter()
-            results += await asyncio.gather(*(_one_session(port, "Masked_word_probe") for _ in range(clients)))
+            results += await asyncio.gather(*(_cloze_session(port, r * clients + i) if clozes
+                                              else _one_session(port, "Masked_word_probe") for i in range(clients)))
             walls.append(time.perf_counter() - t0)
+        during = {k: v - before.get(k, 0) for k, v in counts.items()}
         stop.set()
         for task in (*attackers, watcher):
             try:
@@ -184,12 +223,17 @@ async def main_async(clients: int, hostile: int, repeats: int) -> None:
           f"first session (cold) {cold[0]:.1f} s")
     print(f"{clients} at once, no attack: all answered within {statistics.median(quiet):.2f} s (median of {repeats}: "
           f"{', '.join(f'{w:.2f}' for w in quiet)}); server memory peak {quiet_peak / 1e9:.2f} GB")
-    print(f"{clients} at once beside {hostile} hostile sessions: median {statistics.median(times):.2f} s, slowest "
+    print(f"{clients} {'students each sending a cloze of their own' if clozes else 'at once'} beside {hostile} "
+          f"hostile sessions: median {statistics.median(times):.2f} s, slowest "
           f"{times[-1]:.2f} s; all answered within {statistics.median(walls):.2f} s (median of {repeats}: "
           f"{', '.join(f'{w:.2f}' for w in walls)}); every page finished without an exception: "
           f"{all(ok for _, ok, _ in results)}")
     print(f"server memory peak throughout (resident, with its children): {peak[0] / 1e9:.2f} GB")
-    print("what the hostile sessions did: " + ", ".join(f"{k} × {v}" for k, v in sorted(counts.items())))
+    print(f"the attack was under way in full after {ready_after:.0f} s: " +
+          ", ".join(f"{k} × {v}" for k, v in sorted(before.items())))
+    print("what the hostile sessions did while the classes were timed: " +
+          ", ".join(f"{k} × {v}" for k, v in sorted(during.items()) if v) +
+          "; in all: " + ", ".join(f"{k} × {v}" for k, v in sorted(counts.items())))
 
 
 def main() -> None:
@@ -197,8 +241,9 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=30)
     ap.add_argument("--hostile", type=int, default=3, choices=range(0, 4))
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--clozes", action="store_true", help="each student sends a cloze of their own")
     args = ap.parse_args()
-    asyncio.run(main_async(args.clients, args.hostile, args.repeats))
+    asyncio.run(main_async(args.clients, args.hostile, args.repeats, args.clozes))
 
 
 if __name__ == "__main__":
