@@ -20,6 +20,8 @@ server process's memory (its resident set, children included) is sampled every 0
 Like classroom_load.py it speaks Streamlit's websocket protocol, no browser.
 
     python bench/hostile_class.py --clients 30 --repeats 3 [--clozes]
+    python bench/hub_shapes.py /tmp/bench-hub base
+    HF_HOME=/tmp/bench-hub HF_HUB_OFFLINE=1 python bench/hostile_class.py --clozes --model "BERT-Base, uncased (downloaded)"
 """
 from __future__ import annotations
 
@@ -143,14 +145,30 @@ async def largest_inputs(port: int, stop: asyncio.Event, counts: dict) -> None:
 CLOZE_WORDS = ("river", "school", "money", "music", "water", "city", "king", "car", "book", "game")
 
 
-async def _cloze_session(port: int, i: int) -> tuple[float, bool, bool]:
-    """One student who types a cloze of their own (``i`` makes it new) into the Masked word probe: timed
-    from the sending of the cloze until the script finished. (seconds, no exception, classroom mode shown)."""
+def _choice(drawn: list, key: str, label: str):
+    """The WidgetState that picks the option shown as ``label`` in the select box whose key is ``key``."""
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    for e in drawn:
+        if e.WhichOneof("type") == "selectbox" and e.selectbox.id.endswith(key):
+            w = WidgetState()
+            w.id, w.string_value = e.selectbox.id, label
+            return w
+    raise LookupError(f"no select box {key} on the page")
+
+
+async def _cloze_session(port: int, i: int, model: str | None = None) -> tuple[float, bool, bool]:
+    """One student who types a cloze of their own (``i`` makes it new) into the Masked word probe, on the
+    model shown as ``model`` in the sidebar (None: the default): timed from the sending of the cloze until
+    the script finished. (seconds, no exception, classroom mode shown)."""
     ws = await _ws(port)
     drawn, _ = await _run(ws, "Masked_word_probe")
+    picked = [_choice(drawn, "be_model_choice", model)] if model else []
+    if picked:
+        drawn, _ = await _run(ws, "Masked_word_probe", picked)
     cloze = f"the {CLOZE_WORDS[i % len(CLOZE_WORDS)]} number {i} was [MASK] than the one before ."
     t0 = time.perf_counter()
-    drawn, _ = await _run(ws, "Masked_word_probe", [_text(drawn, "mlm_text", cloze)])
+    drawn, _ = await _run(ws, "Masked_word_probe", [*picked, _text(drawn, "mlm_text", cloze)])
     took = time.perf_counter() - t0
     await ws.close()
     ok = not any(e.WhichOneof("type") == "exception" for e in drawn)
@@ -179,7 +197,7 @@ async def _memory(pid: int, stop: asyncio.Event, peak: list) -> None:
         await asyncio.sleep(0.2)
 
 
-async def main_async(clients: int, hostile: int, repeats: int, clozes: bool = False) -> None:
+async def main_async(clients: int, hostile: int, repeats: int, clozes: bool = False, model: str | None = None) -> None:
     port, runs = _free_port(), tempfile.mkdtemp(prefix="hostile-runs-")
     server = _start_server("0.0.0.0", port, runs)
     stop, counts, peak = asyncio.Event(), {}, [0]
@@ -203,7 +221,7 @@ async def main_async(clients: int, hostile: int, repeats: int, clozes: bool = Fa
         walls, results = [], []
         for r in range(repeats):
             t0 = time.perf_counter()
-            results += await asyncio.gather(*(_cloze_session(port, r * clients + i) if clozes
+            results += await asyncio.gather(*(_cloze_session(port, r * clients + i, model) if clozes
                                               else _one_session(port, "Masked_word_probe") for i in range(clients)))
             walls.append(time.perf_counter() - t0)
         during = {k: v - before.get(k, 0) for k, v in counts.items()}
@@ -219,7 +237,8 @@ async def main_async(clients: int, hostile: int, repeats: int, clozes: bool = Fa
         server.wait(timeout=60)
         shutil.rmtree(runs, ignore_errors=True)
     times = sorted(t for t, _, _ in results)
-    print(f"server on 0.0.0.0 (classroom mode), {os.cpu_count()} CPU cores, masked-word page, model minilm-mlm-nsp; "
+    print(f"server on 0.0.0.0 (classroom mode), {os.cpu_count()} CPU cores, masked-word page, model "
+          f"{model or 'minilm-mlm-nsp'}; "
           f"first session (cold) {cold[0]:.1f} s")
     print(f"{clients} at once, no attack: all answered within {statistics.median(quiet):.2f} s (median of {repeats}: "
           f"{', '.join(f'{w:.2f}' for w in quiet)}); server memory peak {quiet_peak / 1e9:.2f} GB")
@@ -242,8 +261,10 @@ def main() -> None:
     ap.add_argument("--hostile", type=int, default=3, choices=range(0, 4))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--clozes", action="store_true", help="each student sends a cloze of their own")
+    ap.add_argument("--model", help="with --clozes: the sidebar's label of the model every student picks, e.g. "
+                                    "'BERT-Base, uncased (downloaded)' (bench/hub_shapes.py makes one, HF_HOME)")
     args = ap.parse_args()
-    asyncio.run(main_async(args.clients, args.hostile, args.repeats, args.clozes))
+    asyncio.run(main_async(args.clients, args.hostile, args.repeats, args.clozes, args.model))
 
 
 if __name__ == "__main__":
