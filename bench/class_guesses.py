@@ -24,21 +24,12 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--disable-renderer-backgrounding",
-        "--disable-background-timer-throttling", "--disable-backgrounding-occluded-windows"]
+from classroom_load import ARGS, ROOT, _free_port  # (benches share the class's helpers)
+
 WORDS = ["paris"] * 9 + ["london"] * 6 + ["berlin"] * 4 + ["france", "rome", "madrid", "lyon", "city", "it", "there",
                                                              "europe", "home", "water", "money", "school"]
 TOKEN = "bench-token"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait(port: int, timeout: float = 120) -> None:

@@ -52,7 +52,8 @@ def panel(current: str | None) -> None:
             models = st.multiselect("Models of the lesson", options, default=[current], key="prep_models")
             which = st.multiselect("Long builds", list(lesson.BUILDS), default=["quality"], key="prep_builds",
                                    format_func=lambda k: f"{k}: {lesson.BUILDS[k]}")
-            todo = [b for m in models if _loaded(m) is not None for b in lesson.builds(m, _loaded(m), set(which))
+            loaded = {m: _loaded(m) for m in models}
+            todo = [b for m, lm in loaded.items() if lm is not None for b in lesson.builds(m, lm, set(which))
                     if not b.done()]
             st.markdown(f"**{len(todo)}** build(s) to run, about **{duration_text(sum(b.seconds for b in todo))}** "
                         "in all (each page's own estimate), at low priority.")
@@ -61,8 +62,9 @@ def panel(current: str | None) -> None:
                     st.info(why)
                 else:
                     st.rerun()
+        shown = {m: _loaded(m) for m in dict.fromkeys([current, *(now.get("models") or [])])}
         rows = [{"model": m, **{b.key: "✓" if b.done() else "—"
-                                for b in lesson.builds(m, _loaded(m), set(lesson.BUILDS), estimate=False)}}
-                for m in dict.fromkeys([current, *(now.get("models") or [])]) if _loaded(m) is not None]
+                                for b in lesson.builds(m, lm, set(lesson.BUILDS), estimate=False)}}
+                for m, lm in shown.items() if lm is not None]
         st.caption("What is prepared (✓) for which model:")
         st.dataframe(pd.DataFrame(rows).set_index("model"), width="stretch")

@@ -146,7 +146,7 @@ def writes_allowed() -> bool:
     """May this session start, stop or prepare work, take uploads or delete runs? Always on this machine
     only; in classroom mode the teacher's session (``roles``: the teacher's link), or everyone when the
     person who started the server said so with BERT_EXPLORER_ALLOW_WRITES=1."""
-    return (is_private() or os.environ.get(WRITES_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return (is_private() or _truthy(os.environ.get(WRITES_ENV))
             or is_teacher())
 
 
@@ -156,7 +156,7 @@ def mode_sentence() -> str:
         where += f" ({CLASSROOM_ENV}=1: classroom mode rehearsed)"
     if is_private():
         return f"Private mode: the app listens on {where} (this machine only); every page is on."
-    if os.environ.get(WRITES_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+    if _truthy(os.environ.get(WRITES_ENV)):
         return (f"Shared mode with writing on: the app listens on {where} and {WRITES_ENV}=1 lets anyone who can "
                 "reach it train, upload and delete runs.")
     if is_teacher():
