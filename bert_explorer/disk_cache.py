@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 from . import atomic, full_disk
 from .fingerprint import fingerprint
 from .full_disk import CacheNotKept
-from . import file_lock, processes
+from . import file_lock, processes, shared_work
 
 if TYPE_CHECKING:  # only named in annotations: the cache stays free of torch, so the run system can use it
     from .checkpoint import Loaded
@@ -246,7 +246,7 @@ def kept_json(kind: str, loaded: Loaded | None, compute, *, what: str, **setting
     data = read_json(path, "result.json")
     if data is not None:
         return data
-    result = compute()
+    result = shared_work.computed(f"kept: {kind}", compute)
     with writing(path, optional=what) as tmp:
         (tmp / "result.json").write_text(json.dumps(result, default=float))
     return result

@@ -147,7 +147,7 @@ class Results:
             if found:
                 return value
             try:
-                value = compute()
+                value = computed(group, compute)
                 if shared:
                     self._put(key, (False, value, size(value) if size else 0), max_entries, group)
                     return value
@@ -199,13 +199,27 @@ class Results:
 
 RESULTS = Results(lambda: _setting(RESULTS_ENV, RESULTS_MB) * 1e6)  # the server's store of computed results
 
+# Who is told of each result computed rather than read back (a test or a bench of first visits): called
+# with the result's group and its own seconds (a result computed inside another one is told apart, and
+# its time is not counted twice). Both stores report: :class:`Results` and the disk cache.
+WATCHERS: list[Callable[[Any, float], None]] = []
+_inside = threading.local()
 
-def waited(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds >= 1 else "a moment"
 
-
-def wait_sentence(ahead: int, since: float) -> str:
-    """What a waiting page says: its place and how long it has waited."""
-    return (f"Waiting for the server: {ahead} heavy request{'s' if ahead != 1 else ''} ahead of yours (it runs "
-            f"{HEAVY.at_once} at a time so that one user cannot slow the class down); waited "
-            f"{waited(time.monotonic() - since)}.")
+def computed(group: Any, compute: Callable[[], Any]):
+    """``compute()``, timed for :data:`WATCHERS` when there are any."""
+    if not WATCHERS:
+        return compute()
+    outer = getattr(_inside, "nested", None)
+    _inside.nested = [0.0]
+    start = time.perf_counter()
+    try:
+        value = compute()
+    finally:
+        took = time.perf_counter() - start
+        nested, _inside.nested = _inside.nested[0], outer
+        if outer is not None:
+            outer[0] += took
+    for watcher in list(WATCHERS):
+        watcher(group, took - nested)
+    return value

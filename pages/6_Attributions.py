@@ -7,7 +7,7 @@ from bert_explorer.analysis.attributions.integrated_gradients import (
     explain_classifier, explain_masked_word, explain_next_sentence)
 from bert_explorer.analysis.probes.pretraining_tasks import MLM_HEAD, NSP_HEAD, copied_word
 from bert_explorer.analysis.attributions.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION, step_schedule
-from bert_explorer.analysis.attributions.kept import kept
+from bert_explorer.analysis.attributions.kept import integration, kept
 from bert_explorer.analysis.attributions.integrated_gradients import affordable
 from bert_explorer import limits
 from bert_explorer.app.result_bundle import ResultBundle
@@ -64,11 +64,8 @@ def pretrained(head: str, what: str):
     return loaded
 
 
-def integration(model) -> dict:
-    """The steps to try and the most they may cost: the server's limit for this model
-    (``limits.Limits.token_steps``: WordPieces × steps, every attempt added)."""
-    return dict(n_steps=steps, max_steps=max_steps, baseline=baseline,
-                token_steps=limits.for_config(model.config).token_steps)
+def page_integration(model) -> dict:
+    return integration(model, steps, baseline)
 
 
 # Heavy: cached by the model's weights and the inputs for every session, and run one request at a time
@@ -108,7 +105,7 @@ try:
                            max_chars=limits.CHARS)
         word = kept_widget(c2.text_input, "Word to explain", "attr_mlm_word", "", placeholder="top prediction",
                            max_chars=100, help="One WordPiece; empty = the model's most probable word.")
-        result = _masked_word(name, text, word or None, **integration(loaded))
+        result = _masked_word(name, text, word or None, **page_integration(loaded))
         d = result.details
         copied = copied_word(text, [{"token": d["word"]}])
         st.caption(f"Explaining **{d['word']}** (P = {d['probability']:.1%}) at position {d['mask_position']}. "
@@ -121,7 +118,7 @@ try:
         from_probe("nsp_a", "attr_nsp_a", "the Next-sentence probe's pair", bool, pair=("nsp_b", "attr_nsp_b"))
         a = kept_widget(st.text_input, "Sentence A", "attr_nsp_a", EXAMPLE_PAIR[0], max_chars=limits.CHARS)
         b = kept_widget(st.text_input, "Sentence B", "attr_nsp_b", EXAMPLE_PAIR[1], max_chars=limits.CHARS)
-        result = _next_sentence(name, a, b, **integration(loaded))
+        result = _next_sentence(name, a, b, **page_integration(loaded))
         st.caption(f"P(IsNext) = {result.details['p_is_next']:.1%} for the pair, "
                    f"{result.details['p_is_next_baseline']:.1%} for the baseline.")
     else:
@@ -151,7 +148,7 @@ try:
             if kind is PAIR_CLASSIFICATION else None
         label = st.selectbox("Class to explain", ["the predicted class", *run["labels"]], key="attr_clf_label")
         result = _classifier(run["model_dir"], text, text_b, None if label == "the predicted class" else label,
-                             **integration(clf))
+                             **page_integration(clf))
         if "probabilities" in result.details:
             st.caption(f"Predicted **{result.details['predicted']}**; " + ", ".join(
                 f"{k} {v:.1%}" for k, v in result.details["probabilities"].items()))

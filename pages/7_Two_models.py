@@ -5,9 +5,9 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from bert_explorer import disk_cache, limits
+from bert_explorer import limits
 
-from bert_explorer.analysis.comparison import candidates, held_out, two_models, verdict
+from bert_explorer.analysis.comparison import candidates, two_models, verdict
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.keep import kept_widget
 from bert_explorer.app.result_bundle import ResultBundle
@@ -28,8 +28,7 @@ layer's vectors stay (linear CKA, Kornblith et al. 2019; Merchant et al. 2020 me
 fine-tuning changes BERT).
 """)
 
-ARCH = "BertForPreTraining"  # fine-tuned checkpoints load too: their MLM/NSP heads are reported missing
-COMPARISON_VERSION = 1  # bump when compare_models would answer the same two models differently
+ARCH = two_models.ARCHITECTURE
 root = runs_root()
 name_a, loaded_a = picked_model(ARCH, "Choose model A in the sidebar.")
 
@@ -48,7 +47,7 @@ options[name_a] = f"{label_a} (model A itself: every difference is 0)"
 # The default B: the newest fine-tuning of A that learned something, else the model A was
 # pre-trained from, else none (the page asks). It goes first, so that index 0 is the default and a
 # choice already made in this session is kept as it is.
-default = learned[0]["path"] if learned else (base if base in names else None)
+default = candidates.default_b(name_a, root)
 if default:
     options = {default: options[default], **options}
 waiting = st.session_state.get("two_waiting")  # a fine-tuning this page started or watched: use it once done
@@ -124,13 +123,7 @@ bundle.add_data("what can be compared", c.sentences)
 
 @by_weights(2, show_spinner="Running both models on the held-out sentences…", max_entries=16)
 def _compare(a: str, b: str, n: int):
-    # also kept on disk by both models' weights and the sentences: a new server reads it back (both
-    # models over 64 sentences took 2-3 s of a first visit with the default model, 14 s with BERT-Base)
-    sentences, source = held_out.held_out_sentences(n)
-    la, lb = load(a, ARCH)[0], load(b, ARCH)[0]
-    return disk_cache.kept_json("two-models", la, lambda: two_models.compare_models(la, lb, sentences),
-                                what="a comparison of two models", version=COMPARISON_VERSION,
-                                b=disk_cache.model_identity(lb), sentences=sentences), source
+    return two_models.kept_comparison(load(a, ARCH)[0], load(b, ARCH)[0], n)
 
 
 @by_weights(2, show_spinner=False, max_entries=32)
@@ -168,7 +161,7 @@ if c.mlm or c.nsp:
 
 # ----- CKA ----------------------------------------------------------------------------------------------
 st.subheader("How alike each layer's vectors are (linear CKA)")
-n = st.select_slider("Held-out sentences", [32, 64, 128, 200], 64, key="two_n",
+n = st.select_slider("Held-out sentences", [32, 64, 128, 200], two_models.PAGE_SENTENCES, key="two_n",
                      help="More sentences give steadier numbers and take longer.")
 result, source = _compare(name_a, name_b, n)
 st.caption(f"Sentences: {source}. {result['n_units']:,} {result['units']} ([CLS] and [SEP] left out).")

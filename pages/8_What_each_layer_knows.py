@@ -5,8 +5,8 @@ import plotly.express as px
 import streamlit as st
 
 from bert_explorer import disk_cache
-from bert_explorer.analysis.layers.probing import (METRICS, TASKS, ProbeSettings, cached_result, estimate_seconds,
-                                                   probe_layers)
+from bert_explorer.analysis.layers.probing import (METRICS, PAGE_SETTINGS, PAGE_TASKS, TASKS, ProbeSettings,
+                                                   cached_result, estimate_seconds, probe_layers)
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.guard import uploader
@@ -31,7 +31,7 @@ L = loaded.config.num_layers
 
 # ----- what to probe -----------------------------------------------------------------------------
 choices = ["ner", "topic", "pos"]
-tasks = st.multiselect("Tasks", choices, default=["ner", "topic"], format_func=lambda t: f"{t}: {TASKS[t]}",
+tasks = st.multiselect("Tasks", choices, default=list(PAGE_TASKS), format_func=lambda t: f"{t}: {TASKS[t]}",
                        key="probe_tasks")
 pos_file = None
 if "pos" in tasks:
@@ -56,7 +56,7 @@ with st.expander("Settings"):
     c1, c2, c3 = st.columns(3)
     n_sentences = c1.number_input("Sentences for ner / pos (0 = all)", 0, 100_000, 0, step=100, key="probe_n_sent",
                                   help="WNUT-16 has 2,394 sentences; fewer run faster.")
-    n_articles = c2.number_input("BBC articles for topic", 20, 2_200, 1000, step=100, key="probe_n_art")
+    n_articles = c2.number_input("BBC articles for topic", 20, 2_200, PAGE_SETTINGS["topic"].max_examples, step=100, key="probe_n_art")
     seed = c3.number_input("Seed (split and control labels)", 0, 1_000_000, 0, key="probe_seed")
 
 

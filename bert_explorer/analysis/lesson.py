@@ -67,6 +67,7 @@ def builds(name: str, loaded: Loaded, which, estimate: bool = True) -> list[Buil
     from .features import build as fb
     from .neighbours import index as nbb
     from .probes import quality
+    from ..train.estimate import background_threads
 
     out = []
     config, corpus = loaded.config, clark.default_corpus()
@@ -78,7 +79,7 @@ def builds(name: str, loaded: Loaded, which, estimate: bool = True) -> list[Buil
     if "sae" in which:
         settings = fb.FeatureSettings(layer=fb.default_layer(loaded))
         path = fb.entry_path(loaded, settings)
-        est = fb.estimate_seconds(loaded, settings) if estimate else {"seconds": 0.0, "disk_bytes": 0}
+        est = fb.estimate_seconds(loaded, settings, threads=background_threads()) if estimate else {"seconds": 0.0, "disk_bytes": 0}
         out.append(Build("sae", f"Features of layer {settings.layer}", path, lambda p=path: fb.is_complete(p),
                          fb.BUILDER, fb.build_argv(name, settings), est["seconds"], est["disk_bytes"]))
     # Attention's two builds over Wikipedia segments: (key, module, its entry's path, segments, in words)

@@ -144,6 +144,7 @@ def memory_budget() -> float:
 
 
 MODELS = shared_work.Results(memory_budget)
+LOADING = "loading a model"  # the group a model's load is timed under (shared_work.WATCHERS)
 
 
 def model_bytes(loaded: Loaded) -> int:
@@ -159,7 +160,8 @@ def _load(name: str, architecture: str | None, version: tuple) -> Loaded:
         with st.spinner("Loading the model…"):
             return checkpoint.load(name, architecture)
 
-    return MODELS.get_or_compute((name, architecture, version), load_now, shared=True, size=model_bytes)
+    return MODELS.get_or_compute((name, architecture, version), load_now, shared=True, size=model_bytes,
+                                group=LOADING)
 
 
 def weights_version(name: str) -> tuple:

@@ -16,6 +16,7 @@ import time
 from .. import checkpoint
 from ..analysis import lesson
 from ..runs.report import duration_text
+from ..train.estimate import load_text
 from .common import UserError, print_json
 
 
@@ -52,7 +53,7 @@ def cmd_prepare_class(args) -> int:
     todo = [(name, b) for name, bs in plan.items() for b in bs if not b.done()]
     total = sum(b.seconds for _, b in todo)
     print(f"preparing {len(models)} model(s): first visits, then {len(todo)} build(s) not yet done, about "
-          f"{duration_text(total)} in all (each page's own estimate)", file=sys.stderr, flush=True)
+          f"{duration_text(total)} in all (each page's own estimate; {load_text()})", file=sys.stderr, flush=True)
     t0, failed = time.time(), []
     for name, loaded in models.items():
         for page, what, work in lesson._declared():
@@ -76,7 +77,8 @@ def cmd_prepare_class(args) -> int:
         print(f"{name}: {b.key}: {said} ({duration_text(time.time() - t)})", file=sys.stderr, flush=True)
         if said not in ("done", "already done"):
             failed.append(f"{b.key} of {name}: {said}")
-    print(f"prepared in {duration_text(time.time() - t0)} (estimated {duration_text(total)})", file=sys.stderr)
+    print(f"prepared in {duration_text(time.time() - t0)} (estimated {duration_text(total)}; {load_text()})",
+          file=sys.stderr)
     if failed:
         raise UserError("not everything was prepared: " + "; ".join(failed))
     return 0

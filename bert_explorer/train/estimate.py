@@ -360,15 +360,24 @@ def cpu_flop_s(work: str, hidden_size: int, threads: int, bf16: bool = False) ->
                   f"{peak / 1e9:,.0f} GFLOP/s a thread at multiplying {precision} matrices, measured now")
 
 
+def load_now() -> float:
+    """The machine's load average over the last minute (0 where the system keeps none)."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):  # no load average on this system: every core
+        return 0.0
+
+
+def load_text() -> str:
+    """"load 1.3 on 2 cores": what a transcript says of the machine beside a time."""
+    return f"load {load_now():.1f} on {os.cpu_count() or 1} cores"
+
+
 def free_cores() -> int:
     """The CPU cores other work leaves free now: the cores less the load average, at least one (as
     ``device.threads_for_free_cores`` counts them for the command line's training)."""
     cores = os.cpu_count() or 1
-    try:
-        load = os.getloadavg()[0]
-    except (OSError, AttributeError):  # no load average on this system: every core
-        load = 0.0
-    return max(1, min(cores, round(cores - load)))
+    return max(1, min(cores, round(cores - load_now())))
 
 
 def background_threads() -> int:

@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict
 
-from ... import disk_cache
+from ... import disk_cache, limits
 from ...checkpoint import Loaded
-from .integrated_gradients import Attributions
+from ..first_visit import first_visit
+from ..probes.pretraining_tasks import MLM_HEAD
+from .integrated_gradients import DEFAULT_BASELINE, EXAMPLE_MASKED, Attributions, explain_masked_word
+from .reliability import DEFAULT_STEPS, MAX_STEPS
 
 # Bump when the same model and question would be attributed differently (the integration, the
 # baselines, the fields of Attributions).
@@ -31,3 +34,18 @@ def kept(kind: str, loaded: Loaded, compute: Callable[[], Attributions], **quest
         return Attributions(**{**data, "steps_tried": [tuple(s) for s in data.get("steps_tried", [])]})
     except TypeError:  # kept with other fields (VERSION not bumped): computed again, not kept
         return compute()
+
+
+def integration(loaded: Loaded, steps: int = DEFAULT_STEPS, baseline: str = DEFAULT_BASELINE) -> dict:
+    """The page's integration settings: the steps to try, the most they may cost (the server's limit for
+    this model, ``limits.Limits.token_steps``: WordPieces × steps, every attempt added) and the baseline."""
+    return dict(n_steps=steps, max_steps=max(MAX_STEPS, steps), baseline=baseline,
+                token_steps=limits.for_config(loaded.config).token_steps)
+
+
+@first_visit("Attributions", "Integrated Gradients of its example sentence")
+def explain_the_example(loaded: Loaded) -> None:
+    if MLM_HEAD not in loaded.report.missing:  # (a model without the head: the page says so, nothing to keep)
+        settings = integration(loaded)
+        kept("masked-word", loaded, lambda: explain_masked_word(loaded, EXAMPLE_MASKED, None, **settings),
+             text=EXAMPLE_MASKED, word=None, **settings)

@@ -62,5 +62,13 @@ def pretraining_checkpoints(root: str | Path):
     return [c for c in run_checkpoints(root) if not c.group]
 
 
+def default_b(name_a: str, root: str | Path) -> str | None:
+    """The Two models page's default model B for model A: the newest fine-tuning of A that learned
+    something, else the installed model A was pre-trained from, else None (the page asks)."""
+    learned = [m for m in finetuned_models(root) if same_model(m["base"], name_a) and m["verdict"].learned]
+    base = base_of(name_a)
+    return learned[0]["path"] if learned else (base if base != name_a and base in short_names() else None)
+
+
 def short_names() -> list[str]:
     return [n for n, (locate, _) in SHORT_NAMES.items() if locate() is not None]

@@ -60,7 +60,9 @@ Progress = Callable[[float, str], None]
 
 @first_visit("Features of a layer", "the time of an SAE step, behind the training estimate")
 def _estimate_at_first_visit(loaded: Loaded) -> dict:
-    return estimate_seconds(loaded, FeatureSettings(layer=default_layer(loaded)))
+    from ...train.estimate import background_threads
+    # the page's estimate: its builds run in the background, with the background's threads
+    return estimate_seconds(loaded, FeatureSettings(layer=default_layer(loaded)), threads=background_threads())
 
 
 def build_argv(model: str, settings: FeatureSettings) -> list[str]:
@@ -503,7 +505,7 @@ def estimate_seconds(loaded: Loaded, settings: FeatureSettings, threads: int | N
     # The activations are computed in bf16 where the CPU does that fast (collect), the estimate counts
     # fp32: measured for minilm-mlm-nsp's default, 192 s against 476 s estimated, so 0.4 of it.
     acts_seconds = acts["seconds"] * (0.4 if loaded_on_cpu(loaded) and cpu_bf16_is_fast() else 1.0)
-    step = _step_seconds(config.hidden_size, settings.sae)
+    step = _step_seconds(config.hidden_size, settings.sae, threads)
     steps = max(1, have // settings.sae.batch_size) * settings.sae.epochs
     train = step * steps
     after = 0.15 * train / settings.sae.epochs + 20.0   # statistics ≈ a sixth of an epoch; the losses ≈ 20 s
@@ -516,15 +518,23 @@ def loaded_on_cpu(loaded: Loaded) -> bool:
     return next(loaded.model.parameters()).device.type == "cpu"
 
 
-def _step_seconds(H: int, cfg: saes.SaeConfig) -> float:
-    """:func:`_time_steps`, measured once on this machine for these sizes and this process's threads
+def _step_seconds(H: int, cfg: saes.SaeConfig, threads: int) -> float:
+    """:func:`_time_steps` with the build's ``threads``, measured once on this machine for these sizes
     and kept in the disk cache (a page's first visit then shows its estimate without training)."""
     import os
     import platform
 
-    kept = disk_cache.kept_json("sae-step-time", None, lambda: {"seconds": _time_steps(H, cfg)},
+    def timed() -> dict:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            return {"seconds": _time_steps(H, cfg)}
+        finally:
+            torch.set_num_threads(before)
+
+    kept = disk_cache.kept_json("sae-step-time", None, timed,
                                 what="an SAE step's measured time", hidden=H, sae=cfg.to_dict(),
-                                threads=torch.get_num_threads(), torch=torch.__version__,
+                                threads=threads, torch=torch.__version__,
                                 cpu=platform.processor() or platform.machine(), cores=os.cpu_count(),
                                 version=2)  # 2: kept as disk_cache.kept_json writes it
     return kept["seconds"]

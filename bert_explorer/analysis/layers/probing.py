@@ -50,6 +50,7 @@ from ...checkpoint import Loaded
 from ...data.tasks import load_builtin
 from ...tasks import metrics
 from ...train import estimate
+from ..first_visit import first_visit
 from .vectors import batch_shapes, encode_texts, encode_words, first_pieces, sentence_vectors, word_vectors
 
 Progress = Callable[[float, str], None]
@@ -193,31 +194,61 @@ def features(loaded: Loaded, data: ProbeData, settings: ProbeSettings,
     return x, rows, {"seconds": seconds, "from_cache": False}
 
 
+PAGE_TASKS = ("ner", "topic")  # what the page probes on its first visit, with PAGE_SETTINGS
+PAGE_SETTINGS = {"ner": ProbeSettings(), "topic": ProbeSettings(max_examples=1000)}
+COUNTS_VERSION = 1  # bump when the counts below would come out differently
+
+
+def counted(loaded: Loaded, task: str, settings: ProbeSettings = ProbeSettings(),
+            pos_file: str | Path | None = None) -> dict:
+    """What probing ``task`` reads, counted on the task's own data as the run reads it: its inputs
+    encoded as :func:`features` encodes them, the forward batches that makes, the rows (words or
+    texts) the probes train and score on, and the labels. Kept on disk for the built-in tasks (counting
+    BERT-Base's WordPieces of 3,000 inputs takes a first visit seconds)."""
+    s = settings.resolved(task)
+
+    def count() -> dict:
+        data = load_task(task, s, pos_file)
+        if task == "topic":
+            encs = encode_texts(loaded, data.inputs, s.max_tokens)
+            rows, labels = [(i, 0) for i in range(len(encs))], set(data.labels)
+        else:
+            encs = encode_words(loaded, data.inputs, s.max_tokens)
+            rows = [(i, w) for i, e in enumerate(encs) for w, _ in first_pieces(e)]
+            labels = {data.labels[i][w] for i, w in rows}
+        n_test = sum(data.is_test[i] for i, _ in rows)
+        return {"batches": batch_shapes(encs), "train_rows": len(rows) - n_test, "test_rows": n_test,
+                "labels": len(labels), "inputs": len(data.inputs), "rows": len(rows),
+                # where its vectors are kept, from the cache's root (the root may move)
+                "vectors": _features_path(loaded, data, s).relative_to(disk_cache.cache_root()).as_posix()}
+
+    if pos_file:  # a file of the user's: counted each time (its path says nothing of its content)
+        return count()
+    return disk_cache.kept_json("probe-counts", loaded, count, what="the probing task's counts",
+                                version=COUNTS_VERSION, task=task, settings=asdict(s))
+
+
+@first_visit("What each layer knows", "the WordPieces of its tasks counted (for its estimate)")
+def count_page_tasks(loaded: Loaded) -> None:
+    for task in PAGE_TASKS:
+        counted(loaded, task, PAGE_SETTINGS[task])
+
+
 def estimate_seconds(loaded: Loaded, task: str, settings: ProbeSettings = ProbeSettings(),
                      pos_file: str | Path | None = None, threads: int | None = None) -> dict:
-    """How long probing ``task`` would take here (``train.estimate.probing_estimate``), counted on the
-    task's own data as the run reads it: its inputs encoded as :func:`features` encodes them, the
-    forward batches that makes, the rows (words or texts) the probes train and score on, and the
-    labels; 2·(L+1) probes of ``settings.max_iter`` L-BFGS iterations each. The layer vectors cost
-    nothing when they are in the cache already. ``threads``: this process's by default (the page and
+    """How long probing ``task`` would take here (``train.estimate.probing_estimate``) for what it reads
+    (:func:`counted`): 2·(L+1) probes of ``settings.max_iter`` L-BFGS iterations each. The layer vectors
+    cost nothing when they are in the cache already. ``threads``: this process's by default (the page and
     the command run the probes where they are)."""
     s = settings.resolved(task)
-    data = load_task(task, s, pos_file)
-    if task == "topic":
-        encs = encode_texts(loaded, data.inputs, s.max_tokens)
-        rows, labels = [(i, 0) for i in range(len(encs))], set(data.labels)
-    else:
-        encs = encode_words(loaded, data.inputs, s.max_tokens)
-        rows = [(i, w) for i, e in enumerate(encs) for w, _ in first_pieces(e)]
-        labels = {data.labels[i][w] for i, w in rows}
-    n_test = sum(data.is_test[i] for i, _ in rows)
-    cached = (_features_path(loaded, data, s) / "vectors.npy").is_file()
+    n = counted(loaded, task, settings, pos_file)
+    cached = (disk_cache.cache_root() / n["vectors"] / "vectors.npy").is_file()
     threads = threads or torch.get_num_threads()
     c = loaded.config
-    est = estimate.probing_estimate(c.num_layers, c.hidden_size, batch_shapes(encs), len(rows) - n_test, n_test,
-                                    len(labels), s.max_iter, threads, cached, c.intermediate_size)
-    return {**est, "inputs": len(data.inputs), "rows": len(rows), "threads": threads,
-            "inputs_per_s": len(data.inputs) / max(est["seconds"], 1e-9)}
+    est = estimate.probing_estimate(c.num_layers, c.hidden_size, [tuple(b) for b in n["batches"]], n["train_rows"],
+                                    n["test_rows"], n["labels"], s.max_iter, threads, cached, c.intermediate_size)
+    return {**est, "inputs": n["inputs"], "rows": n["rows"], "threads": threads,
+            "inputs_per_s": n["inputs"] / max(est["seconds"], 1e-9)}
 
 
 # ----- the probe --------------------------------------------------------------------------------
