@@ -24,8 +24,9 @@ from bert_explorer.model.config import BertConfig
 from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import duration_text
-from bert_explorer.train.estimate import (ALIASES, checkpoints_of, evaluations_of, pretrain_estimate, sequences_of,
-                                          size_options)
+from bert_explorer.train.speed import said, seconds_now
+from bert_explorer.train.estimate import (ALIASES, background_threads, checkpoints_of, evaluations_of, pretrain_estimate,
+                                          sequences_of, size_options)
 from bert_explorer.train.pretrain import PretrainConfig, resume_settings, split_corpus
 from bert_explorer.runs.run import Run, new_run_refusal
 from bert_explorer.train.timelapse_frames import FILE as FRAMES_FILE, frames_file, read_frames
@@ -185,7 +186,8 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                             checkpoints=checkpoints_of(int(steps), config.save_every if config else int(steps)))
     m1, m2, m3 = st.columns(3)
     m1.metric("Parameters", f"{est['parameters'] / 1e6:,.1f} M")
-    m2.metric(f"Estimated time on {device_name()}", duration_text(est["seconds"]))
+    m2.metric(f"Estimated time on {device_name()}", duration_text(seconds_now(est["seconds"], background_threads())),
+              help=said(est["seconds"], background_threads()).capitalize() + ": the parts below are an idle machine's.")
     m3.metric("Training FLOPs", f"{est['tokens'] * est['flops_per_token']:.2e}")
     st.caption(f"An **estimate**, four parts. Training {duration_text(est['train_seconds'])}: {int(steps):,} "
                f"steps × {int(batch)} × {int(seq_len)} tokens × {est['flops_per_token'] / 1e6:,.1f} MFLOPs per token "

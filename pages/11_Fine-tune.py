@@ -23,6 +23,7 @@ from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
 from bert_explorer.tasks.metrics import small_dev_warning
 from bert_explorer.train.estimate import FINETUNE_ASK_S
+from bert_explorer.train.speed import said
 from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_TRAIN_EXAMPLES, FinetuneConfig,
                                           estimate, ltr_problem, read_spec)
 
@@ -50,14 +51,14 @@ def long_run_confirmed(config: FinetuneConfig, data) -> bool:
     n_train, n_dev = est["train_examples"], est["dev_examples"]
     kept = n - round(n * config.dev_fraction)
     sampled = f" ({n_train:,} of the {kept:,} training examples, sampled)" if n_train < kept else ""
-    st.caption(f"Estimated time on {device_name()}: about **{duration_text(est['seconds'])}**: {est['steps']:,} steps "
+    st.caption(f"Estimated time on {device_name()}: **{said(est['seconds'], est['threads'])}**: {est['steps']:,} steps "
                f"of {config.batch_size} examples{sampled} of about {est['tokens_per_example']:.0f} WordPieces "
                f"(about {duration_text(est['train_seconds'])}), {n_dev:,} dev examples scored after each epoch and at "
                f"the end (about {duration_text(est['eval_seconds'])}), and the start, the model read and saved (about "
                f"{duration_text(est['loading_seconds'])}); {est['basis']}.")
     if est["seconds"] <= FINETUNE_ASK_S:
         return True
-    return st.checkbox(f"Yes, fine-tune for about {duration_text(est['seconds'])} ({est['steps']:,} steps). For a "
+    return st.checkbox(f"Yes, fine-tune for {said(est['seconds'], est['threads'])} ({est['steps']:,} steps). For a "
                        "quicker run, set *Use at most N training examples* or fewer epochs under Advanced settings.",
                        key="ft_confirm_long")
 

@@ -17,6 +17,9 @@ from bert_explorer.experiments.runner import read_plan, read_results
 from bert_explorer.runs.finder import is_ablation
 from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.run import ACTIVE_STATES, Run, new_run_refusal
+from bert_explorer.train.estimate import background_threads
+from bert_explorer.train.speed import said, seconds_now
+from bert_explorer.runs.report import left_text
 
 intro("Ablation studio", """
 Re-run the paper's ablations in miniature (Devlin et al. 2019, Section 5 and Appendix C, Tables 5-8):
@@ -126,7 +129,9 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
         else:
             m[1].metric("Pre-trainings", len(plan["pretrainings"]),
                         help="cells with the same pre-training share one model")
-        m[2].metric("Time on a 2-core CPU", f"~{est_cpu['total_s'] / 60:.0f} min")
+        m[2].metric("Time on this CPU", f"~{seconds_now(est_cpu['total_s'], background_threads()) / 60:.0f} min",
+                    help=said(est_cpu["total_s"], background_threads()).capitalize() + ": its speed measured here, "
+                         "shared with what else runs now.")
         m[3].metric("Time on one GPU", f"~{est_gpu['total_s'] / 60:.0f} min")
         st.caption("Rough estimates from FLOPs and measured speeds; expect them to be off by up to a factor of two."
                    + (" The downloads' time is not in them: it depends on your connection." if fetch else ""))
@@ -194,7 +199,8 @@ def progress_panel():
     failed = sum(r["status"] == "failed" for r in res.values())
     st.write(f"**{s.get('state', 'unknown')}** · {done} of {total} cells finished, {failed} failed")
     if total:
-        st.progress(min(1.0, (done + failed) / total))
+        left = left_text(s.get("started"), (done + failed) / total) if s.get("state") in ACTIVE else ""
+        st.progress(min(1.0, (done + failed) / total), text=f"{done + failed} of {total} cells{left}")
     if s.get("state") in ACTIVE:
         sub = chosen / ("pretrain" if s.get("phase") == "pre-training" else "cells") / \
             str(s.get("pretraining") if s.get("phase") == "pre-training" else s.get("current"))

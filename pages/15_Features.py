@@ -15,6 +15,7 @@ from bert_explorer.data.corpora import corpus_title
 from bert_explorer.runs import neighbour_jobs as jobs
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.estimate import background_threads
+from bert_explorer.train.speed import said
 
 intro("Features of a layer", """
 A **sparse autoencoder** (SAE) rewrites each token's vector after one layer as a few active *features*
@@ -103,8 +104,8 @@ if state["state"] != "ready":
         f"Training reads **{est['tokens']:,} WordPieces** of {corpus_title(fb.DEFAULT_CORPUS)} through the "
         f"model's first {layer} layer{'s' if layer > 1 else ''}, keeps their vectors (fp16, "
         f"{est['disk_bytes'] / 1e9:.1f} GB in the app's cache, within its limit), then trains an SAE of "
-        f"{settings.sae.width_factor * H:,} features with k = {settings.sae.k}: **about {duration_text(est['seconds'])}** "
-        f"here (activations about {duration_text(est['activation_seconds'])}, training about "
+        f"{settings.sae.width_factor * H:,} features with k = {settings.sae.k}: **{said(est['seconds'], background_threads())}** "
+        f"(on an idle machine: activations about {duration_text(est['activation_seconds'])}, training about "
         f"{duration_text(est['train_seconds'])}: {est['step_seconds']:.2f} s a step, timed on this machine). It is kept for every "
         "later visit and every visitor.")
     if refusal := jobs.start_refusal(path, False, "SAE"):

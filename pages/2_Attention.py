@@ -9,7 +9,8 @@ from bert_explorer import limits
 from bert_explorer.analysis.attention import clark, flow, head_map
 from bert_explorer.runs import neighbour_jobs as jobs
 from bert_explorer.data.corpora import corpus_title
-from bert_explorer.runs.report import duration_text
+from bert_explorer.train.estimate import background_threads
+from bert_explorer.train.speed import said
 
 from bert_explorer.analysis.attention.heads import (BEHAVIOUR_RULE, COLUMN_NAMES, REFERENCE_INPUTS, attention_maps,
                                               attention_rollout, behaviour_table, describe_behaviours,
@@ -178,9 +179,9 @@ def _build_start(path, state: dict, segments: int, *, what: str, key: str, label
     if refusal := jobs.start_refusal(path, False, what):
         st.info(refusal)
         return
-    if work_button(f"{label} (about {duration_text(cost_s)} of CPU)", key=key,
-                 help="Runs in the background and is kept for every later visit. The time assumes one CPU core "
-                      "at the speed the app's limits assume (`bert-explorer limits`)."):
+    if work_button(f"{label}: {said(cost_s, background_threads())}", key=key,
+                 help="Runs in the background and is kept for every later visit. The time is this machine's: its "
+                      "speed measured here, shared with what else runs now."):
         refusal = jobs.start_build(path, ["--model", name, "--segments", str(segments), "--corpus", CLARK_CORPUS],
                                    one_at_a_time=False, command=command, what=what,
                                    lesson=f"Attention's {what} over {segments:,} segments")

@@ -1,4 +1,5 @@
 import hashlib
+import time
 
 import pandas as pd
 import plotly.express as px
@@ -13,6 +14,8 @@ from bert_explorer.app.guard import uploader
 from bert_explorer.app.state import by_weights, heavy_turn, load, picked_model
 from bert_explorer.app.roles import STUDENT_CPU_S, busy_sentence, not_prepared, writes_allowed
 from bert_explorer.runs.report import duration_text
+from bert_explorer.train.speed import said
+from bert_explorer.runs.report import left_text
 from bert_explorer.app.widgets import intro
 
 intro("What each layer knows", """
@@ -92,7 +95,7 @@ if missing:
                 "this model: " + "; ".join(
                     f"{t}, {e['inputs']:,} inputs: the layer vectors about {duration_text(e['features_seconds'])}, "
                     f"{e['probes']} probes on {e['rows']:,} {'articles' if t == 'topic' else 'words'} about "
-                    f"{duration_text(e['probes_seconds'])}, in all **about {duration_text(e['seconds'])}**"
+                    f"{duration_text(e['probes_seconds'])} on an idle machine, in all **{said(e['seconds'], e['threads'])}**"
                     for t, e in est.items())
                 + f" ({next(iter(est.values()))['basis']}). Fewer sentences or articles (Settings) run faster.")
         seconds = sum(e["seconds"] for e in est.values())
@@ -109,9 +112,11 @@ if missing:
         # heavy: one request at a time on this server, the others wait with their place shown; a request
         # that waited for the same probes finds them computed
         with heavy_turn():
+            started = time.time()
             for k, t in enumerate(missing):
                 def report(f, m, k=k, t=t):
-                    bar.progress(min(1.0, (k + f) / len(missing)), text=f"{t}: {m}")
+                    done = min(1.0, (k + f) / len(missing))
+                    bar.progress(done, text=f"{t}: {m}{left_text(started, done)}")
                 results[t] = cached_result(loaded, t, settings_for(t), pos_file) or \
                     probe_layers(loaded, t, settings_for(t), pos_file, report)
         pending.empty()

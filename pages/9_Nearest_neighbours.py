@@ -15,6 +15,7 @@ from bert_explorer.app.roles import busy_sentence, not_prepared, progress_line, 
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.estimate import background_threads
+from bert_explorer.train.speed import said
 
 intro("Nearest neighbours", """
 Pick one token of your sentence and a layer: the table lists the tokens of a whole corpus (BBC
@@ -121,7 +122,7 @@ if state["state"] != "ready":
         f"The index holds every WordPiece of the corpus except [CLS] and [SEP]: **{est['tokens']:,} tokens** in "
         f"{est['sentences']:,} sentences, {est['disk_bytes'] / 1e6:,.0f} MB on disk (fp16). Building it {runs} over "
         f"all of them, in a background process: about {est['tokens_per_s']:,.0f} tokens/s here ({est['basis']}), "
-        f"that is **about {duration_text(est['seconds'])}**. It is built once and kept for every later visit.")
+        f"that is **{said(est['seconds'], est['threads'])}**. It is built once and kept for every later visit.")
     free = full_disk.free_bytes(cache_root())
     room = (f"While it runs the build needs about **{full_disk.size_text(est['build_disk_bytes'])}** free in the cache "
             f"folder {shown_path(cache_root())} (its finished parts and the index side by side); free there now: "

@@ -68,7 +68,22 @@ def ran(served, tmp_path_factory):
 
 
 # ----- the recipe, its estimate and its downloads ------------------------------------------------------
+# The speeds of the 2-core AMD EPYC the recipe was measured on (train/speed.py's readings there, one thread,
+# GFLOP/s): the planner is checked against that machine's measurement with that machine's speeds.
+EPYC_LAYER_GFLOP_S = {("train", True): {128: 85.7, 256: 116.3, 512: 155.4},
+                      ("forward", True): {128: 101.1, 256: 138.2, 512: 155.2},
+                      ("train", False): {128: 58.9, 256: 71.2, 512: 79.9},
+                      ("forward", False): {128: 75.8, 256: 84.2, 512: 87.9}}
+
+
 def test_the_recipe_downloads_four_miniatures_and_fits_twenty_cpu_minutes(monkeypatch, tmp_path):
+    from bert_explorer.train import device, estimate, speed
+
+    monkeypatch.setattr(speed, "layer_flop_s", lambda work, hidden, threads, bf16=False, intermediate=None:
+                        EPYC_LAYER_GFLOP_S[(work, bf16)][hidden] * 1e9)
+    monkeypatch.setattr(speed, "matmul_flop_s", lambda bf16=False: (210.5 if bf16 else 98.7) * 1e9)
+    monkeypatch.setattr(device, "cpu_bf16_is_fast", lambda: True)  # (the EPYC's AVX512-BF16)
+    monkeypatch.setattr(estimate, "background_threads", lambda: 1)  # (its background runs' one thread)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
     plan = grid.expand(grid.load_recipe("miniatures"))
@@ -94,17 +109,21 @@ def test_the_recipe_downloads_four_miniatures_and_fits_twenty_cpu_minutes(monkey
 
 
 def test_the_cli_states_the_estimate_and_refuses_offline_with_nothing_cached(monkeypatch, tmp_path, capsys):
+    from bert_explorer.runs.report import duration_text
+    from bert_explorer.train import speed
+
+    monkeypatch.setattr(speed, "load_now", lambda: 0.0)  # an idle machine: the time said is the idle one
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert cli.main(["ablate", "--recipe", "miniatures", "--estimate"]) == 0
     out = capsys.readouterr().out
-    minutes = round(grid.estimate(grid.expand(grid.load_recipe("miniatures")), "cpu")["total_s"] / 60)
-    assert f"about {minutes} min on a 2-core CPU" in out and "12 cells (3 seeds each setting)" in out, out
+    seconds = grid.estimate(grid.expand(grid.load_recipe("miniatures")), "cpu")["total_s"]
+    assert f"about {duration_text(seconds)} (the machine is idle now) on this machine's CPU" in out and "12 cells (3 seeds each setting)" in out, out
     assert "about 346 MB in all" in out and "google/bert_uncased_L-8_H-512_A-8 (167 MB)" in out
     # another task than the recipe's, with the recipe's limits: a smaller built-in set is planned shorter
     assert cli.main(["ablate", "--recipe", "miniatures", "--task", "builtin:pang-lee", "--estimate"]) == 0
     other = capsys.readouterr().out
-    assert "tasks pang-lee (builtin:pang-lee)" in other and f"about {minutes} min on a 2-core CPU" not in other
+    assert "tasks pang-lee (builtin:pang-lee)" in other and f"about {duration_text(seconds)} (the machine" not in other
     assert cli.main(["ablate", "--recipe", "miniatures", "--task", str(tmp_path / "nope.csv"), "--estimate"]) == 2
     assert "nope.csv: no such file" in capsys.readouterr().err
     code = cli.main(["ablate", "--recipe", "miniatures", "--output", str(tmp_path / "abl")])
@@ -215,6 +234,9 @@ def test_the_results_sit_beside_turc_et_al_and_say_what_this_run_measured(ran):
 
 # ----- the page -----------------------------------------------------------------------------------------------
 def test_the_page_shows_the_estimate_the_downloads_and_the_results_beside_turc(ran, runs_root, monkeypatch, tmp_path):
+    from bert_explorer.train import speed
+
+    monkeypatch.setattr(speed, "load_now", lambda: 0.0)  # an idle machine: the time said is the idle one
     shutil.copytree(ran[0], runs_root / "ablation-minis")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")
@@ -224,7 +246,7 @@ def test_the_page_shows_the_estimate_the_downloads_and_the_results_beside_turc(r
     metrics = {m.label: m.value for m in at.metric}
     plan = grid.expand(grid.load_recipe("miniatures"))
     assert metrics["Cells"] == "12" and metrics["Models to download"] == "4"
-    assert metrics["Time on a 2-core CPU"] == f"~{grid.estimate(plan, 'cpu')['total_s'] / 60:.0f} min"
+    assert metrics["Time on this CPU"] == f"~{grid.estimate(plan, 'cpu')['total_s'] / 60:.0f} min"
     assert any(m.value == grid.downloads_text(plan) for m in at.markdown)
     assert at.button(key="abl_start").label == "Download 4 models (about 346 MB) and start in the background"
     # the results of the finished run: the table and the chart beside Turc et al.'s

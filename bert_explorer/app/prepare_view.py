@@ -9,7 +9,8 @@ import streamlit as st
 
 from .. import checkpoint
 from ..analysis import lesson
-from ..runs.report import duration_text
+from ..train.estimate import background_threads
+from ..train.speed import said
 from .roles import is_private, work_button, writes_allowed
 from .state import load
 
@@ -55,7 +56,7 @@ def panel(current: str | None) -> None:
             loaded = {m: _loaded(m) for m in models}
             todo = [b for m, lm in loaded.items() if lm is not None for b in lesson.builds(m, lm, set(which))
                     if not b.done()]
-            st.markdown(f"**{len(todo)}** build(s) to run, about **{duration_text(sum(b.seconds for b in todo))}** "
+            st.markdown(f"**{len(todo)}** build(s) to run, **{said(sum(b.seconds for b in todo), background_threads())}** "
                         "in all (each page's own estimate), at low priority.")
             if models and work_button("Prepare", key="prep_start", type="primary"):
                 if why := lesson.start_preparing(models, which):

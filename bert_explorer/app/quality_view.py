@@ -16,7 +16,8 @@ import streamlit as st
 
 from ..analysis.probes import quality
 from ..runs import neighbour_jobs as jobs
-from ..runs.report import duration_text
+from ..train.estimate import background_threads
+from ..train.speed import said
 from . import exports
 from .state import load, shown_path, without_host_paths
 from .roles import busy_sentence, not_prepared, progress_line, work_button, writes_allowed
@@ -64,7 +65,7 @@ def measured_here(name: str, loaded, stored_evaluation: dict | None) -> dict | N
     if state["state"] == "building":
         _watch(name)
         return None
-    about = duration_text(quality.estimate_seconds(loaded.config))
+    about = said(quality.estimate_seconds(loaded.config), background_threads())
     if state["state"] == "failed":
         st.error(without_host_paths(f"Measuring this model failed: {state.get('error') or state.get('message')}"))
         with st.expander("Its log"):
@@ -74,13 +75,13 @@ def measured_here(name: str, loaded, stored_evaluation: dict | None) -> dict | N
             not_prepared("Its measurement on held-out text")
             busy_sentence()
         return None
-    if work_button(f"Measure this model here (about {about})", key="mlm_measure"):
+    if work_button(f"Measure this model here ({about})", key="mlm_measure"):
         refusal = jobs.start_build(path, ["--model", name], one_at_a_time=False, command=quality.BUILDER,
                                    what="measurement", lesson="the measurement of how well this model guesses")
         if refusal is None:
             st.rerun()
         st.info(refusal)
-    st.caption(f"Measuring reads every held-out sequence (about {about} here) and the check set; from a terminal: "
+    st.caption(f"Measuring reads every held-out sequence ({about}) and the check set; from a terminal: "
                f"`bert-explorer evaluate-pretraining --model {shown_path(name)}`.")
     return None
 

@@ -27,7 +27,7 @@ import streamlit as st
 from streamlit import config as st_config
 
 from ..runs import neighbour_jobs
-from ..runs.report import duration_text
+from ..runs.report import duration_text, left_text
 
 TOKEN_ENV = "BERT_EXPLORER_TEACHER_TOKEN"
 CLASSROOM_ENV = "BERT_EXPLORER_CLASSROOM"  # =1: classroom mode on 127.0.0.1 too (rehearsal, tests)
@@ -199,9 +199,10 @@ def busy_sentence() -> None:
 def progress_line(progress: dict, lesson: str) -> str:
     """A running build's progress bar text: the builder's own line for whoever may start and stop work,
     the lesson's words ("Preparing Features of layer 3 for the class") for a student."""
+    left = left_text(progress.get("started"), progress.get("fraction") or 0.0)
     if writes_allowed():
-        return progress.get("message") or "starting…"
-    return f"Preparing {lesson} for the class"
+        return (progress.get("message") or "starting…") + left
+    return f"Preparing {lesson} for the class{left}"
 
 
 def writes_off(what: str) -> bool:

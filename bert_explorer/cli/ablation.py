@@ -20,6 +20,8 @@ from ..data.uploads.names import slug
 from ..experiments import grid, miniatures, results
 from ..experiments.runner import run_ablation
 from ..runs.finder import is_ablation
+from ..train.estimate import background_threads
+from ..train.speed import said
 from .common import UserError, run_or_background, start_run, user_errors
 
 
@@ -110,8 +112,9 @@ def plan_text(plan: dict) -> str:
              + (f" ({len(seeds)} seeds each setting)" if seeds else "")
              + ("" if recipe.get("pretrained") == "hub" else f", {len(plan['pretrainings'])} pre-trainings")
              + ", tasks " + ", ".join(f"{k} ({v['train']})" for k, v in recipe["tasks"].items()),
-             f"estimated time: about {cpu['total_s'] / 60:.0f} min on a 2-core CPU, {gpu['total_s'] / 60:.0f} min on "
-             "one GPU (from FLOPs and measured speeds; expect up to a factor of two either way)"]
+             f"estimated time: {said(cpu['total_s'], background_threads())} on this machine's CPU, "
+             f"{gpu['total_s'] / 60:.0f} min on one GPU (from FLOPs and speeds measured here; expect up to a factor of "
+             "two either way)"]
     if grid.downloads(plan):
         lines.append(grid.downloads_text(plan))
     return "\n".join(lines)

@@ -15,7 +15,8 @@ import sys
 from .. import checkpoint
 from ..analysis.attention import clark
 from ..runs import neighbour_jobs
-from ..runs.report import duration_text
+from ..train.estimate import background_threads
+from ..train.speed import said
 from .common import MODEL_HELP, UserError, print_json, progress_lines, run_alone, run_or_background
 
 
@@ -58,8 +59,8 @@ def cmd_build(args) -> int:
 
     def build():
         if not clark.is_complete(path):
-            print(f"measuring {args.segments:,} segments of {corpus}: about "
-                  f"{duration_text(clark.estimate_seconds(loaded.config, args.segments))} on one core",
+            print(f"measuring {args.segments:,} segments of {corpus}: "
+                  f"{said(clark.estimate_seconds(loaded.config, args.segments), background_threads())}",
                   file=sys.stderr)
         clark.build_measures(loaded, corpus, args.segments, args.seed, not args.wordpieces, progress_lines())
         return clark.read_measures(path)

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import sys
+import time
 import typing
 import warnings
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from ..train.device import threads_for_free_cores
 from ..train.pretrain import ResumeRefused
 from ..runs.lock import RunBusy
 from ..runs.background import start_background
+from ..runs.report import left_text
 
 MODEL_HELP = (f"a checkpoint directory, a short name ({', '.join(checkpoint.SHORT_NAMES)}), a model of the paper "
               "(bert-base-uncased, google/bert_uncased_L-2_H-128_A-2, ...: `bert-explorer models`) or hf:<hub id>")
@@ -98,14 +100,15 @@ def print_json(result) -> None:
 
 
 def progress_lines():
-    """A line on stderr every 5 % (what a background build's log keeps)."""
-    last = [-1]
+    """A line on stderr every 5 %, with the time left from the progress so far (what a background
+    build's log keeps)."""
+    last, started = [-1], time.time()
 
     def say(fraction: float, message: str) -> None:
         step = int(fraction * 20)
         if step != last[0]:
             last[0] = step
-            print(f"{fraction:4.0%} {message}", file=sys.stderr, flush=True)
+            print(f"{fraction:4.0%} {message}{left_text(started, fraction)}", file=sys.stderr, flush=True)
     return say
 
 

@@ -19,13 +19,16 @@ import csv
 import json
 import sys
 
+import torch
+
 from .. import checkpoint
 from ..analysis.features import build as fb, splice
 from ..analysis.features.sae import SaeConfig, TrainingStopped
 from ..runs import neighbour_jobs
-from ..runs.report import duration_text
+from ..train.speed import said
 from ..train.estimate import background_threads
-from .common import UserError, print_json, run_command, run_or_background, user_errors, write_json
+from .common import (UserError, print_json, progress_lines, run_command, run_or_background, user_errors,
+                     write_json)
 
 MODEL_HELP = "a checkpoint directory or a short name (minilm-mlm-nsp, explorer-mini)"
 
@@ -93,16 +96,11 @@ def cmd_train(args) -> int:
 
     def work():
         if not fb.is_complete(path):
-            est = fb.estimate_seconds(loaded, settings)
-            print(f"estimate: about {duration_text(est['seconds'])} ({est['tokens']:,} tokens)", file=sys.stderr)
-        last = [-1]
-
-        def progress(fraction, message):
-            if int(fraction * 20) != last[0]:
-                last[0] = int(fraction * 20)
-                print(f"{fraction:4.0%} {message}", file=sys.stderr, flush=True)
+            est = fb.estimate_seconds(loaded, settings, torch.get_num_threads())
+            print(f"estimate: {said(est['seconds'], torch.get_num_threads())} ({est['tokens']:,} tokens)",
+                  file=sys.stderr)
         try:
-            return fb.Features(fb.build(loaded, settings, progress)).meta
+            return fb.Features(fb.build(loaded, settings, progress_lines())).meta
         except TrainingStopped:
             raise UserError(f"the SAE training of layer {settings.layer} was cancelled (its Cancel on the Features "
                             "page); nothing of it was kept: run the same command again to train it") from None
@@ -112,7 +110,8 @@ def cmd_train(args) -> int:
                                              command=fb.BUILDER, what="SAE"):
             print(why, file=sys.stderr)
         else:
-            print(f"training in the background (about {duration_text(fb.estimate_seconds(loaded, settings, background_threads())['seconds'])}); "
+            seconds = fb.estimate_seconds(loaded, settings, background_threads())["seconds"]
+            print(f"training in the background ({said(seconds, background_threads())}); "
                   f"progress in {neighbour_jobs.work_dir(path) / 'progress.json'}", file=sys.stderr)
     return run_or_background(args, work, show=_show_quality, start=start)
 

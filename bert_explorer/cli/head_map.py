@@ -14,7 +14,8 @@ import sys
 
 from .. import checkpoint
 from ..analysis.attention import clark, head_map
-from ..runs.report import duration_text
+from ..train.estimate import background_threads
+from ..train.speed import said
 from .attention_measures import segment_build_options, start_segment_build
 from .common import UserError, print_json, progress_lines, run_alone, run_or_background
 
@@ -39,8 +40,8 @@ def cmd_build(args) -> int:
 
     def build():
         if not head_map.is_complete(path):
-            print(f"mapping the heads over {args.segments:,} segments of {corpus}: about "
-                  f"{duration_text(head_map.estimate_seconds(loaded.config, args.segments))} on one core",
+            print(f"mapping the heads over {args.segments:,} segments of {corpus}: "
+                  f"{said(head_map.estimate_seconds(loaded.config, args.segments), background_threads())}",
                   file=sys.stderr)
         head_map.build_map(loaded, corpus, args.segments, args.seed, progress_lines())
         return head_map.read_map(path)

@@ -21,7 +21,7 @@ from .. import checkpoint
 from ..analysis.neighbours import index as nbb, search as nb
 from ..data.corpora import BUILTIN_CORPORA
 from ..runs import neighbour_jobs
-from ..runs.report import duration_text
+from ..train.speed import said
 from ..train.estimate import background_threads
 from .common import UserError, int_list, run_alone, run_or_background, user_errors, write_json
 
@@ -104,8 +104,8 @@ def _start_builds(loaded, args) -> None:
 
 def _say_estimate(est: dict, layers: list[int]) -> None:
     """The estimate of a build, one line on stderr, before it starts."""
-    print(f"estimate for layer{'s' if len(layers) > 1 else ''} {', '.join(map(str, layers))}: about "
-          f"{duration_text(est['seconds'])} ({est['tokens']:,} tokens of {est['sentences']:,} sentences, about "
+    print(f"estimate for layer{'s' if len(layers) > 1 else ''} {', '.join(map(str, layers))}: "
+          f"{said(est['seconds'], est['threads'])} ({est['tokens']:,} tokens of {est['sentences']:,} sentences, about "
           f"{est['tokens_per_s']:,.0f} tokens/s: {est['basis']})", file=sys.stderr, flush=True)
 
 

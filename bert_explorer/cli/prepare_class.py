@@ -16,7 +16,8 @@ import time
 from .. import checkpoint
 from ..analysis import lesson
 from ..runs.report import duration_text
-from ..train.estimate import load_text
+from ..train.estimate import background_threads
+from ..train import speed
 from .common import UserError, print_json
 
 
@@ -52,8 +53,9 @@ def cmd_prepare_class(args) -> int:
         return 0
     todo = [(name, b) for name, bs in plan.items() for b in bs if not b.done()]
     total = sum(b.seconds for _, b in todo)
-    print(f"preparing {len(models)} model(s): first visits, then {len(todo)} build(s) not yet done, about "
-          f"{duration_text(total)} in all (each page's own estimate; {load_text()})", file=sys.stderr, flush=True)
+    print(f"preparing {len(models)} model(s): first visits, then {len(todo)} build(s) not yet done, "
+          f"{speed.said(total, background_threads())} in all (each page's own estimate; {speed.load_text()})",
+          file=sys.stderr, flush=True)
     t0, failed = time.time(), []
     for name, loaded in models.items():
         for page, what, work in lesson._declared():
@@ -77,7 +79,7 @@ def cmd_prepare_class(args) -> int:
         print(f"{name}: {b.key}: {said} ({duration_text(time.time() - t)})", file=sys.stderr, flush=True)
         if said not in ("done", "already done"):
             failed.append(f"{b.key} of {name}: {said}")
-    print(f"prepared in {duration_text(time.time() - t0)} (estimated {duration_text(total)}; {load_text()})",
+    print(f"prepared in {duration_text(time.time() - t0)} (estimated {duration_text(total)}; {speed.load_text()})",
           file=sys.stderr)
     if failed:
         raise UserError("not everything was prepared: " + "; ".join(failed))

@@ -10,18 +10,20 @@ import json
 import sys
 from dataclasses import asdict
 
+import torch
+
 from .. import checkpoint
 from ..analysis.layers.features import PAIR_SEPARATOR, parse_example
 from ..analysis.probes import quality
 from ..tasks.base import TaskType
 from ..checkpoint import CheckpointError
-from ..runs.report import duration_text
+from ..train.speed import load_text, said
 from ..train.estimate import background_threads
 from ..train.finetune import FinetuneConfig, estimate as finetune_estimate, read_data, run_finetuning
 from ..train.predict import Predictor
 from ..train.pretrain import PretrainConfig, resume_settings, run_pretraining
-from .common import (MODEL_HELP, UserError, config_from, dataclass_args, given_settings, print_json, read_lines,
-                     run_or_background, start_run, user_errors)
+from .common import (MODEL_HELP, UserError, config_from, dataclass_args, given_settings, print_json, progress_lines,
+                     read_lines, run_or_background, start_run, user_errors)
 
 
 def register(sub) -> None:
@@ -104,7 +106,11 @@ def cmd_evaluate_pretraining(args) -> int:
                 cfg = PretrainConfig.from_dict({**base.to_dict(), **given})
             if quality.document_settings(cfg) != quality.document_settings(base):
                 held_out = f"from the settings given ({cfg.corpus}, {cfg.held_out_fraction:.0%} held out, seed {cfg.seed})"
-        result = quality.measure(loaded, cfg, held_out, max_sequences=args.sequences)
+        threads = torch.get_num_threads()
+        print(f"measuring {args.sequences or 'every'} held-out sequence{'s' if args.sequences != 1 else ''}: "
+              f"{said(quality.estimate_seconds(loaded.config, args.sequences or 1818, threads=threads), threads)} "
+              f"({load_text()})", file=sys.stderr, flush=True)
+        result = quality.measure(loaded, cfg, held_out, max_sequences=args.sequences, progress=progress_lines())
         quality.save(quality.entry_path(loaded, cfg, args.sequences), result)
         return result
     return run_or_background(args, work, show=_show_quality)
@@ -135,7 +141,7 @@ def cmd_finetune(args) -> int:
                            threads=background_threads() if background else None)
         except (CheckpointError, OSError, KeyError, ValueError):  # data or model unreadable: the run says why
             return
-        print(f"estimate: about {duration_text(est['seconds'])} ({est['steps']:,} steps of {cfg.batch_size} "
+        print(f"estimate: {said(est['seconds'], est['threads'])} ({est['steps']:,} steps of {cfg.batch_size} "
               f"examples of about {est['tokens_per_example']:.0f} WordPieces, {est['dev_examples']:,} dev examples "
               f"scored after each epoch; {est['basis']})", file=sys.stderr, flush=True)
 

@@ -50,7 +50,7 @@ from pathlib import Path
 
 from .. import checkpoint, hub
 from ..data.tasks import BUILTIN_TASKS
-from ..model.config import PRESETS
+from ..model.config import PRESETS, preset
 from ..tasks.base import TaskType
 from ..tasks.registry import PAIR_CLASSIFICATION, TASK_TYPES
 from ..train import estimate as est
@@ -350,20 +350,10 @@ def pretraining_label(cfg: dict) -> str:
 
 
 # ----- time estimate ------------------------------------------------------------------------
-# Training tokens/s on the team's 2-core CPU (docs/DESIGN.md: batch 32 x 128, MLM head on the
-# masked positions only); other sizes are scaled by their FLOPs per token. The tiny figure is
-# the one the cpu-small recipe measured with the CPU to itself (4,000 steps of 32 x 64 with a
-# 6,000-word vocabulary in 354 s, evaluations included: ~23,000 tokens/s), expressed at 32 x 128;
-# an earlier ~11,000 came from a shared CPU.
-_CPU_TRAIN_TPS = {(2, 128): 20_000, (4, 256): 3_700, (4, 512): 1_400}
-_CPU_FLOPS = 80e9            # effective FLOP/s of the CPU for sizes not measured
-# Fine-tuning tokens/s of Turc et al.'s miniatures (Tiny, Mini, Small, Medium) on the team's 2-core CPU with
-# one thread, what a background run gets there (runs/background.py); seq 64, batch 16, precision auto (bf16
-# autocast on its CPU), random weights of their shapes; the fastest of several runs on the shared CPU
-# (2026-11-26; tiny 18,400-30,400, mini 4,100-6,500, small 1,400-1,950, medium 890-1,040). Other lengths are
-# scaled by FLOPs per token. Medium fine-tunes at twice the FLOPs-scaled rate: a step's fixed costs (the
-# AdamW update of the word embeddings, 30,522 x H, the same for Small) weigh less in a deeper model.
-_CPU_FINETUNE_TPS = {(2, 128): 30_000, (4, 256): 6_500, (4, 512): 1_950, (8, 512): 1_040}
+# On a CPU every rate is this machine's, measured (``train/estimate.cpu_flop_s``: a layer of the size's
+# width timed here on a background run's threads, in the precision training picks on this CPU), as for
+# every other job's estimate; each training step adds its AdamW update (``OPTIMIZER_S_PER_PARAMETER`` a
+# parameter: for the miniatures the word embeddings, 30,522 x H, weigh as much as the layers).
 # The GPU's rates are assumptions stated once, in train/estimate.py (GPU_FLOP_S_SMALL, step floors).
 _TASK_SIZES = {  # built-in data: (examples, WordPieces per example, about)
     "bbc-topics": (2225, 140), "tweets": (38000, 30), "wnut16": (2394, 30), "pang-lee": (200, 30),
@@ -377,21 +367,31 @@ def _flops_per_token(size: str, seq: int, vocab: int, predicted: float = 0.15) -
     return flops_per_token(L, H, vocab, encoder_parameters(size), seq, predicted)["total"]
 
 
+def _cpu_train_flop_s(size: str) -> float:
+    """This CPU's training rate for the size (measured here, an idle machine's: ``est.cpu_flop_s``)."""
+    from ..train.device import autocast_dtype
+
+    import torch
+
+    c = PRESETS[size]
+    bf16 = autocast_dtype(torch.device("cpu"), "auto") is not None
+    return est.cpu_flop_s("train", c.hidden_size, est.background_threads(), bf16, c.intermediate_size)[0]
+
+
+def _optimizer_s(size: str, vocab: int) -> float:
+    """A CPU training step's AdamW update of every parameter of the size with this vocabulary."""
+    return est.pretraining_parameters(preset(size, vocab_size=max(1, vocab)))[0] * est.OPTIMIZER_S_PER_PARAMETER
+
+
 def _train_tps(size: str, seq: int, vocab: int, device: str, predicted: float = 0.15) -> float:
+    """Training tokens/s of the size's arithmetic (a step's optimizer update apart: :func:`_optimizer_s`)."""
     L, H, _ = size_lha(size)
     flops = _flops_per_token(size, seq, vocab, predicted)
-    if device == "cpu":
-        if (L, H) in _CPU_TRAIN_TPS:  # measured; scaled by FLOPs to this length, vocabulary and objective
-            return _CPU_TRAIN_TPS[(L, H)] * _flops_per_token(size, 128, 8000) / flops
-        return _CPU_FLOPS / flops
-    return est.gpu_flop_s(H) / flops
+    return (_cpu_train_flop_s(size) if device == "cpu" else est.gpu_flop_s(H)) / flops
 
 
 def _finetune_tps(size: str, seq: int, device: str) -> float:
-    """Fine-tuning tokens/s: measured for the miniatures on the CPU, else :func:`_train_tps` without a decoder."""
-    L, H, _ = size_lha(size)
-    if device == "cpu" and (L, H) in _CPU_FINETUNE_TPS:
-        return _CPU_FINETUNE_TPS[(L, H)] * _flops_per_token(size, 64, 0, 0.0) / _flops_per_token(size, seq, 0, 0.0)
+    """Fine-tuning tokens/s: :func:`_train_tps` without a decoder."""
     return _train_tps(size, seq, 0, device)
 
 
@@ -441,8 +441,8 @@ def _dev_examples(spec: dict, ft: dict) -> int:
 def estimate(plan: dict, device: str = "cpu") -> dict:
     """A rough time estimate in seconds: ``{"pretrain_s", "finetune_s", "total_s"}``.
 
-    ``device`` is "cpu" (the 2-core machines of the team) or "gpu" (one H100 or H200). It counts
-    FLOPs and adds fixed costs per run; expect it to be right within a factor of about two."""
+    ``device`` is "cpu" (this machine's CPU, idle: its rates measured here) or "gpu" (one H100 or H200). It
+    counts FLOPs and adds fixed costs per run; expect it to be right within a factor of about two."""
     device = "cpu" if device == "cpu" else "gpu"
     pre = 0.0
     for cfg in plan["pretrainings"].values():
@@ -457,7 +457,8 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
                                             cfg["max_steps"], bs, seq)
         else:
             tokens = cfg["max_steps"] * bs * seq * 0.9  # sequences are not all full
-            secs = tokens / _train_tps(cfg["size"], seq, vocab, device, predicted)
+            secs = tokens / _train_tps(cfg["size"], seq, vocab, device, predicted) + \
+                cfg["max_steps"] * _optimizer_s(cfg["size"], vocab)
         # corpus, instances, evaluations, checkpoints
         pre += secs + (2 if cfg["corpus"] == "tiny" else 25 if device == "cpu" else est.GPU_PRETRAIN_RUN_S)
     ft_total = 0.0
@@ -475,11 +476,14 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
             dev_passes = math.ceil(epochs) + 1
             secs = (n * t * epochs + dev_passes * _dev_examples(recipe["tasks"][cell["task"]], ft) * t
                     * est.FORWARD_SHARE) / tps
+            if device == "cpu":
+                secs += epochs * math.ceil(n / ft.get("batch_size", 32)) * _optimizer_s(cell["size"], 30522)
         else:  # frozen features (inference, ~3x faster per token) + a 2-layer BiLSTM with H units per direction
             d_in = 4 * H if cell["transfer"] == "concat-last-4" else H
             # forward: 2 directions x (layer 1: 8H(d_in + H), layer 2: 8H(2H + H)); training = 3x forward
             lstm_flops = 3 * 2 * (8 * H * (d_in + H) + 8 * H * 3 * H)
-            lstm_rate = 40e9 if device == "cpu" else 5e12  # the BiLSTM trains on the run's device
+            # the BiLSTM trains on the run's device: small matrices, as a probe's on a CPU
+            lstm_rate = est.cpu_flop_s("probe", H, 1)[0] if device == "cpu" else 5e12
             if cell["objective"] == "ltr+bilstm":  # trained together with the model
                 secs = n * t * epochs / tps + n * t * epochs * lstm_flops / lstm_rate
             else:  # frozen features: one forward pass of BERT, then only the head trains

@@ -41,7 +41,7 @@ from ..disk_cache import cache_root
 from .. import file_lock, processes
 from .background import reap_when_done, spawn
 from .finder import read_json
-from .report import duration_text
+from .report import duration_text, seconds_left
 from .report import log_tail as read_log_tail
 
 # A "starting" build whose process has not taken the lock by then has failed to start; until then
@@ -64,6 +64,12 @@ def read_progress(entry_path: Path) -> dict:
 
 
 def write_progress(entry_path: Path, **fields) -> None:
+    """The build's progress where pages and the CLI read it; a running build's start is kept (the time
+    left is counted from it: ``report.seconds_left``)."""
+    if fields.get("state") == "running" and "started" not in fields:
+        before = read_progress(entry_path)
+        same = before.get("pid") == fields.get("pid", os.getpid()) and before.get("started")
+        fields["started"] = before["started"] if same else time.time()
     atomic.write_json(work_dir(entry_path) / "progress.json",
                       {**fields, "pid": fields.get("pid", os.getpid()), "updated": time.time()})
 
@@ -211,10 +217,8 @@ def preparing() -> list[dict]:
     out = []
     for b in builds_running():
         lesson = read_json(disk_cache.work_root() / b["entry"] / LESSON_FILE).get("lesson")
-        fraction, started = float(b.get("fraction") or 0.0), b.get("started")
-        left = ((time.time() - started) * (1 - fraction) / fraction
-                if started and 0.02 <= fraction < 1 else None)
-        out.append({"lesson": lesson or "work started from a terminal", "seconds_left": left})
+        out.append({"lesson": lesson or "work started from a terminal",
+                     "seconds_left": seconds_left(b.get("started"), b.get("fraction") or 0.0)})
     return out
 
 

@@ -23,6 +23,23 @@ LABELS = {"loss": "loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss", "mlm_a
           "micro_recall": "micro recall"}
 
 
+def seconds_left(started: float | None, fraction: float, now: float | None = None) -> float | None:
+    """The time a job has left, from the progress it has made so far (the rate of all of it, as tqdm's
+    average: it corrects itself as the job goes, whatever an estimate said before it started); None
+    until 2 % and 5 s of it have passed, or when the job is done."""
+    fraction = float(fraction or 0.0)
+    if not started or not 0.02 <= fraction < 1:
+        return None
+    elapsed = (time.time() if now is None else now) - float(started)
+    return elapsed * (1 - fraction) / fraction if elapsed >= 5 else None
+
+
+def left_text(started: float | None, fraction: float) -> str:
+    """" · about 2 min 10 s left", or nothing while :func:`seconds_left` has nothing to say."""
+    left = seconds_left(started, fraction)
+    return f" · about {duration_text(left)} left" if left is not None else ""
+
+
 def duration_text(seconds: float | None) -> str:
     """"45 s", "12 min 05 s", "3 h 20 min", "4.5 days": a time taken or still to go."""
     if seconds is None:

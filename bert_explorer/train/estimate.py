@@ -18,9 +18,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import statistics
-import time
 from pathlib import Path
 
 import torch
@@ -30,6 +28,7 @@ from ..checkpoint import CheckpointError
 from ..model import PRESETS, BertConfig, preset
 from ..runs.background import background_env
 from ..runs.finder import find_runs, rel_name
+from . import speed
 from .device import PEAK_FLOPS
 
 
@@ -156,6 +155,7 @@ def measured_throughput(root: Path, size: str | None = None) -> tuple[float, str
 
 
 def stated_throughput() -> tuple[float, str]:
+    """The effective FLOP/s stated for this machine's GPU (a CPU's is measured: :func:`cpu_flop_s`)."""
     if torch.cuda.is_available():
         name = torch.cuda.get_device_name(0)
         peak = next((v for k, v in PEAK_FLOPS.items() if k in name), None)
@@ -165,16 +165,13 @@ def stated_throughput() -> tuple[float, str]:
         return 40e12, f"stated: 40 TFLOP/s, a rough figure for a recent GPU ({name} has no peak in our table)"
     if device_key() == "mps":
         return 2e12, "stated: about 2 TFLOP/s, a rough figure for an Apple GPU"
-    threads = background_threads()  # the threads a background run will get (cores - 1), not the app's own
-    plural = "s" if threads != 1 else ""
-    return 40e9 * threads, (f"stated: about 40 GFLOP/s per CPU core ({threads} thread{plural} for a background "
-                            f"run), measured for the mini preset on a 2-core CPU (3,700 tokens/s); small models "
-                            f"reach less, larger ones more")
+    raise ValueError("a CPU's speed is measured here (cpu_flop_s), not stated")
 
 
 # Around the steps: a background run starts a Python process, imports torch, reads and splits the
 # corpus, tokenises it into sequences and builds (or loads) the model before its step 1.
-PROCESS_START_S = 10.0             # stated: a fresh Python process importing torch and the package
+PROCESS_START_S = 2.5              # a fresh Python process importing torch and the package: 1.8-2.1 s measured
+                                   # (2-core EPYC, idle)
 CORPUS_WORDS_PER_S = 100_000.0     # stated: tokenising into sequences; measured 200,000 words/s (bbc, minilm
                                    # vocabulary, 2-core CPU), halved for a busy machine
 WORDS_PER_TOKEN_SLOT = 0.58        # measured: bbc at 128 tokens gives a sequence per 74 words (pairs, short ones)
@@ -215,6 +212,16 @@ def measured_loading(root: Path, corpus: str | None) -> tuple[float, str] | None
     return None
 
 
+def _cpu_pretraining_rate(size: str, vocab_size: int) -> tuple[float, str]:
+    """A background pre-training's rate on this CPU: its training step timed on a layer of its width, in
+    the precision it will train in, on a background run's threads."""
+    from .device import autocast_dtype
+
+    config = preset(size, vocab_size=vocab_size) if size in PRESETS else BertConfig.load(checkpoint.resolve(size))
+    return cpu_flop_s("train", config.hidden_size, background_threads(),
+                      autocast_dtype(torch.device("cpu"), "auto") is not None, config.intermediate_size)
+
+
 def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, vocab_size: int, root: Path,
                       evaluations: int = 0, held_out_sequences: int = 0, eval_batches: int = 50,
                       corpus: str | None = None, corpus_words: int = 0, checkpoints: int = 1) -> dict:
@@ -233,7 +240,8 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
     ``seconds`` is their sum."""
     params, fpt = model_size(size, vocab_size, seq_len)
     tokens = steps * batch_size * seq_len
-    flop_s, basis = measured_throughput(root, size) or stated_throughput()
+    flop_s, basis = measured_throughput(root, size) or (stated_throughput() if device_key() != "cpu" else
+                                                         _cpu_pretraining_rate(size, vocab_size))
     train = tokens * fpt / flop_s
     eval_sequences = min(int(held_out_sequences), eval_batches * batch_size)
     eval_tokens = evaluations * eval_sequences * seq_len
@@ -290,94 +298,30 @@ def gpu_pretrain_seconds(flops_per_token_: float, hidden_size: int, steps: int, 
 
 
 # ----- the time of work on this machine's CPU ------------------------------------------------------
-# A model's arithmetic runs at a share of the CPU's speed at multiplying matrices, and that share holds
-# from one CPU to another far better than a figure in FLOP/s does. So that speed is measured here, on
-# one thread, at the time of the estimate (the fastest of seven 1024 x 1024 products, about 0.3 s, again
-# after PEAK_TTL_S): the fastest, because a moment of other work slows one product, not the CPU (the
-# median of seven once read 64 GFLOP/s between readings of 100, and the job after it ran as fast as the
-# jobs after the readings of 100).
-# The shares are what bench/estimates.py measured for minilm-mlm-nsp and a BERT-Base-shaped model on
-# this project's 2-core AMD EPYC (AVX512-BF16, torch 2.13, one thread, the other core mostly busy with
-# other work: 90-100 GFLOP/s fp32 and ~210 GFLOP/s bf16 at multiplying matrices).
-CPU_SHARE = {  # (work, precision): (share for a model of width 768, how it falls with the width)
-    ("forward", "fp32"): (0.85, 0.3),  # the encoder forward, no gradients, SDPA attention, batches of thousands of
-                                       # tokens: measured 0.64-0.70 for MiniLM (H = 384), 0.70-0.90 for BERT-Base
-    ("forward", "bf16"): (0.65, 0.3),  # the same under bf16 autocast (fine-tuning's dev scoring; not measured apart)
-    ("train", "fp32"): (0.87, 0.2),    # a training step (forward, backward, dropout, the head): 0.75 and 0.87
-    ("train", "bf16"): (0.7, 0.27),    # under bf16 autocast the products gain and LayerNorm, GELU, softmax and
-                                       # dropout do not (they weigh more in a narrow model): 0.46-0.63, 0.54-0.74
-    ("probe", "fp32"): (0.4, 0.0),     # a linear probe's L-BFGS evaluations: [n, H] @ [H, labels], thin matrices
-}
-WIDE = 768             # the share at this width; a narrower model's falls as (H / 768) ** its exponent,
-NARROW = 384           # and below this width faster still, as (H / 384) ** 1.1: small matrices, more time between
-                       # kernels (the field notes' tiny, H = 128, reached about a fifth of the share)
-THREAD_GAIN = 0.8      # each thread after the first adds this much of one: threads share memory and caches
-# Threads on cores that other work keeps busy spin and wait on each other: on this 2-core machine, with the
-# other core busy, two threads built a MiniLM index in 49 s where one took 30 s. More threads than free cores
-# are counted as the free cores' speed shared among them.
-PEAK_TTL_S = 300.0
-_peak: dict[bool, tuple[float, float]] = {}  # bf16 -> (when measured, FLOP/s)
+# A model's arithmetic is timed on this CPU (``speed.py``): one encoder layer of the job's width, with the
+# job's threads and precision, kept per machine as an idle machine's figure. Every estimate below is for
+# an idle machine; ``speed.said`` and ``speed.seconds_now`` scale it by the share of the CPU the job gets
+# now. A linear probe's L-BFGS evaluations multiply thin matrices ([n, H] @ [H, labels]) on one thread:
+# PROBE_SHARE of the thread's measured matrix speed (0.4 measured on this project's 2-core EPYC).
+PROBE_SHARE = 0.4
 
 
-def cpu_matmul_flop_s(bf16: bool = False) -> float:
-    """FLOP/s of one CPU thread multiplying 1024 x 1024 matrices in fp32 (or bf16) now: the fastest of
-    seven products, measured again once PEAK_TTL_S have gone by."""
-    now = time.monotonic()
-    if bf16 in _peak and now - _peak[bf16][0] < PEAK_TTL_S:
-        return _peak[bf16][1]
-    dtype = torch.bfloat16 if bf16 else torch.float32
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        a, b = torch.randn(1024, 1024).to(dtype), torch.randn(1024, 1024).to(dtype)
-        a @ b  # warm-up
-        times = []
-        for _ in range(7):
-            t = time.perf_counter()
-            a @ b
-            times.append(time.perf_counter() - t)
-    finally:
-        torch.set_num_threads(before)
-    rate = 2.0 * 1024 ** 3 / min(times)
-    _peak[bf16] = (now, rate)
-    return rate
-
-
-def cpu_flop_s(work: str, hidden_size: int, threads: int, bf16: bool = False) -> tuple[float, str]:
+def cpu_flop_s(work: str, hidden_size: int, threads: int, bf16: bool = False,
+               intermediate_size: int | None = None) -> tuple[float, str]:
     """(FLOP/s, where it comes from) of ``work`` ("forward", "train" or "probe") for a model of width
-    ``hidden_size`` on ``threads`` CPU threads, in bf16 autocast or not: ``CPU_SHARE`` of this CPU's
-    measured speed at multiplying matrices."""
-    precision = "bf16" if bf16 else "fp32"
-    peak = cpu_matmul_flop_s(bf16)
-    wide, exponent = CPU_SHARE[(work, precision)]
-    share = wide * min(1.0, hidden_size / WIDE) ** exponent * min(1.0, hidden_size / NARROW) ** 1.1
+    ``hidden_size`` on ``threads`` CPU threads of this machine when it is idle, in bf16 autocast or not:
+    measured here (``speed.layer_flop_s``, ``speed.matmul_flop_s``) and kept."""
     threads = max(1, int(threads))
-    free = min(threads, free_cores())
-    rate = share * peak * (1 + THREAD_GAIN * (free - 1)) * free / threads
     plural = "s" if threads != 1 else ""
-    busy = f", {threads - free} of them on busy cores" if free < threads else ""
-    return rate, (f"{rate / 1e9:,.0f} GFLOP/s on {threads} CPU thread{plural}{busy}: {share:.0%} of this CPU's "
-                  f"{peak / 1e9:,.0f} GFLOP/s a thread at multiplying {precision} matrices, measured now")
-
-
-def load_now() -> float:
-    """The machine's load average over the last minute (0 where the system keeps none)."""
-    try:
-        return os.getloadavg()[0]
-    except (OSError, AttributeError):  # no load average on this system: every core
-        return 0.0
-
-
-def load_text() -> str:
-    """"load 1.3 on 2 cores": what a transcript says of the machine beside a time."""
-    return f"load {load_now():.1f} on {os.cpu_count() or 1} cores"
-
-
-def free_cores() -> int:
-    """The CPU cores other work leaves free now: the cores less the load average, at least one (as
-    ``device.threads_for_free_cores`` counts them for the command line's training)."""
-    cores = os.cpu_count() or 1
-    return max(1, min(cores, round(cores - load_now())))
+    precision = "bf16" if bf16 else "fp32"
+    if work == "probe":
+        peak = speed.matmul_flop_s(bf16)
+        rate = PROBE_SHARE * peak
+        return rate, (f"{rate / 1e9:,.0f} GFLOP/s: {PROBE_SHARE:.0%} of this CPU's {peak / 1e9:,.0f} GFLOP/s a thread "
+                      f"at multiplying {precision} matrices, measured here")
+    rate = speed.layer_flop_s(work, hidden_size, threads, bf16, intermediate_size)
+    return rate, (f"{rate / 1e9:,.0f} GFLOP/s on {threads} CPU thread{plural} of an idle machine: an encoder layer "
+                  f"of width {hidden_size} timed here ({'training' if work == 'train' else 'forward'}, {precision})")
 
 
 def background_threads() -> int:
@@ -422,7 +366,7 @@ def index_build_estimate(layers_run: int, hidden_size: int, shapes, tokens: int,
     WordPieces (the vectors made and written once for each layer); ``process_start`` adds a
     background process's start and its loading of the model (``model_bytes``)."""
     flops = batches_flops(shapes, layers_run, hidden_size, intermediate_size)
-    flop_s, basis = cpu_flop_s("forward", hidden_size, threads)
+    flop_s, basis = cpu_flop_s("forward", hidden_size, threads, intermediate_size=intermediate_size)
     forward = flops / flop_s
     around = tokens * (INDEX_TOKEN_S + INDEX_TOKEN_H_S * hidden_size * max(1, n_layers)) + INDEX_BUILD_S * n_layers
     start = (PROCESS_START_S + model_bytes / MODEL_LOAD_BYTES_PER_S) if process_start else 0.0
@@ -447,7 +391,7 @@ def probing_estimate(num_layers: int, hidden_size: int, shapes, n_train: int, n_
     """Seconds of probing every layer of a model: the forward passes over ``shapes`` through all
     ``num_layers`` layers (nothing when the vectors are in the cache), then 2·(L+1) probes of
     ``max_iter`` L-BFGS iterations over ``n_train`` vectors of ``n_labels`` labels (one thread each)."""
-    flop_s, basis = cpu_flop_s("forward", hidden_size, threads)
+    flop_s, basis = cpu_flop_s("forward", hidden_size, threads, intermediate_size=intermediate_size)
     copied = sum(b * t for b, t in shapes) * (num_layers + 1) * hidden_size
     features = 0.0 if features_cached else \
         batches_flops(shapes, num_layers, hidden_size, intermediate_size) / flop_s + copied * PROBE_VECTOR_S
@@ -484,7 +428,7 @@ OPTIMIZER_S_PER_PARAMETER = 2e-9  # a fine-tuning step's AdamW update, the gradi
 FINETUNE_RUN_S = 2.0               # the data read and featurised, the first step's warm-up, the predictions written
 
 
-def _finetune_rates(hidden: int, threads: int | None, precision: str, on_cpu: bool):
+def _finetune_rates(hidden: int, threads: int | None, precision: str, on_cpu: bool, intermediate: int | None = None):
     """FLOP/s of fine-tuning's training steps, its dev passes (in the run's precision) and the final
     fp32 pass, and what they rest on: measured rates of this CPU, or a GPU's stated throughput."""
     if not on_cpu:
@@ -494,8 +438,9 @@ def _finetune_rates(hidden: int, threads: int | None, precision: str, on_cpu: bo
 
     threads = threads or background_threads()
     bf16 = autocast_dtype(torch.device("cpu"), precision) is not None
-    train_rate, basis = cpu_flop_s("train", hidden, threads, bf16)
-    return train_rate, cpu_flop_s("forward", hidden, threads, bf16)[0], cpu_flop_s("forward", hidden, threads)[0], basis
+    train_rate, basis = cpu_flop_s("train", hidden, threads, bf16, intermediate)
+    return (train_rate, cpu_flop_s("forward", hidden, threads, bf16, intermediate)[0],
+            cpu_flop_s("forward", hidden, threads, False, intermediate)[0], basis)
 
 
 def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch_size: int, max_seq_length: int,
@@ -534,7 +479,7 @@ def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch
     steps = total_steps(features, batch_size, epochs) * lr_settings
     parameters = pretraining_parameters(config)[0]
     on_cpu = device_key() == "cpu"
-    train_rate, eval_rate, final_rate, basis = _finetune_rates(H, threads, precision, on_cpu)
+    train_rate, eval_rate, final_rate, basis = _finetune_rates(H, threads, precision, on_cpu, config.intermediate_size)
     evaluations = lr_settings * max(1, math.ceil(epochs))  # engine.fit: after each epoch, the last one cut short too
     if mode == "feature-based":  # BERT frozen: its features once, forward only
         train_s = n_train * tokens * forward_fpt / eval_rate
@@ -550,4 +495,5 @@ def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch
     saving = 4 * parameters / CHECKPOINT_BYTES_PER_S
     loading = (PROCESS_START_S if process_start else 0.0) + FINETUNE_RUN_S + loads + saving
     return {"steps": steps, "seconds": loading + train_s + eval_s, "train_seconds": train_s, "eval_seconds": eval_s,
-            "loading_seconds": loading, "tokens_per_example": tokens, "basis": basis}
+            "loading_seconds": loading, "tokens_per_example": tokens, "basis": basis,
+            "threads": threads or background_threads()}

@@ -63,7 +63,8 @@ CORPORA = ("wiki", "vital")  # Wikipedia only, as in the paper: the dump first, 
 PUNCTUATION = (".", ",")     # Section 3.2 counts periods and commas
 SMOOTHING = 1e-4        # their entropy: 0.9999 · attention + 0.0001 / n, "to avoid NaNs"
 TOKEN_BUDGET = 2048     # padded WordPieces per forward batch (16 segments of 128)
-PREPARE_S = 15.0        # reading the Wikipedia dump and cutting it into segments: 10-12 s measured here
+PREPARE_S = 9.0         # a background build's start, reading the Wikipedia dump and cutting it into segments:
+                        # 8-9 s measured (2-core EPYC, idle)
 
 REFERENCE_MODEL = "google-bert/bert-base-uncased"  # the model Clark et al. measured
 BUILD_COMMAND = ("bert_explorer.cli.attention_measures", "build")  # what builds an entry in the background
@@ -453,13 +454,17 @@ def head_table(m: ClarkMeasures) -> pd.DataFrame:
 
 # ----- the cost, the cache entry and its build -------------------------------------------------------------
 def estimate_seconds(config, segments: int) -> float:
-    """About how long ``segments`` segments take on one CPU core (``limits.CPU_FLOP_S``): the corpus
-    read and cut (``PREPARE_S``), a forward pass of MAX_PIECES WordPieces each
-    (``limits.forward_flops``) and the word-level products (about 4·L·A·T³ operations a segment)."""
+    """About how long ``segments`` segments take on an idle machine, in a background build: the corpus
+    read and cut (``PREPARE_S``), a forward pass of MAX_PIECES WordPieces each (``limits.forward_flops``)
+    and the word-level products (about 4·L·A·T³ operations a segment), at this CPU's measured rate
+    (``train.estimate.cpu_flop_s``)."""
+    from ...train.estimate import background_threads, cpu_flop_s
+
     T = min(MAX_PIECES, config.max_position_embeddings)
     forward = limits.forward_flops(config.num_layers, config.hidden_size, config.intermediate_size, T) * T
     words = 4.0 * config.num_layers * config.num_heads * T ** 3
-    return PREPARE_S + segments * (forward + words) / limits.CPU_FLOP_S
+    rate, _ = cpu_flop_s("forward", config.hidden_size, background_threads(), False, config.intermediate_size)
+    return PREPARE_S + segments * (forward + words) / rate
 
 
 def measures_path(loaded: Loaded, corpus: str = "wiki", segments: int = MAX_SEGMENTS, seed: int = 0,

@@ -53,7 +53,7 @@ FILE = "head_map.json"
 MAX_PIECES = 64         # WordPieces a segment: the distances grow with its square
 SEGMENTS = 200          # the default: enough that one odd segment does not move a head
 MAX_SEGMENTS = 1_000
-PREPARE_S = 15.0        # reading the Wikipedia dump and cutting it into segments (clark.PREPARE_S)
+PREPARE_S = 9.0         # a background build's start, reading the Wikipedia dump and cutting it (clark.PREPARE_S)
 JS_TERM_S = 1.8e-8      # seconds per Jensen-Shannon term (one head pair, one query, one key), measured here on Wikipedia
 BUILD_COMMAND = ("bert_explorer.cli.head_map", "build")
 
@@ -206,12 +206,16 @@ def check_segments(segments: int) -> None:
 
 
 def estimate_seconds(config, segments: int) -> float:
-    """About how long ``segments`` segments take on one CPU core: the corpus read and cut, a forward
-    pass of MAX_PIECES WordPieces each (``limits``) and (L · A)² / 2 · T² Jensen-Shannon terms."""
+    """About how long ``segments`` segments take on an idle machine, in a background build: the corpus
+    read and cut, a forward pass of MAX_PIECES WordPieces each (``limits``) at this CPU's measured rate
+    (``train.estimate.cpu_flop_s``) and (L · A)² / 2 · T² Jensen-Shannon terms."""
+    from ...train.estimate import background_threads, cpu_flop_s
+
     T = min(MAX_PIECES, config.max_position_embeddings)
     forward = limits.forward_flops(config.num_layers, config.hidden_size, config.intermediate_size, T) * T
     n = config.num_layers * config.num_heads
-    return PREPARE_S + segments * (forward / limits.CPU_FLOP_S + n * n / 2 * T * T * JS_TERM_S)
+    rate, _ = cpu_flop_s("forward", config.hidden_size, background_threads(), False, config.intermediate_size)
+    return PREPARE_S + segments * (forward / rate + n * n / 2 * T * T * JS_TERM_S)
 
 
 def map_path(loaded: Loaded, corpus: str = "wiki", segments: int = SEGMENTS, seed: int = 0) -> Path:

@@ -487,8 +487,8 @@ class Features:
 def estimate_seconds(loaded: Loaded, settings: FeatureSettings, threads: int | None = None) -> dict:
     """About how long a build takes here: the activations' forward passes (``train.estimate``'s
     index estimate: the same batches through the first l layers) and the SAE's steps, timed the
-    first time (three steps of the real sizes, kept by :func:`_step_seconds`), plus the statistics and
-    the three losses."""
+    first time (three steps of the real sizes, kept by :func:`_step_seconds`), plus the statistics, the
+    three losses and a background build's start: an idle machine's time (``train/speed.py``)."""
     from ...train import estimate
     check_layer(loaded, settings.layer)
     units = corpus_counts(loaded.tokenizer, settings.corpus, MAX_PIECES)
@@ -502,16 +502,32 @@ def estimate_seconds(loaded: Loaded, settings: FeatureSettings, threads: int | N
     threads = threads or torch.get_num_threads()
     acts = estimate.index_build_estimate(settings.layer, config.hidden_size, shapes, have, threads,
                                          intermediate_size=config.intermediate_size)
-    # The activations are computed in bf16 where the CPU does that fast (collect), the estimate counts
-    # fp32: measured for minilm-mlm-nsp's default, 192 s against 476 s estimated, so 0.4 of it.
-    acts_seconds = acts["seconds"] * (0.4 if loaded_on_cpu(loaded) and cpu_bf16_is_fast() else 1.0)
+    # The activations are computed in bf16 where the CPU does that fast (collect): the forward passes at
+    # this CPU's measured bf16 rate rather than its fp32 one
+    forward_rate = estimate.cpu_flop_s("forward", config.hidden_size, threads, False, config.intermediate_size)[0]
+    if loaded_on_cpu(loaded) and cpu_bf16_is_fast():
+        bf16_rate = estimate.cpu_flop_s("forward", config.hidden_size, threads, True, config.intermediate_size)[0]
+        acts_seconds = acts["seconds"] - acts["forward_seconds"] * (1 - forward_rate / bf16_rate)
+    else:
+        acts_seconds = acts["seconds"]
     step = _step_seconds(config.hidden_size, settings.sae, threads)
     steps = max(1, have // settings.sae.batch_size) * settings.sae.epochs
     train = step * steps
-    after = 0.15 * train / settings.sae.epochs + 20.0   # statistics ≈ a sixth of an epoch; the losses ≈ 20 s
+    # After training: the statistics (about a sixth of an epoch), then the masked-LM loss three ways on
+    # EVAL_SEQUENCES held-out sequences, every position through the whole model and its decoder (2·V·H a
+    # position), at this CPU's fp32 forward rate; and the held-out documents cut into sequences first.
+    T = 128
+    per_token = estimate.forward_flops(config.num_layers, config.hidden_size, T, config.intermediate_size) \
+        + 2.0 * config.vocab_size * config.hidden_size
+    from ..probes.quality import HELD_OUT_PREPARE_S
+    losses = 3 * EVAL_SEQUENCES * T * per_token / forward_rate + HELD_OUT_PREPARE_S
+    start = estimate.PROCESS_START_S + 4 * estimate.pretraining_parameters(config)[0] / estimate.MODEL_LOAD_BYTES_PER_S
+    # each feature's logit effects: the decoder's F directions through the MLM decoder (2·F·H·V)
+    effects = 2.0 * settings.sae.width_factor * config.hidden_size ** 2 * config.vocab_size / forward_rate
+    after = 0.15 * train / settings.sae.epochs + losses + effects + start
     return {"tokens": have, "activation_seconds": acts_seconds, "train_seconds": train, "step_seconds": step,
-            "seconds": acts_seconds + train + after, "disk_bytes": have * (2 * config.hidden_size + 17),
-            "basis": acts["basis"]}
+            "loss_seconds": losses, "seconds": acts_seconds + train + after,
+            "disk_bytes": have * (2 * config.hidden_size + 17), "basis": acts["basis"]}
 
 
 def loaded_on_cpu(loaded: Loaded) -> bool:

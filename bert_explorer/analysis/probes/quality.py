@@ -41,6 +41,7 @@ from .pretraining_tasks import NSP_HEAD
 REFERENCE = "minilm-mlm-nsp"  # whose run's held-out documents measure every model from elsewhere
 RESULT_FILE = "result.json"
 KIND = "quality"
+HELD_OUT_PREPARE_S = 6.0  # the corpora split and the held-out documents cut into sequences: 5.7 s measured (idle EPYC)
 BUILDER = ("bert_explorer.cli.quality",)  # the module a page starts in the background to measure a model
 
 
@@ -75,11 +76,22 @@ def standard_vocabulary(tokenizer) -> bool:
     return tokenizer.fingerprint() == WordPieceTokenizer.from_dir(reference_folder()).fingerprint()
 
 
-def estimate_seconds(config, sequences: int = 1818, seq_len: int = 128) -> float:
-    """About how long the measurement takes on this project's CPU: every held-out WordPiece's
-    forward pass (``limits.forward_flops``) at the rate the limits are set for, plus the check set."""
-    return (sequences + 62) * seq_len * limits.forward_flops(
-        config.num_layers, config.hidden_size, config.intermediate_size, seq_len) / limits.CPU_FLOP_S
+def estimate_seconds(config, sequences: int = 1818, seq_len: int = 128, threads: int | None = None) -> float:
+    """About how long the measurement takes on an idle machine, in a background build: every held-out
+    WordPiece's forward pass (``limits.forward_flops``) plus the check set's, in float32, at this CPU's
+    measured rate (``train.estimate.cpu_flop_s``); and the process's start and the held-out documents
+    cut into sequences."""
+    from ...train import estimate as est
+
+    threads = threads or est.background_threads()  # (a build the page starts runs in the background)
+    rate, _ = est.cpu_flop_s("forward", config.hidden_size, threads, False, config.intermediate_size)
+    forward = (sequences + 62) * seq_len * limits.forward_flops(
+        config.num_layers, config.hidden_size, config.intermediate_size, seq_len) / rate
+    # around it: the process starts, reads the model, splits the corpora and cuts every held-out document
+    # into sequences, however few are measured (a 0.5 M-parameter model spent 15-20 s of CPU there on a busy
+    # machine and a second in its layers)
+    start = est.PROCESS_START_S + 4 * est.pretraining_parameters(config)[0] / est.MODEL_LOAD_BYTES_PER_S
+    return start + HELD_OUT_PREPARE_S + forward
 
 
 def measure(loaded, cfg: PretrainConfig | None = None, held_out: str | None = None, max_sequences: int | None = None,

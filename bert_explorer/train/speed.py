@@ -1,0 +1,214 @@
+"""This machine's speed at each kind of work, measured here and kept; and the share of it a job gets now.
+
+An estimate is the job's work counted (FLOPs and fixed costs) over a speed. Two faults made estimates
+swing: the speed was one reading taken at that moment (a busy second read 48 GFLOP/s where the same CPU
+does 593), and the share of that speed a model's layers reach was a constant measured on another CPU.
+Here both are measured on the CPU the job runs on, and kept per machine:
+
+* **How fast this CPU multiplies matrices** (:func:`matmul_flop_s`): the fastest of seven 1024² products on
+  one thread, measured again now and then; the kept figure is the best reading of the last
+  ``KEEP_S`` (a reading on a busy machine is slower, never faster, so the best is the idle machine's).
+* **How fast one encoder layer of the job's width trains or runs forward** (:func:`layer_flop_s`): a real
+  layer of this project's model (``BertLayer``, the CPU kernels as training applies them) timed on a batch
+  of 4 × 128 positions with the job's threads and precision, kept the same way. The layer is what every
+  job here spends its time in (training, fine-tuning, the index, the probes' vectors, the measures).
+
+Both are said for an **idle machine**. :func:`share_now` is the part of it a job of ``threads`` threads
+gets now, cores / (load + threads) a thread, at most all of it; :func:`said` puts both in words: "about 4 min
+here now (1 min 50 s on an idle machine)".
+
+Kept in ``machine-speed.json`` in the disk cache's folder, under the machine's name (its CPU, cores and
+PyTorch): a cache folder shared by two machines keeps each one's figures apart.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from .. import atomic, disk_cache, shared_work
+
+SPEED_FILE = "machine-speed.json"
+KEEP_S = 7 * 86400     # a kept best older than this is measured afresh (a new BIOS, a thermal change)
+MEASURE_EVERY_S = 600  # a process measures a kept figure again at most this often (a better reading may come)
+LAYER_BATCH, LAYER_POSITIONS = 4, 128
+_lock = threading.Lock()
+_measured_at: dict[str, float] = {}  # key -> when this process last measured it
+
+
+def machine_name() -> str:
+    """The CPU's model, its cores and PyTorch's version: what a kept speed belongs to."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}; {os.cpu_count() or 1} cores; torch {torch.__version__}"
+
+
+def _path() -> Path:
+    return disk_cache.cache_root() / SPEED_FILE
+
+
+def _read() -> dict:
+    try:
+        data = json.loads(_path().read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def kept(key: str, measure) -> float:
+    """The reading of ``key`` kept for this machine (FLOP/s): measured with ``measure()`` when none is kept
+    or the kept one is older than ``KEEP_S``; measured again when the kept one was taken on a busy machine
+    and the machine is idle now (at most once every ``MEASURE_EVERY_S`` in a process), the better one kept.
+    A reading on a busy machine is slower, never faster: the best is the idle machine's."""
+    name, now = machine_name(), time.time()
+    with _lock:
+        best = _read().get(name, {}).get(key)
+        fresh = best is not None and now - best.get("at", 0) < KEEP_S
+        idle = is_idle()
+        if fresh and (best.get("idle", True) or not idle
+                      or time.monotonic() - _measured_at.get(key, -1e9) < MEASURE_EVERY_S):
+            return float(best["flop_s"])
+        rate = float(shared_work.computed(f"speed: {key}", measure))
+        _measured_at[key] = time.monotonic()
+        if fresh and float(best["flop_s"]) >= rate:
+            return float(best["flop_s"])
+        data = _read()
+        data.setdefault(name, {})[key] = {"flop_s": rate, "at": now, "idle": idle, "load": round(load_now(), 2)}
+        try:
+            atomic.write_text(_path(), json.dumps(data, indent=1))
+        except OSError:  # a read-only cache: the reading serves this process only
+            pass
+        return rate
+
+
+@contextmanager
+def threads(n: int):
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, int(n)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _matmul_rate(bf16: bool) -> float:
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    with threads(1):
+        a, b = torch.randn(1024, 1024).to(dtype), torch.randn(1024, 1024).to(dtype)
+        a @ b  # warm-up
+        times = []
+        for _ in range(7):
+            t = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - t)
+    return 2.0 * 1024 ** 3 / min(times)
+
+
+def matmul_flop_s(bf16: bool = False) -> float:
+    """FLOP/s of one thread of this CPU multiplying 1024 × 1024 matrices (fp32 or bf16), on an idle machine."""
+    return kept(f"matmul {'bf16' if bf16 else 'fp32'}", lambda: _matmul_rate(bf16))
+
+
+def layer_flops(hidden: int, intermediate: int, positions: int) -> float:
+    """FLOPs of one encoder layer's forward pass, per position: 2·(4·H² + 2·H·I) for the weights and
+    4·H·T for attention's scores and weighted sum over T positions."""
+    return 2.0 * (4 * hidden * hidden + 2 * hidden * intermediate) + 4.0 * hidden * positions
+
+
+def _layer_rate(work: str, hidden: int, intermediate: int, n_threads: int, bf16: bool) -> float:
+    """Time one encoder layer of width ``hidden`` on 4 × 128 positions: a forward pass without gradients
+    ("forward") or a forward and backward pass ("train", 3 × the forward's FLOPs); the best of three after
+    a warm-up."""
+    from ..model import BertConfig, cpu_kernels
+    from ..model.bert import BertLayer
+
+    heads = max(1, hidden // 64)
+    config = BertConfig(vocab_size=8, hidden_size=hidden, num_layers=1, num_heads=heads,
+                        intermediate_size=intermediate)
+    torch.manual_seed(0)
+    layer = cpu_kernels.apply(BertLayer(config), "cpu")
+    x = torch.randn(LAYER_BATCH, LAYER_POSITIONS, hidden)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+
+    def once() -> float:
+        t = time.perf_counter()
+        if work == "train":
+            layer.train()
+            xi = x.clone().requires_grad_(True)
+            with autocast:
+                out, _ = layer(xi)
+            out.float().sum().backward()
+        else:
+            layer.eval()
+            with torch.no_grad(), autocast:
+                layer(x)
+        return time.perf_counter() - t
+
+    with threads(n_threads):
+        once()
+        best = min(once() for _ in range(3))
+    flops = LAYER_BATCH * LAYER_POSITIONS * layer_flops(hidden, intermediate, LAYER_POSITIONS)
+    return flops * (3.0 if work == "train" else 1.0) / best
+
+
+def layer_flop_s(work: str, hidden: int, n_threads: int, bf16: bool = False, intermediate: int | None = None) -> float:
+    """FLOP/s of ``work`` ("train" or "forward") through encoder layers of width ``hidden`` on ``n_threads``
+    threads of this CPU, in bf16 autocast or not, on an idle machine: measured on a real layer, kept."""
+    intermediate = intermediate or 4 * hidden
+    key = f"{work} H={hidden} I={intermediate} threads={n_threads} {'bf16' if bf16 else 'fp32'}"
+    return kept(key, lambda: _layer_rate(work, hidden, intermediate, n_threads, bf16))
+
+
+# ----- the share of the machine a job gets now ---------------------------------------------------------
+def load_now() -> float:
+    """The machine's load average over the last minute (0 where the system keeps none)."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return 0.0
+
+
+def load_text() -> str:
+    """"load 1.3 on 2 cores": what a transcript says of the machine beside a time."""
+    return f"load {load_now():.1f} on {os.cpu_count() or 1} cores"
+
+
+def is_idle() -> bool:
+    """Does other work leave at least half the cores free now?"""
+    return load_now() < 0.5 * (os.cpu_count() or 1)
+
+
+def share_now(n_threads: int, load: float | None = None) -> float:
+    """The part of an idle machine's speed a job of ``n_threads`` threads gets now: each thread gets
+    cores / (load + threads) of a core, at most a whole one."""
+    cores = os.cpu_count() or 1
+    load = load_now() if load is None else load
+    return min(1.0, cores / (max(0.0, load) + max(1, int(n_threads))))
+
+
+def seconds_now(idle_seconds: float, n_threads: int, load: float | None = None) -> float:
+    """``idle_seconds`` of work, as long as it takes on this machine now."""
+    return idle_seconds / share_now(n_threads, load)
+
+
+def said(idle_seconds: float, n_threads: int, load: float | None = None) -> str:
+    """"about 4 min 10 s here now (1 min 50 s on an idle machine)", or "about 1 min 50 s (the machine is
+    idle now)" when the load takes less than a tenth: a time said before a job starts."""
+    from ..runs.report import duration_text
+
+    now = seconds_now(idle_seconds, n_threads, load)
+    if now <= 1.1 * idle_seconds:
+        return f"about {duration_text(now)} (the machine is idle now)"
+    return f"about {duration_text(now)} here now ({duration_text(idle_seconds)} on an idle machine)"
