@@ -106,3 +106,16 @@ def folder(path: str | Path, *, replace: bool = True) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def usual_mode(path: str | Path) -> None:
+    """Give ``path`` the mode every other new file of this process gets (0644 under the usual umask). A
+    writer that makes its file private (safetensors' ``save_file`` writes 0600) would otherwise leave one
+    file of a checkpoint unreadable to the people its other files are readable to."""
+    path = Path(path)
+    probe = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp.mode")
+    probe.touch()
+    try:
+        os.chmod(path, probe.stat().st_mode & 0o777)
+    finally:
+        probe.unlink(missing_ok=True)

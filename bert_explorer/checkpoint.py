@@ -31,11 +31,11 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from . import atomic, hub
+from . import atomic, hub, shipped
 from .model import ARCHITECTURES, BertConfig, BertModel
 from .tokenizer import WordPieceTokenizer
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = shipped.assets()
 
 
 class CheckpointError(Exception):
@@ -314,6 +314,7 @@ def save_delta(source: str | Path, base: str, directory: str | Path, dtype: torc
         stored = {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in sd.items()
                   if k not in borrowed}
         save_file(stored, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        atomic.usual_mode(tmp / "model.safetensors")
         (tmp / BASE_FILE).write_text(json.dumps({
             "model": base, "package": package, "version": importlib.metadata.version(package),
             "stored_dtype": str(dtype).replace("torch.", ""),
@@ -538,6 +539,7 @@ def save(model: nn.Module, tokenizer: WordPieceTokenizer, directory: str | Path,
         config.architectures = [type(model).__name__]
         config.save(tmp)
         save_file(state_dict_for_export(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        atomic.usual_mode(tmp / "model.safetensors")
         tokenizer.save(tmp)
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text, encoding="utf-8")

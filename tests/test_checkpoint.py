@@ -528,3 +528,15 @@ def test_every_copy_of_a_checkpoint_keeps_what_its_folder_says_about_the_model(s
     assert main(["export", "--model", str(src), "--output", str(tmp_path / "exported")]) == 0
     for copy in (uploaded, tmp_path / "exported"):
         assert checkpoint.about_files(copy) == about, copy
+
+
+def test_every_file_of_a_checkpoint_has_one_mode(tokenizer, tmp_path):
+    """safetensors writes its file 0600: the weights were unreadable to whoever could read the rest."""
+    model = checkpoint.new_model("BertForPreTraining", BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32,
+                                                                  num_layers=1, num_heads=2, intermediate_size=64))
+    folder = checkpoint.save(model, tokenizer, tmp_path / "ck")
+    modes = {p.name: p.stat().st_mode & 0o777 for p in folder.iterdir()}
+    assert len(set(modes.values())) == 1, modes
+    probe = tmp_path / "plain"
+    probe.write_text("")
+    assert modes["model.safetensors"] == probe.stat().st_mode & 0o777

@@ -21,7 +21,7 @@ FLOORS = [
     ("models and data on disk", ["checkpoint", "data"]),
     ("names: tasks, the Hub, WordPiece", ["tasks", "hub", "tokenizer"]),
     ("the ground", ["model", "atomic", "full_disk", "fingerprint", "limits", "safe_text", "setting", "shared_work",
-                    "wordpiece_vocab", "processes", "lock_backends", "file_lock"]),
+                    "wordpiece_vocab", "processes", "lock_backends", "file_lock", "shipped"]),
 ]
 APART = {("app", "cli"), ("cli", "app")}
 

@@ -36,3 +36,55 @@ def test_no_module_of_the_package_imports_the_tools():
                 continue
             importing += [f"{path.relative_to(ROOT)}:{node.lineno}" for n in names if n.split(".")[0] == "tools"]
     assert importing == []
+
+
+# ----- a wheel installed apart from the checkout -----------------------------------------------------
+PAGES_UNDER_APPTEST = """
+from streamlit.testing.v1 import AppTest
+from bert_explorer import shipped
+from bert_explorer.app.widgets import MENU
+failed = []
+for path, label, _ in MENU:
+    at = AppTest.from_file(str(shipped.app().parent / path), default_timeout=300).run()
+    if at.exception:
+        failed.append((path, [e.message for e in at.exception]))
+print("pages:", len(MENU), "failed:", failed)
+"""
+
+
+def test_the_wheel_installed_apart_from_the_checkout_finds_what_it_reads(tmp_path):
+    """Built from the repository and installed with --no-deps --target (the suite's own packages give its
+    dependencies: no resolution, which would fetch a CUDA torch), then run from a folder outside the checkout:
+    the shipped default model, the check set, the app's home page, its pages and its settings all come from
+    the installed package."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    def run(*args, cwd=None, env=None):
+        done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-3000:])
+        return done
+
+    run("-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "wheel"))
+    (wheel,) = (tmp_path / "wheel").glob("bert_explorer-*.whl")
+    run("-m", "pip", "install", "--no-deps", "-q", "--target", str(tmp_path / "site"), str(wheel))
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"), "BERT_EXPLORER_CACHE": str(tmp_path / "cache"),
+           "BERT_EXPLORER_RUNS": str(tmp_path / "runs")}
+    where = run("-c", "import bert_explorer.shipped as s; print(s.__file__); print(s.root())", cwd=away, env=env)
+    module, root = where.stdout.split()
+    assert module.startswith(str(tmp_path / "site")) and root == str(tmp_path / "site" / "bert_explorer" / "_shipped")
+
+    probe = run("-m", "bert_explorer.cli", "probe", "mlm", "--model", "minilm-mlm-nsp", "--text",
+                "the capital of france is [MASK] .", "--top-k", "3", cwd=away, env=env)
+    assert "paris" in probe.stdout or "france" in probe.stdout, probe.stdout
+    measured = run("-m", "bert_explorer.cli", "evaluate-pretraining", "--model", "minilm-mlm-nsp", "--sequences", "20",
+                   cwd=away, env=env)
+    assert re.search(r"check set: \d+/32 clozes, \d+/30 pairs", measured.stderr), measured.stderr  # the check set read
+    helped = run("-m", "bert_explorer.app.serve", "--help", cwd=away, env=env)
+    assert "Usage" in helped.stdout + helped.stderr
+    pages = run("-c", PAGES_UNDER_APPTEST, cwd=away, env=env)
+    assert "pages: 17 failed: []" in pages.stdout, pages.stdout[-3000:]

@@ -22,9 +22,10 @@ from pathlib import Path
 from streamlit import net_util
 from streamlit.web import cli
 
+from .. import shipped
 from . import roles
 
-APP = Path(__file__).resolve().parents[2] / "run_app.py"  # the checkout's home page
+APP = shipped.app()  # the home page: the checkout's, or the one the wheel carries
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -32,8 +33,31 @@ def main(argv: list[str] | None = None) -> None:
     # address", which neither the start-up message nor the origin check uses.
     net_util._external_ip = ""
     args = list(sys.argv[1:] if argv is None else argv)
+    args = [*_settings_of_the_app(args), *args]
     roles.announce(_address(args))
     cli.main(["run", str(APP), *args], prog_name="streamlit")
+
+
+def _settings_of_the_app(args: list[str]) -> list[str]:
+    """The app's Streamlit settings (``.streamlit/config.toml``: loopback, no usage statistics, its own menu…)
+    as options, when they would not be read otherwise: Streamlit reads that file from the folder it is
+    started in, and an installed app is started anywhere. A setting given on the command line or in the
+    user's own config files is theirs and is left alone."""
+    import tomllib
+
+    if Path(".streamlit/config.toml").is_file():
+        return []  # started in the checkout (or where the user keeps their own settings): Streamlit reads it
+    given = {a.split("=", 1)[0] for a in args if a.startswith("--")}
+    try:
+        own = tomllib.loads((Path.home() / ".streamlit" / "config.toml").read_text())
+    except (OSError, ValueError):
+        own = {}
+    out = []
+    for section, options in tomllib.loads(shipped.streamlit_config().read_text()).items():
+        for key, value in options.items():
+            if f"--{section}.{key}" not in given and key not in own.get(section, {}):
+                out += [f"--{section}.{key}", str(value).lower() if isinstance(value, bool) else str(value)]
+    return out
 
 
 def _option(args: list[str], name: str, default: str) -> str:

@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .. import checkpoint, disk_cache, full_disk
+from .. import atomic, checkpoint, disk_cache, full_disk
 from ..tasks.base import TaskType
 from ..tasks.registry import task_types_with
 from .engine import AFTER_A_FULL_DISK, fit
@@ -166,6 +166,7 @@ def run_feature_based(cfg, run, train, dev, label_names, device) -> dict:
             out_dir.mkdir(parents=True, exist_ok=True)
             save_file({k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()},
                       str(out_dir / "head.safetensors"))
+            atomic.usual_mode(out_dir / "head.safetensors")
             (out_dir / "head.json").write_text(json.dumps(meta, indent=2) + "\n")
         except BaseException:
             shutil.rmtree(out_dir, ignore_errors=True)  # never half a head that a later reader would trust

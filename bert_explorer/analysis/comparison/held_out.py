@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
-from ... import disk_cache
+from ... import disk_cache, shipped
 from ...data.corpora import load_corpus, split_documents
 
-PRETRAIN_CONFIG = Path(__file__).resolve().parents[3] / "assets" / "pretrain-minilm-mlm-nsp.json"
+PRETRAIN_CONFIG = shipped.assets() / "pretrain-minilm-mlm-nsp.json"
 FINETUNE_WORDS = 100  # the bbc-topics task reads the headline and the first 100 words of an article
 
 

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import torch
 
+from ... import shipped
 from .pretraining_tasks import mlm_top_k, nsp_probability
 
-CHECK_SET = Path(__file__).resolve().parents[3] / "bench" / "check_set.json"
+CHECK_SET = shipped.check_set()
 
 
 def load_check_set(path: str | Path = CHECK_SET) -> dict:
