@@ -141,11 +141,12 @@ try:
             st.stop()
         text = kept_widget(st.text_input, "Text", "attr_clf_text", EXAMPLE_CLASSIFIER, max_chars=limits.CHARS)
         # here, not at the top: the registry loads scikit-learn and scipy (1.5 s), which only this mode needs
-        from bert_explorer.tasks.registry import PAIR_CLASSIFICATION, TASK_TYPES
+        from bert_explorer.tasks.registry import TASK_TYPES
 
         kind = TASK_TYPES.get(run["task"])  # the run's training_args.json names its task type
-        text_b = kept_widget(st.text_input, "Second text (pair tasks)", "attr_clf_text_b", "", max_chars=limits.CHARS) \
-            if kind is PAIR_CLASSIFICATION else None
+        # the task says what a person types: a second text where it reads a pair
+        text_b = kept_widget(st.text_input, kind.inputs[1].label, "attr_clf_text_b", "", max_chars=limits.CHARS) \
+            if kind is not None and len(kind.inputs) > 1 else None
         label = st.selectbox("Class to explain", ["the predicted class", *run["labels"]], key="attr_clf_label")
         result = _classifier(run["model_dir"], text, text_b, None if label == "the predicted class" else label,
                              **page_integration(clf))

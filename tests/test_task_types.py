@@ -162,7 +162,7 @@ def test_each_answer_reads_in_one_line():
     assert (ner.title, ner.text, ner.table["tag"]) == ("Entities", "Anna (PER)", ["B-PER", "O"])
     assert R.QA.shown({"answer": ""}, {}).text == "(no answer)"
     assert R.MULTIPLE_CHOICE.shown({"choice": 1}, {"choices": ["a", "b"]}).text == "2: b"
-    # the command line prints the value under answer_key, as it always has
+    # the value of each answer that the pages and the reports read
     assert [t.answer_key for t in R.TASK_TYPES.values()] == ["label", "label", "score", "entities", "answer", "choice",
                                                                    "labels"]
 
@@ -197,3 +197,21 @@ def test_nothing_outside_tasks_switches_on_a_task_kind():
              if "tasks" not in p.relative_to(root).parts
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert not found, "\n".join(found)
+
+
+def test_the_command_line_prints_each_answer_as_its_task_says_it(monkeypatch, tmp_path, capsys):
+    """`bert-explorer predict` asks the task how an answer reads (it used to sniff for a list of labels)."""
+    from bert_explorer.cli import main, training
+
+    class Stub:
+        def __init__(self, model):
+            self.task = R.TASK_TYPES["multi-label"]
+
+        def predict(self, examples):
+            assert [e["text"] for e in examples] == ["one", "two"]
+            return [{"labels": ["a", "b"], "probabilities": {"a": 0.9, "b": 0.8}}, {"labels": [], "probabilities": {}}]
+
+    monkeypatch.setattr(training, "Predictor", Stub)
+    (tmp_path / "in.txt").write_text("one\ntwo\n")
+    assert main(["predict", "--model", "x", "--input", str(tmp_path / "in.txt")]) == 0
+    assert capsys.readouterr().out == "a; b\n(none)\n"

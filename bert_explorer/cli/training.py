@@ -186,11 +186,8 @@ def cmd_predict(args) -> int:
     if args.json:
         print_json(results)
     else:
-        for r in results:
-            answer = r[predictor.task.answer_key]
-            # a set of labels as a person writes it (multi-label; "(none)" where none passed 0.5)
-            is_labels = isinstance(answer, list) and all(isinstance(x, str) for x in answer)
-            print(("; ".join(answer) or "(none)") if is_labels else answer)
+        for r, example in zip(results, examples):
+            print(predictor.task.shown(r, example).text)  # each task says its answer as a person reads it
     return 0
 
 
