@@ -44,6 +44,11 @@ def test_resume_after_a_crash_gives_the_same_next_losses(tmp_path, tiny_vocab):
         assert b[step] == pytest.approx(a[step], abs=1e-6), step
     # the loss actually moves: the test would notice a resume that repeated a step
     assert len({round(a[s], 6) for s in a}) > 3
+    # metrics.jsonl holds each step once: step 4's first line (trained again after the kill) is set aside
+    steps = [m["step"] for m in Run(tmp_path / "crashed").metrics() if m["split"] == "train"]
+    assert steps == sorted(set(steps)) == [1, 2, 3, 4, 5, 6]
+    aside = (tmp_path / "crashed" / "set_aside" / "metrics-after-step-3.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in aside if json.loads(line)["split"] == "train"] == [4]
 
 
 def test_refuses_to_overwrite_a_run_without_resume(tmp_path):

@@ -139,3 +139,14 @@ def test_evaluate_pretraining_says_its_time_before_and_its_progress_while_it_mea
     err = capsys.readouterr().err
     assert re.search(r"^measuring 40 held-out sequences: about .+\(load [0-9.]+ on \d+ cores\)$", err, re.M), err
     assert re.search(r"^100% 40 of 40 held-out sequences", err, re.M) or re.search(r"% \d+ of 40 held-out", err), err
+    # its figures beside chance and their sampling error (the random BERT-Base said "NSP 47.0 %" alone)
+    assert re.search(r"MLM \d+\.\d% ± \d+\.\d points of [\d,]+ masked WordPieces, NSP \d+\.\d% ± \d+\.\d points "
+                     r"\(chance 50 %(; not told apart from chance on so few)?\) on 40 sequences", err), err
+
+
+def test_the_sampling_error_of_an_accuracy_is_the_normal_approximation():
+    from bert_explorer.analysis.probes.quality import margin_95
+
+    assert margin_95(0.5, 100) == pytest.approx(0.098, abs=1e-3)   # the issue's ±10 points on 100 pairs
+    assert margin_95(0.5, 10_000) == pytest.approx(0.0098, abs=1e-4)
+    assert 0 < margin_95(0.0, 3597) < 0.001                          # a random model's 0 % is not exactly certain

@@ -120,9 +120,18 @@ def _show_quality(result: dict) -> None:
     """The figures as JSON on stdout; what they were measured on, in words, on stderr."""
     print_json(result)
     clozes, pairs = result["check_set_clozes"], result["check_set_pairs"]
-    nsp = f", NSP {result['nsp_accuracy']:.1%}" if "nsp_accuracy" in result else " (no trained NSP head)"
-    print(f"{result['model']}: MLM {result['mlm_accuracy']:.1%} of {result['masked_wordpieces']:,} masked WordPieces"
-          f"{nsp} on {result['held_out_sequences']:,} sequences of {result['held_out_documents']:,} documents "
+    n_masked, n_pairs = result["masked_wordpieces"], result["held_out_sequences"]
+    nsp = ""
+    if "nsp_accuracy" in result:  # chance is 50 % (half the pairs are random); is this model above it?
+        p, err = result["nsp_accuracy"], quality.margin_95(result["nsp_accuracy"], n_pairs)
+        nsp = (f", NSP {p:.1%} ± {err * 100:.1f} points (chance 50 %"
+               + ("; not told apart from chance on so few" if abs(p - 0.5) <= err else "") + ")")
+    else:
+        nsp = " (no trained NSP head)"
+    mlm_err = quality.margin_95(result["mlm_accuracy"], n_masked)
+    print(f"{result['model']}: MLM {result['mlm_accuracy']:.1%} ± {mlm_err * 100:.1f} points of {n_masked:,} masked "
+          f"WordPieces"
+          f"{nsp} on {n_pairs:,} sequences of {result['held_out_documents']:,} documents "
           f"{result['held_out_set']}; check set: {clozes[0]}/{clozes[1]} clozes"
           + (f", {pairs[0]}/{pairs[1]} pairs" if pairs[0] is not None else "")
           + ("" if result["standard_vocabulary"] else "; its vocabulary is not the standard uncased one: "

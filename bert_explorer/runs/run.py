@@ -196,6 +196,28 @@ class Run:
         checkpoint.rename(target)
         return target
 
+    def set_aside_metrics_after(self, step: int) -> int:
+        """Move the lines of metrics.jsonl logged after ``step`` (the steps a resume from ``step`` trains
+        again) to ``set_aside/metrics-after-step-<step>.jsonl``, so that metrics.jsonl holds each step once;
+        the number of lines moved. Nothing is lost: they are kept beside the checkpoints set aside."""
+        p = self.path / "metrics.jsonl"
+        if not p.is_file():
+            return 0
+        kept, later = [], []
+        for line in p.read_text().splitlines():
+            try:
+                logged = json.loads(line).get("step", 0)
+            except (ValueError, AttributeError):
+                logged = 0  # a line cut off by a kill: kept where it is, as the readers skip it
+            (later if isinstance(logged, (int, float)) and logged > step else kept).append(line)
+        if later:
+            d = self.path / "set_aside"
+            d.mkdir(exist_ok=True)
+            with (d / f"metrics-after-step-{step}.jsonl").open("a") as f:
+                f.write("\n".join(later) + "\n")
+            atomic.write_text(p, "".join(f"{line}\n" for line in kept))
+        return len(later)
+
     def clear_leftovers(self) -> list[Path]:
         """Remove what a killed write left behind (``atomic``'s temporary files and folders) in the run
         and in its checkpoints/: only a run's writer calls this, so none of them is still being written."""

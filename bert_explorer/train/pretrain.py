@@ -603,6 +603,9 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
             for ckpt in point.skipped:
                 run.set_aside(ckpt)
             run.log(point.said())
+        if resume and (moved := run.set_aside_metrics_after(step)):
+            run.log(f"moved {moved} line(s) of metrics.jsonl logged after step {step} (the steps trained again) "
+                    f"to set_aside/metrics-after-step-{step}.jsonl")
     # SIGTERM (the Runs page's hard stop, a scheduler) ends the run cleanly at the next step;
     # the process's own handler is put back afterwards.
     stop_signal = {"set": False}

@@ -76,6 +76,15 @@ def standard_vocabulary(tokenizer) -> bool:
     return tokenizer.fingerprint() == WordPieceTokenizer.from_dir(reference_folder()).fingerprint()
 
 
+def margin_95(accuracy: float, n: int) -> float:
+    """The sampling error of an accuracy measured on ``n`` items: 1.96 standard errors, sqrt(p(1 - p) / n)
+    with p at least a little off 0 and 1 (the normal approximation; ±9.8 points for 50 % on 100 pairs)."""
+    import math
+
+    p = min(max(accuracy, 0.5 / max(n, 1)), 1 - 0.5 / max(n, 1))
+    return 1.96 * math.sqrt(p * (1 - p) / max(n, 1))
+
+
 def estimate_seconds(config, sequences: int = 1818, seq_len: int = 128, threads: int | None = None) -> float:
     """About how long the measurement takes on an idle machine, in a background build: every held-out
     WordPiece's forward pass (``limits.forward_flops``) plus the check set's, in float32, at this CPU's
