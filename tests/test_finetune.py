@@ -266,3 +266,18 @@ def test_the_compile_setting_trains_through_the_compiled_model_and_saves_the_pla
     saved = checkpoint.load(tmp_path / "run" / "model")
     assert not saved.report.missing and not saved.report.unexpected
     assert not any("_orig_mod" in k for k in saved.model.state_dict())
+
+
+def test_a_fine_tuning_writes_its_dev_metrics_for_tensorboard(base_model, tmp_path):
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    cfg = FinetuneConfig(model=base_model, train="tiny:classification", max_train_examples=64, epochs=2,
+                         batch_size=16, device="cpu")
+    run_finetuning(cfg, tmp_path / "run")
+    acc = event_accumulator.EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    acc.Reload()
+    dev = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+           if json.loads(line)["split"] == "dev"]
+    lr = f"lr {cfg.lr:g}"  # (a learning-rate grid keeps each setting's curves apart)
+    read = acc.Scalars(f"{lr}/dev/accuracy")
+    assert [(e.step, round(e.value, 6)) for e in read] == [(m["step"], round(m["accuracy"], 6)) for m in dev]
+    assert len(read) == 2 and f"{lr}/train/loss" in acc.Tags()["scalars"]

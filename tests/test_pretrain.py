@@ -447,3 +447,19 @@ def test_pretraining_in_memory_trains_the_same_model_with_no_folder(tmp_path, ti
     assert (stopped.result["state"], stopped.result["step"]) == ("stopped", 2)
     with pytest.raises(ValueError, match="time-lapse is written into a run folder"):
         pretrain(cfg.updated(timelapse_frames=3))
+
+
+def test_tensorboard_reads_the_scalars_the_run_logged(tmp_path, tiny_vocab):
+    """Every run writes TensorBoard event files from the same records as metrics.jsonl; tensorboard's own
+    reader finds each split's metrics at their steps."""
+    event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    cfg = PretrainConfig(**{**TINY, "vocab": tiny_vocab, "eval_every": 2}, max_steps=4, save_every=4)
+    run_pretraining(cfg, tmp_path / "run", progress=False)
+    acc = event_accumulator.EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"train/loss", "eval/mlm_accuracy"} <= tags, tags
+    logged = [m for m in Run(tmp_path / "run").metrics() if m["split"] == "train"]
+    read = acc.Scalars("train/loss")
+    assert [e.step for e in read] == [m["step"] for m in logged]
+    assert [e.value for e in read] == pytest.approx([m["loss"] for m in logged], rel=1e-6)

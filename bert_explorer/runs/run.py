@@ -50,12 +50,13 @@ DONE_STATES = ("finished", "stopped", "failed", "crashed")
 # What a run writes at its top level, and nothing else: deleting a run removes exactly these, and
 # a folder holding anything more is not the run's alone (it is refused as a new run's folder, and
 # deleting it is refused). Pre-training: checkpoints/, tokenizer/, timelapse.json, set_aside/, an
-# uploaded corpus (corpus.txt, corpus-2.txt, ...); fine-tuning: model/ or feature_head/, metrics.json,
+# uploaded corpus (corpus.txt, corpus-2.txt, ...); every training run: tensorboard/; fine-tuning: model/ or feature_head/, metrics.json,
 # dev_predictions.json, an uploaded data/; an ablation: plan.json, results.jsonl, vocab/, data/ and its
 # runs in pretrain/ and cells/ (each a run by the same rule); the locks of the run system.
 RUN_FILES = {"config.json", "status.json", "metrics.jsonl", "metrics.json", "log.txt", "STOP", "timelapse.json",
              "dev_predictions.json", "plan.json", "results.jsonl", ".start.lock", ".writer.lock", ".gpu.lock"}
-RUN_FOLDERS = {"checkpoints", "tokenizer", "model", "feature_head", "data", "vocab", "set_aside", ".gpu.lock.queue"}
+RUN_FOLDERS = {"checkpoints", "tokenizer", "model", "feature_head", "data", "vocab", "set_aside", "tensorboard",
+               ".gpu.lock.queue"}
 NESTED_RUNS = {"pretrain", "cells"}  # an ablation's own runs
 _UPLOADED_CORPUS = re.compile(r"corpus(-\d+)?\.txt")
 _CHECKPOINT = re.compile(r"step-\d+")
@@ -64,12 +65,17 @@ UPLOADS_DIR = "uploaded-models"
 APP_FOLDERS = {UPLOADS_DIR: "where the app keeps uploaded checkpoints"}
 
 
+TENSORBOARD_DIR = "tensorboard"  # a run's TensorBoard event files, beside metrics.jsonl
+NOT_SCALARS = ("step", "split", "time", "epoch", "lr_setting")
+
+
 class Run:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         # The last step a training loop finished in this process: status.json has it only as of the
         # last log line, and a run that fails in between says the step it really reached.
         self.step_reached: int | None = None
+        self._tensorboard = None  # its TensorBoard writer once a metric is logged; False without tensorboard
 
     # ----- files ----------------------------------------------------------------------------
     @property
@@ -145,6 +151,28 @@ class Run:
         with (self.path / "metrics.jsonl").open("a") as f:
             f.write(json.dumps(record) + "\n")
             f.flush()
+        self._to_tensorboard(record)
+
+    def _to_tensorboard(self, record: dict) -> None:
+        """The same record as TensorBoard scalars in ``tensorboard/`` (``tensorboard --logdir runs/`` shows
+        every run), when tensorboard is installed (``pip install -e ".[tensorboard]"``): tagged
+        ``<split>/<metric>`` (``lr 3e-05/dev/accuracy`` in a learning-rate grid) at the record's step."""
+        if self._tensorboard is False or not isinstance(record.get("step"), int):
+            return
+        if self._tensorboard is None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:  # tensorboard is an optional extra
+                self._tensorboard = False
+                return
+            self._tensorboard = SummaryWriter(str(self.path / TENSORBOARD_DIR))
+        prefix = str(record.get("split", "train"))
+        if isinstance(record.get("lr_setting"), (int, float)):
+            prefix = f"lr {record['lr_setting']:g}/{prefix}"
+        for key, value in record.items():
+            if key not in NOT_SCALARS and isinstance(value, (int, float)) and not isinstance(value, bool):
+                self._tensorboard.add_scalar(f"{prefix}/{key}", value, record["step"], walltime=record.get("time"))
+        self._tensorboard.flush()  # (a run killed later keeps what it logged, as metrics.jsonl does)
 
     def metrics(self) -> list[dict]:
         p = self.path / "metrics.jsonl"
