@@ -147,6 +147,10 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
         dev_fraction = kept_widget(a2.number_input, "Dev fraction held out", "ft_dev_fraction", 0.1, min_value=0.01,
                                    max_value=0.5)
         seed = kept_widget(a3.number_input, "Seed", "ft_seed", 0, min_value=0, max_value=1_000_000)
+        pos_weight = kept_widget(a1.selectbox, "Label weights (multi-label)", "ft_pos_weight", "none",
+                                 options=["none", "balanced"],
+                                 help="balanced: each label's positive examples weigh its negatives over its positives "
+                                      "in the training set (at most 100), so that rare labels are learnt too.")
 
     if data is not None:
         task_kind = data.task
@@ -160,6 +164,12 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     if data_error is None and base and (why := ltr_problem(base, task_kind, mode)):
         data_error = why
         st.error(why)
+    if data_error is None and task_kind is not None and pos_weight != "none":
+        try:  # the task says whether it weighs labels: a refusal here, not when the run starts
+            task_kind.positive_weights([], [], pos_weight)
+        except ValueError as e:
+            data_error = str(e)[0].upper() + str(e)[1:] + "."
+            st.error(data_error)
     # The run's settings as the object the run reads, built now: a bad value is said here, before a run starts.
     # The uploaded file's place in the run directory is known only once the run is made (below).
     try:
@@ -169,7 +179,8 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                    builtin if builtin.startswith("tiny:") else f"builtin:{builtin}"),
             **{k: v for k, v in spec.items() if v}, mode=mode, features=features, max_seq_length=int(max_len),
             batch_size=int(batch), lr=float(lr), lr_grid=[5e-5, 3e-5, 2e-5] if grid else [], epochs=float(epochs),
-            max_train_examples=int(max_train) or None, dev_fraction=float(dev_fraction), seed=int(seed))
+            max_train_examples=int(max_train) or None, dev_fraction=float(dev_fraction), seed=int(seed),
+            pos_weight=pos_weight)
     except ValueError as e:
         config = None
         if data_error is None:

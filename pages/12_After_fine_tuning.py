@@ -112,6 +112,13 @@ if task.right_or_wrong:
     m[2].metric("wrong", f"{len(wrong):,}")
 if warning := small_dev_warning(len(rows)):
     st.warning(warning)
+if per := task.per_label(report := task.report_of_rows(rows)):
+    # a headline over labels (multi-label's micro-F1) can hide labels the model never learnt: each one's own
+    if missed := task.never_predicted(report):
+        st.warning(missed[0].upper() + missed[1:] + ".")
+    exports.table(pd.DataFrame(per), "af_per_label", "each label", bundle, hide_index=True,
+                  column_config={k: st.column_config.NumberColumn(format="%.3f") for k in ("F1", "precision", "recall")})
+    st.caption(task.headline_note)
 
 c1, c2 = st.columns([2, 1])
 which = c1.radio("Show", list(predictions.VIEWS), key="af_view", horizontal=True,

@@ -16,6 +16,7 @@ from .. import checkpoint
 from ..analysis.layers.features import PAIR_SEPARATOR, parse_example
 from ..analysis.probes import quality
 from ..tasks.base import TaskType
+from ..tasks.registry import task_type
 from ..checkpoint import CheckpointError
 from ..train.speed import load_text, said
 from ..train.estimate import background_threads
@@ -169,6 +170,12 @@ def _show_finetuning(result: dict) -> None:
     """The scores as JSON on stdout; a warning about the dev set (too small to trust) on stderr."""
     if result.get("warning"):
         print(f"warning: {result['warning']}", file=sys.stderr)
+    if per := task_type(result["task"]).per_label(result.get("dev") or {}):  # each label's scores, most frequent first
+        print(f"{'label':<24}{'F1':>7}{'precision':>11}{'recall':>8}{'support':>9}{'predicted':>11}", file=sys.stderr)
+        for r in per:
+            print(f"{r['label'][:23]:<24}{r['F1']:>7.3f}{r['precision']:>11.3f}{r['recall']:>8.3f}{r['support']:>9,}"
+                  f"{r['predicted']:>11,}", file=sys.stderr)
+        print(task_type(result["task"]).headline_note, file=sys.stderr)
     print_json({k: v for k, v in result.items() if k not in ("label_names", "warning")})
 
 

@@ -151,6 +151,9 @@ class BertForSequenceClassification(nn.Module):
         _name_labels(config, self.num_labels)
         if self.num_labels == 1:
             config.problem_type = "regression"
+        # multi-label: how much each label's positive examples weigh in its loss (a fine-tuning's setting,
+        # BCEWithLogitsLoss's pos_weight; None weighs every example alike, as transformers does)
+        self.pos_weight: torch.Tensor | None = None
         self.bert = BertModel(config)
         self.dropout = nn.Dropout(config.dropout)
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)
@@ -169,7 +172,7 @@ class BertForSequenceClassification(nn.Module):
             if self.is_regression:
                 out.loss = F.mse_loss(logits.squeeze(-1).float(), labels.float())
             elif self.config.problem_type == "multi_label_classification":  # a sigmoid per label, as transformers
-                out.loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+                out.loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float(), pos_weight=self.pos_weight)
             else:
                 out.loss = F.cross_entropy(logits.float(), labels)
         return out

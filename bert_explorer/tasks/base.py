@@ -179,6 +179,30 @@ class TaskType:
         BertFor* heads compute the same losses themselves), in float32 even under autocast."""
         return nn.functional.cross_entropy(logits.float(), labels)
 
+    def positive_weights(self, examples: list[dict], label_names, setting: str):
+        """The weight of each label's positive examples in the loss (the ``pos_weight`` setting), or None
+        for every example alike: only a task of several labels an example weighs them
+        (``multilabel.MultiLabelTask``); asked of another, a setting other than "none" is refused."""
+        if str(setting) != "none":
+            raise ValueError(f"label weights (pos_weight) are for multi-label classification, not {self.name}; "
+                             "leave pos_weight at none")
+        return None
+
+    headline_note: ClassVar[str] = ""  # what the headline metric averages, where a per-label table says more
+
+    def per_label(self, report: dict) -> list[dict] | None:
+        """Each label's F1, precision, recall and support from a dev report, most frequent first, where
+        the headline averages over labels (multi-label); None where it does not."""
+        return None
+
+    def report_of_rows(self, rows: list[dict]) -> dict:
+        """The per-label report of the After fine-tuning page's rows, where the task has one (else empty)."""
+        return {}
+
+    def never_predicted(self, report: dict) -> str | None:
+        """One sentence naming the labels of the dev set the model never predicted, or None."""
+        return None
+
     def batch_outputs(self, model_output) -> list:
         """A BertFor* model's output for one batch as one entry per input, on the CPU."""
         return list(model_output.logits.float().cpu())

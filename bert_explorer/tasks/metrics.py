@@ -402,7 +402,7 @@ def multilabel_report(gold: Sequence[Sequence[str]], predicted: Sequence[Sequenc
     """Multi-label classification, each example a set of labels: micro-F1 (true and false positives
     and negatives added up over every label first), macro-F1 (the mean of each label's own F1; a
     label never gold nor predicted counts 0, as scikit-learn's zero_division=0), subset accuracy
-    (the whole set right), and each label's precision, recall, F1 and support."""
+    (the whole set right), and each label's precision, recall, F1, support and how often it was predicted."""
     per = {}
     tp_all = fp_all = fn_all = 0
     for label in labels:
@@ -411,7 +411,7 @@ def multilabel_report(gold: Sequence[Sequence[str]], predicted: Sequence[Sequenc
         fn = sum(1 for g, p in zip(gold, predicted) if label in g and label not in p)
         prec, rec = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
         per[str(label)] = {"precision": prec, "recall": rec, "f1": _ratio(2 * prec * rec, prec + rec),
-                           "support": tp + fn}
+                           "support": tp + fn, "predicted": tp + fp}
         tp_all, fp_all, fn_all = tp_all + tp, fp_all + fp, fn_all + fn
     prec, rec = _ratio(tp_all, tp_all + fp_all), _ratio(tp_all, tp_all + fn_all)
     return {"micro_f1": _ratio(2 * prec * rec, prec + rec),

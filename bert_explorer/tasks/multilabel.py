@@ -24,6 +24,7 @@ from .sequence import SequenceTask
 
 SEPARATOR = ";"   # between the labels of one cell, in a table and in the rows a page shows
 THRESHOLD = 0.5   # a label is predicted where its sigmoid passes this
+MAX_POS_WEIGHT = 100.0  # (train/finetune.py's bound of the setting)
 
 
 def joined(labels) -> str:
@@ -68,6 +69,18 @@ class MultiLabelTask(SequenceTask):
     def loss(self, logits, labels):
         return nn.functional.binary_cross_entropy_with_logits(logits.float(), labels.float())
 
+    def positive_weights(self, examples, label_names, setting):
+        """Each label's weight of its positive examples in the loss: "balanced" is its negatives over its
+        positives in ``examples`` (a label present in 5 % weighs 19), at most MAX_POS_WEIGHT; a number is
+        every label's."""
+        if str(setting) == "none":
+            return None
+        if str(setting) != "balanced":
+            return torch.full((len(label_names),), float(setting))
+        n = len(examples)
+        pos = [sum(1 for ex in examples if name in map(str, ex["labels"])) for name in label_names]
+        return torch.tensor([min(MAX_POS_WEIGHT, (n - p) / p) if p else MAX_POS_WEIGHT for p in pos])
+
     def _predicted(self, output, label_names) -> tuple[list[str], torch.Tensor]:
         p = torch.sigmoid(output.float())
         return [n for n, x in zip(label_names, p) if float(x) > THRESHOLD], p
@@ -91,6 +104,34 @@ class MultiLabelTask(SequenceTask):
 
         return of(gold), of({n for n, x in zip(label_names, p) if x > THRESHOLD})
 
+    # micro-F1 adds up every label's decisions before dividing: a common label decides it
+    headline_note: ClassVar[str] = (
+        "Micro-F1 counts every label's right and wrong decisions together, so the most frequent label weighs most: "
+        "a model that learnt only a common label still scores well on it. Macro-F1 is the mean of each label's own "
+        "F1, rare labels counted as much as common ones; the table gives each label's.")
+
+    def per_label(self, report):
+        per = report.get("per_class") or {}
+        return sorted(({"label": name, "F1": v["f1"], "precision": v["precision"], "recall": v["recall"],
+                        "support": v["support"], "predicted": v["predicted"]} for name, v in per.items()),
+                      key=lambda r: (-r["support"], r["label"]))
+
+    def never_predicted(self, report):
+        missed = [name for name, v in (report.get("per_class") or {}).items() if v["support"] and not v["predicted"]]
+        if not missed:
+            return None
+        return (f"the model never predicted {len(missed)} of the labels its dev set holds ({', '.join(missed)}): "
+                "their F1 is 0, and micro-F1 hides it. Try pos_weight balanced (Advanced settings; --pos-weight "
+                "balanced), more epochs, or more examples of them")
+
+    def report_of_rows(self, rows) -> dict:
+        """The dev report recomputed from the After fine-tuning page's rows (the saved model's answers)."""
+        def labels(cell):
+            return [] if cell == "(none)" else cell.split(f"{SEPARATOR} ")
+
+        gold, pred = [labels(r["gold"]) for r in rows], [labels(r["predicted"]) for r in rows]
+        return M.multilabel_report(gold, pred, sorted({x for g in gold + pred for x in g}))
+
     def shown(self, answer, example):
         return Shown("Labels", joined(answer["labels"]), scores=answer["probabilities"])
 
@@ -107,12 +148,7 @@ class MultiLabelTask(SequenceTask):
                 "right_labels": len(set(gold) & set(pred))}
 
     def score_rows(self, rows):
-        def labels(cell):
-            return [] if cell == "(none)" else cell.split(f"{SEPARATOR} ")
-
-        gold, pred = [labels(r["gold"]) for r in rows], [labels(r["predicted"]) for r in rows]
-        names = sorted({x for g in gold + pred for x in g})
-        report = M.multilabel_report(gold, pred, names)
+        report = self.report_of_rows(rows)
         return {k: report[k] for k in ("micro_f1", "macro_f1", "subset_accuracy")}
 
     def gold_slices(self, rows):

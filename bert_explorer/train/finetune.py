@@ -49,6 +49,7 @@ MODES = ("fine-tune", "feature-based")
 # log and on the page); max_train_examples chooses fewer. The dev set is scored after every epoch and
 # after a Stop, so it is kept small enough to score in seconds to tens of seconds on a CPU.
 MAX_TRAIN_EXAMPLES = 200_000
+MAX_POS_WEIGHT = 100.0  # a label's positives weigh at most this many negatives (pos_weight)
 DEV_EXAMPLES = 2_000         # the dev set's size when max_dev_examples is not set
 MAX_DEV_EXAMPLES = 20_000    # the most max_dev_examples may ask for
 
@@ -68,7 +69,7 @@ class FinetuneConfig:
     dev: str | None = setting(None, "The dev data, in the same forms as train; by default a stratified dev-fraction "
                                     "of train.")
     task: str | None = setting(None, "The task type (classification, pair-classification, regression, ner, qa, "
-                                     "multiple-choice); by default detected from the data.")
+                                     "multiple-choice, multi-label); by default detected from the data.")
     text_column: str | None = setting(None, "The column that holds the text; by default detected from the names.")
     text_pair_column: str | None = setting(None, "The column that holds the second text of a pair; by default "
                                                  "detected.")
@@ -97,6 +98,9 @@ class FinetuneConfig:
     device: str = setting("auto", "Where to train: cpu, cuda, cuda:N, or auto (a GPU if there is one).")
     precision: str = setting("auto", "The arithmetic of training: fp32, bf16, fp16, or auto (bf16 where the device "
                                      "is fast at it).")
+    pos_weight: str = setting("none", "Multi-label only: how much a label's positive examples weigh in its loss: none, "
+                                      "balanced (each label's negatives over its positives in the training set, at "
+                                      "most 100: rare labels are learnt too), or a number for every label.")
     compile: bool = setting(False, "torch.compile the model for training (the first steps compile it: worth it on a GPU for "
                                   "long runs; the saved model is the plain one).")
 
@@ -120,6 +124,14 @@ class FinetuneConfig:
                 raise ValueError(f"{name} must be a whole number of at least {low}, not {v!r}")
         if not isinstance(self.epochs, (int, float)) or not 0 < self.epochs <= 100:
             raise ValueError(f"epochs must be a number above 0 and at most 100, not {self.epochs!r}")
+        if str(self.pos_weight) not in ("none", "balanced"):
+            try:
+                weight = float(self.pos_weight)
+            except ValueError:
+                weight = -1.0
+            if not 0 < weight <= MAX_POS_WEIGHT:
+                raise ValueError(f"pos_weight must be none, balanced or a number above 0 and at most {MAX_POS_WEIGHT:g}, "
+                                 f"not {self.pos_weight!r}")
         if self.mode == "feature-based" and self.lr_grid:  # else the grid would be silently ignored
             raise ValueError("lr_grid (trying several learning rates) applies to fine-tuning only: the feature-based "
                              "mode keeps BERT frozen and trains its BiLSTM head at head_lr, so leave lr_grid out or "
@@ -225,6 +237,11 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
     loaded = checkpoint.load(cfg.model, task.architecture, **({} if n_out is None else {"num_labels": n_out}))
     model = cpu_kernels.apply(loaded.model.to(dev_obj.device), dev_obj.device)
     model.config.problem_type = task.problem_type  # not the base model's
+    weights = task.positive_weights(train.examples, label_names, cfg.pos_weight)
+    if weights is not None:  # (kept out of the saved model: a training setting, not a weight)
+        model.pos_weight = weights.to(dev_obj.device)
+        run.log("positive examples weigh " + ", ".join(f"{n} {w:.1f}" for n, w in zip(label_names, weights.tolist()))
+                + f" in the loss (pos_weight {cfg.pos_weight})")
     if label_names:
         model.config.id2label = dict(enumerate(label_names))
     optimizer = make_optimizer(model, lr, cfg.weight_decay)
@@ -318,6 +335,9 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
             result = {"task": train.task.name, "mode": "fine-tune", "lr": lr, "train_examples": len(train.examples),
                       "dev_examples": len(dev.examples), "train_seconds": round(secs, 1), "dev": ev,
                       "label_names": label_names, "stopped": stopped}
+        if missed := train.task.never_predicted(result["dev"]):  # (a headline over labels can hide one)
+            run.log(f"warning: {missed}")
+            warning = f"{warning}; {missed}" if warning else missed
         if warning:
             result["warning"] = warning
         stopped = result.pop("stopped") or run.stop_requested()
