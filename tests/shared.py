@@ -113,3 +113,15 @@ def save_tiny_corpus_vocab(folder: str | Path) -> str:
     ``folder``: runs that must compare read one (learnt once: quicker than learning one per run)."""
     WordPieceTokenizer.train((s for doc in tiny_corpus() for s in doc), 300).save(folder)
     return str(folder)
+
+
+# ----- the Fine-tune page -------------------------------------------------------------------------------
+def fine_tune_page_on_builtin(model_dir: str):
+    """The Fine-tune page (AppTest) with ``model_dir`` picked in the sidebar and a built-in dataset as the source."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../pages/11_Fine-tune.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "a local directory…"
+    at.session_state["be_model_path"] = model_dir
+    at.run()
+    return at.radio(key="ft_source").set_value("Built-in dataset").run()

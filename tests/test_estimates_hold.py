@@ -206,13 +206,7 @@ def test_the_fine_tuning_estimate_counts_the_runs_own_examples_and_steps(base_mo
 
 def test_the_fine_tune_page_shows_an_estimate_for_every_built_in_set(runs_root, base_model):
     """A generated set (tiny:...) has no preview loaded, yet it is estimated at the size the run makes."""
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file("../pages/11_Fine-tune.py", default_timeout=120)
-    at.session_state["be_model_choice"] = "a local directory…"
-    at.session_state["be_model_path"] = base_model
-    at.run()
-    at.radio(key="ft_source").set_value("Built-in dataset").run()
+    at = shared.fine_tune_page_on_builtin(base_model)
     at.selectbox(key="ft_builtin").set_value("tiny:classification").run()
     assert not at.exception
     (said,) = [c.value for c in at.caption if c.value.startswith("Estimated time on")]

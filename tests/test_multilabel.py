@@ -176,13 +176,9 @@ def test_balanced_weights_are_said_in_the_log(base_model, tmp_path):
 
 
 def test_the_fine_tune_page_offers_label_weights_where_the_task_weighs_labels(runs_root, base_model):
-    from streamlit.testing.v1 import AppTest
+    from shared import fine_tune_page_on_builtin
 
-    at = AppTest.from_file("../pages/11_Fine-tune.py", default_timeout=120)
-    at.session_state["be_model_choice"] = "a local directory…"
-    at.session_state["be_model_path"] = base_model
-    at.run()
-    at.radio(key="ft_source").set_value("Built-in dataset").run()
+    at = fine_tune_page_on_builtin(base_model)
     at.selectbox(key="ft_pos_weight").set_value("balanced").run()
     at.selectbox(key="ft_builtin").set_value("tiny:classification").run()
     assert [e.value for e in at.error] == ["Label weights (pos_weight) are for multi-label classification, not "
