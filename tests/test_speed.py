@@ -150,3 +150,13 @@ def test_the_sampling_error_of_an_accuracy_is_the_normal_approximation():
     assert margin_95(0.5, 100) == pytest.approx(0.098, abs=1e-3)   # the issue's ±10 points on 100 pairs
     assert margin_95(0.5, 10_000) == pytest.approx(0.0098, abs=1e-4)
     assert 0 < margin_95(0.0, 3597) < 0.001                          # a random model's 0 % is not exactly certain
+
+
+def test_a_speed_file_that_is_not_ours_is_measured_again(machine):
+    speed._path().parent.mkdir(parents=True, exist_ok=True)
+    for text in ("[1, 2]", json.dumps({speed.machine_name(): {"matmul fp32": {"flop_s": "fast"}}}),
+                 json.dumps({speed.machine_name(): ["x"]}), "not json"):
+        speed._path().write_text(text)
+        speed._measured_at.clear()
+        measure, calls = _readings(80e9)
+        assert speed.kept("matmul fp32", measure) == 80e9 and len(calls) == 1

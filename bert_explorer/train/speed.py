@@ -74,8 +74,12 @@ def kept(key: str, measure) -> float:
     A reading on a busy machine is slower, never faster: the best is the idle machine's."""
     name, now = machine_name(), time.time()
     with _lock:
-        best = _read().get(name, {}).get(key)
-        fresh = best is not None and now - best.get("at", 0) < KEEP_S
+        mine = _read().get(name)
+        best = mine.get(key) if isinstance(mine, dict) else None
+        if not (isinstance(best, dict) and isinstance(best.get("flop_s"), (int, float)) and best["flop_s"] > 0
+                and isinstance(best.get("at"), (int, float))):
+            best = None  # a file edited by hand, or written by another version: measured again
+        fresh = best is not None and now - best["at"] < KEEP_S
         idle = is_idle()
         if fresh and (best.get("idle", True) or not idle
                       or time.monotonic() - _measured_at.get(key, -1e9) < MEASURE_EVERY_S):
@@ -85,7 +89,9 @@ def kept(key: str, measure) -> float:
         if fresh and float(best["flop_s"]) >= rate:
             return float(best["flop_s"])
         data = _read()
-        data.setdefault(name, {})[key] = {"flop_s": rate, "at": now, "idle": idle, "load": round(load_now(), 2)}
+        if not isinstance(data.get(name), dict):
+            data[name] = {}
+        data[name][key] = {"flop_s": rate, "at": now, "idle": idle, "load": round(load_now(), 2)}
         try:
             atomic.write_text(_path(), json.dumps(data, indent=1))
         except OSError:  # a read-only cache: the reading serves this process only
