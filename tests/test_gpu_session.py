@@ -359,3 +359,21 @@ def test_a_training_is_started_short_of_its_plan_where_the_bench_is_left_whole()
     assert start_decision("bench", 400, 200, started=2) == "skip"
     assert start_decision("bench", 400, 200, started=0) == "start"
     assert start_decision("teaching-model", 250, 200, started=1) == "start"  # fits with the wrap-up
+
+
+def test_a_returned_tensorboard_file_is_read_record_by_record(tmp_path):
+    """Runs write TensorBoard event files (binary TFRecords): the check of what came back reads them whole
+    and names one cut short."""
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from tools.gpu_kit.session import _unreadable
+
+    writer = SummaryWriter(str(tmp_path / "tb"))
+    for step in range(5):
+        writer.add_scalar("train/loss", 1.0 / (step + 1), step)
+    writer.close()
+    (events,) = (tmp_path / "tb").glob("events.out.tfevents*")
+    assert _unreadable(events) is None
+    events.write_bytes(events.read_bytes()[:-7])
+    assert "runs past the end of the file" in _unreadable(events)

@@ -270,8 +270,25 @@ def _unreadable(p: Path) -> str | None:
                     f.get_tensor(k)
         elif p.suffix == ".xml":
             ET.parse(p)
+        elif p.name.startswith("events.out.tfevents"):  # a run's TensorBoard scalars (runs/run.py)
+            _tfrecords(p)
         else:
             p.read_text(encoding="utf-8")
     except Exception as e:  # whatever fails to read is the answer
         return f"{type(e).__name__}: {e}"
     return None
+
+
+def _tfrecords(p: Path) -> None:
+    """Read a TensorBoard event file record by record (TFRecord framing: an 8-byte length, its 4-byte check,
+    the record, its 4-byte check); a file cut short or padded raises."""
+    import struct
+
+    data, at = p.read_bytes(), 0
+    while at < len(data):
+        if at + 12 > len(data):
+            raise ValueError(f"a record's header is cut short at byte {at}")
+        (length,) = struct.unpack("<Q", data[at:at + 8])
+        at += 12 + length + 4
+        if at > len(data):
+            raise ValueError(f"a record of {length} bytes runs past the end of the file")
