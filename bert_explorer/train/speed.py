@@ -101,6 +101,7 @@ def kept(key: str, measure) -> float:
 
 @contextmanager
 def threads(n: int):
+    """PyTorch's CPU threads set to ``n`` for the ``with`` block, the count before put back after."""
     before = torch.get_num_threads()
     torch.set_num_threads(max(1, int(n)))
     try:

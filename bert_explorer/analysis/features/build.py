@@ -540,13 +540,11 @@ def _step_seconds(H: int, cfg: saes.SaeConfig, threads: int) -> float:
     import os
     import platform
 
+    from ...train import speed
+
     def timed() -> dict:
-        before = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
+        with speed.threads(threads):
             return {"seconds": _time_steps(H, cfg)}
-        finally:
-            torch.set_num_threads(before)
 
     kept = disk_cache.kept_json("sae-step-time", None, timed,
                                 what="an SAE step's measured time", hidden=H, sae=cfg.to_dict(),
