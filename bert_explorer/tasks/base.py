@@ -91,6 +91,8 @@ class TaskType:
     fields: tuple[str, ...]      # the keys of one example (the table in data/tasks.py)
     metrics: tuple[str, ...]     # dev metrics shown, the first is the one a run is judged by
     inputs: tuple[Input, ...]    # what a person types to try a model (page and CLI)
+    formats: tuple[str, ...] = ()  # file formats of their own that hold this task ("conll", "fasttext", "squad")
+    pair_required: bool = False  # every example has a second text (a table must have a column for it)
 
     # What follows from the kind of answer; each subclass sets these.
     target: ClassVar[str]                # what the head predicts: class, value, tags, span or choice
@@ -112,6 +114,16 @@ class TaskType:
     after_run_answers: ClassVar[bool] = False  # the Fine-tune page lists some dev answers under a finished run
     percent: ClassVar[bool] = False      # the dev scores are percentages (SQuAD's EM and F1)
     problem_type: ClassVar[str | None] = None  # transformers' config.problem_type of the model
+    # How an uploaded table (CSV, TSV, JSONL, Parquet) holds this task: the reader's method for it,
+    # and the columns that name it when no task is given (one name of each group, see ``reads``).
+    table_reader: ClassVar[str] = "sentences"
+    table_columns: ClassVar[tuple[tuple[str, ...], ...]] = ()
+
+    def reads(self, table) -> bool:
+        """Whether a table whose task nobody named holds this task: it has a column for each group
+        of ``table_columns`` (``table.column(names)``: the first of those names it has, matched
+        ignoring case and separators). The sentence tasks read what no other type reads."""
+        return bool(self.table_columns) and all(table.column(names) for names in self.table_columns)
 
     @property
     def main_metric(self) -> str:

@@ -25,6 +25,13 @@ class ChoiceTask(TaskType):
         "Multiple choice gets the table (with its options) and slices; not the [CLS] maps (each option is a separate "
         "input), calibration or attributions. Attention shows the context with its gold ending.")
     gold_choosable: ClassVar[bool] = True
+    table_reader: ClassVar[str] = "multiple_choice"
+
+    def reads(self, table) -> bool:
+        """A table of choices: two or more numbered columns (``ending0``, ``choice1``, ...) or one
+        column of lists, and a column for the right one."""
+        return ((len(table.ending_columns()) >= 2 or table.column(("choices", "endings", "options")) is not None)
+                and table.choice_label_column() is not None)
 
     def dev_mismatch(self, train, dev):
         if train and dev and len(train[0]["choices"]) != len(dev[0]["choices"]):

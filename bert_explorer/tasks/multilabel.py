@@ -44,11 +44,16 @@ class MultiLabelTask(SequenceTask):
     left_to_right: ClassVar[bool] = False
     cls_map: ClassVar[bool] = False
     calibrated: ClassVar[bool] = True
+    table_reader: ClassVar[str] = "multi_label"
     after_finetuning: ClassVar[str] = (
         "Multi-label classification gets the table (each example's gold and predicted label sets), slices and "
         "calibration of the whole set (the model's probability of the set it predicts, the product of its "
         "labels' sigmoids, against how often the set is exactly right); not the [CLS] maps (an example has several "
         "gold labels, so no single colour) and not attributions (the Attributions page explains one class).")
+
+    def reads(self, table) -> bool:
+        """A table with a column of label sets: lists, or labels joined by ``;``."""
+        return table.label_set_column() is not None
 
     def num_outputs(self, label_names):
         return len(label_names)

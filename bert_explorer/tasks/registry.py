@@ -4,8 +4,8 @@ one place.
 Each entry is a task type object (``base.TaskType``): its name, where the paper fine-tunes such a
 task, the keys of an example, the metrics and what a person types to try a model are fields; what
 it does with the model comes from its class, one per kind of answer. Everything that needs to
-know something about a task reads it from the object: the upload readers (which types exist,
-what an example holds), featurisation and the model (the BertFor* head and its size), the dev
+know something about a task reads it from the object: the upload readers (which type a table
+holds, by its columns: ``reads``; which reader method and file formats are its; what an example holds), featurisation and the model (the BertFor* head and its size), the dev
 metrics (the one a run is judged by, the ones the page shows), feature-based transfer and the
 left-to-right heads (which types they can do), the data previews and label counts, and the
 Fine-tune page and the CLI (what a person types to try a model).
@@ -29,19 +29,21 @@ TEXT, PAIR = Input("Text", "TEXT"), Input("Second text (pairs)", "TEXT_PAIR", re
 
 CLASSIFICATION = LabelTask(
     name="classification", paper="§4.1 (SST-2, CoLA)", fields=("text", "label"),
-    metrics=("accuracy", "macro_f1", "mcc", "f1"), inputs=(TEXT,))
+    metrics=("accuracy", "macro_f1", "mcc", "f1"), inputs=(TEXT,), formats=("fasttext",))
 PAIR_CLASSIFICATION = LabelTask(
     name="pair-classification", paper="§4.1 (MNLI, QQP, QNLI, MRPC, RTE)", fields=("text", "text_pair", "label"),
-    metrics=("accuracy", "f1", "mcc"), inputs=(TEXT, PAIR))
+    metrics=("accuracy", "f1", "mcc"), inputs=(TEXT, PAIR), pair_required=True)
 REGRESSION = ValueTask(
     name="regression", paper="§4.1 (STS-B)", fields=("text", "text_pair", "label"),
     metrics=("pearson", "spearman", "mse"), inputs=(TEXT, PAIR))
 NER = TagTask(
     name="ner", paper="§5.3 (CoNLL-2003 NER)", fields=("tokens", "tags"),
-    metrics=("f1", "precision", "recall"), inputs=(Input("Sentence (words separated by spaces)", "WORDS"),))
+    metrics=("f1", "precision", "recall"), inputs=(Input("Sentence (words separated by spaces)", "WORDS"),),
+    formats=("conll",))
 QA = SpanTask(
     name="qa", paper="§4.2-4.3 (SQuAD v1.1, v2.0)", fields=("id", "question", "context", "answers", "is_impossible"),
-    metrics=("f1", "exact_match"), inputs=(Input("Question", "QUESTION"), Input("Context", "CONTEXT", long=True)))
+    metrics=("f1", "exact_match"), inputs=(Input("Question", "QUESTION"), Input("Context", "CONTEXT", long=True)),
+    formats=("squad",))
 MULTIPLE_CHOICE = ChoiceTask(
     name="multiple-choice", paper="§4.4 (SWAG)", fields=("context", "choices", "label"), metrics=("accuracy",),
     inputs=(Input("Context", "CONTEXT"),
@@ -54,6 +56,29 @@ MULTI_LABEL = MultiLabelTask(
 TASK_TYPES: dict[str, TaskType] = {t.name: t for t in (
     CLASSIFICATION, PAIR_CLASSIFICATION, REGRESSION, NER, QA, MULTIPLE_CHOICE, MULTI_LABEL)}
 TASKS = tuple(TASK_TYPES)
+# The order the upload readers ask the task types whether a table holds theirs, when nobody named the
+# task (``TaskType.reads``): a table of choices may also have a question and a context, and one of
+# tokens may have a "labels" column. A table no type claims holds a sentence task (``sentence_task``).
+TABLE_ORDER = (MULTIPLE_CHOICE, QA, NER, MULTI_LABEL)
+
+
+def table_task(table) -> TaskType | None:
+    """The first task type in ``TABLE_ORDER`` that reads ``table``; None: a sentence task."""
+    return next((t for t in TABLE_ORDER if t.reads(table)), None)
+
+
+def sentence_task(values: bool, pair: bool) -> TaskType:
+    """The sentence task of a table nobody named: a value task where the labels are numbers
+    (STS-B), else one label for a pair where the table has a second text, else for one text."""
+    sentence = [t for t in TASK_TYPES.values() if t.table_reader == "sentences"]
+    if values:
+        return next(t for t in sentence if not t.labelled)
+    return next(t for t in sentence if t.labelled and t.pair_required == pair)
+
+
+def format_task(fmt: str) -> TaskType:
+    """The task type a file format of its own holds (``"conll"``: NER, ``"fasttext"``, ``"squad"``)."""
+    return next(t for t in TASK_TYPES.values() if fmt in t.formats)
 
 
 def task_type(name: str) -> TaskType:

@@ -51,6 +51,10 @@ class SpanTask(TaskType):
     left_to_right: ClassVar[bool] = False
     answer_key: ClassVar[str] = "answer"
     percent: ClassVar[bool] = True
+    table_reader: ClassVar[str] = "qa"
+    table_columns: ClassVar[tuple[tuple[str, ...], ...]] = (
+        ("question",), ("context", "passage", "paragraph"), ("answers", "answer", "answertext", "answerstart",
+                                                             "isimpossible"))
     after_run_answers: ClassVar[bool] = True  # with the no-answer threshold tuned on dev (Section 4.3)
     after_finetuning: ClassVar[str] = (
         "Question answering gets the table (the passage with both answers marked) and slices; not the [CLS] maps "

@@ -50,6 +50,9 @@ class TagTask(TaskType):
     left_to_right: ClassVar[bool] = True
     answer_key: ClassVar[str] = "entities"
     per_token: ClassVar[bool] = True
+    table_reader: ClassVar[str] = "ner_records"
+    table_columns: ClassVar[tuple[tuple[str, ...], ...]] = (("tokens", "words"),
+                                                            ("tags", "nertags", "labels", "ner", "label"))
     after_finetuning: ClassVar[str] = (
         "NER gets the table (each sentence with the gold and predicted entities in brackets) and slices; not the "
         "[CLS] maps (its head reads every word, not [CLS]), calibration or attributions (the Attributions page "

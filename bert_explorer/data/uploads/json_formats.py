@@ -6,7 +6,6 @@ import re
 import sys
 from collections import Counter
 
-from ...tasks.registry import QA
 from . import core
 from .core import MIN_EXAMPLES, TaskData
 from .helpers import _as_bool, _Lazy, iter_lines
@@ -72,9 +71,7 @@ class JsonFormats:
 
     def parse_squad(self, obj: dict) -> TaskData:
         self.fmt = "SQuAD JSON"
-        if self.task not in (None, QA):
-            raise self.error(None, f"is a SQuAD question-answering file but task={self.task.name!r} was asked for; use "
-                                   f"task='qa' or upload a file for {self.task.name}")
+        task = self.task_of_format("squad", "is a SQuAD file (articles of paragraphs of questions)")
         examples, seen, no_flag, repaired = [], Counter(), [], []
         v2 = False
         for a, article in enumerate(obj["data"]):
@@ -107,7 +104,7 @@ class JsonFormats:
         self.notes.append(f"SQuAD {'v2.0' if v2 or n_imp else 'v1.1'} layout: {len(examples)} questions, "
                           f"{n_imp} unanswerable")
         self._check_count(examples, "questions")
-        return TaskData(QA, examples, None, "", self.notes)
+        return TaskData(task, examples, None, "", self.notes)
 
     def _squad_question(self, qa, context, where, seen, no_flag, repaired) -> dict:
         if not isinstance(qa, dict):

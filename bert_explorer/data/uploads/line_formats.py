@@ -5,7 +5,6 @@ import re
 from collections import Counter
 from itertools import islice
 
-from ...tasks.registry import CLASSIFICATION, NER
 from . import core
 from .core import TAG_RE, TaskData
 from .helpers import _is_missing, _lines_note, _tag_names, iter_lines
@@ -16,9 +15,7 @@ class LineFormats:
 
     def parse_conll(self) -> TaskData:
         self.fmt = "CoNLL"
-        if self.task not in (None, NER):
-            raise self.error(None, f"looks like CoNLL columns (a token and a tag on each line), which is NER data, "
-                                   f"but task={self.task.name!r} was asked for; use task='ner'")
+        task = self.task_of_format("conll", "looks like CoNLL columns (a token and a tag on each line)")
         use_tab = any("\t" in ln.strip(" ") for ln in islice(iter_lines(self.text), 2000) if ln.strip())
         sentences, tokens, tags, tag_lines = [], [], [], []
         expected, first_line, count = None, None, 0
@@ -56,7 +53,7 @@ class LineFormats:
                                    "between sentences")
         examples = self._check_bio([(t, g, [(ln, expected) for ln in lns]) for t, g, lns in sentences])
         self._check_count(examples, "sentences")
-        return TaskData(NER, examples, _tag_names(examples), "", self.notes)
+        return TaskData(task, examples, _tag_names(examples), "", self.notes)
 
     def _check_bio(self, sentences) -> list[dict]:
         """``sentences``: (tokens, tags, [(line, column)] per tag). Returns NER examples in BIO."""
@@ -97,9 +94,7 @@ class LineFormats:
     # ----- fastText --------------------------------------------------------------------
     def parse_fasttext(self) -> TaskData:
         self.fmt = "fastText"
-        if self.task not in (None, CLASSIFICATION):
-            raise self.error(None, f"is in fastText format ('__label__X text' lines), which is single-sentence "
-                                   f"classification, but task={self.task.name!r} was asked for; use task='classification'")
+        task = self.task_of_format("fasttext", "is in fastText format ('__label__X text' lines)")
         examples, empty, missing = [], [], []
         for n, line in enumerate(iter_lines(self.text), 1):
             if not line.strip():
@@ -126,6 +121,6 @@ class LineFormats:
         if missing:
             self.notes.append(_lines_note("a missing label (__label__ alone, or NaN, None or null, which mark a "
                                           "missing value, not a class)", missing, self.unit))
-        return self._finish_classification(CLASSIFICATION, examples, "label")
+        return self._finish_classification(task, examples, "label")
 
     # ----- CSV / TSV -------------------------------------------------------------------

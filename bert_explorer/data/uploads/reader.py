@@ -7,7 +7,7 @@ from itertools import islice
 from pathlib import Path
 
 from ...tasks.base import TaskType
-from ...tasks.registry import NER, task_type
+from ...tasks.registry import format_task, task_type
 from .core import DataError, DEFAULT_MAX_BYTES, MIN_EXAMPLES, TaskData
 from .decode import _decode, _size
 from .helpers import _looks_like_conll, iter_lines
@@ -76,6 +76,15 @@ class _Reader(JsonFormats, LineFormats, Tables, StructuredRecords):
         verb = what.split(" ", 1)[0] in ("is", "has", "holds", "needs", "does", "names", "looks", "must", "cannot")
         return DataError(f"{subject}{' ' if verb else ': '}{what}.")
 
+    def task_of_format(self, fmt: str, described: str) -> TaskType:
+        """The task a file format of its own holds (``described``: what the file looks like); a
+        file in it read for another task is an error that says which task to ask for."""
+        task = format_task(fmt)
+        if self.task is not None and fmt not in self.task.formats:
+            raise self.error(None, f"{described}, which is {task.name} data, but task={self.task.name!r} was asked "
+                                   f"for; use task={task.name!r} or upload a file for {self.task.name}")
+        return task
+
     # ----- which format ----------------------------------------------------------------
     def read(self, ext: str) -> TaskData:
         first = re.search(r"\S", self.text)
@@ -92,9 +101,9 @@ class _Reader(JsonFormats, LineFormats, Tables, StructuredRecords):
                                        f"upload it again") from e
             return self.from_json(obj)
         lines = [ln for ln in islice(iter_lines(self.text), 400) if ln.strip()]
-        if ext in (".conll", ".bio", ".iob", ".iob2", ".bioes", ".ner") or self.task == NER \
-                or _looks_like_conll(lines):
-            if ext in (".csv",) and self.task == NER and not _looks_like_conll(lines):
+        conll_task = self.task is not None and "conll" in self.task.formats
+        if ext in (".conll", ".bio", ".iob", ".iob2", ".bioes", ".ner") or conll_task or _looks_like_conll(lines):
+            if ext in (".csv",) and conll_task and not _looks_like_conll(lines):
                 raise self.error(None, "is not in CoNLL columns, but NER data must be (one 'token TAG' per line, a "
                                        "blank line between sentences), or JSONL with 'tokens' and 'tags' lists; "
                                        "convert the file")

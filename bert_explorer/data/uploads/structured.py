@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from ...tasks.registry import MULTIPLE_CHOICE, NER, QA
 from .core import ENDING_RE, MC_LABEL_NAMES, TaskData
 from .helpers import _as_bool, _choice_index, _lines_note, _tag_names
 from .json_formats import loads
@@ -24,7 +23,8 @@ class StructuredRecords:
             raise self._missing("label (the number of the right choice)", MC_LABEL_NAMES, "label_column")
         return col
 
-    def read_multiple_choice(self, endings: list[str]) -> TaskData:
+    def read_multiple_choice(self, task) -> TaskData:
+        endings = self._ending_columns(self.columns)
         label_col = self._mc_label_col()
         choices_col = self._col(["choices", "endings", "options"])
         if len(endings) < 2 and choices_col is None:
@@ -73,10 +73,10 @@ class StructuredRecords:
             raise self.error(self._where(odd), f"has a different number of choices than most rows ({common}); give "
                              f"every example the same number of choices")
         self._check_count(examples, "examples")
-        return TaskData(MULTIPLE_CHOICE, examples, None, "", self.notes)
+        return TaskData(task, examples, None, "", self.notes)
 
     # ----- QA from records ---------------------------------------------------------------
-    def read_qa(self) -> TaskData:
+    def read_qa(self, task) -> TaskData:
         q_col = self._resolve(self.text_column, "question", "text_column") or self._col(["question", "query"])
         c_col = self._resolve(self.text_pair_column, "context", "text_pair_column") or self._col(
             ["context", "passage", "paragraph", "document"])
@@ -134,10 +134,10 @@ class StructuredRecords:
         self.notes.append(f"{self.fmt}: question column {q_col!r}, context column {c_col!r}; "
                           f"{sum(e['is_impossible'] for e in examples)} of {len(examples)} questions unanswerable")
         self._check_count(examples, "questions")
-        return TaskData(QA, examples, None, "", self.notes)
+        return TaskData(task, examples, None, "", self.notes)
 
     # ----- NER from records --------------------------------------------------------------
-    def read_ner_records(self) -> TaskData:
+    def read_ner_records(self, task) -> TaskData:
         tok_col = self._resolve(self.text_column, "tokens", "text_column") or self._col(["tokens", "words"])
         tag_col = self._resolve(self.label_column, "tags", "label_column") or self._col(
             ["tags", "ner_tags", "labels", "ner", "label"])
@@ -164,4 +164,4 @@ class StructuredRecords:
         examples = self._check_bio(sentences)
         self.notes.append(f"{self.fmt}: tokens column {tok_col!r}, tags column {tag_col!r}")
         self._check_count(examples, "sentences")
-        return TaskData(NER, examples, _tag_names(examples), "", self.notes)
+        return TaskData(task, examples, _tag_names(examples), "", self.notes)

@@ -11,8 +11,7 @@ from itertools import islice
 
 from ...tasks.base import EXTRA
 from ...tasks.multilabel import SEPARATOR
-from ...tasks.registry import (CLASSIFICATION, MULTI_LABEL, MULTIPLE_CHOICE, NER, PAIR_CLASSIFICATION, QA,
-                                     REGRESSION)
+from ...tasks.registry import sentence_task, table_task
 from . import core
 from .core import DataError, LABEL_NAMES, MIN_EXAMPLES, PAIR_NAMES, PAIRS, TaskData, TEXT_NAMES, _norm
 from ...tasks.base import label_sort_key as _label_sort_key
@@ -95,22 +94,24 @@ class Tables:
         if not rows:
             raise self.error(None, f"has a header but no examples; add at least {MIN_EXAMPLES} rows below it")
         self.columns, self.rows = columns, rows
-        task = self.task
-        endings = self._ending_columns(columns)
-        has_choices = self._col(["choices", "endings", "options"]) is not None
-        if task == MULTIPLE_CHOICE or (task is None and (len(endings) >= 2 or has_choices)
-                                         and self._mc_label_col(required=False)):
-            return self.read_multiple_choice(endings)
-        qa_cols = self._col(["question"]), self._col(["context", "passage", "paragraph"])
-        if task == QA or (task is None and all(qa_cols) and self._col(
-                ["answers", "answer", "answertext", "answerstart", "isimpossible"])):
-            return self.read_qa()
-        if task == NER or (task is None and self._col(["tokens", "words"]) and self._col(
-                ["tags", "nertags", "labels", "ner", "label"])):
-            return self.read_ner_records()
-        if task == MULTI_LABEL or (task is None and self._multi_label_column() is not None):
-            return self.read_multi_label()
-        return self.read_sentences()
+        # the task a person named, else the first type that says the table holds its task
+        task = self.task or table_task(self)
+        return self.read_sentences() if task is None else getattr(self, "read_" + task.table_reader)(task)
+
+    # ----- what the task types ask of a table (TaskType.reads) -------------------------------
+    def column(self, names) -> str | None:
+        """The table's column for the first of ``names`` it has (ignoring case and separators)."""
+        return self._col(names)
+
+    def ending_columns(self) -> list[str]:
+        """The numbered answer columns (``ending0``, ``choice1``, ...), in order."""
+        return self._ending_columns(self.columns)
+
+    def choice_label_column(self) -> str | None:
+        return self._mc_label_col(required=False)
+
+    def label_set_column(self) -> str | None:
+        return self._multi_label_column()
 
     def _where(self, line: int, column: str | None = None) -> str:
         loc = f"{self.unit} {line}"
@@ -160,18 +161,18 @@ class Tables:
         return v.strip() if isinstance(v, str) else v
 
     # ----- sentence (pair) classification and regression ---------------------------------
-    def _sentence_columns(self):
+    def _sentence_columns(self, task):
         """(task, text column, second text column or None, label column) of a sentence (pair)
         table: the caller's names, else the known names, else what the cells look like; what was
         guessed is said in the notes."""
-        task = self.task
+        may_pair = task is None or "text_pair" in task.fields  # classification reads one text
         text_col = self._resolve(self.text_column, "text", "text_column")
         pair_col = self._resolve(self.text_pair_column, "second text", "text_pair_column")
         label_col = self._resolve(self.label_column, "labels", "label_column")
         auto = []
         if label_col is None:
             label_col = self._col([n for n in LABEL_NAMES if self._col([n]) not in (text_col, pair_col)])
-        if text_col is None and pair_col is None and task != CLASSIFICATION:
+        if text_col is None and pair_col is None and may_pair:
             for a, b in PAIRS:
                 ca, cb = self._col([a]), (self._col([b]) if b else None)
                 if ca and cb and label_col not in (ca, cb):
@@ -179,10 +180,8 @@ class Tables:
                     break
         if text_col is None:
             text_col = self._col([n for n in TEXT_NAMES if self._col([n]) not in (label_col, pair_col)])
-        if pair_col is None and task != CLASSIFICATION and text_col is not None:
-            cand = self._col([n for n in PAIR_NAMES if self._col([n]) not in (label_col, text_col)])
-            if cand is not None and (task == PAIR_CLASSIFICATION or task in (None, REGRESSION)):
-                pair_col = cand
+        if pair_col is None and may_pair and text_col is not None:
+            pair_col = self._col([n for n in PAIR_NAMES if self._col([n]) not in (label_col, text_col)])
         rest = [c for c in self.columns if c not in (text_col, pair_col, label_col)]
         if label_col is None and text_col is not None and len(rest) == 1 and not self._all_unique_words(rest[0]):
             label_col = rest[0]
@@ -197,19 +196,18 @@ class Tables:
             text_col = max(texty, key=self._mean_len)
             auto.append(f"took column {text_col!r} as the text (the column with the longest cells; "
                         f"pass text_column to choose another)")
-        if task == PAIR_CLASSIFICATION and pair_col is None:
+        if task is not None and task.pair_required and pair_col is None:
             raise self._missing("second text", PAIR_NAMES, "text_pair_column", used=(text_col, label_col))
         if task is None:
-            task = REGRESSION if self._is_regression(label_col) else (
-                PAIR_CLASSIFICATION if pair_col else CLASSIFICATION)
+            task = sentence_task(values=self._is_regression(label_col), pair=pair_col is not None)
             auto.append(f"detected task {task.name!r}")
         self.notes.append(f"{self.fmt}: text column {text_col!r}"
                           + (f", second text column {pair_col!r}" if pair_col else "")
                           + f", label column {label_col!r}" + ("; " + "; ".join(auto) if auto else ""))
         return task, text_col, pair_col, label_col
 
-    def read_sentences(self) -> TaskData:
-        task, text_col, pair_col, label_col = self._sentence_columns()
+    def read_sentences(self, task=None) -> TaskData:
+        task, text_col, pair_col, label_col = self._sentence_columns(task)
         examples, empty_text, empty_label, missing = [], [], [], {}
         used = (text_col, pair_col, label_col)
         for line, rec in self.rows:
@@ -228,7 +226,7 @@ class Tables:
             if _is_missing(label):  # NaN, None, null: how pandas, Python and JSON write "no label"
                 missing[line] = str(label)
                 continue
-            if task == REGRESSION:
+            if not task.labelled:  # a value (STS-B's similarity)
                 try:
                     value = float(label)
                     if not math.isfinite(value):
@@ -241,9 +239,8 @@ class Tables:
                 if isinstance(label, (list, dict)):
                     raise self.error(self._where(line, label_col), f"holds a {type(label).__name__}; give one "
                                      f"label per example, or task='multi-label' for a set of labels")
-                ex = {"text": text, "label": _label_str(label)}
-                if task == PAIR_CLASSIFICATION:
-                    ex = {"text": text, "text_pair": pair, "label": ex["label"]}
+                ex = {k: v for k, v in (("text", text), ("text_pair", pair), ("label", _label_str(label)))
+                      if k in task.fields}
                 examples.append(self._with_extra(ex, rec, used))
         if empty_text:
             self.notes.append(_lines_note("an empty text cell", empty_text, self.unit))
@@ -251,12 +248,12 @@ class Tables:
             self.notes.append(_lines_note("an empty label cell", empty_label, self.unit))
         if missing:
             self.notes.append(_missing_note(missing, self.unit))
-        if task == REGRESSION:
+        if not task.labelled:
             self._check_count(examples, "examples")
             if len({ex["label"] for ex in examples}) < 2:
                 raise self.error(None, f"column {label_col!r} has the same value in every row, so there is "
                                        f"nothing to learn; check the label column")
-            return TaskData(REGRESSION, examples, None, "", self.notes)
+            return TaskData(task, examples, None, "", self.notes)
         return self._finish_classification(task, examples, label_col)
 
     # ----- multi-label classification ------------------------------------------------------
@@ -273,7 +270,7 @@ class Tables:
         joined = [v for v in texts if SEPARATOR in v]
         return col if joined and sum(map(len, texts)) / len(texts) < 60 else None
 
-    def read_multi_label(self) -> TaskData:
+    def read_multi_label(self, task) -> TaskData:
         label_col = self._resolve(self.label_column, "labels", "label_column") or self._multi_label_column() or \
             self._col(["labels", "label"])
         if label_col is None:
@@ -323,7 +320,7 @@ class Tables:
         if rare:
             self.notes.append(f"{len(rare)} label(s) occur once ({', '.join(map(repr, rare[:5]))}"
                               f"{', ...' if len(rare) > 5 else ''}): too few to learn; add examples or merge labels")
-        return TaskData(MULTI_LABEL, examples, sorted(counts, key=_label_sort_key), "", self.notes)
+        return TaskData(task, examples, sorted(counts, key=_label_sort_key), "", self.notes)
 
     def _with_extra(self, example: dict, record: dict, used) -> dict:
         """``example`` with the record's other columns (an id, a source, a date) under ``extra``:
