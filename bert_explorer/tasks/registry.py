@@ -3,12 +3,13 @@ one place.
 
 Each entry is a task type object (``base.TaskType``): its name, where the paper fine-tunes such a
 task, the keys of an example, the metrics and what a person types to try a model are fields; what
-it does with the model comes from its class, one per kind of answer. Everything that needs to
-know something about a task reads it from the object: the upload readers (which type a table
-holds, by its columns: ``reads``; which reader method and file formats are its; what an example holds), featurisation and the model (the BertFor* head and its size), the dev
-metrics (the one a run is judged by, the ones the page shows), feature-based transfer and the
-left-to-right heads (which types they can do), the data previews and label counts, and the
-Fine-tune page and the CLI (what a person types to try a model).
+it does with the model comes from its class, one per kind of answer. Everything that needs to know
+something about a task reads it from the object: the upload readers (which type a table holds, by
+its columns: ``reads``; which reader method and file formats are its; what an example holds),
+featurisation and the model (the BertFor* head and its size), the dev metrics (the one a run is
+judged by, the ones the page shows), feature-based transfer and the left-to-right heads (which types
+they can do), the data previews and label counts, and the Fine-tune page and the CLI (what a person
+types to try a model).
 
 A name becomes its object once, where a person or a file names it (:func:`task_type`); from there
 on the object is passed. A new task type whose head gives one of the known kinds of answer is one
