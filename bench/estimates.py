@@ -60,7 +60,9 @@ from bert_explorer.analysis.features import build as fb
 from bert_explorer.analysis.features.sae import SaeConfig
 from bert_explorer.analysis.probes import quality
 from bert_explorer.train import estimate, finetune, speed
-from bert_explorer.train.pretrain import PretrainConfig, run_pretraining, split_corpus
+from bert_explorer.train.pretrain import run_pretraining
+from bert_explorer.train.pretrain_config import PretrainConfig
+from bert_explorer.train.pretraining_data import split_corpus
 
 # Reduced sizes (each job on its own takes about a minute on one thread of this 2-core CPU)
 SIZES = {

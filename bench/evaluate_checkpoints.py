@@ -15,7 +15,7 @@ from pathlib import Path
 from bert_explorer import checkpoint
 from bert_explorer.analysis.probes.quality import measure
 from bert_explorer.runs.run import Run
-from bert_explorer.train.pretrain import PretrainConfig
+from bert_explorer.train.pretrain_config import PretrainConfig
 
 
 def main() -> None:

@@ -27,7 +27,8 @@ from safetensors.torch import load_file
 
 from bert_explorer.runs.run import Run
 from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
-from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
+from bert_explorer.train.pretrain import run_pretraining
+from bert_explorer.train.pretrain_config import PretrainConfig
 
 KEYS = ("step", "split", "epoch", "loss", "mlm_loss", "nsp_loss", "lr", "grad_norm", "mlm_accuracy",
         "mlm_perplexity", "nsp_accuracy", "accuracy", "macro_f1", "f1", "precision", "recall", "lr_setting")

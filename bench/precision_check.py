@@ -17,7 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
+from bert_explorer.train.pretrain import run_pretraining
+
+from bert_explorer.train.pretrain_config import PretrainConfig
 from bert_explorer.runs.run import Run
 
 

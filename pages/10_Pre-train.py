@@ -14,6 +14,7 @@ from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
 from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction
+from bert_explorer.data.objectives import OBJECTIVES, objective_type
 from bert_explorer.app.state import by_inputs, device_name, show_mode, shown_path, weights_version, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES
@@ -27,7 +28,9 @@ from bert_explorer.runs.report import duration_text
 from bert_explorer.train.speed import said, seconds_now
 from bert_explorer.train.estimate import (ALIASES, background_threads, checkpoints_of, evaluations_of, pretrain_estimate,
                                           sequences_of, size_options)
-from bert_explorer.train.pretrain import PretrainConfig, resume_settings, split_corpus
+from bert_explorer.train.pretrain_config import PretrainConfig
+from bert_explorer.train.pretraining_data import split_corpus
+from bert_explorer.train.resume import resume_settings
 from bert_explorer.runs.run import Run, new_run_refusal
 from bert_explorer.train.timelapse_frames import FILE as FRAMES_FILE, frames_file, read_frames
 
@@ -61,9 +64,8 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     c1, c2 = st.columns(2)
     source = c1.radio("Corpus", ["Built-in", "Upload a .txt file"], key="pt_corpus_source", horizontal=True)
     upload, corpus_error, corpus_facts = None, None, {}
-    objective = c2.radio("Objective", ["mlm+nsp", "mlm", "ltr"], key="pt_objective", horizontal=True,
-                         format_func={"mlm+nsp": "MLM + NSP (BERT)", "mlm": "MLM only (No NSP)",
-                                      "ltr": "Left-to-right LM"}.get,
+    objective = c2.radio("Objective", list(OBJECTIVES), key="pt_objective", horizontal=True,
+                         format_func=lambda name: OBJECTIVES[name].label,
                          help="Table 5 of the paper compares these: removing NSP hurts QNLI, MNLI and SQuAD; "
                               "a left-to-right model (like OpenAI GPT) is worse still.")
     if source == "Built-in":
@@ -111,7 +113,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                              help="They are tied to the MLM decoder and hold most of a small model's parameters; "
                                   "frozen, they keep the checkpoint's word vectors and the run trains faster.")
         size = init
-        if objective == "ltr":
+        if objective_type(objective).left_to_right:
             c2.caption("A left-to-right warm start puts a causal mask on layers that learnt to read both ways: "
                        "the first steps mostly re-learn a left-to-right reading.")
 

@@ -32,7 +32,8 @@ def test_check_set_sentences_are_not_in_the_training_documents():
     import json
 
     from bert_explorer.checkpoint import ASSETS
-    from bert_explorer.train.pretrain import PretrainConfig, split_corpus
+    from bert_explorer.train.pretrain_config import PretrainConfig
+    from bert_explorer.train.pretraining_data import split_corpus
 
     cfg = PretrainConfig.from_dict(json.loads((ASSETS / "pretrain-minilm-mlm-nsp.json").read_text()))
     train, held = split_corpus(cfg)

@@ -12,7 +12,8 @@ from streamlit.testing.v1 import AppTest
 from bert_explorer import checkpoint
 from bert_explorer.app import roles, state
 from bert_explorer.app.widgets import MENU
-from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
+from bert_explorer.train.pretrain import run_pretraining
+from bert_explorer.train.pretrain_config import PretrainConfig
 from bert_explorer.runs.run import RUNS_ENV
 from bert_explorer.runs.run import Run
 

@@ -203,7 +203,7 @@ def test_a_learning_rate_grid_is_refused_where_feature_based_would_ignore_it(tmp
 
 
 def test_a_run_written_by_an_earlier_version_still_loads_with_a_warning():
-    from bert_explorer.train.pretrain import PretrainConfig
+    from bert_explorer.train.pretrain_config import PretrainConfig
 
     old = {"corpus": "tiny", "size": "tiny", "amp": False, "kind": "pretrain", "retired_setting": 1}
     with pytest.warns(UserWarning, match="'retired_setting' ignored"):
@@ -280,7 +280,7 @@ def test_every_training_flag_says_what_it_does(command, capsys):
 
     from bert_explorer.cli.parser import build_parser
     from bert_explorer.train.finetune import FinetuneConfig
-    from bert_explorer.train.pretrain import PretrainConfig
+    from bert_explorer.train.pretrain_config import PretrainConfig
 
     cls = {"pretrain": PretrainConfig, "finetune": FinetuneConfig}[command]
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[command]

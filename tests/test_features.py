@@ -15,7 +15,8 @@ from bert_explorer.analysis.features import build as fb, splice
 from bert_explorer.analysis.features.sae import SaeConfig, TopKSAE, best_cosines, train_sae
 from bert_explorer.checkpoint import encoder_of
 from bert_explorer.data.corpora import tiny_corpus
-from bert_explorer.data.pretraining import IGNORE, MaskingConfig, collate, create_instances
+from bert_explorer.data.pretraining import MaskingConfig, collate, create_instances
+from bert_explorer.model.heads import IGNORE
 from bert_explorer.model.bert import extended_attention_mask
 
 pytestmark = pytest.mark.usefixtures("one_thread")

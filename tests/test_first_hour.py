@@ -11,7 +11,7 @@ from bert_explorer.data import corpora
 def reading_forbidden(monkeypatch):
     """Fails the test if anything loads a corpus other than a built-in one (the page reads no file here)."""
     from bert_explorer.data import corpus_upload
-    from bert_explorer.train import pretrain
+    from bert_explorer.train import pretraining_data
 
     real = corpora.load_corpus
 
@@ -22,7 +22,7 @@ def reading_forbidden(monkeypatch):
 
     # every module that bound the name at import, imported before patching (one imported while patched
     # would keep the patch after the test)
-    for module in (corpora, pretrain, corpus_upload):
+    for module in (corpora, pretraining_data, corpus_upload):
         monkeypatch.setattr(module, "load_corpus", load)
 
 
@@ -40,7 +40,7 @@ def test_the_pretrain_page_never_reads_the_working_folder(runs_root, reading_for
 
 
 def test_an_empty_corpus_name_is_refused_by_the_library():
-    from bert_explorer.train.pretrain import PretrainConfig
+    from bert_explorer.train.pretrain_config import PretrainConfig
 
     with pytest.raises(ValueError, match="no corpus given"):
         corpora.load_corpus("")
@@ -57,7 +57,9 @@ TINY = dict(corpus="tiny", size="tiny", vocab_size=300, batch_size=4, max_seq_le
 
 def test_a_stopped_runs_last_evaluation_is_in_its_curve(tmp_path, tiny_vocab):
     from bert_explorer.runs.run import Run
-    from bert_explorer.train.pretrain import PretrainConfig, resume_settings, run_pretraining
+    from bert_explorer.train.pretrain import run_pretraining
+    from bert_explorer.train.pretrain_config import PretrainConfig
+    from bert_explorer.train.resume import resume_settings
 
     out = tmp_path / "run"
 

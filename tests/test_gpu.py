@@ -31,7 +31,8 @@ from bert_explorer.model import BertConfig, BertForPreTraining
 from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
 from bert_explorer.train.optim import apply_update, load_optimizer_state, make_optimizer, param_groups
-from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
+from bert_explorer.train.pretrain import run_pretraining
+from bert_explorer.train.pretrain_config import PretrainConfig
 from bert_explorer.runs.background import start_background
 from bert_explorer.runs.run import Run
 from shared import save_tiny_base

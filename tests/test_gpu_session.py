@@ -332,7 +332,7 @@ def test_the_real_steps_are_valid_and_fit_their_budgets():
     from bert_explorer.experiments import grid
     from tools.gpu_kit import plan
     from tools.gpu_kit.steps import STEPS, explorer_settings
-    from bert_explorer.train.pretrain import PretrainConfig
+    from bert_explorer.train.pretrain_config import PretrainConfig
 
     teaching = PretrainConfig.from_dict({**plan.TEACHING, "init": "minilm-mlm-nsp"})
     assert teaching.freeze_word_embeddings and teaching.mlm_only_corpus == "wordnet" and teaching.precision == "bf16"

@@ -8,7 +8,9 @@ import sys
 import pytest
 import torch
 
-from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
+from bert_explorer.train.pretrain import run_pretraining
+
+from bert_explorer.train.pretrain_config import PretrainConfig
 from bert_explorer.runs.background import start_background
 from bert_explorer.runs.run import Run
 
@@ -197,7 +199,8 @@ def test_held_out_accuracy_is_the_models_own(tmp_path):
     from bert_explorer.model import BertForPreTraining
     from bert_explorer.tokenizer import WordPieceTokenizer
     from bert_explorer.train.device import pick_device
-    from bert_explorer.train.pretrain import evaluate, held_out_instances, split_corpus
+    from bert_explorer.train.pretrain import evaluate
+    from bert_explorer.train.pretraining_data import held_out_instances, split_corpus
 
     cfg = PretrainConfig(**{**TINY, "batch_size": 16, "lr": 1e-3, "warmup_steps": 5, "held_out_fraction": 0.2},
                          max_steps=80)
@@ -256,7 +259,7 @@ def test_the_compile_setting_trains_the_compiled_model_and_saves_the_plain_one(t
 # ----- resuming keeps the run's own settings ------------------------------------------------------
 
 def test_resume_refuses_every_setting_that_decides_the_data_or_the_schedule(tmp_path):
-    from bert_explorer.train.pretrain import FREE_ON_RESUME, ResumeRefused, check_resume
+    from bert_explorer.train.resume import FREE_ON_RESUME, ResumeRefused, check_resume
 
     saved = PretrainConfig(**TINY, max_docs=20, max_steps=10)
     fixed = {"corpus": "bbc", "max_docs": None, "held_out_fraction": 0.2, "eval_corpora": "tiny", "seed": 4,
@@ -297,7 +300,7 @@ def test_more_steps_on_resume_replan_the_decay_from_the_resumed_step(tmp_path, t
     says so. The warm-up keeps its length (10 % of the first plan, not of the new one)."""
     from dataclasses import replace
 
-    from bert_explorer.train.pretrain import check_resume, resume_settings
+    from bert_explorer.train.resume import check_resume, resume_settings
 
     first = PretrainConfig(**TINY, max_steps=100)  # warm-up 10 steps; 10 % of 300 would be 30
     cfg, _ = check_resume(tmp_path, first, replace(first, max_steps=300), 50)
@@ -402,7 +405,7 @@ def test_an_old_runs_flat_training_args_resume_with_its_masking(tmp_path, tiny_v
     resume that asks for other ratios is refused by name."""
     import json
 
-    from bert_explorer.train.pretrain import ResumeRefused, resume_settings
+    from bert_explorer.train.resume import ResumeRefused, resume_settings
 
     d = tmp_path / "r"
     cfg = PretrainConfig.from_dict({**TINY, "vocab": tiny_vocab, "max_steps": 2, "save_every": 2,

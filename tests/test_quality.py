@@ -16,7 +16,9 @@ from streamlit.testing.v1 import AppTest
 from bert_explorer import checkpoint
 from bert_explorer.analysis.probes import quality
 from bert_explorer.data.pretraining import collate
-from bert_explorer.train.pretrain import PretrainConfig, held_out_instances, run_pretraining, split_corpus
+from bert_explorer.train.pretrain import run_pretraining
+from bert_explorer.train.pretrain_config import PretrainConfig
+from bert_explorer.train.pretraining_data import held_out_instances, split_corpus
 from shared import needs_model
 
 TINY_RUN = dict(corpus="tiny", size="tiny", vocab="train", vocab_size=300, batch_size=4, max_seq_length=48,

@@ -10,7 +10,9 @@ from bert_explorer import atomic, full_disk
 from bert_explorer.cli import main
 from bert_explorer.runs.background import delete, start_background
 from bert_explorer.runs.run import Run
-from bert_explorer.train.pretrain import PretrainConfig, resume_settings, run_pretraining
+from bert_explorer.train.pretrain import run_pretraining
+from bert_explorer.train.pretrain_config import PretrainConfig
+from bert_explorer.train.resume import resume_settings
 
 TINY = dict(corpus="tiny", size="tiny", vocab_size=300, batch_size=4, max_seq_length=48, log_every=1,
             eval_every=1000, eval_batches=2, seed=3, device="cpu", precision="fp32")

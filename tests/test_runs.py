@@ -22,7 +22,8 @@ from bert_explorer.runs.gpu_queue import gpu_queue_applies
 from bert_explorer.processes import process_start
 from bert_explorer.runs.lock import RunBusy, read_holder, writer_busy, writer_lock
 from bert_explorer.runs.run import Run
-from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
+from bert_explorer.train.pretrain import run_pretraining
+from bert_explorer.train.pretrain_config import PretrainConfig
 
 TINY = dict(corpus="tiny", size="tiny", vocab="train", vocab_size=300, batch_size=4, max_seq_length=48, log_every=1,
             eval_every=1000, eval_batches=2, seed=3, device="cpu")

@@ -10,7 +10,8 @@ from streamlit.testing.v1 import AppTest
 
 from bert_explorer import checkpoint
 from bert_explorer.analysis.attention.timelapse import timelapse, timelapse_from_frames
-from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
+from bert_explorer.train.pretrain import run_pretraining
+from bert_explorer.train.pretrain_config import PretrainConfig
 from bert_explorer.runs.run import Run
 from bert_explorer.train.timelapse_frames import FILE, SENTENCES, copy_frames, frame_steps, read_frames
 from shared import needs_model

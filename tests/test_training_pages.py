@@ -18,7 +18,8 @@ from bert_explorer.analysis.attention.heads import attention_maps
 from bert_explorer.analysis.attention.timelapse import timelapse
 from bert_explorer.data.tiny_tasks import make_tiny
 from bert_explorer.tasks.registry import CLASSIFICATION
-from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
+from bert_explorer.train.pretrain import run_pretraining
+from bert_explorer.train.pretrain_config import PretrainConfig
 from bert_explorer.runs.run import Run
 from shared import save_tiny_base
 

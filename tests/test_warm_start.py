@@ -11,7 +11,9 @@ from bert_explorer import checkpoint
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.train import device as device_mod
 from bert_explorer.train.device import autocast_dtype, precision_from
-from bert_explorer.train.pretrain import PretrainConfig, run_pretraining, split_corpus
+from bert_explorer.train.pretrain import run_pretraining
+from bert_explorer.train.pretrain_config import PretrainConfig
+from bert_explorer.train.pretraining_data import split_corpus
 from bert_explorer.runs.run import Run
 from shared import needs_model
 

@@ -24,7 +24,7 @@ from ..runs.neighbour_jobs import BuildBusy
 from ..checkpoint import CheckpointError
 from ..full_disk import CacheNotKept, DiskFull
 from ..train.device import threads_for_free_cores
-from ..train.pretrain import ResumeRefused
+from ..train.resume import ResumeRefused
 from ..runs.lock import RunBusy
 from ..runs.background import start_background
 from ..runs.report import left_text

@@ -22,7 +22,9 @@ from ..train.speed import load_text, said
 from ..train.estimate import background_threads
 from ..train.finetune import FinetuneConfig, estimate as finetune_estimate, read_data, run_finetuning
 from ..train.predict import Predictor
-from ..train.pretrain import PretrainConfig, resume_settings, run_pretraining
+from ..train.pretrain import run_pretraining
+from ..train.pretrain_config import PretrainConfig
+from ..train.resume import resume_settings
 from .common import (MODEL_HELP, UserError, config_from, dataclass_args, given_settings, print_json, progress_lines,
                      read_lines, run_or_background, start_run, user_errors)
 

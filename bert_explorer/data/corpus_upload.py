@@ -10,13 +10,14 @@ import tempfile
 from pathlib import Path
 
 from .corpora import load_corpus
+from .objectives import BERT, Objective, objective_type
 
 _MAGIC = ((b"PK\x03\x04", "a ZIP archive or an Office document"), (b"\x1f\x8b", "a gzip archive"),
           (b"%PDF", "a PDF document"), (b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
           (b"\xd0\xcf\x11\xe0", "an old Office document"), (b"BZh", "a bzip2 archive"))
 
 
-def check_corpus_upload(name: str, data: bytes, objective: str = "mlm+nsp") -> tuple[str | None, dict]:
+def check_corpus_upload(name: str, data: bytes, objective: Objective | str = BERT) -> tuple[str | None, dict]:
     """(one-sentence error or None, facts about the text) for an uploaded pre-training corpus.
 
     The text must be UTF-8 and hold separate documents: next-sentence prediction draws its
@@ -42,11 +43,12 @@ def check_corpus_upload(name: str, data: bytes, objective: str = "mlm+nsp") -> t
         p = Path(d) / "corpus.txt"
         p.write_text(text, encoding="utf-8")
         docs = load_corpus(p)
-    need = 4 if objective == "mlm+nsp" else 2
+    objective = objective_type(objective)
+    need = objective.documents_needed
     facts = {"documents": len(docs), "sentences": sum(len(d) for d in docs),
              "words": sum(len(s.split()) for d in docs for s in d)}
     if len(docs) < need:
-        why = "next-sentence prediction needs" if need == 4 else "a run needs"
+        why = "next-sentence prediction needs" if objective.next_sentence else "a run needs"
         return (f"{name} holds {len(docs)} document{'s' if len(docs) != 1 else ''}, but {why} at least {need} "
                 f"(some to train on, some held out); separate documents with a blank line in a one-sentence-per-"
                 f"line file, or with two blank lines in prose.", facts)

@@ -20,24 +20,23 @@ copies of the data get different masks. RoBERTa (Liu et al. 2019) instead masks 
 anew; :func:`collate` does that when given a :class:`MaskingConfig` ("dynamic masking").
 Two more objectives share the machinery: ``"mlm"`` (one segment, no NSP; RoBERTa found NSP
 unnecessary) and ``"ltr"`` (left-to-right language modelling, the paper's ablation in
-Section 5.1 / Table 5: no masking, next-token labels).
+Section 5.1 / Table 5: no masking, next-token labels); each is an object (``objectives.py``) that
+says how its segments are cut (``segments.py``) and which labels a batch carries.
 """
 from __future__ import annotations
 
 import hashlib
 import random
-from collections import Counter, OrderedDict, deque
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
 
-from ..model.heads import IGNORE
 from ..setting import setting
 from ..tokenizer import WordPieceTokenizer
 from .corpora import Document
-
-OBJECTIVES = ("mlm+nsp", "mlm", "ltr")
+from .objectives import BERT, NO_NSP, Objective, objective_type
 
 
 @dataclass
@@ -155,7 +154,7 @@ def continuation_ids(tokenizer: WordPieceTokenizer) -> frozenset[int]:
 # ----- building instances -----------------------------------------------------------------
 def create_instances(documents: Sequence[Document], tokenizer: WordPieceTokenizer,
                      max_seq_length: int = 128, short_seq_prob: float = 0.1,
-                     objective: str = "mlm+nsp", masking: MaskingConfig = MaskingConfig(),
+                     objective: Objective | str = BERT, masking: MaskingConfig = MaskingConfig(),
                      dupe_factor: int = 1, seed: int = 0, mask: bool = True) -> list[Instance]:
     """Turn documents into shuffled pre-training instances, deterministically for a seed.
 
@@ -166,15 +165,13 @@ def create_instances(documents: Sequence[Document], tokenizer: WordPieceTokenize
     where the original draws it once per document). ``dupe_factor`` passes over the data,
     each with new segment choices and masks. ``mask=False`` leaves masking to :func:`collate`.
     """
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}, not {objective!r}")
-    pair = objective == "mlm+nsp"
-    max_num_tokens = max_seq_length - (3 if pair else 2)   # room for [CLS], [SEP] (, [SEP])
+    objective = objective_type(objective)
+    max_num_tokens = max_seq_length - objective.special_tokens   # room for [CLS], [SEP] (, [SEP])
     if max_num_tokens < 2:
         raise ValueError(f"max_seq_length={max_seq_length} is too short")
     rng = random.Random(seed)
     docs = _tokenize_documents(documents, tokenizer)
-    if pair and len(docs) < 2:
+    if objective.next_sentence and len(docs) < 2:
         raise ValueError("next-sentence prediction needs at least two non-empty documents")
     cls, sep = tokenizer.cls_id, tokenizer.sep_id
     masker = Masker.of(tokenizer, masking)
@@ -182,16 +179,11 @@ def create_instances(documents: Sequence[Document], tokenizer: WordPieceTokenize
     instances = []
     for _ in range(dupe_factor):
         for d in range(len(docs)):
-            if pair:
-                raw = _pairs_from_document(docs, d, max_num_tokens, short_seq_prob, rng)
-            else:
-                raw = [(a, None, False) for a in _segments_from_document(
-                    docs[d], max_num_tokens, short_seq_prob, rng)]
-            for a, b, is_random_next in raw:
+            for a, b, is_random_next in objective.segments(docs, d, max_num_tokens, short_seq_prob, rng):
                 ids = [cls] + a + [sep] + (b + [sep] if b is not None else [])
                 types = [0] * (len(a) + 2) + ([1] * (len(b) + 1) if b is not None else [])
                 inst = Instance(ids, types, is_random_next=is_random_next)
-                if mask and objective != "ltr":
+                if mask and objective.masks:
                     inst.input_ids, inst.masked_positions, inst.masked_labels = masker.mask(ids, rng)
                 instances.append(inst)
     rng.shuffle(instances)  # so a batch mixes documents
@@ -268,120 +260,23 @@ def _tokenize_uncached(documents: Sequence[Document], tokenizer: WordPieceTokeni
     return [doc for doc in out if doc]
 
 
-def _target_length(max_num_tokens: int, short_seq_prob: float, rng: random.Random) -> int:
-    return rng.randint(2, max_num_tokens) if rng.random() < short_seq_prob else max_num_tokens
-
-
-def _pairs_from_document(docs: list[list[list[int]]], d: int, max_num_tokens: int,
-                         short_seq_prob: float, rng: random.Random):
-    """(A, B, is_random_next) triples from document ``d``.
-
-    Sentences are gathered into a chunk until it reaches the target length; the chunk is cut
-    at a random sentence boundary into A and the rest. Half the time B is that rest (IsNext);
-    half the time B is a run of sentences starting at a random sentence of a random *other*
-    document (NotNext), and the sentences of the chunk not used are put back, so no text is
-    wasted. Two changes to the original keep the classes 50/50: a chunk is never closed with a
-    single sentence while the document has more (a one-sentence chunk cannot give IsNext, and
-    the original makes it NotNext), and a lone leftover last sentence is dropped, not put back.
-    One-sentence documents give no pairs, but still serve as random B.
-    """
-    doc = docs[d]
-    if len(doc) < 2:
-        return []
-    out = []
-    chunk: list[list[int]] = []
-    length, i = 0, 0
-    target = _target_length(max_num_tokens, short_seq_prob, rng)
-    while i < len(doc):
-        chunk.append(doc[i])
-        length += len(doc[i])
-        # Full, unless it would leave the document's last sentence alone for the next chunk.
-        full = length >= target and len(chunk) >= 2 and i != len(doc) - 2
-        if i == len(doc) - 1 or full:
-            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
-            a = [t for seg in chunk[:a_end] for t in seg]
-            if len(chunk) == 1 or rng.random() < 0.5:
-                is_random_next = True
-                other = rng.randrange(len(docs) - 1)
-                other += other >= d                       # uniform over the other documents
-                rdoc = docs[other]
-                b: list[int] = []
-                for seg in rdoc[rng.randrange(len(rdoc)):]:
-                    b.extend(seg)
-                    if len(b) >= target - len(a):
-                        break
-                unused = len(chunk) - a_end
-                if unused + (len(doc) - 1 - i) >= 2:      # can still make a pair: put back
-                    i -= unused
-            else:
-                is_random_next = False
-                b = [t for seg in chunk[a_end:] for t in seg]
-            out.append((*_truncate_pair(a, b, max_num_tokens), is_random_next))
-            chunk, length = [], 0
-            target = _target_length(max_num_tokens, short_seq_prob, rng)
-        i += 1
-    return out
-
-
-def _truncate_pair(a: list[int], b: list[int], max_num_tokens: int) -> tuple[list[int], list[int]]:
-    """Longest-first: shorten the longer of A and B one token at a time. We cut A at its front
-    and B at its back, so the A|B junction, the very thing NSP judges, stays intact (the
-    original cuts front or back at random)."""
-    start, end = 0, len(b)
-    while (len(a) - start) + end > max_num_tokens:
-        if len(a) - start > end:
-            start += 1
-        else:
-            end -= 1
-    return a[start:], b[:end]
-
-
-def _segments_from_document(doc: list[list[int]], max_num_tokens: int, short_seq_prob: float,
-                            rng: random.Random) -> list[list[int]]:
-    """Single segments of whole consecutive sentences (RoBERTa's "DOC-SENTENCES"): a sentence
-    that does not fit starts the next segment; one longer than the target is cut, and its rest
-    starts the next segment, so no text is lost."""
-    queue = deque(doc)
-    out: list[list[int]] = []
-    chunk: list[int] = []
-    target = _target_length(max_num_tokens, short_seq_prob, rng)
-    while queue:
-        seg = queue.popleft()
-        if chunk and len(chunk) + len(seg) > target:
-            out.append(chunk)
-            chunk, target = [], _target_length(max_num_tokens, short_seq_prob, rng)
-        if not chunk and len(seg) > target:
-            queue.appendleft(seg[target:])
-            seg = seg[:target]
-        chunk.extend(seg)
-    return out + [chunk] if chunk else out
-
-
 # ----- batching ---------------------------------------------------------------------------
-def collate(instances: Sequence[Instance], pad_id: int, objective: str = "mlm+nsp",
+def collate(instances: Sequence[Instance], pad_id: int, objective: Objective | str = BERT,
             remask: Callable[[Instance], tuple[list[int], list[int], list[int]]] | None = None
             ) -> dict[str, torch.Tensor]:
     """Pad a batch to its longest instance; returns tensors ``input_ids``, ``token_type_ids``,
-    ``attention_mask``, ``labels`` (all [B, T]) and, for ``mlm+nsp``, ``next_sentence_label``
-    [B]. ``labels`` holds the original id at masked positions and IGNORE (-100) elsewhere.
+    ``attention_mask``, ``labels`` (all [B, T]) and the objective's labels of whole sequences
+    (NSP's ``next_sentence_label`` [B]). ``labels`` holds the objective's label at each position
+    (the original id at masked positions; for ``ltr`` the next token) and IGNORE (-100) elsewhere.
 
     Given ``remask`` (``Masker.drawing(rng)``), stored masks are undone and new ones drawn:
-    dynamic masking. For ``ltr`` the label at t is the token at t+1 (IGNORE at the last real
-    token and at padding); the model must then be run with a causal attention mask.
+    dynamic masking. A left-to-right model must be run with a causal attention mask.
     """
+    objective = objective_type(objective)
     T = max(len(x.input_ids) for x in instances)
     ids, types, attn, labels = [], [], [], []
     for inst in instances:
-        seq, lab = inst.input_ids, [IGNORE] * T
-        if objective == "ltr":
-            seq = inst.original_ids()
-            lab[:len(seq) - 1] = seq[1:]
-        else:
-            positions, targets = inst.masked_positions, inst.masked_labels
-            if remask is not None:
-                seq, positions, targets = remask(inst)
-            for p, t in zip(positions, targets):
-                lab[p] = t
+        seq, lab = objective.labels(inst, T, remask)
         pad = T - len(seq)
         ids.append(list(seq) + [pad_id] * pad)
         types.append(inst.token_type_ids + [0] * pad)
@@ -389,10 +284,7 @@ def collate(instances: Sequence[Instance], pad_id: int, objective: str = "mlm+ns
         labels.append(lab)
     batch = {"input_ids": torch.tensor(ids), "token_type_ids": torch.tensor(types),
              "attention_mask": torch.tensor(attn), "labels": torch.tensor(labels)}
-    if objective == "mlm+nsp":
-        batch["next_sentence_label"] = torch.tensor(
-            [IGNORE if x.is_random_next is None else int(x.is_random_next) for x in instances])
-    return batch
+    return {**batch, **{k: torch.tensor(v) for k, v in objective.batch_labels(instances).items()}}
 
 
 def mlm_only_instances(documents: Sequence[Document], tokenizer: WordPieceTokenizer, max_seq_length: int = 128,
@@ -402,7 +294,8 @@ def mlm_only_instances(documents: Sequence[Document], tokenizer: WordPieceTokeni
     into an MLM + NSP run: text whose sentence order is not a "next sentence" in the paper's sense
     (a dictionary gloss followed by its example phrases) still teaches words through the masked LM,
     and :func:`collate` gives these instances the NSP label IGNORE, so the NSP loss skips them."""
-    out = create_instances(documents, tokenizer, max_seq_length, short_seq_prob, "mlm", masking, seed=seed, mask=mask)
+    out = create_instances(documents, tokenizer, max_seq_length, short_seq_prob, NO_NSP, masking, seed=seed,
+                           mask=mask)
     for inst in out:
         inst.is_random_next = None
     return out

@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import checkpoint, hub
+from ..data.objectives import LEFT_TO_RIGHT, OBJECTIVES as PRETRAINING_OBJECTIVES, Objective, objective_type
 from ..data.tasks import BUILTIN_TASKS
 from ..model.config import PRESETS, preset
 from ..tasks.base import TaskType
@@ -56,14 +57,33 @@ from ..tasks.registry import PAIR_CLASSIFICATION, TASK_TYPES
 from ..train import estimate as est
 from ..train.estimate import encoder_parameters as layer_parameters, flops_per_token
 from ..train.finetune import DEV_EXAMPLES, FEATURE_MODES, FinetuneConfig
-from ..train.pretrain import PretrainConfig
+from ..train.pretrain_config import PretrainConfig
 from . import paper
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 AXES = ("size", "objective", "transfer", "masking")
-OBJECTIVES = ("mlm+nsp", "mlm", "ltr", "ltr+bilstm")
-OBJECTIVE_LABELS = {"mlm+nsp": "MLM + NSP (BERT)", "mlm": "MLM only (No NSP)", "ltr": "left-to-right LM (LTR)",
-                    "ltr+bilstm": "LTR + BiLSTM on top"}
+
+
+@dataclass(frozen=True)
+class Table5Row:
+    """A row of Table 5 (the objective axis of a recipe): a pre-training objective, and for "LTR &
+    No NSP + BiLSTM" the randomly initialised BiLSTM added on top when fine-tuning (Section 5.1)."""
+
+    objective: Objective
+    bilstm: bool = False
+
+    @property
+    def name(self) -> str:  # what a recipe writes
+        return self.objective.name + ("+bilstm" if self.bilstm else "")
+
+    @property
+    def label(self) -> str:
+        return self.objective.label + (" + BiLSTM on top" if self.bilstm else "")
+
+
+ROWS = {r.name: r for r in [*(Table5Row(o) for o in PRETRAINING_OBJECTIVES.values()), Table5Row(LEFT_TO_RIGHT, True)]}
+OBJECTIVES = tuple(ROWS)
+OBJECTIVE_LABELS = {name: r.label for name, r in ROWS.items()}
 TRANSFERS = ("fine-tune",) + FEATURE_MODES
 MASKINGS = tuple(paper.TABLE8.rows)  # "MASK/SAME/RND" in percent, the paper's six rows
 DEFAULT_BASELINE = {"size": "mini", "objective": "mlm+nsp", "transfer": "fine-tune", "masking": "80/10/10"}
@@ -258,8 +278,9 @@ def pretrain_config(recipe: dict, size: str, objective: str, masking: str) -> di
     In a recipe of downloaded miniatures it is ``{"hub": <Hub id>, "size": size}``: a download."""
     if recipe.get("pretrained") == "hub":
         return {"hub": hub_repo(size), "size": size}
-    mask, same, rnd = parse_masking(masking if not objective.startswith("ltr") else "80/10/10")
-    d = {**recipe["pretrain"], "size": size, "objective": "ltr" if objective.startswith("ltr") else objective,
+    pretrained_with = ROWS[objective].objective
+    mask, same, rnd = parse_masking(masking if pretrained_with.masks else "80/10/10")
+    d = {**recipe["pretrain"], "size": size, "objective": pretrained_with.name,
          "mask_ratio": mask, "keep_ratio": same, "random_ratio": rnd}
     vocab = d.get("vocab", "train")
     cfg = PretrainConfig.from_dict({k: v for k, v in d.items() if k != "vocab"}).to_dict()
@@ -321,7 +342,7 @@ def expand(recipe: dict) -> dict:
     cells: dict[str, Cell] = {}
     pretrainings: dict[str, dict] = {}
     for task, s, axis in _combinations(recipe, recipe.get("axis_tasks", {})):
-        if s["objective"] == "ltr+bilstm" and s["transfer"] != "fine-tune":
+        if ROWS[s["objective"]].bilstm and s["transfer"] != "fine-tune":
             continue  # the BiLSTM variant is a fine-tuning set-up; frozen LTR features are plain "ltr"
         for seed in recipe.get("seeds") or [None]:
             cell = Cell(task, s["size"], s["objective"], s["transfer"], s["masking"], seed=seed)
@@ -346,7 +367,7 @@ def pretraining_label(cfg: dict) -> str:
     if "hub" in cfg:
         return f"{cfg['size']} · {cfg['hub']} (pre-trained by Google, downloaded)"
     ratios = f"{cfg['mask_ratio'] * 100:g}/{cfg['keep_ratio'] * 100:g}/{cfg['random_ratio'] * 100:g}"
-    return f"{cfg['size']} · {cfg['objective']}" + ("" if cfg["objective"] == "ltr" else f" · {ratios}")
+    return f"{cfg['size']} · {cfg['objective']}" + (f" · {ratios}" if objective_type(cfg["objective"]).masks else "")
 
 
 # ----- time estimate ------------------------------------------------------------------------
@@ -449,7 +470,8 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
         if "hub" in cfg:  # downloaded, not pre-trained: its bytes are in downloads(), the network's speed unknown
             continue
         seq, bs = cfg["max_seq_length"], cfg["batch_size"] * cfg.get("grad_accum", 1)
-        predicted = 1.0 if cfg["objective"] == "ltr" else cfg.get("mlm_probability", 0.15)
+        # a left-to-right model predicts every token, a masked LM the masked ones
+        predicted = cfg.get("mlm_probability", 0.15) if objective_type(cfg["objective"]).masks else 1.0
         vocab = vocab_size_of(cfg)
         if device == "gpu":
             L, H, _ = size_lha(cfg["size"])
@@ -470,7 +492,7 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
         seq = ft.get("max_seq_length", 128)
         L, H, _ = size_lha(cell["size"])
         tps = _finetune_tps(cell["size"], seq, device)  # no MLM decoder when fine-tuning
-        if cell["transfer"] == "fine-tune" and cell["objective"] != "ltr+bilstm":
+        if cell["transfer"] == "fine-tune" and not ROWS[cell["objective"]].bilstm:
             # + the dev set forward only (a third of a training token's FLOPs) after every epoch and once more
             # for the run's dev predictions
             dev_passes = math.ceil(epochs) + 1
@@ -484,7 +506,7 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
             lstm_flops = 3 * 2 * (8 * H * (d_in + H) + 8 * H * 3 * H)
             # the BiLSTM trains on the run's device: small matrices, as a probe's on a CPU
             lstm_rate = est.cpu_flop_s("probe", H, 1)[0] if device == "cpu" else 5e12
-            if cell["objective"] == "ltr+bilstm":  # trained together with the model
+            if ROWS[cell["objective"]].bilstm:  # trained together with the model
                 secs = n * t * epochs / tps + n * t * epochs * lstm_flops / lstm_rate
             else:  # frozen features: one forward pass of BERT, then only the head trains
                 secs = 1.3 * n * t / (3 * tps) + n * t * epochs * lstm_flops / lstm_rate

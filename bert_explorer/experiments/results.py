@@ -40,6 +40,7 @@ import pandas as pd
 
 from .. import safe_text
 from ..checkpoint import ASSETS
+from ..data.objectives import BERT, NO_NSP
 from ..tasks.registry import TASK_TYPES
 from . import grid, paper
 from .runner import read_plan, read_results
@@ -234,7 +235,7 @@ def directions(records) -> list[dict]:
 
     # 1. NSP helps pair tasks
     pair_recs = [r for r in recs if TASK_TYPES.get(r.get("task_type")) in paper.NSP_TASK_TYPES]
-    comps = _pairs(pair_recs, "objective", "mlm+nsp", "mlm")
+    comps = _pairs(pair_recs, "objective", BERT.name, NO_NSP.name)
     outcomes = [compare(a, b) for a, b in comps]
     add("nsp_helps_pairs", outcomes,
         "; ".join(f"{a['task']} ({a['size']}, {a['transfer']}): MLM+NSP {_fmt(a)} vs MLM only {_fmt(b)}{_tie(o)}"
@@ -242,8 +243,8 @@ def directions(records) -> list[dict]:
 
     # 2. bidirectional beats LTR (the paper compares No NSP with LTR & No NSP; MLM+NSP stands in)
     comps = []
-    for ltr in ("ltr", "ltr+bilstm"):
-        found = _pairs(recs, "objective", "mlm", ltr) or _pairs(recs, "objective", "mlm+nsp", ltr)
+    for ltr in (name for name, row in grid.ROWS.items() if row.objective.left_to_right):
+        found = _pairs(recs, "objective", NO_NSP.name, ltr) or _pairs(recs, "objective", BERT.name, ltr)
         comps += found
     outcomes = [compare(a, b) for a, b in comps]
     add("bidirectional_beats_ltr", outcomes,

@@ -34,8 +34,11 @@ from ..runs.lock import writes_run
 from ..runs.run import ACTIVE_STATES, Run
 from ..tasks.registry import task_type
 from ..train.finetune import FinetuneConfig, read_data, run_finetuning
-from ..train.pretrain import PretrainConfig, build_tokenizer, run_pretraining
+from ..train.pretrain import run_pretraining
+from ..train.pretrain_config import PretrainConfig
+from ..train.pretraining_data import build_tokenizer
 from . import grid
+from .grid import ROWS
 from .ltr import SEQUENCE_TASKS, run_ltr_finetuning
 from .pairs import write_pair_task
 
@@ -147,9 +150,10 @@ def run_cell(abl: Path, plan: dict, cell: dict, model_dir: Path | str) -> dict:
                                          spec.get("n_dev", PAIR_DEFAULTS["n_dev"]), ft.get("seed", 0))
         ft.update(train=str(train_p), dev=str(dev_p))
     cfg = FinetuneConfig.from_dict(ft, strict=False)  # a plan may come from an earlier version
-    if cell["objective"] == "ltr+bilstm":
+    row = ROWS[cell["objective"]]
+    if row.bilstm:
         result = run_ltr_finetuning(cfg, out, head="bilstm")
-    elif cell["objective"] == "ltr" and cell["transfer"] == "fine-tune" and \
+    elif row.objective.left_to_right and cell["transfer"] == "fine-tune" and \
             (spec.get("task_type") or _task_type_of(cfg)) in SEQUENCE_TASKS:
         result = run_ltr_finetuning(cfg, out, head="last-token")  # [CLS] sees nothing under a causal mask
     else:

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..data.objectives import BERT, OBJECTIVES
 from .run import Run
 
 # Folders inside a run that hold files, never other runs.
@@ -77,8 +78,9 @@ def rel_name(path: str | Path, root: str | Path) -> str:
 
 def _pretraining_words(cfg: dict) -> str:
     """"L=2 H=128 · MLM+NSP · 80/10/10" from a pre-training config (ablation cells share it)."""
-    words = [str(cfg.get("size") or cfg.get("init") or "?"), str(cfg.get("objective") or "mlm+nsp").upper()]
-    if cfg.get("objective") != "ltr" and cfg.get("mask_ratio") is not None:
+    objective = OBJECTIVES.get(cfg.get("objective") or BERT.name)  # (None: a name this version does not know)
+    words = [str(cfg.get("size") or cfg.get("init") or "?"), str(cfg.get("objective") or BERT.name).upper()]
+    if (objective is None or objective.masks) and cfg.get("mask_ratio") is not None:
         words.append("/".join(f"{100 * float(cfg.get(k, 0)):g}" for k in ("mask_ratio", "keep_ratio", "random_ratio")))
     return " · ".join(words)
 

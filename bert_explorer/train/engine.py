@@ -1,13 +1,12 @@
-"""The one training loop of fine-tuning-like work (Section 4 and 5.3): full fine-tuning, the
-feature-based BiLSTM on frozen activations, and the left-to-right heads of the ablations differ
-only in the model and the loss they hand to :func:`fit`.
+"""Fine-tuning-like work (Section 4 and 5.3) on the one trainer (``trainer.py``): full
+fine-tuning, the feature-based BiLSTM on frozen activations, and the left-to-right heads of the
+ablations differ only in the model and the loss they hand to :func:`fit`.
 
-`fit` owns what they share: the epochs and their shuffled order (batches of similar lengths when
-the lengths are given, see :func:`epoch_batches`), mixed precision and the loss
-scaler, gradient clipping and the schedule (through ``optim.apply_update``), a clean stop when
-the run's STOP file appears, logging to the run (any ``report.Reporter``: a run folder, or one in
-memory), and the dev evaluation after every epoch.
-:func:`marks_failure` gives every run the same "failed" status when anything goes wrong.
+:func:`fit` gives the trainer an :class:`Epochs` job: the epochs and their shuffled order (batches
+of similar lengths when the lengths are given, see :func:`epoch_batches`), a clean stop when the
+run's STOP file appears, logging to the run (any ``report.Reporter``: a run folder, or one in
+memory), and the dev evaluation after every epoch. :func:`marks_failure` gives every run the same
+"failed" status when anything goes wrong.
 """
 from __future__ import annotations
 
@@ -20,9 +19,8 @@ from typing import Callable
 
 import torch
 
-from .loop import train_loop
-from .optim import apply_update
 from .report import Reporter
+from .trainer import Due, Trainer
 from ..tasks.base import Interrupted
 
 
@@ -107,79 +105,86 @@ def fit(run: Reporter, *, n_train: int, batch_size: int, epochs: float, seed: in
     ``tasks.base.Interrupted`` (one that asks ``run.stop_requested`` between its batches): the request
     is taken (the STOP file removed, ``Fitted.stopped`` set) and the model is evaluated once as it is,
     so the run ends with a usable, measured model."""
-    e = _Epochs(run, total_steps(n_train, batch_size, epochs), math.ceil(n_train / batch_size),
-                lambda epoch: epoch_batches(n_train, batch_size, seed, epoch, lengths), evaluate, model,
-                {} if lr_setting is None else {"lr_setting": lr_setting}, scheduler)
-
-    def update(step: int) -> torch.Tensor:
-        with autocast() if autocast else contextlib.nullcontext():
-            loss = loss_of(e.batch(step))
-        e.scaler.scale(loss).backward()
-        apply_update(model, optimizer, scheduler, e.scaler, clip_grad_norm)
-        return loss
-
-    e.scaler = scaler or torch.amp.GradScaler(enabled=False)
-    step, stopped = train_loop(run, 0, e.total, update, stop=e.stop, after=e.after)
-    if stopped and not e.measured_stop:
-        e.evaluate_epoch(step)  # a clean stop: the model as it is now, evaluated (and kept)
-    return Fitted(step, stopped, e.history, time.time() - e.t0)
+    trainer = Trainer(model, optimizer, scheduler, scaler, autocast or contextlib.nullcontext, clip_grad_norm)
+    job = Epochs(run, total_steps(n_train, batch_size, epochs), math.ceil(n_train / batch_size),
+                 lambda epoch: epoch_batches(n_train, batch_size, seed, epoch, lengths), loss_of, evaluate, model,
+                 {} if lr_setting is None else {"lr_setting": lr_setting}, scheduler)
+    stopped = trainer.train(job, job.total)
+    if stopped and not job.measured_stop:
+        job.evaluate(trainer.step)  # a clean stop: the model as it is now, evaluated (and kept)
+    return Fitted(trainer.step, stopped, job.history, time.time() - job.t0)
 
 
-class _Epochs:
-    """What fit's steps share: the epochs' batches, the log lines, an evaluation after each epoch
-    (and at the end, and at a stop), and the dev metrics of each."""
+class Epochs:
+    """The job of fine-tuning-like training (``trainer.Job``): the epochs' batches, the log lines,
+    an evaluation after each epoch (and at the end, and at a stop), and the dev metrics of each."""
 
-    def __init__(self, run, total: int, per_epoch: int, batches_of, evaluate, model, tag: dict, scheduler):
-        self.run, self.total, self.per_epoch, self.batches_of = run, total, per_epoch, batches_of
-        self.evaluate, self.model, self.tag, self.scheduler = evaluate, model, tag, scheduler
+    def __init__(self, run, total: int, per_epoch: int, batches_of, loss_of, evaluate, model, tag: dict,
+                 scheduler):
+        self.reporter, self.total, self.per_epoch, self.batches_of = run, total, per_epoch, batches_of
+        self.loss_of, self.evaluate_dev, self.model, self.tag, self.scheduler = loss_of, evaluate, model, tag, scheduler
         self.log_every = max(1, min(10, total // 20))  # a short run still draws a loss curve, not a dot
-        self.history, self.batches, self.t0, self.scaler = [], {}, time.time(), None
+        self.history, self.batches, self.t0 = [], {}, time.time()
         self.measured_stop = False  # a Stop taken during an evaluation, which then measured the model once more
 
-    def batch(self, step: int) -> list[int]:
+    def batch(self, step: int, micro: int) -> list[int]:
         epoch, i = divmod(step, self.per_epoch)  # per_epoch: the batches of one epoch, bucketed or not
         if epoch not in self.batches:  # the epoch's order, made when it starts
             self.batches = {epoch: self.batches_of(epoch)}
             self.model.train()  # the evaluation after the last epoch left it in eval mode
         return self.batches[epoch][i]
 
-    def stop(self, step: int) -> bool:
-        if not self.run.stop_requested():
+    def loss(self, forward, indices: list[int]):
+        loss = self.loss_of(indices)
+        return loss, {"loss": loss}
+
+    def stop_requested(self, step: int) -> bool:
+        if not self.reporter.stop_requested():
             return False
-        self.run.log(f"stop requested at step {step} of {self.total}")
-        self.run.clear_stop()  # taken: the evaluation after it runs to its end
+        self.reporter.log(f"stop requested at step {step} of {self.total}")
+        self.reporter.clear_stop()  # taken: the evaluation after it runs to its end
         return True
 
-    def after(self, step: int, loss: torch.Tensor) -> bool:
-        if step % self.log_every == 0 or step == self.total:
-            rec = {"step": step, "split": "train", **self.tag, "loss": round(loss.item(), 5),
-                   **({"lr": self.scheduler.get_last_lr()[0]} if self.scheduler else {}), "time": time.time()}
-            self.run.log_metrics(rec)
-            self.run.write_status(step=step, max_steps=self.total, last=rec,
-                                  eta_s=round((time.time() - self.t0) / step * (self.total - step)))
-        if (step % self.per_epoch == 0 or step == self.total) and self.evaluate_epoch(step):
-            self.measured_stop = True
-            return True
-        return False
+    def due(self, step: int) -> Due:
+        end = step == self.total
+        return Due(log=step % self.log_every == 0 or end, evaluate=step % self.per_epoch == 0 or end)
 
-    def evaluate_epoch(self, step: int) -> bool:
-        """The dev metrics now, logged and kept; True when a Stop came during the evaluation."""
+    def log(self, step: int, losses: dict, grad_norm: float, seconds: float) -> None:
+        rec = {"step": step, "split": "train", **self.tag, "loss": round(losses["loss"], 5),
+               **({"lr": self.scheduler.get_last_lr()[0]} if self.scheduler else {}), "time": time.time()}
+        self.reporter.log_metrics(rec)
+        self.reporter.write_status(step=step, max_steps=self.total, last=rec,
+                                   eta_s=round((time.time() - self.t0) / step * (self.total - step)))
+
+    def evaluate(self, step: int) -> tuple[dict, bool]:
+        """The dev metrics now, logged and kept; and whether a Stop came during the evaluation."""
         epoch, stopping = len(self.history) + 1, False
         try:
-            ev = self.evaluate()
+            ev = self.evaluate_dev()
         except Interrupted as e:  # a Stop during an epoch's evaluation: the model as it is, measured once
-            self.run.log(f"stop requested during the evaluation of epoch {epoch} ({e}) at step {step} of {self.total}")
-            self.run.clear_stop()
-            ev, stopping = self.evaluate(), True
+            self.reporter.log(f"stop requested during the evaluation of epoch {epoch} ({e}) at step {step} of "
+                              f"{self.total}")
+            self.reporter.clear_stop()
+            ev, stopping = self.evaluate_dev(), True
         row = {"step": step, "split": "dev", "epoch": epoch, **self.tag,
                **{k: v for k, v in ev.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
                "time": time.time()}
-        self.run.log_metrics(row)
+        self.reporter.log_metrics(row)
         lr = self.tag.get("lr_setting")
-        self.run.log((f"lr {lr:g} " if lr is not None else "") + f"epoch {epoch}: " + ", ".join(
+        self.reporter.log((f"lr {lr:g} " if lr is not None else "") + f"epoch {epoch}: " + ", ".join(
             f"{k}={v:.4g}" for k, v in row.items() if k not in ("step", "split", "epoch", "time", "lr_setting")))
         self.history.append(ev)
-        return stopping
+        self.measured_stop = self.measured_stop or stopping
+        return ev, stopping
+
+    def frame(self, step: int, measured) -> None:  # fine-tuning records no time-lapse
+        pass
+
+    def save(self, step: int, measured) -> None:  # the caller saves the model it keeps
+        pass
+
+    def after(self, step: int, losses: dict) -> None:
+        pass
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 
 A run folder (``runs.run.Run``) implements it, writing a log, metric lines and a status file that
 the app and ``status`` read; :class:`MemoryReporter` implements it in memory, so that a notebook
-or a test trains with no folder at all. The loops (``engine.fit``, ``loop.train_loop``) know only
+or a test trains with no folder at all. The trainer and its jobs (``trainer.Trainer``, ``engine.fit``) know only
 this protocol; ``path`` says where a run keeps its files (checkpoints, vocabulary, time-lapse), or
 None where nothing is written (``pretrain.pretrain``).
 """

@@ -36,7 +36,8 @@ from safetensors.torch import load_file, save_file
 from bert_explorer import atomic, checkpoint
 from bert_explorer.experiments import grid, runner
 from bert_explorer.runs.run import Run
-from bert_explorer.train.pretrain import PretrainConfig, run_pretraining
+from bert_explorer.train.pretrain import run_pretraining
+from bert_explorer.train.pretrain_config import PretrainConfig
 
 from . import plan, travel
 from .offline import python_command

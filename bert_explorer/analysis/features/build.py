@@ -223,7 +223,7 @@ def trained(loaded: Loaded) -> list[dict]:
 
 def eval_instances(loaded: Loaded, n: int = EVAL_SEQUENCES) -> list:
     """Held-out pre-training sequences with fixed masks: those ``probes/quality.py`` measures on."""
-    from ...train.pretrain import held_out_instances, split_corpus
+    from ...train.pretraining_data import held_out_instances, split_corpus
     from ..probes.quality import held_out_settings
     cfg, _ = held_out_settings(loaded)
     _, held = split_corpus(cfg)

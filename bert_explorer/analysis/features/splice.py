@@ -30,7 +30,8 @@ import torch
 import torch.nn.functional as F
 
 from ...checkpoint import Loaded, encoder_of
-from ...data.pretraining import IGNORE, collate
+from ...data.pretraining import collate
+from ...model.heads import IGNORE
 
 Replace = Callable[[torch.Tensor], torch.Tensor]  # hidden states [B, T, H] -> [B, T, H]
 

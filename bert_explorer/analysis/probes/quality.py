@@ -34,7 +34,9 @@ from pathlib import Path
 
 from ... import atomic, checkpoint, disk_cache, limits
 from ...train.device import pick_device
-from ...train.pretrain import PretrainConfig, evaluate, held_out_instances, split_corpus
+from ...train.pretrain import evaluate
+from ...train.pretrain_config import PretrainConfig
+from ...train.pretraining_data import held_out_instances, split_corpus
 from .check_set import load_check_set, score_check_set
 from .pretraining_tasks import NSP_HEAD
 

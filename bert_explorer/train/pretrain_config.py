@@ -1,0 +1,184 @@
+"""The settings of a pre-training run (Section 3.1, Appendix A.2): what ``bert-explorer pretrain``,
+the Pre-train page, a recipe and a run's ``training_args.json`` hold, each bounded before anything
+runs, and the warm-up they imply."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from ..data.objectives import Objective, objective_type
+from ..data.pretraining import MaskingConfig
+from ..model import PRESETS
+from ..setting import setting
+from .configs import settings_of
+from .device import PRECISIONS, precision_from
+
+
+@dataclass
+class PretrainConfig:
+    corpus: str = setting("bbc", "The text to pre-train on: a built-in corpus (bbc, sotu, vital, wiki, lee, tiny), "
+                                 "a text file, or several joined by + such as bbc+wiki.")
+    max_docs: int | None = setting(None, "Use only the first N documents of the corpus, for quick experiments.")
+    held_out_fraction: float = setting(0.05, "The fraction of documents kept out of training to measure held-out "
+                                             "MLM and NSP accuracy.")
+    eval_corpora: str | None = setting(None, "Evaluate only on the held-out documents of these parts of the corpus, "
+                                             "e.g. bbc+sotu.")
+    mlm_only_corpus: str | None = setting(None, "More text trained with the masked-LM objective only, never in NSP "
+                                                "pairs nor held out (e.g. wordnet).")
+    init: str | None = setting(None, "Warm start: begin from this checkpoint's weights and vocabulary instead of "
+                                     "random weights.")
+    freeze_word_embeddings: bool = setting(False, "Keep the word embeddings (tied to the MLM decoder) fixed while "
+                                                  "the rest of the model trains; needs init.")
+    size: str = setting("mini", "The model's size preset: tiny, mini, small, medium, L4-H256, base and so on "
+                                "(ignored with init, which keeps the checkpoint's size).")
+    objective: str = setting("mlm+nsp", "What the model learns: mlm+nsp (BERT), mlm (the paper's No NSP) or ltr "
+                                        "(a left-to-right language model, no NSP).")
+    vocab: str = setting("train", "The WordPiece vocabulary: train learns one on the corpus, or name a model or a "
+                                  "folder with a vocab.txt to reuse its vocabulary.")
+    vocab_size: int = setting(8000, "How many WordPiece tokens a vocabulary learnt on the corpus holds.")
+    lowercase: bool = setting(True, "Lowercase the text before tokenising it (an uncased model).")
+    max_seq_length: int = setting(128, "The length in tokens of each training sequence (the paper uses 128 for its "
+                                       "first 90% of steps).")
+    short_seq_prob: float = setting(0.1, "The probability that a sequence is made shorter than max-seq-length, so "
+                                         "the model also sees short inputs.")
+    masking: MaskingConfig = setting(help="How the masked-LM targets are chosen (Section 3.1; Table 8 varies the "
+                                          "ratios): its settings are given and saved beside the others.",
+                                     factory=MaskingConfig)
+    dynamic_masking: bool = setting(True, "Choose new masks every time a sequence is seen; without it the masks "
+                                          "are fixed, dupe-factor copies of each sequence made once.")
+    dupe_factor: int = setting(1, "With static masks, how many differently masked copies of each sequence are "
+                                  "made.")
+    batch_size: int = setting(32, "Sequences per batch on each device; one step reads batch-size x grad-accum x "
+                                  "devices sequences.")
+    grad_accum: int = setting(1, "Add up the gradients of this many batches before each optimiser step, for a "
+                                 "larger batch than fits in memory.")
+    lr: float = setting(1e-4, "The peak learning rate of Adam (reached after the warm-up, then decayed linearly).")
+    weight_decay: float = setting(0.01, "Adam's decoupled weight decay (0.01 in the paper).")
+    warmup_steps: int | None = setting(None, "Steps of linear learning-rate warm-up; by default 10% of max-steps "
+                                             "(the paper: 10,000 of 1,000,000).")
+    max_steps: int = setting(1000, "How many optimiser steps to train.")
+    clip_grad_norm: float = setting(1.0, "Scale the gradients down when their norm exceeds this value.")
+    log_every: int = setting(10, "Log the training loss and speed every this many steps.")
+    eval_every: int = setting(200, "Measure held-out MLM and NSP accuracy every this many steps.")
+    save_every: int = setting(500, "Save a checkpoint every this many steps (the run resumes from the newest).")
+    eval_batches: int = setting(50, "How many batches of held-out sequences each evaluation reads.")
+    seed: int = setting(0, "The random seed of the data split, the masks, the batches and the initial weights.")
+    device: str = setting("auto", "Where to train: cpu, cuda, cuda:N, or auto (a GPU if there is one).")
+    precision: str = setting("auto", "The arithmetic of training: fp32, bf16, fp16, or auto (bf16 where the device "
+                                     "is fast at it).")
+    compile: bool = setting(False, "torch.compile the model for training (the first steps compile it: worth it on a GPU for "
+                                  "long runs; the saved model is the plain one).")
+    timelapse_frames: int = setting(0, "Record this many time-lapse frames of the model's predictions and "
+                                       "attention (step 0, the end and log-spaced steps between).")
+    timelapse_sentences: list[str] | None = setting(None, "The sentences of the time-lapse, with [MASK] where a "
+                                                          "word is hidden; by default a shipped set.")
+    timelapse_heads: list[list[int]] | None = setting(None, "The [layer, head] pairs (0-based) whose attention the "
+                                                            "time-lapse records; by default all of up to 16, else "
+                                                            "one a layer.")
+
+    def __post_init__(self):
+        self._check_sizes()
+        objective_type(self.objective)  # an unknown name: one sentence that lists the known ones
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
+        if self.init and self.vocab not in ("train", self.init):
+            raise ValueError("a warm start keeps its checkpoint's vocabulary: leave vocab out when init is given")
+        if self.freeze_word_embeddings and not self.init:
+            raise ValueError("freeze_word_embeddings needs init: frozen random word vectors would never learn")
+        if self.timelapse_frames < 0:
+            raise ValueError(f"timelapse_frames must be 0 (none) or more, not {self.timelapse_frames}")
+        if self.timelapse_sentences is not None and not all(str(t).strip() for t in self.timelapse_sentences):
+            raise ValueError("timelapse_sentences must be a list of non-empty sentences (write [MASK] where a word "
+                             "is hidden)")
+        if self.precision == "fp16" and self.device == "cpu":
+            raise ValueError("fp16 training needs a CUDA GPU; on the CPU use bf16 or fp32")
+        if self.eval_corpora:
+            parts = self.corpus.split("+")
+            unknown = [c for c in self.eval_corpora.split("+") if c not in parts]
+            if unknown:
+                raise ValueError(f"eval_corpora names {', '.join(unknown)}, which the corpus {self.corpus!r} "
+                                 "does not include")
+
+    def _check_sizes(self) -> None:
+        """Every number within what training can use, said in one sentence before anything runs
+        (a hand-edited training_args.json or --config file included)."""
+        for name, low in _AT_LEAST.items():
+            v = getattr(self, name)
+            if v is None and name in _MAY_BE_NONE:
+                continue
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or (name in _WHOLE and v != int(v)) \
+                    or not v >= low:
+                kind = "a whole number" if name in _WHOLE else "a number"
+                raise ValueError(f"{name} must be {kind} of at least {low:g}, not {v!r}")
+            if name in _WHOLE:
+                setattr(self, name, int(v))
+        for name in ("held_out_fraction", "short_seq_prob"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v < 1:
+                raise ValueError(f"{name} must be a fraction from 0 up to (not including) 1, not {v!r}")
+        for name in ("corpus", "eval_corpora", "mlm_only_corpus"):
+            parts = getattr(self, name)
+            if parts is not None and (not isinstance(parts, str) or not all(p.strip() for p in parts.split("+"))):
+                raise ValueError(f"{name} {parts!r} names no corpus (or an empty part between two +): give a built-in "
+                                 "corpus such as bbc, a text file, or several joined by +")
+        if self.size not in PRESETS and not self.init:
+            raise ValueError(f"unknown size {self.size!r}; choose one of {', '.join(PRESETS)}")
+        if not self.init:
+            positions_fit(self.max_seq_length, PRESETS[self.size].max_position_embeddings, f"size {self.size}")
+
+    @classmethod
+    def from_dict(cls, d: dict, strict: bool = True) -> "PretrainConfig":
+        """Settings from a flat dict (a run's training_args.json, a --config file, a recipe: the masking
+        settings beside the others), or with a nested ``masking`` dict; ``strict=False`` for a run
+        written earlier (unknown keys warned about)."""
+        d = dict(d)
+        nested = d.pop("masking", None)
+        if isinstance(nested, MaskingConfig):
+            nested = asdict(nested)
+        flat = {k: d.pop(k) for k in MASKING_SETTINGS if k in d}
+        masking = MaskingConfig(**{**settings_of(MaskingConfig, nested or {}, strict), **flat})
+        return cls(**settings_of(cls, d, strict), masking=masking, precision=precision_from(d))
+
+    def to_dict(self) -> dict:
+        """The settings as one flat dict, the form runs have always saved (training_args.json) and
+        --config files use: ``from_dict(cfg.to_dict()) == cfg``."""
+        out = {}
+        for name, value in asdict(self).items():
+            out.update(value if name == "masking" else {name: value})
+        return out
+
+    @property
+    def objective_type(self) -> Objective:
+        """The objective the setting names, as an object (``data/objectives.py``)."""
+        return objective_type(self.objective)
+
+    def updated(self, **settings) -> "PretrainConfig":
+        """This config with some settings given anew, by their flat names (``mask_ratio=0.6``)."""
+        return PretrainConfig.from_dict({**self.to_dict(), **settings})
+
+
+MASKING_SETTINGS = tuple(f.name for f in fields(MaskingConfig))
+
+
+# The settings that count something, and the least each may be (None: "not set", where allowed; max_steps 0
+# saves the model as it starts, before any update).
+_AT_LEAST = {"batch_size": 1, "grad_accum": 1, "max_steps": 0, "log_every": 1, "eval_every": 1, "save_every": 1,
+             "eval_batches": 1, "dupe_factor": 1, "vocab_size": 16,
+             "max_seq_length": 8, "warmup_steps": 0, "max_docs": 1, "lr": 1e-12,
+             "weight_decay": 0, "clip_grad_norm": 1e-12}
+_WHOLE = {"batch_size", "grad_accum", "max_steps", "log_every", "eval_every", "save_every", "eval_batches",
+          "dupe_factor", "vocab_size", "max_seq_length",
+          "warmup_steps", "max_docs"}
+_MAY_BE_NONE = {"warmup_steps", "max_docs"}
+
+
+def positions_fit(max_seq_length: int, positions: int, model: str) -> None:
+    """A sequence longer than the model's learned positions cannot be read at all (Section 3: position
+    embeddings are learned, up to 512 in the paper): refused in one sentence."""
+    if max_seq_length > positions:
+        raise ValueError(f"max_seq_length {max_seq_length} is longer than the {positions} positions that {model} has "
+                         f"learned; choose {positions} or less")
+
+
+def warmup_steps_of(cfg: PretrainConfig) -> int:
+    """The warm-up length: as set, else 10% of max_steps (the paper: 10k of 1M steps)."""
+    return cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.max_steps // 10)

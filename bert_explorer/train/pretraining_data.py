@@ -1,0 +1,137 @@
+"""What a pre-training run trains and is measured on (Appendix A.1-A.2): its corpus split into
+training and held-out documents, its vocabulary, the training and held-out sequences of its
+objective, and which sequence each sample of the run is.
+
+Everything here is a pure function of the settings and the seed: a resumed run, and every rank of
+a run on several GPUs, builds the same sequences in the same order.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from .. import checkpoint
+from ..data.corpora import load_corpus, split_documents, tiny_corpus
+from ..data.pretraining import Masker, create_instances, mlm_only_instances
+from ..tokenizer import WordPieceTokenizer
+from .device import Device
+from .pretrain_config import PretrainConfig
+from .report import Reporter
+
+
+class Sampler:
+    """Which training instance is sample number s? Epoch e = s // N walks a permutation seeded
+    with (seed, e). A pure function of s: resuming needs only the step number."""
+
+    def __init__(self, n: int, seed: int):
+        self.n, self.seed, self._perms = n, seed, {}
+
+    def __call__(self, s: int) -> int:
+        epoch, i = divmod(s, self.n)
+        if epoch not in self._perms:
+            g = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
+            self._perms = {epoch: torch.randperm(self.n, generator=g).tolist()}
+        return self._perms[epoch][i]
+
+
+def build_tokenizer(cfg: PretrainConfig, train_docs) -> WordPieceTokenizer:
+    if cfg.init:  # a warm start reads text exactly as its checkpoint was trained to
+        return WordPieceTokenizer.from_dir(checkpoint.resolve(cfg.init))
+    if cfg.vocab == "train":
+        return WordPieceTokenizer.train((s for doc in train_docs for s in doc), cfg.vocab_size, cfg.lowercase)
+    if (Path(cfg.vocab) / "vocab.txt").is_file():  # a bare tokenizer directory
+        return WordPieceTokenizer.from_dir(cfg.vocab)
+    return WordPieceTokenizer.from_dir(checkpoint.resolve(cfg.vocab))
+
+
+def held_out_instances(cfg: PretrainConfig, held_docs, tok: WordPieceTokenizer) -> list:
+    # Masks fixed by the seed, so every evaluation of every checkpoint sees the same positions.
+    held = create_instances(held_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective_type,
+                            cfg.masking, seed=cfg.seed + 1, mask=True)
+    if cfg.eval_corpora:
+        # Several parts are named: shuffle once (fixed by the seed) so that the first
+        # eval_batches hold a mix of them, not only the documents of the first part.
+        random.Random(cfg.seed + 2).shuffle(held)
+    return held
+
+
+def split_corpus(cfg: PretrainConfig) -> tuple[list, list]:
+    """(training documents, held-out documents) of a run's corpus. The split is a pure function
+    of (corpus, max_docs, held_out_fraction, seed). With ``eval_corpora`` the held-out list keeps
+    only the documents of those parts (the others are still never trained on)."""
+    parts = _documents_by_part(cfg.corpus)
+    docs = [d for _, part_docs in parts for d in part_docs]
+    if cfg.max_docs:
+        docs = docs[: cfg.max_docs]
+    train_docs, held_docs = split_documents(docs, cfg.held_out_fraction, seed=cfg.seed)
+    if cfg.eval_corpora:
+        part_of = {id(d): name for name, part_docs in parts for d in part_docs}  # the split keeps the objects
+        wanted = set(cfg.eval_corpora.split("+"))
+        held_docs = [d for d in held_docs if part_of[id(d)] in wanted]
+    return train_docs, held_docs
+
+
+def _documents_by_part(corpus: str) -> list[tuple[str, list]]:
+    """A corpus name, a path, or several joined with '+' (e.g. "bbc+wiki+lee"), part by part."""
+    return [(part, tiny_corpus() if part == "tiny" else load_corpus(part)) for part in corpus.split("+")]
+
+
+def run_tokenizer(cfg, run: Reporter, train_docs, dev: Device, latest: Path | None) -> WordPieceTokenizer:
+    """The run's vocabulary, fixed once in run_dir/tokenizer. Learning it is deterministic
+    (``wordpiece_vocab``), but a resumed run and every DDP rank read the saved one all the same: it is
+    the vocabulary the run's checkpoints were trained with, whatever version of the learner is here.
+    Without a folder (in memory, one process) it is learnt and kept in memory."""
+    if latest:
+        return WordPieceTokenizer.from_dir(latest)
+    if run.path is None:
+        return build_tokenizer(cfg, train_docs)
+    tok_dir = run.path / "tokenizer"
+    if dev.is_main and not (tok_dir / "vocab.txt").exists():
+        build_tokenizer(cfg, train_docs).save(tok_dir)
+    if dev.distributed:
+        dist.barrier()  # the other ranks wait for rank 0's vocabulary
+    return WordPieceTokenizer.from_dir(tok_dir)
+
+
+@dataclass
+class PretrainingData:
+    """What a run trains and is measured on, built once: the tokenizer, the training and held-out
+    sequences, which sequence each sample is, and the masker of dynamic masking."""
+
+    tok: WordPieceTokenizer
+    train: list
+    held: list
+    sampler: Sampler
+    masker: Masker
+
+
+def pretraining_data(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None) -> PretrainingData:
+    train_docs, held_docs = split_corpus(cfg)
+    tok = run_tokenizer(cfg, run, train_docs, dev, latest)
+    masking = cfg.masking
+    train = create_instances(train_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective_type, masking,
+                             dupe_factor=1 if cfg.dynamic_masking else cfg.dupe_factor, seed=cfg.seed,
+                             mask=not cfg.dynamic_masking)
+    if cfg.mlm_only_corpus:
+        # Whole documents of this text join the training instances as single segments without an
+        # NSP label; the mix is shuffled once, fixed by the seed, so a batch holds both kinds.
+        extra = mlm_only_instances([d for _, docs in _documents_by_part(cfg.mlm_only_corpus) for d in docs], tok,
+                                   cfg.max_seq_length, cfg.short_seq_prob, masking, seed=cfg.seed + 3,
+                                   mask=not cfg.dynamic_masking)
+        train = train + extra
+        random.Random(cfg.seed + 4).shuffle(train)
+        if dev.is_main:
+            run.log(f"{len(extra)} MLM-only training sequences from {cfg.mlm_only_corpus} (no NSP label)")
+    held = []
+    if len(held_docs) >= 2 or not cfg.objective_type.next_sentence:  # NotNext needs a second document
+        held = held_out_instances(cfg, held_docs, tok)
+    elif dev.is_main:
+        run.log(f"only {len(held_docs)} held-out document: too few for NSP pairs, so no held-out evaluation; "
+                "raise held_out_fraction or add documents")
+    if not train:
+        raise ValueError(f"corpus {cfg.corpus!r} gave no training sequences; it needs more text")
+    return PretrainingData(tok, train, held, Sampler(len(train), cfg.seed), Masker.of(tok, masking))

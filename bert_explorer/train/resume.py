@@ -1,0 +1,201 @@
+"""Resuming a pre-training run: which checkpoint it goes on from, and what may change.
+
+A resumed run is the same run: its settings are read back from the checkpoint it resumes from,
+only the cadence of logs, evaluations and checkpoints, the device, the precision and max_steps (a
+re-planned schedule) may be given anew, and newer checkpoints that cannot be resumed from are set
+aside, never trained over.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from ..runs.run import Run
+from .pretrain_config import PretrainConfig, warmup_steps_of
+from .report import Reporter
+
+
+# ----- resuming: what may change ---------------------------------------------------------------
+# A resumed run is the same run. Everything that decides its data (corpus, split, vocabulary,
+# sequences, masks, batches), its model or its optimisation stays as the run was started; only
+# these may be given anew, because they decide when it logs, evaluates and saves, and where the
+# arithmetic runs, not what it learns from.
+FREE_ON_RESUME = ("log_every", "eval_every", "save_every", "device", "precision", "compile")
+# max_steps may change as well: the learning-rate schedule is then re-planned from the resumed
+# step (see check_resume), and the log says so.
+
+
+class ResumeRefused(ValueError):
+    """A resume asked to change settings that decide the run's data or schedule. ``changed``
+    maps each such setting to (asked, the run's own)."""
+
+    def __init__(self, run_dir, changed: dict[str, tuple]):
+        self.run_dir, self.changed = Path(run_dir), changed
+        super().__init__(self.sentence())
+
+    def sentence(self, spell=lambda name: name) -> str:
+        """The refusal in one sentence; ``spell`` writes a setting's name (the CLI: as its --flag)."""
+        def show(v):
+            return "none" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
+        what = ", ".join(f"{spell(k)} {show(a)} (the run's: {show(s)})" for k, (a, s) in self.changed.items())
+        return (f"{self.run_dir} resumes with the settings it was started with, and {what} would change the data or "
+                f"the schedule it has already trained on; leave {'them' if len(self.changed) > 1 else 'it'} out to "
+                "resume, or start a new run in another folder")
+
+
+@dataclass
+class ResumePoint:
+    """Where a resumed run goes on from: ``checkpoint`` (None before the first one, at step 0), and the
+    newer checkpoints that cannot be resumed from (``skipped``: their folders, with ``why``), which a
+    resume moves to ``set_aside/`` rather than train over them."""
+    checkpoint: Path | None
+    step: int
+    skipped: list[Path]
+    why: list[str]
+
+    def said(self) -> str | None:
+        """The log's sentence on what a resume from an older checkpoint costs, or None."""
+        if not self.skipped:
+            return None
+        newest = int(self.skipped[-1].name[5:])
+        return (f"{'; '.join(self.why)}: {'they are' if len(self.skipped) > 1 else 'it is'} moved to set_aside/ "
+                f"and the run resumes from step {self.step}, so steps {self.step + 1}-{newest} are trained again")
+
+
+# What a training state holds (``_save``): a file without these keys is not one.
+STATE_KEYS = ("step", "optimizer", "scheduler", "scaler", "torch_rng")
+
+
+def _why_not_resumable(ckpt: Path, step: int) -> str | None:
+    """Why the checkpoint of ``step`` cannot be resumed from, or None. Cheap: the state is mapped, not
+    read (a file cut short has no zip directory at its end), and the weights' header is checked
+    against the file's length."""
+    state_file = ckpt / "training_state.pt"
+    if not state_file.is_file():
+        return f"{ckpt.name} keeps no training_state.pt"
+    try:
+        state = torch.load(state_file, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as e:  # a file cut short, or not a torch file at all: any of several errors
+        return f"{ckpt.name}'s training_state.pt cannot be read ({str(e).splitlines()[0][:80]})"
+    if not isinstance(state, dict) or not all(k in state for k in STATE_KEYS) or state["step"] != step:
+        return f"{ckpt.name}'s training_state.pt is not the training state of step {step}"
+    try:
+        with safe_open(str(ckpt / "model.safetensors"), "pt") as f:
+            f.keys()
+    except Exception as e:
+        return f"{ckpt.name}'s model.safetensors cannot be read ({str(e).splitlines()[0][:80]})"
+    return None
+
+
+def resume_point(run_dir) -> ResumePoint:
+    """The newest checkpoint of a run that can be resumed from (its training state and weights read
+    whole), with the newer ones that cannot. Two checkpoints keep their training state (``_save``), so
+    losing the newest state costs one save interval. A run whose checkpoints none can resume from is
+    refused (ValueError): training again from step 0 would write over them."""
+    run = Run(run_dir)
+    found = run.checkpoints()
+    if not found:
+        return ResumePoint(None, 0, [], [])
+    why = []
+    for step, ckpt in reversed(found):
+        problem = _why_not_resumable(ckpt, step)
+        if problem is None:
+            newer = sorted((p for p in (run.path / "checkpoints").glob("step-*")
+                            if p.name[5:].isdigit() and int(p.name[5:]) > step), key=lambda p: int(p.name[5:]))
+            return ResumePoint(ckpt, step, newer, why)
+        why.append(problem)
+    raise ValueError(f"{run.path} cannot resume: none of its checkpoints keeps a readable training state "
+                     f"({'; '.join(why)}), and training again from step 0 would write over them; start a new run that "
+                     f"warm-starts from its last weights (init {found[-1][1]}), or delete this one")
+
+
+def saved_settings(run_dir, point: ResumePoint | None = None) -> tuple[PretrainConfig, int]:
+    """(the settings a run's training so far used, the step it resumes from). They are read from
+    the checkpoint it resumes from (``training_args.json``, written with the weights; see
+    :func:`resume_point`), else, when it stopped before its first checkpoint, from its ``config.json``.
+    A file that is not valid JSON, or holds a setting training cannot use, is named in one sentence."""
+    run = Run(run_dir)
+    point = point or resume_point(run.path)
+    args_file = point.checkpoint / "training_args.json" if point.checkpoint else run.path / "config.json"
+    if not args_file.is_file():
+        raise ValueError(f"{run.path} holds no pre-training run to resume; leave out --resume to start one there")
+    try:
+        saved = json.loads(args_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{args_file} is not valid JSON ({e}); mend it (or put back the file the run wrote) to "
+                         "resume") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"{args_file} must hold a JSON object of settings; mend it to resume")
+    if saved.get("kind", "pretrain") != "pretrain":
+        raise ValueError(f"{run.path} is a {saved['kind']} run, not a pre-training run")
+    try:
+        return PretrainConfig.from_dict(saved, strict=False), point.step
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{args_file} holds settings that training cannot use: {e}; mend the file to resume") from None
+
+
+def check_resume(run_dir, saved: PretrainConfig, asked: PretrainConfig, step: int) -> tuple[PretrainConfig, list[str]]:
+    """The settings a run resumed at ``step`` trains with: ``saved`` (its own), with the settings of
+    ``asked`` that may change (FREE_ON_RESUME, max_steps), and a sentence for the log on each change.
+    Raises ResumeRefused naming every other setting that differs, and ValueError when max_steps
+    does not lie beyond ``step``.
+
+    A new ``max_steps`` re-plans the learning-rate schedule from ``step``: the warm-up keeps its
+    length and the linear decay now reaches zero at the new last step, as if the run had been
+    planned that long from the start (the rate at ``step`` is that plan's, which the log gives)."""
+    # by the settings' flat names, the masking ones included (a changed mask_ratio is named as such)
+    mine, theirs = saved.to_dict(), asked.to_dict()
+    fixed = [k for k in mine if k not in FREE_ON_RESUME + ("max_steps",)]
+    changed = {k: (theirs[k], mine[k]) for k in fixed if theirs[k] != mine[k]}
+    # No warm-up given means the run's own; a re-planned run states it as a number (10% of its first plan).
+    if "warmup_steps" in changed and asked.warmup_steps in (None, warmup_steps_of(saved)):
+        del changed["warmup_steps"]
+    if changed:
+        raise ResumeRefused(run_dir, changed)
+    cfg, notes = saved, []
+    for k in FREE_ON_RESUME:
+        if getattr(asked, k) != getattr(saved, k):
+            notes.append(f"{k} {getattr(saved, k)} -> {getattr(asked, k)} (it changes neither the data nor the schedule)")
+            cfg = replace(cfg, **{k: getattr(asked, k)})
+    if asked.max_steps != saved.max_steps:
+        if asked.max_steps <= step:
+            raise ValueError(f"{Path(run_dir)} is already at step {step}, so max_steps {asked.max_steps} leaves "
+                             f"nothing to train; ask for more than {step} steps")
+        cfg = replace(cfg, max_steps=asked.max_steps)
+        if step:  # steps have run: keep their warm-up, whatever the new length would make of "10%"
+            warmup = warmup_steps_of(saved)
+            cfg = replace(cfg, warmup_steps=warmup)
+            notes.append(f"max_steps {saved.max_steps} -> {asked.max_steps}: the learning-rate schedule is re-planned "
+                         f"from step {step}: the warm-up stays {warmup} step{'s' if warmup != 1 else ''} and the rate "
+                         f"now falls linearly to 0 at step {asked.max_steps} instead of {saved.max_steps}")
+    return cfg, notes
+
+
+def resume_settings(run_dir, changes: dict | None = None) -> tuple[PretrainConfig, list[str]]:
+    """What ``bert-explorer pretrain --output RUN --resume`` and the Pre-train page's Resume train
+    with: the run's own settings, with ``changes`` (the settings the user gave) applied where a
+    resume allows them (:func:`check_resume`)."""
+    saved, step = saved_settings(run_dir)
+    asked = PretrainConfig.from_dict({**saved.to_dict(), **(changes or {})}, strict=False)
+    return check_resume(run_dir, saved, asked, step)
+
+
+def set_lr_to_schedule(optimizer, scheduler, step: int, run: Reporter | None) -> None:
+    """Set the learning rate of the next update to the schedule's value at ``step``. The
+    optimiser's saved state holds the rate of the plan it was saved under; when max_steps was
+    changed on resume (check_resume), the schedule is re-planned and the two differ: the log
+    says by how much."""
+    planned = [base * factor(step) for base, factor in zip(scheduler.base_lrs, scheduler.lr_lambdas)]
+    before = [g["lr"] for g in optimizer.param_groups]
+    if all(math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-15) for a, b in zip(before, planned)):
+        return
+    for group, lr in zip(optimizer.param_groups, planned):
+        group["lr"] = lr
+    scheduler._last_lr = planned  # what get_last_lr() reports until the next step
+    if run is not None:
+        run.log(f"learning rate at step {step}: {before[0]:.3g} under the old plan, {planned[0]:.3g} under the new one")

@@ -1,0 +1,126 @@
+"""The one trainer: pre-training (``pretrain.py``) and fine-tuning (full, feature-based, the
+left-to-right heads: ``engine.py``) take every step here, and a step reads top to bottom in
+:meth:`Trainer.train`.
+
+A step: its batch, in ``grad_accum`` micro-batches whose gradients add up (Appendix A.2's batch of
+256 sequences on hardware that holds fewer), the forward pass under the device's autocast, the
+objective's or the task's loss, the scaled backward pass (a loss scaler for fp16; a no-op
+otherwise), then the update: unscale, clip the global gradient norm, the optimiser's step (the
+scaler skips a step whose fp16 gradients overflowed), the schedule's step. After it, whatever is
+due at the step reached: a log line, an evaluation, a time-lapse frame, a checkpoint.
+
+What differs between pre-training and fine-tuning is the *job* (:class:`Job`): which examples a
+batch holds, what its loss is, and what logging, evaluating, recording and saving mean for it.
+Device, precision and scaler are the trainer's, written once. Why not Lightning Fabric or
+Accelerate: docs/DESIGN.md.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import torch
+
+from .report import Reporter
+
+
+@dataclass(frozen=True)
+class Due:
+    """What a job does after a step."""
+
+    log: bool = False
+    evaluate: bool = False
+    frame: bool = False
+    save: bool = False
+
+
+class Job(Protocol):
+    """What one kind of training gives the trainer (``pretrain.Pretraining``, ``engine.Epochs``)."""
+
+    reporter: Reporter
+
+    def stop_requested(self, step: int) -> bool: ...  # asked before each step (a user's Stop, SIGTERM)
+
+    def batch(self, step: int, micro: int): ...  # the examples of micro-batch ``micro`` of ``step``
+
+    def loss(self, forward, batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]: ...  # (the loss, its parts)
+
+    def due(self, step: int) -> Due: ...
+
+    def log(self, step: int, losses: dict[str, float], grad_norm: float, seconds: float) -> None: ...
+
+    def evaluate(self, step: int) -> tuple[dict | None, bool]: ...  # (the measurement, stop after it)
+
+    def frame(self, step: int, measured: dict | None) -> None: ...
+
+    def save(self, step: int, measured: dict | None) -> None: ...
+
+    def after(self, step: int, losses: dict[str, float]) -> None: ...  # a progress bar, a caller's on_step
+
+
+@dataclass
+class Trainer:
+    """The model and what updates it: the optimiser and schedule, the loss scaler and the autocast
+    of the device's precision, gradient clipping and accumulation; ``step`` is the updates done
+    (restored on a resume)."""
+
+    model: torch.nn.Module             # the plain module: clipped, measured, saved
+    optimizer: torch.optim.Optimizer
+    scheduler: object = None           # a learning-rate schedule stepped after each update, or None
+    scaler: object = None              # torch.amp.GradScaler; None: a disabled one (fp32, bf16)
+    autocast: Callable = nullcontext   # the device's mixed precision (``Device.autocast``)
+    clip_grad_norm: float | None = 1.0
+    grad_accum: int = 1
+    forward: torch.nn.Module | None = None  # what a step runs (compiled, or in DDP); the model by default
+    distributed: bool = False          # DDP: gradients are averaged only on a step's last micro-batch
+    step: int = 0
+    synchronize: Callable[[], None] = field(default=lambda: None)  # a GPU's queue emptied before timing
+
+    def __post_init__(self):
+        self.scaler = self.scaler or torch.amp.GradScaler(enabled=False)
+        self.forward = self.forward or self.model
+
+    def train(self, job: Job, last: int) -> bool:
+        """Steps until ``last`` updates are done; True when it stopped before (a Stop asked, or
+        one the job took during an evaluation)."""
+        seconds = 0.0  # spent in steps since the last log line: not evaluating, not saving
+        while self.step < last:
+            if job.stop_requested(self.step):
+                return True
+            started, losses = time.time(), {}
+            for micro in range(self.grad_accum):
+                batch = job.batch(self.step, micro)
+                last_micro = micro == self.grad_accum - 1
+                with self.forward.no_sync() if self.distributed and not last_micro else nullcontext():
+                    with self.autocast():
+                        loss, parts = job.loss(self.forward, batch)
+                    self.scaler.scale(loss / self.grad_accum).backward()
+                for name, part in parts.items():
+                    losses[name] = losses.get(name, 0.0) + part.item() / self.grad_accum
+            self.scaler.unscale_(self.optimizer)  # the clip and the log see the true gradients
+            grad_norm = (torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm).item()
+                         if self.clip_grad_norm is not None else float("nan"))
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            if self.scheduler is not None:
+                self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.step += 1
+            self.synchronize()
+            seconds += time.time() - started
+            job.reporter.step_reached = self.step
+            due = job.due(self.step)
+            if due.log:
+                job.log(self.step, losses, grad_norm, seconds)
+                seconds = 0.0
+            measured, stop = job.evaluate(self.step) if due.evaluate else (None, False)
+            if due.frame:
+                job.frame(self.step, measured)
+            if due.save:
+                job.save(self.step, measured)
+            job.after(self.step, losses)
+            if stop:
+                return True
+        return False
