@@ -8,7 +8,7 @@ CUDA they are skipped (tests/conftest.py), and the CPU twins run in the default 
 | GPU test | CPU twin (default suite) |
 |---|---|
 | pre-training steps in bf16 autocast lower the loss | the same in bf16 autocast and in fp32 on the CPU |
-| pre-training steps in fp16 with a loss scaler lower the loss | fp32 on the CPU, plus `apply_update` with an enabled scaler (CPU scaler) |
+| pre-training steps in fp16 with a loss scaler lower the loss | fp32 on the CPU, plus the trainer's step with an enabled scaler (CPU scaler) |
 | fused AdamW on CUDA, the same update as the unfused one | none (the CPU keeps the foreach AdamW; the twin checks that rule) |
 | a checkpoint saved on the GPU loads on the CPU with equal logits, and back | none (CPU-to-CPU round trips are in test_checkpoint.py) |
 | DDP under ``torchrun --nproc_per_node 1`` with NCCL | the same with gloo (and 2 processes in test_pretrain.py) |
@@ -30,7 +30,9 @@ from bert_explorer import checkpoint
 from bert_explorer.model import BertConfig, BertForPreTraining
 from bert_explorer.tokenizer import WordPieceTokenizer
 from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
-from bert_explorer.train.optim import apply_update, load_optimizer_state, make_optimizer, param_groups
+from bert_explorer.train.optim import load_optimizer_state, make_optimizer, param_groups
+from bert_explorer.train.report import MemoryReporter
+from bert_explorer.train.trainer import Due, Trainer
 from bert_explorer.train.pretrain import run_pretraining
 from bert_explorer.train.pretrain_config import PretrainConfig
 from bert_explorer.runs.background import start_background
@@ -96,29 +98,70 @@ def _model_and_batch(device: str, seed: int = 0):
                    "next_sentence_label": torch.tensor([0, 1, 0, 1], device=device)}
 
 
+class _OneBatch:
+    """A trainer's job of one batch, again each step, that keeps the gradient norm the step logs;
+    ``spoil`` is called on the model after the backward pass (an fp16 overflow)."""
+
+    def __init__(self, model, batch, spoil=None):
+        self.reporter, self.model, self.data, self.spoil, self.grad_norms = MemoryReporter(), model, batch, spoil, []
+
+    def stop_requested(self, step):
+        return False
+
+    def batch(self, step, micro):
+        return self.data
+
+    def loss(self, forward, batch):
+        loss = forward(**batch).loss
+        if self.spoil is not None:  # runs before the backward pass: spoil the gradient it will make
+            loss.register_hook(lambda grad: self.spoil(self.model) or grad)
+        return loss, {"loss": loss}
+
+    def due(self, step):
+        return Due(log=True)
+
+    def log(self, step, losses, grad_norm, seconds):
+        self.grad_norms.append(grad_norm)
+
+    def evaluate(self, step):
+        return None, False
+
+    def frame(self, step, measured):
+        pass
+
+    def save(self, step, measured):
+        pass
+
+    def after(self, step, losses):
+        pass
+
+
 @pytest.mark.parametrize("device", ["cpu", CUDA])
 def test_a_loss_scaler_changes_nothing_but_the_size_of_the_gradients(device):
-    """apply_update unscales before it clips and steps: a scaled backward (the fp16 path) gives
-    the same gradient norm and the same update as the plain one; a step whose gradients hold an
-    inf is skipped and the scale halves. (On the GPU the optimiser is the fused AdamW.)"""
+    """The trainer unscales before it clips and steps: a scaled backward (the fp16 path) gives the
+    same gradient norm and the same update as the plain one; a step whose gradients hold an inf is
+    skipped and the scale halves. (On the GPU the optimiser is the fused AdamW.)"""
     plain, batch = _model_and_batch(device)
     scaled, _ = _model_and_batch(device)
     results = []
     for model, scaler in ((plain, torch.amp.GradScaler(device, enabled=False)),
                           (scaled, torch.amp.GradScaler(device, init_scale=2.0 ** 10))):
-        optimizer = make_optimizer(model, lr=1e-3)
-        scaler.scale(model(**batch).loss).backward()
-        results.append(apply_update(model, optimizer, None, scaler, clip_grad_norm=0.5))
+        job = _OneBatch(model, batch)
+        Trainer(model, make_optimizer(model, lr=1e-3), scaler=scaler, clip_grad_norm=0.5).train(job, 1)
+        results += job.grad_norms
     assert results[0] == pytest.approx(results[1], rel=1e-5) and results[0] > 0.5  # clipping was active
     for a, b in zip(plain.parameters(), scaled.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
     before = [p.detach().clone() for p in scaled.parameters()]
     scaler = torch.amp.GradScaler(device, init_scale=2.0 ** 10)
-    optimizer = make_optimizer(scaled, lr=1e-3)
-    scaler.scale(scaled(**batch).loss).backward()
-    next(scaled.parameters()).grad[0, 0] = float("inf")  # an fp16 overflow
-    apply_update(scaled, optimizer, None, scaler, clip_grad_norm=1.0)
+
+    def overflow(model):  # an fp16 overflow in the first weight's gradient
+        first = next(model.parameters())
+        first.register_hook(lambda grad: grad.index_put((torch.tensor([0]), torch.tensor([0])),
+                                                        torch.tensor(float("inf"), device=grad.device)))
+    Trainer(scaled, make_optimizer(scaled, lr=1e-3), scaler=scaler, clip_grad_norm=1.0).train(
+        _OneBatch(scaled, batch, spoil=overflow), 1)
     assert all(torch.equal(a, b) for a, b in zip(before, scaled.parameters()))  # the step was skipped
     assert scaler.get_scale() == 2.0 ** 9
 

@@ -60,19 +60,3 @@ def linear_warmup_decay(optimizer, warmup_steps: int, total_steps: int):
             return (step + 1) / max(1, warmup_steps)
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-def apply_update(model: nn.Module, optimizer, scheduler, scaler, clip_grad_norm: float | None = 1.0) -> float:
-    """One optimiser step after the (scaled) gradients are in: unscale, clip the global gradient
-    norm (unless ``clip_grad_norm`` is None), step (the scaler skips steps whose fp16 gradients
-    overflowed), advance the schedule (if any), clear the gradients. Returns the gradient norm
-    before clipping (nan when not clipped)."""
-    scaler.unscale_(optimizer)
-    grad_norm = (torch.nn.utils.clip_grad_norm_(model.parameters(), clip_grad_norm).item()
-                 if clip_grad_norm is not None else float("nan"))
-    scaler.step(optimizer)
-    scaler.update()
-    if scheduler is not None:
-        scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
-    return grad_norm
