@@ -23,8 +23,10 @@ from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
 from bert_explorer.tasks.metrics import small_dev_warning
 from bert_explorer.train.estimate import FINETUNE_ASK_S
+from bert_explorer.train.finetune_resume import resume_settings as resume_finetuning
 from bert_explorer.train.speed import said
-from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_TRAIN_EXAMPLES, FinetuneConfig,
+from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_GRAD_ACCUM, MAX_PATIENCE,
+                                          MAX_TRAIN_EXAMPLES, FinetuneConfig,
                                           estimate, ltr_problem, read_spec)
 
 intro("Fine-tune", """
@@ -151,6 +153,25 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                                  options=["none", "balanced"],
                                  help="balanced: each label's positive examples weigh its negatives over its positives "
                                       "in the training set (at most 100), so that rare labels are learnt too.")
+        # what transformers' Trainer users reach for (its setting's name in each help)
+        accum = kept_widget(a2.number_input, "Gradient accumulation (batches a step)", "ft_grad_accum", 1, min_value=1,
+                            max_value=MAX_GRAD_ACCUM,
+                            help="Adds up the gradients of this many batches before each update: a larger batch than "
+                                 "fits in memory (gradient_accumulation_steps).")
+        eval_every = kept_widget(a3.number_input, "Evaluate every N steps (0 = after each epoch)", "ft_eval_every", 0,
+                                 min_value=0, max_value=1_000_000, help="eval_strategy='steps', eval_steps.")
+        patience = kept_widget(a1.number_input, "Early stopping: patience (0 = never)", "ft_patience", 0, min_value=0,
+                               max_value=MAX_PATIENCE,
+                               help="Stops after this many evaluations in a row whose main dev metric did not beat the "
+                                    "best so far (EarlyStoppingCallback).")
+        threshold = kept_widget(a2.number_input, "Early stopping: least improvement", "ft_threshold", 0.0,
+                                min_value=0.0, max_value=1.0, step=0.001, format="%.3f",
+                                help="How much the main dev metric must beat the best so far to count as better.")
+        keep_best = kept_widget(a3.checkbox, "Keep the best evaluation's model", "ft_keep_best", False,
+                                help="The run's model is the one of its best evaluation, not its last; the log says "
+                                     "which step (load_best_model_at_end).")
+        save_checkpoints = kept_widget(a3.checkbox, "A checkpoint at each evaluation", "ft_save_checkpoints", False,
+                                       help="So that a run killed mid-way can resume (a Stop always saves one).")
 
     if data is not None:
         task_kind = data.task
@@ -180,7 +201,9 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             **{k: v for k, v in spec.items() if v}, mode=mode, features=features, max_seq_length=int(max_len),
             batch_size=int(batch), lr=float(lr), lr_grid=[5e-5, 3e-5, 2e-5] if grid else [], epochs=float(epochs),
             max_train_examples=int(max_train) or None, dev_fraction=float(dev_fraction), seed=int(seed),
-            pos_weight=pos_weight)
+            pos_weight=pos_weight, grad_accum=int(accum), eval_every=int(eval_every) or None,
+            early_stopping_patience=int(patience) or None, early_stopping_threshold=float(threshold),
+            keep_best=bool(keep_best), save_checkpoints=bool(save_checkpoints))
     except ValueError as e:
         config = None
         if data_error is None:
@@ -213,6 +236,18 @@ if run.is_active() and writes_allowed() and work_button("Stop", key="ft_stop",
                                  help="Stops at the next step, then evaluates and saves the model as it is."):
     run.request_stop()  # a queued run leaves the GPU queue; a running one stops cleanly
     st.rerun()
+if (writes_allowed() and status.get("state") in ("stopped", "failed") and run.resumable_checkpoints()
+        and work_button("Resume", key="ft_resume",
+                        help="Continues from the run's last checkpoint with its own settings (weights, optimiser, "
+                             "schedule, data order and evaluations so far); what the stopped run kept is moved to "
+                             "set_aside/.")):
+    try:  # the run's own settings: a resume changes nothing it has trained on
+        settings, _ = resume_finetuning(run.path, {}, FinetuneConfig)
+    except ValueError as e:
+        st.error(without_host_paths(str(e)))
+    else:
+        if rv.launch("finetune", asdict(settings), run.path, resume=True):
+            st.rerun()
 result = finetune_result(run)
 if result is None:
     st.stop()

@@ -108,8 +108,8 @@ class _OneBatch:
     def stop_requested(self, step):
         return False
 
-    def batch(self, step, micro):
-        return self.data
+    def batches(self, step):
+        return [self.data]
 
     def loss(self, forward, batch):
         loss = forward(**batch).loss

@@ -23,7 +23,7 @@ def test_the_step_is_one_function_on_one_page_and_no_training_module_is_a_wall()
     lines = inspect.getsource(Trainer.train).splitlines()
     assert len(lines) <= 60, len(lines)
     # the step's parts, in their order, in that one function
-    order = ["job.batch(", "self.autocast()", "job.loss(", ".backward()", "unscale_", "clip_grad_norm_",
+    order = ["job.batches(", "self.autocast()", "job.loss(", ".backward()", "unscale_", "clip_grad_norm_",
              "self.scaler.step(", "self.scheduler.step()", "job.log(", "job.evaluate(", "job.frame(", "job.save("]
     at = [next(i for i, line in enumerate(lines) if part in line) for part in order]
     assert at == sorted(at), dict(zip(order, at))

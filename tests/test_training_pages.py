@@ -648,3 +648,38 @@ def test_uploads_are_never_written_over_and_a_refused_start_takes_its_copy_back(
     busy.write_status(state="running", pid=os.getpid())
     assert rv.launch("pretrain", {**TINY_PT, "corpus": str(second)}, busy.path, upload=second) is False
     assert not second.exists() and first.read_bytes() == b"first"
+
+
+def test_finetune_page_sets_the_trainer_settings_and_resumes_a_stopped_run(runs_root, base_model, monkeypatch):
+    """Accumulation, evaluation every N steps, early stopping and keep-the-best from the Advanced
+    settings reach the run; a run stopped part-way shows Resume, which trains it to its end."""
+    from bert_explorer.train.engine import Epochs
+
+    at = _page("11_Fine-tune.py", **_model_state(base_model))
+    at.radio(key="ft_source").set_value("Built-in dataset").run()
+    at.selectbox(key="ft_builtin").set_value("tiny:classification")
+    at.checkbox(key="ft_keep_best").check()
+    run = _start_and_finish(at, runs_root, ft_epochs=2.0, ft_batch=8, ft_max_len=32, ft_grad_accum=2,
+                            ft_eval_every=2, ft_patience=3)
+    cfg = run.config()
+    assert (cfg["grad_accum"], cfg["eval_every"], cfg["early_stopping_patience"], cfg["keep_best"]) == (2, 2, 3, True)
+    assert "kept the model of step" in run.path.joinpath("log.txt").read_text()
+    at.run()
+    assert not [b for b in at.button if b.key == "ft_resume"]  # a finished run has nothing to resume
+
+    # a run stopped at its third step (in this process: the page watches it like any other)
+    from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
+    after = Epochs.after
+    monkeypatch.setattr(Epochs, "after", lambda job, step, losses: (
+        job.reporter.request_stop() if step == 3 else None) or after(job, step, losses))
+    stopped = runs_root / "finetune-stopped"
+    run_finetuning(FinetuneConfig(**{k: v for k, v in cfg.items() if k != "kind"}), stopped)
+    monkeypatch.setattr(Epochs, "after", after)
+    assert Run(stopped).status()["state"] == "stopped"
+    at.run()
+    at.selectbox(key="ft_watch").set_value("finetune-stopped").run()
+    at.button(key="ft_resume").click().run()
+    assert not at.exception and not at.error
+    status = Run(stopped).wait(timeout=240)
+    assert status["state"] == "finished", stopped.joinpath("log.txt").read_text()[-2000:]
+    assert "resuming at step 3 from checkpoints/step-3" in stopped.joinpath("log.txt").read_text()

@@ -24,6 +24,7 @@ from ..train.finetune import FinetuneConfig, estimate as finetune_estimate, read
 from ..train.predict import Predictor
 from ..train.pretrain import run_pretraining
 from ..train.pretrain_config import PretrainConfig
+from ..train.finetune_resume import resume_settings as resume_finetuning
 from ..train.resume import resume_settings
 from .common import (MODEL_HELP, UserError, config_from, dataclass_args, given_settings, print_json, progress_lines,
                      read_lines, run_or_background, start_run, user_errors)
@@ -59,6 +60,10 @@ def register(sub) -> None:
     s.add_argument("--output", required=True, help="run directory (metrics.json, model/)")
     s.add_argument("--config", help="JSON file of settings (flags override it)")
     s.add_argument("--background", action="store_true", help="start as a background process and return")
+    s.add_argument("--resume", action="store_true",
+                   help="continue a stopped run from its last checkpoint with the run's own settings (only "
+                        "--device, --precision, --compile and --save-checkpoints may change); its result so far is "
+                        "moved to set_aside/")
     dataclass_args(s, FinetuneConfig)
     s.set_defaults(func=cmd_finetune)
 
@@ -142,7 +147,13 @@ def _show_quality(result: dict) -> None:
 
 
 def cmd_finetune(args) -> int:
-    cfg = config_from(args, FinetuneConfig)
+    if args.resume:
+        with user_errors(TypeError):
+            cfg, notes = resume_finetuning(args.output, given_settings(args, FinetuneConfig), FinetuneConfig)
+        for note in notes:
+            print(f"note: resuming with {note}", file=sys.stderr)
+    else:
+        cfg = config_from(args, FinetuneConfig)
 
     def say_estimate(background: bool) -> None:
         """The run's estimate (``train.finetune.estimate``), one line on stderr before it starts: here with
@@ -153,13 +164,13 @@ def cmd_finetune(args) -> int:
                            threads=background_threads() if background else None)
         except (CheckpointError, OSError, KeyError, ValueError):  # data or model unreadable: the run says why
             return
-        print(f"estimate: {said(est['seconds'], est['threads'])} ({est['steps']:,} steps of {cfg.batch_size} "
+        print(f"estimate: {said(est['seconds'], est['threads'])} ({est['steps']:,} steps of {cfg.batch_size * cfg.grad_accum} "
               f"examples of about {est['tokens_per_example']:.0f} WordPieces, {est['dev_examples']:,} dev examples "
               f"scored after each epoch; {est['basis']})", file=sys.stderr, flush=True)
 
     def work():
         say_estimate(background=False)
-        return run_finetuning(cfg, args.output)
+        return run_finetuning(cfg, args.output, resume=args.resume)
 
     def start():
         say_estimate(background=True)

@@ -447,7 +447,8 @@ def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch
                       mean_words: float, lr_settings: int = 1, mode: str = "fine-tune", *,
                       tokens_per_example: float | None = None, features_per_example: float = 1.0,
                       seq_len: float | None = None, dev_tokens_per_example: float | None = None,
-                      threads: int | None = None, precision: str = "auto", process_start: bool = True) -> dict:
+                      threads: int | None = None, precision: str = "auto", process_start: bool = True,
+                      grad_accum: int = 1, eval_every: int | None = None) -> dict:
     """Steps and seconds of a fine-tuning of ``model`` (a name or folder) on this machine, in parts:
 
     * ``train_seconds``: every parameter trained (6·N + 12·L·H·T FLOPs per token, no MLM decoder) over
@@ -456,8 +457,8 @@ def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch
       each plus [CLS] and [SEP]s, cut at ``max_seq_length``), in ``features_per_example`` inputs each
       (QA's windows) of ``seq_len`` positions, plus each step's optimiser update;
     * ``eval_seconds``: the dev set (``dev_tokens_per_example``, unpadded: it is read shortest first)
-      forward after each epoch (a third of a step's FLOPs a token), and once more at the end in fp32
-      (the dev predictions the After fine-tuning page reads);
+      forward after each epoch or every ``eval_every`` steps (a third of a step's FLOPs a token), and
+      once more at the end in fp32 (the dev predictions the After fine-tuning page reads);
     * ``loading_seconds``: the process's start (``process_start``: a run the page starts in the
       background), the model read once for its tokenizer, once for each learning rate and once to
       predict, and the fine-tuned model saved.
@@ -476,11 +477,13 @@ def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch
                                 0.0)["total"]
     forward_fpt = train_fpt * FORWARD_SHARE
     features = max(1, int(round(n_train * features_per_example)))
-    steps = total_steps(features, batch_size, epochs) * lr_settings
+    per_setting = total_steps(features, batch_size, epochs, grad_accum)
+    steps = per_setting * lr_settings
     parameters = pretraining_parameters(config)[0]
     on_cpu = device_key() == "cpu"
     train_rate, eval_rate, final_rate, basis = _finetune_rates(H, threads, precision, on_cpu, config.intermediate_size)
-    evaluations = lr_settings * max(1, math.ceil(epochs))  # engine.fit: after each epoch, the last one cut short too
+    # engine.fit: after each epoch (the last one cut short too), or every eval_every steps and at the end
+    evaluations = lr_settings * (math.ceil(per_setting / eval_every) if eval_every else max(1, math.ceil(epochs)))
     if mode == "feature-based":  # BERT frozen: its features once, forward only
         train_s = n_train * tokens * forward_fpt / eval_rate
         eval_s = n_dev * dev_tokens * forward_fpt / eval_rate

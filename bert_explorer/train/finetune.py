@@ -34,9 +34,10 @@ from ..tokenizer import WordPieceTokenizer
 from ..setting import setting
 from .configs import settings_of
 from .device import PRECISIONS, pick_device, precision_from, threads_text
-from .engine import AFTER_A_FULL_DISK, epoch_batches, fit, marks_failure, total_steps
+from .engine import AFTER_A_FULL_DISK, Evaluating, epoch_batches, fit, marks_failure, total_steps
 from .estimate import finetune_estimate, words_of
 from .feature_based import run_feature_based
+from .finetune_resume import restore, resume_point, resume_settings, save_checkpoint, set_aside_result
 from .optim import linear_warmup_decay, make_optimizer
 from .predict import Predictor, store_dev_predictions
 
@@ -50,6 +51,8 @@ MODES = ("fine-tune", "feature-based")
 # after a Stop, so it is kept small enough to score in seconds to tens of seconds on a CPU.
 MAX_TRAIN_EXAMPLES = 200_000
 MAX_POS_WEIGHT = 100.0  # a label's positives weigh at most this many negatives (pos_weight)
+MAX_GRAD_ACCUM = 1024   # batches a step may add up: a batch of 32 x 1024 is beyond any fine-tuning recipe
+MAX_PATIENCE = 1000     # evaluations early stopping may wait
 DEV_EXAMPLES = 2_000         # the dev set's size when max_dev_examples is not set
 MAX_DEV_EXAMPLES = 20_000    # the most max_dev_examples may ask for
 
@@ -82,7 +85,10 @@ class FinetuneConfig:
                                        "windows).")
     doc_stride: int = setting(64, "For QA, how many tokens each window moves along a context longer than "
                                   "max-seq-length.")
-    batch_size: int = setting(32, "Examples per training step (the paper tries 16 and 32).")
+    batch_size: int = setting(32, "Examples per batch (the paper tries 16 and 32); a step reads batch-size x "
+                                  "grad-accum examples.")
+    grad_accum: int = setting(1, "Add up the gradients of this many batches before each optimiser step, for a "
+                                 "larger batch than fits in memory (transformers: gradient_accumulation_steps).")
     lr: float = setting(5e-5, "The peak learning rate of Adam (the paper tries 5e-5, 3e-5 and 2e-5).")
     lr_grid: list[float] = setting(help="Several learning rates to try, e.g. 5e-5,3e-5,2e-5: a run each, and the "
                                         "best on dev is kept.", factory=list)
@@ -101,6 +107,18 @@ class FinetuneConfig:
     pos_weight: str = setting("none", "Multi-label only: how much a label's positive examples weigh in its loss: none, "
                                       "balanced (each label's negatives over its positives in the training set, at "
                                       "most 100: rare labels are learnt too), or a number for every label.")
+    eval_every: int | None = setting(None, "Evaluate on the dev set every this many steps and at the end; by default "
+                                           "after each epoch (transformers: eval_strategy steps, eval_steps).")
+    early_stopping_patience: int | None = setting(None, "Stop after this many evaluations in a row whose main dev "
+                                                        "metric did not beat the best so far; by default never "
+                                                        "(transformers: EarlyStoppingCallback).")
+    early_stopping_threshold: float = setting(0.0, "How much the main dev metric must beat the best so far to count "
+                                                   "as better for early stopping.")
+    keep_best: bool = setting(False, "Keep the model of the evaluation with the best main dev metric (the first of "
+                                     "equals) instead of the last; the log says which step (transformers: "
+                                     "load_best_model_at_end).")
+    save_checkpoints: bool = setting(False, "Save a checkpoint to resume from at every evaluation, so that a run "
+                                            "killed mid-way can resume (a Stop always saves one); the newest is kept.")
     compile: bool = setting(False, "torch.compile the model for training (the first steps compile it: worth it on a GPU for "
                                   "long runs; the saved model is the plain one).")
 
@@ -118,10 +136,19 @@ class FinetuneConfig:
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= cap):
                 raise ValueError(f"{name} must be a whole number from 1 to {cap:,} (what one run keeps in memory "
                                  f"and scores in time), not {v!r}")
-        for name, low in (("batch_size", 1), ("max_seq_length", 8), ("doc_stride", 1)):
+        for name, low, high in (("batch_size", 1, None), ("max_seq_length", 8, None), ("doc_stride", 1, None),
+                                ("grad_accum", 1, MAX_GRAD_ACCUM), ("eval_every", 1, None),
+                                ("early_stopping_patience", 1, MAX_PATIENCE)):
             v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < low:
-                raise ValueError(f"{name} must be a whole number of at least {low}, not {v!r}")
+            if v is None and name in ("eval_every", "early_stopping_patience"):
+                continue
+            if not isinstance(v, int) or isinstance(v, bool) or v < low or (high is not None and v > high):
+                raise ValueError(f"{name} must be a whole number of at least {low}"
+                                 + (f" and at most {high:,}" if high else "") + f", not {v!r}")
+        if not isinstance(self.early_stopping_threshold, (int, float)) or isinstance(self.early_stopping_threshold, bool) \
+                or not 0 <= self.early_stopping_threshold < 1e6:
+            raise ValueError(f"early_stopping_threshold must be a number of at least 0, not "
+                             f"{self.early_stopping_threshold!r}")
         if not isinstance(self.epochs, (int, float)) or not 0 < self.epochs <= 100:
             raise ValueError(f"epochs must be a number above 0 and at most 100, not {self.epochs!r}")
         if str(self.pos_weight) not in ("none", "balanced"):
@@ -215,7 +242,8 @@ def estimate(cfg: FinetuneConfig, data: TaskData, n_dev: int | None = None, *, t
     est = finetune_estimate(cfg.model, n_train, n_dev, cfg.epochs, cfg.batch_size, cfg.max_seq_length, mean_words,
                             len(cfg.lr_grid) or 1, cfg.mode, tokens_per_example=tokens, features_per_example=per_example,
                             seq_len=positions, dev_tokens_per_example=dev_tokens, threads=threads,
-                            precision=cfg.precision, process_start=process_start)
+                            precision=cfg.precision, process_start=process_start, grad_accum=cfg.grad_accum,
+                            eval_every=cfg.eval_every)
     return {**est, "train_examples": n_train, "dev_examples": n_dev}
 
 
@@ -230,7 +258,9 @@ def label_names_of(train: TaskData) -> list[str] | None:
     return None
 
 
-def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names, dev_feats, train_feats, dev_obj):
+def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names, dev_feats, train_feats, dev_obj,
+               resume: tuple | None = None):
+    """Fine-tune at ``lr`` (``resume``: the checkpoint and training state it goes on from)."""
     torch.manual_seed(cfg.seed)
     task = train.task
     n_out = task.num_outputs(label_names)  # None: the architecture fixes it (QA, multiple choice)
@@ -245,9 +275,20 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
     if label_names:
         model.config.id2label = dict(enumerate(label_names))
     optimizer = make_optimizer(model, lr, cfg.weight_decay)
-    total = total_steps(len(train_feats), cfg.batch_size, cfg.epochs)
+    total = total_steps(len(train_feats), cfg.batch_size, cfg.epochs, cfg.grad_accum)
     scheduler = linear_warmup_decay(optimizer, int(cfg.warmup_fraction * total), total)
+    scaler = dev_obj.grad_scaler()
     pad = loaded.tokenizer.pad_id
+    resumed = None
+    if resume is not None:
+        ckpt, state = resume
+        best = restore(state, model, optimizer, scheduler, scaler, ckpt)
+        resumed = {"job": json.loads(state["job"]), "best_state": best}
+
+    def on_evaluated(step, job):  # a checkpoint to resume from: at every evaluation when asked, and at a Stop
+        if cfg.save_checkpoints or job.stop_taken:
+            save_checkpoint(run, (model, optimizer, scheduler, scaler), loaded.tokenizer, step, lr, job,
+                            (len(train.examples), len(dev.examples)))
     forward = torch.compile(model) if cfg.compile else model  # dev answers and the saved model: the plain one
 
     def loss_of(indices):  # the BertFor* head computes its task's loss (Section 4)
@@ -261,8 +302,16 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
 
     fitted = fit(run, n_train=len(train_feats), batch_size=cfg.batch_size, epochs=cfg.epochs, seed=cfg.seed,
                  loss_of=loss_of, evaluate=dev_metrics, model=model, optimizer=optimizer, scheduler=scheduler,
-                 scaler=dev_obj.grad_scaler(), autocast=dev_obj.autocast, lr_setting=lr,
-                 lengths=[padded_length(f) for f in train_feats])  # batches of similar lengths
+                 scaler=scaler, autocast=dev_obj.autocast, lr_setting=lr,
+                 lengths=[padded_length(f) for f in train_feats],  # batches of similar lengths
+                 grad_accum=cfg.grad_accum, evaluating=Evaluating(task.main_metric, cfg.eval_every,
+                                                                  cfg.early_stopping_patience,
+                                                                  cfg.early_stopping_threshold, cfg.keep_best),
+                 resume=resumed, on_evaluated=on_evaluated)
+    if cfg.keep_best and fitted.best_state is not None:
+        model.load_state_dict(fitted.best_state)
+        run.log(f"kept the model of step {fitted.best_step} ({task.main_metric}={fitted.best[task.main_metric]:.4g}), "
+                f"the best of {len(fitted.history)} evaluations" + (f" at lr {lr:g}" if cfg.lr_grid else ""))
     return model, loaded.tokenizer, fitted
 
 
@@ -288,17 +337,31 @@ def ltr_problem(model: str | Path, task: TaskType | None, mode: str) -> str | No
 
 
 @writes_run("run_dir", "bert-explorer finetune")
-def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
-    run = Run(run_dir)
-    if (run.path / "metrics.json").exists() or (run.path / "model").exists():
+def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = False) -> dict:
+    """Fine-tune into ``run_dir``. With ``resume`` a stopped run goes on from its newest checkpoint
+    with its own settings (``finetune_resume``: only the device, precision, compile and
+    save_checkpoints may be given anew); anything else is refused before anything is written."""
+    run, notes, point = Run(run_dir), [], None
+    if resume:
+        cfg, notes = resume_settings(run.path, asdict(cfg), FinetuneConfig)
+        point = resume_point(run.path)
+    elif (run.path / "metrics.json").exists() or (run.path / "model").exists():
         raise ValueError(f"{run.path} already holds a finished fine-tuning run; choose a new --output")
     # Read and check the data before anything is written: a bad file leaves no half-made run.
     train, dev = read_data(cfg)
     if why := ltr_problem(cfg.model, train.task, cfg.mode):
         raise ValueError(why)
+    if point is not None and point[1]["examples"] != [len(train.examples), len(dev.examples)]:
+        raise ValueError(f"{run.path} was trained on {point[1]['examples'][0]:,} training and "
+                         f"{point[1]['examples'][1]:,} dev examples, and its data now gives {len(train.examples):,} and "
+                         f"{len(dev.examples):,}: the data changed, so it cannot resume; start a new run")
     label_names = label_names_of(train)
     run.create(asdict(cfg), "finetune")
     run.write_status(state="running", pid=os.getpid(), started=time.time())
+    if point is not None:
+        for said in [*(f"resuming with {n}" for n in notes), *set_aside_result(run, point[1]["step"])]:
+            run.log(said)
+        run.log(f"resuming at step {point[1]['step']} from {point[0].relative_to(run.path)}")
     for note in dict.fromkeys(train.notes + dev.notes):  # repairs, skipped rows, sampling: said once each
         run.log(f"note: {note}")
     warning = small_dev_warning(len(dev.examples))
@@ -311,30 +374,7 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
         if cfg.mode == "feature-based":
             result = run_feature_based(cfg, run, train, dev, label_names, dev_obj)
         else:
-            tok = checkpoint.load(cfg.model).tokenizer
-            train_feats = train.task.featurize(train.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
-            dev_feats = dev.task.featurize(dev.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
-            run.log(f"{train.task.name}: {len(train.examples)} train / {len(dev.examples)} dev examples from {train.source}")
-
-            best, stopped = None, False
-            for lr in cfg.lr_grid or [cfg.lr]:
-                model, tok, fitted = _train_one(cfg, lr, run, train, dev, label_names, dev_feats, train_feats,
-                                                dev_obj)
-                ev, secs, key = fitted.dev, fitted.seconds, train.task.main_metric
-                if best is None or ev[key] > best[2][key]:
-                    best = (lr, model, ev, secs)
-                if fitted.stopped:
-                    stopped = True
-                    break  # the rest of the learning-rate grid is not tried
-            lr, model, ev, secs = best
-            with full_disk.saving(run.path, "save the fine-tuned model", AFTER_A_FULL_DISK,
-                                  sum(p.numel() * p.element_size() for p in model.parameters())):
-                checkpoint.save(model, tok, run.path / "model", extra_files={
-                    "training_args.json": json.dumps({**asdict(cfg), "lr": lr, "task": train.task.name,
-                                                      "null_threshold": ev.get("null_threshold")}, indent=2)})
-            result = {"task": train.task.name, "mode": "fine-tune", "lr": lr, "train_examples": len(train.examples),
-                      "dev_examples": len(dev.examples), "train_seconds": round(secs, 1), "dev": ev,
-                      "label_names": label_names, "stopped": stopped}
+            result = _fine_tune(cfg, run, train, dev, label_names, dev_obj, point)
         if missed := train.task.never_predicted(result["dev"]):  # (a headline over labels can hide one)
             run.log(f"warning: {missed}")
             warning = f"{warning}; {missed}" if warning else missed
@@ -350,3 +390,33 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path) -> dict:
         run.clear_stop()
         run.write_status(state=state, finished=time.time(), dev=result["dev"])
         return result
+
+
+def _fine_tune(cfg: FinetuneConfig, run: Run, train, dev, label_names, dev_obj, point) -> dict:
+    """Full fine-tuning at each learning rate of the grid (one without it); the best on dev is saved
+    as the run's model/ (Section 4: the paper picks the best learning rate on dev)."""
+    tok = checkpoint.load(cfg.model).tokenizer
+    train_feats = train.task.featurize(train.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
+    dev_feats = dev.task.featurize(dev.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
+    run.log(f"{train.task.name}: {len(train.examples)} train / {len(dev.examples)} dev examples from {train.source}")
+    best, stopped = None, False
+    for lr in [point[1]["lr"]] if point else cfg.lr_grid or [cfg.lr]:
+        model, tok, fitted = _train_one(cfg, lr, run, train, dev, label_names, dev_feats, train_feats, dev_obj,
+                                        point)
+        ev, key = fitted.best if cfg.keep_best else fitted.dev, train.task.main_metric
+        if best is None or ev[key] > best[2][key]:
+            best = (lr, model, ev, fitted)
+        if fitted.stopped:
+            stopped = True
+            break  # the rest of the learning-rate grid is not tried
+    lr, model, ev, fitted = best
+    with full_disk.saving(run.path, "save the fine-tuned model", AFTER_A_FULL_DISK,
+                          sum(p.numel() * p.element_size() for p in model.parameters())):
+        checkpoint.save(model, tok, run.path / "model", extra_files={
+            "training_args.json": json.dumps({**asdict(cfg), "lr": lr, "task": train.task.name,
+                                              "null_threshold": ev.get("null_threshold")}, indent=2)})
+    return {"task": train.task.name, "mode": "fine-tune", "lr": lr, "train_examples": len(train.examples),
+            "dev_examples": len(dev.examples), "train_seconds": round(fitted.seconds, 1), "dev": ev,
+            "label_names": label_names, "stopped": stopped, "steps": fitted.step,
+            **({"best_step": fitted.best_step} if cfg.keep_best else {}),
+            **({"early_stopping": fitted.early_stop} if fitted.early_stop else {})}

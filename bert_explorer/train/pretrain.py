@@ -284,7 +284,7 @@ def _trainer(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | Non
     included; DDP around the model on several devices."""
     optimizer = make_optimizer(model, cfg.lr, cfg.weight_decay)
     t = Trainer(model, optimizer, linear_warmup_decay(optimizer, warmup_steps_of(cfg), cfg.max_steps),
-                dev.grad_scaler(), dev.autocast, cfg.clip_grad_norm, cfg.grad_accum, distributed=dev.distributed,
+                dev.grad_scaler(), dev.autocast, cfg.clip_grad_norm, distributed=dev.distributed,
                 synchronize=torch.cuda.synchronize if dev.device.type == "cuda" else lambda: None)
     tokens_seen = 0
     if latest:
@@ -361,7 +361,11 @@ class Pretraining:
             stopped = bool(flag.item())
         return stopped
 
-    def batch(self, step: int, micro: int) -> dict:
+    def batches(self, step: int) -> list[dict]:
+        """The ``grad_accum`` micro-batches of ``step``."""
+        return [self._batch(step, micro) for micro in range(self.cfg.grad_accum)]
+
+    def _batch(self, step: int, micro: int) -> dict:
         """Micro-batch ``micro`` of ``step``: its sequences (the sampler's, by their number) and, with
         dynamic masking, masks drawn from a generator seeded by where the batch starts."""
         cfg, dev, data = self.cfg, self.dev, self.data

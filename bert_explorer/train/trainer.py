@@ -2,8 +2,8 @@
 left-to-right heads: ``engine.py``) take every step here, and a step reads top to bottom in
 :meth:`Trainer.train`.
 
-A step: its batch, in ``grad_accum`` micro-batches whose gradients add up (Appendix A.2's batch of
-256 sequences on hardware that holds fewer), the forward pass under the device's autocast, the
+A step: its batch, in micro-batches whose gradients add up (gradient accumulation: Appendix A.2's
+batch of 256 sequences on hardware that holds fewer), the forward pass under the device's autocast, the
 objective's or the task's loss, the scaled backward pass (a loss scaler for fp16; a no-op
 otherwise), then the update: unscale, clip the global gradient norm, the optimiser's step (the
 scaler skips a step whose fp16 gradients overflowed), the schedule's step. After it, whatever is
@@ -43,7 +43,7 @@ class Job(Protocol):
 
     def stop_requested(self, step: int) -> bool: ...  # asked before each step (a user's Stop, SIGTERM)
 
-    def batch(self, step: int, micro: int): ...  # the examples of micro-batch ``micro`` of ``step``
+    def batches(self, step: int) -> list: ...  # the micro-batches of ``step`` (gradients add up)
 
     def loss(self, forward, batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]: ...  # (the loss, its parts)
 
@@ -63,8 +63,8 @@ class Job(Protocol):
 @dataclass
 class Trainer:
     """The model and what updates it: the optimiser and schedule, the loss scaler and the autocast
-    of the device's precision, gradient clipping and accumulation; ``step`` is the updates done
-    (restored on a resume)."""
+    of the device's precision, gradient clipping; ``step`` is the updates done (restored on a
+    resume)."""
 
     model: torch.nn.Module             # the plain module: clipped, measured, saved
     optimizer: torch.optim.Optimizer
@@ -72,7 +72,6 @@ class Trainer:
     scaler: object = None              # torch.amp.GradScaler; None: a disabled one (fp32, bf16)
     autocast: Callable = nullcontext   # the device's mixed precision (``Device.autocast``)
     clip_grad_norm: float | None = 1.0
-    grad_accum: int = 1
     forward: torch.nn.Module | None = None  # what a step runs (compiled, or in DDP); the model by default
     distributed: bool = False          # DDP: gradients are averaged only on a step's last micro-batch
     step: int = 0
@@ -90,15 +89,15 @@ class Trainer:
             if job.stop_requested(self.step):
                 return True
             started, losses = time.time(), {}
-            for micro in range(self.grad_accum):
-                batch = job.batch(self.step, micro)
-                last_micro = micro == self.grad_accum - 1
+            batches = job.batches(self.step)  # each one's loss counts 1/len: their mean, as one batch's
+            for micro, batch in enumerate(batches):
+                last_micro = micro == len(batches) - 1
                 with self.forward.no_sync() if self.distributed and not last_micro else nullcontext():
                     with self.autocast():
                         loss, parts = job.loss(self.forward, batch)
-                    self.scaler.scale(loss / self.grad_accum).backward()
+                    self.scaler.scale(loss / len(batches)).backward()
                 for name, part in parts.items():
-                    losses[name] = losses.get(name, 0.0) + part.item() / self.grad_accum
+                    losses[name] = losses.get(name, 0.0) + part.item() / len(batches)
             self.scaler.unscale_(self.optimizer)  # the clip and the log see the true gradients
             grad_norm = (torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm).item()
                          if self.clip_grad_norm is not None else float("nan"))
