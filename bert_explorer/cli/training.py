@@ -164,16 +164,19 @@ def cmd_finetune(args) -> int:
                            threads=background_threads() if background else None)
         except (CheckpointError, OSError, KeyError, ValueError):  # data or model unreadable: the run says why
             return
-        print(f"estimate: {said(est['seconds'], est['threads'])} ({est['steps']:,} steps of {cfg.batch_size * cfg.grad_accum} "
-              f"examples of about {est['tokens_per_example']:.0f} WordPieces, {est['dev_examples']:,} dev examples "
-              f"scored after each epoch; {est['basis']})", file=sys.stderr, flush=True)
+        when = f"every {cfg.eval_every:,} steps" if cfg.eval_every else "after each epoch"
+        print(f"estimate: {said(est['seconds'], est['threads'])} ({est['steps']:,} steps of "
+              f"{cfg.batch_size * cfg.grad_accum} examples of about {est['tokens_per_example']:.0f} WordPieces, "
+              f"{est['dev_examples']:,} dev examples scored {when}; {est['basis']})", file=sys.stderr, flush=True)
 
     def work():
-        say_estimate(background=False)
+        if not args.resume:  # (a resumed run's steps left are its log's to say: it knows where it stopped)
+            say_estimate(background=False)
         return run_finetuning(cfg, args.output, resume=args.resume)
 
     def start():
-        say_estimate(background=True)
+        if not args.resume:
+            say_estimate(background=True)
         start_run("finetune", asdict(cfg), args, "started fine-tuning in the background: {path}")
 
     return run_or_background(args, work, show=_show_finetuning, start=start)

@@ -149,7 +149,11 @@ def fit(run: Reporter, *, n_train: int, batch_size: int, epochs: float, seed: in
         trainer.step = job.restore(resume["job"], resume.get("best_state"))
     stopped = trainer.train(job, job.total)
     if stopped and not job.measured_stop:
-        job.evaluate(trainer.step, scheduled=False)  # a clean stop: the model as it is now, evaluated (and kept)
+        if job.steps and job.steps[-1] == trainer.step:  # measured at this very step: once is enough
+            if on_evaluated is not None:
+                on_evaluated(trainer.step, job)
+        else:  # a clean stop: the model as it is now, evaluated (and kept)
+            job.evaluate(trainer.step, scheduled=False)
     stopped = stopped and job.early_stop is None  # early stopping is how such a run ends, not a stop
     return Fitted(trainer.step, stopped, job.history, time.time() - job.t0, job.steps, job.best_step,
                   job.best_state, job.early_stop)
