@@ -314,6 +314,11 @@ def _failed(e: Exception, repo_id: str, what: str) -> HubError:
         if code == "GatedRepo":
             return HubError(f"{repo_id} is gated on the Hugging Face Hub: accept its terms on its page there and log "
                             "in (`huggingface-cli login`, or set HF_TOKEN), then download it again")
+        if what == "the data set" and (code == "RepoNotFound" or e.code in (401, 404)):
+            return HubError(f"there is no data set {repo_id} on the Hugging Face Hub (or it is private); check the "
+                            "name on its Hub page, e.g. hf:nyu-mll/glue/sst2:train")
+        if code == "RevisionNotFound" and what == "the data set":
+            return HubError(f"{repo_id} has no such revision on the Hugging Face Hub")
         if code == "RepoNotFound" or (e.code in (401, 404) and what == "the model"):
             close = suggestion(repo_id)
             return HubError(f"there is no model {repo_id} on the Hugging Face Hub (or it is private)" + (close or (
@@ -324,12 +329,12 @@ def _failed(e: Exception, repo_id: str, what: str) -> HubError:
     return HubError(not_here(repo_id, f"the Hugging Face Hub ({endpoint()}) cannot be reached ({reason})"))
 
 
-def _json(url: str, repo_id: str) -> dict:
+def _json(url: str, repo_id: str, what: str = "the model") -> dict:
     try:
         with _OPENER.open(_request(url), timeout=30) as r:
             body = r.read(MAX_JSON_BYTES + 1)
     except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-        raise _failed(e, repo_id, "the model") from None
+        raise _failed(e, repo_id, what) from None
     if len(body) > MAX_JSON_BYTES:
         raise HubError(f"the server at {endpoint()} sent more than {full_disk.size_text(MAX_JSON_BYTES)} about "
                        f"{repo_id}, far more than a model's file list, so it was not read; check HF_ENDPOINT")
@@ -362,7 +367,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_WebRedirect)
 
 
-def _describe(url: str, repo_id: str, name: str) -> tuple[str, int, str]:
+def _describe(url: str, repo_id: str, name: str, bound: int | None = None) -> tuple[str, int, str]:
     """(the file's ETag, its size, where to GET it) from a HEAD request, each checked (``_etag``,
     ``_size``). The Hub answers a large (LFS) file with a redirect to its CDN that carries X-Linked-Etag
     and X-Linked-Size; a renamed repository answers with a redirect on the Hub itself, which is followed."""
@@ -378,7 +383,7 @@ def _describe(url: str, repo_id: str, name: str) -> tuple[str, int, str]:
                                    "not a web address, so nothing was fetched; check HF_ENDPOINT") from None
                 if e.headers.get("X-Linked-Etag"):  # an LFS file on the CDN
                     return (_etag(e.headers["X-Linked-Etag"], repo_id, name),
-                            _size(e.headers.get("X-Linked-Size"), repo_id, name), target)
+                            _size(e.headers.get("X-Linked-Size"), repo_id, name, bound), target)
                 url = target
                 continue
             raise _failed(e, repo_id, f"the file {name}") from None
@@ -389,7 +394,7 @@ def _describe(url: str, repo_id: str, name: str) -> tuple[str, int, str]:
             size = r.headers.get("X-Linked-Size") or r.headers.get("Content-Length")
         if not etag or size is None:
             raise HubError(f"the Hub did not say the size of {name} in {repo_id}; try again later")
-        return _etag(etag, repo_id, name), _size(size, repo_id, name), url
+        return _etag(etag, repo_id, name), _size(size, repo_id, name, bound), url
     raise HubError(f"the Hub sent {repo_id} round too many redirects; try again later")
 
 
@@ -406,17 +411,19 @@ def _etag(value: str, repo_id: str, name: str) -> str:
     return tag
 
 
-def _size(value: str | None, repo_id: str, name: str) -> int:
-    """An announced size, a whole number of bytes no larger than such a file can be (MAX_*_BYTES)."""
-    bound = MAX_WEIGHTS_BYTES if name in WEIGHTS else MAX_SMALL_FILE_BYTES
+def _size(value: str | None, repo_id: str, name: str, bound: int | None = None) -> int:
+    """An announced size, a whole number of bytes no larger than such a file can be (``bound``; by
+    default a BERT's: MAX_*_BYTES)."""
+    of = "such a file can be here" if bound else "such a file of a BERT can be"
+    bound = bound or (MAX_WEIGHTS_BYTES if name in WEIGHTS else MAX_SMALL_FILE_BYTES)
     text = (value or "").strip()
     if not text.isascii() or not text.isdigit():
         raise HubError(f"the server at {endpoint()} gave {name} of {repo_id} the size {ascii(text[:40])}, not a "
                        "number of bytes, so nothing was written; try again later, or check HF_ENDPOINT")
     if int(text) > bound:
         raise HubError(f"the server at {endpoint()} says {name} of {repo_id} is {full_disk.size_text(int(text))}, "
-                       f"more than the {full_disk.size_text(bound)} such a file of a BERT can be, so it was not "
-                       "fetched; check the name and HF_ENDPOINT")
+                       f"more than the {full_disk.size_text(bound)} {of}, so it was not fetched; check the name "
+                       "and HF_ENDPOINT")
     return int(text)
 
 

@@ -15,13 +15,14 @@ from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.data.tasks import BUILTIN_TASKS
-from bert_explorer.data.uploads.names import table_columns
+from bert_explorer.data.uploads.names import slug, table_columns
 from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import LABELS, duration_text, finetune_result
 from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
 from bert_explorer.tasks.metrics import small_dev_warning
+from bert_explorer.hub_datasets import EXAMPLE
 from bert_explorer.train.estimate import FINETUNE_ASK_S
 from bert_explorer.train.finetune_resume import resume_settings as resume_finetuning
 from bert_explorer.train.speed import said
@@ -71,8 +72,9 @@ base = model_picker(FINETUNE_DEFAULT_MODEL)  # the pre-trained model to start fr
 if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     # ----- 1. data ------------------------------------------------------------------------------------
     st.subheader("1. Data")
-    source = st.radio("Training data", ["Upload a file", "Built-in dataset"], key="ft_source", horizontal=True)
-    upload, data, data_error, spec, columns = None, None, None, {}, None
+    source = st.radio("Training data", ["Upload a file", "Built-in dataset", "A Hugging Face data set"],
+                      key="ft_source", horizontal=True)
+    upload, data, data_error, spec, columns, hub_spec, hub_dev = None, None, None, {}, None, "", ""
     if source == "Upload a file":
         upload = dv.uploaded_file(
             "CSV / TSV / JSONL with a header (text, label ...), Parquet (as Hugging Face datasets export), CoNLL "
@@ -103,6 +105,31 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                 st.error(result)
             else:
                 data = result
+    elif source == "A Hugging Face data set":
+        h1, h2 = st.columns(2)
+        hub_spec = h1.text_input("Training split", key="ft_hub_spec", max_chars=200, placeholder=EXAMPLE,
+                                 help="hf:OWNER/NAME[/CONFIG][:SPLIT], as on the data set's Hub page: its Parquet "
+                                      "files are downloaded once into the Hugging Face cache (HF_HOME), then read "
+                                      "offline, bounded like an upload.").strip()
+        hub_dev = h2.text_input("Dev split (optional; else a part of the training split)", key="ft_hub_dev",
+                                max_chars=200, placeholder=EXAMPLE.replace(":train", ":validation")).strip()
+        fetched = st.session_state.get("ft_hub_read") == (hub_spec, hub_dev)
+        if not hub_spec:
+            data_error = f"Name a data set on the Hub, e.g. {EXAMPLE}."
+        elif fetched or work_button("Download and read it", key="ft_hub_fetch",
+                                    help="Fetches the split's Parquet files from the Hugging Face Hub (nothing "
+                                         "else of the data set), or reads them from the cache."):
+            for part in filter(None, (hub_dev, hub_spec)):  # the training split last: its data is the preview
+                outcome, result = dv.hub_split(part)
+                if outcome == "error":
+                    data, data_error = None, result
+                    st.error(without_host_paths(result))
+                    break
+                data = result
+            if data_error is None:
+                st.session_state["ft_hub_read"] = (hub_spec, hub_dev)
+        else:
+            data_error = "Download the data set (the button above) to see it and fine-tune on it."
     else:
         options = [n for n, t in BUILTIN_TASKS.items() if t.available] + [f"tiny:{t}" for t in TASK_TYPES]
         builtin = st.selectbox("Built-in dataset", options, key="ft_builtin",
@@ -196,8 +223,10 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     try:
         config = FinetuneConfig(
             model=str(Path(base).resolve()) if base and Path(base).exists() else (base or FINETUNE_DEFAULT_MODEL),
-            train=(upload[0] if upload else "" if source == "Upload a file" else
-                   builtin if builtin.startswith("tiny:") else f"builtin:{builtin}"),
+            train=(upload[0] if upload else "" if source == "Upload a file" else hub_spec
+                   if source == "A Hugging Face data set" else builtin if builtin.startswith("tiny:")
+                   else f"builtin:{builtin}"),
+            dev=hub_dev or None,
             **{k: v for k, v in spec.items() if v}, mode=mode, features=features, max_seq_length=int(max_len),
             batch_size=int(batch), lr=float(lr), lr_grid=[5e-5, 3e-5, 2e-5] if grid else [], epochs=float(epochs),
             max_train_examples=int(max_train) or None, dev_fraction=float(dev_fraction), seed=int(seed),
@@ -219,7 +248,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             estimated = data if data is not None else dv.builtin_data(builtin)
         ready = long_run_confirmed(config, estimated)
     if work_button("Fine-tune", type="primary", key="ft_start", disabled=not ready):
-        stem = Path(upload[0]).stem if upload else builtin.replace(":", "-")
+        stem = Path(upload[0]).stem if upload else slug(hub_spec) if hub_spec else builtin.replace(":", "-")
         run_dir = rv.new_run_dir(f"finetune-{stem}", root)
         path = None
         if upload:  # the data travels with the run: it can be repeated and inspected later

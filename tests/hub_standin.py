@@ -55,7 +55,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 # Files the Hub's default .gitattributes stores with git-lfs (plus TF checkpoint shards).
-LFS_PATTERNS = ("*.bin", "*.safetensors", "*.h5", "*.msgpack", "*.ot", "*.onnx", "*.ckpt",
+LFS_PATTERNS = ("*.bin", "*.safetensors", "*.parquet", "*.h5", "*.msgpack", "*.ot", "*.onnx", "*.ckpt",
                 "*.mlmodel", "*.pt", "*.pth", "*.data-*", "*.tflite", "*.pb")
 
 
@@ -90,8 +90,10 @@ class HubStandin:
     ``hub.requests``: every request, in order (see ``HubRequest``).
     """
 
-    def __init__(self, root, *, gated=(), aliases=None, lfs_redirect=False, tree_page_size=None):
+    def __init__(self, root, *, gated=(), aliases=None, lfs_redirect=False, tree_page_size=None, datasets=None):
         self.root = Path(root)
+        # data set repositories: <datasets>/<owner>/<name>/ (main) and <name>@refs-convert-parquet/ (that branch)
+        self.datasets = Path(datasets) if datasets else None
         self.gated = set(gated)
         self.aliases = dict(aliases or {})
         self.lfs_redirect = lfs_redirect
@@ -220,6 +222,23 @@ class HubStandin:
                 out[p.relative_to(folder).as_posix()] = self._describe(p)
         return out
 
+    def dataset_dir(self, repo_id, revision) -> Path | None:
+        parts = repo_id.split("/")
+        if self.datasets is None or len(parts) != 2 or ".." in parts:
+            return None
+        suffix = "" if revision == "main" else "@" + revision.replace("/", "-")
+        folder = self.datasets / parts[0] / (parts[1] + suffix)
+        return folder if folder.is_dir() else None
+
+    def dataset_files(self, folder: Path) -> dict[str, _File]:
+        return {p.relative_to(folder).as_posix(): self._describe(p) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+    def dataset_sha(self, folder: Path) -> str:
+        h = hashlib.sha1(folder.name.encode())
+        for name, f in self.dataset_files(folder).items():
+            h.update(f"{name}\0{f.git_oid}\n".encode())
+        return h.hexdigest()
+
     def commit_sha(self, repo_id) -> str:
         """A fake 40-hex commit id, stable for a given content of the repo."""
         h = hashlib.sha1()
@@ -280,6 +299,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if segs == ["api", "agent-harnesses"]:  # fetched once a day by huggingface_hub's user-agent code
                 return self._json({"standardEnvVars": [], "harnesses": {}}, head)
+            if segs[:2] == ["api", "datasets"] and len(segs) == 6 and segs[4] == "revision":
+                return self._dataset_info("/".join(segs[2:4]), segs[5], head)
+            if segs[:1] == ["datasets"] and len(segs) > 5 and segs[3] == "resolve":
+                return self._dataset_file("/".join(segs[1:3]), segs[4], "/".join(segs[5:]), head)
             if segs[:2] == ["api", "models"] and len(segs) > 2:
                 rest = segs[2:]  # {repo}[/revision/{rev} | /tree/{rev}/{path}], repo of 1 or 2 parts
                 n = 1 if len(rest) == 1 or rest[1] in ("revision", "tree") else 2
@@ -304,6 +327,35 @@ class _Handler(BaseHTTPRequestHandler):
             self._resolve(repo, segs[n + 1], "/".join(segs[n + 2:]), head)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+    # --- data sets: /api/datasets/{repo}/revision/{rev} and /datasets/{repo}/resolve/{sha}/{file} ---
+    def _dataset_info(self, repo, revision, head):
+        folder = self.hub.dataset_dir(repo, revision)
+        if folder is None:
+            if self.hub.dataset_dir(repo, "main") is None:
+                return self._error(404, "RepoNotFound", "Repository not found")
+            return self._error(404, "RevisionNotFound", f"Invalid rev id: {revision}")
+        sha = self.hub.dataset_sha(folder)
+        self._json({"_id": sha[:24], "id": repo, "sha": sha, "private": False, "gated": False,
+                    "siblings": [{"rfilename": n} for n in self.hub.dataset_files(folder)]}, head)
+
+    def _dataset_file(self, repo, rev, name, head):
+        self.record.repo_id, self.record.filename = repo, name
+        for revision in ("main", "refs/convert/parquet"):
+            folder = self.hub.dataset_dir(repo, revision)
+            if folder is not None and rev in (revision, self.hub.dataset_sha(folder)):
+                f = self.hub.dataset_files(folder).get(name)
+                if f is None:
+                    return self._error(404, "EntryNotFound", f"{name} does not exist on \"{rev}\"")
+                sha = self.hub.dataset_sha(folder)
+                headers = {"X-Repo-Commit": sha, "ETag": f'"{f.sha256 if f.lfs else f.git_oid}"',
+                           "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
+                if f.lfs:
+                    headers.update({"X-Linked-Etag": f'"{f.sha256}"', "X-Linked-Size": str(f.size)})
+                if name in self.hub.lies.get("size", {}):
+                    return self._send_endless(headers, head, self.hub.lies["size"][name], f.lfs)
+                return self._send_file(repo, name, f, headers, head)
+        return self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}")
 
     def _redirect_alias(self, repo, head):
         """A renamed repo: 307 to the same path under the canonical id (relative Location)."""

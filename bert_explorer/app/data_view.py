@@ -52,6 +52,18 @@ def read_upload(name: str, data: bytes, task: TaskType | None = None, text_colum
     return "ok", td
 
 
+def hub_split(spec: str):
+    """("ok", TaskData) or ("error", one sentence) of a Hub data set's split (``hf:owner/name[/config]
+    [:split]``), as a run reads it: downloaded once into the Hugging Face cache, then from there."""
+    from ..full_disk import DiskFull
+    from ..train.finetune import read_spec
+
+    try:
+        return "ok", read_spec(FinetuneConfig(train=spec), spec)
+    except (ValueError, DiskFull) as e:
+        return "error", str(e)
+
+
 @by_inputs(max_entries=4, show_spinner="Loading the data set…")
 def builtin_data(name: str):
     """A built-in data set (``tiny:<task>`` = generated) for the preview."""

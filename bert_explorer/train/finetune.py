@@ -20,11 +20,11 @@ from pathlib import Path
 
 import torch
 
-from .. import checkpoint, full_disk, hub
+from .. import checkpoint, full_disk, hub, hub_datasets
 from ..data.tasks import check_dev_labels, load_builtin, train_dev_split
 from ..data.tiny_tasks import make_tiny
-from ..data.uploads.core import TaskData
-from ..data.uploads.reader import read_task_file
+from ..data.uploads.core import DataError, TaskData
+from ..data.uploads.reader import read_parquet_split, read_task_file
 from ..model import cpu_kernels
 from ..runs.lock import writes_run
 from ..runs.run import Run
@@ -68,7 +68,9 @@ class FinetuneConfig:
     model: str = setting(FINETUNE_DEFAULT_MODEL, "The pre-trained model to start from: a short name or a "
                                                  "checkpoint folder.")
     train: str = setting("builtin:bbc-topics", "The training data: a file (CSV, TSV, JSONL, Parquet, CoNLL, SQuAD "
-                                               "JSON), builtin:NAME, or tiny:TASK (a small generated set).")
+                                               "JSON), builtin:NAME, tiny:TASK (a small generated set), or a Hugging "
+                                               "Face data set, hf:OWNER/NAME[/CONFIG][:SPLIT] (e.g. "
+                                               "hf:nyu-mll/glue/sst2:train; downloaded once, then read offline).")
     dev: str | None = setting(None, "The dev data, in the same forms as train; by default a stratified dev-fraction "
                                     "of train.")
     task: str | None = setting(None, "The task type (classification, pair-classification, regression, ner, qa, "
@@ -176,6 +178,14 @@ def read_spec(cfg: FinetuneConfig, spec: str) -> TaskData:
         return load_builtin(spec[len("builtin:"):], seed=cfg.seed)
     if spec.startswith("tiny:"):  # generated, learnable in seconds: tests and demos
         return make_tiny(spec[len("tiny:"):], n=cfg.max_train_examples or 64, seed=cfg.seed)
+    if hub_datasets.is_dataset_spec(spec):  # a Hub data set's split: its Parquet files, read as an upload
+        try:
+            paths, where = hub_datasets.open_split(spec)
+        except hub.HubError as e:
+            raise DataError(f"{e}.") from None
+        data = read_parquet_split(paths, spec, cfg.task, cfg.text_column, cfg.text_pair_column, cfg.label_column)
+        data.notes.insert(0, f"read {where}")
+        return data
     return read_task_file(spec, cfg.task, cfg.text_column, cfg.text_pair_column, cfg.label_column)
 
 

@@ -10,6 +10,19 @@ from .core import DataError, DEFAULT_MAX_BYTES
 from .decode import _size
 
 MAGIC = b"PAR1"  # every Parquet file starts and ends with these four bytes
+AGAIN = "export it again (with dataset.to_parquet('train.parquet') from Hugging Face datasets) and upload the new file."
+
+
+def _whole(path: Path, name: str) -> None:
+    """A Parquet file starts and ends with PAR1: one that does not is another format, or cut short."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+        f.seek(-4, 2)
+        tail = f.read(4)
+    if head != MAGIC or tail != MAGIC:
+        where = "start" if head != MAGIC else "end"
+        raise DataError(f"{name} is not a complete Parquet file (it does not {where} with the bytes PAR1, so it "
+                        f"is {'another format' if where == 'start' else 'cut short'}); {AGAIN}")
 
 
 def is_parquet(path: Path) -> bool:
@@ -34,16 +47,7 @@ def parquet_table(path: Path, name: str,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with open(path, "rb") as f:
-        head = f.read(4)
-        f.seek(-4, 2)
-        tail = f.read(4)
-    again = "export it again (with dataset.to_parquet('train.parquet') from Hugging Face datasets) and upload " \
-            "the new file."
-    if head != MAGIC or tail != MAGIC:
-        where = "start" if head != MAGIC else "end"
-        raise DataError(f"{name} is not a complete Parquet file (it does not {where} with the bytes PAR1, so it "
-                        f"is {'another format' if where == 'start' else 'cut short'}); {again}")
+    _whole(path, name)
     try:
         meta = pq.ParquetFile(path).metadata  # the footer only: no data is read
         groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
@@ -63,9 +67,73 @@ def parquet_table(path: Path, name: str,
         # pyarrow's own words, last clause only: its messages name the temporary file's path
         reason = (str(e).splitlines() or [""])[0].rsplit(": ", 1)[-1].strip().rstrip(".")
         reason = f" ({reason})" if reason and "/" not in reason and ". " not in reason else ""
-        raise DataError(f"{name} cannot be read as Parquet{reason}: the file is damaged; {again}") from None
+        raise DataError(f"{name} cannot be read as Parquet{reason}: the file is damaged; {AGAIN}") from None
     columns = [str(c) for c in table.column_names]
-    return columns, list(enumerate(table.to_pylist(), 1))
+    rows = table.to_pylist()
+    _label_names(rows, table.schema.metadata or {})
+    return columns, list(enumerate(rows, 1))
+
+
+def parquet_tables(paths: list[Path], name: str,
+                   max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[list[str], list[tuple[int, dict]]]:
+    """:func:`parquet_table` of a table kept in several files (the shards of a Hub data set's split),
+    bounded as one: every footer is read, and the whole measured, before any row is."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for p in paths:
+        _whole(p, name)
+    try:
+        metas = [pq.ParquetFile(p).metadata for p in paths]
+    except (pa.ArrowException, OSError):
+        raise DataError(f"{name} cannot be read as Parquet: its footer is damaged; {AGAIN}") from None
+    chunks = [m.row_group(i).column(j) for m in metas for i in range(m.num_row_groups)
+              for j in range(m.row_group(i).num_columns)]
+    _check_size(name, sum(m.num_rows for m in metas), sum(c.num_values for c in chunks),
+                sum(c.total_uncompressed_size for c in chunks), "once decompressed", max_bytes)
+    columns, rows = None, []
+    for p in paths:
+        cols, part = parquet_table(p, name, max_bytes)
+        if columns is not None and cols != columns:
+            raise DataError(f"{name}'s Parquet files do not share their columns ({', '.join(columns)} against "
+                            f"{', '.join(cols)}); fetch the split again")
+        columns = cols
+        rows += [r for _, r in part]
+    return columns or [], list(enumerate(rows, 1))
+
+
+def _label_names(rows: list[dict], metadata: dict) -> None:
+    """Class numbers made their names, where the file says them: a table written by Hugging Face
+    datasets keeps its features in the schema's metadata, a ``ClassLabel`` with its names (SST-2's
+    0/1 = negative/positive; CoNLL-2003's tags 0..8 = O, B-PER, ...), alone or in a list (a
+    ``Sequence`` or ``List`` of them). A number outside the names (GLUE's -1 on a test split) is no label."""
+    import json
+
+    try:
+        features = json.loads(metadata.get(b"huggingface", b"{}")).get("info", {}).get("features", {})
+    except (ValueError, AttributeError):
+        return
+    if not isinstance(features, dict):
+        return
+    for column, feature in features.items():
+        inner, listed = feature, False
+        if isinstance(feature, dict) and feature.get("_type") in ("Sequence", "List", "LargeList"):
+            inner, listed = feature.get("feature"), True
+        elif isinstance(feature, list) and len(feature) == 1:  # an older writer's list of one feature
+            inner, listed = feature[0], True
+        names = inner.get("names") if isinstance(inner, dict) and inner.get("_type") == "ClassLabel" else None
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            continue
+
+        def named(v):
+            if not isinstance(v, int) or isinstance(v, bool):
+                return v  # already a name (or missing)
+            return names[v] if 0 <= v < len(names) else None
+        for row in rows:
+            if column in row:
+                v = row[column]
+                row[column] = [named(x) for x in v] if listed and isinstance(v, list) else (
+                    v if listed else named(v))
 
 
 def _check_size(name: str, rows: int, values: int, nbytes: int, how: str, max_bytes: int) -> None:

@@ -13,7 +13,7 @@ from .decode import _decode, _size
 from .helpers import _looks_like_conll, iter_lines
 from .json_formats import JsonFormats, loads
 from .line_formats import LineFormats
-from .parquet import is_parquet, parquet_table
+from .parquet import is_parquet, parquet_tables
 from .structured import StructuredRecords
 from .tables import Tables
 
@@ -45,11 +45,31 @@ def read_task_file(path: str | Path, task: TaskType | str | None = None, text_co
         raise DataError(f"{name} is empty (0 bytes); upload a file with a header line and at least "
                         f"{MIN_EXAMPLES} examples.")
     if is_parquet(path):  # a binary table: its rows become records, read with the CSV column rules
-        reader = _Reader(name, "", task, text_column, text_pair_column, label_column, [])
-        reader.fmt, reader.unit = "Parquet", "row"
-        data = reader.from_records(parquet_table(path, name, max_bytes), "Parquet")
-        data.source = str(path)
-        return data
+        data = read_parquet_split([path], name, task, text_column, text_pair_column, label_column, max_bytes)
+    else:
+        data = _read_text(path, name, task, text_column, text_pair_column, label_column)
+    data.source = str(path)
+    return data
+
+
+def read_parquet_split(paths: list[Path], name: str, task: TaskType | str | None = None,
+                       text_column: str | None = None, text_pair_column: str | None = None,
+                       label_column: str | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> TaskData:
+    """A table kept in one or several Parquet files (a Hub data set's split, ``name``), read as one
+    upload."""
+    if isinstance(task, str):
+        try:
+            task = task_type(task)
+        except ValueError as e:
+            raise DataError(str(e)) from None
+    reader = _Reader(name, "", task, text_column, text_pair_column, label_column, [])
+    reader.fmt, reader.unit = "Parquet", "row"
+    data = reader.from_records(parquet_tables(paths, name, max_bytes), "Parquet")
+    data.source = name
+    return data
+
+
+def _read_text(path: Path, name: str, task, text_column, text_pair_column, label_column) -> TaskData:
     text, notes = _decode(path, name)
     if not text.strip():
         raise DataError(f"{name} holds only white space; upload a file with a header line and at least "
