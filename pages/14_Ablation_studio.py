@@ -252,6 +252,9 @@ for axis, fig in figs.items():
     shown_columns = ["setting", "task"] + (["seed"] if sub["seed"].notna().any() else []) + \
         ["metric", "ours", "paper", "paper_metric", "paper_source", "state"]
     c1.dataframe(sub[shown_columns], hide_index=True, width="stretch")
+    if axis == "transfer":
+        c1.caption(results.TABLE7_CAPTION.format(models=", ".join(sorted(set(sub["size"]))),
+                                                 tasks=", ".join(sorted(set(sub["task"])))))
     exports.figure(fig, f"abl_fig_{axis}", container=c2)
 
 st.subheader("4. Do the paper's directions hold?")

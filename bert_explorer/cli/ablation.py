@@ -28,10 +28,14 @@ from .common import UserError, run_or_background, start_run, user_errors
 def register(sub) -> None:
     """Add ``ablate`` to the subcommands ``sub``."""
     s = sub.add_parser("ablate", help="run an ablation grid of Section 5 (Tables 5-8) headless, or report one")
-    s.add_argument("--recipe", help="a shipped recipe (paper-mini, cpu-small, miniatures, smoke) or a recipe JSON file")
+    s.add_argument("--recipe", help="a shipped recipe (paper-mini, cpu-small, miniatures, table7, smoke) or a recipe JSON file")
     s.add_argument("--task", metavar="SPEC", help="fine-tune on this task instead of the recipe's: a file (CSV, TSV, "
                                                   "JSONL, CoNLL, SQuAD JSON), builtin:NAME or tiny:TASK; the recipe's "
                                                   "first task's limits (examples, dev fraction) are kept")
+    s.add_argument("--model", metavar="SIZE|HUB_ID",
+                   help="for a recipe of downloaded models (miniatures, table7): the model of the paper to start "
+                        "from, a size (tiny, mini, small, medium, base, ...) or its Hub id "
+                        "(google/bert_uncased_L-8_H-512_A-8)")
     s.add_argument("--estimate", action="store_true", help="print the plan (cells, downloads, estimated time) "
                                                             "and exit without running it")
     s.add_argument("--output", help="the ablation directory (plan.json, results.jsonl, pretrain/, cells/)")
@@ -50,7 +54,7 @@ def cmd_ablate(args) -> int:
         if not is_ablation(args.report) or not (Path(args.report) / "plan.json").exists():
             raise UserError(f"{args.report} is not an ablation directory (no plan.json); "
                             "run bert-explorer ablate first")
-        plan, res, df = results.load(args.report)
+        plan, res, df = results.load(args.report, judge_old=True)
         print(results.to_csv(df) if args.format == "csv" else
               report_markdown(plan, res, df, f"Ablation {plan['recipe']['name']} ({args.report})"), end="")
         return 0
@@ -64,6 +68,8 @@ def cmd_ablate(args) -> int:
             recipe = grid.load_recipe(source)
             if args.task:
                 recipe = with_task(recipe, args.task)
+            if args.model:
+                recipe = with_model(recipe, args.model)
     elif not args.resume:
         raise UserError("give --recipe NAME|FILE (" + ", ".join(grid.list_recipes()) + ")")
     if args.estimate:
@@ -86,6 +92,19 @@ def cmd_ablate(args) -> int:
         show=lambda _: _show_ablation(args.output),
         start=lambda: start_run("ablate", recipe, args,
                                 "started the ablation in the background: {path} (pid {pid})"))
+
+
+def with_model(recipe: dict, model: str) -> dict:
+    """A recipe of downloaded models started from ``model`` (a size or the Hub id of one)."""
+    if recipe.get("pretrained") != "hub" or "size" in recipe["axes"]:
+        raise UserError(f"--model chooses the downloaded model of a recipe that varies no size (such as table7); "
+                        f"recipe {recipe['name']} " + ("varies the size itself" if recipe.get("pretrained") == "hub"
+                                                       else "pre-trains its models here"))
+    size = next((s for s in grid.hub_sizes() if model in (s, grid.hub_repo(s))), None)
+    if size is None:
+        raise UserError(f"--model {model}: no pre-trained model of the paper has that name; give a size "
+                        f"({', '.join(grid.hub_sizes()[:8])}, ...) or its Hub id, e.g. {grid.hub_repo('medium')}")
+    return grid.validate({**recipe, "baseline": {**recipe["baseline"], "size": size}})
 
 
 def with_task(recipe: dict, spec: str) -> dict:

@@ -32,6 +32,8 @@ lacks the cells it needs (``holds``: True, False, None for the last two).
 """
 from __future__ import annotations
 
+import json
+import math
 import re
 import statistics
 from pathlib import Path
@@ -40,6 +42,7 @@ import pandas as pd
 
 from .. import safe_text
 from ..checkpoint import ASSETS
+from ..data.pretraining import on_plateau
 from ..data.objectives import BERT, NO_NSP
 from ..tasks.registry import TASK_TYPES
 from . import grid, paper
@@ -84,8 +87,7 @@ def table(plan: dict, results: dict[str, dict]) -> pd.DataFrame:
                 "task_type": rec.get("task_type") or spec.get("task_type"), "metric": rec.get("metric"),
                 "ours": rec.get("score"), "paper": p.get("value"), "paper_metric": p.get("metric"),
                 "paper_source": p.get("source"), "paper_row": p.get("row"),
-                "state": f"finished · {DID_NOT_LEARN} (majority rate {float(rec['majority']):.1f})"
-                if rec.get("status") == "finished" and did_not_learn(rec) else rec.get("status", "pending"),
+                "state": _state(rec),
                 "size": cell["size"], "objective": cell["objective"],
                 "transfer": cell["transfer"], "masking": cell["masking"],
                 "pretrain_mlm_ppl": pre.get("mlm_perplexity"), "pretrain_nsp_acc": pre.get("nsp_accuracy"),
@@ -100,6 +102,23 @@ def table(plan: dict, results: dict[str, dict]) -> pd.DataFrame:
     return df
 
 
+# What differs between our Table 7 and the paper's, said beside it (the report, the studio).
+TABLE7_CAPTION = ("The paper's rows are BERT-Base on CoNLL-2003 (news; 204,567 training tokens, dev F1), ours {models} on "
+                  "{tasks}: another model, another data set and far less of it, so the absolute scores are not the "
+                  "paper's and only the order of the rows compares. On a few hundred dev sentences the embeddings "
+                  "falling below the hidden layers can be told apart; concat-last-4 against fine-tuning is within "
+                  "0.3 points in the paper, so \"no difference measurable here\" is its finding too.")
+
+
+def _state(rec: dict) -> str:
+    state = rec.get("status", "pending")
+    if state != "finished":
+        return state
+    if did_not_learn(rec):
+        state += f" · {DID_NOT_LEARN} (majority rate {float(rec['majority']):.1f})"
+    return state + (f" · {PLATEAU}" if plateau(rec) else "")
+
+
 def _setting_rank(axis: str, value: str) -> float:
     if axis == "size":
         return grid.encoder_parameters(value)
@@ -107,13 +126,42 @@ def _setting_rank(axis: str, value: str) -> float:
     return order.index(value) if value in order else len(order)
 
 
-def load(abl: str | Path) -> tuple[dict, dict[str, dict], pd.DataFrame]:
-    """(plan, results, table) of an ablation directory."""
+def load(abl: str | Path, judge_old: bool = False) -> tuple[dict, dict[str, dict], pd.DataFrame]:
+    """(plan, results, table) of an ablation directory. ``judge_old``: the pre-trainings of a run
+    from before the word-frequency plateau was recorded are judged now (their corpus's entropy
+    computed, once a machine: the report command does, a page does not)."""
     plan = read_plan(abl)
     if plan is None:
         raise FileNotFoundError(f"{abl} holds no ablation (no plan.json)")
     results = read_results(abl)
+    if judge_old:
+        results = with_plateau(abl, plan, results)
     return plan, results, table(plan, results)
+
+
+def with_plateau(abl: str | Path, plan: dict, results: dict[str, dict]) -> dict[str, dict]:
+    """``results`` with each pre-training's unigram entropy, where the run did not record it: from the
+    settings its folder kept (its vocabulary among them), else the plan's."""
+    from ..train.pretrain_config import PretrainConfig
+    from ..train.pretraining_data import corpus_entropy
+
+    entropies, out = {}, {}
+    for cell_id, rec in results.items():
+        pre, key = rec.get("pretrain") or {}, rec.get("pretrain_key")
+        cfg = plan.get("pretrainings", {}).get(key)
+        if "unigram_entropy" in pre or not pre.get("mlm_perplexity") or not cfg or "hub" in cfg:
+            out[cell_id] = rec
+            continue
+        if key not in entropies:
+            kept = Path(abl) / "pretrain" / key / "config.json"
+            saved = json.loads(kept.read_text()) if kept.is_file() else {}
+            settings = {k: v for k, v in {**cfg, **saved}.items() if k != "kind"}
+            try:
+                entropies[key] = corpus_entropy(PretrainConfig.from_dict(settings, strict=False))
+            except (ValueError, OSError):  # a corpus or vocabulary that is not here: left unjudged
+                entropies[key] = None
+        out[cell_id] = {**rec, "pretrain": {**pre, "unigram_entropy": entropies[key]}} if entropies[key] else rec
+    return out
 
 
 # ----- the four directions --------------------------------------------------------------------
@@ -123,15 +171,19 @@ def _finished(records) -> list[dict]:
 
 
 YES, NO, TIE, NOT_MEASURED = "yes", "no", "no difference measurable here", "not measured"
+NOT_MEASURABLE = "not measurable"  # neither cell learnt the task, or a cell's model never learnt language
 DID_NOT_LEARN = "did not learn"
+PLATEAU = "its model did not leave the word-frequency plateau"
 Z95 = 1.96  # a two-sided 95 % interval of a normal distribution
 PROPORTIONS = {"accuracy", "f1", "macro_f1", "exact_match"}  # metrics that are (close to) a share of examples
 RULE = ("A comparison counts as \"yes\" or \"no\" only when the mean difference is larger than its noise: the "
         "seeds' spread (the larger standard deviation of the two settings), or, where larger, the sampling error "
         "of two accuracies on these dev sets (1.96 · √(se₁² + se₂²), se = √(p(1−p)/n): a 95 % two-proportion "
         "test); else \"no difference measurable here\". A cell not above its dev set's majority rate by more than "
-        "1.96 · se \"did not learn\", and two such cells are never told apart. A direction is \"yes\" when every "
-        "comparison is yes, \"no\" when any is no.")
+        "1.96 · se \"did not learn\", and two such cells are \"not measurable\": never told apart. Nor is a cell whose "
+        "pre-trained model did not leave the word-frequency plateau (its held-out loss not 0.1 nats below the "
+        "corpus's unigram entropy: it learnt little beyond word counts). A direction is \"yes\" when every "
+        "measurable comparison is yes, \"no\" when any is no, \"not measurable\" when none is.")
 
 
 def sampling_error(r: dict) -> float:
@@ -144,11 +196,25 @@ def sampling_error(r: dict) -> float:
     return 100 * (p * (1 - p) / n) ** 0.5
 
 
+def plateau(r: dict) -> bool:
+    """Did the pre-training this cell fine-tuned stay on the word-frequency plateau? (False where
+    unknown: a downloaded model, or a run from before the rule without its corpus's entropy.)"""
+    pre = r.get("pretrain") or {}
+    if "plateau" in pre:
+        return bool(pre["plateau"])
+    if pre.get("unigram_entropy") and pre.get("mlm_perplexity"):
+        return on_plateau(math.log(pre["mlm_perplexity"]), pre["unigram_entropy"])
+    return False
+
+
 def did_not_learn(r: dict) -> bool:
     """Is the setting's score within sampling noise of always answering the most frequent label?"""
     if r.get("majority") is None or r.get("score") is None:
         return False
-    return float(r["score"]) <= float(r["majority"]) + Z95 * sampling_error({**r, "score": r["majority"]})
+    # the majority rate inside the score's own 95 % interval (at a rate of 0, as NER's F1 of answering no
+    # entity, the interval of the majority itself would be empty: any lucky entity would count as learnt)
+    noise = Z95 * max(sampling_error(r), sampling_error({**r, "score": r["majority"]}))
+    return float(r["score"]) <= float(r["majority"]) + noise
 
 
 def _settings(recs: list[dict]) -> list[dict]:
@@ -174,9 +240,10 @@ def noise(a: dict, b: dict) -> float:
 
 def compare(a: dict, b: dict) -> str:
     """Does setting ``a`` beat setting ``b``? YES / NO when the mean difference is larger than
-    its :func:`noise`, TIE (no difference measurable here) when it is not, or when neither learnt."""
-    if did_not_learn(a) and did_not_learn(b):
-        return TIE
+    its :func:`noise`, TIE (no difference measurable here) when it is not; NOT_MEASURABLE when
+    neither learnt, or either's model never left the word-frequency plateau."""
+    if (did_not_learn(a) and did_not_learn(b)) or plateau(a) or plateau(b):
+        return NOT_MEASURABLE
     diff, spread = a["score"] - b["score"], noise(a, b)
     if diff > spread:
         return YES
@@ -186,9 +253,13 @@ def compare(a: dict, b: dict) -> str:
 
 
 def verdict(outcomes: list[str]) -> str:
-    """A direction from its comparisons: every one YES -> YES; any NO -> NO; else TIE."""
+    """A direction from its measurable comparisons: every one YES -> YES; any NO -> NO; else TIE;
+    none measurable -> NOT_MEASURABLE."""
     if not outcomes:
         return NOT_MEASURED
+    outcomes = [o for o in outcomes if o != NOT_MEASURABLE]
+    if not outcomes:
+        return NOT_MEASURABLE
     if NO in outcomes:
         return NO
     return YES if all(o == YES for o in outcomes) else TIE
@@ -212,11 +283,13 @@ def _fmt(r: dict) -> str:
         text += f" ± {r['spread']:.1f} ({r['seeds']} seeds)"
     if did_not_learn(r):
         text += f" ({DID_NOT_LEARN}: majority rate {float(r['majority']):.1f})"
+    if plateau(r):
+        text += f" ({PLATEAU})"
     return text
 
 
 def _tie(outcome: str) -> str:
-    return f" ({TIE})" if outcome == TIE else ""
+    return f" ({outcome})" if outcome in (TIE, NOT_MEASURABLE) else ""
 
 
 def directions(records) -> list[dict]:
@@ -262,7 +335,8 @@ def directions(records) -> list[dict]:
         if len({r["size"] for r in g}) < 2:
             continue
         g = sorted(g, key=lambda r: grid.encoder_parameters(r["size"]))
-        outcomes.append(compare(g[-1], g[0]))
+        learnt = [r for r in g if not plateau(r)]  # no direction is read from a model that learnt only word counts
+        outcomes.append(compare(learnt[-1], learnt[0]) if len({r["size"] for r in learnt}) > 1 else NOT_MEASURABLE)
         details.append(f"{g[0]['task']}: " + " → ".join(f"{r['size']} {_fmt(r)}" for r in g) + _tie(outcomes[-1]))
     add("bigger_beats_smaller", outcomes, "; ".join(details) or "needs two or more sizes on the same task")
 
@@ -279,7 +353,10 @@ def directions(records) -> list[dict]:
         ft, cc, em = (g[k] for k in ("fine-tune", "concat-last-4", "embeddings"))
         spread = max(r.get("spread", 0.0) for r in (ft, cc, em))
         middle = {"score": (ft["score"] + em["score"]) / 2, "spread": spread}
-        outcomes.append(verdict([compare({**cc, "spread": spread}, em), compare(cc, middle)]))
+        if (did_not_learn(cc) and did_not_learn(ft)) or any(map(plateau, (ft, cc, em))):
+            outcomes.append(NOT_MEASURABLE)  # how close to fine-tuning cannot be told where neither learnt
+        else:
+            outcomes.append(verdict([compare({**cc, "spread": spread}, em), compare(cc, middle)]))
         details.append(f"{ft['task']}: fine-tune {_fmt(ft)}, concat-last-4 {_fmt(cc)}, embeddings {_fmt(em)}"
                        + _tie(outcomes[-1]))
     add("concat_close_to_finetune", outcomes,
@@ -327,6 +404,9 @@ def to_markdown(df: pd.DataFrame, dirs: list[dict], title: str = "Ablation resul
         parts += [f"## {AXIS_TITLES[axis]}", "", markdown_table(sub), ""]
         if sources:
             parts += ["Paper numbers: " + "; ".join(sources) + ".", ""]
+        if axis == "transfer":
+            parts += [TABLE7_CAPTION.format(models=", ".join(sorted(set(sub["size"]))),
+                                            tasks=", ".join(sorted(set(sub["task"])))), ""]
     parts += ["## Directions", "", RULE, "", "| direction | held in ours | our numbers | paper |", "|---|---|---|---|"]
     for d in dirs:
         parts.append(f"| {_md_cell(d['direction'])} | {d['verdict']} | {_md_cell(d['detail'])} | "

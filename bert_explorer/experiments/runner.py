@@ -166,10 +166,13 @@ def run_cell(abl: Path, plan: dict, cell: dict, model_dir: Path | str) -> dict:
 
 def majority_rate(dev) -> float | None:
     """The accuracy of always answering the most frequent label of ``dev`` (a TaskData), for tasks
-    with one label an example; None for tags, values, spans and choices."""
+    with one label an example; for tags, the entity F1 of answering the most frequent tag (O, no
+    entity) for every word: 0; None for values, spans and choices."""
     task = dev.task
-    if not task.labelled or task.per_token or not dev.examples:
+    if not task.labelled or not dev.examples:
         return None
+    if task.per_token:
+        return 0.0
     counts: dict[str, int] = {}
     for ex in dev.examples:
         for label in task.gold_labels(ex):
@@ -189,7 +192,8 @@ def _pretrain_summary(abl: Path, key: str, cfg: dict) -> dict:
         return {"hub": cfg["hub"]}
     st = Run(abl / "pretrain" / key).status()
     ev = st.get("eval_final") or {}
-    out = {k: ev[k] for k in ("mlm_accuracy", "mlm_perplexity", "nsp_accuracy") if k in ev}
+    out = {k: ev[k] for k in ("mlm_accuracy", "mlm_perplexity", "nsp_accuracy", "unigram_entropy", "plateau")
+           if k in ev}
     if st.get("started") and st.get("finished"):
         out["seconds"] = round(st["finished"] - st["started"], 1)
     return out

@@ -28,7 +28,7 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from .. import checkpoint, full_disk
-from ..data.pretraining import collate
+from ..data.pretraining import collate, on_plateau, plateau_sentence, unigram_entropy
 from ..model import IGNORE, BertConfig, BertForPreTraining, cpu_kernels, preset
 from ..tokenizer import WordPieceTokenizer
 from .device import Device, pick_device, threads_text
@@ -441,6 +441,12 @@ class Pretraining:
         elif self.data.held:  # a stop between evaluations (or before the first): measured now, and drawn in the curve too
             final = self._measure()
             run.log_metrics({"step": step, "split": "eval", **final, "time": time.time()})
+        if final.get("mlm_perplexity"):  # did it learn more than word counts?
+            entropy = unigram_entropy((x.original_ids() for x in self.data.train), self.data.tok.special_ids())
+            loss = math.log(final["mlm_perplexity"])
+            final = {**final, "unigram_entropy": round(entropy, 4), "plateau": on_plateau(loss, entropy)}
+            if final["plateau"]:
+                run.log(f"warning: this model {plateau_sentence(loss, entropy)}")
         if self.frames is not None and step not in self.frames.steps:  # a stop before the end: its last moment too
             self.frame(step, final)
         self.save(step, final=final)
