@@ -45,17 +45,25 @@ def test_the_unigram_entropy_and_the_plateau_rule():
     assert not on_plateau(6.93, 7.15)  # paper-mini's tiny model at 9.3 % held-out accuracy: it left the plateau
 
 
-def test_a_pre_training_that_learnt_only_word_counts_says_so(tmp_path, tiny_vocab):
+def test_a_pre_training_that_learnt_only_word_counts_says_so(runs_root, tiny_vocab):
+    """Its log, its status and the Pre-train page's panel say it."""
+    from streamlit.testing.v1 import AppTest
+
     from bert_explorer.runs.run import Run
     from bert_explorer.train.pretrain import run_pretraining
     from bert_explorer.train.pretrain_config import PretrainConfig
 
     cfg = PretrainConfig(corpus="tiny", size="tiny", vocab=str(tiny_vocab), max_steps=2, batch_size=4,
                          max_seq_length=32, eval_batches=2, lr=1e-7, device="cpu", precision="fp32")
-    result = run_pretraining(cfg, tmp_path / "r", progress=False)
+    result = run_pretraining(cfg, runs_root / "pretrain-stuck", progress=False)
     assert result["plateau"] is True and result["unigram_entropy"] < math.log(result["mlm_perplexity"])
-    assert "did not leave the word-frequency plateau" in (tmp_path / "r" / "log.txt").read_text()
-    assert Run(tmp_path / "r").status()["eval_final"]["plateau"] is True
+    assert "did not leave the word-frequency plateau" in (runs_root / "pretrain-stuck" / "log.txt").read_text()
+    assert Run(runs_root / "pretrain-stuck").status()["eval_final"]["plateau"] is True
+    at = AppTest.from_file("../pages/10_Pre-train.py", default_timeout=120)
+    at.session_state["pt_watch"] = "pretrain-stuck"
+    at.run()
+    assert not at.exception
+    assert any("did not leave the word-frequency plateau" in w.value for w in at.warning), [w.value for w in at.warning]
 
 
 def test_the_shipped_paper_mini_run_is_re_judged_by_the_rule():

@@ -10,6 +10,7 @@ system's finder (``runs/finder.py``) and words (``runs/report.py``); the curves 
 from __future__ import annotations
 
 import io
+import math
 import os
 import time
 import zipfile
@@ -20,6 +21,7 @@ import streamlit as st
 
 from . import exports
 from .. import full_disk
+from ..data.pretraining import plateau_sentence
 from ..data.uploads.names import safe_filename, slug
 from ..full_disk import DiskFull
 from ..runs import finder
@@ -196,6 +198,10 @@ def _pretrain_numbers(status: dict, rows: list[dict]) -> None:
                      "GPU's dense bf16 peak. Not shown on a CPU, which has no stated peak.")
     if status.get("precision"):
         st.caption(f"Training precision: **{status['precision']}** on {status.get('device', 'this device')}.")
+    final = status.get("eval_final") or {}
+    if final.get("plateau") and final.get("mlm_perplexity") and final.get("unigram_entropy"):
+        st.warning(f"This model {plateau_sentence(math.log(final['mlm_perplexity']), final['unigram_entropy'])}. "
+                   "More steps, a lower learning rate or a longer warm-up may get it going.")
 
 
 def _panel(run: Run, status: dict, kind: str, prefix: str) -> None:

@@ -296,7 +296,7 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
         resumed = {"job": json.loads(state["job"]), "best_state": best}
 
     def on_evaluated(step, job):  # a checkpoint to resume from: at every evaluation when asked, and at a Stop
-        if cfg.save_checkpoints or job.stop_taken:
+        if step and (cfg.save_checkpoints or job.stop_taken):  # (at step 0 there is nothing to go on from)
             save_checkpoint(run, (model, optimizer, scheduler, scaler), loaded.tokenizer, step, lr, job,
                             (len(train.examples), len(dev.examples)))
     forward = torch.compile(model) if cfg.compile else model  # dev answers and the saved model: the plain one
