@@ -2,7 +2,7 @@
 
     python bench/train_step.py [--size mini] [--batch 32] [--seq 128] [--steps 5] [--warmup 2]
                                [--device cpu|cuda] [--threads N] [--precision both|fp32|bf16] [--compile] [--levers]
-                               [--cpu-kernels]
+                               [--cpu-kernels] [--profile]
 
 One step = forward + backward + AdamW update with the MLM + NSP loss (paper, Section 3.1); both
 models are updated by the project's optimiser (``train.optim.make_optimizer``, fused AdamW). Both
@@ -104,7 +104,45 @@ def machine_state() -> str:
     except OSError:
         pass
     shown = sorted(f for f in flags if f.startswith(("avx512", "amx")) or f in ("avx2", "fma"))
-    return f"load average (1, 5, 15 min) {load};  CPU flags: {' '.join(shown) or '?'}"
+    kind = ("AMX (amx_bf16: bf16 tiles)" if "amx_bf16" in flags else "AVX512-BF16, no AMX" if "avx512_bf16" in flags
+            else "no native bf16" if flags else "?")
+    return f"load average (1, 5, 15 min) {load};  CPU kind: {kind};  CPU flags: {' '.join(shown) or '?'}"
+
+
+# Where a step's time goes: each operator's own time (torch.profiler's self CPU time), in the groups the
+# levers act on. Matched on the operator's name, in this order (the first group that matches).
+PROFILE_GROUPS = (
+    ("matrix products", ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "scaled_dot_product", "mkldnn",
+                         "onednn", "_flash_attention", "addbmm")),
+    ("optimizer", ("adam", "foreach", "lerp", "addcdiv", "addcmul")),
+    ("casts and copies", ("_to_copy", "aten::to", "copy_", "clone", "contiguous")),
+    ("layer norm", ("layer_norm",)),
+    ("GELU", ("gelu",)),
+    ("softmax and loss", ("softmax", "cross_entropy", "nll_loss", "log_softmax")),
+    ("dropout and masks", ("dropout", "bernoulli", "masked", "where")),
+    ("embeddings and gathers", ("embedding", "index", "gather", "take")),
+)
+
+
+def profile_step(step, batches, precision: str, name: str, steps: int = 2) -> None:
+    """torch.profiler over ``steps`` steps of ``name``: the share of each group, then the ten heaviest operators."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for batch in batches[:steps]:
+            float(step(batch))
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events)
+    groups: dict[str, float] = {}
+    for e in events:
+        key = e.key.lower()
+        group = next((g for g, words in PROFILE_GROUPS if any(w in key for w in words)), "other elementwise")
+        groups[group] = groups.get(group, 0.0) + e.self_cpu_time_total
+    print(f"[{precision}] where {name}'s step goes (torch.profiler, self CPU time, {steps} steps):")
+    for group, t in sorted(groups.items(), key=lambda kv: -kv[1]):
+        print(f"[{precision}]   {group:<24} {t / total:6.1%}   {t / steps / 1e3:8.1f} ms a step")
+    for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:10]:
+        print(f"[{precision}]     {e.key[:44]:<44} {e.self_cpu_time_total / total:6.1%}  x{e.count // steps}")
 
 
 def make_batches(n: int, batch: int, seq: int, vocab: int, mask_prob: float, device, seed: int):
@@ -168,6 +206,8 @@ def main() -> None:
     ap.add_argument("--cpu-kernels", action="store_true", help="also time ours with model.cpu_kernels applied (CPU)")
     ap.add_argument("--levers", action="store_true", help="also time ours with one lever off at a time: the explicit "
                                                           "attention path instead of SDPA, AdamW not fused")
+    ap.add_argument("--profile", action="store_true", help="also print where ours's step goes (ours+kernels with "
+                                                           "--cpu-kernels): torch.profiler's self time by group")
     ap.add_argument("--matmul-size", type=int, default=None, help="the reference matmul's n (default: 2048 on a "
                                                                    "CPU, 8192 on a GPU)")
     args = ap.parse_args()
@@ -337,6 +377,9 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
               f"attention path, fused AdamW {rate['ours'] / rate['ours AdamW unfused']:.2f}x over the unfused one"
               + (f", torch.compile {rate['ours compiled'] / rate['ours']:.2f}x over eager" if "ours compiled" in rate
                  else ""))
+    if args.profile:
+        target = "ours+kernels" if "ours+kernels" in runners else "ours"
+        profile_step(runners[target], batches, precision, target)
     return {k: (v, tokens / min(times[k])) for k, v in rate.items()}
 
 
