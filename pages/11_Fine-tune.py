@@ -41,23 +41,25 @@ activations instead.
 
 
 
-def long_run_confirmed(config: FinetuneConfig, data) -> bool:
+def long_run_confirmed(config: FinetuneConfig, data, n_dev: int | None = None) -> bool:
     """The estimate of this run on this machine, said before it starts; above FINETUNE_ASK_S a box
-    must be ticked first. The counts are the run's own (``finetune.estimate``): the dev set split off,
-    the sampling of a set larger than one run keeps, the WordPieces as the run featurises and pads them."""
+    must be ticked first. The counts are the run's own (``finetune.estimate``): the dev set split off
+    (or ``n_dev``, a dev set given apart), the sampling of a set larger than one run keeps, the
+    WordPieces as the run featurises and pads them."""
     try:
-        est = estimate(config, data)
+        est = estimate(config, data, n_dev)
     except (CheckpointError, OSError, ValueError, KeyError) as e:  # the run says why, in one sentence, as it starts
         st.caption(without_host_paths(f"No estimate of this run's time: {e}"))
         return True
     n = len(data.examples)
     n_train, n_dev = est["train_examples"], est["dev_examples"]
-    kept = n - round(n * config.dev_fraction)
+    kept = n if n_dev is not None else n - round(n * config.dev_fraction)
     sampled = f" ({n_train:,} of the {kept:,} training examples, sampled)" if n_train < kept else ""
     st.caption(f"Estimated time on {device_name()}: **{said(est['seconds'], est['threads'])}**: {est['steps']:,} steps "
-               f"of {config.batch_size} examples{sampled} of about {est['tokens_per_example']:.0f} WordPieces "
-               f"(about {duration_text(est['train_seconds'])}), {n_dev:,} dev examples scored after each epoch and at "
-               f"the end (about {duration_text(est['eval_seconds'])}), and the start, the model read and saved (about "
+               f"of {config.batch_size * config.grad_accum} examples{sampled} of about "
+               f"{est['tokens_per_example']:.0f} WordPieces (about {duration_text(est['train_seconds'])}), {n_dev:,} dev "
+               f"examples scored {f'every {config.eval_every:,} steps' if config.eval_every else 'after each epoch'} "
+               f"and at the end (about {duration_text(est['eval_seconds'])}), and the start, the model read and saved (about "
                f"{duration_text(est['loading_seconds'])}); {est['basis']}.")
     if est["seconds"] <= FINETUNE_ASK_S:
         return True
@@ -75,6 +77,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     source = st.radio("Training data", ["Upload a file", "Built-in dataset", "A Hugging Face data set"],
                       key="ft_source", horizontal=True)
     upload, data, data_error, spec, columns, hub_spec, hub_dev = None, None, None, {}, None, "", ""
+    hub_dev_examples = None  # a Hub dev split's size: the estimate counts it, not a part of the training split
     if source == "Upload a file":
         upload = dv.uploaded_file(
             "CSV / TSV / JSONL with a header (text, label ...), Parquet (as Hugging Face datasets export), CoNLL "
@@ -125,6 +128,8 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                     data, data_error = None, result
                     st.error(without_host_paths(result))
                     break
+                if part == hub_dev and part != hub_spec:
+                    hub_dev_examples = len(result.examples)
                 data = result
             if data_error is None:
                 st.session_state["ft_hub_read"] = (hub_spec, hub_dev)
@@ -246,7 +251,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             estimated = read_spec(config, config.train)  # generated at the run's own size
         else:
             estimated = data if data is not None else dv.builtin_data(builtin)
-        ready = long_run_confirmed(config, estimated)
+        ready = long_run_confirmed(config, estimated, hub_dev_examples if source == "A Hugging Face data set" else None)
     if work_button("Fine-tune", type="primary", key="ft_start", disabled=not ready):
         stem = Path(upload[0]).stem if upload else slug(hub_spec) if hub_spec else builtin.replace(":", "-")
         run_dir = rv.new_run_dir(f"finetune-{stem}", root)

@@ -169,6 +169,7 @@ def test_the_fine_tune_page_downloads_a_hub_split_and_trains_on_it(standin, runs
     for key, value in (("ft_epochs", 1.0), ("ft_batch", 16), ("ft_max_len", 32)):
         at.number_input(key=key).set_value(value)
     at.run()
+    assert any("20 dev examples scored" in c.value for c in at.caption)  # the dev split's own size, not a part
     at.button(key="ft_start").click().run()
     assert not at.exception
     (folder,) = [p for p in runs_root.iterdir() if (p / "status.json").exists()]
