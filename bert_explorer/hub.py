@@ -244,19 +244,26 @@ def download(name: str, progress: Progress | None = None, cancel: Callable[[], b
         raise HubError(f"{repo_id} has no WordPiece vocabulary (vocab.txt or tokenizer.json); choose a BERT "
                        "repository that ships its tokenizer")
     files = [f for f in ("config.json", weights, *TOKENIZER_FILES) if f in names]
-    folder = repo_folder(repo_id)
     plan = [(f, *_describe(f"{endpoint()}/{_quoted(repo_id)}/resolve/{sha}/{quote(f)}", repo_id, f)) for f in files]
+    return fetch_plan(repo_folder(repo_id), repo_id, repo_id, sha, "main", plan, progress, cancel)
+
+
+def fetch_plan(folder: Path, repo_id: str, what: str, sha: str, revision: str, plan: list[tuple[str, str, int, str]],
+               progress: Progress | None, cancel: Callable[[], bool] | None) -> Path:
+    """Fetch ``plan`` ((file, ETag, size, URL) each, as ``_describe`` checked them) into the cache folder
+    ``folder`` of a repository: room for it said before a byte is fetched, each file resumed where it
+    stopped, linked into ``snapshots/<sha>/`` and the revision's ref written last. Returns the snapshot."""
     total = sum(size for _, _, size, _ in plan)
     left = sum(size - _have(folder, etag) for _, etag, size, _ in plan)
     free = full_disk.free_bytes(cache_root())
     if left * 1.05 + (1 << 20) > free:  # room for the files and their cache entries, said before a byte is fetched
         raise full_disk.DiskFull(full_disk.sentence(
-            cache_root(), f"download {repo_id}", "free some space, or point HF_HOME at a disk with room, then "
+            cache_root(), f"download {what}", "free some space, or point HF_HOME at a disk with room, then "
             "download it again", needed=left * 1.05 + (1 << 20), basis="its files and a twentieth more"))
     had = [_have(folder, etag) for _, etag, _, _ in plan]  # bytes already here, file by file
     snapshot = folder / "snapshots" / sha
-    with full_disk.saving(cache_root(), f"download {repo_id}", "free some space, then download it again (what "
-                                                              "was fetched is kept)"):
+    with full_disk.saving(cache_root(), f"download {what}", "free some space, then download it again (what "
+                                                           "was fetched is kept)"):
         for i, (f, etag, size, url) in enumerate(plan):
             before = sum(sz for _, _, sz, _ in plan[:i]) + sum(had[i + 1:])  # the other files' bytes
 
@@ -265,8 +272,9 @@ def download(name: str, progress: Progress | None = None, cancel: Callable[[], b
                     progress(before + n, total, f)
             _link(_inside(folder, snapshot / f), _fetch(url, _inside(folder, folder / "blobs" / etag), size, repo_id,
                                                          f, step, cancel))
-        _inside(folder, folder / "refs").mkdir(parents=True, exist_ok=True)
-        (folder / "refs" / "main").write_text(sha)
+        ref = _inside(folder, folder / "refs" / revision)
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        ref.write_text(sha)
     return snapshot
 
 

@@ -18,8 +18,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from . import full_disk
-from .hub import (HubError, _COMMIT, _ID_PART, _describe, _fetch, _have, _inside, _json, _link, _quoted, cache_root,
-                  endpoint, offline)
+from .hub import HubError, _COMMIT, _ID_PART, _describe, _json, _quoted, cache_root, endpoint, fetch_plan, offline
 
 PREFIX = "hf:"
 CONVERTED = "refs/convert/parquet"  # the branch where the Hub keeps its Parquet export of a data set
@@ -176,22 +175,5 @@ def _download(asked: DatasetSplit, progress, cancel, max_bytes: int) -> list[Pat
         raise HubError(f"{asked.name} is {full_disk.size_text(total)} of Parquet, more than the "
                        f"{full_disk.size_text(max_bytes)} a data set may be here (an upload's limit); choose a smaller "
                        "split, or download a sample of it and upload that")
-    left = sum(size - _have(folder, etag) for _, etag, size, _ in plan)
-    if left * 1.05 + (1 << 20) > full_disk.free_bytes(cache_root()):
-        raise full_disk.DiskFull(full_disk.sentence(
-            cache_root(), f"download {asked.name}", "free some space, or point HF_HOME at a disk with room, then "
-            "try again", needed=left * 1.05 + (1 << 20), basis="its files and a twentieth more"))
-    snapshot, done = folder / "snapshots" / sha, 0
-    with full_disk.saving(cache_root(), f"download {asked.name}", "free some space, then try again (what was "
-                                                                 "fetched is kept)"):
-        for f, etag, size, url in plan:
-            def step(n, f=f, before=done):
-                if progress is not None:
-                    progress(before + n, total, f)
-            _link(_inside(folder, snapshot / f), _fetch(url, _inside(folder, folder / "blobs" / etag), size, repo_id,
-                                                         f, step, cancel))
-            done += size
-        ref = _inside(folder, folder / "refs" / revision)
-        ref.parent.mkdir(parents=True, exist_ok=True)
-        ref.write_text(sha)
+    snapshot = fetch_plan(folder, repo_id, asked.name, sha, revision, plan, progress, cancel)
     return [snapshot / f for f in files]

@@ -223,3 +223,24 @@ def test_the_prepare_panel_on_home_is_the_teachers_and_starts_prepare_class(clas
     (what, argv), = no_work
     assert what == "process" and argv[argv.index("prepare-class") + 1:] == [
         "--model", "minilm-mlm-nsp", "--builds", "quality"]
+
+
+def test_a_stopped_fine_tuning_offers_resume_to_the_teacher_only(classroom, no_work):
+    """A stopped run with a checkpoint: the teacher's Fine-tune page shows Resume, a student's neither
+    shows it nor the Hub data set's download (the set-up section is the teacher's)."""
+    from bert_explorer.runs.run import Run
+
+    run = Run(classroom / "finetune-stopped").create({"model": "minilm-mlm-nsp", "train": "tiny:classification"},
+                                                     "finetune")
+    run.write_status(state="stopped", step=3)
+    ckpt = run.path / "checkpoints" / "step-3"
+    ckpt.mkdir(parents=True)
+    (ckpt / "model.safetensors").write_bytes(b"")
+    (ckpt / "training_state.pt").write_bytes(b"")
+    student = _page("pages/11_Fine-tune.py", ft_watch="finetune-stopped")
+    assert not student.exception
+    keys = {b.key for b in student.button}
+    assert "ft_resume" not in keys and "ft_hub_fetch" not in keys
+    teacher = _page("pages/11_Fine-tune.py", teacher=True, ft_watch="finetune-stopped")
+    assert not teacher.exception and "ft_resume" in {b.key for b in teacher.button}
+    assert no_work == []

@@ -146,6 +146,9 @@ def test_the_layouts_a_split_is_found_in():
     assert hub_datasets.split_files(["default/validation/0000.parquet", "default/validation/0001.parquet"], asked) == [
         "default/validation/0000.parquet", "default/validation/0001.parquet"]
     assert hub_datasets.parse("hf:rajpurkar/squad").split == "train"
+    # a lying server's names: a path out of the snapshot, or names that are not a configuration, are no split's
+    assert hub_datasets.split_files(["../../evil/validation-0.parquet", "sst2/../../validation-0.parquet",
+                                     "a/b/c/validation/0.parquet", ".hidden/validation-0.parquet"], asked) == []
 
 
 def test_the_fine_tune_page_downloads_a_hub_split_and_trains_on_it(standin, runs_root, base_model):

@@ -105,9 +105,9 @@ def table(plan: dict, results: dict[str, dict]) -> pd.DataFrame:
 # What differs between our Table 7 and the paper's, said beside it (the report, the studio).
 TABLE7_CAPTION = ("The paper's rows are BERT-Base on CoNLL-2003 (news; 204,567 training tokens, dev F1), ours {models} on "
                   "{tasks}: another model, another data set and far less of it, so the absolute scores are not the "
-                  "paper's and only the order of the rows compares. On a few hundred dev sentences the embeddings "
-                  "falling below the hidden layers can be told apart; concat-last-4 against fine-tuning is within "
-                  "0.3 points in the paper, so \"no difference measurable here\" is its finding too.")
+                  "paper's and only the order of the rows compares. Which differences this dev set resolves is in the "
+                  "directions below; concat-last-4 against fine-tuning is 0.3 points apart in the paper, so \"no "
+                  "difference measurable here\" would be its finding too.")
 
 
 def _state(rec: dict) -> str:
