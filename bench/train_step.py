@@ -2,7 +2,7 @@
 
     python bench/train_step.py [--size mini] [--batch 32] [--seq 128] [--steps 5] [--warmup 2]
                                [--device cpu|cuda] [--threads N] [--precision both|fp32|bf16] [--compile] [--levers]
-                               [--cpu-kernels] [--profile]
+                               [--cpu-kernels] [--profile]    (--cpu-kernels --levers: each CPU lever too)
 
 One step = forward + backward + AdamW update with the MLM + NSP loss (paper, Section 3.1); both
 models are updated by the project's optimiser (``train.optim.make_optimizer``, fused AdamW). Both
@@ -41,9 +41,11 @@ a time (the explicit attention path, which asking for the attention weights take
 AdamW not fused) and prints what each lever gave, compilation included with ``--compile``. On a GPU the datasheet's dense
 bf16 rate is printed beside the measured matmul rate, where the card is one we know.
 
-``--cpu-kernels`` also times ours with ``model.cpu_kernels`` applied ("ours+kernels"), as
-pre-training and fine-tuning run it on a CPU; "ours" is the reference model as the paper reads.
-The kernels stay only while this shows them faster.
+``--cpu-kernels`` also times ours with ``model.cpu_kernels`` applied ("ours+kernels"), and with the
+kernels and the CPU levers that ``train.levers`` measures faster on this CPU ("ours+levers": how
+pre-training runs here); "ours" is the reference model as the paper reads. The kernels stay only
+while this shows them faster. With ``--levers`` too, each CPU lever is also timed alone on top of the
+kernels ("kernels+<lever>"), and what each gave is printed. ``--profile`` profiles both.
 """
 from __future__ import annotations
 
@@ -58,6 +60,7 @@ import time
 import torch
 
 from bert_explorer.model import IGNORE, PRESETS, BertForPreTraining, cpu_kernels, preset
+from bert_explorer.train import levers
 from bert_explorer.train.device import cpu_bf16_is_fast
 from bert_explorer.train.estimate import model_flops_per_token
 from bert_explorer.train.optim import make_optimizer
@@ -205,7 +208,8 @@ def main() -> None:
     ap.add_argument("--compile", action="store_true", help="also time both models under torch.compile")
     ap.add_argument("--cpu-kernels", action="store_true", help="also time ours with model.cpu_kernels applied (CPU)")
     ap.add_argument("--levers", action="store_true", help="also time ours with one lever off at a time: the explicit "
-                                                          "attention path instead of SDPA, AdamW not fused")
+                                                          "attention path instead of SDPA, AdamW not fused; with "
+                                                          "--cpu-kernels, each CPU lever alone on the kernels")
     ap.add_argument("--profile", action="store_true", help="also print where ours's step goes (ours+kernels with "
                                                            "--cpu-kernels): torch.profiler's self time by group")
     ap.add_argument("--matmul-size", type=int, default=None, help="the reference matmul's n (default: 2048 on a "
@@ -299,6 +303,15 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
     if args.cpu_kernels:  # the same weights, its own optimiser
         fast = cpu_kernels.apply(copy.deepcopy(ours), "cpu")
         models.append(("ours+kernels", fast, fast))
+        # as training runs here: the kernels and the levers train/levers.py measures faster on this CPU
+        chosen = levers.chosen(ours, "cpu", torch.bfloat16 if precision == "bf16" else None, torch.get_num_threads())
+        print(f"[{precision}] {levers.said(chosen)}")
+        fast = cpu_kernels.apply(copy.deepcopy(ours), "cpu", chosen)
+        models.append(("ours+levers", fast, fast))
+        if args.levers:  # each lever alone on top of the kernels
+            for lever in levers.candidates(True, precision == "bf16"):
+                fast = cpu_kernels.apply(copy.deepcopy(ours), "cpu", (lever,))
+                models.append((f"kernels+{lever}", fast, fast))
     if args.compile:
         for name, original in (("ours compiled", ours), ("transformers compiled", hf)):
             twin = copy.deepcopy(original)  # its own weights and optimiser, as the others
@@ -371,15 +384,21 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
              if "ours compiled" in rate and "transformers compiled" in rate else "")
           + (f";  compiling gave ours {rate['ours compiled'] / rate['ours']:.2f}x" if "ours compiled" in rate else "")
           + (f", transformers {rate['transformers compiled'] / rate['transformers']:.2f}x" if "transformers compiled" in rate else "")
-          + (f";  the CPU kernels gave ours {rate['ours+kernels'] / rate['ours']:.2f}x" if "ours+kernels" in rate else ""))
+          + (f";  the CPU kernels gave ours {rate['ours+kernels'] / rate['ours']:.2f}x" if "ours+kernels" in rate else "")
+          + (f", with the levers chosen here {rate['ours+levers'] / rate['ours']:.2f}x" if "ours+levers" in rate else ""))
+    if args.levers and "ours+kernels" in rate:  # what each CPU lever gave over the kernels alone
+        print(f"[{precision}] CPU levers over the kernels alone: " + ", ".join(
+            f"{name[len('kernels+'):]} {rate[name] / rate['ours+kernels']:.2f}x" for name in rate
+            if name.startswith("kernels+")) + f";  those chosen here {rate['ours+levers'] / rate['ours+kernels']:.2f}x")
     if args.levers:  # what each lever gave: ours with it on, against ours with it off
         print(f"[{precision}] levers: SDPA gave ours {rate['ours'] / rate['ours explicit attn']:.2f}x over the explicit "
               f"attention path, fused AdamW {rate['ours'] / rate['ours AdamW unfused']:.2f}x over the unfused one"
               + (f", torch.compile {rate['ours compiled'] / rate['ours']:.2f}x over eager" if "ours compiled" in rate
                  else ""))
     if args.profile:
-        target = "ours+kernels" if "ours+kernels" in runners else "ours"
-        profile_step(runners[target], batches, precision, target)
+        targets = [t for t in ("ours+kernels", "ours+levers") if t in runners] or ["ours"]
+        for target in targets:
+            profile_step(runners[target], batches, precision, target)
     return {k: (v, tokens / min(times[k])) for k, v in rate.items()}
 
 

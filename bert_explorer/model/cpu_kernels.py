@@ -24,6 +24,19 @@ Each stays only while it measures faster. On a 2-core CPU with AVX512-BF16 (mini
 dropout 7 % / 5 % (bf16 / fp32), explicit attention 19 % / 7 %, cross-entropy 15 % / 5 %. On a
 GPU nothing is swapped (its fused kernels already do this work), and inside ``torch.compile``
 each kernel falls back to PyTorch's own op, which the compiler fuses itself.
+
+**Levers** (``LEVERS``) are further swaps that help on some CPUs and not others, so each is opt-in:
+``apply(model, device, levers=...)`` takes the ones ``train.levers`` measured faster on this CPU.
+
+* ``bf16 activations``: under bf16 autocast, LayerNorm and the attention's softmax hand on bf16
+  (each still computes in float32 inside its kernel) instead of float32 that the next matrix
+  product casts back; the residual stream is then bf16, as in pure-bf16 training.
+* ``fused loss gradient``: the masked-LM loss computes its gradient in the same pass as the loss
+  (one exponential over the [N, V] logits instead of two), kept in the logits' dtype until the
+  backward pass asks for it.
+* ``16-bit dropout draws``: 16 random bits per element instead of 32, half the generator's work;
+  the drop probability is then p rounded to a multiple of 2⁻¹⁶ (0.1 → 0.1000061), and the kept
+  elements are scaled by 1/(1 − that probability), so the expected value stays exact.
 """
 from __future__ import annotations
 
@@ -37,40 +50,94 @@ from .heads import BertForPreTraining
 CE_ROWS = 32  # rows of logits at once in masked_lm_loss: 32 x 30,522 fp32 stays in cache
 
 
-def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+_LANES = {32: torch.int32, 16: torch.int16}
+
+
+def drawn_probability(p: float, bits: int = 32) -> float:
+    """The drop probability that ``bits`` random bits per element give for ``p``: p rounded to a
+    multiple of 2^-bits."""
+    return round(p * 2**bits) / 2**bits
+
+
+def dropout(x: torch.Tensor, p: float, training: bool, bits: int = 32) -> torch.Tensor:
     """Dropout (Srivastava et al. 2014): zero each element with probability p and scale the rest
     by 1/(1-p), so the expected value is unchanged; identity outside training.
 
-    The keep/drop draws are 32 random bits per element, compared with round(p·2³²), taken from
-    the same seeded generator as ``torch.bernoulli``. Off the CPU, and inside torch.compile
+    The keep/drop draws are ``bits`` (32 or 16) random bits per element, compared with
+    round(p·2^bits), taken from the same seeded generator as ``torch.bernoulli``; the scale uses
+    that rounded probability, so the expectation is exact. Off the CPU, and inside torch.compile
     (which draws its own random numbers in fused code), PyTorch's dropout is used."""
     if not training or p == 0.0:
         return x
     if x.device.type != "cpu" or not 0.0 < p < 1.0 or torch.compiler.is_compiling():
         return F.dropout(x, p, training)
-    n = x.numel()
-    # One 64-bit draw gives two 32-bit lanes; the full signed range keeps every bit uniform.
-    bits = torch.empty((n + 1) // 2, dtype=torch.int64).random_(-2**63, None).view(torch.int32)[:n]
-    keep = bits.view(x.shape) >= (-2**31 + round(p * 2**32))
-    return x * keep.to(x.dtype).mul_(1.0 / (1.0 - p))
+    q = drawn_probability(p, bits)
+    if not 0.0 < q < 1.0:  # p too close to 0 or 1 for this many bits
+        q, bits = drawn_probability(p), 32
+    n, per_draw = x.numel(), 64 // bits
+    # One 64-bit draw gives 64/bits lanes; the full signed range keeps every bit uniform.
+    lanes = torch.empty((n + per_draw - 1) // per_draw, dtype=torch.int64).random_(-2**63, None)
+    drawn = lanes.view(_LANES[bits])[:n]
+    keep = drawn.view(x.shape) >= (-2**(bits - 1) + round(q * 2**bits))
+    # The scale multiplies last, in float32 arithmetic: a bf16 copy of 1/(1-q) would bias every kept element.
+    return (x * keep).mul_(1.0 / (1.0 - q))
 
 
 class CPUDropout(nn.Dropout):
-    """``nn.Dropout`` drawing its mask with :func:`dropout` (the same p, the same expectation)."""
+    """``nn.Dropout`` drawing its mask with :func:`dropout` (the same p, the same expectation);
+    ``bits = 16`` is the ``16-bit dropout draws`` lever."""
+
+    bits = 32
 
     def forward(self, x):
-        return dropout(x, self.p, self.training)
+        return dropout(x, self.p, self.training, self.bits)
+
+
+def _bf16_autocast(x: torch.Tensor) -> bool:
+    """Does ``x`` run under the CPU's bf16 autocast now (outside torch.compile)?"""
+    return (x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
+            and torch.get_autocast_dtype("cpu") == torch.bfloat16 and not torch.compiler.is_compiling())
+
+
+class BF16LayerNorm(nn.LayerNorm):
+    """LayerNorm that, training under the CPU's bf16 autocast, takes and gives bf16 (its kernel
+    normalises in float32 with the float32 gain and bias); elsewhere ``nn.LayerNorm``."""
+
+    def forward(self, x):
+        if not (self.training and _bf16_autocast(x)):
+            return super().forward(x)
+        with torch.autocast("cpu", enabled=False):
+            return F.layer_norm(x.to(torch.bfloat16), self.normalized_shape, self.weight, self.bias, self.eps)
 
 
 class CPUSelfAttention(BertSelfAttention):
     """Self-attention that trains on the explicit path, so that its dropout on the probabilities
     is :class:`CPUDropout` rather than the fused kernel's own draws."""
 
+    bf16_probabilities = False  # the ``bf16 activations`` lever
+
     def forward(self, hidden_states, mask=None, head_mask=None, output_attentions=False):
         explicit = (self.training and self.dropout.p > 0 and hidden_states.device.type == "cpu"
                     and not torch.compiler.is_compiling())
+        if explicit and self.bf16_probabilities and head_mask is None and _bf16_autocast(hidden_states):
+            return self._bf16_path(hidden_states, mask), None
         context, probs = super().forward(hidden_states, mask, head_mask, output_attentions or explicit)
         return context, probs if output_attentions else None
+
+    def _bf16_path(self, hidden_states, mask):
+        """The explicit path with bf16 probabilities: softmax's kernel sums in float32 and writes bf16,
+        which the dropout and the product with V read without a cast."""
+        q = self._split_heads(self.query(hidden_states))
+        k = self._split_heads(self.key(hidden_states))
+        v = self._split_heads(self.value(hidden_states))
+        scores = torch.matmul(q, k.transpose(-1, -2)) * self.scale  # bf16 under autocast
+        with torch.autocast("cpu", enabled=False):
+            if mask is not None:
+                scores = scores + mask.to(scores.dtype)
+            probs = scores.softmax(dim=-1)
+            context = torch.matmul(self.dropout(probs), v.to(probs.dtype))
+        B, A, T, d = context.shape
+        return context.transpose(1, 2).reshape(B, T, A * d)
 
 
 class _ChunkedCrossEntropy(torch.autograd.Function):
@@ -100,6 +167,48 @@ class _ChunkedCrossEntropy(torch.autograd.Function):
         return out, None
 
 
+class _FusedCrossEntropy(torch.autograd.Function):
+    """The same mean cross-entropy as :class:`_ChunkedCrossEntropy`, its gradient (softmax − one-hot) / N
+    computed in the forward pass from the same exponentials and kept in the logits' dtype (the
+    logits themselves are then not kept). The gradient is handed to the backward pass once."""
+
+    @staticmethod
+    def forward(ctx, logits, labels):
+        n, v = logits.shape
+        lse = torch.empty(n, dtype=torch.float32, device=logits.device)
+        grad = torch.empty_like(logits) if ctx.needs_input_grad[0] else None
+        # float32 work rows: the gradient's own rows where it is float32, else a buffer of CE_ROWS rows
+        in_place = grad is not None and grad.dtype == torch.float32
+        buf = None if in_place else torch.empty(min(n, CE_ROWS), v, dtype=torch.float32, device=logits.device)
+        for s in range(0, n, CE_ROWS):
+            e = (grad[s:s + CE_ROWS] if in_place else buf[:min(CE_ROWS, n - s)]).copy_(logits[s:s + CE_ROWS])
+            top = e.amax(1, keepdim=True)
+            total = e.sub_(top).exp_().sum(1, keepdim=True)  # e = exp(z − max z)
+            lse[s:s + CE_ROWS] = (top + total.log()).squeeze(1)
+            if grad is not None:
+                e.mul_(total.reciprocal_().mul_(1.0 / n))  # softmax / N
+                e[torch.arange(e.shape[0], device=e.device), labels[s:s + CE_ROWS]] -= 1.0 / n
+                if not in_place:
+                    grad[s:s + CE_ROWS] = e
+        ctx.grad = grad
+        return (lse - logits.gather(1, labels[:, None]).squeeze(1).float()).mean()
+
+    @staticmethod
+    def backward(ctx, g):
+        grad, ctx.grad = ctx.grad, None
+        if grad is None:
+            raise RuntimeError("the fused masked-LM loss gives its gradient once: backward ran through it twice")
+        return (grad if float(g) == 1.0 else grad.mul_(float(g))), None
+
+
+def fused_masked_lm_loss(masked_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """:func:`masked_lm_loss` with its gradient computed in the forward pass (the ``fused loss gradient``
+    lever); PyTorch's own where that one is."""
+    if masked_logits.device.type != "cpu" or not len(labels) or torch.compiler.is_compiling():
+        return F.cross_entropy(masked_logits.float(), labels)
+    return _FusedCrossEntropy.apply(masked_logits, labels)
+
+
 def masked_lm_loss(masked_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """``BertForPreTraining.masked_lm_loss`` a few rows at a time; PyTorch's own off the CPU,
     inside torch.compile, or with no labelled rows."""
@@ -108,14 +217,21 @@ def masked_lm_loss(masked_logits: torch.Tensor, labels: torch.Tensor) -> torch.T
     return _ChunkedCrossEntropy.apply(masked_logits, labels)
 
 
-def apply(model: nn.Module, device: torch.device | str) -> nn.Module:
-    """Swap the CPU kernels into ``model`` when it trains on the CPU (``device``); elsewhere leave it
-    as it is. Returns the model.
+BF16_ACTIVATIONS, FUSED_LOSS, DROPOUT_16 = "bf16 activations", "fused loss gradient", "16-bit dropout draws"
+LEVERS = (BF16_ACTIVATIONS, FUSED_LOSS, DROPOUT_16)
+
+
+def apply(model: nn.Module, device: torch.device | str, levers=()) -> nn.Module:
+    """Swap the CPU kernels into ``model`` when it trains on the CPU (``device``), and the ``levers``
+    named (of ``LEVERS``); elsewhere leave it as it is. Returns the model.
 
     Modules change class in place (each new class is a subclass that adds no parameters), so the
     parameters, their names in a checkpoint, and an optimiser made before all stay as they were;
     the pre-training loss is replaced on the instance only, because the model's own class name
     is the architecture a checkpoint records."""
+    unknown = set(levers) - set(LEVERS)
+    if unknown:
+        raise ValueError(f"no CPU lever named {', '.join(sorted(unknown))}; the levers are {', '.join(LEVERS)}")
     if torch.device(device).type != "cpu":
         return model
     for module in model.modules():
@@ -124,5 +240,11 @@ def apply(model: nn.Module, device: torch.device | str) -> nn.Module:
         elif type(module) is BertSelfAttention:
             module.__class__ = CPUSelfAttention
         elif isinstance(module, BertForPreTraining):
-            module.masked_lm_loss = masked_lm_loss
+            module.masked_lm_loss = fused_masked_lm_loss if FUSED_LOSS in levers else masked_lm_loss
+        if type(module) in (nn.LayerNorm, BF16LayerNorm):
+            module.__class__ = BF16LayerNorm if BF16_ACTIVATIONS in levers else nn.LayerNorm
+        if isinstance(module, CPUSelfAttention):
+            module.bf16_probabilities = BF16_ACTIVATIONS in levers
+        if isinstance(module, CPUDropout):
+            module.bits = 16 if DROPOUT_16 in levers else 32
     return model

@@ -25,13 +25,13 @@ from ..data.tasks import check_dev_labels, load_builtin, train_dev_split
 from ..data.tiny_tasks import make_tiny
 from ..data.uploads.core import DataError, TaskData
 from ..data.uploads.reader import read_parquet_split, read_task_file
-from ..model import cpu_kernels
 from ..runs.lock import writes_run
 from ..runs.run import Run
 from ..tasks.base import TaskType, padded_length
 from ..tasks.metrics import small_dev_warning
 from ..tokenizer import WordPieceTokenizer
 from ..setting import setting
+from . import levers
 from .configs import settings_of
 from .device import PRECISIONS, pick_device, precision_from, threads_text
 from .engine import AFTER_A_FULL_DISK, Evaluating, epoch_batches, fit, marks_failure, total_steps
@@ -275,7 +275,9 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
     task = train.task
     n_out = task.num_outputs(label_names)  # None: the architecture fixes it (QA, multiple choice)
     loaded = checkpoint.load(cfg.model, task.architecture, **({} if n_out is None else {"num_labels": n_out}))
-    model = cpu_kernels.apply(loaded.model.to(dev_obj.device), dev_obj.device)
+    model, chosen = levers.apply(loaded.model.to(dev_obj.device), dev_obj.device, dev_obj.dtype)
+    if dev_obj.device.type == "cpu":
+        run.log(levers.said(chosen))
     model.config.problem_type = task.problem_type  # not the base model's
     weights = task.positive_weights(train.examples, label_names, cfg.pos_weight)
     if weights is not None:  # (kept out of the saved model: a training setting, not a weight)

@@ -29,8 +29,9 @@ from tqdm import tqdm
 
 from .. import checkpoint, full_disk
 from ..data.pretraining import collate, on_plateau, plateau_sentence, unigram_entropy
-from ..model import IGNORE, BertConfig, BertForPreTraining, cpu_kernels, preset
+from ..model import IGNORE, BertConfig, BertForPreTraining, preset
 from ..tokenizer import WordPieceTokenizer
+from . import levers
 from .device import Device, pick_device, threads_text
 from .optim import linear_warmup_decay, load_optimizer_state, make_optimizer
 from .engine import marks_failure
@@ -270,7 +271,9 @@ def _new_model(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | N
         model = _warm_start(cfg, run, dev)
     else:
         model = BertForPreTraining(preset(cfg.size, vocab_size=tok.vocab_size, causal=cfg.objective_type.left_to_right))
-    cpu_kernels.apply(model.to(dev.device), dev.device)
+    _, chosen = levers.apply(model.to(dev.device), dev.device, dev.dtype)
+    if dev.device.type == "cpu":
+        run.log(levers.said(chosen))
     if cfg.freeze_word_embeddings:
         # One matrix reads words in and (tied) writes them out: freezing it keeps both fixed,
         # so the optimiser never sees it and a checkpoint can ship without it.

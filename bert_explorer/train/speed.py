@@ -67,27 +67,29 @@ def _read() -> dict:
         return {}
 
 
-def kept(key: str, measure) -> float:
+def kept(key: str, measure, best: bool = True) -> float:
     """The reading of ``key`` kept for this machine (FLOP/s): measured with ``measure()`` when none is kept
     or the kept one is older than ``KEEP_S``; measured again when the kept one was taken on a busy machine
     and the machine is idle now (at most once every ``MEASURE_EVERY_S`` in a process), the better one kept.
-    A reading on a busy machine is slower, never faster: the best is the idle machine's."""
+    A reading on a busy machine is slower, never faster: the best is the idle machine's. A reading that is
+    not a speed (``best=False``: a ratio of two speeds, which a busy moment moves either way) keeps the
+    newest idle reading instead."""
     name, now = machine_name(), time.time()
     with _lock:
         mine = _read().get(name)
-        best = mine.get(key) if isinstance(mine, dict) else None
-        if not (isinstance(best, dict) and isinstance(best.get("flop_s"), (int, float)) and best["flop_s"] > 0
-                and isinstance(best.get("at"), (int, float))):
-            best = None  # a file edited by hand, or written by another version: measured again
-        fresh = best is not None and now - best["at"] < KEEP_S
+        kept_one = mine.get(key) if isinstance(mine, dict) else None
+        if not (isinstance(kept_one, dict) and isinstance(kept_one.get("flop_s"), (int, float))
+                and kept_one["flop_s"] > 0 and isinstance(kept_one.get("at"), (int, float))):
+            kept_one = None  # a file edited by hand, or written by another version: measured again
+        fresh = kept_one is not None and now - kept_one["at"] < KEEP_S
         idle = is_idle()
-        if fresh and (best.get("idle", True) or not idle
+        if fresh and (kept_one.get("idle", True) or not idle
                       or time.monotonic() - _measured_at.get(key, -1e9) < MEASURE_EVERY_S):
-            return float(best["flop_s"])
+            return float(kept_one["flop_s"])
         rate = float(shared_work.computed(f"speed: {key}", measure))
         _measured_at[key] = time.monotonic()
-        if fresh and float(best["flop_s"]) >= rate:
-            return float(best["flop_s"])
+        if fresh and best and float(kept_one["flop_s"]) >= rate:
+            return float(kept_one["flop_s"])
         data = _read()
         if not isinstance(data.get(name), dict):
             data[name] = {}

@@ -1,0 +1,138 @@
+"""Which CPU levers (``model.cpu_kernels.LEVERS``) make training faster on this CPU: measured here and kept.
+
+A lever is faster code for one kind of work that helps on some CPUs and not on others (a CPU whose
+matrix units are fast spends its time elsewhere than one whose are slow). So none is on by default:
+each one that acts on a job (``candidates``) is timed on this CPU, with it and without it, on a
+training step of the job's own widths and vocabulary (one encoder layer, the job's heads, 1 to 8
+sequences of 128, the job's threads and precision), and the job trains with the levers that made
+that step at least ``GAIN`` faster. Steps with and without alternate, ``PAIRS`` pairs, and the
+median ratio is kept per machine beside the other speeds (``speed.kept``: a week, then measured
+again), so a width's first job pays about a second per lever (on the 2-core EPYC, explorer-mini) and
+later ones nothing.
+
+``BERT_EXPLORER_CPU_LEVERS`` decides instead of the measurement: ``none``, ``all``, or lever names
+separated by commas, for a benchmark, a test, or a user who wants the plain kernels. Estimates
+(``estimate.py``) time the layer without levers: a job with levers ends sooner than said, not later.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import asdict
+
+import torch
+from torch import nn
+
+from ..model import IGNORE, BertConfig, BertForPreTraining, BertModel, cpu_kernels
+from ..model.cpu_kernels import BF16_ACTIVATIONS, FUSED_LOSS, LEVERS
+from . import speed
+
+ENV = "BERT_EXPLORER_CPU_LEVERS"
+GAIN = 1.01       # a lever is taken when the step runs at least 1 % faster with it
+PAIRS = 7         # pairs of timed steps (with, without) a lever is judged on
+SEQ, MASKED = 128, 0.15
+WORK_FLOPS = 24e9  # the timed step's work: up to about 100 ms on a 2-core CPU, 1 to 8 sequences of 128
+# (On the 2-core EPYC, explorer-mini's pre-training: five pairs of 50 ms steps read a lever's gain
+# anywhere in 0.88-1.10 in four tries; seven pairs of 100 ms steps, within 0.03 of one another.)
+
+
+def override() -> tuple[str, ...] | None:
+    """The levers ``BERT_EXPLORER_CPU_LEVERS`` names, or None where it is unset or ``measured``."""
+    value = os.environ.get(ENV, "").strip().lower()
+    if value in ("", "measured"):
+        return None
+    if value == "none":
+        return ()
+    if value == "all":
+        return LEVERS
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    unknown = [n for n in names if n not in LEVERS]
+    if unknown:
+        raise ValueError(f"{ENV}={value!r}: no CPU lever named {', '.join(unknown)}; say none, all, measured or "
+                         f"some of: {', '.join(LEVERS)}")
+    return names
+
+
+def _training_step(config: BertConfig, pretraining: bool, bf16: bool, levers: tuple[str, ...]):
+    """A function that runs one forward and backward pass of a one-layer model of ``config``'s widths and
+    vocabulary (the job's own architecture: pre-training heads, or the encoder a fine-tuning trains) with
+    the CPU kernels and ``levers``, on about ``WORK_FLOPS`` of work, and returns its seconds."""
+    one = BertConfig(**{**asdict(config), "num_layers": 1})
+    torch.manual_seed(0)
+    model = cpu_kernels.apply(BertForPreTraining(one) if pretraining else BertModel(one, add_pooling_layer=False),
+                              "cpu", levers).train()
+    per_position = 6 * (4 * one.hidden_size ** 2 + 2 * one.hidden_size * one.intermediate_size)
+    per_position += 6 * MASKED * one.vocab_size * one.hidden_size if pretraining else 0
+    batch = max(1, min(8, round(WORK_FLOPS / (per_position * SEQ))))
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, one.vocab_size, (batch, SEQ), generator=g)
+    labels = torch.where(torch.rand(batch, SEQ, generator=g) < MASKED, ids, torch.full_like(ids, IGNORE))
+    labels[:, 0] = ids[:, 0]  # at least one masked position a sequence
+
+    def once() -> float:
+        t = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = model(ids, labels=labels) if pretraining else model(ids).last_hidden_state.float().square().mean()
+        (out.mlm_loss if pretraining else out).backward()
+        model.zero_grad(set_to_none=True)
+        return time.perf_counter() - t
+    return once
+
+
+def gain(lever: str, config: BertConfig, pretraining: bool, n_threads: int, bf16: bool) -> float:
+    """How many times faster a training step of ``config``'s widths runs with ``lever`` on this CPU: the
+    median over ``PAIRS`` pairs of steps with and without it, taken in turns (with, without, without, with,
+    ...) so that a busy moment falls on both; kept per machine."""
+    def measure() -> float:
+        # fork_rng: the job's own random stream (its initialisation, its dropout) goes on as if nothing was timed
+        with speed.threads(n_threads), torch.random.fork_rng(devices=[]):
+            with_, without = _training_step(config, pretraining, bf16, (lever,)), _training_step(config, pretraining, bf16, ())
+            with_(), without()  # warm-up
+            ratios = []
+            for i in range(PAIRS):
+                if i % 2 == 0:
+                    on, off = with_(), without()
+                else:
+                    off, on = without(), with_()
+                ratios.append(off / on)
+        return statistics.median(ratios)
+    key = (f"lever {lever}: {'pre-training' if pretraining else 'encoder'} H={config.hidden_size} "
+           f"I={config.intermediate_size} V={config.vocab_size} threads={n_threads} {'bf16' if bf16 else 'fp32'}")
+    return speed.kept(key, measure, best=False)
+
+
+def candidates(pretraining: bool, bf16: bool) -> tuple[str, ...]:
+    """The levers that act on such a job: bf16 activations under bf16 only, the fused loss in pre-training only."""
+    return tuple(n for n in LEVERS if (n != BF16_ACTIVATIONS or bf16) and (n != FUSED_LOSS or pretraining))
+
+
+def chosen(model: nn.Module, device, autocast_dtype: torch.dtype | None,
+           n_threads: int | None = None) -> tuple[str, ...]:
+    """The levers ``model`` trains with on ``device`` (none off the CPU, nor for a model without an encoder
+    config): the override where one is set, else those measured faster here."""
+    config = getattr(model, "config", None)
+    if torch.device(device).type != "cpu" or not hasattr(config, "hidden_size"):
+        return ()
+    bf16 = autocast_dtype == torch.bfloat16
+    n_threads = n_threads or torch.get_num_threads()
+    pretraining = isinstance(model, BertForPreTraining)
+    fixed = override()
+    if fixed is not None:
+        return tuple(n for n in candidates(pretraining, bf16) if n in fixed)
+    return tuple(n for n in candidates(pretraining, bf16) if gain(n, config, pretraining, n_threads, bf16) >= GAIN)
+
+
+def apply(model: nn.Module, device, autocast_dtype: torch.dtype | None) -> tuple[nn.Module, tuple[str, ...]]:
+    """The CPU kernels and the levers chosen for ``model`` swapped in (``cpu_kernels.apply``): (model, levers)."""
+    levers = chosen(model, device, autocast_dtype)
+    return cpu_kernels.apply(model, device, levers), levers
+
+
+def said(levers: tuple[str, ...]) -> str:
+    """What a run's log says of its levers."""
+    if override() is not None:
+        return f"CPU levers: {', '.join(levers) or 'none'} (as {ENV} says)"
+    if levers:
+        return f"CPU levers: {', '.join(levers)} (each measured at least {GAIN - 1:.0%} faster on this CPU)"
+    return f"CPU levers: none (none measured at least {GAIN - 1:.0%} faster on this CPU)"

@@ -1,0 +1,162 @@
+"""The CPU levers change the speed of training, not what it learns, and each is taken only where it
+measured faster on this CPU.
+
+``model/cpu_kernels.py`` holds the levers (bf16 activations, the fused loss gradient, 16-bit dropout
+draws); ``train/levers.py`` times each on this CPU and keeps the choice. The checks: each lever's
+arithmetic against PyTorch's own (the loss and its gradient, the drop rate and the scale), a short
+bf16 training with all of them against the plain kernels (no further from them than bf16 itself is
+from float32), and the choice: the override, the measurement kept per machine, the run's log.
+"""
+import json
+import os
+
+import pytest
+import torch
+from torch import nn
+
+from bert_explorer.model import BertConfig, BertForPreTraining, BertForSequenceClassification, cpu_kernels
+from bert_explorer.train import levers, speed
+
+from test_cpu_kernels import CONFIG, _batch  # the kernels' tiny model and its batch
+
+
+def test_levers_swap_in_and_out_and_keep_the_parameters():
+    torch.manual_seed(0)
+    model = cpu_kernels.apply(BertForPreTraining(BertConfig(**CONFIG)), "cpu", cpu_kernels.LEVERS)
+    before = dict(model.named_parameters())
+    assert all(type(m) is cpu_kernels.BF16LayerNorm for m in model.modules() if isinstance(m, nn.LayerNorm))
+    assert all(m.bits == 16 for m in model.modules() if isinstance(m, cpu_kernels.CPUDropout))
+    assert model.masked_lm_loss is cpu_kernels.fused_masked_lm_loss
+    cpu_kernels.apply(model, "cpu")  # no lever named: the plain kernels again
+    assert all(type(m) is nn.LayerNorm for m in model.modules() if isinstance(m, nn.LayerNorm))
+    assert all(m.bits == 32 for m in model.modules() if isinstance(m, cpu_kernels.CPUDropout))
+    assert model.masked_lm_loss is cpu_kernels.masked_lm_loss
+    assert dict(model.named_parameters()) == before and type(model) is BertForPreTraining
+    with pytest.raises(ValueError, match="no CPU lever named faster"):
+        cpu_kernels.apply(model, "cpu", ("faster",))
+
+
+def test_the_fused_loss_gradient_serves_evaluation_and_one_backward_pass():
+    """Its loss and gradient against PyTorch's: ``test_cpu_kernels.py``, beside the kernel's own."""
+    torch.manual_seed(0)
+    logits = torch.randn(40, 1000).requires_grad_()
+    labels = torch.randint(0, 1000, (40,))
+    expected = torch.nn.functional.cross_entropy(logits, labels).item()
+    with torch.no_grad():  # evaluation: the loss alone, no gradient computed or kept
+        assert cpu_kernels.fused_masked_lm_loss(logits, labels).item() == pytest.approx(expected, rel=1e-6)
+    twice = cpu_kernels.fused_masked_lm_loss(logits, labels)
+    twice.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="gives its gradient once"):
+        twice.backward()
+
+
+def test_16_bit_draws_drop_the_rounded_probability_and_keep_the_expectation():
+    q = cpu_kernels.drawn_probability(0.1, 16)
+    assert q == 6554 / 65536 and abs(q - 0.1) < 2 ** -17
+    x = torch.ones(500, 1000)
+    torch.manual_seed(3)
+    y = cpu_kernels.dropout(x, 0.1, training=True, bits=16)
+    assert abs((y == 0).float().mean().item() - q) < 0.003  # 500k draws: the standard error is 0.0004
+    assert torch.allclose(y[y != 0], torch.tensor(1 / (1 - q)))  # scaled by the probability actually drawn
+    # the four 16-bit lanes of each 64-bit draw are independent and unbiased
+    for lane in range(4):
+        assert abs((y.view(-1)[lane::4] == 0).float().mean().item() - q) < 0.005
+    torch.manual_seed(3)
+    assert torch.equal(cpu_kernels.dropout(x, 0.1, training=True, bits=16), y)  # the seed decides the mask
+    assert cpu_kernels.dropout(x, 1e-6, training=True, bits=16).eq(0).sum() < 10  # too small for 16 bits: 32
+
+
+def test_bf16_dropout_scales_in_float32_so_kept_elements_are_not_biased():
+    """A bf16 copy of 1/0.9 is 1.109375: every kept element would come out 0.16 % small. The scale is
+    applied in float32 arithmetic and rounded once, which rounds as often up as down."""
+    torch.manual_seed(0)
+    x = torch.randn(400, 1000).bfloat16()
+    y = cpu_kernels.dropout(x, 0.1, training=True)
+    kept = y != 0
+    ratio = (y[kept].float() / (x[kept].float() / 0.9))
+    assert abs(ratio.mean().item() - 1) < 2e-4
+
+
+def _train(levers_on: tuple, bf16: bool, steps: int = 6) -> list[float]:
+    torch.manual_seed(0)
+    model = cpu_kernels.apply(BertForPreTraining(BertConfig(**CONFIG)), "cpu", levers_on).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    for step in range(steps):
+        torch.manual_seed(100 + step)  # the same dropout draws for each model at each step
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(**_batch()).loss  # one batch, learnt by heart
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
+def test_bf16_activations_and_the_fused_loss_stay_within_bf16s_own_noise():
+    """Six AdamW steps on one batch with the same weights and dropout draws: with the two levers that keep
+    the draws (bf16 activations, the fused loss), the losses are no further from the plain kernels' in
+    bf16 than bf16 itself is from float32."""
+    fp32 = _train((), bf16=False)
+    plain = _train((), bf16=True)
+    fast = _train((cpu_kernels.BF16_ACTIVATIONS, cpu_kernels.FUSED_LOSS), bf16=True)
+    bf16_noise = max(abs(a - b) for a, b in zip(plain, fp32))
+    assert 0 < bf16_noise < 0.1
+    assert max(abs(a - b) for a, b in zip(fast, plain)) <= 2 * bf16_noise, (fast, plain, fp32)
+    assert fast[-1] < fast[0] - 0.3  # and it learns
+
+
+def test_bf16_activations_hand_on_bf16_in_training_only():
+    torch.manual_seed(0)
+    model = cpu_kernels.apply(BertForPreTraining(BertConfig(**CONFIG)), "cpu", (cpu_kernels.BF16_ACTIVATIONS,))
+    batch = _batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model.train()
+        assert model.bert(batch["input_ids"]).last_hidden_state.dtype == torch.bfloat16
+        model.eval()  # evaluation and the probes compute as the plain model does
+        assert model.bert(batch["input_ids"]).last_hidden_state.dtype == torch.float32
+
+
+def test_the_override_names_the_levers_and_refuses_unknown_names(monkeypatch):
+    model = BertForPreTraining(BertConfig(**CONFIG))
+    classifier = BertForSequenceClassification(BertConfig(**CONFIG), num_labels=2)
+    monkeypatch.setenv(levers.ENV, "all")
+    assert levers.chosen(model, "cpu", torch.bfloat16) == cpu_kernels.LEVERS
+    assert cpu_kernels.FUSED_LOSS not in levers.chosen(classifier, "cpu", torch.bfloat16)  # no MLM loss there
+    assert cpu_kernels.BF16_ACTIVATIONS not in levers.chosen(model, "cpu", None)  # fp32: nothing to keep in bf16
+    assert levers.chosen(model, "cuda", torch.bfloat16) == ()  # a GPU keeps PyTorch's kernels
+    monkeypatch.setenv(levers.ENV, "none")
+    assert levers.chosen(model, "cpu", torch.bfloat16) == ()
+    assert "as BERT_EXPLORER_CPU_LEVERS says" in levers.said(())
+    monkeypatch.setenv(levers.ENV, "16-bit dropout draws")
+    assert levers.chosen(model, "cpu", torch.bfloat16) == (cpu_kernels.DROPOUT_16,)
+    monkeypatch.setenv(levers.ENV, "faster")
+    with pytest.raises(ValueError, match="no CPU lever named faster; say none, all, measured"):
+        levers.chosen(model, "cpu", torch.bfloat16)
+
+
+def test_each_lever_is_taken_where_it_measured_faster_and_the_reading_is_kept(monkeypatch, tmp_path):
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path))
+    monkeypatch.setenv(levers.ENV, "measured")
+    model = BertForPreTraining(BertConfig(**CONFIG))
+    torch.manual_seed(7)
+    state = torch.get_rng_state()
+    chosen = levers.chosen(model, "cpu", torch.bfloat16, n_threads=1)  # measured here, for real
+    assert torch.equal(torch.get_rng_state(), state)  # the job's random stream goes on as if nothing was timed
+    kept = json.loads((tmp_path / speed.SPEED_FILE).read_text())[speed.machine_name()]
+    gains = {name: kept[key]["flop_s"] for name in cpu_kernels.LEVERS
+             for key in kept if key.startswith(f"lever {name}: pre-training H=32 I=64 V=100 threads=1 bf16")}
+    assert set(gains) == set(cpu_kernels.LEVERS) and all(0.2 < g < 5 for g in gains.values())
+    assert chosen == tuple(n for n in cpu_kernels.LEVERS if gains[n] >= levers.GAIN)
+
+    # A second job of these widths reads the kept choice; what it would measure does not matter.
+    monkeypatch.setattr(levers, "_training_step", lambda *a: pytest.fail("measured again"))
+    assert levers.chosen(model, "cpu", torch.bfloat16, n_threads=1) == chosen
+    # Where the readings say so, the choice follows them.
+    data = json.loads((tmp_path / speed.SPEED_FILE).read_text())
+    for key, reading in data[speed.machine_name()].items():
+        reading["flop_s"] = 1.2 if cpu_kernels.DROPOUT_16 in key else 0.9
+    (tmp_path / speed.SPEED_FILE).write_text(json.dumps(data))
+    assert levers.chosen(model, "cpu", torch.bfloat16, n_threads=1) == (cpu_kernels.DROPOUT_16,)
+    assert "16-bit dropout draws (each measured at least 1% faster on this CPU)" in levers.said((cpu_kernels.DROPOUT_16,))
+    assert os.environ["BERT_EXPLORER_CACHE"] == str(tmp_path)
