@@ -11,13 +11,15 @@ if there is one.
     python bench/loss_trace.py --out /tmp/before.json         # before the change
     python bench/loss_trace.py --compare /tmp/before.json     # after it
 
-Not a benchmark: no timing. It takes about a minute on a 2-core machine.
+Not a benchmark: no timing. It takes about a minute on a 2-core machine. The CPU levers are off
+(``BERT_EXPLORER_CPU_LEVERS=none``) unless that variable names them.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -26,6 +28,7 @@ import torch
 from safetensors.torch import load_file
 
 from bert_explorer.runs.run import Run
+from bert_explorer.train import levers
 from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
 from bert_explorer.train.pretrain import run_pretraining
 from bert_explorer.train.pretrain_config import PretrainConfig
@@ -94,6 +97,8 @@ def main() -> int:
     ap.add_argument("--out", help="write the trace to this JSON file")
     ap.add_argument("--compare", help="compare with a trace written before")
     args = ap.parse_args()
+    # The CPU levers chosen by measurement could differ between the two runs compared: off unless named.
+    os.environ.setdefault(levers.ENV, "none")
     got = trace()
     if args.out:
         Path(args.out).write_text(json.dumps(got, indent=1) + "\n")

@@ -160,3 +160,19 @@ def test_each_lever_is_taken_where_it_measured_faster_and_the_reading_is_kept(mo
     assert levers.chosen(model, "cpu", torch.bfloat16, n_threads=1) == (cpu_kernels.DROPOUT_16,)
     assert "16-bit dropout draws (each measured at least 1% faster on this CPU)" in levers.said((cpu_kernels.DROPOUT_16,))
     assert os.environ["BERT_EXPLORER_CACHE"] == str(tmp_path)
+
+
+def test_a_pre_training_on_the_cpu_trains_with_the_levers_and_its_log_names_them(tmp_path, tiny_vocab, monkeypatch):
+    from bert_explorer.runs.run import Run
+    from bert_explorer.train.pretrain import run_pretraining
+    from bert_explorer.train.pretrain_config import PretrainConfig
+    from test_pretrain import TINY
+
+    monkeypatch.setenv(levers.ENV, "all")
+    run_pretraining(PretrainConfig(**{**TINY, "vocab": tiny_vocab}, max_steps=3, precision="fp32"), tmp_path,
+                    progress=False)
+    log = (tmp_path / "log.txt").read_text()
+    # in fp32 there is no bf16 activation to keep: the other two
+    assert "CPU levers: fused loss gradient, 16-bit dropout draws (as BERT_EXPLORER_CPU_LEVERS says)" in log
+    losses = [m["loss"] for m in Run(tmp_path).metrics() if m["split"] == "train"]
+    assert len(losses) == 3 and all(0 < loss < 20 for loss in losses)

@@ -40,7 +40,9 @@ def _hf_outputs(task, model_dir, batch):
 @pytest.mark.parametrize("task", TASKS)
 def test_finetune_learns_and_exports(task, base_model, tmp_path):
     cfg = FinetuneConfig(model=base_model, train=f"tiny:{task}", task=task, max_train_examples=160,
-                         epochs={"qa": 10, "multiple-choice": 10, "multi-label": 16}.get(task, 6), batch_size=16, lr=1e-3,
+                         epochs={"qa": 10, "multiple-choice": 10, "multi-label": 16,
+                                                     # 6 passed at one seed's draws only: 15 learn at any (0.93-0.98)
+                                                     "regression": 15}.get(task, 6), batch_size=16, lr=1e-3,
                          max_seq_length=64, device="cpu", seed=0)
     result = run_finetuning(cfg, tmp_path / "run")
     metric, chance = CHANCE[task]
