@@ -28,7 +28,7 @@ each kernel falls back to PyTorch's own op, which the compiler fuses itself.
 **Levers** (``LEVERS``) are further swaps that help on some CPUs and not others, so each is opt-in:
 ``apply(model, device, levers=...)`` takes the ones ``train.levers`` measured faster on this CPU.
 
-* ``bf16 activations``: under bf16 autocast, LayerNorm and the attention's softmax hand on bf16
+* ``bf16 activations``: training under bf16 autocast, LayerNorm and the attention's softmax hand on bf16
   (each still computes in float32 inside its kernel) instead of float32 that the next matrix
   product casts back; the residual stream is then bf16, as in pure-bf16 training.
 * ``fused loss gradient``: the masked-LM loss computes its gradient in the same pass as the loss

@@ -148,10 +148,10 @@ def restore(state: dict, model, optimizer, scheduler, scaler, ckpt: Path) -> dic
     scheduler.load_state_dict(state["scheduler"])
     if scaler is not None and (state["scaler"] or not scaler.is_enabled()):
         scaler.load_state_dict(state["scaler"])
+    best = ckpt.parent / "best"
+    kept = checkpoint.load(best, type(model).__name__).model.state_dict() if (best / "model.safetensors").exists() else None
+    # The random states last: building the kept model above draws its initial weights from them.
     torch.set_rng_state(state["torch_rng"])
     if state["cuda_rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda_rng"])
-    best = ckpt.parent / "best"
-    if (best / "model.safetensors").exists():
-        return checkpoint.load(best, type(model).__name__).model.state_dict()
-    return None
+    return kept

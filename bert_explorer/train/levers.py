@@ -57,17 +57,19 @@ def override() -> tuple[str, ...] | None:
 def _training_step(config: BertConfig, pretraining: bool, bf16: bool, levers: tuple[str, ...]):
     """A function that runs one forward and backward pass of a one-layer model of ``config``'s widths and
     vocabulary (the job's own architecture: pre-training heads, or the encoder a fine-tuning trains) with
-    the CPU kernels and ``levers``, on about ``WORK_FLOPS`` of work, and returns its seconds."""
+    the CPU kernels and ``levers``, on about ``WORK_FLOPS`` of work (sequences of 128, or the model's
+    longest), and returns its seconds."""
     one = BertConfig(**{**asdict(config), "num_layers": 1})
     torch.manual_seed(0)
     model = cpu_kernels.apply(BertForPreTraining(one) if pretraining else BertModel(one, add_pooling_layer=False),
                               "cpu", levers).train()
     per_position = 6 * (4 * one.hidden_size ** 2 + 2 * one.hidden_size * one.intermediate_size)
     per_position += 6 * MASKED * one.vocab_size * one.hidden_size if pretraining else 0
-    batch = max(1, min(8, round(WORK_FLOPS / (per_position * SEQ))))
+    seq = min(SEQ, one.max_position_embeddings)
+    batch = max(1, min(8 * SEQ // seq, round(WORK_FLOPS / (per_position * seq))))
     g = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, one.vocab_size, (batch, SEQ), generator=g)
-    labels = torch.where(torch.rand(batch, SEQ, generator=g) < MASKED, ids, torch.full_like(ids, IGNORE))
+    ids = torch.randint(0, one.vocab_size, (batch, seq), generator=g)
+    labels = torch.where(torch.rand(batch, seq, generator=g) < MASKED, ids, torch.full_like(ids, IGNORE))
     labels[:, 0] = ids[:, 0]  # at least one masked position a sequence
 
     def once() -> float:
