@@ -98,9 +98,7 @@ def run_ltr_finetuning(cfg: FinetuneConfig, run_dir: str | Path, head: str = "la
         train_feats = task.featurize(train.examples, tok, label_names, cfg.max_seq_length)
         dev_feats = task.featurize(dev.examples, tok, label_names, cfg.max_seq_length)
         torch.manual_seed(cfg.seed)
-        encoder, chosen = levers.apply(loaded.model, dev_obj.device, dev_obj.dtype)
-        if dev_obj.device.type == "cpu":
-            run.log(levers.said(chosen))
+        encoder = levers.apply(loaded.model, dev_obj.device, dev_obj.dtype, run.log)
         model = LTRClassifier(encoder, head, task.num_outputs(label_names), task.per_token).to(dev_obj.device)
         head_module = model.head if head == "bilstm" else model.classifier
         optimizer = make_optimizer(model.bert, cfg.lr, cfg.weight_decay, extra_groups=[

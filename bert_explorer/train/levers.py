@@ -125,10 +125,13 @@ def chosen(model: nn.Module, device, autocast_dtype: torch.dtype | None,
     return tuple(n for n in candidates(pretraining, bf16) if gain(n, config, pretraining, n_threads, bf16) >= GAIN)
 
 
-def apply(model: nn.Module, device, autocast_dtype: torch.dtype | None) -> tuple[nn.Module, tuple[str, ...]]:
-    """The CPU kernels and the levers chosen for ``model`` swapped in (``cpu_kernels.apply``): (model, levers)."""
+def apply(model: nn.Module, device, autocast_dtype: torch.dtype | None, log) -> nn.Module:
+    """The CPU kernels and the levers chosen for ``model`` swapped in (``cpu_kernels.apply``); on the CPU,
+    ``log`` (a run's) is told which levers (``said``). Returns the model."""
     levers = chosen(model, device, autocast_dtype)
-    return cpu_kernels.apply(model, device, levers), levers
+    if torch.device(device).type == "cpu":
+        log(said(levers))
+    return cpu_kernels.apply(model, device, levers)
 
 
 def said(levers: tuple[str, ...]) -> str:

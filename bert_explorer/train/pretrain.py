@@ -271,9 +271,7 @@ def _new_model(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | N
         model = _warm_start(cfg, run, dev)
     else:
         model = BertForPreTraining(preset(cfg.size, vocab_size=tok.vocab_size, causal=cfg.objective_type.left_to_right))
-    _, chosen = levers.apply(model.to(dev.device), dev.device, dev.dtype)
-    if dev.device.type == "cpu":
-        run.log(levers.said(chosen))
+    levers.apply(model.to(dev.device), dev.device, dev.dtype, run.log)
     if cfg.freeze_word_embeddings:
         # One matrix reads words in and (tied) writes them out: freezing it keeps both fixed,
         # so the optimiser never sees it and a checkpoint can ship without it.
