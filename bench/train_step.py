@@ -127,25 +127,42 @@ PROFILE_GROUPS = (
 )
 
 
-def profile_step(step, batches, precision: str, name: str, steps: int = 2) -> None:
-    """torch.profiler over ``steps`` steps of ``name``: the share of each group, then the ten heaviest operators."""
+def _self_device_us(e) -> float:
+    return getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0) or 0
+
+
+def profile_step(step, batches, precision: str, name: str, steps: int = 2, cuda: bool = False) -> None:
+    """torch.profiler over ``steps`` steps of ``name``: the share of each group, then the ten heaviest
+    operators. On a GPU by the kernels' own time on the device, with the host's time beside it: a
+    step whose host time exceeds its device time is launch- or sync-bound, which CUDA graphs and
+    fewer host syncs address, not faster kernels."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    wall = time.perf_counter()
+    with profile(activities=activities) as prof:
         for batch in batches[:steps]:
             float(step(batch))
-    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
-    total = sum(e.self_cpu_time_total for e in events)
+    wall = time.perf_counter() - wall
+    own = _self_device_us if cuda else (lambda e: e.self_cpu_time_total)
+    events = [e for e in prof.key_averages() if own(e) > 0]
+    total = sum(own(e) for e in events)
     groups: dict[str, float] = {}
     for e in events:
         key = e.key.lower()
         group = next((g for g, words in PROFILE_GROUPS if any(w in key for w in words)), "other elementwise")
-        groups[group] = groups.get(group, 0.0) + e.self_cpu_time_total
-    print(f"[{precision}] where {name}'s step goes (torch.profiler, self CPU time, {steps} steps):")
+        groups[group] = groups.get(group, 0.0) + own(e)
+    what = "self device (GPU) time" if cuda else "self CPU time"
+    print(f"[{precision}] where {name}'s step goes (torch.profiler, {what}, {steps} steps):")
+    if cuda:
+        host = sum(e.self_cpu_time_total for e in prof.key_averages())
+        print(f"[{precision}]   a step: {wall / steps * 1e3:.1f} ms wall under the profiler, GPU kernels "
+              f"{total / steps / 1e3:.1f} ms, host operators {host / steps / 1e3:.1f} ms"
+              f" ({'host-bound' if host > total else 'GPU-bound'})")
     for group, t in sorted(groups.items(), key=lambda kv: -kv[1]):
         print(f"[{precision}]   {group:<24} {t / total:6.1%}   {t / steps / 1e3:8.1f} ms a step")
-    for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:10]:
-        print(f"[{precision}]     {e.key[:44]:<44} {e.self_cpu_time_total / total:6.1%}  x{e.count // steps}")
+    for e in sorted(events, key=lambda e: -own(e))[:10]:
+        print(f"[{precision}]     {e.key[:44]:<44} {own(e) / total:6.1%}  x{e.count // steps}")
 
 
 def make_batches(n: int, batch: int, seq: int, vocab: int, mask_prob: float, device, seed: int):
@@ -316,6 +333,9 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
         for name, original in (("ours compiled", ours), ("transformers compiled", hf)):
             twin = copy.deepcopy(original)  # its own weights and optimiser, as the others
             models.append((name, twin, torch.compile(twin)))
+        if args.levers and device.type == "cuda":  # CUDA graphs: the host launches a step's kernels at once
+            twin = copy.deepcopy(ours)
+            models.append(("ours compiled+graphs", twin, torch.compile(twin, mode="reduce-overhead")))
     # --levers: ours with one lever off, each on its own copy. Asking for the attention weights is what
     # takes our model's explicit path (matmul, softmax, dropout, matmul) instead of SDPA.
     explicit, unfused = set(), set()
@@ -350,11 +370,13 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
         return time.perf_counter() - t0
 
     compile_s = {}
-    for name in [n for n in runners if n.endswith("compiled")]:
-        # the first step compiles (and a second may, for the other MLM count): untimed
+    for name in [n for n in runners if "compiled" in n]:
+        # the first step compiles (and a second may, for the other MLM count): untimed. CUDA graphs are
+        # recorded once for each shape, and the number of MLM-labelled positions is a shape: every batch
+        # goes through once untimed, as a long run's steps would meet each count again and again.
         t0 = time.perf_counter()
         try:
-            for batch in batches[:2]:
+            for batch in batches[:len(batches) if name.endswith("graphs") else 2]:
                 float(runners[name](batch))
         except Exception as e:  # a compiler failure is a result to report, not the end of the bench
             print(f"[{precision}] {name}: torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
@@ -372,7 +394,9 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
 
     print(f"[{precision}] same weights: initial loss ours {l_ours:.4f}, transformers {l_hf:.4f}")
     for name, seconds in compile_s.items():
-        print(f"[{precision}] {name}: torch.compile's first two steps (compiling) {seconds:.1f} s, not counted below")
+        first = ("steps (compiling, one graph recorded for each MLM count)" if name.endswith("graphs")
+                 else "two steps (compiling)")
+        print(f"[{precision}] {name}: torch.compile's first {first} {seconds:.1f} s, not counted below")
     rate = {}
     for name, ts in times.items():
         rate[name] = tokens / statistics.median(ts)  # the median step: robust to a busy moment
@@ -394,11 +418,15 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
         print(f"[{precision}] levers: SDPA gave ours {rate['ours'] / rate['ours explicit attn']:.2f}x over the explicit "
               f"attention path, fused AdamW {rate['ours'] / rate['ours AdamW unfused']:.2f}x over the unfused one"
               + (f", torch.compile {rate['ours compiled'] / rate['ours']:.2f}x over eager" if "ours compiled" in rate
-                 else ""))
+                 else "")
+              + (f", CUDA graphs {rate['ours compiled+graphs'] / rate['ours compiled']:.2f}x over compiled alone"
+                 if "ours compiled+graphs" in rate and "ours compiled" in rate else ""))
     if args.profile:
         targets = [t for t in ("ours+kernels", "ours+levers") if t in runners] or ["ours"]
+        if device.type == "cuda":  # what runs there, and the twin it is compared with
+            targets = [t for t in ("ours", "ours compiled", "transformers compiled") if t in runners]
         for target in targets:
-            profile_step(runners[target], batches, precision, target)
+            profile_step(runners[target], batches, precision, target, cuda=device.type == "cuda")
     return {k: (v, tokens / min(times[k])) for k, v in rate.items()}
 
 

@@ -55,14 +55,15 @@ def test_dry_run_runs_every_step_and_everything_comes_back(sample_travel, tmp_pa
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert "Dry run PASSED" in out
+    steps = {"tests", "bench", "recipe-sweep", "paper-mini", "teaching-model", "explorer-mini"}
     # the plan of the real steps comes first: planned minutes and what each would send back
-    for step in ("tests", "teaching-model", "paper-mini", "explorer-mini", "bench"):
+    for step in steps:
         assert f"\n  {step}" in out.split("Dry run:")[0], step
     assert "min   returns" in out
     returned = tmp_path / "dry-run" / "out"
     assert travel.return_problems(returned) == []
     manifest = json.loads((returned / "manifest.json").read_text())
-    assert set(manifest["archives"]) == {"tests", "teaching-model", "paper-mini", "explorer-mini", "bench"}
+    assert set(manifest["archives"]) == steps
     assert all(a["state"] == "finished" for a in manifest["archives"].values())
     # the teaching model (MiniLM-sized even when tiny) came back in two parts and joins
     assert len(manifest["archives"]["teaching-model"]["parts"]) == 2
@@ -78,6 +79,15 @@ def test_dry_run_runs_every_step_and_everything_comes_back(sample_travel, tmp_pa
     # a finished step leaves the note that makes the next command skip it
     assert (tmp_path / "state" / "paper-mini" / "result.json").is_file()
     assert (tmp_path / "state" / "paper-mini" / "resume" / "results.jsonl").is_file()
+    # the sweep ran every setting, and paper-mini pre-trained (side by side) with the setting it chose
+    sweep_rows = json.loads((results / "recipe-sweep" / "sweep" / "sweep.json").read_text())
+    assert len(sweep_rows) == 2 and all(r["state"] == "finished" and r["held_out_loss"] > 0 for r in sweep_rows)
+    chosen = json.loads((results / "recipe-sweep" / "sweep" / "chosen.json").read_text())
+    assert chosen["lr"] in (1e-3, 2e-4) and "| objective | lr |" in (results / "recipe-sweep" / "sweep" / "sweep.md").read_text()
+    pre = json.loads((results / "paper-mini" / "ablation" / "plan.json").read_text())["pretrainings"].values()
+    assert {(p["lr"], p["max_steps"], p["warmup_steps"]) for p in pre} == {
+        (chosen["lr"], chosen["max_steps"], chosen["warmup_steps"])}
+    assert "pre-trainings side by side" in out and "pre-trainings: 4 finished" in out
 
 
 def test_the_dry_run_child_cannot_import_what_the_gpu_machine_lacks():

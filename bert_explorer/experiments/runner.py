@@ -210,6 +210,20 @@ def _stop_on_sigterm():
     return signal.signal(signal.SIGTERM, handler)
 
 
+def create_plan(recipe: dict, out_dir: str | Path) -> dict:
+    """Expand ``recipe`` and write its plan (and the recipe as the run's config) into a new ablation
+    folder, without running anything: what ``run_ablation(..., resume=True)`` then runs, and what a
+    caller that pre-trains the plan's models side by side reads first."""
+    abl = Path(out_dir)
+    plan = grid.expand(recipe)
+    refusal = grid.offline_refusal(plan)
+    if refusal:  # before anything is written
+        raise ValueError(refusal)
+    Run(abl).create(plan["recipe"], "ablate")
+    atomic.write_json(abl / "plan.json", plan, indent=2)
+    return plan
+
+
 # ----- the loop -------------------------------------------------------------------------------
 @writes_run("out_dir", "bert-explorer ablate")
 def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False, progress: bool = False,
@@ -227,12 +241,7 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
     if plan is None:
         if recipe is None:
             raise ValueError(f"{abl} holds no ablation plan; give a recipe")
-        plan = grid.expand(recipe)
-        refusal = grid.offline_refusal(plan)
-        if refusal:  # before anything is written
-            raise ValueError(refusal)
-        run.create(plan["recipe"], "ablate")
-        atomic.write_json(abl / "plan.json", plan, indent=2)
+        plan = create_plan(recipe, abl)
     run.clear_stop()
     previous_handler = _stop_on_sigterm()
     cells = plan["cells"]

@@ -8,11 +8,15 @@ from pathlib import Path
 from . import travel
 from .travel import TravelError
 
+# every step, in the order a loan should take them (steps.py has what each does; it imports the trainers,
+# which --help, prepare and join never need)
+STEPS = ("tests", "bench", "recipe-sweep", "paper-mini", "teaching-model", "explorer-mini")
+
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m tools.gpu_kit", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
-    steps_help = "comma-separated: tests, teaching-model, paper-mini, explorer-mini, bench"
+    steps_help = "comma-separated: " + ", ".join(STEPS)
 
     p = sub.add_parser("prepare", help="write the travel folder: corpora, data sets, word embeddings, pytest")
     p.add_argument("--into", default=".gpu-travel")
@@ -21,10 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", type=int, default=9, help="xz level, 0-9 (default 9: smallest)")
 
     p = sub.add_parser("plan", help="print the planned minutes of the steps and the files they return")
-    p.add_argument("--steps", default="tests,teaching-model,paper-mini,explorer-mini,bench", help=steps_help)
+    p.add_argument("--steps", default=",".join(STEPS), help=steps_help)
 
     p = sub.add_parser("run", help="run steps in one command (on the GPU machine), or --dry-run them here")
-    p.add_argument("--steps", default="tests,teaching-model,paper-mini,explorer-mini,bench", help=steps_help)
+    p.add_argument("--steps", default=",".join(STEPS), help=steps_help)
     p.add_argument("--out", default=None, help="where the results to send back go ($OUT on the GPU machine)")
     p.add_argument("--work", default=".gpu-work", help="the steps' work folders (kept while the machine is)")
     p.add_argument("--travel", default=None, help="the prepared inputs (default .gpu-travel)")

@@ -34,6 +34,7 @@ START_S = 20                   # Python, torch and CUDA start-up of a command (a
 DATA_S_PER_MILLION_TOKENS = 18 / 5.4 / 1.3
 TEACHING_TOKENS_M = 5.4        # the five corpora (4.8 M training WordPieces) + WordNet (0.6 M)
 EXPLORER_TOKENS_M = 4.8        # the five corpora
+PAPER_MINI_TOKENS_M = 1.66     # bbc+wiki+lee: paper-mini's corpus (1.66 M WordPieces, its LTR run)
 
 TIME_LAPSE_POINTS = 12         # explorer-mini keeps a checkpoint at this many evenly spaced steps
 
@@ -49,8 +50,23 @@ EXPLORER = {  # explorer-mini from zero: 4 layers, H=256, the standard uncased v
 }
 # BERT-Base in bf16, with the levers on for both models (SDPA, fused AdamW, torch.compile); a batch
 # of 128 x 128 so that the GPU, not the launching of kernels, sets the pace
+# (--levers adds ours with explicit attention, with unfused AdamW, and compiled with CUDA graphs; --profile
+# adds where the step goes, by the kernels' GPU time), then the same eager pair at twice the batch
 BENCH_ARGS = ["--size", "base", "--batch", "128", "--seq", "128", "--steps", "20", "--warmup", "5",
-              "--device", "cuda", "--precision", "bf16", "--compile", "--levers"]
+              "--device", "cuda", "--precision", "bf16", "--compile", "--levers", "--profile"]
+BENCH_LARGE_BATCH_ARGS = ["--size", "base", "--batch", "256", "--seq", "128", "--steps", "10", "--warmup", "3",
+                          "--device", "cuda", "--precision", "bf16"]
+
+# recipe-sweep (sweep.py): paper-mini's baseline size pre-trained with each objective at every learning
+# rate x warm-up (a fraction of the steps), side by side on the one GPU
+SWEEP = {"lrs": [1e-3, 5e-4, 2e-4], "warmups": [0.05, 0.2], "objectives": ["mlm+nsp", "mlm", "ltr"],
+         "max_steps": 1000, "eval_points": 4}
+# How many pre-trainings share the GPU at once (side_by_side.py): the H200's host has 16 cores and each
+# run masks its batches on one of them; 9 puts the sweep's 18 runs in two waves.
+SIDE_BY_SIDE_WORKERS = 9
+# Runs side by side slow each other down where the GPU, not the host, becomes the limit: assumed 1.5x
+# for the sizes of paper-mini (the GPU run measures it; its printout has each run's ms a step)
+SIDE_BY_SIDE_SLOWDOWN = 1.5
 
 # ----- the tiny versions, for --dry-run on the CPU ------------------------------------------------
 _TINY_PRETRAIN = {"max_docs": 60, "max_seq_length": 32, "batch_size": 4, "max_steps": 4, "warmup_steps": 1,
@@ -59,7 +75,10 @@ _TINY_PRETRAIN = {"max_docs": 60, "max_seq_length": 32, "batch_size": 4, "max_st
 TEACHING_TINY = {**TEACHING, **_TINY_PRETRAIN, "eval_corpora": None}
 EXPLORER_TINY = {**EXPLORER, **_TINY_PRETRAIN, "size": "tiny", "eval_corpora": None, "save_every": 1}
 BENCH_TINY_ARGS = ["--size", "tiny", "--batch", "2", "--seq", "16", "--steps", "1", "--warmup", "1",
-                   "--device", "cpu", "--precision", "fp32", "--levers"]
+                   "--device", "cpu", "--precision", "fp32", "--levers", "--profile"]
+# two runs, one wave on the dry run's 2 cores: the path, not the choice (tests/test_recipe_sweep.py has that)
+SWEEP_TINY = {"lrs": [1e-3, 2e-4], "warmups": [0.25], "objectives": ["mlm"], "max_steps": 4, "eval_points": 2}
+SIDE_BY_SIDE_TINY_WORKERS = 2   # the dry run's CPU has 2 cores
 
 
 def tiny_paper_mini(recipe: dict) -> dict:
@@ -139,29 +158,53 @@ def plan_explorer() -> Planned:
     return planned
 
 
+def _side_by_side_seconds(total_s: float, runs: int) -> float:
+    waves = -(-runs // SIDE_BY_SIDE_WORKERS)
+    return SIDE_BY_SIDE_SLOWDOWN * total_s * waves / max(1, runs)
+
+
 def plan_paper_mini(recipe: dict) -> Planned:
     plan = grid.expand(recipe)
     e = grid.estimate(plan, "gpu")
     n_pre, n_cells = len(plan["pretrainings"]), len(plan["cells"])
-    seconds = 2 * START_S + e["total_s"]
+    pre_s = _side_by_side_seconds(e["pretrain_s"], n_pre)
+    seconds = 2 * START_S + pre_s + e["finetune_s"]
     return Planned(seconds, [
         f"start-up {START_S:.0f} s in each of its two commands (assumed)",
-        f"{n_pre} pre-trainings {e['pretrain_s']:.0f} s and {n_cells} fine-tuning cells {e['finetune_s']:.0f} s "
-        f"(experiments.grid.estimate on 'gpu', train/estimate.py's rates, measured on an H200)",
+        f"{n_pre} pre-trainings {e['pretrain_s']:.0f} s one after another, {pre_s:.0f} s side by side "
+        f"({SIDE_BY_SIDE_WORKERS} at once, each {SIDE_BY_SIDE_SLOWDOWN:g}x slower: assumed), then {n_cells} "
+        f"fine-tuning cells {e['finetune_s']:.0f} s (experiments.grid.estimate on 'gpu', train/estimate.py's "
+        "rates, measured on an H200); with recipe-sweep's settings where it ran first (its steps may differ)",
     ], {"paper-mini.tar (results.jsonl, plan, logs and metrics of every run; no models)": 600_000})
 
 
+def plan_sweep(recipe: dict) -> Planned:
+    from . import sweep
+
+    runs = sweep.runs(recipe, SWEEP)
+    one, _ = _pretrain_seconds(runs[0]["settings"], runs[0]["settings"]["size"], PAPER_MINI_TOKENS_M)
+    all_s = _side_by_side_seconds(len(runs) * (one.seconds - START_S), len(runs))
+    return Planned(START_S + all_s, [
+        f"start-up {START_S:.0f} s (assumed)",
+        f"{len(runs)} pre-trainings of {runs[0]['settings']['size']} ({len(SWEEP['objectives'])} objectives x "
+        f"{len(SWEEP['lrs'])} learning rates x {len(SWEEP['warmups'])} warm-ups, {SWEEP['max_steps']:,} steps each), "
+        f"{SIDE_BY_SIDE_WORKERS} at once, each {SIDE_BY_SIDE_SLOWDOWN:g}x slower than alone (assumed): "
+        f"{all_s:.0f} s; one alone: " + one.basis[2],
+    ], {"recipe-sweep.tar (the table, the choice, each run's log and metrics; no models)": 300_000})
+
+
 def plan_bench() -> Planned:
-    # BERT-Base in bf16: ours and transformers', each eager and compiled, and ours with one lever off
-    # twice (--levers): 6 models, 25 steps each of 128 x 128, plus building them and compiling two
+    # BERT-Base in bf16: ours and transformers', each eager and compiled, ours with one lever off twice
+    # and ours compiled with CUDA graphs (--levers): 7 models, 25 steps each of 128 x 128 (the graphs'
+    # 25 more untimed), 3 profiled models x 2 steps; then ours and transformers' eager, 13 steps of 256 x 128
     _, fpt = est.model_size("base", 30522, 128)
-    steps = 6 * 25 * 128 * 128 * fpt / est.GPU_FLOP_S_BASE
-    seconds = START_S + 45 + 2 * COMPILE_S + steps
-    return Planned(seconds, [f"start-up {START_S:.0f} s, building and moving 6 BERT-Bases 45 s, compiling two "
-                             f"{2 * COMPILE_S:.0f} s (assumed)",
-                             f"timed steps {steps:.0f} s ({fpt / 1e6:.0f} MFLOP/token at "
+    steps = (7 * 25 + 25 + 3 * 2 + 2 * 13 * 2) * 128 * 128 * fpt / est.GPU_FLOP_S_BASE
+    seconds = 2 * START_S + 45 + 15 + 3 * COMPILE_S + steps
+    return Planned(seconds, [f"start-up {START_S:.0f} s twice, building and moving 7 + 2 BERT-Bases 60 s, compiling "
+                             f"three {3 * COMPILE_S:.0f} s (assumed)",
+                             f"steps {steps:.0f} s ({fpt / 1e6:.0f} MFLOP/token at "
                              f"{est.GPU_FLOP_S_BASE / 1e12:.0f} TFLOP/s in bf16)"],
-                   {"bench.tar (the benchmark's printout)": 20_000})
+                   {"bench.tar (the benchmark's two printouts)": 40_000})
 
 
 def plan_tests() -> Planned:

@@ -37,7 +37,6 @@ from . import plan, travel
 from .offline import ABSENT_ON_GPU
 from .steps import REPO, STEPS, Context, Outcome
 
-DEFAULT_STEPS = ("tests", "teaching-model", "paper-mini", "explorer-mini", "bench")
 # Single trainings that stop cleanly at the deadline and still send back a model: worth starting
 # with less time than planned, where a step that cannot be cut (the bench) is better left whole.
 STOPPABLE = ("teaching-model", "explorer-mini")
@@ -137,7 +136,7 @@ def _run_steps(names, out: Path, work: Path, travel_dir: Path, state: Path | Non
         say(f"[{name}] {step.what}: planned {planned[name].minutes:.1f} min, {max(0, left) / 60:.1f} min left")
         t1 = time.time()
         ctx = Context(wdir, travel_dir, state / name if state is not None and (state / name).is_dir() else None,
-                      deadline, tiny, say)
+                      deadline, tiny, say, state_root=state)
         shutil.rmtree(wdir / "return", ignore_errors=True)
         watcher = threading.Timer(max(0.0, deadline - time.time()), _stop_at_deadline, (ctx,))
         watcher.daemon = True

@@ -5,10 +5,14 @@ there, stops cleanly at the command's deadline, and leaves what should come back
 * **teaching-model**: continue ``minilm-mlm-nsp``'s pre-training (the recipe that built it:
   word embeddings frozen, MLM + NSP on the five corpora) much longer, in bf16, with WordNet's
   glosses and examples added for the masked LM only.
-* **paper-mini**: the ablation recipe ``paper-mini`` (Tables 5-8 in miniature).
+* **recipe-sweep**: paper-mini's baseline size pre-trained with three objectives at every learning
+  rate x warm-up, side by side (``sweep.py``): the settings that leave the word-frequency plateau.
+* **paper-mini**: the ablation recipe ``paper-mini`` (Tables 5-8 in miniature), with recipe-sweep's
+  pre-training settings where it ran first, its pre-trainings side by side (``side_by_side.py``).
 * **explorer-mini**: a 4-layer BERT pre-trained from zero, with checkpoints at
   :data:`plan.TIME_LAPSE_POINTS` evenly spaced steps for the time-lapse.
-* **bench**: ``bench/train_step.py`` on BERT-Base, ours against transformers'.
+* **bench**: ``bench/train_step.py`` on BERT-Base, ours against transformers': each lever (SDPA,
+  fused AdamW, compile, CUDA graphs) and the profile at batch 128, then the eager pair at 256.
 
 **Resuming.** On the same machine (the next command, while it is still held) a training step
 goes on from its newest checkpoint exactly (``train/pretrain.py`` saves the optimiser and the
@@ -39,7 +43,7 @@ from bert_explorer.runs.run import Run
 from bert_explorer.train.pretrain import run_pretraining
 from bert_explorer.train.pretrain_config import PretrainConfig
 
-from . import plan, travel
+from . import plan, side_by_side, sweep, travel
 from .offline import python_command
 
 REPO = Path(__file__).resolve().parents[2]  # tools/gpu_kit/ lies in the repository, never in site-packages
@@ -57,6 +61,7 @@ class Context:
     dry_run: bool
     say: Callable[[str], None] = print
     stop_files: list[Path] = field(default_factory=list)  # touched at the deadline
+    state_root: Path | None = None  # every step's carried state (another step's result is read there)
 
     @property
     def returns(self) -> Path:
@@ -114,7 +119,7 @@ def _copy_run_files(run_dir: Path, into: Path) -> None:
             shutil.copy(run_dir / name, into / name)
 
 
-def _pretrain(ctx: Context, settings: dict, run_dir: Path) -> dict:
+def pretrain(ctx: Context, settings: dict, run_dir: Path) -> dict:
     run = Run(run_dir)
     resume = run.latest_checkpoint() is not None
     if resume:
@@ -198,7 +203,7 @@ def run_teaching(ctx: Context) -> Outcome:
     init = build_init(ctx.travel, ctx.work / "init")
     settings = {**(plan.TEACHING_TINY if ctx.dry_run else plan.TEACHING), "init": str(init)}
     run_dir = ctx.work / "run"
-    result = _pretrain(ctx, settings, run_dir)
+    result = pretrain(ctx, settings, run_dir)
     last = Run(run_dir).checkpoints()[-1][1]
     # The word embeddings were frozen: prove it, then leave them out, as minilm-mlm-nsp does.
     key = travel.WORD_EMBEDDINGS_KEY
@@ -234,7 +239,7 @@ def explorer_settings(dry_run: bool) -> dict:
 def run_explorer(ctx: Context) -> Outcome:
     settings = explorer_settings(ctx.dry_run)
     run_dir = ctx.work / "run"
-    result = _pretrain(ctx, settings, run_dir)
+    result = pretrain(ctx, settings, run_dir)
     checkpoints = Run(run_dir).checkpoints()
     model = _model_files(checkpoints[-1][1], ctx.returns / "model")
     if (run_dir / "timelapse.json").is_file() and not (ctx.returns / "model" / "timelapse.json").is_file():
@@ -254,15 +259,17 @@ def run_explorer(ctx: Context) -> Outcome:
 _HEAVY = ("checkpoints", "model", "feature_head", "tokenizer", "data", "vocab", "dev_predictions.json")
 
 
-def _light_copy(src: Path, dst: Path) -> None:
+def light_copy(src: Path, dst: Path) -> None:
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(src, dst, ignore=lambda d, names: [n for n in names if n in _HEAVY or n.endswith(".lock")
                                                        or n == "STOP"])
 
 
-def paper_mini_recipe(dry_run: bool) -> dict:
+def paper_mini_recipe(dry_run: bool, chosen: dict | None = None) -> dict:
+    """paper-mini (tiny for the dry run), with recipe-sweep's pre-training settings where given."""
     recipe = grid.load_recipe("paper-mini")
-    return plan.tiny_paper_mini(recipe) if dry_run else recipe
+    recipe = plan.tiny_paper_mini(recipe) if dry_run else recipe
+    return sweep.apply(recipe, chosen) if chosen else recipe
 
 
 def run_paper_mini(ctx: Context) -> Outcome:
@@ -271,19 +278,48 @@ def run_paper_mini(ctx: Context) -> Outcome:
     if not (abl / "plan.json").exists() and seed is not None and (seed / "plan.json").exists():
         ctx.say(f"  continuing the ablation that an earlier machine sent back ({seed})")
         shutil.copytree(seed, abl, dirs_exist_ok=True)
-    resume = (abl / "plan.json").exists()
     ctx.stop_files.append(abl / "STOP")
-    results = runner.run_ablation(None if resume else paper_mini_recipe(ctx.dry_run), abl, resume=resume,
-                                  say=lambda s: ctx.say("  " + s))
+    if not (abl / "plan.json").exists():
+        chosen = sweep.chosen_recipe(ctx.work.parent, ctx.state_root)
+        ctx.say(f"  pre-training settings from recipe-sweep: {chosen['why']}" if chosen else
+                "  no recipe-sweep result on this machine or carried: paper-mini's shipped pre-training settings")
+        runner.create_plan(paper_mini_recipe(ctx.dry_run, chosen), abl)
+    _pretrain_side_by_side(ctx, abl)
+    if ctx.seconds_left() <= 0:  # the deadline came during the pre-trainings: the next command goes on
+        results = runner.read_results(abl)
+    else:
+        results = runner.run_ablation(None, abl, resume=True, say=lambda s: ctx.say("  " + s))
     plan_ = runner.read_plan(abl)
     done = sum(r["status"] == "finished" for r in results.values())
     failed = sum(r["status"] == "failed" for r in results.values())
     total = len(plan_["cells"])
-    _light_copy(abl, ctx.returns / "ablation")
+    light_copy(abl, ctx.returns / "ablation")
     # A failed cell is retried by the next command (runner.run_ablation(resume=True)).
     state = "finished" if done == total else "failed" if done + failed == total else "stopped"
     return Outcome(state, {"cells": total, "finished": done, "failed": failed,
                            "pretrainings": len(plan_["pretrainings"])}, resume="ablation")
+
+
+def _pretrain_side_by_side(ctx: Context, abl: Path) -> None:
+    """The plan's pre-trainings that a cell still needs, side by side on the GPU; the ablation runner
+    then finds them finished and fine-tunes."""
+    plan_, finished = runner.read_plan(abl), runner.read_results(abl)
+    def ready(key):  # carried from another machine, a finished pre-training has lost its checkpoints
+        run = Run(abl / "pretrain" / key)
+        return run.status().get("state") == "finished" and bool(run.checkpoints())
+
+    keys = [key for key, cfg in plan_["pretrainings"].items() if "hub" not in cfg and not ready(key)
+            and any(c["pretrain_key"] == key and finished.get(c["id"], {}).get("status") != "finished"
+                    for c in plan_["cells"])]
+    if not keys:
+        return
+    workers = plan.SIDE_BY_SIDE_TINY_WORKERS if ctx.dry_run else plan.SIDE_BY_SIDE_WORKERS
+    ctx.say(f"  {len(keys)} pre-trainings, {min(workers, len(keys))} side by side: "
+            + "; ".join(grid.pretraining_label(plan_["pretrainings"][k]) for k in keys))
+    ran = side_by_side.run_jobs([side_by_side.ablation_job(abl, k, f"pretrain-{k}") for k in keys], workers,
+                                ctx.deadline, ctx.work / "printouts", say=ctx.say)
+    ctx.say("  pre-trainings: " + ", ".join(f"{sum(o['state'] == s for o in ran.values())} {s}"
+                                             for s in ("finished", "stopped", "failed", "not started")))
 
 
 def _until_the_deadline(ctx: Context, cmd: list[str], env: dict) -> tuple[str, int | None]:
@@ -297,20 +333,36 @@ def _until_the_deadline(ctx: Context, cmd: list[str], env: dict) -> tuple[str, i
         return f"{e.stdout or ''}{e.stderr or ''}\n[stopped at the command's deadline]\n", None
 
 
+# ----- recipe-sweep ---------------------------------------------------------------------------------
+def run_sweep(ctx: Context) -> Outcome:
+    if ctx.dry_run:
+        return sweep.run(ctx, paper_mini_recipe(True), plan.SWEEP_TINY, plan.SIDE_BY_SIDE_TINY_WORKERS)
+    return sweep.run(ctx, paper_mini_recipe(False), plan.SWEEP, plan.SIDE_BY_SIDE_WORKERS)
+
+
 # ----- bench ------------------------------------------------------------------------------------------
 def run_bench(ctx: Context) -> Outcome:
-    args = plan.BENCH_TINY_ARGS if ctx.dry_run else plan.BENCH_ARGS
+    """bench/train_step.py twice: every lever and the profile at batch 128, then the eager pair at 256.
+    The dry run runs the first only: the second is the same script with other sizes, and each start
+    of it costs the suite seconds."""
+    runs = [("bench.txt", plan.BENCH_TINY_ARGS)] if ctx.dry_run else [
+        ("bench.txt", plan.BENCH_ARGS), ("bench-batch256.txt", plan.BENCH_LARGE_BATCH_ARGS)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])
-    cmd = python_command(str(REPO / "bench" / "train_step.py"), *args)
-    ctx.say("  " + " ".join(cmd[1:]))
-    text, code = _until_the_deadline(ctx, cmd, env)
-    (ctx.returns / "bench.txt").write_text(text)
-    for line in text.splitlines():
-        if "ours / transformers" in line or "tokens/s" in line:
-            ctx.say("  " + line.strip())
-    return Outcome("finished" if code == 0 else "stopped" if code is None else "failed",
-                   {"exit_code": code, "args": args})
+    codes = []
+    for name, args in runs:
+        cmd = python_command(str(REPO / "bench" / "train_step.py"), *args)
+        ctx.say("  " + " ".join(cmd[1:]))
+        text, code = _until_the_deadline(ctx, cmd, env)
+        (ctx.returns / name).write_text(text)
+        codes.append(code)
+        for line in text.splitlines():
+            if "ours / transformers" in line or "tokens/s" in line or "levers:" in line:
+                ctx.say("  " + line.strip())
+        if code is None:
+            break
+    state = "finished" if codes == [0] * len(runs) else "stopped" if None in codes else "failed"
+    return Outcome(state, {"exit_codes": " ".join(map(str, codes)), "args": [args for _, args in runs]})
 
 
 STEPS: dict[str, Step] = {s.name: s for s in (
@@ -318,10 +370,15 @@ STEPS: dict[str, Step] = {s.name: s for s in (
     Step("tests", "the GPU tests (pytest -m gpu)", (), plan.plan_tests, run_tests),
     Step("teaching-model", "minilm-mlm-nsp pre-trained further: frozen word embeddings, bf16, + WordNet for MLM",
          ("corpora", "base"), plan.plan_teaching, run_teaching),
-    Step("paper-mini", "the paper-mini ablation (Tables 5-8 in miniature)", ("corpora", "tasks"),
+    Step("recipe-sweep", "learning rate x warm-up x objective at paper-mini's baseline size, side by side: "
+         "the pre-training settings that leave the word-frequency plateau", ("corpora",),
+         lambda: plan.plan_sweep(paper_mini_recipe(False)), run_sweep),
+    Step("paper-mini", "the paper-mini ablation (Tables 5-8 in miniature), its pre-trainings side by side",
+         ("corpora", "tasks"),
          lambda: plan.plan_paper_mini(paper_mini_recipe(False)), run_paper_mini),
     Step("explorer-mini", "a 4-layer BERT from zero, checkpoints for the time-lapse", ("corpora",),
          plan.plan_explorer, run_explorer),
-    Step("bench", "bench/train_step.py: BERT-Base, seq 128, bf16, ours vs transformers, eager and compiled", (),
+    Step("bench", "bench/train_step.py: BERT-Base, seq 128, bf16, ours vs transformers, eager and compiled, each "
+         "lever, the profile; then batch 256", (),
          plan.plan_bench, run_bench),
 )}
