@@ -261,7 +261,8 @@ for axis, fig in figs.items():
 st.subheader("4. Do the paper's directions hold?")
 st.caption("Judged on the scores this grid's models reached: " + results.RULE)
 st.table(pd.DataFrame([{"direction": d["direction"], "held in ours": d["verdict"],
-                        "our numbers": d["detail"], "paper": d["paper"]} for d in dirs]).set_index("direction"))
+                        "our numbers": d["detail"], "paper": d["paper"], "later work": d["later"]}
+                       for d in dirs]).set_index("direction"))
 
 c1, c2 = st.columns(2)
 c1.download_button("Download CSV", results.to_csv(table), f"{chosen.name}.csv", "text/csv", key="abl_dl_csv")

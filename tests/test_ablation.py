@@ -265,6 +265,11 @@ def test_csv_and_markdown_export_parse_back(smoke_dir):
     assert objective["setting"].tolist() == df[df.axis == "objective"]["setting"].tolist()
     assert objective.loc[objective.setting == "mlm", "paper"].iloc[0] == "83.9"
     assert tables[-1]["direction"].tolist() == [t for t, _ in paper.DIRECTIONS.values()]
+    # RoBERTa's re-examination of NSP beside Table 5's evidence, its numbers from its Table 2
+    later = dict(zip(tables[-1]["direction"], tables[-1]["later work"]))
+    nsp = later["NSP helps sentence-pair tasks"]
+    assert "Liu et al. 2019 (RoBERTa), Table 2" in nsp and "MNLI-m 84.7" in nsp and "84.0 / 78.7" in nsp
+    assert "82.9 / 76.2" in nsp and [v for k, v in later.items() if k != "NSP helps sentence-pair tasks"] == [""] * 3
 
 
 # ----- CLI ----------------------------------------------------------------------------------------
@@ -297,6 +302,7 @@ def test_page_shows_a_finished_ablation(smoke_dir, monkeypatch):
     dirs = at.table[0].value
     assert len(dirs) == 4 and set(dirs["held in ours"]) <= {"yes", "no", "no difference measurable here", "not measured",
                                                             "not measurable"}
+    assert "RoBERTa" in dirs.loc["NSP helps sentence-pair tasks", "later work"]
     assert [m.value for m in at.metric][:2] == ["13", "4"]  # cpu-small: cells, pre-trainings
     at.radio(key="abl_mode").set_value("Build my own").run()
     assert not at.exception

@@ -304,7 +304,7 @@ def directions(records) -> list[dict]:
         title, paper_says = paper.DIRECTIONS[key]
         v = verdict(outcomes)
         out.append({"key": key, "direction": title, "verdict": v, "holds": {YES: True, NO: False}.get(v),
-                    "detail": detail, "paper": paper_says})
+                    "detail": detail, "paper": paper_says, "later": paper.LATER_WORK.get(key, "")})
 
     # 1. NSP helps pair tasks
     pair_recs = [r for r in recs if TASK_TYPES.get(r.get("task_type")) in paper.NSP_TASK_TYPES]
@@ -407,10 +407,11 @@ def to_markdown(df: pd.DataFrame, dirs: list[dict], title: str = "Ablation resul
         if axis == "transfer":
             parts += [TABLE7_CAPTION.format(models=", ".join(sorted(set(sub["size"]))),
                                             tasks=", ".join(sorted(set(sub["task"])))), ""]
-    parts += ["## Directions", "", RULE, "", "| direction | held in ours | our numbers | paper |", "|---|---|---|---|"]
+    parts += ["## Directions", "", RULE, "", "| direction | held in ours | our numbers | paper | later work |",
+              "|---|---|---|---|---|"]
     for d in dirs:
         parts.append(f"| {_md_cell(d['direction'])} | {d['verdict']} | {_md_cell(d['detail'])} | "
-                     f"{_md_cell(d['paper'])} |")
+                     f"{_md_cell(d['paper'])} | {_md_cell(d.get('later', ''))} |")
     return "\n".join(parts) + "\n"
 
 
