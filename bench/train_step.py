@@ -33,12 +33,14 @@ the step with what this CPU multiplies at that moment. The machine's load averag
 are printed with it. On a shared machine the load moves both during a run: the fastest step
 against the fastest matmul is printed too, the pair least disturbed by other processes.
 
+Ours gets the MLM-labelled positions and whether the batch has padding from the host, as pre-training
+gives them (``train/trainer.py``: no host sync in a step); transformers' model finds both on the device.
 ``--compile`` also times both models under ``torch.compile`` (ours: what the ``--compile``
 training setting of pretrain and finetune does), so that the comparison with transformers holds with the same levers (SDPA attention,
 fused AdamW, compilation); compile times are printed apart and not counted in the step times. A
 model that fails to compile is reported in one line and left out. ``--levers`` also times ours with one lever off at
 a time (the explicit attention path, which asking for the attention weights takes, instead of SDPA;
-AdamW not fused) and prints what each lever gave, compilation included with ``--compile``. On a GPU the datasheet's dense
+AdamW not fused; the labelled positions and the padding read on the device) and prints what each lever gave, compilation included with ``--compile``. On a GPU the datasheet's dense
 bf16 rate is printed beside the measured matmul rate, where the card is one we know.
 
 ``--cpu-kernels`` also times ours with ``model.cpu_kernels`` applied ("ours+kernels"), and with the
@@ -178,10 +180,21 @@ def make_batches(n: int, batch: int, seq: int, vocab: int, mask_prob: float, dev
         labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE))
         ids = torch.where(chosen, torch.full_like(ids, 4), ids)  # [MASK]
         nsp = torch.randint(0, 2, (batch,), generator=g)
-        out.append({k: v.to(device) for k, v in {
+        out.append({**{k: v.to(device) for k, v in {
             "input_ids": ids, "token_type_ids": tt, "attention_mask": torch.ones_like(ids),
-            "labels": labels, "next_sentence_label": nsp}.items()})
+            "labels": labels, "next_sentence_label": nsp,
+            # found on the host, as pre-training does (train/trainer.py: no host sync in a step)
+            "mlm_positions": chosen.flatten().nonzero().squeeze(1)}.items()}, "has_padding": False})
     return out
+
+
+# What only our model takes: the labelled positions and whether there is padding, known on the host
+HOST_ONLY = ("mlm_positions", "has_padding")
+
+
+def plain(batch: dict) -> dict:
+    """The batch as transformers' model (and ours, the way that reads them on the device) takes it."""
+    return {k: v for k, v in batch.items() if k not in HOST_ONLY}
 
 
 def hf_twin(ours: BertForPreTraining):
@@ -312,7 +325,7 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
     with torch.no_grad(), autocast():
         ours.eval(), hf.eval()
         l_ours = float(ours(**batches[0]).loss)
-        l_hf = float(hf(**batches[0]).loss)
+        l_hf = float(hf(**plain(batches[0])).loss)
     ours.train(), hf.train()
 
     runners = {}
@@ -338,9 +351,12 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
             models.append(("ours compiled+graphs", twin, torch.compile(twin, mode="reduce-overhead")))
     # --levers: ours with one lever off, each on its own copy. Asking for the attention weights is what
     # takes our model's explicit path (matmul, softmax, dropout, matmul) instead of SDPA.
-    explicit, unfused = set(), set()
+    # Ours reading the labelled positions and the padding from the device ("ours device reads") is how
+    # it ran before they came from the host: the sync lever.
+    explicit, unfused, device_reads = set(), set(), {"transformers", "transformers compiled"}
     if args.levers:
-        for name, off in (("ours explicit attn", explicit), ("ours AdamW unfused", unfused)):
+        for name, off in (("ours explicit attn", explicit), ("ours AdamW unfused", unfused),
+                          ("ours device reads", device_reads)):
             twin = copy.deepcopy(ours)
             models.append((name, twin, twin))
             off.add(name)
@@ -349,10 +365,10 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
                else make_optimizer(model, lr=1e-4, weight_decay=0.01))
         extra = {"output_attentions": True} if name in explicit else {}
 
-        def step(batch, model=forward, opt=opt, extra=extra):
+        def step(batch, model=forward, opt=opt, extra=extra, reads=name in device_reads):
             opt.zero_grad(set_to_none=True)
             with autocast():
-                loss = model(**batch, **extra).loss
+                loss = model(**(plain(batch) if reads else batch), **extra).loss
             loss.backward()
             opt.step()
             return loss.detach()
@@ -420,7 +436,9 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
               + (f", torch.compile {rate['ours compiled'] / rate['ours']:.2f}x over eager" if "ours compiled" in rate
                  else "")
               + (f", CUDA graphs {rate['ours compiled+graphs'] / rate['ours compiled']:.2f}x over compiled alone"
-                 if "ours compiled+graphs" in rate and "ours compiled" in rate else ""))
+                 if "ours compiled+graphs" in rate and "ours compiled" in rate else "")
+              + f", positions and padding from the host {rate['ours'] / rate['ours device reads']:.2f}x over reading "
+                "them on the device")
     if args.profile:
         targets = [t for t in ("ours+kernels", "ours+levers") if t in runners] or ["ours"]
         if device.type == "cuda":  # what runs there, and the twin it is compared with

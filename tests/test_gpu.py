@@ -15,6 +15,7 @@ CUDA they are skipped (tests/conftest.py), and the CPU twins run in the default 
 | fine-tuning and the feature-based BiLSTM head on CUDA | test_finetune.py (CPU) |
 | a background run started by the launcher trains on the GPU | the same run picks the CPU where there is no GPU |
 | our logits equal transformers' in bf16 within the stated tolerance | the same in bf16 autocast on the CPU |
+| a pre-training step between log steps makes the host wait for the GPU nowhere (sync debug mode) | the losses stay unread and the labelled positions found on the host give the same loss and gradients |
 """
 import json
 import math
@@ -363,7 +364,7 @@ def test_the_gpu_tests_and_their_entry_points_need_none_of_the_app_packages(tmp_
     assert "not on the GPU machine" in probe.stderr  # the blocker works
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "--co", "-m", "gpu", "-p", "no:cacheprovider",
                         "tests/test_gpu.py"], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
-    assert r.returncode == 0 and "10/" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+    assert r.returncode == 0 and "12/" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
     # Collecting runs no fixture: run one test of this file too, so that conftest's own fixtures
     # (every test's setup) are proven to need none of those packages either.
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -373,3 +374,54 @@ def test_the_gpu_tests_and_their_entry_points_need_none_of_the_app_packages(tmp_
     r = subprocess.run([sys.executable, "-m", "bert_explorer.cli", "pretrain", "--help"], capture_output=True,
                        text=True, env=env, cwd=REPO, timeout=120)
     assert r.returncode == 0 and "--timelapse-frames" in r.stdout, r.stderr[-2000:]
+
+
+# ----- no host sync in a step (trainer.py) ---------------------------------------------------------------
+@pytest.mark.parametrize("device", ["cpu", CUDA])
+def test_labelled_positions_found_on_the_host_give_the_same_loss_and_gradients(device):
+    model, batch = _model_and_batch(device)
+    batch["labels"][1, 7] = batch["input_ids"][1, 7]  # rows of unequal counts
+    twin, _ = _model_and_batch(device)
+    out = model(**batch)
+    out.loss.backward()
+    positions = (batch["labels"].cpu() != -100).flatten().nonzero().squeeze(1).to(device)
+    out2 = twin(**batch, mlm_positions=positions)
+    out2.loss.backward()
+    assert torch.equal(out.masked_logits, out2.masked_logits) and torch.equal(out.loss, out2.loss)
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        assert (p.grad is None) == (q.grad is None), name
+        assert p.grad is None or torch.equal(p.grad, q.grad), name
+
+
+def test_between_log_steps_the_losses_stay_unread_on_the_device(tiny_vocab, tmp_path):
+    """The trainer hands a step's losses over unread (``Losses``): a step that is not logged reads no
+    number from the device unless a caller asks; a logged one's are numbers, those of metrics.jsonl."""
+    seen = []
+    run_pretraining(PretrainConfig(**tiny_pretraining(tiny_vocab, max_steps=8, log_every=4)), tmp_path / "run",
+                    progress=False, on_step=lambda step, losses: seen.append((step, losses.read, losses)))
+    assert [(s, read) for s, read, _ in seen] == [(s, s % 4 == 0) for s in range(1, 9)]
+    logged = {m["step"]: m for m in Run(tmp_path / "run").metrics() if m["split"] == "train"}
+    for step, _, losses in seen:
+        assert set(losses) == {"loss", "mlm_loss", "nsp_loss"} and math.isfinite(losses["loss"])  # read on asking
+        if step in logged:
+            assert abs(losses["loss"] - logged[step]["loss"]) < 1e-5
+
+
+@gpu
+def test_a_pretraining_step_between_log_steps_never_makes_the_host_wait_for_the_gpu(tiny_vocab, tmp_path):
+    """CUDA's sync debug mode raises on any operation that makes the host wait for the GPU. It is on
+    from the end of step 2 to the end of step 6: steps 3-6 (no log, evaluation, checkpoint or frame is
+    due) must not read anything back."""
+    state = {"armed": False}
+
+    def on_step(step, losses):
+        torch.cuda.set_sync_debug_mode("error" if 2 <= step < 6 else "default")
+        state["armed"] |= step == 2
+
+    try:
+        run_pretraining(PretrainConfig(**tiny_pretraining(tiny_vocab, device="cuda", precision="bf16", max_steps=8,
+                                                          log_every=7)), tmp_path / "run", progress=False,
+                        on_step=on_step)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert state["armed"] and Run(tmp_path / "run").status()["state"] == "finished"

@@ -200,14 +200,18 @@ def init_weights(module: nn.Module, std: float) -> None:
         nn.init.zeros_(module.bias)
 
 
-def extended_attention_mask(attention_mask, causal: bool, T: int, dtype, device):
+def extended_attention_mask(attention_mask, causal: bool, T: int, dtype, device, has_padding: bool | None = None):
     """[B, T] keep-mask (1 = real token, 0 = padding) -> additive [B, 1, T|1, T] or None.
 
     Padding keys get the most negative finite number, so their softmax weight is exactly 0.
     With ``causal`` each position also cannot see the positions to its right (LTR model).
+    ``has_padding``: whether the mask masks anything, where the caller knows it without reading the
+    device (the host that padded the batch); None looks, which on a GPU makes the host wait for it.
     """
     keep = None
-    if attention_mask is not None and not bool(attention_mask.all()):
+    if has_padding is None and attention_mask is not None:
+        has_padding = not bool(attention_mask.all())
+    if attention_mask is not None and has_padding:
         keep = attention_mask.bool()[:, None, None, :]  # [B, 1, 1, T]
     if causal:
         tri = torch.ones(T, T, dtype=torch.bool, device=device).tril()[None, None]  # [1, 1, T, T]
@@ -239,10 +243,11 @@ class BertModel(nn.Module):
         head_mask=None,             # [L, A] or [A]: 1 keeps a head, 0 silences it
         output_attentions: bool = False,
         output_hidden_states: bool = False,
+        has_padding: bool | None = None,  # known on the host: see extended_attention_mask
     ) -> EncoderOutput:
         h = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)  # [B, T, H]
         T = h.shape[1]
-        mask = extended_attention_mask(attention_mask, self.config.causal, T, h.dtype, h.device)
+        mask = extended_attention_mask(attention_mask, self.config.causal, T, h.dtype, h.device, has_padding)
         if head_mask is not None and head_mask.dim() == 1:
             head_mask = head_mask.expand(self.config.num_layers, -1)
         hidden_states = [h] if output_hidden_states else None

@@ -111,6 +111,7 @@ class BertForPreTraining(nn.Module):
         attention_mask=None,
         labels=None,                # [B, T] original ids at masked positions, IGNORE elsewhere
         next_sentence_label=None,   # [B] 0 = IsNext, 1 = NotNext
+        mlm_positions=None,         # [N] the labelled positions' flat indices (row-major), optional
         **encoder_kwargs,
     ) -> HeadOutput:
         enc = self.bert(input_ids, token_type_ids, attention_mask, **encoder_kwargs)
@@ -120,9 +121,15 @@ class BertForPreTraining(nn.Module):
         if labels is None:
             out.mlm_logits = self.cls.predictions(seq)            # [B, T, V]
         else:
-            chosen = labels != IGNORE                              # [B, T]
-            out.masked_logits = self.cls.predictions(seq[chosen])  # [N, V]
-            out.mlm_loss = self.masked_lm_loss(out.masked_logits, labels[chosen])
+            if mlm_positions is None:
+                chosen = labels != IGNORE                          # [B, T]
+                masked, masked_labels = seq[chosen], labels[chosen]
+            else:  # the same rows in the same order, found where the labels were made: a boolean mask
+                # on the GPU would make the host wait for the encoder to learn how many there are
+                masked = seq.flatten(0, 1).index_select(0, mlm_positions)
+                masked_labels = labels.flatten().index_select(0, mlm_positions)
+            out.masked_logits = self.cls.predictions(masked)       # [N, V]
+            out.mlm_loss = self.masked_lm_loss(out.masked_logits, masked_labels)
             out.loss = out.mlm_loss
         if next_sentence_label is not None:
             # IGNORE marks sequences that carry no NSP label (MLM-only text mixed into the batch): the

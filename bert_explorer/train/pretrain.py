@@ -374,8 +374,14 @@ class Pretraining:
         items = [data.train[data.sampler(first + j)] for j in range(cfg.batch_size)]
         rng = random.Random(f"{cfg.seed}-{first}")  # the masks of these sequences, this time
         batch = collate(items, data.tok.pad_id, self.objective, data.masker.drawing(rng) if cfg.dynamic_masking else None)
+        # Counted and indexed here, on the host, where the batch was made: read on the GPU, either would
+        # make the host wait for the GPU (trainer.py: no host sync in a step).
+        real = int(batch["attention_mask"].sum())
+        n_tokens = real * dev.world_size  # about: ranks' batches differ a little
+        batch["mlm_positions"] = (batch["labels"] != IGNORE).flatten().nonzero().squeeze(1)
+        has_padding = real != batch["attention_mask"].numel()
         batch = {k: v.to(dev.device, non_blocking=True) for k, v in batch.items()}
-        n_tokens = int(batch["attention_mask"].sum()) * dev.world_size  # about: ranks' batches differ a little
+        batch["has_padding"] = has_padding
         self.tokens_since += n_tokens
         self.tokens_seen = None if self.tokens_seen is None else self.tokens_seen + n_tokens
         return batch
@@ -426,10 +432,11 @@ class Pretraining:
         _save(self.reporter, t.model, self.data.tok, step, t.optimizer, t.scheduler, t.scaler, self.cfg, final,
               self.tokens_seen, self.frames if final is not None else None)
 
-    def after(self, step: int, losses: dict) -> None:
+    def after(self, step: int, losses) -> None:
         if self.bar:
             self.bar.update(1)
-            self.bar.set_postfix(loss=f"{losses['loss']:.3f}")
+            if losses.read:  # a logged step's: reading them at every step would wait for the GPU
+                self.bar.set_postfix(loss=f"{losses['loss']:.3f}")
         if self.on_step is not None:
             self.on_step(step, losses)
 

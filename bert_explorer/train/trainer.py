@@ -13,10 +13,19 @@ What differs between pre-training and fine-tuning is the *job* (:class:`Job`): w
 batch holds, what its loss is, and what logging, evaluating, recording and saving mean for it.
 Device, precision and scaler are the trainer's, written once. Why not Lightning Fabric or
 Accelerate: docs/DESIGN.md.
+
+**No host sync in a step.** On a GPU, reading a number the GPU computed (``.item()``, ``float()``,
+a shape that depends on values) makes the host wait until every kernel queued before it has run. A
+step that waited so could not prepare the next batch while the GPU still works on this one. So the
+losses and the gradient norm stay on the device as tensors (:class:`Losses`) and become numbers only
+where a step is logged, evaluated, recorded or saved, or where a caller reads them; the GPU's queue is
+emptied (``synchronize``) only at those steps, so the seconds a log line counts are still the steps'
+own.
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
@@ -24,6 +33,34 @@ from typing import Callable, Protocol
 import torch
 
 from .report import Reporter
+
+
+class Losses(Mapping):
+    """A step's losses by name, kept as device tensors until first read; then numbers (one host
+    sync for all of them). ``read`` says whether they have become numbers already."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor]):
+        self._tensors, self._values = tensors, None
+
+    @property
+    def read(self) -> bool:
+        return self._values is not None
+
+    def _numbers(self) -> dict[str, float]:
+        if self._values is None:
+            names = list(self._tensors)
+            values = torch.stack([self._tensors[n].float() for n in names]).tolist() if names else []
+            self._values = dict(zip(names, values))
+        return self._values
+
+    def __getitem__(self, name: str) -> float:
+        return self._numbers()[name]
+
+    def __iter__(self):
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
 
 
 @dataclass(frozen=True)
@@ -57,7 +94,7 @@ class Job(Protocol):
 
     def save(self, step: int, measured: dict | None) -> None: ...
 
-    def after(self, step: int, losses: dict[str, float]) -> None: ...  # a progress bar, a caller's on_step
+    def after(self, step: int, losses: Losses) -> None: ...  # a progress bar, a caller's on_step
 
 
 @dataclass
@@ -88,7 +125,7 @@ class Trainer:
         while self.step < last:
             if job.stop_requested(self.step):
                 return True
-            started, losses = time.time(), {}
+            started, parts_sum = time.time(), {}
             batches = job.batches(self.step)  # each one's loss counts 1/len: their mean, as one batch's
             for micro, batch in enumerate(batches):
                 last_micro = micro == len(batches) - 1
@@ -96,23 +133,26 @@ class Trainer:
                     with self.autocast():
                         loss, parts = job.loss(self.forward, batch)
                     self.scaler.scale(loss / len(batches)).backward()
-                for name, part in parts.items():
-                    losses[name] = losses.get(name, 0.0) + part.item() / len(batches)
+                for name, part in parts.items():  # on the device: no sync (module docstring)
+                    part = part.detach() / len(batches)
+                    parts_sum[name] = part if name not in parts_sum else parts_sum[name] + part
             self.scaler.unscale_(self.optimizer)  # the clip and the log see the true gradients
-            grad_norm = (torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm).item()
-                         if self.clip_grad_norm is not None else float("nan"))
+            grad_norm = (torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
+                         if self.clip_grad_norm is not None else None)
             self.scaler.step(self.optimizer)
             self.scaler.update()
             if self.scheduler is not None:
                 self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
             self.step += 1
-            self.synchronize()
+            due = job.due(self.step)
+            if due.log or due.evaluate or due.frame or due.save:
+                self.synchronize()  # this step's seconds end when its kernels have run
             seconds += time.time() - started
             job.reporter.step_reached = self.step
-            due = job.due(self.step)
+            losses = Losses(parts_sum)
             if due.log:
-                job.log(self.step, losses, grad_norm, seconds)
+                job.log(self.step, dict(losses), float("nan") if grad_norm is None else float(grad_norm), seconds)
                 seconds = 0.0
             measured, stop = job.evaluate(self.step) if due.evaluate else (None, False)
             if due.frame:
