@@ -87,7 +87,8 @@ def test_dry_run_runs_every_step_and_everything_comes_back(sample_travel, tmp_pa
     pre = json.loads((results / "paper-mini" / "ablation" / "plan.json").read_text())["pretrainings"].values()
     assert {(p["lr"], p["max_steps"], p["warmup_steps"]) for p in pre} == {
         (chosen["lr"], chosen["max_steps"], chosen["warmup_steps"])}
-    assert "pre-trainings side by side" in out and "pre-trainings: 4 finished" in out
+    assert "pre-trainings: 4 finished" in out and "7 fine-tuning cells in 2 processes side by side" in out
+    assert "cell processes: 2 finished" in out
 
 
 def test_the_dry_run_child_cannot_import_what_the_gpu_machine_lacks():
@@ -209,13 +210,24 @@ def test_at_the_deadline_training_stops_cleanly_and_the_next_command_goes_on(sam
     assert "resuming at step 1" in log and "finished at step 4" in log
 
 
-def test_paper_mini_continues_on_another_machine_from_what_came_back(sample_travel, tmp_path, one_thread):
+def test_paper_mini_continues_on_another_machine_from_what_came_back(sample_travel, tmp_path, one_thread,
+                                                                     monkeypatch):
     """The first machine stops after its first cell; the second gets only what came back (no
     models) and finishes the ablation without running again the cells that had finished."""
     import threading
 
     from bert_explorer.experiments import runner
-    from tools.gpu_kit import session
+    from tools.gpu_kit import session, steps
+
+    shipped = steps.paper_mini_recipe
+
+    def fewer_cells(dry_run, chosen=None):  # the dry run's paper-mini on the objective axis alone: 3 cells
+        r = shipped(dry_run, chosen)
+        r["axes"] = {"objective": r["axes"]["objective"]}
+        r["axis_tasks"] = {"objective": ["topics", "pairs", "ner"]}
+        return r
+
+    monkeypatch.setattr(steps, "paper_mini_recipe", fewer_cells)
 
     def quiet(_):
         pass

@@ -66,9 +66,13 @@ def read_results(abl: str | Path) -> dict[str, dict]:
 
 
 def _append_result(abl: Path, record: dict) -> None:
-    with (abl / "results.jsonl").open("a") as f:
-        f.write(json.dumps(record, default=str) + "\n")
-        f.flush()
+    # one write() of the whole line to a file opened for appending: cells fine-tuned side by side, in
+    # several processes (the GPU kit), never interleave their lines
+    fd = os.open(abl / "results.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (json.dumps(record, default=str) + "\n").encode())
+    finally:
+        os.close(fd)
 
 
 def read_plan(abl: str | Path) -> dict | None:
@@ -187,7 +191,33 @@ def _record(cell: dict, status: str, **extra) -> dict:
             "time": time.time(), **extra}
 
 
-def _pretrain_summary(abl: Path, key: str, cfg: dict) -> dict:
+def fine_tune_cell(abl: Path, plan: dict, cell: dict, model_dir: Path | str, summary: dict) -> dict:
+    """Fine-tune one cell and append its record to results.jsonl: finished with its dev score (percent,
+    as the paper prints it) and its dev set's majority rate, or failed with the error. Returns the
+    record. (The ablation's loop calls it cell after cell; the GPU kit runs several side by side.)"""
+    t1 = time.time()
+    try:
+        res = run_cell(abl, plan, cell, model_dir)
+    except Exception as e:
+        rec = _record(cell, "failed", error=str(e) or type(e).__name__, seconds=round(time.time() - t1, 1))
+        _append_result(abl, rec)
+        return rec
+    task = task_type(res["task"])
+    metric = task.main_metric
+    dev = {k: v for k, v in res["dev"].items() if isinstance(v, (int, float)) and v is not None}
+    value = dev.get(metric)
+    # the score as the paper prints it: percent (SQuAD F1 already is)
+    score = None if value is None else round(value if task.percent else 100 * value, 2)
+    majority = res.get("dev_majority")
+    rec = _record(cell, "finished", task_type=res["task"], metric=metric, value=value, score=score,
+                  dev=dev, pretrain=summary, seconds=round(time.time() - t1, 1),
+                  ltr_head=res.get("ltr_head"), dev_examples=res.get("dev_examples"),
+                  majority=None if majority is None else round(100 * majority, 2))
+    _append_result(abl, rec)
+    return rec
+
+
+def pretrain_summary(abl: Path, key: str, cfg: dict) -> dict:
     if "hub" in cfg:  # pre-trained by Google: the model's name is what there is to say
         return {"hub": cfg["hub"]}
     st = Run(abl / "pretrain" / key).status()
@@ -285,37 +315,21 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
                 run.write_status(failed=failed)
                 continue
             run.log(f"{what} {key} ready in {time.time() - t0:.0f}s: {model_dir}")
-            summary = _pretrain_summary(abl, key, pcfg)
+            summary = pretrain_summary(abl, key, pcfg)
             for c in todo:
                 if (abl / "STOP").exists():
                     raise AblationStopped("stop requested")
                 n = len(done) + failed + 1
                 run.write_status(current=c["id"], phase="fine-tuning")
-                t1 = time.time()
-                try:
-                    res = run_cell(abl, plan, c, model_dir)
-                except Exception as e:
+                rec = fine_tune_cell(abl, plan, c, model_dir, summary)
+                if rec["status"] == "failed":
                     failed += 1
-                    msg = str(e) or type(e).__name__
-                    _append_result(abl, _record(c, "failed", error=msg, seconds=round(time.time() - t1, 1)))
-                    run.log(f"cell {c['id']} failed: {msg}")
-                    say(f"[{n}/{total}] {c['id']}: FAILED: {msg}")
+                    run.log(f"cell {c['id']} failed: {rec['error']}")
+                    say(f"[{n}/{total}] {c['id']}: FAILED: {rec['error']}")
                     run.write_status(failed=failed)
                     continue
-                task = task_type(res["task"])
-                metric = task.main_metric
-                dev = {k: v for k, v in res["dev"].items() if isinstance(v, (int, float)) and v is not None}
-                value = dev.get(metric)
-                # the score as the paper prints it: percent (SQuAD F1 already is)
-                score = None if value is None else round(value if task.percent else 100 * value, 2)
-                majority = res.get("dev_majority")
-                rec = _record(c, "finished", task_type=res["task"], metric=metric, value=value, score=score,
-                              dev=dev, pretrain=summary, seconds=round(time.time() - t1, 1),
-                              ltr_head=res.get("ltr_head"), dev_examples=res.get("dev_examples"),
-                              majority=None if majority is None else round(100 * majority, 2))
-                _append_result(abl, rec)
                 done.add(c["id"])
-                shown = f"{metric} {score:.1f}" if score is not None else f"no {metric}"
+                shown = f"{rec['metric']} {rec['score']:.1f}" if rec["score"] is not None else f"no {rec['metric']}"
                 run.log(f"cell {c['id']}: {shown} ({rec['seconds']}s)")
                 say(f"[{n}/{total}] {c['id']}: {shown} ({rec['seconds']:.0f}s)")
                 run.write_status(done=len(done))

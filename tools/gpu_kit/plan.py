@@ -67,6 +67,8 @@ SIDE_BY_SIDE_WORKERS = 9
 # Runs side by side slow each other down where the GPU, not the host, becomes the limit: assumed 1.5x
 # for the sizes of paper-mini (the GPU run measures it; its printout has each run's ms a step)
 SIDE_BY_SIDE_SLOWDOWN = 1.5
+# paper-mini's cells fine-tuned with three seeds each: noise-aware verdicts (experiments/results.py)
+PAPER_MINI_SEEDS = (0, 1, 2)
 
 # ----- the tiny versions, for --dry-run on the CPU ------------------------------------------------
 _TINY_PRETRAIN = {"max_docs": 60, "max_seq_length": 32, "batch_size": 4, "max_steps": 4, "warmup_steps": 1,
@@ -168,14 +170,18 @@ def plan_paper_mini(recipe: dict) -> Planned:
     e = grid.estimate(plan, "gpu")
     n_pre, n_cells = len(plan["pretrainings"]), len(plan["cells"])
     pre_s = _side_by_side_seconds(e["pretrain_s"], n_pre)
-    seconds = 2 * START_S + pre_s + e["finetune_s"]
+    # the cells shared out among the processes side by side, each starting once
+    cells_s = SIDE_BY_SIDE_SLOWDOWN * e["finetune_s"] / min(SIDE_BY_SIDE_WORKERS, n_cells) + START_S
+    seconds = 2 * START_S + pre_s + cells_s
     return Planned(seconds, [
         f"start-up {START_S:.0f} s in each of its two commands (assumed)",
         f"{n_pre} pre-trainings {e['pretrain_s']:.0f} s one after another, {pre_s:.0f} s side by side "
         f"({SIDE_BY_SIDE_WORKERS} at once, each {SIDE_BY_SIDE_SLOWDOWN:g}x slower: assumed), then {n_cells} "
-        f"fine-tuning cells {e['finetune_s']:.0f} s (experiments.grid.estimate on 'gpu', train/estimate.py's "
-        "rates, measured on an H200); with recipe-sweep's settings where it ran first (its steps may differ)",
-    ], {"paper-mini.tar (results.jsonl, plan, logs and metrics of every run; no models)": 600_000})
+        f"fine-tuning cells {e['finetune_s']:.0f} s one after another, {cells_s:.0f} s shared among "
+        f"{min(SIDE_BY_SIDE_WORKERS, n_cells)} processes, each starting once (experiments.grid.estimate on 'gpu', train/estimate.py's rates, measured on "
+        "an H200); with "
+        "recipe-sweep's settings where it ran first (its steps may differ)",
+    ], {"paper-mini.tar (results.jsonl, plan, logs and metrics of every run; no models)": 1_500_000})
 
 
 def plan_sweep(recipe: dict) -> Planned:

@@ -8,13 +8,19 @@ between them (``OMP_NUM_THREADS``). Two kinds of child:
 
     python -m tools.gpu_kit.side_by_side pretrain SETTINGS.json RUN_DIR DEADLINE
     python -m tools.gpu_kit.side_by_side ablation ABLATION_DIR KEY
+    python -m tools.gpu_kit.side_by_side cells ABLATION_DIR CELL_ID [CELL_ID ...]
 
 The first trains ``SETTINGS`` into ``RUN_DIR`` (resuming what it finds there) and stops cleanly at
 ``DEADLINE`` (seconds since the epoch): a checkpoint is saved and a later command goes on from it.
 The second runs the pre-training ``KEY`` of an ablation's plan exactly as the ablation runner
 would (``runner.ensure_pretrained``), so that the runner afterwards finds it finished and only
 fine-tunes; it stops at the ablation's STOP file, which the session touches at the deadline.
-No job is started after the deadline; one still running a little after it is ended.
+The third fine-tunes cells of an ablation whose models are ready, one after another (a process
+starts once for several), and appends each record to ``results.jsonl`` as the ablation's own loop
+does (``runner.fine_tune_cell``); at the ablation's STOP file it starts no further cell. A cell
+killed half-way leaves no record and is run again.
+No job is started after the deadline or once the stop file (``stop``) exists; one still running a
+little after the deadline is ended.
 """
 from __future__ import annotations
 
@@ -53,6 +59,10 @@ def ablation_job(abl: Path, key: str, name: str) -> Job:
     return Job(name, ("ablation", str(abl), key), Path(abl) / "pretrain" / key)
 
 
+def cells_job(abl: Path, cell_ids: list[str], name: str) -> Job:
+    return Job(name, ("cells", str(abl), *cell_ids), Path(abl) / "cells" / cell_ids[0])
+
+
 def _step_of(job: Job) -> int | None:
     try:
         return json.loads((job.run_dir / "status.json").read_text()).get("step")
@@ -60,10 +70,14 @@ def _step_of(job: Job) -> int | None:
         return None
 
 
-def run_jobs(jobs: list[Job], workers: int, deadline: float, logs: Path, say=print, every: float = 30.0) -> dict:
+def run_jobs(jobs: list[Job], workers: int, deadline: float, logs: Path, say=print, every: float = 30.0,
+             stop: Path | None = None) -> dict:
     """Run ``jobs``, at most ``workers`` at a time; returns {name: {"exit_code", "state", "seconds"}}
-    (state: finished, stopped, failed, or not started when the deadline came first). Each child's
-    printout is kept in ``logs/NAME.txt``."""
+    (state: finished, stopped, failed, or not started when the deadline or ``stop`` came first). Each
+    child's printout is kept in ``logs/NAME.txt``."""
+    def may_start() -> bool:
+        return time.time() < deadline and not (stop is not None and stop.exists())
+
     logs.mkdir(parents=True, exist_ok=True)
     workers = max(1, min(workers, len(jobs)))
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
@@ -71,7 +85,7 @@ def run_jobs(jobs: list[Job], workers: int, deadline: float, logs: Path, say=pri
     waiting, running, done = list(jobs), {}, {}
     last_said = time.time()
     while waiting or running:
-        while waiting and len(running) < workers and time.time() < deadline:
+        while waiting and len(running) < workers and may_start():
             job = waiting.pop(0)
             out = open(logs / f"{job.name}.txt", "w")
             proc = subprocess.Popen(python_command("-m", "tools.gpu_kit.side_by_side", *job.args), cwd=REPO,
@@ -95,7 +109,7 @@ def run_jobs(jobs: list[Job], workers: int, deadline: float, logs: Path, say=pri
             if state == "failed":
                 tail = (logs / f"{name}.txt").read_text(errors="replace").strip().splitlines()[-1:] or [""]
                 say(f"  {name}: FAILED (exit code {code}): {tail[0][:300]}")
-        if not running and waiting and time.time() >= deadline:
+        if not running and waiting and not may_start():
             for job in waiting:
                 done[job.name] = {"exit_code": None, "state": "not started", "seconds": 0.0}
             waiting = []
@@ -127,7 +141,24 @@ def main(argv: list[str]) -> int:
         except runner.AblationStopped:
             return STOPPED_EXIT
         return 0
-    raise SystemExit(f"unknown job kind {kind!r}: pretrain or ablation")
+    if kind == "cells":
+        abl = Path(argv[1])
+        plan = runner.read_plan(abl)
+        cells = {c["id"]: c for c in plan["cells"]}
+        failed = 0
+        for cell_id in argv[2:]:
+            if (abl / "STOP").exists():
+                return STOPPED_EXIT
+            cell, started = cells[cell_id], time.time()
+            key = cell["pretrain_key"]
+            cfg = plan["pretrainings"][key]
+            model_dir = runner.ensure_downloaded(cfg) if "hub" in cfg else runner.ensure_pretrained(abl, key, cfg)
+            record = runner.fine_tune_cell(abl, plan, cell, model_dir, runner.pretrain_summary(abl, key, cfg))
+            failed += record["status"] != "finished"
+            print(f"{cell_id}: {record.get('score') if record['status'] == 'finished' else record.get('error')} "
+                  f"({time.time() - started:.0f} s)", flush=True)
+        return 1 if failed else 0
+    raise SystemExit(f"unknown job kind {kind!r}: pretrain, ablation or cells")
 
 
 if __name__ == "__main__":

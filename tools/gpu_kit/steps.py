@@ -8,7 +8,8 @@ there, stops cleanly at the command's deadline, and leaves what should come back
 * **recipe-sweep**: paper-mini's baseline size pre-trained with three objectives at every learning
   rate x warm-up, side by side (``sweep.py``): the settings that leave the word-frequency plateau.
 * **paper-mini**: the ablation recipe ``paper-mini`` (Tables 5-8 in miniature), with recipe-sweep's
-  pre-training settings where it ran first, its pre-trainings side by side (``side_by_side.py``).
+  pre-training settings where it ran first and three fine-tuning seeds, its pre-trainings and cells
+  side by side (``side_by_side.py``).
 * **explorer-mini**: a 4-layer BERT pre-trained from zero, with checkpoints at
   :data:`plan.TIME_LAPSE_POINTS` evenly spaced steps for the time-lapse.
 * **bench**: ``bench/train_step.py`` on BERT-Base, ours against transformers': each lever (SDPA,
@@ -266,9 +267,11 @@ def light_copy(src: Path, dst: Path) -> None:
 
 
 def paper_mini_recipe(dry_run: bool, chosen: dict | None = None) -> dict:
-    """paper-mini (tiny for the dry run), with recipe-sweep's pre-training settings where given."""
+    """paper-mini (tiny for the dry run), with recipe-sweep's pre-training settings where given, and
+    every cell fine-tuned with :data:`plan.PAPER_MINI_SEEDS` (the studio's verdicts then weigh the
+    seeds' spread)."""
     recipe = grid.load_recipe("paper-mini")
-    recipe = plan.tiny_paper_mini(recipe) if dry_run else recipe
+    recipe = plan.tiny_paper_mini(recipe) if dry_run else {**recipe, "seeds": list(plan.PAPER_MINI_SEEDS)}
     return sweep.apply(recipe, chosen) if chosen else recipe
 
 
@@ -284,10 +287,13 @@ def run_paper_mini(ctx: Context) -> Outcome:
         ctx.say(f"  pre-training settings from recipe-sweep: {chosen['why']}" if chosen else
                 "  no recipe-sweep result on this machine or carried: paper-mini's shipped pre-training settings")
         runner.create_plan(paper_mini_recipe(ctx.dry_run, chosen), abl)
-    _pretrain_side_by_side(ctx, abl)
-    if ctx.seconds_left() <= 0:  # the deadline came during the pre-trainings: the next command goes on
+    Run(abl).clear_stop()  # an earlier command's deadline, on this machine
+    workers = plan.SIDE_BY_SIDE_TINY_WORKERS if ctx.dry_run else plan.SIDE_BY_SIDE_WORKERS
+    _pretrain_side_by_side(ctx, abl, workers)
+    _fine_tune_side_by_side(ctx, abl, workers)
+    if ctx.seconds_left() <= 0 or (abl / "STOP").exists():  # the next command goes on
         results = runner.read_results(abl)
-    else:
+    else:  # whatever is left (a failed cell is tried once more), one after another, and the run's status
         results = runner.run_ablation(None, abl, resume=True, say=lambda s: ctx.say("  " + s))
     plan_ = runner.read_plan(abl)
     done = sum(r["status"] == "finished" for r in results.values())
@@ -300,26 +306,50 @@ def run_paper_mini(ctx: Context) -> Outcome:
                            "pretrainings": len(plan_["pretrainings"])}, resume="ablation")
 
 
-def _pretrain_side_by_side(ctx: Context, abl: Path) -> None:
-    """The plan's pre-trainings that a cell still needs, side by side on the GPU; the ablation runner
-    then finds them finished and fine-tunes."""
-    plan_, finished = runner.read_plan(abl), runner.read_results(abl)
-    def ready(key):  # carried from another machine, a finished pre-training has lost its checkpoints
-        run = Run(abl / "pretrain" / key)
-        return run.status().get("state") == "finished" and bool(run.checkpoints())
+def _ready(abl: Path, key: str) -> bool:
+    """Is pre-training ``key`` finished here? (Carried from another machine, one has lost its checkpoints.)"""
+    run = Run(abl / "pretrain" / key)
+    return run.status().get("state") == "finished" and bool(run.checkpoints())
 
-    keys = [key for key, cfg in plan_["pretrainings"].items() if "hub" not in cfg and not ready(key)
-            and any(c["pretrain_key"] == key and finished.get(c["id"], {}).get("status") != "finished"
-                    for c in plan_["cells"])]
+
+def _unfinished_cells(abl: Path) -> list[dict]:
+    finished = runner.read_results(abl)
+    return [c for c in runner.read_plan(abl)["cells"] if finished.get(c["id"], {}).get("status") != "finished"]
+
+
+def _said(what: str, ran: dict) -> str:
+    return f"  {what}: " + ", ".join(f"{sum(o['state'] == s for o in ran.values())} {s}"
+                                     for s in ("finished", "stopped", "failed", "not started"))
+
+
+def _pretrain_side_by_side(ctx: Context, abl: Path, workers: int) -> None:
+    """The plan's pre-trainings that a cell still needs, side by side on the GPU."""
+    pretrainings = runner.read_plan(abl)["pretrainings"]
+    needed = {c["pretrain_key"] for c in _unfinished_cells(abl)}
+    keys = [key for key, cfg in pretrainings.items() if "hub" not in cfg and key in needed and not _ready(abl, key)]
     if not keys:
         return
-    workers = plan.SIDE_BY_SIDE_TINY_WORKERS if ctx.dry_run else plan.SIDE_BY_SIDE_WORKERS
     ctx.say(f"  {len(keys)} pre-trainings, {min(workers, len(keys))} side by side: "
-            + "; ".join(grid.pretraining_label(plan_["pretrainings"][k]) for k in keys))
+            + "; ".join(grid.pretraining_label(pretrainings[k]) for k in keys))
     ran = side_by_side.run_jobs([side_by_side.ablation_job(abl, k, f"pretrain-{k}") for k in keys], workers,
                                 ctx.deadline, ctx.work / "printouts", say=ctx.say)
-    ctx.say("  pre-trainings: " + ", ".join(f"{sum(o['state'] == s for o in ran.values())} {s}"
-                                             for s in ("finished", "stopped", "failed", "not started")))
+    ctx.say(_said("pre-trainings", ran))
+
+
+def _fine_tune_side_by_side(ctx: Context, abl: Path, workers: int) -> None:
+    """The cells whose model is ready, side by side on the GPU, each appending its record as the
+    ablation's loop would; a cell that fails is left to that loop to try once more."""
+    pretrainings = runner.read_plan(abl)["pretrainings"]
+    cells = [c for c in _unfinished_cells(abl)
+             if "hub" not in pretrainings[c["pretrain_key"]] and _ready(abl, c["pretrain_key"])]
+    if not cells:
+        return
+    n = min(workers, len(cells))  # a process for each share of the cells: each starts once
+    shares = [[c["id"] for c in cells[i::n]] for i in range(n)]
+    ctx.say(f"  {len(cells)} fine-tuning cells in {n} processes side by side")
+    ran = side_by_side.run_jobs([side_by_side.cells_job(abl, ids, f"cells-{i}") for i, ids in enumerate(shares)], n,
+                                ctx.deadline, ctx.work / "printouts", say=ctx.say, stop=abl / "STOP")
+    ctx.say(_said("cell processes", ran))
 
 
 def _until_the_deadline(ctx: Context, cmd: list[str], env: dict) -> tuple[str, int | None]:
@@ -373,7 +403,8 @@ STEPS: dict[str, Step] = {s.name: s for s in (
     Step("recipe-sweep", "learning rate x warm-up x objective at paper-mini's baseline size, side by side: "
          "the pre-training settings that leave the word-frequency plateau", ("corpora",),
          lambda: plan.plan_sweep(paper_mini_recipe(False)), run_sweep),
-    Step("paper-mini", "the paper-mini ablation (Tables 5-8 in miniature), its pre-trainings side by side",
+    Step("paper-mini", "the paper-mini ablation (Tables 5-8 in miniature), three seeds, its pre-trainings and "
+         "cells side by side",
          ("corpora", "tasks"),
          lambda: plan.plan_paper_mini(paper_mini_recipe(False)), run_paper_mini),
     Step("explorer-mini", "a 4-layer BERT from zero, checkpoints for the time-lapse", ("corpora",),
