@@ -303,7 +303,11 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
 
     def loss_of(indices):  # the BertFor* head computes its task's loss (Section 4)
         batch = task.collate([train_feats[j] for j in indices], pad)
-        return forward(**{k: v.to(dev_obj.device) for k, v in batch.items()}).loss
+        # whether the batch is padded, known here where it was padded: read on a GPU it would make the
+        # host wait (train/trainer.py: no host sync in a step)
+        mask = batch.get("attention_mask")
+        known = {} if mask is None else {"has_padding": not bool(mask.all())}
+        return forward(**{k: v.to(dev_obj.device, non_blocking=True) for k, v in batch.items()}, **known).loss
 
     def dev_metrics():  # a Stop during it is honoured between batches (fit then measures the model once)
         outputs = task.model_outputs(model, dev_feats, pad, dev_obj.device, autocast=dev_obj.autocast,
