@@ -124,7 +124,7 @@ ROBERTA_NSP = PaperTable(
 def _roberta_on_nsp() -> str:
     r = ROBERTA_NSP.rows
     pair, single, full = r["segment-pair+nsp"], r["sentence-pair+nsp"], r["full-sentences"]
-    return (f"{ROBERTA_NSP.source} re-examined it at BERT-Base size: without NSP on whole sentences MNLI-m "
+    return (f"{ROBERTA_NSP.source} re-examined NSP at BERT-Base size: without it on whole sentences MNLI-m "
             f"{full['MNLI-m']} and SQuAD 2.0 {full['SQuAD 2.0 F1']}, against {pair['MNLI-m']} / "
             f"{pair['SQuAD 2.0 F1']} with NSP on BERT's segment pairs and {single['MNLI-m']} / "
             f"{single['SQuAD 2.0 F1']} with NSP on single-sentence pairs: dropping NSP did not hurt once the input "
