@@ -7,7 +7,7 @@ the H200's host for paper-mini's sizes), so this is the floor of such a step. Bo
 same sequences: the training instances ``train/pretraining_data.py`` builds for the corpus (two
 segments packed up to ``--seq`` WordPieces, the standard uncased vocabulary).
 
-* ours: what a pre-training step does on the host before moving the batch (``Pretraining._batch``):
+* ours: what a pre-training step does on the host before moving the batch (``pretrain.host_batch``):
   new masks for each sequence (dynamic masking, 15 %, 80/10/10, drawn per batch), padding to the
   longest, the NSP labels, the labelled positions and whether the batch is padded.
 * transformers: ``DataCollatorForLanguageModeling(mlm_probability=0.15)`` on the same sequences
@@ -22,16 +22,15 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import random
 import statistics
 import time
 
 import torch
 
 from bert_explorer import checkpoint
-from bert_explorer.data.pretraining import collate
 from bert_explorer.model import IGNORE
 from bert_explorer.train.device import pick_device
+from bert_explorer.train.pretrain import host_batch
 from bert_explorer.train.pretrain_config import PretrainConfig
 from bert_explorer.train.pretraining_data import pretraining_data
 from bert_explorer.train.report import MemoryReporter
@@ -52,17 +51,11 @@ def main() -> None:
     cfg = PretrainConfig(corpus=args.corpus, size="mini", vocab="minilm-mlm-nsp", max_seq_length=args.seq,
                          batch_size=args.batch, max_docs=args.docs, device="cpu", precision="fp32")
     data = pretraining_data(cfg, MemoryReporter(), pick_device("cpu", "fp32"), None)
-    tok = data.tok
     hf_tok = BertTokenizerFast(vocab_file=str(checkpoint.ASSETS / "minilm-mlm-nsp" / "vocab.txt"), do_lower_case=True)
     hf_collate = DataCollatorForLanguageModeling(hf_tok, mlm=True, mlm_probability=0.15, return_tensors="pt")
 
     def ours(first: int) -> dict:
-        items = [data.train[data.sampler(first + j)] for j in range(args.batch)]
-        rng = random.Random(f"{cfg.seed}-{first}")
-        batch = collate(items, tok.pad_id, cfg.objective_type, data.masker.drawing(rng))
-        batch["mlm_positions"] = (batch["labels"] != IGNORE).flatten().nonzero().squeeze(1)
-        batch["has_padding"] = not bool(batch["attention_mask"].all())
-        return batch
+        return host_batch(data, cfg, first)
 
     def theirs(first: int) -> dict:
         items = [data.train[data.sampler(first + j)] for j in range(args.batch)]

@@ -324,6 +324,19 @@ def _announce(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | No
             f"(asked: {cfg.precision}), {threads_text()}")
 
 
+def host_batch(data: PretrainingData, cfg: PretrainConfig, first: int) -> dict:
+    """The ``cfg.batch_size`` sequences from the sampler's number ``first`` on, built on the host (CPU
+    tensors): with dynamic masking, masks drawn from a generator seeded by where the batch starts; and
+    the labelled positions and whether the batch is padded, found here where the batch was made: read on
+    a GPU, either would make the host wait for it (trainer.py: no host sync in a step)."""
+    items = [data.train[data.sampler(first + j)] for j in range(cfg.batch_size)]
+    rng = random.Random(f"{cfg.seed}-{first}")  # the masks of these sequences, this time
+    batch = collate(items, data.tok.pad_id, cfg.objective_type, data.masker.drawing(rng) if cfg.dynamic_masking else None)
+    batch["mlm_positions"] = (batch["labels"] != IGNORE).flatten().nonzero().squeeze(1)
+    batch["has_padding"] = not bool(batch["attention_mask"].all())
+    return batch
+
+
 class Pretraining:
     """The job of pre-training (``trainer.Job``): which sequences a step reads and their masks, the
     objective's loss, and the log lines, held-out evaluations, time-lapse frames and checkpoints at
@@ -367,21 +380,12 @@ class Pretraining:
         return [self._batch(step, micro) for micro in range(self.cfg.grad_accum)]
 
     def _batch(self, step: int, micro: int) -> dict:
-        """Micro-batch ``micro`` of ``step``: its sequences (the sampler's, by their number) and, with
-        dynamic masking, masks drawn from a generator seeded by where the batch starts."""
-        cfg, dev, data = self.cfg, self.dev, self.data
+        """Micro-batch ``micro`` of ``step`` (:func:`host_batch`), counted and moved to the device."""
+        cfg, dev = self.cfg, self.dev
         first = ((step * cfg.grad_accum + micro) * dev.world_size + dev.rank) * cfg.batch_size
-        items = [data.train[data.sampler(first + j)] for j in range(cfg.batch_size)]
-        rng = random.Random(f"{cfg.seed}-{first}")  # the masks of these sequences, this time
-        batch = collate(items, data.tok.pad_id, self.objective, data.masker.drawing(rng) if cfg.dynamic_masking else None)
-        # Counted and indexed here, on the host, where the batch was made: read on the GPU, either would
-        # make the host wait for the GPU (trainer.py: no host sync in a step).
-        real = int(batch["attention_mask"].sum())
-        n_tokens = real * dev.world_size  # about: ranks' batches differ a little
-        batch["mlm_positions"] = (batch["labels"] != IGNORE).flatten().nonzero().squeeze(1)
-        has_padding = real != batch["attention_mask"].numel()
-        batch = {k: v.to(dev.device, non_blocking=True) for k, v in batch.items()}
-        batch["has_padding"] = has_padding
+        batch = host_batch(self.data, cfg, first)
+        n_tokens = int(batch["attention_mask"].sum()) * dev.world_size  # about: ranks' batches differ a little
+        batch = {k: v.to(dev.device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
         self.tokens_since += n_tokens
         self.tokens_seen = None if self.tokens_seen is None else self.tokens_seen + n_tokens
         return batch
