@@ -401,3 +401,12 @@ def test_finetune_in_the_background_says_its_folder_and_runs_to_the_end(tmp_path
     status = Run(out).status()
     assert status["state"] == "finished", (out / "log.txt").read_text()[-2000:]
     assert "accuracy" in status["dev"]
+
+
+def test_the_command_line_starts_without_the_libraries_only_a_few_commands_use():
+    """Every command (and every background job the app starts) builds the whole parser first: scikit-learn
+    and SciPy (a second on this machine) are imported by the commands that compute with them, not by all."""
+    code = ("import sys; from bert_explorer.cli.parser import build_parser; build_parser(); "
+            "print(' '.join(m for m in ('sklearn', 'scipy', 'transformers', 'streamlit') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr

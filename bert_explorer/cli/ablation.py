@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from ..data.uploads.names import slug
-from ..experiments import grid, miniatures, results
+from ..experiments import grid
 from ..experiments.runner import run_ablation
 from ..runs.finder import is_ablation
 from ..train.estimate import background_threads
@@ -54,6 +54,7 @@ def cmd_ablate(args) -> int:
         if not is_ablation(args.report) or not (Path(args.report) / "plan.json").exists():
             raise UserError(f"{args.report} is not an ablation directory (no plan.json); "
                             "run bert-explorer ablate first")
+        from ..experiments import results  # pandas: imported by the commands that report, not by every start
         plan, res, df = results.load(args.report, judge_old=True)
         print(results.to_csv(df) if args.format == "csv" else
               report_markdown(plan, res, df, f"Ablation {plan['recipe']['name']} ({args.report})"), end="")
@@ -141,6 +142,7 @@ def plan_text(plan: dict) -> str:
 
 def report_markdown(plan: dict, res: dict, df, title: str) -> str:
     """The Markdown report; a recipe of downloaded miniatures adds its table beside Turc et al. 2019."""
+    from ..experiments import miniatures, results
     text = results.to_markdown(df, results.directions(res), title)
     if miniatures.is_miniatures(plan):
         minis = miniatures.table(plan, res)
@@ -152,5 +154,6 @@ def report_markdown(plan: dict, res: dict, df, title: str) -> str:
 
 def _show_ablation(output: str) -> None:
     """The finished grid as a Markdown table on stdout, with the paper's numbers."""
+    from ..experiments import results
     plan, res, df = results.load(output)
     print(report_markdown(plan, res, df, f"Ablation {plan['recipe']['name']} ({output})"))

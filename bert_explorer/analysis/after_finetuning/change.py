@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.metrics import silhouette_score
 
 from ... import checkpoint
 from ...checkpoint import encoder_of
@@ -103,6 +102,7 @@ def probe_separation(x: np.ndarray, gold: list, labelled: bool, folds: int = FOL
             right += int((predict(x[test]) == y[test]).sum())
         out = {"probe_accuracy": right / n if n else 0.0, "silhouette": None}
         if 2 <= len(names) < n:
+            from sklearn.metrics import silhouette_score  # here: scikit-learn takes a second to import
             out["silhouette"] = float(silhouette_score(x, y))
         return out
     y = np.asarray(gold, dtype=np.float64)
