@@ -4,6 +4,7 @@ One run of the "smoke" recipe (seconds) is shared by the module; tests that chan
 ablation directory work on a copy of it under their own tmp_path.
 """
 import json
+import re
 import shutil
 
 import pandas as pd
@@ -355,6 +356,12 @@ def test_the_page_shows_the_shipped_results_without_a_run(runs_root):
     gpu = next(e for e in at.expander if "shipped recipe paper-mini" in e.label)
     assert any("H200" in c.value for c in gpu.caption)
     assert "word-frequency plateau" in " ".join(m.value for m in gpu.markdown)
+    # Streamlit reads $...$ as mathematics outside code: each command is code on a line of its own
+    how = next(c.value for c in gpu.caption if "H200" in c.value)
+    assert '  \n`python -m tools.gpu_kit run --out "$OUT" --steps paper-mini --travel .gpu-travel`  \n' in how
+    assert "$" not in re.sub(r"`[^`]*`", "", how.replace("\\$", ""))
+    # the reports' own titles sit below the expander's, not above it as a page's first heading
+    assert not re.search(r"^#{1,2} ", text, flags=re.M) and "### Ablation cpu-small" in text
 
 
 def test_the_studio_states_one_estimate_of_a_recipes_time(runs_root):

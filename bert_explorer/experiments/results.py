@@ -474,12 +474,30 @@ def figures(df: pd.DataFrame) -> dict:
 # ----- reports that ship with the app ----------------------------------------------------------------
 def shipped_reports() -> dict[str, tuple[str, str]]:
     """The ablation reports in ``assets/`` (``ablation-<recipe>.md``), measured by the team with a
-    shipped recipe: ``{recipe: (how it was measured, the report)}``. The page shows them so that a
-    student reads the results without re-running the grid (cpu-small took 41 CPU minutes)."""
+    shipped recipe: ``{recipe: (how it was measured, the report)}``, both Markdown as the page shows
+    them inside an expander. The page shows them so that a student reads the results without
+    re-running the grid (cpu-small took 41 CPU minutes)."""
     out = {}
     for path in sorted(ASSETS.glob("ablation-*.md")):
         text = path.read_text(encoding="utf-8")
         comment = re.match(r"\s*<!--(.*?)-->\s*", text, flags=re.S)
-        how = " ".join(comment.group(1).split()) if comment else ""
-        out[path.stem[len("ablation-"):]] = (how, text[comment.end():] if comment else text)
+        how = _how_measured(comment.group(1)) if comment else ""
+        report = text[comment.end():] if comment else text
+        # one level of page below the expander's title: the report's "# title" reads as a section
+        out[path.stem[len("ablation-"):]] = (how, re.sub(r"^(#{1,4}) ", r"\1## ", report, flags=re.M))
     return out
+
+
+def _how_measured(comment: str) -> str:
+    """A report's opening comment as Markdown: its prose joined, each command on a line of its own as
+    code (a command's ``$OUT`` would otherwise read as mathematics), what follows a command after two
+    spaces back in prose."""
+    parts = []
+    for line in comment.strip().splitlines():
+        line = line.strip()
+        if line.startswith(("python ", "bert-explorer ")):
+            command, rest = (re.split(r"\s{2,}", line, maxsplit=1) + [""])[:2]
+            parts.append("  \n`" + command + "`" + ("  \n" + rest.replace("$", "\\$") if rest else "") + "  \n")
+        elif line:
+            parts.append(line.replace("$", "\\$") + " ")
+    return "".join(parts).strip()
