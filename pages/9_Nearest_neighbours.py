@@ -74,7 +74,7 @@ if not positions:
 start = next((i for i in positions if pieces[i] == EXAMPLE_WORD), 1)
 position = c2.selectbox("Token", positions, index=positions.index(start), format_func=lambda i: f"{i}: {pieces[i]}",
                         key=f"nn_token_{hash(text)}", help="The WordPieces of your sentence, numbered from [CLS] = 0.")
-layer = c3.selectbox("Layer", list(range(L + 1)), index=L, key="nn_layer",
+layer = c3.selectbox("Layer", list(range(L + 1)), index=nbb.opening_layer(loaded), key="nn_layer",
                      format_func=lambda i: "0 (embeddings)" if i == 0 else str(i),
                      help=f"0 = the embedding output (token + position + segment, then LayerNorm); 1-{L} = after "
                           "each encoder layer. Each layer has its own index.")

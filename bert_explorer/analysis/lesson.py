@@ -40,7 +40,7 @@ BUILDS = {"quality": "its measurement on held-out text (Masked word probe)",
           "sae": "an SAE of the middle layer (Features of a layer)",
           "head-map": "the head map (Attention)",
           "clark": "Clark et al.'s measures (Attention)",
-          "index": "a nearest-neighbour index of the middle layer (Nearest neighbours)"}
+          "index": "a nearest-neighbour index of the last layer, where its page opens (Nearest neighbours)"}
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def builds(name: str, loaded: Loaded, which, estimate: bool = True) -> list[Buil
                              ["--model", name, "--segments", str(segments), "--corpus", corpus],
                              module.estimate_seconds(config, segments) if estimate else 0.0))
     if "index" in which:
-        layer = fb.default_layer(loaded)
+        layer = nbb.opening_layer(loaded)
         path = nbb.index_path(loaded, "bbc", layer)
         est = nbb.estimate_build_seconds(loaded, "bbc", layer) if estimate else {"seconds": 0.0, "build_disk_bytes": 0}
         out.append(Build("index", f"the nearest-neighbour index of layer {layer}", path,

@@ -260,6 +260,12 @@ def _encode_shard(loaded: Loaded, texts: list[str], first_unit: int, layers: lis
 
 
 # ----- building --------------------------------------------------------------------------------
+def opening_layer(loaded: Loaded) -> int:
+    """The layer the Nearest neighbours page opens on, and so the one a class is prepared with: the last,
+    whose vectors have mixed in the most of their sentence (the page contrasts it with layer 0)."""
+    return loaded.config.num_layers
+
+
 def index_path(loaded: Loaded, corpus, layer: int) -> Path:
     """Where the index of (model weights, corpus, layer) lives once built."""
     return disk_cache.entry("neighbours", loaded, **corpus_settings(corpus), layer=int(layer), format=FORMAT,
