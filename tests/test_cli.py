@@ -176,6 +176,10 @@ def test_small_dev_warning_thresholds():
     assert small_dev_warning(100) is None and small_dev_warning(5000) is None
     assert "one example moves accuracy by 17 points" in small_dev_warning(6)
     assert "no dev example" in small_dev_warning(0)
+    # 6 examples: a 95 % interval near 50 % is ±41 points, a coin's worth; 50 examples: ±14, uncertain, not chance
+    # (a slice of 50 that the model got all right was told its score was "mostly chance")
+    assert "so its score is mostly chance" in small_dev_warning(6) and "up to about ±41 points" in small_dev_warning(6)
+    assert "so its score is uncertain" in small_dev_warning(50) and "up to about ±14 points" in small_dev_warning(50)
 
 
 def test_a_misspelt_setting_is_refused_with_the_name_it_meant(tmp_path):

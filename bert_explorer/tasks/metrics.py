@@ -383,9 +383,13 @@ def small_dev_warning(n_dev: int, subject: str = "The dev set") -> str | None:
                 if whole else f"{subject} has no example at all, so no score can be measured.")
     advice = (f"; use at least {MIN_DEV_EXAMPLES * 10:,} labelled examples ({MIN_DEV_EXAMPLES} for dev) for a score "
               f"you can trust." if whole else f"; a score on at least {MIN_DEV_EXAMPLES} examples can be trusted.")
-    return (f"{subject} has only {n_dev} example{'s' if n_dev != 1 else ''}, so its score is mostly chance: one "
-            f"example moves accuracy by {100 / n_dev:.0f} points and the noise alone is about "
-            f"±{100 / n_dev ** 0.5:.0f} points{advice}")
+    # 1/sqrt(n) = 2 x the largest standard error, 0.5/sqrt(n) (a score near 50 %): about a 95 % interval there.
+    # A score far from 50 % is less noisy, so the sentence says "up to", and calls the score "mostly chance"
+    # only where even that is a coin's worth: ±20 points or more (25 examples or fewer).
+    noise = 100 / n_dev ** 0.5
+    return (f"{subject} has only {n_dev} example{'s' if n_dev != 1 else ''}, so its score is "
+            f"{'mostly chance' if noise >= 20 else 'uncertain'}: one example moves accuracy by {100 / n_dev:.0f} "
+            f"points and the noise alone is up to about ±{noise:.0f} points{advice}")
 
 
 def quantile_bins(values: list[float], k: int = 4) -> list[str]:
