@@ -172,8 +172,9 @@ answering = load(model_used, CLASSIFIER if target == CLF else PRE)[0]
 allowed = affordable(planned, len(result.tokens), limits.for_config(answering.config).token_steps)
 if allowed != planned:
     st.caption(f"This server spends at most about {limits.SECONDS:.0f} s of its CPU on one attribution: with this model "
-               f"and {len(result.tokens)} WordPieces that is {sum(allowed)} integration steps in all, so it tried "
-               f"{' → '.join(map(str, allowed))} instead of {' → '.join(map(str, planned))}.")
+               f"and {len(result.tokens)} WordPieces that is {sum(allowed)} integration steps in all, so it may take "
+               f"{' → '.join(map(str, allowed))} steps instead of {' → '.join(map(str, planned))}; this time it ran "
+               f"{' → '.join(str(n) for n, _ in result.steps_tried)}.")
 verdict = result.reliability
 if verdict.reliable:
     st.caption(verdict.reason)

@@ -339,3 +339,20 @@ def test_an_attribution_of_a_long_input_holds_no_more_memory_than_a_request_may(
         watcher.join()
     assert len(result.tokens) > 390
     assert peak[0] - base <= limits.MEMORY, f"{(peak[0] - base) / 1e6:.0f} MB"
+
+
+def test_an_attribution_cut_to_the_servers_budget_says_what_it_ran(monkeypatch):
+    """The caption of a schedule cut to the budget said "it tried 50 → 100 → 200" beside "steps used: 50":
+    it names the schedule it may take, then what it ran."""
+    def fake(model, f, inputs, baselines, n_steps):  # reliable at once: f(x) - f(x') = 1, delta 0
+        T = inputs["input_ids"].shape[1]
+        return [torch.linspace(0, 1, T)] * 3, 1.0, 0.0, 0.0
+
+    monkeypatch.setattr(ig, "integrated_gradients", fake)
+    monkeypatch.setattr(limits, "CPU_FLOP_S", limits.CPU_FLOP_S / 2)  # about 160 steps for 18 WordPieces: 50 → 100
+    at = _page("6_Attributions.py").run()
+    at.text_input(key="attr_mlm_text").input("the price of [MASK] went up again , said the bank on monday .").run()
+    assert not at.exception and at.metric
+    said = [c.value for c in at.caption if "integration steps in all" in c.value]
+    assert said and re.search(r"so it may take 50( → \d+)* steps instead of 50( → \d+)+; this time it ran 50\.$",
+                              said[0]), said
