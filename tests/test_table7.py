@@ -7,7 +7,7 @@ import pytest
 
 import hub_standin
 from bert_explorer.cli import main
-from bert_explorer.data.pretraining import PLATEAU_MARGIN, on_plateau, unigram_entropy
+from bert_explorer.data.pretraining import PLATEAU_MARGIN, on_plateau, plateau_sentence, unigram_entropy
 from bert_explorer.experiments import grid, results
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -43,6 +43,9 @@ def test_the_unigram_entropy_and_the_plateau_rule():
     assert unigram_entropy(pieces, {1, 2}) == pytest.approx(-sum(x * math.log(x) for x in p))
     assert on_plateau(7.20, 7.15) and on_plateau(7.15 - PLATEAU_MARGIN / 2, 7.15)
     assert not on_plateau(6.93, 7.15)  # paper-mini's tiny model at 9.3 % held-out accuracy: it left the plateau
+    # the sentence says on which side of the entropy the loss is (a loss 2 nats above was "not 0.1 below" it)
+    assert "held-out loss, 8.86 nats, is above 6.92, what predicting" in plateau_sentence(8.86, 6.92)
+    assert "held-out loss, 7.10 nats, is less than 0.1 below 7.15, what" in plateau_sentence(7.10, 7.15)
 
 
 def test_a_pre_training_that_learnt_only_word_counts_says_so(runs_root, tiny_vocab):
