@@ -252,7 +252,10 @@ for axis, fig in figs.items():
     c1, c2 = st.columns([3, 2])
     shown_columns = ["setting", "task"] + (["seed"] if sub["seed"].notna().any() else []) + \
         ["metric", "ours", "paper", "paper_metric", "paper_source", "state"]
-    c1.dataframe(sub[shown_columns], hide_index=True, width="stretch")
+    c1.dataframe(sub[shown_columns].astype({c: object for c in ("paper_metric", "paper_source")}).fillna(
+        {"paper_metric": "", "paper_source": ""}), hide_index=True, width="stretch",
+        column_config={"ours": st.column_config.NumberColumn(format="%.1f"),
+                       "paper": st.column_config.NumberColumn(format="%.1f")})
     if axis == "transfer":
         c1.caption(results.TABLE7_CAPTION.format(models=", ".join(sorted(set(sub["size"]))),
                                                  tasks=", ".join(sorted(set(sub["task"])))))
@@ -260,6 +263,12 @@ for axis, fig in figs.items():
 
 st.subheader("4. Do the paper's directions hold?")
 st.caption("Judged on the scores this grid's models reached: " + results.RULE)
+old_cells = results.unjudged(plan, res)
+if old_cells:  # judging needs the corpus's entropy, seconds of tokenizing: a page visit does not start that
+    st.warning(f"{old_cells} of this grid's cells sit on pre-trainings that ran before the word-frequency plateau "
+               f"was recorded, so this page cannot tell whether their models learnt language and reads them as if "
+               f"they had. `bert-explorer ablate --report {shown_path(chosen)}` judges them and prints the "
+               "directions that follow.")
 st.table(pd.DataFrame([{"direction": d["direction"], "held in ours": d["verdict"],
                         "our numbers": d["detail"], "paper": d["paper"], "later work": d["later"]}
                        for d in dirs]).set_index("direction"))

@@ -6,6 +6,7 @@ ablation directory work on a copy of it under their own tmp_path.
 import json
 import re
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -306,11 +307,25 @@ def test_page_shows_a_finished_ablation(smoke_dir, monkeypatch):
     assert len(dirs) == 4 and set(dirs["held in ours"]) <= {"yes", "no", "no difference measurable here", "not measured",
                                                             "not measurable"}
     assert "RoBERTa" in dirs.loc["NSP helps sentence-pair tasks", "later work"]
+    assert objective["paper_metric"].map(lambda v: isinstance(v, str)).all()  # blank where the paper has none
+    assert not any("before the word-frequency plateau was recorded" in w.value for w in at.warning)
     assert [m.value for m in at.metric][:2] == ["13", "4"]  # cpu-small: cells, pre-trainings
     at.radio(key="abl_mode").set_value("Build my own").run()
     assert not at.exception
     # bbc-topics + the BBC pair task; tiny/mini x 4 objectives x 3 transfers, one axis at a time
     assert [m.value for m in at.metric][:2] == ["14", "4"]
+
+
+def test_page_says_when_a_run_s_pre_trainings_were_never_judged_by_the_plateau_rule(tmp_path, monkeypatch):
+    """The GPU run of 400 steps ran before pre-trainings recorded the plateau: the page does not judge them
+    (that tokenizes the corpus), so it says its directions read them as learnt, and which command judges."""
+    shutil.copytree(Path(__file__).resolve().parents[1] / "docs" / "gpu-runs" / "2026-11-26-h200-paper-mini" / "paper-mini",
+                    tmp_path / "runs" / "ablation-paper-mini-old")
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    assert not at.exception and at.selectbox(key="abl_selected").value == "ablation-paper-mini-old"
+    said = [w.value for w in at.warning if "before the word-frequency plateau was recorded" in w.value]
+    assert said and said[0].startswith("37 of this grid's cells") and "ablate --report" in said[0]
 
 
 def test_page_without_ablations_says_so(tmp_path, monkeypatch):

@@ -149,7 +149,7 @@ def with_plateau(abl: str | Path, plan: dict, results: dict[str, dict]) -> dict[
     for cell_id, rec in results.items():
         pre, key = rec.get("pretrain") or {}, rec.get("pretrain_key")
         cfg = plan.get("pretrainings", {}).get(key)
-        if "unigram_entropy" in pre or not pre.get("mlm_perplexity") or not cfg or "hub" in cfg:
+        if not _unjudged(plan, rec):
             out[cell_id] = rec
             continue
         if key not in entropies:
@@ -162,6 +162,19 @@ def with_plateau(abl: str | Path, plan: dict, results: dict[str, dict]) -> dict[
                 entropies[key] = None
         out[cell_id] = {**rec, "pretrain": {**pre, "unigram_entropy": entropies[key]}} if entropies[key] else rec
     return out
+
+
+def _unjudged(plan: dict, rec: dict) -> bool:
+    """Is ``rec``'s model one of this grid's own pre-trainings whose plateau was never judged (it ran before
+    the run recorded its corpus's unigram entropy)?"""
+    pre, cfg = rec.get("pretrain") or {}, plan.get("pretrainings", {}).get(rec.get("pretrain_key"))
+    return "unigram_entropy" not in pre and bool(pre.get("mlm_perplexity")) and bool(cfg) and "hub" not in cfg
+
+
+def unjudged(plan: dict, results: dict[str, dict]) -> int:
+    """How many of the grid's cells sit on a pre-training that was never judged by the plateau rule (the
+    report command judges them: ``load(..., judge_old=True)``)."""
+    return sum(_unjudged(plan, rec) for rec in results.values())
 
 
 # ----- the four directions --------------------------------------------------------------------
