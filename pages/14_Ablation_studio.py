@@ -12,7 +12,7 @@ from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.data.uploads.names import slug
-from bert_explorer.experiments import grid, miniatures, results
+from bert_explorer.experiments import grid, miniatures, paper, results
 from bert_explorer.experiments.runner import read_plan, read_results
 from bert_explorer.runs.finder import is_ablation
 from bert_explorer.runs.run import runs_root
@@ -42,6 +42,10 @@ for recipe_name, (how, report) in results.shipped_reports().items():
         if how:
             st.caption(how)
         st.markdown(report)
+        if "| later work |" not in report:  # measured before the directions had that column
+            for key, later in paper.LATER_WORK.items():
+                st.caption(f"Later work on \"{paper.DIRECTIONS[key][0]}\" (not in this report, written before "
+                           f"the studio showed it): {later}")
 
 if not writes_off("Starting an ablation"):  # classroom mode: read the reports, start none
     # ----- 1. choose a grid ---------------------------------------------------------------------------
