@@ -405,6 +405,8 @@ if tl.frames[-1].predictions:
         fig2 = px.line(df, x="step", y="probability", color="word", markers=True,
                        title=f"P(word) at the first [MASK]: the last {moment}'s top 3")
         fig2.update_layout(height=320, margin=dict(l=10, r=10, t=40, b=10))
+        # in percent: plotly's own ticks for small probabilities are SI ("200µ"), which reads as a unit
+        fig2.update_yaxes(tickformat=".3~%")
         exports.figure(fig2, "pt_tl_rise", container=c2)
         if df["probability"].isna().any():
             c2.caption("A gap: that recorded step (before a resume) did not keep this word's probability.")

@@ -355,7 +355,9 @@ if example is not None:
             st.dataframe(pd.DataFrame(shown.table).T)
             st.write(f"{md(shown.title)}: {md(shown.text)}")
         if shown.scores:
-            st.bar_chart(pd.Series(shown.scores, name="probability"))
+            # multi-label: each label's own probability; one label: the softmax over the labels (sums to 1)
+            st.bar_chart(pd.Series(shown.scores, name="probability"), x_label="label",
+                         y_label="probability" + (" (each label on its own)" if shown.title == "Labels" else ""))
 
 # ----- 5. download -------------------------------------------------------------------------------------
 st.subheader("5. Download")

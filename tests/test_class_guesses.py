@@ -121,6 +121,7 @@ def test_three_students_guess_and_the_reveal_puts_the_class_beside_the_model(cla
         figs = {f.title.split(" (")[0]: f for f in figcheck.figures(at)}
         cls = figs["The class's guesses"]
         assert list(cls.traces[0].x) == ["paris", "london"] and list(cls.traces[0].y) == [2, 1]
+        assert cls.title.endswith("(3 students)") and cls.layout["yaxis"]["tickformat"] == "d"  # whole students
         model = figs[f"{checkpoint.DEFAULT_MODEL}'s top {guess_view.TOP_K}"]
         assert list(model.traces[0].x) == [p["token"] for p in top]
         assert list(model.traces[0].y) == pytest.approx([p["probability"] for p in top], abs=1e-5)

@@ -155,3 +155,14 @@ def test_every_chart_of_what_each_layer_knows_is_true_as_drawn(tmp_path, monkeyp
     if "probe_run" in {b.key for b in at.button}:
         at.button(key="probe_run").click().run()
     assert len(_checked(at, "pages/8_What_each_layer_knows.py")) == 2
+
+
+def test_a_run_of_a_few_steps_is_drawn_on_whole_steps():
+    """A fine-tuning of three steps drew its dev curve on ticks 1, 1.5, 2, 2.5, 3: steps are whole."""
+    from bert_explorer.app.run_figures import finetune_figures
+
+    rows = [{"split": "train", "step": s, "epoch": 1, "loss": 1 / s} for s in (1, 2, 3)]
+    rows += [{"split": "dev", "step": 3, "epoch": 1, "accuracy": 0.5}]
+    assert {k: f.layout.xaxis.dtick for k, f in finetune_figures(rows).items()} == {"loss": 1, "dev": 1}
+    long = [{"split": "train", "step": s, "epoch": 1, "loss": 1 / s} for s in range(1, 400, 10)]
+    assert finetune_figures(long)["loss"].layout.xaxis.dtick is None  # plotly's own ticks, whole at that range

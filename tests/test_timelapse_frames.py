@@ -197,6 +197,7 @@ def test_the_page_draws_a_shipped_models_frames_before_any_run(recorded, runs_ro
     rise = next(s for s in rise if "P(word) at the first [MASK]" in s["layout"]["title"]["text"])
     last = doc["frames"][-1]["sentences"][1]["masks"][0]["probabilities"]
     assert [t["name"] for t in rise["data"]] == sorted(last, key=last.get, reverse=True)[:3]  # the last step's top 3
+    assert rise["layout"]["yaxis"]["tickformat"] == ".3~%"  # a probability in percent, not plotly's SI "200µ"
     for trace in rise["data"]:  # followed back to step 0, as recorded
         want = [f["sentences"][1]["masks"][0]["probabilities"][trace["name"]] for f in doc["frames"]]
         np.testing.assert_allclose(_array(trace["y"]), want)

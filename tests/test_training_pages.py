@@ -289,6 +289,8 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     assert not at.exception
     pred = next(m for m in at.metric if m.label == "Prediction")
     assert pred.value in ("positive", "negative")
+    (chart,) = [json.loads(e.proto.spec) for e in at.get("vega_lite_chart")]  # the labels' probabilities
+    assert (chart["encoding"]["x"]["title"], chart["encoding"]["y"]["title"]) == ("label", "probability")
 
 
 def test_finetune_page_trains_a_multi_label_upload_and_answers_with_a_set(runs_root, base_model):

@@ -38,6 +38,10 @@ def question_text(q: gs.Question) -> str:
     return f"Is B the sentence that came after A?  \n> **A:** {q.text}  \n> **B:** {q.text_b}"
 
 
+def _students(n: int) -> str:
+    return f"{n} student{'s' if n != 1 else ''}"
+
+
 def reveal(q: gs.Question, key: str) -> None:
     """The class's guesses beside the model's answer: two charts and one sentence, every number counted."""
     said = list(q.guesses.values())
@@ -47,7 +51,7 @@ def reveal(q: gs.Question, key: str) -> None:
         top = q.answer["top"]
         fig = go.Figure(go.Bar(x=[w for w, _ in counts], y=[n for _, n in counts], name="students",
                                text=[n for _, n in counts], textposition="auto"))
-        fig.update_layout(title=f"The class's guesses ({len(said)} students)", xaxis_title="guess",
+        fig.update_layout(title=f"The class's guesses ({_students(len(said))})", xaxis_title="guess",
                           yaxis_title="students", height=380)
         model = go.Figure(go.Bar(x=[p["token"] for p in top], y=[p["probability"] for p in top], name="model",
                                  text=[f"{p['probability']:.1%}" for p in top], textposition="auto"))
@@ -58,14 +62,15 @@ def reveal(q: gs.Question, key: str) -> None:
         yes = sum(g == gs.YES for g in said)
         fig = go.Figure(go.Bar(x=["yes", "no"], y=[yes, len(said) - yes], name="students",
                                text=[yes, len(said) - yes], textposition="auto"))
-        fig.update_layout(title=f"The class: is B the next sentence? ({len(said)} students)", xaxis_title="answer",
-                          yaxis_title="students", height=380)
+        fig.update_layout(title=f"The class: is B the next sentence? ({_students(len(said))})",
+                          xaxis_title="answer", yaxis_title="students", height=380)
         p = q.answer["is_next"]
         model = go.Figure(go.Bar(x=["IsNext", "NotNext"], y=[p, 1 - p], name="model",
                                  text=[f"{p:.1%}", f"{1 - p:.1%}"], textposition="auto"))
         model.update_layout(title=f"{q.model}'s answer", xaxis_title="", yaxis_title="probability", height=380,
                             yaxis_range=[0, 1])
         sentence = gs.pair_sentence(said, p) if said else "No student answered before the reveal."
+    fig.update_yaxes(tickformat="d", rangemode="tozero", dtick=1 if len(said) <= 10 else None)  # whole students
     exports.figure(fig, f"{key}_class", container=left)
     exports.figure(model, f"{key}_model", container=right)
     st.markdown(f"**{sentence}**")
