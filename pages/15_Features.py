@@ -106,8 +106,9 @@ if state["state"] != "ready":
         f"{est['disk_bytes'] / 1e9:.1f} GB in the app's cache, within its limit), then trains an SAE of "
         f"{settings.sae.width_factor * H:,} features with k = {settings.sae.k}: **{said(est['seconds'], background_threads())}** "
         f"(on an idle machine: activations about {duration_text(est['activation_seconds'])}, training about "
-        f"{duration_text(est['train_seconds'])}: {est['step_seconds']:.2f} s a step, timed on this machine). It is kept for every "
-        "later visit and every visitor.")
+        f"{duration_text(est['train_seconds'])}: {est['step_seconds']:.2f} s a step, timed on this machine; then the "
+        f"features' statistics and the masked-LM loss with the SAE spliced in, with the job's start, about "
+        f"{duration_text(est['after_seconds'])}). It is kept for every later visit and every visitor.")
     if refusal := jobs.start_refusal(path, False, "SAE"):
         st.info(refusal)
         st.stop()

@@ -255,6 +255,8 @@ def test_estimate_counts_the_tokens_the_build_reads(built):
     est = fb.estimate_seconds(loaded, fb.FeatureSettings(layer=1, corpus=corpus, tokens=1500, sae=SMALL))
     assert est["tokens"] == fb.Features(path).meta["tokens"]  # the same sentences, cut the same way
     assert est["step_seconds"] > 0 and est["seconds"] > est["activation_seconds"] + est["train_seconds"]
+    # the parts the page names add up to the total it says (it named two, 3 min 24 s of 4 min 29 s)
+    assert est["activation_seconds"] + est["train_seconds"] + est["after_seconds"] == pytest.approx(est["seconds"])
 
 
 def test_auxk_gives_the_dead_features_a_gradient_and_nothing_else_does():

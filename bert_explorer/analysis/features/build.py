@@ -526,7 +526,7 @@ def estimate_seconds(loaded: Loaded, settings: FeatureSettings, threads: int | N
     effects = 2.0 * settings.sae.width_factor * config.hidden_size ** 2 * config.vocab_size / forward_rate
     after = 0.15 * train / settings.sae.epochs + losses + effects + start
     return {"tokens": have, "activation_seconds": acts_seconds, "train_seconds": train, "step_seconds": step,
-            "loss_seconds": losses, "seconds": acts_seconds + train + after,
+            "loss_seconds": losses, "after_seconds": after, "seconds": acts_seconds + train + after,
             "disk_bytes": have * (2 * config.hidden_size + 17), "basis": acts["basis"]}
 
 
