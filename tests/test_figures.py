@@ -166,3 +166,29 @@ def test_a_run_of_a_few_steps_is_drawn_on_whole_steps():
     assert {k: f.layout.xaxis.dtick for k, f in finetune_figures(rows).items()} == {"loss": 1, "dev": 1}
     long = [{"split": "train", "step": s, "epoch": 1, "loss": 1 / s} for s in range(1, 400, 10)]
     assert finetune_figures(long)["loss"].layout.xaxis.dtick is None  # plotly's own ticks, whole at that range
+
+
+def test_a_pre_training_s_progress_bar_never_trails_its_curves(tmp_path):
+    """The header said "step 20 of 30" above a held-out curve already at step 24: the status is written at
+    log steps, the metrics at evaluations too."""
+    import json as _json
+
+    from streamlit.testing.v1 import AppTest
+
+    run = tmp_path / "pretrain-live"
+    run.mkdir()
+    (run / "config.json").write_text(_json.dumps({"kind": "pretrain"}))
+    (run / "status.json").write_text(_json.dumps({"state": "running", "step": 20, "max_steps": 30}))
+    (run / "metrics.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in (
+        {"split": "train", "step": 20, "loss": 7.5}, {"split": "eval", "step": 24, "mlm_accuracy": 0.05})))
+
+    def panel(path):
+        from bert_explorer.app import runs_view
+        from bert_explorer.runs.run import Run
+
+        runs_view._panel(Run(path), Run(path).status(), "pretrain", "t")
+
+    at = AppTest.from_function(panel, args=(str(run),)).run()
+    assert not at.exception
+    (bar,) = at.get("progress")
+    assert "step 24 of 30" in bar.proto.text, bar.proto.text

@@ -205,8 +205,12 @@ def _pretrain_numbers(status: dict, rows: list[dict]) -> None:
 
 
 def _panel(run: Run, status: dict, kind: str, prefix: str) -> None:
-    show_progress(status)
     rows = run.metrics()
+    if kind == "pretrain":  # its status is written at log steps, its metrics at evaluations too (one count of
+        # steps; a fine-tuning grid starts it again for each learning rate): the bar never trails the curves
+        logged = max((r["step"] for r in rows if isinstance(r.get("step"), int)), default=0)
+        status = {**status, "step": max(status.get("step") or 0, logged)}
+    show_progress(status)
     if kind == "pretrain":
         _pretrain_numbers(status, rows)
     if status.get("state") in ("failed", "crashed"):
