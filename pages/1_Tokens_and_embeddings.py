@@ -84,8 +84,8 @@ fig = px.bar(rep.norms_frame(), x="label", y="norm", color="part", barmode="grou
              category_orders={"part": list(emb.PARTS)}, labels={"label": "position: piece", "norm": "length ‖v‖"},
              title="Length of each part of the input vector, per WordPiece")
 fig.update_layout(height=420, margin=dict(l=10, r=10, t=50, b=10), legend_title_text="")
-if log_y:  # ticks at each power of ten: plotly's own also label 0.4 ... 0.9 by a bare digit, "4 5 6 7 8 9"
-    fig.update_yaxes(dtick=1, tickformat="~g")
+if log_y:  # ticks at 1, 2, 5 x each power of ten, each a whole number: plotly's own label 0.4 ... 0.9 "4 5 6 7 8 9"
+    fig.update_yaxes(tickvals=[m * 10.0 ** e for e in range(-3, 4) for m in (1, 2, 5)], tickformat="~g")
 exports.figure(fig, "emb_norms", bundle=bundle)
 before, after = rep.length_range("sum (before LayerNorm)"), rep.length_range("after LayerNorm")
 st.caption("The segment vector is one and the same for every token of a sentence; the position vector changes "
