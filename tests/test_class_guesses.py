@@ -59,6 +59,9 @@ def test_the_tally_draws_ten_guesses_and_the_rest_as_other_and_the_sentences_cou
     top = [{"token": "france", "probability": 0.355}, {"token": "paris", "probability": 0.124}]
     assert gs.cloze_sentence(said, top) == ("0 of 20 students guessed the model's first answer, “france” (35.5%); it "
                                             "was not among the class's three most frequent guesses (paris, lyon, w0).")
+    # one student, one guess: "among the class's three most frequent guesses (paris)" read oddly
+    assert gs.cloze_sentence(["paris"], top) == ("0 of 1 student guessed the model's first answer, “france” (35.5%); "
+                                                 "it was not the class's guess (paris).")
     assert gs.pair_sentence(["yes", "yes", "no"], 0.8) == ("2 students said yes and 1 said no; the model says yes, "
                                                           "P(IsNext) = 80.0%: 2 of 3 agreed with it.")
 
@@ -110,6 +113,9 @@ def test_three_students_guess_and_the_reveal_puts_the_class_beside_the_model(cla
         assert any(f"Your guess: **{word.lower()}**" in c.value for c in s.caption)
     _send(students[2], "two words")  # refused, and the earlier guess stays
     assert any("one word only" in w.value for w in students[2].warning)
+    # and still said when the box looks for news again: it vanished, and the guess seemed sent
+    said = [w.value for w in students[2].run().warning]
+    assert said == ["Not sent: Type one word only: the [MASK] hides one word. Your guess is still **london**."], said
     teacher.run()
     assert [m.value for m in teacher.metric] == ["3"]
     teacher.button(key="guess_reveal").click().run()
@@ -129,8 +135,8 @@ def test_three_students_guess_and_the_reveal_puts_the_class_beside_the_model(cla
         first = top[0]["token"]
         n = {"paris": 2, "london": 1}.get(first, 0)
         assert set(said) == {f"**{n} of 3 students guessed the model's first answer, “{first}” "
-                        f"({top[0]['probability']:.1%}); it {'was' if n else 'was not'} among the class's three most "
-                        "frequent guesses (paris, london).**"}  # (the teacher's page shows a student's view too)
+                        f"({top[0]['probability']:.1%}); it {'was' if n else 'was not'} among the class's guesses "
+                        "(paris, london).**"}  # (the teacher's page shows a student's view too)
 
 
 def test_a_pair_shows_the_class_split_beside_p_isnext(classroom):

@@ -96,6 +96,9 @@ def student_box() -> None:
         else:
             typed = st.radio("Your answer", [gs.YES, gs.NO], horizontal=True, index=None, key=f"guess_pair_{q.id}")
         sent = st.form_submit_button("Send my guess")
+    # A refusal is kept until the next guess: this box runs again every few seconds, and a warning shown only
+    # on the run that sent the guess would vanish before a student read it (the guess seemingly sent).
+    refused = f"guess_refused_{q.id}"
     if sent:
         try:
             value = gs.one_word(typed or "", load(q.model, ARCH)[0].tokenizer) if q.kind == "cloze" else typed
@@ -103,8 +106,11 @@ def student_box() -> None:
                 raise gs.GuessRefused("Choose yes or no.")
             BOARD.guess(q.id, session_id(), value)
             mine = value
+            st.session_state.pop(refused, None)
         except gs.GuessRefused as e:
-            st.warning(str(e))
+            st.session_state[refused] = f"Not sent: {e}" + (f" Your guess is still **{mine}**." if mine else "")
+    if st.session_state.get(refused):
+        st.warning(st.session_state[refused])
     if mine:
         st.caption(f"Your guess: **{mine}**. You can change it until your teacher reveals the answer; no name is "
                    "kept.")

@@ -120,10 +120,12 @@ def cloze_sentence(guesses: list[str], model_top: list[dict]) -> str:
     first = model_top[0]["token"]
     same = sum(g == first for g in guesses)
     top3 = [w for w, _ in tally(guesses) if w != "other"][:3]
-    among = "was" if first in top3 else "was not"
+    was = "was" if first in top3 else "was not"
+    which = (f"{was} among the class's three most frequent guesses" if len(top3) == 3 else
+             f"{was} among the class's guesses" if len(top3) == 2 else f"{was} the class's guess" if top3 else
+             "was not among the class's guesses")
     return (f"{same} of {n} student{'s' if n != 1 else ''} guessed the model's first answer, “{first}” "
-            f"({model_top[0]['probability']:.1%}); it {among} among the class's three most frequent guesses"
-            + (f" ({', '.join(top3)})." if top3 else "."))
+            f"({model_top[0]['probability']:.1%}); it {which}" + (f" ({', '.join(top3)})." if top3 else "."))
 
 
 def pair_sentence(guesses: list[str], p_is_next: float) -> str:
