@@ -223,7 +223,9 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
 st.subheader("2. Watch a run")
 shipped = shipped_frames()  # models that ship recorded time-lapse frames: the time-lapse works before any run
 run, status = rv.watch_runs("pretrain", "pt_watch", "pt", root,
-                            f"No pre-training runs under {shown_path(root)} yet: start one above.", stop=not shipped)
+                            f"No pre-training runs under {shown_path(root)} yet: "
+                            + ("start one above." if writes_allowed() else "your teacher can start one."),
+                            stop=not shipped)
 
 b1, b2, b3 = st.columns([1, 1, 2])
 if run is None or not writes_allowed():

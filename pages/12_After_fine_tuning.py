@@ -39,8 +39,9 @@ root = runs_root()
 runs = [r for r in finder.run_groups(finder.find_runs(root, "finetune"), root)[""]
         if (r.path / "model" / "config.json").is_file() or (r.path / "feature_head" / "head.json").is_file()]
 if not runs:
-    st.info(f"No fine-tuning run with a saved model under {shown_path(root)} yet: fine-tune one on the Fine-tune "
-            "page (or with `bert-explorer finetune`), then come back.")
+    st.info(f"No fine-tuning run with a saved model under {shown_path(root)} yet: " + (
+        "fine-tune one on the Fine-tune page (or with `bert-explorer finetune`), then come back." if writes_allowed()
+        else "your teacher can fine-tune one."))
     st.stop()
 run = rv.pick_run("Fine-tuning run", runs, "af_run", root)
 status = run.status()

@@ -51,8 +51,9 @@ def _uploads_section() -> None:
 
 everything = finder.find_runs(root)
 if not everything:
-    st.info(f"No runs under {shown_path(root)} yet: start one on the Pre-train or Fine-tune page, or with the CLI "
-            f"(`bert-explorer pretrain --output runs/NAME ...`).")
+    st.info(f"No runs under {shown_path(root)} yet: " + (
+        "start one on the Pre-train or Fine-tune page, or with the CLI (`bert-explorer pretrain --output runs/NAME "
+        "...`)." if writes_allowed() else "your teacher can start one."))
     _uploads_section()
     st.stop()
 # Every picker's key carries a generation that a delete moves on: after a delete, all of them

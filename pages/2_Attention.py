@@ -23,6 +23,7 @@ from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept_widget
 from bert_explorer.app.state import by_weights, load, picked_model, shown_path, without_host_paths
 from bert_explorer.app.roles import busy_sentence, not_prepared, progress_line, work_button, writes_allowed
+from bert_explorer.app.models import how_to_get
 from bert_explorer.app.widgets import intro
 
 intro("Attention", """
@@ -233,7 +234,7 @@ def clark_section() -> None:
         if ours:
             st.markdown("\n".join(f"- *{topic}*: {ours[key]}" for key, topic in clark.STATEMENT_TOPICS.items()))
         st.caption(f"Clark et al.'s findings are about bert-base-uncased ({clark.REFERENCE_MODEL}) only, so they are "
-                   "shown beside that model alone; pick it under the paper's BERTs in the sidebar to read them.")
+                   f"shown beside that model alone. It {how_to_get(clark.REFERENCE_MODEL)}")
     if measured:
         exports.table(clark.layer_table(measured), "att_clark_layers", "Clark et al. measures per layer", bundle,
                       hide_index=True)

@@ -137,3 +137,26 @@ def test_in_classroom_mode_a_page_s_download_names_no_folder_of_the_host(tmp_pat
     assert not any(str(tmp_path) in text for text in files.values())
     served("127.0.0.1")  # on a private server the download names the folder, to make the figures again
     assert shown_bundle(bundle).manifest()["inputs"]["model_a"] == ckpt
+
+
+def test_a_student_is_never_told_to_do_what_classroom_mode_keeps_from_them(tmp_path, monkeypatch, served):
+    """With no runs yet, the pages told a student to "start one above" (a section hidden from them), to start
+    one on the Pre-train page, or to pick BERT-Base in the sidebar where it is not downloaded; in private mode
+    they still say how."""
+    from bert_explorer import hub
+
+    monkeypatch.setenv(RUNS_ENV, str(tmp_path / "runs"))
+    monkeypatch.setattr(hub, "local_copy", lambda repo_id, *a, **k: None)  # BERT-Base not on this machine
+    pages = ("run_app.py", "pages/10_Pre-train.py", "pages/12_After_fine_tuning.py", "pages/13_Runs.py")
+    for address, said in (("0.0.0.0", "your teacher can"), ("127.0.0.1", None)):
+        served(address)
+        for path in pages:
+            at = AppTest.from_file(str(ROOT / path), default_timeout=120).run()
+            assert not at.exception, (path, at.exception)
+            shown = _shown(at)
+            if said:
+                assert said in shown and "start one above" not in shown and "in the sidebar, or run" not in shown, \
+                    (path, shown[:3000])
+            else:
+                assert "your teacher can" not in shown, path
+    assert "start one above" in _shown(AppTest.from_file(str(ROOT / "pages/10_Pre-train.py"), default_timeout=120).run())

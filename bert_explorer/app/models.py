@@ -39,10 +39,22 @@ def default_model_sentence() -> str:
         L, H, V = cfg.get("num_hidden_layers"), cfg.get("hidden_size"), cfg.get("vocab_size")
         size = hub.HubModel(name, name, L, H, vocab_size=V).parameters / 1e6
         shape = f", a small BERT ({L} layers, H = {H}, about {size:,.0f} M parameters) trained by this project"
-    here = hub.local_copy(base.repo_id) is not None
     return (f"Every page starts on **{name}**{shape}: it is not the paper's BERT-Base, and it knows less English. "
             f"**BERT-Base** ({base.layers} layers, H = {base.hidden}, {base.parameters / 1e6:,.0f} M parameters) "
-            + ("is on this machine: choose it in the sidebar (*the paper's BERTs (Hugging Face Hub)…*)."
-               if here else
-               f"is one download away (about {base.download_bytes / 1e6:,.0f} MB): choose *the paper's BERTs (Hugging "
-               "Face Hub)…* in the sidebar, or run `bert-explorer download bert-base-uncased` where the app runs."))
+            + how_to_get(base.repo_id))
+
+
+def how_to_get(repo_id: str) -> str:
+    """How this session gets one of the paper's BERTs, from "is": on this machine, or one download away, which
+    only a session that may write can start (a student in classroom mode reads that the teacher can)."""
+    from .. import hub
+    from .roles import writes_allowed
+
+    model = hub.CATALOGUE[repo_id]
+    if hub.local_copy(repo_id) is not None:
+        return "is on this machine: choose it in the sidebar (*the paper's BERTs (Hugging Face Hub)…*)."
+    size = f"one download away (about {model.download_bytes / 1e6:,.0f} MB)"
+    if not writes_allowed():
+        return f"is {size}, not on this machine yet: your teacher can download it for the class."
+    return (f"is {size}: choose *the paper's BERTs (Hugging Face Hub)…* in the sidebar, or run "
+            f"`bert-explorer download {repo_id.split('/')[-1]}` where the app runs.")
