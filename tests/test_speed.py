@@ -102,6 +102,25 @@ def test_the_time_left_corrects_itself_from_the_progress_made():
     assert seconds_left(1000.0, 0.01, now=1030.0) is None                  # too little progress to say
     assert seconds_left(1000.0, 0.5, now=1003.0) is None                   # too early to say
     assert seconds_left(None, 0.5) is None and seconds_left(1000.0, 1.0, now=1100.0) is None
+    # 20 s of loading with nothing to show, then 10 % every 2 s: counted from the first progress, 18 s are left
+    # (from the start: 49.5 s; a student's bar said 1 min 57 s where the teacher's log said 51 s)
+    assert seconds_left(1000.0, 0.1, now=1022.0, since=(1020.0, 0.0)) is None  # too early since the first progress
+    assert seconds_left(1000.0, 0.55, now=1030.0, since=(1021.0, 0.1)) == pytest.approx(9.0 * 0.45 / 0.45)
+
+
+def test_a_build_s_progress_keeps_its_first_progress_past_zero(tmp_path, monkeypatch):
+    """What report.seconds_left counts the rate from: written once, by the process at work."""
+    from bert_explorer.runs import neighbour_jobs as jobs
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    entry = tmp_path / "cache" / "an-entry"
+    jobs.write_progress(entry, state="running", fraction=0.0, message="loading the model")
+    assert "since" not in jobs.read_progress(entry)
+    jobs.write_progress(entry, state="running", fraction=0.1, message="10 %")
+    first = jobs.read_progress(entry)["since"]
+    assert first[1] == 0.1 and first[0] >= jobs.read_progress(entry)["started"]
+    jobs.write_progress(entry, state="running", fraction=0.4, message="40 %")
+    assert jobs.read_progress(entry)["since"] == first
 
 
 def test_a_build_keeps_the_time_it_started_for_its_time_left(tmp_path, monkeypatch):

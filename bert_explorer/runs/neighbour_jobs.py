@@ -66,10 +66,16 @@ def read_progress(entry_path: Path) -> dict:
 def write_progress(entry_path: Path, **fields) -> None:
     """The build's progress where pages and the CLI read it; a running build's start is kept (the time
     left is counted from it: ``report.seconds_left``)."""
-    if fields.get("state") == "running" and "started" not in fields:
+    if fields.get("state") == "running":
         before = read_progress(entry_path)
-        same = before.get("pid") == fields.get("pid", os.getpid()) and before.get("started")
-        fields["started"] = before["started"] if same else time.time()
+        same = before.get("pid") == fields.get("pid", os.getpid())
+        if "started" not in fields:
+            fields["started"] = before["started"] if same and before.get("started") else time.time()
+        # the first progress past 0 (report.seconds_left counts the rate from it, not from the start)
+        if same and before.get("since"):
+            fields["since"] = before["since"]
+        elif (fields.get("fraction") or 0.0) > 0:
+            fields["since"] = [time.time(), float(fields["fraction"])]
     atomic.write_json(work_dir(entry_path) / "progress.json",
                       {**fields, "pid": fields.get("pid", os.getpid()), "updated": time.time()})
 
@@ -218,7 +224,7 @@ def preparing() -> list[dict]:
     for b in builds_running():
         lesson = read_json(disk_cache.work_root() / b["entry"] / LESSON_FILE).get("lesson")
         out.append({"lesson": lesson or "work started from a terminal",
-                     "seconds_left": seconds_left(b.get("started"), b.get("fraction") or 0.0)})
+                     "seconds_left": seconds_left(b.get("started"), b.get("fraction") or 0.0, since=b.get("since"))})
     return out
 
 

@@ -23,20 +23,27 @@ LABELS = {"loss": "loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss", "mlm_a
           "micro_recall": "micro recall"}
 
 
-def seconds_left(started: float | None, fraction: float, now: float | None = None) -> float | None:
+def seconds_left(started: float | None, fraction: float, now: float | None = None,
+                 since: tuple[float, float] | list | None = None) -> float | None:
     """The time a job has left, from the progress it has made so far (the rate of all of it, as tqdm's
     average: it corrects itself as the job goes, whatever an estimate said before it started); None
-    until 2 % and 5 s of it have passed, or when the job is done."""
+    until 2 % and 5 s of it have passed, or when the job is done. ``since`` = (time, fraction) of the job's
+    first progress: the rate is counted from there, so that a start spent loading (no progress to show)
+    does not read as slow work still to come."""
     fraction = float(fraction or 0.0)
+    now = time.time() if now is None else now
+    if since:
+        done, elapsed = fraction - float(since[1]), now - float(since[0])
+        return (1 - fraction) * elapsed / done if fraction < 1 and done >= 0.02 and elapsed >= 5 else None
     if not started or not 0.02 <= fraction < 1:
         return None
-    elapsed = (time.time() if now is None else now) - float(started)
+    elapsed = now - float(started)
     return elapsed * (1 - fraction) / fraction if elapsed >= 5 else None
 
 
-def left_text(started: float | None, fraction: float) -> str:
+def left_text(started: float | None, fraction: float, since: tuple[float, float] | list | None = None) -> str:
     """" · about 2 min 10 s left", or nothing while :func:`seconds_left` has nothing to say."""
-    left = seconds_left(started, fraction)
+    left = seconds_left(started, fraction, since=since)
     return f" · about {duration_text(left)} left" if left is not None else ""
 
 
