@@ -201,7 +201,16 @@ def _built(path: Path, file: str, read, segments: int, **start):
         _build_progress(str(path), file, f"Attention's {start['what']} over {segments:,} segments")
     else:
         _build_start(path, state, segments, **start)
+        if not writes_allowed():  # a student's open page learns when the teacher starts it
+            _watch_for_a_build(str(path), file, state["state"])
     return None
+
+
+@st.fragment(run_every=3.0)
+def _watch_for_a_build(path: str, file: str, seen: str) -> None:
+    """Redraw the page when the build of ``path`` is no longer in the state ``seen`` (started, or done)."""
+    if jobs.build_state(Path(path), (Path(path) / file).is_file())["state"] != seen:
+        st.rerun()
 
 
 def clark_section() -> None:
