@@ -268,7 +268,7 @@ def _open_clicked_head(chart_key: str) -> None:
 
 def _map_figure(points: pd.DataFrame, colour: str, title: str):
     shown = points.assign(**{"layer name": points["layer"].map(lambda l: f"layer {l}")})
-    measures = {COLUMN_NAMES[c]: ":.3f" for c in COLUMN_NAMES}
+    measures = {COLUMN_NAMES[c]: ":.3f" for c in COLUMN_NAMES if c in points.columns}
     fig = px.scatter(shown.rename(columns=COLUMN_NAMES), x="x", y="y", color=colour, title=title,
                      custom_data=["layer", "head", "behaviour"], hover_data={"x": False, "y": False, **measures},
                      hover_name=shown.apply(lambda r: f"layer {r['layer']}, head {r['head']} ({r['behaviour']})",

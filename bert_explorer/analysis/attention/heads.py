@@ -364,7 +364,7 @@ def describe_behaviours(stats: pd.DataFrame, inputs: str = "this input", uniform
 # The measures' headings where a user reads them.
 COLUMN_NAMES = {"to_cls": "[CLS]", "to_sep": "[SEP]", "to_punct": ". and ,", "to_prev": "previous token",
                 "to_next": "next token", "to_self": "itself", "entropy": "entropy (nats)",
-                "entropy_ratio": "entropy / uniform"}
+                "entropy_ratio": "entropy / uniform", "uniform_entropy": "uniform entropy (nats)"}
 
 
 def behaviour_table(stats: pd.DataFrame) -> pd.DataFrame:
