@@ -161,7 +161,7 @@ def test_the_page_draws_the_map_of_the_default_model_and_flow_beside_rollout(cac
     hover = maps[0]["data"][0]["hovertemplate"]
     assert "[SEP]" in hover and "previous token" in hover and "entropy" in hover  # the head's measures
     # the table of the heads names every measure in words (it showed a raw "uniform_entropy")
-    points = next(d.value for d in at.dataframe if "previous token" in d.value.columns)
+    points = next(d.value for d in at.dataframe if {"x", "y", "previous token"} <= set(d.value.columns))
     assert not [c for c in points.columns if "_" in c], list(points.columns)
     assert sum(len(figcheck.decode(t["x"])) for t in maps[0]["data"]) == 72     # every head once
     texts = [c.value for c in at.caption] + [m.value for m in at.markdown]
