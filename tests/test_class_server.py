@@ -98,6 +98,9 @@ def no_work(monkeypatch):
 
     done = []
     real_popen = subprocess.Popen
+    # the standard library's own `uname -p`, run once a process and kept: not work a page starts (a test of
+    # this file run alone met it here; after other tests it was done already)
+    __import__("platform").processor()
 
     def popen(argv, *a, **k):
         done.append(("process", argv))
@@ -223,6 +226,22 @@ def test_the_prepare_panel_on_home_is_the_teachers_and_starts_prepare_class(clas
     (what, argv), = no_work
     assert what == "process" and argv[argv.index("prepare-class") + 1:] == [
         "--model", "minilm-mlm-nsp", "--builds", "quality"]
+
+
+def test_the_prepare_panel_says_how_the_last_preparation_ended(classroom, no_work):
+    """When a preparation ended, the panel went back to its choices with no word of it: it now says its end."""
+    import json
+
+    from bert_explorer.analysis import lesson
+
+    d = lesson._work()
+    (d / "started.json").write_text(json.dumps({"pid": 4194303, "models": ["minilm-mlm-nsp"], "builds": ["quality"]}))
+    (d / "log.txt").write_text("preparing 1 model(s): first visits, then 1 build(s) not yet done\n"
+                               "prepared in 1 min 10 s (estimated 1 min 11 s; load 0.9)\n")
+    teacher = _page("run_app.py", teacher=True)
+    assert not teacher.exception
+    assert [s.value for s in teacher.success] == [
+        "The last preparation (minilm-mlm-nsp): prepared in 1 min 10 s (estimated 1 min 11 s; load 0.9)"]
 
 
 def test_a_stopped_fine_tuning_offers_resume_to_the_teacher_only(classroom, no_work):

@@ -47,6 +47,11 @@ def panel(current: str | None) -> None:
             _progress()
         else:
             if now.get("log"):
+                # how the last one ended, in its own last line ("prepared in 1 min 10 s (estimated ...)", or
+                # where it stopped): the panel went back to its choices with no word of it
+                last = [line for line in now["log"].splitlines() if line.strip()][-1]
+                (st.success if last.startswith("prepared in") else st.info)(
+                    f"The last preparation ({', '.join(now.get('models') or [])}): {last}")
                 with st.popover("The last preparation's log"):
                     st.code(now["log"], language=None)
             options = list(dict.fromkeys([current, checkpoint.DEFAULT_MODEL]))
