@@ -46,12 +46,12 @@ def panel(current: str | None) -> None:
         if now["running"]:
             _progress()
         else:
-            if now.get("log"):
+            lines = [line for line in (now.get("log") or "").splitlines() if line.strip()]
+            if lines:
                 # how the last one ended, in its own last line ("prepared in 1 min 10 s (estimated ...)", or
                 # where it stopped): the panel went back to its choices with no word of it
-                last = [line for line in now["log"].splitlines() if line.strip()][-1]
-                (st.success if last.startswith("prepared in") else st.info)(
-                    f"The last preparation ({', '.join(now.get('models') or [])}): {last}")
+                (st.success if lines[-1].startswith("prepared in") else st.info)(
+                    f"The last preparation ({', '.join(now.get('models') or [])}): {lines[-1]}")
                 with st.popover("The last preparation's log"):
                     st.code(now["log"], language=None)
             options = list(dict.fromkeys([current, checkpoint.DEFAULT_MODEL]))
