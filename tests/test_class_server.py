@@ -220,12 +220,28 @@ def test_the_prepare_panel_on_home_is_the_teachers_and_starts_prepare_class(clas
     assert "Prepare for class" not in [e.label for e in student.expander]
     teacher = _page("run_app.py", teacher=True)
     assert "Prepare for class" in [e.label for e in teacher.expander]
-    assert any(m.value.startswith("**1** build(s) to run, **about ") for m in teacher.markdown)
+    assert any(m.value.startswith("First each page's first-visit work (seconds a model), then **1** build(s) to run, "
+                                   "**about ") for m in teacher.markdown)
     teacher.button(key="prep_start").click().run()
     assert not teacher.exception
     (what, argv), = no_work
     assert what == "process" and argv[argv.index("prepare-class") + 1:] == [
         "--model", "minilm-mlm-nsp", "--builds", "quality"]
+
+
+def test_the_prepare_panel_offers_every_model_a_lesson_may_use(classroom, no_work, monkeypatch, tmp_path):
+    """The panel offered only the sidebar's model and the default: a teacher who downloaded BERT-Base for the
+    lesson could not prepare it from Home. It offers the shipped models and the downloaded BERTs."""
+    from bert_explorer import checkpoint, hub
+
+    monkeypatch.setattr(hub, "cached_berts", lambda: {"google-bert/bert-base-uncased": tmp_path})
+    teacher = _page("run_app.py", teacher=True)
+    assert not teacher.exception
+    offered = teacher.multiselect(key="prep_models").options
+    shipped = [n for n, (locate, _) in checkpoint.SHORT_NAMES.items() if locate() is not None]
+    assert set(shipped) >= {"minilm-mlm-nsp", "explorer-mini"} and set(shipped) <= set(offered)
+    assert f"{hub.CATALOGUE['google-bert/bert-base-uncased'].title} (downloaded)" in offered
+    assert teacher.multiselect(key="prep_models").value == ["minilm-mlm-nsp"]  # the sidebar's model, chosen
 
 
 def test_the_prepare_panel_says_how_the_last_preparation_ended(classroom, no_work):
@@ -236,12 +252,14 @@ def test_the_prepare_panel_says_how_the_last_preparation_ended(classroom, no_wor
 
     d = lesson._work()
     (d / "started.json").write_text(json.dumps({"pid": 4194303, "models": ["minilm-mlm-nsp"], "builds": ["quality"]}))
-    (d / "log.txt").write_text("preparing 1 model(s): first visits, then 1 build(s) not yet done\n"
-                               "prepared in 1 min 10 s (estimated 1 min 11 s; load 0.9)\n")
+    (d / "log.txt").write_text("preparing 1 model(s): first each page's first-visit work …\n"
+                               "prepared in 1 min 20 s: the first visits 15 s, the builds 1 min 05 s (said before: "
+                               "about 1 min 11 s (the machine is idle now); load 0.9 on 2 cores)\n")
     teacher = _page("run_app.py", teacher=True)
     assert not teacher.exception
     assert [s.value for s in teacher.success] == [
-        "The last preparation (minilm-mlm-nsp): prepared in 1 min 10 s (estimated 1 min 11 s; load 0.9)"]
+        "The last preparation (minilm-mlm-nsp): prepared in 1 min 20 s: the first visits 15 s, the builds 1 min 05 s "
+        "(said before: about 1 min 11 s (the machine is idle now); load 0.9 on 2 cores)"]
 
 
 def test_a_stopped_fine_tuning_offers_resume_to_the_teacher_only(classroom, no_work):

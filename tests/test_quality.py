@@ -183,8 +183,12 @@ def test_prepare_class_measures_before_the_bell_and_the_first_visits_then_comput
     (tiny_run / "eval_metrics.json").unlink(missing_ok=True)
     assert main(["prepare-class", "--model", str(tiny_run), "--builds", "quality"]) == 0
     said = capsys.readouterr().err
-    assert "preparing 1 model(s): first visits, then 1 build(s) not yet done, about " in said
-    assert re.search(r": quality: done \(", said) and "prepared in " in said
+    assert "first-visit work (seconds each, not estimated), then 1 build(s) not yet done, about " in said
+    assert re.search(r": quality: done \(", said)
+    # the end compares the builds' time with the time said for them at the start, in the same words
+    told = re.search(r"not yet done, (about .*?) in all", said).group(1)
+    assert re.search(r"prepared in [0-9a-z ]+: the first visits [0-9a-z ]+, the builds [0-9a-z ]+ "
+                     rf"\(said before: {re.escape(told)}; load ", said)
     declared = {(page, what) for page, what, _ in lesson._declared()}
     assert {p for p, _ in declared} >= {"Features of a layer", "Nearest neighbours"}
     for page, what in declared:
@@ -203,7 +207,8 @@ def test_prepare_class_measures_before_the_bell_and_the_first_visits_then_comput
     (row,) = json.loads(capsys.readouterr().out)
     assert row["quality"] == "prepared" and row["sae"] == "not yet"
     assert main(["prepare-class", "--model", str(tiny_run), "--builds", "quality"]) == 0
-    assert "then 0 build(s) not yet done" in capsys.readouterr().err
+    again = capsys.readouterr().err
+    assert "then no build (none asked for, or all done; load " in again and ": the first visits " in again
 
     monkeypatch.setenv(roles.CLASSROOM_ENV, "1")
     at = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120)

@@ -28,6 +28,22 @@ def _progress() -> None:
         lesson.stop_preparing()
 
 
+def lesson_models() -> list[str]:
+    """What a lesson may use without a download: the shipped models and the BERTs downloaded from the Hub
+    (a run's checkpoint is offered when it is the sidebar's model)."""
+    from .. import hub
+
+    names = [n for n, (locate, _) in checkpoint.SHORT_NAMES.items() if locate() is not None]
+    return [checkpoint.DEFAULT_MODEL, *(n for n in names if n != checkpoint.DEFAULT_MODEL), *hub.cached_berts()]
+
+
+def _label(name: str) -> str:
+    from .. import hub
+
+    entry = hub.CATALOGUE.get(name)
+    return f"{entry.title} (downloaded)" if entry else name
+
+
 def _loaded(name: str):
     return load(name, "BertForPreTraining")[0]
 
@@ -54,15 +70,17 @@ def panel(current: str | None) -> None:
                     f"The last preparation ({', '.join(now.get('models') or [])}): {lines[-1]}")
                 with st.popover("The last preparation's log"):
                     st.code(now["log"], language=None)
-            options = list(dict.fromkeys([current, checkpoint.DEFAULT_MODEL]))
-            models = st.multiselect("Models of the lesson", options, default=[current], key="prep_models")
+            options = list(dict.fromkeys([current, *lesson_models()]))
+            models = st.multiselect("Models of the lesson", options, default=[current], key="prep_models",
+                                    format_func=_label)
             which = st.multiselect("Long builds", list(lesson.BUILDS), default=["quality"], key="prep_builds",
                                    format_func=lambda k: f"{k}: {lesson.BUILDS[k]}")
             loaded = {m: _loaded(m) for m in models}
             todo = [b for m, lm in loaded.items() if lm is not None for b in lesson.builds(m, lm, set(which))
                     if not b.done()]
-            st.markdown(f"**{len(todo)}** build(s) to run, **{said(sum(b.seconds for b in todo), background_threads())}** "
-                        "in all (each page's own estimate), at low priority.")
+            st.markdown(f"First each page's first-visit work (seconds a model), then **{len(todo)}** build(s) to run, "
+                        f"**{said(sum(b.seconds for b in todo), background_threads())}** in all (each page's own "
+                        "estimate), at low priority.")
             if models and work_button("Prepare", key="prep_start", type="primary"):
                 if why := lesson.start_preparing(models, which):
                     st.info(why)
