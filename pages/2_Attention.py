@@ -12,8 +12,8 @@ from bert_explorer.data.corpora import corpus_title
 from bert_explorer.train.estimate import background_threads
 from bert_explorer.train.speed import said
 
-from bert_explorer.analysis.attention.heads import (BEHAVIOUR_RULE, COLUMN_NAMES, REFERENCE_INPUTS, attention_maps,
-                                              attention_rollout, behaviour_table, describe_behaviours,
+from bert_explorer.analysis.attention.heads import (BEHAVIOUR_RULE, COLUMN_NAMES, LABELS, REFERENCE_INPUTS,
+                                              attention_maps, attention_rollout, behaviour_table, describe_behaviours,
                                               head_ablation, head_name, input_measures, layer_name,
                                               reference_measures, stats_of_measures, uniform_of_tokens, window)
 from bert_explorer.analysis.attention.bertviz_offline import (MODEL_VIEW_LEGIBLE_SCALE, MODEL_VIEW_MIN_SCALE, OfflineAssetsMissing,
@@ -266,10 +266,22 @@ def _open_clicked_head(chart_key: str) -> None:
         st.session_state["att_view"] = "Heatmap"
 
 
+# The two maps stand side by side, so they share no colour: the layers on a sequential scale (deeper is
+# lighter, as their order is), each behaviour in a colour of its own that is the same for every model.
+def _layer_colours(n: int) -> dict[str, str]:
+    return dict(zip((f"layer {i}" for i in range(1, n + 1)),
+                    px.colors.sample_colorscale("Viridis", [i / max(1, n - 1) for i in range(n)])))
+
+
+BEHAVIOUR_COLOURS = dict(zip(LABELS, ("#d95f02", "#e7298a", "#a6761d", "#e6ab02", "#7570b3", "#66a61e",
+                                      "#e41a1c", "#999999")))  # ... broad, mixed (grey: no one behaviour)
+
+
 def _map_figure(points: pd.DataFrame, colour: str, title: str):
     shown = points.assign(**{"layer name": points["layer"].map(lambda l: f"layer {l}")})
     measures = {COLUMN_NAMES[c]: ":.3f" for c in COLUMN_NAMES if c in points.columns}
     fig = px.scatter(shown.rename(columns=COLUMN_NAMES), x="x", y="y", color=colour, title=title,
+                     color_discrete_map={**_layer_colours(L), **BEHAVIOUR_COLOURS},
                      custom_data=["layer", "head", "behaviour"], hover_data={"x": False, "y": False, **measures},
                      hover_name=shown.apply(lambda r: f"layer {r['layer']}, head {r['head']} ({r['behaviour']})",
                                             axis=1),

@@ -164,6 +164,15 @@ def test_the_page_draws_the_map_of_the_default_model_and_flow_beside_rollout(cac
     points = next(d.value for d in at.dataframe if {"x", "y", "previous token"} <= set(d.value.columns))
     assert not [c for c in points.columns if "_" in c], list(points.columns)
     assert sum(len(figcheck.decode(t["x"])) for t in maps[0]["data"]) == 72     # every head once
+    # side by side, the two maps share no colour (dark blue was layer 1 on one and "broad" on the other); the
+    # layers' colours are distinct and go in their order along one scale, light for the last
+    colours = [{t["name"]: t["marker"]["color"] for t in c["data"]} for c in maps]
+    by_layer, by_behaviour = (colours if "layer 1" in colours[0] else colours[::-1])
+    assert not set(by_layer.values()) & set(by_behaviour.values())
+    layer_colours = [by_layer[f"layer {i}"] for i in range(1, 7)]
+    assert len(set(layer_colours)) == 6
+    brightness = [sum(int(v) for v in re.findall(r"[\d.]+", c)[:3]) for c in layer_colours]  # "rgb(r, g, b)"
+    assert brightness == sorted(brightness), layer_colours
     texts = [c.value for c in at.caption] + [m.value for m in at.markdown]
     assert any(f"Spearman's ρ = {built.rank_correlation:.2f}" in t for t in texts)
     assert any("Clark et al. (2019" in t for t in texts)
