@@ -1,5 +1,7 @@
 """The one fine-tuning loop (train/engine.py): what fine-tuning, feature-based transfer and the
 LTR heads rely on it for."""
+import json
+
 import pytest
 import torch
 
@@ -54,6 +56,30 @@ def test_fit_stops_cleanly_when_asked(tmp_path):
                  optimizer=torch.optim.SGD(model.parameters(), lr=0.5))
     assert fitted.stopped and fitted.step == 0 and len(fitted.history) == 1  # evaluated as it is
     assert "stop requested at step 0 of 24" in (run.path / "log.txt").read_text()
+
+
+def test_after_a_stop_mid_epoch_and_a_resume_each_evaluation_is_labelled_with_its_epoch(tmp_path):
+    """A Stop at step 12 (epoch 2 of 8 steps half done) is measured as epoch 1.5; resumed, the evaluations at
+    the ends of epochs 2 and 3 are labelled 2 and 3 (counting the evaluations said 3 and 4)."""
+    run, model, loss_of, evaluate, seen = _toy(tmp_path)
+    kept = {}
+
+    def on_evaluated(step, job):
+        kept[step] = json.loads(json.dumps(job.state()))
+
+    def stop_four_steps_into_epoch_2(idx):
+        loss = loss_of(idx)
+        if len(seen) == 12:
+            run.request_stop()  # taken between two steps
+        return loss
+    settings = dict(n_train=64, batch_size=8, epochs=3, seed=0, evaluate=evaluate, model=model,
+                    optimizer=torch.optim.SGD(model.parameters(), lr=0.5))
+    first = fit(run, **settings, loss_of=stop_four_steps_into_epoch_2, on_evaluated=on_evaluated)
+    assert first.stopped and first.step == 12
+    fit(run, **settings, loss_of=loss_of, on_evaluated=on_evaluated, resume={"job": kept[12]})
+    dev = [(r["step"], r["epoch"]) for r in run.metrics() if r["split"] == "dev"]
+    assert dev == [(8, 1), (12, 1.5), (16, 2), (24, 3)]
+    assert "epoch 3: accuracy=" in (run.path / "log.txt").read_text()
 
 
 def test_fit_trains_with_no_run_folder_through_a_reporter_in_memory(tmp_path):

@@ -183,7 +183,7 @@ def test_a_stop_during_an_evaluation_ends_it_and_keeps_a_measured_model(tmp_path
                  evaluate=evaluate, model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
     assert fitted.stopped and fitted.step == 4 and fitted.dev == {"accuracy": 0.5}
     assert calls == [False, False]  # the request was taken: the one evaluation after it ran to its end
-    assert "stop requested during the evaluation of epoch 1" in (run.path / "log.txt").read_text()
+    assert "stop requested during the evaluation at step 4 of 12 (stopped after 0 of" in (run.path / "log.txt").read_text()
 
 
 def test_model_outputs_stop_between_batches(base_model):

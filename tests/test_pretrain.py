@@ -118,6 +118,8 @@ def test_two_process_ddp_run_keeps_ranks_in_sync(tmp_path):
 
 
 def test_background_run_can_be_stopped_and_resumed(tmp_path):
+    from bert_explorer.runs.report import duration
+
     config = {**TINY, "max_steps": 100000, "save_every": 100000}
     run = start_background("pretrain", config, tmp_path / "bg")
     import time
@@ -128,7 +130,7 @@ def test_background_run_can_be_stopped_and_resumed(tmp_path):
     run.request_stop()
     status = run.wait(timeout=120)
     assert status["state"] == "stopped"
-    stopped_at = status["step"]
+    stopped_at, first_start, first_part = status["step"], status["started"], duration(status)
     ckpt = run.latest_checkpoint()
     assert ckpt is not None and ckpt.name == f"step-{stopped_at}"
 
@@ -140,6 +142,11 @@ def test_background_run_can_be_stopped_and_resumed(tmp_path):
     assert run.wait(timeout=120)["state"] == "finished"
     steps = [m["step"] for m in run.metrics() if m["split"] == "train"]
     assert steps[-2:] == [stopped_at + 1, stopped_at + 2]
+    # one run in two parts: its first start, both parts' time, and a Stop is no crash ("taking over from pid
+    # …, which ended without releasing the run" was logged after every Stop)
+    status = run.status()
+    assert status["started"] == first_start and duration(status) > first_part
+    assert "taking over" not in (run.path / "log.txt").read_text()
 
 
 def test_a_corpus_too_small_for_held_out_nsp_pairs_still_trains(tmp_path):

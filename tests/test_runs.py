@@ -306,3 +306,32 @@ def test_a_finished_background_run_leaves_no_zombie_process(tmp_path):
     while _proc_state(pid) == "Z" and time.time() < deadline:
         time.sleep(0.05)
     assert _proc_state(pid) is None
+
+
+def test_a_run_stopped_and_resumed_keeps_its_first_start_and_adds_up_its_parts(tmp_path):
+    """A pre-training stopped after 40 s and resumed said "took 9 s", the time of its last part, and the
+    Runs table gave the resume as its start. Each part now adds to the run's time, a crash's part up to its
+    last sign of life, and the start stays the first."""
+    from bert_explorer.runs.report import duration, run_row
+
+    run = Run(tmp_path / "r").create({}, "pretrain")
+    now = time.time()
+    run.write_status(state="running", pid=os.getpid(), started=now - 300)
+    run.write_status(state="stopped", finished=now - 260)                      # a first part of 40 s
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    run.write_status(state="running", pid=int(dead), started=now - 200)       # a second part, which crashed
+    os.utime(run.path / "status.json", (now - 170, now - 170))                # its last sign of life: 30 s in
+    for name in ("log.txt", "metrics.jsonl"):
+        (run.path / name).unlink(missing_ok=True)
+    assert run.status()["state"] == "crashed"
+    run.write_status(state="running", pid=os.getpid(), started=now - 20)      # resumed 20 s ago
+    s = run.status()
+    assert s["started"] == now - 300
+    assert duration(s) == pytest.approx(40 + 30 + 20, abs=2)
+    run.write_status(step=5)  # the same process writes on: still the same part
+    assert run.status()["part_started"] == now - 20
+    run.write_status(state="finished", finished=now)
+    assert duration(run.status()) == pytest.approx(90, abs=0.01)
+    assert run_row(run, tmp_path)["duration"] == "1 min 30 s"
+    assert run_row(run, tmp_path)["started"] == time.strftime("%Y-%m-%d %H:%M", time.localtime(now - 300))

@@ -156,6 +156,8 @@ def writer_lock(run_dir: str | Path, what: str | None = None):
                             for name in locks:
                                 (path / name).unlink(missing_ok=True)
                             path.rmdir()
+                with contextlib.suppress(OSError):  # a clean end (a Stop among them): the next writer takes
+                    os.ftruncate(entry[0], 0)        # the lock over without saying its holder died
                 release(entry[0])
 
 

@@ -64,13 +64,16 @@ def duration_text(seconds: float | None) -> str:
 
 
 def duration(status: dict) -> float | None:
-    """Seconds from the run's start to its end (to now while it is active), or None before it started."""
-    start = status.get("started") or status.get("created")
+    """Seconds the run has taken (to now while it is active), or None before it started: from its start to
+    its end, or, for a run stopped and resumed, its earlier parts' time and this part's (``Run.write_status``)."""
+    start = status.get("part_started") or status.get("started") or status.get("created")
     if not start:
         return None
-    end = time.time() if status.get("state") in ACTIVE_STATES else (  # a crash: its last sign of life
-        status.get("finished") or status.get("last_seen") or status.get("updated") or start)
-    return max(0.0, end - start)
+    state = status.get("state")
+    end = time.time() if state in ACTIVE_STATES else (  # a crash: its last sign of life
+        (status.get("last_seen") if state == "crashed" else None) or status.get("finished")
+        or status.get("last_seen") or status.get("updated") or start)
+    return float(status.get("earlier_seconds") or 0.0) + max(0.0, end - start)
 
 
 def key_metrics(status: dict) -> dict:

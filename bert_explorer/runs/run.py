@@ -144,8 +144,22 @@ class Run:
                 pass
         if "pid" in fields:  # remember which process this pid is (its creation time), in case it is later reused
             fields = {**fields, "pid_created": process_start(fields["pid"])}
+        if "started" in fields:
+            if current.get("started") and current.get("started_by") != fields.get("pid"):
+                fields = self._another_part(fields)
+            fields["started_by"] = fields.get("pid")  # (its launcher wrote the same pid before it started)
         current.update(fields, updated=time.time())
         atomic.write_json(p, current, indent=2, default=str)
+
+    def _another_part(self, fields: dict) -> dict:
+        """A resumed run starts another part: it keeps the run's first start, and the time its earlier
+        parts took (``report.duration``) is added to this one's, so that a run stopped and resumed does not
+        say it took only its last part."""
+        from .report import duration
+
+        before = self.status()  # (a crash is read as such: its end is its last sign of life)
+        return {"finished": None, **fields, "started": before["started"], "part_started": fields["started"],
+                "earlier_seconds": duration(before) or 0.0}
 
     def log_metrics(self, record: dict) -> None:
         with (self.path / "metrics.jsonl").open("a") as f:

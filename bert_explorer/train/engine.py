@@ -211,17 +211,17 @@ class Epochs:
         the evaluation, or early stopping's patience ran out). An evaluation a Stop asked for between
         two scheduled ones (``scheduled=False``) is logged but neither a best nor a step of patience:
         a run stopped and resumed then judges the evaluations one that never stopped judges."""
-        n, stopping = len(self.history) + 1, False
+        stopping = False
         try:
             ev = self.evaluate_dev()
         except Interrupted as e:  # a Stop during an evaluation: the model as it is, measured once
-            self.reporter.log(f"stop requested during the evaluation of epoch {n} ({e}) at step {step} of "
-                              f"{self.total}")
+            self.reporter.log(f"stop requested during the evaluation at step {step} of {self.total} ({e})")
             self.reporter.clear_stop()
             ev, stopping, self.stop_taken = self.evaluate_dev(), True, True
         self.model.train()  # evaluating put it in eval mode; training goes on with dropout
-        # per epoch: the epoch's number (as ever); every N steps: how far through the data, in epochs
-        epoch = round(step / self.per_epoch, 2) if self.evaluating.every else n
+        # how far through the data, in epochs: the epoch's number at its end, a fraction elsewhere (every N steps,
+        # a Stop's evaluation); counting the evaluations instead numbered the epochs after a Stop's one too high
+        epoch = step // self.per_epoch if step % self.per_epoch == 0 else round(step / self.per_epoch, 2)
         row = {"step": step, "split": "dev", "epoch": epoch, **self.tag,
                **{k: v for k, v in ev.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
                "time": time.time()}
