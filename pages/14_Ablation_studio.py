@@ -135,10 +135,11 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
             m[1].metric("Pre-trainings", len(plan["pretrainings"]),
                         help="cells with the same pre-training share one model")
         m[2].metric("Time on this CPU", f"~{seconds_now(est_cpu['total_s'], background_threads()) / 60:.0f} min",
-                    help=said(est_cpu["total_s"], background_threads()).capitalize() + ": its speed measured here, "
-                         "shared with what else runs now.")
+                    help="Its speed measured here, shared with what else runs now.")
         m[3].metric("Time on one GPU", f"~{est_gpu['total_s'] / 60:.0f} min")
-        st.caption("Rough estimates from FLOPs and measured speeds; expect them to be off by up to a factor of two."
+        # the idle figure too, in words: the recipes' descriptions and the docs give that one
+        st.caption(f"On this CPU: {said(est_cpu['total_s'], background_threads())}. "
+                   "Rough estimates from FLOPs and measured speeds; expect them to be off by up to a factor of two."
                    + (" The downloads' time is not in them: it depends on your connection." if fetch else ""))
         if grid.downloads(plan):
             st.markdown(grid.downloads_text(plan))
