@@ -13,7 +13,7 @@ from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
-from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction
+from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction, learnable_vocab_size
 from bert_explorer.data.objectives import OBJECTIVES, objective_type
 from bert_explorer.app.state import by_inputs, device_name, show_mode, shown_path, weights_version, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
@@ -182,24 +182,35 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     else:
         words = held_words = 0
     n_evals = (evaluations_of(int(steps), config.eval_every) if config else int(evaluations)) + int(n_frames)
-    est = pretrain_estimate(size, int(steps), int(batch), int(seq_len), int(vocab_size), root, evaluations=n_evals,
+    # a small upload cannot give the pieces asked for: its model, and the estimate, are smaller
+    learnt = learnable_vocab_size(upload[1], int(vocab_size)) if upload and not corpus_error and init is None else None
+    pieces = min(int(vocab_size), learnt or int(vocab_size))
+    est = pretrain_estimate(size, int(steps), int(batch), int(seq_len), pieces, root, evaluations=n_evals,
                             held_out_sequences=sequences_of(held_words, int(seq_len)),
                             eval_batches=config.eval_batches if config else 50, corpus=corpus, corpus_words=words,
                             checkpoints=checkpoints_of(int(steps), config.save_every if config else int(steps)))
-    m1, m2, m3 = st.columns(3)
-    m1.metric("Parameters", f"{est['parameters'] / 1e6:,.1f} M")
-    m2.metric(f"Estimated time on {device_name()}", duration_text(seconds_now(est["seconds"], background_threads())),
-              help=said(est["seconds"], background_threads()).capitalize() + ": the parts below are an idle machine's.")
-    m3.metric("Training FLOPs", f"{est['tokens'] * est['flops_per_token']:.2e}")
-    st.caption(f"An **estimate**, four parts. Training {duration_text(est['train_seconds'])}: {int(steps):,} "
-               f"steps × {int(batch)} × {int(seq_len)} tokens × {est['flops_per_token'] / 1e6:,.1f} MFLOPs per token "
-               f"(6·N + 12·L·H·T for N parameters, L layers, H hidden units and T tokens per sequence, + the MLM decoder on the 15 % masked tokens) ÷ {est['flop_per_s'] / 1e9:,.0f} "
-               f"GFLOP/s ({est['basis']}). Evaluation {duration_text(est['eval_seconds'])}: {est['evaluations']} "
-               f"held-out evaluations of about {est['eval_sequences']:,} sequences each, forward only (a third of a "
-               f"training step's FLOPs). Loading {duration_text(est['loading_seconds'])} before step 1 "
-               f"({est['loading_basis']}). Saving {duration_text(est['checkpoint_seconds'])}: {est['checkpoints']} "
-               f"checkpoint(s) of the weights and Adam's two moments, {est['checkpoint_bytes'] / 1e6:,.0f} MB each "
-               f"({est['checkpoint_basis']}).")
+    if source != "Built-in" and (upload is None or corpus_error):
+        st.caption("The parameters and the time are estimated once an upload is accepted.")  # (it said "0 words")
+    else:
+        m1, m2, m3 = st.columns(3)
+        m1.metric("Parameters", f"{est['parameters'] / 1e6:,.1f} M")
+        m2.metric(f"Estimated time on {device_name()}", duration_text(seconds_now(est["seconds"], background_threads())),
+                  help=said(est["seconds"], background_threads()).capitalize() + ": the parts below are an idle machine's.")
+        m3.metric("Training FLOPs", f"{est['tokens'] * est['flops_per_token']:.2e}")
+        st.caption(f"An **estimate**: {duration_text(est['seconds'])} on an idle machine, in four parts (the time above "
+                   f"is this one with the load of the moment). Training {duration_text(est['train_seconds'])}: {int(steps):,} "
+                   f"steps × {int(batch)} × {int(seq_len)} tokens × {est['flops_per_token'] / 1e6:,.1f} MFLOPs per token "
+                   f"(6·N + 12·L·H·T for N parameters, L layers, H hidden units and T tokens per sequence, + the MLM decoder on the 15 % masked tokens) ÷ {est['flop_per_s'] / 1e9:,.0f} "
+                   f"GFLOP/s ({est['basis']}). Evaluation {duration_text(est['eval_seconds'])}: {est['evaluations']} "
+                   f"held-out evaluations of about {est['eval_sequences']:,} sequences each, forward only (a third of a "
+                   f"training step's FLOPs). Loading {duration_text(est['loading_seconds'])} before step 1 "
+                   f"({est['loading_basis']}). Saving {duration_text(est['checkpoint_seconds'])}: {est['checkpoints']} "
+                   f"checkpoint(s) of the weights and Adam's two moments, {est['checkpoint_bytes'] / 1e6:,.0f} MB each "
+                   f"({est['checkpoint_basis']}).")
+        if pieces < int(vocab_size):
+            st.caption(f"Your corpus gives **{pieces:,} WordPieces** of the {int(vocab_size):,} asked for (a small corpus "
+                       "has too few pairs of pieces seen at least twice to learn more): the parameters, FLOPs and time "
+                       "above are those of a model with that vocabulary.")
 
     run_name = st.text_input("Run name (optional)", key="pt_name",
                              placeholder="automatic: pretrain-<size>-<corpus>-<time>")

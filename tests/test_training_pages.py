@@ -143,8 +143,17 @@ def test_pretrain_page_estimate_counts_the_evaluations_and_the_loading(runs_root
         assert evals and "Loading" in caption, caption
         return int(evals.group(1)), int(evals.group(2).replace(",", "")), caption
 
-    n, sequences, _ = parts()
+    n, sequences, caption = parts()
     assert n == 10 and sequences > 0  # the default corpus has held-out documents
+
+    def seconds(text):  # "1 h 02 min", "3 min 05 s", "45 s"
+        units = {"h": 3600, "min": 60, "s": 1}
+        return sum(int(v) * units[u] for v, u in re.findall(r"(\d+) (h|min|s)\b", text))
+    # the four parts add up to the idle machine's time the caption names (the headline adds today's load)
+    idle = seconds(re.search(r"\*\*estimate\*\*: ([0-9hmins ]+) on an idle machine", caption).group(1))
+    four = [seconds(re.search(rf"{part} ((?:\d+ (?:h|min|s)\b ?)+)", caption).group(1))
+            for part in ("Training", "Evaluation", "Loading", "Saving")]
+    assert abs(sum(four) - idle) <= 4, (four, idle)
     at.number_input(key="pt_evals").set_value(20).run()
     assert parts()[0] == 20
 
@@ -216,6 +225,17 @@ def test_pretrain_page_accepts_a_good_corpus_upload(runs_root):
     assert not at.exception and not at.error
     assert "6 documents" in at.success[0].value
     assert not at.button(key="pt_start").disabled
+    # six short documents give far fewer WordPieces than the 8,000 asked: the parameters are those of the
+    # vocabulary the run will learn (the page said 1.5 M for a run of 0.5 M)
+    from bert_explorer.tokenizer import WordPieceTokenizer
+    from bert_explorer.train.estimate import model_size
+
+    pieces = WordPieceTokenizer.train([line for line in text.splitlines() if line.strip()], 8000).vocab_size
+    assert pieces < 200
+    assert any(f"Your corpus gives **{pieces:,} WordPieces** of the 8,000 asked for" in c.value for c in at.caption)
+    params = next(m.value for m in at.metric if m.label == "Parameters")
+    assert params == f"{model_size('L4-H256', pieces, 128)[0] / 1e6:,.1f} M" != \
+        f"{model_size('L4-H256', 8000, 128)[0] / 1e6:,.1f} M"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the bad value is cuda on a machine without a GPU")
