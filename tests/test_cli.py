@@ -174,7 +174,7 @@ def test_small_dev_warning_thresholds():
     from bert_explorer.tasks.metrics import small_dev_warning
 
     assert small_dev_warning(100) is None and small_dev_warning(5000) is None
-    assert "one example moves accuracy by 17 points" in small_dev_warning(6)
+    assert "one example more or less right moves the score by about 17 points" in small_dev_warning(6)
     assert "no dev example" in small_dev_warning(0)
     # 6 examples: a 95 % interval near 50 % is ±41 points, a coin's worth; 50 examples: ±14, uncertain, not chance
     # (a slice of 50 that the model got all right was told its score was "mostly chance")

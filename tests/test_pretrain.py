@@ -221,6 +221,10 @@ def test_held_out_accuracy_is_the_models_own(tmp_path):
     mine, chance = evaluate(trained, held, cfg, tok, dev), evaluate(fresh, held, cfg, tok, dev)
     assert mine["mlm_accuracy"] == pytest.approx(result["mlm_accuracy"], abs=1e-6)  # what the run reported
     assert mine["eval_tokens"] == chance["eval_tokens"] > 50
+    # the sample's size in sentence pairs too (the page warns when it is small): every held-out pair judged
+    pairs = sum(len(batch) for batch in [held[i:i + cfg.batch_size] for i in range(0, len(held), cfg.batch_size)]
+                [:cfg.eval_batches])
+    assert mine["eval_pairs"] == pairs > 0
     assert chance["mlm_accuracy"] < 0.05 and mine["mlm_accuracy"] > chance["mlm_accuracy"] + 0.1, (mine, chance)
     assert mine["mlm_perplexity"] < chance["mlm_perplexity"] / 2
 

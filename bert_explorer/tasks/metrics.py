@@ -370,26 +370,27 @@ def entity_f1(true_tag_seqs, pred_tag_seqs) -> dict:
 MIN_DEV_EXAMPLES = 100
 
 
-def small_dev_warning(n_dev: int, subject: str = "The dev set") -> str | None:
-    """One plain sentence when a dev set (or a part of it, named by ``subject``) is too small for
-    its score to mean much, else None. An accuracy measured on n examples has a standard error of
-    up to 0.5/sqrt(n): at 6 examples that is ±20 points, and one example more or less right moves
-    the score by 1/n."""
+def small_dev_warning(n_dev: int, subject: str = "The dev set", unit: str = "example") -> str | None:
+    """One plain sentence when a dev set (or a part of it, named by ``subject``; its items called ``unit``)
+    is too small for its score to mean much, else None. An accuracy measured on n examples has a standard
+    error of up to 0.5/sqrt(n): at 6 examples that is ±20 points, and one example more or less right moves
+    the score by 1/n (an F1 or an exact match about as much)."""
     if n_dev >= MIN_DEV_EXAMPLES:
         return None
     whole = subject == "The dev set"
+    units = unit if n_dev == 1 else f"{unit}s"
     if n_dev == 0:
         return ("There is no dev example at all, so no score can be measured; add data or raise the dev fraction."
-                if whole else f"{subject} has no example at all, so no score can be measured.")
+                if whole else f"{subject} has no {unit} at all, so no score can be measured.")
     advice = (f"; use at least {MIN_DEV_EXAMPLES * 10:,} labelled examples ({MIN_DEV_EXAMPLES} for dev) for a score "
-              f"you can trust." if whole else f"; a score on at least {MIN_DEV_EXAMPLES} examples can be trusted.")
+              f"you can trust." if whole else f"; a score on at least {MIN_DEV_EXAMPLES} {unit}s can be trusted.")
     # 1/sqrt(n) = 2 x the largest standard error, 0.5/sqrt(n) (a score near 50 %): about a 95 % interval there.
     # A score far from 50 % is less noisy, so the sentence says "up to", and calls the score "mostly chance"
     # only where even that is a coin's worth: ±20 points or more (25 examples or fewer).
     noise = 100 / n_dev ** 0.5
-    return (f"{subject} has only {n_dev} example{'s' if n_dev != 1 else ''}, so its score is "
-            f"{'mostly chance' if noise >= 20 else 'uncertain'}: one example moves accuracy by {100 / n_dev:.0f} "
-            f"points and the noise alone is up to about ±{noise:.0f} points{advice}")
+    return (f"{subject} has only {n_dev} {units}, so its score is "
+            f"{'mostly chance' if noise >= 20 else 'uncertain'}: one {unit} more or less right moves the score by "
+            f"about {100 / n_dev:.0f} points and the noise alone is up to about ±{noise:.0f} points{advice}")
 
 
 def quantile_bins(values: list[float], k: int = 4) -> list[str]:

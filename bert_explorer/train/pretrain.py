@@ -103,7 +103,7 @@ def evaluate(model, instances, cfg: PretrainConfig, tok: WordPieceTokenizer, dev
     result = {"mlm_accuracy": correct / max(total, 1), "mlm_perplexity": math.exp(ce_sum / max(total, 1)),
               "eval_tokens": total}
     if nsp_total:
-        result["nsp_accuracy"] = nsp_correct / nsp_total
+        result["nsp_accuracy"], result["eval_pairs"] = nsp_correct / nsp_total, nsp_total
     return result
 
 
