@@ -335,3 +335,17 @@ def test_a_run_stopped_and_resumed_keeps_its_first_start_and_adds_up_its_parts(t
     assert duration(run.status()) == pytest.approx(90, abs=0.01)
     assert run_row(run, tmp_path)["duration"] == "1 min 30 s"
     assert run_row(run, tmp_path)["started"] == time.strftime("%Y-%m-%d %H:%M", time.localtime(now - 300))
+
+
+def test_the_runs_key_metrics_put_squads_percentages_on_the_scale_of_the_other_tasks():
+    """SQuAD's F1 and exact match are percentages (its official script's scores), NER's F1 a fraction: one
+    "dev F1" column of the Runs page held 25 beside 0.4."""
+    from bert_explorer.runs.report import key_metrics
+    from bert_explorer.tasks.squad import squad_scores
+
+    golds = {"q1": ["the red fox"], "q2": ["paris"], "q3": ["blue"], "q4": ["a black cat"]}
+    scores = squad_scores({"q1": "the red fox", "q2": "london", "q3": "", "q4": "cat"}, golds)
+    assert scores["exact_match"] == 25.0  # the official script's scale
+    qa = key_metrics({"dev": {"f1": scores["f1"], "exact_match": scores["exact_match"]}})
+    assert qa["dev exact match"] == 0.25 and qa["dev F1"] == scores["f1"] / 100 < 1
+    assert key_metrics({"dev": {"f1": 0.4, "precision": 0.5}}) == {"dev F1": 0.4}

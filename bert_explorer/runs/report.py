@@ -87,9 +87,12 @@ def key_metrics(status: dict) -> dict:
         if isinstance(ev.get(k), (int, float)):
             out[k] = ev[k]
     dev = status.get("dev") or {}
+    # SQuAD's scores are percentages (its official script's), every other task's fractions: one column of
+    # "dev F1" held 25 for a SQuAD run beside 0.4 for an NER one. Shown here as fractions, all of them.
+    scale = 100.0 if isinstance(dev.get("exact_match"), (int, float)) else 1.0
     for k in ("accuracy", "macro_f1", "f1", "pearson", "exact_match"):
         if isinstance(dev.get(k), (int, float)):
-            out[f"dev {LABELS[k]}"] = dev[k]
+            out[f"dev {LABELS[k]}"] = dev[k] / scale if k in ("f1", "exact_match") else dev[k]
     return out
 
 
