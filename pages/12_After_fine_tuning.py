@@ -127,8 +127,10 @@ which = c1.radio("Show", list(predictions.VIEWS), key="af_view", horizontal=True
                      "all": "every example", "wrong": "largest errors first",
                      "confident mistakes": "largest errors first ", "unsure right answers": "smallest errors first"}[v])
 golds = sorted({str(r["gold"]) for r in rows}) if task.gold_choosable else []
-gold = c2.selectbox("Gold answer", [None, *golds], key="af_gold", format_func=lambda g: "any" if g is None else g) \
-    if golds else None
+# the example and gold boxes are the run's own: a box shared by every run kept the last run's example
+run_key = finder.rel_name(run.path, root)
+gold = c2.selectbox("Gold answer", [None, *golds], key=f"af_gold_{run_key}",
+                    format_func=lambda g: "any" if g is None else g) if golds else None
 shown_rows = predictions.view(rows, which, gold)
 table = pd.DataFrame(shown_rows)
 columns = {"p_gold": st.column_config.ProgressColumn("P(gold)", min_value=0.0, max_value=1.0, format="%.3f"),
@@ -156,7 +158,7 @@ st.markdown("**Why this answer?**")
 if not shown_rows:
     st.caption("No example in this view.")
 else:
-    pick = st.selectbox("Example", [r["example"] for r in shown_rows], key="af_example",
+    pick = st.selectbox("Example", [r["example"] for r in shown_rows], key=f"af_example_{run_key}",
                         format_func=lambda i: f"{i}: gold {rows[i]['gold']} · predicted {rows[i]['predicted']}"[:160])
     row, example = rows[pick], record["examples"][pick]
     why = task.why(row, example, record["answers"][pick])

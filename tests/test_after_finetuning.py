@@ -352,10 +352,24 @@ def test_classroom_mode_computes_an_old_runs_predictions_without_writing(tuned, 
     assert any("not kept: in classroom mode the app writes nothing" in c.value for c in at.caption)
 
 
+def test_another_run_opens_on_its_own_first_example(tuned, monkeypatch):
+    """Switched from a SQuAD run to a classification run, the Example box still read "0: gold Warsaw ·
+    predicted …", the other run's example."""
+    at = _page(tuned, monkeypatch, "qa")
+    first_qa = predictions.load_predictions(tuned["runs"]["qa"]).rows
+    at.selectbox(key="af_example_qa").set_value(first_qa[1]["example"]).run()
+    at.selectbox(key="af_run").set_value("classification").run()
+    assert not at.exception
+    rows = predictions.load_predictions(tuned["runs"]["classification"]).rows
+    box = next(b for b in at.selectbox if b.label == "Example")
+    assert box.value == rows[0]["example"]
+    assert box.format_func(box.value).startswith(f"{rows[0]['example']}: gold {rows[0]['gold']} · predicted ")
+
+
 def test_why_this_answer_opens_attributions_with_the_example_and_the_run(tuned, monkeypatch):
     at = _page(tuned, monkeypatch, "classification", from_home=True)
     rows = predictions.load_predictions(tuned["runs"]["classification"]).rows
-    at.selectbox(key="af_example").set_value(rows[3]["example"]).run()
+    at.selectbox(key="af_example_classification").set_value(rows[3]["example"]).run()
     at.button(key="af_to_attr").click().run()
     assert not at.exception
     assert at.session_state["attr_clf_text"] == rows[3]["text"]
