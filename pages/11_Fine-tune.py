@@ -28,7 +28,7 @@ from bert_explorer.train.finetune_resume import resume_settings as resume_finetu
 from bert_explorer.train.speed import said
 from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_GRAD_ACCUM, MAX_PATIENCE,
                                           MAX_TRAIN_EXAMPLES, FinetuneConfig,
-                                          estimate, ltr_problem, read_spec)
+                                          estimate, ltr_problem, read_spec, steps_text)
 
 intro("Fine-tune", """
 BERT's second stage (Devlin et al. 2019, Section 4 and Figure 4): put **one small output layer** on
@@ -51,12 +51,10 @@ def long_run_confirmed(config: FinetuneConfig, data, n_dev: int | None = None) -
     except (CheckpointError, OSError, ValueError, KeyError) as e:  # the run says why, in one sentence, as it starts
         st.caption(without_host_paths(f"No estimate of this run's time: {e}"))
         return True
-    n = len(data.examples)
-    n_train, n_dev = est["train_examples"], est["dev_examples"]
-    kept = n if n_dev is not None else n - round(n * config.dev_fraction)
+    n_train, n_dev, kept = est["train_examples"], est["dev_examples"], est["train_available"]
     sampled = f" ({n_train:,} of the {kept:,} training examples, sampled)" if n_train < kept else ""
-    st.caption(f"Estimated time on {device_name()}: **{said(est['seconds'], est['threads'])}**: {est['steps']:,} steps "
-               f"of {config.batch_size * config.grad_accum} examples{sampled} of about "
+    st.caption(f"Estimated time on {device_name()}: **{said(est['seconds'], est['threads'])}**: {steps_text(est, config)}"
+               f"{sampled} of about "
                f"{est['tokens_per_example']:.0f} WordPieces (about {duration_text(est['train_seconds'])}), {n_dev:,} dev "
                f"examples scored {f'every {config.eval_every:,} steps' if config.eval_every else 'after each epoch'} "
                f"and at the end (about {duration_text(est['eval_seconds'])}), and the start, the model read and saved (about "

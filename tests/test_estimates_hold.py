@@ -215,6 +215,28 @@ def test_the_fine_tune_page_shows_an_estimate_for_every_built_in_set(runs_root, 
     assert not at.button(key="ft_start").disabled
 
 
+def test_the_fine_tune_estimate_says_sampled_only_when_the_run_samples(runs_root, base_model):
+    """An upload of 40 rows said "(36 of the 40 training examples, sampled)": it counted the dev split as
+    sampled away. And 9 rows gave "1 steps of 32 examples"."""
+    from streamlit.testing.v1 import AppTest
+
+    def said(rows, **widgets):
+        csv = "text,label\n" + "".join(f"review number {i} is {'good' if i % 2 else 'bad'},{i % 2}\n"
+                                        for i in range(rows))
+        at = AppTest.from_file("../pages/11_Fine-tune.py", default_timeout=120)
+        at.session_state["be_model_choice"] = base_model
+        at.session_state["ft_upload_bytes"] = ("rows.csv", csv.encode())
+        at.run()
+        for key, value in widgets.items():
+            at.number_input(key=key).set_value(value).run()
+        assert not at.exception
+        return next(c.value for c in at.caption if c.value.startswith("Estimated time on"))
+
+    assert "sampled" not in said(40) and "steps of 32 examples of about" in said(40)
+    assert "(20 of the 36 training examples, sampled)" in said(40, ft_max_train=20)
+    assert "**: 3 steps of 8 examples of about" in said(9)  # 9 rows: 1 for dev, 8 to train on, 3 epochs
+
+
 def test_the_finetune_command_says_its_estimate_before_it_starts(base_model, tmp_path, capsys):
     from bert_explorer.cli import main
 

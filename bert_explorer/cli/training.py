@@ -20,7 +20,7 @@ from ..tasks.registry import task_type
 from ..checkpoint import CheckpointError
 from ..train.speed import load_text, said
 from ..train.estimate import background_threads
-from ..train.finetune import FinetuneConfig, estimate as finetune_estimate, read_data, run_finetuning
+from ..train.finetune import FinetuneConfig, estimate as finetune_estimate, read_data, run_finetuning, steps_text
 from ..train.predict import Predictor
 from ..train.pretrain import run_pretraining
 from ..train.pretrain_config import PretrainConfig
@@ -165,8 +165,8 @@ def cmd_finetune(args) -> int:
         except (CheckpointError, OSError, KeyError, ValueError):  # data or model unreadable: the run says why
             return
         when = f"every {cfg.eval_every:,} steps" if cfg.eval_every else "after each epoch"
-        print(f"estimate: {said(est['seconds'], est['threads'])} ({est['steps']:,} steps of "
-              f"{cfg.batch_size * cfg.grad_accum} examples of about {est['tokens_per_example']:.0f} WordPieces, "
+        print(f"estimate: {said(est['seconds'], est['threads'])} ({steps_text(est, cfg)} of about "
+              f"{est['tokens_per_example']:.0f} WordPieces, "
               f"{est['dev_examples']:,} dev examples scored {when}; {est['basis']})", file=sys.stderr, flush=True)
 
     def work():

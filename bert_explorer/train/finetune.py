@@ -220,14 +220,14 @@ def estimate(cfg: FinetuneConfig, data: TaskData, n_dev: int | None = None, *, t
     counted on up to ``sample`` examples spread over the data, featurised with the model's tokenizer
     as the run featurises them, and padded as its batches pad them (``engine.epoch_batches`` over
     that many lengths drawn from the sample as a full epoch would hold). Adds ``train_examples`` and
-    ``dev_examples`` to the estimate."""
+    ``dev_examples`` to the estimate, and ``train_available``, the training examples before sampling."""
     n = len(data.examples)
     if n_dev is None:  # train_dev_split's size of the dev set
         n_dev = min(n - 1, max(1, round(n * cfg.dev_fraction))) if n > 1 else 0
         n_train = n - n_dev
     else:
         n_train = n
-    n_train = min(n_train, cfg.max_train_examples or MAX_TRAIN_EXAMPLES)
+    available, n_train = n_train, min(n_train, cfg.max_train_examples or MAX_TRAIN_EXAMPLES)
     n_dev = min(n_dev, cfg.max_dev_examples or DEV_EXAMPLES)
     step = max(1, n // sample)
     picked = data.examples[::step][:sample]
@@ -254,7 +254,13 @@ def estimate(cfg: FinetuneConfig, data: TaskData, n_dev: int | None = None, *, t
                             seq_len=positions, dev_tokens_per_example=dev_tokens, threads=threads,
                             precision=cfg.precision, process_start=process_start, grad_accum=cfg.grad_accum,
                             eval_every=cfg.eval_every)
-    return {**est, "train_examples": n_train, "dev_examples": n_dev}
+    return {**est, "train_examples": n_train, "dev_examples": n_dev, "train_available": available}
+
+
+def steps_text(est: dict, cfg: FinetuneConfig) -> str:
+    """"12 steps of 32 examples", "1 step of 8 examples" (a batch larger than the data holds all of it)."""
+    per = min(cfg.batch_size * cfg.grad_accum, est["train_examples"])
+    return f"{est['steps']:,} step{'' if est['steps'] == 1 else 's'} of {per:,} example{'' if per == 1 else 's'}"
 
 
 def label_names_of(train: TaskData) -> list[str] | None:
