@@ -224,7 +224,8 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
         else:
             path = None
             if upload:  # the text lives in the run directory, so the run can be resumed and repeated
-                path = rv.store_upload(run_dir, "corpus.txt", upload[1])
+                # under its own name, prefixed so that no name of the run's own files (log.txt) is taken
+                path = rv.store_upload(run_dir, f"corpus-{upload[0]}", upload[1])
                 config = replace(config, corpus=str(path.resolve())) if path else None
             if config is not None and rv.launch("pretrain", config.to_dict(), run_dir, upload=path,
                                                 remember=("pt_watch", finder.rel_name(run_dir, root))):
@@ -326,6 +327,11 @@ def _frames_doc(path: str, stamp: int) -> dict:
     return read_frames(path)
 
 
+def _corpus_name(corpus: str) -> str:
+    """A built-in corpus's name, or an upload's file name ("corpus-mine.txt (uploaded)"), not its host path."""
+    return f"{Path(corpus).name} (uploaded)" if corpus.endswith(".txt") else corpus
+
+
 OWN_SENTENCE = -1
 frames_path = frames_file(run.path) if source == RUN_SOURCE else shipped[source]
 doc = None
@@ -377,7 +383,7 @@ else:
     src = tl.source
     c = src.get("config") or {}
     made = (f"Recorded by run **{src.get('run', '?')}** on {src.get('device', '?')} ({src.get('precision', '?')}): "
-            f"{c.get('size') or c.get('init', '?')} model, corpus {c.get('corpus', '?')}, "
+            f"{c.get('size') or c.get('init', '?')} model, corpus {_corpus_name(c.get('corpus', '?'))}, "
             f"{int(c.get('max_steps', 0)):,} steps of {c.get('batch_size', '?')} sequences, lr {c.get('lr', '?')}, "
             f"seed {c.get('seed', '?')}.")
     st.caption(made + (f" {src['note']}" if src.get("note") else ""))

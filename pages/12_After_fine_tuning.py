@@ -210,7 +210,9 @@ for k, by in enumerate(groups):
                            hovertemplate="%{x}<br>" + LABELS.get(main, main) + " %{y:.3f}<br>%{customdata} "
                                                                                    "examples<extra></extra>"))
     fig.add_hline(y=whole[main], line_dash="dot")  # named in the title: a label on the line can sit on a bar
-    fig.update_layout(title=f"by {by} (dotted: the whole dev set, {fmt(whole[main])})", height=300, margin=dict(l=10, r=10, t=40, b=10),
+    # two lines: three charts side by side cut a one-line title ("... the whole dev set, 0.")
+    fig.update_layout(title=f"by {by}<br><sup>dotted: the whole dev set, {fmt(whole[main])}</sup>", height=320,
+                      margin=dict(l=10, r=10, t=60, b=10),
                       yaxis_title=LABELS.get(main, main), xaxis_title=None)
     exports.figure(fig, f"af_slices_{k}", f"{LABELS.get(main, main)} by {by}", bundle, container=cols[k % len(cols)])
 small = [s for s in table_slices if s["small"]]

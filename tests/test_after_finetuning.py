@@ -180,6 +180,19 @@ def test_length_bins_say_where_the_run_cut_the_input():
     assert slices.length_bin(900, 128) == "> 512 (cut at 128)"
 
 
+def test_an_id_column_is_not_sliced_but_a_measure_or_a_category_is():
+    """An upload's "id" column gave 12 slices of one example each ("16 of 16 slices hold fewer than 100")."""
+    from bert_explorer.tasks.registry import TASK_TYPES
+
+    task = TASK_TYPES["classification"]
+    rows = [{"example": i, "gold": "a" if i % 3 else "b", "predicted": "a", "correct": bool(i % 3), "pieces": 10,
+             "id": str(100 + i), "review_no": 7 * i, "price": 1.5 + i * 0.37, "source": "web" if i % 2 else "shop",
+             "note": f"free text {i}"} for i in range(12)]
+    by = {s["by"] for s in slices.slices(task, rows, 64, ["id", "review_no", "price", "source", "note"])}
+    assert "column price" in by and "column source" in by  # a measure is binned, a category kept
+    assert not by & {"column id", "column review_no", "column note"}
+
+
 # ----- calibration -------------------------------------------------------------------------------
 def test_calibration_against_a_hand_computation():
     conf = [0.95, 0.95, 0.85, 0.55, 0.3, 0.0]

@@ -251,6 +251,14 @@ def test_resume_keeps_the_runs_own_settings_and_refuses_a_change_of_data(tmp_pat
         (status["train_sequences"], status["held_out_sequences"])
     assert json.loads((tmp_path / "run" / "checkpoints" / "step-3" / "training_args.json").read_text())[
         "batch_size"] == 4
+    # a finished run with no step left is refused, as a finished fine-tuning is (it reprinted its result)
+    capsys.readouterr()
+    before = (tmp_path / "run" / "status.json").read_text()
+    assert main(["pretrain", "--output", out, "--resume", "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"bert-explorer: error: {out} is a finished pre-training run at step 3 of 3: there is nothing left to "
+        "train; raise its steps (--max-steps) to train it further")
+    assert (tmp_path / "run" / "status.json").read_text() == before
 
 
 def test_finetune_has_no_flag_that_would_do_nothing():

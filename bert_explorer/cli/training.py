@@ -168,6 +168,8 @@ def cmd_finetune(args) -> int:
         print(f"estimate: {said(est['seconds'], est['threads'])} ({steps_text(est, cfg)} of about "
               f"{est['tokens_per_example']:.0f} WordPieces, "
               f"{est['dev_examples']:,} dev examples scored {when}; {est['basis']})", file=sys.stderr, flush=True)
+        for note in dict.fromkeys(train.notes + dev.notes):  # (a file read as Latin-1, rows skipped, sampling)
+            print(f"note: {note}", file=sys.stderr, flush=True)
 
     def work():
         if not args.resume:  # (a resumed run's steps left are its log's to say: it knows where it stopped)

@@ -168,6 +168,9 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         point = resume_point(run.path)
         saved, step = saved_settings(run.path, point)
         cfg, notes = check_resume(run.path, saved, cfg, step)
+        if step >= cfg.max_steps and run.status().get("state") == "finished":  # as a finished fine-tuning is
+            raise ValueError(f"{run.path} is a finished pre-training run at step {step:,} of {cfg.max_steps:,}: there is "
+                             f"nothing left to train; raise its steps (--max-steps) to train it further")
     latest = point.checkpoint
     _check_positions(cfg, latest)
     dev = pick_device(cfg.device, cfg.precision)

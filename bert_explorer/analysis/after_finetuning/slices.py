@@ -15,6 +15,7 @@ from its counts (correct, predicted and gold entities), Pearson r does not recom
 """
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 import numpy as np
@@ -65,12 +66,20 @@ def _groupings(task: TaskType, rows: list[dict], max_seq_length: int, extra: lis
         values = [r.get(col) for r in rows]
         numbers = _numbers(values)
         distinct = len({str(v) for v in values})
+        if distinct == len(rows) > 1 and (numbers is None or _an_id(col, numbers)):
+            continue  # an id: a slice per example (a 12-example dev set gave 12 slices of one)
         if distinct <= MAX_GROUPS:
             out[_column(col)] = ["(empty)" if v in (None, "") else str(v) for v in values]
         elif numbers is not None:
             out[_column(col)] = quantile_bins(numbers)
         # else: an id or free text, a slice per example would say nothing
     return out
+
+
+def _an_id(name: str, numbers: list[float]) -> bool:
+    """Does a column of distinct numbers name its rows rather than measure them (an "id", or whole numbers)?"""
+    return bool(re.search(r"(^|[_ -])(id|idx|index|key|uuid|no|number)$", name.strip().lower())) or \
+        all(float(x).is_integer() for x in numbers)
 
 
 def _column(key: str) -> str:

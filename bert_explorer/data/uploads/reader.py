@@ -42,7 +42,7 @@ def read_task_file(path: str | Path, task: TaskType | str | None = None, text_co
         raise DataError(f"{name} is {_size(size)}, larger than the limit of {_size(max_bytes)} "
                         f"(max_bytes={max_bytes}); upload a sample of it or raise max_bytes.")
     if size == 0:
-        raise DataError(f"{name} is empty (0 bytes); upload a file with a header line and at least "
+        raise DataError(f"{name} is empty (0 bytes); use a file with a header line and at least "
                         f"{MIN_EXAMPLES} examples.")
     if is_parquet(path):  # a binary table: its rows become records, read with the CSV column rules
         data = read_parquet_split([path], name, task, text_column, text_pair_column, label_column, max_bytes)
@@ -72,7 +72,7 @@ def read_parquet_split(paths: list[Path], name: str, task: TaskType | str | None
 def _read_text(path: Path, name: str, task, text_column, text_pair_column, label_column) -> TaskData:
     text, notes = _decode(path, name)
     if not text.strip():
-        raise DataError(f"{name} holds only white space; upload a file with a header line and at least "
+        raise DataError(f"{name} holds only white space; use a file with a header line and at least "
                         f"{MIN_EXAMPLES} examples.")
     reader = _Reader(name, text, task, text_column, text_pair_column, label_column, notes)
     data = reader.read(path.suffix.lower())

@@ -17,6 +17,14 @@ from .core import DataError, LABEL_NAMES, MIN_EXAMPLES, PAIR_NAMES, PAIRS, TaskD
 from ...tasks.base import label_sort_key as _label_sort_key
 from .helpers import _did_you_mean, _is_missing, _label_str, _lines_note, iter_lines, iter_raw_lines
 
+# Where a user names a column: the same sentence reaches the Fine-tune page, the command line and Python
+_BOXES = {"text_column": "Text column", "text_pair_column": "Second text column (pairs)", "label_column": "Label column"}
+
+
+def _naming(param: str) -> str:
+    """"(the Label column box; --label-column; label_column= in Python)"."""
+    return f"(the {_BOXES[param]} box; --{param.replace('_', '-')}; {param}= in Python)"
+
 
 def _missing_note(missing: dict[int, str], unit: str) -> str:
     """The note for rows whose label is a missing-value marker ({line: the marker})."""
@@ -133,8 +141,8 @@ class Tables:
         if match is not None:
             return match
         raise self.error(None, f"has no column {given!r} for the {role}{_did_you_mean(given, self.columns)}: its "
-                               f"columns are {', '.join(map(repr, self.columns))}, so pass {param} with one of "
-                               f"those names")
+                               f"columns are {', '.join(map(repr, self.columns))}, so choose one of those names "
+                               f"{_naming(param)}")
 
     def _header_hint(self) -> str:
         looks_like_data = self.fmt in ("CSV", "TSV") and any(
@@ -151,10 +159,9 @@ class Tables:
             if c not in used and close and _norm(c) not in by_norm:
                 return self.error(None, f"has no {role} column: its columns are {cols}, and {c!r} looks like a "
                                         f"misspelling of {by_norm[close[0]]!r}, so rename it to {by_norm[close[0]]!r} "
-                                        f"or pass {param} with the name of the column that holds the {role}")
+                                        f"or choose the column that holds the {role} {_naming(param)}")
         return self.error(None, f"has no {role} column{self._header_hint()}: its columns are {cols}, so name the "
-                                f"column {known[0]!r} or pass {param} with the name of the column that holds the "
-                                f"{role}")
+                                f"column {known[0]!r} or choose the column that holds the {role} {_naming(param)}")
 
     def _cell(self, record: dict, col: str | None):
         v = record.get(col) if col is not None else None
