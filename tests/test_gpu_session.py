@@ -154,6 +154,7 @@ def _train_losses(run_dir: Path) -> dict[int, float]:
     return {r["step"]: r["loss"] for r in rows if r.get("split") == "train"}
 
 
+@pytest.mark.slow  # (the kit's resumes: run with -m slow before a GPU loan, docs/gpu-kit.md)
 def test_a_step_killed_mid_training_continues_from_its_checkpoint(sample_travel, tmp_path):
     # uninterrupted, for reference
     ref = _explorer(tmp_path / "ref", tmp_path / "ref-out", sample_travel)
@@ -210,6 +211,7 @@ def test_at_the_deadline_training_stops_cleanly_and_the_next_command_goes_on(sam
     assert "resuming at step 1" in log and "finished at step 4" in log
 
 
+@pytest.mark.slow  # (the kit's resumes: run with -m slow before a GPU loan, docs/gpu-kit.md)
 def test_paper_mini_continues_on_another_machine_from_what_came_back(sample_travel, tmp_path, one_thread,
                                                                      monkeypatch):
     """The first machine stops after its first cell; the second gets only what came back (no
