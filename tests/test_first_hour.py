@@ -204,7 +204,7 @@ def test_a_crashed_runs_duration_ends_at_its_last_sign_of_life(tmp_path):
     import os
     import time
 
-    from bert_explorer.runs.report import duration
+    from bert_explorer.runs.run import duration
     from bert_explorer.runs.run import Run
 
     run = Run(tmp_path / "r").create({}, "finetune")

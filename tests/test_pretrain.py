@@ -118,7 +118,7 @@ def test_two_process_ddp_run_keeps_ranks_in_sync(tmp_path):
 
 
 def test_background_run_can_be_stopped_and_resumed(tmp_path):
-    from bert_explorer.runs.report import duration
+    from bert_explorer.runs.run import duration
 
     config = {**TINY, "max_steps": 100000, "save_every": 100000}
     run = start_background("pretrain", config, tmp_path / "bg")

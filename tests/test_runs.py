@@ -312,7 +312,8 @@ def test_a_run_stopped_and_resumed_keeps_its_first_start_and_adds_up_its_parts(t
     """A pre-training stopped after 40 s and resumed said "took 9 s", the time of its last part, and the
     Runs table gave the resume as its start. Each part now adds to the run's time, a crash's part up to its
     last sign of life, and the start stays the first."""
-    from bert_explorer.runs.report import duration, run_row
+    from bert_explorer.runs.report import run_row
+    from bert_explorer.runs.run import duration
 
     run = Run(tmp_path / "r").create({}, "pretrain")
     now = time.time()

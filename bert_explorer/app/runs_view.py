@@ -26,8 +26,8 @@ from ..data.uploads.names import safe_filename, slug
 from ..full_disk import DiskFull
 from ..runs import finder
 from ..runs.background import start_background
-from ..runs.report import STATE_LABELS, duration, duration_text, run_log_tail, run_row
-from ..runs.run import ACTIVE_STATES, Run
+from ..runs.report import STATE_LABELS, duration_text, run_log_tail, run_row
+from ..runs.run import ACTIVE_STATES, Run, duration
 from ..tasks.metrics import small_dev_warning
 from ..train.predict import Predictor
 from .run_figures import figures

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from .finder import find_runs, run_kind, run_label
-from .run import ACTIVE_STATES, Run
+from .run import Run, duration
 
 STATE_LABELS = {"queued": "queued (waiting for the GPU)", "starting": "starting", "running": "running",
                 "finished": "finished", "stopped": "stopped", "failed": "failed",
@@ -61,19 +61,6 @@ def duration_text(seconds: float | None) -> str:
     if s < 86400 * 365:
         return f"{s / 86400:.1f} days"
     return f"{s / (86400 * 365):.1f} years"
-
-
-def duration(status: dict) -> float | None:
-    """Seconds the run has taken (to now while it is active), or None before it started: from its start to
-    its end, or, for a run stopped and resumed, its earlier parts' time and this part's (``Run.write_status``)."""
-    start = status.get("part_started") or status.get("started") or status.get("created")
-    if not start:
-        return None
-    state = status.get("state")
-    end = time.time() if state in ACTIVE_STATES else (  # a crash: its last sign of life
-        (status.get("last_seen") if state == "crashed" else None) or status.get("finished")
-        or status.get("last_seen") or status.get("updated") or start)
-    return float(status.get("earlier_seconds") or 0.0) + max(0.0, end - start)
 
 
 def key_metrics(status: dict) -> dict:

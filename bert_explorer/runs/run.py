@@ -153,10 +153,8 @@ class Run:
 
     def _another_part(self, fields: dict) -> dict:
         """A resumed run starts another part: it keeps the run's first start, and the time its earlier
-        parts took (``report.duration``) is added to this one's, so that a run stopped and resumed does not
+        parts took (:func:`duration`) is added to this one's, so that a run stopped and resumed does not
         say it took only its last part."""
-        from .report import duration
-
         before = self.status()  # (a crash is read as such: its end is its last sign of life)
         return {"finished": None, **fields, "started": before["started"], "part_started": fields["started"],
                 "earlier_seconds": duration(before) or 0.0}
@@ -369,3 +367,16 @@ def remove_run_files(path: str | Path) -> None:
         path.rmdir()
     except OSError:
         pass  # something was put there meanwhile: it stays, with the folder
+
+
+def duration(status: dict) -> float | None:
+    """Seconds the run has taken (to now while it is active), or None before it started: from its start to
+    its end, or, for a run stopped and resumed, its earlier parts' time and this part's (``Run.write_status``)."""
+    start = status.get("part_started") or status.get("started") or status.get("created")
+    if not start:
+        return None
+    state = status.get("state")
+    end = time.time() if state in ACTIVE_STATES else (  # a crash: its last sign of life
+        (status.get("last_seen") if state == "crashed" else None) or status.get("finished")
+        or status.get("last_seen") or status.get("updated") or start)
+    return float(status.get("earlier_seconds") or 0.0) + max(0.0, end - start)
