@@ -334,7 +334,11 @@ def _failed(e: Exception, repo_id: str, what: str) -> HubError:
                 "`bert-explorer models`")))
         return HubError(f"the Hugging Face Hub refused {what} of {repo_id} (HTTP {e.code}); try again later")
     reason = getattr(e, "reason", None) or e
-    return HubError(not_here(repo_id, f"the Hugging Face Hub ({endpoint()}) cannot be reached ({reason})"))
+    why = f"the Hugging Face Hub ({endpoint()}) cannot be reached ({reason})"
+    if what == "the data set":  # `download` fetches models: a data set is fetched by the run that reads it
+        return HubError(f"{repo_id} is not on this machine yet and {why}: fine-tune on it once where there is "
+                        "internet (it goes to the Hugging Face cache, HF_HOME), then it opens offline")
+    return HubError(not_here(repo_id, why))
 
 
 def _json(url: str, repo_id: str, what: str = "the model") -> dict:

@@ -205,7 +205,8 @@ text = st.text_input("Sentence", "the river bank flooded after the storm , so th
 if text.strip():
     rows = feats.sentence(loaded, text)
     table = pd.DataFrame([{"#": r["position"], "token": r["token"],
-                           "features (activation)": ", ".join(f"{f} ({v:.1f})" for f, v in r["features"])}
+                           "features (activation)": "(left out of the SAE's training)" if r.get("left_out") else
+                           ", ".join(f"{f} ({v:.1f})" for f, v in r["features"])}
                           for r in rows])
     exports.table(table, "sae_sentence", "features of the sentence", bundle, hide_index=True)
 

@@ -261,6 +261,24 @@ def test_resume_keeps_the_runs_own_settings_and_refuses_a_change_of_data(tmp_pat
     assert (tmp_path / "run" / "status.json").read_text() == before
 
 
+def test_evaluate_pretraining_offers_only_the_settings_of_an_evaluation():
+    """It took every pre-training flag (--lr, --max-steps, --save-every ...) with the training's defaults, and
+    said "Default: bbc" of a corpus that is the model's own by default."""
+    from bert_explorer.cli.parser import build_parser
+    from bert_explorer.train.pretrain_config import PretrainConfig
+
+    parser = build_parser()
+    args = parser.parse_args(["evaluate-pretraining", "--model", "m", "--corpus", "wiki", "--seed", "3"])
+    assert (args.corpus, args.seed) == ("wiki", 3)
+    for training_only in (["--lr", "1e-3"], ["--max-steps", "5"], ["--save-every", "2"], ["--eval-batches", "2"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["evaluate-pretraining", "--model", "m", *training_only])
+    sub = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "evaluate-pretraining")[1]
+    helps = {a.dest: a.help for a in sub._actions if a.help}
+    assert "Default: the model's own pre-training" in helps["corpus"] and "Default: bbc" not in helps["corpus"]
+    assert PretrainConfig().corpus == "bbc"  # (the training's default, which pretrain still says)
+
+
 def test_finetune_has_no_flag_that_would_do_nothing():
     """Fine-tuning draws no progress bar, so it takes no flag for one (it resumes: --resume)."""
     from bert_explorer.cli.parser import build_parser

@@ -170,6 +170,9 @@ def test_build_keeps_quality_contexts_and_histograms(built):
     assert hits and all(h["mean activation"] > 0 for h in hits)
     rows = feats.sentence(loaded, "the river was cold .")
     assert [r["token"] for r in rows][:2] == ["[CLS]", "the"] and all(len(r["features"]) <= 4 for r in rows)
+    # the SAE never saw [CLS] or [SEP]: nothing is read of them (a reading of them was listed as any word's)
+    assert [(r["token"], r["features"]) for r in rows if r.get("left_out")] == [("[CLS]", []), ("[SEP]", [])]
+    assert any(r["features"] for r in rows if not r.get("left_out"))
     assert fb.trained(loaded)[0]["path"] == str(path)
     assert fb.build(loaded, fb.FeatureSettings(layer=1, corpus=[s for doc in tiny_corpus(30) for s in doc],
                                                tokens=1500, sae=SMALL)) == path  # kept: not built again

@@ -115,6 +115,18 @@ def test_a_name_that_chooses_no_split_is_one_sentence_and_nothing_is_written(sta
     assert not (tmp_path / "hf-cache").exists() or not any((tmp_path / "hf-cache").rglob("*.parquet"))
 
 
+def test_an_unreachable_hub_tells_how_to_get_a_data_set_not_a_model(standin):
+    """With no network, a data set's sentence said to run `bert-explorer download`, which fetches models."""
+    from bert_explorer.train.finetune import FinetuneConfig, read_spec
+
+    standin.stop()
+    with pytest.raises(ValueError) as e:
+        read_spec(FinetuneConfig(), "hf:nyu-mll/glue/sst2:train")
+    said = str(e.value)
+    assert "is not on this machine yet and the Hugging Face Hub" in said and "cannot be reached" in said
+    assert "fine-tune on it once where there is internet" in said and "bert-explorer download" not in said
+
+
 def test_what_the_server_says_of_a_size_is_bounded_before_a_byte_is_fetched(standin, tmp_path):
     from bert_explorer.train.finetune import FinetuneConfig, read_spec
 

@@ -146,6 +146,9 @@ def test_the_command_line_says_the_time_left_as_it_goes(monkeypatch, capsys):
     now[0] += 20.0
     say(0.25, "a quarter")
     assert capsys.readouterr().err.strip() == "25% a quarter · about 1 min 00 s left"
+    # a measurement that says its own time left (from its first segment) gets no second, other figure
+    say(0.5, "500 of 1,000 segments (7.0 a second, about 1 min 11 s left)")
+    assert capsys.readouterr().err.strip() == "50% 500 of 1,000 segments (7.0 a second, about 1 min 11 s left)"
 
 
 @needs_model("minilm-mlm-nsp")

@@ -108,7 +108,10 @@ def progress_lines():
         step = int(fraction * 20)
         if step != last[0]:
             last[0] = step
-            print(f"{fraction:4.0%} {message}{left_text(started, fraction)}", file=sys.stderr, flush=True)
+            # a measurement that says its own time left (counted from its first item, not from the start-up)
+            # is not given a second one
+            left = "" if " left" in message else left_text(started, fraction)
+            print(f"{fraction:4.0%} {message}{left}", file=sys.stderr, flush=True)
     return say
 
 
@@ -207,11 +210,14 @@ def _load_json_config(path: str | None) -> dict:
     return data
 
 
-def _setting_help(f) -> str:
+def _setting_help(f, default_said: str | None = None) -> str:
     """A setting's --help: the sentence written beside its field (``bert_explorer.setting``) and
-    its default. argparse formats help with %, so a percent sign in the sentence is doubled."""
+    its default (or ``default_said``, where the default is not the field's). argparse formats help with
+    %, so a percent sign in the sentence is doubled."""
     text = f.metadata.get("help", "").replace("%", "%%")
-    if f.default is not dataclasses.MISSING and f.default is not None:
+    if default_said:
+        text += f" {default_said}"
+    elif f.default is not dataclasses.MISSING and f.default is not None:
         shown = {True: "on", False: "off"}.get(f.default, f.default) if isinstance(f.default, bool) else f.default
         text += f" Default: {shown}."
     return text
@@ -231,24 +237,26 @@ def setting_fields(cls) -> list[tuple[dataclasses.Field, object]]:
     return out
 
 
-def dataclass_args(parser: argparse.ArgumentParser, cls) -> None:
-    """One --flag per config setting, its help the field's own sentence; flags left out fall back to
-    the config file, then the default."""
+def dataclass_args(parser: argparse.ArgumentParser, cls, only=None, default_said: str | None = None) -> None:
+    """One --flag per config setting (or per setting named in ``only``), its help the field's own sentence
+    and its default (``default_said`` instead, where the command's default is another); flags left out
+    fall back to the config file, then the default."""
     for f, hint in setting_fields(cls):
-        name = flag(f.name)
+        if only is not None and f.name not in only:
+            continue
+        name, said = flag(f.name), _setting_help(f, default_said)
         if hint is bool:
-            parser.add_argument(name, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
-                                help=_setting_help(f))
+            parser.add_argument(name, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=said)
             continue
         if typing.get_origin(hint) is list:
-            parser.add_argument(name, dest=f.name, default=None, help=_setting_help(f) + " Comma-separated numbers.",
+            parser.add_argument(name, dest=f.name, default=None, help=said + " Comma-separated numbers.",
                                 type=lambda t: [float(x) for x in t.split(",") if x.strip()])
             continue
         options = typing.get_args(hint) or (hint,)  # X | None -> (X, NoneType)
         base = next((t for t in (str, float, int) if t in options), None)
         if base is None:  # e.g. a list of sentences or of [layer, head] pairs: only the --config file sets it
             continue
-        parser.add_argument(name, dest=f.name, type=base, default=None, help=_setting_help(f))
+        parser.add_argument(name, dest=f.name, type=base, default=None, help=said)
 
 
 def given_settings(args, cls) -> dict:

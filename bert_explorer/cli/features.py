@@ -164,7 +164,8 @@ def cmd_sentence(args) -> int:
         loaded, feats = _open(args)
         rows = feats.sentence(loaded, args.text)
     for r in rows:
-        print(f"{r['position']:3d} {r['token']:>15}  " + ", ".join(f"{f}:{v:.1f}" for f, v in r["features"]))
+        print(f"{r['position']:3d} {r['token']:>15}  " + ("(left out of the SAE's training)" if r.get("left_out") else
+                                                         ", ".join(f"{f}:{v:.1f}" for f, v in r["features"])))
     if args.output:
         write_json(args.output, {"text": args.text, "layer": feats.layer, "tokens": rows})
     return 0

@@ -85,8 +85,8 @@ def cmd_prepare_class(args) -> int:
         print(f"{name}: {b.key}: {said} ({duration_text(time.time() - t)})", file=sys.stderr, flush=True)
         if said not in ("done", "already done"):
             failed.append(f"{b.key} of {name}: {said}")
-    builds = f"the builds {duration_text(time.time() - t_builds)} (said before: {told}" if todo else "no build ("
-    print(f"prepared in {duration_text(time.time() - t0)}: the first visits {duration_text(t_builds - t0)}, {builds}; "
+    builds = f", the builds {duration_text(time.time() - t_builds)} (said before: {told}; " if todo else ", no build ("
+    print(f"prepared in {duration_text(time.time() - t0)}: the first visits {duration_text(t_builds - t0)}{builds}"
           f"{speed.load_text()})", file=sys.stderr)
     if failed:
         raise UserError("not everything was prepared: " + "; ".join(failed))

@@ -53,7 +53,10 @@ def register(sub) -> None:
                                     "run held out (those of its model card)")
     s.add_argument("--sequences", type=int, help="measure only the first N held-out sequences (default: all "
                                                  "of them, as the model cards count)")
-    dataclass_args(s, PretrainConfig)
+    # only what picks and masks the held-out sequences, and where they run: the training settings
+    # (learning rate, steps, checkpoints) had their flags and their training defaults here
+    dataclass_args(s, PretrainConfig, only=EVALUATION_SETTINGS,
+                   default_said="Default: the model's own pre-training (--config).")
     s.set_defaults(func=cmd_evaluate_pretraining)
 
     s = sub.add_parser("finetune", help="fine-tune (or feature-based transfer) on a task file or built-in dataset")
@@ -94,6 +97,9 @@ def _resumed_config(args):
     return cfg
 
 
+EVALUATION_SETTINGS = (*quality.DOCUMENT_SETTINGS, "batch_size", "device", "precision")
+
+
 def cmd_evaluate_pretraining(args) -> int:
     """Every held-out sequence by default, so that a model card's figures come out again; a
     measurement with the default documents is kept in the table of models measured on this
@@ -101,9 +107,6 @@ def cmd_evaluate_pretraining(args) -> int:
     given = given_settings(args, PretrainConfig)
     if args.sequences is not None and args.sequences < 1:
         raise UserError("--sequences must be at least 1")
-    if args.eval_batches is not None:
-        raise UserError("--eval-batches counts batches of a training run's evaluations; give --sequences N "
-                        "to measure only the first N held-out sequences")
 
     def work() -> dict:
         loaded = checkpoint.load(args.model, "BertForPreTraining", need_heads=("masked-LM head",))

@@ -465,7 +465,9 @@ class Features:
 
     @torch.no_grad()
     def sentence(self, loaded: Loaded, text: str, per_token: int = 5) -> list[dict]:
-        """Each WordPiece of ``text`` with the features that fire on it, strongest first."""
+        """Each WordPiece of ``text`` with the features that fire on it, strongest first. [CLS] and [SEP]
+        get none: the SAE was trained without them (their vectors are unlike every word's), so what it
+        would say of them is not a reading."""
         tok = loaded.tokenizer
         enc = tok.encode(text, max_length=MAX_PIECES)
         t = tok.tensors([enc], device=next(loaded.model.parameters()).device)
@@ -473,6 +475,9 @@ class Features:
         vals, idx = self.sae.encode_sparse(h)
         out = []
         for p, piece in enumerate(tok.id_to_token(i) for i in enc.input_ids):
+            if piece in ("[CLS]", "[SEP]"):
+                out.append({"position": p, "token": piece, "features": [], "left_out": True})
+                continue
             order = torch.argsort(vals[p], descending=True)[:per_token]
             out.append({"position": p, "token": piece,
                         "features": [(int(idx[p, o]), float(vals[p, o])) for o in order if vals[p, o] > 0]})

@@ -165,12 +165,15 @@ def entry_path(loaded, cfg: PretrainConfig | None = None, max_sequences: int | N
                                                   sequences=max_sequences)
 
 
+# What picks and masks the held-out sequences (not the cadence or optimiser of the run)
+DOCUMENT_SETTINGS = ("corpus", "max_docs", "held_out_fraction", "eval_corpora", "seed", "max_seq_length",
+                     "short_seq_prob", "objective", "mlm_probability", "mask_ratio", "random_ratio", "keep_ratio",
+                     "max_predictions_per_seq", "whole_word")
+
+
 def document_settings(cfg: PretrainConfig) -> dict:
-    """What picks and masks the held-out sequences (not the cadence or optimiser of the run)."""
-    keep = ("corpus", "max_docs", "held_out_fraction", "eval_corpora", "seed", "max_seq_length", "short_seq_prob",
-            "objective", "mlm_probability", "mask_ratio", "random_ratio", "keep_ratio", "max_predictions_per_seq",
-            "whole_word")
-    return {k: v for k, v in cfg.to_dict().items() if k in keep}
+    """:data:`DOCUMENT_SETTINGS` of ``cfg``."""
+    return {k: v for k, v in cfg.to_dict().items() if k in DOCUMENT_SETTINGS}
 
 
 def save(path: Path, result: dict) -> None:
