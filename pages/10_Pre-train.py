@@ -7,7 +7,7 @@ import streamlit as st
 import torch
 
 from bert_explorer import limits
-from bert_explorer.analysis.attention.timelapse import (DEFAULT_SENTENCE, shipped_frames, timelapse,
+from bert_explorer.analysis.attention.timelapse import (default_sentence, shipped_frames, timelapse,
                                                         timelapse_from_frames)
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
@@ -224,8 +224,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
         else:
             path = None
             if upload:  # the text lives in the run directory, so the run can be resumed and repeated
-                # under its own name, prefixed so that no name of the run's own files (log.txt) is taken
-                path = rv.store_upload(run_dir, f"corpus-{upload[0]}", upload[1])
+                path = rv.store_upload(run_dir, "corpus.txt", upload[1])  # (a name a run's folder may hold)
                 config = replace(config, corpus=str(path.resolve())) if path else None
             if config is not None and rv.launch("pretrain", config.to_dict(), run_dir, upload=path,
                                                 remember=("pt_watch", finder.rel_name(run_dir, root))):
@@ -359,7 +358,9 @@ if doc is not None:
 if sentence == OWN_SENTENCE:
     model_cfg = BertConfig.load(ckpts[-1][1])
     t1, t2, t3, t4 = st.columns([4, 1, 1, 1])
-    text = t1.text_input("Sentence (write [MASK] where a word is hidden)", DEFAULT_SENTENCE, key="pt_tl_text",
+    # (each run its own box: an uploaded text's run opens on a sentence of its own held-out text)
+    text = t1.text_input("Sentence (write [MASK] where a word is hidden)", default_sentence(run.path),
+                         key=f"pt_tl_text_{finder.rel_name(run.path, root)}",
                          max_chars=limits.CHARS)
     layer = t2.selectbox("Layer", range(model_cfg.num_layers), key="pt_tl_layer", format_func=lambda i: f"{i + 1}")
     head = t3.selectbox("Head", range(model_cfg.num_heads), key="pt_tl_head", format_func=lambda i: f"{i + 1}")

@@ -238,3 +238,35 @@ def test_the_shipped_explorer_mini_has_real_frames_that_say_where_they_come_from
     spec = _heatmap(at)
     assert [s["label"] for s in spec["layout"]["sliders"][0]["steps"]] == [f"step {f['step']}" for f in doc["frames"]]
     assert any("not the run that made these weights" in c.value for c in at.caption)
+
+
+def test_a_run_on_an_uploaded_text_opens_its_time_lapse_on_a_sentence_of_its_own(tmp_path):
+    """On a model whose vocabulary was learnt from a small upload, the news sentence the time-lapse opened on
+    came out as characters and [UNK]. Such a run opens on a held-out sentence of its own text instead."""
+    from bert_explorer.analysis.attention.timelapse import DEFAULT_SENTENCE, default_sentence
+    from bert_explorer.tokenizer import WordPieceTokenizer
+    from bert_explorer.train.pretraining_data import split_corpus
+
+    words = ("river boat harbour fisher net morning tide village market bread gull sail rope dock storm shell "
+             "reef wave anchor mast").split()
+    text = "\n\n\n".join("\n".join(f"the {words[d]} by the {words[(d * 3 + s) % 20]} was quiet in "
+                                   f"the {words[(d + 2 * s + 1) % 20]} ." for s in range(4)) for d in range(20))
+    corpus = tmp_path / "run" / "corpus.txt"  # where the Pre-train page keeps an upload
+    corpus.parent.mkdir()
+    corpus.write_text(text)
+    cfg = PretrainConfig(corpus=str(corpus), size="tiny", vocab_size=300, held_out_fraction=0.1, seed=0)
+    Run(tmp_path / "run").create(cfg.to_dict(), "pretrain")
+    said = default_sentence(tmp_path / "run")
+    train, held = split_corpus(cfg)
+    assert said.count("[MASK]") == 1
+    masked = said.split().index("[MASK]")
+    assert any(s.split()[:masked] + s.split()[masked + 1:] == said.split()[:masked] + said.split()[masked + 1:]
+               for doc in held for s in doc)  # a held-out sentence, one word hidden
+    tok = WordPieceTokenizer.train((s for doc in train for s in doc), 300)
+
+    def unread(sentence):  # pieces the model cannot read as words: [UNK] and single characters
+        pieces = tok.encode(sentence).input_ids[1:-1]
+        return sum(tok.id_to_token(i) == "[UNK]" or len(tok.id_to_token(i).lstrip("#")) == 1 for i in pieces)
+    assert unread(said) < unread(DEFAULT_SENTENCE)
+    Run(tmp_path / "news").create({**cfg.to_dict(), "corpus": "bbc"}, "pretrain")
+    assert default_sentence(tmp_path / "news") == DEFAULT_SENTENCE  # a built-in corpus keeps the shared one

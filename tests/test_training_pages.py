@@ -6,6 +6,7 @@ import io
 import json
 import os
 import shutil
+from pathlib import Path
 import time
 
 import numpy as np
@@ -225,6 +226,20 @@ def test_pretrain_page_accepts_a_good_corpus_upload(runs_root):
     assert not at.exception and not at.error
     assert "6 documents" in at.success[0].value
     assert not at.button(key="pt_start").disabled
+    # Start keeps the upload in the run's folder under a name a run may hold, so the run takes that folder
+    from bert_explorer.app import runs_view
+
+    launched = []
+    real = runs_view.launch
+    runs_view.launch = lambda kind, config, run_dir, **kw: launched.append((kind, config, run_dir)) or True
+    try:
+        at.button(key="pt_start").click().run()
+    finally:
+        runs_view.launch = real
+    assert not at.exception
+    (kind, config, run_dir), = launched
+    assert Path(config["corpus"]).read_text() == text and Path(config["corpus"]).parent == run_dir
+    Run(run_dir).create(config, kind)  # what the run's process does first: it refused a corpus-mine.txt
     # six short documents give far fewer WordPieces than the 8,000 asked: the parameters are those of the
     # vocabulary the run will learn (the page said 1.5 M for a run of 0.5 M)
     from bert_explorer.tokenizer import WordPieceTokenizer

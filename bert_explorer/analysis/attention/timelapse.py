@@ -23,6 +23,7 @@ counts from 1, as in the paper and on every page (index 0 is "layer 1"; see
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +103,38 @@ class TimeLapse:
         return {self.vocab[i] if i < len(self.vocab) else str(i):
                 [float(f.first_mask_probs[i]) if f.first_mask_probs is not None else float("nan")
                  for f in self.frames] for i in ids}
+
+
+def default_sentence(run_dir: str | Path) -> str:
+    """The sentence a run's time-lapse opens on: :data:`DEFAULT_SENTENCE` (news), or, for a run whose
+    vocabulary was learnt on an uploaded text, a sentence of that text's held-out part with a word near its
+    middle masked (in a small vocabulary of its own the news sentence comes out as characters and [UNK])."""
+    config = Path(run_dir) / "config.json"
+    return _default_sentence(str(run_dir), config.stat().st_mtime if config.is_file() else 0.0)
+
+
+@functools.lru_cache(maxsize=32)  # (the page asks on every rerun; an upload is read once)
+def _default_sentence(run_dir: str, _config_stamp: float) -> str:
+    from ...train.pretrain_config import PretrainConfig
+    from ...train.pretraining_data import split_corpus
+
+    cfg = {k: v for k, v in Run(run_dir).config().items() if k != "kind"}
+    corpus = str(cfg.get("corpus") or "")
+    if cfg.get("init") or cfg.get("vocab", "train") != "train" or not corpus.endswith(".txt"):
+        return DEFAULT_SENTENCE
+    try:
+        held = split_corpus(PretrainConfig.from_dict(cfg))[1]
+    except (OSError, ValueError, TypeError, KeyError):  # the upload gone or unreadable: the run page says why
+        return DEFAULT_SENTENCE
+    for sentence in (s for doc in held for s in doc):
+        words = sentence.split()
+        if not 6 <= len(words) <= 24:
+            continue
+        middle = len(words) // 2
+        for k in sorted(range(1, len(words) - 1), key=lambda k: abs(k - middle)):
+            if words[k].isalpha() and len(words[k]) >= 3:
+                return " ".join(words[:k] + ["[MASK]"] + words[k + 1:])
+    return DEFAULT_SENTENCE
 
 
 def shipped_frames() -> dict[str, Path]:
