@@ -146,6 +146,8 @@ def test_background_run_can_be_stopped_and_resumed(tmp_path):
     # …, which ended without releasing the run" was logged after every Stop)
     status = run.status()
     assert status["started"] == first_start and duration(status) > first_part
+    # the earlier part counts to its Stop, not to the resume (the starter's writes between are no part's)
+    assert status["earlier_seconds"] == pytest.approx(first_part, abs=0.01)
     assert "taking over" not in (run.path / "log.txt").read_text()
 
 

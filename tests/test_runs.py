@@ -322,10 +322,10 @@ def test_a_run_stopped_and_resumed_keeps_its_first_start_and_adds_up_its_parts(t
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
     run.write_status(state="running", pid=int(dead), started=now - 200)       # a second part, which crashed
-    os.utime(run.path / "status.json", (now - 170, now - 170))                # its last sign of life: 30 s in
-    for name in ("log.txt", "metrics.jsonl"):
-        (run.path / name).unlink(missing_ok=True)
+    status = json.loads((run.path / "status.json").read_text())               # its last write: 30 s in
+    (run.path / "status.json").write_text(json.dumps({**status, "part_seen": now - 170}))
     assert run.status()["state"] == "crashed"
+    run.write_status(state="starting", pid=None)                              # a starter's writes are no part's
     run.write_status(state="running", pid=os.getpid(), started=now - 20)      # resumed 20 s ago
     s = run.status()
     assert s["started"] == now - 300

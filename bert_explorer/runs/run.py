@@ -146,18 +146,13 @@ class Run:
             fields = {**fields, "pid_created": process_start(fields["pid"])}
         if "started" in fields:
             if current.get("started") and current.get("started_by") != fields.get("pid"):
-                fields = self._another_part(fields)
+                fields = _another_part(current, fields)
             fields["started_by"] = fields.get("pid")  # (its launcher wrote the same pid before it started)
-        current.update(fields, updated=time.time())
+        now = time.time()
+        if fields.get("started_by", current.get("started_by")) == os.getpid():
+            fields["part_seen"] = now  # the part's own last sign of life (a starter's writes are not)
+        current.update(fields, updated=now)
         atomic.write_json(p, current, indent=2, default=str)
-
-    def _another_part(self, fields: dict) -> dict:
-        """A resumed run starts another part: it keeps the run's first start, and the time its earlier
-        parts took (:func:`duration`) is added to this one's, so that a run stopped and resumed does not
-        say it took only its last part."""
-        before = self.status()  # (a crash is read as such: its end is its last sign of life)
-        return {"finished": None, **fields, "started": before["started"], "part_started": fields["started"],
-                "earlier_seconds": duration(before) or 0.0}
 
     def log_metrics(self, record: dict) -> None:
         with (self.path / "metrics.jsonl").open("a") as f:
@@ -367,6 +362,17 @@ def remove_run_files(path: str | Path) -> None:
         path.rmdir()
     except OSError:
         pass  # something was put there meanwhile: it stays, with the folder
+
+
+def _another_part(before: dict, fields: dict) -> dict:
+    """A resumed run starts another part: it keeps the run's first start, and the time its earlier parts
+    took is added to this one's (:func:`duration`), so that a run stopped and resumed does not say it took
+    only its last part. The part before ended when it said so (``finished``), or, cut short, at its last
+    write (``part_seen``); the starter's writes since then are not its time."""
+    start = before.get("part_started") or before["started"]
+    end = before.get("finished") or before.get("part_seen") or start
+    return {"finished": None, **fields, "started": before["started"], "part_started": fields["started"],
+            "earlier_seconds": float(before.get("earlier_seconds") or 0.0) + max(0.0, end - start)}
 
 
 def duration(status: dict) -> float | None:
