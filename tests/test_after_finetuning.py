@@ -400,3 +400,15 @@ def test_attention_on_this_example_chooses_the_fine_tuned_model(tuned, monkeypat
     assert at.session_state[SENTENCE_A] == rows[0]["text"] and at.session_state[SENTENCE_B] == rows[0]["text_pair"]
     model = tuned["runs"]["pair-classification"] / "model"
     assert at.sidebar.selectbox(key="be_model_choice").value == str(model)  # listed and chosen on the Attention page
+
+
+def test_the_sidebar_lists_every_finished_fine_tuning_and_opens_its_encoder(tuned, monkeypatch):
+    """A fine-tuned model could be opened only from this page ("Attention on this example"); the sidebar's
+    list now holds each finished fine-tuning's model, by its run's name, and opens its encoder."""
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tuned["root"]))
+    at = AppTest.from_file("../run_app.py", default_timeout=120).run()
+    picker = at.sidebar.selectbox(key="be_model_choice")
+    assert {f"fine-tuned: {run_dir.name}" for run_dir in tuned["runs"].values()} <= set(picker.options)
+    picker.set_value(str(tuned["runs"]["classification"] / "model")).run()
+    assert not at.exception
+    assert any("pre-training heads: none (encoder only)" in m.value for m in at.sidebar.markdown)

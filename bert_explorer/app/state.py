@@ -29,7 +29,7 @@ from ..fingerprint import fingerprint, frozen
 from ..checkpoint import CheckpointError, Loaded
 from ..data.uploads.names import slug
 from ..full_disk import CacheNotKept
-from ..runs.finder import run_checkpoints, run_label
+from ..runs.finder import finetuned_models, run_checkpoints, run_label
 from ..runs.run import RUNS_DIR, runs_root
 from ..runs.run import UPLOADS_DIR, Run
 from . import gallery, guard, roles
@@ -394,7 +394,11 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     labels.update({g: f"checkpoints of ablation {g[len(ABLATION_ENTRY):]} ({len(p)})…" for g, p in groups.items()})
     labels.update({u: f"uploaded: {Path(u).name}" for u in uploaded_checkpoints()})
     labels.update(downloaded)
-    options = (names + [c.path for c in ckpts if not c.group] + list(groups) + uploaded_checkpoints() + [GALLERY]
+    # a fine-tuned model's encoder, for its attention and layers (its task head is After fine-tuning's)
+    tuned = finetuned_models(root)
+    labels.update({c.path: c.label for c in tuned})
+    options = (names + [c.path for c in ckpts if not c.group] + [c.path for c in tuned] + list(groups)
+               + uploaded_checkpoints() + [GALLERY]
                # in classroom mode no one on the network reads the host's folders or writes to them
                + (["a local directory…", "upload a checkpoint (.zip)…"] if writes_allowed() else []))
     kept_choice = remembered("be_model_choice")

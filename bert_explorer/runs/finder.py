@@ -134,6 +134,19 @@ def run_checkpoints(root: str | Path) -> list[CheckpointEntry]:
     return out
 
 
+def finetuned_models(root: str | Path) -> list[CheckpointEntry]:
+    """The saved models (``model/``) of the finished fine-tuning runs under ``root``, an ablation's cells
+    left out (the Runs page opens those): in folder order."""
+    root = Path(root)
+    out = []
+    for cfg in sorted(root.glob("**/model/config.json") if root.exists() else []):
+        run = Run(cfg.parent.parent)
+        if ablation_of(run.path, root) is None and run.config().get("kind") == "finetune" and \
+                run.status().get("state") == "finished":
+            out.append(CheckpointEntry(str(cfg.parent), f"fine-tuned: {run_label(run, root)}", ""))
+    return out
+
+
 def causal_checkpoints(root: str | Path) -> list[CheckpointEntry]:
     """The left-to-right (``causal: true``) checkpoints under ``root``: what the ablation
     studio's LTR pre-training writes (Table 5's "LTR & No NSP")."""
