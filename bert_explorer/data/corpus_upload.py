@@ -40,10 +40,7 @@ def check_corpus_upload(name: str, data: bytes, objective: Objective | str = BER
                 f"it again.", {})
     if not text.strip():
         return f"{name} holds only white space; upload a file with your documents.", {}
-    with tempfile.TemporaryDirectory() as d:
-        p = Path(d) / "corpus.txt"
-        p.write_text(text, encoding="utf-8")
-        docs = load_corpus(p)
+    docs = _documents(text)
     objective = objective_type(objective)
     need = objective.documents_needed
     facts = {"documents": len(docs), "sentences": sum(len(d) for d in docs),
@@ -54,6 +51,14 @@ def check_corpus_upload(name: str, data: bytes, objective: Objective | str = BER
                 f"(some to train on, some held out); separate documents with a blank line in a one-sentence-per-"
                 f"line file, or with two blank lines in prose.", facts)
     return None, facts
+
+
+def _documents(text: str):
+    """The documents of an upload's text, cut as a run reads the file (``corpora.load_corpus``)."""
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "corpus.txt"
+        p.write_text(text, encoding="utf-8")
+        return load_corpus(p)
 
 
 # A vocabulary is learnt for the estimate up to this many words (about 1.5 s here); a larger corpus is taken
@@ -72,10 +77,7 @@ def learnable_vocab_size(data: bytes, vocab_size: int, lowercase: bool = True) -
 
     key = (hashlib.sha256(data).hexdigest(), int(vocab_size), bool(lowercase))
     if key not in _learnt:
-        with tempfile.TemporaryDirectory() as d:
-            p = Path(d) / "corpus.txt"
-            p.write_text(data.decode("utf-8-sig"), encoding="utf-8")
-            sentences = [s for doc in load_corpus(p) for s in doc]
+        sentences = [s for doc in _documents(data.decode("utf-8-sig")) for s in doc]
         if len(_learnt) >= 64:
             _learnt.clear()
         _learnt[key] = None if sum(len(s.split()) for s in sentences) > LEARN_FOR_ESTIMATE_WORDS else len(

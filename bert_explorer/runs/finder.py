@@ -135,16 +135,13 @@ def run_checkpoints(root: str | Path) -> list[CheckpointEntry]:
 
 
 def finetuned_models(root: str | Path) -> list[CheckpointEntry]:
-    """The saved models (``model/``) of the finished fine-tuning runs under ``root``, an ablation's cells
-    left out (the Runs page opens those): in folder order."""
-    root = Path(root)
-    out = []
-    for cfg in sorted(root.glob("**/model/config.json") if root.exists() else []):
-        run = Run(cfg.parent.parent)
-        if ablation_of(run.path, root) is None and run.config().get("kind") == "finetune" and \
-                run.status().get("state") == "finished":
-            out.append(CheckpointEntry(str(cfg.parent), f"fine-tuned: {run_label(run, root)}", ""))
-    return out
+    """The saved models (``model/``) of the finished fine-tuning runs under ``root``, newest first, an
+    ablation's cells left out (the Runs page opens those). Asked on every page run: the one walker, which
+    does not descend into checkpoints."""
+    return [CheckpointEntry(str(run.path / "model"), f"fine-tuned: {run_label(run, root)}", "")
+            for run in find_runs(root, "finetune")
+            if ablation_of(run.path, root) is None and (run.path / "model" / "config.json").is_file()
+            and run.status().get("state") == "finished"]
 
 
 def causal_checkpoints(root: str | Path) -> list[CheckpointEntry]:
