@@ -270,3 +270,11 @@ def test_a_run_on_an_uploaded_text_opens_its_time_lapse_on_a_sentence_of_its_own
     assert unread(said) < unread(DEFAULT_SENTENCE)
     Run(tmp_path / "news").create({**cfg.to_dict(), "corpus": "bbc"}, "pretrain")
     assert default_sentence(tmp_path / "news") == DEFAULT_SENTENCE  # a built-in corpus keeps the shared one
+
+    # and the frames such a run records read its own held-out sentences, the first the one it opens on
+    run_pretraining(PretrainConfig.from_dict({**cfg.to_dict(), "max_steps": 2, "batch_size": 4, "max_seq_length": 32,
+                                      "timelapse_frames": 2, "device": "cpu", "precision": "fp32"}),
+                    tmp_path / "recorded", progress=False)
+    recorded = [s["text"] for s in read_frames(tmp_path / "recorded")["sentences"]]
+    assert recorded[0] == said and len(recorded) == len(SENTENCES) and not set(recorded) & set(SENTENCES)
+    assert sum(map(unread, recorded)) < sum(map(unread, SENTENCES))

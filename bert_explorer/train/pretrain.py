@@ -36,7 +36,7 @@ from .device import Device, pick_device, threads_text
 from .optim import linear_warmup_decay, load_optimizer_state, make_optimizer
 from .engine import marks_failure
 from .pretrain_config import PretrainConfig, positions_fit, warmup_steps_of
-from .pretraining_data import PretrainingData, pretraining_data
+from .pretraining_data import PretrainingData, cloze_sentences, learns_its_words_from_an_upload, pretraining_data
 from .report import MemoryReporter, Reporter
 from .resume import ResumePoint, check_resume, resume_point, saved_settings, set_lr_to_schedule
 from .estimate import model_flops_per_token
@@ -361,7 +361,9 @@ class Pretraining:
         cfg, run, dev, t = self.cfg, self.reporter, self.dev, self.t
         if not (cfg.timelapse_frames and dev.is_main):
             return None, set()
-        frames = FrameRecorder(run.path / FRAMES_FILE, self.data.tok, cfg.timelapse_sentences or SENTENCES,
+        # (a vocabulary learnt on an upload reads the news sentences as characters: its own text instead)
+        own = cloze_sentences(self.data.held_docs, len(SENTENCES)) if learns_its_words_from_an_upload(cfg) else []
+        frames = FrameRecorder(run.path / FRAMES_FILE, self.data.tok, cfg.timelapse_sentences or own or SENTENCES,
                                cfg.timelapse_heads, source={"run": run.path.name, "device": dev.name,
                                                             "precision": dev.precision, "world_size": dev.world_size,
                                                             "config": cfg.to_dict()},

@@ -70,7 +70,9 @@ class PretrainConfig:
     timelapse_frames: int = setting(0, "Record this many time-lapse frames of the model's predictions and "
                                        "attention (step 0, the end and log-spaced steps between).")
     timelapse_sentences: list[str] | None = setting(None, "The sentences of the time-lapse, with [MASK] where a "
-                                                          "word is hidden; by default a shipped set.")
+                                                          "word is hidden; by default a shipped set of news "
+                                                          "(sentences of its own held-out text for a run that "
+                                                          "learns its vocabulary on an uploaded one).")
     timelapse_heads: list[list[int]] | None = setting(None, "The [layer, head] pairs (0-based) whose attention the "
                                                             "time-lapse records; by default all of up to 16, else "
                                                             "one a layer.")

@@ -8,7 +8,7 @@ a run on several GPUs, builds the same sequences in the same order.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -75,6 +75,31 @@ def split_corpus(cfg: PretrainConfig) -> tuple[list, list]:
     return train_docs, held_docs
 
 
+def learns_its_words_from_an_upload(cfg: PretrainConfig) -> bool:
+    """Is the run's vocabulary learnt on a text the user gave (not a built-in corpus, a shared vocabulary
+    or a warm start's)? In a small vocabulary of its own, the shipped news sentences of the time-lapse
+    come out as characters and [UNK]: such a run reads sentences of its own text (:func:`cloze_sentences`)."""
+    return not cfg.init and cfg.vocab == "train" and str(cfg.corpus or "").endswith(".txt")
+
+
+def cloze_sentences(held_docs: list, n: int) -> list[str]:
+    """Up to ``n`` held-out sentences of 6 to 24 words, each with a word of letters near its middle
+    masked: what a time-lapse of a run on an uploaded text reads."""
+    chosen = []
+    for sentence in (s for doc in held_docs for s in doc):
+        words = sentence.split()
+        if not 6 <= len(words) <= 24:
+            continue
+        middle = len(words) // 2
+        for k in sorted(range(1, len(words) - 1), key=lambda k: abs(k - middle)):
+            if words[k].isalpha() and len(words[k]) >= 3:
+                chosen.append(" ".join(words[:k] + ["[MASK]"] + words[k + 1:]))
+                break
+        if len(chosen) == n:
+            break
+    return chosen
+
+
 def corpus_entropy(cfg: PretrainConfig) -> float:
     """The unigram entropy (nats per WordPiece, ``data.pretraining.unigram_entropy``) of a run's training
     documents in its vocabulary: what its held-out loss is judged against (the word-frequency plateau),
@@ -122,6 +147,7 @@ class PretrainingData:
     held: list
     sampler: Sampler
     masker: Masker
+    held_docs: list = field(default_factory=list)  # the held-out documents, as text
 
 
 def pretraining_data(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None) -> PretrainingData:
@@ -149,4 +175,4 @@ def pretraining_data(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Pa
                 "raise held_out_fraction or add documents")
     if not train:
         raise ValueError(f"corpus {cfg.corpus!r} gave no training sequences; it needs more text")
-    return PretrainingData(tok, train, held, Sampler(len(train), cfg.seed), Masker.of(tok, masking))
+    return PretrainingData(tok, train, held, Sampler(len(train), cfg.seed), Masker.of(tok, masking), held_docs)

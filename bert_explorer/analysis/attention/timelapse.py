@@ -116,25 +116,15 @@ def default_sentence(run_dir: str | Path) -> str:
 @functools.lru_cache(maxsize=32)  # (the page asks on every rerun; an upload is read once)
 def _default_sentence(run_dir: str, _config_stamp: float) -> str:
     from ...train.pretrain_config import PretrainConfig
-    from ...train.pretraining_data import split_corpus
+    from ...train.pretraining_data import cloze_sentences, learns_its_words_from_an_upload, split_corpus
 
-    cfg = {k: v for k, v in Run(run_dir).config().items() if k != "kind"}
-    corpus = str(cfg.get("corpus") or "")
-    if cfg.get("init") or cfg.get("vocab", "train") != "train" or not corpus.endswith(".txt"):
-        return DEFAULT_SENTENCE
     try:
-        held = split_corpus(PretrainConfig.from_dict(cfg))[1]
+        cfg = PretrainConfig.from_dict({k: v for k, v in Run(run_dir).config().items() if k != "kind"})
+        if not learns_its_words_from_an_upload(cfg):
+            return DEFAULT_SENTENCE
+        return (cloze_sentences(split_corpus(cfg)[1], 1) or [DEFAULT_SENTENCE])[0]
     except (OSError, ValueError, TypeError, KeyError):  # the upload gone or unreadable: the run page says why
         return DEFAULT_SENTENCE
-    for sentence in (s for doc in held for s in doc):
-        words = sentence.split()
-        if not 6 <= len(words) <= 24:
-            continue
-        middle = len(words) // 2
-        for k in sorted(range(1, len(words) - 1), key=lambda k: abs(k - middle)):
-            if words[k].isalpha() and len(words[k]) >= 3:
-                return " ".join(words[:k] + ["[MASK]"] + words[k + 1:])
-    return DEFAULT_SENTENCE
 
 
 def shipped_frames() -> dict[str, Path]:
