@@ -8,6 +8,7 @@ import streamlit as st
 
 from bert_explorer.app import gallery, prepare_view
 from bert_explorer.app.models import available_models, builtin_corpora, default_model_sentence
+from bert_explorer.app.roles import writes_allowed
 from bert_explorer.app.state import model_picker
 from bert_explorer.app.widgets import menu
 
@@ -64,9 +65,11 @@ st.table(pd.DataFrame(available_models()).set_index("name"))  # a table wraps th
 st.subheader("The paper's BERTs, one download away")
 st.caption("Devlin et al.'s released models (Section 3: BERT-Base, L=12, H=768, A=12, 110 M parameters; BERT-Large, "
            "L=24, H=1024, A=16, 340 M) and Turc et al.'s 24 smaller BERTs (2019), on the Hugging Face Hub under "
-           "Apache-2.0. Choose *the paper's BERTs (Hugging Face Hub)…* in the sidebar to download one in the "
-           "background (the app keeps working), or run `bert-explorer download bert-base-uncased` where the app "
-           "runs; once here, a model opens with no network.")
+           "Apache-2.0. " + ("Choose *the paper's BERTs (Hugging Face Hub)…* in the sidebar to download one in the "
+                             "background (the app keeps working), or run `bert-explorer download bert-base-uncased` "
+                             "where the app runs; once here, a model opens with no network." if writes_allowed() else
+                             "In class, your teacher downloads the ones the lesson uses; once here, a model opens "
+                             "with no network."))
 st.table(gallery.big_models())
 st.caption("The 24 miniatures as Turc et al.'s grid: L layers (rows) by H hidden units (columns), A = H/64 heads; "
            "each cell: parameters, and *here* or the download's size. BERT-Tiny is L=2/H=128, Mini 4/256, Small "

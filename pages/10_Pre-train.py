@@ -19,6 +19,7 @@ from bert_explorer.app.state import by_inputs, device_name, show_mode, shown_pat
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
+from bert_explorer.app.keep import text_box
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.uploads.names import slug
 from bert_explorer.model.config import BertConfig
@@ -359,7 +360,7 @@ if sentence == OWN_SENTENCE:
     model_cfg = BertConfig.load(ckpts[-1][1])
     t1, t2, t3, t4 = st.columns([4, 1, 1, 1])
     # (each run its own box: an uploaded text's run opens on a sentence of its own held-out text)
-    text = t1.text_input("Sentence (write [MASK] where a word is hidden)", default_sentence(run.path),
+    text = text_box(t1.text_input, "Sentence (write [MASK] where a word is hidden)", default_sentence(run.path),
                          key=f"pt_tl_text_{finder.rel_name(run.path, root)}",
                          max_chars=limits.CHARS)
     layer = t2.selectbox("Layer", range(model_cfg.num_layers), key="pt_tl_layer", format_func=lambda i: f"{i + 1}")

@@ -9,7 +9,7 @@ from bert_explorer import limits
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
-from bert_explorer.app.keep import kept_widget
+from bert_explorer.app.keep import kept_widget, text_box
 from bert_explorer.app.state import device_name, model_picker, shown_path, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
@@ -108,11 +108,11 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                 data = result
     elif source == "A Hugging Face data set":
         h1, h2 = st.columns(2)
-        hub_spec = h1.text_input("Training split", key="ft_hub_spec", max_chars=200, placeholder=EXAMPLE,
+        hub_spec = text_box(h1.text_input, "Training split", key="ft_hub_spec", max_chars=200, placeholder=EXAMPLE,
                                  help="hf:OWNER/NAME[/CONFIG][:SPLIT], as on the data set's Hub page: its Parquet "
                                       "files are downloaded once into the Hugging Face cache (HF_HOME), then read "
                                       "offline, bounded like an upload.").strip()
-        hub_dev = h2.text_input("Dev split (optional; else a part of the training split)", key="ft_hub_dev",
+        hub_dev = text_box(h2.text_input, "Dev split (optional; else a part of the training split)", key="ft_hub_dev",
                                 max_chars=200, placeholder=EXAMPLE.replace(":train", ":validation")).strip()
         fetched = st.session_state.get("ft_hub_read") == (hub_spec, hub_dev)
         if not hub_spec:
@@ -324,7 +324,7 @@ if not has_model:
             "nothing to try or download.")
     st.stop()
 st.subheader("4. Try the model")
-typed = [(st.text_area if i.long else st.text_input)(i.label, key=key, max_chars=limits.CHARS)
+typed = [text_box(st.text_area if i.long else st.text_input, i.label, key=key, max_chars=limits.CHARS)
          for i, key in zip(kind.inputs if kind else (), ("ft_try_text", "ft_try_pair"))]
 example = None
 if typed and all(t.strip() for t, i in zip(typed, kind.inputs) if i.required):

@@ -14,11 +14,12 @@ from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.background import delete, delete_refusal
 from bert_explorer.runs.run import Run
 
+overlay = "lay the curves of several over each other (how the paper compares its ablations)"
 intro("Runs", f"""
 Every pre-training run (Appendix A.2), fine-tuning run (Section 4) and ablation cell (Section 5) is a
 folder under `{shown_path(runs_root())}`: its settings, status, log, the metrics of every logged step and its
-checkpoints. Here you see them all, open one, lay the curves of several over each other (how the
-paper compares its ablations), and delete the ones you no longer need. Runs keep going in the
+checkpoints. Here you see them all, open one{f", {overlay}, and delete the ones you no longer need" if
+writes_allowed() else f" and {overlay}"}. Runs keep going in the
 background; on one GPU they take turns (a queued run starts by itself when the GPU is free). An
 ablation's own pre-trainings and cells are listed under it: choose it in **Show**.
 """)

@@ -10,6 +10,7 @@ from bert_explorer.app import exports
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, without_host_paths
 from bert_explorer.app.roles import busy_sentence, not_prepared, progress_line, work_button, writes_allowed
+from bert_explorer.app.keep import text_box
 from bert_explorer.app.widgets import intro, needs_head
 from bert_explorer.data.corpora import corpus_title
 from bert_explorer.runs import neighbour_jobs as jobs
@@ -157,7 +158,7 @@ st.caption(f"{meta['n_features']:,} features, k = {meta['k']}, trained on {meta[
 # ----- the browser ---------------------------------------------------------------------------------
 st.subheader("Browse the features")
 s1, s2 = st.columns([1, 2])
-word = s2.text_input("Find features by a word", "", key="sae_word", max_chars=40,
+word = text_box(s2.text_input, "Find features by a word", "", key="sae_word", max_chars=40,
                      help="The features with the highest mean activation on this word across the corpus")
 if word.strip():
     hits = pd.DataFrame(feats.search(loaded.tokenizer, word))
@@ -200,7 +201,7 @@ else:
 
 # ----- your sentence -------------------------------------------------------------------------------
 st.subheader("The features of your sentence")
-text = st.text_input("Sentence", "the river bank flooded after the storm , so the bank closed early .",
+text = text_box(st.text_input, "Sentence", "the river bank flooded after the storm , so the bank closed early .",
                      key="sae_text", max_chars=400)
 if text.strip():
     rows = feats.sentence(loaded, text)
@@ -215,7 +216,8 @@ st.subheader("Steer a feature through the masked-word probe")
 st.caption("The feature's direction is added at one token (or its activation clamped to a value; 0 switches it "
            "off) after this layer; the model runs on and the MLM head guesses the [MASK] again.")
 g1, g2, g3, g4 = st.columns([3, 1.2, 1, 1])
-cloze = g1.text_input("Sentence with [MASK]", "she swam across the [MASK] to the other side .", key="sae_cloze",
+cloze = text_box(g1.text_input, "Sentence with [MASK]", "she swam across the [MASK] to the other side .",
+                 key="sae_cloze",
                       max_chars=300)
 pieces = [loaded.tokenizer.id_to_token(i) for i in loaded.tokenizer.encode(cloze).input_ids]
 if "[MASK]" not in pieces:

@@ -6,6 +6,7 @@ from bert_explorer.analysis.probes.check_set import load_check_set
 from bert_explorer.app import guess_view as gv
 from bert_explorer.app.roles import writes_allowed
 from bert_explorer.app.state import picked_model
+from bert_explorer.app.keep import text_box
 from bert_explorer.app.widgets import intro
 
 intro("Guess with the class", """
@@ -39,13 +40,13 @@ if writes_allowed():  # the teacher (or this machine's user): poses and reveals
     if kind == "cloze":
         examples = [c["text"] for c in check["cloze"]]
         picked = st.selectbox("An example from the Masked word probe's check set", [OWN, *examples], key="guess_example")
-        text = st.text_input("The sentence, with [MASK] once", picked if picked != OWN else
+        text = text_box(st.text_input, "The sentence, with [MASK] once", picked if picked != OWN else
                              "the capital of france is [MASK] .", max_chars=limits.CHARS,
                              key=f"guess_text_{examples.index(picked) if picked != OWN else 'own'}")
     else:
         pair = check["nsp"][0]
-        text = st.text_input("Sentence A", pair["a"], max_chars=limits.CHARS, key="guess_a")
-        text_b = st.text_input("Sentence B", pair["b"], max_chars=limits.CHARS, key="guess_b")
+        text = text_box(st.text_input, "Sentence A", pair["a"], max_chars=limits.CHARS, key="guess_a")
+        text_b = text_box(st.text_input, "Sentence B", pair["b"], max_chars=limits.CHARS, key="guess_b")
     if st.button("Pose to the class", key="guess_pose", type="primary",
                  help="The students' pages show it within seconds; the last question's guesses are cleared."):
         try:

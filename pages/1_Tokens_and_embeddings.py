@@ -8,7 +8,8 @@ from bert_explorer import limits
 from bert_explorer.analysis import embeddings as emb
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept_widget
+from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept_widget, \
+    text_box
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro
 
@@ -119,7 +120,7 @@ method = c2.radio("Projection", ["PCA", "t-SNE"], key="emb_proj_method", horizon
 method_key = "pca" if method == "PCA" else "tsne"
 try:
     if source.startswith("words"):
-        words_text = st.text_area(
+        words_text = text_box(st.text_area,
             f"Words (spaces or commas; at most {LIMITS.words})", key="emb_words", height=80, max_chars=limits.LIST_CHARS,
             value="king queen man woman boy girl monday tuesday friday sunday january march july "
                   "paris london france germany china one two three four red green blue")
@@ -132,9 +133,9 @@ try:
         names = None
     else:
         c1, c2 = st.columns([1, 3])
-        word = c1.text_input("Word", "bank", key="emb_proj_word", max_chars=100)
+        word = text_box(c1.text_input, "Word", "bank", key="emb_proj_word", max_chars=100)
         layer = c1.slider("Layer (0 = embeddings)", 0, L, L, key="emb_proj_layer")
-        sentences = lines(c2.text_area(f"Sentences, one per line (at most {LIMITS.map_sentences})",
+        sentences = lines(text_box(c2.text_area, f"Sentences, one per line (at most {LIMITS.map_sentences})",
                                        key="emb_proj_sentences", height=170, max_chars=limits.LIST_CHARS, value=(
             "we walked along the river bank at dawn .\nthe boat drifted towards the muddy bank .\n"
             "fish gathered near the bank of the stream .\nthe bank raised interest rates again .\n"
@@ -169,8 +170,9 @@ except ValueError as e:
 # ----- 5. Context ----------------------------------------------------------------------------
 st.subheader("5 · The same word in different contexts, layer by layer")
 c1, c2 = st.columns([1, 3])
-ctx_word = c1.text_input("Word", "bank", key="emb_ctx_word", max_chars=100)
-ctx_sentences = lines(c2.text_area(f"Sentences, one per line (at most {LIMITS.compared})", key="emb_ctx_sentences",
+ctx_word = text_box(c1.text_input, "Word", "bank", key="emb_ctx_word", max_chars=100)
+ctx_sentences = lines(text_box(c2.text_area, f"Sentences, one per line (at most {LIMITS.compared})",
+                               key="emb_ctx_sentences",
                                    height=110, max_chars=limits.LIST_CHARS, value=(
     "he sat on the river bank\nshe opened a bank account\nthe bank raised rates")))
 try:

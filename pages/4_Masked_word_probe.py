@@ -8,7 +8,7 @@ from bert_explorer.analysis.probes.pretraining_tasks import (MLM_HEAD, copied_wo
                                                              mlm_top_k, stored_evaluation)
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports, quality_view
-from bert_explorer.app.keep import kept_widget
+from bert_explorer.app.keep import kept_widget, text_box
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro, needs_head
 
@@ -79,7 +79,8 @@ bundle = ResultBundle("Masked word probe", name, {"text": text, "top_k": top_k})
 if needs_head(loaded, MLM_HEAD, "predict masked words"):
     try:
         masks = loaded.tokenizer.encode(text).input_ids.count(loaded.tokenizer.mask_id)  # (at most CHARS characters)
-        limits.check(masks, limits.for_config(loaded.config).masks, "[MASK]s", "each gets its own chart")
+        limit = limits.for_config(loaded.config).masks
+        limits.check(masks, limit, "[MASK]s", f"hide at most {limit} words at a time (each [MASK] gets its own chart)")
         bars = _mask_bars(name, text, top_k)
     except ValueError as e:
         st.info(str(e))
@@ -129,7 +130,7 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
 
 st.subheader("How a training sentence is corrupted")
 c1, c2 = st.columns([3, 1])
-demo_text = c1.text_input("Sentence", "the quick brown fox jumps over the lazy dog near the river bank .",
+demo_text = text_box(c1.text_input, "Sentence", "the quick brown fox jumps over the lazy dog near the river bank .",
                           key="mlm_demo_text", max_chars=limits.CHARS)
 seed = c2.number_input("Seed", 0, 10_000, 0, key="mlm_demo_seed")
 rows = _masking(name, demo_text, int(seed))

@@ -9,7 +9,7 @@ from bert_explorer import limits
 
 from bert_explorer.analysis.comparison import candidates, two_models, verdict
 from bert_explorer.app import runs_view as rv
-from bert_explorer.app.keep import kept_widget
+from bert_explorer.app.keep import kept_widget, text_box
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.state import by_weights, load, picked_model, shown_path
@@ -140,10 +140,12 @@ def _maps(a: str, b: str, text: str):
 if c.mlm or c.nsp:
     st.subheader("Masked word and next sentence, side by side")
     p1, p2 = st.columns(2)
-    masked = p1.text_input("Sentence with [MASK]", "the stock market [MASK] sharply after the news .", key="two_mlm",
+    masked = text_box(p1.text_input, "Sentence with [MASK]", "the stock market [MASK] sharply after the news .",
+                      key="two_mlm",
                            max_chars=limits.CHARS)
-    first = p2.text_input("Sentence A", "the cat sat on the mat .", key="two_nsp_a", max_chars=limits.CHARS)
-    second = p2.text_input("Sentence B", "then it fell asleep in the sun .", key="two_nsp_b", max_chars=limits.CHARS)
+    first = text_box(p2.text_input, "Sentence A", "the cat sat on the mat .", key="two_nsp_a", max_chars=limits.CHARS)
+    second = text_box(p2.text_input, "Sentence B", "then it fell asleep in the sun .", key="two_nsp_b",
+                      max_chars=limits.CHARS)
     probes = _probes(name_a, name_b, masked, first, second)
     if c.mlm and probes["mlm"] is None:
         p1.info("Write [MASK] where a word should be guessed.")

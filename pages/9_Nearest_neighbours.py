@@ -12,6 +12,7 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, shown_path, without_host_paths
 from bert_explorer.app.roles import busy_sentence, not_prepared, progress_line, work_button, writes_allowed
+from bert_explorer.app.keep import text_box
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.estimate import background_threads
@@ -62,7 +63,7 @@ corpus_name = st.selectbox("Corpus", corpora, key="nn_corpus") if len(corpora) >
 corpus = nb.PAGE_CORPORA[corpus_name]
 
 c1, c2, c3, c4 = st.columns([4, 1.3, 1.3, 1])
-text = c1.text_input("Your sentence", EXAMPLE, key="nn_text", max_chars=600)
+text = text_box(c1.text_input, "Your sentence", EXAMPLE, key="nn_text", max_chars=600)
 if not text.strip():
     st.info("Type a sentence to pick a token from.")
     st.stop()

@@ -86,6 +86,9 @@ def test_masked_word_page_shows_topk_and_reacts_to_the_sentence():
     charts = at.get("plotly_chart")
     assert len(charts) == 2 and charts[0].proto.spec != first  # two masks now, new predictions
     assert len(at.dataframe) >= 2  # layer-by-layer table and the masking demo
+    at.text_input(key="mlm_text").set_value("paris is the capital of [mask] .").run()  # as a student typed it
+    assert not at.exception and not at.get("plotly_chart")
+    assert any("“[mask]” is read as ordinary text" in i.value and "write [MASK] in capitals" in i.value for i in at.info)
 
 
 @needs_model("explorer-mini")
@@ -128,6 +131,9 @@ def test_next_sentence_page_scores_pairs(monkeypatch):
     at.button(key="nsp_draw").click().run()
     assert not at.exception
     assert at.text_area(key="nsp_b").value != b_before  # a new B sentence, from a built-in corpus
+    at.text_area(key="nsp_a").set_value("  ").run()  # an emptied A: one sentence says what is missing
+    assert not at.exception and not at.metric
+    assert [i.value for i in at.info] == ["Write sentence A: the probe asks whether B follows A."]
 
 
 @needs_model("explorer-mini")

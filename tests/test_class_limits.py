@@ -102,8 +102,9 @@ def test_masked_word_page_refuses_600_masks_before_running_the_model(monkeypatch
     monkeypatch.setattr(pretraining_tasks, "mlm_top_k", _never("the masked-word prediction"))
     at.text_input(key="mlm_text").set_value("[MASK] " * 600).run()  # as a client sends it, past max_chars
     assert not at.exception
-    # the box keeps its first 2,000 characters (Streamlit cuts at max_chars on the server): 285 masks
+    # the page reads the box's first 2,000 characters (app/keep.py): 285 masks; the sentence says what to do
     assert "285 [MASK]s: more than this server takes at once" in _said(at) and not at.get("plotly_chart")
+    assert re.search(r"hide at most \d+ words at a time", _said(at))
 
 
 def test_next_sentence_page_refuses_a_table_of_a_thousand_pairs(monkeypatch):
@@ -356,3 +357,37 @@ def test_an_attribution_cut_to_the_servers_budget_says_what_it_ran(monkeypatch):
     said = [c.value for c in at.caption if "integration steps in all" in c.value]
     assert said and re.search(r"so it may take 50( → \d+)* steps instead of 50( → \d+)+; this time it ran 50\.$",
                               said[0]), said
+
+
+# ----- a pasted text longer than its box -------------------------------------------------------------
+def test_no_text_box_leaves_its_bound_to_the_browser():
+    """Streamlit's max_chars is the browser's: a paste longer than it is dropped without a word (the box
+    stays empty, the page answers "write a sentence"). Every box bounded by the page passes its bound to
+    kept_widget or text_box (app/keep.py), which read the first max_chars characters and say so."""
+    import ast
+
+    leaving = []
+    for path in sorted([*ROOT.glob("pages/*.py"), ROOT / "run_app.py", *ROOT.glob("bert_explorer/app/*.py")]):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and any(k.arg == "max_chars" for k in node.keywords) \
+                    and ast.unparse(node.func) not in ("kept_widget", "text_box"):
+                leaving.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert leaving == []
+
+
+def test_a_paste_longer_than_its_box_is_read_in_part_and_said_and_kept_whole():
+    pasted = "the price of [MASK] rose again on monday , said the bank . " + "it was a quiet day . " * 100
+    pasted += "the second [MASK] comes after the first 2,000 characters . "
+    pasted += "x" * (10_000 - len(pasted))
+    assert len(pasted) == 10_000 and pasted.index("[MASK]", 20) > limits.CHARS
+    at = _page("4_Masked_word_probe.py").run()
+    at.text_input(key="mlm_text").input(pasted)
+    at.text_input(key="mlm_demo_text").input("the quick brown fox " * 150).run()
+    assert not at.exception
+    said = [w.value for w in at.warning if "characters" in w.value]
+    assert any(s.startswith("Sentence holds 10,000 characters; this box reads at most 2,000") for s in said), said
+    assert any(s.startswith("Sentence holds 3,000 characters") for s in said), said
+    # the first 2,000 characters were read: a bar chart for their one [MASK], none for the one past them
+    assert len([c for c in at.get("plotly_chart") if "[MASK] at position" in c.proto.spec]) == 1
+    assert len(at.session_state["mlm_text"]) == 10_000  # nothing the student typed is lost

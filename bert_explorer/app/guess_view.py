@@ -92,7 +92,8 @@ def student_box() -> None:
         return
     with st.form(f"guess_form_{q.id}", clear_on_submit=False):
         if q.kind == "cloze":
-            typed = st.text_input("Your guess: one word", max_chars=gs.MAX_CHARS, key=f"guess_word_{q.id}")
+            typed = st.text_input("Your guess: one word", key=f"guess_word_{q.id}")  # (no max_chars: a longer paste
+            # would vanish in the browser without a word; guesses.one_word says what is wrong with it)
         else:
             typed = st.radio("Your answer", [gs.YES, gs.NO], horizontal=True, index=None, key=f"guess_pair_{q.id}")
         sent = st.form_submit_button("Send my guess")

@@ -37,10 +37,11 @@ SENTENCE_A_DEFAULT, SENTENCE_B_DEFAULT = "the cat sat on the mat because it was 
 
 
 def kept_widget(widget: Callable, label: str, key: str, default: Any = None, *,
-                valid: Callable[[Any], bool] | None = None, **kwargs) -> Any:
+                valid: Callable[[Any], bool] | None = None, max_chars: int | None = None, **kwargs) -> Any:
     """Draw ``widget(label, key=key, **kwargs)`` starting from the value kept under ``key`` (or
     ``default`` the first time) and keep what it returns. ``valid`` refuses a kept value that no
-    longer fits (a model whose run was deleted): the widget then starts from ``default``."""
+    longer fits (a model whose run was deleted): the widget then starts from ``default``. A text box's
+    ``max_chars`` bounds what the page reads, as :func:`text_box` does."""
     shadow = SHADOW + key
     value = st.session_state[key] if key in st.session_state else st.session_state.get(shadow, default)
     if valid is not None and not valid(value):
@@ -49,7 +50,26 @@ def kept_widget(widget: Callable, label: str, key: str, default: Any = None, *,
         st.session_state[key] = value
     value = widget(label, key=key, **kwargs)
     st.session_state[shadow] = value
-    return value
+    return value if max_chars is None else _within(label, value, max_chars)
+
+
+def text_box(widget: Callable, label: str, value: str = "", *, max_chars: int, **kwargs) -> str:
+    """``widget(label, value, **kwargs)`` (``st.text_input``, ``st.text_area`` or a column's), of which the
+    page reads at most ``max_chars`` characters.
+
+    Streamlit's own ``max_chars`` is the browser's: a longer paste is dropped without a word, the box
+    stays empty and the page answers as if nothing were typed. Here the box takes the whole paste, the
+    page reads its first ``max_chars`` characters and says so in one sentence; the text stays in the box.
+    It is a bound of the server's too (a client that is not the browser sends what it likes)."""
+    return _within(label, widget(label, value, **kwargs), max_chars)
+
+
+def _within(label: str, text: Any, max_chars: int) -> Any:
+    if isinstance(text, str) and len(text) > max_chars:
+        st.warning(f"{label.split(' (')[0]} holds {len(text):,} characters; this box reads at most {max_chars:,}, so "
+                   f"the page reads only its first {max_chars:,}. Shorten it to choose what is read.")
+        return text[:max_chars]
+    return text
 
 
 def remembered(key: str, default: Any = None) -> Any:

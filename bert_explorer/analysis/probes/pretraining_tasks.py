@@ -36,6 +36,10 @@ def mlm_top_k(loaded: Loaded, text: str, top_k: int = 5, text_b: str | None = No
     enc = tok.encode(text, text_b, max_length=loaded.config.max_position_embeddings)
     positions = [i for i, t in enumerate(enc.input_ids) if t == tok.mask_id]
     if not positions:
+        other = re.search(r"\[mask\]", f"{text} {text_b or ''}", flags=re.IGNORECASE)
+        if other:  # a special token is matched as written, before any lowercasing
+            raise ValueError(f"the text has no [MASK] token: “{other.group(0)}” is read as ordinary text (the token "
+                             "is matched as written); write [MASK] in capitals where a word should be predicted")
         raise ValueError("the text has no [MASK] token; write [MASK] where a word should be predicted")
     batch = tok.tensors([enc], device=next(loaded.model.parameters()).device)
     with torch.no_grad():
