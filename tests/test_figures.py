@@ -168,6 +168,16 @@ def test_a_run_of_a_few_steps_is_drawn_on_whole_steps():
     assert finetune_figures(long)["loss"].layout.xaxis.dtick is None  # plotly's own ticks, whole at that range
 
 
+def test_a_rate_is_drawn_from_zero():
+    """One throughput reading (4,199 tokens/s) was drawn on an axis of 4,198.5 | 4199 | 4,199.5: a rate's axis
+    starts at 0, so one reading, or two that differ by 1 %, read as what they are."""
+    from bert_explorer.app.run_figures import pretrain_figures
+
+    figs = pretrain_figures([{"split": "train", "step": 10, "loss": 7.0, "tokens_per_s": 4199.0, "mfu": 0.02}])
+    assert figs["speed"].layout.yaxis.rangemode == "tozero" and figs["mfu"].layout.yaxis.rangemode == "tozero"
+    assert figs["loss"].layout.yaxis.rangemode is None  # a loss is read by its changes, not from 0
+
+
 def test_a_pre_training_s_progress_bar_never_trails_its_curves(tmp_path):
     """The header said "step 20 of 30" above a held-out curve already at step 24: the status is written at
     log steps, the metrics at evaluations too."""

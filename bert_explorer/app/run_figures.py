@@ -31,8 +31,9 @@ def numeric_keys(rows: list[dict]) -> list[str]:
 
 
 def line_figure(rows: list[dict], keys: list[str], title: str, split: str | None = None,
-                y_range: tuple | None = None, labels: dict | None = None):
-    """One line per metric in ``keys`` (a grid of learning rates: one per lr too), or None."""
+                y_range: tuple | None = None, labels: dict | None = None, from_zero: bool = False):
+    """One line per metric in ``keys`` (a grid of learning rates: one per lr too), or None. ``from_zero``: a
+    rate's axis starts at 0 (on its own, plotly spans one reading of 4,199 tokens/s as 4,198.5 to 4,199.5)."""
     labels = {**LABELS, **(labels or {})}
     rows = [r for r in latest_rows(rows) if split is None or r.get("split") == split]
     lrs = {r.get("lr_setting") for r in rows}
@@ -49,6 +50,8 @@ def line_figure(rows: list[dict], keys: list[str], title: str, split: str | None
         fig.update_xaxes(dtick=1)
     if y_range:
         fig.update_yaxes(range=list(y_range))
+    elif from_zero:
+        fig.update_yaxes(rangemode="tozero")
     return fig
 
 
@@ -56,8 +59,8 @@ def pretrain_figures(rows: list[dict]) -> dict:
     total = {"loss": "total (MLM + NSP)"} if any(r.get("nsp_loss") for r in rows) else {"loss": "total"}
     figs = {"loss": line_figure(rows, ["loss", "mlm_loss", "nsp_loss"], "Training loss", "train", labels=total),
             "accuracy": line_figure(rows, ["mlm_accuracy", "nsp_accuracy"], "Held-out accuracy", "eval", (0, 1)),
-            "speed": line_figure(rows, ["tokens_per_s"], "Throughput (tokens/s)", "train"),
-            "mfu": line_figure(rows, ["mfu"], "Model FLOPs utilisation", "train")}
+            "speed": line_figure(rows, ["tokens_per_s"], "Throughput (tokens/s)", "train", from_zero=True),
+            "mfu": line_figure(rows, ["mfu"], "Model FLOPs utilisation", "train", from_zero=True)}
     return {k: f for k, f in figs.items() if f is not None}
 
 
