@@ -245,7 +245,7 @@ def test_the_page_measures_the_default_model_in_the_background_then_shows_what_i
     from bert_explorer.runs.report import duration_text
     from bert_explorer.train import speed
 
-    monkeypatch.setattr(speed, "load_now", lambda: 0.0)  # an idle machine: the time said is the idle one
+    monkeypatch.setattr(speed, "busy_cores", lambda: (0.0, 0.0))  # an idle machine: the time said is the idle one
     at = _page(att_clark_segments=2)
     assert not at.exception
     button = at.button(key="att_clark_build")

@@ -220,13 +220,15 @@ def test_the_prepare_panel_on_home_is_the_teachers_and_starts_prepare_class(clas
     assert "Prepare for class" not in [e.label for e in student.expander]
     teacher = _page("run_app.py", teacher=True)
     assert "Prepare for class" in [e.label for e in teacher.expander]
-    assert any(m.value.startswith("First each page's first-visit work (seconds a model), then **1** build(s) to run, "
-                                   "**about ") for m in teacher.markdown)
+    (shown,) = [m.value for m in teacher.markdown if m.value.startswith(
+        "First each page's first-visit work (seconds a model), then **1** build(s) to run, **about ")]
+    told = re.search(r"\*\*(about .*?)\*\* for the builds", shown).group(1)
     teacher.button(key="prep_start").click().run()
     assert not teacher.exception
     (what, argv), = no_work
+    # the preparation quotes at its end the time the teacher was shown, not one it makes a moment later
     assert what == "process" and argv[argv.index("prepare-class") + 1:] == [
-        "--model", "minilm-mlm-nsp", "--builds", "quality"]
+        "--model", "minilm-mlm-nsp", "--builds", "quality", "--said", told]
 
 
 def test_the_prepare_panel_offers_every_model_a_lesson_may_use(classroom, no_work, monkeypatch, tmp_path):

@@ -112,7 +112,7 @@ def test_the_cli_states_the_estimate_and_refuses_offline_with_nothing_cached(mon
     from bert_explorer.runs.report import duration_text
     from bert_explorer.train import speed
 
-    monkeypatch.setattr(speed, "load_now", lambda: 0.0)  # an idle machine: the time said is the idle one
+    monkeypatch.setattr(speed, "busy_cores", lambda: (0.0, 0.0))  # an idle machine: the time said is the idle one
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert cli.main(["ablate", "--recipe", "miniatures", "--estimate"]) == 0
@@ -236,7 +236,7 @@ def test_the_results_sit_beside_turc_et_al_and_say_what_this_run_measured(ran):
 def test_the_page_shows_the_estimate_the_downloads_and_the_results_beside_turc(ran, runs_root, monkeypatch, tmp_path):
     from bert_explorer.train import speed
 
-    monkeypatch.setattr(speed, "load_now", lambda: 0.0)  # an idle machine: the time said is the idle one
+    monkeypatch.setattr(speed, "busy_cores", lambda: (0.0, 0.0))  # an idle machine: the time said is the idle one
     shutil.copytree(ran[0], runs_root / "ablation-minis")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")

@@ -170,6 +170,23 @@ def test_evaluate_pretraining_agrees_with_the_model_card(cache):
     assert "{} / {}".format(*r["check_set_clozes"]) in card and "{} / {}".format(*r["check_set_pairs"]) in card
 
 
+def test_prepare_class_quotes_at_its_end_the_time_its_starter_was_shown(tiny_run, cache, monkeypatch, capsys):
+    """The Prepare panel showed "about 2 min 36 s here now"; the preparation it started estimated again a
+    moment later, on a busier machine, and its last line said "said before: about 2 min 57 s". Given --said
+    (the panel passes what it showed), both its lines quote that."""
+    from bert_explorer.analysis import lesson
+    from bert_explorer.cli import main
+
+    (tiny_run / "eval_metrics.json").unlink(missing_ok=True)
+    monkeypatch.setattr(lesson, "_declared", lambda: [])  # (the first visits are another test's)
+    monkeypatch.setattr(lesson, "run", lambda build, report: "done")
+    shown = "about 2 min 36 s here now (51 s on an idle machine)"
+    assert main(["prepare-class", "--model", str(tiny_run), "--builds", "quality", "--said", shown]) == 0
+    first, *_, last = capsys.readouterr().err.strip().splitlines()
+    assert f"then 1 build(s) not yet done, {shown} for the builds (each page's own estimate" in first
+    assert f"(said before: {shown}; load " in last
+
+
 def test_prepare_class_measures_before_the_bell_and_the_first_visits_then_compute_nothing(tiny_run, cache, monkeypatch,
                                                                                           capsys):
     """`prepare-class` runs each page's declared first-visit work and the builds asked for; after it, the
@@ -186,7 +203,7 @@ def test_prepare_class_measures_before_the_bell_and_the_first_visits_then_comput
     assert "first-visit work (seconds each, not estimated), then 1 build(s) not yet done, about " in said
     assert re.search(r": quality: done \(", said)
     # the end compares the builds' time with the time said for them at the start, in the same words
-    told = re.search(r"not yet done, (about .*?) in all", said).group(1)
+    told = re.search(r"not yet done, (about .*?) for the builds", said).group(1)
     assert re.search(r"prepared in [0-9a-z ]+: the first visits [0-9a-z ]+, the builds [0-9a-z ]+ "
                      rf"\(said before: {re.escape(told)}; load ", said)
     declared = {(page, what) for page, what, _ in lesson._declared()}

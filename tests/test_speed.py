@@ -14,11 +14,13 @@ from shared import needs_model
 
 @pytest.fixture
 def machine(tmp_path, monkeypatch):
-    """A cache of the test's own, a process that has measured nothing yet, and a load average the test sets."""
+    """A cache of the test's own, a process that has measured nothing yet, and the cores busy at normal
+    ("now") and at low priority ("low") that the test sets."""
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(speed, "_measured_at", {})
-    load = {"now": 0.0}
-    monkeypatch.setattr(speed, "load_now", lambda: load["now"])
+    load = {"now": 0.0, "low": 0.0}
+    monkeypatch.setattr(speed, "load_now", lambda: load["now"] + load["low"])
+    monkeypatch.setattr(speed, "busy_cores", lambda: (load["now"], load["low"]))
     return load
 
 
@@ -86,14 +88,36 @@ def test_a_layer_is_timed_for_real_and_kept_by_width_threads_and_precision(machi
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "getloadavg"), reason="no load average here")
 def test_the_time_said_is_scaled_by_the_share_of_the_cpu_the_job_gets_now(machine, monkeypatch):
+    """Measured on 2 cores (speed.py): a one-thread job at nice 10 took 1.19 s beside one busy process at
+    nice 0 (1.13 s idle), 13.3 s beside two, 1.92 s beside two at nice 10. The load average said 1.3-1.9 for
+    all three; the share follows the priority of the work that keeps the cores busy."""
     monkeypatch.setattr(speed.os, "cpu_count", lambda: 2)
     assert speed.said(100, 1) == "about 1 min 40 s (the machine is idle now)"
     machine["now"] = 1.0  # one core busy: a one-thread job still has a core to itself
-    assert speed.share_now(1) == 1.0 and speed.share_now(2) == pytest.approx(2 / 3)
-    machine["now"] = 3.0  # each thread gets 2 / (3 + 1) of a core
-    assert speed.said(100, 1) == "about 3 min 20 s here now (1 min 40 s on an idle machine)"
-    machine["now"] = 10.0
-    assert speed.seconds_now(100, 2) == pytest.approx(100 * 12 / 2)
+    assert speed.share_now(1) == 1.0 and speed.share_now(2) == pytest.approx(1 / 2)
+    assert speed.share_now(2, niced=False) == pytest.approx(2 / 3)  # at normal priority it shares the busy one
+    machine["now"] = 2.0  # both cores busy at normal priority: a background job gets the crumbs
+    assert speed.said(100, 1) == "about 16 min 40 s here now (1 min 40 s on an idle machine)"
+    assert speed.said(100, 1, niced=False) == "about 2 min 30 s here now (1 min 40 s on an idle machine)"
+    machine["now"], machine["low"] = 0.0, 2.0  # both busy with other background work: shared alike
+    assert speed.said(100, 1) == "about 2 min 30 s here now (1 min 40 s on an idle machine)"
+    machine["now"], machine["low"] = 10.0, 0.0
+    assert speed.seconds_now(100, 2, niced=False) == pytest.approx(100 * 12 / 2)
+
+
+def test_the_busy_cores_are_the_cpu_time_the_system_counted(monkeypatch):
+    monkeypatch.setattr(speed.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(speed, "_cpu_samples", [])
+    monkeypatch.setattr(speed.time, "sleep", lambda s: None)
+    # user, nice, system, idle, iowait, irq, softirq, steal: 300 ticks on 2 cores, 120 + 30 of them at
+    # normal priority (user, system), 75 at low priority, the rest idle
+    readings = iter([[1000, 500, 200, 4000, 10, 0, 0, 0], [1120, 575, 230, 4070, 15, 0, 0, 0]])
+    monkeypatch.setattr(speed, "_cpu_times", lambda: next(readings))
+    normal, low = speed.busy_cores()
+    assert normal == pytest.approx(2 * 150 / 300) and low == pytest.approx(2 * 75 / 300)
+    monkeypatch.setattr(speed, "_cpu_times", lambda: None)  # no /proc/stat (or a container shown the host's)
+    monkeypatch.setattr(speed, "load_now", lambda: 1.7)
+    assert speed.busy_cores() == (1.7, 0.0)
 
 
 def test_the_time_left_corrects_itself_from_the_progress_made():

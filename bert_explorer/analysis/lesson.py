@@ -163,9 +163,10 @@ def preparation() -> dict:
     return {**started, "running": alive, "log": log_tail(d / "log.txt", 12) or ""}
 
 
-def start_preparing(models: list[str], which: list[str]) -> str | None:
+def start_preparing(models: list[str], which: list[str], said: str | None = None) -> str | None:
     """Start ``bert-explorer prepare-class`` in the background (low priority, like every build), or say in
-    one sentence why not (one is running)."""
+    one sentence why not (one is running). ``said``: the builds' time as the teacher was told it, which
+    the preparation's last line quotes beside the time they took."""
     import json
     import sys
 
@@ -174,7 +175,8 @@ def start_preparing(models: list[str], which: list[str]) -> str | None:
     if preparation()["running"]:
         return "The class is being prepared already; its progress is below."
     d = _work()
-    argv = [sys.executable, "-m", "bert_explorer.cli", "prepare-class", "--model", *models, "--builds", *which]
+    argv = [sys.executable, "-m", "bert_explorer.cli", "prepare-class", "--model", *models, "--builds", *which,
+            *(["--said", said] if said else [])]
     with (d / "log.txt").open("a") as log:
         log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} prepare-class {' '.join(models)} ({', '.join(which)})\n")
     proc = spawn(argv, d / "log.txt")

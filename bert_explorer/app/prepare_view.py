@@ -78,11 +78,13 @@ def panel(current: str | None) -> None:
             loaded = {m: _loaded(m) for m in models}
             todo = [b for m, lm in loaded.items() if lm is not None for b in lesson.builds(m, lm, set(which))
                     if not b.done()]
+            told = said(sum(b.seconds for b in todo), background_threads()) if todo else None
             st.markdown(f"First each page's first-visit work (seconds a model), then **{len(todo)}** build(s) to run, "
-                        f"**{said(sum(b.seconds for b in todo), background_threads())}** in all (each page's own "
-                        "estimate), at low priority.")
+                        f"**{told}** for the builds (each page's own estimate), at low priority." if todo else
+                        "First each page's first-visit work (seconds a model); no build to run (none asked for, or "
+                        "all done).")
             if models and work_button("Prepare", key="prep_start", type="primary"):
-                if why := lesson.start_preparing(models, which):
+                if why := lesson.start_preparing(models, which, told):
                     st.info(why)
                 else:
                     st.rerun()

@@ -16,7 +16,7 @@ from .. import checkpoint
 from ..analysis.comparison import held_out, two_models
 from ..analysis.layers.probing import TASKS, ProbeSettings, cached_result, estimate_seconds, probe_layers
 from ..runs.report import duration_text
-from ..train.speed import said
+from ..train.speed import niced_here, said
 from .common import MODEL_HELP, UserError, read_lines, user_errors, write_json
 
 
@@ -52,7 +52,7 @@ def cmd_probe_layers(args) -> int:
         with user_errors():  # the data (a CoNLL-U file, a missing package) cannot be used
             if cached_result(loaded, task, settings, args.pos_file) is None:  # said before it starts
                 est = estimate_seconds(loaded, task, settings, args.pos_file)
-                print(f"estimate for {task}: {said(est['seconds'], est['threads'])} (the layer vectors of "
+                print(f"estimate for {task}: {said(est['seconds'], est['threads'], niced=niced_here())} (the layer vectors of "
                       f"{est['inputs']:,} inputs about {duration_text(est['features_seconds'])}, {est['probes']} probes "
                       f"on {est['rows']:,} rows about {duration_text(est['probes_seconds'])}; {est['basis']})",
                       file=sys.stderr, flush=True)

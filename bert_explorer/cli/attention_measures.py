@@ -16,7 +16,7 @@ from .. import checkpoint
 from ..analysis.attention import clark
 from ..runs import neighbour_jobs
 from ..train.estimate import background_threads
-from ..train.speed import said
+from ..train.speed import niced_here, said
 from .common import MODEL_HELP, UserError, print_json, progress_lines, run_alone, run_or_background
 
 
@@ -60,7 +60,7 @@ def cmd_build(args) -> int:
     def build():
         if not clark.is_complete(path):
             print(f"measuring {args.segments:,} segments of {corpus}: "
-                  f"{said(clark.estimate_seconds(loaded.config, args.segments), background_threads())}",
+                  f"{said(clark.estimate_seconds(loaded.config, args.segments), background_threads(), niced=niced_here())}",
                   file=sys.stderr)
         clark.build_measures(loaded, corpus, args.segments, args.seed, not args.wordpieces, progress_lines())
         return clark.read_measures(path)

@@ -25,7 +25,7 @@ from .. import checkpoint
 from ..analysis.features import build as fb, splice
 from ..analysis.features.sae import SaeConfig, TrainingStopped
 from ..runs import neighbour_jobs
-from ..train.speed import said
+from ..train.speed import niced_here, said
 from ..train.estimate import background_threads
 from .common import (UserError, print_json, progress_lines, run_command, run_or_background, user_errors,
                      write_json)
@@ -97,7 +97,7 @@ def cmd_train(args) -> int:
     def work():
         if not fb.is_complete(path):
             est = fb.estimate_seconds(loaded, settings, torch.get_num_threads())
-            print(f"estimate: {said(est['seconds'], torch.get_num_threads())} ({est['tokens']:,} tokens)",
+            print(f"estimate: {said(est['seconds'], torch.get_num_threads(), niced=niced_here())} ({est['tokens']:,} tokens)",
                   file=sys.stderr)
         try:
             return fb.Features(fb.build(loaded, settings, progress_lines())).meta

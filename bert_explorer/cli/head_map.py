@@ -15,7 +15,7 @@ import sys
 from .. import checkpoint
 from ..analysis.attention import clark, head_map
 from ..train.estimate import background_threads
-from ..train.speed import said
+from ..train.speed import niced_here, said
 from .attention_measures import segment_build_options, start_segment_build
 from .common import UserError, print_json, progress_lines, run_alone, run_or_background
 
@@ -41,7 +41,7 @@ def cmd_build(args) -> int:
     def build():
         if not head_map.is_complete(path):
             print(f"mapping the heads over {args.segments:,} segments of {corpus}: "
-                  f"{said(head_map.estimate_seconds(loaded.config, args.segments), background_threads())}",
+                  f"{said(head_map.estimate_seconds(loaded.config, args.segments), background_threads(), niced=niced_here())}",
                   file=sys.stderr)
         head_map.build_map(loaded, corpus, args.segments, args.seed, progress_lines())
         return head_map.read_map(path)

@@ -21,7 +21,7 @@ from .. import checkpoint
 from ..analysis.neighbours import index as nbb, search as nb
 from ..data.corpora import BUILTIN_CORPORA
 from ..runs import neighbour_jobs
-from ..train.speed import said
+from ..train.speed import niced_here, said
 from ..train.estimate import background_threads
 from .common import UserError, int_list, run_alone, run_or_background, user_errors, write_json
 
@@ -76,7 +76,7 @@ def _build(loaded, args) -> dict:
     estimate of the layers not built yet is said first, on stderr."""
     todo = [l for l in args.layer if not nbb.is_complete(nbb.index_path(loaded, args.corpus, l))]
     if todo:
-        _say_estimate(nbb.estimate_build_seconds(loaded, args.corpus, todo), todo)
+        _say_estimate(nbb.estimate_build_seconds(loaded, args.corpus, todo), todo, niced_here())
     progress, close = _progress(args.no_progress)
     try:
         return nbb.build_index(loaded, args.corpus, args.layer, progress)
@@ -93,7 +93,7 @@ def _start_builds(loaded, args) -> None:
             print(f"layer {layer}: already built ({path})", file=sys.stderr)
             continue
         _say_estimate(nbb.estimate_build_seconds(loaded, args.corpus, layer, threads=background_threads(),
-                                                 process_start=True), [layer])
+                                                 process_start=True), [layer], niced=True)
         if why := neighbour_jobs.start_build(path, ["--model", args.model, "--layer", str(layer), "--corpus",
                                                       args.corpus, "--no-progress"], one_at_a_time=False):
             print(f"layer {layer}: {why}", file=sys.stderr)  # (the builder makes room in the cache itself)
@@ -102,10 +102,10 @@ def _start_builds(loaded, args) -> None:
                   f"{neighbour_jobs.work_dir(path) / 'progress.json'}", file=sys.stderr)
 
 
-def _say_estimate(est: dict, layers: list[int]) -> None:
-    """The estimate of a build, one line on stderr, before it starts."""
+def _say_estimate(est: dict, layers: list[int], niced: bool) -> None:
+    """The estimate of a build, one line on stderr, before it starts (``niced``: at low priority)."""
     print(f"estimate for layer{'s' if len(layers) > 1 else ''} {', '.join(map(str, layers))}: "
-          f"{said(est['seconds'], est['threads'])} ({est['tokens']:,} tokens of {est['sentences']:,} sentences, about "
+          f"{said(est['seconds'], est['threads'], niced=niced)} ({est['tokens']:,} tokens of {est['sentences']:,} sentences, about "
           f"{est['tokens_per_s']:,.0f} tokens/s: {est['basis']})", file=sys.stderr, flush=True)
 
 

@@ -31,6 +31,9 @@ def register(sub) -> None:
                         + " (default: quality)")
     s.add_argument("--status", action="store_true", help="only say what is prepared, model by model")
     s.add_argument("--json", action="store_true", help="with --status: the table as JSON")
+    s.add_argument("--said", metavar="TEXT", help="the builds' time as it was said to whoever started this (the "
+                                                  "app's Prepare panel passes what it showed), quoted again at the "
+                                                  "end instead of an estimate made a moment later")
     s.set_defaults(func=cmd_prepare_class)
 
 
@@ -56,8 +59,8 @@ def cmd_prepare_class(args) -> int:
     # The first visits are not estimated (seconds each: 15-20 s in all for the default model, and for a model
     # of BERT-Base's size, on 2 busy cores), so the time said is the builds' alone, and the last line
     # compares it with the builds' time taken
-    told = speed.said(total, background_threads())
-    builds = f"then {len(todo)} build(s) not yet done, {told} in all (each page's own estimate" if todo else \
+    told = args.said or speed.said(total, background_threads())
+    builds = f"then {len(todo)} build(s) not yet done, {told} for the builds (each page's own estimate" if todo else \
         "then no build (none asked for, or all done"
     print(f"preparing {len(models)} model(s): first each page's first-visit work (seconds each, not estimated), "
           f"{builds}; {speed.load_text()})", file=sys.stderr, flush=True)

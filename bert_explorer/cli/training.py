@@ -18,7 +18,7 @@ from ..analysis.probes import quality
 from ..tasks.base import TaskType
 from ..tasks.registry import task_type
 from ..checkpoint import CheckpointError
-from ..train.speed import load_text, said
+from ..train.speed import load_text, niced_here, said
 from ..train.estimate import background_threads
 from ..train.finetune import FinetuneConfig, estimate as finetune_estimate, read_data, run_finetuning, steps_text
 from ..train.predict import Predictor
@@ -119,7 +119,7 @@ def cmd_evaluate_pretraining(args) -> int:
                 held_out = f"from the settings given ({cfg.corpus}, {cfg.held_out_fraction:.0%} held out, seed {cfg.seed})"
         threads = torch.get_num_threads()
         print(f"measuring {args.sequences or 'every'} held-out sequence{'s' if args.sequences != 1 else ''}: "
-              f"{said(quality.estimate_seconds(loaded.config, args.sequences or 1818, threads=threads), threads)} "
+              f"{said(quality.estimate_seconds(loaded.config, args.sequences or 1818, threads=threads), threads, niced=niced_here())} "
               f"({load_text()})", file=sys.stderr, flush=True)
         result = quality.measure(loaded, cfg, held_out, max_sequences=args.sequences, progress=progress_lines())
         quality.save(quality.entry_path(loaded, cfg, args.sequences), result)
@@ -168,7 +168,8 @@ def cmd_finetune(args) -> int:
         except (CheckpointError, OSError, KeyError, ValueError):  # data or model unreadable: the run says why
             return
         when = f"every {cfg.eval_every:,} steps" if cfg.eval_every else "after each epoch"
-        print(f"estimate: {said(est['seconds'], est['threads'])} ({steps_text(est, cfg)} of about "
+        told = said(est['seconds'], est['threads'], niced=background or niced_here())
+        print(f"estimate: {told} ({steps_text(est, cfg)} of about "
               f"{est['tokens_per_example']:.0f} WordPieces, "
               f"{est['dev_examples']:,} dev examples scored {when}; {est['basis']})", file=sys.stderr, flush=True)
         for note in dict.fromkeys(train.notes + dev.notes):  # (a file read as Latin-1, rows skipped, sampling)

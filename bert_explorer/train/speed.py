@@ -14,7 +14,8 @@ Here both are measured on the CPU the job runs on, and kept per machine:
   job here spends its time in (training, fine-tuning, the index, the probes' vectors, the measures).
 
 Both are said for an **idle machine**. :func:`share_now` is the part of it a job of ``threads`` threads
-gets now, cores / (load + threads) a thread, at most all of it; :func:`said` puts both in words: "about 4 min
+gets now, from the CPU time the system counted over the last minute at normal and at low priority (a
+background job at low priority gets what normal work leaves); :func:`said` puts both in words: "about 4 min
 here now (1 min 50 s on an idle machine)".
 
 Kept in ``machine-speed.json`` in the disk cache's folder, under the machine's name (its CPU, cores and
@@ -181,6 +182,16 @@ def layer_flop_s(work: str, hidden: int, n_threads: int, bf16: bool = False, int
 
 
 # ----- the share of the machine a job gets now ---------------------------------------------------------
+# A thread at nice 10 beside a busy one at nice 0 gets about a tenth of their core (the kernel's weights,
+# 110 against 1024): measured here, a one-thread job at nice 10 took 1.19 s beside one busy process at nice 0
+# on 2 cores (idle 1.13 s: a core of its own), 13.3 s beside two (the load average of 1.9 said 1.6 s), and
+# 1.92 s beside two busy processes at nice 10 (said 1.71 s). The load average cannot tell them apart.
+CRUMBS = 0.1
+BUSY_WINDOW_S = 60.0  # how far back the CPU time counted for "now" reaches (the load average's minute)
+_busy_lock = threading.Lock()
+_cpu_samples: list[tuple[float, list[int]]] = []  # (monotonic time, /proc/stat's first line)
+
+
 def load_now() -> float:
     """The machine's load average over the last minute (0 where the system keeps none)."""
     try:
@@ -194,30 +205,87 @@ def load_text() -> str:
     return f"load {load_now():.1f} on {os.cpu_count() or 1} cores"
 
 
+def _cpu_times() -> list[int] | None:
+    """/proc/stat's CPU times (user, nice, system, idle, iowait, irq, softirq, steal), or None where the
+    file is missing or counts other CPUs than this process may use (a container shown the host's)."""
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+        if sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit()) != (os.cpu_count() or 1):
+            return None
+        return [int(x) for x in lines[0].split()[1:9]]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def busy_cores() -> tuple[float, float]:
+    """(cores busy with work at normal priority, cores busy with low-priority work such as this app's
+    background jobs) over about the last minute: the CPU time the system counted, where it counts it
+    (Linux); elsewhere the load average, all of it taken as normal priority. A process's first call
+    counts half a second."""
+    first = _cpu_times()
+    if first is None:
+        return load_now(), 0.0
+    now = time.monotonic()
+    with _busy_lock:
+        _cpu_samples[:] = [x for x in _cpu_samples if now - x[0] <= BUSY_WINDOW_S]
+        base = next((x for x in _cpu_samples if now - x[0] >= 0.5), None)
+        if base is None:  # nothing counted yet in this window: count half a second now
+            base = (now, first)
+            time.sleep(0.5)
+            now, first = time.monotonic(), _cpu_times() or first
+        if not _cpu_samples or now - _cpu_samples[-1][0] >= 1.0:  # (a class's renders: one a second is enough)
+            _cpu_samples.append((now, first))
+    d = [b - a for a, b in zip(base[1], first)]
+    total = sum(d)
+    if total <= 0:
+        return load_now(), 0.0
+    cores = os.cpu_count() or 1
+    user, nice, system, _idle, _iowait, irq, softirq, steal = d
+    return cores * (user + system + irq + softirq + steal) / total, cores * nice / total
+
+
 def is_idle() -> bool:
     """Does other work leave at least half the cores free now?"""
-    return load_now() < 0.5 * (os.cpu_count() or 1)
+    normal, low = busy_cores()
+    return normal + low < 0.5 * (os.cpu_count() or 1)
 
 
-def share_now(n_threads: int, load: float | None = None) -> float:
-    """The part of an idle machine's speed a job of ``n_threads`` threads gets now: each thread gets
-    cores / (load + threads) of a core, at most a whole one."""
+def share_now(n_threads: int, load: float | None = None, niced: bool = True) -> float:
+    """The part of an idle machine's speed a job of ``n_threads`` threads gets now.
+
+    A job at normal priority shares the cores with the other work at normal priority, cores / (busy +
+    threads) a thread, and hardly notices low-priority work. A low-priority job (``niced``: every
+    background job of the app) gets the cores that normal work leaves, shared with the other low-priority
+    work, and a tenth of a core where none is left. ``load``: the cores busy at normal priority, given
+    (else counted, :func:`busy_cores`). At most all of it, at least :data:`CRUMBS`."""
     cores = os.cpu_count() or 1
-    load = load_now() if load is None else load
-    return min(1.0, cores / (max(0.0, load) + max(1, int(n_threads))))
+    normal, low = (max(0.0, load), 0.0) if load is not None else busy_cores()
+    threads = max(1, int(n_threads))
+    if niced:
+        share = (cores - normal) / (low + threads)
+    else:
+        share = cores / (normal + threads)
+    return max(CRUMBS, min(1.0, share))
 
 
-def seconds_now(idle_seconds: float, n_threads: int, load: float | None = None) -> float:
-    """``idle_seconds`` of work, as long as it takes on this machine now."""
-    return idle_seconds / share_now(n_threads, load)
+def niced_here() -> bool:
+    """Does this process run at low priority (a background job, or a command started under ``nice``)?
+    A command's own work is estimated at the priority it runs at."""
+    return hasattr(os, "nice") and os.nice(0) > 0
 
 
-def said(idle_seconds: float, n_threads: int, load: float | None = None) -> str:
+def seconds_now(idle_seconds: float, n_threads: int, load: float | None = None, niced: bool = True) -> float:
+    """``idle_seconds`` of work, as long as it takes on this machine now (at low priority unless not ``niced``)."""
+    return idle_seconds / share_now(n_threads, load, niced)
+
+
+def said(idle_seconds: float, n_threads: int, load: float | None = None, niced: bool = True) -> str:
     """"about 4 min 10 s here now (1 min 50 s on an idle machine)", or "about 1 min 50 s (the machine is
-    idle now)" when the load takes less than a tenth: a time said before a job starts."""
+    idle now)" when the load takes less than a tenth: a time said before a job starts, for a job at low
+    priority (the app's background jobs) or, not ``niced``, at normal priority (a command's own work)."""
     from ..runs.report import duration_text
 
-    now = seconds_now(idle_seconds, n_threads, load)
+    now = seconds_now(idle_seconds, n_threads, load, niced)
     if now <= 1.1 * idle_seconds:
         return f"about {duration_text(now)} (the machine is idle now)"
     return f"about {duration_text(now)} here now ({duration_text(idle_seconds)} on an idle machine)"
