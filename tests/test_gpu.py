@@ -353,6 +353,7 @@ sys.meta_path.insert(0, _Absent())
 '''
 
 
+@pytest.mark.slow  # (run with -m slow before a GPU loan, docs/gpu-kit.md)
 def test_the_gpu_tests_and_their_entry_points_need_none_of_the_app_packages(tmp_path):
     """A lent GPU machine has torch, transformers, tokenizers, safetensors, numpy, pandas and
     scikit-learn, not streamlit, plotly, captum, bertviz or the corpus packages. With those made

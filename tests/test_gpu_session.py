@@ -49,6 +49,7 @@ def _gpu(*args, timeout=600, **kw):
 
 
 # ----- the dry run ----------------------------------------------------------------------------
+@pytest.mark.slow  # (a minute of 11 processes' imports: run with -m slow before a GPU loan, docs/gpu-kit.md)
 def test_dry_run_runs_every_step_and_everything_comes_back(sample_travel, tmp_path):
     # _gpu's timeout only guards against a hang: the dry run's time depends on what else shares the machine
     proc = _gpu("run", "--dry-run", "--work", str(tmp_path), "--travel", str(sample_travel))
