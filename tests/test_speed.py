@@ -120,6 +120,30 @@ def test_the_busy_cores_are_the_cpu_time_the_system_counted(monkeypatch):
     assert speed.busy_cores() == (1.7, 0.0)
 
 
+def test_a_run_s_time_left_is_its_own_average_and_counts_down_between_writes(monkeypatch):
+    """A pre-training's time left came from its last ten steps (it leapt by half after each evaluation),
+    and the page showed it as written, so two pages a minute apart said two times. It is the rate of all
+    the steps of this process, and a page takes off the time since the status was written."""
+    from streamlit.testing.v1 import AppTest
+
+    from bert_explorer.train.engine import time_left
+
+    monkeypatch.setattr("time.time", lambda: 1000.0)
+    assert time_left(970.0, 10, 20) == pytest.approx(60.0)  # 3 s a step, 20 steps to go
+    assert time_left(970.0, 0, 20) == pytest.approx(600.0) and time_left(970.0, 10, -1) == 0.0
+    monkeypatch.undo()
+
+    def page():
+        import time as t
+
+        from bert_explorer.app.runs_view import show_progress
+        show_progress({"state": "running", "step": 10, "max_steps": 100, "eta_s": 150, "updated": t.time() - 60})
+
+    at = AppTest.from_function(page).run()
+    (bar,) = at.get("progress")
+    assert "step 10 of 100 · about 1 min 30 s left" in bar.proto.text
+
+
 def test_the_time_left_corrects_itself_from_the_progress_made():
     assert seconds_left(1000.0, 0.25, now=1030.0) == pytest.approx(90.0)   # 30 s for a quarter: 90 s to go
     assert seconds_left(1000.0, 0.5, now=1120.0) == pytest.approx(120.0)   # slower than it first went: more

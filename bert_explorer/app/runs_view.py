@@ -178,6 +178,8 @@ def show_progress(status: dict) -> None:
     if total:
         text += f" · step {step:,} of {total:,}"
     eta = status.get("eta_s")
+    if eta is not None and status.get("updated"):  # said when the status was written: less the time since
+        eta = max(0.0, eta - max(0.0, time.time() - float(status["updated"])))
     if state == "running" and eta is not None and total and step < total:
         end = time.strftime("%H:%M", time.localtime(time.time() + eta))
         text += f" · about {duration_text(eta)} left (ETA {end})"

@@ -159,6 +159,13 @@ def fit(run: Reporter, *, n_train: int, batch_size: int, epochs: float, seed: in
                   job.best_state, job.early_stop)
 
 
+def time_left(started: float, steps_done: int, steps_to_go: int) -> float:
+    """Seconds a run has left at the rate of every step this process has taken (its evaluations and saves
+    counted in, as they recur): steadier than the last few steps' rate, which leapt by half at each
+    evaluation, and right for a resumed run (counted from its own start)."""
+    return (time.time() - started) / max(1, steps_done) * max(0, steps_to_go)
+
+
 class Epochs:
     """The job of fine-tuning-like training (``trainer.Job``): the epochs' batches, the log lines,
     the evaluations (after each epoch or every N steps, and at the end, and at a stop), early
@@ -171,6 +178,7 @@ class Epochs:
         self.tag, self.scheduler, self.evaluating, self.on_evaluated = tag, scheduler, evaluating, on_evaluated
         self.log_every = max(1, min(10, total // 20))  # a short run still draws a loss curve, not a dot
         self.history, self.steps, self.epoch_batches, self.t0 = [], [], {}, time.time()
+        self.t0_step = 0  # the step this process started from (a resumed run's is its checkpoint's)
         self.measured_stop = False  # a Stop taken during an evaluation, which then measured the model once more
         self.stop_taken = False     # a Stop was taken (between steps or during an evaluation)
         self.best_step, self.best_value, self.best_state, self.waited, self.early_stop = None, None, None, 0, None
@@ -204,7 +212,7 @@ class Epochs:
                **({"lr": self.scheduler.get_last_lr()[0]} if self.scheduler else {}), "time": time.time()}
         self.reporter.log_metrics(rec)
         self.reporter.write_status(step=step, max_steps=self.total, last=rec,
-                                   eta_s=round((time.time() - self.t0) / step * (self.total - step)))
+                                   eta_s=round(time_left(self.t0, step - self.t0_step, self.total - step)))
 
     def evaluate(self, step: int, scheduled: bool = True) -> tuple[dict, bool]:
         """The dev metrics now, logged and kept; and whether to stop after them (a Stop came during
@@ -271,6 +279,7 @@ class Epochs:
         self.history, self.steps = list(state["history"]), list(state["steps"])
         self.best_step, self.best_value, self.waited = state["best_step"], state["best_value"], state["waited"]
         step = self.steps[-1] if self.steps else 0
+        self.t0, self.t0_step = time.time(), step
         if self.evaluating.keep_best:
             self.best_state = best_state if best_state is not None and self.best_step != step else \
                 {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}

@@ -34,7 +34,7 @@ from ..tokenizer import WordPieceTokenizer
 from . import levers
 from .device import Device, pick_device, threads_text
 from .optim import linear_warmup_decay, load_optimizer_state, make_optimizer
-from .engine import marks_failure
+from .engine import marks_failure, time_left
 from .pretrain_config import PretrainConfig, positions_fit, warmup_steps_of
 from .pretraining_data import PretrainingData, cloze_sentences, learns_its_words_from_an_upload, pretraining_data
 from .report import MemoryReporter, Reporter
@@ -350,6 +350,7 @@ class Pretraining:
         self.cfg, self.reporter, self.dev, self.data, self.t = cfg, run, dev, data, t
         self.objective, self.on_step, self.stop_signal = cfg.objective_type, on_step, stop_signal
         self.tokens_seen, self.tokens_since, self.last_log, self.last_eval = tokens_seen, 0, time.time(), None
+        self.part_start = (t.step, time.time())  # this process's first step and its time: the rate of the ETA
         self.flops_per_token = model_flops_per_token(t.model, cfg.max_seq_length,
                                                      cfg.masking.mlm_probability)["total"]
         self.frames, self.to_record = self._frame_recorder(latest)
@@ -418,8 +419,8 @@ class Pretraining:
         if peak:
             last["mfu"] = round(tps * self.flops_per_token / (peak * dev.world_size), 4)
         run.log_metrics(last)
-        remaining = (cfg.max_steps - step) * (time.time() - self.last_log) / max(1, cfg.log_every)
-        run.write_status(step=step, last=last, eta_s=round(remaining))
+        run.write_status(step=step, last=last, eta_s=round(time_left(self.part_start[1], step - self.part_start[0],
+                                                                       cfg.max_steps - step)))
         self.tokens_since, self.last_log = 0, time.time()
 
     def _measure(self) -> dict:
