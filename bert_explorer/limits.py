@@ -41,6 +41,10 @@ MAP_SENTENCES = 40      # sentences on the map of one word in context: one legen
 COMPARED = 12           # sentences compared pair by pair: 12 give 66 pairs, one line each on the chart
 PAIRS = 50              # rows of sentence pairs scored at once
 MIN_IG_STEPS = 10       # fewer integration steps than this explain nothing
+# The time-lapse loads and runs each checkpoint it reads: at most this many, and at most this many bytes of
+# weights together (a BERT-Base checkpoint is 440 MB: three of them), evenly spaced over the run.
+TIMELAPSE_CHECKPOINTS = 12
+TIMELAPSE_BYTES = 1.5e9
 
 
 class TooLarge(ValueError):

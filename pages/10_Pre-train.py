@@ -7,8 +7,8 @@ import streamlit as st
 import torch
 
 from bert_explorer import limits
-from bert_explorer.analysis.attention.timelapse import (default_sentence, shipped_frames, timelapse,
-                                                        timelapse_from_frames)
+from bert_explorer.analysis.attention.timelapse import (checkpoints_to_read, default_sentence, shipped_frames,
+                                                        timelapse, timelapse_from_frames)
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
@@ -361,13 +361,17 @@ if sentence == OWN_SENTENCE:
     t1, t2, t3, t4 = st.columns([4, 1, 1, 1])
     # (each run its own box: an uploaded text's run opens on a sentence of its own held-out text)
     text = text_box(t1.text_input, "Sentence (write [MASK] where a word is hidden)", default_sentence(run.path),
-                         key=f"pt_tl_text_{finder.rel_name(run.path, root)}",
-                         max_chars=limits.CHARS)
+                    key=f"pt_tl_text_{finder.rel_name(run.path, root)}", max_chars=limits.CHARS)
     layer = t2.selectbox("Layer", range(model_cfg.num_layers), key="pt_tl_layer", format_func=lambda i: f"{i + 1}")
     head = t3.selectbox("Head", range(model_cfg.num_heads), key="pt_tl_head", format_func=lambda i: f"{i + 1}")
     top_k = t4.number_input("Top-k", 1, 10, 5, key="pt_tl_k")
+    read = checkpoints_to_read(ckpts)
+    if len(read) < len(ckpts):
+        st.caption(f"The time-lapse reads {len(read)} of the run's {len(ckpts)} checkpoints, evenly spaced from step "
+                   f"{read[0][0]:,} to step {read[-1][0]:,}: each one is loaded and run, and this server answers one "
+                   "such request at a time.")
     try:
-        tl = _timelapse(str(run.path), _checkpoint_stamp(ckpts), text, layer, head, int(top_k))
+        tl = _timelapse(str(run.path), _checkpoint_stamp(read), text, layer, head, int(top_k))
     except ValueError as e:
         st.info(str(e))
         st.stop()

@@ -278,3 +278,27 @@ def test_a_run_on_an_uploaded_text_opens_its_time_lapse_on_a_sentence_of_its_own
     recorded = [s["text"] for s in read_frames(tmp_path / "recorded")["sentences"]]
     assert recorded[0] == said and len(recorded) == len(SENTENCES) and not set(recorded) & set(SENTENCES)
     assert sum(map(unread, recorded)) < sum(map(unread, SENTENCES))
+
+
+def test_a_time_lapse_reads_evenly_spaced_checkpoints_within_its_bounds(tmp_path, monkeypatch):
+    """A run that saved every 100 steps had the page load and run every checkpoint on a visit (a student's
+    too): at most limits.TIMELAPSE_CHECKPOINTS of them, and as many as fit limits.TIMELAPSE_BYTES."""
+    from bert_explorer import limits
+    from bert_explorer.analysis.attention.timelapse import checkpoints_to_read
+
+    found = []
+    for step in range(100, 4100, 100):  # 40 checkpoints
+        d = tmp_path / f"step-{step}"
+        d.mkdir()
+        with open(d / "model.safetensors", "wb") as f:
+            f.truncate(11_000_000)  # explorer-mini's size (a sparse file)
+        found.append((step, d))
+    read = checkpoints_to_read(found)
+    assert len(read) == limits.TIMELAPSE_CHECKPOINTS == 12
+    assert read[0] == found[0] and read[-1] == found[-1]
+    gaps = {b[0] - a[0] for a, b in zip(read, read[1:])}
+    assert max(gaps) - min(gaps) <= 100  # evenly spaced, give or take one save
+    assert checkpoints_to_read(found[:5]) == found[:5]
+    with open(found[-1][1] / "model.safetensors", "wb") as f:
+        f.truncate(440_000_000)  # BERT-Base's weights: three fit in 1.5 GB
+    assert [s for s, _ in checkpoints_to_read(found)] == [100, 2100, 4000]

@@ -127,6 +127,21 @@ def test_pretrain_page_starts_a_run_and_shows_curves_and_timelapse(runs_root):
     assert "schedule is re-planned from step 4" in run.path.joinpath("log.txt").read_text()
     assert [m["step"] for m in run.metrics() if m["split"] == "train"] == [4, 6]  # logged every 10 steps + the last
 
+    # a run with more checkpoints than a time-lapse reads: evenly spaced ones, the first and the last, said so
+    from bert_explorer import limits
+    weights = (run.checkpoints()[-1][1] / "model.safetensors").stat().st_size
+    limits_before = limits.TIMELAPSE_BYTES
+    limits.TIMELAPSE_BYTES = 2.5 * weights  # two checkpoints' weights fit
+    try:
+        at.run()
+    finally:
+        limits.TIMELAPSE_BYTES = limits_before
+    assert not at.exception
+    heat = next(c for c in _charts(at) if "attention at each checkpoint" in c["layout"]["title"]["text"])
+    assert [s["label"] for s in heat["layout"]["sliders"][0]["steps"]] == ["step 2", "step 6"]
+    assert any(c.value.startswith("The time-lapse reads 2 of the run's 3 checkpoints, evenly spaced from step 2 to "
+                                  "step 6") for c in at.caption)
+
 
 def test_pretrain_page_estimate_counts_the_evaluations_and_the_loading(runs_root):
     """a 40-step warm start evaluated 10 times took five times its estimate. The page's

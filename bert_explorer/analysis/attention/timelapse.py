@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ... import checkpoint
+from ... import checkpoint, limits
 from ...checkpoint import Loaded
 from ...runs.run import Run
 from ...train.timelapse_frames import SENTENCES, frames_file, read_frames
@@ -140,6 +140,20 @@ def shipped_frames() -> dict[str, Path]:
 def checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
     """The run's saved checkpoints as (step, directory), oldest first."""
     return Run(run_dir).checkpoints()
+
+
+def checkpoints_to_read(found: list[tuple[int, Path]]) -> list[tuple[int, Path]]:
+    """Of a run's checkpoints (oldest first), those one time-lapse reads: all of them up to
+    ``limits.TIMELAPSE_CHECKPOINTS`` and ``limits.TIMELAPSE_BYTES`` of weights, else as many as fit, evenly
+    spaced, the first and the last among them. Each is loaded and run once, so a run with many saves (or a
+    large model) does not hold the server for minutes."""
+    if not found:
+        return []
+    weights = sum(f.stat().st_size for f in Path(found[-1][1]).glob("*.safetensors")) or 1
+    n = max(2, min(limits.TIMELAPSE_CHECKPOINTS, int(limits.TIMELAPSE_BYTES // weights)))
+    if len(found) <= n:
+        return list(found)
+    return [found[i] for i in sorted({round(i * (len(found) - 1) / (n - 1)) for i in range(n)})]
 
 
 def _first_mask_probs(loaded: Loaded, text: str) -> np.ndarray | None:
