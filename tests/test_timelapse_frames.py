@@ -302,3 +302,25 @@ def test_a_time_lapse_reads_evenly_spaced_checkpoints_within_its_bounds(tmp_path
     with open(found[-1][1] / "model.safetensors", "wb") as f:
         f.truncate(440_000_000)  # BERT-Base's weights: three fit in 1.5 GB
     assert [s for s, _ in checkpoints_to_read(found)] == [100, 2100, 4000]
+
+
+def test_a_checkpoint_s_frame_in_one_pass_is_what_the_probes_compute(recorded):
+    """A frame was three passes of the model (attention, the top-k, the first [MASK]'s distribution); a
+    sentence within max_tokens now takes one. Each part equals what the page's own probes compute."""
+    from bert_explorer.analysis.attention.heads import attention_maps
+    from bert_explorer.analysis.attention.timelapse import frame
+    from bert_explorer.analysis.probes.pretraining_tasks import MLM_HEAD, mlm_top_k
+
+    loaded = checkpoint.load(recorded / "checkpoints" / "step-12", "BertForPreTraining", need_heads=(MLM_HEAD,))
+    text = "the oven is very [MASK] today , said the [MASK] ."
+    f = frame(loaded, text, layer=1, head=1, top_k=4)
+    att = attention_maps(loaded, text)
+    assert f.tokens == att.tokens and np.allclose(f.attention, att.attentions[1, 1], atol=1e-6)
+    want = mlm_top_k(loaded, text, 4)
+    assert [m["position"] for m in f.predictions] == [m["position"] for m in want]
+    assert [[p["token"] for p in m["predictions"]] for m in f.predictions] == \
+        [[p["token"] for p in m["predictions"]] for m in want]
+    assert np.allclose([p["probability"] for m in f.predictions for p in m["predictions"]],
+                       [p["probability"] for m in want for p in m["predictions"]], atol=1e-5)
+    assert f.first_mask_probs.argmax() == loaded.tokenizer.token_to_id(want[0]["predictions"][0]["token"])
+    assert f.first_mask_probs.sum() == pytest.approx(1.0, abs=1e-4)

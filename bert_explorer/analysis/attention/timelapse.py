@@ -34,7 +34,7 @@ from ... import checkpoint, limits
 from ...checkpoint import Loaded
 from ...runs.run import Run
 from ...train.timelapse_frames import SENTENCES, frames_file, read_frames
-from ..probes.pretraining_tasks import MLM_HEAD, mlm_top_k
+from ..probes.pretraining_tasks import MLM_HEAD, mlm_top_k, top_k_at
 from .heads import attention_maps, head_name, layer_name
 
 DEFAULT_SENTENCE = SENTENCES[0]  # the first of the sentences that recorded frames hold
@@ -177,7 +177,20 @@ def frame(loaded: Loaded, text: str, layer: int, head: int, top_k: int = 5, max_
     if not 0 <= head < c.num_heads:
         raise ValueError(f"head {head} does not exist: this model has head indices 0 to {c.num_heads - 1} "
                          f"(heads 1 to {c.num_heads} as the app counts them)")
-    att = attention_maps(loaded, text, max_tokens=max_tokens)
+    tok = loaded.tokenizer
+    enc = tok.encode(text, max_length=min(max_tokens, c.max_position_embeddings))
+    if len(tok.encode(text).input_ids) == len(enc.input_ids):
+        # (the common case, a sentence within max_tokens: one pass gives the attention and the guesses)
+        batch = tok.tensors([enc], device=next(loaded.model.parameters()).device)
+        with torch.no_grad():
+            out = loaded.model(**batch, output_attentions=True)
+        masks = [i for i, t in enumerate(enc.input_ids) if t == tok.mask_id]
+        logits = out.mlm_logits[0]  # [T, V]
+        return Frame(step=step, path=str(loaded.path), tokens=list(enc.tokens),
+                     attention=out.attentions[layer][0, head].float().cpu().numpy(),
+                     predictions=top_k_at(logits, masks, tok, top_k) if masks else [],
+                     first_mask_probs=logits[masks[0]].float().softmax(-1).cpu().numpy() if masks else None)
+    att = attention_maps(loaded, text, max_tokens=max_tokens)  # a longer one: the attention of its first part
     try:
         predictions = mlm_top_k(loaded, text, top_k)
     except ValueError:  # no [MASK] in the sentence: attention only

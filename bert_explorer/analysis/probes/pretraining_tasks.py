@@ -44,6 +44,11 @@ def mlm_top_k(loaded: Loaded, text: str, top_k: int = 5, text_b: str | None = No
     batch = tok.tensors([enc], device=next(loaded.model.parameters()).device)
     with torch.no_grad():
         logits = loaded.model(**batch).mlm_logits[0]  # [T, V]
+    return top_k_at(logits, positions, tok, top_k)
+
+
+def top_k_at(logits: torch.Tensor, positions: list[int], tok, top_k: int) -> list[dict]:
+    """The top-k words of the MLM ``logits`` ([T, V]) at each of ``positions``, as :func:`mlm_top_k` gives them."""
     probs = logits[positions].float().softmax(-1)      # [M, V]
     p, ids = probs.topk(top_k, dim=-1)
     return [
