@@ -15,7 +15,7 @@ from bert_explorer.runs.background import delete, delete_refusal
 from bert_explorer.runs.run import Run
 
 overlay = "lay the curves of several over each other (how the paper compares its ablations)"
-intro("Runs", f"""
+intro("Runs", lambda: f"""
 Every pre-training run (Appendix A.2), fine-tuning run (Section 4) and ablation cell (Section 5) is a
 folder under `{shown_path(runs_root())}`: its settings, status, log, the metrics of every logged step and its
 checkpoints. Here you see them all, open one{f", {overlay}, and delete the ones you no longer need" if

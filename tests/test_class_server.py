@@ -64,6 +64,16 @@ def test_the_teachers_link_makes_the_session_the_teachers_and_leaves_the_address
     assert warning.value.startswith("That teacher's link is not this server's")
 
 
+def test_a_page_s_words_for_the_teacher_are_read_after_the_role_is_taken(classroom, monkeypatch):
+    """Runs told the teacher what it tells a student (no deleting) when the teacher opened it by its address:
+    its intro asked for the role before the menu had taken it from the link or the cookie."""
+    delete = "and delete the ones you no longer need"
+    assert delete in _page("pages/13_Runs.py", teacher=True).markdown[0].value
+    assert delete not in _page("pages/13_Runs.py").markdown[0].value
+    monkeypatch.setattr(roles, "browser_cookie", roles.cookie_value)  # a reload of the teacher's browser
+    assert delete in _page("pages/13_Runs.py").markdown[0].value
+
+
 def test_a_reload_or_a_second_tab_of_the_teachers_browser_stays_the_teachers(classroom, monkeypatch):
     """The teacher's browser keeps a cookie derived from the token; a new session of it (a reload, a second
     tab) reads it back. A cookie derived from another token (a server started since) is no teacher's."""

@@ -176,6 +176,7 @@ def test_a_rate_is_drawn_from_zero():
     figs = pretrain_figures([{"split": "train", "step": 10, "loss": 7.0, "tokens_per_s": 4199.0, "mfu": 0.02}])
     assert figs["speed"].layout.yaxis.rangemode == "tozero" and figs["mfu"].layout.yaxis.rangemode == "tozero"
     assert figs["loss"].layout.yaxis.rangemode is None  # a loss is read by its changes, not from 0
+    assert figs["speed"].layout.yaxis.title.text == "tokens/s"  # one measure: the axis names it, not "value"
 
 
 def test_a_pre_training_s_progress_bar_never_trails_its_curves(tmp_path):

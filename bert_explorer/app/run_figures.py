@@ -45,6 +45,8 @@ def line_figure(rows: list[dict], keys: list[str], title: str, split: str | None
     fig = px.line(pd.DataFrame(data), x="step", y="value", color="series", title=title,
                   markers=len(data) <= 60)
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=40, b=10), legend_title_text="")
+    if len({d["series"] for d in data}) == 1:  # one measure: its axis says which (plotly's own says "value")
+        fig.update_yaxes(title_text=data[0]["series"])
     steps = [d["step"] for d in data if isinstance(d["step"], (int, float))]
     if steps and max(steps) - min(steps) < 10:  # plotly's own ticks would fall between steps (1, 1.5, 2)
         fig.update_xaxes(dtick=1)

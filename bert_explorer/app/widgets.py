@@ -1,6 +1,8 @@
 """Small page helpers: the teaching blurb and the "this model cannot do that" message."""
 from __future__ import annotations
 
+from typing import Callable
+
 import streamlit as st
 
 from ..checkpoint import Loaded
@@ -42,13 +44,14 @@ def menu() -> None:
         st.divider()
 
 
-def intro(title: str, text: str) -> None:
+def intro(title: str, text: str | Callable[[], str]) -> None:
     """The top of a page: its browser-tab title, the menu, its title and what it shows. ``title`` is the
-    page's label in MENU: one name per page, in the menu, the tab and the heading."""
+    page's label in MENU: one name per page, in the menu, the tab and the heading. A text that depends on
+    who reads it (the teacher, a student) is a function: it is read after the menu has taken the role."""
     st.set_page_config(page_title=f"{title} · BERT Explorer", layout="wide")
     menu()
     st.title(title)
-    st.markdown(text)
+    st.markdown(text() if callable(text) else text)
 
 
 def needs_head(loaded: Loaded, head: str, what: str) -> bool:

@@ -316,10 +316,12 @@ def _trainer(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | Non
 
 
 def _announce(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None, data: PretrainingData,
-              t: Trainer) -> None:
+              t: Trainer, began: float) -> None:
+    # (started: when this part began to read its data, as the estimate counts the loading in: "took" is then
+    # comparable with the time said before the run)
     run.write_status(state="running", pid=os.getpid(), step=t.step, max_steps=cfg.max_steps,
                      device=dev.name, precision=dev.precision, world_size=dev.world_size,
-                     ddp_backend=dev.backend, started=time.time(),
+                     ddp_backend=dev.backend, started=began,
                      parameters=sum(p.numel() for p in t.model.parameters()),
                      train_sequences=len(data.train), held_out_sequences=len(data.held))
     run.log(f"{'resuming at' if latest else 'starting'} step {t.step}: {len(data.train)} training sequences, "
@@ -491,11 +493,12 @@ def _check_ranks_in_sync(run: Reporter, dev: Device, model) -> None:
 def _pretrain(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None, progress: bool, on_step,
               stop_signal: dict) -> tuple[dict, BertForPreTraining, WordPieceTokenizer]:
     """Build the data, build the model and its trainer (restored on a resume), train, finish."""
+    began = time.time()
     data = pretraining_data(cfg, run, dev, latest)
     t, tokens_seen = _trainer(cfg, run, dev, latest, _new_model(cfg, run, dev, latest, data.tok))
     _check_room(run, t.model, cfg, t.step)
     if dev.is_main:
-        _announce(cfg, run, dev, latest, data, t)
+        _announce(cfg, run, dev, latest, data, t, began)
     job = Pretraining(cfg, run, dev, data, t, tokens_seen, latest, progress, on_step, stop_signal)
     state = "stopped" if t.train(job, cfg.max_steps) else "finished"
     if job.bar:
