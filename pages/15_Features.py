@@ -16,7 +16,7 @@ from bert_explorer.data.corpora import corpus_title
 from bert_explorer.runs import neighbour_jobs as jobs
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.estimate import background_threads
-from bert_explorer.train.speed import said
+from bert_explorer.train.speed import said, seconds_now
 
 intro("Features of a layer", """
 A **sparse autoencoder** (SAE) rewrites each token's vector after one layer as a few active *features*
@@ -116,7 +116,8 @@ if state["state"] != "ready":
     if work_button(f"Train the SAE of layer {layer}", key="sae_train", type="primary"):
         refusal = jobs.start_build(path, fb.build_argv(name, settings), one_at_a_time=False,
                                    room_bytes=est["disk_bytes"], command=fb.BUILDER, what="SAE",
-                                   lesson=f"Features of layer {layer}")
+                                   lesson=f"Features of layer {layer}",
+                                   said_s=seconds_now(est["seconds"], background_threads()))
         if not refusal:
             st.rerun()
         st.info(refusal)

@@ -10,7 +10,7 @@ from bert_explorer.analysis.attention import clark, flow, head_map
 from bert_explorer.runs import neighbour_jobs as jobs
 from bert_explorer.data.corpora import corpus_title
 from bert_explorer.train.estimate import background_threads
-from bert_explorer.train.speed import said
+from bert_explorer.train.speed import said, seconds_now
 
 from bert_explorer.analysis.attention.heads import (BEHAVIOUR_RULE, COLUMN_NAMES, LABELS, REFERENCE_INPUTS,
                                               attention_maps, attention_rollout, behaviour_table, describe_behaviours,
@@ -185,7 +185,8 @@ def _build_start(path, state: dict, segments: int, *, what: str, key: str, label
                       "speed measured here, shared with what else runs now."):
         refusal = jobs.start_build(path, ["--model", name, "--segments", str(segments), "--corpus", CLARK_CORPUS],
                                    one_at_a_time=False, command=command, what=what,
-                                   lesson=f"Attention's {what} over {segments:,} segments")
+                                   lesson=f"Attention's {what} over {segments:,} segments",
+                                   said_s=seconds_now(cost_s, background_threads()))
         if not refusal:
             st.rerun()
         st.info(refusal)

@@ -16,7 +16,7 @@ from bert_explorer.app.keep import text_box
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.estimate import background_threads
-from bert_explorer.train.speed import said
+from bert_explorer.train.speed import said, seconds_now
 
 intro("Nearest neighbours", """
 Pick one token of your sentence and a layer: the table lists the tokens of a whole corpus (BBC
@@ -150,7 +150,7 @@ if state["state"] != "ready":
         refusal = jobs.start_build(Path(path), ["--model", name, "--layer", str(layer), "--corpus", str(corpus),
                                                 "--no-progress"], one_at_a_time=False,
                                    room_bytes=est["build_disk_bytes"], lesson=f"the nearest-neighbour index of "
-                                   f"{layer_label(layer)}")
+                                   f"{layer_label(layer)}", said_s=seconds_now(est["seconds"], est["threads"]))
         if not refusal:
             st.rerun()
         st.info(refusal)

@@ -175,6 +175,15 @@ def test_the_teacher_sees_the_cancel_and_a_student_a_sentence_in_the_lessons_wor
     assert no_work == [("stop SAE", path)]
 
 
+def test_a_student_reads_the_time_said_for_a_build_before_its_first_progress(classroom, no_work):
+    """A build that loads before it reports (Clark's measures: half a minute) showed a student no time at all."""
+    path = _running_sae(classroom)
+    neighbour_jobs.write_progress(path, state="starting", fraction=0.0, message="loading", pid=os.getpid(),
+                                  said=[time.time() - 20, 260.0])  # as start_build writes it: said 260 s, 20 s ago
+    bar = _page("pages/15_Features.py", sae_layer=2).get("progress")[0].proto.text
+    assert re.fullmatch(r"Preparing Features of layer 2 for the class · about (3 min 59 s|4 min 00 s) left", bar), bar
+
+
 def test_a_students_visit_to_the_masked_word_probe_starts_no_measurement(classroom, no_work, monkeypatch):
     from bert_explorer.analysis.probes import pretraining_tasks
 

@@ -182,6 +182,26 @@ def test_a_build_keeps_the_time_it_started_for_its_time_left(tmp_path, monkeypat
     assert jobs.read_progress(entry)["started"] == started
 
 
+def test_a_build_says_the_time_said_at_its_start_until_its_progress_says_more(tmp_path, monkeypatch):
+    """A student saw "Preparing Attention's measures for the class" with no time for the first half minute: the
+    build loads before its first progress. The time said when it was started, less the time since, stands in
+    until the build's own rate can be counted."""
+    import time
+
+    from bert_explorer.runs import neighbour_jobs as jobs
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    entry = tmp_path / "cache" / "entry"
+    jobs.write_progress(entry, state="starting", fraction=0.0, pid=None, said=[time.time() - 40, 240.0])
+    jobs.write_progress(entry, state="running", fraction=0.0, message="loading the model")  # the builder's own
+    p = jobs.read_progress(entry)
+    left = seconds_left(p["started"], p["fraction"], since=p.get("since"), said=p["said"])
+    assert left == pytest.approx(200, abs=2)
+    # once the build's own progress is enough, its own rate: half done in 10 s, 10 s to go
+    assert seconds_left(1000.0, 0.5, now=1010.0, since=[1000.0, 0.0], said=[900.0, 600.0]) == pytest.approx(10)
+    assert seconds_left(None, 0.0, now=2000.0, said=[900.0, 600.0]) == 0.0  # said, and overdue: no negative time
+
+
 def test_the_command_line_says_the_time_left_as_it_goes(monkeypatch, capsys):
     from bert_explorer.cli import common
 

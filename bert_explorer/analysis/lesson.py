@@ -109,8 +109,12 @@ def run(build: Build, report: Callable[[float, str], None], poll_s: float = 1.0)
     if build.done():
         return "already done"
     if build.state()["state"] != "building":
+        from ..train.estimate import background_threads
+        from ..train.speed import seconds_now
+
         if why := jobs.start_build(build.path, build.argv, one_at_a_time=False, room_bytes=build.room_bytes,
-                                   command=build.command, what=build.key, lesson=build.lesson):
+                                   command=build.command, what=build.key, lesson=build.lesson,
+                                   said_s=seconds_now(build.seconds, background_threads()) if build.seconds else None):
             return why
     while (s := build.state())["state"] == "building":
         report(float(s.get("fraction") or 0.0), s.get("message") or "starting…")

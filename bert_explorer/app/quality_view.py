@@ -17,7 +17,7 @@ import streamlit as st
 from ..analysis.probes import quality
 from ..runs import neighbour_jobs as jobs
 from ..train.estimate import background_threads
-from ..train.speed import said
+from ..train.speed import said, seconds_now
 from . import exports
 from .state import load, shown_path, without_host_paths
 from .roles import busy_sentence, not_prepared, progress_line, work_button, writes_allowed
@@ -77,7 +77,8 @@ def measured_here(name: str, loaded, stored_evaluation: dict | None) -> dict | N
         return None
     if work_button(f"Measure this model here ({about})", key="mlm_measure"):
         refusal = jobs.start_build(path, ["--model", name], one_at_a_time=False, command=quality.BUILDER,
-                                   what="measurement", lesson="the measurement of how well this model guesses")
+                                   what="measurement", lesson="the measurement of how well this model guesses",
+                                   said_s=seconds_now(quality.estimate_seconds(loaded.config), background_threads()))
         if refusal is None:
             st.rerun()
         st.info(refusal)

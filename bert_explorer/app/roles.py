@@ -199,7 +199,8 @@ def busy_sentence() -> None:
 def progress_line(progress: dict, lesson: str) -> str:
     """A running build's progress bar text: the builder's own line for whoever may start and stop work,
     the lesson's words ("Preparing Features of layer 3 for the class") for a student."""
-    left = left_text(progress.get("started"), progress.get("fraction") or 0.0, progress.get("since"))
+    left = left_text(progress.get("started"), progress.get("fraction") or 0.0, progress.get("since"),
+                     progress.get("said"))
     if writes_allowed():
         return (progress.get("message") or "starting…") + left
     return f"Preparing {lesson} for the class{left}"

@@ -66,8 +66,11 @@ def read_progress(entry_path: Path) -> dict:
 def write_progress(entry_path: Path, **fields) -> None:
     """The build's progress where pages and the CLI read it; a running build's start is kept (the time
     left is counted from it: ``report.seconds_left``)."""
-    if fields.get("state") == "running":
+    if fields.get("state") in ("running", "done", "failed", "stopped"):
+        # the time said when the build was started (its starter wrote it with "starting"), kept for its time left
         before = read_progress(entry_path)
+        fields.setdefault("said", before.get("said"))
+    if fields.get("state") == "running":
         same = before.get("pid") == fields.get("pid", os.getpid())
         if "started" not in fields:
             fields["started"] = before["started"] if same and before.get("started") else time.time()
@@ -189,7 +192,8 @@ BUILD_INDEX = ("bert_explorer.cli.neighbours", "build")  # the command that buil
 
 
 def start_build(entry_path: Path, argv: list[str], *, one_at_a_time: bool, room_bytes: float = 0,
-                command: tuple[str, ...] = BUILD_INDEX, what: str = "index", lesson: str | None = None) -> str | None:
+                command: tuple[str, ...] = BUILD_INDEX, what: str = "index", lesson: str | None = None,
+                said_s: float | None = None) -> str | None:
     """Start ``python -m <command> <argv>`` (by default ``bert_explorer.cli.neighbours build``: any
     builder that takes :func:`builder_lock` and reports with :func:`write_progress`) as its own
     process session, and return None; or start nothing and return one sentence why (:func:`start_refusal`, or the
@@ -200,7 +204,8 @@ def start_build(entry_path: Path, argv: list[str], *, one_at_a_time: bool, room_
     "starting" on disk before the lock is let go. Two sessions pressing *Build* together start
     one build, and the second is told why. The build gets one CPU core fewer than the machine has
     (``runs.background.spawn``), so the app stays responsive while it builds. ``lesson`` names the build
-    in a lesson's words ("Features of layer 3"), for what a student is told while it runs (:func:`preparing`)."""
+    in a lesson's words ("Features of layer 3"), for what a student is told while it runs (:func:`preparing`);
+    ``said_s``, the time said for it now (``speed.seconds_now``), is its time left until its progress says more."""
     entry_path = Path(entry_path)
     disk_cache.work_root().mkdir(parents=True, exist_ok=True)
     with file_lock.holding(disk_cache.work_root() / START_LOCK_NAME):
@@ -209,7 +214,7 @@ def start_build(entry_path: Path, argv: list[str], *, one_at_a_time: bool, room_
         if room_bytes and (why := disk_cache.make_room(room_bytes, work_dir(entry_path))):
             return why
         atomic.write_json(work_dir(entry_path) / LESSON_FILE, {"lesson": lesson or f"a {what}"})
-        _spawn_builder(entry_path, [*command, *argv])
+        _spawn_builder(entry_path, [*command, *argv], said_s)
     return None
 
 
@@ -224,16 +229,18 @@ def preparing() -> list[dict]:
     for b in builds_running():
         lesson = read_json(disk_cache.work_root() / b["entry"] / LESSON_FILE).get("lesson")
         out.append({"lesson": lesson or "work started from a terminal",
-                     "seconds_left": seconds_left(b.get("started"), b.get("fraction") or 0.0, since=b.get("since"))})
+                     "seconds_left": seconds_left(b.get("started"), b.get("fraction") or 0.0, since=b.get("since"),
+                                                  said=b.get("said"))})
     return out
 
 
-def _spawn_builder(entry_path: Path, command: list[str]) -> None:
+def _spawn_builder(entry_path: Path, command: list[str], said_s: float | None = None) -> None:
     d = work_dir(entry_path)
     d.mkdir(parents=True, exist_ok=True)
     # "starting" first, so every session sees the build at once; the builder replaces it
     # with "running" (and its pid) as soon as it holds the lock.
-    write_progress(entry_path, state="starting", fraction=0.0, message="starting the build process…", pid=None)
+    write_progress(entry_path, state="starting", fraction=0.0, message="starting the build process…", pid=None,
+                   said=[time.time(), said_s] if said_s is not None else None)
     with (d / "log.txt").open("a") as log:
         log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(command)}\n")
     proc = spawn([sys.executable, "-m", *command], d / "log.txt")

@@ -24,14 +24,23 @@ LABELS = {"loss": "loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss", "mlm_a
 
 
 def seconds_left(started: float | None, fraction: float, now: float | None = None,
-                 since: tuple[float, float] | list | None = None) -> float | None:
+                 since: tuple[float, float] | list | None = None, said: tuple | list | None = None) -> float | None:
     """The time a job has left, from the progress it has made so far (the rate of all of it, as tqdm's
     average: it corrects itself as the job goes, whatever an estimate said before it started); None
     until 2 % and 5 s of it have passed, or when the job is done. ``since`` = (time, fraction) of the job's
     first progress: the rate is counted from there, so that a start spent loading (no progress to show)
-    does not read as slow work still to come."""
+    does not read as slow work still to come. ``said`` = (time, seconds): the time said when the job was
+    started, less the time since, until its own progress says more (a build that loads for half a minute
+    before its first progress showed no time at all)."""
     fraction = float(fraction or 0.0)
     now = time.time() if now is None else now
+    own = _own_rate_left(started, fraction, now, since)
+    if own is None and said and said[0] and said[1] is not None and fraction < 1:
+        return max(0.0, float(said[1]) - max(0.0, now - float(said[0])))
+    return own
+
+
+def _own_rate_left(started, fraction: float, now: float, since) -> float | None:
     if since:
         done, elapsed = fraction - float(since[1]), now - float(since[0])
         return (1 - fraction) * elapsed / done if fraction < 1 and done >= 0.02 and elapsed >= 5 else None
@@ -41,9 +50,10 @@ def seconds_left(started: float | None, fraction: float, now: float | None = Non
     return elapsed * (1 - fraction) / fraction if elapsed >= 5 else None
 
 
-def left_text(started: float | None, fraction: float, since: tuple[float, float] | list | None = None) -> str:
+def left_text(started: float | None, fraction: float, since: tuple[float, float] | list | None = None,
+              said: tuple | list | None = None) -> str:
     """" · about 2 min 10 s left", or nothing while :func:`seconds_left` has nothing to say."""
-    left = seconds_left(started, fraction, since=since)
+    left = seconds_left(started, fraction, since=since, said=said)
     return f" · about {duration_text(left)} left" if left is not None else ""
 
 
