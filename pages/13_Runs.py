@@ -70,7 +70,16 @@ names = list(by_name)
 labels = {finder.rel_name(r.path, root): finder.run_label(r, root) for r in runs}
 
 st.subheader("All runs" if not group else f"Inside ablation {group}")
-st.dataframe(rv.runs_table(root, runs, inside=group), hide_index=True, width="stretch")
+
+
+# While a run is active the table redraws itself every few seconds, as the one-run panel below does (it said
+# "starting" beside a panel at step 12); with none active it is drawn once.
+@st.fragment(run_every=5.0 if any(r.is_active() for r in runs) else None)
+def _all_runs() -> None:
+    st.dataframe(rv.runs_table(root, runs, inside=group), hide_index=True, width="stretch")
+
+
+_all_runs()
 if st.button("Refresh", key="runs_refresh"):
     st.rerun()
 

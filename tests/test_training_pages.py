@@ -506,6 +506,30 @@ def test_a_pre_training_on_a_small_held_out_sample_says_its_accuracies_are_mostl
     assert not [w.value for w in at.warning if "held-out" in w.value]
 
 
+def test_the_table_of_all_runs_redraws_itself_while_a_run_is_active(runs_root, monkeypatch):
+    """The table said "starting · 4 s" beside a run panel at step 12: it was drawn once. While a run is active
+    it is a fragment that redraws every few seconds; with none active it is drawn once."""
+    import streamlit as st
+
+    asked = []
+    real = st.fragment
+
+    def spy(func=None, *, run_every=None, **kw):
+        def wrap(f):
+            asked.append((f.__name__, run_every))
+            return real(f, run_every=run_every, **kw)
+        return wrap(func) if func is not None else wrap
+
+    monkeypatch.setattr(st, "fragment", spy)
+    _fake_run(runs_root, "pt-done", "pretrain", "finished", [], step=3, max_steps=3)
+    assert not _page("13_Runs.py").exception and ("_all_runs", None) in asked
+    asked.clear()
+    _fake_run(runs_root, "pt-live", "pretrain", "running", [], pid=os.getpid(), step=1, max_steps=10)
+    at = _page("13_Runs.py")
+    assert not at.exception and ("_all_runs", 5.0) in asked
+    assert "running" in " ".join(map(str, at.dataframe[0].value["state"]))
+
+
 def test_runs_page_lists_opens_compares_and_deletes(runs_root):
     a = _fake_run(runs_root, "pt-a", "pretrain", "finished",
                   [{"step": s, "split": "train", "loss": 9 - s, "tokens_per_s": 1000} for s in (1, 2, 3)]
