@@ -58,8 +58,8 @@ if a.strip() and b.strip():
         st.caption("This pair is two consecutive sentences of a held-out BBC article: a real IsNext pair. "
                    f"This model {'agrees' if p > 0.5 else 'disagrees'} (P(IsNext) {'>' if p > 0.5 else '≤'} 0.5).")
 else:
-    st.info(f"Write sentence {'A' if not a.strip() else 'B'}{' and sentence B' if not (a.strip() or b.strip()) else ''}: "
-            "the probe asks whether B follows A.")
+    missing = " and ".join(f"sentence {n}" for n, t in (("A", a), ("B", b)) if not t.strip())
+    st.info(f"Write {missing}: the probe asks whether B follows A.")
 
 st.subheader("Score several pairs at once")
 st.caption("One pair per row; *real* marks a B that truly followed A in a held-out document, *random* a B "

@@ -52,7 +52,8 @@ def cmd_probe_layers(args) -> int:
         with user_errors():  # the data (a CoNLL-U file, a missing package) cannot be used
             if cached_result(loaded, task, settings, args.pos_file) is None:  # said before it starts
                 est = estimate_seconds(loaded, task, settings, args.pos_file)
-                print(f"estimate for {task}: {said(est['seconds'], est['threads'], niced=niced_here())} (the layer vectors of "
+                told = said(est['seconds'], est['threads'], niced=niced_here())
+                print(f"estimate for {task}: {told} (the layer vectors of "
                       f"{est['inputs']:,} inputs about {duration_text(est['features_seconds'])}, {est['probes']} probes "
                       f"on {est['rows']:,} rows about {duration_text(est['probes_seconds'])}; {est['basis']})",
                       file=sys.stderr, flush=True)

@@ -60,7 +60,7 @@ def cmd_build(args) -> int:
     def build():
         if not clark.is_complete(path):
             print(f"measuring {args.segments:,} segments of {corpus}: "
-                  f"{said(clark.estimate_seconds(loaded.config, args.segments), background_threads(), niced=niced_here())}",
+                  f"{said(clark.estimate_seconds(loaded.config, args.segments), background_threads(), niced_here())}",
                   file=sys.stderr)
         clark.build_measures(loaded, corpus, args.segments, args.seed, not args.wordpieces, progress_lines())
         return clark.read_measures(path)

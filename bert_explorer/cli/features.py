@@ -97,7 +97,8 @@ def cmd_train(args) -> int:
     def work():
         if not fb.is_complete(path):
             est = fb.estimate_seconds(loaded, settings, torch.get_num_threads())
-            print(f"estimate: {said(est['seconds'], torch.get_num_threads(), niced=niced_here())} ({est['tokens']:,} tokens)",
+            told = said(est['seconds'], torch.get_num_threads(), niced=niced_here())
+            print(f"estimate: {told} ({est['tokens']:,} tokens)",
                   file=sys.stderr)
         try:
             return fb.Features(fb.build(loaded, settings, progress_lines())).meta

@@ -41,7 +41,7 @@ def cmd_build(args) -> int:
     def build():
         if not head_map.is_complete(path):
             print(f"mapping the heads over {args.segments:,} segments of {corpus}: "
-                  f"{said(head_map.estimate_seconds(loaded.config, args.segments), background_threads(), niced=niced_here())}",
+                  f"{said(head_map.estimate_seconds(loaded.config, args.segments), background_threads(), niced_here())}",
                   file=sys.stderr)
         head_map.build_map(loaded, corpus, args.segments, args.seed, progress_lines())
         return head_map.read_map(path)

@@ -105,7 +105,8 @@ def _start_builds(loaded, args) -> None:
 def _say_estimate(est: dict, layers: list[int], niced: bool) -> None:
     """The estimate of a build, one line on stderr, before it starts (``niced``: at low priority)."""
     print(f"estimate for layer{'s' if len(layers) > 1 else ''} {', '.join(map(str, layers))}: "
-          f"{said(est['seconds'], est['threads'], niced=niced)} ({est['tokens']:,} tokens of {est['sentences']:,} sentences, about "
+          f"{said(est['seconds'], est['threads'], niced=niced)} ({est['tokens']:,} tokens of {est['sentences']:,} "
+          f"sentences, about "
           f"{est['tokens_per_s']:,.0f} tokens/s: {est['basis']})", file=sys.stderr, flush=True)
 
 

@@ -118,8 +118,9 @@ def cmd_evaluate_pretraining(args) -> int:
             if quality.document_settings(cfg) != quality.document_settings(base):
                 held_out = f"from the settings given ({cfg.corpus}, {cfg.held_out_fraction:.0%} held out, seed {cfg.seed})"
         threads = torch.get_num_threads()
+        idle_s = quality.estimate_seconds(loaded.config, args.sequences or 1818, threads=threads)
         print(f"measuring {args.sequences or 'every'} held-out sequence{'s' if args.sequences != 1 else ''}: "
-              f"{said(quality.estimate_seconds(loaded.config, args.sequences or 1818, threads=threads), threads, niced=niced_here())} "
+              f"{said(idle_s, threads, niced=niced_here())} "
               f"({load_text()})", file=sys.stderr, flush=True)
         result = quality.measure(loaded, cfg, held_out, max_sequences=args.sequences, progress=progress_lines())
         quality.save(quality.entry_path(loaded, cfg, args.sequences), result)

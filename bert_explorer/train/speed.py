@@ -220,18 +220,18 @@ def _cpu_times() -> list[int] | None:
 def busy_cores() -> tuple[float, float]:
     """(cores busy with work at normal priority, cores busy with low-priority work such as this app's
     background jobs) over about the last minute: the CPU time the system counted, where it counts it
-    (Linux); elsewhere the load average, all of it taken as normal priority. A process's first call
-    counts half a second."""
+    (Linux); elsewhere the load average, all of it taken as normal priority. A call with nothing counted in
+    the last minute counts a quarter of a second (50 ticks of the system's clock on 2 cores)."""
     first = _cpu_times()
     if first is None:
         return load_now(), 0.0
     now = time.monotonic()
     with _busy_lock:
         _cpu_samples[:] = [x for x in _cpu_samples if now - x[0] <= BUSY_WINDOW_S]
-        base = next((x for x in _cpu_samples if now - x[0] >= 0.5), None)
-        if base is None:  # nothing counted yet in this window: count half a second now
+        base = next((x for x in _cpu_samples if now - x[0] >= 0.25), None)
+        if base is None:  # nothing counted yet in this window: count a quarter of a second now
             base = (now, first)
-            time.sleep(0.5)
+            time.sleep(0.25)
             now, first = time.monotonic(), _cpu_times() or first
         if not _cpu_samples or now - _cpu_samples[-1][0] >= 1.0:  # (a class's renders: one a second is enough)
             _cpu_samples.append((now, first))
