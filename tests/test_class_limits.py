@@ -391,3 +391,14 @@ def test_a_paste_longer_than_its_box_is_read_in_part_and_said_and_kept_whole():
     # the first 2,000 characters were read: a bar chart for their one [MASK], none for the one past them
     assert len([c for c in at.get("plotly_chart") if "[MASK] at position" in c.proto.spec]) == 1
     assert len(at.session_state["mlm_text"]) == 10_000  # nothing the student typed is lost
+
+
+def test_a_mask_only_past_the_bound_is_named_as_cut_off():
+    """Cut to its first 2,000 characters, a text whose [MASK]s all lie past them has none to fill; the
+    warning says why, rather than leaving "the text has no [MASK] token" unexplained."""
+    pasted = "it was a quiet day . " * 100 + "the price of [MASK] rose again ."
+    at = _page("4_Masked_word_probe.py").run()
+    at.text_input(key="mlm_text").input(pasted).run()
+    assert not at.exception
+    said = [w.value for w in at.warning if "characters" in w.value]
+    assert any("reads only its first 2,000. Every [MASK] in it lies past them." in s for s in said), said
