@@ -51,7 +51,7 @@ def test_a_run_that_began_to_memorise_cuts_the_steps_and_an_unfinished_setting_i
 
 def test_the_real_sweep_fits_its_budget_and_covers_the_three_objectives():
     recipe = grid.load_recipe("paper-mini")
-    runs = sweep.runs(recipe, plan.SWEEP)
+    runs = plan.sweep_runs(recipe, plan.SWEEP)
     assert len(runs) == 18 and len({r["name"] for r in runs}) == 18
     assert {r["settings"]["objective"] for r in runs} == {"mlm+nsp", "mlm", "ltr"}
     # paper-mini's corpus, vocabulary, size and batch: only the learning rate, warm-up and steps differ

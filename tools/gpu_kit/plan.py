@@ -184,10 +184,24 @@ def plan_paper_mini(recipe: dict) -> Planned:
     ], {"paper-mini.tar (results.jsonl, plan, logs and metrics of every run; no models)": 1_500_000})
 
 
-def plan_sweep(recipe: dict) -> Planned:
-    from . import sweep
+def sweep_runs(recipe: dict, sweep: dict) -> list[dict]:
+    """The sweep's pre-trainings: {"name", "lr", "warmup", "objective", "settings"} each."""
+    size, masking = recipe["baseline"]["size"], recipe["baseline"]["masking"]
+    steps = sweep["max_steps"]
+    out = []
+    for objective in sweep["objectives"]:
+        base = grid.pretrain_config(recipe, size, objective, masking)
+        for lr in sweep["lrs"]:
+            for warmup in sweep["warmups"]:
+                name = f"{objective.replace('+', '-')}_lr{lr:g}_wu{round(100 * warmup)}"
+                settings = {**base, "lr": lr, "warmup_steps": max(1, round(warmup * steps)), "max_steps": steps,
+                            "eval_every": max(1, steps // sweep["eval_points"]), "save_every": max(1, steps // 2)}
+                out.append({"name": name, "lr": lr, "warmup": warmup, "objective": objective, "settings": settings})
+    return out
 
-    runs = sweep.runs(recipe, SWEEP)
+
+def plan_sweep(recipe: dict) -> Planned:
+    runs = sweep_runs(recipe, SWEEP)
     one, _ = _pretrain_seconds(runs[0]["settings"], runs[0]["settings"]["size"], PAPER_MINI_TOKENS_M)
     all_s = _side_by_side_seconds(len(runs) * (one.seconds - START_S), len(runs))
     return Planned(START_S + all_s, [

@@ -34,8 +34,9 @@ from safetensors import safe_open
 from bert_explorer.data import prepared
 
 from . import plan, travel
+from .context import Context, Outcome
 from .offline import ABSENT_ON_GPU
-from .steps import REPO, STEPS, Context, Outcome
+from .steps import REPO, STEPS
 
 # Single trainings that stop cleanly at the deadline and still send back a model: worth starting
 # with less time than planned, where a step that cannot be cut (the bench) is better left whole.

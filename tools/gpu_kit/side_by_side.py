@@ -126,7 +126,7 @@ def main(argv: list[str]) -> int:
     # imported here: the parent process never trains
     from bert_explorer.experiments import runner
 
-    from .steps import Context, pretrain
+    from .context import Context, pretrain
 
     kind = argv[0]
     if kind == "pretrain":

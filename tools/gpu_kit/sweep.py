@@ -28,26 +28,11 @@ from pathlib import Path
 from bert_explorer.experiments import grid
 
 from . import plan, side_by_side
+from .context import Outcome, light_copy
 
 TARGET_MLM_ACCURACY = 0.20   # issue's bar for a paper-mini pre-training that can be read
 MEMORISING_NATS = 0.05       # a final held-out loss this far above the run's best: memorising
 CHOSEN = "chosen.json"
-
-
-def runs(recipe: dict, sweep: dict) -> list[dict]:
-    """The sweep's pre-trainings: {"name", "lr", "warmup", "objective", "settings"} each."""
-    size, masking = recipe["baseline"]["size"], recipe["baseline"]["masking"]
-    steps = sweep["max_steps"]
-    out = []
-    for objective in sweep["objectives"]:
-        base = grid.pretrain_config(recipe, size, objective, masking)
-        for lr in sweep["lrs"]:
-            for warmup in sweep["warmups"]:
-                name = f"{objective.replace('+', '-')}_lr{lr:g}_wu{round(100 * warmup)}"
-                settings = {**base, "lr": lr, "warmup_steps": max(1, round(warmup * steps)), "max_steps": steps,
-                            "eval_every": max(1, steps // sweep["eval_points"]), "save_every": max(1, steps // 2)}
-                out.append({"name": name, "lr": lr, "warmup": warmup, "objective": objective, "settings": settings})
-    return out
 
 
 def read_row(run: dict, run_dir: Path) -> dict:
@@ -157,14 +142,13 @@ def apply(recipe: dict, chosen: dict) -> dict:
 
 def run(ctx, recipe: dict, sweep: dict, workers: int):
     """The step: every run side by side (resuming what this machine or an earlier one got through),
-    then the table and the choice. Returns a steps.Outcome."""
-    from .steps import Outcome, light_copy
+    then the table and the choice. Returns a context.Outcome."""
 
     work = ctx.work / "sweep"
     if ctx.state is not None and (ctx.state / "resume").is_dir() and not work.exists():
         ctx.say(f"  continuing the sweep that an earlier machine sent back ({ctx.state / 'resume'})")
         shutil.copytree(ctx.state / "resume", work)
-    todo = runs(recipe, sweep)
+    todo = plan.sweep_runs(recipe, sweep)
     for r in todo:  # carried without its checkpoints (they do not travel): it starts over
         d = work / r["name"]
         if d.is_dir() and read_row(r, d).get("state") != "finished" and not (d / "checkpoints").is_dir():
