@@ -250,6 +250,18 @@ def test_the_prepare_panel_on_home_is_the_teachers_and_starts_prepare_class(clas
         "--model", "minilm-mlm-nsp", "--builds", "quality", "--said", told]
 
 
+def test_the_prepare_panel_chooses_no_build_the_model_has_already(classroom, no_work, monkeypatch):
+    """Once the quality measure was built, the panel kept choosing it and then said "no build to run"."""
+    from bert_explorer.analysis.probes import quality
+
+    monkeypatch.setattr(quality, "stored", lambda path: {"top1": 0.5})
+    teacher = _page("run_app.py", teacher=True)
+    assert not teacher.exception
+    assert teacher.multiselect(key="prep_builds").value == []
+    assert any(m.value.startswith("First each page's first-visit work (seconds a model); no build to run")
+               for m in teacher.markdown)
+
+
 def test_the_prepare_panel_offers_every_model_a_lesson_may_use(classroom, no_work, monkeypatch, tmp_path):
     """The panel offered only the sidebar's model and the default: a teacher who downloaded BERT-Base for the
     lesson could not prepare it from Home. It offers the shipped models and the downloaded BERTs."""

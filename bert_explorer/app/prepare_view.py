@@ -73,7 +73,11 @@ def panel(current: str | None) -> None:
             options = list(dict.fromkeys([current, *lesson_models()]))
             models = st.multiselect("Models of the lesson", options, default=[current], key="prep_models",
                                     format_func=_label)
-            which = st.multiselect("Long builds", list(lesson.BUILDS), default=["quality"], key="prep_builds",
+            # the quality measure by default, unless the sidebar's model has it already
+            here = _loaded(current)
+            first = ["quality"] if here is None or not all(b.done() for b in lesson.builds(
+                current, here, {"quality"}, estimate=False)) else []
+            which = st.multiselect("Long builds", list(lesson.BUILDS), default=first, key="prep_builds",
                                    format_func=lambda k: f"{k}: {lesson.BUILDS[k]}")
             loaded = {m: _loaded(m) for m in models}
             todo = [b for m, lm in loaded.items() if lm is not None for b in lesson.builds(m, lm, set(which))
@@ -83,8 +87,10 @@ def panel(current: str | None) -> None:
                         f"**{told}** for the builds (each page's own estimate), at low priority." if todo else
                         "First each page's first-visit work (seconds a model); no build to run (none asked for, or "
                         "all done).")
+            # the click reruns the page, whose estimate may have moved with the load: quote the one shown
+            shown_before, st.session_state["prep_told"] = st.session_state.get("prep_told"), told
             if models and work_button("Prepare", key="prep_start", type="primary"):
-                if why := lesson.start_preparing(models, which, told):
+                if why := lesson.start_preparing(models, which, shown_before or told):
                     st.info(why)
                 else:
                     st.rerun()
