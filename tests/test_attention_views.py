@@ -290,6 +290,20 @@ def test_behaviour_caption_counts_layers_from_one():
     assert "in layer 1 (" in text and "in layer 2 (" in text and "layer 0" not in text
 
 
+def test_behaviour_caption_calls_equal_layers_neither_broader_nor_narrower():
+    """Two layers at 100 % of uniform were said to show "narrower attention in the first layer"."""
+    import pandas as pd
+
+    tokens, heads = _hand_made()
+    one = head_stats(_stack(heads), tokens)
+    same = describe_behaviours(pd.concat([one, one.assign(layer=1)], ignore_index=True))
+    assert "(about as broad in the first layer as in the last)" in same and "narrower" not in same
+    broader = one.assign(layer=1, entropy=one["entropy"] / 2, entropy_ratio=one["entropy_ratio"] / 2)
+    assert "(broader attention in the first layer)" in describe_behaviours(pd.concat([one, broader]))
+    alone = describe_behaviours(one)
+    assert "in layer 1 (" in alone and "first layer" not in alone and " and " not in alone.split("Mean entropy")[1]
+
+
 # ----- 3. head behaviours: Clark et al.'s measures, our thresholds -------------------------------
 
 TOKENS = ["[CLS]", "the", "cat", "sat", ",", "on", "the", "mat", ".", "[SEP]"]

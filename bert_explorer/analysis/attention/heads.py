@@ -346,9 +346,16 @@ def describe_behaviours(stats: pd.DataFrame, inputs: str = "this input", uniform
         return f" ({row['entropy_ratio']:.0%} of uniform)" if "entropy_ratio" in row else ""
 
     spread = "entropy_ratio" if "entropy_ratio" in by_layer else "entropy"
-    text += (f" Mean entropy is {first['entropy']:.2f} nats in {layer_name(by_layer.index[0])}{of_uniform(first)} "
-             f"and {last['entropy']:.2f} in {layer_name(by_layer.index[-1])}{of_uniform(last)} "
-             f"({'broader' if first[spread] > last[spread] else 'narrower'} attention in the first layer).")
+    if len(by_layer) == 1:
+        text += f" Mean entropy is {first['entropy']:.2f} nats in {layer_name(by_layer.index[0])}{of_uniform(first)}."
+    else:
+        # compared as shown (a percent of uniform, or nats to two decimals): equal figures are not called
+        # broader or narrower
+        shown = (lambda r: round(100 * r[spread])) if spread == "entropy_ratio" else (lambda r: round(r[spread], 2))
+        than = ("about as broad in the first layer as in the last" if shown(first) == shown(last) else
+                f"{'broader' if first[spread] > last[spread] else 'narrower'} attention in the first layer")
+        text += (f" Mean entropy is {first['entropy']:.2f} nats in {layer_name(by_layer.index[0])}{of_uniform(first)} "
+                 f"and {last['entropy']:.2f} in {layer_name(by_layer.index[-1])}{of_uniform(last)} ({than}).")
     if uniform is not None:
         # the first (layer, head, target) in order wins a tie
         share, column, layer, head = max(((row[c], c, row["layer"], row["head"])
