@@ -106,8 +106,15 @@ fig = px.imshow(sim.round(3), zmin=-1, zmax=1, color_continuous_scale="RdBu_r", 
                 title=f"Cosine similarity between the first {n} position embeddings")
 fig.update_layout(height=520, margin=dict(l=10, r=10, t=50, b=10))
 exports.figure(fig, "emb_pos_heatmap", bundle=bundle)
-st.caption("BERT learns one vector per position instead of the Transformer's fixed sinusoids. A bright band "
-           "along the diagonal means neighbouring positions ended up with similar vectors.")
+band = emb.position_band(sim)
+st.caption("BERT learns one vector per position instead of the Transformer's fixed sinusoids (Figure 2): "
+           "nothing tells it that position 5 lies between 4 and 6. " + (
+    f"In this model, positions one or two apart have a mean cosine of {band['near']:.2f} and positions "
+    f"{band['far_from']} or more apart {band['far']:.2f}: " + (
+        "the red band along the diagonal is neighbouring positions that ended up with similar vectors."
+        if band["band"] else "no band along the diagonal, so this model's position vectors do not (yet) "
+                             "place neighbouring positions near each other.")
+    if band["near"] is not None and band["far"] is not None else ""))
 
 # ----- 4. A map ------------------------------------------------------------------------------
 st.subheader("4 · A map of the vectors")

@@ -321,3 +321,32 @@ def test_page_context_map_has_a_key_from_numbers_to_sentences():
     numbered = {str(t.raw["text"][0]): t.name for t in fig.traces if t.raw.get("text") is not None and len(t.x) == 1}
     for i, s in enumerate(sentences, start=1):
         assert numbered.get(str(i), "").startswith(f"{i}: {s[:40]}"), (i, numbered)
+
+
+def test_position_band_tells_a_band_from_none():
+    n = 32
+    gap = np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
+    banded = np.exp(-gap / 3.0)                    # neighbours alike, far positions not
+    flat = np.eye(n) + (1 - np.eye(n)) * 0.05      # every pair alike as any other
+    b, f = emb.position_band(banded), emb.position_band(flat)
+    assert b["band"] and b["near"] == pytest.approx(np.mean([np.exp(-1 / 3), np.exp(-2 / 3)]), abs=0.02)
+    assert b["far_from"] == 8 and b["far"] < 0.1
+    assert not f["band"] and f["near"] == pytest.approx(0.05) and f["far"] == pytest.approx(0.05)
+    assert emb.position_band(np.eye(2))["far"] is None
+
+
+@needs_model("explorer-mini")
+def test_position_caption_reads_the_heatmap_it_is_drawn_under():
+    """The caption said "a bright band along the diagonal means ..." under a 40-step model's noise. It now
+    gives this model's figures, which are those of the matrix drawn."""
+    import re
+
+    at = _run()
+    (heat,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if "position embeddings" in c.proto.spec]
+    z = heat["data"][0]["z"]  # plotly's typed array: {"dtype", "bdata", "shape": "64, 64"}
+    z = _values(z).astype(float).reshape([int(k) for k in z["shape"].split(",")])
+    band = emb.position_band(z)
+    (said,) = [c.value for c in at.caption if "Transformer's fixed sinusoids" in c.value]
+    near, far = map(float, re.search(r"mean cosine of (-?[\d.]+) and positions \d+ or more apart (-?[\d.]+)", said).groups())
+    assert near == pytest.approx(band["near"], abs=0.006) and far == pytest.approx(band["far"], abs=0.006)
+    assert ("the red band along the diagonal" in said) == band["band"]

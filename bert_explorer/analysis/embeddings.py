@@ -139,10 +139,11 @@ def position_similarity(loaded: Loaded, n: int = 64) -> np.ndarray:
     """Cosine similarity between the first ``n`` learned position embeddings: [n, n].
 
     Entry (i, j) compares the vector added at position i with the one added at position j.
-    The diagonal is 1 and the matrix is symmetric. In a trained BERT a bright band runs along
+    The diagonal is 1 and the matrix is symmetric. In a well trained BERT a band runs along
     the diagonal: neighbouring positions got similar vectors, so the model can tell "near"
     from "far" although nothing told it that position 5 lies between 4 and 6. Positions that
-    were rarely seen in pre-training (the far end of long sequences) are less orderly.
+    were rarely seen in pre-training (the far end of long sequences) are less orderly; a model
+    early in its pre-training has no band yet (:func:`position_band` says which).
     """
     table = encoder_of(loaded.model).embeddings.position_embeddings.weight   # [P, H]
     n = max(1, min(int(n), table.shape[0]))
@@ -153,6 +154,25 @@ def position_similarity(loaded: Loaded, n: int = 64) -> np.ndarray:
     sim = _numpy(sim)
     np.fill_diagonal(sim, 1.0)        # exactly 1, not 0.99999994
     return (sim + sim.T) / 2          # exactly symmetric despite rounding in the matmul
+
+
+NEAR_POSITIONS = 2   # "neighbours": one or two positions apart
+BAND = 0.1           # neighbours this much more alike than far positions: a band along the diagonal
+
+
+def position_band(sim: np.ndarray) -> dict:
+    """Whether a matrix of :func:`position_similarity` has a band along its diagonal: the mean cosine of
+    positions one or two apart (``near``) against that of positions at least a quarter of the shown
+    range apart (``far``, at least 3), and ``band`` when near exceeds far by :data:`BAND` or more. None
+    for ``near``/``far`` where the matrix is too small to have such pairs."""
+    n = sim.shape[0]
+    far_from = max(NEAR_POSITIONS + 1, n // 4)
+    gap = np.abs(np.subtract.outer(np.arange(n), np.arange(n)))
+    near_pairs, far_pairs = sim[(gap >= 1) & (gap <= NEAR_POSITIONS)], sim[gap >= far_from]
+    near = float(near_pairs.mean()) if near_pairs.size else None
+    far = float(far_pairs.mean()) if far_pairs.size else None
+    return {"near": near, "far": far, "far_from": far_from,
+            "band": near is not None and far is not None and near - far >= BAND}
 
 
 # ----- maps of vectors in two dimensions -------------------------------------------------------
