@@ -14,12 +14,13 @@ from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
 from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction, learnable_vocab_size
+from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.data.objectives import OBJECTIVES, objective_type
 from bert_explorer.app.state import by_inputs, device_name, show_mode, shown_path, weights_version, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
-from bert_explorer.app.keep import text_box
+from bert_explorer.app.keep import kept_widget, text_box
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.uploads.names import slug
 from bert_explorer.model.config import BertConfig
@@ -63,17 +64,20 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     # ----- 1. a new run -----------------------------------------------------------------------------
     st.subheader("1. Set up a run")
     c1, c2 = st.columns(2)
-    source = c1.radio("Corpus", ["Built-in", "Upload a .txt file"], key="pt_corpus_source", horizontal=True)
+    # kept: the run's settings hold when the user leaves the page and comes back (app/keep.py)
+    source = kept_widget(c1.radio, "Corpus", "pt_corpus_source", "Built-in", options=["Built-in", "Upload a .txt file"],
+                         horizontal=True)
     upload, corpus_error, corpus_facts = None, None, {}
-    objective = c2.radio("Objective", list(OBJECTIVES), key="pt_objective", horizontal=True,
-                         format_func=lambda name: OBJECTIVES[name].label,
-                         help="Table 5 of the paper compares these: removing NSP hurts QNLI, MNLI and SQuAD; "
-                              "a left-to-right model (like OpenAI GPT) is worse still.")
+    objective = kept_widget(c2.radio, "Objective", "pt_objective", list(OBJECTIVES)[0], options=list(OBJECTIVES),
+                            horizontal=True, format_func=lambda name: OBJECTIVES[name].label,
+                            help="Table 5 of the paper compares these: removing NSP hurts QNLI, MNLI and SQuAD; "
+                                 "a left-to-right model (like OpenAI GPT) is worse still.")
     if source == "Built-in":
         names = [c["name"] for c in builtin_corpora() if c["installed"]] + ["tiny"]
         describe = {c["name"]: c["description"] for c in builtin_corpora()}
         describe["tiny"] = "generated: 40 short templated documents, a run in seconds (for trying things out)"
-        chosen = c1.multiselect("Built-in corpora (joined)", names, default=names[:1], key="pt_corpus")
+        chosen = kept_widget(c1.multiselect, "Built-in corpora (joined)", "pt_corpus", names[:1], options=names,
+                             valid=lambda v: isinstance(v, list) and set(v) <= set(names))
         for n in chosen:
             c1.caption(f"**{n}**: {describe.get(n, '')}")
         corpus = "+".join(chosen)
@@ -81,7 +85,8 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
             corpus_error = "Choose at least one corpus."
     else:
         upload = dv.uploaded_file("Text file (UTF-8): one sentence per line with a blank line between documents, "
-                                  "or prose with two blank lines between documents", key="pt_upload", types=["txt"])
+                                  "or prose with two blank lines between documents", key="pt_upload", types=["txt"],
+                                  container=c1)
         corpus = upload[0] if upload else ""
         if upload is None:
             corpus_error = "Upload a .txt file."
@@ -92,25 +97,29 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
             else:
                 c1.success(f"{upload[0]}: {corpus_facts['documents']:,} documents, {corpus_facts['sentences']:,} "
                            f"sentences, {corpus_facts['words']:,} words.")
+                for note in corpus_facts["notes"]:
+                    c1.caption(f"• {md(note)}")  # UTF-16 or Latin-1: the run stores and reads it as UTF-8
+                upload = upload[0], corpus_facts["utf8"]
 
-    start = c2.radio("Start from", ["zero (random weights)", "a checkpoint (warm start)"], key="pt_start_from",
-                     horizontal=True)
+    start = kept_widget(c2.radio, "Start from", "pt_start_from", "zero (random weights)",
+                        options=["zero (random weights)", "a checkpoint (warm start)"], horizontal=True)
     init, freeze = None, False
     if start.startswith("zero"):
         sizes = size_options()
-        size = c2.selectbox("Size (L layers × H hidden units; A = H/64 attention heads)", sizes,
-                            index=sizes.index("L4-H256"),
-                            key="pt_size", format_func=lambda n: f"{n} ({ALIASES[n]})" if n in ALIASES else
-                            ("base: L12-H768, A12" if n == "base" else n),
-                            help="The 24 miniatures of Turc et al. (2019) and BERT-base (Table 6 of the paper varies "
-                                 "L, H, A).")
+        size = kept_widget(c2.selectbox, "Size (L layers × H hidden units; A = H/64 attention heads)", "pt_size",
+                           "L4-H256", options=sizes, valid=lambda v: v in sizes,
+                           format_func=lambda n: f"{n} ({ALIASES[n]})" if n in ALIASES else
+                           ("base: L12-H768, A12" if n == "base" else n),
+                           help="The 24 miniatures of Turc et al. (2019) and BERT-base (Table 6 of the paper varies "
+                                "L, H, A).")
     else:
         ckpt_labels = {c.path: c.label for c in finder.run_checkpoints(root)}  # "run · step 200"
         inits = [n for n, (locate, _) in SHORT_NAMES.items() if locate() is not None] + list(ckpt_labels)
-        init = c2.selectbox("Checkpoint to continue", inits, key="pt_init", format_func=lambda o: ckpt_labels.get(o, o),
-                            help="Its weights, size and WordPiece vocabulary are kept; a missing MLM or NSP head is "
-                                 "created fresh (the run's log says which).")
-        freeze = c2.checkbox("Freeze the word embeddings", True, key="pt_freeze",
+        init = kept_widget(c2.selectbox, "Checkpoint to continue", "pt_init", inits[0] if inits else None, options=inits,
+                           valid=lambda v: v in inits, format_func=lambda o: ckpt_labels.get(o, o),
+                           help="Its weights, size and WordPiece vocabulary are kept; a missing MLM or NSP head is "
+                                "created fresh (the run's log says which).")
+        freeze = kept_widget(c2.checkbox, "Freeze the word embeddings", "pt_freeze", True,
                              help="They are tied to the MLM decoder and hold most of a small model's parameters; "
                                   "frozen, they keep the checkpoint's word vectors and the run trains faster.")
         size = init
@@ -119,42 +128,52 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                        "the first steps mostly re-learn a left-to-right reading.")
 
     c3, c4, c5 = st.columns(3)
-    steps = c3.number_input("Steps", 1, 10_000_000, 1000, step=100, key="pt_steps",
-                            help="The paper: 1,000,000 steps (about 40 epochs over 3.3 billion words).")
-    batch = c4.number_input("Batch (sequences)", 1, 4096, 256 if on_gpu else 32, key="pt_batch",
-                            help="The paper: 256 sequences of up to 512 tokens (128,000 tokens a batch).")
-    lr = c5.number_input("Learning rate", 1e-6, 1e-2, 1e-4, step=1e-5, format="%.0e", key="pt_lr",
-                         help="The paper: Adam(W) with lr 1e-4, β1 0.9, β2 0.999, weight decay 0.01.")
+    steps = kept_widget(c3.number_input, "Steps", "pt_steps", 1000, min_value=1, max_value=10_000_000, step=100,
+                        help="The paper: 1,000,000 steps (about 40 epochs over 3.3 billion words).")
+    batch = kept_widget(c4.number_input, "Batch (sequences)", "pt_batch", 256 if on_gpu else 32, min_value=1,
+                        max_value=4096,
+                        help="The paper: 256 sequences of up to 512 tokens (128,000 tokens a batch).")
+    lr = kept_widget(c5.number_input, "Learning rate", "pt_lr", 1e-4, min_value=1e-6, max_value=1e-2, step=1e-5,
+                     format="%.0e",
+                     help="The paper: Adam(W) with lr 1e-4, β1 0.9, β2 0.999, weight decay 0.01.")
     with st.expander("Advanced settings"):
         a1, a2, a3 = st.columns(3)
-        seq_len = a1.number_input("Max sequence length", 16, 512, 128, step=16, key="pt_seq",
-                                  help="The paper: 128 for 90 % of the steps, then 512 to learn the position embeddings.")
-        vocab_size = a2.number_input("WordPiece vocabulary (learnt on the corpus)", 200, 60_000, 8000, step=500,
-                                     key="pt_vocab", disabled=init is not None,
-                                     help="A warm start keeps its checkpoint's vocabulary.")
-        warmup_pct = a3.number_input("Warm-up (% of steps)", 0.0, 50.0, 10.0, key="pt_warmup",
-                                     help="The paper: 10,000 of 1M steps; linear decay afterwards.")
-        snapshots = a1.number_input("Checkpoints to keep for the time-lapse", 1, 50, 5, key="pt_snapshots",
-                                    help="Evenly spaced over the run, plus the last step.")
-        max_docs = a2.number_input("Use only the first N documents (0 = all)", 0, 1_000_000, 0, key="pt_max_docs")
-        seed = a3.number_input("Seed", 0, 1_000_000, 0, key="pt_seed")
-        log_every = a1.number_input("Log every N steps", 1, 10_000, 10, key="pt_log_every")
-        evaluations = a2.number_input("Held-out evaluations during the run", 1, 1000, 10, key="pt_evals",
-                                      help="MLM and NSP accuracy on documents the run never trains on.")
-        device = a3.selectbox("Device", ["auto", "cpu", "cuda"], key="pt_device",
-                              help="auto = the local GPU when there is one.")
+        seq_len = kept_widget(a1.number_input, "Max sequence length", "pt_seq", 128, min_value=16, max_value=512,
+                              step=16,
+                              help="The paper: 128 for 90 % of the steps, then 512 to learn the position embeddings.")
+        vocab_size = kept_widget(a2.number_input, "WordPiece vocabulary (learnt on the corpus)", "pt_vocab", 8000,
+                                 min_value=200, max_value=60_000, step=500, disabled=init is not None,
+                                 help="A warm start keeps its checkpoint's vocabulary.")
+        warmup_pct = kept_widget(a3.number_input, "Warm-up (% of steps)", "pt_warmup", 10.0, min_value=0.0,
+                                 max_value=50.0,
+                                 help="The paper: 10,000 of 1M steps; linear decay afterwards.")
+        snapshots = kept_widget(a1.number_input, "Checkpoints to keep for the time-lapse", "pt_snapshots", 5,
+                                min_value=1, max_value=50,
+                                help="Evenly spaced over the run, plus the last step.")
+        max_docs = kept_widget(a2.number_input, "Use only the first N documents (0 = all)", "pt_max_docs", 0,
+                               min_value=0, max_value=1_000_000)
+        seed = kept_widget(a3.number_input, "Seed", "pt_seed", 0, min_value=0, max_value=1_000_000)
+        log_every = kept_widget(a1.number_input, "Log every N steps", "pt_log_every", 10, min_value=1, max_value=10_000)
+        evaluations = kept_widget(a2.number_input, "Held-out evaluations during the run", "pt_evals", 10, min_value=1,
+                                  max_value=1000,
+                                  help="MLM and NSP accuracy on documents the run never trains on.")
+        device = kept_widget(a3.selectbox, "Device", "pt_device", "auto", options=["auto", "cpu", "cuda"],
+                             help="auto = the local GPU when there is one.")
         on_cuda = on_gpu and device != "cpu"
-        precision = a1.selectbox("Precision", [p for p in PRECISIONS if on_cuda or p != "fp16"], key="pt_precision",
-                                 help="auto = bf16 autocast where this device computes it natively and faster "
-                                      "(a recent GPU, or a CPU with AVX512-BF16/AMX), else fp32.")
+        precisions = [p for p in PRECISIONS if on_cuda or p != "fp16"]
+        precision = kept_widget(a1.selectbox, "Precision", "pt_precision", precisions[0], options=precisions,
+                                valid=lambda v: v in precisions,
+                                help="auto = bf16 autocast where this device computes it natively and faster "
+                                     "(a recent GPU, or a CPU with AVX512-BF16/AMX), else fp32.")
         auto_is = autocast_dtype(torch.device("cuda" if on_cuda else "cpu"), "auto")  # no CUDA context: no set_device
         a1.caption(f"auto here = **{precision_name(auto_is)}**"
                    + ("" if auto_is is not None or on_cuda else " (this CPU has no fast bf16)"))
-        n_frames = a2.number_input("Time-lapse frames to record (0 = none)", 0, 200, 0, key="pt_frames",
-                                   help="At step 0, at the end and log-spaced between, the run records a few "
-                                        "sentences' attention and masked-word guesses (and measures the held-out "
-                                        "accuracy): a time-lapse that needs no checkpoint and starts from the random "
-                                        "initialisation.")
+        n_frames = kept_widget(a2.number_input, "Time-lapse frames to record (0 = none)", "pt_frames", 0, min_value=0,
+                               max_value=200,
+                               help="At step 0, at the end and log-spaced between, the run records a few "
+                                    "sentences' attention and masked-word guesses (and measures the held-out "
+                                    "accuracy): a time-lapse that needs no checkpoint and starts from the random "
+                                    "initialisation.")
 
     # The run's settings as the object the run reads, built now: a bad value is said here, before a run starts.
     # An upload's place in the run directory is known only once the run is made (below).
@@ -213,8 +232,8 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                        "has too few pairs of pieces seen at least twice to learn more): the parameters, FLOPs and time "
                        "above are those of a model with that vocabulary.")
 
-    run_name = st.text_input("Run name (optional)", key="pt_name",
-                             placeholder="automatic: pretrain-<size>-<corpus>-<time>")
+    run_name = kept_widget(st.text_input, "Run name (optional)", "pt_name", "", max_chars=200,
+                           placeholder="automatic: pretrain-<size>-<corpus>-<time>")
     if work_button("Start pre-training", type="primary", key="pt_start", disabled=bool(corpus_error)):
         run_dir = root / slug(run_name) if run_name.strip() else rv.new_run_dir(
             f"pretrain-{('warm-' + Path(init).name) if init else size}-{'upload' if upload else corpus}", root)

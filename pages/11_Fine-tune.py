@@ -72,8 +72,9 @@ base = model_picker(FINETUNE_DEFAULT_MODEL)  # the pre-trained model to start fr
 if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     # ----- 1. data ------------------------------------------------------------------------------------
     st.subheader("1. Data")
-    source = st.radio("Training data", ["Upload a file", "Built-in dataset", "A Hugging Face data set"],
-                      key="ft_source", horizontal=True)
+    # kept, like the settings below: the data chosen holds when the user leaves the page and comes back
+    source = kept_widget(st.radio, "Training data", "ft_source", "Upload a file",
+                         options=["Upload a file", "Built-in dataset", "A Hugging Face data set"], horizontal=True)
     upload, data, data_error, spec, columns, hub_spec, hub_dev = None, None, None, {}, None, "", ""
     hub_dev_examples = None  # a Hub dev split's size: the estimate counts it, not a part of the training split
     if source == "Upload a file":
@@ -89,14 +90,16 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             columns = table_columns(raw)
             c = st.columns(4)
             # the task a person names here is the object from then on (None: detect it from the file)
-            task = c[0].selectbox("Task", [None, *TASK_TYPES.values()], key="ft_task",
-                                  format_func=lambda t: "(detect)" if t is None else t.name)
+            tasks = [None, *TASK_TYPES.values()]
+            task = kept_widget(c[0].selectbox, "Task", "ft_task", None, options=tasks, valid=lambda t: t in tasks,
+                               format_func=lambda t: "(detect)" if t is None else t.name)
             pick = {}
             if columns:
                 for col, (what, key) in zip(c[1:], (("Text column", "text_column"), ("Second text column (pairs)",
                                                                                        "text_pair_column"),
                                                     ("Label column", "label_column"))):
-                    pick[key] = col.selectbox(what, ["(detect)", *columns], key=f"ft_{key}")
+                    pick[key] = kept_widget(col.selectbox, what, f"ft_{key}", "(detect)", options=["(detect)", *columns],
+                                            valid=lambda v: v in ["(detect)", *columns])
             chosen = {k: (None if v == "(detect)" else v) for k, v in pick.items()}
             spec = {"task": task and task.name, **chosen}
             outcome, result = dv.read_upload(name, raw, task, chosen.get("text_column"),
@@ -135,9 +138,10 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             data_error = "Download the data set (the button above) to see it and fine-tune on it."
     else:
         options = [n for n, t in BUILTIN_TASKS.items() if t.available] + [f"tiny:{t}" for t in TASK_TYPES]
-        builtin = st.selectbox("Built-in dataset", options, key="ft_builtin",
-                               format_func=lambda n: f"{n} ({BUILTIN_TASKS[n].task.name})" if n in BUILTIN_TASKS else
-                               f"{n} (generated, 64 examples: a run in seconds)")
+        builtin = kept_widget(st.selectbox, "Built-in dataset", "ft_builtin", options[0], options=options,
+                              valid=lambda v: v in options,
+                              format_func=lambda n: f"{n} ({BUILTIN_TASKS[n].task.name})" if n in BUILTIN_TASKS else
+                              f"{n} (generated, 64 examples: a run in seconds)")
         if builtin in BUILTIN_TASKS:
             info = BUILTIN_TASKS[builtin]
             st.caption(f"{info.description}  \n*Source:* {info.provenance}  \n*Licence:* {info.licence}")

@@ -221,8 +221,8 @@ def test_finetune_page_reads_a_parquet_upload_and_its_columns(runs_root, base_mo
 @pytest.mark.parametrize("name, data, message", [
     ("empty.txt", b"", "empty.txt is empty"),
     ("photo.txt", b"\x89PNG\r\n\x1a\n\x00\x00rest", "binary file"),
-    ("latin.txt", "Caf\u00e9 au lait.\n".encode("latin-1"), "not valid UTF-8"),
     ("one.txt", b"A single document.\nWith two sentences.\n", "holds 1 document"),
+    ("nul.txt", b"some text\x00\x01\x02 and binary", "binary file (it contains a NUL byte"),
 ])
 def test_pretrain_page_refuses_a_bad_corpus_upload(runs_root, name, data, message):
     at = _page("10_Pre-train.py", pt_upload_bytes=(name, data))
@@ -232,6 +232,32 @@ def test_pretrain_page_refuses_a_bad_corpus_upload(runs_root, name, data, messag
     assert at.error[0].value.count(". ") == 0  # one sentence
     assert at.button(key="pt_start").disabled
     assert not list(runs_root.iterdir())
+
+
+@pytest.mark.parametrize("name, codec, note", [
+    ("latin.txt", "latin-1", "read as Latin-1 because the file is not valid UTF-8"),
+    ("unicode.txt", "utf-16", "read unicode.txt as UTF-16 (it starts with a UTF-16 byte-order mark)"),
+    ("bare.txt", "utf-16-le", "read bare.txt as UTF-16 (it has no byte-order mark"),
+])
+def test_pretrain_page_reads_latin_1_and_utf_16_as_fine_tune_does_and_stores_utf_8(runs_root, name, codec, note):
+    """Pre-train refused what Fine-tune reads ("save it as UTF-8 and upload it again")."""
+    from bert_explorer.app import runs_view
+
+    text = "\n\n".join(f"Caf\u00e9 number {d} opens.\nIt serves cr\u00e8me.\nAnd tea." for d in range(6))
+    at = _page("10_Pre-train.py", pt_upload_bytes=(name, text.encode(codec)))
+    at.radio(key="pt_corpus_source").set_value("Upload a .txt file").run()
+    assert not at.exception and not at.error
+    assert "6 documents" in at.success[0].value
+    assert any(note in c.value.replace("\\", "") for c in at.caption)  # (shown escaped: its characters)
+    launched = []
+    real = runs_view.launch
+    runs_view.launch = lambda kind, config, run_dir, **kw: launched.append(config) or True
+    try:
+        at.button(key="pt_start").click().run()
+    finally:
+        runs_view.launch = real
+    (config,) = launched
+    assert Path(config["corpus"]).read_bytes() == text.encode("utf-8")  # what the run reads: UTF-8
 
 
 def test_pretrain_page_accepts_a_good_corpus_upload(runs_root):

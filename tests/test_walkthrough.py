@@ -114,3 +114,76 @@ def test_what_was_typed_on_attributions_two_models_and_fine_tune_holds_after_ano
             at.radio(key="ft_mode").value) == (5.0, 7, "feature-based")
     at.switch_page("pages/6_Attributions.py").run()
     assert not at.exception and at.text_input(key="attr_mlm_word").value == "cost"
+
+
+def test_the_pre_training_set_up_and_the_data_chosen_on_fine_tune_hold_after_another_page(runs_root):
+    """Pre-train's form came back at L4-H256 / 1,000 steps / batch 32 after a look at Runs; Fine-tune's
+    choice of data went back to its default."""
+    at = AppTest.from_file(str(ROOT / "run_app.py"), default_timeout=120).run()
+    at.switch_page("pages/10_Pre-train.py").run()
+    at.multiselect(key="pt_corpus").set_value(["tiny"])
+    at.selectbox(key="pt_size").set_value("L2-H128")
+    at.number_input(key="pt_steps").set_value(40)
+    at.number_input(key="pt_batch").set_value(8)
+    at.number_input(key="pt_seed").set_value(3)
+    at.text_input(key="pt_name").input("my-run").run()
+    at.switch_page("pages/11_Fine-tune.py").run()
+    at.radio(key="ft_source").set_value("Built-in dataset").run()
+    at.selectbox(key="ft_builtin").set_value("tiny:regression").run()
+    at.switch_page("pages/13_Runs.py").run()        # away...
+    at.switch_page("pages/10_Pre-train.py").run()   # ...and back
+    assert not at.exception
+    assert (at.multiselect(key="pt_corpus").value, at.selectbox(key="pt_size").value,
+            at.number_input(key="pt_steps").value, at.number_input(key="pt_batch").value,
+            at.number_input(key="pt_seed").value, at.text_input(key="pt_name").value) == (
+        ["tiny"], "L2-H128", 40, 8, 3, "my-run")
+    at.switch_page("pages/11_Fine-tune.py").run()
+    assert not at.exception
+    assert (at.radio(key="ft_source").value, at.selectbox(key="ft_builtin").value) == ("Built-in dataset", "tiny:regression")
+
+
+def test_a_file_uploaded_on_fine_tune_is_read_again_after_another_page_until_replaced_or_forgotten(
+        runs_root, monkeypatch):
+    """Streamlit empties an uploader when its page is left: the file had to be uploaded again after a look at
+    Runs. (AppTest cannot drive an uploader: this one hands over what the test puts in "test_file".)"""
+    from types import SimpleNamespace
+
+    import streamlit as st
+
+    from bert_explorer.app import data_view
+
+    def uploader(container, label, key, **options):
+        container.file_uploader(label, key=key, **options)  # the widget, whose state the page leaving clears
+        given = st.session_state.get("test_file")
+        return SimpleNamespace(name=given[0], getvalue=lambda: given[1]) if given else None
+
+    monkeypatch.setattr(data_view, "uploader", uploader)
+    rows = "text,label\n" + "".join(f"{'a fine day' if i % 2 else 'a bad day'} number {i},{i % 2}\n" for i in range(40))
+    at = AppTest.from_file(str(ROOT / "run_app.py"), default_timeout=120).run()
+    at.switch_page("pages/11_Fine-tune.py")
+    at.session_state["test_file"] = ("days.csv", rows.encode())
+    at.run()
+    assert any("Detected task" in s.value for s in at.success)
+
+    def detected(at):
+        return any("Detected task" in s.value for s in at.success)
+
+    at.session_state["test_file"] = None  # the uploader is empty when the page comes back
+    at.switch_page("pages/13_Runs.py").run()
+    at.switch_page("pages/11_Fine-tune.py").run()
+    assert not at.exception and detected(at)
+    assert any(i.value.startswith("days.csv (") and "uploaded earlier in this session, is read again" in i.value
+               for i in at.info)
+    at.run()  # another run of the page (a setting changed): still read
+    assert detected(at)
+    at.button(key="ft_upload_forget").click().run()
+    assert not detected(at) and not any("read again" in i.value for i in at.info)
+
+    at.session_state["test_file"] = ("days.csv", rows.encode())
+    at.run()
+    at.session_state["test_file"] = None  # the user takes it out of the uploader on this page: forgotten
+    at.run()
+    assert not detected(at)
+    at.switch_page("pages/13_Runs.py").run()
+    at.switch_page("pages/11_Fine-tune.py").run()
+    assert not detected(at)

@@ -47,7 +47,11 @@ class EncodingFallbackWarning(UserWarning):
 # ----- reading files ----------------------------------------------------------------------
 def read_text_file(path: str | Path) -> tuple[str, str]:
     """The text of a file and the encoding that decoded it: ``"utf-8"`` or ``"latin-1"``."""
-    data = Path(path).read_bytes()
+    return decode_text(Path(path).read_bytes())
+
+
+def decode_text(data: bytes) -> tuple[str, str]:
+    """The text of these bytes and the encoding that decoded them: ``"utf-8"`` or ``"latin-1"``."""
     try:
         return data.decode("utf-8-sig"), "utf-8"   # -sig: drop a byte-order mark if present
     except UnicodeDecodeError:

@@ -1,7 +1,7 @@
 """Checking a pre-training corpus that someone uploads, before a run is started on it.
 
-:func:`check_corpus_upload` says in one sentence what is wrong with the bytes (empty, binary,
-UTF-16, not UTF-8, too few documents for the objective) or returns facts about the text;
+:func:`check_corpus_upload` says in one sentence what is wrong with the bytes (empty, binary, too
+few documents for the objective) or returns facts about the text (read from UTF-16 or Latin-1 too);
 :func:`held_out_fraction` picks the share of documents kept for evaluation so that both sides
 of the split get documents."""
 from __future__ import annotations
@@ -12,39 +12,34 @@ from pathlib import Path
 
 from .corpora import load_corpus
 from .objectives import BERT, Objective, objective_type
+from .uploads.core import DataError
+from .uploads.decode import decode_bytes
 
-_MAGIC = ((b"PK\x03\x04", "a ZIP archive or an Office document"), (b"\x1f\x8b", "a gzip archive"),
-          (b"%PDF", "a PDF document"), (b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"),
-          (b"\xd0\xcf\x11\xe0", "an old Office document"), (b"BZh", "a bzip2 archive"))
+# what to upload instead, at the end of a refusal's sentence
+_TEXT_HINT = "upload plain text (.txt), best saved as UTF-8"
 
 
 def check_corpus_upload(name: str, data: bytes, objective: Objective | str = BERT) -> tuple[str | None, dict]:
     """(one-sentence error or None, facts about the text) for an uploaded pre-training corpus.
 
-    The text must be UTF-8 and hold separate documents: next-sentence prediction draws its
-    random sentence B from *another* document and needs two held-out documents to evaluate."""
+    The text is read as a fine-tuning upload is (``uploads.decode``): UTF-8, UTF-16 or, failing both,
+    Latin-1, said in ``facts["notes"]``; ``facts["utf8"]`` holds its bytes in UTF-8, which the run stores and
+    reads. It must hold separate documents: next-sentence prediction draws its random sentence B from
+    *another* document and needs two held-out documents to evaluate."""
     if not data:
         return f"{name} is empty (0 bytes); upload a UTF-8 text file with your documents.", {}
-    for magic, what in _MAGIC:
-        if data.startswith(magic):
-            return f"{name} is a binary file ({what}), not text; upload plain UTF-8 text (.txt).", {}
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return f"{name} is UTF-16 text; save it as UTF-8 and upload it again.", {}
-    if b"\x00" in data[:8192]:
-        return f"{name} is a binary file (it contains NUL bytes), not text; upload plain UTF-8 text (.txt).", {}
     try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        return (f"{name} is not valid UTF-8 (the first bad byte is on line {line}); save it as UTF-8 and upload "
-                f"it again.", {})
+        text, notes = decode_bytes(data, name, _TEXT_HINT)
+    except DataError as e:
+        return str(e), {}
     if not text.strip():
         return f"{name} holds only white space; upload a file with your documents.", {}
     docs = _documents(text)
     objective = objective_type(objective)
     need = objective.documents_needed
     facts = {"documents": len(docs), "sentences": sum(len(d) for d in docs),
-             "words": sum(len(s.split()) for d in docs for s in d)}
+             "words": sum(len(s.split()) for d in docs for s in d), "notes": notes,
+             "utf8": text.encode("utf-8") if notes else data}
     if len(docs) < need:
         why = "next-sentence prediction needs" if objective.next_sentence else "a run needs"
         return (f"{name} holds {len(docs)} document{'s' if len(docs) != 1 else ''}, but {why} at least {need} "

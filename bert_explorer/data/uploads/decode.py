@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..corpora import read_text_file
+from ..corpora import decode_text
 from .core import DataError
 
 
@@ -51,25 +51,31 @@ def _looks_like_text(text: str) -> bool:
 
 
 def _decode(path: Path, name: str) -> tuple[str, list[str]]:
-    with open(path, "rb") as f:
-        head = f.read(8192)
+    return decode_bytes(path.read_bytes(), name)
+
+
+def decode_bytes(data: bytes, name: str, hint: str = _EXPORT_HINT) -> tuple[str, list[str]]:
+    """(the text of an upload's bytes, notes on how it was read): UTF-8, UTF-16 (with or without its
+    byte-order mark) or, where neither fits, Latin-1 with a note. Raises :class:`DataError` with one
+    sentence, ending in ``hint`` (what to upload instead), where the bytes are not text."""
+    head = data[:8192]
     for magic, kind in _MAGIC:
         if head.startswith(magic):
-            raise DataError(f"{name} is a binary file ({kind}), not text; {_EXPORT_HINT}.")
+            raise DataError(f"{name} is a binary file ({kind}), not text; {hint}.")
     utf16 = utf16_of(head)
     if utf16:  # Excel's "Unicode text", Windows tools
         codec, why = utf16
         try:
-            text = path.read_bytes().decode(codec)
+            text = data.decode(codec)
         except UnicodeDecodeError as e:
             raise DataError(f"{name} looks like UTF-16 text ({why}) but byte {e.start} cannot be decoded; "
-                            f"{_EXPORT_HINT}.") from e
+                            f"{hint}.") from e
         if codec == "utf-16" or _looks_like_text(text[:4096]):  # else binary, said below
             return text.lstrip("\ufeff"), [f"read {name} as UTF-16 ({why})"]
     if b"\x00" in head:
         at = head.index(b"\x00")
-        raise DataError(f"{name} is a binary file (it contains a NUL byte at byte {at}), not text; {_EXPORT_HINT}.")
-    text, encoding = read_text_file(path)
+        raise DataError(f"{name} is a binary file (it contains a NUL byte at byte {at}), not text; {hint}.")
+    text, encoding = decode_text(data)
     notes = []
     if encoding != "utf-8":
         try:  # latin-1 keeps byte offsets, so the first bad byte can be located in the text
