@@ -308,6 +308,10 @@ if "confusion_matrix" in dev:
     labels = [str(x) for x in dev.get("labels") or result.get("label_names") or []]
     fig = px.imshow(dev["confusion_matrix"], x=labels, y=labels, text_auto=True, color_continuous_scale="Blues",
                     labels=dict(x="predicted", y="true", color="examples"), title="Confusion matrix (dev)")
+    # label names are names even when they look like numbers: plotly would put labels 0 and 1 on a number
+    # line ticked -0.5, 0, 0.5, ...
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(type="category")
     fig.update_layout(height=200 + 30 * len(labels), margin=dict(l=10, r=10, t=40, b=10))
     c1, c2 = st.columns(2)
     exports.figure(fig, "ft_confusion", container=c1)

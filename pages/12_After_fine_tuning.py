@@ -207,6 +207,8 @@ for k, by in enumerate(groups):
     part = [s for s in table_slices if s["by"] == by]
     fig = go.Figure(go.Bar(x=[s["slice"] for s in part], y=[s[main] for s in part], name=LABELS.get(main, main),
                            customdata=[s["count"] for s in part],
+                           # each bar says its score: a slice that scored 0 has no bar to see
+                           text=[fmt(s[main]) for s in part], textposition="outside", cliponaxis=False,
                            hovertemplate="%{x}<br>" + LABELS.get(main, main) + " %{y:.3f}<br>%{customdata} "
                                                                                    "examples<extra></extra>"))
     fig.add_hline(y=whole[main], line_dash="dot")  # named in the title: a label on the line can sit on a bar
@@ -214,6 +216,9 @@ for k, by in enumerate(groups):
     fig.update_layout(title=f"by {by}<br><sup>dotted: the whole dev set, {fmt(whole[main])}</sup>", height=320,
                       margin=dict(l=10, r=10, t=60, b=10),
                       yaxis_title=LABELS.get(main, main), xaxis_title=None)
+    # a slice's name is a name even when it looks like a number (gold labels 0 and 1, a column of years):
+    # on plotly's own number line the labels 0 and 1 stood among ticks -0.5, 0.5 and 1.5
+    fig.update_xaxes(type="category")
     exports.figure(fig, f"af_slices_{k}", f"{LABELS.get(main, main)} by {by}", bundle, container=cols[k % len(cols)])
 small = [s for s in table_slices if s["small"]]
 frame = pd.DataFrame([{k: v for k, v in s.items()} for s in table_slices]).rename(columns={"small": "note"})

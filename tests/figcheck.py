@@ -194,6 +194,40 @@ def problems(fig: Figure, *, bounded: bool | None = None) -> list[str]:
     return out
 
 
+def _number(value) -> bool:
+    try:
+        float(str(value).strip().replace(",", ""))
+    except ValueError:
+        return False
+    return bool(str(value).strip())
+
+
+def names_read_as_numbers(fig: Figure) -> list[str]:
+    """Axes whose names (label names, slices, a column's values) plotly would draw on a number line.
+
+    plotly.js types an axis without ``type`` from its values: strings count as numbers when they
+    parse as one, and the axis is a category axis only when its distinct non-numbers outnumber its
+    distinct numbers two to one (``axis_autotype.js``). Labels "0" and "1" then stand among ticks
+    -0.5, 0.5 and 1.5, and a name that is not a number is not drawn at all."""
+    out = []
+    for t in fig.traces:
+        x, y = t.axes
+        named = [(x, t.x), (y, t.y)] if t.type in ("heatmap", "image") else \
+            [(y if t.horizontal else x, t.categories)]
+        for axis, values in named:
+            if values is None or not len(values) or not any(isinstance(v, str) for v in values.tolist()):
+                continue  # numbers drawn as numbers (steps, layers) are what a number line is for
+            key = axis[0] + "axis" + axis[1:]
+            if fig.layout.get(key, {}).get("type") == "category":
+                continue
+            distinct = {str(v) for v in values.tolist()}
+            numbers = sum(_number(v) for v in distinct)
+            if numbers and len(distinct) - numbers <= 2 * numbers:
+                out.append(f"chart {fig.title!r}: trace {t.name!r} names {sorted(distinct)[:4]} on {key}, which "
+                           "plotly draws as a number line (no type='category')")
+    return out
+
+
 def check(fig: Figure, **kwargs) -> None:
     found = problems(fig, **kwargs)
     assert not found, "\n".join(found)

@@ -330,6 +330,39 @@ def test_the_page_shows_the_parts_that_apply_to_the_task_type(task, tuned, monke
         assert calibration.calibration(rows)["sentence"] in captions
 
 
+@pytest.fixture(scope="module")
+def numbered(tmp_path_factory, base_model):
+    """A run fine-tuned on an upload whose labels are 0 and 1 and whose other column holds years: names that
+    look like numbers."""
+    root = tmp_path_factory.mktemp("numbered")
+    tiny = make_tiny("classification", n=80, seed=1)
+    upload = root.parent / "numbered.csv"
+    pd.DataFrame({"text": [ex["text"] for ex in tiny.examples],
+                  "label": [int(ex["label"] == "positive") for ex in tiny.examples],
+                  "year": [2019 + i % 2 for i in range(len(tiny.examples))]}).to_csv(upload, index=False)
+    cfg = FinetuneConfig(model=str(base_model), train=str(upload), task="classification", epochs=1, batch_size=16,
+                         lr=1e-3, max_seq_length=32, device="cpu", precision="fp32", seed=0)
+    run_finetuning(cfg, root / "numbered")
+    return {"root": root}
+
+
+def test_slices_draw_names_that_look_like_numbers_as_names_and_say_each_score(numbered, monkeypatch):
+    """The slices of gold labels 0 and 1 stood on a number line ticked -0.5 ... 1.5, and the label the model
+    never got right had no bar to see."""
+    import figcheck
+
+    at = _page(numbered, monkeypatch, "numbered")
+    assert not at.exception
+    figs = {f.title.split("<br>")[0]: f for f in figcheck.figures(at)}
+    for title, names in (("by gold label", ["0", "1"]), ("by column year", ["2019", "2020"])):
+        fig = figs[title]
+        assert figcheck.names_read_as_numbers(fig) == [] and fig.layout["xaxis"]["type"] == "category"
+        (bars,) = fig.traces
+        assert bars.x.tolist() == names
+        # every bar says its score, a score of 0 too: "0.000" stands where no bar can be seen
+        assert bars.raw["text"] == [f"{v:.3f}" for v in bars.y.tolist()]
+
+
 def test_what_changed_is_computed_once_asked_and_then_shown_to_every_visitor(tuned, monkeypatch):
     """Comparing before and after loads a second model and runs the dev set twice: a first visit does
     not do it; one click does, and a later visitor (another session) sees the result without asking."""

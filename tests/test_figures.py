@@ -51,6 +51,20 @@ def test_the_checker_wants_compared_series_named_and_stacks_declared():
     assert figcheck.bar(_spec(named), "t", "b") == pytest.approx(0.5)
 
 
+def test_the_checker_finds_names_that_plotly_would_draw_on_a_number_line():
+    import plotly.graph_objects as go
+
+    labels = go.Figure(go.Bar(x=["0", "1"], y=[1.0, 0.0], name="accuracy"))
+    assert figcheck.names_read_as_numbers(_spec(labels))  # ticked -0.5, 0, 0.5, 1, 1.5
+    assert figcheck.names_read_as_numbers(_spec(go.Figure(go.Bar(x=["0", "1", "other"], y=[1, 2, 3]))))
+    labels.update_xaxes(type="category")
+    assert figcheck.names_read_as_numbers(_spec(labels)) == []
+    assert figcheck.names_read_as_numbers(_spec(go.Figure(go.Bar(x=["neg", "pos", "mixed", "1"], y=[1, 2, 3, 4])))) == []
+    assert figcheck.names_read_as_numbers(_spec(go.Figure(go.Bar(x=[0, 1], y=[1, 2])))) == []  # numbers, as numbers
+    matrix = px.imshow([[4, 0], [0, 4]], x=["0", "1"], y=["0", "1"])
+    assert len(figcheck.names_read_as_numbers(_spec(matrix))) == 2
+
+
 # ----- the pages ---------------------------------------------------------------------------------------
 def _app(page: str, model: str | None = None, **state) -> AppTest:
     at = AppTest.from_file(f"../{page}", default_timeout=300)

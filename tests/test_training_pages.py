@@ -446,6 +446,33 @@ def test_finetune_page_builtin_ner_and_qa_results(runs_root, base_model, task):
         assert not at.exception and any(m.label == "Answer" for m in at.metric)
 
 
+def _perfect_run_of_labels_0_and_1(runs_root, base_model):
+    """The Fine-tune page on a finished run whose labels are 0 and 1 and whose four dev scores are all 1.0, an
+    upload of 80 examples (8 for dev, as the run's) in its box."""
+    perfect = {"accuracy": 1.0, "macro_f1": 1.0, "mcc": 1.0, "f1": 1.0}
+    run = _fake_run(runs_root, "ft-01", "finetune", "finished",
+                    [{"step": s, "split": "dev", "epoch": s // 3, **perfect} for s in (3, 6, 9)], step=9, max_steps=9)
+    dev = {**perfect, "labels": ["0", "1"], "confusion_matrix": [[4, 0], [0, 4]],
+           "per_class": {k: {"precision": 1.0, "recall": 1.0, "f1": 1.0, "support": 4} for k in ("0", "1")}}
+    (run.path / "metrics.json").write_text(json.dumps({"task": "classification", "dev": dev, "label_names": ["0", "1"],
+                                                       "train_examples": 72, "dev_examples": 8}))
+    data = _csv([(f"review number {i}", i % 2) for i in range(80)], ["text", "label"])
+    at = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("pairs.csv", data))
+    assert not at.exception
+    return at
+
+
+def test_finetune_page_draws_labels_that_look_like_numbers_as_names(runs_root, base_model):
+    """Labels 0 and 1 stood on a number line in the confusion matrix, ticked -0.5, 0, 0.5, 1, 1.5."""
+    import figcheck
+
+    at = _perfect_run_of_labels_0_and_1(runs_root, base_model)
+    confusion = next(f for f in figcheck.figures(at) if f.title == "Confusion matrix (dev)")
+    assert figcheck.names_read_as_numbers(confusion) == []
+    assert [confusion.layout[a]["type"] for a in ("xaxis", "yaxis")] == ["category", "category"]
+
+
+
 @pytest.mark.parametrize("name, data, message", [
     ("empty.csv", b"", "empty.csv is empty"),
     ("sheet.csv", b"PK\x03\x04 not really a workbook", "binary file"),
