@@ -67,6 +67,7 @@ def long_run_confirmed(config: FinetuneConfig, data, n_dev: int | None = None) -
 
 
 root = runs_root()
+said_above = None  # the small-dev-set sentence said for the upload, if any (the run's is then not said again)
 base = model_picker(FINETUNE_DEFAULT_MODEL)  # the pre-trained model to start from (sidebar)
 
 if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
@@ -216,6 +217,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     if data is not None and source == "Upload a file":
         if warning := small_dev_warning(round(len(data.examples) * dev_fraction)):  # dev is split off first
             st.warning(warning)
+            said_above = warning
     if data_error is None and base and (why := ltr_problem(base, task_kind, mode)):
         data_error = why
         st.error(why)
@@ -301,7 +303,8 @@ for col, k in zip(cols, shown):
                     "recomputes it from the saved model, example by example, in float32: the two may differ in the "
                     "third decimal.")
 cols[-1].metric("examples (train / dev)", f"{result.get('train_examples', 0):,} / {result.get('dev_examples', 0):,}")
-if warning := small_dev_warning(result.get("dev_examples", 0)):
+# said once: the upload's dev set above and this run's may be the same 8 examples, in the same sentence
+if (warning := small_dev_warning(result.get("dev_examples", 0))) and warning != said_above:
     st.warning(warning)
 
 if "confusion_matrix" in dev:

@@ -472,6 +472,22 @@ def test_finetune_page_draws_labels_that_look_like_numbers_as_names(runs_root, b
     assert [confusion.layout[a]["type"] for a in ("xaxis", "yaxis")] == ["category", "category"]
 
 
+def test_finetune_page_draws_bounded_scores_on_their_scale_and_says_a_small_dev_set_once(runs_root, base_model):
+    """Four dev scores, all 1.0, were drawn on an axis up to 2 where only the top line showed; the page said
+    its 8 dev examples twice, once for the upload and once for the run that had the same 8."""
+    import figcheck
+
+    at = _perfect_run_of_labels_0_and_1(runs_root, base_model)
+    scores = next(f for f in figcheck.figures(at) if f.title == "Dev metrics after each epoch")
+    low, high = scores.layout["yaxis"]["range"]
+    assert -0.1 <= low <= 0 and 1 < high <= 1.1  # scores bounded by 1, with a little room for the markers
+    assert scores.axis_title("y") == "dev score (1 = perfect)"
+    symbols = [t.raw["marker"]["symbol"] for t in scores.traces]
+    assert len(scores.traces) == 4 and len(set(symbols)) == 4  # four lines on one another, each still seen
+    said = [w.value for w in at.warning if w.value.startswith("The dev set has only 8 examples")]
+    assert len(said) == 1
+
+
 
 @pytest.mark.parametrize("name, data, message", [
     ("empty.csv", b"", "empty.csv is empty"),

@@ -42,8 +42,10 @@ def line_figure(rows: list[dict], keys: list[str], title: str, split: str | None
             for r in rows for k in keys if isinstance(r.get(k), (int, float))]
     if not data:
         return None
-    fig = px.line(pd.DataFrame(data), x="step", y="value", color="series", title=title,
-                  markers=len(data) <= 60)
+    markers = len(data) <= 60
+    # a symbol of its own per series: lines that coincide (four dev scores all at 1.0) each still show
+    fig = px.line(pd.DataFrame(data), x="step", y="value", color="series", title=title, markers=markers,
+                  symbol="series" if markers else None)
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=40, b=10), legend_title_text="")
     if len({d["series"] for d in data}) == 1:  # one measure: its axis says which (plotly's own says "value")
         fig.update_yaxes(title_text=data[0]["series"])
@@ -71,7 +73,22 @@ def finetune_figures(rows: list[dict]) -> dict:
                 if k not in ("mse",)]
     figs = {"loss": line_figure(rows, ["loss"], "Training loss", "train"),
             "dev": line_figure(rows, dev_keys, "Dev metrics after each epoch", "dev")}
+    if figs["dev"] is not None:
+        _on_the_score_scale(figs["dev"], [r[k] for r in rows if r.get("split") == "dev" for k in dev_keys
+                                          if isinstance(r.get(k), (int, float))], "exact_match" in dev_keys)
     return {k: f for k, f in figs.items() if f is not None}
+
+
+def _on_the_score_scale(fig, values: list[float], percent: bool) -> None:
+    """A dev score's whole scale, not plotly's span of its values: four scores at 1.0 stood on an axis
+    from 0 to 2. Scores are bounded by 1 (SQuAD's, percentages, by 100); MCC and Pearson r go down to -1.
+    A little room past each end, so that a marker on the bound is drawn whole."""
+    top = 100.0 if percent else 1.0
+    if not values or not all(-top <= v <= top for v in values):
+        return  # a measure off the scale: plotly's own span hides nothing of it
+    low = -top if min(values) < 0 else 0.0
+    fig.update_yaxes(range=[low - 0.05 * top, top + 0.05 * top],
+                     title_text="dev score (%, 100 = perfect)" if percent else "dev score (1 = perfect)")
 
 
 def figures(kind: str, rows: list[dict]) -> dict:
