@@ -330,7 +330,10 @@ else:
                       yaxis=dict(title="share right, probability", range=[0, 1.02]))
     c1, c2 = st.columns([3, 2])
     exports.figure(rel, "af_reliability", "reliability diagram", bundle, container=c1)
-    c2.dataframe(pd.DataFrame(cal["bins"]), hide_index=True)
+    # an empty bin has no confidence or accuracy: "—", not "None"; every cell of those columns is text
+    c2.dataframe(pd.DataFrame(cal["bins"]).astype({"confidence": object, "accuracy": object}).apply(
+        lambda col: col.map(lambda v: "—" if v is None or pd.isna(v) else f"{v:.3f}")
+        if col.name in ("confidence", "accuracy") else col), hide_index=True)
     c2.caption("Guo et al. (2017), Section 2: the answers sorted into 10 bins of equal width by the model's "
                "probability of its own answer; ECE is the count-weighted mean gap between each bin's accuracy and "
                "its mean confidence.")

@@ -107,8 +107,9 @@ if picked and keys:
     finals = {labels[n]: report.key_metrics(by_name[n].status()) for n in picked}
     # a number a run does not have (a pre-training's dev accuracy) is said as such, not as "None"; every cell
     # is text, so the column has one type (a float column holding "—" makes Streamlit convert it again)
-    st.dataframe(pd.DataFrame(finals).T.rename(columns=lambda k: report.LABELS.get(k, k))
-                 .apply(lambda col: col.map(lambda v: "—" if pd.isna(v) else f"{v:.4g}")), width="stretch")
+    table = pd.DataFrame(finals).T
+    st.dataframe(table.apply(lambda col: col.map(lambda v: "—" if pd.isna(v) else report.metric_text(col.name, v)))
+                 .rename(columns=lambda k: report.LABELS.get(k, k)), width="stretch")
 elif picked:
     st.info("These runs have not logged any metrics yet.")
 

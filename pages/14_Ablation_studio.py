@@ -193,6 +193,10 @@ status = run.status()
 active = status.get("state") in ACTIVE
 
 
+def _number(value, form: str) -> str:
+    return "—" if value is None else form.format(value)
+
+
 @st.fragment(run_every=3 if active else None)
 def progress_panel():
     s = run.status()
@@ -221,10 +225,12 @@ def progress_panel():
             if rv.launch("ablate", plan["recipe"], chosen, resume=True):
                 st.rerun()
     if plan:
+        # a cell with no score (yet) says "—", and one without an error nothing, never "None"
         rows = [{"cell": c["id"], "state": res.get(c["id"], {}).get("status") or
                  ("running" if c["id"] == s.get("current") else "pending"),
-                 "score": res.get(c["id"], {}).get("score"), "seconds": res.get(c["id"], {}).get("seconds"),
-                 "error": res.get(c["id"], {}).get("error")} for c in plan["cells"]]
+                 "score": _number(res.get(c["id"], {}).get("score"), "{:.1f}"),
+                 "seconds": _number(res.get(c["id"], {}).get("seconds"), "{:.1f}"),
+                 "error": res.get(c["id"], {}).get("error") or ""} for c in plan["cells"]]
         with st.expander("Cells", expanded=active):
             st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 

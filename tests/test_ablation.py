@@ -337,6 +337,25 @@ def test_page_says_when_a_run_s_pre_trainings_were_never_judged_by_the_plateau_r
     assert said and said[0].startswith("37 of this grid's cells") and "ablate --report" in said[0]
 
 
+def test_page_s_cells_table_says_a_missing_score_as_a_dash(tmp_path, monkeypatch):
+    """A pending cell's score and seconds, and a finished cell's error, read "None"."""
+    folder = tmp_path / "runs" / "ablation-part-done"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "docs" / "gpu-runs" / "2026-11-26-h200-paper-mini" /
+                    "paper-mini", folder)
+    lines = (folder / "results.jsonl").read_text().splitlines()
+    (folder / "results.jsonl").write_text("\n".join(lines[:-1]) + "\n")  # its last cell not done yet
+    last = json.loads(lines[-1])["cell_id"]
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    assert not at.exception
+    cells = next(d.value for d in at.dataframe if list(d.value.columns) == ["cell", "state", "score", "seconds",
+                                                                            "error"]).set_index("cell")
+    assert "None" not in cells.astype(str).values and not cells.isna().any().any()
+    assert cells.loc[last, "state"] == "pending" and list(cells.loc[last, ["score", "seconds"]]) == ["—", "—"]
+    done = json.loads(lines[0])
+    assert cells.loc[done["cell_id"], "score"] == f"{done['score']:.1f}" and cells.loc[done["cell_id"], "error"] == ""
+
+
 def test_page_without_ablations_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "none"))
     at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()

@@ -363,6 +363,18 @@ def test_slices_draw_names_that_look_like_numbers_as_names_and_say_each_score(nu
         assert bars.raw["text"] == [f"{v:.3f}" for v in bars.y.tolist()]
 
 
+def test_the_calibration_table_says_an_empty_bin_has_no_score(numbered, monkeypatch):
+    """An empty bin's confidence and accuracy read "None"."""
+    at = _page(numbered, monkeypatch, "numbered")
+    table = next(d.value for d in at.dataframe if "confidence" in d.value.columns)
+    empty = table[table["count"] == 0]
+    assert len(empty) and (empty[["confidence", "accuracy"]] == "—").all().all()
+    assert not table.isna().any().any() and "None" not in table.astype(str).values
+    rows = predictions.load_predictions(numbered["root"] / "numbered").rows
+    bins = calibration.calibration(rows)["bins"]
+    assert table["accuracy"].tolist() == ["—" if b["accuracy"] is None else f"{b['accuracy']:.3f}" for b in bins]
+
+
 def test_what_changed_is_computed_once_asked_and_then_shown_to_every_visitor(tuned, monkeypatch):
     """Comparing before and after loads a second model and runs the dev set twice: a first visit does
     not do it; one click does, and a later visitor (another session) sees the result without asking."""

@@ -600,6 +600,8 @@ def test_the_table_of_all_runs_redraws_itself_while_a_run_is_active(runs_root, m
 
 
 def test_runs_page_lists_opens_compares_and_deletes(runs_root):
+    import figcheck
+
     a = _fake_run(runs_root, "pt-a", "pretrain", "finished",
                   [{"step": s, "split": "train", "loss": 9 - s, "tokens_per_s": 1000} for s in (1, 2, 3)]
                   + [{"step": 3, "split": "eval", "mlm_accuracy": 0.2, "nsp_accuracy": 0.6}],
@@ -618,7 +620,8 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
     assert set(table.index) == {"pt-a", "ft-b", "pt-busy", "abl"}
     assert table.loc["abl", "progress"] == "2 / 2 cells"
     assert table.loc["pt-a", "kind"] == "pretrain" and table.loc["ft-b", "state"] == "finished"
-    assert table.loc["pt-a", "duration"] == "1 min 30 s" and "MLM accuracy 0.2" in table.loc["pt-a", "key metrics"]
+    # in per cent, as the Pre-train tiles say it (the table said 0.2 beside a tile's 20.0%)
+    assert table.loc["pt-a", "duration"] == "1 min 30 s" and "MLM accuracy 20.0%" in table.loc["pt-a", "key metrics"]
     assert table.loc["ft-b", "key metrics"] == "dev accuracy 0.75 · dev macro-F1 0.7"  # named as the curves are
     at.selectbox(key="runs_group_0").set_value("abl").run()
     inside = at.dataframe[0].value.set_index("run")
@@ -629,6 +632,16 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
     assert not at.exception
     assert any("hello from pt-a" in c.value for c in at.code)
     assert "Training loss" in _titles(at) and "Held-out accuracy" in _titles(at)
+    charts = {c["layout"]["title"]["text"]: c for c in _charts(at)}
+    # each axis names its measure and unit (plotly's own said "value"); the accuracies in per cent, as the tiles
+    assert charts["Training loss"]["layout"]["yaxis"]["title"]["text"] == "loss (cross-entropy, nats)"
+    held = charts["Held-out accuracy"]
+    assert held["layout"]["yaxis"]["title"]["text"] == "held-out accuracy (%)"
+    assert held["layout"]["yaxis"]["range"] == [0, 100]
+    assert {tr["name"]: figcheck.decode(tr["y"]).tolist() for tr in held["data"]} == \
+        {"MLM accuracy": [20.0], "NSP accuracy": [60.0]}
+    tiles = {m.label: m.value for m in at.metric}
+    assert tiles["MLM accuracy (held out)"] == "20.0%"
 
     at.multiselect(key="runs_compare_0_").set_value(["pt-a", "ft-b"]).run()
     at.selectbox(key="runs_compare_metric").set_value("loss").run()
@@ -639,8 +652,10 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
     axes = {tr["name"]: tr.get("yaxis", "y") for tr in compare["data"]}
     assert axes["pt-a"] != axes["ft-b"]
     assert sorted(a["text"] for a in compare["layout"]["annotations"]) == ["fine-tuning", "pre-training"]
+    assert compare["layout"]["yaxis"]["title"]["text"] == "loss (cross-entropy, nats)"
     finals = next(d.value for d in at.dataframe if "MLM accuracy" in d.value.columns)
     assert not finals.isna().any().any() and finals.loc["ft-b", "MLM accuracy"] == "—"  # not a raw None
+    assert finals.loc["pt-a", "MLM accuracy"] == "20.0%" and finals.loc["ft-b", "dev accuracy"] == "0.75"
 
     # a running run is refused, even with the confirmation ticked
     at.selectbox(key="runs_delete_sel_0_").set_value("pt-busy").run()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.express as px
 
-from ..runs.report import LABELS
+from ..runs.report import LABELS, PERCENT
 
 NOT_METRICS = {"step", "time", "epoch", "lr_setting", "split", "eval_tokens", "total", "n_true", "n_pred",
                "n_correct", "null_threshold"}
@@ -30,14 +30,35 @@ def numeric_keys(rows: list[dict]) -> list[str]:
     return keys
 
 
+def _regression(rows: list[dict]) -> bool:
+    return any(isinstance(r.get(k), (int, float)) for r in rows for k in ("mse", "pearson"))
+
+
+def measure_title(key: str, rows: list[dict] = ()) -> str:
+    """A run's measure as its axis names it, with its unit: "MLM accuracy (%)", "loss (cross-entropy, nats)"
+    (a regression's loss is its mean squared error)."""
+    name = LABELS.get(key, key)
+    if key in PERCENT:
+        return f"{name} (%)"
+    if key.endswith("loss"):
+        return f"{name} ({'squared error' if key == 'loss' and _regression(rows) else 'cross-entropy, nats'})"
+    return name
+
+
+def _shown(key: str, value: float) -> float:
+    return 100 * value if key in PERCENT else value  # in per cent, as the tiles say it
+
+
 def line_figure(rows: list[dict], keys: list[str], title: str, split: str | None = None,
-                y_range: tuple | None = None, labels: dict | None = None, from_zero: bool = False):
+                y_range: tuple | None = None, labels: dict | None = None, from_zero: bool = False,
+                y_title: str | None = None):
     """One line per metric in ``keys`` (a grid of learning rates: one per lr too), or None. ``from_zero``: a
-    rate's axis starts at 0 (on its own, plotly spans one reading of 4,199 tokens/s as 4,198.5 to 4,199.5)."""
+    rate's axis starts at 0 (on its own, plotly spans one reading of 4,199 tokens/s as 4,198.5 to 4,199.5).
+    ``y_title`` names the measure and its unit (plotly's own says "value")."""
     labels = {**LABELS, **(labels or {})}
     rows = [r for r in latest_rows(rows) if split is None or r.get("split") == split]
     lrs = {r.get("lr_setting") for r in rows}
-    data = [{"step": r.get("step"), "value": r[k],
+    data = [{"step": r.get("step"), "value": _shown(k, r[k]),
              "series": labels.get(k, k) + (f" (lr {r['lr_setting']:g})" if len(lrs) > 1 else "")}
             for r in rows for k in keys if isinstance(r.get(k), (int, float))]
     if not data:
@@ -47,8 +68,8 @@ def line_figure(rows: list[dict], keys: list[str], title: str, split: str | None
     fig = px.line(pd.DataFrame(data), x="step", y="value", color="series", title=title, markers=markers,
                   symbol="series" if markers else None)
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=40, b=10), legend_title_text="")
-    if len({d["series"] for d in data}) == 1:  # one measure: its axis says which (plotly's own says "value")
-        fig.update_yaxes(title_text=data[0]["series"])
+    if y_title or len({d["series"] for d in data}) == 1:  # the axis says which measure, not plotly's "value"
+        fig.update_yaxes(title_text=y_title or data[0]["series"])
     steps = [d["step"] for d in data if isinstance(d["step"], (int, float))]
     if steps and max(steps) - min(steps) < 10:  # plotly's own ticks would fall between steps (1, 1.5, 2)
         fig.update_xaxes(dtick=1)
@@ -61,17 +82,20 @@ def line_figure(rows: list[dict], keys: list[str], title: str, split: str | None
 
 def pretrain_figures(rows: list[dict]) -> dict:
     total = {"loss": "total (MLM + NSP)"} if any(r.get("nsp_loss") for r in rows) else {"loss": "total"}
-    figs = {"loss": line_figure(rows, ["loss", "mlm_loss", "nsp_loss"], "Training loss", "train", labels=total),
-            "accuracy": line_figure(rows, ["mlm_accuracy", "nsp_accuracy"], "Held-out accuracy", "eval", (0, 1)),
+    figs = {"loss": line_figure(rows, ["loss", "mlm_loss", "nsp_loss"], "Training loss", "train", labels=total,
+                                y_title=measure_title("loss")),
+            "accuracy": line_figure(rows, ["mlm_accuracy", "nsp_accuracy"], "Held-out accuracy", "eval", (0, 100),
+                                    y_title="held-out accuracy (%)"),
             "speed": line_figure(rows, ["tokens_per_s"], "Throughput (tokens/s)", "train", from_zero=True),
-            "mfu": line_figure(rows, ["mfu"], "Model FLOPs utilisation", "train", from_zero=True)}
+            "mfu": line_figure(rows, ["mfu"], "Model FLOPs utilisation", "train", from_zero=True,
+                               y_title=measure_title("mfu"))}
     return {k: f for k, f in figs.items() if f is not None}
 
 
 def finetune_figures(rows: list[dict]) -> dict:
     dev_keys = [k for k in numeric_keys([r for r in rows if r.get("split") == "dev"])
                 if k not in ("mse",)]
-    figs = {"loss": line_figure(rows, ["loss"], "Training loss", "train"),
+    figs = {"loss": line_figure(rows, ["loss"], "Training loss", "train", y_title=measure_title("loss", rows)),
             "dev": line_figure(rows, dev_keys, "Dev metrics after each epoch", "dev")}
     if figs["dev"] is not None:
         _on_the_score_scale(figs["dev"], [r[k] for r in rows if r.get("split") == "dev" for k in dev_keys
@@ -108,7 +132,7 @@ def compare_figure(named_rows: dict[str, list[dict]], key: str, split: str | Non
     "finetune"): runs of different kinds get a panel each, with its own axis, since a pre-training's
     loss (masked LM plus next sentence) and a fine-tuning's loss (its task's) are not one quantity."""
     kinds = kinds or {}
-    data = [{"step": r.get("step"), "value": r[key], "run": name,
+    data = [{"step": r.get("step"), "value": _shown(key, r[key]), "run": name,
              "kind": KIND_NAMES.get(kinds.get(name, ""), kinds.get(name) or "run")}
             for name, rows in named_rows.items() for r in latest_rows(rows)
             if isinstance(r.get(key), (int, float)) and (split is None or r.get("split") == split)]
@@ -119,8 +143,11 @@ def compare_figure(named_rows: dict[str, list[dict]], key: str, split: str | Non
     several = len(panels) > 1
     fig = px.line(frame, x="step", y="value", color="run", title=LABELS.get(key, key), markers=len(data) <= 80,
                   facet_row="kind" if several else None, category_orders={"kind": panels})
+    # a regression's loss is a squared error only where every run drawn is one
+    every = all(_regression(rows) for rows in named_rows.values())
+    fig.update_yaxes(title_text=measure_title(key, [r for rows in named_rows.values() for r in rows] if every else []))
     if several:
-        fig.update_yaxes(matches=None, title_text=LABELS.get(key, key))  # each kind its own scale
+        fig.update_yaxes(matches=None)  # each kind its own scale
         fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "kind=fine-tuning" -> the kind
     fig.update_layout(height=380 * (len(panels) if several else 1), margin=dict(l=10, r=10, t=40, b=10))
     return fig

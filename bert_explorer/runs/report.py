@@ -22,6 +22,15 @@ LABELS = {"loss": "loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss", "mlm_a
           "micro_f1": "micro-F1", "subset_accuracy": "subset accuracy", "micro_precision": "micro precision",
           "micro_recall": "micro recall"}
 
+# Said in per cent wherever a page shows them (the Pre-train tiles, the probe, a model's measured quality):
+# the tables and curves of runs say them so too, not as 0.0286 beside a tile's 2.9 %.
+PERCENT = {"mlm_accuracy", "nsp_accuracy", "mfu"}
+
+
+def metric_text(key: str, value: float) -> str:
+    """A run's number as the pages say it: "MLM accuracy" 0.0286 as "2.9%", a loss of 9.5491 as "9.55"."""
+    return f"{value:.1%}" if key in PERCENT else f"{value:.3g}"
+
 
 def seconds_left(started: float | None, fraction: float, now: float | None = None,
                  since: tuple[float, float] | list | None = None, said: tuple | list | None = None) -> float | None:
@@ -105,7 +114,7 @@ def run_row(run: Run, root: str | Path) -> dict:
             "progress": f"{step:,} / {total:,}" if step is not None and total else (
                 f"{s.get('done', 0)} / {s['cells_total']} cells" if s.get("cells_total") else
                 (f"{step:,}" if step else "—")),
-            "key metrics": " · ".join(f"{LABELS.get(k, k)} {v:.3g}" for k, v in metrics.items()) or "—"}
+            "key metrics": " · ".join(f"{LABELS.get(k, k)} {metric_text(k, v)}" for k, v in metrics.items()) or "—"}
 
 
 def group_title(group: str, groups: dict[str, list[Run]]) -> str:
