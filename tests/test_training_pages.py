@@ -676,6 +676,24 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
     assert not any(c.value for c in at.checkbox)  # no confirmation carries over to another run
 
 
+def test_runs_page_gives_an_ablation_its_device_and_best_cells(runs_root):
+    """An ablation's row read "device —" and "key metrics —": the ablation trains nothing itself, its
+    pre-trainings and cells do, and they say where they ran and what they scored."""
+    abl = Run(runs_root / "abl").create({"name": "smoke"}, "ablate")
+    abl.write_status(state="finished", started=time.time() - 60, finished=time.time(), cells_total=3, done=3)
+    _fake_run(abl.path / "pretrain", "p1", "pretrain", "finished", [], step=5, max_steps=5)
+    for name, dev in (("task-a", {"accuracy": 0.5}), ("task-b", {"accuracy": 0.875, "macro_f1": 0.8}),
+                      ("pairs-a", {"pearson": 0.25})):
+        _fake_run(abl.path / "cells", name, "finetune", "finished", [], dev=dev)
+    Run(abl.path / "cells" / "pairs-a").write_status(device="cuda")
+    at = _page("13_Runs.py")
+    assert not at.exception
+    row = at.dataframe[0].value.set_index("run").loc["abl"]
+    assert row["device"] == "cpu, cuda"
+    assert row["key metrics"] == ("best dev accuracy 0.875 (task-b) of 2 cells · "
+                                  "best dev Pearson r 0.25 (pairs-a) of 1 cell")
+
+
 def test_runs_page_delete_after_delete_removes_exactly_the_confirmed_runs(runs_root):
     """After one delete every picker is rebuilt, and the next delete acts on the run its
     confirmation names (it once named one run while the picker showed another)."""

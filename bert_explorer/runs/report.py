@@ -102,19 +102,40 @@ def key_metrics(status: dict) -> dict:
     return out
 
 
+def ablation_summary(run: Run) -> tuple[str | None, str | None]:
+    """An ablation's device and key figures, read from the runs inside it (its pre-trainings and cells; the
+    ablation itself trains nothing): the devices they ran on, and its best cell by each cell's headline dev
+    score (the first of :func:`key_metrics`). None for either where no run inside says."""
+    inside = [r for r in find_runs(run.path) if r.path != run.path]
+    devices = sorted({str(d) for r in inside if (d := r.status().get("device"))})
+    scored: dict[str, list[tuple[float, str]]] = {}  # headline measure ("dev accuracy"): (score, cell) of each cell
+    for cell in (r for r in inside if r.path.parent == run.path / "cells"):
+        dev = [(k, v) for k, v in key_metrics(cell.status()).items() if k.startswith("dev ")]
+        if dev:
+            scored.setdefault(dev[0][0], []).append((dev[0][1], cell.path.name))
+    figures = " · ".join(f"best {measure} {metric_text(measure, value)} ({cell}) of {len(cells)} "
+                         f"{'cell' if len(cells) == 1 else 'cells'}"
+                         for measure, cells in sorted(scored.items(), key=lambda mc: (-len(mc[1]), mc[0]))
+                         for value, cell in [max(cells)])  # the measure most cells share first
+    return ", ".join(devices) or None, figures or None
+
+
 def run_row(run: Run, root: str | Path) -> dict:
-    """One line of the runs table: label, kind, state, device, start, duration, progress, key numbers."""
+    """One line of the runs table: label, kind, state, device, start, duration, progress, key numbers (an
+    ablation's: its best cells, and the device its runs inside ran on)."""
     s, cfg = run.status(), run.config()
     step, total = s.get("step"), s.get("max_steps")
     metrics = key_metrics(s)
+    device, figures = ablation_summary(run) if run_kind(run) == "ablate" else (None, None)
     return {"run": run_label(run, root), "kind": run_kind(run), "state": s.get("state", "unknown"),
-            "device": s.get("device") or cfg.get("device") or "—",
+            "device": s.get("device") or cfg.get("device") or device or "—",
             "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(s["started"])) if s.get("started") else "—",
             "duration": duration_text(duration(s)),
             "progress": f"{step:,} / {total:,}" if step is not None and total else (
                 f"{s.get('done', 0)} / {s['cells_total']} cells" if s.get("cells_total") else
                 (f"{step:,}" if step else "—")),
-            "key metrics": " · ".join(f"{LABELS.get(k, k)} {metric_text(k, v)}" for k, v in metrics.items()) or "—"}
+            "key metrics": " · ".join(f"{LABELS.get(k, k)} {metric_text(k, v)}" for k, v in metrics.items())
+            or figures or "—"}
 
 
 def group_title(group: str, groups: dict[str, list[Run]]) -> str:
