@@ -193,8 +193,22 @@ def bytes_here(name: str) -> int:
         return 0
 
 
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
 def endpoint() -> str:
-    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def host() -> str:
+    """The server ``endpoint()`` names, as a person reads it: its host (and port), without the scheme, a
+    user or password, or a path."""
+    where = urlsplit(endpoint())
+    try:
+        port = where.port
+    except ValueError:  # a port that is not a number: the host alone
+        port = None
+    return (where.hostname or "the address HF_ENDPOINT names") + (f":{port}" if port else "")
 
 
 def offline() -> bool:
@@ -323,8 +337,13 @@ def _failed(e: Exception, repo_id: str, what: str) -> HubError:
             return HubError(f"{repo_id} is gated on the Hugging Face Hub: accept its terms on its page there and log "
                             "in (`huggingface-cli login`, or set HF_TOKEN), then download it again")
         if what == "the data set" and (code == "RepoNotFound" or e.code in (401, 404)):
-            return HubError(f"there is no data set {repo_id} on the Hugging Face Hub (or it is private); check the "
-                            "name on its Hub page, e.g. hf:nyu-mll/glue/sst2:train")
+            # the server asked by its host alone (a mirror's address may carry a password), and no example
+            # name: the one that failed may be the example itself, missing from a mirror
+            mirror = endpoint() != DEFAULT_ENDPOINT
+            return HubError(f"the server asked, {host()}{' (HF_ENDPOINT)' if mirror else ''}, has no data set "
+                            f"{repo_id}, or it is private there: check the owner and name as the data set's Hub "
+                            "page writes them, and set HF_TOKEN if it is private"
+                            + (", or point HF_ENDPOINT at a server that keeps it" if mirror else ""))
         if code == "RevisionNotFound" and what == "the data set":
             return HubError(f"{repo_id} has no such revision on the Hugging Face Hub")
         if code == "RepoNotFound" or (e.code in (401, 404) and what == "the model"):

@@ -105,7 +105,7 @@ def test_a_set_kept_as_a_script_is_read_from_the_hubs_parquet_branch(standin):
     ("hf:nyu-mll/glue/sst2:test", r"nyu-mll/glue \(sst2\) has no split 'test'; its splits are train, validation"),
     ("hf:glue", r"does not name a Hugging Face data set: write hf:<owner>/<name>"),
     ("hf:nyu-mll/glue/../../etc:train", r"does not name a Hugging Face data set"),
-    ("hf:someone/nothing", r"there is no data set someone/nothing on the Hugging Face Hub"),
+    ("hf:someone/nothing", r"the server asked, 127\.0\.0\.1:\d+ \(HF_ENDPOINT\), has no data set someone/nothing"),
 ])
 def test_a_name_that_chooses_no_split_is_one_sentence_and_nothing_is_written(standin, tmp_path, spec, said):
     from bert_explorer.train.finetune import FinetuneConfig, read_spec
@@ -113,6 +113,40 @@ def test_a_name_that_chooses_no_split_is_one_sentence_and_nothing_is_written(sta
     with pytest.raises(ValueError, match=said):
         read_spec(FinetuneConfig(), spec)
     assert not (tmp_path / "hf-cache").exists() or not any((tmp_path / "hf-cache").rglob("*.parquet"))
+
+
+def test_a_data_set_the_server_lacks_names_the_server_and_proposes_no_name(tmp_path, monkeypatch):
+    """The placeholder itself, asked of a mirror that does not keep it: the sentence names the server
+    asked (its host only) and what to check, and does not offer the name that just failed."""
+    from bert_explorer.train.finetune import FinetuneConfig, read_spec
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "no-datasets").mkdir()
+    with hub_standin.HubStandin(tmp_path / "models", datasets=tmp_path / "no-datasets") as server:
+        server.point_client_here(monkeypatch, cache_dir=tmp_path / "hf-cache")
+        where = server.endpoint.removeprefix("http://")
+        with pytest.raises(ValueError) as e:
+            read_spec(FinetuneConfig(), hub_datasets.EXAMPLE)
+    said = str(e.value)
+    assert said.startswith(f"the server asked, {where} (HF_ENDPOINT), has no data set nyu-mll/glue, or it is private "
+                           "there: check the owner and name"), said
+    assert "point HF_ENDPOINT at a server that keeps it" in said
+    assert hub_datasets.EXAMPLE not in said and "http" not in said and "e.g." not in said
+
+
+def test_the_server_of_a_message_is_its_host_alone(monkeypatch):
+    import urllib.error
+
+    from bert_explorer import hub
+
+    monkeypatch.setenv("HF_ENDPOINT", "https://someone:secret@mirror.example:8443/hf/")
+    assert hub.host() == "mirror.example:8443"
+    monkeypatch.delenv("HF_ENDPOINT")
+    assert hub.host() == "huggingface.co"
+    # the Hub itself: no mirror to point elsewhere
+    said = str(hub._failed(urllib.error.HTTPError("u", 404, "Not Found", None, None), "someone/nothing",
+                           "the data set"))
+    assert said.startswith("the server asked, huggingface.co, has no data set someone/nothing") and "HF_ENDPOINT" not in said
 
 
 def test_an_unreachable_hub_tells_how_to_get_a_data_set_not_a_model(standin):
