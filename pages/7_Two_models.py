@@ -74,10 +74,13 @@ if picked is not None and name_b == default:
     st.caption(f"Model B is {picked['name']}, the newest fine-tuning of model A that learned something: "
                f"{picked['verdict'].reason}. {verdict.LEARNED_RULE}")
 elif picked is not None:
+    # the rule judges the run from what it wrote down (its dev score, its loss), not the comparison below,
+    # which is drawn whatever the verdict
     v = picked["verdict"]
     st.caption(f"By this page's rule, {picked['name']} "
                f"{'learned something' if v.learned else 'does not count as having learned something'}: {v.reason}. "
-               f"{verdict.LEARNED_RULE}")
+               f"{verdict.LEARNED_RULE}"
+               + ("" if v.learned else " The comparison below shows what this fine-tuning changed all the same."))
 elif name_b is not None and name_b == default:
     st.caption(f"Model B is {base}, the model that A was pre-trained from: {tried}."
                + (f" {verdict.LEARNED_RULE}" if children else ""))
@@ -85,7 +88,10 @@ elif name_b is None:
     st.info(f"Choose model B above: {tried}, and model A names no model it was pre-trained from."
             + (f" {verdict.LEARNED_RULE}" if children else ""))
 
-if not learned:
+# the offer of a fine-tuning of A, only while model B is none of A's fine-tunings: one chosen by hand is
+# compared below, whatever the rule says of it
+b_is_a_finetuning_of_a = any(m["path"] == name_b for m in children)
+if not learned and not b_is_a_finetuning_of_a:
     active = [r for r in finder.find_runs(root, "finetune") if r.is_active() and
               candidates.same_model(r.config().get("model", ""), name_a)]
     if active:

@@ -457,3 +457,15 @@ def test_without_a_run_that_learned_something_model_b_is_the_base_and_the_page_s
                                   "finetune-6-rows: it was scored on 6 dev examples, fewer than 100, so its score is "
                                   "mostly chance).") for c in at.caption)
     assert "two_finetune" in {b.key for b in at.button}  # the page offers a fine-tuning that does learn
+    assert any(i.value.startswith("To see what fine-tuning changes, fine-tune minilm-mlm-nsp.") for i in at.info)
+    # a fine-tuning of A chosen by hand is compared: no offer of another one above it, and the rule's verdict
+    # is said of that run and of its comparison, which is drawn
+    at.selectbox(key="two_model_b").set_value(str(runs_root / "finetune-6-rows" / "model")).run()
+    assert not at.exception, at.exception
+    assert "two_finetune" not in {b.key for b in at.button}
+    assert not any("To see what fine-tuning changes" in t.value for t in (*at.info, *at.caption))
+    assert any(c.value.startswith("By this page's rule, finetune-6-rows does not count as having learned something: "
+                                  "it was scored on 6 dev examples") and
+               c.value.endswith("The comparison below shows what this fine-tuning changed all the same.")
+               for c in at.caption)
+    assert at.get("plotly_chart")
