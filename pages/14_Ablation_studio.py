@@ -191,6 +191,7 @@ chosen = root / st.selectbox("Ablation", names, key="abl_selected")
 run = Run(chosen)
 status = run.status()
 active = status.get("state") in ACTIVE
+page_plan = read_plan(chosen)  # what the sections below the panel are drawn from, until the page is redrawn
 
 
 def _number(value, form: str) -> str:
@@ -203,6 +204,8 @@ def progress_panel():
     if active and s.get("state") not in ACTIVE:
         st.rerun()  # the ablation ended: redraw the whole page, results included
     plan = read_plan(chosen)
+    if plan is not None and page_plan is None:
+        st.rerun()  # the plan was written since the page was drawn: redraw it, its results sections included
     res = read_results(chosen)
     total = s.get("cells_total") or (len(plan["cells"]) if plan else 0)
     done = sum(r["status"] == "finished" for r in res.values())
@@ -233,13 +236,14 @@ def progress_panel():
                  "error": res.get(c["id"], {}).get("error") or ""} for c in plan["cells"]]
         with st.expander("Cells", expanded=active):
             st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    else:  # said inside the panel, which the browser redraws every few seconds, so that it goes when the plan comes
+        st.info("The ablation is starting; its plan appears in a moment.")
 
 
 progress_panel()
 
-plan = read_plan(chosen)
+plan = page_plan
 if plan is None:
-    st.info("The ablation is starting; its plan appears in a moment.")
     st.stop()
 res = read_results(chosen)
 table = results.table(plan, res)

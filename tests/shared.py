@@ -1,5 +1,6 @@
 """What many test files share (their fixtures are in conftest.py): a mark for a test that needs a
-shipped model, and tiny random BERTs, in memory or saved as a checkpoint folder.
+shipped model, a page's fragments rerun as the browser reruns them, and tiny random BERTs, in memory
+or saved as a checkpoint folder.
 
 A tiny random model is what a test needs where its claim must hold for any weights (the parts of
 an embedding add up, a saved model loads, a run trains): it is built in milliseconds, and a seed
@@ -18,6 +19,25 @@ from bert_explorer.data.tiny_tasks import make_tiny
 from bert_explorer.model import BertConfig
 from bert_explorer.tasks.registry import TASKS
 from bert_explorer.tokenizer import WordPieceTokenizer
+
+
+def rerun_fragments(at):
+    """What the browser does while a run is active: rerun only the page's fragments (the
+    auto-rerun of run_every) of an AppTest ``at`` already run once; a fragment that calls
+    st.rerun() redraws the whole page."""
+    from unittest import mock
+
+    import streamlit.testing.v1.local_script_runner as local_runner
+
+    ids = list(at._fragment_storage._fragments)
+    assert ids, "the page has no fragment that reruns by itself"
+    real = local_runner.RerunData
+
+    def fragment_rerun(**kwargs):
+        return real(**kwargs, fragment_id_queue=ids, is_auto_rerun=True)
+
+    with mock.patch.object(local_runner, "RerunData", fragment_rerun):
+        return at.run()
 
 
 def needs_model(*names: str):

@@ -356,6 +356,37 @@ def test_page_s_cells_table_says_a_missing_score_as_a_dash(tmp_path, monkeypatch
     assert cells.loc[done["cell_id"], "score"] == f"{done['score']:.1f}" and cells.loc[done["cell_id"], "error"] == ""
 
 
+def test_the_sentence_that_the_plan_is_coming_goes_when_the_plan_comes(tmp_path, monkeypatch):
+    """While an ablation runs the browser reruns only the page's progress panel, and what lies outside it
+    stays as first drawn: the plan written and a cell finished since, the whole page is drawn again, its
+    Cells table filled in, its results begun, and no sentence says the plan is still to come."""
+    import os
+    import time
+
+    from bert_explorer.runs.run import Run
+    from shared import rerun_fragments
+
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    plan = grid.expand(grid.load_recipe("smoke"))
+    abl = Run(tmp_path / "runs" / "ablation-live").create(plan["recipe"], "ablate")
+    abl.write_status(state="running", pid=os.getpid(), started=time.time())
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    assert not at.exception
+    assert [i.value for i in at.info if "plan appears" in i.value] == [
+        "The ablation is starting; its plan appears in a moment."]
+
+    (abl.path / "plan.json").write_text(json.dumps(plan))
+    first = plan["cells"][0]
+    (abl.path / "results.jsonl").write_text(json.dumps({**runner._record(first, "finished"), "score": 50.0}) + "\n")
+    abl.write_status(cells_total=len(plan["cells"]), current=plan["cells"][1]["id"], phase="fine-tuning")
+    rerun_fragments(at)
+    assert not at.exception
+    assert not [i.value for i in at.info if "plan appears" in i.value]
+    assert "3. Results beside the paper" in [h.value for h in at.subheader]  # the page, not the panel alone
+    cells = next(d.value for d in at.dataframe if list(d.value.columns[:2]) == ["cell", "state"])
+    assert list(cells["state"][:2]) == ["finished", "running"] and len(cells) == len(plan["cells"])
+
+
 def test_page_without_ablations_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "none"))
     at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()

@@ -7,14 +7,12 @@ browser does: draw the page once, let the run write a checkpoint, then rerun the
 """
 import os
 import time
-from unittest import mock
 
-import streamlit.testing.v1.local_script_runner as local_runner
 from streamlit.testing.v1 import AppTest
 
 from bert_explorer.tokenizer import SPECIAL_TOKENS
 from bert_explorer.runs.run import Run
-from shared import save_tiny_bert
+from shared import rerun_fragments, save_tiny_bert
 
 WORDS = ["the", "government", "said", "would", "rise", "next", "year", ".", "ball", "is", "red"]
 
@@ -30,20 +28,6 @@ def active_run(root):
     run.write_status(state="running", pid=os.getpid(), started=time.time(), step=150, max_steps=1000)
     assert run.is_active()
     return run
-
-
-def rerun_fragments(at):
-    """What the browser does while a run is active: rerun only the page's fragments (the
-    auto-rerun of run_every); a fragment that calls st.rerun() redraws the whole page."""
-    ids = list(at._fragment_storage._fragments)
-    assert ids, "the page has no fragment that reruns by itself"
-    real = local_runner.RerunData
-
-    def fragment_rerun(**kwargs):
-        return real(**kwargs, fragment_id_queue=ids, is_auto_rerun=True)
-
-    with mock.patch.object(local_runner, "RerunData", fragment_rerun):
-        return at.run()
 
 
 def _timelapse_frames(at):
