@@ -105,7 +105,9 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
         # an upload is saved into the ablation directory by Start; until then its name stands in
         limits = ({k: v for k, v in next(iter(grid.load_recipe("miniatures")["tasks"].values())).items()
                    if k not in ("train", "paper_column", "task_type")} if from_hub else {"max_train_examples": 1000})
-        tasks = {"task": {"train": upload.name if upload else task, **limits}}
+        # the task is named by its data set (an upload by its file), as the results then call it
+        task_key = grid.task_name(upload.name if upload else task, taken={"pairs"} if add_pairs else ())
+        tasks = {task_key: {"train": upload.name if upload else task, **limits}}
         if add_pairs:
             tasks["pairs"] = {"train": "pairs:bbc", "n_train": 1600, "n_dev": 600}
         if not error:
@@ -173,7 +175,7 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
                 path = None
                 if upload is not None:
                     path = rv.store_upload(target / "data", upload.name, upload.getvalue())
-                    recipe["tasks"]["task"]["train"] = str(path.resolve()) if path else None
+                    recipe["tasks"][task_key]["train"] = str(path.resolve()) if path else None
                 if (upload is None or path is not None) and rv.launch("ablate", recipe, target, remember=("abl_selected", folder), upload=path):
                     st.success(f"Started {folder}.")
 
@@ -272,8 +274,7 @@ for axis, fig in figs.items():
         column_config={"ours": st.column_config.NumberColumn(format="%.1f"),
                        "paper": st.column_config.NumberColumn(format="%.1f")})
     if axis == "transfer":
-        c1.caption(results.TABLE7_CAPTION.format(models=", ".join(sorted(set(sub["size"]))),
-                                                 tasks=", ".join(sorted(set(sub["task"])))))
+        c1.caption(results.table7_caption(sub))
     exports.figure(fig, f"abl_fig_{axis}", container=c2)
 
 st.subheader("4. Do the paper's directions hold?")

@@ -224,7 +224,7 @@ def test_a_tie_inside_the_seeds_spread_is_no_measurable_difference():
     dirs = {d["key"]: d for d in results.directions(recs)}
     assert {k: d["verdict"] for k, d in dirs.items()} == dict.fromkeys(dirs, "no difference measurable here")
     assert {d["holds"] for d in dirs.values()} == {None}
-    assert "MLM+NSP 100.0 vs MLM only 100.0 (no difference measurable here)" in dirs["nsp_helps_pairs"]["detail"]
+    assert "MLM+NSP 100.0 vs MLM only 100.0 — no difference measurable here" in dirs["nsp_helps_pairs"]["detail"]
     # a difference outside the spread is still yes or no
     recs[1]["score"] = 99.5
     assert results.directions(recs)[0]["verdict"] == "yes"
@@ -385,6 +385,83 @@ def test_the_sentence_that_the_plan_is_coming_goes_when_the_plan_comes(tmp_path,
     assert "3. Results beside the paper" in [h.value for h in at.subheader]  # the page, not the panel alone
     cells = next(d.value for d in at.dataframe if list(d.value.columns[:2]) == ["cell", "state"])
     assert list(cells["state"][:2]) == ["finished", "running"] and len(cells) == len(plan["cells"])
+
+
+def test_a_grid_built_on_an_upload_names_its_task_by_the_file(tmp_path, monkeypatch):
+    from bert_explorer.app import guard
+
+    class Upload:  # what st.file_uploader hands the page
+        name = "reviews.csv"
+
+        def getvalue(self):
+            rows = [f"{'a warm and funny film' if i % 2 else 'a dull and slow film'} {i},{i % 2}" for i in range(40)]
+            return ("text,label\n" + "\n".join(rows) + "\n").encode()
+
+    monkeypatch.setattr(guard, "uploader", lambda container, label, key=None, **kw: Upload() if key == "abl_upload"
+                        else container.file_uploader(label, key=key, **kw))
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    at.radio(key="abl_mode").set_value("Build my own").run()
+    at.selectbox(key="abl_task").set_value("upload").run()
+    assert not at.exception and not [i.value for i in at.info if "Upload a task file" in i.value]
+    cells = next(d.value for d in at.dataframe if "pre-training" in d.value.columns)
+    assert set(cells["task"]) == {"reviews.csv", "pairs"}
+    assert all(c.startswith(("reviews.csv__", "pairs__")) for c in cells["cell"])
+    assert grid.task_name("builtin:bbc-topics") == "bbc-topics" and grid.task_name("pairs:bbc") == "pairs-bbc"
+    assert grid.task_name("my__data.csv") == "my_data.csv" and grid.task_name("pairs", taken={"pairs"}) == "your-pairs"
+
+
+def _finished_grid_on_an_upload(root) -> Path:
+    """A finished grid as the studio builds it on reviews.csv beside the BBC pairs, whose models stayed on
+    the word-frequency plateau: two objectives, fine-tuning and the embeddings (no concat-last-4)."""
+    from bert_explorer.runs.run import Run
+
+    recipe = grid.custom_recipe({"reviews.csv": {"train": "reviews.csv"}, "pairs": {"train": "pairs:bbc"}},
+                                ["tiny"], ["mlm+nsp", "mlm"], ["fine-tune", "embeddings"], ["80/10/10"])
+    plan = grid.expand(recipe)
+    abl = Run(root / "ablation-custom-reviews").create(plan["recipe"], "ablate")
+    (abl.path / "plan.json").write_text(json.dumps(plan))
+    scores = {("mlm+nsp", "fine-tune"): 54.3, ("mlm", "fine-tune"): 51.2, ("mlm+nsp", "embeddings"): 49.5}
+    with open(abl.path / "results.jsonl", "w") as f:
+        for c in plan["cells"]:
+            pairs = c["task"] == "pairs"
+            f.write(json.dumps({**runner._record(c, "finished"), "metric": "accuracy", "dev_examples": 600 if pairs else 8,
+                                "task_type": "pair-classification" if pairs else "classification",
+                                "score": scores[c["objective"], c["transfer"]] if pairs else 100.0, "majority": 50.0,
+                                "pretrain": {"plateau": True}}) + "\n")
+    abl.write_status(state="finished", cells_total=len(plan["cells"]))
+    return abl.path
+
+
+def test_the_results_of_a_grid_on_an_upload_speak_of_its_rows_and_draw_each_paper_number_once(tmp_path, monkeypatch):
+    _finished_grid_on_an_upload(tmp_path / "runs")
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    assert not at.exception and at.selectbox(key="abl_selected").value == "ablation-custom-reviews"
+    # Table 7's note: our tasks by name, the paper's rows the grid has and no other
+    (note,) = [c.value for c in at.caption if c.value.startswith("The paper's rows are BERT-Base on CoNLL-2003")]
+    assert "ours tiny on pairs, reviews.csv:" in note and "fine-tuning is ahead of embeddings by 5.4 points" in note
+    assert "concat" not in note.lower()
+    # each score carries one parenthesis at most; the comparison's outcome follows a dash
+    dirs = at.table[0].value
+    nsp = dirs.loc["NSP helps sentence-pair tasks", "our numbers"]
+    assert nsp == ("pairs (tiny, fine-tune): MLM+NSP 54.3 (its model did not leave the word-frequency plateau) vs "
+                   "MLM only 51.2 (did not learn: majority rate 50.0; its model did not leave the word-frequency "
+                   "plateau) — not measurable"), nsp
+    assert ") (" not in " ".join(dirs["our numbers"])
+    # Table 7's chart: the paper's numbers once, for both tasks, each diamond visible
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    (table7,) = [c for c in charts if c["layout"]["title"]["text"] == results.AXIS_TITLES["transfer"]]
+    diamonds = [t for t in table7["data"] if t.get("mode") == "markers"]
+    assert [(t["name"], t["y"]) for t in diamonds] == [("paper: CoNLL-2003 NER F1 (for pairs, reviews.csv)",
+                                                        [96.4, 91.0])]
+    assert {t["name"] for t in table7["data"] if t["type"] == "bar"} == {"ours: pairs", "ours: reviews.csv"}
+    # Table 5's chart: two of the paper's columns stand for the two tasks, so two series of diamonds
+    (table5,) = [c for c in charts if c["layout"]["title"]["text"] == results.AXIS_TITLES["objective"]]
+    assert sorted(t["name"] for t in table5["data"] if t.get("mode") == "markers") == [
+        "paper: MNLI-m (for pairs)", "paper: SST-2 (for reviews.csv)"]
+    tables = [d.value for d in at.dataframe if "paper_metric" in d.value.columns]
+    assert {t for table in tables for t in table["task"]} == {"pairs", "reviews.csv"}
 
 
 def test_page_without_ablations_says_so(tmp_path, monkeypatch):

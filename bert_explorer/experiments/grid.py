@@ -45,12 +45,14 @@ import hashlib
 import itertools
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import checkpoint, hub
 from ..data.objectives import LEFT_TO_RIGHT, OBJECTIVES as PRETRAINING_OBJECTIVES, Objective, objective_type
 from ..data.tasks import BUILTIN_TASKS
+from ..data.uploads.names import safe_filename, slug
 from ..model.config import PRESETS, preset
 from ..tasks.base import TaskType
 from ..tasks.registry import PAIR_CLASSIFICATION, TASK_TYPES
@@ -152,6 +154,24 @@ def task_type(train_spec: str) -> TaskType | None:
     if train_spec.startswith("pairs:"):
         return PAIR_CLASSIFICATION
     return None
+
+
+def task_name(source: str, taken=()) -> str:
+    """The name a grid built in the studio gives the task it reads from ``source`` (an uploaded file's name,
+    or builtin:<name>, tiny:<task>, pairs:<corpus>): what its cells, tables, charts and directions call it,
+    so an upload reads as its file ("reviews.csv") and a built-in set as itself ("bbc-topics"). A plain word
+    (:func:`validate`), and none of ``taken``, the grid's other tasks."""
+    source = str(source)
+    if source.startswith("builtin:"):
+        name = slug(source.removeprefix("builtin:"))
+    elif source.startswith(("tiny:", "pairs:")):
+        name = slug(source.replace(":", "-", 1))
+    else:
+        name = safe_filename(source)
+    name = re.sub(r"_{2,}", "_", name)  # "__" separates the parts of a cell's id
+    while name in taken:
+        name = f"your-{name}"
+    return name
 
 
 def validate(recipe: dict) -> dict:
