@@ -3,10 +3,11 @@
     .venv/bin/python bench/busy_share.py [--cases 1,2,2n] [--settle 65]
 
 A fixed piece of training work (15 forward and backward passes of one encoder layer, H=256, 8 x 128
-positions, one thread: what a background job gets on a 2-core machine) runs in a process of its own at
-nice 10, as the app's background jobs run, first on the idle machine, then beside busy processes the bench
-starts itself: ``1`` and ``2`` busy processes at normal priority (a class's requests, another user's
-work), ``2n`` two at nice 10 (other background jobs). After ``--settle`` seconds (the load average's
+positions, one thread: what a background job gets on a 2-core machine) runs as the app's background jobs
+run (``runs.background.spawn``: a session of its own at nice 10), first on the idle machine, then beside
+busy processes the bench starts itself, each in a session of its own as another program's work would be:
+``1`` and ``2`` busy processes at normal priority (a class's requests, another user's work), ``2n`` two at
+nice 10 (other background jobs, started the same way as the job). After ``--settle`` seconds (the load average's
 minute) it prints, for each case, the time said (``speed.seconds_now``, from the CPU time counted at each
 priority), what the load average alone would have said (cores / (load + threads)) and the time taken,
 with taken / said (1.00 is exact).
@@ -19,8 +20,11 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
+from bert_explorer.runs import background
 from bert_explorer.train import speed
 
 JOB = r'''
@@ -40,9 +44,21 @@ print(time.perf_counter() - t)
 
 
 def job() -> float:
-    """The work's seconds, in a process at nice 10 (its imports not counted)."""
-    out = subprocess.run(["nice", "-n", "10", sys.executable, "-c", JOB], capture_output=True, text=True, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
+    """The work's seconds, in a background process as the app starts one (its imports not counted)."""
+    with tempfile.TemporaryDirectory() as d:
+        log = Path(d) / "log.txt"
+        proc = background.spawn([sys.executable, "-c", JOB], log)
+        if proc.wait() != 0:
+            raise RuntimeError(log.read_text())
+        return float(log.read_text().strip().splitlines()[-1])
+
+
+def hog(niced: bool) -> subprocess.Popen:
+    """A busy process in a session of its own: at nice 10 as the app's background jobs are, else as
+    another program's."""
+    if niced:
+        return background.spawn([sys.executable, "-c", "while 1: pass"], os.devnull)
+    return subprocess.Popen([sys.executable, "-c", "while 1: pass"], start_new_session=True)
 
 
 def main() -> None:
@@ -56,8 +72,7 @@ def main() -> None:
     print(f"{'beside':<22}{'load':>6}{'busy normal/low':>17}{'said':>8}{'load alone':>12}{'taken':>8}{'taken/said':>12}")
     for case in args.cases.split(","):
         n, niced = int(case.rstrip("n")), case.endswith("n")
-        hogs = [subprocess.Popen((["nice", "-n", "10"] if niced else []) + [sys.executable, "-c", "while 1: pass"])
-                for _ in range(n)]
+        hogs = [hog(niced) for _ in range(n)]
         try:
             time.sleep(args.settle)
             load, (normal, low) = speed.load_now(), speed.busy_cores()

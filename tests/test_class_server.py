@@ -218,6 +218,12 @@ def test_background_processes_run_below_the_class(tmp_path):
             time.sleep(0.05)  # `nice` has set the priority and is about to become the process
         assert psutil.Process(proc.pid).nice() == background.NICE == 10
         assert psutil.Process(proc.pid).cmdline()[:2] == [sys.executable, "-c"]  # `nice` became the process
+        # where Linux schedules sessions as groups, the process's own session is at nice 10 too: its nice
+        # alone weighs only inside that session (it got half a core beside another session's busy work)
+        group = Path(f"/proc/{proc.pid}/autogroup")
+        if group.exists():
+            assert group.read_text().split()[-2:] == ["nice", "10"], group.read_text()
+            assert group.read_text() != Path("/proc/self/autogroup").read_text()  # a session of its own
     finally:
         proc.kill()
         proc.wait()

@@ -84,8 +84,24 @@ def spawn(argv: list[str], log_file: str | Path, env: dict | None = None, pass_f
         detach = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.CREATE_NO_WINDOW
                   | subprocess.BELOW_NORMAL_PRIORITY_CLASS}
     with Path(log_file).open("a") as log:
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 cwd=os.getcwd(), env={**background_env(), **(env or {})}, **detach)
+    if os.name == "posix":
+        session_at_low_priority(proc.pid)
+    return proc
+
+
+def session_at_low_priority(pid: int) -> None:
+    """Put the session of ``pid`` (a process that leads a session of its own) at :data:`NICE` where Linux
+    schedules sessions as groups (its "autogroup", on by default on most distributions): there a process's
+    nice value weighs only against the processes of its own session, and every session gets an equal part
+    of the CPU. Measured on 2 cores beside two busy processes of another session: a job at nice 10 in a
+    session of its own took 2.1 times its idle time (half a core, not the tenth that nice 10 promises), 12
+    times with its session at nice 10. Where there is no autogroup there is nothing to do."""
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(NICE))
+    except OSError:  # not Linux, a kernel without autogroups, or the process has ended already
+        pass
 
 
 def start_background(kind: str, config: dict, run_dir: str | Path, resume: bool = False,

@@ -186,6 +186,9 @@ def layer_flop_s(work: str, hidden: int, n_threads: int, bf16: bool = False, int
 # 110 against 1024): measured here, a one-thread job at nice 10 took 1.19 s beside one busy process at nice 0
 # on 2 cores (idle 1.13 s: a core of its own), 13.3 s beside two (the load average of 1.9 said 1.6 s), and
 # 1.92 s beside two busy processes at nice 10 (said 1.71 s). The load average cannot tell them apart.
+# (Where Linux schedules each session as a group, a nice value weighs only inside its session: the app puts
+# a background job's session at nice 10 too, ``runs.background.session_at_low_priority``, without which the
+# same job took 2.1 times its idle time beside two busy processes of another session, not 10.)
 CRUMBS = 0.1
 BUSY_WINDOW_S = 60.0  # how far back the CPU time counted for "now" reaches (the load average's minute)
 _busy_lock = threading.Lock()
