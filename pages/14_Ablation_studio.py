@@ -6,7 +6,6 @@ import streamlit as st
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
-from bert_explorer.app.guard import uploader
 from bert_explorer.app.state import show_mode, shown_path, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
@@ -51,7 +50,7 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
     # ----- 1. choose a grid ---------------------------------------------------------------------------
     st.subheader("1. Choose a grid")
     how = st.radio("Grid", ["A shipped recipe", "Build my own"], key="abl_mode", horizontal=True)
-    recipe, error, upload = None, None, None
+    recipe, error, upload, counted = None, None, None, {}
     if how == "A shipped recipe":
         names = grid.list_recipes()
         name = st.selectbox("Recipe", names, index=names.index("cpu-small") if "cpu-small" in names else 0,
@@ -66,13 +65,17 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
                             help="pairs:bbc = are two BBC sentences from the same article? (a sentence-pair task built "
                                  "from real text: MNLI/QNLI do not ship offline)")
         if task == "upload":
-            upload = uploader(c1, "Task file (CSV/TSV/JSONL, Parquet, CoNLL, SQuAD JSON)", key="abl_upload")
+            # (name, bytes), kept for the session like Fine-tune's upload
+            upload = dv.uploaded_file("Task file (CSV/TSV/JSONL, Parquet, CoNLL, SQuAD JSON)", key="abl_upload",
+                                      container=c1)
             if upload is None:
                 error = "Upload a task file."
             else:  # check it now, not hours later when the first cell reads it
-                outcome, checked = dv.read_upload(upload.name, upload.getvalue())
+                outcome, checked = dv.read_upload(*upload)
                 if outcome == "error":
                     error = checked
+                else:  # its size, for the estimate (an upload was taken for 1,000 examples of 64 WordPieces)
+                    counted = grid.counted(checked)
         from_hub = c1.radio("Models", ["pre-trained here", "Google's miniatures"], key="abl_models", horizontal=True,
                             help="pre-trained here: each size is pre-trained from zero on the corpus below; Google's "
                                  "miniatures: Turc et al.'s pre-trained BERTs, downloaded from the Hugging Face Hub "
@@ -106,8 +109,8 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
         limits = ({k: v for k, v in next(iter(grid.load_recipe("miniatures")["tasks"].values())).items()
                    if k not in ("train", "paper_column", "task_type")} if from_hub else {"max_train_examples": 1000})
         # the task is named by its data set (an upload by its file), as the results then call it
-        task_key = grid.task_name(upload.name if upload else task, taken={"pairs"} if add_pairs else ())
-        tasks = {task_key: {"train": upload.name if upload else task, **limits}}
+        task_key = grid.task_name(upload[0] if upload else task, taken={"pairs"} if add_pairs else ())
+        tasks = {task_key: {"train": upload[0] if upload else task, **limits, **counted}}
         if add_pairs:
             tasks["pairs"] = {"train": "pairs:bbc", "n_train": 1600, "n_dev": 600}
         if not error:
@@ -119,7 +122,7 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
             except ValueError as e:
                 error = str(e)
         # the default save name says what was built: the task and the axes that vary
-        task_part = (upload.name.rsplit(".", 1)[0] if upload else task.removeprefix("builtin:")).replace(":", "-")
+        task_part = (upload[0].rsplit(".", 1)[0] if upload else task.removeprefix("builtin:")).replace(":", "-")
         custom_name = f"custom-{task_part}-{'-'.join(recipe['axes']) if recipe and recipe['axes'] else 'baseline'}"
 
     if error:
@@ -174,7 +177,7 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
             else:
                 path = None
                 if upload is not None:
-                    path = rv.store_upload(target / "data", upload.name, upload.getvalue())
+                    path = rv.store_upload(target / "data", *upload)
                     recipe["tasks"][task_key]["train"] = str(path.resolve()) if path else None
                 if (upload is None or path is not None) and rv.launch("ablate", recipe, target, remember=("abl_selected", folder), upload=path):
                     st.success(f"Started {folder}.")

@@ -388,7 +388,7 @@ def test_the_sentence_that_the_plan_is_coming_goes_when_the_plan_comes(tmp_path,
 
 
 def test_a_grid_built_on_an_upload_names_its_task_by_the_file(tmp_path, monkeypatch):
-    from bert_explorer.app import guard
+    from bert_explorer.app import data_view
 
     class Upload:  # what st.file_uploader hands the page
         name = "reviews.csv"
@@ -397,13 +397,18 @@ def test_a_grid_built_on_an_upload_names_its_task_by_the_file(tmp_path, monkeypa
             rows = [f"{'a warm and funny film' if i % 2 else 'a dull and slow film'} {i},{i % 2}" for i in range(40)]
             return ("text,label\n" + "\n".join(rows) + "\n").encode()
 
-    monkeypatch.setattr(guard, "uploader", lambda container, label, key=None, **kw: Upload() if key == "abl_upload"
-                        else container.file_uploader(label, key=key, **kw))
+    monkeypatch.setattr(data_view, "uploader", lambda container, label, key=None, **kw: Upload()
+                        if key == "abl_upload" else container.file_uploader(label, key=key, **kw))
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    planned, estimate = [], grid.estimate
+    monkeypatch.setattr(grid, "estimate", lambda plan, device="cpu": planned.append(plan) or estimate(plan, device))
     at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
     at.radio(key="abl_mode").set_value("Build my own").run()
     at.selectbox(key="abl_task").set_value("upload").run()
     assert not at.exception and not [i.value for i in at.info if "Upload a task file" in i.value]
+    # the time is planned for the file's 40 examples of 7 words (with their label), not 1,000 of 64 WordPieces
+    spec = planned[-1]["recipe"]["tasks"]["reviews.csv"]
+    assert (spec["examples"], spec["words_per_example"]) == (40, 7.0)
     cells = next(d.value for d in at.dataframe if "pre-training" in d.value.columns)
     assert set(cells["task"]) == {"reviews.csv", "pairs"}
     assert all(c.startswith(("reviews.csv__", "pairs__")) for c in cells["cell"])

@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 import figcheck
 import hub_standin
 from bert_explorer import checkpoint, cli
+from bert_explorer.cli import ablation as cli_ablation
 from bert_explorer.experiments import grid, miniatures, results, runner
 from bert_explorer.model import ARCHITECTURES
 
@@ -126,6 +127,23 @@ def test_the_cli_states_the_estimate_and_refuses_offline_with_nothing_cached(mon
     assert "tasks pang-lee (builtin:pang-lee)" in other and f"about {duration_text(seconds)} (the machine" not in other
     assert cli.main(["ablate", "--recipe", "miniatures", "--task", str(tmp_path / "nope.csv"), "--estimate"]) == 2
     assert "nope.csv: no such file" in capsys.readouterr().err
+    # a task file is read and counted: 80 short reviews are planned far shorter than the 1,000 of 64 WordPieces
+    # a file was taken for, and one that cannot be read is refused before anything is planned
+    small = tmp_path / "reviews.csv"
+    small.write_text("text,label\n" + "".join(f"{'a fine film' if i % 2 else 'a dull film'} {i},{i % 2}\n"
+                                               for i in range(80)))
+    recipe = cli_ablation.with_task(grid.load_recipe("miniatures"), str(small))
+    (spec,) = recipe["tasks"].values()
+    assert spec["examples"] == 80 and spec["words_per_example"] == 5.0  # "a fine film 1", and its label
+    plan = grid.expand(recipe)
+    assert grid.estimate(plan)["finetune_s"] < 0.5 * grid.estimate(grid.expand(
+        {**recipe, "tasks": {k: {kk: v for kk, v in t.items() if kk not in ("examples", "words_per_example")}
+                             for k, t in recipe["tasks"].items()}}))["finetune_s"]
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00rest")
+    assert cli.main(["ablate", "--recipe", "miniatures", "--task", str(bad), "--estimate"]) == 2
+    err = capsys.readouterr().err
+    assert "bad.csv is a binary file (a PNG image)" in err and err.count("\n") == 1, err
     code = cli.main(["ablate", "--recipe", "miniatures", "--output", str(tmp_path / "abl")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err

@@ -16,7 +16,9 @@ import json
 import sys
 from pathlib import Path
 
+from ..data.uploads.core import DataError
 from ..data.uploads.names import slug
+from ..data.uploads.reader import read_task_file
 from ..experiments import grid
 from ..experiments.runner import run_ablation
 from ..runs.finder import is_ablation
@@ -113,12 +115,16 @@ def with_task(recipe: dict, spec: str) -> dict:
     training and dev examples, the dev fraction) so that its time stays about the planned one."""
     first = dict(next(iter(recipe["tasks"].values())))
     for key in ("train", "dev", "paper_column", "task_type", "n_train", "n_dev", "task", "text_column",
-                "text_pair_column", "label_column"):
+                "text_pair_column", "label_column", "examples", "words_per_example"):
         first.pop(key, None)
     if not spec.startswith(("builtin:", "tiny:", "pairs:")):
         if not Path(spec).is_file():
             raise UserError(f"--task {spec}: no such file; give a task file, builtin:NAME or tiny:TASK")
         spec = str(Path(spec).resolve())  # a background run works in its own folder
+        try:  # read now, not when the first cell reads it, and counted for the estimate
+            first.update(grid.counted(read_task_file(spec)))
+        except DataError as e:
+            raise UserError(f"--task {spec}: {e}") from None
     name = slug(Path(spec.split(":", 1)[-1]).stem)[:40].replace("__", "_") or "task"
     return grid.validate({**recipe, "tasks": {name: {**first, "train": spec}}, "axis_tasks": {}})
 

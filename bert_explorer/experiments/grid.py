@@ -89,7 +89,9 @@ OBJECTIVE_LABELS = {name: r.label for name, r in ROWS.items()}
 TRANSFERS = ("fine-tune",) + FEATURE_MODES
 MASKINGS = tuple(paper.TABLE8.rows)  # "MASK/SAME/RND" in percent, the paper's six rows
 DEFAULT_BASELINE = {"size": "mini", "objective": "mlm+nsp", "transfer": "fine-tune", "masking": "80/10/10"}
-TASK_EXTRA_KEYS = ("paper_column", "n_train", "n_dev")  # task settings that are not FinetuneConfig fields
+# task settings that are not FinetuneConfig fields; "examples" and "words_per_example": the size of a task
+# file, counted where it was read (the studio's upload, ``ablate --task FILE``), for the estimate only
+TASK_EXTRA_KEYS = ("paper_column", "n_train", "n_dev", "examples", "words_per_example")
 MAX_SEEDS = 10  # each seed is a fine-tuning of every cell: a recipe's cost grows with them
 
 
@@ -456,12 +458,30 @@ def _task_tokens(spec: dict, ft: dict) -> tuple[int, int]:
         n, t = ft.get("max_train_examples") or 64, 14
     elif train.startswith("pairs:"):
         n, t = spec.get("n_train", 2000), 130  # two 2-sentence segments
-    else:
-        n, t = 1000, 64
+    else:  # a file: its counted size where known (an uploaded review set of 80 rows was taken for 1,000)
+        n, t = file_task_size(spec)
     n = int(n * (1 - ft.get("dev_fraction", 0.1))) if not train.startswith("pairs:") else n
     if ft.get("max_train_examples"):
         n = min(n, ft["max_train_examples"])
     return n, min(t, ft.get("max_seq_length", 128))
+
+
+def file_task_size(spec: dict) -> tuple[int, int]:
+    """(examples, WordPieces per example) of a task file: as counted where it was read (``examples``,
+    ``words_per_example`` in its spec, see :func:`counted`), else 1,000 of 64 (assumed)."""
+    if isinstance(spec.get("examples"), int) and spec["examples"] > 0:
+        words = spec.get("words_per_example")
+        return spec["examples"], round(words * est.TOKENS_PER_WORD + 3) if isinstance(words, (int, float)) else 64
+    return 1000, 64
+
+
+def counted(data) -> dict:
+    """What a task spec keeps of a task file read (``TaskData``) for the estimate: its examples and their
+    mean words (on up to 512 spread over it)."""
+    step = max(1, len(data.examples) // 512)
+    picked = data.examples[::step][:512]
+    return {"examples": len(data.examples),
+            "words_per_example": round(sum(map(est.words_of, picked)) / max(1, len(picked)), 1)}
 
 
 def _dev_examples(spec: dict, ft: dict) -> int:
@@ -474,7 +494,7 @@ def _dev_examples(spec: dict, ft: dict) -> int:
     elif train.startswith("tiny:"):
         n = int((ft.get("max_train_examples") or 64) * ft.get("dev_fraction", 0.1))
     else:
-        total = _TASK_SIZES.get(train[8:], (1000, 64))[0] if train.startswith("builtin:") else 1000
+        total = _TASK_SIZES.get(train[8:], (1000, 64))[0] if train.startswith("builtin:") else file_task_size(spec)[0]
         n = int(total * ft.get("dev_fraction", 0.1))
     return max(1, min(n, ft.get("max_dev_examples") or DEV_EXAMPLES))
 
