@@ -6,6 +6,7 @@ on the downloaded folder (masked-word top 5 and NSP probability, to 1e-5) for BE
 (safetensors, legacy LayerNorm.gamma/beta names) and a miniature's (pytorch_model.bin only, zip and
 legacy torch formats, a config without model_type); a second open needs no server; an interrupted
 download goes on with a Range request; every failure is one sentence."""
+import json
 import re
 
 import pytest
@@ -354,3 +355,26 @@ def test_a_model_of_the_paper_picked_in_the_sidebar_holds_on_every_page(standin,
     assert not at.exception
     assert at.sidebar.selectbox(key="be_model_choice").value == GALLERY
     assert at.sidebar.selectbox(key="be_hub_choice").value == TINY  # not back to BERT-Base, the list's first
+
+
+def test_the_sidebar_says_when_the_files_of_a_paper_model_are_another_models(standin, runs_root, monkeypatch):
+    """A mirror served a small model as BERT-Base: the sidebar said "L = 12, H = 768 ... 110.1 M parameters"
+    above the loaded "L = 4 layers". It now says that the files hold another shape."""
+    hub.download(BASE)   # the stand-in's BERT-Base is a small random BERT in BERT-Base's layout
+    hub.download(TINY)   # its BERT-Tiny has BERT-Tiny's shape
+    at = _sidebar_page(be_model_choice=BASE)
+    assert not at.exception
+    (said,) = [w.value for w in at.sidebar.warning if "The files downloaded as" in w.value]
+    config = json.loads((hub.local_copy(BASE) / "config.json").read_text())
+    assert said.startswith(f"The files downloaded as BERT-Base, uncased hold L = {config['num_hidden_layers']}, "
+                           f"H = {config['hidden_size']}, A = {config['num_attention_heads']}, not the paper's "
+                           "L = 12, H = 768, A = 12")
+    # files of the shape their name says (the stand-in's BERT-Tiny is smaller than Google's: its entry is made
+    # to fit it here) get no warning
+    import dataclasses
+
+    served = json.loads((hub.local_copy(TINY) / "config.json").read_text())
+    monkeypatch.setitem(hub.CATALOGUE, TINY, dataclasses.replace(
+        hub.CATALOGUE[TINY], layers=served["num_hidden_layers"], hidden=served["hidden_size"]))
+    at.sidebar.selectbox(key="be_model_choice").set_value(TINY).run()
+    assert not at.exception and not [w for w in at.sidebar.warning if "The files downloaded as" in w.value]

@@ -444,6 +444,14 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
                 f"{loaded.num_parameters / 1e6:.1f} M parameters · vocab {c.vocab_size:,}  \n"
                 f"pre-training heads: {', '.join(heads) if heads else 'none (encoder only)'}  \n"
                 f"device: {device_name()}")
+            named = hub.CATALOGUE.get(choice)
+            if named is not None and (c.num_layers, c.hidden_size) != (named.layers, named.hidden):
+                # a mirror (HF_ENDPOINT) may serve other weights under a catalogue's name: say what is read
+                st.sidebar.warning(f"The files downloaded as {named.title} hold L = {c.num_layers}, H = "
+                                   f"{c.hidden_size}, A = {c.num_heads}, not the paper's L = {named.layers}, H = "
+                                   f"{named.hidden}, A = {named.heads}: the server they came from keeps "
+                                   "another model under that name (a mirror set by HF_ENDPOINT?), and every page reads "
+                                   "the files as they are.")
     return choice
 
 
