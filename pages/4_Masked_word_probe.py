@@ -54,6 +54,7 @@ def _mask_bars(model: str, text: str, top_k: int) -> list:
                      title=f"[MASK] at position {m['position']}", range_x=[0, min(1.0, top * 1.2 + 0.01)])
         fig.update_traces(texttemplate="%{x:.1%}", textposition="outside", cliponaxis=False)
         fig.update_xaxes(tickformat=".1~%")  # the bars' own unit, per cent (0.5 %, 10 %: one decimal where needed)
+        fig.update_yaxes(type="category")  # guesses "1", "2", "1990" are words here, not numbers on a line
         fig.update_layout(height=120 + 28 * len(df), margin=dict(l=10, r=40, t=40, b=10))
         bars.append((m, fig))
     return bars

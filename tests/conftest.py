@@ -99,6 +99,8 @@ def _every_chart_drawn_is_checked(monkeypatch):
         out = original(self, *args, **kwargs)
         for fig in figcheck.figures(self):
             figcheck.check(fig)
+            named = figcheck.names_read_as_numbers(fig, types=("bar", "heatmap", "image"))
+            assert not named, "\n".join(named)
             CHARTS_CHECKED["renders"] += 1
             CHARTS_CHECKED["charts"].add(fig.title)
         return out

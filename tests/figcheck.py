@@ -202,15 +202,18 @@ def _number(value) -> bool:
     return bool(str(value).strip())
 
 
-def names_read_as_numbers(fig: Figure) -> list[str]:
+def names_read_as_numbers(fig: Figure, types: tuple[str, ...] | None = None) -> list[str]:
     """Axes whose names (label names, slices, a column's values) plotly would draw on a number line.
 
     plotly.js types an axis without ``type`` from its values: strings count as numbers when they
     parse as one, and the axis is a category axis only when its distinct non-numbers outnumber its
     distinct numbers two to one (``axis_autotype.js``). Labels "0" and "1" then stand among ticks
-    -0.5, 0.5 and 1.5, and a name that is not a number is not drawn at all."""
+    -0.5, 0.5 and 1.5, and a name that is not a number is not drawn at all. ``types``: only traces of
+    these types (bars and heat maps name things; a line may draw layers "0", "1" on a number line)."""
     out = []
     for t in fig.traces:
+        if types is not None and t.type not in types:
+            continue
         x, y = t.axes
         named = [(x, t.x), (y, t.y)] if t.type in ("heatmap", "image") else \
             [(y if t.horizontal else x, t.categories)]

@@ -71,6 +71,8 @@ def reveal(q: gs.Question, key: str) -> None:
                             yaxis_range=[0, 1])
         sentence = gs.pair_sentence(said, p) if said else "No student answered before the reveal."
     fig.update_yaxes(tickformat="d", rangemode="tozero", dtick=1 if len(said) <= 10 else None)  # whole students
+    for chart in (fig, model):  # guesses and WordPieces such as "2" or "1990" are words, not numbers on a line
+        chart.update_xaxes(type="category")
     exports.figure(fig, f"{key}_class", container=left)
     exports.figure(model, f"{key}_model", container=right)
     st.markdown(f"**{sentence}**")
