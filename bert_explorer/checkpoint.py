@@ -400,6 +400,12 @@ class Loaded:
         return sum(p.numel() for p in self.model.parameters())
 
 
+# transformers' classes whose weights are a part of our BertForPreTraining's (the encoder with one or both
+# pre-training heads): BERT-Base as the Hub ships it names "BertForMaskedLM" in its config.json
+READ_AS = {"BertForMaskedLM": "BertForPreTraining", "BertLMHeadModel": "BertForPreTraining",
+           "BertForNextSentencePrediction": "BertForPreTraining"}
+
+
 def load(
     name_or_dir: str | Path,
     architecture: str | None = None,
@@ -415,6 +421,7 @@ def load(
     d = resolve(name_or_dir)
     config = inspect(d)  # every size checked against the weights file before anything is allocated
     arch = architecture or (config.architectures or ["BertModel"])[0]
+    arch = READ_AS.get(arch, arch)
     if arch not in ARCHITECTURES:
         raise CheckpointError(f"unknown architecture {arch!r}; choose one of {', '.join(ARCHITECTURES)}")
     model = ARCHITECTURES[arch](config, **head_kwargs)

@@ -378,3 +378,26 @@ def test_the_sidebar_says_when_the_files_of_a_paper_model_are_another_models(sta
         hub.CATALOGUE[TINY], layers=served["num_hidden_layers"], hidden=served["hidden_size"]))
     at.sidebar.selectbox(key="be_model_choice").set_value(TINY).run()
     assert not at.exception and not [w for w in at.sidebar.warning if "The files downloaded as" in w.value]
+
+
+def test_bert_base_as_the_hub_ships_it_opens_in_info_export_and_finetune(standin, tmp_path, capsys, runs_root):
+    """Its config.json names BertForMaskedLM, which info, export and finetune refused ("unknown architecture")
+    though probe read it. It is read as the pre-training model, its heads kept, and exports as transformers
+    reads it."""
+    from transformers import BertForPreTraining
+
+    hub.download(BASE)
+    assert main(["info", "--model", "bert-base-uncased"]) == 0
+    assert "unknown architecture" not in capsys.readouterr().err
+    loaded = checkpoint.load(BASE)
+    assert type(loaded.model).__name__ == "BertForPreTraining"
+    out = tmp_path / "exported"
+    assert main(["export", "--model", "bert-base-uncased", "--output", str(out)]) == 0
+    theirs = BertForPreTraining.from_pretrained(out)  # what we wrote, read by transformers: the same weights
+    ours = loaded.model.state_dict()
+    assert torch.equal(theirs.state_dict()["bert.encoder.layer.0.attention.self.query.weight"],
+                       ours["bert.encoder.layer.0.attention.self.query.weight"])
+    run = tmp_path / "ft"
+    assert main(["finetune", "--model", "bert-base-uncased", "--train", "tiny:classification", "--output", str(run),
+                 "--epochs", "1", "--batch-size", "16", "--device", "cpu", "--precision", "fp32"]) == 0
+    assert json.loads((run / "status.json").read_text())["state"] == "finished"
