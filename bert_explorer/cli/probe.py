@@ -5,6 +5,8 @@
 """
 from __future__ import annotations
 
+import sys
+
 from ..analysis.probes.pretraining_tasks import load_for_probe, mlm_top_k, nsp_probability
 from .common import MODEL_HELP, print_json, user_errors
 
@@ -17,7 +19,7 @@ def register(sub) -> None:
     m.add_argument("--model", required=True, help=MODEL_HELP)
     m.add_argument("--text", required=True, help="a sentence with [MASK] where a word should be predicted")
     m.add_argument("--text-b", help="optional second sentence")
-    m.add_argument("--top-k", type=int, default=5)
+    m.add_argument("--top-k", type=int, default=5, help="predictions a [MASK] (1 to 100; default 5)")
     m.add_argument("--json", action="store_true")
     n = probes.add_parser("nsp", help="P(B is the sentence after A)")
     n.add_argument("--model", required=True, help=MODEL_HELP)
@@ -34,6 +36,10 @@ def cmd_probe(args) -> int:
             result = mlm_top_k(loaded, args.text, args.top_k, args.text_b)
         else:
             result = nsp_probability(loaded, [(args.a, args.b)])[0]
+    if args.task == "mlm" and len(result) < (written := f"{args.text} {args.text_b or ''}".count("[MASK]")):
+        print(f"note: {written - len(result)} of the text's {written} [MASK]s lie past the "
+              f"{loaded.config.max_position_embeddings:,} WordPieces the model reads, and are not predicted",
+              file=sys.stderr)
     if args.json:
         print_json(result)
     elif args.task == "mlm":

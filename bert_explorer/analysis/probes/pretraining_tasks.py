@@ -30,11 +30,21 @@ def load_for_probe(name_or_dir, kind: str, device="cpu") -> Loaded:
     return load_checkpoint(name_or_dir, "BertForPreTraining", need_heads=need, device=device)
 
 
+MAX_TOP_K = 100  # predictions a [MASK]: more is a list no one reads (the page offers 20)
+
+
 def mlm_top_k(loaded: Loaded, text: str, top_k: int = 5, text_b: str | None = None) -> list[dict]:
-    """Top-k predictions at every [MASK] in ``text`` (and ``text_b``)."""
+    """Top-k predictions at every [MASK] in ``text`` (and ``text_b``), of the first ``max_position_embeddings``
+    WordPieces (a [MASK] past them is not read)."""
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
+        raise ValueError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, not {top_k!r}")
     tok = loaded.tokenizer
-    enc = tok.encode(text, text_b, max_length=loaded.config.max_position_embeddings)
+    limit = loaded.config.max_position_embeddings
+    enc = tok.encode(text, text_b, max_length=limit)
     positions = [i for i, t in enumerate(enc.input_ids) if t == tok.mask_id]
+    if not positions and "[MASK]" in f"{text} {text_b or ''}":
+        raise ValueError(f"every [MASK] of the text lies past the first {limit:,} WordPieces, all that the model "
+                         f"reads: shorten the text, or put a [MASK] nearer its start")
     if not positions:
         other = re.search(r"\[mask\]", f"{text} {text_b or ''}", flags=re.IGNORECASE)
         if other:  # a special token is matched as written, before any lowercasing
