@@ -18,7 +18,7 @@ from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.data.objectives import OBJECTIVES, objective_type
 from bert_explorer.app.state import by_inputs, device_name, show_mode, shown_path, weights_version, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
-from bert_explorer.checkpoint import SHORT_NAMES
+from bert_explorer.checkpoint import SHORT_NAMES, CheckpointError
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
 from bert_explorer.app.keep import kept_widget, text_box
 from bert_explorer.app.widgets import intro
@@ -30,6 +30,7 @@ from bert_explorer.runs.report import duration_text
 from bert_explorer.train.speed import said, seconds_now
 from bert_explorer.train.estimate import (ALIASES, background_threads, checkpoints_of, evaluations_of, pretrain_estimate,
                                           sequences_of, size_options)
+from bert_explorer.train.pretrain import check_before_start as check_pretraining
 from bert_explorer.train.pretrain_config import PretrainConfig
 from bert_explorer.train.pretraining_data import split_corpus
 from bert_explorer.train.resume import resume_settings
@@ -187,7 +188,8 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
             **({"held_out_fraction": held_out_fraction(corpus_facts.get("documents", 0))} if upload else {}))
         if device == "cuda" and not on_gpu:  # the run would fail as it starts, in the background
             raise ValueError("device cuda needs a CUDA GPU and this machine has none: choose auto or cpu")
-    except ValueError as e:
+        check_pretraining(config)  # the batch against the memory free here, before a run's folder is made
+    except (ValueError, CheckpointError) as e:
         config = None
         if corpus_error is None:
             corpus_error = str(e)

@@ -28,7 +28,8 @@ from bert_explorer.train.finetune_resume import resume_settings as resume_finetu
 from bert_explorer.train.speed import said
 from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_GRAD_ACCUM, MAX_PATIENCE,
                                           MAX_TRAIN_EXAMPLES, FinetuneConfig,
-                                          estimate, ltr_problem, read_spec, steps_text)
+                                          check_before_start as check_finetuning, estimate, ltr_problem, read_spec,
+                                          steps_text)
 
 intro("Fine-tune", """
 BERT's second stage (Devlin et al. 2019, Section 4 and Figure 4): put **one small output layer** on
@@ -242,7 +243,9 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             pos_weight=pos_weight, grad_accum=int(accum), eval_every=int(eval_every) or None,
             early_stopping_patience=int(patience) or None, early_stopping_threshold=float(threshold),
             keep_best=bool(keep_best), save_checkpoints=bool(save_checkpoints))
-    except ValueError as e:
+        if base:  # the length against the model's positions, the batch against the memory free here
+            check_finetuning(config)
+    except (ValueError, CheckpointError) as e:
         config = None
         if data_error is None:
             data_error = str(e)

@@ -20,9 +20,10 @@ from ..tasks.registry import task_type
 from ..checkpoint import CheckpointError
 from ..train.speed import load_text, niced_here, said
 from ..train.estimate import background_threads
-from ..train.finetune import FinetuneConfig, estimate as finetune_estimate, read_data, run_finetuning, steps_text
+from ..train.finetune import FinetuneConfig, check_before_start as check_finetuning, estimate as finetune_estimate, \
+    read_data, run_finetuning, steps_text
 from ..train.predict import Predictor
-from ..train.pretrain import run_pretraining
+from ..train.pretrain import check_before_start as check_pretraining, run_pretraining
 from ..train.pretrain_config import PretrainConfig
 from ..train.finetune_resume import resume_settings as resume_finetuning
 from ..train.resume import resume_settings
@@ -81,6 +82,9 @@ def register(sub) -> None:
 
 def cmd_pretrain(args) -> int:
     cfg = _resumed_config(args) if args.resume else config_from(args, PretrainConfig)
+    if not args.resume:  # refused here, not in a background process that has made its folder
+        with user_errors(CheckpointError):
+            check_pretraining(cfg)
     return run_or_background(
         args, lambda: run_pretraining(cfg, args.output, resume=args.resume, progress=not args.no_progress),
         start=lambda: start_run("pretrain", cfg.to_dict(), args,
@@ -158,6 +162,8 @@ def cmd_finetune(args) -> int:
             print(f"note: resuming with {note}", file=sys.stderr)
     else:
         cfg = config_from(args, FinetuneConfig)
+        with user_errors(CheckpointError):  # refused here, not after the estimate or in a background process
+            check_finetuning(cfg)
 
     def say_estimate(background: bool) -> None:
         """The run's estimate (``train.finetune.estimate``), one line on stderr before it starts: here with

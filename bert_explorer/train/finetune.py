@@ -24,6 +24,7 @@ from .. import checkpoint, full_disk, hub, hub_datasets
 from ..data.tasks import check_dev_labels, load_builtin, train_dev_split
 from ..data.tiny_tasks import make_tiny
 from ..data.uploads.core import DataError, TaskData
+from ..model.config import BertConfig
 from ..data.uploads.reader import read_parquet_split, read_task_file
 from ..runs.lock import writes_run
 from ..runs.run import Run
@@ -38,7 +39,9 @@ from .engine import AFTER_A_FULL_DISK, Evaluating, epoch_batches, fit, marks_fai
 from .estimate import finetune_estimate, words_of
 from .feature_based import run_feature_based
 from .finetune_resume import restore, resume_point, resume_settings, save_checkpoint, set_aside_result
+from .memory import check_batch_fits
 from .optim import linear_warmup_decay, make_optimizer
+from .pretrain_config import positions_fit
 from .predict import Predictor, store_dev_predictions
 
 FEATURE_MODES = ("embeddings", "last", "second-to-last", "sum-last-4", "concat-last-4", "sum-all")
@@ -356,6 +359,17 @@ def ltr_problem(model: str | Path, task: TaskType | None, mode: str) -> str | No
             f"or the Ablation studio's LTR rows (they read the last token).")
 
 
+def check_before_start(cfg: FinetuneConfig) -> None:
+    """What the model's config alone can refuse, in one sentence, before the data is read or a folder made: a
+    max_seq_length longer than its learned positions (every input would be cut there and fail later, as the
+    saved model's predictions would), and a batch whose activations pass the memory free here."""
+    if hub.is_hub_name(cfg.model) and hub.local_copy(cfg.model) is None:
+        return  # not downloaded yet: checked when the run has downloaded it (a page must not download it)
+    config = BertConfig.load(checkpoint.resolve(cfg.model))
+    positions_fit(cfg.max_seq_length, config.max_position_embeddings, f"the model {cfg.model}")
+    check_batch_fits(config, cfg.batch_size, cfg.max_seq_length, cfg.precision, cfg.device, cfg.model, predicted=0.0)
+
+
 @writes_run("run_dir", "bert-explorer finetune")
 def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = False) -> dict:
     """Fine-tune into ``run_dir``. With ``resume`` a stopped run goes on from its newest checkpoint
@@ -367,6 +381,7 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
         point = resume_point(run.path)
     elif (run.path / "metrics.json").exists() or (run.path / "model").exists():
         raise ValueError(f"{run.path} already holds a finished fine-tuning run; choose a new --output")
+    check_before_start(cfg)
     # Read and check the data before anything is written: a bad file leaves no half-made run.
     train, dev = read_data(cfg)
     if why := ltr_problem(cfg.model, train.task, cfg.mode):

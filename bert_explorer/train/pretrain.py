@@ -40,6 +40,7 @@ from .pretraining_data import PretrainingData, cloze_sentences, learns_its_words
 from .report import MemoryReporter, Reporter
 from .resume import ResumePoint, check_resume, resume_point, saved_settings, set_lr_to_schedule
 from .estimate import model_flops_per_token
+from .memory import check_batch_fits
 from .trainer import Due, Trainer
 from ..runs.lock import writes_run
 from ..runs.run import Run
@@ -173,6 +174,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
                              f"nothing left to train; raise its steps (--max-steps) to train it further")
     latest = point.checkpoint
     _check_positions(cfg, latest)
+    _check_memory(cfg, latest)
     dev = pick_device(cfg.device, cfg.precision)
     if dev.is_main:
         run.create(cfg.to_dict(), "pretrain")
@@ -224,6 +226,7 @@ def pretrain(cfg: PretrainConfig, reporter: Reporter | None = None, progress: bo
     if dev.distributed:
         raise ValueError("in-memory pre-training runs in one process; under torchrun use run_pretraining")
     _check_positions(cfg, None)
+    _check_memory(cfg, None)
     result, model, tok = _pretrain(cfg, reporter or MemoryReporter(), dev, None, progress, on_step, {"set": False})
     return Pretrained(model, tok, result)
 
@@ -235,6 +238,23 @@ def _check_positions(cfg: PretrainConfig, latest: Path | None) -> None:
         source = latest or checkpoint.resolve(cfg.init)
         positions_fit(cfg.max_seq_length, BertConfig.load(source).max_position_embeddings,
                       f"the model in {source}")
+
+
+def check_before_start(cfg: PretrainConfig) -> None:
+    """What the settings and the model they start from can refuse before a folder is made (positions and
+    memory): what ``run_pretraining`` checks first, for a command that starts it in the background."""
+    _check_positions(cfg, None)
+    _check_memory(cfg, None)
+
+
+def _check_memory(cfg: PretrainConfig, latest: Path | None) -> None:
+    """The batch against the memory free where it trains (``memory.check_batch_fits``), before the data is
+    read or anything allocated; a learnt vocabulary counted at the size asked (a small corpus learns fewer)."""
+    source = latest or (checkpoint.resolve(cfg.init) if cfg.init else None)
+    config = BertConfig.load(source) if source else preset(cfg.size, vocab_size=cfg.vocab_size)
+    check_batch_fits(config, cfg.batch_size, cfg.max_seq_length, cfg.precision, cfg.device,
+                     f"size {cfg.size}" if source is None else f"the model in {source}",
+                     predicted=cfg.masking.mlm_probability if cfg.objective_type.masks else 1.0)
 
 
 def _check_room(run: Reporter, model, cfg: PretrainConfig, step: int) -> None:

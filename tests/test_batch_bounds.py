@@ -1,0 +1,82 @@
+"""A batch size or sequence length anyone can type is checked against the model and the memory free before a
+run's folder is made: one sentence, exit 2, nothing written."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bert_explorer.cli import main
+from bert_explorer.model import preset
+from bert_explorer.train import memory
+
+
+def test_a_pre_training_batch_that_no_memory_holds_is_refused_before_anything_is_written(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["pretrain", "--corpus", "tiny", "--size", "tiny", "--batch-size", "10000000", "--max-steps", "5",
+                 "--output", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "a batch of 10,000,000 sequences of 128 WordPieces on size tiny would hold about" in err
+    assert "choose a batch of at most about" in err and "Traceback" not in err
+    assert not out.exists()
+    code = main(["pretrain", "--corpus", "tiny", "--size", "tiny", "--batch-size", "10000000", "--max-steps", "5",
+                 "--output", str(out), "--background"])
+    assert code == 2 and not out.exists()  # not in a background process that made the folder first
+
+
+def test_the_bound_is_what_the_memory_free_holds(monkeypatch):
+    config = preset("base")
+    one = memory.activation_bytes(config, 1, 128, "fp32")
+    # 12 layers x 128 tokens x 768 units x 34 bytes x 2 (fp32), and the masked LM's logits and their gradient
+    assert one == pytest.approx(12 * 128 * 768 * 34 * 2 + 128 * 0.15 * 30522 * 8)
+    assert memory.activation_bytes(config, 1, 128, "bf16") < one
+    monkeypatch.setattr(memory, "free_bytes", lambda device: 100 * one)
+    memory.check_batch_fits(config, 100, 128, "fp32", "cpu", "base")  # just fits
+    with pytest.raises(ValueError, match=r"choose a batch of at most about 100 \("):
+        memory.check_batch_fits(config, 101, 128, "fp32", "cpu", "base")
+
+
+def test_fine_tuning_refuses_a_length_past_the_models_positions_and_a_batch_past_the_memory(base_model, tmp_path,
+                                                                                            capsys):
+    positions = json.loads((Path(base_model) / "config.json").read_text())["max_position_embeddings"]
+    out = tmp_path / "ft"
+    args = ["finetune", "--model", str(base_model), "--train", "tiny:classification", "--output", str(out)]
+    assert main([*args, "--max-seq-length", str(positions + 1)]) == 2
+    err = capsys.readouterr().err
+    assert f"max_seq_length {positions + 1} is longer than the {positions} positions" in err and err.count("\n") == 1
+    assert "estimate:" not in err and not out.exists()  # refused before the estimate and the folder
+    assert main([*args, "--batch-size", "1000000000", "--background"]) == 2
+    assert "choose a batch of at most about" in capsys.readouterr().err and not out.exists()
+
+
+def test_the_masked_word_probe_bounds_its_top_k_and_says_a_mask_past_what_the_model_reads(capsys):
+    """--top-k 100000 and -3 ended in a traceback; a [MASK] past 512 WordPieces was said to be "read as ordinary
+    text ... write [MASK] in capitals", and one of two past them was dropped without a word."""
+    probe = ["probe", "mlm", "--model", "minilm-mlm-nsp"]
+    for k in ("100000", "-3", "0"):
+        assert main([*probe, "--text", "the [MASK] sat .", "--top-k", k]) == 2
+        err = capsys.readouterr().err
+        assert f"top_k must be a whole number from 1 to 100, not {k}" in err and "Traceback" not in err, err
+    long = "word " * 3000
+    assert main([*probe, "--text", long + "[MASK] ."]) == 2
+    err = capsys.readouterr().err
+    assert "every [MASK] of the text lies past the first 512 WordPieces" in err and "capitals" not in err, err
+    assert main([*probe, "--text", "the [MASK] sat on the mat . " + long + "[MASK] .", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)) == 1
+    assert "note: 1 of the text's 2 [MASK]s lie past the 512 WordPieces the model reads" in err
+
+
+def test_the_pre_train_page_says_a_batch_that_does_not_fit_before_a_run_starts(runs_root):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../pages/10_Pre-train.py", default_timeout=120).run()
+    at.selectbox(key="pt_size").set_value("base")
+    at.number_input(key="pt_batch").set_value(4096)
+    at.number_input(key="pt_seq").set_value(512).run()
+    assert not at.exception
+    said = [e.value for e in at.error if "choose a batch of at most about" in e.value]
+    assert said and said[0].startswith("a batch of 4,096 sequences of 512 WordPieces on size base would hold about")
+    assert at.button(key="pt_start").disabled
