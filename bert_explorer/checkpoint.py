@@ -190,6 +190,10 @@ def _declared_shapes(d: Path) -> dict[str, tuple[int, ...]]:
                                                               mmap=True).items() if hasattr(v, "shape")}
     except Exception as e:  # a lying or damaged header: never build a model from it
         name = "model.safetensors" if st.is_file() else "pytorch_model.bin"
+        if name == "pytorch_model.bin" and "weights only load failed" in str(e).lower():
+            # torch's own message goes on to advise weights_only=False: the wrong way here
+            raise CheckpointError(f"{d / name} holds more than plain tensors (a pickle that could run code), so it "
+                                  "was not loaded; save its weights as model.safetensors and try again") from None
         raise CheckpointError(f"{d / name} cannot be read as weights ({str(e).splitlines()[0][:120]}); give the "
                               "checkpoint's file as it was written") from None
     return {}

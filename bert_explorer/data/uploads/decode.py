@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..corpora import decode_text
 from .core import DataError
 
 
@@ -21,6 +20,14 @@ def _size(n: float) -> str:
         if n >= scale:
             return f"{n / scale:,.1f} {unit}"
     return f"{int(n)} bytes"
+
+
+def decode_text(data: bytes) -> tuple[str, str]:
+    """The text of these bytes and the encoding that decoded them: ``"utf-8"`` or ``"latin-1"``."""
+    try:
+        return data.decode("utf-8-sig"), "utf-8"   # -sig: drop a byte-order mark if present
+    except UnicodeDecodeError:
+        return data.decode("latin-1"), "latin-1"   # cannot fail: all 256 byte values are defined
 
 
 def utf16_of(head: bytes) -> tuple[str, str] | None:
