@@ -440,3 +440,79 @@ def test_the_command_line_starts_without_the_libraries_only_a_few_commands_use()
             "print(' '.join(m for m in ('sklearn', 'scipy', 'transformers', 'streamlit') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr
+
+
+# ----- the parser: every option explained, a second sentence named alike everywhere --------------------
+def _parsers(parser, path=()):
+    """(the command's words, its parser) for the top level and every subcommand, nested ones included."""
+    import argparse
+
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, (*path, name))
+
+
+def test_every_option_of_every_command_has_a_help_text():
+    import argparse
+
+    from bert_explorer.cli.parser import build_parser
+
+    missing, hidden = [], []
+    for path, parser in _parsers(build_parser()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):  # each subcommand's one-line help
+                missing += [(*path, c.dest) for c in action._choices_actions if not (c.help or "").strip()]
+            elif action.help == argparse.SUPPRESS:
+                hidden.append((*path, action.option_strings[0]))
+            elif not (action.help or "").strip():
+                missing.append((*path, (action.option_strings or [action.dest])[0]))
+    assert not missing, missing
+    # hidden only where a program, not a person, passes the option
+    assert sorted(hidden) == [("ablate", "--config"), ("prepare-class", "--said")]
+
+
+@pytest.mark.parametrize("argv, dest", [
+    (["predict", "--model", "m", "--text", "A"], "text_pair"),
+    (["probe", "nsp", "--model", "m", "--text", "A"], "b"),
+    (["probe", "mlm", "--model", "m", "--text", "A [MASK]"], "text_b"),
+    (["attention-flow", "--model", "m", "--text", "A"], "text_b"),
+    (["compare-models", "--model-a", "m", "--model-b", "n", "--output", "o.json", "--text", "A"], "nsp_b"),
+])
+def test_a_second_sentence_is_text_b_in_every_command(argv, dest):
+    from bert_explorer.cli.parser import build_parser
+
+    assert getattr(build_parser().parse_args([*argv, "--text-b", "B"]), dest) == "B"
+
+
+@pytest.mark.parametrize("old, new", [
+    (["predict", "--model", "m", "--text", "A", "--text-pair", "B"],
+     ["predict", "--model", "m", "--text", "A", "--text-b", "B"]),
+    (["probe", "nsp", "--model", "m", "--a", "A", "--b", "B"],
+     ["probe", "nsp", "--model", "m", "--text", "A", "--text-b", "B"]),
+    (["compare-models", "--model-a", "m", "--model-b", "n", "--output", "o", "--nsp-a", "A", "--nsp-b", "B"],
+     ["compare-models", "--model-a", "m", "--model-b", "n", "--output", "o", "--text", "A", "--text-b", "B"]),
+])
+def test_the_old_names_of_two_sentences_still_work(old, new):
+    from bert_explorer.cli.parser import build_parser
+
+    assert build_parser().parse_args(old) == build_parser().parse_args(new)
+
+
+def test_version_prints_the_installed_version(capsys):
+    import importlib.metadata
+
+    with pytest.raises(SystemExit) as ended:
+        main(["--version"])
+    assert ended.value.code == 0
+    assert capsys.readouterr().out.strip() == f"bert-explorer {importlib.metadata.version('bert-explorer')}"
+
+
+def test_the_apps_own_flag_of_prepare_class_is_not_in_its_help(capsys):
+    from bert_explorer.cli.parser import build_parser
+
+    with pytest.raises(SystemExit):
+        main(["prepare-class", "--help"])
+    assert "--said" not in capsys.readouterr().out
+    assert build_parser().parse_args(["prepare-class", "--said", "about 2 min"]).said == "about 2 min"

@@ -87,7 +87,7 @@ def register(sub) -> None:
                    help="predictions: one row per dev example; slices: the main metric by gold answer, length and "
                         "the upload's other columns; calibration: the reliability diagram's bins and ECE; change: "
                         "CKA per layer and the [CLS] separation before and after fine-tuning")
-    s.add_argument("--format", choices=("csv", "json"), default="csv")
+    s.add_argument("--format", choices=("csv", "json"), default="csv", help="csv (the default) or json")
     s.add_argument("--output", help="write here instead of to standard output")
     s.add_argument("--no-store", action="store_true",
                    help="an older run's predictions are computed and not kept in the run folder")

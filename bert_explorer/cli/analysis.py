@@ -100,8 +100,9 @@ def register(sub) -> None:
     s.add_argument("--pos-file", help="a CoNLL-U file for the pos task (UPOS column)")
     s.add_argument("--max-examples", type=int, default=None,
                    help="sentences (ner, pos) or articles (topic) to use; default all sentences, 1000 articles")
-    s.add_argument("--test-fraction", type=float, default=d.test_fraction)
-    s.add_argument("--seed", type=int, default=d.seed)
+    s.add_argument("--test-fraction", type=float, default=d.test_fraction,
+                   help=f"share of the examples held out to score each probe (default {d.test_fraction})")
+    s.add_argument("--seed", type=int, default=d.seed, help=f"chooses the held-out examples (default {d.seed})")
     s.add_argument("--max-tokens", type=int, default=None, help="WordPieces per input (default 128; topic 64)")
     s.add_argument("--l2", type=float, default=d.l2, help="weight decay of the probe")
     s.add_argument("--max-iter", type=int, default=d.max_iter, help="L-BFGS iterations per probe")
@@ -118,7 +119,10 @@ def register(sub) -> None:
     s.add_argument("--max-tokens", type=int, default=64, help="WordPieces per sentence")
     s.add_argument("--mask-text", default="the stock market [MASK] sharply after the news .",
                    help="sentence for the masked-word probe")
-    s.add_argument("--nsp-a", default="the cat sat on the mat .", help="sentence A of the next-sentence probe")
-    s.add_argument("--nsp-b", default="then it fell asleep in the sun .", help="sentence B of the next-sentence probe")
-    s.add_argument("--top-k", type=int, default=5)
+    # --text and --text-b, as every other command names its two sentences; --nsp-a and --nsp-b stay for scripts
+    s.add_argument("--nsp-a", "--text", dest="nsp_a", metavar="TEXT", default="the cat sat on the mat .",
+                   help="sentence A of the next-sentence probe")
+    s.add_argument("--nsp-b", "--text-b", dest="nsp_b", metavar="TEXT", default="then it fell asleep in the sun .",
+                   help="sentence B of the next-sentence probe")
+    s.add_argument("--top-k", type=int, default=5, help="how many words the masked-word probe lists (default 5)")
     s.set_defaults(func=cmd_compare_models)

@@ -25,20 +25,22 @@ def register(sub) -> None:
     s.add_argument("--input", required=True, help="text file: one example per line, a pair as 'A ||| B'")
     s.add_argument("--output", required=True, help="output .jsonl")
     s.add_argument("--layers", type=int_list, default=[-1, -2, -3, -4], help="encoder layers, -1 = last")
-    s.add_argument("--max-seq-length", type=int, default=128)
-    s.add_argument("--batch-size", type=int, default=8)
+    s.add_argument("--max-seq-length", type=int, default=128,
+                   help="WordPieces per example, [CLS] and [SEP] included; longer ones are cut (default 128)")
+    s.add_argument("--batch-size", type=int, default=8, help="examples run through the model at once (default 8)")
     s.set_defaults(func=cmd_extract_features)
 
     s = sub.add_parser("export", help="write a model as a transformers-compatible checkpoint directory")
     s.add_argument("--model", required=True, help=MODEL_HELP)
-    s.add_argument("--output", required=True)
+    s.add_argument("--output", required=True, help="the checkpoint directory to write (config.json, "
+                                                   "model.safetensors, vocab.txt)")
     s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("export-delta", help="write a model as a delta over an installed base model (only the "
                                             "tensors that differ from it, as the shipped minilm-mlm-nsp)")
     s.add_argument("--model", required=True, help=MODEL_HELP)
     s.add_argument("--base", default="minilm", help="short name of the installed base model")
-    s.add_argument("--output", required=True)
+    s.add_argument("--output", required=True, help="the directory to write the delta to")
     s.add_argument("--dtype", choices=("fp16", "fp32"), default="fp16", help="how the stored tensors are kept")
     s.set_defaults(func=cmd_export_delta)
 

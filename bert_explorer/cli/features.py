@@ -31,6 +31,7 @@ from .common import (UserError, print_json, progress_lines, run_command, run_or_
                      write_json)
 
 MODEL_HELP = "a checkpoint directory or a short name (minilm-mlm-nsp, explorer-mini)"
+FEATURE_HELP = "the feature's number, from 0 (as `features search` and `features sentence` show it)"
 
 
 def _settings_args(p) -> None:
@@ -54,29 +55,31 @@ def register(sub) -> None:
 
     q = actions.add_parser("top", help="one feature's top activating contexts, histogram and words")
     _settings_args(q)
-    q.add_argument("--feature", type=int, required=True)
+    q.add_argument("--feature", type=int, required=True, help=FEATURE_HELP)
     q.add_argument("--output", help="write the contexts as CSV (.csv) or everything as JSON (.json)")
     q.set_defaults(func=cmd_top)
 
     w = actions.add_parser("search", help="the features that fire most on a word")
     _settings_args(w)
-    w.add_argument("--word", required=True)
+    w.add_argument("--word", required=True, help="the word to look for in the corpus")
     w.set_defaults(func=cmd_search)
 
     e = actions.add_parser("sentence", help="the features that fire on each WordPiece of a sentence")
     _settings_args(e)
-    e.add_argument("--text", required=True)
+    e.add_argument("--text", required=True, help="your sentence")
     e.add_argument("--output", help="also write the result as JSON")
     e.set_defaults(func=cmd_sentence)
 
     g = actions.add_parser("steer", help="add or clamp a feature at a token; the masked-word probe before and after")
     _settings_args(g)
-    g.add_argument("--feature", type=int, required=True)
+    g.add_argument("--feature", type=int, required=True, help=FEATURE_HELP)
     g.add_argument("--text", required=True, help="a sentence with [MASK]")
     g.add_argument("--token", default="[MASK]", help="the WordPiece to steer at (a word of the text or a position)")
-    g.add_argument("--mode", choices=("add", "clamp"), default="add")
+    g.add_argument("--mode", choices=("add", "clamp"), default="add",
+                   help="add --amount to the feature's activation, or clamp it to --amount (default add)")
     g.add_argument("--amount", type=float, required=True, help="added to the activation, or its clamped value")
-    g.add_argument("--top-k", type=int, default=10)
+    g.add_argument("--top-k", type=int, default=10,
+                   help="the probe's top words before and after, each list this long (default 10)")
     g.set_defaults(func=cmd_steer)
 
 

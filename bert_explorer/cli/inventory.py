@@ -20,7 +20,7 @@ from .common import MODEL_HELP, print_json
 def register(sub) -> None:
     """Add ``corpora`` and ``info`` to the subcommands ``sub``."""
     s = sub.add_parser("corpora", help="the built-in corpora, their provenance and licences")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print JSON instead of a list")
     s.set_defaults(func=cmd_corpora)
 
     s = sub.add_parser("info", help="size and heads of a model")
@@ -28,7 +28,7 @@ def register(sub) -> None:
     s.set_defaults(func=cmd_info)
 
     s = sub.add_parser("models", help="the models on this machine, and the paper's BERTs one download away")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.set_defaults(func=cmd_models)
 
     s = sub.add_parser("download", help="download models from the Hugging Face Hub (once; they open offline after)")
@@ -41,7 +41,7 @@ def register(sub) -> None:
     s = sub.add_parser("limits", help="how much one request may ask of the app's server, for each model")
     s.add_argument("--model", nargs="+", default=[checkpoint.DEFAULT_MODEL, "bert-base-uncased", "bert-large-uncased"],
                    metavar="NAME", help="models (short names, folders, or the paper's BERTs by hub id: no download)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
     s.set_defaults(func=cmd_limits)
 
 

@@ -3,6 +3,7 @@ commands (``register(sub)``), in the order ``--help`` lists them."""
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 
 from . import (ablation, after_finetuning, analysis, attention_flow, attention_measures, export, features, head_map,
                inventory, neighbours, prepare_class, probe, training)
@@ -12,8 +13,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="bert-explorer",
                                 description="BERT Explorer from the command line: every page of the app has a "
                                             "command here.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}",
+                   help="print the installed version of bert-explorer and exit")
     sub = p.add_subparsers(dest="command", required=True)
     for commands in (export, training, probe, ablation, analysis, attention_flow, attention_measures, head_map,
                      after_finetuning, neighbours, features, inventory, prepare_class):
         commands.register(sub)
     return p
+
+
+def installed_version() -> str:
+    """The version of the installed package (what pip reports); the source's own where it runs uninstalled."""
+    try:
+        return importlib.metadata.version("bert-explorer")
+    except importlib.metadata.PackageNotFoundError:
+        from .. import __version__
+        return __version__

@@ -10,6 +10,7 @@ from there, and whatever is prepared already is skipped. ``--status`` prints wha
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
@@ -31,9 +32,9 @@ def register(sub) -> None:
                         + " (default: quality)")
     s.add_argument("--status", action="store_true", help="only say what is prepared, model by model")
     s.add_argument("--json", action="store_true", help="with --status: the table as JSON")
-    s.add_argument("--said", metavar="TEXT", help="the builds' time as it was said to whoever started this (the "
-                                                  "app's Prepare panel passes what it showed), quoted again at the "
-                                                  "end instead of an estimate made a moment later")
+    # The builds' time as the app's Prepare panel showed it, quoted again at the end instead of an estimate
+    # made a moment later. Only the app passes it (a person has been told nothing to quote), so --help hides it.
+    s.add_argument("--said", metavar="TEXT", help=argparse.SUPPRESS)
     s.set_defaults(func=cmd_prepare_class)
 
 

@@ -19,13 +19,15 @@ def register(sub) -> None:
     m.add_argument("--model", required=True, help=MODEL_HELP)
     m.add_argument("--text", required=True, help="a sentence with [MASK] where a word should be predicted")
     m.add_argument("--text-b", help="optional second sentence")
-    m.add_argument("--top-k", type=int, default=5, help="predictions a [MASK] (1 to 100; default 5)")
-    m.add_argument("--json", action="store_true")
+    m.add_argument("--top-k", type=int, default=5, help="how many words to list at each [MASK] (1 to 100; default 5)")
+    m.add_argument("--json", action="store_true", help="print JSON instead of one line per [MASK]")
     n = probes.add_parser("nsp", help="P(B is the sentence after A)")
     n.add_argument("--model", required=True, help=MODEL_HELP)
-    n.add_argument("--a", required=True)
-    n.add_argument("--b", required=True)
-    n.add_argument("--json", action="store_true")
+    # --text and --text-b, as every other command names its two sentences; --a and --b stay for scripts
+    n.add_argument("--a", "--text", dest="a", required=True, metavar="TEXT", help="sentence A")
+    n.add_argument("--b", "--text-b", dest="b", required=True, metavar="TEXT",
+                   help="sentence B, the one that may follow A")
+    n.add_argument("--json", action="store_true", help="print JSON instead of one line")
     s.set_defaults(func=cmd_probe)
 
 

@@ -74,9 +74,12 @@ def register(sub) -> None:
     s = sub.add_parser("predict", help="predict with a fine-tuned model")
     s.add_argument("--model", required=True, help="a fine-tuning run directory or its model/ directory")
     s.add_argument("--text", help="input text (a pair as 'A ||| B')")
-    s.add_argument("--text-pair")
+    # --text-b: the name the other commands give a second sentence
+    s.add_argument("--text-pair", "--text-b", dest="text_pair", metavar="TEXT",
+                   help="the second text of a pair task (or the choices of a multiple-choice model, 'choice 1 || "
+                        "choice 2'), instead of 'A ||| B' in --text")
     s.add_argument("--input", help="file: one example per line (text, 'A ||| B', or a JSON object)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print JSON instead of one answer per line")
     s.set_defaults(func=cmd_predict)
 
 
