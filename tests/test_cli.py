@@ -67,13 +67,15 @@ def test_bad_input_file_gives_one_line_error(tmp_path, content, message):
     assert not (tmp_path / "o.jsonl").exists()
 
 
-def test_latin1_input_is_read_and_the_user_is_told(tmp_path):
+@pytest.mark.parametrize("codec, told", [("latin-1", "Latin-1"), ("utf-16", "UTF-16")])
+def test_input_that_is_not_utf8_is_read_and_the_user_is_told(tmp_path, codec, told):
+    """Read as fine-tuning reads an upload: UTF-16 is text, not a "binary file"."""
     inp = tmp_path / "in.txt"
-    inp.write_bytes("Caf\xe9 au lait.\n".encode("latin-1"))
+    inp.write_bytes("Caf\xe9 au lait.\n".encode(codec))
     r = run("extract-features", "--model", "minilm", "--input", str(inp), "--output", str(tmp_path / "o.jsonl"),
             "--layers=-1")
     assert r.returncode == 0, r.stderr
-    assert "Latin-1" in r.stderr
+    assert told in r.stderr and "binary" not in r.stderr
     tokens = [f["token"] for f in json.loads((tmp_path / "o.jsonl").read_text())["features"]]
     assert "cafe" in tokens  # uncased vocab strips the accent of the correctly decoded é
 
@@ -516,3 +518,40 @@ def test_the_apps_own_flag_of_prepare_class_is_not_in_its_help(capsys):
         main(["prepare-class", "--help"])
     assert "--said" not in capsys.readouterr().out
     assert build_parser().parse_args(["prepare-class", "--said", "about 2 min"]).said == "about 2 min"
+
+
+# ----- reading a file of examples: cli.common.read_lines, as fine-tuning reads an upload -----------------
+@pytest.mark.parametrize("codec, how", [("utf-16", "byte-order mark"), ("utf-16-le", "no byte-order mark"),
+                                        ("utf-16-be", "no byte-order mark")])
+def test_a_utf16_file_of_examples_is_read_and_the_user_is_told(tmp_path, capsys, codec, how):
+    from bert_explorer.cli.common import read_lines
+
+    f = tmp_path / "in.txt"
+    f.write_bytes("Café au lait.\n\nhe went to the bank . ||| he paid .\n".encode(codec))
+    assert read_lines(str(f)) == ["Café au lait.", "he went to the bank . ||| he paid ."]
+    err = capsys.readouterr().err
+    assert "UTF-16" in err and how in err and str(f) in err
+
+
+def test_predict_reads_a_utf16_input_file(tmp_path, capsys, monkeypatch):
+    """The file reaches the model as text: the stand-in model returns the examples it was given."""
+    from bert_explorer.cli import training
+    from bert_explorer.tasks.registry import task_type
+
+    class Echo:
+        task = task_type("classification")
+
+        def __init__(self, path):
+            pass
+
+        def predict(self, examples):
+            return examples
+
+    monkeypatch.setattr(training, "Predictor", Echo)
+    f = tmp_path / "in.txt"
+    f.write_bytes("Caf\u00e9 au lait.\nShares fell.\n".encode("utf-16"))
+    assert main(["predict", "--model", "m", "--input", str(f), "--json"]) == 0
+    out = capsys.readouterr()
+    assert [e["text"] for e in json.loads(out.out)] == ["Café au lait.", "Shares fell."]
+    assert "as UTF-16" in out.err
+

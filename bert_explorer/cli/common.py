@@ -23,6 +23,8 @@ from .. import atomic, checkpoint
 from ..runs.neighbour_jobs import BuildBusy
 from ..checkpoint import CheckpointError
 from ..data.corpora import EncodingFallbackWarning
+from ..data.uploads.core import DataError
+from ..data.uploads.decode import decode_bytes
 from ..full_disk import CacheNotKept, DiskFull
 from ..train.device import threads_for_free_cores
 from ..train.resume import ResumeRefused
@@ -181,18 +183,18 @@ def int_list(text: str) -> list[int]:
 
 
 def read_lines(path: str) -> list[str]:
-    """The non-blank lines of a text file of examples, UTF-8 or (said on stderr) Latin-1."""
+    """The non-blank lines of a text file of examples, read as fine-tuning reads an upload
+    (``uploads.decode.decode_bytes``): UTF-8, UTF-16 with or without its byte-order mark, else
+    Latin-1; how it was read, when not as UTF-8, is a note on stderr."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"input file {path} does not exist")
-    raw = p.read_bytes()
-    if b"\x00" in raw[:4096]:
-        raise UserError(f"{path} looks like a binary file; give a UTF-8 text file with one example per line")
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        text = raw.decode("latin-1")
-        print(f"note: {path} is not valid UTF-8; read it as Latin-1", file=sys.stderr)
+        text, notes = decode_bytes(p.read_bytes(), path, hint="give a text file with one example per line")
+    except DataError as e:
+        raise UserError(str(e)) from e
+    for note in notes:  # (the UTF-16 note names the file; the Latin-1 one is written for an upload's page)
+        print(f"note: {note}" if path in note else f"note: {path}: {note}", file=sys.stderr)
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
         raise UserError(f"{path} is empty; write one example per line (a pair as 'A ||| B')")
