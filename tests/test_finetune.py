@@ -120,6 +120,18 @@ def test_feature_based_ner(base_model, tmp_path):
     assert result["dev"]["f1"] > 0.3
 
 
+
+def test_a_learning_rate_grid_says_in_its_log_which_rate_it_kept(base_model, tmp_path):
+    """Section 4: the best learning rate on dev is kept; the log says which, beside each rate's score."""
+    cfg = FinetuneConfig(model=base_model, train="tiny:classification", task="classification", max_train_examples=32,
+                         epochs=1, batch_size=16, lr_grid=[1e-3, 1e-6], max_seq_length=32, device="cpu", seed=0)
+    result = run_finetuning(cfg, tmp_path / "run")
+    last = next(line for line in (tmp_path / "run" / "log.txt").read_text().splitlines() if " kept, the best" in line)
+    kept = f"learning rate {result['lr']:g} kept, the best on dev (accuracy={result['dev']['accuracy']:.4g}) of 0.001 ("
+    assert kept in last and "), 1e-06 (" in last, last
+    scores = [float(s.split(")")[0]) for s in last.split("of ", 1)[1].split(" (")[1:]]
+    assert result["dev"]["accuracy"] == pytest.approx(max(scores), abs=1e-4)
+
 def test_a_stop_request_ends_the_run_cleanly_with_a_saved_model(base_model, tmp_path):
     from bert_explorer.runs.run import Run
 

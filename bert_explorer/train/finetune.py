@@ -434,17 +434,23 @@ def _fine_tune(cfg: FinetuneConfig, run: Run, train, dev, label_names, dev_obj, 
     train_feats = train.task.featurize(train.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
     dev_feats = dev.task.featurize(dev.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
     run.log(f"{train.task.name}: {len(train.examples)} train / {len(dev.examples)} dev examples from {train.source}")
-    best, stopped = None, False
+    best, stopped, tried = None, False, []
+    key = train.task.main_metric
     for lr in [point[1]["lr"]] if point else cfg.lr_grid or [cfg.lr]:
         model, tok, fitted = _train_one(cfg, lr, run, train, dev, label_names, dev_feats, train_feats, dev_obj,
                                         point)
-        ev, key = fitted.best if cfg.keep_best else fitted.dev, train.task.main_metric
+        ev = fitted.best if cfg.keep_best else fitted.dev
+        tried.append(f"{lr:g} ({ev[key]:.4g})")
         if best is None or ev[key] > best[2][key]:
             best = (lr, model, ev, fitted)
         if fitted.stopped:
             stopped = True
             break  # the rest of the learning-rate grid is not tried
     lr, model, ev, fitted = best
+    if cfg.lr_grid and not point:  # else only metrics.json would say which rate the saved model/ was trained at
+        untried = [f"{r:g}" for r in cfg.lr_grid[len(tried):]]
+        run.log(f"learning rate {lr:g} kept, the best on dev ({key}={ev[key]:.4g}) of {', '.join(tried)}"
+                + (f"; stopped before {', '.join(untried)}" if untried else ""))
     with full_disk.saving(run.path, "save the fine-tuned model", AFTER_A_FULL_DISK,
                           sum(p.numel() * p.element_size() for p in model.parameters())):
         checkpoint.save(model, tok, run.path / "model", extra_files={
