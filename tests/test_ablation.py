@@ -301,6 +301,15 @@ def test_cli_report_prints_markdown_and_csv(smoke_dir, capsys):
     assert cli.main(["ablate", "--report", str(smoke_dir / "cells")]) == 2
 
 
+
+@pytest.mark.parametrize("gpu_s, said", [(20, "20 s on one GPU"), (667, "11 min 07 s on one GPU")])
+def test_cli_estimate_says_a_short_gpu_time_in_seconds(gpu_s, said, capsys, monkeypatch):
+    """A small grid's GPU time was "0 min on one GPU"."""
+    monkeypatch.setattr(grid, "estimate", lambda plan, device="cpu": {"total_s": gpu_s if device == "gpu" else 600})
+    assert cli.main(["ablate", "--recipe", "smoke", "--estimate"]) == 0
+    out = capsys.readouterr().out
+    assert said in out and " 0 min" not in out
+
 # ----- page ---------------------------------------------------------------------------------------
 def test_page_shows_a_finished_ablation(smoke_dir, monkeypatch):
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(smoke_dir.parent))

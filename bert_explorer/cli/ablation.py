@@ -22,6 +22,7 @@ from ..data.uploads.reader import read_task_file
 from ..experiments import grid
 from ..experiments.runner import run_ablation
 from ..runs.finder import is_ablation
+from ..runs.report import duration_text
 from ..train.estimate import background_threads
 from ..train.speed import said
 from .common import UserError, run_or_background, start_run, user_errors
@@ -139,7 +140,7 @@ def plan_text(plan: dict) -> str:
              + ("" if recipe.get("pretrained") == "hub" else f", {len(plan['pretrainings'])} pre-trainings")
              + ", tasks " + ", ".join(f"{k} ({v['train']})" for k, v in recipe["tasks"].items()),
              f"estimated time: {said(cpu['total_s'], background_threads())} on this machine's CPU, "
-             f"{gpu['total_s'] / 60:.0f} min on one GPU (from FLOPs and speeds measured here; expect up to a factor of "
+             f"{duration_text(gpu['total_s'])} on one GPU (from FLOPs and speeds measured here; expect up to a factor of "
              "two either way)"]
     if grid.downloads(plan):
         lines.append(grid.downloads_text(plan))
