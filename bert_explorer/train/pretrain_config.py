@@ -15,8 +15,8 @@ from .device import PRECISIONS, precision_from
 
 @dataclass
 class PretrainConfig:
-    corpus: str = setting("bbc", "The text to pre-train on: a built-in corpus (bbc, sotu, vital, wiki, lee, tiny), "
-                                 "a text file, or several joined by + such as bbc+wiki.")
+    corpus: str = setting("bbc", "The text to pre-train on: a built-in corpus (bbc, sotu, vital, wiki, lee, wordnet, "
+                                 "tiny), a text file, or several joined by + such as bbc+wiki.")
     max_docs: int | None = setting(None, "Use only the first N documents of the corpus, for quick experiments.")
     held_out_fraction: float = setting(0.05, "The fraction of documents kept out of training to measure held-out "
                                              "MLM and NSP accuracy.")
