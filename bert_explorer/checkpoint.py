@@ -128,6 +128,12 @@ def resolve(name_or_dir: str | Path) -> Path:
         raise CheckpointError(f"{d} is a feature-based run: its model is a small head over the frozen "
                               f"{_run_setting(d, 'model')}, not a BERT of its own; use that model, or predict with "
                               "the run")
+    if _run_kind(d) == "pretrain":  # its models are its checkpoints: name the newest
+        steps = sorted((int(c.name.split("-")[1]), c) for c in (d / "checkpoints").glob("step-*")
+                       if c.name.split("-")[1].isdigit() and (c / "config.json").is_file())
+        raise CheckpointError(f"{d} is a pre-training run's folder: its models are its checkpoints"
+                              + (f"; give one of them, such as the newest, {steps[-1][1]}" if steps else
+                                 ", and it has saved none yet"))
     if not d.is_dir() or not (d / "config.json").is_file():
         raise CheckpointError(f"{d} is not a checkpoint directory (it needs a config.json)")
     return d

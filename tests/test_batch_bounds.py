@@ -80,3 +80,20 @@ def test_the_pre_train_page_says_a_batch_that_does_not_fit_before_a_run_starts(r
     said = [e.value for e in at.error if "choose a batch of at most about" in e.value]
     assert said and said[0].startswith("a batch of 4,096 sequences of 512 WordPieces on size base would hold about")
     assert at.button(key="pt_start").disabled
+
+
+def test_a_pre_training_run_given_as_a_model_or_to_after_finetuning_is_named_for_what_it_is(tmp_path, capsys):
+    """finetune --model RUN said the run "has no model.safetensors", after-finetuning RUN that "an ablation cell
+    keeps only its score"."""
+    run = tmp_path / "pt"
+    assert main(["pretrain", "--corpus", "tiny", "--size", "tiny", "--max-steps", "2", "--batch-size", "2",
+                 "--max-seq-length", "32", "--vocab-size", "60", "--eval-batches", "1", "--save-every", "2",
+                 "--no-progress", "--output", str(run)]) == 0
+    capsys.readouterr()
+    assert main(["finetune", "--model", str(run), "--train", "tiny:classification", "--output",
+                 str(tmp_path / "ft")]) == 2
+    err = capsys.readouterr().err
+    assert f"{run} is a pre-training run's folder: its models are its checkpoints; give one of them, such as " \
+           f"the newest, {run / 'checkpoints' / 'step-2'}" in err and not (tmp_path / "ft").exists()
+    assert main(["after-finetuning", str(run)]) == 2
+    assert "pt is a pre-training run, not a fine-tuning, so it has no dev set to answer" in capsys.readouterr().err

@@ -80,6 +80,11 @@ def load_predictions(run_dir: str | Path, store: bool = True, predictor: Predict
     has it loaded already (a page's cache)."""
     run = Run(run_dir)
     if not (run.path / "model" / "config.json").is_file() and not (run.path / "feature_head").is_dir():
+        kind = run.config().get("kind") if run.is_run() else None
+        if kind not in (None, "finetune"):
+            what = {"pretrain": "a pre-training", "ablate": "an ablation"}.get(kind, f"a {kind}")
+            raise ValueError(f"{run.name} is {what} run, not a fine-tuning, so it has no dev set to answer: give a "
+                             f"fine-tuning run's folder.")
         raise ValueError(f"{run.name} kept no fine-tuned model (an ablation cell keeps only its score), so its dev "
                          f"set cannot be answered example by example.")
     record = _stored(run)
