@@ -53,6 +53,28 @@ def test_export_loads_in_transformers_without_missing_keys(tmp_path, minilm_dir)
     assert (out / "vocab.txt").read_text() == (minilm_dir / "vocab.txt").read_text()
 
 
+
+@pytest.mark.parametrize("command, model", [("export", "minilm"), ("export-delta", "minilm-mlm-nsp")])
+def test_an_export_is_written_only_into_a_new_or_empty_folder(tmp_path, monkeypatch, capsys, command, model):
+    """An export takes its folder's place in one rename: a folder that holds anything (a user's notes, a
+    run), a file, or the folder the user is in is refused in one sentence and left as it was."""
+    notes, afile, empty = tmp_path / "notes", tmp_path / "afile", tmp_path / "empty"
+    notes.mkdir()
+    (notes / "mine.txt").write_text("hi")
+    afile.write_text("x")
+    monkeypatch.chdir(tmp_path)
+    for output, said in [(notes, "already holds files (mine.txt)"), (afile, "is a file"),
+                         (".", "is the folder you are in")]:
+        assert main([command, "--model", model, "--output", str(output)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("bert-explorer: error: --output") and said in err, err
+        assert len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "notes"]
+    assert [p.name for p in notes.iterdir()] == ["mine.txt"] and afile.read_text() == "x"
+    empty.mkdir()
+    assert main([command, "--model", model, "--output", str(empty)]) == 0
+    assert (empty / "config.json").is_file() and (empty / "model.safetensors").is_file()
+
 @pytest.mark.parametrize("content, message", [
     (b"", "is empty"),
     (b"\x00\x01\x02binary", "binary"),

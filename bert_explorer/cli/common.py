@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 import typing
@@ -30,6 +31,7 @@ from ..train.device import threads_for_free_cores
 from ..train.resume import ResumeRefused
 from ..runs.lock import RunBusy
 from ..runs.background import start_background
+from ..runs.run import shown_entries
 from ..runs.report import left_text
 
 MODEL_HELP = (f"a checkpoint directory, a short name ({', '.join(checkpoint.SHORT_NAMES)}), a model of the paper "
@@ -156,6 +158,26 @@ def start_run(kind: str, config: dict, args, said: str) -> None:
     ``path`` and ``pid``."""
     run = start_background(kind, config, args.output, resume=getattr(args, "resume", False))
     print(said.format(path=run.path, pid=run.status().get("pid")))
+
+
+def new_folder(path: str, what: str) -> Path:
+    """``--output`` for a folder that a command writes as a whole (an exported model), as an absolute
+    path: the folder is put in place in one rename, which would take away whatever it held, so it must
+    be new or empty, as a run's folder must (``runs.run.new_run_refusal``). The folder the user is in
+    is refused even when empty: it would be swapped for another under their shell."""
+    given = Path(path)
+    if given.is_symlink() or (given.exists() and not given.is_dir()):
+        raise UserError(f"--output {path} is {'a link' if given.is_symlink() else 'a file'}, not a folder; "
+                        f"give a new or empty folder for {what}")
+    # (abspath, not resolve: "." and ".." get a name of their own to make a temporary sibling of)
+    full = Path(os.path.abspath(given))
+    if full == Path.cwd():
+        raise UserError(f"--output {path} is the folder you are in; name a new folder for {what}, "
+                        "for example --output my-bert")
+    if given.is_dir() and (held := sorted(given.iterdir())):
+        raise UserError(f"--output {path} already holds files ({shown_entries(held, given)}); choose a new or "
+                        f"empty folder for {what}, so that nothing in it is overwritten")
+    return full
 
 
 @contextmanager

@@ -15,7 +15,7 @@ import torch
 
 from .. import checkpoint
 from ..analysis.layers.features import extract_features, parse_example
-from .common import MODEL_HELP, int_list, read_lines, user_errors, write_output
+from .common import MODEL_HELP, int_list, new_folder, read_lines, user_errors, write_output
 
 
 def register(sub) -> None:
@@ -32,7 +32,7 @@ def register(sub) -> None:
 
     s = sub.add_parser("export", help="write a model as a transformers-compatible checkpoint directory")
     s.add_argument("--model", required=True, help=MODEL_HELP)
-    s.add_argument("--output", required=True, help="the checkpoint directory to write (config.json, "
+    s.add_argument("--output", required=True, help="a new or empty folder to write the checkpoint into (config.json, "
                                                    "model.safetensors, vocab.txt)")
     s.set_defaults(func=cmd_export)
 
@@ -40,7 +40,7 @@ def register(sub) -> None:
                                             "tensors that differ from it, as the shipped minilm-mlm-nsp)")
     s.add_argument("--model", required=True, help=MODEL_HELP)
     s.add_argument("--base", default="minilm", help="short name of the installed base model")
-    s.add_argument("--output", required=True, help="the directory to write the delta to")
+    s.add_argument("--output", required=True, help="a new or empty folder to write the delta into")
     s.add_argument("--dtype", choices=("fp16", "fp32"), default="fp16", help="how the stored tensors are kept")
     s.set_defaults(func=cmd_export_delta)
 
@@ -57,12 +57,13 @@ def cmd_extract_features(args) -> int:
 
 
 def cmd_export(args) -> int:
+    output = new_folder(args.output, "the exported model")  # checked before the seconds of loading the model
     loaded = checkpoint.load(args.model)
     if loaded.report.missing:
         print(f"note: {loaded.report.summary()}", file=sys.stderr)
     # keep what the source folder says about the model (training settings, held-out scores, time-lapse)
     about = checkpoint.about_files(checkpoint.resolve(args.model))
-    checkpoint.save(loaded.model, loaded.tokenizer, args.output, extra_files=about)
+    checkpoint.save(loaded.model, loaded.tokenizer, output, extra_files=about)
     print(f"exported {type(loaded.model).__name__} ({loaded.num_parameters:,} parameters) to {args.output}",
           file=sys.stderr)
     return 0
@@ -70,7 +71,8 @@ def cmd_export(args) -> int:
 
 def cmd_export_delta(args) -> int:
     dtype = {"fp16": torch.float16, "fp32": torch.float32}[args.dtype]
-    result = checkpoint.save_delta(args.model, args.base, args.output, dtype)
+    output = new_folder(args.output, "the delta checkpoint")
+    result = checkpoint.save_delta(args.model, args.base, output, dtype)
     print(f"wrote {args.output}: {result['stored']:,} parameters stored in {args.dtype}; borrowed from "
           f"{args.base}: {', '.join(result['borrowed'])}", file=sys.stderr)
     return 0
