@@ -1,4 +1,5 @@
 """The headless CLI: google-research/bert's feature format, export, and one-line errors."""
+import argparse
 import json
 import subprocess
 import sys
@@ -74,6 +75,65 @@ def test_an_export_is_written_only_into_a_new_or_empty_folder(tmp_path, monkeypa
     empty.mkdir()
     assert main([command, "--model", model, "--output", str(empty)]) == 0
     assert (empty / "config.json").is_file() and (empty / "model.safetensors").is_file()
+
+
+# The commands whose --output is a file, with what else each needs to get as far as writing it.
+FILE_OUTPUTS = {
+    "extract-features": ["--model", "minilm", "--input", "in.txt"],
+    "probe-layers": ["--model", "minilm"],
+    "compare-models": ["--model-a", "minilm", "--model-b", "minilm"],
+    "after-finetuning": ["run"],
+    "neighbours query": ["--model", "minilm", "--layer", "1", "--text", "the bank", "--token", "bank"],
+    "features top": ["--model", "minilm", "--feature", "1"],
+    "features sentence": ["--model", "minilm", "--text", "the bank"],
+}
+FOLDER_OUTPUTS = {"pretrain", "finetune", "ablate", "export", "export-delta"}  # (checked by the run system, new_folder)
+
+
+def test_every_output_file_is_replaced_only_with_overwrite():
+    """Each command that writes --output as a file takes --overwrite, and is among those tested below."""
+    from bert_explorer.cli.parser import build_parser
+
+    def leaves(parser, name=""):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub_name, sub in action.choices.items():
+                    yield from leaves(sub, f"{name} {sub_name}".strip())
+                return
+        yield name, {o for a in parser._actions for o in a.option_strings}
+
+    with_output = {name: options for name, options in leaves(build_parser()) if "--output" in options}
+    assert set(with_output) == set(FILE_OUTPUTS) | FOLDER_OUTPUTS
+    assert {name for name, options in with_output.items() if "--overwrite" in options} == set(FILE_OUTPUTS)
+
+
+@pytest.mark.parametrize("command", FILE_OUTPUTS)
+def test_an_output_file_is_refused_where_a_folder_or_a_users_file_is(tmp_path, monkeypatch, capsys, command):
+    """--output names the file a command writes: a folder there or a path through a file is one sentence
+    before the work (it was IsADirectoryError's traceback after it), and a file already there, which may be
+    anything the user made, is left as it was unless --overwrite is given."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in.txt").write_text("hello world\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.json").write_text("{}")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "mine.txt").write_text("mine")
+    for output, said in [("folder", "--output folder is a folder; "),
+                         ("mine.txt/x.json", "--output mine.txt/x.json lies under mine.txt, which is a file"),
+                         ("mine.txt", "--output mine.txt exists already; pass --overwrite to replace it")]:
+        assert main([*command.split(), *FILE_OUTPUTS[command], "--output", output]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"bert-explorer: error: {said}") and len(err.strip().splitlines()) == 1, err
+    assert (tmp_path / "mine.txt").read_text() == "mine" and not any((tmp_path / "folder").iterdir())
+
+
+def test_overwrite_replaces_the_output_file(tmp_path):
+    inp, out = tmp_path / "in.txt", tmp_path / "features.jsonl"
+    inp.write_text("hello world\n")
+    out.write_text("an earlier result\n")
+    assert main(["extract-features", "--model", "minilm", "--input", str(inp), "--output", str(out),
+                 "--layers=-1", "--overwrite"]) == 0
+    assert json.loads(out.read_text())["linex_index"] == 0
 
 @pytest.mark.parametrize("content, message", [
     (b"", "is empty"),

@@ -188,7 +188,7 @@ def test_compare_models_cli_writes_the_expected_json(tmp_path, model_a, model_c)
     assert r["sentences"] == 4 and r["units"] == "tokens" and r["cka_by_layer"] == pytest.approx([1, 1, 1], abs=1e-5)
     assert np.allclose(r["attention_js"], 0, atol=1e-5) and r["probes"]["mlm"] and r["probes"]["nsp"]
     assert _cli(["compare-models", "--model-a", str(a), "--model-b", str(c), "--input", str(tmp_path / "s.txt"),
-                 "--output", str(out)]) == 0
+                 "--output", str(out), "--overwrite"]) == 0  # (its first result is replaced only when asked)
     r = json.loads(out.read_text())
     assert r["units"] == "words" and np.asarray(r["cka_matrix"]).shape == (3, 4) and r["attention_js"] is None
     assert r["comparable"]["same_vocab"] is False and r["sentences_source"].startswith("the lines of")

@@ -253,7 +253,7 @@ def test_the_probe_layers_command_says_its_estimate_before_it_runs(tiny, cache, 
     from bert_explorer.cli import main
 
     args = ["probe-layers", "--model", str(tiny.path), "--task", "topic", "--max-examples", "20", "--max-iter", "5",
-            "--output", str(tmp_path / "probe.json"), "--no-progress"]
+            "--output", str(tmp_path / "probe.json"), "--overwrite", "--no-progress"]
     assert main(args) == 0
     err = capsys.readouterr().err
     (line,) = [x for x in err.splitlines() if x.startswith("estimate for topic: about ")]

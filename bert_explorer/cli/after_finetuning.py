@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..analysis.after_finetuning import calibration, change, predictions, slices
 from ..safe_text import rows_csv
-from .common import UserError, user_errors, write_output
+from .common import UserError, check_output_file, output_file_args, user_errors, write_output
 
 WHAT = ("predictions", "slices", "calibration", "change")
 
@@ -65,6 +65,7 @@ def cmd_after_finetuning(args) -> int:
     if not (Path(args.run) / "config.json").is_file():
         raise UserError(f"{args.run} is not a run folder (it has no config.json); give the folder a fine-tuning "
                         f"run wrote (bert-explorer finetune --output FOLDER)")
+    check_output_file(args.output, args.overwrite)
     with user_errors():
         rows, whole = after_finetuning_data(args.run, args.what, store=not args.no_store)
     text = rows_csv(_plain(rows)) if args.format == "csv" else json.dumps(_plain(whole), indent=1) + "\n"
@@ -88,7 +89,7 @@ def register(sub) -> None:
                         "the upload's other columns; calibration: the reliability diagram's bins and ECE; change: "
                         "CKA per layer and the [CLS] separation before and after fine-tuning")
     s.add_argument("--format", choices=("csv", "json"), default="csv", help="csv (the default) or json")
-    s.add_argument("--output", help="write here instead of to standard output")
+    output_file_args(s, "write here instead of to standard output")
     s.add_argument("--no-store", action="store_true",
                    help="an older run's predictions are computed and not kept in the run folder")
     s.set_defaults(func=cmd_after_finetuning)

@@ -17,7 +17,7 @@ from ..analysis.comparison import held_out, two_models
 from ..analysis.layers.probing import TASKS, ProbeSettings, cached_result, estimate_seconds, probe_layers
 from ..runs.report import duration_text
 from ..train.speed import niced_here, said
-from .common import MODEL_HELP, UserError, read_lines, user_errors, write_json
+from .common import MODEL_HELP, UserError, check_output_file, output_file_args, read_lines, user_errors, write_json
 
 
 def _bar(enabled: bool):
@@ -45,6 +45,7 @@ def cmd_probe_layers(args) -> int:
                         "POS-tagged corpus, so give one (for example UD English-EWT's en_ewt-ud-train.conllu)")
     if args.pos_file and not Path(args.pos_file).is_file():
         raise UserError(f"--pos-file {args.pos_file} does not exist")
+    check_output_file(args.output, args.overwrite)
     loaded = checkpoint.load(args.model, "BertModel")
     settings = ProbeSettings(args.max_examples, args.test_fraction, args.seed, args.max_tokens, args.l2, args.max_iter)
     results = {}
@@ -70,6 +71,7 @@ def cmd_probe_layers(args) -> int:
 
 
 def cmd_compare_models(args) -> int:
+    check_output_file(args.output, args.overwrite)
     arch = "BertForPreTraining"  # fine-tuned and encoder-only checkpoints load too (heads reported missing)
     a, b = checkpoint.load(args.model_a, arch), checkpoint.load(args.model_b, arch)
     if args.input:
@@ -96,7 +98,7 @@ def register(sub) -> None:
     s.add_argument("--model", required=True, help=MODEL_HELP)
     s.add_argument("--task", type=_tasks, default=["ner"],
                    help=f"one or more of {', '.join(TASKS)}, separated by commas (default ner)")
-    s.add_argument("--output", required=True, help="output .json: the score by layer of each task and its control")
+    output_file_args(s, "output .json: the score by layer of each task and its control", required=True)
     s.add_argument("--pos-file", help="a CoNLL-U file for the pos task (UPOS column)")
     s.add_argument("--max-examples", type=int, default=None,
                    help="sentences (ner, pos) or articles (topic) to use; default all sentences, 1000 articles")
@@ -113,7 +115,7 @@ def register(sub) -> None:
                                               "and the masked-word / next-sentence probes of both")
     s.add_argument("--model-a", required=True, help=MODEL_HELP)
     s.add_argument("--model-b", required=True, help=MODEL_HELP)
-    s.add_argument("--output", required=True, help="output .json")
+    output_file_args(s, "output .json", required=True)
     s.add_argument("--sentences", type=int, default=64, help="how many held-out BBC sentences (default 64)")
     s.add_argument("--input", help="a text file of your own sentences, one a line (instead of the held-out ones)")
     s.add_argument("--max-tokens", type=int, default=64, help="WordPieces per sentence")

@@ -180,13 +180,41 @@ def new_folder(path: str, what: str) -> Path:
     return full
 
 
+def output_file_args(parser: argparse.ArgumentParser, help: str, required: bool = False) -> None:
+    """``--output FILE`` (``help`` says what goes into it) and ``--overwrite``, which a file already there
+    needs before it is replaced (:func:`check_output_file`)."""
+    parser.add_argument("--output", required=required,
+                        help=f"{help}; a file already there is replaced only with --overwrite")
+    parser.add_argument("--overwrite", action="store_true", help="replace the --output file if it exists")
+
+
+def check_output_file(path: str | None, overwrite: bool) -> None:
+    """Before a command's work: may its ``--output`` ``path`` (if given) be written? A folder, or a path
+    through a file, is refused, and so is a file already there unless ``overwrite``: it may be anything
+    the user made, not an earlier result of this command."""
+    if not path:
+        return
+    out = Path(path)
+    if out.is_dir():
+        raise UserError(f"--output {path} is a folder; --output names the file to write, so give a new file name "
+                        "(one inside that folder, say)")
+    above = next(p for p in out.parents if p.exists())  # ("." or "/" at the latest)
+    if not above.is_dir():
+        raise UserError(f"--output {path} lies under {above}, which is a file, not a folder; give a file name in a "
+                        "folder")
+    if (out.exists() or out.is_symlink()) and not overwrite:
+        raise UserError(f"--output {path} exists already; pass --overwrite to replace it, or give another file name")
+
+
 @contextmanager
-def write_output(path: str | Path):
+def write_output(path: str | Path, newline: str | None = None):
     """Write a command's output file as a whole or not at all (``atomic.replacing``): an error
-    leaves no half-written file, and an older ``path`` stays."""
+    leaves no half-written file, and an older ``path`` stays. The command has checked ``path`` before
+    its work (:func:`check_output_file`); a folder made there since is still one sentence."""
+    check_output_file(str(path), overwrite=True)
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic.replacing(out) as tmp, tmp.open("w", encoding="utf-8") as f:
+    with atomic.replacing(out) as tmp, tmp.open("w", encoding="utf-8", newline=newline) as f:
         yield f
 
 

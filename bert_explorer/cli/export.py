@@ -15,7 +15,8 @@ import torch
 
 from .. import checkpoint
 from ..analysis.layers.features import extract_features, parse_example
-from .common import MODEL_HELP, int_list, new_folder, read_lines, user_errors, write_output
+from .common import (MODEL_HELP, check_output_file, int_list, new_folder, output_file_args, read_lines, user_errors,
+                     write_output)
 
 
 def register(sub) -> None:
@@ -23,7 +24,7 @@ def register(sub) -> None:
     s = sub.add_parser("extract-features", help="contextual token features as JSON lines (feature-based transfer)")
     s.add_argument("--model", required=True, help=MODEL_HELP)
     s.add_argument("--input", required=True, help="text file: one example per line, a pair as 'A ||| B'")
-    s.add_argument("--output", required=True, help="output .jsonl")
+    output_file_args(s, "output .jsonl", required=True)
     s.add_argument("--layers", type=int_list, default=[-1, -2, -3, -4], help="encoder layers, -1 = last")
     s.add_argument("--max-seq-length", type=int, default=128,
                    help="WordPieces per example, [CLS] and [SEP] included; longer ones are cut (default 128)")
@@ -46,6 +47,7 @@ def register(sub) -> None:
 
 
 def cmd_extract_features(args) -> int:
+    check_output_file(args.output, args.overwrite)
     lines = read_lines(args.input)
     loaded = checkpoint.load(args.model, "BertModel")
     with user_errors(), write_output(args.output) as f:  # a layer out of range leaves no half-written file

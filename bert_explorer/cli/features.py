@@ -27,8 +27,8 @@ from ..analysis.features.sae import SaeConfig, TrainingStopped
 from ..runs import neighbour_jobs
 from ..train.speed import niced_here, said
 from ..train.estimate import background_threads
-from .common import (UserError, print_json, progress_lines, run_command, run_or_background, user_errors,
-                     write_json)
+from .common import (UserError, check_output_file, output_file_args, print_json, progress_lines, run_command,
+                     run_or_background, user_errors, write_json, write_output)
 
 MODEL_HELP = "a checkpoint directory or a short name (minilm-mlm-nsp, explorer-mini)"
 FEATURE_HELP = "the feature's number, from 0 (as `features search` and `features sentence` show it)"
@@ -56,7 +56,7 @@ def register(sub) -> None:
     q = actions.add_parser("top", help="one feature's top activating contexts, histogram and words")
     _settings_args(q)
     q.add_argument("--feature", type=int, required=True, help=FEATURE_HELP)
-    q.add_argument("--output", help="write the contexts as CSV (.csv) or everything as JSON (.json)")
+    output_file_args(q, "write the contexts as CSV (.csv) or everything as JSON (.json)")
     q.set_defaults(func=cmd_top)
 
     w = actions.add_parser("search", help="the features that fire most on a word")
@@ -67,7 +67,7 @@ def register(sub) -> None:
     e = actions.add_parser("sentence", help="the features that fire on each WordPiece of a sentence")
     _settings_args(e)
     e.add_argument("--text", required=True, help="your sentence")
-    e.add_argument("--output", help="also write the result as JSON")
+    output_file_args(e, "also write the result as JSON")
     e.set_defaults(func=cmd_sentence)
 
     g = actions.add_parser("steer", help="add or clamp a feature at a token; the masked-word probe before and after")
@@ -134,6 +134,7 @@ def _open(args):
 
 
 def cmd_top(args) -> int:
+    check_output_file(args.output, args.overwrite)
     with user_errors(ValueError):
         loaded, feats = _open(args)
         contexts = feats.top_contexts(args.feature)
@@ -144,7 +145,7 @@ def cmd_top(args) -> int:
           f"down: {', '.join(w for w, _ in result['down'])}")
     if args.output:
         if args.output.endswith(".csv"):
-            with open(args.output, "w", newline="") as f:
+            with write_output(args.output, newline="") as f:  # (csv ends its rows itself)
                 wr = csv.DictWriter(f, fieldnames=list(contexts[0]) if contexts else ["activation"])
                 wr.writeheader()
                 wr.writerows(contexts)
@@ -164,6 +165,7 @@ def cmd_search(args) -> int:
 
 
 def cmd_sentence(args) -> int:
+    check_output_file(args.output, args.overwrite)
     with user_errors(ValueError):
         loaded, feats = _open(args)
         rows = feats.sentence(loaded, args.text)

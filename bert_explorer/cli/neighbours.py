@@ -23,7 +23,8 @@ from ..data.corpora import BUILTIN_CORPORA
 from ..runs import neighbour_jobs
 from ..train.speed import niced_here, said
 from ..train.estimate import background_threads
-from .common import UserError, int_list, run_alone, run_or_background, user_errors, write_json
+from .common import (UserError, check_output_file, int_list, output_file_args, run_alone, run_or_background,
+                     user_errors, write_json)
 
 MODEL_HELP = "a checkpoint directory or a short name (minilm-mlm-nsp, explorer-mini, minilm)"
 CORPUS_HELP = "a built-in corpus (bbc, the default) or a text file / folder of .txt files"
@@ -50,7 +51,7 @@ def register(sub) -> None:
                                                   "position (1 = the first WordPiece after [CLS])")
     q.add_argument("--k", type=int, default=10, help="how many neighbours (default 10)")
     q.add_argument("--corpus", default="bbc", help=CORPUS_HELP)
-    q.add_argument("--output", help="also write the result as JSON to this file")
+    output_file_args(q, "also write the result as JSON to this file")
     q.add_argument("--json", action="store_true", help="print JSON instead of a table")
     q.set_defaults(func=cmd_query)
 
@@ -142,6 +143,7 @@ def cmd_query(args) -> int:
     _check_corpus(args.corpus)
     if args.k < 1:
         raise UserError("--k must be at least 1")
+    check_output_file(args.output, args.overwrite)
     loaded = checkpoint.load(args.model, "BertModel")
     with user_errors():
         nbb.check_layer(loaded, args.layer)
