@@ -30,7 +30,7 @@ from bert_explorer.runs.report import duration_text
 from bert_explorer.train.speed import said, seconds_now
 from bert_explorer.train.estimate import (ALIASES, background_threads, checkpoints_of, evaluations_of, pretrain_estimate,
                                           sequences_of, size_options)
-from bert_explorer.train.pretrain import check_before_start as check_pretraining
+from bert_explorer.train.pretrain import check_fits as check_pretraining
 from bert_explorer.train.pretrain_config import PretrainConfig
 from bert_explorer.train.pretraining_data import split_corpus
 from bert_explorer.train.resume import resume_settings

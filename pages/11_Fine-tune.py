@@ -28,7 +28,7 @@ from bert_explorer.train.finetune_resume import resume_settings as resume_finetu
 from bert_explorer.train.speed import said
 from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_GRAD_ACCUM, MAX_PATIENCE,
                                           MAX_TRAIN_EXAMPLES, FinetuneConfig,
-                                          check_before_start as check_finetuning, estimate, ltr_problem, read_spec,
+                                          check_start as check_finetuning, estimate, ltr_problem, read_spec,
                                           steps_text)
 
 intro("Fine-tune", """

@@ -234,6 +234,22 @@ def test_finetune_refuses_to_overwrite_a_finished_run(tmp_path):
     assert (out / "metrics.json").read_text() == '{"dev": {"accuracy": 0.9}}'
 
 
+
+@pytest.mark.parametrize("background", [False, True], ids=["here", "background"])
+@pytest.mark.parametrize("argv, said", [
+    (["finetune", "--model", "no-such-model", "--train", "tiny:classification"], "no model called 'no-such-model'"),
+    (["pretrain", "--corpus", "no-such-corpus"], "no corpus called 'no-such-corpus'"),
+    (["pretrain", "--corpus", "tiny", "--mlm-only-corpus", "bbc+no-such-corpus"], "no corpus called 'no-such-corpus'"),
+], ids=["model", "corpus", "mlm-only-corpus"])
+def test_a_refused_start_writes_no_run_folder(tmp_path, capsys, argv, said, background):
+    """A model or corpus that is not there is checked before the run's folder is made: no "failed" run is
+    left behind, nor the folders above it that the start would have made."""
+    out = tmp_path / "new" / "run"
+    assert main([*argv, "--output", str(out), *(["--background"] if background else [])]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bert-explorer: error: ") and said in err and len(err.strip().splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == []
+
 def test_predict_on_a_model_that_is_not_fine_tuned(tmp_path):
     r = run("predict", "--model", "minilm", "--text", "hello")
     assert r.returncode == 2 and "not a fine-tuned model" in r.stderr and "Traceback" not in r.stderr

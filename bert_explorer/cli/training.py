@@ -20,10 +20,10 @@ from ..tasks.registry import task_type
 from ..checkpoint import CheckpointError
 from ..train.speed import load_text, niced_here, said
 from ..train.estimate import background_threads
-from ..train.finetune import FinetuneConfig, check_before_start as check_finetuning, estimate as finetune_estimate, \
+from ..train.finetune import FinetuneConfig, check_start as check_finetuning, estimate as finetune_estimate, \
     read_data, run_finetuning, steps_text
 from ..train.predict import Predictor
-from ..train.pretrain import check_before_start as check_pretraining, run_pretraining
+from ..train.pretrain import check_start as check_pretraining, run_pretraining
 from ..train.pretrain_config import PretrainConfig
 from ..train.finetune_resume import resume_settings as resume_finetuning
 from ..train.resume import resume_settings
@@ -85,8 +85,8 @@ def register(sub) -> None:
 
 def cmd_pretrain(args) -> int:
     cfg = _resumed_config(args) if args.resume else config_from(args, PretrainConfig)
-    if not args.resume:  # refused here, not in a background process that has made its folder
-        with user_errors(CheckpointError):
+    if not args.resume:  # refused here, in the foreground and before a background start: no folder is made
+        with user_errors(CheckpointError):  # (a resumed run is checked by its process: its folder is there)
             check_pretraining(cfg)
     return run_or_background(
         args, lambda: run_pretraining(cfg, args.output, resume=args.resume, progress=not args.no_progress),

@@ -354,12 +354,25 @@ def source_of(name: str) -> Path | None:
     return prepared.corpus_copy(name) or BUILTIN_CORPORA[name].locate()
 
 
+def check_corpus(name_or_path: str | Path) -> None:
+    """Refuse, in one sentence, a corpus that :func:`load_corpus` cannot find (FileNotFoundError, or
+    ValueError for no name at all), without reading it: a run checks its corpus before it makes its
+    folder, so that a refused start leaves nothing behind."""
+    name = str(name_or_path)
+    if name in BUILTIN_CORPORA:
+        if source_of(name) is None:
+            raise FileNotFoundError(f"built-in corpus {name!r} is not installed ({BUILTIN_CORPORA[name].provenance})")
+        return
+    if not name.strip():  # Path("") is the working folder: an empty name must never read it
+        raise ValueError(f"no corpus given: name a file, a folder, or one of {', '.join(BUILTIN_CORPORA)}")
+    if not Path(name).expanduser().exists():
+        raise FileNotFoundError(f"no corpus called {name!r}: give a file, a folder, or one of "
+                                f"{', '.join(BUILTIN_CORPORA)}")
+
+
 def _load_builtin(name: str) -> tuple[tuple[str, ...], ...]:
-    where = source_of(name)
-    if where is None:
-        info = BUILTIN_CORPORA[name]
-        raise FileNotFoundError(f"built-in corpus {name!r} is not installed ({info.provenance})")
-    return _parse_builtin(name, where)
+    check_corpus(name)
+    return _parse_builtin(name, source_of(name))
 
 
 @lru_cache(maxsize=None)
@@ -381,12 +394,8 @@ def load_corpus(name_or_path: str | Path, fmt: str = "auto",
     if str(name_or_path) in BUILTIN_CORPORA:
         docs = [list(d) for d in _load_builtin(str(name_or_path))]
         return docs[:max_documents]
-    if not str(name_or_path).strip():  # Path("") is the working folder: an empty name must never read it
-        raise ValueError(f"no corpus given: name a file, a folder, or one of {', '.join(BUILTIN_CORPORA)}")
+    check_corpus(name_or_path)
     path = Path(name_or_path).expanduser()
-    if not path.exists():
-        raise FileNotFoundError(f"no corpus called {str(name_or_path)!r}: give a file, a folder, "
-                                f"or one of {', '.join(BUILTIN_CORPORA)}")
     files = sorted(path.rglob("*.txt")) if path.is_dir() else [path]
     if not files:
         raise ValueError(f"{path} holds no .txt files")

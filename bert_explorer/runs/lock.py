@@ -135,7 +135,11 @@ def writer_lock(run_dir: str | Path, what: str | None = None):
     writer of a run (pre-training, fine-tuning, an ablation) runs inside one. Raises
     :class:`RunBusy` before anything is written when another live process holds it."""
     path = Path(run_dir)
-    key, existed = str(path.resolve()), path.exists()
+    made, above = [], path.absolute()
+    while not above.exists():  # the folders this lock makes, the run's first, then those above it
+        made.append(above)
+        above = above.parent
+    key, existed = str(path.resolve()), not made
     with _held_guard:
         entry = _held.get(key)
         if entry is None:
@@ -155,7 +159,8 @@ def writer_lock(run_dir: str | Path, what: str | None = None):
                             # refused before writing anything (bad data): leave no empty folder
                             for name in locks:
                                 (path / name).unlink(missing_ok=True)
-                            path.rmdir()
+                            for folder in made:  # (one that holds something since stops this)
+                                folder.rmdir()
                 with contextlib.suppress(OSError):  # a clean end (a Stop among them): the next writer takes
                     os.ftruncate(entry[0], 0)        # the lock over without saying its holder died
                 release(entry[0])

@@ -359,9 +359,10 @@ def ltr_problem(model: str | Path, task: TaskType | None, mode: str) -> str | No
             f"or the Ablation studio's LTR rows (they read the last token).")
 
 
-def check_before_start(cfg: FinetuneConfig) -> None:
-    """What the model's config alone can refuse, in one sentence, before the data is read or a folder made: a
-    max_seq_length longer than its learned positions (every input would be cut there and fail later, as the
+def check_start(cfg: FinetuneConfig) -> None:
+    """What the model alone can refuse, in one sentence, before the data is read or a folder made (a refused
+    start leaves nothing): a model that is not there (CheckpointError), a max_seq_length longer than its
+    learned positions (every input would be cut there and fail later, as the
     saved model's predictions would), and a batch whose activations pass the memory free here."""
     if hub.is_hub_name(cfg.model) and hub.local_copy(cfg.model) is None:
         return  # not downloaded yet: checked when the run has downloaded it (a page must not download it)
@@ -381,7 +382,7 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
         point = resume_point(run.path)
     elif (run.path / "metrics.json").exists() or (run.path / "model").exists():
         raise ValueError(f"{run.path} already holds a finished fine-tuning run; choose a new --output")
-    check_before_start(cfg)
+    check_start(cfg)
     # Read and check the data before anything is written: a bad file leaves no half-made run.
     train, dev = read_data(cfg)
     if why := ltr_problem(cfg.model, train.task, cfg.mode):

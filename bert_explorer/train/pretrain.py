@@ -36,7 +36,8 @@ from .device import Device, pick_device, threads_text
 from .optim import linear_warmup_decay, load_optimizer_state, make_optimizer
 from .engine import marks_failure, time_left
 from .pretrain_config import PretrainConfig, positions_fit, warmup_steps_of
-from .pretraining_data import PretrainingData, cloze_sentences, learns_its_words_from_an_upload, pretraining_data
+from .pretraining_data import (PretrainingData, check_corpora, cloze_sentences, learns_its_words_from_an_upload,
+                               pretraining_data)
 from .report import MemoryReporter, Reporter
 from .resume import ResumePoint, check_resume, resume_point, saved_settings, set_lr_to_schedule
 from .estimate import model_flops_per_token
@@ -173,8 +174,7 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
             raise ValueError(f"{run.path} is a finished pre-training run at step {step:,} of {cfg.max_steps:,}: there is "
                              f"nothing left to train; raise its steps (--max-steps) to train it further")
     latest = point.checkpoint
-    _check_positions(cfg, latest)
-    _check_memory(cfg, latest)
+    check_start(cfg, latest)
     dev = pick_device(cfg.device, cfg.precision)
     if dev.is_main:
         run.create(cfg.to_dict(), "pretrain")
@@ -225,10 +225,17 @@ def pretrain(cfg: PretrainConfig, reporter: Reporter | None = None, progress: bo
     dev = pick_device(cfg.device, cfg.precision)
     if dev.distributed:
         raise ValueError("in-memory pre-training runs in one process; under torchrun use run_pretraining")
-    _check_positions(cfg, None)
-    _check_memory(cfg, None)
+    check_fits(cfg)
     result, model, tok = _pretrain(cfg, reporter or MemoryReporter(), dev, None, progress, on_step, {"set": False})
     return Pretrained(model, tok, result)
+
+
+def check_start(cfg: PretrainConfig, latest: Path | None = None) -> None:
+    """What refuses a run's start, checked before its folder is made, so that a refused start leaves
+    nothing: a corpus that is not there, a warm start's model that is not, positions that do not fit,
+    and a batch the memory free cannot hold."""
+    check_corpora(cfg)
+    check_fits(cfg, latest)
 
 
 def _check_positions(cfg: PretrainConfig, latest: Path | None) -> None:
@@ -240,11 +247,11 @@ def _check_positions(cfg: PretrainConfig, latest: Path | None) -> None:
                       f"the model in {source}")
 
 
-def check_before_start(cfg: PretrainConfig) -> None:
-    """What the settings and the model they start from can refuse before a folder is made (positions and
-    memory): what ``run_pretraining`` checks first, for a command that starts it in the background."""
-    _check_positions(cfg, None)
-    _check_memory(cfg, None)
+def check_fits(cfg: PretrainConfig, latest: Path | None = None) -> None:
+    """The model against the settings: its learned positions against max_seq_length, the memory free here
+    against the batch (the Pre-train page's check, whose uploaded corpus is checked apart)."""
+    _check_positions(cfg, latest)
+    _check_memory(cfg, latest)
 
 
 def _check_memory(cfg: PretrainConfig, latest: Path | None) -> None:

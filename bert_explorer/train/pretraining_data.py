@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from .. import checkpoint, disk_cache
-from ..data.corpora import load_corpus, split_documents, tiny_corpus
+from ..data.corpora import check_corpus, load_corpus, split_documents, tiny_corpus
 from ..data.pretraining import Masker, create_instances, mlm_only_instances, unigram_entropy
 from ..tokenizer import WordPieceTokenizer
 from .device import Device
@@ -113,6 +113,15 @@ def corpus_entropy(cfg: PretrainConfig) -> float:
                                       corpus=cfg.corpus, max_docs=cfg.max_docs, held=cfg.held_out_fraction,
                                       seed=cfg.seed, vocab=cfg.vocab, vocab_size=cfg.vocab_size,
                                       lowercase=cfg.lowercase, init=cfg.init, version=1))
+
+
+def check_corpora(cfg: PretrainConfig) -> None:
+    """Refuse (``corpora.check_corpus``) a part of the run's corpus, or of its MLM-only corpus, that is not
+    there, before anything is read or written."""
+    for corpus in filter(None, (cfg.corpus, cfg.mlm_only_corpus)):
+        for part in corpus.split("+"):
+            if part != "tiny":
+                check_corpus(part)
 
 
 def _documents_by_part(corpus: str) -> list[tuple[str, list]]:
