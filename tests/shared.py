@@ -145,3 +145,42 @@ def fine_tune_page_on_builtin(model_dir: str):
     at.session_state["be_model_path"] = model_dir
     at.run()
     return at.radio(key="ft_source").set_value("Built-in dataset").run()
+
+
+# ----- a command stopped by a signal --------------------------------------------------------------------
+def signalled(argv: list[str], status_files: str, step: int, signum: int, timeout: float = 240):
+    """Run ``python -m bert_explorer.cli ARGV``, send it ``signum`` once a run's status.json (the glob
+    ``status_files``: a run inside an ablation, say) has reached ``step``, and return the finished
+    process (``returncode``, ``stdout``, ``stderr``), as a person pressing Ctrl-C or a scheduler's SIGTERM
+    would end it. The child's Ctrl-C is what a terminal gives: a shell script's ``cmd &`` would have
+    started the test runner with SIGINT ignored, and the child would inherit that."""
+    import glob
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "bert_explorer.cli", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            reached = 0
+            for path in glob.glob(status_files):
+                try:
+                    reached = max(reached, json.loads(Path(path).read_text()).get("step") or 0)
+                except (OSError, ValueError):  # not written yet, or being replaced
+                    pass
+            if reached >= step:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, f"it ended before step {step}: {proc.communicate()[1][-2000:]}"
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=max(1.0, deadline - time.time()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

@@ -115,6 +115,11 @@ def test_marks_failure_sets_failed_and_raises(tmp_path):
         with marks_failure(run):
             raise KeyboardInterrupt("interrupted")
     assert run.status()["state"] == "failed" and run.status()["error"] == "interrupted"
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C's own says nothing: the run still says what ended it
+        with marks_failure(run):
+            raise KeyboardInterrupt
+    assert run.status()["error"] == "interrupted (Ctrl-C)"
+    assert (run.path / "log.txt").read_text().splitlines()[-1].endswith("failed: interrupted (Ctrl-C)")
 
 
 def test_bucketed_batches_hold_every_example_once_and_group_similar_lengths():

@@ -162,6 +162,40 @@ def test_a_corpus_too_small_for_held_out_nsp_pairs_still_trains(tmp_path):
     assert "too few for NSP pairs" in (tmp_path / "small" / "log.txt").read_text()
 
 
+@pytest.mark.skipif(os.name != "posix", reason="Ctrl-C and SIGTERM as a terminal and kill send them")
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_and_sigterm_stop_a_pretraining_at_its_step_with_a_checkpoint_to_resume_from(signum, tmp_path,
+                                                                                         tiny_vocab):
+    """Ctrl-C is the same clean stop as SIGTERM (and the app's Stop): the run ends at its step with a
+    checkpoint and "stopped", the log and stderr say how to go on, the exit code is the signal's, and
+    --resume goes on from there."""
+    import signal
+
+    from shared import signalled
+
+    out = tmp_path / "run"
+    flags = ["--corpus", "tiny", "--size", "tiny", "--vocab", tiny_vocab, "--batch-size", "4",
+             "--max-seq-length", "48", "--log-every", "1", "--eval-every", "100000", "--save-every", "100000",
+             "--eval-batches", "1", "--device", "cpu", "--no-progress", "--output", str(out)]
+    done = signalled(["pretrain", *flags, "--max-steps", "100000"], str(out / "status.json"), 2,
+                     getattr(signal, signum))
+    assert done.returncode == 128 + getattr(signal, signum), done.stderr[-2000:]
+    run = Run(out)
+    status = run.status()
+    step = status["step"]
+    assert status["state"] == "stopped" and step >= 2 and "error" not in status
+    assert run.latest_checkpoint().name == f"step-{step}"
+    said = {"SIGINT": "interrupted (Ctrl-C)", "SIGTERM": "stopped by SIGTERM"}[signum]
+    sentence = f"{said} at step {step:,} of 100,000; continue with `bert-explorer pretrain --output {out} --resume`"
+    assert done.stderr.splitlines()[-1] == f"bert-explorer: {sentence}"
+    assert (out / "log.txt").read_text().splitlines()[-1].endswith(sentence)
+
+    again = subprocess.run([sys.executable, "-m", "bert_explorer.cli", "pretrain", "--output", str(out), "--resume",
+                            "--max-steps", str(step + 1), "--no-progress"], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert run.status()["state"] == "finished" and run.latest_checkpoint().name == f"step-{step + 1}"
+
+
 def test_a_crash_leaves_the_run_failed_and_the_sigterm_handler_as_it_was(tmp_path):
     import signal
 

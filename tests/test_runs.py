@@ -22,6 +22,7 @@ from bert_explorer.runs.gpu_queue import gpu_queue_applies
 from bert_explorer.processes import process_start
 from bert_explorer.runs.lock import RunBusy, read_holder, writer_busy, writer_lock
 from bert_explorer.runs.run import Run
+from bert_explorer.runs.signals import stopping_on_signals
 from bert_explorer.train.pretrain import run_pretraining
 from bert_explorer.train.pretrain_config import PretrainConfig
 
@@ -161,6 +162,36 @@ def test_delete_refuses_a_live_run_and_non_runs(tmp_path):
     (tmp_path / "plain").mkdir()
     with pytest.raises(ValueError, match="not a run directory"):
         delete(Run(tmp_path / "plain"))
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a signal sent to this very process")
+def test_a_signal_is_a_stop_a_second_ctrl_c_aborts_and_the_handlers_are_put_back(tmp_path):
+    """Inside ``stopping_on_signals`` Ctrl-C asks the run to stop (no STOP file: one could outlive the process
+    and stop its resume); once taken, a last evaluation is not cut short; a second Ctrl-C aborts at once,
+    saying why; afterwards the process's own handlers are back."""
+    run = Run(tmp_path / "r").create({}, "pretrain")
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal starts a process
+    term = signal.getsignal(signal.SIGTERM)
+
+    def delivered():  # (Python runs a handler between two bytecodes, soon after the signal arrives)
+        for _ in range(200):
+            time.sleep(0.005)
+
+    try:
+        with stopping_on_signals(run):
+            os.kill(os.getpid(), signal.SIGINT)
+            delivered()
+            assert run.signalled == signal.SIGINT and run.stop_requested()
+            assert not (run.path / "STOP").exists()
+            run.clear_stop()  # the loop took it
+            assert not run.stop_requested() and run.signalled == signal.SIGINT
+            with pytest.raises(KeyboardInterrupt, match="a second Ctrl-C"):
+                os.kill(os.getpid(), signal.SIGINT)
+                delivered()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGTERM) is term
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def test_a_reused_pid_is_not_taken_for_the_run(tmp_path):

@@ -38,7 +38,8 @@ MODEL_HELP = (f"a checkpoint directory, a short name ({', '.join(checkpoint.SHOR
               "(bert-base-uncased, google/bert_uncased_L-2_H-128_A-2, ...: `bert-explorer models`) or hf:<hub id>")
 
 # Exit codes: a mistake the user can put right (a wrong path, a malformed file, a busy run folder) is 2,
-# as argparse's own usage errors; a full disk is 1 (nothing was wrong with the request); Ctrl-C is 130.
+# as argparse's own usage errors; a full disk is 1 (nothing was wrong with the request); Ctrl-C is 130
+# (and a run that SIGTERM stopped 143: ``runs.signals.StoppedBySignal.exit_code``).
 USER_MISTAKE, DISK_FULL, INTERRUPTED = 2, 1, 130
 
 
@@ -77,9 +78,11 @@ def run_command(args, interrupted: str = "interrupted") -> int:
     except DiskFull as e:
         print(f"bert-explorer: error: {e}", file=sys.stderr)
         return DISK_FULL
-    except KeyboardInterrupt:
-        print(f"bert-explorer: {interrupted}", file=sys.stderr)
-        return INTERRUPTED
+    except KeyboardInterrupt as e:
+        # a run stopped by a signal says where and how it goes on (runs/signals.py), and exits as the signal
+        # would have ended it: 130 for Ctrl-C, 143 for SIGTERM
+        print(f"bert-explorer: {e if str(e) else interrupted}", file=sys.stderr)
+        return getattr(e, "exit_code", INTERRUPTED)
 
 
 def _one_line_cache_warnings() -> None:

@@ -76,6 +76,10 @@ class Run:
         # last log line, and a run that fails in between says the step it really reached.
         self.step_reached: int | None = None
         self._tensorboard = None  # its TensorBoard writer once a metric is logged; False without tensorboard
+        # The signal that asked this process to stop (``runs/signals.py``), or None: a Stop like the STOP
+        # file's, kept in memory because a file could outlive the process and stop the run's resume at once.
+        self.signalled: int | None = None
+        self._signal_taken = False
 
     # ----- files ----------------------------------------------------------------------------
     @property
@@ -271,10 +275,14 @@ class Run:
         (self.path / "STOP").touch()
 
     def stop_requested(self) -> bool:
-        return (self.path / "STOP").exists()
+        """A Stop asked and not yet taken: the STOP file, or a signal to this process."""
+        return (self.signalled is not None and not self._signal_taken) or (self.path / "STOP").exists()
 
     def clear_stop(self) -> None:
+        """The Stop is taken (what runs after it, a last evaluation, is not cut short); ``signalled`` still
+        says which signal asked for it."""
         (self.path / "STOP").unlink(missing_ok=True)
+        self._signal_taken = self.signalled is not None
 
     def wait(self, timeout: float = 600, poll: float = 0.5) -> dict:
         end = time.time() + timeout

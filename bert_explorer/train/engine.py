@@ -303,6 +303,8 @@ def marks_failure(run: Reporter):
         yield
     except BaseException as e:
         reached = {} if run.step_reached is None else {"step": run.step_reached}
-        run.write_status(state="failed", error=str(e) or type(e).__name__, **reached)
-        run.log(f"failed: {e}")
+        # Ctrl-C's KeyboardInterrupt says nothing of itself: the log said "failed: " and no more
+        reason = str(e) or ("interrupted (Ctrl-C)" if isinstance(e, KeyboardInterrupt) else type(e).__name__)
+        run.write_status(state="failed", error=reason, **reached)
+        run.log(f"failed: {reason}")
         raise

@@ -16,8 +16,6 @@ import json
 import math
 import os
 import random
-import signal
-import threading
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -45,6 +43,7 @@ from .memory import check_batch_fits
 from .trainer import Due, Trainer
 from ..runs.lock import writes_run
 from ..runs.run import Run
+from ..runs.signals import StoppedBySignal, said, stopping_on_signals, what_to_do
 from .timelapse_frames import FILE as FRAMES_FILE, SENTENCES, FrameRecorder, dumps as dumps_frames, frame_steps
 
 KEEP_STATES = 2  # checkpoints that keep their training state (optimiser, schedule, RNG), the newest
@@ -189,19 +188,20 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         if resume and (moved := run.set_aside_metrics_after(step)):
             run.log(f"moved {moved} line(s) of metrics.jsonl logged after step {step} (the steps trained again) "
                     f"to set_aside/metrics-after-step-{step}.jsonl")
-    # SIGTERM (the Runs page's hard stop, a scheduler) ends the run cleanly at the next step;
-    # the process's own handler is put back afterwards.
-    stop_signal = {"set": False}
-    in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop_signal.update(set=True)) if in_main_thread else None
-    try:
+    # Ctrl-C and SIGTERM stop the run cleanly at its next step, with the checkpoint a Stop saves
+    # (runs/signals.py); the process's own handlers are put back afterwards.
+    with stopping_on_signals(run):
         with marks_failure(run) if dev.is_main else nullcontext(), \
                 full_disk.saving(run.path, "go on writing the run", lambda: _after_a_full_disk(run)):
             # a crash leaves "failed", not "running"; a full disk anywhere (metrics, log) is one sentence
-            return _pretrain(cfg, run, dev, latest, progress, on_step, stop_signal)[0]
-    finally:
-        if in_main_thread:
-            signal.signal(signal.SIGTERM, previous)
+            result = _pretrain(cfg, run, dev, latest, progress, on_step)[0]
+    if run.signalled is not None and result["state"] == "stopped":
+        # saved and "stopped": the process ends as the signal asked, saying how the run goes on
+        sentence = f"{said(run.signalled)} at step {result['step']:,} of {cfg.max_steps:,}; {what_to_do(run)}"
+        if dev.is_main:
+            run.log(sentence)
+        raise StoppedBySignal(run.signalled, sentence)
+    return result
 
 
 @dataclass
@@ -226,7 +226,7 @@ def pretrain(cfg: PretrainConfig, reporter: Reporter | None = None, progress: bo
     if dev.distributed:
         raise ValueError("in-memory pre-training runs in one process; under torchrun use run_pretraining")
     check_fits(cfg)
-    result, model, tok = _pretrain(cfg, reporter or MemoryReporter(), dev, None, progress, on_step, {"set": False})
+    result, model, tok = _pretrain(cfg, reporter or MemoryReporter(), dev, None, progress, on_step)
     return Pretrained(model, tok, result)
 
 
@@ -375,9 +375,9 @@ class Pretraining:
     their steps; then the run's end (:meth:`finish`)."""
 
     def __init__(self, cfg: PretrainConfig, run: Reporter, dev: Device, data: PretrainingData, t: Trainer,
-                 tokens_seen: int | None, latest: Path | None, progress: bool, on_step, stop_signal: dict):
+                 tokens_seen: int | None, latest: Path | None, progress: bool, on_step):
         self.cfg, self.reporter, self.dev, self.data, self.t = cfg, run, dev, data, t
-        self.objective, self.on_step, self.stop_signal = cfg.objective_type, on_step, stop_signal
+        self.objective, self.on_step = cfg.objective_type, on_step
         self.tokens_seen, self.tokens_since, self.last_log, self.last_eval = tokens_seen, 0, time.time(), None
         self.part_start = (t.step, time.time())  # this process's first step and its time: the rate of the ETA
         self.flops_per_token = model_flops_per_token(t.model, cfg.max_seq_length,
@@ -403,7 +403,7 @@ class Pretraining:
         return frames, {s for s in frame_steps(cfg.timelapse_frames, cfg.max_steps) if s > t.step}
 
     def stop_requested(self, step: int) -> bool:
-        stopped = self.dev.is_main and (self.reporter.stop_requested() or self.stop_signal["set"])
+        stopped = self.dev.is_main and self.reporter.stop_requested()  # (a STOP file, or Ctrl-C / SIGTERM)
         if self.dev.distributed:  # every rank must agree to stop at the same step
             flag = torch.tensor([stopped], dtype=torch.int, device=self.dev.device)
             dist.broadcast(flag, 0)
@@ -517,8 +517,8 @@ def _check_ranks_in_sync(run: Reporter, dev: Device, model) -> None:
         run.write_status(rank_checksums=sums, ranks_in_sync=max(sums) - min(sums) <= 1e-6 * abs(sums[0]))
 
 
-def _pretrain(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None, progress: bool, on_step,
-              stop_signal: dict) -> tuple[dict, BertForPreTraining, WordPieceTokenizer]:
+def _pretrain(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None, progress: bool,
+              on_step) -> tuple[dict, BertForPreTraining, WordPieceTokenizer]:
     """Build the data, build the model and its trainer (restored on a resume), train, finish."""
     began = time.time()
     data = pretraining_data(cfg, run, dev, latest)
@@ -526,7 +526,7 @@ def _pretrain(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | No
     _check_room(run, t.model, cfg, t.step)
     if dev.is_main:
         _announce(cfg, run, dev, latest, data, t, began)
-    job = Pretraining(cfg, run, dev, data, t, tokens_seen, latest, progress, on_step, stop_signal)
+    job = Pretraining(cfg, run, dev, data, t, tokens_seen, latest, progress, on_step)
     state = "stopped" if t.train(job, cfg.max_steps) else "finished"
     if job.bar:
         job.bar.close()

@@ -123,6 +123,15 @@ def run_jobs(jobs: list[Job], workers: int, deadline: float, logs: Path, say=pri
 
 
 def main(argv: list[str]) -> int:
+    from bert_explorer.runs.signals import StoppedBySignal
+
+    try:
+        return _job(argv)
+    except StoppedBySignal:  # the SIGTERM after the grace: the run stopped at its step and saved, resumable
+        return STOPPED_EXIT
+
+
+def _job(argv: list[str]) -> int:
     # imported here: the parent process never trains
     from bert_explorer.experiments import runner
 
