@@ -1,6 +1,7 @@
 """Fine-tuning each task end to end on tiny generated data: the loss falls, the dev metric
 beats chance, and transformers' BertFor* loads the exported model and predicts the same."""
 import json
+import os
 import shutil
 
 import pytest
@@ -12,6 +13,7 @@ from bert_explorer.tasks.base import padded_length
 from bert_explorer.tasks.registry import task_type
 from bert_explorer.train.finetune import FinetuneConfig, label_names_of, ltr_problem, run_finetuning
 from bert_explorer.train.predict import Predictor
+from bert_explorer.runs.run import Run
 
 transformers = pytest.importorskip("transformers")
 TASKS = ["classification", "pair-classification", "regression", "ner", "qa", "multiple-choice", "multi-label"]
@@ -146,6 +148,41 @@ def test_a_stop_request_ends_the_run_cleanly_with_a_saved_model(base_model, tmp_
     assert not run.stop_requested()  # the request is used up
     assert not [m for m in run.metrics() if m["split"] == "train"]  # no step was taken
     assert (run.path / "model" / "model.safetensors").exists() and "accuracy" in result["dev"]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGTERM and Ctrl-C as kill and a terminal send them")
+@pytest.mark.parametrize("signum, checkpoints", [("SIGTERM", []), ("SIGINT", ["--save-checkpoints"])])
+def test_sigterm_and_ctrl_c_stop_a_fine_tuning_with_a_checkpoint_to_resume_from(signum, checkpoints, base_model,
+                                                                                 tmp_path):
+    """Either signal is the app's Stop: the run ends at its step, measured, with its model and the checkpoint
+    a Stop saves, "stopped"; stderr and the log say how to go on, the exit code is the signal's, and
+    --resume trains the epochs left (none is lost)."""
+    import signal
+    import subprocess
+    import sys
+
+    from shared import signalled
+
+    out = tmp_path / "run"
+    flags = ["--model", base_model, "--train", "tiny:classification", "--max-train-examples", "64",
+             "--batch-size", "4", "--epochs", "20", "--device", "cpu", "--output", str(out)]
+    done = signalled(["finetune", *flags, *checkpoints], str(out / "status.json"), 1, getattr(signal, signum))
+    assert done.returncode == 128 + getattr(signal, signum), done.stderr[-2000:]
+    run = Run(out)
+    status = run.status()
+    step = status["step"]
+    assert status["state"] == "stopped" and 0 < step < 300 and "error" not in status
+    assert [s for s, _ in run.checkpoints()] == [step] and (out / "model" / "model.safetensors").is_file()
+    said = {"SIGINT": "interrupted (Ctrl-C)", "SIGTERM": "stopped by SIGTERM"}[signum]
+    sentence = (f"{said} at step {step} of 300, its model so far measured and saved; continue with "
+                f"`bert-explorer finetune --output {out} --resume`")
+    assert done.stderr.splitlines()[-1] == f"bert-explorer: {sentence}"
+    assert (out / "log.txt").read_text().splitlines()[-1].endswith(sentence)
+
+    again = subprocess.run([sys.executable, "-m", "bert_explorer.cli", "finetune", "--output", str(out), "--resume"],
+                           capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert run.status()["state"] == "finished" and json.loads((out / "metrics.json").read_text())["steps"] == 300
 
 
 def test_a_left_to_right_checkpoint_is_not_fine_tuned_through_cls(base_model, tmp_path):

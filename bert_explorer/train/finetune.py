@@ -28,6 +28,7 @@ from ..model.config import BertConfig
 from ..data.uploads.reader import read_parquet_split, read_task_file
 from ..runs.lock import writes_run
 from ..runs.run import Run
+from ..runs.signals import StoppedBySignal, said, stopping_on_signals, what_to_do
 from ..tasks.base import TaskType, padded_length
 from ..tasks.metrics import small_dev_warning
 from ..tokenizer import WordPieceTokenizer
@@ -393,10 +394,27 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
                          f"{len(dev.examples):,}: the data changed, so it cannot resume; start a new run")
     label_names = label_names_of(train)
     run.create(asdict(cfg), "finetune")
+    # Ctrl-C and SIGTERM are a Stop (runs/signals.py): the run ends at its next step, measured, with its model
+    # and the checkpoint a Stop saves; the process then says how to go on and ends as the signal asked
+    with stopping_on_signals(run):
+        result = _run(cfg, run, train, dev, label_names, notes, point)
+    if run.signalled is not None and run.status().get("state") == "stopped":
+        resumable = cfg.mode == "fine-tune" and len(cfg.lr_grid) <= 1  # (what finetune_resume refuses)
+        step, total = result.get("steps", run.step_reached or 0), run.status().get("max_steps")
+        sentence = (f"{said(run.signalled)} at step {step:,}" + (f" of {total:,}" if total else "")
+                    + f", its model so far measured and saved; {what_to_do(run, resumable)}")
+        run.log(sentence)
+        raise StoppedBySignal(run.signalled, sentence)
+    return result
+
+
+def _run(cfg: FinetuneConfig, run: Run, train, dev, label_names, notes: list[str], point) -> dict:
+    """The run itself, once its data is read and checked: fine-tuning or feature-based, its result
+    written, its status "finished" or "stopped"."""
     run.write_status(state="running", pid=os.getpid(), started=time.time())
     if point is not None:
-        for said in [*(f"resuming with {n}" for n in notes), *set_aside_result(run, point[1]["step"])]:
-            run.log(said)
+        for line in [*(f"resuming with {n}" for n in notes), *set_aside_result(run, point[1]["step"])]:
+            run.log(line)
         run.log(f"resuming at step {point[1]['step']} from {point[0].relative_to(run.path)}")
     for note in dict.fromkeys(train.notes + dev.notes):  # repairs, skipped rows, sampling: said once each
         run.log(f"note: {note}")
@@ -424,7 +442,9 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
         (run.path / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
         state = "stopped" if stopped else "finished"
         run.clear_stop()
-        run.write_status(state=state, finished=time.time(), dev=result["dev"])
+        # (the step it ended at: status.json had it only as of the last log line)
+        run.write_status(state=state, finished=time.time(), dev=result["dev"],
+                         **({"step": result["steps"]} if "steps" in result else {}))
         return result
 
 
