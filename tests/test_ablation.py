@@ -4,6 +4,7 @@ One run of the "smoke" recipe (seconds) is shared by the module; tests that chan
 ablation directory work on a copy of it under their own tmp_path.
 """
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -596,3 +597,31 @@ def test_the_majority_rate_of_a_dev_set():
     # tags: answering O (no entity) everywhere finds no entity, an entity F1 of 0
     assert majority_rate(make_tiny("ner", n=10, seed=0)) == 0.0
     assert majority_rate(make_tiny("regression", n=10, seed=0)) is None
+
+
+@pytest.mark.skipif(os.name != "posix", reason="Ctrl-C and SIGTERM as a terminal and kill send them")
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_signalled_ablation_says_which_cell_it_stopped_at_and_exits_as_the_signal_asks(signum, tmp_path):
+    """Ctrl-C (or SIGTERM) in a cell's fine-tuning: the ablation is "stopped", one sentence names the cell
+    and how to go on, the exit code is the signal's, and no report of cells that never ran is printed."""
+    import signal
+
+    from shared import signalled
+
+    recipe = grid.load_recipe("smoke")
+    recipe = {**recipe, "name": "slow", "finetune": {**recipe["finetune"], "epochs": 100},
+              "tasks": {"sentiment": recipe["tasks"]["sentiment"]}, "axes": {"transfer": ["fine-tune", "embeddings"]},
+              "axis_tasks": {"transfer": ["sentiment"]}}
+    (tmp_path / "slow.json").write_text(json.dumps(recipe))
+    out = tmp_path / "abl"
+    done = signalled(["ablate", "--recipe", str(tmp_path / "slow.json"), "--output", str(out), "--no-progress"],
+                     str(out / "cells" / "*" / "status.json"), 1, getattr(signal, signum))
+    assert done.returncode == 128 + getattr(signal, signum), done.stderr[-2000:]
+    first = runner.read_plan(out)["cells"][0]["id"]
+    said = {"SIGINT": "interrupted (Ctrl-C)", "SIGTERM": "stopped by SIGTERM"}[signum]
+    sentence = (f"{said} at cell 1 of 2 (fine-tuning {first}); "
+                f"continue with `bert-explorer ablate --output {out} --resume`")
+    assert done.stderr.splitlines()[-1] == f"bert-explorer: {sentence}"
+    assert "# Ablation" not in done.stdout and "()" not in done.stdout + done.stderr
+    assert json.loads((out / "status.json").read_text())["state"] == "stopped"
+    assert sentence in (out / "log.txt").read_text()

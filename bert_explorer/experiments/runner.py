@@ -32,6 +32,7 @@ from .. import atomic, hub
 from ..data.corpora import load_corpus, split_documents, tiny_corpus
 from ..runs.lock import writes_run
 from ..runs.run import ACTIVE_STATES, Run
+from ..runs.signals import StoppedBySignal, said
 from ..tasks.registry import task_type
 from ..train.finetune import FinetuneConfig, read_data, run_finetuning
 from ..train.pretrain import run_pretraining
@@ -46,8 +47,8 @@ PAIR_DEFAULTS = {"n_train": 2000, "n_dev": 500}
 
 
 class AblationStopped(BaseException):
-    """The ablation was asked to stop (STOP file or SIGTERM); resume it to continue. A
-    BaseException, like KeyboardInterrupt, so that no "a cell failed" handler swallows it."""
+    """The ablation was asked to stop (its STOP file: the app's Stop); resume it to continue. A
+    BaseException, like KeyboardInterrupt (a signal's stop), so that no "a cell failed" handler swallows it."""
 
 
 # ----- results.jsonl --------------------------------------------------------------------------
@@ -230,13 +231,14 @@ def pretrain_summary(abl: Path, key: str, cfg: dict) -> dict:
 
 
 def _stop_on_sigterm():
-    """SIGTERM (runs.kill) ends the current cell at once; resume redoes it. Returns the
-    handler that was installed before (None off the main thread, where signals cannot be set)."""
+    """SIGTERM (runs.kill) ends the current cell at once, as Ctrl-C does; resume redoes it. (A pre-training or
+    fine-tuning at work takes either signal as a Stop of its own, saving what it can: ``runs/signals.py``.)
+    Returns the handler that was installed before (None off the main thread, where signals cannot be set)."""
     if threading.current_thread() is not threading.main_thread():
         return None
 
     def handler(*_):
-        raise AblationStopped("SIGTERM")
+        raise StoppedBySignal(signal.SIGTERM, "")
     return signal.signal(signal.SIGTERM, handler)
 
 
@@ -282,7 +284,8 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
     run.log(f"{'resuming' if resume else 'starting'}: {total} cells, {len(plan['pretrainings'])} pre-trainings, "
             f"{len(done)} already finished")
     failed = 0
-    state = "finished"
+    state, interrupted = "finished", None
+    doing = ""  # what the ablation is at, for the sentence of a stop: " (pre-training ...)", " (fine-tuning ...)"
     try:
         for key, pcfg in plan["pretrainings"].items():
             todo = [c for c in cells if c["pretrain_key"] == key and c["id"] not in done]
@@ -292,6 +295,7 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
                 raise AblationStopped("stop requested")
             label = grid.pretraining_label(pcfg)
             what = "download" if "hub" in pcfg else "pre-training"
+            doing = f" ({'downloading' if 'hub' in pcfg else 'pre-training'} its model, {label})"
             run.write_status(current=None, phase="downloading" if "hub" in pcfg else "pre-training",
                              pretraining=key, pretraining_label=label)
             if "hub" in pcfg:
@@ -320,6 +324,7 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
                 if (abl / "STOP").exists():
                     raise AblationStopped("stop requested")
                 n = len(done) + failed + 1
+                doing = f" (fine-tuning {c['id']})"
                 run.write_status(current=c["id"], phase="fine-tuning")
                 rec = fine_tune_cell(abl, plan, c, model_dir, summary)
                 if rec["status"] == "failed":
@@ -333,10 +338,17 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
                 run.log(f"cell {c['id']}: {shown} ({rec['seconds']}s)")
                 say(f"[{n}/{total}] {c['id']}: {shown} ({rec['seconds']:.0f}s)")
                 run.write_status(done=len(done))
-    except (AblationStopped, KeyboardInterrupt) as e:
+    except AblationStopped as e:  # the STOP file: the app's Stop, which ends the run as asked
         state = "stopped"
-        run.log(f"stopped: {e or type(e).__name__}")
-        say(f"stopped ({e or type(e).__name__}); continue with --resume")
+        sentence = f"stopped at cell {len(done) + failed + 1} of {total} ({e}); continue with --resume"
+        run.log(sentence)
+        say(sentence)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: stopped too, and the process ends as the signal asked
+        state = "stopped"
+        signum = getattr(e, "signum", signal.SIGINT)
+        interrupted = StoppedBySignal(signum, f"{said(signum)} at cell {len(done) + failed + 1} of {total}{doing}; "
+                                              f"continue with `bert-explorer ablate --output {abl} --resume`")
+        run.log(str(interrupted))
     except BaseException as e:
         state = "failed"
         run.write_status(error=str(e) or type(e).__name__)
@@ -348,4 +360,6 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
         run.write_status(state=state, current=None, phase=None, finished=time.time(), done=len(done),
                          failed=failed)
         run.log(f"{state}: {len(done)} finished, {failed} failed of {total}")
+    if interrupted is not None:  # (raised here, once the run's status says "stopped")
+        raise interrupted from None
     return read_results(abl)
