@@ -142,7 +142,7 @@ def resolve(name_or_dir: str | Path) -> Path:
 def _run_setting(d: Path, key: str):
     try:
         config = json.loads((d / "config.json").read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # (a config nested too deeply is said by inspect, in a sentence)
         return None
     return config.get(key) if isinstance(config, dict) else None
 
