@@ -28,7 +28,7 @@ from bert_explorer.train.finetune_resume import resume_settings as resume_finetu
 from bert_explorer.train.speed import said
 from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_GRAD_ACCUM, MAX_PATIENCE,
                                           MAX_TRAIN_EXAMPLES, FinetuneConfig,
-                                          check_start as check_finetuning, estimate, ltr_problem, read_spec,
+                                          check_start as check_finetuning, estimate, ltr_problem, positions_of, read_spec,
                                           steps_text)
 
 intro("Fine-tune", """
@@ -174,8 +174,10 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
         grid = kept_widget(a1.checkbox, "Try 5e-5, 3e-5, 2e-5 and keep the best on dev", "ft_lr_grid", False)
         epochs = kept_widget(a2.number_input, "Epochs", "ft_epochs", 3.0, min_value=0.1, max_value=100.0, step=1.0)
         batch = kept_widget(a2.number_input, "Batch size", "ft_batch", 32, min_value=1, max_value=1024)
-        max_len = kept_widget(a3.number_input, "Max sequence length (WordPieces)", "ft_max_len", 128, min_value=16,
-                              max_value=512, step=16)
+        # no longer than the model's learned positions (a small model of one's own may have fewer than 512)
+        longest = min(512, positions_of(base) or 512) if base else 512
+        max_len = kept_widget(a3.number_input, "Max sequence length (WordPieces)", "ft_max_len", min(128, longest),
+                              min_value=min(16, longest), max_value=longest, step=16, valid=lambda v: v <= longest)
         mode = kept_widget(a3.radio, "Mode", "ft_mode", "fine-tune", options=["fine-tune", "feature-based"],
                            help="feature-based: BERT frozen, a 2-layer BiLSTM trained on its activations (Table 7).")
         features = kept_widget(a3.selectbox, "Features (feature-based)", "ft_features", "concat-last-4",

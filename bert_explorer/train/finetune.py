@@ -360,6 +360,17 @@ def ltr_problem(model: str | Path, task: TaskType | None, mode: str) -> str | No
             f"or the Ablation studio's LTR rows (they read the last token).")
 
 
+def positions_of(model: str) -> int | None:
+    """The positions ``model`` has learned (the longest input it reads), from its config alone; None for a
+    Hub model not downloaded yet, or one that cannot be read (its run says why)."""
+    if hub.is_hub_name(str(model)) and hub.local_copy(str(model)) is None:
+        return None
+    try:
+        return BertConfig.load(checkpoint.resolve(model)).max_position_embeddings
+    except (checkpoint.CheckpointError, OSError, ValueError):
+        return None
+
+
 def check_start(cfg: FinetuneConfig) -> None:
     """What the model alone can refuse, in one sentence, before the data is read or a folder made (a refused
     start leaves nothing): a model that is not there (CheckpointError), a max_seq_length longer than its
