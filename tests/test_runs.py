@@ -91,6 +91,11 @@ def test_two_real_pretrainings_on_one_folder_one_runs_one_is_refused(tmp_path):
             time.sleep(0.05)
         second = _cli("pretrain", "--config", str(cfg), "--output", str(out), "--no-progress")
         assert first.poll() is None  # the first was still at work when the second was refused
+        # the first goes on training: at least two steps logged before it is stopped (on a fast machine the
+        # second was refused before the first had logged its second step)
+        while time.time() < deadline and first.poll() is None and \
+                len([m for m in Run(out).metrics() if m["split"] == "train"]) < 2:
+            time.sleep(0.05)
     finally:
         Run(out).request_stop()
     first_out, first_err = first.communicate(timeout=300)
