@@ -694,6 +694,21 @@ def test_runs_page_gives_an_ablation_its_device_and_best_cells(runs_root):
                                   "best dev Pearson r 0.25 (pairs-a) of 1 cell")
 
 
+def test_runs_page_reads_best_cells_from_results_jsonl_when_cells_are_gone(runs_root):
+    """A copy of an ablation that keeps its plan and results.jsonl but not its cells/ (the GPU runs shipped in
+    docs/) showed "—": its results say what each cell scored."""
+    abl = Run(runs_root / "abl").create({"name": "copied"}, "ablate")
+    abl.write_status(state="finished", started=time.time() - 60, finished=time.time(), cells_total=3, done=2)
+    records = [{"cell_id": "topics__small", "status": "finished", "dev": {"accuracy": 0.70, "macro_f1": 0.69}},
+               {"cell_id": "topics__medium", "status": "finished", "dev": {"accuracy": 0.75}},
+               {"cell_id": "pairs__small", "status": "failed", "error": "out of memory"}]
+    (abl.path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n{\"cell_id\": \"cut")
+    at = _page("13_Runs.py")
+    assert not at.exception
+    row = at.dataframe[0].value.set_index("run").loc["abl"]
+    assert row["key metrics"] == "best dev accuracy 0.75 (topics__medium) of 2 cells"
+
+
 def test_runs_page_delete_after_delete_removes_exactly_the_confirmed_runs(runs_root):
     """After one delete every picker is rebuilt, and the next delete acts on the run its
     confirmation names (it once named one run while the picker showed another)."""

@@ -109,15 +109,36 @@ def ablation_summary(run: Run) -> tuple[str | None, str | None]:
     inside = [r for r in find_runs(run.path) if r.path != run.path]
     devices = sorted({str(d) for r in inside if (d := r.status().get("device"))})
     scored: dict[str, list[tuple[float, str]]] = {}  # headline measure ("dev accuracy"): (score, cell) of each cell
-    for cell in (r for r in inside if r.path.parent == run.path / "cells"):
-        dev = [(k, v) for k, v in key_metrics(cell.status()).items() if k.startswith("dev ")]
+    cells = {r.path.name: r.status() for r in inside if r.path.parent == run.path / "cells"}
+    for name, dev in _recorded_cells(run.path).items():  # a copy that keeps only results.jsonl has no cells/
+        cells.setdefault(name, {"dev": dev})
+    for name, status in cells.items():
+        dev = [(k, v) for k, v in key_metrics(status).items() if k.startswith("dev ")]
         if dev:
-            scored.setdefault(dev[0][0], []).append((dev[0][1], cell.path.name))
+            scored.setdefault(dev[0][0], []).append((dev[0][1], name))
     figures = " · ".join(f"best {measure} {metric_text(measure, value)} ({cell}) of {len(cells)} "
                          f"{'cell' if len(cells) == 1 else 'cells'}"
                          for measure, cells in sorted(scored.items(), key=lambda mc: (-len(mc[1]), mc[0]))
                          for value, cell in [max(cells)])  # the measure most cells share first
     return ", ".join(devices) or None, figures or None
+
+
+def _recorded_cells(abl: Path) -> dict[str, dict]:
+    """The dev scores of the finished cells that an ablation's results.jsonl records, by cell; a line that
+    is not a JSON object (a write cut short) is passed over."""
+    out = {}
+    try:
+        lines = (abl / "results.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("status") == "finished" and isinstance(rec.get("dev"), dict):
+            out[str(rec.get("cell_id"))] = rec["dev"]
+    return out
 
 
 def run_row(run: Run, root: str | Path) -> dict:
