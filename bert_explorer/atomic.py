@@ -11,6 +11,7 @@ Temporary names start with a dot and name the final one (``.status.json.<pid>-<t
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -75,20 +76,31 @@ def write_json(path: str | Path, data, **dumps) -> Path:
 
 
 @contextmanager
-def folder(path: str | Path, *, replace: bool = True) -> Iterator[Path]:
+def folder(path: str | Path, *, replace: bool = True, into_empty: bool = False) -> Iterator[Path]:
     """Yield a new temporary folder beside ``path`` to fill; when the block ends without an
     error it becomes ``path`` in one rename, and on any error it is removed.
 
     Where ``path`` already exists, ``replace=True`` swaps it out (the old folder is renamed
     aside first and removed after, so ``path`` is missing for the instant between two renames,
     never half written); ``replace=False`` keeps it and drops ours: another process finished
-    the same result first (a cache entry, a vocabulary), and both are equally good."""
+    the same result first (a cache entry, a vocabulary), and both are equally good.
+    ``into_empty=True`` (a folder the user named) takes the place of an empty folder only: the
+    kernel's rename refuses a folder that holds anything at that instant, so files that came in
+    while ours was written are kept and FileExistsError is raised."""
     final = Path(path)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
     try:
         yield tmp
         tmp.chmod(0o755)  # mkdtemp makes it private; the result is an ordinary folder
+        if into_empty:
+            try:
+                os.rename(tmp, final)  # replaces an empty folder in one step, never a full one
+            except OSError as e:
+                if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                    raise
+                raise FileExistsError(errno.ENOTEMPTY, "the folder is no longer empty", str(final)) from None
+            return
         if not final.exists():
             try:
                 os.rename(tmp, final)

@@ -304,10 +304,10 @@ def _normalise_plain(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def save_delta(source: str | Path, base: str, directory: str | Path, dtype: torch.dtype = torch.float16,
-               extra_files: dict[str, str] | None = None) -> dict:
+               extra_files: dict[str, str] | None = None, into_empty: bool = False) -> dict:
     """Write ``source`` as a delta over the short-named ``base``: every tensor bit-identical to
     the base's is left out (and checksummed in base.json); the rest is stored in ``dtype``.
-    Returns {"borrowed": [...], "stored": n_parameters}."""
+    ``into_empty``: as :func:`save`'s. Returns {"borrowed": [...], "stored": n_parameters}."""
     src = resolve(source)
     sd = _normalise_plain(read_state_dict(src))
     base_dir = resolve(base)
@@ -320,7 +320,7 @@ def save_delta(source: str | Path, base: str, directory: str | Path, dtype: torc
     if package is None:
         raise CheckpointError(f"a delta checkpoint needs a base that an installed package ships "
                               f"({', '.join(BASE_PACKAGES)}), not {base!r}")
-    with atomic.folder(directory) as tmp:
+    with atomic.folder(directory, into_empty=into_empty) as tmp:
         stored = {k: (v.to(dtype) if v.is_floating_point() else v).contiguous() for k, v in sd.items()
                   if k not in borrowed}
         save_file(stored, str(tmp / "model.safetensors"), metadata={"format": "pt"})
@@ -548,10 +548,12 @@ def about_files(directory: str | Path) -> dict[str, str]:
 
 
 def save(model: nn.Module, tokenizer: WordPieceTokenizer, directory: str | Path,
-         extra_files: dict[str, str] | None = None, write_extra=None) -> Path:
+         extra_files: dict[str, str] | None = None, write_extra=None, into_empty: bool = False) -> Path:
     """Write a checkpoint directory atomically: everything goes to a temporary sibling that is
-    renamed into place at the end, so a crash never leaves a half-written checkpoint."""
-    with atomic.folder(directory) as tmp:
+    renamed into place at the end, so a crash never leaves a half-written checkpoint. ``into_empty``:
+    ``directory`` is a folder the user named, taken only while it is missing or empty (FileExistsError
+    when files came into it meanwhile; they are kept)."""
+    with atomic.folder(directory, into_empty=into_empty) as tmp:
         config: BertConfig = model.config
         config.architectures = [type(model).__name__]
         config.save(tmp)

@@ -77,6 +77,28 @@ def test_an_export_is_written_only_into_a_new_or_empty_folder(tmp_path, monkeypa
     assert (empty / "config.json").is_file() and (empty / "model.safetensors").is_file()
 
 
+@pytest.mark.parametrize("command, model", [("export", "minilm"), ("export-delta", "minilm-mlm-nsp")])
+def test_files_put_into_the_folder_while_an_export_is_written_are_kept(tmp_path, monkeypatch, capsys, command,
+                                                                        model):
+    """The folder is checked before the model loads (seconds): a file saved into it meanwhile was replaced
+    with the rest of the folder. The rename that puts the export in place now takes an empty folder only."""
+    from bert_explorer import checkpoint
+    out = tmp_path / "out"
+    out.mkdir()
+    real = checkpoint.save_file
+
+    def save_while_the_user_writes(*a, **k):
+        (out / "mine.txt").write_text("written meanwhile")
+        return real(*a, **k)
+
+    monkeypatch.setattr(checkpoint, "save_file", save_while_the_user_writes)
+    assert main([command, "--model", model, "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "received files while" in err and len(err.strip().splitlines()) == 1, err
+    assert [p.name for p in out.iterdir()] == ["mine.txt"] and (out / "mine.txt").read_text() == "written meanwhile"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary folder left beside it
+
+
 # The commands whose --output is a file, with what else each needs to get as far as writing it.
 FILE_OUTPUTS = {
     "extract-features": ["--model", "minilm", "--input", "in.txt"],

@@ -18,7 +18,7 @@ import typing
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .. import atomic, checkpoint
 from ..runs.neighbour_jobs import BuildBusy
@@ -181,6 +181,17 @@ def new_folder(path: str, what: str) -> Path:
         raise UserError(f"--output {path} already holds files ({shown_entries(held, given)}); choose a new or "
                         f"empty folder for {what}, so that nothing in it is overwritten")
     return full
+
+
+@contextmanager
+def came_in_meanwhile(path: str, what: str) -> Iterator[None]:
+    """Around the write of a :func:`new_folder`: files put into the folder after it was checked (while the
+    model loaded) keep it from being taken, said in one sentence; nothing is written there."""
+    try:
+        yield
+    except FileExistsError:
+        raise UserError(f"--output {path} received files while {what} was being written; they are kept and "
+                        f"nothing was written: choose a new or empty folder") from None
 
 
 def output_file_args(parser: argparse.ArgumentParser, help: str, required: bool = False) -> None:

@@ -15,8 +15,8 @@ import torch
 
 from .. import checkpoint
 from ..analysis.layers.features import extract_features, parse_example
-from .common import (MODEL_HELP, check_output_file, int_list, new_folder, output_file_args, read_lines, user_errors,
-                     write_output)
+from .common import (MODEL_HELP, came_in_meanwhile, check_output_file, int_list, new_folder, output_file_args,
+                     read_lines, user_errors, write_output)
 
 
 def register(sub) -> None:
@@ -65,7 +65,8 @@ def cmd_export(args) -> int:
         print(f"note: {loaded.report.summary()}", file=sys.stderr)
     # keep what the source folder says about the model (training settings, held-out scores, time-lapse)
     about = checkpoint.about_files(checkpoint.resolve(args.model))
-    checkpoint.save(loaded.model, loaded.tokenizer, output, extra_files=about)
+    with came_in_meanwhile(args.output, "the exported model"):
+        checkpoint.save(loaded.model, loaded.tokenizer, output, extra_files=about, into_empty=True)
     print(f"exported {type(loaded.model).__name__} ({loaded.num_parameters:,} parameters) to {args.output}",
           file=sys.stderr)
     return 0
@@ -74,7 +75,8 @@ def cmd_export(args) -> int:
 def cmd_export_delta(args) -> int:
     dtype = {"fp16": torch.float16, "fp32": torch.float32}[args.dtype]
     output = new_folder(args.output, "the delta checkpoint")
-    result = checkpoint.save_delta(args.model, args.base, output, dtype)
+    with came_in_meanwhile(args.output, "the delta checkpoint"):
+        result = checkpoint.save_delta(args.model, args.base, output, dtype, into_empty=True)
     print(f"wrote {args.output}: {result['stored']:,} parameters stored in {args.dtype}; borrowed from "
           f"{args.base}: {', '.join(result['borrowed'])}", file=sys.stderr)
     return 0
