@@ -182,6 +182,15 @@ def inspect(d: Path) -> BertConfig:
     return config
 
 
+def config_of(name_or_dir: str | Path) -> BertConfig | None:
+    """A model's config, checked as :func:`inspect` checks it (one sentence for a broken one), without
+    loading its weights; None for a Hub model not downloaded yet (reading it would start the download:
+    the run that needs it downloads it, and checks it then)."""
+    if hub.is_hub_name(str(name_or_dir)) and hub.local_copy(str(name_or_dir)) is None:
+        return None
+    return inspect(resolve(name_or_dir))
+
+
 def _declared_shapes(d: Path) -> dict[str, tuple[int, ...]]:
     """{tensor name: shape} as the weights file declares them, without reading the weights: the
     safetensors header, or a zip-format pytorch_model.bin mapped (not read); {} for a legacy .bin."""

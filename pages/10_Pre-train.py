@@ -31,6 +31,7 @@ from bert_explorer.train.speed import said, seconds_now
 from bert_explorer.train.estimate import (ALIASES, background_threads, checkpoints_of, evaluations_of, pretrain_estimate,
                                           sequences_of, size_options)
 from bert_explorer.train.pretrain import check_fits as check_pretraining
+from bert_explorer.train.memory import NO_CUDA
 from bert_explorer.train.pretrain_config import PretrainConfig
 from bert_explorer.train.pretraining_data import split_corpus
 from bert_explorer.train.resume import resume_settings
@@ -187,7 +188,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
             precision=precision, timelapse_frames=int(n_frames), **({"init": init, "freeze_word_embeddings": freeze} if init else {"size": size}),
             **({"held_out_fraction": held_out_fraction(corpus_facts.get("documents", 0))} if upload else {}))
         if device == "cuda" and not on_gpu:  # the run would fail as it starts, in the background
-            raise ValueError("device cuda needs a CUDA GPU and this machine has none: choose auto or cpu")
+            raise ValueError(NO_CUDA)
         check_pretraining(config)  # the batch against the memory free here, before a run's folder is made
     except (ValueError, CheckpointError) as e:
         config = None

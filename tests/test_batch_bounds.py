@@ -33,10 +33,37 @@ def test_the_bound_is_what_the_memory_free_holds(monkeypatch):
     # and the masked LM's logits and their gradient, times the peak measured over what a step keeps
     assert one == pytest.approx(1.5 * (12 * 128 * 768 * (34 + 5 * 12 * 128 / 768) * 2 + 128 * 0.15 * 30522 * 8))
     assert memory.activation_bytes(config, 1, 128, "bf16") < one
-    monkeypatch.setattr(memory, "free_bytes", lambda device: 100 * one)
+    monkeypatch.setattr(memory, "room_bytes", lambda device: (100 * one, "is free here"))
     memory.check_batch_fits(config, 100, 128, "fp32", "cpu", "base")  # just fits
     with pytest.raises(ValueError, match=r"choose a batch of at most about 100 \("):
         memory.check_batch_fits(config, 101, 128, "fp32", "cpu", "base")
+    # where not even one sequence fits, a smaller batch is no answer
+    monkeypatch.setattr(memory, "room_bytes", lambda device: (0.5 * one, "is free here"))
+    with pytest.raises(ValueError, match=r"even one sequence needs about .*; choose a shorter max-seq-length or a "
+                                         r"smaller model$"):
+        memory.check_batch_fits(config, 4, 128, "fp32", "cpu", "base")
+
+
+def test_a_gpu_is_counted_whole_in_16_bit_and_a_missing_one_is_said(monkeypatch):
+    """On a GPU "auto" trains in bf16 (it was counted as fp32, twice too much), and the bound is the GPU's whole
+    memory: what another run holds now is the GPU queue's to wait for, not a reason to refuse. Asked for cuda
+    on a machine without one, the check said nothing but a traceback."""
+    config = preset("base")
+    monkeypatch.setattr(memory.torch.cuda, "is_available", lambda: True)
+    assert memory.activation_bytes(config, 8, 128, "auto", device="cuda") == memory.activation_bytes(
+        config, 8, 128, "bf16", device="cuda") < memory.activation_bytes(config, 8, 128, "auto", device="cpu")
+
+    class Properties:
+        total_memory = 140e9
+    asked = []
+    monkeypatch.setattr(memory.torch.cuda, "get_device_properties", lambda i: asked.append(i) or Properties())
+    monkeypatch.setenv("LOCAL_RANK", "3")  # torchrun's fourth process trains on the fourth GPU
+    assert memory.room_bytes("auto") == (140e9, "the GPU holds") and memory.room_bytes("cuda:1")[0] == 140e9
+    assert asked == [3, 1]
+    memory.check_batch_fits(config, 256, 128, "auto", "cuda", "base")  # BERT-Base 256 x 128 fits an H200
+    monkeypatch.setattr(memory.torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="^device cuda needs a CUDA GPU and this machine has none: choose auto or cpu$"):
+        memory.check_batch_fits(config, 8, 128, "auto", "cuda", "base")
 
 
 def test_fine_tuning_refuses_a_length_past_the_models_positions_and_a_batch_past_the_memory(base_model, tmp_path,
@@ -98,3 +125,24 @@ def test_a_pre_training_run_given_as_a_model_or_to_after_finetuning_is_named_for
            f"the newest, {run / 'checkpoints' / 'step-2'}" in err and not (tmp_path / "ft").exists()
     assert main(["after-finetuning", str(run)]) == 2
     assert "pt is a pre-training run, not a fine-tuning, so it has no dev set to answer" in capsys.readouterr().err
+
+
+def test_a_broken_config_is_one_sentence_and_a_feature_based_batch_is_not_counted_as_training(tmp_path, minilm_dir,
+                                                                                              capsys):
+    """The checks before a start read config.json raw: a config that is a JSON list ended the CLI in a traceback
+    (and the Fine-tune page with it). A feature-based run's BERT only reads, without gradients: its batch was
+    counted as a fine-tuning's and 1,024 sequences were refused as needing hundreds of GB."""
+    from bert_explorer.train.finetune import FinetuneConfig, check_start, positions_of
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in ("model.safetensors", "vocab.txt"):
+        (broken / name).symlink_to(minilm_dir / name)
+    (broken / "config.json").write_text("[]")
+    out = tmp_path / "ft"
+    assert main(["finetune", "--model", str(broken), "--train", "tiny:classification", "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "is not a usable BERT config: it is not a JSON object of settings" in err and err.count("\n") == 1, err
+    assert positions_of(str(broken)) is None and not out.exists()
+    check_start(FinetuneConfig(model="minilm", mode="feature-based", batch_size=1024, max_seq_length=512))
+    with pytest.raises(ValueError, match="choose a batch of at most about"):
+        check_start(FinetuneConfig(model="minilm", mode="fine-tune", batch_size=10**6, max_seq_length=512))

@@ -151,7 +151,7 @@ def test_a_sequence_longer_than_the_models_positions_is_refused(tmp_path, minilm
         PretrainConfig(corpus="tiny", size="mini", max_seq_length=100000)
     with pytest.raises(ValueError, match="batch_size must be a whole number of at least 1, not 0"):
         PretrainConfig(corpus="tiny", batch_size=0)
-    with pytest.raises(ValueError, match=r"max_seq_length 1024 is longer than the 512 positions that the model in "):
+    with pytest.raises(ValueError, match=r"max_seq_length 1024 is longer than the 512 positions that the model "):
         run_pretraining(PretrainConfig(corpus="tiny", init=str(minilm_dir), max_seq_length=1024, max_steps=1),
                         tmp_path / "warm", progress=False)
     assert not (tmp_path / "warm").exists()  # refused before anything was written

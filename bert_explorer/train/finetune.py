@@ -24,7 +24,6 @@ from .. import checkpoint, full_disk, hub, hub_datasets
 from ..data.tasks import check_dev_labels, load_builtin, train_dev_split
 from ..data.tiny_tasks import make_tiny
 from ..data.uploads.core import DataError, TaskData
-from ..model.config import BertConfig
 from ..data.uploads.reader import read_parquet_split, read_task_file
 from ..runs.lock import writes_run
 from ..runs.run import Run
@@ -363,24 +362,26 @@ def ltr_problem(model: str | Path, task: TaskType | None, mode: str) -> str | No
 def positions_of(model: str) -> int | None:
     """The positions ``model`` has learned (the longest input it reads), from its config alone; None for a
     Hub model not downloaded yet, or one that cannot be read (its run says why)."""
-    if hub.is_hub_name(str(model)) and hub.local_copy(str(model)) is None:
-        return None
     try:
-        return BertConfig.load(checkpoint.resolve(model)).max_position_embeddings
-    except (checkpoint.CheckpointError, OSError, ValueError):
+        config = checkpoint.config_of(model)
+    except (checkpoint.CheckpointError, OSError):
         return None
+    return None if config is None else config.max_position_embeddings
 
 
 def check_start(cfg: FinetuneConfig) -> None:
     """What the model alone can refuse, in one sentence, before the data is read or a folder made (a refused
-    start leaves nothing): a model that is not there (CheckpointError), a max_seq_length longer than its
-    learned positions (every input would be cut there and fail later, as the
-    saved model's predictions would), and a batch whose activations pass the memory free here."""
-    if hub.is_hub_name(cfg.model) and hub.local_copy(cfg.model) is None:
-        return  # not downloaded yet: checked when the run has downloaded it (a page must not download it)
-    config = BertConfig.load(checkpoint.resolve(cfg.model))
+    start leaves nothing): a model that is not there or cannot be read (CheckpointError), a max_seq_length
+    longer than its learned positions (every input would be cut there and fail later, as the saved model's
+    predictions would), and a batch whose activations cannot fit where it trains. A Hub model not
+    downloaded yet is checked by its run, once downloaded (a page must not download it)."""
+    config = checkpoint.config_of(cfg.model)
+    if config is None:
+        return
     positions_fit(cfg.max_seq_length, config.max_position_embeddings, f"the model {cfg.model}")
-    check_batch_fits(config, cfg.batch_size, cfg.max_seq_length, cfg.precision, cfg.device, cfg.model, predicted=0.0)
+    if cfg.mode == "fine-tune":  # a feature-based run's BERT only reads, without gradients, 64 inputs at a time
+        check_batch_fits(config, cfg.batch_size, cfg.max_seq_length, cfg.precision, cfg.device, cfg.model,
+                         predicted=0.0)
 
 
 @writes_run("run_dir", "bert-explorer finetune")

@@ -11,9 +11,11 @@ WordPiece, and its gradient, in fp32) come on top. A step's peak is more than wh
 temporaries of each operation, the weights' gradients): measured here (``python bench/step_memory.py``), the
 resident memory of one fp32 step of BERT-Mini (64 x 128), -Small (32 x 128) and -Medium (16 x 256) grew
 1.51, 1.32 and 1.42 times the count, so the count is taken :data:`PEAK` times. Only what cannot fit is
-refused: a batch whose peak passes the memory free now, which no run could hold.
+refused: a batch whose peak passes the memory free now on a CPU, or all of a GPU's, which no run could hold.
 """
 from __future__ import annotations
+
+import os
 
 import psutil
 import torch
@@ -26,11 +28,17 @@ PREDICTED = 0.15                     # the masked LM scores the masked tokens on
 PEAK = 1.5                           # a step's peak over what it keeps (measured: 1.32-1.51 on this CPU)
 
 
-def activation_bytes(config: BertConfig, batch: int, seq: int, precision: str, predicted: float = PREDICTED) -> float:
+def on_cuda(device: str) -> bool:
+    """Whether a training asked to run on ``device`` ("auto", "cpu", "cuda", "cuda:1") runs on a GPU."""
+    return device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+
+
+def activation_bytes(config: BertConfig, batch: int, seq: int, precision: str, predicted: float = PREDICTED,
+                     device: str = "cpu") -> float:
     """About the peak bytes of one training step of ``batch`` sequences of ``seq`` WordPieces (module docstring);
     ``predicted``: the share of tokens scored over the vocabulary (0.15 for a masked LM, 1 for a left-to-right
-    one, 0 for a task head)."""
-    wide = 2 if precision in ("fp32", "auto") else 1  # "auto" may stay fp32: counted as the larger
+    one, 0 for a task head). "auto" is 16-bit on a GPU; on a CPU it may stay fp32, and is counted as such."""
+    wide = 2 if precision == "fp32" or (precision == "auto" and not on_cuda(device)) else 1
     tokens = float(batch) * float(seq)
     per_unit = LAYER_BYTES_PER_TOKEN_AND_UNIT + SCORES_BYTES * config.num_heads * seq / config.hidden_size
     layers = config.num_layers * tokens * config.hidden_size * per_unit * wide
@@ -38,24 +46,37 @@ def activation_bytes(config: BertConfig, batch: int, seq: int, precision: str, p
     return PEAK * (layers + logits)
 
 
-def free_bytes(device: str) -> float:
-    """Memory free now where the training runs: the GPU's for cuda, else the machine's."""
-    if device.startswith("cuda") or (device == "auto" and torch.cuda.is_available()):
-        index = torch.device(device if device.startswith("cuda") else "cuda").index or 0
-        return float(torch.cuda.mem_get_info(index)[0])
-    return float(psutil.virtual_memory().available)
+NO_CUDA = "device cuda needs a CUDA GPU and this machine has none: choose auto or cpu"
+
+
+def room_bytes(device: str) -> tuple[float, str]:
+    """The memory a training on ``device`` can count on, and how to say it. On a CPU, the memory free now. On a
+    GPU, all its memory: another run that holds it now is waited for (the GPU queue), so only what no run
+    could hold is refused here (and asking a GPU what is free would make a CUDA context in the asker, an app
+    server's too). The GPU is the one this process trains on: ``cuda:N``'s, or torchrun's LOCAL_RANK."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(NO_CUDA)
+    if on_cuda(device):
+        index = torch.device(device).index if device.startswith("cuda:") else int(os.environ.get("LOCAL_RANK", "0"))
+        return float(torch.cuda.get_device_properties(index).total_memory), "the GPU holds"
+    return float(psutil.virtual_memory().available), "is free here"
 
 
 def check_batch_fits(config: BertConfig, batch: int, seq: int, precision: str, device: str, model: str,
                      predicted: float = PREDICTED) -> None:
-    """Refuse, in one sentence, a batch whose activations alone need more memory than is free now."""
-    need, free = activation_bytes(config, batch, seq, precision, predicted), free_bytes(device)
-    if need > free:
-        from ..full_disk import size_text
+    """Refuse, in one sentence, a batch whose activations alone need more memory than the device has room for."""
+    need = activation_bytes(config, batch, seq, precision, predicted, device)
+    room, where = room_bytes(device)
+    if need <= room:
+        return
+    from ..full_disk import size_text
 
-        per = activation_bytes(config, 1, seq, precision, predicted)
-        fits = max(1, int(free / per * (1 + 1e-9)))  # (not 99 where 100 fit to the last rounding)
-        raise ValueError(f"a batch of {batch:,} sequences of {seq:,} WordPieces on {model} would need about "
-                         f"{size_text(need)} of memory for its activations, and {size_text(free)} of memory is free here: choose a "
-                         f"batch of at most about {fits:,} (gradient accumulation adds batches up without the "
-                         f"memory)")
+    said = (f"a batch of {batch:,} sequences of {seq:,} WordPieces on {model} would need about {size_text(need)} of "
+            f"memory for its activations, and {size_text(room)} {where}")
+    per = activation_bytes(config, 1, seq, precision, predicted, device)
+    if per > room:
+        raise ValueError(f"{said}: even one sequence needs about {size_text(per)}; choose a shorter max-seq-length "
+                         f"or a smaller model")
+    fits = int(room / per * (1 + 1e-9))  # (not 99 where 100 fit to the last rounding)
+    raise ValueError(f"{said}: choose a batch of at most about {fits:,} (gradient accumulation adds batches up "
+                     f"without the memory)")

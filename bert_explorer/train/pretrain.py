@@ -238,29 +238,27 @@ def check_start(cfg: PretrainConfig, latest: Path | None = None) -> None:
     check_fits(cfg, latest)
 
 
-def _check_positions(cfg: PretrainConfig, latest: Path | None) -> None:
-    """max_seq_length against the positions of the model the run trains: its checkpoint's, init's, or
-    its size preset's (checked with the settings themselves)."""
-    if latest or cfg.init:
-        source = latest or checkpoint.resolve(cfg.init)
-        positions_fit(cfg.max_seq_length, BertConfig.load(source).max_position_embeddings,
-                      f"the model in {source}")
+def _model_config(cfg: PretrainConfig, latest: Path | None) -> tuple[BertConfig | None, str]:
+    """The config of the model the run trains, and how to name it: its newest checkpoint's, else its warm
+    start's (None while that is a Hub model not downloaded: the run downloads it), else its size preset's."""
+    if latest is not None:
+        return checkpoint.inspect(latest), f"the model in {latest}"
+    if cfg.init:
+        return checkpoint.config_of(cfg.init), f"the model {cfg.init}"
+    return preset(cfg.size, vocab_size=cfg.vocab_size), f"size {cfg.size}"
 
 
 def check_fits(cfg: PretrainConfig, latest: Path | None = None) -> None:
-    """The model against the settings: its learned positions against max_seq_length, the memory free here
-    against the batch (the Pre-train page's check, whose uploaded corpus is checked apart)."""
-    _check_positions(cfg, latest)
-    _check_memory(cfg, latest)
-
-
-def _check_memory(cfg: PretrainConfig, latest: Path | None) -> None:
-    """The batch against the memory free where it trains (``memory.check_batch_fits``), before the data is
-    read or anything allocated; a learnt vocabulary counted at the size asked (a small corpus learns fewer)."""
-    source = latest or (checkpoint.resolve(cfg.init) if cfg.init else None)
-    config = BertConfig.load(source) if source else preset(cfg.size, vocab_size=cfg.vocab_size)
-    check_batch_fits(config, cfg.batch_size, cfg.max_seq_length, cfg.precision, cfg.device,
-                     f"size {cfg.size}" if source is None else f"the model in {source}",
+    """The model against the settings, before the data is read or anything allocated (the Pre-train page's
+    check, whose uploaded corpus is checked apart): its learned positions against max_seq_length (a size
+    preset's are checked with the settings themselves), and the batch against the memory where it trains
+    (``memory.check_batch_fits``; a learnt vocabulary counted at the size asked, a small corpus learns fewer)."""
+    config, named = _model_config(cfg, latest)
+    if config is None:
+        return
+    if latest is not None or cfg.init:
+        positions_fit(cfg.max_seq_length, config.max_position_embeddings, named)
+    check_batch_fits(config, cfg.batch_size, cfg.max_seq_length, cfg.precision, cfg.device, named,
                      predicted=cfg.masking.mlm_probability if cfg.objective_type.masks else 1.0)
 
 
