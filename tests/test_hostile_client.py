@@ -167,3 +167,50 @@ def test_a_session_uploads_only_to_ids_it_was_handed_within_the_size_and_the_fil
         assert _upload_bytes(port) == 0  # freed when the browser left, not minutes later
     finally:
         _stop(server)
+
+
+def test_the_files_kept_for_a_session_are_bounded_and_go_when_its_browser_disconnects(monkeypatch):
+    """The last file of each uploader is kept so that its page can read it again; kept in the session's state, it
+    outlived the browser (Streamlit keeps a gone session 120 s, up to 128 of them): a script that uploads and
+    leaves, again and again, held 200 MB a visit that the guard had freed. The guard keeps them now, frees them
+    with the session's uploads, and keeps no more for a session than it may upload."""
+    from bert_explorer.app import guard
+
+    removed = []
+
+    class Files:
+        file_storage: dict = {}
+        get_upload_urls = add_file = None
+
+        def remove_session_files(self, session_id):
+            removed.append(session_id)
+
+    class Server:
+        uploaded_file_mgr = Files()
+
+        def disconnect_session(self, session_id, *, client=None):
+            pass
+
+        def is_active_session(self, session_id):
+            return False
+
+    server = Server()
+    monkeypatch.setattr(guard, "Runtime", type("Runtime", (), {"exists": staticmethod(lambda: True),
+                                                               "instance": staticmethod(lambda: server)}))
+    monkeypatch.setattr(guard, "_installed", [])
+    monkeypatch.setattr(guard.st_config, "set_option", lambda *a: None)
+    monkeypatch.setattr(guard, "_max_bytes", lambda: 2_500)
+    guard.install()
+    for who in ("student", "teacher"):
+        monkeypatch.setattr(guard, "_session_id", lambda: who)
+        for key in ("pt_upload", "ft_upload", "abl_upload"):
+            guard.keep_upload(key, (f"{key}.csv", b"x" * 1_000))
+        # a session keeps at most what it may upload at once: the file kept longest went
+        assert guard.kept_upload("pt_upload") is None and guard.kept_upload("abl_upload") == ("abl_upload.csv",
+                                                                                                b"x" * 1_000)
+    server.disconnect_session("student")
+    assert removed == ["student"]
+    assert guard.kept_upload("ft_upload") is not None  # (the teacher's, still connected)
+    monkeypatch.setattr(guard, "_session_id", lambda: "student")
+    assert guard.kept_upload("ft_upload") is None and guard.kept_upload("abl_upload") is None
+    guard.forget_session("teacher")

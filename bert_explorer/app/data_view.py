@@ -18,7 +18,7 @@ from ..runs.run import Run
 from ..tasks.base import TaskType
 from ..train.finetune import FinetuneConfig, read_data
 from .runs_view import predictor
-from .guard import uploader
+from .guard import forget_upload, keep_upload, kept_upload, uploader
 from .keep import SHADOW
 from .state import by_inputs
 
@@ -29,50 +29,36 @@ def uploaded_file(label: str, key: str, types: list[str] | None = None, help: st
     uploader) put ``(name, bytes)`` into ``st.session_state[key + "_bytes"]`` instead.
 
     Streamlit empties an uploader when its page is left: a file uploaded on Fine-tune was gone after a
-    look at Runs. The last file of each uploader is kept for the session (``kept_upload``) and read
+    look at Runs. The last file of each uploader is kept for the session (``guard.keep_upload``) and read
     again when the page comes back with an empty uploader, until another is uploaded or the user
     forgets it; a file the user takes out of the uploader (its ×) is forgotten too. ``container``: where
     to draw (the page by default)."""
     returning = key not in st.session_state  # the uploader's state is gone: the page was left and is back
     where = container or st
     f = uploader(where, label, type=types, key=key, help=help)
-    kept_key, using_key = f"{SHADOW}upload_{key}", f"{SHADOW}upload_{key}_in_use"
+    using_key = f"{SHADOW}upload_{key}_in_use"
     if f is not None:
-        kept_upload(kept_key, (f.name, f.getvalue()))
+        keep_upload(key, (f.name, f.getvalue()))
         st.session_state[using_key] = False
         return f.name, f.getvalue()
     injected = st.session_state.get(f"{key}_bytes")
     if injected:
         name, data = injected
         return str(name), bytes(data)
-    kept = st.session_state.get(kept_key)
+    kept = kept_upload(key)
     if kept is not None and (returning or st.session_state.get(using_key)):
         st.session_state[using_key] = True
         c1, c2 = where.columns([5, 1], vertical_alignment="center")
         c1.info(f"{kept[0]} ({size_text(len(kept[1]))}), uploaded earlier in this session, is read again; upload "
                 "another file to replace it.", icon=":material/attach_file:")
         if c2.button("Forget it", key=f"{key}_forget"):
-            st.session_state.pop(kept_key, None)
+            forget_upload(key)
             st.session_state[using_key] = False
             st.rerun()
         return kept
-    st.session_state.pop(kept_key, None)  # taken out of the uploader by the user
+    forget_upload(key)  # taken out of the uploader by the user
     st.session_state[using_key] = False
     return None
-
-
-def kept_upload(kept_key: str, upload: tuple[str, bytes]) -> None:
-    """Keep ``upload`` under ``kept_key``; the uploads kept by a session hold at most what Streamlit lets it
-    upload at once (``server.maxUploadSize``): the ones kept longest go first."""
-    from streamlit import config as st_config
-
-    st.session_state[kept_key] = upload
-    order = [k for k in st.session_state.get(f"{SHADOW}upload_order", []) if k != kept_key and k in st.session_state]
-    order.append(kept_key)
-    bound = int(st_config.get_option("server.maxUploadSize")) * 1024 * 1024
-    while sum(len(st.session_state[k][1]) for k in order) > bound and len(order) > 1:
-        st.session_state.pop(order.pop(0), None)
-    st.session_state[f"{SHADOW}upload_order"] = order
 
 
 @by_inputs(max_entries=8, show_spinner="Reading the file…")

@@ -14,7 +14,9 @@ paths, to whoever caused it. Installed once per server process by the first page
   anything else is refused with 403 before it is stored, and in classroom mode no page draws an
   uploader, so no session may upload at all;
 * a session's uploaded files are freed as soon as its browser disconnects, not when Streamlit
-  finally forgets the session;
+  finally forgets the session; so are the files the app keeps for it (``keep_upload``: the last file of
+  each uploader, read again when its page comes back), which a session's state would have held for the
+  120 s Streamlit waits for a reconnect, for each of up to 128 sessions;
 * served beyond this machine, an uncaught error shows one sentence, never its stack; the details go
   to the server's log (``client.showErrorDetails = "none"``).
 """
@@ -29,6 +31,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 _lock = threading.Lock()
 _may_upload: dict[str, set[str]] = {}   # session id -> the file ids handed to it
 _installed: list[int] = []               # id() of the runtime the guard is in
+_kept: dict[str, dict[str, tuple[str, bytes]]] = {}  # session id -> {uploader: (name, bytes)}, oldest first
 
 
 def uploader_drawn() -> None:
@@ -45,6 +48,41 @@ def uploader(container, label: str, **options):
     install()
     uploader_drawn()
     return container.file_uploader(label, **options)
+
+
+def _session_id() -> str:
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else ""
+
+
+def keep_upload(key: str, upload: tuple[str, bytes]) -> None:
+    """Keep ``upload`` as the last file of this session's uploader ``key``. A session keeps at most what it
+    may upload at once (``server.maxUploadSize``): the files kept longest go first. All go when its browser
+    disconnects, with its uploads."""
+    with _lock:
+        kept = _kept.setdefault(_session_id(), {})
+        kept.pop(key, None)
+        kept[key] = upload
+        while sum(len(data) for _, data in kept.values()) > _max_bytes() and len(kept) > 1:
+            kept.pop(next(iter(kept)))
+
+
+def kept_upload(key: str) -> tuple[str, bytes] | None:
+    """The file this session keeps for its uploader ``key``, if any."""
+    with _lock:
+        return _kept.get(_session_id(), {}).get(key)
+
+
+def forget_upload(key: str) -> None:
+    with _lock:
+        _kept.get(_session_id(), {}).pop(key, None)
+
+
+def forget_session(session_id: str) -> None:
+    """What the guard holds for a session that has gone: its leave to upload, the files kept for it."""
+    with _lock:
+        _may_upload.pop(session_id, None)
+        _kept.pop(session_id, None)
 
 
 def may_upload(session_id: str) -> bool:
@@ -94,8 +132,7 @@ def install() -> None:
         store(session_id, file)
 
     def remove_session_files(session_id):
-        with _lock:
-            _may_upload.pop(session_id, None)
+        forget_session(session_id)
         forget(session_id)
 
     files.get_upload_urls, files.add_file, files.remove_session_files = get_upload_urls, add_file, remove_session_files
