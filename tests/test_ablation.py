@@ -599,8 +599,29 @@ def test_the_majority_rate_of_a_dev_set():
     assert majority_rate(make_tiny("regression", n=10, seed=0)) is None
 
 
+@pytest.mark.skipif(os.name != "posix", reason="signal handlers as POSIX has them")
+def test_an_ablation_leaves_sigterm_ignored_where_its_process_was_started_to_ignore_it():
+    """The ablation's SIGTERM handler is set only where SIGTERM is not ignored (as Ctrl-C's is), and what was
+    there is put back, a handler set outside Python as the default."""
+    import signal
+
+    before = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        put_back = runner._stop_on_sigterm()
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        put_back()
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        put_back = runner._stop_on_sigterm()
+        assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN)
+        put_back()
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 @pytest.mark.skipif(os.name != "posix", reason="Ctrl-C and SIGTERM as a terminal and kill send them")
-@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("signum", ["SIGINT", pytest.param("SIGTERM", marks=pytest.mark.slow)])  # (one default run: 7 s)
 def test_a_signalled_ablation_says_which_cell_it_stopped_at_and_exits_as_the_signal_asks(signum, tmp_path):
     """Ctrl-C (or SIGTERM) in a cell's fine-tuning: the ablation is "stopped", one sentence names the cell
     and how to go on, the exit code is the signal's, and no report of cells that never ran is printed."""

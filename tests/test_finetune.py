@@ -150,6 +150,29 @@ def test_a_stop_request_ends_the_run_cleanly_with_a_saved_model(base_model, tmp_
     assert (run.path / "model" / "model.safetensors").exists() and "accuracy" in result["dev"]
 
 
+def test_a_stop_asked_after_the_last_step_leaves_the_run_finished(base_model, tmp_path, monkeypatch):
+    """A Stop (or Ctrl-C) during the final evaluation or save, after every step was trained, made the run
+    "stopped", said that it kept no checkpoint, and its folder then refused a new start: a dead end for a run
+    that had finished. It is "finished" now; only the answers of the dev set, a second pass, are left to the
+    After fine-tuning page, so that it ends at once."""
+    from bert_explorer.train import finetune
+
+    trained = finetune._fine_tune
+
+    def stop_once_trained(cfg, run, *a, **k):
+        result = trained(cfg, run, *a, **k)
+        run.request_stop()
+        return result
+
+    monkeypatch.setattr(finetune, "_fine_tune", stop_once_trained)
+    cfg = FinetuneConfig(model=base_model, train="tiny:classification", max_train_examples=32, epochs=1,
+                         batch_size=16, max_seq_length=32, device="cpu")
+    result = run_finetuning(cfg, tmp_path / "run")
+    run = Run(tmp_path / "run")
+    assert run.status()["state"] == "finished" and result["steps"] == run.status()["step"] == 2
+    assert not run.stop_requested() and not (run.path / "dev_predictions.json").exists()
+
+
 @pytest.mark.skipif(os.name != "posix", reason="SIGTERM and Ctrl-C as kill and a terminal send them")
 @pytest.mark.parametrize("signum, checkpoints", [("SIGTERM", []), ("SIGINT", ["--save-checkpoints"])])
 def test_sigterm_and_ctrl_c_stop_a_fine_tuning_with_a_checkpoint_to_resume_from(signum, checkpoints, base_model,

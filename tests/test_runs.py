@@ -170,10 +170,10 @@ def test_delete_refuses_a_live_run_and_non_runs(tmp_path):
 
 
 @pytest.mark.skipif(os.name != "posix", reason="a signal sent to this very process")
-def test_a_signal_is_a_stop_a_second_ctrl_c_aborts_and_the_handlers_are_put_back(tmp_path):
+def test_a_signal_is_a_stop_a_second_ctrl_c_aborts_and_the_handlers_are_put_back(tmp_path, capfd):
     """Inside ``stopping_on_signals`` Ctrl-C asks the run to stop (no STOP file: one could outlive the process
-    and stop its resume); once taken, a last evaluation is not cut short; a second Ctrl-C aborts at once,
-    saying why; afterwards the process's own handlers are back."""
+    and stop its resume), and says so at once; once taken, a last evaluation is not cut short; a second signal
+    of either kind aborts at once, saying why; afterwards the process's own handlers are back."""
     run = Run(tmp_path / "r").create({}, "pretrain")
     before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal starts a process
     term = signal.getsignal(signal.SIGTERM)
@@ -188,10 +188,21 @@ def test_a_signal_is_a_stop_a_second_ctrl_c_aborts_and_the_handlers_are_put_back
             delivered()
             assert run.signalled == signal.SIGINT and run.stop_requested()
             assert not (run.path / "STOP").exists()
+            assert capfd.readouterr().err == ("\nbert-explorer: interrupted (Ctrl-C): the run stops at its next step "
+                                              "and saves what a Stop saves; Ctrl-C again ends it at once\n")
             run.clear_stop()  # the loop took it
             assert not run.stop_requested() and run.signalled == signal.SIGINT
-            with pytest.raises(KeyboardInterrupt, match="a second Ctrl-C"):
+            with pytest.raises(KeyboardInterrupt, match="^Ctrl-C a second time, before the stop was saved: ended at "
+                                                         "once; it kept no checkpoint to resume from"):
                 os.kill(os.getpid(), signal.SIGINT)
+                delivered()
+        with stopping_on_signals(run, resumable=False):  # a container's stop: SIGTERM, then another
+            run.signalled = None
+            os.kill(os.getpid(), signal.SIGTERM)
+            delivered()
+            assert run.signalled == signal.SIGTERM
+            with pytest.raises(KeyboardInterrupt, match="^SIGTERM a second time, before the stop was saved"):
+                os.kill(os.getpid(), signal.SIGTERM)
                 delivered()
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         assert signal.getsignal(signal.SIGTERM) is term

@@ -233,13 +233,16 @@ def pretrain_summary(abl: Path, key: str, cfg: dict) -> dict:
 def _stop_on_sigterm():
     """SIGTERM (runs.kill) ends the current cell at once, as Ctrl-C does; resume redoes it. (A pre-training or
     fine-tuning at work takes either signal as a Stop of its own, saving what it can: ``runs/signals.py``.)
-    Returns the handler that was installed before (None off the main thread, where signals cannot be set)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
+    Returns a function that puts back the handler that was there. Nothing changes off the main thread, where
+    signals cannot be set, nor where the process was started to ignore SIGTERM."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        return lambda: None
 
     def handler(*_):
         raise StoppedBySignal(signal.SIGTERM, "")
-    return signal.signal(signal.SIGTERM, handler)
+    before = signal.signal(signal.SIGTERM, handler)
+    # (None: a handler set outside Python, which cannot be put back; the default is the nearest)
+    return lambda: signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
 
 
 def create_plan(recipe: dict, out_dir: str | Path) -> dict:
@@ -275,18 +278,17 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
             raise ValueError(f"{abl} holds no ablation plan; give a recipe")
         plan = create_plan(recipe, abl)
     run.clear_stop()
-    previous_handler = _stop_on_sigterm()
     cells = plan["cells"]
-    done = {k for k, r in read_results(abl).items() if r["status"] == "finished"}
-    total = len(cells)
-    run.write_status(state="running", pid=os.getpid(), started=time.time(), cells_total=total,
-                     pretrainings_total=len(plan["pretrainings"]), done=len(done), failed=0, current=None)
-    run.log(f"{'resuming' if resume else 'starting'}: {total} cells, {len(plan['pretrainings'])} pre-trainings, "
-            f"{len(done)} already finished")
-    failed = 0
+    done, total, failed = set(), len(cells), 0
     state, interrupted = "finished", None
     doing = ""  # what the ablation is at, for the sentence of a stop: " (pre-training ...)", " (fine-tuning ...)"
-    try:
+    put_back = _stop_on_sigterm()
+    try:  # (from here on a signal, or an error in the first writes, leaves the status and the handler right)
+        done = {k for k, r in read_results(abl).items() if r["status"] == "finished"}
+        run.write_status(state="running", pid=os.getpid(), started=time.time(), cells_total=total,
+                         pretrainings_total=len(plan["pretrainings"]), done=len(done), failed=0, current=None)
+        run.log(f"{'resuming' if resume else 'starting'}: {total} cells, {len(plan['pretrainings'])} "
+                f"pre-trainings, {len(done)} already finished")
         for key, pcfg in plan["pretrainings"].items():
             todo = [c for c in cells if c["pretrain_key"] == key and c["id"] not in done]
             if not todo:
@@ -354,8 +356,7 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
         run.write_status(error=str(e) or type(e).__name__)
         raise
     finally:
-        if previous_handler is not None:
-            signal.signal(signal.SIGTERM, previous_handler)
+        put_back()
         run.clear_stop()
         run.write_status(state=state, current=None, phase=None, finished=time.time(), done=len(done),
                          failed=failed)

@@ -4,12 +4,15 @@ Stop saves (a checkpoint to resume from) and says "stopped"; then the process en
 what happened and how to go on (:class:`StoppedBySignal`), with the exit code a shell gives a process
 the signal ended (130 for Ctrl-C, 143 for SIGTERM), so a script still sees that it did not finish.
 
-A second Ctrl-C aborts at once, for a person who will not wait for the save: the run is then "failed" at
-the step it reached, and resumes from its last checkpoint. A signal the process was started to ignore
+The first signal is said on stderr at once: the next step may be minutes away while the run reads its
+data. A second signal (Ctrl-C or SIGTERM) ends the process at once, for a person who will not wait for the
+save, or a container's stop that follows its SIGTERM with a kill: the run is then "failed" at the step it
+reached, and resumes from its last checkpoint. A signal the process was started to ignore
 (``cmd &`` in a script ignores SIGINT) stays ignored.
 """
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from contextlib import contextmanager
@@ -38,21 +41,31 @@ def said(signum: int) -> str:
     return SAID.get(signum, f"stopped by {signal.Signals(signum).name}")
 
 
+NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
 @contextmanager
-def stopping_on_signals(run: Run):
+def stopping_on_signals(run: Run, resumable: bool = True):
     """While inside, SIGINT and SIGTERM ask ``run`` to stop (``Run.signalled``, which
-    ``Run.stop_requested`` reads) instead of ending the process mid-step; the handlers that were there
-    are put back on the way out. Off the main thread (the app's), where Python cannot set handlers,
-    nothing changes."""
+    ``Run.stop_requested`` reads) instead of ending the process mid-step, and say so on stderr at once (the
+    next step may come only after the data is read); a second signal of either kind ends the process at
+    once. The handlers that were there are put back on the way out. Off the main thread (the app's), where
+    Python cannot set handlers, nothing changes. ``resumable``: whether a run of these settings can be
+    resumed (what the sentences propose)."""
     if threading.current_thread() is not threading.main_thread():
         yield run
         return
 
     def handler(signum, frame):
-        if signum == signal.SIGINT and run.signalled is not None:  # a second Ctrl-C: no more waiting
-            raise KeyboardInterrupt(f"interrupted again (a second Ctrl-C) before the stop was saved; "
-                                    f"{what_to_do(run)}")
-        run.signalled = run.signalled or signum
+        first = run.signalled
+        if first is not None:  # a second signal: no more waiting (a container's stop, a person who will not wait)
+            again = "a second time" if signum == first else f"after {NAMES.get(first, said(first))}"
+            raise KeyboardInterrupt(f"{NAMES.get(signum, said(signum))} {again}, before the stop was saved: "
+                                    f"ended at once; {what_to_do(run, resumable)}")
+        run.signalled = signum
+        # (os.write, not print: a handler runs between two bytecodes, perhaps inside a print of tqdm's)
+        os.write(2, f"\nbert-explorer: {said(signum)}: the run stops at its next step and saves what a Stop "
+                    f"saves; {NAMES.get(signum, 'the signal')} again ends it at once\n".encode())
 
     previous = {}
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -71,4 +84,4 @@ def what_to_do(run: Run, resumable: bool = True) -> str:
     kind that does not resume, ``resumable=False``), from the start."""
     if resumable and run.resumable_checkpoints():
         return f"continue with `bert-explorer {run.config().get('kind', 'pretrain')} --output {run.path} --resume`"
-    return "it kept no checkpoint to resume from, so start it again"
+    return "it kept no checkpoint to resume from, so start it again with a new --output"

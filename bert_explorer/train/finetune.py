@@ -408,10 +408,10 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
     run.create(asdict(cfg), "finetune")
     # Ctrl-C and SIGTERM are a Stop (runs/signals.py): the run ends at its next step, measured, with its model
     # and the checkpoint a Stop saves; the process then says how to go on and ends as the signal asked
-    with stopping_on_signals(run):
+    resumable = cfg.mode == "fine-tune" and len(cfg.lr_grid) <= 1  # (what finetune_resume refuses)
+    with stopping_on_signals(run, resumable):
         result = _run(cfg, run, train, dev, label_names, notes, point)
     if run.signalled is not None and run.status().get("state") == "stopped":
-        resumable = cfg.mode == "fine-tune" and len(cfg.lr_grid) <= 1  # (what finetune_resume refuses)
         step, total = result.get("steps", run.step_reached or 0), run.status().get("max_steps")
         sentence = (f"{said(run.signalled)} at step {step:,}" + (f" of {total:,}" if total else "")
                     + f", its model so far measured and saved; {what_to_do(run, resumable)}")
@@ -446,9 +446,11 @@ def _run(cfg: FinetuneConfig, run: Run, train, dev, label_names, notes: list[str
             warning = f"{warning}; {missed}" if warning else missed
         if warning:
             result["warning"] = warning
-        stopped = result.pop("stopped") or run.stop_requested()
-        if not stopped:  # the dev set answered example by example by the saved model (After fine-tuning page);
-            # after a Stop that second pass is left to the page's first view, so the run ends at once
+        # a Stop asked after the last step (during the final evaluation or save) finds nothing left to stop: the
+        # run is finished, as trained; it only skips the second pass below, so that it ends at once
+        stopped = result.pop("stopped")
+        if not stopped and not run.stop_requested():  # the dev set answered example by example by the saved
+            # model (After fine-tuning page); after a Stop that second pass is left to the page's first view
             store_dev_predictions(run.path, Predictor(run.path, dev_obj.device).dev_predictions(
                 dev.examples, "at the end of training"))
         (run.path / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
