@@ -163,7 +163,7 @@ def test_a_corpus_too_small_for_held_out_nsp_pairs_still_trains(tmp_path):
 
 
 @pytest.mark.skipif(os.name != "posix", reason="Ctrl-C and SIGTERM as a terminal and kill send them")
-@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("signum", ["SIGINT", pytest.param("SIGTERM", marks=pytest.mark.slow)])  # (one default run: 7 s)
 def test_ctrl_c_and_sigterm_stop_a_pretraining_at_its_step_with_a_checkpoint_to_resume_from(signum, tmp_path,
                                                                                          tiny_vocab):
     """Ctrl-C is the same clean stop as SIGTERM (and the app's Stop): the run ends at its step with a
