@@ -146,3 +146,19 @@ def test_a_broken_config_is_one_sentence_and_a_feature_based_batch_is_not_counte
     check_start(FinetuneConfig(model="minilm", mode="feature-based", batch_size=1024, max_seq_length=512))
     with pytest.raises(ValueError, match="choose a batch of at most about"):
         check_start(FinetuneConfig(model="minilm", mode="fine-tune", batch_size=10**6, max_seq_length=512))
+
+
+def test_a_multiple_choice_batch_is_counted_as_a_sequence_per_choice(tmp_path, monkeypatch):
+    """A multiple-choice example is read as one sequence per choice (four in SWAG's form): a batch of 8 is 32
+    sequences, which the count of 8 let through to fail in training."""
+    from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
+    config = preset("L2-H128")
+    one = memory.activation_bytes(config, 1, 32, "fp32", 0.0)
+    monkeypatch.setattr(memory, "room_bytes", lambda device: (20 * one, "is free here"))
+    monkeypatch.setattr(memory, "activation_bytes", lambda c, b, s, p, pr=0.0, d="cpu": b * one)
+    cfg = FinetuneConfig(model="minilm", train="tiny:multiple-choice", batch_size=8, max_seq_length=32,
+                         precision="fp32", device="cpu")
+    with pytest.raises(ValueError, match=r"^a batch of 8 examples of 4 choices \(a sequence each\) of 32 WordPieces on "
+                                         r"minilm would need about .*: choose a batch of at most about 5 \("):
+        run_finetuning(cfg, tmp_path / "mc")
+    assert not (tmp_path / "mc").exists()

@@ -400,6 +400,11 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
     train, dev = read_data(cfg)
     if why := ltr_problem(cfg.model, train.task, cfg.mode):
         raise ValueError(why)
+    if cfg.mode == "fine-tune" and train.examples and "choices" in train.examples[0]:
+        # each example is a sequence per choice (SWAG: 4), which the check before the data could not know
+        if (config := checkpoint.config_of(cfg.model)) is not None:
+            check_batch_fits(config, cfg.batch_size, cfg.max_seq_length, cfg.precision, cfg.device, cfg.model,
+                             predicted=0.0, sequences_per_example=len(train.examples[0]["choices"]))
     if point is not None and point[1]["examples"] != [len(train.examples), len(dev.examples)]:
         raise ValueError(f"{run.path} was trained on {point[1]['examples'][0]:,} training and "
                          f"{point[1]['examples'][1]:,} dev examples, and its data now gives {len(train.examples):,} and "

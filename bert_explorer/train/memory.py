@@ -63,20 +63,23 @@ def room_bytes(device: str) -> tuple[float, str]:
 
 
 def check_batch_fits(config: BertConfig, batch: int, seq: int, precision: str, device: str, model: str,
-                     predicted: float = PREDICTED) -> None:
-    """Refuse, in one sentence, a batch whose activations alone need more memory than the device has room for."""
-    need = activation_bytes(config, batch, seq, precision, predicted, device)
+                     predicted: float = PREDICTED, sequences_per_example: int = 1) -> None:
+    """Refuse, in one sentence, a batch whose activations alone need more memory than the device has room for.
+    ``sequences_per_example``: a multiple-choice example is one sequence per choice."""
+    each = max(1, int(sequences_per_example))
+    need = activation_bytes(config, batch * each, seq, precision, predicted, device)
     room, where = room_bytes(device)
     if need <= room:
         return
     from ..full_disk import size_text
 
-    said = (f"a batch of {batch:,} sequences of {seq:,} WordPieces on {model} would need about {size_text(need)} of "
+    what = f"{batch:,} sequences" if each == 1 else f"{batch:,} examples of {each} choices (a sequence each)"
+    said = (f"a batch of {what} of {seq:,} WordPieces on {model} would need about {size_text(need)} of "
             f"memory for its activations, and {size_text(room)} {where}")
-    per = activation_bytes(config, 1, seq, precision, predicted, device)
+    per = activation_bytes(config, each, seq, precision, predicted, device)
     if per > room:
-        raise ValueError(f"{said}: even one sequence needs about {size_text(per)}; choose a shorter max-seq-length "
-                         f"or a smaller model")
+        raise ValueError(f"{said}: even one {'sequence' if each == 1 else 'example'} needs about {size_text(per)}; "
+                         f"choose a shorter max-seq-length or a smaller model")
     fits = int(room / per * (1 + 1e-9))  # (not 99 where 100 fit to the last rounding)
     raise ValueError(f"{said}: choose a batch of at most about {fits:,} (gradient accumulation adds batches up "
                      f"without the memory)")
