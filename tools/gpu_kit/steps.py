@@ -116,7 +116,7 @@ def build_init(travel_dir: Path, into: Path) -> Path:
         sd = {k: v.float() for k, v in load_file(str(ASSET / "model.safetensors")).items()}
         sd[travel.WORD_EMBEDDINGS_KEY] = travel.word_embeddings(travel_dir)
         save_file({k: v.contiguous() for k, v in sd.items()}, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        for name in ("config.json", "vocab.txt", "tokenizer.json", "tokenizer_config.json"):
+        for name in ("config.json", "vocab.txt", "tokenizer_config.json"):  # (vocab.txt is the tokenizer's file)
             shutil.copy(ASSET / name, tmp / name)
         loaded = checkpoint.load(tmp, "BertForPreTraining")  # complete: no head or encoder weight missing
         if loaded.report.missing or loaded.report.unexpected:
