@@ -555,6 +555,18 @@ def test_finetune_in_the_background_says_its_folder_and_runs_to_the_end(tmp_path
     assert "accuracy" in status["dev"]
 
 
+def test_a_bad_data_file_is_refused_before_a_background_fine_tuning_starts(tmp_path, capsys):
+    """With --background the data was read only by the process started on it, which failed: a "failed" run was
+    left behind for a file that one sentence could have refused."""
+    bad = tmp_path / "reviews.csv"
+    bad.write_text("text,label\nonly one row,pos\n")
+    out = tmp_path / "ft"
+    assert main(["finetune", "--model", "minilm", "--train", str(bad), "--output", str(out), "--background"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bert-explorer: error: ") and err.count("\n") == 1 and "reviews.csv" in err, err
+    assert not out.exists()
+
+
 def test_the_command_line_starts_without_the_libraries_only_a_few_commands_use():
     """Every command (and every background job the app starts) builds the whole parser first: scikit-learn
     and SciPy (a second on this machine) are imported by the commands that compute with them, not by all."""

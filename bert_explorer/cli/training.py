@@ -173,9 +173,14 @@ def cmd_finetune(args) -> int:
         this process's threads, or as a background process with its threads and its start."""
         try:
             train, dev = read_data(cfg)
+        except (OSError, KeyError, ValueError) as e:  # data unreadable: the run here says why, in one sentence
+            if background:  # a process started on it would only fail on it, leaving a failed run behind
+                raise UserError(str(e) if isinstance(e, ValueError) else f"{cfg.train} cannot be read: {e}") from None
+            return
+        try:
             est = finetune_estimate(cfg, train, len(dev.examples), process_start=background,
-                           threads=background_threads() if background else None)
-        except (CheckpointError, OSError, KeyError, ValueError):  # data or model unreadable: the run says why
+                                    threads=background_threads() if background else None)
+        except (CheckpointError, OSError, KeyError, ValueError):  # the model unreadable: the run says why
             return
         when = f"every {cfg.eval_every:,} steps" if cfg.eval_every else "after each epoch"
         told = said(est['seconds'], est['threads'], niced=background or niced_here())
