@@ -129,6 +129,8 @@ def test_the_page_measures_a_model_in_the_background_once_asked_and_shows_it(tin
     path = quality.entry_path(loaded)
     time.sleep(1.0)
     assert not (cache / "neighbours-work" / path.name).exists()  # the visit started nothing
+    # the time said carries its own brackets ("... here now (1 min 01 s on an idle machine)"): none around it
+    assert re.fullmatch(r"Measure this model here: about [^()]+(\([^()]+\))?", at.button(key="mlm_measure").label)
     at.button(key="mlm_measure").click().run()
     assert _wait_for(lambda: quality.stored(path) is not None), (path.parent, list(cache.rglob("log.txt")))
     result = quality.stored(path)

@@ -75,14 +75,15 @@ def measured_here(name: str, loaded, stored_evaluation: dict | None) -> dict | N
             not_prepared("Its measurement on held-out text")
             busy_sentence()
         return None
-    if work_button(f"Measure this model here ({about})", key="mlm_measure"):
+    # ("about 1 min 32 s here now (1 min 01 s on an idle machine)" carries brackets of its own: none around it)
+    if work_button(f"Measure this model here: {about}", key="mlm_measure"):
         refusal = jobs.start_build(path, ["--model", name], one_at_a_time=False, command=quality.BUILDER,
                                    what="measurement", lesson="the measurement of how well this model guesses",
                                    said_s=seconds_now(quality.estimate_seconds(loaded.config), background_threads()))
         if refusal is None:
             st.rerun()
         st.info(refusal)
-    st.caption(f"Measuring reads every held-out sequence ({about}) and the check set; from a terminal: "
+    st.caption(f"Measuring reads every held-out sequence and the check set, {about}; from a terminal: "
                f"`bert-explorer evaluate-pretraining --model {shown_path(name)}`.")
     return None
 

@@ -115,7 +115,7 @@ def cmd_train(args) -> int:
             print(why, file=sys.stderr)
         else:
             seconds = fb.estimate_seconds(loaded, settings, background_threads())["seconds"]
-            print(f"training in the background ({said(seconds, background_threads())}); "
+            print(f"training in the background, {said(seconds, background_threads())}; "
                   f"progress in {neighbour_jobs.work_dir(path) / 'progress.json'}", file=sys.stderr)
     return run_or_background(args, work, show=_show_quality, start=start)
 
