@@ -221,8 +221,7 @@ def listed(words) -> str:
     return ", ".join(f"{label} {value:+.2f} ({share:.0%})" for label, value, share in words)
 
 
-ranked = result.ranked_words()
-ups, downs = [w for w in ranked if w[1] > 0][:3], [w for w in ranked if w[1] < 0][-3:][::-1]
+ups, downs = result.pushes()
 said = (f"The words that pushed f up most: {listed(ups)}" if ups else "No word pushed f up") + \
        (f"; down most: {listed(downs)}." if downs else "; none pushed it down.")
 if result.baseline == "words":

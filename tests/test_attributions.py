@@ -502,3 +502,16 @@ def test_attributions_are_kept_on_disk_by_the_weights_and_the_question(mini, tmp
     moved = checkpoint.load(copy, "BertForPreTraining")
     kept("masked-word", moved, lambda: compute(None), text=MLM_TEXT, word=None, n_steps=20)
     assert calls == [None, top, None]
+
+
+def test_a_word_with_no_share_is_not_said_to_push_f_either_way():
+    """The caption listed "5 the −0.00 (−0%)" among the words that pushed the score down most: a word whose
+    share of f(x) − f(baseline) rounds to 0 % pushed it neither way."""
+    tokens = ["[CLS]", "bank", "shares", "the", "rise", "[SEP]"]
+    r = Attributions(target="classifier", score="P(business)", tokens=tokens,
+                     baseline_tokens=["[CLS]", "[PAD]", "[PAD]", "[PAD]", "[PAD]", "[SEP]"],
+                     token=[0.0, 0.32, 0.22, -0.0005, -0.30, 0.0], segment=[0.0] * 6, position=[0.0] * 6,
+                     f_input=0.70, f_baseline=0.462, delta=0.0, n_steps=50)
+    ups, downs = r.pushes()
+    assert [w[0] for w in ups] == ["1 bank", "2 shares"] and [w[0] for w in downs] == ["4 rise"]
+    assert [w[0] for w in r.ranked_words()] == ["1 bank", "2 shares", "3 the", "4 rise"]  # (all four, ranked)

@@ -194,6 +194,13 @@ class Attributions:
         words.sort(key=lambda i: self.total[i], reverse=True)
         return [(self.labels[i], self.total[i], self.shares[i]) for i in words]
 
+    def pushes(self, n: int = 3, least: float = 0.005) -> tuple[list, list]:
+        """The ``n`` words that pushed f up most and the ``n`` that pushed it down most, as
+        :meth:`ranked_words` gives them (down: the most negative first). A word whose share of the
+        difference is under ``least`` (said as "0 %") pushed it neither way."""
+        ranked = [w for w in self.ranked_words() if abs(w[2]) >= least]
+        return [w for w in ranked if w[1] > 0][:n], [w for w in ranked if w[1] < 0][-n:][::-1]
+
     def largest_part(self) -> tuple[int, str, float]:
         """The single biggest attribution (by size) of one part of one token: (position, part, value)."""
         values = {"token": self.token, "segment": self.segment, "position": self.position}
