@@ -2,6 +2,7 @@
 (atomic, resumable, one builder, cached), the CLI and the page, all on a corpus of a few
 dozen sentences so the file runs in seconds."""
 import json
+import re
 import time
 
 import numpy as np
@@ -252,9 +253,11 @@ def test_cli_builds_and_queries(tiny, cache, corpus_file, tmp_path, capsys):
     assert main(["query", "--model", model, "--layer", "2", "--text", "the bank", "--token", "bank",
                  "--corpus", str(corpus_file)]) == 2
     assert "not built yet" in capsys.readouterr().err
-    assert main(["build", "--model", model, "--layer", "0,2", "--corpus", str(corpus_file), "--no-progress"]) == 0
+    # no --no-progress: stderr is not a terminal here, as in a log file, so lines, not a bar's carriage returns
+    assert main(["build", "--model", model, "--layer", "0,2", "--corpus", str(corpus_file)]) == 0
     err = capsys.readouterr().err
     assert "layer 0:" in err and "layer 2:" in err
+    assert "\r" not in err and re.search(r"^100% ", err, re.M), err
     out = tmp_path / "hits.json"
     assert main(["query", "--model", model, "--layer", "2", "--text", "the bank raised rates", "--token", "bank",
                  "--k", "5", "--corpus", str(corpus_file), "--output", str(out)]) == 0

@@ -23,8 +23,8 @@ from ..data.corpora import BUILTIN_CORPORA
 from ..runs import neighbour_jobs
 from ..train.speed import niced_here, said
 from ..train.estimate import background_threads
-from .common import (UserError, check_output_file, int_list, output_file_args, run_alone, run_or_background,
-                     user_errors, write_json)
+from .common import (UserError, check_output_file, int_list, output_file_args, progress_lines, run_alone,
+                     run_or_background, user_errors, write_json)
 
 MODEL_HELP = "a checkpoint directory or a short name (minilm-mlm-nsp, explorer-mini, minilm)"
 CORPUS_HELP = "a built-in corpus (bbc, the default) or a text file / folder of .txt files"
@@ -120,16 +120,10 @@ def _show_built(paths: dict) -> None:
 
 
 def _progress(quiet: bool):
-    """A progress callback (fraction, message) and its closer: a tqdm bar, or plain lines."""
-    if quiet:
-        last = [-1]
-
-        def plain(fraction: float, message: str) -> None:
-            step = int(fraction * 20)  # a line every 5 %
-            if step != last[0]:
-                last[0] = step
-                print(f"{fraction:4.0%} {message}", file=sys.stderr, flush=True)
-        return plain, lambda: None
+    """A progress callback (fraction, message) and its closer: a tqdm bar on a terminal, else plain lines (a
+    bar piped into a log file wrote a carriage-returned line for every update)."""
+    if quiet or not sys.stderr.isatty():
+        return progress_lines(), lambda: None
     bar = tqdm(total=1000, unit="‰", dynamic_ncols=True, bar_format="{l_bar}{bar}| {desc}")
 
     def update(fraction: float, message: str) -> None:
