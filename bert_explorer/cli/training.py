@@ -89,8 +89,7 @@ def cmd_pretrain(args) -> int:
         with user_errors(CheckpointError):  # (a resumed run is checked by its process: its folder is there)
             check_pretraining(cfg)
     return run_or_background(
-        args, lambda: run_pretraining(cfg, args.output, resume=args.resume,
-                                       progress=not args.no_progress and sys.stderr.isatty()),  # (no bar in a pipe)
+        args, lambda: run_pretraining(cfg, args.output, resume=args.resume, progress=not args.no_progress),
         start=lambda: start_run("pretrain", cfg.to_dict(), args,
                                 "started pre-training in the background: {path} (pid {pid})"))
 
