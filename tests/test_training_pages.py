@@ -484,6 +484,9 @@ def test_finetune_page_draws_bounded_scores_on_their_scale_and_says_a_small_dev_
     assert scores.axis_title("y") == "dev score (1 = perfect)"
     symbols = [t.raw["marker"]["symbol"] for t in scores.traces]
     assert len(scores.traces) == 4 and len(set(symbols)) == 4  # four lines on one another, each still seen
+    # and a dash of its own: the later lines drawn in dashes or dots let the earlier show through (a line of
+    # more than 60 points has no markers; macro-F1 drawn just under MCC was hidden)
+    assert len({t.raw["line"]["dash"] for t in scores.traces}) == 4
     said = [w.value for w in at.warning if w.value.startswith("The dev set has only 8 examples")]
     assert len(said) == 1
 

@@ -64,9 +64,12 @@ def line_figure(rows: list[dict], keys: list[str], title: str, split: str | None
     if not data:
         return None
     markers = len(data) <= 60
-    # a symbol of its own per series: lines that coincide (four dev scores all at 1.0) each still show
+    several = len({d["series"] for d in data}) > 1
+    # a symbol and a dash of its own per series: lines that coincide (four dev scores all at 1.0, macro-F1
+    # under MCC) each still show, the later drawn in dashes or dots over the earlier, markers or not
     fig = px.line(pd.DataFrame(data), x="step", y="value", color="series", title=title, markers=markers,
-                  symbol="series" if markers else None)
+                  symbol="series" if markers else None, line_dash="series" if several else None,
+                  line_dash_sequence=["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"])
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=40, b=10), legend_title_text="")
     if y_title or len({d["series"] for d in data}) == 1:  # the axis says which measure, not plotly's "value"
         fig.update_yaxes(title_text=y_title or data[0]["series"])
