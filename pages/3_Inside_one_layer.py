@@ -16,7 +16,7 @@ from bert_explorer.runs.run import runs_root
 
 intro("Inside one layer", """
 One encoder layer of BERT, one step at a time, with the **real numbers of the loaded model** for your
-sentence: the input representation (Devlin et al. 2019, Section 3.2), the multi-head self-attention of
+sentence: the input representation (Devlin et al. 2019, Section 3, "Input/Output Representations"), the multi-head self-attention of
 the Transformer (Vaswani et al. 2017, Section 3.2: queries, keys, values, scores, mask, softmax, weighted
 sum), and the feed-forward block, each followed by a residual sum and LayerNorm. Pick a layer, a head and a
 token; every panel shows the equation, the tensor's shape and the values (layers and heads count from 1).
@@ -126,7 +126,7 @@ tok = tokens[token]
 def step_input():
     if steps.embedding_parts is not None:
         header(0, r"X = \mathrm{LayerNorm}(E_{token} + E_{segment} + E_{position})", f"[{T}, {H}]",
-               "BERT, Section 3.2 and Figure 2")
+               "BERT, Section 3 (Input/Output Representations) and Figure 2")
         p = steps.embedding_parts
         strips({k: p[k][token] for k in ("token", "segment", "position", "sum")} | {"X (after LayerNorm)":
                steps.x[token]}, f"The input representation of {tok!r}, unit by unit", "ins_emb")

@@ -4,7 +4,7 @@ Each BERT layer (Devlin et al. 2019, Section 3; the Transformer encoder of Vaswa
 Section 3.2-3.3) computes, for the input X [T, H]:
 
     1. X itself: for layer 1 the input representation LayerNorm(E_token + E_segment + E_position)
-       (BERT, Section 3.2 and Figure 2); for a later layer the previous layer's output;
+       (BERT, Section 3, Input/Output Representations, and Figure 2); for a later layer the previous layer's output;
     2. Q = X W_Q + b_Q, K = X W_K + b_K, V = X W_V + b_V, cut into A heads of d = H / A columns;
     3. scores S = Q_h K_hᵀ / √d, one row per query token;
     4. the mask M: a very negative number at padding keys and, in a left-to-right model, at the
