@@ -61,9 +61,9 @@ if not everything:
 # are new widgets built from the runs that are left, never a stale choice.
 gen = st.session_state.setdefault("runs_gen", 0)
 groups = finder.run_groups(everything, root)
-group = st.selectbox("Show", list(groups), key=f"runs_group_{gen}", format_func=lambda g: report.group_title(g, groups),
+group = st.selectbox("Show", list(groups), key=f"runs_group_{gen}", format_func=lambda g: report.group_title(g, groups, own=writes_allowed()),
                      help="The pre-trainings and cells of an ablation are runs of their own, kept inside it; "
-                          "they are listed by ablation so your own runs stay readable.")
+                          "they are listed by ablation so that the other runs stay readable.")
 runs = groups[group]
 by_name = {finder.rel_name(r.path, root): r for r in runs}
 names = list(by_name)

@@ -75,6 +75,17 @@ def test_a_page_s_words_for_the_teacher_are_read_after_the_role_is_taken(classro
     assert delete in _page("pages/13_Runs.py").markdown[0].value
 
 
+def test_a_student_reads_the_teachers_runs_as_the_class_s(classroom, monkeypatch):
+    """A student's Show box said "your runs (1)" of the run the teacher had started."""
+    from bert_explorer.runs.run import Run
+
+    Run(classroom / "demo").create({"kind": "pretrain"}, "pretrain").write_status(state="finished")
+    student = _page("pages/13_Runs.py")
+    assert not student.exception
+    assert student.selectbox[0].options == ["the class's runs (1)"]
+    assert _page("pages/13_Runs.py", teacher=True).selectbox[0].options == ["your runs (1)"]
+
+
 def test_a_reload_or_a_second_tab_of_the_teachers_browser_stays_the_teachers(classroom, monkeypatch):
     """The teacher's browser keeps a cookie derived from the token; a new session of it (a reload, a second
     tab) reads it back. A cookie derived from another token (a server started since) is no teacher's."""

@@ -159,10 +159,12 @@ def run_row(run: Run, root: str | Path) -> dict:
             or figures or "—"}
 
 
-def group_title(group: str, groups: dict[str, list[Run]]) -> str:
-    """The name of a group of ``finder.run_groups``: "your runs (3)", "inside ablation abl (12 runs)"."""
+def group_title(group: str, groups: dict[str, list[Run]], own: bool = True) -> str:
+    """The name of a group of ``finder.run_groups``: "your runs (3)", "inside ablation abl (12 runs)";
+    ``own=False`` (a student, who starts none of them): "the class's runs (3)"."""
     n = len(groups[group])
-    return f"your runs ({n})" if not group else f"inside ablation {group} ({n} runs)"
+    whose = "your" if own else "the class's"
+    return f"{whose} runs ({n})" if not group else f"inside ablation {group} ({n} runs)"
 
 
 def _size(path: Path) -> int:
