@@ -9,7 +9,7 @@ import streamlit as st
 from bert_explorer.app import gallery, prepare_view
 from bert_explorer.app.models import available_models, builtin_corpora, default_model_sentence
 from bert_explorer.app.roles import writes_allowed
-from bert_explorer.app.state import model_picker
+from bert_explorer.app.state import model_picker, without_host_paths
 from bert_explorer.app.widgets import menu
 
 st.set_page_config(page_title="BERT Explorer", page_icon="🔎", layout="wide")
@@ -79,4 +79,4 @@ st.table(gallery.miniature_grid())
 st.subheader("Built-in text, no download")
 st.caption("Real corpora read from installed packages; pre-training and fine-tuning use them. "
            "Check each licence before you publish a model trained on it.")
-st.table(pd.DataFrame(builtin_corpora()).set_index("name"))
+st.table(pd.DataFrame(without_host_paths(builtin_corpora())).set_index("name"))  # (no host folder for a class)

@@ -253,8 +253,9 @@ def clark_section() -> None:
                    f"{measured.segments:,} segments; attention spread evenly over the same words would give [SEP] "
                    f"{measured.uniform['to_sep']:.3f}, [CLS] {measured.uniform['to_cls']:.3f}, periods and commas "
                    f"{measured.uniform['to_punct']:.3f}, the previous word {measured.uniform['to_prev']:.3f}, "
-                   f"entropy {measured.uniform['entropy']:.2f} nats. From a terminal: `bert-explorer "
-                   f"attention-measures build --model {shown_path(name)} --segments {segments}`.")
+                   f"entropy {measured.uniform['entropy']:.2f} nats."
+                   + (f" From a terminal: `bert-explorer attention-measures build --model {shown_path(name)} "
+                      f"--segments {segments}`." if writes_allowed() else ""))  # (a student has no terminal there)
 
 
 # ----- heads on a map (Clark et al. 2019, Fig. 6): built in the background, read from the cache ------------
@@ -337,8 +338,9 @@ def head_map_tab() -> None:
                f"farthest {who(far_i)} and {who(far_j)} ({d[far_i, far_j]:.3f}). The two axes hold "
                f"{built.explained:.0%} of what the distances spread, and the map's distances keep the order of "
                f"the computed ones with Spearman's ρ = {built.rank_correlation:.2f} (1 = the same order). Behaviour "
-               "labels are the head grid's rule, measured over the same segments. From a terminal: "
-               f"`bert-explorer head-map build --model {shown_path(name)} --segments {segments}`.")
+               "labels are the head grid's rule, measured over the same segments."
+               + (f" From a terminal: `bert-explorer head-map build --model {shown_path(name)} --segments {segments}`."
+                  if writes_allowed() else ""))
     exports.table(points.rename(columns=COLUMN_NAMES), "att_map_points", "head map", bundle, hide_index=True)
     bundle.add_array("JS distance between heads [head, head]", built.distances, "float32")
 
