@@ -237,3 +237,17 @@ def test_after_the_probes_run_the_not_computed_note_and_its_button_are_gone(monk
     assert len(at.get("plotly_chart")) == 1                       # the results are there...
     assert not any("Not computed yet" in i.value for i in at.info)  # ...and the note above them is gone
     assert "probe_run" not in {b.key for b in at.button}
+
+
+def test_a_tie_between_layers_is_said_as_a_tie_not_a_peak():
+    """Six layers at 0.975 and one at 0.95 on 40 held-out articles were captioned "peaks at the embeddings
+    (layer 0): 0.97" (argmax names the first of tied layers)."""
+    result = {"task": "topic", "metric": "accuracy", "score": [0.975, 0.975, 0.975, 0.975, 0.95, 0.975, 0.975],
+              "control": [0.3] * 7, "selectivity": [0.675, 0.675, 0.675, 0.675, 0.65, 0.675, 0.675],
+              "majority_baseline": 0.25, "n_test": 40, "units": "articles"}
+    text = probing.describe(result)
+    assert text.startswith("TOPIC (accuracy) has no single peak: 0.97 at the embeddings (layer 0), layer 1, layer 2, "
+                           "layer 3, layer 5 and layer 6 alike (one of its 40 held-out articles is 2.5 points)"), text
+    assert "peaks at" not in text
+    result["score"][4] = 0.99
+    assert probing.describe(result).startswith("TOPIC (accuracy) peaks at layer 4: 0.99")

@@ -423,8 +423,19 @@ def describe(result: dict) -> str:
     sc, ctl, sel = result["score"], result["control"], result["selectivity"]
     best, best_sel = int(np.argmax(sc)), int(np.argmax(sel))
     where = lambda i: "the embeddings (layer 0)" if i == 0 else f"layer {i}"  # noqa: E731
-    text = (f"{result['task'].upper()} ({result['metric']}) peaks at {where(best)}: {sc[best]:.2f}, against "
-            f"{ctl[best]:.2f} for the control task there (majority-label baseline {result['majority_baseline']:.2f}).")
+    level = [i for i, v in enumerate(sc) if v >= sc[best] - 1e-9]  # (argmax names the first of tied layers)
+    if len(level) == 1:
+        text = (f"{result['task'].upper()} ({result['metric']}) peaks at {where(best)}: {sc[best]:.2f}, against "
+                f"{ctl[best]:.2f} for the control task there (majority-label baseline "
+                f"{result['majority_baseline']:.2f}).")
+    else:
+        names = [where(i) for i in level]
+        n, units = result.get("n_test"), result.get("units", "words")
+        grain = (f" (one of its {n:,} held-out {units} is {100 / n:.1f} points)" if isinstance(n, int) and n
+                 else "")
+        text = (f"{result['task'].upper()} ({result['metric']}) has no single peak: {sc[best]:.2f} at "
+                f"{', '.join(names[:-1])} and {names[-1]} alike{grain}, against {ctl[best]:.2f} for the control "
+                f"task at {where(best)} (majority-label baseline {result['majority_baseline']:.2f}).")
     if sel[best_sel] < 0:
         text += (f" Selectivity is below zero at every layer: the probe learns the control task (a random label that "
                  f"repeats with each word) more easily than the task itself. The layers still differ: the control "
