@@ -66,7 +66,8 @@ def test_a_pre_training_that_learnt_only_word_counts_says_so(runs_root, tiny_voc
     at.session_state["pt_watch"] = "pretrain-stuck"
     at.run()
     assert not at.exception
-    assert any("did not leave the word-frequency plateau" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert any("did not leave the word-frequency plateau" in w.value and "A higher learning rate may get it going: at "
+               "1e-07" in w.value for w in at.warning), [w.value for w in at.warning]
 
 
 def test_the_shipped_paper_mini_run_is_re_judged_by_the_rule():
@@ -124,3 +125,16 @@ def test_table7_with_random_weights_through_the_stand_in(standin, tmp_path):
     # six feature-based rows of a 2-layer model read four layer sets (embeddings [0], second-to-last [1],
     # last [2], and [1, 2] for sum-last-4, concat-last-4 and sum-all alike): computed once each, train and dev
     assert len(set(cache.glob("frozen-features-*")) - before) == 4 * 2
+
+
+def test_the_advice_for_a_run_on_the_plateau_follows_its_learning_rate():
+    """A class's short run at the paper's 1e-4 stayed on the plateau and was told "a lower learning rate"; at
+    5e-4 the same 1,500 steps left it. A small model's rate is the Pre-train page's default now."""
+    from bert_explorer.app.runs_view import SMALL_MODEL_LR, plateau_advice
+
+    assert plateau_advice(1e-4).startswith("A higher learning rate may get it going: at 0.0001")
+    assert "lower" not in plateau_advice(1e-4) and plateau_advice(1e-3).startswith("More steps")
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../pages/10_Pre-train.py", default_timeout=120).run()
+    assert not at.exception and at.number_input(key="pt_lr").value == SMALL_MODEL_LR == 5e-4
