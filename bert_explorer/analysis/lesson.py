@@ -25,6 +25,11 @@ from ..runs import neighbour_jobs as jobs
 from .first_visit import FIRST_VISIT
 
 # ----- first visits ----------------------------------------------------------------------------
+# Measured on the team's 2-core CPU with one core busy: 15-20 s a model, for minilm-mlm-nsp and for a model
+# of BERT-Base's size alike (docs/classroom.md); a class's walk at load 4 took 61 s, which the load's share
+# (``speed.seconds_now``) says from this figure.
+FIRST_VISITS_S = 20.0
+
 def _declared() -> list[tuple[str, str, Callable[[Loaded], object]]]:
     """Every first-visit work of the package (``first_visit.py``): its analysis modules are imported,
     which declares them."""

@@ -9,6 +9,7 @@ import streamlit as st
 
 from .. import checkpoint
 from ..analysis import lesson
+from ..analysis.probes.pretraining_tasks import stored_evaluation
 from ..train.estimate import background_threads
 from ..train.speed import said
 from .roles import is_private, work_button, writes_allowed
@@ -73,20 +74,23 @@ def panel(current: str | None) -> None:
             options = list(dict.fromkeys([current, *lesson_models()]))
             models = st.multiselect("Models of the lesson", options, default=[current], key="prep_models",
                                     format_func=_label)
-            # the quality measure by default, unless the sidebar's model has it already
+            # the quality measure by default, unless the sidebar's model has it already: measured here, or its own
+            # evaluation shipped with it (which the Masked word probe shows every student without a build)
             here = _loaded(current)
-            first = ["quality"] if here is None or not all(b.done() for b in lesson.builds(
-                current, here, {"quality"}, estimate=False)) else []
+            first = ["quality"] if here is None or not (stored_evaluation(here) or all(b.done() for b in lesson.builds(
+                current, here, {"quality"}, estimate=False))) else []
             which = st.multiselect("Long builds", list(lesson.BUILDS), default=first, key="prep_builds",
                                    format_func=lambda k: f"{k}: {lesson.BUILDS[k]}")
             loaded = {m: _loaded(m) for m in models}
             todo = [b for m, lm in loaded.items() if lm is not None for b in lesson.builds(m, lm, set(which))
                     if not b.done()]
             told = said(sum(b.seconds for b in todo), background_threads()) if todo else None
-            st.markdown(f"First each page's first-visit work (seconds a model), then **{len(todo)}** build(s) to run, "
-                        f"**{told}** for the builds (each page's own estimate), at low priority." if todo else
-                        "First each page's first-visit work (seconds a model); no build to run (none asked for, or "
-                        "all done).")
+            visits = said(lesson.FIRST_VISITS_S * max(1, len(models)), background_threads())
+            st.markdown(f"First each page's first-visit work ({visits} for {len(models)} model(s)), then "
+                        f"**{len(todo)}** build(s) to run, **{told}** for the builds (each page's own estimate), at "
+                        "low priority." if todo else
+                        f"First each page's first-visit work ({visits} for {len(models)} model(s)); no build to run "
+                        "(none asked for, or all done).")
             # the click reruns the page, whose estimate may have moved with the load: quote the one shown
             shown_before, st.session_state["prep_told"] = st.session_state.get("prep_told"), told
             if models and work_button("Prepare", key="prep_start", type="primary"):
@@ -95,8 +99,9 @@ def panel(current: str | None) -> None:
                 else:
                     st.rerun()
         shown = {m: _loaded(m) for m in dict.fromkeys([current, *(now.get("models") or [])])}
-        rows = [{"model": m, **{b.key: "✓" if b.done() else "—"
-                                for b in lesson.builds(m, lm, set(lesson.BUILDS), estimate=False)}}
+        rows = [{"model": m, **{b.key: "✓" if b.done() else "its own" if b.key == "quality" and stored_evaluation(lm)
+                                else "—" for b in lesson.builds(m, lm, set(lesson.BUILDS), estimate=False)}}
                 for m, lm in shown.items() if lm is not None]
-        st.caption("What is prepared (✓) for which model:")
+        st.caption("What is prepared (✓) for which model (its own: the evaluation it came with, which every "
+                   "student sees without a build):")
         st.dataframe(pd.DataFrame(rows).set_index("model"), width="stretch")
