@@ -305,11 +305,14 @@ def test_page_offers_a_build_then_shows_hits(cache, corpus_file, monkeypatch):
     assert any("exBERT" in m.value and "Devlin et al. 2019" in m.value for m in at.markdown)
     assert at.button(key="nn_build").label == "Build the index of layer 6"
     assert any("tokens/s" in m.value and "about" in m.value for m in at.markdown)  # the measured estimate
-    # Prepare for class builds the index of the layer the page opens on, so a prepared class sees hits at once
+    # Prepare for class builds the index of the layer the page opens on, so a prepared class sees hits at once,
+    # and the embeddings' (layer 0), which the page's caption asks to compare it with (a student got "not prepared")
     from bert_explorer.analysis import lesson
-    (prepared,) = lesson.builds(checkpoint.DEFAULT_MODEL, checkpoint.load(checkpoint.DEFAULT_MODEL, "BertModel"),
-                                {"index"}, estimate=False)
+    embeddings, prepared = lesson.builds(checkpoint.DEFAULT_MODEL, checkpoint.load(checkpoint.DEFAULT_MODEL,
+                                                                                   "BertModel"), {"index"}, estimate=False)
     assert prepared.argv[prepared.argv.index("--layer") + 1] == str(at.selectbox(key="nn_layer").value) == "6"
+    assert embeddings.argv[embeddings.argv.index("--layer") + 1] == "0" and embeddings.name == "index (layer 0)"
+    assert any("compare layer 0 with layer 6" in c.value for c in at.caption)
 
     loaded = checkpoint.load(checkpoint.DEFAULT_MODEL, "BertModel")  # the page's model, built here directly
     nbb.build_index(loaded, str(corpus_file), [0, 6])

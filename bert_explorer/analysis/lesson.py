@@ -45,7 +45,8 @@ BUILDS = {"quality": "its measurement on held-out text (Masked word probe)",
           "sae": "an SAE of the middle layer (Features of a layer)",
           "head-map": "the head map (Attention)",
           "clark": "Clark et al.'s measures (Attention)",
-          "index": "a nearest-neighbour index of the last layer, where its page opens (Nearest neighbours)"}
+          "index": "nearest-neighbour indexes of the embeddings (layer 0) and the last layer, which its page "
+                   "compares (Nearest neighbours)"}
 
 
 @dataclass(frozen=True)
@@ -60,9 +61,24 @@ class Build:
     argv: list[str]
     seconds: float           # the page's own estimate
     room_bytes: float = 0
+    part: str = ""           # which one, where a key has several ("layer 0")
+
+    @property
+    def name(self) -> str:
+        """The build as a log line names it: "index (layer 0)", "quality"."""
+        return f"{self.key} ({self.part})" if self.part else self.key
 
     def state(self) -> dict:
         return jobs.build_state(self.path, self.done())
+
+
+def by_key(builds: list[Build]) -> dict[str, list[Build]]:
+    """The builds of one model by their key: what a table of what is prepared has a column for (a key is
+    prepared when all its builds are done)."""
+    out: dict[str, list[Build]] = {}
+    for b in builds:
+        out.setdefault(b.key, []).append(b)
+    return out
 
 
 def builds(name: str, loaded: Loaded, which, estimate: bool = True) -> list[Build]:
@@ -97,14 +113,15 @@ def builds(name: str, loaded: Loaded, which, estimate: bool = True) -> list[Buil
                              lambda p=path, f=module.FILE: (p / f).is_file(), module.BUILD_COMMAND,
                              ["--model", name, "--segments", str(segments), "--corpus", corpus],
                              module.estimate_seconds(config, segments) if estimate else 0.0))
-    if "index" in which:
-        layer = nbb.opening_layer(loaded)
-        path = nbb.index_path(loaded, "bbc", layer)
-        est = nbb.estimate_build_seconds(loaded, "bbc", layer) if estimate else {"seconds": 0.0, "build_disk_bytes": 0}
-        out.append(Build("index", f"the nearest-neighbour index of layer {layer}", path,
-                         lambda p=path: nbb.is_complete(p), jobs.BUILD_INDEX,
-                         ["--model", name, "--layer", str(layer), "--corpus", "bbc", "--no-progress"],
-                         est["seconds"], est["build_disk_bytes"]))
+    if "index" in which:  # the layer the page opens on and the embeddings, which its caption compares it with
+        for layer in dict.fromkeys([0, nbb.opening_layer(loaded)]):
+            path = nbb.index_path(loaded, "bbc", layer)
+            est = nbb.estimate_build_seconds(loaded, "bbc", layer) if estimate else {"seconds": 0.0,
+                                                                                     "build_disk_bytes": 0}
+            out.append(Build("index", f"the nearest-neighbour index of layer {layer}", path,
+                             lambda p=path: nbb.is_complete(p), jobs.BUILD_INDEX,
+                             ["--model", name, "--layer", str(layer), "--corpus", "bbc", "--no-progress"],
+                             est["seconds"], est["build_disk_bytes"], part=f"layer {layer}"))
     return out
 
 

@@ -99,8 +99,10 @@ def panel(current: str | None) -> None:
                 else:
                     st.rerun()
         shown = {m: _loaded(m) for m in dict.fromkeys([current, *(now.get("models") or [])])}
-        rows = [{"model": m, **{b.key: "✓" if b.done() else "its own" if b.key == "quality" and stored_evaluation(lm)
-                                else "—" for b in lesson.builds(m, lm, set(lesson.BUILDS), estimate=False)}}
+        rows = [{"model": m, **{key: "✓" if all(b.done() for b in bs) else "its own" if key == "quality" and
+                                stored_evaluation(lm) else "—"
+                                for key, bs in lesson.by_key(lesson.builds(m, lm, set(lesson.BUILDS),
+                                                                           estimate=False)).items()}}
                 for m, lm in shown.items() if lm is not None]
         st.caption("What is prepared (✓) for which model (its own: the evaluation it came with, which every "
                    "student sees without a build):")

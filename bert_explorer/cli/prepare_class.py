@@ -45,8 +45,9 @@ def cmd_prepare_class(args) -> int:
             for name, loaded in models.items()}
     if args.status:
         said = {"missing": "not yet", "building": "building", "stopped": "stopped", "failed": "failed"}
-        rows = [{"model": name, **{b.key: "prepared" if b.done() else said.get(b.state()["state"], "not yet")
-                                   for b in bs}}
+        rows = [{"model": name, **{key: "prepared" if not (left := [b for b in parts if not b.done()])
+                                   else said.get(left[0].state()["state"], "not yet")
+                                   for key, parts in lesson.by_key(bs).items()}}
                 for name, bs in plan.items()]
         if args.json:
             print_json(rows)
@@ -78,17 +79,17 @@ def cmd_prepare_class(args) -> int:
         def report(fraction, message, name=name, b=b):
             if fraction - last[0] >= 0.05:
                 last[0] = fraction
-                print(f"{name}: {b.key} {fraction:4.0%} {message}", file=sys.stderr, flush=True)
+                print(f"{name}: {b.name} {fraction:4.0%} {message}", file=sys.stderr, flush=True)
         t = time.time()
         try:
             said = lesson.run(b, report)
         except KeyboardInterrupt:
             lesson.stop(b)
-            raise UserError(f"stopped during {b.key} of {name}; what was prepared is kept and the same command goes on "
+            raise UserError(f"stopped during {b.name} of {name}; what was prepared is kept and the same command goes on "
                             "from there") from None
-        print(f"{name}: {b.key}: {said} ({duration_text(time.time() - t)})", file=sys.stderr, flush=True)
+        print(f"{name}: {b.name}: {said} ({duration_text(time.time() - t)})", file=sys.stderr, flush=True)
         if said not in ("done", "already done"):
-            failed.append(f"{b.key} of {name}: {said}")
+            failed.append(f"{b.name} of {name}: {said}")
     builds = f", the builds {duration_text(time.time() - t_builds)} (said before: {told}; " if todo else ", no build ("
     print(f"prepared in {duration_text(time.time() - t0)}: the first visits {duration_text(t_builds - t0)}{builds}"
           f"{speed.load_text()})", file=sys.stderr)
