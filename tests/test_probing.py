@@ -251,3 +251,22 @@ def test_a_tie_between_layers_is_said_as_a_tie_not_a_peak():
     assert "peaks at" not in text
     result["score"][4] = 0.99
     assert probing.describe(result).startswith("TOPIC (accuracy) peaks at layer 4: 0.99")
+
+
+@needs_model("explorer-mini")
+def test_a_student_is_told_how_the_teacher_prepares_the_probes(monkeypatch, tmp_path):
+    """A student read "your teacher can prepare it", but Home's Prepare for class has no build for the probes:
+    the teacher prepares them by running them on this page."""
+    from streamlit.testing.v1 import AppTest
+
+    from bert_explorer.app import roles
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(roles.CLASSROOM_ENV, "1")
+    monkeypatch.delenv(roles.WRITES_ENV, raising=False)
+    at = AppTest.from_file("../pages/8_What_each_layer_knows.py", default_timeout=180)
+    at.session_state["be_model_choice"] = "explorer-mini"
+    at.run()
+    assert not at.exception and "probe_run" not in {b.key for b in at.button}  # the defaults take minutes
+    assert any(i.value.endswith("is not prepared for this model yet; your teacher can prepare it by running the "
+                                "probes once on this page, with these settings, before the lesson.") for i in at.info)

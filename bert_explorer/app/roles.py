@@ -183,9 +183,10 @@ def work_button(label: str, key: str, container=None, **kwargs) -> bool:
     return (container or st).button(label, key=key, **kwargs)
 
 
-def not_prepared(what: str) -> None:
-    """A student's one sentence where the teacher's button would be: ``what`` is not there yet."""
-    st.info(f"{what} is not prepared for this model yet; your teacher can prepare it.")
+def not_prepared(what: str, how: str = "") -> None:
+    """A student's one sentence where the teacher's button would be: ``what`` is not there yet; ``how`` the
+    teacher prepares it where Home's Prepare for class does not (" by running them on this page ...")."""
+    st.info(f"{what} is not prepared for this model yet; your teacher can prepare it{how}.")
 
 
 def busy_sentence() -> None:
