@@ -4,9 +4,10 @@ Two kinds of work. **First visits**: what a page computes the first time it show
 on disk (the SAE step time behind Features' estimate, the corpus counts behind Nearest neighbours'),
 each declared where it lives with ``first_visit.first_visit``, so there is no list here to forget to update.
 **Long builds** a page offers with a button (:data:`BUILDS`): a model's quality measurement, an SAE of
-one layer, the head map, Clark et al.'s measures, a nearest-neighbour index. They run one after
+one layer, the head map, Clark et al.'s measures, nearest-neighbour indexes. They run one after
 another as the same background processes the pages start (low priority, resumable, kept), so while
-they run every page says what the server prepares; a build stopped half-way goes on from its finished
+they run a student's page that waits for something not prepared says what the server prepares; a
+build stopped half-way goes on from its finished
 part next time, and one already built is skipped.
 
 ``bert-explorer prepare-class --model NAME ...`` runs both; ``--status`` prints what is prepared.

@@ -22,7 +22,8 @@ def _progress() -> None:
     if not now["running"]:
         st.rerun()
     st.caption(f"Preparing {', '.join(now.get('models') or [])} ({', '.join(now.get('builds') or [])}): it goes on "
-               "if you close this page; every page says what the server prepares meanwhile.")
+               "if you close this page; a student's page that waits for something not prepared yet says what the server "
+               "prepares meanwhile, with its time left.")
     st.code(now["log"], language=None)
     if work_button("Stop preparing", key="prep_stop", help="The build at work stops; what is done stays, and "
                                                            "preparing again goes on from there."):
