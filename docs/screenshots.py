@@ -10,15 +10,31 @@ in the cache (`bert-explorer neighbours build --model minilm-mlm-nsp --layer 0,6
 brought to the state the README's caption describes, the script waits until Streamlit has finished
 running and every plot is drawn, and the window is 1,400 pixels wide (taller where a page shows more;
 the two Attention tabs attention_flow and head_map are 1,000 wide).
-PNGs are quantised to 256 colours to keep the repository small. A page that fails stops with a
-sentence naming it; the others are still taken (the exit code is 1).
+
+Each shot is taken on an app server whose environment is what its caption describes, one server at a
+time: most on a private one reading RUNS_FOLDER and the cache of this environment; home on one in
+classroom mode (BERT_EXPLORER_CLASSROOM=1), opened through the teacher's link, so that Home shows the
+teacher's view with "Prepare for class" open; fine_tune_multi_label on one with an empty runs folder of
+its own (its run never lands in RUNS_FOLDER, where After fine-tuning and Runs would show it); gallery
+and download on one pointed at the tests' stand-in Hub (tests/hub_standin.py), with a Hugging Face
+cache and an app cache of their own. The script's temporary folders (the stand-in's repositories and
+caches, the multi-label run, its upload) are removed at the end, after a failure too, and what the
+servers started (a download under way, a fine-tuning cut short) is ended first.
+
+PNGs are quantised to 64 colours with Pillow (as tests/test_class_browser.py keeps its shots) to keep
+the repository small. A page that fails stops with a sentence naming it; the others are still taken
+(the exit code is 1).
 """
 import argparse
+import contextlib
 import os
+import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +43,10 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 WIDTH = 1400
 SLOW = 300_000  # ms: a first visit on a shared 2-core CPU loads torch and a model
+COLOURS = 64  # what every PNG is quantised to (tests/test_class_browser.py's shots too)
+# The classroom server's teacher token (BERT_EXPLORER_TEACHER_TOKEN): home opens the teacher's link with it.
+TEACHER_TOKEN = secrets.token_urlsafe(18)
+TEMP: Path | None = None  # the script's temporary folder while main() runs: uploads go there
 
 # The page has settled: the script is not running, no skeleton, every plotly chart drawn
 # (bench/browser_interactions.py's check).
@@ -75,12 +95,9 @@ def shoot(page, out: Path, name: str, height: int = 1000, at=None, width: int = 
     path = out / f"{name}.png"
     page.screenshot(path=str(path))
     page.set_viewport_size({"width": WIDTH, "height": 1000})
-    try:
-        from PIL import Image
-        img = Image.open(path).convert("RGB")
-        img.quantize(256, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
-    except ImportError:
-        pass
+    from PIL import Image  # a dependency of streamlit
+
+    Image.open(path).convert("RGB").quantize(colors=COLOURS).save(path, optimize=True)
     print(f"{name}.png: {path.stat().st_size / 1024:.0f} KB", flush=True)
 
 
@@ -96,8 +113,16 @@ def visit(page, base, path, heading):
 # ----- one function per screenshot: bring the page to the README's state -----------------------
 
 def home(page, base, out):
-    visit(page, base, "", "BERT Explorer")
-    page.get_by_text("Models you can load").wait_for(timeout=SLOW)
+    """The teacher's view of Home in classroom mode (the classroom server): opened through the teacher's
+    link, so "Prepare for class" is drawn, and open, as it is for the teacher of a class."""
+    visit(page, base, f"?teacher={TEACHER_TOKEN}", "BERT Explorer")
+    try:
+        page.get_by_text("Classroom mode, the teacher's view").first.wait_for(timeout=60_000)
+        page.get_by_text("What is prepared", exact=False).first.wait_for(timeout=SLOW)
+    except Exception as e:
+        raise ShotFailed("Home shows no teacher's view with the Prepare for class panel open (the sidebar should say "
+                         "\"Classroom mode, the teacher's view\")") from e
+    settle(page)
     shoot(page, out, "home", 1300)
 
 
@@ -136,23 +161,36 @@ def attention_model_view(page, base, out):
     shoot(page, out, "attention_model_view", 1620)
 
 
-def _attention_tab(page, base, out, tab: str, ready: str, name: str, height: int, top: str):
-    """One tab of the Attention page, once ``ready`` (a text) shows, from ``top`` (a text) down, 1,000 px wide."""
+def _attention_tab(page, base, out, tab: str, ready, name: str, height: int, top: str):
+    """One tab of the Attention page, once ``ready(page)`` returns, from ``top`` (a text) down, 1,000 px wide."""
     visit(page, base, "Attention", "Attention")
     page.get_by_role("tab", name=tab).click()
     settle(page)
-    page.get_by_text(ready).first.wait_for(timeout=SLOW)
+    ready(page)
     shoot(page, out, name, height, at=page.get_by_text(top), width=1000)
 
 
 def attention_flow(page, base, out):
-    _attention_tab(page, base, out, "Rollout and flow", "max-flows on this model", "attention_flow", 1900,
-                   "Attention rollout and attention flow")
+    _attention_tab(page, base, out, "Rollout and flow",
+                   lambda page: page.get_by_text("max-flows on this model").first.wait_for(timeout=SLOW),
+                   "attention_flow", 1900, "Attention rollout and attention flow")
+
+
+def _map_drawn(page):
+    """The head map itself: the open tab's two plots (by layer, by behaviour), drawn. The tab's explanation
+    is there with or without a map, so only the plots say it was built."""
+    plots = page.locator("[role='tabpanel']:visible .js-plotly-plot", has_text="heads, coloured by")
+    try:
+        plots.nth(1).locator(".main-svg").first.wait_for(timeout=30_000)  # the page has settled: not long
+    except Exception as e:
+        raise ShotFailed("the Head map tab draws no map of minilm-mlm-nsp: its map is not in the cache; build it with "
+                         "`bert-explorer head-map build --model minilm-mlm-nsp`") from e
+    settle(page)
 
 
 def head_map(page, base, out):
     """Needs the head map of minilm-mlm-nsp in the cache (`bert-explorer head-map build --model minilm-mlm-nsp`)."""
-    _attention_tab(page, base, out, "Head map", "Spearman", "head_map", 1180, "Each dot is one head of this model")
+    _attention_tab(page, base, out, "Head map", _map_drawn, "head_map", 1180, "Each dot is one head of this model")
 
 
 def attributions(page, base, out):
@@ -219,11 +257,10 @@ def fine_tune_multi_label(page, base, out):
     """A multi-label CSV uploaded (label sets joined by ';'), fine-tuned with the page's settings but
     10 epochs (the paper's 3 leave this small set's sigmoids near 0.5)."""
     import csv
-    import tempfile
 
     from bert_explorer.data.tiny_tasks import make_tiny
 
-    upload = Path(tempfile.mkdtemp(prefix="shot-")) / "sentences-multi-label.csv"
+    upload = TEMP / "sentences-multi-label.csv"
     with open(upload, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["text", "labels"])
@@ -310,13 +347,17 @@ SHOTS = {f.__name__: f for f in (home, inside_one_layer, attention, attention_mo
                                   head_map, attributions,
                                   masked_word_probe, next_sentence_probe, two_models, probing, fine_tune,
                                   fine_tune_multi_label, after_fine_tuning, runs, ablation_studio, nearest_neighbours, gallery, download)}
-# These two read the Hugging Face Hub: the script serves the tests' local stand-in (tests/hub_standin.py)
-# instead, BERT-Tiny downloaded before the shots and BERT-Base (tiny random weights in its layout) slowly.
-HUB_SHOTS = {"gallery", "download"}
+# The server each shot needs, when not the plain one (private mode, RUNS_FOLDER, this environment's cache):
+# home is the teacher's view in classroom mode; the multi-label fine-tuning makes its run in an empty runs
+# folder of its own, so that After fine-tuning and Runs show RUNS_FOLDER's run alone; gallery and download
+# read the Hugging Face Hub, served by the tests' stand-in (tests/hub_standin.py) with caches of its own:
+# BERT-Tiny downloaded before the shots, BERT-Base (tiny random weights in its layout) served slowly.
+SERVER_OF = {"home": "classroom", "fine_tune_multi_label": "own runs", "gallery": "hub", "download": "hub"}
 
 
 def stand_in_hub(folder: Path):
-    """A stand-in Hub for the gallery shots and the environment that points the app at it."""
+    """A stand-in Hub for the gallery shots and the environment that points the app at it (its Hugging Face
+    cache and app cache are in ``folder``, so the other servers' caches are never touched)."""
     sys.path.insert(0, str(ROOT / "tests"))
     import hub_standin
 
@@ -327,10 +368,14 @@ def stand_in_hub(folder: Path):
     server = hub_standin.HubStandin(folder / "repos").start()
     env = {"HF_ENDPOINT": server.endpoint, "HF_HUB_OFFLINE": "0", "HF_HUB_CACHE": str(folder / "cache"),
            "BERT_EXPLORER_CACHE": str(folder / "app-cache")}
-    os.environ.update(env)
-    from bert_explorer import hub
-
-    hub.download("google/bert_uncased_L-2_H-128_A-2")
+    try:
+        # in a process of its own: this one's environment (which huggingface_hub reads at import) stays as it was
+        subprocess.run([sys.executable, "-c", "from bert_explorer import hub; "
+                        "hub.download('google/bert_uncased_L-2_H-128_A-2')"],
+                       cwd=ROOT, env={**os.environ, **env}, check=True, stdout=subprocess.DEVNULL)
+    except BaseException:
+        server.stop()
+        raise
     server.throttle("model.safetensors", 60_000)  # bytes a second: the bar moves for minutes
     return server, env
 
@@ -341,7 +386,80 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def end_children(pid: int) -> None:
+    """End what the app server ``pid`` started and left going (a download under way, a fine-tuning cut
+    short): processes of their own session, which outlive the server and would write into folders about
+    to be removed."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return
+    for child in children:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.terminate()
+    _, alive = psutil.wait_procs(children, timeout=15)
+    for child in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+    psutil.wait_procs(alive, timeout=15)
+
+
+@contextlib.contextmanager
+def app_server(env: dict, port: int):
+    """The app served on 127.0.0.1:``port`` in ``env``; yields its address, and ends it and what it started."""
+    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "run_app.py", "--server.headless", "true",
+                               "--server.address", "127.0.0.1", "--server.port", str(port),
+                               "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.time() > deadline or server.poll() is not None:
+                    raise ShotFailed(f"the app did not start on port {port} within 120 s")
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        end_children(server.pid)
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+class RunsLink:
+    """The pages name the runs folder as it was given: shown as "runs" (a link made for the script's run,
+    pointed at each server's runs folder and removed after) when the repository has no runs folder of its
+    own, so no host path is pictured."""
+
+    def __init__(self):
+        self.link = ROOT / "runs"
+        self.ours = not self.link.exists() and not self.link.is_symlink()
+
+    def name(self, folder: Path) -> str:
+        """What to give the app as BERT_EXPLORER_RUNS for ``folder``."""
+        if not self.ours:
+            print(f"note: {self.link} exists, so the pages show the runs folder's full path {folder}", flush=True)
+            return str(folder)
+        if self.link.is_symlink():
+            self.link.unlink()
+        self.link.symlink_to(folder, target_is_directory=True)
+        return "runs"
+
+    def remove(self) -> None:
+        if self.ours and self.link.is_symlink():
+            self.link.unlink()
+
+
 def main() -> int:
+    global TEMP
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", required=True, help="the runs folder the app reads (BERT_EXPLORER_RUNS)")
     ap.add_argument("--out", default=str(ROOT / "assets" / "screenshots"), help="where the PNGs go")
@@ -360,64 +478,55 @@ def main() -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    port = args.port or free_port()
-    # The pages name the runs folder as it was given: shown as "runs" (a link made for the run and
-    # removed after) when the repository has no runs folder of its own, so no host path is pictured.
-    runs, link = str(Path(args.runs).resolve()), ROOT / "runs"
-    if not link.exists() and not link.is_symlink():
-        link.symlink_to(runs, target_is_directory=True)
-        runs = "runs"
-    else:
-        print(f"note: {link} exists, so the pages show the runs folder's full path {runs}", flush=True)
-        link = None
-    hub_server = None
-    env = {**os.environ, "BERT_EXPLORER_RUNS": runs}
-    if HUB_SHOTS & set(chosen):
-        import tempfile
-
-        hub_server, hub_env = stand_in_hub(Path(tempfile.mkdtemp(prefix="hub-shots-")))
-        env.update(hub_env)
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "run_app.py", "--server.headless", "true",
-                               "--server.address", "127.0.0.1", "--server.port", str(port),
-                               "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    failed = []
+    # the shots by server, the servers in the order their first shot was asked for
+    groups: dict[str, list[str]] = {}
+    for name in chosen:
+        groups.setdefault(SERVER_OF.get(name, "plain"), []).append(name)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill ends through the finally below: no folder left
+    TEMP = Path(tempfile.mkdtemp(prefix="bert-explorer-shots-"))
+    runs_link, failed = RunsLink(), []
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.time() > deadline or server.poll() is not None:
-                    sys.exit(f"The app did not start on port {port} within 120 s.")
-                time.sleep(0.5)
-        base = f"http://127.0.0.1:{port}"
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-            for name in chosen:
-                page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
-                errors = []
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                started = time.time()
+            for kind, names in groups.items():
+                runs = Path(args.runs).resolve()
+                if kind == "own runs":
+                    runs = TEMP / "runs"
+                    runs.mkdir()
+                env, hub_server = {**os.environ, "BERT_EXPLORER_RUNS": runs_link.name(runs)}, None
                 try:
-                    SHOTS[name](page, base, out)
-                    if errors:
-                        print(f"  note: the {name} page logged JavaScript errors: {errors[:3]}", flush=True)
-                except Exception as e:  # one page's failure must not stop the others
-                    failed.append(name)
-                    print(f"FAILED {name}: {str(e).splitlines()[0][:400]}", flush=True)
+                    if kind == "classroom":
+                        env.update(BERT_EXPLORER_CLASSROOM="1", BERT_EXPLORER_TEACHER_TOKEN=TEACHER_TOKEN)
+                    elif kind == "hub":
+                        hub_server, hub_env = stand_in_hub(TEMP / "hub")
+                        env.update(hub_env)
+                    with app_server(env, args.port or free_port()) as base:
+                        for name in names:
+                            # a page of its own (Playwright gives each a fresh context: no cookie of another shot)
+                            page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
+                            errors = []
+                            page.on("pageerror", lambda e: errors.append(str(e)))
+                            started = time.time()
+                            try:
+                                SHOTS[name](page, base, out)
+                                if errors:
+                                    print(f"  note: the {name} page logged JavaScript errors: {errors[:3]}", flush=True)
+                            except Exception as e:  # one page's failure must not stop the others
+                                failed.append(name)
+                                print(f"FAILED {name}: {str(e).splitlines()[0][:400]}", flush=True)
+                            finally:
+                                print(f"  ({name}: {time.time() - started:.0f} s)", flush=True)
+                                page.close()
+                except Exception as e:  # a server that did not start: its shots fail, the others are still taken
+                    failed.extend(n for n in names if n not in failed)
+                    print(f"FAILED {', '.join(names)}: {str(e).splitlines()[0][:400]}", flush=True)
                 finally:
-                    print(f"  ({name}: {time.time() - started:.0f} s)", flush=True)
-                    page.close()
+                    if hub_server is not None:
+                        hub_server.stop()
             browser.close()
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-        if hub_server is not None:
-            hub_server.stop()
-        if link is not None and link.is_symlink():
-            link.unlink()
+        runs_link.remove()
+        shutil.rmtree(TEMP, ignore_errors=True)
     if failed:
         print(f"{len(failed)} shot(s) failed: {', '.join(failed)}. Re-run them with --only {','.join(failed)}.")
         return 1
