@@ -43,7 +43,20 @@ def _reliable_at_once(model, f, inputs, baselines, n_steps):  # f(x) - f(x') = 1
     return [torch.linspace(0, 1, T)] * 3, 1.0, 0.0, 0.0
 
 
-def test_attributions_say_when_the_word_explained_is_copied_from_the_sentence(monkeypatch):
+@pytest.fixture
+def fake_results_forgotten(monkeypatch, tmp_path):
+    """The server's store of computed results, and the disk cache that keeps an attribution for a new server,
+    outlive a test: what a faked computation put there (the page's first, default sentence among it) goes
+    into a cache of the test's own and is taken out of the store after, or a later test of the same page
+    (test_attributions, run after this file) reads the fake."""
+    from bert_explorer import shared_work
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    yield
+    shared_work.RESULTS.clear()
+
+
+def test_attributions_say_when_the_word_explained_is_copied_from_the_sentence(monkeypatch, fake_results_forgotten):
     monkeypatch.setattr(ig, "integrated_gradients", _reliable_at_once)
     at = _page("6_Attributions.py").run()
     at.text_input(key="attr_mlm_text").input("the price rose and the [MASK] went up .")
