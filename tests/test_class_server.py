@@ -257,8 +257,11 @@ for j in jobs:
 def test_jobs_started_together_by_an_ordinary_user_all_run_below_the_class():
     """Without privileges the kernel takes one autogroup write in 100 ms from the whole machine: of three jobs
     started together the second and third stayed at normal priority, beside the class."""
-    done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",
-                           SPAWN_THREE, os.devnull], capture_output=True, text=True, timeout=60)
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c"]
+    if subprocess.run([*as_nobody, "import bert_explorer.runs.background"], capture_output=True,
+                      timeout=60).returncode != 0:
+        pytest.skip("an ordinary user cannot read this checkout or its Python (a clone in a private folder)")
+    done = subprocess.run([*as_nobody, SPAWN_THREE, os.devnull], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["10", "10", "10"]
 
