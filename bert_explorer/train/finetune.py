@@ -25,6 +25,7 @@ from ..data.tasks import check_dev_labels, load_builtin, train_dev_split
 from ..data.tiny_tasks import make_tiny
 from ..data.uploads.core import DataError, TaskData
 from ..data.uploads.reader import read_parquet_split, read_task_file
+from ..model.config import BertConfig
 from ..runs.lock import writes_run
 from ..runs.run import Run
 from ..runs.signals import StoppedBySignal, said, stopping_on_signals, what_to_do
@@ -369,19 +370,21 @@ def positions_of(model: str) -> int | None:
     return None if config is None else config.max_position_embeddings
 
 
-def check_start(cfg: FinetuneConfig) -> None:
+def check_start(cfg: FinetuneConfig) -> BertConfig | None:
     """What the model alone can refuse, in one sentence, before the data is read or a folder made (a refused
     start leaves nothing): a model that is not there or cannot be read (CheckpointError), a max_seq_length
     longer than its learned positions (every input would be cut there and fail later, as the saved model's
     predictions would), and a batch whose activations cannot fit where it trains. A Hub model not
-    downloaded yet is checked by its run, once downloaded (a page must not download it)."""
+    downloaded yet is checked by its run, once downloaded (a page must not download it). Returns the model's
+    config (None for such a Hub model), for the checks that need the data too."""
     config = checkpoint.config_of(cfg.model)
     if config is None:
-        return
+        return None
     positions_fit(cfg.max_seq_length, config.max_position_embeddings, f"the model {cfg.model}")
     if cfg.mode == "fine-tune":  # a feature-based run's BERT only reads, without gradients, 64 inputs at a time
         check_batch_fits(config, cfg.batch_size, cfg.max_seq_length, cfg.precision, cfg.device, cfg.model,
                          predicted=0.0)
+    return config
 
 
 @writes_run("run_dir", "bert-explorer finetune")
@@ -395,14 +398,14 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
         point = resume_point(run.path)
     elif (run.path / "metrics.json").exists() or (run.path / "model").exists():
         raise ValueError(f"{run.path} already holds a finished fine-tuning run; choose a new --output")
-    check_start(cfg)
+    config = check_start(cfg)
     # Read and check the data before anything is written: a bad file leaves no half-made run.
     train, dev = read_data(cfg)
     if why := ltr_problem(cfg.model, train.task, cfg.mode):
         raise ValueError(why)
     if cfg.mode == "fine-tune" and train.examples and "choices" in train.examples[0]:
         # each example is a sequence per choice (SWAG: 4), which the check before the data could not know
-        if (config := checkpoint.config_of(cfg.model)) is not None:
+        if config is not None:
             check_batch_fits(config, cfg.batch_size, cfg.max_seq_length, cfg.precision, cfg.device, cfg.model,
                              predicted=0.0, sequences_per_example=len(train.examples[0]["choices"]))
     if point is not None and point[1]["examples"] != [len(train.examples), len(dev.examples)]:
