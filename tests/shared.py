@@ -150,7 +150,7 @@ def fine_tune_page_on_builtin(model_dir: str):
 # ----- a command stopped by a signal --------------------------------------------------------------------
 def signalled(argv: list[str], status_files: str, step: int, signum: int, timeout: float = 240):
     """Run ``python -m bert_explorer.cli ARGV``, send it ``signum`` once a run's status.json (the glob
-    ``status_files``: a run inside an ablation, say) has reached ``step``, and return the finished
+    ``status_files``: a run inside an ablation, say) has reached ``step`` (0: is written), and return the finished
     process (``returncode``, ``stdout``, ``stderr``), as a person pressing Ctrl-C or a scheduler's SIGTERM
     would end it. The child's Ctrl-C is what a terminal gives: a shell script's ``cmd &`` would have
     started the test runner with SIGINT ignored, and the child would inherit that."""
@@ -167,7 +167,7 @@ def signalled(argv: list[str], status_files: str, step: int, signum: int, timeou
     deadline = time.time() + timeout
     try:
         while time.time() < deadline and proc.poll() is None:
-            reached = 0
+            reached = -1  # (step 0: once a status is written, before the run's first step)
             for path in glob.glob(status_files):
                 try:
                     reached = max(reached, json.loads(Path(path).read_text()).get("step") or 0)

@@ -189,11 +189,48 @@ def test_ctrl_c_and_sigterm_stop_a_pretraining_at_its_step_with_a_checkpoint_to_
     sentence = f"{said} at step {step:,} of 100,000; continue with `bert-explorer pretrain --output {out} --resume`"
     assert done.stderr.splitlines()[-1] == f"bert-explorer: {sentence}"
     assert (out / "log.txt").read_text().splitlines()[-1].endswith(sentence)
+    # saved at once, without a held-out evaluation (a container's stop gives seconds): the resume measures
+    assert f"no held-out evaluation at step {step}: the run was signalled" in (out / "log.txt").read_text()
+    assert not [m for m in run.metrics() if m["split"] == "eval"]
 
     again = subprocess.run([sys.executable, "-m", "bert_explorer.cli", "pretrain", "--output", str(out), "--resume",
                             "--max-steps", str(step + 1), "--no-progress"], capture_output=True, text=True)
     assert again.returncode == 0, again.stderr[-2000:]
     assert run.status()["state"] == "finished" and run.latest_checkpoint().name == f"step-{step + 1}"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="Ctrl-C as a terminal sends it")
+def test_ctrl_c_while_a_pretraining_reads_its_corpus_ends_it_at_once_and_resume_starts_it(tmp_path):
+    """Tokenising a large corpus takes minutes before step 1; a Ctrl-C then does not wait for it (nor saves
+    a checkpoint of random weights): the run is "stopped" at once with nothing trained, and --resume
+    starts it from step 0 with its settings."""
+    import signal
+    import time
+
+    from shared import signalled
+
+    corpus = tmp_path / "corpus.txt"  # (about 2 s to learn a vocabulary and tokenise, idle)
+    words = "the cat sat on a mat while the dog ran in the park and birds sang over the hill".split()
+    corpus.write_text("\n\n".join("\n".join(" ".join(words[(d + s + i) % len(words)] for i in range(14)) + f" {d} {s} ."
+                                            for s in range(8)) for d in range(4000)) + "\n")
+    out = tmp_path / "run"
+    flags = ["--corpus", str(corpus), "--size", "tiny", "--vocab-size", "500", "--batch-size", "4",
+             "--max-seq-length", "32", "--eval-batches", "1", "--device", "cpu", "--no-progress", "--output", str(out)]
+    sent = time.time()
+    done = signalled(["pretrain", *flags, "--max-steps", "3"], str(out / "status.json"), 0, signal.SIGINT)
+    assert done.returncode == 130, done.stderr[-2000:]
+    run = Run(out)
+    assert run.status()["state"] == "stopped" and "error" not in run.status() and not run.checkpoints()
+    assert not run.metrics()  # no step trained, no evaluation of random weights
+    sentence = (f"interrupted (Ctrl-C) before its first step, nothing trained to save; start it from step 0 with its "
+                f"settings with `bert-explorer pretrain --output {out} --resume`")
+    assert done.stderr.splitlines()[-1] == f"bert-explorer: {sentence}", done.stderr[-2000:]
+    assert time.time() - sent < 60
+
+    again = subprocess.run([sys.executable, "-m", "bert_explorer.cli", "pretrain", "--output", str(out), "--resume",
+                            "--no-progress"], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert run.status()["state"] == "finished" and run.latest_checkpoint().name == "step-3"
 
 
 def test_a_crash_leaves_the_run_failed_and_the_sigterm_handler_as_it_was(tmp_path):

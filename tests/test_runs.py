@@ -182,6 +182,7 @@ def test_a_signal_is_a_stop_a_second_ctrl_c_aborts_and_the_handlers_are_put_back
         for _ in range(200):
             time.sleep(0.005)
 
+    run.step_reached = 3  # (before a first step, a signal ends the process at once: the test below)
     try:
         with stopping_on_signals(run):
             os.kill(os.getpid(), signal.SIGINT)
@@ -189,7 +190,8 @@ def test_a_signal_is_a_stop_a_second_ctrl_c_aborts_and_the_handlers_are_put_back
             assert run.signalled == signal.SIGINT and run.stop_requested()
             assert not (run.path / "STOP").exists()
             assert capfd.readouterr().err == ("\nbert-explorer: interrupted (Ctrl-C): the run stops at its next step "
-                                              "and saves what a Stop saves; Ctrl-C again ends it at once\n")
+                                              "and saves a checkpoint to resume from; Ctrl-C again ends it at "
+                                              "once\n")
             run.clear_stop()  # the loop took it
             assert not run.stop_requested() and run.signalled == signal.SIGINT
             with pytest.raises(KeyboardInterrupt, match="^Ctrl-C a second time, before the stop was saved: ended at "
@@ -206,6 +208,44 @@ def test_a_signal_is_a_stop_a_second_ctrl_c_aborts_and_the_handlers_are_put_back
                 delivered()
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         assert signal.getsignal(signal.SIGTERM) is term
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a signal sent to this very process")
+@pytest.mark.parametrize("kind", ["pretrain", "finetune"])
+def test_a_signal_before_the_first_step_ends_at_once_and_leaves_the_run_stopped(kind, tmp_path):
+    """While a run reads its data or builds its model nothing is trained that a save would keep: the first
+    signal ends it at once (a container's stop would not wait for a large corpus to be tokenised), the run
+    "stopped", not "failed" (``marks_failure`` inside leaves it so), with how to go on: a pre-training resumes
+    from step 0 with its settings. One rank of several (``main=False``) writes nothing."""
+    from bert_explorer.runs.signals import StoppedBySignal
+    from bert_explorer.train.engine import marks_failure
+
+    run = Run(tmp_path / "r").create({}, kind)
+    run.write_status(state="running", pid=os.getpid())
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(StoppedBySignal) as stopped:
+            with stopping_on_signals(run), marks_failure(run):
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(200):  # (reading the data)
+                    time.sleep(0.005)
+        go_on = (f"start it from step 0 with its settings with `bert-explorer pretrain --output {run.path} --resume`"
+                 if kind == "pretrain" else "it kept no checkpoint to resume from, so start it again with a new --output")
+        sentence = f"stopped by SIGTERM before its first step, nothing trained to save; {go_on}"
+        assert str(stopped.value) == sentence and stopped.value.exit_code == 128 + signal.SIGTERM
+        status = run.status()
+        assert status["state"] == "stopped" and "error" not in status and "finished" in status
+        assert (run.path / "log.txt").read_text().splitlines()[-1].endswith(sentence)
+
+        other = Run(tmp_path / "rank1")
+        with pytest.raises(StoppedBySignal):
+            with stopping_on_signals(other, main=False):
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(200):
+                    time.sleep(0.005)
+        assert not other.path.exists()
     finally:
         signal.signal(signal.SIGINT, before)
 

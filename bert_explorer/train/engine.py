@@ -21,6 +21,7 @@ import torch
 
 from .report import Reporter
 from .trainer import Due, Trainer
+from ..runs.signals import StoppedBySignal
 from ..tasks.base import Interrupted
 
 
@@ -298,13 +299,22 @@ class Epochs:
 @contextlib.contextmanager
 def marks_failure(run: Reporter):
     """Any exception inside (Ctrl-C and a native panic included) leaves the run "failed" with
-    the reason and the step it reached (``Run.step_reached``), never "running", and is raised on."""
+    the reason and the step it reached (``Run.step_reached``), never "running", and is raised on. A signal
+    before the first step is a stop, not a failure (``runs.signals.stopping_on_signals`` says so)."""
     try:
         yield
-    except BaseException as e:
-        reached = {} if run.step_reached is None else {"step": run.step_reached}
-        # Ctrl-C's KeyboardInterrupt says nothing of itself: the log said "failed: " and no more
-        reason = str(e) or ("interrupted (Ctrl-C)" if isinstance(e, KeyboardInterrupt) else type(e).__name__)
-        run.write_status(state="failed", error=reason, **reached)
-        run.log(f"failed: {reason}")
+    except StoppedBySignal as e:
+        if not e.before_a_step:
+            _failed(run, e)
         raise
+    except BaseException as e:
+        _failed(run, e)
+        raise
+
+
+def _failed(run: Reporter, e: BaseException) -> None:
+    reached = {} if run.step_reached is None else {"step": run.step_reached}
+    # Ctrl-C's KeyboardInterrupt says nothing of itself: the log said "failed: " and no more
+    reason = str(e) or ("interrupted (Ctrl-C)" if isinstance(e, KeyboardInterrupt) else type(e).__name__)
+    run.write_status(state="failed", error=reason, **reached)
+    run.log(f"failed: {reason}")

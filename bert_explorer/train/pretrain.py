@@ -188,9 +188,9 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         if resume and (moved := run.set_aside_metrics_after(step)):
             run.log(f"moved {moved} line(s) of metrics.jsonl logged after step {step} (the steps trained again) "
                     f"to set_aside/metrics-after-step-{step}.jsonl")
-    # Ctrl-C and SIGTERM stop the run cleanly at its next step, with the checkpoint a Stop saves
-    # (runs/signals.py); the process's own handlers are put back afterwards.
-    with stopping_on_signals(run):
+    # Ctrl-C and SIGTERM stop the run cleanly at its next step, with a checkpoint to resume from, or at once
+    # before its first (runs/signals.py); the process's own handlers are put back afterwards.
+    with stopping_on_signals(run, main=dev.is_main):
         with marks_failure(run) if dev.is_main else nullcontext(), \
                 full_disk.saving(run.path, "go on writing the run", lambda: _after_a_full_disk(run)):
             # a crash leaves "failed", not "running"; a full disk anywhere (metrics, log) is one sentence
@@ -483,6 +483,10 @@ class Pretraining:
         run, step, final = self.reporter, self.t.step, {}
         if self.last_eval is not None and self.last_eval["step"] == step:  # the weights it measured: no second pass
             final = {k: v for k, v in self.last_eval.items() if k not in ("step", "split", "time")}
+        elif self.data.held and getattr(run, "signalled", None) is not None:
+            # Ctrl-C or SIGTERM: the checkpoint first and at once (a container's stop gives seconds, a person
+            # waits); the held-out figures of these weights are the resumed run's next evaluation
+            run.log(f"no held-out evaluation at step {step}: the run was signalled, so it saves at once")
         elif self.data.held:  # a stop between evaluations (or before the first): measured now, and drawn in the curve too
             final = self._measure()
             run.log_metrics({"step": step, "split": "eval", **final, "time": time.time()})

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from .. import checkpoint, disk_cache
+from .. import atomic, checkpoint, disk_cache
 from ..data.corpora import check_corpus, load_corpus, split_documents, tiny_corpus
 from ..data.pretraining import Masker, create_instances, mlm_only_instances, unigram_entropy
 from ..tokenizer import WordPieceTokenizer
@@ -140,7 +140,9 @@ def run_tokenizer(cfg, run: Reporter, train_docs, dev: Device, latest: Path | No
         return build_tokenizer(cfg, train_docs)
     tok_dir = run.path / "tokenizer"
     if dev.is_main and not (tok_dir / "vocab.txt").exists():
-        build_tokenizer(cfg, train_docs).save(tok_dir)
+        learnt = build_tokenizer(cfg, train_docs)
+        with atomic.folder(tok_dir) as tmp:  # whole or not at all: a signal may end the process mid-save
+            learnt.save(tmp)
     if dev.distributed:
         dist.barrier()  # the other ranks wait for rank 0's vocabulary
     return WordPieceTokenizer.from_dir(tok_dir)
