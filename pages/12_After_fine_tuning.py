@@ -122,7 +122,10 @@ if per := task.per_label(report := task.report_of_rows(rows)):
     st.caption(task.headline_note)
 
 c1, c2 = st.columns([2, 1])
+# the page opens on what a person came to read: the model's most confident mistakes (the largest errors of a
+# value), so that "Why this answer?" below starts on the top one; the choice then holds from run to run
 which = c1.radio("Show", list(predictions.VIEWS), key="af_view", horizontal=True,
+                 index=list(predictions.VIEWS).index("confident mistakes"),
                  format_func=lambda v: predictions.VIEWS[v] if task.right_or_wrong else {
                      "all": "every example", "wrong": "largest errors first",
                      "confident mistakes": "largest errors first ", "unsure right answers": "smallest errors first"}[v])

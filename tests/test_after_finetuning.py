@@ -410,23 +410,28 @@ def test_classroom_mode_computes_an_old_runs_predictions_without_writing(tuned, 
     assert any("not kept: in classroom mode the app writes nothing" in c.value for c in at.caption)
 
 
-def test_another_run_opens_on_its_own_first_example(tuned, monkeypatch):
-    """Switched from a SQuAD run to a classification run, the Example box still read "0: gold Warsaw ·
-    predicted …", the other run's example."""
+def test_a_run_opens_on_its_most_confident_mistake_and_another_run_on_its_own(tuned, monkeypatch):
+    """The page opens on the mistakes, the most confident first, and "Why this answer?" on the top one (it
+    opened on the dev set's first example, right or wrong). Switched from a SQuAD run to a classification
+    run, the Example box still read "0: gold Warsaw · predicted …", the other run's example."""
     at = _page(tuned, monkeypatch, "qa")
-    first_qa = predictions.load_predictions(tuned["runs"]["qa"]).rows
-    at.selectbox(key="af_example_qa").set_value(first_qa[1]["example"]).run()
+    assert at.radio(key="af_view").value == "confident mistakes"
+    qa_view = predictions.view(predictions.load_predictions(tuned["runs"]["qa"]).rows, "confident mistakes")
+    assert qa_view and at.selectbox(key="af_example_qa").value == qa_view[0]["example"]
     at.selectbox(key="af_run").set_value("classification").run()
     assert not at.exception
     rows = predictions.load_predictions(tuned["runs"]["classification"]).rows
+    top = predictions.view(rows, "confident mistakes")[0]
+    assert top["p_predicted"] == max(r["p_predicted"] for r in rows if not r["correct"])
     box = next(b for b in at.selectbox if b.label == "Example")
-    assert box.value == rows[0]["example"]
-    assert box.format_func(box.value).startswith(f"{rows[0]['example']}: gold {rows[0]['gold']} · predicted ")
+    assert box.value == top["example"]
+    assert box.format_func(box.value).startswith(f"{top['example']}: gold {top['gold']} · predicted {top['predicted']}")
 
 
 def test_why_this_answer_opens_attributions_with_the_example_and_the_run(tuned, monkeypatch):
     at = _page(tuned, monkeypatch, "classification", from_home=True)
     rows = predictions.load_predictions(tuned["runs"]["classification"]).rows
+    at.radio(key="af_view").set_value("all").run()  # (example 3 is right: not among the mistakes)
     at.selectbox(key="af_example_classification").set_value(rows[3]["example"]).run()
     at.button(key="af_to_attr").click().run()
     assert not at.exception
@@ -439,10 +444,11 @@ def test_attention_on_this_example_chooses_the_fine_tuned_model(tuned, monkeypat
     from bert_explorer.app.keep import SENTENCE_A, SENTENCE_B
 
     at = _page(tuned, monkeypatch, "pair-classification", from_home=True)
-    rows = predictions.load_predictions(tuned["runs"]["pair-classification"]).rows
+    top = predictions.view(predictions.load_predictions(tuned["runs"]["pair-classification"]).rows,
+                           "confident mistakes")[0]  # (the example the page opens on)
     at.button(key="af_to_attention").click().run()
     assert not at.exception
-    assert at.session_state[SENTENCE_A] == rows[0]["text"] and at.session_state[SENTENCE_B] == rows[0]["text_pair"]
+    assert at.session_state[SENTENCE_A] == top["text"] and at.session_state[SENTENCE_B] == top["text_pair"]
     model = tuned["runs"]["pair-classification"] / "model"
     assert at.sidebar.selectbox(key="be_model_choice").value == str(model)  # listed and chosen on the Attention page
 
