@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -168,6 +169,36 @@ def test_failed_cell_is_recorded_and_the_rest_go_on(tmp_path):
     assert [res[k]["status"] for k in sorted(res)] == ["failed", "finished"]
     assert "missing.csv" in res[sorted(res)[0]]["error"]
     assert json.loads((tmp_path / "abl" / "status.json").read_text())["failed"] == 1
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a signal sent to this very process")
+def test_a_sigterm_during_a_cells_last_save_still_stops_the_ablation(tmp_path, monkeypatch):
+    """A kill that came after a cell's last step (its dev set answered, its model saved) found nothing left
+    to stop in that fine-tuning, and the ablation's own handler, put back with the signal used up, ran every
+    cell after it: the kill was lost. The cell finishes and the ablation stops there, "stopped"."""
+    import signal
+
+    from bert_explorer.runs.signals import StoppedBySignal
+    from bert_explorer.train import finetune
+
+    answered = finetune.store_dev_predictions
+
+    def killed_while_answering(*a, **k):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(200):  # (Python runs the handler between two bytecodes)
+            time.sleep(0.005)
+        return answered(*a, **k)
+
+    monkeypatch.setattr(finetune, "store_dev_predictions", killed_while_answering)
+    r = grid.load_recipe("smoke")
+    task = {"train": "tiny:classification", "max_train_examples": 32}
+    r.update(axes={}, axis_tasks={}, tasks={"first": task, "second": task})
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(StoppedBySignal, match="^stopped by SIGTERM at cell 1 of 2"):
+        runner.run_ablation(r, tmp_path / "abl", say=lambda *_: None)
+    assert json.loads((tmp_path / "abl" / "status.json").read_text())["state"] == "stopped"
+    assert not (tmp_path / "abl" / "cells" / runner.read_plan(tmp_path / "abl")["cells"][1]["id"]).exists()
+    assert signal.getsignal(signal.SIGTERM) is before
 
 
 # ----- results ----------------------------------------------------------------------------------

@@ -419,10 +419,13 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
     resumable = cfg.mode == "fine-tune" and len(cfg.lr_grid) <= 1  # (what finetune_resume refuses)
     with stopping_on_signals(run, resumable):
         result = _run(cfg, run, train, dev, label_names, notes, point)
-    if run.signalled is not None and run.status().get("state") == "stopped":
+    if run.signalled is not None:  # the process ends as the signal asked, saying how the run goes on
         step, total = result.get("steps", run.step_reached or 0), run.status().get("max_steps")
-        sentence = (f"{said(run.signalled)} at step {step:,}" + (f" of {total:,}" if total else "")
-                    + f", its model so far measured and saved; {what_to_do(run, resumable)}")
+        if run.status().get("state") == "stopped":
+            sentence = (f"{said(run.signalled)} at step {step:,}" + (f" of {total:,}" if total else "")
+                        + f", its model so far measured and saved; {what_to_do(run, resumable)}")
+        else:  # during the final evaluation or save: nothing was left to stop, and whatever ran it stops too
+            sentence = f"{said(run.signalled)} after its last step: the run finished, its model saved"
         run.log(sentence)
         raise StoppedBySignal(run.signalled, sentence)
     return result

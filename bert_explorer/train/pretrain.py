@@ -195,9 +195,12 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
                 full_disk.saving(run.path, "go on writing the run", lambda: _after_a_full_disk(run)):
             # a crash leaves "failed", not "running"; a full disk anywhere (metrics, log) is one sentence
             result = _pretrain(cfg, run, dev, latest, progress, on_step)[0]
-    if run.signalled is not None and result["state"] == "stopped":
-        # saved and "stopped": the process ends as the signal asked, saying how the run goes on
-        sentence = f"{said(run.signalled)} at step {result['step']:,} of {cfg.max_steps:,}; {what_to_do(run)}"
+    if run.signalled is not None:
+        # saved: the process ends as the signal asked, saying how the run goes on (a signal during the final
+        # evaluation or save found nothing left to stop: the run finished, and whatever ran it stops too)
+        sentence = (f"{said(run.signalled)} at step {result['step']:,} of {cfg.max_steps:,}; {what_to_do(run)}"
+                    if result["state"] == "stopped" else
+                    f"{said(run.signalled)} after its last step: the run finished, its model saved")
         if dev.is_main:
             run.log(sentence)
         raise StoppedBySignal(run.signalled, sentence)
