@@ -17,6 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from bert_explorer import checkpoint, cli
 from bert_explorer.experiments import grid, paper, results, runner
+from bert_explorer.runs.run import Run
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -92,6 +93,31 @@ def test_recipe_mistakes_are_named():
         grid.load_recipe("nope")
 
 
+@pytest.mark.parametrize("change, said", [
+    # what each cell sets from the baseline and axes: silently overruled (a recipe's size pre-trained mini)
+    ({"pretrain": {"size": "L4-H128"}}, "pretrain.size is set for each cell by baseline.size"),
+    ({"pretrain": {"mask_ratio": 1.0}}, "pretrain.mask_ratio is set for each cell by baseline.masking"),
+    ({"pretrain": {"init": "explorer-mini"}}, "pretrain.init cannot be part of a recipe"),
+    ({"finetune": {"mode": "feature-based"}}, "finetune.mode is set for each cell by baseline.transfer"),
+    # fine-tuning settings read strictly, as `finetune` reads them (they were dropped: cells ran the defaults)
+    ({"finetune": {"epoch": 10}}, "unknown setting 'epoch' \\(did you mean 'epochs'\\?\\)"),
+    ({"finetune": {"batch_size": 0}}, "batch_size must be a whole number of at least 1, not 0"),
+    ({"tasks": {"sentiment": {"max_train_exampels": 8}}}, "task 'sentiment'.*'max_train_exampels'"),
+    # sizes bounded before a pair task is built in memory, and their type checked (a TypeError traceback)
+    ({"tasks": {"pairs": {"n_train": 10 ** 10}}}, "n_train must be a whole number from 1 to 200,000"),
+    ({"tasks": {"pairs": {"n_dev": "500"}}}, "n_dev must be a whole number from 1 to 20,000, not '500'"),
+    ({"baseline": {"masking": "nan/nan/nan"}}, "must be MASK/SAME/RND percentages"),
+])
+def test_a_recipe_setting_that_would_be_overruled_dropped_or_unbounded_is_refused(change, said):
+    r = grid.load_recipe("smoke")
+    changed = {**r, **{part: {**r.get(part, {}), **settings} for part, settings in change.items()
+                       if part != "tasks"}}
+    for task, settings in change.get("tasks", {}).items():
+        changed["tasks"] = {**r["tasks"], task: {**r["tasks"][task], **settings}}
+    with pytest.raises(grid.RecipeError, match=said):
+        grid.validate(changed)
+
+
 def test_shipped_recipes_fit_their_time_budgets(monkeypatch, tmp_path):
     from bert_explorer.train import speed
 
@@ -159,6 +185,32 @@ def test_restart_skips_finished_cells(smoke_dir, tmp_path, monkeypatch):
     ran.clear()
     runner.run_ablation(None, abl, resume=True, say=lambda *_: None)
     assert ran == []
+
+
+def test_a_pre_training_started_again_keeps_its_old_weights_and_logs_each_step_once(tmp_path):
+    """A pre-training whose checkpoints kept no optimiser state had them deleted before it started again at
+    step 0, and one cut off before its first checkpoint kept its old metric lines (its curve drew steps 1-2
+    twice). Now the weights are set aside, never deleted, and the old lines too."""
+    plan = grid.expand(grid.load_recipe("smoke"))
+    key, cfg = next(iter(plan["pretrainings"].items()))
+    abl = tmp_path / "abl"
+    first = runner.ensure_pretrained(abl, key, cfg)
+    run = Run(abl / "pretrain" / key)
+    steps = [m["step"] for m in run.metrics() if m["split"] == "train"]
+    for _, ckpt in run.checkpoints():  # as if every training state were lost
+        (ckpt / "training_state.pt").unlink(missing_ok=True)
+    run.write_status(state="failed")
+    weights = (first / "model.safetensors").read_bytes()
+    again = runner.ensure_pretrained(abl, key, cfg)
+    assert run.status()["state"] == "finished" and again.name == first.name
+    assert (abl / "pretrain" / key / "set_aside" / first.name / "model.safetensors").read_bytes() == weights
+    assert [m["step"] for m in run.metrics() if m["split"] == "train"] == steps  # each step once
+
+    shutil.rmtree(run.path / "checkpoints")  # cut off before its first checkpoint, its lines logged
+    run.write_status(state="failed")
+    runner.ensure_pretrained(abl, key, cfg)
+    assert [m["step"] for m in run.metrics() if m["split"] == "train"] == steps
+    assert list((run.path / "set_aside").glob("metrics-after-step-0*.jsonl"))
 
 
 def test_failed_cell_is_recorded_and_the_rest_go_on(tmp_path):
@@ -325,6 +377,17 @@ def test_cli_unknown_recipe_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown recipe 'nope'" in err and "cpu-small" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_cli_resume_with_another_recipe_is_refused_and_writes_nothing(smoke_dir, tmp_path, capsys):
+    """--resume goes on with the folder's own plan: another recipe given with it was said as if it would run
+    ("recipe cpu-small: 13 cells"), then the folder's ran (and a background start wrote it as the config)."""
+    abl = shutil.copytree(smoke_dir, tmp_path / "copy")
+    before = {p: p.read_bytes() for p in abl.rglob("*") if p.is_file()}
+    assert cli.main(["ablate", "--recipe", "cpu-small", "--output", str(abl), "--resume", "--background"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds the ablation of recipe smoke" in err and "cpu-small" in err
+    assert {p: p.read_bytes() for p in abl.rglob("*") if p.is_file()} == before
 
 
 def test_cli_report_prints_markdown_and_csv(smoke_dir, capsys):

@@ -81,6 +81,9 @@ def cmd_ablate(args) -> int:
             raise UserError("give --recipe NAME|FILE to estimate")
         print(plan_text(grid.expand(recipe)))
         return 0
+    if args.resume and recipe is not None and (Path(args.output) / "plan.json").exists():
+        _same_plan_or_refuse(recipe, Path(args.output))
+        recipe = None  # the folder's own plan runs (and is said below), as it was made
     if args.background and recipe is None:
         if not (Path(args.output) / "plan.json").exists():
             raise UserError(f"{args.output} holds no ablation to resume; give --recipe NAME|FILE")
@@ -96,6 +99,21 @@ def cmd_ablate(args) -> int:
         show=lambda _: _show_ablation(args.output),
         start=lambda: start_run("ablate", recipe, args,
                                 "started the ablation in the background: {path} (pid {pid})"))
+
+
+def _same_plan_or_refuse(recipe: dict, folder: Path) -> None:
+    """--resume goes on with the folder's plan: a recipe given with it that plans other cells is refused (it
+    was said as if it would run, then the folder's ran, and a background start wrote it into config.json)."""
+    try:
+        mine = json.loads((folder / "plan.json").read_text(encoding="utf-8"))
+        cells, pretrainings = {c["id"] for c in mine["cells"]}, set(mine["pretrainings"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # the run itself says what is wrong with its plan
+    theirs = grid.expand(recipe)
+    if {c["id"] for c in theirs["cells"]} != cells or set(theirs["pretrainings"]) != pretrainings:
+        raise UserError(f"{folder} holds the ablation of recipe {mine.get('recipe', {}).get('name', '?')}, and "
+                        f"--resume goes on with its own plan: leave out --recipe (or --config, --task, --model) to "
+                        f"continue it, or choose a new --output for recipe {recipe['name']}")
 
 
 def with_model(recipe: dict, model: str) -> dict:

@@ -58,7 +58,7 @@ from ..tasks.base import TaskType
 from ..tasks.registry import PAIR_CLASSIFICATION, TASK_TYPES
 from ..train import estimate as est
 from ..train.estimate import encoder_parameters as layer_parameters, flops_per_token
-from ..train.finetune import DEV_EXAMPLES, FEATURE_MODES, FinetuneConfig
+from ..train.finetune import DEV_EXAMPLES, FEATURE_MODES, MAX_DEV_EXAMPLES, MAX_TRAIN_EXAMPLES, FinetuneConfig
 from ..train.pretrain_config import PretrainConfig
 from . import paper
 
@@ -130,7 +130,7 @@ def parse_masking(text: str) -> tuple[float, float, float]:
         parts = [float(x) for x in str(text).split("/")]
     except ValueError:
         parts = []
-    if len(parts) != 3 or min(parts) < 0 or abs(sum(parts) - 100) > 1e-6:
+    if len(parts) != 3 or not all(math.isfinite(x) for x in parts) or min(parts) < 0 or abs(sum(parts) - 100) > 1e-6:
         raise RecipeError(f"masking {text!r} must be MASK/SAME/RND percentages that add up to 100, like 80/10/10")
     return parts[0] / 100, parts[1] / 100, parts[2] / 100
 
@@ -188,6 +188,7 @@ def validate(recipe: dict) -> dict:
         r.setdefault(part, {})
         if not isinstance(r[part], dict):
             raise RecipeError(f"{part} must be an object of settings")
+    _check_set_by_the_grid(r)
     try:
         PretrainConfig.from_dict({k: v for k, v in r["pretrain"].items() if k != "vocab"})
     except (TypeError, ValueError) as e:
@@ -209,6 +210,7 @@ def validate(recipe: dict) -> dict:
         if col is not None and col not in paper.COLUMNS:
             raise RecipeError(f"task {name!r}: paper_column must be one of {', '.join(paper.COLUMNS)}")
         spec["paper_column"] = col
+        _check_task_settings(r, name, spec)
         spec["task_type"] = kind.name if kind else None  # a plan is JSON: the name
     baseline = {**DEFAULT_BASELINE, **r.get("baseline", {})}
     axes = r.get("axes", {})
@@ -241,6 +243,49 @@ def validate(recipe: dict) -> dict:
         if axis not in AXES or missing:
             raise RecipeError(f"axis_tasks[{axis!r}] names {missing or axis!r}, which is not a task or axis")
     return r
+
+
+# What each cell sets itself, from the grid's baseline and axes: a recipe's pretrain or finetune that also set
+# one was silently overruled (a recipe's "size": "L4-H128" pre-trained mini), so it is refused, saying where.
+_GRID_PRETRAIN = {"size": "baseline.size (or axes.size)", "objective": "baseline.objective (or axes.objective)",
+                  **{k: "baseline.masking, as MASK/SAME/RND like \"80/10/10\" (or axes.masking)"
+                     for k in ("mask_ratio", "keep_ratio", "random_ratio", "masking")}}
+_GRID_FINETUNE = {"model": "the grid (each cell fine-tunes its own pre-training)",
+                  "mode": "baseline.transfer (or axes.transfer)", "features": "baseline.transfer (or axes.transfer)",
+                  "train": "each task's own train"}
+_TASK_BOUNDS = {"n_train": MAX_TRAIN_EXAMPLES, "n_dev": MAX_DEV_EXAMPLES, "examples": MAX_TRAIN_EXAMPLES + MAX_DEV_EXAMPLES,
+               "words_per_example": 100_000}
+
+
+def _check_set_by_the_grid(r: dict) -> None:
+    for part, grid_sets in (("pretrain", _GRID_PRETRAIN), ("finetune", _GRID_FINETUNE)):
+        for key in r[part]:
+            if key in grid_sets:
+                raise RecipeError(f"{part}.{key} is set for each cell by {grid_sets[key]}: move it there")
+    if "init" in r["pretrain"] and r["pretrain"]["init"] is not None:
+        raise RecipeError("pretrain.init cannot be part of a recipe: each cell pre-trains its size from zero (a warm "
+                          "start would make every size the one model it starts from); warm-start a single run with "
+                          "`bert-explorer pretrain --init`")
+
+
+def _check_task_settings(r: dict, name: str, spec: dict) -> None:
+    """A task's fine-tuning settings as the cells will read them, strictly (a misspelt key, or one the grid
+    sets, would have been dropped and the cells run at the defaults), and its sizes bounded before anything
+    is made of them (a pair task's n_train is built in memory)."""
+    for key, cap in _TASK_BOUNDS.items():
+        v, whole = spec.get(key), key != "words_per_example"  # (a mean: a fraction of a word)
+        if v is not None and (not isinstance(v, int if whole else (int, float)) or isinstance(v, bool)
+                              or not (1 if whole else 0) <= v <= cap):
+            raise RecipeError(f"task {name!r}: {key} must be {'a whole number' if whole else 'a number'} from "
+                              f"{1 if whole else 0} to {cap:,}, not {v!r}")
+    for key in spec:
+        if key in _GRID_FINETUNE and key != "train":
+            raise RecipeError(f"task {name!r}: {key} is set for each cell by {_GRID_FINETUNE[key]}: leave it out")
+    settings = {**r["finetune"], **{k: v for k, v in spec.items() if k not in TASK_EXTRA_KEYS + ("task_type",)}}
+    try:
+        FinetuneConfig.from_dict({**settings, "model": "minilm"})
+    except (TypeError, ValueError) as e:
+        raise RecipeError(f"task {name!r}: fine-tuning settings (the recipe's finetune and the task's own): {e}") from e
 
 
 def hub_repo(size: str) -> str | None:

@@ -115,15 +115,19 @@ def ensure_pretrained(abl: Path, key: str, cfg: dict, progress: bool = False) ->
     cfg = dict(cfg)
     if cfg.get("vocab") == "shared":
         cfg["vocab"] = str(ensure_vocab(abl, cfg))
+    if cps and run.latest_checkpoint() is None:  # weights without optimiser state cannot be continued: they are
+        for _, ckpt in cps:                       # kept in set_aside/ (never deleted) and it starts again
+            run.set_aside(ckpt)
     resume = run.latest_checkpoint() is not None
-    if cps and not resume:  # checkpoints without optimiser state: cannot continue; start over
-        shutil.rmtree(run.path / "checkpoints")
+    # an attempt cut off before its first checkpoint left its folder: "resumed" from step 0, which keeps the
+    # settings and sets its metric lines aside, so that the curve holds each step once
+    again = not resume and run.is_run()
 
     def on_step(step, losses):
         if (abl / "STOP").exists():
             run.request_stop()  # run_pretraining stops at its next step and writes a checkpoint
 
-    result = run_pretraining(PretrainConfig.from_dict(cfg, strict=not resume), run.path, resume=resume,
+    result = run_pretraining(PretrainConfig.from_dict(cfg, strict=not resume), run.path, resume=resume or again,
                              progress=progress, on_step=on_step)
     if result.get("state") != "finished":
         raise AblationStopped(f"pre-training {key} stopped at step {result.get('step')}")
