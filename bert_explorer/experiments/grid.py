@@ -586,11 +586,8 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
             if device == "cpu":
                 secs += epochs * math.ceil(n / ft.get("batch_size", 32)) * _optimizer_s(cell["size"], 30522)
         else:  # frozen features (inference, ~3x faster per token) + a 2-layer BiLSTM with H units per direction
-            d_in = 4 * H if cell["transfer"] == "concat-last-4" else H
-            # forward: 2 directions x (layer 1: 8H(d_in + H), layer 2: 8H(2H + H)); training = 3x forward
-            lstm_flops = 3 * 2 * (8 * H * (d_in + H) + 8 * H * 3 * H)
-            # the BiLSTM trains on the run's device: small matrices, as a probe's on a CPU
-            lstm_rate = est.cpu_flop_s("probe", H, 1)[0] if device == "cpu" else 5e12
+            lstm_flops = est.bilstm_flops_per_token(H, min(4, L) * H if cell["transfer"] == "concat-last-4" else H)
+            lstm_rate = est.bilstm_flop_s(H, device == "cpu")
             if ROWS[cell["objective"]].bilstm:  # trained together with the model
                 secs = n * t * epochs / tps + n * t * epochs * lstm_flops / lstm_rate
             else:  # frozen features: one forward pass of BERT, then only the head trains

@@ -423,6 +423,25 @@ def words_of(example: dict) -> int:
     return n
 
 
+# The feature-based head (Section 5.3): a 2-layer BiLSTM of H units a direction over the frozen features, trained
+# in float32 on its small matrices. Measured on this project's 2-core EPYC (explorer-mini, concat-last-4, 300
+# BBC articles of 128 WordPieces, 3 epochs, one thread): about 50 GFLOP/s, near a probe's share of the thread's
+# matrix speed (``PROBE_SHARE``); a GPU is assumed at a few TFLOP/s (sequential steps of small products).
+GPU_BILSTM_FLOP_S = 5e12
+
+
+def bilstm_flops_per_token(hidden: int, d_in: int) -> float:
+    """Training FLOPs a token of the feature-based head's BiLSTM: forward, two directions × (layer 1:
+    8·H·(d_in + H), four gates over the input and the state; layer 2: 8·H·(2H + H)); a training step
+    three times the forward."""
+    return 3 * 2 * (8 * hidden * (d_in + hidden) + 8 * hidden * 3 * hidden)
+
+
+def bilstm_flop_s(hidden: int, on_cpu: bool) -> float:
+    """The rate the BiLSTM head trains at: a probe's share of one CPU thread's matrix speed, or a GPU's."""
+    return cpu_flop_s("probe", hidden, 1)[0] if on_cpu else GPU_BILSTM_FLOP_S
+
+
 OPTIMIZER_S_PER_PARAMETER = 2e-9  # a fine-tuning step's AdamW update, the gradients' zeroing and clipping: measured
                                   # 0.8-1.0 ns a parameter for the fused AdamW alone on one thread
 FINETUNE_RUN_S = 2.0               # the data read and featurised, the first step's warm-up, the predictions written
@@ -448,7 +467,7 @@ def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch
                       tokens_per_example: float | None = None, features_per_example: float = 1.0,
                       seq_len: float | None = None, dev_tokens_per_example: float | None = None,
                       threads: int | None = None, precision: str = "auto", process_start: bool = True,
-                      grad_accum: int = 1, eval_every: int | None = None) -> dict:
+                      grad_accum: int = 1, eval_every: int | None = None, feature_mode: str = "last") -> dict:
     """Steps and seconds of a fine-tuning of ``model`` (a name or folder) on this machine, in parts:
 
     * ``train_seconds``: every parameter trained (6·N + 12·L·H·T FLOPs per token, no MLM decoder) over
@@ -465,7 +484,8 @@ def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch
 
     On a CPU the rate is :func:`cpu_flop_s` for ``threads`` threads (default: a background run's), bf16
     where ``precision`` picks it (``device.autocast_dtype``); on a GPU, :func:`stated_throughput`. The
-    feature-based mode reads every example forward once (its small head's training is left out)."""
+    feature-based mode reads every example forward once, then trains its BiLSTM head (``feature_mode``:
+    concat-last-4 feeds it the last four layers side by side) for the epochs, scoring the dev set with it."""
     from .engine import total_steps  # engine imports torch's training pieces: only when estimating
 
     config = BertConfig.load(checkpoint.resolve(model))
@@ -484,9 +504,11 @@ def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch
     train_rate, eval_rate, final_rate, basis = _finetune_rates(H, threads, precision, on_cpu, config.intermediate_size)
     # engine.fit: after each epoch (the last one cut short too), or every eval_every steps and at the end
     evaluations = lr_settings * (math.ceil(per_setting / eval_every) if eval_every else max(1, math.ceil(epochs)))
-    if mode == "feature-based":  # BERT frozen: its features once, forward only
-        train_s = n_train * tokens * forward_fpt / eval_rate
-        eval_s = n_dev * dev_tokens * forward_fpt / eval_rate
+    if mode == "feature-based":  # BERT frozen: its features once, forward only; then the BiLSTM head trains
+        lstm = bilstm_flops_per_token(H, (min(4, L) if feature_mode == "concat-last-4" else 1) * H)
+        head_rate = bilstm_flop_s(H, on_cpu)
+        train_s = n_train * tokens * forward_fpt / eval_rate + epochs * n_train * tokens * lstm / head_rate
+        eval_s = n_dev * dev_tokens * (forward_fpt / eval_rate + evaluations * lstm * FORWARD_SHARE / head_rate)
     else:
         # total_steps counts the last batch of an epoch whole: the tokens are the examples', epochs times over
         train_s = lr_settings * epochs * n_train * tokens * train_fpt / train_rate

@@ -257,7 +257,7 @@ def estimate(cfg: FinetuneConfig, data: TaskData, n_dev: int | None = None, *, t
                             len(cfg.lr_grid) or 1, cfg.mode, tokens_per_example=tokens, features_per_example=per_example,
                             seq_len=positions, dev_tokens_per_example=dev_tokens, threads=threads,
                             precision=cfg.precision, process_start=process_start, grad_accum=cfg.grad_accum,
-                            eval_every=cfg.eval_every)
+                            eval_every=cfg.eval_every, feature_mode=cfg.features)
     return {**est, "train_examples": n_train, "dev_examples": n_dev, "train_available": available}
 
 
