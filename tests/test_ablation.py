@@ -213,6 +213,30 @@ def test_a_pre_training_started_again_keeps_its_old_weights_and_logs_each_step_o
     assert list((run.path / "set_aside").glob("metrics-after-step-0*.jsonl"))
 
 
+def test_a_full_disk_stops_the_ablation_instead_of_failing_every_cell(tmp_path, monkeypatch, capsys):
+    """A full disk was recorded as one failed cell, then every later cell failed the same way and the grid
+    ended "finished" with exit 0. It is the ablation's stop now: one sentence, exit 1, no cell after it."""
+    from bert_explorer import full_disk
+
+    ran = []
+
+    def disk_full(abl, plan, cell, model_dir):
+        ran.append(cell["id"])
+        raise full_disk.DiskFull(f"the disk under {abl} is full: 0 bytes free; free some space, then --resume")
+
+    monkeypatch.setattr(runner, "run_cell", disk_full)
+    r = grid.load_recipe("smoke")
+    task = {"train": "tiny:classification", "max_train_examples": 32}
+    r.update(axes={}, axis_tasks={}, tasks={"first": task, "second": task})
+    (tmp_path / "r.json").write_text(json.dumps(r))
+    assert cli.main(["ablate", "--recipe", str(tmp_path / "r.json"), "--output", str(tmp_path / "abl"),
+                     "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("bert-explorer: error: the disk under") and len(ran) == 1
+    assert json.loads((tmp_path / "abl" / "status.json").read_text())["state"] == "failed"
+    assert not (tmp_path / "abl" / "results.jsonl").exists() or "failed" not in (tmp_path / "abl" / "results.jsonl").read_text()
+
+
 def test_failed_cell_is_recorded_and_the_rest_go_on(tmp_path):
     r = grid.load_recipe("smoke")
     r.update(axes={}, axis_tasks={}, tasks={"bad": {"train": str(tmp_path / "missing.csv")},

@@ -273,6 +273,27 @@ def test_the_finetune_command_says_its_estimate_before_it_starts(base_model, tmp
     assert json.loads(captured.out)["train_examples"] == 58  # the result on stdout, untouched
 
 
+def test_the_finetune_command_estimates_with_the_threads_it_trains_with(base_model, tmp_path, capsys, monkeypatch):
+    """In the foreground the run trains with the threads of the cores free (here 2, as OMP_NUM_THREADS says);
+    its estimate was made for a background run's one thread, about twice too long on a 2-core machine."""
+    import torch
+
+    from bert_explorer.cli import main
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.setattr(estimate, "background_threads", lambda: 1)  # (what a background run would get here)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert main(["finetune", "--model", base_model, "--train", "tiny:classification", "--output",
+                     str(tmp_path / "run"), "--epochs", "1", "--device", "cpu", "--precision", "fp32"]) == 0
+    finally:
+        torch.set_num_threads(before)
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("estimate: about ")]
+    assert "on 2 CPU threads of an idle machine" in line
+    assert "2 CPU threads of" in (tmp_path / "run" / "log.txt").read_text()
+
+
 def test_the_probe_layers_command_says_its_estimate_before_it_runs(tiny, cache, tmp_path, capsys):
     from bert_explorer.cli import main
 

@@ -178,8 +178,10 @@ def cmd_finetune(args) -> int:
                 raise UserError(str(e) if isinstance(e, ValueError) else f"{cfg.train} cannot be read: {e}") from None
             return
         try:
+            # (here: the threads this process trains with, chosen for the cores free now; None meant a
+            # background run's one thread, and a 2-thread run here was said about twice too long)
             est = finetune_estimate(cfg, train, len(dev.examples), process_start=background,
-                                    threads=background_threads() if background else None)
+                                    threads=background_threads() if background else torch.get_num_threads())
         except (CheckpointError, OSError, KeyError, ValueError):  # the model unreadable: the run says why
             return
         when = f"every {cfg.eval_every:,} steps" if cfg.eval_every else "after each epoch"

@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from .. import atomic, hub
+from .. import atomic, full_disk, hub
 from ..data.corpora import load_corpus, split_documents, tiny_corpus
 from ..runs.lock import writes_run
 from ..runs.run import ACTIVE_STATES, Run
@@ -204,6 +204,8 @@ def fine_tune_cell(abl: Path, plan: dict, cell: dict, model_dir: Path | str, sum
     try:
         res = run_cell(abl, plan, cell, model_dir)
     except Exception as e:
+        if full_disk.is_disk_full(e):  # not this cell's failure: every cell after it would fail the same way
+            raise
         rec = _record(cell, "failed", error=str(e) or type(e).__name__, seconds=round(time.time() - t1, 1))
         _append_result(abl, rec)
         return rec
@@ -317,6 +319,8 @@ def run_ablation(recipe: dict | None, out_dir: str | Path, resume: bool = False,
             except AblationStopped:
                 raise
             except Exception as e:  # every cell of this model fails; the other models go on
+                if full_disk.is_disk_full(e):  # (a full disk is not the model's: the ablation stops, saying so)
+                    raise
                 run.log(f"{what} {key} failed: {e}")
                 say(f"  {what} failed: {e}")
                 for c in todo:

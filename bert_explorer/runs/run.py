@@ -157,6 +157,15 @@ class Run:
             fields["part_seen"] = now  # the part's own last sign of life (a starter's writes are not)
         current.update(fields, updated=now)
         atomic.write_json(p, current, indent=2, default=str)
+        if fields.get("state") in DONE_STATES:
+            self.close_tensorboard()
+
+    def close_tensorboard(self) -> None:
+        """End the TensorBoard writer (and its thread) of a run that ended: an ablation makes a run a cell,
+        and each writer left open kept a thread for the life of the process. A later metric opens another."""
+        if self._tensorboard:
+            self._tensorboard.close()
+            self._tensorboard = None
 
     def log_metrics(self, record: dict) -> None:
         with (self.path / "metrics.jsonl").open("a") as f:
