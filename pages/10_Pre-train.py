@@ -32,7 +32,7 @@ from bert_explorer.train.estimate import (ALIASES, background_threads, checkpoin
                                           sequences_of, size_options)
 from bert_explorer.train.pretrain import check_fits as check_pretraining
 from bert_explorer.train.memory import NO_CUDA
-from bert_explorer.train.pretrain_config import PretrainConfig
+from bert_explorer.train.pretrain_config import PretrainConfig, predicted_fraction
 from bert_explorer.train.pretraining_data import split_corpus
 from bert_explorer.train.resume import resume_settings
 from bert_explorer.runs.run import Run, new_run_refusal
@@ -211,10 +211,14 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     # a small upload cannot give the pieces asked for: its model, and the estimate, are smaller
     learnt = learnable_vocab_size(upload[1], int(vocab_size)) if upload and not corpus_error and init is None else None
     pieces = min(int(vocab_size), learnt or int(vocab_size))
+    # the MLM decoder's share of the tokens: the masked 15 %, or every one for a left-to-right model
+    predicted = predicted_fraction(config) if config else (0.15 if objective_type(objective).masks else 1.0)
+    decoded = f"the {predicted:.0%} masked tokens" if predicted < 1 else "every token (a left-to-right model predicts each)"
     est = pretrain_estimate(size, int(steps), int(batch), int(seq_len), pieces, root, evaluations=n_evals,
                             held_out_sequences=sequences_of(held_words, int(seq_len)),
                             eval_batches=config.eval_batches if config else 50, corpus=corpus, corpus_words=words,
-                            checkpoints=checkpoints_of(int(steps), config.save_every if config else int(steps)))
+                            checkpoints=checkpoints_of(int(steps), config.save_every if config else int(steps)),
+                            predicted_fraction=predicted, precision=precision)
     if source != "Built-in" and (upload is None or corpus_error):
         st.caption("The parameters and the time are estimated once an upload is accepted.")  # (it said "0 words")
     else:
@@ -226,7 +230,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
         st.caption(f"An **estimate**: {duration_text(est['seconds'])} on an idle machine, in four parts (the time above "
                    f"is this one with the load of the moment). Training {duration_text(est['train_seconds'])}: {int(steps):,} "
                    f"steps × {int(batch)} × {int(seq_len)} tokens × {est['flops_per_token'] / 1e6:,.1f} MFLOPs per token "
-                   f"(6·N + 12·L·H·T for N parameters, L layers, H hidden units and T tokens per sequence, + the MLM decoder on the 15 % masked tokens) ÷ {est['flop_per_s'] / 1e9:,.0f} "
+                   f"(6·N + 12·L·H·T for N parameters, L layers, H hidden units and T tokens per sequence, + the output decoder on {decoded}) ÷ {est['flop_per_s'] / 1e9:,.0f} "
                    f"GFLOP/s ({est['basis']}). Evaluation {duration_text(est['eval_seconds'])}: {est['evaluations']} "
                    f"held-out evaluations of about {est['eval_sequences']:,} sequences each, forward only (a third of a "
                    f"training step's FLOPs). Loading {duration_text(est['loading_seconds'])} before step 1 "

@@ -50,13 +50,37 @@ def test_the_time_estimate_uses_a_measured_run_of_the_same_size_on_this_device(t
     assert "timed here" in other["basis"]  # another size is not measured by that run: its layer is timed
 
 
+def test_a_left_to_right_run_is_estimated_with_every_token_predicted_and_not_from_a_masked_lms_speed(tmp_path):
+    """A left-to-right model's decoder predicts every token (6·V·H FLOPs each), a masked LM's 15 %: the
+    estimate counted 15 % for both (x2.3 fewer FLOPs for tiny at 8,000 pieces), and took a masked LM's
+    measured speed for an LTR run, or a run of other threads (a 2-thread foreground run for a background
+    run's one thread, about 2x) for this one."""
+    from bert_explorer.runs.run import Run
+    from bert_explorer.train.estimate import background_threads, device_key, model_size, pretrain_estimate
+
+    common = dict(steps=100, batch_size=32, seq_len=128, vocab_size=8000, root=tmp_path)
+    mlm, ltr = pretrain_estimate("tiny", **common), pretrain_estimate("tiny", **common, predicted_fraction=1.0)
+    assert ltr["flops_per_token"] == pytest.approx(model_size("tiny", 8000, 128, 1.0)[1])
+    assert ltr["flops_per_token"] - mlm["flops_per_token"] == pytest.approx(6 * 8000 * 128 * 0.85)
+    assert ltr["train_seconds"] > 2 * mlm["train_seconds"]
+
+    run = Run(tmp_path / "earlier").create({"size": "tiny", "vocab_size": 8000, "max_seq_length": 128}, "pretrain")
+    run.write_status(state="finished", device=device_key(), threads=background_threads())
+    for step in range(1, 6):
+        run.log_metrics({"step": step, "split": "train", "loss": 5.0, "tokens_per_s": 2000.0})
+    assert pretrain_estimate("tiny", **common)["basis"].startswith("measured: run earlier")
+    assert "timed here" in pretrain_estimate("tiny", **common, predicted_fraction=1.0)["basis"]
+    run.write_status(threads=background_threads() + 1)
+    assert "timed here" in pretrain_estimate("tiny", **common)["basis"]
+
+
 def _earlier_run(root, name, config, tokens_per_s, loading_s):
     from bert_explorer.train.estimate import device_key
     from bert_explorer.runs.run import Run
 
     run = Run(root / name).create(config, "pretrain")
     created = run.status()["created"]
-    run.write_status(state="finished", device=device_key(), started=created + loading_s)
+    run.write_status(state="finished", device=device_key(), started=created + 1.0, ready=created + loading_s)
     for step in range(1, 6):
         run.log_metrics({"step": step, "split": "train", "loss": 5.0, "tokens_per_s": tokens_per_s})
     return run
@@ -84,6 +108,7 @@ def test_the_estimate_counts_evaluations_held_out_size_and_loading(tmp_path):
     _earlier_run(tmp_path, "earlier", {"size": "mini", "corpus": "bbc", "vocab_size": 8000,
                                        "max_seq_length": 128}, 2000.0, 83.0)
     measured = pretrain_estimate(**common, evaluations=0)
+    # (from its start to its data read and model built: "started", when it began to read, left out the tokenising)
     assert measured["loading_seconds"] == pytest.approx(83.0, abs=0.01)
     assert measured["loading_basis"].startswith("measured: run earlier")
 

@@ -130,10 +130,34 @@ def _recent_metrics(run, n_bytes: int = 32768) -> list[dict]:
     return out
 
 
-def measured_throughput(root: Path, size: str | None = None) -> tuple[float, str] | None:
+def _predicted_fraction(cfg: dict) -> float:
+    """The share of a run's tokens its MLM decoder predicts: the masked ones, or every one for a left-to-right
+    model (a run's config, as saved)."""
+    from ..data.objectives import objective_type
+
+    try:
+        masks = objective_type(cfg.get("objective", "mlm+nsp")).masks
+    except (KeyError, ValueError):
+        masks = True
+    return float(cfg.get("mlm_probability", 0.15)) if masks else 1.0
+
+
+def _vocabulary_of(run, cfg: dict) -> int:
+    """The vocabulary a run trained with: its tokenizer's (a small corpus learns fewer pieces than asked)."""
+    vocab = run.path / "tokenizer" / "vocab.txt"
+    try:
+        return sum(1 for _ in vocab.open(encoding="utf-8")) if vocab.is_file() else int(cfg.get("vocab_size", 8000))
+    except (OSError, UnicodeDecodeError, ValueError, TypeError):
+        return int(cfg.get("vocab_size", 8000))
+
+
+def measured_throughput(root: Path, size: str | None = None, predicted_fraction: float = 0.15,
+                        precision: str | None = None, threads: int | None = None) -> tuple[float, str] | None:
     """Effective FLOP/s of an earlier pre-training run of the same size on this device, from
     its logged tokens/s: (flop_s, where it comes from), or None. (Other sizes would mislead:
-    small models keep a CPU or GPU far less busy than large ones.)"""
+    small models keep a CPU or GPU far less busy than large ones.) A run of another objective (a
+    left-to-right model's decoder predicts every token, a masked LM's 15 %), another precision or, on a
+    CPU, another count of threads measured another speed: not taken, where its status says them."""
     dev = device_key()
     for run in find_runs(root):
         s, cfg = run.status(), run.config()
@@ -142,12 +166,16 @@ def measured_throughput(root: Path, size: str | None = None) -> tuple[float, str
         run_size = cfg.get("init") or cfg.get("size")  # a warm start has the size of its checkpoint
         if s.get("device") != dev or _canonical(str(run_size)) != _canonical(str(size)):
             continue
+        fraction = _predicted_fraction(cfg)
+        if abs(fraction - predicted_fraction) > 1e-9 or (precision and s.get("precision", precision) != precision) \
+                or (dev == "cpu" and threads and s.get("threads", threads) != threads):
+            continue
         tps = [m["tokens_per_s"] for m in _recent_metrics(run) if m.get("split") == "train" and m.get("tokens_per_s")]
         if not tps:
             continue
         tps = statistics.median(tps[-20:])
         try:
-            _, fpt = model_size(run_size, int(cfg.get("vocab_size", 8000)), int(cfg.get("max_seq_length", 128)))
+            _, fpt = model_size(run_size, _vocabulary_of(run, cfg), int(cfg.get("max_seq_length", 128)), fraction)
         except (KeyError, ValueError, TypeError, CheckpointError):
             continue
         return tps * fpt, f"measured: run {rel_name(run.path, root)} of this size trained at {tps:,.0f} tokens/s here"
@@ -200,31 +228,30 @@ def sequences_of(words: int, seq_len: int) -> int:
 
 
 def measured_loading(root: Path, corpus: str | None) -> tuple[float, str] | None:
-    """Seconds from queueing to step 1 (status ``created`` to ``started``) of the latest pre-training
-    run on this corpus on this device, or None."""
+    """Seconds from its start to its first step (status ``created`` to ``ready``: the process started,
+    the corpus read and tokenised, the model built) of the latest pre-training run on this corpus on this
+    device, or None. (``started``, when the data began to be read, left the tokenising out.)"""
     dev = device_key()
     for run in find_runs(root):
         s, cfg = run.status(), run.config()
         if (s.get("kind") or cfg.get("kind")) != "pretrain" or s.get("device") != dev or cfg.get("corpus") != corpus:
             continue
-        if s.get("created") and s.get("started") and s["started"] >= s["created"]:
-            return float(s["started"] - s["created"]), f"measured: run {rel_name(run.path, root)} on this corpus"
+        if s.get("created") and s.get("ready") and s["ready"] >= s["created"]:
+            return float(s["ready"] - s["created"]), f"measured: run {rel_name(run.path, root)} on this corpus"
     return None
 
 
-def _cpu_pretraining_rate(size: str, vocab_size: int) -> tuple[float, str]:
+def _cpu_pretraining_rate(size: str, vocab_size: int, bf16: bool) -> tuple[float, str]:
     """A background pre-training's rate on this CPU: its training step timed on a layer of its width, in
     the precision it will train in, on a background run's threads."""
-    from .device import autocast_dtype
-
     config = preset(size, vocab_size=vocab_size) if size in PRESETS else BertConfig.load(checkpoint.resolve(size))
-    return cpu_flop_s("train", config.hidden_size, background_threads(),
-                      autocast_dtype(torch.device("cpu"), "auto") is not None, config.intermediate_size)
+    return cpu_flop_s("train", config.hidden_size, background_threads(), bf16, config.intermediate_size)
 
 
 def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, vocab_size: int, root: Path,
                       evaluations: int = 0, held_out_sequences: int = 0, eval_batches: int = 50,
-                      corpus: str | None = None, corpus_words: int = 0, checkpoints: int = 1) -> dict:
+                      corpus: str | None = None, corpus_words: int = 0, checkpoints: int = 1,
+                      predicted_fraction: float = 0.15, precision: str = "auto") -> dict:
     """Parameters and an estimated wall-clock time of a pre-training run, in four parts:
 
     * ``train_seconds``: steps x batch x seq_len tokens, times the FLOPs per token of
@@ -237,11 +264,17 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
     * ``checkpoint_seconds``: ``checkpoints`` writes of the weights and Adam's moments, at a stated
       rate of writing.
 
-    ``seconds`` is their sum."""
-    params, fpt = model_size(size, vocab_size, seq_len)
+    ``seconds`` is their sum. ``predicted_fraction``: the tokens the MLM decoder predicts (the objective's:
+    ``mlm_probability`` for a masked LM, every one, 1.0, for a left-to-right model); ``precision``, the
+    run's setting, and a background run's threads pick the rate it trains at."""
+    from .device import autocast_dtype, precision_name
+
+    params, fpt = model_size(size, vocab_size, seq_len, predicted_fraction)
     tokens = steps * batch_size * seq_len
-    flop_s, basis = measured_throughput(root, size) or (stated_throughput() if device_key() != "cpu" else
-                                                         _cpu_pretraining_rate(size, vocab_size))
+    on = torch.device("cuda" if device_key() not in ("cpu", "mps") else "cpu")
+    dtype = autocast_dtype(on, precision) if on.type == "cpu" or torch.cuda.is_available() else None
+    flop_s, basis = measured_throughput(root, size, predicted_fraction, precision_name(dtype), background_threads()) \
+        or (stated_throughput() if device_key() != "cpu" else _cpu_pretraining_rate(size, vocab_size, dtype is not None))
     train = tokens * fpt / flop_s
     eval_sequences = min(int(held_out_sequences), eval_batches * batch_size)
     eval_tokens = evaluations * eval_sequences * seq_len

@@ -33,7 +33,7 @@ from . import levers
 from .device import Device, pick_device, threads_text
 from .optim import linear_warmup_decay, load_optimizer_state, make_optimizer
 from .engine import marks_failure, time_left
-from .pretrain_config import PretrainConfig, positions_fit, warmup_steps_of
+from .pretrain_config import PretrainConfig, positions_fit, predicted_fraction, warmup_steps_of
 from .pretraining_data import (PretrainingData, check_corpora, cloze_sentences, learns_its_words_from_an_upload,
                                pretraining_data)
 from .report import MemoryReporter, Reporter
@@ -262,7 +262,7 @@ def check_fits(cfg: PretrainConfig, latest: Path | None = None) -> None:
     if latest is not None or cfg.init:
         positions_fit(cfg.max_seq_length, config.max_position_embeddings, named)
     check_batch_fits(config, cfg.batch_size, cfg.max_seq_length, cfg.precision, cfg.device, named,
-                     predicted=cfg.masking.mlm_probability if cfg.objective_type.masks else 1.0)
+                     predicted=predicted_fraction(cfg))
 
 
 def _check_room(run: Reporter, model, cfg: PretrainConfig, step: int) -> None:
@@ -346,10 +346,11 @@ def _trainer(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | Non
 def _announce(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None, data: PretrainingData,
               t: Trainer, began: float) -> None:
     # (started: when this part began to read its data, as the estimate counts the loading in: "took" is then
-    # comparable with the time said before the run)
+    # comparable with the time said before the run; ready: its data read and model built, the loading an
+    # estimate measures; threads: the CPU threads whose speed its steps measure)
     run.write_status(state="running", pid=os.getpid(), step=t.step, max_steps=cfg.max_steps,
                      device=dev.name, precision=dev.precision, world_size=dev.world_size,
-                     ddp_backend=dev.backend, started=began,
+                     ddp_backend=dev.backend, started=began, ready=time.time(), threads=torch.get_num_threads(),
                      parameters=sum(p.numel() for p in t.model.parameters()),
                      train_sequences=len(data.train), held_out_sequences=len(data.held))
     run.log(f"{'resuming at' if latest else 'starting'} step {t.step}: {len(data.train)} training sequences, "
@@ -381,8 +382,8 @@ class Pretraining:
         self.objective, self.on_step = cfg.objective_type, on_step
         self.tokens_seen, self.tokens_since, self.last_log, self.last_eval = tokens_seen, 0, time.time(), None
         self.part_start = (t.step, time.time())  # this process's first step and its time: the rate of the ETA
-        self.flops_per_token = model_flops_per_token(t.model, cfg.max_seq_length,
-                                                     cfg.masking.mlm_probability)["total"]
+        self.flops_per_token = model_flops_per_token(t.model, cfg.max_seq_length,  # (its MFU: an LTR model
+                                                     predicted_fraction(cfg))["total"]  # predicts every token)
         self.frames, self.to_record = self._frame_recorder(latest)
         self.bar = tqdm(total=cfg.max_steps, initial=t.step, unit="step", dynamic_ncols=True) \
             if progress and dev.is_main else None

@@ -181,6 +181,12 @@ def positions_fit(max_seq_length: int, positions: int, model: str) -> None:
                          f"learned; choose {positions} or less")
 
 
+def predicted_fraction(cfg: PretrainConfig) -> float:
+    """The share of a sequence's tokens the MLM decoder predicts (its cost): the masked ones of a masked LM,
+    every one of a left-to-right model."""
+    return cfg.masking.mlm_probability if cfg.objective_type.masks else 1.0
+
+
 def warmup_steps_of(cfg: PretrainConfig) -> int:
     """The warm-up length: as set, else 10% of max_steps (the paper: 10k of 1M steps)."""
     return cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.max_steps // 10)
