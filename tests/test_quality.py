@@ -107,6 +107,28 @@ def test_the_cli_prints_the_measures_with_the_check_set_and_keeps_them_for_the_p
     assert refused.returncode == 2 and "--sequences" in refused.stderr
 
 
+def test_the_cli_estimates_the_sequences_its_settings_hold_out_at_their_length(tiny_run, cache, monkeypatch,
+                                                                               capsys):
+    """The time said before a measurement counted 1,818 sequences of 128 whatever was measured: a larger held-out
+    share or a longer length measures more; each is counted from the documents those settings hold out."""
+    from bert_explorer import cli
+    from bert_explorer.train.estimate import sequences_of
+    from bert_explorer.train.pretraining_data import split_corpus
+
+    asked = []
+    monkeypatch.setattr(quality, "estimate_seconds", lambda config, n, seq_len=128, threads=None:
+                        asked.append((n, seq_len)) or 1.0)
+    monkeypatch.setattr(quality, "measure", lambda *a, **k: (_ for _ in ()).throw(SystemExit(0)))  # said: enough
+    for flags in (["--held-out-fraction", "0.2"], ["--held-out-fraction", "0.6", "--max-seq-length", "64"]):
+        with pytest.raises(SystemExit):
+            cli.main(["evaluate-pretraining", "--model", str(tiny_run), *flags])
+    cfg = PretrainConfig.from_dict({**json.loads((tiny_run / "training_args.json").read_text()),
+                                    "held_out_fraction": 0.6, "max_seq_length": 64}, strict=False)
+    words = sum(len(s.split()) for d in split_corpus(cfg)[1] for s in d)
+    assert asked[1] == (sequences_of(words, 64), 64) and asked[1][0] > asked[0][0]
+    assert "measuring every held-out sequence" in capsys.readouterr().err
+
+
 def _wait_for(condition, seconds: float = 120.0):
     end = time.monotonic() + seconds
     while time.monotonic() < end:

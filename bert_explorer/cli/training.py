@@ -19,12 +19,13 @@ from ..tasks.base import TaskType
 from ..tasks.registry import task_type
 from ..checkpoint import CheckpointError
 from ..train.speed import load_text, niced_here, said
-from ..train.estimate import background_threads
+from ..train.estimate import background_threads, sequences_of
 from ..train.finetune import FinetuneConfig, check_start as check_finetuning, estimate as finetune_estimate, \
     read_data, run_finetuning, steps_text
 from ..train.predict import Predictor
 from ..train.pretrain import check_start as check_pretraining, run_pretraining
 from ..train.pretrain_config import PretrainConfig
+from ..train.pretraining_data import split_corpus
 from ..train.finetune_resume import resume_settings as resume_finetuning
 from ..train.resume import resume_settings
 from .common import (MODEL_HELP, UserError, config_from, dataclass_args, given_settings, print_json, progress_lines,
@@ -125,7 +126,12 @@ def cmd_evaluate_pretraining(args) -> int:
             if quality.document_settings(cfg) != quality.document_settings(base):
                 held_out = f"from the settings given ({cfg.corpus}, {cfg.held_out_fraction:.0%} held out, seed {cfg.seed})"
         threads = torch.get_num_threads()
-        idle_s = quality.estimate_seconds(loaded.config, args.sequences or 1818, threads=threads)
+        # the sequences these settings hold out, at their length (counted from the words: cutting them is the
+        # measurement's own first step); 1,818 of 128 was said whatever the documents or the length
+        _, held_docs = split_corpus(cfg)
+        counted = sequences_of(sum(len(s.split()) for d in held_docs for s in d), cfg.max_seq_length)
+        n = min(args.sequences, counted) if args.sequences else counted
+        idle_s = quality.estimate_seconds(loaded.config, n, seq_len=cfg.max_seq_length, threads=threads)
         print(f"measuring {args.sequences or 'every'} held-out sequence{'s' if args.sequences != 1 else ''}: "
               f"{said(idle_s, threads, niced=niced_here())} "
               f"({load_text()})", file=sys.stderr, flush=True)
