@@ -167,7 +167,14 @@ def inspect(d: Path) -> BertConfig:
         config = BertConfig.from_hf_dict(raw)
     except RecursionError:
         raise CheckpointError(f"{cfg_file} is not a usable BERT config: it nests too deeply to be one") from None
-    except (OSError, ValueError, TypeError, UnicodeDecodeError) as e:
+    except json.JSONDecodeError as e:  # (the parser's "Expecting value: line 1 column 1" alone said no remedy)
+        raise CheckpointError(f"{cfg_file} is not a usable BERT config: it is not valid JSON ({e.msg} at line "
+                              f"{e.lineno}, column {e.colno}); put back the config.json saved with the weights"
+                              ) from None
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{cfg_file} is not a usable BERT config: it is not UTF-8 text; put back the "
+                              "config.json saved with the weights") from None
+    except (OSError, ValueError, TypeError) as e:
         raise CheckpointError(f"{cfg_file} is not a usable BERT config: {e}") from None
     shapes = _declared_shapes(d)
     if shapes:

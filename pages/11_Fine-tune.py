@@ -218,7 +218,8 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     else:
         task_kind = None
     if data is not None and source == "Upload a file":
-        if warning := small_dev_warning(round(len(data.examples) * dev_fraction)):  # dev is split off first
+        if warning := small_dev_warning(round(len(data.examples) * dev_fraction),  # dev is split off first
+                                        counted=data.task.right_or_wrong):
             st.warning(warning)
             said_above = warning
     if data_error is None and base and (why := ltr_problem(base, task_kind, mode)):
@@ -309,7 +310,8 @@ for col, k in zip(cols, shown):
                     "third decimal.")
 cols[-1].metric("examples (train / dev)", f"{result.get('train_examples', 0):,} / {result.get('dev_examples', 0):,}")
 # said once: the upload's dev set above and this run's may be the same 8 examples, in the same sentence
-if (warning := small_dev_warning(result.get("dev_examples", 0))) and warning != said_above:
+if (warning := small_dev_warning(result.get("dev_examples", 0), counted=kind.right_or_wrong if kind else True)) \
+        and warning != said_above:
     st.warning(warning)
 
 if "confusion_matrix" in dev:

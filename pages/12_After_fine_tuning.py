@@ -111,7 +111,7 @@ m[0].metric(f"dev {LABELS.get(main, main)}, saved model", fmt(whole[main]),
 if task.right_or_wrong:
     m[1].metric("right", f"{len(right):,}")
     m[2].metric("wrong", f"{len(wrong):,}")
-if warning := small_dev_warning(len(rows)):
+if warning := small_dev_warning(len(rows), counted=task.right_or_wrong):
     st.warning(warning)
 if per := task.per_label(report := task.report_of_rows(rows)):
     # a headline over labels (multi-label's micro-F1) can hide labels the model never learnt: each one's own

@@ -193,6 +193,36 @@ def test_user_mistakes_exit_2_without_traceback(tmp_path, argv, message):
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.parametrize("argv, message", [
+    # a zero learning rate trained nothing without a word; a negative one failed in PyTorch after the data was read
+    (["finetune", "--model", "minilm", "--train", "tiny:classification", "--output", "o", "--lr", "0"],
+     "lr must be a learning rate above 0 and at most 1"),
+    (["finetune", "--model", "minilm", "--train", "tiny:classification", "--output", "o", "--lr-grid", "5e-5,-1"],
+     "lr_grid must be a learning rate above 0"),
+    # an empty sentence got a probability all the same (0.999 for A = "")
+    (["probe", "nsp", "--model", "minilm-mlm-nsp", "--a", " ", "--b", "both teams scored twice ."],
+     "--a (sentence A) is empty; give both sentences"),
+    # the list of corpora left out the generated one that --help offers
+    (["pretrain", "--corpus", "no-such.txt", "--output", "o"], "or tiny (generated: a run in seconds)"),
+    (["ablate", "--report", "no-such-folder"], "no-such-folder does not exist; give the folder an ablation ran in"),
+])
+def test_a_practitioners_slips_are_one_sentence_before_anything_is_written(tmp_path, argv, message):
+    r = subprocess.run([sys.executable, "-m", "bert_explorer.cli", *argv], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
+
+
+def test_a_config_that_is_not_json_is_said_so_with_what_to_do(tmp_path, minilm_dir):
+    import shutil
+
+    broken = shutil.copytree(minilm_dir, tmp_path / "broken")
+    (broken / "config.json").write_text("garbage")
+    r = run("probe", "mlm", "--model", str(broken), "--text", "a [MASK] b")
+    assert r.returncode == 2 and r.stderr.strip().endswith(
+        "config.json is not a usable BERT config: it is not valid JSON (Expecting value at line 1, column 1); put back "
+        "the config.json saved with the weights"), r.stderr
+
+
 def test_out_of_range_layer_is_a_user_error(tmp_path):
     inp = tmp_path / "in.txt"
     inp.write_text("hello world\n")
@@ -248,12 +278,20 @@ def test_finetune_bad_upload_one_clear_line_and_nothing_lost(tmp_path, name, con
 
 
 def test_finetune_refuses_to_overwrite_a_finished_run(tmp_path):
+    from bert_explorer.runs.run import Run
+
     out = tmp_path / "run"
+    Run(out).create({"model": "minilm"}, "finetune").write_status(state="finished")
     (out / "model").mkdir(parents=True)
     (out / "metrics.json").write_text('{"dev": {"accuracy": 0.9}}')
     r = run("finetune", "--model", "minilm", "--train", "tiny:classification", "--output", str(out))
-    assert r.returncode == 2 and "already holds" in r.stderr
+    assert r.returncode == 2 and "already holds a finished fine-tuning run" in r.stderr
     assert (out / "metrics.json").read_text() == '{"dev": {"accuracy": 0.9}}'
+    # the same files with no run's settings or status: a person's own folder, said so
+    (out / "config.json").unlink()
+    (out / "status.json").unlink()
+    r = run("finetune", "--model", "minilm", "--train", "tiny:classification", "--output", str(out))
+    assert r.returncode == 2 and "holds metrics.json, model/ but is not a run's folder" in r.stderr
 
 
 
@@ -302,6 +340,9 @@ def test_small_dev_warning_thresholds():
     # (a slice of 50 that the model got all right was told its score was "mostly chance")
     assert "so its score is mostly chance" in small_dev_warning(6) and "up to about ±41 points" in small_dev_warning(6)
     assert "so its score is uncertain" in small_dev_warning(50) and "up to about ±14 points" in small_dev_warning(50)
+    # a value task's score (a correlation, an error) is not moved by one answer "more or less right"
+    values = small_dev_warning(8, counted=False)
+    assert "mostly chance" in values and "more or less right" not in values and "points" not in values
 
 
 def test_a_misspelt_setting_is_refused_with_the_name_it_meant(tmp_path):

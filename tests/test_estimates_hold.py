@@ -271,6 +271,8 @@ def test_the_finetune_command_says_its_estimate_before_it_starts(base_model, tmp
     (line,) = [x for x in captured.err.splitlines() if x.startswith("estimate: about ")]
     assert "4 steps of 16 examples" in line and "6 dev examples" in line and "GFLOP/s" in line
     assert json.loads(captured.out)["train_examples"] == 58  # the result on stdout, untouched
+    # and where the model is, with the command that tries it (the JSON said neither)
+    assert f"the fine-tuned model is in {out / 'model'}" in captured.err and f"predict --model {out}" in captured.err
 
 
 def test_the_finetune_command_estimates_with_the_threads_it_trains_with(base_model, tmp_path, capsys, monkeypatch):

@@ -264,6 +264,48 @@ def test_a_run_that_ends_closes_its_tensorboard_writer_and_its_thread(tmp_path):
     assert all(list((tmp_path / f"r{i}" / "tensorboard").glob("events.out.tfevents.*")) for i in range(5))
 
 
+def _files(folder: Path) -> dict:
+    """Every file's bytes, but the writer's empty lock a refused command may leave in a run's folder."""
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != ".writer.lock"}
+
+
+def test_a_persons_files_of_a_runs_names_and_a_run_of_another_kind_are_never_written_over(tmp_path, base_model,
+                                                                                          capsys):
+    """A folder holding a person's own status.json passed for a run, and pre-training then wrote over their
+    config.json, log.txt and status.json; a pre-training given a fine-tuning's folder wrote over that run (its
+    history gone, "no fine-tuning run to resume"); --output naming a file was a traceback. Each is one
+    sentence now, before anything is written."""
+    from bert_explorer import cli
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text('{"mine": 1}')
+    (mine / "log.txt").write_text("my notes\n")
+    (mine / "status.json").write_text("my status")
+    (tmp_path / "metrics-only").mkdir()
+    (tmp_path / "metrics-only" / "metrics.json").write_text('{"my": "results"}')
+    (tmp_path / "file.txt").write_text("mine")
+    tuned = Run(tmp_path / "tuned").create({"model": base_model}, "finetune")
+    tuned.write_status(state="finished")
+    (tuned.path / "metrics.json").write_text("{}")
+    before = _files(tmp_path)
+    pretrain = ["pretrain", "--corpus", "tiny", "--size", "tiny", "--max-steps", "2", "--no-progress", "--output"]
+    finetune = ["finetune", "--model", base_model, "--train", "tiny:classification", "--output"]
+    for argv, said in ((pretrain + [str(mine)], "holds config.json, log.txt, status.json but is not a run's folder"),
+                       (finetune + [str(mine)], "is not a run's folder"),
+                       (finetune + [str(tmp_path / "metrics-only")], "holds metrics.json but is not a run's folder"),
+                       (pretrain + [str(tuned.path)], "holds a fine-tuning run; choose a new folder for this "
+                                                      "pre-training"),
+                       (["ablate", "--recipe", "smoke", "--output", str(tuned.path)], "holds a fine-tuning run"),
+                       (pretrain + [str(tmp_path / "file.txt")], "file.txt is a file, not a folder"),
+                       (finetune + [str(tmp_path / "file.txt")], "file.txt is a file, not a folder")):
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+    assert _files(tmp_path) == before
+    assert not Run(mine).is_run() and Run(tuned.path).kind() == "finetune"
+
+
 def test_a_reused_pid_is_not_taken_for_the_run(tmp_path):
     """A run that died leaves its pid behind; once the kernel gives that pid to another process,
     the run must read "crashed" and Stop must not signal the stranger."""

@@ -21,6 +21,7 @@ from ..data.uploads.names import slug
 from ..data.uploads.reader import read_task_file
 from ..experiments import grid
 from ..experiments.runner import run_ablation
+from ..runs.run import new_run_refusal
 from ..runs.finder import is_ablation
 from ..runs.report import duration_text
 from ..train.estimate import background_threads
@@ -54,6 +55,8 @@ def register(sub) -> None:
 def cmd_ablate(args) -> int:
     """Run an ablation grid (Section 5, Tables 5-8) into a directory, or report one."""
     if args.report:
+        if not Path(args.report).is_dir():
+            raise UserError(f"{args.report} does not exist; give the folder an ablation ran in (its --output)")
         if not is_ablation(args.report) or not (Path(args.report) / "plan.json").exists():
             raise UserError(f"{args.report} is not an ablation directory (no plan.json); "
                             "run bert-explorer ablate first")
@@ -88,6 +91,8 @@ def cmd_ablate(args) -> int:
         if not (Path(args.output) / "plan.json").exists():
             raise UserError(f"{args.output} holds no ablation to resume; give --recipe NAME|FILE")
         recipe = json.loads((Path(args.output) / "plan.json").read_text())["recipe"]
+    if not args.resume and (refusal := new_run_refusal(args.output, "ablate")):
+        raise UserError(refusal)  # (before the plan is said as if it would run there)
     if recipe is not None and not args.config:  # said once, by the command a person typed
         plan = grid.expand(recipe)
         refusal = grid.offline_refusal(plan)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from ..analysis.probes.pretraining_tasks import load_for_probe, mlm_top_k, nsp_probability
-from .common import MODEL_HELP, print_json, user_errors
+from .common import MODEL_HELP, UserError, print_json, user_errors
 
 
 def register(sub) -> None:
@@ -32,6 +32,10 @@ def register(sub) -> None:
 
 
 def cmd_probe(args) -> int:
+    empty = [f"--{n} (sentence {n.upper()})" for n in ("a", "b") if args.task == "nsp" and not getattr(args, n).strip()]
+    if empty:
+        # (an empty sentence still gets a probability, 0.999 for A = "": a number about nothing)
+        raise UserError(f"{' and '.join(empty)} {'is' if len(empty) == 1 else 'are'} empty; give both sentences")
     loaded = load_for_probe(args.model, args.task)
     with user_errors():
         if args.task == "mlm":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
 import torch
 
@@ -20,8 +21,8 @@ from ..tasks.registry import task_type
 from ..checkpoint import CheckpointError
 from ..train.speed import load_text, niced_here, said
 from ..train.estimate import background_threads, sequences_of
-from ..train.finetune import FinetuneConfig, check_start as check_finetuning, estimate as finetune_estimate, \
-    read_data, run_finetuning, steps_text
+from ..train.finetune import FinetuneConfig, check_folder as check_finetuning_folder, check_start as check_finetuning, \
+    estimate as finetune_estimate, read_data, run_finetuning, steps_text
 from ..train.predict import Predictor
 from ..train.pretrain import check_start as check_pretraining, run_pretraining
 from ..train.pretrain_config import PretrainConfig
@@ -172,6 +173,7 @@ def cmd_finetune(args) -> int:
     else:
         cfg = config_from(args, FinetuneConfig)
         with user_errors(CheckpointError):  # refused here, not after the estimate or in a background process
+            check_finetuning_folder(args.output)
             check_finetuning(cfg)
 
     def say_estimate(background: bool) -> None:
@@ -208,11 +210,12 @@ def cmd_finetune(args) -> int:
             say_estimate(background=True)
         start_run("finetune", asdict(cfg), args, "started fine-tuning in the background: {path}")
 
-    return run_or_background(args, work, show=_show_finetuning, start=start)
+    return run_or_background(args, work, show=lambda result: _show_finetuning(result, args.output), start=start)
 
 
-def _show_finetuning(result: dict) -> None:
-    """The scores as JSON on stdout; a warning about the dev set (too small to trust) on stderr."""
+def _show_finetuning(result: dict, output: str | None = None) -> None:
+    """The scores as JSON on stdout; a warning about the dev set (too small to trust), each label's scores and
+    where the model is (``output``, the run's folder) on stderr."""
     if result.get("warning"):
         print(f"warning: {result['warning']}", file=sys.stderr)
     if per := task_type(result["task"]).per_label(result.get("dev") or {}):  # each label's scores, most frequent first
@@ -222,6 +225,12 @@ def _show_finetuning(result: dict) -> None:
                   f"{r['predicted']:>11,}", file=sys.stderr)
         print(task_type(result["task"]).headline_note, file=sys.stderr)
     print_json({k: v for k, v in result.items() if k not in ("label_names", "warning")})
+    if output is not None and (Path(output) / "model").is_dir():
+        print(f"the fine-tuned model is in {Path(output) / 'model'} (transformers' BertFor* loads it as it is); try "
+              f"it with `bert-explorer predict --model {output} --text \"...\"`", file=sys.stderr)
+    elif output is not None and (Path(output) / "feature_head").is_dir():
+        print(f"the feature-based head is in {Path(output) / 'feature_head'}; try it with `bert-explorer predict "
+              f"--model {output} --text \"...\"`", file=sys.stderr)
 
 
 def cmd_predict(args) -> int:

@@ -44,6 +44,8 @@ def runs_root() -> Path:
     return Path(os.environ.get(RUNS_ENV) or RUNS_DIR)
 
 
+RUN_KINDS = ("pretrain", "finetune", "ablate")
+KIND_WORDS = {"pretrain": "pre-training", "finetune": "fine-tuning", "ablate": "ablation"}
 ACTIVE_STATES = ("starting", "queued", "running")
 DONE_STATES = ("finished", "stopped", "failed", "crashed")
 
@@ -87,14 +89,30 @@ class Run:
         return self.path.name
 
     def is_run(self) -> bool:
-        """Has a run been made here: a status, or settings that name their kind (a checkpoint folder's
-        config.json is a model's, not a run's)?"""
-        return (self.path / "status.json").is_file() or "kind" in self.config()
+        """Has a run been made here: settings that name a kind of run, or a status a run writes (a
+        checkpoint folder's config.json is a model's, not a run's; a person's own status.json or
+        config.json, which a run would write over, is not a run's either)?"""
+        if self.kind() is not None:
+            return True
+        return self._status_file().get("state") in (*ACTIVE_STATES, *DONE_STATES)
+
+    def kind(self) -> str | None:
+        """"pretrain", "finetune" or "ablate": the kind of run made here, from its settings or its status."""
+        kind = self.config().get("kind") or self._status_file().get("kind")
+        return kind if kind in RUN_KINDS else None
+
+    def _status_file(self) -> dict:
+        try:
+            status = json.loads((self.path / "status.json").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return {}
+        return status if isinstance(status, dict) else {}
 
     def create(self, config: dict, kind: str) -> "Run":
         """Write the run's settings (and a first status), in a folder that is new, empty or this
-        run's already; any other folder is refused (:func:`new_run_refusal`)."""
-        if refusal := new_run_refusal(self.path):
+        run's already; any other folder is refused (:func:`new_run_refusal`), and so is a run of
+        another kind (its settings, log and status would be written over)."""
+        if refusal := new_run_refusal(self.path, kind):
             raise ValueError(refusal)
         self.path.mkdir(parents=True, exist_ok=True)
         atomic.write_json(self.path / "config.json", {"kind": kind, **config}, indent=2, default=str)
@@ -113,8 +131,10 @@ class Run:
     def status(self) -> dict:
         p = self.path / "status.json"
         try:
-            status = json.loads(p.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+            status = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return {"state": "unknown"}
+        if not isinstance(status, dict):
             return {"state": "unknown"}
         if (status.get("state") in ACTIVE_STATES and status.get("pid")
                 and not process_alive(status["pid"], status.get("pid_created"))):
@@ -340,22 +360,42 @@ def shown_entries(paths: list[Path], root: Path, most: int = 3) -> str:
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def new_run_refusal(path: str | Path) -> str | None:
-    """Why a run cannot be written in ``path``, in one sentence, or None: it is one of the app's own
-    folders in the runs root (or lies inside one), or it is not a run yet and already holds files no
-    run writes."""
+def new_run_refusal(path: str | Path, kind: str | None = None) -> str | None:
+    """Why a run (of ``kind``, where given) cannot be written in ``path``, in one sentence, or None: it is
+    one of the app's own folders in the runs root (or lies inside one), a file, a run of another kind (its
+    settings, log and status would be written over), or it is not a run yet and already holds files."""
     given, path, root = Path(path), Path(path).resolve(), runs_root().resolve()
     for name, what in APP_FOLDERS.items():
         if path == root / name or root / name in path.parents:
             return f"{runs_root() / name} is {what}, not a run; choose another name for the run"
     path = given
+    if path.exists() and not path.is_dir():
+        return f"{path} is a file, not a folder; give a new or empty folder for the run"
     if Run(path).is_run():
+        mine = Run(path).kind()
+        if kind is not None and mine not in (None, kind):
+            return (f"{path} holds a {KIND_WORDS[mine]} run; choose a new folder for this {KIND_WORDS.get(kind, kind)}, "
+                    "so that nothing in that run is overwritten")
         return None
     foreign = foreign_entries(path)
     if foreign:
         return (f"{path} already holds files that no run writes ({shown_entries(foreign, path)}); choose a new "
                 "or empty folder for the run, so that nothing in it is overwritten")
+    # files of a run's names in a folder that is no run: a person's own (their config.json, log.txt), which the
+    # run would write over; only what a start puts there first (an uploaded corpus or data, locks) is not refused
+    taken = [p for p in sorted(path.iterdir()) if not _before_a_run(p)] if path.is_dir() else []
+    if taken:
+        return (f"{path} holds {shown_entries(taken, path)} but is not a run's folder; choose a new or empty folder "
+                "for the run, so that nothing in it is overwritten")
     return None
+
+
+def _before_a_run(p: Path) -> bool:
+    """What a run's folder may hold before the run is made there: an upload stored first (a corpus, data/), the
+    start's locks, a cut-off write's leftovers."""
+    return (atomic.is_leftover(p.name)
+            or p.name in ("STOP", ".start.lock", ".writer.lock", ".gpu.lock", ".gpu.lock.queue")
+            or (p.name == "data" and p.is_dir()) or bool(_UPLOADED_CORPUS.fullmatch(p.name)))
 
 
 def remove_run_files(path: str | Path) -> None:

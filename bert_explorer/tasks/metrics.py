@@ -370,11 +370,13 @@ def entity_f1(true_tag_seqs, pred_tag_seqs) -> dict:
 MIN_DEV_EXAMPLES = 100
 
 
-def small_dev_warning(n_dev: int, subject: str = "The dev set", unit: str = "example") -> str | None:
+def small_dev_warning(n_dev: int, subject: str = "The dev set", unit: str = "example",
+                      counted: bool = True) -> str | None:
     """One plain sentence when a dev set (or a part of it, named by ``subject``; its items called ``unit``)
     is too small for its score to mean much, else None. An accuracy measured on n examples has a standard
     error of up to 0.5/sqrt(n): at 6 examples that is ±20 points, and one example more or less right moves
-    the score by 1/n (an F1 or an exact match about as much)."""
+    the score by 1/n (an F1 or an exact match about as much). A score that counts no right answers
+    (``counted=False``: a correlation, an error of values) is said to be uncertain without those figures."""
     if n_dev >= MIN_DEV_EXAMPLES:
         return None
     whole = subject == "The dev set"
@@ -388,6 +390,10 @@ def small_dev_warning(n_dev: int, subject: str = "The dev set", unit: str = "exa
     # A score far from 50 % is less noisy, so the sentence says "up to", and calls the score "mostly chance"
     # only where even that is a coin's worth: ±20 points or more (25 examples or fewer).
     noise = 100 / n_dev ** 0.5
+    if not counted:
+        return (f"{subject} has only {n_dev} {units}, so its score is "
+                f"{'mostly chance' if noise >= 20 else 'uncertain'}: a correlation or an error measured on so few "
+                f"moves a lot with each {unit}{advice}")
     return (f"{subject} has only {n_dev} {units}, so its score is "
             f"{'mostly chance' if noise >= 20 else 'uncertain'}: one {unit} more or less right moves the score by "
             f"about {100 / n_dev:.0f} points and the noise alone is up to about ±{noise:.0f} points{advice}")

@@ -27,7 +27,7 @@ from ..data.uploads.core import DataError, TaskData
 from ..data.uploads.reader import read_parquet_split, read_task_file
 from ..model.config import BertConfig
 from ..runs.lock import writes_run
-from ..runs.run import Run
+from ..runs.run import Run, new_run_refusal
 from ..runs.signals import StoppedBySignal, said, stopping_on_signals, what_to_do
 from ..tasks.base import TaskType, padded_length
 from ..tasks.metrics import small_dev_warning
@@ -155,6 +155,15 @@ class FinetuneConfig:
                 or not 0 <= self.early_stopping_threshold < 1e6:
             raise ValueError(f"early_stopping_threshold must be a number of at least 0, not "
                              f"{self.early_stopping_threshold!r}")
+        # (a zero learning rate trained nothing without a word, a negative one failed in PyTorch after the data was read)
+        for name, value in [("lr", self.lr), ("head_lr", self.head_lr), *(("lr_grid", v) for v in self.lr_grid or [])]:
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 1:
+                raise ValueError(f"{name} must be a learning rate above 0 and at most 1 (the paper's are 2e-5 to 5e-5), "
+                                 f"not {value!r}")
+        for name in ("warmup_fraction", "weight_decay"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= 1:
+                raise ValueError(f"{name} must be a fraction from 0 to 1, not {v!r}")
         if not isinstance(self.epochs, (int, float)) or not 0 < self.epochs <= 100:
             raise ValueError(f"epochs must be a number above 0 and at most 100, not {self.epochs!r}")
         if str(self.pos_weight) not in ("none", "balanced"):
@@ -387,6 +396,16 @@ def check_start(cfg: FinetuneConfig) -> BertConfig | None:
     return config
 
 
+def check_folder(run_dir: str | Path) -> None:
+    """A new fine-tuning's folder, refused in one sentence before the data is read or anything written: a
+    finished fine-tuning's, a run's of another kind, a file, or a folder of a person's own files."""
+    run = Run(run_dir)
+    if run.kind() == "finetune" and ((run.path / "metrics.json").exists() or (run.path / "model").exists()):
+        raise ValueError(f"{run.path} already holds a finished fine-tuning run; choose a new --output")
+    if refusal := new_run_refusal(run.path, "finetune"):
+        raise ValueError(refusal)
+
+
 @writes_run("run_dir", "bert-explorer finetune")
 def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = False) -> dict:
     """Fine-tune into ``run_dir``. With ``resume`` a stopped run goes on from its newest checkpoint
@@ -396,8 +415,8 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
     if resume:
         cfg, notes = resume_settings(run.path, asdict(cfg), FinetuneConfig)
         point = resume_point(run.path)
-    elif (run.path / "metrics.json").exists() or (run.path / "model").exists():
-        raise ValueError(f"{run.path} already holds a finished fine-tuning run; choose a new --output")
+    else:
+        check_folder(run.path)
     config = check_start(cfg)
     # Read and check the data before anything is written: a bad file leaves no half-made run.
     train, dev = read_data(cfg)
@@ -441,7 +460,7 @@ def _run(cfg: FinetuneConfig, run: Run, train, dev, label_names, notes: list[str
         run.log(f"resuming at step {point[1]['step']} from {point[0].relative_to(run.path)}")
     for note in dict.fromkeys(train.notes + dev.notes):  # repairs, skipped rows, sampling: said once each
         run.log(f"note: {note}")
-    warning = small_dev_warning(len(dev.examples))
+    warning = small_dev_warning(len(dev.examples), counted=train.task.right_or_wrong)
     if warning:
         run.log(f"warning: {warning}")
     with marks_failure(run), full_disk.saving(run.path, "go on writing the run", AFTER_A_FULL_DISK):
