@@ -118,6 +118,44 @@ def test_a_recipe_setting_that_would_be_overruled_dropped_or_unbounded_is_refuse
         grid.validate(changed)
 
 
+def test_the_planner_counts_learning_rates_evaluations_and_precision(monkeypatch):
+    """The planner said the same time for one learning rate and four, for an evaluation after each epoch and
+    after every step, and for fp32 and bf16 (fp32 trains about half as fast where the CPU has bf16)."""
+    from bert_explorer.train import speed
+
+    monkeypatch.setattr(speed, "layer_flop_s", lambda work, hidden, threads, bf16=False, intermediate=None:
+                        (100e9 if bf16 else 50e9) * (2 if work == "train" else 1))
+    r = grid.load_recipe("cpu-small")
+    r.update(axes={"size": ["tiny"]}, axis_tasks={})
+    plain = grid.estimate(grid.expand(grid.validate(r)), "cpu")
+
+    def finetune_s(**settings):
+        return grid.estimate(grid.expand(grid.validate({**r, "finetune": {**r["finetune"], **settings}})),
+                             "cpu")["finetune_s"]
+    # (a run for each rate; a cell's data is read and its model saved once)
+    assert finetune_s(lr_grid=[5e-5, 3e-5, 2e-5, 1e-4]) > 3 * plain["finetune_s"]
+    assert finetune_s(eval_every=1) > 1.5 * plain["finetune_s"]
+    assert finetune_s(precision="fp32") > 1.5 * finetune_s(precision="bf16")
+    fp32 = grid.estimate(grid.expand(grid.validate({**r, "pretrain": {**r["pretrain"], "precision": "fp32"}})), "cpu")
+    bf16 = grid.estimate(grid.expand(grid.validate({**r, "pretrain": {**r["pretrain"], "precision": "bf16"}})), "cpu")
+    assert fp32["pretrain_s"] > 1.5 * bf16["pretrain_s"]
+
+
+def test_a_grid_of_left_to_right_rows_refuses_settings_their_fine_tuning_ignores():
+    """The LTR cells' own fine-tuning tries one learning rate and adds up no batches: a grid that set a
+    learning-rate grid compared bidirectional cells tuned four ways with LTR cells tuned one way."""
+    r = grid.load_recipe("cpu-small")
+    for settings, said in (({"lr_grid": [5e-5, 3e-5]}, "lr_grid does not apply to the left-to-right cells"),
+                           ({"grad_accum": 2}, "grad_accum does not apply to the left-to-right cells")):
+        with pytest.raises(grid.RecipeError, match=said):
+            grid.validate({**r, "axes": {"objective": ["ltr"]}, "axis_tasks": {},
+                           "finetune": {**r["finetune"], **settings}})
+        grid.validate({**r, "axes": {"objective": ["mlm"]}, "axis_tasks": {}, "finetune": {**r["finetune"], **settings}})
+    with pytest.raises(grid.RecipeError, match="its concat-last-4 cells.*lr_grid"):  # (a cell that would fail)
+        grid.validate({**r, "axes": {"transfer": ["concat-last-4"]}, "axis_tasks": {},
+                       "finetune": {**r["finetune"], "lr_grid": [5e-5, 3e-5]}})
+
+
 def test_shipped_recipes_fit_their_time_budgets(monkeypatch, tmp_path):
     from bert_explorer.train import speed
 

@@ -210,7 +210,6 @@ def validate(recipe: dict) -> dict:
         if col is not None and col not in paper.COLUMNS:
             raise RecipeError(f"task {name!r}: paper_column must be one of {', '.join(paper.COLUMNS)}")
         spec["paper_column"] = col
-        _check_task_settings(r, name, spec)
         spec["task_type"] = kind.name if kind else None  # a plan is JSON: the name
     baseline = {**DEFAULT_BASELINE, **r.get("baseline", {})}
     axes = r.get("axes", {})
@@ -227,6 +226,10 @@ def validate(recipe: dict) -> dict:
                 raise RecipeError(f"{axis} {v!r} is not known; choose from {', '.join(allowed[axis])}")
     r["baseline"] = baseline
     r["axes"] = {a: list(dict.fromkeys(axes[a])) for a in AXES if axes.get(a)}
+    transfers = {baseline["transfer"], *r["axes"].get("transfer", [])}
+    for name, spec in tasks.items():
+        _check_task_settings(r, name, spec, transfers)
+    _check_left_to_right_rows(r, {baseline["objective"], *r["axes"].get("objective", [])})
     seeds = r.get("seeds")
     if seeds is not None and (not isinstance(seeds, list) or not 1 <= len(seeds) <= MAX_SEEDS
                               or len(set(map(str, seeds))) != len(seeds)
@@ -268,10 +271,11 @@ def _check_set_by_the_grid(r: dict) -> None:
                           "`bert-explorer pretrain --init`")
 
 
-def _check_task_settings(r: dict, name: str, spec: dict) -> None:
+def _check_task_settings(r: dict, name: str, spec: dict, transfers=("fine-tune",)) -> None:
     """A task's fine-tuning settings as the cells will read them, strictly (a misspelt key, or one the grid
-    sets, would have been dropped and the cells run at the defaults), and its sizes bounded before anything
-    is made of them (a pair task's n_train is built in memory)."""
+    sets, would have been dropped and the cells run at the defaults), for each transfer the grid gives it
+    (a learning-rate grid is fine-tuning's only), and its sizes bounded before anything is made of them (a
+    pair task's n_train is built in memory)."""
     for key, cap in _TASK_BOUNDS.items():
         v, whole = spec.get(key), key != "words_per_example"  # (a mean: a fraction of a word)
         if v is not None and (not isinstance(v, int if whole else (int, float)) or isinstance(v, bool)
@@ -282,10 +286,33 @@ def _check_task_settings(r: dict, name: str, spec: dict) -> None:
         if key in _GRID_FINETUNE and key != "train":
             raise RecipeError(f"task {name!r}: {key} is set for each cell by {_GRID_FINETUNE[key]}: leave it out")
     settings = {**r["finetune"], **{k: v for k, v in spec.items() if k not in TASK_EXTRA_KEYS + ("task_type",)}}
-    try:
-        FinetuneConfig.from_dict({**settings, "model": "minilm"})
-    except (TypeError, ValueError) as e:
-        raise RecipeError(f"task {name!r}: fine-tuning settings (the recipe's finetune and the task's own): {e}") from e
+    for transfer in sorted(transfers):
+        mode = {"mode": "fine-tune"} if transfer == "fine-tune" else {"mode": "feature-based", "features": transfer}
+        try:
+            FinetuneConfig.from_dict({**settings, **mode, "model": "minilm"})
+        except (TypeError, ValueError) as e:
+            cells = "" if transfer == "fine-tune" else f" (its {transfer} cells)"
+            raise RecipeError(f"task {name!r}{cells}: fine-tuning settings (the recipe's finetune and the task's "
+                              f"own): {e}") from e
+
+
+# What the left-to-right cells' own fine-tuning (experiments/ltr.py: Table 5's LTR rows, a head on the last token
+# or a BiLSTM) does not do: a grid that set one would have compared its bidirectional cells, tuned so, with LTR
+# cells that were not (the best of four learning rates against one).
+_NOT_FOR_LTR = {"lr_grid": "tries one learning rate", "grad_accum": "adds up no batches",
+                "eval_every": "evaluates after each epoch", "early_stopping_patience": "never stops early",
+                "keep_best": "keeps its last weights", "pos_weight": "weighs no labels"}
+
+
+def _check_left_to_right_rows(r: dict, objectives: set) -> None:
+    if not objectives & {"ltr", "ltr+bilstm"}:
+        return
+    for where, settings in [("finetune", r["finetune"]), *((f"task {n!r}", t) for n, t in r["tasks"].items())]:
+        for key, why in _NOT_FOR_LTR.items():
+            v = settings.get(key)
+            if v not in (None, False, [], 1, "none") and not (key == "lr_grid" and len(v) == 1):
+                raise RecipeError(f"{where}: {key} does not apply to the left-to-right cells, whose fine-tuning {why}; "
+                                  "leave it out, or leave out the ltr rows, so that every row is tuned alike")
 
 
 def hub_repo(size: str) -> str | None:
@@ -455,14 +482,16 @@ def _flops_per_token(size: str, seq: int, vocab: int, predicted: float = 0.15) -
     return flops_per_token(L, H, vocab, encoder_parameters(size), seq, predicted)["total"]
 
 
-def _cpu_train_flop_s(size: str) -> float:
-    """This CPU's training rate for the size (measured here, an idle machine's: ``est.cpu_flop_s``)."""
+def _cpu_train_flop_s(size: str, precision: str = "auto") -> float:
+    """This CPU's training rate for the size in the recipe's precision (measured here, an idle machine's:
+    ``est.cpu_flop_s``; fp32 trains about half as fast as bf16 where the CPU has it)."""
     from ..train.device import autocast_dtype
 
     import torch
 
     c = PRESETS[size]
-    bf16 = autocast_dtype(torch.device("cpu"), "auto") is not None
+    chosen = precision if precision in ("auto", "fp32", "bf16") else "auto"  # (fp16 is a GPU's: refused there)
+    bf16 = autocast_dtype(torch.device("cpu"), chosen) is not None
     return est.cpu_flop_s("train", c.hidden_size, est.background_threads(), bf16, c.intermediate_size)[0]
 
 
@@ -471,16 +500,16 @@ def _optimizer_s(size: str, vocab: int) -> float:
     return est.pretraining_parameters(preset(size, vocab_size=max(1, vocab)))[0] * est.OPTIMIZER_S_PER_PARAMETER
 
 
-def _train_tps(size: str, seq: int, vocab: int, device: str, predicted: float = 0.15) -> float:
+def _train_tps(size: str, seq: int, vocab: int, device: str, predicted: float = 0.15, precision: str = "auto") -> float:
     """Training tokens/s of the size's arithmetic (a step's optimizer update apart: :func:`_optimizer_s`)."""
     L, H, _ = size_lha(size)
     flops = _flops_per_token(size, seq, vocab, predicted)
-    return (_cpu_train_flop_s(size) if device == "cpu" else est.gpu_flop_s(H)) / flops
+    return (_cpu_train_flop_s(size, precision) if device == "cpu" else est.gpu_flop_s(H)) / flops
 
 
-def _finetune_tps(size: str, seq: int, device: str) -> float:
+def _finetune_tps(size: str, seq: int, device: str, precision: str = "auto") -> float:
     """Fine-tuning tokens/s: :func:`_train_tps` without a decoder."""
-    return _train_tps(size, seq, 0, device)
+    return _train_tps(size, seq, 0, device, precision=precision)
 
 
 def vocab_size_of(cfg: dict) -> int:
@@ -564,7 +593,7 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
                                             cfg["max_steps"], bs, seq)
         else:
             tokens = cfg["max_steps"] * bs * seq * 0.9  # sequences are not all full
-            secs = tokens / _train_tps(cfg["size"], seq, vocab, device, predicted) + \
+            secs = tokens / _train_tps(cfg["size"], seq, vocab, device, predicted, cfg.get("precision", "auto")) + \
                 cfg["max_steps"] * _optimizer_s(cfg["size"], vocab)
         # corpus, instances, evaluations, checkpoints
         pre += secs + (2 if cfg["corpus"] == "tiny" else 25 if device == "cpu" else est.GPU_PRETRAIN_RUN_S)
@@ -576,15 +605,17 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
         epochs = ft.get("epochs", 3)
         seq = ft.get("max_seq_length", 128)
         L, H, _ = size_lha(cell["size"])
-        tps = _finetune_tps(cell["size"], seq, device)  # no MLM decoder when fine-tuning
+        tps = _finetune_tps(cell["size"], seq, device, ft.get("precision", "auto"))  # no MLM decoder when fine-tuning
         if cell["transfer"] == "fine-tune" and not ROWS[cell["objective"]].bilstm:
-            # + the dev set forward only (a third of a training token's FLOPs) after every epoch and once more
-            # for the run's dev predictions
-            dev_passes = math.ceil(epochs) + 1
-            secs = (n * t * epochs + dev_passes * _dev_examples(recipe["tasks"][cell["task"]], ft) * t
-                    * est.FORWARD_SHARE) / tps
+            # + the dev set forward only (a third of a training token's FLOPs) after every epoch (or every
+            # eval_every steps) and once more for the run's dev predictions; a run for each learning rate tried
+            steps = math.ceil(epochs * math.ceil(n / (ft.get("batch_size", 32) * ft.get("grad_accum", 1))))
+            dev_passes = (math.ceil(steps / ft["eval_every"]) if ft.get("eval_every") else math.ceil(epochs)) + 1
+            settings = len(ft.get("lr_grid") or []) or 1
+            secs = settings * (n * t * epochs + dev_passes * _dev_examples(recipe["tasks"][cell["task"]], ft) * t
+                               * est.FORWARD_SHARE) / tps
             if device == "cpu":
-                secs += epochs * math.ceil(n / ft.get("batch_size", 32)) * _optimizer_s(cell["size"], 30522)
+                secs += settings * epochs * math.ceil(n / ft.get("batch_size", 32)) * _optimizer_s(cell["size"], 30522)
         else:  # frozen features (inference, ~3x faster per token) + a 2-layer BiLSTM with H units per direction
             lstm_flops = est.bilstm_flops_per_token(H, min(4, L) * H if cell["transfer"] == "concat-last-4" else H)
             lstm_rate = est.bilstm_flop_s(H, device == "cpu")
