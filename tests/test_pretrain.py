@@ -233,6 +233,23 @@ def test_ctrl_c_while_a_pretraining_reads_its_corpus_ends_it_at_once_and_resume_
     assert run.status()["state"] == "finished" and run.latest_checkpoint().name == "step-3"
 
 
+def test_the_pretrain_command_says_its_estimate_first_and_a_plateau_at_the_end(tmp_path, tiny_vocab, capsys):
+    """Fine-tuning, ablations and builds said their time before they started, pre-training did not; and a model
+    that never left the word-frequency plateau was said so only in its log (the terminal: "plateau": true)."""
+    from bert_explorer import cli
+
+    out = tmp_path / "run"
+    assert cli.main(["pretrain", "--corpus", "tiny", "--size", "tiny", "--vocab", tiny_vocab, "--max-steps", "3",
+                     "--lr", "1e-4", "--batch-size", "4", "--max-seq-length", "48", "--eval-batches", "1",
+                     "--device", "cpu", "--no-progress", "--output", str(out)]) == 0
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    assert err[0].startswith("estimate: about ") and "(3 steps of 4 x 48 tokens, 1 held-out evaluation; " in err[0]
+    assert json.loads(captured.out)["plateau"] is True
+    assert err[-1].startswith("warning: this model did not leave the word-frequency plateau")
+    assert "A higher learning rate may get it going: at 0.0001" in err[-1]
+
+
 def test_a_crash_leaves_the_run_failed_and_the_sigterm_handler_as_it_was(tmp_path):
     import signal
 
@@ -442,6 +459,8 @@ def test_a_full_disk_at_a_checkpoint_is_one_sentence_and_resume_goes_on_once_the
             "--eval-batches", "2", "--device", "cpu", "--precision", "fp32", "--no-progress"]
     assert main(argv) == 1
     err = capsys.readouterr().err
+    assert err.startswith("estimate: about ")  # (said before it starts)
+    err = err.split("\n", 1)[1]
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert re.fullmatch(
         rf"bert-explorer: error: no space left in {re.escape(str(out))} to save the checkpoint of step 4 "

@@ -130,7 +130,7 @@ def test_table7_with_random_weights_through_the_stand_in(standin, tmp_path):
 def test_the_advice_for_a_run_on_the_plateau_follows_its_learning_rate():
     """A class's short run at the paper's 1e-4 stayed on the plateau and was told "a lower learning rate"; at
     5e-4 the same 1,500 steps left it. A small model's rate is the Pre-train page's default now."""
-    from bert_explorer.app.runs_view import SMALL_MODEL_LR, plateau_advice
+    from bert_explorer.train.pretrain_config import SMALL_MODEL_LR, plateau_advice
 
     assert plateau_advice(1e-4).startswith("A higher learning rate may get it going: at 0.0001")
     assert "lower" not in plateau_advice(1e-4) and plateau_advice(1e-3).startswith("More steps")

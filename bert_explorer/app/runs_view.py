@@ -30,6 +30,7 @@ from ..runs.report import STATE_LABELS, duration_text, run_log_tail, run_row
 from ..runs.run import ACTIVE_STATES, Run, duration
 from ..tasks.metrics import small_dev_warning
 from ..train.predict import Predictor
+from ..train.pretrain_config import plateau_advice
 from .run_figures import figures
 from .state import by_inputs, weights_version, without_host_paths
 from .roles import mode_sentence, writes_allowed
@@ -186,21 +187,6 @@ def show_progress(status: dict) -> None:
     elif state not in ACTIVE_STATES and duration(status):
         text += f" · took {duration_text(duration(status))}"
     st.progress(min(1.0, step / total) if total else (1.0 if state == "finished" else 0.0), text=text)
-
-
-# A small BERT trained for a few thousand steps leaves the word-frequency plateau at 5e-4 and above: the shipped
-# explorer-mini learnt at 5e-4 and the recipes use 1e-3; the paper's 1e-4 (BERT-Base, 1 M steps) kept an
-# L2-H128 model of 1,500 steps of 16 sequences there, where 5e-4 left it (9.6 % held-out, against 5.7 %).
-SMALL_MODEL_LR = 5e-4
-
-
-def plateau_advice(lr) -> str:
-    """What may take a pre-training that stayed on the word-frequency plateau off it, by its learning rate."""
-    if isinstance(lr, (int, float)) and lr < SMALL_MODEL_LR:
-        return (f"A higher learning rate may get it going: at {lr:g}, the paper's rate for BERT-Base over a million "
-                f"steps, a small model of a few thousand steps learns slowly; this project's small models learnt "
-                f"at {SMALL_MODEL_LR:g} to 1e-3. More steps help too.")
-    return "More steps or a longer warm-up may get it going."
 
 
 def _pretrain_numbers(status: dict, rows: list[dict], lr=None) -> None:

@@ -7,6 +7,8 @@
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -24,8 +26,11 @@ from ..train.estimate import background_threads, sequences_of
 from ..train.finetune import FinetuneConfig, check_folder as check_finetuning_folder, check_start as check_finetuning, \
     estimate as finetune_estimate, read_data, run_finetuning, steps_text
 from ..train.predict import Predictor
-from ..train.pretrain import check_start as check_pretraining, run_pretraining
-from ..train.pretrain_config import PretrainConfig
+from ..train.pretrain import check_start as check_pretraining, estimate as pretrain_estimate, run_pretraining
+from ..data.pretraining import plateau_sentence
+from ..runs.lock import RunBusy, writer_busy
+from ..runs.run import Run, new_run_refusal, runs_root
+from ..train.pretrain_config import PretrainConfig, plateau_advice
 from ..train.pretraining_data import split_corpus
 from ..train.finetune_resume import resume_settings as resume_finetuning
 from ..train.resume import resume_settings
@@ -89,11 +94,53 @@ def cmd_pretrain(args) -> int:
     cfg = _resumed_config(args) if args.resume else config_from(args, PretrainConfig)
     if not args.resume:  # refused here, in the foreground and before a background start: no folder is made
         with user_errors(CheckpointError):  # (a resumed run is checked by its process: its folder is there)
+            if (refusal := new_run_refusal(args.output, "pretrain")) or Run(args.output).checkpoints():
+                raise ValueError(refusal or f"{args.output} already holds checkpoints; pass --resume to continue it "
+                                            "or choose a new --output")
             check_pretraining(cfg)
-    return run_or_background(
-        args, lambda: run_pretraining(cfg, args.output, resume=args.resume, progress=not args.no_progress),
-        start=lambda: start_run("pretrain", cfg.to_dict(), args,
-                                "started pre-training in the background: {path} (pid {pid})"))
+
+    def say_estimate(background: bool) -> None:
+        """The run's estimate (``train.pretrain.estimate``), one line on stderr before it starts."""
+        try:
+            est = pretrain_estimate(cfg, runs_root(), threads=None if background else torch.get_num_threads())
+        except (CheckpointError, OSError, KeyError, ValueError):  # the run itself says what is wrong, in a sentence
+            return
+        print(f"estimate: {said(est['seconds'], est['threads'], niced=background or niced_here())} "
+              f"({cfg.max_steps:,} steps of {cfg.batch_size * cfg.grad_accum} x {cfg.max_seq_length} tokens, "
+              f"{est['evaluations']} held-out evaluation{'s' if est['evaluations'] != 1 else ''}; {est['basis']})",
+              file=sys.stderr, flush=True)
+
+    def work():
+        if not args.resume and first_rank():  # (a resumed run's steps left are its log's to say)
+            refuse_busy(args.output)  # (a folder in use: said before any estimate)
+            say_estimate(background=False)
+        return run_pretraining(cfg, args.output, resume=args.resume, progress=not args.no_progress)
+
+    def start():
+        if not args.resume:
+            say_estimate(background=True)
+        start_run("pretrain", cfg.to_dict(), args, "started pre-training in the background: {path} (pid {pid})")
+    return run_or_background(args, work, show=lambda result: _show_pretraining(result, cfg.lr), start=start)
+
+
+def _show_pretraining(result: dict, lr: float) -> None:
+    """The result as JSON on stdout; on stderr, a model that never left the word-frequency plateau (its log
+    said so, the terminal only "plateau": true), and what may take it off."""
+    print_json(result)
+    if result.get("plateau") and result.get("mlm_perplexity") and result.get("unigram_entropy"):
+        print(f"warning: this model {plateau_sentence(math.log(result['mlm_perplexity']), result['unigram_entropy'])}. "
+              f"{plateau_advice(lr)}", file=sys.stderr)
+
+
+def first_rank() -> bool:
+    """Is this the process that speaks (rank 0 under torchrun, or the only one)?"""
+    return os.environ.get("RANK", "0") == "0"
+
+
+def refuse_busy(folder: str) -> None:
+    """A folder another live process writes: its one sentence (RunBusy), before anything else is said."""
+    if busy := writer_busy(folder):
+        raise RunBusy(busy)
 
 
 def _resumed_config(args):
@@ -202,6 +249,7 @@ def cmd_finetune(args) -> int:
 
     def work():
         if not args.resume:  # (a resumed run's steps left are its log's to say: it knows where it stopped)
+            refuse_busy(args.output)  # (a folder in use: said before any estimate)
             say_estimate(background=False)
         return run_finetuning(cfg, args.output, resume=args.resume)
 

@@ -192,7 +192,10 @@ def writer_busy(run_dir: str | Path) -> str | None:
     """One sentence when a live process (other than this one) writes ``run_dir``, else None."""
     if str(Path(run_dir).resolve()) in _held:
         return None
-    if not is_held(Path(run_dir) / WRITER_LOCK_NAME):
+    lock_path = Path(run_dir) / WRITER_LOCK_NAME
+    if lock_path.exists() and _inherited_fd(lock_path) is not None:  # held for this process by its starter
+        return None
+    if not is_held(lock_path):
         return None
     return (f"{run_dir} is being written by {_describe_holder(read_holder(run_dir))}; wait for that run to end "
             "or stop it first")

@@ -241,17 +241,17 @@ def measured_loading(root: Path, corpus: str | None) -> tuple[float, str] | None
     return None
 
 
-def _cpu_pretraining_rate(size: str, vocab_size: int, bf16: bool) -> tuple[float, str]:
-    """A background pre-training's rate on this CPU: its training step timed on a layer of its width, in
-    the precision it will train in, on a background run's threads."""
+def _cpu_pretraining_rate(size: str, vocab_size: int, bf16: bool, threads: int) -> tuple[float, str]:
+    """A pre-training's rate on this CPU: its training step timed on a layer of its width, in the precision
+    it will train in, on its threads."""
     config = preset(size, vocab_size=vocab_size) if size in PRESETS else BertConfig.load(checkpoint.resolve(size))
-    return cpu_flop_s("train", config.hidden_size, background_threads(), bf16, config.intermediate_size)
+    return cpu_flop_s("train", config.hidden_size, threads, bf16, config.intermediate_size)
 
 
 def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, vocab_size: int, root: Path,
                       evaluations: int = 0, held_out_sequences: int = 0, eval_batches: int = 50,
                       corpus: str | None = None, corpus_words: int = 0, checkpoints: int = 1,
-                      predicted_fraction: float = 0.15, precision: str = "auto") -> dict:
+                      predicted_fraction: float = 0.15, precision: str = "auto", threads: int | None = None) -> dict:
     """Parameters and an estimated wall-clock time of a pre-training run, in four parts:
 
     * ``train_seconds``: steps x batch x seq_len tokens, times the FLOPs per token of
@@ -266,15 +266,17 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
 
     ``seconds`` is their sum. ``predicted_fraction``: the tokens the MLM decoder predicts (the objective's:
     ``mlm_probability`` for a masked LM, every one, 1.0, for a left-to-right model); ``precision``, the
-    run's setting, and a background run's threads pick the rate it trains at."""
+    run's setting, and its threads (default: a background run's) pick the rate it trains at."""
     from .device import autocast_dtype, precision_name
 
     params, fpt = model_size(size, vocab_size, seq_len, predicted_fraction)
     tokens = steps * batch_size * seq_len
     on = torch.device("cuda" if device_key() not in ("cpu", "mps") else "cpu")
     dtype = autocast_dtype(on, precision) if on.type == "cpu" or torch.cuda.is_available() else None
-    flop_s, basis = measured_throughput(root, size, predicted_fraction, precision_name(dtype), background_threads()) \
-        or (stated_throughput() if device_key() != "cpu" else _cpu_pretraining_rate(size, vocab_size, dtype is not None))
+    threads = threads or background_threads()
+    flop_s, basis = measured_throughput(root, size, predicted_fraction, precision_name(dtype), threads) \
+        or (stated_throughput() if device_key() != "cpu" else
+            _cpu_pretraining_rate(size, vocab_size, dtype is not None, threads))
     train = tokens * fpt / flop_s
     eval_sequences = min(int(held_out_sequences), eval_batches * batch_size)
     eval_tokens = evaluations * eval_sequences * seq_len
@@ -286,6 +288,7 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
     checkpoint_bytes = params * CHECKPOINT_BYTES_PER_PARAMETER
     saving = checkpoints * checkpoint_bytes / CHECKPOINT_BYTES_PER_S
     return {"parameters": params, "flops_per_token": fpt, "tokens": tokens, "flop_per_s": flop_s, "basis": basis,
+            "threads": threads,
             "train_seconds": train, "evaluations": evaluations, "eval_sequences": eval_sequences,
             "eval_tokens": eval_tokens, "eval_seconds": evaluation,
             "loading_seconds": loading, "loading_basis": loading_basis,

@@ -35,10 +35,11 @@ from .optim import linear_warmup_decay, load_optimizer_state, make_optimizer
 from .engine import marks_failure, time_left
 from .pretrain_config import PretrainConfig, positions_fit, predicted_fraction, warmup_steps_of
 from .pretraining_data import (PretrainingData, check_corpora, cloze_sentences, learns_its_words_from_an_upload,
-                               pretraining_data)
+                               pretraining_data, split_corpus)
 from .report import MemoryReporter, Reporter
 from .resume import ResumePoint, check_resume, resume_point, saved_settings, set_lr_to_schedule
-from .estimate import model_flops_per_token
+from .estimate import (checkpoints_of, evaluations_of, model_flops_per_token, pretrain_estimate,
+                       sequences_of)
 from .memory import check_batch_fits
 from .trainer import Due, Trainer
 from ..runs.lock import writes_run
@@ -231,6 +232,23 @@ def pretrain(cfg: PretrainConfig, reporter: Reporter | None = None, progress: bo
     check_fits(cfg)
     result, model, tok = _pretrain(cfg, reporter or MemoryReporter(), dev, None, progress, on_step)
     return Pretrained(model, tok, result)
+
+
+def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None) -> dict:
+    """How long a run of ``cfg`` will take here (``train.estimate.pretrain_estimate``), said before it starts
+    (``bert-explorer pretrain``), with the run's own counts: the words of its corpus to tokenise and of its
+    held-out documents to evaluate, its evaluations (and time-lapse frames, each one too), checkpoints,
+    objective and precision. ``threads``: what it trains with (default: a background run's)."""
+    train_docs, held_docs = split_corpus(cfg)
+    words = lambda docs: sum(len(sentence.split()) for doc in docs for sentence in doc)  # noqa: E731
+    held_words = words(held_docs)
+    return pretrain_estimate(cfg.init or cfg.size, cfg.max_steps, cfg.batch_size * cfg.grad_accum, cfg.max_seq_length,
+                             cfg.vocab_size, root, evaluations=evaluations_of(cfg.max_steps, cfg.eval_every)
+                             + cfg.timelapse_frames, held_out_sequences=sequences_of(held_words, cfg.max_seq_length),
+                             eval_batches=cfg.eval_batches, corpus=cfg.corpus,
+                             corpus_words=words(train_docs) + held_words,
+                             checkpoints=checkpoints_of(cfg.max_steps, cfg.save_every),
+                             predicted_fraction=predicted_fraction(cfg), precision=cfg.precision, threads=threads)
 
 
 def check_start(cfg: PretrainConfig, latest: Path | None = None) -> None:
