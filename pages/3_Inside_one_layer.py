@@ -55,7 +55,7 @@ steps = _steps(name, text, text_b, layer, head, int(pad_to))
 tokens, T, d = steps.tokens, len(steps.tokens), steps.head_size
 token = c3.selectbox("Token", range(T), key="ins_token", index=min(2, T - 1),
                      format_func=lambda i: f"{i}: {tokens[i]}")
-if T >= 128:
+if sum(t != "[PAD]" for t in tokens) >= 128:  # (the [PAD]s a padding adds were counted: cut, said wrongly)
     st.caption("The input was cut to 128 WordPieces.")
 figures = token_figures(steps, token)  # what the captions below say about the chosen token
 

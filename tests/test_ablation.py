@@ -486,6 +486,14 @@ def test_page_shows_a_finished_ablation(smoke_dir, monkeypatch):
     assert "RoBERTa" in dirs.loc["NSP helps sentence-pair tasks", "later work"]
     assert objective["paper_metric"].map(lambda v: isinstance(v, str)).all()  # blank where the paper has none
     assert not any("before the word-frequency plateau was recorded" in w.value for w in at.warning)
+    # each axis with cells on a plateau model says so beside its table, the state next to our score (it was
+    # the last column, cut off at a laptop's width, under a chart that drew the gap as if it meant something)
+    _, res, df = results.load(smoke_dir)
+    for axis in df["axis"].unique():
+        n = int(df[df.axis == axis]["state"].str.contains(results.PLATEAU, regex=False).sum())
+        said = [w.value for w in at.warning if w.value.startswith(f"{n} of these {(df.axis == axis).sum()} cells")]
+        assert bool(said) == (n > 0), (axis, n)
+    assert list(objective.columns).index("state") == list(objective.columns).index("ours") + 1
     assert [m.value for m in at.metric][:2] == ["13", "4"]  # cpu-small: cells, pre-trainings
     at.radio(key="abl_mode").set_value("Build my own").run()
     assert not at.exception

@@ -158,6 +158,10 @@ def test_inside_one_layer_page_walks_through_the_steps():
     assert len(masks) == 2 and all(f.axis_title("x") == "key token" and f.axis_title("y") == "query token" for f in masks)
     at.toggle(key="ins_all").set_value(True).run()
     assert len(at.subheader) == 8 and not at.exception
+    # padded to 128 (or more), the 22 WordPieces were said to be "cut to 128": the [PAD]s were counted
+    at.number_input(key="ins_pad").set_value(128).run()
+    assert len(at.selectbox(key="ins_token").options) == 128
+    assert not [c.value for c in at.caption if "was cut to" in c.value]
 
 
 def test_input_strips_each_use_their_own_colour_range():
