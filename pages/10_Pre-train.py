@@ -32,7 +32,7 @@ from bert_explorer.train.estimate import (ALIASES, background_threads, checkpoin
                                           sequences_of, size_options)
 from bert_explorer.train.pretrain import check_fits as check_pretraining
 from bert_explorer.train.memory import NO_CUDA
-from bert_explorer.train.pretrain_config import SMALL_MODEL_LR, PretrainConfig, predicted_fraction
+from bert_explorer.train.pretrain_config import SMALL_MODEL_LR, PretrainConfig, predicted_fraction, warmup_steps_of
 from bert_explorer.train.pretraining_data import split_corpus
 from bert_explorer.train.resume import resume_settings
 from bert_explorer.runs.run import Run, new_run_refusal
@@ -242,6 +242,11 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                        "has too few pairs of pieces seen at least twice to learn more): the parameters, FLOPs and time "
                        "above are those of a model with that vocabulary.")
 
+    if config is not None:  # what the run reads: a box showing a number out of its range keeps its last good one
+        st.caption(f"Runs with: {config.max_steps:,} steps of {config.batch_size * config.grad_accum} sequences of "
+                   f"{config.max_seq_length} WordPieces, learning rate {config.lr:g} ({warmup_steps_of(config):,} "
+                   f"warm-up steps), seed {config.seed}. A box that shows a number in red is out of its range: the run "
+                   "keeps its last valid value.")
     run_name = kept_widget(st.text_input, "Run name (optional)", "pt_name", "", max_chars=200,
                            placeholder="automatic: pretrain-<size>-<corpus>-<time>")
     if work_button("Start pre-training", type="primary", key="pt_start", disabled=bool(corpus_error)):

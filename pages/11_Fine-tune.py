@@ -262,6 +262,13 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
         else:
             estimated = data if data is not None else dv.builtin_data(builtin)
         ready = long_run_confirmed(config, estimated, hub_dev_examples if source == "A Hugging Face data set" else None)
+    if config is not None:  # what the run reads: a box showing a number out of its range keeps its last good one
+        st.caption(f"Runs with: {config.epochs:g} epoch{'s' if config.epochs != 1 else ''}, learning rate "
+                   + (", ".join(f"{v:g}" for v in config.lr_grid) + " (the best on dev kept)" if config.lr_grid
+                      else f"{config.lr:g}")
+                   + f", batch {config.batch_size * config.grad_accum}, {config.max_seq_length} WordPieces at most, "
+                     f"{config.dev_fraction:.0%} held out for dev (when no dev set is given), seed {config.seed}. A box "
+                     "that shows a number in red is out of its range: the run keeps its last valid value.")
     if work_button("Fine-tune", type="primary", key="ft_start", disabled=not ready):
         stem = Path(upload[0]).stem if upload else slug(hub_spec) if hub_spec else builtin.replace(":", "-")
         run_dir = rv.new_run_dir(f"finetune-{stem}", root)

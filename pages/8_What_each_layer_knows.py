@@ -25,7 +25,8 @@ speech, or the topic of an article. Where the probe does best is where the model
 information within easy reach (Tenney et al. 2019, "BERT Rediscovers the Classical NLP Pipeline").
 Each layer also gets a **control task** that gives every word type a random label (Hewitt & Liang
 2019): a probe that scores well on it has memorised words, so the gap between the two, the
-*selectivity*, is the part that the layer itself knows.
+*selectivity*, is the part that the layer itself knows. It takes further BERT's own Section 5.3 (Devlin et
+al. 2019, Table 7), where frozen features of different layers feed a tagger and the best are not the last layer's.
 """)
 
 ARCH = "BertForPreTraining"  # the sidebar loads models so: one copy in memory; only the encoder is used

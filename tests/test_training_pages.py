@@ -298,6 +298,8 @@ def test_pretrain_page_accepts_a_good_corpus_upload(runs_root):
 def test_pretrain_page_says_a_bad_setting_at_once_and_starts_nothing(runs_root):
     at = _page("10_Pre-train.py")
     assert not at.exception and not at.error and not at.button(key="pt_start").disabled
+    assert any(c.value.startswith("Runs with: 1,000 steps of 32 sequences of 128 WordPieces, learning rate 0.0005 "
+                                  "(100 warm-up steps), seed 0.") for c in at.caption)
     at.selectbox(key="pt_device").set_value("cuda").run()
     assert not at.exception
     assert [e.value for e in at.error] == ["device cuda needs a CUDA GPU and this machine has none: choose auto or cpu"]
@@ -346,6 +348,10 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     at.number_input(key="ft_max_len").set_value(32)
     at.run()
     assert not at.exception
+    # the settings the run will read, said beside the button (a box whose typed number is out of its range shows
+    # it in red and keeps its last valid value: what runs is said here, not guessed from the boxes)
+    assert ("Runs with: 1 epoch, learning rate 5e-05, batch 16, 32 WordPieces at most, 10% held out for dev "
+            "(when no dev set is given), seed 0.") in " ".join(c.value for c in at.caption)
     at.button(key="ft_start").click().run()
     assert not at.exception
     run, status = _wait_for_run(runs_root)
