@@ -13,7 +13,7 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_B, SHADOW
-from bert_explorer.app.state import by_weights, shown_path, show_mode, without_host_paths
+from bert_explorer.app.state import MODEL_SWITCHED, by_weights, shown_path, show_mode, without_host_paths
 from bert_explorer.app.roles import writes_allowed
 from bert_explorer.app.widgets import MENU, intro
 from bert_explorer.checkpoint import CheckpointError
@@ -188,9 +188,10 @@ else:
     if model_dir.is_dir():
         if b2.button("Attention on this example", key="af_to_attention", icon=":material/visibility:",
                      help="Opens Attention with this example as sentences A and B and this run's fine-tuned model "
-                          "chosen in the sidebar."):
+                          "chosen in the sidebar, for every page until you choose another there."):
             for key, value in (("be_model_choice", str(model_dir)), (SENTENCE_A, a), (SENTENCE_B, b or "")):
                 st.session_state[key] = st.session_state[SHADOW + key] = value
+            st.session_state[MODEL_SWITCHED] = str(model_dir)  # said once in the sidebar, where the choice is
             st.switch_page(menu["Attention"])
     else:
         b2.caption("A feature-based run keeps no fine-tuned BERT: its attention is the base model's.")

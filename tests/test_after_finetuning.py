@@ -451,6 +451,10 @@ def test_attention_on_this_example_chooses_the_fine_tuned_model(tuned, monkeypat
     assert at.session_state[SENTENCE_A] == top["text"] and at.session_state[SENTENCE_B] == top["text_pair"]
     model = tuned["runs"]["pair-classification"] / "model"
     assert at.sidebar.selectbox(key="be_model_choice").value == str(model)  # listed and chosen on the Attention page
+    # and said once where the choice is: it holds for every page (the Attention page had said nothing of it)
+    assert [i.value for i in at.sidebar.info if i.value.startswith("The model of every page is now fine-tuned: ")]
+    at.run()
+    assert not [i.value for i in at.sidebar.info if i.value.startswith("The model of every page is now")]
 
 
 def test_the_sidebar_lists_every_finished_fine_tuning_and_opens_its_encoder(tuned, monkeypatch):

@@ -3,6 +3,7 @@ beats chance, and transformers' BertFor* loads the exported model and predicts t
 import json
 import os
 import shutil
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -148,6 +149,25 @@ def test_a_stop_request_ends_the_run_cleanly_with_a_saved_model(base_model, tmp_
     assert not run.stop_requested()  # the request is used up
     assert not [m for m in run.metrics() if m["split"] == "train"]  # no step was taken
     assert (run.path / "model" / "model.safetensors").exists() and "accuracy" in result["dev"]
+
+
+def test_a_background_run_logs_each_note_of_its_data_once(base_model, tmp_path):
+    """A run the app starts writes its stderr into its log.txt, and it logs its data's notes itself: each note
+    (a file read as Latin-1, the split) stood twice in the Runs page's log, once without its time."""
+    from bert_explorer.runs.background import start_background
+
+    accented = "caf\xe9 "
+    rows = [f"{accented if i % 7 == 0 else ''}{'good film' if i % 2 else 'bad film'} {i},{'pos' if i % 2 else 'neg'}"
+            for i in range(60)]
+    data = tmp_path / "latin.csv"
+    data.write_bytes(("text,label\n" + "\n".join(rows) + "\n").encode("latin-1"))
+    cfg = FinetuneConfig(model=base_model, train=str(data), epochs=1, batch_size=16, max_seq_length=32, device="cpu")
+    run = start_background("finetune", asdict(cfg), tmp_path / "run")
+    assert run.wait(timeout=240)["state"] == "finished", (run.path / "log.txt").read_text()[-2000:]
+    log = (run.path / "log.txt").read_text().splitlines()
+    latin = [line for line in log if "read as Latin-1" in line]
+    assert len(latin) == 1, latin
+    assert any(line.startswith("estimate: about ") for line in log)  # (what the page said, kept in the log)
 
 
 def test_a_stop_asked_after_the_last_step_leaves_the_run_finished(base_model, tmp_path, monkeypatch):

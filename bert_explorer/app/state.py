@@ -39,6 +39,7 @@ from .keep import kept_widget, remembered
 UPLOADS = UPLOADS_DIR  # checkpoints uploaded as .zip, under the runs folder
 GALLERY = "the paper's BERTs (Hugging Face Hub)…"
 ABLATION_ENTRY = "ablation:"  # the sidebar's entry for one ablation's checkpoints
+MODEL_SWITCHED = "be_model_switched"  # the model a button of a page chose for every page (said once, in the sidebar)
 
 
 # ----- who can reach the app: private or classroom ------------------------------------------
@@ -417,6 +418,10 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     choice = kept_widget(st.sidebar.selectbox, "Model", "be_model_choice", default, valid=options.__contains__,
                   options=options, format_func=lambda o: labels.get(o, o),
                   help=f"Short names need no download; runs are listed from {shown_path(root)}.")
+    if (switched := st.session_state.pop(MODEL_SWITCHED, None)) and switched == choice:
+        # chosen by a button of another page, not in this list: said once, where the choice is
+        st.sidebar.info(f"The model of every page is now {labels.get(choice, choice)}, as the button asked; "
+                        "choose another here to go back.")
     if choice in groups:
         inside = {p: labels[p].split(" ▸ ", 1)[-1] for p in groups[choice]}  # "pre-training tiny · MLM · step 9"
         choice = kept_widget(st.sidebar.selectbox, f"Pre-training in {choice[len(ABLATION_ENTRY):]}",

@@ -132,6 +132,15 @@ def _show_pretraining(result: dict, lr: float) -> None:
               f"{plateau_advice(lr)}", file=sys.stderr)
 
 
+def writes_into(stream, path: Path) -> bool:
+    """Does ``stream`` write into the file ``path`` (a background run's stderr is its log.txt)?"""
+    try:
+        mine, theirs = os.fstat(stream.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):  # (no file behind the stream: a test's capture)
+        return False
+    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
+
+
 def first_rank() -> bool:
     """Is this the process that speaks (rank 0 under torchrun, or the only one)?"""
     return os.environ.get("RANK", "0") == "0"
@@ -244,8 +253,9 @@ def cmd_finetune(args) -> int:
         print(f"estimate: {told} ({steps_text(est, cfg)} of about "
               f"{est['tokens_per_example']:.0f} WordPieces, "
               f"{est['dev_examples']:,} dev examples scored {when}; {est['basis']})", file=sys.stderr, flush=True)
-        for note in dict.fromkeys(train.notes + dev.notes):  # (a file read as Latin-1, rows skipped, sampling)
-            print(f"note: {note}", file=sys.stderr, flush=True)
+        if not writes_into(sys.stderr, Path(args.output) / "log.txt"):  # (a run the app started logs them itself)
+            for note in dict.fromkeys(train.notes + dev.notes):  # (a file read as Latin-1, rows skipped, sampling)
+                print(f"note: {note}", file=sys.stderr, flush=True)
 
     def work():
         if not args.resume:  # (a resumed run's steps left are its log's to say: it knows where it stopped)
