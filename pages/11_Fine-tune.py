@@ -29,6 +29,7 @@ from bert_explorer.train.speed import said
 from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_GRAD_ACCUM, MAX_PATIENCE,
                                           MAX_TRAIN_EXAMPLES, FinetuneConfig,
                                           check_start as check_finetuning, estimate, ltr_problem, positions_of, read_spec,
+                                          repeated_examples,
                                           steps_text)
 
 intro("Fine-tune", """
@@ -222,6 +223,10 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                                         counted=data.task.right_or_wrong):
             st.warning(warning)
             said_above = warning
+        if repeated := repeated_examples(data):  # (split at random, copies would sit in train and dev alike)
+            st.warning(f"{repeated:,} of the {len(data.examples):,} examples share their text word for word with "
+                       "another: a random split puts copies in train and dev alike, and the dev score then counts "
+                       "text the model trained on. Remove the repeated rows, or give a dev file of its own.")
     if data_error is None and base and (why := ltr_problem(base, task_kind, mode)):
         data_error = why
         st.error(why)

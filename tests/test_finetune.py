@@ -151,6 +151,26 @@ def test_a_stop_request_ends_the_run_cleanly_with_a_saved_model(base_model, tmp_
     assert (run.path / "model" / "model.safetensors").exists() and "accuracy" in result["dev"]
 
 
+def test_dev_examples_that_repeat_training_ones_are_said(tmp_path):
+    """A file with repeated rows, split at random, put the same text in train and dev: a dev accuracy of 1.000
+    counted text the model trained on, and nothing said so."""
+    from bert_explorer.train.finetune import read_data
+
+    rows = [f"the match was {'won' if i % 2 else 'lost'} {i % 40},{'sport' if i % 2 else 'other'}" for i in range(120)]
+    (tmp_path / "repeats.csv").write_text("text,label\n" + "\n".join(rows) + "\n")  # 40 texts, each 3 times
+    train, dev = read_data(FinetuneConfig(model="minilm", train=str(tmp_path / "repeats.csv")))
+    texts = {ex["text"] for ex in train.examples}
+    repeats = sum(ex["text"] in texts for ex in dev.examples)
+    assert repeats > 0
+    assert f"{repeats:,} of the {len(dev.examples):,} dev examples also stand word for word among the training " \
+           "examples" in " ".join(dev.notes)
+    distinct = [f"the match number {i} was {'won' if i % 2 else 'lost'},{'sport' if i % 2 else 'other'}"
+                for i in range(120)]
+    (tmp_path / "distinct.csv").write_text("text,label\n" + "\n".join(distinct) + "\n")
+    _, dev = read_data(FinetuneConfig(model="minilm", train=str(tmp_path / "distinct.csv")))
+    assert not [n for n in dev.notes if "word for word" in n]
+
+
 def test_a_background_run_logs_each_note_of_its_data_once(base_model, tmp_path):
     """A run the app starts writes its stderr into its log.txt, and it logs its data's notes itself: each note
     (a file read as Latin-1, the split) stood twice in the Runs page's log, once without its time."""

@@ -375,6 +375,21 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     assert (chart["encoding"]["x"]["title"], chart["encoding"]["y"]["title"]) == ("label", "probability")
 
 
+def test_finetune_page_says_when_an_upload_repeats_its_rows(runs_root, base_model):
+    """105 distinct texts in 120 rows: a random split put copies in train and dev, and the dev accuracy of
+    1.000 counted text the model had trained on, with nothing said."""
+    rows = [(f"{'a warm and funny film' if i % 2 else 'a dull and slow film'} number {i % 40}", i % 2)
+            for i in range(120)]  # 40 texts, each three times
+    at = _page("11_Fine-tune.py", **_model_state(base_model),
+               ft_upload_bytes=("repeats.csv", _csv(rows, ["text", "label"])))
+    assert not at.exception
+    assert [w.value for w in at.warning if w.value.startswith("120 of the 120 examples share their text word for word")]
+    distinct = [(f"film {i} was {'warm' if i % 2 else 'dull'}", i % 2) for i in range(120)]
+    at = _page("11_Fine-tune.py", **_model_state(base_model),
+               ft_upload_bytes=("distinct.csv", _csv(distinct, ["text", "label"])))
+    assert not [w.value for w in at.warning if "word for word" in w.value]
+
+
 def test_finetune_page_trains_a_multi_label_upload_and_answers_with_a_set(runs_root, base_model):
     """A label set per row, joined by ';' in a CSV: detected, previewed, trained in the background
     and tried, with the set's own metrics (micro-F1 first) and one probability per label."""

@@ -221,7 +221,39 @@ def read_data(cfg: FinetuneConfig) -> tuple[TaskData, TaskData]:
                        f"{MAX_DEV_EXAMPLES:,}")
                 data.notes.append(f"{n:,} {what} examples: {asked or cap:,} of them are used, sampled with seed "
                                   f"{cfg.seed} ({why})")
+    if repeated := repeats_of_training(train, dev):
+        dev.notes.append(repeated)
     return train, dev
+
+
+_GOLD_FIELDS = ("label", "labels", "tags", "answers", "is_impossible", "id")
+
+
+def _read_of(example: dict) -> str:
+    """What the model reads of an example, its gold answer and its id left out."""
+    return json.dumps({k: v for k, v in example.items() if k not in _GOLD_FIELDS}, sort_keys=True, default=str)
+
+
+def repeated_examples(data: TaskData) -> int:
+    """How many examples repeat another one's text word for word (an upload split at random puts copies in
+    train and dev alike: the Fine-tune page says so before the run)."""
+    counts: dict[str, int] = {}
+    for ex in data.examples:
+        key = _read_of(ex)
+        counts[key] = counts.get(key, 0) + 1
+    return sum(c for c in counts.values() if c > 1)
+
+
+def repeats_of_training(train: TaskData, dev: TaskData) -> str | None:
+    """A sentence when dev examples repeat training ones word for word (a file with duplicate rows, split
+    at random): the model was scored on text it trained on, and its dev score flatters it."""
+    seen = {_read_of(ex) for ex in train.examples}
+    repeats = sum(_read_of(ex) in seen for ex in dev.examples)
+    if not repeats:
+        return None
+    return (f"{repeats:,} of the {len(dev.examples):,} dev examples also stand word for word among the training "
+            f"examples, so the dev score counts text the model trained on and flatters it; remove the repeated rows "
+            f"from the file (or give a dev file of its own)")
 
 
 def estimate(cfg: FinetuneConfig, data: TaskData, n_dev: int | None = None, *, threads: int | None = None,
