@@ -223,6 +223,9 @@ def test_finetune_page_reads_a_parquet_upload_and_its_columns(runs_root, base_mo
     ("photo.txt", b"\x89PNG\r\n\x1a\n\x00\x00rest", "binary file"),
     ("one.txt", b"A single document.\nWith two sentences.\n", "holds 1 document"),
     ("nul.txt", b"some text\x00\x01\x02 and binary", "binary file (it contains a NUL byte"),
+    # random high bytes without a NUL, read as Latin-1: they were "6 documents, 172 words", and Start was offered
+    ("noise.txt", b"\n\n".join(bytes((7 * i + 131 * k) % 128 + 128 for i in range(3000)) for k in range(6)),
+     "noise.txt does not look like text"),
 ])
 def test_pretrain_page_refuses_a_bad_corpus_upload(runs_root, name, data, message):
     at = _page("10_Pre-train.py", pt_upload_bytes=(name, data))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+import unicodedata
 from pathlib import Path
 
 from .corpora import load_corpus
@@ -34,6 +35,10 @@ def check_corpus_upload(name: str, data: bytes, objective: Objective | str = BER
         return str(e), {}
     if not text.strip():
         return f"{name} holds only white space; upload a file with your documents.", {}
+    if (controls := _control_characters(text)) > CONTROL_SHARE * len(text):
+        # (random or binary bytes without a NUL read as Latin-1: "6 documents, 172 words" of noise)
+        return (f"{name} does not look like text: {controls:,} of its {len(text):,} characters are control "
+                f"characters, as when another kind of file is read as text; {_TEXT_HINT}.", {})
     docs = _documents(text)
     objective = objective_type(objective)
     need = objective.documents_needed
@@ -46,6 +51,14 @@ def check_corpus_upload(name: str, data: bytes, objective: Objective | str = BER
                 f"(some to train on, some held out); separate documents with a blank line in a one-sentence-per-"
                 f"line file, or with two blank lines in prose.", facts)
     return None, facts
+
+
+CONTROL_SHARE = 0.01  # prose holds next to none (tabs and line ends aside); random bytes a quarter
+
+
+def _control_characters(text: str) -> int:
+    """The characters of Unicode's control category but tab, line feed and carriage return."""
+    return sum(1 for c in text if unicodedata.category(c) == "Cc" and c not in "\t\n\r")
 
 
 def _documents(text: str):
