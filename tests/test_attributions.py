@@ -45,12 +45,15 @@ WORDS = ["the", "shares", "fell", "rose", "sharply", "after", "bank", "results",
 
 def make_classifier(directory: Path, labels=("business", "sport", "tech")) -> Path:
     """A small random BertForSequenceClassification saved as a checkpoint directory."""
+    run = None
+    if Path(directory).name == "model" and not (Path(directory).parent / "status.json").exists():
+        from bert_explorer.runs.run import Run  # a fine-tuning run's folder, as run_finetuning makes it first
+
+        run = Run(Path(directory).parent).create({}, "finetune")
     saved = save_tiny_bert(directory, SPECIAL_TOKENS + WORDS, architecture="BertForSequenceClassification",
                            initializer_range=0.2, id2label=dict(enumerate(labels)))
-    if Path(directory).name == "model" and not (Path(directory).parent / "status.json").exists():
-        from bert_explorer.runs.run import Run  # a fine-tuning run's folder, as run_finetuning leaves it
-
-        Run(Path(directory).parent).create({}, "finetune").write_status(state="finished")
+    if run is not None:
+        run.write_status(state="finished")
     return saved
 
 

@@ -45,9 +45,9 @@ def _runs_folder(root: Path) -> Path:
     tuned = checkpoint.new_model("BertForSequenceClassification", cfg)
     tuned.bert.load_state_dict(src.model.state_dict(), strict=False)
     ft = root / "ft-tiny"
-    checkpoint.save(tuned, src.tokenizer, ft / "model")
     data = ft / "data" / "reviews.csv"
     run = Run(ft).create({"model": str(ckpt.resolve()), "train": str(data.resolve())}, "finetune")
+    checkpoint.save(tuned, src.tokenizer, ft / "model")  # (into the run's folder, as a fine-tuning makes it)
     run.log(f"classification: 300 train / 120 dev examples from {data.resolve()}")
     for step, loss in ((1, 0.70), (2, 0.69), (3, 0.66), (4, 0.40), (5, 0.35), (6, 0.30)):
         run.log_metrics({"step": step, "split": "train", "loss": loss})

@@ -281,9 +281,9 @@ def _fake_finetuned_child(root, base="explorer-mini", name="finetune-bbc", noise
         for p in tuned.bert.encoder.layer[-1].parameters():
             p.add_(noise * torch.randn_like(p))
     run = root / name
+    made = Run(run).create({"model": base, "train": "builtin:bbc-topics"}, "finetune")  # the run's folder first
     checkpoint.save(tuned, src.tokenizer, run / "model")
-    _finetuning_record(Run(run).create({"model": base, "train": "builtin:bbc-topics"}, "finetune"), losses, dev=dev,
-                       created=created)
+    _finetuning_record(made, losses, dev=dev, created=created)
     return run / "model"
 
 

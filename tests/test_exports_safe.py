@@ -162,6 +162,9 @@ def _page(root, monkeypatch, run: str) -> AppTest:
 def test_after_finetuning_shows_an_image_link_in_the_data_as_text(run, uploaded_runs, monkeypatch):
     at = _page(uploaded_runs, monkeypatch, run)
     assert not at.exception
+    at.radio(key="af_view").set_value("all").run()  # (the page opens on the mistakes; this one is example 0)
+    at.selectbox(key=f"af_example_{run}").set_value(0).run()
+    assert not at.exception
     pred = predictions.load_predictions(uploaded_runs / run)
     example, row = pred.record["examples"][0], pred.rows[0]  # the example shown first
     rendered = [e.value for kind in MARKDOWN_ELEMENTS for e in getattr(at, kind)]

@@ -106,7 +106,8 @@ def cmd_pretrain(args) -> int:
         except (CheckpointError, OSError, KeyError, ValueError):  # the run itself says what is wrong, in a sentence
             return
         print(f"estimate: {said(est['seconds'], est['threads'], niced=background or niced_here())} "
-              f"({cfg.max_steps:,} steps of {cfg.batch_size * cfg.grad_accum} x {cfg.max_seq_length} tokens, "
+              f"({cfg.max_steps:,} step{'s' if cfg.max_steps != 1 else ''} of {cfg.batch_size * cfg.grad_accum} x "
+              f"{cfg.max_seq_length} tokens, "
               f"{est['evaluations']} held-out evaluation{'s' if est['evaluations'] != 1 else ''}; {est['basis']})",
               file=sys.stderr, flush=True)
 
