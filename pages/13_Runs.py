@@ -104,6 +104,10 @@ if picked and keys:
     fig = run_figures.compare_figure(rows, key, kinds={labels[n]: by_name[n].config().get("kind", "") for n in picked})
     if fig is not None:
         exports.figure(fig, "runs_compare_fig")
+    silent = [labels[n] for n in picked if not any(isinstance(r.get(key), (int, float)) for r in rows[labels[n]])]
+    if silent:  # (a run left out of the chart without a word looked like one drawn under another)
+        st.caption(f"Not drawn: {', '.join(silent)}, which logged no {report.LABELS.get(key, key)} (an ablation's own "
+                   "folder logs none: its pre-trainings and cells do, listed under it).")
     finals = {labels[n]: report.key_metrics(by_name[n].status()) for n in picked}
     # a number a run does not have (a pre-training's dev accuracy) is said as such, not as "None"; every cell
     # is text, so the column has one type (a float column holding "—" makes Streamlit convert it again)

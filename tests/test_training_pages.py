@@ -673,13 +673,17 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
     at.multiselect(key="runs_compare_0_").set_value(["pt-a", "ft-b"]).run()
     at.selectbox(key="runs_compare_metric").set_value("loss").run()
     assert not at.exception
-    compare = next(c for c in _charts(at) if c["layout"]["title"]["text"] == "loss")
+    # the rows it is read from are named: "accuracy" alone did not say dev or training
+    compare = next(c for c in _charts(at) if c["layout"]["title"]["text"] == "loss (training steps)")
     assert {tr["name"] for tr in compare["data"]} == {"pt-a", "ft-b"}
     # a pre-training's loss and a fine-tuning's are not one quantity: a panel each, each its own axis
     axes = {tr["name"]: tr.get("yaxis", "y") for tr in compare["data"]}
     assert axes["pt-a"] != axes["ft-b"]
     assert sorted(a["text"] for a in compare["layout"]["annotations"]) == ["fine-tuning", "pre-training"]
     assert compare["layout"]["yaxis"]["title"]["text"] == "loss (cross-entropy, nats)"
+    at.selectbox(key="runs_compare_metric").set_value("nsp_accuracy").run()  # a run that never logged it is said
+    assert any(c.value.startswith("Not drawn: ft-b, which logged no NSP accuracy") for c in at.caption)
+    at.selectbox(key="runs_compare_metric").set_value("loss").run()
     finals = next(d.value for d in at.dataframe if "MLM accuracy" in d.value.columns)
     assert not finals.isna().any().any() and finals.loc["ft-b", "MLM accuracy"] == "—"  # not a raw None
     assert finals.loc["pt-a", "MLM accuracy"] == "20.0%" and finals.loc["ft-b", "dev accuracy"] == "0.75"

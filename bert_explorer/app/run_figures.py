@@ -129,6 +129,9 @@ def figures(kind: str, rows: list[dict]) -> dict:
 KIND_NAMES = {"pretrain": "pre-training", "finetune": "fine-tuning", "ablation": "ablation"}
 
 
+SPLIT_WORDS = {"train": "training steps", "dev": "dev set", "eval": "held out"}
+
+
 def compare_figure(named_rows: dict[str, list[dict]], key: str, split: str | None = None,
                    kinds: dict[str, str] | None = None):
     """One metric of several runs over their steps. ``kinds`` names each run's kind ("pretrain",
@@ -144,7 +147,13 @@ def compare_figure(named_rows: dict[str, list[dict]], key: str, split: str | Non
     frame = pd.DataFrame(data)
     panels = list(dict.fromkeys(frame["kind"]))
     several = len(panels) > 1
-    fig = px.line(frame, x="step", y="value", color="run", title=LABELS.get(key, key), markers=len(data) <= 80,
+    # which rows it is read from: a fine-tuning's accuracy is its dev set's, a pre-training's held out (the
+    # title said "accuracy" alone)
+    splits = sorted({SPLIT_WORDS.get(r.get("split"), r.get("split") or "logged") for rows in named_rows.values()
+                     for r in latest_rows(rows) if isinstance(r.get(key), (int, float))
+                     and (split is None or r.get("split") == split)})
+    title = f"{LABELS.get(key, key)} ({' and '.join(splits)})"
+    fig = px.line(frame, x="step", y="value", color="run", title=title, markers=len(data) <= 80,
                   facet_row="kind" if several else None, category_orders={"kind": panels})
     # a regression's loss is a squared error only where every run drawn is one
     every = all(_regression(rows) for rows in named_rows.values())
