@@ -383,6 +383,13 @@ class Tables:
             raise self.error(None, f"has {len(counts):,} classes in column {label_col!r}, more than the "
                                    f"{core.MAX_CLASSES:,} a classifier may have; check that the right column is the "
                                    f"label, merge rare classes, or use task='regression' if the labels are scores")
+        if len(counts) > 20 and len(counts) > 0.5 * len(examples):
+            # nearly a class per example: no classifier learns that, and it is what a swapped text and label
+            # column give (an 80-class model of one review each was trained, with notes only)
+            raise self.error(None, f"has {len(counts):,} classes in column {label_col!r} for {len(examples):,} "
+                                   f"examples, nearly one each, which no classifier can learn; check that the right "
+                                   f"column is the label (the text may be in it), or use task='regression' if the "
+                                   f"labels are scores")
         singles = sorted((lab for lab, c in counts.items() if c == 1), key=_label_sort_key)
         if singles:
             self.notes.append(f"{len(singles)} {'class has' if len(singles) == 1 else 'classes have'} a single "
