@@ -175,9 +175,10 @@ def test_nearly_a_class_per_example_is_refused_as_a_swapped_column(tmp_path):
     learns it."""
     reviews = [(f"review {i} of the film which was {'good' if i % 2 else 'bad'}", str(i % 5 + 1)) for i in range(96)]
     swapped = write(tmp_path, "swapped.csv", "stars,review\n" + "".join(f"{y},{t}\n" for t, y in reviews))
-    assert error_of(swapped, text_column="stars", label_column="review") == ("swapped.csv has 96 classes in column 'review' for 96 examples, nearly one each, "
-                                 "which no classifier can learn; check that the right column is the label (the text "
-                                 "may be in it), or use task='regression' if the labels are scores.")
+    assert error_of(swapped, text_column="stars", label_column="review") == (
+        "swapped.csv has 96 classes in column 'review' for 96 examples, nearly one each, which no classifier can "
+        "learn; check that the right column is the label (the text may be in it), or use task='regression' if the "
+        "labels are scores.")
     assert len(read_task_file(swapped, text_column="review", label_column="stars").label_names) == 5
 
 
