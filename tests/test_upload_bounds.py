@@ -57,8 +57,8 @@ def test_parquet_rows_are_counted_from_the_footer_before_any_data_is_read(tmp_pa
     pq.write_table(pa.table({"text": text, "label": pa.array(["pos", "neg"] * 25)}), tmp_path / "big.parquet")
     monkeypatch.setattr(core, "MAX_ROWS", 10)
     _no_data_reads(monkeypatch)
-    assert error_of(tmp_path / "big.parquet") == ("big.parquet holds 50 rows, more than the 10 an upload may have; "
-                                                  "upload a sample of it.")
+    assert error_of(tmp_path / "big.parquet") == ("big.parquet holds 50 rows, more than the 10 a data file may have; "
+                                                  "use a sample of it.")
 
 
 def test_parquet_values_and_decompressed_bytes_are_bounded_before_any_data_is_read(tmp_path, monkeypatch):
@@ -73,7 +73,7 @@ def test_parquet_values_and_decompressed_bytes_are_bounded_before_any_data_is_re
     monkeypatch.setattr(core, "MAX_CELLS", 60)
     _no_data_reads(monkeypatch)
     msg = error_of(tmp_path / "lists.parquet")
-    assert "holds 100 values (cells and list items), more than the 60 an upload may have" in msg
+    assert "holds 100 values (cells and list items), more than the 60 a data file may have" in msg
     assert (tmp_path / "zipped.parquet").stat().st_size < 20_000
     msg = error_of(tmp_path / "zipped.parquet", max_bytes=100_000)
     assert "once decompressed, larger than the limit of 100.0 kB (max_bytes=100000)" in msg
@@ -102,14 +102,14 @@ def test_text_formats_stop_reading_where_the_row_limit_is_passed(tmp_path, monke
     """Six rows are allowed; what follows the seventh (a line that cannot be parsed) is never read."""
     monkeypatch.setattr(core, "MAX_ROWS", 6)
     msg = error_of(write(tmp_path, name, text))
-    assert msg.startswith(f"{name} holds more than the 6 {unit} an upload may have ({unit[:-1]} 7 is on line ")
-    assert msg.endswith("; upload a sample of it.")
+    assert msg.startswith(f"{name} holds more than the 6 {unit} a data file may have ({unit[:-1]} 7 is on line ")
+    assert msg.endswith("; use a sample of it.")
 
 
 def test_a_json_list_of_records_is_held_to_the_row_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(core, "MAX_ROWS", 6)
     path = write(tmp_path, "train.json", json.dumps([{"text": t, "label": y} for t, y in rows(8)]))
-    assert error_of(path) == "train.json holds 8 records, more than the 6 an upload may have; upload a sample of it."
+    assert error_of(path) == "train.json holds 8 records, more than the 6 a data file may have; use a sample of it."
 
 
 def test_a_wide_csv_is_held_to_the_cell_limit(tmp_path, monkeypatch):
@@ -117,7 +117,7 @@ def test_a_wide_csv_is_held_to_the_cell_limit(tmp_path, monkeypatch):
     header = "text,label," + ",".join(f"c{i}" for i in range(8))
     path = write(tmp_path, "wide.csv", header + "\n" + "".join(f"{t},{y}" + ",x" * 8 + "\n" for t, y in rows(8)))
     msg = error_of(path)
-    assert "holds more than the 30 cells an upload may have (it passes them on line 5, row 4)" in msg
+    assert "holds more than the 30 cells a data file may have (it passes them on line 5, row 4)" in msg
 
 
 def test_a_csv_over_the_row_limit_is_not_split_into_lines_in_memory(tmp_path, monkeypatch):
@@ -134,7 +134,7 @@ def test_a_csv_over_the_row_limit_is_not_split_into_lines_in_memory(tmp_path, mo
     finally:
         tracemalloc.stop()
     assert peak < 3 * path.stat().st_size, peak  # the file's bytes and its text, and little more
-    assert "holds more than the 6 rows an upload may have (row 7 is on line 8)" in str(e.value)
+    assert "holds more than the 6 rows a data file may have (row 7 is on line 8)" in str(e.value)
 
 
 # ----- 2. missing labels --------------------------------------------------------------------------

@@ -32,7 +32,7 @@ class DataError(ValueError):
 def too_many_rows(name: str, count: int, unit: str = "rows") -> DataError:
     """The sentence for ``count`` rows (known before reading them: Parquet metadata, a parsed JSON
     list) over :data:`MAX_ROWS`."""
-    return DataError(f"{name} holds {count:,} {unit}, more than the {MAX_ROWS:,} an upload may have; upload a "
+    return DataError(f"{name} holds {count:,} {unit}, more than the {MAX_ROWS:,} a data file may have; use a "
                      f"sample of it.")
 
 
@@ -40,11 +40,11 @@ def check_row(name: str, count: int, line: int, cells: int = 0, unit: str = "row
     """Raise when row number ``count`` (on ``line``; ``cells`` so far) passes :data:`MAX_ROWS` or
     :data:`MAX_CELLS`: a reader calls this as it goes, so it stops there and reads no further."""
     if count > MAX_ROWS:
-        raise DataError(f"{name} holds more than the {MAX_ROWS:,} {unit} an upload may have ({unit.rstrip('s')} "
-                        f"{count:,} is on line {line:,}); upload a sample of it.")
+        raise DataError(f"{name} holds more than the {MAX_ROWS:,} {unit} a data file may have ({unit.rstrip('s')} "
+                        f"{count:,} is on line {line:,}); use a sample of it.")
     if cells > MAX_CELLS:
-        raise DataError(f"{name} holds more than the {MAX_CELLS:,} cells an upload may have (it passes them on "
-                        f"line {line:,}, {unit.rstrip('s')} {count:,}); upload a sample of it, or only the columns "
+        raise DataError(f"{name} holds more than the {MAX_CELLS:,} cells a data file may have (it passes them on "
+                        f"line {line:,}, {unit.rstrip('s')} {count:,}); use a sample of it, or only the columns "
                         f"it needs.")
 
 

@@ -12,7 +12,7 @@ _MAGIC = ((b"PK\x03\x04", "a ZIP archive, e.g. an Excel .xlsx workbook"),
           (b"\x1f\x8b", "a gzip archive"), (b"BZh", "a bzip2 archive"), (b"%PDF", "a PDF document"),
           (b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"7z\xbc\xaf", "a 7-Zip archive"),
           (b"\x93NUMPY", "a NumPy array"), (b"\x80\x04", "a Python pickle"))
-_EXPORT_HINT = "save it as CSV, TSV, JSONL, Parquet, CoNLL or SQuAD JSON and upload that"
+_EXPORT_HINT = "save it as CSV, TSV, JSONL, Parquet, CoNLL or SQuAD JSON and use that"
 
 
 def _size(n: float) -> str:

@@ -10,7 +10,7 @@ from .core import DataError, DEFAULT_MAX_BYTES
 from .decode import _size
 
 MAGIC = b"PAR1"  # every Parquet file starts and ends with these four bytes
-AGAIN = "export it again (with dataset.to_parquet('train.parquet') from Hugging Face datasets) and upload the new file."
+AGAIN = "export it again (with dataset.to_parquet('train.parquet') from Hugging Face datasets) and use the new file."
 
 
 def _whole(path: Path, name: str) -> None:
@@ -26,7 +26,7 @@ def _whole(path: Path, name: str) -> None:
 
 
 def is_parquet(path: Path) -> bool:
-    """A Parquet file by its extension or by its first bytes (an upload may have lost its name)."""
+    """A Parquet file by its extension or by its first bytes (a data file may have lost its name)."""
     if path.suffix.lower() in (".parquet", ".pq"):
         return True
     with open(path, "rb") as f:
@@ -141,10 +141,10 @@ def _check_size(name: str, rows: int, values: int, nbytes: int, how: str, max_by
         raise core.too_many_rows(name, rows)
     if values > core.MAX_CELLS:
         raise DataError(f"{name} holds {values:,} values (cells and list items), more than the {core.MAX_CELLS:,} "
-                        f"an upload may have; upload a sample of it, or only the columns it needs.")
+                        f"a data file may have; use a sample of it, or only the columns it needs.")
     if nbytes > max_bytes:
         raise DataError(f"{name} holds {_size(nbytes)} {how}, larger than the limit of {_size(max_bytes)} "
-                        f"(max_bytes={max_bytes}); upload a sample of it or raise max_bytes.")
+                        f"(max_bytes={max_bytes}); use a sample of it or raise max_bytes.")
 
 
 def _measure(array) -> tuple[int, int]:

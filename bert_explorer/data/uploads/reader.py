@@ -36,11 +36,11 @@ def read_task_file(path: str | Path, task: TaskType | str | None = None, text_co
         except ValueError as e:
             raise DataError(str(e)) from None
     if not path.is_file():
-        raise DataError(f"{path} does not exist or is not a file; check the path and upload the data file itself.")
+        raise DataError(f"{path} does not exist or is not a file; check the path and give the data file itself, not its folder.")
     size = path.stat().st_size
     if size > max_bytes:
         raise DataError(f"{name} is {_size(size)}, larger than the limit of {_size(max_bytes)} "
-                        f"(max_bytes={max_bytes}); upload a sample of it or raise max_bytes.")
+                        f"(max_bytes={max_bytes}); use a sample of it or raise max_bytes.")
     if size == 0:
         raise DataError(f"{name} is empty (0 bytes); use a file with a header line and at least "
                         f"{MIN_EXAMPLES} examples.")
@@ -102,7 +102,7 @@ class _Reader(JsonFormats, LineFormats, Tables, StructuredRecords):
         task = format_task(fmt)
         if self.task is not None and fmt not in self.task.formats:
             raise self.error(None, f"{described}, which is {task.name} data, but task={self.task.name!r} was asked "
-                                   f"for; use task={task.name!r} or upload a file for {self.task.name}")
+                                   f"for; use task={task.name!r} or give a file for {self.task.name}")
         return task
 
     # ----- which format ----------------------------------------------------------------
@@ -118,7 +118,7 @@ class _Reader(JsonFormats, LineFormats, Tables, StructuredRecords):
                     return self.from_records(self.parse_jsonl(), "JSONL")
                 raise self.error(None, f"is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}; fix the "
                                        f"file there (a missing comma, quote or bracket is the usual cause) and "
-                                       f"upload it again") from e
+                                       f"try again") from e
             return self.from_json(obj)
         lines = [ln for ln in islice(iter_lines(self.text), 400) if ln.strip()]
         conll_task = self.task is not None and "conll" in self.task.formats
