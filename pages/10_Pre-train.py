@@ -15,7 +15,7 @@ from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
 from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction, learnable_vocab_size
 from bert_explorer.safe_text import markdown_text as md
-from bert_explorer.data.objectives import OBJECTIVES, objective_type
+from bert_explorer.data.objectives import OBJECTIVES, objective_type, predicted_share
 from bert_explorer.app.state import by_inputs, device_name, show_mode, shown_path, weights_version, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES, CheckpointError
@@ -212,7 +212,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     learnt = learnable_vocab_size(upload[1], int(vocab_size)) if upload and not corpus_error and init is None else None
     pieces = min(int(vocab_size), learnt or int(vocab_size))
     # the MLM decoder's share of the tokens: the masked 15 %, or every one for a left-to-right model
-    predicted = predicted_fraction(config) if config else (0.15 if objective_type(objective).masks else 1.0)
+    predicted = predicted_fraction(config) if config else predicted_share(objective)
     decoded = f"the {predicted:.0%} masked tokens" if predicted < 1 else "every token (a left-to-right model predicts each)"
     est = pretrain_estimate(size, int(steps), int(batch), int(seq_len), pieces, root, evaluations=n_evals,
                             held_out_sequences=sequences_of(held_words, int(seq_len)),

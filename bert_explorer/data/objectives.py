@@ -117,3 +117,9 @@ def objective_type(name: str | Objective) -> Objective:
         close = difflib.get_close_matches(str(name), OBJECTIVES, n=1, cutoff=0.5)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, not {name!r}{hint}") from None
+
+
+def predicted_share(objective: str | Objective, mlm_probability: float = 0.15) -> float:
+    """The share of a sequence's tokens the output decoder predicts (what it costs): the masked ones of a
+    masked LM, every one of a left-to-right model."""
+    return mlm_probability if objective_type(objective).masks else 1.0

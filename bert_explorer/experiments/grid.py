@@ -50,7 +50,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import checkpoint, hub
-from ..data.objectives import LEFT_TO_RIGHT, OBJECTIVES as PRETRAINING_OBJECTIVES, Objective, objective_type
+from ..data.objectives import (LEFT_TO_RIGHT, OBJECTIVES as PRETRAINING_OBJECTIVES, Objective, objective_type,
+                               predicted_share)
 from ..data.tasks import BUILTIN_TASKS
 from ..data.uploads.names import safe_filename, slug
 from ..model.config import PRESETS, preset
@@ -585,7 +586,7 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
             continue
         seq, bs = cfg["max_seq_length"], cfg["batch_size"] * cfg.get("grad_accum", 1)
         # a left-to-right model predicts every token, a masked LM the masked ones
-        predicted = cfg.get("mlm_probability", 0.15) if objective_type(cfg["objective"]).masks else 1.0
+        predicted = predicted_share(cfg["objective"], cfg.get("mlm_probability", 0.15))
         vocab = vocab_size_of(cfg)
         if device == "gpu":
             L, H, _ = size_lha(cfg["size"])

@@ -133,13 +133,12 @@ def _recent_metrics(run, n_bytes: int = 32768) -> list[dict]:
 def _predicted_fraction(cfg: dict) -> float:
     """The share of a run's tokens its MLM decoder predicts: the masked ones, or every one for a left-to-right
     model (a run's config, as saved)."""
-    from ..data.objectives import objective_type
+    from ..data.objectives import predicted_share
 
     try:
-        masks = objective_type(cfg.get("objective", "mlm+nsp")).masks
-    except (KeyError, ValueError):
-        masks = True
-    return float(cfg.get("mlm_probability", 0.15)) if masks else 1.0
+        return predicted_share(cfg.get("objective", "mlm+nsp"), float(cfg.get("mlm_probability", 0.15)))
+    except (KeyError, ValueError, TypeError):  # (an objective this version does not know: a masked LM's)
+        return 0.15
 
 
 def _vocabulary_of(run, cfg: dict) -> int:

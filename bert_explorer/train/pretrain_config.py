@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-from ..data.objectives import Objective, objective_type
+from ..data.objectives import Objective, objective_type, predicted_share
 from ..data.pretraining import MaskingConfig
 from ..model import PRESETS
 from ..setting import setting
@@ -199,7 +199,7 @@ def plateau_advice(lr) -> str:
 def predicted_fraction(cfg: PretrainConfig) -> float:
     """The share of a sequence's tokens the MLM decoder predicts (its cost): the masked ones of a masked LM,
     every one of a left-to-right model."""
-    return cfg.masking.mlm_probability if cfg.objective_type.masks else 1.0
+    return predicted_share(cfg.objective, cfg.masking.mlm_probability)
 
 
 def warmup_steps_of(cfg: PretrainConfig) -> int:
