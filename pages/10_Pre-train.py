@@ -252,7 +252,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     if work_button("Start pre-training", type="primary", key="pt_start", disabled=bool(corpus_error)):
         run_dir = root / slug(run_name) if run_name.strip() else rv.new_run_dir(
             f"pretrain-{('warm-' + Path(init).name) if init else size}-{'upload' if upload else corpus}", root)
-        refusal = new_run_refusal(run_dir) or (  # checked before an upload is stored there
+        refusal = new_run_refusal(run_dir, stored_first=False) or (  # checked before an upload is stored there
             f"A run called {run_dir.name} exists already; choose another name." if Run(run_dir).is_run() else None)
         if refusal:
             st.error(without_host_paths(refusal))

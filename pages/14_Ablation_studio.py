@@ -170,7 +170,7 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
         if not refusal and work_button(start_label, key="abl_start", type="primary"):
             folder = slug(out_name)  # a plain folder name: never outside the runs directory
             target = root / folder
-            refusal = new_run_refusal(target) or (  # checked before an upload is stored there
+            refusal = new_run_refusal(target, stored_first=False) or (  # checked before an upload is stored there
                 f"{target} already holds a run; choose another name." if Run(target).is_run() else None)
             if refusal:
                 st.error(without_host_paths(refusal))

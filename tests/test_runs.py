@@ -306,6 +306,34 @@ def test_a_persons_files_of_a_runs_names_and_a_run_of_another_kind_are_never_wri
     assert not Run(mine).is_run() and Run(tuned.path).kind() == "finetune"
 
 
+def test_a_persons_data_folder_is_not_taken_for_an_upload_stored_before_the_run(tmp_path, base_model, capsys):
+    """A folder holding only the person's own data/ (or corpus.txt) passed for one where the app had stored an
+    upload: the run wrote beside them, and deleting the run later took their data away. A command checks its
+    --output before it stores anything, so such files are refused there; the run's own process, which starts
+    after the app stored the upload, still accepts them."""
+    from bert_explorer import cli
+    from bert_explorer.runs.run import new_run_refusal
+
+    mine = tmp_path / "mine"
+    (mine / "data").mkdir(parents=True)
+    (mine / "data" / "train.csv").write_text("text,label\nmy own,1\n")
+    corpus = tmp_path / "corpus-only"
+    corpus.mkdir()
+    (corpus / "corpus.txt").write_text("my own book\n")
+    before = _files(tmp_path)
+    for argv, said in ((["finetune", "--model", base_model, "--train", "tiny:classification", "--output", str(mine)],
+                        "holds data/ but is not a run's folder"),
+                       (["pretrain", "--corpus", "tiny", "--size", "tiny", "--max-steps", "2", "--no-progress",
+                         "--output", str(corpus)], "holds corpus.txt but is not a run's folder"),
+                       (["ablate", "--recipe", "smoke", "--output", str(mine)], "holds data/ but is not a run's")):
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+    assert _files(tmp_path) == before
+    # after the app stored an upload there (data/ or corpus.txt, then the run's start): taken
+    assert new_run_refusal(mine, "finetune") is None and new_run_refusal(corpus, "pretrain") is None
+
+
 def test_a_reused_pid_is_not_taken_for_the_run(tmp_path):
     """A run that died leaves its pid behind; once the kernel gives that pid to another process,
     the run must read "crashed" and Stop must not signal the stranger."""

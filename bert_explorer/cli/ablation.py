@@ -91,7 +91,7 @@ def cmd_ablate(args) -> int:
         if not (Path(args.output) / "plan.json").exists():
             raise UserError(f"{args.output} holds no ablation to resume; give --recipe NAME|FILE")
         recipe = json.loads((Path(args.output) / "plan.json").read_text())["recipe"]
-    if not args.resume and (refusal := new_run_refusal(args.output, "ablate")):
+    if not args.resume and (refusal := new_run_refusal(args.output, "ablate", stored_first=False)):
         raise UserError(refusal)  # (before the plan is said as if it would run there)
     if recipe is not None and not args.config:  # said once, by the command a person typed
         plan = grid.expand(recipe)

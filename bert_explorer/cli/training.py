@@ -94,7 +94,7 @@ def cmd_pretrain(args) -> int:
     cfg = _resumed_config(args) if args.resume else config_from(args, PretrainConfig)
     if not args.resume:  # refused here, in the foreground and before a background start: no folder is made
         with user_errors(CheckpointError):  # (a resumed run is checked by its process: its folder is there)
-            if (refusal := new_run_refusal(args.output, "pretrain")) or Run(args.output).checkpoints():
+            if (refusal := new_run_refusal(args.output, "pretrain", stored_first=False)) or Run(args.output).checkpoints():
                 raise ValueError(refusal or f"{args.output} already holds checkpoints; pass --resume to continue it "
                                             "or choose a new --output")
             check_pretraining(cfg)
@@ -230,7 +230,7 @@ def cmd_finetune(args) -> int:
     else:
         cfg = config_from(args, FinetuneConfig)
         with user_errors(CheckpointError):  # refused here, not after the estimate or in a background process
-            check_finetuning_folder(args.output)
+            check_finetuning_folder(args.output, stored_first=False)
             check_finetuning(cfg)
 
     def say_estimate(background: bool) -> None:

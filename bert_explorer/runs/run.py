@@ -360,10 +360,13 @@ def shown_entries(paths: list[Path], root: Path, most: int = 3) -> str:
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
-def new_run_refusal(path: str | Path, kind: str | None = None) -> str | None:
+def new_run_refusal(path: str | Path, kind: str | None = None, stored_first: bool = True) -> str | None:
     """Why a run (of ``kind``, where given) cannot be written in ``path``, in one sentence, or None: it is
     one of the app's own folders in the runs root (or lies inside one), a file, a run of another kind (its
-    settings, log and status would be written over), or it is not a run yet and already holds files."""
+    settings, log and status would be written over), or it is not a run yet and already holds files.
+    ``stored_first``: an upload may have been stored there for the run (a corpus, a ``data/``); where the
+    check comes before anything is stored (a command's ``--output``, a page before it stores), pass False:
+    such files are then a person's own, and a run's deletion would later take them away."""
     given, path, root = Path(path), Path(path).resolve(), runs_root().resolve()
     for name, what in APP_FOLDERS.items():
         if path == root / name or root / name in path.parents:
@@ -383,19 +386,19 @@ def new_run_refusal(path: str | Path, kind: str | None = None) -> str | None:
                 "or empty folder for the run, so that nothing in it is overwritten")
     # files of a run's names in a folder that is no run: a person's own (their config.json, log.txt), which the
     # run would write over; only what a start puts there first (an uploaded corpus or data, locks) is not refused
-    taken = [p for p in sorted(path.iterdir()) if not _before_a_run(p)] if path.is_dir() else []
+    taken = [p for p in sorted(path.iterdir()) if not _before_a_run(p, stored_first)] if path.is_dir() else []
     if taken:
         return (f"{path} holds {shown_entries(taken, path)} but is not a run's folder; choose a new or empty folder "
                 "for the run, so that nothing in it is overwritten")
     return None
 
 
-def _before_a_run(p: Path) -> bool:
-    """What a run's folder may hold before the run is made there: an upload stored first (a corpus, data/), the
-    start's locks, a cut-off write's leftovers."""
+def _before_a_run(p: Path, stored_first: bool = True) -> bool:
+    """What a run's folder may hold before the run is made there: an upload stored first (a corpus, data/;
+    only where one may have been), the start's locks, a cut-off write's leftovers."""
     return (atomic.is_leftover(p.name)
             or p.name in ("STOP", ".start.lock", ".writer.lock", ".gpu.lock", ".gpu.lock.queue")
-            or (p.name == "data" and p.is_dir()) or bool(_UPLOADED_CORPUS.fullmatch(p.name)))
+            or (stored_first and ((p.name == "data" and p.is_dir()) or bool(_UPLOADED_CORPUS.fullmatch(p.name)))))
 
 
 def remove_run_files(path: str | Path) -> None:

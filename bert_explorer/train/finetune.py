@@ -428,13 +428,14 @@ def check_start(cfg: FinetuneConfig) -> BertConfig | None:
     return config
 
 
-def check_folder(run_dir: str | Path) -> None:
+def check_folder(run_dir: str | Path, stored_first: bool = True) -> None:
     """A new fine-tuning's folder, refused in one sentence before the data is read or anything written: a
-    finished fine-tuning's, a run's of another kind, a file, or a folder of a person's own files."""
+    finished fine-tuning's, a run's of another kind, a file, or a folder of a person's own files (a ``data/``
+    too, where no upload was stored there first: ``stored_first`` False)."""
     run = Run(run_dir)
     if run.kind() == "finetune" and ((run.path / "metrics.json").exists() or (run.path / "model").exists()):
         raise ValueError(f"{run.path} already holds a finished fine-tuning run; choose a new --output")
-    if refusal := new_run_refusal(run.path, "finetune"):
+    if refusal := new_run_refusal(run.path, "finetune", stored_first):
         raise ValueError(refusal)
 
 
