@@ -113,11 +113,34 @@ def test_the_busy_cores_are_the_cpu_time_the_system_counted(monkeypatch):
     # normal priority (user, system), 75 at low priority, the rest idle
     readings = iter([[1000, 500, 200, 4000, 10, 0, 0, 0], [1120, 575, 230, 4070, 15, 0, 0, 0]])
     monkeypatch.setattr(speed, "_cpu_times", lambda: next(readings))
+    monkeypatch.setattr(speed, "load_now", lambda: 1.8)  # the last minute as busy or busier: the counted share
     normal, low = speed.busy_cores()
     assert normal == pytest.approx(2 * 150 / 300) and low == pytest.approx(2 * 75 / 300)
     monkeypatch.setattr(speed, "_cpu_times", lambda: None)  # no /proc/stat (or a container shown the host's)
     monkeypatch.setattr(speed, "load_now", lambda: 1.7)
     assert speed.busy_cores() == (1.7, 0.0)
+
+
+def test_a_first_look_at_a_burst_is_weighed_against_the_last_minute(monkeypatch):
+    """A command counts the CPU for half a second before it says a time; a burst of other work in that half
+    second (both cores busy) said 5 min 35 s for a job that took 65 s, the last minute's load being about one
+    core. Where the load average says less than the first look, the middle of the two is taken; a later look
+    within the minute counts from the first, alone."""
+    monkeypatch.setattr(speed.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(speed, "_cpu_samples", [])
+    monkeypatch.setattr(speed.time, "sleep", lambda s: None)
+    monkeypatch.setattr(speed, "load_now", lambda: 1.0)
+    clock = iter([100.0, 100.5, 130.0])
+    monkeypatch.setattr(speed.time, "monotonic", lambda: next(clock))
+    # 100 ticks on 2 cores, all busy at normal priority (the burst), then 30 s later 6,000 more, a quarter busy
+    readings = iter([[0, 0, 0, 0, 0, 0, 0, 0], [100, 0, 0, 0, 0, 0, 0, 0], [1600, 0, 0, 4500, 0, 0, 0, 0]])
+    monkeypatch.setattr(speed, "_cpu_times", lambda: next(readings))
+    normal, low = speed.busy_cores()
+    assert normal == pytest.approx((2.0 + 1.0) / 2) and low == 0.0
+    # a background job alone beside that: (2 - 1.5) / 1 of the cores, not the tenth of the burst alone
+    assert speed.share_now(1, normal) == pytest.approx(0.5)
+    normal, low = speed.busy_cores()  # 30 s on: the counted CPU time from the first look, not weighed again
+    assert normal == pytest.approx(2 * 1600 / 6100) and low == 0.0
 
 
 def test_a_run_s_time_left_is_its_own_average_and_counts_down_between_writes(monkeypatch):

@@ -190,6 +190,7 @@ def layer_flop_s(work: str, hidden: int, n_threads: int, bf16: bool = False, int
 # a background job's session at nice 10 too, ``runs.background.session_at_low_priority``, without which the
 # same job took 2.1 times its idle time beside two busy processes of another session, not 10.)
 CRUMBS = 0.1
+FRESH_SAMPLE_S = 0.5  # what a process that counted nothing in the window counts first
 BUSY_WINDOW_S = 60.0  # how far back the CPU time counted for "now" reaches (the load average's minute)
 _busy_lock = threading.Lock()
 _cpu_samples: list[tuple[float, list[int]]] = []  # (monotonic time, /proc/stat's first line)
@@ -224,19 +225,23 @@ def busy_cores() -> tuple[float, float]:
     """(cores busy with work at normal priority, cores busy with low-priority work such as this app's
     background jobs) over about the last minute: the CPU time the system counted, where it counts it
     (Linux); elsewhere the load average, all of it taken as normal priority. A call with nothing counted in
-    the last minute counts a quarter of a second (50 ticks of the system's clock on 2 cores)."""
+    the last minute (a command's first) counts half a second, and where the minute's load average says less
+    than that half second, takes the middle of the two: a burst of other work (a test run's start, an install)
+    read the machine as busy for minutes (said 5 min 35 s for a job that took 65 s)."""
     first = _cpu_times()
     if first is None:
         return load_now(), 0.0
     now = time.monotonic()
     with _busy_lock:
         _cpu_samples[:] = [x for x in _cpu_samples if now - x[0] <= BUSY_WINDOW_S]
-        base = next((x for x in _cpu_samples if now - x[0] >= 0.25), None)
-        if base is None:  # nothing counted yet in this window: count a quarter of a second now
+        base = next((x for x in _cpu_samples if now - x[0] >= FRESH_SAMPLE_S / 2), None)
+        fresh = base is None
+        if fresh:  # nothing counted yet in this window: count half a second now
             base = (now, first)
-            time.sleep(0.25)
+            _cpu_samples.append(base)
+            time.sleep(FRESH_SAMPLE_S)
             now, first = time.monotonic(), _cpu_times() or first
-        if not _cpu_samples or now - _cpu_samples[-1][0] >= 1.0:  # (a class's renders: one a second is enough)
+        if now - _cpu_samples[-1][0] >= 1.0 if _cpu_samples else True:  # (a class's renders: one a second is enough)
             _cpu_samples.append((now, first))
     d = [b - a for a, b in zip(base[1], first)]
     total = sum(d)
@@ -244,7 +249,12 @@ def busy_cores() -> tuple[float, float]:
         return load_now(), 0.0
     cores = os.cpu_count() or 1
     user, nice, system, _idle, _iowait, irq, softirq, steal = d
-    return cores * (user + system + irq + softirq + steal) / total, cores * nice / total
+    normal, low = cores * (user + system + irq + softirq + steal) / total, cores * nice / total
+    minute = load_now() if fresh else 0.0
+    if 0.0 < minute < normal + low:  # half a second against the last minute: neither alone says the next minutes
+        scale = (minute + normal + low) / 2 / (normal + low)
+        normal, low = normal * scale, low * scale
+    return normal, low
 
 
 def is_idle() -> bool:
