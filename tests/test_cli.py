@@ -728,3 +728,25 @@ def test_predict_reads_a_utf16_input_file(tmp_path, capsys, monkeypatch):
     assert [e["text"] for e in json.loads(out.out)] == ["Café au lait.", "Shares fell."]
     assert "as UTF-16" in out.err
 
+
+
+def test_the_default_sequence_length_fits_a_model_of_fewer_positions(tmp_path, capsys):
+    """The default max_seq_length, 128, was refused for a model that learned 64 positions ("choose 64 or
+    less"), though the user chose no length: the default is cut to the model's positions with a note. A
+    length the user gives is theirs: kept, and refused when too long."""
+    import shared
+
+    model = shared.save_tiny_base(tmp_path / "short", positions=64)
+    common = ["finetune", "--model", model, "--train", "tiny:classification", "--max-train-examples", "40",
+              "--epochs", "1"]
+    assert main(common + ["--max-seq-length", "128", "--output", str(tmp_path / "given")]) == 2
+    assert "max_seq_length 128 is longer than the 64 positions" in capsys.readouterr().err
+    assert not (tmp_path / "given").exists()
+    assert main(common + ["--output", str(tmp_path / "default")]) == 0
+    err = capsys.readouterr().err
+    assert "note: max_seq_length 64, the positions" in err and "(the default, 128, is longer)" in err
+    assert json.loads((tmp_path / "default" / "config.json").read_text())["max_seq_length"] == 64
+    assert main(["pretrain", "--init", model, "--corpus", "tiny", "--max-steps", "1", "--batch-size", "2",
+                 "--no-progress", "--output", str(tmp_path / "warm")]) == 0
+    assert "note: max_seq_length 64" in capsys.readouterr().err
+    assert json.loads((tmp_path / "warm" / "config.json").read_text())["max_seq_length"] == 64

@@ -10,7 +10,7 @@ import json
 import math
 import os
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -90,9 +90,28 @@ def register(sub) -> None:
     s.set_defaults(func=cmd_predict)
 
 
+def length_for_model(cfg, args, cls, model: str | None):
+    """``cfg`` with the default max_seq_length (128) cut to the positions ``model`` has learned where it has
+    fewer, said in a note: the default was refused for such a model, though it was not the user's choice. A
+    length given (a flag, a --config) is kept, and refused if too long; a Hub model not downloaded yet, or a
+    broken one, is left to the run's own check."""
+    if not model or "max_seq_length" in given_settings(args, cls):
+        return cfg
+    try:
+        config = checkpoint.config_of(model)
+    except (CheckpointError, OSError, ValueError):
+        return cfg
+    if config is None or config.max_position_embeddings >= cfg.max_seq_length:
+        return cfg
+    print(f"note: max_seq_length {config.max_position_embeddings}, the positions {model} has learned (the default, "
+          f"{cfg.max_seq_length}, is longer)", file=sys.stderr)
+    return replace(cfg, max_seq_length=config.max_position_embeddings)
+
+
 def cmd_pretrain(args) -> int:
     cfg = _resumed_config(args) if args.resume else config_from(args, PretrainConfig)
-    if not args.resume:  # refused here, in the foreground and before a background start: no folder is made
+    if not args.resume:
+        cfg = length_for_model(cfg, args, PretrainConfig, cfg.init)  # refused here, in the foreground and before a background start: no folder is made
         with user_errors(CheckpointError):  # (a resumed run is checked by its process: its folder is there)
             if (refusal := new_run_refusal(args.output, "pretrain", stored_first=False)) or Run(args.output).checkpoints():
                 raise ValueError(refusal or f"{args.output} already holds checkpoints; pass --resume to continue it "
@@ -229,6 +248,7 @@ def cmd_finetune(args) -> int:
             print(f"note: resuming with {note}", file=sys.stderr)
     else:
         cfg = config_from(args, FinetuneConfig)
+        cfg = length_for_model(cfg, args, FinetuneConfig, cfg.model)
         with user_errors(CheckpointError):  # refused here, not after the estimate or in a background process
             check_finetuning_folder(args.output, stored_first=False)
             check_finetuning(cfg)
