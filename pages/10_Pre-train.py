@@ -15,7 +15,7 @@ from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
 from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction, learnable_vocab_size
 from bert_explorer.safe_text import markdown_text as md
-from bert_explorer.data.objectives import OBJECTIVES, objective_type, predicted_share
+from bert_explorer.data.objectives import OBJECTIVES, objective_type
 from bert_explorer.app.state import by_inputs, device_name, show_mode, shown_path, weights_version, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES, CheckpointError
@@ -28,12 +28,11 @@ from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.speed import said, seconds_now
-from bert_explorer.train.estimate import (ALIASES, background_threads, checkpoints_of, evaluations_of, pretrain_estimate,
-                                          sequences_of, size_options)
-from bert_explorer.train.pretrain import check_fits as check_pretraining
+from bert_explorer.train.estimate import ALIASES, background_threads, size_options
+from bert_explorer.train.pretrain import check_fits as check_pretraining, corpus_words as count_corpus_words, \
+    estimate as run_estimate
 from bert_explorer.train.memory import NO_CUDA
 from bert_explorer.train.pretrain_config import SMALL_MODEL_LR, PretrainConfig, predicted_fraction, warmup_steps_of
-from bert_explorer.train.pretraining_data import split_corpus
 from bert_explorer.train.resume import resume_settings
 from bert_explorer.runs.run import Run, new_run_refusal
 from bert_explorer.train.timelapse_frames import FILE as FRAMES_FILE, frames_file, read_frames
@@ -54,9 +53,7 @@ comes with its own). The run goes on in the background if you close this tab.
 @by_inputs(max_entries=16)
 def corpus_words(corpus: str, max_docs: int | None, fraction: float, seed: int) -> tuple[int, int]:
     """(words in the corpus a run reads, words in its held-out documents), split as the run splits it."""
-    train, held = split_corpus(PretrainConfig(corpus=corpus, max_docs=max_docs, held_out_fraction=fraction, seed=seed))
-    count = lambda docs: sum(len(sentence.split()) for doc in docs for sentence in doc)  # noqa: E731
-    return count(train) + count(held), count(held)
+    return count_corpus_words(PretrainConfig(corpus=corpus, max_docs=max_docs, held_out_fraction=fraction, seed=seed))
 
 
 show_mode()
@@ -199,29 +196,26 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
             corpus_error = str(e)
             st.error(corpus_error)
 
-    # What the run will read: all its words (to tokenise before step 1) and the held-out ones (to evaluate).
-    if upload and not corpus_error:
-        words = corpus_facts.get("words", 0)
-        held_words = int(words * held_out_fraction(corpus_facts.get("documents", 0)))
-    elif config is not None and not upload:  # (a refused upload: nothing to count)
-        words, held_words = corpus_words(config.corpus, config.max_docs, config.held_out_fraction, config.seed)
-    else:
-        words = held_words = 0
-    n_evals = (evaluations_of(int(steps), config.eval_every) if config else int(evaluations)) + int(n_frames)
-    # a small upload cannot give the pieces asked for: its model, and the estimate, are smaller
-    learnt = learnable_vocab_size(upload[1], int(vocab_size)) if upload and not corpus_error and init is None else None
-    pieces = min(int(vocab_size), learnt or int(vocab_size))
-    # the MLM decoder's share of the tokens: the masked 15 %, or every one for a left-to-right model
-    predicted = predicted_fraction(config) if config else predicted_share(objective)
-    decoded = f"the {predicted:.0%} masked tokens" if predicted < 1 else "every token (a left-to-right model predicts each)"
-    est = pretrain_estimate(size, int(steps), int(batch), int(seq_len), pieces, root, evaluations=n_evals,
-                            held_out_sequences=sequences_of(held_words, int(seq_len)),
-                            eval_batches=config.eval_batches if config else 50, corpus=corpus, corpus_words=words,
-                            checkpoints=checkpoints_of(int(steps), config.save_every if config else int(steps)),
-                            predicted_fraction=predicted, precision=precision)
+    # What the run will read: all its words (to tokenise before step 1) and the held-out ones (to evaluate); the
+    # estimate is the command line's (``train.pretrain.estimate``), of the settings the run reads.
+    est = None
+    if config is not None and not corpus_error:
+        if upload:  # (not stored yet: its words as counted when it was checked)
+            words = corpus_facts.get("words", 0)
+            counted = words, int(words * held_out_fraction(corpus_facts.get("documents", 0)))
+        else:
+            counted = corpus_words(config.corpus, config.max_docs, config.held_out_fraction, config.seed)
+        # a small upload cannot give the pieces asked for: its model, and the estimate, are smaller
+        learnt = learnable_vocab_size(upload[1], config.vocab_size) if upload and init is None else None
+        pieces = min(config.vocab_size, learnt or config.vocab_size)
+        est = run_estimate(config, root, words=counted, vocab_size=pieces)
+        # the MLM decoder's share of the tokens: the masked 15 %, or every one for a left-to-right model
+        predicted = predicted_fraction(config)
+        decoded = (f"the {predicted:.0%} masked tokens" if predicted < 1
+                   else "every token (a left-to-right model predicts each)")
     if source != "Built-in" and (upload is None or corpus_error):
         st.caption("The parameters and the time are estimated once an upload is accepted.")  # (it said "0 words")
-    else:
+    elif est is not None:  # (refused settings: said above, nothing to estimate)
         m1, m2, m3 = st.columns(3)
         m1.metric("Parameters", f"{est['parameters'] / 1e6:,.1f} M")
         m2.metric(f"Estimated time on {device_name()}", duration_text(seconds_now(est["seconds"], background_threads())),

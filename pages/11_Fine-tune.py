@@ -28,7 +28,8 @@ from bert_explorer.train.finetune_resume import resume_settings as resume_finetu
 from bert_explorer.train.speed import said
 from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_GRAD_ACCUM, MAX_PATIENCE,
                                           MAX_TRAIN_EXAMPLES, FinetuneConfig,
-                                          check_start as check_finetuning, estimate, ltr_problem, positions_of, read_spec,
+                                          check_start as check_finetuning, estimate, few_steps_note, ltr_problem,
+                                          positions_of, read_spec,
                                           repeated_examples,
                                           steps_text)
 
@@ -274,6 +275,10 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                    + f", batch {config.batch_size * config.grad_accum}, {config.max_seq_length} WordPieces at most, "
                      f"{config.dev_fraction:.0%} held out for dev (when no dev set is given), seed {config.seed}. A box "
                      "that shows a number in red is out of its range: the run keeps its last valid value.")
+        if data is not None and source == "Upload a file":  # (dev is split off first, then the cap applies)
+            n_train = len(data.examples) - round(len(data.examples) * config.dev_fraction)
+            if few := few_steps_note(min(n_train, config.max_train_examples or n_train), config):
+                st.info(few[0].upper() + few[1:] + ".")
     if work_button("Fine-tune", type="primary", key="ft_start", disabled=not ready):
         stem = Path(upload[0]).stem if upload else slug(hub_spec) if hub_spec else builtin.replace(":", "-")
         run_dir = rv.new_run_dir(f"finetune-{stem}", root)

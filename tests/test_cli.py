@@ -328,6 +328,9 @@ def test_a_tiny_upload_is_fine_tuned_with_a_plain_warning_about_its_dev_set(tmp_
     warnings = [line for line in r.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "only 6 examples" in warnings[0] and "±41 points" in warnings[0]
     assert "dev set has only 6" in (out / "log.txt").read_text()
+    # 54 training rows for 1 epoch at batch 32: 2 steps, where the paper's smallest task took 234
+    assert ("note: 54 training examples for 1 epoch at batch 32 make only 2 optimiser steps (the paper's 3 epochs at "
+            "batch 32 gave its smallest task, RTE's 2,490 examples, 234)") in r.stderr
 
 
 def test_small_dev_warning_thresholds():

@@ -172,6 +172,16 @@ def test_pretrain_page_estimate_counts_the_evaluations_and_the_loading(runs_root
     assert abs(sum(four) - idle) <= 4, (four, idle)
     at.number_input(key="pt_evals").set_value(20).run()
     assert parts()[0] == 20
+    # one estimate: the page's is the command line's (train.pretrain.estimate) of the settings the run reads
+    from bert_explorer.runs.report import duration_text
+    from bert_explorer.train.pretrain import estimate
+    from bert_explorer.train.pretrain_config import PretrainConfig
+
+    cfg = PretrainConfig(max_steps=40, eval_every=2, size=at.selectbox(key="pt_size").value,
+                         batch_size=at.number_input(key="pt_batch").value, lr=at.number_input(key="pt_lr").value,
+                         warmup_steps=4, save_every=8, corpus="+".join(at.multiselect(key="pt_corpus").value))
+    said_idle = re.search(r"\*\*estimate\*\*: ([0-9hmins ]+) on an idle machine", parts()[2]).group(1)
+    assert said_idle == duration_text(estimate(cfg, runs_root)["seconds"])
 
 
 def test_pretrain_page_warm_starts_from_a_checkpoint_and_shows_its_precision(runs_root):
@@ -514,6 +524,21 @@ def test_finetune_page_draws_bounded_scores_on_their_scale_and_says_a_small_dev_
     said = [w.value for w in at.warning if w.value.startswith("The dev set has only 8 examples")]
     assert len(said) == 1
 
+
+
+def test_finetune_page_says_before_the_start_how_few_steps_a_small_upload_makes(runs_root, base_model):
+    """100 rows for the paper's 3 epochs at batch 32 are 9 optimiser steps (90 train rows once 10 % is held out
+    for dev): said beside the button, and not for a set that makes enough."""
+    rows = "".join(f"{'good fine' if i % 2 else 'bad poor'} film {i},{i % 2}\n" for i in range(100))
+    at = _page("11_Fine-tune.py", **_model_state(base_model),
+               ft_upload_bytes=("small.csv", f"text,label\n{rows}".encode()))
+    assert not at.exception
+    said = [i.value for i in at.info if "optimiser step" in i.value]
+    assert said == ["90 training examples for 3 epochs at batch 32 make only 9 optimiser steps (the paper's 3 epochs "
+                    "at batch 32 gave its smallest task, RTE's 2,490 examples, 234): if the dev score stays low, give "
+                    "more epochs or a smaller batch."]
+    at.number_input(key="ft_epochs").set_value(40.0).run()  # 3 x 40 = 120 steps: enough to say nothing
+    assert not at.exception and not [i for i in at.info if "optimiser step" in i.value]
 
 
 @pytest.mark.parametrize("name, data, message", [

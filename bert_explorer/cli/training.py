@@ -24,7 +24,7 @@ from ..checkpoint import CheckpointError
 from ..train.speed import load_text, niced_here, said
 from ..train.estimate import background_threads, sequences_of
 from ..train.finetune import FinetuneConfig, check_folder as check_finetuning_folder, check_start as check_finetuning, \
-    estimate as finetune_estimate, read_data, run_finetuning, steps_text
+    estimate as finetune_estimate, few_steps_note, read_data, run_finetuning, steps_text
 from ..train.predict import Predictor
 from ..train.pretrain import check_start as check_pretraining, estimate as pretrain_estimate, run_pretraining
 from ..data.pretraining import plateau_sentence
@@ -277,6 +277,8 @@ def cmd_finetune(args) -> int:
         if not writes_into(sys.stderr, Path(args.output) / "log.txt"):  # (a run the app started logs them itself)
             for note in dict.fromkeys(train.notes + dev.notes):  # (a file read as Latin-1, rows skipped, sampling)
                 print(f"note: {note}", file=sys.stderr, flush=True)
+            if few := few_steps_note(len(train.examples), cfg):
+                print(f"note: {few}", file=sys.stderr, flush=True)
 
     def work():
         if not args.resume:  # (a resumed run's steps left are its log's to say: it knows where it stopped)

@@ -308,6 +308,24 @@ def steps_text(est: dict, cfg: FinetuneConfig) -> str:
     return f"{est['steps']:,} step{'' if est['steps'] == 1 else 's'} of {per:,} example{'' if per == 1 else 's'}"
 
 
+# The paper fine-tunes for 3 epochs at batch 32 (Section A.3); its smallest GLUE training set, RTE's 2,490
+# examples (GLUE's count), takes 234 steps that way. A run of far fewer steps is said before it starts.
+FEW_STEPS = 100
+
+
+def few_steps_note(n_train: int, cfg: FinetuneConfig) -> str | None:
+    """One sentence where ``n_train`` examples give a run of fewer than :data:`FEW_STEPS` optimiser steps at
+    ``cfg``'s epochs and batch, else None."""
+    steps = total_steps(n_train, cfg.batch_size, cfg.epochs, cfg.grad_accum)
+    if n_train <= 0 or steps >= FEW_STEPS:
+        return None
+    batch, plural = cfg.batch_size * cfg.grad_accum, lambda n: "" if n == 1 else "s"
+    return (f"{n_train:,} training example{plural(n_train)} for {cfg.epochs:g} epoch{plural(cfg.epochs)} at batch "
+            f"{batch} make only {steps} optimiser step{plural(steps)} "
+            "(the paper's 3 epochs at batch 32 gave its smallest task, RTE's 2,490 examples, 234): if the dev score "
+            "stays low, give more epochs or a smaller batch")
+
+
 def label_names_of(train: TaskData) -> list[str] | None:
     """The names the output layer predicts (classes, NER tags): the data's own list, else every
     label the training examples use, sorted; None for values, spans and choices."""
@@ -496,6 +514,8 @@ def _run(cfg: FinetuneConfig, run: Run, train, dev, label_names, notes: list[str
     warning = small_dev_warning(len(dev.examples), counted=train.task.right_or_wrong)
     if warning:
         run.log(f"warning: {warning}")
+    if point is None and (few := few_steps_note(len(train.examples), cfg)):
+        run.log(f"note: {few}")
     with marks_failure(run), full_disk.saving(run.path, "go on writing the run", AFTER_A_FULL_DISK):
         dev_obj = pick_device(cfg.device, cfg.precision)
         run.write_status(device=dev_obj.name, precision=dev_obj.precision)

@@ -234,19 +234,26 @@ def pretrain(cfg: PretrainConfig, reporter: Reporter | None = None, progress: bo
     return Pretrained(model, tok, result)
 
 
-def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None) -> dict:
-    """How long a run of ``cfg`` will take here (``train.estimate.pretrain_estimate``), said before it starts
-    (``bert-explorer pretrain``), with the run's own counts: the words of its corpus to tokenise and of its
-    held-out documents to evaluate, its evaluations (and time-lapse frames, each one too), checkpoints,
-    objective and precision. ``threads``: what it trains with (default: a background run's)."""
+def corpus_words(cfg: PretrainConfig) -> tuple[int, int]:
+    """(the words a run of ``cfg`` reads, the words of its held-out documents), split as the run splits them."""
     train_docs, held_docs = split_corpus(cfg)
-    words = lambda docs: sum(len(sentence.split()) for doc in docs for sentence in doc)  # noqa: E731
-    held_words = words(held_docs)
+    count = lambda docs: sum(len(sentence.split()) for doc in docs for sentence in doc)  # noqa: E731
+    return count(train_docs) + count(held_docs), count(held_docs)
+
+
+def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None, words: tuple[int, int] | None = None,
+             vocab_size: int | None = None) -> dict:
+    """How long a run of ``cfg`` will take here (``train.estimate.pretrain_estimate``), said before it starts
+    (``bert-explorer pretrain``, the Pre-train page), with the run's own counts: the words of its corpus to
+    tokenise and of its held-out documents to evaluate, its evaluations (and time-lapse frames, each one too),
+    checkpoints, objective and precision. ``threads``: what it trains with (default: a background run's).
+    ``words``: :func:`corpus_words`, where counted already (an upload not stored yet); ``vocab_size``: the
+    vocabulary the run will have where it learns fewer pieces than asked (a small upload)."""
+    words, held_words = words if words is not None else corpus_words(cfg)
     return pretrain_estimate(cfg.init or cfg.size, cfg.max_steps, cfg.batch_size * cfg.grad_accum, cfg.max_seq_length,
-                             cfg.vocab_size, root, evaluations=evaluations_of(cfg.max_steps, cfg.eval_every)
+                             vocab_size or cfg.vocab_size, root, evaluations=evaluations_of(cfg.max_steps, cfg.eval_every)
                              + cfg.timelapse_frames, held_out_sequences=sequences_of(held_words, cfg.max_seq_length),
-                             eval_batches=cfg.eval_batches, corpus=cfg.corpus,
-                             corpus_words=words(train_docs) + held_words,
+                             eval_batches=cfg.eval_batches, corpus=cfg.corpus, corpus_words=words,
                              checkpoints=checkpoints_of(cfg.max_steps, cfg.save_every),
                              predicted_fraction=predicted_fraction(cfg), precision=cfg.precision, threads=threads)
 
