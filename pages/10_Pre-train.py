@@ -39,8 +39,8 @@ from bert_explorer.train.timelapse_frames import FILE as FRAMES_FILE, frames_fil
 
 intro("Pre-train", """
 Train a small BERT on real text, the way the paper's Appendix A.2 describes: masked-LM (15 % of
-WordPieces, 80/10/10) plus next-sentence prediction, AdamW with a 10 % warm-up and linear decay (the
-paper's lr 1e-4 is BERT-Base's over a million steps; a small model of a few thousand starts here at 5e-4),
+WordPieces, 80/10/10) plus next-sentence prediction, AdamW with a linear warm-up (10 % of the steps
+here, 1 % in the paper) and decay (the paper's lr 1e-4 is BERT-Base's over a million steps; a small model of a few thousand starts here at 5e-4),
 either **from zero** or **continuing** a checkpoint (a warm start keeps its weights and
 vocabulary and adds the heads it lacks). Watch the loss fall and the held-out MLM and NSP accuracy
 rise, then open the **time-lapse** to see one attention head and the masked-word guesses take shape
@@ -148,7 +148,8 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                                  help="A warm start keeps its checkpoint's vocabulary.")
         warmup_pct = kept_widget(a3.number_input, "Warm-up (% of steps)", "pt_warmup", 10.0, min_value=0.0,
                                  max_value=50.0,
-                                 help="The paper: 10,000 of 1M steps; linear decay afterwards.")
+                                 help="The paper: 10,000 of 1M steps (1 %); the original scripts' example, 10,000 "
+                                      "of 100,000 (10 %); linear decay afterwards.")
         snapshots = kept_widget(a1.number_input, "Checkpoints to keep for the time-lapse", "pt_snapshots", 5,
                                 min_value=1, max_value=50,
                                 help="Evenly spaced over the run, plus the last step.")

@@ -37,7 +37,8 @@ intro("Fine-tune", """
 BERT's second stage (Devlin et al. 2019, Section 4 and Figure 4): put **one small output layer** on
 the pre-trained model and train everything for a few epochs on labelled data: sentence or pair
 classification (GLUE), token tagging (NER), answer spans (SQuAD) or multiple choice (SWAG). Bring a
-file or pick a built-in set; the paper's defaults are set (batch 32, lr 5e-5, 3 epochs, 10 % warm-up).
+file or pick a built-in set; the paper's defaults are set (batch 32, lr 5e-5, 3 epochs; a 10 % warm-up as
+in Google's released scripts).
 The **feature-based** mode (Section 5.3, Table 7) freezes BERT and trains a small BiLSTM on its
 activations instead.
 """)

@@ -70,14 +70,19 @@ class MaskingConfig:
                                       "three ratios).")
     random_ratio: float = setting(0.1, "Of the chosen tokens, the fraction replaced by a random token.")
     keep_ratio: float = setting(0.1, "Of the chosen tokens, the fraction left as they are (still predicted).")
-    # 20 ~ 0.15 x 128 in the original scripts
-    max_predictions_per_seq: int = setting(20, "The most tokens predicted in one sequence.")
+    # None: the rate alone bounds the count; a fixed 20 (the original scripts' for 128 = 0.15 x 128 rounded up)
+    # predicted 5 % of a 512-token sequence, not 15 %
+    max_predictions_per_seq: int | None = setting(None, "The most tokens predicted in one sequence (default: no cap "
+                                                        "beyond the rate, at most 15 % of max_seq_length rounded up: "
+                                                        "the original scripts' 20 for 128).")
     # the 2019 release's whole-word masking
     whole_word: bool = setting(False, "Mask whole words: all the WordPiece pieces of a chosen word together.")
 
     def __post_init__(self):
         for name in ("mlm_probability", "mask_ratio", "random_ratio", "keep_ratio", "max_predictions_per_seq"):
             v = getattr(self, name)
+            if v is None and name == "max_predictions_per_seq":
+                continue
             if not isinstance(v, (int, float)) or isinstance(v, bool):
                 raise ValueError(f"{name} must be a number, not {v!r}")
         if not isinstance(self.whole_word, bool):
@@ -87,10 +92,24 @@ class MaskingConfig:
             raise ValueError(f"mask/random/keep ratios must be >= 0 and sum to 1, got {ratios}")
         if not 0 < self.mlm_probability <= 1:
             raise ValueError(f"mlm_probability must be in (0, 1], not {self.mlm_probability!r}")
-        if self.max_predictions_per_seq != int(self.max_predictions_per_seq) or self.max_predictions_per_seq < 1:
-            raise ValueError(f"max_predictions_per_seq must be a whole number of at least 1, not "
-                             f"{self.max_predictions_per_seq!r}")
-        object.__setattr__(self, "max_predictions_per_seq", int(self.max_predictions_per_seq))  # 5.0 from a JSON file
+        cap = self.max_predictions_per_seq
+        if cap is not None:
+            if cap != int(cap) or cap < 1:
+                raise ValueError(f"max_predictions_per_seq must be a whole number of at least 1, not {cap!r}")
+            object.__setattr__(self, "max_predictions_per_seq", int(cap))  # 5.0 from a JSON file
+
+    def cap_key(self, max_seq_length: int) -> int:
+        """The cap as a cache or folder key holds it: :meth:`cap_at`, or the fixed 20 of the default before the
+        rate bounded the count where that 20 never cut it (a key made then is found again)."""
+        cap = self.cap_at(max_seq_length)
+        return cap if self.max_predictions_per_seq is not None else max(20, cap)
+
+    def cap_at(self, max_seq_length: int) -> int:
+        """The most targets a sequence of ``max_seq_length`` gets: the cap given, else the rate's count of a
+        full sequence rounded up (20 for 128, as the original scripts set it; 77 for 512)."""
+        if self.max_predictions_per_seq is not None:
+            return self.max_predictions_per_seq
+        return max(1, math.ceil(self.mlm_probability * max_seq_length - 1e-9))
 
 
 def mask_tokens(input_ids: Sequence[int], special_ids: set[int], vocab_size: int,
@@ -99,7 +118,7 @@ def mask_tokens(input_ids: Sequence[int], special_ids: set[int], vocab_size: int
     """Choose and corrupt masked-LM targets. Returns ``(new_ids, positions, labels)``.
 
     The number of targets is 15% of the non-special tokens, rounded half up, at least 1 and
-    at most ``max_predictions_per_seq``: a fixed count per sequence (as in the original code)
+    at most ``max_predictions_per_seq`` where one is set: a fixed count per sequence (as in the original code)
     rather than a coin per token, so every sequence carries a predictable amount of signal.
     Special tokens ([CLS], [SEP], [PAD], [UNK], [MASK]) are never chosen. With whole-word
     masking, ``word_starts[i]`` says whether piece ``i`` begins a word; a word is drawn as a
@@ -112,8 +131,9 @@ def mask_tokens(input_ids: Sequence[int], special_ids: set[int], vocab_size: int
     candidates = [i for i, t in enumerate(input_ids) if t not in special_ids]
     if not candidates:
         return list(input_ids), [], []
-    num_to_predict = min(cfg.max_predictions_per_seq,
-                         max(1, int(len(candidates) * cfg.mlm_probability + 0.5)))
+    num_to_predict = max(1, int(len(candidates) * cfg.mlm_probability + 0.5))
+    if cfg.max_predictions_per_seq is not None:
+        num_to_predict = min(cfg.max_predictions_per_seq, num_to_predict)
     groups: list[list[int]] = []
     for i in candidates:
         if cfg.whole_word and groups and groups[-1][-1] == i - 1 and not word_starts[i]:

@@ -52,6 +52,7 @@ from pathlib import Path
 from .. import checkpoint, hub
 from ..data.objectives import (LEFT_TO_RIGHT, OBJECTIVES as PRETRAINING_OBJECTIVES, Objective, objective_type,
                                predicted_share)
+from ..data.pretraining import MaskingConfig
 from ..data.tasks import BUILTIN_TASKS
 from ..data.uploads.names import safe_filename, slug
 from ..model.config import PRESETS, preset
@@ -390,6 +391,10 @@ _LATER_FIELDS = {"eval_corpora": None, "init": None, "freeze_word_embeddings": F
 
 def pretrain_key(cfg: dict) -> str:
     cfg = {k: v for k, v in cfg.items() if not (k in _LATER_FIELDS and v == _LATER_FIELDS[k])}
+    if "max_predictions_per_seq" in cfg and cfg["max_predictions_per_seq"] is None:  # (once a fixed 20 by default:
+        # keyed as it was where that 20 never cut the rate, so that earlier ablation folders are still found)
+        cfg["max_predictions_per_seq"] = MaskingConfig(mlm_probability=cfg.get("mlm_probability", 0.15)).cap_key(
+            int(cfg.get("max_seq_length", 128)))
     if "precision" in cfg and "amp" not in cfg:  # `amp: true` became `precision: auto`
         precision = cfg.pop("precision")
         cfg["amp"] = precision == "auto" if precision in ("auto", "fp32") else precision

@@ -54,7 +54,8 @@ class PretrainConfig:
     lr: float = setting(1e-4, "The peak learning rate of Adam (reached after the warm-up, then decayed linearly).")
     weight_decay: float = setting(0.01, "Adam's decoupled weight decay (0.01 in the paper).")
     warmup_steps: int | None = setting(None, "Steps of linear learning-rate warm-up; by default 10% of max-steps "
-                                             "(the paper: 10,000 of 1,000,000).")
+                                             "(the original scripts' example: 10,000 of 100,000; the paper: "
+                                             "10,000 of 1,000,000, 1%).")
     max_steps: int = setting(1000, "How many optimiser steps to train.")
     clip_grad_norm: float = setting(1.0, "Scale the gradients down when their norm exceeds this value.")
     log_every: int = setting(10, "Log the training loss and speed every this many steps.")
@@ -203,5 +204,6 @@ def predicted_fraction(cfg: PretrainConfig) -> float:
 
 
 def warmup_steps_of(cfg: PretrainConfig) -> int:
-    """The warm-up length: as set, else 10% of max_steps (the paper: 10k of 1M steps)."""
+    """The warm-up length: as set, else 10% of max_steps (the original scripts' example, 10k of 100k steps;
+    the paper warmed up 10k of 1M, 1%)."""
     return cfg.warmup_steps if cfg.warmup_steps is not None else max(1, cfg.max_steps // 10)

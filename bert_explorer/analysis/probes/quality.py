@@ -172,8 +172,11 @@ DOCUMENT_SETTINGS = ("corpus", "max_docs", "held_out_fraction", "eval_corpora", 
 
 
 def document_settings(cfg: PretrainConfig) -> dict:
-    """:data:`DOCUMENT_SETTINGS` of ``cfg``."""
-    return {k: v for k, v in cfg.to_dict().items() if k in DOCUMENT_SETTINGS}
+    """:data:`DOCUMENT_SETTINGS` of ``cfg`` (the masked-LM cap as ``MaskingConfig.cap_key`` keys it, so that a
+    measurement kept when the default was a fixed 20 is found again)."""
+    out = {k: v for k, v in cfg.to_dict().items() if k in DOCUMENT_SETTINGS}
+    out["max_predictions_per_seq"] = cfg.masking.cap_key(cfg.max_seq_length)
+    return out
 
 
 def save(path: Path, result: dict) -> None:
