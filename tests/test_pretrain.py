@@ -569,3 +569,52 @@ def test_tensorboard_reads_the_scalars_the_run_logged(tmp_path, tiny_vocab):
     read = acc.Scalars("train/loss")
     assert [e.step for e in read] == [m["step"] for m in logged]
     assert [e.value for e in read] == pytest.approx([m["loss"] for m in logged], rel=1e-6)
+
+
+def test_accumulated_micro_batches_give_the_step_of_one_big_batch(tmp_path, monkeypatch):
+    """Each micro-batch's masked-LM loss is a mean over its own masked tokens, and was counted 1/2 of the step
+    whatever their number: a step of 4 x 2 sequences had another gradient than one of 8 (Google's loss averages
+    over every target of the batch). Weighed by its targets (and its NSP labels), a micro-batch now gives the
+    big batch's gradient: the same eight sequences and masks, no dropout, fp32."""
+    from bert_explorer.train import pretrain
+
+    real_preset, real_clip = pretrain.preset, torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(pretrain, "preset", lambda *a, **k: real_preset(*a, **{**k, "dropout": 0.0,
+                                                                               "attention_dropout": 0.0}))
+    grads = []
+
+    def clip(parameters, *args, **kwargs):  # the step's gradient, where the trainer clips it (after unscaling)
+        parameters = list(parameters)
+        grads[-1].append(torch.cat([p.grad.flatten() for p in parameters]))
+        return real_clip(parameters, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", clip)
+    for batch, accum in ((8, 1), (4, 2)):  # step 0 reads sequences 0-7 either way (first = micro x batch)
+        grads.append([])
+        cfg = PretrainConfig(**{**TINY, "batch_size": batch, "grad_accum": accum, "warmup_steps": 0,
+                                "dynamic_masking": False, "max_steps": 1, "precision": "fp32",
+                                "short_seq_prob": 0.5})
+        run_pretraining(cfg, tmp_path / f"b{batch}", progress=False)
+    (big,), (accumulated,) = grads
+    assert big.abs().max() > 1e-3  # a gradient worth comparing
+    torch.testing.assert_close(accumulated, big, rtol=1e-4, atol=1e-6)
+
+
+def test_a_batch_with_no_masked_target_adds_nothing_rather_than_nan():
+    """Whole-word masking may choose no target in a short batch of many-piece words: the masked-LM loss was the
+    mean of nothing (NaN), which spoiled the whole step's update. It is 0 now, with its graph, and the NSP loss
+    still counts; with the CPU kernels too (their own loss)."""
+    from bert_explorer.model import BertConfig, BertForPreTraining
+    from bert_explorer.model import cpu_kernels
+
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig(vocab_size=50, hidden_size=32, num_layers=1, num_heads=2,
+                                          intermediate_size=64, max_position_embeddings=16))
+    ids = torch.randint(5, 50, (2, 8))
+    for m in (model, cpu_kernels.apply(model, "cpu", cpu_kernels.LEVERS)):
+        out = m(input_ids=ids, labels=torch.full((2, 8), -100), mlm_positions=torch.zeros(0, dtype=torch.long),
+                next_sentence_label=torch.tensor([0, 1]))
+        assert out.mlm_loss.item() == 0.0 and torch.isfinite(out.loss) and out.loss.item() == out.nsp_loss.item() > 0
+        out.loss.backward()
+        assert all(torch.isfinite(p.grad).all() for p in m.parameters() if p.grad is not None)
+        m.zero_grad()

@@ -39,6 +39,40 @@ def test_accumulated_batches_give_the_update_of_the_larger_batch():
         torch.testing.assert_close(weights[1][name], w, rtol=0, atol=1e-6, msg=name)
 
 
+def test_accumulation_weighs_each_micro_batch_by_what_its_loss_averages_over():
+    """A tagging loss is a mean over a batch's labelled words, and an epoch's last batch can be short: each
+    micro-batch counted 1/N of the step whatever it held, so 4 x 2 tagged sentences (0.64 apart) and batches of
+    4 + 4 + 2 examples (the 2 weighing as 4) were not one batch's step. Weighed by its items (the task's
+    ``loss_items``: labelled words; examples), they are: the same gradient to 1e-6 (SGD at lr 1: the update)."""
+    from bert_explorer.model.heads import BertForTokenClassification
+    from bert_explorer.tasks.registry import task_type
+
+    ner = task_type("ner")
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(5, 60, (10, 12), generator=g)
+    tags = torch.randint(0, 3, (10, 12), generator=g)
+    tags[torch.rand(10, 12, generator=g) < torch.linspace(0.1, 0.9, 10)[:, None]] = -100  # 1 to 11 words tagged
+    features = [{"labels": row.tolist()} for row in tags]
+    y = torch.randint(0, 2, (10,), generator=g)
+    for make, loss, items, n, big, small in (
+            (lambda: BertForTokenClassification(BertConfig(**TINY), num_labels=3),
+             lambda m, idx: m(input_ids=x[idx], labels=tags[idx]).loss,
+             lambda idx: sum(ner.loss_items(features[j]) for j in idx), 8, (8, 1), (4, 2)),
+            (lambda: BertForSequenceClassification(BertConfig(**TINY), num_labels=2),
+             lambda m, idx: m(input_ids=x[idx], labels=y[idx]).loss, len, 10, (10, 1), (4, 3))):
+        weights = []
+        for batch_size, accum in (big, small):
+            torch.manual_seed(0)
+            model = make()
+            fitted = fit(MemoryReporter(), n_train=n, batch_size=batch_size, epochs=1, seed=3,
+                         loss_of=lambda idx, m=model: loss(m, idx), items_of=items, evaluate=lambda: {},
+                         model=model, optimizer=torch.optim.SGD(model.parameters(), lr=1.0), grad_accum=accum,
+                         clip_grad_norm=None)
+            assert fitted.step == 1
+            weights.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+        torch.testing.assert_close(weights[1], weights[0], rtol=0, atol=1e-6)
+
+
 # The dev metric each evaluation reports, the same in both trainers: the rules are compared, not two
 # models' noise. 0.605 beats 0.60 by less than the threshold; 0.69 and 0.70 do not beat 0.70.
 SCRIPT = [0.50, 0.60, 0.605, 0.70, 0.69, 0.70, 0.71, 0.72, 0.73, 0.74, 0.75]

@@ -129,7 +129,10 @@ class BertForPreTraining(nn.Module):
                 masked = seq.flatten(0, 1).index_select(0, mlm_positions)
                 masked_labels = labels.flatten().index_select(0, mlm_positions)
             out.masked_logits = self.cls.predictions(masked)       # [N, V]
-            out.mlm_loss = self.masked_lm_loss(out.masked_logits, masked_labels)
+            # no target at all (whole-word masking may skip every word of a short batch): a loss of 0 with its
+            # graph, not the mean of nothing (NaN), which would spoil the step's update (N: a shape known here)
+            out.mlm_loss = self.masked_lm_loss(out.masked_logits, masked_labels) if len(masked_labels) \
+                else out.masked_logits.float().sum()
             out.loss = out.mlm_loss
         if next_sentence_label is not None:
             # IGNORE marks sequences that carry no NSP label (MLM-only text mixed into the batch): the

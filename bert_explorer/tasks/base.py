@@ -186,6 +186,11 @@ class TaskType:
     def label_tensor(self, features, T: int) -> torch.Tensor:
         return torch.tensor([f["labels"] for f in features], dtype=torch.long)
 
+    def loss_items(self, feature: dict) -> int:
+        """What the task's loss of one model input counts in its batch's mean: one input (a tagging task:
+        its labelled words). Gradient accumulation weighs a micro-batch by these."""
+        return 1
+
     def loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """The loss of a head that returns plain logits (the feature-based and LTR heads; the
         BertFor* heads compute the same losses themselves), in float32 even under autocast."""

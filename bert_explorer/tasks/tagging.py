@@ -108,6 +108,9 @@ class TagTask(TaskType):
     def label_tensor(self, features, T):
         return torch.tensor([f["labels"] + [IGNORE] * (T - len(f["labels"])) for f in features])
 
+    def loss_items(self, feature):  # the loss is a mean over the batch's labelled words (first pieces)
+        return sum(label != IGNORE for label in feature.get("labels", ()))
+
     def loss(self, logits, labels):  # sub-word and padding positions are ignored
         return nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE)
 

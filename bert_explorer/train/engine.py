@@ -125,7 +125,8 @@ def fit(run: Reporter, *, n_train: int, batch_size: int, epochs: float, seed: in
         model: torch.nn.Module, optimizer, scheduler=None, scaler=None, autocast=None,
         clip_grad_norm: float | None = 1.0, lr_setting: float | None = None,
         lengths: list[int] | None = None, grad_accum: int = 1, evaluating: Evaluating = Evaluating(),
-        resume: dict | None = None, on_evaluated: Callable[[int, "Epochs"], None] | None = None) -> Fitted:
+        resume: dict | None = None, on_evaluated: Callable[[int, "Epochs"], None] | None = None,
+        items_of: Callable[[list[int]], int] = len) -> Fitted:
     """Train for ``epochs`` over ``n_train`` examples and evaluate as ``evaluating`` says (after each
     epoch by default).
 
@@ -133,7 +134,9 @@ def fit(run: Reporter, *, n_train: int, batch_size: int, epochs: float, seed: in
     (under ``autocast``, the device's mixed precision, when given); ``evaluate()`` returns the dev
     metrics (it may put the model in eval mode: fit puts it back in training mode). The batches of
     epoch e are :func:`epoch_batches` (bucketed by ``lengths`` when given); a step reads
-    ``grad_accum`` of them. ``on_evaluated(step, job)`` is called after each evaluation (a checkpoint
+    ``grad_accum`` of them, each one's mean loss weighed by ``items_of(indices)``, what that mean is over
+    (examples by default; a tagging task's labelled words), so that a step is one big batch's (a short last
+    batch of an epoch counts its few examples, not a full batch's share). ``on_evaluated(step, job)`` is called after each evaluation (a checkpoint
     to resume from); ``resume`` is :meth:`Epochs.state` of that checkpoint, the trainer's step, model,
     optimiser and random state being restored by the caller.
 
@@ -145,7 +148,8 @@ def fit(run: Reporter, *, n_train: int, batch_size: int, epochs: float, seed: in
     trainer = Trainer(model, optimizer, scheduler, scaler, autocast or contextlib.nullcontext, clip_grad_norm)
     job = Epochs(run, total_steps(n_train, batch_size, epochs, grad_accum), per_epoch, grad_accum,
                  lambda epoch: epoch_batches(n_train, batch_size, seed, epoch, lengths), loss_of, evaluate, model,
-                 {} if lr_setting is None else {"lr_setting": lr_setting}, scheduler, evaluating, on_evaluated)
+                 {} if lr_setting is None else {"lr_setting": lr_setting}, scheduler, evaluating, on_evaluated,
+                 items_of)
     if resume:
         trainer.step = job.restore(resume["job"], resume.get("best_state"))
     stopped = trainer.train(job, job.total)
@@ -173,8 +177,9 @@ class Epochs:
     stopping and the best evaluation's weights."""
 
     def __init__(self, run, total: int, per_epoch: int, grad_accum: int, batches_of, loss_of, evaluate, model,
-                 tag: dict, scheduler, evaluating: Evaluating = Evaluating(), on_evaluated=None):
+                 tag: dict, scheduler, evaluating: Evaluating = Evaluating(), on_evaluated=None, items_of=len):
         self.reporter, self.total, self.per_epoch, self.grad_accum = run, total, per_epoch, grad_accum
+        self.items_of = items_of
         self.batches_of, self.loss_of, self.evaluate_dev, self.model = batches_of, loss_of, evaluate, model
         self.tag, self.scheduler, self.evaluating, self.on_evaluated = tag, scheduler, evaluating, on_evaluated
         self.log_every = max(1, min(10, total // 20))  # a short run still draws a loss curve, not a dot
@@ -194,6 +199,12 @@ class Epochs:
     def loss(self, forward, indices: list[int]):
         loss = self.loss_of(indices)
         return loss, {"loss": loss}
+
+    def shares(self, batches: list[list[int]]) -> list[dict[str, float]]:
+        """Each micro-batch's share of the step's loss: its items (``items_of``) over the step's."""
+        items = [self.items_of(indices) for indices in batches]
+        total = sum(items)
+        return [{"loss": n / total if total else 1 / len(batches)} for n in items]
 
     def stop_requested(self, step: int) -> bool:
         if not self.reporter.stop_requested():

@@ -390,7 +390,8 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
                  grad_accum=cfg.grad_accum, evaluating=Evaluating(task.main_metric, cfg.eval_every,
                                                                   cfg.early_stopping_patience,
                                                                   cfg.early_stopping_threshold, cfg.keep_best),
-                 resume=resumed, on_evaluated=on_evaluated)
+                 resume=resumed, on_evaluated=on_evaluated,
+                 items_of=lambda indices: sum(task.loss_items(train_feats[j]) for j in indices))
     if cfg.keep_best and fitted.best_state is not None:
         model.load_state_dict(fitted.best_state)
         run.log(f"kept the model of step {fitted.best_step} ({task.main_metric}={fitted.best[task.main_metric]:.4g}), "

@@ -409,6 +409,7 @@ class Pretraining:
         self.part_start = (t.step, time.time())  # this process's first step and its time: the rate of the ETA
         self.flops_per_token = model_flops_per_token(t.model, cfg.max_seq_length,  # (its MFU: an LTR model
                                                      predicted_fraction(cfg))["total"]  # predicts every token)
+        self.items: list[dict[str, int]] = []  # what each micro-batch of the step's losses average over
         self.frames, self.to_record = self._frame_recorder(latest)
         self.bar = tqdm(total=cfg.max_steps, initial=t.step, unit="step", dynamic_ncols=True) \
             if progress and dev.is_main else None
@@ -438,14 +439,27 @@ class Pretraining:
         return stopped
 
     def batches(self, step: int) -> list[dict]:
-        """The ``grad_accum`` micro-batches of ``step``."""
+        """The ``grad_accum`` micro-batches of ``step`` (what each one's losses average over: :meth:`shares`)."""
+        self.items = []
         return [self._batch(step, micro) for micro in range(self.cfg.grad_accum)]
+
+    def shares(self, batches: list[dict]) -> list[dict[str, float]]:
+        """Each micro-batch's share of the step's masked-LM loss (its masked tokens over the step's) and of its
+        NSP loss (its labelled sequences over the step's): the step's loss is then one big batch's, as in the
+        original code, whose loss averages over every target of the batch. (Across several GPUs each rank's
+        gradient still counts alike.)"""
+        totals = {name: sum(items[name] for items in self.items) for name in ("mlm_loss", "nsp_loss")}
+        return [{name: items[name] / totals[name] if totals[name] else 0.0 for name in totals
+                 if name in self.objective.losses} for items in self.items]
 
     def _batch(self, step: int, micro: int) -> dict:
         """Micro-batch ``micro`` of ``step`` (:func:`host_batch`), counted and moved to the device."""
         cfg, dev = self.cfg, self.dev
         first = ((step * cfg.grad_accum + micro) * dev.world_size + dev.rank) * cfg.batch_size
         batch = host_batch(self.data, cfg, first)
+        nsp = batch.get("next_sentence_label")
+        self.items.append({"mlm_loss": len(batch["mlm_positions"]),
+                           "nsp_loss": 0 if nsp is None else int((nsp != IGNORE).sum())})
         n_tokens = int(batch["attention_mask"].sum()) * dev.world_size  # about: ranks' batches differ a little
         batch = {k: v.to(dev.device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
         self.tokens_since += n_tokens
