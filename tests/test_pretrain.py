@@ -618,3 +618,33 @@ def test_a_batch_with_no_masked_target_adds_nothing_rather_than_nan():
         out.loss.backward()
         assert all(torch.isfinite(p.grad).all() for p in m.parameters() if p.grad is not None)
         m.zero_grad()
+
+
+def test_a_resumed_run_trains_with_the_cpu_levers_it_trained_with(tmp_path, tiny_vocab, monkeypatch):
+    """The levers are chosen by what a timing measured faster here, and kept a week: a choice that flipped
+    between a run and its resume (a measurement expired, other threads) changed the dropout draws and the
+    arithmetic, so the resumed steps were another run's (steps 4-6: 6.44 against 6.45). The run's status keeps
+    its levers now, and its resume takes them again: its losses are the uninterrupted run's."""
+    from bert_explorer.train import levers
+
+    monkeypatch.delenv(levers.ENV, raising=False)
+    measured = {"gain": 2.0}  # every lever measured faster, until the resume, when none is
+    monkeypatch.setattr(levers, "gain", lambda *a, **k: measured["gain"])
+    cfg = PretrainConfig(**{**TINY, "vocab": tiny_vocab}, max_steps=6, save_every=3)
+    run_pretraining(cfg, tmp_path / "straight", progress=False)
+    chosen = Run(tmp_path / "straight").status()["cpu_levers"]
+    assert chosen  # (the test would prove nothing with no lever at all)
+
+    def crash(step, _):
+        if step == 4:
+            raise KeyboardInterrupt("simulated kill after step 4")
+
+    with pytest.raises(KeyboardInterrupt):
+        run_pretraining(cfg, tmp_path / "crashed", progress=False, on_step=crash)
+    measured["gain"] = 1.0
+    run_pretraining(cfg, tmp_path / "crashed", resume=True, progress=False)
+    a, b = _train_losses(tmp_path / "straight"), _train_losses(tmp_path / "crashed")
+    for step in (4, 5, 6):
+        assert b[step] == pytest.approx(a[step], abs=1e-6), step
+    assert Run(tmp_path / "crashed").status()["cpu_levers"] == chosen
+    assert "(as the run trained before it was resumed)" in (tmp_path / "crashed" / "log.txt").read_text()

@@ -344,7 +344,8 @@ def _train_one(cfg: FinetuneConfig, lr: float, run: Run, train, dev, label_names
     task = train.task
     n_out = task.num_outputs(label_names)  # None: the architecture fixes it (QA, multiple choice)
     loaded = checkpoint.load(cfg.model, task.architecture, **({} if n_out is None else {"num_labels": n_out}))
-    model = levers.apply(loaded.model.to(dev_obj.device), dev_obj.device, dev_obj.dtype, run.log)
+    model = levers.apply(loaded.model.to(dev_obj.device), dev_obj.device, dev_obj.dtype, run.log, run,
+                         resumed=resume is not None)
     model.config.problem_type = task.problem_type  # not the base model's
     weights = task.positive_weights(train.examples, label_names, cfg.pos_weight)
     if weights is not None:  # (kept out of the saved model: a training setting, not a weight)

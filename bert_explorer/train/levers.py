@@ -125,12 +125,26 @@ def chosen(model: nn.Module, device, autocast_dtype: torch.dtype | None,
     return tuple(n for n in candidates(pretraining, bf16) if gain(n, config, pretraining, n_threads, bf16) >= GAIN)
 
 
-def apply(model: nn.Module, device, autocast_dtype: torch.dtype | None, log) -> nn.Module:
+def apply(model: nn.Module, device, autocast_dtype: torch.dtype | None, log, run=None,
+          resumed: bool = False) -> nn.Module:
     """The CPU kernels and the levers chosen for ``model`` swapped in (``cpu_kernels.apply``); on the CPU,
-    ``log`` (a run's) is told which levers (``said``). Returns the model."""
-    levers = chosen(model, device, autocast_dtype)
-    if torch.device(device).type == "cpu":
-        log(said(levers))
+    ``log`` (a run's) is told which levers (``said``). Returns the model.
+
+    ``run`` (a run's folder, ``runs.run.Run``) keeps the levers in its status; a ``resumed`` run takes the ones
+    it trained with again, not those measured faster now: a lever changes the dropout draws or the arithmetic,
+    and a choice that flipped (a measurement expired, other threads) made the resumed steps another run's. The
+    override (:data:`ENV`) still decides where it is set."""
+    before = (run.status().get("cpu_levers") if resumed and run is not None and hasattr(run, "status") else None)
+    if isinstance(before, list) and override() is None and torch.device(device).type == "cpu":
+        bf16 = autocast_dtype == torch.bfloat16
+        levers = tuple(n for n in candidates(isinstance(model, BertForPreTraining), bf16) if n in before)
+        log(f"CPU levers: {', '.join(levers) or 'none'} (as the run trained before it was resumed)")
+    else:
+        levers = chosen(model, device, autocast_dtype)
+        if torch.device(device).type == "cpu":
+            log(said(levers))
+    if run is not None and torch.device(device).type == "cpu":
+        run.write_status(cpu_levers=list(levers))
     return cpu_kernels.apply(model, device, levers)
 
 
