@@ -177,7 +177,7 @@ def inspect(d: Path) -> BertConfig:
     except (OSError, ValueError, TypeError) as e:
         raise CheckpointError(f"{cfg_file} is not a usable BERT config: {e}") from None
     shapes = _declared_shapes(d)
-    if shapes:
+    if shapes:  # (a legacy pytorch_model.bin is checked by load, once read: it declares nothing before)
         _check_shapes(d, config, shapes)
     vocab = d / "vocab.txt"
     if vocab.is_file():
@@ -243,6 +243,26 @@ def _check_shapes(d: Path, config: BertConfig, shapes: dict[str, tuple[int, ...]
         if k in expected and tuple(shape) != expected[k]:
             raise CheckpointError(f"{d}: config.json declares {k} of shape {expected[k]} but the weights file holds "
                                   f"{tuple(shape)}; the two do not belong together")
+    # every matrix the config implies must be in the file: a config of the largest sizes beside a weights file of
+    # one tensor built a model of 10 billion parameters (43 GB) before anything said they did not match
+    # (a delta checkpoint borrows some from an installed model, named in its base.json: checked when read)
+    missing = sorted(set(expected) - {key.removeprefix("bert.") for key in [*shapes, *_borrowed(d)]})
+    if missing:
+        more = f" and {len(missing) - 1:,} more tensors" if len(missing) > 1 else ""
+        raise CheckpointError(f"{d}: config.json describes {missing[0]}{more} that the weights file does not hold; "
+                              "the two do not belong together")
+
+
+def _borrowed(d: Path) -> list[str]:
+    """The tensors a delta checkpoint's base.json says it borrows (none where it has no readable one: reading
+    the weights says what is wrong with it)."""
+    try:
+        if (d / BASE_FILE).is_file() and (d / BASE_FILE).stat().st_size < 1_000_000:
+            return [str(k) for k in dict(json.loads((d / BASE_FILE).read_text())["tensors"])]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return []
+
 
 
 def _count_lines(path: Path, stop_after: int) -> int:
@@ -450,8 +470,11 @@ def load(
     arch = READ_AS.get(arch, arch)
     if arch not in ARCHITECTURES:
         raise CheckpointError(f"unknown architecture {arch!r}; choose one of {', '.join(ARCHITECTURES)}")
+    raw = read_state_dict(d)
+    if not (d / "model.safetensors").is_file():  # a legacy .bin declared no shapes before it was read
+        _check_shapes(d, config, {k: tuple(v.shape) for k, v in raw.items() if hasattr(v, "shape")})
     model = ARCHITECTURES[arch](config, **head_kwargs)
-    sd = _normalise_keys(read_state_dict(d), model)
+    sd = _normalise_keys(raw, model)
     broken = next((k for k, v in sd.items() if v.is_floating_point() and not torch.isfinite(v).all()), None)
     if broken is not None:  # a model of NaNs loads, then every page's probabilities are NaN
         raise CheckpointError(f"{d}: the weights {broken} hold values that are not numbers (NaN or infinity), so "

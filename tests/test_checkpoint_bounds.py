@@ -185,3 +185,26 @@ def test_a_zip_pickle_is_refused_in_the_same_sentence(ckpt, capsys):
     assert "holds more than plain tensors (a pickle that could run code), so it was not loaded" in str(e.value)
     assert "weights_only" not in str(e.value) and "PyTorch 2.6" not in str(e.value)
     assert "this must never run" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("weights", ["model.safetensors", "pytorch_model.bin (legacy format)"])
+def test_a_config_of_the_largest_sizes_beside_a_weights_file_of_one_tensor_builds_nothing(ckpt, nothing_is_built,
+                                                                                          weights):
+    """A 1 kB folder (config.json at the largest sizes the bounds allow, and a weights file of one 1-element
+    tensor) was taken for a model of 10.7 billion parameters: 43 GB asked of the allocator, a traceback after 16 s,
+    and the copy offered in the app's model list. Every matrix the config implies must be in the weights file
+    (a legacy .bin, which declares nothing, once read): one sentence, nothing built."""
+    from safetensors.torch import save_file
+
+    _edit_config(ckpt, hidden_size=4096, num_hidden_layers=48, num_attention_heads=64, intermediate_size=16384,
+                 vocab_size=250_000, max_position_embeddings=8192)
+    (ckpt / "model.safetensors").unlink()
+    (ckpt / "vocab.txt").write_text("\n".join(WORDS) + "\n")
+    if weights == "model.safetensors":
+        save_file({"foo": torch.zeros(1)}, str(ckpt / "model.safetensors"))
+    else:
+        torch.save({"foo": torch.zeros(1)}, ckpt / "pytorch_model.bin", _use_new_zipfile_serialization=False)
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.load(ckpt)
+    assert "config.json describes embeddings.position_embeddings.weight and " in str(e.value)
+    assert "that the weights file does not hold; the two do not belong together" in str(e.value)
