@@ -310,8 +310,8 @@ def _quoted(repo_id: str) -> str:
 def _request(url: str, method: str = "GET", headers: dict | None = None) -> urllib.request.Request:
     headers = {"User-Agent": "bert-explorer", **(headers or {})}
     token = _token()
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
+    if token and _same_host(url, endpoint()):  # the user's token goes to the Hub they named, never to a CDN
+        headers["Authorization"] = f"Bearer {token}"  # or another host a redirect names (huggingface_hub's rule)
     return urllib.request.Request(url, method=method, headers=headers)
 
 
@@ -387,7 +387,16 @@ class _WebRedirect(urllib.request.HTTPRedirectHandler):
         if not _web(newurl):
             raise HubError(f"the server at {endpoint()} redirected a download to {ascii(newurl[:80])}, not a web "
                            "address, so nothing was fetched; check HF_ENDPOINT")
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and not _same_host(newurl, req.full_url):  # (urllib copies every header along)
+            new.remove_header("Authorization")
+        return new
+
+
+def _same_host(url: str, other: str) -> bool:
+    """Do two addresses name the same host and port (and scheme)?"""
+    a, b = urlsplit(url), urlsplit(other)
+    return (a.scheme, a.netloc.lower()) == (b.scheme, b.netloc.lower())
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -401,3 +401,17 @@ def test_bert_base_as_the_hub_ships_it_opens_in_info_export_and_finetune(standin
     assert main(["finetune", "--model", "bert-base-uncased", "--train", "tiny:classification", "--output", str(run),
                  "--epochs", "1", "--batch-size", "16", "--device", "cpu", "--precision", "fp32"]) == 0
     assert json.loads((run / "status.json").read_text())["state"] == "finished"
+
+
+def test_the_users_token_goes_to_the_hub_they_named_and_never_to_the_cdn_a_redirect_names(repos, tmp_path,
+                                                                                           monkeypatch):
+    """HF_TOKEN was sent on every request, the CDN's too: a mirror's redirect to a host of its choosing got the
+    user's token (huggingface_hub drops it there). The Hub named by HF_ENDPOINT still gets it (gated models)."""
+    with hub_standin.HubStandin(repos, lfs_redirect=True) as server:
+        server.point_client_here(monkeypatch, cache_dir=tmp_path / "hf-cache")
+        monkeypatch.setenv("HF_TOKEN", "hf_SECRET_TOKEN_123")
+        checkpoint.load("hf:bert-base-uncased", "BertForPreTraining")
+        cdn = [r for r in server.requests if r.path.startswith("/_cdn/")]
+        hub_side = [r for r in server.requests if not r.path.startswith("/_cdn/")]
+    assert cdn and not any(r.authorized for r in cdn)  # model.safetensors fetched from the "CDN" (localhost)
+    assert hub_side and all(r.authorized for r in hub_side if r.path != "/api/agent-harnesses")
