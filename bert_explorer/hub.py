@@ -484,6 +484,8 @@ def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Calla
         return blob
     blob.parent.mkdir(parents=True, exist_ok=True)
     part = blob.with_name(blob.name + ".incomplete")
+    if size == 0:  # nothing to fetch (an empty tokenizer_config.json): an empty file, checked against its ETag
+        part.write_bytes(b"")
     error = None
     for _ in range(RETRIES + 1):
         have = part.stat().st_size if part.is_file() else 0

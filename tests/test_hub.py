@@ -415,3 +415,17 @@ def test_the_users_token_goes_to_the_hub_they_named_and_never_to_the_cdn_a_redir
         hub_side = [r for r in server.requests if not r.path.startswith("/_cdn/")]
     assert cdn and not any(r.authorized for r in cdn)  # model.safetensors fetched from the "CDN" (localhost)
     assert hub_side and all(r.authorized for r in hub_side if r.path != "/api/agent-harnesses")
+
+
+def test_an_empty_file_in_a_repository_is_downloaded_as_an_empty_file(repos, tmp_path, monkeypatch):
+    """A zero-byte tokenizer_config.json stopped every download of its repository with a FileNotFoundError
+    traceback (the empty file was never created before its hash was checked)."""
+    import shutil
+
+    root = tmp_path / "hub"
+    shutil.copytree(repos / BASE, root / "someone/empty-file")
+    (root / "someone/empty-file" / "tokenizer_config.json").write_bytes(b"")
+    with hub_standin.HubStandin(root) as server:
+        server.point_client_here(monkeypatch, cache_dir=tmp_path / "hf-cache")
+        folder = hub.open_model("hf:someone/empty-file")
+    assert (folder / "tokenizer_config.json").read_bytes() == b"" and (folder / "model.safetensors").stat().st_size
