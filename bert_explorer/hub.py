@@ -259,14 +259,33 @@ def download(name: str, progress: Progress | None = None, cancel: Callable[[], b
                        "repository that ships its tokenizer")
     files = [f for f in ("config.json", weights, *TOKENIZER_FILES) if f in names]
     plan = [(f, *_describe(f"{endpoint()}/{_quoted(repo_id)}/resolve/{sha}/{quote(f)}", repo_id, f)) for f in files]
-    return fetch_plan(repo_folder(repo_id), repo_id, repo_id, sha, "main", plan, progress, cancel)
+    return fetch_plan(repo_folder(repo_id), repo_id, repo_id, sha, "main", plan, progress, cancel,
+                      check={"config.json": lambda path: _check_config(path, repo_id)})
+
+
+def _check_config(path: Path, repo_id: str) -> None:
+    """A repository's config.json, fetched first, before its weights: a JSON object of a BERT's settings (a
+    GPT-2's weights, up to 2 GiB, were fetched before "only BERT checkpoints are supported" was said). Its
+    sizes are checked, against the weights too, when the model is opened."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8")) if path.stat().st_size <= 1_000_000 else None
+    except (ValueError, RecursionError):
+        raw = None
+    if not isinstance(raw, dict):
+        raise HubError(f"the config.json of {repo_id} is not a JSON object of a model's settings, so its weights "
+                       "were not fetched; choose a BERT repository such as google-bert/bert-base-uncased")
+    if raw.get("model_type", "bert") != "bert":
+        raise HubError(f"{repo_id} is a {ascii(str(raw.get('model_type'))[:40])} model, not a BERT, so its weights "
+                       "were not fetched; choose a BERT repository such as google-bert/bert-base-uncased")
 
 
 def fetch_plan(folder: Path, repo_id: str, what: str, sha: str, revision: str, plan: list[tuple[str, str, int, str]],
-               progress: Progress | None, cancel: Callable[[], bool] | None) -> Path:
+               progress: Progress | None, cancel: Callable[[], bool] | None,
+               check: dict[str, Callable[[Path], None]] | None = None) -> Path:
     """Fetch ``plan`` ((file, ETag, size, URL) each, as ``_describe`` checked them) into the cache folder
     ``folder`` of a repository: room for it said before a byte is fetched, each file resumed where it
-    stopped, linked into ``snapshots/<sha>/`` and the revision's ref written last. Returns the snapshot."""
+    stopped, linked into ``snapshots/<sha>/`` and the revision's ref written last. Returns the snapshot.
+    ``check``: {file: what refuses it (HubError)} once fetched, before the files after it in the plan."""
     total = sum(size for _, _, size, _ in plan)
     left = sum(size - _have(folder, etag) for _, etag, size, _ in plan)
     free = full_disk.free_bytes(cache_root())
@@ -284,8 +303,10 @@ def fetch_plan(folder: Path, repo_id: str, what: str, sha: str, revision: str, p
             def step(n, f=f, before=before):
                 if progress is not None:
                     progress(before + n, total, f)
-            _link(_inside(folder, snapshot / f), _fetch(url, _inside(folder, folder / "blobs" / etag), size, repo_id,
-                                                         f, step, cancel))
+            blob = _fetch(url, _inside(folder, folder / "blobs" / etag), size, repo_id, f, step, cancel)
+            if check and f in check:
+                check[f](blob)
+            _link(_inside(folder, snapshot / f), blob)
         ref = _inside(folder, folder / "refs" / revision)
         ref.parent.mkdir(parents=True, exist_ok=True)
         ref.write_text(sha)

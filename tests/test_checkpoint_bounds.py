@@ -50,6 +50,12 @@ def _edit_config(folder, **changes):
     ({"vocab_size": 64}, "config.json declares embeddings.word_embeddings.weight of shape (64, 32) but the weights "
                          "file holds"),
     ({"max_position_embeddings": 4096}, "embeddings.position_embeddings.weight of shape (4096, 32)"),
+    # the numbers that are not sizes: tracebacks (an assertion, a TypeError) or NaN on every page
+    ({"pad_token_id": 10**9}, "pad_token_id must be a token id from 0 to 12 (below vocab_size), not 1000000000"),
+    ({"hidden_dropout_prob": 5}, "hidden_dropout_prob must be a number from 0 to below 1, not 5"),
+    ({"attention_probs_dropout_prob": "lots"}, "attention_probs_dropout_prob must be a number from 0 to below 1"),
+    ({"initializer_range": "x"}, "initializer_range must be a number above 0, up to 1, not 'x'"),
+    ({"layer_norm_eps": -1}, "layer_norm_eps must be a number above 0 and below 1, not -1"),
 ])
 def test_a_config_that_lies_is_refused_before_anything_is_built(ckpt, nothing_is_built, changes, message):
     _edit_config(ckpt, **changes)

@@ -429,3 +429,22 @@ def test_an_empty_file_in_a_repository_is_downloaded_as_an_empty_file(repos, tmp
         server.point_client_here(monkeypatch, cache_dir=tmp_path / "hf-cache")
         folder = hub.open_model("hf:someone/empty-file")
     assert (folder / "tokenizer_config.json").read_bytes() == b"" and (folder / "model.safetensors").stat().st_size
+
+
+def test_another_kind_of_model_is_refused_by_its_config_before_its_weights_are_fetched(repos, tmp_path,
+                                                                                       monkeypatch):
+    """A GPT-2 repository's weights (up to 2 GiB) were fetched before its config said it was no BERT, and the
+    copy was then kept as whole. Its config.json is read first now: one sentence, no weights, no revision kept."""
+    import shutil
+
+    root = tmp_path / "hub"
+    shutil.copytree(repos / BASE, root / "someone/gpt")
+    config = json.loads((root / "someone/gpt" / "config.json").read_text())
+    (root / "someone/gpt" / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
+    with hub_standin.HubStandin(root) as server:
+        server.point_client_here(monkeypatch, cache_dir=tmp_path / "hf-cache")
+        with pytest.raises(hub.HubError, match="someone/gpt is a 'gpt2' model, not a BERT, so its weights were not "
+                                               "fetched"):
+            hub.open_model("hf:someone/gpt")
+        assert set(server.fetched("someone/gpt")) == {"config.json"}
+    assert hub.local_copy("someone/gpt") is None

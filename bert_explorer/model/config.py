@@ -18,7 +18,8 @@ SIZE_BOUNDS = {"num_layers": (1, 48), "hidden_size": (1, 4096), "num_heads": (1,
                "intermediate_size": (1, 16384), "vocab_size": (1, 250_000), "max_position_embeddings": (1, 8192),
                "type_vocab_size": (1, 16)}
 MAX_LABELS = 1000
-_HF_KEY = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads"}
+_HF_KEY = {"num_layers": "num_hidden_layers", "num_heads": "num_attention_heads", "dropout": "hidden_dropout_prob",
+           "attention_dropout": "attention_probs_dropout_prob"}
 
 
 @dataclass
@@ -54,6 +55,21 @@ class BertConfig:
             raise ValueError(
                 f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}"
             )
+        # the numbers that are not sizes: a string or a negative epsilon was a traceback far away, or NaN
+        # probabilities on every page (layer_norm_eps -1)
+        for name, inside, said in (("dropout", lambda v: 0 <= v < 1, "from 0 to below 1"),
+                                   ("attention_dropout", lambda v: 0 <= v < 1, "from 0 to below 1"),
+                                   ("layer_norm_eps", lambda v: 0 < v < 1, "above 0 and below 1"),
+                                   ("initializer_range", lambda v: 0 < v <= 1, "above 0, up to 1")):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not inside(v):
+                raise ValueError(f"{_HF_KEY.get(name, name)} must be a number {said}, not {v!r}")
+        if self.pad_token_id is None:  # (a config.json may say null: transformers then pads with 0 too)
+            self.pad_token_id = 0
+        if not isinstance(self.pad_token_id, int) or isinstance(self.pad_token_id, bool) \
+                or not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"pad_token_id must be a token id from 0 to {self.vocab_size - 1:,} (below vocab_size), "
+                             f"not {self.pad_token_id!r}")
         try:
             self.id2label = {int(k): str(v) for k, v in (self.id2label or {}).items()}
         except (TypeError, ValueError, AttributeError):
