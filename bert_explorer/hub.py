@@ -286,6 +286,13 @@ def fetch_plan(folder: Path, repo_id: str, what: str, sha: str, revision: str, p
     ``folder`` of a repository: room for it said before a byte is fetched, each file resumed where it
     stopped, linked into ``snapshots/<sha>/`` and the revision's ref written last. Returns the snapshot.
     ``check``: {file: what refuses it (HubError)} once fetched, before the files after it in the plan."""
+    try:  # (HF_HOME naming a file, or a folder this user cannot write: a traceback from the first mkdir)
+        (folder / "blobs").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        if full_disk.is_disk_full(e):
+            raise
+        raise HubError(f"the Hugging Face cache {cache_root()} cannot hold {what} ({e.strerror or e}); point HF_HOME "
+                       "(or HF_HUB_CACHE) at a folder you can write") from None
     total = sum(size for _, _, size, _ in plan)
     left = sum(size - _have(folder, etag) for _, etag, size, _ in plan)
     free = full_disk.free_bytes(cache_root())

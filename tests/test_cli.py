@@ -223,6 +223,21 @@ def test_a_config_that_is_not_json_is_said_so_with_what_to_do(tmp_path, minilm_d
         "the config.json saved with the weights"), r.stderr
 
 
+@pytest.mark.parametrize("content, said", [
+    (b"[" * 100_000 + b"]" * 100_000, "nests too deeply to be settings"),
+    (b'{"max_steps": 5, "note": "caf\xe9"}', "is not UTF-8 text; save it as UTF-8 JSON"),
+])
+def test_a_settings_file_that_cannot_be_read_is_one_sentence_naming_it(tmp_path, capsys, content, said):
+    """--config of a deeply nested JSON was a RecursionError traceback; one in Latin-1 said "'utf-8' codec can't
+    decode byte 0xe9" without naming the file."""
+    settings = tmp_path / "settings.json"
+    settings.write_bytes(content)
+    assert main(["pretrain", "--config", str(settings), "--output", str(tmp_path / "run"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"config file {settings} {said}" in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_out_of_range_layer_is_a_user_error(tmp_path):
     inp = tmp_path / "in.txt"
     inp.write_text("hello world\n")

@@ -448,3 +448,14 @@ def test_another_kind_of_model_is_refused_by_its_config_before_its_weights_are_f
             hub.open_model("hf:someone/gpt")
         assert set(server.fetched("someone/gpt")) == {"config.json"}
     assert hub.local_copy("someone/gpt") is None
+
+
+def test_a_cache_that_cannot_be_a_folder_is_one_sentence(repos, tmp_path, monkeypatch):
+    """HF_HOME naming a file was a NotADirectoryError traceback at the first folder made for a download."""
+    (tmp_path / "not-a-folder").write_text("mine")
+    with hub_standin.HubStandin(repos) as server:
+        server.point_client_here(monkeypatch, cache_dir=tmp_path / "not-a-folder" / "hub")
+        with pytest.raises(hub.HubError, match="cannot hold google/bert_uncased_L-2_H-128_A-2 .*; point HF_HOME "
+                                               r"\(or HF_HUB_CACHE\) at a folder you can write"):
+            hub.open_model(f"hf:{TINY}")
+    assert (tmp_path / "not-a-folder").read_text() == "mine"

@@ -271,10 +271,18 @@ def _load_json_config(path: str | None) -> dict:
     p = Path(path)
     if not p.is_file():
         raise UserError(f"config file {path} does not exist")
+    if p.stat().st_size > 1_000_000:
+        raise UserError(f"config file {path} is over 1 MB, far more than settings take; give the JSON file of "
+                        "the settings (a run's training_args.json, for example)")
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise UserError(f"config file {path} is not valid JSON (line {e.lineno}: {e.msg})") from e
+    except RecursionError:
+        raise UserError(f"config file {path} nests too deeply to be settings; give a JSON object of settings, "
+                        'such as {"max_steps": 1000}') from None
+    except UnicodeDecodeError:
+        raise UserError(f"config file {path} is not UTF-8 text; save it as UTF-8 JSON") from None
     if not isinstance(data, dict):
         raise UserError(f"config file {path} must hold a JSON object of settings")
     return data
