@@ -169,13 +169,13 @@ def inspect(d: Path) -> BertConfig:
         raise CheckpointError(f"{cfg_file} is not a usable BERT config: it nests too deeply to be one") from None
     except json.JSONDecodeError as e:  # (the parser's "Expecting value: line 1 column 1" alone said no remedy)
         raise CheckpointError(f"{cfg_file} is not a usable BERT config: it is not valid JSON ({e.msg} at line "
-                              f"{e.lineno}, column {e.colno}); put back the config.json saved with the weights"
-                              ) from None
+                              f"{e.lineno}, column {e.colno}); {_put_back(d)}") from None
     except UnicodeDecodeError:
-        raise CheckpointError(f"{cfg_file} is not a usable BERT config: it is not UTF-8 text; put back the "
-                              "config.json saved with the weights") from None
+        raise CheckpointError(f"{cfg_file} is not a usable BERT config: it is not UTF-8 text; {_put_back(d)}") from None
     except (OSError, ValueError, TypeError) as e:
-        raise CheckpointError(f"{cfg_file} is not a usable BERT config: {e}") from None
+        hub_copy = _put_back(d, "")
+        raise CheckpointError(f"{cfg_file} is not a usable BERT config: {e}" + (f"; {hub_copy}" if hub_copy else "")
+                              ) from None
     shapes = _declared_shapes(d)
     if shapes:  # (a legacy pytorch_model.bin is checked by load, once read: it declares nothing before)
         _check_shapes(d, config, shapes)
@@ -187,6 +187,17 @@ def inspect(d: Path) -> BertConfig:
                                   "hold (vocab_size in config.json): the extra ids would read nothing; give the "
                                   "vocab.txt the model was trained with")
     return config
+
+
+def _put_back(d: Path, own: str = "put back the config.json saved with the weights") -> str:
+    """What to do about a broken config.json: a Hub copy is downloaded again, its folder deleted first (a copy
+    here is never fetched twice); a folder of the user's own gets ``own``."""
+    root = hub.cache_root().resolve()
+    try:
+        top = d.resolve().relative_to(root).parts[0]
+    except (ValueError, IndexError, OSError):
+        return own
+    return f"delete {root / top} and download the model again"
 
 
 def config_of(name_or_dir: str | Path) -> BertConfig | None:

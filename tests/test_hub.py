@@ -459,3 +459,16 @@ def test_a_cache_that_cannot_be_a_folder_is_one_sentence(repos, tmp_path, monkey
                                                r"\(or HF_HUB_CACHE\) at a folder you can write"):
             hub.open_model(f"hf:{TINY}")
     assert (tmp_path / "not-a-folder").read_text() == "mine"
+
+
+def test_a_downloaded_copy_whose_config_is_broken_says_to_download_it_again(standin, monkeypatch):
+    """A broken config.json in the Hugging Face cache was told to "put back the config.json saved with the
+    weights", which the user never had; a copy here is never fetched again, so the remedy is to delete it."""
+    folder = hub.open_model(f"hf:{TINY}")
+    config = folder / "config.json"
+    text = config.read_text()
+    config.unlink()  # (a link into blobs/: replaced, not written through)
+    config.write_text(text.replace("{", "{ broken", 1))
+    with pytest.raises(checkpoint.CheckpointError) as e:
+        checkpoint.load(f"hf:{TINY}")
+    assert str(e.value).endswith(f"; delete {hub.repo_folder(TINY).resolve()} and download the model again")
