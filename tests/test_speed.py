@@ -93,8 +93,9 @@ def test_the_time_said_is_scaled_by_the_share_of_the_cpu_the_job_gets_now(machin
     all three; the share follows the priority of the work that keeps the cores busy."""
     monkeypatch.setattr(speed.os, "cpu_count", lambda: 2)
     assert speed.said(100, 1) == "about 1 min 40 s (the machine is idle now)"
-    machine["now"] = 1.0  # one core busy: a one-thread job still has a core to itself
+    machine["now"] = 1.0  # one core busy: a one-thread job still has a core to itself, and the machine is busy
     assert speed.share_now(1) == 1.0 and speed.share_now(2) == pytest.approx(1 / 2)
+    assert speed.said(100, 1) == "about 1 min 40 s (the other work now leaves it the cores it uses)"
     assert speed.share_now(2, niced=False) == pytest.approx(2 / 3)  # at normal priority it shares the busy one
     machine["now"] = 2.0  # both cores busy at normal priority: a background job gets the crumbs
     assert speed.said(100, 1) == "about 16 min 40 s here now (1 min 40 s on an idle machine)"
