@@ -238,6 +238,20 @@ def test_a_settings_file_that_cannot_be_read_is_one_sentence_naming_it(tmp_path,
     assert not (tmp_path / "run").exists()
 
 
+def test_extract_features_by_default_reads_the_last_four_layers_or_all_of_a_smaller_model(tmp_path):
+    """The default layers -1..-4 were refused for a 2-layer model ("layer index -3 is out of range"), a number
+    the user never typed: such a model gives all its layers."""
+    import shared
+
+    model = shared.save_tiny_base(tmp_path / "two-layers")
+    inp = tmp_path / "in.txt"
+    inp.write_text("the film was good\n")
+    out = tmp_path / "features.jsonl"
+    assert main(["extract-features", "--model", model, "--input", str(inp), "--output", str(out)]) == 0
+    record = json.loads(out.read_text().splitlines()[0])
+    assert [layer["index"] for layer in record["features"][0]["layers"]] == [-1, -2]
+
+
 def test_out_of_range_layer_is_a_user_error(tmp_path):
     inp = tmp_path / "in.txt"
     inp.write_text("hello world\n")

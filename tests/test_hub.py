@@ -472,3 +472,15 @@ def test_a_downloaded_copy_whose_config_is_broken_says_to_download_it_again(stan
     with pytest.raises(checkpoint.CheckpointError) as e:
         checkpoint.load(f"hf:{TINY}")
     assert str(e.value).endswith(f"; delete {hub.repo_folder(TINY).resolve()} and download the model again")
+
+
+def test_a_command_says_it_downloads_a_hub_model_before_the_silence_of_the_download(standin, tmp_path, capsys):
+    """bert-explorer finetune from a Hub model not downloaded yet said nothing while it downloaded (8 s here,
+    minutes for BERT-Base); it says so first now, and not once the copy is here."""
+    argv = ["finetune", "--model", f"hf:{TINY}", "--train", "tiny:classification", "--max-train-examples", "20",
+            "--epochs", "1", "--max-seq-length", "32"]
+    assert main(argv + ["--output", str(tmp_path / "first")]) == 0
+    said = f"note: downloading hf:{TINY} from the Hugging Face Hub first (once: it opens offline after)"
+    assert said in capsys.readouterr().err
+    assert main(argv + ["--output", str(tmp_path / "second")]) == 0
+    assert "downloading" not in capsys.readouterr().err

@@ -25,7 +25,9 @@ def register(sub) -> None:
     s.add_argument("--model", required=True, help=MODEL_HELP)
     s.add_argument("--input", required=True, help="text file: one example per line, a pair as 'A ||| B'")
     output_file_args(s, "output .jsonl", required=True)
-    s.add_argument("--layers", type=int_list, default=[-1, -2, -3, -4], help="encoder layers, -1 = last")
+    s.add_argument("--layers", type=int_list, default=None,
+                   help="encoder layers, -1 = last (default -1,-2,-3,-4: the last four, as google-research/bert's "
+                        "script; all of them for a model of fewer layers)")
     s.add_argument("--max-seq-length", type=int, default=128,
                    help="WordPieces per example, [CLS] and [SEP] included; longer ones are cut (default 128)")
     s.add_argument("--batch-size", type=int, default=8, help="examples run through the model at once (default 8)")
@@ -50,8 +52,10 @@ def cmd_extract_features(args) -> int:
     check_output_file(args.output, args.overwrite)
     lines = read_lines(args.input)
     loaded = checkpoint.load(args.model, "BertModel")
+    # (the default asked a 2-layer model for layer -3: "out of range", of a number the user never typed)
+    layers = args.layers if args.layers is not None else [-i for i in range(1, min(4, loaded.config.num_layers) + 1)]
     with user_errors(), write_output(args.output) as f:  # a layer out of range leaves no half-written file
-        for record in extract_features(loaded, [parse_example(x) for x in lines], args.layers,
+        for record in extract_features(loaded, [parse_example(x) for x in lines], layers,
                                        args.max_seq_length, args.batch_size):
             f.write(json.dumps(record) + "\n")
     print(f"wrote features of {len(lines)} examples to {Path(args.output)}", file=sys.stderr)

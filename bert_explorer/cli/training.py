@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .. import checkpoint
+from .. import checkpoint, hub
 from ..analysis.layers.features import PAIR_SEPARATOR, parse_example
 from ..analysis.probes import quality
 from ..tasks.base import TaskType
@@ -90,6 +90,14 @@ def register(sub) -> None:
     s.set_defaults(func=cmd_predict)
 
 
+def say_download(model: str | None) -> None:
+    """A note before a command starts from a Hub model not downloaded yet: the download comes first, and took
+    seconds (minutes for BERT-Base's 440 MB) of silence."""
+    if model and hub.is_hub_name(str(model)) and hub.local_copy(str(model)) is None:
+        print(f"note: downloading {model} from the Hugging Face Hub first (once: it opens offline after)",
+              file=sys.stderr, flush=True)
+
+
 def length_for_model(cfg, args, cls, model: str | None):
     """``cfg`` with the default max_seq_length (128) cut to the positions ``model`` has learned where it has
     fewer, said in a note: the default was refused for such a model, though it was not the user's choice. A
@@ -111,6 +119,7 @@ def length_for_model(cfg, args, cls, model: str | None):
 def cmd_pretrain(args) -> int:
     cfg = _resumed_config(args) if args.resume else config_from(args, PretrainConfig)
     if not args.resume:
+        say_download(cfg.init)
         cfg = length_for_model(cfg, args, PretrainConfig, cfg.init)  # refused here, in the foreground and before a background start: no folder is made
         with user_errors(CheckpointError):  # (a resumed run is checked by its process: its folder is there)
             if (refusal := new_run_refusal(args.output, "pretrain", stored_first=False)) or Run(args.output).checkpoints():
@@ -248,6 +257,7 @@ def cmd_finetune(args) -> int:
             print(f"note: resuming with {note}", file=sys.stderr)
     else:
         cfg = config_from(args, FinetuneConfig)
+        say_download(cfg.model)
         cfg = length_for_model(cfg, args, FinetuneConfig, cfg.model)
         with user_errors(CheckpointError):  # refused here, not after the estimate or in a background process
             check_finetuning_folder(args.output, stored_first=False)

@@ -69,8 +69,9 @@ FINETUNE_DEFAULT_MODEL = "minilm-mlm-nsp"
 
 @dataclass
 class FinetuneConfig:
-    model: str = setting(FINETUNE_DEFAULT_MODEL, "The pre-trained model to start from: a short name or a "
-                                                 "checkpoint folder.")
+    model: str = setting(FINETUNE_DEFAULT_MODEL, "The pre-trained model to start from: a short name, a checkpoint "
+                                                 "folder, a model of the paper (bert-base-uncased; `bert-explorer "
+                                                 "models` lists them) or hf:<hub id>, downloaded once.")
     train: str = setting("builtin:bbc-topics", "The training data: a file (CSV, TSV, JSONL, Parquet, CoNLL, SQuAD "
                                                "JSON), builtin:NAME, tiny:TASK (a small generated set), or a Hugging "
                                                "Face data set, hf:OWNER/NAME[/CONFIG][:SPLIT] (e.g. "
