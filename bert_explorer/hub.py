@@ -379,8 +379,19 @@ def _failed(e: Exception, repo_id: str, what: str) -> HubError:
             return HubError(f"there is no model {repo_id} on the Hugging Face Hub (or it is private)" + (close or (
                 "; check the name, e.g. google-bert/bert-base-uncased, or list the paper's BERTs with "
                 "`bert-explorer models`")))
+        if e.code == 429 or e.code >= 500:  # busy or failing, not a refusal: a mirror's own words, too
+            server = "the Hugging Face Hub" if endpoint() == DEFAULT_ENDPOINT else f"the server at {host()} (HF_ENDPOINT)"
+            wait = (e.headers.get("Retry-After") or "").strip() if e.headers else ""
+            kind = "too many requests" if e.code == 429 else "a server error"
+            when = f"in {wait} s" if wait.isdigit() and int(wait) < 86_400 else "later"
+            return HubError(f"{server} answered HTTP {e.code} ({kind}) when {what} of {repo_id} was asked for; try "
+                            f"again {when}: what was fetched is kept, and the next try goes on from there")
         return HubError(f"the Hugging Face Hub refused {what} of {repo_id} (HTTP {e.code}); try again later")
     reason = getattr(e, "reason", None) or e
+    if isinstance(e, (http.client.HTTPException, ConnectionResetError)):  # it answered, but not as a web server does
+        return HubError(f"the server at {host()} answered the request for {what} of {repo_id} in a way that could not "
+                        f"be read ({str(reason)[:120]}); try again later, or check HF_ENDPOINT: what was fetched is "
+                        "kept")
     why = f"the Hugging Face Hub ({endpoint()}) cannot be reached ({reason})"
     if what == "the data set":  # `download` fetches models: a data set is fetched by the run that reads it
         return HubError(f"{repo_id} is not on this machine yet and {why}: fine-tune on it once where there is "

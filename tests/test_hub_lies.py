@@ -240,3 +240,27 @@ def test_the_models_list_says_what_part_of_a_download_is_here(standin, capsys):
     assert main(["models"]) == 0
     line = [x for x in capsys.readouterr().out.splitlines() if x.startswith(BASE + " ")][0]
     assert re.search(r"partly here, [\d.]+ kB of about 440 MB", line), line
+
+
+def test_a_busy_or_failing_server_is_not_said_to_refuse_and_the_part_fetched_is_said_kept(monkeypatch):
+    """A 500 or a 429 mid-file read "the Hugging Face Hub refused ... (HTTP 500)", of a mirror too, without its
+    Retry-After or a word that the part fetched is kept (it is, and the next try goes on from there); a server
+    that answered with a hundred headers read "cannot be reached ... where there is internet"."""
+    import email.message
+    import http.client
+    import urllib.error
+
+    from bert_explorer import hub
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://mirror.example:8080")
+    headers = email.message.Message()
+    headers["Retry-After"] = "30"
+    busy = hub._failed(urllib.error.HTTPError("u", 429, "Too Many", headers, None), "a/b", "the file model.safetensors")
+    assert str(busy) == ("the server at mirror.example:8080 (HF_ENDPOINT) answered HTTP 429 (too many requests) when "
+                         "the file model.safetensors of a/b was asked for; try again in 30 s: what was fetched is "
+                         "kept, and the next try goes on from there")
+    failing = hub._failed(urllib.error.HTTPError("u", 500, "Error", email.message.Message(), None), "a/b", "the model")
+    assert "answered HTTP 500 (a server error)" in str(failing) and "try again later" in str(failing)
+    odd = hub._failed(http.client.HTTPException("got more than 100 headers"), "a/b", "the model")
+    assert "answered the request for the model of a/b in a way that could not be read (got more than 100 " \
+           "headers)" in str(odd) and "where there is internet" not in str(odd)
