@@ -660,7 +660,9 @@ def downloads_text(plan: dict) -> str:
     todo = [d for d in found if not d["here"]]
     size = lambda b: f"{b / 1e6:,.0f} MB" if b >= 1e6 else f"{b / 1e3:,.0f} kB"  # noqa: E731
     if not todo:
-        return f"All {len(found)} models are on this machine already (the Hugging Face cache): nothing is downloaded."
+        return (f"All {len(found)} models are on this machine already (the Hugging Face cache): nothing is downloaded."
+                if len(found) > 1 else "The model is on this machine already (the Hugging Face cache): nothing is "
+                                       "downloaded.")
     here = [d["repo"] for d in found if d["here"]]
     return (f"Downloads {len(todo)} model{'s' if len(todo) > 1 else ''} from the Hugging Face Hub when it starts "
             f"(about {size(sum(d['bytes'] for d in todo))} in all, once, into the Hugging Face cache): "
