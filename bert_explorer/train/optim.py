@@ -3,7 +3,9 @@
 Adam with lr 1e-4, β1 = 0.9, β2 = 0.999, L2 weight decay 0.01, learning-rate warm-up over the
 first steps, then linear decay to zero. The decay is decoupled (AdamW, as in the released
 code's AdamWeightDecayOptimizer) and, as there, not applied to LayerNorm parameters or biases:
-shrinking a LayerNorm gain or a bias towards zero is not a useful regulariser.
+shrinking a LayerNorm gain or a bias towards zero is not a useful regulariser. One difference from
+that optimiser: PyTorch's AdamW corrects the moments' bias (the released code does not), which
+makes the first steps' updates larger there, as in transformers' Trainer.
 """
 from __future__ import annotations
 
