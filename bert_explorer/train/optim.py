@@ -4,8 +4,9 @@ Adam with lr 1e-4, β1 = 0.9, β2 = 0.999, L2 weight decay 0.01, learning-rate w
 first steps, then linear decay to zero. The decay is decoupled (AdamW, as in the released
 code's AdamWeightDecayOptimizer) and, as there, not applied to LayerNorm parameters or biases:
 shrinking a LayerNorm gain or a bias towards zero is not a useful regulariser. One difference from
-that optimiser: PyTorch's AdamW corrects the moments' bias (the released code does not), which
-makes the first steps' updates larger there, as in transformers' Trainer.
+that optimiser: PyTorch's AdamW corrects the moments' bias (the released code does not), as
+transformers' Trainer does; the first update is then about lr per weight, where the released code's
+is (1 − β1) / √(1 − β2) ≈ 3.2 times that, early in the warm-up where the rate is small anyway.
 """
 from __future__ import annotations
 
