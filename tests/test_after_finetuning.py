@@ -16,7 +16,7 @@ from bert_explorer.analysis.after_finetuning import calibration, change, predict
 from bert_explorer.tasks.multilabel import joined
 from bert_explorer.tasks.spans import NO_ANSWER
 from bert_explorer.tasks.tagging import marked
-from bert_explorer.app import roles, state
+from bert_explorer.app import roles
 from bert_explorer.data.tiny_tasks import make_tiny
 from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
 from bert_explorer.train.predict import PREDICTIONS_FILE, Predictor

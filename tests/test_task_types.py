@@ -258,7 +258,7 @@ def test_a_file_format_of_one_task_read_for_another_says_which_task_to_ask_for(t
     from bert_explorer.data.uploads.reader import read_task_file
 
     conll = tmp_path / "ner.conll"
-    conll.write_text("".join(f"Paris B-LOC\nis O\n\n" for _ in range(12)))
+    conll.write_text("".join("Paris B-LOC\nis O\n\n" for _ in range(12)))
     assert read_task_file(conll).task is R.NER
     with pytest.raises(DataError, match=r"which is ner data, but task='classification' was asked for; use task='ner'"):
         read_task_file(conll, R.CLASSIFICATION)
