@@ -73,7 +73,8 @@ def test_fine_tuning_refuses_a_length_past_the_models_positions_and_a_batch_past
     args = ["finetune", "--model", str(base_model), "--train", "tiny:classification", "--output", str(out)]
     assert main([*args, "--max-seq-length", str(positions + 1)]) == 2
     err = capsys.readouterr().err
-    assert f"max_seq_length {positions + 1} is longer than the {positions} positions" in err and err.count("\n") == 1
+    # (named as the flag typed: "max_seq_length" was the setting's name, which the user never wrote)
+    assert f"--max-seq-length {positions + 1} is longer than the {positions} positions" in err and err.count("\n") == 1
     assert "estimate:" not in err and not out.exists()  # refused before the estimate and the folder
     assert main([*args, "--batch-size", "1000000000", "--background"]) == 2
     assert "choose a batch of at most about" in capsys.readouterr().err and not out.exists()

@@ -198,7 +198,7 @@ def test_user_mistakes_exit_2_without_traceback(tmp_path, argv, message):
     (["finetune", "--model", "minilm", "--train", "tiny:classification", "--output", "o", "--lr", "0"],
      "lr must be a learning rate above 0 and at most 1"),
     (["finetune", "--model", "minilm", "--train", "tiny:classification", "--output", "o", "--lr-grid", "5e-5,-1"],
-     "lr_grid must be a learning rate above 0"),
+     "--lr-grid must be a learning rate above 0"),
     # an empty sentence got a probability all the same (0.999 for A = "")
     (["probe", "nsp", "--model", "minilm-mlm-nsp", "--a", " ", "--b", "both teams scored twice ."],
      "--a (sentence A) is empty; give both sentences"),
@@ -250,6 +250,18 @@ def test_extract_features_by_default_reads_the_last_four_layers_or_all_of_a_smal
     assert main(["extract-features", "--model", model, "--input", str(inp), "--output", str(out)]) == 0
     record = json.loads(out.read_text().splitlines()[0])
     assert [layer["index"] for layer in record["features"][0]["layers"]] == [-1, -2]
+
+
+def test_a_setting_refused_is_named_as_the_user_wrote_it(tmp_path, capsys):
+    """"batch_size must be a whole number of at least 1" answered --batch-size 0: the setting's name, which the
+    user never wrote. A flag is named as the flag; a setting from a --config file keeps its name there."""
+    args = ["finetune", "--model", "minilm", "--train", "tiny:classification", "--output", str(tmp_path / "run")]
+    assert main(args + ["--batch-size", "0"]) == 2
+    assert "error: --batch-size must be a whole number of at least 1, not 0" in capsys.readouterr().err
+    settings = tmp_path / "settings.json"
+    settings.write_text('{"batch_size": 0}')
+    assert main(args + ["--config", str(settings)]) == 2
+    assert "error: batch_size must be a whole number of at least 1, not 0" in capsys.readouterr().err
 
 
 def test_out_of_range_layer_is_a_user_error(tmp_path):
@@ -397,7 +409,7 @@ def test_a_learning_rate_grid_is_refused_where_feature_based_would_ignore_it(tmp
     out = tmp_path / "ft"
     assert main(["finetune", "--train", "tiny:classification", "--mode", "feature-based", "--lr-grid", "5e-5,3e-5",
                  "--output", str(out)]) == 2
-    assert "lr_grid (trying several learning rates) applies to fine-tuning only" in capsys.readouterr().err
+    assert "--lr-grid (trying several learning rates) applies to fine-tuning only" in capsys.readouterr().err
     assert not out.exists()
 
 
@@ -772,7 +784,7 @@ def test_the_default_sequence_length_fits_a_model_of_fewer_positions(tmp_path, c
     common = ["finetune", "--model", model, "--train", "tiny:classification", "--max-train-examples", "40",
               "--epochs", "1"]
     assert main(common + ["--max-seq-length", "128", "--output", str(tmp_path / "given")]) == 2
-    assert "max_seq_length 128 is longer than the 64 positions" in capsys.readouterr().err
+    assert "--max-seq-length 128 is longer than the 64 positions" in capsys.readouterr().err
     assert not (tmp_path / "given").exists()
     assert main(common + ["--output", str(tmp_path / "default")]) == 0
     err = capsys.readouterr().err

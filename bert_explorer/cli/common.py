@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 import typing
@@ -53,16 +54,26 @@ def flag(setting: str) -> str:
 
 
 @contextmanager
-def user_errors(*also: type[Exception]):
+def user_errors(*also: type[Exception], typed: tuple | None = None):
     """A bad input file or setting (ValueError, FileNotFoundError, and the ``also`` types a caller
     expects) becomes one sentence for the user (UserError), not a traceback. A refused resume
-    names the settings as the flags the user typed."""
+    names the settings as the flags the user typed; so does a sentence about a setting given as a flag,
+    with ``typed`` = (the parsed arguments, the config dataclass): "--batch-size must be ...", not
+    "batch_size must be ..." (a setting from a --config file keeps its name there)."""
     try:
         yield
     except ResumeRefused as e:
         raise UserError(e.sentence(flag)) from e
     except (ValueError, FileNotFoundError, *also) as e:
-        raise UserError(str(e)) from e
+        raise UserError(str(e) if typed is None else as_flags(str(e), *typed)) from e
+
+
+def as_flags(sentence: str, args, cls) -> str:
+    """``sentence`` with each setting of ``cls`` that ``args`` gave as a flag named as that flag."""
+    for f, _ in setting_fields(cls):
+        if getattr(args, f.name, None) is not None and "_" in f.name:
+            sentence = re.sub(rf"(?<![\w-]){re.escape(f.name)}(?!\w)", flag(f.name), sentence)
+    return sentence
 
 
 def run_command(args, interrupted: str = "interrupted") -> int:
@@ -353,5 +364,5 @@ def config_from(args, cls):
     """The config dataclass ``cls`` of the settings given (see :func:`given_settings`); a misspelt
     or out-of-range setting is one sentence."""
     # A resumed run may have been written by an earlier version: its old keys are only warned about.
-    with user_errors(TypeError):
+    with user_errors(TypeError, typed=(args, cls)):
         return cls.from_dict(given_settings(args, cls), strict=not getattr(args, "resume", False))

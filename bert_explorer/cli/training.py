@@ -121,7 +121,7 @@ def cmd_pretrain(args) -> int:
     if not args.resume:
         say_download(cfg.init)
         cfg = length_for_model(cfg, args, PretrainConfig, cfg.init)  # refused here, in the foreground and before a background start: no folder is made
-        with user_errors(CheckpointError):  # (a resumed run is checked by its process: its folder is there)
+        with user_errors(CheckpointError, typed=(args, PretrainConfig)):  # (a resumed run is checked by its process)
             if (refusal := new_run_refusal(args.output, "pretrain", stored_first=False)) or Run(args.output).checkpoints():
                 raise ValueError(refusal or f"{args.output} already holds checkpoints; pass --resume to continue it "
                                             "or choose a new --output")
@@ -259,7 +259,7 @@ def cmd_finetune(args) -> int:
         cfg = config_from(args, FinetuneConfig)
         say_download(cfg.model)
         cfg = length_for_model(cfg, args, FinetuneConfig, cfg.model)
-        with user_errors(CheckpointError):  # refused here, not after the estimate or in a background process
+        with user_errors(CheckpointError, typed=(args, FinetuneConfig)):  # refused here, not in a background process
             check_finetuning_folder(args.output, stored_first=False)
             check_finetuning(cfg)
 
