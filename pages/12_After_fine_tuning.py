@@ -14,7 +14,7 @@ from bert_explorer.app import exports
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_B, SHADOW
 from bert_explorer.app.state import MODEL_SWITCHED, by_weights, shown_path, show_mode, without_host_paths
-from bert_explorer.app.roles import writes_allowed
+from bert_explorer.app.roles import not_prepared, work_button, writes_allowed
 from bert_explorer.app.widgets import MENU, intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.runs import finder
@@ -252,9 +252,13 @@ else:
         st.caption(f"Loads the pre-trained model this run started from beside the fine-tuned one, runs the "
                    f"{len(rows):,} dev examples through both, and compares C (the [CLS] vector the classifier "
                    "reads) before and after, with CKA layer by layer.")
-        if st.button("Compare before and after fine-tuning", key="af_changed", icon=":material/compare_arrows:"):
+        # (seconds to minutes of the server's CPU, more with the dev set: a student's click took 12.5 s of it;
+        # in class the teacher asks once and every student then sees it at once)
+        if work_button("Compare before and after fine-tuning", key="af_changed", icon=":material/compare_arrows:"):
             st.session_state["af_changed_for"] = str(run.path)
             asked = True
+        elif not writes_allowed():
+            not_prepared("The comparison before and after fine-tuning", " by pressing Compare on this page")
     if asked:
         try:
             changed = _changed(str(run.path), store)

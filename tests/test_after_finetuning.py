@@ -391,6 +391,22 @@ def test_what_changed_is_computed_once_asked_and_then_shown_to_every_visitor(tun
     assert [f for f in figcheck.figures(later) if f.title.startswith("Layer by layer: CKA")]
 
 
+def test_a_student_cannot_start_the_comparison_before_and_after_and_is_told_the_teacher_can(tuned, monkeypatch):
+    """In class, a student's Compare took 12.5 s of the server's CPU (more with the dev set): the teacher asks
+    for it once (every visitor then sees it) and a student is told so, with no button."""
+    from bert_explorer import shared_work
+
+    shared_work.RESULTS.clear()
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tuned["root"]))
+    monkeypatch.setattr(roles, "writes_allowed", lambda: False)
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.session_state["af_run"] = "regression"
+    at.run()
+    assert not at.exception and not [b for b in at.button if b.key == "af_changed"]
+    assert ("The comparison before and after fine-tuning is not prepared for this model yet; your teacher can "
+            "prepare it by pressing Compare on this page.") in [i.value for i in at.info]
+
+
 def test_classroom_mode_computes_an_old_runs_predictions_without_writing(tuned, monkeypatch, tmp_path):
     import shutil
 
