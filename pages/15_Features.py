@@ -59,11 +59,55 @@ width = c3.number_input("Features per hidden unit", 2, 32, SaeConfig.width_facto
 settings = _settings(layer, int(k), int(width))
 state = fb.state(loaded, settings)
 path = Path(state["path"])
-if trained and state["state"] != "ready":
+def _offer_training() -> None:
+    """The estimate of training an SAE of these settings and the button that starts it (the teacher's: a
+    student sees that it is not prepared, and learns when the teacher starts it)."""
+    if not writes_allowed():
+        not_prepared(f"The SAE of layer {layer} with these settings")
+        busy_sentence()
+        st.caption("Training is off in classroom mode for students (it would hold the server's CPU for minutes); "
+                   "SAEs trained on this server before are offered to everyone.")
+        _watch_for_a_build(name, layer, int(k), int(width), state["state"])
+        return
+    est = _estimate(name, layer, int(k), int(width))
+    st.markdown(
+        f"Training reads **{est['tokens']:,} WordPieces** of {corpus_title(fb.DEFAULT_CORPUS)} through the "
+        f"model's first {layer} layer{'s' if layer > 1 else ''}, keeps their vectors (fp16, "
+        f"{est['disk_bytes'] / 1e9:.1f} GB in the app's cache, within its limit), then trains an SAE of "
+        f"{settings.sae.width_factor * H:,} features with k = {settings.sae.k}: **{said(est['seconds'], background_threads())}** "
+        f"(on an idle machine: activations about {duration_text(est['activation_seconds'])}, training about "
+        f"{duration_text(est['train_seconds'])}: {est['step_seconds']:.2f} s a step, timed on this machine; then the "
+        f"features' statistics and the masked-LM loss with the SAE spliced in, with the job's start, about "
+        f"{duration_text(est['after_seconds'])}). It is kept for every later visit and every visitor.")
+    if refusal := jobs.start_refusal(path, False, "SAE"):
+        st.info(refusal)
+        return
+    if work_button(f"Train the SAE of layer {layer} with k = {int(k)}", key="sae_train", type="primary"):
+        refusal = jobs.start_build(path, fb.build_argv(name, settings), one_at_a_time=False,
+                                   room_bytes=est["disk_bytes"], command=fb.BUILDER, what="SAE",
+                                   lesson=f"Features of layer {layer}",
+                                   said_s=seconds_now(est["seconds"], background_threads()))
+        if not refusal:
+            st.rerun()
+        st.info(refusal)
+
+
+@st.fragment(run_every=3.0)
+def _watch_for_a_build(model: str, layer: int, k: int, width: int, seen: str) -> None:
+    """Redraw a student's page when the SAE of these settings is no longer in the state ``seen`` (the teacher
+    started it, or it is done): an open page said "not prepared" through the whole build."""
+    if fb.state(load(model, ARCH)[0], _settings(layer, k, width))["state"] != seen:
+        st.rerun()
+
+
+if trained and state["state"] not in ("ready", "building"):
     labels = {m["path"]: f"layer {m['layer']}: {m['n_features']:,} features, k = {m['k']}, {m['tokens']:,} tokens"
               for m in trained}
-    st.info(f"An SAE of layer {layer} with other settings is trained; it is shown below. Train this one "
-            "with the button, or pick another of those trained.")
+    st.info(f"An SAE of layer {layer} with other settings is trained; it is shown below"
+            + (". Train one with these settings below, or pick another of those trained." if writes_allowed()
+               else ", or pick another of those trained."))
+    if writes_allowed():  # (the button was never drawn here: another setting could not be trained at all)
+        _offer_training()
     path = Path(st.selectbox("Trained SAEs of this layer", list(labels), format_func=labels.get, key="sae_pick"))
     state = {"state": "ready"}
 
@@ -94,33 +138,7 @@ if state["state"] != "ready":
         st.error(without_host_paths(f"The last training failed: {state.get('error') or state.get('message')}"))
     elif state["state"] == "stopped":
         st.warning("The last training stopped before it finished (its process ended); train again to start over.")
-    if not writes_allowed():
-        not_prepared(f"The SAE of layer {layer} with these settings")
-        busy_sentence()
-        st.caption("Training is off in classroom mode for students (it would hold the server's CPU for minutes); "
-                   "SAEs trained on this server before are offered to everyone.")
-        st.stop()
-    est = _estimate(name, layer, int(k), int(width))
-    st.markdown(
-        f"Training reads **{est['tokens']:,} WordPieces** of {corpus_title(fb.DEFAULT_CORPUS)} through the "
-        f"model's first {layer} layer{'s' if layer > 1 else ''}, keeps their vectors (fp16, "
-        f"{est['disk_bytes'] / 1e9:.1f} GB in the app's cache, within its limit), then trains an SAE of "
-        f"{settings.sae.width_factor * H:,} features with k = {settings.sae.k}: **{said(est['seconds'], background_threads())}** "
-        f"(on an idle machine: activations about {duration_text(est['activation_seconds'])}, training about "
-        f"{duration_text(est['train_seconds'])}: {est['step_seconds']:.2f} s a step, timed on this machine; then the "
-        f"features' statistics and the masked-LM loss with the SAE spliced in, with the job's start, about "
-        f"{duration_text(est['after_seconds'])}). It is kept for every later visit and every visitor.")
-    if refusal := jobs.start_refusal(path, False, "SAE"):
-        st.info(refusal)
-        st.stop()
-    if work_button(f"Train the SAE of layer {layer}", key="sae_train", type="primary"):
-        refusal = jobs.start_build(path, fb.build_argv(name, settings), one_at_a_time=False,
-                                   room_bytes=est["disk_bytes"], command=fb.BUILDER, what="SAE",
-                                   lesson=f"Features of layer {layer}",
-                                   said_s=seconds_now(est["seconds"], background_threads()))
-        if not refusal:
-            st.rerun()
-        st.info(refusal)
+    _offer_training()
     st.stop()
 
 feats = _open(str(path))

@@ -210,6 +210,11 @@ def test_page_shows_a_trained_sae_with_checked_charts(built):
     assert any("Gao et al. 2024" in m.value and "Bricken et al. 2023" in m.value for m in at.markdown)
     labels = {m.label for m in at.metric}
     assert {"Variance explained", "Mean L0", "Dead features", "Loss recovered"} <= labels
+    # the page's settings are not the trained SAE's: it is shown, and the one asked for can be trained (the page
+    # said "Train this one with the button" and drew none)
+    assert any(i.value.startswith("An SAE of layer 1 with other settings is trained; it is shown below. Train one "
+                                  "with these settings below") for i in at.info)
+    assert "sae_train" in {b.key for b in at.button}
     assert len(at.dataframe) >= 3  # contexts, the sentence's features, the steering table
     at.text_input(key="sae_word").set_value("river").run()
     assert not at.exception, at.exception
@@ -248,6 +253,13 @@ def test_classroom_mode_trains_nothing(built, monkeypatch):
                    "prepare it." == i.value for i in at.info)
         assert any("Training is off in classroom mode for students" in c.value for c in at.caption)
         assert "sae_train" not in {b.key for b in at.button}
+        # the teacher starts it: the student's open page, which said "not prepared" through the whole build,
+        # now redraws itself and follows the training
+        monkeypatch.setattr(fb, "state", lambda loaded, settings: {"state": "building", "path": str(path),
+                                                                   "fraction": 0.4, "message": "training"})
+        shared.rerun_fragments(at)
+        assert not at.exception, at.exception
+        assert at.get("progress") and not any("is not prepared" in i.value for i in at.info)
     finally:
         st_config.set_option("server.address", before)
 
