@@ -4,6 +4,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.analysis.features import build as fb, splice
 from bert_explorer.analysis.features.sae import SaeConfig
 from bert_explorer.app import exports
@@ -181,10 +182,16 @@ word = text_box(s2.text_input, "Find features by a word", "", key="sae_word", ma
                      help="The features with the highest mean activation on this word across the corpus")
 if word.strip():
     hits = pd.DataFrame(feats.search(loaded.tokenizer, word))
+    # a word of several WordPieces is searched by its first ("xyzzy" answered for "x" without a word)
+    pieces = loaded.tokenizer.encode(word.strip()).tokens[1:-1]
+    searched = pieces[0] if pieces else word
+    if len(pieces) > 1:
+        s2.caption(f"“{md(word.strip())}” is {len(pieces)} WordPieces ({', '.join(md(p) for p in pieces)}): the "
+                   f"features below are those of its first, **{md(searched)}**.")
     if hits.empty:
-        s2.info(f"“{word}” does not occur in the corpus's {meta['tokens']:,} tokens.")
+        s2.info(f"“{md(searched)}” does not occur in the corpus's {meta['tokens']:,} tokens.")
     else:
-        exports.table(hits, "sae_search", f"features of {word}", bundle, container=s2, hide_index=True,
+        exports.table(hits, "sae_search", f"features of {searched}", bundle, container=s2, hide_index=True,
                       height=200)
 alive = [int(f) for f in (feats.table["density"] > 0).nonzero()[0]]
 default = int(hits["feature"].iloc[0]) if word.strip() and not hits.empty else (alive[0] if alive else 0)

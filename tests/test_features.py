@@ -218,6 +218,13 @@ def test_page_shows_a_trained_sae_with_checked_charts(built):
     assert len(at.dataframe) >= 3  # contexts, the sentence's features, the steering table
     at.text_input(key="sae_word").set_value("river").run()
     assert not at.exception, at.exception
+    two = _words()[len(SPECIALS)] + "."  # a word and a full stop (this vocabulary has no "##" pieces)
+    pieces = loaded.tokenizer.encode(two).tokens[1:-1]
+    at.text_input(key="sae_word").set_value(two).run()  # ("xyzzy" was answered for "x" without a word)
+    from bert_explorer.safe_text import markdown_text as md
+
+    assert len(pieces) > 1 and any(c.value.startswith(f"“{md(two)}” is {len(pieces)} WordPieces") and
+                                   f"those of its first, **{pieces[0]}**" in c.value for c in at.caption), pieces
     at.selectbox(key="sae_mode").set_value("clamp").run()
     assert not at.exception, at.exception
 
