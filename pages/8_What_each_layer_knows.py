@@ -7,7 +7,7 @@ import streamlit as st
 
 from bert_explorer import disk_cache
 from bert_explorer.analysis.layers.probing import (METRICS, PAGE_SETTINGS, PAGE_TASKS, TASKS, ProbeSettings,
-                                                   cached_result, estimate_seconds, probe_layers)
+                                                   cached_result, estimate_seconds, probe_layers, within_error)
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.guard import uploader
@@ -155,9 +155,14 @@ for t, r in results.items():
                           "selectivity": r["selectivity"]}).set_index("layer").T
     exports.table(table.round(3), f"probe_table_{t}", f"probing {t}", bundle)
     bundle.add_data(t, {k: v for k, v in r.items() if k != "from_cache"})
-if len(results) > 1:
-    peaks = {t: r["layers"][max(range(len(r["score"])), key=r["score"].__getitem__)] for t, r in results.items()}
-    st.markdown("**Peaks in this model:** " + ", ".join(f"{t} at layer {p}" for t, p in peaks.items())
+if len(results) > 1:  # a peak is said only where no other layer comes within the best's sampling error
+    def peak(r: dict) -> str:
+        best = r["layers"][max(range(len(r["score"])), key=r["score"].__getitem__)]
+        margin, close = within_error(r)
+        return (f"at layer {best}" if not close else
+                f"no single layer (layer {best} best, {len(close)} other{'s' if len(close) > 1 else ''} within its "
+                f"±{100 * margin:.1f} points)")
+    st.markdown("**Peaks in this model:** " + ", ".join(f"{t} {peak(r)}" for t, r in results.items())
                 + f" (of layers 0–{L}).")
 
 st.divider()
