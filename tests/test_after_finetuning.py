@@ -178,6 +178,21 @@ def test_length_bins_say_where_the_run_cut_the_input():
     assert slices.length_bin(64, 64) == "33–64"
     assert slices.length_bin(65, 64) == "65–128 (cut at 64)"
     assert slices.length_bin(900, 128) == "> 512 (cut at 128)"
+    # a bin that holds inputs the run cut and inputs it read whole: 120 pieces at 100 sat in a plain "65–128"
+    assert slices.length_bin(120, 100) == slices.length_bin(70, 100) == "65–128 (partly cut at 100)"
+
+
+def test_a_fold_that_could_not_be_scored_is_not_counted_as_wrong():
+    """Cross-validated probe accuracy divided by every example, though a fold whose training part held one
+    class was skipped: perfectly separable vectors scored below 1."""
+    import numpy as np
+
+    from bert_explorer.analysis.after_finetuning import change
+
+    gold = ["a"] * 9 + ["b"]  # the one "b" is in one fold: that fold's training part holds only "a"
+    x = np.array([[0.0, 1.0]] * 9 + [[5.0, -5.0]])
+    result = change.probe_separation(x, gold, labelled=True, folds=5)
+    assert result["probe_accuracy"] == 1.0
 
 
 def test_an_id_column_is_not_sliced_but_a_measure_or_a_category_is():

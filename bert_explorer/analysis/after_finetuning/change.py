@@ -92,15 +92,16 @@ def probe_separation(x: np.ndarray, gold: list, labelled: bool, folds: int = FOL
     if labelled:
         names = sorted({str(g) for g in gold})
         y = np.array([names.index(str(g)) for g in gold])
-        right = 0
+        right = scored = 0
         for k in range(folds):
             train = [i for i in range(n) if fold_of[i] != k]
             test = [i for i in range(n) if fold_of[i] == k]
             if not test or len(set(y[train])) < 2:
-                continue
+                continue  # (a fold with one class to learn from scores nothing: not counted as wrong)
             predict = fit_linear(x[train], y[train], len(names))
             right += int((predict(x[test]) == y[test]).sum())
-        out = {"probe_accuracy": right / n if n else 0.0, "silhouette": None}
+            scored += len(test)
+        out = {"probe_accuracy": right / scored if scored else 0.0, "silhouette": None}
         if 2 <= len(names) < n:
             from sklearn.metrics import silhouette_score  # here: scikit-learn takes a second to import
             out["silhouette"] = float(silhouette_score(x, y))

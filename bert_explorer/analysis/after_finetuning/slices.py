@@ -36,8 +36,9 @@ def score(task: TaskType, rows: list[dict]) -> dict:
 
 
 def length_bin(pieces: int, max_seq_length: int) -> str:
-    """The WordPiece-length bin of an input: "≤ 32", "33–64", ..., with "(cut)" where the run's
-    maximum length cut the input."""
+    """The WordPiece-length bin of an input: "≤ 32", "33–64", ..., with "(cut at N)" where the run's
+    maximum length cut every input of the bin, "(partly cut at N)" where it cut some (an input of 120 pieces
+    at a maximum of 100 sat in a plain "65–128")."""
     lo = 0
     for hi in LENGTH_EDGES:
         if pieces <= hi:
@@ -46,7 +47,9 @@ def length_bin(pieces: int, max_seq_length: int) -> str:
     else:
         hi = None
     name = f"≤ {hi}" if lo == 0 else (f"{lo + 1}–{hi}" if hi else f"> {lo}")
-    return name + (f" (cut at {max_seq_length})" if lo >= max_seq_length else "")
+    if lo >= max_seq_length:
+        return name + f" (cut at {max_seq_length})"
+    return name + (f" (partly cut at {max_seq_length})" if hi is None or hi > max_seq_length else "")
 
 
 def _numbers(values) -> list[float] | None:
