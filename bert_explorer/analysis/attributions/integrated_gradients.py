@@ -53,8 +53,8 @@ What the baseline keeps decides the question the attributions answer. Two baseli
   where sentence B starts". Each token's attribution then splits into "what word it is",
   "which sentence it is in" and "where it stands". This measures something else: measured
   on the shipped minilm-mlm-nsp with the page's masked-word example, 8.06 of the 8.52
-  difference went to the position parts, most of it the ``[MASK]``'s (a [MASK] at position 0
-  predicts little), and every context word's token part got 0.07 or less. [CLS] really is
+  difference went to the position parts (a ``[MASK]`` at position 0 predicts little), the
+  token parts 0.83 in all. [CLS] really is
   at position 0, so its position part is exactly 0; a single sentence is all segment A, so
   the segment parts are exactly 0 there and only matter for pairs.
 
