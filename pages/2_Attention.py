@@ -218,9 +218,11 @@ def clark_section() -> None:
     """This model's measures over Wikipedia segments, and, for bert-base-uncased only, Clark et al.'s."""
     st.subheader("Over Wikipedia, as Clark et al. (2019) measured")
     st.caption(f"Clark et al. ran bert-base-uncased over 1,000 Wikipedia segments `[CLS] A [SEP] B [SEP]` of at most "
-               f"{clark.MAX_PIECES} WordPieces (A and B consecutive text of one article, nothing masked) and made "
-               "the attention word-level: attention *to* a split word is the sum over its pieces, *from* it the "
-               "mean (their Section 4.1). Here the same is done with this model over the built-in Wikipedia text "
+               f"{clark.MAX_PIECES} WordPieces (A and B consecutive text of one article, nothing masked); their "
+               "published code counts these measures on WordPieces. Here the attention is made word-level, as their "
+               "Section 4.1 does for its analysis: attention *to* a split word is the sum over its pieces, *from* it "
+               "the mean, so the numbers differ a little from counts by pieces. This model runs over the built-in "
+               "Wikipedia text "
                f"({corpus_title(CLARK_CORPUS)}); every number below is computed from this model.")
     segments = int(st.number_input("Segments", 1, clark.MAX_SEGMENTS, clark.MAX_SEGMENTS, 100, key="att_clark_segments",
                                    help=f"At most {clark.MAX_SEGMENTS:,}, as in the paper; fewer are quicker and "
