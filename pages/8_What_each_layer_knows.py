@@ -104,9 +104,9 @@ if missing:
             run_now = st.button("Run the probes", type="primary", key="probe_run")
         else:
             run_now = False
-            # (Home's Prepare for class has no build for them: the teacher's run on this page is what is kept)
             not_prepared(f"Probing {', '.join(missing)} with these settings",
-                         " by running the probes once on this page, with these settings, before the lesson")
+                         " by running the probes once on this page, with these settings, or (with the page's own "
+                         "settings) by preparing the class with the build probes")
             st.caption(f"Fewer sentences or articles (Settings) may bring it under {STUDENT_CPU_S:.0f} s, which "
                        "you may run yourself.")
             busy_sentence()

@@ -287,7 +287,8 @@ def test_a_student_is_told_how_the_teacher_prepares_the_probes(monkeypatch, tmp_
     at.run()
     assert not at.exception and "probe_run" not in {b.key for b in at.button}  # the defaults take minutes
     assert any(i.value.endswith("is not prepared for this model yet; your teacher can prepare it by running the "
-                                "probes once on this page, with these settings, before the lesson.") for i in at.info)
+                                "probes once on this page, with these settings, or (with the page's own settings) by "
+                                "preparing the class with the build probes.") for i in at.info)
 
 
 def test_the_ner_margin_is_the_held_out_sentences_and_copies_stay_on_one_side():
@@ -325,3 +326,23 @@ def test_the_ner_margin_is_the_held_out_sentences_and_copies_stay_on_one_side():
     held = {" ".join(w.lower() for w in x) for x, t in zip(data.inputs, data.is_test) if t}
     trained = {" ".join(w.lower() for w in x) for x, t in zip(data.inputs, data.is_test) if not t}
     assert not held & trained  # (27 held-out sentences were copies before)
+
+
+def test_preparing_a_class_probes_the_page_s_tasks_as_its_first_visit_would(tiny_dir, monkeypatch, tmp_path):
+    """Preparing a class left What each layer knows cold ("no build for it at all": the teacher had to run it on
+    the page). A "probes" build runs the page's tasks with the page's settings, kept where the page reads them."""
+    from bert_explorer.analysis import lesson
+    from bert_explorer.cli import probes_build
+
+    quick = {t: _quick(t) for t in probing.PAGE_TASKS}
+    monkeypatch.setattr(probing, "PAGE_SETTINGS", quick)
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))  # (other tests probed these tasks)
+    model = str(tiny_dir)
+    loaded = checkpoint.load(model, "BertModel")
+    (build,) = lesson.builds(model, loaded, ["probes"])
+    assert build.key == "probes" and build.command == probing.BUILDER and build.seconds > 0
+    assert not build.done()
+    probes_build.build(model)
+    assert build.done() and build.state()["state"] in ("ready", "done")
+    for t in probing.PAGE_TASKS:
+        assert probing.cached_result(loaded, t, quick[t]) is not None  # what the page's visit reads

@@ -47,7 +47,8 @@ BUILDS = {"quality": "its measurement on held-out text (Masked word probe)",
           "head-map": "the head map (Attention)",
           "clark": "Clark et al.'s measures (Attention)",
           "index": "nearest-neighbour indexes of the embeddings (layer 0) and the last layer, which its page "
-                   "compares (Nearest neighbours)"}
+                   "compares (Nearest neighbours)",
+          "probes": "every layer probed for the page's tasks (What each layer knows)"}
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,14 @@ def builds(name: str, loaded: Loaded, which, estimate: bool = True) -> list[Buil
                              lambda p=path, f=module.FILE: (p / f).is_file(), module.BUILD_COMMAND,
                              ["--model", name, "--segments", str(segments), "--corpus", corpus],
                              module.estimate_seconds(config, segments) if estimate else 0.0))
+    if "probes" in which:  # the page's tasks with the page's settings: what a student's visit finds
+        from .layers import probing
+
+        path = probing.page_entry(loaded)
+        seconds = sum(probing.estimate_seconds(loaded, t, probing.PAGE_SETTINGS[t], threads=background_threads())
+                      ["seconds"] for t in probing.PAGE_TASKS) if estimate else 0.0
+        out.append(Build("probes", "the probes of What each layer knows", path,
+                         lambda lo=loaded: probing.page_probed(lo), probing.BUILDER, ["--model", name], seconds))
     if "index" in which:  # the layer the page opens on and the embeddings, which its caption compares it with
         for layer in dict.fromkeys([0, nbb.opening_layer(loaded)]):
             path = nbb.index_path(loaded, "bbc", layer)

@@ -58,8 +58,9 @@ def panel(current: str | None) -> None:
     # open for the teacher of a class (the panel is why the teacher opens Home before the lesson)
     with st.expander("Prepare for class", icon=":material/school:", expanded=not is_private()):
         st.caption("Before the lesson, compute what the pages compute on their first visit, and the long builds a "
-                   "page offers, for each model of the lesson: in class, every page then opens at once for every "
-                   "student. From a terminal: `bert-explorer prepare-class --model NAME … --builds …`.")
+                   "page offers, for each model of the lesson: in class, those pages then open at once for every "
+                   "student (a build not chosen stays \"not prepared\" on its page). From a terminal: "
+                   "`bert-explorer prepare-class --model NAME … --builds …`.")
         now = lesson.preparation()
         if now["running"]:
             _progress()

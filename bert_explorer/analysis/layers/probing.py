@@ -221,6 +221,18 @@ def features(loaded: Loaded, data: ProbeData, settings: ProbeSettings,
 
 PAGE_TASKS = ("ner", "topic")  # what the page probes on its first visit, with PAGE_SETTINGS
 PAGE_SETTINGS = {"ner": ProbeSettings(), "topic": ProbeSettings(max_examples=1000)}
+BUILDER = ("bert_explorer.cli.probes_build",)  # what probes a model for the page in the background (a class)
+
+
+def page_entry(loaded: Loaded) -> Path:
+    """The disk-cache entry a background probing of the page's tasks holds its lock and progress in (each
+    task's result is kept in its own entry, where the page finds it)."""
+    return disk_cache.entry("probe-page", loaded, tasks=list(PAGE_TASKS), version=RESULT_VERSION)
+
+
+def page_probed(loaded: Loaded) -> bool:
+    """Are the page's tasks probed with the page's settings (in the cache)?"""
+    return all(cached_result(loaded, t, PAGE_SETTINGS[t]) is not None for t in PAGE_TASKS)
 COUNTS_VERSION = 1  # bump when the counts below would come out differently
 
 
