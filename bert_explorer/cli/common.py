@@ -366,3 +366,18 @@ def config_from(args, cls):
     # A resumed run may have been written by an earlier version: its old keys are only warned about.
     with user_errors(TypeError, typed=(args, cls)):
         return cls.from_dict(given_settings(args, cls), strict=not getattr(args, "resume", False))
+
+
+def model_builder_main(argv: list[str] | None, prog: str, description: str, build) -> int:
+    """The command line of a background builder that a page (or preparing a class) starts for one model:
+    ``--model NAME``, then ``build(NAME)``, its mistakes one sentence (``run_command``)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--model", required=True)
+    args = parser.parse_args(argv)
+
+    def run(a) -> int:
+        with user_errors():
+            build(a.model)
+        return 0
+    args.func = run
+    return run_command(args)

@@ -9,13 +9,12 @@ on disk for every session); each task's result is kept in the disk cache, where 
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 from .. import checkpoint
 from ..analysis.layers import probing
 from ..runs import neighbour_jobs as jobs
-from .common import run_command, user_errors
+from .common import model_builder_main
 
 
 def build(model: str) -> None:
@@ -38,18 +37,8 @@ def build(model: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bert_explorer.cli.probes_build",
-                                     description="probe a model's layers as the What each layer knows page does")
-    parser.add_argument("--model", required=True)
-    args = parser.parse_args(argv)
-    args.func = lambda a: _run(a.model)
-    return run_command(args)
-
-
-def _run(model: str) -> int:
-    with user_errors():
-        build(model)
-    return 0
+    return model_builder_main(argv, "python -m bert_explorer.cli.probes_build",
+                              "probe a model's layers as the What each layer knows page does", build)
 
 
 if __name__ == "__main__":

@@ -9,13 +9,12 @@ weights' fingerprint. It runs as its own process, so it goes on when the browser
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 from .. import checkpoint
 from ..analysis.probes import quality
 from ..runs import neighbour_jobs as jobs
-from .common import run_command, user_errors
+from .common import model_builder_main
 
 def build(model: str) -> dict:
     """Measure ``model`` and keep the result; the result (the kept one, if another process finished first)."""
@@ -38,18 +37,8 @@ def build(model: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bert_explorer.cli.quality",
-                                     description="measure a model's held-out MLM/NSP accuracy and the check set")
-    parser.add_argument("--model", required=True)
-    args = parser.parse_args(argv)
-    args.func = lambda a: _run(a.model)
-    return run_command(args)
-
-
-def _run(model: str) -> int:
-    with user_errors():
-        build(model)
-    return 0
+    return model_builder_main(argv, "python -m bert_explorer.cli.quality",
+                              "measure a model's held-out MLM/NSP accuracy and the check set", build)
 
 
 if __name__ == "__main__":
