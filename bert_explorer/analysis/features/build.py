@@ -130,7 +130,8 @@ def collect(loaded: Loaded, corpus, layer: int, tokens: int, progress: Progress 
             if progress:
                 rate = done / max(time.time() - t0, 1e-6)
                 progress(done / N, f"layer {layer} of {corpus_label(corpus)}: {done:,} of {N:,} tokens "
-                                   f"({rate:,.0f} tokens/s, about {duration_text((N - done) / rate)} left)")
+                                   f"({rate:,.0f} tokens/s, this stage about {duration_text((N - done) / rate)} "
+                                   "left)")
     finally:
         loaded.model.train(was)
     return {"acts": acts, "masked": masked,

@@ -189,7 +189,7 @@ def train_sae(acts: np.ndarray | torch.Tensor, cfg: SaeConfig | None = None, *, 
                 history["aux"].append(round(float(aux.detach()), 4))
                 rate = step / max(time.time() - t0, 1e-6)
                 report(step / total, f"step {step:,} of {total:,} (epoch {epoch + 1}): variance explained "
-                                     f"{fve:.3f}, {int(dead.sum()):,} features silent; about "
+                                     f"{fve:.3f}, {int(dead.sum()):,} features silent; this stage about "
                                      f"{_minutes((total - step) / rate)} left")
     history["seconds"] = round(time.time() - t0, 1)
     history["steps"] = total

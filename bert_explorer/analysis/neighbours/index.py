@@ -355,7 +355,8 @@ def _build_locked(loaded, corpus, layers, paths, report, stop_after_shards) -> N
                     rate = computed / max(time.time() - t0, 1e-6)
                     left = (total - done) / max(rate, 1e-6)
                     say(min(0.98, 0.98 * done / total), f"{_layers_text(layers)}: {done:,} of {total:,} tokens "
-                                                        f"({rate:,.0f} tokens/s, about {duration_text(left)} left)")
+                                                        f"({rate:,.0f} tokens/s, this stage about "
+                                                        f"{duration_text(left)} left)")
 
                 shard = _encode_shard(loaded, units.texts[a:b], a, layers, on_batch)
                 for l in layers:
