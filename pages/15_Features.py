@@ -170,7 +170,7 @@ fig.update_layout(title=f"Masked-LM loss on {meta['eval_sequences']} held-out se
                   xaxis_title="masked-LM loss (cross-entropy, nats)", yaxis_title=None, margin=dict(t=40, b=40))
 exports.figure(fig, "sae_losses", bundle=bundle)
 st.caption(f"{meta['n_features']:,} features, k = {meta['k']}, trained on {meta['tokens']:,} tokens of "
-           f"{meta['corpus']} ({meta['settings']['epochs']} pass{'es' if meta['settings']['epochs'] > 1 else ''}) in "
+           f"{corpus_title(meta['corpus'])} ({meta['settings']['epochs']} pass{'es' if meta['settings']['epochs'] > 1 else ''}) in "
            f"{duration_text(meta['seconds'])} ({duration_text(meta['activation_seconds'])} of it reading the "
            f"activations), on {meta['threads']} thread{'s' if meta['threads'] > 1 else ''}. The losses replace the "
            "layer's output at every WordPiece but [CLS] and [SEP] (the SAE never saw them).")

@@ -22,7 +22,8 @@ from bert_explorer.runs.run import runs_root
 intro("Two models side by side", """
 The same sentences go through **model A** (the sidebar's model) and **model B**: by default the newest
 fine-tuning of model A that learned something (the rule is stated below the choice), else the model that
-A was pre-trained from. You see both models' masked-word and next-sentence guesses, how much each
+A was pre-trained from. You see both models' masked-word and next-sentence guesses (where both have
+those heads: a fine-tuned model keeps only its task's), how much each
 attention head moved (Jensen-Shannon distance between the two heads' attention), and how alike each
 layer's vectors stay (linear CKA, Kornblith et al. 2019; Merchant et al. 2020 measured with it where
 fine-tuning changes BERT).

@@ -27,6 +27,11 @@ def test_a_guess_is_one_word_the_model_can_read(tokenizer):
         with pytest.raises(gs.GuessRefused, match=said):
             gs.one_word(bad, tokenizer)
     assert gs.one_word("x" * 40, tokenizer) == "x" * 40  # the bound itself is taken
+    # "Paris!" was counted apart from "paris" at the reveal, and "[MASK]" was taken as a guess
+    assert gs.one_word("Paris!", tokenizer) == gs.one_word("“paris”", tokenizer) == "paris"
+    for token in ("[MASK]", "[mask]", "[SEP]"):
+        with pytest.raises(gs.GuessRefused, match="not a token of BERT's own"):
+            gs.one_word(token, tokenizer)
 
 
 def test_the_board_keeps_one_guess_a_session_closes_at_the_reveal_and_forgets_with_the_next_question():
@@ -131,6 +136,7 @@ def test_three_students_guess_and_the_reveal_puts_the_class_beside_the_model(cla
         model = figs[f"{checkpoint.DEFAULT_MODEL}'s top {guess_view.TOP_K}"]
         assert list(model.traces[0].x) == [p["token"] for p in top]
         assert list(model.traces[0].y) == pytest.approx([p["probability"] for p in top], abs=1e-5)
+        assert model.layout["yaxis"]["tickformat"] == ".0%"  # the bars' labels are percents: so is the axis
         said = [m.value for m in at.markdown if "guessed the model's first answer" in m.value]
         first = top[0]["token"]
         n = {"paris": 2, "london": 1}.get(first, 0)

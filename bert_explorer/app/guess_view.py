@@ -56,7 +56,7 @@ def reveal(q: gs.Question, key: str) -> None:
         model = go.Figure(go.Bar(x=[p["token"] for p in top], y=[p["probability"] for p in top], name="model",
                                  text=[f"{p['probability']:.1%}" for p in top], textposition="auto"))
         model.update_layout(title=f"{q.model}'s top {len(top)}", xaxis_title="WordPiece", yaxis_title="probability",
-                            height=380)
+                            height=380, yaxis_tickformat=".0%")  # (bars said "35.5 %" on an axis of 0-0.3)
         sentence = gs.cloze_sentence(said, top) if said else "No student guessed before the reveal."
     else:
         yes = sum(g == gs.YES for g in said)
@@ -68,7 +68,7 @@ def reveal(q: gs.Question, key: str) -> None:
         model = go.Figure(go.Bar(x=["IsNext", "NotNext"], y=[p, 1 - p], name="model",
                                  text=[f"{p:.1%}", f"{1 - p:.1%}"], textposition="auto"))
         model.update_layout(title=f"{q.model}'s answer", xaxis_title="", yaxis_title="probability", height=380,
-                            yaxis_range=[0, 1])
+                            yaxis_range=[0, 1], yaxis_tickformat=".0%")
         sentence = gs.pair_sentence(said, p) if said else "No student answered before the reveal."
     fig.update_yaxes(tickformat="d", rangemode="tozero", dtick=1 if len(said) <= 10 else None)  # whole students
     for chart in (fig, model):  # guesses and WordPieces such as "2" or "1990" are words, not numbers on a line

@@ -27,11 +27,14 @@ class GuessRefused(ValueError):
 def one_word(text: str, tokenizer) -> str:
     """A student's cloze guess as the model would read it: one word, at most MAX_CHARS characters, that
     WordPiece can spell without [UNK] (lowercased when the model is uncased)."""
-    word = str(text).strip()
+    # punctuation around a word is not the word ("Paris!" was counted apart from "paris" at the reveal)
+    word = str(text).strip().strip(".,;:!?\"'“”‘’()")
     if tokenizer.lowercase:
         word = word.lower()
     if not word:
         raise GuessRefused("Type one word first.")
+    if word.upper() in ("[MASK]", "[CLS]", "[SEP]", "[PAD]", "[UNK]") or word.startswith("["):
+        raise GuessRefused("Type the word you think the [MASK] hides, not a token of BERT's own.")
     if len(word) > MAX_CHARS:
         raise GuessRefused(f"A guess is one word of at most {MAX_CHARS} characters.")
     if len(word.split()) > 1:
