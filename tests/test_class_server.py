@@ -241,6 +241,17 @@ def test_background_processes_run_below_the_class(tmp_path):
         proc.wait()
 
 
+def test_a_process_started_by_a_niced_one_runs_at_nice_10_not_below(tmp_path):
+    """`nice -n 10` adds to the caller's own priority: a build that a preparation at nice 10 started ran at 19. A
+    background process now runs at nice 10 whatever its starter's (and never above it)."""
+    code = ("import os, sys; sys.path.insert(0, %r); from bert_explorer.runs import background; "
+            "p = background.spawn([sys.executable, '-c', 'import os; print(os.nice(0))'], %r); p.wait()")
+    log = tmp_path / "log.txt"
+    subprocess.run(["nice", "-n", "10", sys.executable, "-c", code % (str(Path.cwd().parent), str(log))],
+                   check=True, timeout=60)
+    assert log.read_text().split()[-1] == "10"
+
+
 SPAWN_THREE = """
 import sys, time
 from pathlib import Path

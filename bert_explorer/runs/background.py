@@ -79,8 +79,9 @@ def spawn(argv: list[str], log_file: str | Path, env: dict | None = None, pass_f
         detach = {"start_new_session": True, "pass_fds": pass_fds}
         # `nice` sets the priority and then becomes the process (same pid), so every thread the process
         # starts later inherits it; setting it from here after the start could miss threads already made
-        if shutil.which("nice"):
-            argv = ["nice", "-n", str(NICE), *argv]
+        # (`nice -n` adds to the caller's own: a build started by an already-niced preparation ran at 19)
+        if shutil.which("nice") and (more := NICE - os.nice(0)) > 0:
+            argv = ["nice", "-n", str(more), *argv]
     else:
         detach = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.CREATE_NO_WINDOW
                   | subprocess.BELOW_NORMAL_PRIORITY_CLASS}
