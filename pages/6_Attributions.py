@@ -154,7 +154,9 @@ try:
             st.caption(f"Predicted **{result.details['predicted']}**; " + ", ".join(
                 f"{k} {v:.1%}" for k, v in result.details["probabilities"].items()))
 except ValueError as e:
-    st.info(str(e))
+    # (a [MASK] past the characters the box reads: its warning says so already, one sentence, not two)
+    if not ("has no [MASK] token" in str(e) and "[MASK]" in str(st.session_state.get("attr_mlm_text", "")).upper()):
+        st.info(str(e))
     st.stop()
 
 st.subheader(f"f = {result.score}")
@@ -172,9 +174,9 @@ answering = load(model_used, CLASSIFIER if target == CLF else PRE)[0]
 allowed = affordable(planned, len(result.tokens), limits.for_config(answering.config).token_steps)
 if allowed != planned:
     st.caption(f"This server spends at most about {limits.SECONDS:.0f} s of its CPU on one attribution: with this model "
-               f"and {len(result.tokens)} WordPieces that is {sum(allowed)} integration steps in all, so it may take "
-               f"{' → '.join(map(str, allowed))} steps instead of {' → '.join(map(str, planned))}; this time it ran "
-               f"{' → '.join(str(n) for n, _ in result.steps_tried)}.")
+               f"and {len(result.tokens)} WordPieces that allows {sum(allowed)} integration steps in all, so it ran "
+               f"{' → '.join(str(n) for n, _ in result.steps_tried)} steps, not the {' → '.join(map(str, planned))} "
+               "asked for (fewer steps leave a larger convergence delta; a shorter text allows more).")
 verdict = result.reliability
 if verdict.reliable:
     st.caption(verdict.reason)

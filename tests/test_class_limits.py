@@ -355,8 +355,8 @@ def test_an_attribution_cut_to_the_servers_budget_says_what_it_ran(monkeypatch):
     at.text_input(key="attr_mlm_text").input("the price of [MASK] went up again , said the bank on monday .").run()
     assert not at.exception and at.metric
     said = [c.value for c in at.caption if "integration steps in all" in c.value]
-    assert said and re.search(r"so it may take 50( → \d+)* steps instead of 50( → \d+)+; this time it ran 50\.$",
-                              said[0]), said
+    assert said and re.search(r"so it ran 50 steps, not the 50( → \d+)+ asked for \(fewer steps leave a larger "
+                              r"convergence delta; a shorter text allows more\)\.$", said[0]), said
 
 
 # ----- a pasted text longer than its box -------------------------------------------------------------
@@ -402,3 +402,9 @@ def test_a_mask_only_past_the_bound_is_named_as_cut_off():
     assert not at.exception
     said = [w.value for w in at.warning if "characters" in w.value]
     assert any("reads only its first 2,000. Every [MASK] in it lies past them." in s for s in said), said
+    # Attributions said it twice: that warning, then "the text has no [MASK] token" under it
+    at = _page("6_Attributions.py").run()
+    at.text_input(key="attr_mlm_text").input(pasted).run()
+    assert not at.exception
+    assert [w.value for w in at.warning if "lies past them" in w.value] and not [
+        i.value for i in at.info if "has no [MASK] token" in i.value]
