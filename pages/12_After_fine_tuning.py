@@ -79,7 +79,8 @@ except (ValueError, CheckpointError) as e:
 task = task_type(task_name)
 main = task.main_metric
 whole = slices.score(task, rows)
-st.caption(f"**{run.name}**: {task.name}, {task.paper}; {len(rows):,} dev examples. {source}")
+st.caption(f"**{run.name}**: a {task.name} task, of the kind of the paper's {task.paper}; {len(rows):,} dev "
+           f"examples. {source}")
 st.caption(task.after_finetuning)
 bundle = ResultBundle("After fine-tuning", finder.rel_name(run.path, root), {"run": finder.rel_name(run.path, root), "task": task.name})
 
