@@ -73,7 +73,7 @@ def _offer_training() -> None:
     est = _estimate(name, layer, int(k), int(width))
     st.markdown(
         f"Training reads **{est['tokens']:,} WordPieces** of {corpus_title(fb.DEFAULT_CORPUS)} through the "
-        f"model's first {layer} layer{'s' if layer > 1 else ''}, keeps their vectors (fp16, "
+        f"model's {f'first {layer} layers' if layer > 1 else 'first layer'}, keeps their vectors (fp16, "
         f"{est['disk_bytes'] / 1e9:.1f} GB in the app's cache, within its limit), then trains an SAE of "
         f"{settings.sae.width_factor * H:,} features with k = {settings.sae.k}: **{said(est['seconds'], background_threads())}** "
         f"(on an idle machine: activations about {duration_text(est['activation_seconds'])}, training about "

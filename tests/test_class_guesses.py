@@ -29,7 +29,8 @@ def test_a_guess_is_one_word_the_model_can_read(tokenizer):
     assert gs.one_word("x" * 40, tokenizer) == "x" * 40  # the bound itself is taken
     # "Paris!" was counted apart from "paris" at the reveal, and "[MASK]" was taken as a guess
     assert gs.one_word("Paris!", tokenizer) == gs.one_word("“paris”", tokenizer) == "paris"
-    for token in ("[MASK]", "[mask]", "[SEP]"):
+    assert gs.one_word("París", tokenizer) == "paris"  # as the uncased model reads it: one guess with "paris"
+    for token in ("[MASK]", "[mask]", "[SEP]", "##s"):
         with pytest.raises(gs.GuessRefused, match="not a token of BERT's own"):
             gs.one_word(token, tokenizer)
 

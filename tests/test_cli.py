@@ -250,6 +250,11 @@ def test_extract_features_by_default_reads_the_last_four_layers_or_all_of_a_smal
     assert main(["extract-features", "--model", model, "--input", str(inp), "--output", str(out)]) == 0
     record = json.loads(out.read_text().splitlines()[0])
     assert [layer["index"] for layer in record["features"][0]["layers"]] == [-1, -2]
+    for flag, bad in (("--batch-size", "0"), ("--batch-size", "-3"), ("--max-seq-length", "0")):  # (were taken)
+        r = run("extract-features", "--model", model, "--input", str(inp), "--output", str(tmp_path / "x.jsonl"),
+                flag, bad)
+        assert r.returncode == 2 and f"argument {flag}: expected a whole number from" in r.stderr, r.stderr
+        assert not (tmp_path / "x.jsonl").exists()
 
 
 def test_a_setting_refused_is_named_as_the_user_wrote_it(tmp_path, capsys):

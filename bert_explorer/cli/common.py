@@ -249,6 +249,20 @@ def write_json(path: str | Path, data: dict, ensure_ascii: bool = True) -> None:
         f.write(json.dumps(data, indent=1, ensure_ascii=ensure_ascii) + "\n")
 
 
+def whole(low: int, high: int):
+    """An argparse type: a whole number from ``low`` to ``high``, else one sentence (a batch of 0 or -3 was
+    taken, and the features written)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected a whole number from {low:,} to {high:,}, got {value:,}")
+        return value
+    return parse
+
+
 def int_list(text: str) -> list[int]:
     """An argparse type: comma-separated integers such as ``-1,-2`` or ``0,6``."""
     try:

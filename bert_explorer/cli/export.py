@@ -16,7 +16,7 @@ import torch
 from .. import checkpoint
 from ..analysis.layers.features import extract_features, parse_example
 from .common import (MODEL_HELP, came_in_meanwhile, check_output_file, int_list, new_folder, output_file_args,
-                     read_lines, user_errors, write_output)
+                     read_lines, user_errors, whole, write_output)
 
 
 def register(sub) -> None:
@@ -28,9 +28,10 @@ def register(sub) -> None:
     s.add_argument("--layers", type=int_list, default=None,
                    help="encoder layers, -1 = last (default -1,-2,-3,-4: the last four, as google-research/bert's "
                         "script; all of them for a model of fewer layers)")
-    s.add_argument("--max-seq-length", type=int, default=128,
+    s.add_argument("--max-seq-length", type=whole(3, 8192), default=128,
                    help="WordPieces per example, [CLS] and [SEP] included; longer ones are cut (default 128)")
-    s.add_argument("--batch-size", type=int, default=8, help="examples run through the model at once (default 8)")
+    s.add_argument("--batch-size", type=whole(1, 1024), default=8,
+                   help="examples run through the model at once (default 8)")
     s.set_defaults(func=cmd_extract_features)
 
     s = sub.add_parser("export", help="write a model as a transformers-compatible checkpoint directory")

@@ -207,7 +207,7 @@ def cmd_evaluate_pretraining(args) -> int:
         cfg, held_out = quality.held_out_settings(loaded)
         if given:  # the settings given change the model's own (only the documents' settings change what is read)
             base = cfg
-            with user_errors(TypeError):
+            with user_errors(TypeError, typed=(args, PretrainConfig)):
                 cfg = PretrainConfig.from_dict({**base.to_dict(), **given})
             if quality.document_settings(cfg) != quality.document_settings(base):
                 held_out = f"from the settings given ({cfg.corpus}, {cfg.held_out_fraction:.0%} held out, seed {cfg.seed})"

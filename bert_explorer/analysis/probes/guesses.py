@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import unicodedata
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,11 +30,11 @@ def one_word(text: str, tokenizer) -> str:
     WordPiece can spell without [UNK] (lowercased when the model is uncased)."""
     # punctuation around a word is not the word ("Paris!" was counted apart from "paris" at the reveal)
     word = str(text).strip().strip(".,;:!?\"'“”‘’()")
-    if tokenizer.lowercase:
-        word = word.lower()
+    if tokenizer.lowercase:  # an uncased model reads "París" as "paris" (it drops accents too): one guess
+        word = "".join(c for c in unicodedata.normalize("NFD", word.lower()) if unicodedata.category(c) != "Mn")
     if not word:
         raise GuessRefused("Type one word first.")
-    if word.upper() in ("[MASK]", "[CLS]", "[SEP]", "[PAD]", "[UNK]") or word.startswith("["):
+    if word.upper() in ("[MASK]", "[CLS]", "[SEP]", "[PAD]", "[UNK]") or word.startswith(("[", "##")):
         raise GuessRefused("Type the word you think the [MASK] hides, not a token of BERT's own.")
     if len(word) > MAX_CHARS:
         raise GuessRefused(f"A guess is one word of at most {MAX_CHARS} characters.")
