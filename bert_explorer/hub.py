@@ -36,6 +36,7 @@ import json
 import os
 import re
 import shutil
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urljoin, urlsplit
 
-from . import full_disk
+from . import file_lock, full_disk
 
 HF_PREFIX = "hf:"
 LICENCE = "Apache-2.0"
@@ -293,6 +294,24 @@ def fetch_plan(folder: Path, repo_id: str, what: str, sha: str, revision: str, p
             raise
         raise HubError(f"the Hugging Face cache {cache_root()} cannot hold {what} ({e.strerror or e}); point HF_HOME "
                        "(or HF_HUB_CACHE) at a folder you can write") from None
+    # one download of a repository at a time (the panel's and a command's together fetched the weights twice
+    # each): a second waits, then finds the files whole and fetches nothing again
+    lock = file_lock.acquire_file(_inside(folder, folder / ".download.lock"), wait=False)
+    while lock is None:
+        if cancel is not None and cancel():
+            raise DownloadCancelled(f"the download of {what} was cancelled while another download of it ran")
+        if progress is not None:
+            progress(0, sum(size for _, _, size, _ in plan), "waiting for another download of it to end")
+        time.sleep(0.5)
+        lock = file_lock.acquire_file(_inside(folder, folder / ".download.lock"), wait=False)
+    try:
+        return _fetch_all(folder, repo_id, what, sha, revision, plan, progress, cancel, check)
+    finally:
+        file_lock.release(lock)
+
+
+def _fetch_all(folder: Path, repo_id: str, what: str, sha: str, revision: str, plan, progress, cancel, check) -> Path:
+    """:func:`fetch_plan`'s work, its lock held."""
     total = sum(size for _, _, size, _ in plan)
     left = sum(size - _have(folder, etag) for _, etag, size, _ in plan)
     free = full_disk.free_bytes(cache_root())

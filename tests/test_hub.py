@@ -484,3 +484,27 @@ def test_a_command_says_it_downloads_a_hub_model_before_the_silence_of_the_downl
     assert said in capsys.readouterr().err
     assert main(argv + ["--output", str(tmp_path / "second")]) == 0
     assert "downloading" not in capsys.readouterr().err
+
+
+def test_two_downloads_of_one_model_at_once_fetch_its_files_once(standin):
+    """The panel's download and a command's, together, each fetched the weights (four times over, with their
+    retries): one download of a repository runs at a time now; the second waits, then finds the files whole."""
+    import threading
+
+    standin.throttle("pytorch_model.bin", 200_000)  # slow enough for the two to meet
+    said, errors = [], []
+
+    def download():
+        try:
+            hub.download(TINY, progress=lambda done, total, f: said.append(f))
+        except Exception as e:  # noqa: BLE001 - the test reports it
+            errors.append(e)
+
+    threads = [threading.Thread(target=download) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and hub.local_copy(TINY) is not None
+    assert standin.fetched(TINY).count("pytorch_model.bin") == 1
+    assert "waiting for another download of it to end" in said
