@@ -267,7 +267,8 @@ def download(name: str, progress: Progress | None = None, cancel: Callable[[], b
 def _check_config(path: Path, repo_id: str) -> None:
     """A repository's config.json, fetched first, before its weights: a JSON object of a BERT's settings (a
     GPT-2's weights, up to 2 GiB, were fetched before "only BERT checkpoints are supported" was said). Its
-    sizes are checked, against the weights too, when the model is opened."""
+    sizes are checked, against the weights too, when the model is opened (``checkpoint.inspect``: the model's
+    config reader lives above this module, so the kind is read here on its own)."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8")) if path.stat().st_size <= 1_000_000 else None
     except (ValueError, RecursionError):
@@ -296,14 +297,15 @@ def fetch_plan(folder: Path, repo_id: str, what: str, sha: str, revision: str, p
                        "(or HF_HUB_CACHE) at a folder you can write") from None
     # one download of a repository at a time (the panel's and a command's together fetched the weights twice
     # each): a second waits, then finds the files whole and fetches nothing again
-    lock = file_lock.acquire_file(_inside(folder, folder / ".download.lock"), wait=False)
+    lock_path = _inside(folder, folder / ".download.lock")
+    lock = file_lock.acquire_file(lock_path, wait=False)
     while lock is None:
         if cancel is not None and cancel():
             raise DownloadCancelled(f"the download of {what} was cancelled while another download of it ran")
         if progress is not None:
             progress(0, sum(size for _, _, size, _ in plan), "waiting for another download of it to end")
         time.sleep(0.5)
-        lock = file_lock.acquire_file(_inside(folder, folder / ".download.lock"), wait=False)
+        lock = file_lock.acquire_file(lock_path, wait=False)
     try:
         return _fetch_all(folder, repo_id, what, sha, revision, plan, progress, cancel, check)
     finally:
@@ -399,7 +401,8 @@ def _failed(e: Exception, repo_id: str, what: str) -> HubError:
                 "; check the name, e.g. google-bert/bert-base-uncased, or list the paper's BERTs with "
                 "`bert-explorer models`")))
         if e.code == 429 or e.code >= 500:  # busy or failing, not a refusal: a mirror's own words, too
-            server = "the Hugging Face Hub" if endpoint() == DEFAULT_ENDPOINT else f"the server at {host()} (HF_ENDPOINT)"
+            server = ("the Hugging Face Hub" if endpoint() == DEFAULT_ENDPOINT
+                      else f"the server at {host()} (HF_ENDPOINT)")
             wait = (e.headers.get("Retry-After") or "").strip() if e.headers else ""
             kind = "too many requests" if e.code == 429 else "a server error"
             when = f"in {wait} s" if wait.isdigit() and int(wait) < 86_400 else "later"

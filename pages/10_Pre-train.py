@@ -40,8 +40,8 @@ from bert_explorer.train.timelapse_frames import FILE as FRAMES_FILE, frames_fil
 intro("Pre-train", """
 Train a small BERT on real text, the way the paper's Appendix A.2 describes: masked-LM (15 % of
 WordPieces, 80/10/10) plus next-sentence prediction, AdamW with a linear warm-up (10 % of the steps
-here, 1 % in the paper) and decay (the paper's lr 1e-4 is BERT-Base's over a million steps; a small model of a few thousand starts here at 5e-4),
-either **from zero** or **continuing** a checkpoint (a warm start keeps its weights and
+here, 1 % in the paper) and decay (the paper's lr 1e-4 is BERT-Base's over a million steps; a small
+model of a few thousand starts here at 5e-4), either **from zero** or **continuing** a checkpoint (a warm start keeps its weights and
 vocabulary and adds the heads it lacks). Watch the loss fall and the held-out MLM and NSP accuracy
 rise, then open the **time-lapse** to see one attention head and the masked-word guesses take shape
 checkpoint by checkpoint (or frame by frame, where a run recorded frames; the shipped explorer-mini

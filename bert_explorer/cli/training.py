@@ -118,11 +118,12 @@ def length_for_model(cfg, args, cls, model: str | None):
 
 def cmd_pretrain(args) -> int:
     cfg = _resumed_config(args) if args.resume else config_from(args, PretrainConfig)
-    if not args.resume:
+    if not args.resume:  # refused here, in the foreground and before a background start: no folder is made
         say_download(cfg.init)
-        cfg = length_for_model(cfg, args, PretrainConfig, cfg.init)  # refused here, in the foreground and before a background start: no folder is made
+        cfg = length_for_model(cfg, args, PretrainConfig, cfg.init)
         with user_errors(CheckpointError, typed=(args, PretrainConfig)):  # (a resumed run is checked by its process)
-            if (refusal := new_run_refusal(args.output, "pretrain", stored_first=False)) or Run(args.output).checkpoints():
+            refusal = new_run_refusal(args.output, "pretrain", stored_first=False)
+            if refusal or Run(args.output).checkpoints():
                 raise ValueError(refusal or f"{args.output} already holds checkpoints; pass --resume to continue it "
                                             "or choose a new --output")
             check_pretraining(cfg)

@@ -136,9 +136,9 @@ def fit(run: Reporter, *, n_train: int, batch_size: int, epochs: float, seed: in
     epoch e are :func:`epoch_batches` (bucketed by ``lengths`` when given); a step reads
     ``grad_accum`` of them, each one's mean loss weighed by ``items_of(indices)``, what that mean is over
     (examples by default; a tagging task's labelled words), so that a step is one big batch's (a short last
-    batch of an epoch counts its few examples, not a full batch's share). ``on_evaluated(step, job)`` is called after each evaluation (a checkpoint
-    to resume from); ``resume`` is :meth:`Epochs.state` of that checkpoint, the trainer's step, model,
-    optimiser and random state being restored by the caller.
+    batch of an epoch counts its few examples, not a full batch's share). ``on_evaluated(step, job)`` is
+    called after each evaluation (a checkpoint to resume from); ``resume`` is :meth:`Epochs.state` of that
+    checkpoint, the trainer's step, model, optimiser and random state being restored by the caller.
 
     A Stop (the run's STOP file) is honoured between two steps, and inside an evaluation that raises
     ``tasks.base.Interrupted`` (one that asks ``run.stop_requested`` between its batches): the request

@@ -2,8 +2,8 @@
 
 Fine-tuning: every parameter of the pre-trained BERT is trained together with one new output
 layer, for a few epochs at a small learning rate (the paper: batch 32, lr among 5e-5, 3e-5,
-2e-5, 3 epochs, dropout 0.1; the 10% warm-up of Google's released scripts). Feature-based: BERT is frozen; its activations
-are computed once, cached, and fed to a small new model (see ``feature_based.py``).
+2e-5, 3 epochs, dropout 0.1; the 10% warm-up of Google's released scripts). Feature-based: BERT is
+frozen; its activations are computed once, cached, and fed to a small new model (see ``feature_based.py``).
 
 A fine-tuning run is a directory like a pre-training run: status.json, metrics.jsonl, log.txt,
 ``metrics.json`` (the dev metrics of the chosen model) and ``model/`` (a checkpoint that

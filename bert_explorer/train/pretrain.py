@@ -251,8 +251,9 @@ def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None, words:
     vocabulary the run will have where it learns fewer pieces than asked (a small upload)."""
     words, held_words = words if words is not None else corpus_words(cfg)
     return pretrain_estimate(cfg.init or cfg.size, cfg.max_steps, cfg.batch_size * cfg.grad_accum, cfg.max_seq_length,
-                             vocab_size or cfg.vocab_size, root, evaluations=evaluations_of(cfg.max_steps, cfg.eval_every)
-                             + cfg.timelapse_frames, held_out_sequences=sequences_of(held_words, cfg.max_seq_length),
+                             vocab_size or cfg.vocab_size, root,
+                             evaluations=evaluations_of(cfg.max_steps, cfg.eval_every) + cfg.timelapse_frames,
+                             held_out_sequences=sequences_of(held_words, cfg.max_seq_length),
                              eval_batches=cfg.eval_batches, corpus=cfg.corpus, corpus_words=words,
                              checkpoints=checkpoints_of(cfg.max_steps, cfg.save_every),
                              predicted_fraction=predicted_fraction(cfg), precision=cfg.precision, threads=threads)
@@ -447,8 +448,9 @@ class Pretraining:
     def shares(self, batches: list[dict]) -> list[dict[str, float]]:
         """Each micro-batch's share of the step's masked-LM loss (its masked tokens over the step's) and of its
         NSP loss (its labelled sequences over the step's): the step's loss is then one big batch's, as in the
-        original code, whose loss averages over every target of the batch. (Across several GPUs each rank's
-        gradient still counts alike.)"""
+        original code, whose loss averages over every target of the batch. The counts are the host's, made with
+        the micro-batches by :meth:`batches` (on a GPU, counting them from ``batches`` would wait for it).
+        (Across several GPUs each rank's gradient still counts alike.)"""
         totals = {name: sum(items[name] for items in self.items) for name in ("mlm_loss", "nsp_loss")}
         return [{name: items[name] / totals[name] if totals[name] else 0.0 for name in totals
                  if name in self.objective.losses} for items in self.items]

@@ -241,7 +241,7 @@ def busy_cores() -> tuple[float, float]:
             _cpu_samples.append(base)
             time.sleep(FRESH_SAMPLE_S)
             now, first = time.monotonic(), _cpu_times() or first
-        if now - _cpu_samples[-1][0] >= 1.0 if _cpu_samples else True:  # (a class's renders: one a second is enough)
+        if now - _cpu_samples[-1][0] >= 1.0:  # (never empty here: a class's renders, one a second is enough)
             _cpu_samples.append((now, first))
     d = [b - a for a, b in zip(base[1], first)]
     total = sum(d)

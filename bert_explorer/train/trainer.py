@@ -4,8 +4,8 @@ left-to-right heads: ``engine.py``) take every step here, and a step reads top t
 
 A step: its batch, in micro-batches whose gradients add up (gradient accumulation: Appendix A.2's
 batch of 256 sequences on hardware that holds fewer; each micro-batch's mean loss weighed by its items, its
-masked tokens or labelled words, so that the step is the one big batch's), the forward pass under the device's autocast, the
-objective's or the task's loss, the scaled backward pass (a loss scaler for fp16; a no-op
+masked tokens or labelled words, so that the step is the one big batch's), the forward pass under the
+device's autocast, the objective's or the task's loss, the scaled backward pass (a loss scaler for fp16; a no-op
 otherwise), then the update: unscale, clip the global gradient norm, the optimiser's step (the
 scaler skips a step whose fp16 gradients overflowed), the schedule's step. After it, whatever is
 due at the step reached: a log line, an evaluation, a time-lapse frame, a checkpoint.
@@ -85,10 +85,10 @@ class Job(Protocol):
 
     def loss(self, forward, batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]: ...  # (the loss, its parts)
 
-    # Optional: ``shares(batches)``, for each micro-batch the share of the step each part of its loss carries
-    # ({part: share}; the loss is the sum of those parts). A mean over a micro-batch's items (its masked
-    # tokens, its labelled sequences or words) weighed by its items over the step's makes the step one big
-    # batch's; without it each micro-batch counts 1/len.
+    # for each micro-batch of ``batches``, the share of the step each part of its loss carries ({part: share};
+    # the loss is the sum of those parts): a mean over a micro-batch's items (its masked tokens, its labelled
+    # sequences or words) weighed by its items over the step's makes the step one big batch's
+    def shares(self, batches: list) -> list[dict[str, float]]: ...
 
     def due(self, step: int) -> Due: ...
 
@@ -133,18 +133,14 @@ class Trainer:
                 return True
             started, parts_sum = time.time(), {}
             batches = job.batches(self.step)
-            shares = job.shares(batches) if hasattr(job, "shares") else None  # (Job: weighed as one big batch)
+            shares = job.shares(batches)  # (weighed so that the step is one big batch's)
             for micro, batch in enumerate(batches):
                 last_micro = micro == len(batches) - 1
                 with self.forward.no_sync() if self.distributed and not last_micro else nullcontext():
                     with self.autocast():
-                        loss, parts = job.loss(self.forward, batch)
-                    if shares is None:
-                        weights = dict.fromkeys(parts, 1 / len(batches))
-                        loss = loss / len(batches)
-                    else:  # the loss again, of its parts each weighed by its share of the step
-                        weights = shares[micro]
-                        loss = sum(parts[name] * w for name, w in weights.items())
+                        _, parts = job.loss(self.forward, batch)
+                    weights = shares[micro]  # the loss again, of its parts each weighed by its share of the step
+                    loss = sum(parts[name] * w for name, w in weights.items())
                     self.scaler.scale(loss).backward()
                 counted = {**{name: part * weights[name] for name, part in parts.items() if name in weights},
                            "loss": loss}

@@ -120,15 +120,10 @@ def _split(keys: list[str], test_fraction: float, seed: int) -> list[bool]:
     """Held out or not, for each input: about ``test_fraction`` of them, drawn at random, every copy of an input
     (the same ``key``) on the same side: WNUT-16 repeats tweets word for word (27 of 479 held-out sentences were
     copies of training ones), and a probe scored on text it trained on scores too high, its control too."""
-    n = len(keys)
-    first: dict[str, int] = {}
-    for i, key in enumerate(keys):
-        first.setdefault(key, i)
-    groups = list(first)
+    groups = list(dict.fromkeys(keys))  # each input once, in order (then drawn at random)
     random.Random(seed).shuffle(groups)
     size = Counter(keys)
-    want, test = max(1, round(n * test_fraction)), set()
-    taken = 0
+    want, test, taken = max(1, round(len(keys) * test_fraction)), set(), 0
     for key in groups:
         if taken >= want:
             break
@@ -397,12 +392,7 @@ def sampling_margin(task: str, gold: list[str], pred: list[str], groups: list, s
     drawn again with replacement: words of one sentence are not independent, and a macro-F1 over the entity tags
     counts the 5 % of words that are entities, not all of them (a margin from every held-out word was 7 times too
     small: ±1.3 points where the sentences say ±8.6)."""
-    by_group: dict = {}
-    for g, y, p in zip(groups, gold, pred):
-        by_group.setdefault(g, ([], []))
-        by_group[g][0].append(y)
-        by_group[g][1].append(p)
-    parts = list(by_group.values())
+    parts = list(_by_group(groups, gold, pred).values())
     rng = random.Random(seed)
     scores = []
     for _ in range(BOOTSTRAP):
@@ -412,12 +402,18 @@ def sampling_margin(task: str, gold: list[str], pred: list[str], groups: list, s
     return float(high - low) / 2
 
 
-def _entity_f1(gold: list[str], pred: list[str], groups: list[int]) -> float:
-    by_g: dict[int, tuple[list, list]] = {}
+def _by_group(groups: list, gold: list[str], pred: list[str]) -> dict:
+    """{sentence: (its gold labels, its predicted ones)}, in order."""
+    by_g: dict = {}
     for g, t, p in zip(groups, gold, pred):
         by_g.setdefault(g, ([], []))
         by_g[g][0].append(t)
         by_g[g][1].append(p)
+    return by_g
+
+
+def _entity_f1(gold: list[str], pred: list[str], groups: list[int]) -> float:
+    by_g = _by_group(groups, gold, pred)
     return metrics.entity_f1([v[0] for v in by_g.values()], [v[1] for v in by_g.values()])["f1"]
 
 
