@@ -16,6 +16,7 @@ Nothing here imports Streamlit: the app's pages reach it through ``app/state.py`
 """
 from __future__ import annotations
 
+import contextvars
 import itertools
 import os
 import pickle
@@ -206,8 +207,33 @@ WATCHERS: list[Callable[[Any, float], None]] = []
 _inside = threading.local()
 
 
+class NotKept(Exception):
+    """What :func:`computed` raises inside :func:`only_kept`: this result is not kept, it would be computed."""
+
+
+_only_kept = contextvars.ContextVar("only_kept", default=False)
+
+
+@contextmanager
+def only_kept():
+    """Inside the block nothing is computed: a result that is not kept raises :class:`NotKept` instead.
+    What a page would compute on its first visit is found by running that visit's work here."""
+    token = _only_kept.set(True)
+    try:
+        yield
+    finally:
+        _only_kept.reset(token)
+
+
+def asking_only_kept() -> bool:
+    """Is this inside :func:`only_kept` (a kept result that would be refreshed counts as kept there)?"""
+    return _only_kept.get()
+
+
 def computed(group: Any, compute: Callable[[], Any]):
-    """``compute()``, timed for :data:`WATCHERS` when there are any."""
+    """``compute()``, timed for :data:`WATCHERS` when there are any; inside :func:`only_kept`, NotKept."""
+    if _only_kept.get():
+        raise NotKept(str(group))
     if not WATCHERS:
         return compute()
     outer = getattr(_inside, "nested", None)

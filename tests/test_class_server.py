@@ -316,8 +316,32 @@ def test_the_prepare_panel_chooses_no_build_the_model_has_already(classroom, no_
     teacher = _page("run_app.py", teacher=True)
     assert not teacher.exception
     assert teacher.multiselect(key="prep_builds").value == []
-    assert any(re.match(r"First each page's first-visit work \(about [^;]+ for 1 model\(s\)\); no build to run",
+    assert any(re.match(r"First each page's first-visit work \(about [^;]+ for the \d+ not kept yet\); no build to run",
                         m.value) for m in teacher.markdown)
+
+
+def test_the_prepare_panel_says_which_first_visits_are_kept(classroom, no_work, monkeypatch):
+    """The panel said "about 20 s" of first visits even when every one was kept, and its table of what is
+    prepared had no word of them: it counts the first visits not kept, and the table says how many are."""
+    from bert_explorer import checkpoint, disk_cache
+    from bert_explorer.analysis import lesson
+
+    def work(kind):
+        return lambda loaded: disk_cache.kept_json(kind, loaded, lambda: {"x": 1}, what="a test's result")
+    monkeypatch.setattr(lesson, "_declared", lambda: [("Attention", "one", work("test-one")),
+                                                       ("Two models", "two", work("test-two"))])
+    teacher = _page("run_app.py", teacher=True)
+    assert teacher.dataframe[-1].value.loc["minilm-mlm-nsp", "first visits"] == "0 of 2"
+    assert any("first-visit work (about " in m.value and "for the 2 not kept yet)" in m.value for m in teacher.markdown)
+    loaded = checkpoint.load("minilm-mlm-nsp", "BertForPreTraining")
+    lesson._declared()[0][2](loaded)  # one page visited
+    assert lesson.first_visits_left(loaded) == [("Two models", "two")]
+    teacher = _page("run_app.py", teacher=True)
+    assert teacher.dataframe[-1].value.loc["minilm-mlm-nsp", "first visits"] == "1 of 2"
+    lesson._declared()[1][2](loaded)
+    teacher = _page("run_app.py", teacher=True)
+    assert teacher.dataframe[-1].value.loc["minilm-mlm-nsp", "first visits"] == "✓"
+    assert any("first-visit work (kept already for this model)" in m.value for m in teacher.markdown)
 
 
 def test_the_prepare_panel_offers_every_model_a_lesson_may_use(classroom, no_work, monkeypatch, tmp_path):

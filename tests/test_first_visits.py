@@ -77,3 +77,37 @@ def test_unprepared_first_visits_compute_seconds(runs_root, tmp_path, monkeypatc
     state.MODELS.clear()
     visits = _first_visits(checkpoint.DEFAULT_MODEL)
     assert any(s > FIRST_VISIT_S for done in visits.values() for _, s in done)
+
+
+def test_only_kept_computes_nothing_and_says_what_is_not_kept(tmp_path, monkeypatch):
+    """What ``prepare-class --status`` and the Prepare panel say of the first visits: a work run inside
+    ``only_kept`` reads what is kept and raises NotKept, computing nothing, where a result is missing."""
+    from bert_explorer import disk_cache
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    calls = []
+    work = lambda: disk_cache.kept_json("test-kind", None, lambda: calls.append(1) or {"x": 1}, what="a test")  # noqa: E731
+    with pytest.raises(shared_work.NotKept), shared_work.only_kept():
+        work()
+    assert calls == []
+    assert work() == {"x": 1} and calls == [1]
+    with shared_work.only_kept():
+        assert work() == {"x": 1}
+    assert calls == [1]
+    assert not shared_work.asking_only_kept()  # the block's end puts it back
+
+
+def test_a_kept_cpu_reading_counts_as_kept_when_only_kept_is_asked(tmp_path, monkeypatch):
+    """A reading taken on a busy machine is measured again once the machine is idle: a first visit would,
+    but what is prepared should not read "not yet" for it (preparing on the same busy machine keeps it)."""
+    from bert_explorer.train import speed
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(speed, "is_idle", lambda: False)
+    assert speed.kept("test reading", lambda: 5.0) == 5.0
+    monkeypatch.setattr(speed, "is_idle", lambda: True)
+    monkeypatch.setattr(speed, "_measured_at", {})
+    with shared_work.only_kept():
+        assert speed.kept("test reading", lambda: 7.0) == 5.0
+    with pytest.raises(shared_work.NotKept), shared_work.only_kept():
+        speed.kept("another reading", lambda: 7.0)

@@ -222,6 +222,9 @@ def test_prepare_class_measures_before_the_bell_and_the_first_visits_then_comput
     from bert_explorer.cli import main
 
     (tiny_run / "eval_metrics.json").unlink(missing_ok=True)
+    assert main(["prepare-class", "--model", str(tiny_run), "--status", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["first-visits"] != "prepared" and row["quality"] == "not yet"
     assert main(["prepare-class", "--model", str(tiny_run), "--builds", "quality"]) == 0
     said = capsys.readouterr().err
     assert "first-visit work (seconds each, not estimated), then 1 build(s) not yet done, about " in said
@@ -246,7 +249,7 @@ def test_prepare_class_measures_before_the_bell_and_the_first_visits_then_comput
 
     assert main(["prepare-class", "--model", str(tiny_run), "--status", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
-    assert row["quality"] == "prepared" and row["sae"] == "not yet"
+    assert row["quality"] == "prepared" and row["sae"] == "not yet" and row["first-visits"] == "prepared"
     assert main(["prepare-class", "--model", str(tiny_run), "--builds", "quality"]) == 0
     again = capsys.readouterr().err
     assert "then no build (none asked for, or all done; load " in again
@@ -257,3 +260,13 @@ def test_prepare_class_measures_before_the_bell_and_the_first_visits_then_comput
     at.session_state["be_model_choice"] = str(tiny_run)
     at.run()
     assert not at.exception and any("Measured on this machine" in c.value for c in at.caption)
+
+
+def test_prepare_class_status_says_a_model_came_with_its_own_evaluation(cache, capsys):
+    """The panel's table said "its own" of minilm-mlm-nsp's quality (its shipped evaluation, which every student
+    sees), and `prepare-class --status` said "not yet" of the same."""
+    from bert_explorer.cli import main
+
+    assert main(["prepare-class", "--model", "minilm-mlm-nsp", "--status", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["quality"] == "its own"

@@ -41,6 +41,27 @@ def _declared() -> list[tuple[str, str, Callable[[Loaded], object]]]:
     return FIRST_VISIT
 
 
+def first_visits_left(loaded: Loaded) -> list[tuple[str, str]]:
+    """(page, what) of each first-visit work not kept for ``loaded``: what a page would still compute on its
+    first visit. Each work runs with nothing computed (``shared_work.only_kept``), so this costs what
+    reading the kept results costs."""
+    from .. import shared_work
+
+    left = []
+    for page, what, work in _declared():
+        try:
+            with shared_work.only_kept():
+                work(loaded)
+        except shared_work.NotKept:
+            left.append((page, what))
+    return left
+
+
+def first_visits_seconds(left: int) -> float:
+    """The idle time of ``left`` first-visit works (:data:`FIRST_VISITS_S` shared evenly between them)."""
+    return FIRST_VISITS_S * left / max(1, len(_declared()))
+
+
 # ----- long builds ---------------------------------------------------------------------------------
 BUILDS = {"quality": "its measurement on held-out text (Masked word probe)",
           "sae": "an SAE of the middle layer (Features of a layer)",

@@ -50,6 +50,26 @@ def _loaded(name: str):
     return load(name, "BertForPreTraining")[0]
 
 
+VISITS_FRESH_S = 30.0  # how long the panel trusts what it found of a model's first visits
+
+
+def _visits_left(name: str, loaded) -> list:
+    """``lesson.first_visits_left``, found again at most every ``VISITS_FRESH_S`` (the panel redraws at
+    each click, and finding it reads every kept result) and after each preparation."""
+    import time
+
+    seen = st.session_state.setdefault("prep_visits", {})
+    key = (name, lesson.preparation().get("started"))
+    if key not in seen or time.time() - seen[key][0] > VISITS_FRESH_S:
+        seen[key] = (time.time(), lesson.first_visits_left(loaded))
+    return seen[key][1]
+
+
+def _visits_mark(left: list) -> str:
+    total = len(lesson._declared())
+    return "✓" if not left else f"{total - len(left)} of {total}"
+
+
 def panel(current: str | None) -> None:
     """The panel, drawn only for whoever may start work; ``current`` is the sidebar's model."""
     if not writes_allowed():
@@ -87,11 +107,13 @@ def panel(current: str | None) -> None:
             todo = [b for m, lm in loaded.items() if lm is not None for b in lesson.builds(m, lm, set(which))
                     if not b.done()]
             told = said(sum(b.seconds for b in todo), background_threads()) if todo else None
-            visits = said(lesson.FIRST_VISITS_S * max(1, len(models)), background_threads())
-            st.markdown(f"First each page's first-visit work ({visits} for {len(models)} model(s)), then "
+            left = sum(len(_visits_left(m, lm)) for m, lm in loaded.items() if lm is not None)
+            visits = (f"{said(lesson.first_visits_seconds(left), background_threads())} for the {left} not kept yet"
+                      if left else "kept already for " + ("this model" if len(models) == 1 else "these models"))
+            st.markdown(f"First each page's first-visit work ({visits}), then "
                         f"**{len(todo)}** build(s) to run, **{told}** for the builds (each page's own estimate), at "
                         "low priority." if todo else
-                        f"First each page's first-visit work ({visits} for {len(models)} model(s)); no build to run "
+                        f"First each page's first-visit work ({visits}); no build to run "
                         "(none asked for, or all done).")
             # the click reruns the page, whose estimate may have moved with the load: quote the one shown
             shown_before, st.session_state["prep_told"] = st.session_state.get("prep_told"), told
@@ -101,11 +123,12 @@ def panel(current: str | None) -> None:
                 else:
                     st.rerun()
         shown = {m: _loaded(m) for m in dict.fromkeys([current, *(now.get("models") or [])])}
-        rows = [{"model": m, **{key: "✓" if all(b.done() for b in bs) else "its own" if key == "quality" and
+        rows = [{"model": m, "first visits": _visits_mark(_visits_left(m, lm)),
+                 **{key: "✓" if all(b.done() for b in bs) else "its own" if key == "quality" and
                                 stored_evaluation(lm) else "—"
                                 for key, bs in lesson.by_key(lesson.builds(m, lm, set(lesson.BUILDS),
                                                                            estimate=False)).items()}}
                 for m, lm in shown.items() if lm is not None]
-        st.caption("What is prepared (✓) for which model (its own: the evaluation it came with, which every "
-                   "student sees without a build):")
+        st.caption("What is prepared (✓) for which model (first visits: how many of the pages' first-visit work "
+                   "is kept; its own: the evaluation it came with, which every student sees without a build):")
         st.dataframe(pd.DataFrame(rows).set_index("model"), width="stretch")

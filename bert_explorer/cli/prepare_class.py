@@ -16,6 +16,7 @@ import time
 
 from .. import checkpoint
 from ..analysis import lesson
+from ..analysis.probes.pretraining_tasks import stored_evaluation
 from ..runs.report import duration_text
 from ..train.estimate import background_threads
 from ..train import speed
@@ -38,6 +39,15 @@ def register(sub) -> None:
     s.set_defaults(func=cmd_prepare_class)
 
 
+FIRST_VISITS = "first-visits"
+
+
+def visits_word(left: list) -> str:
+    """The first visits' column: "prepared", "not yet", or how many of them are kept ("4 of 6")."""
+    total = len(lesson._declared())
+    return "prepared" if not left else "not yet" if len(left) >= total else f"{total - len(left)} of {total}"
+
+
 def cmd_prepare_class(args) -> int:
     models = {name: checkpoint.load(name, "BertForPreTraining") for name in args.model}
     plan = {name: lesson.builds(name, loaded, set(lesson.BUILDS) if args.status else set(args.builds),
@@ -45,16 +55,23 @@ def cmd_prepare_class(args) -> int:
             for name, loaded in models.items()}
     if args.status:
         said = {"missing": "not yet", "building": "building", "stopped": "stopped", "failed": "failed"}
-        rows = [{"model": name, **{key: "prepared" if not (left := [b for b in parts if not b.done()])
-                                   else said.get(left[0].state()["state"], "not yet")
-                                   for key, parts in lesson.by_key(bs).items()}}
+        rows = [{"model": name, FIRST_VISITS: visits_word(lesson.first_visits_left(models[name])),
+                 **{key: "prepared" if not (left := [b for b in parts if not b.done()])
+                    else "its own" if key == "quality" and stored_evaluation(models[name])
+                    else said.get(left[0].state()["state"], "not yet")
+                    for key, parts in lesson.by_key(bs).items()}}
                 for name, bs in plan.items()]
         if args.json:
             print_json(rows)
         else:
-            print("model".ljust(28) + "".join(k.ljust(12) for k in lesson.BUILDS))
+            columns = [FIRST_VISITS, *lesson.BUILDS]
+            print("model".ljust(28) + "".join(k.ljust(14 if k == FIRST_VISITS else 12) for k in columns))
             for r in rows:
-                print(r["model"][:27].ljust(28) + "".join(str(r.get(k, "")).ljust(12) for k in lesson.BUILDS))
+                print(r["model"][:27].ljust(28) + "".join(str(r.get(k, "")).ljust(14 if k == FIRST_VISITS else 12)
+                                                          for k in columns))
+            print(f"({FIRST_VISITS}: the work each page does on its first visit for a model, "
+                  f"{len(lesson._declared())} pages; its own: the evaluation the model came with, which the Masked "
+                  "word probe shows every student without a build)")
         return 0
     todo = [(name, b) for name, bs in plan.items() for b in bs if not b.done()]
     total = sum(b.seconds for _, b in todo)
