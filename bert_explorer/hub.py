@@ -36,6 +36,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -111,6 +112,10 @@ RETRIES = 3  # a dropped connection is taken up again this many times, from wher
 MAX_WEIGHTS_BYTES = 2 * 1024**3
 MAX_SMALL_FILE_BYTES = 32 * 1024**2
 MAX_JSON_BYTES = 16 * 1024**2  # an API answer: a repository's file list, read up to this and no further
+# An API answer, or a file's headers, whole within this however its bytes come: the 30-60 s timeout of each
+# read does not end a server that sends a byte every 29 s (a file's own bytes show their progress, and a
+# download can be cancelled: they have no deadline)
+ANSWER_DEADLINE_S = 120.0
 # huggingface_hub's own rule for an id (utils.validate_repo_id), ASCII only: "name" or "owner/name",
 # letters, digits, "-", "_", "." inside, at most 96 characters a part, no "--" or "..", no ".git" end.
 _ID_PART = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9])?"
@@ -421,10 +426,35 @@ def _failed(e: Exception, repo_id: str, what: str) -> HubError:
     return HubError(not_here(repo_id, why))
 
 
+def _within(fn: Callable[[], object], about: str):
+    """``fn()`` (a request to the server), or HubError when it is not done within ``ANSWER_DEADLINE_S``;
+    its exceptions are raised here as they came. A request given up ends on its own read timeout, in a
+    thread nobody waits for."""
+    box: dict = {}
+
+    def go():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # handed over as it came, for the caller's handlers
+            box["error"] = e
+    worker = threading.Thread(target=go, daemon=True, name="hub request")
+    worker.start()
+    worker.join(ANSWER_DEADLINE_S)
+    if worker.is_alive():
+        raise HubError(f"the server at {endpoint()} did not finish answering {about} within "
+                       f"{ANSWER_DEADLINE_S:.0f} s (its bytes come too slowly), so nothing more was asked of it; "
+                       "try again later, or check HF_ENDPOINT")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def _json(url: str, repo_id: str, what: str = "the model") -> dict:
-    try:
+    def read() -> bytes:
         with _OPENER.open(_request(url), timeout=30) as r:
-            body = r.read(MAX_JSON_BYTES + 1)
+            return r.read(MAX_JSON_BYTES + 1)
+    try:
+        body = _within(read, f"about {repo_id}")
     except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
         raise _failed(e, repo_id, what) from None
     if len(body) > MAX_JSON_BYTES:
@@ -475,7 +505,7 @@ def _describe(url: str, repo_id: str, name: str, bound: int | None = None) -> tu
     opener = urllib.request.build_opener(_NoRedirect)
     for _ in range(5):
         try:
-            r = opener.open(_request(url, "HEAD"), timeout=30)
+            r = _within(lambda url=url: opener.open(_request(url, "HEAD"), timeout=30), f"about {name} of {repo_id}")
         except urllib.error.HTTPError as e:
             if e.code in (301, 302, 303, 307, 308) and e.headers.get("Location"):
                 target = urljoin(url, e.headers["Location"])
@@ -557,7 +587,8 @@ def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Calla
             break
         try:
             headers = {"Range": f"bytes={have}-"} if have else {}
-            with _OPENER.open(_request(url, headers=headers), timeout=60) as r:
+            with _within(lambda: _OPENER.open(_request(url, headers=headers), timeout=60),
+                         f"a request for {name} of {repo_id}") as r:
                 if have and r.status != 206:  # the server ignored the range: the whole file comes
                     have = 0
                 elif have and not _continues(r.headers.get("Content-Range"), have, size):

@@ -30,7 +30,8 @@
 its HEAD sends}; ``size`` {file: the size its HEAD announces}, and its GET then streams ``stream`` bytes
 (64 MiB unless set) with no length and no end until it is cut; ``body`` {file: other bytes of the same length
 sent as its content}; ``range_from_zero`` {file}: a Range request answered 206 with the file's first bytes and
-a Content-Range saying so; ``location`` {file: where its HEAD redirects, with valid X-Linked-* headers}.
+a Content-Range saying so; ``location`` {file: where its HEAD redirects, with valid X-Linked-* headers};
+``drip`` bytes a second at which each API answer (a file list, an error) is sent, one byte at a time.
 ``HubRequest.sent`` counts the body bytes written for a request.
 
 A repo is a folder ``root/{repo_id}`` holding files (``root/bert-base-uncased`` or
@@ -528,7 +529,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         self.end_headers()
         if not head and body:
-            self.wfile.write(body)
+            if rate := self.hub.lies.get("drip"):  # every answer of the API, a byte at a time
+                for i in range(len(body)):
+                    self.wfile.write(body[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(1 / rate)
+            else:
+                self.wfile.write(body)
 
     def _json(self, obj, head, headers=None):
         self._reply(200, json.dumps(obj).encode(), {"Content-Type": "application/json", **(headers or {})}, head)

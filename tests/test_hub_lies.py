@@ -264,3 +264,17 @@ def test_a_busy_or_failing_server_is_not_said_to_refuse_and_the_part_fetched_is_
     odd = hub._failed(http.client.HTTPException("got more than 100 headers"), "a/b", "the model")
     assert "answered the request for the model of a/b in a way that could not be read (got more than 100 " \
            "headers)" in str(odd) and "where there is internet" not in str(odd)
+
+
+def test_a_server_that_drips_its_answers_is_given_up_within_a_deadline(standin, cache, decoy, monkeypatch):
+    """A mirror that sends its file list a byte every 29 s never met a read timeout (30 s a read): the
+    download waited without end and said nothing. An answer must be whole within ANSWER_DEADLINE_S."""
+    import time
+
+    monkeypatch.setattr(hub, "ANSWER_DEADLINE_S", 1.0)
+    standin.lies["drip"] = 20  # bytes a second: the repository's answer (hundreds of bytes) takes tens of seconds
+    t = time.monotonic()
+    _refused(rf"^{SERVER} did not finish answering about {BASE} within 1 s \(its bytes come too slowly\), so "
+             "nothing more was asked of it; try again later, or check HF_ENDPOINT", decoy)
+    assert time.monotonic() - t < 10
+    assert not _kept(cache)
