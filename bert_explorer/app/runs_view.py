@@ -189,7 +189,7 @@ def show_progress(status: dict) -> None:
     st.progress(min(1.0, step / total) if total else (1.0 if state == "finished" else 0.0), text=text)
 
 
-def _pretrain_numbers(status: dict, rows: list[dict], lr=None) -> None:
+def _pretrain_numbers(status: dict, rows: list[dict], lr=None, name: str = "this run") -> None:
     last = status.get("last") or {}
     ev = status.get("eval_final") or status.get("eval") or {}
     c = st.columns(5)
@@ -210,7 +210,8 @@ def _pretrain_numbers(status: dict, rows: list[dict], lr=None) -> None:
         st.caption(f"Training precision: **{status['precision']}** on {status.get('device', 'this device')}.")
     final = status.get("eval_final") or {}
     if final.get("plateau") and final.get("mlm_perplexity") and final.get("unigram_entropy"):
-        st.warning(f"This model {plateau_sentence(math.log(final['mlm_perplexity']), final['unigram_entropy'])}. "
+        # (named: above it, the page sets up a new run, perhaps of another size, which "this model" was read as)
+        st.warning(f"The model of {name} {plateau_sentence(math.log(final['mlm_perplexity']), final['unigram_entropy'])}. "
                    + plateau_advice(lr))
 
 
@@ -222,7 +223,7 @@ def _panel(run: Run, status: dict, kind: str, prefix: str) -> None:
         status = {**status, "step": max(status.get("step") or 0, logged)}
     show_progress(status)
     if kind == "pretrain":
-        _pretrain_numbers(status, rows, run.config().get("lr"))
+        _pretrain_numbers(status, rows, run.config().get("lr"), run.name)
     if status.get("state") in ("failed", "crashed"):
         st.error(without_host_paths(f"{status.get('error') or 'The run ended without finishing.'} The end of its log:"))
         st.code(without_host_paths(run_log_tail(run, 15)), language=None)
