@@ -469,6 +469,24 @@ def test_cli_estimate_says_a_short_gpu_time_in_seconds(gpu_s, said, capsys, monk
     out = capsys.readouterr().out
     assert said in out and " 0 min" not in out
 
+
+def test_cli_estimate_of_a_foreground_ablation_is_at_its_own_priority(capsys, monkeypatch):
+    """`ablate` run in a terminal is not niced, yet it was said as a background job (which gets only what
+    normal work leaves): "about 1 min 40 s here now (10 s on an idle machine)" for a run that took 37 s."""
+    from bert_explorer.cli import ablation as ablation_cli
+    from bert_explorer.train import speed
+
+    monkeypatch.setattr(grid, "estimate", lambda plan, device="cpu": {"total_s": 100.0})
+    monkeypatch.setattr(speed, "busy_cores", lambda: (1.5, 0.0))  # other work at normal priority
+    monkeypatch.setattr(ablation_cli, "niced_here", lambda: False)  # typed in a terminal
+    threads = grid.est.background_threads()
+    assert cli.main(["ablate", "--recipe", "smoke", "--estimate"]) == 0
+    assert f"estimated time: {speed.said(100.0, threads, niced=False)} on" in capsys.readouterr().out
+    assert cli.main(["ablate", "--recipe", "smoke", "--estimate", "--background"]) == 0
+    assert f"estimated time: {speed.said(100.0, threads, niced=True)} on" in capsys.readouterr().out
+    assert speed.said(100.0, threads, niced=True) != speed.said(100.0, threads, niced=False)
+
+
 # ----- page ---------------------------------------------------------------------------------------
 def test_page_shows_a_finished_ablation(smoke_dir, monkeypatch):
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(smoke_dir.parent))

@@ -25,7 +25,7 @@ from ..runs.run import new_run_refusal
 from ..runs.finder import is_ablation
 from ..runs.report import duration_text
 from ..train.estimate import background_threads
-from ..train.speed import said
+from ..train.speed import niced_here, said
 from .common import UserError, run_or_background, start_run, user_errors
 
 
@@ -82,7 +82,7 @@ def cmd_ablate(args) -> int:
     if args.estimate:
         if recipe is None:
             raise UserError("give --recipe NAME|FILE to estimate")
-        print(plan_text(grid.expand(recipe)))
+        print(plan_text(grid.expand(recipe), niced=args.background or niced_here()))
         return 0
     if args.resume and recipe is not None and (Path(args.output) / "plan.json").exists():
         _same_plan_or_refuse(recipe, Path(args.output))
@@ -98,7 +98,8 @@ def cmd_ablate(args) -> int:
         refusal = grid.offline_refusal(plan)
         if refusal:
             raise UserError(refusal)
-        print(plan_text(plan), file=sys.stderr)
+        # (a foreground run at normal priority was said as a background one: 1 min 40 s for 37 s)
+        print(plan_text(plan, niced=args.background or niced_here()), file=sys.stderr)
     return run_or_background(
         args, lambda: run_ablation(recipe, args.output, resume=args.resume, progress=not args.no_progress),
         show=lambda _: _show_ablation(args.output),
@@ -153,8 +154,9 @@ def with_task(recipe: dict, spec: str) -> dict:
     return grid.validate({**recipe, "tasks": {name: {**first, "train": spec}}, "axis_tasks": {}})
 
 
-def plan_text(plan: dict) -> str:
-    """What a recipe will do, in a few lines: cells, pre-trainings or downloads, the estimate."""
+def plan_text(plan: dict, niced: bool = True) -> str:
+    """What a recipe will do, in a few lines: cells, pre-trainings or downloads, the estimate (for a run at low
+    priority, as a background one is, unless not ``niced``: a command run in the foreground)."""
     recipe = plan["recipe"]
     cpu, gpu = grid.estimate(plan, "cpu"), grid.estimate(plan, "gpu")
     seeds = recipe.get("seeds")
@@ -162,7 +164,7 @@ def plan_text(plan: dict) -> str:
              + (f" ({len(seeds)} seeds each setting)" if seeds else "")
              + ("" if recipe.get("pretrained") == "hub" else f", {len(plan['pretrainings'])} pre-trainings")
              + ", tasks " + ", ".join(f"{k} ({v['train']})" for k, v in recipe["tasks"].items()),
-             f"estimated time: {said(cpu['total_s'], background_threads())} on this machine's CPU, "
+             f"estimated time: {said(cpu['total_s'], background_threads(), niced=niced)} on this machine's CPU, "
              f"{duration_text(gpu['total_s'])} on one GPU (from FLOPs and speeds measured here; expect up to a factor of "
              "two either way)"]
     if grid.downloads(plan):
