@@ -252,7 +252,7 @@ if plan is None:
     st.stop()
 res = read_results(chosen)
 table = results.table(plan, res)
-dirs = results.directions(res)
+dirs = results.directions(res, plan["recipe"]["tasks"])
 
 st.subheader("3. Results beside the paper")
 st.caption("Ours: dev accuracy (F1 for NER, SQuAD) in percent. Paper: the number of the same setting in the "

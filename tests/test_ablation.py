@@ -359,6 +359,36 @@ def test_directions_are_judged_on_hand_made_results():
     assert holds == dict.fromkeys(holds, False)
     holds = {d["key"]: d["holds"] for d in results.directions([_rec("topics", 80)])}
     assert holds == dict.fromkeys(holds, None)
+
+
+def test_the_nsp_direction_says_when_its_pair_task_is_the_one_built_here():
+    """cpu-small's one direction that held, "NSP helps sentence-pair tasks", rests on pairs:bbc (are two segments
+    from the same article?), a task nearer NSP itself than MNLI: its row now says so."""
+    recs = [_rec("pairs", 70, "pair-classification"), _rec("pairs", 60, "pair-classification", objective="mlm")]
+    tasks = {"pairs": {"train": "pairs:bbc"}}
+    (nsp,) = [d for d in results.directions(recs, tasks) if d["key"] == "nsp_helps_pairs"]
+    assert nsp["detail"].endswith(f"(pairs: {results.NEAR_NSP})") and nsp["holds"] is True
+    (nsp,) = [d for d in results.directions(recs, {"pairs": {"train": "mnli.csv"}}) if d["key"] == "nsp_helps_pairs"]
+    assert results.NEAR_NSP not in nsp["detail"]
+
+
+def test_the_table7_direction_says_both_of_its_halves():
+    """cpu-small's 77.2 / 66.0 / 61.2 (fine-tune, concat-last-4, embeddings, 400 dev articles) read "no
+    difference measurable here" and nothing else, which reads as "concat-last-4 is as good as fine-tuning",
+    where fine-tuning led by 11.2 points beyond the noise (6.2). The detail says each gap and whether it is
+    measurable."""
+    recs = [{**_rec("topics", s, transfer=t), "dev_examples": 400, "metric": "accuracy"}
+            for s, t in ((77.2, "fine-tune"), (66.0, "concat-last-4"), (61.2, "embeddings"))]
+    (d,) = [d for d in results.directions(recs) if d["key"] == "concat_close_to_finetune"]
+    assert d["verdict"] == results.TIE
+    assert ("concat-last-4 is 11.2 points below fine-tuning (measurably) and 4.8 points above the embeddings (within "
+            "the noise): whether it is nearer fine-tuning or the embeddings is within the noise") in d["detail"]
+    recs[1]["score"] = 76.0
+    (d,) = [d for d in results.directions(recs) if d["key"] == "concat_close_to_finetune"]
+    assert "1.2 points below fine-tuning (within the noise)" in d["detail"] and "nearer fine-tuning than" in d["detail"]
+    recs[1]["score"] = 79.0  # above fine-tuning: said so, not "-1.8 points below"
+    (d,) = [d for d in results.directions(recs) if d["key"] == "concat_close_to_finetune"]
+    assert "1.8 points above fine-tuning (within the noise)" in d["detail"] and " -" not in d["detail"]
     # failed cells do not count
     assert results.directions([{**_rec("t", None), "status": "failed"}])[0]["holds"] is None
 

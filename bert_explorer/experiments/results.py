@@ -322,12 +322,18 @@ def _tie(outcome: str) -> str:
     return f" — {outcome}" if outcome in (TIE, NOT_MEASURABLE) else ""
 
 
-def directions(records) -> list[dict]:
+NEAR_NSP = ("a pair task built here (are two segments from the same article?), nearer to NSP itself than "
+            "Table 5's MNLI or QNLI are")
+
+
+def directions(records, tasks: dict | None = None) -> list[dict]:
     """``[{"key", "direction", "verdict", "holds", "detail", "paper"}]`` from result records
     (dicts with task, task_type, size, objective, transfer, masking and score; several records
     of one cell are its seeds). ``verdict`` is yes / no / not distinguishable / not measured
-    (the rule is in the module docstring); ``holds`` is True for yes, False for no, else None."""
+    (the rule is in the module docstring); ``holds`` is True for yes, False for no, else None.
+    ``tasks``: the recipe's tasks by name, where a detail should say what a task is (``pairs:``)."""
     recs = _settings(_finished(records))
+    built_pairs = {name for name, spec in (tasks or {}).items() if str(spec.get("train", "")).startswith("pairs:")}
     out = []
 
     def add(key, outcomes, detail):
@@ -343,6 +349,8 @@ def directions(records) -> list[dict]:
     add("nsp_helps_pairs", outcomes,
         "; ".join(f"{a['task']} ({a['size']}, {a['transfer']}): MLM+NSP {_fmt(a)} vs MLM only {_fmt(b)}{_tie(o)}"
                   for (a, b), o in zip(comps, outcomes)) or "needs MLM+NSP and MLM-only cells on a sentence-pair task")
+    if near := sorted({a["task"] for a, _ in comps} & built_pairs):  # (the direction's one "yes" in cpu-small)
+        out[-1]["detail"] += f" ({', '.join(near)}: {NEAR_NSP})"
 
     # 2. bidirectional beats LTR (the paper compares No NSP with LTR & No NSP; MLM+NSP stands in)
     comps = []
@@ -383,12 +391,26 @@ def directions(records) -> list[dict]:
         ft, cc, em = (g[k] for k in ("fine-tune", "concat-last-4", "embeddings"))
         spread = max(r.get("spread", 0.0) for r in (ft, cc, em))
         middle = {"score": (ft["score"] + em["score"]) / 2, "spread": spread}
+        scores = f"{ft['task']}: fine-tune {_fmt(ft)}, concat-last-4 {_fmt(cc)}, embeddings {_fmt(em)}"
         if (did_not_learn(cc) and did_not_learn(ft)) or any(map(plateau, (ft, cc, em))):
             outcomes.append(NOT_MEASURABLE)  # how close to fine-tuning cannot be told where neither learnt
-        else:
-            outcomes.append(verdict([compare({**cc, "spread": spread}, em), compare(cc, middle)]))
-        details.append(f"{ft['task']}: fine-tune {_fmt(ft)}, concat-last-4 {_fmt(cc)}, embeddings {_fmt(em)}"
-                       + _tie(outcomes[-1]))
+            details.append(scores + _tie(outcomes[-1]))
+            continue
+        above, nearer = compare({**cc, "spread": spread}, em), compare(cc, middle)
+        outcomes.append(verdict([above, nearer]))
+        # Both halves in words: "no difference measurable here" alone read as "concat-last-4 is as good as
+        # fine-tuning" beside 77.2 / 66.0 / 61.2, where fine-tuning led by 11.2 points, beyond the noise
+        below_ft, above_em = ft["score"] - cc["score"], cc["score"] - em["score"]
+
+        def gap(points: float, outcome: str, word: str, other: str, what: str) -> str:
+            where = f"{abs(points):.1f} points {word if points >= 0 else other} {what}"
+            return where + (" (within the noise)" if outcome == TIE else " (measurably)" if outcome in (YES, NO)
+                            else f" ({outcome})")
+        details.append(
+            f"{scores} — concat-last-4 is {gap(below_ft, compare(ft, cc), 'below', 'above', 'fine-tuning')} and "
+            f"{gap(above_em, above, 'above', 'below', 'the embeddings')}: "
+            + {YES: "nearer fine-tuning than the embeddings", NO: "nearer the embeddings than fine-tuning",
+               TIE: "whether it is nearer fine-tuning or the embeddings is within the noise"}[nearer])
     add("concat_close_to_finetune", outcomes,
         "; ".join(details) or "needs fine-tune, concat-last-4 and embeddings cells on the same task")
     return out
