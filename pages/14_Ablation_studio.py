@@ -269,22 +269,24 @@ for axis, fig in figs.items():
         continue  # shown above, beside Turc et al.'s scores for the same models
     sub = table[table["axis"] == axis]
     st.markdown(f"**{results.AXIS_TITLES[axis]}**")
-    c1, c2 = st.columns([3, 2])
-    # (the state beside our score: "its model did not leave the word-frequency plateau" was the last column, cut
-    # off at a laptop's width, and the only word that the gap drawn beside it meant nothing)
+    # The table above its chart, each the page's width: side by side, at a laptop's 1280 px the table's paper
+    # columns were off its right edge and the chart dropped three of Table 7's seven labels. The paper's number
+    # beside ours, then the state ("its model did not leave the word-frequency plateau": the only word that the
+    # gap drawn beside it meant nothing)
     shown_columns = ["setting", "task"] + (["seed"] if sub["seed"].notna().any() else []) + \
-        ["metric", "ours", "state", "paper", "paper_metric", "paper_source"]
-    c1.dataframe(sub[shown_columns].astype({c: object for c in ("paper_metric", "paper_source")}).fillna(
+        ["metric", "ours", "paper", "state", "paper_metric", "paper_source"]
+    st.dataframe(sub[shown_columns].astype({c: object for c in ("paper_metric", "paper_source")}).fillna(
         {"paper_metric": "", "paper_source": ""}), hide_index=True, width="stretch",
         column_config={"ours": st.column_config.NumberColumn(format="%.1f"),
                        "paper": st.column_config.NumberColumn(format="%.1f")})
     if axis == "transfer":
-        c1.caption(results.table7_caption(sub))
+        st.caption(results.table7_caption(sub))
     if on_plateau := int(sub["state"].astype(str).str.contains(results.PLATEAU, regex=False).sum()):
-        c1.warning(f"{on_plateau} of these {len(sub)} cells fine-tuned a model that never left the word-frequency "
-                   "plateau: their scores measure what word counts give, not what the pre-training taught, so no gap "
-                   "drawn between them means anything (section 4 reads no direction from them).")
-    exports.figure(fig, f"abl_fig_{axis}", container=c2)
+        st.warning(f"{on_plateau} of these {int(sub['ours'].notna().sum())} finished cells fine-tuned a model that "
+                   "never left the word-frequency plateau: their scores measure what word counts give, not what the "
+                   "pre-training taught, so no gap drawn between them means anything (section 4 reads no direction "
+                   "from them).")
+    exports.figure(fig, f"abl_fig_{axis}")
 
 st.subheader("4. Do the paper's directions hold?")
 st.caption("Judged on the scores this grid's models reached: " + results.RULE)

@@ -367,7 +367,7 @@ def test_the_nsp_direction_says_when_its_pair_task_is_the_one_built_here():
     recs = [_rec("pairs", 70, "pair-classification"), _rec("pairs", 60, "pair-classification", objective="mlm")]
     tasks = {"pairs": {"train": "pairs:bbc"}}
     (nsp,) = [d for d in results.directions(recs, tasks) if d["key"] == "nsp_helps_pairs"]
-    assert nsp["detail"].endswith(f"(pairs: {results.NEAR_NSP})") and nsp["holds"] is True
+    assert nsp["detail"].endswith(f". pairs: {results.NEAR_NSP}") and nsp["holds"] is True
     (nsp,) = [d for d in results.directions(recs, {"pairs": {"train": "mnli.csv"}}) if d["key"] == "nsp_helps_pairs"]
     assert results.NEAR_NSP not in nsp["detail"]
 
@@ -539,9 +539,17 @@ def test_page_shows_a_finished_ablation(smoke_dir, monkeypatch):
     _, res, df = results.load(smoke_dir)
     for axis in df["axis"].unique():
         n = int(df[df.axis == axis]["state"].str.contains(results.PLATEAU, regex=False).sum())
-        said = [w.value for w in at.warning if w.value.startswith(f"{n} of these {(df.axis == axis).sum()} cells")]
+        done = int(df[df.axis == axis]["ours"].notna().sum())  # (cells not run yet are not counted)
+        said = [w.value for w in at.warning if w.value.startswith(f"{n} of these {done} finished cells")]
         assert bool(said) == (n > 0), (axis, n)
-    assert list(objective.columns).index("state") == list(objective.columns).index("ours") + 1
+    # our score, the paper's beside it, then the state (the paper's columns were off the table's right edge)
+    columns = list(objective.columns)
+    assert columns.index("paper") == columns.index("ours") + 1 and columns.index("state") == columns.index("ours") + 2
+    # every setting labelled under its bar, the legend under the chart
+    for chart in (json.loads(c.proto.spec) for c in at.get("plotly_chart")):
+        bars = [t for t in chart["data"] if t["type"] == "bar"]
+        assert chart["layout"]["xaxis"]["tickvals"] == bars[0]["x"] == chart["layout"]["xaxis"]["ticktext"]
+        assert chart["layout"]["legend"]["orientation"] == "h" and chart["layout"]["legend"]["y"] < 0
     assert [m.value for m in at.metric][:2] == ["13", "4"]  # cpu-small: cells, pre-trainings
     at.radio(key="abl_mode").set_value("Build my own").run()
     assert not at.exception
@@ -676,7 +684,7 @@ def test_the_results_of_a_grid_on_an_upload_speak_of_its_rows_and_draw_each_pape
     nsp = dirs.loc["NSP helps sentence-pair tasks", "our numbers"]
     assert nsp == ("pairs (tiny, fine-tune): MLM+NSP 54.3 (its model did not leave the word-frequency plateau) vs "
                    "MLM only 51.2 (did not learn: majority rate 50.0; its model did not leave the word-frequency "
-                   "plateau) — not measurable"), nsp
+                   f"plateau) — not measurable. pairs: {results.NEAR_NSP}"), nsp
     assert ") (" not in " ".join(dirs["our numbers"])
     # Table 7's chart: the paper's numbers once, for both tasks, each diamond visible
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
@@ -860,3 +868,19 @@ def test_a_signalled_ablation_says_which_cell_it_stopped_at_and_exits_as_the_sig
     assert "# Ablation" not in done.stdout and "()" not in done.stdout + done.stderr
     assert json.loads((out / "status.json").read_text())["state"] == "stopped"
     assert sentence in (out / "log.txt").read_text()
+
+
+def test_the_size_charts_diamonds_name_turc_et_al_where_the_numbers_are_theirs():
+    """The chart titled "Model size (Table 6)" marked BERT-Tiny's 83.2 "paper: SST-2": Turc et al.'s GLUE test
+    score, which Table 6 (dev sets, L >= 3) does not have. The series names the other paper, each diamond its
+    source."""
+    turc, table6 = "Turc et al. 2019 (BERT miniatures, GLUE test)", "Devlin et al. 2019, Table 6"
+    df = pd.DataFrame([{"axis": "size", "setting": s, "task": "sentiment", "ours": o, "metric": "accuracy",
+                        "state": "finished", "paper": p, "paper_metric": "SST-2", "paper_source": src}
+                       for s, o, p, src in (("tiny", 70.0, 83.2, turc), ("base", 80.0, 93.5, table6))])
+    (diamonds,) = [t for t in results.figures(df)["size"].data if t.type == "scatter"]
+    assert diamonds.name == f"paper: SST-2 (for sentiment); points from {turc}"
+    assert list(diamonds.hovertext) == [turc, table6]
+    df["paper_source"] = table6
+    (diamonds,) = [t for t in results.figures(df)["size"].data if t.type == "scatter"]
+    assert diamonds.name == "paper: SST-2 (for sentiment)"

@@ -23,6 +23,9 @@ def test_the_recipe_plans_its_download_and_time_before_anything_starts(capsys):
     assert "google/bert_uncased_L-4_H-512_A-8" in capsys.readouterr().out
     plan = grid.expand(grid.load_recipe("table7"))
     assert sorted({c["transfer"] for c in plan["cells"]}) == sorted(grid.TRANSFERS)  # Table 7's seven rows
+    # one downloaded model: no "Model size (Table 6) with Google's pre-trained miniatures" section of one point
+    from bert_explorer.experiments import miniatures
+    assert not miniatures.is_miniatures(plan) and miniatures.is_miniatures(grid.expand(grid.load_recipe("miniatures")))
     for bad, said in ((["--model", "huge"], "no pre-trained model of the paper has that name"),
                       (["--model", "small", "--recipe", "cpu-small"], "recipe cpu-small pre-trains its models here")):
         assert main(["ablate", "--recipe", "table7", *bad, "--estimate"]) != 0

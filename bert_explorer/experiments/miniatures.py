@@ -34,8 +34,10 @@ COLUMNS = ["task", "size", "model", "L", "H", "parameters_M", "metric", "ours", 
 
 
 def is_miniatures(plan: dict | None) -> bool:
-    """Does the plan start from downloaded miniatures (no pre-training here)?"""
-    return bool(plan) and plan["recipe"].get("pretrained") == "hub"
+    """Does the plan compare sizes of downloaded miniatures (no pre-training here)? (A plan of one downloaded
+    model, as table7's, is not: its page showed a one-point "Model size" chart beside Turc et al.'s GLUE.)"""
+    return bool(plan) and plan["recipe"].get("pretrained") == "hub" and \
+        len({c["size"] for c in plan["cells"]}) > 1
 
 
 def _column(plan: dict, task: str, task_type: str | None) -> str | None:

@@ -322,8 +322,8 @@ def _tie(outcome: str) -> str:
     return f" — {outcome}" if outcome in (TIE, NOT_MEASURABLE) else ""
 
 
-NEAR_NSP = ("a pair task built here (are two segments from the same article?), nearer to NSP itself than "
-            "Table 5's MNLI or QNLI are")
+NEAR_NSP = ("a pair task built here, whether two segments come from the same article, which is nearer to NSP "
+            "itself than Table 5's MNLI or QNLI are")
 
 
 def directions(records, tasks: dict | None = None) -> list[dict]:
@@ -350,7 +350,7 @@ def directions(records, tasks: dict | None = None) -> list[dict]:
         "; ".join(f"{a['task']} ({a['size']}, {a['transfer']}): MLM+NSP {_fmt(a)} vs MLM only {_fmt(b)}{_tie(o)}"
                   for (a, b), o in zip(comps, outcomes)) or "needs MLM+NSP and MLM-only cells on a sentence-pair task")
     if near := sorted({a["task"] for a, _ in comps} & built_pairs):  # (the direction's one "yes" in cpu-small)
-        out[-1]["detail"] += f" ({', '.join(near)}: {NEAR_NSP})"
+        out[-1]["detail"] += f". {', '.join(near)}: {NEAR_NSP}"
 
     # 2. bidirectional beats LTR (the paper compares No NSP with LTR & No NSP; MLM+NSP stands in)
     comps = []
@@ -517,12 +517,23 @@ def figures(df: pd.DataFrame) -> dict:
             if g["paper"].notna().any():
                 metric = next((m for m in g["paper_metric"] if isinstance(m, str)), "paper")
                 values = tuple(None if pd.isna(v) else float(v) for v in g["paper"])  # NaN would never match
-                papers.setdefault(values, {"metric": metric, "tasks": []})["tasks"].append(task)
+                sources = [src if isinstance(src, str) else "" for src in g["paper_source"]]
+                papers.setdefault(values, {"metric": metric, "tasks": [], "sources": sources})["tasks"].append(task)
         for values, p in papers.items():
+            # a diamond of another paper says so: the size chart's small models are Turc et al.'s GLUE test
+            # scores, not Table 6's dev scores (the chart's title names Table 6)
+            others = list(dict.fromkeys(src for src, v in zip(p["sources"], values)
+                                        if v is not None and src and not src.startswith("Devlin")))
             fig.add_scatter(x=settings, y=list(values), mode="markers", marker_symbol="diamond", marker_size=12,
-                            name=f"paper: {p['metric']} (for {', '.join(map(str, p['tasks']))})")
+                            name=f"paper: {p['metric']} (for {', '.join(map(str, p['tasks']))})"
+                                 + "".join(f"; points from {o}" for o in others),
+                            hovertext=[src for src in p["sources"]])
+        # every setting labelled (plotly drops category labels that would overlap: Table 7's seven lost three),
+        # and the legend under the chart, where it covers no diamond near 100 %
+        fig.update_xaxes(tickmode="array", tickvals=settings, ticktext=settings, automargin=True)
         fig.update_layout(title=AXIS_TITLES[axis], barmode="group", yaxis_title="score (%)",
-                          xaxis_title=axis, legend_title_text="", height=380, margin=dict(t=50, b=40))
+                          xaxis_title=axis, legend_title_text="", height=440, margin=dict(t=50, b=40),
+                          legend=dict(orientation="h", yanchor="top", y=-0.25, x=0))
         figs[axis] = fig
     return figs
 
