@@ -323,6 +323,30 @@ def test_finetune_bad_upload_one_clear_line_and_nothing_lost(tmp_path, name, con
     assert not out.exists()  # no half-made run left behind
 
 
+@pytest.mark.parametrize("kind", ["pretrain", "finetune"])
+def test_a_run_killed_before_its_first_checkpoint_is_not_started_over_without_a_word(tmp_path, kind, capsys):
+    """kill -9 at step 20 of a run saving every 500 steps, then the command again with other flags: the new run's
+    settings replaced the old config.json and its steps joined the old ones in metrics.jsonl. Refused now; a
+    run that logged no step (it failed reading its data) may start again."""
+    from bert_explorer.runs.run import Run
+
+    out = tmp_path / "run"
+    Run(out).create({"size": "tiny", "lr": 1e-4} if kind == "pretrain" else {"model": "minilm"}, kind)
+    Run(out).write_status(state="running", pid=2 ** 22 + 7)  # (no such process: it was killed)
+    before = (out / "config.json").read_text()
+    argv = ["pretrain", "--corpus", "tiny", "--size", "tiny", "--vocab-size", "300", "--max-steps", "2",
+            "--batch-size", "4", "--max-seq-length", "32", "--no-progress"] if kind == "pretrain" else \
+        ["finetune", "--model", "minilm", "--train", "tiny:classification", "--epochs", "1"]
+    Run(out).log_metrics({"step": 20, "split": "train", "loss": 7.0})
+    assert main([*argv, "--lr", "1e-3", "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out} holds a {'pre-training' if kind == 'pretrain' else 'fine-tuning'} run that logged 20 step(s)" in err
+    assert "choose a new folder" in err and (out / "config.json").read_text() == before
+    (out / "metrics.jsonl").unlink()  # nothing trained: starting again loses nothing
+    from bert_explorer.runs.run import restart_refusal
+    assert restart_refusal(out) is None
+
+
 def test_finetune_refuses_to_overwrite_a_finished_run(tmp_path):
     from bert_explorer.runs.run import Run
 

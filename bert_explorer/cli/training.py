@@ -29,7 +29,7 @@ from ..train.predict import Predictor
 from ..train.pretrain import check_start as check_pretraining, estimate as pretrain_estimate, run_pretraining
 from ..data.pretraining import plateau_sentence
 from ..runs.lock import RunBusy, writer_busy
-from ..runs.run import Run, new_run_refusal, runs_root
+from ..runs.run import Run, new_run_refusal, restart_refusal, runs_root
 from ..train.pretrain_config import PretrainConfig, plateau_advice
 from ..train.pretraining_data import split_corpus
 from ..train.finetune_resume import resume_settings as resume_finetuning
@@ -126,6 +126,8 @@ def cmd_pretrain(args) -> int:
             if refusal or Run(args.output).checkpoints():
                 raise ValueError(refusal or f"{args.output} already holds checkpoints; pass --resume to continue it "
                                             "or choose a new --output")
+            if refusal := restart_refusal(args.output):
+                raise ValueError(refusal)
             check_pretraining(cfg)
 
     def say_estimate(background: bool) -> None:

@@ -393,6 +393,23 @@ def new_run_refusal(path: str | Path, kind: str | None = None, stored_first: boo
     return None
 
 
+def restart_refusal(path: str | Path) -> str | None:
+    """Why a new run (not a resume) may not start in ``path``, an existing pre-training or fine-tuning that
+    logged steps, in one sentence, or None. A run killed before its first checkpoint was started anew
+    there without a word: its settings replaced, its metrics.jsonl then holding two runs' steps. One that
+    logged nothing (it failed reading its data) may start again."""
+    run = Run(path)
+    if not run.is_run() or run.kind() not in ("pretrain", "finetune"):
+        return None
+    trained = [m["step"] for m in run.metrics() if isinstance(m.get("step"), int)]
+    if not trained:
+        return None
+    state = run.status().get("state") or "stopped"
+    return (f"{run.path} holds a {KIND_WORDS[run.kind()]} run that logged {max(trained):,} step(s) and ended {state}; "
+            "a new run there would replace its settings and mix its metrics, so choose a new folder (or delete that "
+            "run first)")
+
+
 def _before_a_run(p: Path, stored_first: bool = True) -> bool:
     """What a run's folder may hold before the run is made there: an upload stored first (a corpus, data/;
     only where one may have been), the start's locks, a cut-off write's leftovers."""
