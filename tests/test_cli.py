@@ -347,6 +347,18 @@ def test_a_run_killed_before_its_first_checkpoint_is_not_started_over_without_a_
     assert restart_refusal(out) is None
 
 
+@pytest.mark.parametrize("device", ["tpu", "Gpu", "CPU", "xla:0"])  # ("gpu" would be the GPU tests' mark)
+def test_a_mistyped_device_is_one_sentence_and_leaves_no_run(tmp_path, device, capsys):
+    """--device tpu (or gpu, CPU) reached torch's own error, a traceback, and finetune left a failed run."""
+    for argv in (["pretrain", "--corpus", "tiny", "--size", "tiny", "--max-steps", "2"],
+                 ["finetune", "--model", "minilm", "--train", "tiny:classification"]):
+        out = tmp_path / argv[0]
+        assert main([*argv, "--device", device, "--output", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1] == (f"bert-explorer: error: device must be one of auto, cpu, cuda, cuda:N, mps (N a GPU's "
+                           f"number), not {device!r}") and not out.exists()
+
+
 def test_finetune_refuses_to_overwrite_a_finished_run(tmp_path):
     from bert_explorer.runs.run import Run
 

@@ -101,3 +101,21 @@ def test_the_page_shows_a_cache_warning_as_one_st_warning():
                                              "free); the result is used all the same, and computed again next time."]
     at.run()  # each time it happens, not only the first
     assert len(at.warning) == 1 and at.markdown[0].value == "the result"
+
+
+def test_a_disk_with_no_byte_free_stops_a_new_run_at_its_lock_in_one_sentence(tmp_path, monkeypatch, capsys):
+    """With 0 bytes free, the writer lock's first bytes failed: `pretrain`, `finetune` and a resume ended in a
+    traceback from the lock and left a folder holding only the lock. One sentence now, and no folder."""
+    from bert_explorer.cli import main
+    from bert_explorer.runs import lock
+
+    def full(fd, what):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(lock, "_write_holder", full)
+    out = tmp_path / "runs" / "new"
+    code = main(["finetune", "--model", "minilm", "--train", "tiny:classification", "--epochs", "1",
+                 "--output", str(out)])
+    *_, last = capsys.readouterr().err.strip().splitlines()  # (after the estimate)
+    assert code == 1 and last.startswith(f"bert-explorer: error: no space left in {out.parent} to start writing a run "
+                                         "there (") and last.endswith("free some space, then run the same again")
+    assert not out.exists()

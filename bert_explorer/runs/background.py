@@ -260,6 +260,10 @@ def delete_refusal(run: Run) -> str | None:
             f"deleted: move them out of {run.path} first, or delete the folder yourself")
 
 
+# the page of each kind of run that has its Stop button (the Runs page lists and deletes, it stops nothing)
+STOPPED_ON = {"pretrain": "Pre-train page", "finetune": "Fine-tune page", "ablate": "Ablation studio page"}
+
+
 def delete(run: Run) -> None:
     """Remove what a run wrote in its directory (``run.RUN_FILES``, ``run.RUN_FOLDERS``, the runs inside
     an ablation), and the directory itself; a folder that holds anything else is refused (ValueError,
@@ -269,7 +273,8 @@ def delete(run: Run) -> None:
         raise ValueError(f"{run.path} is not a run directory (no status.json, nor the config.json of a run)")
     with holding(run.path / START_LOCK_NAME):
         if run.is_active():
-            raise RuntimeError(f"{run.name} is {run.status().get('state')}; stop it before deleting it")
+            raise RuntimeError(f"{run.name} is {run.status().get('state')}; stop it before deleting it (its "
+                               f"{STOPPED_ON.get(run.kind(), 'page')} has the Stop button)")
         try:  # no writer may start (or still be at work) while its files go
             fd = acquire_writer(run.path, "delete", gated=True)
         except RunBusy:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 
 from ..file_lock import LOCKS_TRAVEL, acquire, holding, is_held, release
+from ..full_disk import DiskFull, is_disk_full, sentence
 from ..processes import process_alive, process_start
 from .run import new_run_refusal
 
@@ -106,7 +107,8 @@ def _take_writer(path: Path, what: str | None) -> int:
     if not acquire(fd, wait=False):
         os.close(fd)
         raise RunBusy(f"{path} is being written by {_describe_holder(read_holder(path))}; wait for that run "
-                      f"to end (or stop it on the Runs page) or choose another output folder") from None
+                      "to end (or stop it on its page in the app: Pre-train, Fine-tune or Ablation studio) or choose "
+                      "another output folder") from None
     before = read_holder(path)
     if (before.get("pid") and before.get("pid") != os.getpid()
             and not process_alive(before["pid"], before.get("pid_created"))):
@@ -143,7 +145,16 @@ def writer_lock(run_dir: str | Path, what: str | None = None):
     with _held_guard:
         entry = _held.get(key)
         if entry is None:
-            entry = _held[key] = [acquire_writer(path, what), 0]
+            try:
+                entry = _held[key] = [acquire_writer(path, what), 0]
+            except OSError as e:
+                if not is_disk_full(e) or isinstance(e, DiskFull):
+                    raise
+                # (a full disk met the lock's first bytes: a traceback, and a folder holding only the lock)
+                if made:
+                    _remove_made(path, made)
+                raise DiskFull(sentence(path.parent if made else path, "start writing a run there",
+                                        "free some space, then run the same again")) from None
         entry[1] += 1
     try:
         yield
@@ -152,18 +163,22 @@ def writer_lock(run_dir: str | Path, what: str | None = None):
             entry[1] -= 1
             if entry[1] == 0:
                 del _held[key]
-                if not existed:
-                    with contextlib.suppress(OSError):
-                        locks = {WRITER_LOCK_NAME, START_LOCK_NAME}  # (.start.lock: a writer where locks stay put)
-                        if {p.name for p in path.iterdir()} <= locks:
-                            # refused before writing anything (bad data): leave no empty folder
-                            for name in locks:
-                                (path / name).unlink(missing_ok=True)
-                            for folder in made:  # (one that holds something since stops this)
-                                folder.rmdir()
+                if not existed:  # refused before writing anything (bad data): leave no empty folder
+                    _remove_made(path, made)
                 with contextlib.suppress(OSError):  # a clean end (a Stop among them): the next writer takes
                     os.ftruncate(entry[0], 0)        # the lock over without saying its holder died
                 release(entry[0])
+
+
+def _remove_made(path: Path, made: list[Path]) -> None:
+    """The folders a writer's lock made (the run's first), where they hold nothing but the locks."""
+    with contextlib.suppress(OSError):
+        locks = {WRITER_LOCK_NAME, START_LOCK_NAME}  # (.start.lock: a writer where locks stay put)
+        if {p.name for p in path.iterdir()} <= locks:
+            for name in locks:
+                (path / name).unlink(missing_ok=True)
+            for folder in made:  # (one that holds something since stops this)
+                folder.rmdir()
 
 
 def writes_run(param: str, what: str):

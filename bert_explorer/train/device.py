@@ -76,6 +76,17 @@ class Device:
 
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")  # what a run may be asked to train on
+
+
+def device_refusal(name: str) -> str | None:
+    """Why ``name`` is no device a run can train on, in one sentence, or None ("tpu" and "CPU" reached
+    torch's own error, a traceback)."""
+    import re
+
+    if isinstance(name, str) and (name in ("auto", "cpu", "cuda", "mps") or re.fullmatch(r"cuda:\d{1,3}", name)):
+        return None
+    return f"device must be one of {', '.join(DEVICES)} (N a GPU's number), not {str(name)[:40]!r}"
 
 
 def precision_name(dtype: torch.dtype | None) -> str:

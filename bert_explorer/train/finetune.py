@@ -35,7 +35,7 @@ from ..tokenizer import WordPieceTokenizer
 from ..setting import setting
 from . import levers
 from .configs import settings_of
-from .device import PRECISIONS, pick_device, precision_from, threads_text
+from .device import PRECISIONS, device_refusal, pick_device, precision_from, threads_text
 from .engine import AFTER_A_FULL_DISK, Evaluating, epoch_batches, fit, marks_failure, total_steps
 from .estimate import finetune_estimate, words_of
 from .feature_based import run_feature_based
@@ -136,6 +136,8 @@ class FinetuneConfig:
             raise ValueError(f"features must be one of {', '.join(FEATURE_MODES)}, not {self.features!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
+        if why := device_refusal(self.device):
+            raise ValueError(why)
         if not 0 < self.dev_fraction < 1:
             raise ValueError(f"dev_fraction must be between 0 and 1, not {self.dev_fraction}")
         for name, cap in (("max_train_examples", MAX_TRAIN_EXAMPLES), ("max_dev_examples", MAX_DEV_EXAMPLES)):

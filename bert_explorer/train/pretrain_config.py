@@ -10,7 +10,7 @@ from ..data.pretraining import MaskingConfig
 from ..model import PRESETS
 from ..setting import setting
 from .configs import settings_of
-from .device import PRECISIONS, precision_from
+from .device import PRECISIONS, device_refusal, precision_from
 
 
 @dataclass
@@ -83,6 +83,8 @@ class PretrainConfig:
         objective_type(self.objective)  # an unknown name: one sentence that lists the known ones
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
+        if why := device_refusal(self.device):
+            raise ValueError(why)
         if self.init and self.vocab not in ("train", self.init):
             raise ValueError("a warm start keeps its checkpoint's vocabulary: leave vocab out when init is given")
         if self.freeze_word_embeddings and not self.init:
