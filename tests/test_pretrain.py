@@ -115,6 +115,17 @@ def test_two_process_ddp_run_keeps_ranks_in_sync(tmp_path):
     assert status["world_size"] == 2 and status["state"] == "finished" and status["ddp_backend"] == "gloo"
     sums = status["rank_checksums"]
     assert len(sums) == 2 and status["ranks_in_sync"] and sums[0] == pytest.approx(sums[1], rel=1e-9)
+    # one result printed and one levers line logged, not one a rank
+    assert r.stdout.count('"step": 4') == 1, r.stdout
+    assert (tmp_path / "ddp" / "log.txt").read_text().count("CPU levers") <= 1
+    # resumed by one process, it would read sequences trained already and step with half the batch: refused
+    (_, last), = Run(tmp_path / "ddp").checkpoints()[-1:]
+    assert json.loads((last / "training_args.json").read_text())["world_size"] == 2
+    r = subprocess.run([sys.executable, "-m", "bert_explorer.cli", "pretrain", "--output", str(tmp_path / "ddp"),
+                        "--resume", "--max-steps", "6", "--no-progress"], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "was trained by 2 process(es) and this resume runs 1" in r.stderr, r.stderr[-2000:]
+    assert f"`torchrun --nproc_per_node 2 -m bert_explorer.cli pretrain --output {tmp_path / 'ddp'} --resume`" in r.stderr
+    assert Run(tmp_path / "ddp").status()["state"] == "finished"
 
 
 def test_background_run_can_be_stopped_and_resumed(tmp_path):
@@ -441,7 +452,6 @@ def test_a_full_disk_at_a_checkpoint_is_one_sentence_and_resume_goes_on_once_the
     import re
 
     from bert_explorer import checkpoint
-    from bert_explorer.cli import main
 
     out = tmp_path / "run"
     real_save_file = checkpoint.save_file

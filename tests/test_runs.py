@@ -521,3 +521,20 @@ def test_the_runs_key_metrics_put_squads_percentages_on_the_scale_of_the_other_t
     qa = key_metrics({"dev": {"f1": scores["f1"], "exact_match": scores["exact_match"]}})
     assert qa["dev exact match"] == 0.25 and qa["dev F1"] == scores["f1"] / 100 < 1
     assert key_metrics({"dev": {"f1": 0.4, "precision": 0.5}}) == {"dev F1": 0.4}
+
+
+def test_what_a_stopped_run_of_several_processes_is_told_names_torchrun(tmp_path):
+    """Each rank of a torchrun run stopped by SIGTERM said to go on with `bert-explorer pretrain --output ...
+    --resume`: one process, which its resume now refuses. The sentence names torchrun and the count."""
+    from bert_explorer.runs.signals import what_to_do
+
+    run = Run(tmp_path / "ddp").create({"size": "tiny"}, "pretrain")
+    step = run.path / "checkpoints" / "step-4"
+    step.mkdir(parents=True)
+    (step / "model.safetensors").write_bytes(b"")
+    (step / "training_state.pt").write_bytes(b"")
+    run.write_status(state="stopped", world_size=2)
+    assert what_to_do(run) == (f"continue with `torchrun --nproc_per_node 2 -m bert_explorer.cli pretrain --output "
+                               f"{run.path} --resume`")
+    run.write_status(state="stopped", world_size=1)
+    assert what_to_do(run) == f"continue with `bert-explorer pretrain --output {run.path} --resume`"

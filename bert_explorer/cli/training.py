@@ -157,7 +157,10 @@ def cmd_pretrain(args) -> int:
 
 def _show_pretraining(result: dict, lr: float) -> None:
     """The result as JSON on stdout; on stderr, a model that never left the word-frequency plateau (its log
-    said so, the terminal only "plateau": true), and what may take it off."""
+    said so, the terminal only "plateau": true), and what may take it off. Under torchrun, rank 0's only (each
+    rank printed the same result)."""
+    if os.environ.get("RANK", "0") != "0":
+        return
     print_json(result)
     if result.get("plateau") and result.get("mlm_perplexity") and result.get("unigram_entropy"):
         print(f"warning: this model {plateau_sentence(math.log(result['mlm_perplexity']), result['unigram_entropy'])}. "

@@ -97,8 +97,12 @@ def what_to_do(run: Run, resumable: bool = True, before_a_step: bool = False) ->
     resumes from step 0 with its settings), or, with none (or a run of a kind that does not resume,
     ``resumable=False``), from the start."""
     kind = run.config().get("kind", "pretrain")
+    # a run of several processes goes on with as many (train.pretrain.world_size_refusal): the command says so
+    world = run.status().get("world_size")
+    command = (f"torchrun --nproc_per_node {world} -m bert_explorer.cli" if isinstance(world, int) and world > 1
+               else "bert-explorer")
     if resumable and run.resumable_checkpoints():
-        return f"continue with `bert-explorer {kind} --output {run.path} --resume`"
+        return f"continue with `{command} {kind} --output {run.path} --resume`"
     if resumable and before_a_step and kind == "pretrain":
-        return f"start it from step 0 with its settings with `bert-explorer pretrain --output {run.path} --resume`"
+        return f"start it from step 0 with its settings with `{command} pretrain --output {run.path} --resume`"
     return "it kept no checkpoint to resume from, so start it again with a new --output"

@@ -13,7 +13,7 @@ from dataclasses import fields
 
 # Keys that runs and configs carry beside the settings: the run's kind, the LTR head an
 # ablation cell used, and `amp`, the precision switch of earlier versions (read by precision_from).
-NOT_SETTINGS = {"kind", "ltr_head", "amp"}
+NOT_SETTINGS = {"kind", "ltr_head", "amp", "world_size"}  # records kept beside the settings
 
 
 def settings_of(cls, d: dict, strict: bool = True) -> dict:

@@ -111,7 +111,7 @@ def evaluate(model, instances, cfg: PretrainConfig, tok: WordPieceTokenizer, dev
 
 def _save(run: Reporter, model, tok, step: int, optimizer, scheduler, scaler, cfg: PretrainConfig,
           metrics: dict | None = None, tokens_seen: int | None = None,
-          frames: FrameRecorder | None = None) -> Path | None:
+          frames: FrameRecorder | None = None, world_size: int = 1) -> Path | None:
     def write_state(d: Path):
         # Through a Python file: on a full disk torch's own writer says only "unexpected pos";
         # this way the OSError(ENOSPC) travels with it (full_disk.is_disk_full reads either).
@@ -125,7 +125,8 @@ def _save(run: Reporter, model, tok, step: int, optimizer, scheduler, scaler, cf
 
     if run.path is None:  # in memory: the caller keeps the model
         return None
-    extra = {"training_args.json": _json(cfg.to_dict())}
+    # the processes that trained it beside its settings: where each step reads depends on their number
+    extra = {"training_args.json": _json({**cfg.to_dict(), WORLD_SIZE_KEY: world_size})}
     if metrics:
         extra["eval_metrics.json"] = _json(metrics)
     if frames is not None and frames.doc is not None:  # the model folder carries its own time-lapse
@@ -176,6 +177,8 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
     latest = point.checkpoint
     check_start(cfg, latest)
     dev = pick_device(cfg.device, cfg.precision)
+    if latest is not None and (why := world_size_refusal(run.path, latest, dev.world_size)):
+        raise ValueError(why)
     if dev.is_main:
         run.create(cfg.to_dict(), "pretrain")
         for gone in run.clear_leftovers():
@@ -259,6 +262,29 @@ def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None, words:
                              predicted_fraction=predicted_fraction(cfg), precision=cfg.precision, threads=threads)
 
 
+WORLD_SIZE_KEY = "world_size"  # in a checkpoint's training_args.json: how many processes trained it
+
+
+def world_size_refusal(run_dir: Path, latest: Path, world_size: int) -> str | None:
+    """Why a resume by ``world_size`` processes may not go on from ``latest``, or None. Step s reads the
+    sequences from ((s·grad_accum + micro)·world_size + rank)·batch_size on: with another number of processes
+    a resume would read sequences trained already, skip others, and step with another batch. The number is
+    the checkpoint's (else, for a checkpoint saved before it was kept, the run's status)."""
+    try:
+        saved = json.loads((latest / "training_args.json").read_text(encoding="utf-8")).get(WORLD_SIZE_KEY)
+    except (OSError, ValueError, AttributeError):
+        saved = None
+    if not isinstance(saved, int):
+        saved = Run(run_dir).status().get("world_size")
+    if not isinstance(saved, int) or saved == world_size:
+        return None
+    again = (f"`torchrun --nproc_per_node {saved} -m bert_explorer.cli pretrain --output {run_dir} --resume`"
+             if saved > 1 else f"`bert-explorer pretrain --output {run_dir} --resume` (without torchrun)")
+    return (f"{run_dir} was trained by {saved} process(es) and this resume runs {world_size}: each step reads its "
+            f"data from a place set by their number, so it would read sequences trained already and step with "
+            f"another batch; resume it with {saved}: {again}")
+
+
 def check_start(cfg: PretrainConfig, latest: Path | None = None) -> None:
     """What refuses a run's start, checked before its folder is made, so that a refused start leaves
     nothing: a corpus that is not there, a warm start's model that is not, positions that do not fit,
@@ -328,8 +354,8 @@ def _new_model(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | N
         model = _warm_start(cfg, run, dev)
     else:
         model = BertForPreTraining(preset(cfg.size, vocab_size=tok.vocab_size, causal=cfg.objective_type.left_to_right))
-    levers.apply(model.to(dev.device), dev.device, dev.dtype, run.log, run if dev.is_main else None,
-                 resumed=latest is not None)
+    levers.apply(model.to(dev.device), dev.device, dev.dtype, run.log if dev.is_main else lambda _: None,
+                 run if dev.is_main else None, resumed=latest is not None)  # (one line in the log, not one a rank)
     if cfg.freeze_word_embeddings:
         # One matrix reads words in and (tied) writes them out: freezing it keeps both fixed,
         # so the optimiser never sees it and a checkpoint can ship without it.
@@ -513,7 +539,7 @@ class Pretraining:
     def save(self, step: int, measured: dict | None = None, final: dict | None = None) -> None:
         t = self.t
         _save(self.reporter, t.model, self.data.tok, step, t.optimizer, t.scheduler, t.scaler, self.cfg, final,
-              self.tokens_seen, self.frames if final is not None else None)
+              self.tokens_seen, self.frames if final is not None else None, self.dev.world_size)
 
     def after(self, step: int, losses) -> None:
         if self.bar:
