@@ -452,6 +452,7 @@ def test_a_full_disk_at_a_checkpoint_is_one_sentence_and_resume_goes_on_once_the
     import re
 
     from bert_explorer import checkpoint
+    from bert_explorer.cli import main
 
     out = tmp_path / "run"
     real_save_file = checkpoint.save_file

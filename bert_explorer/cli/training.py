@@ -126,7 +126,7 @@ def cmd_pretrain(args) -> int:
             if refusal or Run(args.output).checkpoints():
                 raise ValueError(refusal or f"{args.output} already holds checkpoints; pass --resume to continue it "
                                             "or choose a new --output")
-            if refusal := restart_refusal(args.output):
+            if refusal := writer_busy(args.output) or restart_refusal(args.output):
                 raise ValueError(refusal)
             check_pretraining(cfg)
 

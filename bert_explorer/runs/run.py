@@ -395,7 +395,8 @@ def new_run_refusal(path: str | Path, kind: str | None = None, stored_first: boo
 
 def restart_refusal(path: str | Path) -> str | None:
     """Why a new run (not a resume) may not start in ``path``, an existing pre-training or fine-tuning that
-    logged steps, in one sentence, or None. A run killed before its first checkpoint was started anew
+    logged steps, in one sentence, or None (a live writer's is :func:`runs.lock.writer_busy`'s to say, asked
+    first). A run killed before its first checkpoint was started anew
     there without a word: its settings replaced, its metrics.jsonl then holding two runs' steps. One that
     logged nothing (it failed reading its data) may start again."""
     run = Run(path)
@@ -404,8 +405,9 @@ def restart_refusal(path: str | Path) -> str | None:
     trained = [m["step"] for m in run.metrics() if isinstance(m.get("step"), int)]
     if not trained:
         return None
-    state = run.status().get("state") or "stopped"
-    return (f"{run.path} holds a {KIND_WORDS[run.kind()]} run that logged {max(trained):,} step(s) and ended {state}; "
+    state = run.status().get("state")
+    ended = f"ended {state}" if state in DONE_STATES else "ended without finishing"  # (killed: "running" still)
+    return (f"{run.path} holds a {KIND_WORDS[run.kind()]} run that logged {max(trained):,} step(s) and {ended}; "
             "a new run there would replace its settings and mix its metrics, so choose a new folder (or delete that "
             "run first)")
 

@@ -26,7 +26,7 @@ from ..data.tiny_tasks import make_tiny
 from ..data.uploads.core import DataError, TaskData
 from ..data.uploads.reader import read_parquet_split, read_task_file
 from ..model.config import BertConfig
-from ..runs.lock import writes_run
+from ..runs.lock import writer_busy, writes_run
 from ..runs.run import Run, new_run_refusal, restart_refusal
 from ..runs.signals import StoppedBySignal, said, stopping_on_signals, what_to_do
 from ..tasks.base import TaskType, padded_length
@@ -458,7 +458,8 @@ def check_folder(run_dir: str | Path, stored_first: bool = True) -> None:
     run = Run(run_dir)
     if run.kind() == "finetune" and ((run.path / "metrics.json").exists() or (run.path / "model").exists()):
         raise ValueError(f"{run.path} already holds a finished fine-tuning run; choose a new --output")
-    if refusal := new_run_refusal(run.path, "finetune", stored_first) or restart_refusal(run.path):
+    if refusal := (new_run_refusal(run.path, "finetune", stored_first) or writer_busy(run.path)
+                   or restart_refusal(run.path)):
         raise ValueError(refusal)
 
 
