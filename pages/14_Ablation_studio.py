@@ -18,7 +18,7 @@ from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.run import ACTIVE_STATES, Run, new_run_refusal
 from bert_explorer.train.estimate import background_threads
 from bert_explorer.train.speed import said, seconds_now
-from bert_explorer.runs.report import left_text
+from bert_explorer.runs.report import duration_text, left_text
 
 intro("Ablation studio", """
 Re-run the paper's ablations in miniature (Devlin et al. 2019, Section 5 and Appendix C, Tables 5-8):
@@ -139,9 +139,10 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
         else:
             m[1].metric("Pre-trainings", len(plan["pretrainings"]),
                         help="cells with the same pre-training share one model")
-        m[2].metric("Time on this CPU", f"~{seconds_now(est_cpu['total_s'], background_threads()) / 60:.0f} min",
+        # (in the words of every other time: a small grid's GPU time read "~0 min")
+        m[2].metric("Time on this CPU", f"~{duration_text(seconds_now(est_cpu['total_s'], background_threads()))}",
                     help="Its speed measured here, shared with what else runs now.")
-        m[3].metric("Time on one GPU", f"~{est_gpu['total_s'] / 60:.0f} min")
+        m[3].metric("Time on one GPU", f"~{duration_text(est_gpu['total_s'])}")
         # the idle figure too, in words: the recipes' descriptions and the docs give that one
         st.caption(f"On this CPU: {said(est_cpu['total_s'], background_threads())}. "
                    "Rough estimates from FLOPs and measured speeds; expect them to be off by up to a factor of two."

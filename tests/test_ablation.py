@@ -765,7 +765,9 @@ def test_the_studio_states_one_estimate_of_a_recipes_time(runs_root):
     assert not at.exception
     shown = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
     cpu = next(m.value for m in at.metric if m.label == "Time on this CPU")
-    assert re.fullmatch(r"~\d+ min", cpu)
+    assert re.fullmatch(r"~(\d+ h )?(\d+ min )?\d+ s|~\d+ h \d+ min", cpu), cpu
+    gpu = next(m.value for m in at.metric if m.label == "Time on one GPU")  # (a small grid's read "~0 min")
+    assert re.fullmatch(r"~(\d+ min )?\d+ s", gpu) and gpu != "~0 min", gpu
     # no other estimate of the same time on the page (the measured 41 min of an earlier vocabulary is a measurement)
     assert not re.search(r"[Aa]bout \d+ minutes", shown)
     # the metric is the time with today's load; the idle machine's, which the docs and the CLI give, is in words

@@ -252,6 +252,7 @@ def test_the_results_sit_beside_turc_et_al_and_say_what_this_run_measured(ran):
 
 # ----- the page -----------------------------------------------------------------------------------------------
 def test_the_page_shows_the_estimate_the_downloads_and_the_results_beside_turc(ran, runs_root, monkeypatch, tmp_path):
+    from bert_explorer.runs.report import duration_text
     from bert_explorer.train import speed
 
     monkeypatch.setattr(speed, "busy_cores", lambda: (0.0, 0.0))  # an idle machine: the time said is the idle one
@@ -264,7 +265,7 @@ def test_the_page_shows_the_estimate_the_downloads_and_the_results_beside_turc(r
     metrics = {m.label: m.value for m in at.metric}
     plan = grid.expand(grid.load_recipe("miniatures"))
     assert metrics["Cells"] == "12" and metrics["Models to download"] == "4"
-    assert metrics["Time on this CPU"] == f"~{grid.estimate(plan, 'cpu')['total_s'] / 60:.0f} min"
+    assert metrics["Time on this CPU"] == f"~{duration_text(grid.estimate(plan, 'cpu')['total_s'])}"
     assert any(m.value == grid.downloads_text(plan) for m in at.markdown)
     assert at.button(key="abl_start").label == "Download 4 models (about 346 MB) and start in the background"
     # the results of the finished run: the table and the chart beside Turc et al.'s
@@ -273,6 +274,9 @@ def test_the_page_shows_the_estimate_the_downloads_and_the_results_beside_turc(r
     charts = [f for f in figcheck.figures(at) if f.title.startswith("Model size (Table 6) with Google's")]
     assert len(charts) == 1 and {t.name for t in charts[0].traces} >= {
         "Turc et al. 2019: GLUE score (test)", "Devlin et al. 2019, Table 6: SST-2 (dev)"}
+    # the log axis labelled in whole millions (its own labels between 10 and 100 read "2, 5")
+    ticks = charts[0].layout["xaxis"]
+    assert {"10", "20", "50", "100"} <= set(ticks["ticktext"]) and ticks["tickvals"][ticks["ticktext"].index("20")] == 20
     assert any("This run fine-tuned 2 of Google's pre-trained miniatures" in c.value for c in at.caption)
     # build my own from Google's miniatures: seeds multiply the cells
     at.radio(key="abl_mode").set_value("Build my own").run()

@@ -145,9 +145,12 @@ def figure(df: pd.DataFrame):
             fig.add_scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="lines+markers",
                             marker_symbol="square", line_dash="dash", hovertext=[p[2] for p in points],
                             name=f"Devlin et al. 2019, Table 6: {column} (dev)")
+    # whole numbers at 1-2-5 steps: plotly's own labels between 10 and 100 read "2, 5" (meaning 20 and 50)
+    ticks = [m * 10 ** e for e in range(-1, 4) for m in (1, 2, 5)]
     fig.update_layout(title="Model size (Table 6) with Google's pre-trained miniatures", yaxis_title="score (%)",
                       xaxis_title="parameters (millions, log scale)", xaxis_type="log", legend_title_text="",
                       height=420, margin=dict(t=50, b=40))
+    fig.update_xaxes(tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     return fig
 
 
