@@ -886,3 +886,15 @@ def test_the_size_charts_diamonds_name_turc_et_al_where_the_numbers_are_theirs()
     df["paper_source"] = table6
     (diamonds,) = [t for t in results.figures(df)["size"].data if t.type == "scatter"]
     assert diamonds.name == "paper: SST-2 (for sentiment)"
+
+
+def test_a_task_file_larger_than_a_fine_tuning_keeps_is_counted_as_what_it_keeps():
+    """A 260,000-row upload in Build my own (or `ablate --task`) was refused as "examples must be a whole number
+    from 1 to 220,000, not 260000": the count of rows kept for the estimate, a field nobody typed."""
+    from types import SimpleNamespace
+
+    data = SimpleNamespace(examples=[{"text": "a good film", "label": "pos"}] * 260_000)
+    spec = {"train": "huge.csv", "text_column": "text", "label_column": "label", **grid.counted(data)}
+    assert spec["examples"] == 220_000 and spec["words_per_example"] > 0
+    recipe = grid.load_recipe("smoke")
+    grid.validate({**recipe, "tasks": {"huge.csv": spec}, "axis_tasks": {}})  # (it raised RecipeError)

@@ -560,7 +560,9 @@ def counted(data) -> dict:
     mean words (on up to 512 spread over it)."""
     step = max(1, len(data.examples) // 512)
     picked = data.examples[::step][:512]
-    return {"examples": len(data.examples),
+    # no more than a fine-tuning keeps of a file (a 260,000-row upload was refused as "examples must be a whole
+    # number from 1 to 220,000", a field nobody typed)
+    return {"examples": min(len(data.examples), _TASK_BOUNDS["examples"]),
             "words_per_example": round(sum(map(est.words_of, picked)) / max(1, len(picked)), 1)}
 
 
