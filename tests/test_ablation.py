@@ -898,3 +898,14 @@ def test_a_task_file_larger_than_a_fine_tuning_keeps_is_counted_as_what_it_keeps
     assert spec["examples"] == 220_000 and spec["words_per_example"] > 0
     recipe = grid.load_recipe("smoke")
     grid.validate({**recipe, "tasks": {"huge.csv": spec}, "axis_tasks": {}})  # (it raised RecipeError)
+
+
+def test_the_markdown_of_a_seeded_grid_says_each_rows_seed():
+    """`ablate --report --format md` of a seeded recipe printed three "tiny | topics" rows that looked alike."""
+    df = pd.DataFrame([{"axis": "size", "setting": "tiny", "task": "topics", "seed": float(k), "metric": "accuracy",
+                        "ours": 70.0 + k, "paper": None, "paper_metric": None, "paper_source": None,
+                        "state": "finished"} for k in range(3)])
+    text = results.to_markdown(df, [])
+    assert "| setting | task | seed | metric |" in text
+    assert [line.split(" | ")[2] for line in text.splitlines() if line.startswith("| tiny |")] == ["0", "1", "2"]
+    assert "| seed |" not in results.to_markdown(df.assign(seed=None), [])

@@ -453,7 +453,12 @@ def to_markdown(df: pd.DataFrame, dirs: list[dict], title: str = "Ablation resul
         if not len(sub):
             continue
         sources = sorted({s for s in sub["paper_source"].dropna()})
-        parts += [f"## {AXIS_TITLES[axis]}", "", markdown_table(sub), ""]
+        # a seeded grid's rows of one setting differ only by their seed: the page shows it, so does this
+        seeded = "seed" in sub and sub["seed"].notna().any()
+        if seeded:
+            sub = sub.assign(seed=sub["seed"].map(lambda v: "" if pd.isna(v) else str(int(v))))
+        columns = ("setting", "task", *(("seed",) if seeded else ()), "metric", "ours", "paper", "paper_metric", "state")
+        parts += [f"## {AXIS_TITLES[axis]}", "", markdown_table(sub, columns), ""]
         if sources:
             parts += ["Paper numbers: " + "; ".join(sources) + ".", ""]
         if axis == "transfer":
