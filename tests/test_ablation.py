@@ -502,7 +502,8 @@ def test_cli_estimate_says_a_short_gpu_time_in_seconds(gpu_s, said, capsys, monk
 
 def test_cli_estimate_of_a_foreground_ablation_is_at_its_own_priority(capsys, monkeypatch):
     """`ablate` run in a terminal is not niced, yet it was said as a background job (which gets only what
-    normal work leaves): "about 1 min 40 s here now (10 s on an idle machine)" for a run that took 37 s."""
+    normal work leaves): "about 1 min 40 s here now (10 s on an idle machine)" for a run that took 37 s (as said
+    then)."""
     from bert_explorer.cli import ablation as ablation_cli
     from bert_explorer.train import speed
 
@@ -772,7 +773,7 @@ def test_the_studio_states_one_estimate_of_a_recipes_time(runs_root):
     assert not re.search(r"[Aa]bout \d+ minutes", shown)
     # the metric is the time with today's load; the idle machine's, which the docs and the CLI give, is in words
     assert re.search(r"On this CPU: about [0-9hmins ]+ (\(the machine is idle now\)|\(the other work now leaves it "
-                     r"the cores it uses\)|here now \([0-9hmins ]+ on an idle machine\))\. Rough estimates", shown)
+                     r"the cores it uses\)|on an idle machine, up to [0-9hmins ]+ at the load now)\. Rough estimates", shown)
 
 
 def _snli_cell(score, objective, n=200, majority=35.0):

@@ -30,7 +30,7 @@ def cache(tmp_path, monkeypatch):
 pytestmark = pytest.mark.usefixtures("one_thread")
 # A time said before a job starts (``speed.said``): now, and on an idle machine when the load takes its share
 SAID = (r"about [0-9hmins .]+ (\(the machine is idle now\)|\(the other work now leaves it the cores it uses\)"
-        r"|here now \([0-9hmins .]+ on an idle machine\))")
+        r"|on an idle machine, up to [0-9hmins .]+ at the load now)")
 
 
 @pytest.fixture(autouse=True)

@@ -98,10 +98,10 @@ def test_the_time_said_is_scaled_by_the_share_of_the_cpu_the_job_gets_now(machin
     assert speed.said(100, 1) == "about 1 min 40 s (the other work now leaves it the cores it uses)"
     assert speed.share_now(2, niced=False) == pytest.approx(2 / 3)  # at normal priority it shares the busy one
     machine["now"] = 2.0  # both cores busy at normal priority: a background job gets the crumbs
-    assert speed.said(100, 1) == "about 16 min 40 s here now (1 min 40 s on an idle machine)"
-    assert speed.said(100, 1, niced=False) == "about 2 min 30 s here now (1 min 40 s on an idle machine)"
+    assert speed.said(100, 1) == "about 1 min 40 s on an idle machine, up to 16 min 40 s at the load now"
+    assert speed.said(100, 1, niced=False) == "about 1 min 40 s on an idle machine, up to 2 min 30 s at the load now"
     machine["now"], machine["low"] = 0.0, 2.0  # both busy with other background work: shared alike
-    assert speed.said(100, 1) == "about 2 min 30 s here now (1 min 40 s on an idle machine)"
+    assert speed.said(100, 1) == "about 1 min 40 s on an idle machine, up to 2 min 30 s at the load now"
     machine["now"], machine["low"] = 10.0, 0.0
     assert speed.seconds_now(100, 2, niced=False) == pytest.approx(100 * 12 / 2)
 

@@ -75,7 +75,7 @@ def measured_here(name: str, loaded, stored_evaluation: dict | None) -> dict | N
             not_prepared("Its measurement on held-out text")
             busy_sentence()
         return None
-    # ("about 1 min 32 s here now (1 min 01 s on an idle machine)" carries brackets of its own: none around it)
+    # (the time said may carry brackets of its own, "(the machine is idle now)": none around it)
     if work_button(f"Measure this model here: {about}", key="mlm_measure"):
         refusal = jobs.start_build(path, ["--model", name], one_at_a_time=False, command=quality.BUILDER,
                                    what="measurement", lesson="the measurement of how well this model guesses",

@@ -15,8 +15,8 @@ Here both are measured on the CPU the job runs on, and kept per machine:
 
 Both are said for an **idle machine**. :func:`share_now` is the part of it a job of ``threads`` threads
 gets now, from the CPU time the system counted over the last minute at normal and at low priority (a
-background job at low priority gets what normal work leaves); :func:`said` puts both in words: "about 4 min
-here now (1 min 50 s on an idle machine)".
+background job at low priority gets what normal work leaves); :func:`said` puts both in words: "about 1 min 50 s
+on an idle machine, up to 4 min at the load now".
 
 Kept in ``machine-speed.json`` in the disk cache's folder, under the machine's name (its CPU, cores and
 PyTorch): a cache folder shared by two machines keeps each one's figures apart.
@@ -293,9 +293,13 @@ def seconds_now(idle_seconds: float, n_threads: int, load: float | None = None, 
 
 
 def said(idle_seconds: float, n_threads: int, load: float | None = None, niced: bool = True) -> str:
-    """"about 4 min 10 s here now (1 min 50 s on an idle machine)", or "about 1 min 50 s (the machine is
-    idle now)" when the load takes less than a tenth: a time said before a job starts, for a job at low
-    priority (the app's background jobs) or, not ``niced``, at normal priority (a command's own work)."""
+    """"about 1 min 50 s on an idle machine, up to 4 min 10 s at the load now", or "about 1 min 50 s (the
+    machine is idle now)" when the load takes less than a tenth: a time said before a job starts, for a job at
+    low priority (the app's background jobs) or, not ``niced``, at normal priority (a command's own work).
+
+    A range, not one figure: the load of the last minute seldom lasts a whole job. Said as "about 2 h 33 min
+    here now", a 12-minute index build was never started; the other work's bursts ended sooner (a
+    pre-training said 2 min 06 s took 55 s, 38 s idle)."""
     from ..runs.report import duration_text
 
     now = seconds_now(idle_seconds, n_threads, load, niced)
@@ -306,4 +310,4 @@ def said(idle_seconds: float, n_threads: int, load: float | None = None, niced: 
         if busy < 0.5:
             return f"about {duration_text(now)} (the machine is idle now)"
         return f"about {duration_text(now)} (the other work now leaves it the cores it uses)"
-    return f"about {duration_text(now)} here now ({duration_text(idle_seconds)} on an idle machine)"
+    return f"about {duration_text(idle_seconds)} on an idle machine, up to {duration_text(now)} at the load now"
