@@ -172,7 +172,8 @@ m[4].metric("steps used", f"{result.n_steps}", help="tried: " + ", ".join(
 planned = step_schedule(steps, max_steps)
 answering = load(model_used, CLASSIFIER if target == CLF else PRE)[0]
 allowed = affordable(planned, len(result.tokens), limits.for_config(answering.config).token_steps)
-if allowed != planned:
+# said only where the budget stopped a doubling the rule asked for (it was said beside a result reliable at once)
+if allowed != planned and not result.reliability.reliable and len(result.steps_tried) == len(allowed):
     st.caption(f"This server spends at most about {limits.SECONDS:.0f} s of its CPU on one attribution: with this model "
                f"and {len(result.tokens)} WordPieces that allows {sum(allowed)} integration steps in all, so it ran "
                f"{' → '.join(str(n) for n, _ in result.steps_tried)} steps, not the {' → '.join(map(str, planned))} "

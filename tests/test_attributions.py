@@ -423,8 +423,19 @@ def test_the_baseline_note_appears_only_when_the_baseline_scores_higher():
     assert "IsNext" in note and "decrease" in note and "95.9%" in note and "77.1%" in note
     assert note.count(". ") == 0  # one sentence
     assert baseline_note(_fake_result("next sentence", 3.469, 1.685)) is None
-    assert baseline_note(_fake_result("next sentence", 1.0, 1.0)) is None
     assert "decrease" in baseline_note(_fake_result("classifier", -2.0, -1.0))
+
+
+def test_the_baseline_note_says_when_an_empty_pair_is_already_isnext():
+    """The default pair: f(x) 11.307, f(baseline) 10.207 (HF gives the same): P(IsNext) 100 % for both, and the
+    bars split 1.10 of 11.3 log-odds with no word of it."""
+    note = baseline_note(_fake_result("next sentence", 11.307, 10.207))
+    assert note.startswith("Here the baseline ([PAD] for every word) is already IsNext: its log-odds are 10.207 of "
+                           "the pair's 11.307") and "split only the 1.100 that the words add" in note
+    assert note.count(". ") == 0
+    assert "already IsNext" in baseline_note(_fake_result("next sentence", 1.0, 1.0))
+    assert baseline_note(_fake_result("next sentence", 4.0, 1.0)) is None  # the words add most of it
+    assert baseline_note(_fake_result("masked word", 2.0, 1.5)) is None  # (the next-sentence log-odds only)
 
 
 @needs_model("explorer-mini")

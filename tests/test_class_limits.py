@@ -344,19 +344,27 @@ def test_an_attribution_of_a_long_input_holds_no_more_memory_than_a_request_may(
 
 def test_an_attribution_cut_to_the_servers_budget_says_what_it_ran(monkeypatch):
     """The caption of a schedule cut to the budget said "it tried 50 → 100 → 200" beside "steps used: 50":
-    it names the schedule it may take, then what it ran."""
-    def fake(model, f, inputs, baselines, n_steps):  # reliable at once: f(x) - f(x') = 1, delta 0
+    it names the schedule it may take, then what it ran. It said so also when 50 steps were reliable and no
+    doubling was ever needed: only a cut that stopped a doubling is said."""
+    delta = {"value": 0.5}  # f(x) - f(x') = 1: a delta of 0.5 is unreliable, the schedule would double
+
+    def fake(model, f, inputs, baselines, n_steps):
         T = inputs["input_ids"].shape[1]
-        return [torch.linspace(0, 1, T)] * 3, 1.0, 0.0, 0.0
+        return [torch.linspace(0, 1, T)] * 3, 1.0, 0.0, delta["value"]
 
     monkeypatch.setattr(ig, "integrated_gradients", fake)
     monkeypatch.setattr(limits, "CPU_FLOP_S", limits.CPU_FLOP_S / 2)  # about 160 steps for 18 WordPieces: 50 → 100
     at = _page("6_Attributions.py").run()
-    at.text_input(key="attr_mlm_text").input("the price of [MASK] went up again , said the bank on monday .").run()
+    text = "the price of [MASK] went up again , said the bank on monday ."
+    at.text_input(key="attr_mlm_text").input(text).run()
     assert not at.exception and at.metric
     said = [c.value for c in at.caption if "integration steps in all" in c.value]
-    assert said and re.search(r"so it ran 50 steps, not the 50( → \d+)+ asked for \(fewer steps leave a larger "
-                              r"convergence delta; a shorter text allows more\)\.$", said[0]), said
+    assert said and re.search(r"so it ran 50( → \d+)* steps, not the 50( → \d+)+ asked for \(fewer steps leave a "
+                              r"larger convergence delta; a shorter text allows more\)\.$", said[0]), said
+    delta["value"] = 0.0  # reliable at the first 50 steps: the budget cut nothing
+    at.text_input(key="attr_mlm_text").input(text + " ").run()
+    assert not at.exception and at.metric
+    assert not [c.value for c in at.caption if "integration steps in all" in c.value]
 
 
 # ----- a pasted text longer than its box -------------------------------------------------------------
