@@ -5,7 +5,7 @@ import streamlit as st
 
 from bert_explorer import limits
 from bert_explorer.analysis.probes.check_set import load_check_set
-from bert_explorer.analysis.probes.pretraining_tasks import NSP_HEAD, nsp_probability, nsp_table_summary
+from bert_explorer.analysis.probes.pretraining_tasks import NSP_HEAD, cut_sentence, nsp_probability, nsp_table_summary
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import kept_widget
@@ -50,7 +50,10 @@ b = kept_widget(c1.text_area, "Sentence B", "nsp_b", examples[0]["b"], height=70
 bundle = ResultBundle("Next sentence probe", name, {"text_a": a, "text_b": b})
 
 if a.strip() and b.strip():
-    p = _scored(name, ((a, b),))[0]["is_next"]
+    scored = _scored(name, ((a, b),))[0]
+    p = scored["is_next"]
+    if cut := cut_sentence(scored, loaded.config.max_position_embeddings):
+        st.warning(cut)
     st.metric("P(IsNext)", f"{p:.1%}", help="softmax of the NSP head; index 0 = IsNext")
     bundle.add_data("p_is_next", p)
     st.progress(p)
@@ -84,6 +87,10 @@ if rows:
     exports.table(frame, "nsp_scored", "pairs scored", bundle, static=True, hide_index=True,
                   formats={"P(IsNext)": "{:.4f}"})  # static: the sentences wrap, none is cut
     st.caption(nsp_table_summary(frame["pair"].tolist(), frame["P(IsNext)"].tolist()))
+    if cut := [i + 1 for i, x in enumerate(scored) if cut_sentence(x, loaded.config.max_position_embeddings)]:
+        st.warning(f"Row{'s' if len(cut) > 1 else ''} {', '.join(map(str, cut))}: longer than the "
+                   f"{loaded.config.max_position_embeddings:,} WordPieces this model reads, so the longer sentence "
+                   "lost its last pieces until the pair fit (longest first); P(IsNext) is for what was kept.")
 
 st.divider()
 exports.bundle_button(bundle, "nsp_bundle")

@@ -134,6 +134,15 @@ def test_next_sentence_page_scores_pairs(monkeypatch):
     at.text_area(key="nsp_a").set_value("  ").run()  # an emptied A: one sentence says what is missing
     assert not at.exception and not at.metric
     assert [i.value for i in at.info] == ["Write sentence A: the probe asks whether B follows A."]
+    # a pair longer than the model reads was scored with no word that it was cut
+    assert not [w for w in at.warning if "WordPieces this model reads" in w.value or "this model reads:" in w.value]
+    long = " ".join(["the market rallied after the bank cut its rates again ."] * 30)[:1990]
+    at.text_area(key="nsp_a").set_value(long).run()
+    at.text_area(key="nsp_b").set_value(long).run()
+    from bert_explorer import checkpoint
+    longest = checkpoint.load("explorer-mini").config.max_position_embeddings
+    said = [w.value for w in at.warning if f"more than the {longest:,} this model reads" in w.value]
+    assert not at.exception and len(said) == 1 and "the longer sentence lost its last pieces" in said[0]
 
 
 @needs_model("explorer-mini")

@@ -70,14 +70,28 @@ def top_k_at(logits: torch.Tensor, positions: list[int], tok, top_k: int) -> lis
 
 
 def nsp_probability(loaded: Loaded, pairs: list[tuple[str, str]]) -> list[dict]:
-    """P(IsNext) for each (A, B) pair; index 0 of the NSP head is IsNext, as in the original."""
+    """P(IsNext) for each (A, B) pair; index 0 of the NSP head is IsNext, as in the original. ``wordpieces``:
+    the pair's length before a pair longer than the model's positions is cut (longest first), which
+    ``cut_sentence`` then says."""
     tok = loaded.tokenizer
-    batch = tok.batch(pairs, max_length=loaded.config.max_position_embeddings,
-                      device=next(loaded.model.parameters()).device)
+    longest = loaded.config.max_position_embeddings
+    batch = tok.batch(pairs, max_length=longest, device=next(loaded.model.parameters()).device)
     with torch.no_grad():
         probs = loaded.model(**batch).nsp_logits.float().softmax(-1)  # [B, 2]
-    return [{"a": a, "b": b, "is_next": round(float(p[0]), 6), "not_next": round(float(p[1]), 6)}
-            for (a, b), p in zip(pairs, probs)]
+    lengths = [len(e.input_ids) for e in tok.encode_batch(pairs)]
+    return [{"a": a, "b": b, "is_next": round(float(p[0]), 6), "not_next": round(float(p[1]), 6), "wordpieces": n}
+            for (a, b), p, n in zip(pairs, probs, lengths)]
+
+
+def cut_sentence(scored: dict, longest: int) -> str | None:
+    """One sentence when a pair was longer than the model reads (a 900-WordPiece pair was scored with no word
+    that it was cut to 512); None when it was read whole."""
+    n = scored.get("wordpieces") or 0
+    if n <= longest:
+        return None
+    return (f"This pair is {n:,} WordPieces with [CLS] and [SEP], more than the {longest:,} this model reads: the "
+            "longer sentence lost its last pieces until the pair fit (longest first), so P(IsNext) is for what "
+            "was kept.")
 
 
 def nsp_table_summary(kinds: list, p_is_next: list[float]) -> str:
