@@ -109,9 +109,12 @@ if not text.strip():
 
 result = _attention(name, text, text_b, max_tokens)
 L, A = result.num_layers, result.num_heads
-if result.truncated:
+if result.truncated:  # (at the slider's top there is no more to raise it to: said so, not "raise it")
     st.info(f"The input was cut to {max_tokens} WordPieces (longest sentence first) to keep the page fast; "
-            "raise *Max tokens* in the sidebar to see more.")
+            + ("raise *Max tokens* in the sidebar to see more." if max_tokens < most else
+               f"{max_tokens} is the most this page shows of this model "
+               + ("(its positions)." if most >= loaded.config.max_position_embeddings else
+                  "(what one request may keep in the server's memory).")))
 T = len(result.tokens)
 # bertviz's view on screen (its tab is chosen below; a click on a tab reruns the page): its layers are picked here
 open_view = {"Head view": "head", "Model view": "model"}.get(st.session_state.get("att_view", "Head view"))

@@ -220,7 +220,13 @@ def test_attention_page_head_choice_and_truncation():
     assert "head 5" in at.run().get("plotly_chart")[0].proto.spec
     at.text_area(key="be_sentence_a").set_value("long " * 200).run()
     assert not at.exception
-    assert any("was cut to 128" in i.value for i in at.info)
+    assert any("was cut to 128" in i.value and "raise *Max tokens*" in i.value for i in at.info)
+    # at the slider's top there is nothing to raise it to (it said "raise Max tokens" at 512 all the same)
+    at.sidebar.slider(key="att_max_tokens").set_value(at.sidebar.slider(key="att_max_tokens").max).run()
+    at.text_area(key="be_sentence_a").set_value("a " * 900).run()  # (900 WordPieces in the box's 2,000 characters)
+    assert not at.exception
+    (said,) = [i.value for i in at.info if "was cut to 512" in i.value]
+    assert "raise" not in said and said.endswith("512 is the most this page shows of this model (its positions).")
 
 
 def test_a_long_inputs_views_offer_every_layer_and_draw_the_model_view_legibly():
