@@ -210,6 +210,10 @@ def test_the_sentence_studied_holds_across_tokens_attention_and_inside_one_layer
     assert at.selectbox(key="ins_token").options[:3] == ["0: [CLS]", "1: the", "2: dog"]
     at.switch_page("pages/1_Tokens_and_embeddings.py").run()
     assert not at.exception and at.text_input(key="be_sentence_a").value == "the dog chased the ball ."
+    # Two models' maps kept "the cat sat on the mat" (minilm-mlm-nsp has a model B by default: its base)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.switch_page("pages/7_Two_models.py").run()
+    assert not at.exception and at.text_input(key="be_sentence_a").value == "the dog chased the ball ."
 
 
 @needs_model("explorer-mini")

@@ -435,8 +435,10 @@ def test_a_run_that_learned_nothing_is_not_model_b_and_the_page_asks(runs_root, 
     texts = " ".join(m.value for m in at.markdown)
     assert "The two models barely differ: CKA is above 0.99 in every one of layers 0–4" in texts
     assert "largest change" not in texts
-    at.text_input(key="two_text").set_value("the dog ran .").run()  # another widget: the choice of B is kept
+    at.text_input(key="be_sentence_a").set_value("the dog ran .").run()  # another widget: the choice of B is kept
     assert at.selectbox(key="two_model_b").value == str(child)
+    # the maps read the sentence the other pages share (typed on Tokens and embeddings, it stayed behind here)
+    assert any("Model A: layer" in c.proto.spec and "dog" in c.proto.spec for c in at.get("plotly_chart"))
 
 
 def test_without_a_run_that_learned_something_model_b_is_the_base_and_the_page_says_why(runs_root, monkeypatch):
