@@ -137,7 +137,7 @@ try:
         wv, proj = word_map(name, words, method_key)
         labels, hover = wv.words, [" ".join(p) for p in wv.pieces]
         title = "Token embeddings (rows of the token table; split words averaged over their pieces)"
-        names = None
+        names, vectors = None, wv.vectors
     else:
         c1, c2 = st.columns([1, 3])
         word = text_box(c1.text_input, "Word", "bank", key="emb_proj_word", max_chars=100)
@@ -150,6 +150,7 @@ try:
         limits.check(len(sentences), LIMITS.map_sentences, "sentences", "each one runs through the model")
         ctx, proj = context_map(name, word, sentences, layer, method_key)
         labels, hover = [f"{i + 1}" for i in range(len(ctx.sentences))], list(ctx.sentences)
+        vectors = ctx.vectors[:, layer]
         title = f"“{ctx.word}” in {len(ctx.sentences)} sentences, layer {layer}"
         # the key: one legend entry per sentence, named by its number
         names = [f"{i + 1}: {s if len(s) <= 60 else s[:59] + '…'}" for i, s in enumerate(ctx.sentences)]
@@ -171,6 +172,9 @@ try:
     if proj.explained_variance_ratio is not None:
         r = proj.explained_variance_ratio
         st.caption(f"The two PCA axes hold {r[0]:.0%} and {r[1]:.0%} of the variance; the rest is not shown.")
+    # what this model computed, for either map and either projection (t-SNE's and the sentences' had no caption)
+    st.caption(emb.map_caption(vectors, [f"sentence {x}" for x in labels] if names else labels, proj,
+                               vectors.shape[-1]))
 except ValueError as e:
     st.info(str(e))
 

@@ -245,6 +245,16 @@ def test_page_tsne_context_map_and_missing_word():
     at.radio(key="emb_proj_source").set_value("one word in several sentences")
     at.radio(key="emb_proj_method").set_value("t-SNE").run()
     assert not at.exception and len(at.get("plotly_chart")) == 4
+    # the map says what this model computed: the nearest sentences' uses of the word, by cosine in its own space,
+    # and what t-SNE's axes do not mean (the map had no caption; its axes spanned ±400)
+    sentences = [x.strip() for x in at.text_area(key="emb_proj_sentences").value.splitlines() if x.strip()]
+    ctx = emb.word_in_context(load_checkpoint(at.sidebar.selectbox(key="be_model_choice").value),
+                              at.text_input(key="emb_proj_word").value, sentences)
+    layer = at.slider(key="emb_proj_layer").value
+    (a, b, c), *_ = emb.nearest_pairs(ctx.vectors[:, layer], [f"sentence {i + 1}" for i in range(len(ctx.sentences))])
+    (said,) = [x.value for x in at.caption if x.value.startswith("Most similar in this model's own")]
+    assert f"(cosine): {a}–{b} {c:.2f};" in said and "t-SNE (perplexity 1.7:" in said
+    assert "distances between groups and their sizes mean nothing" in said
     at.text_input(key="emb_ctx_word").set_value("zebra").run()
     assert not at.exception
     assert any("not in the sentence" in i.value for i in at.info)
@@ -350,3 +360,9 @@ def test_position_caption_reads_the_heatmap_it_is_drawn_under():
     near, far = map(float, re.search(r"mean cosine of (-?[\d.]+) and positions \d+ or more apart (-?[\d.]+)", said).groups())
     assert near == pytest.approx(band["near"], abs=0.006) and far == pytest.approx(band["far"], abs=0.006)
     assert ("the red band along the diagonal" in said) == band["band"]
+
+
+def test_nearest_pairs_are_by_cosine_in_the_vectors_own_space():
+    pairs = emb.nearest_pairs([[1.0, 0.0], [10.0, 1.0], [1.0, 1.0], [-1.0, 0.1]], ["a", "b", "c", "d"], k=2)
+    assert [(x, y) for x, y, _ in pairs] == [("a", "b"), ("b", "c")]
+    assert pairs[0][2] == pytest.approx(10 / np.sqrt(101))

@@ -185,6 +185,7 @@ class Projection:
     method: str                                     # "pca" or "tsne"
     explained_variance_ratio: np.ndarray | None = None  # PCA only: share of the variance per axis
     components: np.ndarray | None = None                # PCA only: [2, H] the two directions
+    perplexity: float | None = None                     # t-SNE only: about how many neighbours each point keeps
 
 
 def pca_2d(points) -> Projection:
@@ -238,7 +239,29 @@ def tsne_2d(points, seed: int = 0, perplexity: float | None = None) -> Projectio
     perplexity = float(min(max(perplexity, 1.0), n - 1.0))
     tsne = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed,
                 method="exact" if n <= 200 else "barnes_hut", learning_rate="auto")
-    return Projection(tsne.fit_transform(x).astype(np.float32), "tsne")
+    return Projection(tsne.fit_transform(x).astype(np.float32), "tsne", perplexity=perplexity)
+
+
+def nearest_pairs(points, labels: list[str], k: int = 3) -> list[tuple[str, str, float]]:
+    """The ``k`` most similar pairs of ``points`` ([N, H]) by cosine in their own H dimensions, most similar
+    first: what a map of them should show near, and what a caption can say this model computed."""
+    x = np.asarray(points, dtype=np.float64)
+    x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    cos = x @ x.T
+    pairs = sorted(((float(cos[i, j]), i, j) for i in range(len(x)) for j in range(i + 1, len(x))), reverse=True)
+    return [(labels[i], labels[j], c) for c, i, j in pairs[:k]]
+
+
+def map_caption(points, labels: list[str], proj: Projection, dims: int) -> str:
+    """What a map of ``points`` shows, computed: the nearest pairs in the model's own space, and for t-SNE what
+    its axes do not mean (its distances between groups, its units)."""
+    near = "; ".join(f"{a}–{b} {c:.2f}" for a, b, c in nearest_pairs(points, labels))
+    text = f"Most similar in this model's own {dims} dimensions (cosine): {near}."
+    if proj.method == "tsne":
+        text += (f" t-SNE (perplexity {proj.perplexity:.1f}: about how many neighbours each point keeps near) "
+                 "keeps near neighbours near; its axes have no units, and the distances between groups and their "
+                 "sizes mean nothing.")
+    return text
 
 
 def project(points, method: str = "pca", seed: int = 0) -> Projection:
