@@ -239,7 +239,7 @@ def step_output():
 def step_ffn():
     header(7, r"h^{(\ell)} = \mathrm{LayerNorm}\big(Y + \mathrm{GELU}(YW_1 + b_1)\,W_2 + b_2\big)",
            f"[{T}, {H}] → [{T}, {steps.ff_hidden.shape[1]}] → [{T}, {H}]",
-           "Vaswani et al. 2017, Section 3.3; BERT uses GELU (Section 3, after OpenAI GPT)")
+           "Vaswani et al. 2017, Section 3.3; BERT uses GELU (Appendix A.2, after OpenAI GPT)")
     strips({"Y W_1 + b_1": steps.ff_hidden[token], "GELU": steps.ff_gelu[token]},
            f"{tok!r} in the {steps.ff_hidden.shape[1]}-unit inner layer", "ins_ff_inner")
     strips({"· W_2 + b_2": steps.ff_out[token], "+ Y (residual)": steps.output_sum[token],

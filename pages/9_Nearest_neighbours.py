@@ -23,7 +23,8 @@ Pick one token of your sentence and a layer: the table lists the tokens of a who
 News, about a million WordPieces) whose vectors at that layer are nearest to yours (cosine
 similarity), each in its own sentence. This is the key feature of exBERT (Hoover et al. 2020).
 BERT's vectors are **contextual** (Devlin et al. 2019, Section 3; Section 5.3 uses them as features):
-at the embeddings (layer 0) a word's vector is its token embedding plus the embedding of its position,
+at the embeddings (layer 0) a word's vector is its token embedding plus those of its segment and position,
+normalised (LayerNorm),
 so its neighbours are its uses in any sense, nearest where it stands at a similar place; in the deep layers the sentence has been mixed in, so the neighbours should be the uses
 *in the same sense* — see for yourself whether this model does that.
 """)
