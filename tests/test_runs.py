@@ -538,3 +538,29 @@ def test_what_a_stopped_run_of_several_processes_is_told_names_torchrun(tmp_path
                                f"{run.path} --resume`")
     run.write_status(state="stopped", world_size=1)
     assert what_to_do(run) == f"continue with `bert-explorer pretrain --output {run.path} --resume`"
+
+
+def test_a_metrics_line_cut_by_a_kill_does_not_swallow_the_next_record(tmp_path):
+    """kill -9 mid-write left `{"step": 105, "split": "tr` at the end of metrics.jsonl; the resumed run appended
+    its step 105 to that line and Run.metrics() skipped both. The cut line is ended first."""
+    run = Run(tmp_path / "r").create({"size": "tiny"}, "pretrain")
+    run.log_metrics({"step": 100, "split": "train", "loss": 7.0})
+    with (run.path / "metrics.jsonl").open("a") as f:
+        f.write('{"step": 105, "split": "tr')
+    resumed = Run(run.path)
+    resumed.log_metrics({"step": 105, "split": "train", "loss": 6.9})
+    resumed.log_metrics({"step": 110, "split": "train", "loss": 6.8})
+    assert [m["step"] for m in Run(run.path).metrics()] == [100, 105, 110]
+
+
+def test_a_new_run_inside_another_runs_folder_is_refused(tmp_path):
+    """--output runs/a/set_aside made a run inside run a's own folder: the Runs page listed "a/set_aside" and
+    deleting a took it away. An ablation's cells stay runs inside their ablation."""
+    from bert_explorer.runs.run import new_run_refusal
+
+    run = Run(tmp_path / "a").create({"size": "tiny"}, "pretrain")
+    said = new_run_refusal(run.path / "set_aside", "pretrain")
+    assert said == (f"{run.path / 'set_aside'} lies inside the pre-training run {run.path}, whose deletion would take "
+                    "it away; choose a folder outside that run")
+    ablation = Run(tmp_path / "abl").create({"recipe": {}}, "ablate")
+    assert new_run_refusal(ablation.path / "cells" / "one", "finetune") is None

@@ -78,6 +78,7 @@ class Run:
         # last log line, and a run that fails in between says the step it really reached.
         self.step_reached: int | None = None
         self._tensorboard = None  # its TensorBoard writer once a metric is logged; False without tensorboard
+        self._metrics_ended = False  # metrics.jsonl's last line checked whole before this object first appends
         # The signal that asked this process to stop (``runs/signals.py``), or None: a Stop like the STOP
         # file's, kept in memory because a file could outlive the process and stop the run's resume at once.
         self.signalled: int | None = None
@@ -188,8 +189,16 @@ class Run:
             self._tensorboard = None
 
     def log_metrics(self, record: dict) -> None:
-        with (self.path / "metrics.jsonl").open("a") as f:
-            f.write(json.dumps(record) + "\n")
+        with (self.path / "metrics.jsonl").open("a+b") as f:
+            if not self._metrics_ended:
+                # a line a kill cut mid-write is ended first: appended to, it swallowed the resumed run's first
+                # record (both unreadable as one line); alone it is skipped as a cut line (metrics())
+                self._metrics_ended = True
+                if f.seek(0, os.SEEK_END) > 0:
+                    f.seek(-1, os.SEEK_END)
+                    if f.read(1) != b"\n":
+                        f.write(b"\n")
+            f.write((json.dumps(record) + "\n").encode())
             f.flush()
         self._to_tensorboard(record)
 
@@ -380,6 +389,10 @@ def new_run_refusal(path: str | Path, kind: str | None = None, stored_first: boo
             return (f"{path} holds a {KIND_WORDS[mine]} run; choose a new folder for this {KIND_WORDS.get(kind, kind)}, "
                     "so that nothing in that run is overwritten")
         return None
+    for above in list(path.absolute().parents)[:12]:  # (an ablation's cells are runs inside it: only these two)
+        if above.is_dir() and Run(above).is_run() and Run(above).kind() in ("pretrain", "finetune"):
+            return (f"{path} lies inside the {KIND_WORDS[Run(above).kind()]} run {above}, whose deletion would take "
+                    "it away; choose a folder outside that run")
     foreign = foreign_entries(path)
     if foreign:
         return (f"{path} already holds files that no run writes ({shown_entries(foreign, path)}); choose a new "
