@@ -767,6 +767,9 @@ def test_the_studio_states_one_estimate_of_a_recipes_time(runs_root):
     shown = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
     cpu = next(m.value for m in at.metric if m.label == "Time on this CPU")
     assert re.fullmatch(r"~(\d+ h )?(\d+ min )?\d+ s|~\d+ h \d+ min", cpu), cpu
+    # the headline is the idle machine's time, the one the words below start from (it showed "~8 h 10 min", the
+    # load of the moment's, for a 49-minute recipe)
+    assert f"On this CPU: about {cpu[1:]} " in shown
     gpu = next(m.value for m in at.metric if m.label == "Time on one GPU")  # (a small grid's read "~0 min")
     assert re.fullmatch(r"~(\d+ min )?\d+ s", gpu) and gpu != "~0 min", gpu
     # no other estimate of the same time on the page (the measured 41 min of an earlier vocabulary is a measurement)
