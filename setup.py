@@ -24,11 +24,14 @@ class BuildWithShipped(build_py):
         target = Path(self.build_lib) / "bert_explorer" / "_shipped"
         shutil.rmtree(target, ignore_errors=True)  # (a file removed from the repository leaves no copy behind)
         for pattern in FILES:
-            for source in sorted(ROOT.glob(pattern)):
-                if source.is_file():
-                    dest = target / source.relative_to(ROOT)
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(source, dest)
+            found = [source for source in sorted(ROOT.glob(pattern)) if source.is_file()]
+            if not found:  # (a wheel without them installs, then fails at its first model or page)
+                raise SystemExit(f"building BERT Explorer: nothing matches {pattern} in {ROOT}; build from the "
+                                 "repository or from a source distribution made with its MANIFEST.in")
+            for source in found:
+                dest = target / source.relative_to(ROOT)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, dest)
 
 
 setup(cmdclass={"build_py": BuildWithShipped})

@@ -53,7 +53,9 @@ print("pages:", len(MENU), "failed:", failed)
 
 
 def test_the_wheel_installed_apart_from_the_checkout_finds_what_it_reads(tmp_path):
-    """Built from the repository and installed with --no-deps --target (the suite's own packages give its
+    """Built as `python -m build` builds it, from a source distribution of the repository (built from the
+    checkout, a wheel had all it needed; built from the sdist, which carried none of the shipped files, it had
+    no model, no page and no app), and installed with --no-deps --target (the suite's own packages give its
     dependencies: no resolution, which would fetch a CUDA torch), then run from a folder outside the checkout:
     the shipped default model, the check set, the app's home page, its pages and its settings all come from
     the installed package."""
@@ -67,7 +69,24 @@ def test_the_wheel_installed_apart_from_the_checkout_finds_what_it_reads(tmp_pat
         assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-3000:])
         return done
 
-    run("-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "wheel"))
+    import shutil
+    import tarfile
+
+    # from the repository's files alone, as a clean clone has them: a checkout's own egg-info (SOURCES.txt,
+    # written by an earlier build) would fill the sdist whatever MANIFEST.in says
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    clean = tmp_path / "clean"
+    for name in listed:
+        if (ROOT / name).is_file() and not name.startswith("tests/"):
+            (clean / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ROOT / name, clean / name)
+    sdist = run("-c", f"import setuptools.build_meta as b; print(b.build_sdist({str(tmp_path / 'sdist')!r}))",
+                cwd=clean).stdout.split()[-1]
+    with tarfile.open(tmp_path / "sdist" / sdist) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    (source,) = (tmp_path / "unpacked").iterdir()
+    run("-m", "pip", "wheel", str(source), "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "wheel"))
     (wheel,) = (tmp_path / "wheel").glob("bert_explorer-*.whl")
     run("-m", "pip", "install", "--no-deps", "-q", "--target", str(tmp_path / "site"), str(wheel))
     away = tmp_path / "elsewhere"
