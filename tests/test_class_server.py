@@ -298,7 +298,7 @@ def test_the_prepare_panel_on_home_is_the_teachers_and_starts_prepare_class(clas
     assert teacher.dataframe[-1].value.loc["minilm-mlm-nsp", "quality"] == "its own"
     teacher.multiselect(key="prep_builds").set_value(["quality"]).run()  # the teacher measures it here all the same
     (shown,) = [m.value for m in teacher.markdown if m.value.startswith(
-        "First each page's first-visit work (about ") and ", then **1** build(s) to run, **about " in m.value]
+        "First the first-visit work of the ") and "; then **1** build(s) to run, **about " in m.value]
     told = re.search(r"\*\*(about .*?)\*\* for the builds", shown).group(1)
     teacher.button(key="prep_start").click().run()
     assert not teacher.exception
@@ -316,7 +316,7 @@ def test_the_prepare_panel_chooses_no_build_the_model_has_already(classroom, no_
     teacher = _page("run_app.py", teacher=True)
     assert not teacher.exception
     assert teacher.multiselect(key="prep_builds").value == []
-    assert any(re.match(r"First each page's first-visit work \(about [^;]+ for the \d+ not kept yet\); no build to run",
+    assert any(re.match(r"First the first-visit work of the \d+ page\(s\) not kept yet: about [^;]+; no build to run",
                         m.value) for m in teacher.markdown)
 
 
@@ -332,7 +332,8 @@ def test_the_prepare_panel_says_which_first_visits_are_kept(classroom, no_work, 
                                                        ("Two models", "two", work("test-two"))])
     teacher = _page("run_app.py", teacher=True)
     assert teacher.dataframe[-1].value.loc["minilm-mlm-nsp", "first visits"] == "0 of 2"
-    assert any("first-visit work (about " in m.value and "for the 2 not kept yet)" in m.value for m in teacher.markdown)
+    assert any(m.value.startswith("First the first-visit work of the 2 page(s) not kept yet: about ")
+               for m in teacher.markdown)
     loaded = checkpoint.load("minilm-mlm-nsp", "BertForPreTraining")
     lesson._declared()[0][2](loaded)  # one page visited
     assert lesson.first_visits_left(loaded) == [("Two models", "two")]
@@ -341,7 +342,8 @@ def test_the_prepare_panel_says_which_first_visits_are_kept(classroom, no_work, 
     lesson._declared()[1][2](loaded)
     teacher = _page("run_app.py", teacher=True)
     assert teacher.dataframe[-1].value.loc["minilm-mlm-nsp", "first visits"] == "✓"
-    assert any("first-visit work (kept already for this model)" in m.value for m in teacher.markdown)
+    assert any(m.value.startswith("The pages' first-visit work is kept already for this model; no build to run")
+               for m in teacher.markdown)
 
 
 def test_the_prepare_panel_offers_every_model_a_lesson_may_use(classroom, no_work, monkeypatch, tmp_path):

@@ -108,13 +108,14 @@ def panel(current: str | None) -> None:
                     if not b.done()]
             told = said(sum(b.seconds for b in todo), background_threads()) if todo else None
             left = sum(len(_visits_left(m, lm)) for m, lm in loaded.items() if lm is not None)
-            visits = (f"{said(lesson.first_visits_seconds(left), background_threads())} for the {left} not kept yet"
-                      if left else "kept already for " + ("this model" if len(models) == 1 else "these models"))
-            st.markdown(f"First each page's first-visit work ({visits}), then "
-                        f"**{len(todo)}** build(s) to run, **{told}** for the builds (each page's own estimate), at "
-                        "low priority." if todo else
-                        f"First each page's first-visit work ({visits}); no build to run "
-                        "(none asked for, or all done).")
+            # (the time said carries brackets of its own, "(the machine is idle now)": none around it)
+            visits = (f"First the first-visit work of the {left} page(s) not kept yet: "
+                      f"{said(lesson.first_visits_seconds(left), background_threads())}" if left else
+                      "The pages' first-visit work is kept already for "
+                      + ("this model" if len(models) == 1 else "these models"))
+            st.markdown(f"{visits}; then **{len(todo)}** build(s) to run, **{told}** for the builds (each page's own "
+                        "estimate), at low priority." if todo else
+                        f"{visits}; no build to run (none asked for, or all done).")
             # the click reruns the page, whose estimate may have moved with the load: quote the one shown
             shown_before, st.session_state["prep_told"] = st.session_state.get("prep_told"), told
             if models and work_button("Prepare", key="prep_start", type="primary"):
