@@ -224,7 +224,7 @@ def cmd_evaluate_pretraining(args) -> int:
         counted = sequences_of(sum(len(s.split()) for d in held_docs for s in d), cfg.max_seq_length)
         n = min(args.sequences, counted) if args.sequences else counted
         idle_s = quality.estimate_seconds(loaded.config, n, seq_len=cfg.max_seq_length, threads=threads)
-        print(f"measuring {args.sequences or 'every'} held-out sequence{'s' if args.sequences != 1 else ''}: "
+        print(f"measuring {args.sequences or 'every'} held-out sequence{'s' if args.sequences not in (1, None) else ''}: "
               f"{said(idle_s, threads, niced=niced_here())} "
               f"({load_text()})", file=sys.stderr, flush=True)
         result = quality.measure(loaded, cfg, held_out, max_sequences=args.sequences, progress=progress_lines())
