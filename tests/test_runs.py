@@ -564,3 +564,22 @@ def test_a_new_run_inside_another_runs_folder_is_refused(tmp_path):
                     "it away; choose a folder outside that run")
     ablation = Run(tmp_path / "abl").create({"recipe": {}}, "ablate")
     assert new_run_refusal(ablation.path / "cells" / "one", "finetune") is None
+
+
+def test_a_run_name_with_accents_keeps_its_letters():
+    """The page's run name "Ünïcode" became the folder "n-code"."""
+    from bert_explorer.data.uploads.names import slug
+
+    assert slug("Ünïcode") == "Unicode" and slug("café au lait") == "cafe-au-lait" and slug("日本") == "run"
+
+
+def test_resuming_a_pretraining_as_a_fine_tuning_says_which_it_is(tmp_path):
+    """`finetune --output <a pre-training> --resume` advised to leave out --resume, a start then refused too."""
+    from bert_explorer.train.finetune import FinetuneConfig
+    from bert_explorer.train.finetune_resume import resume_settings
+
+    run = Run(tmp_path / "pt").create({"size": "tiny"}, "pretrain")
+    with pytest.raises(ValueError) as e:
+        resume_settings(run.path, {}, FinetuneConfig)
+    assert str(e.value) == (f"{run.path} holds a pre-training run, not a fine-tuning; resume it with `bert-explorer "
+                            f"pretrain --output {run.path} --resume`, or give this fine-tuning a new --output")

@@ -73,6 +73,11 @@ def test_a_pre_training_that_learnt_only_word_counts_says_so(runs_root, tiny_voc
     assert any(w.value.startswith("The model of pretrain-stuck did not leave the word-frequency plateau") and
                "A higher learning rate may get it going: at 1e-07" in w.value for w in at.warning), \
         [w.value for w in at.warning]
+    # resumed and training again: its earlier part's verdict is not said of the model now training
+    import os
+    Run(runs_root / "pretrain-stuck").write_status(state="running", pid=os.getpid())
+    at.run()
+    assert not at.exception and not [w for w in at.warning if "word-frequency plateau" in w.value]
 
 
 def test_the_shipped_paper_mini_run_is_re_judged_by_the_rule():

@@ -209,7 +209,10 @@ def _pretrain_numbers(status: dict, rows: list[dict], lr=None, name: str = "this
     if status.get("precision"):
         st.caption(f"Training precision: **{status['precision']}** on {status.get('device', 'this device')}.")
     final = status.get("eval_final") or {}
-    if final.get("plateau") and final.get("mlm_perplexity") and final.get("unigram_entropy"):
+    # (a resumed run keeps its earlier part's final evaluation in its status while it trains again: not a verdict
+    # on the model now training)
+    if final.get("plateau") and final.get("mlm_perplexity") and final.get("unigram_entropy") \
+            and status.get("state") not in ACTIVE_STATES:
         # (named: above it, the page sets up a new run, perhaps of another size, which "this model" was read as)
         st.warning(f"The model of {name} {plateau_sentence(math.log(final['mlm_perplexity']), final['unigram_entropy'])}. "
                    + plateau_advice(lr))

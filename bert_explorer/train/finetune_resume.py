@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from .. import checkpoint, full_disk
-from ..runs.run import Run
+from ..runs.run import KIND_WORDS, Run
 from .optim import load_optimizer_state
 from .resume import ResumeRefused, STATE_KEYS
 
@@ -77,6 +77,10 @@ def resume_settings(run_dir, asked: dict, config_cls):
     run resumed with the settings ``asked`` (the ones a person gave: the rest are the run's)."""
     run = Run(run_dir)
     saved = run.config()
+    if saved.get("kind") in KIND_WORDS and saved.get("kind") != "finetune":  # (starting one there is refused too)
+        raise ValueError(f"{run.path} holds a {KIND_WORDS[saved['kind']]} run, not a fine-tuning; resume it with "
+                         f"`bert-explorer {saved['kind']} --output {run.path} --resume`, or give this fine-tuning a "
+                         "new --output")
     if saved.get("kind") != "finetune":
         raise ValueError(f"{run.path} holds no fine-tuning run to resume; leave out --resume to start one there")
     state = run.status().get("state")

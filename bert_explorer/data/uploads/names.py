@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import unicodedata
 from pathlib import Path
 
 from .decode import utf16_of
@@ -11,7 +12,10 @@ from .decode import utf16_of
 
 # ----- names a user gave us ---------------------------------------------------------------
 def slug(text: str, limit: int = 60) -> str:
-    s = re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-.")
+    """``text`` as a folder or file name of letters, digits, dots and dashes; accented letters keep their base
+    letter ("Ünïcode" became "n-code")."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", str(text)) if not unicodedata.combining(c))
+    s = re.sub(r"[^A-Za-z0-9._-]+", "-", plain).strip("-.")
     return s[:limit] or "run"
 
 
