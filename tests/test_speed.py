@@ -58,7 +58,7 @@ def test_two_estimates_minutes_apart_do_not_swing_with_one_busy_reading(machine,
 def test_a_reading_taken_on_a_busy_machine_is_kept_as_an_idle_ones_and_replaced_once_it_is_idle(machine, monkeypatch):
     """A speed measured busy was kept as the idle machine's: an index's "idle" time read 15 min 21 s where 6 min
     27 s was measured idle, and the load was counted twice (in the reading, and again in the share). It is
-    divided by the share a normal-priority job gets now (at most four times); an idle reading replaces it."""
+    divided by the square root of the share a normal-priority job gets now (at most doubled); an idle reading replaces it."""
     monkeypatch.setattr(speed.os, "cpu_count", lambda: 2)
     machine["now"] = 1.0  # one core busy: a one-thread job at normal priority gets 2 / (1 + 1) = all of one
     measure, calls = _readings(30e9, 50e9, 20e9)
@@ -67,12 +67,13 @@ def test_a_reading_taken_on_a_busy_machine_is_kept_as_an_idle_ones_and_replaced_
     speed._measured_at.clear()
     assert speed.kept("matmul fp32", measure) == 30e9 and len(calls) == 1  # kept, not a reading of a week ago
     speed._path().unlink()
-    assert speed.kept("matmul fp32", measure) == pytest.approx(50e9 * 3 / 2) and len(calls) == 2
+    assert speed.kept("matmul fp32", measure) == pytest.approx(50e9 / (2 / 3) ** 0.5) and len(calls) == 2
     kept = json.loads(speed._path().read_text())[speed.machine_name()]["matmul fp32"]
-    assert kept["measured"] == 50e9 and kept["share"] == pytest.approx(2 / 3, abs=1e-3) and kept["idle"] is False
+    assert kept["measured"] == 50e9 and kept["share"] == pytest.approx((2 / 3) ** 0.5, abs=1e-3)
+    assert kept["idle"] is False
     speed._path().unlink()
-    machine["now"] = 9.0  # a share of 2 / 10: never more than four times
-    assert speed.kept("matmul fp32", measure) == pytest.approx(80e9) and len(calls) == 3
+    machine["now"] = 9.0  # a share of 2 / 10: never more than doubled
+    assert speed.kept("matmul fp32", measure) == pytest.approx(40e9) and len(calls) == 3
     speed._measured_at.clear()
     machine["now"] = 0.2
     measure, calls = _readings(35e9)  # idle now: measured again, and the idle reading replaces the busy one

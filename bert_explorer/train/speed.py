@@ -68,13 +68,14 @@ def _read() -> dict:
         return {}
 
 
-# A speed measured on a busy machine, as an idle machine's: divided by the share of the cores a job at normal
-# priority gets now, at most four times. Measured here (train H=256 bf16, 1 thread, against the idle reading): at
-# load 1.6 + 0.4 niced, 0.82 of idle at nice 0 (share said 0.76) and 0.85 at nice 10 (the low-priority share said
-# 0.36: a measurement's best of three finds the moments the other work leaves). Taken as they came, busy readings
-# made an index's "idle" time 15 min 21 s where 6 min 27 s was measured idle, and cpu-small's 3 h 47 min at load
-# 9.6 (share 0.19) where 50 min is its idle time.
-BUSY_READING_MOST = 4.0
+# A speed measured on a busy machine, as an idle machine's: divided by the square root of the share of the cores
+# a job at normal priority gets now, at most doubled. The share alone over-corrects a measurement that keeps its
+# best of several tries, which finds the moments the other work leaves: measured here (train H=256 bf16, 1 thread,
+# against the idle reading), at load 1.6 + 0.4 niced 0.82 of idle at nice 0 (share 0.76) and 0.85 at nice 10; at
+# a load near 3 the share's correction halved cpu-small's 41 measured minutes (21.6 min said). Taken as they came,
+# busy readings made an index's "idle" time 15 min 21 s where 6 min 27 s was measured idle, and cpu-small's 3 h
+# 47 min at load 9.6 where 50 min is its idle estimate: under-corrected, a time said stays on the long side.
+BUSY_READING_MOST = 2.0
 
 
 def kept(key: str, measure, best: bool = True, n_threads: int = 1) -> float:
@@ -97,7 +98,7 @@ def kept(key: str, measure, best: bool = True, n_threads: int = 1) -> float:
         if fresh and (kept_one.get("idle", True) or not idle or shared_work.asking_only_kept()
                       or time.monotonic() - _measured_at.get(key, -1e9) < MEASURE_EVERY_S):
             return float(kept_one["flop_s"])
-        share = 1.0 if idle or not best else max(1 / BUSY_READING_MOST, share_now(n_threads, niced=False))
+        share = 1.0 if idle or not best else max(1 / BUSY_READING_MOST, share_now(n_threads, niced=False) ** 0.5)
         measured = float(shared_work.computed(f"speed: {key}", measure))
         rate = measured / share
         _measured_at[key] = time.monotonic()
