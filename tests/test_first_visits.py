@@ -104,10 +104,10 @@ def test_a_kept_cpu_reading_counts_as_kept_when_only_kept_is_asked(tmp_path, mon
 
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(speed, "is_idle", lambda: False)
-    assert speed.kept("test reading", lambda: 5.0) == 5.0
+    kept = speed.kept("test reading", lambda: 5.0)  # (a busy reading is kept as an idle machine's: 5 or more)
     monkeypatch.setattr(speed, "is_idle", lambda: True)
     monkeypatch.setattr(speed, "_measured_at", {})
     with shared_work.only_kept():
-        assert speed.kept("test reading", lambda: 7.0) == 5.0
+        assert speed.kept("test reading", lambda: 7.0) == kept >= 5.0
     with pytest.raises(shared_work.NotKept), shared_work.only_kept():
         speed.kept("another reading", lambda: 7.0)

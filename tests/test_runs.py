@@ -554,14 +554,16 @@ def test_a_metrics_line_cut_by_a_kill_does_not_swallow_the_next_record(tmp_path)
 
 
 def test_a_new_run_inside_another_runs_folder_is_refused(tmp_path):
-    """--output runs/a/set_aside made a run inside run a's own folder: the Runs page listed "a/set_aside" and
-    deleting a took it away. An ablation's cells stay runs inside their ablation."""
+    """--output runs/a/set_aside made a run inside one of run a's own folders, which the Runs page listed as
+    "a/set_aside". A run beside them (a warm start into runs/a/warm), and an ablation's cells, stay allowed."""
     from bert_explorer.runs.run import new_run_refusal
 
     run = Run(tmp_path / "a").create({"size": "tiny"}, "pretrain")
     said = new_run_refusal(run.path / "set_aside", "pretrain")
-    assert said == (f"{run.path / 'set_aside'} lies inside the pre-training run {run.path}, whose deletion would take "
-                    "it away; choose a folder outside that run")
+    assert said == (f"{run.path / 'set_aside'} lies inside set_aside/ of the run {run.path}, a folder the run writes "
+                    "itself; choose a folder outside it")
+    assert new_run_refusal(run.path / "checkpoints" / "mine", "pretrain").startswith(f"{run.path / 'checkpoints'}")
+    assert new_run_refusal(run.path / "warm", "pretrain") is None  # a run beside the run's own folders, as before
     ablation = Run(tmp_path / "abl").create({"recipe": {}}, "ablate")
     assert new_run_refusal(ablation.path / "cells" / "one", "finetune") is None
 

@@ -389,10 +389,13 @@ def new_run_refusal(path: str | Path, kind: str | None = None, stored_first: boo
             return (f"{path} holds a {KIND_WORDS[mine]} run; choose a new folder for this {KIND_WORDS.get(kind, kind)}, "
                     "so that nothing in that run is overwritten")
         return None
-    for above in list(path.absolute().parents)[:12]:  # (an ablation's cells are runs inside it: only these two)
-        if above.is_dir() and Run(above).is_run() and Run(above).kind() in ("pretrain", "finetune"):
-            return (f"{path} lies inside the {KIND_WORDS[Run(above).kind()]} run {above}, whose deletion would take "
-                    "it away; choose a folder outside that run")
+    # a run may hold runs (an ablation its cells; a warm start beside its source), which the Runs page lists and
+    # a deletion names, but not in one of a run's own folders: runs/a/set_aside was a run that a's next resume
+    # could write into and the page listed as "a/set_aside"
+    for inner, above in zip([path.absolute(), *path.absolute().parents], list(path.absolute().parents)[:12]):
+        if inner.name in RUN_FOLDERS and above.is_dir() and Run(above).is_run():
+            return (f"{path} lies inside {inner.name}/ of the run {above}, a folder the run writes itself; choose a "
+                    "folder outside it")
     foreign = foreign_entries(path)
     if foreign:
         return (f"{path} already holds files that no run writes ({shown_entries(foreign, path)}); choose a new "

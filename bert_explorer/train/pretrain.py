@@ -37,7 +37,8 @@ from .pretrain_config import PretrainConfig, positions_fit, predicted_fraction, 
 from .pretraining_data import (PretrainingData, check_corpora, cloze_sentences, learns_its_words_from_an_upload,
                                pretraining_data, split_corpus)
 from .report import MemoryReporter, Reporter
-from .resume import ResumePoint, check_resume, resume_point, saved_settings, set_lr_to_schedule
+from .resume import (WORLD_SIZE_KEY, ResumePoint, check_resume, resume_point, saved_settings, set_lr_to_schedule,
+                     world_size_refusal)
 from .estimate import (checkpoints_of, evaluations_of, model_flops_per_token, pretrain_estimate,
                        sequences_of)
 from .memory import check_batch_fits
@@ -260,29 +261,6 @@ def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None, words:
                              eval_batches=cfg.eval_batches, corpus=cfg.corpus, corpus_words=words,
                              checkpoints=checkpoints_of(cfg.max_steps, cfg.save_every),
                              predicted_fraction=predicted_fraction(cfg), precision=cfg.precision, threads=threads)
-
-
-WORLD_SIZE_KEY = "world_size"  # in a checkpoint's training_args.json: how many processes trained it
-
-
-def world_size_refusal(run_dir: Path, latest: Path, world_size: int) -> str | None:
-    """Why a resume by ``world_size`` processes may not go on from ``latest``, or None. Step s reads the
-    sequences from ((s·grad_accum + micro)·world_size + rank)·batch_size on: with another number of processes
-    a resume would read sequences trained already, skip others, and step with another batch. The number is
-    the checkpoint's (else, for a checkpoint saved before it was kept, the run's status)."""
-    try:
-        saved = json.loads((latest / "training_args.json").read_text(encoding="utf-8")).get(WORLD_SIZE_KEY)
-    except (OSError, ValueError, AttributeError):
-        saved = None
-    if not isinstance(saved, int):
-        saved = Run(run_dir).status().get("world_size")
-    if not isinstance(saved, int) or saved == world_size:
-        return None
-    again = (f"`torchrun --nproc_per_node {saved} -m bert_explorer.cli pretrain --output {run_dir} --resume`"
-             if saved > 1 else f"`bert-explorer pretrain --output {run_dir} --resume` (without torchrun)")
-    return (f"{run_dir} was trained by {saved} process(es) and this resume runs {world_size}: each step reads its "
-            f"data from a place set by their number, so it would read sequences trained already and step with "
-            f"another batch; resume it with {saved}: {again}")
 
 
 def check_start(cfg: PretrainConfig, latest: Path | None = None) -> None:

@@ -199,3 +199,26 @@ def set_lr_to_schedule(optimizer, scheduler, step: int, run: Reporter | None) ->
     scheduler._last_lr = planned  # what get_last_lr() reports until the next step
     if run is not None:
         run.log(f"learning rate at step {step}: {before[0]:.3g} under the old plan, {planned[0]:.3g} under the new one")
+
+
+WORLD_SIZE_KEY = "world_size"  # in a checkpoint's training_args.json: how many processes trained it
+
+
+def world_size_refusal(run_dir: Path, latest: Path, world_size: int) -> str | None:
+    """Why a resume by ``world_size`` processes may not go on from ``latest``, or None. Step s reads the
+    sequences from ((s·grad_accum + micro)·world_size + rank)·batch_size on: with another number of processes
+    a resume would read sequences trained already, skip others, and step with another batch. The number is
+    the checkpoint's (else, for a checkpoint saved before it was kept, the run's status)."""
+    try:
+        saved = json.loads((latest / "training_args.json").read_text(encoding="utf-8")).get(WORLD_SIZE_KEY)
+    except (OSError, ValueError, AttributeError):
+        saved = None
+    if not isinstance(saved, int):
+        saved = Run(run_dir).status().get("world_size")
+    if not isinstance(saved, int) or saved == world_size:
+        return None
+    again = (f"`torchrun --nproc_per_node {saved} -m bert_explorer.cli pretrain --output {run_dir} --resume`"
+             if saved > 1 else f"`bert-explorer pretrain --output {run_dir} --resume` (without torchrun)")
+    return (f"{run_dir} was trained by {saved} process(es) and this resume runs {world_size}: each step reads its "
+            f"data from a place set by their number, so it would read sequences trained already and step with "
+            f"another batch; resume it with {saved}: {again}")
