@@ -377,7 +377,7 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     assert not at.exception
     labels = [m.label for m in at.metric]
     # named for when it was measured: After fine-tuning's "saved model" figure may differ in the third decimal
-    assert "dev accuracy, during training" in labels and "dev macro-F1, during training" in labels
+    assert "dev accuracy, saved model" in labels and "dev macro-F1, saved model" in labels
     assert "Confusion matrix (dev)" in _titles(at)
     assert at.get("download_button")
     at.text_input(key="ft_try_text").set_value("we saw the film and it was good").run()
@@ -417,7 +417,7 @@ def test_finetune_page_trains_a_multi_label_upload_and_answers_with_a_set(runs_r
     at.run()
     assert not at.exception
     labels = [m.label for m in at.metric]
-    assert "dev micro-F1, during training" in labels and "dev subset accuracy, during training" in labels
+    assert "dev micro-F1, saved model" in labels and "dev subset accuracy, saved model" in labels
     at.text_input(key="ft_try_text").set_value("we saw Anna in Berlin").run()
     assert not at.exception
     answer = next(m for m in at.metric if m.label == "Labels")
@@ -467,12 +467,12 @@ def test_finetune_page_builtin_ner_and_qa_results(runs_root, base_model, task):
     assert not at.exception
     labels = [m.label for m in at.metric]
     if task == "ner":
-        assert "dev F1, during training" in labels
+        assert "dev F1, saved model" in labels
         assert any("Entities by type" in m.value for m in at.markdown)
         at.text_input(key="ft_try_text").set_value("Anna flew to Paris").run()
         assert not at.exception and any("Entities:" in m.value for m in at.markdown)
     else:
-        assert "dev exact match, during training" in labels and "dev F1, during training" in labels
+        assert "dev exact match, saved model" in labels and "dev F1, saved model" in labels
         questions = at.dataframe[-1].value
         assert list(questions.columns) == ["question", "context", "gold", "predicted"] and len(questions) > 0
         at.text_input(key="ft_try_text").set_value("what colour is the car?")
