@@ -815,6 +815,45 @@ def test_predict_reads_a_utf16_input_file(tmp_path, capsys, monkeypatch):
 
 
 
+@pytest.mark.parametrize("kind", ["classification", "pair-classification"])
+def test_predict_reads_a_csv_by_its_header_and_json_lines_by_the_training_keys(tmp_path, capsys, monkeypatch, kind):
+    """A CSV given to predict was read as lines: its header predicted as a text, each row's label left in its text,
+    a quoted cell's newline splitting one row in two (100 rows, 200 answers). A JSON line keyed as the training
+    file was ({"sentence1": ..., "sentence2": ...}) failed with KeyError 'text'."""
+    from bert_explorer.cli import training
+    from bert_explorer.tasks.registry import task_type
+
+    class Echo:
+        task = task_type(kind)
+        columns = ("review", None)  # the training file's text column
+
+        def __init__(self, path):
+            pass
+
+        def predict(self, examples):
+            return examples
+
+    monkeypatch.setattr(training, "Predictor", Echo)
+    f = tmp_path / "dev.csv"
+    if kind == "classification":
+        f.write_text('review,label\n"great film, truly",pos\n"two lines\nin one cell",neg\n')
+        expected = [{"text": "great film, truly"}, {"text": "two lines\nin one cell"}]
+    else:
+        f.write_text("sentence1,sentence2,label\nA cat sat.,It sat.,entailment\n")
+        expected = [{"text": "A cat sat.", "text_pair": "It sat."}]
+    assert main(["predict", "--model", "m", "--input", str(f), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert [{k: e.get(k) for k in x} for e, x in zip(got, expected)] == expected and len(got) == len(expected)
+    g = tmp_path / "in.jsonl"
+    g.write_text('{"sentence1": "A dog ran.", "sentence2": "It ran."}\n')
+    assert main(["predict", "--model", "m", "--input", str(g), "--json"]) == 0
+    (one,) = json.loads(capsys.readouterr().out)
+    assert one["text"] == "A dog ran." and one.get("text_pair") == ("It ran." if kind != "classification" else None)
+    g.write_text('{"id": 7}\n')
+    assert main(["predict", "--model", "m", "--input", str(g)]) == 2
+    assert f"{g} line 1 has no text: its keys are id" in capsys.readouterr().err
+
+
 def test_the_default_sequence_length_fits_a_model_of_fewer_positions(tmp_path, capsys):
     """The default max_seq_length, 128, was refused for a model that learned 64 positions ("choose 64 or
     less"), though the user chose no length: the default is cut to the model's positions with a note. A

@@ -28,6 +28,7 @@ from ..train.finetune import FinetuneConfig, check_folder as check_finetuning_fo
 from ..train.predict import Predictor
 from ..train.pretrain import check_start as check_pretraining, estimate as pretrain_estimate, run_pretraining
 from ..data.pretraining import plateau_sentence
+from ..data.uploads.core import PAIR_NAMES, TEXT_NAMES, _norm
 from ..runs.lock import RunBusy, writer_busy
 from ..runs.run import Run, new_run_refusal, restart_refusal, runs_root
 from ..train.pretrain_config import PretrainConfig, plateau_advice
@@ -85,7 +86,9 @@ def register(sub) -> None:
     s.add_argument("--text-pair", "--text-b", dest="text_pair", metavar="TEXT",
                    help="the second text of a pair task (or the choices of a multiple-choice model, 'choice 1 || "
                         "choice 2'), instead of 'A ||| B' in --text")
-    s.add_argument("--input", help="file: one example per line (text, 'A ||| B', or a JSON object)")
+    s.add_argument("--input", help="file: one example per line (text, 'A ||| B', or a JSON object), or a CSV/TSV "
+                                   "table read by its header (the model's training column, else text / sentence1 "
+                                   "/ premise ...)")
     s.add_argument("--json", action="store_true", help="print JSON instead of one answer per line")
     s.set_defaults(func=cmd_predict)
 
@@ -335,11 +338,16 @@ def cmd_predict(args) -> int:
         predictor = Predictor(args.model)
     except FileNotFoundError as e:
         raise UserError(f"{args.model} is not a fine-tuning run or model directory ({e})") from e
-    if args.input:
+    if args.input and Path(args.input).suffix.lower() in (".csv", ".tsv"):
+        # a table's rows by its header (read as lines, its header was an example and a row's label part of its text)
+        examples = [_from_record(predictor, row, f"{args.input} row {n}")
+                    for n, row in enumerate(_table_rows(args.input), 1)]
+    elif args.input:
         examples = []
         for n, line in enumerate(read_lines(args.input), 1):
             try:
-                examples.append(json.loads(line) if line.lstrip().startswith("{") else _example(predictor.task, line))
+                examples.append(_from_record(predictor, json.loads(line), f"{args.input} line {n}")
+                                if line.lstrip().startswith("{") else _example(predictor.task, line))
             except json.JSONDecodeError as e:
                 raise UserError(f"{args.input} line {n} is not valid JSON ({e.msg})") from e
     elif args.text:
@@ -356,6 +364,41 @@ def cmd_predict(args) -> int:
         for r, example in zip(results, examples):
             print(predictor.task.shown(r, example).text)  # each task says its answer as a person reads it
     return 0
+
+
+def _table_rows(path: str) -> list[dict]:
+    """The rows of a CSV or TSV file as {column: cell}, read as fine-tuning reads an upload's bytes."""
+    import csv
+    import io
+
+    lines = read_lines(path)  # (decoded as an upload is; blank lines dropped)
+    reader = csv.DictReader(io.StringIO("\n".join(lines)), delimiter="\t" if path.lower().endswith(".tsv") else ",")
+    if not reader.fieldnames:
+        raise UserError(f"{path} has no header line naming its columns")
+    return list(reader)
+
+
+def _from_record(predictor, record, where: str) -> dict:
+    """A JSON object or a table row as the model's example: its own keys (text, text_pair) as they are, else the
+    columns the model's training file named, else the names fine-tuning reads a text or a pair from
+    (sentence1 / sentence2, review, premise / hypothesis, ...)."""
+    if not isinstance(record, dict):
+        raise UserError(f"{where} is not a JSON object")
+    task = predictor.task
+    if "text" in record or task.inputs[-1].choices:  # already in the example's layout
+        return record
+    named = {_norm(k): v for k, v in record.items()}
+    trained_text, trained_pair = getattr(predictor, "columns", (None, None))
+
+    def first(names):
+        return next((named[_norm(n)] for n in names if n and _norm(n) in named and str(named[_norm(n)]).strip()),
+                    None)
+    text = first([trained_text, *TEXT_NAMES])
+    if text is None:
+        raise UserError(f"{where} has no text: its keys are {', '.join(map(str, record))[:200]}; give 'text' (and "
+                        "'text_pair' for a pair), or the column the model was trained on")
+    pair = first([trained_pair, *PAIR_NAMES]) if len(task.inputs) > 1 else None
+    return _example(task, str(text), None if pair is None else str(pair))
 
 
 def _example(task: TaskType, text: str, pair: str | None = None) -> dict:

@@ -36,6 +36,7 @@ class Predictor:
             head.load_state_dict(load_file(str(p / "feature_head" / "head.safetensors")))
             self.feature_head, self.meta = head.eval().to(device), meta
             self.label_names, self.max_len = meta["label_names"], meta["max_seq_length"]
+            self.columns = (None, None)
             self.doc_stride, self.tau = 64, None
             return
         model_dir = p / "model" if (p / "model" / "config.json").exists() else p
@@ -49,6 +50,8 @@ class Predictor:
             raise checkpoint.CheckpointError(f"{model_dir} is not a fine-tuned model (its architecture is {arch})")
         id2label = self.loaded.config.id2label
         self.label_names = [id2label[i] for i in sorted(id2label)] if id2label else None
+        # the columns its training file named (a table or JSON lines given to predict is read by them)
+        self.columns = (args.get("text_column"), args.get("text_pair_column"))
         self.max_len = args.get("max_seq_length", 128)
         self.doc_stride = args.get("doc_stride", 64)
         self.tau = args.get("null_threshold")  # SQuAD 2.0: answer only when best span > s_null + τ
