@@ -509,3 +509,17 @@ def test_a_malformed_parquet_file_is_one_sentence(tmp_path):
     assert "not a complete Parquet file" in msg and "another format" in msg
     msg = error_of(write(tmp_path, "broken.parquet", good[:4] + b"\x00" * (len(good) - 8) + good[-4:]))
     assert "cannot be read as Parquet" in msg and "damaged" in msg and msg.count(". ") == 0
+
+
+def test_json_lines_of_other_keys_are_said_so_not_called_empty(tmp_path):
+    """A JSONL whose every fifth row is {"sentence": ..., "label": ...} among {"text": ...} rows: those 60 rows were
+    "skipped ... with an empty text cell", though they are full rows of another key."""
+    rows = [{"sentence": f"row {i} is good", "label": "pos"} if i % 5 == 0 else
+            {"text": f"row {i} is {'good' if i % 2 else 'bad'}", "label": "pos" if i % 2 else "neg"} for i in range(60)]
+    f = tmp_path / "mixed.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    data = read_task_file(str(f))
+    assert len(data.examples) == 48
+    assert ("skipped 12 rows with no 'text' (they hold 'sentence', 'label'; pass text_column to read another) "
+            "(lines 1, 6, 11") in " ".join(data.notes)
+    assert not any("empty text cell" in n for n in data.notes)

@@ -215,7 +215,7 @@ class Tables:
 
     def read_sentences(self, task=None) -> TaskData:
         task, text_col, pair_col, label_col = self._sentence_columns(task)
-        examples, empty_text, empty_label, missing = [], [], [], {}
+        examples, empty_text, empty_label, missing, no_key = [], [], [], {}, {}
         used = (text_col, pair_col, label_col)
         for line, rec in self.rows:
             text, label = self._cell(rec, text_col), self._cell(rec, label_col)
@@ -225,7 +225,10 @@ class Tables:
                     kind = "a number" if isinstance(text, (int, float)) else f"a JSON {type(text).__name__}"
                     raise self.error(self._where(line, text_col), f"holds {kind}, not text; write the text as a "
                                      f"string")
-                empty_text.append(line)
+                if text_col not in rec or (pair_col and pair_col not in rec):  # (a JSON line of other keys)
+                    no_key.setdefault(", ".join(repr(k) for k in list(rec)[:4]), []).append(line)
+                else:
+                    empty_text.append(line)
                 continue
             if label is None or label == "":
                 empty_label.append(line)
@@ -251,6 +254,10 @@ class Tables:
                 examples.append(self._with_extra(ex, rec, used))
         if empty_text:
             self.notes.append(_lines_note("an empty text cell", empty_text, self.unit))
+        for keys, lines in no_key.items():  # said apart: "an empty text cell" was said of full rows of other keys
+            wanted = repr(text_col) + (f" and {pair_col!r}" if pair_col else "")
+            self.notes.append(_lines_note(f"no {wanted} (they hold {keys}; pass text_column to read another)",
+                                          lines, self.unit))
         if empty_label:
             self.notes.append(_lines_note("an empty label cell", empty_label, self.unit))
         if missing:
