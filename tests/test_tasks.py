@@ -523,3 +523,19 @@ def test_json_lines_of_other_keys_are_said_so_not_called_empty(tmp_path):
     assert ("skipped 12 rows with no 'text' (they hold 'sentence', 'label'; pass text_column to read another) "
             "(lines 1, 6, 11") in " ".join(data.notes)
     assert not any("empty text cell" in n for n in data.notes)
+
+
+def test_a_file_saved_by_excel_on_windows_keeps_its_quotes_dashes_and_euros(tmp_path):
+    """A CSV in Windows-1252 was read as Latin-1: “best” – €5 and it’s became control characters, which the
+    tokenizer drops ("costs 0 and its fine"). Its bytes 0x80-0x9F are read as Windows-1252 now, and a file
+    without them is said Latin-1 as before (both read it alike)."""
+    rows = [("The “best” film – costs €5 and it’s fine", "pos"), ("awful – a waste", "neg")] * 4
+    f = tmp_path / "excel.csv"
+    f.write_bytes(csv_text(rows).encode("cp1252"))
+    data = read_task_file(str(f))
+    assert data.examples[0]["text"] == "The “best” film – costs €5 and it’s fine"
+    assert any(n.startswith("read as Windows-1252 (its curly quotes, dashes and euro signs) because") for n in data.notes)
+    g = tmp_path / "latin.csv"
+    g.write_bytes(csv_text([("Café crème, £3", "pos"), ("naïve plot", "neg")] * 4).encode("latin-1"))
+    latin = read_task_file(str(g))
+    assert latin.examples[0]["text"] == "Café crème, £3" and any(n.startswith("read as Latin-1") for n in latin.notes)

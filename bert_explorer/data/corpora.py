@@ -42,12 +42,12 @@ Document = list[str]  # one document = its sentences, in order
 
 
 class EncodingFallbackWarning(UserWarning):
-    """A file was not valid UTF-8 and was read as latin-1."""
+    """A file was not valid UTF-8 and was read as Windows-1252 or Latin-1."""
 
 
 # ----- reading files ----------------------------------------------------------------------
 def read_text_file(path: str | Path) -> tuple[str, str]:
-    """The text of a file and the encoding that decoded it: ``"utf-8"`` or ``"latin-1"``."""
+    """The text of a file and the encoding that decoded it: ``"utf-8"``, ``"windows-1252"`` or ``"latin-1"``."""
     return decode_text(Path(path).read_bytes())
 
 

@@ -23,11 +23,20 @@ def _size(n: float) -> str:
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
-    """The text of these bytes and the encoding that decoded them: ``"utf-8"`` or ``"latin-1"``."""
+    """The text of these bytes and the encoding that decoded them: ``"utf-8"``, ``"windows-1252"`` or
+    ``"latin-1"``. Bytes 0x80-0x9F are control characters in Latin-1 but Windows' quotes, dashes and euro
+    sign in Windows-1252 (what Excel on Windows saves): read as Latin-1, "it’s €5" lost its apostrophe and
+    euro (the tokenizer drops control characters). Without such bytes the two read alike: said Latin-1."""
     try:
         return data.decode("utf-8-sig"), "utf-8"   # -sig: drop a byte-order mark if present
     except UnicodeDecodeError:
-        return data.decode("latin-1"), "latin-1"   # cannot fail: all 256 byte values are defined
+        pass
+    if any(0x80 <= b <= 0x9F for b in data):
+        try:
+            return data.decode("cp1252"), "windows-1252"
+        except UnicodeDecodeError:  # one of the five bytes Windows-1252 leaves undefined: not that either
+            pass
+    return data.decode("latin-1"), "latin-1"   # cannot fail: all 256 byte values are defined
 
 
 def utf16_of(head: bytes) -> tuple[str, str] | None:
@@ -85,12 +94,13 @@ def decode_bytes(data: bytes, name: str, hint: str = _EXPORT_HINT) -> tuple[str,
     text, encoding = decode_text(data)
     notes = []
     if encoding != "utf-8":
-        try:  # latin-1 keeps byte offsets, so the first bad byte can be located in the text
-            text.encode("latin-1").decode("utf-8")
+        try:  # the first bad byte, located in the bytes (a single-byte encoding keeps their lines)
+            data.decode("utf-8-sig")
             where = ""
         except UnicodeDecodeError as e:
-            line = text.count("\n", 0, e.start) + 1
+            line = data.count(b"\n", 0, e.start) + 1
             where = f" (the first non-UTF-8 byte is on line {line})"
-        notes.append(f"read as Latin-1 because the file is not valid UTF-8{where}; accented characters may be "
+        which = "Windows-1252 (its curly quotes, dashes and euro signs)" if encoding == "windows-1252" else "Latin-1"
+        notes.append(f"read as {which} because the file is not valid UTF-8{where}; accented characters may be "
                      f"wrong if it was saved in another encoding: re-save it as UTF-8 if so")
     return text, notes
