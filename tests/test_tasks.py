@@ -539,3 +539,16 @@ def test_a_file_saved_by_excel_on_windows_keeps_its_quotes_dashes_and_euros(tmp_
     g.write_bytes(csv_text([("Café crème, £3", "pos"), ("naïve plot", "neg")] * 4).encode("latin-1"))
     latin = read_task_file(str(g))
     assert latin.examples[0]["text"] == "Café crème, £3" and any(n.startswith("read as Latin-1") for n in latin.notes)
+
+
+def test_numeric_labels_say_why_they_were_read_as_scores_or_classes(tmp_path):
+    """200 rows with class ids 0-24 were "detected task 'regression'" with no reason; 1-5 stars became classes
+    without a word either."""
+    ids = tmp_path / "int25.csv"
+    ids.write_text("text,label\n" + "".join(f"text number {i} of {k},{k}\n" for k in range(25) for i in range(8)))
+    assert ("detected task 'regression' (25 distinct numbers in 'label', read as scores; choose the task "
+            "classification if they are class ids)") in read_task_file(str(ids)).notes[0]
+    stars = tmp_path / "stars.csv"
+    stars.write_text("text,label\n" + "".join(f"review {i} with {k} stars,{k}\n" for k in range(1, 6) for i in range(8)))
+    assert "(5 distinct numbers in 'label', read as classes; choose the task regression if they are scores)" in \
+        read_task_file(str(stars)).notes[0]

@@ -206,8 +206,9 @@ class Tables:
         if task is not None and task.pair_required and pair_col is None:
             raise self._missing("second text", PAIR_NAMES, "text_pair_column", used=(text_col, label_col))
         if task is None:
-            task = sentence_task(values=self._is_regression(label_col), pair=pair_col is not None)
-            auto.append(f"detected task {task.name!r}")
+            values = self._is_regression(label_col)
+            task = sentence_task(values=values, pair=pair_col is not None)
+            auto.append(f"detected task {task.name!r}" + self._why_values(label_col, values))
         self.notes.append(f"{self.fmt}: text column {text_col!r}"
                           + (f", second text column {pair_col!r}" if pair_col else "")
                           + f", label column {label_col!r}" + ("; " + "; ".join(auto) if auto else ""))
@@ -359,6 +360,24 @@ class Tables:
         if not vals or all(re.fullmatch(r"\s*-?[\d.]+\s*", v) for v in vals):
             return 0.0
         return sum(map(len, vals)) / len(vals)
+
+    def _why_values(self, label_col: str, values: bool) -> str:
+        """Why the labels were read as scores or as classes, where they are numbers (25 class ids 0-24 were
+        taken for scores without a word)."""
+        numbers = set()
+        for _, rec in self.rows:
+            v = self._cell(rec, label_col)
+            if _is_missing(v):
+                continue
+            try:
+                numbers.add(float(v))
+            except (TypeError, ValueError):
+                return ""  # words: classes, as anyone reads them
+        if values:
+            return (f" ({len(numbers):,} distinct numbers in {label_col!r}, read as scores; choose the task "
+                    "classification if they are class ids)")
+        return (f" ({len(numbers):,} distinct numbers in {label_col!r}, read as classes; choose the task regression "
+                "if they are scores)") if numbers else ""
 
     def _is_regression(self, label_col: str) -> bool:
         values = []
