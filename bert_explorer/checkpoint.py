@@ -209,6 +209,15 @@ def config_of(name_or_dir: str | Path) -> BertConfig | None:
     return inspect(resolve(name_or_dir))
 
 
+def tokenizer_of(name_or_dir: str | Path) -> WordPieceTokenizer:
+    """A model's tokenizer alone, without building the model (what a note on its inputs' lengths needs)."""
+    d = resolve(name_or_dir)
+    try:
+        return WordPieceTokenizer.from_dir(d)
+    except (FileNotFoundError, ValueError) as e:
+        raise CheckpointError(f"{d}: cannot build the tokenizer ({e})") from e
+
+
 def _declared_shapes(d: Path) -> dict[str, tuple[int, ...]]:
     """{tensor name: shape} as the weights file declares them, without reading the weights: the
     safetensors header, or a zip-format pytorch_model.bin mapped (not read); {} for a legacy .bin."""

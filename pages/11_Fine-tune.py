@@ -10,9 +10,10 @@ from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.keep import kept_widget, text_box
-from bert_explorer.app.state import device_name, model_picker, shown_path, without_host_paths
+from bert_explorer.app.state import by_inputs, device_name, model_picker, shown_path, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
+from bert_explorer import checkpoint
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.data.uploads.names import slug, table_columns
@@ -20,6 +21,7 @@ from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import LABELS, duration_text, finetune_result
 from bert_explorer.safe_text import markdown_text as md
+from bert_explorer.tasks.base import CUT_SAMPLE, cut_note
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
 from bert_explorer.tasks.metrics import small_dev_warning
 from bert_explorer.hub_datasets import EXAMPLE
@@ -44,6 +46,23 @@ activations instead.
 """)
 
 
+
+
+@by_inputs(max_entries=16, show_spinner=False)
+def _cut_cached(model: str, texts: tuple, max_len: int) -> str | None:
+    return cut_note([{"text": t, "text_pair": p} for t, p in texts], checkpoint.tokenizer_of(model), max_len)
+
+
+def _cut(model: str, data, max_len: int) -> str | None:
+    """How many of an upload's texts are longer than the run reads (``tasks.base.cut_note``)."""
+    if not data.examples or not isinstance(data.examples[0].get("text"), str):
+        return None
+    step = max(1, len(data.examples) // CUT_SAMPLE)
+    texts = tuple((ex["text"], ex.get("text_pair")) for ex in data.examples[::step][:CUT_SAMPLE])
+    try:
+        return _cut_cached(str(model), texts, int(max_len))
+    except checkpoint.CheckpointError:
+        return None
 
 def long_run_confirmed(config: FinetuneConfig, data, n_dev: int | None = None) -> bool:
     """The estimate of this run on this machine, said before it starts; above FINETUNE_ASK_S a box
@@ -280,6 +299,8 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             n_train = len(data.examples) - round(len(data.examples) * config.dev_fraction)
             if few := few_steps_note(min(n_train, config.max_train_examples or n_train), config):
                 st.info(few[0].upper() + few[1:] + ".")
+            if cut := _cut(config.model, data, config.max_seq_length):  # (said before the run, not after it)
+                st.info(cut[0].upper() + cut[1:] + ".")
     if work_button("Fine-tune", type="primary", key="ft_start", disabled=not ready):
         stem = Path(upload[0]).stem if upload else slug(hub_spec) if hub_spec else builtin.replace(":", "-")
         run_dir = rv.new_run_dir(f"finetune-{stem}", root)

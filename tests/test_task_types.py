@@ -285,3 +285,29 @@ def test_the_command_line_prints_each_answer_as_its_task_says_it(monkeypatch, tm
     (tmp_path / "in.txt").write_text("one\ntwo\n")
     assert main(["predict", "--model", "x", "--input", str(tmp_path / "in.txt")]) == 0
     assert capsys.readouterr().out == "a; b\n(none)\n"
+
+
+def test_a_note_says_how_many_texts_are_longer_than_a_run_reads(tmp_path, monkeypatch, capsys):
+    """120 articles of about 2,000 words were fine-tuned at 128 WordPieces with no word that the model read about
+    4 % of each: the CLI (and the Fine-tune page) say it before the run."""
+    from bert_explorer import checkpoint
+    from bert_explorer.cli import main, training
+    from bert_explorer.tasks.base import cut_note
+
+    tok = checkpoint.tokenizer_of("minilm-mlm-nsp")
+    long_text = " ".join(["the market rallied after the bank cut its rates"] * 40)  # about 360 WordPieces
+    examples = [{"text": long_text, "label": "a"}] * 3 + [{"text": "short one", "label": "b"}] * 7
+    note = cut_note(examples, tok, 128)
+    assert note.startswith("3 of the 10 examples (30%) are longer than the 128 WordPieces a run reads, so it sees "
+                           "only their start (on average 3") and "raise max_seq_length" in note
+    assert cut_note(examples[3:], tok, 128) is None
+    assert cut_note([{"tokens": ["a"], "tags": ["O"]}], tok, 8) is None  # NER reads words: not this note
+
+    f = tmp_path / "long.csv"
+    f.write_text("text,label\n" + "".join(f"{long_text} {i},{'ab'[i % 2]}\n" for i in range(40)))
+
+    def stop(*a, **k):
+        raise training.UserError("stopped by the test")
+    monkeypatch.setattr(training, "run_finetuning", stop)
+    assert main(["finetune", "--model", "minilm-mlm-nsp", "--train", str(f), "--output", str(tmp_path / "run")]) == 2
+    assert "note: 36 of the 36 examples (100%) are longer than the 128 WordPieces a run reads" in capsys.readouterr().err

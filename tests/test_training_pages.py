@@ -529,7 +529,8 @@ def test_finetune_page_draws_bounded_scores_on_their_scale_and_says_a_small_dev_
 def test_finetune_page_says_before_the_start_how_few_steps_a_small_upload_makes(runs_root, base_model):
     """100 rows for the paper's 3 epochs at batch 32 are 9 optimiser steps (90 train rows once 10 % is held out
     for dev): said beside the button, and not for a set that makes enough."""
-    rows = "".join(f"{'good fine' if i % 2 else 'bad poor'} film {i},{i % 2}\n" for i in range(100))
+    rows = "".join(f"{'good fine' if i % 2 else 'bad poor'} film {i} {'good film ' * 6},{i % 2}\n"
+                   for i in range(100))
     at = _page("11_Fine-tune.py", **_model_state(base_model),
                ft_upload_bytes=("small.csv", f"text,label\n{rows}".encode()))
     assert not at.exception
@@ -539,6 +540,10 @@ def test_finetune_page_says_before_the_start_how_few_steps_a_small_upload_makes(
                     "more epochs or a smaller batch."]
     at.number_input(key="ft_epochs").set_value(40.0).run()  # 3 x 40 = 120 steps: enough to say nothing
     assert not at.exception and not [i for i in at.info if "optimiser step" in i.value]
+    assert not [i for i in at.info if "WordPieces a run reads" in i.value]  # short texts: nothing is cut
+    at.number_input(key="ft_max_len").set_value(16).run()  # every text is longer than 16 WordPieces: said
+    assert not at.exception and any(i.value.startswith("100 of the 100 examples (100%) are longer than the 16 "
+                                                       "WordPieces a run reads") for i in at.info)
 
 
 @pytest.mark.parametrize("name, data, message", [

@@ -18,7 +18,7 @@ import torch
 from .. import checkpoint, hub
 from ..analysis.layers.features import PAIR_SEPARATOR, parse_example
 from ..analysis.probes import quality
-from ..tasks.base import TaskType
+from ..tasks.base import TaskType, cut_note
 from ..tasks.registry import task_type
 from ..checkpoint import CheckpointError
 from ..train.speed import load_text, niced_here, said
@@ -298,6 +298,12 @@ def cmd_finetune(args) -> int:
                 print(f"note: {note}", file=sys.stderr, flush=True)
             if few := few_steps_note(len(train.examples), cfg):
                 print(f"note: {few}", file=sys.stderr, flush=True)
+            try:
+                cut = cut_note(train.examples, checkpoint.tokenizer_of(cfg.model), cfg.max_seq_length)
+            except CheckpointError:  # (a model the run itself says it cannot read)
+                cut = None
+            if cut:
+                print(f"note: {cut}", file=sys.stderr, flush=True)
 
     def work():
         if not args.resume:  # (a resumed run's steps left are its log's to say: it knows where it stopped)
