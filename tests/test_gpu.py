@@ -124,7 +124,7 @@ class _OneBatch:
     def due(self, step):
         return Due(log=True)
 
-    def log(self, step, losses, grad_norm, seconds):
+    def log(self, step, losses, grad_norm, seconds, lr):
         self.grad_norms.append(grad_norm)
 
     def evaluate(self, step):

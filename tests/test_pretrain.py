@@ -331,15 +331,14 @@ def test_held_out_accuracy_is_the_models_own(tmp_path):
 
 
 def test_the_learning_rate_warms_up_then_decays_to_zero_step_by_step(tmp_path):
-    """Read from the optimiser at every step (the run logs it after each update, for the next
-    step): linear warm-up to the peak over warmup_steps, then linear decay to 0 at max_steps
-    (paper, Appendix A.2), not a constant rate."""
+    """Read from the optimiser at every step (the rate each update trained at: it was logged after the
+    scheduler's step, the next update's, so the last step read 0): linear warm-up to the peak over
+    warmup_steps, then linear decay to 0 at max_steps (paper, Appendix A.2), not a constant rate."""
     cfg = PretrainConfig(**{**TINY, "lr": 1e-3, "warmup_steps": 4}, max_steps=10)
     run_pretraining(cfg, tmp_path / "lr", progress=False)
     lrs = [m["lr"] for m in Run(tmp_path / "lr").metrics() if m["split"] == "train"]
-    # after update s (1-based) the rate for update s + 1: (s + 1) / 4 of the peak while warming up, then
-    # (10 - s) / (10 - 4)
-    wanted = [1e-3 * ((s + 1) / 4 if s < 4 else (10 - s) / 6) for s in range(1, 11)]
+    # update s (1-based) trains at s / 4 of the peak while warming up, then at (10 - (s - 1)) / (10 - 4)
+    wanted = [1e-3 * (s / 4 if s <= 4 else (11 - s) / 6) for s in range(1, 11)]
     assert lrs == pytest.approx(wanted, abs=1e-12)
 
 
@@ -429,8 +428,8 @@ def test_more_steps_on_resume_replan_the_decay_from_the_resumed_step(tmp_path, t
     assert not torch.equal(before, checkpoint_weights(d / "checkpoints" / "step-5"))
     run_pretraining(cfg, d, resume=True, progress=False)
     lrs = {m["step"]: m["lr"] for m in Run(d).metrics() if m["split"] == "train"}
-    for step in range(5, 9):  # the rate logged after update `step` is the one of the next update
-        assert lrs[step] == pytest.approx(1e-4 * (8 - step) / (8 - 1), abs=1e-12), step
+    for step in range(5, 9):  # the rate update `step` trained at, under the re-planned decay
+        assert lrs[step] == pytest.approx(1e-4 * (9 - step) / (8 - 1), abs=1e-12), step
     log = (d / "log.txt").read_text()
     assert "the learning-rate schedule is re-planned from step 4: the warm-up stays 1 step and the rate now " \
            "falls linearly to 0 at step 8 instead of 4" in log

@@ -33,7 +33,7 @@ def test_the_step_is_one_function_on_one_page_and_no_training_module_is_a_wall()
 
 
 def test_fine_tuning_follows_its_schedule_step_by_step(tmp_path):
-    """The rate of every update of a fine-tuning (the log gives the one after each step): a linear
+    """The rate of every update of a fine-tuning (the log gives the rate each step trained at): a linear
     warm-up over the first int(warmup_fraction x steps) updates, the first one already at lr/W, then a
     linear decay that reaches 0 after the last (paper, A.3's recipe; ``optim.linear_warmup_decay``)."""
     from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
@@ -46,9 +46,10 @@ def test_fine_tuning_follows_its_schedule_step_by_step(tmp_path):
     total = max(after)
     warmup = int(0.2 * total)
     assert total >= 10 and warmup >= 2 and sorted(after) == list(range(1, total + 1))  # every step logged
-    for step in range(1, total + 1):  # the rate after ``step`` updates: the one update step + 1 uses
-        factor = (step + 1) / warmup if step < warmup else max(0.0, (total - step) / (total - warmup))
+    for step in range(1, total + 1):  # the rate update ``step`` trained at
+        factor = step / warmup if step <= warmup else max(0.0, (total - step + 1) / (total - warmup))
         assert after[step] == pytest.approx(4e-5 * factor, rel=1e-9, abs=1e-15), step
+    assert after[total] > 0  # the last update trained (it was logged at 0, the rate after it)
 
 
 def test_no_module_outside_the_objectives_compares_an_objectives_name():

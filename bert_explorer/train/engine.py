@@ -219,9 +219,9 @@ class Epochs:
         return Due(log=step % self.log_every == 0 or end,
                    evaluate=end or (step % every == 0 if every else step % self.per_epoch == 0))
 
-    def log(self, step: int, losses: dict, grad_norm: float, seconds: float) -> None:
+    def log(self, step: int, losses: dict, grad_norm: float, seconds: float, lr: float) -> None:
         rec = {"step": step, "split": "train", **self.tag, "loss": round(losses["loss"], 5),
-               **({"lr": self.scheduler.get_last_lr()[0]} if self.scheduler else {}), "time": time.time()}
+               **({"lr": lr} if self.scheduler else {}), "time": time.time()}
         self.reporter.log_metrics(rec)
         self.reporter.write_status(step=step, max_steps=self.total, last=rec,
                                    eta_s=round(time_left(self.t0, step - self.t0_step, self.total - step)))

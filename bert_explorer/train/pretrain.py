@@ -485,13 +485,13 @@ class Pretraining:
                    frame=step in self.to_record,
                    save=main and step % cfg.save_every == 0 and step < cfg.max_steps)
 
-    def log(self, step: int, losses: dict, grad_norm: float, seconds: float) -> None:
+    def log(self, step: int, losses: dict, grad_norm: float, seconds: float, lr: float) -> None:
         """A metrics line; tokens/s counts only the time spent in steps (not evaluating or saving)."""
         cfg, dev, run = self.cfg, self.dev, self.reporter
         tps = self.tokens_since / max(seconds, 1e-9)
         peak = dev.peak_flops()
         last = {"step": step, "split": "train", **{k: round(v, 5) for k, v in losses.items() if v},
-                "lr": self.t.scheduler.get_last_lr()[0], "grad_norm": round(grad_norm, 4),
+                "lr": lr, "grad_norm": round(grad_norm, 4),
                 "tokens_per_s": round(tps, 1), "time": time.time()}
         if peak:
             last["mfu"] = round(tps * self.flops_per_token / (peak * dev.world_size), 4)

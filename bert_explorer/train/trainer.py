@@ -92,7 +92,7 @@ class Job(Protocol):
 
     def due(self, step: int) -> Due: ...
 
-    def log(self, step: int, losses: dict[str, float], grad_norm: float, seconds: float) -> None: ...
+    def log(self, step: int, losses: dict[str, float], grad_norm: float, seconds: float, lr: float) -> None: ...
 
     def evaluate(self, step: int) -> tuple[dict | None, bool]: ...  # (the measurement, stop after it)
 
@@ -152,6 +152,9 @@ class Trainer:
                          if self.clip_grad_norm is not None else None)
             self.scaler.step(self.optimizer)
             self.scaler.update()
+            # the rate this step trained at: the scheduler's "last" rate, read after its step, is the next one's
+            # (step 1 of a 2-step warm-up was logged at the peak rate, the last step at 0)
+            lr = float(self.optimizer.param_groups[0]["lr"])
             if self.scheduler is not None:
                 self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
@@ -163,7 +166,7 @@ class Trainer:
             job.reporter.step_reached = self.step
             losses = Losses(parts_sum)
             if due.log:
-                job.log(self.step, dict(losses), float("nan") if grad_norm is None else float(grad_norm), seconds)
+                job.log(self.step, dict(losses), float("nan") if grad_norm is None else float(grad_norm), seconds, lr)
                 seconds = 0.0
             measured, stop = job.evaluate(self.step) if due.evaluate else (None, False)
             if due.frame:
