@@ -532,7 +532,7 @@ def _run(cfg: FinetuneConfig, run: Run, train, dev, label_names, notes: list[str
             result = _fine_tune(cfg, run, train, dev, label_names, dev_obj, point)
         if missed := train.task.never_predicted(result["dev"]):  # (a headline over labels can hide one)
             run.log(f"warning: {missed}")
-            warning = f"{warning}; {missed}" if warning else missed
+            warning = f"{warning.rstrip('.')}; {missed}" if warning else missed  # ("trust.; the model never")
         if warning:
             result["warning"] = warning
         # a Stop asked after the last step (during the final evaluation or save) finds nothing left to stop: the
