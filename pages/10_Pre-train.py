@@ -27,7 +27,7 @@ from bert_explorer.model.config import BertConfig
 from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import duration_text
-from bert_explorer.train.speed import said, seconds_now
+from bert_explorer.train.speed import said
 from bert_explorer.train.estimate import ALIASES, background_threads, size_options
 from bert_explorer.train.pretrain import check_fits as check_pretraining, corpus_words as count_corpus_words, \
     estimate as run_estimate
@@ -219,9 +219,12 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     elif est is not None:  # (refused settings: said above, nothing to estimate)
         m1, m2, m3 = st.columns(3)
         m1.metric("Parameters", f"{est['parameters'] / 1e6:,.1f} M")
-        m2.metric(f"Estimated time on {device_name()}", duration_text(seconds_now(est["seconds"], background_threads())),
-                  help=said(est["seconds"], background_threads()).capitalize() + ": the parts below are an idle machine's.")
+        # the idle machine's time in large print, as the parts below add up to; the load's stretch in words under it
+        # (the load of a passing moment in large print read as the run's time)
+        m2.metric(f"Estimated time on {device_name()}", duration_text(est["seconds"]),
+                  help="On an idle machine, the sum of the parts below; what else runs now may stretch it.")
         m3.metric("Training FLOPs", f"{est['tokens'] * est['flops_per_token']:.2e}")
+        st.caption(f"On this machine now: {said(est['seconds'], background_threads())}.")
         st.caption(f"An **estimate**: {duration_text(est['seconds'])} on an idle machine, in four parts (the time above "
                    f"is this one with the load of the moment). Training {duration_text(est['train_seconds'])}: {int(steps):,} "
                    f"steps × {int(batch)} × {int(seq_len)} tokens × {est['flops_per_token'] / 1e6:,.1f} MFLOPs per token "

@@ -170,6 +170,11 @@ def test_pretrain_page_estimate_counts_the_evaluations_and_the_loading(runs_root
     four = [seconds(re.search(rf"{part} ((?:\d+ (?:h|min|s)\b ?)+)", caption).group(1))
             for part in ("Training", "Evaluation", "Loading", "Saving")]
     assert abs(sum(four) - idle) <= 4, (four, idle)
+    # the headline is the same idle machine's time (it showed the load of the moment's, 13 min 12 s beside 8 min
+    # 22 s in the parts), the load's stretch said in words under it
+    headline = next(m.value for m in at.metric if m.label.startswith("Estimated time"))
+    assert abs(seconds(headline) - idle) <= 1, (headline, idle)
+    assert any(c.value.startswith("On this machine now: about ") for c in at.caption)
     at.number_input(key="pt_evals").set_value(20).run()
     assert parts()[0] == 20
     # one estimate: the page's is the command line's (train.pretrain.estimate) of the settings the run reads
