@@ -342,6 +342,9 @@ def test_a_run_killed_before_its_first_checkpoint_is_not_started_over_without_a_
     err = capsys.readouterr().err
     assert f"{out} holds a {'pre-training' if kind == 'pretrain' else 'fine-tuning'} run that logged 20 step(s)" in err
     assert "choose a new folder" in err and (out / "config.json").read_text() == before
+    if kind == "pretrain":  # with no checkpoint it can only train again from step 0: said how
+        assert f"or train it again from step 0 with its own settings: `bert-explorer pretrain --output {out} " \
+               "--resume`" in err
     (out / "metrics.jsonl").unlink()  # nothing trained: starting again loses nothing
     from bert_explorer.runs.run import restart_refusal
     assert restart_refusal(out) is None
@@ -874,3 +877,23 @@ def test_the_default_sequence_length_fits_a_model_of_fewer_positions(tmp_path, c
                  "--no-progress", "--output", str(tmp_path / "warm")]) == 0
     assert "note: max_seq_length 64" in capsys.readouterr().err
     assert json.loads((tmp_path / "warm" / "config.json").read_text())["max_seq_length"] == 64
+
+
+def test_a_resume_with_no_checkpoint_says_it_trains_again_from_step_0(tmp_path, capsys, monkeypatch):
+    """kill -9 before the first save, then --resume: it trained again from step 0 with the run's own settings
+    (100,000 steps, ten minutes) with nothing said on the terminal. It says so, and its time as a new run's."""
+    from bert_explorer.cli import training
+    from bert_explorer.runs.run import Run
+
+    out = tmp_path / "run"
+    cfg = {"corpus": "tiny", "size": "tiny", "vocab_size": 300, "max_steps": 40, "batch_size": 4,
+           "max_seq_length": 32, "eval_batches": 2}
+    Run(out).create(cfg, "pretrain").write_status(state="crashed")
+
+    def stop(*a, **k):
+        raise training.UserError("stopped by the test")
+    monkeypatch.setattr(training, "run_pretraining", stop)
+    assert main(["pretrain", "--output", str(out), "--resume", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"note: {out} kept no checkpoint, so it trains again from step 0 with its own settings (40 steps)" in err
+    assert "estimate: about " in err

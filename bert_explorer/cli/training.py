@@ -145,14 +145,25 @@ def cmd_pretrain(args) -> int:
               f"{est['evaluations']} held-out evaluation{'s' if est['evaluations'] != 1 else ''}; {est['basis']})",
               file=sys.stderr, flush=True)
 
+    # a resume of a run that kept no checkpoint trains again from step 0 with its settings: a new run's time, and
+    # a word of it (one killed before its first save went on for ten minutes with nothing said)
+    again = args.resume and not Run(args.output).resumable_checkpoints()
+
+    def say_again() -> None:
+        if again and first_rank():
+            print(f"note: {args.output} kept no checkpoint, so it trains again from step 0 with its own settings "
+                  f"({cfg.max_steps:,} steps)", file=sys.stderr, flush=True)
+
     def work():
-        if not args.resume and first_rank():  # (a resumed run's steps left are its log's to say)
+        if (not args.resume or again) and first_rank():  # (a resumed run's steps left are its log's to say)
             refuse_busy(args.output)  # (a folder in use: said before any estimate)
+            say_again()
             say_estimate(background=False)
         return run_pretraining(cfg, args.output, resume=args.resume, progress=not args.no_progress)
 
     def start():
-        if not args.resume:
+        if not args.resume or again:
+            say_again()
             say_estimate(background=True)
         start_run("pretrain", cfg.to_dict(), args, "started pre-training in the background: {path} (pid {pid})")
     return run_or_background(args, work, show=lambda result: _show_pretraining(result, cfg.lr), start=start)

@@ -423,9 +423,11 @@ def restart_refusal(path: str | Path) -> str | None:
         return None
     state = run.status().get("state")
     ended = f"ended {state}" if state in DONE_STATES else "ended without finishing"  # (killed: "running" still)
+    again = (f", or train it again from step 0 with its own settings: `bert-explorer {run.kind()} --output {run.path} "
+             "--resume`" if run.kind() == "pretrain" and not run.resumable_checkpoints() else "")
     return (f"{run.path} holds a {KIND_WORDS[run.kind()]} run that logged {max(trained):,} step(s) and {ended}; "
-            "a new run there would replace its settings and mix its metrics, so choose a new folder (or delete that "
-            "run first)")
+            f"a new run there would replace its settings and mix its metrics, so choose a new folder (or delete that "
+            f"run first){again}")
 
 
 def _before_a_run(p: Path, stored_first: bool = True) -> bool:
