@@ -238,7 +238,10 @@ def cmd_evaluate_pretraining(args) -> int:
         counted = sequences_of(sum(len(s.split()) for d in held_docs for s in d), cfg.max_seq_length)
         n = min(args.sequences, counted) if args.sequences else counted
         idle_s = quality.estimate_seconds(loaded.config, n, seq_len=cfg.max_seq_length, threads=threads)
-        print(f"measuring {args.sequences or 'every'} held-out sequence{'s' if args.sequences not in (1, None) else ''}: "
+        # (the sequences there are, where fewer than asked: "measuring 16" was said of a corpus holding out 4)
+        shown = ("every held-out sequence" if not args.sequences or args.sequences >= counted
+                 else f"{n:,} held-out sequence{'s' if n != 1 else ''}")
+        print(f"measuring {shown}: "
               f"{said(idle_s, threads, niced=niced_here())} "
               f"({load_text()})", file=sys.stderr, flush=True)
         result = quality.measure(loaded, cfg, held_out, max_sequences=args.sequences, progress=progress_lines())
