@@ -498,3 +498,14 @@ def test_the_sidebar_lists_every_finished_fine_tuning_and_opens_its_encoder(tune
     picker.set_value(str(tuned["runs"]["classification"] / "model")).run()
     assert not at.exception
     assert any("pre-training heads: none (encoder only)" in m.value for m in at.sidebar.markdown)
+
+
+def test_the_cka_sentence_says_no_layer_moved_when_every_layer_rounds_to_one():
+    """"fine-tuning moved layer 6 most (CKA 1.00)" was said beside 1.00 at every layer."""
+    from bert_explorer.analysis.after_finetuning import change
+
+    changed = {"separation": {"before": {"probe_r2": 0.1}, "after": {"probe_r2": 0.2}}, "gold": [0.0] * 10,
+               "labelled": False, "cka_tokens": 500, "cka_by_layer": [1.0, 0.999, 0.998]}
+    assert "fine-tuning barely moved any layer (CKA 1.00 at two decimals in every one)" in change.describe(changed)
+    changed["cka_by_layer"] = [1.0, 0.97, 0.99]
+    assert "fine-tuning moved layer 1 most (CKA 0.97)" in change.describe(changed)

@@ -171,8 +171,11 @@ def describe(changed: dict) -> str:
                 f"and {sa['probe_r2']:.2f} after, on {n} dev examples ({FOLDS}-fold cross-validated)")
     cka = changed["cka_by_layer"]
     low = int(np.argmin(cka))
+    # ("moved layer 6 most (CKA 1.00)" beside 1.00 everywhere: where every layer rounds to 1.00, it moved none)
+    moved = (f"fine-tuning moved layer {low} most (CKA {cka[low]:.2f})" if round(float(cka[low]), 2) < 1.0 else
+             "fine-tuning barely moved any layer (CKA 1.00 at two decimals in every one)")
     said += (f". CKA between the two models, on {changed['cka_tokens']:,} tokens of these inputs, is {cka[0]:.2f} at "
-             f"the embeddings and {cka[-1]:.2f} at layer {len(cka) - 1}; fine-tuning moved layer {low} most "
-             f"(CKA {cka[low]:.2f}). CKA depends on the inputs it is measured on: Two models side by side measures "
-             f"the same pair on held-out news sentences, so its figures can differ from these.")
+             f"the embeddings and {cka[-1]:.2f} at layer {len(cka) - 1}; {moved}. CKA depends on the inputs it is "
+             f"measured on: Two models side by side measures the same pair on held-out news sentences, so its figures "
+             f"can differ from these.")
     return said
