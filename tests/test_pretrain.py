@@ -658,3 +658,13 @@ def test_a_resumed_run_trains_with_the_cpu_levers_it_trained_with(tmp_path, tiny
         assert b[step] == pytest.approx(a[step], abs=1e-6), step
     assert Run(tmp_path / "crashed").status()["cpu_levers"] == chosen
     assert "(as the run trained before it was resumed)" in (tmp_path / "crashed" / "log.txt").read_text()
+
+
+def test_a_resume_that_changes_only_the_held_out_measurement_is_said_so():
+    """--eval-batches on a resume was refused as changing "the data or the schedule": it changes the held-out
+    measurement its curves have drawn."""
+    from bert_explorer.train.resume import ResumeRefused
+
+    said = str(ResumeRefused("runs/a", {"eval_batches": (5, 2)}))
+    assert "eval_batches 5 (the run's: 2) would change the held-out measurement its curves have drawn so far" in said
+    assert "the data or the schedule" in str(ResumeRefused("runs/a", {"eval_batches": (5, 2), "lr": (1, 2)}))

@@ -30,6 +30,9 @@ FREE_ON_RESUME = ("log_every", "eval_every", "save_every", "device", "precision"
 # step (see check_resume), and the log says so.
 
 
+MEASURED_BY = {"eval_batches", "eval_corpora"}  # settings of the held-out measurement, not of what is trained
+
+
 class ResumeRefused(ValueError):
     """A resume asked to change settings that decide the run's data or schedule. ``changed``
     maps each such setting to (asked, the run's own)."""
@@ -43,9 +46,12 @@ class ResumeRefused(ValueError):
         def show(v):
             return "none" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
         what = ", ".join(f"{spell(k)} {show(a)} (the run's: {show(s)})" for k, (a, s) in self.changed.items())
-        return (f"{self.run_dir} resumes with the settings it was started with, and {what} would change the data or "
-                f"the schedule it has already trained on; leave {'them' if len(self.changed) > 1 else 'it'} out to "
-                "resume, or start a new run in another folder")
+        # (eval_batches decides the held-out measurement, not the training: its curve would change measure mid-run)
+        changes = ("the held-out measurement its curves have drawn so far" if set(self.changed) <= MEASURED_BY
+                   else "the data or the schedule it has already trained on")
+        return (f"{self.run_dir} resumes with the settings it was started with, and {what} would change {changes}; "
+                f"leave {'them' if len(self.changed) > 1 else 'it'} out to resume, or start a new run in another "
+                "folder")
 
 
 @dataclass
