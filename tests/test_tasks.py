@@ -552,3 +552,18 @@ def test_numeric_labels_say_why_they_were_read_as_scores_or_classes(tmp_path):
     stars.write_text("text,label\n" + "".join(f"review {i} with {k} stars,{k}\n" for k in range(1, 6) for i in range(8)))
     assert "(5 distinct numbers in 'label', read as classes; choose the task regression if they are scores)" in \
         read_task_file(str(stars)).notes[0]
+
+
+def test_a_class_the_dev_split_left_out_is_said():
+    """A class of 3 examples got no dev example from the stratified split, and macro-F1 then averaged 5 of the 6
+    classes the table shows without a word."""
+    from bert_explorer.data.uploads.core import TaskData as TD
+
+    examples = [{"text": f"text {i}", "label": c} for c, n in (("a", 40), ("b", 40), ("rare", 3)) for i in range(n)]
+    train, dev = train_dev_split(TD(CLASSIFICATION, examples, ["a", "b", "rare"], "x.csv"), 0.1, seed=0)
+    assert not any(ex["label"] == "rare" for ex in dev.examples)  # (stratified: 3 x 10 % rounds to none)
+    said = [n for n in dev.notes if n.startswith("the dev split holds no example of 'rare' (3 examples)")]
+    assert said and said == [n for n in train.notes if n.startswith("the dev split holds")]
+    whole = [{"text": f"t {i}", "label": "ab"[i % 2]} for i in range(40)]
+    _, dev = train_dev_split(TD(CLASSIFICATION, whole, ["a", "b"], "y.csv"), 0.1, seed=0)
+    assert not [n for n in dev.notes if n.startswith("the dev split holds")]

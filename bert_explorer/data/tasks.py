@@ -25,6 +25,7 @@ multiple-choice        ``{"context": str, "choices": list[str], "label": int}`` 
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
@@ -93,8 +94,19 @@ def train_dev_split(data: TaskData, dev_fraction: float = 0.1, seed: int = 0) ->
     dev_set = set(dev)
     train_idx = [i for i in range(n) if i not in dev_set]
     note = f"split {len(train_idx)} train / {len(dev_set)} dev ({how}, seed {seed})"
-    return (_copy(data, [data.examples[i] for i in train_idx], [note]),
-            _copy(data, [data.examples[i] for i in sorted(dev_set)], [note]))
+    notes = [note]
+    if data.task.labelled and "label" in data.task.fields:  # a class none of whose examples went to dev
+        # (a class of 3 examples got none: macro-F1 then averaged 5 of the table's 6 classes without a word)
+        in_dev = {str(data.examples[i].get("label")) for i in dev_set}
+        counts = Counter(str(ex.get("label")) for ex in data.examples)
+        absent = sorted(c for c in counts if c not in in_dev)
+        if absent:
+            shown = ", ".join(f"{c!r} ({counts[c]} example{'s' if counts[c] != 1 else ''})" for c in absent[:5])
+            notes.append(f"the dev split holds no example of {shown}{', ...' if len(absent) > 5 else ''}: their "
+                         "F1 is not measured, and macro-F1 leaves them out unless the model guesses one (then it "
+                         "counts 0)")
+    return (_copy(data, [data.examples[i] for i in train_idx], notes),
+            _copy(data, [data.examples[i] for i in sorted(dev_set)], notes))
 
 
 # ----- built-in data sets -----------------------------------------------------------------
