@@ -169,6 +169,13 @@ def test_dev_examples_that_repeat_training_ones_are_said(tmp_path):
     (tmp_path / "distinct.csv").write_text("text,label\n" + "\n".join(distinct) + "\n")
     _, dev = read_data(FinetuneConfig(model="minilm", train=str(tmp_path / "distinct.csv")))
     assert not [n for n in dev.notes if "word for word" in n]
+    assert "(or give a dev file of its own)" in " ".join(read_data(FinetuneConfig(
+        model="minilm", train=str(tmp_path / "repeats.csv")))[1].notes)
+    # a dev file given, sharing rows with the training file: not told to give a dev file of its own
+    (tmp_path / "dev.csv").write_text("text,label\n" + "\n".join(rows[:20]) + "\n")
+    _, dev = read_data(FinetuneConfig(model="minilm", train=str(tmp_path / "repeats.csv"), dev=str(tmp_path / "dev.csv")))
+    said = " ".join(dev.notes)
+    assert "remove from the dev file the rows the training file has too" in said and "of its own" not in said
 
 
 def test_a_background_run_logs_each_note_of_its_data_once(base_model, tmp_path):

@@ -224,7 +224,7 @@ def read_data(cfg: FinetuneConfig) -> tuple[TaskData, TaskData]:
                        f"{MAX_DEV_EXAMPLES:,}")
                 data.notes.append(f"{n:,} {what} examples: {asked or cap:,} of them are used, sampled with seed "
                                   f"{cfg.seed} ({why})")
-    if repeated := repeats_of_training(train, dev):
+    if repeated := repeats_of_training(train, dev, dev_given=bool(cfg.dev)):
         dev.notes.append(repeated)
     return train, dev
 
@@ -247,16 +247,19 @@ def repeated_examples(data: TaskData) -> int:
     return sum(c for c in counts.values() if c > 1)
 
 
-def repeats_of_training(train: TaskData, dev: TaskData) -> str | None:
+def repeats_of_training(train: TaskData, dev: TaskData, dev_given: bool = False) -> str | None:
     """A sentence when dev examples repeat training ones word for word (a file with duplicate rows, split
-    at random): the model was scored on text it trained on, and its dev score flatters it."""
+    at random, or a dev file that shares rows with the training one): the model was scored on text it trained
+    on, and its dev score flatters it."""
     seen = {_read_of(ex) for ex in train.examples}
     repeats = sum(_read_of(ex) in seen for ex in dev.examples)
     if not repeats:
         return None
+    # (a dev file given already was told to give "a dev file of its own")
+    fix = ("remove from the dev file the rows the training file has too" if dev_given else
+           "remove the repeated rows from the file (or give a dev file of its own)")
     return (f"{repeats:,} of the {len(dev.examples):,} dev examples also stand word for word among the training "
-            f"examples, so the dev score counts text the model trained on and flatters it; remove the repeated rows "
-            f"from the file (or give a dev file of its own)")
+            f"examples, so the dev score counts text the model trained on and flatters it; {fix}")
 
 
 def estimate(cfg: FinetuneConfig, data: TaskData, n_dev: int | None = None, *, threads: int | None = None,
