@@ -225,8 +225,8 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                   help="On an idle machine, the sum of the parts below; what else runs now may stretch it.")
         m3.metric("Training FLOPs", f"{est['tokens'] * est['flops_per_token']:.2e}")
         st.caption(f"On this machine now: {said(est['seconds'], background_threads())}.")
-        st.caption(f"An **estimate**: {duration_text(est['seconds'])} on an idle machine, in four parts (the time above "
-                   f"is this one with the load of the moment). Training {duration_text(est['train_seconds'])}: {int(steps):,} "
+        st.caption(f"An **estimate**: {duration_text(est['seconds'])} on an idle machine, in four parts (the line above "
+                   f"says how the load of the moment may stretch it). Training {duration_text(est['train_seconds'])}: {int(steps):,} "
                    f"steps × {int(batch)} × {int(seq_len)} tokens × {est['flops_per_token'] / 1e6:,.1f} MFLOPs per token "
                    f"(6·N + 12·L·H·T for N parameters, L layers, H hidden units and T tokens per sequence, + the output decoder on {decoded}) ÷ {est['flop_per_s'] / 1e9:,.0f} "
                    f"GFLOP/s ({est['basis']}). Evaluation {duration_text(est['eval_seconds'])}: {est['evaluations']} "

@@ -794,21 +794,26 @@ def test_a_utf16_file_of_examples_is_read_and_the_user_is_told(tmp_path, capsys,
     assert "UTF-16" in err and how in err and str(f) in err
 
 
-def test_predict_reads_a_utf16_input_file(tmp_path, capsys, monkeypatch):
-    """The file reaches the model as text: the stand-in model returns the examples it was given."""
+def _echo_predictor(monkeypatch, kind: str, columns=(None, None)) -> None:
+    """`predict` given a stand-in model of task ``kind`` that returns the examples it was given."""
     from bert_explorer.cli import training
     from bert_explorer.tasks.registry import task_type
 
     class Echo:
-        task = task_type("classification")
+        task = task_type(kind)
 
         def __init__(self, path):
-            pass
+            self.columns = columns
 
         def predict(self, examples):
             return examples
 
     monkeypatch.setattr(training, "Predictor", Echo)
+
+
+def test_predict_reads_a_utf16_input_file(tmp_path, capsys, monkeypatch):
+    """The file reaches the model as text: the stand-in model returns the examples it was given."""
+    _echo_predictor(monkeypatch, "classification")
     f = tmp_path / "in.txt"
     f.write_bytes("Caf\u00e9 au lait.\nShares fell.\n".encode("utf-16"))
     assert main(["predict", "--model", "m", "--input", str(f), "--json"]) == 0
@@ -823,20 +828,7 @@ def test_predict_reads_a_csv_by_its_header_and_json_lines_by_the_training_keys(t
     """A CSV given to predict was read as lines: its header predicted as a text, each row's label left in its text,
     a quoted cell's newline splitting one row in two (100 rows, 200 answers). A JSON line keyed as the training
     file was ({"sentence1": ..., "sentence2": ...}) failed with KeyError 'text'."""
-    from bert_explorer.cli import training
-    from bert_explorer.tasks.registry import task_type
-
-    class Echo:
-        task = task_type(kind)
-        columns = ("review", None)  # the training file's text column
-
-        def __init__(self, path):
-            pass
-
-        def predict(self, examples):
-            return examples
-
-    monkeypatch.setattr(training, "Predictor", Echo)
+    _echo_predictor(monkeypatch, kind, columns=("review", None))  # the training file's text column
     f = tmp_path / "dev.csv"
     if kind == "classification":
         f.write_text('review,label\n"great film, truly",pos\n"two lines\nin one cell",neg\n')

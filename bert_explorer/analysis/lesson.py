@@ -57,9 +57,14 @@ def first_visits_left(loaded: Loaded) -> list[tuple[str, str]]:
     return left
 
 
+def first_visits_total() -> int:
+    """How many first-visit works the pages declare (six: a column of what is prepared counts them)."""
+    return len(_declared())
+
+
 def first_visits_seconds(left: int) -> float:
     """The idle time of ``left`` first-visit works (:data:`FIRST_VISITS_S` shared evenly between them)."""
-    return FIRST_VISITS_S * left / max(1, len(_declared()))
+    return FIRST_VISITS_S * left / max(1, first_visits_total())
 
 
 # ----- long builds ---------------------------------------------------------------------------------

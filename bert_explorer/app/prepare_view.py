@@ -66,7 +66,7 @@ def _visits_left(name: str, loaded) -> list:
 
 
 def _visits_mark(left: list) -> str:
-    total = len(lesson._declared())
+    total = lesson.first_visits_total()
     return "✓" if not left else f"{total - len(left)} of {total}"
 
 

@@ -44,7 +44,7 @@ FIRST_VISITS = "first-visits"
 
 def visits_word(left: list) -> str:
     """The first visits' column: "prepared", "not yet", or how many of them are kept ("4 of 6")."""
-    total = len(lesson._declared())
+    total = lesson.first_visits_total()
     return "prepared" if not left else "not yet" if len(left) >= total else f"{total - len(left)} of {total}"
 
 
@@ -70,7 +70,7 @@ def cmd_prepare_class(args) -> int:
                 print(r["model"][:27].ljust(28) + "".join(str(r.get(k, "")).ljust(14 if k == FIRST_VISITS else 12)
                                                           for k in columns))
             print(f"({FIRST_VISITS}: the work each page does on its first visit for a model, "
-                  f"{len(lesson._declared())} pages; its own: the evaluation the model came with, which the Masked "
+                  f"{lesson.first_visits_total()} pages; its own: the evaluation the model came with, which the Masked "
                   "word probe shows every student without a build)")
         return 0
     todo = [(name, b) for name, bs in plan.items() for b in bs if not b.done()]

@@ -28,7 +28,7 @@ from ..train.finetune import FinetuneConfig, check_folder as check_finetuning_fo
 from ..train.predict import Predictor
 from ..train.pretrain import check_start as check_pretraining, estimate as pretrain_estimate, run_pretraining
 from ..data.pretraining import plateau_sentence
-from ..data.uploads.core import PAIR_NAMES, TEXT_NAMES, _norm
+from ..data.uploads.core import PAIR_NAMES, TEXT_NAMES, column_key
 from ..runs.lock import RunBusy, writer_busy
 from ..runs.run import Run, new_run_refusal, restart_refusal, runs_root
 from ..train.pretrain_config import PretrainConfig, plateau_advice
@@ -407,12 +407,12 @@ def _from_record(predictor, record, where: str) -> dict:
     task = predictor.task
     if "text" in record or task.inputs[-1].choices:  # already in the example's layout
         return record
-    named = {_norm(k): v for k, v in record.items()}
+    named = {column_key(k): v for k, v in record.items()}
     trained_text, trained_pair = getattr(predictor, "columns", (None, None))
 
     def first(names):
-        return next((named[_norm(n)] for n in names if n and _norm(n) in named and str(named[_norm(n)]).strip()),
-                    None)
+        keys = [column_key(n) for n in names if n]
+        return next((named[k] for k in keys if k in named and str(named[k]).strip()), None)
     text = first([trained_text, *TEXT_NAMES])
     if text is None:
         raise UserError(f"{where} has no text: its keys are {', '.join(map(str, record))[:200]}; give 'text' (and "

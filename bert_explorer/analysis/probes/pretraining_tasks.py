@@ -75,10 +75,12 @@ def nsp_probability(loaded: Loaded, pairs: list[tuple[str, str]]) -> list[dict]:
     ``cut_sentence`` then says."""
     tok = loaded.tokenizer
     longest = loaded.config.max_position_embeddings
-    batch = tok.batch(pairs, max_length=longest, device=next(loaded.model.parameters()).device)
+    device = next(loaded.model.parameters()).device
+    whole = tok.encode_batch(pairs)  # (its lengths say what a cut would lose; encoded again only if one is cut)
+    lengths = [len(e.input_ids) for e in whole]
+    batch = tok.tensors(whole, device) if max(lengths) <= longest else tok.batch(pairs, longest, device)
     with torch.no_grad():
         probs = loaded.model(**batch).nsp_logits.float().softmax(-1)  # [B, 2]
-    lengths = [len(e.input_ids) for e in tok.encode_batch(pairs)]
     return [{"a": a, "b": b, "is_next": round(float(p[0]), 6), "not_next": round(float(p[1]), 6), "wordpieces": n}
             for (a, b), p, n in zip(pairs, probs, lengths)]
 

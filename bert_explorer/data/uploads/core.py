@@ -79,8 +79,12 @@ class TaskData:
 
 
 # ----- column names we recognise ----------------------------------------------------------
-def _norm(name: str) -> str:
+def column_key(name: str) -> str:
+    """A column's name as names are matched: case, spaces, dots, dashes and underscores left out."""
     return re.sub(r"[\s_\-.]+", "", str(name).strip().lower())
+
+
+_norm = column_key  # (the modules of this package call it by its short name)
 
 
 # Compared ignoring case, spaces, dots, dashes and underscores ("Text A" matches text_a).
