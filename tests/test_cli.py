@@ -889,3 +889,18 @@ def test_a_resume_with_no_checkpoint_says_it_trains_again_from_step_0(tmp_path, 
     err = capsys.readouterr().err
     assert f"note: {out} kept no checkpoint, so it trains again from step 0 with its own settings (40 steps)" in err
     assert "estimate: about " in err
+
+
+def test_an_input_file_larger_than_an_upload_may_be_is_refused_before_it_is_read(tmp_path, capsys, monkeypatch):
+    """predict --input (and the other commands reading a file of examples) read the whole file into memory,
+    whatever its size: bounded as an upload is, in one sentence."""
+    from bert_explorer.cli import common
+
+    _echo_predictor(monkeypatch, "classification")
+    monkeypatch.setattr(common, "DEFAULT_MAX_BYTES", 1000)
+    f = tmp_path / "big.csv"
+    f.write_text("text,label\n" + "a fine film,pos\n" * 200)
+    monkeypatch.setattr(type(f), "read_bytes", lambda self: (_ for _ in ()).throw(AssertionError("read")))
+    assert main(["predict", "--model", "m", "--input", str(f)]) == 2
+    assert f"input file {f} is 3.21 kB, more than the 1 kB a file of examples may be here; split it" in \
+        capsys.readouterr().err

@@ -25,9 +25,9 @@ from .. import atomic, checkpoint
 from ..runs.neighbour_jobs import BuildBusy
 from ..checkpoint import CheckpointError
 from ..data.corpora import EncodingFallbackWarning
-from ..data.uploads.core import DataError
+from ..data.uploads.core import DEFAULT_MAX_BYTES, DataError
 from ..data.uploads.decode import decode_bytes
-from ..full_disk import CacheNotKept, DiskFull
+from ..full_disk import CacheNotKept, DiskFull, size_text
 from ..train.device import threads_for_free_cores
 from ..train.resume import ResumeRefused
 from ..runs.lock import RunBusy
@@ -278,6 +278,9 @@ def read_lines(path: str) -> list[str]:
     p = Path(path)
     if not p.is_file():
         raise UserError(f"input file {path} does not exist")
+    if p.stat().st_size > DEFAULT_MAX_BYTES:  # (read whole into memory: bounded as an upload is, before it is read)
+        raise UserError(f"input file {path} is {size_text(p.stat().st_size)}, more than the "
+                        f"{size_text(DEFAULT_MAX_BYTES)} a file of examples may be here; split it into smaller files")
     try:
         text, notes = decode_bytes(p.read_bytes(), path, hint="give a text file with one example per line")
     except DataError as e:
