@@ -618,7 +618,7 @@ def save(model: nn.Module, tokenizer: WordPieceTokenizer, directory: str | Path,
         config.save(tmp)
         save_file(state_dict_for_export(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         atomic.usual_mode(tmp / "model.safetensors")
-        tokenizer.save(tmp)
+        tokenizer.save(tmp, model_max_length=config.max_position_embeddings)
         for name, text in (extra_files or {}).items():
             (tmp / name).write_text(text, encoding="utf-8")
         if write_extra is not None:  # e.g. the trainer's optimiser state, inside the same atomic swap

@@ -85,8 +85,10 @@ class WordPieceTokenizer:
         has exactly ``vocab_size`` entries unless the text runs out of such pairs first."""
         return cls(_learn_vocab_dict(texts, vocab_size, lowercase, min_frequency), lowercase=lowercase)
 
-    def save(self, directory: str | Path) -> None:
-        """Write vocab.txt (ids = line numbers), tokenizer.json and tokenizer_config.json."""
+    def save(self, directory: str | Path, model_max_length: int = 512) -> None:
+        """Write vocab.txt (ids = line numbers), tokenizer.json and tokenizer_config.json.
+        ``model_max_length`` is the longest input the model beside it can read (its learned positions):
+        transformers cuts to it, so a larger figure would send a long text past the last position."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         lines = self._lines or [t for t, _ in sorted(self._tok.get_vocab().items(), key=lambda kv: kv[1])]
@@ -94,7 +96,7 @@ class WordPieceTokenizer:
         self._tok.save(str(d / "tokenizer.json"), pretty=False)  # compact: a third smaller, the same JSON
         (d / "tokenizer_config.json").write_text(json.dumps({
             "tokenizer_class": "BertTokenizer", "do_lower_case": self.lowercase,
-            "model_max_length": 512,
+            "model_max_length": int(model_max_length),
             **{k: v for k, v in zip(("pad_token", "unk_token", "cls_token", "sep_token", "mask_token"),
                                    SPECIAL_TOKENS)},
         }, indent=2) + "\n")

@@ -540,3 +540,18 @@ def test_every_file_of_a_checkpoint_has_one_mode(tokenizer, tmp_path):
     probe = tmp_path / "plain"
     probe.write_text("")
     assert modes["model.safetensors"] == probe.stat().st_mode & 0o777
+
+
+def test_transformers_cuts_a_long_text_to_the_positions_the_model_has(tokenizer, tmp_path):
+    """A model with 64 learned positions: transformers' tokenizer, read from the checkpoint, cuts a
+    long text to 64 tokens, so the model it loads beside it can read what it is given."""
+    ours = scramble(checkpoint.new_model("BertForSequenceClassification",
+                                         our_config("BertForSequenceClassification", max_position_embeddings=64)))
+    out = checkpoint.save(ours, tokenizer, tmp_path / "short")
+    hf_tok = transformers.AutoTokenizer.from_pretrained(str(out))
+    assert hf_tok.model_max_length == 64
+    ids = hf_tok(" ".join(f"w{i % 90}" for i in range(300)), truncation=True, return_tensors="pt")["input_ids"]
+    assert ids.shape[1] == 64
+    hf = transformers.BertForSequenceClassification.from_pretrained(str(out)).eval()
+    with torch.no_grad():
+        assert torch.isfinite(hf(input_ids=ids).logits).all()
