@@ -202,8 +202,10 @@ st.subheader("2. Where it fails: the score by slice")
 extra = predictions.extra_columns(record)
 max_len = record.get("max_seq_length", 128)
 table_slices = slices.slices(task, rows, max_len, extra)
+long_input = (f"a passage longer than {max_len} was read in overlapping windows of {max_len}, nothing cut"
+              if task.reads_in_windows else f"an input longer than {max_len} was cut, so the model never read its end")
 st.caption(f"The dev {LABELS.get(main, main)} on parts of the dev set: by gold answer, by input length in "
-           f"WordPieces (an input longer than {max_len} was cut, so the model never read its end)"
+           f"WordPieces ({long_input})"
            + (f", and by your file's other columns ({md(', '.join(extra))})." if extra else
               "; an uploaded file's other columns (a source, a date) would add their own slices."))
 groups = list(dict.fromkeys(s["by"] for s in table_slices))

@@ -182,6 +182,16 @@ def test_length_bins_say_where_the_run_cut_the_input():
     assert slices.length_bin(120, 100) == slices.length_bin(70, 100) == "65–128 (partly cut at 100)"
 
 
+def test_a_long_qa_passage_is_said_read_in_windows_not_cut(tuned):
+    """QA reads a passage longer than the run's maximum length in overlapping windows (the document stride):
+    its length slices say so; a classification run's long inputs were cut."""
+    for task, how in (("qa", "in windows of 64"), ("classification", "cut at 64")):
+        pred = predictions.load_predictions(tuned["runs"][task])
+        rows = [{**r, "pieces": 300} for r in pred.rows]
+        names = {s["slice"] for s in slices.slices(pred.task, rows, 64) if s["by"] == "length (WordPieces)"}
+        assert names == {f"257–512 ({how})"}
+
+
 def test_a_fold_that_could_not_be_scored_is_not_counted_as_wrong():
     """Cross-validated probe accuracy divided by every example, though a fold whose training part held one
     class was skipped: perfectly separable vectors scored below 1."""

@@ -104,6 +104,7 @@ class TaskType:
     left_to_right: ClassVar[bool]        # the ablations' left-to-right heads can do it
     answer_key: ClassVar[str]            # the key of a prediction that holds the answer itself
     per_token: ClassVar[bool] = False    # the head answers at every token (NER's tags)
+    reads_in_windows: ClassVar[bool] = False  # a long input is read in overlapping windows, not cut (QA)
     # After fine-tuning (analysis/after_finetuning and its page): which parts apply, and what the
     # page says of them for this kind of answer.
     after_finetuning: ClassVar[str] = ""

@@ -50,6 +50,7 @@ class SpanTask(TaskType):
     feature_based: ClassVar[bool] = False
     left_to_right: ClassVar[bool] = False
     answer_key: ClassVar[str] = "answer"
+    reads_in_windows: ClassVar[bool] = True  # (``qa_windows``: the document stride)
     percent: ClassVar[bool] = True
     table_reader: ClassVar[str] = "qa"
     table_columns: ClassVar[tuple[tuple[str, ...], ...]] = (

@@ -3,7 +3,7 @@
 One number for the whole dev set hides where the errors are. Here the run's main metric (the one
 it is judged by: accuracy, Pearson r, entity F1, SQuAD F1) is computed again on parts of the dev
 set: by gold answer, by input length in WordPieces (an input longer than the run's maximum length
-was cut, so the model never read its end), and by any other column the uploaded file had (a
+was cut, so the model never read its end; a QA passage is read in overlapping windows instead), and by any other column the uploaded file had (a
 source, a date, an annotator). Every slice gives its count, and a slice too small for its score
 to mean much says so in the project's small-data sentence (``tasks.metrics.small_dev_warning``).
 
@@ -35,10 +35,11 @@ def score(task: TaskType, rows: list[dict]) -> dict:
     return task.score_rows(rows)
 
 
-def length_bin(pieces: int, max_seq_length: int) -> str:
+def length_bin(pieces: int, max_seq_length: int, windows: bool = False) -> str:
     """The WordPiece-length bin of an input: "≤ 32", "33–64", ..., with "(cut at N)" where the run's
     maximum length cut every input of the bin, "(partly cut at N)" where it cut some (an input of 120 pieces
-    at a maximum of 100 sat in a plain "65–128")."""
+    at a maximum of 100 sat in a plain "65–128"). ``windows``: the task reads a long input in overlapping
+    windows of N (QA), nothing is cut: "(in windows of N)", "(partly in windows of N)"."""
     lo = 0
     for hi in LENGTH_EDGES:
         if pieces <= hi:
@@ -47,9 +48,10 @@ def length_bin(pieces: int, max_seq_length: int) -> str:
     else:
         hi = None
     name = f"≤ {hi}" if lo == 0 else (f"{lo + 1}–{hi}" if hi else f"> {lo}")
+    how = f"in windows of {max_seq_length}" if windows else f"cut at {max_seq_length}"
     if lo >= max_seq_length:
-        return name + f" (cut at {max_seq_length})"
-    return name + (f" (partly cut at {max_seq_length})" if hi is None or hi > max_seq_length else "")
+        return name + f" ({how})"
+    return name + (f" (partly {how})" if hi is None or hi > max_seq_length else "")
 
 
 def _numbers(values) -> list[float] | None:
@@ -64,7 +66,7 @@ def _groupings(task: TaskType, rows: list[dict], max_seq_length: int, extra: lis
     """For each way of slicing, each row's slice name."""
     name, gold = task.gold_slices(rows)
     out = {name: gold}
-    out["length (WordPieces)"] = [length_bin(r["pieces"], max_seq_length) for r in rows]
+    out["length (WordPieces)"] = [length_bin(r["pieces"], max_seq_length, task.reads_in_windows) for r in rows]
     for col in extra:
         values = [r.get(col) for r in rows]
         numbers = _numbers(values)
