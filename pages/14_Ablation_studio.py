@@ -264,7 +264,8 @@ if miniatures.is_miniatures(plan):
     st.markdown("**Model size (Table 6) with Google's pre-trained miniatures, beside Turc et al. 2019**")
     minis = miniatures.table(plan, res)
     st.caption(miniatures.caption(plan, res, minis))
-    exports.table(miniatures.shown(minis), "abl_minis_table", "miniatures beside Turc et al. 2019")
+    exports.table(miniatures.shown(minis), "abl_minis_table", "miniatures beside Turc et al. 2019",
+                  numbers={"parameters (M)": "{:.1f}", "Turc: GLUE score (test)": "{:.1f}"}, hide_index=True)
     exports.figure(miniatures.figure(minis), "abl_fig_miniatures")
 figs = results.figures(table)
 for axis, fig in figs.items():
@@ -278,10 +279,8 @@ for axis, fig in figs.items():
     # gap drawn beside it meant nothing)
     shown_columns = ["setting", "task"] + (["seed"] if sub["seed"].notna().any() else []) + \
         ["metric", "ours", "paper", "state", "paper_metric", "paper_source"]
-    st.dataframe(sub[shown_columns].astype({c: object for c in ("paper_metric", "paper_source")}).fillna(
-        {"paper_metric": "", "paper_source": ""}), hide_index=True, width="stretch",
-        column_config={"ours": st.column_config.NumberColumn(format="%.1f"),
-                       "paper": st.column_config.NumberColumn(format="%.1f")})
+    exports.table(sub[shown_columns], f"abl_table_{axis}", f"{results.AXIS_TITLES[axis]} beside the paper",
+                  numbers={"ours": "{:.1f}", "paper": "{:.1f}"}, hide_index=True, width="stretch")
     if axis == "transfer":
         st.caption(results.table7_caption(sub))
     if on_plateau := int(sub["state"].astype(str).str.contains(results.PLATEAU, regex=False).sum()):

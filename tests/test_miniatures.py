@@ -246,6 +246,7 @@ def test_the_results_sit_beside_turc_et_al_and_say_what_this_run_measured(ran):
     section = report.getvalue().split("## Pre-trained miniatures beside Turc et al. 2019")[1]
     table = results.parse_markdown_tables(section)[0]
     assert table["Turc: GLUE score (test)"].tolist() == ["64.2", "65.8"] and table["model"].tolist() == [TINY, MINI]
+    assert not table.isna().any().any()  # a missing value is drawn as a dash, not the grid's grey "None"
     assert table["ours (dev, mean ± std)"].tolist() == [f"{m:.1f} ± {sd:.1f} (2 seeds)"
                                                          for m, sd in zip(df["ours"], df["spread"])]
 
@@ -270,7 +271,8 @@ def test_the_page_shows_the_estimate_the_downloads_and_the_results_beside_turc(r
     assert at.button(key="abl_start").label == "Download 4 models (about 346 MB) and start in the background"
     # the results of the finished run: the table and the chart beside Turc et al.'s
     table = next(d.value for d in at.dataframe if "Turc: GLUE score (test)" in d.value.columns)
-    assert table["Turc: GLUE score (test)"].tolist() == [64.2, 65.8] and table["model"].tolist() == [TINY, MINI]
+    assert table["Turc: GLUE score (test)"].tolist() == ["64.2", "65.8"] and table["model"].tolist() == [TINY, MINI]
+    assert not table.isna().any().any()  # a missing value is drawn as a dash, not the grid's grey "None"
     charts = [f for f in figcheck.figures(at) if f.title.startswith("Model size (Table 6) with Google's")]
     assert len(charts) == 1 and {t.name for t in charts[0].traces} >= {
         "Turc et al. 2019: GLUE score (test)", "Devlin et al. 2019, Table 6: SST-2 (dev)"}

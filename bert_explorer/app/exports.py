@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pandas as pd
 import streamlit as st
 
 from .result_bundle import ResultBundle, figure_html, safe_name, table_csv, titled_html
@@ -52,14 +53,36 @@ def figure(fig, key: str, name: str | None = None, bundle: ResultBundle | None =
         bundle.add_figure(name, fig)
 
 
+MISSING = "—"  # an empty cell as drawn: Streamlit's grid draws a missing value as "None", whatever its format
+
+
+def shown_cells(df, formats: dict[str, str]):
+    """``df`` as the grid draws it, and its column_config: the columns of ``formats`` ({"paper": "{:.1f}"})
+    as right-aligned text in that format, and every missing value, in any column, as a dash (a student read
+    the grid's grey "None" as a word of Python's). The CSV keeps the numbers and its empty cells."""
+    out = df.copy()
+    for column, fmt in formats.items():
+        out[column] = pd.Series([MISSING if pd.isna(v) else fmt.format(v) for v in df[column]], index=out.index,
+                                dtype=object)
+    for column in out.columns:
+        if column not in formats and not pd.api.types.is_numeric_dtype(out[column]):
+            out[column] = pd.Series([MISSING if pd.isna(v) else v for v in out[column]], index=out.index, dtype=object)
+    config = {c: st.column_config.TextColumn(alignment="right") for c in formats}
+    return out, config
+
+
 def table(df, key: str, name: str, bundle: ResultBundle | None = None, container=None, static: bool = False,
-          **kwargs) -> None:
+          numbers: dict[str, str] | None = None, **kwargs) -> None:
     """A dataframe with a CSV download; added to ``bundle``. ``static`` draws it as a plain table whose
-    cells wrap, for short tables of long texts (sentences) that an interactive grid would cut."""
+    cells wrap, for short tables of long texts (sentences) that an interactive grid would cut. ``numbers``:
+    the grid draws these columns in these formats and missing values as a dash (``shown_cells``)."""
     where = container or st
     if static:
         styled = df.style.format(kwargs.get("formats", {}))
         where.table(styled.hide(axis="index") if kwargs.get("hide_index") else styled)
+    elif numbers is not None:
+        shown, config = shown_cells(df, numbers)
+        where.dataframe(shown, key=key, column_config={**config, **kwargs.pop("column_config", {})}, **kwargs)
     else:
         where.dataframe(df, key=key, **kwargs)
     _button(where, "CSV", lambda: table_csv(df), f"{safe_name(name)}.csv", "text/csv", f"{key}_csv")
