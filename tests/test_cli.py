@@ -530,13 +530,23 @@ def test_evaluate_pretraining_offers_only_the_settings_of_an_evaluation():
     assert PretrainConfig().corpus == "bbc"  # (the training's default, which pretrain still says)
 
 
-def test_finetune_has_no_flag_that_would_do_nothing():
-    """Fine-tuning draws no progress bar, so it takes no flag for one (it resumes: --resume)."""
-    from bert_explorer.cli.parser import build_parser
+@pytest.mark.parametrize("bar", [True, False], ids=["bar", "no-progress"])
+def test_a_fine_tuning_says_how_far_it_is_while_it_trains(tmp_path, bar):
+    """Fine-tuning here said its estimate and then nothing until its result: its bar and each evaluation's line
+    are on stderr while it trains (--no-progress: the lines, no bar); the data's notes are said once."""
+    out = tmp_path / "ft"
+    r = run("finetune", "--model", "minilm", "--train", "tiny:classification", "--epochs", "2", "--max-seq-length",
+            "16", "--precision", "fp32", "--output", str(out), *([] if bar else ["--no-progress"]))
+    assert r.returncode == 0, r.stderr
+    log = (out / "log.txt").read_text()
+    evaluations = [line for line in log.splitlines() if " epoch " in line]
+    assert len(evaluations) == 2 and all(line in r.stderr for line in evaluations)
+    assert r.stderr.count("note: split ") == 1  # (said before the run, not again from its log)
+    from bert_explorer.runs.run import Run
 
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["finetune", "--output", "x", "--no-progress"])
-    assert build_parser().parse_args(["finetune", "--output", "x", "--resume"]).resume
+    steps = Run(out).status()["max_steps"]
+    assert (f"{steps}/{steps}" in r.stderr) == bar
+    assert json.loads(r.stdout)["steps"] == steps
 
 
 def test_pretraining_data_is_made_by_the_run_that_trains_on_it():
@@ -682,6 +692,8 @@ def test_finetune_in_the_background_says_its_folder_and_runs_to_the_end(tmp_path
     status = Run(out).status()
     assert status["state"] == "finished", (out / "log.txt").read_text()[-2000:]
     assert "accuracy" in status["dev"]
+    log = (out / "log.txt").read_text()  # its stderr is its log: not followed into itself, no bar drawn there
+    assert log.count(" epoch 1: ") == 1 and "step/s" not in log and "s/step" not in log
 
 
 def test_a_bad_data_file_is_refused_before_a_background_fine_tuning_starts(tmp_path, capsys):

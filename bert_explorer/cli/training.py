@@ -35,6 +35,7 @@ from ..train.pretrain_config import PretrainConfig, plateau_advice
 from ..train.pretraining_data import split_corpus
 from ..train.finetune_resume import resume_settings as resume_finetuning
 from ..train.resume import resume_settings
+from .follow import following
 from .common import (MODEL_HELP, UserError, config_from, dataclass_args, given_settings, print_json, progress_lines,
                      read_lines, run_or_background, start_run, user_errors)
 
@@ -76,6 +77,8 @@ def register(sub) -> None:
                    help="continue a stopped run from its last checkpoint with the run's own settings (only "
                         "--device, --precision, --compile and --save-checkpoints may change); its result so far is "
                         "moved to set_aside/")
+    s.add_argument("--no-progress", action="store_true",
+                   help="show no progress bar while training (each evaluation's line is still said)")
     dataclass_args(s, FinetuneConfig)
     s.set_defaults(func=cmd_finetune)
 
@@ -323,7 +326,10 @@ def cmd_finetune(args) -> int:
         if not args.resume:  # (a resumed run's steps left are its log's to say: it knows where it stopped)
             refuse_busy(args.output)  # (a folder in use: said before any estimate)
             say_estimate(background=False)
-        return run_finetuning(cfg, args.output, resume=args.resume)
+        if not first_rank() or writes_into(sys.stderr, Path(args.output) / "log.txt"):  # (the log is its stderr)
+            return run_finetuning(cfg, args.output, resume=args.resume)
+        with following(args.output, bar=not args.no_progress):
+            return run_finetuning(cfg, args.output, resume=args.resume)
 
     def start():
         if not args.resume:

@@ -205,8 +205,7 @@ def _launch_background(run: Run, kind: str, config: dict, resume: bool, gpu_queu
 def _command(run: Run, kind: str, resume: bool) -> list[str]:
     cmd = [sys.executable, "-m", "bert_explorer.cli", kind, "--config", str(run.path / "config.json"),
            "--output", str(run.path)]
-    if kind != "finetune":  # pre-training and ablations draw progress bars (not for log.txt); fine-tuning none
-        cmd.append("--no-progress")
+    cmd.append("--no-progress")  # (a progress bar is for a terminal, not for log.txt)
     if resume:
         cmd.append("--resume")
     return cmd
