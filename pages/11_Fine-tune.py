@@ -28,12 +28,10 @@ from bert_explorer.hub_datasets import EXAMPLE
 from bert_explorer.train.estimate import FINETUNE_ASK_S
 from bert_explorer.train.finetune_resume import resume_settings as resume_finetuning
 from bert_explorer.train.speed import said
-from bert_explorer.train.finetune import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_GRAD_ACCUM, MAX_PATIENCE,
-                                          MAX_TRAIN_EXAMPLES, FinetuneConfig,
-                                          check_start as check_finetuning, estimate, few_steps_note, ltr_problem,
-                                          positions_of, read_spec,
-                                          repeated_examples,
-                                          steps_text)
+from bert_explorer.train.finetune import (check_start as check_finetuning, estimate, few_steps_note, ltr_problem,
+                                          positions_of, read_spec, repeated_examples, steps_text)
+from bert_explorer.train.finetune_config import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_GRAD_ACCUM, MAX_PATIENCE,
+                                                 MAX_TRAIN_EXAMPLES, FinetuneConfig)
 
 intro("Fine-tune", """
 BERT's second stage (Devlin et al. 2019, Section 4 and Figure 4): put **one small output layer** on

@@ -60,7 +60,7 @@ from ..tasks.base import TaskType
 from ..tasks.registry import PAIR_CLASSIFICATION, TASK_TYPES
 from ..train import estimate as est
 from ..train.estimate import encoder_parameters as layer_parameters, flops_per_token
-from ..train.finetune import DEV_EXAMPLES, FEATURE_MODES, MAX_DEV_EXAMPLES, MAX_TRAIN_EXAMPLES, FinetuneConfig
+from ..train.finetune_config import DEV_EXAMPLES, FEATURE_MODES, MAX_DEV_EXAMPLES, MAX_TRAIN_EXAMPLES, FinetuneConfig
 from ..train.pretrain_config import PretrainConfig
 from . import paper
 
