@@ -17,6 +17,7 @@ what the model on screen answers, with the numbers counted from both.
 """)
 
 name, loaded = picked_model("BertForPreTraining")
+gv.keep_student()  # (one browser, one student: its tabs and reloads guess as one)
 OWN = "(type your own)"
 
 if writes_allowed():  # the teacher (or this machine's user): poses and reveals

@@ -23,7 +23,7 @@ def tokenizer():
 def test_a_guess_is_one_word_the_model_can_read(tokenizer):
     assert gs.one_word("  Paris ", tokenizer) == "paris"
     for bad, said in (("", "Type one word"), ("new york", "one word only"), ("x" * 41, "at most 40 characters"),
-                      ("☃", "cannot read")):
+                      ("ᚠᚢ", "cannot read"), ("☃", "letters or digits")):
         with pytest.raises(gs.GuessRefused, match=said):
             gs.one_word(bad, tokenizer)
     assert gs.one_word("x" * 40, tokenizer) == "x" * 40  # the bound itself is taken
@@ -33,6 +33,11 @@ def test_a_guess_is_one_word_the_model_can_read(tokenizer):
     for token in ("[MASK]", "[mask]", "[SEP]", "##s"):
         with pytest.raises(gs.GuessRefused, match="not a token of BERT's own"):
             gs.one_word(token, tokenizer)
+    # markup was taken as "one word" and drawn bold on the class's chart; a word keeps an inner ' or -
+    for markup in ("<b>x</b>", "<br>y", "<script>alert(1)</script>", "a_b", "x/y"):
+        with pytest.raises(gs.GuessRefused, match="letters or digits"):
+            gs.one_word(markup, tokenizer)
+    assert gs.one_word("don't", tokenizer) == "don't" and gs.one_word("e-mail", tokenizer) == "e-mail"
 
 
 def test_the_board_keeps_one_guess_a_session_closes_at_the_reveal_and_forgets_with_the_next_question():
@@ -61,13 +66,20 @@ def test_the_board_keeps_one_guess_a_session_closes_at_the_reveal_and_forgets_wi
 def test_the_tally_draws_ten_guesses_and_the_rest_as_other_and_the_sentences_count():
     said = ["paris"] * 5 + ["lyon"] * 3 + [f"w{i}" for i in range(12)]
     counts = gs.tally(said)
-    assert counts[:2] == [("paris", 5), ("lyon", 3)] and len(counts) == 11 and counts[-1] == ("other", 4)
+    assert counts[:2] == [("paris", 5), ("lyon", 3)] and len(counts) == 11 and counts[-1] == (gs.OTHERS, 4)
     top = [{"token": "france", "probability": 0.355}, {"token": "paris", "probability": 0.124}]
     assert gs.cloze_sentence(said, top) == ("0 of 20 students guessed the model's first answer, “france” (35.5%); it "
                                             "was not among the class's three most frequent guesses (paris, lyon, w0).")
     # one student, one guess: "among the class's three most frequent guesses (paris)" read oddly
     assert gs.cloze_sentence(["paris"], top) == ("0 of 1 student guessed the model's first answer, “france” (35.5%); "
                                                  "it was not the class's guess (paris).")
+    # a class that guessed the word "other" ("on the [MASK] hand") is its own bar, never the rest's
+    other = ["other"] * 3 + [f"w{i:02d}" for i in range(11)]
+    assert [w for w, _ in gs.tally(other)].count("other") == 1 and gs.tally(other)[-1] == (gs.OTHERS, 2)
+    assert gs.cloze_sentence(["other"] * 3, [{"token": "other", "probability": 0.9}]) == (
+        "3 of 3 students guessed the model's first answer, “other” (90.0%); it was the class's guess (other).")
+    assert gs.cloze_sentence(["other", "other", "paris"], [{"token": "paris", "probability": 0.5}]).endswith(
+        "it was among the class's guesses (other, paris).")
     assert gs.pair_sentence(["yes", "yes", "no"], 0.8) == ("2 students said yes and 1 said no; the model says yes, "
                                                           "P(IsNext) = 80.0%: 2 of 3 agreed with it.")
 
@@ -77,8 +89,8 @@ def test_the_tally_draws_ten_guesses_and_the_rest_as_other_and_the_sentences_cou
 def classroom(monkeypatch, runs_root):
     import streamlit as st
 
-    # AppTest gives every session the one id "test session id"; a real server gives each its own
-    monkeypatch.setattr(guess_view, "session_id", lambda: st.session_state.get("sid", "teacher"))
+    # a student is a browser, known by its cookie: an AppTest's "sid" stands for the cookie its browser sends
+    monkeypatch.setattr(guess_view, "browser_cookie", lambda: st.session_state.get("sid"))
     monkeypatch.setenv(roles.CLASSROOM_ENV, "1")
     monkeypatch.setenv(roles.TOKEN_ENV, "tok")
     monkeypatch.delenv(roles.WRITES_ENV, raising=False)
@@ -95,7 +107,7 @@ def _teacher():
 
 def _student(sid=None):
     at = AppTest.from_file(PAGE, default_timeout=120)
-    at.session_state["sid"] = sid or f"student-{id(at)}"
+    at.session_state["sid"] = sid or f"student-browser-{id(at)}"
     return at.run()
 
 
@@ -160,3 +172,27 @@ def test_a_pair_shows_the_class_split_beside_p_isnext(classroom):
     assert list(figs["The class: is B the next sentence?"].traces[0].y) == [1, 0]
     assert list(figs[f"{checkpoint.DEFAULT_MODEL}'s answer"].traces[0].y) == pytest.approx(
         [p["is_next"], 1 - p["is_next"]], abs=1e-5)
+
+
+def test_a_student_who_reloads_or_opens_a_second_tab_is_still_one_student(classroom):
+    """One browser is one student: a reload or a second tab (a new session, the same cookie) sees its guess and
+    changes it; the count stays one. A browser with no cookie yet is given an id and the cookie that keeps it."""
+    teacher = _teacher()
+    teacher.text_input(key="guess_text_own").set_value(CLOZE)
+    teacher.button(key="guess_pose").click().run()
+    first = _send(_student("the-same-browser-0001"), "london")
+    again = _student("the-same-browser-0001")  # a reload, or a second tab of the same browser
+    assert any("Your guess: **london**" in c.value for c in again.caption)
+    _send(again, "berlin")
+    _send(_student("the-same-browser-0001"), "rome")
+    _send(_student(), "paris")  # another student
+    assert sorted(guess_view.BOARD.current().guesses.values()) == ["paris", "rome"]
+    assert [m.value for m in teacher.run().metric] == ["2"]
+    assert not first.exception
+    # a browser without the cookie: an id of its own, and the script that sets the cookie, once
+    fresh = AppTest.from_file(PAGE, default_timeout=120).run()
+    made = fresh.session_state[guess_view.STUDENT_KEY]
+    assert guess_view.STUDENT_ID.fullmatch(made)
+    assert any(f"{guess_view.STUDENT_COOKIE}={made}" in str(e.proto) for e in fresh.get("html"))
+    assert not any(guess_view.STUDENT_COOKIE in str(e.proto) for e in fresh.run().get("html"))
+    assert fresh.session_state[guess_view.STUDENT_KEY] == made

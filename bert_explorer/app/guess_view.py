@@ -2,6 +2,9 @@
 question and Reveal, a student's one guess, and the reveal drawn as two charts (the class beside the model)."""
 from __future__ import annotations
 
+import re
+import secrets
+
 import plotly.graph_objects as go
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -17,11 +20,45 @@ TOP_K = 10
 POLL_S = 2.0  # how often a student's page looks for the question and the reveal (Streamlit has no push)
 
 
-def session_id() -> str:
-    """This browser session's id, as the server knows it: a guess is filed under it, so no session can
-    guess for another."""
+STUDENT_COOKIE = "bert_explorer_student"
+STUDENT_KEY = "be_student_id"
+STUDENT_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")  # what a browser's cookie may hold to be taken as an id
+
+
+def student_id() -> str:
+    """This browser's id, under which its guess is filed: kept in a cookie of this site, so that a reload or a
+    second tab of one browser is one student (filed by session, a student who reloaded and guessed again was
+    counted twice, and no longer saw their guess). Made at this browser's first visit (:func:`keep_student`);
+    a cookie that is not such an id is not taken."""
+    if mine := st.session_state.get(STUDENT_KEY):
+        return mine
+    kept = browser_cookie()
+    if kept and STUDENT_ID.fullmatch(kept):
+        st.session_state[STUDENT_KEY] = kept
+        return kept
     ctx = get_script_run_ctx()
-    return ctx.session_id if ctx is not None else "no-session"
+    if ctx is None:
+        return "no-session"
+    st.session_state[STUDENT_KEY] = secrets.token_urlsafe(18)
+    st.session_state[STUDENT_KEY + "_new"] = True
+    return st.session_state[STUDENT_KEY]
+
+
+def browser_cookie() -> str | None:
+    """The student cookie as this session's browser sent it when it connected (None without one)."""
+    try:
+        return st.context.cookies.get(STUDENT_COOKIE)
+    except Exception:  # a harness without a browser's request
+        return None
+
+
+def keep_student() -> None:
+    """At the top of the page: this browser's id (``student_id``), and where it is new, the cookie that keeps it
+    for the browser's next sessions (its tabs, a reload), until the browser closes."""
+    student_id()
+    if st.session_state.pop(STUDENT_KEY + "_new", False):
+        st.html(f"<script>document.cookie = '{STUDENT_COOKIE}={st.session_state[STUDENT_KEY]}; path=/; "
+                "SameSite=Strict';</script>", unsafe_allow_javascript=True)
 
 
 def model_answer(q: gs.Question) -> dict:
@@ -86,7 +123,7 @@ def student_box() -> None:
         st.info(f"Waiting for your teacher's question… (this box looks for it every {POLL_S:.0f} s)")
         return
     st.markdown(question_text(q))
-    mine = q.guesses.get(session_id())
+    mine = q.guesses.get(student_id())
     if q.answer is not None:
         if mine:
             st.caption(f"You guessed **{mine}**.")
@@ -107,7 +144,7 @@ def student_box() -> None:
             value = gs.one_word(typed or "", load(q.model, ARCH)[0].tokenizer) if q.kind == "cloze" else typed
             if q.kind == "pair" and value not in (gs.YES, gs.NO):
                 raise gs.GuessRefused("Choose yes or no.")
-            BOARD.guess(q.id, session_id(), value)
+            BOARD.guess(q.id, student_id(), value)
             mine = value
             st.session_state.pop(refused, None)
         except gs.GuessRefused as e:

@@ -3,11 +3,13 @@
 The teacher poses a cloze with one [MASK] (Devlin et al. 2019, Section 3.1, Task #1) or a sentence pair
 ("is B the next sentence?", Task #2); each student guesses once (and may change it until the reveal); on
 Reveal the class's guesses stand beside the model's answer. A :class:`Board` holds the one question of a
-server, its guesses keyed by session (a student can only guess for their own session), bounded in size,
+server, its guesses keyed by browser (a student can only guess for their own; a reload or a second tab is
+the same student: ``app/guess_view.student_id``), bounded in size,
 in memory for the question's life only: posing the next question clears them, and no name is kept.
 """
 from __future__ import annotations
 
+import re
 import threading
 import time
 import unicodedata
@@ -17,8 +19,10 @@ from dataclasses import dataclass, field
 
 MAX_CHARS = 40        # one guess: a word, not a sentence
 MAX_GUESSES = 500     # sessions on one question: a class, with room; more are refused in one sentence
-SHOWN = 10            # guesses drawn one bar each; the rest are "other"
+SHOWN = 10            # guesses drawn one bar each; the rest together under OTHERS
+OTHERS = "all others"  # (two words: never a guess, so a class that guessed "other" keeps its own bar)
 YES, NO = "yes", "no"
+WORD = re.compile(r"[^\W_]+(?:['’-][^\W_]+)*")  # letters and digits, with an inner apostrophe or hyphen
 
 
 class GuessRefused(ValueError):
@@ -40,6 +44,8 @@ def one_word(text: str, tokenizer) -> str:
         raise GuessRefused(f"A guess is one word of at most {MAX_CHARS} characters.")
     if len(word.split()) > 1:
         raise GuessRefused("Type one word only: the [MASK] hides one word.")
+    if not WORD.fullmatch(word):  # ("<b>x</b>" was taken, and drawn bold on the class's chart)
+        raise GuessRefused("A guess is one word of letters or digits (an apostrophe or a hyphen inside it is fine).")
     if tokenizer.unk_id in tokenizer.encode(word).input_ids:
         raise GuessRefused(f"“{word}” has characters this model cannot read; try another word.")
     return word
@@ -55,7 +61,7 @@ class Question:
     model: str
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     posed: float = field(default_factory=time.time)
-    guesses: dict = field(default_factory=dict)   # session id -> guess
+    guesses: dict = field(default_factory=dict)   # student (browser) id -> guess
     answer: dict | None = None     # the model's answer, once revealed
 
 
@@ -111,10 +117,10 @@ class Board:
 
 def tally(guesses) -> list[tuple[str, int]]:
     """The class's guesses, most frequent first (ties alphabetically), the SHOWN most frequent one by one
-    and the rest together as "other"."""
+    and the rest together as OTHERS."""
     counts = sorted(Counter(guesses).items(), key=lambda kv: (-kv[1], kv[0]))
     shown, rest = counts[:SHOWN], sum(n for _, n in counts[SHOWN:])
-    return shown + ([("other", rest)] if rest else [])
+    return shown + ([(OTHERS, rest)] if rest else [])
 
 
 def cloze_sentence(guesses: list[str], model_top: list[dict]) -> str:
@@ -123,7 +129,7 @@ def cloze_sentence(guesses: list[str], model_top: list[dict]) -> str:
     n = len(guesses)
     first = model_top[0]["token"]
     same = sum(g == first for g in guesses)
-    top3 = [w for w, _ in tally(guesses) if w != "other"][:3]
+    top3 = [w for w, _ in tally(guesses) if w != OTHERS][:3]
     was = "was" if first in top3 else "was not"
     which = (f"{was} among the class's three most frequent guesses" if len(top3) == 3 else
              f"{was} among the class's guesses" if len(top3) == 2 else f"{was} the class's guess" if top3 else
