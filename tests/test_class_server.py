@@ -97,6 +97,12 @@ def test_a_reload_or_a_second_tab_of_the_teachers_browser_stays_the_teachers(cla
     assert again.session_state[roles.SESSION_KEY] is True
     monkeypatch.setattr(roles, "browser_cookie", lambda: "0" * 64)
     assert roles.SESSION_KEY not in _page("pages/2_Attention.py").session_state
+    # the teacher's browser opening a stale link (last lesson's) stays the teacher's, the sentence not shown
+    monkeypatch.setattr(roles, "browser_cookie", roles.cookie_value)
+    stale = AppTest.from_file("../pages/2_Attention.py", default_timeout=180)
+    stale.query_params[roles.QUERY] = "last-lessons-token"
+    stale.run()
+    assert stale.session_state[roles.SESSION_KEY] is True and not stale.sidebar.warning
 
 
 def _running_sae(root: Path) -> Path:
@@ -286,6 +292,9 @@ def test_serve_prints_the_teachers_link(monkeypatch, capsys):
     serve.main(["--server.address", "10.1.2.3", "--server.port=8600"])
     err = capsys.readouterr().err
     assert "the teacher's link is http://10.1.2.3:8600/?teacher=tok" in err
+    monkeypatch.setattr(roles, "_announced", [])
+    serve.main(["--help"])  # the options' help serves nothing: no link
+    assert "teacher's link" not in capsys.readouterr().err
 
 
 def test_the_prepare_panel_on_home_is_the_teachers_and_starts_prepare_class(classroom, no_work):

@@ -92,7 +92,8 @@ def adopt() -> None:
                     unsafe_allow_javascript=True)
         else:
             st.session_state[REFUSED_KEY] = True
-    elif not st.session_state.get(SESSION_KEY):
+    # the browser's cookie, also beside a wrong link: the teacher who opened last lesson's link was a student
+    if not st.session_state.get(SESSION_KEY):
         kept = browser_cookie()
         if kept and hmac.compare_digest(str(kept).encode(), cookie_value().encode()):
             st.session_state[SESSION_KEY] = True

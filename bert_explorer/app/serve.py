@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> None:
     net_util._external_ip = ""
     args = list(sys.argv[1:] if argv is None else argv)
     args = [*_settings_of_the_app(args), *args]
-    roles.announce(_address(args))
+    if not {"-h", "--help"} & set(args):  # (a link printed with the options' help served nothing)
+        roles.announce(_address(args))
     cli.main(["run", str(APP), *args], prog_name="streamlit")
 
 
