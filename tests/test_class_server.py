@@ -305,6 +305,8 @@ def test_the_prepare_panel_on_home_is_the_teachers_and_starts_prepare_class(clas
     # minilm-mlm-nsp came with its own evaluation, which every student sees: no build is chosen for it
     assert teacher.multiselect(key="prep_builds").value == []
     assert teacher.dataframe[-1].value.loc["minilm-mlm-nsp", "quality"] == "its own"
+    from bert_explorer.analysis import lesson  # the panel's columns in the order `prepare-class --status` prints them
+    assert list(teacher.dataframe[-1].value.columns) == ["first visits", *lesson.BUILDS]
     teacher.multiselect(key="prep_builds").set_value(["quality"]).run()  # the teacher measures it here all the same
     (shown,) = [m.value for m in teacher.markdown if m.value.startswith(
         "First the first-visit work of the ") and "; then **1** build(s) to run, **about " in m.value]

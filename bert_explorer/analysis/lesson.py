@@ -102,11 +102,11 @@ class Build:
 
 def by_key(builds: list[Build]) -> dict[str, list[Build]]:
     """The builds of one model by their key: what a table of what is prepared has a column for (a key is
-    prepared when all its builds are done)."""
-    out: dict[str, list[Build]] = {}
+    prepared when all its builds are done), in the order of BUILDS (the panel's and --status's columns)."""
+    out: dict[str, list[Build]] = {key: [] for key in BUILDS}
     for b in builds:
         out.setdefault(b.key, []).append(b)
-    return out
+    return {key: bs for key, bs in out.items() if bs}
 
 
 def builds(name: str, loaded: Loaded, which, estimate: bool = True) -> list[Build]:
