@@ -64,7 +64,7 @@ def _offer_training() -> None:
     """The estimate of training an SAE of these settings and the button that starts it (the teacher's: a
     student sees that it is not prepared, and learns when the teacher starts it)."""
     if not writes_allowed():
-        not_prepared(f"The SAE of layer {layer} with these settings")
+        not_prepared(f"The SAE of layer {layer} with these settings", entry=(loaded, path))
         busy_sentence()
         st.caption("Training is off in classroom mode for students (it would hold the server's CPU for minutes); "
                    "SAEs trained on this server before are offered to everyone.")

@@ -171,7 +171,7 @@ def _build_start(path, state: dict, segments: int, *, what: str, key: str, label
     """The button that starts a build over Wikipedia segments in the background: the teacher's in
     classroom mode (a student is told it is not prepared, and what the server prepares now)."""
     if not writes_allowed():
-        not_prepared(f"This {what} over {segments:,} segments")
+        not_prepared(f"This {what} over {segments:,} segments", entry=(loaded, path))
         busy_sentence()
         return
     if state["state"] == "stopped":

@@ -113,7 +113,7 @@ if state["state"] != "ready":
         with st.expander("Its log"):
             st.code(without_host_paths(jobs.log_tail(Path(path))), language=None)
     if not writes_allowed():  # a student: nothing is counted or built on a visit
-        not_prepared(f"The nearest-neighbour index of {layer_label(layer)}")
+        not_prepared(f"The nearest-neighbour index of {layer_label(layer)}", entry=(loaded, path))
         busy_sentence()
         st.stop()
     with st.spinner("Counting the corpus's WordPieces…"):

@@ -289,8 +289,10 @@ def test_in_classroom_mode_a_student_starts_no_measurement_and_reads_what_the_se
             at = _page(att_clark_segments=3)
             assert not at.exception
             assert not [b for b in at.button if b.key == "att_clark_build"]
+            # 3 segments, not the page's own 1,000 that Prepare for class builds: the teacher builds it on the page
             assert any(i.value == "This measurement over 3 segments is not prepared for this model yet; your teacher "
-                       "can prepare it." for i in at.info)
+                       "can prepare it on this page with these settings (Home's Prepare for class builds each page's "
+                       "own settings, not these)." for i in at.info)
             assert any(c.value == "The server is preparing Features of layer 3 for the class." for c in at.caption)
     finally:
         st_config.set_option("server.address", before)

@@ -209,7 +209,7 @@ def test_a_students_visit_to_the_masked_word_probe_starts_no_measurement(classro
     student = _page("pages/4_Masked_word_probe.py")
     assert not student.exception
     assert any(i.value == "Its measurement on held-out text is not prepared for this model yet; your teacher "
-               "can prepare it." for i in student.info)
+               "can prepare it before class with Home's Prepare for class (the build quality)." for i in student.info)
     assert no_work == []
     teacher = _page("pages/4_Masked_word_probe.py", teacher=True)
     assert no_work == []  # nor the teacher's visit: only the button

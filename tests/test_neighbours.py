@@ -409,7 +409,8 @@ def test_in_classroom_mode_only_the_teacher_builds_an_index(cache, corpus_file, 
     try:
         at = _page(monkeypatch, corpus_file).run()
         assert not at.exception and not [b for b in at.button if b.key == "nn_build"]
-        assert any("is not prepared for this model yet; your teacher can prepare it" in i.value for i in at.info)
+        assert any("is not prepared for this model yet; your teacher can prepare it" in i.value and
+                   ("(the build index)" in i.value or "on this page with these settings" in i.value) for i in at.info)
         assert not any("tokens/s" in m.value for m in at.markdown)  # nothing was counted for the estimate
         teacher = _page(monkeypatch, corpus_file)
         teacher.query_params[roles.QUERY] = roles.token()

@@ -33,7 +33,7 @@ def student_id() -> str:
     if mine := st.session_state.get(STUDENT_KEY):
         return mine
     kept = browser_cookie()
-    if kept and STUDENT_ID.fullmatch(kept):
+    if isinstance(kept, str) and STUDENT_ID.fullmatch(kept):
         st.session_state[STUDENT_KEY] = kept
         return kept
     ctx = get_script_run_ctx()

@@ -72,7 +72,7 @@ def measured_here(name: str, loaded, stored_evaluation: dict | None) -> dict | N
             st.code(without_host_paths(jobs.log_tail(path)), language=None)
     if not writes_allowed():  # a student: what is kept, or one sentence
         if stored_evaluation is None:
-            not_prepared("Its measurement on held-out text")
+            not_prepared("Its measurement on held-out text", entry=(loaded, path))
             busy_sentence()
         return None
     # (the time said may carry brackets of its own, "(the machine is idle now)": none around it)

@@ -184,10 +184,28 @@ def work_button(label: str, key: str, container=None, **kwargs) -> bool:
     return (container or st).button(label, key=key, **kwargs)
 
 
-def not_prepared(what: str, how: str = "") -> None:
+def not_prepared(what: str, how: str = "", entry: tuple | None = None) -> None:
     """A student's one sentence where the teacher's button would be: ``what`` is not there yet; ``how`` the
-    teacher prepares it where Home's Prepare for class does not (" by running them on this page ...")."""
+    teacher prepares it where Home's Prepare for class does not (" by running them on this page ..."), or
+    ``entry`` = (the loaded model, the cache entry it would fill): said from whether Prepare for class builds
+    that entry (the page's own settings) or only this page does (a student's other settings)."""
+    if entry is not None:
+        how = prepare_how(*entry)
     st.info(f"{what} is not prepared for this model yet; your teacher can prepare it{how}.")
+
+
+def prepare_how(loaded, path) -> str:
+    """Where the teacher prepares the cache entry ``path``: before class with Home's panel when it is one of
+    its builds (named as the panel and ``prepare-class --builds`` name it), else on the page itself."""
+    from pathlib import Path
+
+    from ..analysis import lesson
+
+    for b in lesson.builds(loaded.name, loaded, set(lesson.BUILDS), estimate=False):
+        if Path(b.path) == Path(path):
+            return f" before class with Home's Prepare for class (the build {b.key})"
+    return (" on this page with these settings (Home's Prepare for class builds each page's own settings, not "
+            "these)")
 
 
 def busy_sentence() -> None:
