@@ -315,8 +315,9 @@ def test_the_prepare_panel_on_home_is_the_teachers_and_starts_prepare_class(clas
     assert not teacher.exception
     (what, argv), = no_work
     # the preparation quotes at its end the time the teacher was shown, not one it makes a moment later
-    assert what == "process" and argv[argv.index("prepare-class") + 1:] == [
-        "--model", "minilm-mlm-nsp", "--builds", "quality", "--said", told]
+    assert what == "process" and argv[argv.index("prepare-class") + 1:-1] == [
+        "--model", "minilm-mlm-nsp", "--builds", "quality", "--said", told, "--started"]
+    assert abs(float(argv[-1]) - time.time()) < 60  # when the teacher pressed: the last line counts from it
 
 
 def test_the_prepare_panel_chooses_no_build_the_model_has_already(classroom, no_work, monkeypatch):

@@ -231,7 +231,8 @@ def test_prepare_class_measures_before_the_bell_and_the_first_visits_then_comput
     assert re.search(r": quality: done \(", said)
     # the end compares the builds' time with the time said for them at the start, in the same words
     told = re.search(r"not yet done, (about .*?) for the builds", said).group(1)
-    assert re.search(r"prepared in [0-9a-z ]+: the first visits [0-9a-z ]+, the builds [0-9a-z ]+ "
+    assert re.search(r"prepared in [0-9a-z ]+: starting and reading the model [0-9a-z ]+, the first visits "
+                     r"[0-9a-z ]+, the builds [0-9a-z ]+ "
                      rf"\(said before: {re.escape(told)}; load ", said)
     declared = {(page, what) for page, what, _ in lesson._declared()}
     assert {p for p, _ in declared} >= {"Features of a layer", "Nearest neighbours"}
@@ -253,7 +254,13 @@ def test_prepare_class_measures_before_the_bell_and_the_first_visits_then_comput
     assert main(["prepare-class", "--model", str(tiny_run), "--builds", "quality"]) == 0
     again = capsys.readouterr().err
     assert "then no build (none asked for, or all done; load " in again
-    assert re.search(r"prepared in [0-9a-z ]+: the first visits [0-9a-z ]+, no build \(load [0-9.]+ on \d+ cores\)", again)
+    assert re.search(r"prepared in [0-9a-z ]+: starting and reading the model [0-9a-z ]+, the first visits [0-9a-z ]+, "
+                     r"no build \(load [0-9.]+ on \d+ cores\)", again)
+    # started by the panel, it counts from the teacher's press: the process's start and the models' reading too
+    assert main(["prepare-class", "--model", str(tiny_run), "--builds", "quality", "--started",
+                 str(time.time() - 30)]) == 0
+    took = re.search(r"prepared in ([0-9a-z ]+): starting and reading the model ([0-9a-z ]+),", capsys.readouterr().err)
+    assert all(re.fullmatch(r"[3-9]\d s|\d+ min( \d+ s)?", t) for t in took.groups()), took.groups()  # 30 s or more
 
     monkeypatch.setenv(roles.CLASSROOM_ENV, "1")
     at = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120)

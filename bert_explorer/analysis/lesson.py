@@ -238,7 +238,7 @@ def start_preparing(models: list[str], which: list[str], said: str | None = None
         return "The class is being prepared already; its progress is below."
     d = _work()
     argv = [sys.executable, "-m", "bert_explorer.cli", "prepare-class", "--model", *models, "--builds", *which,
-            *(["--said", said] if said else [])]
+            *(["--said", said] if said else []), "--started", f"{time.time():.3f}"]
     with (d / "log.txt").open("a") as log:
         log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} prepare-class {' '.join(models)} ({', '.join(which)})\n")
     proc = spawn(argv, d / "log.txt")
