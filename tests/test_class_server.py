@@ -228,6 +228,20 @@ def test_a_busy_server_is_one_sentence_in_the_lessons_words(classroom):
     assert not any("vital" in c.value or "step 400" in c.value for c in [*at.caption, *at.info])
 
 
+def test_a_student_hears_of_the_teachers_preparation_before_its_first_build(classroom):
+    """The teacher pressed Prepare: for its first half minute (a process starting, the first visits) no build was
+    running, and a student's page said only "not prepared; your teacher can prepare it"."""
+    import json
+
+    from bert_explorer.analysis import lesson
+
+    (lesson._work() / "started.json").write_text(json.dumps({"pid": os.getpid(), "models": ["minilm-mlm-nsp"],
+                                                             "builds": ["index", "sae"], "started": time.time()}))
+    at = _page("pages/9_Nearest_neighbours.py")
+    assert any(c.value.startswith("The server is preparing the class (index, sae of minilm-mlm-nsp)")
+               for c in at.caption), [c.value for c in at.caption]
+
+
 def test_background_processes_run_below_the_class(tmp_path):
     proc = background.spawn([sys.executable, "-c", "import time; time.sleep(5)"], tmp_path / "log.txt")
     try:

@@ -197,6 +197,24 @@ def test_cancel_stops_the_build_in_every_phase(tmp_path, phase):
     assert fb.state(loaded, settings)["state"] == "missing" and not fb.is_complete(path)
 
 
+def test_the_bar_shares_the_build_as_its_estimate_does(tmp_path, monkeypatch):
+    """The time left is read from the bar: with fixed shares (activations 30 %) a build whose activations took
+    two thirds of its time said "17 min left" with 4 min 30 s to go. The bar's parts are the estimate's."""
+    loaded = shared.tiny_loaded(_words(), hidden=32, layers=2, positions=64, seed=2)
+    loaded.path = tmp_path
+    settings = fb.FeatureSettings(layer=2, corpus=[s for doc in tiny_corpus(30) for s in doc], tokens=1500, sae=SMALL)
+    real = fb.estimate_seconds
+    monkeypatch.setattr(fb, "estimate_seconds", lambda lo, st, **kw: {**real(lo, st, **kw), "seconds": 100.0,
+                                                                       "activation_seconds": 60.0, "train_seconds": 20.0})
+    acts, train, stats = fb.shares(loaded, settings)
+    assert (acts, train) == (pytest.approx(0.6), pytest.approx(0.2)) and stats == pytest.approx(0.15 * 20 / 2 / 100)
+    said = []
+    fb.build(loaded, settings, lambda f, m: said.append((f, m)), instances=[])
+    assert [f for f, m in said if m == "training the SAE…"] == [pytest.approx(0.6)]
+    assert [f for f, m in said if m == "reading every token's features…"] == [pytest.approx(0.8)]
+    assert said[-1][0] == 1.0 and [f for f, _ in said] == sorted(f for f, _ in said)
+
+
 def test_page_shows_a_trained_sae_with_checked_charts(built):
     from streamlit.testing.v1 import AppTest
 

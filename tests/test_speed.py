@@ -232,6 +232,9 @@ def test_a_build_says_the_time_said_at_its_start_until_its_progress_says_more(tm
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
     entry = tmp_path / "cache" / "entry"
     jobs.write_progress(entry, state="starting", fraction=0.0, pid=None, said=[time.time() - 40, 240.0])
+    # the starter names the process it started, in a second "starting": that one dropped the time said
+    jobs.write_progress(entry, state="starting", fraction=0.0, message="starting the build process…", pid=4194303)
+    assert jobs.read_progress(entry)["said"][1] == 240.0
     jobs.write_progress(entry, state="running", fraction=0.0, message="loading the model")  # the builder's own
     p = jobs.read_progress(entry)
     left = seconds_left(p["started"], p["fraction"], since=p.get("since"), said=p["said"])

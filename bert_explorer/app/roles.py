@@ -211,9 +211,18 @@ def prepare_how(loaded, path) -> str:
 def busy_sentence() -> None:
     """For a student, what the server prepares now, each in one sentence in a lesson's words with its time
     left ("The server is preparing Features of layer 3 for the class: about 4 min left."); nothing when idle."""
-    for p in neighbour_jobs.preparing()[:3]:
+    building = neighbour_jobs.preparing()
+    for p in building[:3]:
         left = f": about {duration_text(p['seconds_left'])} left" if p["seconds_left"] else ""
         st.caption(f"The server is preparing {p['lesson']} for the class{left}.")
+    if not building:  # the teacher's Prepare before its first build (its process starting, the first visits)
+        from ..analysis import lesson
+
+        now = lesson.preparation()
+        if now["running"]:
+            st.caption(f"The server is preparing the class ({', '.join(now.get('builds') or []) or 'the pages'} "
+                       f"of {', '.join(now.get('models') or [])}): this page may be among them, so look again in a "
+                       "minute.")
 
 
 def progress_line(progress: dict, lesson: str) -> str:

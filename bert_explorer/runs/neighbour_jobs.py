@@ -66,8 +66,10 @@ def read_progress(entry_path: Path) -> dict:
 def write_progress(entry_path: Path, **fields) -> None:
     """The build's progress where pages and the CLI read it; a running build's start is kept (the time
     left is counted from it: ``report.seconds_left``)."""
-    if fields.get("state") in ("running", "done", "failed", "stopped"):
+    if fields.get("state") in ("starting", "running", "done", "failed", "stopped"):
         # the time said when the build was started (its starter wrote it with "starting"), kept for its time left
+        # (also by the starter's second "starting", which names the process: it dropped it, and an SAE build's
+        # page showed no time left for its first 100 s)
         before = read_progress(entry_path)
         fields.setdefault("said", before.get("said"))
     if fields.get("state") == "running":

@@ -252,7 +252,7 @@ def build(loaded: Loaded, settings: FeatureSettings, progress: Progress | None =
 
         should_stop = stop_file(path).exists
         try:
-            _build_locked(loaded, settings, path, say, should_stop, instances, started)
+            _build_locked(loaded, settings, path, say, should_stop, instances, started, shares(loaded, settings))
         except saes.TrainingStopped:
             say(0.0, "cancelled", state="cancelled")
             raise
@@ -263,21 +263,38 @@ def build(loaded: Loaded, settings: FeatureSettings, progress: Progress | None =
     return path
 
 
-# How the build's time is shared out on its progress bar (measured for minilm-mlm-nsp's default).
-SHARE_ACTS, SHARE_TRAIN, SHARE_STATS = 0.3, 0.55, 0.1
+# How the build's time is shared out on its progress bar where its estimate cannot say (measured for
+# minilm-mlm-nsp's default): the activations, the training, the statistics (the losses take the rest).
+SHARES = (0.3, 0.55, 0.1)
 
 
-def _build_locked(loaded, settings, path, say, should_stop, instances, started) -> None:
+def shares(loaded: Loaded, settings: FeatureSettings) -> tuple[float, float, float]:
+    """The parts of the bar as the build's estimate shares its time out (the time left is read from the bar: with
+    fixed shares a build of twice the width said "17 min left" where 4 min 30 s were): the activations, the
+    training, and the statistics (a sixth of an epoch; the losses, the effects and the start are the rest)."""
+    try:
+        est = estimate_seconds(loaded, settings)
+    except (OSError, ValueError, RuntimeError):  # (the estimate's own measurement failed: the shares measured once)
+        return SHARES
+    total = est["seconds"]
+    if not total > 0:
+        return SHARES
+    stats = 0.15 * est["train_seconds"] / settings.sae.epochs
+    return est["activation_seconds"] / total, est["train_seconds"] / total, stats / total
+
+
+def _build_locked(loaded, settings, path, say, should_stop, instances, started, parts=SHARES) -> None:
+    acts_share, train_share, stats_share = parts
     layer = settings.layer
     t0 = time.time()
     data = activations(loaded, settings.corpus, layer, settings.tokens,
-                       lambda f, m: say(SHARE_ACTS * f, f"activations: {m}"), should_stop)
+                       lambda f, m: say(acts_share * f, f"activations: {m}"), should_stop)
     acts_seconds = time.time() - t0
-    say(SHARE_ACTS, "training the SAE…")
+    say(acts_share, "training the SAE…")
     sae, history = saes.train_sae(data["acts"], settings.sae,
-                                  progress=lambda f, m: say(SHARE_ACTS + SHARE_TRAIN * f, f"training: {m}"),
+                                  progress=lambda f, m: say(acts_share + train_share * f, f"training: {m}"),
                                   should_stop=should_stop)
-    base = SHARE_ACTS + SHARE_TRAIN
+    base = acts_share + train_share
 
     def say_or_stop(fraction, message):  # a Cancel in the statistics waits for one phase at most, not all
         if should_stop is not None and should_stop():
@@ -287,9 +304,9 @@ def _build_locked(loaded, settings, path, say, should_stop, instances, started) 
     N = len(data["acts"])
     stats = saes.statistics(sae, data["acts"])
     acts_mean = torch.from_numpy(np.asarray(data["acts"], np.float32).mean(0)) if N <= 200_000 else _mean(data["acts"])
-    say_or_stop(base + SHARE_STATS * 0.5, "each feature's top contexts, histogram and words…")
+    say_or_stop(base + stats_share * 0.5, "each feature's top contexts, histogram and words…")
     per_feature = feature_tables(loaded, sae, stats, data["token_ids"])
-    say_or_stop(base + SHARE_STATS, "the masked-LM loss: clean, with the SAE, with the mean…")
+    say_or_stop(base + stats_share, "the masked-LM loss: clean, with the SAE, with the mean…")
     quality = measure_loss(loaded, sae, layer, acts_mean, instances if instances is not None else eval_instances(loaded))
     meta = {
         "layer": layer, "corpus": corpus_label(settings.corpus), "tokens": N, "hidden_size": int(sae.W_dec.shape[0]),
