@@ -107,8 +107,10 @@ right = [r for r in rows if r.get("correct")]
 wrong = [r for r in rows if r.get("correct") is False]
 m = st.columns(3)
 m[0].metric(f"dev {LABELS.get(main, main)}, saved model", fmt(whole[main]),
-            help="Recomputed from the rows below, in float32 by the saved model; the run's own number (Fine-tune "
-                 "page) was measured during training, in its precision.")
+            help="Recomputed from the rows below, in float32 by the saved model: the run's result (Fine-tune page, "
+                 "metrics.json) scores the same model in float32 too; the evaluations during training (the Runs "
+                 "page's dev curve, the log) were in the training's precision, so in bf16 the last may differ a "
+                 "little.")
 if task.right_or_wrong:
     m[1].metric("right", f"{len(right):,}")
     m[2].metric("wrong", f"{len(wrong):,}")

@@ -423,3 +423,7 @@ def test_a_run_trained_in_bf16_reports_the_saved_models_float32_dev_score(base_m
     # the training precision's last evaluation is in metrics.jsonl, as the curves draw it
     last = [m for m in json_lines(tmp_path / "run" / "metrics.jsonl") if m.get("split") == "dev"][-1]
     assert "pearson" in last
+    # and the log says both, where the curve's last point and the result differ
+    said = (tmp_path / "run" / "log.txt").read_text()
+    assert (f"the model kept, scored again in float32: pearson={dev['pearson']:.4g} (in bf16 during training: "
+            f"{last['pearson']:.4g})") in said
