@@ -127,11 +127,15 @@ if per := task.per_label(report := task.report_of_rows(rows)):
 c1, c2 = st.columns([2, 1])
 # the page opens on what a person came to read: the model's most confident mistakes (the largest errors of a
 # value), so that "Why this answer?" below starts on the top one; the choice then holds from run to run
-which = c1.radio("Show", list(predictions.VIEWS), key="af_view", horizontal=True,
-                 index=list(predictions.VIEWS).index("confident mistakes"),
+# a value has no wrong answers, only errors: "the wrong answers" and "the most confident mistakes" are both its
+# largest errors first, which the radio offered twice
+views = list(predictions.VIEWS) if task.right_or_wrong else ["all", "confident mistakes", "unsure right answers"]
+if st.session_state.get("af_view") not in (None, *views):  # ("wrong" of a classifier's run: the same errors)
+    st.session_state["af_view"] = "confident mistakes"
+which = c1.radio("Show", views, key="af_view", horizontal=True, index=views.index("confident mistakes"),
                  format_func=lambda v: predictions.VIEWS[v] if task.right_or_wrong else {
-                     "all": "every example", "wrong": "largest errors first",
-                     "confident mistakes": "largest errors first ", "unsure right answers": "smallest errors first"}[v])
+                     "all": "every example", "confident mistakes": "largest errors first",
+                     "unsure right answers": "smallest errors first"}[v])
 golds = sorted({str(r["gold"]) for r in rows}) if task.gold_choosable else []
 # the example and gold boxes are the run's own: a box shared by every run kept the last run's example
 run_key = finder.rel_name(run.path, root)
@@ -217,7 +221,8 @@ for k, by in enumerate(groups):
     fig = go.Figure(go.Bar(x=[s["slice"] for s in part], y=[s[main] for s in part], name=LABELS.get(main, main),
                            customdata=[s["count"] for s in part],
                            # each bar says its score: a slice that scored 0 has no bar to see
-                           text=[fmt(s[main]) for s in part], textposition="outside", cliponaxis=False,
+                           text=[fmt(s[main]) if s[main] is not None else "not defined: one gold value"
+                                 for s in part], textposition="outside", cliponaxis=False,
                            hovertemplate="%{x}<br>" + LABELS.get(main, main) + " %{y:.3f}<br>%{customdata} "
                                                                                    "examples<extra></extra>"))
     fig.add_hline(y=whole[main], line_dash="dot")  # named in the title: a label on the line can sit on a bar
@@ -231,13 +236,16 @@ for k, by in enumerate(groups):
     exports.figure(fig, f"af_slices_{k}", f"{LABELS.get(main, main)} by {by}", bundle, container=cols[k % len(cols)])
 small = [s for s in table_slices if s["small"]]
 frame = pd.DataFrame([{k: v for k, v in s.items()} for s in table_slices]).rename(columns={"small": "note"})
-exports.table(frame, "af_slices_table", "score by slice", bundle, hide_index=True)
+# (a slice with no note, or no correlation, is a dash: the grid drew "None")
+exports.table(frame, "af_slices_table", "score by slice", bundle, hide_index=True,
+              numbers={m: "{:.1f}" if task.percent else "{:.3f}" for m in task.metrics
+                       if m in frame.columns and pd.api.types.is_numeric_dtype(frame[m].dropna())})
 if small:
     s0 = small[0]
     st.caption(f"{len(small)} of {len(table_slices)} slices hold fewer than 100 examples; each says so in the note "
                f"column, for instance: {md(s0['small'])}")
-worst = min((s for s in table_slices if not s["small"]), key=lambda s: s[main] * (-1 if main == "mse" else 1),
-            default=None)
+worst = min((s for s in table_slices if not s["small"] and s[main] is not None),
+            key=lambda s: s[main] * (-1 if main == "mse" else 1), default=None)
 if worst is not None:
     st.caption(f"Of the slices with at least 100 examples, the weakest is {md(worst['by'])} = {md(worst['slice'])}: "
                f"{LABELS.get(main, main)} {fmt(worst[main])} on {worst['count']} examples, against "

@@ -182,6 +182,23 @@ def test_length_bins_say_where_the_run_cut_the_input():
     assert slices.length_bin(120, 100) == slices.length_bin(70, 100) == "65–128 (partly cut at 100)"
 
 
+def test_a_slice_of_one_gold_value_has_no_correlation_not_a_zero(tuned, monkeypatch):
+    """A regression's slices by gold value held {0, 0, 0}, {1} and {2, 2} and drew Pearson r 0.000 three times
+    beside the whole set's 0.856: inside one gold value there is no correlation to draw."""
+    pred = predictions.load_predictions(tuned["runs"]["regression"])
+    rows = [{**r, "gold": float(i % 3)} for i, r in enumerate(pred.rows)]  # three gold values, each a slice
+    by_gold = [s for s in slices.slices(pred.task, rows, 64) if s["by"] == "gold value"]
+    assert by_gold and all(s["pearson"] is None and s["spearman"] is None and s["mse"] is not None for s in by_gold)
+    whole = [s for s in slices.slices(pred.task, rows, 64) if s["by"] != "gold value"]
+    assert all(s["pearson"] is not None for s in whole if len({r["gold"] for r in rows}) > 1)
+    at = _page(tuned, monkeypatch, "regression")
+    assert not at.exception
+    shown = at.radio(key="af_view").options
+    assert len(shown) == len(set(shown)) == 3, shown  # ("largest errors first" was offered twice)
+    table = next(d.value for d in at.dataframe if "slice" in d.value.columns)
+    assert not table.isna().any().any() and not table.isin(["None"]).any().any()  # a dash where nothing is
+
+
 def test_a_long_qa_passage_is_said_read_in_windows_not_cut(tuned):
     """QA reads a passage longer than the run's maximum length in overlapping windows (the document stride):
     its length slices say so; a classification run's long inputs were cut."""
