@@ -112,7 +112,13 @@ def resolve(name_or_dir: str | Path) -> Path:
         except hub.HubError as e:
             raise CheckpointError(str(e)) from None
     d = Path(s).expanduser()
-    if not d.exists():
+    try:
+        there = d.exists()
+    except OSError as e:  # (a name longer than the system allows: every page showed its traceback)
+        shown = s if len(s) <= 60 else f"{s[:40]}…{s[-12:]}"
+        raise CheckpointError(f"{shown!r} ({len(s):,} characters) cannot be a model's folder here: {e.strerror}; "
+                              "give a checkpoint directory or a model's short name") from None
+    if not there:
         known = ", ".join(SHORT_NAMES)
         close = hub.suggestion(s, tuple(SHORT_NAMES))
         if close:

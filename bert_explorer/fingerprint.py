@@ -26,7 +26,14 @@ def weights_folders(path: str | Path) -> list[Path]:
     fine-tuning run's folder, its fine-tuned model and its feature-based head."""
     p = Path(path)
     # (a run's folder has a config.json too, the run's settings: its model/ and feature_head/ say it is a run)
-    return [d for d in (p / "model", p / "feature_head") if d.is_dir()] or [p]
+    return [d for d in (p / "model", p / "feature_head") if _is_dir(d)] or [p]
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # (a name longer than the system allows is no folder, not a traceback)
+        return False
 
 
 def fingerprint(path: str | Path) -> list:

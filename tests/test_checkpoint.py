@@ -555,3 +555,35 @@ def test_transformers_cuts_a_long_text_to_the_positions_the_model_has(tokenizer,
     hf = transformers.BertForSequenceClassification.from_pretrained(str(out)).eval()
     with torch.no_grad():
         assert torch.isfinite(hf(input_ids=ids).logits).all()
+
+
+def test_a_name_longer_than_the_system_allows_is_one_sentence():
+    """A 4,096-character folder typed in the sidebar showed OSError's traceback (File name too long) on every page."""
+    for name in ("x" * 4096, "q" * 300, "/tmp/" + "d" * 300 + "/model"):
+        with pytest.raises(CheckpointError, match="cannot be a model's folder here"):
+            checkpoint.load(name)
+
+
+def test_a_page_with_a_name_too_long_for_the_system_says_so_in_one_sentence():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "a local directory…"
+    at.session_state["be_model_path"] = "x" * 4096
+    at.run()
+    assert not at.exception
+    assert any("cannot be a model's folder here" in e.value for e in [*at.error, *at.sidebar.error, *at.warning,
+                                                                         *at.sidebar.warning, *at.info])
+
+
+def test_home_with_a_model_that_cannot_be_read_keeps_to_the_sidebar_s_sentence(tmp_path):
+    """Home showed a KeyError from its Prepare panel under the sidebar's correct sentence whenever the model
+    chosen could not be loaded (no model, no row to show)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file("../run_app.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "a local directory…"
+    at.session_state["be_model_path"] = str(tmp_path)  # an empty folder: no model
+    at.run()
+    assert not at.exception
+    assert any("config.json" in e.value or "no model" in e.value for e in at.sidebar.error)

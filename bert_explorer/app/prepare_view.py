@@ -130,6 +130,7 @@ def panel(current: str | None) -> None:
                                 for key, bs in lesson.by_key(lesson.builds(m, lm, set(lesson.BUILDS),
                                                                            estimate=False)).items()}}
                 for m, lm in shown.items() if lm is not None]
-        st.caption("What is prepared (✓) for which model (first visits: how many of the pages' first-visit work "
-                   "is kept; its own: the evaluation it came with, which every student sees without a build):")
-        st.dataframe(pd.DataFrame(rows).set_index("model"), width="stretch")
+        if rows:  # (none when the sidebar's model cannot be read: its sentence is there; a KeyError was here)
+            st.caption("What is prepared (✓) for which model (first visits: how many of the pages' first-visit work "
+                       "is kept; its own: the evaluation it came with, which every student sees without a build):")
+            st.dataframe(pd.DataFrame(rows).set_index("model"), width="stretch")
