@@ -6,8 +6,10 @@ import plotly.express as px
 import streamlit as st
 
 from bert_explorer import disk_cache
+from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.analysis.layers.probing import (METRICS, PAGE_SETTINGS, PAGE_TASKS, TASKS, ProbeSettings,
-                                                   cached_result, estimate_seconds, probe_layers, within_error)
+                                                   cached_result, estimate_seconds, load_task, probe_layers,
+                                                   within_error)
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.guard import uploader
@@ -53,6 +55,11 @@ if "pos" in tasks:
                 with disk_cache.writing(folder) as tmp:
                     (tmp / "data.conllu").write_bytes(raw)
             pos_file = str(folder / "data.conllu")
+            try:  # checked now, not after the other tasks' minutes of probing
+                load_task("pos", PAGE_SETTINGS.get("pos", ProbeSettings()), pos_file)
+            except ValueError as e:
+                st.error(f"{md(up.name)} cannot be probed: {md(str(e).replace('data.conllu', up.name))}.")
+                pos_file = None
     if pos_file is None:
         tasks = [t for t in tasks if t != "pos"]
 

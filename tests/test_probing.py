@@ -191,6 +191,24 @@ def test_probe_layers_cli_writes_the_score_by_layer_of_each_task(tiny_dir, tmp_p
                                        "--output", str(out)])
 
 
+def test_a_conllu_file_too_thin_to_probe_is_one_sentence_before_any_task_runs(tiny_dir, tmp_path, monkeypatch):
+    """One sentence, fifty copies of one, or one tag throughout: the probes ran ner and topic for minutes and then
+    ended in an IndexError. The file is checked first, in one sentence."""
+    line = "1\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\t_\t_\t0\troot\t_\t_\n\n"
+    one_tag = "".join(f"1\t{w}\t{w}\tNOUN\t_\t_\t0\troot\t_\t_\n\n" for w in [f"w{i}" for i in range(40)])
+    ran = []
+    monkeypatch.setattr("bert_explorer.cli.analysis.probe_layers", lambda *a, **k: ran.append(a) or {})
+    out = tmp_path / "probe.json"
+    for name, text, said in (("one.conllu", line, "too few"), ("copies.conllu", line * 50, "too few"),
+                             ("one-tag.conllu", one_tag, "one label only ('NOUN')")):
+        f = tmp_path / name
+        f.write_text(text)
+        told = _cli(["probe-layers", "--model", str(tiny_dir), "--task", "ner,pos", "--pos-file", str(f),
+                     "--output", str(out), "--no-progress"])
+        assert isinstance(told, str) and said in told and name in told, told
+    assert ran == [] and not out.exists()  # nothing ran, nothing written
+
+
 # ----- the page -----------------------------------------------------------------------------------------
 @needs_model("explorer-mini")
 def test_probing_page_runs_with_a_progress_bar_then_reads_the_cache():
@@ -346,3 +364,24 @@ def test_preparing_a_class_probes_the_page_s_tasks_as_its_first_visit_would(tiny
     assert build.done() and build.state()["state"] in ("ready", "done")
     for t in probing.PAGE_TASKS:
         assert probing.cached_result(loaded, t, quick[t]) is not None  # what the page's visit reads
+
+
+def test_a_conllu_upload_too_thin_to_probe_is_said_at_once_on_the_page(monkeypatch, tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    from bert_explorer.app import guard
+
+    class Upload:  # what st.file_uploader hands the page: one sentence
+        name = "few.conllu"
+
+        def getvalue(self):
+            return b"1\tthe\tthe\tDET\t_\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\t_\t_\t0\troot\t_\t_\n\n"
+
+    monkeypatch.setattr(guard, "uploader", lambda container, label, key=None, **kw: Upload())
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    at = AppTest.from_file("../pages/8_What_each_layer_knows.py", default_timeout=180)
+    at.session_state["probe_tasks"] = ["pos"]
+    at.run()
+    assert not at.exception
+    (error,) = [e.value.replace("\\", "") for e in at.error]
+    assert error.startswith("few.conllu cannot be probed: few.conllu") and "too few" in error, error

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import checkpoint
 from ..analysis.comparison import held_out, two_models
-from ..analysis.layers.probing import TASKS, ProbeSettings, cached_result, estimate_seconds, probe_layers
+from ..analysis.layers.probing import TASKS, ProbeSettings, cached_result, estimate_seconds, load_task, probe_layers
 from ..runs.report import duration_text
 from ..train.speed import niced_here, said
 from .common import MODEL_HELP, UserError, check_output_file, output_file_args, read_lines, user_errors, write_json
@@ -48,6 +48,9 @@ def cmd_probe_layers(args) -> int:
     check_output_file(args.output, args.overwrite)
     loaded = checkpoint.load(args.model, "BertModel")
     settings = ProbeSettings(args.max_examples, args.test_fraction, args.seed, args.max_tokens, args.l2, args.max_iter)
+    if args.pos_file:  # the user's file is checked before any task runs (it failed after the others had)
+        with user_errors():
+            load_task("pos", settings, args.pos_file)
     results = {}
     for task in args.task:
         with user_errors():  # the data (a CoNLL-U file, a missing package) cannot be used

@@ -172,8 +172,28 @@ def load_task(task: str, settings: ProbeSettings, pos_file: str | Path | None = 
     inputs, labels = [inputs[i] for i in keep], [labels[i] for i in keep]
     if task == "topic":
         notes.append(f"each article is read up to its first {s.max_tokens} WordPieces (headline and first sentences)")
-    return ProbeData(task, inputs, labels, _split([_copy_key(task, x) for x in inputs], s.test_fraction, s.seed),
-                     source, notes)
+    is_test = _split([_copy_key(task, x) for x in inputs], s.test_fraction, s.seed)
+    check_sides(task, source, inputs, labels, is_test)
+    return ProbeData(task, inputs, labels, is_test, source, notes)
+
+
+def check_sides(task: str, source: str, inputs: list, labels: list, is_test: list[bool]) -> None:
+    """A probe needs inputs to train on and others to test on, and two labels among those it trains on: one
+    sentence where the data cannot give that (a CoNLL-U file of one sentence, or fifty copies of one, kept on one
+    side, ended in an IndexError after the other tasks had run)."""
+    what = "articles" if task == "topic" else "sentences"
+    train = [y for ys, t in zip(labels, is_test) if not t for y in (ys if isinstance(ys, list) else [ys])]
+    if not train or all(is_test) or not any(is_test):
+        n = len(set(map(str, inputs)))
+        raise ValueError(f"{source} gives {n:,} different {what if n != 1 else what[:-1]}: too few to train a probe on "
+                         f"some and test it on others (copies of one stay on one side); give at least "
+                         f"{MIN_INPUTS} different {what}")
+    if len(set(train)) < 2:
+        raise ValueError(f"{source}: the {what} a probe trains on carry one label only ({train[0]!r}), so there is "
+                         "nothing to tell apart; give a file with several")
+
+
+MIN_INPUTS = 20  # said where too few: a handful of sentences trains a probe, but its score would mean nothing
 
 
 # ----- features, computed once ------------------------------------------------------------------
