@@ -398,10 +398,15 @@ def _table_rows(path: str) -> list[dict]:
     import io
 
     lines = read_lines(path)  # (decoded as an upload is; blank lines dropped)
+    csv.field_size_limit(max(csv.field_size_limit(), 100_000_000))  # (a 5 MB review is a cell; the file is bounded)
     reader = csv.DictReader(io.StringIO("\n".join(lines)), delimiter="\t" if path.lower().endswith(".tsv") else ",")
-    if not reader.fieldnames:
-        raise UserError(f"{path} has no header line naming its columns")
-    return list(reader)
+    try:
+        if not reader.fieldnames:
+            raise UserError(f"{path} has no header line naming its columns")
+        return list(reader)
+    except csv.Error as e:  # (a traceback ended such a file)
+        raise UserError(f"{path} cannot be read as a table at line {reader.line_num}: {e}; check its quotes and "
+                        "separators") from None
 
 
 def _from_record(predictor, record, where: str) -> dict:
