@@ -554,6 +554,21 @@ def test_numeric_labels_say_why_they_were_read_as_scores_or_classes(tmp_path):
         read_task_file(str(stars)).notes[0]
 
 
+def test_one_number_is_one_class_whatever_its_spelling(tmp_path):
+    """Labels 2 and 2.0 were two classes ("labels: 2, 2.0, 3") where the note counted 2 distinct numbers; inf and
+    Infinity the same. Words keep each spelling."""
+    f = tmp_path / "mixed.csv"
+    f.write_text("text,label\n" + "".join(f"review {i},{lab}\n" for i, lab in
+                                          enumerate(["2", "2.0", "3", "3", "2", "3.0"] * 4)))
+    data = read_task_file(str(f))
+    assert sorted({ex["label"] for ex in data.examples}) == ["2", "3"]
+    assert any("'2' and '2.0' are one number, read as one class, '2'" in n for n in data.notes), data.notes
+    assert any("(2 distinct numbers in 'label', read as classes" in n for n in data.notes)
+    words = tmp_path / "words.csv"
+    words.write_text("text,label\n" + "".join(f"review {i},{lab}\n" for i, lab in enumerate(["Pos", "pos", "neg"] * 4)))
+    assert sorted({ex["label"] for ex in read_task_file(str(words)).examples}) == ["Pos", "neg", "pos"]
+
+
 def test_a_class_the_dev_split_left_out_is_said():
     """A class of 3 examples got no dev example from the stratified split, and macro-F1 then averaged 5 of the 6
     classes the table shows without a word."""

@@ -379,6 +379,27 @@ class Tables:
         return (f" ({len(numbers):,} distinct numbers in {label_col!r}, read as classes; choose the task regression "
                 "if they are scores)") if numbers else ""
 
+    def _one_class_a_number(self, examples: list[dict]) -> None:
+        """Labels that are all numbers: one class a number, under its first spelling ("2" and "2.0" were two
+        classes, and "inf" and "Infinity" too, where the note counted the distinct numbers), said in a note."""
+        spelled: dict[float, str] = {}
+        merged: dict[str, set] = {}
+        for ex in examples:
+            try:
+                number = float(ex["label"])
+            except (TypeError, ValueError):
+                return  # words: each spelling is its own class, as anyone reads them
+            first = spelled.setdefault(number, ex["label"])
+            if first != ex["label"]:
+                merged.setdefault(first, set()).add(ex["label"])
+        if not merged:
+            return
+        for ex in examples:
+            ex["label"] = spelled[float(ex["label"])]
+        self.notes.append("the labels " + "; ".join(f"{' and '.join(map(repr, [first, *sorted(others)]))} are one "
+                                                     f"number, read as one class, {first!r}"
+                                                     for first, others in merged.items()))
+
     def _is_regression(self, label_col: str) -> bool:
         values = []
         for _, rec in self.rows:
@@ -399,6 +420,7 @@ class Tables:
 
     def _finish_classification(self, task, examples: list[dict], label_col: str) -> TaskData:
         self._check_count(examples, "examples")
+        self._one_class_a_number(examples)
         counts = Counter(ex["label"] for ex in examples)
         if len(counts) < 2:
             only = next(iter(counts))
