@@ -28,7 +28,7 @@ from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.speed import said
-from bert_explorer.train.estimate import ALIASES, background_threads, size_options
+from bert_explorer.train.estimate import ALIASES, LONG_RUN_ASK_S, background_threads, size_options
 from bert_explorer.train.pretrain import check_fits as check_pretraining, corpus_words as count_corpus_words, \
     estimate as run_estimate
 from bert_explorer.train.memory import NO_CUDA
@@ -247,7 +247,11 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                    "keeps its last valid value.")
     run_name = kept_widget(st.text_input, "Run name (optional)", "pt_name", "", max_chars=200,
                            placeholder="automatic: pretrain-<size>-<corpus>-<time>")
-    if work_button("Start pre-training", type="primary", key="pt_start", disabled=bool(corpus_error)):
+    # a long run is asked for twice, as on Fine-tune (10,000,000 steps, 118 days here, started in one click)
+    confirmed = est is None or est["seconds"] <= LONG_RUN_ASK_S or not writes_allowed() or st.checkbox(
+        f"Yes, pre-train for {said(est['seconds'], background_threads())} ({int(steps):,} steps). For a quicker run, "
+        "set fewer steps or a smaller model.", key="pt_confirm_long")
+    if work_button("Start pre-training", type="primary", key="pt_start", disabled=bool(corpus_error) or not confirmed):
         run_dir = root / slug(run_name) if run_name.strip() else rv.new_run_dir(
             f"pretrain-{('warm-' + Path(init).name) if init else size}-{'upload' if upload else corpus}", root)
         refusal = new_run_refusal(run_dir, stored_first=False) or (  # checked before an upload is stored there

@@ -25,7 +25,7 @@ from bert_explorer.tasks.base import CUT_SAMPLE, cut_note
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
 from bert_explorer.tasks.metrics import small_dev_warning
 from bert_explorer.hub_datasets import EXAMPLE
-from bert_explorer.train.estimate import FINETUNE_ASK_S
+from bert_explorer.train.estimate import LONG_RUN_ASK_S
 from bert_explorer.train.finetune_resume import resume_settings as resume_finetuning
 from bert_explorer.train.speed import said
 from bert_explorer.train.finetune import (check_start as check_finetuning, estimate, few_steps_note, ltr_problem,
@@ -63,7 +63,7 @@ def _cut(model: str, data, max_len: int) -> str | None:
         return None
 
 def long_run_confirmed(config: FinetuneConfig, data, n_dev: int | None = None) -> bool:
-    """The estimate of this run on this machine, said before it starts; above FINETUNE_ASK_S a box
+    """The estimate of this run on this machine, said before it starts; above LONG_RUN_ASK_S a box
     must be ticked first. The counts are the run's own (``finetune.estimate``): the dev set split off
     (or ``n_dev``, a dev set given apart), the sampling of a set larger than one run keeps, the
     WordPieces as the run featurises and pads them."""
@@ -80,7 +80,7 @@ def long_run_confirmed(config: FinetuneConfig, data, n_dev: int | None = None) -
                f"examples scored {f'every {config.eval_every:,} steps' if config.eval_every else 'after each epoch'} "
                f"and at the end (about {duration_text(est['eval_seconds'])}), and the start, the model read and saved (about "
                f"{duration_text(est['loading_seconds'])}); {est['basis']}.")
-    if est["seconds"] <= FINETUNE_ASK_S:
+    if est["seconds"] <= LONG_RUN_ASK_S:
         return True
     return st.checkbox(f"Yes, fine-tune for {said(est['seconds'], est['threads'])} ({est['steps']:,} steps). For a "
                        "quicker run, set *Use at most N training examples* or fewer epochs under Advanced settings.",

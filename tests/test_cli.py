@@ -921,3 +921,17 @@ def test_an_input_file_larger_than_an_upload_may_be_is_refused_before_it_is_read
     assert main(["predict", "--model", "m", "--input", str(f)]) == 2
     assert f"input file {f} is 3.21 kB, more than the 1 kB a file of examples may be here; split it" in \
         capsys.readouterr().err
+
+
+def test_a_seed_or_an_accumulation_no_run_can_use_is_one_sentence_and_no_folder(tmp_path, capsys):
+    """--seed 99999999999999999999999 said "Overflow when unpacking long long" (pretrain after its estimate, leaving
+    a folder behind); pretrain took --grad-accum 100000 (two days here) where finetune refuses above 1,024."""
+    for argv, said in ((["pretrain", "--seed", "9" * 23], "seed must be a whole number from 0 to 4,294,967,295"),
+                       (["finetune", "--seed", "9" * 23], "seed must be a whole number from 0 to 4,294,967,295"),
+                       (["pretrain", "--grad-accum", "100000"], "grad_accum must be a whole number of at most 1,024")):
+        out = tmp_path / argv[0]
+        assert main([*argv, "--output", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("bert-explorer: error: ") and said.replace("grad_accum", "--grad-accum") in err \
+            or said in err, err
+        assert err.count("\n") == 1 and not out.exists()

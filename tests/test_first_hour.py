@@ -132,7 +132,7 @@ def test_a_long_fine_tuning_is_estimated_and_asked_for_before_it_starts(runs_roo
     assert "36 steps of 32 examples" in said and "40 dev examples scored after each epoch" in said
     assert not at.button(key="ft_start").disabled and not [c for c in at.checkbox if c.key == "ft_confirm_long"]
 
-    monkeypatch.setattr(estimate, "FINETUNE_ASK_S", 0.001)  # as if it would take hours
+    monkeypatch.setattr(estimate, "LONG_RUN_ASK_S", 0.001)  # as if it would take hours
     at.run()
     assert at.button(key="ft_start").disabled
     (box,) = [c for c in at.checkbox if c.key == "ft_confirm_long"]

@@ -252,6 +252,22 @@ def test_pretrain_page_refuses_a_bad_corpus_upload(runs_root, name, data, messag
     assert not list(runs_root.iterdir())
 
 
+def test_a_pretraining_of_days_is_asked_for_twice(runs_root):
+    """10,000,000 steps (118 days here) started with one click, where the Fine-tune page asks above 30 minutes."""
+    at = _page("10_Pre-train.py")
+    at.multiselect(key="pt_corpus").set_value(["tiny"])
+    at.number_input(key="pt_steps").set_value(10_000_000)
+    at.run()
+    assert not at.exception and at.button(key="pt_start").disabled
+    (box,) = [c for c in at.checkbox if c.key == "pt_confirm_long"]
+    assert box.label.startswith("Yes, pre-train for about ") and "(10,000,000 steps)" in box.label
+    box.check().run()
+    assert not at.button(key="pt_start").disabled
+    assert not list(runs_root.iterdir())  # nothing started by asking
+    at.number_input(key="pt_steps").set_value(4).run()  # a short run: no box
+    assert not [c for c in at.checkbox if c.key == "pt_confirm_long"] and not at.button(key="pt_start").disabled
+
+
 @pytest.mark.parametrize("name, codec, note", [
     ("latin.txt", "latin-1", "read as Latin-1 because the file is not valid UTF-8"),
     ("unicode.txt", "utf-16", "read unicode.txt as UTF-16 (it starts with a UTF-16 byte-order mark)"),

@@ -31,3 +31,16 @@ def settings_of(cls, d: dict, strict: bool = True) -> dict:
             raise ValueError(f"{what}; fix or remove {'them' if len(unknown) > 1 else 'it'}")
         warnings.warn(f"{what} ignored (written by another version of BERT Explorer)", stacklevel=3)
     return {k: v for k, v in d.items() if k in names and k != "precision"}
+
+
+# Shared bounds of both kinds of run. A step adds up at most this many batches: 32 x 1024 is beyond any recipe of
+# the paper's (a --grad-accum of 100,000 was taken by pretrain, two days on a CPU, while finetune refused it).
+MAX_GRAD_ACCUM = 1024
+MAX_SEED = 2**32 - 1  # what every random generator a run seeds takes (a larger one failed, "Overflow when unpacking")
+
+
+def seed_refusal(seed) -> str | None:
+    """One sentence where ``seed`` is no seed a run can use, else None."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+        return f"seed must be a whole number from 0 to {MAX_SEED:,}, not {seed!r}"
+    return None

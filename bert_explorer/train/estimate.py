@@ -440,9 +440,9 @@ def probing_estimate(num_layers: int, hidden_size: int, shapes, n_train: int, n_
 
 
 # ----- the time a fine-tuning will take --------------------------------------------------------------
-# Above this, the Fine-tune page asks before it starts (a 199 MB upload once started a 140,634-step run
-# in one click, days on a CPU).
-FINETUNE_ASK_S = 30 * 60
+# Above this, the Fine-tune and Pre-train pages ask before they start (a 199 MB upload once started a 140,634-step
+# run in one click, days on a CPU; 10,000,000 pre-training steps, 118 days, started with one click too).
+LONG_RUN_ASK_S = 30 * 60
 TOKENS_PER_WORD = 1.3  # stated: English prose in the uncased WordPiece vocabulary (BBC: 1.2-1.3)
 
 

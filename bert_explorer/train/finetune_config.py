@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..setting import setting
-from .configs import settings_of
+from .configs import MAX_GRAD_ACCUM, seed_refusal, settings_of
 from .device import PRECISIONS, device_refusal, precision_from
 
 FEATURE_MODES = ("embeddings", "last", "second-to-last", "sum-last-4", "concat-last-4", "sum-all")
@@ -19,7 +19,6 @@ MODES = ("fine-tune", "feature-based")
 # after a Stop, so it is kept small enough to score in seconds to tens of seconds on a CPU.
 MAX_TRAIN_EXAMPLES = 200_000
 MAX_POS_WEIGHT = 100.0  # a label's positives weigh at most this many negatives (pos_weight)
-MAX_GRAD_ACCUM = 1024   # batches a step may add up: a batch of 32 x 1024 is beyond any fine-tuning recipe
 MAX_PATIENCE = 1000     # evaluations early stopping may wait
 DEV_EXAMPLES = 2_000         # the dev set's size when max_dev_examples is not set
 MAX_DEV_EXAMPLES = 20_000    # the most max_dev_examples may ask for
@@ -100,7 +99,7 @@ class FinetuneConfig:
             raise ValueError(f"features must be one of {', '.join(FEATURE_MODES)}, not {self.features!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
-        if why := device_refusal(self.device):
+        if why := device_refusal(self.device) or seed_refusal(self.seed):
             raise ValueError(why)
         if not 0 < self.dev_fraction < 1:
             raise ValueError(f"dev_fraction must be between 0 and 1, not {self.dev_fraction}")

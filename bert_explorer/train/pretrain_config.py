@@ -9,7 +9,7 @@ from ..data.objectives import Objective, objective_type, predicted_share
 from ..data.pretraining import MaskingConfig
 from ..model import PRESETS
 from ..setting import setting
-from .configs import settings_of
+from .configs import MAX_GRAD_ACCUM, seed_refusal, settings_of
 from .device import PRECISIONS, device_refusal, precision_from
 
 
@@ -83,7 +83,7 @@ class PretrainConfig:
         objective_type(self.objective)  # an unknown name: one sentence that lists the known ones
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
-        if why := device_refusal(self.device):
+        if why := device_refusal(self.device) or seed_refusal(self.seed):
             raise ValueError(why)
         if self.init and self.vocab not in ("train", self.init):
             raise ValueError("a warm start keeps its checkpoint's vocabulary: leave vocab out when init is given")
@@ -116,6 +116,9 @@ class PretrainConfig:
                 raise ValueError(f"{name} must be {kind} of at least {low:g}, not {v!r}")
             if name in _WHOLE:
                 setattr(self, name, int(v))
+        if self.grad_accum > MAX_GRAD_ACCUM:
+            raise ValueError(f"grad_accum must be a whole number of at most {MAX_GRAD_ACCUM:,} (a step of "
+                             f"{MAX_GRAD_ACCUM:,} batches is beyond any recipe), not {self.grad_accum:,}")
         for name in ("held_out_fraction", "short_seq_prob"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v < 1:
