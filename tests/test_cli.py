@@ -935,3 +935,13 @@ def test_a_seed_or_an_accumulation_no_run_can_use_is_one_sentence_and_no_folder(
         assert err.startswith("bert-explorer: error: ") and said.replace("grad_accum", "--grad-accum") in err \
             or said in err, err
         assert err.count("\n") == 1 and not out.exists()
+
+
+def test_prepare_class_json_without_status_prepares_nothing(capsys, monkeypatch):
+    """--json alone ran the whole preparation (minutes) and printed progress where JSON was asked for."""
+    from bert_explorer.analysis import lesson
+
+    monkeypatch.setattr(lesson, "builds", lambda *a, **k: pytest.fail("a build was planned"))
+    assert main(["prepare-class", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "--json prints the table of --status: give --status too" in err and err.count("\n") == 1

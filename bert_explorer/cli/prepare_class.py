@@ -51,6 +51,9 @@ def visits_word(left: list) -> str:
 
 
 def cmd_prepare_class(args) -> int:
+    if args.json and not args.status:  # (it prepared for minutes, its progress where JSON was asked for)
+        raise UserError("--json prints the table of --status: give --status too (a preparation's progress is lines "
+                        "on stderr)")
     begun = min(args.started or time.time(), time.time())
     models = {name: checkpoint.load(name, "BertForPreTraining") for name in args.model}
     plan = {name: lesson.builds(name, loaded, set(lesson.BUILDS) if args.status else set(args.builds),
