@@ -380,6 +380,25 @@ def test_finetune_refuses_to_overwrite_a_finished_run(tmp_path):
 
 
 
+def test_finetune_into_a_stopped_run_names_resume(tmp_path, capsys):
+    """A run stopped at step 23 (its model and a checkpoint to resume from saved) was called "a finished
+    fine-tuning run", and --resume was not named."""
+    from bert_explorer.runs.run import Run
+
+    out = tmp_path / "run"
+    Run(out).create({"model": "minilm"}, "finetune").write_status(state="stopped")
+    (out / "model").mkdir(parents=True)
+    (out / "metrics.json").write_text('{"dev": {"accuracy": 0.9}}')
+    step = out / "checkpoints" / "step-23"
+    step.mkdir(parents=True)
+    (step / "model.safetensors").write_bytes(b"")
+    (step / "training_state.pt").write_bytes(b"")
+    assert main(["finetune", "--model", "minilm", "--train", "tiny:classification", "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "stopped before its end; pass --resume to continue it or choose a new --output" in err, err
+
+
+
 @pytest.mark.parametrize("background", [False, True], ids=["here", "background"])
 @pytest.mark.parametrize("argv, said", [
     (["finetune", "--model", "no-such-model", "--train", "tiny:classification"], "no model called 'no-such-model'"),

@@ -316,6 +316,9 @@ def check_folder(run_dir: str | Path, stored_first: bool = True) -> None:
     too, where no upload was stored there first: ``stored_first`` False)."""
     run = Run(run_dir)
     if run.kind() == "finetune" and ((run.path / "metrics.json").exists() or (run.path / "model").exists()):
+        if run.status().get("state") != "finished" and run.resumable_checkpoints():  # (called "finished")
+            raise ValueError(f"{run.path} holds a fine-tuning run that stopped before its end; pass --resume to "
+                             "continue it or choose a new --output")
         raise ValueError(f"{run.path} already holds a finished fine-tuning run; choose a new --output")
     if refusal := (new_run_refusal(run.path, "finetune", stored_first) or writer_busy(run.path)
                    or restart_refusal(run.path)):
