@@ -210,6 +210,17 @@ def test_a_conllu_file_too_thin_to_probe_is_one_sentence_before_any_task_runs(ti
 
 
 # ----- the page -----------------------------------------------------------------------------------------
+def test_a_negative_selectivity_says_where_the_control_moved_not_only_its_ends():
+    """"the control score goes from 0.34 at the embeddings to 0.34 at layer 4" of a control that moved between."""
+    result = {"task": "ner", "metric": "macro-F1", "score": [0.01, 0.02, 0.02, 0.01, 0.01],
+              "control": [0.34, 0.44, 0.40, 0.37, 0.34], "selectivity": [-0.33, -0.42, -0.38, -0.36, -0.33],
+              "majority_baseline": 0.0, "n_test": 800, "units": "words"}
+    text = probing.describe(result)
+    assert "the control score ranges from 0.34 at the embeddings (layer 0) to 0.44 at layer 1" in text, text
+    result["control"] = [0.34] * 5
+    assert "the control score is 0.34 at every layer" in probing.describe(result)
+
+
 @needs_model("explorer-mini")
 def test_probing_page_runs_with_a_progress_bar_then_reads_the_cache():
     from streamlit.testing.v1 import AppTest
