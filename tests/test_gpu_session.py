@@ -52,16 +52,19 @@ def _gpu(*args, timeout=600, **kw):
 @pytest.mark.slow  # (a minute of 11 processes' imports: run with -m slow before a GPU loan, docs/gpu-kit.md)
 def test_dry_run_runs_every_step_and_everything_comes_back(sample_travel, tmp_path):
     # _gpu's timeout only guards against a hang: the dry run's time depends on what else shares the machine
-    proc = _gpu("run", "--dry-run", "--work", str(tmp_path), "--travel", str(sample_travel))
+    proc = _gpu("run", "--dry-run", "--work", str(tmp_path), "--travel", str(sample_travel),
+                "--out", str(tmp_path / "back"))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
-    assert "Dry run PASSED" in out
+    assert "Dry run PASSED" in out and f"the returned files are in {tmp_path / 'back'}" in out
+    # its tiny runs (a gigabyte) are gone once it passed; what came back is where --out said
+    assert not (tmp_path / "dry-run" / "steps").exists() and "MiB of tiny runs, were removed" in out
     steps = {"tests", "bench", "recipe-sweep", "paper-mini", "teaching-model", "explorer-mini"}
     # the plan of the real steps comes first: planned minutes and what each would send back
     for step in steps:
         assert f"\n  {step}" in out.split("Dry run:")[0], step
     assert "min   returns" in out
-    returned = tmp_path / "dry-run" / "out"
+    returned = tmp_path / "back"
     assert travel.return_problems(returned) == []
     manifest = json.loads((returned / "manifest.json").read_text())
     assert set(manifest["archives"]) == steps
@@ -90,6 +93,12 @@ def test_dry_run_runs_every_step_and_everything_comes_back(sample_travel, tmp_pa
         (chosen["lr"], chosen["max_steps"], chosen["warmup_steps"])}
     assert "pre-trainings: 4 finished" in out and "7 fine-tuning cells in 2 processes side by side" in out
     assert "cell processes: 2 finished" in out
+
+
+def test_a_dry_run_refuses_the_flags_of_a_real_run():
+    """--budget-minutes, --redo and --state were dropped by a dry run without a word."""
+    proc = _gpu("run", "--dry-run", "--redo", "bench", "--budget-minutes", "3")
+    assert proc.returncode == 2 and "--budget-minutes, --redo belong to a real run" in proc.stderr, proc.stderr
 
 
 def test_the_dry_run_child_cannot_import_what_the_gpu_machine_lacks():

@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     steps_help = "comma-separated: " + ", ".join(STEPS)
 
     p = sub.add_parser("prepare", help="write the travel folder: corpora, data sets, word embeddings, pytest")
-    p.add_argument("--into", default=".gpu-travel")
+    p.add_argument("--into", default=".gpu-travel", help="the travel folder to write (default .gpu-travel)")
     p.add_argument("--only", default=None, help="comma-separated: corpora, tasks, base, pylib (default: all)")
     p.add_argument("--sample", type=int, default=None, help="keep N documents / examples (a small copy)")
     p.add_argument("--preset", type=int, default=9, help="xz level, 0-9 (default 9: smallest)")
@@ -41,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("join", help="rebuild the returned archives (SHA-256 checked) and unpack them")
     p.add_argument("fetched", help="the folder the command's files were fetched into")
-    p.add_argument("--into", default=".gpu-results")
+    p.add_argument("--into", default=".gpu-results", help="where the results are unpacked (default .gpu-results)")
     p.add_argument("--state", default=".gpu-state", help="where what the next call must carry is kept")
     return ap
 
@@ -79,7 +79,13 @@ def _dispatch(args) -> int:
         return 0
     names = session.parse_steps(args.steps)
     if args.dry_run:
-        return session.dry_run(names, Path(args.work) / "dry-run", Path(args.travel) if args.travel else None)
+        ignored = [f for f, given in (("--budget-minutes", args.budget_minutes != 9.0), ("--redo", bool(args.redo)),
+                                      ("--state", args.state != ".gpu-state")) if given]
+        if ignored:  # (a dry run runs every step anew, in its own state: they were dropped without a word)
+            raise ValueError(f"{', '.join(ignored)} belong{'s' if len(ignored) == 1 else ''} to a real run: a dry run "
+                             "runs every step anew, tiny, in a state of its own")
+        return session.dry_run(names, Path(args.work) / "dry-run", Path(args.travel) if args.travel else None,
+                               out=Path(args.out) if args.out else None)
     if args.out is None:
         raise ValueError("run needs --out: the folder whose files come back ($OUT on the GPU machine)")
     redo = set(session.parse_steps(args.redo)) if args.redo else set()

@@ -196,9 +196,11 @@ def _listing(out: Path) -> str:
 
 
 # ----- the dry run ---------------------------------------------------------------------------------
-def dry_run(names, work: Path, travel_dir: Path | None = None, say=print) -> int:
+def dry_run(names, work: Path, travel_dir: Path | None = None, say=print, out: Path | None = None) -> int:
     """Every step with tiny settings on the CPU, in a child process that cannot import the
-    packages the GPU machine lacks; then every returned file is checked. Returns an exit code."""
+    packages the GPU machine lacks, its lines said as they come; then every returned file is checked. The
+    returned files go to ``out`` (default ``work/out``); the steps' work folders (a gigabyte of tiny runs) are
+    removed when the dry run passes and kept, their size said, when it fails. Returns an exit code."""
     t0 = time.time()
     print_plan(names, say)
     work.mkdir(parents=True, exist_ok=True)
@@ -207,7 +209,7 @@ def dry_run(names, work: Path, travel_dir: Path | None = None, say=print) -> int
         if not all((travel_dir / f / travel.MANIFEST).is_file() for f in travel.FOLDERS):
             say(f"Preparing a sample travel folder ({travel_dir}: 60 documents of each corpus)")
             travel.prepare(travel_dir, sample=60, preset=1, say=lambda s: None)
-    out = work / "out"
+    out = Path(out) if out is not None else work / "out"
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(work / "steps", ignore_errors=True)
     say(f"Dry run: child process with {', '.join(ABSENT_ON_GPU)} made unimportable")
@@ -216,14 +218,24 @@ def dry_run(names, work: Path, travel_dir: Path | None = None, say=print) -> int
     # tiny models on a CPU: one thread each is faster than several fighting over the cores
     env = {**os.environ, "BERT_EXPLORER_CACHE": str(work / "cache"), "OMP_NUM_THREADS": "1"}
     env["PYTHONPATH"] = str(REPO) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.run(cmd, cwd=REPO, env=env, text=True, capture_output=True)
-    for line in (proc.stdout + proc.stderr).splitlines():
-        say("  | " + line)
+    # its lines as they come (they were shown only at the end: a minute and a half of nothing after the plan)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for line in proc.stdout:
+        say("  | " + line.rstrip("\n"))
+    proc.wait()
     problems = [] if proc.returncode == 0 else [f"the child exited with code {proc.returncode}"]
     problems += check_returned(out, names, say)
     seconds = time.time() - t0
     say(f"Dry run {'PASSED' if not problems else 'FAILED'} in {seconds:.0f} s" +
-        ("" if not problems else ": " + "; ".join(problems)))
+        ("" if not problems else ": " + "; ".join(problems)) + f"; the returned files are in {out}")
+    scratch = [work / "steps", work / "cache"]
+    size = sum(travel.folder_bytes(d) for d in scratch if d.is_dir())
+    if not problems:
+        for d in scratch:
+            shutil.rmtree(d, ignore_errors=True)
+        say(f"(its work folders, {size / travel.MiB:,.0f} MiB of tiny runs, were removed)")
+    else:
+        say(f"(its work folders, {size / travel.MiB:,.0f} MiB, are kept to read: {', '.join(map(str, scratch))})")
     return 0 if not problems else 1
 
 
