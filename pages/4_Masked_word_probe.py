@@ -3,6 +3,7 @@ import plotly.express as px
 import streamlit as st
 
 from bert_explorer import limits
+from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.analysis.probes.check_set import cloze_score
 from bert_explorer.analysis.probes.pretraining_tasks import (MLM_HEAD, copied_word, masking_demo, mlm_by_layer,
                                                              mlm_top_k, stored_evaluation)
@@ -32,11 +33,12 @@ words = text.split()
 if 0 < len(words) <= 80:
     # A new sentence gets a fresh set of buttons (the key follows the text).
     clicked = st.pills("…or click words to hide them", list(range(len(words))), selection_mode="multi",
-                       format_func=lambda i: words[i], key=f"mlm_click_{abs(hash(text)) % 10**8}",
+                       # (a pill draws Markdown: "**bold** $x^2$ :red[hi]" was drawn bold, typeset and red)
+                       format_func=lambda i: md(words[i]), key=f"mlm_click_{abs(hash(text)) % 10**8}",
                        help="Each clicked word becomes one [MASK], even a word that is several WordPieces.")
     if clicked:
         text = " ".join("[MASK]" if i in clicked else w for i, w in enumerate(words))
-        st.caption(f"The model sees: `{text}`")
+        st.caption(f"The model sees: {md(text)}")  # (a backtick in the text broke the code span)
 top_k = st.slider("Predictions per mask", 1, 20, 5, key="mlm_k")
 
 

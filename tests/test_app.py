@@ -153,8 +153,12 @@ def test_clicking_words_masks_them():
     words = at.get("button_group")[0]
     words.set_value([1, 5]).run()  # "cat" and "mat"
     assert not at.exception
-    assert any("the [MASK] sat on the [MASK] ." in c.value for c in at.caption)
+    assert any("the [MASK] sat on the [MASK] ." in c.value.replace("\\", "") for c in at.caption)
     assert len(at.get("plotly_chart")) == 2
+    # a word is drawn as its characters: "**bold**", "$x^2$" and ":red[hi]" were drawn bold, typeset and red
+    at.text_input(key="mlm_text").set_value("**bold** $x^2$ :red[hi] `x` [MASK] .").run()
+    pills = [o.content for o in at.get("button_group")[0].proto.options]
+    assert pills == ["\\*\\*bold\\*\\*", "\\$x\\^2\\$", "\\:red\\[hi\\]", "\\`x\\`", "\\[MASK\\]", "\\."]
 
 
 @needs_model("minilm-mlm-nsp")
