@@ -317,7 +317,7 @@ if run.is_active() and writes_allowed() and work_button("Stop", key="ft_stop",
                                  help="Stops at the next step, then evaluates and saves the model as it is."):
     run.request_stop()  # a queued run leaves the GPU queue; a running one stops cleanly
     st.rerun()
-if (writes_allowed() and status.get("state") in ("stopped", "failed") and run.resumable_checkpoints()
+if (writes_allowed() and status.get("state") in ("stopped", "failed", "crashed") and run.resumable_checkpoints()
         and work_button("Resume", key="ft_resume",
                         help="Continues from the run's last checkpoint with its own settings (weights, optimiser, "
                              "schedule, data order and evaluations so far); what the stopped run kept is moved to "

@@ -653,6 +653,31 @@ def test_a_pre_training_on_a_small_held_out_sample_says_its_accuracies_are_mostl
     assert not [w.value for w in at.warning if "held-out" in w.value]
 
 
+def test_a_killed_run_says_how_it_goes_on(runs_root, capsys):
+    """A fine-tuning killed at step 70 with a checkpoint at 60: the Runs page showed its log and nothing of the
+    checkpoint; the Fine-tune page offered no Resume for a "crashed" run; After fine-tuning called it an ablation
+    cell."""
+    from bert_explorer.cli import main
+
+    run = _fake_run(runs_root, "killed", "finetune", "running", [{"step": 70, "split": "train", "loss": 0.5}],
+                    pid=4194303, step=70, max_steps=150)  # (a process that is not there)
+    step = run.path / "checkpoints" / "step-60"
+    step.mkdir(parents=True)
+    (step / "model.safetensors").write_bytes(b"")
+    (step / "training_state.pt").write_bytes(b"")
+    assert run.status()["state"] == "crashed"
+    at = _page("13_Runs.py")
+    at.selectbox(key="runs_sel_0_").set_value("killed").run()
+    assert not at.exception
+    assert any(c.value.startswith("It kept a checkpoint at step 60: it goes on from there with Resume on the "
+                                  "Fine-tune page, or with `bert-explorer finetune --output ") and "--resume`" in c.value
+               for c in at.caption), [c.value for c in at.caption]
+    ft = _page("11_Fine-tune.py", ft_watch="killed")
+    assert [b for b in ft.button if b.key == "ft_resume"]
+    assert main(["after-finetuning", str(run.path)]) == 2
+    assert "killed kept no fine-tuned model (its process ended before the end of training)" in capsys.readouterr().err
+
+
 def test_the_table_of_all_runs_redraws_itself_while_a_run_is_active(runs_root, monkeypatch):
     """The table said "starting · 4 s" beside a run panel at step 12: it was drawn once. While a run is active
     it is a fragment that redraws every few seconds; with none active it is drawn once."""

@@ -230,7 +230,23 @@ def _panel(run: Run, status: dict, kind: str, prefix: str) -> None:
     if status.get("state") in ("failed", "crashed"):
         st.error(without_host_paths(f"{status.get('error') or 'The run ended without finishing.'} The end of its log:"))
         st.code(without_host_paths(run_log_tail(run, 15)), language=None)
+        st.caption(go_on_sentence(run, kind))
     show_figures(figures(kind, rows), prefix)
+
+
+def go_on_sentence(run: Run, kind: str) -> str:
+    """How a run that ended without finishing goes on (a killed run was shown its log and nothing more): from
+    its newest checkpoint, on its page or from a terminal, or, with none, not at all."""
+    kept = run.resumable_checkpoints()
+    if not kept:
+        return ("It kept no checkpoint to resume from: start it again as a new run"
+                + (" (a fine-tuning saves one at each evaluation with Save checkpoints)." if kind == "finetune" else "."))
+    page = {"pretrain": "Pre-train", "finetune": "Fine-tune"}.get(kind)
+    if page is None:
+        return "It kept checkpoints: its page resumes it."
+    return without_host_paths(f"It kept a checkpoint at step {kept[-1].name.split('-')[-1]}: it goes on from there "
+                              f"with Resume on the {page} page, or with `bert-explorer {kind} --output {run.path} "
+                              "--resume`.")
 
 
 @st.fragment(run_every=2.0)

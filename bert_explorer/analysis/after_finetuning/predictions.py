@@ -85,8 +85,12 @@ def load_predictions(run_dir: str | Path, store: bool = True, predictor: Predict
             what = {"pretrain": "a pre-training", "ablate": "an ablation"}.get(kind, f"a {kind}")
             raise ValueError(f"{run.name} is {what} run, not a fine-tuning, so it has no dev set to answer: give a "
                              f"fine-tuning run's folder.")
-        raise ValueError(f"{run.name} kept no fine-tuned model (an ablation cell keeps only its score), so its dev "
-                         f"set cannot be answered example by example.")
+        state = run.status().get("state") if run.is_run() else None
+        why = {"running": "it is still training", "starting": "it is still starting",
+               "crashed": "its process ended before the end of training", "failed": "it failed before the end of "
+               "training"}.get(state, "an ablation cell keeps only its score")  # (a killed run was called a cell)
+        raise ValueError(f"{run.name} kept no fine-tuned model ({why}), so its dev set cannot be answered example by "
+                         f"example.")
     record = _stored(run)
     stored = record is not None
     if record is None:
