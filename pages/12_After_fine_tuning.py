@@ -36,15 +36,28 @@ show_mode()
 PALETTE = qualitative.Plotly  # one colour per gold label, the same in both maps
 
 root = runs_root()
-runs = [r for r in finder.run_groups(finder.find_runs(root, "finetune"), root)[""]
+every = finder.run_groups(finder.find_runs(root, "finetune"), root)[""]
+runs = [r for r in every
         if (r.path / "model" / "config.json").is_file() or (r.path / "feature_head" / "head.json").is_file()]
+# the runs not listed, said so: one training now, or killed, was not there without a word
+unlisted = [f"{md(r.name)} ({_s.get('state', 'not finished')}"
+            + (f" at step {_s['step']:,}" if isinstance(_s.get("step"), int) else "") + ")"
+            for r in every if r not in runs for _s in [r.status()]]
 if not runs:
-    st.info(f"No fine-tuning run with a saved model under {shown_path(root)} yet: " + (
+    st.info(f"No fine-tuning run with a saved model under {shown_path(root)} yet"
+            + (f" ({', '.join(unlisted[:5])} {'has' if len(unlisted) == 1 else 'have'} none yet)" if unlisted else "")
+            + ": " + (
         "fine-tune one on the Fine-tune page (or with `bert-explorer finetune`), then come back." if writes_allowed()
         else "your teacher can fine-tune one."))
     st.stop()
 run = rv.pick_run("Fine-tuning run", runs, "af_run", root)
+if unlisted:
+    st.caption(f"Not listed, with no saved model yet: {', '.join(unlisted[:5])}"
+               + (f" and {len(unlisted) - 5} more" if len(unlisted) > 5 else "") + ".")
 status = run.status()
+if status.get("state") == "stopped" and isinstance(status.get("max_steps"), int):
+    st.caption(f"{md(run.name)} was stopped at step {status.get('step') or 0:,} of {status['max_steps']:,}: its model "
+               "is the one it had then, and every number below is that model's.")
 if status.get("state") not in ("finished", "stopped"):
     st.info(f"{run.name} is {status.get('state', 'not finished')}: its dev set is answered once it has finished.")
     st.stop()

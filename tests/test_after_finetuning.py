@@ -2,6 +2,7 @@
 fine-tuning changed, on tiny fine-tuned runs of every task type (one small random BERT, trained in
 seconds), through the library, the command line and the page."""
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -197,6 +198,21 @@ def test_a_slice_of_one_gold_value_has_no_correlation_not_a_zero(tuned, monkeypa
     assert len(shown) == len(set(shown)) == 3, shown  # ("largest errors first" was offered twice)
     table = next(d.value for d in at.dataframe if "slice" in d.value.columns)
     assert not table.isna().any().any() and not table.isin(["None"]).any().any()  # a dash where nothing is
+
+
+def test_runs_with_no_saved_model_yet_are_named_not_left_out_silently(tuned, monkeypatch):
+    """A run training now, or killed, was not in the list and nothing said so."""
+    import shutil
+
+    live = Run(tuned["root"] / "live").create({"model": "x"}, "finetune")
+    live.write_status(state="running", pid=os.getpid(), step=91, max_steps=150)
+    try:
+        at = _page(tuned, monkeypatch, "classification")
+        assert not at.exception
+        assert any(c.value.replace("\\", "").startswith("Not listed, with no saved model yet: live (running at step 91)")
+                   for c in at.caption), [c.value for c in at.caption]
+    finally:
+        shutil.rmtree(live.path)
 
 
 def test_a_long_qa_passage_is_said_read_in_windows_not_cut(tuned):
