@@ -182,6 +182,18 @@ def test_a_run_of_a_few_steps_is_drawn_on_whole_steps():
     assert finetune_figures(long)["loss"].layout.xaxis.dtick is None  # plotly's own ticks, whole at that range
 
 
+def test_the_dev_curve_says_when_it_was_evaluated():
+    """A run evaluated every 10 steps (steps 10, 20, 30, 38) was titled "Dev metrics after each epoch"."""
+    from bert_explorer.app.run_figures import finetune_figures
+
+    train = [{"split": "train", "step": s, "epoch": 1, "loss": 1 / s} for s in range(1, 39)]
+    every = train + [{"split": "dev", "step": s, "epoch": round(s / 19, 2), "accuracy": 0.5} for s in (10, 20, 30)] \
+        + [{"split": "dev", "step": 38, "epoch": 2, "accuracy": 0.6}]
+    assert finetune_figures(every)["dev"].layout.title.text == "Dev metrics every 10 steps and at the end"
+    epochs = train + [{"split": "dev", "step": s, "epoch": e, "accuracy": 0.5} for s, e in ((19, 1), (38, 2))]
+    assert finetune_figures(epochs)["dev"].layout.title.text == "Dev metrics after each epoch"
+
+
 def test_a_rate_is_drawn_from_zero():
     """One throughput reading (4,199 tokens/s) was drawn on an axis of 4,198.5 | 4199 | 4,199.5: a rate's axis
     starts at 0, so one reading, or two that differ by 1 %, read as what they are."""

@@ -98,8 +98,15 @@ def pretrain_figures(rows: list[dict]) -> dict:
 def finetune_figures(rows: list[dict]) -> dict:
     dev_keys = [k for k in numeric_keys([r for r in rows if r.get("split") == "dev"])
                 if k not in ("mse",)]
+    # (a run evaluated every N steps was titled "after each epoch" too: an epoch's end is a whole epoch number)
+    epochs = [r.get("epoch") for r in rows if r.get("split") == "dev"]
+    whole = all(isinstance(e, (int, float)) and float(e).is_integer() for e in epochs)
+    steps = sorted({r["step"] for r in rows if r.get("split") == "dev" and isinstance(r.get("step"), int)})
+    every = steps[0] if len(steps) > 1 and not whole else None
+    title = ("Dev metrics after each epoch" if whole else
+             f"Dev metrics every {every:,} steps and at the end" if every else "Dev metrics at each evaluation")
     figs = {"loss": line_figure(rows, ["loss"], "Training loss", "train", y_title=measure_title("loss", rows)),
-            "dev": line_figure(rows, dev_keys, "Dev metrics after each epoch", "dev")}
+            "dev": line_figure(rows, dev_keys, title, "dev")}
     if figs["dev"] is not None:
         _on_the_score_scale(figs["dev"], [r[k] for r in rows if r.get("split") == "dev" for k in dev_keys
                                           if isinstance(r.get(k), (int, float))], "exact_match" in dev_keys)
