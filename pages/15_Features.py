@@ -21,10 +21,12 @@ from bert_explorer.train.speed import said, seconds_now
 
 intro("Features of a layer", """
 A **sparse autoencoder** (SAE) rewrites each token's vector after one layer as a few active *features*
-out of thousands, each a direction in the layer's space (Bricken et al. 2023, "Towards Monosemanticity";
-this one is Gao et al. 2024's TopK SAE). Below: how much of the layer it keeps, then each feature's
-top contexts in Wikipedia text, how often it fires and the words it pushes up; the features of your
-own sentence; and what happens to the masked-word probe when you turn a feature up or down at a token.
+out of many (several times the layer's width), each a direction in the layer's space. This goes beyond the
+BERT paper: it is interpretability work of later years (Bricken et al. 2023, "Towards Monosemanticity"; this
+one is Gao et al. 2024's TopK SAE), applied to the encoder of Devlin et al. 2019, Section 3. Below: how much of
+the layer it keeps, then each feature's top contexts in Wikipedia text, how often it fires and the words it
+pushes up; the features of your own sentence; and what happens to the masked-word probe when you turn a feature
+up or down at a token.
 """)
 
 ARCH = "BertForPreTraining"

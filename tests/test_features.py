@@ -225,7 +225,8 @@ def test_page_shows_a_trained_sae_with_checked_charts(built):
     at.session_state["sae_layer"] = 1
     at.run()
     assert not at.exception, at.exception
-    assert any("Gao et al. 2024" in m.value and "Bricken et al. 2023" in m.value for m in at.markdown)
+    assert any("Gao et al. 2024" in m.value and "Bricken et al. 2023" in m.value and "goes beyond the\nBERT paper"
+               in m.value for m in at.markdown)
     labels = {m.label for m in at.metric}
     assert {"Variance explained", "Mean L0", "Dead features", "Loss recovered"} <= labels
     # the page's settings are not the trained SAE's: it is shown, and the one asked for can be trained (the page
