@@ -295,6 +295,17 @@ def test_a_corpus_file_in_utf_16_is_read_and_a_binary_one_refused_by_the_pretrai
     assert "noise.txt is a binary file (it contains a NUL byte at byte 0), not text" in err and err.count("\n") == 1
 
 
+def test_a_utf_16_file_of_running_text_is_guessed_as_running_text(tmp_path):
+    """Its format was guessed from its bytes read as Latin-1 ("ÿþT\x00h\x00..."): "sentences", one per line,
+    where each line holds two; the app, reading the same file right, took it as running text."""
+    raw = tmp_path / "raw16.txt"
+    raw.write_bytes("".join(f"The cat {d} sat on the mat. The dog ran to it.\n\n\n" for d in range(20)).encode("utf-16"))
+    with pytest.warns(EncodingFallbackWarning) as said:
+        docs = load_corpus(raw)
+    assert len(docs) == 20 and all(len(d) == 2 for d in docs)  # each line's two sentences apart: running text
+    assert len([w for w in said if issubclass(w.category, EncodingFallbackWarning)]) == 1  # said once
+
+
 def test_sentence_splitter():
     text = ('Mr. Smith met Dr. Jones in the U.S. Senate on Jan. 5. Prices rose 3.5% to $1.2bn! '
             '"Why?" she asked. John F. Kennedy spoke, e.g. about Mars. The end')
@@ -421,3 +432,18 @@ def test_prepared_copies_are_read_instead_of_the_packages(tmp_path, monkeypatch)
     with pytest.raises(ValueError, match="is not a prepared corpus .*; prepare it again"):
         load_corpus("lee")
     corpora._parse_builtin.cache_clear()
+
+
+def test_a_corpus_of_one_document_is_told_how_to_mark_documents(tmp_path, capsys):
+    """The command said "next-sentence prediction needs at least two non-empty documents" and nothing of what to
+    do, where the app's upload says how a file separates documents."""
+    from bert_explorer.cli import main
+
+    one = tmp_path / "one.txt"
+    one.write_text(" ".join(f"The cat {i} sat on the mat." for i in range(300)) + "\n")
+    assert main(["pretrain", "--size", "tiny", "--max-steps", "1", "--corpus", str(one), "--output",
+                 str(tmp_path / "r"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("bert-explorer: error:")]
+    assert "separate documents with a blank line in a one-sentence-per-line file, or with two blank lines in prose" \
+        in line, err

@@ -39,6 +39,9 @@ from . import prepared
 from .uploads.decode import decode_bytes, decode_text
 
 Document = list[str]  # one document = its sentences, in order
+# How a file says where a document ends (what a refusal for too few documents tells the user to do)
+SEPARATE_DOCUMENTS = ("separate documents with a blank line in a one-sentence-per-line file, or with two blank "
+                      "lines in prose")
 
 
 class EncodingFallbackWarning(UserWarning):
@@ -409,7 +412,11 @@ def load_corpus(name_or_path: str | Path, fmt: str = "auto",
 
 
 def _guess_format(path: Path) -> str:
-    lines = [ln for ln in read_text_file(path)[0].splitlines() if ln.strip()][:500]
+    # read as the corpus itself is read (UTF-16 too): read as Latin-1, a UTF-16 file was guessed "sentences" and
+    # refused as giving no training sequences where the app read the same file as one document
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EncodingFallbackWarning)  # (said once, when the corpus is read)
+        lines = [ln for ln in _read(path).splitlines() if ln.strip()][:500]
     per_line = sum(len(split_sentences(ln)) for ln in lines) / max(1, len(lines))
     return "raw" if per_line > 1.2 else "sentences"
 

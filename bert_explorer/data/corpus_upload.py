@@ -11,7 +11,7 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
-from .corpora import load_corpus
+from .corpora import SEPARATE_DOCUMENTS, load_corpus
 from .objectives import BERT, Objective, objective_type
 from .uploads.core import DataError
 from .uploads.decode import decode_bytes
@@ -48,8 +48,7 @@ def check_corpus_upload(name: str, data: bytes, objective: Objective | str = BER
     if len(docs) < need:
         why = "next-sentence prediction needs" if objective.next_sentence else "a run needs"
         return (f"{name} holds {len(docs)} document{'s' if len(docs) != 1 else ''}, but {why} at least {need} "
-                f"(some to train on, some held out); separate documents with a blank line in a one-sentence-per-"
-                f"line file, or with two blank lines in prose.", facts)
+                f"(some to train on, some held out); {SEPARATE_DOCUMENTS}.", facts)
     return None, facts
 
 

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from .. import atomic, checkpoint, disk_cache
-from ..data.corpora import check_corpus, load_corpus, split_documents, tiny_corpus
+from ..data.corpora import SEPARATE_DOCUMENTS, check_corpus, load_corpus, split_documents, tiny_corpus
 from ..data.pretraining import Masker, create_instances, mlm_only_instances, unigram_entropy
 from ..tokenizer import WordPieceTokenizer
 from .device import Device
@@ -191,5 +191,6 @@ def pretraining_data(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Pa
         run.log(f"only {len(held_docs)} held-out document: too few for NSP pairs, so no held-out evaluation; "
                 "raise held_out_fraction or add documents")
     if not train:
-        raise ValueError(f"corpus {cfg.corpus!r} gave no training sequences; it needs more text")
+        raise ValueError(f"corpus {cfg.corpus!r} gave no training sequences once its held-out documents were set "
+                         f"aside: give more text (a few thousand words at least); {SEPARATE_DOCUMENTS}")
     return PretrainingData(tok, train, held, Sampler(len(train), cfg.seed), Masker.of(tok, masking), held_docs)
