@@ -956,6 +956,12 @@ def test_a_seed_or_an_accumulation_no_run_can_use_is_one_sentence_and_no_folder(
         assert err.count("\n") == 1 and not out.exists()
 
 
+def test_a_folder_given_as_a_file_of_examples_is_said_a_folder(tmp_path, capsys, monkeypatch):
+    _echo_predictor(monkeypatch, "classification")
+    assert main(["predict", "--model", "m", "--input", str(tmp_path)]) == 2
+    assert f"input file {tmp_path} is a folder; give a file of examples" in capsys.readouterr().err
+
+
 def test_prepare_class_json_without_status_prepares_nothing(capsys, monkeypatch):
     """--json alone ran the whole preparation (minutes) and printed progress where JSON was asked for."""
     from bert_explorer.analysis import lesson

@@ -111,6 +111,8 @@ def test_ragged_conll_line(tmp_path):
     text = "EU B-ORG\nrejects O\nGerman B-MISC\n\nPeter B-PER\nBlackburn I-PER extra\n"
     msg = error_of(write(tmp_path, "train.conll", text))
     assert "train.conll, line 6 has 3 columns, expected 2 (like line 1)" in msg
+    one = "EU B-ORG\nrejects O\nGerman\n"  # (it said "has 1 columns")
+    assert "train2.conll, line 3 has 1 column, expected 2" in error_of(write(tmp_path, "train2.conll", one))
 
 
 def test_invalid_bio_tag(tmp_path):

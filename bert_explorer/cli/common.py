@@ -276,6 +276,8 @@ def read_lines(path: str) -> list[str]:
     (``uploads.decode.decode_bytes``): UTF-8, UTF-16 with or without its byte-order mark, else
     Latin-1; how it was read, when not as UTF-8, is a note on stderr."""
     p = Path(path)
+    if p.is_dir():  # (it said "does not exist" of /etc)
+        raise UserError(f"input file {path} is a folder; give a file of examples")
     if not p.is_file():
         raise UserError(f"input file {path} does not exist")
     if p.stat().st_size > DEFAULT_MAX_BYTES:  # (read whole into memory: bounded as an upload is, before it is read)
