@@ -149,6 +149,15 @@ def test_an_output_file_is_refused_where_a_folder_or_a_users_file_is(tmp_path, m
     assert (tmp_path / "mine.txt").read_text() == "mine" and not any((tmp_path / "folder").iterdir())
 
 
+def test_extract_features_refuses_a_length_past_the_models_positions(tmp_path, capsys):
+    inp, out = tmp_path / "in.txt", tmp_path / "features.jsonl"
+    inp.write_text("hello world\n")
+    assert main(["extract-features", "--model", "minilm", "--input", str(inp), "--output", str(out),
+                 "--max-seq-length", "8192"]) == 2
+    assert "--max-seq-length 8192 is longer than the 512 positions that minilm has learned" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_overwrite_replaces_the_output_file(tmp_path):
     inp, out = tmp_path / "in.txt", tmp_path / "features.jsonl"
     inp.write_text("hello world\n")

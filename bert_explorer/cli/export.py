@@ -15,7 +15,7 @@ import torch
 
 from .. import checkpoint
 from ..analysis.layers.features import extract_features, parse_example
-from .common import (MODEL_HELP, came_in_meanwhile, check_output_file, int_list, new_folder, output_file_args,
+from .common import (MODEL_HELP, UserError, came_in_meanwhile, check_output_file, int_list, new_folder, output_file_args,
                      read_lines, user_errors, whole, write_output)
 
 
@@ -53,6 +53,10 @@ def cmd_extract_features(args) -> int:
     check_output_file(args.output, args.overwrite)
     lines = read_lines(args.input)
     loaded = checkpoint.load(args.model, "BertModel")
+    positions = loaded.config.max_position_embeddings
+    if args.max_seq_length > positions:  # (8192 was taken for a model of 512 positions without a word)
+        raise UserError(f"--max-seq-length {args.max_seq_length} is longer than the {positions} positions that "
+                        f"{args.model} has learned; choose {positions} or less")
     # (the default asked a 2-layer model for layer -3: "out of range", of a number the user never typed)
     layers = args.layers if args.layers is not None else [-i for i in range(1, min(4, loaded.config.num_layers) + 1)]
     with user_errors(), write_output(args.output) as f:  # a layer out of range leaves no half-written file
