@@ -15,8 +15,8 @@ import torch
 
 from .. import checkpoint
 from ..analysis.layers.features import extract_features, parse_example
-from .common import (MODEL_HELP, UserError, came_in_meanwhile, check_output_file, int_list, new_folder, output_file_args,
-                     read_lines, user_errors, whole, write_output)
+from .common import (MODEL_HELP, UserError, came_in_meanwhile, check_output_file, int_list, new_folder,
+                     output_file_args, read_lines, user_errors, whole, write_output)
 
 
 def register(sub) -> None:
