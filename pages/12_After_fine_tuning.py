@@ -93,8 +93,8 @@ task = task_type(task_name)
 main = task.main_metric
 whole = slices.score(task, rows)
 KIND_WORDS = {"ner": "a named-entity (NER) task", "qa": "a question-answering (QA) task"}  # ("a ner task")
-st.caption(f"**{run.name}**: {KIND_WORDS.get(task.name, f'a {task.name} task')}, of the kind of the paper's {task.paper}; {len(rows):,} dev "
-           f"examples. {source}")
+st.caption(f"**{run.name}**: {KIND_WORDS.get(task.name, f'a {task.name} task')}, of the kind of the paper's "
+           f"{task.paper}; {len(rows):,} dev examples. {source}")
 st.caption(task.after_finetuning)
 bundle = ResultBundle("After fine-tuning", finder.rel_name(run.path, root), {"run": finder.rel_name(run.path, root), "task": task.name})
 

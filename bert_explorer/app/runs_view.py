@@ -239,8 +239,8 @@ def go_on_sentence(run: Run, kind: str) -> str:
     its newest checkpoint, on its page or from a terminal, or, with none, not at all."""
     kept = run.resumable_checkpoints()
     if not kept:
-        return ("It kept no checkpoint to resume from: start it again as a new run"
-                + (" (a fine-tuning saves one at each evaluation with Save checkpoints)." if kind == "finetune" else "."))
+        saves = " (a fine-tuning saves one at each evaluation with Save checkpoints)" if kind == "finetune" else ""
+        return f"It kept no checkpoint to resume from: start it again as a new run{saves}."
     page = {"pretrain": "Pre-train", "finetune": "Fine-tune"}.get(kind)
     if page is None:
         return "It kept checkpoints: its page resumes it."

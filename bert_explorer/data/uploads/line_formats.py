@@ -38,7 +38,8 @@ class LineFormats:
                     raise self.error(f"line {n}", f"has {expected} column ({line!r}) but CoNLL data needs a token "
                                      f"and its tag on every line, separated by a tab or a space")
             if len(cols) != expected:
-                raise self.error(f"line {n}", f"has {len(cols)} column{'s' if len(cols) != 1 else ''}, expected {expected} (like line {first_line}); "
+                columns = f"{len(cols)} column{'s' if len(cols) != 1 else ''}"
+                raise self.error(f"line {n}", f"has {columns}, expected {expected} (like line {first_line}); "
                                  f"every token line needs the same columns, the token first and the tag last "
                                  f"({'tab' if use_tab else 'space'} separated), and sentences end with a blank line")
             count += 1
