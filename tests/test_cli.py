@@ -712,6 +712,7 @@ def test_finetune_in_the_background_says_its_folder_and_runs_to_the_end(tmp_path
             "--max-seq-length", "16", "--precision", "fp32", "--output", str(out), "--background")
     assert r.returncode == 0, r.stderr
     assert r.stdout == f"started fine-tuning in the background: {out}\n"
+    assert f"note: follow it in {out / 'log.txt'} or on the app's Runs page; `kill " in r.stderr
     from bert_explorer.runs.run import DONE_STATES, Run
 
     deadline = time.time() + 240
@@ -979,3 +980,13 @@ def test_prepare_class_json_without_status_prepares_nothing(capsys, monkeypatch)
     assert main(["prepare-class", "--json"]) == 2
     err = capsys.readouterr().err
     assert "--json prints the table of --status: give --status too" in err and err.count("\n") == 1
+
+
+def test_info_says_which_pre_training_heads_a_model_has(capsys):
+    """minilm (an encoder alone) said "heads_missing": [], read as having every head."""
+    assert main(["info", "--model", "minilm"]) == 0
+    bare = json.loads(capsys.readouterr().out)
+    assert bare["pretraining_heads"] == [] and bare["heads_missing"] == ["masked-LM head", "next-sentence head"]
+    assert main(["info", "--model", "minilm-mlm-nsp"]) == 0
+    both = json.loads(capsys.readouterr().out)
+    assert both["pretraining_heads"] == ["masked-LM head", "next-sentence head"] and both["heads_missing"] == []

@@ -109,8 +109,8 @@ def register(sub) -> None:
                    help=f"share of the examples held out to score each probe (default {d.test_fraction})")
     s.add_argument("--seed", type=int, default=d.seed, help=f"chooses the held-out examples (default {d.seed})")
     s.add_argument("--max-tokens", type=int, default=None, help="WordPieces per input (default 128; topic 64)")
-    s.add_argument("--l2", type=float, default=d.l2, help="weight decay of the probe")
-    s.add_argument("--max-iter", type=int, default=d.max_iter, help="L-BFGS iterations per probe")
+    s.add_argument("--l2", type=float, default=d.l2, help=f"weight decay of the probe (default {d.l2:g})")
+    s.add_argument("--max-iter", type=int, default=d.max_iter, help=f"L-BFGS iterations per probe (default {d.max_iter})")
     s.add_argument("--no-progress", action="store_true", help="no progress line")
     s.set_defaults(func=cmd_probe_layers)
 
@@ -121,13 +121,13 @@ def register(sub) -> None:
     output_file_args(s, "output .json", required=True)
     s.add_argument("--sentences", type=int, default=64, help="how many held-out BBC sentences (default 64)")
     s.add_argument("--input", help="a text file of your own sentences, one a line (instead of the held-out ones)")
-    s.add_argument("--max-tokens", type=int, default=64, help="WordPieces per sentence")
+    s.add_argument("--max-tokens", type=int, default=64, help="WordPieces per sentence (default 64)")
     s.add_argument("--mask-text", default="the stock market [MASK] sharply after the news .",
-                   help="sentence for the masked-word probe")
+                   help="sentence for the masked-word probe (default: %(default)r)")
     # --text and --text-b, as every other command names its two sentences; --nsp-a and --nsp-b stay for scripts
     s.add_argument("--nsp-a", "--text", dest="nsp_a", metavar="TEXT", default="the cat sat on the mat .",
-                   help="sentence A of the next-sentence probe")
+                   help="sentence A of the next-sentence probe (default: %(default)r)")
     s.add_argument("--nsp-b", "--text-b", dest="nsp_b", metavar="TEXT", default="then it fell asleep in the sun .",
-                   help="sentence B of the next-sentence probe")
+                   help="sentence B of the next-sentence probe (default: %(default)r)")
     s.add_argument("--top-k", type=int, default=5, help="how many words the masked-word probe lists (default 5)")
     s.set_defaults(func=cmd_compare_models)

@@ -171,7 +171,11 @@ def start_run(kind: str, config: dict, args, said: str) -> None:
     launcher, resuming when ``args.resume``), then print ``said``, formatted with the run's
     ``path`` and ``pid``."""
     run = start_background(kind, config, args.output, resume=getattr(args, "resume", False))
-    print(said.format(path=run.path, pid=run.status().get("pid")))
+    pid = run.status().get("pid")
+    print(said.format(path=run.path, pid=pid))
+    # (it said where and no more: how to follow it and how to stop it, on stderr, where notes go)
+    print(f"note: follow it in {run.path / 'log.txt'} or on the app's Runs page; `kill {pid}` stops it as the app's "
+          "Stop does (at its next step, saved to resume from)", file=sys.stderr)
 
 
 def new_folder(path: str, what: str) -> Path:
@@ -345,14 +349,18 @@ def setting_fields(cls) -> list[tuple[dataclasses.Field, object]]:
     return out
 
 
-def dataclass_args(parser: argparse.ArgumentParser, cls, only=None, default_said: str | None = None) -> None:
+def dataclass_args(parser: argparse.ArgumentParser, cls, only=None, default_said: str | None = None,
+                   helps: dict[str, str] | None = None) -> None:
     """One --flag per config setting (or per setting named in ``only``), its help the field's own sentence
-    and its default (``default_said`` instead, where the command's default is another); flags left out
-    fall back to the config file, then the default."""
+    and its default (``default_said`` instead, where the command's default is another; ``helps``, the sentence
+    of a setting that means another thing in this command); flags left out fall back to the config file, then
+    the default."""
     for f, hint in setting_fields(cls):
         if only is not None and f.name not in only:
             continue
         name, said = flag(f.name), _setting_help(f, default_said)
+        if helps and f.name in helps:
+            said = f"{helps[f.name]} {default_said or ''}".strip()
         if hint is bool:
             parser.add_argument(name, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=said)
             continue

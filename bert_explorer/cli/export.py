@@ -43,9 +43,9 @@ def register(sub) -> None:
     s = sub.add_parser("export-delta", help="write a model as a delta over an installed base model (only the "
                                             "tensors that differ from it, as the shipped minilm-mlm-nsp)")
     s.add_argument("--model", required=True, help=MODEL_HELP)
-    s.add_argument("--base", default="minilm", help="short name of the installed base model")
+    s.add_argument("--base", default="minilm", help="short name of the installed base model (default minilm)")
     s.add_argument("--output", required=True, help="a new or empty folder to write the delta into")
-    s.add_argument("--dtype", choices=("fp16", "fp32"), default="fp16", help="how the stored tensors are kept")
+    s.add_argument("--dtype", choices=("fp16", "fp32"), default="fp16", help="how the stored tensors are kept (default fp16)")
     s.set_defaults(func=cmd_export_delta)
 
 

@@ -57,14 +57,23 @@ def cmd_corpora(args) -> int:
     return 0
 
 
+PRETRAINING_HEADS = ("masked-LM head", "next-sentence head")
+
+
 def cmd_info(args) -> int:
     loaded = checkpoint.load(args.model)
     c = loaded.config
+    # the pre-training heads the checkpoint holds, read as the probes read it: loaded as the encoder alone, a model
+    # with none said "heads_missing": [] (docs/models.md sends readers here for the heads a model has)
+    missing = set(checkpoint.load(args.model, "BertForPreTraining").report.missing_heads) \
+        if type(loaded.model).__name__ == "BertModel" else set()
     print_json({
         "path": str(loaded.path), "architecture": type(loaded.model).__name__,
         "L": c.num_layers, "H": c.hidden_size, "A": c.num_heads, "vocab_size": c.vocab_size,
         "parameters": loaded.num_parameters, "lowercase": loaded.tokenizer.lowercase,
-        "heads_missing": loaded.report.missing_heads,
+        "pretraining_heads": [h for h in PRETRAINING_HEADS if h not in missing]
+        if type(loaded.model).__name__ in ("BertModel", "BertForPreTraining") else [],
+        "heads_missing": sorted(missing | set(loaded.report.missing_heads)),
     })
     return 0
 
@@ -144,7 +153,7 @@ def cmd_limits(args) -> int:
     try:
         table = {name: limits.for_config(_config(name)) for name in args.model}
     except (checkpoint.CheckpointError, hub.HubError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"bert-explorer: error: {e}", file=sys.stderr)  # (as every other command says it)
         return 2
     if args.json:
         print_json({name: dict(zip(limits.WHAT, (v for _, v in lim.rows()))) for name, lim in table.items()})

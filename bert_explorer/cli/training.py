@@ -65,8 +65,14 @@ def register(sub) -> None:
                                                  "of them, as the model cards count)")
     # only what picks and masks the held-out sequences, and where they run: the training settings
     # (learning rate, steps, checkpoints) had their flags and their training defaults here
+    # (pretrain's sentences said "Where to train", "the initial weights" and "batch-size x grad-accum x devices")
     dataclass_args(s, PretrainConfig, only=EVALUATION_SETTINGS,
-                   default_said="Default: the model's own pre-training (--config).")
+                   default_said="Default: the model's own pre-training (--config).", helps={
+                       "device": "Where to measure: cpu, cuda, cuda:N, or auto (a GPU if there is one).",
+                       "precision": "The arithmetic of the measurement: fp32, bf16, fp16, or auto.",
+                       "batch_size": "Held-out sequences measured at once (changes the speed, not the figures).",
+                       "seed": "The seed of the run that made the model: it chose which documents are held out and "
+                               "the masks of the held-out sequences."})
     s.set_defaults(func=cmd_evaluate_pretraining)
 
     s = sub.add_parser("finetune", help="fine-tune (or feature-based transfer) on a task file or built-in dataset")

@@ -72,9 +72,9 @@ class MaskingConfig:
     keep_ratio: float = setting(0.1, "Of the chosen tokens, the fraction left as they are (still predicted).")
     # None: the rate alone bounds the count; a fixed 20 (the original scripts' for 128 = 0.15 x 128 rounded up)
     # predicted 5 % of a 512-token sequence, not 15 %
-    max_predictions_per_seq: int | None = setting(None, "The most tokens predicted in one sequence (default: no cap "
-                                                        "beyond the rate, at most 15 % of max_seq_length rounded up: "
-                                                        "the original scripts' 20 for 128).")
+    max_predictions_per_seq: int | None = setting(None, "The most tokens predicted in one sequence; unset, no cap "
+                                                        "beyond the rate, at most 15 % of max_seq_length rounded up "
+                                                        "(the original scripts' 20 for 128).")
     # the 2019 release's whole-word masking
     whole_word: bool = setting(False, "Mask whole words: all the WordPiece pieces of a chosen word together.")
 
