@@ -343,6 +343,10 @@ else:
         exports.figure(sep, "af_separation", "separation before and after", bundle, container=s1)
         exports.figure(cfig, "af_cka", "CKA by layer", bundle, container=s2)
         st.caption(change.describe(changed))
+        # the numbers drawn, in the page's zip too (it held the figures' HTML alone)
+        bundle.add_table("CKA by layer", pd.DataFrame({"layer": range(len(cka)), "cka": cka}))
+        bundle.add_table("separation before and after", pd.DataFrame(
+            [{"measure": names[k], "before fine-tuning": sep_b[k], "after fine-tuning": sep_a[k]} for k in measures]))
 
 # ----- 4. calibration ----------------------------------------------------------------------------
 st.subheader("4. Can its confidence be trusted? Calibration")
@@ -366,9 +370,9 @@ else:
     c1, c2 = st.columns([3, 2])
     exports.figure(rel, "af_reliability", "reliability diagram", bundle, container=c1)
     # an empty bin has no confidence or accuracy: "—", not "None"; every cell of those columns is text
-    c2.dataframe(pd.DataFrame(cal["bins"]).astype({"confidence": object, "accuracy": object}).apply(
-        lambda col: col.map(lambda v: "—" if v is None or pd.isna(v) else f"{v:.3f}")
-        if col.name in ("confidence", "accuracy") else col), hide_index=True)
+    # an empty bin's cells are dashes; the CSV and the page's zip keep the bins' numbers (the zip had only the figure)
+    exports.table(pd.DataFrame(cal["bins"]), "af_calibration_bins", "calibration bins", bundle, container=c2,
+                  numbers={"confidence": "{:.3f}", "accuracy": "{:.3f}"}, hide_index=True)
     c2.caption("Guo et al. (2017), Section 2: the answers sorted into 10 bins of equal width by the model's "
                "probability of its own answer; ECE is the count-weighted mean gap between each bin's accuracy and "
                "its mean confidence.")
