@@ -198,6 +198,7 @@ if word.strip():
 alive = [int(f) for f in (feats.table["density"] > 0).nonzero()[0]]
 default = int(hits["feature"].iloc[0]) if word.strip() and not hits.empty else (alive[0] if alive else 0)
 feature = int(s1.number_input("Feature", 0, feats.n_features - 1, default, 1, key=f"sae_feature_{word}"))
+bundle.inputs["feature"] = feature
 summary = feats.summary(feature)
 wordsd = feats.words(feature, loaded.tokenizer)
 s1.markdown(f"Fires on **{summary['density']:.3%}** of tokens; largest activation {summary['max_activation']:.2f}, "
@@ -232,6 +233,7 @@ st.subheader("The features of your sentence")
 text = text_box(st.text_input, "Sentence", "the river bank flooded after the storm , so the bank closed early .",
                      key="sae_text", max_chars=400)
 if text.strip():
+    bundle.inputs["sentence"] = text  # (what the tables came from, in the zip's input.json: only the SAE was there)
     rows = feats.sentence(loaded, text)
     table = pd.DataFrame([{"#": r["position"], "token": r["token"],
                            "features (activation)": "(left out of the SAE's training)" if r.get("left_out") else
@@ -256,6 +258,7 @@ else:
     mode = g3.selectbox("How", ["add", "clamp"], key="sae_mode")
     amount = g4.number_input("Amount", -200.0, 200.0, float(round(summary["max_activation"], 1) or 5.0), 1.0,
                              key=f"sae_amount_{feature}", help="added to the activation, or the value it is clamped to")
+    bundle.inputs["steering"] = {"sentence": cloze, "token": int(pos), "how": mode, "amount": float(amount)}
     steer_rows = pd.DataFrame(splice.steering_table(loaded, feats.sae, feats.layer, cloze, feature, pos, mode, amount))
     for c in ("rank before", "rank after"):  # not in that top-k: a blank cell
         steer_rows[c] = [str(int(r)) if r == r and r is not None else "" for r in steer_rows[c]]

@@ -215,9 +215,13 @@ def test_the_bar_shares_the_build_as_its_estimate_does(tmp_path, monkeypatch):
     assert said[-1][0] == 1.0 and [f for f, _ in said] == sorted(f for f, _ in said)
 
 
-def test_page_shows_a_trained_sae_with_checked_charts(built):
+def test_page_shows_a_trained_sae_with_checked_charts(built, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
+    from bert_explorer.app import exports
+
+    kept = []  # the page's zip: its input.json names the feature, the sentence and the steering read
+    monkeypatch.setattr(exports, "bundle_button", lambda bundle, key, container=None: kept.append(bundle))
     folder, loaded, path, _ = built
     at = AppTest.from_file("../pages/15_Features.py", default_timeout=120)
     at.session_state["be_model_choice"] = "a local directory…"
@@ -229,6 +233,9 @@ def test_page_shows_a_trained_sae_with_checked_charts(built):
                in m.value for m in at.markdown)
     labels = {m.label for m in at.metric}
     assert {"Variance explained", "Mean L0", "Dead features", "Loss recovered"} <= labels
+    inputs = kept[-1].inputs
+    assert {"layer", "k", "features", "feature", "sentence"} <= set(inputs)
+    assert inputs["sentence"] == at.text_input(key="sae_text").value
     # the page's settings are not the trained SAE's: it is shown, and the one asked for can be trained (the page
     # said "Train this one with the button" and drew none)
     assert any(i.value.startswith("An SAE of layer 1 with other settings is trained; it is shown below. Train one "
