@@ -103,6 +103,11 @@ def fmt(value) -> str:
     return f"{value:.1f}" if task.percent else f"{value:.3f}"
 
 
+def _shown(value) -> str:
+    """An answer as the example list says it: a value to four figures ("predicted 0.25388383865356445")."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def marked(piece: str, in_gold: bool, in_predicted: bool) -> str:
     """A piece of a passage (``predictions.answer_pieces``) in Markdown, its characters escaped (the
     upload's text shows as text: no image in it is fetched): the gold answer in bold, the model's
@@ -183,7 +188,7 @@ if not shown_rows:
     st.caption("No example in this view.")
 else:
     pick = st.selectbox("Example", [r["example"] for r in shown_rows], key=f"af_example_{run_key}",
-                        format_func=lambda i: f"{i}: gold {rows[i]['gold']} · predicted {rows[i]['predicted']}"[:160])
+                        format_func=lambda i: f"{i}: gold {_shown(rows[i]['gold'])} · predicted {_shown(rows[i]['predicted'])}"[:160])
     row, example = rows[pick], record["examples"][pick]
     why = task.why(row, example, record["answers"][pick])
     if "pieces" in why:  # the passage with both answers marked
@@ -235,11 +240,15 @@ for k, by in enumerate(groups):
     fig = go.Figure(go.Bar(x=[s["slice"] for s in part], y=[s[main] for s in part], name=LABELS.get(main, main),
                            customdata=[s["count"] for s in part],
                            # each bar says its score: a slice that scored 0 has no bar to see
-                           text=[fmt(s[main]) if s[main] is not None else "not defined: one gold value"
-                                 for s in part], textposition="outside", cliponaxis=False,
+                           text=[fmt(s[main]) if s[main] is not None else "" for s in part],
+                           textposition="outside", cliponaxis=False,
                            hovertemplate="%{x}<br>" + LABELS.get(main, main) + " %{y:.3f}<br>%{customdata} "
                                                                                    "examples<extra></extra>"))
     fig.add_hline(y=whole[main], line_dash="dot")  # named in the title: a label on the line can sit on a bar
+    for sl in part:  # no bar where a slice has no correlation (one gold value): said where its bar would stand
+        if sl[main] is None:
+            fig.add_annotation(x=sl["slice"], y=0, text="not defined:<br>one gold value", showarrow=False,
+                               yanchor="bottom")
     # two lines: three charts side by side cut a one-line title ("... the whole dev set, 0.")
     fig.update_layout(title=f"by {by}<br><sup>dotted: the whole dev set, {fmt(whole[main])}</sup>", height=320,
                       margin=dict(l=10, r=10, t=60, b=10),

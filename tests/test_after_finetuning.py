@@ -2,6 +2,7 @@
 fine-tuning changed, on tiny fine-tuned runs of every task type (one small random BERT, trained in
 seconds), through the library, the command line and the page."""
 import json
+import re
 import os
 from pathlib import Path
 
@@ -196,6 +197,14 @@ def test_a_slice_of_one_gold_value_has_no_correlation_not_a_zero(tuned, monkeypa
     assert not at.exception
     shown = at.radio(key="af_view").options
     assert len(shown) == len(set(shown)) == 3, shown  # ("largest errors first" was offered twice)
+    # a slice with no correlation is said where its bar would stand (plotly draws no text on a missing bar)
+    import figcheck
+    by_gold = [f for f in figcheck.figures(at) if f.title.startswith("by gold value")]
+    undefined = [s for s in slices.slices(pred.task, pred.rows, 64) if s["by"] == "gold value" and s["pearson"] is None]
+    assert by_gold and len([a for f in by_gold for a in f.layout.get("annotations", [])
+                            if "not defined" in a["text"]]) == len(undefined)
+    assert all(re.fullmatch(r"\d+: gold [-\d.e]+ · predicted [-\d.e]+", o) for o in at.selectbox[-1].options[:3] if
+               "gold" in o)  # a value to four figures, not 0.25388383865356445
     table = next(d.value for d in at.dataframe if "slice" in d.value.columns)
     assert not table.isna().any().any() and not table.isin(["None"]).any().any()  # a dash where nothing is
 
