@@ -169,6 +169,11 @@ class PretrainingData:
 
 def pretraining_data(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None) -> PretrainingData:
     train_docs, held_docs = split_corpus(cfg)
+    if cfg.objective_type.next_sentence and len([d for d in train_docs if d]) < 2:
+        # before a vocabulary is learnt from it (a one-line 5 MB corpus grew the process to 1 GB, then was refused)
+        raise ValueError(f"next-sentence prediction needs at least two non-empty documents to train on, and corpus "
+                         f"{cfg.corpus!r} leaves {len([d for d in train_docs if d])} once its held-out ones are set "
+                         f"aside; {SEPARATE_DOCUMENTS} (or pre-train with the objective mlm, which needs no pairs)")
     tok = run_tokenizer(cfg, run, train_docs, dev, latest)
     masking = cfg.masking
     train = create_instances(train_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective_type, masking,
