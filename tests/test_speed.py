@@ -292,3 +292,13 @@ def test_a_speed_file_that_is_not_ours_is_measured_again(machine):
         speed._measured_at.clear()
         measure, calls = _readings(80e9)
         assert speed.kept("matmul fp32", measure) == 80e9 and len(calls) == 1
+
+
+def test_a_time_said_near_idle_is_the_idle_figure_a_headline_shows(monkeypatch):
+    """The Ablation studio's headline said ~49 min 54 s (idle) above "about 50 min 40 s (the other work now
+    leaves it the cores it uses)": within a tenth, the figure said is the idle one."""
+    from bert_explorer.train import speed
+
+    monkeypatch.setattr(speed, "seconds_now", lambda idle, threads, load=None, niced=True: idle * 1.05)
+    assert speed.said(2994.0, 1, load=1.0) == "about 49 min 54 s (the other work now leaves it the cores it uses)"
+    assert speed.said(2994.0, 1, load=0.1) == "about 49 min 54 s (the machine is idle now)"

@@ -319,9 +319,10 @@ def said(idle_seconds: float, n_threads: int, load: float | None = None, niced: 
     now = seconds_now(idle_seconds, n_threads, load, niced)
     if now <= 1.1 * idle_seconds:
         # (load 2.3 on 2 cores said "idle" of a one-thread job that the other work left a core: true of the
-        # job's speed, not of the machine)
+        # job's speed, not of the machine). The idle figure itself, within a tenth of now's: a page's headline
+        # of 49 min 54 s beside "about 50 min 40 s" below it read as two estimates of one job.
         busy = load if load is not None else sum(busy_cores())
         if busy < 0.5:
-            return f"about {duration_text(now)} (the machine is idle now)"
-        return f"about {duration_text(now)} (the other work now leaves it the cores it uses)"
+            return f"about {duration_text(idle_seconds)} (the machine is idle now)"
+        return f"about {duration_text(idle_seconds)} (the other work now leaves it the cores it uses)"
     return f"about {duration_text(idle_seconds)} on an idle machine, up to {duration_text(now)} at the load now"
