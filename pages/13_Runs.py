@@ -109,11 +109,22 @@ if picked and keys:
         st.caption(f"Not drawn: {', '.join(silent)}, which logged no {report.LABELS.get(key, key)} (an ablation's own "
                    "folder logs none: its pre-trainings and cells do, listed under it).")
     finals = {labels[n]: report.key_metrics(by_name[n].status()) for n in picked}
+    # a run that ended before its final evaluation (killed) showed "—" beside the dev scores its curve drew: its
+    # last evaluation's, said so
+    early = []
+    for n in picked:
+        dev = [r for r in rows[labels[n]] if r.get("split") == "dev"]
+        if dev and not any(k.startswith("dev ") for k in finals[labels[n]]):
+            finals[labels[n]].update(report.key_metrics({"dev": dev[-1]}))
+            early.append(f"{labels[n]} (step {dev[-1].get('step', '?'):,})" if isinstance(dev[-1].get("step"), int)
+                         else labels[n])
     # a number a run does not have (a pre-training's dev accuracy) is said as such, not as "None"; every cell
     # is text, so the column has one type (a float column holding "—" makes Streamlit convert it again)
     table = pd.DataFrame(finals).T
     st.dataframe(table.apply(lambda col: col.map(lambda v: "—" if pd.isna(v) else report.metric_text(col.name, v)))
                  .rename(columns=lambda k: report.LABELS.get(k, k)), width="stretch")
+    if early:
+        st.caption(f"Dev scores of the last evaluation before the run ended, not a final one: {', '.join(early)}.")
 elif picked:
     st.info("These runs have not logged any metrics yet.")
 

@@ -659,7 +659,8 @@ def test_a_killed_run_says_how_it_goes_on(runs_root, capsys):
     cell."""
     from bert_explorer.cli import main
 
-    run = _fake_run(runs_root, "killed", "finetune", "running", [{"step": 70, "split": "train", "loss": 0.5}],
+    run = _fake_run(runs_root, "killed", "finetune", "running", [{"step": 60, "split": "dev", "accuracy": 0.9},
+                                                                    {"step": 70, "split": "train", "loss": 0.5}],
                     pid=4194303, step=70, max_steps=150)  # (a process that is not there)
     step = run.path / "checkpoints" / "step-60"
     step.mkdir(parents=True)
@@ -672,6 +673,13 @@ def test_a_killed_run_says_how_it_goes_on(runs_root, capsys):
     assert any(c.value.startswith("It kept a checkpoint at step 60: it goes on from there with Resume on the "
                                   "Fine-tune page, or with `bert-explorer finetune --output ") and "--resume`" in c.value
                for c in at.caption), [c.value for c in at.caption]
+    # compared, its dev score is its last evaluation's, said so (it was "—" beside the curve that drew 0.9)
+    at.multiselect(key="runs_compare_0_").set_value(["killed"]).run()
+    table = at.dataframe[-1].value
+    from bert_explorer.runs import report
+    assert table.loc["killed", "dev accuracy"] == report.metric_text("dev accuracy", 0.9), table
+    assert any(c.value == "Dev scores of the last evaluation before the run ended, not a final one: killed (step 60)."
+               for c in at.caption)
     ft = _page("11_Fine-tune.py", ft_watch="killed")
     assert [b for b in ft.button if b.key == "ft_resume"]
     assert main(["after-finetuning", str(run.path)]) == 2
