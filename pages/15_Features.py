@@ -10,7 +10,8 @@ from bert_explorer.analysis.features.sae import SaeConfig
 from bert_explorer.app import exports
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, without_host_paths
-from bert_explorer.app.roles import busy_sentence, not_prepared, progress_line, work_button, writes_allowed
+from bert_explorer.app.roles import (busy_sentence, not_prepared, progress_line, running_beside, work_button,
+                                     writes_allowed)
 from bert_explorer.app.keep import text_box
 from bert_explorer.app.widgets import intro, needs_head
 from bert_explorer.data.corpora import corpus_title
@@ -85,6 +86,7 @@ def _offer_training() -> None:
     if refusal := jobs.start_refusal(path, False, "SAE"):
         st.info(refusal)
         return
+    running_beside()
     if work_button(f"Train the SAE of layer {layer} with k = {int(k)}", key="sae_train", type="primary"):
         refusal = jobs.start_build(path, fb.build_argv(name, settings), one_at_a_time=False,
                                    room_bytes=est["disk_bytes"], command=fb.BUILDER, what="SAE",

@@ -22,7 +22,8 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept_widget
 from bert_explorer.app.state import by_weights, load, picked_model, shown_path, without_host_paths
-from bert_explorer.app.roles import busy_sentence, not_prepared, progress_line, work_button, writes_allowed
+from bert_explorer.app.roles import (busy_sentence, not_prepared, progress_line, running_beside, work_button,
+                                     writes_allowed)
 from bert_explorer.app.models import how_to_get
 from bert_explorer.app.widgets import intro
 
@@ -183,6 +184,7 @@ def _build_start(path, state: dict, segments: int, *, what: str, key: str, label
     if refusal := jobs.start_refusal(path, False, what):
         st.info(refusal)
         return
+    running_beside()
     if work_button(f"{label}: {said(cost_s, background_threads())}", key=key,
                  help="Runs in the background and is kept for every later visit. The time is this machine's: its "
                       "speed measured here, shared with what else runs now."):

@@ -11,7 +11,8 @@ from bert_explorer.analysis.neighbours import search as nb
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, shown_path, without_host_paths
-from bert_explorer.app.roles import busy_sentence, not_prepared, progress_line, work_button, writes_allowed
+from bert_explorer.app.roles import (busy_sentence, not_prepared, progress_line, running_beside, work_button,
+                                     writes_allowed)
 from bert_explorer.app.keep import text_box
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.report import duration_text
@@ -143,9 +144,7 @@ if state["state"] != "ready":
     if refusal := jobs.start_refusal(Path(path), False):
         st.info(refusal)
         st.stop()
-    if running := jobs.builds_running():
-        st.caption(f"{len(running)} other index{'es are' if len(running) > 1 else ' is'} being built now; a second "
-                   "build runs beside it and both go slower.")
+    running_beside()  # (it counted every build running as "other indexes")
     if work_button(f"Build the index of {layer_label(layer)}", key="nn_build", type="primary"):
         # asked again as it starts, under the server's lock: another session may have pressed at the same time
         refusal = jobs.start_build(Path(path), ["--model", name, "--layer", str(layer), "--corpus", str(corpus),

@@ -228,6 +228,16 @@ def test_a_busy_server_is_one_sentence_in_the_lessons_words(classroom):
     assert not any("vital" in c.value or "step 400" in c.value for c in [*at.caption, *at.info])
 
 
+def test_whoever_may_start_a_build_hears_of_the_one_running_beside_it(classroom, no_work):
+    """A second visitor was offered a second SAE training with no word of the one running on the server."""
+    _running_sae(classroom)
+    teacher = _page("pages/15_Features.py", teacher=True, sae_layer=3)
+    assert not teacher.exception
+    assert any(c.value.startswith("Running on this server now: Features of layer 2, about ") and
+               "shares the CPU" in c.value for c in teacher.caption), [c.value for c in teacher.caption]
+    assert no_work == []
+
+
 def test_a_student_hears_of_the_teachers_preparation_before_its_first_build(classroom):
     """The teacher pressed Prepare: for its first half minute (a process starting, the first visits) no build was
     running, and a student's page said only "not prepared; your teacher can prepare it"."""

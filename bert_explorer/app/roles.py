@@ -225,6 +225,17 @@ def busy_sentence() -> None:
                        "minute.")
 
 
+def running_beside() -> None:
+    """For whoever may start a build: what other build runs on this server now (a second visitor was offered a
+    second SAE training with no word of the one running), and that one started beside it shares the CPU."""
+    building = neighbour_jobs.preparing()
+    if building:
+        named = "; ".join(p["lesson"] + (f", about {duration_text(p['seconds_left'])} left" if p["seconds_left"] else "")
+                          for p in building[:3])
+        st.caption(f"Running on this server now: {named}. A build started beside it shares the CPU: both take "
+                   "longer than their estimates say.")
+
+
 def progress_line(progress: dict, lesson: str) -> str:
     """A running build's progress bar text: the builder's own line for whoever may start and stop work,
     the lesson's words ("Preparing Features of layer 3 for the class") for a student."""
