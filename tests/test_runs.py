@@ -206,6 +206,19 @@ def test_a_signal_is_a_stop_a_second_ctrl_c_aborts_and_the_handlers_are_put_back
             with pytest.raises(KeyboardInterrupt, match="^SIGTERM a second time, before the stop was saved"):
                 os.kill(os.getpid(), signal.SIGTERM)
                 delivered()
+        # a second signal once the stop was saved (its status written, its checkpoint kept) says so, and the run
+        # stays "stopped": it was turned to "failed" with "before the stop was saved" of a saved stop
+        from bert_explorer.train.engine import marks_failure
+        with stopping_on_signals(run):
+            run.signalled = None
+            os.kill(os.getpid(), signal.SIGINT)
+            delivered()
+            run.write_status(state="stopped", step=3)
+            with pytest.raises(KeyboardInterrupt, match="^Ctrl-C a second time, after the stop was saved"):
+                with marks_failure(run):
+                    os.kill(os.getpid(), signal.SIGINT)
+                    delivered()
+        assert run.status()["state"] == "stopped"
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         assert signal.getsignal(signal.SIGTERM) is term
     finally:

@@ -65,8 +65,10 @@ def stopping_on_signals(run: Run, resumable: bool = True, main: bool = True):
         first = run.signalled
         if first is not None:  # a second signal: no more waiting (a container's stop, a person who will not wait)
             again = "a second time" if signum == first else f"after {NAMES.get(first, said(first))}"
-            raise KeyboardInterrupt(f"{NAMES.get(signum, said(signum))} {again}, before the stop was saved: "
-                                    f"ended at once; {what_to_do(run, resumable)}")
+            saved = run.status().get("state") in ("stopped", "finished")  # (it said "before" of a saved stop)
+            raise KeyboardInterrupt(f"{NAMES.get(signum, said(signum))} {again}, "
+                                    f"{'after' if saved else 'before'} the stop was saved: ended at once; "
+                                    f"{what_to_do(run, resumable)}")
         run.signalled = signum
         if run.step_reached is None:  # reading data or building the model: no step of this process to save
             raise StoppedBySignal(signum, f"{said(signum)} before its first step, nothing trained to save; "
