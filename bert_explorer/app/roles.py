@@ -230,8 +230,8 @@ def running_beside() -> None:
     second SAE training with no word of the one running), and that one started beside it shares the CPU."""
     building = neighbour_jobs.preparing()
     if building:
-        named = "; ".join(p["lesson"] + (f", about {duration_text(p['seconds_left'])} left" if p["seconds_left"] else "")
-                          for p in building[:3])
+        named = "; ".join(p["lesson"] + (f", about {duration_text(p['seconds_left'])} left"
+                                         if p["seconds_left"] else "") for p in building[:3])
         st.caption(f"Running on this server now: {named}. A build started beside it shares the CPU: both take "
                    "longer than their estimates say.")
 
