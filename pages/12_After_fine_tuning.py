@@ -191,7 +191,8 @@ if not shown_rows:
     st.caption("No example in this view.")
 else:
     pick = st.selectbox("Example", [r["example"] for r in shown_rows], key=f"af_example_{run_key}",
-                        format_func=lambda i: f"{i}: gold {_shown(rows[i]['gold'])} · predicted {_shown(rows[i]['predicted'])}"[:160])
+                        format_func=lambda i: (f"{i}: gold {_shown(rows[i]['gold'])} · predicted "
+                                               f"{_shown(rows[i]['predicted'])}")[:160])
     row, example = rows[pick], record["examples"][pick]
     why = task.why(row, example, record["answers"][pick])
     if "pieces" in why:  # the passage with both answers marked

@@ -110,7 +110,8 @@ def register(sub) -> None:
     s.add_argument("--seed", type=int, default=d.seed, help=f"chooses the held-out examples (default {d.seed})")
     s.add_argument("--max-tokens", type=int, default=None, help="WordPieces per input (default 128; topic 64)")
     s.add_argument("--l2", type=float, default=d.l2, help=f"weight decay of the probe (default {d.l2:g})")
-    s.add_argument("--max-iter", type=int, default=d.max_iter, help=f"L-BFGS iterations per probe (default {d.max_iter})")
+    s.add_argument("--max-iter", type=int, default=d.max_iter,
+                   help=f"L-BFGS iterations per probe (default {d.max_iter})")
     s.add_argument("--no-progress", action="store_true", help="no progress line")
     s.set_defaults(func=cmd_probe_layers)
 

@@ -45,7 +45,8 @@ def register(sub) -> None:
     s.add_argument("--model", required=True, help=MODEL_HELP)
     s.add_argument("--base", default="minilm", help="short name of the installed base model (default minilm)")
     s.add_argument("--output", required=True, help="a new or empty folder to write the delta into")
-    s.add_argument("--dtype", choices=("fp16", "fp32"), default="fp16", help="how the stored tensors are kept (default fp16)")
+    s.add_argument("--dtype", choices=("fp16", "fp32"), default="fp16",
+                   help="how the stored tensors are kept (default fp16)")
     s.set_defaults(func=cmd_export_delta)
 
 

@@ -41,7 +41,8 @@ def _settings_args(p) -> None:
     p.add_argument("--width", type=int, default=SaeConfig.width_factor,
                    help=f"features per hidden unit (default {SaeConfig.width_factor}: 8·H)")
     p.add_argument("--tokens", type=int, default=fb.DEFAULT_TOKENS, help="WordPieces of activations (default 1 M)")
-    p.add_argument("--epochs", type=int, default=SaeConfig.epochs, help=f"passes over them (default {SaeConfig.epochs})")
+    p.add_argument("--epochs", type=int, default=SaeConfig.epochs,
+                   help=f"passes over them (default {SaeConfig.epochs})")
     p.add_argument("--corpus", default=fb.DEFAULT_CORPUS, help="a built-in corpus (default vital) or a text file")
 
 

@@ -4,8 +4,9 @@ One number for the whole dev set hides where the errors are. Here the run's main
 it is judged by: accuracy, Pearson r, entity F1, SQuAD F1) is computed again on parts of the dev
 set: by gold answer, by input length in WordPieces (an input longer than the run's maximum length
 was cut, so the model never read its end; a QA passage is read in overlapping windows instead), and
-by any other column the uploaded file had (a source, a date, an annotator). Every slice gives its count, and a slice too small for its score
-to mean much says so in the project's small-data sentence (``tasks.metrics.small_dev_warning``).
+by any other column the uploaded file had (a source, a date, an annotator). Every slice gives its count,
+and a slice too small for its score to mean much says so in the project's small-data sentence
+(``tasks.metrics.small_dev_warning``).
 
 The scores are computed from the rows of ``predictions.rows_of`` the way the run's evaluation
 computes them (``tasks/metrics.py``, ``tasks/squad.py``), so the whole dev set scores what the run
