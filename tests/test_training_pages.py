@@ -63,6 +63,12 @@ def run_name(root, skip=()):
     return only
 
 
+def _try(widgets, key):
+    """The Fine-tune page's try box of the run shown (each run has its own: ``<key>_<run>``)."""
+    (box,) = [w for w in widgets if w.key.startswith(key + "_")]
+    return box
+
+
 def _charts(at):
     return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
 
@@ -401,7 +407,7 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     assert "dev accuracy, saved model" in labels and "dev macro-F1, saved model" in labels
     assert "Confusion matrix (dev)" in _titles(at)
     assert at.get("download_button")
-    at.text_input(key="ft_try_text").set_value("we saw the film and it was good").run()
+    _try(at.text_input, "ft_try_text").set_value("we saw the film and it was good").run()
     assert not at.exception
     pred = next(m for m in at.metric if m.label == "Prediction")
     assert pred.value in ("positive", "negative")
@@ -439,7 +445,7 @@ def test_finetune_page_trains_a_multi_label_upload_and_answers_with_a_set(runs_r
     assert not at.exception
     labels = [m.label for m in at.metric]
     assert "dev micro-F1, saved model" in labels and "dev subset accuracy, saved model" in labels
-    at.text_input(key="ft_try_text").set_value("we saw Anna in Berlin").run()
+    _try(at.text_input, "ft_try_text").set_value("we saw Anna in Berlin").run()
     assert not at.exception
     answer = next(m for m in at.metric if m.label == "Labels")
     assert set(answer.value.split("; ")) <= {"city", "colour", "person", "(none)"}
@@ -490,14 +496,14 @@ def test_finetune_page_builtin_ner_and_qa_results(runs_root, base_model, task):
     if task == "ner":
         assert "dev F1, saved model" in labels
         assert any("Entities by type" in m.value for m in at.markdown)
-        at.text_input(key="ft_try_text").set_value("Anna flew to Paris").run()
+        _try(at.text_input, "ft_try_text").set_value("Anna flew to Paris").run()
         assert not at.exception and any("Entities:" in m.value for m in at.markdown)
     else:
         assert "dev exact match, saved model" in labels and "dev F1, saved model" in labels
         questions = at.dataframe[-1].value
         assert list(questions.columns) == ["question", "context", "gold", "predicted"] and len(questions) > 0
-        at.text_input(key="ft_try_text").set_value("what colour is the car?")
-        at.text_area(key="ft_try_pair").set_value("the car is red .").run()
+        _try(at.text_input, "ft_try_text").set_value("what colour is the car?")
+        _try(at.text_area, "ft_try_pair").set_value("the car is red .").run()
         assert not at.exception and any(m.label == "Answer" for m in at.metric)
 
 
