@@ -20,7 +20,7 @@ from bert_explorer.app.state import by_inputs, device_name, show_mode, shown_pat
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES, CheckpointError
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
-from bert_explorer.app.keep import kept_widget, text_box
+from bert_explorer.app.keep import kept_widget, remembered, text_box
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.uploads.names import slug
 from bert_explorer.model.config import BertConfig
@@ -115,7 +115,11 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     else:
         ckpt_labels = {c.path: c.label for c in finder.run_checkpoints(root)}  # "run · step 200"
         inits = [n for n, (locate, _) in SHORT_NAMES.items() if locate() is not None] + list(ckpt_labels)
-        init = kept_widget(c2.selectbox, "Checkpoint to continue", "pt_init", inits[0] if inits else None, options=inits,
+        # the model chosen on the other pages (the sidebar's) first, where it can be continued: minilm-mlm-nsp was
+        # offered while the user had explorer-mini chosen everywhere else
+        chosen = remembered("be_model_choice")
+        init = kept_widget(c2.selectbox, "Checkpoint to continue", "pt_init",
+                           chosen if chosen in inits else inits[0] if inits else None, options=inits,
                            valid=lambda v: v in inits, format_func=lambda o: ckpt_labels.get(o, o),
                            help="Its weights, size and WordPiece vocabulary are kept; a missing MLM or NSP head is "
                                 "created fresh (the run's log says which).")

@@ -287,7 +287,10 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             estimated = data if data is not None else dv.builtin_data(builtin)
         ready = long_run_confirmed(config, estimated, hub_dev_examples if source == "A Hugging Face data set" else None)
     if config is not None:  # what the run reads: a box showing a number out of its range keeps its last good one
-        st.caption(f"Runs with: {config.epochs:g} epoch{'s' if config.epochs != 1 else ''}, learning rate "
+        # the model first: it is the sidebar's, which every page shares (a choice made on another page was fine-tuned
+        # without a word of it on this one)
+        st.caption(f"Runs with: **{md(shown_path(base))}**, the model chosen in the sidebar (choose another there), "
+                   f"{config.epochs:g} epoch{'s' if config.epochs != 1 else ''}, learning rate "
                    + (", ".join(f"{v:g}" for v in config.lr_grid) + " (the best on dev kept)" if config.lr_grid
                       else f"{config.lr:g}")
                    + f", batch {config.batch_size * config.grad_accum}, {config.max_seq_length} WordPieces at most, "
@@ -301,7 +304,8 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                 st.info(cut[0].upper() + cut[1:] + ".")
     if work_button("Fine-tune", type="primary", key="ft_start", disabled=not ready):
         stem = Path(upload[0]).stem if upload else slug(hub_spec) if hub_spec else builtin.replace(":", "-")
-        run_dir = rv.new_run_dir(f"finetune-{stem}", root)
+        named = Path(base).parent.name if Path(base).name == "model" else Path(base).name  # (a run's model/ folder)
+        run_dir = rv.new_run_dir(f"finetune-{slug(named or base)}-{stem}", root)  # the model in the name too
         path = None
         if upload:  # the data travels with the run: it can be repeated and inspected later
             path = rv.store_upload(run_dir / "data", upload[0], upload[1])

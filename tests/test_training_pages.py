@@ -4,6 +4,7 @@ live under tmp_path (BERT_EXPLORER_RUNS), never under ./runs."""
 import csv
 import io
 import json
+import re
 import os
 import shutil
 from pathlib import Path
@@ -258,6 +259,13 @@ def test_pretrain_page_refuses_a_bad_corpus_upload(runs_root, name, data, messag
     assert not list(runs_root.iterdir())
 
 
+def test_a_warm_start_begins_from_the_model_chosen_on_the_other_pages(runs_root):
+    """With explorer-mini chosen in the sidebar, the warm start offered minilm-mlm-nsp first, without a word."""
+    at = _page("10_Pre-train.py", be_model_choice="explorer-mini")
+    at.radio(key="pt_start_from").set_value("a checkpoint (warm start)").run()
+    assert not at.exception and at.selectbox(key="pt_init").value == "explorer-mini"
+
+
 def test_a_pretraining_of_days_is_asked_for_twice(runs_root):
     """10,000,000 steps (118 days here) started with one click, where the Fine-tune page asks above 30 minutes."""
     at = _page("10_Pre-train.py")
@@ -390,8 +398,10 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     assert not at.exception
     # the settings the run will read, said beside the button (a box whose typed number is out of its range shows
     # it in red and keeps its last valid value: what runs is said here, not guessed from the boxes)
-    assert ("Runs with: 1 epoch, learning rate 5e-05, batch 16, 32 WordPieces at most, 10% held out for dev "
-            "(when no dev set is given), seed 0.") in " ".join(c.value for c in at.caption)
+    said = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert ("the model chosen in the sidebar (choose another there), 1 epoch, learning rate 5e-05, batch 16, 32 "
+            "WordPieces at most, 10% held out for dev (when no dev set is given), seed 0.") in said
+    assert re.search(r"Runs with: \*\*[^*]+\*\*, the model chosen in the sidebar", said)  # which model, first
     at.button(key="ft_start").click().run()
     assert not at.exception
     run, status = _wait_for_run(runs_root)
