@@ -224,32 +224,6 @@ def test_runs_with_no_saved_model_yet_are_named_not_left_out_silently(tuned, mon
         shutil.rmtree(live.path)
 
 
-def test_the_pages_zip_holds_the_numbers_drawn(tuned, monkeypatch):
-    """The zip held the calibration and CKA figures as HTML alone: their bins and layers are tables in it now,
-    equal to what the page computed."""
-    import io
-    import zipfile
-
-    from bert_explorer.app import exports
-    from bert_explorer.app.result_bundle import safe_name
-
-    kept = []
-    monkeypatch.setattr(exports, "bundle_button", lambda bundle, key, container=None: kept.append(bundle))
-    at = _page(tuned, monkeypatch, "classification")
-    at.button(key="af_changed").click().run()
-    assert not at.exception
-    with zipfile.ZipFile(io.BytesIO(kept[-1].zip_bytes())) as z:
-        names = set(z.namelist())
-        bins = pd.read_csv(io.BytesIO(z.read(f"tables/{safe_name('calibration bins')}.csv")))
-        cka = pd.read_csv(io.BytesIO(z.read(f"tables/{safe_name('CKA by layer')}.csv")))
-    assert f"tables/{safe_name('separation before and after')}.csv" in names
-    rows = predictions.load_predictions(tuned["runs"]["classification"]).rows
-    want = calibration.calibration(rows)["bins"]
-    assert list(bins["count"]) == [b["count"] for b in want]
-    assert len(cka) == len(kept[-1].figures["CKA by layer"].data[0].y)
-    assert list(cka["cka"]) == pytest.approx(list(kept[-1].figures["CKA by layer"].data[0].y))
-
-
 def test_a_long_qa_passage_is_said_read_in_windows_not_cut(tuned):
     """QA reads a passage longer than the run's maximum length in overlapping windows (the document stride):
     its length slices say so; a classification run's long inputs were cut."""
@@ -589,3 +563,30 @@ def test_the_cka_sentence_says_no_layer_moved_when_every_layer_rounds_to_one():
     assert "fine-tuning barely moved any layer (CKA 1.00 at two decimals in every one)" in change.describe(changed)
     changed["cka_by_layer"] = [1.0, 0.97, 0.99]
     assert "fine-tuning moved layer 1 most (CKA 0.97)" in change.describe(changed)
+
+
+def test_the_pages_zip_holds_the_numbers_drawn(tuned, monkeypatch):
+    """The zip held the calibration and CKA figures as HTML alone: their bins and layers are tables in it now,
+    equal to what the page computed. (Last in the file: its Compare is kept for every later visit of the run, and
+    the page test above checks a first visit computes none.)"""
+    import io
+    import zipfile
+
+    from bert_explorer.app import exports
+    from bert_explorer.app.result_bundle import safe_name
+
+    kept = []
+    monkeypatch.setattr(exports, "bundle_button", lambda bundle, key, container=None: kept.append(bundle))
+    at = _page(tuned, monkeypatch, "classification")
+    at.button(key="af_changed").click().run()
+    assert not at.exception
+    with zipfile.ZipFile(io.BytesIO(kept[-1].zip_bytes())) as z:
+        names = set(z.namelist())
+        bins = pd.read_csv(io.BytesIO(z.read(f"tables/{safe_name('calibration bins')}.csv")))
+        cka = pd.read_csv(io.BytesIO(z.read(f"tables/{safe_name('CKA by layer')}.csv")))
+    assert f"tables/{safe_name('separation before and after')}.csv" in names
+    rows = predictions.load_predictions(tuned["runs"]["classification"]).rows
+    want = calibration.calibration(rows)["bins"]
+    assert list(bins["count"]) == [b["count"] for b in want]
+    assert len(cka) == len(kept[-1].figures["CKA by layer"].data[0].y)
+    assert list(cka["cka"]) == pytest.approx(list(kept[-1].figures["CKA by layer"].data[0].y))

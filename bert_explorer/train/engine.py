@@ -325,8 +325,8 @@ def marks_failure(run: Reporter):
 
 def _failed(run: Reporter, e: BaseException) -> None:
     status = run.status() if callable(run.status) else run.status  # (a Run's is read, a MemoryReporter's kept)
-    if status.get("state") in ("stopped", "finished"):  # its end was written already, its checkpoint saved:
-        return  # (a second Ctrl-C as the process ended turned a saved stop into "failed")
+    if getattr(run, "signalled", None) is not None and status.get("state") in ("stopped", "finished"):
+        return  # a second signal once the stop's end was written and saved: "failed" it was not
     reached = {} if run.step_reached is None else {"step": run.step_reached}
     # Ctrl-C's KeyboardInterrupt says nothing of itself: the log said "failed: " and no more
     reason = str(e) or ("interrupted (Ctrl-C)" if isinstance(e, KeyboardInterrupt) else type(e).__name__)
