@@ -51,6 +51,22 @@ def test_the_unigram_entropy_and_the_plateau_rule():
     assert "held-out loss, 7.10 nats, is less than 0.1 below 7.15, what" in plateau_sentence(7.10, 7.15)
 
 
+
+def test_a_model_that_learnt_its_training_text_by_heart_is_told_more_text_not_more_steps():
+    """A 30-document upload pre-trained 4,000 steps: training MLM loss 0.30, held-out 5.50 nats above its entropy.
+    The warning said it learnt only word counts and that more steps may get it going: they make it worse."""
+    from bert_explorer.train.pretrain_config import plateau_warning
+
+    final = {"plateau": True, "mlm_perplexity": math.exp(5.50), "unigram_entropy": 5.35, "train_mlm_loss": 0.30}
+    said = plateau_warning(final, 1e-3)
+    assert said.startswith("learnt its training text by heart, not the language: its training MLM loss is 0.30 nats")
+    assert "More steps would make it worse: give it more text" in said and "More steps or a longer" not in said
+    # a model that learnt nothing anywhere is still told so, with the learning-rate advice
+    stuck = plateau_warning({**final, "train_mlm_loss": 5.45}, 1e-4)
+    assert stuck.startswith("did not leave the word-frequency plateau") and "A higher learning rate" in stuck
+    assert plateau_warning({**final, "plateau": False}, 1e-3) is None
+
+
 def test_a_pre_training_that_learnt_only_word_counts_says_so(runs_root, tiny_vocab):
     """Its log, its status and the Pre-train page's panel say it."""
     from streamlit.testing.v1 import AppTest
@@ -64,7 +80,8 @@ def test_a_pre_training_that_learnt_only_word_counts_says_so(runs_root, tiny_voc
     result = run_pretraining(cfg, runs_root / "pretrain-stuck", progress=False)
     assert result["plateau"] is True and result["unigram_entropy"] < math.log(result["mlm_perplexity"])
     assert "did not leave the word-frequency plateau" in (runs_root / "pretrain-stuck" / "log.txt").read_text()
-    assert Run(runs_root / "pretrain-stuck").status()["eval_final"]["plateau"] is True
+    final = Run(runs_root / "pretrain-stuck").status()["eval_final"]
+    assert final["plateau"] is True and final["train_mlm_loss"] > final["unigram_entropy"] - 1  # (kept beside it)
     at = AppTest.from_file("../pages/10_Pre-train.py", default_timeout=120)
     at.session_state["pt_watch"] = "pretrain-stuck"
     at.run()

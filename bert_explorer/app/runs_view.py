@@ -10,7 +10,6 @@ system's finder (``runs/finder.py``) and words (``runs/report.py``); the curves 
 from __future__ import annotations
 
 import io
-import math
 import os
 import time
 import zipfile
@@ -21,7 +20,6 @@ import streamlit as st
 
 from . import exports
 from .. import full_disk
-from ..data.pretraining import plateau_sentence
 from ..data.uploads.names import safe_filename, slug
 from ..full_disk import DiskFull
 from ..runs import finder
@@ -30,7 +28,7 @@ from ..runs.report import STATE_LABELS, duration_text, run_log_tail, run_row
 from ..runs.run import ACTIVE_STATES, Run, duration
 from ..tasks.metrics import small_dev_warning
 from ..train.predict import Predictor
-from ..train.pretrain_config import plateau_advice
+from ..train.pretrain_config import plateau_warning
 from .run_figures import figures
 from .state import by_inputs, weights_version, without_host_paths
 from .roles import mode_sentence, writes_allowed
@@ -211,11 +209,9 @@ def _pretrain_numbers(status: dict, rows: list[dict], lr=None, name: str = "this
     final = status.get("eval_final") or {}
     # (a resumed run keeps its earlier part's final evaluation in its status while it trains again: not a verdict
     # on the model now training)
-    if final.get("plateau") and final.get("mlm_perplexity") and final.get("unigram_entropy") \
-            and status.get("state") not in ACTIVE_STATES:
+    if (warning := plateau_warning(final, lr)) and status.get("state") not in ACTIVE_STATES:
         # (named: above it, the page sets up a new run, perhaps of another size, which "this model" was read as)
-        st.warning(f"The model of {name} {plateau_sentence(math.log(final['mlm_perplexity']), final['unigram_entropy'])}. "
-                   + plateau_advice(lr))
+        st.warning(f"The model of {name} {warning}")
 
 
 def _panel(run: Run, status: dict, kind: str, prefix: str) -> None:

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from dataclasses import asdict, replace
@@ -27,11 +26,10 @@ from ..train.finetune import FinetuneConfig, check_folder as check_finetuning_fo
     estimate as finetune_estimate, few_steps_note, read_data, run_finetuning, steps_text
 from ..train.predict import Predictor
 from ..train.pretrain import check_start as check_pretraining, estimate as pretrain_estimate, run_pretraining
-from ..data.pretraining import plateau_sentence
 from ..data.uploads.core import PAIR_NAMES, TEXT_NAMES, column_key
 from ..runs.lock import RunBusy, writer_busy
 from ..runs.run import Run, new_run_refusal, restart_refusal, runs_root
-from ..train.pretrain_config import PretrainConfig, plateau_advice
+from ..train.pretrain_config import PretrainConfig, plateau_warning
 from ..train.pretraining_data import split_corpus
 from ..train.finetune_resume import resume_settings as resume_finetuning
 from ..train.resume import resume_settings
@@ -185,9 +183,8 @@ def _show_pretraining(result: dict, lr: float) -> None:
     if os.environ.get("RANK", "0") != "0":
         return
     print_json(result)
-    if result.get("plateau") and result.get("mlm_perplexity") and result.get("unigram_entropy"):
-        print(f"warning: this model {plateau_sentence(math.log(result['mlm_perplexity']), result['unigram_entropy'])}. "
-              f"{plateau_advice(lr)}", file=sys.stderr)
+    if warning := plateau_warning(result, lr):
+        print(f"warning: this model {warning}", file=sys.stderr)
 
 
 def writes_into(stream, path: Path) -> bool:

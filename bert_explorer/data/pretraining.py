@@ -353,8 +353,21 @@ def on_plateau(held_out_loss: float, entropy: float) -> bool:
     return held_out_loss > entropy - PLATEAU_MARGIN
 
 
-def plateau_sentence(held_out_loss: float, entropy: float) -> str:
-    """Why a model is on the plateau, in a sentence that follows "This model"."""
+def memorised(train_loss: float | None, held_out_loss: float, entropy: float) -> bool:
+    """Did a model on the plateau learn its training text by heart instead (its training MLM loss well below the
+    unigram entropy while held-out text stays at it)? More steps make such a model worse, not better."""
+    return isinstance(train_loss, (int, float)) and on_plateau(held_out_loss, entropy) \
+        and train_loss < entropy - 1.0  # (a nat below: a model that learnt nothing sits at the entropy on both)
+
+
+def plateau_sentence(held_out_loss: float, entropy: float, train_loss: float | None = None) -> str:
+    """Why a model is on the plateau, in a sentence that follows "This model": its training text learnt by heart
+    (``memorised``; a 30-document upload read 0.30 nats in training, and was told more steps would help), or
+    nothing learnt beyond word counts."""
+    if memorised(train_loss, held_out_loss, entropy):
+        return (f"learnt its training text by heart, not the language: its training MLM loss is {train_loss:.2f} nats, "
+                f"far below {entropy:.2f} (what predicting every WordPiece by its frequency alone costs on this corpus), "
+                f"while on held-out text it is {held_out_loss:.2f}, no better than word counts")
     where = ("above" if held_out_loss >= entropy else
              f"less than {PLATEAU_MARGIN:g} below")
     return (f"did not leave the word-frequency plateau: its held-out loss, {held_out_loss:.2f} nats, is {where} "

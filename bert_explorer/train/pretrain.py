@@ -412,6 +412,7 @@ class Pretraining:
         self.cfg, self.reporter, self.dev, self.data, self.t = cfg, run, dev, data, t
         self.objective, self.on_step = cfg.objective_type, on_step
         self.tokens_seen, self.tokens_since, self.last_log, self.last_eval = tokens_seen, 0, time.time(), None
+        self.last_train_mlm_loss = None  # (beside the held-out loss: a model that learnt its text by heart)
         self.part_start = (t.step, time.time())  # this process's first step and its time: the rate of the ETA
         self.flops_per_token = model_flops_per_token(t.model, cfg.max_seq_length,  # (its MFU: an LTR model
                                                      predicted_fraction(cfg))["total"]  # predicts every token)
@@ -499,6 +500,7 @@ class Pretraining:
         run.write_status(step=step, last=last, eta_s=round(time_left(self.part_start[1], step - self.part_start[0],
                                                                        cfg.max_steps - step)))
         self.tokens_since, self.last_log = 0, time.time()
+        self.last_train_mlm_loss = losses.get("mlm_loss", self.last_train_mlm_loss)
 
     def _measure(self) -> dict:
         return evaluate(self.t.model, self.data.held, self.cfg, self.data.tok, self.dev)
@@ -543,9 +545,11 @@ class Pretraining:
         if final.get("mlm_perplexity"):  # did it learn more than word counts?
             entropy = unigram_entropy((x.original_ids() for x in self.data.train), self.data.tok.special_ids())
             loss = math.log(final["mlm_perplexity"])
-            final = {**final, "unigram_entropy": round(entropy, 4), "plateau": on_plateau(loss, entropy)}
+            trained = self.last_train_mlm_loss
+            final = {**final, "unigram_entropy": round(entropy, 4), "plateau": on_plateau(loss, entropy),
+                     **({"train_mlm_loss": round(trained, 4)} if trained is not None else {})}
             if final["plateau"]:
-                run.log(f"warning: this model {plateau_sentence(loss, entropy)}")
+                run.log(f"warning: this model {plateau_sentence(loss, entropy, trained)}")
         if self.frames is not None and step not in self.frames.steps:  # a stop before the end: its last moment too
             self.frame(step, final)
         self.save(step, final=final)

@@ -3,10 +3,11 @@ the Pre-train page, a recipe and a run's ``training_args.json`` hold, each bound
 runs, and the warm-up they imply."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 
 from ..data.objectives import Objective, objective_type, predicted_share
-from ..data.pretraining import MaskingConfig
+from ..data.pretraining import MaskingConfig, memorised, plateau_sentence
 from ..model import PRESETS
 from ..setting import setting
 from .configs import MAX_GRAD_ACCUM, seed_refusal, settings_of
@@ -193,13 +194,27 @@ def positions_fit(max_seq_length: int, positions: int, model: str) -> None:
 SMALL_MODEL_LR = 5e-4
 
 
-def plateau_advice(lr) -> str:
-    """What may take a pre-training that stayed on the word-frequency plateau off it, by its learning rate."""
+def plateau_advice(lr, memorised: bool = False) -> str:
+    """What may take a pre-training that stayed on the word-frequency plateau off it, by its learning rate; for one
+    that learnt its training text by heart (``data.pretraining.memorised``), more text, not more steps."""
+    if memorised:
+        return ("More steps would make it worse: give it more text (a corpus of millions of words, or a built-in one "
+                "joined with yours by +), fewer steps, or a smaller model.")
     if isinstance(lr, (int, float)) and lr < SMALL_MODEL_LR:
         return (f"A higher learning rate may get it going: at {lr:g}, the paper's rate for BERT-Base over a million "
                 f"steps, a small model of a few thousand steps learns slowly; this project's small models learnt "
                 f"at {SMALL_MODEL_LR:g} to 1e-3. More steps help too.")
     return "More steps or a longer warm-up may get it going."
+
+
+def plateau_warning(final: dict, lr) -> str | None:
+    """What follows "this model" in a warning of a finished pre-training's result (``final``: its last evaluation,
+    with ``plateau``, ``unigram_entropy`` and the training MLM loss), and what may take it off; None when it left
+    the plateau or was not measured."""
+    if not (final.get("plateau") and final.get("mlm_perplexity") and final.get("unigram_entropy")):
+        return None
+    held, entropy, trained = math.log(final["mlm_perplexity"]), final["unigram_entropy"], final.get("train_mlm_loss")
+    return f"{plateau_sentence(held, entropy, trained)}. {plateau_advice(lr, memorised(trained, held, entropy))}"
 
 
 def predicted_fraction(cfg: PretrainConfig) -> float:
