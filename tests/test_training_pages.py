@@ -696,6 +696,14 @@ def test_a_killed_run_says_how_it_goes_on(runs_root, capsys):
     assert table.loc["killed", "dev accuracy"] == report.metric_text("dev accuracy", 0.9), table
     assert any(c.value == "Dev scores of the last evaluation before the run ended, not a final one: killed (step 60)."
                for c in at.caption)
+    # a pre-training killed before its first checkpoint: its Resume trains it again from step 0, as said
+    _fake_run(runs_root, "pt-killed", "pretrain", "running", [{"step": 5, "split": "train", "loss": 7.0}],
+              pid=4194303, step=5, max_steps=100)
+    at = _page("13_Runs.py")
+    box = next(b for b in at.selectbox if b.key.startswith("runs_sel_") and "pt-killed" in b.options)
+    box.set_value("pt-killed").run()
+    assert any(c.value.startswith("It kept no checkpoint: Resume on the Pre-train page, or `bert-explorer pretrain "
+                                  "--output ") and "trains it again from step 0" in c.value for c in at.caption)
     ft = _page("11_Fine-tune.py", ft_watch="killed")
     assert [b for b in ft.button if b.key == "ft_resume"]
     assert main(["after-finetuning", str(run.path)]) == 2

@@ -234,6 +234,9 @@ def go_on_sentence(run: Run, kind: str) -> str:
     """How a run that ended without finishing goes on (a killed run was shown its log and nothing more): from
     its newest checkpoint, on its page or from a terminal, or, with none, not at all."""
     kept = run.resumable_checkpoints()
+    if not kept and kind == "pretrain":  # (its Resume trains it again from step 0: "start a new run" was said)
+        return without_host_paths(f"It kept no checkpoint: Resume on the Pre-train page, or `bert-explorer pretrain "
+                                  f"--output {run.path} --resume`, trains it again from step 0 with its settings.")
     if not kept:
         saves = " (a fine-tuning saves one at each evaluation with Save checkpoints)" if kind == "finetune" else ""
         return f"It kept no checkpoint to resume from: start it again as a new run{saves}."
