@@ -302,3 +302,25 @@ def test_a_time_said_near_idle_is_the_idle_figure_a_headline_shows(monkeypatch):
     monkeypatch.setattr(speed, "seconds_now", lambda idle, threads, load=None, niced=True: idle * 1.05)
     assert speed.said(2994.0, 1, load=1.0) == "about 49 min 54 s (the other work now leaves it the cores it uses)"
     assert speed.said(2994.0, 1, load=0.1) == "about 49 min 54 s (the machine is idle now)"
+
+
+def test_other_work_is_the_systems_busy_cores_less_this_processs_own(monkeypatch):
+    """What a run logs beside its speed: over 2 s on 2 cores, both busy (user 300 + system 100 ticks of 400), this
+    process 1 s of CPU (0.5 core): other work kept 1.5 cores busy."""
+    from collections import namedtuple
+
+    from bert_explorer.train import speed
+
+    T = namedtuple("T", "user system children_user children_system elapsed")
+    clock, stat, own = [100.0], [[0, 0, 0, 0, 0, 0, 0, 0]], [T(0.0, 0.0, 0, 0, 0)]
+    monkeypatch.setattr(speed.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(speed, "_cpu_times", lambda: list(stat[0]))
+    monkeypatch.setattr(speed.os, "times", lambda: own[0])
+    monkeypatch.setattr(speed.os, "cpu_count", lambda: 2)
+    work = speed.OtherWork()
+    clock[0] += 0.5
+    assert work.sample() is None  # under a second: nothing said, and the interval goes on adding up
+    clock[0] += 1.5
+    stat[0] = [300, 0, 100, 0, 0, 0, 0, 0]
+    own[0] = T(0.8, 0.2, 0, 0, 0)
+    assert work.sample() == 1.5

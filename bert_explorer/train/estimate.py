@@ -169,15 +169,22 @@ def measured_throughput(root: Path, size: str | None = None, predicted_fraction:
         if abs(fraction - predicted_fraction) > 1e-9 or (precision and s.get("precision", precision) != precision) \
                 or (dev == "cpu" and threads and s.get("threads", threads) != threads):
             continue
-        tps = [m["tokens_per_s"] for m in _recent_metrics(run) if m.get("split") == "train" and m.get("tokens_per_s")]
-        if not tps:
+        rows = [m for m in _recent_metrics(run) if m.get("split") == "train" and m.get("tokens_per_s")][-20:]
+        if not rows:
             continue
-        tps = statistics.median(tps[-20:])
+        tps = statistics.median(m["tokens_per_s"] for m in rows)
         try:
             _, fpt = model_size(run_size, _vocabulary_of(run, cfg), int(cfg.get("max_seq_length", 128)), fraction)
         except (KeyError, ValueError, TypeError, CheckpointError):
             continue
-        return tps * fpt, f"measured: run {rel_name(run.path, root)} of this size trained at {tps:,.0f} tokens/s here"
+        said = f"measured: run {rel_name(run.path, root)} of this size trained at {tps:,.0f} tokens/s here"
+        # other work on the CPU while it trained (logged beside its speed): its speed as an idle machine's
+        other = [m["other_cores"] for m in rows if isinstance(m.get("other_cores"), (int, float))]
+        if dev == "cpu" and other and (idle := speed.idle_rate(tps, statistics.median(other),
+                                                                int(s.get("threads") or threads or 1))) > tps:
+            said += f" while other work kept {statistics.median(other):.1f} cores busy ({idle:,.0f} on an idle machine)"
+            tps = idle
+        return tps * fpt, said
     return None
 
 

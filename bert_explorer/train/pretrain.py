@@ -42,6 +42,7 @@ from .resume import (WORLD_SIZE_KEY, ResumePoint, check_resume, resume_point, sa
 from .estimate import (checkpoints_of, evaluations_of, model_flops_per_token, pretrain_estimate,
                        sequences_of)
 from .memory import check_batch_fits
+from .speed import OtherWork
 from .trainer import Due, Trainer
 from ..runs.lock import writes_run
 from ..runs.run import Run
@@ -413,6 +414,7 @@ class Pretraining:
         self.objective, self.on_step = cfg.objective_type, on_step
         self.tokens_seen, self.tokens_since, self.last_log, self.last_eval = tokens_seen, 0, time.time(), None
         self.last_train_mlm_loss = None  # (beside the held-out loss: a model that learnt its text by heart)
+        self.other_work = OtherWork() if dev.device.type == "cpu" else None  # (its speed is read by later estimates)
         self.part_start = (t.step, time.time())  # this process's first step and its time: the rate of the ETA
         self.flops_per_token = model_flops_per_token(t.model, cfg.max_seq_length,  # (its MFU: an LTR model
                                                      predicted_fraction(cfg))["total"]  # predicts every token)
@@ -493,7 +495,8 @@ class Pretraining:
         peak = dev.peak_flops()
         last = {"step": step, "split": "train", **{k: round(v, 5) for k, v in losses.items() if v},
                 "lr": lr, "grad_norm": round(grad_norm, 4),
-                "tokens_per_s": round(tps, 1), "time": time.time()}
+                "tokens_per_s": round(tps, 1), "time": time.time(),
+                **({"other_cores": o} if self.other_work and (o := self.other_work.sample()) is not None else {})}
         if peak:
             last["mfu"] = round(tps * self.flops_per_token / (peak * dev.world_size), 4)
         run.log_metrics(last)

@@ -271,6 +271,38 @@ def busy_cores() -> tuple[float, float]:
     return normal, low
 
 
+class OtherWork:
+    """The cores other processes kept busy between two calls of :meth:`sample` (this process's own CPU time taken
+    out of the system's), for a run to log beside its speed: a speed measured while other work ran is not an idle
+    machine's (a run trained at 6,954 tokens/s under load was then taken for the machine's speed, and a run of
+    30,000 tokens/s was said to take four times its time). None where the system does not count CPU time."""
+
+    def __init__(self):
+        self.last = (time.monotonic(), _cpu_times(), os.times())
+
+    def sample(self) -> float | None:
+        now, times, own = time.monotonic(), _cpu_times(), os.times()
+        then, before, own_before = self.last
+        if times is None or before is None or now - then < 1.0:  # (log steps a tenth of a second apart add up)
+            return None
+        self.last = (now, times, own)
+        d = [b - a for a, b in zip(before, times)]
+        if sum(d) <= 0:
+            return None
+        cores = os.cpu_count() or 1
+        busy = cores * (sum(d) - d[3] - d[4]) / sum(d)  # (all but idle and iowait)
+        mine = (own.user - own_before.user + own.system - own_before.system) / (now - then)
+        return round(max(0.0, busy - mine), 2)
+
+
+def idle_rate(rate: float, other_cores: float | None, n_threads: int) -> float:
+    """A speed measured while ``other_cores`` were busy with other work, as an idle machine's: corrected as a busy
+    speed reading is (:func:`kept`: the square root of a normal-priority job's share, at most doubled)."""
+    if other_cores is None or other_cores < 0.5:
+        return rate
+    return rate / max(1 / BUSY_READING_MOST, share_now(n_threads, load=other_cores, niced=False) ** 0.5)
+
+
 def is_idle() -> bool:
     """Does other work leave at least half the cores free now?"""
     normal, low = busy_cores()
