@@ -191,3 +191,17 @@ def test_the_count_from_a_checkpoints_config_equals_the_built_model():
     odd = BertConfig(vocab_size=777, hidden_size=96, num_layers=3, num_heads=4, intermediate_size=200,
                      max_position_embeddings=64, type_vocab_size=3)
     assert pretraining_parameters(odd)[0] == _built_size(odd)[0]
+
+
+def test_a_bf16_fine_tuning_counts_its_float32_rescore(monkeypatch):
+    """A run trained in bf16 scores its kept model once more in fp32 (train.finetune); the estimate left it out."""
+    from bert_explorer.train import estimate
+
+    common = dict(model="minilm", n_train=100, n_dev=50, epochs=1, batch_size=10, max_seq_length=32, mean_words=10,
+                  tokens_per_example=20, process_start=False)
+    monkeypatch.setattr(estimate, "_finetune_rates", lambda *a, **k: (1e9, 3e9, 1e9, "stated"))  # bf16 passes
+    bf16 = estimate.finetune_estimate(**common)["eval_seconds"]
+    monkeypatch.setattr(estimate, "_finetune_rates", lambda *a, **k: (1e9, 1e9, 1e9, "stated"))  # fp32 throughout
+    fp32 = estimate.finetune_estimate(**common)["eval_seconds"]
+    one_fp32_pass = fp32 / 2  # (one evaluation and the final pass, both fp32 here)
+    assert bf16 == pytest.approx(one_fp32_pass / 3 + one_fp32_pass + one_fp32_pass)

@@ -518,8 +518,9 @@ def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch
       each plus [CLS] and [SEP]s, cut at ``max_seq_length``), in ``features_per_example`` inputs each
       (QA's windows) of ``seq_len`` positions, plus each step's optimiser update;
     * ``eval_seconds``: the dev set (``dev_tokens_per_example``, unpadded: it is read shortest first)
-      forward after each epoch or every ``eval_every`` steps (a third of a step's FLOPs a token), and
-      once more at the end in fp32 (the dev predictions the After fine-tuning page reads);
+      forward after each epoch or every ``eval_every`` steps (a third of a step's FLOPs a token), once
+      more at the end in fp32 (the dev predictions the After fine-tuning page reads), and, for a run in
+      bf16, once more in fp32 to score the model kept;
     * ``loading_seconds``: the process's start (``process_start``: a run the page starts in the
       background), the model read once for its tokenizer, once for each learning rate and once to
       predict, and the fine-tuned model saved.
@@ -557,7 +558,9 @@ def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch
         # each step's optimiser update on a CPU; on a GPU, no step is quicker than its floor
         train_s = train_s + steps * parameters * OPTIMIZER_S_PER_PARAMETER if on_cpu else \
             max(train_s, steps * GPU_FT_STEP_FLOOR_S)
-        eval_s = n_dev * dev_tokens * forward_fpt * (evaluations / eval_rate + 1 / final_rate)
+        # a run trained in bf16 scores its kept model once more in fp32 before the final pass (train.finetune)
+        rescored = 1 / final_rate if eval_rate != final_rate else 0.0
+        eval_s = n_dev * dev_tokens * forward_fpt * (evaluations / eval_rate + 1 / final_rate + rescored)
     loads = (2 + (lr_settings if mode != "feature-based" else 0)) * 4 * parameters / MODEL_LOAD_BYTES_PER_S
     saving = 4 * parameters / CHECKPOINT_BYTES_PER_S
     loading = (PROCESS_START_S if process_start else 0.0) + FINETUNE_RUN_S + loads + saving
