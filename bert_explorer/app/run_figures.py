@@ -9,8 +9,8 @@ import plotly.express as px
 
 from ..runs.report import LABELS, PERCENT
 
-NOT_METRICS = {"step", "time", "epoch", "lr_setting", "split", "eval_tokens", "total", "n_true", "n_pred",
-               "n_correct", "null_threshold"}
+NOT_METRICS = {"step", "time", "epoch", "lr_setting", "split", "eval_tokens", "eval_pairs", "total", "n_true", "n_pred",
+               "n_correct", "null_threshold", "other_cores"}  # (counts and the machine's state: no run's measure)
 
 
 def latest_rows(rows: list[dict]) -> list[dict]:

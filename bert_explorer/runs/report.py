@@ -20,7 +20,8 @@ LABELS = {"loss": "loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss", "mlm_a
           "mfu": "MFU", "accuracy": "accuracy", "macro_f1": "macro-F1", "f1": "F1", "mcc": "MCC",
           "pearson": "Pearson r", "spearman": "Spearman ρ", "exact_match": "exact match",
           "micro_f1": "micro-F1", "subset_accuracy": "subset accuracy", "micro_precision": "micro precision",
-          "micro_recall": "micro recall"}
+          "micro_recall": "micro recall", "lr": "learning rate", "grad_norm": "gradient norm",
+          "mse": "mean squared error"}
 
 # Said in per cent wherever a page shows them (the Pre-train tiles, the probe, a model's measured quality):
 # the tables and curves of runs say them so too, not as 0.0286 beside a tile's 2.9 %.
