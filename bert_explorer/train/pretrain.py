@@ -67,7 +67,8 @@ def _warm_start(cfg: PretrainConfig, run: Reporter, dev: Device) -> BertForPreTr
                 "changes, so the first steps re-learn how to read")
     model.config.causal = causal
     if dev.is_main:
-        run.log(f"warm start from {cfg.init} ({loaded.path}): {loaded.report.summary()}")
+        where = f" ({loaded.path})" if str(loaded.path) != str(cfg.init) else ""  # (a path was said twice)
+        run.log(f"warm start from {cfg.init}{where}: {loaded.report.summary()}")
     if dev.device.type == "mps" and cfg.precision in ("bf16", "fp16") and dev.is_main:
         run.log(f"precision {cfg.precision} asked for, but MPS trains in fp32")
     return model
