@@ -148,13 +148,10 @@ c1, c2 = st.columns([2, 1])
 # value), so that "Why this answer?" below starts on the top one; the choice then holds from run to run
 # a value has no wrong answers, only errors: "the wrong answers" and "the most confident mistakes" are both its
 # largest errors first, which the radio offered twice
-# a tagger's sentences carry no one probability to order them by: "the most confident first" was dev order
-views = (["all", "wrong"] if task.per_token else list(predictions.VIEWS)) if task.right_or_wrong else \
-    ["all", "confident mistakes", "unsure right answers"]
-opening = "confident mistakes" if "confident mistakes" in views else "wrong"
-if st.session_state.get("af_view") not in (None, *views):  # (a view another kind of run had: its nearest)
-    st.session_state["af_view"] = opening
-which = c1.radio("Show", views, key="af_view", horizontal=True, index=views.index(opening),
+views = list(predictions.VIEWS) if task.right_or_wrong else ["all", "confident mistakes", "unsure right answers"]
+if st.session_state.get("af_view") not in (None, *views):  # ("wrong" of a classifier's run: the same errors)
+    st.session_state["af_view"] = "confident mistakes"
+which = c1.radio("Show", views, key="af_view", horizontal=True, index=views.index("confident mistakes"),
                  format_func=lambda v: predictions.VIEWS[v] if task.right_or_wrong else {
                      "all": "every example", "confident mistakes": "largest errors first",
                      "unsure right answers": "smallest errors first"}[v])

@@ -383,8 +383,6 @@ def test_the_page_shows_the_parts_that_apply_to_the_task_type(task, tuned, monke
     assert len(titles) == len(wanted), titles
     captions = " ".join(c.value for c in at.caption)
     assert "so its score is" in captions  # the small-data sentence where a slice is small
-    if task == "ner":  # no probability to order a tagger's sentences by: no "most confident first"
-        assert not any("confident" in o for o in at.radio(key="af_view").options), at.radio(key="af_view").options
     if task == "classification":
         rows = predictions.load_predictions(tuned["runs"][task]).rows
         sep = change.what_changed(tuned["runs"][task], predictions.load_predictions(tuned["runs"][task])
