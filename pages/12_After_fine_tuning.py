@@ -149,9 +149,10 @@ c1, c2 = st.columns([2, 1])
 # a value has no wrong answers, only errors: "the wrong answers" and "the most confident mistakes" are both its
 # largest errors first, which the radio offered twice
 views = list(predictions.VIEWS) if task.right_or_wrong else ["all", "confident mistakes", "unsure right answers"]
-if st.session_state.get("af_view") not in (None, *views):  # ("wrong" of a classifier's run: the same errors)
-    st.session_state["af_view"] = "confident mistakes"
-which = c1.radio("Show", views, key="af_view", horizontal=True, index=views.index("confident mistakes"),
+# a radio of each kind of answer (one key for both: a regression run opened after a classifier's showed its
+# radio with nothing selected, its labels not the kept choice's)
+which = c1.radio("Show", views, key="af_view" if task.right_or_wrong else "af_view_values", horizontal=True,
+                 index=views.index("confident mistakes"),
                  format_func=lambda v: predictions.VIEWS[v] if task.right_or_wrong else {
                      "all": "every example", "confident mistakes": "largest errors first",
                      "unsure right answers": "smallest errors first"}[v])

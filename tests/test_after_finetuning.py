@@ -195,8 +195,14 @@ def test_a_slice_of_one_gold_value_has_no_correlation_not_a_zero(tuned, monkeypa
     assert all(s["pearson"] is not None for s in whole if len({r["gold"] for r in rows}) > 1)
     at = _page(tuned, monkeypatch, "regression")
     assert not at.exception
-    shown = at.radio(key="af_view").options
+    shown = at.radio(key="af_view_values").options
     assert len(shown) == len(set(shown)) == 3, shown  # ("largest errors first" was offered twice)
+    # opened after a classifier's run, its radio has a choice selected (it had none: one key for both kinds)
+    at.session_state["af_run"] = "classification"
+    at.run()
+    at.session_state["af_run"] = "regression"
+    at.run()
+    assert at.radio(key="af_view_values").value == "confident mistakes"
     # a slice with no correlation is said where its bar would stand (plotly draws no text on a missing bar)
     import figcheck
     by_gold = [f for f in figcheck.figures(at) if f.title.startswith("by gold value")]
