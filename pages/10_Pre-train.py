@@ -20,7 +20,7 @@ from bert_explorer.app.state import by_inputs, device_name, show_mode, shown_pat
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES, CheckpointError
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
-from bert_explorer.app.keep import kept_widget, remembered, text_box
+from bert_explorer.app.keep import kept_widget, remembered, settings_key, text_box
 from bert_explorer.app.widgets import intro
 from bert_explorer.data.uploads.names import slug
 from bert_explorer.model.config import BertConfig
@@ -252,9 +252,10 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     run_name = kept_widget(st.text_input, "Run name (optional)", "pt_name", "", max_chars=200,
                            placeholder="automatic: pretrain-<size>-<corpus>-<time>")
     # a long run is asked for twice, as on Fine-tune (10,000,000 steps, 118 days here, started in one click)
+    # a tick is for the run it was given for: a tick for 6,000 steps (40 min) held at 10,000,000 (46 days)
     confirmed = est is None or est["seconds"] <= LONG_RUN_ASK_S or not writes_allowed() or st.checkbox(
         f"Yes, pre-train for {said(est['seconds'], background_threads())} ({int(steps):,} steps). For a quicker run, "
-        "set fewer steps or a smaller model.", key="pt_confirm_long")
+        "set fewer steps or a smaller model.", key=f"pt_confirm_long_{settings_key(config.to_dict())}")
     if work_button("Start pre-training", type="primary", key="pt_start", disabled=bool(corpus_error) or not confirmed):
         run_dir = root / slug(run_name) if run_name.strip() else rv.new_run_dir(
             f"pretrain-{('warm-' + Path(init).name) if init else size}-{'upload' if upload else corpus}", root)

@@ -9,7 +9,7 @@ from bert_explorer import limits
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
-from bert_explorer.app.keep import kept_widget, text_box
+from bert_explorer.app.keep import kept_widget, settings_key, text_box
 from bert_explorer.app.state import by_inputs, device_name, model_picker, shown_path, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
@@ -84,7 +84,7 @@ def long_run_confirmed(config: FinetuneConfig, data, n_dev: int | None = None) -
         return True
     return st.checkbox(f"Yes, fine-tune for {said(est['seconds'], est['threads'])} ({est['steps']:,} steps). For a "
                        "quicker run, set *Use at most N training examples* or fewer epochs under Advanced settings.",
-                       key="ft_confirm_long")
+                       key=f"ft_confirm_long_{settings_key(asdict(config))}")  # (a tick for the run it was given for)
 
 
 root = runs_root()

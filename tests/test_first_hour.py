@@ -130,12 +130,12 @@ def test_a_long_fine_tuning_is_estimated_and_asked_for_before_it_starts(runs_roo
     (said,) = [c.value for c in at.caption if c.value.startswith("Estimated time on")]
     # 360 training examples (a tenth is the dev set), batch 32, 3 epochs: 12 steps an epoch
     assert "36 steps of 32 examples" in said and "40 dev examples scored after each epoch" in said
-    assert not at.button(key="ft_start").disabled and not [c for c in at.checkbox if c.key == "ft_confirm_long"]
+    assert not at.button(key="ft_start").disabled and not [c for c in at.checkbox if c.key.startswith("ft_confirm_long")]
 
     monkeypatch.setattr(estimate, "LONG_RUN_ASK_S", 0.001)  # as if it would take hours
     at.run()
     assert at.button(key="ft_start").disabled
-    (box,) = [c for c in at.checkbox if c.key == "ft_confirm_long"]
+    (box,) = [c for c in at.checkbox if c.key.startswith("ft_confirm_long")]
     assert box.label.startswith("Yes, fine-tune for about ") and "(36 steps)" in box.label
     box.check().run()
     assert not at.button(key="ft_start").disabled

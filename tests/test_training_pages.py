@@ -273,13 +273,17 @@ def test_a_pretraining_of_days_is_asked_for_twice(runs_root):
     at.number_input(key="pt_steps").set_value(10_000_000)
     at.run()
     assert not at.exception and at.button(key="pt_start").disabled
-    (box,) = [c for c in at.checkbox if c.key == "pt_confirm_long"]
+    (box,) = [c for c in at.checkbox if c.key.startswith("pt_confirm_long")]
     assert box.label.startswith("Yes, pre-train for about ") and "(10,000,000 steps)" in box.label
     box.check().run()
     assert not at.button(key="pt_start").disabled
     assert not list(runs_root.iterdir())  # nothing started by asking
+    # the tick is for the run it was given for: more steps ask again
+    at.number_input(key="pt_steps").set_value(9_000_000).run()
+    assert at.button(key="pt_start").disabled and not [c for c in at.checkbox if c.key.startswith("pt_confirm")
+                                                       and c.value]
     at.number_input(key="pt_steps").set_value(4).run()  # a short run: no box
-    assert not [c for c in at.checkbox if c.key == "pt_confirm_long"] and not at.button(key="pt_start").disabled
+    assert not [c for c in at.checkbox if c.key.startswith("pt_confirm_long")] and not at.button(key="pt_start").disabled
 
 
 @pytest.mark.parametrize("name, codec, note", [

@@ -78,3 +78,12 @@ def remembered(key: str, default: Any = None) -> Any:
     """The value kept under ``key`` (what the user last chose on any page), or ``default``."""
     return st.session_state.get(key, st.session_state.get(SHADOW + key, default))
 
+
+
+def settings_key(settings: dict) -> str:
+    """A short key of these settings, for a widget that belongs to them alone (a long run's confirmation: a tick
+    given for 40 minutes held when the steps were raised to 46 days)."""
+    import hashlib
+    import json
+
+    return hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
