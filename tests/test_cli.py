@@ -577,6 +577,30 @@ def test_a_fine_tuning_says_how_far_it_is_while_it_trains(tmp_path, bar):
     assert json.loads(r.stdout)["steps"] == steps
 
 
+
+def test_a_fine_tuning_stopped_and_resumed_in_a_terminal_says_each_thing_once(tmp_path):
+    """The stop's sentence was printed twice (the log's line, then the command's); a resume said nothing of the
+    step it went on from (its lines came before the first one followed)."""
+    import signal
+
+    out = tmp_path / "ft"
+    cmd = [sys.executable, "-m", "bert_explorer.cli", "finetune", "--model", "minilm", "--train", "tiny:classification",
+           "--epochs", "30", "--max-seq-length", "16", "--precision", "fp32", "--save-checkpoints", "--eval-every",
+           "2", "--output", str(out), "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    while time.time() < deadline and not list((out / "checkpoints").glob("step-*")):
+        time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 130, err
+    stop = [line for line in err.splitlines() if "interrupted (Ctrl-C) at step" in line]
+    assert len(stop) == 1, err
+    r = run("finetune", "--output", str(out), "--resume", "--no-progress")
+    said = r.stderr
+    assert "resuming at step " in said and said.count("resuming at step ") == 1, said
+
+
 def test_pretraining_data_is_made_by_the_run_that_trains_on_it():
     """No separate instance-file command: nothing read its file, and its options differed from
     pretrain's. google-research/bert's static masks are pretrain's own settings."""

@@ -245,7 +245,7 @@ def test_a_signal_before_the_first_step_ends_at_once_and_leaves_the_run_stopped(
                 for _ in range(200):  # (reading the data)
                     time.sleep(0.005)
         go_on = (f"start it from step 0 with its settings with `bert-explorer pretrain --output {run.path} --resume`"
-                 if kind == "pretrain" else "nothing was trained, so start it again with the same command")
+                 if kind == "pretrain" else "start it again with the same command")
         sentence = f"stopped by SIGTERM before its first step, nothing trained to save; {go_on}"
         assert str(stopped.value) == sentence and stopped.value.exit_code == 128 + signal.SIGTERM
         if kind == "finetune":  # the same command's folder check takes it (it said "a new --output")

@@ -3,8 +3,9 @@ log's lines (each evaluation's dev scores, early stopping, the learning rate kep
 
 The training itself writes only into the run's folder (the app reads the same files), so without this a
 `bert-explorer finetune` said its estimate and then nothing until its result, minutes later. A thread reads the
-two files once a second; the main thread trains undisturbed. The lines written before the run's first "device"
-line (the data's notes and warnings) are skipped: the command said them before the run started.
+two files once a second; the main thread trains undisturbed. The lines written before the run's first own line
+("device", or "resuming" for a resume; the data's notes and warnings) are skipped: the command said them before
+the run started; so is the stop's sentence a signal ends it with, which the command prints itself.
 """
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from tqdm import tqdm
 from ..runs.run import Run
 
 POLL_S = 1.0
-FIRST_OWN_LINE = "device "  # (train.finetune._run: the first line the command has not said itself)
+# (train.finetune._run: the first lines the command has not said itself; a resume's were skipped, and it said
+# nothing of the step it went on from)
+FIRST_OWN_LINES = ("device ", "resuming at step ")
 
 
 class Follower:
@@ -29,6 +32,7 @@ class Follower:
         log = self.run.path / "log.txt"
         self.offset = log.stat().st_size if log.is_file() else 0  # a resumed run's earlier lines are not said again
         self.partial, self.own = "", False
+        self.said_by_the_command = None  # a last line the command prints itself (a signal's stop): not said twice
         self.want_bar, self.bar = bar, None  # (drawn once the run knows its steps: not while it reads its data)
 
     def poll(self) -> None:
@@ -43,8 +47,8 @@ class Follower:
         *lines, self.partial = (self.partial + data.decode("utf-8", "replace")).split("\n")
         for line in lines:
             message = line.split(" ", 1)[-1]  # (after its time)
-            self.own = self.own or message.startswith(FIRST_OWN_LINE)
-            if self.own and line.strip():
+            self.own = self.own or message.startswith(FIRST_OWN_LINES)
+            if self.own and line.strip() and message != self.said_by_the_command:
                 if self.bar is not None:  # (above the bar; tqdm.write's own default is stdout, the result's)
                     tqdm.write(line, file=self.stream)
                 else:
@@ -86,6 +90,9 @@ def following(run_dir: str | Path, bar: bool = True):
     thread.start()
     try:
         yield follower
+    except BaseException as e:
+        follower.said_by_the_command = str(e)  # (the stop's sentence: the command prints it, once)
+        raise
     finally:
         done.set()
         thread.join()

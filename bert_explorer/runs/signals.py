@@ -108,5 +108,5 @@ def what_to_do(run: Run, resumable: bool = True, before_a_step: bool = False) ->
     if resumable and before_a_step and kind == "pretrain":
         return f"start it from step 0 with its settings with `{command} pretrain --output {run.path} --resume`"
     if before_a_step:  # nothing logged: its folder takes the same command again (it said "a new --output")
-        return "nothing was trained, so start it again with the same command"
+        return "start it again with the same command"
     return "it kept no checkpoint to resume from, so start it again with a new --output"
