@@ -191,6 +191,8 @@ def test_a_slice_of_one_gold_value_has_no_correlation_not_a_zero(tuned, monkeypa
     rows = [{**r, "gold": float(i % 3)} for i, r in enumerate(pred.rows)]  # three gold values, each a slice
     by_gold = [s for s in slices.slices(pred.task, rows, 64) if s["by"] == "gold value"]
     assert by_gold and all(s["pearson"] is None and s["spearman"] is None and s["mse"] is not None for s in by_gold)
+    # a value's small slice is said as a correlation's, not as answers "right" by the point
+    assert all("more or less right" not in (s["small"] or "") for s in slices.slices(pred.task, rows, 64))
     whole = [s for s in slices.slices(pred.task, rows, 64) if s["by"] != "gold value"]
     assert all(s["pearson"] is not None for s in whole if len({r["gold"] for r in rows}) > 1)
     at = _page(tuned, monkeypatch, "regression")

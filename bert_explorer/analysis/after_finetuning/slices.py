@@ -112,7 +112,9 @@ def slices(task: TaskType, rows: list[dict], max_seq_length: int, extra: list[st
         for name in sorted(groups, key=_order):
             part = groups[name]
             out.append({"by": by, "slice": name, "count": len(part), **_defined(score(task, part), part),
-                        "small": small_dev_warning(len(part), f"The slice {by} = {name}")})
+                        # (a value's slice said "one example more or less right", of a correlation)
+                        "small": small_dev_warning(len(part), f"The slice {by} = {name}",
+                                                   counted=task.right_or_wrong)})
     return out
 
 
