@@ -112,19 +112,19 @@ def resolve(name_or_dir: str | Path) -> Path:
         except hub.HubError as e:
             raise CheckpointError(str(e)) from None
     d = Path(s).expanduser()
+    shown = s if len(s) <= 80 else f"{s[:50]}…{s[-20:]} ({len(s):,} characters)"  # (4 KB was said in full, twice)
     try:
         there = d.exists()
     except OSError as e:  # (a name longer than the system allows: every page showed its traceback)
-        shown = s if len(s) <= 60 else f"{s[:40]}…{s[-12:]}"
-        raise CheckpointError(f"{shown!r} ({len(s):,} characters) cannot be a model's folder here: {e.strerror}; "
-                              "give a checkpoint directory or a model's short name") from None
+        raise CheckpointError(f"{shown!r} cannot be a model's folder here: {e.strerror}; give a checkpoint directory "
+                              "or a model's short name") from None
     if not there:
         known = ", ".join(SHORT_NAMES)
         close = hub.suggestion(s, tuple(SHORT_NAMES))
         if close:
-            raise CheckpointError(f"no model called {s!r} here{close}")
+            raise CheckpointError(f"no model called {shown!r} here{close}")
         raise CheckpointError(
-            f"no model called {s!r}: give a checkpoint directory, one of the short names ({known}), "
+            f"no model called {shown!r}: give a checkpoint directory, one of the short names ({known}), "
             f"a model of the paper such as bert-base-uncased (`bert-explorer models` lists them), or hf:<id> "
             f"to download one from the Hugging Face Hub"
         )

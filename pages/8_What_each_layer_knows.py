@@ -58,7 +58,7 @@ if "pos" in tasks:
             try:  # checked now, not after the other tasks' minutes of probing
                 load_task("pos", PAGE_SETTINGS.get("pos", ProbeSettings()), pos_file)
             except ValueError as e:
-                st.error(f"{md(up.name)} cannot be probed: {md(str(e).replace('data.conllu', up.name))}.")
+                st.error(f"{md(str(e).replace('data.conllu', up.name))}.")  # (it names the file: once, not twice)
                 pos_file = None
     if pos_file is None:
         tasks = [t for t in tasks if t != "pos"]

@@ -80,6 +80,7 @@ def test_the_tally_draws_ten_guesses_and_the_rest_as_other_and_the_sentences_cou
         "3 of 3 students guessed the model's first answer, “other” (90.0%); it was the class's guess (other).")
     assert gs.cloze_sentence(["other", "other", "paris"], [{"token": "paris", "probability": 0.5}]).endswith(
         "it was among the class's guesses (other, paris).")
+    assert "P(IsNext) above 99.9%: 1 of 1" in gs.pair_sentence(["yes"], 0.99996)  # (it said "= 100.0%")
     assert gs.pair_sentence(["yes", "yes", "no"], 0.8) == ("2 students said yes and 1 said no; the model says yes, "
                                                           "P(IsNext) = 80.0%: 2 of 3 agreed with it.")
 

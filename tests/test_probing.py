@@ -395,4 +395,5 @@ def test_a_conllu_upload_too_thin_to_probe_is_said_at_once_on_the_page(monkeypat
     at.run()
     assert not at.exception
     (error,) = [e.value.replace("\\", "") for e in at.error]
-    assert error.startswith("few.conllu cannot be probed: few.conllu") and "too few" in error, error
+    assert error.startswith("few.conllu (CoNLL-U, UPOS column) gives 1 different sentence") and "too few" in error \
+        and error.count("few.conllu") == 1, error

@@ -21,7 +21,8 @@ def _progress() -> None:
     now = lesson.preparation()
     if not now["running"]:
         st.rerun()
-    st.caption(f"Preparing {', '.join(now.get('models') or [])} ({', '.join(now.get('builds') or [])}): it goes on "
+    builds = ", ".join(now.get("builds") or []) or "the pages' first visits only"  # (it said "()" with no build)
+    st.caption(f"Preparing {', '.join(now.get('models') or [])} ({builds}): it goes on "
                "if you close this page; a student's page that waits for something not prepared yet says what the server "
                "prepares meanwhile, with its time left.")
     st.code(now["log"], language=None)

@@ -98,8 +98,8 @@ def adopt() -> None:
         if kept and hmac.compare_digest(str(kept).encode(), cookie_value().encode()):
             st.session_state[SESSION_KEY] = True
     if st.session_state.get(REFUSED_KEY) and not st.session_state.get(SESSION_KEY):
-        st.sidebar.warning("That teacher's link is not this server's: the link changes each time the server "
-                           "starts; the teacher finds the new one where the server was started.")
+        st.sidebar.warning("That teacher's link is not this server's: the teacher finds this server's link where the "
+                           f"server was started (a new one each time it starts, unless {TOKEN_ENV} fixes it).")
 
 
 def browser_cookie() -> str | None:

@@ -144,4 +144,9 @@ def pair_sentence(guesses: list[str], p_is_next: float) -> str:
     model = YES if p_is_next > 0.5 else NO
     agree = yes if model == YES else no
     return (f"{yes} student{'s' if yes != 1 else ''} said yes and {no} said no; the model says {model}, "
-            f"P(IsNext) = {p_is_next:.1%}: {agree} of {len(guesses)} agreed with it.")
+            f"P(IsNext) {_share(p_is_next)}: {agree} of {len(guesses)} agreed with it.")
+
+
+def _share(p: float) -> str:
+    """"= 80.0%", or "above 99.9%" where one decimal would round it to a certainty ("100.0%")."""
+    return "above 99.9%" if p > 0.999 else "below 0.1%" if p < 0.001 else f"= {p:.1%}"
