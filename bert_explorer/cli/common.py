@@ -104,11 +104,15 @@ def _one_line_cache_warnings() -> None:
     if getattr(shown_before, "one_line", False):
         return
 
+    said: set[str] = set()
+
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, CacheNotKept):
             print(f"bert-explorer: warning: {message}", file=sys.stderr)
         elif issubclass(category, EncodingFallbackWarning):  # how a corpus file was read: a note, as finetune's
-            print(f"note: {message}", file=sys.stderr)
+            if str(message) not in said:  # (once: the estimate reads the file, then the run: it was said twice)
+                said.add(str(message))
+                print(f"note: {message}", file=sys.stderr)
         else:
             shown_before(message, category, filename, lineno, file, line)
 
