@@ -917,6 +917,11 @@ def test_predict_reads_a_csv_by_its_header_and_json_lines_by_the_training_keys(t
     big.write_text("review,label\n" + "x" * 5_000_000 + ",pos\n")
     assert main(["predict", "--model", "m", "--input", str(big), "--json"]) == 0
     assert [len(e["text"]) for e in json.loads(capsys.readouterr().out)] == [5_000_000]
+    # a quote never closed swallowed the rows after it: one sentence instead
+    bad = tmp_path / "bad.csv"
+    bad.write_text('review,label\n"unterminated,1\nx,2\n')
+    assert main(["predict", "--model", "m", "--input", str(bad), "--json"]) == 2
+    assert "cannot be read as a table at line" in capsys.readouterr().err
 
 
 def test_the_default_sequence_length_fits_a_model_of_fewer_positions(tmp_path, capsys):

@@ -402,7 +402,8 @@ def _table_rows(path: str) -> list[dict]:
 
     lines = read_lines(path)  # (decoded as an upload is; blank lines dropped)
     csv.field_size_limit(max(csv.field_size_limit(), 100_000_000))  # (a 5 MB review is a cell; the file is bounded)
-    reader = csv.DictReader(io.StringIO("\n".join(lines)), delimiter="\t" if path.lower().endswith(".tsv") else ",")
+    reader = csv.DictReader(io.StringIO("\n".join(lines)), delimiter="\t" if path.lower().endswith(".tsv") else ",",
+                            strict=True)  # (a quote never closed swallowed the rows after it without a word)
     try:
         if not reader.fieldnames:
             raise UserError(f"{path} has no header line naming its columns")
