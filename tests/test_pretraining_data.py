@@ -445,5 +445,6 @@ def test_a_corpus_of_one_document_is_told_how_to_mark_documents(tmp_path, capsys
                  str(tmp_path / "r"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     (line,) = [ln for ln in err.splitlines() if ln.startswith("bert-explorer: error:")]
+    assert not (tmp_path / "r").exists()  # refused before a folder is made (a failed run was left behind)
     assert "separate documents with a blank line in a one-sentence-per-line file, or with two blank lines in prose" \
         in line, err

@@ -34,8 +34,8 @@ from .device import Device, pick_device, threads_text
 from .optim import linear_warmup_decay, load_optimizer_state, make_optimizer
 from .engine import marks_failure, time_left
 from .pretrain_config import PretrainConfig, positions_fit, predicted_fraction, warmup_steps_of
-from .pretraining_data import (PretrainingData, check_corpora, cloze_sentences, learns_its_words_from_an_upload,
-                               pretraining_data, split_corpus)
+from .pretraining_data import (PretrainingData, check_corpora, check_documents, cloze_sentences,
+                               learns_its_words_from_an_upload, pretraining_data, split_corpus)
 from .report import MemoryReporter, Reporter
 from .resume import (WORLD_SIZE_KEY, ResumePoint, check_resume, resume_point, saved_settings, set_lr_to_schedule,
                      world_size_refusal)
@@ -270,6 +270,7 @@ def check_start(cfg: PretrainConfig, latest: Path | None = None) -> None:
     nothing: a corpus that is not there, a warm start's model that is not, positions that do not fit,
     and a batch the memory free cannot hold."""
     check_corpora(cfg)
+    check_documents(cfg)
     check_fits(cfg, latest)
 
 

@@ -115,6 +115,19 @@ def corpus_entropy(cfg: PretrainConfig) -> float:
                                       lowercase=cfg.lowercase, init=cfg.init, version=1))
 
 
+def check_documents(cfg: PretrainConfig, train_docs: list | None = None) -> None:
+    """Refuse a corpus that leaves next-sentence prediction fewer than two documents to train on, before a
+    folder is made or a vocabulary learnt (a one-line 5 MB corpus grew the process to 1 GB, then was refused,
+    leaving a failed run behind). ``train_docs``: the run's, where it has split them already."""
+    if not cfg.objective_type.next_sentence:
+        return
+    left = len([d for d in (split_corpus(cfg)[0] if train_docs is None else train_docs) if d])
+    if left < 2:
+        raise ValueError(f"next-sentence prediction needs at least two non-empty documents to train on, and corpus "
+                         f"{cfg.corpus!r} leaves {left} once its held-out ones are set aside; {SEPARATE_DOCUMENTS} "
+                         "(or pre-train with the objective mlm, which needs no pairs)")
+
+
 def check_corpora(cfg: PretrainConfig) -> None:
     """Refuse (``corpora.check_corpus``) a part of the run's corpus, or of its MLM-only corpus, that is not
     there, before anything is read or written."""
@@ -169,11 +182,7 @@ class PretrainingData:
 
 def pretraining_data(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None) -> PretrainingData:
     train_docs, held_docs = split_corpus(cfg)
-    if cfg.objective_type.next_sentence and len([d for d in train_docs if d]) < 2:
-        # before a vocabulary is learnt from it (a one-line 5 MB corpus grew the process to 1 GB, then was refused)
-        raise ValueError(f"next-sentence prediction needs at least two non-empty documents to train on, and corpus "
-                         f"{cfg.corpus!r} leaves {len([d for d in train_docs if d])} once its held-out ones are set "
-                         f"aside; {SEPARATE_DOCUMENTS} (or pre-train with the objective mlm, which needs no pairs)")
+    check_documents(cfg, train_docs)  # before a vocabulary is learnt from them
     tok = run_tokenizer(cfg, run, train_docs, dev, latest)
     masking = cfg.masking
     train = create_instances(train_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective_type, masking,
