@@ -69,7 +69,8 @@ def test_the_tally_draws_ten_guesses_and_the_rest_as_other_and_the_sentences_cou
     assert counts[:2] == [("paris", 5), ("lyon", 3)] and len(counts) == 11 and counts[-1] == (gs.OTHERS, 4)
     top = [{"token": "france", "probability": 0.355}, {"token": "paris", "probability": 0.124}]
     assert gs.cloze_sentence(said, top) == ("0 of 20 students guessed the model's first answer, “france” (35.5%); it "
-                                            "was not among the class's three most frequent guesses (paris, lyon, w0).")
+                                            "was not among the class's most frequent guesses (paris, lyon, then 12 tied "
+                                            "at 1 each).")  # (it named w0 of twelve tied as the third)
     # one student, one guess: "among the class's three most frequent guesses (paris)" read oddly
     assert gs.cloze_sentence(["paris"], top) == ("0 of 1 student guessed the model's first answer, “france” (35.5%); "
                                                  "it was not the class's guess (paris).")
@@ -81,6 +82,9 @@ def test_the_tally_draws_ten_guesses_and_the_rest_as_other_and_the_sentences_cou
     assert gs.cloze_sentence(["other", "other", "paris"], [{"token": "paris", "probability": 0.5}]).endswith(
         "it was among the class's guesses (other, paris).")
     assert "P(IsNext) above 99.9%: 1 of 1" in gs.pair_sentence(["yes"], 0.99996)  # (it said "= 100.0%")
+    # four guesses of one each: no three are "the most frequent" (paris was left out alphabetically)
+    tied = gs.cloze_sentence(["paris", "don't", "e-mail", "other"], [{"token": "paris", "probability": 0.5}])
+    assert tied.endswith("it was one of 4 guesses tied at 1 each (4 tied at 1 each: don't, e-mail, other, paris)."), tied
     assert gs.pair_sentence(["yes", "yes", "no"], 0.8) == ("2 students said yes and 1 said no; the model says yes, "
                                                           "P(IsNext) = 80.0%: 2 of 3 agreed with it.")
 
