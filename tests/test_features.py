@@ -204,14 +204,20 @@ def test_the_bar_shares_the_build_as_its_estimate_does(tmp_path, monkeypatch):
     loaded.path = tmp_path
     settings = fb.FeatureSettings(layer=2, corpus=[s for doc in tiny_corpus(30) for s in doc], tokens=1500, sae=SMALL)
     real = fb.estimate_seconds
-    monkeypatch.setattr(fb, "estimate_seconds", lambda lo, st, **kw: {**real(lo, st, **kw), "seconds": 100.0,
-                                                                       "activation_seconds": 60.0, "train_seconds": 20.0})
-    acts, train, stats = fb.shares(loaded, settings)
-    assert (acts, train) == (pytest.approx(0.6), pytest.approx(0.2)) and stats == pytest.approx(0.15 * 20 / 2 / 100)
+    monkeypatch.setattr(fb, "estimate_seconds", lambda lo, st, **kw: {
+        **real(lo, st, **kw), "seconds": 100.0, "activation_seconds": 60.0, "train_seconds": 20.0,
+        "statistics_seconds": 5.0, "effects_seconds": 10.0})
+    assert fb.shares(loaded, settings) == (pytest.approx(0.6), pytest.approx(0.2), pytest.approx(0.05),
+                                           pytest.approx(0.1))
     said = []
     fb.build(loaded, settings, lambda f, m: said.append((f, m)), instances=[])
     assert [f for f, m in said if m == "training the SAE…"] == [pytest.approx(0.6)]
     assert [f for f, m in said if m == "reading every token's features…"] == [pytest.approx(0.8)]
+    # each feature's tables have their own share (a stage the losses' share had: its time left rose as it ran),
+    # and the losses' three passes move the bar
+    assert [f for f, m in said if m.startswith("each feature's top contexts")] == [pytest.approx(0.85)]
+    assert [f for f, m in said if m.startswith("the masked-LM loss: clean")] == [pytest.approx(0.95)]
+    assert len([m for _, m in said if m.startswith("the masked-LM loss: ") and "% of it" in m]) == 3
     assert said[-1][0] == 1.0 and [f for f, _ in said] == sorted(f for f, _ in said)
 
 

@@ -264,14 +264,16 @@ def build(loaded: Loaded, settings: FeatureSettings, progress: Progress | None =
 
 
 # How the build's time is shared out on its progress bar where its estimate cannot say (measured for
-# minilm-mlm-nsp's default): the activations, the training, the statistics (the losses take the rest).
-SHARES = (0.3, 0.55, 0.1)
+# minilm-mlm-nsp's default): the activations, the training, the statistics, each feature's tables (the losses
+# and the start take the rest).
+SHARES = (0.3, 0.55, 0.05, 0.05)
 
 
-def shares(loaded: Loaded, settings: FeatureSettings) -> tuple[float, float, float]:
+def shares(loaded: Loaded, settings: FeatureSettings) -> tuple[float, float, float, float]:
     """The parts of the bar as the build's estimate shares its time out (the time left is read from the bar: with
     fixed shares a build of twice the width said "17 min left" where 4 min 30 s were): the activations, the
-    training, and the statistics (a sixth of an epoch; the losses, the effects and the start are the rest)."""
+    training, the statistics (a sixth of an epoch) and each feature's tables (its words through the decoder: a
+    stage the losses' share had, so its time left rose while it ran); the losses and the start are the rest."""
     try:
         est = estimate_seconds(loaded, settings)
     except (OSError, ValueError, RuntimeError):  # (the estimate's own measurement failed: the shares measured once)
@@ -279,12 +281,12 @@ def shares(loaded: Loaded, settings: FeatureSettings) -> tuple[float, float, flo
     total = est["seconds"]
     if not total > 0:
         return SHARES
-    stats = 0.15 * est["train_seconds"] / settings.sae.epochs
-    return est["activation_seconds"] / total, est["train_seconds"] / total, stats / total
+    return tuple(est[k] / total for k in ("activation_seconds", "train_seconds", "statistics_seconds",
+                                          "effects_seconds"))
 
 
 def _build_locked(loaded, settings, path, say, should_stop, instances, started, parts=SHARES) -> None:
-    acts_share, train_share, stats_share = parts
+    acts_share, train_share, stats_share, tables_share = parts
     layer = settings.layer
     t0 = time.time()
     data = activations(loaded, settings.corpus, layer, settings.tokens,
@@ -304,10 +306,12 @@ def _build_locked(loaded, settings, path, say, should_stop, instances, started, 
     N = len(data["acts"])
     stats = saes.statistics(sae, data["acts"])
     acts_mean = torch.from_numpy(np.asarray(data["acts"], np.float32).mean(0)) if N <= 200_000 else _mean(data["acts"])
-    say_or_stop(base + stats_share * 0.5, "each feature's top contexts, histogram and words…")
+    say_or_stop(base + stats_share, "each feature's top contexts, histogram and words…")
     per_feature = feature_tables(loaded, sae, stats, data["token_ids"])
-    say_or_stop(base + stats_share, "the masked-LM loss: clean, with the SAE, with the mean…")
-    quality = measure_loss(loaded, sae, layer, acts_mean, instances if instances is not None else eval_instances(loaded))
+    done = base + stats_share + tables_share
+    say_or_stop(done, "the masked-LM loss: clean, with the SAE, with the mean…")
+    quality = measure_loss(loaded, sae, layer, acts_mean, instances if instances is not None else eval_instances(loaded),
+                           lambda f: say_or_stop(done + (1 - done) * 0.95 * f, f"the masked-LM loss: {f:.0%} of it…"))
     meta = {
         "layer": layer, "corpus": corpus_label(settings.corpus), "tokens": N, "hidden_size": int(sae.W_dec.shape[0]),
         "n_features": sae.n_features, "k": sae.k, "settings": settings.sae.to_dict(),
@@ -337,15 +341,20 @@ def _mean(acts) -> torch.Tensor:
     return torch.from_numpy((total / max(len(acts), 1)).astype(np.float32))
 
 
-def measure_loss(loaded: Loaded, sae, layer: int, acts_mean: torch.Tensor, instances) -> dict:
-    """The masked-LM loss three ways (``splice.py``) on ``instances``, and the share recovered."""
+def measure_loss(loaded: Loaded, sae, layer: int, acts_mean: torch.Tensor, instances, progress=None) -> dict:
+    """The masked-LM loss three ways (``splice.py``) on ``instances``, and the share recovered; ``progress(f)``
+    after each of the three passes."""
     tok = loaded.tokenizer
+    step = progress or (lambda f: None)
     # [CLS], [SEP] (and [PAD]) keep their vectors: the SAE never saw them. [MASK] is replaced: it did.
     special = torch.tensor(sorted(i for i in tok.special_ids() if i is not None and i != tok.mask_id))
     clean = splice.masked_lm_loss(loaded, instances)
+    step(1 / 3)
     with_sae = splice.masked_lm_loss(loaded, instances, layer=layer, replace=sae_replacement(sae), skip=special)
+    step(2 / 3)
     mean = splice.masked_lm_loss(loaded, instances, layer=layer, replace=splice.mean_replacement(acts_mean),
                                  skip=special)
+    step(1.0)
     return {"loss_clean": clean, "loss_sae": with_sae, "loss_mean": mean,
             "loss_recovered": splice.loss_recovered(clean, with_sae, mean), "eval_sequences": len(instances)}
 
@@ -547,8 +556,10 @@ def estimate_seconds(loaded: Loaded, settings: FeatureSettings, threads: int | N
     start = estimate.PROCESS_START_S + 4 * estimate.pretraining_parameters(config)[0] / estimate.MODEL_LOAD_BYTES_PER_S
     # each feature's logit effects: the decoder's F directions through the MLM decoder (2·F·H·V)
     effects = 2.0 * settings.sae.width_factor * config.hidden_size ** 2 * config.vocab_size / forward_rate
-    after = 0.15 * train / settings.sae.epochs + losses + effects + start
+    statistics = 0.15 * train / settings.sae.epochs
+    after = statistics + losses + effects + start
     return {"tokens": have, "activation_seconds": acts_seconds, "train_seconds": train, "step_seconds": step,
+            "statistics_seconds": statistics, "effects_seconds": effects,
             "loss_seconds": losses, "after_seconds": after, "seconds": acts_seconds + train + after,
             "disk_bytes": have * (2 * config.hidden_size + 17), "basis": acts["basis"]}
 
