@@ -366,8 +366,8 @@ def plateau_sentence(held_out_loss: float, entropy: float, train_loss: float | N
     nothing learnt beyond word counts."""
     if memorised(train_loss, held_out_loss, entropy):
         return (f"learnt its training text by heart, not the language: its training MLM loss is {train_loss:.2f} nats, "
-                f"far below {entropy:.2f} (what predicting every WordPiece by its frequency alone costs on this corpus), "
-                f"while on held-out text it is {held_out_loss:.2f}, no better than word counts")
+                f"far below {entropy:.2f} (what predicting every WordPiece by its frequency alone costs on this "
+                f"corpus), while on held-out text it is {held_out_loss:.2f}, no better than word counts")
     where = ("above" if held_out_loss >= entropy else
              f"less than {PLATEAU_MARGIN:g} below")
     return (f"did not leave the word-frequency plateau: its held-out loss, {held_out_loss:.2f} nats, is {where} "

@@ -310,7 +310,8 @@ def _build_locked(loaded, settings, path, say, should_stop, instances, started, 
     per_feature = feature_tables(loaded, sae, stats, data["token_ids"])
     done = base + stats_share + tables_share
     say_or_stop(done, "the masked-LM loss: clean, with the SAE, with the mean…")
-    quality = measure_loss(loaded, sae, layer, acts_mean, instances if instances is not None else eval_instances(loaded),
+    held = instances if instances is not None else eval_instances(loaded)
+    quality = measure_loss(loaded, sae, layer, acts_mean, held,
                            lambda f: say_or_stop(done + (1 - done) * 0.95 * f, f"the masked-LM loss: {f:.0%} of it…"))
     meta = {
         "layer": layer, "corpus": corpus_label(settings.corpus), "tokens": N, "hidden_size": int(sae.W_dec.shape[0]),
