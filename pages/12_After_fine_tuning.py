@@ -40,9 +40,13 @@ every = finder.run_groups(finder.find_runs(root, "finetune"), root)[""]
 runs = [r for r in every
         if (r.path / "model" / "config.json").is_file() or (r.path / "feature_head" / "head.json").is_file()]
 # the runs not listed, said so: one training now, or killed, was not there without a word
-unlisted = [f"{md(r.name)} ({_s.get('state', 'not finished')}"
-            + (f" at step {_s['step']:,}" if isinstance(_s.get("step"), int) else "") + ")"
-            for r in every if r not in runs for _s in [r.status()]]
+def _unlisted(r) -> str:
+    s = r.status()
+    return f"{md(r.name)} ({s.get('state', 'not finished')}" + (
+        f" at step {s['step']:,})" if isinstance(s.get("step"), int) else ")")
+
+
+unlisted = [_unlisted(r) for r in every if r not in runs]
 if not runs:
     st.info(f"No fine-tuning run with a saved model under {shown_path(root)} yet"
             + (f" ({', '.join(unlisted[:5])} {'has' if len(unlisted) == 1 else 'have'} none yet)" if unlisted else "")
@@ -92,8 +96,7 @@ except (ValueError, CheckpointError) as e:
 task = task_type(task_name)
 main = task.main_metric
 whole = slices.score(task, rows)
-KIND_WORDS = {"ner": "a named-entity (NER) task", "qa": "a question-answering (QA) task"}  # ("a ner task")
-st.caption(f"**{run.name}**: {KIND_WORDS.get(task.name, f'a {task.name} task')}, of the kind of the paper's "
+st.caption(f"**{run.name}**: {task.in_words or f'a {task.name} task'}, of the kind of the paper's "
            f"{task.paper}; {len(rows):,} dev examples. {source}")
 st.caption(task.after_finetuning)
 bundle = ResultBundle("After fine-tuning", finder.rel_name(run.path, root), {"run": finder.rel_name(run.path, root), "task": task.name})

@@ -23,6 +23,7 @@ from bert_explorer.data.tiny_tasks import make_tiny
 from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
 from bert_explorer.train.predict import PREDICTIONS_FILE, Predictor
 from bert_explorer.runs.run import Run
+from bert_explorer.tasks.registry import task_type
 
 TASKS = ["classification", "pair-classification", "regression", "ner", "qa", "multiple-choice", "multi-label"]
 PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "12_After_fine_tuning.py")
@@ -391,6 +392,8 @@ def test_the_page_shows_the_parts_that_apply_to_the_task_type(task, tuned, monke
     assert len(titles) == len(wanted), titles
     captions = " ".join(c.value for c in at.caption)
     assert "so its score is" in captions  # the small-data sentence where a slice is small
+    assert (f": {task_type(task).in_words}," in captions) if task_type(task).in_words else f": a {task} task," in \
+        captions.replace("\\", "")  # ("a ner task" was said of NER)
     if task == "classification":
         rows = predictions.load_predictions(tuned["runs"][task]).rows
         sep = change.what_changed(tuned["runs"][task], predictions.load_predictions(tuned["runs"][task])

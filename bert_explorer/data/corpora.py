@@ -42,6 +42,7 @@ Document = list[str]  # one document = its sentences, in order
 # How a file says where a document ends (what a refusal for too few documents tells the user to do)
 SEPARATE_DOCUMENTS = ("separate documents with a blank line in a one-sentence-per-line file, or with two blank "
                       "lines in prose")
+NSP_REMEDY = f"{SEPARATE_DOCUMENTS} (or pre-train with the objective mlm, which needs no pairs)"
 
 
 class EncodingFallbackWarning(UserWarning):

@@ -37,7 +37,7 @@ import torch
 
 from ..setting import setting
 from ..tokenizer import WordPieceTokenizer
-from .corpora import SEPARATE_DOCUMENTS, Document
+from .corpora import NSP_REMEDY, Document
 from .objectives import BERT, NO_NSP, Objective, objective_type
 
 
@@ -194,8 +194,7 @@ def create_instances(documents: Sequence[Document], tokenizer: WordPieceTokenize
     rng = random.Random(seed)
     docs = _tokenize_documents(documents, tokenizer)
     if objective.next_sentence and len(docs) < 2:
-        raise ValueError(f"next-sentence prediction needs at least two non-empty documents; {SEPARATE_DOCUMENTS} "
-                         "(or pre-train with the objective mlm, which needs no pairs)")
+        raise ValueError(f"next-sentence prediction needs at least two non-empty documents; {NSP_REMEDY}")
     cls, sep = tokenizer.cls_id, tokenizer.sep_id
     masker = Masker.of(tokenizer, masking)
 

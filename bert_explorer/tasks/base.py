@@ -93,6 +93,7 @@ class TaskType:
     inputs: tuple[Input, ...]    # what a person types to try a model (page and CLI)
     formats: tuple[str, ...] = ()  # file formats of their own that hold this task ("conll", "fasttext", "squad")
     pair_required: bool = False  # every example has a second text (a table must have a column for it)
+    in_words: str = ""           # how a sentence names it where its name is an abbreviation ("a ner task" read oddly)
 
     # What follows from the kind of answer; each subclass sets these.
     target: ClassVar[str]                # what the head predicts: class, value, tags, span or choice

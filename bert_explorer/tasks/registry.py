@@ -40,11 +40,11 @@ REGRESSION = ValueTask(
 NER = TagTask(
     name="ner", paper="§5.3 (CoNLL-2003 NER)", fields=("tokens", "tags"),
     metrics=("f1", "precision", "recall"), inputs=(Input("Sentence (words separated by spaces)", "WORDS"),),
-    formats=("conll",))
+    formats=("conll",), in_words="a named-entity (NER) task")
 QA = SpanTask(
     name="qa", paper="§4.2-4.3 (SQuAD v1.1, v2.0)", fields=("id", "question", "context", "answers", "is_impossible"),
     metrics=("f1", "exact_match"), inputs=(Input("Question", "QUESTION"), Input("Context", "CONTEXT", long=True)),
-    formats=("squad",))
+    formats=("squad",), in_words="a question-answering (QA) task")
 MULTIPLE_CHOICE = ChoiceTask(
     name="multiple-choice", paper="§4.4 (SWAG)", fields=("context", "choices", "label"), metrics=("accuracy",),
     inputs=(Input("Context", "CONTEXT"),

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from .. import atomic, checkpoint, disk_cache
-from ..data.corpora import SEPARATE_DOCUMENTS, check_corpus, load_corpus, split_documents, tiny_corpus
+from ..data.corpora import NSP_REMEDY, SEPARATE_DOCUMENTS, check_corpus, load_corpus, split_documents, tiny_corpus
 from ..data.pretraining import Masker, create_instances, mlm_only_instances, unigram_entropy
 from ..tokenizer import WordPieceTokenizer
 from .device import Device
@@ -124,8 +124,7 @@ def check_documents(cfg: PretrainConfig, train_docs: list | None = None) -> None
     left = len([d for d in (split_corpus(cfg)[0] if train_docs is None else train_docs) if d])
     if left < 2:
         raise ValueError(f"next-sentence prediction needs at least two non-empty documents to train on, and corpus "
-                         f"{cfg.corpus!r} leaves {left} once its held-out ones are set aside; {SEPARATE_DOCUMENTS} "
-                         "(or pre-train with the objective mlm, which needs no pairs)")
+                         f"{cfg.corpus!r} leaves {left} once its held-out ones are set aside; {NSP_REMEDY}")
 
 
 def check_corpora(cfg: PretrainConfig) -> None:

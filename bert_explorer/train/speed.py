@@ -78,6 +78,12 @@ def _read() -> dict:
 BUSY_READING_MOST = 2.0
 
 
+def busy_share(n_threads: int, load: float | None = None) -> float:
+    """The part of an idle machine's speed a speed measured beside other work (``load`` cores of it, else counted
+    now) is taken to be: the square root of a normal-priority job's share, at least 1 / BUSY_READING_MOST."""
+    return max(1 / BUSY_READING_MOST, share_now(n_threads, load=load, niced=False) ** 0.5)
+
+
 def kept(key: str, measure, best: bool = True, n_threads: int = 1) -> float:
     """The reading of ``key`` kept for this machine (FLOP/s): measured with ``measure()`` when none is kept
     or the kept one is older than ``KEEP_S``; measured again when the kept one was taken on a busy machine
@@ -98,7 +104,7 @@ def kept(key: str, measure, best: bool = True, n_threads: int = 1) -> float:
         if fresh and (kept_one.get("idle", True) or not idle or shared_work.asking_only_kept()
                       or time.monotonic() - _measured_at.get(key, -1e9) < MEASURE_EVERY_S):
             return float(kept_one["flop_s"])
-        share = 1.0 if idle or not best else max(1 / BUSY_READING_MOST, share_now(n_threads, niced=False) ** 0.5)
+        share = 1.0 if idle or not best else busy_share(n_threads)
         measured = float(shared_work.computed(f"speed: {key}", measure))
         rate = measured / share
         _measured_at[key] = time.monotonic()
@@ -297,10 +303,10 @@ class OtherWork:
 
 def idle_rate(rate: float, other_cores: float | None, n_threads: int) -> float:
     """A speed measured while ``other_cores`` were busy with other work, as an idle machine's: corrected as a busy
-    speed reading is (:func:`kept`: the square root of a normal-priority job's share, at most doubled)."""
+    speed reading is (:func:`kept`, :func:`busy_share`)."""
     if other_cores is None or other_cores < 0.5:
         return rate
-    return rate / max(1 / BUSY_READING_MOST, share_now(n_threads, load=other_cores, niced=False) ** 0.5)
+    return rate / busy_share(n_threads, other_cores)
 
 
 def is_idle() -> bool:

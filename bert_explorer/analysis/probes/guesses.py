@@ -129,6 +129,8 @@ def cloze_sentence(guesses: list[str], model_top: list[dict]) -> str:
     n = len(guesses)
     first = model_top[0]["token"]
     same = sum(g == first for g in guesses)
+    head = (f"{same} of {n} student{'s' if n != 1 else ''} guessed the model's first answer, “{first}” "
+            f"({model_top[0]['probability']:.1%}); it")
     counts = sorted(Counter(guesses).items(), key=lambda wc: (-wc[1], wc[0]))
     if len(counts) > 3 and counts[2][1] == counts[3][1]:
         # a tie across the third place: no three are "the most frequent" (four guesses of one each named three in
@@ -140,15 +142,13 @@ def cloze_sentence(guesses: list[str], model_top: list[dict]) -> str:
                  "was not among the class's most frequent guesses")
         shown = (f"{', '.join(above)}, then {len(tied)} tied at {cut} each" if above else
                  f"{len(tied)} tied at {cut} each: {_listed(tied)}")
-        return (f"{same} of {n} student{'s' if n != 1 else ''} guessed the model's first answer, “{first}” "
-                f"({model_top[0]['probability']:.1%}); it {where} ({shown}).")
+        return f"{head} {where} ({shown})."
     top3 = [w for w, _ in counts][:3]
     was = "was" if first in top3 else "was not"
     which = (f"{was} among the class's three most frequent guesses" if len(top3) == 3 else
              f"{was} among the class's guesses" if len(top3) == 2 else f"{was} the class's guess" if top3 else
              "was not among the class's guesses")
-    return (f"{same} of {n} student{'s' if n != 1 else ''} guessed the model's first answer, “{first}” "
-            f"({model_top[0]['probability']:.1%}); it {which}" + (f" ({', '.join(top3)})." if top3 else "."))
+    return f"{head} {which}" + (f" ({', '.join(top3)})." if top3 else ".")
 
 
 def _listed(words: list[str], most: int = SHOWN) -> str:
