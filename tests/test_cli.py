@@ -1001,6 +1001,12 @@ def test_a_folder_given_as_a_file_of_examples_is_said_a_folder(tmp_path, capsys,
     assert f"input file {tmp_path} is a folder; give a file of examples" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("started", ["nan", "inf", "-5"])
+def test_prepare_class_refuses_a_start_time_that_is_none(capsys, started):
+    assert main(["prepare-class", "--started", started]) == 2
+    assert "--started must be a time in seconds since 1970" in capsys.readouterr().err
+
+
 def test_prepare_class_json_without_status_prepares_nothing(capsys, monkeypatch):
     """--json alone ran the whole preparation (minutes) and printed progress where JSON was asked for."""
     from bert_explorer.analysis import lesson

@@ -11,6 +11,7 @@ from there, and whatever is prepared already is skipped. ``--status`` prints wha
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 
@@ -54,6 +55,8 @@ def cmd_prepare_class(args) -> int:
     if args.json and not args.status:  # (it prepared for minutes, its progress where JSON was asked for)
         raise UserError("--json prints the table of --status: give --status too (a preparation's progress is lines "
                         "on stderr)")
+    if args.started is not None and not (math.isfinite(args.started) and 0 < args.started):
+        raise UserError(f"--started must be a time in seconds since 1970, not {args.started!r}")
     begun = min(args.started or time.time(), time.time())
     models = {name: checkpoint.load(name, "BertForPreTraining") for name in args.model}
     plan = {name: lesson.builds(name, loaded, set(lesson.BUILDS) if args.status else set(args.builds),
