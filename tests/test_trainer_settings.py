@@ -147,7 +147,8 @@ def _finetune(tmp_path, name, **settings):
 
 def test_a_stopped_fine_tuning_resumes_to_the_weights_of_one_that_never_stopped(tmp_path, monkeypatch):
     """Stopped at step 5 (a Stop saves a checkpoint), then resumed: the same kept model, bit for bit, as
-    the run that never stopped; the stopped run's result is set aside, and each step is logged once."""
+    the run that never stopped; the stopped run's result is set aside, each step is logged once, and the
+    Stop's checkpoint is removed at the end (the run was not asked to keep checkpoints)."""
     from safetensors.torch import load_file
 
     from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
@@ -178,6 +179,8 @@ def test_a_stopped_fine_tuning_resumes_to_the_weights_of_one_that_never_stopped(
     assert train_steps == sorted(set(train_steps))  # the steps trained again are logged once
     log = (run.path / "log.txt").read_text()
     assert "resuming at step 5 from checkpoints/step-5" in log and f"kept the model of step {whole['best_step']}" in log
+    # the Stop's checkpoint (and the best kept beside it) was only a point to resume from: gone once finished
+    assert not (run.path / "checkpoints").exists() and "removed the checkpoint a Stop saved to resume from (step-5)" in log
     with pytest.raises(ValueError, match="is a finished fine-tuning run: there is nothing left to train"):
         run_finetuning(cfg, run.path, resume=True)
     with pytest.raises(ValueError, match="kept no checkpoint to resume from"):

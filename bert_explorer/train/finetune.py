@@ -38,7 +38,8 @@ from .engine import AFTER_A_FULL_DISK, Evaluating, epoch_batches, fit, marks_fai
 from .estimate import finetune_estimate, words_of
 from .feature_based import run_feature_based
 from .finetune_config import DEV_EXAMPLES, MAX_DEV_EXAMPLES, MAX_TRAIN_EXAMPLES, FinetuneConfig
-from .finetune_resume import restore, resume_point, resume_settings, save_checkpoint, set_aside_result
+from .finetune_resume import (drop_resume_points, restore, resume_point, resume_settings, save_checkpoint,
+                              set_aside_result)
 from .memory import check_batch_fits
 from .optim import linear_warmup_decay, make_optimizer
 from .pretrain_config import positions_fit
@@ -406,6 +407,9 @@ def _run(cfg: FinetuneConfig, run: Run, train, dev, label_names, notes: list[str
                 dev.examples, "at the end of training"))
         (run.path / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
         state = "stopped" if stopped else "finished"
+        if state == "finished" and cfg.mode == "fine-tune" and not cfg.save_checkpoints:
+            if dropped := drop_resume_points(run):
+                run.log(dropped)
         run.clear_stop()
         # (the step it ended at: status.json had it only as of the last log line)
         run.write_status(state=state, finished=time.time(), dev=result["dev"],

@@ -61,6 +61,20 @@ def save_checkpoint(run: Run, trainer_parts: tuple, tok, step: int, lr: float, j
     return path
 
 
+def drop_resume_points(run: Run) -> str | None:
+    """At the end of a run that was not asked to keep checkpoints, remove the ones its Stops saved: each was
+    kept only to resume from (a finished run cannot be), and holds the optimiser's state beside the weights,
+    about four times the model's size, which the sidebar would offer as a model. The sentence for the log."""
+    folder = run.path / "checkpoints"
+    if not folder.is_dir():
+        return None
+    steps = [s for s, _ in run.checkpoints()]
+    _remove(folder)
+    named = ", ".join(f"step-{s}" for s in steps) or "its folder"
+    return (f"removed the checkpoint a Stop saved to resume from ({named}): the run finished, its model is in "
+            "model/ (--save-checkpoints keeps them)")
+
+
 def _remove(folder: Path) -> None:
     for f in sorted(folder.rglob("*"), reverse=True):
         f.unlink() if f.is_file() else f.rmdir()
