@@ -111,3 +111,27 @@ def test_a_kept_cpu_reading_counts_as_kept_when_only_kept_is_asked(tmp_path, mon
         assert speed.kept("test reading", lambda: 7.0) == kept >= 5.0
     with pytest.raises(shared_work.NotKept), shared_work.only_kept():
         speed.kept("another reading", lambda: 7.0)
+
+
+@needs_model(checkpoint.DEFAULT_MODEL)
+def test_the_nearest_neighbours_first_visit_keeps_what_the_page_reads(tmp_path, monkeypatch):
+    """The page estimates its index build for a background process (its threads, its start); the speed it
+    reads is kept per thread count. Prepared in a process with more threads (prepare-class, the server), the
+    first visit kept a reading the page never asked for: the panel said "prepared" and `--status` "5 of 6"."""
+    import torch
+
+    from bert_explorer.analysis.neighbours import index as nbb
+    from bert_explorer.train.estimate import background_threads
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # a background process's threads, below this process's
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        loaded = checkpoint.load(checkpoint.DEFAULT_MODEL)
+        nbb._estimate_at_first_visit(loaded)
+        with shared_work.only_kept():  # the page's own call (pages/9_Nearest_neighbours.py) computes nothing now
+            nbb.estimate_build_seconds(loaded, "bbc", nbb.opening_layer(loaded), threads=background_threads(),
+                                       process_start=True)
+    finally:
+        torch.set_num_threads(threads)

@@ -436,7 +436,10 @@ def _assemble(path: Path, units: Units, n_shards: int, H: int, meta: dict) -> No
 
 @first_visit("Nearest neighbours", "the corpus's WordPiece counts, behind the index estimate")
 def _estimate_at_first_visit(loaded: Loaded) -> dict:
-    return estimate_build_seconds(loaded, "bbc", (encoder_of(loaded.model).config.num_layers + 1) // 2)
+    # as the page asks it (a background build's threads and start): the speed it reads is kept per thread
+    # count, so one measured with this process's threads left the page's own still to measure
+    return estimate_build_seconds(loaded, "bbc", opening_layer(loaded), threads=estimate.background_threads(),
+                                  process_start=True)
 
 
 def estimate_build_seconds(loaded: Loaded, corpus="bbc", layer: int | Sequence[int] = 6, *,
