@@ -154,8 +154,9 @@ try:
             st.caption(f"Predicted **{result.details['predicted']}**; " + ", ".join(
                 f"{k} {v:.1%}" for k, v in result.details["probabilities"].items()))
 except ValueError as e:
-    # (a [MASK] past the characters the box reads: its warning says so already, one sentence, not two)
-    if not ("has no [MASK] token" in str(e) and "[MASK]" in str(st.session_state.get("attr_mlm_text", "")).upper()):
+    # (a [MASK] past the characters the box reads: the box's warning says so already, one sentence, not two)
+    typed = str(st.session_state.get("attr_mlm_text", ""))
+    if not ("has no [MASK] token" in str(e) and "[MASK]" in typed and "[MASK]" not in typed[:limits.CHARS]):
         st.info(str(e))
     st.stop()
 
@@ -172,12 +173,17 @@ m[4].metric("steps used", f"{result.n_steps}", help="tried: " + ", ".join(
 planned = step_schedule(steps, max_steps)
 answering = load(model_used, CLASSIFIER if target == CLF else PRE)[0]
 allowed = affordable(planned, len(result.tokens), limits.for_config(answering.config).token_steps)
-# said only where the budget stopped a doubling the rule asked for (it was said beside a result reliable at once)
+# said where the budget cut the steps set on the slider, or stopped a doubling the rule asked for (not beside a
+# result that was reliable with the steps asked: the budget then changed nothing)
+budget = (f"This server spends at most about {limits.SECONDS:.0f} s of its CPU on one attribution: with this model "
+          f"and {len(result.tokens)} WordPieces that allows {sum(allowed)} integration steps in all, so it ran "
+          f"{' → '.join(str(n) for n, _ in result.steps_tried)} steps")
 if allowed != planned and not result.reliability.reliable and len(result.steps_tried) == len(allowed):
-    st.caption(f"This server spends at most about {limits.SECONDS:.0f} s of its CPU on one attribution: with this model "
-               f"and {len(result.tokens)} WordPieces that allows {sum(allowed)} integration steps in all, so it ran "
-               f"{' → '.join(str(n) for n, _ in result.steps_tried)} steps, not the {' → '.join(map(str, planned))} "
-               "asked for (fewer steps leave a larger convergence delta; a shorter text allows more).")
+    st.caption(f"{budget}, not the {' → '.join(map(str, planned))} asked for (fewer steps leave a larger convergence "
+               "delta; a shorter text allows more).")
+elif allowed[0] < planned[0]:
+    st.caption(f"{budget}, not the {steps} set above; they were enough here (the delta is within the rule below), "
+               "and a shorter text allows more.")
 verdict = result.reliability
 if verdict.reliable:
     st.caption(verdict.reason)

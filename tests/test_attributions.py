@@ -213,6 +213,13 @@ def test_the_target_word_changes_the_attributions(mini):
         explain_masked_word(mini, MLM_TEXT, "antidisestablishmentarianism")
     with pytest.raises(ValueError, match="no \\[MASK\\]"):
         explain_masked_word(mini, "no mask here .")
+    # the probes' sentences: a lowercase [mask] is ordinary text, and a [MASK] past the positions is not read
+    with pytest.raises(ValueError, match="“\\[mask\\]” is read as ordinary text"):
+        explain_masked_word(mini, "the cat sat on the [mask] .")
+    with pytest.raises(ValueError, match="lies past the first 512 WordPieces"):
+        explain_masked_word(mini, "one " * 600 + "[MASK] .")
+    # a piece written as the vocabulary writes it (the top predictions show "##s"), not split into #, #, s
+    assert explain_masked_word(mini, MLM_TEXT, "##s", n_steps=8, max_steps=8).details["word"] == "##s"
 
 
 def test_dropout_is_off_and_the_model_is_left_as_it_was(tmp_path):
@@ -273,6 +280,16 @@ def test_page_explains_a_masked_word_and_reacts_to_the_sentence():
     at.text_input(key="attr_mlm_text").set_value("she opened the [MASK] and a cold wind blew in .").run()
     assert not at.exception
     assert _series(at) != first
+
+
+@needs_model(DEFAULT_MODEL)
+def test_page_says_why_a_sentence_has_no_mask_to_explain():
+    """A lowercase [mask] left the page blank: no chart and no sentence (the sentence was kept back for a
+    [MASK] past what the box reads, and "[mask]".upper() looked like one)."""
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    at.text_input(key="attr_mlm_text").set_value("the cat sat on the [mask] .").run()
+    assert not at.exception and not at.get("plotly_chart")
+    assert any("is read as ordinary text" in i.value for i in at.info), [i.value for i in at.info]
 
 
 @needs_model(DEFAULT_MODEL)

@@ -96,7 +96,7 @@ from ...checkpoint import Loaded, MissingHeadError
 from ...limits import MEMORY, MIN_IG_STEPS, SECONDS, TooLarge, backward_bytes
 from ...runs.finder import find_runs, rel_name
 from ...tokenizer import Encoded, WordPieceTokenizer
-from ..probes.pretraining_tasks import MLM_HEAD, NSP_HEAD
+from ..probes.pretraining_tasks import MLM_HEAD, NSP_HEAD, no_mask_sentence
 from .reliability import DEFAULT_STEPS, MAX_STEPS, MIN_DIFFERENCE, Reliability, reliability, step_schedule
 
 PARTS = ("token", "segment", "position")
@@ -429,7 +429,7 @@ def explain_masked_word(loaded: Loaded, text: str, word: str | None = None, n_st
     tok = loaded.tokenizer
     enc = tok.encode(text, text_b, max_length=loaded.config.max_position_embeddings)
     if tok.mask_id not in enc.input_ids:
-        raise ValueError("the text has no [MASK] token; write [MASK] where a word should be predicted")
+        raise ValueError(no_mask_sentence(f"{text} {text_b or ''}", loaded.config.max_position_embeddings))
     pos = enc.input_ids.index(tok.mask_id)
     inputs = _inputs(loaded, enc)
 
@@ -446,6 +446,8 @@ def explain_masked_word(loaded: Loaded, text: str, word: str | None = None, n_st
         word_id = int(ids[0])
     else:
         pieces = tok.tokenize(word.strip())
+        if len(pieces) != 1 and tok.token_to_id(word.strip()) is not None:  # a piece as the vocabulary writes it
+            pieces = [word.strip()]  # ("##s": the top predictions show such pieces, and tokenizing splits them)
         if len(pieces) != 1:
             raise ValueError(
                 f"{word.strip()!r} is {len(pieces)} word pieces {pieces} in this vocabulary; the masked-LM head "

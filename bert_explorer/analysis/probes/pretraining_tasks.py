@@ -42,19 +42,24 @@ def mlm_top_k(loaded: Loaded, text: str, top_k: int = 5, text_b: str | None = No
     limit = loaded.config.max_position_embeddings
     enc = tok.encode(text, text_b, max_length=limit)
     positions = [i for i, t in enumerate(enc.input_ids) if t == tok.mask_id]
-    if not positions and "[MASK]" in f"{text} {text_b or ''}":
-        raise ValueError(f"every [MASK] of the text lies past the first {limit:,} WordPieces, all that the model "
-                         f"reads: shorten the text, or put a [MASK] nearer its start")
     if not positions:
-        other = re.search(r"\[mask\]", f"{text} {text_b or ''}", flags=re.IGNORECASE)
-        if other:  # a special token is matched as written, before any lowercasing
-            raise ValueError(f"the text has no [MASK] token: “{other.group(0)}” is read as ordinary text (the token "
-                             "is matched as written); write [MASK] in capitals where a word should be predicted")
-        raise ValueError("the text has no [MASK] token; write [MASK] where a word should be predicted")
+        raise ValueError(no_mask_sentence(f"{text} {text_b or ''}", limit))
     batch = tok.tensors([enc], device=next(loaded.model.parameters()).device)
     with torch.no_grad():
         logits = loaded.model(**batch).mlm_logits[0]  # [T, V]
     return top_k_at(logits, positions, tok, top_k)
+
+
+def no_mask_sentence(text: str, limit: int) -> str:
+    """Why the first ``limit`` WordPieces of ``text`` hold no [MASK] token, and what to do, in one sentence."""
+    if "[MASK]" in text:
+        return (f"every [MASK] of the text lies past the first {limit:,} WordPieces, all that the model reads: "
+                "shorten the text, or put a [MASK] nearer its start")
+    other = re.search(r"\[mask\]", text, flags=re.IGNORECASE)
+    if other:  # a special token is matched as written, before any lowercasing
+        return (f"the text has no [MASK] token: “{other.group(0)}” is read as ordinary text (the token is matched "
+                "as written); write [MASK] in capitals where a word should be predicted")
+    return "the text has no [MASK] token; write [MASK] where a word should be predicted"
 
 
 def top_k_at(logits: torch.Tensor, positions: list[int], tok, top_k: int) -> list[dict]:
