@@ -46,6 +46,7 @@ from pathlib import Path
 from urllib.parse import quote, urljoin, urlsplit
 
 from . import file_lock, full_disk
+from .model.config import BertConfig
 
 HF_PREFIX = "hf:"
 LICENCE = "Apache-2.0"
@@ -150,6 +151,12 @@ def suggestion(name: str, others: tuple[str, ...] = ()) -> str:
     else ""."""
     close = difflib.get_close_matches(name, [n for n in (*LEGACY, *CATALOGUE, *others) if n != name], n=1, cutoff=0.85)
     return f"; did you mean {close[0]}?" if close else ""
+
+
+def model_name(repo_id: str) -> str:
+    """The name that opens the downloaded ``repo_id`` as a model (what the pages load): the paper's own by
+    its id, any other as ``hf:<id>`` (a bare owner/name is read as a folder)."""
+    return repo_id if is_hub_name(repo_id) else HF_PREFIX + repo_id
 
 
 def is_hub_name(name: str) -> bool:
@@ -271,9 +278,9 @@ def download(name: str, progress: Progress | None = None, cancel: Callable[[], b
 
 def _check_config(path: Path, repo_id: str) -> None:
     """A repository's config.json, fetched first, before its weights: a JSON object of a BERT's settings (a
-    GPT-2's weights, up to 2 GiB, were fetched before "only BERT checkpoints are supported" was said). Its
-    sizes are checked, against the weights too, when the model is opened (``checkpoint.inspect``: the model's
-    config reader lives above this module, so the kind is read here on its own)."""
+    GPT-2's weights, up to 2 GiB, were fetched before "only BERT checkpoints are supported" was said), whose
+    sizes BertConfig takes (hidden_size 10^9 was refused only once the weights were here, and the model then
+    counted as downloaded). The sizes are checked against the weights when the model is opened."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8")) if path.stat().st_size <= 1_000_000 else None
     except (ValueError, RecursionError):
@@ -284,6 +291,11 @@ def _check_config(path: Path, repo_id: str) -> None:
     if raw.get("model_type", "bert") != "bert":
         raise HubError(f"{repo_id} is a {ascii(str(raw.get('model_type'))[:40])} model, not a BERT, so its weights "
                        "were not fetched; choose a BERT repository such as google-bert/bert-base-uncased")
+    try:
+        BertConfig.from_hf_dict(raw)
+    except (ValueError, TypeError) as e:
+        raise HubError(f"the config.json of {repo_id} is not a BERT this app can build ({str(e)[:200]}), so its "
+                       "weights were not fetched; choose another repository") from None
 
 
 def fetch_plan(folder: Path, repo_id: str, what: str, sha: str, revision: str, plan: list[tuple[str, str, int, str]],
@@ -317,8 +329,26 @@ def fetch_plan(folder: Path, repo_id: str, what: str, sha: str, revision: str, p
         file_lock.release(lock)
 
 
+STALE_PART_S = 600.0  # a part untouched this long is no download running now (another tool's, into this cache)
+
+
+def _drop_stale_parts(folder: Path, wanted: set[str]) -> None:
+    """Remove the parts (``blobs/<etag>.incomplete``) of files this download no longer asks for: a file whose
+    ETag changed between two tries (a new commit, a mirror) left each try's part behind, never resumed, and
+    counted as the model's bytes here (271 kB "partly here" of a 182 kB file). One written to in the last
+    :data:`STALE_PART_S` is left alone: a download by another tool may be filling it."""
+    now = time.time()
+    for part in (folder / "blobs").glob("*.incomplete"):
+        try:
+            if part.name[:-len(".incomplete")] not in wanted and now - part.stat().st_mtime > STALE_PART_S:
+                part.unlink()
+        except OSError:
+            pass  # (gone meanwhile, or not ours to remove: it stays, as it was)
+
+
 def _fetch_all(folder: Path, repo_id: str, what: str, sha: str, revision: str, plan, progress, cancel, check) -> Path:
     """:func:`fetch_plan`'s work, its lock held."""
+    _drop_stale_parts(folder, {etag for _, etag, _, _ in plan})
     total = sum(size for _, _, size, _ in plan)
     left = sum(size - _have(folder, etag) for _, etag, size, _ in plan)
     free = full_disk.free_bytes(cache_root())

@@ -14,6 +14,7 @@ import torch
 
 import hub_standin
 from bert_explorer import checkpoint, full_disk, hub
+from bert_explorer.app.gallery import ANOTHER_ID
 from bert_explorer.cli import main
 
 transformers = pytest.importorskip("transformers")
@@ -33,6 +34,7 @@ def repos(tmp_path_factory):
     (root / "someone/not-a-bert" / "config.json").write_text("{}")
     (root / "someone/not-a-bert" / "tf_model.h5").write_bytes(b"\0" * 100)
     hub_standin.write_miniature_layout(root / "someone/gated-bert", seed=4)
+    hub_standin.write_miniature_layout(root / "someone/plain-bert", seed=5)  # a BERT not of the paper's
     return root
 
 
@@ -214,6 +216,22 @@ def test_a_downloaded_model_is_in_the_sidebar_and_opens_with_no_server(standin, 
     assert not at.exception and not at.sidebar.error
     assert any("**L** = 2 layers" in m.value and "masked-LM head, next-sentence head" in m.value
                for m in at.sidebar.markdown)
+
+
+def test_a_downloaded_bert_not_of_the_papers_opens_from_the_sidebar_and_the_gallery(standin, monkeypatch, runs_root):
+    """A hub id typed in the gallery was downloaded, then "no model called 'someone/plain-bert'" on every page:
+    the sidebar and the gallery gave its bare id, which reads as a folder."""
+    hub.download("someone/plain-bert")
+    standin.stop()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    at = _sidebar_page()
+    box = at.sidebar.selectbox(key="be_model_choice")
+    assert "someone/plain-bert (downloaded)" in box.options
+    box.set_value("hf:someone/plain-bert").run()
+    assert not at.exception and not at.sidebar.error and any("**L** = 2 layers" in m.value for m in at.sidebar.markdown)
+    at = _sidebar_page(be_model_choice=GALLERY, be_hub_choice=ANOTHER_ID, be_hub_id="someone/plain-bert")
+    assert not at.exception and not at.sidebar.error and any("**L** = 2 layers" in m.value for m in at.sidebar.markdown)
+    assert at.get("plotly_chart")  # the page itself ran on it
 
 
 # ----- the gallery in the app, and a download in the background ------------------------------------------------
@@ -448,6 +466,27 @@ def test_another_kind_of_model_is_refused_by_its_config_before_its_weights_are_f
             hub.open_model("hf:someone/gpt")
         assert set(server.fetched("someone/gpt")) == {"config.json"}
     assert hub.local_copy("someone/gpt") is None
+
+
+@pytest.mark.parametrize("field, value", [("hidden_size", 10**9), ("num_hidden_layers", 10**6),
+                                          ("vocab_size", 10**12)])
+def test_a_config_of_absurd_sizes_is_refused_before_its_weights_are_fetched(repos, tmp_path, monkeypatch, field,
+                                                                            value):
+    """hidden_size 10^9 was refused only once the weights were fetched (up to 2 GiB), and the copy then counted
+    as downloaded: "delete ... and download the model again" fetched the same config again."""
+    import shutil
+
+    root = tmp_path / "hub"
+    shutil.copytree(repos / TINY, root / "evil/absurd")
+    config = json.loads((root / "evil/absurd" / "config.json").read_text())
+    (root / "evil/absurd" / "config.json").write_text(json.dumps({**config, field: value}))
+    with hub_standin.HubStandin(root) as server:
+        server.point_client_here(monkeypatch, cache_dir=tmp_path / "hf-cache")
+        with pytest.raises(hub.HubError, match=rf"the config.json of evil/absurd is not a BERT this app can build "
+                                               rf"\({field} must be .*\), so its weights were not fetched"):
+            hub.open_model("hf:evil/absurd")
+        assert set(server.fetched("evil/absurd")) == {"config.json"}
+    assert hub.local_copy("evil/absurd") is None
 
 
 def test_a_cache_that_cannot_be_a_folder_is_one_sentence(repos, tmp_path, monkeypatch):

@@ -169,6 +169,31 @@ def test_a_dropped_connection_goes_on_and_a_resume_from_the_wrong_byte_is_refuse
     assert get.range == f"bytes={weights.stat().st_size // 2}-"  # went on from the bytes kept
 
 
+def test_a_part_of_a_file_that_changed_since_is_removed_not_left_to_pile_up(standin, cache, decoy):
+    """A file whose ETag changed between two tries (a new commit, a mirror) left each try's part behind,
+    never resumed, counted as the model's bytes here. The next download removes it; a part another tool may
+    be filling now (written in the last minutes) is left alone."""
+    import os
+    import time
+
+    weights = standin.repo_dir(BASE) / "model.safetensors"
+    standin.lies["etag"] = {"model.safetensors": "a" * 64}  # the file as an earlier commit named it
+    standin.drop_after("model.safetensors", weights.stat().st_size // 2, times=None)
+    _refused(r"stopped at [\d.]+ kB of [\d.]+ kB", decoy)
+    blobs = cache / "models--google-bert--bert-base-uncased" / "blobs"
+    old = blobs / ("a" * 64 + ".incomplete")
+    assert old.stat().st_size == weights.stat().st_size // 2
+    fresh = blobs / ("b" * 64 + ".incomplete")  # another tool's download of another version, running now
+    fresh.write_bytes(b"x" * 10)
+    os.utime(old, (time.time() - hub.STALE_PART_S - 1,) * 2)
+    standin.lies.clear()
+    standin.clear_faults()
+    hub.download(BASE)
+    assert not old.exists() and fresh.exists()
+    whole = sum(p.stat().st_size for p in standin.repo_dir(BASE).iterdir() if p.is_file())
+    assert hub.bytes_here(BASE) <= whole + 10
+
+
 def test_a_redirect_to_a_file_on_this_machine_is_refused(standin, cache, decoy):
     secret = (decoy / "secret.txt").read_bytes()
     standin.lies["location"] = {"model.safetensors": (decoy / "secret.txt").as_uri()}

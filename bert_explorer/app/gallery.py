@@ -84,7 +84,7 @@ def choose(writes: bool) -> str | None:
         st.sidebar.caption(f"{m.title}: L = {m.layers}, H = {m.hidden}, A = {m.heads}, {m.parameters / 1e6:,.1f} M "
                            f"parameters, {_where(m)}, licence {hub.LICENCE}.")
     if hub.local_copy(picked) is not None:
-        return picked
+        return hub.model_name(picked)  # (a typed id that is not the paper's opens as hf:<id>)
     title = m.title if m is not None else picked
     if download_jobs.state(picked)["state"] == "downloading":
         st.session_state[WAITING] = (f"{title} is being downloaded (its progress is in the sidebar): this page opens it "

@@ -37,7 +37,8 @@ def lesson_models() -> list[str]:
     from .. import hub
 
     names = [n for n, (locate, _) in checkpoint.SHORT_NAMES.items() if locate() is not None]
-    return [checkpoint.DEFAULT_MODEL, *(n for n in names if n != checkpoint.DEFAULT_MODEL), *hub.cached_berts()]
+    return [checkpoint.DEFAULT_MODEL, *(n for n in names if n != checkpoint.DEFAULT_MODEL),
+            *map(hub.model_name, hub.cached_berts())]
 
 
 def _label(name: str) -> str:

@@ -382,7 +382,8 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     show_mode()
     names = [n for n, (locate, _) in checkpoint.SHORT_NAMES.items() if locate() is not None]
     # the paper's BERTs (and any BERT) in the Hugging Face cache: they open with no network, for everyone
-    downloaded = {r: f"{hub.CATALOGUE[r].title if r in hub.CATALOGUE else r} (downloaded)" for r in hub.cached_berts()}
+    downloaded = {hub.model_name(r): f"{hub.CATALOGUE[r].title if r in hub.CATALOGUE else r} (downloaded)"
+                  for r in hub.cached_berts()}
     names += list(downloaded)
     root = runs_root()
     ckpts = run_checkpoints(root)
