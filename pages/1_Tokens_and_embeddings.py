@@ -8,8 +8,8 @@ from bert_explorer import limits
 from bert_explorer.analysis import embeddings as emb
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept_widget, \
-    text_box
+from bert_explorer.app.keep import (SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, forget_outside,
+                                   kept_widget, text_box)
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro
 
@@ -79,7 +79,7 @@ st.caption("Words missing from the vocabulary are split into pieces; `##` marks 
 
 # ----- 2. The three parts --------------------------------------------------------------------
 st.subheader("2 · Token + segment + position, then LayerNorm")
-log_y = st.checkbox("Logarithmic axis", True, key="emb_norm_log",
+log_y = st.checkbox("Logarithmic axis", True, key="emb_norm_log", persist_state="session",
                     help="LayerNorm makes vectors much longer than the raw parts; a log axis shows both.")
 fig = px.bar(rep.norms_frame(), x="label", y="norm", color="part", barmode="group", log_y=log_y,
              category_orders={"part": list(emb.PARTS)}, labels={"label": "position: piece", "norm": "length ‖v‖"},
@@ -99,7 +99,8 @@ st.caption("The segment vector is one and the same for every token of a sentence
 # ----- 3. Positions ---------------------------------------------------------------------------
 st.subheader("3 · Learned position embeddings")
 max_n = min(256, loaded.config.max_position_embeddings)
-n = st.slider("Positions shown", 8, max_n, min(64, max_n), step=8, key="emb_pos_n")
+forget_outside("emb_pos_n", 8, max_n)
+n = st.slider("Positions shown", 8, max_n, min(64, max_n), step=8, key="emb_pos_n", persist_state="session")
 sim = positions(name, n)
 fig = px.imshow(sim.round(3), zmin=-1, zmax=1, color_continuous_scale="RdBu_r", origin="upper",
                 labels={"x": "position j", "y": "position i", "color": "cosine"},
@@ -120,15 +121,16 @@ st.caption("BERT learns one vector per position instead of the Transformer's fix
 st.subheader("4 · A map of the vectors")
 c1, c2 = st.columns([2, 1])
 source = c1.radio("Vectors", ["words, out of context (token embeddings)", "one word in several sentences"],
-                  key="emb_proj_source", horizontal=True)
-method = c2.radio("Projection", ["PCA", "t-SNE"], key="emb_proj_method", horizontal=True,
+                  key="emb_proj_source", persist_state="session", horizontal=True)
+method = c2.radio("Projection", ["PCA", "t-SNE"], key="emb_proj_method", persist_state="session", horizontal=True,
                   help="PCA: a linear view, distances are honest. t-SNE: keeps near neighbours near, "
                        "distances between clusters mean little.")
 method_key = "pca" if method == "PCA" else "tsne"
 try:
     if source.startswith("words"):
         words_text = text_box(st.text_area,
-            f"Words (spaces or commas; at most {LIMITS.words})", key="emb_words", height=80, max_chars=limits.LIST_CHARS,
+            f"Words (spaces or commas; at most {LIMITS.words})", key="emb_words", persist_state="session", height=80,
+            max_chars=limits.LIST_CHARS,
             value="king queen man woman boy girl monday tuesday friday sunday january march july "
                   "paris london france germany china one two three four red green blue")
         words = tuple(w for w in re.split(r"[,\s]+", words_text) if w)
@@ -140,10 +142,12 @@ try:
         names, vectors = None, wv.vectors
     else:
         c1, c2 = st.columns([1, 3])
-        word = text_box(c1.text_input, "Word", "bank", key="emb_proj_word", max_chars=100)
-        layer = c1.slider("Layer (0 = embeddings)", 0, L, L, key="emb_proj_layer")
+        word = text_box(c1.text_input, "Word", "bank", key="emb_proj_word", persist_state="session", max_chars=100)
+        forget_outside("emb_proj_layer", 0, L)
+        layer = c1.slider("Layer (0 = embeddings)", 0, L, L, key="emb_proj_layer", persist_state="session")
         sentences = lines(text_box(c2.text_area, f"Sentences, one per line (at most {LIMITS.map_sentences})",
-                                       key="emb_proj_sentences", height=170, max_chars=limits.LIST_CHARS, value=(
+                                       key="emb_proj_sentences", persist_state="session", height=170,
+                                       max_chars=limits.LIST_CHARS, value=(
             "we walked along the river bank at dawn .\nthe boat drifted towards the muddy bank .\n"
             "fish gathered near the bank of the stream .\nthe bank raised interest rates again .\n"
             "she opened a savings account at the bank .\nthe central bank warned about inflation .")))
@@ -181,9 +185,9 @@ except ValueError as e:
 # ----- 5. Context ----------------------------------------------------------------------------
 st.subheader("5 · The same word in different contexts, layer by layer")
 c1, c2 = st.columns([1, 3])
-ctx_word = text_box(c1.text_input, "Word", "bank", key="emb_ctx_word", max_chars=100)
+ctx_word = text_box(c1.text_input, "Word", "bank", key="emb_ctx_word", persist_state="session", max_chars=100)
 ctx_sentences = lines(text_box(c2.text_area, f"Sentences, one per line (at most {LIMITS.compared})",
-                               key="emb_ctx_sentences",
+                               key="emb_ctx_sentences", persist_state="session",
                                    height=110, max_chars=limits.LIST_CHARS, value=(
     "he sat on the river bank\nshe opened a bank account\nthe bank raised rates")))
 try:

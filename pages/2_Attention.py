@@ -20,7 +20,8 @@ from bert_explorer.analysis.attention.bertviz_offline import (MODEL_VIEW_LEGIBLE
                                                     layers_within_budget, render)
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept_widget
+from bert_explorer.app.keep import (SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, forget_outside,
+                                   kept_tabs, kept_widget)
 from bert_explorer.app.state import by_weights, load, picked_model, shown_path, without_host_paths
 from bert_explorer.app.roles import (busy_sentence, not_prepared, progress_line, running_beside, work_button,
                                      writes_allowed)
@@ -100,7 +101,9 @@ text_b = kept_widget(c2.text_area, "Sentence B (optional)", SENTENCE_B, SENTENCE
 text_b = text_b.strip() or None
 # every layer's and head's attention is kept for the page: the most that fit the server's memory for one request
 most = max(16, limits.for_config(loaded.config).attention_tokens // 16 * 16)
+forget_outside("att_max_tokens", 16, most)
 max_tokens = st.sidebar.slider("Max tokens", 16, most, min(128, most), 16, key="att_max_tokens",
+                               persist_state="session",
                                help="Attention data grows with the square of the length; longer inputs are cut. "
                                     f"bertviz draws at most {DRAWN_TOKENS} of them; the heatmaps and the download "
                                     "keep them all.")
@@ -230,6 +233,7 @@ def clark_section() -> None:
                "Wikipedia text "
                f"({corpus_title(CLARK_CORPUS)}); every number below is computed from this model.")
     segments = int(st.number_input("Segments", 1, clark.MAX_SEGMENTS, clark.MAX_SEGMENTS, 100, key="att_clark_segments",
+                                   persist_state="session",
                                    help=f"At most {clark.MAX_SEGMENTS:,}, as in the paper; fewer are quicker and "
                                         "noisier. Each number of segments is measured (and kept) on its own."))
     measured = _built(clark.measures_path(loaded, CLARK_CORPUS, segments), clark.FILE, clark.read_measures, segments,
@@ -315,6 +319,7 @@ def head_map_tab() -> None:
                "**Spearman's ρ** says whether the map keeps which pairs are nearer than which (1 = the same order, 0 "
                "= no relation): the closer to 1, the more the map can be trusted.")
     segments = int(st.number_input("Segments", 1, head_map.MAX_SEGMENTS, head_map.SEGMENTS, 50, key="att_map_segments",
+                                   persist_state="session",
                                    help=f"[CLS] A [SEP] B [SEP] of at most {head_map.MAX_PIECES} WordPieces each "
                                         f"({corpus_title(CLARK_CORPUS)}). Each number of segments is built (and kept) on its own."))
     built = _built(head_map.map_path(loaded, CLARK_CORPUS, segments), head_map.FILE, head_map.read_map, segments,
@@ -357,8 +362,8 @@ def head_map_tab() -> None:
 # about 1 s each). So each tab's drawings are sent only while it is open (a click on a tab reruns the
 # page); the rest of every tab runs on every rerun, so its widgets keep their values and the zip holds
 # every result.
-tabs = st.tabs(["Head view", "Model view", "Heatmap", "Head behaviours", "Rollout and flow", "Head map",
-                "Switch a head off"], key="att_view", on_change="rerun")
+tabs = kept_tabs(["Head view", "Model view", "Heatmap", "Head behaviours", "Rollout and flow", "Head map",
+                  "Switch a head off"], "att_view", on_change="rerun")
 
 
 def _bertviz_html(view_name: str) -> str | None:
@@ -403,8 +408,8 @@ with tabs[1]:
 
 with tabs[2]:
     h1, h2 = st.columns(2)
-    layer = h1.selectbox("Layer", range(L), key="att_hm_layer", format_func=lambda i: f"{i + 1}")
-    head = h2.selectbox("Head", range(A), key="att_hm_head", format_func=lambda i: f"{i + 1}")
+    layer = h1.selectbox("Layer", range(L), key="att_hm_layer", persist_state="session", format_func=lambda i: f"{i + 1}")
+    head = h2.selectbox("Head", range(A), key="att_hm_head", persist_state="session", format_func=lambda i: f"{i + 1}")
     fig = px.imshow(result.attentions[layer, head], x=list(range(len(result.tokens))),
                     y=list(range(len(result.tokens))), color_continuous_scale="Blues", zmin=0, zmax=1,
                     labels=dict(x="attended token (key)", y="attending token (query)", color="weight"),
@@ -419,15 +424,16 @@ with tabs[3]:
                "uniform attention. In BERT-Base they found heads that look almost only at the previous or next "
                "token, heads that park on [SEP], and broad heads in the first layers. " + BEHAVIOUR_RULE)
     with_reference = st.checkbox(f"Average over the {len(REFERENCE_INPUTS)} built-in sentences too", True,
-                                 key="att_reference", help="One input can make a head look special; several "
-                                 "show what it usually does. Each input counts once.")
+                                 key="att_reference", persist_state="session",
+                                 help="One input can make a head look special; several show what it usually does. "
+                                      "Each input counts once.")
     stats, uniform, n_inputs = _head_measures(name, text, text_b, max_tokens, with_reference)
     measured_on = (f"your input and the {n_inputs - 1} built-in sentences" if with_reference else "your input")
     st.markdown(describe_behaviours(stats, measured_on, uniform))
     st.caption(f"For comparison, uniform attention on the same tokens would give [CLS] {uniform['to_cls']:.2f}, "
                f"[SEP] {uniform['to_sep']:.2f}, periods and commas {uniform['to_punct']:.2f}, previous / next "
                f"token and itself {uniform['to_prev']:.2f}, entropy {uniform['entropy']:.2f} nats.")
-    stat = st.selectbox("Pattern", list(STATS), format_func=STATS.get, key="att_stat")
+    stat = st.selectbox("Pattern", list(STATS), format_func=STATS.get, key="att_stat", persist_state="session")
     grid = stats.pivot(index="layer", columns="head", values=stat)
     fig = px.imshow(grid.values, x=[head_name(h) for h in grid.columns], y=[layer_name(i) for i in grid.index],
                     color_continuous_scale="Viridis", text_auto=".2f", aspect="auto",
@@ -450,8 +456,9 @@ with tabs[4]:
                "is counted once.")
     rollout = _rollout(name, text, text_b, max_tokens)
     r1, r2 = st.columns(2)
-    r_layer = r1.slider("After layer", 1, L, L, key="att_rollout_layer") - 1 if L > 1 else 0
-    f_position = r2.selectbox("Into position", range(T), key="att_flow_position",
+    forget_outside("att_rollout_layer", 1, L)
+    r_layer = r1.slider("After layer", 1, L, L, key="att_rollout_layer", persist_state="session") - 1 if L > 1 else 0
+    f_position = r2.selectbox("Into position", range(T), key="att_flow_position", persist_state="session",
                               format_func=lambda i: f"{i}: {result.tokens[i]}")
     fig = px.imshow(rollout[r_layer], color_continuous_scale="Oranges", zmin=0, aspect="auto",
                     labels=dict(x="input token", y="position", color="share"))

@@ -8,7 +8,8 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.analysis.attention.layer_steps import (STEPS, describe_row, difference_from_model, layer_steps,
                                                          token_figures)
 from bert_explorer.app import exports
-from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, kept_widget
+from bert_explorer.app.keep import (SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, forget_outside,
+                                   kept_widget)
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.finder import causal_checkpoints
@@ -46,15 +47,20 @@ if not text.strip():
     st.info("Type a sentence A to look inside a layer.")
     st.stop()
 c1, c2, c3, c4 = st.columns(4)
-layer = c1.selectbox("Layer", range(L), key="ins_layer", format_func=lambda i: f"{i + 1}")
-head = c2.selectbox("Head", range(A), key="ins_head", format_func=lambda i: f"{i + 1}")
+layer = c1.selectbox("Layer", range(L), key="ins_layer", persist_state="session", format_func=lambda i: f"{i + 1}")
+head = c2.selectbox("Head", range(A), key="ins_head", persist_state="session", format_func=lambda i: f"{i + 1}")
+forget_outside("ins_pad", 0, loaded.config.max_position_embeddings)
 pad_to = c4.number_input("Pad to (tokens)", 0, loaded.config.max_position_embeddings, 0, 4, key="ins_pad",
+                         persist_state="session",
                          help="Add [PAD] tokens as a batch does for its shorter inputs, to see the padding mask. "
                               "0 = no padding.")
 steps = _steps(name, text, text_b, layer, head, int(pad_to))
 tokens, T, d = steps.tokens, len(steps.tokens), steps.head_size
-token = c3.selectbox("Token", range(T), key="ins_token", index=min(2, T - 1),
-                     format_func=lambda i: f"{i}: {tokens[i]}")
+# the options name their WordPieces: numbered alone, a new sentence kept the box showing the old sentence's word
+# at the same number while the captions explained the new one
+token_labels = [f"{i}: {t}" for i, t in enumerate(tokens)]
+token = token_labels.index(c3.selectbox("Token", token_labels, key="ins_token", persist_state="session",
+                                        index=min(2, T - 1)))
 if sum(t != "[PAD]" for t in tokens) >= 128:  # (the [PAD]s a padding adds were counted: cut, said wrongly)
     st.caption("The input was cut to 128 WordPieces.")
 figures = token_figures(steps, token)  # what the captions below say about the chosen token
@@ -182,7 +188,7 @@ def step_mask():
     ltr = causal_checkpoints(runs_root())
     if ltr and not steps.causal:
         pick = st.selectbox("Compare with a left-to-right checkpoint", [None] + [c.path for c in ltr],
-                            key="ins_ltr", format_func=lambda p: "none" if p is None else
+                            key="ins_ltr", persist_state="session", format_func=lambda p: "none" if p is None else
                             next(c.label for c in ltr if c.path == p))
         if pick:
             other_model, err = load(pick, "BertForPreTraining")
@@ -260,9 +266,10 @@ b1, b2, b3, b4 = st.columns([1.3, 1.1, 5.6, 1.5])
 at = st.session_state.get("ins_step", 1)  # (the buttons come before the slider that holds the step)
 b1.button("◀ Previous", key="ins_prev", on_click=move, args=(-1,), disabled=at <= 1)
 b2.button("Next ▶", key="ins_next", on_click=move, args=(1,), disabled=at >= len(STEPS))
-step = b3.select_slider("Step", options=list(range(1, len(STEPS) + 1)), key="ins_step",
+step = b3.select_slider("Step", options=list(range(1, len(STEPS) + 1)), key="ins_step", persist_state="session",
                         format_func=lambda i: f"{i}. {STEPS[i - 1]}")
-show_all = b4.toggle("All steps", key="ins_all", help="Every step on one page, one under the other.")
+show_all = b4.toggle("All steps", key="ins_all",
+                     persist_state="session", help="Every step on one page, one under the other.")
 for i, render in enumerate(RENDER):
     if show_all or i == step - 1:
         render()

@@ -39,7 +39,7 @@ if 0 < len(words) <= 80:
     if clicked:
         text = " ".join("[MASK]" if i in clicked else w for i, w in enumerate(words))
         st.caption(f"The model sees: {md(text)}")  # (a backtick in the text broke the code span)
-top_k = st.slider("Predictions per mask", 1, 20, 5, key="mlm_k")
+top_k = st.slider("Predictions per mask", 1, 20, 5, key="mlm_k", persist_state="session")
 
 
 @by_weights(shared=True, show_spinner=False, max_entries=64)
@@ -134,8 +134,8 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
 st.subheader("How a training sentence is corrupted")
 c1, c2 = st.columns([3, 1])
 demo_text = text_box(c1.text_input, "Sentence", "the quick brown fox jumps over the lazy dog near the river bank .",
-                          key="mlm_demo_text", max_chars=limits.CHARS)
-seed = c2.number_input("Seed", 0, 10_000, 0, key="mlm_demo_seed")
+                          key="mlm_demo_text", persist_state="session", max_chars=limits.CHARS)
+seed = c2.number_input("Seed", 0, 10_000, 0, key="mlm_demo_seed", persist_state="session")
 rows = _masking(name, demo_text, int(seed))
 df = pd.DataFrame(rows)
 # (a plain table with a tick column: a styled one cost a fifth of the page's server time)

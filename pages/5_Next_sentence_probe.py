@@ -43,7 +43,8 @@ if not needs_head(loaded, NSP_HEAD, "judge whether B follows A"):
 examples = load_check_set()["nsp"]
 a = kept_widget(st.text_area, "Sentence A", "nsp_a", examples[0]["a"], height=70, max_chars=limits.CHARS)
 c1, c2 = st.columns([3, 1])
-corpus = c2.selectbox("Random B from", ["bbc", "sotu", "vital", "wiki", "lee"], key="nsp_corpus")
+corpus = c2.selectbox("Random B from", ["bbc", "sotu", "vital", "wiki", "lee"], key="nsp_corpus",
+                      persist_state="session")
 if c2.button("Draw a random B", key="nsp_draw"):
     st.session_state["nsp_b"] = random.choice(corpus_sentences(corpus))
 b = kept_widget(c1.text_area, "Sentence B", "nsp_b", examples[0]["b"], height=70, max_chars=limits.CHARS)

@@ -29,15 +29,17 @@ each bar into the three embeddings BERT adds up at its input (Figure 2).
 name = model_picker()
 MLM, NSP, CLF = "masked word", "next sentence", "fine-tuned classifier"
 PRE, CLASSIFIER = "BertForPreTraining", "BertForSequenceClassification"  # the models that answer
-target = st.radio("Explain", [MLM, NSP, CLF], key="attr_target", horizontal=True,
+target = st.radio("Explain", [MLM, NSP, CLF], key="attr_target", persist_state="session", horizontal=True,
                   help="Masked LM and NSP: the pre-training heads (Section 3.1). Classifier: a model "
                        "fine-tuned with `bert-explorer finetune` (Section 4).")
 steps = st.slider("Integration steps (to start with)", 10, 300, DEFAULT_STEPS, step=10, key="attr_steps",
+                  persist_state="session",
                   help="Points on the path from the baseline to the input; more steps, smaller convergence delta. "
                        f"While the delta is above {RELIABLE_FRACTION:.0%} of f(x) − f(baseline) the page doubles "
                        f"them, up to {MAX_STEPS}.")
 max_steps = max(MAX_STEPS, steps)
 baseline = st.radio("Baseline", list(BASELINES), index=list(BASELINES).index(DEFAULT_BASELINE), key="attr_baseline",
+                    persist_state="session",
                     horizontal=True, format_func=lambda b: BASELINES[b].label,
                     help=" ".join(f"**{b.label}**: {b.measures}" for b in BASELINES.values()))
 st.caption(BASELINES[baseline].measures)
@@ -131,7 +133,8 @@ try:
                     f"{shown_path(root / 'bbc')}", language="bash")
             st.stop()
         by_dir = {r["model_dir"]: r for r in runs}
-        run = by_dir[st.selectbox("Fine-tuning run", list(by_dir), key="attr_run", format_func=lambda d: (
+        run = by_dir[st.selectbox("Fine-tuning run", list(by_dir), key="attr_run",
+                                  persist_state="session", format_func=lambda d: (
             f"{by_dir[d]['name']} ({by_dir[d]['task'] or 'classifier'}: {', '.join(by_dir[d]['labels'])})"))]
         st.caption("The classifier uses its own fine-tuned model, not the one picked in the sidebar.")
         model_used = run["model_dir"]
@@ -147,7 +150,8 @@ try:
         # the task says what a person types: a second text where it reads a pair
         text_b = kept_widget(st.text_input, kind.inputs[1].label, "attr_clf_text_b", "", max_chars=limits.CHARS) \
             if kind is not None and len(kind.inputs) > 1 else None
-        label = st.selectbox("Class to explain", ["the predicted class", *run["labels"]], key="attr_clf_label")
+        label = st.selectbox("Class to explain", ["the predicted class", *run["labels"]], key="attr_clf_label",
+                             persist_state="session")
         result = _classifier(run["model_dir"], text, text_b, None if label == "the predicted class" else label,
                              **page_integration(clf))
         if "probabilities" in result.details:

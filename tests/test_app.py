@@ -221,6 +221,44 @@ def test_the_sentence_studied_holds_across_tokens_attention_and_inside_one_layer
 
 
 @needs_model("explorer-mini")
+def test_a_pages_own_choices_hold_when_the_user_leaves_and_comes_back():
+    """A layer and head picked on Attention's heatmap, the open tab, Inside one layer's layer and head, the
+    probe's predictions per mask and Attributions' target all went back to their defaults on the way back
+    from another page. A kept layer a shallower model lacks gives the default, not an error."""
+    at = AppTest.from_file("../run_app.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"  # 6 layers
+    at.run().switch_page("pages/2_Attention.py").run()
+    at.selectbox(key="att_hm_layer").set_value(5)
+    at.selectbox(key="att_hm_head").set_value(2).run()
+    at.switch_page("pages/3_Inside_one_layer.py").run()
+    at.selectbox(key="ins_layer").set_value(4)
+    at.selectbox(key="ins_head").set_value(3).run()
+    at.switch_page("pages/4_Masked_word_probe.py").run()
+    at.slider(key="mlm_k").set_value(10).run()
+    at.switch_page("pages/6_Attributions.py").run()
+    at.radio(key="attr_target").set_value("next sentence").run()
+    at.switch_page("run_app.py").run()
+    for page, key, value in (("2_Attention", "att_hm_layer", 5), ("2_Attention", "att_hm_head", 2),
+                             ("3_Inside_one_layer", "ins_layer", 4), ("3_Inside_one_layer", "ins_head", 3)):
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception and at.selectbox(key=key).value == value, (page, key)
+    at.switch_page("pages/4_Masked_word_probe.py").run()
+    assert at.slider(key="mlm_k").value == 10
+    at.switch_page("pages/6_Attributions.py").run()
+    assert at.radio(key="attr_target").value == "next sentence"
+    at.session_state["be_model_choice"] = "explorer-mini"  # 4 layers: layer 6 (index 5) is not there
+    at.switch_page("pages/2_Attention.py").run()
+    assert not at.exception and at.selectbox(key="att_hm_layer").value == 0
+    # the open tab too (only the open tab's charts are sent), and it stays open at the next change
+    at.session_state["att_view"] = "Heatmap"
+    at.run().switch_page("run_app.py").run()
+    at.switch_page("pages/2_Attention.py").run()
+    assert "Layer 1, head 3" in at.get("plotly_chart")[0].proto.spec  # (head 3 of 4 held; layer 6 of 4 did not)
+    at.selectbox(key="att_hm_head").set_value(3).run()
+    assert "Layer 1, head 4" in at.get("plotly_chart")[0].proto.spec
+
+
+@needs_model("explorer-mini")
 def test_attributions_explains_what_the_probes_last_studied_in_one_click():
     """Probe a sentence, then ask why: Attributions offers the probe pages' inputs (kept across
     pages) and fills them in; its own example stays until the user clicks."""

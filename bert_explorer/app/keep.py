@@ -22,7 +22,10 @@ What is kept across pages (the same key on every page that shows it):
 Everything else is per page: a layer, head or token means another thing on another page (and
 models differ in depth); the probes and Attributions start from examples chosen for what each
 shows, and a sentence studied on the Attention page usually has no [MASK] to fill; Attributions
-keeps its own inputs until the user takes the probe's with its button.
+keeps its own inputs until the user takes the probe's with its button. A page's own choices hold
+when the user leaves it and comes back (Streamlit's ``persist_state="session"``; :func:`kept_tabs`
+for the open tab); a kept value that no longer fits (a layer of a deeper model) gives the default
+(:func:`forget_outside` for sliders and number boxes).
 """
 from __future__ import annotations
 
@@ -72,6 +75,26 @@ def _within(label: str, text: Any, max_chars: int) -> Any:
                    f"the page reads only its first {max_chars:,}.{past} Shorten it to choose what is read.")
         return text[:max_chars]
     return text
+
+
+def kept_tabs(labels: list[str], key: str, **kwargs):
+    """``st.tabs(labels, key=key, **kwargs)`` that opens on the tab last open when the page was left
+    (widgets keep their values with ``persist_state="session"``; tabs have no such setting)."""
+    kept = st.session_state.get(SHADOW + key)
+    if key not in st.session_state and kept in labels:  # coming back: set as the page would (a `default=` that
+        st.session_state[key] = kept                     # changed from run to run made the tabs a new widget)
+    tabs = st.tabs(labels, key=key, **kwargs)
+    st.session_state[SHADOW + key] = st.session_state.get(key)
+    return tabs
+
+
+def forget_outside(key: str, low: float, high: float) -> None:
+    """Forget the kept value of the slider or number box ``key`` when it lies outside ``low``..``high`` (a
+    layer of a deeper model, more positions than this model has): Streamlit raises on such a kept value
+    where a select box falls back to its default."""
+    value = st.session_state.get(key)
+    if isinstance(value, (int, float)) and not low <= value <= high:
+        del st.session_state[key]
 
 
 def remembered(key: str, default: Any = None) -> Any:
