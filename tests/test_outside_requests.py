@@ -91,3 +91,23 @@ def test_plain_streamlit_asks_an_outside_host_who_we_are(tmp_path):
 
 def test_the_app_served_to_a_class_asks_no_outside_host(tmp_path):
     assert _serve_and_visit(tmp_path, OURS) == []
+
+
+def test_a_start_folders_own_settings_leave_the_apps_others_in_force(tmp_path, monkeypatch):
+    """An installed app started in a folder whose .streamlit/config.toml held only a theme gave none of its own
+    settings: usage statistics were sent again and the file watcher was back. The user's keys stay theirs."""
+    from bert_explorer import shipped
+    from bert_explorer.app import serve
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "start" / ".streamlit").mkdir(parents=True)
+    (tmp_path / "start" / ".streamlit" / "config.toml").write_text(
+        '[theme]\nbase = "dark"\n[server]\nport = 8777\n[browser]\ngatherUsageStats = true\n')
+    monkeypatch.chdir(tmp_path / "start")
+    given = serve._settings_of_the_app(["--server.address", "0.0.0.0"])
+    pairs = dict(zip(given[::2], given[1::2]))
+    assert pairs["--server.fileWatcherType"] == "none" and pairs["--runner.postScriptGC"] == "false"
+    assert "--browser.gatherUsageStats" not in pairs  # the user's own choice, in their file
+    assert "--server.address" not in pairs  # given on the command line
+    monkeypatch.chdir(shipped.root())  # in the checkout Streamlit reads the app's own file itself
+    assert serve._settings_of_the_app([]) == []

@@ -43,18 +43,25 @@ def _settings_of_the_app(args: list[str]) -> list[str]:
     """The app's Streamlit settings (``.streamlit/config.toml``: loopback, no usage statistics, its own menu…)
     as options, when they would not be read otherwise: Streamlit reads that file from the folder it is
     started in, and an installed app is started anywhere. A setting given on the command line or in the
-    user's own config files is theirs and is left alone."""
+    user's own config files (the home folder's, and the start folder's when it is not the app's own file) is
+    theirs and is left alone; every other setting of the app's is given (a start folder holding only a theme
+    turned the usage statistics and the file watcher back on)."""
     import tomllib
 
-    if Path(".streamlit/config.toml").is_file():
-        return []  # started in the checkout (or where the user keeps their own settings): Streamlit reads it
+    ours = shipped.streamlit_config()
+    here = Path(".streamlit/config.toml")
+    if here.is_file() and here.resolve() == ours.resolve():
+        return []  # started in the checkout: Streamlit reads the app's own file
     given = {a.split("=", 1)[0] for a in args if a.startswith("--")}
-    try:
-        own = tomllib.loads((Path.home() / ".streamlit" / "config.toml").read_text())
-    except (OSError, ValueError):
-        own = {}
+    own: dict = {}
+    for theirs in (Path.home() / ".streamlit" / "config.toml", here):
+        try:
+            for section, options in tomllib.loads(theirs.read_text()).items():
+                own.setdefault(section, {}).update(options if isinstance(options, dict) else {})
+        except (OSError, ValueError):
+            pass
     out = []
-    for section, options in tomllib.loads(shipped.streamlit_config().read_text()).items():
+    for section, options in tomllib.loads(ours.read_text()).items():
         for key, value in options.items():
             if f"--{section}.{key}" not in given and key not in own.get(section, {}):
                 out += [f"--{section}.{key}", str(value).lower() if isinstance(value, bool) else str(value)]
