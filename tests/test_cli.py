@@ -302,6 +302,21 @@ def test_not_a_checkpoint_directory(tmp_path):
     assert r.returncode == 2 and "not a checkpoint directory" in r.stderr
 
 
+def test_output_into_a_pipe_closed_early_ends_without_a_traceback():
+    """`bert-explorer models | head -4` ended in a BrokenPipeError traceback when head stopped reading first."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before a byte is written
+    try:
+        done = subprocess.run([sys.executable, "-m", "bert_explorer.cli", "corpora"], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141 and "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, \
+        done.stderr
+
+
 def test_corpora_lists_provenance_and_licence():
     r = run("corpora", "--json")
     rows = {x["name"]: x for x in json.loads(r.stdout)}

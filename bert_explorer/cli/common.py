@@ -41,7 +41,7 @@ MODEL_HELP = (f"a checkpoint directory, a short name ({', '.join(checkpoint.SHOR
 # Exit codes: a mistake the user can put right (a wrong path, a malformed file, a busy run folder) is 2,
 # as argparse's own usage errors; a full disk is 1 (nothing was wrong with the request); Ctrl-C is 130
 # (and a run that SIGTERM stopped 143: ``runs.signals.StoppedBySignal.exit_code``).
-USER_MISTAKE, DISK_FULL, INTERRUPTED = 2, 1, 130
+USER_MISTAKE, DISK_FULL, INTERRUPTED, BROKEN_PIPE = 2, 1, 130, 141
 
 
 class UserError(Exception):
@@ -94,6 +94,11 @@ def run_command(args, interrupted: str = "interrupted") -> int:
         # would have ended it: 130 for Ctrl-C, 143 for SIGTERM
         print(f"bert-explorer: {e if str(e) else interrupted}", file=sys.stderr)
         return getattr(e, "exit_code", INTERRUPTED)
+    except BrokenPipeError:
+        # the reader stopped reading (`bert-explorer models | head -4`): no traceback, and none at exit either
+        # when Python flushes stdout into the closed pipe; the code a shell gives a process SIGPIPE ends
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE
 
 
 def _one_line_cache_warnings() -> None:
