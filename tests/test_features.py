@@ -271,6 +271,18 @@ def test_cli_trains_and_reads(built, capsys):
     assert a.mode == "add" and a.token == "[MASK]"
 
 
+def test_an_sae_not_trained_names_the_command_with_the_settings_given(capsys):
+    """`features search --tokens 20000` on an SAE not trained said to run `features train` without --tokens: the
+    default SAE (minutes), after which the search still found none."""
+    from bert_explorer.cli import main
+
+    assert main(["features", "search", "--model", "explorer-mini", "--layer", "2", "--tokens", "20000", "--k", "16",
+                 "--word", "water"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().endswith("train it first with `bert-explorer features train --model explorer-mini --layer 2 "
+                                "--k 16 --tokens 20000`"), err
+
+
 def test_classroom_mode_trains_nothing(built, monkeypatch):
     """Beyond loopback the page says training is off and shows no button (a class cannot load a
     local folder, so the page runs on the default model here; ``fb.trained``, which offers the SAEs
