@@ -266,10 +266,17 @@ def test_evaluate_pretraining_says_its_time_before_and_its_progress_while_it_mea
     """It printed nothing for 13 minutes on a busy machine before its one line."""
     from bert_explorer.cli import main
 
+    from bert_explorer.train import speed
+
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    # a burst of other work just ended: the last minute's load average still says 2.6, the cores say idle (the
+    # line said "(the machine is idle now) (load 2.6 on 2 cores)": the figure beside it is the one it read)
+    monkeypatch.setattr(speed, "load_now", lambda: 2.6)
+    monkeypatch.setattr(speed, "busy_cores", lambda: (0.1, 0.0))
     assert main(["evaluate-pretraining", "--model", "minilm-mlm-nsp", "--sequences", "40"]) == 0
     err = capsys.readouterr().err
-    assert re.search(r"^measuring 40 held-out sequences: about .+\(load [0-9.]+ on \d+ cores\)$", err, re.M), err
+    assert re.search(r"^measuring 40 held-out sequences: about .+ \(the machine is idle now\) \(0\.1 of \d+ cores "
+                     r"busy\)$", err, re.M), err
     assert re.search(r"^100% 40 of 40 held-out sequences", err, re.M) or re.search(r"% \d+ of 40 held-out", err), err
     # its figures beside chance and their sampling error (the issue's random BERT-Base said "NSP 47.0 %" alone)
     assert re.search(r"MLM \d+\.\d% ± \d+\.\d points of [\d,]+ masked WordPieces, NSP \d+\.\d% ± \d+\.\d points "

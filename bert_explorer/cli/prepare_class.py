@@ -91,7 +91,7 @@ def cmd_prepare_class(args) -> int:
     builds = f"then {len(todo)} build(s) not yet done, {told} for the builds (each page's own estimate" if todo else \
         "then no build (none asked for, or all done"
     print(f"preparing {len(models)} model(s): first each page's first-visit work (seconds each, not estimated), "
-          f"{builds}; {speed.load_text()})", file=sys.stderr, flush=True)
+          f"{builds}; {speed.busy_text()})", file=sys.stderr, flush=True)
     t0, failed = time.time(), []
     for name, loaded in models.items():
         for page, what, work in lesson._declared():

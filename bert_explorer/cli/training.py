@@ -20,7 +20,7 @@ from ..analysis.probes import quality
 from ..tasks.base import TaskType, cut_note
 from ..tasks.registry import task_type
 from ..checkpoint import CheckpointError
-from ..train.speed import load_text, niced_here, said
+from ..train.speed import busy_text, niced_here, said
 from ..train.estimate import background_threads, sequences_of
 from ..train.finetune import FinetuneConfig, check_folder as check_finetuning_folder, check_start as check_finetuning, \
     estimate as finetune_estimate, few_steps_note, read_data, run_finetuning, steps_text
@@ -249,7 +249,7 @@ def cmd_evaluate_pretraining(args) -> int:
                  else f"{n:,} held-out sequence{'s' if n != 1 else ''}")
         print(f"measuring {shown}: "
               f"{said(idle_s, threads, niced=niced_here())} "
-              f"({load_text()})", file=sys.stderr, flush=True)
+              f"({busy_text()})", file=sys.stderr, flush=True)
         result = quality.measure(loaded, cfg, held_out, max_sequences=args.sequences, progress=progress_lines())
         quality.save(quality.entry_path(loaded, cfg, args.sequences), result)
         return result

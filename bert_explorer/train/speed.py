@@ -225,8 +225,16 @@ def load_now() -> float:
 
 
 def load_text() -> str:
-    """"load 1.3 on 2 cores": what a transcript says of the machine beside a time."""
+    """"load 1.3 on 2 cores": what a transcript says of the machine beside the time a job took (the last
+    minute's load average)."""
     return f"load {load_now():.1f} on {os.cpu_count() or 1} cores"
+
+
+def busy_text() -> str:
+    """"1.3 of 2 cores busy": what a transcript says of the machine beside a time said before a job, the
+    figure :func:`said` reads (the minute's load average beside it said "load 2.6" next to "the machine is idle
+    now" once a burst of other work had ended)."""
+    return f"{sum(busy_cores()):.1f} of {os.cpu_count() or 1} cores busy"
 
 
 def _cpu_times() -> list[int] | None:
