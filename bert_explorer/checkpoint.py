@@ -471,6 +471,12 @@ class Loaded:
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
 
+    @property
+    def parameters_text(self) -> str:
+        """"110.1 M parameters", or "40,066 parameters" for a model too small for millions ("0.0 M")."""
+        n = self.num_parameters
+        return f"{n / 1e6:,.1f} M parameters" if n >= 50_000 else f"{n:,} parameters"
+
 
 # transformers' classes whose weights are a part of our BertForPreTraining's (the encoder with one or both
 # pre-training heads): BERT-Base as the Hub ships it names "BertForMaskedLM" in its config.json

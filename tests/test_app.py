@@ -397,6 +397,20 @@ def test_by_weights_keys_a_result_by_every_model_it_names(tmp_path):
     assert pair(str(a), str(b), "t") == 2 and pair(str(a), str(b), "t") == 2
 
 
+def test_the_sidebar_counts_a_small_models_parameters_one_by_one(tmp_path):
+    """A model of 10,000 parameters read "0.0 M parameters" in the sidebar."""
+    from bert_explorer import checkpoint
+
+    _tiny_checkpoint(tmp_path / "model", 1)
+    n = checkpoint.load(tmp_path / "model", "BertForPreTraining").num_parameters
+    assert n < 50_000
+    at = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "a local directory…"
+    at.session_state["be_model_path"] = str(tmp_path / "model")
+    at.run()
+    assert any(f"{n:,} parameters · vocab" in m.value for m in at.sidebar.markdown), [m.value for m in at.sidebar.markdown]
+
+
 def _shown(at) -> list:
     """What a page drew: its charts' data, its tables and its captions."""
     charts = [json.loads(c.proto.spec)["data"] for c in at.get("plotly_chart")]

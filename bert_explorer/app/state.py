@@ -447,7 +447,7 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
             st.sidebar.markdown(
                 f"**L** = {c.num_layers} layers · **H** = {c.hidden_size} hidden units · "
                 f"**A** = {c.num_heads} attention heads  \n"
-                f"{loaded.num_parameters / 1e6:.1f} M parameters · vocab {c.vocab_size:,}  \n"
+                f"{loaded.parameters_text} · vocab {c.vocab_size:,}  \n"
                 f"pre-training heads: {', '.join(heads) if heads else 'none (encoder only)'}  \n"
                 f"device: {device_name()}")
             named = hub.CATALOGUE.get(choice)

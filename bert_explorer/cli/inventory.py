@@ -128,8 +128,7 @@ def cmd_download(args) -> int:
                     bar.close()
         loaded = checkpoint.load(copy, "BertForPreTraining")
         heads = [h for h in ("masked-LM head", "next-sentence head") if h not in loaded.report.missing_heads]
-        n = loaded.num_parameters  # (a tiny model read "0.0 M")
-        print(f"{repo_id}: {f'{n / 1e6:,.1f} M' if n >= 50_000 else f'{n:,}'} parameters, "
+        print(f"{repo_id}: {loaded.parameters_text}, "
               f"{' and '.join(heads) if heads else 'no pre-training heads (an encoder only)'}, in {copy}")
     return 0
 
