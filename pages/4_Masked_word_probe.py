@@ -81,10 +81,16 @@ bundle = ResultBundle("Masked word probe", name, {"text": text, "top_k": top_k})
 
 if needs_head(loaded, MLM_HEAD, "predict masked words"):
     try:
-        masks = loaded.tokenizer.encode(text).input_ids.count(loaded.tokenizer.mask_id)  # (at most CHARS characters)
+        ids = loaded.tokenizer.encode(text).input_ids  # (at most CHARS characters)
         limit = limits.for_config(loaded.config).masks
-        limits.check(masks, limit, "[MASK]s", f"hide at most {limit} words at a time (each [MASK] gets its own chart)")
+        limits.check(ids.count(loaded.tokenizer.mask_id), limit, "[MASK]s",
+                     f"hide at most {limit} words at a time (each [MASK] gets its own chart)")
         bars = _mask_bars(name, text, top_k)
+        longest = loaded.config.max_position_embeddings
+        if len(ids) > longest and bars:  # (none read at all: the probe's own sentence says so)
+            st.caption(f"This text is {len(ids):,} WordPieces with [CLS] and [SEP], more than the {longest:,} this "
+                       f"model reads: the predictions below are from its first {longest:,}, and the rest was not "
+                       "read (a [MASK] there gets no prediction).")
     except ValueError as e:
         st.info(str(e))
         bars = []

@@ -411,6 +411,28 @@ def test_the_sidebar_counts_a_small_models_parameters_one_by_one(tmp_path):
     assert any(f"{n:,} parameters · vocab" in m.value for m in at.sidebar.markdown), [m.value for m in at.sidebar.markdown]
 
 
+LONG = "the capital of france is [MASK] . " + " ".join(str(i) for i in range(1, 500))  # 1,900 characters
+
+
+@needs_model("minilm-mlm-nsp")
+def test_a_text_longer_than_the_model_reads_is_said_to_be_cut_and_why():
+    """The probe answered a 650-WordPiece text with no word that it read the first 512; Tokens and Inside one
+    layer said "The input was cut to 128 WordPieces." with no reason and no way out."""
+    at = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120).run()
+    at.text_input(key="mlm_text").set_value(LONG).run()
+    assert not at.exception
+    assert any(c.value.startswith("This text is ") and "more than the 512 this model reads: the predictions below are "
+               "from its first 512" in c.value for c in at.caption), [c.value for c in at.caption]
+    for page in ("1_Tokens_and_embeddings.py", "3_Inside_one_layer.py"):
+        p = AppTest.from_file(f"../pages/{page}", default_timeout=120)
+        p.session_state["be_sentence_a"], p.session_state["be_sentence_b"] = LONG, ""
+        p.run()
+        assert not p.exception, page
+        shown = [w.value for w in (p.warning if page.startswith("1_") else p.caption)]
+        assert any(v.startswith("The input was cut to 128 WordPieces (the longer sentence first)") and
+                   "though the model reads up to 512. Shorten it" in v for v in shown), (page, shown)
+
+
 def _shown(at) -> list:
     """What a page drew: its charts' data, its tables and its captions."""
     charts = [json.loads(c.proto.spec)["data"] for c in at.get("plotly_chart")]
