@@ -40,7 +40,11 @@ def positions(name: str, n: int):
 @by_weights(max_entries=64, show_spinner="Projecting…")
 def word_map(name: str, words: tuple[str, ...], method: str):
     wv = emb.static_word_vectors(load(name, ARCH)[0], list(words))
-    return wv, emb.project(wv.vectors, method)
+    try:
+        return wv, emb.project(wv.vectors, method)
+    except ValueError as e:  # ("king king" is one point: said why, where two words were typed)
+        raise ValueError(f"{str(e).rstrip('.')} (words of the same WordPieces are one point: a word typed twice, or "
+                         "“Bank” and “bank” for an uncased model)") from None
 
 
 @by_weights(max_entries=64, show_spinner="Projecting…")
@@ -94,9 +98,11 @@ before, after = rep.length_range("sum (before LayerNorm)"), rep.length_range("af
 st.caption("The segment vector is one and the same for every token of a sentence; the position vector changes "
            f"with each slot. Before LayerNorm the sums have lengths {before[0]:.1f} to {before[1]:.1f} "
            f"(the longest {before[2]:.1f} times the shortest); after it, {after[0]:.1f} to "
-           f"{after[1]:.1f} ({after[2]:.1f} times). LayerNorm gives every token mean 0 and "
-           "variance 1 over its units; its learned gain and bias, unit by unit, then make the lengths differ again. "
-           "This is layer 0, what the first encoder layer reads.")
+           f"{after[1]:.1f} ({after[2]:.1f} times). LayerNorm gives every token mean 0 and variance 1 over its "
+           "units; its learned gain and bias, unit by unit, then " + (
+               "make the lengths differ again." if after[2] >= 1.05 else
+               f"leave them within {after[2] - 1:.0%} of each other in this model.")
+           + " This is layer 0, what the first encoder layer reads.")
 
 # ----- 3. Positions ---------------------------------------------------------------------------
 st.subheader("3 · Learned position embeddings")

@@ -433,6 +433,32 @@ def test_a_text_longer_than_the_model_reads_is_said_to_be_cut_and_why():
                    "though the model reads up to 512. Shorten it" in v for v in shown), (page, shown)
 
 
+@needs_model("minilm-mlm-nsp")
+def test_a_word_map_of_too_few_words_says_so_in_a_students_words():
+    """"king king" said "PCA needs at least 2 points as an [N, H] array, got shape (1, 256)", and t-SNE "got 1"
+    where two words were typed."""
+    at = AppTest.from_file("../pages/1_Tokens_and_embeddings.py", default_timeout=120).run()
+    at.text_area(key="emb_words").set_value("king king").run()
+    said = [i.value for i in at.info]
+    assert "a map needs at least 2 points, and there is 1: add more (words of the same WordPieces are one point: a " \
+           "word typed twice, or “Bank” and “bank” for an uncased model)" in said, said
+    at.radio(key="emb_proj_method").set_value("t-SNE").run()
+    assert any(v.startswith("t-SNE needs at least 4 points, and there is 1: add more, or choose PCA for fewer")
+               for v in (i.value for i in at.info))
+
+
+@needs_model("explorer-mini")
+@pytest.mark.parametrize("model, said", [("minilm-mlm-nsp", "make the lengths differ again."),
+                                         ("explorer-mini", "leave them within")])
+def test_the_layernorm_caption_says_what_this_models_gain_did(model, said):
+    """explorer-mini's lengths after LayerNorm were 15.8 to 16.0 under "then make the lengths differ again"."""
+    at = AppTest.from_file("../pages/1_Tokens_and_embeddings.py", default_timeout=120)
+    at.session_state["be_model_choice"] = model
+    at.run()
+    (caption,) = [c.value for c in at.caption if "LayerNorm gives every token mean 0" in c.value]
+    assert said in caption, caption
+
+
 def _shown(at) -> list:
     """What a page drew: its charts' data, its tables and its captions."""
     charts = [json.loads(c.proto.spec)["data"] for c in at.get("plotly_chart")]

@@ -199,7 +199,8 @@ def pca_2d(points) -> Projection:
     """
     x = np.asarray(points, dtype=np.float64)                     # [N, H]
     if x.ndim != 2 or x.shape[0] < 2:
-        raise ValueError(f"PCA needs at least 2 points as an [N, H] array, got shape {x.shape}")
+        n = x.shape[0] if x.ndim == 2 else 0
+        raise ValueError(f"a map needs at least 2 points, and there {'is' if n == 1 else 'are'} {n}: add more")
     centred = x - x.mean(axis=0, keepdims=True)                  # [N, H]
     u, s, vt = np.linalg.svd(centred, full_matrices=False)       # u [N, K], s [K], vt [K, H]
     k = min(2, vt.shape[0])
@@ -233,7 +234,8 @@ def tsne_2d(points, seed: int = 0, perplexity: float | None = None) -> Projectio
     x = np.asarray(points, dtype=np.float64)                     # [N, H]
     n = x.shape[0] if x.ndim == 2 else 0
     if n < 4:
-        raise ValueError(f"t-SNE needs at least 4 points, got {n}; use PCA for fewer")
+        raise ValueError(f"t-SNE needs at least 4 points, and there {'is' if n == 1 else 'are'} {n}: add more, or "
+                         "choose PCA for fewer")
     if perplexity is None:
         perplexity = min(30.0, (n - 1) / 3)
     perplexity = float(min(max(perplexity, 1.0), n - 1.0))
