@@ -439,7 +439,9 @@ with tabs[3]:
                     color_continuous_scale="Viridis", text_auto=".2f", aspect="auto",
                     zmin=0, zmax=None if stat == "entropy" else 1,
                     labels=dict(color=COLUMN_NAMES[stat] if stat.startswith("entropy") else
-                                f"attention weight to {COLUMN_NAMES[stat]}"))
+                                f"attention weight to {COLUMN_NAMES[stat]}"),
+                    title=f"{STATS[stat][0].upper()}{STATS[stat][1:]}, each head of each layer "
+                          f"(measured on {measured_on})")
     fig.update_layout(height=140 + 48 * L)
     exports.figure(fig, "att_stats_grid", f"head measure {stat}", bundle, drawn=tabs[3].open)
     exports.table(behaviour_table(stats), "att_behaviours", "head behaviours", bundle, hide_index=True)
@@ -461,7 +463,9 @@ with tabs[4]:
     f_position = r2.selectbox("Into position", range(T), key="att_flow_position", persist_state="session",
                               format_func=lambda i: f"{i}: {result.tokens[i]}")
     fig = px.imshow(rollout[r_layer], color_continuous_scale="Oranges", zmin=0, aspect="auto",
-                    labels=dict(x="input token", y="position", color="share"))
+                    labels=dict(x="input token", y="position", color="share"),
+                    title=f"Rollout after layer {r_layer + 1}: how much of each position comes from each input "
+                          "token (each row sums to 1)")
     token_axes(fig)
     exports.figure(fig, "att_rollout", f"attention rollout after layer {r_layer + 1}", bundle, drawn=tabs[4].open)
     bundle.add_array("rollout [layer, position, input token]", rollout, "float16")

@@ -132,7 +132,7 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
         st.caption("The MLM head applied to every layer's vector at the first [MASK] (layer 0 = the input "
                    "embeddings). The head was trained on the last layer only, so early rows are a rough lens.")
         rows = _by_layer(name, text, 3)
-        exports.table(pd.DataFrame([{"layer": r["layer"], **{f"#{i + 1}": f"{p['token']} ({p['probability']:.2f})"
+        exports.table(pd.DataFrame([{"layer": r["layer"], **{f"#{i + 1}": f"{p['token']} ({p['probability']:.1%})"
                                                                for i, p in enumerate(r["predictions"])}}
                                      for r in rows]), "mlm_layers", "guesses layer by layer", bundle, hide_index=True)
         bundle.add_data("predictions", results)

@@ -1,5 +1,6 @@
 """The Streamlit app, driven headless with AppTest."""
 import json
+import re
 
 from streamlit.testing.v1 import AppTest
 
@@ -169,6 +170,9 @@ def test_masked_word_example_says_whether_this_model_found_the_hidden_word():
     top = list(spec["data"][0]["y"])
     expected = "it is among" if "fuel" in top else "it is not among"
     assert any("hidden word was **fuel**" in c.value and expected in c.value for c in at.caption)
+    # the layer-by-layer table in the bars' unit, per cent ("the (0.05)" beside "5.5%" above it)
+    (layers,) = [d.value for d in at.dataframe if "#1" in d.value.columns]
+    assert all(re.fullmatch(r".+ \(\d+\.\d%\)", cell) for cell in layers["#1"]), layers["#1"].tolist()
 
 
 @needs_model("explorer-mini")

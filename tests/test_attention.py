@@ -17,6 +17,7 @@ from bert_explorer.analysis.attention.heads import (
 )
 from bert_explorer.analysis.attention.bertviz_offline import render
 from bert_explorer.checkpoint import encoder_of, load
+import figcheck
 from shared import needs_model
 
 
@@ -200,6 +201,13 @@ def test_attention_page_draws_bertviz_offline_and_plots():
         assert not at.exception and not at.get("iframe")
     assert [len(c) for c in drawn.values()] == [1, 1, 3]  # each tab sends its own charts only
     assert "each row sums to 1" in drawn["Heatmap"][0] and "rollout and attention flow" in drawn["Rollout and flow"][1]
+    # every chart says what it shows: the head-behaviours grid its measure, the rollout its layer (and its rows
+    # do sum to 1, as it says)
+    grid = json.loads(drawn["Head behaviours"][0])
+    assert grid["layout"]["title"]["text"].startswith("Attention to [CLS], each head of each layer (measured on ")
+    rollout = json.loads(drawn["Rollout and flow"][0])
+    assert rollout["layout"]["title"]["text"].startswith("Rollout after layer ")
+    assert np.allclose(np.asarray(figcheck.decode(rollout["data"][0]["z"]), dtype=float).sum(axis=1), 1.0, atol=1e-3)
     at.session_state["att_view"] = "Heatmap"
     heat = at.run().get("plotly_chart")[0].proto.spec
     at.text_area(key="be_sentence_a").set_value("a completely different sentence about rivers .").run()
