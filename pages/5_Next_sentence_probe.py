@@ -47,6 +47,7 @@ corpus = c2.selectbox("Random B from", ["bbc", "sotu", "vital", "wiki", "lee"], 
                       persist_state="session")
 if c2.button("Draw a random B", key="nsp_draw"):
     st.session_state["nsp_b"] = random.choice(corpus_sentences(corpus))
+    st.session_state["nsp_drawn"] = (st.session_state["nsp_b"], corpus)  # (said below while B is the one drawn)
 b = kept_widget(c1.text_area, "Sentence B", "nsp_b", examples[0]["b"], height=70, max_chars=limits.CHARS)
 bundle = ResultBundle("Next sentence probe", name, {"text_a": a, "text_b": b})
 
@@ -61,6 +62,10 @@ if a.strip() and b.strip():
     if (a, b) == (examples[0]["a"], examples[0]["b"]):
         st.caption("This pair is two consecutive sentences of a held-out BBC article: a real IsNext pair. "
                    f"This model {'agrees' if p > 0.5 else 'disagrees'} (P(IsNext) {'>' if p > 0.5 else '≤'} 0.5).")
+    elif (drawn := st.session_state.get("nsp_drawn")) and drawn[0] == b:
+        st.caption(f"B was drawn at random from the {drawn[1]} corpus: it did not follow A, a NotNext pair like the "
+                   "half of pre-training's pairs whose B is random (Section 3.1). This model "
+                   f"{'agrees' if p <= 0.5 else 'disagrees'} (P(IsNext) {'≤' if p <= 0.5 else '>'} 0.5).")
 else:
     missing = " and ".join(f"sentence {n}" for n, t in (("A", a), ("B", b)) if not t.strip())
     st.info(f"Write {missing}: the probe asks whether B follows A.")

@@ -132,6 +132,11 @@ def test_next_sentence_page_scores_pairs(monkeypatch):
     at.button(key="nsp_draw").click().run()
     assert not at.exception
     assert at.text_area(key="nsp_b").value != b_before  # a new B sentence, from a built-in corpus
+    # said what it is (a NotNext pair) and what this model made of it, from the figure shown
+    p = float(at.metric[0].value.rstrip("%")) / 100
+    verdict = "agrees (P(IsNext) ≤ 0.5)" if p <= 0.5 else "disagrees (P(IsNext) > 0.5)"
+    assert any(c.value.startswith("B was drawn at random from the bbc corpus: it did not follow A, a NotNext pair")
+               and c.value.endswith(f"This model {verdict}.") for c in at.caption), [c.value for c in at.caption]
     at.text_area(key="nsp_a").set_value("  ").run()  # an emptied A: one sentence says what is missing
     assert not at.exception and not at.metric
     assert [i.value for i in at.info] == ["Write sentence A: the probe asks whether B follows A."]
