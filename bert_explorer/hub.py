@@ -273,7 +273,25 @@ def download(name: str, progress: Progress | None = None, cancel: Callable[[], b
     files = [f for f in ("config.json", weights, *TOKENIZER_FILES) if f in names]
     plan = [(f, *_describe(f"{endpoint()}/{_quoted(repo_id)}/resolve/{sha}/{quote(f)}", repo_id, f)) for f in files]
     return fetch_plan(repo_folder(repo_id), repo_id, repo_id, sha, "main", plan, progress, cancel,
-                      check={"config.json": lambda path: _check_config(path, repo_id)})
+                      check={"config.json": lambda path: _check_config(path, repo_id),
+                             "model.safetensors": lambda path: _check_weights(path, repo_id)})
+
+
+def _check_weights(path: Path, repo_id: str) -> None:
+    """A model.safetensors whose header reads whole: names, shapes and offsets that fit the file (a header
+    that lied was refused only when the model was opened, with a remedy for a file the user wrote, and the
+    copy counted as downloaded). A damaged one is removed: kept, every later try would read it back whole."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), "pt") as f:
+            for k in f.keys():
+                f.get_slice(k).get_shape()
+    except Exception as e:  # (safetensors raises several kinds for a header that does not hold)
+        path.unlink(missing_ok=True)
+        raise HubError(f"the server at {endpoint()} sent {repo_id}'s model.safetensors damaged "
+                       f"({str(e).splitlines()[0][:120]}), so it was not kept; try again later, or check "
+                       "HF_ENDPOINT") from None
 
 
 def _check_config(path: Path, repo_id: str) -> None:

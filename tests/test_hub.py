@@ -489,6 +489,33 @@ def test_a_config_of_absurd_sizes_is_refused_before_its_weights_are_fetched(repo
     assert hub.local_copy("evil/absurd") is None
 
 
+def test_weights_whose_header_lies_are_refused_at_the_download_and_not_kept(repos, tmp_path, monkeypatch):
+    """A model.safetensors whose header declares shapes its bytes do not hold was refused only when the model
+    was opened ("give the checkpoint's file as it was written", of a file the user never wrote), and the copy
+    counted as downloaded."""
+    import shutil
+    import struct
+
+    root = tmp_path / "hub"
+    shutil.copytree(repos / BASE, root / "evil/lying-header")
+    weights = root / "evil/lying-header" / "model.safetensors"
+    raw = weights.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    first = next(k for k in header if k != "__metadata__")
+    header[first]["shape"] = [10**6, 10**6]  # its offsets unchanged: the bytes cannot hold it
+    text = json.dumps(header).encode()
+    weights.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+    with hub_standin.HubStandin(root) as server:
+        server.point_client_here(monkeypatch, cache_dir=tmp_path / "hf-cache")
+        with pytest.raises(hub.HubError, match=r"^the server at http://127\.0\.0\.1:\d+ sent evil/lying-header's "
+                                               r"model\.safetensors damaged \(.+\), so it was not kept; try again later"):
+            hub.download("hf:evil/lying-header")
+    assert hub.local_copy("evil/lying-header") is None
+    assert not list((tmp_path / "hf-cache").rglob("*.safetensors*")) and not [
+        p for p in (tmp_path / "hf-cache").rglob("*") if p.is_file() and p.stat().st_size >= len(raw) // 2]
+
+
 def test_a_cache_that_cannot_be_a_folder_is_one_sentence(repos, tmp_path, monkeypatch):
     """HF_HOME naming a file was a NotADirectoryError traceback at the first folder made for a download."""
     (tmp_path / "not-a-folder").write_text("mine")
