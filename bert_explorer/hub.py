@@ -30,6 +30,7 @@ Nothing here runs unless a user asks for a hub model: no default and no test rea
 from __future__ import annotations
 
 import difflib
+import filecmp
 import hashlib
 import http.client
 import json
@@ -717,7 +718,15 @@ def _link(target: Path, blob: Path) -> None:
     """snapshots/<commit>/<file> -> ../../blobs/<etag>, as the Hugging Face cache keeps it (a copy where
     the file system has no symbolic links)."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    if target.is_symlink() or target.exists():
+    if target.exists():  # (followed: a link to a blob that is gone is only replaced)
+        if target.resolve() == blob.resolve() or filecmp.cmp(target, blob, shallow=False):
+            return  # the same file: this revision was here already
+        # one revision's file is one file: another one here was put by another download (transformers', another
+        # server's) and is not this download's to replace
+        raise HubError(f"the Hugging Face cache holds {target.name} of revision {target.parent.name[:12]} as another "
+                       f"file than the server at {endpoint()} sends for it, so nothing of it was changed; check "
+                       f"HF_ENDPOINT, or remove {target.parent} to download that revision again")
+    if target.is_symlink():
         target.unlink()
     try:
         target.symlink_to(os.path.relpath(blob, target.parent))

@@ -194,6 +194,26 @@ def test_a_part_of_a_file_that_changed_since_is_removed_not_left_to_pile_up(stan
     assert hub.bytes_here(BASE) <= whole + 10
 
 
+def test_a_revision_already_in_the_cache_is_not_rewritten_by_another_servers_files(standin, cache, decoy):
+    """A snapshot another tool left (its config.json linked to its own blob, no vocabulary yet) under the commit a
+    mirror names: the download linked the mirror's config.json over it. One revision's file is one file: it is
+    refused, and the link left as it was."""
+    sha = "1" * 40
+    folder = cache / "models--google-bert--bert-base-uncased"
+    theirs = folder / "blobs" / ("c" * 64)
+    theirs.parent.mkdir(parents=True)
+    theirs.write_text('{"model_type": "bert", "theirs": true}')
+    link = folder / "snapshots" / sha / "config.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(f"../../blobs/{theirs.name}")
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(sha)
+    standin.lies["sha"] = sha
+    _refused(rf"^the Hugging Face cache holds config\.json of revision 111111111111 as another file than "
+             rf"{SERVER} sends for it, so nothing of it was changed", decoy)
+    assert link.resolve() == theirs.resolve() and '"theirs": true' in link.read_text()
+
+
 def test_a_redirect_to_a_file_on_this_machine_is_refused(standin, cache, decoy):
     secret = (decoy / "secret.txt").read_bytes()
     standin.lies["location"] = {"model.safetensors": (decoy / "secret.txt").as_uri()}
