@@ -253,8 +253,10 @@ def test_sigterm_and_ctrl_c_stop_a_fine_tuning_with_a_checkpoint_to_resume_from(
                            capture_output=True, text=True)
     assert again.returncode == 0, again.stderr[-2000:]
     assert run.status()["state"] == "finished" and json.loads((out / "metrics.json").read_text())["steps"] == 300
-    # kept when asked for (--save-checkpoints: the last evaluation's), else the Stop's resume point is gone
+    # kept when asked for (--save-checkpoints: the last evaluation's weights; its training state, to resume from,
+    # is of no use to a finished run), else the Stop's resume point is gone
     assert [s for s, _ in run.checkpoints()] == ([300] if checkpoints else [])
+    assert not list(out.glob("checkpoints/*/training_state.pt"))
 
 
 def test_a_left_to_right_checkpoint_is_not_fine_tuned_through_cls(base_model, tmp_path):

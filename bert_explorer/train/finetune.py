@@ -407,9 +407,9 @@ def _run(cfg: FinetuneConfig, run: Run, train, dev, label_names, notes: list[str
                 dev.examples, "at the end of training"))
         (run.path / "metrics.json").write_text(json.dumps(result, indent=2) + "\n")
         state = "stopped" if stopped else "finished"
-        if state == "finished" and cfg.mode == "fine-tune" and not cfg.save_checkpoints:
-            if dropped := drop_resume_points(run):
-                run.log(dropped)
+        if state == "finished" and cfg.mode == "fine-tune" and (
+                dropped := drop_resume_points(run, kept=cfg.save_checkpoints)):
+            run.log(dropped)
         run.clear_stop()
         # (the step it ended at: status.json had it only as of the last log line)
         run.write_status(state=state, finished=time.time(), dev=result["dev"],
