@@ -121,6 +121,23 @@ def test_the_library_and_the_app_launch_refuse_a_busy_run(tmp_path):
     assert writer_busy(out) is None
 
 
+def test_a_run_being_handed_to_its_process_is_not_said_to_be_its_starters(tmp_path):
+    """A second after Fine-tune was pressed, a command aimed at the same folder said it "is being written by pid
+    31885", the app's server holding the lock for the run's process: "stop it first" sent the user to the app."""
+    import os
+
+    from bert_explorer.runs.lock import acquire_writer, release
+
+    out = tmp_path / "handed"
+    fd = acquire_writer(out, "bert-explorer finetune (background)", handing_over=True)
+    try:
+        said = writer_busy(out)
+        assert said.startswith(f"{out} is being written by `bert-explorer finetune (background)`, starting since ")
+        assert f"pid {os.getpid()}" not in said
+    finally:
+        release(fd)
+
+
 def test_a_background_run_holds_the_lock_from_launch_to_end(tmp_path):
     run = start_background("pretrain", {**TINY, "max_steps": 100000, "save_every": 100000}, tmp_path / "bg")
     try:

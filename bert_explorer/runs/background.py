@@ -157,7 +157,7 @@ def _start_in(run: Run, kind: str, config: dict, resume: bool, gpu_queue: bool |
                                f"first or choose another directory")
         # The writer lock is taken here, before config.json is written, and passes to the process
         # (see the module's docstring): held without a gap from this check to the run's end.
-        fd = acquire_writer(run.path, f"bert-explorer {kind} (background)", gated=True)
+        fd = acquire_writer(run.path, f"bert-explorer {kind} (background)", gated=True, handing_over=True)
         try:
             if not resume and run.is_run():  # a new start would write over its settings and status
                 raise ValueError(f"{run.path} holds a run already; resume it, or choose a new folder for a new run")

@@ -50,6 +50,10 @@ _held_guard = threading.Lock()
 
 
 def _describe_holder(info: dict) -> str:
+    if info.get("handing_over"):  # a starter holds it for the run's process, which is not up yet: its pid
+        # is the app's server (or a command), which "stop it" must not send anyone to
+        return (f"`{info.get('command') or 'a run'}`, starting since "
+                f"{time.strftime('%H:%M:%S', time.localtime(info.get('since') or time.time()))}")
     parts = [f"pid {info['pid']}" if info.get("pid") else "another process"]
     if info.get("command"):
         parts.append(f"`{info['command']}`")
@@ -79,7 +83,8 @@ def _inherited_fd(lock_path: Path) -> int | None:
     return int(fd) if (st_fd.st_dev, st_fd.st_ino) == (st_path.st_dev, st_path.st_ino) else None
 
 
-def acquire_writer(run_dir: str | Path, what: str | None = None, *, gated: bool = False) -> int:
+def acquire_writer(run_dir: str | Path, what: str | None = None, *, gated: bool = False,
+                   handing_over: bool = False) -> int:
     """Take ``run_dir``'s writer lock without waiting and return its descriptor (inheritable
     by a child only when asked, see :func:`runs.background.start_background`). Raises :class:`RunBusy` naming
     the holder when another live process has it. A lock whose holder died is free again (it went
@@ -87,7 +92,8 @@ def acquire_writer(run_dir: str | Path, what: str | None = None, *, gated: bool 
 
     ``gated``: the caller holds the run's ``.start.lock`` already (a starter, a deleter, or the
     process a starter holds it for). Where locks do not travel, every other writer takes that lock
-    around this one, so that none slips in while a starter hands a run to its process."""
+    around this one, so that none slips in while a starter hands a run to its process. ``handing_over``: taken
+    for a process about to start, which writes itself as the holder once it runs."""
     path = Path(run_dir)
     path.mkdir(parents=True, exist_ok=True)
     lock_path = path / WRITER_LOCK_NAME
@@ -97,12 +103,12 @@ def acquire_writer(run_dir: str | Path, what: str | None = None, *, gated: bool 
         os.set_inheritable(fd, False)
         return _write_holder(fd, what)
     if LOCKS_TRAVEL or gated:
-        return _take_writer(path, what)
+        return _take_writer(path, what, handing_over)
     with holding(path / START_LOCK_NAME):
-        return _take_writer(path, what)
+        return _take_writer(path, what, handing_over)
 
 
-def _take_writer(path: Path, what: str | None) -> int:
+def _take_writer(path: Path, what: str | None, handing_over: bool = False) -> int:
     fd = os.open(path / WRITER_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
     if not acquire(fd, wait=False):
         os.close(fd)
@@ -119,12 +125,13 @@ def _take_writer(path: Path, what: str | None) -> int:
                         "releasing the run\n")
         except OSError:
             pass
-    return _write_holder(fd, what)
+    return _write_holder(fd, what, handing_over)
 
 
-def _write_holder(fd: int, what: str | None) -> int:
+def _write_holder(fd: int, what: str | None, handing_over: bool = False) -> int:
     info = {"pid": os.getpid(), "pid_created": process_start(os.getpid()), "since": time.time(),
-            "command": what or " ".join(Path(sys.argv[0]).name.split() + sys.argv[1:3])}
+            "command": what or " ".join(Path(sys.argv[0]).name.split() + sys.argv[1:3]),
+            **({"handing_over": True} if handing_over else {})}
     os.ftruncate(fd, 0)
     os.lseek(fd, 0, os.SEEK_SET)  # (not os.pwrite, which Windows lacks)
     os.write(fd, json.dumps(info).encode())
