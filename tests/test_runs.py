@@ -297,6 +297,28 @@ def test_a_run_that_ends_closes_its_tensorboard_writer_and_its_thread(tmp_path):
     assert all(list((tmp_path / f"r{i}" / "tensorboard").glob("events.out.tfevents.*")) for i in range(5))
 
 
+def test_a_resume_drops_the_tensorboard_events_of_the_steps_it_trains_again(tmp_path):
+    """metrics.jsonl set aside the steps a resume trained again; the TensorBoard events kept both copies (the
+    killed process's 650-930 and the resumed one's 910-1500)."""
+    pytest.importorskip("torch.utils.tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    first = Run(tmp_path / "r").create({}, "pretrain")
+    for step in range(1, 6):
+        first.log_metrics({"step": step, "split": "train", "loss": 10.0 - step})
+    first.write_status(state="crashed")  # (the writer ends with the run)
+    again = Run(tmp_path / "r")
+    assert again.set_aside_metrics_after(3) == 2
+    for step in (4, 5, 6):
+        again.log_metrics({"step": step, "split": "train", "loss": 1.0})
+    again.write_status(state="finished")
+    events = EventAccumulator(str(tmp_path / "r" / "tensorboard"))
+    events.Reload()
+    scalars = events.Scalars("train/loss")
+    assert [e.step for e in scalars] == [1, 2, 3, 4, 5, 6]
+    assert [e.value for e in scalars][3:] == [1.0, 1.0, 1.0]  # the resumed run's, not the first's
+
+
 def _files(folder: Path) -> dict:
     """Every file's bytes, but the writer's empty lock a refused command may leave in a run's folder."""
     return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file() and p.name != ".writer.lock"}

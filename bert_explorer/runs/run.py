@@ -214,7 +214,10 @@ class Run:
             except ImportError:  # tensorboard is an optional extra
                 self._tensorboard = False
                 return
-            self._tensorboard = SummaryWriter(str(self.path / TENSORBOARD_DIR))
+            # a resume's steps trained again: the earlier process's events from there on are dropped, as their
+            # lines of metrics.jsonl were set aside (TensorBoard showed steps 910-930 twice)
+            self._tensorboard = SummaryWriter(str(self.path / TENSORBOARD_DIR),
+                                              purge_step=getattr(self, "_purge_from", None))
         prefix = str(record.get("split", "train"))
         if isinstance(record.get("lr_setting"), (int, float)):
             prefix = f"lr {record['lr_setting']:g}/{prefix}"
@@ -293,6 +296,7 @@ class Run:
             with (d / f"metrics-after-step-{step}.jsonl").open("a") as f:
                 f.write("\n".join(later) + "\n")
             atomic.write_text(p, "".join(f"{line}\n" for line in kept))
+        self._purge_from = step + 1  # (for the TensorBoard events too, where a writer starts after this)
         return len(later)
 
     def clear_leftovers(self) -> list[Path]:
