@@ -317,6 +317,25 @@ def test_output_into_a_pipe_closed_early_ends_without_a_traceback():
         done.stderr
 
 
+def test_runs_lists_each_run_with_its_state_as_the_runs_page_does(runs_root, capsys):
+    """After a kill -9 only the app or a status.json said a run "crashed": the command line had no list."""
+    from bert_explorer.runs.run import Run
+
+    assert main(["runs"]) == 0
+    assert "no runs under" in capsys.readouterr().err
+    a = Run(runs_root / "mini").create({"size": "tiny"}, "pretrain")
+    a.write_status(state="stopped", step=5, max_steps=10)
+    Run(runs_root / "tweets").create({"model": "minilm"}, "finetune").write_status(state="finished")
+    assert main(["runs"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["run", "kind", "state", "progress"]
+    assert any(line.split()[:4] == ["mini", "pretrain", "stopped", "5"] and "/ 10" in line for line in lines[1:])
+    assert any(line.split()[:3] == ["tweets", "finetune", "finished"] for line in lines[1:])
+    assert main(["runs", "--json"]) == 0
+    assert {r["run"]: r["state"] for r in json.loads(capsys.readouterr().out)} == {"mini": "stopped",
+                                                                                  "tweets": "finished"}
+
+
 def test_corpora_lists_provenance_and_licence():
     r = run("corpora", "--json")
     rows = {x["name"]: x for x in json.loads(r.stdout)}

@@ -238,7 +238,8 @@ def go_on_sentence(run: Run, kind: str) -> str:
         return without_host_paths(f"It kept no checkpoint: Resume on the Pre-train page, or `bert-explorer pretrain "
                                   f"--output {run.path} --resume`, trains it again from step 0 with its settings.")
     if not kept:
-        saves = " (a fine-tuning saves one at each evaluation with Save checkpoints)" if kind == "finetune" else ""
+        saves = (" (a fine-tuning saves one at each evaluation with “A checkpoint at each evaluation” ticked, "
+                 "`--save-checkpoints`)" if kind == "finetune" else "")
         return f"It kept no checkpoint to resume from: start it again as a new run{saves}."
     page = {"pretrain": "Pre-train", "finetune": "Fine-tune"}.get(kind)
     if page is None:

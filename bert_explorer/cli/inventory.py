@@ -1,7 +1,9 @@
-"""What is here: the built-in corpora (provenance, licence, installed or not), a model's size and heads,
+"""What is here: the built-in corpora (provenance, licence, installed or not), the runs and their state, a
+model's size and heads,
 the models on this machine and the paper's own one download away, and that download.
 
     bert-explorer corpora
+    bert-explorer runs
     bert-explorer info --model minilm
     bert-explorer models
     bert-explorer download bert-base-uncased google/bert_uncased_L-2_H-128_A-2
@@ -22,6 +24,11 @@ def register(sub) -> None:
     s = sub.add_parser("corpora", help="the built-in corpora, their provenance and licences")
     s.add_argument("--json", action="store_true", help="print JSON instead of a list")
     s.set_defaults(func=cmd_corpora)
+
+    s = sub.add_parser("runs", help="the runs under the runs folder (BERT_EXPLORER_RUNS, else ./runs): kind, "
+                                    "state, progress and key numbers, as the app's Runs page lists them")
+    s.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    s.set_defaults(func=cmd_runs)
 
     s = sub.add_parser("info", help="size and heads of a model")
     s.add_argument("--model", required=True, help=MODEL_HELP)
@@ -54,6 +61,26 @@ def cmd_corpora(args) -> int:
         for r in rows:
             print(f"{r['name']}{'' if r['installed'] else ' (not installed)'}: {r['description']}\n"
                   f"  source:  {r['provenance']}\n  licence: {r['licence']}\n")
+    return 0
+
+
+def cmd_runs(args) -> int:
+    from ..runs.finder import find_runs
+    from ..runs.report import run_row
+    from ..runs.run import runs_root
+
+    root = runs_root()
+    rows = [run_row(r, root) for r in find_runs(root)]
+    if args.json:
+        print_json(rows)
+    elif not rows:  # (where to look, and what puts a run there)
+        print(f"no runs under {root} yet: the app's runs go there, and a command's where its --output says "
+              "(BERT_EXPLORER_RUNS names another folder)", file=sys.stderr)
+    else:
+        columns = ["run", "kind", "state", "progress", "started", "duration", "key metrics"]
+        widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in columns[:-1]]
+        for line in [dict(zip(columns, columns)), *rows]:
+            print("  ".join(str(line[c]).ljust(w) for c, w in zip(columns, widths)) + "  " + str(line[columns[-1]]))
     return 0
 
 
