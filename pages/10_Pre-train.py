@@ -29,9 +29,9 @@ from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.speed import said
 from bert_explorer.train.estimate import ALIASES, LONG_RUN_ASK_S, background_threads, size_options
-from bert_explorer.train.pretrain import check_fits as check_pretraining, corpus_words as count_corpus_words, \
-    estimate as run_estimate
+from bert_explorer.train.pretrain import check_fits as check_pretraining, estimate as run_estimate
 from bert_explorer.train.memory import NO_CUDA
+from bert_explorer.train.pretraining_data import corpus_words as count_corpus_words, learnt_vocab_size
 from bert_explorer.train.pretrain_config import SMALL_MODEL_LR, PretrainConfig, predicted_fraction, warmup_steps_of
 from bert_explorer.train.resume import resume_settings
 from bert_explorer.runs.run import Run, new_run_refusal
@@ -54,6 +54,13 @@ comes with its own). The run goes on in the background if you close this tab.
 def corpus_words(corpus: str, max_docs: int | None, fraction: float, seed: int) -> tuple[int, int]:
     """(words in the corpus a run reads, words in its held-out documents), split as the run splits it."""
     return count_corpus_words(PretrainConfig(corpus=corpus, max_docs=max_docs, held_out_fraction=fraction, seed=seed))
+
+
+@by_inputs(max_entries=16)
+def builtin_pieces(corpus: str, max_docs: int | None, fraction: float, seed: int, vocab_size: int) -> int | None:
+    """The WordPieces a run learns from a small built-in corpus (None: the size asked)."""
+    return learnt_vocab_size(PretrainConfig(corpus=corpus, max_docs=max_docs, held_out_fraction=fraction, seed=seed,
+                                            vocab_size=vocab_size))
 
 
 show_mode()
@@ -210,8 +217,10 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
             counted = words, int(words * held_out_fraction(corpus_facts.get("documents", 0)))
         else:
             counted = corpus_words(config.corpus, config.max_docs, config.held_out_fraction, config.seed)
-        # a small upload cannot give the pieces asked for: its model, and the estimate, are smaller
-        learnt = learnable_vocab_size(upload[1], config.vocab_size) if upload and init is None else None
+        # a small corpus (an upload, tiny, a few documents) cannot give the pieces asked for: its model, and the
+        # estimate, are smaller
+        learnt = None if init is not None else learnable_vocab_size(upload[1], config.vocab_size) if upload else \
+            builtin_pieces(config.corpus, config.max_docs, config.held_out_fraction, config.seed, config.vocab_size)
         pieces = min(config.vocab_size, learnt or config.vocab_size)
         est = run_estimate(config, root, words=counted, vocab_size=pieces)
         # the MLM decoder's share of the tokens: the masked 15 %, or every one for a left-to-right model
@@ -240,12 +249,14 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                    f"checkpoint(s) of the weights and Adam's two moments, {est['checkpoint_bytes'] / 1e6:,.0f} MB each "
                    f"({est['checkpoint_basis']}).")
         if pieces < int(vocab_size):
-            st.caption(f"Your corpus gives **{pieces:,} WordPieces** of the {int(vocab_size):,} asked for (a small corpus "
+            st.caption(f"The corpus gives **{pieces:,} WordPieces** of the {int(vocab_size):,} asked for (a small corpus "
                        "has too few pairs of pieces seen at least twice to learn more): the parameters, FLOPs and time "
                        "above are those of a model with that vocabulary.")
 
     if config is not None:  # what the run reads: a box showing a number out of its range keeps its last good one
-        st.caption(f"Runs with: {config.max_steps:,} steps of {config.batch_size * config.grad_accum} sequences of "
+        sequences = config.batch_size * config.grad_accum
+        st.caption(f"Runs with: {config.max_steps:,} step{'' if config.max_steps == 1 else 's'} of {sequences} "
+                   f"sequence{'' if sequences == 1 else 's'} of "
                    f"{config.max_seq_length} WordPieces, learning rate {config.lr:g} ({warmup_steps_of(config):,} "
                    f"warm-up steps), seed {config.seed}. A box that shows a number in red is out of its range: the run "
                    "keeps its last valid value.")

@@ -76,6 +76,31 @@ def test_a_run_that_trained_beside_other_work_is_read_as_an_idle_machines_speed(
     assert "other work" not in calm["basis"]
 
 
+def test_the_fastest_earlier_run_is_taken_and_a_corpus_of_short_documents_is_counted_as_it_fills(tmp_path):
+    """A run slowed by other work (1,684 tokens/s) was taken before one at 13,746 of the same size, and every
+    sequence counted as max_seq_length tokens while the tiny corpus's fill a third of them: a 46-second run was
+    said to take 9 minutes and asked for twice. Contention only slows, so the fastest is the idle figure; a run
+    on the same corpus gives how full its sequences are."""
+    from bert_explorer.runs.run import Run
+    from bert_explorer.train.estimate import device_key, pretrain_estimate
+
+    common = dict(steps=100, batch_size=32, seq_len=128, vocab_size=8000, root=tmp_path, corpus="tiny")
+    for name, tps, fill in (("slowed", 1684.0, 0.35), ("quick", 13746.0, 0.35)):
+        run = Run(tmp_path / name).create({"size": "mini", "corpus": "tiny", "vocab_size": 8000,
+                                           "max_seq_length": 128}, "pretrain")
+        run.write_status(state="finished", device=device_key())
+        for step in range(1, 6):
+            run.log_metrics({"step": step, "split": "train", "loss": 5.0, "tokens_per_s": tps, "fill": fill})
+    est = pretrain_estimate("mini", **common)
+    # 100 x 32 sequences, 35 % of their 128 slots filled, at 13,746 real tokens/s
+    assert est["train_seconds"] == pytest.approx(100 * 32 * 128 * 0.35 / 13746.0, rel=1e-6)
+    assert est["basis"].startswith("measured: run quick") and "its sequences 35% full on this corpus" in est["basis"]
+    assert "(the fastest of 2 runs of this size here)" in est["basis"]
+    # another corpus may fill its sequences: counted full (the safe side)
+    bbc = pretrain_estimate("mini", **{**common, "corpus": "bbc"})
+    assert bbc["train_seconds"] == pytest.approx(100 * 32 * 128 / 13746.0, rel=1e-6) and "full" not in bbc["basis"]
+
+
 def test_a_left_to_right_run_is_estimated_with_every_token_predicted_and_not_from_a_masked_lms_speed(tmp_path):
     """A left-to-right model's decoder predicts every token (6·V·H FLOPs each), a masked LM's 15 %: the
     estimate counted 15 % for both (x2.3 fewer FLOPs for tiny at 8,000 pieces), and took a masked LM's

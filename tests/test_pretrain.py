@@ -46,6 +46,10 @@ def test_resume_after_a_crash_gives_the_same_next_losses(tmp_path, tiny_vocab):
         assert b[step] == pytest.approx(a[step], abs=1e-6), step
     # the loss actually moves: the test would notice a resume that repeated a step
     assert len({round(a[s], 6) for s in a}) > 3
+    # each line says how full its sequences were: the real tokens over batch x max_seq_length slots (an estimate of
+    # a later run on the same corpus reads its speed with it)
+    fills = [m["fill"] for m in Run(tmp_path / "straight").metrics() if m["split"] == "train"]
+    assert len(fills) == 6 and all(0 < f < 1 for f in fills)
     # metrics.jsonl holds each step once: step 4's first line (trained again after the kill) is set aside
     steps = [m["step"] for m in Run(tmp_path / "crashed").metrics() if m["split"] == "train"]
     assert steps == sorted(set(steps)) == [1, 2, 3, 4, 5, 6]

@@ -340,10 +340,28 @@ def test_pretrain_page_accepts_a_good_corpus_upload(runs_root):
 
     pieces = WordPieceTokenizer.train([line for line in text.splitlines() if line.strip()], 8000).vocab_size
     assert pieces < 200
-    assert any(f"Your corpus gives **{pieces:,} WordPieces** of the 8,000 asked for" in c.value for c in at.caption)
+    assert any(f"The corpus gives **{pieces:,} WordPieces** of the 8,000 asked for" in c.value for c in at.caption)
     params = next(m.value for m in at.metric if m.label == "Parameters")
     assert params == f"{model_size('L4-H256', pieces, 128)[0] / 1e6:,.1f} M" != \
         f"{model_size('L4-H256', 8000, 128)[0] / 1e6:,.1f} M"
+
+
+def test_a_small_built_in_corpus_is_estimated_with_the_vocabulary_it_gives(runs_root):
+    """The tiny corpus gives 337 of 8,000 pieces: the page said 1.5 M parameters of a run that had 0.54 M (its
+    FLOPs and time of the larger model), where an upload's smaller vocabulary was already counted."""
+    from bert_explorer.train.estimate import model_size
+    from bert_explorer.train.pretraining_data import learnt_vocab_size
+
+    at = _page("10_Pre-train.py")
+    at.multiselect(key="pt_corpus").set_value(["tiny"])
+    at.selectbox(key="pt_size").set_value("L2-H128")
+    at.run()
+    assert not at.exception
+    pieces = learnt_vocab_size(PretrainConfig(corpus="tiny", vocab_size=8000))
+    assert pieces < 400
+    assert any(f"The corpus gives **{pieces:,} WordPieces** of the 8,000 asked for" in c.value for c in at.caption)
+    params = next(m.value for m in at.metric if m.label == "Parameters")
+    assert params == f"{model_size('L2-H128', pieces, 128)[0] / 1e6:,.1f} M"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the bad value is cuda on a machine without a GPU")

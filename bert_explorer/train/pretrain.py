@@ -35,7 +35,8 @@ from .optim import linear_warmup_decay, load_optimizer_state, make_optimizer
 from .engine import marks_failure, time_left
 from .pretrain_config import PretrainConfig, positions_fit, predicted_fraction, warmup_steps_of
 from .pretraining_data import (PretrainingData, check_corpora, check_documents, cloze_sentences,
-                               learns_its_words_from_an_upload, pretraining_data, split_corpus)
+                               corpus_words, learns_its_words_from_an_upload, learnt_vocab_size,
+                               pretraining_data)
 from .report import MemoryReporter, Reporter
 from .resume import (WORLD_SIZE_KEY, ResumePoint, check_resume, resume_point, saved_settings, set_lr_to_schedule,
                      world_size_refusal)
@@ -240,13 +241,6 @@ def pretrain(cfg: PretrainConfig, reporter: Reporter | None = None, progress: bo
     return Pretrained(model, tok, result)
 
 
-def corpus_words(cfg: PretrainConfig) -> tuple[int, int]:
-    """(the words a run of ``cfg`` reads, the words of its held-out documents), split as the run splits them."""
-    train_docs, held_docs = split_corpus(cfg)
-    count = lambda docs: sum(len(sentence.split()) for doc in docs for sentence in doc)  # noqa: E731
-    return count(train_docs) + count(held_docs), count(held_docs)
-
-
 def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None, words: tuple[int, int] | None = None,
              vocab_size: int | None = None) -> dict:
     """How long a run of ``cfg`` will take here (``train.estimate.pretrain_estimate``), said before it starts
@@ -257,7 +251,7 @@ def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None, words:
     vocabulary the run will have where it learns fewer pieces than asked (a small upload)."""
     words, held_words = words if words is not None else corpus_words(cfg)
     return pretrain_estimate(cfg.init or cfg.size, cfg.max_steps, cfg.batch_size * cfg.grad_accum, cfg.max_seq_length,
-                             vocab_size or cfg.vocab_size, root,
+                             vocab_size or learnt_vocab_size(cfg) or cfg.vocab_size, root,
                              evaluations=evaluations_of(cfg.max_steps, cfg.eval_every) + cfg.timelapse_frames,
                              held_out_sequences=sequences_of(held_words, cfg.max_seq_length),
                              eval_batches=cfg.eval_batches, corpus=cfg.corpus, corpus_words=words,
@@ -415,6 +409,7 @@ class Pretraining:
         self.cfg, self.reporter, self.dev, self.data, self.t = cfg, run, dev, data, t
         self.objective, self.on_step = cfg.objective_type, on_step
         self.tokens_seen, self.tokens_since, self.last_log, self.last_eval = tokens_seen, 0, time.time(), None
+        self.slots_since = 0  # the sequences' max_seq_length slots since the last log, filled or not
         self.last_train_mlm_loss = None  # (beside the held-out loss: a model that learnt its text by heart)
         self.other_work = OtherWork() if dev.device.type == "cpu" else None  # (its speed is read by later estimates)
         self.part_start = (t.step, time.time())  # this process's first step and its time: the rate of the ETA
@@ -475,6 +470,7 @@ class Pretraining:
         n_tokens = int(batch["attention_mask"].sum()) * dev.world_size  # about: ranks' batches differ a little
         batch = {k: v.to(dev.device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
         self.tokens_since += n_tokens
+        self.slots_since += len(batch["input_ids"]) * cfg.max_seq_length * dev.world_size
         self.tokens_seen = None if self.tokens_seen is None else self.tokens_seen + n_tokens
         return batch
 
@@ -498,13 +494,15 @@ class Pretraining:
         last = {"step": step, "split": "train", **{k: round(v, 5) for k, v in losses.items() if v},
                 "lr": lr, "grad_norm": round(grad_norm, 4),
                 "tokens_per_s": round(tps, 1), "time": time.time(),
+                # how full its sequences are (estimate.measured_throughput reads a speed on the same corpus with it)
+                **({"fill": round(self.tokens_since / self.slots_since, 3)} if self.slots_since else {}),
                 **({"other_cores": o} if self.other_work and (o := self.other_work.sample()) is not None else {})}
         if peak:
             last["mfu"] = round(tps * self.flops_per_token / (peak * dev.world_size), 4)
         run.log_metrics(last)
         run.write_status(step=step, last=last, eta_s=round(time_left(self.part_start[1], step - self.part_start[0],
                                                                        cfg.max_steps - step)))
-        self.tokens_since, self.last_log = 0, time.time()
+        self.tokens_since, self.slots_since, self.last_log = 0, 0, time.time()
         self.last_train_mlm_loss = losses.get("mlm_loss", self.last_train_mlm_loss)
 
     def _measure(self) -> dict:

@@ -48,6 +48,28 @@ def build_tokenizer(cfg: PretrainConfig, train_docs) -> WordPieceTokenizer:
     return WordPieceTokenizer.from_dir(checkpoint.resolve(cfg.vocab))
 
 
+def corpus_words(cfg: PretrainConfig) -> tuple[int, int]:
+    """(the words a run of ``cfg`` reads, the words of its held-out documents), split as the run splits them."""
+    train_docs, held_docs = split_corpus(cfg)
+    count = lambda docs: sum(len(sentence.split()) for doc in docs for sentence in doc)  # noqa: E731
+    return count(train_docs) + count(held_docs), count(held_docs)
+
+
+def learnt_vocab_size(cfg: PretrainConfig) -> int | None:
+    """The WordPieces a run of ``cfg`` learns, where its corpus is small enough to learn them for an estimate
+    (``LEARN_FOR_ESTIMATE_WORDS`` words: the tiny corpus's 2,100 words give 337 of 8,000, and the page described
+    a model of 1.5 M parameters that had 0.54 M); None: the size asked (a larger corpus gives it; a warm start
+    or a shared vocabulary brings its own)."""
+    from ..data.corpus_upload import LEARN_FOR_ESTIMATE_WORDS
+
+    if cfg.init or cfg.vocab != "train":
+        return None
+    train_docs, _ = split_corpus(cfg)
+    if sum(len(s.split()) for doc in train_docs for s in doc) > LEARN_FOR_ESTIMATE_WORDS:
+        return None
+    return min(cfg.vocab_size, build_tokenizer(cfg, train_docs).vocab_size)
+
+
 def held_out_instances(cfg: PretrainConfig, held_docs, tok: WordPieceTokenizer) -> list:
     # Masks fixed by the seed, so every evaluation of every checkpoint sees the same positions.
     held = create_instances(held_docs, tok, cfg.max_seq_length, cfg.short_seq_prob, cfg.objective_type,
