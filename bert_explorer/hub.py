@@ -317,6 +317,10 @@ def _check_config(path: Path, repo_id: str) -> None:
                        "weights were not fetched; choose another repository") from None
 
 
+# what a download's progress names as its file while another download of the same repository runs
+WAITING = "waiting for another download of it to end"
+
+
 def fetch_plan(folder: Path, repo_id: str, what: str, sha: str, revision: str, plan: list[tuple[str, str, int, str]],
                progress: Progress | None, cancel: Callable[[], bool] | None,
                check: dict[str, Callable[[Path], None]] | None = None) -> Path:
@@ -339,7 +343,7 @@ def fetch_plan(folder: Path, repo_id: str, what: str, sha: str, revision: str, p
         if cancel is not None and cancel():
             raise DownloadCancelled(f"the download of {what} was cancelled while another download of it ran")
         if progress is not None:
-            progress(0, sum(size for _, _, size, _ in plan), "waiting for another download of it to end")
+            progress(0, sum(size for _, _, size, _ in plan), WAITING)
         time.sleep(0.5)
         lock = file_lock.acquire_file(lock_path, wait=False)
     try:
@@ -629,6 +633,9 @@ def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Calla
     error = None
     for _ in range(RETRIES + 1):
         have = part.stat().st_size if part.is_file() else 0
+        if cancel is not None and cancel():  # (a stalled line's retry waited up to two minutes more first)
+            raise DownloadCancelled(f"the download of {repo_id} was cancelled at {name} ({full_disk.size_text(have)} "
+                                    f"of {full_disk.size_text(size)}); downloading it again goes on from there")
         if have > size:  # not this file: start it again
             part.unlink()
             have = 0

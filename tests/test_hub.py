@@ -573,4 +573,65 @@ def test_two_downloads_of_one_model_at_once_fetch_its_files_once(standin):
         t.join(timeout=120)
     assert not errors and hub.local_copy(TINY) is not None
     assert standin.fetched(TINY).count("pytorch_model.bin") == 1
-    assert "waiting for another download of it to end" in said
+    assert hub.WAITING in said
+
+
+def test_a_hub_name_typed_as_a_folder_is_downloaded_in_the_background(standin, runs_root):
+    """The folder box's own placeholder offers "bert-base-uncased (downloaded once)": typed there, the model was
+    fetched inside the page's run, "Loading the model…" for minutes with no size, progress or Cancel."""
+    at = _sidebar_page(be_model_choice="a local directory…", be_model_path=TINY)
+    assert not at.exception
+    assert not [r for r in standin.requests if r.method == "GET" and r.filename]  # no file fetched by the page
+    assert [b for b in at.sidebar.button if b.key == f"be_download_{TINY}"]  # the gallery's Download, offered
+    assert any("is not on this machine yet: download it in the sidebar" in i.value for i in at.info)
+
+
+def test_a_cancel_is_heard_between_tries_of_a_file(standin, monkeypatch):
+    """A Cancel pressed while the server had stalled waited for the read's timeout and then for each retry's
+    answer (up to three minutes): between two tries it is heard at once."""
+    import urllib.error
+
+    tries = []
+    real = hub._OPENER.open
+
+    def dropped(request, *args, **kwargs):  # the files' requests fail as a stalled line's read does
+        if "/resolve/" in request.full_url and not request.full_url.endswith("config.json"):
+            tries.append(request.full_url)
+            raise urllib.error.URLError("timed out")
+        return real(request, *args, **kwargs)
+
+    monkeypatch.setattr(hub._OPENER, "open", dropped)
+    with pytest.raises(hub.DownloadCancelled, match="was cancelled at pytorch_model.bin"):
+        hub.download(TINY, cancel=lambda: len(tries) >= 1)  # pressed during the first try
+    assert len(tries) == 1  # not the three retries more
+
+
+def test_the_sidebar_says_its_download_waits_for_another(standin, runs_root, monkeypatch):
+    """The panel drew "Downloading ...: 0 bytes of 193 kB" for as long as a command's download of the same model
+    ran: its progress named the wait and the panel never read it."""
+    from bert_explorer.runs import download_jobs
+
+    monkeypatch.setattr(download_jobs, "state", lambda repo_id: {"state": "downloading", "done": 0,
+                                                                  "total": 193_000, "file": hub.WAITING})
+    at = _sidebar_page(be_model_choice=GALLERY, be_hub_choice=TINY)
+    assert not at.exception
+    (bar,) = at.sidebar.get("progress")
+    assert bar.proto.text.startswith(f"Waiting for another download of {TINY} to end"), bar.proto.text
+
+
+def test_a_command_that_waits_for_another_download_says_so(standin, capsys):
+    """`bert-explorer download` beside the app's download of the same model showed "0%| 0.00/185k" and no word
+    for 40 s."""
+    import threading
+    import time
+
+    from bert_explorer import file_lock
+
+    hub.repo_folder(TINY).mkdir(parents=True)
+    lock = file_lock.acquire_file(hub.repo_folder(TINY) / ".download.lock", wait=False)  # the app's, running
+    threading.Timer(1.5, file_lock.release, args=(lock,)).start()
+    t0 = time.time()
+    assert main(["download", "--no-progress", TINY]) == 0
+    assert time.time() - t0 >= 1.4
+    err = capsys.readouterr().err
+    assert err.count(f"waiting for another download of {TINY} (the app's or another command's) to end") == 1, err

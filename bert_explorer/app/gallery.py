@@ -83,6 +83,14 @@ def choose(writes: bool) -> str | None:
     if m is not None:
         st.sidebar.caption(f"{m.title}: L = {m.layers}, H = {m.hidden}, A = {m.heads}, {m.parameters / 1e6:,.1f} M "
                            f"parameters, {_where(m)}, licence {hub.LICENCE}.")
+    return offer(picked, writes)
+
+
+def offer(picked: str, writes: bool) -> str | None:
+    """The hub model ``picked`` (its canonical id): the name that opens it where it is on this machine, else
+    None, with why in ``WAITING`` and, where writing is allowed, its download in the background (a Download
+    button, then its progress and Cancel)."""
+    m = hub.CATALOGUE.get(picked)
     if hub.local_copy(picked) is not None:
         return hub.model_name(picked)  # (a typed id that is not the paper's opens as hf:<id>)
     title = m.title if m is not None else picked
@@ -127,9 +135,13 @@ def _progress(repo_id: str) -> None:
         st.rerun()  # done, cancelled or failed: the whole page draws it
     done, total = now.get("done") or 0, now.get("total") or 0
     text = f"Downloading {repo_id}: {size_text(done)} of {size_text(total)}" if total else f"Starting {repo_id}…"
-    if now.get("eta_s") is not None and total:
+    if now.get("file") == hub.WAITING:  # ("0 bytes of 193 kB" for as long as the other one ran)
+        text = f"Waiting for another download of {repo_id} to end (a command's, or another server's): its files " \
+               "are fetched once, and this one goes on then…"
+    if now.get("eta_s") is not None and total and now.get("file") != hub.WAITING:
         text += f" · about {duration_text(now['eta_s'])} left"
     st.progress(min(1.0, done / total) if total else 0.0, text=text)
     if work_button("Cancel", key=f"be_download_cancel_{repo_id}",
-                 help="Stops at the next megabyte; what was fetched is kept, and Download goes on from it."):
+                 help="Stops within a second while the files arrive (within a minute when the server has "
+                      "stalled); what was fetched is kept, and Download goes on from it."):
         download_jobs.cancel(repo_id)

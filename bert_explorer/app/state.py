@@ -437,6 +437,14 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
         choice = kept_widget(st.sidebar.text_input, "Checkpoint directory", "be_model_path", "", max_chars=4096,
                       placeholder="/path/to/a/bert (config.json, model.safetensors, vocab.txt), or "
                                   "bert-base-uncased (downloaded once)")
+        if choice and hub.is_hub_name(choice) and not Path(choice).exists() and hub.local_copy(choice) is None:
+            # a hub name typed here: downloaded in the background as the gallery does (it was fetched inside
+            # the page's run: "Loading the model…" for minutes, no size, no progress, no Cancel)
+            try:
+                choice = gallery.offer(hub.canonical(choice), writes_allowed())
+            except hub.HubError as e:
+                st.sidebar.error(str(e))
+                choice = None
     if choice:
         loaded, error = load(choice, "BertForPreTraining")
         if error:

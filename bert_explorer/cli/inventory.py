@@ -139,8 +139,12 @@ def cmd_download(args) -> int:
         if copy is None:
             bars = []  # drawn at the first byte: a download refused before it starts prints one line, no bar
 
-            def progress(done, total, _file, bars=bars):
-                if args.no_progress:
+            def progress(done, total, file, bars=bars, waited=[]):
+                if file == hub.WAITING and not waited:  # (it printed "0%" and nothing else for as long)
+                    waited.append(True)
+                    print(f"waiting for another download of {repo_id} (the app's or another command's) to end: "
+                          "the files are fetched once, and this goes on then", file=sys.stderr, flush=True)
+                if args.no_progress or file == hub.WAITING:
                     return
                 if not bars:
                     bars.append(tqdm(total=total, unit="B", unit_scale=True, desc=repo_id, file=sys.stderr))
