@@ -436,9 +436,23 @@ def _token() -> str | None:
         return None
 
 
+def _server_named(url: str | None) -> str:
+    """The server that answered ``url``, as a sentence names it: the Hub, the mirror HF_ENDPOINT names, or the
+    host a redirect sent the request to (its host and port only: an address may carry a password)."""
+    where = urlsplit(url) if isinstance(url, str) and url else None
+    if where is None or not where.hostname or where.netloc.lower() == urlsplit(endpoint()).netloc.lower():
+        return "the Hugging Face Hub" if endpoint() == DEFAULT_ENDPOINT else f"the server at {host()} (HF_ENDPOINT)"
+    try:
+        port = f":{where.port}" if where.port else ""
+    except ValueError:
+        port = ""
+    return f"the server at {where.hostname}{port} (where {host()} sent the request)"
+
+
 def _failed(e: Exception, repo_id: str, what: str) -> HubError:
     """One sentence for an HTTP or network failure, by the Hub's own error code where it gives one."""
     if isinstance(e, urllib.error.HTTPError):
+        server = _server_named(getattr(e, "url", None) or getattr(e, "filename", None))
         code = e.headers.get("X-Error-Code", "") if e.headers else ""
         if code == "GatedRepo":
             return HubError(f"{repo_id} is gated on the Hugging Face Hub: accept its terms on its page there and log "
@@ -453,20 +467,29 @@ def _failed(e: Exception, repo_id: str, what: str) -> HubError:
                             + (", or point HF_ENDPOINT at a server that keeps it" if mirror else ""))
         if code == "RevisionNotFound" and what == "the data set":
             return HubError(f"{repo_id} has no such revision on the Hugging Face Hub")
+        if (code == "RepoNotFound" or (e.code in (401, 404) and what == "the model")) and repo_id in CATALOGUE:
+            # one of the paper's, picked from the app's own list: no "did you mean" another of them
+            return HubError(f"{server} keeps no model {repo_id}, one of the paper's BERTs on the Hugging Face Hub"
+                            + ("; point HF_ENDPOINT at a server that keeps it, or unset it to ask the Hub"
+                               if endpoint() != DEFAULT_ENDPOINT else "; try again later"))
         if code == "RepoNotFound" or (e.code in (401, 404) and what == "the model"):
             close = suggestion(repo_id)
             return HubError(f"there is no model {repo_id} on the Hugging Face Hub (or it is private)" + (close or (
                 "; check the name, e.g. google-bert/bert-base-uncased, or list the paper's BERTs with "
                 "`bert-explorer models`")))
         if e.code == 429 or e.code >= 500:  # busy or failing, not a refusal: a mirror's own words, too
-            server = ("the Hugging Face Hub" if endpoint() == DEFAULT_ENDPOINT
-                      else f"the server at {host()} (HF_ENDPOINT)")
             wait = (e.headers.get("Retry-After") or "").strip() if e.headers else ""
             kind = "too many requests" if e.code == 429 else "a server error"
             when = f"in {wait} s" if wait.isdigit() and int(wait) < 86_400 else "later"
+            # (of a file's bytes only: the first request, about the model, had fetched nothing to keep)
+            kept = ": what was fetched is kept, and the next try goes on from there" if what.startswith("the file") \
+                else ""
             return HubError(f"{server} answered HTTP {e.code} ({kind}) when {what} of {repo_id} was asked for; try "
-                            f"again {when}: what was fetched is kept, and the next try goes on from there")
-        return HubError(f"the Hugging Face Hub refused {what} of {repo_id} (HTTP {e.code}); try again later")
+                            f"again {when}{kept}")
+        # a refusal: trying again only helps where the Hub itself said it (a mirror or a redirect's host keeps
+        # refusing: "try again later" of a CDN's 404)
+        remedy = "try again later" if server == "the Hugging Face Hub" else "check HF_ENDPOINT"
+        return HubError(f"{server} refused {what} of {repo_id} (HTTP {e.code}); {remedy}")
     reason = getattr(e, "reason", None) or e
     if isinstance(e, (http.client.HTTPException, ConnectionResetError)):  # it answered, but not as a web server does
         return HubError(f"the server at {host()} answered the request for {what} of {repo_id} in a way that could not "
@@ -685,8 +708,9 @@ def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Calla
             continue
     have = part.stat().st_size if part.is_file() else 0
     if have != size:
+        why = getattr(error, "reason", None) or error or "the connection ended early"  # (not "<urlopen error ...>")
         raise HubError(f"the download of {name} from {repo_id} stopped at {full_disk.size_text(have)} of "
-                       f"{full_disk.size_text(size)} ({error or 'the connection ended early'}); run the same again "
+                       f"{full_disk.size_text(size)} ({why}); run the same again "
                        "to go on from there: what was fetched is kept")
     if not _is_content(part, blob.name):
         part.unlink(missing_ok=True)

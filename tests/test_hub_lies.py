@@ -306,9 +306,47 @@ def test_a_busy_or_failing_server_is_not_said_to_refuse_and_the_part_fetched_is_
                          "kept, and the next try goes on from there")
     failing = hub._failed(urllib.error.HTTPError("u", 500, "Error", email.message.Message(), None), "a/b", "the model")
     assert "answered HTTP 500 (a server error)" in str(failing) and "try again later" in str(failing)
+    # the first request, about the model, fetched nothing: nothing is said kept
+    assert "what was fetched is kept" not in str(failing)
     odd = hub._failed(http.client.HTTPException("got more than 100 headers"), "a/b", "the model")
     assert "answered the request for the model of a/b in a way that could not be read (got more than 100 " \
            "headers)" in str(odd) and "where there is internet" not in str(odd)
+
+
+def test_a_refusal_names_the_server_that_refused_and_a_remedy_that_helps(monkeypatch):
+    """A CDN's 404 after the mirror's redirect read "the Hugging Face Hub refused the file ... (HTTP 404); try
+    again later"; BERT-Large cased, picked from the app's own list on a mirror without it, "did you mean
+    google-bert/bert-large-uncased?"."""
+    import email.message
+    import urllib.error
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://mirror.example:8080")
+    cdn = hub._failed(urllib.error.HTTPError("http://cdn.example:9000/a/b/x", 404, "Not Found",
+                                             email.message.Message(), None), "a/b", "the file model.safetensors")
+    assert str(cdn) == ("the server at cdn.example:9000 (where mirror.example:8080 sent the request) refused the file "
+                        "model.safetensors of a/b (HTTP 404); check HF_ENDPOINT")
+    large = hub._failed(urllib.error.HTTPError("http://mirror.example:8080/api/models/x", 404, "Not Found",
+                                               email.message.Message(), None), "google-bert/bert-large-cased",
+                        "the model")
+    assert str(large) == ("the server at mirror.example:8080 (HF_ENDPOINT) keeps no model google-bert/bert-large-cased, "
+                          "one of the paper's BERTs on the Hugging Face Hub; point HF_ENDPOINT at a server that keeps "
+                          "it, or unset it to ask the Hub")
+
+
+def test_a_file_whose_server_cannot_be_reached_says_why_in_words(standin, cache, decoy, monkeypatch):
+    """"stopped at 0 bytes of 182 kB (<urlopen error [Errno 111] Connection refused>)": the library's own text."""
+    import urllib.error
+
+    real = hub._OPENER.open
+
+    def refused(request, *args, **kwargs):
+        if request.full_url.endswith("model.safetensors"):
+            raise urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
+        return real(request, *args, **kwargs)
+
+    monkeypatch.setattr(hub._OPENER, "open", refused)
+    message = _refused(r"stopped at 0 bytes of [\d.]+ kB \(\[Errno 111\] Connection refused\)", decoy)
+    assert "urlopen" not in message
 
 
 def test_a_server_that_drips_its_answers_is_given_up_within_a_deadline(standin, cache, decoy, monkeypatch):
