@@ -100,6 +100,17 @@ class Queue:
 HEAVY = Queue()  # the server's one queue for heavy work
 
 
+def waited(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds >= 1 else "a moment"
+
+
+def wait_sentence(ahead: int, since: float) -> str:
+    """What a waiting page says (``app.state.heavy_turn``): its place and how long it has waited."""
+    return (f"Waiting for the server: {ahead} heavy request{'s' if ahead != 1 else ''} ahead of yours (it runs "
+            f"{HEAVY.at_once} at a time so that one user cannot slow the class down); waited "
+            f"{waited(time.monotonic() - since)}.")
+
+
 class Results:
     """Computed results kept for every session: one computation per key, at most ``budget`` bytes.
 

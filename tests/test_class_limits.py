@@ -153,6 +153,41 @@ def test_steps_cut_below_the_slider_by_the_budget_are_said_even_when_reliable(mo
     assert "allows 20 integration steps in all, so it ran 20 steps, not the 50 set above" in said
 
 
+def test_a_heavy_request_behind_another_waits_its_turn_and_is_answered(monkeypatch):
+    """A second student's probes (or a double click) behind a running one ended in "AttributeError: module
+    'bert_explorer.shared_work' has no attribute 'wait_sentence'": the queue's own sentence was gone, and every
+    page whose heavy work waits its turn broke on the first wait."""
+    import threading
+
+    from bert_explorer import shared_work
+
+    def fake(model, f, inputs, baselines, n_steps):  # reliable at once: f(x) - f(x') = 1, delta 0
+        return [torch.linspace(0, 1, inputs["input_ids"].shape[1])] * 3, 1.0, 0.0, 0.0
+
+    monkeypatch.setattr(ig, "integrated_gradients", fake)
+    monkeypatch.setattr(shared_work, "WAIT_REPORT_S", 0.2)
+    running, release = threading.Event(), threading.Event()
+
+    def another_request():
+        with shared_work.HEAVY.turn():
+            running.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=another_request)
+    holder.start()
+    running.wait(10)
+    threading.Timer(1.5, release.set).start()
+    try:
+        at = _page("6_Attributions.py").run()
+        at.text_input(key="attr_mlm_text").input("a queue of [MASK] at the door .").run()
+    finally:
+        release.set()
+        holder.join(10)
+    assert not at.exception, at.exception
+    assert at.metric  # answered once its turn came
+    assert shared_work.wait_sentence(2, 0.0).startswith("Waiting for the server: 2 heavy requests ahead of yours")
+
+
 def test_an_attribution_is_computed_once_for_every_session(monkeypatch):
     calls = []
 
