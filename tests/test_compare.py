@@ -336,6 +336,32 @@ def test_without_a_fine_tuned_copy_the_page_offers_one_and_compares_with_the_bas
     assert "Across layers 0–6" in texts and "layer 6" in texts
 
 
+@needs_model("minilm-mlm-nsp")
+def test_a_second_press_while_the_first_run_is_launched_starts_no_second_run(runs_root, monkeypatch):
+    """A double click on "Fine-tune it on BBC topics" started two runs (…-044039 and …-044039-2): between its
+    launch ("starting", no pid yet) and its process's first write, the first run did not count as running."""
+    import time
+
+    from streamlit.testing.v1 import AppTest
+
+    from bert_explorer.runs.run import LAUNCH_GRACE_S, Run
+
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    first = Run(runs_root / "finetune-bbc-topics-short-1").create(candidates.SHORT_FINETUNE, "finetune")
+    first.write_status(state="starting", pid=None)  # what the first press's launch wrote a moment ago
+    assert first.is_active()
+    at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.run()
+    assert not at.exception, at.exception
+    assert "two_finetune" not in {b.key for b in at.button}
+    assert any(i.value.startswith("A fine-tuning of minilm-mlm-nsp is running") for i in at.info)
+    # a launch that never got its process (the server died in between) is not running for ever
+    status = json.loads((first.path / "status.json").read_text())
+    (first.path / "status.json").write_text(json.dumps({**status, "updated": time.time() - LAUNCH_GRACE_S - 1}))
+    assert not first.is_active()
+
+
 def test_a_new_server_reads_the_comparison_back_from_the_disk_cache(runs_root, monkeypatch, tmp_path):
     """Both models over the held-out sentences is most of a first visit (14 s with BERT-Base): kept on
     disk by both models' weights, a server that starts afresh reads it back and shows the same."""

@@ -47,6 +47,7 @@ def runs_root() -> Path:
 RUN_KINDS = ("pretrain", "finetune", "ablate")
 KIND_WORDS = {"pretrain": "pre-training", "finetune": "fine-tuning", "ablate": "ablation"}
 ACTIVE_STATES = ("starting", "queued", "running")
+LAUNCH_GRACE_S = 40.0  # a starter waits 30 s for its process's pid (runs.background), then says "failed"
 DONE_STATES = ("finished", "stopped", "failed", "crashed")
 
 # What a run writes at its top level, and nothing else: deleting a run removes exactly these, and
@@ -155,8 +156,12 @@ class Run:
         return max(times) if times else None
 
     def is_active(self) -> bool:
-        """A live process is (or will soon be) working in this directory."""
+        """A live process is (or will soon be) working in this directory: one of its pid, or one a starter is
+        launching now (state "starting" with no pid yet, written within :data:`LAUNCH_GRACE_S`: a double click
+        on a page's button started a second run beside the first in that gap)."""
         s = self.status()
+        if s.get("state") == "starting" and not s.get("pid"):
+            return time.time() - float(s.get("updated") or 0) < LAUNCH_GRACE_S
         return s.get("state") in ACTIVE_STATES and process_alive(s.get("pid"), s.get("pid_created"))
 
     def write_status(self, **fields) -> None:
