@@ -336,6 +336,50 @@ def test_runs_lists_each_run_with_its_state_as_the_runs_page_does(runs_root, cap
                                                                                   "tweets": "finished"}
 
 
+BAD_SIZES = [
+    (["compare-models", "--model-a", "minilm", "--model-b", "minilm", "--sentences", "0"], "--sentences: expected a "
+     "whole number from 1 to 2,000, got 0"),  # (a traceback: "need at least one array to concatenate")
+    (["compare-models", "--model-a", "minilm", "--model-b", "minilm", "--sentences", "-3"], "got -3"),  # (ran 1,186)
+    (["compare-models", "--model-a", "minilm", "--model-b", "minilm", "--max-tokens", "0"], "from 8 to 512, got 0"),
+    (["probe-layers", "--model", "minilm", "--l2", "-1"], "--l2: expected a number from 0 to 1,000,000, got -1"),
+    (["probe-layers", "--model", "minilm", "--test-fraction", "1.5"], "a number above 0 and below 1, got 1.5"),
+    (["probe-layers", "--model", "minilm", "--max-examples", "-5"], "from 1 to 100,000, got -5"),
+    (["probe-layers", "--model", "minilm", "--max-iter", "100000000"], "from 1 to 10,000, got 100,000,000"),
+    (["probe-layers", "--model", "minilm", "--max-tokens", "100000"], "from 8 to 512, got 100,000"),
+]
+
+
+@pytest.mark.parametrize("argv, said", BAD_SIZES, ids=[" ".join(a[-2:]) for a, _ in BAD_SIZES])
+def test_a_size_out_of_bounds_is_one_sentence_before_any_work(argv, said, capsys, tmp_path):
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--output", str(tmp_path / "out.json")])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and said in err and "Traceback" not in err
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_a_max_tokens_past_the_models_positions_is_one_sentence(capsys, tmp_path):
+    from shared import save_tiny_bert
+
+    from bert_explorer.tokenizer import SPECIAL_TOKENS
+
+    small = save_tiny_bert(tmp_path / "small", SPECIAL_TOKENS + ["the", "cat"])  # 64 positions
+    assert main(["probe-layers", "--model", str(small), "--max-tokens", "128", "--output", str(tmp_path / "p.json")]) == 2
+    assert "--max-tokens 128 is more than the 64 positions the model has learned; give at most 64" in \
+        capsys.readouterr().err
+
+
+def test_more_sentences_than_are_held_out_is_said(capsys, tmp_path, monkeypatch):
+    """--sentences 5000 became 1,189 without a word."""
+    from bert_explorer.analysis.comparison import held_out
+
+    three = ["the bank raised its rates again .", "shares fell after the results .", "the team won at home ."]
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (three[:n], "three test sentences"))
+    assert main(["compare-models", "--model-a", "minilm", "--model-b", "minilm", "--sentences", "2000",
+                 "--output", str(tmp_path / "cmp.json")]) == 0
+    assert "note: there are 3 held-out sentences, not 2,000: comparing all of them" in capsys.readouterr().err
+
+
 def test_corpora_lists_provenance_and_licence():
     r = run("corpora", "--json")
     rows = {x["name"]: x for x in json.loads(r.stdout)}

@@ -17,7 +17,12 @@ from ..analysis.comparison import held_out, two_models
 from ..analysis.layers.probing import TASKS, ProbeSettings, cached_result, estimate_seconds, load_task, probe_layers
 from ..runs.report import duration_text
 from ..train.speed import niced_here, said
-from .common import MODEL_HELP, UserError, check_output_file, output_file_args, read_lines, user_errors, write_json
+from .common import (MODEL_HELP, UserError, check_output_file, number, output_file_args, read_lines, user_errors,
+                     whole, write_json)
+
+# What one command may ask: the page's most (100,000 sentences for a word task), L-BFGS iterations far past the
+# default 100 (each probe's cost grows with them), and held-out sentences past all there are (about 1,190)
+MAX_EXAMPLES, MAX_ITER, MAX_SENTENCES = 100_000, 10_000, 2_000
 
 
 def _bar(enabled: bool):
@@ -39,6 +44,14 @@ def _tasks(text: str) -> list[str]:
     return tasks
 
 
+def _within_positions(max_tokens: int | None, *models) -> None:
+    """A --max-tokens past the positions a model has learned, refused in one sentence."""
+    longest = min(m.config.max_position_embeddings for m in models)
+    if max_tokens is not None and max_tokens > longest:
+        raise UserError(f"--max-tokens {max_tokens:,} is more than the {longest:,} positions the model"
+                        f"{'s have' if len(models) > 1 else ' has'} learned; give at most {longest:,}")
+
+
 def cmd_probe_layers(args) -> int:
     if "pos" in args.task and not args.pos_file:
         raise UserError("the pos task needs --pos-file FILE.conllu: no installable package ships an English "
@@ -47,6 +60,7 @@ def cmd_probe_layers(args) -> int:
         raise UserError(f"--pos-file {args.pos_file} does not exist")
     check_output_file(args.output, args.overwrite)
     loaded = checkpoint.load(args.model, "BertModel")
+    _within_positions(args.max_tokens, loaded)
     settings = ProbeSettings(args.max_examples, args.test_fraction, args.seed, args.max_tokens, args.l2, args.max_iter)
     if args.pos_file:  # the user's file is checked before any task runs (it failed after the others had)
         with user_errors():
@@ -77,10 +91,14 @@ def cmd_compare_models(args) -> int:
     check_output_file(args.output, args.overwrite)
     arch = "BertForPreTraining"  # fine-tuned and encoder-only checkpoints load too (heads reported missing)
     a, b = checkpoint.load(args.model_a, arch), checkpoint.load(args.model_b, arch)
+    _within_positions(args.max_tokens, a, b)
     if args.input:
         sentences, source = read_lines(args.input), f"the lines of {args.input}"
     else:
         sentences, source = held_out.held_out_sentences(args.sentences)
+        if len(sentences) < args.sentences:  # (5,000 became 1,189 without a word)
+            print(f"note: there are {len(sentences):,} held-out sentences, not {args.sentences:,}: comparing all of "
+                  "them", file=sys.stderr)
     t0 = time.perf_counter()
     result = two_models.compare_models(a, b, sentences, args.max_tokens)
     seconds = time.perf_counter() - t0
@@ -103,14 +121,15 @@ def register(sub) -> None:
                    help=f"one or more of {', '.join(TASKS)}, separated by commas (default ner)")
     output_file_args(s, "output .json: the score by layer of each task and its control", required=True)
     s.add_argument("--pos-file", help="a CoNLL-U file for the pos task (UPOS column)")
-    s.add_argument("--max-examples", type=int, default=None,
+    s.add_argument("--max-examples", type=whole(1, MAX_EXAMPLES), default=None,
                    help="sentences (ner, pos) or articles (topic) to use; default all sentences, 1000 articles")
-    s.add_argument("--test-fraction", type=float, default=d.test_fraction,
+    s.add_argument("--test-fraction", type=number(0, 1, open_low=True, open_high=True), default=d.test_fraction,
                    help=f"share of the examples held out to score each probe (default {d.test_fraction})")
     s.add_argument("--seed", type=int, default=d.seed, help=f"chooses the held-out examples (default {d.seed})")
-    s.add_argument("--max-tokens", type=int, default=None, help="WordPieces per input (default 128; topic 64)")
-    s.add_argument("--l2", type=float, default=d.l2, help=f"weight decay of the probe (default {d.l2:g})")
-    s.add_argument("--max-iter", type=int, default=d.max_iter,
+    s.add_argument("--max-tokens", type=whole(8, 512), default=None,
+                   help="WordPieces per input, 8 to 512 (default 128; topic 64)")
+    s.add_argument("--l2", type=number(0, 1e6), default=d.l2, help=f"weight decay of the probe (default {d.l2:g})")
+    s.add_argument("--max-iter", type=whole(1, MAX_ITER), default=d.max_iter,
                    help=f"L-BFGS iterations per probe (default {d.max_iter})")
     s.add_argument("--no-progress", action="store_true", help="no progress line")
     s.set_defaults(func=cmd_probe_layers)
@@ -120,9 +139,11 @@ def register(sub) -> None:
     s.add_argument("--model-a", required=True, help=MODEL_HELP)
     s.add_argument("--model-b", required=True, help=MODEL_HELP)
     output_file_args(s, "output .json", required=True)
-    s.add_argument("--sentences", type=int, default=64, help="how many held-out BBC sentences (default 64)")
+    s.add_argument("--sentences", type=whole(1, MAX_SENTENCES), default=64,
+                   help=f"how many held-out BBC sentences, 1 to {MAX_SENTENCES:,} (default 64; there are about 1,190)")
     s.add_argument("--input", help="a text file of your own sentences, one a line (instead of the held-out ones)")
-    s.add_argument("--max-tokens", type=int, default=64, help="WordPieces per sentence (default 64)")
+    s.add_argument("--max-tokens", type=whole(8, 512), default=64,
+                   help="WordPieces per sentence, 8 to 512 (default 64)")
     s.add_argument("--mask-text", default="the stock market [MASK] sharply after the news .",
                    help="sentence for the masked-word probe (default: %(default)r)")
     # --text and --text-b, as every other command names its two sentences; --nsp-a and --nsp-b stay for scripts

@@ -276,6 +276,23 @@ def whole(low: int, high: int):
     return parse
 
 
+def number(low: float, high: float, *, open_low: bool = False, open_high: bool = False):
+    """An argparse type: a number from ``low`` to ``high`` (either end left out where ``open_*``), else one
+    sentence (an L2 of -1 ended in an IndexError; a test fraction of 1.5 in a sentence about too few articles)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not (low < value if open_low else low <= value) or not (value < high if open_high else value <= high) \
+                or value != value:
+            shown = lambda x: f"{x:,.0f}" if x == int(x) else f"{x:g}"  # noqa: E731  (1,000,000, not 1e+06)
+            raise argparse.ArgumentTypeError(f"expected a number {'above' if open_low else 'from'} {shown(low)} "
+                                             f"{'and below' if open_high else 'to'} {shown(high)}, got {text}")
+        return value
+    return parse
+
+
 def int_list(text: str) -> list[int]:
     """An argparse type: comma-separated integers such as ``-1,-2`` or ``0,6``."""
     try:
