@@ -154,6 +154,7 @@ if c.mlm or c.nsp:
     second = text_box(p2.text_input, "Sentence B", "then it fell asleep in the sun .", key="two_nsp_b",
                       max_chars=limits.CHARS)
     probes = _probes(name_a, name_b, masked, first, second)
+    bundle.inputs.update({"masked sentence": masked, "sentence A": first, "sentence B": second})
     if c.mlm and probes["mlm"] is None:
         p1.info("Write [MASK] where a word should be guessed.")
     elif probes["mlm"]:
@@ -167,6 +168,7 @@ if c.mlm or c.nsp:
         q1, q2 = p2.columns(2)
         q1.metric("P(IsNext), model A", f"{probes['nsp']['a']['is_next']:.3f}")
         q2.metric("P(IsNext), model B", f"{probes['nsp']['b']['is_next']:.3f}")
+        bundle.add_data("P(IsNext)", {f"model {m.upper()}": probes["nsp"][m]["is_next"] for m in ("a", "b")})
 
 # ----- CKA ----------------------------------------------------------------------------------------------
 st.subheader("How alike each layer's vectors are (linear CKA)")
@@ -174,6 +176,11 @@ n = st.select_slider("Held-out sentences", [32, 64, 128, 200], two_models.PAGE_S
                      help="More sentences give steadier numbers and take longer.")
 result, source = _compare(name_a, name_b, n)
 st.caption(f"Sentences: {source}. {result['n_units']:,} {result['units']} ([CLS] and [SEP] left out).")
+# the numbers behind the charts, in the zip too (they were only inside figures.html)
+bundle.inputs["held-out sentences"] = n
+bundle.add_data("comparison", {"sentences": source, result["units"]: result["n_units"],
+                               **{k: result[k] for k in ("cka_by_layer", "cka_matrix", "attention_js")
+                                  if result.get(k) is not None}})
 if result["cka_by_layer"] is not None:
     df = pd.DataFrame({"layer": list(range(len(result["cka_by_layer"]))), "CKA": result["cka_by_layer"]})
     lowest = min(result["cka_by_layer"])
@@ -213,6 +220,7 @@ if result["attention_js"] is not None:
     text = kept_widget(h3.text_input, "Sentence for the maps", SENTENCE_A, SENTENCE_A_DEFAULT, max_chars=limits.CHARS)
     if text.strip():
         maps = _maps(name_a, name_b, text)
+        bundle.inputs.update({"sentence for the maps": text, "map layer": layer + 1, "map head": head + 1})
         tokens = maps["tokens"]
         ticks = dict(tickmode="array", tickvals=list(range(len(tokens))), ticktext=tokens)
         cols = st.columns(2)

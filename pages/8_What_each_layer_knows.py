@@ -158,9 +158,12 @@ for t, r in results.items():
     if "entity_f1" in r:
         st.caption("Entity F1 (exact span and type) of the task probe, layer by layer: "
                    + ", ".join(f"{i}: {v:.2f}" for i, v in zip(r["layers"], r["entity_f1"])) + ".")
-    table = pd.DataFrame({"layer": r["layers"], "task": r["score"], "control": r["control"],
-                          "selectivity": r["selectivity"]}).set_index("layer").T
-    exports.table(table.round(3), f"probe_table_{t}", f"probing {t}", bundle)
+    # one row a measure, one column a layer; the measures named in a column of their own (the CSV and the
+    # zip left the index out: three rows of numbers under "0,1,...,6" and no word of which was which)
+    table = pd.DataFrame({f"layer {layer}": [task, control, sel] for layer, task, control, sel in zip(
+        r["layers"], r["score"], r["control"], r["selectivity"])}, index=["task", "control", "selectivity"])
+    table = table.round(3).rename_axis("probe").reset_index()
+    exports.table(table, f"probe_table_{t}", f"probing {t}", bundle, hide_index=True)
     bundle.add_data(t, {k: v for k, v in r.items() if k != "from_cache"})
 if len(results) > 1:  # a peak is said only where no other layer comes within the best's sampling error
     def peak(r: dict) -> str:

@@ -13,6 +13,7 @@ from bert_explorer import checkpoint
 from bert_explorer.analysis.comparison import candidates, held_out, measures, two_models, verdict
 from bert_explorer.checkpoint import LoadReport, Loaded
 from bert_explorer.tokenizer import SPECIAL_TOKENS
+import figcheck
 from shared import needs_model, tiny_loaded
 
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "to", "a", "park", "it", "was", "warm", "sun", ".", ","]
@@ -360,6 +361,44 @@ def test_a_second_press_while_the_first_run_is_launched_starts_no_second_run(run
     status = json.loads((first.path / "status.json").read_text())
     (first.path / "status.json").write_text(json.dumps({**status, "updated": time.time() - LAUNCH_GRACE_S - 1}))
     assert not first.is_active()
+
+
+@needs_model("minilm-mlm-nsp")
+def test_the_pages_zip_holds_the_numbers_it_showed_and_the_inputs_that_made_them(runs_root, monkeypatch):
+    """The zip's data.json held only the "what can be compared" sentences: the CKA and JS numbers were only
+    inside figures.html, the P(IsNext) shown nowhere, and input.json left out the held-out count, the probe
+    sentences and the map's sentence, layer and head (a zip made at 32 sentences looked like one at 64)."""
+    import io
+    import zipfile
+
+    from streamlit.testing.v1 import AppTest
+
+    from bert_explorer.app import exports
+
+    bundles = []
+    monkeypatch.setattr(exports, "bundle_button", lambda bundle, key, container=None: bundles.append(bundle))
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.run()
+    at.selectbox(key="two_model_b").set_value("explorer-mini").run()  # both with their pre-training heads
+    assert not at.exception, at.exception
+    with zipfile.ZipFile(io.BytesIO(exports.shown_bundle(bundles[-1]).zip_bytes())) as z:
+        data, inputs = json.loads(z.read("data.json")), json.loads(z.read("input.json"))["inputs"]
+    # 6 layers against 4: a matrix of every layer of A with every layer of B, as drawn
+    cka = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "CKA of every layer" in c.proto.spec)
+    drawn = np.asarray(figcheck.decode(cka["data"][0]["z"]), dtype=float)
+    assert np.allclose(np.asarray(data["comparison"]["cka_matrix"], dtype=float), drawn, atol=1e-6)
+    assert [f"{data['P(IsNext)'][k]:.3f}" for k in ("model A", "model B")] == [m.value for m in at.metric][:2]
+    assert inputs["held-out sentences"] == at.select_slider(key="two_n").value
+    assert inputs["masked sentence"] == at.text_input(key="two_mlm").value
+    # a pair of one depth: its attention distances and the map's sentence, layer and head
+    at.selectbox(key="two_model_b").set_value("minilm").run()
+    with zipfile.ZipFile(io.BytesIO(exports.shown_bundle(bundles[-1]).zip_bytes())) as z:
+        data, inputs = json.loads(z.read("data.json")), json.loads(z.read("input.json"))["inputs"]
+    assert np.asarray(data["comparison"]["attention_js"]).shape == (6, 12)
+    assert inputs["map layer"] == at.selectbox(key="two_layer").value + 1
+    assert inputs["map head"] == at.selectbox(key="two_head").value + 1
 
 
 def test_a_new_server_reads_the_comparison_back_from_the_disk_cache(runs_root, monkeypatch, tmp_path):

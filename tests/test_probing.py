@@ -248,6 +248,11 @@ def test_probing_page_runs_with_a_progress_bar_then_reads_the_cache():
     assert not at2.exception and "probe_run" not in {b.key for b in at2.button}  # all cached: shown at once
     assert len(at2.get("plotly_chart")) == 2
     assert any("read from the cache" in c.value for c in at2.caption)
+    # the table (and its CSV) names its rows: which numbers are the task's, the control's, the selectivity
+    table = next(d.value for d in at2.dataframe if "probe" in d.value.columns)
+    assert table["probe"].tolist() == ["task", "control", "selectivity"]
+    assert list(table.columns[1:]) == [f"layer {i}" for i in ner["layers"]]
+    assert table.iloc[0, 1:].tolist() == [round(v, 3) for v in ner["score"]]
 
 
 @needs_model("explorer-mini")

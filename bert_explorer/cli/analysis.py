@@ -23,6 +23,7 @@ from .common import (MODEL_HELP, UserError, check_output_file, number, output_fi
 # What one command may ask: the page's most (100,000 sentences for a word task), L-BFGS iterations far past the
 # default 100 (each probe's cost grows with them), and held-out sentences past all there are (about 1,190)
 MAX_EXAMPLES, MAX_ITER, MAX_SENTENCES = 100_000, 10_000, 2_000
+COMPARED_TOKENS = 64  # compare-models' WordPieces per sentence by default
 
 
 def _bar(enabled: bool):
@@ -44,12 +45,13 @@ def _tasks(text: str) -> list[str]:
     return tasks
 
 
-def _within_positions(max_tokens: int | None, *models) -> None:
-    """A --max-tokens past the positions a model has learned, refused in one sentence."""
+def _within_positions(max_tokens: int | None, *models) -> int:
+    """A --max-tokens past the positions a model has learned, refused in one sentence; the most they read."""
     longest = min(m.config.max_position_embeddings for m in models)
     if max_tokens is not None and max_tokens > longest:
         raise UserError(f"--max-tokens {max_tokens:,} is more than the {longest:,} positions the model"
                         f"{'s have' if len(models) > 1 else ' has'} learned; give at most {longest:,}")
+    return longest
 
 
 def cmd_probe_layers(args) -> int:
@@ -91,7 +93,8 @@ def cmd_compare_models(args) -> int:
     check_output_file(args.output, args.overwrite)
     arch = "BertForPreTraining"  # fine-tuned and encoder-only checkpoints load too (heads reported missing)
     a, b = checkpoint.load(args.model_a, arch), checkpoint.load(args.model_b, arch)
-    _within_positions(args.max_tokens, a, b)
+    longest = _within_positions(args.max_tokens, a, b)
+    max_tokens = args.max_tokens if args.max_tokens is not None else min(COMPARED_TOKENS, longest)
     if args.input:
         sentences, source = read_lines(args.input), f"the lines of {args.input}"
     else:
@@ -100,7 +103,7 @@ def cmd_compare_models(args) -> int:
             print(f"note: there are {len(sentences):,} held-out sentences, not {args.sentences:,}: comparing all of "
                   "them", file=sys.stderr)
     t0 = time.perf_counter()
-    result = two_models.compare_models(a, b, sentences, args.max_tokens)
+    result = two_models.compare_models(a, b, sentences, max_tokens)
     seconds = time.perf_counter() - t0
     with user_errors():
         probes = two_models.probes_side_by_side(a, b, args.mask_text, (args.nsp_a, args.nsp_b), args.top_k)
@@ -142,8 +145,9 @@ def register(sub) -> None:
     s.add_argument("--sentences", type=whole(1, MAX_SENTENCES), default=64,
                    help=f"how many held-out BBC sentences, 1 to {MAX_SENTENCES:,} (default 64; there are about 1,190)")
     s.add_argument("--input", help="a text file of your own sentences, one a line (instead of the held-out ones)")
-    s.add_argument("--max-tokens", type=whole(8, 512), default=64,
-                   help="WordPieces per sentence, 8 to 512 (default 64)")
+    s.add_argument("--max-tokens", type=whole(8, 512), default=None,
+                   help=f"WordPieces per sentence, 8 to 512 (default {COMPARED_TOKENS}, or the models' positions if "
+                        "fewer)")
     s.add_argument("--mask-text", default="the stock market [MASK] sharply after the news .",
                    help="sentence for the masked-word probe (default: %(default)r)")
     # --text and --text-b, as every other command names its two sentences; --nsp-a and --nsp-b stay for scripts
