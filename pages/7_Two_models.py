@@ -12,12 +12,34 @@ from bert_explorer.app import runs_view as rv
 from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, kept_widget, text_box
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.state import by_weights, load, picked_model, shown_path
+from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, shown_path
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
-from bert_explorer.checkpoint import DEFAULT_MODEL
+from bert_explorer.checkpoint import DEFAULT_MODEL, CheckpointError
 from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
+from bert_explorer.train.speed import said
+
+
+@by_inputs(max_entries=1)
+def _short_finetune_seconds() -> tuple[float, int]:
+    """(idle seconds, threads) of the one-click fine-tuning here: the Fine-tune page's estimate of it."""
+    from bert_explorer.data.tasks import load_builtin
+    from bert_explorer.train.finetune import FinetuneConfig, estimate
+
+    config = FinetuneConfig(**candidates.SHORT_FINETUNE)
+    est = estimate(config, load_builtin(config.train.removeprefix("builtin:")))
+    return est["seconds"], est["threads"]
+
+
+def _short_finetune_time() -> str:
+    # said as every time before a job is: this machine's speed and the load now (it quoted 15 minutes measured
+    # once on a busy machine, where two runs took under 5)
+    try:
+        return said(*_short_finetune_seconds())
+    except (CheckpointError, OSError, ValueError, KeyError):
+        return "its time is said on the Fine-tune page"
+
 
 intro("Two models side by side", """
 The same sentences go through **model A** (the sidebar's model) and **model B**: by default the newest
@@ -102,7 +124,8 @@ if not learned and not b_is_a_finetuning_of_a:
         rv.run_panel(active[0], "finetune", "two")
     elif candidates.same_model(name_a, DEFAULT_MODEL):
         if writes_allowed():
-            st.info(f"To see what fine-tuning changes, fine-tune {label_a}. {candidates.SHORT_FINETUNE_NOTE}")
+            st.info(f"To see what fine-tuning changes, fine-tune {label_a}. "
+                    + candidates.SHORT_FINETUNE_NOTE.format(time=_short_finetune_time()))
         # in classroom mode the offer and its refusal are one sentence, not a button's promise over its "off"
         if not writes_off(f"To see what fine-tuning changes, model B would be {label_a} fine-tuned; fine-tuning it "
                           "here") and work_button("Fine-tune it on BBC topics", key="two_finetune"):

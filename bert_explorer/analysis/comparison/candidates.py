@@ -18,8 +18,7 @@ from .verdict import learned_something
 SHORT_FINETUNE = {"model": "minilm-mlm-nsp", "train": "builtin:bbc-topics", "epochs": 1.0, "max_train_examples": 640,
                   "batch_size": 16, "max_seq_length": 128, "seed": 0}
 SHORT_FINETUNE_NOTE = ("One click fine-tunes it on 640 BBC News articles for one epoch (40 steps; dev accuracy 0.79 "
-                       "when we ran it). On this project's 2-core CPU that took 5 minutes of CPU time, 15 minutes "
-                       "of wall clock while other work shared the CPU. The page uses it as model B when it is done.")
+                       "when we ran it): {time}. The page uses it as model B when it is done.")
 
 
 def same_model(a: str | Path, b: str | Path) -> bool:
