@@ -242,6 +242,16 @@ def test_a_build_says_the_time_said_at_its_start_until_its_progress_says_more(tm
     # once the build's own progress is enough, its own rate: half done in 10 s, 10 s to go
     assert seconds_left(1000.0, 0.5, now=1010.0, since=[1000.0, 0.0], said=[900.0, 600.0]) == pytest.approx(10)
     assert seconds_left(None, 0.0, now=2000.0, said=[900.0, 600.0]) == 0.0  # said, and overdue: no negative time
+    # the page's line gives one time left: the builder's own "this stage about ... left" (for a terminal) goes
+    from bert_explorer.app.roles import progress_line
+
+    line = progress_line({"message": "layer 6: 500 of 1,000 tokens (321 tokens/s, this stage about 50 min 56 s left)",
+                          "started": time.time() - 60, "fraction": 0.5, "since": [time.time() - 60, 0.0]}, "x")
+    assert line.startswith("layer 6: 500 of 1,000 tokens (321 tokens/s) · about 1 min") and line.count("left") == 1
+    # a job 5 % done, a minute in, said 6 minutes: its first minute's rate alone (19 min left) is weighed against
+    # what was said (5 min left) until it is a fifth done
+    own, told = 60 * 0.95 / 0.05, 360.0 - 60.0
+    assert seconds_left(1000.0, 0.05, now=1060.0, said=[1000.0, 360.0]) == pytest.approx(0.25 * own + 0.75 * told)
 
 
 def test_the_command_line_says_the_time_left_as_it_goes(monkeypatch, capsys):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import sys
 import threading
@@ -241,8 +242,11 @@ def progress_line(progress: dict, lesson: str) -> str:
     the lesson's words ("Preparing Features of layer 3 for the class") for a student."""
     left = left_text(progress.get("started"), progress.get("fraction") or 0.0, progress.get("since"),
                      progress.get("said"))
-    if writes_allowed():
-        return (progress.get("message") or "starting…") + left
+    if writes_allowed():  # (the builder's own "this stage about ... left", for a terminal, beside this line's
+        # time left read as two times of one job)
+        message = re.sub(r"[,;] this stage about [^);]* left", "", progress.get("message") or "") if left else \
+            progress.get("message")
+        return (message or "starting…") + left
     return f"Preparing {lesson} for the class{left}"
 
 

@@ -33,6 +33,9 @@ def metric_text(key: str, value: float) -> str:
     return f"{value:.1%}" if key in PERCENT else f"{value:.3g}"
 
 
+TRUST_OWN_RATE_AT = 0.2  # from this share of a job on, its own rate alone says its time left
+
+
 def seconds_left(started: float | None, fraction: float, now: float | None = None,
                  since: tuple[float, float] | list | None = None, said: tuple | list | None = None) -> float | None:
     """The time a job has left, from the progress it has made so far (the rate of all of it, as tqdm's
@@ -45,8 +48,15 @@ def seconds_left(started: float | None, fraction: float, now: float | None = Non
     fraction = float(fraction or 0.0)
     now = time.time() if now is None else now
     own = _own_rate_left(started, fraction, now, since)
-    if own is None and said and said[0] and said[1] is not None and fraction < 1:
-        return max(0.0, float(said[1]) - max(0.0, now - float(said[0])))
+    told = max(0.0, float(said[1]) - max(0.0, now - float(said[0]))) \
+        if said and said[0] and said[1] is not None and fraction < 1 else None
+    if own is None:
+        return told
+    if told is not None and fraction < TRUST_OWN_RATE_AT:
+        # the first few per cent's rate swings (a build a minute in said "50 min 56 s left" of a 6-minute job):
+        # weighed against what was said before it started until the job is TRUST_OWN_RATE_AT done
+        weight = fraction / TRUST_OWN_RATE_AT
+        return weight * own + (1 - weight) * told
     return own
 
 
