@@ -87,6 +87,10 @@ if st.button("Refresh", key="runs_refresh"):
 st.subheader("One run")
 run = rv.pick_run("Run", runs, f"runs_sel_{gen}_{group}", root)
 status = rv.run_panel(run, finder.run_kind(run), "runs_one")
+if run.is_active() and work_button("Stop", key="runs_stop", help="Stops at the next step and saves a checkpoint to "
+                                   "resume from (its page, or the command the panel names, resumes it)."):
+    run.request_stop()  # (the same Stop as the run's own page: a queued run leaves the GPU queue)
+    st.info("Stop requested: the run saves a checkpoint and stops at its next step.")
 c1, c2 = st.columns(2)
 with c1.expander("Log (last 200 lines)"):
     st.code(without_host_paths(report.run_log_tail(run)), language=None)

@@ -754,6 +754,12 @@ def test_the_table_of_all_runs_redraws_itself_while_a_run_is_active(runs_root, m
     at = _page("13_Runs.py")
     assert not at.exception and ("_all_runs", 5.0) in asked
     assert "running" in " ".join(map(str, at.dataframe[0].value["state"]))
+    # a running run is stopped from here too (only Refresh and Delete were offered): its page's Stop
+    box = next(b for b in at.selectbox if b.key.startswith("runs_sel_"))
+    box.set_value("pt-live").run()
+    at.button(key="runs_stop").click().run()
+    assert not at.exception and Run(runs_root / "pt-live").stop_requested()
+    assert any(i.value.startswith("Stop requested") for i in at.info)
 
 
 def test_runs_page_lists_opens_compares_and_deletes(runs_root):
