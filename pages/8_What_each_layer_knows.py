@@ -175,5 +175,6 @@ if len(results) > 1:  # a peak is said only where no other layer comes within th
     st.markdown("**Peaks in this model:** " + ", ".join(f"{t} {peak(r)}" for t, r in results.items())
                 + f" (of layers 0–{L}).")
 
-st.divider()
-exports.bundle_button(bundle, "probe_bundle")
+if results:  # (offered before anything was computed, it was a zip of nothing)
+    st.divider()
+    exports.bundle_button(bundle, "probe_bundle")

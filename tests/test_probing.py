@@ -233,10 +233,12 @@ def test_probing_page_runs_with_a_progress_bar_then_reads_the_cache():
     assert not at.exception, at.exception
     assert any("Tenney et al. 2019" in m.value and "Hewitt & Liang" in m.value for m in at.markdown)
     assert "probe_run" in {b.key for b in at.button}
+    zips = lambda: [b for b in at.get("download_button") if "probe_bundle" in b.proto.id]  # noqa: E731
+    assert not zips()  # nothing computed: no zip of nothing offered
     at.button(key="probe_run").click().run()
     assert not at.exception, at.exception
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    assert len(charts) == 2
+    assert len(charts) == 2 and zips()
     loaded = checkpoint.load("explorer-mini", "BertModel")
     ner = probing.cached_result(loaded, "ner", probing.ProbeSettings(max_examples=60))
     assert ner is not None and ner["summary"] in [m.value for m in at.markdown]
