@@ -78,7 +78,13 @@ done = [m["path"] for m in children if waiting and Path(m["path"]).parent == Pat
 if done:
     st.session_state["two_model_b"] = done[0]
     del st.session_state["two_waiting"]
+# B as its default for another model A (never chosen by the user) follows A: explorer-mini chosen as A kept
+# minilm, minilm-mlm-nsp's default, as if chosen. A B the user chose holds.
+if st.session_state.get("two_b_default_of") not in (None, name_a) and not st.session_state.get("two_b_chosen"):
+    st.session_state.pop("two_model_b", None)
+st.session_state["two_b_default_of"] = name_a
 name_b = st.selectbox("Model B", list(options), index=0 if default else None, format_func=options.get,
+                      on_change=lambda: st.session_state.update(two_b_chosen=True),
                       key="two_model_b", placeholder="Choose model B",
                       help="The default comes first: the newest fine-tuning of model A that learned something, "
                            "else the model that A was pre-trained from. Then fine-tuned runs of A, other "

@@ -367,6 +367,24 @@ def test_a_second_press_while_the_first_run_is_launched_starts_no_second_run(run
     assert not first.is_active()
 
 
+@needs_model("explorer-mini")
+def test_model_b_left_at_its_default_follows_model_a_and_a_chosen_one_holds(runs_root, monkeypatch):
+    """explorer-mini chosen as model A kept minilm as B, minilm-mlm-nsp's default, as if the user had chosen it."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.run()
+    assert at.selectbox(key="two_model_b").value == "minilm"  # its default: what it was pre-trained from
+    at.sidebar.selectbox(key="be_model_choice").set_value("explorer-mini").run()
+    assert not at.exception and at.selectbox(key="two_model_b").value is None  # explorer-mini names no base
+    at.selectbox(key="two_model_b").set_value("minilm").run()  # chosen by the user: it holds
+    at.sidebar.selectbox(key="be_model_choice").set_value("minilm-mlm-nsp").run()
+    at.sidebar.selectbox(key="be_model_choice").set_value("explorer-mini").run()
+    assert not at.exception and at.selectbox(key="two_model_b").value == "minilm"
+
+
 def two_models_page_estimate() -> tuple[float, int]:
     """The one-click fine-tuning's estimate, as the Fine-tune page makes it."""
     from bert_explorer.data.tasks import load_builtin
