@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urljoin, urlsplit
 
-from . import file_lock, full_disk
+from . import atomic, file_lock, full_disk
 from .model.config import BertConfig
 
 HF_PREFIX = "hf:"
@@ -128,6 +128,10 @@ _CONTENT_HASH = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # git's sha1 of a smal
 
 class HubError(Exception):
     """A hub model cannot be had: one sentence that says what to do."""
+
+
+class DamagedFile(HubError):
+    """A file the server sent that does not hold what its name promises (a weights header that lies)."""
 
 
 class DownloadCancelled(HubError):
@@ -281,18 +285,18 @@ def download(name: str, progress: Progress | None = None, cancel: Callable[[], b
 def _check_weights(path: Path, repo_id: str) -> None:
     """A model.safetensors whose header reads whole: names, shapes and offsets that fit the file (a header
     that lied was refused only when the model was opened, with a remedy for a file the user wrote, and the
-    copy counted as downloaded). A damaged one is removed: kept, every later try would read it back whole."""
-    from safetensors import safe_open
+    copy counted as downloaded). Raises :class:`DamagedFile`; the download removes the file where it fetched
+    it (kept, every later try would read it back whole), never one that was in the cache before."""
+    from safetensors import SafetensorError, safe_open
 
     try:
         with safe_open(str(path), "pt") as f:
             for k in f.keys():
                 f.get_slice(k).get_shape()
-    except Exception as e:  # (safetensors raises several kinds for a header that does not hold)
-        path.unlink(missing_ok=True)
-        raise HubError(f"the server at {endpoint()} sent {repo_id}'s model.safetensors damaged "
-                       f"({str(e).splitlines()[0][:120]}), so it was not kept; try again later, or check "
-                       "HF_ENDPOINT") from None
+    except (SafetensorError, ValueError) as e:  # the header does not hold (not an OSError reading it)
+        raise DamagedFile(f"the server at {endpoint()} sent {repo_id}'s model.safetensors damaged "
+                          f"({str(e).splitlines()[0][:120]}), so it was not kept; try again later, or check "
+                          "HF_ENDPOINT") from None
 
 
 def _check_config(path: Path, repo_id: str) -> None:
@@ -355,18 +359,43 @@ def fetch_plan(folder: Path, repo_id: str, what: str, sha: str, revision: str, p
 STALE_PART_S = 600.0  # a part untouched this long is no download running now (another tool's, into this cache)
 
 
+OUR_PARTS = ".bert-explorer-parts.json"  # in a repository's cache folder: the parts this app started
+
+
+def _our_parts(folder: Path) -> set[str]:
+    try:
+        return set(json.loads((folder / OUR_PARTS).read_text()))
+    except (OSError, ValueError, TypeError):
+        return set()
+
+
+def _note_part(folder: Path, etag: str, started: bool) -> None:
+    """Record (or, once whole or gone, forget) a part this app started fetching."""
+    parts = _our_parts(folder)
+    parts = parts | {etag} if started else parts - {etag}
+    try:
+        atomic.write_text(folder / OUR_PARTS, json.dumps(sorted(parts)))
+    except OSError:
+        pass  # (no record: a stale part of ours then stays, as another tool's does)
+
+
 def _drop_stale_parts(folder: Path, wanted: set[str]) -> None:
-    """Remove the parts (``blobs/<etag>.incomplete``) of files this download no longer asks for: a file whose
-    ETag changed between two tries (a new commit, a mirror) left each try's part behind, never resumed, and
-    counted as the model's bytes here (271 kB "partly here" of a 182 kB file). One written to in the last
-    :data:`STALE_PART_S` is left alone: a download by another tool may be filling it."""
+    """Remove the parts (``blobs/<etag>.incomplete``) this app started of files this download no longer asks
+    for: a file whose ETag changed between two tries (a new commit, a mirror) left each try's part behind,
+    never resumed, and counted as the model's bytes here (271 kB "partly here" of a 182 kB file). Another
+    tool's parts (huggingface_hub names them alike: an interrupted download of a file this app does not
+    fetch) are not this app's to remove, nor one written to in the last :data:`STALE_PART_S`."""
     now = time.time()
-    for part in (folder / "blobs").glob("*.incomplete"):
+    for etag in _our_parts(folder) - wanted:
+        part = folder / "blobs" / f"{etag}.incomplete"
         try:
-            if part.name[:-len(".incomplete")] not in wanted and now - part.stat().st_mtime > STALE_PART_S:
+            if now - part.stat().st_mtime > STALE_PART_S:
                 part.unlink()
+                _note_part(folder, etag, started=False)
+        except FileNotFoundError:
+            _note_part(folder, etag, started=False)
         except OSError:
-            pass  # (gone meanwhile, or not ours to remove: it stays, as it was)
+            pass  # (not ours to remove after all: it stays, as it was)
 
 
 def _fetch_all(folder: Path, repo_id: str, what: str, sha: str, revision: str, plan, progress, cancel, check) -> Path:
@@ -391,7 +420,12 @@ def _fetch_all(folder: Path, repo_id: str, what: str, sha: str, revision: str, p
                     progress(before + n, total, f)
             blob = _fetch(url, _inside(folder, folder / "blobs" / etag), size, repo_id, f, step, cancel)
             if check and f in check:
-                check[f](blob)
+                try:
+                    check[f](blob)
+                except DamagedFile:
+                    if had[i] < size:  # fetched by this download (one already here is another tool's to judge)
+                        blob.unlink(missing_ok=True)
+                    raise
             _link(_inside(folder, snapshot / f), blob)
         ref = _inside(folder, folder / "refs" / revision)
         ref.parent.mkdir(parents=True, exist_ok=True)
@@ -469,9 +503,15 @@ def _failed(e: Exception, repo_id: str, what: str) -> HubError:
             return HubError(f"{repo_id} has no such revision on the Hugging Face Hub")
         if (code == "RepoNotFound" or (e.code in (401, 404) and what == "the model")) and repo_id in CATALOGUE:
             # one of the paper's, picked from the app's own list: no "did you mean" another of them
-            return HubError(f"{server} keeps no model {repo_id}, one of the paper's BERTs on the Hugging Face Hub"
-                            + ("; point HF_ENDPOINT at a server that keeps it, or unset it to ask the Hub"
-                               if endpoint() != DEFAULT_ENDPOINT else "; try again later"))
+            if e.code == 401 and _token():  # (public on the Hub: a token it does not accept is why)
+                return HubError(f"{server} refused {repo_id} (HTTP 401, not authorised): the token sent (HF_TOKEN, or "
+                                "a saved login) is not accepted there; check it, or unset HF_TOKEN to download this "
+                                "public model without one")
+            if endpoint() != DEFAULT_ENDPOINT:
+                return HubError(f"{server} keeps no model {repo_id}, one of the paper's BERTs on the Hugging Face "
+                                "Hub; point HF_ENDPOINT at a server that keeps it, or unset it to ask the Hub")
+            return HubError(f"the Hugging Face Hub did not give {repo_id}, one of the paper's BERTs and public "
+                            f"there (HTTP {e.code}); try again later")
         if code == "RepoNotFound" or (e.code in (401, 404) and what == "the model"):
             close = suggestion(repo_id)
             return HubError(f"there is no model {repo_id} on the Hugging Face Hub (or it is private)" + (close or (
@@ -677,6 +717,8 @@ def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Calla
                 length = (r.headers.get("Content-Length") or "").strip()
                 if length.isascii() and length.isdigit() and int(length) > size - have:
                     raise _too_long(part, repo_id, name, size)
+                if not have:  # a part this app starts (the only kind a later download may clear away)
+                    _note_part(blob.parent.parent, blob.name, started=True)
                 with open(part, "ab" if have else "wb") as out:
                     step(have)
                     # read1: what has arrived, up to a megabyte; a slow line still reports and cancels promptly.
@@ -718,6 +760,7 @@ def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Calla
                        "ETag names (their hash differs), so nothing of it was kept; download it again, or check "
                        "HF_ENDPOINT")
     os.replace(part, blob)
+    _note_part(blob.parent.parent, blob.name, started=False)
     return blob
 
 

@@ -87,10 +87,19 @@ if st.button("Refresh", key="runs_refresh"):
 st.subheader("One run")
 run = rv.pick_run("Run", runs, f"runs_sel_{gen}_{group}", root)
 status = rv.run_panel(run, finder.run_kind(run), "runs_one")
-if run.is_active() and work_button("Stop", key="runs_stop", help="Stops at the next step and saves a checkpoint to "
-                                   "resume from (its page, or the command the panel names, resumes it)."):
-    run.request_stop()  # (the same Stop as the run's own page: a queued run leaves the GPU queue)
-    st.info("Stop requested: the run saves a checkpoint and stops at its next step.")
+# Stop for a run of its own; a run inside an ablation (a cell, one of its pre-trainings) is its ablation's to stop:
+# a cell stopped alone would give the ablation's table a half-trained score as a finished cell's
+inside = finder.ablation_of(run.path, root)
+if run.is_active() and inside is not None:
+    st.caption(f"This run is part of the ablation {finder.rel_name(inside, root)}: stop the ablation (choose it "
+               "above, or on the Ablation studio page), not one of its runs.")
+elif run.is_active() and work_button("Stop", key="runs_stop", help="As the run's own page stops it: a pre-training "
+                                     "or fine-tuning stops at its next step with a checkpoint to resume from, an "
+                                     "ablation after its current cell, a queued run leaves the queue."):
+    queued = status.get("state") == "queued"
+    run.request_stop()  # (the same Stop as the run's own page)
+    st.info("Stop requested: the run leaves the queue." if queued else
+            "Stop requested: the run stops at its next step (a pre-training or fine-tuning saves a checkpoint).")
 c1, c2 = st.columns(2)
 with c1.expander("Log (last 200 lines)"):
     st.code(without_host_paths(report.run_log_tail(run)), language=None)

@@ -76,7 +76,8 @@ if not text_a.strip():
 rep = representation(name, text_a, text_b.strip() or None)
 bundle = ResultBundle("Tokens and embeddings", name, {"text": text_a, "text_b": text_b.strip() or None})
 if rep.truncated:
-    st.warning(f"The input was cut to {len(rep.tokens)} WordPieces (the longer sentence first): this page shows at "
+    st.warning(f"The input was cut to {len(rep.tokens)} WordPieces"
+               f"{' (the longer sentence first)' if text_b.strip() else ''}: this page shows at "
                f"most {len(rep.tokens)}, one row and one bar each, though the model reads up to "
                f"{loaded.config.max_position_embeddings:,}. Shorten it to choose what is shown.")
 exports.table(rep.table(), "emb_tokens", "wordpieces", bundle, hide_index=True)

@@ -62,8 +62,8 @@ token_labels = [f"{i}: {t}" for i, t in enumerate(tokens)]
 token = token_labels.index(c3.selectbox("Token", token_labels, key="ins_token", persist_state="session",
                                         index=min(2, T - 1)))
 if sum(t != "[PAD]" for t in tokens) >= 128:  # (the [PAD]s a padding adds were counted: cut, said wrongly)
-    st.caption("The input was cut to 128 WordPieces (the longer sentence first): this page follows at most 128 "
-               f"through a layer, each step's matrices drawn whole, though the model reads up to "
+    st.caption(f"The input was cut to 128 WordPieces{' (the longer sentence first)' if text_b else ''}: this page "
+               "follows at most 128 through a layer, each step's matrices drawn whole, though the model reads up to "
                f"{loaded.config.max_position_embeddings:,}. Shorten it to choose what is shown.")
 figures = token_figures(steps, token)  # what the captions below say about the chosen token
 

@@ -11,6 +11,7 @@ from bert_explorer.app import exports
 from bert_explorer.app.keep import kept_widget
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model
 from bert_explorer.app.widgets import intro, needs_head
+from bert_explorer.data.corpora import corpus_title
 
 intro("Next sentence probe", """
 BERT's second pre-training task (Devlin et al. 2019, Section 3.1, "Task #2: Next Sentence
@@ -63,7 +64,7 @@ if a.strip() and b.strip():
         st.caption("This pair is two consecutive sentences of a held-out BBC article: a real IsNext pair. "
                    f"This model {'agrees' if p > 0.5 else 'disagrees'} (P(IsNext) {'>' if p > 0.5 else '≤'} 0.5).")
     elif (drawn := st.session_state.get("nsp_drawn")) and drawn[0] == b:
-        st.caption(f"B was drawn at random from the {drawn[1]} corpus: it did not follow A, a NotNext pair like the "
+        st.caption(f"B was drawn at random from {corpus_title(drawn[1])}: it did not follow A, a NotNext pair like the "
                    "half of pre-training's pairs whose B is random (Section 3.1). This model "
                    f"{'agrees' if p <= 0.5 else 'disagrees'} (P(IsNext) {'≤' if p <= 0.5 else '>'} 0.5).")
 else:

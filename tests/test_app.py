@@ -135,7 +135,7 @@ def test_next_sentence_page_scores_pairs(monkeypatch):
     # said what it is (a NotNext pair) and what this model made of it, from the figure shown
     p = float(at.metric[0].value.rstrip("%")) / 100
     verdict = "agrees (P(IsNext) ≤ 0.5)" if p <= 0.5 else "disagrees (P(IsNext) > 0.5)"
-    assert any(c.value.startswith("B was drawn at random from the bbc corpus: it did not follow A, a NotNext pair")
+    assert any(c.value.startswith("B was drawn at random from BBC News articles: it did not follow A, a NotNext pair")
                and c.value.endswith(f"This model {verdict}.") for c in at.caption), [c.value for c in at.caption]
     at.text_area(key="nsp_a").set_value("  ").run()  # an emptied A: one sentence says what is missing
     assert not at.exception and not at.metric
@@ -438,7 +438,8 @@ def test_a_text_longer_than_the_model_reads_is_said_to_be_cut_and_why():
         p.run()
         assert not p.exception, page
         shown = [w.value for w in (p.warning if page.startswith("1_") else p.caption)]
-        assert any(v.startswith("The input was cut to 128 WordPieces (the longer sentence first)") and
+        # (one sentence: no "longer sentence first" of a pair there is not)
+        assert any(v.startswith("The input was cut to 128 WordPieces: this page") and
                    "though the model reads up to 512. Shorten it" in v for v in shown), (page, shown)
 
 

@@ -185,13 +185,16 @@ def test_a_part_of_a_file_that_changed_since_is_removed_not_left_to_pile_up(stan
     assert old.stat().st_size == weights.stat().st_size // 2
     fresh = blobs / ("b" * 64 + ".incomplete")  # another tool's download of another version, running now
     fresh.write_bytes(b"x" * 10)
-    os.utime(old, (time.time() - hub.STALE_PART_S - 1,) * 2)
+    foreign = blobs / ("d" * 64 + ".incomplete")  # another tool's, interrupted long ago (huggingface-cli's)
+    foreign.write_bytes(b"y" * 10)
+    for part in (old, foreign):
+        os.utime(part, (time.time() - hub.STALE_PART_S - 1,) * 2)
     standin.lies.clear()
     standin.clear_faults()
     hub.download(BASE)
-    assert not old.exists() and fresh.exists()
+    assert not old.exists() and fresh.exists() and foreign.exists()  # only this app's own stale part goes
     whole = sum(p.stat().st_size for p in standin.repo_dir(BASE).iterdir() if p.is_file())
-    assert hub.bytes_here(BASE) <= whole + 10
+    assert hub.bytes_here(BASE) <= whole + 20
 
 
 def test_a_revision_already_in_the_cache_is_not_rewritten_by_another_servers_files(standin, cache, decoy):
@@ -331,6 +334,14 @@ def test_a_refusal_names_the_server_that_refused_and_a_remedy_that_helps(monkeyp
     assert str(large) == ("the server at mirror.example:8080 (HF_ENDPOINT) keeps no model google-bert/bert-large-cased, "
                           "one of the paper's BERTs on the Hugging Face Hub; point HF_ENDPOINT at a server that keeps "
                           "it, or unset it to ask the Hub")
+    # a 401 of a public model with a token sent: the token is why, not the model (nor "try again later")
+    monkeypatch.delenv("HF_ENDPOINT")
+    monkeypatch.setenv("HF_TOKEN", "hf_expired")
+    unauthorised = hub._failed(urllib.error.HTTPError("https://huggingface.co/api/models/x", 401, "Unauthorized",
+                                                      email.message.Message(), None), "google-bert/bert-base-uncased",
+                               "the model")
+    assert str(unauthorised).startswith("the Hugging Face Hub refused google-bert/bert-base-uncased (HTTP 401, not "
+                                        "authorised): the token sent (HF_TOKEN") and "unset HF_TOKEN" in str(unauthorised)
 
 
 def test_a_file_whose_server_cannot_be_reached_says_why_in_words(standin, cache, decoy, monkeypatch):

@@ -252,6 +252,11 @@ def test_a_build_says_the_time_said_at_its_start_until_its_progress_says_more(tm
     # what was said (5 min left) until it is a fifth done
     own, told = 60 * 0.95 / 0.05, 360.0 - 60.0
     assert seconds_left(1000.0, 0.05, now=1060.0, said=[1000.0, 360.0]) == pytest.approx(0.25 * own + 0.75 * told)
+    # past the time said, the job has shown the estimate short: its own rate alone (it gave about half of it)
+    assert seconds_left(1000.0, 0.1, now=1120.0, said=[1000.0, 60.0]) == pytest.approx(120 * 0.9 / 0.1)
+    # a resumed job weighs from its own part: 15 % done, its part 5 %
+    assert seconds_left(1000.0, 0.15, now=1060.0, since=[1000.0, 0.10], said=[1000.0, 360.0]) == \
+        pytest.approx(0.25 * (60 * 0.85 / 0.05) + 0.75 * 300.0)
 
 
 def test_the_command_line_says_the_time_left_as_it_goes(monkeypatch, capsys):

@@ -214,3 +214,21 @@ def test_early_stopping_and_the_best_model_in_a_real_run(tmp_path):
     if "early_stopping" in result:  # it stopped before its 6 epochs: one evaluation without a new best
         assert result["steps"] == dev[-1]["step"] < 48 and "early stopping at step" in log
         assert dev[-1]["accuracy"] <= dev[-2]["accuracy"] or dev[-1]["accuracy"] <= best["accuracy"]
+
+
+def test_the_end_of_a_run_removes_only_its_resume_points(tmp_path):
+    """Not asked to keep checkpoints, the end of a resumed run removed its whole checkpoints/ folder: the
+    evaluation checkpoints of a part that had asked for them, and a file of the user's beside them."""
+    from bert_explorer.train.finetune_resume import STATE_FILE, drop_resume_points
+
+    run = Run(tmp_path / "r").create({"model": "x"}, "finetune")
+    for step, state in ((3, False), (5, True)):
+        d = run.path / "checkpoints" / f"step-{step}"
+        d.mkdir(parents=True)
+        (d / "model.safetensors").write_bytes(b"weights")
+        if state:
+            (d / STATE_FILE).write_bytes(b"state")
+    (run.path / "checkpoints" / "notes.txt").write_text("mine")
+    said = drop_resume_points(run, kept=False)
+    assert said.startswith("removed the checkpoint a Stop saved to resume from (step-5)")
+    assert [s for s, _ in run.checkpoints()] == [3] and (run.path / "checkpoints" / "notes.txt").read_text() == "mine"

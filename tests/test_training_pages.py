@@ -760,6 +760,15 @@ def test_the_table_of_all_runs_redraws_itself_while_a_run_is_active(runs_root, m
     at.button(key="runs_stop").click().run()
     assert not at.exception and Run(runs_root / "pt-live").stop_requested()
     assert any(i.value.startswith("Stop requested") for i in at.info)
+    # a cell of an ablation is not stopped alone: its half-trained score would enter the table as a finished cell's
+    Run(runs_root / "abl").create({"recipe": "smoke"}, "ablate").write_status(state="running", pid=os.getpid())
+    cell = Run(runs_root / "abl" / "cells" / "c1").create({"model": "x"}, "finetune")
+    cell.write_status(state="running", pid=os.getpid(), step=1, max_steps=10)
+    at = _page("13_Runs.py")
+    at.selectbox(key="runs_group_0").set_value("abl").run()
+    at.selectbox(key="runs_sel_0_abl").set_value("abl/cells/c1").run()
+    assert not at.exception and "runs_stop" not in {b.key for b in at.button}
+    assert any(c.value.startswith("This run is part of the ablation abl: stop the ablation") for c in at.caption)
 
 
 def test_runs_page_lists_opens_compares_and_deletes(runs_root):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import shlex
 import sys
 
 import torch
@@ -131,12 +132,13 @@ def _open(args):
     if not fb.is_complete(path):
         # the settings given beside the defaults name the SAE: the command says them all (without them it
         # trained the default SAE, minutes, and the search still found none)
-        given = "".join(f" --{flag} {value}" for flag, value, default in (
+        given = "".join(f" --{flag} {shlex.quote(str(value))}" for flag, value, default in (
             ("k", args.k, SaeConfig.k), ("width", args.width, SaeConfig.width_factor),
             ("tokens", args.tokens, fb.DEFAULT_TOKENS), ("epochs", args.epochs, SaeConfig.epochs),
             ("corpus", args.corpus, fb.DEFAULT_CORPUS)) if value != default)
         raise UserError(f"no SAE of layer {settings.layer} with these settings yet: train it first with "
-                        f"`bert-explorer features train --model {args.model} --layer {settings.layer}{given}`")
+                        f"`bert-explorer features train --model {shlex.quote(args.model)} --layer {settings.layer}"
+                        f"{given}`")
     return loaded, fb.Features(path)
 
 

@@ -52,10 +52,12 @@ def seconds_left(started: float | None, fraction: float, now: float | None = Non
         if said and said[0] and said[1] is not None and fraction < 1 else None
     if own is None:
         return told
-    if told is not None and fraction < TRUST_OWN_RATE_AT:
+    done = fraction - (float(since[1]) if since else 0.0)  # (a resumed job's own part: its rate's basis)
+    if told and done < TRUST_OWN_RATE_AT:
         # the first few per cent's rate swings (a build a minute in said "50 min 56 s left" of a 6-minute job):
-        # weighed against what was said before it started until the job is TRUST_OWN_RATE_AT done
-        weight = fraction / TRUST_OWN_RATE_AT
+        # weighed against what was said before it started until a fifth is done, while what was said still
+        # leaves time (a job past it has shown the estimate short: its own rate alone then)
+        weight = max(0.0, done) / TRUST_OWN_RATE_AT
         return weight * own + (1 - weight) * told
     return own
 

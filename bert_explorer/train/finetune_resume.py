@@ -70,12 +70,19 @@ def drop_resume_points(run: Run, kept: bool) -> str | None:
     folder = run.path / "checkpoints"
     if not folder.is_dir():
         return None
+    if not kept:  # the resume points only (a checkpoint holding a training state), and the best kept beside
+        # them (model/ holds it now): a checkpoint without one, or anything else in the folder, stays
+        points = [(s, ckpt) for s, ckpt in run.checkpoints() if (ckpt / STATE_FILE).is_file()]
+        for _, ckpt in points:
+            _remove(ckpt)
+        if points and (folder / "best" / "model.safetensors").is_file():
+            _remove(folder / "best")
+        if not any(folder.iterdir()):
+            folder.rmdir()
+        return (f"removed the checkpoint a Stop saved to resume from ({', '.join(f'step-{s}' for s, _ in points)}): "
+                "the run finished, its model is in model/ (--save-checkpoints keeps them)") if points else None
     steps = [s for s, _ in run.checkpoints()]
     named = ", ".join(f"step-{s}" for s in steps) or "its folder"
-    if not kept:
-        _remove(folder)
-        return (f"removed the checkpoint a Stop saved to resume from ({named}): the run finished, its model is in "
-                "model/ (--save-checkpoints keeps them)")
     states = [p for _, ckpt in run.checkpoints() if (p := ckpt / STATE_FILE).is_file()]
     for p in states:
         p.unlink()
