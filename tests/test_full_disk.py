@@ -109,7 +109,7 @@ def test_a_disk_with_no_byte_free_stops_a_new_run_at_its_lock_in_one_sentence(tm
     from bert_explorer.cli import main
     from bert_explorer.runs import lock
 
-    def full(fd, what):
+    def full(fd, what, handing_over=False):
         raise OSError(errno.ENOSPC, "No space left on device")
     monkeypatch.setattr(lock, "_write_holder", full)
     out = tmp_path / "runs" / "new"
