@@ -45,7 +45,7 @@ examples = load_check_set()["nsp"]
 a = kept_widget(st.text_area, "Sentence A", "nsp_a", examples[0]["a"], height=70, max_chars=limits.CHARS)
 c1, c2 = st.columns([3, 1])
 corpus = c2.selectbox("Random B from", ["bbc", "sotu", "vital", "wiki", "lee"], key="nsp_corpus",
-                      persist_state="session")
+                      format_func=corpus_title, persist_state="session")
 if c2.button("Draw a random B", key="nsp_draw"):
     st.session_state["nsp_b"] = random.choice(corpus_sentences(corpus))
     st.session_state["nsp_drawn"] = (st.session_state["nsp_b"], corpus)  # (said below while B is the one drawn)
