@@ -1,4 +1,6 @@
 """One count of training FLOPs (train/estimate.py) for the logs, the bench and the planner."""
+import json
+
 import pytest
 
 import torch
@@ -162,6 +164,14 @@ def test_the_estimate_counts_evaluations_held_out_size_and_loading(tmp_path):
     # (from its start to its data read and model built: "started", when it began to read, left out the tokenising)
     assert measured["loading_seconds"] == pytest.approx(83.0, abs=0.01)
     assert measured["loading_basis"].startswith("measured: run earlier")
+    # a command writes "created" after its imports: counted from its process's start (0.8 s was measured of a
+    # start the app's own runs took 8 s over)
+    from bert_explorer.runs.run import Run
+
+    earlier = Run(tmp_path / "earlier")
+    status = json.loads((earlier.path / "status.json").read_text())
+    (earlier.path / "status.json").write_text(json.dumps({**status, "pid_created": status["created"] - 3.5}))
+    assert pretrain_estimate(**common, evaluations=0)["loading_seconds"] == pytest.approx(86.5, abs=0.01)
 
 
 def test_the_warm_start_of_issue_28_is_estimated_near_its_measured_time(tmp_path):

@@ -129,9 +129,17 @@ def test_the_busy_cores_are_the_cpu_time_the_system_counted(monkeypatch):
     # normal priority (user, system), 75 at low priority, the rest idle
     readings = iter([[1000, 500, 200, 4000, 10, 0, 0, 0], [1120, 575, 230, 4070, 15, 0, 0, 0]])
     monkeypatch.setattr(speed, "_cpu_times", lambda: next(readings))
-    monkeypatch.setattr(speed, "load_now", lambda: 1.8)  # the last minute as busy or busier: the counted share
+    monkeypatch.setattr(speed, "load_now", lambda: 1.5)  # the last minute as busy: the counted share
     normal, low = speed.busy_cores()
     assert normal == pytest.approx(2 * 150 / 300) and low == pytest.approx(2 * 75 / 300)
+    # the last minute busier than the half second (a lull in it): the minute's load, shared as the half second's
+    # work was (a command read 1.0 busy core at load 5 and said "about 20 s" with no range of a 35-second run)
+    monkeypatch.setattr(speed, "_cpu_samples", [])
+    readings = iter([[1000, 500, 200, 4000, 10, 0, 0, 0], [1120, 575, 230, 4070, 15, 0, 0, 0]])
+    monkeypatch.setattr(speed, "_cpu_times", lambda: next(readings))
+    monkeypatch.setattr(speed, "load_now", lambda: 1.8)
+    normal, low = speed.busy_cores()
+    assert normal == pytest.approx(1.0 + 0.3 * 2 / 3) and low == pytest.approx(0.5 + 0.3 / 3)
     monkeypatch.setattr(speed, "_cpu_times", lambda: None)  # no /proc/stat (or a container shown the host's)
     monkeypatch.setattr(speed, "load_now", lambda: 1.7)
     assert speed.busy_cores() == (1.7, 0.0)

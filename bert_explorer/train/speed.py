@@ -255,7 +255,8 @@ def busy_cores() -> tuple[float, float]:
     (Linux); elsewhere the load average, all of it taken as normal priority. A call with nothing counted in
     the last minute (a command's first) counts half a second, and where the minute's load average says less
     than that half second, takes the middle of the two: a burst of other work (a test run's start, an install)
-    read the machine as busy for minutes (said 5 min 35 s for a job that took 65 s)."""
+    read the machine as busy for minutes (said 5 min 35 s for a job that took 65 s); where it says more (a lull
+    in the half second), takes the minute's."""
     first = _cpu_times()
     if first is None:
         return load_now(), 0.0
@@ -282,6 +283,12 @@ def busy_cores() -> tuple[float, float]:
     if 0.0 < minute < normal + low:  # half a second against the last minute: neither alone says the next minutes
         scale = (minute + normal + low) / 2 / (normal + low)
         normal, low = normal * scale, low * scale
+    elif minute > normal + low:  # a lull in the half second: the minute's runnable processes still compete (a
+        # command read 1.0 busy core at load 5 and said "about 20 s" with no range for a run of 35 s); the excess
+        # is shared as the half second shared its work (all of it normal where it saw none)
+        seen = normal + low
+        normal, low = (normal + (minute - seen) * (normal / seen if seen else 1.0),
+                       low + (minute - seen) * (low / seen if seen else 0.0))
     return normal, low
 
 
