@@ -341,6 +341,8 @@ BAD_SIZES = [
      "whole number from 1 to 2,000, got 0"),  # (a traceback: "need at least one array to concatenate")
     (["compare-models", "--model-a", "minilm", "--model-b", "minilm", "--sentences", "-3"], "got -3"),  # (ran 1,186)
     (["compare-models", "--model-a", "minilm", "--model-b", "minilm", "--max-tokens", "0"], "from 8 to 512, got 0"),
+    (["compare-models", "--model-a", "minilm", "--model-b", "minilm", "--top-k", "0"], "--top-k: expected a whole "
+     "number from 1 to 100, got 0"),  # (refused after both models loaded, in the library's words)
     (["probe-layers", "--model", "minilm", "--l2", "-1"], "--l2: expected a number from 0 to 1,000,000, got -1"),
     (["probe-layers", "--model", "minilm", "--test-fraction", "1.5"], "a number above 0 and below 1, got 1.5"),
     (["probe-layers", "--model", "minilm", "--max-examples", "-5"], "from 1 to 100,000, got -5"),

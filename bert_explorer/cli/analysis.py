@@ -15,6 +15,7 @@ from pathlib import Path
 from .. import checkpoint
 from ..analysis.comparison import held_out, two_models
 from ..analysis.layers.probing import TASKS, ProbeSettings, cached_result, estimate_seconds, load_task, probe_layers
+from ..analysis.probes.pretraining_tasks import MAX_TOP_K
 from ..runs.report import duration_text
 from ..train.speed import niced_here, said
 from .common import (MODEL_HELP, UserError, check_output_file, number, output_file_args, read_lines, user_errors,
@@ -155,5 +156,6 @@ def register(sub) -> None:
                    help="sentence A of the next-sentence probe (default: %(default)r)")
     s.add_argument("--nsp-b", "--text-b", dest="nsp_b", metavar="TEXT", default="then it fell asleep in the sun .",
                    help="sentence B of the next-sentence probe (default: %(default)r)")
-    s.add_argument("--top-k", type=int, default=5, help="how many words the masked-word probe lists (default 5)")
+    s.add_argument("--top-k", type=whole(1, MAX_TOP_K), default=5,
+                   help=f"how many words the masked-word probe lists, 1 to {MAX_TOP_K} (default 5)")
     s.set_defaults(func=cmd_compare_models)
