@@ -20,8 +20,8 @@ from bert_explorer.analysis.attention.bertviz_offline import (MODEL_VIEW_LEGIBLE
                                                     layers_within_budget, render)
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.keep import (SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, forget_outside,
-                                   kept_tabs, kept_widget)
+from bert_explorer.app.keep import (SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, fit_kept,
+                                   forget_outside, kept_tabs, kept_widget, past_the_model)
 from bert_explorer.app.state import by_weights, load, picked_model, shown_path, without_host_paths
 from bert_explorer.app.roles import (busy_sentence, not_prepared, progress_line, running_beside, work_button,
                                      writes_allowed)
@@ -408,8 +408,10 @@ with tabs[1]:
 
 with tabs[2]:
     h1, h2 = st.columns(2)
+    was = fit_kept("att_hm_layer", L - 1), fit_kept("att_hm_head", A - 1)
     layer = h1.selectbox("Layer", range(L), key="att_hm_layer", persist_state="session", format_func=lambda i: f"{i + 1}")
     head = h2.selectbox("Head", range(A), key="att_hm_head", persist_state="session", format_func=lambda i: f"{i + 1}")
+    past_the_model(was, L, A)
     fig = px.imshow(result.attentions[layer, head], x=list(range(len(result.tokens))),
                     y=list(range(len(result.tokens))), color_continuous_scale="Blues", zmin=0, zmax=1,
                     labels=dict(x="attended token (key)", y="attending token (query)", color="weight"),

@@ -8,8 +8,8 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.analysis.attention.layer_steps import (STEPS, describe_row, difference_from_model, layer_steps,
                                                          token_figures)
 from bert_explorer.app import exports
-from bert_explorer.app.keep import (SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, forget_outside,
-                                   kept_widget)
+from bert_explorer.app.keep import (SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, fit_kept,
+                                   forget_outside, kept_widget, past_the_model)
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.finder import causal_checkpoints
@@ -47,8 +47,10 @@ if not text.strip():
     st.info("Type a sentence A to look inside a layer.")
     st.stop()
 c1, c2, c3, c4 = st.columns(4)
+was = fit_kept("ins_layer", L - 1), fit_kept("ins_head", A - 1)
 layer = c1.selectbox("Layer", range(L), key="ins_layer", persist_state="session", format_func=lambda i: f"{i + 1}")
 head = c2.selectbox("Head", range(A), key="ins_head", persist_state="session", format_func=lambda i: f"{i + 1}")
+past_the_model(was, L, A)
 forget_outside("ins_pad", 0, loaded.config.max_position_embeddings)
 pad_to = c4.number_input("Pad to (tokens)", 0, loaded.config.max_position_embeddings, 0, 4, key="ins_pad",
                          persist_state="session",

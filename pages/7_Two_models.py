@@ -128,6 +128,11 @@ if not learned and not b_is_a_finetuning_of_a:
                 "model B when it is done.")
         st.session_state["two_waiting"] = str(active[0].path)
         rv.run_panel(active[0], "finetune", "two")
+        # (one started by accident is stopped here at once, as on its own page; it showed "starting" and no Stop)
+        if work_button("Stop this fine-tuning", key="two_stop", help="It stops at its next step; the page then "
+                       "offers the fine-tuning again."):
+            active[0].request_stop()
+            st.info("Stop requested: the fine-tuning stops at its next step.")
     elif candidates.same_model(name_a, DEFAULT_MODEL):
         if writes_allowed():
             st.info(f"To see what fine-tuning changes, fine-tune {label_a}. "

@@ -361,6 +361,8 @@ def test_a_second_press_while_the_first_run_is_launched_starts_no_second_run(run
     assert not at.exception, at.exception
     assert "two_finetune" not in {b.key for b in at.button}
     assert any(i.value.startswith("A fine-tuning of minilm-mlm-nsp is running") for i in at.info)
+    at.button(key="two_stop").click().run()  # started by accident: stopped at once, before its first step
+    assert not at.exception and first.stop_requested()
     # a launch that never got its process (the server died in between) is not running for ever
     status = json.loads((first.path / "status.json").read_text())
     (first.path / "status.json").write_text(json.dumps({**status, "updated": time.time() - LAUNCH_GRACE_S - 1}))

@@ -97,6 +97,27 @@ def forget_outside(key: str, low: float, high: float) -> None:
         del st.session_state[key]
 
 
+def fit_kept(key: str, high: int) -> int | None:
+    """Bring the kept value of the select box ``key`` (a layer's or a head's index, from 0) down to ``high`` where
+    it is past it: the layer 6 chosen for a 6-layer model is this 4-layer model's last, not its first (a select
+    box falls back to its first option without a word). The value it was, for the page to say so; else None.
+    (A select box drawn without ``index``: one drawn with it would warn of a value set twice.)"""
+    value = st.session_state.get(key)
+    if isinstance(value, int) and not isinstance(value, bool) and value > high:
+        st.session_state[key] = high
+        return value
+    return None
+
+
+def past_the_model(was: tuple[int | None, int | None], layers: int, heads: int) -> None:
+    """One sentence where :func:`fit_kept` moved a layer or a head chosen for a larger model (``was``: the
+    indexes it had, or None) to this one's last."""
+    parts = [f"layer {was[0] + 1}" if was[0] is not None else "", f"head {was[1] + 1}" if was[1] is not None else ""]
+    if any(parts):
+        st.caption(f"This model has {layers} layers of {heads} heads: the {' and '.join(p for p in parts if p)} chosen "
+                   "before, on a larger model, became its last.")
+
+
 def remembered(key: str, default: Any = None) -> Any:
     """The value kept under ``key`` (what the user last chose on any page), or ``default``."""
     return st.session_state.get(key, st.session_state.get(SHADOW + key, default))
