@@ -234,7 +234,10 @@ def busy_text() -> str:
     """"1.3 of 2 cores busy": what a transcript says of the machine beside a time said before a job, the
     figure :func:`said` reads (the minute's load average beside it said "load 2.6" next to "the machine is idle
     now" once a burst of other work had ended)."""
-    return f"{sum(busy_cores()):.1f} of {os.cpu_count() or 1} cores busy"
+    busy, cores = sum(busy_cores()), os.cpu_count() or 1
+    # (the minute's load may say more work than there are cores: "5.1 of 2 cores" read as nonsense)
+    return f"{busy:.1f} of {cores} cores busy" if busy <= cores else \
+        f"every core busy ({busy:.1f} cores' worth of work on {cores})"
 
 
 def _cpu_times() -> list[int] | None:
