@@ -363,10 +363,13 @@ OUR_PARTS = ".bert-explorer-parts.json"  # in a repository's cache folder: the p
 
 
 def _our_parts(folder: Path) -> set[str]:
+    """The content hashes of the parts this app started here (anything else in the record is not one: a
+    record that names a path is never followed)."""
     try:
-        return set(json.loads((folder / OUR_PARTS).read_text()))
-    except (OSError, ValueError, TypeError):
+        kept = json.loads((folder / OUR_PARTS).read_text())
+    except (OSError, ValueError):
         return set()
+    return {x for x in kept if isinstance(x, str) and _CONTENT_HASH.fullmatch(x)} if isinstance(kept, list) else set()
 
 
 def _note_part(folder: Path, etag: str, started: bool) -> None:
