@@ -382,6 +382,19 @@ def test_more_sentences_than_are_held_out_is_said(capsys, tmp_path, monkeypatch)
     assert "note: there are 3 held-out sentences, not 2,000: comparing all of them" in capsys.readouterr().err
 
 
+def test_a_fine_tuning_stopped_before_its_first_step_presents_no_fine_tuned_model(tmp_path, capsys):
+    """Stopped at step 0 (dev accuracy 0.237: every example one label), it said "the fine-tuned model is in ...:
+    try it with bert-explorer predict"."""
+    from bert_explorer.cli.training import _show_finetuning
+
+    (tmp_path / "run" / "model").mkdir(parents=True)
+    _show_finetuning({"task": "classification", "steps": 0, "dev": {}}, str(tmp_path / "run"))
+    err = capsys.readouterr().err
+    assert "stopped before its first step" in err and "the fine-tuned model is in" not in err
+    _show_finetuning({"task": "classification", "steps": 40, "dev": {}}, str(tmp_path / "run"))
+    assert "the fine-tuned model is in" in capsys.readouterr().err
+
+
 def test_corpora_lists_provenance_and_licence():
     r = run("corpora", "--json")
     rows = {x["name"]: x for x in json.loads(r.stdout)}

@@ -354,7 +354,12 @@ def _show_finetuning(result: dict, output: str | None = None) -> None:
                   f"{r['predicted']:>11,}", file=sys.stderr)
         print(task_type(result["task"]).headline_note, file=sys.stderr)
     print_json({k: v for k, v in result.items() if k not in ("label_names", "warning")})
-    if output is not None and (Path(output) / "model").is_dir():
+    if output is not None and (Path(output) / "model").is_dir() and result.get("steps") == 0:
+        # (stopped before its first step: "the fine-tuned model is in" it, of a run that had trained nothing)
+        print(f"stopped before its first step: {Path(output) / 'model'} holds the pre-trained model with an untrained "
+              "task head (its dev scores are that head's guesses), not a fine-tuned model; start it again with the "
+              "same command", file=sys.stderr)
+    elif output is not None and (Path(output) / "model").is_dir():
         print(f"the fine-tuned model is in {Path(output) / 'model'} (transformers' BertFor* loads it as it is); try "
               f"it with `bert-explorer predict --model {output} --text \"...\"`", file=sys.stderr)
     elif output is not None and (Path(output) / "feature_head").is_dir():
