@@ -159,6 +159,22 @@ def test_a_student_pressing_every_button_of_a_page_starts_and_stops_nothing(clas
     assert not pressed & roles.WORK_BUTTONS, pressed & roles.WORK_BUTTONS  # none of them was one of those
 
 
+def test_a_student_is_offered_no_stop_of_a_running_run(classroom, no_work, monkeypatch):
+    """The Runs page and Two models have a Stop beside a running run (the teacher's): a student sees the run and
+    no button that stops it; the teacher sees it."""
+    from bert_explorer.analysis.comparison import candidates
+    from bert_explorer.runs.run import Run
+
+    run = Run(classroom / "tune").create(candidates.SHORT_FINETUNE, "finetune")
+    run.write_status(state="running", pid=os.getpid(), step=3, max_steps=40)
+    student = _page("pages/13_Runs.py")
+    assert not student.exception and "runs_stop" not in {b.key for b in student.button}
+    assert "runs_stop" in {b.key for b in _page("pages/13_Runs.py", teacher=True).button}
+    two = _page("pages/7_Two_models.py", be_model_choice="minilm-mlm-nsp")
+    assert not two.exception and any(i.value.startswith("A fine-tuning of minilm-mlm-nsp is running") for i in two.info)
+    assert "two_stop" not in {b.key for b in two.button} and not run.stop_requested() and no_work == []
+
+
 def test_the_registry_holds_every_button_that_starts_or_stops_work():
     """Every `.button(` in the pages and the app's helpers whose label or key speaks of work goes through
     ``work_button``: found by reading the source, so a new Stop or Build cannot be added beside it."""
