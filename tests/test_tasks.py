@@ -9,7 +9,7 @@ from bert_explorer.data.tasks import BUILTIN_TASKS, check_dev_labels, load_built
 from bert_explorer.data.tiny_tasks import make_tiny
 from bert_explorer.data.uploads.core import DataError, TaskData
 from bert_explorer.data.uploads.reader import read_task_file
-from bert_explorer.tasks.registry import CLASSIFICATION, TASKS
+from bert_explorer.tasks.registry import CLASSIFICATION, QA, TASKS
 
 
 def write(tmp_path, name, content, encoding="utf-8"):
@@ -149,6 +149,18 @@ def test_squad_answer_start_is_repaired_with_a_note(tmp_path):
     assert data.task.name == "qa" and data.examples[0]["answers"] == [{"text": "Paris", "answer_start": 0}]
     assert any("'q-capital'" in n and "is at 0, not 5" in n for n in data.notes), data.notes
 
+
+
+def test_squad_ids_given_twice_become_unique_even_beside_an_id_like_the_suffix(tmp_path):
+    # "q0", "q0", "q0_2": the second "q0" must not become a second "q0_2" (scores are kept by id: one was lost).
+    doc = squad()
+    qas = doc["data"][0]["paragraphs"][0]["qas"]
+    qas[1]["id"], qas[2]["id"], qas[3]["id"] = "q0", "q0", "q0_2"
+    data = read_task_file(write(tmp_path, "train.json", json.dumps(doc)))
+    ids = [ex["id"] for ex in data.examples]
+    assert ids == ["q-capital", "q0", "q0_2", "q0_2_2", "q3"] and len(set(ids)) == len(ids)
+    assert any(n.startswith("2 questions have an id an earlier question has (e.g. 'q0')") for n in data.notes)
+    assert all("given_id" not in ex for ex in data.examples)
 
 def test_squad_answer_not_in_context(tmp_path):
     msg = error_of(write(tmp_path, "train.json", json.dumps(squad(answer="Lyon"), indent=1)))
@@ -343,6 +355,18 @@ def test_train_dev_split_keeps_qa_contexts_together():
     assert 0.05 < len(dev) / len(data) < 0.15
 
 
+
+def test_qa_dev_split_leaves_a_passage_too_large_for_it_to_training():
+    # 90 questions on one passage and 10 on ten others: a tenth held out must not take the large passage.
+    ex = [{"id": f"a{i}", "question": f"q{i}?", "context": "One long passage.", "answers": [], "is_impossible": True}
+          for i in range(90)]
+    ex += [{"id": f"b{i}", "question": "q?", "context": f"Passage {i}.", "answers": [], "is_impossible": True}
+           for i in range(10)]
+    for seed in range(6):
+        train, dev = train_dev_split(TaskData(QA, ex, None, "qa.json"), 0.1, seed)
+        assert (len(train), len(dev)) == (90, 10)
+        assert not {e["context"] for e in train.examples} & {e["context"] for e in dev.examples}
+
 def test_check_dev_labels():
     train = classes({"a": 5, "b": 5})
     check_dev_labels(train, classes({"a": 2, "b": 1}))
@@ -511,6 +535,8 @@ def test_a_malformed_parquet_file_is_one_sentence(tmp_path):
     assert "not a complete Parquet file" in msg and "another format" in msg
     msg = error_of(write(tmp_path, "broken.parquet", good[:4] + b"\x00" * (len(good) - 8) + good[-4:]))
     assert "cannot be read as Parquet" in msg and "damaged" in msg and msg.count(". ") == 0
+    assert "another format" in error_of(write(tmp_path, "tiny.parquet", b"PAR"))  # shorter than its own marks
+    assert "cut short" in error_of(write(tmp_path, "marks.parquet", b"PAR1PAR1"))
 
 
 def test_json_lines_of_other_keys_are_said_so_not_called_empty(tmp_path):

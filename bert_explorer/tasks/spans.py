@@ -69,12 +69,14 @@ class SpanTask(TaskType):
         keys = list(groups)
         rng.shuffle(keys)
         dev = []
-        for k in keys:
-            if len(dev) >= target or len(dev) + len(groups[k]) >= len(examples):
-                break
-            dev += groups[k]
-        if not dev:
-            return super().dev_indices(examples, fraction, target, rng)
+        for k in keys:  # a passage whose questions would pass the target is left to training
+            if len(dev) + len(groups[k]) <= target:
+                dev += groups[k]
+        if not dev:  # every passage holds more questions than the target: the one with fewest, if it leaves most
+            smallest = min(groups.values(), key=len)
+            if 2 * len(smallest) > len(examples):
+                return super().dev_indices(examples, fraction, target, rng)
+            dev = list(smallest)
         return dev, "by context (questions on one paragraph stay together)"
 
     def row(self, example, answer):

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections import Counter
 
 from . import core
 from .core import MIN_EXAMPLES, TaskData
@@ -72,7 +71,7 @@ class JsonFormats:
     def parse_squad(self, obj: dict) -> TaskData:
         self.fmt = "SQuAD JSON"
         task = self.task_of_format("squad", "is a SQuAD file (articles of paragraphs of questions)")
-        examples, seen, no_flag, repaired = [], Counter(), [], []
+        examples, seen, no_flag, repaired = [], set(), [], []  # seen: the ids kept so far
         v2 = False
         for a, article in enumerate(obj["data"]):
             paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
@@ -96,9 +95,9 @@ class JsonFormats:
         if repaired:
             self.notes.append(f"repaired answer_start of {len(repaired)} answers by finding the answer text in the "
                               f"context: " + "; ".join(repaired[:5]) + ("; ..." if len(repaired) > 5 else ""))
-        dupes = [k for k, c in seen.items() if c > 1]
+        dupes = [ex.pop("given_id") for ex in examples if "given_id" in ex]
         if dupes:
-            self.notes.append(f"{len(dupes)} question ids occur more than once (e.g. {dupes[0]!r}); later copies "
+            self.notes.append(f"{len(dupes)} questions have an id an earlier question has (e.g. {dupes[0]!r}); they "
                               f"got the suffix _2, _3, ... so that every id is unique")
         n_imp = sum(ex["is_impossible"] for ex in examples)
         self.notes.append(f"SQuAD {'v2.0' if v2 or n_imp else 'v1.1'} layout: {len(examples)} questions, "
@@ -120,9 +119,13 @@ class JsonFormats:
             raise self.error(at, "has no question text; add a non-empty \"question\" string")
         if not context.strip():
             raise self.error(at, "has an empty context; add the paragraph the answer comes from")
-        seen[qid] += 1
-        if seen[qid] > 1:
-            qid = f"{qid}_{seen[qid]}"
+        given = qid
+        if qid in seen:  # the next free suffix: a file may hold "a", "a" and "a_2"; each id stays one question
+            n = 2
+            while f"{qid}_{n}" in seen:
+                n += 1
+            qid = f"{qid}_{n}"
+        seen.add(qid)
         answers = qa.get("answers", [])
         if not isinstance(answers, list):
             raise self.error(at, "has 'answers' that is not a list; write [{\"text\": ..., \"answer_start\": ...}]")
@@ -140,7 +143,7 @@ class JsonFormats:
             for ans in answers:
                 fixed.append(self._fix_answer(ans, context, at, qid, repaired))
         return {"id": qid, "question": question.strip(), "context": context, "answers": fixed,
-                "is_impossible": impossible}
+                "is_impossible": impossible, **({"given_id": given} if given != qid else {})}
 
     def _fix_answer(self, ans, context: str, at: str, qid: str, repaired: list[str]) -> dict:
         if isinstance(ans, str):

@@ -17,9 +17,9 @@ def _whole(path: Path, name: str) -> None:
     """A Parquet file starts and ends with PAR1: one that does not is another format, or cut short."""
     with open(path, "rb") as f:
         head = f.read(4)
-        f.seek(-4, 2)
+        f.seek(max(0, path.stat().st_size - 4))  # (a file shorter than 4 bytes ends where it starts)
         tail = f.read(4)
-    if head != MAGIC or tail != MAGIC:
+    if head != MAGIC or tail != MAGIC or path.stat().st_size < 12:  # PAR1, a footer's length, PAR1 at the least
         where = "start" if head != MAGIC else "end"
         raise DataError(f"{name} is not a complete Parquet file (it does not {where} with the bytes PAR1, so it "
                         f"is {'another format' if where == 'start' else 'cut short'}); {AGAIN}")
