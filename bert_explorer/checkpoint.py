@@ -146,8 +146,10 @@ def resolve(name_or_dir: str | Path) -> Path:
 
 
 def _run_setting(d: Path, key: str):
-    try:
-        config = json.loads((d / "config.json").read_text())
+    try:  # (a config over 1 MB is no run's: inspect says so before reading it)
+        if (d / "config.json").stat().st_size > 1_000_000:
+            return None
+        config = json.loads((d / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):  # (a config nested too deeply is said by inspect, in a sentence)
         return None
     return config.get(key) if isinstance(config, dict) else None
@@ -366,7 +368,7 @@ def _normalise_plain(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def save_delta(source: str | Path, base: str, directory: str | Path, dtype: torch.dtype = torch.float16,
-               extra_files: dict[str, str] | None = None, into_empty: bool = False) -> dict:
+               extra_files: dict[str, str | bytes] | None = None, into_empty: bool = False) -> dict:
     """Write ``source`` as a delta over the short-named ``base``: every tensor bit-identical to
     the base's is left out (and checksummed in base.json); the rest is stored in ``dtype``.
     ``into_empty``: as :func:`save`'s. Returns {"borrowed": [...], "stored": n_parameters}."""
@@ -394,8 +396,7 @@ def save_delta(source: str | Path, base: str, directory: str | Path, dtype: torc
         for name in ("config.json",) + TOKENIZER_FILES + ABOUT_FILES:
             if (src / name).is_file():
                 shutil.copy(src / name, tmp / name)
-        for name, text in (extra_files or {}).items():
-            (tmp / name).write_text(text, encoding="utf-8")
+        _write_extra(tmp, extra_files)
     return {"borrowed": borrowed, "stored": sum(v.numel() for v in stored.values())}
 
 
@@ -545,11 +546,11 @@ def load(
 UPLOAD_MARK = ".upload.json"  # the upload's SHA-256, written once it has loaded
 
 
-def accept_upload(data: bytes, directory: str | Path, name: str = "the upload") -> Path:
+def accept_upload(data: bytes, directory: str | Path, name: str = "the upload", into_empty: bool = False) -> Path:
     """An uploaded .zip kept in ``directory`` only if it loads as a BERT (every check of :func:`load`:
     sizes against the weights, finite weights, a vocabulary that fits); one that does not is removed,
     said in one sentence. The same bytes uploaded again are not unpacked again; other bytes in the same
-    ``directory`` replace what is there (the app picks a free one with :func:`upload_folder`)."""
+    ``directory`` replace what is there, unless ``into_empty`` (then FileExistsError: see :func:`keep_upload`)."""
     directory = Path(directory)
     digest = hashlib.sha256(data).hexdigest()
     if upload_digest(directory) == digest:
@@ -562,7 +563,19 @@ def accept_upload(data: bytes, directory: str | Path, name: str = "the upload") 
             raise CheckpointError(f"{name} cannot be used, so it was not kept: "
                                   f"{str(e).replace(str(folder), 'its folder')}") from None
         (folder / UPLOAD_MARK).write_text(json.dumps({"sha256": digest, "name": name}))
-    return unpack_zip(data, directory, check=loads)
+    return unpack_zip(data, directory, check=loads, into_empty=into_empty)
+
+
+def keep_upload(data: bytes, uploads: str | Path, stem: str, name: str = "the upload") -> Path:
+    """Check and keep an uploaded .zip under ``uploads`` in :func:`upload_folder`'s free folder, taken only if it
+    is still free when the checked upload lands: two people who upload files of one name at once each keep their
+    own (the check takes seconds, and the second to land takes the next name)."""
+    for _ in range(100):
+        try:
+            return accept_upload(data, upload_folder(uploads, stem, data), name, into_empty=True)
+        except FileExistsError:
+            continue
+    raise CheckpointError(f"{name} could not be kept: a hundred uploads of that name arrived at once; try again")
 
 
 def upload_folder(uploads: str | Path, stem: str, data: bytes) -> Path:
@@ -572,7 +585,7 @@ def upload_folder(uploads: str | Path, stem: str, data: bytes) -> Path:
     upload, in the same folder."""
     digest, n = hashlib.sha256(data).hexdigest(), 1
     target = Path(uploads) / stem
-    while (target / "config.json").exists() and upload_digest(target) != digest:
+    while target.exists() and upload_digest(target) != digest:
         n += 1
         target = Path(uploads) / f"{stem}-{n}"
     return target
@@ -612,14 +625,23 @@ TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "spec
 ABOUT_FILES = ("model_card.md", "training_args.json", "eval_metrics.json", "timelapse.json")
 
 
-def about_files(directory: str | Path) -> dict[str, str]:
-    """The ``ABOUT_FILES`` a checkpoint folder has, by name: what a copy of it writes beside its weights."""
+def about_files(directory: str | Path) -> dict[str, bytes]:
+    """The ``ABOUT_FILES`` a checkpoint folder has, by name: what a copy of it writes beside its weights, byte for
+    byte (a model card in another encoding is copied as it is)."""
     folder = Path(directory)
-    return {name: (folder / name).read_text(encoding="utf-8") for name in ABOUT_FILES if (folder / name).is_file()}
+    return {name: (folder / name).read_bytes() for name in ABOUT_FILES if (folder / name).is_file()}
+
+
+def _write_extra(folder: Path, files: dict[str, str | bytes] | None) -> None:
+    for name, content in (files or {}).items():
+        if isinstance(content, bytes):
+            (folder / name).write_bytes(content)
+        else:
+            (folder / name).write_text(content, encoding="utf-8")
 
 
 def save(model: nn.Module, tokenizer: WordPieceTokenizer, directory: str | Path,
-         extra_files: dict[str, str] | None = None, write_extra=None, into_empty: bool = False) -> Path:
+         extra_files: dict[str, str | bytes] | None = None, write_extra=None, into_empty: bool = False) -> Path:
     """Write a checkpoint directory atomically: everything goes to a temporary sibling that is
     renamed into place at the end, so a crash never leaves a half-written checkpoint. ``into_empty``:
     ``directory`` is a folder the user named, taken only while it is missing or empty (FileExistsError
@@ -631,8 +653,7 @@ def save(model: nn.Module, tokenizer: WordPieceTokenizer, directory: str | Path,
         save_file(state_dict_for_export(model), str(tmp / "model.safetensors"), metadata={"format": "pt"})
         atomic.usual_mode(tmp / "model.safetensors")
         tokenizer.save(tmp, model_max_length=config.max_position_embeddings)
-        for name, text in (extra_files or {}).items():
-            (tmp / name).write_text(text, encoding="utf-8")
+        _write_extra(tmp, extra_files)
         if write_extra is not None:  # e.g. the trainer's optimiser state, inside the same atomic swap
             write_extra(tmp)
     return Path(directory)
@@ -652,7 +673,8 @@ UPLOAD_FILES = ("config.json", "model.safetensors", BASE_FILE) + TOKENIZER_FILES
 MAX_UPLOAD_BYTES = 2 * 1024**3  # uncompressed: BERT-Large in fp32 is 1.3 GB
 
 
-def unpack_zip(data: bytes, directory: str | Path, max_bytes: int = MAX_UPLOAD_BYTES, check=None) -> Path:
+def unpack_zip(data: bytes, directory: str | Path, max_bytes: int = MAX_UPLOAD_BYTES, check=None,
+               into_empty: bool = False) -> Path:
     """Unpack an uploaded checkpoint (.zip of a transformers-style folder) into ``directory``.
 
     Only the known checkpoint files are taken (``UPLOAD_FILES``), by their base names, from
@@ -660,7 +682,8 @@ def unpack_zip(data: bytes, directory: str | Path, max_bytes: int = MAX_UPLOAD_B
     ``directory`` whatever the names inside the archive say, and no pickle is accepted (the
     weights must be model.safetensors). Written to a temporary sibling and renamed into
     place, so a failed upload leaves nothing behind; ``check(folder)``, when given, is called on
-    the unpacked folder before it takes ``directory``'s place, and an error it raises keeps it out."""
+    the unpacked folder before it takes ``directory``'s place, and an error it raises keeps it out. ``into_empty``:
+    a ``directory`` that holds anything when the upload lands is kept, and FileExistsError raised."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile as e:
@@ -683,7 +706,7 @@ def unpack_zip(data: bytes, directory: str | Path, max_bytes: int = MAX_UPLOAD_B
             raise CheckpointError(f"the checkpoint unpacks to {size / 1e9:.1f} GB, more than the "
                                   f"{max_bytes / 1e9:.1f} GB this app accepts")
         try:
-            with atomic.folder(directory) as tmp:
+            with atomic.folder(directory, into_empty=into_empty) as tmp:
                 for name, info in chosen.items():
                     with archive.open(info) as src, open(tmp / name, "wb") as dst:
                         shutil.copyfileobj(src, dst)
@@ -691,4 +714,7 @@ def unpack_zip(data: bytes, directory: str | Path, max_bytes: int = MAX_UPLOAD_B
                     check(tmp)
         except zipfile.BadZipFile as e:
             raise CheckpointError(f"the .zip is damaged ({e}); zip the checkpoint folder again") from e
+        except (RuntimeError, NotImplementedError) as e:  # a password, or a compression zipfile cannot read
+            raise CheckpointError(f"the .zip cannot be read here ({e}); zip the checkpoint folder again with "
+                                  "no password and the usual compression") from None
     return Path(directory)

@@ -20,6 +20,10 @@ import torch
 from tokenizers import BertWordPieceTokenizer
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# The most a tokenizer's file may hold before it is read: far more than any real one (a 250,000-piece vocab.txt is
+# about 5 MB, multilingual BERT's tokenizer.json 2 MB), far less than an upload may unpack to.
+MAX_FILE_BYTES = 32 * 1024**2
+MAX_SETTINGS_BYTES = 1_000_000  # tokenizer_config.json: a few settings
 
 
 @dataclass
@@ -40,7 +44,7 @@ class WordPieceTokenizer:
         self.lowercase = lowercase
         # The vocab file's own lines, kept so that save() writes them back unchanged: ids are
         # line numbers, and a file with a repeated line must not shift the ids that follow.
-        self._lines = None if isinstance(vocab, dict) else Path(vocab).read_text(encoding="utf-8").splitlines()
+        self._lines = None if isinstance(vocab, dict) else _bounded(Path(vocab), MAX_FILE_BYTES).splitlines()
         known = set(vocab) if isinstance(vocab, dict) else set(self._lines)
         for t in SPECIAL_TOKENS:  # tokenizers itself would raise a TypeError naming no file
             if t not in known:
@@ -222,9 +226,9 @@ def _wordpiece_vocab_of(path: Path) -> dict[str, int]:
     """Token -> id of the WordPiece model in a ``tokenizers`` JSON file; one sentence when it is not
     BERT's kind of tokenizer."""
     try:
-        model = json.loads(path.read_text(encoding="utf-8"))["model"]
+        model = json.loads(_bounded(path, MAX_FILE_BYTES))["model"]
         kind, vocab = model.get("type"), model.get("vocab")
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as e:
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise ValueError(f"{path} is not a readable tokenizer file ({e})") from None
     if kind != "WordPiece" or not isinstance(vocab, dict) or sorted(vocab.values()) != list(range(len(vocab))):
         raise ValueError(f"{path} holds a {kind or 'unknown'} tokenizer, not BERT's WordPiece vocabulary with ids "
@@ -232,18 +236,41 @@ def _wordpiece_vocab_of(path: Path) -> dict[str, int]:
     return vocab
 
 
+def _bounded(path: Path, limit: int) -> str:
+    """A tokenizer file's UTF-8 text, its size checked before it is read (ValueError: one sentence)."""
+    if path.stat().st_size > limit:
+        raise ValueError(f"{path.name} is over {limit / 1e6:.0f} MB, far more than a BERT tokenizer's file holds")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path.name} is not UTF-8 text") from None
+
+
+def _settings(path: Path, limit: int) -> dict:
+    """The JSON object of settings in ``path`` (ValueError: one sentence when it is not one)."""
+    try:
+        value = json.loads(_bounded(path, limit))
+    except RecursionError:
+        raise ValueError(f"{path.name} nests too deeply to be a tokenizer's settings") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path.name} is not valid JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path.name} is not a JSON object of settings")
+    return value
+
+
 def _lowercase_setting(d: Path) -> bool:
     cfg = d / "tokenizer_config.json"
     if cfg.is_file():
-        value = json.loads(cfg.read_text(encoding="utf-8")).get("do_lower_case")
+        value = _settings(cfg, MAX_SETTINGS_BYTES).get("do_lower_case")
         if value is not None:
             return bool(value)
     tj = d / "tokenizer.json"
     if tj.is_file():
-        norm = json.loads(tj.read_text(encoding="utf-8")).get("normalizer") or {}
-        if "lowercase" in norm:
+        norm = _settings(tj, MAX_FILE_BYTES).get("normalizer") or {}
+        if isinstance(norm, dict) and "lowercase" in norm:
             return bool(norm["lowercase"])
     # The original BERT convention: a vocab with no upper-case letters is an uncased one.
     # Special tokens such as [CLS] do not count.
-    lines = (d / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    lines = _bounded(d / "vocab.txt", MAX_FILE_BYTES).splitlines()
     return not any("A" <= c <= "Z" for t in lines if not (t.startswith("[") and t.endswith("]")) for c in t)

@@ -3,8 +3,10 @@ before anything is built; a vocabulary that does not fit, weights that are not n
 sentence each. An upload that does not load is not kept, and uploads can be replaced and deleted."""
 import io
 import json
+import re
 import shutil
 import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -176,6 +178,36 @@ def test_an_upload_under_a_name_already_taken_keeps_the_other_and_takes_the_next
     assert checkpoint.upload_folder(uploads, "mine", _zip(other)) == second
 
 
+
+def test_two_uploads_of_one_name_at_once_each_keep_their_own(ckpt, tmp_path, monkeypatch):
+    """Both pick the free folder before either lands (the load check takes seconds): the second to land takes the
+    next name, and the first's model stays as it was."""
+    other = tmp_path / "other"
+    shutil.copytree(ckpt, other)
+    _edit_config(other, hidden_dropout_prob=0.2)
+    uploads = tmp_path / "uploaded-models"
+    picked = checkpoint.upload_folder(uploads, "mine", _zip(other))  # the second person's pick, before the first lands
+    assert checkpoint.keep_upload(_zip(ckpt), uploads, "mine", "mine.zip") == picked
+    real = checkpoint.upload_folder
+    picks = iter([picked])
+    monkeypatch.setattr(checkpoint, "upload_folder", lambda *a: next(picks, None) or real(*a))
+    second = checkpoint.keep_upload(_zip(other), uploads, "mine", "mine.zip")
+    assert second == uploads / "mine-2"
+    assert json.loads((picked / "config.json").read_text()) == json.loads((ckpt / "config.json").read_text())
+    assert json.loads((second / "config.json").read_text())["hidden_dropout_prob"] == 0.2
+
+
+def test_a_zip_with_a_password_is_said_in_one_sentence(ckpt, tmp_path, monkeypatch):
+    data = _zip(ckpt)
+
+    def encrypted(self, *a, **k):
+        raise RuntimeError("File <ZipInfo filename='config.json'> is encrypted, password required for extraction")
+    monkeypatch.setattr(zipfile.ZipFile, "open", encrypted)
+    with pytest.raises(CheckpointError, match=r"cannot be read here \(.*encrypted.*\); zip the checkpoint folder "
+                                              r"again with no password"):
+        checkpoint.unpack_zip(data, tmp_path / "mine")
+    assert not (tmp_path / "mine").exists()
+
 def test_a_zip_pickle_is_refused_in_the_same_sentence(ckpt, capsys):
     """torch.save's own format (a zip holding a pickle) of an object that is not plain tensors was refused
     with torch's message cut at 120 characters ("... In PyTorch 2.6, ... fr")."""
@@ -214,3 +246,30 @@ def test_a_config_of_the_largest_sizes_beside_a_weights_file_of_one_tensor_build
         checkpoint.load(ckpt)
     assert "config.json describes embeddings.position_embeddings.weight and " in str(e.value)
     assert "that the weights file does not hold; the two do not belong together" in str(e.value)
+
+
+@pytest.mark.parametrize("name, content, said", [
+    ("tokenizer_config.json", "[]", "tokenizer_config.json is not a JSON object of settings"),
+    ("tokenizer_config.json", "[" * 100_000 + "]" * 100_000, "tokenizer_config.json nests too deeply"),
+    ("tokenizer_config.json", '{"do_lower_case": tru', "tokenizer_config.json is not valid JSON"),
+    ("vocab.txt", "x" * 2_000_000, "vocab.txt is over 1 MB, far more than a BERT tokenizer's file holds"),
+])
+def test_a_tokenizer_file_that_is_no_tokenizer_is_said_in_one_sentence(ckpt, monkeypatch, name, content, said):
+    """A broken tokenizer file in an upload is one sentence (CheckpointError), never a traceback; a file's size is
+    checked before it is read."""
+    monkeypatch.setattr("bert_explorer.tokenizer.MAX_FILE_BYTES", 1_000_000)
+    (ckpt / name).write_text(content)
+    with pytest.raises(CheckpointError, match=re.escape(said)):
+        checkpoint.load(ckpt, "BertForPreTraining")
+
+
+def test_a_folder_whose_config_is_huge_is_not_read_to_tell_a_run_from_a_model(ckpt, monkeypatch):
+    """Telling a run's folder from a model's reads config.json only within inspect's 1 MB bound."""
+    (ckpt / "config.json").write_text(" " * 1_100_000 + json.dumps({"kind": "pretrain"}))
+    read = []
+    real = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: read.append(self.name) or real(self, *a, **k))
+    assert checkpoint.resolve(ckpt) == ckpt
+    assert "config.json" not in read
+    with pytest.raises(CheckpointError, match="it is over 1 MB"):
+        checkpoint.inspect(ckpt)

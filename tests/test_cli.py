@@ -1,6 +1,7 @@
 """The headless CLI: google-research/bert's feature format, export, and one-line errors."""
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -54,6 +55,15 @@ def test_export_loads_in_transformers_without_missing_keys(tmp_path, minilm_dir)
     assert (out / "vocab.txt").read_text() == (minilm_dir / "vocab.txt").read_text()
 
 
+
+def test_export_copies_a_model_card_in_another_encoding_byte_for_byte(tmp_path, minilm_dir):
+    src = tmp_path / "mine"
+    shutil.copytree(minilm_dir, src)
+    card = "# Modèle entraîné à Genève\n".encode("latin-1")
+    (src / "model_card.md").write_bytes(card)
+    out = tmp_path / "exported"
+    assert main(["export", "--model", str(src), "--output", str(out)]) == 0
+    assert (out / "model_card.md").read_bytes() == card
 
 @pytest.mark.parametrize("command, model", [("export", "minilm"), ("export-delta", "minilm-mlm-nsp")])
 def test_an_export_is_written_only_into_a_new_or_empty_folder(tmp_path, monkeypatch, capsys, command, model):

@@ -349,10 +349,9 @@ def _upload_checkpoint() -> str | None:
     if f is None:
         return None
     base = slug(Path(f.name).stem)
-    target = checkpoint.upload_folder(runs_root() / UPLOADS, base, f.getvalue())  # never another's upload
     try:
-        with st.spinner("Checking that the checkpoint loads…"):
-            checkpoint.accept_upload(f.getvalue(), target, f.name)
+        with st.spinner("Checking that the checkpoint loads…"):  # never in another's upload folder
+            target = checkpoint.keep_upload(f.getvalue(), runs_root() / UPLOADS, base, f.name)
     except CheckpointError as e:
         st.sidebar.error(without_host_paths(str(e)))
         return None
