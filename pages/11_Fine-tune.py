@@ -345,7 +345,8 @@ main = list(kind.metrics) if kind else []
 shown = [k for k in main if isinstance(dev.get(k), (int, float))]
 cols = st.columns(max(1, len(shown)) + 1)
 for col, k in zip(cols, shown):
-    col.metric(f"dev {LABELS.get(k, k)}, saved model", f"{dev[k]:.1f}" if kind.percent else f"{dev[k]:.3f}",
+    named = f" of {dev['f1_of']}" if k == "f1" and dev.get("f1_of") else ""  # the class a two-class F1 is of
+    col.metric(f"dev {LABELS.get(k, k)}{named}, saved model", f"{dev[k]:.1f}" if kind.percent else f"{dev[k]:.3f}",
                help="The model as saved, scored on the dev set in float32 at the end of the run (a run trained in "
                     "bf16 measured its curves in bf16, which moved a Pearson r in the second decimal); After "
                     "fine-tuning reads the same model example by example.")

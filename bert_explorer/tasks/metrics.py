@@ -35,6 +35,7 @@ works. Each such case is stated in the function's docstring.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Iterable, Sequence
 
 import numpy as np
@@ -162,6 +163,21 @@ def mcc(y_true: Iterable, y_pred: Iterable) -> float:
     return float(_skm().matthews_corrcoef(t, p)) if t else 0.0
 
 
+_NEGATION = re.compile(r"(not|non|no|un|in)[\s_-]*", re.IGNORECASE)
+
+
+def positive_class(labels: Sequence) -> Hashable:
+    """The class whose F1 a two-class task reports: the one the other negates ("duplicate" beside "not_duplicate",
+    "entailment" beside "non-entailment"), else the second label (label 1 in GLUE's numbering: "equivalent" for
+    MRPC, the 1 of 0/1). Label names are sorted as text, which would otherwise make "not_duplicate" positive."""
+    a, b = labels
+    for pos, neg in ((a, b), (b, a)):
+        m = _NEGATION.match(str(neg))
+        if m and str(neg)[m.end():].lower() == str(pos).lower():
+            return pos
+    return b
+
+
 def classification_report(y_true: Iterable, y_pred: Iterable, labels: Sequence | None = None,
                           positive: Hashable | None = None) -> dict:
     """Everything the fine-tuning loop records for a classification task, in one call.
@@ -170,8 +186,7 @@ def classification_report(y_true: Iterable, y_pred: Iterable, labels: Sequence |
 
     * ``accuracy``, ``macro_f1`` and ``mcc`` (see those functions);
     * ``f1``: for a two-class task only, the F1 of the positive class, as GLUE reports for MRPC
-      and QQP. The positive class is ``positive`` if given, else the second label (label 1 in
-      GLUE's numbering, e.g. "equivalent" for MRPC);
+      and QQP. The positive class is ``positive`` if given, else :func:`positive_class`'s; ``f1_of`` names it;
     * ``per_class``: ``{label: {precision, recall, f1, support}}``, support being the number of
       gold examples of that class (keys are the labels turned into strings, so that JSON keeps
       them as they are);
@@ -181,7 +196,8 @@ def classification_report(y_true: Iterable, y_pred: Iterable, labels: Sequence |
     labels = _label_set(t, p) if labels is None else [_plain(v) for v in labels]
     report = {"accuracy": accuracy(t, p), "macro_f1": macro_f1(t, p, labels), "mcc": mcc(t, p)}
     if len(labels) == 2:
-        report["f1"] = binary_f1(t, p, labels[1] if positive is None else positive)
+        positive = positive_class(labels) if positive is None else positive
+        report["f1"], report["f1_of"] = binary_f1(t, p, positive), str(positive)
     if t and labels:
         prec, rec, f1, support = _skm().precision_recall_fscore_support(t, p, labels=labels, zero_division=0)
     else:
