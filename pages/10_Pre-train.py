@@ -38,7 +38,7 @@ from bert_explorer.runs.run import Run, new_run_refusal
 from bert_explorer.train.timelapse_frames import FILE as FRAMES_FILE, frames_file, read_frames
 
 intro("Pre-train", """
-Train a small BERT on real text, the way the paper's Appendix A.2 describes: masked-LM (15 % of
+Train a small BERT on real text, the way the paper's Section 3.1 and Appendices A.1-A.2 describe: masked-LM (15 % of
 WordPieces, 80/10/10) plus next-sentence prediction, AdamW with a linear warm-up (10 % of the steps
 here, 1 % in the paper) and decay (the paper's lr 1e-4 is BERT-Base's over a million steps; a small
 model of a few thousand starts here at 5e-4), either **from zero** or **continuing** a checkpoint (a warm start keeps its weights and

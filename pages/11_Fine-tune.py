@@ -182,7 +182,8 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
 
     # ----- 2. settings ----------------------------------------------------------------------------------
     st.subheader("2. Settings")
-    st.caption("The paper's defaults (Section 4, Appendix A.3): batch 32, 3 epochs, 10 % linear warm-up, dropout 0.1. "
+    st.caption("The paper's defaults (Section 4, Appendix A.3): batch 32, 3 epochs, dropout 0.1; a 10 % linear warm-up "
+               "as in Google's released scripts (the paper gives none for fine-tuning). "
                "The paper tries the learning rates 5e-5, 3e-5 and 2e-5 and keeps the best on dev; here one rate, 5e-5, "
                "is the default because the three take three times as long: tick *Try 5e-5, 3e-5, 2e-5* under Advanced "
                "settings to do as the paper does.")

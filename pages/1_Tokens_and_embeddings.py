@@ -15,8 +15,8 @@ from bert_explorer.app.widgets import intro
 
 intro("Tokens and embeddings", """
 Before any attention, BERT turns text into WordPieces and gives each one a vector: the sum of a
-**token**, a **segment** (sentence A or B) and a **position** embedding, then a LayerNorm
-(Devlin et al. 2019, Section 3, "Input/Output Representations" and Figure 2). Below you see the
+**token**, a **segment** (sentence A or B) and a **position** embedding (Devlin et al. 2019, Section 3,
+"Input/Output Representations" and Figure 2), then a LayerNorm (Google's released code). Below you see the
 pieces, the size of each part, how alike the learned positions are, a map of word vectors, and
 how alike one word's vector stays across sentences as the layers add context.
 """)

@@ -36,7 +36,7 @@ your sentence — drawn by bertviz (lines, darker = more attention), as heatmaps
 head, followed through the layers (rollout), and what happens when one head is switched off. Under
 *Head behaviours* the same measures can be taken over a thousand Wikipedia segments, as Clark et al.
 (2019, "What Does BERT Look At?") took them for bert-base-uncased, and read beside what they found.
-Layers and heads are **counted from 1**, as in the paper: layer 1 is the first encoder layer (the
+Layers and heads are **counted from 1**, as Clark et al. count them: layer 1 is the first encoder layer (the
 embeddings, where other pages show them, are layer 0) and head 1 the first head of a layer.
 """)
 

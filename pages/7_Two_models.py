@@ -42,6 +42,7 @@ def _short_finetune_time() -> str:
 
 
 intro("Two models side by side", """
+What fine-tuning (Devlin et al. 2019, Section 4 and Figure 4) changes inside a BERT, read from two models.
 The same sentences go through **model A** (the sidebar's model) and **model B**: by default the newest
 fine-tuning of model A that learned something (the rule is stated below the choice), else the model that
 A was pre-trained from. You see both models' masked-word and next-sentence guesses (where both have
