@@ -611,7 +611,8 @@ def test_resume_keeps_the_runs_own_settings_and_refuses_a_change_of_data(tmp_pat
     assert main(started) == 0
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     status = json.loads((tmp_path / "run" / "status.json").read_text())
-    capsys.readouterr()
+    # no --lr: the paper's 1e-4, said as the run starts (the README says so), and not again on a resume
+    assert "note: no --lr given: the run takes the paper's 0.0001" in capsys.readouterr().err
 
     refused = ["pretrain", "--output", out, "--resume", "--batch-size", "32", "--corpus", "bbc", "--no-progress"]
     assert main(refused) == 2
@@ -623,7 +624,8 @@ def test_resume_keeps_the_runs_own_settings_and_refuses_a_change_of_data(tmp_pat
 
     assert main(["pretrain", "--output", out, "--resume", "--max-steps", "3", "--log-every", "1",
                  "--no-progress"]) == 0
-    assert "note: resuming with log_every 10 -> 1" in capsys.readouterr().err
+    resumed_err = capsys.readouterr().err
+    assert "note: resuming with log_every 10 -> 1" in resumed_err and "no --lr given" not in resumed_err
     after = json.loads((tmp_path / "run" / "config.json").read_text())
     assert {k: v for k, v in after.items() if k not in ("max_steps", "log_every", "warmup_steps")} == \
         {k: v for k, v in config.items() if k not in ("max_steps", "log_every", "warmup_steps")}

@@ -672,3 +672,11 @@ def test_a_resume_that_changes_only_the_held_out_measurement_is_said_so():
     said = str(ResumeRefused("runs/a", {"eval_batches": (5, 2)}))
     assert "eval_batches 5 (the run's: 2) would change the held-out measurement its curves have drawn so far" in said
     assert "the data or the schedule" in str(ResumeRefused("runs/a", {"eval_batches": (5, 2), "lr": (1, 2)}))
+
+
+def test_the_papers_rate_is_said_only_where_it_was_not_chosen_and_the_model_is_small():
+    from bert_explorer.train.pretrain_config import PretrainConfig, paper_rate_note
+    assert "--lr 0.0005" in paper_rate_note(PretrainConfig(size="mini"), {})
+    assert paper_rate_note(PretrainConfig(size="mini"), {"lr": 1e-4}) is None  # chosen: not second-guessed
+    assert paper_rate_note(PretrainConfig(size="mini", lr=5e-4), {}) is None
+    assert paper_rate_note(PretrainConfig(size="base"), {}) is None  # BERT-Base's own rate

@@ -29,7 +29,7 @@ from ..train.pretrain import check_start as check_pretraining, estimate as pretr
 from ..data.uploads.core import PAIR_NAMES, TEXT_NAMES, column_key
 from ..runs.lock import RunBusy, writer_busy
 from ..runs.run import Run, new_run_refusal, restart_refusal, runs_root
-from ..train.pretrain_config import PretrainConfig, plateau_warning
+from ..train.pretrain_config import PretrainConfig, paper_rate_note, plateau_warning
 from ..train.pretraining_data import split_corpus
 from ..train.finetune_resume import resume_settings as resume_finetuning
 from ..train.resume import resume_settings
@@ -160,6 +160,8 @@ def cmd_pretrain(args) -> int:
         if again and first_rank():
             print(f"note: {args.output} kept no checkpoint, so it trains again from step 0 with its own settings "
                   f"({cfg.max_steps:,} steps)", file=sys.stderr, flush=True)
+        elif not args.resume and first_rank() and (slow := paper_rate_note(cfg, given_settings(args, PretrainConfig))):
+            print(f"note: {slow}", file=sys.stderr, flush=True)
 
     def work():
         if (not args.resume or again) and first_rank():  # (a resumed run's steps left are its log's to say)

@@ -207,6 +207,16 @@ def plateau_advice(lr, memorised: bool = False) -> str:
     return "More steps or a longer warm-up may get it going."
 
 
+def paper_rate_note(cfg: PretrainConfig, given: dict) -> str | None:
+    """Said as a run starts whose learning rate was not given and is the paper's (below ``SMALL_MODEL_LR``) while
+    the model is smaller than BERT-Base (a warm start's size is its checkpoint's): what it learns slowly from."""
+    if "lr" in given or cfg.lr >= SMALL_MODEL_LR or (cfg.init is None and cfg.size in ("base", "large")):
+        return None
+    return (f"no --lr given: the run takes the paper's {cfg.lr:g}, BERT-Base's over a million steps, which a small "
+            f"model of a few thousand steps learns from slowly; this project's small models learnt at "
+            f"{SMALL_MODEL_LR:g} to 1e-3 (--lr {SMALL_MODEL_LR:g})")
+
+
 def plateau_warning(final: dict, lr) -> str | None:
     """What follows "this model" in a warning of a finished pre-training's result (``final``: its last evaluation,
     with ``plateau``, ``unigram_entropy`` and the training MLM loss), and what may take it off; None when it left
