@@ -48,15 +48,21 @@ activations instead.
 
 @by_inputs(max_entries=16, show_spinner=False)
 def _cut_cached(model: str, texts: tuple, max_len: int) -> str | None:
-    return cut_note([{"text": t, "text_pair": p} for t, p in texts], checkpoint.tokenizer_of(model), max_len)
+    return cut_note([{"tokens": list(t)} if p == WORDS else {"text": t, "text_pair": p} for t, p in texts],
+                    checkpoint.tokenizer_of(model), max_len)
+
+
+WORDS = "\0words"  # in place of a pair: the text is an NER sentence's words (no typed text holds a NUL)
 
 
 def _cut(model: str, data, max_len: int) -> str | None:
-    """How many of an upload's texts are longer than the run reads (``tasks.base.cut_note``)."""
-    if not data.examples or not isinstance(data.examples[0].get("text"), str):
+    """How many of an upload's texts (or NER sentences) are longer than the run reads (``tasks.base.cut_note``)."""
+    first = data.examples[0] if data.examples else {}
+    if not (isinstance(first.get("text"), str) or isinstance(first.get("tokens"), list)):
         return None
     step = max(1, len(data.examples) // CUT_SAMPLE)
-    texts = tuple((ex["text"], ex.get("text_pair")) for ex in data.examples[::step][:CUT_SAMPLE])
+    texts = tuple((tuple(map(str, ex["tokens"])), WORDS) if "tokens" in ex else (ex["text"], ex.get("text_pair"))
+                  for ex in data.examples[::step][:CUT_SAMPLE])
     try:
         return _cut_cached(str(model), texts, int(max_len))
     except checkpoint.CheckpointError:

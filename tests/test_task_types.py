@@ -301,7 +301,11 @@ def test_a_note_says_how_many_texts_are_longer_than_a_run_reads(tmp_path, monkey
     assert note.startswith("3 of the 10 examples (30%) are longer than the 128 WordPieces a run reads, so it sees "
                            "only their start (on average 3") and "raise max_seq_length" in note
     assert cut_note(examples[3:], tok, 128) is None
-    assert cut_note([{"tokens": ["a"], "tags": ["O"]}], tok, 8) is None  # NER reads words: not this note
+    assert cut_note([{"tokens": ["a"], "tags": ["O"]}], tok, 8) is None
+    # an NER sentence longer than a run reads: the words past it are answered O, and the dev score counts them
+    ner = [{"tokens": ["the"] * 140 + ["Paris"], "tags": ["O"] * 140 + ["B-LOC"]}] + [{"tokens": ["a"], "tags": ["O"]}]
+    note = cut_note(ner, tok, 128)
+    assert note.startswith("1 of the 2 examples (50%) are longer than the 128") and "answered O" in note, note
 
     f = tmp_path / "long.csv"
     f.write_text("text,label\n" + "".join(f"{long_text} {i},{'ab'[i % 2]}\n" for i in range(40)))

@@ -208,6 +208,17 @@ def test_multiple_choice_label_out_of_range(tmp_path):
     assert "line 7, column 'label'" in msg and "0 to 1" in msg
 
 
+
+def test_multiple_choice_names_the_line_of_an_odd_row_after_skipped_ones_and_refuses_one_choice(tmp_path):
+    rows = [{"context": "", "choices": ["a", "b", "c"], "label": 0}] * 2  # skipped: lines 1-2
+    rows += [{"context": f"q{i}", "choices": ["a", "b", "c"], "label": 0} for i in range(5)]  # lines 3-7
+    rows.insert(5, {"context": "odd", "choices": ["a", "b"], "label": 0})  # line 6
+    msg = error_of(write(tmp_path, "mc.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n"))
+    assert "line 6" in msg and "different number of choices" in msg, msg
+    one = [{"context": f"q{i}", "choices": ["only"], "label": 0} for i in range(6)]
+    msg = error_of(write(tmp_path, "mc1.jsonl", "\n".join(json.dumps(r) for r in one) + "\n"), task="multiple-choice")
+    assert "has 1 answer choice" in msg and "two or more" in msg, msg
+
 def test_unknown_task_and_missing_file(tmp_path):
     with pytest.raises(DataError, match="did you mean 'regression'"):
         read_task_file(write(tmp_path, "a.csv", csv_text()), task="regresion")

@@ -605,6 +605,16 @@ def test_finetune_page_says_before_the_start_how_few_steps_a_small_upload_makes(
                                                        "WordPieces a run reads") for i in at.info)
 
 
+
+def test_finetune_page_says_an_ner_sentence_longer_than_a_run_reads_is_answered_o_past_it(runs_root, base_model):
+    sentence = "".join(f"word{j} O\n" for j in range(30)) + "Paris B-LOC\n\n"
+    at = _page("11_Fine-tune.py", **_model_state(base_model),
+               ft_upload_bytes=("long.conll", (sentence * 40).encode()))
+    at.number_input(key="ft_max_len").set_value(16).run()
+    said = [i.value for i in at.info if "WordPieces a run reads" in i.value]
+    assert not at.exception and said and said[0].startswith("40 of the 40 examples (100%) are longer than the 16")
+    assert "the words past it are answered O and scored as such" in said[0]
+
 @pytest.mark.parametrize("name, data, message", [
     ("empty.csv", b"", "empty.csv is empty"),
     ("sheet.csv", b"PK\x03\x04 not really a workbook", "binary file"),

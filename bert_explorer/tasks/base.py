@@ -308,14 +308,17 @@ CUT_SAMPLE = 1000  # examples a cut note reads (spread over the set): a tokenize
 
 
 def cut_note(examples: list[dict], tok, max_len: int) -> str | None:
-    """One sentence where texts (and pairs) are longer than ``max_len`` WordPieces: the run reads only their
-    start (120 articles of about 2,000 words were fine-tuned at 128 with no word of it). None for tasks read
-    otherwise (QA's windows, NER's words, a choice's endings) and where nothing is cut."""
-    if not examples or not all(isinstance(ex.get("text"), str) for ex in examples[:50]):
+    """One sentence where texts (and pairs, and NER's sentences of words) are longer than ``max_len`` WordPieces:
+    the run reads only their start (120 articles of about 2,000 words were fine-tuned at 128 with no word of it;
+    an NER sentence's words past it are answered O, and scored). None for tasks read otherwise (QA's windows, a
+    choice's endings) and where nothing is cut."""
+    words = bool(examples) and all(isinstance(ex.get("tokens"), list) for ex in examples[:50])
+    if not examples or not (words or all(isinstance(ex.get("text"), str) for ex in examples[:50])):
         return None
     step = max(1, len(examples) // CUT_SAMPLE)
     picked = examples[::step][:CUT_SAMPLE]
-    encoded = tok.encode_batch([ex["text"] if not ex.get("text_pair") else (ex["text"], ex["text_pair"])
+    encoded = tok.encode_batch([" ".join(map(str, ex["tokens"])) if words else
+                                ex["text"] if not ex.get("text_pair") else (ex["text"], ex["text_pair"])
                                 for ex in picked])
     lengths = [len(e.input_ids) for e in encoded]
     long = [n for n in lengths if n > max_len]
@@ -325,5 +328,6 @@ def cut_note(examples: list[dict], tok, max_len: int) -> str | None:
     kept = sum(max_len / n for n in long) / len(long)
     of = f"{len(long):,} of the {len(lengths):,}" + (" read" if len(lengths) < len(examples) else "")
     return (f"{of} examples ({share:.0%}) are longer than the {max_len} WordPieces a run reads, so it sees only "
-            f"their start (on average {kept:.0%} of each); raise max_seq_length (at most the model's positions) if "
-            "the end matters")
+            f"their start (on average {kept:.0%} of each"
+            + ("; the words past it are answered O and scored as such" if words else "")
+            + "); raise max_seq_length (at most the model's positions) if the end matters")

@@ -41,7 +41,7 @@ class StructuredRecords:
                           + (f" (+ {sent2!r} at the start of every choice, as in SWAG)" if sent1 and sent2 else "")
                           + f", choices {', '.join(map(repr, endings)) if endings else repr(choices_col)}, "
                             f"label column {label_col!r}")
-        examples, empty, sizes = [], [], Counter()
+        examples, empty, sizes, lines = [], [], Counter(), []  # lines: each example's line
         for line, rec in self.rows:
             context = self._cell(rec, context_col)
             if endings:
@@ -55,6 +55,9 @@ class StructuredRecords:
             if not context or any(not isinstance(c, str) or not c for c in raw):
                 empty.append(line)
                 continue
+            if len(raw) < 2:  # one choice is always right: its accuracy would be 100 % whatever the model learnt
+                raise self.error(self._where(line, choices_col or endings[0]), f"has {len(raw)} answer choice; give "
+                                 "every example two or more to choose from")
             start = self._cell(rec, sent2) if (sent1 and sent2 and context_col == sent1) else ""
             choices = [f"{start} {c}".strip() if start else c for c in raw]
             label = self._cell(rec, label_col)
@@ -65,11 +68,12 @@ class StructuredRecords:
                                  f"{chr(64 + len(choices))})")
             sizes[len(choices)] += 1
             examples.append({"context": context, "choices": choices, "label": index})
+            lines.append(line)
         if empty:
             self.notes.append(_lines_note("an empty context or choice", empty, self.unit))
         if len(sizes) > 1:
             common = sizes.most_common(1)[0][0]
-            odd = next(ln for (ln, _), ex in zip(self.rows, examples) if len(ex["choices"]) != common)
+            odd = next(ln for ln, ex in zip(lines, examples) if len(ex["choices"]) != common)
             raise self.error(self._where(odd), f"has a different number of choices than most rows ({common}); give "
                              f"every example the same number of choices")
         self._check_count(examples, "examples")
