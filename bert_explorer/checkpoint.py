@@ -31,7 +31,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from . import atomic, hub, shipped
+from . import atomic, hub, hub_names, shipped
 from .model import ARCHITECTURES, BertConfig, BertModel
 from .tokenizer import WordPieceTokenizer
 
@@ -104,7 +104,7 @@ def resolve(name_or_dir: str | Path) -> Path:
         if d is None:
             raise CheckpointError(f"model {s!r} ({description}) is not installed")
         return Path(d)
-    if hub.is_hub_name(s):  # a user's explicit choice: the cached copy, else one download
+    if hub_names.is_hub_name(s):  # a user's explicit choice: the cached copy, else one download
         try:
             return hub.open_model(s)
         except hub.DownloadCancelled:
@@ -120,7 +120,7 @@ def resolve(name_or_dir: str | Path) -> Path:
                               "or a model's short name") from None
     if not there:
         known = ", ".join(SHORT_NAMES)
-        close = hub.suggestion(s, tuple(SHORT_NAMES))
+        close = hub_names.suggestion(s, tuple(SHORT_NAMES))
         if close:
             raise CheckpointError(f"no model called {shown!r} here{close}")
         raise CheckpointError(
@@ -212,7 +212,7 @@ def config_of(name_or_dir: str | Path) -> BertConfig | None:
     """A model's config, checked as :func:`inspect` checks it (one sentence for a broken one), without
     loading its weights; None for a Hub model not downloaded yet (reading it would start the download:
     the run that needs it downloads it, and checks it then)."""
-    if hub.is_hub_name(str(name_or_dir)) and hub.local_copy(str(name_or_dir)) is None:
+    if hub_names.is_hub_name(str(name_or_dir)) and hub.local_copy(str(name_or_dir)) is None:
         return None
     return inspect(resolve(name_or_dir))
 

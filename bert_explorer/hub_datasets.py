@@ -18,14 +18,16 @@ from pathlib import Path
 from urllib.parse import quote
 
 from . import full_disk
-from .hub import HubError, _COMMIT, _ID_PART, _describe, _json, _quoted, cache_root, endpoint, fetch_plan, offline
+from .hub import cache_root, fetch_plan
+from .hub_names import COMMIT, ID_PART, HubError
+from .hub_server import describe, endpoint, offline, quoted, read_json
 
 PREFIX = "hf:"
 CONVERTED = "refs/convert/parquet"  # the branch where the Hub keeps its Parquet export of a data set
 MAX_SHARDS = 64                     # Parquet files one split may have here
 MAX_DATASET_BYTES = 200_000_000     # compressed bytes of one split: the size of an upload (uploads.core)
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
-_SPEC = re.compile(rf"hf:(?P<repo>{_ID_PART}/{_ID_PART})(?:/(?P<config>{_NAME}))?(?::(?P<split>{_NAME}))?")
+_SPEC = re.compile(rf"hf:(?P<repo>{ID_PART}/{ID_PART})(?:/(?P<config>{_NAME}))?(?::(?P<split>{_NAME}))?")
 EXAMPLE = "hf:nyu-mll/glue/sst2:train"
 
 
@@ -124,7 +126,7 @@ def _cached(asked: DatasetSplit) -> list[Path] | None:
         except (OSError, ValueError):
             continue
         snapshot = folder / "snapshots" / commit
-        if not _COMMIT.fullmatch(commit) or not snapshot.is_dir():  # never a path from a file this app did not write
+        if not COMMIT.fullmatch(commit) or not snapshot.is_dir():  # never a path from a file this app did not write
             continue
         names = [p.relative_to(snapshot).as_posix() for p in snapshot.rglob("*.parquet") if p.is_file()]
         try:
@@ -137,14 +139,14 @@ def _cached(asked: DatasetSplit) -> list[Path] | None:
 
 
 def _revision(repo_id: str, revision: str) -> tuple[str, list[str]]:
-    info = _json(f"{endpoint()}/api/datasets/{_quoted(repo_id)}/revision/{quote(revision, safe='')}", repo_id,
+    info = read_json(f"{endpoint()}/api/datasets/{quoted(repo_id)}/revision/{quote(revision, safe='')}", repo_id,
                  "the data set")
     siblings = info.get("siblings") if isinstance(info, dict) else None
     if not isinstance(siblings, list) or not all(isinstance(x, dict) for x in siblings):
         raise HubError(f"the server at {endpoint()} sent no list of {repo_id}'s files; try again later, or check "
                        "HF_ENDPOINT")
     sha = info.get("sha")
-    if not isinstance(sha, str) or not _COMMIT.fullmatch(sha):
+    if not isinstance(sha, str) or not COMMIT.fullmatch(sha):
         raise HubError(f"the server at {endpoint()} names {repo_id}'s revision {ascii(str(sha)[:60])}, not a commit "
                        "id (40 hex digits), so nothing was written; check HF_ENDPOINT")
     return sha, [x["rfilename"] for x in siblings if isinstance(x.get("rfilename"), str)]
@@ -168,8 +170,8 @@ def _download(asked: DatasetSplit, progress, cancel, max_bytes: int) -> list[Pat
         raise HubError(f"{asked.name} is split into {len(files)} Parquet files, more than the {MAX_SHARDS} one data "
                        "set may have here; choose a smaller configuration or split")
     folder = repo_folder(repo_id)
-    base = f"{endpoint()}/datasets/{_quoted(repo_id)}/resolve/{sha}/"
-    plan = [(f, *_describe(base + quote(f), repo_id, f, bound=max_bytes)) for f in files]
+    base = f"{endpoint()}/datasets/{quoted(repo_id)}/resolve/{sha}/"
+    plan = [(f, *describe(base + quote(f), repo_id, f, bound=max_bytes)) for f in files]
     total = sum(size for _, _, size, _ in plan)
     if total > max_bytes:
         raise HubError(f"{asked.name} is {full_disk.size_text(total)} of Parquet, more than the "

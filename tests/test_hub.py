@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import hub_standin
-from bert_explorer import checkpoint, full_disk, hub
+from bert_explorer import checkpoint, full_disk, hub, hub_names, hub_server
 from bert_explorer.app.gallery import ANOTHER_ID
 from bert_explorer.cli import main
 
@@ -196,7 +196,7 @@ def test_the_catalogue_is_the_papers():
     tiny = hub.CATALOGUE[TINY]
     assert abs(tiny.download_bytes / 1e6 - 17.7) < 0.1  # FIELD_NOTES: 17.7 MB of pytorch_model.bin
     assert hub.canonical("bert-large-cased") == "google-bert/bert-large-cased" == hub.canonical("hf:bert-large-cased")
-    assert hub.canonical("hf:someone/else") == "someone/else" and not hub.is_hub_name("minilm")
+    assert hub.canonical("hf:someone/else") == "someone/else" and not hub_names.is_hub_name("minilm")
     for bad in ("hf:../../etc", "a/b/c", "hf:", "x" * 300):  # the longest a user can type is refused before any request
         with pytest.raises(hub.HubError, match="is not a Hugging Face model id; write it as owner/name"):
             hub.canonical(bad)
@@ -592,7 +592,7 @@ def test_a_cancel_is_heard_between_tries_of_a_file(standin, monkeypatch):
     import urllib.error
 
     tries = []
-    real = hub._OPENER.open
+    real = hub_server.OPENER.open
 
     def dropped(request, *args, **kwargs):  # the files' requests fail as a stalled line's read does
         if "/resolve/" in request.full_url and not request.full_url.endswith("config.json"):
@@ -600,7 +600,7 @@ def test_a_cancel_is_heard_between_tries_of_a_file(standin, monkeypatch):
             raise urllib.error.URLError("timed out")
         return real(request, *args, **kwargs)
 
-    monkeypatch.setattr(hub._OPENER, "open", dropped)
+    monkeypatch.setattr(hub_server.OPENER, "open", dropped)
     with pytest.raises(hub.DownloadCancelled, match="was cancelled at pytorch_model.bin"):
         hub.download(TINY, cancel=lambda: len(tries) >= 1)  # pressed during the first try
     assert len(tries) == 1  # not the three retries more

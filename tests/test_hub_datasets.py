@@ -137,14 +137,14 @@ def test_a_data_set_the_server_lacks_names_the_server_and_proposes_no_name(tmp_p
 def test_the_server_of_a_message_is_its_host_alone(monkeypatch):
     import urllib.error
 
-    from bert_explorer import hub
+    from bert_explorer import hub_server
 
     monkeypatch.setenv("HF_ENDPOINT", "https://someone:secret@mirror.example:8443/hf/")
-    assert hub.host() == "mirror.example:8443"
+    assert hub_server.host() == "mirror.example:8443"
     monkeypatch.delenv("HF_ENDPOINT")
-    assert hub.host() == "huggingface.co"
+    assert hub_server.host() == "huggingface.co"
     # the Hub itself: no mirror to point elsewhere
-    said = str(hub._failed(urllib.error.HTTPError("u", 404, "Not Found", None, None), "someone/nothing",
+    said = str(hub_server.failed(urllib.error.HTTPError("u", 404, "Not Found", None, None), "someone/nothing",
                            "the data set"))
     assert said.startswith("the server asked, huggingface.co, has no data set someone/nothing") and "HF_ENDPOINT" not in said
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import hub_standin
-from bert_explorer import checkpoint, hub
+from bert_explorer import checkpoint, hub, hub_server
 from bert_explorer.cli import main
 
 pytest.importorskip("transformers")  # the stand-in's weights are written by transformers' BertForPreTraining
@@ -298,20 +298,20 @@ def test_a_busy_or_failing_server_is_not_said_to_refuse_and_the_part_fetched_is_
     import http.client
     import urllib.error
 
-    from bert_explorer import hub
+    from bert_explorer import hub_server
 
     monkeypatch.setenv("HF_ENDPOINT", "http://mirror.example:8080")
     headers = email.message.Message()
     headers["Retry-After"] = "30"
-    busy = hub._failed(urllib.error.HTTPError("u", 429, "Too Many", headers, None), "a/b", "the file model.safetensors")
+    busy = hub_server.failed(urllib.error.HTTPError("u", 429, "Too Many", headers, None), "a/b", "the file model.safetensors")
     assert str(busy) == ("the server at mirror.example:8080 (HF_ENDPOINT) answered HTTP 429 (too many requests) when "
                          "the file model.safetensors of a/b was asked for; try again in 30 s: what was fetched is "
                          "kept, and the next try goes on from there")
-    failing = hub._failed(urllib.error.HTTPError("u", 500, "Error", email.message.Message(), None), "a/b", "the model")
+    failing = hub_server.failed(urllib.error.HTTPError("u", 500, "Error", email.message.Message(), None), "a/b", "the model")
     assert "answered HTTP 500 (a server error)" in str(failing) and "try again later" in str(failing)
     # the first request, about the model, fetched nothing: nothing is said kept
     assert "what was fetched is kept" not in str(failing)
-    odd = hub._failed(http.client.HTTPException("got more than 100 headers"), "a/b", "the model")
+    odd = hub_server.failed(http.client.HTTPException("got more than 100 headers"), "a/b", "the model")
     assert "answered the request for the model of a/b in a way that could not be read (got more than 100 " \
            "headers)" in str(odd) and "where there is internet" not in str(odd)
 
@@ -324,11 +324,11 @@ def test_a_refusal_names_the_server_that_refused_and_a_remedy_that_helps(monkeyp
     import urllib.error
 
     monkeypatch.setenv("HF_ENDPOINT", "http://mirror.example:8080")
-    cdn = hub._failed(urllib.error.HTTPError("http://cdn.example:9000/a/b/x", 404, "Not Found",
+    cdn = hub_server.failed(urllib.error.HTTPError("http://cdn.example:9000/a/b/x", 404, "Not Found",
                                              email.message.Message(), None), "a/b", "the file model.safetensors")
     assert str(cdn) == ("the server at cdn.example:9000 (where mirror.example:8080 sent the request) refused the file "
                         "model.safetensors of a/b (HTTP 404); check HF_ENDPOINT")
-    large = hub._failed(urllib.error.HTTPError("http://mirror.example:8080/api/models/x", 404, "Not Found",
+    large = hub_server.failed(urllib.error.HTTPError("http://mirror.example:8080/api/models/x", 404, "Not Found",
                                                email.message.Message(), None), "google-bert/bert-large-cased",
                         "the model")
     assert str(large) == ("the server at mirror.example:8080 (HF_ENDPOINT) keeps no model google-bert/bert-large-cased, "
@@ -337,7 +337,7 @@ def test_a_refusal_names_the_server_that_refused_and_a_remedy_that_helps(monkeyp
     # a 401 of a public model with a token sent: the token is why, not the model (nor "try again later")
     monkeypatch.delenv("HF_ENDPOINT")
     monkeypatch.setenv("HF_TOKEN", "hf_expired")
-    unauthorised = hub._failed(urllib.error.HTTPError("https://huggingface.co/api/models/x", 401, "Unauthorized",
+    unauthorised = hub_server.failed(urllib.error.HTTPError("https://huggingface.co/api/models/x", 401, "Unauthorized",
                                                       email.message.Message(), None), "google-bert/bert-base-uncased",
                                "the model")
     assert str(unauthorised).startswith("the Hugging Face Hub refused google-bert/bert-base-uncased (HTTP 401, not "
@@ -348,14 +348,14 @@ def test_a_file_whose_server_cannot_be_reached_says_why_in_words(standin, cache,
     """"stopped at 0 bytes of 182 kB (<urlopen error [Errno 111] Connection refused>)": the library's own text."""
     import urllib.error
 
-    real = hub._OPENER.open
+    real = hub_server.OPENER.open
 
     def refused(request, *args, **kwargs):
         if request.full_url.endswith("model.safetensors"):
             raise urllib.error.URLError(ConnectionRefusedError(111, "Connection refused"))
         return real(request, *args, **kwargs)
 
-    monkeypatch.setattr(hub._OPENER, "open", refused)
+    monkeypatch.setattr(hub_server.OPENER, "open", refused)
     message = _refused(r"stopped at 0 bytes of [\d.]+ kB \(\[Errno 111\] Connection refused\)", decoy)
     assert "urlopen" not in message
 
@@ -365,7 +365,7 @@ def test_a_server_that_drips_its_answers_is_given_up_within_a_deadline(standin, 
     download waited without end and said nothing. An answer must be whole within ANSWER_DEADLINE_S."""
     import time
 
-    monkeypatch.setattr(hub, "ANSWER_DEADLINE_S", 1.0)
+    monkeypatch.setattr(hub_server, "ANSWER_DEADLINE_S", 1.0)
     standin.lies["drip"] = 20  # bytes a second: the repository's answer (hundreds of bytes) takes tens of seconds
     t = time.monotonic()
     _refused(rf"^{SERVER} did not finish answering about {BASE} within 1 s \(its bytes come too slowly\), so "

@@ -20,7 +20,7 @@ FLOORS = [
     ("runs and background work", ["runs"]),
     ("the disk cache", ["disk_cache"]),
     ("models and data on disk", ["checkpoint", "data"]),
-    ("names: tasks, the Hub, WordPiece", ["tasks", "hub", "hub_datasets", "tokenizer"]),
+    ("names: tasks, the Hub, WordPiece", ["tasks", "hub", "hub_datasets", "hub_names", "hub_server", "tokenizer"]),
     ("the ground", ["model", "atomic", "full_disk", "fingerprint", "limits", "safe_text", "setting", "shared_work",
                     "wordpiece_vocab", "processes", "lock_backends", "file_lock", "shipped"]),
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from .. import hub
+from .. import hub, hub_names
 from ..full_disk import size_text
 from ..runs import download_jobs
 from ..runs.report import duration_text
@@ -23,7 +23,7 @@ WAITING = "be_hub_waiting"  # why no model is chosen yet: the page says it inste
 MINIATURE_LAYERS, MINIATURE_HIDDEN = (2, 4, 6, 8, 10, 12), (128, 256, 512, 768)
 
 
-def _where(m: hub.HubModel) -> str:
+def _where(m: hub_names.HubModel) -> str:
     return "on this machine" if hub.local_copy(m.repo_id) else f"download about {size_text(m.download_bytes)}"
 
 
@@ -92,7 +92,7 @@ def offer(picked: str, writes: bool) -> str | None:
     button, then its progress and Cancel)."""
     m = hub.CATALOGUE.get(picked)
     if hub.local_copy(picked) is not None:
-        return hub.model_name(picked)  # (a typed id that is not the paper's opens as hf:<id>)
+        return hub_names.model_name(picked)  # (a typed id that is not the paper's opens as hf:<id>)
     title = m.title if m is not None else picked
     if download_jobs.state(picked)["state"] == "downloading":
         st.session_state[WAITING] = (f"{title} is being downloaded (its progress is in the sidebar): this page opens it "

@@ -29,7 +29,7 @@ def builtin_corpora() -> list[dict]:
 def default_model_sentence() -> str:
     """The top of Home: the model every page starts on is a small one trained here, not the paper's
     BERT-Base, which is one download away (or here already). Every figure is read from the configs."""
-    from .. import hub
+    from .. import hub, hub_names
 
     name, d = checkpoint.DEFAULT_MODEL, checkpoint.SHORT_NAMES[checkpoint.DEFAULT_MODEL][0]()
     base = hub.CATALOGUE["google-bert/bert-base-uncased"]
@@ -37,7 +37,7 @@ def default_model_sentence() -> str:
     if d is not None:
         cfg = json.loads((d / "config.json").read_text())
         L, H, V = cfg.get("num_hidden_layers"), cfg.get("hidden_size"), cfg.get("vocab_size")
-        size = hub.HubModel(name, name, L, H, vocab_size=V).parameters / 1e6
+        size = hub_names.HubModel(name, name, L, H, vocab_size=V).parameters / 1e6
         shape = f", a small BERT ({L} layers, H = {H}, about {size:,.0f} M parameters) trained by this project"
     return (f"Every page starts on **{name}**{shape}: it is not the paper's BERT-Base, and it knows less English. "
             f"**BERT-Base** ({base.layers} layers, H = {base.hidden}, {base.parameters / 1e6:,.0f} M parameters) "

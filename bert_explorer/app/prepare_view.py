@@ -34,11 +34,11 @@ def _progress() -> None:
 def lesson_models() -> list[str]:
     """What a lesson may use without a download: the shipped models and the BERTs downloaded from the Hub
     (a run's checkpoint is offered when it is the sidebar's model)."""
-    from .. import hub
+    from .. import hub, hub_names
 
     names = [n for n, (locate, _) in checkpoint.SHORT_NAMES.items() if locate() is not None]
     return [checkpoint.DEFAULT_MODEL, *(n for n in names if n != checkpoint.DEFAULT_MODEL),
-            *map(hub.model_name, hub.cached_berts())]
+            *map(hub_names.model_name, hub.cached_berts())]
 
 
 def _label(name: str) -> str:

@@ -24,7 +24,7 @@ import torch
 from streamlit import config as st_config
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from .. import checkpoint, hub, shared_work
+from .. import checkpoint, hub, hub_names, shared_work
 from ..fingerprint import fingerprint, frozen
 from ..checkpoint import CheckpointError, Loaded
 from ..data.uploads.names import slug
@@ -168,7 +168,7 @@ def _load(name: str, architecture: str | None, version: tuple) -> Loaded:
 def weights_version(name: str) -> tuple:
     """What identifies the weights behind a name (``fingerprint.fingerprint``, as a dict key): a run
     re-created under the same path must not be served from the cache."""
-    if hub.is_hub_name(name) and hub.local_copy(name) is None:
+    if hub_names.is_hub_name(name) and hub.local_copy(name) is None:
         return ()  # resolving it would download it: the load itself does, once
     try:
         folder = checkpoint.resolve(name)
@@ -187,7 +187,7 @@ FAILED_KEPT = 1000
 def _failure_stamp(name: str) -> tuple | None:
     """What a failure to load ``name`` is remembered under: its files as they are now (``_files_stamp``:
     any rewritten, it is tried again). None for a hub name not downloaded yet: not a broken file."""
-    if hub.is_hub_name(name) and hub.local_copy(name) is None:
+    if hub_names.is_hub_name(name) and hub.local_copy(name) is None:
         return None
     try:
         return _files_stamp(str(checkpoint.resolve(name)))
@@ -381,7 +381,7 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     show_mode()
     names = [n for n, (locate, _) in checkpoint.SHORT_NAMES.items() if locate() is not None]
     # the paper's BERTs (and any BERT) in the Hugging Face cache: they open with no network, for everyone
-    downloaded = {hub.model_name(r): f"{hub.CATALOGUE[r].title if r in hub.CATALOGUE else r} (downloaded)"
+    downloaded = {hub_names.model_name(r): f"{hub.CATALOGUE[r].title if r in hub.CATALOGUE else r} (downloaded)"
                   for r in hub.cached_berts()}
     names += list(downloaded)
     root = runs_root()
@@ -436,7 +436,7 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
         choice = kept_widget(st.sidebar.text_input, "Checkpoint directory", "be_model_path", "", max_chars=4096,
                       placeholder="/path/to/a/bert (config.json, model.safetensors, vocab.txt), or "
                                   "bert-base-uncased (downloaded once)")
-        if choice and hub.is_hub_name(choice) and not Path(choice).exists() and hub.local_copy(choice) is None:
+        if choice and hub_names.is_hub_name(choice) and not Path(choice).exists() and hub.local_copy(choice) is None:
             # a hub name typed here: downloaded in the background as the gallery does (it was fetched inside
             # the page's run: "Loading the model…" for minutes, no size, no progress, no Cancel)
             try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from .. import checkpoint, hub, limits
+from .. import checkpoint, hub, hub_names, limits
 from ..data.corpora import BUILTIN_CORPORA, TINY_CORPUS
 from ..full_disk import size_text
 from .common import MODEL_HELP, print_json
@@ -167,7 +167,7 @@ def cmd_download(args) -> int:
 def _config(name: str):
     """A model's config without its weights: the catalogue's shape for the paper's BERTs (no download),
     else the checkpoint's config.json, checked (checkpoint.inspect)."""
-    if hub.is_hub_name(name) and hub.local_copy(name) is None:
+    if hub_names.is_hub_name(name) and hub.local_copy(name) is None:
         m = hub.CATALOGUE.get(hub.canonical(name))
         if m is None:
             raise checkpoint.CheckpointError(f"{name} is not downloaded and not in the catalogue; "

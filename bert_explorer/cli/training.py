@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from .. import checkpoint, hub
+from .. import checkpoint, hub, hub_names
 from ..analysis.layers.features import PAIR_SEPARATOR, parse_example
 from ..analysis.probes import quality
 from ..tasks.base import TaskType, cut_note
@@ -103,7 +103,7 @@ def register(sub) -> None:
 def say_download(model: str | None) -> None:
     """A note before a command starts from a Hub model not downloaded yet: the download comes first, and took
     seconds (minutes for BERT-Base's 440 MB) of silence."""
-    if model and hub.is_hub_name(str(model)) and hub.local_copy(str(model)) is None:
+    if model and hub_names.is_hub_name(str(model)) and hub.local_copy(str(model)) is None:
         print(f"note: downloading {model} from the Hugging Face Hub first (once: it opens offline after)",
               file=sys.stderr, flush=True)
 

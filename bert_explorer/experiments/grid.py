@@ -49,7 +49,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import checkpoint, hub
+from .. import checkpoint, hub, hub_server
 from ..data.objectives import (LEFT_TO_RIGHT, OBJECTIVES as PRETRAINING_OBJECTIVES, Objective, objective_type,
                                predicted_share)
 from ..data.pretraining import MaskingConfig
@@ -650,7 +650,7 @@ ABLATION_START_S = 4.0
 # ----- downloads (a recipe of pre-trained miniatures) -------------------------------------------
 def downloads(plan: dict) -> list[dict]:
     """The Hub models a plan starts from: ``[{"repo", "title", "size", "bytes", "here"}]``, ``bytes``
-    about what a download fetches (``hub.HubModel.download_bytes``), ``here`` whether the Hugging Face
+    about what a download fetches (``hub_names.HubModel.download_bytes``), ``here`` whether the Hugging Face
     cache already holds a whole copy (then nothing is fetched)."""
     out = []
     for cfg in plan["pretrainings"].values():
@@ -684,7 +684,7 @@ def offline_refusal(plan: dict) -> str | None:
     (``HF_HUB_OFFLINE``); None when it can start. (No network at all is found when the download
     starts: those cells then fail with the Hub's own sentence, and the others go on.)"""
     missing = [d["repo"] for d in downloads(plan) if not d["here"]]
-    if not missing or not hub.offline():
+    if not missing or not hub_server.offline():
         return None
     return (f"This recipe starts from {', '.join(missing)}, which {'is' if len(missing) == 1 else 'are'} not on this "
             f"machine, and this machine is set to work offline (HF_HUB_OFFLINE): run `bert-explorer download "

@@ -25,7 +25,7 @@ import statistics
 
 import pandas as pd
 
-from .. import hub
+from .. import hub, hub_names
 from ..tasks.registry import TASK_TYPES
 from . import grid, paper, results
 
@@ -106,7 +106,7 @@ def _table6_points(column: str | None) -> list[tuple[float, float, str]]:
     out = []
     for (L, H, A), row in paper.TABLE6.rows.items():
         if A == H // 64 and row.get(column) is not None:
-            params = hub.HubModel(f"L{L}-H{H}", "", L, H).parameters / 1e6
+            params = hub_names.HubModel(f"L{L}-H{H}", "", L, H).parameters / 1e6
             out.append((params, row[column], paper.TABLE6.row_labels[(L, H, A)]))
     return sorted(out)
 

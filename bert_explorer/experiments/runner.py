@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from .. import atomic, full_disk, hub
+from .. import atomic, full_disk, hub, hub_names
 from ..data.corpora import load_corpus, split_documents, tiny_corpus
 from ..runs.lock import writes_run
 from ..runs.run import ACTIVE_STATES, Run
@@ -139,7 +139,7 @@ def ensure_downloaded(cfg: dict) -> str:
     is whole: opened from the Hugging Face cache, or downloaded there first (``hub.HubError`` says why
     it cannot be)."""
     hub.open_model(cfg["hub"])
-    return hub.HF_PREFIX + cfg["hub"]
+    return hub_names.HF_PREFIX + cfg["hub"]
 
 
 def _task_type_of(cfg) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .. import checkpoint, full_disk, hub, hub_datasets
+from .. import checkpoint, full_disk, hub, hub_datasets, hub_names
 from ..data.tasks import check_dev_labels, load_builtin, train_dev_split
 from ..data.tiny_tasks import make_tiny
 from ..data.uploads.core import DataError, TaskData
@@ -268,7 +268,7 @@ def ltr_problem(model: str | Path, task: TaskType | None, mode: str) -> str | No
     """One sentence when ``model`` is a left-to-right (causal) checkpoint that would be
     fine-tuned through [CLS] on ``task``: under a causal mask the first token sees only itself,
     so such a run cannot learn. None when the pair is fine (or the model cannot be read here)."""
-    if mode != "fine-tune" or task is None or not task.reads_cls or hub.is_hub_name(str(model)):
+    if mode != "fine-tune" or task is None or not task.reads_cls or hub_names.is_hub_name(str(model)):
         return None
     try:
         causal = json.loads((checkpoint.resolve(model) / "config.json").read_text()).get("causal", False)

@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ... import disk_cache, hub, limits
+from ... import disk_cache, hub, hub_names, limits
 from ...checkpoint import Loaded, encoder_of
 from ...data.corpora import BUILTIN_CORPORA, load_corpus
 from ...runs import neighbour_jobs
@@ -93,7 +93,7 @@ Progress = Callable[[float, str], None]
 def is_reference_model(name: str | None) -> bool:
     """Is ``name`` the model Clark et al. measured, google-bert/bert-base-uncased (under any of the
     names that reach it: ``bert-base-uncased``, ``hf:google-bert/bert-base-uncased``, ...)?"""
-    if not name or not hub.is_hub_name(str(name)):
+    if not name or not hub_names.is_hub_name(str(name)):
         return False
     try:
         return hub.canonical(str(name)) == REFERENCE_MODEL
