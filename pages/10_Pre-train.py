@@ -32,7 +32,8 @@ from bert_explorer.train.estimate import ALIASES, LONG_RUN_ASK_S, background_thr
 from bert_explorer.train.pretrain import check_fits as check_pretraining, estimate as run_estimate
 from bert_explorer.train.memory import NO_CUDA
 from bert_explorer.train.pretraining_data import corpus_words as count_corpus_words, learnt_vocab_size
-from bert_explorer.train.pretrain_config import SMALL_MODEL_LR, PretrainConfig, predicted_fraction, warmup_steps_of
+from bert_explorer.train.pretrain_config import (MAX_FRAMES, SMALL_MODEL_LR, PretrainConfig, predicted_fraction,
+                                                 warmup_steps_of)
 from bert_explorer.train.resume import resume_settings
 from bert_explorer.runs.run import Run, new_run_refusal
 from bert_explorer.train.timelapse_frames import FILE as FRAMES_FILE, frames_file, read_frames
@@ -183,7 +184,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
         a1.caption(f"auto here = **{precision_name(auto_is)}**"
                    + ("" if auto_is is not None or on_cuda else " (this CPU has no fast bf16)"))
         n_frames = kept_widget(a2.number_input, "Time-lapse frames to record (0 = none)", "pt_frames", 0, min_value=0,
-                               max_value=200,
+                               max_value=MAX_FRAMES,
                                help="At step 0, at the end and log-spaced between, the run records a few "
                                     "sentences' attention and masked-word guesses (and measures the held-out "
                                     "accuracy): a time-lapse that needs no checkpoint and starts from the random "

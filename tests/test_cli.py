@@ -370,6 +370,20 @@ def test_a_size_out_of_bounds_is_one_sentence_before_any_work(argv, said, capsys
     assert not (tmp_path / "out.json").exists()
 
 
+
+@pytest.mark.parametrize("flags, said", [
+    (["--lr", "1e9"], "--lr must be a number from 1e-12 to 1.0, not 1000000000.0"),  # (trained every weight to NaN)
+    (["--lr", "inf"], "--lr must be a number from 1e-12 to 1.0, not inf"),
+    (["--max-steps", "99999999999"], "--max-steps must be a whole number from 0 to 10,000,000, not 99999999999"),
+    (["--dupe-factor", "100000", "--no-dynamic-masking"], "--dupe-factor must be a whole number from 1 to 100, not 100000"),
+    (["--timelapse-frames", "100000"], "--timelapse-frames must be from 0 (none) to 200, not 100000"),
+])
+def test_a_pretraining_setting_past_any_recipe_is_one_sentence_before_any_work(flags, said, capsys, tmp_path):
+    out = tmp_path / "run"
+    assert main(["pretrain", "--corpus", "tiny", "--size", "tiny", "--output", str(out), *flags]) == 2
+    assert capsys.readouterr().err.strip() == f"bert-explorer: error: {said}"
+    assert not out.exists()
+
 def test_a_max_tokens_past_the_models_positions_is_one_sentence(capsys, tmp_path):
     from shared import save_tiny_bert
 
@@ -611,8 +625,10 @@ def test_resume_keeps_the_runs_own_settings_and_refuses_a_change_of_data(tmp_pat
     assert main(started) == 0
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     status = json.loads((tmp_path / "run" / "status.json").read_text())
-    # no --lr: the paper's 1e-4, said as the run starts (the README says so), and not again on a resume
-    assert "note: no --lr given: the run takes the paper's 0.0001" in capsys.readouterr().err
+    # no --lr: the Pre-train page's rate for a model narrower than BERT-Base (the paper's 1e-4 kept such runs on
+    # the word-frequency plateau), recorded as the run's own
+    assert config["lr"] == 0.0005
+    capsys.readouterr()
 
     refused = ["pretrain", "--output", out, "--resume", "--batch-size", "32", "--corpus", "bbc", "--no-progress"]
     assert main(refused) == 2
@@ -624,8 +640,7 @@ def test_resume_keeps_the_runs_own_settings_and_refuses_a_change_of_data(tmp_pat
 
     assert main(["pretrain", "--output", out, "--resume", "--max-steps", "3", "--log-every", "1",
                  "--no-progress"]) == 0
-    resumed_err = capsys.readouterr().err
-    assert "note: resuming with log_every 10 -> 1" in resumed_err and "no --lr given" not in resumed_err
+    assert "note: resuming with log_every 10 -> 1" in capsys.readouterr().err
     after = json.loads((tmp_path / "run" / "config.json").read_text())
     assert {k: v for k, v in after.items() if k not in ("max_steps", "log_every", "warmup_steps")} == \
         {k: v for k, v in config.items() if k not in ("max_steps", "log_every", "warmup_steps")}

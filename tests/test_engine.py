@@ -109,6 +109,19 @@ def test_fit_trains_with_no_run_folder_through_a_reporter_in_memory(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # the folder of the first fit only
 
 
+
+def test_a_training_that_diverges_fails_in_one_sentence_instead_of_saving_weights_that_are_not_numbers(tmp_path):
+    """An lr of 1e9 trained every weight into NaN, and the run ended "finished"."""
+    from bert_explorer.train.trainer import Diverged
+
+    run, model, loss_of, evaluate, seen = _toy(tmp_path)
+    with pytest.raises(Diverged, match=r"the training loss became nan at step 1 \(learning rate 1e\+30\): the training "
+                                       r"diverged .* start again with a lower learning rate"):
+        with marks_failure(run):
+            fit(run, n_train=64, batch_size=8, epochs=3, seed=0, loss_of=lambda idx: loss_of(idx) * float("nan"),
+                evaluate=evaluate, model=model, optimizer=torch.optim.SGD(model.parameters(), lr=1e30))
+    assert run.status()["state"] == "failed" and "diverged" in run.status()["error"]
+
 def test_marks_failure_sets_failed_and_raises(tmp_path):
     run = Run(tmp_path / "r").create({}, "finetune")
     with pytest.raises(KeyboardInterrupt):

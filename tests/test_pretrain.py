@@ -674,9 +674,10 @@ def test_a_resume_that_changes_only_the_held_out_measurement_is_said_so():
     assert "the data or the schedule" in str(ResumeRefused("runs/a", {"eval_batches": (5, 2), "lr": (1, 2)}))
 
 
-def test_the_papers_rate_is_said_only_where_it_was_not_chosen_and_the_model_is_small():
-    from bert_explorer.train.pretrain_config import PretrainConfig, paper_rate_note
-    assert "--lr 0.0005" in paper_rate_note(PretrainConfig(size="mini"), {})
-    assert paper_rate_note(PretrainConfig(size="mini"), {"lr": 1e-4}) is None  # chosen: not second-guessed
-    assert paper_rate_note(PretrainConfig(size="mini", lr=5e-4), {}) is None
-    assert paper_rate_note(PretrainConfig(size="base"), {}) is None  # BERT-Base's own rate
+def test_a_run_given_no_rate_takes_the_pages_below_bert_bases_width_and_the_papers_from_it():
+    from bert_explorer.train.pretrain_config import PAPER_LR, SMALL_MODEL_LR, plateau_advice, rate_for_width
+    assert (rate_for_width(128), rate_for_width(512), rate_for_width(768), rate_for_width(None)) == \
+        (SMALL_MODEL_LR, SMALL_MODEL_LR, PAPER_LR, PAPER_LR)
+    # the advice calls a rate the paper's only where it is (0.0003 was "the paper's rate for BERT-Base")
+    assert "the paper's rate" in plateau_advice(1e-4) and "the paper's rate" not in plateau_advice(3e-4)
+    assert plateau_advice(3e-4).startswith("A higher learning rate may get it going: at 0.0003 a small model")

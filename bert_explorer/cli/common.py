@@ -71,8 +71,12 @@ def user_errors(*also: type[Exception], typed: tuple | None = None):
 def as_flags(sentence: str, args, cls) -> str:
     """``sentence`` with each setting of ``cls`` that ``args`` gave as a flag named as that flag."""
     for f, _ in setting_fields(cls):
-        if getattr(args, f.name, None) is not None and "_" in f.name:
+        if getattr(args, f.name, None) is None:
+            continue
+        if "_" in f.name:
             sentence = re.sub(rf"(?<![\w-]){re.escape(f.name)}(?!\w)", flag(f.name), sentence)
+        else:  # a plain word ("lr", "seed", "corpus"): only as the subject the sentence opens with
+            sentence = re.sub(rf"^{re.escape(f.name)}(?= must )", flag(f.name), sentence)
     return sentence
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from .. import checkpoint, hub, hub_names
+from ..model import PRESETS
 from ..analysis.layers.features import PAIR_SEPARATOR, parse_example
 from ..analysis.probes import quality
 from ..tasks.base import TaskType, cut_note
@@ -29,7 +30,7 @@ from ..train.pretrain import check_start as check_pretraining, estimate as pretr
 from ..data.uploads.core import PAIR_NAMES, TEXT_NAMES, column_key
 from ..runs.lock import RunBusy, writer_busy
 from ..runs.run import Run, new_run_refusal, restart_refusal, runs_root
-from ..train.pretrain_config import PretrainConfig, paper_rate_note, plateau_warning
+from ..train.pretrain_config import PretrainConfig, plateau_warning, rate_for_width
 from ..train.pretraining_data import split_corpus
 from ..train.finetune_resume import resume_settings as resume_finetuning
 from ..train.resume import resume_settings
@@ -48,7 +49,10 @@ def register(sub) -> None:
                         "logs, evaluations and checkpoints, --device, --precision and --max-steps may change)")
     s.add_argument("--background", action="store_true", help="start as a background process and return")
     s.add_argument("--no-progress", action="store_true", help="show no progress bar while training")
-    dataclass_args(s, PretrainConfig)
+    dataclass_args(s, PretrainConfig, helps={"lr": "The peak learning rate of Adam (reached after the warm-up, then "
+                                                   "decayed linearly). Default: 0.0005 for a model narrower than "
+                                                   "BERT-Base (as the Pre-train page), the paper's 0.0001 for "
+                                                   "BERT-Base and wider."})
     s.set_defaults(func=cmd_pretrain)
 
     s = sub.add_parser("evaluate-pretraining",
@@ -108,6 +112,20 @@ def say_download(model: str | None) -> None:
               file=sys.stderr, flush=True)
 
 
+def rate_for_model(cfg: PretrainConfig, args) -> PretrainConfig:
+    """``cfg`` with the learning rate the Pre-train page starts from where --lr (or a --config's lr) was not given:
+    this project's small models' rate below BERT-Base's width, the paper's from it (``rate_for_width``)."""
+    if "lr" in given_settings(args, PretrainConfig):
+        return cfg
+    if not cfg.init:
+        return replace(cfg, lr=rate_for_width(PRESETS[cfg.size].hidden_size))
+    try:
+        config = checkpoint.config_of(cfg.init)
+    except (CheckpointError, OSError, ValueError):  # (the run's own check says what is wrong with it)
+        config = None
+    return replace(cfg, lr=rate_for_width(config.hidden_size if config else None))
+
+
 def length_for_model(cfg, args, cls, model: str | None):
     """``cfg`` with the default max_seq_length (128) cut to the positions ``model`` has learned where it has
     fewer, said in a note: the default was refused for such a model, though it was not the user's choice. A
@@ -131,6 +149,7 @@ def cmd_pretrain(args) -> int:
     if not args.resume:  # refused here, in the foreground and before a background start: no folder is made
         say_download(cfg.init)
         cfg = length_for_model(cfg, args, PretrainConfig, cfg.init)
+        cfg = rate_for_model(cfg, args)
         with user_errors(CheckpointError, typed=(args, PretrainConfig)):  # (a resumed run is checked by its process)
             refusal = new_run_refusal(args.output, "pretrain", stored_first=False)
             if refusal or Run(args.output).checkpoints():
@@ -160,8 +179,7 @@ def cmd_pretrain(args) -> int:
         if again and first_rank():
             print(f"note: {args.output} kept no checkpoint, so it trains again from step 0 with its own settings "
                   f"({cfg.max_steps:,} steps)", file=sys.stderr, flush=True)
-        elif not args.resume and first_rank() and (slow := paper_rate_note(cfg, given_settings(args, PretrainConfig))):
-            print(f"note: {slow}", file=sys.stderr, flush=True)
+
 
     def work():
         if (not args.resume or again) and first_rank():  # (a resumed run's steps left are its log's to say)

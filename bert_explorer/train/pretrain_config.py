@@ -90,8 +90,8 @@ class PretrainConfig:
             raise ValueError("a warm start keeps its checkpoint's vocabulary: leave vocab out when init is given")
         if self.freeze_word_embeddings and not self.init:
             raise ValueError("freeze_word_embeddings needs init: frozen random word vectors would never learn")
-        if self.timelapse_frames < 0:
-            raise ValueError(f"timelapse_frames must be 0 (none) or more, not {self.timelapse_frames}")
+        if not 0 <= self.timelapse_frames <= MAX_FRAMES:
+            raise ValueError(f"timelapse_frames must be from 0 (none) to {MAX_FRAMES}, not {self.timelapse_frames}")
         if self.timelapse_sentences is not None and not all(str(t).strip() for t in self.timelapse_sentences):
             raise ValueError("timelapse_sentences must be a list of non-empty sentences (write [MASK] where a word "
                              "is hidden)")
@@ -111,10 +111,12 @@ class PretrainConfig:
             v = getattr(self, name)
             if v is None and name in _MAY_BE_NONE:
                 continue
+            high = _AT_MOST.get(name, math.inf)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or (name in _WHOLE and v != int(v)) \
-                    or not v >= low:
+                    or not low <= v <= high:
                 kind = "a whole number" if name in _WHOLE else "a number"
-                raise ValueError(f"{name} must be {kind} of at least {low:g}, not {v!r}")
+                bounds = f"from {low:g} to {high:,}" if high < math.inf else f"of at least {low:g}"
+                raise ValueError(f"{name} must be {kind} {bounds}, not {v!r}")
             if name in _WHOLE:
                 setattr(self, name, int(v))
         if self.grad_accum > MAX_GRAD_ACCUM:
@@ -174,6 +176,11 @@ _AT_LEAST = {"batch_size": 1, "grad_accum": 1, "max_steps": 0, "log_every": 1, "
              "eval_batches": 1, "dupe_factor": 1, "vocab_size": 16,
              "max_seq_length": 8, "warmup_steps": 0, "max_docs": 1, "lr": 1e-12,
              "weight_decay": 0, "clip_grad_norm": 1e-12}
+# ... and the most: past these a run is no recipe but a typo (10 million steps is the Pre-train page's bound too; an
+# Adam step of lr 1 already moves a weight by about 1 a step; more static-masking copies than Google's 10 ten times
+# over hold the corpus that many times in memory).
+_AT_MOST = {"max_steps": 10_000_000, "lr": 1.0, "dupe_factor": 100}
+MAX_FRAMES = 200  # time-lapse frames: each a forward pass and an evaluation (the Pre-train page's bound)
 _WHOLE = {"batch_size", "grad_accum", "max_steps", "log_every", "eval_every", "save_every", "eval_batches",
           "dupe_factor", "vocab_size", "max_seq_length",
           "warmup_steps", "max_docs"}
@@ -192,6 +199,7 @@ def positions_fit(max_seq_length: int, positions: int, model: str) -> None:
 # explorer-mini learnt at 5e-4 and the recipes use 1e-3; the paper's 1e-4 (BERT-Base, 1 M steps) kept an
 # L2-H128 model of 1,500 steps of 16 sequences there, where 5e-4 left it (9.6 % held-out, against 5.7 %).
 SMALL_MODEL_LR = 5e-4
+PAPER_LR = 1e-4  # Appendix A.2: BERT-Base and -Large, 1,000,000 steps of 256 sequences
 
 
 def plateau_advice(lr, memorised: bool = False) -> str:
@@ -201,20 +209,19 @@ def plateau_advice(lr, memorised: bool = False) -> str:
         return ("More steps would make it worse: give it more text (a corpus of millions of words, or a built-in one "
                 "joined with yours by +), fewer steps, or a smaller model.")
     if isinstance(lr, (int, float)) and lr < SMALL_MODEL_LR:
-        return (f"A higher learning rate may get it going: at {lr:g}, the paper's rate for BERT-Base over a million "
-                f"steps, a small model of a few thousand steps learns slowly; this project's small models learnt "
-                f"at {SMALL_MODEL_LR:g} to 1e-3. More steps help too.")
+        whose = ", the paper's rate for BERT-Base over a million steps," if lr == PAPER_LR else ""
+        return (f"A higher learning rate may get it going: at {lr:g}{whose} a small model of a few thousand steps "
+                f"learns slowly; this project's small models learnt at {SMALL_MODEL_LR:g} to 1e-3. More steps help "
+                "too.")
     return "More steps or a longer warm-up may get it going."
 
 
-def paper_rate_note(cfg: PretrainConfig, given: dict) -> str | None:
-    """Said as a run starts whose learning rate was not given and is the paper's (below ``SMALL_MODEL_LR``) while
-    the model is smaller than BERT-Base (a warm start's size is its checkpoint's): what it learns slowly from."""
-    if "lr" in given or cfg.lr >= SMALL_MODEL_LR or (cfg.init is None and cfg.size in ("base", "large")):
-        return None
-    return (f"no --lr given: the run takes the paper's {cfg.lr:g}, BERT-Base's over a million steps, which a small "
-            f"model of a few thousand steps learns from slowly; this project's small models learnt at "
-            f"{SMALL_MODEL_LR:g} to 1e-3 (--lr {SMALL_MODEL_LR:g})")
+def rate_for_width(hidden_size: int | None) -> float:
+    """The learning rate a run takes where none was given, as the Pre-train page sets it: ``SMALL_MODEL_LR`` for a
+    model narrower than BERT-Base (at the paper's 1e-4 one of a few thousand steps stayed on the word-frequency
+    plateau), the paper's 1e-4 for BERT-Base and wider, and for a width not known here (a warm start from a Hub
+    model not downloaded yet)."""
+    return SMALL_MODEL_LR if hidden_size is not None and hidden_size < 768 else PAPER_LR
 
 
 def plateau_warning(final: dict, lr) -> str | None:

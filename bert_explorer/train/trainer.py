@@ -25,6 +25,7 @@ own.
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from contextlib import nullcontext
@@ -103,6 +104,10 @@ class Job(Protocol):
     def after(self, step: int, losses: Losses) -> None: ...  # a progress bar, a caller's on_step
 
 
+class Diverged(ValueError):
+    """The training loss stopped being a number: the weights are lost to it, and more steps cannot mend them."""
+
+
 @dataclass
 class Trainer:
     """The model and what updates it: the optimiser and schedule, the loss scaler and the autocast
@@ -166,6 +171,7 @@ class Trainer:
             job.reporter.step_reached = self.step
             losses = Losses(parts_sum)
             if due.log:
+                self._check_finite(losses, lr)
                 job.log(self.step, dict(losses), float("nan") if grad_norm is None else float(grad_norm), seconds, lr)
                 seconds = 0.0
             measured, stop = job.evaluate(self.step) if due.evaluate else (None, False)
@@ -177,3 +183,12 @@ class Trainer:
             if stop:
                 return True
         return False
+
+    def _check_finite(self, losses: Losses, lr: float) -> None:
+        """A loss that is NaN or infinite where no loss scaler skips such steps (fp32, bf16): the weights have
+        gone with it, and a run that went on would save them and end "finished" (an lr of 1e9 did)."""
+        loss = losses["loss"]
+        if math.isfinite(loss) or self.scaler.is_enabled():
+            return
+        raise Diverged(f"the training loss became {loss} at step {self.step:,} (learning rate {lr:g}): the training "
+                       "diverged and the weights it reached are not numbers; start again with a lower learning rate")
