@@ -29,7 +29,7 @@ from bert_explorer.train.estimate import LONG_RUN_ASK_S
 from bert_explorer.train.finetune_resume import resume_settings as resume_finetuning
 from bert_explorer.train.speed import said
 from bert_explorer.train.finetune import (check_start as check_finetuning, estimate, few_steps_note, ltr_problem,
-                                          positions_of, read_spec, repeated_examples, steps_text)
+                                          positions_of, read_spec, repeated_examples, resume_refusal, steps_text)
 from bert_explorer.train.finetune_config import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_GRAD_ACCUM, MAX_PATIENCE,
                                                  MAX_TRAIN_EXAMPLES, FinetuneConfig)
 
@@ -333,9 +333,11 @@ if (writes_allowed() and status.get("state") in ("stopped", "failed", "crashed")
                         help="Continues from the run's last checkpoint with its own settings (weights, optimiser, "
                              "schedule, data order and evaluations so far); what the stopped run kept is moved to "
                              "set_aside/.")):
-    try:  # the run's own settings: a resume changes nothing it has trained on
+    try:  # the run's own settings, on the data it trained on: a resume changes nothing it has trained on
         settings, _ = resume_finetuning(run.path, {}, FinetuneConfig)
-    except ValueError as e:
+        if refusal := resume_refusal(settings, run.path):
+            raise ValueError(refusal)
+    except (ValueError, OSError, KeyError) as e:
         st.error(without_host_paths(str(e)))
     else:
         if rv.launch("finetune", asdict(settings), run.path, resume=True):

@@ -614,6 +614,25 @@ def test_a_run_written_by_an_earlier_version_still_loads_with_a_warning():
         PretrainConfig.from_dict(old)
 
 
+
+def test_a_resume_whose_corpus_file_changed_is_refused_in_one_sentence(tmp_path, capsys):
+    """A file edited after a stop: the resume trained on another split (103 sequences, then 63) with nothing said."""
+    words = "the cat sat on a mat while dogs ran far away from home and birds sang songs in tall green trees".split()
+    docs = ["\n".join(" ".join(words[(d + s) % 10:(d + s) % 10 + 8]) + " ." for s in range(6)) for d in range(40)]
+    corpus = tmp_path / "mine.txt"
+    corpus.write_text("\n\n".join(docs) + "\n")
+    out = str(tmp_path / "run")
+    common = ["--no-progress", "--device", "cpu", "--precision", "fp32"]
+    assert main(["pretrain", "--output", out, "--corpus", str(corpus), "--size", "tiny", "--batch-size", "4",
+                 "--max-seq-length", "32", "--vocab-size", "200", "--max-steps", "2", "--eval-batches", "1",
+                 *common]) == 0
+    corpus.write_text("\n\n".join(docs[:25]) + "\n")  # the user's text, cut after the stop
+    capsys.readouterr()
+    assert main(["pretrain", "--output", out, "--resume", "--max-steps", "3", *common]) == 2
+    err = capsys.readouterr().err
+    assert "and its corpus now gives" in err and "the text changed since it stopped, so it cannot resume" in err, err
+    assert json.loads((tmp_path / "run" / "status.json").read_text())["step"] == 2
+
 def test_resume_keeps_the_runs_own_settings_and_refuses_a_change_of_data(tmp_path, capsys):
     """`pretrain --output RUN --resume` reads the run's settings, not the command line's defaults:
     the same documents, split, batch and model; a flag that would change them is refused in one

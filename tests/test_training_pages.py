@@ -1082,3 +1082,32 @@ def test_finetune_page_sets_the_trainer_settings_and_resumes_a_stopped_run(runs_
     status = Run(stopped).wait(timeout=240)
     assert status["state"] == "finished", stopped.joinpath("log.txt").read_text()[-2000:]
     assert "resuming at step 3 from checkpoints/step-3" in stopped.joinpath("log.txt").read_text()
+
+
+def test_a_resume_on_changed_data_is_refused_before_a_process_starts_and_the_run_stays_stopped(runs_root, base_model,
+                                                                                                 monkeypatch, tmp_path):
+    """A run of the CLI's on a file the user then grew: the page's Resume launched a process that failed before
+    training, and the stopped run read "crashed" with Resume still offered."""
+    from bert_explorer.train.engine import Epochs
+    from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
+
+    data = tmp_path / "mine.csv"
+    data.write_text(_csv([(ex["text"], ex["label"]) for ex in make_tiny("classification", n=48).examples],
+                         ["text", "label"]).decode())
+    after = Epochs.after
+    monkeypatch.setattr(Epochs, "after", lambda job, step, losses: (
+        job.reporter.request_stop() if step == 2 else None) or after(job, step, losses))
+    stopped = runs_root / "finetune-mine"
+    run_finetuning(FinetuneConfig(model=base_model, train=str(data), epochs=2, batch_size=8, max_seq_length=32), stopped)
+    monkeypatch.setattr(Epochs, "after", after)
+    assert Run(stopped).status()["state"] == "stopped"
+    with open(data, "a") as f:  # the file grows after the stop
+        f.write("".join(f"a new good row {i},{i % 2}\n" for i in range(30)))
+    launched = []
+    monkeypatch.setattr("bert_explorer.app.runs_view.launch", lambda *a, **k: launched.append(a) or True)
+    at = _page("11_Fine-tune.py", **_model_state(base_model))
+    at.selectbox(key="ft_watch").set_value("finetune-mine").run()
+    at.button(key="ft_resume").click().run()
+    assert not at.exception and not launched
+    assert any("the data changed, so it cannot resume" in e.value for e in at.error), [e.value for e in at.error]
+    assert Run(stopped).status()["state"] == "stopped"

@@ -24,7 +24,7 @@ from ..checkpoint import CheckpointError
 from ..train.speed import busy_text, niced_here, said
 from ..train.estimate import background_threads, sequences_of
 from ..train.finetune import FinetuneConfig, check_folder as check_finetuning_folder, check_start as check_finetuning, \
-    estimate as finetune_estimate, few_steps_note, read_data, run_finetuning, steps_text
+    estimate as finetune_estimate, few_steps_note, read_data, resume_refusal, run_finetuning, steps_text
 from ..train.predict import Predictor
 from ..train.pretrain import check_start as check_pretraining, estimate as pretrain_estimate, run_pretraining
 from ..data.uploads.core import PAIR_NAMES, TEXT_NAMES, column_key
@@ -302,6 +302,8 @@ def cmd_finetune(args) -> int:
     if args.resume:
         with user_errors(TypeError):
             cfg, notes = resume_finetuning(args.output, given_settings(args, FinetuneConfig), FinetuneConfig)
+            if args.background and (refusal := resume_refusal(cfg, args.output)):  # (said here, not in its log)
+                raise UserError(refusal)
         for note in notes:
             print(f"note: resuming with {note}", file=sys.stderr)
     else:

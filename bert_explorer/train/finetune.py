@@ -326,6 +326,25 @@ def check_folder(run_dir: str | Path, stored_first: bool = True) -> None:
         raise ValueError(refusal)
 
 
+def data_changed(run_dir: Path, state: dict, train, dev) -> str | None:
+    """One sentence where the data a stopped run would resume on is not the data it trained on (its checkpoint's
+    counts of training and dev examples), else None."""
+    if state["examples"] == [len(train.examples), len(dev.examples)]:
+        return None
+    return (f"{run_dir} was trained on {state['examples'][0]:,} training and {state['examples'][1]:,} dev examples, "
+            f"and its data now gives {len(train.examples):,} and {len(dev.examples):,}: the data changed, so it "
+            "cannot resume; start a new run")
+
+
+def resume_refusal(cfg: FinetuneConfig, run_dir: str | Path) -> str | None:
+    """Why the stopped run in ``run_dir`` cannot resume with ``cfg`` (its own settings) on its data as it is now,
+    said before a process is started for it (one started on it would fail before it trains, and a page would show
+    the stopped run as crashed); None where it can."""
+    point = resume_point(run_dir)
+    train, dev = read_data(cfg)
+    return data_changed(Path(run_dir), point[1], train, dev)
+
+
 @writes_run("run_dir", "bert-explorer finetune")
 def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = False) -> dict:
     """Fine-tune into ``run_dir``. With ``resume`` a stopped run goes on from its newest checkpoint
@@ -347,10 +366,8 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
         if config is not None:
             check_batch_fits(config, cfg.batch_size, cfg.max_seq_length, cfg.precision, cfg.device, cfg.model,
                              predicted=0.0, sequences_per_example=len(train.examples[0]["choices"]))
-    if point is not None and point[1]["examples"] != [len(train.examples), len(dev.examples)]:
-        raise ValueError(f"{run.path} was trained on {point[1]['examples'][0]:,} training and "
-                         f"{point[1]['examples'][1]:,} dev examples, and its data now gives {len(train.examples):,} and "
-                         f"{len(dev.examples):,}: the data changed, so it cannot resume; start a new run")
+    if point is not None and (changed := data_changed(run.path, point[1], train, dev)):
+        raise ValueError(changed)
     label_names = label_names_of(train)
     run.create(asdict(cfg), "finetune")
     # Ctrl-C and SIGTERM are a Stop (runs/signals.py): the run ends at its next step, measured, with its model

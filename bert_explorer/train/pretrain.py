@@ -565,6 +565,19 @@ class Pretraining:
         return step * self.cfg.batch_size * self.cfg.grad_accum * self.dev.world_size
 
 
+def _data_changed(run: Reporter, data: PretrainingData) -> str | None:
+    """One sentence where a resumed run's corpus now gives other sequences than the run trained on (the counts its
+    start recorded: the same settings over the same text give the same ones), else None. A corpus file edited
+    after a stop made a resume train on another split with nothing said."""
+    status = run.status() if callable(run.status) else run.status
+    was = (status.get("train_sequences"), status.get("held_out_sequences"))
+    if None in was or was == (len(data.train), len(data.held)):
+        return None
+    return (f"{getattr(run, 'path', 'the run')} was trained on {was[0]:,} training and {was[1]:,} held-out sequences, "
+            f"and its corpus now gives {len(data.train):,} and {len(data.held):,}: the text changed since it "
+            "stopped, so it cannot resume; put the text back as it was, or start a new run")
+
+
 def _check_ranks_in_sync(run: Reporter, dev: Device, model) -> None:
     """Every rank holds its own copy of the weights; DDP keeps them identical by averaging
     gradients. Check it: gather a checksum of each rank's parameters."""
@@ -581,6 +594,8 @@ def _pretrain(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | No
     """Build the data, build the model and its trainer (restored on a resume), train, finish."""
     began = time.time()
     data = pretraining_data(cfg, run, dev, latest)
+    if latest is not None and (changed := _data_changed(run, data)):
+        raise ValueError(changed)
     t, tokens_seen = _trainer(cfg, run, dev, latest, _new_model(cfg, run, dev, latest, data.tok))
     _check_room(run, t.model, cfg, t.step)
     if dev.is_main:
