@@ -1028,6 +1028,22 @@ def test_predict_reads_a_utf16_input_file(tmp_path, capsys, monkeypatch):
 
 
 
+def test_predict_answers_a_large_input_a_chunk_at_a_time_and_bounds_its_rows(tmp_path, capsys, monkeypatch):
+    """243,000 rows took 4.4 GB (every row's features at once) and printed nothing for minutes."""
+    from bert_explorer.cli import training
+
+    _echo_predictor(monkeypatch, "classification")
+    asked = []
+    monkeypatch.setattr(training.Predictor, "predict", lambda self, examples: asked.append(len(examples)) or examples)
+    f = tmp_path / "in.txt"
+    f.write_text("".join(f"row {i}\n" for i in range(600)))
+    assert main(["predict", "--model", "m", "--input", str(f), "--json"]) == 0
+    assert asked == [256, 256, 88] and len(json.loads(capsys.readouterr().out)) == 600
+    monkeypatch.setattr(training, "MAX_PREDICTED", 500)
+    assert main(["predict", "--model", "m", "--input", str(f)]) == 2
+    assert f"{f} holds 600 examples, more than the 500 one predict answers" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("kind", ["classification", "pair-classification"])
 def test_predict_reads_a_csv_by_its_header_and_json_lines_by_the_training_keys(tmp_path, capsys, monkeypatch, kind):
     """A CSV given to predict was read as lines: its header predicted as a text, each row's label left in its text,
