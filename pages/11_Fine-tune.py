@@ -394,7 +394,8 @@ if not has_model:
     st.stop()
 st.subheader("4. Try the model")
 # each run's own boxes (a box shared by every run showed the last run's prediction under a box drawn empty)
-typed = [text_box(st.text_area if i.long else st.text_input, i.label, key=f"{key}_{run.name}", max_chars=limits.CHARS)
+typed = [text_box(st.text_area if i.long else st.text_input, i.label, key=f"{key}_{run.name}",
+                  max_chars=limits.CHARS, persist_state="session")
          for i, key in zip(kind.inputs if kind else (), ("ft_try_text", "ft_try_pair"))]
 example = None
 if typed and all(t.strip() for t, i in zip(typed, kind.inputs) if i.required):

@@ -155,14 +155,14 @@ views = list(predictions.VIEWS) if task.right_or_wrong else ["all", "confident m
 # a radio of each kind of answer (one key for both: a regression run opened after a classifier's showed its
 # radio with nothing selected, its labels not the kept choice's)
 which = c1.radio("Show", views, key="af_view" if task.right_or_wrong else "af_view_values", horizontal=True,
-                 index=views.index("confident mistakes"),
+                 index=views.index("confident mistakes"), persist_state="session",
                  format_func=lambda v: predictions.VIEWS[v] if task.right_or_wrong else {
                      "all": "every example", "confident mistakes": "largest errors first",
                      "unsure right answers": "smallest errors first"}[v])
 golds = sorted({str(r["gold"]) for r in rows}) if task.gold_choosable else []
 # the example and gold boxes are the run's own: a box shared by every run kept the last run's example
 run_key = finder.rel_name(run.path, root)
-gold = c2.selectbox("Gold answer", [None, *golds], key=f"af_gold_{run_key}",
+gold = c2.selectbox("Gold answer", [None, *golds], key=f"af_gold_{run_key}", persist_state="session",
                     format_func=lambda g: "any" if g is None else g) if golds else None
 shown_rows = predictions.view(rows, which, gold)
 table = pd.DataFrame(shown_rows)
@@ -192,6 +192,7 @@ if not shown_rows:
     st.caption("No example in this view.")
 else:
     pick = st.selectbox("Example", [r["example"] for r in shown_rows], key=f"af_example_{run_key}",
+                        persist_state="session",
                         format_func=lambda i: (f"{i}: gold {_shown(rows[i]['gold'])} · predicted "
                                                f"{_shown(rows[i]['predicted'])}")[:160])
     row, example = rows[pick], record["examples"][pick]
@@ -309,7 +310,7 @@ else:
         st.caption(f"Before: **{shown_path(changed['before_name'])}**, the pre-trained model this run started from; "
                    f"after: **{shown_path(changed['after'])}**, the model it saved. Each dot is one dev example's "
                    f"C (the last layer's [CLS] vector), coloured by its gold answer.")
-        method = st.radio("Map", ["pca", "tsne"], key="af_map", horizontal=True,
+        method = st.radio("Map", ["pca", "tsne"], key="af_map", horizontal=True, persist_state="session",
                           format_func={"pca": "PCA (distances honest)", "tsne": "t-SNE (neighbours honest)"}.get)
         coords = _maps(str(run.path), store, method)
         fig = make_subplots(rows=1, cols=2, subplot_titles=("before fine-tuning", "after fine-tuning"))

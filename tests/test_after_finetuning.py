@@ -522,6 +522,33 @@ def test_a_run_opens_on_its_most_confident_mistake_and_another_run_on_its_own(tu
     assert box.format_func(box.value).startswith(f"{top['example']}: gold {top['gold']} · predicted {top['predicted']}")
 
 
+
+def test_the_view_and_the_example_chosen_hold_when_the_user_leaves_the_page_and_comes_back(tuned, monkeypatch):
+    """"every example" chosen, then Runs and back: the page was on "the wrong answers, the most confident first"."""
+    at = _page(tuned, monkeypatch, "classification", from_home=True)
+    at.radio(key="af_view").set_value("all").run()
+    second = 1  # the second example of the dev set, in dev order
+    next(b for b in at.selectbox if b.label == "Example").set_value(second).run()
+    at.switch_page("pages/13_Runs.py").run()
+    at.switch_page("pages/12_After_fine_tuning.py").run()
+    assert not at.exception and at.radio(key="af_view").value == "all"
+    assert next(b for b in at.selectbox if b.label == "Example").value == second
+
+
+def test_what_was_typed_to_try_a_model_holds_when_the_user_leaves_the_fine_tune_page(tuned, monkeypatch):
+    """Typed on the Fine-tune page's Try the model, then After fine-tuning and back: the box was empty."""
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tuned["root"]))
+    at = AppTest.from_file("../run_app.py", default_timeout=120).run()
+    at.switch_page("pages/11_Fine-tune.py").run()
+    at.selectbox(key="ft_watch").set_value("classification").run()
+    assert not at.exception, at.exception
+    at.text_input(key="ft_try_text_classification").set_value("a good and warm film").run()
+    said = next(m for m in at.metric if m.label == "Prediction").value
+    at.switch_page("pages/12_After_fine_tuning.py").run()
+    at.switch_page("pages/11_Fine-tune.py").run()
+    assert not at.exception and at.text_input(key="ft_try_text_classification").value == "a good and warm film"
+    assert next(m for m in at.metric if m.label == "Prediction").value == said
+
 def test_why_this_answer_opens_attributions_with_the_example_and_the_run(tuned, monkeypatch):
     at = _page(tuned, monkeypatch, "classification", from_home=True)
     rows = predictions.load_predictions(tuned["runs"]["classification"]).rows

@@ -85,7 +85,7 @@ def test_pretrain_page_starts_a_run_and_shows_curves_and_timelapse(runs_root):
     at = _page("10_Pre-train.py")
     assert at.selectbox(key="pt_watch").value == "older"
     assert not at.exception
-    assert any("Appendix A.2" in m.value for m in at.markdown)
+    assert any("Appendices A.1-A.2" in m.value for m in at.markdown)
     at.multiselect(key="pt_corpus").set_value(["tiny"])
     at.selectbox(key="pt_size").set_value("L2-H128")
     at.number_input(key="pt_steps").set_value(4)

@@ -134,7 +134,7 @@ def pick_run(label: str, runs: list[Run], key: str, root: Path) -> Run:
     labels = {n: finder.run_label(r, root) for n, r in zip(names, runs)}
     if st.session_state.get(key) not in names:
         st.session_state.pop(key, None)
-    return runs[names.index(st.selectbox(label, names, key=key, format_func=labels.get))]
+    return runs[names.index(st.selectbox(label, names, key=key, format_func=labels.get, persist_state="session"))]
 
 
 def new_run_dir(prefix: str, root: Path) -> Path:
