@@ -3,11 +3,12 @@ import streamlit as st
 from bert_explorer import limits
 from bert_explorer.analysis.probes import guesses as gs
 from bert_explorer.analysis.probes.check_set import load_check_set
+from bert_explorer.analysis.probes.pretraining_tasks import MLM_HEAD, NSP_HEAD
 from bert_explorer.app import guess_view as gv
 from bert_explorer.app.roles import writes_allowed
 from bert_explorer.app.state import picked_model
 from bert_explorer.app.keep import text_box
-from bert_explorer.app.widgets import intro
+from bert_explorer.app.widgets import intro, needs_head
 
 intro("Guess with the class", """
 Before BERT answers, the class answers. The teacher poses a sentence with one word hidden behind `[MASK]`
@@ -48,8 +49,12 @@ if writes_allowed():  # the teacher (or this machine's user): poses and reveals
         pair = check["nsp"][0]
         text = text_box(st.text_input, "Sentence A", pair["a"], max_chars=limits.CHARS, key="guess_a")
         text_b = text_box(st.text_input, "Sentence B", pair["b"], max_chars=limits.CHARS, key="guess_b")
-    if st.button("Pose to the class", key="guess_pose", type="primary",
-                 help="The students' pages show it within seconds; the last question's guesses are cleared."):
+    # a model without the head the question needs would "answer" with random weights (MiniLM's judicial, skirt, ...)
+    answers = needs_head(loaded, MLM_HEAD if kind == "cloze" else NSP_HEAD,
+                         "answer " + ("a masked word" if kind == "cloze" else "whether B follows A"))
+    if answers and st.button("Pose to the class", key="guess_pose", type="primary",
+                             help="The students' pages show it within seconds; the last question's guesses are "
+                                  "cleared."):
         try:
             gv.BOARD.pose(kind, text, text_b, name, loaded.tokenizer.id_to_token(loaded.tokenizer.mask_id))
             st.rerun()

@@ -9,6 +9,7 @@ from bert_explorer import checkpoint
 from bert_explorer.analysis.probes import guesses as gs
 from bert_explorer.analysis.probes.pretraining_tasks import mlm_top_k, nsp_probability
 from bert_explorer.app import guess_view, roles
+from bert_explorer.safe_text import markdown_text
 
 PAGE = "../pages/16_Guess_with_the_class.py"
 CLOZE = "the capital of france is [MASK] ."
@@ -38,6 +39,10 @@ def test_a_guess_is_one_word_the_model_can_read(tokenizer):
         with pytest.raises(gs.GuessRefused, match="letters or digits"):
             gs.one_word(markup, tokenizer)
     assert gs.one_word("don't", tokenizer) == "don't" and gs.one_word("e-mail", tokenizer) == "e-mail"
+    # a ligature is the word it draws (counted apart from "fire"); a link is no word, and not "a token of BERT's"
+    assert gs.one_word("\ufb01re", tokenizer) == "fire"
+    with pytest.raises(gs.GuessRefused, match="letters or digits"):
+        gs.one_word("[link](javascript:alert(1))", tokenizer)
 
 
 def test_the_board_keeps_one_guess_a_session_closes_at_the_reveal_and_forgets_with_the_next_question():
@@ -61,6 +66,13 @@ def test_the_board_keeps_one_guess_a_session_closes_at_the_reveal_and_forgets_wi
     with pytest.raises(gs.GuessRefused, match=f"{gs.MAX_GUESSES} guesses already"):
         board.guess(nxt.id, "one more", gs.NO)
     board.guess(nxt.id, "s0", gs.NO)  # a student already counted may still change theirs
+    # the teacher takes a word off the board (a script's flood of one word, or a word not for the screen)
+    third = board.pose("cloze", CLOZE, None, "m")
+    for i in range(5):
+        board.guess(third.id, f"bot{i}", "spam")
+    board.guess(third.id, "s1", "paris")
+    assert board.take_off(third.id, "spam") == 5 and board.current().guesses == {"s1": "paris"}
+    board.guess(third.id, "bot0", "lyon")  # who sent it may guess again
 
 
 def test_the_tally_draws_ten_guesses_and_the_rest_as_other_and_the_sentences_count():
@@ -131,7 +143,7 @@ def test_three_students_guess_and_the_reveal_puts_the_class_beside_the_model(cla
     teacher.button(key="guess_pose").click().run()
     for s, word in zip(students, ("Paris", "paris", "london")):
         s.run()
-        assert any(CLOZE in m.value for m in s.markdown)
+        assert any(markdown_text(CLOZE) in m.value for m in s.markdown)
         _send(s, word)
         assert any(f"Your guess: **{word.lower()}**" in c.value for c in s.caption)
     _send(students[2], "two words")  # refused, and the earlier guess stays
@@ -201,3 +213,31 @@ def test_a_student_who_reloads_or_opens_a_second_tab_is_still_one_student(classr
     assert any(f"{guess_view.STUDENT_COOKIE}={made}" in str(e.proto) for e in fresh.get("html"))
     assert not any(guess_view.STUDENT_COOKIE in str(e.proto) for e in fresh.run().get("html"))
     assert fresh.session_state[guess_view.STUDENT_KEY] == made
+
+
+def test_the_teacher_sees_the_words_before_the_reveal_and_takes_one_off_the_board(classroom):
+    teacher, students = _teacher(), [_student() for _ in range(3)]
+    teacher.text_input(key="guess_text_own").set_value("she drank a **glass** of [MASK] ![x](http://example.invalid/x.png)")
+    teacher.button(key="guess_pose").click().run()
+    for s, word in zip(students, ("water", "spam", "spam")):
+        _send(s.run(), word)
+    # the question is shown as the characters the model reads: no bold, no image fetched from another site
+    shown = [m.value for m in students[0].markdown if "Which word" in m.value][0]
+    assert "\\*\\*glass\\*\\*" in shown and "!\\[x\\]" in shown
+    teacher.run()
+    assert any(c.value == "Only you see these before the reveal: spam (2), water (1)" for c in teacher.caption)
+    q = guess_view.BOARD.current()
+    teacher.selectbox(key=f"guess_off_{q.id}").set_value("spam").run()
+    teacher.button(key=f"guess_off_go_{q.id}").click().run()
+    assert not teacher.exception and list(guess_view.BOARD.current().guesses.values()) == ["water"]
+    assert [m.value for m in teacher.run().metric] == ["1"]
+
+
+def test_a_model_without_the_head_a_question_needs_cannot_be_asked_it(classroom):
+    """MiniLM (no pre-training heads) "answered" a cloze with its random head: judicial, skirt, somewhere."""
+    teacher = AppTest.from_file(PAGE, default_timeout=120)
+    teacher.query_params[roles.QUERY] = "tok"
+    teacher.session_state["be_model_choice"] = "minilm"
+    teacher.run()
+    assert not teacher.exception and not [b for b in teacher.button if b.key == "guess_pose"]
+    assert any("has no trained masked-LM head" in w.value for w in teacher.warning)

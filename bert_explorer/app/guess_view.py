@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections import Counter
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -11,6 +12,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ..analysis.probes import guesses as gs
 from ..analysis.probes.pretraining_tasks import mlm_top_k, nsp_probability
+from ..safe_text import markdown_text
 from . import exports
 from .state import load
 
@@ -18,6 +20,7 @@ BOARD = gs.Board()  # one per server process: every session reads the same quest
 ARCH = "BertForPreTraining"
 TOP_K = 10
 POLL_S = 2.0  # how often a student's page looks for the question and the reveal (Streamlit has no push)
+TEACHER_SHOWN = 30  # words of the guesses so far listed on the teacher's page
 
 
 STUDENT_COOKIE = "bert_explorer_student"
@@ -70,9 +73,12 @@ def model_answer(q: gs.Question) -> dict:
 
 
 def question_text(q: gs.Question) -> str:
+    """The question as Markdown, its sentences shown as the characters the model reads (a teacher's "**" or a
+    Markdown image was drawn bold, or fetched from another site by every student's browser)."""
     if q.kind == "cloze":
-        return f"Which word is hidden behind [MASK]?  \n> {q.text}"
-    return f"Is B the sentence that came after A?  \n> **A:** {q.text}  \n> **B:** {q.text_b}"
+        return f"Which word is hidden behind [MASK]?  \n> {markdown_text(q.text)}"
+    return (f"Is B the sentence that came after A?  \n> **A:** {markdown_text(q.text)}  \n"
+            f"> **B:** {markdown_text(q.text_b)}")
 
 
 def _students(n: int) -> str:
@@ -158,7 +164,22 @@ def student_box() -> None:
 
 @st.fragment(run_every=2.0)
 def teacher_count() -> None:
+    """The teacher's view of the guesses before the reveal: how many, the words themselves (on the teacher's
+    screen first, not the projector's at the reveal), and a word taken off the board."""
     q = BOARD.current()
     if q is None or q.answer is not None:
         return
     st.metric("Guesses so far", len(q.guesses))
+    if q.kind != "cloze" or not q.guesses:
+        return
+    counts = sorted(Counter(q.guesses.values()).items(), key=lambda wc: (-wc[1], wc[0]))
+    st.caption("Only you see these before the reveal: " + ", ".join(
+        f"{markdown_text(w)} ({n})" for w, n in counts[:TEACHER_SHOWN])
+        + (f", and {len(counts) - TEACHER_SHOWN} more words" if len(counts) > TEACHER_SHOWN else ""))
+    c1, c2 = st.columns([3, 1])
+    word = c1.selectbox("A guess not for the class's screen", [w for w, _ in counts], index=None,
+                        key=f"guess_off_{q.id}", placeholder="choose a word to take off the board")
+    if word is not None and c2.button("Take it off", key=f"guess_off_go_{q.id}",
+                                      help="Every guess of this word leaves the board; who sent it may guess again."):
+        BOARD.take_off(q.id, word)
+        st.rerun()

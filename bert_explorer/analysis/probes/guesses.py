@@ -33,12 +33,13 @@ def one_word(text: str, tokenizer) -> str:
     """A student's cloze guess as the model would read it: one word, at most MAX_CHARS characters, that
     WordPiece can spell without [UNK] (lowercased when the model is uncased)."""
     # punctuation around a word is not the word ("Paris!" was counted apart from "paris" at the reveal)
-    word = str(text).strip().strip(".,;:!?\"'“”‘’()")
+    # NFKC: a ligature ("ﬁre") or a full-width letter is the word it draws, not a guess counted apart from it
+    word = unicodedata.normalize("NFKC", str(text)).strip().strip(".,;:!?\"'“”‘’()")
     if tokenizer.lowercase:  # an uncased model reads "París" as "paris" (it drops accents too): one guess
         word = "".join(c for c in unicodedata.normalize("NFD", word.lower()) if unicodedata.category(c) != "Mn")
     if not word:
         raise GuessRefused("Type one word first.")
-    if word.upper() in ("[MASK]", "[CLS]", "[SEP]", "[PAD]", "[UNK]") or word.startswith(("[", "##")):
+    if word.upper() in ("[MASK]", "[CLS]", "[SEP]", "[PAD]", "[UNK]") or word.startswith("##"):
         raise GuessRefused("Type the word you think the [MASK] hides, not a token of BERT's own.")
     if len(word) > MAX_CHARS:
         raise GuessRefused(f"A guess is one word of at most {MAX_CHARS} characters.")
@@ -97,6 +98,18 @@ class Board:
             if session not in q.guesses and len(q.guesses) >= MAX_GUESSES:
                 raise GuessRefused(f"This question has {MAX_GUESSES} guesses already, the most one question takes.")
             q.guesses[session] = guess
+
+    def take_off(self, question_id: str, word: str) -> int:
+        """Take every guess of ``word`` off the question (the teacher's: a word not for the class's screen, or one
+        sent by a script again and again); how many were taken. The students who sent it may guess again."""
+        with self._lock:
+            q = self._question
+            if q is None or q.id != question_id or q.answer is not None:
+                return 0
+            gone = [s for s, g in q.guesses.items() if g == word]
+            for s in gone:
+                del q.guesses[s]
+            return len(gone)
 
     def reveal(self, question_id: str, answer: dict) -> None:
         with self._lock:
