@@ -203,6 +203,19 @@ def test_the_time_left_corrects_itself_from_the_progress_made():
     assert seconds_left(1000.0, 0.55, now=1030.0, since=(1021.0, 0.1)) == pytest.approx(9.0 * 0.45 / 0.45)
 
 
+def test_a_job_past_the_time_said_with_no_rate_of_its_own_is_said_so_not_given_0_s():
+    """A build at 7 % a minute past its 105 s said "about 0 s left" to every student."""
+    import time as clock
+
+    from bert_explorer.runs.report import left_text
+
+    now = clock.time()
+    assert seconds_left(now - 200, 0.067, now=now, since=(now - 3, 0.06), said=(now - 200, 105)) is None
+    assert seconds_left(now - 50, 0.0, now=now, said=(now - 50, 105)) == pytest.approx(55, abs=1)  # said, less since
+    assert left_text(now - 200, 0.067, since=(now - 3, 0.06), said=(now - 200, 105)) == \
+        " · longer than the 1 min 45 s said before it started"
+
+
 def test_a_build_s_progress_keeps_its_first_progress_past_zero(tmp_path, monkeypatch):
     """What report.seconds_left counts the rate from: written once, by the process at work."""
     from bert_explorer.runs import neighbour_jobs as jobs
@@ -249,7 +262,7 @@ def test_a_build_says_the_time_said_at_its_start_until_its_progress_says_more(tm
     assert left == pytest.approx(200, abs=2)
     # once the build's own progress is enough, its own rate: half done in 10 s, 10 s to go
     assert seconds_left(1000.0, 0.5, now=1010.0, since=[1000.0, 0.0], said=[900.0, 600.0]) == pytest.approx(10)
-    assert seconds_left(None, 0.0, now=2000.0, said=[900.0, 600.0]) == 0.0  # said, and overdue: no negative time
+    assert seconds_left(None, 0.0, now=2000.0, said=[900.0, 600.0]) is None  # said, and overdue: no time, never 0 s
     # the page's line gives one time left: the builder's own "this stage about ... left" (for a terminal) goes
     from bert_explorer.app.roles import progress_line
 

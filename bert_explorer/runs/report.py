@@ -50,8 +50,8 @@ def seconds_left(started: float | None, fraction: float, now: float | None = Non
     own = _own_rate_left(started, fraction, now, since)
     told = max(0.0, float(said[1]) - max(0.0, now - float(said[0]))) \
         if said and said[0] and said[1] is not None and fraction < 1 else None
-    if own is None:
-        return told
+    if own is None:  # (a job past the time said, with no rate of its own yet, has no time left to say: not "0 s")
+        return told or None
     done = fraction - (float(since[1]) if since else 0.0)  # (a resumed job's own part: its rate's basis)
     if told and done < TRUST_OWN_RATE_AT:
         # the first few per cent's rate swings (a build a minute in said "50 min 56 s left" of a 6-minute job):
@@ -76,6 +76,9 @@ def left_text(started: float | None, fraction: float, since: tuple[float, float]
               said: tuple | list | None = None) -> str:
     """" · about 2 min 10 s left", or nothing while :func:`seconds_left` has nothing to say."""
     left = seconds_left(started, fraction, since=since, said=said)
+    if left is None and said and said[0] and said[1] is not None and fraction < 1 \
+            and time.time() - float(said[0]) > float(said[1]):  # (a build at 7 % said "about 0 s left")
+        return f" · longer than the {duration_text(float(said[1]))} said before it started"
     return f" · about {duration_text(left)} left" if left is not None else ""
 
 
