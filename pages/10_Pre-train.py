@@ -51,6 +51,13 @@ comes with its own). The run goes on in the background if you close this tab.
 
 
 
+@by_inputs(max_entries=4, show_spinner="Reading the text…")
+def checked_upload(name: str, data: bytes, objective: str) -> tuple[str | None, dict]:
+    """``check_corpus_upload``, once per file and objective: a 60 MB file was decoded and split again at every
+    click on the page (5 s each)."""
+    return check_corpus_upload(name, data, objective)
+
+
 @by_inputs(max_entries=16)
 def corpus_words(corpus: str, max_docs: int | None, fraction: float, seed: int) -> tuple[int, int]:
     """(words in the corpus a run reads, words in its held-out documents), split as the run splits it."""
@@ -93,13 +100,13 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
             corpus_error = "Choose at least one corpus."
     else:
         upload = dv.uploaded_file("Text file (UTF-8): one sentence per line with a blank line between documents, "
-                                  "or prose with two blank lines between documents", key="pt_upload", types=["txt"],
-                                  container=c1)
+                                  "or prose with two blank lines between documents", key="pt_upload", types=None,
+                                  container=c1)  # (any file: a .gz is refused here in a sentence, not by the browser)
         corpus = upload[0] if upload else ""
         if upload is None:
             corpus_error = "Upload a .txt file."
         else:
-            corpus_error, corpus_facts = check_corpus_upload(upload[0], upload[1], objective)
+            corpus_error, corpus_facts = checked_upload(upload[0], upload[1], objective)
             if corpus_error:
                 c1.error(corpus_error)
             else:

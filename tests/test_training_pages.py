@@ -259,6 +259,30 @@ def test_pretrain_page_refuses_a_bad_corpus_upload(runs_root, name, data, messag
     assert not list(runs_root.iterdir())
 
 
+
+def test_pretrain_page_takes_any_file_and_says_what_a_gz_is_and_reads_a_file_once(runs_root, monkeypatch):
+    """The browser refused a .gz with a tooltip and the page kept the last file's message; a 60 MB upload was
+    decoded and split again at every click (5 s each)."""
+    import gzip
+
+    import bert_explorer.data.corpus_upload as cu
+
+    at = _page("10_Pre-train.py", pt_upload_bytes=("plain.txt.gz", gzip.compress(b"a text\n\nanother\n")))
+    at.radio(key="pt_corpus_source").set_value("Upload a .txt file").run()
+    (box,) = at.get("file_uploader")
+    assert list(box.proto.type) == []  # any file reaches the page, which says what is wrong with it
+    assert "plain.txt.gz is a binary file (a gzip archive)" in at.error[0].value
+    calls = []
+    real = cu.check_corpus_upload
+    monkeypatch.setattr("bert_explorer.data.corpus_upload.check_corpus_upload",
+                        lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    text = "\n\n".join(f"Document {i} says one thing.\nThen another thing {i}." for i in range(12)) + "\n"
+    at.session_state["pt_upload_bytes"] = ("mine.txt", text.encode())
+    at.run()
+    at.number_input(key="pt_steps").set_value(7).run()
+    at.number_input(key="pt_steps").set_value(9).run()
+    assert not at.exception and at.success and len(calls) <= 1
+
 def test_a_warm_start_begins_from_the_model_chosen_on_the_other_pages(runs_root):
     """With explorer-mini chosen in the sidebar, the warm start offered minilm-mlm-nsp first, without a word."""
     at = _page("10_Pre-train.py", be_model_choice="explorer-mini")
