@@ -52,6 +52,23 @@ def test_the_time_estimate_uses_a_measured_run_of_the_same_size_on_this_device(t
     assert "timed here" in other["basis"]  # another size is not measured by that run: its layer is timed
 
 
+
+def test_a_run_of_a_far_smaller_batch_or_of_a_step_or_two_is_not_taken_for_the_speed(tmp_path):
+    """A 3-step run of batch 4 (1,554 tokens/s) made a batch-32 run's estimate 37 min, where it took about 7."""
+    from bert_explorer.train.estimate import device_key, pretrain_estimate
+    from bert_explorer.runs.run import Run
+
+    for name, batch, steps in (("small-batch", 4, 10), ("two-steps", 32, 2)):
+        run = Run(tmp_path / name).create({"size": "mini", "vocab_size": 8000, "max_seq_length": 128,
+                                           "batch_size": batch}, "pretrain")
+        run.write_status(state="finished", device=device_key())
+        for step in range(1, steps + 1):
+            run.log_metrics({"step": step, "split": "train", "loss": 5.0, "tokens_per_s": 500.0})
+    est = pretrain_estimate("mini", steps=100, batch_size=32, seq_len=128, vocab_size=8000, root=tmp_path)
+    assert not est["basis"].startswith("measured"), est["basis"]
+    near = pretrain_estimate("mini", steps=100, batch_size=8, seq_len=128, vocab_size=8000, root=tmp_path)
+    assert near["basis"].startswith("measured: run small-batch")  # batch 4 beside 8: within twice
+
 def test_a_run_that_trained_beside_other_work_is_read_as_an_idle_machines_speed(tmp_path, monkeypatch):
     """A run that trained at 6,954 tokens/s while other work held the CPU was taken for the machine's speed: a
     3,000-step run said 3 min 44 s "on an idle machine" trained at 26,000-32,000 tokens/s. Its log says the cores

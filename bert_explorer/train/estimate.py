@@ -152,7 +152,7 @@ def _vocabulary_of(run, cfg: dict) -> int:
 
 def measured_throughput(root: Path, size: str | None = None, predicted_fraction: float = 0.15,
                         precision: str | None = None, threads: int | None = None, corpus: str | None = None,
-                        seq_len: int | None = None) -> tuple[float, str] | None:
+                        seq_len: int | None = None, batch: int | None = None) -> tuple[float, str] | None:
     """Effective FLOP/s of an earlier pre-training run of the same size on this device, from
     its logged tokens/s: (flop_s, where it comes from), or None. (Other sizes would mislead:
     small models keep a CPU or GPU far less busy than large ones.) A run of another objective (a
@@ -164,15 +164,20 @@ def measured_throughput(root: Path, size: str | None = None, predicted_fraction:
     was taken before one at 13,746, and a 46-second run was said to take 9 minutes). A run on the same
     ``corpus`` at the same ``seq_len`` that logged how full its sequences were (``fill``) gives its FLOP/s
     per sequence slot: the estimate counts every slot (steps x batch x seq_len), and short documents leave
-    most of them empty; another corpus is counted as full, the safe side."""
-    found = list(_measured_runs(root, size, predicted_fraction, precision, threads, corpus, seq_len))
+    most of them empty; another corpus is counted as full, the safe side. A run whose sequences a step (its batch
+    times its accumulation) differ from ``batch`` by more than ``BATCH_APART`` either way is not taken: a batch of
+    4 keeps a CPU a fraction as busy as one of 32 (a 3-step run of batch 4 said 37 min of a 7-minute run)."""
+    found = list(_measured_runs(root, size, predicted_fraction, precision, threads, corpus, seq_len, batch))
     if not found:
         return None
     flop_s, said = max(found, key=lambda x: x[0])
     return flop_s, said + (f" (the fastest of {len(found)} runs of this size here)" if len(found) > 1 else "")
 
 
-def _measured_runs(root, size, predicted_fraction, precision, threads, corpus, seq_len):
+BATCH_APART = 2.0  # an earlier run's sequences a step, at most this many times more or fewer than the run's asked
+
+
+def _measured_runs(root, size, predicted_fraction, precision, threads, corpus, seq_len, batch=None):
     """(FLOP/s, where it comes from) of each earlier run :func:`measured_throughput` may take."""
     dev = device_key()
     for run in find_runs(root):
@@ -186,8 +191,11 @@ def _measured_runs(root, size, predicted_fraction, precision, threads, corpus, s
         if abs(fraction - predicted_fraction) > 1e-9 or (precision and s.get("precision", precision) != precision) \
                 or (dev == "cpu" and threads and s.get("threads", threads) != threads):
             continue
+        per_step = int(cfg.get("batch_size") or 0) * int(cfg.get("grad_accum") or 1)
+        if batch and per_step and not 1 / BATCH_APART <= per_step / batch <= BATCH_APART:
+            continue
         rows = [m for m in _recent_metrics(run) if m.get("split") == "train" and m.get("tokens_per_s")][-20:]
-        if not rows:
+        if len(rows) < 3:  # (a run of a step or two logged its start-up as its speed)
             continue
         tps = statistics.median(m["tokens_per_s"] for m in rows)
         try:
@@ -307,7 +315,7 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
     dtype = autocast_dtype(on, precision) if on.type == "cpu" or torch.cuda.is_available() else None
     threads = threads or background_threads()
     flop_s, basis = measured_throughput(root, size, predicted_fraction, precision_name(dtype), threads, corpus,
-                                        seq_len) \
+                                        seq_len, batch_size) \
         or (stated_throughput() if device_key() != "cpu" else
             _cpu_pretraining_rate(size, vocab_size, dtype is not None, threads))
     train = tokens * fpt / flop_s
