@@ -9,6 +9,7 @@ from bert_explorer import limits
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
+from bert_explorer.app.run_figures import confusion_shown
 from bert_explorer.app.keep import kept_widget, settings_key, text_box
 from bert_explorer.app.state import by_inputs, device_name, model_picker, shown_path, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
@@ -367,8 +368,11 @@ if (warning := small_dev_warning(result.get("dev_examples", 0), counted=kind.rig
 
 if "confusion_matrix" in dev:
     labels = [str(x) for x in dev.get("labels") or result.get("label_names") or []]
-    fig = px.imshow(dev["confusion_matrix"], x=labels, y=labels, text_auto=True, color_continuous_scale="Blues",
-                    labels=dict(x="predicted", y="true", color="examples"), title="Confusion matrix (dev)")
+    matrix, labels, title, shown_note = confusion_shown(dev["confusion_matrix"], labels)
+    if shown_note:
+        st.caption(shown_note)
+    fig = px.imshow(matrix, x=labels, y=labels, text_auto=True, color_continuous_scale="Blues",
+                    labels=dict(x="predicted", y="true", color="examples"), title=title)
     # label names are names even when they look like numbers: plotly would put labels 0 and 1 on a number
     # line ticked -0.5, 0, 0.5, ...
     fig.update_xaxes(type="category")

@@ -229,3 +229,17 @@ def test_a_pre_training_s_progress_bar_never_trails_its_curves(tmp_path):
     assert not at.exception
     (bar,) = at.get("progress")
     assert "step 24 of 30" in bar.proto.text, bar.proto.text
+
+
+def test_a_confusion_matrix_of_many_classes_draws_the_most_frequent_ones():
+    """500 classes drew a colour bar 15,000 pixels tall and no cell to read."""
+    from bert_explorer.app.run_figures import confusion_shown
+
+    n = 40
+    matrix = [[(i + 1) if i == j else (1 if j == (i + 1) % n else 0) for j in range(n)] for i in range(n)]
+    labels = [f"c{i}" for i in range(n)]
+    shown, kept, title, note = confusion_shown(matrix, labels, most=3)
+    assert kept == ["c37", "c38", "c39"]  # the most dev examples (row sums 39, 40, 41), in their order
+    assert shown == [[38, 1, 0], [0, 39, 1], [0, 0, 40]]  # c39's answer of c0 is not among them: left out
+    assert title == "Confusion matrix (dev): the 3 classes with the most dev examples, of 40" and "every class" in note
+    assert confusion_shown(matrix[:3], labels[:3], most=3)[1:] == (labels[:3], "Confusion matrix (dev)", None)

@@ -170,3 +170,21 @@ def compare_figure(named_rows: dict[str, list[dict]], key: str, split: str | Non
         fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "kind=fine-tuning" -> the kind
     fig.update_layout(height=380 * (len(panels) if several else 1), margin=dict(l=10, r=10, t=40, b=10))
     return fig
+
+
+MATRIX_CLASSES = 30  # the classes a confusion matrix draws, each a row and a column that can be read
+
+
+def confusion_shown(matrix: list[list[int]], labels: list[str], most: int = MATRIX_CLASSES
+                    ) -> tuple[list[list[int]], list[str], str, str | None]:
+    """(matrix, labels, title, a caption or None) of a confusion matrix as drawn: with more than ``most`` classes
+    (500 drew a colour bar 15,000 pixels tall and no cell to read), the ``most`` with the most dev examples, in
+    their order, and the answers among them."""
+    title = "Confusion matrix (dev)"
+    if len(labels) <= most:
+        return matrix, labels, title, None
+    kept = sorted(sorted(range(len(labels)), key=lambda i: -sum(matrix[i]))[:most])
+    return ([[matrix[i][j] for j in kept] for i in kept], [labels[i] for i in kept],
+            f"{title}: the {most} classes with the most dev examples, of {len(labels):,}",
+            f"The matrix shows the {most} classes with the most dev examples and the answers among them (an answer "
+            "of another class is left out of its row); the table beside it holds every class.")
