@@ -192,6 +192,11 @@ def test_the_dev_curve_says_when_it_was_evaluated():
     assert finetune_figures(every)["dev"].layout.title.text == "Dev metrics every 10 steps and at the end"
     epochs = train + [{"split": "dev", "step": s, "epoch": e, "accuracy": 0.5} for s, e in ((19, 1), (38, 2))]
     assert finetune_figures(epochs)["dev"].layout.title.text == "Dev metrics after each epoch"
+    # stopped at step 12 (measured there), resumed, then its two epoch ends: not "every 12 steps"
+    stopped = train + [{"split": "dev", "step": s, "epoch": e, "accuracy": 0.5} for s, e in ((12, 0.05), (225, 1),
+                                                                                             (450, 2))]
+    assert finetune_figures(stopped)["dev"].layout.title.text == \
+        "Dev metrics after each epoch and where the run was stopped"
 
 
 def test_a_rate_is_drawn_from_zero():

@@ -100,11 +100,15 @@ def finetune_figures(rows: list[dict]) -> dict:
                 if k not in ("mse",)]
     # (a run evaluated every N steps was titled "after each epoch" too: an epoch's end is a whole epoch number)
     epochs = [r.get("epoch") for r in rows if r.get("split") == "dev"]
-    whole = all(isinstance(e, (int, float)) and float(e).is_integer() for e in epochs)
+    ends = [isinstance(e, (int, float)) and float(e).is_integer() for e in epochs]  # an epoch's end, each
     steps = sorted({r["step"] for r in rows if r.get("split") == "dev" and isinstance(r.get("step"), int)})
-    every = steps[0] if len(steps) > 1 and not whole else None
-    title = ("Dev metrics after each epoch" if whole else
-             f"Dev metrics every {every:,} steps and at the end" if every else "Dev metrics at each evaluation")
+    # every N steps: the evaluations before the last at N, 2N, 3N, ... (a Stop's evaluation at step 12 between two
+    # epoch ends titled a run's curve "every 12 steps")
+    every = steps[0] if len(steps) > 2 and steps[:-1] == [steps[0] * (i + 1) for i in range(len(steps) - 1)] else None
+    title = ("Dev metrics after each epoch" if all(ends) else
+             f"Dev metrics every {every:,} steps and at the end" if every else
+             "Dev metrics after each epoch and where the run was stopped" if len(ends) > 1 and ends.count(False) == 1
+             else "Dev metrics at each evaluation")
     figs = {"loss": line_figure(rows, ["loss"], "Training loss", "train", y_title=measure_title("loss", rows)),
             "dev": line_figure(rows, dev_keys, title, "dev")}
     if figs["dev"] is not None:
