@@ -53,7 +53,7 @@ def _cut_cached(model: str, texts: tuple, max_len: int) -> str | None:
                     checkpoint.tokenizer_of(model), max_len)
 
 
-WORDS = "\0words"  # in place of a pair: the text is an NER sentence's words (no typed text holds a NUL)
+WORDS = "\0words"  # in place of a pair: the text is a tagged sentence of words (no typed text holds a NUL)
 
 
 def _cut(model: str, data, max_len: int) -> str | None:

@@ -80,6 +80,12 @@ def test_header_that_is_data_is_pointed_out(tmp_path):
     path = write(tmp_path, "nohead.tsv", "".join(f"{t}\t{y}\t1\n" for t, y in REVIEWS))
     msg = error_of(path)
     assert "looks like data, not a header" in msg
+    # a short first row of data (a sentence, and a label the column holds again below) was named as the columns
+    rows = [("The food was awful", "negative"), ("A lovely evening", "positive"), ("Cold and slow", "negative")] * 4
+    msg = error_of(write(tmp_path, "noheader.csv", "".join(f"{t},{y}\n" for t, y in rows)))
+    assert "looks like data, not a header" in msg, msg
+    assert "looks like data" not in error_of(write(tmp_path, "named.csv", "alpha,beta\n" + "".join(
+        f"{t},{y}\n" for t, y in rows)))  # a real header of other names: no such hint
 
 
 def test_empty_text_cells_are_skipped_with_line_numbers(tmp_path):
@@ -113,6 +119,10 @@ def test_ragged_conll_line(tmp_path):
     assert "train.conll, line 6 has 3 columns, expected 2 (like line 1)" in msg
     one = "EU B-ORG\nrejects O\nGerman\n"  # (it said "has 1 columns")
     assert "train2.conll, line 3 has 1 column, expected 2" in error_of(write(tmp_path, "train2.conll", one))
+    # spaces on most lines, a tab on one: it said line 1 "has 1 column ('Mary B-PER')", separated by a space
+    mixed = "Mary B-PER\nlikes O\n.\tO\n\nBob B-PER\nruns O\n"
+    assert "mixed.conll, line 1 has its token and tag separated by a space ('Mary B-PER'), line 3 by a tab" in \
+        error_of(write(tmp_path, "mixed.conll", mixed))
 
 
 def test_invalid_bio_tag(tmp_path):

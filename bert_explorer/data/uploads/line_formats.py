@@ -16,7 +16,9 @@ class LineFormats:
     def parse_conll(self) -> TaskData:
         self.fmt = "CoNLL"
         task = self.task_of_format("conll", "looks like CoNLL columns (a token and a tag on each line)")
-        use_tab = any("\t" in ln.strip(" ") for ln in islice(iter_lines(self.text), 2000) if ln.strip())
+        tab_line = next((n for n, ln in enumerate(islice(iter_lines(self.text), 2000), 1)
+                         if ln.strip() and "\t" in ln.strip(" ")), None)
+        use_tab = tab_line is not None
         sentences, tokens, tags, tag_lines = [], [], [], []
         expected, first_line, count = None, None, 0
         for n, raw in enumerate(iter_lines(self.text), 1):
@@ -34,6 +36,10 @@ class LineFormats:
                     cols.pop()
             if expected is None:
                 expected, first_line = len(cols), n
+                if expected < 2 and use_tab and len(line.split()) > 1:  # spaces here, a tab on another line
+                    raise self.error(f"line {n}", f"has its token and tag separated by a space ({line!r}), line "
+                                     f"{tab_line} by a tab; separate every line's columns the same way, by tabs or "
+                                     "by spaces")
                 if expected < 2:
                     raise self.error(f"line {n}", f"has {expected} column ({line!r}) but CoNLL data needs a token "
                                      f"and its tag on every line, separated by a tab or a space")

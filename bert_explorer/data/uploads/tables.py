@@ -145,8 +145,12 @@ class Tables:
                                f"{_naming(param)}")
 
     def _header_hint(self) -> str:
+        # a first line of data read as the header: a name that is long, a number, a sentence of four words or more,
+        # or a value its own column holds further down ("negative" over a column of negative / positive)
+        values = {c: {str(rec.get(c, "")).strip() for _, rec in self.rows[:200]} for c in self.columns}
         looks_like_data = self.fmt in ("CSV", "TSV") and any(
-            len(c) > 40 or re.fullmatch(r"-?\d+(\.\d+)?", c) for c in self.columns)
+            len(c) > 40 or re.fullmatch(r"-?\d+(\.\d+)?", c) or len(c.split()) >= 4 or (c.strip() and c.strip() in
+                                                                                    values[c]) for c in self.columns)
         return (" (the first line looks like data, not a header: add a header line such as text,label)"
                 if looks_like_data else "")
 
