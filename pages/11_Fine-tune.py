@@ -16,7 +16,8 @@ from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
 from bert_explorer import checkpoint
 from bert_explorer.checkpoint import CheckpointError
-from bert_explorer.data.tasks import BUILTIN_TASKS
+from bert_explorer.data.tasks import BUILTIN_TASKS, check_dev_labels
+from bert_explorer.data.uploads.core import DataError
 from bert_explorer.data.uploads.names import slug, table_columns
 from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
@@ -105,6 +106,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     source = kept_widget(st.radio, "Training data", "ft_source", "Upload a file",
                          options=["Upload a file", "Built-in dataset", "A Hugging Face data set"], horizontal=True)
     upload, data, data_error, spec, columns, hub_spec, hub_dev = None, None, None, {}, None, "", ""
+    dev_upload, dev_data = None, None  # an uploaded dev file, and what it reads as
     hub_dev_examples = None  # a Hub dev split's size: the estimate counts it, not a part of the training split
     if source == "Upload a file":
         upload = dv.uploaded_file(
@@ -138,6 +140,25 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                 st.error(result)
             else:
                 data = result
+                # a dev file of the user's own: the paper's dev sets are given apart from their training sets
+                dev_upload = dv.uploaded_file("Dev file (optional: else a part of the training file is held out)",
+                                              key="ft_dev_upload",
+                                              help="Read as the training file is, with the same task and columns; "
+                                                   "saved into the run's directory beside it.")
+                if dev_upload is not None:
+                    dev_outcome, dev_data = dv.read_upload(dev_upload[0], dev_upload[1], data.task,
+                                                           chosen.get("text_column"), chosen.get("text_pair_column"),
+                                                           chosen.get("label_column"))
+                    try:
+                        if dev_outcome == "error":
+                            raise DataError(dev_data)
+                        check_dev_labels(data, dev_data)
+                    except DataError as e:
+                        data_error = str(e)
+                        st.error(data_error)
+                    else:
+                        st.caption(f"Dev file {md(dev_upload[0])}: {len(dev_data.examples):,} examples, scored "
+                                   "instead of a part of the training file.")
     elif source == "A Hugging Face data set":
         h1, h2 = st.columns(2)
         hub_spec = text_box(h1.text_input, "Training split", key="ft_hub_spec", max_chars=200, placeholder=EXAMPLE,
@@ -246,11 +267,12 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     else:
         task_kind = None
     if data is not None and source == "Upload a file":
-        if warning := small_dev_warning(round(len(data.examples) * dev_fraction),  # dev is split off first
-                                        counted=data.task.right_or_wrong):
+        n_dev = len(dev_data.examples) if dev_upload and dev_data is not None and data_error is None else \
+            round(len(data.examples) * dev_fraction)  # dev is split off first, where no dev file is given
+        if warning := small_dev_warning(n_dev, counted=data.task.right_or_wrong):
             st.warning(warning)
             said_above = warning
-        if repeated := repeated_examples(data):  # (split at random, copies would sit in train and dev alike)
+        if not dev_upload and (repeated := repeated_examples(data)):  # (split at random: copies in train and dev)
             st.warning(f"{repeated:,} of the {len(data.examples):,} examples share their text word for word with "
                        "another: a random split puts copies in train and dev alike, and the dev score then counts "
                        "text the model trained on. Remove the repeated rows, or give a dev file of its own.")
@@ -271,7 +293,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             train=(upload[0] if upload else "" if source == "Upload a file" else hub_spec
                    if source == "A Hugging Face data set" else builtin if builtin.startswith("tiny:")
                    else f"builtin:{builtin}"),
-            dev=hub_dev or None,
+            dev=hub_dev or (dev_upload[0] if dev_upload else None),
             **{k: v for k, v in spec.items() if v}, mode=mode, features=features, max_seq_length=int(max_len),
             batch_size=int(batch), lr=float(lr), lr_grid=[5e-5, 3e-5, 2e-5] if grid else [], epochs=float(epochs),
             max_train_examples=int(max_train) or None, dev_fraction=float(dev_fraction), seed=int(seed),
@@ -293,7 +315,8 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             estimated = read_spec(config, config.train)  # generated at the run's own size
         else:
             estimated = data if data is not None else dv.builtin_data(builtin)
-        ready = long_run_confirmed(config, estimated, hub_dev_examples if source == "A Hugging Face data set" else None)
+        ready = long_run_confirmed(config, estimated, hub_dev_examples if source == "A Hugging Face data set" else
+                                   len(dev_data.examples) if dev_upload and dev_data is not None else None)
     if config is not None:  # what the run reads: a box showing a number out of its range keeps its last good one
         # the model first: it is the sidebar's, which every page shares (a choice made on another page was fine-tuned
         # without a word of it on this one)
@@ -305,7 +328,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                      f"{config.dev_fraction:.0%} held out for dev (when no dev set is given), seed {config.seed}. A box "
                      "that shows a number in red is out of its range: the run keeps its last valid value.")
         if data is not None and source == "Upload a file":  # (dev is split off first, then the cap applies)
-            n_train = len(data.examples) - round(len(data.examples) * config.dev_fraction)
+            n_train = len(data.examples) - (0 if dev_upload else round(len(data.examples) * config.dev_fraction))
             if few := few_steps_note(min(n_train, config.max_train_examples or n_train), config):
                 st.info(few[0].upper() + few[1:] + ".")
             if cut := _cut(config.model, data, config.max_seq_length):  # (said before the run, not after it)
@@ -314,11 +337,16 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
         stem = Path(upload[0]).stem if upload else slug(hub_spec) if hub_spec else builtin.replace(":", "-")
         named = Path(base).parent.name if Path(base).name == "model" else Path(base).name  # (a run's model/ folder)
         run_dir = rv.new_run_dir(f"finetune-{slug(named or base)}-{stem}", root)  # the model in the name too
-        path = None
+        path, stored = None, []
         if upload:  # the data travels with the run: it can be repeated and inspected later
             path = rv.store_upload(run_dir / "data", upload[0], upload[1])
             config = replace(config, train=str(path.resolve())) if path else None
-        if config is not None and rv.launch("finetune", asdict(config), run_dir, upload=path,
+            stored = [path] if path else []
+        if upload and dev_upload and config is not None:
+            dev_path = rv.store_upload(run_dir / "data", dev_upload[0], dev_upload[1])
+            config = replace(config, dev=str(dev_path.resolve())) if dev_path else None
+            stored += [dev_path] if dev_path else []
+        if config is not None and rv.launch("finetune", asdict(config), run_dir, upload=stored,
                                             remember=("ft_watch", finder.rel_name(run_dir, root))):
             st.success(f"Started {run_dir.name}.")  # and shown below
 

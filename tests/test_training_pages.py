@@ -471,6 +471,29 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     assert (chart["encoding"]["x"]["title"], chart["encoding"]["y"]["title"]) == ("label", "probability")
 
 
+def test_finetune_page_takes_a_dev_file_beside_an_upload_and_checks_its_labels(runs_root, base_model):
+    """The page told a user to "give a dev file of its own" and had nowhere to give one."""
+    rows = [(ex["text"], ex["label"]) for ex in make_tiny("classification", n=48).examples]
+    dev_rows = [(ex["text"], ex["label"]) for ex in make_tiny("classification", n=12, seed=3).examples]
+    at = _page("11_Fine-tune.py", **_model_state(base_model),
+               ft_upload_bytes=("train.csv", _csv(rows, ["text", "label"])),
+               ft_dev_upload_bytes=("dev.csv", _csv(dev_rows + [("a new kind of text", "neutral")], ["text", "label"])))
+    assert not at.exception
+    assert any("has labels that the training set (train.csv) never uses: 'neutral'" in e.value for e in at.error)
+    assert at.button(key="ft_start").disabled
+    at.session_state["ft_dev_upload_bytes"] = ("dev.csv", _csv(dev_rows, ["text", "label"]))
+    at.number_input(key="ft_epochs").set_value(1.0)
+    at.number_input(key="ft_max_len").set_value(32)
+    at.run()
+    said = [c.value.replace("\\", "") for c in at.caption]
+    assert not at.error and any(c.startswith("Dev file dev.csv: 12 examples") for c in said)
+    at.button(key="ft_start").click().run()
+    run, status = _wait_for_run(runs_root)
+    assert status["state"] == "finished", run.path.joinpath("log.txt").read_text()[-2000:]
+    assert (run.path / "data" / "dev.csv").read_bytes() == _csv(dev_rows, ["text", "label"])
+    assert Path(run.config()["dev"]) == (run.path / "data" / "dev.csv").resolve()
+    assert json.loads((run.path / "metrics.json").read_text())["dev_examples"] == 12
+
 def test_finetune_page_says_when_an_upload_repeats_its_rows(runs_root, base_model):
     """105 distinct texts in 120 rows: a random split put copies in train and dev, and the dev accuracy of
     1.000 counted text the model had trained on, with nothing said."""

@@ -36,9 +36,9 @@ from .roles import mode_sentence, writes_allowed
 
 # ----- starting and picking runs ---------------------------------------------------------------
 def launch(kind: str, config: dict, run_dir: Path, *, resume: bool = False,
-           remember: tuple[str, str] | None = None, upload: Path | None = None) -> bool:
+           remember: tuple[str, str] | None = None, upload: Path | list[Path] | None = None) -> bool:
     """Start a background run from a page. When the run directory is busy, the page shows the
-    one-sentence reason and keeps going, and removes ``upload`` (the copy this attempt stored);
+    one-sentence reason and keeps going, and removes ``upload`` (the copy or copies this attempt stored);
     ``remember`` = (session key, value) is set on success (e.g. which run to show next)."""
     if not writes_allowed():  # the pages hide their buttons too; this is the one gate
         st.error(mode_sentence())
@@ -46,9 +46,9 @@ def launch(kind: str, config: dict, run_dir: Path, *, resume: bool = False,
     try:
         start_background(kind, config, run_dir, resume=resume)
     except (RuntimeError, ValueError, DiskFull) as e:  # busy, not a run's folder, no room: one sentence each
-        if upload is not None:
-            upload.unlink(missing_ok=True)
-            _drop_if_left_empty(upload.parent, run_dir)
+        for stored in [upload] if isinstance(upload, Path) else upload or []:
+            stored.unlink(missing_ok=True)
+            _drop_if_left_empty(stored.parent, run_dir)
         st.error(without_host_paths(str(e)))
         return False
     if remember:
