@@ -29,7 +29,7 @@ from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.speed import said
 from bert_explorer.train.estimate import ALIASES, LONG_RUN_ASK_S, background_threads, size_options
-from bert_explorer.train.pretrain import check_fits as check_pretraining, estimate as run_estimate
+from bert_explorer.train.pretrain import check_fits as check_pretraining, estimate as run_estimate, text_changed
 from bert_explorer.train.memory import NO_CUDA
 from bert_explorer.train.pretraining_data import corpus_words as count_corpus_words, learnt_vocab_size
 from bert_explorer.train.pretrain_config import (MAX_FRAMES, SMALL_MODEL_LR, PretrainConfig, predicted_fraction,
@@ -317,8 +317,10 @@ elif status.get("state") in ("stopped", "crashed", "failed", "finished"):
                       "the run's log says so."):
         try:  # the run's own settings, as its last checkpoint was trained with; only the end may move
             settings, _ = resume_settings(run.path, {"max_steps": int(target)})
-        except ValueError as e:
-            st.error(str(e))
+            if refusal := text_changed(run.path, settings):  # (a process started on it would fail before training)
+                raise ValueError(refusal)
+        except (ValueError, OSError) as e:
+            st.error(without_host_paths(str(e)))
         else:
             if rv.launch("pretrain", settings.to_dict(), run.path, resume=True):
                 st.rerun()

@@ -485,7 +485,7 @@ def test_a_mistyped_device_is_one_sentence_and_leaves_no_run(tmp_path, device, c
         out = tmp_path / argv[0]
         assert main([*argv, "--device", device, "--output", str(out)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert err[-1] == (f"bert-explorer: error: device must be one of auto, cpu, cuda, cuda:N, mps (N a GPU's "
+        assert err[-1] == (f"bert-explorer: error: --device must be one of auto, cpu, cuda, cuda:N, mps (N a GPU's "
                            f"number), not {device!r}") and not out.exists()
 
 
@@ -628,10 +628,18 @@ def test_a_resume_whose_corpus_file_changed_is_refused_in_one_sentence(tmp_path,
                  *common]) == 0
     corpus.write_text("\n\n".join(docs[:25]) + "\n")  # the user's text, cut after the stop
     capsys.readouterr()
+    status, config = ((tmp_path / "run" / f).read_text() for f in ("status.json", "config.json"))
     assert main(["pretrain", "--output", out, "--resume", "--max-steps", "3", *common]) == 2
     err = capsys.readouterr().err
-    assert "and its corpus now gives" in err and "the text changed since it stopped, so it cannot resume" in err, err
-    assert json.loads((tmp_path / "run" / "status.json").read_text())["step"] == 2
+    assert "the text changed since it stopped, so it cannot resume" in err, err
+    # refused before anything is written: the run stays as it was (it read "failed", its max_steps 3)
+    assert [(tmp_path / "run" / f).read_text() for f in ("status.json", "config.json")] == [status, config]
+    # a run started before digests were kept is caught once its sequences are counted
+    kept = json.loads(status)
+    del kept["corpus_sha256"]
+    (tmp_path / "run" / "status.json").write_text(json.dumps(kept))
+    assert main(["pretrain", "--output", out, "--resume", "--max-steps", "3", *common]) == 2
+    assert "and its corpus now gives" in capsys.readouterr().err
 
 def test_resume_keeps_the_runs_own_settings_and_refuses_a_change_of_data(tmp_path, capsys):
     """`pretrain --output RUN --resume` reads the run's settings, not the command line's defaults:
@@ -1181,3 +1189,16 @@ def test_info_says_which_pre_training_heads_a_model_has(capsys):
     assert main(["info", "--model", "minilm-mlm-nsp"]) == 0
     both = json.loads(capsys.readouterr().out)
     assert both["pretraining_heads"] == ["masked-LM head", "next-sentence head"] and both["heads_missing"] == []
+
+
+def test_a_warm_start_from_a_small_hub_bert_not_downloaded_takes_the_small_models_rate(monkeypatch):
+    """BERT-Tiny (H = 128) took the paper's 1e-4 until it was downloaded, 5e-4 after."""
+    from bert_explorer import hub
+    from bert_explorer.cli.training import rate_for_model
+    from bert_explorer.train.pretrain_config import PAPER_LR, SMALL_MODEL_LR, PretrainConfig
+
+    monkeypatch.setattr(hub, "local_copy", lambda *a, **k: None)  # not on this machine
+    args = argparse.Namespace(config=None)
+    tiny = PretrainConfig(init="google/bert_uncased_L-2_H-128_A-2")
+    assert rate_for_model(tiny, args).lr == SMALL_MODEL_LR
+    assert rate_for_model(PretrainConfig(init="google-bert/bert-base-uncased"), args).lr == PAPER_LR

@@ -681,3 +681,13 @@ def test_a_run_given_no_rate_takes_the_pages_below_bert_bases_width_and_the_pape
     # the advice calls a rate the paper's only where it is (0.0003 was "the paper's rate for BERT-Base")
     assert "the paper's rate" in plateau_advice(1e-4) and "the paper's rate" not in plateau_advice(3e-4)
     assert plateau_advice(3e-4).startswith("A higher learning rate may get it going: at 0.0003 a small model")
+
+
+def test_a_bound_of_a_new_run_does_not_refuse_to_read_an_older_runs_settings():
+    """A run the CLI started with 300 time-lapse frames, before there was a bound, could no longer resume."""
+    from bert_explorer.train.pretrain_config import PretrainConfig, check_new_run
+
+    old = PretrainConfig.from_dict({"size": "tiny", "timelapse_frames": 300}, strict=False)
+    assert old.timelapse_frames == 300
+    with pytest.raises(ValueError, match="timelapse_frames must be from 0 \\(none\\) to 200, not 300"):
+        check_new_run(old)

@@ -26,7 +26,8 @@ from ..train.estimate import background_threads, sequences_of
 from ..train.finetune import FinetuneConfig, check_folder as check_finetuning_folder, check_start as check_finetuning, \
     estimate as finetune_estimate, few_steps_note, read_data, resume_refusal, run_finetuning, steps_text
 from ..train.predict import Predictor
-from ..train.pretrain import check_start as check_pretraining, estimate as pretrain_estimate, run_pretraining
+from ..train.pretrain import (check_start as check_pretraining, estimate as pretrain_estimate, run_pretraining,
+                              text_changed)
 from ..data.uploads.core import PAIR_NAMES, TEXT_NAMES, column_key
 from ..runs.lock import RunBusy, writer_busy
 from ..runs.run import Run, new_run_refusal, restart_refusal, runs_root
@@ -123,7 +124,11 @@ def rate_for_model(cfg: PretrainConfig, args) -> PretrainConfig:
         config = checkpoint.config_of(cfg.init)
     except (CheckpointError, OSError, ValueError):  # (the run's own check says what is wrong with it)
         config = None
-    return replace(cfg, lr=rate_for_width(config.hidden_size if config else None))
+    width = config.hidden_size if config else None
+    if width is None and hub_names.is_hub_name(cfg.init):  # one of the paper's not downloaded yet: its width is known
+        listed = hub.CATALOGUE.get(hub_names.canonical(cfg.init)) if cfg.init else None
+        width = listed.hidden if listed else None
+    return replace(cfg, lr=rate_for_width(width))
 
 
 def length_for_model(cfg, args, cls, model: str | None):
@@ -232,6 +237,8 @@ def _resumed_config(args):
     (``train.pretrain.check_resume``): each change is said on stderr, any other is refused."""
     with user_errors(TypeError):
         cfg, notes = resume_settings(args.output, given_settings(args, PretrainConfig))
+    if refusal := text_changed(args.output, cfg):  # (said here: a background start would fail in its log)
+        raise UserError(refusal)
     for note in notes:
         print(f"note: resuming with {note}", file=sys.stderr)
     return cfg

@@ -25,6 +25,7 @@ for the GPU machine, which has none of these packages), the copies are read inst
 from __future__ import annotations
 
 import bz2
+import hashlib
 import importlib.util
 import json
 import random
@@ -410,6 +411,25 @@ def load_corpus(name_or_path: str | Path, fmt: str = "auto",
             raise ValueError(f"fmt must be 'auto', 'sentences' or 'raw', not {fmt!r}")
         docs.extend(read_text_corpus(f) if kind == "sentences" else read_raw_text(f))
     return docs[:max_documents]
+
+
+def user_text_digest(corpus: str) -> str | None:
+    """The SHA-256 of the user's own text a corpus setting names (its files, and the ``*.txt`` files of its folders,
+    by name and content, in order), or None where it names built-in corpora only: what a run records when it starts
+    and a resume compares, before anything is written (a file edited after a stop gave another split)."""
+    h, any_file = hashlib.sha256(), False
+    for part in str(corpus).split("+"):
+        if part in BUILTIN_CORPORA or not Path(part).expanduser().exists():
+            continue
+        path = Path(part).expanduser()
+        for f in sorted(path.rglob("*.txt")) if path.is_dir() else [path]:
+            any_file = True
+            h.update(f.relative_to(path).as_posix().encode() if path.is_dir() else b"")
+            with open(f, "rb") as src:
+                while chunk := src.read(1 << 20):
+                    h.update(chunk)
+            h.update(b"\0")
+    return h.hexdigest() if any_file else None
 
 
 def _guess_format(path: Path) -> str:

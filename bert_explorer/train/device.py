@@ -206,3 +206,14 @@ def threads_text() -> str:
     """"2 CPU threads of 2 cores": what a run's log says it trains with."""
     n, cores = torch.get_num_threads(), os.cpu_count() or 1
     return f"{n} CPU thread{'s' if n != 1 else ''} of {cores} core{'s' if cores != 1 else ''}"
+
+
+def check_ranks_in_sync(run, dev: Device, model) -> None:
+    """Every rank holds its own copy of the weights; DDP keeps them identical by averaging
+    gradients. Check it: gather a checksum of each rank's parameters."""
+    checksum = torch.tensor([sum(p.double().sum().item() for p in model.parameters())], device=dev.device)
+    sums = [torch.zeros_like(checksum) for _ in range(dev.world_size)]
+    dist.all_gather(sums, checksum)
+    if dev.is_main:
+        sums = [float(x.item()) for x in sums]
+        run.write_status(rank_checksums=sums, ranks_in_sync=max(sums) - min(sums) <= 1e-6 * abs(sums[0]))

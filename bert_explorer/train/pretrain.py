@@ -26,20 +26,21 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from .. import checkpoint, full_disk
+from ..data.corpora import user_text_digest
 from ..data.pretraining import collate, on_plateau, plateau_sentence, unigram_entropy
 from ..model import IGNORE, BertConfig, BertForPreTraining, preset
 from ..tokenizer import WordPieceTokenizer
 from . import levers
-from .device import Device, pick_device, threads_text
+from .device import Device, check_ranks_in_sync, pick_device, threads_text
 from .optim import linear_warmup_decay, load_optimizer_state, make_optimizer
 from .engine import marks_failure, time_left
-from .pretrain_config import PretrainConfig, positions_fit, predicted_fraction, warmup_steps_of
+from .pretrain_config import PretrainConfig, check_new_run, positions_fit, predicted_fraction, warmup_steps_of
 from .pretraining_data import (PretrainingData, check_corpora, check_documents, cloze_sentences,
                                corpus_words, learns_its_words_from_an_upload, learnt_vocab_size,
                                pretraining_data)
 from .report import MemoryReporter, Reporter
-from .resume import (WORLD_SIZE_KEY, ResumePoint, check_resume, resume_point, saved_settings, set_lr_to_schedule,
-                     world_size_refusal)
+from .resume import (WORLD_SIZE_KEY, ResumePoint, check_resume, data_changed, resume_point, saved_settings,
+                     set_lr_to_schedule, text_changed, world_size_refusal)
 from .estimate import (checkpoints_of, evaluations_of, model_flops_per_token, pretrain_estimate,
                        sequences_of)
 from .memory import check_batch_fits
@@ -178,6 +179,8 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         if step >= cfg.max_steps and run.status().get("state") == "finished":  # as a finished fine-tuning is
             raise ValueError(f"{run.path} is a finished pre-training run at step {step:,} of {cfg.max_steps:,}: there is "
                              f"nothing left to train; raise its steps (--max-steps) to train it further")
+        if refusal := text_changed(run.path, cfg):
+            raise ValueError(refusal)
     latest = point.checkpoint
     check_start(cfg, latest)
     dev = pick_device(cfg.device, cfg.precision)
@@ -185,6 +188,8 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         raise ValueError(why)
     if dev.is_main:
         run.create(cfg.to_dict(), "pretrain")
+        if not resume and (digest := user_text_digest(cfg.corpus)):
+            run.write_status(corpus_sha256=digest)
         for gone in run.clear_leftovers():
             run.log(f"removed {gone.relative_to(run.path)}, left by a write that was cut off")
         for note in notes:
@@ -262,7 +267,9 @@ def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None, words:
 def check_start(cfg: PretrainConfig, latest: Path | None = None) -> None:
     """What refuses a run's start, checked before its folder is made, so that a refused start leaves
     nothing: a corpus that is not there, a warm start's model that is not, positions that do not fit,
-    and a batch the memory free cannot hold."""
+    and a batch the memory free cannot hold; a new run's settings past any recipe."""
+    if latest is None:
+        check_new_run(cfg)
     check_corpora(cfg)
     check_documents(cfg)
     check_fits(cfg, latest)
@@ -565,36 +572,12 @@ class Pretraining:
         return step * self.cfg.batch_size * self.cfg.grad_accum * self.dev.world_size
 
 
-def _data_changed(run: Reporter, data: PretrainingData) -> str | None:
-    """One sentence where a resumed run's corpus now gives other sequences than the run trained on (the counts its
-    start recorded: the same settings over the same text give the same ones), else None. A corpus file edited
-    after a stop made a resume train on another split with nothing said."""
-    status = run.status() if callable(run.status) else run.status
-    was = (status.get("train_sequences"), status.get("held_out_sequences"))
-    if None in was or was == (len(data.train), len(data.held)):
-        return None
-    return (f"{getattr(run, 'path', 'the run')} was trained on {was[0]:,} training and {was[1]:,} held-out sequences, "
-            f"and its corpus now gives {len(data.train):,} and {len(data.held):,}: the text changed since it "
-            "stopped, so it cannot resume; put the text back as it was, or start a new run")
-
-
-def _check_ranks_in_sync(run: Reporter, dev: Device, model) -> None:
-    """Every rank holds its own copy of the weights; DDP keeps them identical by averaging
-    gradients. Check it: gather a checksum of each rank's parameters."""
-    checksum = torch.tensor([sum(p.double().sum().item() for p in model.parameters())], device=dev.device)
-    sums = [torch.zeros_like(checksum) for _ in range(dev.world_size)]
-    dist.all_gather(sums, checksum)
-    if dev.is_main:
-        sums = [float(x.item()) for x in sums]
-        run.write_status(rank_checksums=sums, ranks_in_sync=max(sums) - min(sums) <= 1e-6 * abs(sums[0]))
-
-
 def _pretrain(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | None, progress: bool,
               on_step) -> tuple[dict, BertForPreTraining, WordPieceTokenizer]:
     """Build the data, build the model and its trainer (restored on a resume), train, finish."""
     began = time.time()
     data = pretraining_data(cfg, run, dev, latest)
-    if latest is not None and (changed := _data_changed(run, data)):
+    if latest is not None and (changed := data_changed(run, data)):
         raise ValueError(changed)
     t, tokens_seen = _trainer(cfg, run, dev, latest, _new_model(cfg, run, dev, latest, data.tok))
     _check_room(run, t.model, cfg, t.step)
@@ -605,7 +588,7 @@ def _pretrain(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | No
     if job.bar:
         job.bar.close()
     if dev.distributed:
-        _check_ranks_in_sync(run, dev, t.model)
+        check_ranks_in_sync(run, dev, t.model)
     final = job.finish(state) if dev.is_main else {}
     if dev.distributed:
         dist.barrier()

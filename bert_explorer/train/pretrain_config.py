@@ -90,8 +90,8 @@ class PretrainConfig:
             raise ValueError("a warm start keeps its checkpoint's vocabulary: leave vocab out when init is given")
         if self.freeze_word_embeddings and not self.init:
             raise ValueError("freeze_word_embeddings needs init: frozen random word vectors would never learn")
-        if not 0 <= self.timelapse_frames <= MAX_FRAMES:
-            raise ValueError(f"timelapse_frames must be from 0 (none) to {MAX_FRAMES}, not {self.timelapse_frames}")
+        if self.timelapse_frames < 0:
+            raise ValueError(f"timelapse_frames must be 0 (none) or more, not {self.timelapse_frames}")
         if self.timelapse_sentences is not None and not all(str(t).strip() for t in self.timelapse_sentences):
             raise ValueError("timelapse_sentences must be a list of non-empty sentences (write [MASK] where a word "
                              "is hidden)")
@@ -111,12 +111,10 @@ class PretrainConfig:
             v = getattr(self, name)
             if v is None and name in _MAY_BE_NONE:
                 continue
-            high = _AT_MOST.get(name, math.inf)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or (name in _WHOLE and v != int(v)) \
-                    or not low <= v <= high:
+                    or not v >= low:
                 kind = "a whole number" if name in _WHOLE else "a number"
-                bounds = f"from {low:g} to {high:,}" if high < math.inf else f"of at least {low:g}"
-                raise ValueError(f"{name} must be {kind} {bounds}, not {v!r}")
+                raise ValueError(f"{name} must be {kind} of at least {low:g}, not {v!r}")
             if name in _WHOLE:
                 setattr(self, name, int(v))
         if self.grad_accum > MAX_GRAD_ACCUM:
@@ -185,6 +183,19 @@ _WHOLE = {"batch_size", "grad_accum", "max_steps", "log_every", "eval_every", "s
           "dupe_factor", "vocab_size", "max_seq_length",
           "warmup_steps", "max_docs"}
 _MAY_BE_NONE = {"warmup_steps", "max_docs"}
+
+
+def check_new_run(cfg: PretrainConfig) -> None:
+    """The most a new run may ask (``_AT_MOST``, ``MAX_FRAMES``), one sentence each: checked where a run starts, not
+    where a run's saved settings are read (a run the CLI started with 300 frames before there was a bound still
+    resumes, and its held-out text is still rebuilt)."""
+    for name, high in _AT_MOST.items():
+        v = getattr(cfg, name)
+        if not v <= high:  # (NaN, infinity and the like are past it too)
+            kind = "a whole number" if name in _WHOLE else "a number"
+            raise ValueError(f"{name} must be {kind} from {_AT_LEAST[name]:g} to {high:,}, not {v!r}")
+    if cfg.timelapse_frames > MAX_FRAMES:
+        raise ValueError(f"timelapse_frames must be from 0 (none) to {MAX_FRAMES}, not {cfg.timelapse_frames}")
 
 
 def positions_fit(max_seq_length: int, positions: int, model: str) -> None:

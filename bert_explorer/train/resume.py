@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from ..data.corpora import user_text_digest
 from ..runs.run import Run
 from .pretrain_config import PretrainConfig, warmup_steps_of
 from .report import Reporter
@@ -228,3 +229,27 @@ def world_size_refusal(run_dir: Path, latest: Path, world_size: int) -> str | No
     return (f"{run_dir} was trained by {saved} process(es) and this resume runs {world_size}: each step reads its "
             f"data from a place set by their number, so it would read sequences trained already and step with "
             f"another batch; resume it with {saved}: {again}")
+
+
+def text_changed(run_dir: str | Path, cfg: PretrainConfig) -> str | None:
+    """One sentence where the user's text the run ``run_dir`` started on (its digest, recorded at its start) is not
+    what ``cfg.corpus`` names now, said before a resume writes anything; else None (a run of built-in corpora, or
+    one started before digests were recorded: its sequences are counted once they are built)."""
+    was = Run(run_dir).status().get("corpus_sha256")
+    if not was or was == user_text_digest(cfg.corpus):
+        return None
+    return (f"{run_dir} was trained on text that {cfg.corpus} no longer holds: the text changed since it stopped, so "
+            "it cannot resume; put the text back as it was, or start a new run")
+
+
+def data_changed(run: Reporter, data) -> str | None:
+    """One sentence where a resumed run's corpus now gives other sequences than the run trained on (the counts its
+    start recorded: the same settings over the same text give the same ones), else None. A corpus file edited
+    after a stop made a resume train on another split with nothing said."""
+    status = run.status() if callable(run.status) else run.status
+    was = (status.get("train_sequences"), status.get("held_out_sequences"))
+    if None in was or was == (len(data.train), len(data.held)):
+        return None
+    return (f"{getattr(run, 'path', 'the run')} was trained on {was[0]:,} training and {was[1]:,} held-out sequences, "
+            f"and its corpus now gives {len(data.train):,} and {len(data.held):,}: the text changed since it "
+            "stopped, so it cannot resume; put the text back as it was, or start a new run")
