@@ -19,10 +19,12 @@ from pathlib import Path
 import torch
 from tokenizers import BertWordPieceTokenizer
 
+from .full_disk import size_text
+
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 # The most a tokenizer's file may hold before it is read: far more than any real one (a 250,000-piece vocab.txt is
 # about 5 MB, multilingual BERT's tokenizer.json 2 MB), far less than an upload may unpack to.
-MAX_FILE_BYTES = 32 * 1024**2
+MAX_FILE_BYTES = 32_000_000
 MAX_SETTINGS_BYTES = 1_000_000  # tokenizer_config.json: a few settings
 
 
@@ -239,7 +241,7 @@ def _wordpiece_vocab_of(path: Path) -> dict[str, int]:
 def _bounded(path: Path, limit: int) -> str:
     """A tokenizer file's UTF-8 text, its size checked before it is read (ValueError: one sentence)."""
     if path.stat().st_size > limit:
-        raise ValueError(f"{path.name} is over {limit / 1e6:.0f} MB, far more than a BERT tokenizer's file holds")
+        raise ValueError(f"{path.name} is over {size_text(limit)}, far more than a BERT tokenizer's file holds")
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:

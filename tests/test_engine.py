@@ -122,6 +122,33 @@ def test_a_training_that_diverges_fails_in_one_sentence_instead_of_saving_weight
                 evaluate=evaluate, model=model, optimizer=torch.optim.SGD(model.parameters(), lr=1e30))
     assert run.status()["state"] == "failed" and "diverged" in run.status()["error"]
 
+
+def test_under_a_loss_scaler_a_skipped_step_is_no_divergence_but_weights_that_are_not_numbers_are(tmp_path):
+    """fp16's scaler skips a step whose gradients overflowed; weights turned to NaN still ended "finished"."""
+    from bert_explorer.train.trainer import Diverged
+
+    run, model, loss_of, evaluate, seen = _toy(tmp_path)
+    calls = []
+
+    def lost(idx):  # the weights are lost after the first step
+        calls.append(1)
+        if len(calls) > 1:
+            model.weight.data.fill_(float("nan"))
+        return loss_of(idx)
+    with pytest.raises(Diverged, match="at step 2"):
+        fit(run, n_train=64, batch_size=8, epochs=2, seed=0, loss_of=lost, evaluate=evaluate, model=model,
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.1), scaler=torch.amp.GradScaler("cpu"))
+    run2, model2, loss_of2, evaluate2, _ = _toy(tmp_path / "skipped")
+    calls2 = []
+
+    def overflowed(idx):  # one step's loss overflows, the weights stay numbers: the scaler skips it
+        calls2.append(1)
+        return loss_of2(idx) * (float("inf") if len(calls2) == 2 else 1.0)
+    fitted = fit(run2, n_train=64, batch_size=8, epochs=1, seed=0, loss_of=overflowed, evaluate=evaluate2,
+                 model=model2, optimizer=torch.optim.SGD(model2.parameters(), lr=0.1),
+                 scaler=torch.amp.GradScaler("cpu"))
+    assert fitted.step == 8 and all(bool(torch.isfinite(p).all()) for p in model2.parameters())
+
 def test_marks_failure_sets_failed_and_raises(tmp_path):
     run = Run(tmp_path / "r").create({}, "finetune")
     with pytest.raises(KeyboardInterrupt):

@@ -227,7 +227,7 @@ def test_multiple_choice_names_the_line_of_an_odd_row_after_skipped_ones_and_ref
     assert "line 6" in msg and "different number of choices" in msg, msg
     one = [{"context": f"q{i}", "choices": ["only"], "label": 0} for i in range(6)]
     msg = error_of(write(tmp_path, "mc1.jsonl", "\n".join(json.dumps(r) for r in one) + "\n"), task="multiple-choice")
-    assert "has 1 answer choice" in msg and "two or more" in msg, msg
+    assert "has one answer choice" in msg and "two or more" in msg, msg
 
 def test_unknown_task_and_missing_file(tmp_path):
     with pytest.raises(DataError, match="did you mean 'regression'"):

@@ -72,10 +72,10 @@ class SpanTask(TaskType):
         for k in keys:  # a passage whose questions would pass the target is left to training
             if len(dev) + len(groups[k]) <= target:
                 dev += groups[k]
-        if not dev:  # every passage holds more questions than the target: the one with fewest, if it leaves most
+        if not dev:  # every passage holds more questions than the target: the one with fewest, if near the target
             smallest = min(groups.values(), key=len)
-            if 2 * len(smallest) > len(examples):
-                return super().dev_indices(examples, fraction, target, rng)
+            if len(smallest) > 2 * max(1, target) or 2 * len(smallest) > len(examples):
+                return super().dev_indices(examples, fraction, target, rng)  # ("at random", said in the notes)
             dev = list(smallest)
         return dev, "by context (questions on one paragraph stay together)"
 

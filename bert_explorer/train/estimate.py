@@ -60,6 +60,7 @@ def encoder_parameters(num_layers: int, hidden_size: int, intermediate_size: int
 
 # ----- the time a pre-training will take -------------------------------------------------------
 ALIASES = {"L2-H128": "tiny", "L4-H256": "mini", "L4-H512": "small", "L8-H512": "medium"}
+BATCH_APART = 2.0  # a run's sequences a step at most this many times the asked (batch 4 said 37 min of 7 for 32)
 
 
 def size_options() -> list[str]:
@@ -164,17 +165,12 @@ def measured_throughput(root: Path, size: str | None = None, predicted_fraction:
     was taken before one at 13,746, and a 46-second run was said to take 9 minutes). A run on the same
     ``corpus`` at the same ``seq_len`` that logged how full its sequences were (``fill``) gives its FLOP/s
     per sequence slot: the estimate counts every slot (steps x batch x seq_len), and short documents leave
-    most of them empty; another corpus is counted as full, the safe side. A run whose sequences a step (its batch
-    times its accumulation) differ from ``batch`` by more than ``BATCH_APART`` either way is not taken: a batch of
-    4 keeps a CPU a fraction as busy as one of 32 (a 3-step run of batch 4 said 37 min of a 7-minute run)."""
+    most of them empty; another corpus is counted as full. A batch ``BATCH_APART`` times off is not taken."""
     found = list(_measured_runs(root, size, predicted_fraction, precision, threads, corpus, seq_len, batch))
     if not found:
         return None
     flop_s, said = max(found, key=lambda x: x[0])
     return flop_s, said + (f" (the fastest of {len(found)} runs of this size here)" if len(found) > 1 else "")
-
-
-BATCH_APART = 2.0  # an earlier run's sequences a step, at most this many times more or fewer than the run's asked
 
 
 def _measured_runs(root, size, predicted_fraction, precision, threads, corpus, seq_len, batch=None):
@@ -191,8 +187,8 @@ def _measured_runs(root, size, predicted_fraction, precision, threads, corpus, s
         if abs(fraction - predicted_fraction) > 1e-9 or (precision and s.get("precision", precision) != precision) \
                 or (dev == "cpu" and threads and s.get("threads", threads) != threads):
             continue
-        per_step = int(cfg.get("batch_size") or 0) * int(cfg.get("grad_accum") or 1)
-        if batch and per_step and not 1 / BATCH_APART <= per_step / batch <= BATCH_APART:
+        if batch and (per_step := int(cfg.get("batch_size") or 0) * int(cfg.get("grad_accum") or 1)) and \
+                not 1 / BATCH_APART <= per_step / batch <= BATCH_APART:
             continue
         rows = [m for m in _recent_metrics(run) if m.get("split") == "train" and m.get("tokens_per_s")][-20:]
         if len(rows) < 3:  # (a run of a step or two logged its start-up as its speed)

@@ -185,10 +185,14 @@ class Trainer:
         return False
 
     def _check_finite(self, losses: Losses, lr: float) -> None:
-        """A loss that is NaN or infinite where no loss scaler skips such steps (fp32, bf16): the weights have
-        gone with it, and a run that went on would save them and end "finished" (an lr of 1e9 did)."""
+        """A loss that is NaN or infinite (under fp16's loss scaler: with weights that are no longer numbers): the
+        weights have gone with it, and a run that went on would save them and end "finished" (an lr of 1e9 did)."""
         loss = losses["loss"]
-        if math.isfinite(loss) or self.scaler.is_enabled():
+        if math.isfinite(loss):
+            return
+        # fp16's loss scaler skips a step whose gradients overflowed, and such a step's loss may read inf: the run
+        # has diverged only where the weights themselves are no longer numbers (they stay so: a skip cannot mend them)
+        if self.scaler.is_enabled() and all(bool(torch.isfinite(p).all()) for p in self.model.parameters()):
             return
         raise Diverged(f"the training loss became {loss} at step {self.step:,} (learning rate {lr:g}): the training "
                        "diverged and the weights it reached are not numbers; start again with a lower learning rate")

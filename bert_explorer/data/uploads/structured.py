@@ -56,8 +56,9 @@ class StructuredRecords:
                 empty.append(line)
                 continue
             if len(raw) < 2:  # one choice is always right: its accuracy would be 100 % whatever the model learnt
-                raise self.error(self._where(line, choices_col or endings[0]), f"has {len(raw)} answer choice; give "
-                                 "every example two or more to choose from")
+                raise self.error(self._where(line, choices_col or endings[0]),
+                                 f"has {'one answer choice' if raw else 'no answer choices'}; give every example two "
+                                 "or more to choose from")
             start = self._cell(rec, sent2) if (sent1 and sent2 and context_col == sent1) else ""
             choices = [f"{start} {c}".strip() if start else c for c in raw]
             label = self._cell(rec, label_col)
