@@ -387,6 +387,11 @@ def test_qa_dev_split_leaves_a_passage_too_large_for_it_to_training():
         train, dev = train_dev_split(TaskData(QA, ex, None, "qa.json"), 0.1, seed)
         assert (len(train), len(dev)) == (90, 10)
         assert not {e["context"] for e in train.examples} & {e["context"] for e in dev.examples}
+    # three passages of 30, 30 and 40 questions: a whole passage would hold out 30 %, so the split is at random
+    big = [{"id": f"p{p}q{i}", "question": "q?", "context": f"Passage {p}.", "answers": [], "is_impossible": True}
+           for p, n in enumerate((30, 30, 40)) for i in range(n)]
+    train, dev = train_dev_split(TaskData(QA, big, None, "qa.json"), 0.1, 0)
+    assert len(dev) == 10 and "at random" in dev.notes[0]
 
 def test_check_dev_labels():
     train = classes({"a": 5, "b": 5})
