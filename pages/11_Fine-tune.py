@@ -389,6 +389,10 @@ for col, k in zip(cols, shown):
                     "bf16 measured its curves in bf16, which moved a Pearson r in the second decimal); After "
                     "fine-tuning reads the same model example by example.")
 cols[-1].metric("examples (train / dev)", f"{result.get('train_examples', 0):,} / {result.get('dev_examples', 0):,}")
+if result.get("steps") == 0 and has_model:  # (its tiles and its Try box read as a trained model's)
+    st.warning("This run stopped before its first step: its model is the pre-trained one with an untrained task head, "
+               "so its dev scores are that head's guesses and its answers below are not a fine-tuned model's; start "
+               "it again to fine-tune.")
 # said once: the upload's dev set above and this run's may be the same 8 examples, in the same sentence
 if (warning := small_dev_warning(result.get("dev_examples", 0), counted=kind.right_or_wrong if kind else True)) \
         and warning != said_above:

@@ -1158,3 +1158,19 @@ def test_a_resume_on_changed_data_is_refused_before_a_process_starts_and_the_run
     assert not at.exception and not launched
     assert any("the data changed, so it cannot resume" in e.value for e in at.error), [e.value for e in at.error]
     assert Run(stopped).status()["state"] == "stopped"
+
+def test_a_run_stopped_before_its_first_step_is_said_not_shown_as_a_fine_tuned_model(runs_root, base_model):
+    """Stopped 6 s after Fine-tune: the page showed "dev accuracy, saved model 0.600", Try the model and a download,
+    with nothing said of the untrained head the run's log named."""
+    from bert_explorer.train.finetune import FinetuneConfig, run_finetuning
+
+    run = Run(runs_root / "finetune-stopped-early")
+    run.path.mkdir()
+    run.request_stop()  # before the first step
+    run_finetuning(FinetuneConfig(model=base_model, train="tiny:classification", max_train_examples=32, epochs=1,
+                                  batch_size=16, max_seq_length=32, device="cpu"), run.path)
+    at = _page("11_Fine-tune.py", **_model_state(base_model))
+    at.selectbox(key="ft_watch").set_value("finetune-stopped-early").run()
+    assert not at.exception
+    assert any(w.value.startswith("This run stopped before its first step: its model is the pre-trained one with an "
+                                  "untrained task head") for w in at.warning)
