@@ -54,6 +54,11 @@ if not runs:
         "fine-tune one on the Fine-tune page (or with `bert-explorer finetune`), then come back." if writes_allowed()
         else "your teacher can fine-tune one."))
     st.stop()
+# the run chosen on the Fine-tune page since this page last looked is the one opened here (it opened on the newest)
+watched = st.session_state.get("ft_watch")
+if watched and watched != st.session_state.get("af_seen_ft_watch"):
+    st.session_state["af_seen_ft_watch"] = watched
+    st.session_state["af_run"] = watched
 run = rv.pick_run("Fine-tuning run", runs, "af_run", root)
 if unlisted:
     st.caption(f"Not listed, with no saved model yet: {', '.join(unlisted[:5])}"

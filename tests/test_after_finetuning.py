@@ -548,6 +548,10 @@ def test_what_was_typed_to_try_a_model_holds_when_the_user_leaves_the_fine_tune_
     at.switch_page("pages/11_Fine-tune.py").run()
     assert not at.exception and at.text_input(key="ft_try_text_classification").value == "a good and warm film"
     assert next(m for m in at.metric if m.label == "Prediction").value == said
+    # After fine-tuning opens on the run watched here (it opened on the newest, another run, with nothing said)
+    at.selectbox(key="ft_watch").set_value("regression").run()
+    at.switch_page("pages/12_After_fine_tuning.py").run()
+    assert not at.exception and at.selectbox(key="af_run").value == "regression"
 
 def test_why_this_answer_opens_attributions_with_the_example_and_the_run(tuned, monkeypatch):
     at = _page(tuned, monkeypatch, "classification", from_home=True)
