@@ -231,6 +231,10 @@ def test_the_teacher_sees_the_words_before_the_reveal_and_takes_one_off_the_boar
     teacher.button(key=f"guess_off_go_{q.id}").click().run()
     assert not teacher.exception and list(guess_view.BOARD.current().guesses.values()) == ["water"]
     assert [m.value for m in teacher.run().metric] == ["1"]
+    # its sender is told, once the box looks again (the caption of the guess went without a word)
+    said = [i.value for i in students[1].run().info]
+    assert "Your teacher took **spam** off the board; you may send another guess." in said, said
+    assert not [i for i in students[0].run().info if "took" in i.value]  # not the student who said water
 
 
 def test_a_model_without_the_head_a_question_needs_cannot_be_asked_it(classroom):

@@ -157,6 +157,8 @@ def student_box() -> None:
             st.session_state[refused] = f"Not sent: {e}" + (f" Your guess is still **{mine}**." if mine else "")
     if st.session_state.get(refused):
         st.warning(st.session_state[refused])
+    elif not mine and (off := q.taken_off.get(student_id())):  # (the caption of the guess went without a word)
+        st.info(f"Your teacher took **{markdown_text(off)}** off the board; you may send another guess.")
     if mine:
         st.caption(f"Your guess: **{mine}**. You can change it until your teacher reveals the answer; no name is "
                    "kept.")

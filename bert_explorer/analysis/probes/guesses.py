@@ -64,6 +64,7 @@ class Question:
     posed: float = field(default_factory=time.time)
     guesses: dict = field(default_factory=dict)   # student (browser) id -> guess
     answer: dict | None = None     # the model's answer, once revealed
+    taken_off: dict = field(default_factory=dict)  # student id -> the guess the teacher took off the board
 
 
 class Board:
@@ -108,7 +109,7 @@ class Board:
                 return 0
             gone = [s for s, g in q.guesses.items() if g == word]
             for s in gone:
-                del q.guesses[s]
+                q.taken_off[s] = q.guesses.pop(s)
             return len(gone)
 
     def reveal(self, question_id: str, answer: dict) -> None:
@@ -121,7 +122,7 @@ class Board:
         with self._lock:
             q = self._question
             return None if q is None else Question(q.kind, q.text, q.text_b, q.model, q.id, q.posed,
-                                                   dict(q.guesses), q.answer)
+                                                   dict(q.guesses), q.answer, dict(q.taken_off))
 
     def clear(self) -> None:
         with self._lock:
