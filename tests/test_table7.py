@@ -65,6 +65,11 @@ def test_a_model_that_learnt_its_training_text_by_heart_is_told_more_text_not_mo
     stuck = plateau_warning({**final, "train_mlm_loss": 5.45}, 1e-4)
     assert stuck.startswith("did not leave the word-frequency plateau") and "A higher learning rate" in stuck
     assert plateau_warning({**final, "plateau": False}, 1e-3) is None
+    # a loss 28 times the entropy (lr 1.0) was told "more steps or a longer warm-up may get it going"
+    wild = plateau_warning({**final, "mlm_perplexity": math.exp(108.85), "unigram_entropy": 3.86,
+                            "train_mlm_loss": 109.06}, 1.0)
+    assert "Its loss is 28 times that, as when a training diverges: the learning rate, 1, is likely too high" in wild
+    assert "More steps" not in wild
 
 
 def test_a_pre_training_that_learnt_only_word_counts_says_so(runs_root, tiny_vocab):

@@ -211,6 +211,7 @@ def positions_fit(max_seq_length: int, positions: int, model: str) -> None:
 # L2-H128 model of 1,500 steps of 16 sequences there, where 5e-4 left it (9.6 % held-out, against 5.7 %).
 SMALL_MODEL_LR = 5e-4
 PAPER_LR = 1e-4  # Appendix A.2: BERT-Base and -Large, 1,000,000 steps of 256 sequences
+FAR_ABOVE = 3.0  # a held-out loss this many times the unigram entropy: no plateau, a training that diverged
 
 
 def plateau_advice(lr, memorised: bool = False) -> str:
@@ -242,6 +243,10 @@ def plateau_warning(final: dict, lr) -> str | None:
     if not (final.get("plateau") and final.get("mlm_perplexity") and final.get("unigram_entropy")):
         return None
     held, entropy, trained = math.log(final["mlm_perplexity"]), final["unigram_entropy"], final.get("train_mlm_loss")
+    if held > FAR_ABOVE * entropy and isinstance(lr, (int, float)):  # (a loss 28 times it was told "more steps")
+        return (f"{plateau_sentence(held, entropy, trained)}. Its loss is {held / entropy:.0f} times that, as when "
+                f"a training diverges: the learning rate, {lr:g}, is likely too high for it; start again with a lower "
+                "one")
     return f"{plateau_sentence(held, entropy, trained)}. {plateau_advice(lr, memorised(trained, held, entropy))}"
 
 
