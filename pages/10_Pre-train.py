@@ -406,9 +406,12 @@ if doc is not None and not doc["frames"]:
     doc = None
 if doc is None and (source != RUN_SOURCE or not ckpts):  # nothing to draw from (yet)
     if source == RUN_SOURCE:
-        st.info("The time-lapse needs saved checkpoints; the run writes one every "
-                f"{run.config().get('save_every', '?')} steps and at the end (or set **Time-lapse frames to "
-                "record** for the next run: it then records the first frame at step 0).")
+        every = run.config().get("save_every")
+        st.info("The time-lapse needs saved checkpoints; the run writes one "
+                + (f"every {every:,} steps" if isinstance(every, int) and every != 1 else "at every step"
+                   if every == 1 else "as it goes")
+                + " and at the end (or set **Time-lapse frames to record** for the next run: it then records the "
+                  "first frame at step 0).")
     st.stop()
 
 sentence = OWN_SENTENCE

@@ -44,7 +44,7 @@ def test_timelapse_sees_a_checkpoint_written_while_the_page_is_open(runs_root):
     run = active_run(runs_root)
     at = AppTest.from_file("../pages/10_Pre-train.py", default_timeout=120).run()
     assert not at.exception
-    assert any("needs saved checkpoints" in i.value for i in at.info)
+    assert any("needs saved checkpoints; the run writes one every 200 steps" in i.value for i in at.info)
     assert _timelapse_frames(at) is None
 
     write_checkpoint(run.path, 200)                      # the run saves at step 200 ...
@@ -68,3 +68,10 @@ def test_no_redraw_while_nothing_changed(runs_root):
     rerun_fragments(at)                                  # no new checkpoint: only the fragments redraw
     assert not at.exception
     assert _timelapse_frames(at) is None and not at.get("text_input")
+
+
+def test_a_run_saving_at_every_step_is_not_said_to_save_every_1_steps(runs_root):
+    run = Run(runs_root / "each").create({"size": "L2-H128", "max_steps": 10, "save_every": 1}, "pretrain")
+    run.write_status(state="running", pid=os.getpid(), started=time.time(), step=0, max_steps=10)
+    at = AppTest.from_file("../pages/10_Pre-train.py", default_timeout=120).run()
+    assert any("the run writes one at every step and at the end" in i.value for i in at.info)
