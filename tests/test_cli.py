@@ -1202,3 +1202,12 @@ def test_a_warm_start_from_a_small_hub_bert_not_downloaded_takes_the_small_model
     tiny = PretrainConfig(init="google/bert_uncased_L-2_H-128_A-2")
     assert rate_for_model(tiny, args).lr == SMALL_MODEL_LR
     assert rate_for_model(PretrainConfig(init="google-bert/bert-base-uncased"), args).lr == PAPER_LR
+
+
+def test_a_warm_up_longer_than_the_run_is_said_as_it_starts(tmp_path, capsys):
+    """--warmup-steps 50 --max-steps 2 peaked at 4e-6 of the 1e-4 asked, with nothing said."""
+    assert main(["pretrain", "--corpus", "tiny", "--size", "tiny", "--max-steps", "2", "--warmup-steps", "50",
+                 "--lr", "1e-4", "--batch-size", "4", "--max-seq-length", "32", "--eval-batches", "1",
+                 "--no-progress", "--output", str(tmp_path / "run")]) == 0
+    assert "note: the warm-up (50 steps) is longer than the run (2): the learning rate rises the whole run and " \
+           "reaches only 4e-06 of the 0.0001 asked" in capsys.readouterr().err

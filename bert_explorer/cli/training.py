@@ -31,7 +31,7 @@ from ..train.pretrain import (check_start as check_pretraining, estimate as pret
 from ..data.uploads.core import PAIR_NAMES, TEXT_NAMES, column_key
 from ..runs.lock import RunBusy, writer_busy
 from ..runs.run import Run, new_run_refusal, restart_refusal, runs_root
-from ..train.pretrain_config import PretrainConfig, plateau_warning, rate_for_width
+from ..train.pretrain_config import PretrainConfig, plateau_warning, rate_for_width, warmup_steps_of
 from ..train.pretraining_data import split_corpus
 from ..train.finetune_resume import resume_settings as resume_finetuning
 from ..train.resume import resume_settings
@@ -184,7 +184,12 @@ def cmd_pretrain(args) -> int:
         if again and first_rank():
             print(f"note: {args.output} kept no checkpoint, so it trains again from step 0 with its own settings "
                   f"({cfg.max_steps:,} steps)", file=sys.stderr, flush=True)
-
+        elif not args.resume and first_rank() and cfg.max_steps and warmup_steps_of(cfg) > cfg.max_steps:
+            # (50 warm-up steps of a 2-step run peaked at 4e-6 of the 1e-4 asked, with nothing said)
+            peak = cfg.lr * cfg.max_steps / warmup_steps_of(cfg)
+            print(f"note: the warm-up ({warmup_steps_of(cfg):,} steps) is longer than the run ({cfg.max_steps:,}): "
+                  f"the learning rate rises the whole run and reaches only {peak:.2g} of the {cfg.lr:g} asked",
+                  file=sys.stderr, flush=True)
 
     def work():
         if (not args.resume or again) and first_rank():  # (a resumed run's steps left are its log's to say)
