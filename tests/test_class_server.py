@@ -252,6 +252,10 @@ def test_whoever_may_start_a_build_hears_of_the_one_running_beside_it(classroom,
     assert any(c.value.startswith("Running on this server now: Features of layer 2, about ") and
                "shares the CPU" in c.value for c in teacher.caption), [c.value for c in teacher.caption]
     assert no_work == []
+    # the Home page's Prepare for class says it too (a terminal's build showed as not started, offered again)
+    home = _page("run_app.py", teacher=True)
+    assert not home.exception
+    assert any(c.value.startswith("Running on this server now: Features of layer 2, about ") for c in home.caption)
 
 
 def test_a_student_hears_of_the_teachers_preparation_before_its_first_build(classroom):

@@ -12,7 +12,7 @@ from ..analysis import lesson
 from ..analysis.probes.pretraining_tasks import stored_evaluation
 from ..train.estimate import background_threads
 from ..train.speed import said
-from .roles import is_private, work_button, writes_allowed
+from .roles import is_private, running_beside, work_button, writes_allowed
 from .state import load
 
 
@@ -87,6 +87,9 @@ def panel(current: str | None) -> None:
         if now["running"]:
             _progress()
         else:
+            # a build started elsewhere (a terminal's prepare-class, a page's own build) is said here, with its time
+            # left: the panel showed it as not started and offered it again with a time that was not true
+            running_beside()
             lines = [line for line in (now.get("log") or "").splitlines() if line.strip()]
             if lines:
                 # how the last one ended, in its own last line ("prepared in 1 min 10 s (estimated ...)", or
