@@ -19,14 +19,14 @@ from bert_explorer.checkpoint import DEFAULT_MODEL, CheckpointError
 from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
 from bert_explorer.train.speed import said
+# (imported with the page, once a server: the estimate below is then the first visit's only work)
+from bert_explorer.data.tasks import load_builtin
+from bert_explorer.train.finetune import FinetuneConfig, estimate
 
 
 @by_inputs(max_entries=1)
 def _short_finetune_seconds() -> tuple[float, int]:
     """(idle seconds, threads) of the one-click fine-tuning here: the Fine-tune page's estimate of it."""
-    from bert_explorer.data.tasks import load_builtin
-    from bert_explorer.train.finetune import FinetuneConfig, estimate
-
     config = FinetuneConfig(**candidates.SHORT_FINETUNE)
     est = estimate(config, load_builtin(config.train.removeprefix("builtin:")))
     return est["seconds"], est["threads"]
