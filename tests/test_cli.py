@@ -634,6 +634,11 @@ def test_a_resume_whose_corpus_file_changed_is_refused_in_one_sentence(tmp_path,
     assert "the text changed since it stopped, so it cannot resume" in err, err
     # refused before anything is written: the run stays as it was (it read "failed", its max_steps 3)
     assert [(tmp_path / "run" / f).read_text() for f in ("status.json", "config.json")] == [status, config]
+    # a corpus no longer there is said as such (the corpus check's sentence), not as changed text
+    corpus.rename(tmp_path / "moved.txt")
+    assert main(["pretrain", "--output", out, "--resume", "--max-steps", "3", *common]) == 2
+    assert "the text changed" not in capsys.readouterr().err
+    (tmp_path / "moved.txt").rename(corpus)
     # a run started before digests were kept is caught once its sequences are counted
     kept = json.loads(status)
     del kept["corpus_sha256"]

@@ -236,7 +236,8 @@ def text_changed(run_dir: str | Path, cfg: PretrainConfig) -> str | None:
     what ``cfg.corpus`` names now, said before a resume writes anything; else None (a run of built-in corpora, or
     one started before digests were recorded: its sequences are counted once they are built)."""
     was = Run(run_dir).status().get("corpus_sha256")
-    if not was or was == user_text_digest(cfg.corpus):
+    now = user_text_digest(cfg.corpus) if was else None
+    if not was or now is None or was == now:  # (a file no longer there is the corpus check's to say)
         return None
     return (f"{run_dir} was trained on text that {cfg.corpus} no longer holds: the text changed since it stopped, so "
             "it cannot resume; put the text back as it was, or start a new run")
