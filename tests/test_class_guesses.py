@@ -221,6 +221,9 @@ def test_the_teacher_sees_the_words_before_the_reveal_and_takes_one_off_the_boar
     teacher.button(key="guess_pose").click().run()
     for s, word in zip(students, ("water", "spam", "spam")):
         _send(s.run(), word)
+    for s in students:  # a student sees no guess of another before the reveal, and takes none off
+        assert not [b for b in s.run().button if str(b.key).startswith("guess_off")]
+        assert not [c for c in s.caption if c.value.startswith("Only you see these")]
     # the question is shown as the characters the model reads: no bold, no image fetched from another site
     shown = [m.value for m in students[0].markdown if "Which word" in m.value][0]
     assert "\\*\\*glass\\*\\*" in shown and "!\\[x\\]" in shown
