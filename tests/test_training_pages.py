@@ -562,6 +562,29 @@ def test_finetune_page_stores_an_upload_beside_another_tabs_copy(runs_root, base
         assert started[0]["train"] == str((run_dir / "data" / "reviews-2.csv").resolve())
 
 
+def test_a_double_press_of_fine_tune_starts_one_run_and_says_so(runs_root, base_model, monkeypatch):
+    """A double click reruns the page twice with the button pressed: the second press of the same settings and data
+    starts nothing, takes its stored copy back and names the run the first press started; a press after the
+    window starts a twin."""
+    from bert_explorer.app import runs_view
+
+    started = []
+    monkeypatch.setattr(runs_view, "start_background", lambda kind, config, path, resume=False: started.append(path))
+    data = _csv([(ex["text"], ex["label"]) for ex in make_tiny("classification", n=48).examples],
+                ["review", "sentiment"])
+    at = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.csv", data))
+    at.button(key="ft_start").click().run()
+    at.button(key="ft_start").click().run()
+    assert not at.exception and len(started) == 1
+    assert [m.value for m in at.info if "pressed twice" in m.value] == [
+        f"{started[0].name} was started moments ago with these same settings (the button was pressed twice), so no "
+        f"second run was started; to start a twin of it, press again after 10 s."]
+    assert sorted(p.name for p in runs_root.iterdir()) == [started[0].name]  # the second copy taken back
+    monkeypatch.setattr(runs_view, "REPEAT_WINDOW_S", 0.0)  # (as if the user waited)
+    at.button(key="ft_start").click().run()
+    assert len(started) == 2 and started[1] != started[0]
+
+
 @pytest.mark.parametrize("task", ["ner", "qa"])
 def test_finetune_page_builtin_ner_and_qa_results(runs_root, base_model, task):
     at = _page("11_Fine-tune.py", **_model_state(base_model))

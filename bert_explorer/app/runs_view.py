@@ -9,7 +9,9 @@ system's finder (``runs/finder.py``) and words (``runs/report.py``); the curves 
 """
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import os
 import time
 import zipfile
@@ -40,20 +42,64 @@ def launch(kind: str, config: dict, run_dir: Path, *, resume: bool = False,
     """Start a background run from a page. When the run directory is busy, the page shows the
     one-sentence reason and keeps going, and removes ``upload`` (the copy or copies this attempt stored);
     ``remember`` = (session key, value) is set on success (e.g. which run to show next)."""
+    stored_files = [upload] if isinstance(upload, Path) else upload or []
+
+    def take_back() -> None:
+        for stored in stored_files:
+            stored.unlink(missing_ok=True)
+            _drop_if_left_empty(stored.parent, run_dir)
+
     if not writes_allowed():  # the pages hide their buttons too; this is the one gate
+        take_back()
         st.error(mode_sentence())
         return False
+    press = _press_key(kind, config, run_dir, resume, stored_files)
+    if (earlier := _pressed_moments_ago(press)) is not None:
+        take_back()
+        st.info(f"{earlier} was started moments ago with these same settings (the button was pressed twice), so no "
+                f"second run was started; to start a twin of it, press again after {REPEAT_WINDOW_S:g} s.")
+        return False
+    st.session_state[_LAST_PRESS] = (press, time.monotonic(), run_dir.name)  # before the start: a rerun may cut in
     try:
         start_background(kind, config, run_dir, resume=resume)
     except (RuntimeError, ValueError, DiskFull) as e:  # busy, not a run's folder, no room: one sentence each
-        for stored in [upload] if isinstance(upload, Path) else upload or []:
-            stored.unlink(missing_ok=True)
-            _drop_if_left_empty(stored.parent, run_dir)
+        st.session_state.pop(_LAST_PRESS, None)
+        take_back()
         st.error(without_host_paths(str(e)))
         return False
     if remember:
         st.session_state[remember[0]] = remember[1]
     return True
+
+
+# A double click on a start button reruns the page twice, each rerun with the button pressed: two runs of one
+# click. A start of the same kind, settings and data as this browser tab's previous start within this many
+# seconds is taken as that second press; a user who wants a twin run presses again after it.
+REPEAT_WINDOW_S = 10.0
+_LAST_PRESS = "_runs_view_last_press"
+
+
+def _press_key(kind: str, config: dict, run_dir: Path, resume: bool, stored: list[Path]) -> str:
+    """What a start is, apart from the folder a new run was given: its kind, its settings (with the new run's
+    own folder taken out of the paths into it), the data it stored, and for a resume the run it resumes."""
+    settings = json.dumps(config, sort_keys=True, default=str)
+    if not resume:
+        settings = settings.replace(str(run_dir.resolve()), "<run>").replace(str(run_dir), "<run>")
+    digest = hashlib.sha256(f"{kind}\n{resume}\n{run_dir if resume else ''}\n{settings}".encode())
+    for path in stored:
+        try:
+            digest.update(hashlib.sha256(path.read_bytes()).digest())  # (an upload, already bounded in size)
+        except OSError:
+            digest.update(str(path).encode())
+    return digest.hexdigest()
+
+
+def _pressed_moments_ago(press: str) -> str | None:
+    """The name of the run this tab started with the same ``press`` less than REPEAT_WINDOW_S ago, if any."""
+    last = st.session_state.get(_LAST_PRESS)
+    if last and last[0] == press and time.monotonic() - last[1] < REPEAT_WINDOW_S:
+        return last[2]
+    return None
 
 
 def _drop_if_left_empty(folder: Path, run_dir: Path) -> None:
