@@ -96,6 +96,13 @@ def test_empty_text_cells_are_skipped_with_line_numbers(tmp_path):
     assert "skipped 1 row with an empty label cell (line 10)" in data.notes
 
 
+def test_rows_of_separators_only_are_said_and_blank_lines_are_not(tmp_path):
+    text = csv_text(REVIEWS[:3]) + ",\n\n" + csv_text(REVIEWS[3:]).split("\n", 1)[1] + " , \n"
+    data = read_task_file(write(tmp_path, "train.csv", text))
+    assert len(data) == len(REVIEWS)
+    assert "skipped 2 rows with every cell empty (lines 5, 10)" in data.notes, data.notes
+
+
 def test_only_one_class(tmp_path):
     msg = error_of(write(tmp_path, "train.csv", csv_text([(t, "pos") for t, _ in REVIEWS])))
     assert "only one class" in msg and "'pos'" in msg and "'label'" in msg

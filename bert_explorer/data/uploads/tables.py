@@ -55,11 +55,13 @@ class Tables:
             quoting = csv.QUOTE_NONE
         # lines are split as they are parsed, so that the row limit stops the reading where it is passed
         reader = csv.reader(iter_raw_lines(self.text), delimiter=delim, strict=True, quoting=quoting)
-        header, rows, start = None, [], 1
+        header, rows, start, separators_only = None, [], 1, []
         try:
             for row in reader:
                 line, start = start, reader.line_num + 1
                 if not any(c.strip() for c in row):
+                    if header is not None and len(row) > 1:  # a row of separators is a row, said; a blank line not
+                        separators_only.append(line)
                     continue
                 if header is None:
                     header, header_line = [c.strip() for c in row], line
@@ -85,6 +87,8 @@ class Tables:
                                               f"and quotes inside a cell are written twice (\"\")") from e
         if header is None:
             raise self.error(None, "has no header line; the first line must name the columns, e.g. text,label")
+        if separators_only:
+            self.notes.append(_lines_note("every cell empty", separators_only, self.unit))
         return header, rows
 
     def _check_header(self, header: list[str], line: int) -> None:
