@@ -33,7 +33,7 @@ from bert_explorer.train.speed import said
 from bert_explorer.train.finetune import (check_start as check_finetuning, estimate, few_steps_note, ltr_problem,
                                           positions_of, read_spec, repeated_examples, resume_refusal, steps_text)
 from bert_explorer.train.finetune_config import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_GRAD_ACCUM, MAX_PATIENCE,
-                                                 MAX_TRAIN_EXAMPLES, FinetuneConfig)
+                                                 MAX_TRAIN_EXAMPLES, DEV_FRACTION_RANGE, FinetuneConfig)
 
 intro("Fine-tune", """
 BERT's second stage (Devlin et al. 2019, Section 4 and Figure 4): put **one small output layer** on
@@ -233,8 +233,8 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                                options=FEATURE_MODES, disabled=mode != "feature-based")
         max_train = kept_widget(a1.number_input, f"Use at most N training examples (0 = all, up to "
                                 f"{MAX_TRAIN_EXAMPLES:,})", "ft_max_train", 0, min_value=0, max_value=MAX_TRAIN_EXAMPLES)
-        dev_fraction = kept_widget(a2.number_input, "Dev fraction held out", "ft_dev_fraction", 0.1, min_value=0.01,
-                                   max_value=0.5)
+        dev_fraction = kept_widget(a2.number_input, "Dev fraction held out", "ft_dev_fraction", 0.1,
+                                   min_value=DEV_FRACTION_RANGE[0], max_value=DEV_FRACTION_RANGE[1])
         seed = kept_widget(a3.number_input, "Seed", "ft_seed", 0, min_value=0, max_value=1_000_000)
         pos_weight = kept_widget(a1.selectbox, "Label weights (multi-label)", "ft_pos_weight", "none",
                                  options=["none", "balanced"],

@@ -195,7 +195,10 @@ def test_settings_are_bounded_in_one_sentence():
                       ({"grad_accum": 5000}, "at most 1,024, not 5000"),
                       ({"eval_every": 0}, "eval_every must be a whole number of at least 1, not 0"),
                       ({"early_stopping_patience": 2.5}, "early_stopping_patience must be a whole number"),
-                      ({"early_stopping_threshold": -1}, "early_stopping_threshold must be a number of at least 0")):
+                      ({"early_stopping_threshold": -1}, "early_stopping_threshold must be a number of at least 0"),
+                      # the page's own range, so that the CLI and the page hold out the same shares
+                      ({"dev_fraction": 0.99}, r"dev_fraction must be from 0.01 to 0.5 \(the share"),
+                      ({"dev_fraction": 0.001}, "not 0.001")):
         with pytest.raises(ValueError, match=said):
             FinetuneConfig(**bad)
 

@@ -22,6 +22,8 @@ MAX_POS_WEIGHT = 100.0  # a label's positives weigh at most this many negatives 
 MAX_PATIENCE = 1000     # evaluations early stopping may wait
 DEV_EXAMPLES = 2_000         # the dev set's size when max_dev_examples is not set
 MAX_DEV_EXAMPLES = 20_000    # the most max_dev_examples may ask for
+# a share of train held out as dev, where no dev set is given: past a half, dev outweighs what is trained on
+DEV_FRACTION_RANGE = (0.01, 0.5)
 
 
 # The app's default model. Measured with bench/transfer.py (bbc-topics, 400 training examples, 3
@@ -101,8 +103,10 @@ class FinetuneConfig:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
         if why := device_refusal(self.device) or seed_refusal(self.seed):
             raise ValueError(why)
-        if not 0 < self.dev_fraction < 1:
-            raise ValueError(f"dev_fraction must be between 0 and 1, not {self.dev_fraction}")
+        low, high = DEV_FRACTION_RANGE
+        if not isinstance(self.dev_fraction, (int, float)) or not low <= self.dev_fraction <= high:
+            raise ValueError(f"dev_fraction must be from {low:g} to {high:g} (the share of train held out as dev "
+                             f"where no dev set is given), not {self.dev_fraction!r}")
         for name, cap in (("max_train_examples", MAX_TRAIN_EXAMPLES), ("max_dev_examples", MAX_DEV_EXAMPLES)):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= cap):
