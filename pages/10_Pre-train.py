@@ -32,7 +32,7 @@ from bert_explorer.train.estimate import ALIASES, LONG_RUN_ASK_S, background_thr
 from bert_explorer.train.pretrain import check_fits as check_pretraining, estimate as run_estimate, text_changed
 from bert_explorer.train.memory import NO_CUDA
 from bert_explorer.train.pretraining_data import corpus_words as count_corpus_words, learnt_vocab_size
-from bert_explorer.train.pretrain_config import (MAX_FRAMES, SMALL_MODEL_LR, PretrainConfig, predicted_fraction,
+from bert_explorer.train.pretrain_config import (MAX_FRAMES, MAX_LR, SMALL_MODEL_LR, PretrainConfig, predicted_fraction,
                                                  warmup_steps_of)
 from bert_explorer.train.resume import resume_settings
 from bert_explorer.runs.run import Run, new_run_refusal
@@ -152,7 +152,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     batch = kept_widget(c4.number_input, "Batch (sequences)", "pt_batch", 256 if on_gpu else 32, min_value=1,
                         max_value=4096,
                         help="The paper: 256 sequences of up to 512 tokens (128,000 tokens a batch).")
-    lr = kept_widget(c5.number_input, "Learning rate", "pt_lr", SMALL_MODEL_LR, min_value=1e-6, max_value=1e-2,
+    lr = kept_widget(c5.number_input, "Learning rate", "pt_lr", SMALL_MODEL_LR, min_value=1e-6, max_value=MAX_LR,
                      step=1e-5, format="%.0e",
                      help="The paper: Adam(W) with lr 1e-4, β1 0.9, β2 0.999, weight decay 0.01, for BERT-Base over "
                           "1,000,000 steps. A small model of a few thousand steps learns faster at 5e-4 (the shipped "

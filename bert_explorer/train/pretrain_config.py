@@ -175,9 +175,11 @@ _AT_LEAST = {"batch_size": 1, "grad_accum": 1, "max_steps": 0, "log_every": 1, "
              "max_seq_length": 8, "warmup_steps": 0, "max_docs": 1, "lr": 1e-12,
              "weight_decay": 0, "clip_grad_norm": 1e-12}
 # ... and the most: past these a run is no recipe but a typo (10 million steps is the Pre-train page's bound too; an
-# Adam step of lr 1 already moves a weight by about 1 a step; more static-masking copies than Google's 10 ten times
-# over hold the corpus that many times in memory).
-_AT_MOST = {"max_steps": 10_000_000, "lr": 1.0, "dupe_factor": 100}
+# Adam step moves a weight by about its learning rate, and BERTs are pre-trained at 1e-4 (the paper) to a few 1e-3
+# (small models, large batches): past 1e-2 a run diverges, the page's box stops there too; more static-masking
+# copies than Google's 10 ten times over hold the corpus that many times in memory).
+MAX_LR = 1e-2
+_AT_MOST = {"max_steps": 10_000_000, "lr": MAX_LR, "dupe_factor": 100}
 MAX_FRAMES = 200  # time-lapse frames: each a forward pass and an evaluation (the Pre-train page's bound)
 _WHOLE = {"batch_size", "grad_accum", "max_steps", "log_every", "eval_every", "save_every", "eval_batches",
           "dupe_factor", "vocab_size", "max_seq_length",
