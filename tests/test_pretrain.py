@@ -57,6 +57,26 @@ def test_resume_after_a_crash_gives_the_same_next_losses(tmp_path, tiny_vocab):
     assert [json.loads(line)["step"] for line in aside if json.loads(line)["split"] == "train"] == [4]
 
 
+def test_a_stop_its_process_never_read_does_not_stop_the_resume(tmp_path, tiny_vocab):
+    """Stop pressed, then the process killed before its next step: the STOP file outlived it, and a resume from the
+    command line trained nothing and ended "stopped" with exit 0."""
+    cfg = PretrainConfig(**{**TINY, "vocab": tiny_vocab}, max_steps=6, save_every=3)
+    run = Run(tmp_path / "run")
+
+    def stopped_then_killed(step, _):
+        if step == 4:
+            run.request_stop()
+            raise KeyboardInterrupt("simulated kill after the Stop, before the step that reads it")
+
+    with pytest.raises(KeyboardInterrupt):
+        run_pretraining(cfg, run.path, progress=False, on_step=stopped_then_killed)
+    assert (run.path / "STOP").exists()
+    result = run_pretraining(cfg, run.path, resume=True, progress=False)
+    assert result["state"] == "finished" and result["step"] == 6
+    assert not (run.path / "STOP").exists()
+    assert "removed a STOP file left by an earlier process" in (run.path / "log.txt").read_text()
+
+
 def test_refuses_to_overwrite_a_run_without_resume(tmp_path):
     cfg = PretrainConfig(**TINY, max_steps=1)
     run_pretraining(cfg, tmp_path / "r", progress=False)

@@ -36,7 +36,7 @@ from pathlib import Path
 from ..file_lock import LOCKS_TRAVEL, acquire, holding, is_held, release
 from ..full_disk import DiskFull, is_disk_full, sentence
 from ..processes import process_alive, process_start
-from .run import new_run_refusal
+from .run import Run, new_run_refusal
 
 WRITER_LOCK_NAME = ".writer.lock"
 START_LOCK_NAME = ".start.lock"
@@ -46,6 +46,7 @@ class RunBusy(RuntimeError):
 
 
 _held: dict[str, list] = {}  # run path -> [fd, depth]: this process's writer locks (re-entrant)
+_handed_down: set[str] = set()  # the runs whose lock a starter handed to this process (a background run's)
 _held_guard = threading.Lock()
 
 
@@ -100,6 +101,7 @@ def acquire_writer(run_dir: str | Path, what: str | None = None, *, gated: bool 
     fd = _inherited_fd(lock_path) if lock_path.exists() else None
     if fd is not None:  # adopted: the starter (or our launcher, before it became us) holds it for us
         os.environ.pop(WRITER_FD_ENV, None)  # adopted once; children get their own hand-down
+        _handed_down.add(str(path.resolve()))
         os.set_inheritable(fd, False)
         return _write_holder(fd, what)
     if LOCKS_TRAVEL or gated:
@@ -205,9 +207,26 @@ def writes_run(param: str, what: str):
             if refusal := new_run_refusal(run_dir):
                 raise ValueError(refusal)
             with writer_lock(run_dir, what):
+                _drop_stale_stop(Path(run_dir))
                 return fn(*args, **kwargs)
         return locked
     return wrap
+
+
+def _drop_stale_stop(run_dir: Path) -> None:
+    """A STOP file found by a writer that took the run's lock itself, in a run an earlier process wrote, is a Stop
+    meant for that process, which ended before it read it (killed, or cut off between its last save and clearing
+    it): left there, it stopped this process's resume before its first step, as if asked. A background run's
+    starter clears STOP before it hands the lock down, so one found by that process was asked since, for this
+    very run, and stays."""
+    key = str(run_dir.resolve())
+    if key in _handed_down or _held.get(key, [None, 0])[1] != 1 or not (run_dir / "STOP").exists():
+        return
+    run = Run(run_dir)
+    if not (run_dir / "status.json").exists():  # no process has written it yet: a Stop asked before its start is its
+        return
+    run.clear_stop()
+    run.log("removed a STOP file left by an earlier process that ended before it stopped; this run goes on")
 
 
 def writer_busy(run_dir: str | Path) -> str | None:
