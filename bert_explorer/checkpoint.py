@@ -16,6 +16,7 @@ anything but tensors.
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -665,6 +666,16 @@ def new_model(architecture: str, config: BertConfig, **head_kwargs) -> nn.Module
 
 def encoder_of(model: nn.Module) -> BertModel:
     return model if isinstance(model, BertModel) else model.bert
+
+
+def private_view(model: nn.Module) -> nn.Module:
+    """A copy of the module tree whose parameters and buffers are the original tensors, in eval mode.
+
+    No weight is copied (the memo maps every tensor to itself), but hooks and the train/eval switch belong
+    to the copy: a hook put on it (an analysis that replaces a layer's output) never reaches a forward pass
+    that another session runs on the shared model at the same time."""
+    memo = {id(t): t for t in [*model.parameters(), *model.buffers()]}
+    return copy.deepcopy(model, memo).eval()
 
 
 # ----- a checkpoint uploaded as a .zip -------------------------------------------------------

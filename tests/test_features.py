@@ -94,6 +94,20 @@ def test_identity_gives_the_clean_loss_and_the_mean_the_ablated_one(tiny, instan
 
 
 # ----- steering -------------------------------------------------------------------------------------
+def test_a_replaced_layer_never_reaches_the_shared_model_that_other_sessions_run(tiny):
+    """The hook that steers went on the model every session shares: a student's masked-word probe run meanwhile got
+    the steered hidden states (and a cache could keep them for the class)."""
+    batch = tiny.tokenizer.tensors([tiny.tokenizer.encode("the [MASK] was cold .")])
+    with torch.no_grad():
+        clean = tiny.model(**batch).mlm_logits
+        with splice.replaced(tiny, tiny.config.num_layers, lambda h: h + 5.0) as model:
+            steered = model(**batch).mlm_logits
+            meanwhile = tiny.model(**batch).mlm_logits  # another session's forward, inside the block
+    assert not torch.allclose(steered, clean)
+    assert torch.equal(meanwhile, clean)
+    assert all(a is b for a, b in zip(model.parameters(), tiny.model.parameters()))  # no weight copied
+
+
 def test_steering_a_planted_feature_moves_the_probe(tiny):
     """Feature 0 of an SAE is planted along the direction that raises "river"'s logit at the [MASK]
     (the gradient of log p(river) in the last layer's output): adding it must raise p(river),
@@ -110,8 +124,8 @@ def test_steering_a_planted_feature_moves_the_probe(tiny):
         h = h.detach().requires_grad_(True)
         captured["h"] = h
         return h
-    with torch.enable_grad(), splice.replaced(tiny, L, grab):
-        logits = tiny.model(**tok.tensors([enc])).mlm_logits[0, pos]
+    with torch.enable_grad(), splice.replaced(tiny, L, grab) as model:
+        logits = model(**tok.tensors([enc])).mlm_logits[0, pos]
         logits.log_softmax(-1)[river].backward()
     direction = F.normalize(captured["h"].grad[0, pos], dim=0)
     sae = TopKSAE(32, 64, 4)

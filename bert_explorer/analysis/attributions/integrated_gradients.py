@@ -81,7 +81,6 @@ respect to the interpolated embeddings only).
 """
 from __future__ import annotations
 
-import copy
 import json
 import math
 import warnings
@@ -92,7 +91,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ...checkpoint import Loaded, MissingHeadError
+from ...checkpoint import Loaded, MissingHeadError, private_view
 from ...limits import MEMORY, MIN_IG_STEPS, SECONDS, TooLarge, backward_bytes
 from ...runs.finder import find_runs, rel_name
 from ...tokenizer import Encoded, WordPieceTokenizer
@@ -279,16 +278,6 @@ def baseline_inputs(tok: WordPieceTokenizer, inputs: dict[str, torch.Tensor],
     }
 
 
-def _private_view(model: nn.Module) -> nn.Module:
-    """A copy of the module tree whose parameters and buffers are the original tensors.
-
-    No weight is copied (the memo maps every tensor to itself), but hooks and the
-    train/eval switch now belong to the copy: another thread using the shared model is
-    never affected by what captum does here."""
-    memo = {id(t): t for t in [*model.parameters(), *model.buffers()]}
-    return copy.deepcopy(model, memo).eval()
-
-
 def integrated_gradients(
     model: nn.Module,
     f: Callable[[nn.Module, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
@@ -300,7 +289,7 @@ def integrated_gradients(
     with respect to the three embedding layers of ``model.bert``, from ``baselines`` to
     ``inputs`` (each a dict of [1, T] id tensors).
 
-    Everything runs on ``_private_view(model)`` in eval mode; ``model`` itself is not
+    Everything runs on ``private_view(model)`` in eval mode; ``model`` itself is not
     touched. Returns the attributions per part ([T] each, summed over H), f(x), f(x') and
     captum's convergence delta (Σ attributions - (f(x) - f(x')), from its own two forward
     passes)."""
@@ -310,7 +299,7 @@ def integrated_gradients(
 
     if n_steps < 1:
         raise ValueError("n_steps must be at least 1")
-    view = _private_view(model)
+    view = private_view(model)
     emb = view.bert.embeddings
     layers = [emb.word_embeddings, emb.token_type_embeddings, emb.position_embeddings]  # order of PARTS
     keys = ("input_ids", "token_type_ids", "position_ids")
@@ -439,7 +428,7 @@ def explain_masked_word(loaded: Loaded, text: str, word: str | None = None, n_st
         return model.cls.predictions(h).float().log_softmax(-1)  # the head on one position only
 
     with torch.no_grad():
-        probs = log_probs(_private_view(loaded.model), **inputs)[0].exp()  # [V], in eval mode
+        probs = log_probs(private_view(loaded.model), **inputs)[0].exp()  # [V], in eval mode
     p, ids = probs.topk(min(top_k, probs.numel()))
     top = [{"token": tok.id_to_token(i), "probability": float(q)} for q, i in zip(p.tolist(), ids.tolist())]
     if word is None or not word.strip():
@@ -527,7 +516,7 @@ def explain_classifier(loaded: Loaded, text: str, text_b: str | None = None, lab
         return logits if regression else logits.log_softmax(-1)
 
     with torch.no_grad():
-        out = outputs(_private_view(model), **inputs)[0]  # in eval mode
+        out = outputs(private_view(model), **inputs)[0]  # in eval mode
     if regression:
         k, score, details = 0, "the regression output", {"prediction": float(out[0])}
     else:

@@ -17,8 +17,10 @@ and clamping sets z_f to ``c`` by adding ``(c - z_f) · d_f`` — the rest of x,
 left as it was, so only what the feature stands for changes. The model then runs on from layer l
 and the masked-word probe reads its guesses (Templeton et al. 2024 steer Claude the same way).
 
-The replacement is a forward hook on encoder layer l, so the model's own forward runs everything
-else: an identity replacement gives exactly the clean loss.
+The replacement is a forward hook on encoder layer l of a private view of the model (its own module
+tree over the same weights: the shared model, which other sessions run meanwhile, never carries the
+hook), so the model's own forward runs everything else: an identity replacement gives exactly the
+clean loss.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 
-from ...checkpoint import Loaded, encoder_of
+from ...checkpoint import Loaded, encoder_of, private_view
 from ...data.pretraining import collate
 from ...model.heads import IGNORE
 
@@ -37,9 +39,15 @@ Replace = Callable[[torch.Tensor], torch.Tensor]  # hidden states [B, T, H] -> [
 
 
 @contextmanager
-def replaced(loaded: Loaded, layer: int, replace: Replace):
-    """Within the block, the output of encoder layer ``layer`` (1..L) is ``replace(h)``."""
-    layers = encoder_of(loaded.model).encoder.layer
+def replaced(loaded: Loaded, layer: int | None = None, replace: Replace | None = None):
+    """The model to run within the block, the output of its encoder layer ``layer`` (1..L) ``replace(h)`` when
+    given: a private view of ``loaded.model`` (its own module tree over the same weights, in eval mode), so that
+    the hook never changes what another session's forward pass through the shared model computes meanwhile."""
+    model = private_view(loaded.model)
+    if replace is None:
+        yield model
+        return
+    layers = encoder_of(model).encoder.layer
     if not 1 <= layer <= len(layers):
         raise ValueError(f"layer {layer} does not exist: this model has layers 1-{len(layers)}")
 
@@ -49,7 +57,7 @@ def replaced(loaded: Loaded, layer: int, replace: Replace):
 
     handle = layers[layer - 1].register_forward_hook(hook)
     try:
-        yield
+        yield model
     finally:
         handle.remove()
 
@@ -61,40 +69,30 @@ def masked_lm_loss(loaded: Loaded, instances, batch_size: int = 8, layer: int | 
     fixed masks, ``train.pretrain.held_out_instances``), with layer ``layer``'s output replaced by
     ``replace`` when given. Positions holding a token id of ``skip`` (the special tokens: the SAE
     never saw [CLS] or [SEP]) and padding keep their own vectors."""
-    tok, model = loaded.tokenizer, loaded.model
-    device = next(model.parameters()).device
+    tok = loaded.tokenizer
+    device = next(loaded.model.parameters()).device
     total, n = 0.0, 0
-    was = model.training
-    model.eval()
     keep: dict[str, torch.Tensor] = {}  # the batch's positions to replace, read by the hook
 
     def only_ordinary(h: torch.Tensor) -> torch.Tensor:
         return torch.where(keep["ordinary"][..., None], replace(h), h)
 
-    try:
-        with torch.no_grad(), (replaced(loaded, layer, only_ordinary) if replace is not None else _nothing()):
-            for a in range(0, len(instances), batch_size):
-                chunk = instances[a:a + batch_size]
-                batch = {k: v.to(device) for k, v in collate(chunk, tok.pad_id, "mlm").items()}
-                labels = batch.pop("labels")
-                ordinary = batch["attention_mask"].bool()
-                if skip is not None:
-                    ordinary &= ~torch.isin(batch["input_ids"], skip.to(device))
-                keep["ordinary"] = ordinary
-                logits = model(**batch).mlm_logits                  # [B, T, V]
-                chosen = labels != IGNORE
-                total += float(F.cross_entropy(logits[chosen].float(), labels[chosen], reduction="sum"))
-                n += int(chosen.sum())
-                if on_batch:
-                    on_batch(len(chunk))
-    finally:
-        model.train(was)
+    with torch.no_grad(), replaced(loaded, layer, only_ordinary if replace is not None else None) as model:
+        for a in range(0, len(instances), batch_size):
+            chunk = instances[a:a + batch_size]
+            batch = {k: v.to(device) for k, v in collate(chunk, tok.pad_id, "mlm").items()}
+            labels = batch.pop("labels")
+            ordinary = batch["attention_mask"].bool()
+            if skip is not None:
+                ordinary &= ~torch.isin(batch["input_ids"], skip.to(device))
+            keep["ordinary"] = ordinary
+            logits = model(**batch).mlm_logits                  # [B, T, V]
+            chosen = labels != IGNORE
+            total += float(F.cross_entropy(logits[chosen].float(), labels[chosen], reduction="sum"))
+            n += int(chosen.sum())
+            if on_batch:
+                on_batch(len(chunk))
     return total / max(n, 1)
-
-
-@contextmanager
-def _nothing():
-    yield
 
 
 def loss_recovered(clean: float, sae: float, mean: float) -> float:
@@ -143,8 +141,8 @@ def probe(loaded: Loaded, text: str, layer: int | None = None, replace: Replace 
     if not masks:
         raise ValueError("the text has no [MASK] token; write [MASK] where a word should be predicted")
     batch = tok.tensors([enc], device=next(loaded.model.parameters()).device)
-    with torch.no_grad(), (replaced(loaded, layer, replace) if replace is not None else _nothing()):
-        logits = loaded.model(**batch).mlm_logits[0, masks[0]]            # [V]
+    with torch.no_grad(), replaced(loaded, layer, replace) as model:
+        logits = model(**batch).mlm_logits[0, masks[0]]                   # [V]
     return logits.float().softmax(-1)
 
 
