@@ -29,7 +29,7 @@ if writes_allowed():  # the teacher (or this machine's user): poses and reveals
             gv.teacher_count()
             if st.button("Reveal", key="guess_reveal", type="primary",
                          help="The model answers, and every student's page shows the class beside it."):
-                gv.BOARD.reveal(q.id, gv.model_answer(q))
+                gv.BOARD.reveal(q.id)  # (the answer was computed when the question was posed)
                 st.rerun()
         else:
             gv.reveal(q, f"guess_{q.id}_t")
@@ -56,7 +56,8 @@ if writes_allowed():  # the teacher (or this machine's user): poses and reveals
                              help="The students' pages show it within seconds; the last question's guesses are "
                                   "cleared."):
         try:
-            gv.BOARD.pose(kind, text, text_b, name, loaded.tokenizer.id_to_token(loaded.tokenizer.mask_id))
+            gv.BOARD.pose(kind, text, text_b, name, loaded.tokenizer.id_to_token(loaded.tokenizer.mask_id),
+                          answer_of=lambda question: gv.model_answer(question, loaded))
             st.rerun()
         except gs.GuessRefused as e:
             st.warning(str(e))

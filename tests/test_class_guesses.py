@@ -175,6 +175,16 @@ def test_three_students_guess_and_the_reveal_puts_the_class_beside_the_model(cla
                         "(paris, london).**"}  # (the teacher's page shows a student's view too)
 
 
+def test_a_question_the_model_cannot_answer_is_refused_at_pose_not_at_the_reveal(classroom):
+    """A [MASK] past the 512 WordPieces the model reads was posed, guessed by the class, and Reveal then raised:
+    the answer is computed when the teacher poses (Reveal only shows it), so the question is refused at once."""
+    teacher = _teacher()
+    teacher.text_input(key="guess_text_own").set_value("a " * 600 + "[MASK] .")
+    teacher.button(key="guess_pose").click().run()
+    assert not teacher.exception and guess_view.BOARD.current() is None
+    assert [w.value for w in teacher.warning if "512" in w.value][0].startswith("Every [MASK] of the text lies past")
+
+
 def test_a_pair_shows_the_class_split_beside_p_isnext(classroom):
     teacher, student = _teacher(), _student()
     teacher.radio(key="guess_kind").set_value("pair").run()

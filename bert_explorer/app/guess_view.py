@@ -64,9 +64,9 @@ def keep_student() -> None:
                 "SameSite=Strict';</script>", unsafe_allow_javascript=True)
 
 
-def model_answer(q: gs.Question) -> dict:
-    """The model's answer to the question on the board (the teacher's Reveal computes it once)."""
-    loaded = load(q.model, ARCH)[0]
+def model_answer(q: gs.Question, loaded) -> dict:
+    """The model's answer to question ``q``: computed once, when the teacher poses it (Board.pose holds it back
+    until the reveal). Raises ValueError where the model cannot answer it."""
     if q.kind == "cloze":
         return {"top": mlm_top_k(loaded, q.text, TOP_K)[0]["predictions"]}
     return {"is_next": nsp_probability(loaded, [(q.text, q.text_b)])[0]["is_next"]}

@@ -15,6 +15,7 @@ import time
 import unicodedata
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 MAX_CHARS = 40        # one guess: a word, not a sentence
@@ -73,9 +74,13 @@ class Board:
     def __init__(self):
         self._lock = threading.Lock()
         self._question: Question | None = None
+        self._held: dict | None = None  # the model's answer to it, not shown before the reveal
 
-    def pose(self, kind: str, text: str, text_b: str | None, model: str, mask_token: str = "[MASK]") -> Question:
-        """A new question (the teacher's): the guesses of the last one are gone."""
+    def pose(self, kind: str, text: str, text_b: str | None, model: str, mask_token: str = "[MASK]",
+             answer_of: Callable[[Question], dict] | None = None) -> Question:
+        """A new question (the teacher's): the guesses of the last one are gone. ``answer_of(question)`` is the
+        model's answer, computed now and held back until the reveal: a question the model cannot answer (its
+        [MASK] past the positions it reads) is refused before the class sees it, and Reveal takes no time."""
         if kind not in ("cloze", "pair"):
             raise GuessRefused("A question is a cloze or a sentence pair.")
         text, text_b = str(text).strip(), (str(text_b).strip() if text_b is not None else None)
@@ -84,8 +89,14 @@ class Board:
         if kind == "pair" and not (text and text_b):
             raise GuessRefused("A pair needs sentence A and sentence B.")
         question = Question(kind, text, text_b if kind == "pair" else None, model)
+        held = None
+        if answer_of is not None:
+            try:
+                held = answer_of(question)
+            except ValueError as e:
+                raise GuessRefused(f"{str(e)[:1].upper()}{str(e)[1:]}") from None
         with self._lock:
-            self._question = question
+            self._question, self._held = question, held
         return question
 
     def guess(self, question_id: str, session: str, guess: str) -> None:
@@ -112,10 +123,11 @@ class Board:
                 q.taken_off[s] = q.guesses.pop(s)
             return len(gone)
 
-    def reveal(self, question_id: str, answer: dict) -> None:
+    def reveal(self, question_id: str, answer: dict | None = None) -> None:
+        """Show the model's answer: ``answer``, or the one held back since the question was posed."""
         with self._lock:
             if self._question is not None and self._question.id == question_id:
-                self._question.answer = answer
+                self._question.answer = answer if answer is not None else self._held
 
     def current(self) -> Question | None:
         """A copy of the question on the board (guesses included), or None."""
@@ -126,7 +138,7 @@ class Board:
 
     def clear(self) -> None:
         with self._lock:
-            self._question = None
+            self._question, self._held = None, None
 
 
 def tally(guesses) -> list[tuple[str, int]]:
