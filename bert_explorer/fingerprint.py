@@ -2,12 +2,15 @@
 
 A result computed from a model is only valid for those weights: a run re-created under the same
 folder, a checkpoint written again, a Hub snapshot updated must each be computed anew. The
-fingerprint of a model is the size and time of writing of every file ``checkpoint.load`` reads
-weights from, and the folder's resolved path:
+fingerprint of a model is the size and time of writing of every file ``checkpoint.load`` reads, and
+the folder's resolved path:
 
 * ``model.safetensors``, or ``pytorch_model.bin`` (what Google's miniatures ship alone);
 * ``base.json``, the tensors a delta checkpoint borrows from an installed model;
-* ``head.safetensors``, a feature-based run's head.
+* ``head.safetensors``, a feature-based run's head;
+* ``config.json`` (a model made causal, another ``layer_norm_eps``, other label names compute
+  otherwise on the same weights) and the tokenizer's files (another vocabulary reads the same text
+  as other ids).
 
 A fine-tuning run's folder stands for its ``model/`` and ``feature_head/``. A Hub snapshot's files
 are links into its blob store: they are followed, so a new download is a new fingerprint. It is a
@@ -18,7 +21,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "base.json", "head.safetensors")
+# (the tokenizer's files are checkpoint.TOKENIZER_FILES, named here again: nothing here imports the package)
+MODEL_FILES = ("model.safetensors", "pytorch_model.bin", "base.json", "head.safetensors", "config.json",
+               "vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 def weights_folders(path: str | Path) -> list[Path]:
@@ -42,7 +47,7 @@ def fingerprint(path: str | Path) -> list:
     out = []
     for folder in weights_folders(path):
         files = []
-        for name in WEIGHT_FILES:
+        for name in MODEL_FILES:
             try:
                 s = (folder / name).stat()
             except OSError:

@@ -40,8 +40,8 @@ def test_a_hub_snapshot_s_links_are_followed_to_their_blobs(tmp_path):
     first = fingerprint(snapshot)
     (snapshot / "model.safetensors").unlink()
     (snapshot / "model.safetensors").symlink_to(blobs / "two")  # a new download of the same file
-    assert fingerprint(snapshot) != first and fingerprint(snapshot)[0][1] == [["model.safetensors", 7,
-                                                                                 (blobs / "two").stat().st_mtime_ns]]
+    files = {name: rest for name, *rest in fingerprint(snapshot)[0][1]}
+    assert fingerprint(snapshot) != first and files["model.safetensors"] == [7, (blobs / "two").stat().st_mtime_ns]
 
 
 def test_a_run_folder_stands_for_its_model_and_its_feature_head(tmp_path):
@@ -61,3 +61,17 @@ def test_a_run_folder_stands_for_its_model_and_its_feature_head(tmp_path):
     before = fingerprint(tmp_path / "run")
     _rewrite(model / "model.safetensors", b"mm")  # the fine-tuned model written again
     assert fingerprint(tmp_path / "run") != before
+
+
+def test_a_model_s_config_and_vocabulary_are_part_of_what_it_computes(tmp_path):
+    """The same weights made causal in config.json, or read with another vocabulary, compute otherwise: the caches
+    kept serving what the model computed before the edit."""
+    (tmp_path / "config.json").write_text('{"causal": false}')
+    (tmp_path / "model.safetensors").write_bytes(b"w" * 10)
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+    seen = [(fingerprint(tmp_path), disk_cache.entry_key("head-map", _Loaded(tmp_path)))]
+    _rewrite(tmp_path / "config.json", b'{"causal": true}')
+    seen.append((fingerprint(tmp_path), disk_cache.entry_key("head-map", _Loaded(tmp_path))))
+    _rewrite(tmp_path / "vocab.txt", b"[PAD]\n[UNK]\nthe\n")
+    seen.append((fingerprint(tmp_path), disk_cache.entry_key("head-map", _Loaded(tmp_path))))
+    assert len({str(f) for f, _ in seen}) == len({k for _, k in seen}) == 3
