@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from tokenizers import BertWordPieceTokenizer
+
+# The Rust tokenizer keeps its truncation as state: set, then encode. The app's sessions share one tokenizer per
+# model (threads of one server), so a setting and the encode it is for are taken together, under one lock for
+# every tokenizer (a lock of each would not pickle with it).
+_TRUNCATION = threading.RLock()
 
 from .full_disk import size_text
 
@@ -140,7 +146,9 @@ class WordPieceTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """WordPiece pieces of a text, without [CLS]/[SEP]."""
-        return self._tok.encode(text, add_special_tokens=False).tokens
+        with _TRUNCATION:  # (none: after an encode cut at max_length, the pieces of a long text were cut too)
+            self._tok.no_truncation()
+            return self._tok.encode(text, add_special_tokens=False).tokens
 
     # ----- encoding -----------------------------------------------------------------------
     def encode(self, text: str, pair: str | None = None, max_length: int | None = None,
@@ -152,38 +160,42 @@ class WordPieceTokenizer:
 
     def encode_batch(self, examples: Sequence[str | tuple[str, str]], max_length: int | None = None,
                      pad_to: int | None = None) -> list[Encoded]:
-        if max_length is not None:
-            self._tok.enable_truncation(max_length, strategy="longest_first")
-        else:
-            self._tok.no_truncation()
-        encs = self._tok.encode_batch([e if isinstance(e, str) else tuple(e) for e in examples])
+        with _TRUNCATION:
+            self._truncate(max_length)
+            encs = self._tok.encode_batch([e if isinstance(e, str) else tuple(e) for e in examples])
         return [self._pad(self._from_encoding(e), max(pad_to or 0, len(e.ids))) for e in encs]
 
     def ids_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """WordPiece ids of each text, without [CLS]/[SEP] and without truncation: the fast path for
         pre-training data, which needs only the ids (no tokens, offsets or word ids to build)."""
-        self._tok.no_truncation()
-        return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+        with _TRUNCATION:
+            self._tok.no_truncation()
+            return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
 
     def encode_words(self, sentences: Sequence[Sequence[str]], max_length: int | None = None) -> list[Encoded]:
         """Encode already-split words (NER): ``word_ids`` maps each piece back to its word, so a
         label can go on the first piece of every word (paper, Section 5.3)."""
+        with _TRUNCATION:
+            self._truncate(max_length)
+            encs = self._tok.encode_batch([list(s) for s in sentences], is_pretokenized=True)
+        return [self._from_encoding(e) for e in encs]
+
+    def _truncate(self, max_length: int | None) -> None:
         if max_length is not None:
             self._tok.enable_truncation(max_length, strategy="longest_first")
         else:
             self._tok.no_truncation()
-        return [self._from_encoding(e) for e in self._tok.encode_batch([list(s) for s in sentences],
-                                                                        is_pretokenized=True)]
 
     def encode_windows(self, question: str, context: str, max_length: int, stride: int) -> list[Encoded]:
         """[CLS] question [SEP] context-window [SEP] for every window of a long context; windows
         overlap by ``stride`` tokens so each answer is seen whole in at least one (the
         "document stride" of the original SQuAD code)."""
-        self._tok.enable_truncation(max_length, stride=stride, strategy="only_second")
-        try:
-            first = self._tok.encode(question, context)
-        finally:
-            self._tok.no_truncation()
+        with _TRUNCATION:
+            self._tok.enable_truncation(max_length, stride=stride, strategy="only_second")
+            try:
+                first = self._tok.encode(question, context)
+            finally:
+                self._tok.no_truncation()
         return [self._from_encoding(e) for e in [first, *first.overflowing]]
 
     def _from_encoding(self, e) -> Encoded:

@@ -167,6 +167,9 @@ def test_a_missing_word_raises_a_clear_error(tiny):
         emb.word_in_context(tiny, "walk", ["he walked"])
     with pytest.raises(ValueError, match="at least two"):
         emb.contextual_similarity(tiny, "bank", ["the bank"])
+    # there, but past the WordPieces that are read: said so, not "not in the sentence"
+    with pytest.raises(ValueError, match=r"'bank' comes after the first 16 WordPieces of the sentence 'the river"):
+        emb.word_in_context(tiny, "bank", ["the river " + "x " * 30 + "bank"], max_tokens=16)
 
 
 @needs_model("explorer-mini")

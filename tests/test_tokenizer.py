@@ -396,3 +396,35 @@ def test_vocab_without_mask_token_is_rejected(tmp_path):
     (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"\[MASK\]"):
         WordPieceTokenizer.from_dir(tmp_path)
+
+
+def test_truncation_is_the_encode_s_own_and_never_left_for_the_next_call(uncased):
+    """The Rust tokenizer keeps its truncation as state: after an encode cut at 16, tokenize() of a long text was cut
+    too ("bank" past the cut was "not in the sentence"), and two sessions encoding at once could take each other's."""
+    import sys
+    import threading
+
+    uncased = uncased[0]
+    text = "the river " + "x " * 60 + "bank"
+    whole = uncased.tokenize(text)
+    uncased.encode(text, max_length=16)
+    assert uncased.tokenize(text) == whole and whole[-1] == "bank"
+    wrong = []
+
+    def encode(max_length):
+        for _ in range(300):
+            n = len(uncased.encode_batch([text] * 8, max_length)[0].input_ids)
+            if n != (max_length or len(whole) + 2):
+                wrong.append((max_length, n))
+
+    threads = [threading.Thread(target=encode, args=(m,)) for m in (16, None, 40)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns often, as a busy server's sessions may (324 of 900 wrong)
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not wrong, wrong[:5]

@@ -435,6 +435,9 @@ def word_in_context(loaded: Loaded, word: str, sentences: list[str], max_tokens:
     for s, e in zip(sentences, encs):
         span = _find_word(pieces, e.tokens)
         if span is None:
+            if _find_word(pieces, tok.tokenize(s)) is not None:  # there, past the cut
+                raise ValueError(f"the word {word!r} comes after the first {max_tokens} WordPieces of the sentence "
+                                 f"{s[:60]!r}..., which is all that is read of it; shorten the sentence before it")
             raise ValueError(f"the word {word!r} (WordPieces {' '.join(pieces)}) is not in the sentence {s!r}")
         spans.append(span)
     batch = tok.tensors(encs, device=_device(loaded.model))  # padded to the longest: [S, T]
