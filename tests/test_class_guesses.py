@@ -258,3 +258,21 @@ def test_a_model_without_the_head_a_question_needs_cannot_be_asked_it(classroom)
     teacher.run()
     assert not teacher.exception and not [b for b in teacher.button if b.key == "guess_pose"]
     assert any("has no trained masked-LM head" in w.value for w in teacher.warning)
+
+
+@pytest.mark.parametrize("name, said", [
+    ("minilm", "MiniLM was trained as a sentence encoder"),
+    ("runs/finetune-sst2/model", "its files hold no weights for that head"),
+])
+def test_a_model_without_a_head_is_told_why_of_itself_not_of_minilm(name, said):
+    """Every headless model (a fine-tuned encoder, an upload) was told "MiniLM was trained as a sentence encoder"."""
+    def page(name):  # (a script of its own: its imports inside)
+        from types import SimpleNamespace
+
+        from bert_explorer.app.widgets import needs_head
+        needs_head(SimpleNamespace(name=name, path=name, report=SimpleNamespace(missing=["masked-LM head"])),
+                   "masked-LM head", "answer a masked word")
+
+    at = AppTest.from_function(page, args=(name,)).run()
+    [warning] = [w.value for w in at.warning]
+    assert said in warning and ("MiniLM was trained" in warning) == (name == "minilm")

@@ -58,7 +58,7 @@ def first_visits_left(loaded: Loaded) -> list[tuple[str, str]]:
 
 
 def first_visits_total() -> int:
-    """How many first-visit works the pages declare (six: a column of what is prepared counts them)."""
+    """How many first-visit works the pages declare (a column of what is prepared counts them)."""
     return len(_declared())
 
 

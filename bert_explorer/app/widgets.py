@@ -1,6 +1,7 @@
 """Small page helpers: the teaching blurb and the "this model cannot do that" message."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable
 
 import streamlit as st
@@ -57,9 +58,14 @@ def intro(title: str, text: str | Callable[[], str]) -> None:
 def needs_head(loaded: Loaded, head: str, what: str) -> bool:
     """True if the model has a trained ``head``; otherwise explain and point to one that has."""
     if head in loaded.report.missing:
+        # why this model has none: MiniLM's is known; of another model (a fine-tuned encoder, an upload) only that
+        # its files hold no such weights
+        why = ("MiniLM was trained as a sentence encoder and its pre-training heads were not released"
+               if Path(loaded.name or loaded.path).name == "minilm" else
+               "its files hold no weights for that head (a model fine-tuned for a task, or saved as an encoder alone, "
+               "keeps none)")
         st.warning(
-            f"This model has no trained {head}, so it cannot {what}. MiniLM was trained as a sentence "
-            "encoder and its pre-training heads were not released. Pick **minilm-mlm-nsp** in the "
+            f"This model has no trained {head}, so it cannot {what}: {why}. Pick **minilm-mlm-nsp** in the "
             "sidebar (MiniLM given both heads by this project's pre-training), **explorer-mini**, or "
             "a checkpoint from your own pre-training run.")
         return False
