@@ -4,8 +4,11 @@ no module outside the objectives compares an objective's name, and a new objecti
 and its entry."""
 import inspect
 import json
+import os
 import random
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,3 +122,54 @@ def test_each_objective_says_its_labels():
     rng = random.Random(0)
     docs = [[[5, 6, 7], [8, 9]], [[10, 11], [12, 13, 14]]]
     assert all(b is None for _, b, _ in O.NO_NSP.segments(docs, 0, 10, 0.0, rng))
+
+
+_RANK_SCRIPT = '''
+import json, sys
+import torch, torch.distributed as dist
+from bert_explorer.train.trainer import Due, Trainer
+
+rank, rendezvous, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
+model = torch.nn.Linear(1, 1, bias=False)
+torch.nn.init.ones_(model.weight)
+
+
+class Job:
+    reporter = type("Reporter", (), {})()
+    logged = []
+    def stop_requested(self, step): return False
+    def batches(self, step): return [None]
+    def shares(self, batches): return [{"mlm_loss": 1.0}]
+    def loss(self, forward, batch):  # rank 0's loss is 1, rank 1's is 3
+        part = forward.weight.sum() * (1 + 2 * rank)
+        return part, {"mlm_loss": part}
+    def due(self, step): return Due(log=rank == 0)  # (as a pre-training's: only rank 0 logs)
+    def log(self, step, losses, grad_norm, seconds, lr): self.logged.append(losses)
+    def evaluate(self, step): return None, False
+    def frame(self, step, measured): pass
+    def save(self, step, measured): pass
+    def after(self, step, losses): pass
+
+
+job = Job()
+Trainer(model, torch.optim.SGD(model.parameters(), lr=0.0), distributed=True).train(job, 1)
+if rank == 0:
+    open(out, "w").write(json.dumps(job.logged))
+dist.destroy_process_group()
+'''
+
+
+def test_a_ddp_step_logs_the_mean_loss_of_every_rank_not_rank_0_s_alone(tmp_path):
+    """Under torchrun the logged loss was rank 0's own micro-batch: the curve of a step of batch x accum x world
+    sequences averages them all, as its gradient does."""
+    script = tmp_path / "rank.py"
+    script.write_text(_RANK_SCRIPT)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    procs = [subprocess.Popen([sys.executable, str(script), str(rank), str(tmp_path / "rendezvous"),
+                               str(tmp_path / "logged.json")], env=env, stderr=subprocess.PIPE, text=True)
+             for rank in (0, 1)]
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stderr.read()[-2000:]
+    [logged] = json.loads((tmp_path / "logged.json").read_text())
+    assert logged["mlm_loss"] == pytest.approx(2.0) and logged["loss"] == pytest.approx(2.0)

@@ -104,6 +104,16 @@ class Job(Protocol):
     def after(self, step: int, losses: Losses) -> None: ...  # a progress bar, a caller's on_step
 
 
+def _mean_over_ranks(parts: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Each part of a step's loss averaged over the processes of a DDP run (every rank calls it at the same step)."""
+    import torch.distributed as dist
+
+    names = sorted(parts)
+    both = torch.stack([parts[name].detach().float() for name in names])
+    dist.all_reduce(both)
+    return dict(zip(names, both / dist.get_world_size()))
+
+
 class Diverged(ValueError):
     """The training loss stopped being a number: the weights are lost to it, and more steps cannot mend them."""
 
@@ -169,7 +179,9 @@ class Trainer:
                 self.synchronize()  # this step's seconds end when its kernels have run
             seconds += time.time() - started
             job.reporter.step_reached = self.step
-            losses = Losses(parts_sum)
+            # under DDP the step's gradient is the ranks' mean, and so is its loss (rank 0 logged its own alone); at
+            # every step, since only rank 0 logs (a few numbers beside the gradients' all-reduce, no host sync)
+            losses = Losses(_mean_over_ranks(parts_sum) if self.distributed else parts_sum)
             if due.log:
                 self._check_finite(losses, lr)
                 job.log(self.step, dict(losses), float("nan") if grad_norm is None else float(grad_norm), seconds, lr)
