@@ -53,6 +53,27 @@ def test_the_time_estimate_uses_a_measured_run_of_the_same_size_on_this_device(t
 
 
 
+def test_a_damaged_run_is_no_speed_and_stops_no_estimate(tmp_path):
+    """A line `[1,2,3]` in one run's metrics.jsonl (JSON, not a record) stopped every later pre-training of its size
+    with a traceback; a speed that is not a number, or a config edited to nonsense, the same."""
+    from bert_explorer.train.estimate import device_key, pretrain_estimate
+    from bert_explorer.runs.run import Run
+
+    for name, cfg, bad in (("list", {}, "[1, 2, 3]"), ("text-speed", {}, '{"split": "train", "tokens_per_s": "x"}'),
+                           ("bad-batch", {"batch_size": "many"}, None), ("good", {}, None)):
+        run = Run(tmp_path / name).create({"size": "mini", "vocab_size": 8000, "max_seq_length": 128, **cfg},
+                                          "pretrain")
+        run.write_status(state="finished", device=device_key())
+        for step in range(1, 6):
+            run.log_metrics({"step": step, "split": "train", "loss": 5.0, "tokens_per_s": 2000.0})
+        if bad:
+            with (run.path / "metrics.jsonl").open("a") as f:
+                f.write(bad + "\n" + '{"step": 6, "split": "train", "loss": 5.0, "tokens_per_s": 2000.0}\n')
+    est = pretrain_estimate("mini", steps=100, batch_size=32, seq_len=128, vocab_size=8000, root=tmp_path)
+    assert est["basis"].startswith("measured: run ") and "bad-batch" not in est["basis"]
+    assert est["train_seconds"] == pytest.approx(100 * 32 * 128 / 2000.0, rel=1e-6)
+
+
 def test_a_run_of_a_far_smaller_batch_or_of_a_step_or_two_is_not_taken_for_the_speed(tmp_path):
     """A 3-step run of batch 4 (1,554 tokens/s) made a batch-32 run's estimate 37 min, where it took about 7."""
     from bert_explorer.train.estimate import device_key, pretrain_estimate

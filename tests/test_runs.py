@@ -608,6 +608,32 @@ def test_a_metrics_line_cut_by_a_kill_does_not_swallow_the_next_record(tmp_path)
     assert [m["step"] for m in Run(run.path).metrics()] == [100, 105, 110]
 
 
+def test_metrics_lines_that_are_no_records_are_skipped_and_a_huge_file_is_read_thinned(tmp_path, monkeypatch):
+    """Bytes that are not UTF-8, or a JSON value that is not an object, made the Runs page a traceback; a 100 MB
+    metrics.jsonl took 880 MB and 2 s at every redraw."""
+    from bert_explorer.runs import run as run_module
+
+    run = Run(tmp_path / "r").create({"size": "tiny"}, "pretrain")
+    run.log_metrics({"step": 1, "split": "train", "loss": 7.0})
+    with (run.path / "metrics.jsonl").open("ab") as f:
+        f.write(b'\xff\xfe garbage\n[1, 2, 3]\n"text"\n')
+    run.log_metrics({"step": 2, "split": "train", "loss": 6.9})
+    assert [m["step"] for m in Run(run.path).metrics()] == [1, 2]
+
+    big = Run(tmp_path / "big").create({"size": "tiny"}, "pretrain")
+    for step in range(1, 101):
+        big.log_metrics({"step": step, "split": "train", "loss": 7.0})
+        if step % 25 == 0:
+            big.log_metrics({"step": step, "split": "eval", "mlm_accuracy": 0.1})
+    everything = Run(big.path).metrics()
+    monkeypatch.setattr(run_module, "METRICS_READ_BYTES", (big.path / "metrics.jsonl").stat().st_size // 10)
+    thinned = Run(big.path).metrics()
+    steps = [m["step"] for m in thinned if m["split"] == "train"]
+    assert len(steps) <= 12 and steps[0] == 1 and steps[-1] == 100  # the first and the last training line kept
+    assert [m for m in thinned if m["split"] == "eval"] == [m for m in everything if m["split"] == "eval"]
+    assert [m["step"] for m in thinned] == sorted(m["step"] for m in thinned)  # in order
+
+
 def test_a_new_run_inside_another_runs_folder_is_refused(tmp_path):
     """--output runs/a/set_aside made a run inside one of run a's own folders, which the Runs page listed as
     "a/set_aside". A run beside them (a warm start into runs/a/warm), and an ablation's cells, stay allowed."""

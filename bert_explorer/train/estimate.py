@@ -16,7 +16,6 @@ held-out evaluations (forward passes) and the loading before its first step.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import statistics
 from pathlib import Path
@@ -28,6 +27,7 @@ from ..checkpoint import CheckpointError
 from ..model import PRESETS, BertConfig, preset
 from ..runs.background import background_env
 from ..runs.finder import find_runs, rel_name
+from ..runs.run import metrics_record
 from . import speed
 from .device import PEAK_FLOPS
 
@@ -122,13 +122,7 @@ def _recent_metrics(run, n_bytes: int = 32768) -> list[dict]:
         lines = f.read().decode("utf-8", errors="replace").splitlines()
     if size > n_bytes:
         lines = lines[1:]  # the first line was cut by the seek
-    out = []
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            pass
-    return out
+    return [record for line in lines if (record := metrics_record(line)) is not None]
 
 
 def _predicted_fraction(cfg: dict) -> float:
@@ -177,41 +171,47 @@ def _measured_runs(root, size, predicted_fraction, precision, threads, corpus, s
     """(FLOP/s, where it comes from) of each earlier run :func:`measured_throughput` may take."""
     dev = device_key()
     for run in find_runs(root):
-        s, cfg = run.status(), run.config()
-        if (s.get("kind") or cfg.get("kind")) != "pretrain":
-            continue
-        run_size = cfg.get("init") or cfg.get("size")  # a warm start has the size of its checkpoint
-        if s.get("device") != dev or _canonical(str(run_size)) != _canonical(str(size)):
-            continue
-        fraction = _predicted_fraction(cfg)
-        if abs(fraction - predicted_fraction) > 1e-9 or (precision and s.get("precision", precision) != precision) \
-                or (dev == "cpu" and threads and s.get("threads", threads) != threads):
-            continue
-        if batch and (per_step := int(cfg.get("batch_size") or 0) * int(cfg.get("grad_accum") or 1)) and \
-                not 1 / BATCH_APART <= per_step / batch <= BATCH_APART:
-            continue
-        rows = [m for m in _recent_metrics(run) if m.get("split") == "train" and m.get("tokens_per_s")][-20:]
-        if len(rows) < 3:  # (a run of a step or two logged its start-up as its speed)
-            continue
-        tps = statistics.median(m["tokens_per_s"] for m in rows)
         try:
-            _, fpt = model_size(run_size, _vocabulary_of(run, cfg), int(cfg.get("max_seq_length", 128)), fraction)
-        except (KeyError, ValueError, TypeError, CheckpointError):
-            continue
-        said = f"measured: run {rel_name(run.path, root)} of this size trained at {tps:,.0f} tokens/s here"
-        # other work on the CPU while it trained (logged beside its speed): its speed as an idle machine's
-        other = [m["other_cores"] for m in rows if isinstance(m.get("other_cores"), (int, float))]
-        if dev == "cpu" and other and (idle := speed.idle_rate(tps, statistics.median(other),
-                                                                int(s.get("threads") or threads or 1))) > tps:
-            said += f" while other work kept {statistics.median(other):.1f} cores busy ({idle:,.0f} on an idle machine)"
-            tps = idle
-        fills = [m["fill"] for m in rows if isinstance(m.get("fill"), (int, float)) and 0 < m["fill"] <= 1]
-        if fills and corpus is not None and cfg.get("corpus") == corpus \
-                and int(cfg.get("max_seq_length", 128)) == int(seq_len or 128):
-            fill = statistics.median(fills)
-            said += f", its sequences {fill:.0%} full on this corpus"
-            tps /= fill
-        yield tps * fpt, said
+            yield from _measured_run(run, dev, root, size, predicted_fraction, precision, threads, corpus, seq_len, batch)
+        except (ValueError, TypeError, KeyError, AttributeError, statistics.StatisticsError, CheckpointError):
+            continue  # a run whose files were edited or damaged (or of a model not here) is no speed: others are
+
+
+def _measured_run(run, dev, root, size, predicted_fraction, precision, threads, corpus, seq_len, batch):
+    """The (FLOP/s, where it comes from) of ``run``, where :func:`measured_throughput` may take it."""
+    s, cfg = run.status(), run.config()
+    if (s.get("kind") or cfg.get("kind")) != "pretrain":
+        return
+    run_size = cfg.get("init") or cfg.get("size")  # a warm start has the size of its checkpoint
+    if s.get("device") != dev or _canonical(str(run_size)) != _canonical(str(size)):
+        return
+    fraction = _predicted_fraction(cfg)
+    if abs(fraction - predicted_fraction) > 1e-9 or (precision and s.get("precision", precision) != precision) \
+            or (dev == "cpu" and threads and s.get("threads", threads) != threads):
+        return
+    if batch and (per_step := int(cfg.get("batch_size") or 0) * int(cfg.get("grad_accum") or 1)) and \
+            not 1 / BATCH_APART <= per_step / batch <= BATCH_APART:
+        return
+    rows = [m for m in _recent_metrics(run) if m.get("split") == "train"
+            and isinstance(m.get("tokens_per_s"), (int, float)) and m["tokens_per_s"] > 0][-20:]
+    if len(rows) < 3:  # (a run of a step or two logged its start-up as its speed)
+        return
+    tps = statistics.median(m["tokens_per_s"] for m in rows)
+    _, fpt = model_size(run_size, _vocabulary_of(run, cfg), int(cfg.get("max_seq_length", 128)), fraction)
+    said = f"measured: run {rel_name(run.path, root)} of this size trained at {tps:,.0f} tokens/s here"
+    # other work on the CPU while it trained (logged beside its speed): its speed as an idle machine's
+    other = [m["other_cores"] for m in rows if isinstance(m.get("other_cores"), (int, float))]
+    if dev == "cpu" and other and (idle := speed.idle_rate(tps, statistics.median(other),
+                                                            int(s.get("threads") or threads or 1))) > tps:
+        said += f" while other work kept {statistics.median(other):.1f} cores busy ({idle:,.0f} on an idle machine)"
+        tps = idle
+    fills = [m["fill"] for m in rows if isinstance(m.get("fill"), (int, float)) and 0 < m["fill"] <= 1]
+    if fills and corpus is not None and cfg.get("corpus") == corpus \
+            and int(cfg.get("max_seq_length", 128)) == int(seq_len or 128):
+        fill = statistics.median(fills)
+        said += f", its sequences {fill:.0%} full on this corpus"
+        tps /= fill
+    yield tps * fpt, said
 
 
 def stated_throughput() -> tuple[float, str]:
