@@ -83,7 +83,8 @@ class MaskingConfig:
             v = getattr(self, name)
             if v is None and name == "max_predictions_per_seq":
                 continue
-            if not isinstance(v, (int, float)) or isinstance(v, bool):
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                # (NaN passed every comparison below: a run trained and wrote NaN into its config.json)
                 raise ValueError(f"{name} must be a number, not {v!r}")
         if not isinstance(self.whole_word, bool):
             raise ValueError(f"whole_word must be true or false, not {self.whole_word!r}")
