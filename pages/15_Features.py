@@ -56,9 +56,9 @@ c1, c2, c3 = st.columns([1, 1, 1])
 layer = c1.selectbox("Layer", list(range(1, L + 1)), index=fb.default_layer(loaded) - 1, key="sae_layer",
                      help="The SAE reads the residual stream after this encoder layer (its output, after LayerNorm).")
 trained = [m for m in fb.trained(loaded) if m["layer"] == layer]
-k = c2.number_input("Active features per token (k)", 4, 128, SaeConfig.k, 4, key="sae_k",
+k = c2.number_input("Active features per token (k)", *fb.K_RANGE, SaeConfig.k, 4, key="sae_k",
                     help="TopK keeps the k largest features of each token and sets the rest to 0: the L0.")
-width = c3.number_input("Features per hidden unit", 2, 32, SaeConfig.width_factor, 2, key="sae_width",
+width = c3.number_input("Features per hidden unit", *fb.WIDTH_RANGE, SaeConfig.width_factor, 2, key="sae_width",
                         help=f"The SAE's width: {SaeConfig.width_factor} gives {SaeConfig.width_factor * H:,} features here.")
 settings = _settings(layer, int(k), int(width))
 state = fb.state(loaded, settings)

@@ -297,6 +297,20 @@ def test_an_sae_not_trained_names_the_command_with_the_settings_given(capsys):
                                 "--k 16 --tokens 20000`"), err
 
 
+@pytest.mark.parametrize("flag, value, said", [
+    ("--width", "100000", "--width: expected a whole number from 2 to 32, got 100,000"),  # (asked for 26 GB)
+    ("--k", "0", "--k: expected a whole number from 4 to 128, got 0"),  # (a traceback)
+    ("--tokens", "0", "--tokens: expected a whole number from 10,000 to 2,000,000, got 0"),  # ("fve": 1.0 of nothing)
+    ("--epochs", "100000", "--epochs: expected a whole number from 1 to 10, got 100,000"),
+])
+def test_an_sae_s_sizes_are_bounded_as_the_page_bounds_them_before_any_work(flag, value, said, capsys):
+    from bert_explorer.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["features", "train", "--model", "explorer-mini", flag, value])
+    assert e.value.code == 2 and said in capsys.readouterr().err
+
+
 def test_classroom_mode_trains_nothing(built, monkeypatch):
     """Beyond loopback the page says training is off and shows no button (a class cannot load a
     local folder, so the page runs on the default model here; ``fb.trained``, which offers the SAEs

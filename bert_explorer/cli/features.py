@@ -29,7 +29,7 @@ from ..runs import neighbour_jobs
 from ..train.speed import niced_here, said
 from ..train.estimate import background_threads
 from .common import (UserError, check_output_file, output_file_args, print_json, progress_lines, run_command,
-                     run_or_background, user_errors, write_json, write_output)
+                     run_or_background, user_errors, whole, write_json, write_output)
 
 MODEL_HELP = "a checkpoint directory or a short name (minilm-mlm-nsp, explorer-mini)"
 FEATURE_HELP = "the feature's number, from 0 (as `features search` and `features sentence` show it)"
@@ -38,12 +38,17 @@ FEATURE_HELP = "the feature's number, from 0 (as `features search` and `features
 def _settings_args(p) -> None:
     p.add_argument("--model", required=True, help=MODEL_HELP)
     p.add_argument("--layer", type=int, default=None, help="1..L, the residual stream after that layer (default: the middle)")
-    p.add_argument("--k", type=int, default=SaeConfig.k, help=f"active features per token (default {SaeConfig.k})")
-    p.add_argument("--width", type=int, default=SaeConfig.width_factor,
-                   help=f"features per hidden unit (default {SaeConfig.width_factor}: 8·H)")
-    p.add_argument("--tokens", type=int, default=fb.DEFAULT_TOKENS, help="WordPieces of activations (default 1 M)")
-    p.add_argument("--epochs", type=int, default=SaeConfig.epochs,
-                   help=f"passes over them (default {SaeConfig.epochs})")
+    # (bounded as the page bounds them: --width 100000 asked for 26 GB, --k 0 was a traceback, --tokens 0 a "perfect"
+    # SAE of nothing)
+    p.add_argument("--k", type=whole(*fb.K_RANGE), default=SaeConfig.k,
+                   help=f"active features per token, {fb.K_RANGE[0]} to {fb.K_RANGE[1]} (default {SaeConfig.k})")
+    p.add_argument("--width", type=whole(*fb.WIDTH_RANGE), default=SaeConfig.width_factor,
+                   help=f"features per hidden unit, {fb.WIDTH_RANGE[0]} to {fb.WIDTH_RANGE[1]} "
+                        f"(default {SaeConfig.width_factor}: 8·H)")
+    p.add_argument("--tokens", type=whole(*fb.TOKENS_RANGE), default=fb.DEFAULT_TOKENS,
+                   help=f"WordPieces of activations, {fb.TOKENS_RANGE[0]:,} to {fb.TOKENS_RANGE[1]:,} (default 1 M)")
+    p.add_argument("--epochs", type=whole(*fb.EPOCHS_RANGE), default=SaeConfig.epochs,
+                   help=f"passes over them, {fb.EPOCHS_RANGE[0]} to {fb.EPOCHS_RANGE[1]} (default {SaeConfig.epochs})")
     p.add_argument("--corpus", default=fb.DEFAULT_CORPUS, help="a built-in corpus (default vital) or a text file")
 
 

@@ -46,6 +46,10 @@ from . import splice
 FORMAT = 1
 DEFAULT_CORPUS = "vital"
 DEFAULT_TOKENS = 1_000_000
+# What a user may set (the page's boxes and the CLI's flags): k and the width as the page offers them; the
+# tokens from enough for a feature's statistics to twice the default (1 M of minilm's are 0.8 GB of fp16
+# activations, held in memory while the SAE trains); passes over them within a run of minutes on a CPU.
+K_RANGE, WIDTH_RANGE, TOKENS_RANGE, EPOCHS_RANGE = (4, 128), (2, 32), (10_000, 2_000_000), (1, 10)
 MASK_FRACTION = 0.15
 MAX_PIECES = 128
 TOP_CONTEXTS = 20       # per feature, as the issue asks and Neuronpedia shows
