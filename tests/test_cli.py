@@ -1218,3 +1218,12 @@ def test_a_warm_up_longer_than_the_run_is_said_as_it_starts(tmp_path, capsys):
                  "--no-progress", "--output", str(tmp_path / "run")]) == 0
     assert "note: the warm-up (50 steps) is longer than the run (2): the learning rate rises the whole run and " \
            "reaches only 4e-06 of the 0.0001 asked" in capsys.readouterr().err
+
+
+def test_a_value_argparse_cannot_read_is_one_line_not_the_whole_usage(capsys):
+    """`pretrain --max-docs 1e30` printed the 35 lines of pretrain's usage before its one line of error."""
+    with pytest.raises(SystemExit) as e:
+        main(["pretrain", "--output", "x", "--max-docs", "1e30"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err == ("bert-explorer pretrain: error: argument --max-docs: invalid int value: "
+                                         "'1e30' (see `bert-explorer pretrain --help`)\n")

@@ -9,8 +9,16 @@ from . import (ablation, after_finetuning, analysis, attention_flow, attention_m
                inventory, neighbours, prepare_class, probe, training)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose mistakes are one sentence: a number it could not read printed the whole usage
+    first (35 lines for ``pretrain``), while the checks of a value it read said one line."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bert-explorer",
+    p = Parser(prog="bert-explorer",
                                 description="BERT Explorer from the command line: every page of the app has a "
                                             "command here.")
     p.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}",
