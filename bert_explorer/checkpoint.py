@@ -201,12 +201,35 @@ def inspect(d: Path) -> BertConfig:
 def _put_back(d: Path, own: str = "put back the config.json saved with the weights") -> str:
     """What to do about a broken config.json: a Hub copy is downloaded again, its folder deleted first (a copy
     here is never fetched twice); a folder of the user's own gets ``own``."""
+    folder = _hub_folder(d)
+    return f"delete {folder} and download the model again" if folder else own
+
+
+def _hub_folder(d: Path) -> Path | None:
+    """The folder of the Hub's cache that holds the model ``d``, or None where ``d`` is no Hub copy."""
     root = hub.cache_root().resolve()
     try:
-        top = d.resolve().relative_to(root).parts[0]
+        return root / d.resolve().relative_to(root).parts[0]
     except (ValueError, IndexError, OSError):
-        return own
-    return f"delete {root / top} and download the model again"
+        return None
+
+
+def _of_the_hub(d: Path, own: str = "") -> str:
+    """The remedy for a model whose files, as they are, cannot be used: ``own`` for a folder of the user's (fixed
+    there); a Hub copy is as the Hub sent it (another download sends the same): another model, and its folder
+    deleted (the sidebar offered it still, and every open repeated the sentence)."""
+    folder = _hub_folder(d)
+    return f"these are the files the Hub sent: choose another model, and delete {folder} to free its space" \
+        if folder else own
+
+
+def _then(d: Path) -> str:
+    """``_of_the_hub``'s remedy after a sentence that has none of its own (a Hub copy's), else nothing."""
+    said = _of_the_hub(d)
+    return f"; {said}" if said else ""
+
+
+PICKLE_REMEDY = "save its weights as model.safetensors and try again"
 
 
 def config_of(name_or_dir: str | Path) -> BertConfig | None:
@@ -244,7 +267,7 @@ def _declared_shapes(d: Path) -> dict[str, tuple[int, ...]]:
         if name == "pytorch_model.bin" and "weights only load failed" in str(e).lower():
             # torch's own message goes on to advise weights_only=False: the wrong way here
             raise CheckpointError(f"{d / name} holds more than plain tensors (a pickle that could run code), so it "
-                                  "was not loaded; save its weights as model.safetensors and try again") from None
+                                  f"was not loaded; {_of_the_hub(d, PICKLE_REMEDY)}") from None
         raise CheckpointError(f"{d / name} cannot be read as weights ({str(e).splitlines()[0][:120]}); give the "
                               "checkpoint's file as it was written") from None
     return {}
@@ -266,12 +289,12 @@ def _check_shapes(d: Path, config: BertConfig, shapes: dict[str, tuple[int, ...]
     layers = {int(n[2]) for n in names if n[:2] == ["encoder", "layer"] and len(n) > 2 and n[2].isdigit()}
     if layers and max(layers) + 1 != L:
         raise CheckpointError(f"{d}: the weights hold {max(layers) + 1} layers but config.json says "
-                              f"num_hidden_layers {L}; the two do not belong together")
+                              f"num_hidden_layers {L}; the two do not belong together{_then(d)}")
     for key, shape in shapes.items():
         k = key.removeprefix("bert.")
         if k in expected and tuple(shape) != expected[k]:
             raise CheckpointError(f"{d}: config.json declares {k} of shape {expected[k]} but the weights file holds "
-                                  f"{tuple(shape)}; the two do not belong together")
+                                  f"{tuple(shape)}; the two do not belong together{_then(d)}")
     # every matrix the config implies must be in the file: a config of the largest sizes beside a weights file of
     # one tensor built a model of 10 billion parameters (43 GB) before anything said they did not match
     # (a delta checkpoint borrows some from an installed model, named in its base.json: checked when read)
@@ -279,7 +302,7 @@ def _check_shapes(d: Path, config: BertConfig, shapes: dict[str, tuple[int, ...]
     if missing:
         more = f" and {len(missing) - 1:,} more tensors" if len(missing) > 1 else ""
         raise CheckpointError(f"{d}: config.json describes {missing[0]}{more} that the weights file does not hold; "
-                              "the two do not belong together")
+                              f"the two do not belong together{_then(d)}")
 
 
 def _borrowed(d: Path) -> list[str]:
@@ -320,7 +343,7 @@ def read_state_dict(d: Path) -> dict[str, torch.Tensor]:
             return torch.load(binf, map_location="cpu", weights_only=True)
         except Exception:  # torch's own message goes on to advise weights_only=False: the wrong way here
             raise CheckpointError(f"{binf} holds more than plain tensors (a pickle that could run code), so it was "
-                                  "not loaded; save its weights as model.safetensors and try again") from None
+                                  f"not loaded; {_of_the_hub(d, PICKLE_REMEDY)}") from None
     raise CheckpointError(f"{d} has no model.safetensors (or pytorch_model.bin)")
 
 
@@ -515,6 +538,12 @@ def load(
                               "the model cannot be used; export or train it again")
     own = model.state_dict()
     for k, v in list(sd.items()):
+        if k in own and own[k].is_floating_point() and not v.is_floating_point():
+            # (a header that called float bytes I32 loaded: the integers were cast into the weights, and the model
+            # answered "has 1.000" with confidence)
+            raise CheckpointError(f"{d}: the weights {k} are stored as {str(v.dtype).replace('torch.', '')}, not as "
+                                  "floating-point numbers, so the file is damaged or not a model's; "
+                                  + _of_the_hub(d, "export it again"))
         if k in own and own[k].shape != v.shape:
             if k.startswith(("classifier.", "qa_outputs.")):
                 del sd[k]  # a task head with another number of labels: trained anew, reported below

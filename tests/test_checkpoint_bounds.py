@@ -96,6 +96,19 @@ def test_weights_that_are_not_numbers_are_refused(ckpt):
         checkpoint.load(ckpt)
 
 
+def test_weights_whose_header_calls_them_integers_are_refused(ckpt):
+    """A header that relabelled the float32 word embeddings as I32 (the same bytes) loaded: the integers were cast
+    into the weights and the masked-word probe answered "has 1.000"."""
+    from safetensors.torch import load_file, save_file
+
+    sd = load_file(str(ckpt / "model.safetensors"))
+    key = next(k for k in sd if k.endswith("word_embeddings.weight"))
+    sd[key] = sd[key].view(torch.int32) if sd[key].dtype == torch.float32 else sd[key].to(torch.int16)
+    save_file(sd, str(ckpt / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"word_embeddings.weight are stored as int(32|16), not as floating-point"):
+        checkpoint.load(ckpt)
+
+
 def test_a_pickle_is_refused_without_advice_to_unpickle_it(ckpt, tmp_path):
     import pickle
 
@@ -273,3 +286,23 @@ def test_a_folder_whose_config_is_huge_is_not_read_to_tell_a_run_from_a_model(ck
     assert "config.json" not in read
     with pytest.raises(CheckpointError, match="it is over 1 MB"):
         checkpoint.inspect(ckpt)
+
+
+def test_a_hub_copy_that_cannot_be_used_says_to_choose_another_and_delete_it(tmp_path, monkeypatch):
+    """A mirror's config of 48 layers beside weights of 2 was downloaded, kept and offered again and again with no
+    way forward; its pickle-only pytorch_model.bin was told to be saved as model.safetensors (a user's file's
+    remedy). A Hub copy is as the Hub sent it: choose another model, and delete its folder."""
+    from bert_explorer import hub
+
+    monkeypatch.setattr(hub, "cache_root", lambda: tmp_path / "hub")
+    folder = tmp_path / "hub" / "models--evil--layers"
+    snapshot = save_tiny_bert(folder / "snapshots" / "abc", WORDS)
+    _edit_config(snapshot, num_hidden_layers=48)
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.load(snapshot)
+    assert str(e.value).endswith(f"the two do not belong together; these are the files the Hub sent: choose another "
+                                 f"model, and delete {folder.resolve()} to free its space"), str(e.value)
+    own = save_tiny_bert(tmp_path / "mine", WORDS)  # a folder of the user's: no such advice
+    _edit_config(own, num_hidden_layers=48)
+    with pytest.raises(CheckpointError, match=r"the two do not belong together$"):
+        checkpoint.load(own)
