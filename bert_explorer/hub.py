@@ -151,13 +151,20 @@ def _check_weights(path: Path, repo_id: str) -> None:
                           "HF_ENDPOINT") from None
 
 
+MAX_CONFIG_BYTES = 1_000_000  # BERT-Large's config.json is under 1 kB
+
+
 def _check_config(path: Path, repo_id: str) -> None:
     """A repository's config.json, fetched first, before its weights: a JSON object of a BERT's settings (a
     GPT-2's weights, up to 2 GiB, were fetched before "only BERT checkpoints are supported" was said), whose
     sizes BertConfig takes (hidden_size 10^9 was refused only once the weights were here, and the model then
     counted as downloaded). The sizes are checked against the weights when the model is opened."""
+    if (size := path.stat().st_size) > MAX_CONFIG_BYTES:  # (said as "not a JSON object" though it was one)
+        raise HubError(f"the config.json of {repo_id} is {full_disk.size_text(size)}, more than the "
+                       f"{full_disk.size_text(MAX_CONFIG_BYTES)} a model's settings take, so its weights were not "
+                       "fetched; choose a BERT repository such as google-bert/bert-base-uncased")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8")) if path.stat().st_size <= 1_000_000 else None
+        raw = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, RecursionError):
         raw = None
     if not isinstance(raw, dict):
@@ -277,9 +284,9 @@ def _fetch_all(folder: Path, repo_id: str, what: str, sha: str, revision: str, p
             if check and f in check:
                 try:
                     check[f](blob)
-                except DamagedFile:
-                    if had[i] < size:  # fetched by this download (one already here is another tool's to judge)
-                        blob.unlink(missing_ok=True)
+                except HubError:  # damaged, or not what it should be (a config of another model, of 2 MB):
+                    if had[i] < size:  # not kept where this download fetched it (one already here is another
+                        blob.unlink(missing_ok=True)  # tool's to judge)
                     raise
             _link(_inside(folder, snapshot / f), blob)
         ref = _inside(folder, folder / "refs" / revision)

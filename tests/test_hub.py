@@ -487,6 +487,24 @@ def test_a_config_of_absurd_sizes_is_refused_before_its_weights_are_fetched(repo
             hub.open_model("hf:evil/absurd")
         assert set(server.fetched("evil/absurd")) == {"config.json"}
     assert hub.local_copy("evil/absurd") is None
+    assert not [p for p in (tmp_path / "hf-cache").rglob("*") if p.is_file() and "blobs" in p.parts]  # none kept
+
+
+def test_a_config_too_large_for_settings_is_said_as_such_and_not_kept(repos, tmp_path, monkeypatch):
+    """A valid config.json padded to 2 MB was said to be "not a JSON object of a model's settings", and its 2 MB
+    stayed in the cache's blobs (the docs say nothing a refused server sent is kept)."""
+    import shutil
+
+    root = tmp_path / "hub"
+    shutil.copytree(repos / TINY, root / "evil/padded")
+    config = json.loads((root / "evil/padded" / "config.json").read_text())
+    (root / "evil/padded" / "config.json").write_text(json.dumps(config) + " " * 2_000_000)
+    with hub_standin.HubStandin(root) as server:
+        server.point_client_here(monkeypatch, cache_dir=tmp_path / "hf-cache")
+        with pytest.raises(hub.HubError, match=r"^the config.json of evil/padded is 2 MB, more than the 1 MB a "
+                                               r"model's settings take, so its weights were not fetched"):
+            hub.open_model("hf:evil/padded")
+    assert not [p for p in (tmp_path / "hf-cache").rglob("*") if p.is_file() and "blobs" in p.parts]
 
 
 def test_weights_whose_header_lies_are_refused_at_the_download_and_not_kept(repos, tmp_path, monkeypatch):
