@@ -634,6 +634,21 @@ def test_metrics_lines_that_are_no_records_are_skipped_and_a_huge_file_is_read_t
     assert [m["step"] for m in thinned] == sorted(m["step"] for m in thinned)  # in order
 
 
+@pytest.mark.parametrize("damaged", [b'{"state": "runn', b"[1, 2]", b"\xff\xfe"])
+def test_a_damaged_status_is_said_as_such_and_written_anew(tmp_path, damaged):
+    """A cut or edited status.json read "unknown" in the runs table with no word of why, and a list there made every
+    write of the run's status an AttributeError."""
+    from bert_explorer.runs.report import run_row
+
+    run = Run(tmp_path / "r").create({"size": "tiny"}, "pretrain")
+    (run.path / "status.json").write_bytes(damaged)
+    assert run.status()["error"].startswith("its status.json cannot be read")
+    assert run_row(run, tmp_path)["state"] == "unknown (status.json unreadable)"
+    run.write_status(state="stopped", step=3)
+    assert run.status()["state"] == "stopped" and "error" not in run.status()
+    assert "error" not in Run(tmp_path / "none").status()  # no status at all is no damage
+
+
 def test_a_new_run_inside_another_runs_folder_is_refused(tmp_path):
     """--output runs/a/set_aside made a run inside one of run a's own folders, which the Runs page listed as
     "a/set_aside". A run beside them (a warm start into runs/a/warm), and an ablation's cells, stay allowed."""

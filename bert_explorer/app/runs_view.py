@@ -219,6 +219,8 @@ def show_progress(status: dict) -> None:
         who = status.get("waiting_for")
         st.info(f"Queued: another run{f' ({Path(who).name})' if who else ''} is using the GPU. This one starts "
                 f"by itself when the GPU is free (one training run per GPU at a time).")
+    if state == "unknown" and status.get("error"):
+        st.warning(f"This run: {status['error']}.")
     text = STATE_LABELS.get(state, state)
     if total:
         text += f" · step {step:,} of {total:,}"

@@ -164,7 +164,9 @@ def run_row(run: Run, root: str | Path) -> dict:
     step, total = s.get("step"), s.get("max_steps")
     metrics = key_metrics(s)
     device, figures = ablation_summary(run) if run_kind(run) == "ablate" else (None, None)
-    return {"run": run_label(run, root), "kind": run_kind(run), "state": s.get("state", "unknown"),
+    state = s.get("state", "unknown")
+    return {"run": run_label(run, root), "kind": run_kind(run),
+            "state": "unknown (status.json unreadable)" if state == "unknown" and s.get("error") else state,
             "device": s.get("device") or cfg.get("device") or device or "—",
             "started": time.strftime("%Y-%m-%d %H:%M", time.localtime(s["started"])) if s.get("started") else "—",
             "duration": duration_text(duration(s)),

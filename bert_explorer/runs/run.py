@@ -147,10 +147,13 @@ class Run:
         p = self.path / "status.json"
         try:
             status = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        except OSError:
             return {"state": "unknown"}
-        if not isinstance(status, dict):
-            return {"state": "unknown"}
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            status = None
+        if not isinstance(status, dict):  # (shown as "unknown" with no word of why)
+            return {"state": "unknown", "error": "its status.json cannot be read (it is not a JSON object: cut, or "
+                                                 "edited), so its state is unknown; its other files are kept"}
         if (status.get("state") in ACTIVE_STATES and status.get("pid")
                 and not process_alive(status["pid"], status.get("pid_created"))):
             status["state"] = "crashed"  # the process died without saying so: resumable
@@ -182,9 +185,11 @@ class Run:
         current = {}
         if p.exists():
             try:
-                current = json.loads(p.read_text())
-            except json.JSONDecodeError:
+                current = json.loads(p.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                 pass
+            if not isinstance(current, dict):  # (a damaged one is written anew: a list stopped every write)
+                current = {}
         if "pid" in fields:  # remember which process this pid is (its creation time), in case it is later reused
             fields = {**fields, "pid_created": process_start(fields["pid"])}
         if "started" in fields:
