@@ -341,6 +341,32 @@ def test_serve_prints_the_teachers_link(monkeypatch, capsys):
     assert "teacher's link" not in capsys.readouterr().err
 
 
+def test_serve_gives_no_link_to_a_port_another_program_holds_and_none_on_this_machine_alone(monkeypatch, capsys):
+    """The link was printed for port 8642, then Streamlit failed: "Port 8642 is not available", and a teacher
+    could have handed out a link to another program. On 127.0.0.1 (every page on, no roles) it said a link too."""
+    import socket
+
+    from bert_explorer.app import serve
+
+    monkeypatch.setenv(roles.TOKEN_ENV, "tok")
+    monkeypatch.delenv(roles.CLASSROOM_ENV, raising=False)
+    started = []
+    monkeypatch.setattr(serve.cli, "main", lambda argv, **k: started.append(argv))
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        monkeypatch.setattr(roles, "_announced", [])
+        with pytest.raises(SystemExit) as e:
+            serve.main(["--server.address", "127.0.0.1", f"--server.port={port}"])
+        assert str(e.value) == (f"BERT Explorer: port {port} of 127.0.0.1 is in use by another program, so the app "
+                                f"was not started; choose another with --server.port, e.g. --server.port {port + 1}")
+        assert not started and "teacher's link" not in capsys.readouterr().err
+    serve.main(["--server.address", "127.0.0.1"])  # private: no link; the port Streamlit would take, given to it
+    assert "teacher's link" not in capsys.readouterr().err
+    assert started[0][started[0].index("--server.port") + 1].isdigit()
+
+
 def test_the_prepare_panel_on_home_is_the_teachers_and_starts_prepare_class(classroom, no_work):
     student = _page("run_app.py")
     assert "Prepare for class" not in [e.label for e in student.expander]

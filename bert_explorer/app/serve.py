@@ -15,6 +15,7 @@ rehearse a lesson on a laptop.
 """
 from __future__ import annotations
 
+import errno
 import socket
 import sys
 from pathlib import Path
@@ -35,8 +36,41 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     args = [*_settings_of_the_app(args), *args]
     if not {"-h", "--help"} & set(args):  # (a link printed with the options' help served nothing)
-        roles.announce(_address(args))
+        args = _on_a_free_port(args)  # (the link was printed for a port another program held, then Streamlit failed)
+        host = _option(args, "--server.address", "127.0.0.1")
+        if roles.rehearsing() or not roles.is_private(host):  # (on this machine alone every page is on: no roles)
+            roles.announce(_address(args))
     cli.main(["run", str(APP), *args], prog_name="streamlit")
+
+
+def _on_a_free_port(args: list[str]) -> list[str]:
+    """``args`` with the port the app will have: the one given, when it is free (else one sentence and exit 2), or
+    the first free one from 8501 as Streamlit would choose it, given to it so that the link printed is its."""
+    given = _option(args, "--server.port", "")
+    host = _option(args, "--server.address", "127.0.0.1") or "0.0.0.0"
+    if given:
+        if given.isdigit() and not _free(host, int(given)):
+            sys.exit(f"BERT Explorer: port {given} of {host} is in use by another program, so the app was not "
+                     f"started; choose another with --server.port, e.g. --server.port {int(given) + 1}")
+        return args
+    port = next((p for p in range(8501, 8601) if _free(host, p)), 8501)
+    return [*args, "--server.port", str(port)]
+
+
+def _free(host: str, port: int) -> bool:
+    """Can a server listen on ``host``:``port`` now (as Tornado binds: an address in TIME_WAIT is free)?"""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError):
+        return True  # (a name that does not resolve is Streamlit's to say)
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(address)
+        except OSError as e:  # (an address not this machine's is Streamlit's to say)
+            return e.errno != errno.EADDRINUSE
+    return True
 
 
 def _settings_of_the_app(args: list[str]) -> list[str]:
