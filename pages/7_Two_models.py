@@ -86,7 +86,7 @@ if st.session_state.get("two_b_default_of") not in (None, name_a) and not st.ses
 st.session_state["two_b_default_of"] = name_a
 name_b = st.selectbox("Model B", list(options), index=0 if default else None, format_func=options.get,
                       on_change=lambda: st.session_state.update(two_b_chosen=True),
-                      key="two_model_b", placeholder="Choose model B",
+                      key="two_model_b", placeholder="Choose model B", persist_state="session",
                       help="The default comes first: the newest fine-tuning of model A that learned something, "
                            "else the model that A was pre-trained from. Then fine-tuned runs of A, other "
                            "fine-tuned runs, the installed models and pre-training checkpoints.")
@@ -182,12 +182,13 @@ def _maps(a: str, b: str, text: str):
 if c.mlm or c.nsp:
     st.subheader("Masked word and next sentence, side by side")
     p1, p2 = st.columns(2)
+    # (what the user typed holds when they leave the page and come back)
     masked = text_box(p1.text_input, "Sentence with [MASK]", "the stock market [MASK] sharply after the news .",
-                      key="two_mlm",
-                           max_chars=limits.CHARS)
-    first = text_box(p2.text_input, "Sentence A", "the cat sat on the mat .", key="two_nsp_a", max_chars=limits.CHARS)
+                      key="two_mlm", max_chars=limits.CHARS, persist_state="session")
+    first = text_box(p2.text_input, "Sentence A", "the cat sat on the mat .", key="two_nsp_a", max_chars=limits.CHARS,
+                     persist_state="session")
     second = text_box(p2.text_input, "Sentence B", "then it fell asleep in the sun .", key="two_nsp_b",
-                      max_chars=limits.CHARS)
+                      max_chars=limits.CHARS, persist_state="session")
     probes = _probes(name_a, name_b, masked, first, second)
     bundle.inputs.update({"masked sentence": masked, "sentence A": first, "sentence B": second})
     if c.mlm and probes["mlm"] is None:
@@ -207,8 +208,15 @@ if c.mlm or c.nsp:
 
 # ----- CKA ----------------------------------------------------------------------------------------------
 st.subheader("How alike each layer's vectors are (linear CKA)")
-n = st.select_slider("Held-out sentences", [32, 64, 128, 200], two_models.PAGE_SENTENCES, key="two_n",
-                     help="More sentences give steadier numbers and take longer.")
+counts = [32, 64, 128, 200]
+if not writes_allowed():  # a student's 200 sentences of a pair not compared yet held the server's CPU for 16 s
+    counts = [m for m in counts if m == two_models.PAGE_SENTENCES
+              or two_models.comparison_kept(load(name_a, ARCH)[0], load(name_b, ARCH)[0], m)]
+    if len(counts) == 1:
+        st.caption(f"These two models are compared on {counts[0]} held-out sentences; other counts are computed by "
+                   "your teacher (each holds the server's CPU for a while).")
+n = st.select_slider("Held-out sentences", counts, two_models.PAGE_SENTENCES, key="two_n", persist_state="session",
+                     help="More sentences give steadier numbers and take longer.") if len(counts) > 1 else counts[0]
 result, source = _compare(name_a, name_b, n)
 st.caption(f"Sentences: {source}. {result['n_units']:,} {result['units']} ([CLS] and [SEP] left out).")
 # the numbers behind the charts, in the zip too (they were only inside figures.html)
@@ -230,7 +238,8 @@ else:
     fig = px.imshow(m, x=[str(j) for j in range(m.shape[1])], y=[str(i) for i in range(m.shape[0])],
                     labels=dict(x="layer of B", y="layer of A", color="CKA"), zmin=0, zmax=1, text_auto=".2f",
                     color_continuous_scale="Viridis", aspect="auto",
-                    title="CKA of every layer of A with every layer of B")
+                    title="CKA of every layer of A with every layer of B (0 = embeddings)")
+    fig.update_xaxes(type="category").update_yaxes(type="category")  # (layers named "0", "1": read as a number line)
     exports.figure(fig, "two_cka_matrix", bundle=bundle)
 st.markdown(result["captions"]["cka"])
 

@@ -65,10 +65,12 @@ if "pos" in tasks:
 
 with st.expander("Settings"):
     c1, c2, c3 = st.columns(3)
+    # (held when the user leaves the page: the results computed with them seemed gone on the way back)
     n_sentences = c1.number_input("Sentences for ner / pos (0 = all)", 0, 100_000, 0, step=100, key="probe_n_sent",
-                                  help="WNUT-16 has 2,394 sentences; fewer run faster.")
-    n_articles = c2.number_input("BBC articles for topic", 20, 2_200, PAGE_SETTINGS["topic"].max_examples, step=100, key="probe_n_art")
-    seed = c3.number_input("Seed (split and control labels)", 0, 1_000_000, 0, key="probe_seed")
+                                  persist_state="session", help="WNUT-16 has 2,394 sentences; fewer run faster.")
+    n_articles = c2.number_input("BBC articles for topic", 20, 2_200, PAGE_SETTINGS["topic"].max_examples, step=100,
+                                 key="probe_n_art", persist_state="session")
+    seed = c3.number_input("Seed (split and control labels)", 0, 1_000_000, 0, key="probe_seed", persist_state="session")
 
 
 @by_weights(max_entries=32)

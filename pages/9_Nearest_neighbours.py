@@ -13,7 +13,7 @@ from bert_explorer.app import exports
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, shown_path, without_host_paths
 from bert_explorer.app.roles import (busy_sentence, not_prepared, progress_line, running_beside, work_button,
                                      writes_allowed)
-from bert_explorer.app.keep import text_box
+from bert_explorer.app.keep import fit_kept, text_box
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.estimate import background_threads
@@ -65,7 +65,9 @@ corpus_name = st.selectbox("Corpus", corpora, key="nn_corpus") if len(corpora) >
 corpus = nb.PAGE_CORPORA[corpus_name]
 
 c1, c2, c3, c4 = st.columns([4, 1.3, 1.3, 1])
-text = text_box(c1.text_input, "Your sentence", EXAMPLE, key="nn_text", max_chars=600)
+# (the sentence, layer and hits hold when the student leaves the page and comes back, and the layer also when the
+# sentence is emptied for a moment: it was back at the default, with no index, where the student had hits)
+text = text_box(c1.text_input, "Your sentence", EXAMPLE, key="nn_text", max_chars=600, persist_state="session")
 if not text.strip():
     st.info("Type a sentence to pick a token from.")
     st.stop()
@@ -77,11 +79,13 @@ if not positions:
 start = next((i for i in positions if pieces[i] == EXAMPLE_WORD), 1)
 position = c2.selectbox("Token", positions, index=positions.index(start), format_func=lambda i: f"{i}: {pieces[i]}",
                         key=f"nn_token_{hash(text)}", help="The WordPieces of your sentence, numbered from [CLS] = 0.")
+fit_kept("nn_layer", L)  # (a deeper model's layer: this one's last)
 layer = c3.selectbox("Layer", list(range(L + 1)), index=nbb.opening_layer(loaded), key="nn_layer",
+                     persist_state="session",
                      format_func=lambda i: "0 (embeddings)" if i == 0 else str(i),
                      help=f"0 = the embedding output (token + position + segment, then LayerNorm); 1-{L} = after "
                           "each encoder layer. Each layer has its own index.")
-k = c4.number_input("Hits", 5, 50, 10, 5, key="nn_k")
+k = c4.number_input("Hits", 5, 50, 10, 5, key="nn_k", persist_state="session")
 st.caption(f"Try the same word in another sense, e.g. “{OTHER_SENSE}”, and compare layer 0 with layer {L}.")
 
 state = nbb.index_state(loaded, corpus, layer)

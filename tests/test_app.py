@@ -270,6 +270,38 @@ def test_a_pages_own_choices_hold_when_the_user_leaves_and_comes_back():
 
 
 @needs_model("explorer-mini")
+def test_nearest_neighbours_the_probes_settings_and_two_models_sentences_hold_on_the_way_back():
+    """Nearest neighbours went back to its example sentence and layer 6 (no index there) after a visit elsewhere,
+    and its layer also when the sentence was emptied for a moment; What each layer knows' settings and Two models'
+    sentences went back to their defaults, so results computed with them seemed gone."""
+    at = AppTest.from_file("../run_app.py", default_timeout=180)
+    at.session_state["be_model_choice"] = "explorer-mini"
+    at.run().switch_page("pages/9_Nearest_neighbours.py").run()
+    at.text_input(key="nn_text").set_value("the bank raised interest rates .").run()
+    at.selectbox(key="nn_layer").set_value(0).run()
+    at.text_input(key="nn_text").set_value("   ").run()  # (the page stops before the layer is drawn)
+    at.text_input(key="nn_text").set_value("the bank raised interest rates .").run()
+    assert not at.exception and at.selectbox(key="nn_layer").value == 0
+    at.switch_page("pages/8_What_each_layer_knows.py").run()
+    at.number_input(key="probe_n_sent").set_value(200)
+    at.number_input(key="probe_n_art").set_value(100).run()
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.switch_page("pages/7_Two_models.py").run()
+    at.selectbox(key="two_model_b").set_value("explorer-mini").run()  # (a model B with the heads both probes need)
+    at.text_input(key="two_mlm").set_value("the [MASK] barked all night .").run()
+    at.session_state["be_model_choice"] = "explorer-mini"
+    at.switch_page("pages/2_Attention.py").run()
+    at.switch_page("pages/9_Nearest_neighbours.py").run()
+    assert at.text_input(key="nn_text").value == "the bank raised interest rates ."
+    assert at.selectbox(key="nn_layer").value == 0
+    at.switch_page("pages/8_What_each_layer_knows.py").run()
+    assert (at.number_input(key="probe_n_sent").value, at.number_input(key="probe_n_art").value) == (200, 100)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.switch_page("pages/7_Two_models.py").run()
+    assert not at.exception and at.text_input(key="two_mlm").value == "the [MASK] barked all night ."
+
+
+@needs_model("explorer-mini")
 def test_attributions_explains_what_the_probes_last_studied_in_one_click():
     """Probe a sentence, then ask why: Attributions offers the probe pages' inputs (kept across
     pages) and fills them in; its own example stays until the user clicks."""

@@ -472,6 +472,36 @@ def test_in_classroom_mode_the_page_explains_that_it_cannot_fine_tune(runs_root,
     assert any("classroom mode" in i.value for i in at.info)
 
 
+def test_a_student_compares_on_the_counts_already_computed_and_starts_no_other(runs_root, monkeypatch):
+    """A student's "Held-out sentences" of 200 on a pair not compared yet held the server's CPU for 16 s: a student
+    is offered the page's own count and those the teacher (or anyone who may) has computed."""
+    from streamlit import config as st_config
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: ([f"{s} {n}" for s in SENTENCES], "test"))
+    monkeypatch.delenv("BERT_EXPLORER_ALLOW_WRITES", raising=False)
+
+    def visit(address: str, n: int | None = None) -> AppTest:
+        before = st_config.get_option("server.address")
+        st_config.set_option("server.address", address)
+        try:
+            at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
+            at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+            at.run()
+            if n is not None:
+                at.select_slider(key="two_n").set_value(n).run()
+        finally:
+            st_config.set_option("server.address", before)
+        assert not at.exception, at.exception
+        return at
+
+    student = visit("0.0.0.0")
+    assert not [s for s in student.select_slider if s.key == "two_n"]
+    assert any("other counts are computed by your teacher" in c.value for c in student.caption)
+    visit("127.0.0.1", 128)  # the teacher (here: this machine's user) compares on 128
+    assert visit("0.0.0.0").select_slider(key="two_n").options == ["64", "128"]
+
+
 def test_the_fine_tune_button_launches_the_short_run_and_the_page_then_uses_it(runs_root, monkeypatch):
     from streamlit.testing.v1 import AppTest
 

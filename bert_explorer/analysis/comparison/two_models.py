@@ -212,8 +212,17 @@ def kept_comparison(a: Loaded, b: Loaded, n: int = PAGE_SENTENCES) -> tuple[dict
     took 2-3 s of a first visit with the default model, 14 s with BERT-Base)."""
     sentences, source = held_out.held_out_sentences(n)
     return disk_cache.kept_json("two-models", a, lambda: compare_models(a, b, sentences),
-                                what="a comparison of two models", version=COMPARISON_VERSION,
-                                b=disk_cache.model_identity(b), sentences=sentences), source
+                                what="a comparison of two models", **_settings(b, sentences)), source
+
+
+def comparison_kept(a: Loaded, b: Loaded, n: int) -> bool:
+    """Is :func:`kept_comparison` of ``n`` sentences on disk already (read back, not computed)?"""
+    path = disk_cache.entry("two-models", a, **_settings(b, held_out.held_out_sentences(n)[0]))
+    return (path / "result.json").is_file()
+
+
+def _settings(b: Loaded, sentences: list[str]) -> dict:
+    return {"version": COMPARISON_VERSION, "b": disk_cache.model_identity(b), "sentences": sentences}
 
 
 @first_visit("Two models", "model A against its default model B over the held-out sentences")
