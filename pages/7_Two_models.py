@@ -48,8 +48,8 @@ fine-tuning of model A that learned something (the rule is stated below the choi
 A was pre-trained from. You see both models' masked-word and next-sentence guesses (where both have
 those heads: a fine-tuned model keeps only its task's), how much each
 attention head moved (Jensen-Shannon distance between the two heads' attention), and how alike each
-layer's vectors stay (linear CKA, Kornblith et al. 2019; Merchant et al. 2020 measured with it where
-fine-tuning changes BERT).
+layer's vectors stay (linear CKA, Kornblith et al. 2019; Merchant et al. 2020 located where fine-tuning
+changes BERT with a kindred measure, representational similarity analysis).
 """)
 
 ARCH = two_models.ARCHITECTURE
@@ -144,9 +144,9 @@ if not learned and not b_is_a_finetuning_of_a:
             run_dir = rv.new_run_dir("finetune-bbc-topics-short", root)
             if rv.launch("finetune", candidates.SHORT_FINETUNE, run_dir, remember=("two_waiting", str(run_dir))):
                 st.rerun()
-    else:
-        st.caption(f"To see what fine-tuning changes, fine-tune {label_a} on the Fine-tune page, or pick any model B "
-                   "above.")
+    else:  # (a student cannot fine-tune: it is the teacher's to do)
+        st.caption(f"To see what fine-tuning changes, {'' if writes_allowed() else 'your teacher can '}fine-tune "
+                   f"{label_a} on the Fine-tune page, or pick any model B above.")
 if name_b is None:
     st.stop()
 
@@ -218,7 +218,10 @@ if not writes_allowed():  # a student's 200 sentences of a pair not compared yet
 n = st.select_slider("Held-out sentences", counts, two_models.PAGE_SENTENCES, key="two_n", persist_state="session",
                      help="More sentences give steadier numbers and take longer.") if len(counts) > 1 else counts[0]
 result, source = _compare(name_a, name_b, n)
-st.caption(f"Sentences: {source}. {result['n_units']:,} {result['units']} ([CLS] and [SEP] left out).")
+# (the split is minilm-mlm-nsp's: other models may have read these sentences, which the caption said of neither)
+seen = "" if "minilm-mlm-nsp" in (name_a, name_b) or "minilm-mlm-nsp" not in source else \
+    " (held out from that model's pre-training, not from these models': they may have read them)"
+st.caption(f"Sentences: {source}{seen}. {result['n_units']:,} {result['units']} ([CLS] and [SEP] left out).")
 # the numbers behind the charts, in the zip too (they were only inside figures.html)
 bundle.inputs["held-out sentences"] = n
 bundle.add_data("comparison", {"sentences": source, result["units"]: result["n_units"],
@@ -274,8 +277,11 @@ if result["attention_js"] is not None:
                             title=f"Model {which.upper()}: layer {layer + 1}, head {head + 1}")
             fig.update_layout(xaxis=ticks, yaxis=ticks, height=260 + 16 * len(tokens))
             exports.figure(fig, f"two_map_{which}", bundle=bundle, container=col)
+        whole = len(loaded_a.tokenizer.tokenize(text)) + 2  # ([CLS] and [SEP]: a longer one is cut without a word)
+        cut = f", the first {len(tokens)} of its {whole:,} WordPieces: the maps read no further" \
+            if whole > len(tokens) else ""
         st.caption(f"On this sentence, layer {layer + 1} head {head + 1} moved by {maps['js'][layer, head]:.2f} "
-                   f"(mean JS distance over its {len(tokens)} tokens).")
+                   f"(mean JS distance over its {len(tokens)} tokens{cut}).")
 
 st.divider()
 exports.bundle_button(bundle, "two_bundle")

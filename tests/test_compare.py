@@ -472,6 +472,22 @@ def test_in_classroom_mode_the_page_explains_that_it_cannot_fine_tune(runs_root,
     assert any("classroom mode" in i.value for i in at.info)
 
 
+def test_the_head_maps_say_where_they_cut_a_long_sentence(runs_root, monkeypatch):
+    """600 words on the maps were read as their first 64 WordPieces, said nowhere."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.session_state["be_sentence_a"] = "the river bank was quiet . " * 20  # 6 pieces each: 122 with [CLS], [SEP]
+    at.run()
+    at.selectbox(key="two_model_b").set_value("minilm").run()  # (one depth: the head maps are drawn)
+    assert not at.exception, at.exception
+    said = [c.value for c in at.caption if "mean JS distance over its" in c.value]
+    assert said and said[0].endswith("(mean JS distance over its 64 tokens, the first 64 of its 122 WordPieces: the "
+                                     "maps read no further)."), said
+
+
 def test_a_student_compares_on_the_counts_already_computed_and_starts_no_other(runs_root, monkeypatch):
     """A student's "Held-out sentences" of 200 on a pair not compared yet held the server's CPU for 16 s: a student
     is offered the page's own count and those the teacher (or anyone who may) has computed."""
