@@ -1227,3 +1227,27 @@ def test_a_value_argparse_cannot_read_is_one_line_not_the_whole_usage(capsys):
     err = capsys.readouterr().err
     assert e.value.code == 2 and err == ("bert-explorer pretrain: error: argument --max-docs: invalid int value: "
                                          "'1e30' (see `bert-explorer pretrain --help`)\n")
+
+
+def test_a_zero_means_on_the_command_line_what_the_page_says_it_means(tmp_path):
+    """The pages say "0 = all" (examples, documents), "0 = after each epoch" (evaluations), "0 = never" (early
+    stopping); the CLI refused 0 for each. A 0 typed also beats a --config file's number."""
+    from bert_explorer.cli.common import config_from
+    from bert_explorer.cli.parser import build_parser
+    from bert_explorer.train.finetune_config import FinetuneConfig
+    from bert_explorer.train.pretrain_config import PretrainConfig
+
+    cfg_file = tmp_path / "cfg.json"
+    cfg_file.write_text(json.dumps({"max_docs": 50}))
+    args = build_parser().parse_args(["pretrain", "--output", "x", "--config", str(cfg_file), "--max-docs", "0"])
+    assert config_from(args, PretrainConfig).max_docs is None
+    args = build_parser().parse_args(["finetune", "--output", "x", "--train", "tiny:classification",
+                                      "--max-train-examples", "0", "--eval-every", "0",
+                                      "--early-stopping-patience", "0"])
+    cfg = config_from(args, FinetuneConfig)
+    assert (cfg.max_train_examples, cfg.eval_every, cfg.early_stopping_patience) == (None, None, None)
+    args = build_parser().parse_args(["finetune", "--output", "x", "--train", "tiny:classification",
+                                      "--max-train-examples", "300"])
+    assert config_from(args, FinetuneConfig).max_train_examples == 300
+    helped = build_parser()._subparsers._group_actions[0].choices["pretrain"].format_help()
+    assert "0: all of them." in " ".join(helped.split())

@@ -402,7 +402,21 @@ def dataclass_args(parser: argparse.ArgumentParser, cls, only=None, default_said
         base = next((t for t in (str, float, int) if t in options), None)
         if base is None:  # e.g. a list of sentences or of [layer, head] pairs: only the --config file sets it
             continue
+        if base is int and (zero := f.metadata.get("zero_is")):  # 0 as on the page: the setting's None, given
+            parser.add_argument(name, dest=f.name, type=_zero_is_unset, default=None, help=f"{said} 0: {zero}.")
+            continue
         parser.add_argument(name, dest=f.name, type=base, default=None, help=said)
+
+
+UNSET = "unset"  # a flag given as 0 where 0 means the setting's None ("all"): given, so it beats a --config file's
+
+
+def _zero_is_unset(text: str):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    return UNSET if value == 0 else value
 
 
 def given_settings(args, cls) -> dict:
@@ -413,7 +427,7 @@ def given_settings(args, cls) -> dict:
     for f, _ in setting_fields(cls):
         v = getattr(args, f.name, None)
         if v is not None:
-            data[f.name] = v
+            data[f.name] = None if v == UNSET else v
     return data
 
 

@@ -68,7 +68,8 @@ class FinetuneConfig:
     warmup_fraction: float = setting(0.1, "The fraction of steps with a linear learning-rate warm-up.")
     weight_decay: float = setting(0.01, "Adam's decoupled weight decay.")
     dev_fraction: float = setting(0.1, "Without dev data, the fraction of train kept out as the dev set.")
-    max_train_examples: int | None = setting(None, "Use at most this many training examples, sampled at random.")
+    max_train_examples: int | None = setting(None, "Use at most this many training examples, sampled at random.",
+                                             zero_is="all of them")
     max_dev_examples: int | None = setting(None, "Evaluate on at most this many dev examples, sampled at random.")
     head_lr: float = setting(1e-3, "In the feature-based mode, the learning rate of the new BiLSTM head, which "
                                    "learns from scratch.")
@@ -80,10 +81,11 @@ class FinetuneConfig:
                                       "balanced (each label's negatives over its positives in the training set, at "
                                       "most 100: rare labels are learnt too), or a number for every label.")
     eval_every: int | None = setting(None, "Evaluate on the dev set every this many steps and at the end; by default "
-                                           "after each epoch (transformers: eval_strategy steps, eval_steps).")
+                                           "after each epoch (transformers: eval_strategy steps, eval_steps).",
+                                     zero_is="after each epoch")
     early_stopping_patience: int | None = setting(None, "Stop after this many evaluations in a row whose main dev "
                                                         "metric did not beat the best so far; by default never "
-                                                        "(transformers: EarlyStoppingCallback).")
+                                                        "(transformers: EarlyStoppingCallback).", zero_is="never")
     early_stopping_threshold: float = setting(0.0, "How much the main dev metric must beat the best so far to count "
                                                    "as better for early stopping.")
     keep_best: bool = setting(False, "Keep the model of the evaluation with the best main dev metric (the first of "

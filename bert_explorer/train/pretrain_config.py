@@ -18,7 +18,8 @@ from .device import PRECISIONS, device_refusal, precision_from
 class PretrainConfig:
     corpus: str = setting("bbc", "The text to pre-train on: a built-in corpus (bbc, sotu, vital, wiki, lee, wordnet, "
                                  "tiny), a text file, or several joined by + such as bbc+wiki.")
-    max_docs: int | None = setting(None, "Use only the first N documents of the corpus, for quick experiments.")
+    max_docs: int | None = setting(None, "Use only the first N documents of the corpus, for quick experiments.",
+                                   zero_is="all of them")
     held_out_fraction: float = setting(0.05, "The fraction of documents kept out of training to measure held-out "
                                              "MLM and NSP accuracy.")
     eval_corpora: str | None = setting(None, "Evaluate only on the held-out documents of these parts of the corpus, "
