@@ -448,3 +448,16 @@ def test_a_corpus_of_one_document_is_told_how_to_mark_documents(tmp_path, capsys
     assert not (tmp_path / "r").exists()  # refused before a folder is made (a failed run was left behind)
     assert "separate documents with a blank line in a one-sentence-per-line file, or with two blank lines in prose" \
         in line, err
+
+
+def test_an_upload_whose_sentences_outgrow_any_sequence_is_told_so():
+    """A 1 MB line without a full stop is one sentence: trained on its first WordPieces only, with nothing said."""
+    from bert_explorer.data.corpus_upload import check_corpus_upload
+
+    docs = ["one short sentence .\nanother short one ." for _ in range(5)] + [" ".join(["word"] * 3000)]
+    error, facts = check_corpus_upload("c.txt", "\n\n".join(docs).encode())
+    assert error is None and facts["notes"] == [
+        "1 of its sentences is longer than 400 words, more than any sequence holds (512 WordPieces at most): each is "
+        "cut to what fits and the rest is not trained on; end its sentences with a full stop, or put one sentence "
+        "on each line"]
+    assert check_corpus_upload("c.txt", "\n\n".join(docs[:5]).encode())[1]["notes"] == []

@@ -43,8 +43,14 @@ def check_corpus_upload(name: str, data: bytes, objective: Objective | str = BER
     objective = objective_type(objective)
     need = objective.documents_needed
     facts = {"documents": len(docs), "sentences": sum(len(d) for d in docs),
-             "words": sum(len(s.split()) for d in docs for s in d), "notes": notes,
+             "words": sum(len(s.split()) for d in docs for s in d), "notes": list(notes),
              "utf8": text.encode("utf-8") if notes else data}
+    if long := sum(1 for d in docs for s in d if len(s.split()) > LONG_SENTENCE_WORDS):
+        # (a 1 MB line without a full stop trained on its first WordPieces only, with nothing said)
+        facts["notes"].append(f"{long:,} of its sentences {'is' if long == 1 else 'are'} longer than "
+                              f"{LONG_SENTENCE_WORDS} words, more than any sequence holds (512 WordPieces at most): "
+                              "each is cut to what fits and the rest is not trained on; end its sentences with a "
+                              "full stop, or put one sentence on each line")
     if len(docs) < need:
         why = "next-sentence prediction needs" if objective.next_sentence else "a run needs"
         return (f"{name} holds {len(docs)} document{'s' if len(docs) != 1 else ''}, but {why} at least {need} "
@@ -53,6 +59,7 @@ def check_corpus_upload(name: str, data: bytes, objective: Objective | str = BER
 
 
 CONTROL_SHARE = 0.01  # prose holds next to none (tabs and line ends aside); random bytes a quarter
+LONG_SENTENCE_WORDS = 400  # a sentence of more words fills more than 512 WordPieces
 
 
 def _control_characters(text: str) -> int:
