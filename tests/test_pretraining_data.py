@@ -461,3 +461,26 @@ def test_an_upload_whose_sentences_outgrow_any_sequence_is_told_so():
         "cut to what fits and the rest is not trained on; end its sentences with a full stop, or put one sentence "
         "on each line"]
     assert check_corpus_upload("c.txt", "\n\n".join(docs[:5]).encode())[1]["notes"] == []
+
+
+def test_a_corpus_folder_says_the_files_it_leaves_out(tmp_path, capsys):
+    """A folder's .txt.gz files were left out of the corpus without a word, and a folder of only .gz files was said
+    to hold no .txt files, with nothing on what to do."""
+    import gzip
+
+    from bert_explorer.cli import main
+    from bert_explorer.data.corpora import CorpusNote
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "a.txt.gz").write_bytes(gzip.compress(b"one sentence .\n"))
+    with pytest.raises(ValueError, match=r"holds no \.txt files \(a\.txt\.gz\) \(unpack a \.gz with gunzip: only "
+                                         r"\.txt files are read\)"):
+        load_corpus(folder)
+    (folder / "b.txt").write_text("one sentence .\nanother one .\n\nand a second document .\n")
+    with pytest.warns(CorpusNote, match=r"read its 1 \.txt file and left out 1 other \(a\.txt\.gz\) \(unpack"):
+        assert len(load_corpus(folder)) == 2
+    capsys.readouterr()
+    assert main(["pretrain", "--corpus", str(folder), "--size", "tiny", "--max-steps", "0",  # (too few documents:
+                 "--output", str(tmp_path / "run"), "--no-progress"]) == 2                 # refused once read)
+    assert f"note: {folder}: read its 1 .txt file and left out 1 other (a.txt.gz)" in capsys.readouterr().err

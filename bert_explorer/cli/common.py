@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 from .. import atomic, checkpoint
 from ..runs.neighbour_jobs import BuildBusy
 from ..checkpoint import CheckpointError
-from ..data.corpora import EncodingFallbackWarning
+from ..data.corpora import CorpusNote
 from ..data.uploads.core import DEFAULT_MAX_BYTES, DataError
 from ..data.uploads.decode import decode_bytes
 from ..full_disk import CacheNotKept, DiskFull, size_text
@@ -118,7 +118,7 @@ def _one_line_cache_warnings() -> None:
     def show(message, category, filename, lineno, file=None, line=None):
         if issubclass(category, CacheNotKept):
             print(f"bert-explorer: warning: {message}", file=sys.stderr)
-        elif issubclass(category, EncodingFallbackWarning):  # how a corpus file was read: a note, as finetune's
+        elif issubclass(category, CorpusNote):  # how a corpus was read (its encoding, files left out): a note
             if str(message) not in said:  # (once: the estimate reads the file, then the run: it was said twice)
                 said.add(str(message))
                 print(f"note: {message}", file=sys.stderr)

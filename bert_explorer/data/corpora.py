@@ -46,7 +46,11 @@ SEPARATE_DOCUMENTS = ("separate documents with a blank line in a one-sentence-pe
 NSP_REMEDY = f"{SEPARATE_DOCUMENTS} (or pre-train with the objective mlm, which needs no pairs)"
 
 
-class EncodingFallbackWarning(UserWarning):
+class CorpusNote(UserWarning):
+    """How a corpus was read, said to the user once (the command line prints it as a note)."""
+
+
+class EncodingFallbackWarning(CorpusNote):
     """A file was not valid UTF-8 and was read as Windows-1252 or Latin-1."""
 
 
@@ -402,8 +406,12 @@ def load_corpus(name_or_path: str | Path, fmt: str = "auto",
     check_corpus(name_or_path)
     path = Path(name_or_path).expanduser()
     files = sorted(path.rglob("*.txt")) if path.is_dir() else [path]
+    others = _other_files(path) if path.is_dir() else []
     if not files:
-        raise ValueError(f"{path} holds no .txt files")
+        raise ValueError(f"{path} holds no .txt files{_others_said(others)}")
+    if others:  # (a folder's .txt.gz files were left out without a word)
+        warnings.warn(CorpusNote(f"{path}: read its {len(files):,} .txt file{'s' if len(files) != 1 else ''} and "
+                                 f"left out {len(others):,} other{_others_said(others)}"), stacklevel=2)
     docs = []
     for f in files:
         kind = fmt if fmt != "auto" else _guess_format(f)
@@ -411,6 +419,19 @@ def load_corpus(name_or_path: str | Path, fmt: str = "auto",
             raise ValueError(f"fmt must be 'auto', 'sentences' or 'raw', not {fmt!r}")
         docs.extend(read_text_corpus(f) if kind == "sentences" else read_raw_text(f))
     return docs[:max_documents]
+
+
+def _other_files(folder: Path) -> list[Path]:
+    """The files of a corpus folder that are not read: not ``*.txt`` (hidden ones aside)."""
+    return sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix != ".txt"
+                  and not any(part.startswith(".") for part in f.relative_to(folder).parts))
+
+
+def _others_said(others: list[Path]) -> str:
+    if not others:
+        return ""
+    packed = " (unpack a .gz with gunzip: only .txt files are read)" if any(f.suffix == ".gz" for f in others) else ""
+    return f" ({', '.join(f.name for f in others[:3])}{', ...' if len(others) > 3 else ''}){packed}"
 
 
 def user_text_digest(corpus: str) -> str | None:
