@@ -96,8 +96,14 @@ def read_csv(text: str) -> pd.DataFrame:
     return _map_text(pd.read_csv(io.StringIO(text)), uncsv_cell)
 
 
+# GitHub's Markdown makes a link of a bare address ("https://...", "www....", "name@host") in the text as read,
+# escapes and all: a word joiner (U+2060, drawn as nothing) after "://", "www" and "@" keeps it the characters
+# it is, not a link every browser of the class is offered
+_AUTOLINK = re.compile(r"(://|\bwww(?=\.)|@)", re.IGNORECASE)
+
+
 def markdown_text(text) -> str:
     """``text`` to put inside Markdown and be shown as the characters it is: each ASCII punctuation
     character is escaped with a backslash (CommonMark allows exactly these), so no image, link, HTML,
-    emphasis, heading, list, LaTeX or Streamlit colour is made of it."""
-    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", str(text))
+    emphasis, heading, list, LaTeX or Streamlit colour is made of it, and a bare address is no link."""
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", _AUTOLINK.sub("\\1\u2060", str(text)))

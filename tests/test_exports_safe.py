@@ -174,3 +174,17 @@ def test_after_finetuning_shows_an_image_link_in_the_data_as_text(run, uploaded_
     plain = [_unescaped(v) for v in rendered] + [e.value for e in at.text] + [e.value for e in at.code]
     wanted = example["question"] if run == "qa" else row["gold"]  # the question, the sentence with its entities
     assert IMAGE in wanted and any(wanted in v for v in plain)
+
+
+def test_a_bare_address_in_shown_text_is_no_link_and_reads_as_typed():
+    """GitHub's Markdown made links of "https://...", "www...." and "name@host" in a teacher's question, escapes and
+    all (checked in Chromium: three <a> on the board). Its rule: a scheme's "://", or "www.", or an "@", followed
+    by the address's characters; a word joiner (drawn as nothing) keeps each apart."""
+    import re
+
+    from bert_explorer.safe_text import markdown_text
+
+    typed = "see https://evil.example/x, WWW.evil.example and me@evil.example [a](b) *c*"
+    shown = markdown_text(typed)
+    assert not re.search(r"://[\w.-]|\bwww\.|@[\w-]", re.sub(r"\\(.)", r"\1", shown), re.IGNORECASE)
+    assert re.sub(r"\\(.)", r"\1", shown).replace("\u2060", "") == typed  # the characters typed, and no more
