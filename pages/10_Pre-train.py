@@ -21,7 +21,7 @@ from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES, CheckpointError
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
 from bert_explorer.app.keep import kept_widget, remembered, settings_key, text_box
-from bert_explorer.app.widgets import intro
+from bert_explorer.app.widgets import intro, sentence_of
 from bert_explorer.data.uploads.names import slug
 from bert_explorer.model.config import BertConfig
 from bert_explorer.runs import finder
@@ -401,7 +401,7 @@ if frames_path is not None:
     try:
         doc = _frames_doc(str(frames_path), _stamp(frames_path))
     except ValueError as e:  # a damaged file: say so, and fall back on the checkpoints
-        st.warning(str(e))
+        st.warning(sentence_of(e))
 if doc is not None and not doc["frames"]:
     doc = None
 if doc is None and (source != RUN_SOURCE or not ckpts):  # nothing to draw from (yet)
@@ -438,7 +438,7 @@ if sentence == OWN_SENTENCE:
     try:
         tl = _timelapse(str(run.path), _checkpoint_stamp(read), text, layer, head, int(top_k))
     except ValueError as e:
-        st.info(str(e))
+        st.info(sentence_of(e))
         st.stop()
     moment = "checkpoint"
 else:

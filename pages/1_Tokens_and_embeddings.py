@@ -11,7 +11,7 @@ from bert_explorer.app import exports
 from bert_explorer.app.keep import (SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, SENTENCE_B_DEFAULT, forget_outside,
                                    kept_widget, text_box)
 from bert_explorer.app.state import by_weights, load, picked_model
-from bert_explorer.app.widgets import intro
+from bert_explorer.app.widgets import intro, sentence_of
 
 intro("Tokens and embeddings", """
 Before any attention, BERT turns text into WordPieces and gives each one a vector: the sum of a
@@ -189,7 +189,7 @@ try:
     st.caption(emb.map_caption(vectors, [f"sentence {x}" for x in labels] if names else labels, proj,
                                vectors.shape[-1]))
 except ValueError as e:
-    st.info(str(e))
+    st.info(sentence_of(e))
 
 # ----- 5. Context ----------------------------------------------------------------------------
 st.subheader("5 · The same word in different contexts, layer by layer")
@@ -214,7 +214,7 @@ try:
                "At layer 0 the word knows only itself and its position: the same word at the same position "
                "gives 1.0. " + res.describe())
 except ValueError as e:
-    st.info(str(e))
+    st.info(sentence_of(e))
 
 st.divider()
 exports.bundle_button(bundle, "emb_bundle")

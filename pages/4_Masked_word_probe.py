@@ -11,7 +11,7 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports, quality_view
 from bert_explorer.app.keep import kept_widget, text_box
 from bert_explorer.app.state import by_weights, load, picked_model
-from bert_explorer.app.widgets import intro, needs_head
+from bert_explorer.app.widgets import intro, needs_head, sentence_of
 
 intro("Masked word probe", """
 BERT's first pre-training task (Devlin et al. 2019, Section 3.1, "Task #1: Masked LM"): hide a
@@ -92,7 +92,7 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
                        f"model reads: the predictions below are from its first {longest:,}, and the rest was not "
                        "read (a [MASK] there gets no prediction).")
     except ValueError as e:
-        st.info(str(e))
+        st.info(sentence_of(e))
         bars = []
     results = [m for m, _ in bars]
     for m, fig in bars:

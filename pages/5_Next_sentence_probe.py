@@ -10,7 +10,7 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import kept_widget
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model
-from bert_explorer.app.widgets import intro, needs_head
+from bert_explorer.app.widgets import intro, needs_head, sentence_of
 from bert_explorer.data.corpora import corpus_title
 
 intro("Next sentence probe", """
@@ -85,7 +85,7 @@ try:  # the table's size comes from the browser: bounded here, before the model 
     limits.check(max((len(str(r.A)) + len(str(r.B)) for r in rows), default=0), 2 * limits.CHARS,
                  "characters in one pair", "shorten its sentences")
 except limits.TooLarge as e:
-    st.info(str(e))
+    st.info(sentence_of(e))
     rows = []
 if rows:
     scored = _scored(name, tuple((str(r.A), str(r.B)) for r in rows))

@@ -14,7 +14,7 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.keep import kept_widget, remembered
 from bert_explorer.app.state import by_weights, load, model_picker, shown_path
-from bert_explorer.app.widgets import intro, needs_head
+from bert_explorer.app.widgets import intro, needs_head, sentence_of
 from bert_explorer.runs.run import runs_root
 
 intro("Attributions", """
@@ -161,7 +161,7 @@ except ValueError as e:
     # (a [MASK] past the characters the box reads: the box's warning says so already, one sentence, not two)
     typed = str(st.session_state.get("attr_mlm_text", ""))
     if not ("has no [MASK] token" in str(e) and "[MASK]" in typed and "[MASK]" not in typed[:limits.CHARS]):
-        st.info(str(e))
+        st.info(sentence_of(e))
     st.stop()
 
 st.subheader(f"f = {result.score}")

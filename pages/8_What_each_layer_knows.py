@@ -18,7 +18,7 @@ from bert_explorer.app.roles import STUDENT_CPU_S, busy_sentence, not_prepared, 
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.speed import said
 from bert_explorer.runs.report import left_text
-from bert_explorer.app.widgets import intro
+from bert_explorer.app.widgets import intro, sentence_of
 
 intro("What each layer knows", """
 The model is frozen, and a **linear probe** (one softmax layer) is trained on the vectors of each
@@ -90,7 +90,7 @@ if not tasks:
 try:
     results = {t: cached_result(loaded, t, settings_for(t), pos_file) for t in tasks}
 except ValueError as e:  # a CoNLL-U file that is not one, a built-in data set that is not installed
-    st.error(str(e))
+    st.error(sentence_of(e))
     st.stop()
 missing = [t for t, r in results.items() if r is None]
 if missing:

@@ -484,8 +484,8 @@ def test_a_word_map_of_too_few_words_says_so_in_a_students_words():
     at = AppTest.from_file("../pages/1_Tokens_and_embeddings.py", default_timeout=120).run()
     at.text_area(key="emb_words").set_value("king king").run()
     said = [i.value for i in at.info]
-    assert "a map needs at least 2 points, and there is 1: add more (words of the same WordPieces are one point: a " \
-           "word typed twice, or “Bank” and “bank” for an uncased model)" in said, said
+    assert "A map needs at least 2 points, and there is 1: add more (words of the same WordPieces are one point: a " \
+           "word typed twice, or “Bank” and “bank” for an uncased model)." in said, said
     at.radio(key="emb_proj_method").set_value("t-SNE").run()
     assert any(v.startswith("t-SNE needs at least 4 points, and there is 1: add more, or choose PCA for fewer")
                for v in (i.value for i in at.info))
@@ -538,3 +538,11 @@ def test_a_checkpoint_rewritten_under_the_same_path_is_shown_anew(tmp_path, runs
     _tiny_checkpoint(folder, 2)  # new weights, same folder
     at.run()
     assert not at.exception and _shown(at) != before
+
+
+def test_a_pages_message_of_an_analysis_error_is_a_sentence():
+    """"give a word to look for", lower-case and without a full stop, read as a fragment on Tokens and embeddings."""
+    at = AppTest.from_file("../pages/1_Tokens_and_embeddings.py", default_timeout=120).run()
+    at.text_input(key="emb_ctx_word").set_value("").run()
+    assert not at.exception
+    assert "Type the word to follow through the layers." in [i.value for i in at.info]

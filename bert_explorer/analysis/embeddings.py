@@ -376,7 +376,7 @@ def static_word_vectors(loaded: Loaded, words: list[str]) -> WordVectors:
         kept.append(w)
         pieces.append(ps)
     if not kept:
-        raise ValueError("no words given")
+        raise ValueError("type one or more words to place on the map")
     return WordVectors(kept, pieces, np.stack(rows))                          # vectors [N, H]
 
 
@@ -425,10 +425,10 @@ def word_in_context(loaded: Loaded, word: str, sentences: list[str], max_tokens:
     word = word.strip()
     pieces = tok.tokenize(word)
     if not pieces:
-        raise ValueError("give a word to look for")
+        raise ValueError("type the word to follow through the layers")
     sentences = [s for s in (s.strip() for s in sentences) if s]
     if not sentences:
-        raise ValueError("give at least one sentence")
+        raise ValueError("type at least one sentence that holds the word")
     max_tokens = min(max_tokens, loaded.config.max_position_embeddings)
     encs = [tok.encode(s, max_length=max_tokens) for s in sentences]
     spans = []

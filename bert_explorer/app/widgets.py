@@ -70,3 +70,14 @@ def needs_head(loaded: Loaded, head: str, what: str) -> bool:
             "a checkpoint from your own pre-training run.")
         return False
     return True
+
+
+def sentence_of(error) -> str:
+    """An error's message as the page shows it: one sentence, its first letter a capital and a full stop at its
+    end (the analyses word their errors for the command line's "bert-explorer: error: ...": "give a word to look
+    for" read as a fragment on a page)."""
+    text = str(error).strip()
+    if text and text[-1].isalnum() or text.endswith((")", "”", "'", '"')):
+        text += "."
+    first = text.split(maxsplit=1)[0] if text else ""
+    return text if any(c.isupper() for c in first[1:]) else text[:1].upper() + text[1:]  # ("t-SNE needs ...")
