@@ -619,6 +619,9 @@ def test_metrics_lines_that_are_no_records_are_skipped_and_a_huge_file_is_read_t
         f.write(b'\xff\xfe garbage\n[1, 2, 3]\n"text"\n')
     run.log_metrics({"step": 2, "split": "train", "loss": 6.9})
     assert [m["step"] for m in Run(run.path).metrics()] == [1, 2]
+    assert Run(run.path).set_aside_metrics_after(1) == 1  # (a resume read the file as UTF-8 and stopped there)
+    assert [m["step"] for m in Run(run.path).metrics()] == [1]
+    assert b"\xff\xfe garbage" in (run.path / "metrics.jsonl").read_bytes()  # kept where it was
 
     big = Run(tmp_path / "big").create({"size": "tiny"}, "pretrain")
     for step in range(1, 101):

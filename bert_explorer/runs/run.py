@@ -322,18 +322,17 @@ class Run:
         if not p.is_file():
             return 0
         kept, later = [], []
-        for line in p.read_text().splitlines():
-            try:
-                logged = json.loads(line).get("step", 0)
-            except (ValueError, AttributeError):
-                logged = 0  # a line cut off by a kill: kept where it is, as the readers skip it
+        for line in p.read_bytes().splitlines():  # (bytes: a line that is not UTF-8 stopped every resume)
+            record = metrics_record(line)  # (a line cut off by a kill, or no record: kept where it is, as the
+            logged = record.get("step", 0) if record else 0  # readers skip it)
             (later if isinstance(logged, (int, float)) and logged > step else kept).append(line)
         if later:
             d = self.path / "set_aside"
             d.mkdir(exist_ok=True)
-            with (d / f"metrics-after-step-{step}.jsonl").open("a") as f:
-                f.write("\n".join(later) + "\n")
-            atomic.write_text(p, "".join(f"{line}\n" for line in kept))
+            with (d / f"metrics-after-step-{step}.jsonl").open("ab") as f:
+                f.write(b"\n".join(later) + b"\n")
+            with atomic.replacing(p) as tmp:
+                tmp.write_bytes(b"".join(line + b"\n" for line in kept))
         self._purge_from = step + 1  # (for the TensorBoard events too, where a writer starts after this)
         return len(later)
 
