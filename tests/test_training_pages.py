@@ -569,7 +569,12 @@ def test_a_double_press_of_fine_tune_starts_one_run_and_says_so(runs_root, base_
     from bert_explorer.app import runs_view
 
     started = []
-    monkeypatch.setattr(runs_view, "start_background", lambda kind, config, path, resume=False: started.append(path))
+
+    def start(kind, config, path, resume=False):  # (as the launcher: "starting" until its process writes its pid)
+        started.append(path)
+        Run(path).write_status(state="starting", pid=None)
+
+    monkeypatch.setattr(runs_view, "start_background", start)
     data = _csv([(ex["text"], ex["label"]) for ex in make_tiny("classification", n=48).examples],
                 ["review", "sentiment"])
     at = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.csv", data))
@@ -580,9 +585,37 @@ def test_a_double_press_of_fine_tune_starts_one_run_and_says_so(runs_root, base_
         f"{started[0].name} was started moments ago with these same settings (the button was pressed twice), so no "
         f"second run was started; to start a twin of it, press again after 10 s."]
     assert sorted(p.name for p in runs_root.iterdir()) == [started[0].name]  # the second copy taken back
-    monkeypatch.setattr(runs_view, "REPEAT_WINDOW_S", 0.0)  # (as if the user waited)
+    Run(started[0]).write_status(state="failed")  # it failed at once: a press again is no second press
     at.button(key="ft_start").click().run()
     assert len(started) == 2 and started[1] != started[0]
+    monkeypatch.setattr(runs_view, "REPEAT_WINDOW_S", 0.0)  # (as if the user waited, the second still starting)
+    at.button(key="ft_start").click().run()
+    assert len(started) == 3
+
+
+def test_a_start_that_raised_is_no_press_to_refuse_the_next(runs_root, base_model, monkeypatch):
+    """A start that failed with an error of another kind (a folder that cannot be written) was remembered as
+    started: the next press within 10 s was told a run had started moments ago, where none had."""
+    from bert_explorer.app import runs_view
+
+    started = []
+
+    def start(kind, config, path, resume=False):
+        if not started:
+            started.append(None)
+            raise PermissionError(13, "Permission denied", str(path))
+        started.append(path)
+        Run(path).write_status(state="starting", pid=None)
+
+    monkeypatch.setattr(runs_view, "start_background", start)
+    data = _csv([(ex["text"], ex["label"]) for ex in make_tiny("classification", n=48).examples],
+                ["review", "sentiment"])
+    at = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.csv", data))
+    at.button(key="ft_start").click().run()
+    assert at.exception  # (said as it is)
+    at.button(key="ft_start").click().run()
+    assert len(started) == 2 and started[1] is not None
+    assert not [m for m in at.info if "pressed twice" in m.value]
 
 
 @pytest.mark.parametrize("task", ["ner", "qa"])

@@ -59,7 +59,7 @@ def launch(kind: str, config: dict, run_dir: Path, *, resume: bool = False,
         st.info(f"{earlier} was started moments ago with these same settings (the button was pressed twice), so no "
                 f"second run was started; to start a twin of it, press again after {REPEAT_WINDOW_S:g} s.")
         return False
-    st.session_state[_LAST_PRESS] = (press, time.monotonic(), run_dir.name)  # before the start: a rerun may cut in
+    st.session_state[_LAST_PRESS] = (press, time.monotonic(), str(run_dir))  # before the start: a rerun may cut in
     try:
         start_background(kind, config, run_dir, resume=resume)
     except (RuntimeError, ValueError, DiskFull) as e:  # busy, not a run's folder, no room: one sentence each
@@ -67,6 +67,9 @@ def launch(kind: str, config: dict, run_dir: Path, *, resume: bool = False,
         take_back()
         st.error(without_host_paths(str(e)))
         return False
+    except BaseException:  # (no run started: a press again is no second press)
+        st.session_state.pop(_LAST_PRESS, None)
+        raise
     if remember:
         st.session_state[remember[0]] = remember[1]
     return True
@@ -95,10 +98,11 @@ def _press_key(kind: str, config: dict, run_dir: Path, resume: bool, stored: lis
 
 
 def _pressed_moments_ago(press: str) -> str | None:
-    """The name of the run this tab started with the same ``press`` less than REPEAT_WINDOW_S ago, if any."""
+    """The name of the run this tab started with the same ``press`` less than REPEAT_WINDOW_S ago and still
+    starting or running, if any (one that failed at once, or was stopped since, may be started again)."""
     last = st.session_state.get(_LAST_PRESS)
-    if last and last[0] == press and time.monotonic() - last[1] < REPEAT_WINDOW_S:
-        return last[2]
+    if last and last[0] == press and time.monotonic() - last[1] < REPEAT_WINDOW_S and Run(last[2]).is_active():
+        return Path(last[2]).name
     return None
 
 
