@@ -562,6 +562,16 @@ def test_finetune_page_stores_an_upload_beside_another_tabs_copy(runs_root, base
         assert started[0]["train"] == str((run_dir / "data" / "reviews-2.csv").resolve())
 
 
+def _reviews_upload(base_model, monkeypatch, start):
+    """The Fine-tune page with a small review upload, its runs started by ``start`` (start_background's stand-in)."""
+    from bert_explorer.app import runs_view
+
+    monkeypatch.setattr(runs_view, "start_background", start)
+    data = _csv([(ex["text"], ex["label"]) for ex in make_tiny("classification", n=48).examples],
+                ["review", "sentiment"])
+    return _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.csv", data))
+
+
 def test_a_double_press_of_fine_tune_starts_one_run_and_says_so(runs_root, base_model, monkeypatch):
     """A double click reruns the page twice with the button pressed: the second press of the same settings and data
     starts nothing, takes its stored copy back and names the run the first press started; a press after the
@@ -574,10 +584,7 @@ def test_a_double_press_of_fine_tune_starts_one_run_and_says_so(runs_root, base_
         started.append(path)
         Run(path).write_status(state="starting", pid=None)
 
-    monkeypatch.setattr(runs_view, "start_background", start)
-    data = _csv([(ex["text"], ex["label"]) for ex in make_tiny("classification", n=48).examples],
-                ["review", "sentiment"])
-    at = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.csv", data))
+    at = _reviews_upload(base_model, monkeypatch, start)
     at.button(key="ft_start").click().run()
     at.button(key="ft_start").click().run()
     assert not at.exception and len(started) == 1
@@ -596,8 +603,6 @@ def test_a_double_press_of_fine_tune_starts_one_run_and_says_so(runs_root, base_
 def test_a_start_that_raised_is_no_press_to_refuse_the_next(runs_root, base_model, monkeypatch):
     """A start that failed with an error of another kind (a folder that cannot be written) was remembered as
     started: the next press within 10 s was told a run had started moments ago, where none had."""
-    from bert_explorer.app import runs_view
-
     started = []
 
     def start(kind, config, path, resume=False):
@@ -607,10 +612,7 @@ def test_a_start_that_raised_is_no_press_to_refuse_the_next(runs_root, base_mode
         started.append(path)
         Run(path).write_status(state="starting", pid=None)
 
-    monkeypatch.setattr(runs_view, "start_background", start)
-    data = _csv([(ex["text"], ex["label"]) for ex in make_tiny("classification", n=48).examples],
-                ["review", "sentiment"])
-    at = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.csv", data))
+    at = _reviews_upload(base_model, monkeypatch, start)
     at.button(key="ft_start").click().run()
     assert at.exception  # (said as it is)
     at.button(key="ft_start").click().run()
