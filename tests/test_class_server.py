@@ -367,6 +367,33 @@ def test_serve_gives_no_link_to_a_port_another_program_holds_and_none_on_this_ma
     assert started[0][started[0].index("--server.port") + 1].isdigit()
 
 
+def test_serve_reads_the_port_and_address_a_user_set_in_their_config_or_environment(monkeypatch, capsys, tmp_path):
+    """A teacher's ~/.streamlit/config.toml saying address 0.0.0.0 served every interface with no link printed
+    (serve read the command line alone), and its port 9000, or STREAMLIT_SERVER_PORT, was replaced by 8501."""
+    from bert_explorer.app import serve
+
+    home = tmp_path / "home"
+    (home / ".streamlit").mkdir(parents=True)
+    (home / ".streamlit" / "config.toml").write_text('[server]\naddress = "0.0.0.0"\nport = 9000\n')
+    monkeypatch.setattr(serve.Path, "home", lambda: home)
+    monkeypatch.chdir(tmp_path)  # (not the checkout: the app's settings are given as options)
+    monkeypatch.setenv(roles.TOKEN_ENV, "tok")
+    monkeypatch.delenv(roles.CLASSROOM_ENV, raising=False)
+    monkeypatch.setattr(roles, "_announced", [])
+    monkeypatch.setattr(serve, "_free", lambda host, port: True)
+    started = []
+    monkeypatch.setattr(serve.cli, "main", lambda argv, **k: started.append(argv))
+    serve.main([])
+    assert "--server.port" not in started[0] and "--server.address" not in started[0]  # theirs, left to Streamlit
+    assert f"the teacher's link is http://{serve.socket.gethostname()}:9000/?teacher=tok" in capsys.readouterr().err
+    monkeypatch.setenv("STREAMLIT_SERVER_PORT", "9100")
+    monkeypatch.setenv("STREAMLIT_SERVER_ADDRESS", "127.0.0.1")
+    monkeypatch.setattr(roles, "_announced", [])
+    serve.main([])
+    assert "--server.port" not in started[1] and "--server.address" not in started[1]
+    assert "teacher's link" not in capsys.readouterr().err  # 127.0.0.1, set in the environment: private
+
+
 def test_the_prepare_panel_on_home_is_the_teachers_and_starts_prepare_class(classroom, no_work):
     student = _page("run_app.py")
     assert "Prepare for class" not in [e.label for e in student.expander]

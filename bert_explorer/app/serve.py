@@ -16,6 +16,8 @@ rehearse a lesson on a laptop.
 from __future__ import annotations
 
 import errno
+import os
+import re
 import socket
 import sys
 from pathlib import Path
@@ -37,17 +39,31 @@ def main(argv: list[str] | None = None) -> None:
     args = [*_settings_of_the_app(args), *args]
     if not {"-h", "--help"} & set(args):  # (a link printed with the options' help served nothing)
         args = _on_a_free_port(args)  # (the link was printed for a port another program held, then Streamlit failed)
-        host = _option(args, "--server.address", "127.0.0.1")
+        host = _server_setting(args, "address") or ""
         if roles.rehearsing() or not roles.is_private(host):  # (on this machine alone every page is on: no roles)
             roles.announce(_address(args))
     cli.main(["run", str(APP), *args], prog_name="streamlit")
 
 
+def _server_setting(args: list[str], key: str) -> str | None:
+    """A ``server.<key>`` setting as Streamlit will take it: the command line's (the app's own settings among
+    them), else its environment variable's, else the user's own config files'; None where none sets it."""
+    if (given := _option(args, f"--server.{key}", None)) is not None:
+        return given
+    if (env := os.environ.get(_env_name("server", key))) is not None:
+        return env
+    for config in (_users_config(), _read_config(shipped.streamlit_config())):  # (the app's own: started in the
+        if (value := config.get("server", {}).get(key)) is not None:          # checkout, Streamlit reads it there)
+            return str(value)
+    return None
+
+
 def _on_a_free_port(args: list[str]) -> list[str]:
-    """``args`` with the port the app will have: the one given, when it is free (else one sentence and exit 2), or
-    the first free one from 8501 as Streamlit would choose it, given to it so that the link printed is its."""
-    given = _option(args, "--server.port", "")
-    host = _option(args, "--server.address", "127.0.0.1") or "0.0.0.0"
+    """``args`` with the port the app will have: the one set (on the command line, in STREAMLIT_SERVER_PORT or the
+    user's config), when it is free (else one sentence and exit 2), or, where none is set, the first free one from
+    8501 as Streamlit would choose it, given to it so that the link printed is its."""
+    given = _server_setting(args, "port")
+    host = _server_setting(args, "address") or "0.0.0.0"
     if given:
         if given.isdigit() and not _free(host, int(given)):
             sys.exit(f"BERT Explorer: port {given} of {host} is in use by another program, so the app was not "
@@ -79,30 +95,53 @@ def _settings_of_the_app(args: list[str]) -> list[str]:
     started in, and an installed app is started anywhere. A setting given on the command line or in the
     user's own config files (the home folder's, and the start folder's when it is not the app's own file) is
     theirs and is left alone; every other setting of the app's is given (a start folder holding only a theme
-    turned the usage statistics and the file watcher back on)."""
-    import tomllib
-
+    turned the usage statistics and the file watcher back on); so is one its environment variable sets."""
     ours = shipped.streamlit_config()
     here = Path(".streamlit/config.toml")
     if here.is_file() and here.resolve() == ours.resolve():
         return []  # started in the checkout: Streamlit reads the app's own file
     given = {a.split("=", 1)[0] for a in args if a.startswith("--")}
-    own: dict = {}
-    for theirs in (Path.home() / ".streamlit" / "config.toml", here):
-        try:
-            for section, options in tomllib.loads(theirs.read_text()).items():
-                own.setdefault(section, {}).update(options if isinstance(options, dict) else {})
-        except (OSError, ValueError):
-            pass
+    own = _users_config()
     out = []
-    for section, options in tomllib.loads(ours.read_text()).items():
+    for section, options in _read_config(ours).items():
         for key, value in options.items():
-            if f"--{section}.{key}" not in given and key not in own.get(section, {}):
+            if f"--{section}.{key}" not in given and key not in own.get(section, {}) \
+                    and _env_name(section, key) not in os.environ:
                 out += [f"--{section}.{key}", str(value).lower() if isinstance(value, bool) else str(value)]
     return out
 
 
-def _option(args: list[str], name: str, default: str) -> str:
+def _env_name(section: str, key: str) -> str:
+    """The environment variable Streamlit reads a setting from: server.port is STREAMLIT_SERVER_PORT,
+    browser.gatherUsageStats STREAMLIT_BROWSER_GATHER_USAGE_STATS."""
+    snake = re.sub(r"([a-z])([A-Z])", r"\1_\2", key)
+    return f"STREAMLIT_{section.upper()}_{snake.upper()}"
+
+
+def _users_config() -> dict:
+    """The settings of the user's own Streamlit config files (the home folder's, and the start folder's when it is
+    not the app's own file), by section."""
+    own: dict = {}
+    here = Path(".streamlit/config.toml")
+    for theirs in (Path.home() / ".streamlit" / "config.toml", here):
+        if theirs == here and here.is_file() and here.resolve() == shipped.streamlit_config().resolve():
+            continue
+        for section, options in _read_config(theirs).items():
+            own.setdefault(section, {}).update(options)
+    return own
+
+
+def _read_config(path: Path) -> dict:
+    """A Streamlit config file's settings by section ({} where it is missing or not TOML)."""
+    import tomllib
+
+    try:
+        return {k: v for k, v in tomllib.loads(path.read_text()).items() if isinstance(v, dict)}
+    except (OSError, ValueError):
+        return {}
+
+
+def _option(args: list[str], name: str, default: str | None) -> str | None:
     """A ``--server.x VALUE`` or ``--server.x=VALUE`` option among the command's arguments."""
     for i, a in enumerate(args):
         if a == name and i + 1 < len(args):
@@ -115,10 +154,10 @@ def _option(args: list[str], name: str, default: str) -> str:
 def _address(args: list[str]) -> str:
     """The address students and the teacher type: the listening address, or this machine's name when
     the app listens on every interface (found without asking the network)."""
-    host = _option(args, "--server.address", "127.0.0.1")
-    if host in ("", "0.0.0.0", "::"):
+    host = _server_setting(args, "address")
+    if host in (None, "", "0.0.0.0", "::"):  # (none set: Streamlit listens on every interface)
         host = socket.gethostname()
-    return f"http://{host}:{_option(args, '--server.port', '8501')}"
+    return f"http://{host}:{_server_setting(args, 'port') or '8501'}"
 
 
 if __name__ == "__main__":
