@@ -129,7 +129,7 @@ import json, sys
 import torch, torch.distributed as dist
 from bert_explorer.train.trainer import Due, Trainer
 
-rank, rendezvous, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+rank, rendezvous, out, nan_on_rank_1 = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4] == "nan"
 dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
 model = torch.nn.Linear(1, 1, bias=False)
 torch.nn.init.ones_(model.weight)
@@ -141,8 +141,8 @@ class Job:
     def stop_requested(self, step): return False
     def batches(self, step): return [None]
     def shares(self, batches): return [{"mlm_loss": 1.0}]
-    def loss(self, forward, batch):  # rank 0's loss is 1, rank 1's is 3
-        part = forward.weight.sum() * (1 + 2 * rank)
+    def loss(self, forward, batch):  # rank 0's loss is 1, rank 1's is 3 (or not a number)
+        part = forward.weight.sum() * (float("nan") if nan_on_rank_1 and rank == 1 else 1 + 2 * rank)
         return part, {"mlm_loss": part}
     def due(self, step): return Due(log=rank == 0)  # (as a pre-training's: only rank 0 logs)
     def log(self, step, losses, grad_norm, seconds, lr): self.logged.append(losses)
@@ -153,23 +153,43 @@ class Job:
 
 
 job = Job()
-Trainer(model, torch.optim.SGD(model.parameters(), lr=0.0), distributed=True).train(job, 1)
+try:
+    Trainer(model, torch.optim.SGD(model.parameters(), lr=0.0), distributed=True).train(job, 2)
+except ValueError as e:  # (Diverged)
+    open(f"{out}.{rank}", "w").write(str(e))
+    sys.exit(3)
 if rank == 0:
     open(out, "w").write(json.dumps(job.logged))
 dist.destroy_process_group()
 '''
 
 
-def test_a_ddp_step_logs_the_mean_loss_of_every_rank_not_rank_0_s_alone(tmp_path):
-    """Under torchrun the logged loss was rank 0's own micro-batch: the curve of a step of batch x accum x world
-    sequences averages them all, as its gradient does."""
+def _two_ranks(tmp_path, nan: bool) -> list[int]:
+    """The exit codes of the two ranks of ``_RANK_SCRIPT`` (gloo, on this CPU)."""
     script = tmp_path / "rank.py"
     script.write_text(_RANK_SCRIPT)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     procs = [subprocess.Popen([sys.executable, str(script), str(rank), str(tmp_path / "rendezvous"),
-                               str(tmp_path / "logged.json")], env=env, stderr=subprocess.PIPE, text=True)
-             for rank in (0, 1)]
-    for p in procs:
-        assert p.wait(timeout=120) == 0, p.stderr.read()[-2000:]
-    [logged] = json.loads((tmp_path / "logged.json").read_text())
-    assert logged["mlm_loss"] == pytest.approx(2.0) and logged["loss"] == pytest.approx(2.0)
+                               str(tmp_path / "logged.json"), "nan" if nan else "-"], env=env,
+                              stderr=subprocess.PIPE, text=True) for rank in (0, 1)]
+    try:
+        return [p.wait(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+
+
+def test_a_ddp_step_logs_the_mean_loss_of_every_rank_not_rank_0_s_alone(tmp_path):
+    """Under torchrun the logged loss was rank 0's own micro-batch: the curve of a step of batch x accum x world
+    sequences averages them all, as its gradient does."""
+    assert _two_ranks(tmp_path, nan=False) == [0, 0]
+    logged = json.loads((tmp_path / "logged.json").read_text())
+    assert [x["mlm_loss"] for x in logged] == pytest.approx([2.0, 2.0]) and logged[0]["loss"] == pytest.approx(2.0)
+
+
+def test_a_ddp_run_whose_loss_stops_being_a_number_ends_on_every_rank(tmp_path):
+    """Rank 0 alone refused a loss that was not a number (only it logs), and the other ranks waited for it in the
+    next step for ever; every rank refuses it at the same step now."""
+    assert _two_ranks(tmp_path, nan=True) == [3, 3]
+    for rank in (0, 1):
+        assert "the training loss became nan at step 1" in (tmp_path / f"logged.json.{rank}").read_text()

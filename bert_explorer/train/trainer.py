@@ -182,8 +182,9 @@ class Trainer:
             # under DDP the step's gradient is the ranks' mean, and so is its loss (rank 0 logged its own alone); at
             # every step, since only rank 0 logs (a few numbers beside the gradients' all-reduce, no host sync)
             losses = Losses(_mean_over_ranks(parts_sum) if self.distributed else parts_sum)
+            if due.log or self.distributed:  # (every rank, every step under DDP: its ranks hold one mean loss, and
+                self._check_finite(losses, lr)  # rank 0 alone refusing it left the others waiting in the next step)
             if due.log:
-                self._check_finite(losses, lr)
                 job.log(self.step, dict(losses), float("nan") if grad_norm is None else float(grad_norm), seconds, lr)
                 seconds = 0.0
             measured, stop = job.evaluate(self.step) if due.evaluate else (None, False)
