@@ -63,7 +63,8 @@ def test_head_ablation_control_changes_nothing_and_silencing_changes_something(m
     off = head_ablation(minilm, "the cat sat on the mat .", layer=2, head=5)
     assert max(off["relative_delta"]) > 1e-3 and off["cls_cosine"] < 1
     assert off["mlm"] is None  # MiniLM has no masked-LM head
-    with pytest.raises(ValueError, match="layer must be in 0..5"):
+    with pytest.raises(ValueError, match="layer 7, head 1 is not one of this model's heads: layers 1 to 6, heads 1 "
+                                         "to 12"):  # (counted from 1, as the page and the CLI count them)
         head_ablation(minilm, "x", layer=6, head=0)
 
 

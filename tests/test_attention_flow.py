@@ -118,3 +118,6 @@ def test_cli_prints_flow_beside_rollout(minilm_dir, capsys):
     long = " ".join(["word"] * 80)
     assert main(["attention-flow", "--model", str(minilm_dir), "--text", long]) == 2
     assert f"at most {flow.MAX_TOKENS} tokens" in capsys.readouterr().err
+    # a position past the input is said as the command counts (it said "layer must be in 0..5", a layer never typed)
+    assert main(["attention-flow", "--model", str(minilm_dir), "--text", "the cat sat .", "--position", "-1"]) == 2
+    assert capsys.readouterr().err.strip().endswith("position -1 is not one of this input's positions, 0 ([CLS]) to 5")

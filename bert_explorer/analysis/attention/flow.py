@@ -168,8 +168,10 @@ def attention_flow(att: AttentionResult | np.ndarray, position: int = 0, layer: 
     L, T = layers.shape[0], layers.shape[-1]
     check_length(T)
     layer = L - 1 if layer is None else layer
-    if not 0 <= layer < L or not 0 <= position < T:
-        raise ValueError(f"layer must be in 0..{L - 1} and position in 0..{T - 1}, got {layer} and {position}")
+    if not 0 <= layer < L:  # (said as the pages and the CLI count: layers from 1, positions from 0 = [CLS])
+        raise ValueError(f"layer {layer + 1} is not one of this model's layers, 1 to {L}")
+    if not 0 <= position < T:
+        raise ValueError(f"position {position} is not one of this input's positions, 0 ([CLS]) to {T - 1}")
     tokens = tokens if tokens is not None else getattr(att, "tokens", [str(i) for i in range(T)])
     used = layers[:layer + 1]
     started = time.perf_counter()

@@ -432,9 +432,9 @@ def head_ablation(loaded: Loaded, text: str, text_b: str | None = None, layer: i
       (e.g. MiniLM, an encoder only) and ``mlm_changed`` the number of changed [MASK]s.
     """
     cfg = loaded.config
-    if not 0 <= layer < cfg.num_layers or not 0 <= head < cfg.num_heads:
-        raise ValueError(f"layer must be in 0..{cfg.num_layers - 1} and head in 0..{cfg.num_heads - 1}, "
-                         f"got layer {layer}, head {head}")
+    if not 0 <= layer < cfg.num_layers or not 0 <= head < cfg.num_heads:  # (counted from 1, as the pages do)
+        raise ValueError(f"layer {layer + 1}, head {head + 1} is not one of this model's heads: layers 1 to "
+                         f"{cfg.num_layers}, heads 1 to {cfg.num_heads}")
     tok = loaded.tokenizer
     enc = tok.encode(text, text_b, max_length=min(max_tokens, cfg.max_position_embeddings))
     device = _device(loaded.model)
