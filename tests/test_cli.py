@@ -1252,3 +1252,13 @@ def test_a_zero_means_on_the_command_line_what_the_page_says_it_means(tmp_path):
     assert config_from(args, FinetuneConfig).max_train_examples == 300
     helped = build_parser()._subparsers._group_actions[0].choices["pretrain"].format_help()
     assert "0: all of them." in " ".join(helped.split())
+
+
+@pytest.mark.parametrize("argv", [["attention-measures", "build", "--model", "explorer-mini"],
+                                  ["probe-layers", "--model", "explorer-mini", "--output", "x.json"]])
+def test_every_seed_flag_takes_the_seeds_a_run_takes(argv, capsys):
+    """attention-measures build and probe-layers took --seed -1 where pretrain and finetune refuse it."""
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--seed", "-1"])
+    assert e.value.code == 2 and "--seed: expected a whole number from 0 to 4,294,967,295, got -1" in \
+        capsys.readouterr().err

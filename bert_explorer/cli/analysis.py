@@ -17,6 +17,7 @@ from ..analysis.comparison import held_out, two_models
 from ..analysis.layers.probing import TASKS, ProbeSettings, cached_result, estimate_seconds, load_task, probe_layers
 from ..analysis.probes.pretraining_tasks import MAX_TOP_K
 from ..runs.report import duration_text
+from ..train.configs import MAX_SEED
 from ..train.speed import niced_here, said
 from .common import (MODEL_HELP, UserError, check_output_file, number, output_file_args, read_lines, user_errors,
                      whole, write_json)
@@ -129,7 +130,8 @@ def register(sub) -> None:
                    help="sentences (ner, pos) or articles (topic) to use; default all sentences, 1000 articles")
     s.add_argument("--test-fraction", type=number(0, 1, open_low=True, open_high=True), default=d.test_fraction,
                    help=f"share of the examples held out to score each probe (default {d.test_fraction})")
-    s.add_argument("--seed", type=int, default=d.seed, help=f"chooses the held-out examples (default {d.seed})")
+    s.add_argument("--seed", type=whole(0, MAX_SEED), default=d.seed,
+                   help=f"chooses the held-out examples (default {d.seed})")
     s.add_argument("--max-tokens", type=whole(8, 512), default=None,
                    help="WordPieces per input, 8 to 512 (default 128; topic 64)")
     s.add_argument("--l2", type=number(0, 1e6), default=d.l2, help=f"weight decay of the probe (default {d.l2:g})")

@@ -16,8 +16,9 @@ from .. import checkpoint
 from ..analysis.attention import clark
 from ..runs import neighbour_jobs
 from ..train.estimate import background_threads
+from ..train.configs import MAX_SEED
 from ..train.speed import niced_here, said
-from .common import MODEL_HELP, UserError, print_json, progress_lines, run_alone, run_or_background
+from .common import MODEL_HELP, UserError, print_json, progress_lines, run_alone, run_or_background, whole
 
 
 def register(sub) -> None:
@@ -43,7 +44,8 @@ def segment_build_options(b, default: int, most: int, pieces: int, why: str = ""
     b.add_argument("--corpus", choices=clark.CORPORA, default=None,
                    help="the built-in Wikipedia text: wiki (the dump, the default when installed) or vital "
                         "(lead sections)")
-    b.add_argument("--seed", type=int, default=0, help="chooses the segments and where A ends (default 0)")
+    b.add_argument("--seed", type=whole(0, MAX_SEED), default=0,
+                   help="chooses the segments and where A ends (default 0)")
     b.add_argument("--json", action="store_true", help="print JSON instead of sentences and a table")
     b.add_argument("--background", action="store_true", help="start as a background process and return")
 
