@@ -376,7 +376,8 @@ def test_a_size_out_of_bounds_is_one_sentence_before_any_work(argv, said, capsys
     (["--lr", "inf"], "--lr must be a number from 1e-12 to 0.01, not inf"),
     (["--lr", "0.5"], "--lr must be a number from 1e-12 to 0.01, not 0.5"),  # (the page's box stops at 1e-2 too)
     (["--mask-ratio", "nan"], "--mask-ratio must be a number, not nan"),
-    (["--weight-decay", "1e30"], "--weight-decay must be a number from 0 to 1.0, not 1e+30"),  # (trained, and wrote NaN into config.json)
+    (["--weight-decay", "1e30"], "--weight-decay must be a number from 0 to 1.0, not 1e+30"),
+    (["--vocab-size", "10000000"], "--vocab-size must be a whole number from 16 to 250,000, not 10000000"),  # (trained, and wrote NaN into config.json)
     (["--max-steps", "99999999999"], "--max-steps must be a whole number from 0 to 10,000,000, not 99999999999"),
     (["--dupe-factor", "100000", "--no-dynamic-masking"], "--dupe-factor must be a whole number from 1 to 100, not 100000"),
     (["--timelapse-frames", "100000"], "--timelapse-frames must be from 0 (none) to 200, not 100000"),
