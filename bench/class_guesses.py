@@ -11,7 +11,7 @@ are what a class would see at worst. ``--shot FILE`` keeps the teacher's page af
 ``--browserless`` times the server alone: the students speak Streamlit's websocket protocol, each asking
 for its box every 2 s at its own phase as a browser's timer does, and sending its word through the form.
 
-    python bench/class_guesses.py --students 30 [--shot reveal.png]
+    python bench/class_guesses.py --students 30 [--shot reveal.webp]
     python bench/class_guesses.py --students 30 --browserless
 """
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _wait(port: int, timeout: float = 120) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--students", type=int, default=30)
-    ap.add_argument("--shot", help="keep the teacher's page after the reveal as this PNG (64 colours)")
+    ap.add_argument("--shot", help="keep the teacher's page after the reveal as this file (64 colours, lossless WebP)")
     ap.add_argument("--browserless", action="store_true", help="students speak Streamlit's websocket protocol "
                                                               "(each polls its box every 2 s as a browser does)")
     args = ap.parse_args()
@@ -99,13 +99,15 @@ def main() -> None:
                 page.get_by_text("guessed the model's first answer").first.wait_for(timeout=60_000)
                 waits.append(time.perf_counter() - click)
             teacher.get_by_text("guessed the model's first answer").first.wait_for(timeout=60_000)
-            if args.shot:
-                from PIL import Image
+            if args.shot:  # (64 colours, lossless WebP: docs/screenshots.py's keep_small)
+                import runpy
+                from pathlib import Path
 
                 teacher.get_by_text("On the board").scroll_into_view_if_needed()
                 time.sleep(1.0)
-                teacher.screenshot(path=args.shot)
-                Image.open(args.shot).convert("RGB").quantize(colors=64).save(args.shot, optimize=True)
+                shot = Path(args.shot).with_suffix(".png")
+                teacher.screenshot(path=str(shot))
+                runpy.run_path(str(ROOT / "docs" / "screenshots.py"))["keep_small"](shot, Path(args.shot))
             browser.close()
     finally:
         server.terminate()

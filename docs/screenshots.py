@@ -21,8 +21,8 @@ cache and an app cache of their own. The script's temporary folders (the stand-i
 caches, the multi-label run, its upload) are removed at the end, after a failure too, and what the
 servers started (a download under way, a fine-tuning cut short) is ended first.
 
-PNGs are quantised to 64 colours with Pillow (as tests/test_class_browser.py keeps its shots) to keep
-the repository small. A page that fails stops with a sentence naming it; the others are still taken
+Each shot is quantised to 64 colours with Pillow (as tests/test_class_browser.py keeps its shots) and kept
+as lossless WebP (a quarter smaller than the same pixels as PNG) to keep the repository small. A page that fails stops with a sentence naming it; the others are still taken
 (the exit code is 1).
 """
 import argparse
@@ -81,7 +81,7 @@ def check(page, name):
 
 
 def shoot(page, out: Path, name: str, height: int = 1000, at=None, width: int = WIDTH):
-    """Save out/NAME.png at ``width`` × height; ``at`` (a locator) is scrolled to the top first."""
+    """Save out/NAME.webp at ``width`` × height; ``at`` (a locator) is scrolled to the top first."""
     check(page, name)
     page.set_viewport_size({"width": width, "height": height})
     time.sleep(1.5)
@@ -92,13 +92,25 @@ def shoot(page, out: Path, name: str, height: int = 1000, at=None, width: int = 
             while (p && !(p.scrollHeight > p.clientHeight && getComputedStyle(p).overflowY !== 'visible')) p = p.parentElement;
             if (p) p.scrollBy(0, -70); }""")
         time.sleep(1.0)
-    path = out / f"{name}.png"
-    page.screenshot(path=str(path))
+    shot, path = out / f"{name}.png", out / f"{name}.webp"
+    page.screenshot(path=str(shot))
     page.set_viewport_size({"width": WIDTH, "height": 1000})
+    keep_small(shot, path)
+    print(f"{name}.webp: {path.stat().st_size / 1024:.0f} KB", flush=True)
+
+
+def keep_small(shot: Path, path: Path) -> None:
+    """The screenshot ``shot`` as ``path``: 64 colours, lossless WebP where ``path`` ends in .webp (else PNG);
+    ``shot`` is removed when it is another file."""
     from PIL import Image  # a dependency of streamlit
 
-    Image.open(path).convert("RGB").quantize(colors=COLOURS).save(path, optimize=True)
-    print(f"{name}.png: {path.stat().st_size / 1024:.0f} KB", flush=True)
+    small = Image.open(shot).convert("RGB").quantize(colors=COLOURS)
+    if path.suffix == ".webp":
+        small.convert("RGB").save(path, "WEBP", lossless=True, quality=100, method=6)
+    else:
+        small.save(path, optimize=True)
+    if shot != path:
+        shot.unlink()
 
 
 def visit(page, base, path, heading):

@@ -61,7 +61,7 @@ def test_the_teachers_browser_keeps_the_role_and_a_students_has_none(server, bro
     assert "Classroom mode, the teacher's view" in _sidebar_mode(second)  # so does a second tab
 
     tab.get_by_role("button", name="Prepare", exact=True).wait_for(timeout=60_000)
-    _keep(tab, "prepare_class.png")
+    _keep(tab, "prepare_class.webp")
 
     student = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
     student.goto(server["url"])
@@ -91,16 +91,19 @@ def test_a_students_page_while_the_server_prepares_an_sae(server, browser):
     page.wait_for_selector("text=Preparing Features of layer", timeout=120_000)
     main = page.locator("[data-testid=stMain]").inner_text()
     assert "step 320" not in main and "Cancel" not in main
-    _keep(page, "student_while_preparing.png")
+    _keep(page, "student_while_preparing.webp")
 
 
 def _keep(page, name: str) -> None:
-    """A screenshot in BERT_EXPLORER_SCREENSHOTS (when set), in 64 colours: a small file for the README."""
+    """A screenshot in BERT_EXPLORER_SCREENSHOTS (when set), in 64 colours as lossless WebP: a small file for the
+    README (docs/screenshots.py's keep_small)."""
     shots = os.environ.get("BERT_EXPLORER_SCREENSHOTS")
     if shots:
-        from PIL import Image
+        import runpy
 
         Path(shots).mkdir(parents=True, exist_ok=True)
         time.sleep(1.0)
-        page.screenshot(path=str(Path(shots) / name))
-        Image.open(Path(shots) / name).convert("RGB").quantize(colors=64).save(Path(shots) / name, optimize=True)
+        shot = Path(shots) / f"{Path(name).stem}.png"
+        page.screenshot(path=str(shot))
+        keep_small = runpy.run_path(str(Path(__file__).resolve().parents[1] / "docs" / "screenshots.py"))["keep_small"]
+        keep_small(shot, shot.with_suffix(".webp"))
