@@ -1256,10 +1256,10 @@ def test_a_zero_means_on_the_command_line_what_the_page_says_it_means(tmp_path):
 
 
 @pytest.mark.parametrize("argv", [["attention-measures", "build", "--model", "explorer-mini"],
-                                  ["probe-layers", "--model", "explorer-mini", "--output", "x.json"]])
-def test_every_seed_flag_takes_the_seeds_a_run_takes(argv, capsys):
+                                  ["probe-layers", "--model", "explorer-mini", "--output"]])
+def test_every_seed_flag_takes_the_seeds_a_run_takes(argv, capsys, tmp_path):
     """attention-measures build and probe-layers took --seed -1 where pretrain and finetune refuse it."""
     with pytest.raises(SystemExit) as e:
-        main([*argv, "--seed", "-1"])
+        main([*argv, *([str(tmp_path / "x.json")] if argv[-1] == "--output" else []), "--seed", "-1"])
     assert e.value.code == 2 and "--seed: expected a whole number from 0 to 4,294,967,295, got -1" in \
         capsys.readouterr().err
