@@ -18,7 +18,7 @@ SAME_START_S = 0.5
 def pid_alive(pid: int | None) -> bool:
     """Is there a process ``pid``? A finished child that nobody waited for yet is a zombie: not alive
     for our purposes. (Not ``os.kill(pid, 0)``: on Windows that sends CTRL_C_EVENT.)"""
-    if not pid or pid < 0:  # (no process has one; psutil refuses to be asked)
+    if not _a_pid(pid):  # (no process has one; psutil refuses to be asked)
         return False
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
@@ -31,7 +31,7 @@ def pid_alive(pid: int | None) -> bool:
 def process_start(pid: int | None) -> float | None:
     """When process ``pid`` was created (seconds since the epoch, ``psutil``), or None when it is gone
     or not ours to ask."""
-    if not pid:
+    if not _a_pid(pid):
         return None
     try:
         return psutil.Process(pid).create_time()
@@ -45,5 +45,13 @@ def process_alive(pid: int | None, created: float | None = None) -> bool:
     moment is another process, which took the pid over."""
     if not pid_alive(pid):
         return False
+    if created is not None and (not isinstance(created, (int, float)) or isinstance(created, bool)):
+        created = None  # (a status.json edited by hand: "x" stopped every listing of the runs)
     now = process_start(pid) if created is not None else None
     return created is None or now is None or abs(now - created) < SAME_START_S
+
+
+def _a_pid(pid) -> bool:
+    """Could ``pid`` name a process: a whole number above 0 that the system's pids reach (a status.json's "123",
+    1e30 or true was a TypeError in every listing of the runs)?"""
+    return isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 2**31

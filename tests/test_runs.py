@@ -652,6 +652,19 @@ def test_a_damaged_status_is_said_as_such_and_written_anew(tmp_path, damaged):
     assert "error" not in Run(tmp_path / "none").status()  # no status at all is no damage
 
 
+@pytest.mark.parametrize("edited", [{"pid": "123"}, {"pid": 1e30}, {"pid": True}, {"pid": 1, "pid_created": "x"}])
+def test_a_status_with_a_pid_that_is_no_pid_lists_the_runs(tmp_path, edited, capsys, monkeypatch):
+    """A status.json edited to "pid": "123" (or 1e30, or a creation time "x") made `bert-explorer runs` and every
+    page that lists runs a TypeError; such a pid names no process of this run."""
+    from bert_explorer.cli import main
+
+    run = Run(tmp_path / "r").create({"size": "tiny"}, "pretrain")
+    (run.path / "status.json").write_text(json.dumps({"state": "running", **edited}))
+    run.status()
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path))
+    assert main(["runs"]) == 0 and "r " in capsys.readouterr().out
+
+
 def test_a_new_run_inside_another_runs_folder_is_refused(tmp_path):
     """--output runs/a/set_aside made a run inside one of run a's own folders, which the Runs page listed as
     "a/set_aside". A run beside them (a warm start into runs/a/warm), and an ablation's cells, stay allowed."""
