@@ -33,11 +33,12 @@ WAIT_REPORT_S = 0.5                            # how often a waiting request hea
 
 
 def _setting(env: str, default: float) -> float:
+    """A positive, finite number from ``env``, else ``default`` (NaN and infinity are no setting)."""
     try:
         value = float(os.environ.get(env) or default)
     except ValueError:
         return default
-    return value if value > 0 else default
+    return value if 0 < value < float("inf") else default
 
 
 class Queue:
@@ -54,7 +55,7 @@ class Queue:
 
     @property
     def at_once(self) -> int:
-        return self._fixed or int(_setting(AT_ONCE_ENV, 1))
+        return self._fixed or max(1, int(_setting(AT_ONCE_ENV, 1)))  # (0.5 made it 0: heavy work waited for ever)
 
     def ahead(self, ticket: int) -> int:
         with self._cond:
@@ -111,6 +112,29 @@ def wait_sentence(ahead: int, since: float) -> str:
             f"{waited(time.monotonic() - since)}.")
 
 
+def rough_bytes(value, _seen: set | None = None, _depth: int = 0) -> int:
+    """The bytes of the arrays and tensors ``value`` holds (through dicts, lists, tuples and objects' attributes, a
+    model's weights among them): what a shared result costs the server's memory, weighed without pickling it
+    (a page's attention maps, 75 MB each, were kept eight at a time and counted as nothing). A memory-mapped
+    array is the disk's, not counted; anything else counts nothing."""
+    seen = set() if _seen is None else _seen
+    if id(value) in seen or _depth > 64:
+        return 0
+    seen.add(id(value))
+    kind = type(value).__module__.split(".")[0]
+    if kind == "numpy":
+        return 0 if type(value).__name__ == "memmap" else int(getattr(value, "nbytes", 0))
+    if kind == "torch" and hasattr(value, "element_size") and hasattr(value, "numel"):
+        return int(value.element_size() * value.numel())
+    if isinstance(value, dict):
+        return sum(rough_bytes(v, seen, _depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return sum(rough_bytes(v, seen, _depth + 1) for v in value)
+    if isinstance(value, (str, bytes, int, float, bool)) or value is None:
+        return len(value) if isinstance(value, (str, bytes)) else 0
+    return rough_bytes(getattr(value, "__dict__", None) or {}, seen, _depth + 1)
+
+
 class Results:
     """Computed results kept for every session: one computation per key, at most ``budget`` bytes.
 
@@ -118,8 +142,8 @@ class Results:
     changes what it got changes nobody else's) and counts its pickled size; a result larger than the
     whole budget is handed back and not kept. ``shared=True`` keeps one object for all instead, for
     things nobody changes in place (a built figure, a loaded model): they count what ``size(value)``
-    says, 0 without it (pickling a figure to weigh it would cost more than keeping it), and one larger
-    than the budget is kept alone. ``budget`` says the bytes to keep at most (asked at each store)."""
+    says, else the arrays and tensors they hold (:func:`rough_bytes`: pickling a figure to weigh it would
+    cost more than keeping it), and one larger than the budget is kept alone. ``budget`` says the bytes to keep at most (asked at each store)."""
 
     def __init__(self, budget: Callable[[], float]):
         self._budget = budget
@@ -161,7 +185,7 @@ class Results:
             try:
                 value = computed(group, compute)
                 if shared:
-                    self._put(key, (False, value, size(value) if size else 0), max_entries, group)
+                    self._put(key, (False, value, size(value) if size else rough_bytes(value)), max_entries, group)
                     return value
                 blob = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
                 if len(blob) <= self.budget:

@@ -271,6 +271,21 @@ def test_kept_results_are_bounded_in_bytes_least_recently_used_first():
     assert hits == [0]
 
 
+def test_shared_results_count_the_arrays_they_hold_and_the_heavy_queue_runs_on_any_setting(monkeypatch):
+    """Eight shared 40 MB arrays were kept under a 1 MB budget and counted as 0 bytes (the Attention page keeps its
+    maps shared, 75 MB each); BERT_EXPLORER_HEAVY_AT_ONCE=0.5 let no heavy request run at all."""
+    import numpy as np
+
+    store = shared_work.Results(lambda: 100_000)  # bytes
+    for k in range(8):
+        store.get_or_compute(("maps", k), lambda: {"attentions": [np.zeros((100, 100), np.float32)]}, shared=True,
+                             max_entries=8, group="maps")
+    assert store.size() <= 100_000 and len(store) == 2  # 40,000 bytes each
+    for setting in ("0.5", "inf", "nan", "-3"):
+        monkeypatch.setenv(shared_work.AT_ONCE_ENV, setting)
+        assert shared_work.Queue().at_once == 1, setting
+
+
 def test_a_browser_s_clear_cache_message_does_not_empty_the_class_s_results():
     calls = []
     key = ("test", "clear-cache")
