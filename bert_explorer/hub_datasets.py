@@ -133,9 +133,22 @@ def _cached(asked: DatasetSplit) -> list[Path] | None:
             files = split_files(names, asked)
         except HubError:
             continue
-        if files:
+        if files and _every_shard(files):
             return [snapshot / f for f in files]
     return None
+
+
+_SHARD = re.compile(r"(.*)-(\d+)-of-(\d+)\.parquet")
+
+
+def _every_shard(files: list[str]) -> bool:
+    """Does a split's ``...-00001-of-00003.parquet`` set hold every shard it names? A download cut off after its
+    first shard had linked it into the snapshot, and the split was then read from the cache as if whole."""
+    shards: dict[tuple[str, int], set[int]] = {}
+    for f in files:
+        if m := _SHARD.fullmatch(f):
+            shards.setdefault((m[1], int(m[3])), set()).add(int(m[2]))
+    return all(found == set(range(n)) for (_, n), found in shards.items())
 
 
 def _revision(repo_id: str, revision: str) -> tuple[str, list[str]]:

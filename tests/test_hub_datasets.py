@@ -5,6 +5,7 @@ configuration a folder, a split in shards), SQuAD's (one configuration, plain_te
 tables carry Hugging Face datasets' features in their schema (ClassLabel names). No test reaches
 the real Hub."""
 import json
+import shutil
 
 import pytest
 
@@ -88,6 +89,23 @@ def test_a_split_is_fetched_into_the_hugging_face_cache_then_read_offline(standi
     assert "the Hugging Face cache" in again.notes[0] and len(fetched) == 2
     with pytest.raises(ValueError, match="is not on this machine yet and this machine is set to work offline"):
         read_spec(cfg, "hf:nyu-mll/glue/sst2:validation")
+
+
+def test_a_split_whose_download_was_cut_off_is_not_read_from_the_cache_as_whole(standin, tmp_path, monkeypatch):
+    """The first of a split's two shards fetched, the second refused: the shard was already in the snapshot, which
+    the split's commit names, and the split was then read from the cache as if whole (30 rows of 60)."""
+    from bert_explorer.train.finetune import FinetuneConfig, read_spec
+
+    cfg = FinetuneConfig(train="hf:nyu-mll/glue/sst2:validation")
+    read_spec(cfg, cfg.train)  # (the commit is now in the cache, named by refs/main)
+    snapshot = next((tmp_path / "hf-cache" / "datasets--nyu-mll--glue" / "snapshots").iterdir())
+    shard = snapshot / "sst2" / "train-00000-of-00002.parquet"
+    shard.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(standin.datasets / "nyu-mll" / "glue" / "sst2" / "train-00000-of-00002.parquet", shard)
+    standin.stop()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError, match="is not on this machine yet"):
+        read_spec(cfg, "hf:nyu-mll/glue/sst2:train")
 
 
 def test_a_set_kept_as_a_script_is_read_from_the_hubs_parquet_branch(standin):
