@@ -258,7 +258,7 @@ else:
     pos = g2.selectbox("At token", list(range(1, len(pieces) - 1)), index=pieces.index("[MASK]") - 1,
                        format_func=lambda i: f"{i}: {pieces[i]}", key=f"sae_pos_{hash(cloze)}")
     mode = g3.selectbox("How", ["add", "clamp"], key="sae_mode")
-    amount = g4.number_input("Amount", -200.0, 200.0, float(round(summary["max_activation"], 1) or 5.0), 1.0,
+    amount = g4.number_input("Amount", -fb.MAX_AMOUNT, fb.MAX_AMOUNT, float(round(summary["max_activation"], 1) or 5.0), 1.0,
                              key=f"sae_amount_{feature}", help="added to the activation, or the value it is clamped to")
     bundle.inputs["steering"] = {"sentence": cloze, "token": int(pos), "how": mode, "amount": float(amount)}
     steer_rows = pd.DataFrame(splice.steering_table(loaded, feats.sae, feats.layer, cloze, feature, pos, mode, amount))

@@ -311,6 +311,32 @@ def test_an_sae_s_sizes_are_bounded_as_the_page_bounds_them_before_any_work(flag
     assert e.value.code == 2 and said in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag, value, said", [("--amount", "nan", "--amount: expected a number from -200 to 200"),
+                                               ("--top-k", "-3", "--top-k: expected a whole number from 1 to 100")])
+def test_steering_s_amount_and_top_k_are_bounded_as_the_page_bounds_them(flag, value, said, capsys):
+    """--amount nan answered NaN in every column, --top-k -3 was a traceback."""
+    from bert_explorer.cli import main
+
+    argv = ["features", "steer", "--model", "explorer-mini", "--feature", "0", "--text", "a [MASK] .", "--amount", "5"]
+    with pytest.raises(SystemExit) as e:
+        main([*argv, flag, value])
+    assert e.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_steering_at_a_position_past_the_text_is_one_sentence(monkeypatch, capsys):
+    """--token 99 of a 6-WordPiece text was an IndexError."""
+    from types import SimpleNamespace
+
+    from bert_explorer.cli import features as cli_features
+    from bert_explorer.cli import main
+
+    loaded = checkpoint.load("explorer-mini", "BertForPreTraining")
+    monkeypatch.setattr(cli_features, "_open", lambda args: (loaded, SimpleNamespace(check=lambda f: None)))
+    assert main(["features", "steer", "--model", "explorer-mini", "--feature", "0", "--text", "the river [MASK] .",
+                 "--amount", "5", "--token", "99"]) == 2
+    assert "'99' is not a WordPiece of the text nor one of its positions (0 to 5)" in capsys.readouterr().err
+
+
 def test_classroom_mode_trains_nothing(built, monkeypatch):
     """Beyond loopback the page says training is off and shows no button (a class cannot load a
     local folder, so the page runs on the default model here; ``fb.trained``, which offers the SAEs

@@ -28,7 +28,8 @@ from ..analysis.features.sae import SaeConfig, TrainingStopped
 from ..runs import neighbour_jobs
 from ..train.speed import niced_here, said
 from ..train.estimate import background_threads
-from .common import (UserError, check_output_file, output_file_args, print_json, progress_lines, run_command,
+from ..analysis.probes.pretraining_tasks import MAX_TOP_K
+from .common import (UserError, check_output_file, number, output_file_args, print_json, progress_lines, run_command,
                      run_or_background, user_errors, whole, write_json, write_output)
 
 MODEL_HELP = "a checkpoint directory or a short name (minilm-mlm-nsp, explorer-mini)"
@@ -84,9 +85,11 @@ def register(sub) -> None:
     g.add_argument("--token", default="[MASK]", help="the WordPiece to steer at (a word of the text or a position)")
     g.add_argument("--mode", choices=("add", "clamp"), default="add",
                    help="add --amount to the feature's activation, or clamp it to --amount (default add)")
-    g.add_argument("--amount", type=float, required=True, help="added to the activation, or its clamped value")
-    g.add_argument("--top-k", type=int, default=10,
-                   help="the probe's top words before and after, each list this long (default 10)")
+    # (as the page bounds them: --amount nan answered NaN everywhere, --top-k -3 was a traceback)
+    g.add_argument("--amount", type=number(-fb.MAX_AMOUNT, fb.MAX_AMOUNT), required=True,
+                   help=f"added to the activation, or its clamped value, -{fb.MAX_AMOUNT:g} to {fb.MAX_AMOUNT:g}")
+    g.add_argument("--top-k", type=whole(1, MAX_TOP_K), default=10,
+                   help=f"the probe's top words before and after, each list this long, 1 to {MAX_TOP_K} (default 10)")
     g.set_defaults(func=cmd_steer)
 
 
@@ -197,8 +200,9 @@ def cmd_steer(args) -> int:
         feats.check(args.feature)
         pieces = [loaded.tokenizer.id_to_token(i) for i in loaded.tokenizer.encode(args.text).input_ids]
         pos = int(args.token) if args.token.isdigit() else (pieces.index(args.token) if args.token in pieces else None)
-        if pos is None:
-            raise UserError(f"{args.token!r} is not a WordPiece of the text: {' '.join(pieces)}")
+        if pos is None or not 0 <= pos < len(pieces):  # (position 99 of 6 was an IndexError)
+            raise UserError(f"{args.token!r} is not a WordPiece of the text nor one of its positions (0 to "
+                            f"{len(pieces) - 1}): {' '.join(pieces)}")
         rows = splice.steering_table(loaded, feats.sae, feats.layer, args.text, args.feature, pos, args.mode,
                                      args.amount, args.top_k)
     print(f"{'word':>15} {'before':>8} {'after':>8} {'change':>8}")

@@ -50,6 +50,7 @@ DEFAULT_TOKENS = 1_000_000
 # tokens from enough for a feature's statistics to twice the default (1 M of minilm's are 0.8 GB of fp16
 # activations, held in memory while the SAE trains); passes over them within a run of minutes on a CPU.
 K_RANGE, WIDTH_RANGE, TOKENS_RANGE, EPOCHS_RANGE = (4, 128), (2, 32), (10_000, 2_000_000), (1, 10)
+MAX_AMOUNT = 200.0  # steering: what is added to a feature's activation, or its clamped value, either way
 MASK_FRACTION = 0.15
 MAX_PIECES = 128
 TOP_CONTEXTS = 20       # per feature, as the issue asks and Neuronpedia shows
