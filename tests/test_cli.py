@@ -1085,6 +1085,11 @@ def test_predict_reads_a_csv_by_its_header_and_json_lines_by_the_training_keys(t
     g.write_text('{"id": 7}\n')
     assert main(["predict", "--model", "m", "--input", str(g)]) == 2
     assert f"{g} line 1 has no text: its keys are id" in capsys.readouterr().err
+    # a text that is a number, null or empty: a TypeError, or a label answered for nothing
+    for line in ('{"text": 5}', '{"text": null}', '{"text": " "}'):
+        g.write_text(line + "\n")
+        assert main(["predict", "--model", "m", "--input", str(g)]) == 2, line
+        assert f"{g} line 1 has no text in 'text'" in capsys.readouterr().err
     # a cell of 5 MB (a long review) is a cell: Python's csv stopped at 128 KB with a traceback
     big = tmp_path / "big.csv"
     big.write_text("review,label\n" + "x" * 5_000_000 + ",pos\n")

@@ -474,6 +474,10 @@ def _from_record(predictor, record, where: str) -> dict:
         raise UserError(f"{where} is not a JSON object")
     task = predictor.task
     if "text" in record or task.inputs[-1].choices:  # already in the example's layout
+        for key in ("text", "text_pair"):  # ({"text": 5} or null was a TypeError; "" answered a label of nothing)
+            if key in record and not (isinstance(record[key], str) and record[key].strip()):
+                raise UserError(f"{where} has no text in '{key}' ({ascii(record[key])[:40]}); give the words to "
+                                "answer for")
         return record
     named = {column_key(k): v for k, v in record.items()}
     trained_text, trained_pair = getattr(predictor, "columns", (None, None))
