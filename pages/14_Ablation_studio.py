@@ -8,7 +8,7 @@ from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.state import show_mode, shown_path, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
-from bert_explorer.app.widgets import intro
+from bert_explorer.app.widgets import intro, sentence_of
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.data.uploads.names import slug
 from bert_explorer.experiments import grid, miniatures, paper, results
@@ -199,7 +199,11 @@ chosen = root / st.selectbox("Ablation", names, key="abl_selected")
 run = Run(chosen)
 status = run.status()
 active = status.get("state") in ACTIVE
-page_plan = read_plan(chosen)  # what the sections below the panel are drawn from, until the page is redrawn
+try:
+    page_plan = read_plan(chosen)  # what the sections below the panel are drawn from, until the page is redrawn
+except ValueError as e:  # (a plan.json cut or edited: the page was a traceback)
+    st.error(without_host_paths(sentence_of(e)))
+    st.stop()
 
 
 def _number(value, form: str) -> str:
@@ -211,7 +215,10 @@ def progress_panel():
     s = run.status()
     if active and s.get("state") not in ACTIVE:
         st.rerun()  # the ablation ended: redraw the whole page, results included
-    plan = read_plan(chosen)
+    try:
+        plan = read_plan(chosen)
+    except ValueError:
+        plan = None  # (said above the panel once the page is redrawn)
     if plan is not None and page_plan is None:
         st.rerun()  # the plan was written since the page was drawn: redraw it, its results sections included
     res = read_results(chosen)

@@ -573,6 +573,25 @@ def test_page_says_when_a_run_s_pre_trainings_were_never_judged_by_the_plateau_r
     assert said and said[0].startswith("37 of this grid's cells") and "ablate --report" in said[0]
 
 
+def test_a_damaged_plan_is_one_sentence_on_the_page_and_in_the_command(tmp_path, monkeypatch, capsys):
+    """A plan.json cut or edited ("{bad") made `ablate --report` and `ablate --resume --background` a JSONDecodeError
+    traceback, and the studio's page one too."""
+    from bert_explorer.cli import main
+
+    folder = tmp_path / "runs" / "ablation-damaged"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "docs" / "gpu-runs" / "2026-11-26-h200-paper-mini" /
+                    "paper-mini", folder)
+    (folder / "plan.json").write_text("{bad")
+    said = f"{folder / 'plan.json'} cannot be read as an ablation's plan (it is not what the ablation wrote"
+    for argv in (["--report", str(folder)], ["--resume", "--background", "--output", str(folder)]):
+        assert main(["ablate", *argv]) == 2
+        assert said in capsys.readouterr().err
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    assert not at.exception
+    assert [e.value for e in at.error if "cannot be read as an ablation's plan" in e.value]
+
+
 def test_page_s_cells_table_says_a_missing_score_as_a_dash(tmp_path, monkeypatch):
     """A pending cell's score and seconds, and a finished cell's error, read "None"."""
     folder = tmp_path / "runs" / "ablation-part-done"

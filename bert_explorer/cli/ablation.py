@@ -20,7 +20,7 @@ from ..data.uploads.core import DataError
 from ..data.uploads.names import slug
 from ..data.uploads.reader import read_task_file
 from ..experiments import grid
-from ..experiments.runner import run_ablation
+from ..experiments.runner import read_plan, run_ablation
 from ..runs.run import new_run_refusal
 from ..runs.finder import is_ablation
 from ..runs.report import duration_text
@@ -61,7 +61,8 @@ def cmd_ablate(args) -> int:
             raise UserError(f"{args.report} is not an ablation directory (no plan.json); "
                             "run bert-explorer ablate first")
         from ..experiments import results  # pandas: imported by the commands that report, not by every start
-        plan, res, df = results.load(args.report, judge_old=True)
+        with user_errors():  # (a damaged plan.json is one sentence)
+            plan, res, df = results.load(args.report, judge_old=True)
         print(results.to_csv(df) if args.format == "csv" else
               report_markdown(plan, res, df, f"Ablation {plan['recipe']['name']} ({args.report})"), end="")
         return 0
@@ -90,7 +91,8 @@ def cmd_ablate(args) -> int:
     if args.background and recipe is None:
         if not (Path(args.output) / "plan.json").exists():
             raise UserError(f"{args.output} holds no ablation to resume; give --recipe NAME|FILE")
-        recipe = json.loads((Path(args.output) / "plan.json").read_text())["recipe"]
+        with user_errors():
+            recipe = read_plan(args.output)["recipe"]
     if not args.resume and (refusal := new_run_refusal(args.output, "ablate", stored_first=False)):
         raise UserError(refusal)  # (before the plan is said as if it would run there)
     if recipe is not None and not args.config:  # said once, by the command a person typed

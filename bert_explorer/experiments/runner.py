@@ -77,8 +77,19 @@ def _append_result(abl: Path, record: dict) -> None:
 
 
 def read_plan(abl: str | Path) -> dict | None:
+    """An ablation's plan, None where it has none yet; one that is not the plan the ablation wrote (cut, edited) is
+    one sentence (ValueError), not the JSON parser's traceback."""
     p = Path(abl) / "plan.json"
-    return json.loads(p.read_text()) if p.exists() else None
+    if not p.exists():
+        return None
+    try:
+        plan = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        plan = None
+    if not isinstance(plan, dict) or not isinstance(plan.get("recipe"), dict) or not isinstance(plan.get("cells"), list):
+        raise ValueError(f"{p} cannot be read as an ablation's plan (it is not what the ablation wrote: cut, or "
+                         "edited); its runs are kept, and a new folder starts the grid again")
+    return plan
 
 
 # ----- pieces ---------------------------------------------------------------------------------
