@@ -1268,3 +1268,13 @@ def test_every_seed_flag_takes_the_seeds_a_run_takes(argv, capsys, tmp_path):
         main([*argv, *([str(tmp_path / "x.json")] if argv[-1] == "--output" else []), "--seed", "-1"])
     assert e.value.code == 2 and "--seed: expected a whole number from 0 to 4,294,967,295, got -1" in \
         capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["1e999", "NaN"])
+def test_a_config_file_s_whole_number_that_is_no_number_is_one_sentence(value, tmp_path, capsys):
+    """{"max_steps": 1e999} in a --config file was int()'s OverflowError traceback; NaN said "cannot convert float
+    NaN to integer" without naming the setting."""
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text('{"corpus": "tiny", "size": "tiny", "max_steps": %s}' % value)
+    assert main(["pretrain", "--config", str(cfg), "--output", str(tmp_path / "run")]) == 2
+    assert "max_steps must be a whole number of at least 0, not" in capsys.readouterr().err

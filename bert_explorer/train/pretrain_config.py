@@ -112,8 +112,9 @@ class PretrainConfig:
             v = getattr(self, name)
             if v is None and name in _MAY_BE_NONE:
                 continue
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or (name in _WHOLE and v != int(v)) \
-                    or not v >= low:
+            # (a whole number of infinity or NaN, from a --config file, was int()'s OverflowError or ValueError)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) \
+                    or (name in _WHOLE and (not math.isfinite(v) or v != int(v))) or not v >= low:
                 kind = "a whole number" if name in _WHOLE else "a number"
                 raise ValueError(f"{name} must be {kind} of at least {low:g}, not {v!r}")
             if name in _WHOLE:
