@@ -1278,3 +1278,12 @@ def test_a_config_file_s_whole_number_that_is_no_number_is_one_sentence(value, t
     cfg.write_text('{"corpus": "tiny", "size": "tiny", "max_steps": %s}' % value)
     assert main(["pretrain", "--config", str(cfg), "--output", str(tmp_path / "run")]) == 2
     assert "max_steps must be a whole number of at least 0, not" in capsys.readouterr().err
+
+
+def test_a_list_of_layers_that_names_none_is_one_sentence(tmp_path, capsys):
+    """extract-features --layers= wrote every token's features as an empty list and exited 0."""
+    with pytest.raises(SystemExit) as e:
+        main(["extract-features", "--model", "minilm", "--input", str(tmp_path / "in.txt"), "--output",
+              str(tmp_path / "out.jsonl"), "--layers="])
+    assert e.value.code == 2 and "--layers: expected one or more comma-separated integers" in capsys.readouterr().err
+    assert not (tmp_path / "out.jsonl").exists()

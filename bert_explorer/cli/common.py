@@ -300,9 +300,12 @@ def number(low: float, high: float, *, open_low: bool = False, open_high: bool =
 def int_list(text: str) -> list[int]:
     """An argparse type: comma-separated integers such as ``-1,-2`` or ``0,6``."""
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers like -1,-2, got {text!r}")
+    if not values:  # (--layers= wrote every token's features as an empty list, and exited 0)
+        raise argparse.ArgumentTypeError("expected one or more comma-separated integers like -1,-2, got none")
+    return values
 
 
 def read_lines(path: str) -> list[str]:
