@@ -66,8 +66,11 @@ class Flock:
         try:
             self.fcntl.flock(fd, kind | self.fcntl.LOCK_NB)
             return True
-        except OSError:  # BlockingIOError: held by another open file
+        except (BlockingIOError, PermissionError):  # held by another open file
             return False
+        except OSError as e:  # (a filesystem without working locks, ENOLCK: said "busy" for ever)
+            raise OSError(e.errno, f"locks do not work on the filesystem of this folder ({e.strerror}); keep the "
+                                   "runs and the cache on a local disk") from None
 
     def unlock(self, fd: int) -> None:
         # Never LOCK_UN: a child may share this open file, and its lock; closing the descriptor

@@ -232,3 +232,25 @@ def test_the_launcher_can_run_its_command_in_its_own_process(tmp_path):
     launcher, command = r.stdout.splitlines()
     assert r.returncode == 3, r.stderr
     assert command == f"{launcher} ['a', 'b']"
+
+
+def test_a_filesystem_without_working_locks_is_said_not_read_as_busy(tmp_path):
+    """flock's ENOLCK (NFS without its lock daemon) was read as "another holds it": every run refused as busy for
+    ever, the cause said nowhere."""
+    import errno
+    from types import SimpleNamespace
+
+    from bert_explorer.lock_backends import Flock
+
+    def flock(fd, kind):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    backend = Flock(SimpleNamespace(LOCK_EX=2, LOCK_SH=1, LOCK_NB=4, flock=flock))
+    (tmp_path / "f").write_text("")
+    with pytest.raises(OSError, match=r"locks do not work on the filesystem of this folder \(No locks available\)"):
+        backend.held(tmp_path / "f")
+    def taken(fd, kind):
+        raise BlockingIOError(errno.EWOULDBLOCK, "busy")
+
+    busy = Flock(SimpleNamespace(LOCK_EX=2, LOCK_SH=1, LOCK_NB=4, flock=taken))
+    assert busy.held(tmp_path / "f")  # held by another: busy, as before
