@@ -121,3 +121,5 @@ def test_cli_prints_flow_beside_rollout(minilm_dir, capsys):
     # a position past the input is said as the command counts (it said "layer must be in 0..5", a layer never typed)
     assert main(["attention-flow", "--model", str(minilm_dir), "--text", "the cat sat .", "--position", "-1"]) == 2
     assert capsys.readouterr().err.strip().endswith("position -1 is not one of this input's positions, 0 ([CLS]) to 5")
+    assert main(["attention-flow", "--model", str(minilm_dir), "--text", "  "]) == 2  # (a flow over [CLS] [SEP])
+    assert "--text is empty" in capsys.readouterr().err

@@ -1287,3 +1287,20 @@ def test_a_list_of_layers_that_names_none_is_one_sentence(tmp_path, capsys):
               str(tmp_path / "out.jsonl"), "--layers="])
     assert e.value.code == 2 and "--layers: expected one or more comma-separated integers" in capsys.readouterr().err
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_ctrl_c_while_preparing_a_class_exits_as_every_command_s_ctrl_c(monkeypatch, capsys):
+    """prepare-class ended a Ctrl-C during a build as a user's mistake (exit 2), where every command exits 130."""
+    from types import SimpleNamespace
+
+    from bert_explorer.analysis import lesson
+
+    build = SimpleNamespace(name="index", seconds=60.0, done=lambda: False)
+    stopped = []
+    monkeypatch.setattr(lesson, "builds", lambda name, loaded, keys, estimate=True: [build])
+    monkeypatch.setattr(lesson, "_declared", lambda: [])
+    monkeypatch.setattr(lesson, "run", lambda b, report: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(lesson, "stop", stopped.append)
+    assert main(["prepare-class", "--model", "explorer-mini"]) == 130
+    assert "stopped during index of explorer-mini; what was prepared is kept" in capsys.readouterr().err
+    assert stopped == [build]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .. import checkpoint
 from ..analysis.attention import flow
 from ..analysis.attention.heads import attention_maps
-from .common import MODEL_HELP, print_json, user_errors
+from .common import MODEL_HELP, UserError, print_json, user_errors
 
 
 def register(sub) -> None:
@@ -26,6 +26,8 @@ def register(sub) -> None:
 
 
 def cmd_flow(args) -> int:
+    if not args.text.strip():  # (a flow over [CLS] [SEP] alone was printed, and exit 0)
+        raise UserError("--text is empty; give the sentence whose attention flow to follow")
     loaded = checkpoint.load(args.model, "BertModel")
     T = len(loaded.tokenizer.encode(args.text, args.text_b).input_ids)
     L = loaded.config.num_layers

@@ -109,10 +109,10 @@ def cmd_prepare_class(args) -> int:
         t = time.time()
         try:
             said = lesson.run(b, report)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # (exits 130 as every command's Ctrl-C, not 2 as a mistake of the user's)
             lesson.stop(b)
-            raise UserError(f"stopped during {b.name} of {name}; what was prepared is kept and the same command goes on "
-                            "from there") from None
+            raise KeyboardInterrupt(f"stopped during {b.name} of {name}; what was prepared is kept and the same "
+                                    "command goes on from there") from None
         print(f"{name}: {b.name}: {said} ({duration_text(time.time() - t)})", file=sys.stderr, flush=True)
         if said not in ("done", "already done"):
             failed.append(f"{b.name} of {name}: {said}")
