@@ -367,31 +367,36 @@ def test_serve_gives_no_link_to_a_port_another_program_holds_and_none_on_this_ma
     assert started[0][started[0].index("--server.port") + 1].isdigit()
 
 
-def test_serve_reads_the_port_and_address_a_user_set_in_their_config_or_environment(monkeypatch, capsys, tmp_path):
-    """A teacher's ~/.streamlit/config.toml saying address 0.0.0.0 served every interface with no link printed
-    (serve read the command line alone), and its port 9000, or STREAMLIT_SERVER_PORT, was replaced by 8501."""
+def test_serve_reads_the_port_and_address_as_streamlit_will_take_them(monkeypatch, capsys, tmp_path):
+    """A port in the user's ~/.streamlit/config.toml (or STREAMLIT_SERVER_PORT) was replaced by 8501; an address
+    0.0.0.0 there was taken for the server's, while Streamlit reads the app's own file beside its script after the
+    user's (127.0.0.1 wins): a teacher's link was printed for a server only this machine could reach."""
     from bert_explorer.app import serve
 
     home = tmp_path / "home"
     (home / ".streamlit").mkdir(parents=True)
     (home / ".streamlit" / "config.toml").write_text('[server]\naddress = "0.0.0.0"\nport = 9000\n')
     monkeypatch.setattr(serve.Path, "home", lambda: home)
-    monkeypatch.chdir(tmp_path)  # (not the checkout: the app's settings are given as options)
+    monkeypatch.chdir(tmp_path)  # (not the checkout)
     monkeypatch.setenv(roles.TOKEN_ENV, "tok")
     monkeypatch.delenv(roles.CLASSROOM_ENV, raising=False)
+    monkeypatch.delenv("STREAMLIT_SERVER_ADDRESS", raising=False)
+    monkeypatch.delenv("STREAMLIT_SERVER_PORT", raising=False)
     monkeypatch.setattr(roles, "_announced", [])
     monkeypatch.setattr(serve, "_free", lambda host, port: True)
     started = []
     monkeypatch.setattr(serve.cli, "main", lambda argv, **k: started.append(argv))
     serve.main([])
-    assert "--server.port" not in started[0] and "--server.address" not in started[0]  # theirs, left to Streamlit
-    assert f"the teacher's link is http://{serve.socket.gethostname()}:9000/?teacher=tok" in capsys.readouterr().err
-    monkeypatch.setenv("STREAMLIT_SERVER_PORT", "9100")
-    monkeypatch.setenv("STREAMLIT_SERVER_ADDRESS", "127.0.0.1")
-    monkeypatch.setattr(roles, "_announced", [])
+    assert "--server.port" not in started[0]  # theirs, 9000, left to Streamlit
+    assert "teacher's link" not in capsys.readouterr().err  # the app's own 127.0.0.1 is what Streamlit serves
+    monkeypatch.setenv("STREAMLIT_SERVER_ADDRESS", "0.0.0.0")  # (the environment beats every file)
     serve.main([])
     assert "--server.port" not in started[1] and "--server.address" not in started[1]
-    assert "teacher's link" not in capsys.readouterr().err  # 127.0.0.1, set in the environment: private
+    assert f"the teacher's link is http://{serve.socket.gethostname()}:9000/?teacher=tok" in capsys.readouterr().err
+    for port in ("abc", "99999"):  # (the link was printed, then Streamlit's usage or a traceback)
+        with pytest.raises(SystemExit) as e:
+            serve.main(["--server.port", port])
+        assert str(e.value).startswith(f"BERT Explorer: port {port} is no port, so the app was not started")
 
 
 def test_the_prepare_panel_on_home_is_the_teachers_and_starts_prepare_class(classroom, no_work):

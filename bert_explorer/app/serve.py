@@ -46,14 +46,16 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _server_setting(args: list[str], key: str) -> str | None:
-    """A ``server.<key>`` setting as Streamlit will take it: the command line's (the app's own settings among
-    them), else its environment variable's, else the user's own config files'; None where none sets it."""
+    """A ``server.<key>`` setting as Streamlit will take it: the command line's, else its environment variable's,
+    else the app's own config file's (Streamlit reads the one beside the app's script after the user's, so it
+    wins over theirs: their address 0.0.0.0 served 127.0.0.1, and a teacher's link was printed for it), else the
+    user's own config files'; None where none sets it."""
     if (given := _option(args, f"--server.{key}", None)) is not None:
         return given
     if (env := os.environ.get(_env_name("server", key))) is not None:
         return env
-    for config in (_users_config(), _read_config(shipped.streamlit_config())):  # (the app's own: started in the
-        if (value := config.get("server", {}).get(key)) is not None:          # checkout, Streamlit reads it there)
+    for config in (_read_config(shipped.streamlit_config()), _users_config()):
+        if (value := config.get("server", {}).get(key)) is not None:
             return str(value)
     return None
 
@@ -65,7 +67,10 @@ def _on_a_free_port(args: list[str]) -> list[str]:
     given = _server_setting(args, "port")
     host = _server_setting(args, "address") or "0.0.0.0"
     if given:
-        if given.isdigit() and not _free(host, int(given)):
+        if not (given.isdigit() and 1 <= int(given) <= 65535):  # (the link was printed first, then a traceback)
+            sys.exit(f"BERT Explorer: port {given} is no port, so the app was not started; give --server.port a whole "
+                     "number from 1 to 65535, e.g. --server.port 8501")
+        if not _free(host, int(given)):
             sys.exit(f"BERT Explorer: port {given} of {host} is in use by another program, so the app was not "
                      f"started; choose another with --server.port, e.g. --server.port {int(given) + 1}")
         return args
@@ -95,7 +100,9 @@ def _settings_of_the_app(args: list[str]) -> list[str]:
     started in, and an installed app is started anywhere. A setting given on the command line or in the
     user's own config files (the home folder's, and the start folder's when it is not the app's own file) is
     theirs and is left alone; every other setting of the app's is given (a start folder holding only a theme
-    turned the usage statistics and the file watcher back on); so is one its environment variable sets."""
+    turned the usage statistics and the file watcher back on); so is one its environment variable sets. (Streamlit
+    also reads the app's own file beside its script, after the user's: there the app's settings win over the
+    user's files, and only an environment variable or an option wins over them.)"""
     ours = shipped.streamlit_config()
     here = Path(".streamlit/config.toml")
     if here.is_file() and here.resolve() == ours.resolve():
