@@ -38,7 +38,7 @@ L = loaded.config.num_layers
 # ----- what to probe -----------------------------------------------------------------------------
 choices = ["ner", "topic", "pos"]
 tasks = st.multiselect("Tasks", choices, default=list(PAGE_TASKS), format_func=lambda t: f"{t}: {TASKS[t]}",
-                       key="probe_tasks")
+                       key="probe_tasks", persist_state="session")
 pos_file = None
 if "pos" in tasks:
     st.caption("No installable package ships an English POS-tagged corpus (NLTK's corpora are separate downloads), "

@@ -78,7 +78,8 @@ if not positions:
     st.stop()
 start = next((i for i in positions if pieces[i] == EXAMPLE_WORD), 1)
 position = c2.selectbox("Token", positions, index=positions.index(start), format_func=lambda i: f"{i}: {pieces[i]}",
-                        key=f"nn_token_{hash(text)}", help="The WordPieces of your sentence, numbered from [CLS] = 0.")
+                        key=f"nn_token_{hash(text)}", persist_state="session",
+                        help="The WordPieces of your sentence, numbered from [CLS] = 0.")
 fit_kept("nn_layer", L)  # (a deeper model's layer: this one's last)
 layer = c3.selectbox("Layer", list(range(L + 1)), index=nbb.opening_layer(loaded), key="nn_layer",
                      persist_state="session",

@@ -282,9 +282,12 @@ def test_nearest_neighbours_the_probes_settings_and_two_models_sentences_hold_on
     at.text_input(key="nn_text").set_value("   ").run()  # (the page stops before the layer is drawn)
     at.text_input(key="nn_text").set_value("the bank raised interest rates .").run()
     assert not at.exception and at.selectbox(key="nn_layer").value == 0
+    token = next(s for s in at.selectbox if s.key and s.key.startswith("nn_token_"))
+    token.set_value(2).run()  # "bank"
     at.switch_page("pages/8_What_each_layer_knows.py").run()
     at.number_input(key="probe_n_sent").set_value(200)
-    at.number_input(key="probe_n_art").set_value(100).run()
+    at.number_input(key="probe_n_art").set_value(100)
+    at.multiselect(key="probe_tasks").set_value(["topic"]).run()
     at.session_state["be_model_choice"] = "minilm-mlm-nsp"
     at.switch_page("pages/7_Two_models.py").run()
     at.selectbox(key="two_model_b").set_value("explorer-mini").run()  # (a model B with the heads both probes need)
@@ -294,11 +297,27 @@ def test_nearest_neighbours_the_probes_settings_and_two_models_sentences_hold_on
     at.switch_page("pages/9_Nearest_neighbours.py").run()
     assert at.text_input(key="nn_text").value == "the bank raised interest rates ."
     assert at.selectbox(key="nn_layer").value == 0
+    assert next(s for s in at.selectbox if s.key and s.key.startswith("nn_token_")).value == 2
     at.switch_page("pages/8_What_each_layer_knows.py").run()
     assert (at.number_input(key="probe_n_sent").value, at.number_input(key="probe_n_art").value) == (200, 100)
+    assert at.multiselect(key="probe_tasks").value == ["topic"]
     at.session_state["be_model_choice"] = "minilm-mlm-nsp"
     at.switch_page("pages/7_Two_models.py").run()
     assert not at.exception and at.text_input(key="two_mlm").value == "the [MASK] barked all night ."
+
+
+def test_two_models_head_map_layer_and_head_hold_on_the_way_back():
+    """The head-by-head maps went back to the head that moved most at each visit (layer 2, head 5 chosen, 6 and 9
+    shown on the way back)."""
+    at = AppTest.from_file("../run_app.py", default_timeout=180)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.run().switch_page("pages/7_Two_models.py").run()
+    at.selectbox(key="two_model_b").set_value("minilm").run()  # (one depth: the head maps are drawn)
+    at.selectbox(key="two_layer").set_value(1)
+    at.selectbox(key="two_head").set_value(4).run()
+    at.switch_page("run_app.py").run()
+    at.switch_page("pages/7_Two_models.py").run()
+    assert not at.exception and (at.selectbox(key="two_layer").value, at.selectbox(key="two_head").value) == (1, 4)
 
 
 @needs_model("explorer-mini")
