@@ -182,7 +182,8 @@ def test_a_question_the_model_cannot_answer_is_refused_at_pose_not_at_the_reveal
     teacher.text_input(key="guess_text_own").set_value("a " * 600 + "[MASK] .")
     teacher.button(key="guess_pose").click().run()
     assert not teacher.exception and guess_view.BOARD.current() is None
-    assert [w.value for w in teacher.warning if "512" in w.value][0].startswith("Every [MASK] of the text lies past")
+    (said,) = [w.value for w in teacher.warning if "512" in w.value]
+    assert said.startswith("Every [MASK] of the text lies past") and said.endswith(".")
 
 
 def test_a_pair_shows_the_class_split_beside_p_isnext(classroom):

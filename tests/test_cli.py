@@ -1236,7 +1236,7 @@ def test_a_value_argparse_cannot_read_is_one_line_not_the_whole_usage(capsys):
                                          "'1e30' (see `bert-explorer pretrain --help`)\n")
 
 
-def test_a_zero_means_on_the_command_line_what_the_page_says_it_means(tmp_path):
+def test_a_zero_means_on_the_command_line_what_the_page_says_it_means(tmp_path, capsys):
     """The pages say "0 = all" (examples, documents), "0 = after each epoch" (evaluations), "0 = never" (early
     stopping); the CLI refused 0 for each. A 0 typed also beats a --config file's number."""
     from bert_explorer.cli.common import config_from
@@ -1258,6 +1258,9 @@ def test_a_zero_means_on_the_command_line_what_the_page_says_it_means(tmp_path):
     assert config_from(args, FinetuneConfig).max_train_examples == 300
     helped = build_parser()._subparsers._group_actions[0].choices["pretrain"].format_help()
     assert "0: all of them." in " ".join(helped.split())
+    with pytest.raises(SystemExit):  # (a negative one was told "at least 1", of a flag whose help takes 0)
+        build_parser().parse_args(["pretrain", "--output", "x", "--max-docs", "-3"])
+    assert "--max-docs: expected 0 (all of them) or a whole number above it, got -3" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["attention-measures", "build", "--model", "explorer-mini"],
@@ -1304,3 +1307,12 @@ def test_ctrl_c_while_preparing_a_class_exits_as_every_command_s_ctrl_c(monkeypa
     assert main(["prepare-class", "--model", "explorer-mini"]) == 130
     assert "stopped during index of explorer-mini; what was prepared is kept" in capsys.readouterr().err
     assert stopped == [build]
+
+
+def test_an_unknown_option_is_said_by_the_command_it_was_given_to(capsys):
+    """`features train ... --bogus 1` pointed to `bert-explorer --help`, which lists no command's options."""
+    with pytest.raises(SystemExit) as e:
+        main(["features", "train", "--model", "explorer-mini", "--bogus", "1"])
+    assert e.value.code == 2 and capsys.readouterr().err == (
+        "bert-explorer features train: error: unrecognized arguments: --bogus 1 (see `bert-explorer features train "
+        "--help`)\n")

@@ -406,7 +406,7 @@ def dataclass_args(parser: argparse.ArgumentParser, cls, only=None, default_said
         if base is None:  # e.g. a list of sentences or of [layer, head] pairs: only the --config file sets it
             continue
         if base is int and (zero := f.metadata.get("zero_is")):  # 0 as on the page: the setting's None, given
-            parser.add_argument(name, dest=f.name, type=_zero_is_unset, default=None, help=f"{said} 0: {zero}.")
+            parser.add_argument(name, dest=f.name, type=_zero_is_unset(zero), default=None, help=f"{said} 0: {zero}.")
             continue
         parser.add_argument(name, dest=f.name, type=base, default=None, help=said)
 
@@ -414,12 +414,18 @@ def dataclass_args(parser: argparse.ArgumentParser, cls, only=None, default_said
 UNSET = "unset"  # a flag given as 0 where 0 means the setting's None ("all"): given, so it beats a --config file's
 
 
-def _zero_is_unset(text: str):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
-    return UNSET if value == 0 else value
+def _zero_is_unset(zero: str):
+    """An argparse type: 0 (``zero``: what it means) or a whole number above it (a negative one was told "at least
+    1", of a flag whose help says 0 is taken)."""
+    def parse(text: str):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"expected 0 ({zero}) or a whole number above it, got {value}")
+        return UNSET if value == 0 else value
+    return parse
 
 
 def given_settings(args, cls) -> dict:

@@ -16,6 +16,24 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, with an unknown option said by the command it was given to (it was said by the top
+        parser: "see `bert-explorer --help`", which lists no command's options)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._chosen(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _chosen(self, parsed) -> argparse.ArgumentParser:
+        """The deepest (sub)command ``parsed`` chose: ``features train``'s parser for `features train ...`."""
+        parser = self
+        while True:
+            group = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            name = getattr(parsed, group.dest, None) if group is not None and group.dest else None
+            if name not in (group.choices if group is not None else {}):
+                return parser
+            parser = group.choices[name]
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="bert-explorer",

@@ -93,8 +93,10 @@ class Board:
         if answer_of is not None:
             try:
                 held = answer_of(question)
-            except ValueError as e:
-                raise GuessRefused(f"{str(e)[:1].upper()}{str(e)[1:]}") from None
+            except ValueError as e:  # (the analysis's words for the command line: a sentence on the page)
+                said = str(e).strip()
+                raise GuessRefused(f"{said[:1].upper()}{said[1:]}{'' if said.endswith(('.', '!', '?')) else '.'}") \
+                    from None
         with self._lock:
             self._question, self._held = question, held
         return question
