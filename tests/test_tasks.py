@@ -209,7 +209,7 @@ def test_too_few_examples(tmp_path):
     msg = error_of(write(tmp_path, "train.csv", csv_text(REVIEWS[:3])))
     assert "only 3 usable examples" in msg and "at least 4" in msg
     msg = error_of(write(tmp_path, "t2.csv", csv_text(REVIEWS[:2] + [("", "pos")] * 3)))
-    assert "only 2 usable examples after skipped 3 rows with an empty text cell (lines 4, 5, 6)" in msg
+    assert "only 2 usable examples after skipping 3 rows with an empty text cell (lines 4, 5, 6), but" in msg
 
 
 def test_regression_label_that_is_not_a_number(tmp_path):

@@ -463,7 +463,7 @@ class Tables:
     def _check_count(self, examples: list, what: str) -> None:
         if len(examples) < MIN_EXAMPLES:
             skipped = [n for n in self.notes if n.startswith("skipped")]
-            why = f" after {'; '.join(skipped)}" if skipped else ""
+            why = f" after skipping {'; '.join(n.removeprefix('skipped ') for n in skipped)}" if skipped else ""
             what = what.removesuffix("s") if len(examples) == 1 else what  # ("only 1 usable example")
             raise self.error(None, f"has only {len(examples)} usable {what}{why}, but fine-tuning needs at least "
                                    f"{MIN_EXAMPLES} (a few hundred is better); add more examples")
