@@ -359,9 +359,11 @@ def test_serve_gives_no_link_to_a_port_another_program_holds_and_none_on_this_ma
         monkeypatch.setattr(roles, "_announced", [])
         with pytest.raises(SystemExit) as e:
             serve.main(["--server.address", "127.0.0.1", f"--server.port={port}"])
-        assert str(e.value) == (f"BERT Explorer: port {port} of 127.0.0.1 is in use by another program, so the app "
-                                f"was not started; choose another with --server.port, e.g. --server.port {port + 1}")
-        assert not started and "teacher's link" not in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.strip() == (
+            f"BERT Explorer: port {port} of 127.0.0.1 is in use by another program, so the app was not started; "
+            f"choose another with --server.port, e.g. --server.port {port + 1}")
+        assert not started and "teacher's link" not in err
     serve.main(["--server.address", "127.0.0.1"])  # private: no link; the port Streamlit would take, given to it
     assert "teacher's link" not in capsys.readouterr().err
     assert started[0][started[0].index("--server.port") + 1].isdigit()
@@ -396,7 +398,8 @@ def test_serve_reads_the_port_and_address_as_streamlit_will_take_them(monkeypatc
     for port in ("abc", "99999"):  # (the link was printed, then Streamlit's usage or a traceback)
         with pytest.raises(SystemExit) as e:
             serve.main(["--server.port", port])
-        assert str(e.value).startswith(f"BERT Explorer: port {port} is no port, so the app was not started")
+        assert e.value.code == 2
+        assert capsys.readouterr().err.startswith(f"BERT Explorer: port {port} is no port, so the app was not started")
 
 
 def test_the_prepare_panel_on_home_is_the_teachers_and_starts_prepare_class(classroom, no_work):

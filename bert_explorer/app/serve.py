@@ -68,14 +68,20 @@ def _on_a_free_port(args: list[str]) -> list[str]:
     host = _server_setting(args, "address") or "0.0.0.0"
     if given:
         if not (given.isdigit() and 1 <= int(given) <= 65535):  # (the link was printed first, then a traceback)
-            sys.exit(f"BERT Explorer: port {given} is no port, so the app was not started; give --server.port a whole "
-                     "number from 1 to 65535, e.g. --server.port 8501")
+            _refuse(f"BERT Explorer: port {given} is no port, so the app was not started; give --server.port a whole "
+                    "number from 1 to 65535, e.g. --server.port 8501")
         if not _free(host, int(given)):
-            sys.exit(f"BERT Explorer: port {given} of {host} is in use by another program, so the app was not "
-                     f"started; choose another with --server.port, e.g. --server.port {int(given) + 1}")
+            _refuse(f"BERT Explorer: port {given} of {host} is in use by another program, so the app was not "
+                    f"started; choose another with --server.port, e.g. --server.port {int(given) + 1}")
         return args
     port = next((p for p in range(8501, 8601) if _free(host, p)), 8501)
     return [*args, "--server.port", str(port)]
+
+
+def _refuse(sentence: str):
+    """One sentence on stderr and exit 2, as every command's mistake of the user's."""
+    print(sentence, file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _free(host: str, port: int) -> bool:
