@@ -180,7 +180,8 @@ class Trainer:
             seconds += time.time() - started
             job.reporter.step_reached = self.step
             # under DDP the step's gradient is the ranks' mean, and so is its loss (rank 0 logged its own alone); at
-            # every step, since only rank 0 logs (a few numbers beside the gradients' all-reduce, no host sync)
+            # every step, since only rank 0 logs (a few numbers beside the gradients' all-reduce; the stop flag's
+            # broadcast already waits for the host at every step)
             losses = Losses(_mean_over_ranks(parts_sum) if self.distributed else parts_sum)
             if due.log or self.distributed:  # (every rank, every step under DDP: its ranks hold one mean loss, and
                 self._check_finite(losses, lr)  # rank 0 alone refusing it left the others waiting in the next step)
