@@ -81,9 +81,17 @@ table = st.data_editor(default, num_rows="dynamic", key="nsp_table", width="stre
                        column_config={"pair": st.column_config.SelectboxColumn(options=["real", "random", ""])})
 rows = [r for r in table.itertuples() if str(r.A).strip() and str(r.B).strip()]
 try:  # the table's size comes from the browser: bounded here, before the model reads it
-    limits.check(len(rows), limits.for_config(loaded.config).pairs, "pairs", "score them in smaller tables")
+    bound = limits.for_config(loaded.config)
+    limits.check(len(rows), bound.pairs, "pairs", "score them in smaller tables")
     limits.check(max((len(str(r.A)) + len(str(r.B)) for r in rows), default=0), 2 * limits.CHARS,
                  "characters in one pair", "shorten its sentences")
+    # and what the model reads: the rows padded to the longest, each at most what the model reads (the pairs'
+    # bound counts 2 x 128 WordPieces a pair; 8 pairs of 512 took BERT-Base twice its 10 s)
+    longest = max((len(e.input_ids) for e in loaded.tokenizer.encode_batch([(str(r.A), str(r.B)) for r in rows])),
+                  default=0)
+    limits.check(len(rows) * min(longest, bound.tokens), bound.forward_tokens,
+                 "WordPieces to score (the rows, each padded to the longest pair)",
+                 "score fewer or shorter pairs at once")
 except limits.TooLarge as e:
     st.info(sentence_of(e))
     rows = []

@@ -121,6 +121,23 @@ def test_next_sentence_page_refuses_a_table_of_a_thousand_pairs(monkeypatch):
     assert not at.exception and "pairs: more than this server takes at once" in _said(at)
 
 
+def test_next_sentence_page_bounds_the_wordpieces_its_table_makes_the_model_read(monkeypatch):
+    """The table's bound counted 2 x 128 WordPieces a pair, while each pair may reach 512: 50 pairs of up to 2,000
+    characters each side are 25,600 WordPieces for minilm-mlm-nsp, past the 17,614 of its 10 s (for BERT-Base,
+    8 pairs of 512 took about 19 s by the same arithmetic)."""
+    import pandas as pd
+
+    monkeypatch.setattr(pretraining_tasks, "nsp_probability", _never("the next-sentence head"))
+    at = _page("5_Next_sentence_probe.py")
+    at.session_state["nsp_a"] = ""
+    at.run()
+    long = "word " * 390  # (1,950 characters: within the pair's 4,000)
+    rows = pd.DataFrame({"pair": ["real"] * 44, "A": [long] * 44, "B": [long] * 44})  # (50 with the 6 shown)
+    at.session_state["nsp_table"] = {"edited_rows": {}, "added_rows": rows.to_dict("records"), "deleted_rows": []}
+    at.run()
+    assert not at.exception and "WordPieces to score (the rows, each padded to the longest pair): more than" in _said(at)
+
+
 def test_attributions_page_refuses_a_510_token_input_before_integrating(monkeypatch):
     at = _page("6_Attributions.py").run()
     monkeypatch.setattr(ig, "integrated_gradients", _never("Integrated Gradients"))
