@@ -116,7 +116,7 @@ def rough_bytes(value, _seen: set | None = None, _depth: int = 0) -> int:
     """The bytes of the arrays and tensors ``value`` holds (through dicts, lists, tuples and objects' attributes, a
     model's weights among them): what a shared result costs the server's memory, weighed without pickling it
     (a page's attention maps, 75 MB each, were kept eight at a time and counted as nothing). A memory-mapped
-    array is the disk's, not counted; anything else counts nothing."""
+    array is the disk's, not counted; a list of numbers counts 8 bytes a number; anything else counts nothing."""
     seen = set() if _seen is None else _seen
     if id(value) in seen or _depth > 64:
         return 0
@@ -129,6 +129,9 @@ def rough_bytes(value, _seen: set | None = None, _depth: int = 0) -> int:
     if isinstance(value, dict):
         return sum(rough_bytes(v, seen, _depth + 1) for v in value.values())
     if isinstance(value, (list, tuple, set, frozenset)):
+        first = next(iter(value), None)
+        if isinstance(first, (int, float)) or first is None:  # numbers: 8 bytes each, not walked one by one (a
+            return 8 * len(value)                               # 512 x 512 map of floats took 0.15 s)
         return sum(rough_bytes(v, seen, _depth + 1) for v in value)
     if isinstance(value, (str, bytes, int, float, bool)) or value is None:
         return len(value) if isinstance(value, (str, bytes)) else 0
