@@ -587,3 +587,23 @@ def test_home_with_a_model_that_cannot_be_read_keeps_to_the_sidebar_s_sentence(t
     at.run()
     assert not at.exception
     assert any("config.json" in e.value or "no model" in e.value for e in at.sidebar.error)
+
+
+def test_a_page_says_why_its_model_cannot_be_read_once(tmp_path):
+    """The sidebar and the page both showed the same refusal (a config.json with layer_norm_eps 10), one under
+    the other's heading: the page says it, the sidebar does not repeat it."""
+    from streamlit.testing.v1 import AppTest
+
+    folder = tmp_path / "bad-eps"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "vocab_size": 30, "hidden_size": 8,
+                                                    "num_hidden_layers": 1, "num_attention_heads": 2,
+                                                    "intermediate_size": 16, "layer_norm_eps": 10}))
+    at = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "a local directory…"
+    at.session_state["be_model_path"] = str(folder)
+    at.run()
+    assert not at.exception
+    said = [e.value for e in [*at.error, *at.sidebar.error, *at.warning, *at.sidebar.warning, *at.info,
+                              *at.sidebar.info] if "layer_norm_eps" in e.value]
+    assert len(said) == 1 and "above 0 and below 1, not 10" in said[0], said

@@ -376,8 +376,9 @@ def _finetuned_run(path, root: Path):
     return Run(p.parent)
 
 
-def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
-    """Sidebar: choose a model by short name, from a run, or by path; show what it is."""
+def model_picker(default: str = checkpoint.DEFAULT_MODEL, say_error: bool = True) -> str:
+    """Sidebar: choose a model by short name, from a run, or by path; show what it is, or (``say_error``) why
+    it cannot be read (a page that says it itself passes False: one sentence, said once)."""
     show_mode()
     names = [n for n, (locate, _) in checkpoint.SHORT_NAMES.items() if locate() is not None]
     # the paper's BERTs (and any BERT) in the Hugging Face cache: they open with no network, for everyone
@@ -447,7 +448,8 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
     if choice:
         loaded, error = load(choice, "BertForPreTraining")
         if error:
-            st.sidebar.error(error)
+            if say_error:
+                st.sidebar.error(error)
         else:
             c = loaded.config
             heads = [h for h in ("masked-LM head", "next-sentence head") if h not in loaded.report.missing]
@@ -471,7 +473,7 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL) -> str:
 def picked_model(architecture: str = "BertForPreTraining", missing: str = "Choose a model in the sidebar.") -> tuple[str, Loaded]:
     """The sidebar's model picker and the loaded model; if it cannot be loaded the page says why
     in one sentence and stops there."""
-    name = model_picker()
+    name = model_picker(say_error=False)
     loaded, error = load(name, architecture) if name else (None, st.session_state.get(gallery.WAITING) or missing)
     if error:
         st.info(error)
