@@ -13,6 +13,7 @@ from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
+from bert_explorer.data.corpora import held_count
 from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction, learnable_vocab_size
 from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.data.objectives import OBJECTIVES, objective_type
@@ -28,10 +29,11 @@ from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.speed import said
-from bert_explorer.train.estimate import ALIASES, LONG_RUN_ASK_S, background_threads, size_options
+from bert_explorer.train.estimate import ALIASES, LONG_RUN_ASK_S, background_threads, held_out_text, size_options
 from bert_explorer.train.pretrain import check_fits as check_pretraining, estimate as run_estimate, text_changed
 from bert_explorer.train.memory import NO_CUDA
-from bert_explorer.train.pretraining_data import corpus_words as count_corpus_words, learnt_vocab_size
+from bert_explorer.train.pretraining_data import corpus_words as count_corpus_words, evaluates_held_out, \
+    learnt_vocab_size
 from bert_explorer.train.pretrain_config import (MAX_FRAMES, MAX_LR, SMALL_MODEL_LR, PretrainConfig, predicted_fraction,
                                                  warmup_steps_of)
 from bert_explorer.train.resume import resume_settings
@@ -58,10 +60,20 @@ def checked_upload(name: str, data: bytes, objective: str) -> tuple[str | None, 
     return check_corpus_upload(name, data, objective)
 
 
+def evaluated(est: dict) -> str:
+    """What each held-out evaluation reads, where the run makes any."""
+    if not est["held_out_evaluations"]:
+        return ""
+    return (f" of about {est['eval_sequences']:,} sequences each, forward only (a third of a training step's "
+            "FLOPs)")
+
+
 @by_inputs(max_entries=16)
-def corpus_words(corpus: str, max_docs: int | None, fraction: float, seed: int) -> tuple[int, int]:
-    """(words in the corpus a run reads, words in its held-out documents), split as the run splits it."""
-    return count_corpus_words(PretrainConfig(corpus=corpus, max_docs=max_docs, held_out_fraction=fraction, seed=seed))
+def corpus_words(corpus: str, max_docs: int | None, fraction: float, seed: int, objective: str) -> tuple[int, int]:
+    """(words in the corpus a run reads, words in its held-out documents it evaluates on), split as the run
+    splits it."""
+    return count_corpus_words(PretrainConfig(corpus=corpus, max_docs=max_docs, held_out_fraction=fraction, seed=seed,
+                                             objective=objective))
 
 
 @by_inputs(max_entries=16)
@@ -221,10 +233,12 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     est = None
     if config is not None and not corpus_error:
         if upload:  # (not stored yet: its words as counted when it was checked)
-            words = corpus_facts.get("words", 0)
-            counted = words, int(words * held_out_fraction(corpus_facts.get("documents", 0)))
+            words, documents = corpus_facts.get("words", 0), corpus_facts.get("documents", 0)
+            held = held_count(documents, config.held_out_fraction)  # (as the run will split them)
+            counted = words, int(words * held / max(1, documents)) if evaluates_held_out(config, held) else 0
         else:
-            counted = corpus_words(config.corpus, config.max_docs, config.held_out_fraction, config.seed)
+            counted = corpus_words(config.corpus, config.max_docs, config.held_out_fraction, config.seed,
+                                   config.objective)
         # a small corpus (an upload, tiny, a few documents) cannot give the pieces asked for: its model, and the
         # estimate, are smaller
         learnt = None if init is not None else learnable_vocab_size(upload[1], config.vocab_size) if upload else \
@@ -250,9 +264,9 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                    f"says how the load of the moment may stretch it). Training {duration_text(est['train_seconds'])}: {int(steps):,} "
                    f"steps × {int(batch)} × {int(seq_len)} tokens × {est['flops_per_token'] / 1e6:,.1f} MFLOPs per token "
                    f"(6·N + 12·L·H·T for N parameters, L layers, H hidden units and T tokens per sequence, + the output decoder on {decoded}) ÷ {est['flop_per_s'] / 1e9:,.0f} "
-                   f"GFLOP/s ({est['basis']}). Evaluation {duration_text(est['eval_seconds'])}: {est['evaluations']} "
-                   f"held-out evaluations of about {est['eval_sequences']:,} sequences each, forward only (a third of a "
-                   f"training step's FLOPs). Loading {duration_text(est['loading_seconds'])} before step 1 "
+                   f"GFLOP/s ({est['basis']}). Evaluation {duration_text(est['eval_seconds'])}: "
+                   f"{held_out_text(est['held_out_evaluations'])}"
+                   f"{evaluated(est)}. Loading {duration_text(est['loading_seconds'])} before step 1 "
                    f"({est['loading_basis']}). Saving {duration_text(est['checkpoint_seconds'])}: {est['checkpoints']} "
                    f"checkpoint(s) of the weights and Adam's two moments, {est['checkpoint_bytes'] / 1e6:,.0f} MB each "
                    f"({est['checkpoint_basis']}).")

@@ -1,5 +1,6 @@
 """Pre-training runs: resume continues the loss curve exactly, DDP keeps ranks in sync,
 a checkpoint can be probed (and read by transformers), background runs stop cleanly."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -195,6 +196,16 @@ def test_a_corpus_too_small_for_held_out_nsp_pairs_still_trains(tmp_path):
     result = run_pretraining(cfg, tmp_path / "small", progress=False)
     assert result["step"] == 2 and "nsp_accuracy" not in result
     assert "too few for NSP pairs" in (tmp_path / "small" / "log.txt").read_text()
+    # and its estimate, said before, counts no held-out evaluation (it said "1 held-out evaluation", then logged
+    # that there was none); the same split with an objective of single segments evaluates on that document
+    from bert_explorer.train.estimate import held_out_text
+    from bert_explorer.train.pretrain import estimate
+
+    est = estimate(cfg, tmp_path / "runs")
+    assert est["held_out_evaluations"] == 0 and est["eval_seconds"] == 0
+    assert held_out_text(est["held_out_evaluations"]).startswith("no held-out evaluation (too few documents held")
+    no_nsp = estimate(dataclasses.replace(cfg, objective="mlm"), tmp_path / "runs")
+    assert no_nsp["held_out_evaluations"] == 1 and no_nsp["eval_seconds"] > 0
 
 
 @pytest.mark.skipif(os.name != "posix", reason="Ctrl-C and SIGTERM as a terminal and kill send them")

@@ -22,7 +22,7 @@ from ..tasks.base import TaskType, cut_note
 from ..tasks.registry import task_type
 from ..checkpoint import CheckpointError
 from ..train.speed import busy_text, niced_here, said
-from ..train.estimate import background_threads, sequences_of
+from ..train.estimate import background_threads, held_out_text, sequences_of
 from ..train.finetune import FinetuneConfig, check_folder as check_finetuning_folder, check_start as check_finetuning, \
     estimate as finetune_estimate, few_steps_note, read_data, resume_refusal, run_finetuning, steps_text
 from ..train.predict import Predictor
@@ -173,7 +173,7 @@ def cmd_pretrain(args) -> int:
         print(f"estimate: {said(est['seconds'], est['threads'], niced=background or niced_here())} "
               f"({cfg.max_steps:,} step{'s' if cfg.max_steps != 1 else ''} of {cfg.batch_size * cfg.grad_accum} x "
               f"{cfg.max_seq_length} tokens, "
-              f"{est['evaluations']} held-out evaluation{'s' if est['evaluations'] != 1 else ''}; {est['basis']})",
+              f"{held_out_text(est['held_out_evaluations'])}; {est['basis']})",
               file=sys.stderr, flush=True)
 
     # a resume of a run that kept no checkpoint trains again from step 0 with its settings: a new run's time, and

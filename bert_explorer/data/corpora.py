@@ -463,18 +463,22 @@ def _guess_format(path: Path) -> str:
     return "raw" if per_line > 1.2 else "sentences"
 
 
+def held_count(documents: int, held_out_fraction: float) -> int:
+    """How many of ``documents`` documents :func:`split_documents` holds out (before it drops duplicates): the
+    fraction, rounded, and one at least where there is a fraction and more than one document."""
+    if not 0 <= held_out_fraction < 1:
+        raise ValueError("held_out_fraction must be in [0, 1)")
+    n_held = round(documents * held_out_fraction)
+    return max(1, n_held) if held_out_fraction > 0 and documents > 1 else n_held
+
+
 def split_documents(docs: list[Document], held_out_fraction: float = 0.05,
                     seed: int = 0) -> tuple[list[Document], list[Document]]:
     """Split by whole documents (so no held-out sentence has a neighbour in training).
     Deterministic for a seed; both parts keep the corpus order. A held-out document that is
     also in training word for word (BBC News holds 100 such duplicates) is dropped from the
     held-out part: it would measure memory, not generalisation."""
-    if not 0 <= held_out_fraction < 1:
-        raise ValueError("held_out_fraction must be in [0, 1)")
-    n_held = round(len(docs) * held_out_fraction)
-    if held_out_fraction > 0 and len(docs) > 1:
-        n_held = max(1, n_held)
-    held = set(random.Random(seed).sample(range(len(docs)), n_held))
+    held = set(random.Random(seed).sample(range(len(docs)), held_count(len(docs), held_out_fraction)))
     train = [d for i, d in enumerate(docs) if i not in held]
     seen = {_key(d) for d in train}
     return train, [d for i, d in enumerate(docs) if i in held and _key(d) not in seen]

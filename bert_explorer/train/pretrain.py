@@ -251,17 +251,20 @@ def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None, words:
     """How long a run of ``cfg`` will take here (``train.estimate.pretrain_estimate``), said before it starts
     (``bert-explorer pretrain``, the Pre-train page), with the run's own counts: the words of its corpus to
     tokenise and of its held-out documents to evaluate, its evaluations (and time-lapse frames, each one too),
-    checkpoints, objective and precision. ``threads``: what it trains with (default: a background run's).
+    checkpoints, objective and precision; ``held_out_evaluations`` counts the evaluations alone (0 where the run
+    holds out too little to evaluate). ``threads``: what it trains with (default: a background run's).
     ``words``: :func:`corpus_words`, where counted already (an upload not stored yet); ``vocab_size``: the
     vocabulary the run will have where it learns fewer pieces than asked (a small upload)."""
     words, held_words = words if words is not None else corpus_words(cfg)
-    return pretrain_estimate(cfg.init or cfg.size, cfg.max_steps, cfg.batch_size * cfg.grad_accum, cfg.max_seq_length,
-                             vocab_size or learnt_vocab_size(cfg) or cfg.vocab_size, root,
-                             evaluations=evaluations_of(cfg.max_steps, cfg.eval_every) + cfg.timelapse_frames,
-                             held_out_sequences=sequences_of(held_words, cfg.max_seq_length),
-                             eval_batches=cfg.eval_batches, corpus=cfg.corpus, corpus_words=words,
-                             checkpoints=checkpoints_of(cfg.max_steps, cfg.save_every),
-                             predicted_fraction=predicted_fraction(cfg), precision=cfg.precision, threads=threads)
+    held_out = evaluations_of(cfg.max_steps, cfg.eval_every) if held_words else 0  # (none without held-out text)
+    est = pretrain_estimate(cfg.init or cfg.size, cfg.max_steps, cfg.batch_size * cfg.grad_accum, cfg.max_seq_length,
+                            vocab_size or learnt_vocab_size(cfg) or cfg.vocab_size, root,
+                            evaluations=held_out + cfg.timelapse_frames,
+                            held_out_sequences=sequences_of(held_words, cfg.max_seq_length),
+                            eval_batches=cfg.eval_batches, corpus=cfg.corpus, corpus_words=words,
+                            checkpoints=checkpoints_of(cfg.max_steps, cfg.save_every),
+                            predicted_fraction=predicted_fraction(cfg), precision=cfg.precision, threads=threads)
+    return {**est, "held_out_evaluations": held_out}
 
 
 def check_start(cfg: PretrainConfig, latest: Path | None = None) -> None:

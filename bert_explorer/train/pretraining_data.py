@@ -48,11 +48,18 @@ def build_tokenizer(cfg: PretrainConfig, train_docs) -> WordPieceTokenizer:
     return WordPieceTokenizer.from_dir(checkpoint.resolve(cfg.vocab))
 
 
+def evaluates_held_out(cfg: PretrainConfig, held_documents: int) -> bool:
+    """Does a run of ``cfg`` whose split holds ``held_documents`` documents out evaluate on them? An objective
+    with next-sentence pairs needs two (a NotNext pair draws its sentence B from another document)."""
+    return held_documents >= 2 or (held_documents >= 1 and not cfg.objective_type.next_sentence)
+
+
 def corpus_words(cfg: PretrainConfig) -> tuple[int, int]:
-    """(the words a run of ``cfg`` reads, the words of its held-out documents), split as the run splits them."""
+    """(the words a run of ``cfg`` reads, the words of its held-out documents it evaluates on: 0 where it
+    makes no held-out evaluation), split as the run splits them."""
     train_docs, held_docs = split_corpus(cfg)
     count = lambda docs: sum(len(sentence.split()) for doc in docs for sentence in doc)  # noqa: E731
-    return count(train_docs) + count(held_docs), count(held_docs)
+    return count(train_docs) + count(held_docs), count(held_docs) if evaluates_held_out(cfg, len(held_docs)) else 0
 
 
 def learnt_vocab_size(cfg: PretrainConfig) -> int | None:
@@ -220,9 +227,9 @@ def pretraining_data(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Pa
         if dev.is_main:
             run.log(f"{len(extra)} MLM-only training sequences from {cfg.mlm_only_corpus} (no NSP label)")
     held = []
-    if len(held_docs) >= 2 or not cfg.objective_type.next_sentence:  # NotNext needs a second document
+    if evaluates_held_out(cfg, len(held_docs)):
         held = held_out_instances(cfg, held_docs, tok)
-    elif dev.is_main:
+    elif held_docs and dev.is_main:
         run.log(f"only {len(held_docs)} held-out document: too few for NSP pairs, so no held-out evaluation; "
                 "raise held_out_fraction or add documents")
     if not train:
