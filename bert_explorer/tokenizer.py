@@ -52,7 +52,7 @@ class WordPieceTokenizer:
         self.lowercase = lowercase
         # The vocab file's own lines, kept so that save() writes them back unchanged: ids are
         # line numbers, and a file with a repeated line must not shift the ids that follow.
-        self._lines = None if isinstance(vocab, dict) else _bounded(Path(vocab), MAX_FILE_BYTES).splitlines()
+        self._lines = None if isinstance(vocab, dict) else _vocab_lines(_bounded(Path(vocab), MAX_FILE_BYTES))
         known = set(vocab) if isinstance(vocab, dict) else set(self._lines)
         for t in SPECIAL_TOKENS:  # tokenizers itself would raise a TypeError naming no file
             if t not in known:
@@ -64,6 +64,9 @@ class WordPieceTokenizer:
         for t in SPECIAL_TOKENS:
             if self._tok.token_to_id(t) is None:
                 raise ValueError(f"the vocabulary has no {t} token")
+        # A repeated line takes the id of its last line (as transformers' BertTokenizer gives it): ids then reach
+        # past the count of distinct pieces, and a model sized by that count would index past its embeddings.
+        self._size = max(self._tok.get_vocab().values()) + 1
 
     # ----- construction -------------------------------------------------------------------
     @classmethod
@@ -124,13 +127,17 @@ class WordPieceTokenizer:
 
     @property
     def vocab_size(self) -> int:
-        return self._tok.get_vocab_size()
+        """One more than the largest id: the rows a model's word embeddings need (a vocab.txt's lines)."""
+        return self._size
 
     def token_to_id(self, token: str) -> int | None:
         return self._tok.token_to_id(token)
 
     def id_to_token(self, i: int) -> str:
-        return self._tok.id_to_token(int(i))
+        token = self._tok.id_to_token(int(i))
+        if token is None and self._lines and 0 <= int(i) < len(self._lines):
+            return self._lines[int(i)]  # a repeated line's first id, which reads its token as the file does
+        return token
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
         return [self.id_to_token(i) for i in ids]
@@ -255,9 +262,22 @@ def _bounded(path: Path, limit: int) -> str:
     if path.stat().st_size > limit:
         raise ValueError(f"{path.name} is over {size_text(limit)}, far more than a BERT tokenizer's file holds")
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{path.name} is not UTF-8 text") from None
+    if text.startswith("\ufeff"):  # (its first line, [PAD] in a vocab.txt, would not be found: a wrong sentence)
+        raise ValueError(f"{path.name} begins with a byte-order mark (as some editors save UTF-8): save it as UTF-8 "
+                         "without one")
+    return text
+
+
+def _vocab_lines(text: str) -> list[str]:
+    """A vocab.txt's tokens, one a line, as the tokenizers library reads them: lines end at "\\n" only (Python's
+    splitlines also ends one at U+2028 or U+0085, which would shift every later id) and lose trailing blanks."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.rstrip() for line in lines]
 
 
 def _settings(path: Path, limit: int) -> dict:
@@ -277,8 +297,12 @@ def _lowercase_setting(d: Path) -> bool:
     cfg = d / "tokenizer_config.json"
     if cfg.is_file():
         value = _settings(cfg, MAX_SETTINGS_BYTES).get("do_lower_case")
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"  # (bool("false") is True: a cased model read lower-cased)
+        if value is not None and not isinstance(value, bool):
+            raise ValueError(f"{cfg.name}'s do_lower_case must be true or false, not {str(value)[:40]!r}")
         if value is not None:
-            return bool(value)
+            return value
     tj = d / "tokenizer.json"
     if tj.is_file():
         norm = _settings(tj, MAX_FILE_BYTES).get("normalizer") or {}
@@ -286,5 +310,7 @@ def _lowercase_setting(d: Path) -> bool:
             return bool(norm["lowercase"])
     # The original BERT convention: a vocab with no upper-case letters is an uncased one.
     # Special tokens such as [CLS] do not count.
-    lines = _bounded(d / "vocab.txt", MAX_FILE_BYTES).splitlines()
-    return not any("A" <= c <= "Z" for t in lines if not (t.startswith("[") and t.endswith("]")) for c in t)
+    lines = _vocab_lines(_bounded(d / "vocab.txt", MAX_FILE_BYTES))
+    # (capitals of any script: a cased vocab of É and Ω but no A-Z was read as uncased, its capitals [UNK]; a
+    # capital with no small letter, as the uncased vocab's ℝ, tells nothing)
+    return not any(c != c.lower() for t in lines if not (t.startswith("[") and t.endswith("]")) for c in t)

@@ -428,3 +428,54 @@ def test_truncation_is_the_encode_s_own_and_never_left_for_the_next_call(uncased
     finally:
         sys.setswitchinterval(interval)
     assert not wrong, wrong[:5]
+
+
+def test_a_vocab_with_a_repeated_line_sizes_its_model_by_its_lines(tmp_path):
+    """A repeated line takes its last line's id (transformers gives the same), past the count of distinct pieces:
+    `pretrain --vocab` built embeddings of that count and stopped on an IndexError in the first step."""
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nthe\ndog\n", encoding="utf-8")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+    ours = WordPieceTokenizer.from_dir(tmp_path)
+    ids = ours.encode("the cat dog").input_ids
+    assert ids == transformers.BertTokenizerFast.from_pretrained(str(tmp_path))("the cat dog")["input_ids"]
+    assert ours.vocab_size == 9 and max(ids) < ours.vocab_size  # 8 distinct pieces, ids up to 8
+    assert [ours.id_to_token(i) for i in range(ours.vocab_size)][5:] == ["the", "cat", "the", "dog"]
+    embeddings = torch.nn.Embedding(ours.vocab_size, 4)
+    assert embeddings(torch.tensor(ids)).shape == (len(ids), 4)
+
+
+def test_vocab_lines_end_where_the_tokenizers_library_ends_them(tmp_path):
+    """A token holding U+2028 (or U+0085) was two lines to Python's splitlines and one to the library: save()
+    wrote an extra line, every later id moved by one, and the fingerprint said nothing had changed."""
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nx\u2028y\nq\u0085r\ncat\ndog\n",
+                                        encoding="utf-8")
+    ours = WordPieceTokenizer.from_dir(tmp_path)
+    ours.save(tmp_path / "out")
+    again = WordPieceTokenizer.from_dir(tmp_path / "out")
+    assert again.encode("cat dog").input_ids == ours.encode("cat dog").input_ids == [2, 7, 8, 3]
+    assert again.vocab_size == ours.vocab_size == 9
+
+
+def test_a_vocab_saved_with_a_byte_order_mark_is_said_so(tmp_path, minilm_dir):
+    """Notepad's UTF-8 begins with a BOM, which made the first line "\\ufeff[PAD]": the sentence was "the
+    vocabulary has no [PAD] token" of a file that has one."""
+    (tmp_path / "vocab.txt").write_text("\ufeff" + (minilm_dir / "vocab.txt").read_text(encoding="utf-8"),
+                                        encoding="utf-8")
+    with pytest.raises(ValueError, match="^vocab.txt begins with a byte-order mark .*: save it as UTF-8 without one$"):
+        WordPieceTokenizer.from_dir(tmp_path)
+
+
+def test_the_lower_casing_setting_is_read_as_the_user_wrote_it(cased_dir, tmp_path):
+    """do_lower_case "false" (a string) read as True, bool("false"); a cased vocab of capitals outside A-Z
+    (É, Ω) was judged uncased and its capitals read as [UNK]."""
+    shutil.copy(cased_dir / "vocab.txt", tmp_path / "vocab.txt")
+    for written, lowercase in (('"false"', False), ('"True"', True), ("false", False)):
+        (tmp_path / "tokenizer_config.json").write_text('{"do_lower_case": %s}' % written)
+        assert WordPieceTokenizer.from_dir(tmp_path).lowercase is lowercase
+    (tmp_path / "tokenizer_config.json").write_text('{"do_lower_case": "no"}')
+    with pytest.raises(ValueError, match="do_lower_case must be true or false, not 'no'"):
+        WordPieceTokenizer.from_dir(tmp_path)
+    (tmp_path / "tokenizer_config.json").unlink()
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nÉa\nΩ\nb\n", encoding="utf-8")
+    ours = WordPieceTokenizer.from_dir(tmp_path)
+    assert ours.lowercase is False and ours.tokenize("Éa Ω") == ["Éa", "Ω"]
