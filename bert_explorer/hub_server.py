@@ -186,7 +186,7 @@ def read_json(url: str, repo_id: str, what: str = "the model") -> dict:
                        f"{repo_id}, far more than a model's file list, so it was not read; check HF_ENDPOINT")
     try:
         return json.loads(body.decode("utf-8"))
-    except ValueError:
+    except (ValueError, RecursionError):  # (nested past Python's parser: no Hub answer is)
         raise HubError(f"the Hub's answer about {repo_id} is not JSON; try again later") from None
 
 

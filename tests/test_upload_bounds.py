@@ -222,3 +222,68 @@ def test_binary_files_with_many_zero_bytes_are_still_binary(tmp_path):
     assert "is a binary file (it contains a NUL byte at byte 1)" in error_of(write(tmp_path, "a.csv", numbers))
     noise = bytes((i * 7919) % 251 for i in range(4000)).replace(b"\x00", b"\x01") + b"\x00" * 10
     assert "is a binary file" in error_of(write(tmp_path, "b.csv", noise))
+
+
+# ----- found by reading the readers against hostile files ------------------------------------------
+def test_a_json_document_of_more_values_than_the_cell_limit_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    """60 MB of [{},{},…] held 1.7 GB of objects before the list's length was compared with the limit; a JSONL
+    line is one such document too."""
+    from bert_explorer.data.uploads import json_formats
+
+    def parsed(*args, **kwargs):
+        raise AssertionError("the JSON was parsed before its size in values was checked")
+    monkeypatch.setattr(core, "MAX_CELLS", 1000)
+    monkeypatch.setattr(json_formats.json, "loads", parsed)
+    msg = error_of(write(tmp_path, "many.json", "[" + ",".join(["{}"] * 2000) + "]"))
+    assert msg == "many.json holds more than the 1,000 values a data file may have; use a sample of it."
+    line = json.dumps({"text": "x", "label": [0] * 1500}).replace(" ", "")
+    msg = error_of(write(tmp_path, "wide.jsonl", line + "\n"))
+    assert msg == "wide.jsonl, line 1 holds more than the 1,000 values a data file may have; use a sample of it."
+
+
+def test_squad_questions_and_a_jsonl_line_s_tokens_count_toward_the_limits(tmp_path, monkeypatch):
+    """A SQuAD file's questions were never counted against the row limit, and a JSONL NER line counted as two
+    cells whatever its tokens: 50 questions read under a limit of 10, 300 tokens and tags under a limit of 100."""
+    monkeypatch.setattr(core, "MAX_ROWS", 10)
+    qas = [{"id": f"q{i}", "question": "who?", "answers": [{"text": "Ann", "answer_start": 0}]} for i in range(50)]
+    squad = {"data": [{"title": "t", "paragraphs": [{"context": "Ann went home.", "qas": qas}]}]}
+    msg = error_of(write(tmp_path, "squad.json", json.dumps(squad)))
+    assert msg.startswith("squad.json holds more than the 10 questions a data file may have (question 11 is on line")
+    monkeypatch.setattr(core, "MAX_ROWS", 1_000_000)
+    monkeypatch.setattr(core, "MAX_CELLS", 100)
+    ner = "".join(json.dumps({"tokens": ["w"] * 30, "tags": ["O"] * 30}) + "\n" for _ in range(5))
+    msg = error_of(write(tmp_path, "ner.jsonl", ner))
+    assert msg.startswith("ner.jsonl holds more than the 100 cells a data file may have (it passes them on line 2")
+
+
+def test_an_answer_start_of_json_s_infinity_is_one_sentence(tmp_path):
+    squad = {"data": [{"paragraphs": [{"context": "Ann went home.", "qas": [
+        {"id": "a", "question": "who?", "answers": [{"text": "Ann", "answer_start": 1}]},
+        {"id": "b", "question": "who?", "answers": [{"text": "Ann", "answer_start": 0}]}]}]}]}
+    text = json.dumps(squad).replace('"answer_start": 1}', '"answer_start": 1e999}')
+    msg = error_of(write(tmp_path, "inf.json", text))
+    assert "has answer_start inf, which is not a number; give the character offset of the answer" in msg
+
+
+def test_parquet_metadata_nested_past_the_parser_names_no_labels_and_reads(tmp_path):
+    """A table whose Hugging Face metadata is b"[" * 100,000 stopped the Fine-tune page on a RecursionError."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"text": [t for t, _ in rows(8)], "label": [0, 1] * 4})
+    pq.write_table(table.replace_schema_metadata({b"huggingface": b"[" * 100_000}), tmp_path / "deep.parquet")
+    data = read_task_file(tmp_path / "deep.parquet")
+    assert len(data) == 8 and set(data.label_counts()) == {"0", "1"}
+
+
+def test_a_hub_answer_nested_past_the_parser_is_one_sentence(monkeypatch):
+    from bert_explorer import hub_server
+
+    monkeypatch.setattr(hub_server, "within", lambda read, what: b"[" * 200_000)
+    with pytest.raises(hub_server.HubError, match="^the Hub's answer about a/b is not JSON; try again later$"):
+        hub_server.read_json("http://127.0.0.1:9/api/models/a/b", "a/b")
+
+
+def test_records_without_fields_are_said_so_not_an_empty_list_of_columns(tmp_path):
+    msg = error_of(write(tmp_path, "empty.json", json.dumps([{}] * 8)))
+    assert "its records hold no fields, so name the column" in msg and "are ," not in msg

@@ -12,7 +12,11 @@ from .helpers import _as_bool, _Lazy, iter_lines
 
 def loads(text: str, error, where: str | None = None):
     """``json.loads``, but a value nested so deeply that Python's parser runs out of recursion (it
-    gives up near ``sys.getrecursionlimit()`` levels) is ``error(where, ...)``, one sentence, not a traceback."""
+    gives up near ``sys.getrecursionlimit()`` levels) is ``error(where, ...)``, one sentence, not a traceback;
+    and a text of more values than :data:`core.MAX_CELLS` is refused before it is parsed (every value after the
+    first follows a comma or opens a bracket: 60 MB of ``[{},{},…]`` held 1.7 GB before its count was read)."""
+    if len(text) > core.MAX_CELLS and text.count(",") + text.count("{") + text.count("[") > core.MAX_CELLS:
+        raise error(where, f"holds more than the {core.MAX_CELLS:,} values a data file may have; use a sample of it")
     try:
         return json.loads(text)
     except RecursionError:
@@ -39,7 +43,7 @@ class JsonFormats:
             if not isinstance(obj, dict):
                 raise self.error(f"line {n}", f"holds a JSON {type(obj).__name__}, not an object; write each example "
                                  f"as an object such as {{\"text\": \"...\", \"label\": \"...\"}}")
-            cells += len(obj)
+            cells += sum(len(v) if isinstance(v, (list, dict)) else 1 for v in obj.values())  # (a NER line's tokens)
             core.check_row(self.name, len(rows) + 1, n, cells)  # stops reading where the limit is passed
             columns.update(dict.fromkeys(obj))
             rows.append((n, obj))
@@ -86,6 +90,9 @@ class JsonFormats:
                                             "missing field")
                 context = para["context"]
                 for q, qa in enumerate(para["qas"]):
+                    if len(examples) >= core.MAX_ROWS:  # (stops reading there; its line is looked for then only)
+                        core.check_row(self.name, len(examples) + 1, self._line_of(context[:80]) or 1,
+                                       unit="questions")
                     examples.append(self._squad_question(qa, context, f"{where}.qas[{q}]", seen, no_flag, repaired))
                     v2 = v2 or "is_impossible" in qa
         if no_flag:
@@ -154,7 +161,7 @@ class JsonFormats:
         start = ans.get("answer_start")
         try:
             start = int(start) if start is not None else None
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # (1e999 is JSON's infinity)
             raise self.error(at, f"has answer_start {start!r}, which is not a number; give the character offset of "
                                  f"the answer in the context (counting from 0)") from None
         if start is not None and context[start:start + len(text)] == text:

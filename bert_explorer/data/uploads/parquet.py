@@ -111,7 +111,7 @@ def _label_names(rows: list[dict], metadata: dict) -> None:
 
     try:
         features = json.loads(metadata.get(b"huggingface", b"{}")).get("info", {}).get("features", {})
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):  # (metadata nested past Python's parser names nothing)
         return
     if not isinstance(features, dict):
         return

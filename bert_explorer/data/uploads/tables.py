@@ -168,7 +168,8 @@ class Tables:
                 return self.error(None, f"has no {role} column: its columns are {cols}, and {c!r} looks like a "
                                         f"misspelling of {by_norm[close[0]]!r}, so rename it to {by_norm[close[0]]!r} "
                                         f"or choose the column that holds the {role} {_naming(param)}")
-        return self.error(None, f"has no {role} column{self._header_hint()}: its columns are {cols}, so name the "
+        have = f"its columns are {cols}" if cols else "its records hold no fields"  # (a list of {}: "are , so")
+        return self.error(None, f"has no {role} column{self._header_hint()}: {have}, so name the "
                                 f"column {known[0]!r} or choose the column that holds the {role} {_naming(param)}")
 
     def _cell(self, record: dict, col: str | None):
