@@ -198,8 +198,10 @@ def step_mask():
             other_model, err = load(pick, "BertForPreTraining")
             if err:
                 st.warning(err)
-            elif (other_model.config.num_layers, other_model.config.num_heads) < (layer + 1, head + 1):
-                st.info("That checkpoint has no such layer or head; pick a smaller one above.")
+            elif other_model.config.num_layers <= layer or other_model.config.num_heads <= head:  # (each alone)
+                st.info(f"That checkpoint has {other_model.config.num_layers} layer(s) of "
+                        f"{other_model.config.num_heads} head(s), no layer {layer + 1}, head {head + 1}; pick a "
+                        "smaller layer or head above.")
             else:
                 theirs = _steps(pick, text, text_b, layer, head, int(pad_to))
                 if theirs.tokens == tokens:

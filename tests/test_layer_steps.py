@@ -1,4 +1,6 @@
 """The "Inside one layer" steps, composed as the page computes them, equal the model's own layer."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -188,3 +190,28 @@ def test_input_strips_each_use_their_own_colour_range():
             assert np.abs(row).max() > 0.9 * top, f"row {label!r} spans ±{np.abs(row).max():.2f} on a ±{top:.2f} scale"
             assert f"±{np.abs(row).max():.2g}" in str(label)  # the range is stated
     assert rows == 5
+
+
+def test_a_left_to_right_checkpoint_with_fewer_heads_is_said_so_not_a_traceback(runs_root, minilm_dir):
+    """The check compared (layers, heads) as one tuple: a checkpoint of 2 layers and 2 heads passed it for
+    layer 1, head 12 (2 > 1 decides), and the page stopped on "head 12 does not exist"."""
+    from streamlit.testing.v1 import AppTest
+
+    from bert_explorer import checkpoint
+    from bert_explorer.model.config import BertConfig
+    from bert_explorer.tokenizer import WordPieceTokenizer
+
+    tok = WordPieceTokenizer.from_dir(minilm_dir)
+    small = checkpoint.new_model("BertForPreTraining", BertConfig(vocab_size=tok.vocab_size, hidden_size=8,
+                                                                  num_layers=2, num_heads=2, intermediate_size=16,
+                                                                  causal=True))
+    checkpoint.save(small, tok, runs_root / "ltr" / "checkpoints" / "step-3")
+    page = Path(__file__).resolve().parent.parent / "pages" / "3_Inside_one_layer.py"
+    at = AppTest.from_file(str(page), default_timeout=120).run()
+    at.selectbox(key="ins_head").set_value(11).run()
+    at.select_slider(key="ins_step").set_value(4).run()
+    at.selectbox(key="ins_ltr").set_value(str(runs_root / "ltr" / "checkpoints" / "step-3")).run()
+    assert not at.exception
+    said = [i.value for i in at.info if "That checkpoint" in i.value]
+    assert said == ["That checkpoint has 2 layer(s) of 2 head(s), no layer 1, head 12; pick a smaller layer or head "
+                    "above."]
