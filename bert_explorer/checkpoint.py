@@ -440,6 +440,9 @@ HEAD_GROUPS = {  # parameter-name prefix -> what a person calls it
 class LoadReport:
     missing: dict[str, list[str]] = field(default_factory=dict)  # group -> missing parameter names
     unexpected: list[str] = field(default_factory=list)          # checkpoint keys the model did not use
+    # groups among ``missing`` whose weights the file holds but its pre-training never trained (its objective had
+    # no such task): as good as missing to every page, said apart -> the objective that left them untrained
+    untrained: dict[str, str] = field(default_factory=dict)
 
     @property
     def missing_heads(self) -> list[str]:
@@ -447,12 +450,34 @@ class LoadReport:
 
     def summary(self) -> str:
         parts = []
-        if self.missing:
-            parts.append("newly initialised (not in the checkpoint): " + ", ".join(self.missing_heads))
+        absent = sorted(set(self.missing) - set(self.untrained))
+        if absent:
+            parts.append("newly initialised (not in the checkpoint): " + ", ".join(absent))
+        if self.untrained:
+            parts.append("in the checkpoint but never trained: " + ", ".join(
+                f"{head} (pre-trained with {objective})" for head, objective in sorted(self.untrained.items())))
         if self.unexpected:
             groups = sorted({_group(k) or k for k in self.unexpected})
             parts.append("in the checkpoint but unused: " + ", ".join(groups))
         return "; ".join(parts) or "all weights loaded"
+
+
+def _untrained_heads(d: Path) -> dict[str, str]:
+    """{head: objective} for the pre-training heads a checkpoint holds but its pre-training never trained, as its
+    ``training_args.json`` (written with the weights) says: a run of the paper's No NSP or LTR objective saves the
+    next-sentence head it was built with, at its random start, and a probe read it as the model's judgement."""
+    from .data.objectives import OBJECTIVES
+
+    try:
+        if (d / "training_args.json").stat().st_size > 1_000_000:  # (no run writes more than a few kB)
+            return {}
+        objective = json.loads((d / "training_args.json").read_text(encoding="utf-8")).get("objective")
+    except (OSError, ValueError, RecursionError, AttributeError):  # none, or not ours: nothing known
+        return {}
+    known = OBJECTIVES.get(objective) if isinstance(objective, str) else None
+    if known is None or known.next_sentence:
+        return {}
+    return {"next-sentence head": f"the {known.label} objective"}
 
 
 def _group(key: str) -> str | None:
@@ -558,6 +583,10 @@ def load(
         if g is None:
             raise CheckpointError(f"{d} is missing encoder weight {k}; it is not a complete BERT checkpoint")
         report.missing.setdefault(g, []).append(k)
+    for head, objective in _untrained_heads(d).items():
+        keys = [k for k in own if _group(k) == head]
+        if keys and head not in report.missing:  # (the pre-training saved a head it never trained)
+            report.missing[head], report.untrained[head] = keys, objective
     lacking = [h for h in need_heads if h in report.missing]
     if lacking:
         raise MissingHeadError(

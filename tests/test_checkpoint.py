@@ -607,3 +607,31 @@ def test_a_page_says_why_its_model_cannot_be_read_once(tmp_path):
     said = [e.value for e in [*at.error, *at.sidebar.error, *at.warning, *at.sidebar.warning, *at.info,
                               *at.sidebar.info] if "layer_norm_eps" in e.value]
     assert len(said) == 1 and "above 0 and below 1, not 10" in said[0], said
+
+
+@pytest.mark.parametrize("objective, untrained", [("mlm", True), ("ltr", True), ("mlm+nsp", False)])
+def test_a_head_its_pre_training_never_trained_counts_as_none(tmp_path, minilm_dir, objective, untrained):
+    """A run of the paper's No NSP (or LTR) objective saves the next-sentence head it was built with, never trained:
+    the sidebar listed it, and the Next sentence probe said "P(IsNext) 51.9 %: this model agrees" of random weights."""
+    from streamlit.testing.v1 import AppTest
+
+    tok = WordPieceTokenizer.from_dir(minilm_dir)
+    model = checkpoint.new_model("BertForPreTraining", BertConfig(vocab_size=tok.vocab_size, hidden_size=8,
+                                                                  num_layers=1, num_heads=2, intermediate_size=16))
+    folder = checkpoint.save(model, tok, tmp_path / "step-3",
+                             extra_files={"training_args.json": json.dumps({"objective": objective})})
+    report = checkpoint.load(folder, "BertForPreTraining").report
+    assert ("next-sentence head" in report.missing) is untrained and "masked-LM head" not in report.missing
+    if untrained:
+        assert "in the checkpoint but never trained: next-sentence head (pre-trained with the " in report.summary()
+    at = AppTest.from_file("../pages/5_Next_sentence_probe.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "a local directory…"
+    at.session_state["be_model_path"] = str(folder)
+    at.run()
+    assert not at.exception
+    warned = [w.value for w in at.warning if "no trained next-sentence head" in w.value]
+    answered = any("IsNext" in m.label for m in at.metric)  # the head's answer, drawn as the model's
+    assert bool(warned) is untrained and answered is not untrained
+    if untrained:
+        assert "it was pre-trained with the " in warned[0] and "never trained" in warned[0]
+    assert ("next-sentence head" in " ".join(m.value for m in at.sidebar.markdown)) is not untrained

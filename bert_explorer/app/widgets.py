@@ -60,7 +60,10 @@ def needs_head(loaded: Loaded, head: str, what: str) -> bool:
     if head in loaded.report.missing:
         # why this model has none: MiniLM's is known; of another model (a fine-tuned encoder, an upload) only that
         # its files hold no such weights
-        why = ("MiniLM was trained as a sentence encoder and its pre-training heads were not released"
+        untrained = loaded.report.untrained.get(head)
+        why = (f"it was pre-trained with {untrained}, so the {head} it saved was never trained (its weights are "
+               "as they were drawn at the start)" if untrained else
+               "MiniLM was trained as a sentence encoder and its pre-training heads were not released"
                if Path(loaded.name or loaded.path).name == "minilm" else
                "its files hold no weights for that head (a model fine-tuned for a task, or saved as an encoder alone, "
                "keeps none)")
