@@ -80,13 +80,15 @@ start = next((i for i in positions if pieces[i] == EXAMPLE_WORD), 1)
 position = c2.selectbox("Token", positions, index=positions.index(start), format_func=lambda i: f"{i}: {pieces[i]}",
                         key=f"nn_token_{hash(text)}", persist_state="session",
                         help="The WordPieces of your sentence, numbered from [CLS] = 0.")
-fit_kept("nn_layer", L)  # (a deeper model's layer: this one's last)
+was = fit_kept("nn_layer", L)  # (a deeper model's layer: this one's last)
 layer = c3.selectbox("Layer", list(range(L + 1)), index=nbb.opening_layer(loaded), key="nn_layer",
                      persist_state="session",
                      format_func=lambda i: "0 (embeddings)" if i == 0 else str(i),
                      help=f"0 = the embedding output (token + position + segment, then LayerNorm); 1-{L} = after "
                           "each encoder layer. Each layer has its own index.")
 k = c4.number_input("Hits", 5, 50, 10, 5, key="nn_k", persist_state="session")
+if was is not None:  # (a layer the user chose is not replaced without a word)
+    st.caption(f"This model has {L} layers: the layer {was} chosen before, on a deeper model, became its last.")
 st.caption(f"Try the same word in another sense, e.g. “{OTHER_SENSE}”, and compare layer 0 with layer {L}.")
 
 state = nbb.index_state(loaded, corpus, layer)

@@ -54,6 +54,22 @@ def test_page_files_are_numbered_in_menu_order_and_keep_their_urls():
     assert links["Attention"] == "Attention" and links["Two models side by side"] == "Two_models"
 
 
+def test_no_page_leaves_a_value_on_a_line_of_its_own_for_streamlit_to_draw():
+    """Streamlit's "magic" draws any bare value on a line of its own: a tuple of two calls kept for their effect
+    drew "None None" under Two models' head maps for every user. Only calls and docstrings may stand alone."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    drawn = []
+    for f in sorted([*root.glob("pages/*.py"), root / "run_app.py"]):
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Expr) and not isinstance(node.value, (ast.Call, ast.Await)) and not (
+                    isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                drawn.append(f"{f.name}:{node.lineno}")
+    assert drawn == []
+
+
 def test_home_page_shows_corpus_provenance_and_licence():
     at = AppTest.from_file("../run_app.py", default_timeout=60).run()
     corpora = at.table[-1].value  # the last table: after the models and the paper's BERTs
@@ -304,6 +320,20 @@ def test_nearest_neighbours_the_probes_settings_and_two_models_sentences_hold_on
     at.session_state["be_model_choice"] = "minilm-mlm-nsp"
     at.switch_page("pages/7_Two_models.py").run()
     assert not at.exception and at.text_input(key="two_mlm").value == "the [MASK] barked all night ."
+
+
+@needs_model("explorer-mini")
+def test_a_layer_chosen_on_a_deeper_model_is_moved_with_a_word(monkeypatch):
+    """Layer 6 chosen on minilm-mlm-nsp became explorer-mini's layer 4 on Nearest neighbours without a word."""
+    at = AppTest.from_file("../run_app.py", default_timeout=180)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.run().switch_page("pages/9_Nearest_neighbours.py").run()
+    at.selectbox(key="nn_layer").set_value(6).run()
+    at.session_state["be_model_choice"] = "explorer-mini"
+    at.run()
+    assert not at.exception and at.selectbox(key="nn_layer").value == 4
+    assert "This model has 4 layers: the layer 6 chosen before, on a deeper model, became its last." in \
+        [c.value for c in at.caption]
 
 
 def test_two_models_head_map_layer_and_head_hold_on_the_way_back():
