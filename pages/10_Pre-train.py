@@ -23,7 +23,7 @@ from bert_explorer.checkpoint import SHORT_NAMES, CheckpointError
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
 from bert_explorer.app.keep import kept_widget, remembered, settings_key, text_box
 from bert_explorer.app.widgets import intro, sentence_of
-from bert_explorer.data.uploads.names import slug
+from bert_explorer.data.uploads.names import NAME_CHARS, slug
 from bert_explorer.model.config import BertConfig
 from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
@@ -284,6 +284,9 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                    "keeps its last valid value.")
     run_name = kept_widget(st.text_input, "Run name (optional)", "pt_name", "", max_chars=200,
                            placeholder="automatic: pretrain-<size>-<corpus>-<time>")
+    if run_name.strip() and slug(run_name) != run_name.strip():  # (cut or changed: said before the start)
+        st.caption(f"Saved as **{slug(run_name)}**: a run's folder name keeps letters, digits, '-', '_' and '.', "
+                   f"up to {NAME_CHARS} characters.")
     # a long run is asked for twice, as on Fine-tune (10,000,000 steps, 118 days here, started in one click)
     # a tick is for the run it was given for: a tick for 6,000 steps (40 min) held at 10,000,000 (46 days)
     confirmed = est is None or est["seconds"] <= LONG_RUN_ASK_S or not writes_allowed() or st.checkbox(

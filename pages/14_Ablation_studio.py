@@ -2,21 +2,23 @@ import time
 
 import pandas as pd
 import streamlit as st
+import torch
 
 from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.state import show_mode, shown_path, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
+from bert_explorer.app.keep import settings_key
 from bert_explorer.app.widgets import intro, sentence_of
 from bert_explorer.data.tasks import BUILTIN_TASKS
-from bert_explorer.data.uploads.names import slug
+from bert_explorer.data.uploads.names import NAME_CHARS, slug
 from bert_explorer.experiments import grid, miniatures, paper, results
 from bert_explorer.experiments.runner import read_plan, read_results
 from bert_explorer.runs.finder import is_ablation
 from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.run import ACTIVE_STATES, Run, new_run_refusal
-from bert_explorer.train.estimate import background_threads
+from bert_explorer.train.estimate import LONG_RUN_ASK_S, background_threads
 from bert_explorer.train.speed import said
 from bert_explorer.runs.report import duration_text, left_text
 
@@ -49,19 +51,19 @@ for recipe_name, (how, report) in results.shipped_reports().items():
 if not writes_off("Starting an ablation"):  # classroom mode: read the reports, start none
     # ----- 1. choose a grid ---------------------------------------------------------------------------
     st.subheader("1. Choose a grid")
-    how = st.radio("Grid", ["A shipped recipe", "Build my own"], key="abl_mode", horizontal=True)
+    how = st.radio("Grid", ["A shipped recipe", "Build my own"], key="abl_mode", persist_state="session", horizontal=True)
     recipe, error, upload, counted = None, None, None, {}
     if how == "A shipped recipe":
         names = grid.list_recipes()
         name = st.selectbox("Recipe", names, index=names.index("cpu-small") if "cpu-small" in names else 0,
-                            key="abl_recipe")
+                            key="abl_recipe", persist_state="session")
         recipe = grid.load_recipe(name)
         st.caption(recipe["description"])
     else:
         c1, c2 = st.columns(2)
         task_opts = [f"builtin:{n}" for n, t in BUILTIN_TASKS.items() if t.available] + \
             ["pairs:bbc", "tiny:classification", "tiny:pair-classification", "upload"]
-        task = c1.selectbox("Task", task_opts, key="abl_task",
+        task = c1.selectbox("Task", task_opts, key="abl_task", persist_state="session",
                             help="pairs:bbc = are two BBC sentences from the same article? (a sentence-pair task built "
                                  "from real text: MNLI/QNLI do not ship offline)")
         if task == "upload":
@@ -76,33 +78,33 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
                     error = checked
                 else:  # its size, for the estimate (an upload was taken for 1,000 examples of 64 WordPieces)
                     counted = grid.counted(checked)
-        from_hub = c1.radio("Models", ["pre-trained here", "Google's miniatures"], key="abl_models", horizontal=True,
+        from_hub = c1.radio("Models", ["pre-trained here", "Google's miniatures"], key="abl_models", persist_state="session", horizontal=True,
                             help="pre-trained here: each size is pre-trained from zero on the corpus below; Google's "
                                  "miniatures: Turc et al.'s pre-trained BERTs, downloaded from the Hugging Face Hub "
                                  "(once) and only fine-tuned here, with several seeds") == "Google's miniatures"
         add_pairs = not from_hub and c1.checkbox("Add the BBC sentence-pair task (for the NSP direction)",
-                                                 value=task != "pairs:bbc", key="abl_add_pairs")
+                                                 value=task != "pairs:bbc", key="abl_add_pairs", persist_state="session")
         if from_hub:
-            seeds = c1.number_input("Seeds", 1, grid.MAX_SEEDS, 3, key="abl_seeds",
+            seeds = c1.number_input("Seeds", 1, grid.MAX_SEEDS, 3, key="abl_seeds", persist_state="session",
                                     help="each size is fine-tuned once per seed; the results show mean ± spread")
             sizes = c2.multiselect("Sizes (Table 6; Turc et al.'s miniatures)", grid.hub_sizes(),
-                                   default=["tiny", "mini", "small", "medium"], key="abl_hub_sizes")
+                                   default=["tiny", "mini", "small", "medium"], key="abl_hub_sizes", persist_state="session")
             objectives, maskings = ["mlm+nsp"], ["80/10/10"]  # as Google pre-trained them
             transfers = c2.multiselect("Transfer (Table 7)", grid.TRANSFERS, default=["fine-tune"],
-                                       key="abl_hub_transfers")
+                                       key="abl_hub_transfers", persist_state="session")
         else:
             corpus = c1.selectbox("Pre-training corpus", ["bbc", "wiki", "lee", "bbc+wiki+lee", "tiny"],
-                                  key="abl_corpus")
-            steps = c1.number_input("Pre-training steps", 10, 100_000, 500, step=100, key="abl_steps")
-            sizes = c2.multiselect("Sizes (Table 6)", list(grid.PRESETS), default=["tiny", "mini"], key="abl_sizes")
+                                  key="abl_corpus", persist_state="session")
+            steps = c1.number_input("Pre-training steps", 10, 100_000, 500, step=100, key="abl_steps", persist_state="session")
+            sizes = c2.multiselect("Sizes (Table 6)", list(grid.PRESETS), default=["tiny", "mini"], key="abl_sizes", persist_state="session")
             objectives = c2.multiselect("Objectives (Table 5)", grid.OBJECTIVES, default=list(grid.OBJECTIVES),
-                                        format_func=grid.OBJECTIVE_LABELS.get, key="abl_objectives")
+                                        format_func=grid.OBJECTIVE_LABELS.get, key="abl_objectives", persist_state="session")
             transfers = c2.multiselect("Transfer (Table 7)", grid.TRANSFERS, default=["fine-tune", "embeddings",
                                                                                       "concat-last-4"],
-                                       key="abl_transfers")
+                                       key="abl_transfers", persist_state="session")
             maskings = c2.multiselect("Masking MASK/SAME/RND % (Table 8)", grid.MASKINGS, default=["80/10/10"],
-                                      key="abl_maskings")
-        mode = c2.radio("Cells", ["one-at-a-time", "product"], key="abl_grid", horizontal=True,
+                                      key="abl_maskings", persist_state="session")
+        mode = c2.radio("Cells", ["one-at-a-time", "product"], key="abl_grid", persist_state="session", horizontal=True,
                         help="one-at-a-time: vary one axis around the baseline, as the paper does; product: every "
                              "combination")
         # an upload is saved into the ablation directory by Start; until then its name stands in
@@ -164,13 +166,22 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
             st.session_state["abl_name"] = suggested
         st.session_state["abl_name_suggested"] = suggested
         out_name = st.text_input("Save as (a folder in the runs directory)", key="abl_name")
+        if slug(out_name) != out_name.strip():  # (cut or changed, it is said before the start, not after)
+            st.caption(f"Saved as **{slug(out_name)}**: a folder's name keeps letters, digits, '-', '_' and '.', up "
+                       f"to {NAME_CHARS} characters.")
         refusal = grid.offline_refusal(plan)
         if refusal:
             st.warning(refusal)
         size_mb = sum(d["bytes"] for d in fetch) / 1e6
         start_label = (f"Download {len(fetch)} model{'s' if len(fetch) > 1 else ''} (about {size_mb:,.0f} MB) and "
                        "start in the background" if fetch else "Start in the background")
-        if not refusal and work_button(start_label, key="abl_start", type="primary"):
+        # a long grid is asked for twice, as a long pre-training or fine-tuning is (paper-mini's ten hours, or a
+        # grid of days, started in one click); the tick is for this grid alone
+        seconds = (est_gpu if torch.cuda.is_available() else est_cpu)["total_s"]
+        confirmed = seconds <= LONG_RUN_ASK_S or st.checkbox(
+            f"Yes, run these {len(plan['cells'])} cells for {said(seconds, background_threads())}. For a quicker "
+            "grid, choose fewer cells, sizes or steps.", key=f"abl_confirm_long_{settings_key(recipe)}")
+        if not refusal and work_button(start_label, key="abl_start", type="primary", disabled=not confirmed):
             folder = slug(out_name)  # a plain folder name: never outside the runs directory
             target = root / folder
             refusal = new_run_refusal(target, stored_first=False) or (  # checked before an upload is stored there

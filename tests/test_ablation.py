@@ -938,3 +938,48 @@ def test_the_markdown_of_a_seeded_grid_says_each_rows_seed():
     assert "| setting | task | seed | metric |" in text
     assert [line.split(" | ")[2] for line in text.splitlines() if line.startswith("| tiny |")] == ["0", "1", "2"]
     assert "| seed |" not in results.to_markdown(df.assign(seed=None), [])
+
+
+def test_a_grid_of_hours_is_asked_for_twice_and_the_grid_built_holds_across_pages(tmp_path, monkeypatch):
+    """paper-mini (ten hours on this CPU) and a grid of days started in one click, where a long pre-training or
+    fine-tuning asks for a tick; and Build my own went back to "A shipped recipe" after a visit to Runs."""
+    from bert_explorer.train.estimate import LONG_RUN_ASK_S
+
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    at = AppTest.from_file("../run_app.py", default_timeout=120).run()
+    at.switch_page("pages/14_Ablation_studio.py").run()
+    at.selectbox(key="abl_recipe").set_value("paper-mini").run()
+    assert not at.exception
+    plan = grid.expand(grid.load_recipe("paper-mini"))
+    assert grid.estimate(plan, "cpu")["total_s"] > LONG_RUN_ASK_S
+    tick = next(c for c in at.checkbox if c.key and c.key.startswith("abl_confirm_long_"))
+    assert tick.label.startswith(f"Yes, run these {len(plan['cells'])} cells for ")
+    assert at.button(key="abl_start").disabled
+    tick.check().run()
+    assert not at.button(key="abl_start").disabled
+    at.selectbox(key="abl_recipe").set_value("cpu-small").run()  # (a tick is for the grid it was given for)
+    small = grid.estimate(grid.expand(grid.load_recipe("cpu-small")), "cpu")["total_s"]
+    assert not at.button(key="abl_start").disabled if small <= LONG_RUN_ASK_S else at.button(key="abl_start").disabled
+    at.radio(key="abl_mode").set_value("Build my own").run()
+    at.number_input(key="abl_steps").set_value(2000).run()
+    at.radio(key="abl_grid").set_value("product").run()
+    at.switch_page("pages/13_Runs.py").run()
+    at.switch_page("pages/14_Ablation_studio.py").run()
+    assert not at.exception and at.radio(key="abl_mode").value == "Build my own"
+    assert at.number_input(key="abl_steps").value == 2000 and at.radio(key="abl_grid").value == "product"
+
+
+def test_a_name_the_folder_cannot_keep_is_said_before_the_start(tmp_path, monkeypatch):
+    """A 100-character name (or one with spaces) was cut to 60 or changed with nothing said until "Started ..."."""
+    from bert_explorer.data.uploads.names import NAME_CHARS, slug
+
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    assert not [c for c in at.caption if c.value.startswith("Saved as")]
+    long = "my study of " + "x" * 100
+    at.text_input(key="abl_name").set_value(long).run()
+    assert f"Saved as **{slug(long)}**: a folder's name keeps letters, digits, '-', '_' and '.', up to " \
+           f"{NAME_CHARS} characters." in [c.value for c in at.caption]
+    at = AppTest.from_file("../pages/10_Pre-train.py", default_timeout=120).run()
+    at.text_input(key="pt_name").set_value(long).run()
+    assert any(c.value.startswith(f"Saved as **{slug(long)}**: a run's folder name") for c in at.caption)

@@ -11,7 +11,10 @@ from .decode import utf16_of
 
 
 # ----- names a user gave us ---------------------------------------------------------------
-def slug(text: str, limit: int = 60) -> str:
+NAME_CHARS = 60  # a run's or a grid's folder name: what a box that names one takes (longer was cut unsaid)
+
+
+def slug(text: str, limit: int = NAME_CHARS) -> str:
     """``text`` as a folder or file name of letters, digits, dots and dashes; accented letters keep their base
     letter ("Ünïcode" became "n-code")."""
     plain = "".join(c for c in unicodedata.normalize("NFKD", str(text)) if not unicodedata.combining(c))
