@@ -132,7 +132,7 @@ def test_two_process_ddp_run_keeps_ranks_in_sync(tmp_path):
     cfg.write_text(json.dumps({**TINY, "max_steps": 4}))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                        "--master_port", "29533", "-m", "bert_explorer.cli", "pretrain", "--config", str(cfg),
+                        "--standalone", "-m", "bert_explorer.cli", "pretrain", "--config", str(cfg),
                         "--output", str(tmp_path / "ddp"), "--no-progress"],
                        capture_output=True, text=True, env=env, timeout=240)
     assert r.returncode == 0, r.stderr[-2000:]
