@@ -74,7 +74,8 @@ def test_a_students_page_while_the_server_prepares_an_sae(server, browser):
     from bert_explorer.analysis.features import build as fb
     from bert_explorer.runs import neighbour_jobs
 
-    os.environ["BERT_EXPLORER_CACHE"] = str(server["cache"])
+    kept = os.environ.get("BERT_EXPLORER_CACHE")  # (the session's own cache, put back after: tests after this one
+    os.environ["BERT_EXPLORER_CACHE"] = str(server["cache"])  # wrote into ~/.cache when it was deleted)
     try:
         loaded = checkpoint.load(checkpoint.DEFAULT_MODEL, "BertForPreTraining")
         path = fb.entry_path(loaded, fb.FeatureSettings(layer=fb.default_layer(loaded)))
@@ -85,7 +86,10 @@ def test_a_students_page_while_the_server_prepares_an_sae(server, browser):
         (work / neighbour_jobs.LESSON_FILE).write_text(json.dumps({"lesson": f"Features of layer {fb.default_layer(loaded)}"}))
         assert disk_cache.work_root() == work.parent
     finally:
-        del os.environ["BERT_EXPLORER_CACHE"]
+        if kept is None:
+            del os.environ["BERT_EXPLORER_CACHE"]
+        else:
+            os.environ["BERT_EXPLORER_CACHE"] = kept
     page = browser.new_context(viewport={"width": 1200, "height": 800}).new_page()
     page.goto(f"{server['url']}/Features")
     page.wait_for_selector("text=Preparing Features of layer", timeout=120_000)

@@ -36,9 +36,8 @@ from pathlib import Path
 from ..file_lock import LOCKS_TRAVEL, acquire, holding, is_held, release
 from ..full_disk import DiskFull, is_disk_full, sentence
 from ..processes import process_alive, process_start
-from .run import Run, new_run_refusal
+from .run import WRITER_LOCK_NAME, Run, new_run_refusal
 
-WRITER_LOCK_NAME = ".writer.lock"
 START_LOCK_NAME = ".start.lock"
 WRITER_FD_ENV = "BERT_EXPLORER_WRITER_FD"  # a background run's lock, handed down by its starter
 class RunBusy(RuntimeError):

@@ -48,6 +48,7 @@ RUN_KINDS = ("pretrain", "finetune", "ablate")
 KIND_WORDS = {"pretrain": "pre-training", "finetune": "fine-tuning", "ablate": "ablation"}
 ACTIVE_STATES = ("starting", "queued", "running")
 LAUNCH_GRACE_S = 40.0  # a starter waits 30 s for its process's pid (runs.background), then says "failed"
+WRITER_LOCK_NAME = ".writer.lock"  # held by the one process that writes a run (``runs.lock``)
 DONE_STATES = ("finished", "stopped", "failed", "crashed")
 
 # What a run writes at its top level, and nothing else: deleting a run removes exactly these, and
@@ -364,10 +365,15 @@ class Run:
         self._signal_taken = self.signalled is not None
 
     def wait(self, timeout: float = 600, poll: float = 0.5) -> dict:
+        """The run's status once it has ended and its process has let go of the run: the end is written before
+        the writer lock is released (tens of milliseconds on a busy machine), and a resume at once found the run
+        busy."""
+        from ..file_lock import is_held
+
         end = time.time() + timeout
         while time.time() < end:
             s = self.status()
-            if s.get("state") in DONE_STATES:
+            if s.get("state") in DONE_STATES and not is_held(self.path / WRITER_LOCK_NAME):
                 return s
             time.sleep(poll)
         return self.status()
