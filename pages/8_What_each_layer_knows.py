@@ -14,7 +14,7 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.guard import uploader
 from bert_explorer.app.state import by_weights, heavy_turn, load, picked_model
-from bert_explorer.app.roles import STUDENT_CPU_S, busy_sentence, not_prepared, writes_allowed
+from bert_explorer.app.roles import STUDENT_CPU_S, busy_sentence, is_teacher, not_prepared, writes_allowed
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.speed import said
 from bert_explorer.runs.report import left_text
@@ -70,7 +70,8 @@ with st.expander("Settings"):
                                   persist_state="session", help="WNUT-16 has 2,394 sentences; fewer run faster.")
     n_articles = c2.number_input("BBC articles for topic", 20, 2_200, PAGE_SETTINGS["topic"].max_examples, step=100,
                                  key="probe_n_art", persist_state="session")
-    seed = c3.number_input("Seed (split and control labels)", 0, 1_000_000, 0, key="probe_seed", persist_state="session")
+    seed = c3.number_input("Seed (split and control labels)", 0, 1_000_000, 0, key="probe_seed",
+                           persist_state="session")
 
 
 @by_weights(max_entries=32)
@@ -110,6 +111,11 @@ if missing:
                 + f" ({next(iter(est.values()))['basis']}). Fewer sentences or articles (Settings) run faster.")
         seconds = sum(e["seconds"] for e in est.values())
         if writes_allowed() or seconds <= STUDENT_CPU_S:  # a student's click starts seconds of work at most
+            if is_teacher() and seconds > STUDENT_CPU_S:  # (it runs in this page, in the heavy queue's one turn)
+                st.caption(f"While the probes run here ({said(seconds, next(iter(est.values()))['threads'])}), "
+                           "the students' heavy requests (Attributions, a new text on Two models) wait for their "
+                           "turn. Run them before class, or prepare the page's own settings in the background with "
+                           "Home's Prepare for class (the build probes).")
             run_now = st.button("Run the probes", type="primary", key="probe_run")
         else:
             run_now = False

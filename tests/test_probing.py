@@ -404,3 +404,24 @@ def test_a_conllu_upload_too_thin_to_probe_is_said_at_once_on_the_page(monkeypat
     (error,) = [e.value.replace("\\", "") for e in at.error]
     assert error.startswith("few.conllu (CoNLL-U, UPOS column) gives 1 different sentence") and "too few" in error \
         and error.count("few.conllu") == 1, error
+
+
+@needs_model("explorer-mini")
+def test_the_teacher_is_told_that_the_probes_run_here_hold_the_students_heavy_requests(monkeypatch):
+    """The teacher's Run the probes runs in the page, in the heavy queue's one turn: a student's Attributions
+    waited 36.7 s behind it (2.9 s alone), and nothing said so."""
+    from streamlit.testing.v1 import AppTest
+
+    from bert_explorer.app import roles
+
+    monkeypatch.setenv(roles.CLASSROOM_ENV, "1")
+    monkeypatch.setenv(roles.TOKEN_ENV, "tok")
+    monkeypatch.delenv(roles.WRITES_ENV, raising=False)
+    at = AppTest.from_file("../pages/8_What_each_layer_knows.py", default_timeout=180)
+    at.query_params[roles.QUERY] = "tok"
+    at.session_state["be_model_choice"] = "explorer-mini"
+    at.session_state["probe_n_sent"] = 2000  # (well over a student's 10 s on any machine)
+    at.run()
+    assert not at.exception and "probe_run" in {b.key for b in at.button}
+    assert any(c.value.startswith("While the probes run here (") and "the students' heavy requests" in c.value
+               for c in at.caption)
