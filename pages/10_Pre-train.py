@@ -327,7 +327,7 @@ elif status.get("state") in ("stopped", "crashed", "failed", "finished"):
     cfg = {k: v for k, v in run.config().items() if k != "kind"}
     target = b2.number_input("Resume until step", 1, 10_000_000,  # keyed per run: each has its own end
                              max(int(cfg.get("max_steps", 1)), int(status.get("step") or 0) + 1),
-                             key=f"pt_resume_to_{run.name}")
+                             key=f"pt_resume_to_{run.name}", persist_state="session")
     if work_button("Resume", container=b1, key="pt_resume", disabled=int(target) <= int(status.get("step") or 0),
                  help="Continues from the last checkpoint with the run's own settings (optimiser, schedule and data "
                       "position included). Another last step re-plans the learning-rate decay to reach 0 there; "
@@ -373,7 +373,7 @@ RUN_SOURCE = "run"
 sources = ([RUN_SOURCE] if run is not None else []) + list(shipped)
 source = sources[0]
 if len(sources) > 1:
-    source = st.radio("Time-lapse of", sources, key="pt_tl_source", horizontal=True,
+    source = st.radio("Time-lapse of", sources, key="pt_tl_source", persist_state="session", horizontal=True,
                       format_func=lambda o: f"the run above ({run.name})" if o == RUN_SOURCE else
                       f"{o} (shipped with its recorded frames)")
 
@@ -434,7 +434,7 @@ if doc is None and (source != RUN_SOURCE or not ckpts):  # nothing to draw from 
 sentence = OWN_SENTENCE
 if doc is not None:
     choices = list(range(len(doc["sentences"]))) + ([OWN_SENTENCE] if source == RUN_SOURCE and ckpts else [])
-    sentence = st.selectbox("Sentence", choices, key=f"pt_tl_sentence_{source}",
+    sentence = st.selectbox("Sentence", choices, key=f"pt_tl_sentence_{source}", persist_state="session",
                             format_func=lambda i: "your own sentence (read by every saved checkpoint)"
                             if i == OWN_SENTENCE else doc["sentences"][i]["text"] + "  (recorded frames)")
 
@@ -444,9 +444,11 @@ if sentence == OWN_SENTENCE:
     # (each run its own box: an uploaded text's run opens on a sentence of its own held-out text)
     text = text_box(t1.text_input, "Sentence (write [MASK] where a word is hidden)", default_sentence(run.path),
                     key=f"pt_tl_text_{finder.rel_name(run.path, root)}", max_chars=limits.CHARS)
-    layer = t2.selectbox("Layer", range(model_cfg.num_layers), key="pt_tl_layer", format_func=lambda i: f"{i + 1}")
-    head = t3.selectbox("Head", range(model_cfg.num_heads), key="pt_tl_head", format_func=lambda i: f"{i + 1}")
-    top_k = t4.number_input("Top-k", 1, 10, 5, key="pt_tl_k")
+    layer = t2.selectbox("Layer", range(model_cfg.num_layers), key="pt_tl_layer",
+                         persist_state="session", format_func=lambda i: f"{i + 1}")
+    head = t3.selectbox("Head", range(model_cfg.num_heads), key="pt_tl_head",
+                        persist_state="session", format_func=lambda i: f"{i + 1}")
+    top_k = t4.number_input("Top-k", 1, 10, 5, key="pt_tl_k", persist_state="session")
     read = checkpoints_to_read(ckpts)
     if len(read) < len(ckpts):
         st.caption(f"The time-lapse reads {len(read)} of the run's {len(ckpts)} checkpoints, evenly spaced from step "
@@ -461,11 +463,13 @@ if sentence == OWN_SENTENCE:
 else:
     heads = [tuple(h) for h in doc["heads"]]
     t2, t3, t4 = st.columns(3)
-    layer = t2.selectbox("Layer", sorted({a for a, _ in heads}), key=f"pt_tlf_layer_{source}",
+    layer = t2.selectbox("Layer", sorted({a for a, _ in heads}), key=f"pt_tlf_layer_{source}", persist_state="session",
                          format_func=lambda i: f"{i + 1}")
     head = t3.selectbox("Head", [b for a, b in heads if a == layer], key=f"pt_tlf_head_{source}",
+                        persist_state="session",
                         format_func=lambda i: f"{i + 1}")
-    top_k = t4.number_input("Top-k", 1, int(doc["top_k"]), min(5, int(doc["top_k"])), key=f"pt_tlf_k_{source}")
+    top_k = t4.number_input("Top-k", 1, int(doc["top_k"]), min(5, int(doc["top_k"])), key=f"pt_tlf_k_{source}",
+                            persist_state="session")
     tl = _recorded(str(frames_path), _stamp(frames_path), sentence, layer, head, int(top_k))
     moment = "recorded step"
     src = tl.source

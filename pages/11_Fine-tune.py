@@ -195,7 +195,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
         if builtin in BUILTIN_TASKS:
             info = BUILTIN_TASKS[builtin]
             st.caption(f"{info.description}  \n*Source:* {info.provenance}  \n*Licence:* {info.licence}")
-        if st.toggle("Show a preview", key="ft_builtin_preview"):
+        if st.toggle("Show a preview", key="ft_builtin_preview", persist_state="session"):
             data = dv.builtin_data(builtin)
 
     if data is not None:

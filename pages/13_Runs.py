@@ -61,7 +61,8 @@ if not everything:
 # are new widgets built from the runs that are left, never a stale choice.
 gen = st.session_state.setdefault("runs_gen", 0)
 groups = finder.run_groups(everything, root)
-group = st.selectbox("Show", list(groups), key=f"runs_group_{gen}", format_func=lambda g: report.group_title(g, groups, own=writes_allowed()),
+group = st.selectbox("Show", list(groups), key=f"runs_group_{gen}",
+                     persist_state="session", format_func=lambda g: report.group_title(g, groups, own=writes_allowed()),
                      help="The pre-trainings and cells of an ablation are runs of their own, kept inside it; "
                           "they are listed by ablation so that the other runs stay readable.")
 runs = groups[group]
@@ -109,11 +110,13 @@ with c2.expander("Settings and status"):
 # ----- compare ------------------------------------------------------------------------------------------
 st.subheader("Compare runs")
 picked = st.multiselect("Runs", names, default=names[: min(2, len(names))], key=f"runs_compare_{gen}_{group}",
+                        persist_state="session",
                         format_func=labels.get)
 rows = {labels[n]: by_name[n].metrics() for n in picked}
 keys = run_figures.numeric_keys([r for rs in rows.values() for r in rs])
 if picked and keys:
-    key = st.selectbox("Metric", keys, key="runs_compare_metric", format_func=lambda k: report.LABELS.get(k, k))
+    key = st.selectbox("Metric", keys, key="runs_compare_metric",
+                       persist_state="session", format_func=lambda k: report.LABELS.get(k, k))
     fig = run_figures.compare_figure(rows, key, kinds={labels[n]: by_name[n].config().get("kind", "") for n in picked})
     if fig is not None:
         exports.figure(fig, "runs_compare_fig")

@@ -51,7 +51,8 @@ for recipe_name, (how, report) in results.shipped_reports().items():
 if not writes_off("Starting an ablation"):  # classroom mode: read the reports, start none
     # ----- 1. choose a grid ---------------------------------------------------------------------------
     st.subheader("1. Choose a grid")
-    how = st.radio("Grid", ["A shipped recipe", "Build my own"], key="abl_mode", persist_state="session", horizontal=True)
+    how = st.radio("Grid", ["A shipped recipe", "Build my own"], key="abl_mode",
+                   persist_state="session", horizontal=True)
     recipe, error, upload, counted = None, None, None, {}
     if how == "A shipped recipe":
         names = grid.list_recipes()
@@ -78,27 +79,33 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
                     error = checked
                 else:  # its size, for the estimate (an upload was taken for 1,000 examples of 64 WordPieces)
                     counted = grid.counted(checked)
-        from_hub = c1.radio("Models", ["pre-trained here", "Google's miniatures"], key="abl_models", persist_state="session", horizontal=True,
+        from_hub = c1.radio("Models", ["pre-trained here", "Google's miniatures"], key="abl_models",
+                            persist_state="session", horizontal=True,
                             help="pre-trained here: each size is pre-trained from zero on the corpus below; Google's "
                                  "miniatures: Turc et al.'s pre-trained BERTs, downloaded from the Hugging Face Hub "
                                  "(once) and only fine-tuned here, with several seeds") == "Google's miniatures"
         add_pairs = not from_hub and c1.checkbox("Add the BBC sentence-pair task (for the NSP direction)",
-                                                 value=task != "pairs:bbc", key="abl_add_pairs", persist_state="session")
+                                                 value=task != "pairs:bbc", key="abl_add_pairs",
+                                                 persist_state="session")
         if from_hub:
             seeds = c1.number_input("Seeds", 1, grid.MAX_SEEDS, 3, key="abl_seeds", persist_state="session",
                                     help="each size is fine-tuned once per seed; the results show mean ± spread")
             sizes = c2.multiselect("Sizes (Table 6; Turc et al.'s miniatures)", grid.hub_sizes(),
-                                   default=["tiny", "mini", "small", "medium"], key="abl_hub_sizes", persist_state="session")
+                                   default=["tiny", "mini", "small", "medium"], key="abl_hub_sizes",
+                                   persist_state="session")
             objectives, maskings = ["mlm+nsp"], ["80/10/10"]  # as Google pre-trained them
             transfers = c2.multiselect("Transfer (Table 7)", grid.TRANSFERS, default=["fine-tune"],
                                        key="abl_hub_transfers", persist_state="session")
         else:
             corpus = c1.selectbox("Pre-training corpus", ["bbc", "wiki", "lee", "bbc+wiki+lee", "tiny"],
                                   key="abl_corpus", persist_state="session")
-            steps = c1.number_input("Pre-training steps", 10, 100_000, 500, step=100, key="abl_steps", persist_state="session")
-            sizes = c2.multiselect("Sizes (Table 6)", list(grid.PRESETS), default=["tiny", "mini"], key="abl_sizes", persist_state="session")
+            steps = c1.number_input("Pre-training steps", 10, 100_000, 500, step=100, key="abl_steps",
+                                    persist_state="session")
+            sizes = c2.multiselect("Sizes (Table 6)", list(grid.PRESETS), default=["tiny", "mini"], key="abl_sizes",
+                                   persist_state="session")
             objectives = c2.multiselect("Objectives (Table 5)", grid.OBJECTIVES, default=list(grid.OBJECTIVES),
-                                        format_func=grid.OBJECTIVE_LABELS.get, key="abl_objectives", persist_state="session")
+                                        format_func=grid.OBJECTIVE_LABELS.get, key="abl_objectives",
+                                        persist_state="session")
             transfers = c2.multiselect("Transfer (Table 7)", grid.TRANSFERS, default=["fine-tune", "embeddings",
                                                                                       "concat-last-4"],
                                        key="abl_transfers", persist_state="session")
@@ -206,7 +213,7 @@ if not found:
 names = [p.name for p in found]
 if st.session_state.get("abl_selected") not in names:
     st.session_state["abl_selected"] = names[0]
-chosen = root / st.selectbox("Ablation", names, key="abl_selected")
+chosen = root / st.selectbox("Ablation", names, key="abl_selected", persist_state="session")
 run = Run(chosen)
 status = run.status()
 active = status.get("state") in ACTIVE

@@ -54,11 +54,13 @@ def _settings(layer: int, k: int, width: int) -> fb.FeatureSettings:
 
 c1, c2, c3 = st.columns([1, 1, 1])
 layer = c1.selectbox("Layer", list(range(1, L + 1)), index=fb.default_layer(loaded) - 1, key="sae_layer",
+                     persist_state="session",
                      help="The SAE reads the residual stream after this encoder layer (its output, after LayerNorm).")
 trained = [m for m in fb.trained(loaded) if m["layer"] == layer]
-k = c2.number_input("Active features per token (k)", *fb.K_RANGE, SaeConfig.k, 4, key="sae_k",
+k = c2.number_input("Active features per token (k)", *fb.K_RANGE, SaeConfig.k, 4, key="sae_k", persist_state="session",
                     help="TopK keeps the k largest features of each token and sets the rest to 0: the L0.")
 width = c3.number_input("Features per hidden unit", *fb.WIDTH_RANGE, SaeConfig.width_factor, 2, key="sae_width",
+                        persist_state="session",
                         help=f"The SAE's width: {SaeConfig.width_factor} gives {SaeConfig.width_factor * H:,} features here.")
 settings = _settings(layer, int(k), int(width))
 state = fb.state(loaded, settings)
@@ -113,7 +115,8 @@ if trained and state["state"] not in ("ready", "building"):
                else ", or pick another of those trained."))
     if writes_allowed():  # (the button was never drawn here: another setting could not be trained at all)
         _offer_training()
-    path = Path(st.selectbox("Trained SAEs of this layer", list(labels), format_func=labels.get, key="sae_pick"))
+    path = Path(st.selectbox("Trained SAEs of this layer", list(labels), format_func=labels.get, key="sae_pick",
+                             persist_state="session"))
     state = {"state": "ready"}
 
 
@@ -199,7 +202,8 @@ if word.strip():
                       height=200)
 alive = [int(f) for f in (feats.table["density"] > 0).nonzero()[0]]
 default = int(hits["feature"].iloc[0]) if word.strip() and not hits.empty else (alive[0] if alive else 0)
-feature = int(s1.number_input("Feature", 0, feats.n_features - 1, default, 1, key=f"sae_feature_{word}"))
+feature = int(s1.number_input("Feature", 0, feats.n_features - 1, default, 1, key=f"sae_feature_{word}",
+                              persist_state="session"))
 bundle.inputs["feature"] = feature
 summary = feats.summary(feature)
 wordsd = feats.words(feature, loaded.tokenizer)
@@ -256,10 +260,11 @@ if "[MASK]" not in pieces:
     st.info("Write [MASK] where a word should be guessed.")
 else:
     pos = g2.selectbox("At token", list(range(1, len(pieces) - 1)), index=pieces.index("[MASK]") - 1,
-                       format_func=lambda i: f"{i}: {pieces[i]}", key=f"sae_pos_{hash(cloze)}")
-    mode = g3.selectbox("How", ["add", "clamp"], key="sae_mode")
+                       format_func=lambda i: f"{i}: {pieces[i]}", key=f"sae_pos_{hash(cloze)}", persist_state="session")
+    mode = g3.selectbox("How", ["add", "clamp"], key="sae_mode", persist_state="session")
     amount = g4.number_input("Amount", -fb.MAX_AMOUNT, fb.MAX_AMOUNT, float(round(summary["max_activation"], 1) or 5.0), 1.0,
-                             key=f"sae_amount_{feature}", help="added to the activation, or the value it is clamped to")
+                             key=f"sae_amount_{feature}",
+                             persist_state="session", help="added to the activation, or the value it is clamped to")
     bundle.inputs["steering"] = {"sentence": cloze, "token": int(pos), "how": mode, "amount": float(amount)}
     steer_rows = pd.DataFrame(splice.steering_table(loaded, feats.sae, feats.layer, cloze, feature, pos, mode, amount))
     for c in ("rank before", "rank after"):  # not in that top-k: a blank cell

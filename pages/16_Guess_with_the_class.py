@@ -35,13 +35,14 @@ if writes_allowed():  # the teacher (or this machine's user): poses and reveals
             gv.reveal(q, f"guess_{q.id}_t")
         st.divider()
     st.subheader("The next question" if q is not None else "The question")
-    kind = st.radio("Kind", ["cloze", "pair"], horizontal=True, key="guess_kind",
+    kind = st.radio("Kind", ["cloze", "pair"], horizontal=True, key="guess_kind", persist_state="session",
                     format_func={"cloze": "a word behind [MASK]", "pair": "is B the next sentence?"}.get)
     check = load_check_set()
     text_b = None
     if kind == "cloze":
         examples = [c["text"] for c in check["cloze"]]
-        picked = st.selectbox("An example from the Masked word probe's check set", [OWN, *examples], key="guess_example")
+        picked = st.selectbox("An example from the Masked word probe's check set", [OWN, *examples],
+                              key="guess_example", persist_state="session")
         text = text_box(st.text_input, "The sentence, with [MASK] once", picked if picked != OWN else
                              "the capital of france is [MASK] .", max_chars=limits.CHARS,
                              key=f"guess_text_{examples.index(picked) if picked != OWN else 'own'}")

@@ -127,7 +127,7 @@ fits = {v: layers_within_budget(window(result, 0, DRAWN_TOKENS), view=v) for v i
 w1, w2 = st.columns([3, 1]) if T > DRAWN_TOKENS or (open_view and len(fits[open_view]) < L) else (None, None)
 if T > DRAWN_TOKENS:
     start = w1.slider("bertviz draws the tokens from position", 0, T - DRAWN_TOKENS, 0, 16, key="att_window",
-                      help="Drawing every line of a long input would freeze the browser.")
+                      persist_state="session", help="Drawing every line of a long input would freeze the browser.")
     st.caption(f"Your input has {T} tokens: bertviz draws tokens {start}–{start + DRAWN_TOKENS - 1} and the "
                "attention among them (weights to tokens outside that window are not drawn). The heatmaps, the "
                "head measures and the download use all {T}.".replace("{T}", str(T)))
@@ -409,7 +409,8 @@ with tabs[1]:
 with tabs[2]:
     h1, h2 = st.columns(2)
     was = fit_kept("att_hm_layer", L - 1), fit_kept("att_hm_head", A - 1)
-    layer = h1.selectbox("Layer", range(L), key="att_hm_layer", persist_state="session", format_func=lambda i: f"{i + 1}")
+    layer = h1.selectbox("Layer", range(L), key="att_hm_layer",
+                         persist_state="session", format_func=lambda i: f"{i + 1}")
     head = h2.selectbox("Head", range(A), key="att_hm_head", persist_state="session", format_func=lambda i: f"{i + 1}")
     past_the_model(was, L, A)
     fig = px.imshow(result.attentions[layer, head], x=list(range(len(result.tokens))),

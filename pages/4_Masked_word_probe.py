@@ -35,6 +35,7 @@ if 0 < len(words) <= 80:
     clicked = st.pills("…or click words to hide them", list(range(len(words))), selection_mode="multi",
                        # (a pill draws Markdown: "**bold** $x^2$ :red[hi]" was drawn bold, typeset and red)
                        format_func=lambda i: md(words[i]), key=f"mlm_click_{abs(hash(text)) % 10**8}",
+                       persist_state="session",
                        help="Each clicked word becomes one [MASK], even a word that is several WordPieces.")
     if clicked:
         text = " ".join("[MASK]" if i in clicked else w for i, w in enumerate(words))

@@ -61,7 +61,8 @@ def _nearest(model: str, path: str, text: str, position: int, layer: int, k: int
 
 
 corpora = list(nb.PAGE_CORPORA)
-corpus_name = st.selectbox("Corpus", corpora, key="nn_corpus") if len(corpora) > 1 else corpora[0]
+corpus_name = st.selectbox("Corpus", corpora, key="nn_corpus",
+                           persist_state="session") if len(corpora) > 1 else corpora[0]
 corpus = nb.PAGE_CORPORA[corpus_name]
 
 c1, c2, c3, c4 = st.columns([4, 1.3, 1.3, 1])
@@ -183,7 +184,7 @@ st.dataframe(table, hide_index=True, width="stretch", key="nn_hits", column_conf
 built = [l for l in range(L + 1) if l != layer and nbb.is_complete(nbb.index_path(loaded, corpus, l))]
 if built and st.checkbox(f"Compare with the other layer{'s' if len(built) > 1 else ''} that ha"
                          f"{'ve' if len(built) > 1 else 's'} an index: {', '.join(map(str, built))}",
-                         key="nn_compare"):
+                         key="nn_compare", persist_state="session"):
     rows = []
     for l in sorted(built + [layer]):
         r = _nearest(name, str(nbb.index_path(loaded, corpus, l)), text, position, l, int(k))
