@@ -53,7 +53,12 @@ if writes_allowed():  # the teacher (or this machine's user): poses and reveals
     # a model without the head the question needs would "answer" with random weights (MiniLM's judicial, skirt, ...)
     answers = needs_head(loaded, MLM_HEAD if kind == "cloze" else NSP_HEAD,
                          "answer " + ("a masked word" if kind == "cloze" else "whether B follows A"))
-    if answers and st.button("Pose to the class", key="guess_pose", type="primary",
+    # the class's guesses to a question not yet revealed are theirs: posing over them asks first
+    waiting = len(q.guesses) if q is not None and q.answer is None else 0
+    drop = not waiting or st.checkbox(f"Yes, pose the next question and drop the {waiting} guess"
+                                      f"{'es' if waiting != 1 else ''} to the one on the board, never revealed",
+                                      key=f"guess_drop_confirm_{q.id}")
+    if answers and st.button("Pose to the class", key="guess_pose", type="primary", disabled=not drop,
                              help="The students' pages show it within seconds; the last question's guesses are "
                                   "cleared."):
         try:

@@ -277,3 +277,19 @@ def test_a_model_without_a_head_is_told_why_of_itself_not_of_minilm(name, said):
     at = AppTest.from_function(page, args=(name,)).run()
     [warning] = [w.value for w in at.warning]
     assert said in warning and ("MiniLM was trained" in warning) == (name == "minilm")
+
+
+def test_posing_over_guesses_never_revealed_asks_first(classroom):
+    """A second Pose before Reveal dropped the class's guesses without a word (the button's tooltip said so)."""
+    teacher, student = _teacher(), _student()
+    teacher.button(key="guess_pose").click().run()
+    _send(student.run(), "paris")
+    teacher.run()
+    q = guess_view.BOARD.current()
+    assert teacher.button(key="guess_pose").disabled
+    tick = teacher.checkbox(key=f"guess_drop_confirm_{q.id}")
+    assert tick.label == "Yes, pose the next question and drop the 1 guess to the one on the board, never revealed"
+    tick.check().run()
+    teacher.button(key="guess_pose").click().run()
+    assert not teacher.exception and guess_view.BOARD.current().id != q.id
+    assert not teacher.button(key="guess_pose").disabled  # (a new question, no guess yet: nothing to drop)
