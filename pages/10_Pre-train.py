@@ -14,7 +14,8 @@ from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
 from bert_explorer.data.corpora import held_count
-from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction, learnable_vocab_size
+from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction, learnable_vocab_size, \
+    long_sentence_note
 from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.data.objectives import OBJECTIVES, objective_type
 from bert_explorer.app.state import by_inputs, device_name, show_mode, shown_path, weights_version, without_host_paths
@@ -174,6 +175,9 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
         seq_len = kept_widget(a1.number_input, "Max sequence length", "pt_seq", 128, min_value=16, max_value=512,
                               step=16,
                               help="The paper: 128 for 90 % of the steps, then 512 to learn the position embeddings.")
+        if upload and not corpus_error and (cut := long_sentence_note(corpus_facts, int(seq_len))):
+            # (said with the length that decides it, beside the upload)
+            c1.warning(f"{md(upload[0])}: {cut}.")
         vocab_size = kept_widget(a2.number_input, "WordPiece vocabulary (learnt on the corpus)", "pt_vocab", 8000,
                                  min_value=200, max_value=60_000, step=500, disabled=init is not None,
                                  help="A warm start keeps its checkpoint's vocabulary.")

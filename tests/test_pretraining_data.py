@@ -452,15 +452,21 @@ def test_a_corpus_of_one_document_is_told_how_to_mark_documents(tmp_path, capsys
 
 def test_an_upload_whose_sentences_outgrow_any_sequence_is_told_so():
     """A 1 MB line without a full stop is one sentence: trained on its first WordPieces only, with nothing said."""
-    from bert_explorer.data.corpus_upload import check_corpus_upload
+    from bert_explorer.data.corpus_upload import check_corpus_upload, long_sentence_note
 
     docs = ["one short sentence .\nanother short one ." for _ in range(5)] + [" ".join(["word"] * 3000)]
     error, facts = check_corpus_upload("c.txt", "\n\n".join(docs).encode())
-    assert error is None and facts["notes"] == [
-        "1 of its sentences is longer than 400 words, more than any sequence holds (512 WordPieces at most): each is "
-        "cut to what fits and the rest is not trained on; end its sentences with a full stop, or put one sentence "
-        "on each line"]
-    assert check_corpus_upload("c.txt", "\n\n".join(docs[:5]).encode())[1]["notes"] == []
+    assert error is None and long_sentence_note(facts, 512) == (
+        "1 of its sentences is longer than about 400 words, more than a sequence of 512 WordPieces holds: each is "
+        "cut to what fits and the rest is not trained on; end its sentences with a full stop, put one sentence on "
+        "each line, or raise the sequence length")
+    assert long_sentence_note(check_corpus_upload("c.txt", "\n\n".join(docs[:5]).encode())[1], 16) is None
+    # a run's sequence length decides it: 150 words fit 512 WordPieces, not the 128 of the default
+    docs[-1] = " ".join(["word"] * 150)
+    facts = check_corpus_upload("c.txt", "\n\n".join(docs).encode())[1]
+    assert long_sentence_note(facts, 512) is None
+    assert long_sentence_note(facts, 128).startswith("1 of its sentences is longer than about 100 words, more than "
+                                                     "a sequence of 128 WordPieces holds")
 
 
 def test_a_corpus_folder_says_the_files_it_leaves_out(tmp_path, capsys):

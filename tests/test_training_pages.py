@@ -1232,3 +1232,18 @@ def test_a_run_stopped_before_its_first_step_is_said_not_shown_as_a_fine_tuned_m
     assert not at.exception
     assert any(w.value.startswith("This run stopped before its first step: its model is the pre-trained one with an "
                                   "untrained task head") for w in at.warning)
+
+def test_an_uploaded_sentence_too_long_for_the_runs_sequences_is_said_with_that_length(runs_root):
+    """Sentences were said cut only past 400 words (512 WordPieces), whatever the run's length: at the default 128,
+    a sentence of 150 words is cut too, unsaid."""
+    text = "\n\n".join(f"Document {i} says one thing.\nThen another thing {i}." for i in range(12)) + "\n\n" + \
+        " ".join(["word"] * 150) + "\n"
+    at = _page("10_Pre-train.py", pt_upload_bytes=("mine.txt", text.encode()))
+    at.radio(key="pt_corpus_source").set_value("Upload a .txt file").run()
+    assert not at.exception
+    said = [w.value for w in at.warning if "longer than about" in w.value]
+    assert said == ["mine\\.txt: 1 of its sentences is longer than about 100 words, more than a sequence of 128 "
+                    "WordPieces holds: each is cut to what fits and the rest is not trained on; end its sentences "
+                    "with a full stop, put one sentence on each line, or raise the sequence length."]
+    at.number_input(key="pt_seq").set_value(256).run()
+    assert not [w for w in at.warning if "longer than about" in w.value]

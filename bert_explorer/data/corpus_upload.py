@@ -45,12 +45,9 @@ def check_corpus_upload(name: str, data: bytes, objective: Objective | str = BER
     facts = {"documents": len(docs), "sentences": sum(len(d) for d in docs),
              "words": sum(len(s.split()) for d in docs for s in d), "notes": list(notes),
              "utf8": text.encode("utf-8") if notes else data}
-    if long := sum(1 for d in docs for s in d if len(s.split()) > LONG_SENTENCE_WORDS):
-        # (a 1 MB line without a full stop trained on its first WordPieces only, with nothing said)
-        facts["notes"].append(f"{long:,} of its sentences {'is' if long == 1 else 'are'} longer than "
-                              f"{LONG_SENTENCE_WORDS} words, more than any sequence holds (512 WordPieces at most): "
-                              "each is cut to what fits and the rest is not trained on; end its sentences with a "
-                              "full stop, or put one sentence on each line")
+    # the word counts of the sentences a sequence of 16 WordPieces (the least a run may have) cannot hold, in
+    # order: how many a run cuts depends on its max_seq_length, chosen after the upload (long_sentence_note)
+    facts["long_sentence_words"] = sorted(n for d in docs for s in d if (n := len(s.split())) > words_held(16))
     if len(docs) < need:
         why = "next-sentence prediction needs" if objective.next_sentence else "a run needs"
         return (f"{name} holds {len(docs)} document{'s' if len(docs) != 1 else ''}, but {why} at least {need} "
@@ -60,6 +57,27 @@ def check_corpus_upload(name: str, data: bytes, objective: Objective | str = BER
 
 CONTROL_SHARE = 0.01  # prose holds next to none (tabs and line ends aside); random bytes a quarter
 LONG_SENTENCE_WORDS = 400  # a sentence of more words fills more than 512 WordPieces
+
+
+def words_held(max_seq_length: int) -> int:
+    """About the most words of one sentence a sequence of ``max_seq_length`` WordPieces holds (400 of 512)."""
+    return int(max_seq_length * LONG_SENTENCE_WORDS / 512)
+
+
+def long_sentence_note(facts: dict, max_seq_length: int) -> str | None:
+    """The sentences of an upload longer than a sequence of ``max_seq_length`` holds, in one sentence (a 1 MB line
+    without a full stop trained on its first WordPieces only, with nothing said; at 128 WordPieces, the default,
+    a sentence of 150 words is cut too), or None."""
+    import bisect
+
+    lengths = facts.get("long_sentence_words") or []
+    held = words_held(max_seq_length)
+    long = len(lengths) - bisect.bisect_right(lengths, held)
+    if not long:
+        return None
+    return (f"{long:,} of its sentences {'is' if long == 1 else 'are'} longer than about {held:,} words, more than a "
+            f"sequence of {max_seq_length:,} WordPieces holds: each is cut to what fits and the rest is not trained "
+            "on; end its sentences with a full stop, put one sentence on each line, or raise the sequence length")
 
 
 def _control_characters(text: str) -> int:
