@@ -24,7 +24,7 @@ child inherits: locks do not travel, and a starter hands a run over by letting i
 under the run's start lock while the child takes it (``runs/background.py``).
 
 ``Records`` (neither ``fcntl`` nor ``msvcrt``: no file lock reaches Python at all). A lock is a
-record of its holder, kept per locked file in ``bert-explorer-locks/`` in the temporary folder:
+record of its holder, kept per locked file in ``bert-explorer-locks-<uid>/`` in the temporary folder:
 the process (pid and creation time, ``psutil``), the descriptor and the mode. A record counts only
 while that very process lives (a reused pid has another creation time) and still has that
 descriptor open on that file, so ``kill -9`` and a plain ``os.close`` both let the lock go, as
@@ -146,12 +146,26 @@ class Records:
             warnings.simplefilter("ignore")
             from filelock import SoftFileLock
         self.SoftFileLock = SoftFileLock
-        self.root = Path(tempfile.gettempdir()) / "bert-explorer-locks"
+        # one folder a user (a shared temporary folder holds every user's): another user's records would refuse
+        # or forge every lock of ours
+        uid = os.getuid() if hasattr(os, "getuid") else None
+        self.root = Path(tempfile.gettempdir()) / ("bert-explorer-locks" + (f"-{uid}" if uid is not None else ""))
+        self._checked = False
+
+    def _own_root(self) -> Path:
+        """The records' folder, made for this user alone (0700); one of that name another user owns is refused."""
+        if not self._checked:
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if hasattr(os, "getuid") and (self.root.is_symlink() or self.root.stat().st_uid != os.getuid()):
+                raise PermissionError(f"{self.root}, where this program keeps its lock records, belongs to another "
+                                      "user or is a link; remove it, or set TMPDIR to a folder of your own")
+            self._checked = True
+        return self.root
 
     def _files(self, st: os.stat_result) -> tuple[Path, Path]:
         # Keyed by the file itself, not its path, like a kernel lock: a folder renamed away (the disk
         # cache moves an entry aside before deleting it) takes its locks with it.
-        self.root.mkdir(parents=True, exist_ok=True)
+        self._own_root()
         key = f"{st.st_dev}-{st.st_ino}"
         return self.root / f"{key}.json", self.root / f"{key}.mutex"
 

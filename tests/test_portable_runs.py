@@ -254,3 +254,34 @@ def test_a_filesystem_without_working_locks_is_said_not_read_as_busy(tmp_path):
 
     busy = Flock(SimpleNamespace(LOCK_EX=2, LOCK_SH=1, LOCK_NB=4, flock=taken))
     assert busy.held(tmp_path / "f")  # held by another: busy, as before
+
+
+def test_the_lock_records_folder_is_the_users_own(tmp_path, monkeypatch):
+    """The records' folder was one for every user, made 0755: on a shared machine another user's folder refused
+    (or forged) every lock. It is named by the user's id, made 0700, and one another user owns is refused."""
+    import tempfile
+
+    from bert_explorer.lock_backends import Records
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    backend = Records()
+    assert backend.root == tmp_path / f"bert-explorer-locks-{os.getuid()}"
+    fd = os.open(tmp_path / "locked", os.O_RDWR | os.O_CREAT)
+    try:
+        assert backend.lock(fd, exclusive=True, wait=False) and backend.held(tmp_path / "locked")
+        backend.unlock(fd)
+    finally:
+        os.close(fd)
+    assert backend.root.stat().st_mode & 0o777 == 0o700
+    if os.getuid() != 0:
+        return  # (giving a folder to another user needs root)
+    other = Records()
+    other.root = tmp_path / "theirs"
+    other.root.mkdir()
+    os.chown(other.root, 65534, 65534)
+    fd = os.open(tmp_path / "locked", os.O_RDWR)
+    try:
+        with pytest.raises(PermissionError, match="belongs to another user or is a link; remove it, or set TMPDIR"):
+            other.lock(fd, exclusive=True, wait=False)
+    finally:
+        os.close(fd)
