@@ -28,6 +28,7 @@ Nothing here runs unless a user asks for a hub model: no default and no test rea
 """
 from __future__ import annotations
 
+import contextlib
 import filecmp
 import hashlib
 import http.client
@@ -42,6 +43,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from . import atomic, file_lock, full_disk
+from .processes import process_alive, process_start
 from .hub_names import (CATALOGUE, COMMIT, CONTENT_HASH, LICENCE, TOKENIZER_FILES, WEIGHTS, DamagedFile,
                         DownloadCancelled, HubError, canonical, not_here)
 from .hub_server import OPENER, describe, endpoint, failed, offline, quoted, read_json, request, within
@@ -264,16 +266,11 @@ def _fetch_all(folder: Path, repo_id: str, what: str, sha: str, revision: str, p
     """:func:`fetch_plan`'s work, its lock held."""
     _drop_stale_parts(folder, {etag for _, etag, _, _ in plan})
     total = sum(size for _, _, size, _ in plan)
-    left = sum(size - _have(folder, etag) for _, etag, size, _ in plan)
-    free = full_disk.free_bytes(cache_root())
-    if left * 1.05 + (1 << 20) > free:  # room for the files and their cache entries, said before a byte is fetched
-        raise full_disk.DiskFull(full_disk.sentence(
-            cache_root(), f"download {what}", "free some space, or point HF_HOME at a disk with room, then "
-            "download it again", needed=left * 1.05 + (1 << 20), basis="its files and a twentieth more"))
     had = [_have(folder, etag) for _, etag, _, _ in plan]  # bytes already here, file by file
     snapshot = folder / "snapshots" / sha
-    with full_disk.saving(cache_root(), f"download {what}", "free some space, then download it again (what "
-                                                           "was fetched is kept)"):
+    with _room_held(folder, what, plan), \
+            full_disk.saving(cache_root(), f"download {what}", "free some space, then download it again (what "
+                                                              "was fetched is kept)"):
         for i, (f, etag, size, url) in enumerate(plan):
             before = sum(sz for _, _, sz, _ in plan[:i]) + sum(had[i + 1:])  # the other files' bytes
 
@@ -293,6 +290,63 @@ def _fetch_all(folder: Path, repo_id: str, what: str, sha: str, revision: str, p
         ref.parent.mkdir(parents=True, exist_ok=True)
         ref.write_text(sha)
     return snapshot
+
+
+DOWNLOADS = ".bert-explorer-downloads.json"  # in the cache: the downloads under way and what each still fetches
+
+
+@contextlib.contextmanager
+def _room_held(folder: Path, what: str, plan):
+    """Room for ``plan``'s files and their cache entries, said before a byte is fetched, counting what the other
+    downloads into this cache still fetch (two at once each found room for itself alone, and the second filled the
+    disk): the check and the note of this one are made under one lock, the note taken back at the end."""
+    record = cache_root() / DOWNLOADS
+    mine = {"pid": os.getpid(), "created": process_start(os.getpid()), "folder": str(folder),
+            "files": [[etag, int(size)] for _, etag, size, _ in plan]}
+    with file_lock.holding(cache_root() / f"{DOWNLOADS}.lock"):
+        others = [d for d in _downloads(record) if (d["pid"], d["folder"]) != (mine["pid"], mine["folder"])]
+        left = sum(size - _have(folder, etag) for _, etag, size, _ in plan)
+        theirs = sum(_left_of(d) for d in others)
+        needed = left * 1.05 + (1 << 20)
+        if needed + theirs > full_disk.free_bytes(cache_root()):
+            raise full_disk.DiskFull(full_disk.sentence(
+                cache_root(), f"download {what}", "free some space, or point HF_HOME at a disk with room, then "
+                "download it again", needed=needed + theirs, basis="its files and a twentieth more"
+                + (f", and {full_disk.size_text(theirs)} that {len([d for d in others if _left_of(d)])} other "
+                   "download(s) into this cache still fetch" if theirs else "")))
+        atomic.write_text(record, json.dumps(others + [mine]))
+    try:
+        yield
+    finally:
+        with file_lock.holding(cache_root() / f"{DOWNLOADS}.lock"):
+            kept = [d for d in _downloads(record) if (d["pid"], d["folder"]) != (mine["pid"], mine["folder"])]
+            atomic.write_text(record, json.dumps(kept))
+
+
+def _downloads(record: Path) -> list[dict]:
+    """The downloads under way into this cache, as noted: a note of a process that has ended is none, and a note
+    that names a folder outside the cache or files by other names than content hashes is not read."""
+    try:
+        noted = json.loads(record.read_text()) if record.stat().st_size < 1_000_000 else []
+    except (OSError, ValueError, RecursionError):
+        return []
+    root = cache_root().resolve()
+    out = []
+    for d in noted if isinstance(noted, list) else []:
+        try:
+            if not (process_alive(d["pid"], d["created"]) and Path(d["folder"]).resolve().is_relative_to(root)
+                    and all(CONTENT_HASH.fullmatch(e) and int(n) >= 0 for e, n in d["files"])):
+                continue
+        except (TypeError, KeyError, ValueError, OSError):
+            continue
+        out.append(d)
+    return out
+
+
+def _left_of(download: dict) -> int:
+    """What a download noted in :data:`DOWNLOADS` still fetches (its parts so far are on the disk already)."""
+    folder = Path(download["folder"])
+    return sum(max(0, int(size) - _have(folder, etag)) for etag, size in download["files"])
 
 
 def _inside(folder: Path, path: Path) -> Path:

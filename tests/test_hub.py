@@ -653,3 +653,29 @@ def test_a_command_that_waits_for_another_download_says_so(standin, capsys):
     assert time.time() - t0 >= 1.4
     err = capsys.readouterr().err
     assert err.count(f"waiting for another download of {TINY} (the app's or another command's) to end") == 1, err
+
+
+def test_two_downloads_at_once_each_count_what_the_other_still_fetches(standin, monkeypatch):
+    """Two downloads into one cache each found room for itself alone, and together they filled the disk: the room
+    asked for counts what the other downloads under way still fetch, and a download that has ended counts nothing."""
+    import subprocess
+    import sys
+
+    from bert_explorer.processes import process_start
+
+    monkeypatch.setattr(full_disk, "free_bytes", lambda folder: 40_000_000)  # the stand-in's miniature fits alone
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        root = hub.cache_root()
+        root.mkdir(parents=True, exist_ok=True)
+        (root / hub.DOWNLOADS).write_text(json.dumps([{
+            "pid": other.pid, "created": process_start(other.pid), "folder": str(root / "models--someone--big"),
+            "files": [["a" * 64, 45_000_000]]}]))
+        with pytest.raises(full_disk.DiskFull, match=r"and 45 MB that 1 other download\(s\) into this cache "
+                                                     r"still fetch\); free some space"):
+            hub.download(TINY)
+    finally:
+        other.kill()
+        other.wait()
+    assert hub.download(TINY).is_dir()  # (its process gone, the other download counts nothing)
+    assert json.loads((hub.cache_root() / hub.DOWNLOADS).read_text()) == []  # (and this one's note is taken back)
