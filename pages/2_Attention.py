@@ -288,12 +288,17 @@ def _layer_colours(n: int) -> dict[str, str]:
 
 BEHAVIOUR_COLOURS = dict(zip(LABELS, ("#d95f02", "#e7298a", "#a6761d", "#e6ab02", "#7570b3", "#66a61e",
                                       "#e41a1c", "#999999")))  # ... broad, mixed (grey: no one behaviour)
+BEHAVIOUR_SYMBOLS = dict(zip(LABELS, ("diamond", "square", "triangle-up", "cross", "x", "star", "triangle-down",
+                                      "circle")))
 
 
 def _map_figure(points: pd.DataFrame, colour: str, title: str):
     shown = points.assign(**{"layer name": points["layer"].map(lambda l: f"layer {l}")})
     measures = {COLUMN_NAMES[c]: ":.3f" for c in COLUMN_NAMES if c in points.columns}
+    # a behaviour is told by its marker's shape too (colour alone: the reds, orange and pink read alike to many)
     fig = px.scatter(shown.rename(columns=COLUMN_NAMES), x="x", y="y", color=colour, title=title,
+                     symbol=colour if colour == "behaviour" else None,
+                     symbol_map=BEHAVIOUR_SYMBOLS if colour == "behaviour" else {},
                      color_discrete_map={**_layer_colours(L), **BEHAVIOUR_COLOURS},
                      custom_data=["layer", "head", "behaviour"], hover_data={"x": False, "y": False, **measures},
                      hover_name=shown.apply(lambda r: f"layer {r['layer']}, head {r['head']} ({r['behaviour']})",

@@ -173,6 +173,10 @@ def test_the_page_draws_the_map_of_the_default_model_and_flow_beside_rollout(cac
     assert len(set(layer_colours)) == 6
     brightness = [sum(int(v) for v in re.findall(r"[\d.]+", c)[:3]) for c in layer_colours]  # "rgb(r, g, b)"
     assert brightness == sorted(brightness), layer_colours
+    # a behaviour is told by its shape too, not by colour alone (red, orange and pink read alike to many)
+    behaviour_map = next(c for c in maps if "by behaviour" in json.dumps(c["layout"].get("title", "")))
+    shapes = {t["name"]: t["marker"].get("symbol") for t in behaviour_map["data"]}
+    assert None not in shapes.values() and len(set(shapes.values())) == len(shapes), shapes
     texts = [c.value for c in at.caption] + [m.value for m in at.markdown]
     assert any(f"Spearman's ρ = {built.rank_correlation:.2f}" in t for t in texts)
     assert any("Clark et al. (2019" in t for t in texts)
