@@ -447,7 +447,8 @@ if sentence == OWN_SENTENCE:
     t1, t2, t3, t4 = st.columns([4, 1, 1, 1])
     # (each run its own box: an uploaded text's run opens on a sentence of its own held-out text)
     text = text_box(t1.text_input, "Sentence (write [MASK] where a word is hidden)", default_sentence(run.path),
-                    key=f"pt_tl_text_{finder.rel_name(run.path, root)}", max_chars=limits.CHARS)
+                    key=f"pt_tl_text_{finder.rel_name(run.path, root)}", persist_state="session",
+                    max_chars=limits.CHARS)
     layer = t2.selectbox("Layer", range(model_cfg.num_layers), key="pt_tl_layer",
                          persist_state="session", format_func=lambda i: f"{i + 1}")
     head = t3.selectbox("Head", range(model_cfg.num_heads), key="pt_tl_head",

@@ -161,12 +161,14 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                                    "instead of a part of the training file.")
     elif source == "A Hugging Face data set":
         h1, h2 = st.columns(2)
-        hub_spec = text_box(h1.text_input, "Training split", key="ft_hub_spec", max_chars=200, placeholder=EXAMPLE,
-                                 help="hf:OWNER/NAME[/CONFIG][:SPLIT], as on the data set's Hub page: its Parquet "
-                                      "files are downloaded once into the Hugging Face cache (HF_HOME), then read "
-                                      "offline, bounded like an upload.").strip()
+        hub_spec = text_box(h1.text_input, "Training split", key="ft_hub_spec", persist_state="session",
+                            max_chars=200, placeholder=EXAMPLE,
+                            help="hf:OWNER/NAME[/CONFIG][:SPLIT], as on the data set's Hub page: its Parquet "
+                                 "files are downloaded once into the Hugging Face cache (HF_HOME), then read "
+                                 "offline, bounded like an upload.").strip()
         hub_dev = text_box(h2.text_input, "Dev split (optional; else a part of the training split)", key="ft_hub_dev",
-                                max_chars=200, placeholder=EXAMPLE.replace(":train", ":validation")).strip()
+                           persist_state="session", max_chars=200,
+                           placeholder=EXAMPLE.replace(":train", ":validation")).strip()
         fetched = st.session_state.get("ft_hub_read") == (hub_spec, hub_dev)
         if not hub_spec:
             data_error = f"Name a data set on the Hub, e.g. {EXAMPLE}."

@@ -107,6 +107,11 @@ def _watch_for_a_build(model: str, layer: int, k: int, width: int, seen: str) ->
         st.rerun()
 
 
+elsewhere = sorted({m["layer"] for m in fb.trained(loaded)} - {layer})
+if not trained and elsewhere and state["state"] not in ("ready", "building"):
+    # (a student who met layer 3 kept from another model read "not prepared" of a model whose layer 2 was ready)
+    st.info(f"No SAE of layer {layer} is trained for this model; SAEs of layer "
+            f"{', '.join(map(str, elsewhere))} are: choose {'that layer' if len(elsewhere) == 1 else 'one'} above.")
 if trained and state["state"] not in ("ready", "building"):
     labels = {m["path"]: f"layer {m['layer']}: {m['n_features']:,} features, k = {m['k']}, {m['tokens']:,} tokens"
               for m in trained}
@@ -185,7 +190,7 @@ st.caption(f"{meta['n_features']:,} features, k = {meta['k']}, trained on {meta[
 # ----- the browser ---------------------------------------------------------------------------------
 st.subheader("Browse the features")
 s1, s2 = st.columns([1, 2])
-word = text_box(s2.text_input, "Find features by a word", "", key="sae_word", max_chars=40,
+word = text_box(s2.text_input, "Find features by a word", "", key="sae_word", persist_state="session", max_chars=40,
                      help="The features with the highest mean activation on this word across the corpus")
 if word.strip():
     hits = pd.DataFrame(feats.search(loaded.tokenizer, word))
@@ -237,7 +242,7 @@ else:
 # ----- your sentence -------------------------------------------------------------------------------
 st.subheader("The features of your sentence")
 text = text_box(st.text_input, "Sentence", "the river bank flooded after the storm , so the bank closed early .",
-                     key="sae_text", max_chars=400)
+                     key="sae_text", persist_state="session", max_chars=400)
 if text.strip():
     bundle.inputs["sentence"] = text  # (what the tables came from, in the zip's input.json: only the SAE was there)
     rows = feats.sentence(loaded, text)
@@ -253,7 +258,7 @@ st.caption("The feature's direction is added at one token (or its activation cla
            "off) after this layer; the model runs on and the MLM head guesses the [MASK] again.")
 g1, g2, g3, g4 = st.columns([3, 1.2, 1, 1])
 cloze = text_box(g1.text_input, "Sentence with [MASK]", "she swam across the [MASK] to the other side .",
-                 key="sae_cloze",
+                 key="sae_cloze", persist_state="session",
                       max_chars=300)
 pieces = [loaded.tokenizer.id_to_token(i) for i in loaded.tokenizer.encode(cloze).input_ids]
 if "[MASK]" not in pieces:

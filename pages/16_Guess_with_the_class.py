@@ -45,11 +45,14 @@ if writes_allowed():  # the teacher (or this machine's user): poses and reveals
                               key="guess_example", persist_state="session")
         text = text_box(st.text_input, "The sentence, with [MASK] once", picked if picked != OWN else
                              "the capital of france is [MASK] .", max_chars=limits.CHARS,
-                             key=f"guess_text_{examples.index(picked) if picked != OWN else 'own'}")
+                        key=f"guess_text_{examples.index(picked) if picked != OWN else 'own'}",
+                        persist_state="session")
     else:
         pair = check["nsp"][0]
-        text = text_box(st.text_input, "Sentence A", pair["a"], max_chars=limits.CHARS, key="guess_a")
-        text_b = text_box(st.text_input, "Sentence B", pair["b"], max_chars=limits.CHARS, key="guess_b")
+        text = text_box(st.text_input, "Sentence A", pair["a"], max_chars=limits.CHARS, key="guess_a",
+                        persist_state="session")
+        text_b = text_box(st.text_input, "Sentence B", pair["b"], max_chars=limits.CHARS, key="guess_b",
+                          persist_state="session")
     # a model without the head the question needs would "answer" with random weights (MiniLM's judicial, skirt, ...)
     answers = needs_head(loaded, MLM_HEAD if kind == "cloze" else NSP_HEAD,
                          "answer " + ("a masked word" if kind == "cloze" else "whether B follows A"))

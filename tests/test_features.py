@@ -405,3 +405,22 @@ def test_auxk_gives_the_dead_features_a_gradient_and_nothing_else_does():
     silent, moved = silent_and_moved(1 / 32)
     assert silent > 64 and moved > silent // 2  # AuxK reached most of the silent features
     assert silent_and_moved(0.0) == (silent, 0)  # without it, none of them moved
+
+
+@shared.needs_model("explorer-mini")
+def test_a_layer_without_an_sae_names_the_layers_that_have_one(monkeypatch):
+    """A student on layer 3 (kept from another model) read "not prepared" of a model whose layer 2 SAE was ready:
+    the page listed only the SAEs of the layer chosen."""
+    from streamlit.testing.v1 import AppTest
+
+    from bert_explorer.analysis.features import build as fb
+
+    monkeypatch.setattr(fb, "trained", lambda loaded: [{"layer": 2, "path": "/nowhere", "n_features": 512, "k": 4,
+                                                         "tokens": 1000}])
+    at = AppTest.from_file("../pages/15_Features.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "explorer-mini"
+    at.session_state["sae_layer"] = 3
+    at.run()
+    assert not at.exception
+    assert "No SAE of layer 3 is trained for this model; SAEs of layer 2 are: choose that layer above." in \
+        [i.value for i in at.info]

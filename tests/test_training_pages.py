@@ -1247,3 +1247,20 @@ def test_an_uploaded_sentence_too_long_for_the_runs_sequences_is_said_with_that_
                     "with a full stop, put one sentence on each line, or raise the sequence length."]
     at.number_input(key="pt_seq").set_value(256).run()
     assert not [w for w in at.warning if "longer than about" in w.value]
+
+
+def test_a_stopped_run_says_how_it_goes_on(runs_root):
+    """Stop's help promises a checkpoint to resume from; the Runs page then said "stopped · step 247 of 3,000" and
+    nothing of it (only a failed or crashed run was told how it goes on)."""
+    run = _fake_run(runs_root, "halted", "pretrain", "stopped", [{"step": 247, "split": "train", "loss": 5.0}],
+                    step=247, max_steps=3000)
+    step = run.path / "checkpoints" / "step-247"
+    step.mkdir(parents=True)
+    (step / "model.safetensors").write_bytes(b"")
+    (step / "training_state.pt").write_bytes(b"")
+    at = _page("13_Runs.py")
+    at.selectbox(key="runs_sel_0_").set_value("halted").run()
+    assert not at.exception
+    assert any(c.value.startswith("It kept a checkpoint at step 247: it goes on from there with Resume on the "
+                                  "Pre-train page, or with `bert-explorer pretrain --output ") for c in at.caption), \
+        [c.value for c in at.caption]

@@ -279,6 +279,8 @@ def _panel(run: Run, status: dict, kind: str, prefix: str) -> None:
         st.error(without_host_paths(f"{status.get('error') or 'The run ended without finishing.'} The end of its log:"))
         st.code(without_host_paths(run_log_tail(run, 15)), language=None)
         st.caption(go_on_sentence(run, kind))
+    elif status.get("state") == "stopped":  # (Stop's help promises a checkpoint to resume from: say where it is)
+        st.caption(go_on_sentence(run, kind))
     show_figures(figures(kind, rows), prefix)
 
 
