@@ -1,3 +1,4 @@
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -246,6 +247,9 @@ st.caption(f"The dev {LABELS.get(main, main)} on parts of the dev set: by gold a
               "; an uploaded file's other columns (a source, a date) would add their own slices."))
 groups = list(dict.fromkeys(s["by"] for s in table_slices))
 cols = st.columns(min(3, len(groups)) or 1)
+# the charts stand side by side: one scale for all (a chart of 0-0.2 beside one of 0-1 drew its 0.2 bars full)
+shown = [v for v in [*(sl[main] for sl in table_slices), whole[main]] if v is not None]
+y_range = [min(0.0, *shown), max(0.0, *shown) * 1.15 or 1.0] if shown else None
 for k, by in enumerate(groups):
     part = [s for s in table_slices if s["by"] == by]
     fig = go.Figure(go.Bar(x=[s["slice"] for s in part], y=[s[main] for s in part], name=LABELS.get(main, main),
@@ -267,7 +271,17 @@ for k, by in enumerate(groups):
     # a slice's name is a name even when it looks like a number (gold labels 0 and 1, a column of years):
     # on plotly's own number line the labels 0 and 1 stood among ticks -0.5, 0.5 and 1.5
     fig.update_xaxes(type="category")
+    if y_range is not None:
+        fig.update_yaxes(range=y_range)
     exports.figure(fig, f"af_slices_{k}", f"{LABELS.get(main, main)} by {by}", bundle, container=cols[k % len(cols)])
+answered = Counter(r["predicted"] for r in rows if isinstance(r.get("predicted"), str))
+if answered and task.name in ("classification", "pair-classification", "multiple-choice"):
+    # (a slice by gold label counts the examples of that label alone: "politics 1.000" beside "business 0.000"
+    # read as perfect on politics, where the model answered politics for nearly every example)
+    top, times = answered.most_common(1)[0]
+    st.caption(f"A slice by gold label scores the examples of that label alone: a label the model answers for "
+               f"many examples scores high there whatever the input. This model answered {md(top)} for {times:,} of "
+               f"the {len(rows):,} dev examples ({times / len(rows):.0%}).")
 small = [s for s in table_slices if s["small"]]
 frame = pd.DataFrame([{k: v for k, v in s.items()} for s in table_slices]).rename(columns={"small": "note"})
 # (a slice with no note, or no correlation, is a dash: the grid drew "None")

@@ -4,6 +4,7 @@ seconds), through the library, the command line and the page."""
 import json
 import re
 import os
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -439,6 +440,14 @@ def test_slices_draw_names_that_look_like_numbers_as_names_and_say_each_score(nu
         assert bars.x.tolist() == names
         # every bar says its score, a score of 0 too: "0.000" stands where no bar can be seen
         assert bars.raw["text"] == [f"{v:.3f}" for v in bars.y.tolist()]
+    # side by side, the charts share one scale (0.2 bars filled a chart of 0-0.2 beside one of 0-1)
+    ranges = {tuple(f.layout["yaxis"]["range"]) for t, f in figs.items() if t.startswith("by ")}
+    assert len(ranges) == 1 and list(ranges)[0][0] == 0
+    # and a slice by gold label is read beside what the model answers most
+    rows = predictions.load_predictions(numbered["root"] / "numbered").rows
+    top, times = Counter(r["predicted"] for r in rows).most_common(1)[0]
+    assert any(f"This model answered {top} for {times:,} of the {len(rows):,} dev examples" in c.value
+               for c in at.caption)
 
 
 def test_the_calibration_table_says_an_empty_bin_has_no_score(numbered, monkeypatch):
@@ -630,3 +639,16 @@ def test_the_pages_zip_holds_the_numbers_drawn(tuned, monkeypatch):
     assert list(bins["count"]) == [b["count"] for b in want]
     assert len(cka) == len(kept[-1].figures["CKA by layer"].data[0].y)
     assert list(cka["cka"]) == pytest.approx(list(kept[-1].figures["CKA by layer"].data[0].y))
+
+
+def test_the_probe_sentence_stands_beside_what_the_most_frequent_label_scores():
+    """"31.7 % before and 30.0 % after" read as some separation, where always answering business (20 of 60)
+    scores 33.3 %."""
+    from bert_explorer.analysis.after_finetuning import change
+
+    gold = ["business"] * 20 + ["sport"] * 15 + ["politics"] * 10 + ["tech"] * 10 + ["entertainment"] * 5
+    changed = {"separation": {"before": {"probe_accuracy": 0.317, "silhouette": None},
+                              "after": {"probe_accuracy": 0.30, "silhouette": None}},
+               "gold": gold, "labelled": True, "cka_tokens": 500, "cka_by_layer": [1.0, 0.9]}
+    assert ("for 31.7% of the 60 dev examples before fine-tuning and 30.0% after (5-fold cross-validated), where "
+            "always answering the most frequent label, business, scores 33.3%") in change.describe(changed)

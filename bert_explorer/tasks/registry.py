@@ -30,10 +30,12 @@ TEXT, PAIR = Input("Text", "TEXT"), Input("Second text (pairs)", "TEXT_PAIR", re
 
 CLASSIFICATION = LabelTask(
     name="classification", paper="§4.1 (SST-2, CoLA)", fields=("text", "label"),
-    metrics=("accuracy", "macro_f1", "mcc", "f1"), inputs=(TEXT,), formats=("fasttext",))
+    metrics=("accuracy", "macro_f1", "mcc", "f1"), inputs=(TEXT,), formats=("fasttext",),
+    in_words="a single-sentence classification task")  # (the kind SST-2 and CoLA are: five topics is one too)
 PAIR_CLASSIFICATION = LabelTask(
     name="pair-classification", paper="§4.1 (MNLI, QQP, QNLI, MRPC, RTE)", fields=("text", "text_pair", "label"),
-    metrics=("accuracy", "f1", "mcc"), inputs=(TEXT, PAIR), pair_required=True)
+    metrics=("accuracy", "f1", "mcc"), inputs=(TEXT, PAIR), pair_required=True,
+    in_words="a sentence-pair classification task")
 REGRESSION = ValueTask(
     name="regression", paper="§4.1 (STS-B)", fields=("text", "text_pair", "label"),
     metrics=("pearson", "spearman", "mse"), inputs=(TEXT, PAIR))
