@@ -1299,14 +1299,88 @@ def test_ctrl_c_while_preparing_a_class_exits_as_every_command_s_ctrl_c(monkeypa
     from bert_explorer.analysis import lesson
 
     build = SimpleNamespace(name="index", seconds=60.0, done=lambda: False)
-    stopped = []
     monkeypatch.setattr(lesson, "builds", lambda name, loaded, keys, estimate=True: [build])
     monkeypatch.setattr(lesson, "_declared", lambda: [])
     monkeypatch.setattr(lesson, "run", lambda b, report: (_ for _ in ()).throw(KeyboardInterrupt()))
-    monkeypatch.setattr(lesson, "stop", stopped.append)
     assert main(["prepare-class", "--model", "explorer-mini"]) == 130
     assert "stopped during index of explorer-mini; what was prepared is kept" in capsys.readouterr().err
-    assert stopped == [build]
+
+
+def test_a_preparation_stops_the_build_it_started_and_no_other(monkeypatch):
+    """Two teachers prepared the same build: the second found it running and watched, and its Ctrl-C killed the
+    first teacher's build (which then said "it stopped")."""
+    from types import SimpleNamespace
+
+    from bert_explorer.analysis import lesson
+
+    for running_before, stopped_expected in ((True, []), (False, ["b"])):
+        stopped, states = [], iter(["building" if running_before else "missing"] + ["building"] * 5)
+        build = SimpleNamespace(done=lambda: False, state=lambda: {"state": next(states)}, path="p", argv=[],
+                                room_bytes=0, command="c", key="quality", lesson="l", seconds=0)
+        monkeypatch.setattr(lesson.jobs, "start_build", lambda *a, **k: None)
+        monkeypatch.setattr(lesson, "stop", lambda b: stopped.append("b"))
+
+        def report(fraction, message):
+            raise KeyboardInterrupt
+        with pytest.raises(KeyboardInterrupt):
+            lesson.run(build, report)
+        assert stopped == stopped_expected
+
+
+def test_a_preparation_s_pid_is_its_process_s_only_while_that_process_lives(monkeypatch, tmp_path):
+    """started.json outlives its process (a restart, a reboot): a pid taken since by another process kept the panel
+    on "Preparing" for ever, and its Stop sent that process a SIGINT."""
+    import json
+    import signal
+
+    from bert_explorer.analysis import lesson
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (lesson._work() / "started.json").write_text(json.dumps({"pid": other.pid, "created": 1.0, "started": 1.0,
+                                                                 "models": ["m"], "builds": ["quality"]}))
+        assert lesson.preparation()["running"] is False
+        lesson.stop_preparing()
+        time.sleep(0.3)
+        assert other.poll() is None  # (not signalled)
+    finally:
+        other.send_signal(signal.SIGKILL)
+        other.wait()
+
+
+def test_sigterm_and_sighup_stop_a_preparation_as_ctrl_c_does():
+    """kill -TERM (or a closed terminal) ended prepare-class with nothing said and its build running unwatched."""
+    import os
+    import signal
+
+    from bert_explorer.cli.prepare_class import _signals_stop
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        before = signal.getsignal(sig)
+        with pytest.raises(KeyboardInterrupt), _signals_stop():
+            os.kill(os.getpid(), sig)
+            time.sleep(5)
+        assert signal.getsignal(sig) == before
+
+
+def test_a_preparation_says_the_results_the_cache_removed_to_make_room(monkeypatch, capsys, tmp_path):
+    """Preparing a second model removed what was prepared for the first (the cache's limit) without a word."""
+    from types import SimpleNamespace
+
+    from bert_explorer import disk_cache
+    from bert_explorer.analysis import lesson
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    earlier = disk_cache.cache_root() / ("head-map-" + "0" * 16)
+    earlier.mkdir(parents=True)
+    build = SimpleNamespace(name="index", seconds=1.0, done=lambda: False)
+    monkeypatch.setattr(lesson, "builds", lambda name, loaded, keys, estimate=True: [build])
+    monkeypatch.setattr(lesson, "_declared", lambda: [])
+    monkeypatch.setattr(lesson, "run", lambda b, report: earlier.rmdir() or "done")
+    assert main(["prepare-class", "--model", "explorer-mini", "--builds", "index"]) == 0
+    assert "earlier result(s) were removed (head-map); prepare them again, or raise BERT_EXPLORER_CACHE_GB" in \
+        capsys.readouterr().err
 
 
 def test_an_unknown_option_is_said_by_the_command_it_was_given_to(capsys):

@@ -21,7 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import atomic, file_lock
 from ..checkpoint import Loaded
+from ..processes import process_alive, process_start
 from ..runs import neighbour_jobs as jobs
 from .first_visit import FIRST_VISIT
 
@@ -166,6 +168,7 @@ def run(build: Build, report: Callable[[float, str], None], poll_s: float = 1.0)
     or the reason it did not finish, in one sentence."""
     if build.done():
         return "already done"
+    started_here = False
     if build.state()["state"] != "building":
         from ..train.estimate import background_threads
         from ..train.speed import seconds_now
@@ -174,9 +177,17 @@ def run(build: Build, report: Callable[[float, str], None], poll_s: float = 1.0)
                                    command=build.command, what=build.key, lesson=build.lesson,
                                    said_s=seconds_now(build.seconds, background_threads()) if build.seconds else None):
             return why
-    while (s := build.state())["state"] == "building":
-        report(float(s.get("fraction") or 0.0), s.get("message") or "starting…")
-        time.sleep(poll_s)
+        started_here = True
+    try:
+        while (s := build.state())["state"] == "building":
+            report(float(s.get("fraction") or 0.0), s.get("message") or "starting…")
+            time.sleep(poll_s)
+    except KeyboardInterrupt:
+        # Ctrl-C stops the build this preparation started; one it found running (another teacher's, a page's)
+        # is that one's to stop, and goes on
+        if started_here:
+            stop(build)
+        raise
     if build.done():
         return "done"
     return f"it stopped ({s.get('error') or s.get('message') or s['state']}); run the same again to go on from there"
@@ -217,10 +228,10 @@ def preparation() -> dict:
         started = json.loads((d / "started.json").read_text())
     except (OSError, ValueError):
         return {"running": False, "log": ""}
-    try:
-        alive = psutil.Process(int(started["pid"])).is_running() and \
+    try:  # (the pid as it was when it started: after a reboot the pid is another process's, which was stopped)
+        alive = process_alive(int(started["pid"]), started.get("created")) and \
             psutil.Process(int(started["pid"])).status() != psutil.STATUS_ZOMBIE
-    except (psutil.Error, KeyError, ValueError):
+    except (psutil.Error, KeyError, ValueError, TypeError):
         alive = False
     return {**started, "running": alive, "log": log_tail(d / "log.txt", 12) or ""}
 
@@ -234,16 +245,18 @@ def start_preparing(models: list[str], which: list[str], said: str | None = None
 
     from ..runs.background import reap_when_done, spawn
 
-    if preparation()["running"]:
-        return "The class is being prepared already; its progress is below."
     d = _work()
-    argv = [sys.executable, "-m", "bert_explorer.cli", "prepare-class", "--model", *models, "--builds", *which,
-            *(["--said", said] if said else []), "--started", f"{time.time():.3f}"]
-    with (d / "log.txt").open("a") as log:
-        log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} prepare-class {' '.join(models)} ({', '.join(which)})\n")
-    proc = spawn(argv, d / "log.txt")
-    (d / "started.json").write_text(json.dumps({"pid": proc.pid, "models": models, "builds": which,
-                                                "started": time.time()}))
+    with file_lock.holding(d / ".start.lock"):  # (two teachers' Prepare at once started two preparations)
+        if preparation()["running"]:
+            return "The class is being prepared already; its progress is below."
+        argv = [sys.executable, "-m", "bert_explorer.cli", "prepare-class", "--model", *models, "--builds", *which,
+                *(["--said", said] if said else []), "--started", f"{time.time():.3f}"]
+        with (d / "log.txt").open("a") as log:
+            log.write(f"\n--- {time.strftime('%Y-%m-%d %H:%M:%S')} prepare-class {' '.join(models)} "
+                      f"({', '.join(which)})\n")
+        proc = spawn(argv, d / "log.txt")
+        atomic.write_text(d / "started.json", json.dumps({"pid": proc.pid, "created": process_start(proc.pid),
+                                                          "models": models, "builds": which, "started": time.time()}))
     reap_when_done(proc)
     return None
 
@@ -254,7 +267,8 @@ def stop_preparing() -> None:
 
     import psutil
 
-    pid = preparation().get("pid")
+    now = preparation()
+    pid = now.get("pid") if now["running"] else None  # (a pid it no longer is is no preparation's)
     if pid:
         try:
             psutil.Process(int(pid)).send_signal(signal.SIGINT if hasattr(signal, "SIGINT") else signal.SIGTERM)

@@ -11,11 +11,13 @@ from there, and whatever is prepared already is skipped. ``--status`` prints wha
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import signal
 import sys
 import time
 
-from .. import checkpoint
+from .. import checkpoint, disk_cache, full_disk
 from ..analysis import lesson
 from ..analysis.probes.pretraining_tasks import stored_evaluation
 from ..runs.report import duration_text
@@ -51,6 +53,31 @@ def visits_word(left: list) -> str:
     return "prepared" if not left else "not yet" if len(left) >= total else f"{total - len(left)} of {total}"
 
 
+def _entries() -> set[str]:
+    """The names of the results the cache holds now."""
+    root = disk_cache.cache_root()
+    return {p.name for p in root.iterdir() if disk_cache.ENTRY_NAME.fullmatch(p.name)} if root.is_dir() else set()
+
+
+@contextlib.contextmanager
+def _signals_stop():
+    """SIGTERM (a kill, a container's stop) and SIGHUP (the terminal closed) stop the preparation as Ctrl-C does:
+    the build it started stops, what is done stays. They ended the command and left its build running unwatched."""
+    wanted = [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    try:
+        before = [(sig, signal.signal(sig, interrupt)) for sig in wanted]
+    except ValueError:  # (not the main thread: a test's, or an embedding program's; Ctrl-C only)
+        before = []
+    try:
+        yield
+    finally:
+        for sig, handler in before:
+            signal.signal(sig, handler)
+
+
 def cmd_prepare_class(args) -> int:
     if args.json and not args.status:  # (it prepared for minutes, its progress where JSON was asked for)
         raise UserError("--json prints the table of --status: give --status too (a preparation's progress is lines "
@@ -66,8 +93,11 @@ def cmd_prepare_class(args) -> int:
         said = {"missing": "not yet", "building": "building", "stopped": "stopped", "failed": "failed"}
         rows = [{"model": name, FIRST_VISITS: visits_word(lesson.first_visits_left(models[name])),
                  **{key: "prepared" if not (left := [b for b in parts if not b.done()])
+                    # (a build at work, stopped or failed is said as such, before "its own": the evaluation a
+                    # model came with hid the quality build running beside it)
+                    else said[state] if (state := left[0].state()["state"]) in ("building", "stopped", "failed")
                     else "its own" if key == "quality" and stored_evaluation(models[name])
-                    else said.get(left[0].state()["state"], "not yet")
+                    else said.get(state, "not yet")
                     for key, parts in lesson.by_key(bs).items()}}
                 for name, bs in plan.items()]
         if args.json:
@@ -99,6 +129,7 @@ def cmd_prepare_class(args) -> int:
             work(loaded)
             print(f"{name}: {page}: {what} ({time.time() - t:.1f} s)", file=sys.stderr, flush=True)
     t_builds = time.time()
+    kept_before = _entries()
     for name, b in todo:
         last = [-1.0]
 
@@ -108,14 +139,21 @@ def cmd_prepare_class(args) -> int:
                 print(f"{name}: {b.name} {fraction:4.0%} {message}", file=sys.stderr, flush=True)
         t = time.time()
         try:
-            said = lesson.run(b, report)
+            with _signals_stop():
+                said = lesson.run(b, report)  # (a Ctrl-C stops the build if this preparation started it)
         except KeyboardInterrupt:  # (exits 130 as every command's Ctrl-C, not 2 as a mistake of the user's)
-            lesson.stop(b)
             raise KeyboardInterrupt(f"stopped during {b.name} of {name}; what was prepared is kept and the same "
                                     "command goes on from there") from None
         print(f"{name}: {b.name}: {said} ({duration_text(time.time() - t)})", file=sys.stderr, flush=True)
         if said not in ("done", "already done"):
             failed.append(f"{b.name} of {name}: {said}")
+    if gone := sorted(kept_before - _entries()):
+        # (the cache's limit made room for these builds by removing the least recently used results, among them
+        # what an earlier preparation made for another model, with nothing said)
+        kinds = ", ".join(sorted({g.rsplit("-", 1)[0] for g in gone}))
+        print(f"note: to keep the cache within its limit ({full_disk.size_text(disk_cache.quota_bytes())}, "
+              f"{disk_cache.QUOTA_ENV}), {len(gone)} earlier result(s) were removed ({kinds}); prepare them again, "
+              f"or raise {disk_cache.QUOTA_ENV} to keep them all", file=sys.stderr, flush=True)
     builds = f", the builds {duration_text(time.time() - t_builds)} (said before: {told}; " if todo else ", no build ("
     # from the start (the panel's Prepare: 28 s of a process starting and reading its models were not counted)
     print(f"prepared in {duration_text(time.time() - begun)}: starting and reading the model"
