@@ -367,3 +367,22 @@ def test_other_work_is_the_systems_busy_cores_less_this_processs_own(monkeypatch
     stat[0] = [300, 0, 100, 0, 0, 0, 0, 0]
     own[0] = T(0.8, 0.2, 0, 0, 0)
     assert work.sample() == 1.5
+
+
+def test_a_preparation_does_not_count_its_own_work_as_the_load_its_builds_will_share(monkeypatch):
+    """prepare-class read its own first visits (a core busy for a minute, then idle while it waits) as the other
+    work its builds would share: a build of 12.7 s was said 127 s, and took 19 s."""
+    monkeypatch.setattr(speed.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(speed, "_cpu_samples", [])
+    monkeypatch.setattr(speed.time, "sleep", lambda s: None)
+    monkeypatch.setattr(speed, "load_now", lambda: 0.0)
+    monkeypatch.setattr(speed, "niced_here", lambda: False)
+    clock = iter([100.0, 110.0, 110.0, 110.0])
+    monkeypatch.setattr(speed.time, "monotonic", lambda: next(clock))
+    own = iter([50.0, 60.0, 60.0])  # this process: 10 CPU seconds in the 10 s, one core
+    monkeypatch.setattr(speed, "_own_cpu", lambda: next(own))
+    # both cores busy at normal priority over the 10 s: this process's core and one other process's
+    readings = iter([[0, 0, 0, 0, 0, 0, 0, 0], [2000, 0, 0, 0, 0, 0, 0, 0], [2000, 0, 0, 0, 0, 0, 0, 0]])
+    monkeypatch.setattr(speed, "_cpu_times", lambda: next(readings))
+    assert speed.busy_cores(without_own=True) == (pytest.approx(1.0), 0.0)
+    assert speed.busy_cores() == (pytest.approx(2.0), 0.0)  # (a page's: the server's own work is the class's)

@@ -126,7 +126,7 @@ def builds(name: str, loaded: Loaded, which, estimate: bool = True) -> list[Buil
         path = quality.entry_path(loaded)
         out.append(Build("quality", "the measurement of how well this model guesses", path,
                          lambda p=path: quality.stored(p) is not None, quality.BUILDER, ["--model", name],
-                         quality.estimate_seconds(config) if estimate else 0.0))
+                         quality.estimate_seconds(config, quality.held_out_sequences(loaded)) if estimate else 0.0))
     if "sae" in which:
         settings = fb.FeatureSettings(layer=fb.default_layer(loaded))
         path = fb.entry_path(loaded, settings)
@@ -175,7 +175,8 @@ def run(build: Build, report: Callable[[float, str], None], poll_s: float = 1.0)
 
         if why := jobs.start_build(build.path, build.argv, one_at_a_time=False, room_bytes=build.room_bytes,
                                    command=build.command, what=build.key, lesson=build.lesson,
-                                   said_s=seconds_now(build.seconds, background_threads()) if build.seconds else None):
+                                   said_s=seconds_now(build.seconds, background_threads(), without_own=True)
+                                   if build.seconds else None):  # (the preparer's own first visits are done)
             return why
         started_here = True
     try:

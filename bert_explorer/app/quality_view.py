@@ -65,7 +65,6 @@ def measured_here(name: str, loaded, stored_evaluation: dict | None) -> dict | N
     if state["state"] == "building":
         _watch(name)
         return None
-    about = said(quality.estimate_seconds(loaded.config), background_threads())
     if state["state"] == "failed":
         st.error(without_host_paths(f"Measuring this model failed: {state.get('error') or state.get('message')}"))
         with st.expander("Its log"):
@@ -75,11 +74,14 @@ def measured_here(name: str, loaded, stored_evaluation: dict | None) -> dict | N
             not_prepared("Its measurement on held-out text", entry=(loaded, path))
             busy_sentence()
         return None
+    # (estimated for whoever may start it: counting the held-out text is no student visit's work)
+    seconds = quality.estimate_seconds(loaded.config, quality.held_out_sequences(loaded))
+    about = said(seconds, background_threads())
     # (the time said may carry brackets of its own, "(the machine is idle now)": none around it)
     if work_button(f"Measure this model here: {about}", key="mlm_measure"):
         refusal = jobs.start_build(path, ["--model", name], one_at_a_time=False, command=quality.BUILDER,
                                    what="measurement", lesson="the measurement of how well this model guesses",
-                                   said_s=seconds_now(quality.estimate_seconds(loaded.config), background_threads()))
+                                   said_s=seconds_now(seconds, background_threads()))
         if refusal is None:
             st.rerun()
         st.info(refusal)

@@ -117,7 +117,8 @@ def cmd_prepare_class(args) -> int:
     # The first visits are not estimated (seconds each: 15-20 s in all for the default model, and for a model
     # of BERT-Base's size, on 2 busy cores), so the time said is the builds' alone, and the last line
     # compares it with the builds' time taken
-    told = args.said or speed.said(total, background_threads())
+    # (its own work, starting and reading the models, is no load the builds will share)
+    told = args.said or speed.said(total, background_threads(), without_own=True)
     builds = f"then {len(todo)} build(s) not yet done, {told} for the builds (each page's own estimate" if todo else \
         "then no build (none asked for, or all done"
     print(f"preparing {len(models)} model(s): first each page's first-visit work (seconds each, not estimated), "

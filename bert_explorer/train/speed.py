@@ -213,7 +213,12 @@ CRUMBS = 0.1
 FRESH_SAMPLE_S = 0.5  # what a process that counted nothing in the window counts first
 BUSY_WINDOW_S = 60.0  # how far back the CPU time counted for "now" reaches (the load average's minute)
 _busy_lock = threading.Lock()
-_cpu_samples: list[tuple[float, list[int]]] = []  # (monotonic time, /proc/stat's first line)
+_cpu_samples: list[tuple] = []  # (monotonic time, /proc/stat's first line, this process's CPU seconds)
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
 
 
 def load_now() -> float:
@@ -252,14 +257,16 @@ def _cpu_times() -> list[int] | None:
         return None
 
 
-def busy_cores() -> tuple[float, float]:
+def busy_cores(without_own: bool = False) -> tuple[float, float]:
     """(cores busy with work at normal priority, cores busy with low-priority work such as this app's
     background jobs) over about the last minute: the CPU time the system counted, where it counts it
     (Linux); elsewhere the load average, all of it taken as normal priority. A call with nothing counted in
     the last minute (a command's first) counts half a second, and where the minute's load average says less
     than that half second, takes the middle of the two: a burst of other work (a test run's start, an install)
     read the machine as busy for minutes (said 5 min 35 s for a job that took 65 s); where it says more (a lull
-    in the half second), takes the minute's."""
+    in the half second), takes the minute's. ``without_own``: this process's own CPU time is not counted (a
+    preparation that worked for a minute, then waits on the builds it starts, read its own work as the load they
+    would share: 10 times a build's idle time said)."""
     first = _cpu_times()
     if first is None:
         return load_now(), 0.0
@@ -269,12 +276,13 @@ def busy_cores() -> tuple[float, float]:
         base = next((x for x in _cpu_samples if now - x[0] >= FRESH_SAMPLE_S / 2), None)
         fresh = base is None
         if fresh:  # nothing counted yet in this window: count half a second now
-            base = (now, first)
+            base = (now, first, _own_cpu())
             _cpu_samples.append(base)
             time.sleep(FRESH_SAMPLE_S)
             now, first = time.monotonic(), _cpu_times() or first
+        own = _own_cpu()
         if now - _cpu_samples[-1][0] >= 1.0:  # (never empty here: a class's renders, one a second is enough)
-            _cpu_samples.append((now, first))
+            _cpu_samples.append((now, first, own))
     d = [b - a for a, b in zip(base[1], first)]
     total = sum(d)
     if total <= 0:
@@ -292,6 +300,12 @@ def busy_cores() -> tuple[float, float]:
         seen = normal + low
         normal, low = (normal + (minute - seen) * (normal / seen if seen else 1.0),
                        low + (minute - seen) * (low / seen if seen else 0.0))
+    if without_own and len(base) > 2 and now > base[0]:
+        mine = max(0.0, (own - base[2]) / (now - base[0]))
+        if niced_here():
+            low = max(0.0, low - mine)
+        else:
+            normal = max(0.0, normal - mine)
     return normal, low
 
 
@@ -333,7 +347,7 @@ def is_idle() -> bool:
     return normal + low < 0.5 * (os.cpu_count() or 1)
 
 
-def share_now(n_threads: int, load: float | None = None, niced: bool = True) -> float:
+def share_now(n_threads: int, load: float | None = None, niced: bool = True, without_own: bool = False) -> float:
     """The part of an idle machine's speed a job of ``n_threads`` threads gets now.
 
     A job at normal priority shares the cores with the other work at normal priority, cores / (busy +
@@ -342,7 +356,8 @@ def share_now(n_threads: int, load: float | None = None, niced: bool = True) -> 
     work, and a tenth of a core where none is left. ``load``: the cores busy at normal priority, given
     (else counted, :func:`busy_cores`). At most all of it, at least :data:`CRUMBS`."""
     cores = os.cpu_count() or 1
-    normal, low = (max(0.0, load), 0.0) if load is not None else busy_cores()
+    normal, low = (max(0.0, load), 0.0) if load is not None else \
+        busy_cores(without_own=True) if without_own else busy_cores()
     threads = max(1, int(n_threads))
     if niced:
         share = (cores - normal) / (low + threads)
@@ -357,12 +372,16 @@ def niced_here() -> bool:
     return hasattr(os, "nice") and os.nice(0) > 0
 
 
-def seconds_now(idle_seconds: float, n_threads: int, load: float | None = None, niced: bool = True) -> float:
-    """``idle_seconds`` of work, as long as it takes on this machine now (at low priority unless not ``niced``)."""
-    return idle_seconds / share_now(n_threads, load, niced)
+def seconds_now(idle_seconds: float, n_threads: int, load: float | None = None, niced: bool = True,
+                without_own: bool = False) -> float:
+    """``idle_seconds`` of work, as long as it takes on this machine now (at low priority unless not ``niced``;
+    ``without_own``: this process's own work is not counted as the load, :func:`busy_cores`)."""
+    share = share_now(n_threads, load, niced, without_own=True) if without_own else share_now(n_threads, load, niced)
+    return idle_seconds / share
 
 
-def said(idle_seconds: float, n_threads: int, load: float | None = None, niced: bool = True) -> str:
+def said(idle_seconds: float, n_threads: int, load: float | None = None, niced: bool = True,
+         without_own: bool = False) -> str:
     """"about 1 min 50 s on an idle machine, up to 4 min 10 s at the load now", or "about 1 min 50 s (the
     machine is idle now)" when the load takes less than a tenth: a time said before a job starts, for a job at
     low priority (the app's background jobs) or, not ``niced``, at normal priority (a command's own work).
@@ -372,12 +391,13 @@ def said(idle_seconds: float, n_threads: int, load: float | None = None, niced: 
     pre-training said 2 min 06 s took 55 s, 38 s idle)."""
     from ..runs.report import duration_text
 
-    now = seconds_now(idle_seconds, n_threads, load, niced)
+    now = seconds_now(idle_seconds, n_threads, load, niced, without_own=True) if without_own else \
+        seconds_now(idle_seconds, n_threads, load, niced)
     if now <= 1.1 * idle_seconds:
         # (load 2.3 on 2 cores said "idle" of a one-thread job that the other work left a core: true of the
         # job's speed, not of the machine). The idle figure itself, within a tenth of now's: a page's headline
         # of 49 min 54 s beside "about 50 min 40 s" below it read as two estimates of one job.
-        busy = load if load is not None else sum(busy_cores())
+        busy = load if load is not None else sum(busy_cores(without_own=True) if without_own else busy_cores())
         if busy < 0.5:
             return f"about {duration_text(idle_seconds)} (the machine is idle now)"
         return f"about {duration_text(idle_seconds)} (the other work now leaves it the cores it uses)"
