@@ -1390,3 +1390,16 @@ def test_an_unknown_option_is_said_by_the_command_it_was_given_to(capsys):
     assert e.value.code == 2 and capsys.readouterr().err == (
         "bert-explorer features train: error: unrecognized arguments: --bogus 1 (see `bert-explorer features train "
         "--help`)\n")
+
+
+def test_a_build_that_stopped_is_said_stopped_not_in_its_last_progress_words(monkeypatch):
+    """"it stopped (128 of 1,000 segments (74.9 a second, about 12 s left))" read as a build still going."""
+    from types import SimpleNamespace
+
+    from bert_explorer.analysis import lesson
+
+    progress = {"state": "stopped", "fraction": 0.128, "message": "128 of 1,000 segments (about 12 s left)"}
+    states = iter([{"state": "building"}, {"state": "building", "fraction": 0.1}, progress])
+    build = SimpleNamespace(done=lambda: False, state=lambda: next(states))
+    said = lesson.run(build, lambda fraction, message: None, poll_s=0.0)
+    assert said == "it stopped at 13% (stopped); run the same again to go on from there"

@@ -191,7 +191,12 @@ def run(build: Build, report: Callable[[float, str], None], poll_s: float = 1.0)
         raise
     if build.done():
         return "done"
-    return f"it stopped ({s.get('error') or s.get('message') or s['state']}); run the same again to go on from there"
+    if s.get("error"):
+        return f"it stopped ({s['error']}); run the same again to go on from there"
+    # (its last progress line, "128 of 1,000 segments (about 12 s left)", read as if it were still going)
+    fraction = s.get("fraction")
+    at = f" at {float(fraction):.0%}" if isinstance(fraction, (int, float)) and fraction > 0 else ""
+    return f"it stopped{at} ({s['state']}); run the same again to go on from there"
 
 
 def stop(build: Build) -> None:
