@@ -120,10 +120,15 @@ if picked and keys:
     fig = run_figures.compare_figure(rows, key, kinds={labels[n]: by_name[n].config().get("kind", "") for n in picked})
     if fig is not None:
         exports.figure(fig, "runs_compare_fig")
-    silent = [labels[n] for n in picked if not any(isinstance(r.get(key), (int, float)) for r in rows[labels[n]])]
-    if silent:  # (a run left out of the chart without a word looked like one drawn under another)
-        st.caption(f"Not drawn: {', '.join(silent)}, which logged no {report.LABELS.get(key, key)} (an ablation's own "
-                   "folder logs none: its pre-trainings and cells do, listed under it).")
+    quiet = [n for n in picked if not any(isinstance(r.get(key), (int, float)) for r in rows[labels[n]])]
+    if quiet:  # (a run left out of the chart without a word looked like one drawn under another)
+        kinds = {by_name[n].config().get("kind", "") for n in quiet}
+        why = (" (an ablation's own folder logs none: its pre-trainings and cells do, listed under it)"
+               if "ablate" in kinds else
+               " (a fine-tuning logs its task's scores, a pre-training its own: compare runs of one kind)"
+               if len({by_name[n].config().get("kind", "") for n in picked}) > 1 else "")
+        st.caption(f"Not drawn: {', '.join(labels[n] for n in quiet)}, which logged no "
+                   f"{report.LABELS.get(key, key)}{why}.")
     finals = {labels[n]: report.key_metrics(by_name[n].status()) for n in picked}
     # a run that ended before its final evaluation (killed) showed "—" beside the dev scores its curve drew: its
     # last evaluation's, said so
