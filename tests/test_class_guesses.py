@@ -173,6 +173,13 @@ def test_three_students_guess_and_the_reveal_puts_the_class_beside_the_model(cla
         assert set(said) == {f"**{n} of 3 students guessed the model's first answer, “{first}” "
                         f"({top[0]['probability']:.1%}); it {'was' if n else 'was not'} among the class's guesses "
                         "(paris, london).**"}  # (the teacher's page shows a student's view too)
+    # and each student where their own word stands among the model's answers
+    ranks = {p["token"]: i for i, p in enumerate(top)}
+    for s, word in zip(students, ("paris", "paris", "london")):
+        (mine,) = [c.value for c in s.caption if c.value.startswith("You guessed")]
+        assert mine.startswith(f"You guessed **{word}**") and (
+            ("the model's " + ("first", "second", "third", "fourth", "fifth")[ranks[word]] + " answer, ") in mine
+            if word in ranks and ranks[word] < 5 else "top" in mine or "number" in mine), mine
 
 
 def test_a_question_the_model_cannot_answer_is_refused_at_pose_not_at_the_reveal(classroom):
@@ -198,8 +205,12 @@ def test_a_pair_shows_the_class_split_beside_p_isnext(classroom):
     p = nsp_probability(checkpoint.load(checkpoint.DEFAULT_MODEL, "BertForPreTraining"), [(q.text, q.text_b)])[0]
     figs = {f.title.split(" (")[0]: f for f in figcheck.figures(teacher)}
     assert list(figs["The class: is B the next sentence?"].traces[0].y) == [1, 0]
-    assert list(figs[f"{checkpoint.DEFAULT_MODEL}'s answer"].traces[0].y) == pytest.approx(
-        [p["is_next"], 1 - p["is_next"]], abs=1e-5)
+    model = figs[f"{checkpoint.DEFAULT_MODEL}'s answer"]
+    assert list(model.traces[0].y) == pytest.approx([p["is_next"], 1 - p["is_next"]], abs=1e-5)
+    # in the class's words, its labels never a certainty that one decimal made of 99.996 %
+    assert list(model.traces[0].x) == ["yes (IsNext)", "no (NotNext)"]
+    assert all(t in ("<0.1%", ">99.9%") or float(t.rstrip("%")) < 99.95 for t in model.traces[0].raw["text"])
+    assert "You answered **yes**." in [c.value for c in student.run().caption]
 
 
 def test_a_student_who_reloads_or_opens_a_second_tab_is_still_one_student(classroom):

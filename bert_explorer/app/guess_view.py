@@ -85,6 +85,22 @@ def _students(n: int) -> str:
     return f"{n} student{'s' if n != 1 else ''}"
 
 
+def _percent(p: float) -> str:
+    return ">99.9%" if p > 0.999 else "<0.1%" if p < 0.001 else f"{p:.1%}"
+
+
+def own_rank(q: gs.Question, mine: str) -> str:
+    """Where a student's cloze guess stands among the model's answers ("You guessed paris: the model's second
+    answer, 12.4%."): the reveal named only the model's first, and a student whose word was its second read
+    nothing of it."""
+    top = q.answer["top"] if q.kind == "cloze" and q.answer else []
+    at = next((i for i, p in enumerate(top) if p["token"].lower() == mine.lower()), None)
+    if at is None:
+        return f"You guessed **{mine}**" + (f": not among the model's top {len(top)}." if top else ".")
+    nth = ("first", "second", "third", "fourth", "fifth")[at] if at < 5 else f"number {at + 1}"
+    return f"You guessed **{mine}**: the model's {nth} answer, {_percent(top[at]['probability'])}."
+
+
 def reveal(q: gs.Question, key: str) -> None:
     """The class's guesses beside the model's answer: two charts and one sentence, every number counted."""
     said = list(q.guesses.values())
@@ -108,8 +124,10 @@ def reveal(q: gs.Question, key: str) -> None:
         fig.update_layout(title=f"The class: is B the next sentence? ({_students(len(said))})",
                           xaxis_title="answer", yaxis_title="students", height=380)
         p = q.answer["is_next"]
-        model = go.Figure(go.Bar(x=["IsNext", "NotNext"], y=[p, 1 - p], name="model",
-                                 text=[f"{p:.1%}", f"{1 - p:.1%}"], textposition="auto"))
+        # the class's words beside the head's, and one decimal never rounded to a certainty ("100.0%" beside the
+        # sentence's "above 99.9%")
+        model = go.Figure(go.Bar(x=["yes (IsNext)", "no (NotNext)"], y=[p, 1 - p], name="model",
+                                 text=[_percent(p), _percent(1 - p)], textposition="auto"))
         model.update_layout(title=f"{q.model}'s answer", xaxis_title="", yaxis_title="probability", height=380,
                             yaxis_range=[0, 1], yaxis_tickformat=".0%")
         sentence = gs.pair_sentence(said, p) if said else "No student answered before the reveal."
@@ -132,7 +150,7 @@ def student_box() -> None:
     mine = q.guesses.get(student_id())
     if q.answer is not None:
         if mine:
-            st.caption(f"You guessed **{mine}**.")
+            st.caption(own_rank(q, mine) if q.kind == "cloze" else f"You answered **{mine}**.")
         reveal(q, f"guess_{q.id}_s")
         return
     with st.form(f"guess_form_{q.id}", clear_on_submit=False):
