@@ -237,6 +237,9 @@ else:
                             width=summary["bin_width"] * 0.95))
     hfig.update_layout(title=f"Feature {feature}: activations when it fires", height=260, yaxis_type="log",
                        xaxis_title="activation", yaxis_title="tokens (log scale)", margin=dict(t=40, b=40))
+    # ticks at the powers of ten alone, in full (plotly's own log ticks read "10, 2, 5, 100, 2, 5": a "5" taken
+    # for 5 tokens)
+    hfig.update_yaxes(dtick=1, tickformat=",d")
     exports.figure(hfig, "sae_hist", bundle=bundle)
 
 # ----- your sentence -------------------------------------------------------------------------------

@@ -424,3 +424,21 @@ def test_a_layer_without_an_sae_names_the_layers_that_have_one(monkeypatch):
     assert not at.exception
     assert "No SAE of layer 3 is trained for this model; SAEs of layer 2 are: choose that layer above." in \
         [i.value for i in at.info]
+
+
+def test_the_activation_histogram_is_ticked_at_powers_of_ten_only(built):
+    """The log axis was ticked "10, 2, 5, 100, 2, 5, 1000": a student read a "5" as 5 tokens."""
+    from streamlit.testing.v1 import AppTest
+
+    import figcheck
+
+    folder, *_ = built
+    at = AppTest.from_file("../pages/15_Features.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "a local directory…"
+    at.session_state["be_model_path"] = str(folder)
+    at.session_state["sae_layer"] = 1
+    at.run()
+    assert not at.exception
+    (hist,) = [f for f in figcheck.figures(at) if "activations when it fires" in f.title]
+    axis = hist.layout["yaxis"]
+    assert axis["type"] == "log" and axis["dtick"] == 1 and axis["tickformat"] == ",d"
