@@ -22,7 +22,7 @@ from bert_explorer.app.state import by_inputs, device_name, show_mode, shown_pat
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES, CheckpointError
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
-from bert_explorer.app.keep import kept_widget, remembered, settings_key, text_box
+from bert_explorer.app.keep import fit_kept, kept_widget, past_the_model, remembered, settings_key, text_box
 from bert_explorer.app.widgets import intro, sentence_of
 from bert_explorer.data.uploads.names import NAME_CHARS, slug
 from bert_explorer.model.config import BertConfig
@@ -449,10 +449,13 @@ if sentence == OWN_SENTENCE:
     text = text_box(t1.text_input, "Sentence (write [MASK] where a word is hidden)", default_sentence(run.path),
                     key=f"pt_tl_text_{finder.rel_name(run.path, root)}", persist_state="session",
                     max_chars=limits.CHARS)
+    # (a layer or head chosen on a deeper run becomes this one's last, said: it went to the first, unsaid)
+    was = fit_kept("pt_tl_layer", model_cfg.num_layers - 1), fit_kept("pt_tl_head", model_cfg.num_heads - 1)
     layer = t2.selectbox("Layer", range(model_cfg.num_layers), key="pt_tl_layer",
                          persist_state="session", format_func=lambda i: f"{i + 1}")
     head = t3.selectbox("Head", range(model_cfg.num_heads), key="pt_tl_head",
                         persist_state="session", format_func=lambda i: f"{i + 1}")
+    past_the_model(was, model_cfg.num_layers, model_cfg.num_heads)
     top_k = t4.number_input("Top-k", 1, 10, 5, key="pt_tl_k", persist_state="session")
     read = checkpoints_to_read(ckpts)
     if len(read) < len(ckpts):

@@ -324,3 +324,18 @@ def test_a_checkpoint_s_frame_in_one_pass_is_what_the_probes_compute(recorded):
                        [p["probability"] for m in want for p in m["predictions"]], atol=1e-5)
     assert f.first_mask_probs.argmax() == loaded.tokenizer.token_to_id(want[0]["predictions"][0]["token"])
     assert f.first_mask_probs.sum() == pytest.approx(1.0, abs=1e-4)
+
+
+def test_a_layer_chosen_on_a_deeper_run_is_moved_to_this_one_s_last_with_a_word(recorded, runs_root, monkeypatch):
+    """Layer 2, head 2 chosen on one run, then a 1-layer run watched: the time-lapse showed layer 1, head 1 with no
+    word of it."""
+    _shipped(monkeypatch, None)
+    shutil.copytree(recorded, runs_root / "framed")
+    at = AppTest.from_file("../pages/10_Pre-train.py", default_timeout=120)
+    at.session_state["pt_tl_layer"], at.session_state["pt_tl_head"] = 5, 3  # (as chosen on a 6-layer run)
+    at.run()
+    at.selectbox(key="pt_tl_sentence_run").set_value(-1).run()
+    assert not at.exception
+    assert (at.selectbox(key="pt_tl_layer").value, at.selectbox(key="pt_tl_head").value) == (1, 1)
+    assert "This model has 2 layers of 2 heads: the layer 6 and head 4 chosen before, on a larger model, became " \
+           "its last." in [c.value for c in at.caption]
