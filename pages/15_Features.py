@@ -12,7 +12,7 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, without_host_paths
 from bert_explorer.app.roles import (busy_sentence, not_prepared, progress_line, running_beside, work_button,
                                      writes_allowed)
-from bert_explorer.app.keep import text_box
+from bert_explorer.app.keep import fit_kept, opening_index, text_box
 from bert_explorer.app.widgets import intro, needs_head
 from bert_explorer.data.corpora import corpus_title
 from bert_explorer.runs import neighbour_jobs as jobs
@@ -53,9 +53,12 @@ def _settings(layer: int, k: int, width: int) -> fb.FeatureSettings:
 
 
 c1, c2, c3 = st.columns([1, 1, 1])
-layer = c1.selectbox("Layer", list(range(1, L + 1)), index=fb.default_layer(loaded) - 1, key="sae_layer",
-                     persist_state="session",
+was = fit_kept("sae_layer", L)  # (a deeper model's layer: this one's last, said; Streamlit went to the default)
+layer = c1.selectbox("Layer", list(range(1, L + 1)), **opening_index("sae_layer", fb.default_layer(loaded) - 1),
+                     key="sae_layer", persist_state="session",
                      help="The SAE reads the residual stream after this encoder layer (its output, after LayerNorm).")
+if was is not None:
+    st.caption(f"This model has {L} layers: the layer {was} chosen before, on a deeper model, became its last.")
 trained = [m for m in fb.trained(loaded) if m["layer"] == layer]
 k = c2.number_input("Active features per token (k)", *fb.K_RANGE, SaeConfig.k, 4, key="sae_k", persist_state="session",
                     help="TopK keeps the k largest features of each token and sets the rest to 0: the L0.")
@@ -207,8 +210,9 @@ if word.strip():
                       height=200)
 alive = [int(f) for f in (feats.table["density"] > 0).nonzero()[0]]
 default = int(hits["feature"].iloc[0]) if word.strip() and not hits.empty else (alive[0] if alive else 0)
-feature = int(s1.number_input("Feature", 0, feats.n_features - 1, default, 1, key=f"sae_feature_{word}",
-                              persist_state="session"))
+# (each SAE its own: feature 100 of one is not feature 100 of another, and a smaller one reset it without a word)
+feature = int(s1.number_input("Feature", 0, feats.n_features - 1, default, 1,
+                              key=f"sae_feature_{word}_{path.name}", persist_state="session"))
 bundle.inputs["feature"] = feature
 summary = feats.summary(feature)
 wordsd = feats.words(feature, loaded.tokenizer)

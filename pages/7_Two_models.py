@@ -9,7 +9,8 @@ from bert_explorer import limits
 
 from bert_explorer.analysis.comparison import candidates, two_models, verdict
 from bert_explorer.app import runs_view as rv
-from bert_explorer.app.keep import SENTENCE_A, SENTENCE_A_DEFAULT, fit_kept, kept_widget, past_the_model, text_box
+from bert_explorer.app.keep import (SENTENCE_A, SENTENCE_A_DEFAULT, fit_kept, kept_widget, opening_index,
+                                    past_the_model, text_box)
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, shown_path
@@ -262,9 +263,11 @@ if result["attention_js"] is not None:
     worst = np.unravel_index(int(js.argmax()), js.shape)
     h1, h2, h3 = st.columns([1, 1, 3])
     was = fit_kept("two_layer", L - 1), fit_kept("two_head", A - 1)  # (kept across pages; a shallower pair's last)
-    layer = h1.selectbox("Layer", range(L), index=int(worst[0]), format_func=lambda i: f"{i + 1}", key="two_layer",
+    layer = h1.selectbox("Layer", range(L), **opening_index("two_layer", int(worst[0])),
+                         format_func=lambda i: f"{i + 1}", key="two_layer",
                          persist_state="session")
-    head = h2.selectbox("Head", range(A), index=int(worst[1]), format_func=lambda i: f"{i + 1}", key="two_head",
+    head = h2.selectbox("Head", range(A), **opening_index("two_head", int(worst[1])),
+                        format_func=lambda i: f"{i + 1}", key="two_head",
                         persist_state="session")
     past_the_model(was, L, A)
     # the sentence the other pages share (typed on Tokens and embeddings, it carried to Attention but not here)

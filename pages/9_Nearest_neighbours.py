@@ -13,7 +13,7 @@ from bert_explorer.app import exports
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, shown_path, without_host_paths
 from bert_explorer.app.roles import (busy_sentence, not_prepared, progress_line, running_beside, work_button,
                                      writes_allowed)
-from bert_explorer.app.keep import fit_kept, text_box
+from bert_explorer.app.keep import fit_kept, opening_index, text_box
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.estimate import background_threads
@@ -82,7 +82,8 @@ position = c2.selectbox("Token", positions, index=positions.index(start), format
                         key=f"nn_token_{hash(text)}", persist_state="session",
                         help="The WordPieces of your sentence, numbered from [CLS] = 0.")
 was = fit_kept("nn_layer", L)  # (a deeper model's layer: this one's last)
-layer = c3.selectbox("Layer", list(range(L + 1)), index=nbb.opening_layer(loaded), key="nn_layer",
+layer = c3.selectbox("Layer", list(range(L + 1)), **opening_index("nn_layer", nbb.opening_layer(loaded)),
+                     key="nn_layer",
                      persist_state="session",
                      format_func=lambda i: "0 (embeddings)" if i == 0 else str(i),
                      help=f"0 = the embedding output (token + position + segment, then LayerNorm); 1-{L} = after "

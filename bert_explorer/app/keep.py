@@ -118,6 +118,12 @@ def past_the_model(was: tuple[int | None, int | None], layers: int, heads: int) 
                    "before, on a larger model, became its last.")
 
 
+def opening_index(key: str, index: int) -> dict:
+    """``index=`` for a select box whose kept value :func:`fit_kept` may move, given only while nothing is kept:
+    a default beside a value the page set makes Streamlit warn of a value set twice."""
+    return {} if key in st.session_state else {"index": index}
+
+
 def remembered(key: str, default: Any = None) -> Any:
     """The value kept under ``key`` (what the user last chose on any page), or ``default``."""
     return st.session_state.get(key, st.session_state.get(SHADOW + key, default))
