@@ -471,8 +471,11 @@ def _untrained_heads(d: Path) -> dict[str, str]:
     try:
         if (d / "training_args.json").stat().st_size > 1_000_000:  # (no run writes more than a few kB)
             return {}
-        objective = json.loads((d / "training_args.json").read_text(encoding="utf-8")).get("objective")
+        settings = json.loads((d / "training_args.json").read_text(encoding="utf-8"))
+        objective, warm = settings.get("objective"), settings.get("init")
     except (OSError, ValueError, RecursionError, AttributeError):  # none, or not ours: nothing known
+        return {}
+    if warm:  # a warm start kept the head of the model it began from, trained there: not a random one
         return {}
     known = OBJECTIVES.get(objective) if isinstance(objective, str) else None
     if known is None or known.next_sentence:

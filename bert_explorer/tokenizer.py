@@ -137,7 +137,7 @@ class WordPieceTokenizer:
         token = self._tok.id_to_token(int(i))
         if token is None and self._lines and 0 <= int(i) < len(self._lines):
             return self._lines[int(i)]  # a repeated line's first id, which reads its token as the file does
-        return token
+        return "" if token is None and 0 <= int(i) < self._size else token  # (an id no piece has: a gap)
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
         return [self.id_to_token(i) for i in ids]

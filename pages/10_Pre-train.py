@@ -269,7 +269,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                    f"steps × {int(batch)} × {int(seq_len)} tokens × {est['flops_per_token'] / 1e6:,.1f} MFLOPs per token "
                    f"(6·N + 12·L·H·T for N parameters, L layers, H hidden units and T tokens per sequence, + the output decoder on {decoded}) ÷ {est['flop_per_s'] / 1e9:,.0f} "
                    f"GFLOP/s ({est['basis']}). Evaluation {duration_text(est['eval_seconds'])}: "
-                   f"{held_out_text(est['held_out_evaluations'])}"
+                   f"{held_out_text(est['held_out_evaluations'], est['held_out_reason'])}"
                    f"{evaluated(est)}. Loading {duration_text(est['loading_seconds'])} before step 1 "
                    f"({est['loading_basis']}). Saving {duration_text(est['checkpoint_seconds'])}: {est['checkpoints']} "
                    f"checkpoint(s) of the weights and Adam's two moments, {est['checkpoint_bytes'] / 1e6:,.0f} MB each "

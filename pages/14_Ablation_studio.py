@@ -184,9 +184,12 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
                        "start in the background" if fetch else "Start in the background")
         # a long grid is asked for twice, as a long pre-training or fine-tuning is (paper-mini's ten hours, or a
         # grid of days, started in one click); the tick is for this grid alone
-        seconds = (est_gpu if torch.cuda.is_available() else est_cpu)["total_s"]
+        on_gpu = torch.cuda.is_available()
+        seconds = (est_gpu if on_gpu else est_cpu)["total_s"]
+        # (the CPU's load stretches a CPU grid's time, not a GPU grid's)
+        how_long = f"about {duration_text(seconds)} on the GPU" if on_gpu else said(seconds, background_threads())
         confirmed = seconds <= LONG_RUN_ASK_S or st.checkbox(
-            f"Yes, run these {len(plan['cells'])} cells for {said(seconds, background_threads())}. For a quicker "
+            f"Yes, run these {len(plan['cells'])} cells for {how_long}. For a quicker "
             "grid, choose fewer cells, sizes or steps.", key=f"abl_confirm_long_{settings_key(recipe)}")
         if not refusal and work_button(start_label, key="abl_start", type="primary", disabled=not confirmed):
             folder = slug(out_name)  # a plain folder name: never outside the runs directory

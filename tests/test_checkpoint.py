@@ -624,6 +624,10 @@ def test_a_head_its_pre_training_never_trained_counts_as_none(tmp_path, minilm_d
     assert ("next-sentence head" in report.missing) is untrained and "masked-LM head" not in report.missing
     if untrained:
         assert "in the checkpoint but never trained: next-sentence head (pre-trained with the " in report.summary()
+        # a warm start began from a model whose head was trained, and kept it: not a random one
+        warm = checkpoint.save(model, tok, tmp_path / "warm", extra_files={"training_args.json": json.dumps(
+            {"objective": objective, "init": "minilm-mlm-nsp"})})
+        assert "next-sentence head" not in checkpoint.load(warm, "BertForPreTraining").report.missing
     at = AppTest.from_file("../pages/5_Next_sentence_probe.py", default_timeout=120)
     at.session_state["be_model_choice"] = "a local directory…"
     at.session_state["be_model_path"] = str(folder)

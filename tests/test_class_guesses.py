@@ -282,7 +282,8 @@ def test_a_model_without_a_head_is_told_why_of_itself_not_of_minilm(name, said):
         from types import SimpleNamespace
 
         from bert_explorer.app.widgets import needs_head
-        needs_head(SimpleNamespace(name=name, path=name, report=SimpleNamespace(missing=["masked-LM head"], untrained={})),
+        report = SimpleNamespace(missing=["masked-LM head"], untrained={})
+        needs_head(SimpleNamespace(name=name, path=name, report=report),
                    "masked-LM head", "answer a masked word")
 
     at = AppTest.from_function(page, args=(name,)).run()

@@ -1379,8 +1379,9 @@ def test_a_preparation_says_the_results_the_cache_removed_to_make_room(monkeypat
     monkeypatch.setattr(lesson, "_declared", lambda: [])
     monkeypatch.setattr(lesson, "run", lambda b, report: earlier.rmdir() or "done")
     assert main(["prepare-class", "--model", "explorer-mini", "--builds", "index"]) == 0
-    assert "earlier result(s) were removed (head-map); prepare them again, or raise BERT_EXPLORER_CACHE_GB" in \
-        capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "1 earlier result(s) left the cache while it prepared (head-map): the cache's limit (" in err
+    assert "makes room by removing the least recently used; prepare them again, or raise BERT_EXPLORER_CACHE_GB" in err
 
 
 def test_an_unknown_option_is_said_by_the_command_it_was_given_to(capsys):
@@ -1403,3 +1404,19 @@ def test_a_build_that_stopped_is_said_stopped_not_in_its_last_progress_words(mon
     build = SimpleNamespace(done=lambda: False, state=lambda: next(states))
     said = lesson.run(build, lambda fraction, message: None, poll_s=0.0)
     assert said == "it stopped at 13% (stopped); run the same again to go on from there"
+
+
+def test_a_ctrl_c_while_a_build_is_being_started_stops_that_build(monkeypatch):
+    """A Ctrl-C that came while the build's process was being started left it running, unwatched."""
+    from types import SimpleNamespace
+
+    from bert_explorer.analysis import lesson
+
+    stopped, states = [], iter([{"state": "missing"}, {"state": "building"}])
+    build = SimpleNamespace(done=lambda: False, state=lambda: next(states), path="p", argv=[], room_bytes=0,
+                            command="c", key="quality", lesson="l", seconds=0)
+    monkeypatch.setattr(lesson.jobs, "start_build", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(lesson, "stop", stopped.append)
+    with pytest.raises(KeyboardInterrupt):
+        lesson.run(build, lambda fraction, message: None)
+    assert stopped == [build]

@@ -203,7 +203,11 @@ def test_a_corpus_too_small_for_held_out_nsp_pairs_still_trains(tmp_path):
 
     est = estimate(cfg, tmp_path / "runs")
     assert est["held_out_evaluations"] == 0 and est["eval_seconds"] == 0
-    assert held_out_text(est["held_out_evaluations"]).startswith("no held-out evaluation (too few documents held")
+    assert held_out_text(est["held_out_evaluations"], est["held_out_reason"]) == \
+        "no held-out evaluation (fewer than two documents held out, and next-sentence pairs need two)"
+    none_out = estimate(dataclasses.replace(cfg, held_out_fraction=0.0, objective="mlm"), tmp_path / "runs")
+    assert held_out_text(none_out["held_out_evaluations"], none_out["held_out_reason"]) == \
+        "no held-out evaluation (it holds no document out: held_out_fraction is 0)"
     no_nsp = estimate(dataclasses.replace(cfg, objective="mlm"), tmp_path / "runs")
     assert no_nsp["held_out_evaluations"] == 1 and no_nsp["eval_seconds"] > 0
 

@@ -479,3 +479,13 @@ def test_the_lower_casing_setting_is_read_as_the_user_wrote_it(cased_dir, tmp_pa
     (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nÉa\nΩ\nb\n", encoding="utf-8")
     ours = WordPieceTokenizer.from_dir(tmp_path)
     assert ours.lowercase is False and ours.tokenize("Éa Ω") == ["Éa", "Ω"]
+
+
+def test_a_vocabulary_with_gaps_in_its_ids_reads_a_gap_as_no_piece():
+    """ids up to the largest count (vocab_size), and one that no piece has is read as "" (a None stopped the
+    continuation pieces' scan and the vocabularies' comparison)."""
+    vocab = {t: i for i, t in enumerate(SPECIAL_TOKENS)} | {"cat": 7, "##s": 9}
+    ours = WordPieceTokenizer(vocab)
+    assert ours.vocab_size == 10 and ours.id_to_token(6) == "" and ours.id_to_token(9) == "##s"
+    from bert_explorer.data.pretraining import continuation_ids
+    assert continuation_ids(ours) == {9}

@@ -173,10 +173,16 @@ def run(build: Build, report: Callable[[float, str], None], poll_s: float = 1.0)
         from ..train.estimate import background_threads
         from ..train.speed import seconds_now
 
-        if why := jobs.start_build(build.path, build.argv, one_at_a_time=False, room_bytes=build.room_bytes,
+        try:
+            why = jobs.start_build(build.path, build.argv, one_at_a_time=False, room_bytes=build.room_bytes,
                                    command=build.command, what=build.key, lesson=build.lesson,
                                    said_s=seconds_now(build.seconds, background_threads(), without_own=True)
-                                   if build.seconds else None):  # (the preparer's own first visits are done)
+                                   if build.seconds else None)  # (the preparer's own first visits are done)
+        except KeyboardInterrupt:  # (while it was being started: the build running now is the one it started)
+            if build.state()["state"] == "building":
+                stop(build)
+            raise
+        if why:
             return why
         started_here = True
     try:

@@ -152,9 +152,10 @@ def cmd_prepare_class(args) -> int:
         # (the cache's limit made room for these builds by removing the least recently used results, among them
         # what an earlier preparation made for another model, with nothing said)
         kinds = ", ".join(sorted({g.rsplit("-", 1)[0] for g in gone}))
-        print(f"note: to keep the cache within its limit ({full_disk.size_text(disk_cache.quota_bytes())}, "
-              f"{disk_cache.QUOTA_ENV}), {len(gone)} earlier result(s) were removed ({kinds}); prepare them again, "
-              f"or raise {disk_cache.QUOTA_ENV} to keep them all", file=sys.stderr, flush=True)
+        print(f"note: {len(gone)} earlier result(s) left the cache while it prepared ({kinds}): the cache's limit "
+              f"({full_disk.size_text(disk_cache.quota_bytes())}, {disk_cache.QUOTA_ENV}) makes room by removing the "
+              f"least recently used; prepare them again, or raise {disk_cache.QUOTA_ENV} to keep them all",
+              file=sys.stderr, flush=True)
     builds = f", the builds {duration_text(time.time() - t_builds)} (said before: {told}; " if todo else ", no build ("
     # from the start (the panel's Prepare: 28 s of a process starting and reading its models were not counted)
     print(f"prepared in {duration_text(time.time() - begun)}: starting and reading the model"

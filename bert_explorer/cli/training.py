@@ -173,7 +173,7 @@ def cmd_pretrain(args) -> int:
         print(f"estimate: {said(est['seconds'], est['threads'], niced=background or niced_here())} "
               f"({cfg.max_steps:,} step{'s' if cfg.max_steps != 1 else ''} of {cfg.batch_size * cfg.grad_accum} x "
               f"{cfg.max_seq_length} tokens, "
-              f"{held_out_text(est['held_out_evaluations'])}; {est['basis']})",
+              f"{held_out_text(est['held_out_evaluations'], est['held_out_reason'])}; {est['basis']})",
               file=sys.stderr, flush=True)
 
     # a resume of a run that kept no checkpoint trains again from step 0 with its settings: a new run's time, and

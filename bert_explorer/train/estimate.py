@@ -248,10 +248,11 @@ def evaluations_of(steps: int, eval_every: int) -> int:
     return steps // eval_every + (1 if steps % eval_every else 0)
 
 
-def held_out_text(evaluations: int) -> str:
-    """"10 held-out evaluations", or that a run holds out too little to make one (``pretrain.estimate``)."""
+def held_out_text(evaluations: int, why: str = "") -> str:
+    """"10 held-out evaluations", or that a run makes none and ``why`` (``pretrain.estimate``'s
+    ``held_out_reason``)."""
     if not evaluations:
-        return "no held-out evaluation (too few documents held out; next-sentence pairs need two)"
+        return "no held-out evaluation" + (f" ({why})" if why else "")
     return f"{evaluations:,} held-out evaluation{'s' if evaluations != 1 else ''}"
 
 

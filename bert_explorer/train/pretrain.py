@@ -252,7 +252,7 @@ def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None, words:
     (``bert-explorer pretrain``, the Pre-train page), with the run's own counts: the words of its corpus to
     tokenise and of its held-out documents to evaluate, its evaluations (and time-lapse frames, each one too),
     checkpoints, objective and precision; ``held_out_evaluations`` counts the evaluations alone (0 where the run
-    holds out too little to evaluate). ``threads``: what it trains with (default: a background run's).
+    holds out too little to evaluate, ``held_out_reason`` saying why). ``threads``: what it trains with (default: a background run's).
     ``words``: :func:`corpus_words`, where counted already (an upload not stored yet); ``vocab_size``: the
     vocabulary the run will have where it learns fewer pieces than asked (a small upload)."""
     words, held_words = words if words is not None else corpus_words(cfg)
@@ -264,7 +264,10 @@ def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None, words:
                             eval_batches=cfg.eval_batches, corpus=cfg.corpus, corpus_words=words,
                             checkpoints=checkpoints_of(cfg.max_steps, cfg.save_every),
                             predicted_fraction=predicted_fraction(cfg), precision=cfg.precision, threads=threads)
-    return {**est, "held_out_evaluations": held_out}
+    why = ("it holds no document out: held_out_fraction is 0" if not cfg.held_out_fraction else
+           "fewer than two documents held out, and next-sentence pairs need two" if cfg.objective_type.next_sentence
+           else "no document held out") if not held_out else ""
+    return {**est, "held_out_evaluations": held_out, "held_out_reason": why}
 
 
 def check_start(cfg: PretrainConfig, latest: Path | None = None) -> None:
