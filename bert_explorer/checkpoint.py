@@ -455,7 +455,7 @@ class LoadReport:
             parts.append("newly initialised (not in the checkpoint): " + ", ".join(absent))
         if self.untrained:
             parts.append("in the checkpoint but never trained: " + ", ".join(
-                f"{head} (pre-trained with {objective})" for head, objective in sorted(self.untrained.items())))
+                f"{head} (pre-trained with {trained_by})" for head, trained_by in sorted(self.untrained.items())))
         if self.unexpected:
             groups = sorted({_group(k) or k for k in self.unexpected})
             parts.append("in the checkpoint but unused: " + ", ".join(groups))
@@ -586,10 +586,10 @@ def load(
         if g is None:
             raise CheckpointError(f"{d} is missing encoder weight {k}; it is not a complete BERT checkpoint")
         report.missing.setdefault(g, []).append(k)
-    for head, objective in _untrained_heads(d).items():
+    for head, trained_by in _untrained_heads(d).items():
         keys = [k for k in own if _group(k) == head]
         if keys and head not in report.missing:  # (the pre-training saved a head it never trained)
-            report.missing[head], report.untrained[head] = keys, objective
+            report.missing[head], report.untrained[head] = keys, trained_by
     lacking = [h for h in need_heads if h in report.missing]
     if lacking:
         raise MissingHeadError(

@@ -30,11 +30,11 @@ from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.speed import said
-from bert_explorer.train.estimate import ALIASES, LONG_RUN_ASK_S, background_threads, held_out_text, size_options
+from bert_explorer.train.estimate import ALIASES, LONG_RUN_ASK_S, background_threads, size_options
 from bert_explorer.train.pretrain import check_fits as check_pretraining, estimate as run_estimate, text_changed
 from bert_explorer.train.memory import NO_CUDA
 from bert_explorer.train.pretraining_data import corpus_words as count_corpus_words, evaluates_held_out, \
-    learnt_vocab_size
+    held_out_text, learnt_vocab_size
 from bert_explorer.train.pretrain_config import (MAX_FRAMES, MAX_LR, SMALL_MODEL_LR, PretrainConfig, predicted_fraction,
                                                  warmup_steps_of)
 from bert_explorer.train.resume import resume_settings

@@ -198,7 +198,7 @@ def test_a_corpus_too_small_for_held_out_nsp_pairs_still_trains(tmp_path):
     assert "too few for NSP pairs" in (tmp_path / "small" / "log.txt").read_text()
     # and its estimate, said before, counts no held-out evaluation (it said "1 held-out evaluation", then logged
     # that there was none); the same split with an objective of single segments evaluates on that document
-    from bert_explorer.train.estimate import held_out_text
+    from bert_explorer.train.pretraining_data import held_out_text
     from bert_explorer.train.pretrain import estimate
 
     est = estimate(cfg, tmp_path / "runs")

@@ -22,7 +22,7 @@ from ..tasks.base import TaskType, cut_note
 from ..tasks.registry import task_type
 from ..checkpoint import CheckpointError
 from ..train.speed import busy_text, niced_here, said
-from ..train.estimate import background_threads, held_out_text, sequences_of
+from ..train.estimate import background_threads, sequences_of
 from ..train.finetune import FinetuneConfig, check_folder as check_finetuning_folder, check_start as check_finetuning, \
     estimate as finetune_estimate, few_steps_note, read_data, resume_refusal, run_finetuning, steps_text
 from ..train.predict import Predictor
@@ -32,7 +32,7 @@ from ..data.uploads.core import PAIR_NAMES, TEXT_NAMES, column_key
 from ..runs.lock import RunBusy, writer_busy
 from ..runs.run import Run, new_run_refusal, restart_refusal, runs_root
 from ..train.pretrain_config import PretrainConfig, plateau_warning, rate_for_width, warmup_steps_of
-from ..train.pretraining_data import split_corpus
+from ..train.pretraining_data import held_out_text, split_corpus
 from ..train.finetune_resume import resume_settings as resume_finetuning
 from ..train.resume import resume_settings
 from .follow import following

@@ -248,14 +248,6 @@ def evaluations_of(steps: int, eval_every: int) -> int:
     return steps // eval_every + (1 if steps % eval_every else 0)
 
 
-def held_out_text(evaluations: int, why: str = "") -> str:
-    """"10 held-out evaluations", or that a run makes none and ``why`` (``pretrain.estimate``'s
-    ``held_out_reason``)."""
-    if not evaluations:
-        return "no held-out evaluation" + (f" ({why})" if why else "")
-    return f"{evaluations:,} held-out evaluation{'s' if evaluations != 1 else ''}"
-
-
 def checkpoints_of(steps: int, save_every: int) -> int:
     """How many checkpoints a run of ``steps`` writes: one every ``save_every`` steps before the
     last, and one at the end (``pretrain._pretrain``)."""

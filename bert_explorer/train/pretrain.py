@@ -36,13 +36,12 @@ from .optim import linear_warmup_decay, load_optimizer_state, make_optimizer
 from .engine import marks_failure, time_left
 from .pretrain_config import PretrainConfig, check_new_run, positions_fit, predicted_fraction, warmup_steps_of
 from .pretraining_data import (PretrainingData, check_corpora, check_documents, cloze_sentences,
-                               corpus_words, learns_its_words_from_an_upload, learnt_vocab_size,
-                               pretraining_data)
+                               corpus_words, held_out_plan, learns_its_words_from_an_upload,
+                               learnt_vocab_size, pretraining_data)
 from .report import MemoryReporter, Reporter
 from .resume import (WORLD_SIZE_KEY, ResumePoint, check_resume, data_changed, resume_point, saved_settings,
                      set_lr_to_schedule, text_changed, world_size_refusal)
-from .estimate import (checkpoints_of, evaluations_of, model_flops_per_token, pretrain_estimate,
-                       sequences_of)
+from .estimate import checkpoints_of, model_flops_per_token, pretrain_estimate, sequences_of
 from .memory import check_batch_fits
 from .speed import OtherWork
 from .trainer import Due, Trainer
@@ -256,7 +255,7 @@ def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None, words:
     ``words``: :func:`corpus_words`, where counted already (an upload not stored yet); ``vocab_size``: the
     vocabulary the run will have where it learns fewer pieces than asked (a small upload)."""
     words, held_words = words if words is not None else corpus_words(cfg)
-    held_out = evaluations_of(cfg.max_steps, cfg.eval_every) if held_words else 0  # (none without held-out text)
+    held_out, why = held_out_plan(cfg, held_words)
     est = pretrain_estimate(cfg.init or cfg.size, cfg.max_steps, cfg.batch_size * cfg.grad_accum, cfg.max_seq_length,
                             vocab_size or learnt_vocab_size(cfg) or cfg.vocab_size, root,
                             evaluations=held_out + cfg.timelapse_frames,
@@ -264,9 +263,6 @@ def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None, words:
                             eval_batches=cfg.eval_batches, corpus=cfg.corpus, corpus_words=words,
                             checkpoints=checkpoints_of(cfg.max_steps, cfg.save_every),
                             predicted_fraction=predicted_fraction(cfg), precision=cfg.precision, threads=threads)
-    why = ("it holds no document out: held_out_fraction is 0" if not cfg.held_out_fraction else
-           "fewer than two documents held out, and next-sentence pairs need two" if cfg.objective_type.next_sentence
-           else "no document held out") if not held_out else ""
     return {**est, "held_out_evaluations": held_out, "held_out_reason": why}
 
 

@@ -54,6 +54,25 @@ def evaluates_held_out(cfg: PretrainConfig, held_documents: int) -> bool:
     return held_documents >= 2 or (held_documents >= 1 and not cfg.objective_type.next_sentence)
 
 
+def held_out_plan(cfg: PretrainConfig, held_words: int) -> tuple[int, str]:
+    """(the held-out evaluations a run of ``cfg`` makes, where its held-out documents hold ``held_words`` words it
+    evaluates on; why it makes none, where it makes none), for its estimate (``pretrain.estimate``)."""
+    from .estimate import evaluations_of
+
+    if held_words:
+        return evaluations_of(cfg.max_steps, cfg.eval_every), ""
+    return 0, ("it holds no document out: held_out_fraction is 0" if not cfg.held_out_fraction else
+               "fewer than two documents held out, and next-sentence pairs need two" if cfg.objective_type.next_sentence
+               else "no document held out")
+
+
+def held_out_text(evaluations: int, why: str = "") -> str:
+    """"10 held-out evaluations", or that a run makes none and ``why`` (:func:`held_out_plan`)."""
+    if not evaluations:
+        return "no held-out evaluation" + (f" ({why})" if why else "")
+    return f"{evaluations:,} held-out evaluation{'s' if evaluations != 1 else ''}"
+
+
 def corpus_words(cfg: PretrainConfig) -> tuple[int, int]:
     """(the words a run of ``cfg`` reads, the words of its held-out documents it evaluates on: 0 where it
     makes no held-out evaluation), split as the run splits them."""
