@@ -251,7 +251,8 @@ def estimate(cfg: PretrainConfig, root: Path, threads: int | None = None, words:
     (``bert-explorer pretrain``, the Pre-train page), with the run's own counts: the words of its corpus to
     tokenise and of its held-out documents to evaluate, its evaluations (and time-lapse frames, each one too),
     checkpoints, objective and precision; ``held_out_evaluations`` counts the evaluations alone (0 where the run
-    holds out too little to evaluate, ``held_out_reason`` saying why). ``threads``: what it trains with (default: a background run's).
+    holds out too little to evaluate, ``held_out_reason`` saying why). ``threads``: what it trains with
+    (default: a background run's).
     ``words``: :func:`corpus_words`, where counted already (an upload not stored yet); ``vocab_size``: the
     vocabulary the run will have where it learns fewer pieces than asked (a small upload)."""
     words, held_words = words if words is not None else corpus_words(cfg)
