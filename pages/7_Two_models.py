@@ -181,15 +181,17 @@ def _maps(a: str, b: str, text: str):
 
 # ----- the probes ----------------------------------------------------------------------------------------
 if c.mlm or c.nsp:
-    st.subheader("Masked word and next sentence, side by side")
-    p1, p2 = st.columns(2)
+    # only the probes both models can answer: a box that read nothing was drawn beside an answer that never came
+    st.subheader(f"{' and '.join(p for p, on in (('Masked word', c.mlm), ('next sentence', c.nsp)) if on)}, "
+                 "side by side".capitalize())
+    p1, p2 = st.columns(2) if c.mlm and c.nsp else (st.container(), st.container())
     # (what the user typed holds when they leave the page and come back)
     masked = text_box(p1.text_input, "Sentence with [MASK]", "the stock market [MASK] sharply after the news .",
-                      key="two_mlm", max_chars=limits.CHARS, persist_state="session")
-    first = text_box(p2.text_input, "Sentence A", "the cat sat on the mat .", key="two_nsp_a", max_chars=limits.CHARS,
-                     persist_state="session")
-    second = text_box(p2.text_input, "Sentence B", "then it fell asleep in the sun .", key="two_nsp_b",
-                      max_chars=limits.CHARS, persist_state="session")
+                      key="two_mlm", max_chars=limits.CHARS, persist_state="session") if c.mlm else ""
+    first, second = (text_box(p2.text_input, "Sentence A", "the cat sat on the mat .", key="two_nsp_a",
+                              max_chars=limits.CHARS, persist_state="session"),
+                     text_box(p2.text_input, "Sentence B", "then it fell asleep in the sun .", key="two_nsp_b",
+                              max_chars=limits.CHARS, persist_state="session")) if c.nsp else ("", "")
     probes = _probes(name_a, name_b, masked, first, second)
     bundle.inputs.update({"masked sentence": masked, "sentence A": first, "sentence B": second})
     if c.mlm and probes["mlm"] is None:

@@ -166,6 +166,13 @@ def test_probes_side_by_side_only_when_both_have_the_heads(model_a, model_b):
     assert none == {"mlm": None, "nsp": None}
     assert "Model B has no trained masked-LM head or next-sentence head" in " ".join(
         two_models.comparable(model_a, headless).sentences)
+    # a checkpoint of the paper's No NSP run is not told it is a fine-tuned one
+    no_nsp = Loaded(model_b.model, model_b.tokenizer, model_b.config, None,
+                    LoadReport(missing={"next-sentence head": ["cls.seq_relationship.weight"]},
+                               untrained={"next-sentence head": "the MLM only (No NSP) objective"}))
+    said = " ".join(two_models.comparable(model_a, no_nsp).sentences)
+    assert ("Model B has no trained next-sentence head, so the probe is not set side by side (it was pre-trained with "
+            "the MLM only (No NSP) objective, which never trained it).") in said and "fine-tuned" not in said
 
 
 # ----- the command line ---------------------------------------------------------------------------------
@@ -627,3 +634,27 @@ def test_the_held_out_sentences_are_in_no_document_the_default_model_was_pre_tra
     seen = {s.strip() for d in trained for s in d}
     assert len(sentences) == 64 and "held out from minilm-mlm-nsp's pre-training" in source
     assert not [s for s in sentences if s.strip() in seen]
+
+
+@needs_model("explorer-mini")
+def test_a_model_without_a_next_sentence_head_gets_no_pair_boxes(runs_root, monkeypatch):
+    """With a No NSP checkpoint as model B, Sentence A and B boxes were drawn and answered nothing, and the reason
+    said it was a fine-tuned checkpoint."""
+    from streamlit.testing.v1 import AppTest
+
+    from bert_explorer.runs.run import Run
+
+    src = checkpoint.load("explorer-mini", "BertForPreTraining")
+    step = runs_root / "mlmonly" / "checkpoints" / "step-3"
+    Run(runs_root / "mlmonly").create({"size": "mini", "objective": "mlm"}, "pretrain").write_status(state="finished")
+    checkpoint.save(src.model, src.tokenizer, step, extra_files={"training_args.json": json.dumps({"objective": "mlm"})})
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "explorer-mini"
+    at.session_state["two_model_b"] = str(step)
+    at.run()
+    assert not at.exception
+    assert [s.value for s in at.subheader if "side by side" in s.value] == ["Masked word, side by side"]
+    assert {t.key for t in at.text_input} & {"two_nsp_a", "two_nsp_b"} == set() and at.text_input(key="two_mlm")
+    texts = " ".join(m.value for m in at.markdown)
+    assert "it was pre-trained with the MLM only (No NSP) objective, which never trained it" in texts

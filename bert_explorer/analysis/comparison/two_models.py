@@ -108,9 +108,12 @@ def comparable(a: Loaded, b: Loaded) -> Comparability:
     for name, m in (("A", a), ("B", b)):
         lacking = [h for h in (MLM_HEAD, NSP_HEAD) if h not in _heads(m)]
         if lacking:
+            untrained = {m.report.untrained[h] for h in lacking if h in getattr(m.report, "untrained", {})}
+            # (a checkpoint of the paper's No NSP run was told it was a fine-tuned one)
+            why = (f"it was pre-trained with {untrained.pop()}, which never trained it" if len(untrained) == 1
+                   and len(lacking) == 1 else "a fine-tuned checkpoint keeps only its encoder and its task head")
             say(f"Model {name} has no trained {' or '.join(lacking)}, so the "
-                f"{'probes are' if len(lacking) == 2 else 'probe is'} not set side by side (a fine-tuned checkpoint "
-                "keeps only its encoder and its task head).")
+                f"{'probes are' if len(lacking) == 2 else 'probe is'} not set side by side ({why}).")
     if c.mlm and c.nsp:
         say("Both have trained masked-LM and next-sentence heads: their predictions are shown side by side.")
     return c
