@@ -169,10 +169,15 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
             f"{time.strftime('%Y%m%d-%H%M%S')}"
         # A keyed text input keeps its first value on every rerun, so the default name is written into
         # its state while the user has not typed one: it follows the recipe or the grid being built.
+        # A name the user typed is theirs: kept apart, it comes back with them after a visit elsewhere (the box's
+        # own state goes when the page is left, and the suggestion was written over it)
+        if "abl_name" not in st.session_state and st.session_state.get("abl_name_typed"):
+            st.session_state["abl_name"] = st.session_state["abl_name_typed"]
         if st.session_state.get("abl_name") in (None, "", st.session_state.get("abl_name_suggested")):
             st.session_state["abl_name"] = suggested
         st.session_state["abl_name_suggested"] = suggested
         out_name = st.text_input("Save as (a folder in the runs directory)", key="abl_name")
+        st.session_state["abl_name_typed"] = out_name if out_name not in ("", suggested) else None
         if slug(out_name) != out_name.strip():  # (cut or changed, it is said before the start, not after)
             st.caption(f"Saved as **{slug(out_name)}**: a folder's name keeps letters, digits, '-', '_' and '.', up "
                        f"to {NAME_CHARS} characters.")

@@ -967,6 +967,11 @@ def test_a_grid_of_hours_is_asked_for_twice_and_the_grid_built_holds_across_page
     at.switch_page("pages/14_Ablation_studio.py").run()
     assert not at.exception and at.radio(key="abl_mode").value == "Build my own"
     assert at.number_input(key="abl_steps").value == 2000 and at.radio(key="abl_grid").value == "product"
+    # and the name the user typed (the suggestion was written over it on the way back)
+    at.text_input(key="abl_name").set_value("my-own-grid").run()
+    at.switch_page("pages/13_Runs.py").run()
+    at.switch_page("pages/14_Ablation_studio.py").run()
+    assert not at.exception and at.text_input(key="abl_name").value == "my-own-grid"
 
 
 def test_a_name_the_folder_cannot_keep_is_said_before_the_start(tmp_path, monkeypatch):
