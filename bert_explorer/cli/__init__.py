@@ -27,9 +27,11 @@ def leave_process_group(code: int) -> None:
     import os
     import sys
 
+    if "TORCHELASTIC_RUN_ID" not in os.environ:  # (before torch: a command that never imported it stays quick)
+        return
     import torch.distributed as dist
 
-    if "TORCHELASTIC_RUN_ID" not in os.environ or not (dist.is_available() and dist.is_initialized()):
+    if not (dist.is_available() and dist.is_initialized()):
         return
     logging.shutdown()
     sys.stdout.flush()
