@@ -323,15 +323,18 @@ def test_nearest_neighbours_the_probes_settings_and_two_models_sentences_hold_on
 
 
 @needs_model("explorer-mini")
-def test_a_layer_chosen_on_a_deeper_model_is_moved_with_a_word(monkeypatch):
-    """Layer 6 chosen on minilm-mlm-nsp became explorer-mini's layer 4 on Nearest neighbours without a word."""
+@pytest.mark.parametrize("page, key", [("pages/9_Nearest_neighbours.py", "nn_layer"),
+                                       ("pages/15_Features.py", "sae_layer")])
+def test_a_layer_chosen_on_a_deeper_model_is_moved_with_a_word(page, key):
+    """Layer 6 chosen on minilm-mlm-nsp became explorer-mini's layer 4 on Nearest neighbours without a word, and
+    its layer 2 (the page's default) on Features."""
     at = AppTest.from_file("../run_app.py", default_timeout=180)
     at.session_state["be_model_choice"] = "minilm-mlm-nsp"
-    at.run().switch_page("pages/9_Nearest_neighbours.py").run()
-    at.selectbox(key="nn_layer").set_value(6).run()
+    at.run().switch_page(page).run()
+    at.selectbox(key=key).set_value(6).run()
     at.session_state["be_model_choice"] = "explorer-mini"
     at.run()
-    assert not at.exception and at.selectbox(key="nn_layer").value == 4
+    assert not at.exception and at.selectbox(key=key).value == 4
     assert "This model has 4 layers: the layer 6 chosen before, on a deeper model, became its last." in \
         [c.value for c in at.caption]
 

@@ -442,19 +442,3 @@ def test_the_activation_histogram_is_ticked_at_powers_of_ten_only(built):
     (hist,) = [f for f in figcheck.figures(at) if "activations when it fires" in f.title]
     axis = hist.layout["yaxis"]
     assert axis["type"] == "log" and axis["dtick"] == 1 and axis["tickformat"] == ",d"
-
-
-@shared.needs_model("explorer-mini")
-def test_a_layer_chosen_on_a_deeper_model_becomes_this_one_s_last_with_a_word():
-    """Layer 6 chosen on minilm-mlm-nsp became explorer-mini's layer 2 (the page's default) without a word."""
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file("../pages/15_Features.py", default_timeout=120)
-    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
-    at.run()
-    at.selectbox(key="sae_layer").set_value(6).run()
-    at.session_state["be_model_choice"] = "explorer-mini"
-    at.run()
-    assert not at.exception and at.selectbox(key="sae_layer").value == 4
-    assert "This model has 4 layers: the layer 6 chosen before, on a deeper model, became its last." in \
-        [c.value for c in at.caption]
