@@ -12,7 +12,7 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, without_host_paths
 from bert_explorer.app.roles import (busy_sentence, not_prepared, progress_line, running_beside, work_button,
                                      writes_allowed)
-from bert_explorer.app.keep import fit_kept, opening_index, text_box
+from bert_explorer.app.keep import fit_kept, opening_index, past_the_layers, text_box
 from bert_explorer.app.widgets import intro, needs_head
 from bert_explorer.data.corpora import corpus_title
 from bert_explorer.runs import neighbour_jobs as jobs
@@ -57,8 +57,7 @@ was = fit_kept("sae_layer", L)  # (a deeper model's layer: this one's last, said
 layer = c1.selectbox("Layer", list(range(1, L + 1)), **opening_index("sae_layer", fb.default_layer(loaded) - 1),
                      key="sae_layer", persist_state="session",
                      help="The SAE reads the residual stream after this encoder layer (its output, after LayerNorm).")
-if was is not None:
-    st.caption(f"This model has {L} layers: the layer {was} chosen before, on a deeper model, became its last.")
+past_the_layers(was, L)  # (a layer the user chose is not replaced without a word)
 trained = [m for m in fb.trained(loaded) if m["layer"] == layer]
 k = c2.number_input("Active features per token (k)", *fb.K_RANGE, SaeConfig.k, 4, key="sae_k", persist_state="session",
                     help="TopK keeps the k largest features of each token and sets the rest to 0: the L0.")

@@ -13,7 +13,7 @@ from bert_explorer.app import exports
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, shown_path, without_host_paths
 from bert_explorer.app.roles import (busy_sentence, not_prepared, progress_line, running_beside, work_button,
                                      writes_allowed)
-from bert_explorer.app.keep import fit_kept, opening_index, text_box
+from bert_explorer.app.keep import fit_kept, opening_index, past_the_layers, text_box
 from bert_explorer.app.widgets import intro
 from bert_explorer.runs.report import duration_text
 from bert_explorer.train.estimate import background_threads
@@ -89,8 +89,7 @@ layer = c3.selectbox("Layer", list(range(L + 1)), **opening_index("nn_layer", nb
                      help=f"0 = the embedding output (token + position + segment, then LayerNorm); 1-{L} = after "
                           "each encoder layer. Each layer has its own index.")
 k = c4.number_input("Hits", 5, 50, 10, 5, key="nn_k", persist_state="session")
-if was is not None:  # (a layer the user chose is not replaced without a word)
-    st.caption(f"This model has {L} layers: the layer {was} chosen before, on a deeper model, became its last.")
+past_the_layers(was, L)  # (a layer the user chose is not replaced without a word)
 st.caption(f"Try the same word in another sense, e.g. “{OTHER_SENSE}”, and compare layer 0 with layer {L}.")
 
 state = nbb.index_state(loaded, corpus, layer)

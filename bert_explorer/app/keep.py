@@ -118,6 +118,14 @@ def past_the_model(was: tuple[int | None, int | None], layers: int, heads: int) 
                    "before, on a larger model, became its last.")
 
 
+def past_the_layers(was: int | None, layers: int) -> None:
+    """:func:`past_the_model` for a page whose layers are numbered as the user reads them (1..L, or 0 for the
+    embeddings): ``was`` the layer :func:`fit_kept` moved, or None."""
+    if was is not None:
+        st.caption(f"This model has {layers} layers: the layer {was} chosen before, on a deeper model, became its "
+                   "last.")
+
+
 def opening_index(key: str, index: int) -> dict:
     """``index=`` for a select box whose kept value :func:`fit_kept` may move, given only while nothing is kept:
     a default beside a value the page set makes Streamlit warn of a value set twice."""
