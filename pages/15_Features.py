@@ -58,7 +58,8 @@ layer = c1.selectbox("Layer", list(range(1, L + 1)), **opening_index("sae_layer"
                      key="sae_layer", persist_state="session",
                      help="The SAE reads the residual stream after this encoder layer (its output, after LayerNorm).")
 past_the_layers(was, L)  # (a layer the user chose is not replaced without a word)
-trained = [m for m in fb.trained(loaded) if m["layer"] == layer]
+every_sae = fb.trained(loaded)  # (read once a run: it lists the cache and reads each entry's meta)
+trained = [m for m in every_sae if m["layer"] == layer]
 k = c2.number_input("Active features per token (k)", *fb.K_RANGE, SaeConfig.k, 4, key="sae_k", persist_state="session",
                     help="TopK keeps the k largest features of each token and sets the rest to 0: the L0.")
 width = c3.number_input("Features per hidden unit", *fb.WIDTH_RANGE, SaeConfig.width_factor, 2, key="sae_width",
@@ -109,7 +110,7 @@ def _watch_for_a_build(model: str, layer: int, k: int, width: int, seen: str) ->
         st.rerun()
 
 
-elsewhere = sorted({m["layer"] for m in fb.trained(loaded)} - {layer})
+elsewhere = sorted({m["layer"] for m in every_sae} - {layer})
 if not trained and elsewhere and state["state"] not in ("ready", "building"):
     # (a student who met layer 3 kept from another model read "not prepared" of a model whose layer 2 was ready)
     st.info(f"No SAE of layer {layer} is trained for this model; SAEs of layer "
