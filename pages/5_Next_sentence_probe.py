@@ -8,7 +8,7 @@ from bert_explorer.analysis.probes.check_set import load_check_set
 from bert_explorer.analysis.probes.pretraining_tasks import NSP_HEAD, cut_sentence, nsp_probability, nsp_table_summary
 from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
-from bert_explorer.app.keep import kept_widget
+from bert_explorer.app.keep import kept_table, kept_widget
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model
 from bert_explorer.app.widgets import intro, needs_head, sentence_of
 from bert_explorer.data.corpora import corpus_title
@@ -77,7 +77,7 @@ st.caption("One pair per row; *real* marks a B that truly followed A in a held-o
 default = pd.DataFrame({"pair": ["real" if e["is_next"] else "random" for e in examples[1:4] + examples[15:18]],
                         "A": [e["a"] for e in examples[1:4] + examples[15:18]],
                         "B": [e["b"] for e in examples[1:4] + examples[15:18]]})
-table = st.data_editor(default, num_rows="dynamic", key="nsp_table", width="stretch",
+table = kept_table(default, "nsp_table", num_rows="dynamic", width="stretch",
                        column_config={"pair": st.column_config.SelectboxColumn(options=["real", "random", ""])})
 rows = [r for r in table.itertuples() if str(r.A).strip() and str(r.B).strip()]
 try:  # the table's size comes from the browser: bounded here, before the model reads it

@@ -602,8 +602,8 @@ def test_a_pages_message_of_an_analysis_error_is_a_sentence():
 
 # Widgets whose value is not kept when the user leaves the page, each for a reason: a long run's tick (or a
 # deletion's) belongs to what it was given for; Ablation's save name follows the grid until the user types one (the
-# page keeps it itself); Streamlit's table editor has no persist_state (the Next sentence probe's pairs table).
-NOT_KEPT = {"abl_name", "runs_upload_sel", "confirm", "nsp_table"}
+# page keeps it itself).
+NOT_KEPT = {"abl_name", "runs_upload_sel", "confirm"}
 
 
 def test_every_choice_a_page_offers_holds_when_the_user_comes_back():
@@ -622,11 +622,32 @@ def test_every_choice_a_page_offers_holds_when_the_user_comes_back():
             if called not in widgets and called != "text_box":  # (text_box draws the widget it is given)
                 continue
             kws = {k.arg: k.value for k in node.keywords}
-            if "key" in kws and "persist_state" not in kws:
+            if called == "data_editor":  # (no persist_state: keep.kept_table keeps the table the user made)
+                forgotten.append(f"{f.name}:{node.lineno} a table editor")
+            elif "key" in kws and "persist_state" not in kws:
                 key = ast.unparse(kws["key"])
                 if not any(word in key for word in NOT_KEPT):
                     forgotten.append(f"{f.name}:{node.lineno} {key}")
     assert forgotten == []
+
+
+def test_the_next_sentence_pairs_table_holds_on_the_way_back():
+    """A row edited, one added and one deleted in the pairs table, then Runs and back: the table scored is the one
+    the user made (Streamlit's table editor starts from the page's examples again on every visit)."""
+    at = AppTest.from_file("../run_app.py", default_timeout=180).run()
+    at.switch_page("pages/5_Next_sentence_probe.py").run()
+    before = at.table[0].value["A"].tolist()
+    at.session_state["nsp_table"] = {"edited_rows": {0: {"A": "the mayor opened the new bridge ."}},
+                                     "added_rows": [{"pair": "random", "A": "rain fell all day .", "B": "goal !"}],
+                                     "deleted_rows": [1]}
+    at.run()
+    made = at.table[0].value["A"].tolist()
+    assert made == ["the mayor opened the new bridge ."] + before[2:] + ["rain fell all day ."]
+    at.switch_page("pages/13_Runs.py").run()
+    at.switch_page("pages/5_Next_sentence_probe.py").run()
+    assert not at.exception and at.table[0].value["A"].tolist() == made
+    at.run()  # and the edits are not taken twice on the visit's next run
+    assert at.table[0].value["A"].tolist() == made
 
 
 @needs_model("explorer-mini")

@@ -24,8 +24,8 @@ models differ in depth); the probes and Attributions start from examples chosen 
 shows, and a sentence studied on the Attention page usually has no [MASK] to fill; Attributions
 keeps its own inputs until the user takes the probe's with its button. A page's own choices hold
 when the user leaves it and comes back (Streamlit's ``persist_state="session"``; :func:`kept_tabs`
-for the open tab); a kept value that no longer fits (a layer of a deeper model) gives the default
-(:func:`forget_outside` for sliders and number boxes).
+for the open tab, :func:`kept_table` for an edited table); a kept value that no longer fits (a layer of a
+deeper model) gives the default (:func:`forget_outside` for sliders and number boxes).
 """
 from __future__ import annotations
 
@@ -86,6 +86,19 @@ def kept_tabs(labels: list[str], key: str, **kwargs):
     tabs = st.tabs(labels, key=key, **kwargs)
     st.session_state[SHADOW + key] = st.session_state.get(key)
     return tabs
+
+
+def kept_table(data: Any, key: str, **kwargs) -> Any:
+    """``st.data_editor(data, key=key, **kwargs)`` whose edits hold when the user leaves the page and comes back.
+    The editor has no ``persist_state``, and it keeps its edits as changes to the table it was given (rows edited,
+    added, deleted): the table the user made is kept under a second key and is the table given on the next visit
+    (given while the editor is drawn, it would take the edits a second time)."""
+    given, made = SHADOW + key + " given", SHADOW + key
+    if key not in st.session_state:  # a visit's first run: the editor starts from the user's last table
+        st.session_state[given] = st.session_state.get(made, data)
+    table = st.data_editor(st.session_state.get(given, data), key=key, **kwargs)
+    st.session_state[made] = table
+    return table
 
 
 def forget_outside(key: str, low: float, high: float) -> None:
