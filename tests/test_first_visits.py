@@ -5,6 +5,7 @@ Every result a page keeps (``app.state.by_weights``, in the server's memory) or 
 (``disk_cache.kept_json``) tells ``shared_work.WATCHERS`` how long it took to compute, its own time apart
 from the results computed inside it. A new server (its memory empty) opens every page once; loading the
 model itself is counted apart (a server loads each model once, whatever page comes first)."""
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,14 +21,14 @@ PAGES = sorted(Path(__file__).resolve().parents[1].glob("pages/*.py"), key=lambd
 FIRST_VISIT_S = 0.5
 
 
-def _first_visits(model: str) -> dict[str, list[tuple[str, float]]]:
+def _first_visits(model: str, pages=PAGES) -> dict[str, list[tuple[str, float]]]:
     """For each page: (what it computed, its own seconds) on a first visit to a new server."""
     seen: list[tuple[str, float]] = []
     watcher = lambda group, seconds: seen.append((str(group).rsplit("/", 1)[-1], seconds))  # noqa: E731
     shared_work.WATCHERS.append(watcher)
     out = {}
     try:
-        for page in PAGES:
+        for page in pages:
             shared_work.RESULTS.clear()
             seen.clear()
             at = AppTest.from_file(str(page), default_timeout=300)
@@ -45,8 +46,18 @@ def test_after_preparing_no_first_visit_computes_more_than_half_a_second(runs_ro
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
     state.MODELS.clear()
     assert main(["prepare-class", "--model", checkpoint.DEFAULT_MODEL, "--builds"]) == 0
+    prepared = tmp_path / "prepared"
+    shutil.copytree(tmp_path / "cache", prepared)
     visits = _first_visits(checkpoint.DEFAULT_MODEL)
     slow = {page: [(what, round(s, 2)) for what, s in done if s > FIRST_VISIT_S] for page, done in visits.items()}
+    for _ in range(2):  # a page slow once is visited anew: work of seconds stays slow, a moment of other work's
+        # load does not (reading the Pre-train page's recorded frames took 0.55 s at load 2.5, 0.1 s idle); the
+        # cache as preparing left it, without what the slow visit kept
+        shutil.rmtree(tmp_path / "cache")
+        shutil.copytree(prepared, tmp_path / "cache")
+        again = _first_visits(checkpoint.DEFAULT_MODEL, [p for p in PAGES if slow.get(p.name)])
+        slow = {page: [(what, s) for what, s in slow[page] if any(w == what and t > FIRST_VISIT_S for w, t in done)]
+                for page, done in again.items()}
     assert not any(slow.values()), {p: w for p, w in slow.items() if w}
     # the pages that computed something on an unprepared server read it now: they ran and were measured
     assert any(done for done in visits.values())
