@@ -362,6 +362,36 @@ def test_a_background_download_that_fails_says_why_in_one_sentence(standin):
     assert "\n" not in failed["error"]
 
 
+def test_a_download_whose_process_died_at_its_start_is_stopped_at_once(tmp_path, monkeypatch):
+    """A downloader that ended before it took its lock (killed, or an install broken under it) read "downloading"
+    for a minute, every page showing a bar that never moved and no Download button."""
+    import subprocess
+    import sys
+
+    from bert_explorer.runs import download_jobs
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    started = []
+
+    def spawn(argv, log_file, env=None):  # a process that never takes the lock
+        started.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))
+        return started[-1]
+
+    monkeypatch.setattr(download_jobs, "spawn", spawn)
+    monkeypatch.setattr(download_jobs, "reap_when_done", lambda proc: None)
+    try:
+        assert download_jobs.start(TINY) is True
+        assert download_jobs.state(TINY)["state"] == "downloading"  # (its process still at its start)
+        started[0].kill()
+        started[0].wait()
+        assert download_jobs.state(TINY)["state"] == "stopped"
+        assert download_jobs.start(TINY) is True  # and Download starts it again
+    finally:
+        for proc in started:
+            proc.kill()
+            proc.wait()
+
+
 def test_a_model_of_the_paper_picked_in_the_sidebar_holds_on_every_page(standin, runs_root):
     from streamlit.testing.v1 import AppTest
 

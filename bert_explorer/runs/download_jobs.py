@@ -9,7 +9,7 @@ tab or a rerun leaves it going. Every session finds it through files in one work
 | file | what |
 |---|---|
 | ``lock`` | a file lock (``file_lock.py``) held by the downloader for the whole download; it goes with the process, even by ``kill -9`` |
-| ``progress.json`` | state (starting, downloading, done, cancelled, failed), bytes done and in all, the file, the rate, the error; replaced atomically |
+| ``progress.json`` | state (starting, downloading, done, cancelled, failed), bytes done and in all, the file, the rate, the error, the downloader's pid and start time; replaced atomically |
 | ``cancel`` | present = "stop at the next megabyte"; what was fetched stays in the Hugging Face cache, and the next download goes on from it |
 | ``log.txt`` | the process's output |
 
@@ -26,10 +26,12 @@ from pathlib import Path
 from .. import atomic, hub
 from ..disk_cache import cache_root
 from .. import file_lock
+from ..processes import process_alive, process_start
 from .background import reap_when_done, spawn
 from .finder import read_json
 
-STARTING_GRACE_S = 60  # a "starting" download whose process has not taken the lock by then failed to start
+STARTING_GRACE_S = 60  # a "starting" download with no process named yet whose process has not taken the lock by
+# then failed to start (a process named is asked directly: one that died at its start read "downloading" for a minute)
 PROGRESS_EVERY_S = 0.5
 
 
@@ -60,7 +62,8 @@ def state(repo_id: str) -> dict:
     if downloading(repo_id):
         return {**p, "state": "downloading"}
     s = p.get("state")
-    if s == "starting" and time.time() - p.get("updated", 0) < STARTING_GRACE_S:
+    if s == "starting" and (process_alive(p["pid"], p.get("created")) if p.get("pid") is not None else
+                            time.time() - p.get("updated", 0) < STARTING_GRACE_S):
         return {**p, "state": "downloading"}
     if s in ("cancelled", "failed"):
         return p
@@ -85,6 +88,9 @@ def start(repo_id: str) -> bool:
         # a download is network and disk, not arithmetic: one thread is plenty
         proc = spawn([sys.executable, "-m", "bert_explorer.runs.download_jobs", repo_id], d / "log.txt",
                      env={"OMP_NUM_THREADS": "1"})
+        if read_progress(repo_id).get("state") == "starting":  # (not yet past its start: the process is named)
+            _write_progress(repo_id, state="starting", done=0, total=0, file=None, pid=proc.pid,
+                            created=process_start(proc.pid))
     reap_when_done(proc)
     return True
 
