@@ -490,17 +490,26 @@ def _group(key: str) -> str | None:
     return None
 
 
+def tied_decoder(model: nn.Module) -> bool:
+    """Is the model's MLM decoder its word embeddings' matrix (saved once, under the embeddings' name)? A checkpoint
+    of transformers may untie them (``tie_word_embeddings: false``): its decoder was read as the embeddings."""
+    config = getattr(model, "config", None)
+    return getattr(config, "tie_word_embeddings", True)
+
+
 def _normalise_keys(sd: dict[str, torch.Tensor], model: nn.Module) -> dict[str, torch.Tensor]:
     """Bring transformers' (and the original TF-converted) key spellings to ours."""
     out = {}
     has_bert = hasattr(model, "bert")
+    tied = tied_decoder(model)
     for k, v in sd.items():
         if k.endswith(("position_ids", "embeddings.token_type_ids")):
             continue  # buffers, not weights
         k = k.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
-        if k == "cls.predictions.decoder.bias":
-            k = "cls.predictions.bias"
-        if k == "cls.predictions.decoder.weight":
+        if k == "cls.predictions.decoder.bias":  # the bias the decoder adds: where a file holds both (transformers
+            out["cls.predictions.bias"] = v     # 5 unties them with the matrix), the one its forward pass reads
+            continue
+        if k == "cls.predictions.decoder.weight" and tied:
             continue  # tied to the word embeddings: one matrix, loaded under its other name
         is_head = _group(k) is not None and not k.startswith(("pooler.", "bert.pooler."))
         if has_bert and not k.startswith("bert.") and not is_head:
@@ -579,7 +588,7 @@ def load(
             raise CheckpointError(
                 f"{k} has shape {tuple(v.shape)} in the checkpoint but the model expects {tuple(own[k].shape)}")
     result = model.load_state_dict(sd, strict=False)
-    missing = [k for k in result.missing_keys if k != "cls.predictions.decoder.weight"]
+    missing = [k for k in result.missing_keys if k != "cls.predictions.decoder.weight" or not tied_decoder(model)]
     report = LoadReport(unexpected=list(result.unexpected_keys))
     for k in missing:
         g = _group(k)
@@ -676,7 +685,10 @@ def usable(directory: str | Path) -> bool:
 
 def state_dict_for_export(model: nn.Module) -> dict[str, torch.Tensor]:
     sd = model.state_dict()
-    sd.pop("cls.predictions.decoder.weight", None)  # tied: transformers re-ties it on load
+    if tied_decoder(model):
+        sd.pop("cls.predictions.decoder.weight", None)  # tied: transformers re-ties it on load
+    elif "cls.predictions.bias" in sd:  # (transformers 5 unties the decoder's bias with its matrix, and reads it)
+        sd["cls.predictions.decoder.bias"] = sd["cls.predictions.bias"].clone()
     return {k: v.detach().cpu().contiguous() for k, v in sd.items()}
 
 

@@ -118,6 +118,55 @@ def test_our_pretraining_checkpoint_loads_in_transformers_with_same_logits(token
     assert_same_outputs(outputs_of(again.model, "BertForPreTraining", batch), a, atol=1e-6)
 
 
+def test_a_left_to_right_model_computes_the_same_in_transformers(tokenizer, tmp_path):
+    """The LTR ablation's model exported: transformers reads no "causal" and ran it bidirectionally (MLM logits
+    off by 9e-3 on random weights); is_decoder is transformers' left-to-right BERT, and it reads back causal."""
+    ours = scramble(BertForPreTraining(our_config(causal=True)))
+    out = checkpoint.save(ours, tokenizer, tmp_path / "ckpt")
+    hf, info = transformers.BertForPreTraining.from_pretrained(str(out), output_loading_info=True,
+                                                               attn_implementation="eager")
+    assert_clean_hf_load(info)
+    batch = {**inputs(), "attention_mask": torch.ones(3, 11, dtype=torch.long)}
+    assert_same_outputs(outputs_of(ours, "BertForPreTraining", batch), outputs_of(hf.eval(), "BertForPreTraining", batch))
+    hf.save_pretrained(tmp_path / "back")
+    tokenizer.save(tmp_path / "back")
+    written = json.loads((tmp_path / "back" / "config.json").read_text())
+    del written["causal"]  # (transformers keeps a key it does not know: its own left-to-right BERT says is_decoder)
+    (tmp_path / "back" / "config.json").write_text(json.dumps(written))
+    assert checkpoint.load(tmp_path / "back").config.causal
+
+
+def test_a_transformers_checkpoint_with_its_own_decoder_matrix_keeps_it(tokenizer, tmp_path):
+    """tie_word_embeddings false: the MLM decoder is a matrix of its own, which the loader dropped for the word
+    embeddings without a word (masked-word logits off by 16)."""
+    cfg = hf_config()
+    cfg.tie_word_embeddings = False
+    hf = scramble(transformers.BertForPreTraining(cfg))
+    assert hf.cls.predictions.decoder.weight.data_ptr() != hf.bert.embeddings.word_embeddings.weight.data_ptr()
+    hf.save_pretrained(tmp_path / "untied")
+    tokenizer.save(tmp_path / "untied")
+    loaded = checkpoint.load(tmp_path / "untied")
+    assert loaded.report.missing == {} and loaded.report.unexpected == []
+    batch = inputs()
+    assert_same_outputs(outputs_of(loaded.model, "BertForPreTraining", batch),
+                        outputs_of(hf, "BertForPreTraining", batch))
+    out = checkpoint.save(loaded.model, tokenizer, tmp_path / "again")  # and saved, it stays untied
+    again, info = transformers.BertForPreTraining.from_pretrained(str(out), output_loading_info=True,
+                                                                  attn_implementation="eager")
+    assert_clean_hf_load(info)
+    assert_same_outputs(outputs_of(again.eval(), "BertForPreTraining", batch),
+                        outputs_of(hf, "BertForPreTraining", batch))
+
+
+def test_an_encoder_decoders_bert_is_refused_in_one_sentence(tokenizer, tmp_path):
+    cfg = hf_config()
+    cfg.is_decoder, cfg.add_cross_attention = True, True
+    transformers.BertLMHeadModel(cfg).save_pretrained(tmp_path)
+    tokenizer.save(tmp_path)
+    with pytest.raises(CheckpointError, match="add_cross_attention is set: the decoder of an encoder-decoder model"):
+        checkpoint.load(tmp_path)
+
+
 # ----- (b) every task head, both directions --------------------------------------------------
 
 @pytest.mark.parametrize("arch", HEAD_ARCHS + ["BertForPreTraining"])

@@ -34,9 +34,10 @@ class BertConfig:
     dropout: float = 0.1             # on embeddings, attention output and FFN output (Appendix A.2)
     attention_dropout: float = 0.1   # on the attention probabilities
     layer_norm_eps: float = 1e-12    # as in the released checkpoints, not PyTorch's 1e-5
-    initializer_range: float = 0.02  # std of the truncated-normal init in the original code
+    initializer_range: float = 0.02  # std of the normal init (the original code truncates it at 2 std; transformers not)
     pad_token_id: int = 0
     causal: bool = False             # True = left-to-right model (the "LTR" ablation, Table 5)
+    tie_word_embeddings: bool = True  # the MLM decoder is the word embeddings' matrix, as in the released BERTs
     # Task heads read these; they travel in config.json exactly as transformers writes them.
     id2label: dict[int, str] = field(default_factory=dict)
     problem_type: str | None = None  # "regression" for STS-B-like tasks
@@ -64,6 +65,9 @@ class BertConfig:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not inside(v):
                 raise ValueError(f"{_HF_KEY.get(name, name)} must be a number {said}, not {v!r}")
+        for name in ("causal", "tie_word_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, not {getattr(self, name)!r}")
         if self.pad_token_id is None:  # (a config.json may say null: transformers then pads with 0 too)
             self.pad_token_id = 0
         if not isinstance(self.pad_token_id, int) or isinstance(self.pad_token_id, bool) \
@@ -94,7 +98,11 @@ class BertConfig:
         out = {"model_type": "bert", "hidden_act": "gelu", "position_embedding_type": "absolute"}
         for k, v in d.items():
             out[self._HF_NAMES.get(k, k)] = v
-        out["is_decoder"] = False  # transformers' is_decoder also means cross-attention plumbing
+        # transformers reads no "causal": its BERT attends left to right where is_decoder says so (without
+        # cross-attention, which add_cross_attention would add); an LTR model exported bidirectional computed otherwise
+        out["is_decoder"] = self.causal
+        if self.tie_word_embeddings:  # (transformers' default: config.json says it only when untied)
+            out.pop("tie_word_embeddings")
         if not self.id2label:
             for k in ("id2label", "problem_type"):
                 out.pop(k)
@@ -114,6 +122,9 @@ class BertConfig:
             raise ValueError(f"hidden_act {act!r} is not supported (BERT uses the exact erf GELU)")
         if d.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError("only absolute (learned) position embeddings are supported")
+        if d.get("add_cross_attention"):
+            raise ValueError("add_cross_attention is set: the decoder of an encoder-decoder model is not a BERT this "
+                             "project reads (its cross-attention weights would go unused)")
         back = {v: k for k, v in cls._HF_NAMES.items()}
         names = {f.name for f in fields(cls)}
         kwargs = {}
@@ -121,6 +132,8 @@ class BertConfig:
             k = back.get(k, k)
             if k in names:
                 kwargs[k] = v
+        if "causal" not in d and d.get("is_decoder") is True:  # transformers' left-to-right BERT (BertLMHeadModel)
+            kwargs["causal"] = True
         return cls(**kwargs)
 
     def save(self, directory: str | Path) -> None:

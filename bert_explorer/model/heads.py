@@ -54,13 +54,15 @@ class BertPredictionHeadTransform(nn.Module):
 
 class BertLMPredictionHead(nn.Module):
     """dense + GELU + LayerNorm, then the output projection *tied* to the input word
-    embeddings (the same V x H matrix reads tokens in and writes them out) plus a bias."""
+    embeddings (the same V x H matrix reads tokens in and writes them out) plus a bias. A checkpoint
+    whose config unties them (``tie_word_embeddings: false``) has a decoder matrix of its own."""
 
     def __init__(self, config: BertConfig, word_embeddings: nn.Embedding):
         super().__init__()
         self.transform = BertPredictionHeadTransform(config)
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
-        self.decoder.weight = word_embeddings.weight  # tied: one Parameter, two names
+        if config.tie_word_embeddings:
+            self.decoder.weight = word_embeddings.weight  # tied: one Parameter, two names
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, h):
@@ -103,6 +105,8 @@ class BertForPreTraining(nn.Module):
         self.cls = BertPreTrainingHeads(config, self.bert.embeddings.word_embeddings)
         _init_new(self.cls.predictions.transform, config)
         _init_new(self.cls.seq_relationship, config)
+        if not config.tie_word_embeddings:
+            _init_new(self.cls.predictions.decoder, config)
 
     def forward(
         self,
