@@ -54,6 +54,33 @@ def test_scoring_counts_answers_in_the_top_5():
     assert s["nsp_correct"] == int(s["rows"][1]["ok"]) and 0 <= s["rows"][1]["got"] <= 1
 
 
+def test_a_cased_models_capital_answer_counts_as_solved(tmp_path):
+    """The answers are written in lower case: a cased model (bert-base-cased) whose first word after "the United"
+    is "States" was scored wrong, on the probe's quality line and in the check set's rows."""
+    import torch
+
+    from bert_explorer.checkpoint import save
+    from bert_explorer.model import BertConfig, BertForPreTraining
+    from bert_explorer.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer
+
+    items = load_check_set()["cloze"]
+    words = SPECIAL_TOKENS + ["States", "the", "The"]
+    (tmp_path / "vocab.txt").write_text("".join(w + "\n" for w in words))
+    tok = WordPieceTokenizer.from_dir(tmp_path)
+    tok.lowercase = False
+    model = BertForPreTraining(BertConfig(vocab_size=len(words), hidden_size=32, num_layers=1, num_heads=2,
+                                          intermediate_size=64))
+    with torch.no_grad():
+        model.cls.predictions.bias[words.index("States")] = 1e4  # "States" first at every [MASK]
+    save(model, tok, tmp_path / "cased")
+    loaded = load(tmp_path / "cased", "BertForPreTraining")
+    expected = sum("states" in item["answers"] for item in items)
+    assert expected >= 1
+    assert cloze_score(loaded, top_k=1)["solved"] == expected
+    scored = score_check_set(loaded, {"cloze": items, "nsp": []}, top_k=1)
+    assert scored["cloze_solved"] == expected and all(r["got"] == ["States"] for r in scored["rows"])
+
+
 def test_nsp_summary_counts_what_the_model_did():
     text = nsp_table_summary(["real", "real", "random", ""], [0.9, 0.4, 0.2, 0.7])
     assert "1 of 2 real pairs get P(IsNext) > 0.5" in text

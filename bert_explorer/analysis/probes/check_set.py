@@ -23,13 +23,20 @@ def load_check_set(path: str | Path = CHECK_SET) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+def answered(answers: list[str], words: list[str]) -> bool:
+    """Is an accepted answer among ``words``, in capitals or not? The answers are written in lower case, and a cased
+    model's "States" after "the United" is the word asked for."""
+    said = {w.lower() for w in words}
+    return any(a.lower() in said for a in answers)
+
+
 def score_check_set(loaded, check_set: dict, top_k: int = 5) -> dict:
     """{"cloze_solved", "cloze_total", "nsp_correct", "nsp_total", "rows"}; a cloze is solved when
     an accepted answer is among the top ``top_k`` words, a pair when P(IsNext) > 0.5 matches."""
     rows, solved = [], 0
     for item in check_set["cloze"]:
         preds = [p["token"] for p in mlm_top_k(loaded, item["text"], top_k)[0]["predictions"]]
-        ok = any(a in preds for a in item["answers"])
+        ok = answered(item["answers"], preds)
         solved += ok
         rows.append({"kind": "cloze", "text": item["text"], "expected": item["answers"], "got": preds, "ok": ok})
     pairs = [(p["a"], p["b"]) for p in check_set["nsp"]]
@@ -60,6 +67,5 @@ def cloze_score(loaded, top_k: int = 5) -> dict:
     with torch.no_grad():
         seq = loaded.model.bert(**batch).last_hidden_state[rows, torch.tensor(firsts, device=rows.device)]  # [N, H]
         top = loaded.model.cls.predictions(seq).float().topk(top_k, dim=-1).indices.tolist()
-    solved = sum(any(a in [tok.id_to_token(i) for i in ids] for a in item["answers"])
-                 for item, ids in zip(items, top))
+    solved = sum(answered(item["answers"], [tok.id_to_token(i) for i in ids]) for item, ids in zip(items, top))
     return {"solved": solved, "total": len(items), "top_k": top_k}

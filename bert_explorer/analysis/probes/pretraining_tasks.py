@@ -78,6 +78,8 @@ def nsp_probability(loaded: Loaded, pairs: list[tuple[str, str]]) -> list[dict]:
     """P(IsNext) for each (A, B) pair; index 0 of the NSP head is IsNext, as in the original. ``wordpieces``:
     the pair's length before a pair longer than the model's positions is cut (longest first), which
     ``cut_sentence`` then says."""
+    if not pairs:
+        return []
     tok = loaded.tokenizer
     longest = loaded.config.max_position_embeddings
     device = next(loaded.model.parameters()).device
