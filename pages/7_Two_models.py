@@ -81,11 +81,13 @@ if done:
     st.session_state["two_model_b"] = done[0]
     del st.session_state["two_waiting"]
 # B as its default for another model A (never chosen by the user) follows A: explorer-mini chosen as A kept
-# minilm, minilm-mlm-nsp's default, as if chosen. A B the user chose holds.
-if st.session_state.get("two_b_default_of") not in (None, name_a) and not st.session_state.get("two_b_chosen"):
-    st.session_state.pop("two_model_b", None)
+# minilm, minilm-mlm-nsp's default, as if chosen. A B the user chose holds. Set here, not by the box's index: a
+# browser's empty box (two models without a default in a row) kept its emptiness over the index of the next A's.
+if (st.session_state.get("two_b_default_of") not in (None, name_a) and not st.session_state.get("two_b_chosen")) \
+        or st.session_state.get("two_model_b") not in options:
+    st.session_state["two_model_b"] = default
 st.session_state["two_b_default_of"] = name_a
-name_b = st.selectbox("Model B", list(options), index=0 if default else None, format_func=options.get,
+name_b = st.selectbox("Model B", list(options), format_func=options.get,
                       on_change=lambda: st.session_state.update(two_b_chosen=True),
                       key="two_model_b", placeholder="Choose model B", persist_state="session",
                       help="The default comes first: the newest fine-tuning of model A that learned something, "

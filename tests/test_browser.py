@@ -108,6 +108,26 @@ def test_the_model_picked_holds_when_the_menu_opens_another_page(app_url, page):
     assert _picked(sidebar) == "explorer-mini"
 
 
+def test_two_models_b_follows_model_a_through_models_without_a_default(app_url, page):
+    """minilm-mlm-nsp (B: minilm, what it was pre-trained from), then minilm and explorer-mini, then minilm-mlm-nsp
+    again: in a browser B kept minilm for minilm itself, then stayed empty for minilm-mlm-nsp, whose page said it
+    "names no model it was pre-trained from" (the empty box the browser sent won over the next A's default)."""
+    page.goto(f"{app_url}/Two_models")
+    main, sidebar = page.locator("[data-testid='stMain']"), page.locator("[data-testid='stSidebar']")
+    b = main.get_by_role("combobox", name="Model B", exact=True)
+    seen = []
+    for a in ("minilm-mlm-nsp", "minilm", "explorer-mini", "minilm-mlm-nsp"):
+        if _picked(sidebar) != a:
+            sidebar.locator("[data-testid='stSelectbox']").first.click()
+            page.get_by_role("option", name=a, exact=True).click()
+        time.sleep(1)
+        page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=180_000)
+        seen.append((a, b.input_value()))
+    assert seen == [("minilm-mlm-nsp", "minilm (the model that A was pre-trained from)"), ("minilm", ""),
+                    ("explorer-mini", ""), ("minilm-mlm-nsp", "minilm (the model that A was pre-trained from)")]
+    assert "names no model it was pre-trained from" not in main.inner_text()
+
+
 def _picked(sidebar) -> str:
     """The model the sidebar's list shows as chosen (a searchable list keeps it in its input)."""
     return sidebar.locator("[data-testid='stSelectbox']").first.locator("input").input_value()

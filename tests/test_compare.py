@@ -396,6 +396,25 @@ def test_model_b_left_at_its_default_follows_model_a_and_a_chosen_one_holds(runs
     assert not at.exception and at.selectbox(key="two_model_b").value == "minilm"
 
 
+@needs_model("explorer-mini")
+def test_model_b_comes_back_to_its_default_after_two_models_that_have_none(runs_root, monkeypatch):
+    """minilm-mlm-nsp, then minilm and explorer-mini (no default B either), then minilm-mlm-nsp again: B stayed
+    empty, and the page said minilm-mlm-nsp "names no model it was pre-trained from"."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (SENTENCES, "four test sentences"))
+    at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.run()
+    assert at.selectbox(key="two_model_b").value == "minilm"
+    for a in ("minilm", "explorer-mini"):
+        at.sidebar.selectbox(key="be_model_choice").set_value(a).run()
+        assert not at.exception and at.selectbox(key="two_model_b").value is None
+    at.sidebar.selectbox(key="be_model_choice").set_value("minilm-mlm-nsp").run()
+    assert not at.exception and at.selectbox(key="two_model_b").value == "minilm"
+    assert not any("names no model it was pre-trained from" in i.value for i in at.info)
+
+
 @needs_model("minilm-mlm-nsp")
 def test_the_pages_zip_holds_the_numbers_it_showed_and_the_inputs_that_made_them(runs_root, monkeypatch):
     """The zip's data.json held only the "what can be compared" sentences: the CKA and JS numbers were only
