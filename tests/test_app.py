@@ -339,6 +339,30 @@ def test_a_layer_chosen_on_a_deeper_model_is_moved_with_a_word(page, key):
         [c.value for c in at.caption]
 
 
+@needs_model("explorer-mini")
+def test_a_layer_and_head_moved_for_a_smaller_model_come_back_on_the_larger_one():
+    """Layer 6 and head 7 on Inside one layer, explorer-mini (4 x 4: its last, said), then minilm-mlm-nsp again:
+    4 and 4 stayed, the user's choice lost. A choice made on the smaller model holds instead."""
+    at = AppTest.from_file("../run_app.py", default_timeout=180)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.run().switch_page("pages/3_Inside_one_layer.py").run()
+    at.selectbox(key="ins_layer").set_value(5)
+    at.selectbox(key="ins_head").set_value(6).run()
+    at.session_state["be_model_choice"] = "explorer-mini"
+    at.run()
+    assert (at.selectbox(key="ins_layer").value, at.selectbox(key="ins_head").value) == (3, 3)
+    at.switch_page("pages/2_Attention.py").run()
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.switch_page("pages/3_Inside_one_layer.py").run()
+    assert not at.exception and (at.selectbox(key="ins_layer").value, at.selectbox(key="ins_head").value) == (5, 6)
+    at.session_state["be_model_choice"] = "explorer-mini"
+    at.run()
+    at.selectbox(key="ins_layer").set_value(1).run()  # chosen on the smaller model: it holds on the larger one
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.run()
+    assert not at.exception and (at.selectbox(key="ins_layer").value, at.selectbox(key="ins_head").value) == (1, 6)
+
+
 def test_two_models_head_map_layer_and_head_hold_on_the_way_back():
     """The head-by-head maps went back to the head that moved most at each visit (layer 2, head 5 chosen, 6 and 9
     shown on the way back)."""

@@ -34,6 +34,7 @@ from typing import Any, Callable
 import streamlit as st
 
 SHADOW = "be_kept_"
+WANTED = "be_wanted_"  # a layer or head chosen on a larger model, moved down on a smaller one (fit_kept)
 # The sentence pair studied on Tokens and embeddings, Attention and Inside one layer.
 SENTENCE_A, SENTENCE_B = "be_sentence_a", "be_sentence_b"
 SENTENCE_A_DEFAULT, SENTENCE_B_DEFAULT = "the cat sat on the mat because it was warm .", "then it fell asleep in the sun ."
@@ -114,11 +115,22 @@ def fit_kept(key: str, high: int) -> int | None:
     """Bring the kept value of the select box ``key`` (a layer's or a head's index, from 0) down to ``high`` where
     it is past it: the layer 6 chosen for a 6-layer model is this 4-layer model's last, not its first (a select
     box falls back to its first option without a word). The value it was, for the page to say so; else None.
-    (A select box drawn without ``index``: one drawn with it would warn of a value set twice.)"""
-    value = st.session_state.get(key)
+    The value chosen comes back on a model that has it, unless the user chose another meanwhile (layer 6 and head
+    7, a visit to a 4 x 4 model, and back: 4 and 4 stayed). (A select box drawn without ``index``: one drawn with
+    it would warn of a value set twice.)"""
+    value, wanted = st.session_state.get(key), st.session_state.get(WANTED + key)
+    if wanted is not None:
+        chosen, moved_to = wanted
+        if value != moved_to:  # the user chose again on the smaller model: that choice is theirs now
+            del st.session_state[WANTED + key]
+        elif chosen <= high:
+            st.session_state[key] = chosen
+            del st.session_state[WANTED + key]
+            return None
     if isinstance(value, int) and not isinstance(value, bool) and value > high:
-        st.session_state[key] = high
-        return value
+        chosen = st.session_state[WANTED + key][0] if WANTED + key in st.session_state else value  # (a model
+        st.session_state[key], st.session_state[WANTED + key] = high, (chosen, high)  # smaller still: the same choice)
+        return chosen
     return None
 
 
