@@ -305,6 +305,6 @@ def test_the_probe_layers_command_says_its_estimate_before_it_runs(tiny, cache, 
     assert main(args) == 0
     err = capsys.readouterr().err
     (line,) = [x for x in err.splitlines() if x.startswith("estimate for topic: about ")]
-    assert err.index(line) < err.index("topic: TOPIC") and "8 probes on 20 rows" in line
+    assert err.index(line) < err.index("topic: Topic") and "8 probes on 20 rows" in line
     assert main(args) == 0  # computed and kept: nothing to estimate
     assert "estimate" not in capsys.readouterr().err

@@ -282,11 +282,11 @@ def test_a_tie_between_layers_is_said_as_a_tie_not_a_peak():
               "control": [0.3] * 7, "selectivity": [0.675, 0.675, 0.675, 0.675, 0.65, 0.675, 0.675],
               "majority_baseline": 0.25, "n_test": 40, "units": "articles"}
     text = probing.describe(result)
-    assert text.startswith("TOPIC (accuracy) has no single peak: 0.97 at the embeddings (layer 0), layer 1, layer 2, "
+    assert text.startswith("Topic (accuracy) has no single peak: 0.97 at the embeddings (layer 0), layer 1, layer 2, "
                            "layer 3, layer 5 and layer 6 alike (one of its 40 held-out articles is 2.5 points)"), text
     assert "peaks at" not in text
     result["score"] = [0.8, 0.8, 0.8, 0.8, 0.99, 0.8, 0.8]
-    assert probing.describe(result).startswith("TOPIC (accuracy) peaks at layer 4: 0.99")
+    assert probing.describe(result).startswith("Topic (accuracy) peaks at layer 4: 0.99")
 
 
 def test_layers_within_the_best_ones_sampling_error_are_not_said_to_be_passed_by_a_peak():
@@ -296,15 +296,26 @@ def test_layers_within_the_best_ones_sampling_error_are_not_said_to_be_passed_by
               "control": [0.3] * 7, "selectivity": [0.6] * 7, "majority_baseline": 0.25, "n_test": 200,
               "units": "articles"}
     text = probing.describe(result)
-    assert text.startswith("TOPIC (accuracy) is highest at layer 6: 0.94, but the embeddings (layer 0), layer 1, "
+    assert text.startswith("Topic (accuracy) is highest at layer 6: 0.94, but the embeddings (layer 0), layer 1, "
                            "layer 2, layer 3, layer 4 and layer 5 come within its sampling error (±3.3 points on 200 "
                            "held-out articles), so no single layer stands out"), text
     assert "peaks at" not in text
     result["score"][5] = 0.91  # one layer within 3.3 points of the best, the rest further
     result["score"][:5] = [0.70, 0.72, 0.80, 0.85, 0.88]
-    assert probing.describe(result).startswith("TOPIC (accuracy) is highest at layer 6: 0.94, but layer 5 comes within")
+    assert probing.describe(result).startswith("Topic (accuracy) is highest at layer 6: 0.94, but layer 5 comes within")
     result["score"][5] = 0.90  # 4 points below: told apart
-    assert probing.describe(result).startswith("TOPIC (accuracy) peaks at layer 6: 0.94")
+    assert probing.describe(result).startswith("Topic (accuracy) peaks at layer 6: 0.94")
+
+
+def test_a_perfect_score_is_not_said_to_peak_over_layers_one_article_below():
+    """20 held-out articles: 1.00 at layer 1 and 0.95 at four others was captioned "peaks at layer 1", the margin
+    of a perfect score drawn again with replacement being 0."""
+    result = {"task": "topic", "metric": "accuracy", "score": [0.95, 1.0, 0.9, 0.85, 0.95, 0.95, 0.95],
+              "control": [0.2] * 7, "selectivity": [0.75, 0.8, 0.7, 0.65, 0.75, 0.75, 0.75],
+              "majority_baseline": 0.25, "n_test": 20, "units": "articles", "margin": 0.0}
+    text = probing.describe(result)
+    assert text.startswith("Topic (accuracy) is highest at layer 1: 1.00, but the embeddings (layer 0), layer 4, "
+                           "layer 5 and layer 6 come within its sampling error (±6.8 points on 20 held-out articles)"), text
 
 
 @needs_model("explorer-mini")
