@@ -93,7 +93,8 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
                        f"model reads: the predictions below are from its first {longest:,}, and the rest was not "
                        "read (a [MASK] there gets no prediction).")
     except ValueError as e:
-        st.info(sentence_of(e))
+        if not ("[MASK]" not in text and "[MASK]" in (st.session_state.get("mlm_text") or "")):
+            st.info(sentence_of(e))  # (else the box has said that every [MASK] lies past what it reads: once is enough)
         bars = []
     results = [m for m, _ in bars]
     for m, fig in bars:

@@ -616,6 +616,17 @@ def test_a_checkpoint_rewritten_under_the_same_path_is_shown_anew(tmp_path, runs
     assert not at.exception and _shown(at) != before
 
 
+def test_a_mask_past_what_the_box_reads_is_said_once_and_truly():
+    """600 words and a [MASK] at the end: the box said every [MASK] lies past the characters it reads, and the page
+    then said "The text has no [MASK] token", which the text has."""
+    at = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120).run()
+    at.text_input(key="mlm_text").set_value("word " * 600 + "[MASK] .").run()
+    assert not at.exception
+    said = [w.value for w in at.warning] + [i.value for i in at.info]
+    assert any("Every [MASK] in it lies past them." in w for w in said)
+    assert not any("no [MASK]" in w for w in said), said
+
+
 def test_a_pages_message_of_an_analysis_error_is_a_sentence():
     """"give a word to look for", lower-case and without a full stop, read as a fragment on Tokens and embeddings."""
     at = AppTest.from_file("../pages/1_Tokens_and_embeddings.py", default_timeout=120).run()
