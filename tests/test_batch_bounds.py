@@ -96,6 +96,14 @@ def test_the_masked_word_probe_bounds_its_top_k_and_says_a_mask_past_what_the_mo
     out, err = capsys.readouterr()
     assert len(json.loads(out)) == 1
     assert "note: 1 of the text's 2 [MASK]s lie past the 512 WordPieces the model reads" in err
+    # a text cut with its [MASK] read, and a pair cut, are said too (a 120 kB sentence A: "P(IsNext) = 1.000" alone)
+    assert main([*probe, "--text", "the [MASK] sat on the mat . " + long]) == 0
+    assert "note: the text is 3,009 WordPieces with [CLS] and [SEP], more than the 512 this model reads" in \
+        capsys.readouterr().err
+    assert main(["probe", "nsp", "--model", "minilm-mlm-nsp", "--a", long, "--b", "the end ."]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("P(IsNext) = ") and "note: This pair is 3,006 WordPieces with [CLS] and [SEP], more than " \
+        "the 512 this model reads" in err, err
 
 
 def test_the_pre_train_page_says_a_batch_that_does_not_fit_before_a_run_starts(runs_root):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from ..analysis.probes.pretraining_tasks import load_for_probe, mlm_top_k, nsp_probability
+from ..analysis.probes.pretraining_tasks import cut_sentence, load_for_probe, mlm_top_k, nsp_probability
 from .common import MODEL_HELP, UserError, print_json, user_errors
 
 
@@ -42,10 +42,15 @@ def cmd_probe(args) -> int:
             result = mlm_top_k(loaded, args.text, args.top_k, args.text_b)
         else:
             result = nsp_probability(loaded, [(args.a, args.b)])[0]
+    longest = loaded.config.max_position_embeddings
     if args.task == "mlm" and len(result) < (written := f"{args.text} {args.text_b or ''}".count("[MASK]")):
         print(f"note: {written - len(result)} of the text's {written} [MASK]s lie past the "
-              f"{loaded.config.max_position_embeddings:,} WordPieces the model reads, and are not predicted",
-              file=sys.stderr)
+              f"{longest:,} WordPieces the model reads, and are not predicted", file=sys.stderr)
+    elif args.task == "mlm" and (n := len(loaded.tokenizer.encode(args.text, args.text_b).input_ids)) > longest:
+        print(f"note: the text is {n:,} WordPieces with [CLS] and [SEP], more than the {longest:,} this model reads: "
+              "the predictions are from its first ones, and the rest was not read", file=sys.stderr)
+    if args.task == "nsp" and (cut := cut_sentence(result, longest)):
+        print(f"note: {cut}", file=sys.stderr)
     if args.json:
         print_json(result)
     elif args.task == "mlm":
