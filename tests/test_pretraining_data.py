@@ -490,3 +490,39 @@ def test_a_corpus_folder_says_the_files_it_leaves_out(tmp_path, capsys):
     assert main(["pretrain", "--corpus", str(folder), "--size", "tiny", "--max-steps", "0",  # (too few documents:
                  "--output", str(tmp_path / "run"), "--no-progress"]) == 2                 # refused once read)
     assert f"note: {folder}: read its 1 .txt file and left out 1 other (a.txt.gz)" in capsys.readouterr().err
+
+
+def test_a_line_of_megabytes_is_read_in_parts_with_the_same_words_and_ids(monkeypatch):
+    """A 23 MB upload of one line without a full stop held 4.5 GB in a pre-training run: its words listed whole while
+    the paragraph was joined, counted and tokenised. Read a part at a time, the sentence, the counts and the ids are
+    the ones the whole text gives, and the memory the reading holds is a small multiple of the text."""
+    import sys
+    import tracemalloc
+    from collections import Counter
+
+    from bert_explorer import wordpiece_vocab
+    from bert_explorer.data import corpora, pretraining
+
+    rng = random.Random(0)
+    words = ["the", "Bank", "raised", "rates", "again", "well-known", "x" * 30]
+    line = " ".join(rng.choice(words) + rng.choice(["", "", ",", "  ", "\t"]) for _ in range(400_000))
+    tracemalloc.start()
+    try:
+        (sentence,) = corpora.split_sentences(line)
+        peak = tracemalloc.get_traced_memory()[1]
+        assert corpora.words_in(line) == 400_000
+    finally:
+        tracemalloc.stop()
+    assert sentence == " ".join(line.split())
+    assert peak < 4 * sys.getsizeof(line), (peak, sys.getsizeof(line))  # (its words listed: 7 times it)
+
+    small = " ".join(rng.choice(words + ["naïve", "東京"]) + rng.choice(["", ",", "  ", "\n"]) for _ in range(20_000))
+    monkeypatch.setattr(wordpiece_vocab, "PART_CHARS", 5_000)
+    monkeypatch.setattr(wordpiece_vocab.word_parts, "__defaults__", (5_000,))
+    tok = WordPieceTokenizer.train([small], vocab_size=300, lowercase=False)
+    normalizer, pre = wordpiece_vocab.BertNormalizer(lowercase=True), wordpiece_vocab.BertPreTokenizer()
+    assert wordpiece_vocab.count_words([small]) == Counter(w for w, _ in pre.pre_tokenize_str(
+        normalizer.normalize_str(small)))
+    monkeypatch.setattr(pretraining, "TOKENISED_AT_ONCE", 20_000)
+    assert pretraining._tokenize_uncached([[small, "a second sentence ."]], tok, 2000) == \
+        [[tok.ids_batch([small])[0], tok.ids_batch(["a second sentence ."])[0]]]

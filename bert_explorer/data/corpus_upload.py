@@ -11,7 +11,7 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
-from .corpora import SEPARATE_DOCUMENTS, load_corpus
+from .corpora import SEPARATE_DOCUMENTS, load_corpus, words_in
 from .objectives import BERT, Objective, objective_type
 from .uploads.core import DataError
 from .uploads.decode import decode_bytes
@@ -43,11 +43,11 @@ def check_corpus_upload(name: str, data: bytes, objective: Objective | str = BER
     objective = objective_type(objective)
     need = objective.documents_needed
     facts = {"documents": len(docs), "sentences": sum(len(d) for d in docs),
-             "words": sum(len(s.split()) for d in docs for s in d), "notes": list(notes),
+             "words": sum(words_in(s) for d in docs for s in d), "notes": list(notes),
              "utf8": text.encode("utf-8") if notes else data}
     # the word counts of the sentences a sequence of 16 WordPieces (the least a run may have) cannot hold, in
     # order: how many a run cuts depends on its max_seq_length, chosen after the upload (long_sentence_note)
-    facts["long_sentence_words"] = sorted(n for d in docs for s in d if (n := len(s.split())) > words_held(16))
+    facts["long_sentence_words"] = sorted(n for d in docs for s in d if (n := words_in(s)) > words_held(16))
     if len(docs) < need:
         why = "next-sentence prediction needs" if objective.next_sentence else "a run needs"
         return (f"{name} holds {len(docs)} document{'s' if len(docs) != 1 else ''}, but {why} at least {need} "
@@ -112,7 +112,7 @@ def learnable_vocab_size(data: bytes, vocab_size: int, lowercase: bool = True) -
         sentences = [s for doc in _documents(data.decode("utf-8-sig")) for s in doc]
         if len(_learnt) >= 64:
             _learnt.clear()
-        _learnt[key] = None if sum(len(s.split()) for s in sentences) > LEARN_FOR_ESTIMATE_WORDS else len(
+        _learnt[key] = None if sum(words_in(s) for s in sentences) > LEARN_FOR_ESTIMATE_WORDS else len(
             learn_wordpiece_vocab(sentences, int(vocab_size), lowercase=lowercase, special_tokens=SPECIAL_TOKENS))
     return _learnt[key]
 

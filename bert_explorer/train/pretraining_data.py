@@ -15,7 +15,8 @@ import torch
 import torch.distributed as dist
 
 from .. import atomic, checkpoint, disk_cache
-from ..data.corpora import NSP_REMEDY, SEPARATE_DOCUMENTS, check_corpus, load_corpus, split_documents, tiny_corpus
+from ..data.corpora import (NSP_REMEDY, SEPARATE_DOCUMENTS, check_corpus, load_corpus, split_documents, tiny_corpus,
+                            words_in)
 from ..data.pretraining import Masker, create_instances, mlm_only_instances, unigram_entropy
 from ..tokenizer import WordPieceTokenizer
 from .device import Device
@@ -91,7 +92,7 @@ def learnt_vocab_size(cfg: PretrainConfig) -> int | None:
     if cfg.init or cfg.vocab != "train":
         return None
     train_docs, _ = split_corpus(cfg)
-    if sum(len(s.split()) for doc in train_docs for s in doc) > LEARN_FOR_ESTIMATE_WORDS:
+    if sum(words_in(s) for doc in train_docs for s in doc) > LEARN_FOR_ESTIMATE_WORDS:
         return None
     return min(cfg.vocab_size, build_tokenizer(cfg, train_docs).vocab_size)
 
