@@ -602,6 +602,25 @@ def test_a_file_saved_by_excel_on_windows_keeps_its_quotes_dashes_and_euros(tmp_
     assert latin.examples[0]["text"] == "Café crème, £3" and any(n.startswith("read as Latin-1") for n in latin.notes)
 
 
+def test_a_utf8_mark_before_a_latin1_body_is_no_part_of_the_first_column(tmp_path):
+    """An editor's UTF-8 byte-order mark before text it never converted: read as Latin-1, the first column was named
+    "ï»¿text" (and --text-column text had no such column)."""
+    f = tmp_path / "marked.csv"
+    f.write_bytes(b"\xef\xbb\xbf" + csv_text([("Café crème, £3", "pos"), ("naïve plot", "neg")] * 4).encode("latin-1"))
+    data = read_task_file(str(f))
+    assert data.examples[0]["text"] == "Café crème, £3"
+    assert any("though it begins with UTF-8's byte-order mark" in n for n in data.notes), data.notes
+
+
+def test_a_built_in_data_set_is_not_said_to_need_re_saving():
+    """The built-in pang-lee's log said it was read as Windows-1252, "re-save it as UTF-8 if so": advice for an upload,
+    which nobody can follow for a file that ships."""
+    from bert_explorer.data.tasks import _pang_lee
+
+    notes = " ".join(_pang_lee().notes)
+    assert "is Windows-1252 text (not UTF-8) and is read as such" in notes and "re-save" not in notes
+
+
 def test_numeric_labels_say_why_they_were_read_as_scores_or_classes(tmp_path):
     """200 rows with class ids 0-24 were "detected task 'regression'" with no reason; 1-5 stars became classes
     without a word either."""

@@ -1,6 +1,8 @@
 """Turning an uploaded file's bytes into text, or saying why they are not text."""
 from __future__ import annotations
 
+import codecs
+
 from pathlib import Path
 
 from .core import DataError
@@ -31,6 +33,9 @@ def decode_text(data: bytes) -> tuple[str, str]:
         return data.decode("utf-8-sig"), "utf-8"   # -sig: drop a byte-order mark if present
     except UnicodeDecodeError:
         pass
+    # a UTF-8 byte-order mark before a Latin-1 body (an editor's "UTF-8 with BOM" over text it did not convert): the
+    # mark is no text, and read as Latin-1 it named the first column "ï»¿text"
+    data = data[len(codecs.BOM_UTF8):] if data.startswith(codecs.BOM_UTF8) else data
     if any(0x80 <= b <= 0x9F for b in data):
         try:
             return data.decode("cp1252"), "windows-1252"
@@ -101,6 +106,7 @@ def decode_bytes(data: bytes, name: str, hint: str = _EXPORT_HINT) -> tuple[str,
             line = data.count(b"\n", 0, e.start) + 1
             where = f" (the first non-UTF-8 byte is on line {line})"
         which = "Windows-1252 (its curly quotes, dashes and euro signs)" if encoding == "windows-1252" else "Latin-1"
-        notes.append(f"read as {which} because the file is not valid UTF-8{where}; accented characters may be "
-                     f"wrong if it was saved in another encoding: re-save it as UTF-8 if so")
+        marked = " though it begins with UTF-8's byte-order mark," if data.startswith(codecs.BOM_UTF8) else ""
+        notes.append(f"read as {which} because the file is not valid UTF-8{where},{marked} so accented characters may "
+                     f"be wrong if it was saved in another encoding: re-save it as UTF-8 if so")
     return text, notes
