@@ -13,7 +13,7 @@ from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.models import builtin_corpora
-from bert_explorer.data.corpora import held_count
+from bert_explorer.data.corpora import split_indices
 from bert_explorer.data.corpus_upload import check_corpus_upload, held_out_fraction, learnable_vocab_size, \
     long_sentence_note
 from bert_explorer.safe_text import markdown_text as md
@@ -236,10 +236,10 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     # estimate is the command line's (``train.pretrain.estimate``), of the settings the run reads.
     est = None
     if config is not None and not corpus_error:
-        if upload:  # (not stored yet: its words as counted when it was checked)
-            words, documents = corpus_facts.get("words", 0), corpus_facts.get("documents", 0)
-            held = held_count(documents, config.held_out_fraction)  # (as the run will split them)
-            counted = words, int(words * held / max(1, documents)) if evaluates_held_out(config, held) else 0
+        if upload:  # (not stored yet: its words as counted when it was checked, split as the run will split them)
+            _, held = split_indices(corpus_facts["document_keys"], config.held_out_fraction, config.seed)
+            counted = (corpus_facts["words"], sum(corpus_facts["document_words"][i] for i in held)
+                       if evaluates_held_out(config, len(held)) else 0)
         else:
             counted = corpus_words(config.corpus, config.max_docs, config.held_out_fraction, config.seed,
                                    config.objective)

@@ -283,6 +283,25 @@ def test_pretrain_page_takes_any_file_and_says_what_a_gz_is_and_reads_a_file_onc
     at.number_input(key="pt_steps").set_value(9).run()
     assert not at.exception and at.success and len(calls) <= 1
 
+def test_an_uploads_estimate_holds_out_what_the_run_will_hold_out(runs_root, tmp_path):
+    """40 documents, each twice: the page said "10 held-out evaluations of about 0 sequences each", but the run
+    drops a held-out document that is also in training word for word, holds none out, and evaluates nothing."""
+    from bert_explorer.train.pretrain import estimate
+    from bert_explorer.train.pretrain_config import PretrainConfig
+
+    docs = [f"Document {i % 20} opens with a sentence about item {i % 20}.\nIts second sentence is here." for i in
+            range(40)]
+    text = "\n\n".join(docs) + "\n"
+    at = _page("10_Pre-train.py", pt_upload_bytes=("twice.txt", text.encode()))
+    at.radio(key="pt_corpus_source").set_value("Upload a .txt file").run()
+    assert not at.exception
+    caption = next(c.value for c in at.caption if "**estimate**" in c.value)
+    assert "no held-out evaluation (fewer than two documents held out, and next-sentence pairs need two)" in caption
+    (tmp_path / "twice.txt").write_text(text)  # and the run, reading the same file, says the same
+    run = estimate(PretrainConfig(corpus=str(tmp_path / "twice.txt"), held_out_fraction=0.05), runs_root)
+    assert run["held_out_evaluations"] == 0
+
+
 def test_a_warm_start_begins_from_the_model_chosen_on_the_other_pages(runs_root):
     """With explorer-mini chosen in the sidebar, the warm start offered minilm-mlm-nsp first, without a word."""
     at = _page("10_Pre-train.py", be_model_choice="explorer-mini")

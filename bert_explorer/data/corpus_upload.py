@@ -11,7 +11,7 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
-from .corpora import SEPARATE_DOCUMENTS, load_corpus, words_in
+from .corpora import SEPARATE_DOCUMENTS, document_key, load_corpus, words_in
 from .objectives import BERT, Objective, objective_type
 from .uploads.core import DataError
 from .uploads.decode import decode_bytes
@@ -48,6 +48,10 @@ def check_corpus_upload(name: str, data: bytes, objective: Objective | str = BER
     # the word counts of the sentences a sequence of 16 WordPieces (the least a run may have) cannot hold, in
     # order: how many a run cuts depends on its max_seq_length, chosen after the upload (long_sentence_note)
     facts["long_sentence_words"] = sorted(n for d in docs for s in d if (n := words_in(s)) > words_held(16))
+    # each document's words and key: the page splits them as the run will (``corpora.split_indices``) before the file
+    # is stored, and says what its held-out part evaluates
+    facts["document_words"] = [sum(words_in(s) for s in d) for d in docs]
+    facts["document_keys"] = [document_key(d) for d in docs]
     if len(docs) < need:
         why = "next-sentence prediction needs" if objective.next_sentence else "a run needs"
         return (f"{name} holds {len(docs)} document{'s' if len(docs) != 1 else ''}, but {why} at least {need} "
