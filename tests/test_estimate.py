@@ -210,6 +210,11 @@ def test_the_estimate_counts_evaluations_held_out_size_and_loading(tmp_path):
     status = json.loads((earlier.path / "status.json").read_text())
     (earlier.path / "status.json").write_text(json.dumps({**status, "pid_created": status["created"] - 3.5}))
     assert pretrain_estimate(**common, evaluations=0)["loading_seconds"] == pytest.approx(86.5, abs=0.01)
+    # stopped and resumed: its last part's loading, not the whole first part's (188 s was said of a 6 s load)
+    resumed = {**status, "part_started": status["created"] + 500, "part_launched": status["created"] + 497,
+               "ready": status["created"] + 506}
+    (earlier.path / "status.json").write_text(json.dumps(resumed))
+    assert pretrain_estimate(**common, evaluations=0)["loading_seconds"] == pytest.approx(9.0, abs=0.01)
 
 
 def test_the_warm_start_of_issue_28_is_estimated_near_its_measured_time(tmp_path):

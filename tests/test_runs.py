@@ -587,6 +587,25 @@ def test_a_run_stopped_and_resumed_keeps_its_first_start_and_adds_up_its_parts(t
     assert run_row(run, tmp_path)["started"] == time.strftime("%Y-%m-%d %H:%M", time.localtime(now - 300))
 
 
+def test_a_run_the_app_launched_counts_its_process_start_in_its_time(tmp_path):
+    """Started from the page at 16:10:12, "starting" for 82 s under load, stopped 45 s into its steps: the page said
+    "took 1 min 03 s" where the user had waited 2 min 14 s. A part the app launches counts from its launch; a part
+    resumed from a terminal is not given the app's earlier launch."""
+    from bert_explorer.runs.run import duration
+
+    run = Run(tmp_path / "r").create({}, "pretrain")
+    now = time.time()
+    run.write_status(state="starting", pid=None, launched=now - 300)          # the app's launcher
+    other = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                           text=True).stdout.strip()
+    run.write_status(state="running", pid=int(other), started=now - 220)      # its process, 80 s later
+    run.write_status(state="stopped", finished=now - 200)
+    assert duration(run.status()) == pytest.approx(100, abs=0.01)
+    run.write_status(state="running", pid=os.getpid(), started=now - 50)      # resumed from a terminal
+    run.write_status(state="finished", finished=now)
+    assert duration(run.status()) == pytest.approx(150, abs=0.01)
+
+
 def test_the_runs_key_metrics_put_squads_percentages_on_the_scale_of_the_other_tasks():
     """SQuAD's F1 and exact match are percentages (its official script's scores), NER's F1 a fraction: one
     "dev F1" column of the Runs page held 25 beside 0.4."""

@@ -174,7 +174,7 @@ def _launch_background(run: Run, kind: str, config: dict, resume: bool, gpu_queu
     try:
         run.create(config, kind)
         run.clear_stop()
-        run.write_status(state="starting", pid=None, kind=kind, error=None)
+        run.write_status(state="starting", pid=None, kind=kind, error=None, launched=time.time())
         launcher = [sys.executable, "-m", "bert_explorer.runs.background", str(run.path)]
         if gpu_queue_applies(config, gpu_queue):
             launcher += ["--gpu-lock", str(Path(gpu_lock) if gpu_lock else run.path.parent / GPU_LOCK_NAME)]

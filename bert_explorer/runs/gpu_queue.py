@@ -96,7 +96,8 @@ def wait_for_gpu(run: Run, lock_path: Path, poll: float = 0.5) -> int | None:
     os.write(fd, json.dumps({"run": str(run.path), "pid": os.getpid()}).encode())
     os.set_inheritable(fd, True)
     waited = time.time() - since
-    run.write_status(state="starting", waiting_for=None, queued_s=round(waited, 1))
+    run.write_status(state="starting", waiting_for=None, queued_s=round(waited, 1), launched=time.time())  # (its
+    # time in the queue is no part of the run's)
     if told:
         run.log(f"got the GPU after {waited:.0f} s in the queue")
     return fd

@@ -197,6 +197,13 @@ class Run:
             if current.get("started") and current.get("started_by") != fields.get("pid"):
                 fields = _another_part(current, fields)
             fields["started_by"] = fields.get("pid")  # (its launcher wrote the same pid before it started)
+            # the part's process, launched by the app (``launched``: its launcher's write), began before it began to
+            # read its data: its start is part of its time (82 s at load 7, where "took 1 min 03 s" was said of a run
+            # the user waited 2 min 14 s for); a later part not launched so is not given this one's launch
+            launched = current.get("launched")
+            fields["part_launched"] = launched if isinstance(launched, (int, float)) and not isinstance(
+                launched, bool) and launched <= fields["started"] else None
+            fields["launched"] = None
         now = time.time()
         if fields.get("started_by", current.get("started_by")) == os.getpid():
             fields["part_seen"] = now  # the part's own last sign of life (a starter's writes are not)
@@ -513,16 +520,26 @@ def _another_part(before: dict, fields: dict) -> dict:
     took is added to this one's (:func:`duration`), so that a run stopped and resumed does not say it took
     only its last part. The part before ended when it said so (``finished``), or, cut short, at its last
     write (``part_seen``); the starter's writes since then are not its time."""
-    start = before.get("part_started") or before["started"]
+    start = part_start(before)
     end = before.get("finished") or before.get("part_seen") or start
     return {"finished": None, **fields, "started": before["started"], "part_started": fields["started"],
             "earlier_seconds": float(before.get("earlier_seconds") or 0.0) + max(0.0, end - start)}
 
 
+def part_start(status: dict) -> float | None:
+    """When the run's latest part began: when the app launched its process, where it did, else when it began to
+    read its data (``started``), else when the run was made."""
+    start = status.get("part_started") or status.get("started") or status.get("created")
+    launched = status.get("part_launched")
+    if isinstance(launched, (int, float)) and not isinstance(launched, bool) and start and launched < start:
+        return float(launched)
+    return start
+
+
 def duration(status: dict) -> float | None:
     """Seconds the run has taken (to now while it is active), or None before it started: from its start to
     its end, or, for a run stopped and resumed, its earlier parts' time and this part's (``Run.write_status``)."""
-    start = status.get("part_started") or status.get("started") or status.get("created")
+    start = part_start(status)
     if not start:
         return None
     state = status.get("state")

@@ -27,7 +27,7 @@ from ..checkpoint import CheckpointError
 from ..model import PRESETS, BertConfig, preset
 from ..runs.background import background_env
 from ..runs.finder import find_runs, rel_name
-from ..runs.run import metrics_record
+from ..runs.run import metrics_record, part_start
 from . import speed
 from .device import PEAK_FLOPS
 
@@ -260,18 +260,18 @@ def sequences_of(words: int, seq_len: int) -> int:
 
 
 def measured_loading(root: Path, corpus: str | None) -> tuple[float, str] | None:
-    """Seconds from its start to its first step (status ``created`` to ``ready``: the process started,
-    the corpus read and tokenised, the model built) of the latest pre-training run on this corpus on this
-    device, or None. (``started``, when the data began to be read, left the tokenising out.)"""
+    """Seconds from its start to its first step (status ``created``, a resumed run's last part's launch, to ``ready``:
+    the process started, the corpus read and tokenised, the model built) of the latest pre-training run on this
+    corpus on this device, or None. (``started``, when the data began to be read, left the tokenising out.)"""
     dev = device_key()
     for run in find_runs(root):
         s, cfg = run.status(), run.config()
         if (s.get("kind") or cfg.get("kind")) != "pretrain" or s.get("device") != dev or cfg.get("corpus") != corpus:
             continue
-        # from the earlier of its process's start and the status's creation: a command writes "created" after
-        # its imports (3.5 s on), the app before it starts the process (0.8 s measured against 8.2 s, one corpus)
+        # from the earlier of its process's start and "created" (a command writes it after its imports, 3.5 s in)
         pid_start = s.get("pid_created") if isinstance(s.get("pid_created"), (int, float)) else None
-        start = min(s["created"], pid_start) if s.get("created") and pid_start else s.get("created")
+        start = part_start(s) if s.get("part_started") else \
+            min(s["created"], pid_start) if s.get("created") and pid_start else s.get("created")
         if start and s.get("ready") and s["ready"] >= start:
             return float(s["ready"] - start), f"measured: run {rel_name(run.path, root)} on this corpus"
     return None
