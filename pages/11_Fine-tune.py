@@ -21,7 +21,7 @@ from bert_explorer.data.uploads.core import DataError
 from bert_explorer.data.uploads.names import slug, table_columns
 from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
-from bert_explorer.runs.report import LABELS, duration_text, finetune_result
+from bert_explorer.runs.report import LABELS, duration_text, finetune_result, score_text
 from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.tasks.base import CUT_SAMPLE, cut_note
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
@@ -386,7 +386,7 @@ shown = [k for k in main if isinstance(dev.get(k), (int, float))]
 cols = st.columns(max(1, len(shown)) + 1)
 for col, k in zip(cols, shown):
     named = f" of {dev['f1_of']}" if k == "f1" and dev.get("f1_of") else ""  # the class a two-class F1 is of
-    col.metric(f"dev {LABELS.get(k, k)}{named}, saved model", f"{dev[k]:.1f}" if kind.percent else f"{dev[k]:.3f}",
+    col.metric(f"dev {LABELS.get(k, k)}{named}, saved model", score_text(k, dev[k], kind.percent),
                help="The model as saved, scored on the dev set in float32 at the end of the run (a run trained in "
                     "bf16 measured its curves in bf16, which moved a Pearson r in the second decimal); After "
                     "fine-tuning reads the same model example by example.")

@@ -20,7 +20,7 @@ from bert_explorer.app.widgets import MENU, intro
 from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
-from bert_explorer.runs.report import LABELS
+from bert_explorer.runs.report import LABELS, SCORES, score_text
 from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.tasks.metrics import small_dev_warning
 from bert_explorer.tasks.registry import task_type
@@ -109,7 +109,7 @@ bundle = ResultBundle("After fine-tuning", finder.rel_name(run.path, root), {"ru
 
 
 def fmt(value) -> str:
-    return f"{value:.1f}" if task.percent else f"{value:.3f}"
+    return score_text(main, value, task.percent)
 
 
 def _shown(value) -> str:
@@ -149,7 +149,7 @@ if per := task.per_label(report := task.report_of_rows(rows)):
     if missed := task.never_predicted(report):
         st.warning(missed[0].upper() + missed[1:] + ".")
     exports.table(pd.DataFrame(per), "af_per_label", "each label", bundle, hide_index=True,
-                  column_config={k: st.column_config.NumberColumn(format="%.3f") for k in ("F1", "precision", "recall")})
+                  column_config={k: st.column_config.NumberColumn(format="percent") for k in ("F1", "precision", "recall")})
     st.caption(task.headline_note)
 
 c1, c2 = st.columns([2, 1])
@@ -249,6 +249,7 @@ groups = list(dict.fromkeys(s["by"] for s in table_slices))
 cols = st.columns(min(3, len(groups)) or 1)
 # the charts stand side by side: one scale for all (a chart of 0-0.2 beside one of 0-1 drew its 0.2 bars full)
 shown = [v for v in [*(sl[main] for sl in table_slices), whole[main]] if v is not None]
+hover = ("%{y:.1f}%" if task.percent else "%{y:.1%}") if main in SCORES else "%{y:.3f}"
 y_range = [min(0.0, *shown), max(0.0, *shown) * 1.15 or 1.0] if shown else None
 for k, by in enumerate(groups):
     part = [s for s in table_slices if s["by"] == by]
@@ -257,7 +258,7 @@ for k, by in enumerate(groups):
                            # each bar says its score: a slice that scored 0 has no bar to see
                            text=[fmt(s[main]) if s[main] is not None else "" for s in part],
                            textposition="outside", cliponaxis=False,
-                           hovertemplate="%{x}<br>" + LABELS.get(main, main) + " %{y:.3f}<br>%{customdata} "
+                           hovertemplate="%{x}<br>" + LABELS.get(main, main) + f" {hover}<br>%{{customdata}} "
                                                                                    "examples<extra></extra>"))
     fig.add_hline(y=whole[main], line_dash="dot")  # named in the title: a label on the line can sit on a bar
     for sl in part:  # no bar where a slice has no correlation (one gold value): said where its bar would stand
@@ -273,6 +274,8 @@ for k, by in enumerate(groups):
     fig.update_xaxes(type="category")
     if y_range is not None:
         fig.update_yaxes(range=y_range)
+    if main in SCORES:  # (the axis in the bars' own unit: "80.0%" on a bar beside a tick of 0.8)
+        fig.update_yaxes(**({"ticksuffix": "%"} if task.percent else {"tickformat": ".0%"}))
     exports.figure(fig, f"af_slices_{k}", f"{LABELS.get(main, main)} by {by}", bundle, container=cols[k % len(cols)])
 answered = Counter(r["predicted"] for r in rows if isinstance(r.get("predicted"), str))
 if answered and task.name in ("classification", "pair-classification", "multiple-choice"):
@@ -286,7 +289,8 @@ small = [s for s in table_slices if s["small"]]
 frame = pd.DataFrame([{k: v for k, v in s.items()} for s in table_slices]).rename(columns={"small": "note"})
 # (a slice with no note, or no correlation, is a dash: the grid drew "None")
 exports.table(frame, "af_slices_table", "score by slice", bundle, hide_index=True,
-              numbers={m: "{:.1f}" if task.percent else "{:.3f}" for m in task.metrics
+              numbers={m: ("{:.1f}%" if task.percent else "{:.1%}") if m in SCORES else "{:.3f}"
+                       for m in task.metrics
                        if m in frame.columns and pd.api.types.is_numeric_dtype(frame[m].dropna())})
 if small:
     s0 = small[0]
@@ -406,7 +410,7 @@ else:
     # an empty bin has no confidence or accuracy: "—", not "None"; every cell of those columns is text
     # an empty bin's cells are dashes; the CSV and the page's zip keep the bins' numbers (the zip had only the figure)
     exports.table(pd.DataFrame(cal["bins"]), "af_calibration_bins", "calibration bins", bundle, container=c2,
-                  numbers={"confidence": "{:.3f}", "accuracy": "{:.3f}"}, hide_index=True)
+                  numbers={"confidence": "{:.1%}", "accuracy": "{:.1%}"}, hide_index=True)
     c2.caption("Guo et al. (2017), Section 2: the answers sorted into 10 bins of equal width by the model's "
                "probability of its own answer; ECE is the count-weighted mean gap between each bin's accuracy and "
                "its mean confidence.")

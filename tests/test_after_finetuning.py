@@ -438,8 +438,10 @@ def test_slices_draw_names_that_look_like_numbers_as_names_and_say_each_score(nu
         assert figcheck.names_read_as_numbers(fig) == [] and fig.layout["xaxis"]["type"] == "category"
         (bars,) = fig.traces
         assert bars.x.tolist() == names
-        # every bar says its score, a score of 0 too: "0.000" stands where no bar can be seen
-        assert bars.raw["text"] == [f"{v:.3f}" for v in bars.y.tolist()]
+        # every bar says its score, a score of 0 too: "0.0%" stands where no bar can be seen; in per cent, as the
+        # axis (the Runs table said "dev accuracy 0.8" beside "MLM accuracy 8.3%")
+        assert bars.raw["text"] == [f"{v:.1%}" for v in bars.y.tolist()]
+        assert fig.layout["yaxis"]["tickformat"] == ".0%"
     # side by side, the charts share one scale (0.2 bars filled a chart of 0-0.2 beside one of 0-1)
     ranges = {tuple(f.layout["yaxis"]["range"]) for t, f in figs.items() if t.startswith("by ")}
     assert len(ranges) == 1 and list(ranges)[0][0] == 0
@@ -459,7 +461,7 @@ def test_the_calibration_table_says_an_empty_bin_has_no_score(numbered, monkeypa
     assert not table.isna().any().any() and "None" not in table.astype(str).values
     rows = predictions.load_predictions(numbered["root"] / "numbered").rows
     bins = calibration.calibration(rows)["bins"]
-    assert table["accuracy"].tolist() == ["—" if b["accuracy"] is None else f"{b['accuracy']:.3f}" for b in bins]
+    assert table["accuracy"].tolist() == ["—" if b["accuracy"] is None else f"{b['accuracy']:.1%}" for b in bins]
 
 
 def test_what_changed_is_computed_once_asked_and_then_shown_to_every_visitor(tuned, monkeypatch):

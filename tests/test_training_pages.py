@@ -928,7 +928,7 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
     assert table.loc["pt-a", "kind"] == "pretrain" and table.loc["ft-b", "state"] == "finished"
     # in per cent, as the Pre-train tiles say it (the table said 0.2 beside a tile's 20.0%)
     assert table.loc["pt-a", "duration"] == "1 min 30 s" and "MLM accuracy 20.0%" in table.loc["pt-a", "key metrics"]
-    assert table.loc["ft-b", "key metrics"] == "dev accuracy 0.75 · dev macro-F1 0.7"  # named as the curves are
+    assert table.loc["ft-b", "key metrics"] == "dev accuracy 75.0% · dev macro-F1 70.0%"  # named as the curves are
     at.selectbox(key="runs_group_0").set_value("abl").run()
     inside = at.dataframe[0].value.set_index("run")
     assert list(inside.index) == ["cell c1"] and inside.loc["cell c1", "kind"] == "finetune"
@@ -966,7 +966,7 @@ def test_runs_page_lists_opens_compares_and_deletes(runs_root):
     at.selectbox(key="runs_compare_metric").set_value("loss").run()
     finals = next(d.value for d in at.dataframe if "MLM accuracy" in d.value.columns)
     assert not finals.isna().any().any() and finals.loc["ft-b", "MLM accuracy"] == "—"  # not a raw None
-    assert finals.loc["pt-a", "MLM accuracy"] == "20.0%" and finals.loc["ft-b", "dev accuracy"] == "0.75"
+    assert finals.loc["pt-a", "MLM accuracy"] == "20.0%" and finals.loc["ft-b", "dev accuracy"] == "75.0%"
 
     # a running run is refused, even with the confirmation ticked
     at.selectbox(key="runs_delete_sel_0_").set_value("pt-busy").run()
@@ -1001,7 +1001,7 @@ def test_runs_page_gives_an_ablation_its_device_and_best_cells(runs_root):
     assert not at.exception
     row = at.dataframe[0].value.set_index("run").loc["abl"]
     assert row["device"] == "cpu, cuda"
-    assert row["key metrics"] == ("best dev accuracy 0.875 (task-b) of 2 cells · "
+    assert row["key metrics"] == ("best dev accuracy 87.5% (task-b) of 2 cells · "
                                   "best dev Pearson r 0.25 (pairs-a) of 1 cell")
 
 
@@ -1017,7 +1017,7 @@ def test_runs_page_reads_best_cells_from_results_jsonl_when_cells_are_gone(runs_
     at = _page("13_Runs.py")
     assert not at.exception
     row = at.dataframe[0].value.set_index("run").loc["abl"]
-    assert row["key metrics"] == "best dev accuracy 0.75 (topics__medium) of 2 cells"
+    assert row["key metrics"] == "best dev accuracy 75.0% (topics__medium) of 2 cells"
 
 
 def test_runs_page_delete_after_delete_removes_exactly_the_confirmed_runs(runs_root):

@@ -23,14 +23,26 @@ LABELS = {"loss": "loss", "mlm_loss": "MLM loss", "nsp_loss": "NSP loss", "mlm_a
           "micro_recall": "micro recall", "lr": "learning rate", "grad_norm": "gradient norm",
           "mse": "mean squared error"}
 
-# Said in per cent wherever a page shows them (the Pre-train tiles, the probe, a model's measured quality):
-# the tables and curves of runs say them so too, not as 0.0286 beside a tile's 2.9 %.
-PERCENT = {"mlm_accuracy", "nsp_accuracy", "mfu"}
+# Scores from 0 to 1 are said in per cent wherever a page shows them (the Pre-train tiles, the probe, a model's
+# measured quality, a fine-tuning's dev scores, as the paper's tables give them): the Runs table said "dev accuracy
+# 0.8" beside "MLM accuracy 8.3%", and SQuAD's "dev F1 33.3" on one page was 0.333 on another. A correlation, an
+# error or a loss is a number.
+SCORES = {"accuracy", "macro_f1", "f1", "micro_f1", "subset_accuracy", "exact_match", "precision", "recall",
+          "micro_precision", "micro_recall", "token_accuracy"}
+PERCENT = {"mlm_accuracy", "nsp_accuracy", "mfu", *SCORES, *(f"dev {LABELS[k]}" for k in SCORES if k in LABELS)}
 
 
 def metric_text(key: str, value: float) -> str:
     """A run's number as the pages say it: "MLM accuracy" 0.0286 as "2.9%", a loss of 9.5491 as "9.55"."""
     return f"{value:.1%}" if key in PERCENT else f"{value:.3g}"
+
+
+def score_text(key: str, value: float, percent_scale: bool = False) -> str:
+    """A fine-tuning's dev score as every page says it: a score from 0 to 1 in per cent ("80.0%"; ``percent_scale``:
+    the task's scores are per cent already, SQuAD's), a correlation or an error to three decimals."""
+    if key in SCORES:
+        return f"{value:.1f}%" if percent_scale else f"{value:.1%}"
+    return f"{value:.3f}"
 
 
 TRUST_OWN_RATE_AT = 0.2  # from this share of a job on, its own rate alone says its time left
