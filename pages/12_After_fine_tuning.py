@@ -149,7 +149,8 @@ if per := task.per_label(report := task.report_of_rows(rows)):
     if missed := task.never_predicted(report):
         st.warning(missed[0].upper() + missed[1:] + ".")
     exports.table(pd.DataFrame(per), "af_per_label", "each label", bundle, hide_index=True,
-                  column_config={k: st.column_config.NumberColumn(format="percent") for k in ("F1", "precision", "recall")})
+                  column_config={k: st.column_config.NumberColumn(format="percent")
+                                 for k in ("F1", "precision", "recall")})
     st.caption(task.headline_note)
 
 c1, c2 = st.columns([2, 1])
@@ -185,10 +186,9 @@ exports.table(table, "af_table", "dev predictions", bundle, hide_index=True, col
 if which == "confident mistakes" and task.right_or_wrong:
     if shown_rows and shown_rows[0].get("p_predicted") is not None:
         top = shown_rows[:3]
-        st.caption("The most confident mistakes: " + "; ".join(
-            f"example {r['example']} ({md(r['gold'])} read as {md(r['predicted'])}, P = {r['p_predicted']:.2f})"
-            for r in top)
-            + ".")
+        st.caption(f"The most confident mistakes (P: this model's probability of {task.probability_of}): "
+                   + "; ".join(f"example {r['example']} ({md(r['gold'])} read as {md(r['predicted'])}, "
+                               f"P = {r['p_predicted']:.2f})" for r in top) + ".")
     elif not shown_rows:
         st.caption("No wrong answer" + (f" among the examples whose gold answer is {md(gold)}." if gold else "."))
 

@@ -515,6 +515,18 @@ def test_classroom_mode_computes_an_old_runs_predictions_without_writing(tuned, 
     assert any("not kept: in classroom mode the app writes nothing" in c.value for c in at.caption)
 
 
+def test_a_taggings_confidence_is_said_to_be_of_the_whole_tagging(tuned, monkeypatch):
+    """An NER run's most confident mistakes were listed at "P = 0.01", read as no confidence at all: it is the
+    probability of the whole tagging, a product over the sentence's words."""
+    at = _page(tuned, monkeypatch, "ner")
+    caption = next(c.value for c in at.caption if c.value.startswith("The most confident mistakes"))
+    assert caption.startswith("The most confident mistakes (P: this model's probability of its whole tagging (the "
+                              "product over the words: each word's own is higher)): example ")
+    other = _page(tuned, monkeypatch, "classification")
+    assert any(c.value.startswith("The most confident mistakes (P: this model's probability of its answer): ")
+               for c in other.caption)
+
+
 def test_a_run_opens_on_its_most_confident_mistake_and_another_run_on_its_own(tuned, monkeypatch):
     """The page opens on the mistakes, the most confident first, and "Why this answer?" on the top one (it
     opened on the dev set's first example, right or wrong). Switched from a SQuAD run to a classification

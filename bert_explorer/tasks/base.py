@@ -115,6 +115,7 @@ class TaskType:
     cls_map: ClassVar[bool] = False         # one [CLS] vector per input answers it: the maps before and after
     after_run_answers: ClassVar[bool] = False  # the Fine-tune page lists some dev answers under a finished run
     percent: ClassVar[bool] = False      # the dev scores are percentages (SQuAD's EM and F1)
+    probability_of: ClassVar[str] = "its answer"  # what ``probabilities`` gives the probability of, in words
     problem_type: ClassVar[str | None] = None  # transformers' config.problem_type of the model
     # How an uploaded table (CSV, TSV, JSONL, Parquet) holds this task: the reader's method for it,
     # and the columns that name it when no task is given (one name of each group, see ``reads``).

@@ -50,6 +50,8 @@ class TagTask(TaskType):
     left_to_right: ClassVar[bool] = True
     answer_key: ClassVar[str] = "entities"
     per_token: ClassVar[bool] = True
+    # (P = 0.01 beside a mistake read as no confidence, where each of its 30 words had 0.86)
+    probability_of: ClassVar[str] = "its whole tagging (the product over the words: each word's own is higher)"
     table_reader: ClassVar[str] = "ner_records"
     table_columns: ClassVar[tuple[tuple[str, ...], ...]] = (("tokens", "words"),
                                                             ("tags", "nertags", "labels", "ner", "label"))
