@@ -86,6 +86,17 @@ def test_index_finds_the_same_neighbours_as_brute_force(tiny, cache, layer):
             assert h["hit"] == h["sentence"][h["start"]:h["end"]]
 
 
+def test_a_similarity_is_a_cosine_within_one(tiny, cache, monkeypatch):
+    """Vectors stored in 16 bits have lengths of 1 to within 2e-3: the Nearest neighbours CSV held a similarity of
+    1.0000008 for the query's own sentence."""
+    index = nb.NeighbourIndex.open(nbb.build_index(tiny, SENTENCES, [0])[0])
+    search = index.search
+    monkeypatch.setattr(index, "search", lambda q, k: (lambda s, r: (s * 1.001, r))(*search(q, k)))
+    text = SENTENCES[0]
+    result = nb.nearest(tiny, index, text, 1, 0, k=4)
+    assert result.hits[0]["similarity"] == 1.0 and all(-1 <= h["similarity"] <= 1 for h in result.hits)
+
+
 def test_exact_search_is_exact_among_near_ties():
     """fp16 scores make near-ties equal; the fp32 re-scoring must still return the true top k."""
     rng = np.random.default_rng(0)
@@ -288,6 +299,19 @@ def test_register_adds_the_command_to_a_parser():
     assert a.func is cmd_build and a.layer == [0, 6] and a.corpus == "bbc"
     a = p.parse_args(["neighbours", "query", "--model", "m", "--layer", "3", "--text", "x", "--token", "x"])
     assert a.func is cmd_query and a.k == 10
+
+
+def test_the_hits_asked_for_are_bounded(capsys):
+    """--k 100000000 was taken: on the BBC index a million hits, each a dict of its context, built and printed."""
+    from bert_explorer.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["neighbours", "query", "--model", "minilm", "--layer", "0", "--text", "x", "--token", "x",
+              "--k", "100000000"])
+    assert e.value.code == 2 and "--k: expected a whole number from 1 to 1,000, got 100,000,000" in \
+        capsys.readouterr().err
+    with pytest.raises(ValueError, match="the hits asked for must be a whole number from 1 to 1,000"):
+        nb.nearest(None, type("Index", (), {"meta": {}})(), "x", 1, 0, k=10**8)
 
 
 # ----- the page ---------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from ..runs import neighbour_jobs
 from ..train.speed import niced_here, said
 from ..train.estimate import background_threads
 from .common import (UserError, check_output_file, int_list, output_file_args, progress_lines, run_alone,
-                     run_or_background, user_errors, write_json)
+                     run_or_background, user_errors, whole, write_json)
 
 MODEL_HELP = "a checkpoint directory or a short name (minilm-mlm-nsp, explorer-mini, minilm)"
 CORPUS_HELP = "a built-in corpus (bbc, the default) or a text file / folder of .txt files"
@@ -49,7 +49,8 @@ def register(sub) -> None:
     q.add_argument("--text", required=True, help="your sentence")
     q.add_argument("--token", required=True, help="a word of the sentence (its first WordPiece is used) or a "
                                                   "position (1 = the first WordPiece after [CLS])")
-    q.add_argument("--k", type=int, default=10, help="how many neighbours (default 10)")
+    q.add_argument("--k", type=whole(1, nb.MAX_HITS), default=10,
+                   help=f"how many neighbours, 1 to {nb.MAX_HITS:,} (default 10)")
     q.add_argument("--corpus", default="bbc", help=CORPUS_HELP)
     output_file_args(q, "also write the result as JSON to this file")
     q.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -135,8 +136,6 @@ def _progress(quiet: bool):
 
 def cmd_query(args) -> int:
     _check_corpus(args.corpus)
-    if args.k < 1:
-        raise UserError("--k must be at least 1")
     check_output_file(args.output, args.overwrite)
     loaded = checkpoint.load(args.model, "BertModel")
     with user_errors():

@@ -204,6 +204,9 @@ class Neighbours:
         return sum(h["same_token"] for h in self.hits)
 
 
+MAX_HITS = 1000
+
+
 def nearest(loaded: Loaded, index: NeighbourIndex, text: str, position: int, layer: int, k: int = 10,
             context_chars: int = 70) -> Neighbours:
     """The ``k`` corpus tokens nearest to the token at ``position`` of ``text``, at ``layer``.
@@ -212,6 +215,9 @@ def nearest(loaded: Loaded, index: NeighbourIndex, text: str, position: int, lay
     context; the query's own sentence is found too if it is in the corpus (similarity 1)."""
     if index.meta.get("layer", layer) != layer:
         raise ValueError(f"this index is of layer {index.meta['layer']}, not {layer}")
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_HITS:  # (each hit is a dict of its context:
+        # a million asked of the BBC index were a million, built and printed)
+        raise ValueError(f"the hits asked for must be a whole number from 1 to {MAX_HITS:,}, not {k!r}")
     q = query_vector(loaded, text, position, layer)
     t0 = time.time()
     sims, rows = index.search(q, k)
@@ -222,7 +228,8 @@ def nearest(loaded: Loaded, index: NeighbourIndex, text: str, position: int, lay
         u, a, b = int(index.unit[r]), int(index.starts[r]), int(index.ends[r])
         sentence = index.texts[u]
         left, right = sentence[:a], sentence[b:]
-        hits.append({"rank": rank, "similarity": float(s),
+        # (a cosine of vectors stored in 16 bits, each of length 1 to 2e-3: 1.0000008 stood in a page's CSV)
+        hits.append({"rank": rank, "similarity": min(1.0, max(-1.0, float(s))),
                      "token": loaded.tokenizer.id_to_token(int(index.token_ids[r])),
                      "same_token": int(index.token_ids[r]) == qid, "sentence": sentence, "start": a, "end": b,
                      "hit": sentence[a:b], "source": index.sources[u],
