@@ -546,3 +546,40 @@ def test_a_word_with_no_share_is_not_said_to_push_f_either_way():
     ups, downs = r.pushes()
     assert [w[0] for w in ups] == ["1 bank", "2 shares"] and [w[0] for w in downs] == ["4 rise"]
     assert [w[0] for w in r.ranked_words()] == ["1 bank", "2 shares", "3 the", "4 rise"]  # (all four, ranked)
+
+
+# ----- the command line ----------------------------------------------------------------------
+
+@needs_model(DEFAULT_MODEL)
+def test_attribute_explains_a_masked_word_and_a_pair_from_the_command_line(capsys):
+    """The Attributions page had no command (the CLI's help said every page has one)."""
+    from bert_explorer.cli import main
+
+    assert main(["attribute", "--model", DEFAULT_MODEL, "--text", MLM_TEXT, "--word", "rate", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["target"] == "masked word" and out["score"].startswith("log P('rate') at [MASK]")
+    total = sum(t["attribution"] for t in out["tokens"])
+    assert total == pytest.approx(out["f_input"] - out["f_baseline"] + out["delta"], abs=1e-3)
+    library = explain_masked_word(checkpoint.load(DEFAULT_MODEL, "BertForPreTraining"), MLM_TEXT, "rate")
+    assert out["f_input"] == pytest.approx(library.f_input, abs=1e-5) and out["reliable"] == library.reliability.reliable
+    assert main(["attribute", "--model", DEFAULT_MODEL, "--text", A, "--text-b", B]) == 0  # no [MASK]: the pair
+    said = capsys.readouterr().out
+    assert said.startswith("f = log-odds of IsNext") and "raised f most: " in said
+    for args, sentence in ((["--text", "no mask here"], "--text has no [MASK] and there is no --text-b"),
+                           (["--text", MLM_TEXT, "--target", "classifier"], "is not a fine-tuned sequence classifier"),
+                           (["--text", " "], "--text and --text-b must hold some text")):
+        assert main(["attribute", "--model", DEFAULT_MODEL, *args]) == 2
+        assert sentence in capsys.readouterr().err
+
+
+def test_attribute_explains_a_fine_tuned_classifiers_class(tmp_path, capsys):
+    from bert_explorer.cli import main
+
+    make_classifier(tmp_path / "run" / "model")
+    assert main(["attribute", "--model", str(tmp_path / "run"), "--text", "the shares fell sharply .",
+                 "--label", "sport", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["target"] == "classifier" and out["score"] == "log P('sport')"
+    library = explain_classifier(checkpoint.load(tmp_path / "run" / "model", "BertForSequenceClassification"),
+                                 "the shares fell sharply .", label="sport")
+    assert [t["attribution"] for t in out["tokens"]] == [t["attribution"] for t in library.rows()]

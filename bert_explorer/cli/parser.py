@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 
-from . import (ablation, after_finetuning, analysis, attention_flow, attention_measures, export, features, head_map,
-               inventory, neighbours, prepare_class, probe, training)
+from . import (ablation, after_finetuning, analysis, attention_flow, attention_measures, attribute, export, features,
+               head_map, inventory, neighbours, prepare_class, probe, training)
 
 
 class Parser(argparse.ArgumentParser):
@@ -37,13 +37,14 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="bert-explorer",
-                                description="BERT Explorer from the command line: every page of the app has a "
-                                            "command here.")
+                                description="BERT Explorer from the command line: training, the probes, "
+                                            "attributions and the analyses of the app's pages (what Tokens and "
+                                            "embeddings and Inside one layer show is the library's: docs/explore.md).")
     p.add_argument("--version", action="version", version=f"%(prog)s {installed_version()}",
                    help="print the installed version of bert-explorer and exit")
     sub = p.add_subparsers(dest="command", required=True)
-    for commands in (export, training, probe, ablation, analysis, attention_flow, attention_measures, head_map,
-                     after_finetuning, neighbours, features, inventory, prepare_class):
+    for commands in (export, training, probe, attribute, ablation, analysis, attention_flow, attention_measures,
+                     head_map, after_finetuning, neighbours, features, inventory, prepare_class):
         commands.register(sub)
     return p
 
