@@ -478,7 +478,7 @@ with tabs[4]:
     exports.figure(fig, "att_rollout", f"attention rollout after layer {r_layer + 1}", bundle, drawn=tabs[4].open)
     bundle.add_array("rollout [layer, position, input token]", rollout, "float16")
     if T > flow.MAX_TOKENS:
-        st.info(flow.TOO_LONG.format(max=flow.MAX_TOKENS, T=T))
+        st.info(flow.TOO_LONG.format(max=flow.MAX_TOKENS, T=T) + "; rollout is shown for all of them.")
     elif tabs[4].open:  # T max-flows: computed while this tab is open, as the head switch-off is
         fl = _flow(name, text, text_b, max_tokens, f_position, r_layer)
         shares = pd.DataFrame({"token": [f"{i}: {t}" for i, t in enumerate(result.tokens)] * 2,

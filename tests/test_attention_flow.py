@@ -117,7 +117,9 @@ def test_cli_prints_flow_beside_rollout(minilm_dir, capsys):
     assert "[CLS]" in text and "max flow" in text and "rollout" in text
     long = " ".join(["word"] * 80)
     assert main(["attention-flow", "--model", str(minilm_dir), "--text", long]) == 2
-    assert f"at most {flow.MAX_TOKENS} tokens" in capsys.readouterr().err
+    err = capsys.readouterr().err  # (it said "rollout is shown for all of them", the page's words: nothing was shown)
+    assert f"at most {flow.MAX_TOKENS} tokens" in err and "this input has 82; shorten it to 64 tokens or fewer" in err
+    assert "rollout" not in err
     # a position past the input is said as the command counts (it said "layer must be in 0..5", a layer never typed)
     assert main(["attention-flow", "--model", str(minilm_dir), "--text", "the cat sat .", "--position", "-1"]) == 2
     assert capsys.readouterr().err.strip().endswith("position -1 is not one of this input's positions, 0 ([CLS]) to 5")

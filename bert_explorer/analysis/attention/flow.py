@@ -39,8 +39,8 @@ MAX_TOKENS = 64  # T max-flows on an (L + 1) · T-node graph: the cost grows abo
 EPS = 1e-12      # a residual capacity at or below this is an empty pipe (float round-off, not flow)
 
 TOO_LONG = ("Attention flow is computed for inputs of at most {max} tokens: it solves one max-flow problem per "
-            "input token on a graph of (layers + 1) × tokens nodes, and this input has {T}; rollout is shown for "
-            "all of them.")
+            "input token on a graph of (layers + 1) × tokens nodes, and this input has {T}")  # (what follows is the
+# caller's: the page shows rollout for all of them, the command line asks for a shorter input)
 
 
 def _levels(residual: np.ndarray, source: int) -> np.ndarray:
@@ -156,7 +156,7 @@ class FlowResult:
 
 def check_length(T: int) -> None:
     if T > MAX_TOKENS:
-        raise ValueError(TOO_LONG.format(max=MAX_TOKENS, T=T))
+        raise ValueError(TOO_LONG.format(max=MAX_TOKENS, T=T) + f"; shorten it to {MAX_TOKENS} tokens or fewer")
 
 
 def attention_flow(att: AttentionResult | np.ndarray, position: int = 0, layer: int | None = None,
