@@ -285,6 +285,23 @@ def test_cli_trains_and_reads(built, capsys):
     assert a.mode == "add" and a.token == "[MASK]"
 
 
+def test_a_corpus_of_fewer_tokens_than_asked_is_said(tmp_path, monkeypatch, capsys):
+    """A three-line corpus trained the SAE on 24 of the 10,000 tokens asked for, said only as "(24 tokens)" at the end
+    of the estimate line; the result's 79 % dead features then read as the SAE's."""
+    from bert_explorer.cli import main
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(fb, "build", lambda *a, **k: None)  # (the training itself: 30 s, not what is tested)
+    monkeypatch.setattr(fb, "Features", lambda path: type("Built", (), {"meta": {}})())
+    corpus = tmp_path / "three.txt"
+    corpus.write_text("the river bank was full of water .\n\nthe bank raised its rates again .\n\nshe sat by it .\n")
+    assert main(["features", "train", "--model", "explorer-mini", "--layer", "2", "--tokens", "10000", "--k", "8",
+                 "--width", "2", "--corpus", str(corpus)]) == 0
+    err = capsys.readouterr().err
+    assert re.search(rf"note: {re.escape(str(corpus))} gives \d+ of the 10,000 tokens asked for: the SAE trains on "
+                     "those", err), err
+
+
 def test_an_sae_not_trained_names_the_command_with_the_settings_given(capsys):
     """`features search --tokens 20000` on an SAE not trained said to run `features train` without --tokens: the
     default SAE (minutes), after which the search still found none."""
