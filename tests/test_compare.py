@@ -202,6 +202,18 @@ def test_compare_models_cli_writes_the_expected_json(tmp_path, model_a, model_c)
     assert r["comparable"]["same_vocab"] is False and r["sentences_source"].startswith("the lines of")
 
 
+def test_compare_models_says_a_sentence_cut_to_the_tokens_compared(tmp_path, model_a, capsys):
+    """One line of 100,000 words was "measured on 61 words of 1 sentences", with no word of the cut."""
+    a = checkpoint.save(model_a.model, model_a.tokenizer, tmp_path / "a")
+    (tmp_path / "long.txt").write_text(" ".join(SENTENCES * 40) + "\n")
+    assert _cli(["compare-models", "--model-a", str(a), "--model-b", str(a), "--input", str(tmp_path / "long.txt"),
+                 "--output", str(tmp_path / "cmp.json"), "--max-tokens", "16"]) == 0
+    err = capsys.readouterr().err
+    assert "note: 1 of the sentences is longer than the 14 WordPieces compared (--max-tokens 16 with [CLS] and " \
+           "[SEP]): each is compared on its first ones" in err
+    assert " of 1 sentence." in err and "1 sentences" not in err
+
+
 # ----- which fine-tuning is model B ----------------------------------------------------------------------
 def _record(tmp_path, name, losses, **kw):
     from bert_explorer.runs.run import Run

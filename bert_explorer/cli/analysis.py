@@ -104,6 +104,11 @@ def cmd_compare_models(args) -> int:
         if len(sentences) < args.sentences:  # (5,000 became 1,189 without a word)
             print(f"note: there are {len(sentences):,} held-out sentences, not {args.sentences:,}: comparing all of "
                   "them", file=sys.stderr)
+    if cut := sum(len(ids) > max_tokens - 2 for ids in a.tokenizer.ids_batch(sentences)):
+        # (a line of 100,000 words was compared on its first 64 WordPieces, with nothing said)
+        print(f"note: {cut:,} of the sentences {'is' if cut == 1 else 'are'} longer than the {max_tokens - 2:,} "
+              f"WordPieces compared (--max-tokens {max_tokens} with [CLS] and [SEP]): each is compared on its first "
+              "ones", file=sys.stderr)
     t0 = time.perf_counter()
     result = two_models.compare_models(a, b, sentences, max_tokens)
     seconds = time.perf_counter() - t0

@@ -64,7 +64,8 @@ def cmd_extract_features(args) -> int:
         for record in extract_features(loaded, [parse_example(x) for x in lines], layers,
                                        args.max_seq_length, args.batch_size):
             f.write(json.dumps(record) + "\n")
-    print(f"wrote features of {len(lines)} examples to {Path(args.output)}", file=sys.stderr)
+    print(f"wrote features of {len(lines)} example{'' if len(lines) == 1 else 's'} to {Path(args.output)}",
+          file=sys.stderr)
     return 0
 
 

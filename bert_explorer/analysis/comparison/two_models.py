@@ -272,20 +272,20 @@ def describe(result: dict) -> dict:
         low = int(np.argmin(by_layer))
         parts["cka"] = (f"The two models barely differ: CKA is above {BARELY_DIFFER} in every one of layers "
                         f"0–{len(by_layer) - 1} (lowest {by_layer[low]:.4f}, in layer {low}), measured on "
-                        f"{result['n_units']:,} {result['units']} of {result['sentences']:,} sentences.")
+                        f"{result['n_units']:,} {result['units']} of {result['sentences']:,} sentence{'' if result['sentences'] == 1 else 's'}.")
     elif by_layer:
         low = int(np.argmin(by_layer))
         parts["cka"] = (f"Across layers 0–{len(by_layer) - 1}, CKA goes from {by_layer[0]:.2f} (embeddings) to "
                         f"{by_layer[-1]:.2f} (layer {len(by_layer) - 1}); the largest change is in layer {low} "
                         f"(CKA {by_layer[low]:.2f}), measured on {result['n_units']:,} {result['units']} of "
-                        f"{result['sentences']:,} sentences.")
+                        f"{result['sentences']:,} sentence{'' if result['sentences'] == 1 else 's'}.")
     else:
         m = np.asarray(result["cka_matrix"])
         i, j = np.unravel_index(int(np.nanargmax(m)), m.shape)
         parts["cka"] = (f"The best match of model B's last layer is model A's layer {int(m[:, -1].argmax())} "
                         f"(CKA {m[:, -1].max():.2f}); the most alike pair is A's layer {i} and B's layer {j} "
                         f"(CKA {m[i, j]:.2f}), measured on {result['n_units']:,} {result['units']} of "
-                        f"{result['sentences']:,} sentences.")
+                        f"{result['sentences']:,} sentence{'' if result['sentences'] == 1 else 's'}.")
     js = result.get("attention_js")
     if js is not None:
         js = np.asarray(js)
