@@ -570,6 +570,9 @@ def test_an_old_runs_flat_training_args_resume_with_its_masking(tmp_path, tiny_v
     with pytest.raises(ResumeRefused) as e:
         resume_settings(d, {"max_steps": 4, "mask_ratio": 0.8, "random_ratio": 0.1, "keep_ratio": 0.1})
     assert set(e.value.changed) == {"mask_ratio", "random_ratio", "keep_ratio"}
+    with pytest.raises(ResumeRefused) as e:  # one ratio alone: refused as a change, not as a sum the user never set
+        resume_settings(d, {"mask_ratio": 0.8})
+    assert set(e.value.changed) == {"mask_ratio"}
 
 
 def test_pretraining_in_memory_trains_the_same_model_with_no_folder(tmp_path, tiny_vocab, monkeypatch):

@@ -188,7 +188,15 @@ def resume_settings(run_dir, changes: dict | None = None) -> tuple[PretrainConfi
     with: the run's own settings, with ``changes`` (the settings the user gave) applied where a
     resume allows them (:func:`check_resume`)."""
     saved, step = saved_settings(run_dir)
-    asked = PretrainConfig.from_dict({**saved.to_dict(), **(changes or {})}, strict=False)
+    try:
+        asked = PretrainConfig.from_dict({**saved.to_dict(), **(changes or {})}, strict=False)
+    except ValueError:  # a change that a resume refuses anyway is said as such (--mask-ratio 0.8 alone was "ratios
+        mine = saved.to_dict()  # must sum to 1, got (0.8, 0.2, 0.1)", a sum the user never set)
+        changed = {k: (v, mine[k]) for k, v in (changes or {}).items()
+                   if k in mine and k not in FREE_ON_RESUME + ("max_steps",) and v != mine[k]}
+        if changed:
+            raise ResumeRefused(run_dir, changed) from None
+        raise
     return check_resume(run_dir, saved, asked, step)
 
 
