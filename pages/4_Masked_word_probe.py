@@ -138,6 +138,10 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
                                                                for i, p in enumerate(r["predictions"])}}
                                      for r in rows]), "mlm_layers", "guesses layer by layer", bundle, hide_index=True)
         bundle.add_data("predictions", results)
+        # the bars' numbers as a table too (they were only in data.json)
+        bundle.add_table("predictions at each mask", pd.DataFrame(
+            [{"mask position": m["position"], "rank": i + 1, "word": p["token"], "probability": p["probability"]}
+             for m in results for i, p in enumerate(m["predictions"])]))
 
 st.subheader("How a training sentence is corrupted")
 c1, c2 = st.columns([3, 1])

@@ -241,6 +241,7 @@ if result["cka_by_layer"] is not None:
                         + (f"; the axis starts at {bottom:.2f}" if bottom > 0 else ""))
     fig.update_xaxes(dtick=1)
     exports.figure(fig, "two_cka_line", bundle=bundle)
+    bundle.add_table("CKA by layer", df)  # (the numbers as a CSV too: they were only in data.json)
 else:
     m = np.asarray(result["cka_matrix"])
     fig = px.imshow(m, x=[str(j) for j in range(m.shape[1])], y=[str(i) for i in range(m.shape[0])],
@@ -249,6 +250,9 @@ else:
                     title="CKA of every layer of A with every layer of B (0 = embeddings)")
     fig.update_xaxes(type="category").update_yaxes(type="category")  # (layers named "0", "1": read as a number line)
     exports.figure(fig, "two_cka_matrix", bundle=bundle)
+    bundle.add_table("CKA of every layer pair", pd.DataFrame(m, index=pd.Index(range(m.shape[0]), name="layer of A"),
+                                                             columns=[f"layer {j} of B" for j in range(m.shape[1])]
+                                                             ).reset_index())
 st.markdown(result["captions"]["cka"])
 
 # ----- attention ------------------------------------------------------------------------------------------
@@ -260,7 +264,10 @@ if result["attention_js"] is not None:
                     zmin=0, zmax=max(0.05, float(js.max())), text_auto=".2f", color_continuous_scale="Reds",
                     aspect="auto", labels=dict(color="mean JS distance"))
     fig.update_layout(height=140 + 44 * L)
-    exports.figure(fig, "two_js_grid", bundle=bundle)
+    # named: a figure without a title was listed in the zip's README by its key, "two_js_grid"
+    exports.figure(fig, "two_js_grid", "attention moved by each head (mean Jensen-Shannon distance)", bundle=bundle)
+    bundle.add_table("attention moved by each head", pd.DataFrame(
+        js, index=pd.Index(range(1, L + 1), name="layer"), columns=[f"head {h + 1}" for h in range(A)]).reset_index())
     st.caption("Each cell: the JS distance (base 2: 0 = the same attention, 1 = no token in common) between the two "
                "models' attention rows, averaged over every token of the held-out sentences. "
                + result["captions"]["attention"])

@@ -616,6 +616,30 @@ def test_a_checkpoint_rewritten_under_the_same_path_is_shown_anew(tmp_path, runs
     assert not at.exception and _shown(at) != before
 
 
+def test_the_masked_word_probes_zip_holds_its_bars_as_a_table(monkeypatch):
+    """The page's main chart, each [MASK]'s top words, was in the zip's data.json only: no CSV to open."""
+    import io
+    import zipfile
+
+    import pandas as pd
+
+    from bert_explorer.analysis.probes.pretraining_tasks import mlm_top_k
+    from bert_explorer.app import exports
+    from bert_explorer.checkpoint import load
+
+    bundles = []
+    monkeypatch.setattr(exports, "bundle_button", lambda bundle, key, container=None: bundles.append(bundle))
+    at = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120).run()
+    at.text_input(key="mlm_text").set_value("the [MASK] sat on the [MASK] .").run()
+    assert not at.exception
+    with zipfile.ZipFile(io.BytesIO(exports.shown_bundle(bundles[-1]).zip_bytes())) as z:
+        table = pd.read_csv(io.BytesIO(z.read("tables/predictions-at-each-mask.csv")))
+    truth = mlm_top_k(load("minilm-mlm-nsp", "BertForPreTraining"), "the [MASK] sat on the [MASK] .", 5)
+    assert table["word"].tolist() == [p["token"] for m in truth for p in m["predictions"]]
+    assert table["mask position"].tolist() == [m["position"] for m in truth for _ in m["predictions"]]
+    assert table["probability"].tolist() == pytest.approx([p["probability"] for m in truth for p in m["predictions"]])
+
+
 def test_a_mask_past_what_the_box_reads_is_said_once_and_truly():
     """600 words and a [MASK] at the end: the box said every [MASK] lies past the characters it reads, and the page
     then said "The text has no [MASK] token", which the text has."""

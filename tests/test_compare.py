@@ -5,6 +5,7 @@ import json
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from scipy.spatial.distance import jensenshannon
@@ -457,10 +458,17 @@ def test_the_pages_zip_holds_the_numbers_it_showed_and_the_inputs_that_made_them
     assert inputs["held-out sentences"] == at.select_slider(key="two_n").value
     assert inputs["masked sentence"] == at.text_input(key="two_mlm").value
     # a pair of one depth: its attention distances and the map's sentence, layer and head
+    with zipfile.ZipFile(io.BytesIO(exports.shown_bundle(bundles[-1]).zip_bytes())) as z:
+        matrix = pd.read_csv(io.BytesIO(z.read("tables/cka-of-every-layer-pair.csv")))
+    assert np.allclose(matrix.drop(columns="layer of A").to_numpy(), drawn, atol=1e-6)  # (a CSV: there was none)
     at.selectbox(key="two_model_b").set_value("minilm").run()
     with zipfile.ZipFile(io.BytesIO(exports.shown_bundle(bundles[-1]).zip_bytes())) as z:
         data, inputs = json.loads(z.read("data.json")), json.loads(z.read("input.json"))["inputs"]
+        moved = pd.read_csv(io.BytesIO(z.read("tables/attention-moved-by-each-head.csv")))
+        readme = z.read("README.txt").decode()
     assert np.asarray(data["comparison"]["attention_js"]).shape == (6, 12)
+    assert np.allclose(moved.drop(columns="layer").to_numpy(), data["comparison"]["attention_js"], atol=1e-9)
+    assert "two_js_grid" not in readme and "attention moved by each head (mean Jensen-Shannon distance)" in readme
     assert inputs["map layer"] == at.selectbox(key="two_layer").value + 1
     assert inputs["map head"] == at.selectbox(key="two_head").value + 1
 
