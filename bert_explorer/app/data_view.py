@@ -48,10 +48,10 @@ def uploaded_file(label: str, key: str, types: list[str] | None = None, help: st
     kept = kept_upload(key)
     if kept is not None and (returning or st.session_state.get(using_key)):
         st.session_state[using_key] = True
-        c1, c2 = where.columns([5, 1], vertical_alignment="center")
-        c1.info(f"{kept[0]} ({size_text(len(kept[1]))}), uploaded earlier in this session, is read again; upload "
-                "another file to replace it.", icon=":material/attach_file:")
-        if c2.button("Forget it", key=f"{key}_forget"):
+        # (one below the other: beside the message, in the Pre-train page's narrow column, the button read "Forg…")
+        where.info(f"{kept[0]} ({size_text(len(kept[1]))}), uploaded earlier in this session, is read again; upload "
+                   "another file to replace it.", icon=":material/attach_file:")
+        if where.button("Forget it", key=f"{key}_forget"):
             forget_upload(key)
             st.session_state[using_key] = False
             st.rerun()
