@@ -666,3 +666,17 @@ def test_the_probe_sentence_stands_beside_what_the_most_frequent_label_scores():
                "gold": gold, "labelled": True, "cka_tokens": 500, "cka_by_layer": [1.0, 0.9]}
     assert ("for 31.7% of the 60 dev examples before fine-tuning and 30.0% after (5-fold cross-validated), where "
             "always answering the most frequent label, business, scores 33.3%") in change.describe(changed)
+
+
+def test_a_probe_on_few_dev_examples_is_said_to_learn_from_few():
+    """50.0 % before and after on 20 dev examples, beside the fine-tuned head's 80.0 % on the same examples: no
+    caption said why the probe reads less than the classifier."""
+    from bert_explorer.analysis.after_finetuning import change
+
+    changed = {"separation": {"before": {"probe_accuracy": 0.5, "silhouette": None},
+                              "after": {"probe_accuracy": 0.5, "silhouette": None}},
+               "gold": ["neg"] * 10 + ["pos"] * 10, "labelled": True, "cka_tokens": 300, "cka_by_layer": [1.0, 1.0]}
+    assert ("The probe learns from these 20 examples alone, about 16 at a time: so few let it read less than the "
+            "fine-tuned head, which learnt from the whole training set") in change.describe(changed)
+    changed["gold"] = ["neg"] * 100 + ["pos"] * 100
+    assert "learns from these" not in change.describe(changed)
