@@ -165,7 +165,10 @@ except ValueError as e:
     st.stop()
 
 st.subheader(f"f = {result.score}")
-bundle = ResultBundle("Attributions", model_used, {"score": result.score, "tokens": result.labels})
+# what was asked too: the mode, the baseline and the steps (input.json held the score and the tokens only)
+bundle = ResultBundle("Attributions", model_used, {
+    "explain": target, "score": result.score, "baseline": result.baseline, "integration steps to start with": steps,
+    "steps tried": [n for n, _ in result.steps_tried], "tokens": result.labels})
 bundle.add_data("attributions", result.rows())
 m = st.columns(5)
 m[0].metric("f(x)", f"{result.f_input:.3f}", help="the score on your input")

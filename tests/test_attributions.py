@@ -283,6 +283,27 @@ def test_page_explains_a_masked_word_and_reacts_to_the_sentence():
 
 
 @needs_model(DEFAULT_MODEL)
+def test_the_pages_zip_says_what_was_asked(monkeypatch):
+    """input.json held the score and the tokens only: not whether a masked word or a pair was explained, against
+    which baseline, or with how many steps."""
+    import io
+    import zipfile
+
+    from bert_explorer.app import exports
+
+    bundles = []
+    monkeypatch.setattr(exports, "bundle_button", lambda bundle, key, container=None: bundles.append(bundle))
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    at.radio(key="attr_target").set_value("next sentence").run()
+    assert not at.exception
+    with zipfile.ZipFile(io.BytesIO(exports.shown_bundle(bundles[-1]).zip_bytes())) as z:
+        inputs = json.loads(z.read("input.json"))["inputs"]
+    assert inputs["explain"] == "next sentence" and inputs["baseline"] == at.radio(key="attr_baseline").value
+    assert inputs["integration steps to start with"] == at.slider(key="attr_steps").value
+    assert inputs["steps tried"] and inputs["score"].startswith("log-odds of IsNext")
+
+
+@needs_model(DEFAULT_MODEL)
 def test_page_says_why_a_sentence_has_no_mask_to_explain():
     """A lowercase [mask] left the page blank: no chart and no sentence (the sentence was kept back for a
     [MASK] past what the box reads, and "[mask]".upper() looked like one)."""
