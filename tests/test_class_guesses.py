@@ -182,6 +182,34 @@ def test_three_students_guess_and_the_reveal_puts_the_class_beside_the_model(cla
             if word in ranks and ranks[word] < 5 else "top" in mine or "number" in mine), mine
 
 
+def test_a_guess_sent_as_the_answer_comes_out_is_said_not_sent(classroom):
+    """A student typed "london" and pressed Send 0.2 s after the teacher's Reveal: the page drew the reveal, "No
+    student guessed before the reveal", and not a word that the guess was never sent. Nor when the teacher posed the
+    next question as a guess was on its way."""
+    teacher, student, other = _teacher(), _student(), _student()
+    teacher.text_input(key="guess_text_own").set_value(CLOZE)
+    teacher.button(key="guess_pose").click().run()
+    student.run()
+    _send(other.run(), "paris")
+    first = guess_view.BOARD.current().id
+    student.text_input(key=f"guess_word_{first}").set_value("london")
+    teacher.button(key="guess_reveal").click().run()  # (the student's page has not heard of it yet)
+    [b for b in student.button if b.label == "Send my guess"][0].click().run()
+    assert not student.exception
+    assert [w.value for w in student.warning] == [f"Not sent (london): {gs.ANSWER_OUT}"]
+    assert "london" not in guess_view.BOARD.current().guesses.values()
+    # the next question posed while a guess of the one before was on its way
+    teacher.text_input(key="guess_text_own").set_value("the [MASK] is the largest city of france .")
+    teacher.button(key="guess_pose").click().run()
+    second = guess_view.BOARD.current().id
+    student.run().text_input(key=f"guess_word_{second}").set_value("paris")
+    teacher.text_input(key="guess_text_own").set_value("the [MASK] flows through paris .")
+    teacher.button(key="guess_pose").click().run()
+    [b for b in student.button if b.label == "Send my guess"][0].click().run()
+    assert [w.value for w in student.warning] == [f"Not sent (paris): {gs.QUESTION_OVER}"]
+    assert not guess_view.BOARD.current().guesses
+
+
 def test_a_question_the_model_cannot_answer_is_refused_at_pose_not_at_the_reveal(classroom):
     """A [MASK] past the 512 WordPieces the model reads was posed, guessed by the class, and Reveal then raised:
     the answer is computed when the teacher poses (Reveal only shows it), so the question is refused at once."""

@@ -139,6 +139,25 @@ def reveal(q: gs.Question, key: str) -> None:
     st.markdown(f"**{sentence}**")
 
 
+SENT = "guess_send_"  # a question's "Send my guess" button, by the question's id
+
+
+def _sent_too_late(q) -> str | None:
+    """One sentence where this run was started by a guess that the board no longer takes: sent as the teacher
+    revealed the answer (the form is gone from this run, and the guess vanished without a word) or posed another
+    question; None otherwise."""
+    for key in [k for k in st.session_state if isinstance(k, str) and k.startswith(SENT)]:
+        if not st.session_state.get(key):
+            continue
+        question = key[len(SENT):]
+        if question == q.id and q.answer is None:
+            continue  # (the form below reads it and sends it)
+        typed = st.session_state.get(f"guess_word_{question}") or st.session_state.get(f"guess_pair_{question}")
+        return (f"Not sent{f' ({markdown_text(typed)})' if typed else ''}: "
+                f"{gs.ANSWER_OUT if question == q.id else gs.QUESTION_OVER}")
+    return None
+
+
 @st.fragment(run_every=POLL_S)
 def student_box() -> None:
     """A student's side: the question, one box, the guess kept until the reveal; then the reveal."""
@@ -146,8 +165,11 @@ def student_box() -> None:
     if q is None:
         st.info(f"Waiting for your teacher's question… (this box looks for it every {POLL_S:.0f} s)")
         return
+    late = _sent_too_late(q)
     st.markdown(question_text(q))
     mine = q.guesses.get(student_id())
+    if late:
+        st.warning(late + (f" Your guess stays **{markdown_text(mine)}**." if mine and q.answer is not None else ""))
     if q.answer is not None:
         if mine:
             st.caption(own_rank(q, mine) if q.kind == "cloze" else f"You answered **{mine}**.")
@@ -159,7 +181,7 @@ def student_box() -> None:
             # would vanish in the browser without a word; guesses.one_word says what is wrong with it)
         else:
             typed = st.radio("Your answer", [gs.YES, gs.NO], horizontal=True, index=None, key=f"guess_pair_{q.id}")
-        sent = st.form_submit_button("Send my guess")
+        sent = st.form_submit_button("Send my guess", key=f"{SENT}{q.id}")
     # A refusal is kept until the next guess: this box runs again every few seconds, and a warning shown only
     # on the run that sent the guess would vanish before a student read it (the guess seemingly sent).
     refused = f"guess_refused_{q.id}"

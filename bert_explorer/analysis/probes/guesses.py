@@ -30,6 +30,10 @@ class GuessRefused(ValueError):
     """A guess or a question that cannot be taken: one sentence for the page."""
 
 
+QUESTION_OVER = "That question is over; the teacher has asked another."
+ANSWER_OUT = "The answer is out: guesses are closed for this question."
+
+
 def one_word(text: str, tokenizer) -> str:
     """A student's cloze guess as the model would read it: one word, at most MAX_CHARS characters, that
     WordPiece can spell without [UNK] (lowercased when the model is uncased)."""
@@ -106,9 +110,9 @@ class Board:
         with self._lock:
             q = self._question
             if q is None or q.id != question_id:
-                raise GuessRefused("That question is over; the teacher has asked another.")
+                raise GuessRefused(QUESTION_OVER)
             if q.answer is not None:
-                raise GuessRefused("The answer is out: guesses are closed for this question.")
+                raise GuessRefused(ANSWER_OUT)
             if session not in q.guesses and len(q.guesses) >= MAX_GUESSES:
                 raise GuessRefused(f"This question has {MAX_GUESSES} guesses already, the most one question takes.")
             q.guesses[session] = guess
