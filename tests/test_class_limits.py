@@ -506,3 +506,7 @@ def test_a_mask_only_past_the_bound_is_named_as_cut_off():
     assert not at.exception
     assert [w.value for w in at.warning if "lies past them" in w.value] and not [
         i.value for i in at.info if "has no [MASK] token" in i.value]
+    # a box that reads no [MASK] says nothing of one ("Word to explain ... Every [MASK] in it lies past them")
+    at.text_input(key="attr_mlm_word").input(pasted).run()
+    (word,) = [w.value for w in at.warning if w.value.startswith("Word to explain holds")]
+    assert "[MASK]" not in word

@@ -71,7 +71,9 @@ def text_box(widget: Callable, label: str, value: str = "", *, max_chars: int, *
 def _within(label: str, text: Any, max_chars: int) -> Any:
     if isinstance(text, str) and len(text) > max_chars:
         # A [MASK] cut off would leave the probe saying the text has none, under this warning.
-        past = " Every [MASK] in it lies past them." if "[MASK]" in text and "[MASK]" not in text[:max_chars] else ""
+        # (said of a box that reads a [MASK]: "Word to explain ... Every [MASK] in it lies past them" meant nothing)
+        past = " Every [MASK] in it lies past them." if "[MASK]" in label and "[MASK]" in text and \
+            "[MASK]" not in text[:max_chars] else ""
         st.warning(f"{label.split(' (')[0]} holds {len(text):,} characters; this box reads at most {max_chars:,}, so "
                    f"the page reads only its first {max_chars:,}.{past} Shorten it to choose what is read.")
         return text[:max_chars]
