@@ -699,6 +699,9 @@ def test_finetune_page_draws_bounded_scores_on_their_scale_and_says_a_small_dev_
     low, high = scores.layout["yaxis"]["range"]
     assert -0.1 <= low <= 0 and 1 < high <= 1.1  # scores bounded by 1, with a little room for the markers
     assert scores.axis_title("y") == "dev score (1 = perfect)"
+    # and the lines stand where that axis puts them: the scores themselves, 1.0 (a per-cent format for the tables
+    # drew them at 100 on this 0-1 axis)
+    assert all(max(t.y) == 1.0 for t in scores.traces), [list(t.y) for t in scores.traces]
     symbols = [t.raw["marker"]["symbol"] for t in scores.traces]
     assert len(scores.traces) == 4 and len(set(symbols)) == 4  # four lines on one another, each still seen
     # and a dash of its own: the later lines drawn in dashes or dots let the earlier show through (a line of
