@@ -602,8 +602,12 @@ def test_a_run_the_app_launched_counts_its_process_start_in_its_time(tmp_path):
     run.write_status(state="stopped", finished=now - 200)
     assert duration(run.status()) == pytest.approx(100, abs=0.01)
     run.write_status(state="running", pid=os.getpid(), started=now - 50)      # resumed from a terminal
+    run.write_status(state="stopped", finished=now - 40)
+    assert duration(run.status()) == pytest.approx(110, abs=0.01)
+    run.write_status(state="starting", pid=None, launched=now - 30)           # resumed from the app
+    run.write_status(state="running", pid=int(other), started=now - 20)
     run.write_status(state="finished", finished=now)
-    assert duration(run.status()) == pytest.approx(150, abs=0.01)
+    assert duration(run.status()) == pytest.approx(140, abs=0.01)
 
 
 def test_the_runs_key_metrics_put_squads_percentages_on_the_scale_of_the_other_tasks():

@@ -202,7 +202,7 @@ class Run:
             # the user waited 2 min 14 s for); a later part not launched so is not given this one's launch
             launched = current.get("launched")
             fields["part_launched"] = launched if isinstance(launched, (int, float)) and not isinstance(
-                launched, bool) and launched <= fields["started"] else None
+                launched, bool) and launched <= fields.get("part_started", fields["started"]) else None
             fields["launched"] = None
         now = time.time()
         if fields.get("started_by", current.get("started_by")) == os.getpid():
