@@ -237,9 +237,10 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     est = None
     if config is not None and not corpus_error:
         if upload:  # (not stored yet: its words as counted when it was checked, split as the run will split them)
-            _, held = split_indices(corpus_facts["document_keys"], config.held_out_fraction, config.seed)
-            counted = (corpus_facts["words"], sum(corpus_facts["document_words"][i] for i in held)
-                       if evaluates_held_out(config, len(held)) else 0)
+            first = slice(config.max_docs)  # ("use only the first N documents", as the run reads them)
+            words_of = corpus_facts["document_words"][first]
+            _, held = split_indices(corpus_facts["document_keys"][first], config.held_out_fraction, config.seed)
+            counted = (sum(words_of), sum(words_of[i] for i in held) if evaluates_held_out(config, len(held)) else 0)
         else:
             counted = corpus_words(config.corpus, config.max_docs, config.held_out_fraction, config.seed,
                                    config.objective)

@@ -300,6 +300,11 @@ def test_an_uploads_estimate_holds_out_what_the_run_will_hold_out(runs_root, tmp
     (tmp_path / "twice.txt").write_text(text)  # and the run, reading the same file, says the same
     run = estimate(PretrainConfig(corpus=str(tmp_path / "twice.txt"), held_out_fraction=0.05), runs_root)
     assert run["held_out_evaluations"] == 0
+    # "use only the first N documents": the words the run reads are those of the first N (the page counted all)
+    at.number_input(key="pt_max_docs").set_value(10).run()
+    caption = next(c.value for c in at.caption if "**estimate**" in c.value)
+    first = sum(len(d.split()) for d in docs[:10])
+    assert f"to tokenise {first:,} words" in caption, caption
 
 
 def test_a_warm_start_begins_from_the_model_chosen_on_the_other_pages(runs_root):
