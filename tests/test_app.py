@@ -363,6 +363,24 @@ def test_a_layer_and_head_moved_for_a_smaller_model_come_back_on_the_larger_one(
     assert not at.exception and (at.selectbox(key="ins_layer").value, at.selectbox(key="ins_head").value) == (1, 6)
 
 
+def test_a_choice_moved_down_twice_goes_to_the_last_layer_of_a_model_between(monkeypatch):
+    """Layer index 5 on a 6-layer model, then 4 layers (3), 2 layers (1), then 5 layers: it stayed at 1, without
+    a word; it is that model's last, said, and back on 6 layers the choice itself."""
+    from types import SimpleNamespace
+
+    from bert_explorer.app import keep
+
+    state = {"layer": 5}
+    monkeypatch.setattr(keep, "st", SimpleNamespace(session_state=state))
+    said = [keep.fit_kept("layer", high) for high in (3, 1, 4)]
+    assert state["layer"] == 4 and said == [5, 5, 5]
+    assert keep.fit_kept("layer", 5) is None and state["layer"] == 5
+    state["layer"] = 5
+    keep.fit_kept("layer", 1)
+    state["layer"] = 0  # chosen on the small model: it is the user's choice now
+    assert keep.fit_kept("layer", 4) is None and state["layer"] == 0
+
+
 def test_two_models_head_map_layer_and_head_hold_on_the_way_back():
     """The head-by-head maps went back to the head that moved most at each visit (layer 2, head 5 chosen, 6 and 9
     shown on the way back)."""

@@ -129,6 +129,9 @@ def fit_kept(key: str, high: int) -> int | None:
             st.session_state[key] = chosen
             del st.session_state[WANTED + key]
             return None
+        elif value != high:  # a model between the two: its last, not the smaller one's (6, then 4 and 2 layers,
+            st.session_state[key], st.session_state[WANTED + key] = high, (chosen, high)  # then 5: it stayed at 2)
+            return chosen
     if isinstance(value, int) and not isinstance(value, bool) and value > high:
         chosen = st.session_state[WANTED + key][0] if WANTED + key in st.session_state else value  # (a model
         st.session_state[key], st.session_state[WANTED + key] = high, (chosen, high)  # smaller still: the same choice)
