@@ -52,17 +52,22 @@ from tokenizers.pre_tokenizers import BertPreTokenizer
 
 Pair = tuple[str, str]
 PART_CHARS = 100_000
+# What BERT's normaliser and pre-tokeniser both read as a space between words: Unicode's white space less the
+# control characters, which the normaliser drops instead ("a\x0bb" is one word; Python's isspace says two)
+WORD_SPACES = (" \t\n\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+               "\u2028\u2029\u202f\u205f\u3000")
 
 
 def word_parts(text: str, size: int = PART_CHARS):
-    """``text`` in pieces of at most about ``size`` characters, each cut after a space or a line's end: WordPiece
-    reads a text word by word, so its pieces give the same words and ids as the whole, and what a long text costs
-    while it is read is bounded (a 23 MB line without a full stop held 1.9 GB while its words were counted). A
-    stretch of ``size`` characters without a space, past any word WordPiece reads ([UNK]), is cut where it ends."""
+    """``text`` in pieces of at most about ``size`` characters, each cut after a space between words
+    (:data:`WORD_SPACES`): WordPiece reads a text word by word, so its pieces give the same words and ids as the
+    whole, and what a long text costs while it is read is bounded (a 23 MB line without a full stop held 1.9 GB while
+    its words were counted). A stretch of ``size`` characters with no such space, far past the 100 characters of the
+    longest word WordPiece reads ([UNK] beyond them), is cut where it ends: its [UNK]s are counted by the piece."""
     start = 0
     while len(text) - start > size:
         end = start + size
-        space = max(text.rfind(" ", start, end), text.rfind("\n", start, end))
+        space = max(text.rfind(c, start, end) for c in WORD_SPACES)
         end = space + 1 if space > start else end
         yield text[start:end]
         start = end

@@ -133,7 +133,10 @@ def split_sentences(paragraph: str) -> list[str]:
         if len(paragraph) > PART_CHARS else _SPACES.sub(" ", paragraph).strip()
     sentences, start = [], 0
     for m in _BOUNDARY.finditer(text):
-        if m.group(1) == "." and _ends_with_abbreviation(text[start:m.start()]):
+        # (the last word before the full stop alone: the sentence so far, sliced at each "Mr." of a long line, took
+        # 27 s for 3.8 MB; the text holds no white space but single spaces now)
+        if m.group(1) == "." and _ends_with_abbreviation(text[max(start, text.rfind(" ", start, m.start()) + 1):
+                                                              m.start()]):
             continue
         sentences.append(text[start:m.end(2)].strip())
         start = m.end()
@@ -143,7 +146,7 @@ def split_sentences(paragraph: str) -> list[str]:
 
 
 def _ends_with_abbreviation(before: str) -> bool:
-    words = before.rsplit(None, 1)  # (the last word only: a sentence may be megabytes long)
+    words = before.rsplit(None, 1)
     if not words:
         return False
     word = words[-1].lstrip("\"'([\u201c\u2018")

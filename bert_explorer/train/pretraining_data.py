@@ -78,7 +78,7 @@ def corpus_words(cfg: PretrainConfig) -> tuple[int, int]:
     """(the words a run of ``cfg`` reads, the words of its held-out documents it evaluates on: 0 where it
     makes no held-out evaluation), split as the run splits them."""
     train_docs, held_docs = split_corpus(cfg)
-    count = lambda docs: sum(len(sentence.split()) for doc in docs for sentence in doc)  # noqa: E731
+    count = lambda docs: sum(words_in(sentence) for doc in docs for sentence in doc)  # noqa: E731
     return count(train_docs) + count(held_docs), count(held_docs) if evaluates_held_out(cfg, len(held_docs)) else 0
 
 
