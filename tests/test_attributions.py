@@ -586,8 +586,16 @@ def test_attribute_explains_a_masked_word_and_a_pair_from_the_command_line(capsy
     assert main(["attribute", "--model", DEFAULT_MODEL, "--text", A, "--text-b", B]) == 0  # no [MASK]: the pair
     said = capsys.readouterr().out
     assert said.startswith("f = log-odds of IsNext") and "raised f most: " in said
+    # a text past the model's positions, and steps the budget cut, are said (the command said neither)
+    assert main(["attribute", "--model", DEFAULT_MODEL, "--text", MLM_TEXT + " word" * 600]) == 0
+    err = capsys.readouterr().err
+    assert "note: the input is 512 WordPieces" not in err and re.search(
+        r"note: the input is [\d,]+ WordPieces with \[CLS\] and \[SEP\], more than the 512 this model reads", err)
+    assert re.search(r"note: \d+ integration steps of the 50 asked: one attribution spends at most about", err), err
     for args, sentence in ((["--text", "no mask here"], "--text has no [MASK] and there is no --text-b"),
                            (["--text", MLM_TEXT, "--target", "classifier"], "is not a fine-tuned sequence classifier"),
+                           (["--text", MLM_TEXT, "--label", "sport"], "--label applies to --target classifier"),
+                           (["--text", A, "--text-b", B, "--word", "rain"], "--word applies to --target masked-word"),
                            (["--text", " "], "--text and --text-b must hold some text")):
         assert main(["attribute", "--model", DEFAULT_MODEL, *args]) == 2
         assert sentence in capsys.readouterr().err

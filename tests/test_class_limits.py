@@ -145,7 +145,7 @@ def test_attributions_page_refuses_a_510_token_input_before_integrating(monkeypa
     at.slider(key="attr_steps").set_value(300)
     at.text_input(key="attr_mlm_text").input("a " * 508 + "[MASK]").run()
     assert not at.exception
-    assert "The input has 511 WordPieces: this server explains at most" in _said(at)
+    assert "The input has 511 WordPieces: one attribution explains at most" in _said(at)
 
 
 def test_steps_cut_below_the_slider_by_the_budget_are_said_even_when_reliable(monkeypatch):

@@ -11,9 +11,10 @@ WordPieces × steps the app allows one attribution (``limits``).
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from .. import checkpoint
+from .. import checkpoint, limits
 from ..analysis.attributions.integrated_gradients import (BASELINES, DEFAULT_BASELINE, explain_classifier,
                                                           explain_masked_word, explain_next_sentence)
 from ..analysis.attributions.kept import integration
@@ -46,9 +47,13 @@ def register(sub) -> None:
 
 
 def _classifier_dir(model: str) -> Path | None:
-    """The model folder of a fine-tuning run given by its folder, or the folder itself, where it holds a sequence
-    classifier; else None."""
-    for d in (Path(model) / "model", Path(model)):
+    """The model folder of a fine-tuning run given by its folder, or the folder itself (a path, or a name the
+    loader resolves), where it holds a sequence classifier; else None."""
+    try:
+        where = checkpoint.resolve(model)
+    except (checkpoint.CheckpointError, OSError, ValueError):
+        where = Path(model)
+    for d in (Path(model) / "model", Path(where)):
         try:
             architectures = checkpoint.inspect(d).architectures
         except (checkpoint.CheckpointError, OSError, ValueError):
@@ -64,6 +69,9 @@ def cmd_attribute(args) -> int:
     classifier = _classifier_dir(args.model)
     target = args.target or ("classifier" if classifier else "masked-word" if "[MASK]" in args.text
                              else "next-sentence")
+    for flag, value, applies in (("--word", args.word, "masked-word"), ("--label", args.label, "classifier")):
+        if value is not None and target != applies:  # (dropped without a word, the answer was another question's)
+            raise UserError(f"{flag} applies to --target {applies}, and this explains {target}")
     if target == "next-sentence" and not args.text_b:
         raise UserError("--target next-sentence explains a pair: give sentence B with --text-b" if args.target else
                         "--text has no [MASK] and there is no --text-b: write [MASK] where a word is hidden, or give "
@@ -82,6 +90,14 @@ def cmd_attribute(args) -> int:
             result = explain_masked_word(loaded, args.text, args.word, text_b=args.text_b, **settings) \
                 if target == "masked-word" else explain_next_sentence(loaded, args.text, args.text_b, **settings)
     verdict = result.reliability
+    longest = loaded.config.max_position_embeddings
+    if (n := len(loaded.tokenizer.encode(args.text, args.text_b).input_ids)) > longest:
+        print(f"note: the input is {n:,} WordPieces with [CLS] and [SEP], more than the {longest:,} this model reads: "
+              "what follows them takes no part, and has no attribution", file=sys.stderr)
+    if result.steps_tried and result.steps_tried[0][0] < args.steps:
+        print(f"note: {result.steps_tried[0][0]} integration steps of the {args.steps} asked: one attribution spends "
+              f"at most about {limits.SECONDS:.0f} s of CPU (WordPieces × steps), and a shorter input allows more",
+              file=sys.stderr)
     if args.json:
         print_json({"target": result.target, "score": result.score, "f_input": result.f_input,
                     "f_baseline": result.f_baseline, "delta": result.delta, "steps": result.n_steps,
@@ -93,7 +109,7 @@ def cmd_attribute(args) -> int:
     print(verdict.reason)
     up, down = result.pushes()
     for name, words in (("raised f most", up), ("lowered f most", down)):
-        if words:
-            print(f"{name}: " + ", ".join(f"{label.split(' ', 1)[1]} {value:+.3f} ({share:+.0%})"
-                                          for label, value, share in words))
+        if words:  # (each word with its position: two "its" read as one)
+            print(f"{name}: " + ", ".join(f"{label.split(' ', 1)[1]} (position {label.split(' ', 1)[0]}) "
+                                          f"{value:+.3f} ({share:+.0%})" for label, value, share in words))
     return 0

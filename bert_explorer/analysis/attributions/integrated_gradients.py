@@ -336,7 +336,7 @@ def affordable(schedule: list[int], tokens: int, token_steps: int | None) -> lis
         return schedule
     allowed = token_steps // max(1, tokens)
     if allowed < min(MIN_IG_STEPS, schedule[0]):
-        raise TooLarge(f"The input has {tokens:,} WordPieces: this server explains at most "
+        raise TooLarge(f"The input has {tokens:,} WordPieces: one attribution explains at most "
                        f"{token_steps // MIN_IG_STEPS:,} with this model (at least {MIN_IG_STEPS} integration steps, "
                        f"about {SECONDS:.0f} s of its CPU); shorten it.")
     kept, spent = [], 0
