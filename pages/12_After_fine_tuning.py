@@ -380,7 +380,7 @@ else:
         s1, s2 = st.columns(2)
         exports.figure(sep, "af_separation", "separation before and after", bundle, container=s1)
         exports.figure(cfig, "af_cka", "CKA by layer", bundle, container=s2)
-        st.caption(change.describe(changed))
+        st.caption(change.describe(changed, whole.get("accuracy")))
         # the numbers drawn, in the page's zip too (it held the figures' HTML alone)
         bundle.add_table("CKA by layer", pd.DataFrame({"layer": range(len(cka)), "cka": cka}))
         bundle.add_table("separation before and after", pd.DataFrame(

@@ -400,7 +400,10 @@ def test_the_page_shows_the_parts_that_apply_to_the_task_type(task, tuned, monke
         sep = change.what_changed(tuned["runs"][task], predictions.load_predictions(tuned["runs"][task])
                                   .record["examples"], predictions.load_predictions(tuned["runs"][task]).task,
                                   predictions.load_predictions(tuned["runs"][task]).label_names, 64)
-        assert change.describe(sep) in captions  # the caption is this run's own numbers
+        from bert_explorer.analysis.after_finetuning import slices as sl
+
+        head = sl.score(task_type(task), rows)["accuracy"]  # (the fine-tuned head's, beside the probe's)
+        assert change.describe(sep, head) in captions  # the caption is this run's own numbers
         maps = next(f for f in figcheck.figures(at) if f.title.startswith("C of the"))
         assert [maps.axis_title(a) for a in ("x", "y", "x2", "y2")] == \
             ["principal component 1", "principal component 2"] * 2  # both maps' axes say what they are
@@ -677,6 +680,9 @@ def test_a_probe_on_few_dev_examples_is_said_to_learn_from_few():
                               "after": {"probe_accuracy": 0.5, "silhouette": None}},
                "gold": ["neg"] * 10 + ["pos"] * 10, "labelled": True, "cka_tokens": 300, "cka_by_layer": [1.0, 1.0]}
     assert ("The probe learns from these 20 examples alone, about 16 at a time: so few let it read less than the "
-            "fine-tuned head, which learnt from the whole training set") in change.describe(changed)
-    changed["gold"] = ["neg"] * 100 + ["pos"] * 100
+            "fine-tuned head, which learnt from the whole training set and answers 80.0% of them") in \
+        change.describe(changed, 0.8)
+    assert "learns from these" not in change.describe(changed, 0.45)  # (a probe at the head's score: nothing to say)
     assert "learns from these" not in change.describe(changed)
+    changed["gold"] = ["neg"] * 100 + ["pos"] * 100
+    assert "learns from these" not in change.describe(changed, 0.8)

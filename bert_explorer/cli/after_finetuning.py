@@ -55,9 +55,10 @@ def after_finetuning_data(run_dir: str, what: str, store: bool = True) -> tuple[
                                   pred.record.get("max_seq_length", 128))
     layers = [{"layer": i, "cka": c} for i, c in enumerate(changed["cka_by_layer"])]
     coords = change.maps(changed, "pca")
+    head_accuracy = slices.score(pred.task, pred.rows).get("accuracy")  # (the fine-tuned head's, on the same examples)
     return layers, {**head, "before": changed["before_name"], "after": changed["after"],
                     "separation": changed["separation"], "cka_by_layer": changed["cka_by_layer"],
-                    "cka_tokens": changed["cka_tokens"], "summary": change.describe(changed),
+                    "cka_tokens": changed["cka_tokens"], "summary": change.describe(changed, head_accuracy),
                     "pca": {"gold": changed["gold"], "before": coords["before"], "after": coords["after"]}}
 
 

@@ -161,8 +161,9 @@ def maps(changed: dict, method: str = "pca", seed: int = 0) -> dict:
 FEW_FOR_A_PROBE = 100  # dev examples under which a probe's cross-validated accuracy is said to be a few examples'
 
 
-def describe(changed: dict) -> str:
-    """Sentences with this run's own numbers: the separation before and after, and where CKA fell most."""
+def describe(changed: dict, head_accuracy: float | None = None) -> str:
+    """Sentences with this run's own numbers: the separation before and after, and where CKA fell most.
+    ``head_accuracy``: the fine-tuned head's accuracy on the same dev examples, where known."""
     sb, sa = changed["separation"]["before"], changed["separation"]["after"]
     n = len(changed["gold"])
     if changed["labelled"]:
@@ -174,9 +175,11 @@ def describe(changed: dict) -> str:
                 f"always answering the most frequent label, {common}, scores {count / max(1, n):.1%}")
         if sb.get("silhouette") is not None:
             said += f"; the silhouette score goes from {sb['silhouette']:.2f} to {sa['silhouette']:.2f}"
-        if n < FEW_FOR_A_PROBE:  # (50.0 % before and after, beside the fine-tuned head's 80.0 % on the same 20)
+        if n < FEW_FOR_A_PROBE and head_accuracy is not None and sa["probe_accuracy"] < head_accuracy:
+            # (50.0 % before and after, beside the fine-tuned head's 80.0 % on the same 20, without a word)
             said += (f". The probe learns from these {n} examples alone, about {round(n * (FOLDS - 1) / FOLDS)} at a "
-                     "time: so few let it read less than the fine-tuned head, which learnt from the whole training set")
+                     f"time: so few let it read less than the fine-tuned head, which learnt from the whole training "
+                     f"set and answers {head_accuracy:.1%} of them")
     else:
         said = (f"A least-squares line reads the gold value from C with R² = {sb['probe_r2']:.2f} before fine-tuning "
                 f"and {sa['probe_r2']:.2f} after, on {n} dev examples ({FOLDS}-fold cross-validated)")
