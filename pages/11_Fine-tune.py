@@ -21,7 +21,7 @@ from bert_explorer.data.uploads.core import DataError
 from bert_explorer.data.uploads.names import slug, table_columns
 from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
-from bert_explorer.runs.report import LABELS, duration_text, finetune_result, score_text
+from bert_explorer.runs.report import LABELS, SCORES, duration_text, finetune_result, score_text
 from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.tasks.base import CUT_SAMPLE, cut_note
 from bert_explorer.tasks.registry import TASK_TYPES, task_type
@@ -378,6 +378,13 @@ if result is None:
     st.stop()
 has_model = (run.path / "model").is_dir() or (run.path / "feature_head").is_dir()
 
+def _scores_table(frame: pd.DataFrame, where) -> None:
+    """Precision, recall and F1 by class or by type in per cent, as the tiles above say scores (they were fractions
+    to three decimals beside them, and an F1 of 0 read "0"); counts as counts."""
+    where.dataframe(frame, column_config={c: st.column_config.NumberColumn(format="percent")
+                                          for c in frame.columns if c in SCORES})
+
+
 dev = result["dev"]
 task = result["task"]
 kind = TASK_TYPES.get(task)  # the run names its task type; None: one this version does not know
@@ -414,10 +421,10 @@ if "confusion_matrix" in dev:
     fig.update_layout(height=200 + 30 * len(labels), margin=dict(l=10, r=10, t=40, b=10))
     c1, c2 = st.columns(2)
     exports.figure(fig, "ft_confusion", container=c1)
-    c2.dataframe(pd.DataFrame(dev.get("per_class", {})).T.round(3))
+    _scores_table(pd.DataFrame(dev.get("per_class", {})).T, c2)
 if dev.get("per_type"):  # entity F1 by type (NER)
     st.markdown("**Entities by type (dev, exact span and type)**")
-    st.dataframe(pd.DataFrame(dev["per_type"]).T.round(3))
+    _scores_table(pd.DataFrame(dev["per_type"]).T, st)
 if kind.after_run_answers:
     if dev.get("null_threshold") is not None:
         st.caption(f"No-answer threshold τ = {dev['null_threshold']:.2f}, tuned on dev (Section 4.3).")

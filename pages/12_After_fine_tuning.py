@@ -397,7 +397,7 @@ else:
     rel = go.Figure()
     rel.add_bar(x=centres, y=[b["accuracy"] for b in bins], width=0.09, name="accuracy in the bin",
                 customdata=[b["count"] for b in bins],
-                hovertemplate="confidence %{x:.2f}<br>right: %{y:.1%}<br>%{customdata} examples<extra></extra>")
+                hovertemplate="confidence %{x:.0%}<br>right: %{y:.1%}<br>%{customdata} examples<extra></extra>")
     rel.add_scatter(x=centres, y=[b["confidence"] for b in bins], mode="markers", name="mean confidence in the bin",
                     marker=dict(symbol="diamond", size=10))
     rel.add_scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration", line=dict(dash="dot"))

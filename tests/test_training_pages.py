@@ -684,6 +684,16 @@ def _perfect_run_of_labels_0_and_1(runs_root, base_model):
     return at
 
 
+def test_finetune_page_says_the_scores_by_class_in_per_cent_as_its_tiles(runs_root, base_model):
+    """The tiles said "dev accuracy 100.0%" beside a table of precision, recall and F1 by class as 1.0."""
+    at = _perfect_run_of_labels_0_and_1(runs_root, base_model)
+    (table,) = [d for d in at.dataframe if {"precision", "recall", "f1"} <= set(d.value.columns)]
+    config = json.loads(table.proto.columns)
+    assert {c: config[c]["type_config"]["format"] for c in ("precision", "recall", "f1")} == dict.fromkeys(
+        ("precision", "recall", "f1"), "percent") and "support" not in config
+    assert [m.value for m in at.metric if m.label.startswith("dev accuracy")] == ["100.0%"]
+
+
 def test_finetune_page_draws_labels_that_look_like_numbers_as_names(runs_root, base_model):
     """Labels 0 and 1 stood on a number line in the confusion matrix, ticked -0.5, 0, 0.5, 1, 1.5."""
     import figcheck
