@@ -145,8 +145,9 @@ if needs_head(loaded, MLM_HEAD, "predict masked words"):
 
 st.subheader("How a training sentence is corrupted")
 c1, c2 = st.columns([3, 1])
-demo_text = text_box(c1.text_input, "Sentence to corrupt", "the quick brown fox jumps over the lazy dog near the river bank .",
-                          key="mlm_demo_text", persist_state="session", max_chars=limits.CHARS)
+demo_text = text_box(c1.text_input, "Sentence to corrupt",
+                     "the quick brown fox jumps over the lazy dog near the river bank .",
+                     key="mlm_demo_text", persist_state="session", max_chars=limits.CHARS)
 seed = c2.number_input("Seed", 0, 10_000, 0, key="mlm_demo_seed", persist_state="session")
 rows = _masking(name, demo_text, int(seed))
 df = pd.DataFrame(rows)

@@ -114,8 +114,9 @@ def cmd_train(args) -> int:
             print(f"estimate: {told} ({est['tokens']:,} tokens)",
                   file=sys.stderr)
             if est["tokens"] < settings.tokens:  # (trained on 24 of the 10,000 asked, with nothing said but "(24)")
-                print(f"note: {settings.corpus} gives {est['tokens']:,} of the {settings.tokens:,} tokens asked for: the "
-                      "SAE trains on those, and a few thousand tokens leave many of its features dead", file=sys.stderr)
+                print(f"note: {settings.corpus} gives {est['tokens']:,} of the {settings.tokens:,} tokens asked for: "
+                      "the SAE trains on those, and a few thousand tokens leave many of its features dead",
+                      file=sys.stderr)
         try:
             return fb.Features(fb.build(loaded, settings, progress_lines())).meta
         except TrainingStopped:

@@ -510,7 +510,8 @@ def split_indices(keys: list, held_out_fraction: float = 0.05, seed: int = 0) ->
 def document_key(doc) -> str:
     """What tells a document from another (its sentences), in a few bytes."""
     sentences = doc if isinstance(doc, (list, tuple)) else (doc,)
-    return hashlib.sha1(json.dumps(list(sentences), ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    text = json.dumps(list(sentences), ensure_ascii=False)
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 # ----- a generated corpus for tests -------------------------------------------------------

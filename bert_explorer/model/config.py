@@ -34,7 +34,7 @@ class BertConfig:
     dropout: float = 0.1             # on embeddings, attention output and FFN output (Appendix A.2)
     attention_dropout: float = 0.1   # on the attention probabilities
     layer_norm_eps: float = 1e-12    # as in the released checkpoints, not PyTorch's 1e-5
-    initializer_range: float = 0.02  # std of the normal init (the original code truncates it at 2 std; transformers not)
+    initializer_range: float = 0.02  # std of the normal init (the original code truncates it at 2 std)
     pad_token_id: int = 0
     causal: bool = False             # True = left-to-right model (the "LTR" ablation, Table 5)
     tie_word_embeddings: bool = True  # the MLM decoder is the word embeddings' matrix, as in the released BERTs

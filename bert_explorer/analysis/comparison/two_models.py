@@ -272,7 +272,8 @@ def describe(result: dict) -> dict:
         low = int(np.argmin(by_layer))
         parts["cka"] = (f"The two models barely differ: CKA is above {BARELY_DIFFER} in every one of layers "
                         f"0–{len(by_layer) - 1} (lowest {by_layer[low]:.4f}, in layer {low}), measured on "
-                        f"{result['n_units']:,} {result['units']} of {result['sentences']:,} sentence{'' if result['sentences'] == 1 else 's'}.")
+                        f"{result['n_units']:,} {result['units']} of {result['sentences']:,} "
+                        f"sentence{'' if result['sentences'] == 1 else 's'}.")
     elif by_layer:
         low = int(np.argmin(by_layer))
         parts["cka"] = (f"Across layers 0–{len(by_layer) - 1}, CKA goes from {by_layer[0]:.2f} (embeddings) to "
