@@ -270,6 +270,10 @@ def test_a_student_hears_of_the_teachers_preparation_before_its_first_build(clas
     at = _page("pages/9_Nearest_neighbours.py")
     assert any(c.value.startswith("The server is preparing the class (index, sae of minilm-mlm-nsp)")
                for c in at.caption), [c.value for c in at.caption]
+    # and the index, one of its builds, is said to be on its way, not left for the teacher to prepare
+    said = [i.value for i in at.info if "is not prepared for this model yet" in i.value]
+    assert said and all(i.endswith("your teacher's preparation, running now, builds it in its turn; look again in a "
+                                   "few minutes.") for i in said), said
 
 
 def test_background_processes_run_below_the_class(tmp_path):

@@ -191,22 +191,31 @@ def not_prepared(what: str, how: str = "", entry: tuple | None = None) -> None:
     ``entry`` = (the loaded model, the cache entry it would fill): said from whether Prepare for class builds
     that entry (the page's own settings) or only this page does (a student's other settings)."""
     if entry is not None:
-        how = prepare_how(*entry)
+        from ..analysis import lesson
+
+        key = build_of(*entry)
+        now = lesson.preparation() if key else {"running": False}
+        if now["running"] and key in (now.get("builds") or []) and entry[0].name in (now.get("models") or []):
+            # (a build already queued read as an invitation to the teacher to do what was under way)
+            st.info(f"{what} is not prepared for this model yet: your teacher's preparation, running now, builds it "
+                    "in its turn; look again in a few minutes.")
+            return
+        how = f" before class with Home's Prepare for class (the build {key})" if key else \
+            " on this page with these settings (Home's Prepare for class builds each page's own settings, not these)"
     st.info(f"{what} is not prepared for this model yet; your teacher can prepare it{how}.")
 
 
-def prepare_how(loaded, path) -> str:
-    """Where the teacher prepares the cache entry ``path``: before class with Home's panel when it is one of
-    its builds (named as the panel and ``prepare-class --builds`` name it), else on the page itself."""
+def build_of(loaded, path) -> str | None:
+    """The build of Home's Prepare for class (named as the panel and ``prepare-class --builds`` name it) that fills
+    the cache entry ``path``, or None where only the page itself builds it (other settings than the page's own)."""
     from pathlib import Path
 
     from ..analysis import lesson
 
     for b in lesson.builds(loaded.name, loaded, set(lesson.BUILDS), estimate=False):
         if Path(b.path) == Path(path):
-            return f" before class with Home's Prepare for class (the build {b.key})"
-    return (" on this page with these settings (Home's Prepare for class builds each page's own settings, not "
-            "these)")
+            return b.key
+    return None
 
 
 def busy_sentence() -> None:
