@@ -295,6 +295,13 @@ def test_the_command_line_says_the_time_left_as_it_goes(monkeypatch, capsys):
     # a measurement that says its own time left (from its first segment) gets no second, other figure
     say(0.5, "500 of 1,000 segments (7.0 a second, about 1 min 11 s left)")
     assert capsys.readouterr().err.strip() == "50% 500 of 1,000 segments (7.0 a second, about 1 min 11 s left)"
+    # within one 5 % step: a new stage is said, the same stage going on is not
+    say(0.64, "training the SAE: step 860 of 976")
+    say(0.645, "training the SAE: step 870 of 976")
+    say(0.647, "reading every token's features…")
+    said = capsys.readouterr().err.strip().splitlines()
+    assert [line.split(" ·")[0].strip() for line in said] == ["64% training the SAE: step 860 of 976",
+                                                               "65% reading every token's features…"], said
 
 
 @needs_model("minilm-mlm-nsp")

@@ -135,14 +135,15 @@ def print_json(result) -> None:
 
 
 def progress_lines():
-    """A line on stderr every 5 %, with the time left from the progress so far (what a background
-    build's log keeps)."""
-    last, started = [-1], time.time()
+    """A line on stderr every 5 %, and where a new stage begins, with the time left from the progress so far (what
+    a background build's log keeps: a stage begun between two of its 5 % steps was not said, and the teacher's
+    panel read "training ... about 20 s left" for the minute and a half the next stage took)."""
+    last, started = [-1, None], time.time()
 
     def say(fraction: float, message: str) -> None:
-        step = int(fraction * 20)
-        if step != last[0]:
-            last[0] = step
+        step, stage = int(fraction * 20), message.split(":", 1)[0].rstrip("…. ")
+        if step != last[0] or stage != last[1]:
+            last[0], last[1] = step, stage
             # a measurement that says its own time left (counted from its first item, not from the start-up)
             # is not given a second one
             left = "" if " left" in message else left_text(started, fraction)
