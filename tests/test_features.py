@@ -300,6 +300,12 @@ def test_a_corpus_of_fewer_tokens_than_asked_is_said(tmp_path, monkeypatch, caps
     err = capsys.readouterr().err
     assert re.search(rf"note: {re.escape(str(corpus))} gives \d+ of the 10,000 tokens asked for: the SAE trains on "
                      "those", err), err
+    from bert_explorer.cli import features as cli_features  # and started in the background: said there too
+
+    monkeypatch.setattr(cli_features.neighbour_jobs, "start_build", lambda *a, **k: None)
+    assert main(["features", "train", "--model", "explorer-mini", "--layer", "2", "--tokens", "10000", "--k", "8",
+                 "--width", "2", "--corpus", str(corpus), "--background"]) == 0
+    assert "of the 10,000 tokens asked for" in capsys.readouterr().err
 
 
 def test_an_sae_not_trained_names_the_command_with_the_settings_given(capsys):

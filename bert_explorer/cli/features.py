@@ -113,10 +113,7 @@ def cmd_train(args) -> int:
             told = said(est['seconds'], torch.get_num_threads(), niced=niced_here())
             print(f"estimate: {told} ({est['tokens']:,} tokens)",
                   file=sys.stderr)
-            if est["tokens"] < settings.tokens:  # (trained on 24 of the 10,000 asked, with nothing said but "(24)")
-                print(f"note: {settings.corpus} gives {est['tokens']:,} of the {settings.tokens:,} tokens asked for: "
-                      "the SAE trains on those, and a few thousand tokens leave many of its features dead",
-                      file=sys.stderr)
+            _fewer_tokens(est, settings)
         try:
             return fb.Features(fb.build(loaded, settings, progress_lines())).meta
         except TrainingStopped:
@@ -128,10 +125,19 @@ def cmd_train(args) -> int:
                                              command=fb.BUILDER, what="SAE"):
             print(why, file=sys.stderr)
         else:
-            seconds = fb.estimate_seconds(loaded, settings, background_threads())["seconds"]
-            print(f"training in the background, {said(seconds, background_threads())}; "
+            est = fb.estimate_seconds(loaded, settings, background_threads())
+            print(f"training in the background, {said(est['seconds'], background_threads())}; "
                   f"progress in {neighbour_jobs.work_dir(path) / 'progress.json'}", file=sys.stderr)
+            _fewer_tokens(est, settings)
     return run_or_background(args, work, show=_show_quality, start=start)
+
+
+def _fewer_tokens(est: dict, settings) -> None:
+    """A note where the corpus gives fewer tokens than asked (trained on 24 of the 10,000 asked, said only as "(24
+    tokens)" at the end of the estimate line)."""
+    if est["tokens"] < settings.tokens:
+        print(f"note: {settings.corpus} gives {est['tokens']:,} of the {settings.tokens:,} tokens asked for: the SAE "
+              "trains on those, and a few thousand tokens leave many of its features dead", file=sys.stderr)
 
 
 def _show_quality(meta: dict) -> None:
