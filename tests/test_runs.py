@@ -608,6 +608,17 @@ def test_a_run_the_app_launched_counts_its_process_start_in_its_time(tmp_path):
     run.write_status(state="running", pid=int(other), started=now - 20)
     run.write_status(state="finished", finished=now)
     assert duration(run.status()) == pytest.approx(140, abs=0.01)
+    # a launch whose process never began its part (it failed to start; or was killed before) is no later part's
+    for ended in ({"state": "failed", "pid": None}, {}):
+        again = Run(tmp_path / f"again{len(ended)}").create({}, "pretrain")
+        again.write_status(state="running", pid=int(other), started=now - 100_000)
+        again.write_status(state="stopped", finished=now - 99_900)
+        again.write_status(state="starting", pid=None, launched=now - 90_000)
+        if ended:
+            again.write_status(**ended)
+        again.write_status(state="running", pid=os.getpid(), started=now - 50)  # from a terminal
+        again.write_status(state="finished", finished=now)
+        assert duration(again.status()) == pytest.approx(150, abs=0.01)
 
 
 def test_the_runs_key_metrics_put_squads_percentages_on_the_scale_of_the_other_tasks():

@@ -50,6 +50,8 @@ ACTIVE_STATES = ("starting", "queued", "running")
 LAUNCH_GRACE_S = 40.0  # a starter waits 30 s for its process's pid (runs.background), then says "failed"
 WRITER_LOCK_NAME = ".writer.lock"  # held by the one process that writes a run (``runs.lock``)
 DONE_STATES = ("finished", "stopped", "failed", "crashed")
+LAUNCH_TO_START_S = 1800.0  # the longest a launched process takes to begin its part (82 s seen at load 7): an older
+# launch, left by a process killed before its start, is not taken by a later part begun from a terminal
 
 # What a run writes at its top level, and nothing else: deleting a run removes exactly these, and
 # a folder holding anything more is not the run's alone (it is refused as a new run's folder, and
@@ -200,9 +202,11 @@ class Run:
             # the part's process, launched by the app (``launched``: its launcher's write), began before it began to
             # read its data: its start is part of its time (82 s at load 7, where "took 1 min 03 s" was said of a run
             # the user waited 2 min 14 s for); a later part not launched so is not given this one's launch
-            launched = current.get("launched")
+            launched, began = current.get("launched"), fields.get("part_started", fields["started"])
             fields["part_launched"] = launched if isinstance(launched, (int, float)) and not isinstance(
-                launched, bool) and launched <= fields.get("part_started", fields["started"]) else None
+                launched, bool) and began - LAUNCH_TO_START_S <= launched <= began else None
+            fields["launched"] = None
+        elif fields.get("state") in DONE_STATES:  # a launch that ended before its part started is no later part's
             fields["launched"] = None
         now = time.time()
         if fields.get("started_by", current.get("started_by")) == os.getpid():
