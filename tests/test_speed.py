@@ -299,9 +299,13 @@ def test_the_command_line_says_the_time_left_as_it_goes(monkeypatch, capsys):
     say(0.64, "training the SAE: step 860 of 976")
     say(0.645, "training the SAE: step 870 of 976")
     say(0.647, "reading every token's features…")
+    for n in range(651, 660):  # counting within one 5 % step is no new stage
+        say(n / 1000, f"{n} of 1,000 segments (7.0 a second, about 1 min left)")
     said = capsys.readouterr().err.strip().splitlines()
     assert [line.split(" ·")[0].strip() for line in said] == ["64% training the SAE: step 860 of 976",
-                                                               "65% reading every token's features…"], said
+                                                               "65% reading every token's features…",
+                                                               "65% 651 of 1,000 segments (7.0 a second, about 1 min "
+                                                               "left)"], said
 
 
 @needs_model("minilm-mlm-nsp")

@@ -141,7 +141,9 @@ def progress_lines():
     last, started = [-1, None], time.time()
 
     def say(fraction: float, message: str) -> None:
-        step, stage = int(fraction * 20), message.split(":", 1)[0].rstrip("…. ")
+        # a stage is the words before its counts ("training the SAE: step 860 of 976", "reading every token's
+        # features…"); "412 of 1,000 segments" is counting, not a stage (a line at each call)
+        step, stage = int(fraction * 20), re.match(r"[^\d:(]*", message).group().strip(" ….")
         if step != last[0] or stage != last[1]:
             last[0], last[1] = step, stage
             # a measurement that says its own time left (counted from its first item, not from the start-up)
