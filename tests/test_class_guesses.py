@@ -198,6 +198,8 @@ def test_a_guess_sent_as_the_answer_comes_out_is_said_not_sent(classroom):
     assert not student.exception
     assert [w.value for w in student.warning] == [f"Not sent (london): {gs.ANSWER_OUT}"]
     assert "london" not in guess_view.BOARD.current().guesses.values()
+    # and still said when the box looks for news again (every 2 s: it was gone before it was read)
+    assert [w.value for w in student.run().warning] == [f"Not sent (london): {gs.ANSWER_OUT}"]
     # the next question posed while a guess of the one before was on its way
     teacher.text_input(key="guess_text_own").set_value("the [MASK] is the largest city of france .")
     teacher.button(key="guess_pose").click().run()
@@ -208,6 +210,9 @@ def test_a_guess_sent_as_the_answer_comes_out_is_said_not_sent(classroom):
     [b for b in student.button if b.label == "Send my guess"][0].click().run()
     assert [w.value for w in student.warning] == [f"Not sent (paris): {gs.QUESTION_OVER}"]
     assert not guess_view.BOARD.current().guesses
+    assert [w.value for w in student.run().warning] == [f"Not sent (paris): {gs.QUESTION_OVER}"]
+    _send(student, "seine")  # a guess of this question sent: the sentence has done its work
+    assert not student.warning and "seine" in guess_view.BOARD.current().guesses.values()
 
 
 def test_a_question_the_model_cannot_answer_is_refused_at_pose_not_at_the_reveal(classroom):

@@ -165,11 +165,15 @@ def student_box() -> None:
     if q is None:
         st.info(f"Waiting for your teacher's question… (this box looks for it every {POLL_S:.0f} s)")
         return
-    late = _sent_too_late(q)
+    late = f"guess_late_{q.id}"  # kept, as a refusal is, until the next guess: this box runs again every few seconds
+    if said := _sent_too_late(q):
+        st.session_state[late] = said
     st.markdown(question_text(q))
     mine = q.guesses.get(student_id())
-    if late:
-        st.warning(late + (f" Your guess stays **{markdown_text(mine)}**." if mine and q.answer is not None else ""))
+    sending = q.answer is None and st.session_state.get(f"{SENT}{q.id}")  # (a guess of this question, read below)
+    if st.session_state.get(late) and not sending:
+        st.warning(st.session_state[late] + (f" Your guess stays **{markdown_text(mine)}**." if mine and
+                                             q.answer is not None else ""))
     if q.answer is not None:
         if mine:
             st.caption(own_rank(q, mine) if q.kind == "cloze" else f"You answered **{mine}**.")
@@ -193,6 +197,7 @@ def student_box() -> None:
             BOARD.guess(q.id, student_id(), value)
             mine = value
             st.session_state.pop(refused, None)
+            st.session_state.pop(late, None)
         except gs.GuessRefused as e:
             st.session_state[refused] = f"Not sent: {e}" + (f" Your guess is still **{mine}**." if mine else "")
     if st.session_state.get(refused):
