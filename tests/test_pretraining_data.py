@@ -547,3 +547,7 @@ def test_a_long_line_of_abbreviations_is_split_in_linear_time():
     t0 = time.process_time()
     (sentence,) = corpora.split_sentences(line)
     assert sentence == line.strip() and time.process_time() - t0 < 4  # (0.2 s here; quadratic, 7.9 s)
+    # a long run of full stops with no capital after it: the boundary was tried again at each mark (40,000: 16 s)
+    t0 = time.process_time()
+    assert corpora.split_sentences("a" + "." * 40_000 + "b") == ["a" + "." * 40_000 + "b"]
+    assert time.process_time() - t0 < 2
