@@ -119,9 +119,11 @@ if missing:
             run_now = st.button("Run the probes", type="primary", key="probe_run")
         else:
             run_now = False
+            own = all(settings_for(t) == PAGE_SETTINGS.get(t) for t in missing)  # (what Prepare for class builds)
             not_prepared(f"Probing {', '.join(missing)} with these settings",
                          " by running the probes once on this page, with these settings, or (with the page's own "
-                         "settings) by preparing the class with the build probes")
+                         "settings) by preparing the class with the build probes",
+                         build=("probes", name) if own else None)
             st.caption(f"Fewer sentences or articles (Settings) may bring it under {STUDENT_CPU_S:.0f} s, which "
                        "you may run yourself.")
             busy_sentence()

@@ -336,6 +336,16 @@ def test_a_student_is_told_how_the_teacher_prepares_the_probes(monkeypatch, tmp_
     assert any(i.value.endswith("is not prepared for this model yet; your teacher can prepare it by running the "
                                 "probes once on this page, with these settings, or (with the page's own settings) by "
                                 "preparing the class with the build probes.") for i in at.info)
+    # while the teacher's preparation runs the build probes, the page's own settings are on their way
+    from bert_explorer.analysis import lesson
+
+    monkeypatch.setattr(lesson, "preparation", lambda: {"running": True, "builds": ["probes"],
+                                                         "models": ["explorer-mini"]})
+    at.run()
+    assert any(i.value.endswith("your teacher's preparation, running now, builds it in its turn; look again in a few "
+                                "minutes.") for i in at.info)
+    at.number_input(key="probe_n_art").set_value(120).run()  # other settings: the build makes the page's own only
+    assert not any("running now" in i.value for i in at.info)
 
 
 def test_the_ner_margin_is_the_held_out_sentences_and_copies_stay_on_one_side():

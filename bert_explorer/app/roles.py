@@ -185,24 +185,31 @@ def work_button(label: str, key: str, container=None, **kwargs) -> bool:
     return (container or st).button(label, key=key, **kwargs)
 
 
-def not_prepared(what: str, how: str = "", entry: tuple | None = None) -> None:
+def not_prepared(what: str, how: str = "", entry: tuple | None = None, build: tuple | None = None) -> None:
     """A student's one sentence where the teacher's button would be: ``what`` is not there yet; ``how`` the
     teacher prepares it where Home's Prepare for class does not (" by running them on this page ..."), or
     ``entry`` = (the loaded model, the cache entry it would fill): said from whether Prepare for class builds
-    that entry (the page's own settings) or only this page does (a student's other settings)."""
+    that entry (the page's own settings) or only this page does (a student's other settings). ``build`` = (the
+    build of Prepare for class that makes it, the model's name), where the page knows it: a preparation running
+    it now is said to be on its way."""
     if entry is not None:
-        from ..analysis import lesson
-
-        key = build_of(*entry)
-        now = lesson.preparation() if key else {"running": False}
-        if now["running"] and key in (now.get("builds") or []) and entry[0].name in (now.get("models") or []):
-            # (a build already queued read as an invitation to the teacher to do what was under way)
-            st.info(f"{what} is not prepared for this model yet: your teacher's preparation, running now, builds it "
-                    "in its turn; look again in a few minutes.")
-            return
-        how = f" before class with Home's Prepare for class (the build {key})" if key else \
+        build = build_of(*entry), entry[0].name
+        how = f" before class with Home's Prepare for class (the build {build[0]})" if build[0] else \
             " on this page with these settings (Home's Prepare for class builds each page's own settings, not these)"
+    if build is not None and build[0] and under_way(*build):
+        # (a build already queued read as an invitation to the teacher to do what was under way)
+        st.info(f"{what} is not prepared for this model yet: your teacher's preparation, running now, builds it in "
+                "its turn; look again in a few minutes.")
+        return
     st.info(f"{what} is not prepared for this model yet; your teacher can prepare it{how}.")
+
+
+def under_way(build: str, model: str) -> bool:
+    """Is the teacher's preparation running now with ``build`` of ``model`` among its builds?"""
+    from ..analysis import lesson
+
+    now = lesson.preparation()
+    return bool(now["running"] and build in (now.get("builds") or []) and model in (now.get("models") or []))
 
 
 def build_of(loaded, path) -> str | None:
