@@ -528,6 +528,10 @@ def test_a_taggings_confidence_is_said_to_be_of_the_whole_tagging(tuned, monkeyp
     other = _page(tuned, monkeypatch, "classification")
     assert any(c.value.startswith("The most confident mistakes (P: this model's probability of its answer): ")
                for c in other.caption)
+    labels = _page(tuned, monkeypatch, "multi-label")  # (a product over every label too)
+    said = [c.value for c in labels.caption if c.value.startswith("The most confident mistakes")]
+    assert said and all(c.startswith("The most confident mistakes (P: this model's probability of its whole set "
+                                     "of labels") for c in said), said
 
 
 def test_a_run_opens_on_its_most_confident_mistake_and_another_run_on_its_own(tuned, monkeypatch):

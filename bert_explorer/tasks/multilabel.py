@@ -36,6 +36,8 @@ class MultiLabelTask(SequenceTask):
 
     target: ClassVar[str] = "labels"
     label_key: ClassVar[str] = "labels"
+    probability_of: ClassVar[str] = ("its whole set of labels (the product over every label of its yes or no: each "
+                                     "label's own is higher)")
     labelled: ClassVar[bool] = True
     answer_key: ClassVar[str] = "labels"
     problem_type: ClassVar[str | None] = "multi_label_classification"
