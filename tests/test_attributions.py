@@ -582,7 +582,8 @@ def test_attribute_explains_a_masked_word_and_a_pair_from_the_command_line(capsy
     total = sum(t["attribution"] for t in out["tokens"])
     assert total == pytest.approx(out["f_input"] - out["f_baseline"] + out["delta"], abs=1e-3)
     library = explain_masked_word(checkpoint.load(DEFAULT_MODEL, "BertForPreTraining"), MLM_TEXT, "rate")
-    assert out["f_input"] == pytest.approx(library.f_input, abs=1e-5) and out["reliable"] == library.reliability.reliable
+    assert out["f_input"] == pytest.approx(library.f_input, abs=1e-5)
+    assert out["reliable"] == library.reliability.reliable
     assert main(["attribute", "--model", DEFAULT_MODEL, "--text", A, "--text-b", B]) == 0  # no [MASK]: the pair
     said = capsys.readouterr().out
     assert said.startswith("f = log-odds of IsNext") and "raised f most: " in said
@@ -592,6 +593,15 @@ def test_attribute_explains_a_masked_word_and_a_pair_from_the_command_line(capsy
     assert "note: the input is 512 WordPieces" not in err and re.search(
         r"note: the input is [\d,]+ WordPieces with \[CLS\] and \[SEP\], more than the 512 this model reads", err)
     assert re.search(r"note: \d+ integration steps of the 50 asked: one attribution spends at most about", err), err
+    # the page's notes: a baseline scored above the pair, a word copied from the sentence
+    assert main(["attribute", "--model", DEFAULT_MODEL, "--text", "the cat sat .", "--text-b", "it slept ."]) == 0
+    out, err = capsys.readouterr()
+    difference = float(re.search(r"difference (-?[\d.]+)", out).group(1))
+    assert ("note: Here the baseline scores above your pair" in err) == (difference < 0), (out, err)
+    assert main(["attribute", "--model", DEFAULT_MODEL, "--text", "the capital of france is [MASK] ."]) == 0
+    out, err = capsys.readouterr()
+    word = re.search(r"log P\('([^']+)'\)", out).group(1)
+    assert ("is a word of the sentence itself" in err) == (word in "the capital of france is".split()), (out, err)
     for args, sentence in ((["--text", "no mask here"], "--text has no [MASK] and there is no --text-b"),
                            (["--text", MLM_TEXT, "--target", "classifier"], "is not a fine-tuned sequence classifier"),
                            (["--text", MLM_TEXT, "--label", "sport"], "--label applies to --target classifier"),

@@ -127,7 +127,8 @@ def test_a_left_to_right_model_computes_the_same_in_transformers(tokenizer, tmp_
                                                                attn_implementation="eager")
     assert_clean_hf_load(info)
     batch = {**inputs(), "attention_mask": torch.ones(3, 11, dtype=torch.long)}
-    assert_same_outputs(outputs_of(ours, "BertForPreTraining", batch), outputs_of(hf.eval(), "BertForPreTraining", batch))
+    assert_same_outputs(outputs_of(ours, "BertForPreTraining", batch),
+                        outputs_of(hf.eval(), "BertForPreTraining", batch))
     hf.save_pretrained(tmp_path / "back")
     tokenizer.save(tmp_path / "back")
     written = json.loads((tmp_path / "back" / "config.json").read_text())

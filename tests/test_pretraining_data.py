@@ -516,7 +516,8 @@ def test_a_line_of_megabytes_is_read_in_parts_with_the_same_words_and_ids(monkey
     assert sentence == " ".join(line.split())
     assert peak < 4 * sys.getsizeof(line), (peak, sys.getsizeof(line))  # (its words listed: 7 times it)
 
-    small = " ".join(rng.choice(words + ["naïve", "東京"]) + rng.choice(["", ",", "  ", "\n"]) for _ in range(20_000))
+    small = " ".join(rng.choice(words + ["naïve", "東京"]) + rng.choice(["", ",", "  ", "\n"])
+                     for _ in range(20_000))
     monkeypatch.setattr(wordpiece_vocab, "PART_CHARS", 5_000)
     monkeypatch.setattr(wordpiece_vocab.word_parts, "__defaults__", (5_000,))
     tok = WordPieceTokenizer.train([small], vocab_size=300, lowercase=False)

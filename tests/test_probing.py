@@ -315,7 +315,8 @@ def test_a_perfect_score_is_not_said_to_peak_over_layers_one_article_below():
               "majority_baseline": 0.25, "n_test": 20, "units": "articles", "margin": 0.0}
     text = probing.describe(result)
     assert text.startswith("Topic (accuracy) is highest at layer 1: 1.00, but the embeddings (layer 0), layer 4, "
-                           "layer 5 and layer 6 come within its sampling error (±6.8 points on 20 held-out articles)"), text
+                           "layer 5 and layer 6 come within its sampling error (±6.8 points on 20 held-out "
+                           "articles)"), text
 
 
 @needs_model("explorer-mini")

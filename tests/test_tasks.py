@@ -606,7 +606,8 @@ def test_a_utf8_mark_before_a_latin1_body_is_no_part_of_the_first_column(tmp_pat
     """An editor's UTF-8 byte-order mark before text it never converted: read as Latin-1, the first column was named
     "ï»¿text" (and --text-column text had no such column)."""
     f = tmp_path / "marked.csv"
-    f.write_bytes(b"\xef\xbb\xbf" + csv_text([("Café crème, £3", "pos"), ("naïve plot", "neg")] * 4).encode("latin-1"))
+    rows = [("Café crème, £3", "pos"), ("naïve plot", "neg")] * 4
+    f.write_bytes(b"\xef\xbb\xbf" + csv_text(rows).encode("latin-1"))
     data = read_task_file(str(f))
     assert data.examples[0]["text"] == "Café crème, £3"
     assert any("though it begins with UTF-8's byte-order mark" in n for n in data.notes), data.notes

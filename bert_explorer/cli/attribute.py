@@ -15,11 +15,12 @@ import sys
 from pathlib import Path
 
 from .. import checkpoint, limits
-from ..analysis.attributions.integrated_gradients import (BASELINES, DEFAULT_BASELINE, explain_classifier,
-                                                          explain_masked_word, explain_next_sentence)
+from ..analysis.attributions.integrated_gradients import (BASELINES, DEFAULT_BASELINE, baseline_note,
+                                                          explain_classifier, explain_masked_word,
+                                                          explain_next_sentence)
 from ..analysis.attributions.kept import integration
 from ..analysis.attributions.reliability import DEFAULT_STEPS, MAX_STEPS
-from ..analysis.probes.pretraining_tasks import load_for_probe
+from ..analysis.probes.pretraining_tasks import copied_word, load_for_probe
 from .common import MODEL_HELP, UserError, print_json, user_errors, whole
 
 TARGETS = ("masked-word", "next-sentence", "classifier")
@@ -94,6 +95,11 @@ def cmd_attribute(args) -> int:
     if (n := len(loaded.tokenizer.encode(args.text, args.text_b).input_ids)) > longest:
         print(f"note: the input is {n:,} WordPieces with [CLS] and [SEP], more than the {longest:,} this model reads: "
               "what follows them takes no part, and has no attribution", file=sys.stderr)
+    if note := baseline_note(result):  # (the page's notes: a baseline that scores above the input, a word copied)
+        print(f"note: {note}", file=sys.stderr)
+    if target == "masked-word" and (copied := copied_word(args.text, [{"token": result.details["word"]}])):
+        print(f"note: {copied} is a word of the sentence itself: an under-trained masked LM often copies a word it "
+              "can see instead of predicting the hidden one", file=sys.stderr)
     if result.steps_tried and result.steps_tried[0][0] < args.steps:
         print(f"note: {result.steps_tried[0][0]} integration steps of the {args.steps} asked: one attribution spends "
               f"at most about {limits.SECONDS:.0f} s of CPU (WordPieces × steps), and a shorter input allows more",
