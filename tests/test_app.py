@@ -708,6 +708,20 @@ def test_every_choice_a_page_offers_holds_when_the_user_comes_back():
     assert forgotten == []
 
 
+def test_an_empty_cell_of_the_pairs_table_is_no_sentence():
+    """A row added with only A, and a real row whose B was cleared: scored as "nan", 98.97 % IsNext, and counted
+    among the real pairs of the caption."""
+    at = AppTest.from_file("../pages/5_Next_sentence_probe.py", default_timeout=120).run()
+    shown = at.table[0].value
+    at.session_state["nsp_table"] = {"edited_rows": {0: {"B": None}},
+                                     "added_rows": [{"A": "the train was late again today ."}], "deleted_rows": []}
+    at.run()
+    assert not at.exception
+    scored = at.table[0].value
+    assert len(scored) == len(shown) - 1 and "nan" not in scored["A"].astype(str).tolist() + \
+        scored["B"].astype(str).tolist()
+
+
 def test_the_next_sentence_pairs_table_holds_on_the_way_back():
     """A row edited, one added and one deleted in the pairs table, then Runs and back: the table scored is the one
     the user made (Streamlit's table editor starts from the page's examples again on every visit)."""
