@@ -275,7 +275,8 @@ for k, by in enumerate(groups):
     if y_range is not None:
         fig.update_yaxes(range=y_range)
     if main in SCORES:  # (the axis in the bars' own unit: "80.0%" on a bar beside a tick of 0.8)
-        fig.update_yaxes(**({"ticksuffix": "%"} if task.percent else {"tickformat": ".0%"}))
+        # (one decimal where a tick needs it: on an axis of 0-2 % ".0%" ticked "0%, 1%, 1%, 2%, 2%")
+        fig.update_yaxes(**({"ticksuffix": "%"} if task.percent else {"tickformat": ".1~%"}))
     exports.figure(fig, f"af_slices_{k}", f"{LABELS.get(main, main)} by {by}", bundle, container=cols[k % len(cols)])
 answered = Counter(r["predicted"] for r in rows if isinstance(r.get("predicted"), str))
 if answered and task.name in ("classification", "pair-classification", "multiple-choice"):

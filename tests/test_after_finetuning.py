@@ -444,7 +444,7 @@ def test_slices_draw_names_that_look_like_numbers_as_names_and_say_each_score(nu
         # every bar says its score, a score of 0 too: "0.0%" stands where no bar can be seen; in per cent, as the
         # axis (the Runs table said "dev accuracy 0.8" beside "MLM accuracy 8.3%")
         assert bars.raw["text"] == [f"{v:.1%}" for v in bars.y.tolist()]
-        assert fig.layout["yaxis"]["tickformat"] == ".0%"
+        assert fig.layout["yaxis"]["tickformat"] == ".1~%"  # (".0%" ticked 0-2 % as "0%, 1%, 1%, 2%, 2%")
     # side by side, the charts share one scale (0.2 bars filled a chart of 0-0.2 beside one of 0-1)
     ranges = {tuple(f.layout["yaxis"]["range"]) for t, f in figs.items() if t.startswith("by ")}
     assert len(ranges) == 1 and list(ranges)[0][0] == 0

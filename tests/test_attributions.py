@@ -593,6 +593,8 @@ def test_attribute_explains_a_masked_word_and_a_pair_from_the_command_line(capsy
     assert "note: the input is 512 WordPieces" not in err and re.search(
         r"note: the input is [\d,]+ WordPieces with \[CLS\] and \[SEP\], more than the 512 this model reads", err)
     assert re.search(r"note: \d+ integration steps of the 50 asked: one attribution spends at most about", err), err
+    assert main(["attribute", "--model", DEFAULT_MODEL, "--text", A + " word" * 600, "--text-b", B]) == 0
+    assert "the longer sentence lost its last pieces until the pair fit (longest first)" in capsys.readouterr().err
     # the page's notes: a baseline scored above the pair, a word copied from the sentence
     assert main(["attribute", "--model", DEFAULT_MODEL, "--text", "the cat sat .", "--text-b", "it slept ."]) == 0
     out, err = capsys.readouterr()
@@ -622,3 +624,9 @@ def test_attribute_explains_a_fine_tuned_classifiers_class(tmp_path, capsys):
     library = explain_classifier(checkpoint.load(tmp_path / "run" / "model", "BertForSequenceClassification"),
                                  "the shares fell sharply .", label="sport")
     assert [t["attribution"] for t in out["tokens"]] == [t["attribution"] for t in library.rows()]
+    # a token tagger's run: said as such (it was told to write a [MASK] into a run that has no masked-LM head)
+    save_tiny_bert(tmp_path / "ner" / "model", SPECIAL_TOKENS + WORDS, architecture="BertForTokenClassification",
+                   id2label={0: "O", 1: "B-PER"})
+    assert main(["attribute", "--model", str(tmp_path / "ner"), "--text", "the bank fell ."]) == 2
+    assert "is a fine-tuned BertForTokenClassification model: attribute explains a masked word, a pair's next " \
+        "sentence, or a sequence classifier's class" in capsys.readouterr().err

@@ -64,10 +64,27 @@ def _classifier_dir(model: str) -> Path | None:
     return None
 
 
+def _fine_tuned_other(model: str) -> str | None:
+    """The architecture of a fine-tuned model that is no sequence classifier (a run folder or a model folder of a
+    token tagger, a reader of spans, a chooser of answers), or None."""
+    for d in (Path(model) / "model", Path(model)):
+        try:
+            architectures = checkpoint.inspect(d).architectures
+        except (checkpoint.CheckpointError, OSError, ValueError):
+            continue
+        tuned = [a for a in architectures if a.startswith("BertFor") and a not in (
+            "BertForPreTraining", "BertForMaskedLM", "BertForNextSentencePrediction", "BertLMHeadModel")]
+        return tuned[0] if tuned else None
+    return None
+
+
 def cmd_attribute(args) -> int:
     if not args.text.strip() or (args.text_b is not None and not args.text_b.strip()):
         raise UserError("--text and --text-b must hold some text")
     classifier = _classifier_dir(args.model)
+    if classifier is None and (tuned := _fine_tuned_other(args.model)):  # (it said to write a [MASK] into an NER run)
+        raise UserError(f"{args.model} is a fine-tuned {tuned} model: attribute explains a masked word, a pair's "
+                        "next sentence, or a sequence classifier's class, not its answers")
     target = args.target or ("classifier" if classifier else "masked-word" if "[MASK]" in args.text
                              else "next-sentence")
     for flag, value, applies in (("--word", args.word, "masked-word"), ("--label", args.label, "classifier")):
@@ -94,7 +111,9 @@ def cmd_attribute(args) -> int:
     longest = loaded.config.max_position_embeddings
     if (n := len(loaded.tokenizer.encode(args.text, args.text_b).input_ids)) > longest:
         print(f"note: the input is {n:,} WordPieces with [CLS] and [SEP], more than the {longest:,} this model reads: "
-              "what follows them takes no part, and has no attribution", file=sys.stderr)
+              + ("the longer sentence lost its last pieces until the pair fit (longest first), and they have no "
+                 "attribution" if args.text_b else "what follows them takes no part, and has no attribution"),
+              file=sys.stderr)
     if note := baseline_note(result):  # (the page's notes: a baseline that scores above the input, a word copied)
         print(f"note: {note}", file=sys.stderr)
     if target == "masked-word" and (copied := copied_word(args.text, [{"token": result.details["word"]}])):
