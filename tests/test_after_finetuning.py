@@ -686,7 +686,11 @@ def test_a_probe_on_few_dev_examples_is_said_to_learn_from_few():
     assert ("The probe learns from these 20 examples alone, about 16 at a time: so few let it read less than the "
             "fine-tuned head, which learnt from the whole training set and answers 80.0% of them") in \
         change.describe(changed, 0.8)
-    assert "learns from these" not in change.describe(changed, 0.45)  # (a probe at the head's score: nothing to say)
+    assert "learns from these" not in change.describe(changed, 0.45)  # (a probe above the head: nothing to say)
+    assert "learns from these" not in change.describe(changed, 0.5)  # (nor at its score)
+    # ten of each: no one label is "the most frequent"
+    assert "always answering the most frequent of the labels that tie (neg, pos), scores 50.0%" in \
+        change.describe(changed)
     assert "learns from these" not in change.describe(changed)
     changed["gold"] = ["neg"] * 100 + ["pos"] * 100
     assert "learns from these" not in change.describe(changed, 0.8)

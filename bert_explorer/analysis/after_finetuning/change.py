@@ -169,10 +169,13 @@ def describe(changed: dict, head_accuracy: float | None = None) -> str:
     if changed["labelled"]:
         # beside what always answering the most frequent label scores (31.7 % read as some separation where that
         # alone scores 33.3 %)
-        common, count = Counter(str(g) for g in changed["gold"]).most_common(1)[0] if n else ("", 0)
+        counts = Counter(str(g) for g in changed["gold"]).most_common()
+        count = counts[0][1] if counts else 0
+        tied = [label for label, c in counts if c == count]  # ("the most frequent label, neg" of 10 neg and 10 pos)
+        most = f"label, {tied[0]}," if len(tied) == 1 else f"of the labels that tie ({', '.join(tied[:4])}),"
         said = (f"A linear probe reads the gold label from C for {sb['probe_accuracy']:.1%} of the {n} dev examples "
                 f"before fine-tuning and {sa['probe_accuracy']:.1%} after ({FOLDS}-fold cross-validated), where "
-                f"always answering the most frequent label, {common}, scores {count / max(1, n):.1%}")
+                f"always answering the most frequent {most} scores {count / max(1, n):.1%}")
         if sb.get("silhouette") is not None:
             said += f"; the silhouette score goes from {sb['silhouette']:.2f} to {sa['silhouette']:.2f}"
         if n < FEW_FOR_A_PROBE and head_accuracy is not None and sa["probe_accuracy"] < head_accuracy:
