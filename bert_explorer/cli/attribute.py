@@ -82,7 +82,7 @@ def cmd_attribute(args) -> int:
     if not args.text.strip() or (args.text_b is not None and not args.text_b.strip()):
         raise UserError("--text and --text-b must hold some text")
     classifier = _classifier_dir(args.model)
-    if classifier is None and (tuned := _fine_tuned_other(args.model)):  # (it said to write a [MASK] into an NER run)
+    if classifier is None and (tuned := _fine_tuned_other(args.model)):  # (a tagger's run was told to write a [MASK])
         raise UserError(f"{args.model} is a fine-tuned {tuned} model: attribute explains a masked word, a pair's "
                         "next sentence, or a sequence classifier's class, not its answers")
     target = args.target or ("classifier" if classifier else "masked-word" if "[MASK]" in args.text
