@@ -47,42 +47,30 @@ def register(sub) -> None:
     a.set_defaults(func=cmd_attribute)
 
 
-def _classifier_dir(model: str) -> Path | None:
-    """The model folder of a fine-tuning run given by its folder, or the folder itself (a path, or a name the
-    loader resolves), where it holds a sequence classifier; else None."""
+def _model_folder(model: str) -> tuple[Path, list[str]] | None:
+    """The model folder of a fine-tuning run given by its folder, or the folder itself (a path, or a name the loader
+    resolves), with the architectures its config.json names; None where neither is readable."""
     try:
         where = checkpoint.resolve(model)
     except (checkpoint.CheckpointError, OSError, ValueError):
         where = Path(model)
     for d in (Path(model) / "model", Path(where)):
         try:
-            architectures = checkpoint.inspect(d).architectures
+            return d, checkpoint.inspect(d).architectures
         except (checkpoint.CheckpointError, OSError, ValueError):
             continue
-        if "BertForSequenceClassification" in architectures:
-            return d
-    return None
-
-
-def _fine_tuned_other(model: str) -> str | None:
-    """The architecture of a fine-tuned model that is no sequence classifier (a run folder or a model folder of a
-    token tagger, a reader of spans, a chooser of answers), or None."""
-    for d in (Path(model) / "model", Path(model)):
-        try:
-            architectures = checkpoint.inspect(d).architectures
-        except (checkpoint.CheckpointError, OSError, ValueError):
-            continue
-        tuned = [a for a in architectures if a.startswith("BertFor") and a not in (
-            "BertForPreTraining", "BertForMaskedLM", "BertForNextSentencePrediction", "BertLMHeadModel")]
-        return tuned[0] if tuned else None
     return None
 
 
 def cmd_attribute(args) -> int:
     if not args.text.strip() or (args.text_b is not None and not args.text_b.strip()):
         raise UserError("--text and --text-b must hold some text")
-    classifier = _classifier_dir(args.model)
-    if classifier is None and (tuned := _fine_tuned_other(args.model)):  # (a tagger's run was told to write a [MASK])
+    folder, architectures = _model_folder(args.model) or (None, [])
+    classifier = folder if "BertForSequenceClassification" in architectures else None
+    # a fine-tuned model of another kind (a tagger, a reader of spans): a tagger's run was told to write a [MASK]
+    tuned = next((a for a in architectures if a.startswith("BertFor") and a != "BertForPreTraining"
+                  and a not in checkpoint.READ_AS), None)
+    if classifier is None and tuned:
         raise UserError(f"{args.model} is a fine-tuned {tuned} model: attribute explains a masked word, a pair's "
                         "next sentence, or a sequence classifier's class, not its answers")
     target = args.target or ("classifier" if classifier else "masked-word" if "[MASK]" in args.text
