@@ -133,9 +133,8 @@ def fit_kept(key: str, high: int) -> int | None:
             st.session_state[key], st.session_state[WANTED + key] = high, (chosen, high)  # then 5: it stayed at 2)
             return chosen
     if isinstance(value, int) and not isinstance(value, bool) and value > high:
-        chosen = st.session_state[WANTED + key][0] if WANTED + key in st.session_state else value  # (a model
-        st.session_state[key], st.session_state[WANTED + key] = high, (chosen, high)  # smaller still: the same choice)
-        return chosen
+        st.session_state[key], st.session_state[WANTED + key] = high, (value, high)
+        return value
     return None
 
 
