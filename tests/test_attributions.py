@@ -624,6 +624,15 @@ def test_attribute_explains_a_fine_tuned_classifiers_class(tmp_path, capsys):
     library = explain_classifier(checkpoint.load(tmp_path / "run" / "model", "BertForSequenceClassification"),
                                  "the shares fell sharply .", label="sport")
     assert [t["attribution"] for t in out["tokens"]] == [t["attribution"] for t in library.rows()]
+    # a sentence B for a run fine-tuned on one text at a time: the page offers no box for it, and the model never saw
+    # one (it was explained silently as a pair); a model from elsewhere names no task and may read pairs
+    (tmp_path / "run" / "model" / "training_args.json").write_text(json.dumps({"task": "classification"}))
+    argv = ["attribute", "--model", str(tmp_path / "run"), "--text", "the shares fell .", "--text-b", "they rose ."]
+    assert main(argv) == 2
+    assert "fine-tuned on a single-sentence classification task, which reads one text at a time: give --text " \
+        "alone, without --text-b" in capsys.readouterr().err
+    (tmp_path / "run" / "model" / "training_args.json").write_text(json.dumps({"task": "pair-classification"}))
+    assert main(argv + ["--json"]) == 0 and json.loads(capsys.readouterr().out)["target"] == "classifier"
     # a token tagger's run: said as such (it was told to write a [MASK] into a run that has no masked-LM head)
     save_tiny_bert(tmp_path / "ner" / "model", SPECIAL_TOKENS + WORDS, architecture="BertForTokenClassification",
                    id2label={0: "O", 1: "B-PER"})

@@ -1023,6 +1023,7 @@ def _echo_predictor(monkeypatch, kind: str, columns=(None, None)) -> None:
 
     class Echo:
         task = task_type(kind)
+        task_named = True
 
         def __init__(self, path):
             self.columns = columns
@@ -1059,6 +1060,19 @@ def test_predict_answers_a_large_input_a_chunk_at_a_time_and_bounds_its_rows(tmp
     monkeypatch.setattr(training, "MAX_PREDICTED", 500)
     assert main(["predict", "--model", "m", "--input", str(f)]) == 2
     assert f"{f} holds 600 examples, more than the 500 one predict answers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["classification", "ner", "multi-label"])
+def test_predict_refuses_a_second_text_for_a_run_fine_tuned_on_one(capsys, monkeypatch, kind):
+    """--text-pair given to a sentence classifier was read as a pair the model never saw, and a tagger dropped it
+    unsaid; the Fine-tune page offers no second box for them."""
+    from bert_explorer.cli import training
+
+    _echo_predictor(monkeypatch, kind)
+    assert main(["predict", "--model", "m", "--text", "Anna flew .", "--text-pair", "She landed ."]) == 2
+    assert "which reads one text at a time: give --text alone, without --text-pair" in capsys.readouterr().err
+    monkeypatch.setattr(training.Predictor, "task_named", False)  # a model from elsewhere: its task is a guess
+    assert main(["predict", "--model", "m", "--text", "Anna flew .", "--text-pair", "She landed .", "--json"]) == 0
 
 
 @pytest.mark.parametrize("kind", ["classification", "pair-classification"])

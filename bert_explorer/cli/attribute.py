@@ -21,7 +21,9 @@ from ..analysis.attributions.integrated_gradients import (BASELINES, DEFAULT_BAS
 from ..analysis.attributions.kept import integration
 from ..analysis.attributions.reliability import DEFAULT_STEPS, MAX_STEPS
 from ..analysis.probes.pretraining_tasks import copied_word, load_for_probe
-from .common import MODEL_HELP, UserError, print_json, user_errors, whole
+from ..tasks.registry import task_type
+from ..train.predict import training_args
+from .common import MODEL_HELP, UserError, print_json, refuse_second_text, user_errors, whole
 
 TARGETS = ("masked-word", "next-sentence", "classifier")
 
@@ -87,6 +89,8 @@ def cmd_attribute(args) -> int:
             if classifier is None:
                 raise UserError(f"{args.model} is not a fine-tuned sequence classifier (a run folder, or a folder "
                                 "whose config.json names BertForSequenceClassification)")
+            if args.text_b is not None and (named := training_args(classifier).get("task")):
+                refuse_second_text(task_type(named), True, "--text-b")
             loaded = checkpoint.load(classifier, "BertForSequenceClassification")
             result = explain_classifier(loaded, args.text, args.text_b, args.label,
                                         **integration(loaded, args.steps, args.baseline))

@@ -48,6 +48,15 @@ class UserError(Exception):
     """A problem with the user's input; the message says what is wrong and what to do."""
 
 
+def refuse_second_text(task, named: bool, flag: str) -> None:
+    """A second text for a model whose run fine-tuned it on one text a time (a sentence's class, a sentence's
+    labels, its entities) is refused, as the app offers no box for it: the model never saw a sentence B, and a
+    tagger would drop it unsaid. A model from elsewhere names no task (``named`` false) and may read pairs."""
+    if named and len(task.inputs) == 1:
+        raise UserError(f"this model was fine-tuned on {task.in_words or f'a {task.name} task'}, which reads one text "
+                        f"at a time: give --text alone, without {flag}")
+
+
 def flag(setting: str) -> str:
     """A setting's name as the user types it: ``max_steps`` -> ``--max-steps``."""
     return "--" + setting.replace("_", "-")

@@ -37,7 +37,7 @@ from ..train.finetune_resume import resume_settings as resume_finetuning
 from ..train.resume import resume_settings
 from .follow import following
 from .common import (MODEL_HELP, UserError, config_from, dataclass_args, given_settings, print_json, progress_lines,
-                     read_lines, run_or_background, start_run, user_errors)
+                     read_lines, refuse_second_text, run_or_background, start_run, user_errors)
 
 
 def register(sub) -> None:
@@ -419,6 +419,8 @@ def cmd_predict(args) -> int:
             except json.JSONDecodeError as e:
                 raise UserError(f"{args.input} line {n} is not valid JSON ({e.msg})") from e
     elif args.text:
+        if args.text_pair is not None:
+            refuse_second_text(predictor.task, predictor.task_named, "--text-pair")
         examples = [_example(predictor.task, args.text, args.text_pair)]
     else:
         raise UserError("give --text (and --text-pair) or --input FILE")

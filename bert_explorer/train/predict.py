@@ -19,6 +19,13 @@ PREDICTIONS_FILE = "dev_predictions.json"
 PREDICTIONS_VERSION = 1
 
 
+def training_args(model_dir: str | Path) -> dict:
+    """The settings the run that fine-tuned this model wrote beside it (its task, its columns); {} for a model
+    from elsewhere."""
+    f = Path(model_dir) / "training_args.json"
+    return json.loads(f.read_text()) if f.exists() else {}
+
+
 class Predictor:
     """A fine-tuned model and its task type, read from a run: ``predict`` answers new examples in
     the task's own terms (a label, a score, tags, an answer span, a choice)."""
@@ -31,6 +38,7 @@ class Predictor:
             meta = json.loads((p / "feature_head" / "head.json").read_text())
             self.loaded = checkpoint.load(meta["base_model"], "BertModel")
             self.task = task_type(meta["task"])  # the run names its task: resolved here, once
+            self.task_named = True
             head = FeatureHead(len(meta["layers"]), meta["hidden"], meta["features"],
                                self.task.num_outputs(meta["label_names"]), self.task.per_token)
             head.load_state_dict(load_file(str(p / "feature_head" / "head.safetensors")))
@@ -42,10 +50,11 @@ class Predictor:
         model_dir = p / "model" if (p / "model" / "config.json").exists() else p
         self.loaded = checkpoint.load(model_dir)
         self.loaded.model.to(device)
-        args_file = model_dir / "training_args.json"
-        args = json.loads(args_file.read_text()) if args_file.exists() else {}
+        args = training_args(model_dir)
         arch = type(self.loaded.model).__name__
         self.task = task_for_model(args.get("task"), arch, getattr(self.loaded.model, "is_regression", False))
+        # (a model from elsewhere names none: its task is the first with its architecture, a guess)
+        self.task_named = bool(args.get("task"))
         if self.task is None:
             raise checkpoint.CheckpointError(f"{model_dir} is not a fine-tuned model (its architecture is {arch})")
         id2label = self.loaded.config.id2label
