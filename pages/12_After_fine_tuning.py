@@ -261,9 +261,9 @@ for k, by in enumerate(groups):
                            hovertemplate="%{x}<br>" + LABELS.get(main, main) + f" {hover}<br>%{{customdata}} "
                                                                                    "examples<extra></extra>"))
     fig.add_hline(y=whole[main], line_dash="dot")  # named in the title: a label on the line can sit on a bar
-    for sl in part:  # no bar where a slice has no correlation (one gold value): said where its bar would stand
+    for sl in part:  # no bar where a slice's score has no value (one gold value): said where its bar would stand
         if sl[main] is None:
-            fig.add_annotation(x=sl["slice"], y=0, text="not defined:<br>one gold value", showarrow=False,
+            fig.add_annotation(x=sl["slice"], y=0, text=f"not defined:<br>{sl['not_defined'][main]}", showarrow=False,
                                yanchor="bottom")
     # two lines: three charts side by side cut a one-line title ("... the whole dev set, 0.")
     fig.update_layout(title=f"by {by}<br><sup>dotted: the whole dev set, {fmt(whole[main])}</sup>", height=320,
@@ -287,7 +287,8 @@ if answered and task.name in ("classification", "pair-classification", "multiple
                f"many examples scores high there whatever the input. This model answered {md(top)} for {times:,} of "
                f"the {len(rows):,} dev examples ({times / len(rows):.0%}).")
 small = [s for s in table_slices if s["small"]]
-frame = pd.DataFrame([{k: v for k, v in s.items()} for s in table_slices]).rename(columns={"small": "note"})
+frame = pd.DataFrame([{k: v for k, v in s.items() if k != "not_defined"} for s in table_slices]
+                     ).rename(columns={"small": "note"})
 # (a slice with no note, or no correlation, is a dash: the grid drew "None")
 exports.table(frame, "af_slices_table", "score by slice", bundle, hide_index=True,
               numbers={m: ("{:.1f}%" if task.percent else "{:.1%}") if m in SCORES else "{:.3f}"

@@ -219,6 +219,30 @@ def test_a_slice_of_one_gold_value_has_no_correlation_not_a_zero(tuned, monkeypa
     assert not table.isna().any().any() and not table.isin(["None"]).any().any()  # a dash where nothing is
 
 
+@pytest.mark.parametrize("task", ["ner", "multi-label"])
+def test_a_slice_with_nothing_to_find_has_no_f1_not_a_zero(tuned, task, tmp_path, capsys):
+    """The NER slice "gold entities in the sentence = 0" scored entity F1 0 whatever the model did (no entity to
+    recall) and the page called it the weakest slice; a multi-label slice of examples with no label did the same."""
+    from bert_explorer.cli import main
+
+    pred = predictions.load_predictions(tuned["runs"][task])
+    gold, predicted, right = {"ner": ("gold_entities", "predicted_entities", "correct_entities"),
+                              "multi-label": ("gold_labels", "predicted_labels", "right_labels")}[task]
+    # half the rows hold nothing to find, and the model (rightly) found nothing there
+    rows = [{**r, gold: 0, predicted: 0, right: 0} if i % 2 else r for i, r in enumerate(pred.rows)]
+    empty = [s for s in slices.slices(pred.task, rows, 64) if s["by"].startswith("gold") and s["slice"] == "0"]
+    assert len(empty) == 1 and empty[0][pred.task.main_metric] is None
+    assert empty[0]["not_defined"][pred.task.main_metric] == {"ner": "no gold entity", "multi-label": "no gold label"}[task]
+    others = [s for s in slices.slices(pred.task, rows, 64) if s["slice"] != "0" and s["count"] > 1]
+    assert all(s[pred.task.main_metric] is not None and not s["not_defined"].get(pred.task.main_metric) for s in others)
+    # the command line's table says it in a cell, its JSON as a mapping
+    out = tmp_path / "slices.csv"
+    assert main(["after-finetuning", str(tuned["runs"][task]), "--what", "slices", "--format", "csv",
+                 "--output", str(out)]) == 0
+    table = pd.read_csv(out)
+    assert "not_defined" in table.columns and not table["not_defined"].astype(str).str.startswith("{").any()
+
+
 def test_runs_with_no_saved_model_yet_are_named_not_left_out_silently(tuned, monkeypatch):
     """A run training now, or killed, was not in the list and nothing said so."""
     import shutil

@@ -43,7 +43,9 @@ def after_finetuning_data(run_dir: str, what: str, store: bool = True) -> tuple[
     if what == "slices":
         rows = slices.slices(pred.task, pred.rows, pred.record.get("max_seq_length", 128),
                              predictions.extra_columns(pred.record))
-        return rows, {**head, "main_metric": pred.task.main_metric,
+        # (a table's cell says which metrics have no value there and why; JSON keeps the mapping)
+        table = [{**r, "not_defined": "; ".join(f"{k}: {why}" for k, why in r["not_defined"].items())} for r in rows]
+        return table, {**head, "main_metric": pred.task.main_metric,
                       "whole": slices.score(pred.task, pred.rows), "slices": rows}
     if what == "calibration":
         if not pred.task.calibrated:

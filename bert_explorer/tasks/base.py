@@ -298,6 +298,12 @@ class TaskType:
         """How the dev set is sliced by its gold answers: the grouping's name and each row's slice."""
         raise NotImplementedError
 
+    def undefined_scores(self, rows: list[dict]) -> dict[str, str]:
+        """The metrics that have no value on these rows, each with why in a few words: a slice of the dev set can
+        hold nothing a metric counts (no gold entity: no recall), where the metric's own 0 would call a
+        perfect model the weakest. {} here: every metric is defined on any rows."""
+        return {}
+
     def why(self, row: dict, example: dict, answer: dict) -> dict:
         """What the page shows under "Why this answer?" beyond the row: {} here; a passage with
         both answers marked ({"question", "pieces"}) or the gold and predicted lines ({"gold",

@@ -158,6 +158,11 @@ class MultiLabelTask(SequenceTask):
         report = self.report_of_rows(rows)
         return {k: report[k] for k in ("micro_f1", "macro_f1", "subset_accuracy")}
 
+    def undefined_scores(self, rows):
+        # examples with no label (the slice "0"): an F1 counts the gold labels found, and there are none to find
+        return dict.fromkeys(("micro_f1", "macro_f1"), "no gold label") if not sum(r["gold_labels"] for r in rows) \
+            else {}
+
     def gold_slices(self, rows):
         return "gold labels in the example", [str(min(r["gold_labels"], 3)) + ("+" if r["gold_labels"] >= 3 else "")
                                               for r in rows]

@@ -77,6 +77,13 @@ class TagTask(TaskType):
         return "gold entities in the sentence", [str(min(r["gold_entities"], 3)) + ("+" if r["gold_entities"] >= 3 else "")
                                                  for r in rows]
 
+    def undefined_scores(self, rows):
+        # sentences with no entity (the slice "0"): no recall and so no F1, whatever the model does
+        out = dict.fromkeys(("recall", "f1"), "no gold entity") if not sum(r["gold_entities"] for r in rows) else {}
+        if not sum(r["predicted_entities"] for r in rows):
+            out["precision"] = "no entity predicted"
+        return out
+
     def why(self, row, example, answer):
         return {"gold": row["gold"], "predicted": row["predicted"]}
 

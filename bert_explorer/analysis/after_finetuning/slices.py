@@ -12,8 +12,9 @@ The scores are computed from the rows of ``predictions.rows_of`` the way the run
 computes them (``tasks/metrics.py``, ``tasks/squad.py``), so the whole dev set scores what the run
 reported. Accuracy, exact match, SQuAD F1 and the mean squared error are means over examples: the
 slices of one grouping recombine into the whole, weighted by their counts. Entity F1 recombines
-from its counts (correct, predicted and gold entities), Pearson r does not recombine at all, and is not
-defined inside a slice whose gold values are all one (None there: no bar, "not defined" on the page).
+from its counts (correct, predicted and gold entities), Pearson r does not recombine at all. A metric with
+nothing to count in a slice (Pearson r inside one gold value, entity recall and F1 in sentences with no
+entity: ``TaskType.undefined_scores``) is None there: no bar, "not defined" and why on the page.
 """
 from __future__ import annotations
 
@@ -111,20 +112,16 @@ def slices(task: TaskType, rows: list[dict], max_seq_length: int, extra: list[st
             groups[name].append(r)
         for name in sorted(groups, key=_order):
             part = groups[name]
-            out.append({"by": by, "slice": name, "count": len(part), **_defined(score(task, part), part),
+            out.append({"by": by, "slice": name, "count": len(part), **_defined(task, score(task, part), part),
                         # (a value's slice said "one example more or less right", of a correlation)
                         "small": small_dev_warning(len(part), f"The slice {by} = {name}",
                                                    counted=task.right_or_wrong)})
     return out
 
 
-CORRELATIONS = ("pearson", "spearman")
-
-
-def _defined(scores: dict, rows: list[dict]) -> dict:
-    """A slice's scores, with a correlation left out (None) where its gold values do not vary: a slice of one
-    gold value (a regression's slices by gold value are often so) has no correlation at all, where the metric's
-    own 0.0 ("no skill") drew three bars of 0.000 beside a whole set's 0.856."""
-    if any(k in scores for k in CORRELATIONS) and len({r["gold"] for r in rows}) < 2:
-        return {**scores, **{k: None for k in CORRELATIONS if k in scores}}
-    return scores
+def _defined(task: TaskType, scores: dict, rows: list[dict]) -> dict:
+    """A slice's scores with each metric that has no value on its rows left out (None), and why
+    (``not_defined``: metric -> a few words): a correlation inside one gold value, an entity F1 in sentences
+    with no entity. The metric's own 0 there drew a bar of 0 and called the slice the weakest."""
+    why = {k: v for k, v in task.undefined_scores(rows).items() if k in scores}
+    return {**scores, **dict.fromkeys(why), "not_defined": why}
