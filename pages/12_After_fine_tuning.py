@@ -370,7 +370,12 @@ else:
         measures = [k for k in ("probe_accuracy", "silhouette", "probe_r2") if sep_b.get(k) is not None]
         names = {"probe_accuracy": "linear probe accuracy", "silhouette": "silhouette score",
                  "probe_r2": "linear probe R²"}
-        sep = go.Figure([go.Bar(x=[names[k] for k in measures], y=[s[k] for k in measures], name=which_model)
+        # each bar says its value as the caption below says it: an accuracy in per cent, a silhouette and an R² as
+        # they are (one axis holds them all, so its ticks cannot be per cent)
+        said = {"probe_accuracy": "{:.1%}", "silhouette": "{:.2f}", "probe_r2": "{:.2f}"}
+        sep = go.Figure([go.Bar(x=[names[k] for k in measures], y=[s[k] for k in measures], name=which_model,
+                                text=[said[k].format(s[k]) for k in measures], textposition="outside",
+                                cliponaxis=False)
                          for s, which_model in ((sep_b, "before fine-tuning"), (sep_a, "after fine-tuning"))])
         sep.update_layout(title="How well C separates the gold answers", barmode="group", height=320,
                           margin=dict(l=10, r=10, t=40, b=10), yaxis_title="score (1 = fully separated)")
@@ -404,9 +409,10 @@ else:
                     marker=dict(symbol="diamond", size=10))
     rel.add_scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration", line=dict(dash="dot"))
     rel.update_layout(title=f"Reliability diagram (ECE = {cal['ece']:.3f})", height=380,
+                      # in per cent, as the hover, the table beside and the sentence below say them
                       margin=dict(l=10, r=10, t=40, b=10), xaxis=dict(title="confidence (probability of the answer "
-                                                                                "given)", range=[0, 1]),
-                      yaxis=dict(title="share right, probability", range=[0, 1.02]))
+                                                                                "given)", range=[0, 1], tickformat=".0%"),
+                      yaxis=dict(title="share right, probability", range=[0, 1.02], tickformat=".0%"))
     c1, c2 = st.columns([3, 2])
     exports.figure(rel, "af_reliability", "reliability diagram", bundle, container=c1)
     # an empty bin has no confidence or accuracy: "—", not "None"; every cell of those columns is text

@@ -434,6 +434,15 @@ def test_the_page_shows_the_parts_that_apply_to_the_task_type(task, tuned, monke
         shown = list(at.dataframe[0].value.columns)  # the probabilities in view, the long text last
         assert shown.index("p_predicted") < shown.index("text") and shown[-1] == "text"
         assert calibration.calibration(rows)["sentence"] in captions
+        # the bars say their values as the caption does (per cent beside a bare 0-1 axis), and the reliability
+        # diagram's axes are in per cent as its hover, table and sentence
+        drawn = next(f for f in figcheck.figures(at) if f.title.startswith("How well C separates"))
+        before = drawn.traces[0]
+        assert before.raw["text"][0] == f"{sep['separation']['before']['probe_accuracy']:.1%}"
+        assert before.raw["text"][0] in change.describe(sep, head)
+        assert before.raw["text"][1] == f"{sep['separation']['before']['silhouette']:.2f}"
+        diagram = next(f for f in figcheck.figures(at) if f.title.startswith("Reliability diagram"))
+        assert diagram.layout["xaxis"]["tickformat"] == diagram.layout["yaxis"]["tickformat"] == ".0%"
 
 
 @pytest.fixture(scope="module")
