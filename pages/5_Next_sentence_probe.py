@@ -77,7 +77,7 @@ st.caption("One pair per row; *real* marks a B that truly followed A in a held-o
 default = pd.DataFrame({"pair": ["real" if e["is_next"] else "random" for e in examples[1:4] + examples[15:18]],
                         "A": [e["a"] for e in examples[1:4] + examples[15:18]],
                         "B": [e["b"] for e in examples[1:4] + examples[15:18]]})
-table = kept_table(default, "nsp_table", num_rows="dynamic", width="stretch",
+table = kept_table(default, "nsp_table", num_rows="dynamic", width="stretch", hide_index=True,
                        column_config={"pair": st.column_config.SelectboxColumn(options=["real", "random", ""])})
 # (a cell left empty or cleared is NaN or None: as text, "nan" and "None" were scored as sentences, 98.97 % IsNext)
 rows = [r._replace(pair="" if pd.isna(r.pair) else r.pair) for r in table.itertuples()

@@ -737,6 +737,10 @@ def test_the_next_sentence_pairs_table_holds_on_the_way_back():
     at.switch_page("pages/13_Runs.py").run()
     at.switch_page("pages/5_Next_sentence_probe.py").run()
     assert not at.exception and at.table[0].value["A"].tolist() == made
+    # the editor shows no index: given the table made, with a row deleted, it read 0, 2, 3, ... beside the warnings'
+    # "Row 2", which counts the rows shown
+    (editor,) = [d for d in at.dataframe if d.proto.editing_mode]
+    assert json.loads(editor.proto.columns).get("_index", {}).get("hidden") is True
     at.run()  # and the edits are not taken twice on the visit's next run
     assert at.table[0].value["A"].tolist() == made
 
