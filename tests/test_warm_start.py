@@ -126,28 +126,40 @@ def test_precision_choice():
         autocast_dtype(cpu, "half")
 
 
-def test_auto_precision_follows_the_cpu(monkeypatch):
+def test_auto_precision_follows_the_cpu(monkeypatch, tmp_path):
     cpu = torch.device("cpu")
     monkeypatch.delenv("BERT_EXPLORER_CPU_BF16", raising=False)
-    device_mod.cpu_bf16_is_fast.cache_clear()
+    monkeypatch.setattr(device_mod.speed, "is_idle", lambda: True)
+
+    def fresh_machine(name: str) -> None:  # a cache of kept readings of its own: each case is timed afresh
+        monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / name))
+        device_mod.cpu_bf16_is_fast.cache_clear()
+
     try:
         # No bf16 instructions: emulated bf16 is slow, so auto stays fp32 without timing anything.
+        fresh_machine("no-bf16")
         monkeypatch.setattr(device_mod, "_cpu_flags", lambda: {"avx2", "fma"})
         monkeypatch.setattr(device_mod, "_matmul_seconds", lambda dtype: pytest.fail("timed a CPU without bf16"))
         assert autocast_dtype(cpu, "auto") is None
-        device_mod.cpu_bf16_is_fast.cache_clear()
         # The flags say yes and the timing confirms it.
+        fresh_machine("fast")
         monkeypatch.setattr(device_mod, "_cpu_flags", lambda: {"avx512f", "avx512_bf16"})
         monkeypatch.setattr(device_mod, "_matmul_seconds", lambda dtype: 1.0 if dtype == torch.bfloat16 else 3.0)
         assert autocast_dtype(cpu, "auto") is torch.bfloat16
-        device_mod.cpu_bf16_is_fast.cache_clear()
         # The flags say yes but the timing does not (a slow implementation): fp32.
+        fresh_machine("slow")
         monkeypatch.setattr(device_mod, "_matmul_seconds", lambda dtype: 3.0 if dtype == torch.bfloat16 else 1.0)
         assert autocast_dtype(cpu, "auto") is None
-        device_mod.cpu_bf16_is_fast.cache_clear()
         # bf16 is twice as fast, but a burst of other work slows the first bf16 timing 5x: still bf16.
+        fresh_machine("burst")
         timings = iter([5.0, 2.0, 1.0, 2.0, 1.0, 2.0])
         monkeypatch.setattr(device_mod, "_matmul_seconds", lambda dtype: next(timings))
+        assert autocast_dtype(cpu, "auto") is torch.bfloat16
+        # and the answer is kept for the machine: another process (a run the page estimated in bf16) reads it
+        # instead of timing its own products under load, where fp32 once won and the run trained 26x slower
+        device_mod.cpu_bf16_is_fast.cache_clear()
+        monkeypatch.setattr(device_mod, "_matmul_seconds", lambda dtype: 3.0 if dtype == torch.bfloat16 else 1.0)
+        monkeypatch.setattr(device_mod.speed, "is_idle", lambda: False)
         assert autocast_dtype(cpu, "auto") is torch.bfloat16
     finally:
         device_mod.cpu_bf16_is_fast.cache_clear()

@@ -23,6 +23,8 @@ from functools import lru_cache
 import torch
 import torch.distributed as dist
 
+from . import speed
+
 # Dense bf16/fp16 tensor-core peaks (FLOP/s) for the model-FLOPs-utilisation figure.
 PEAK_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L4": 121e12, "A10": 125e12, "V100": 125e12,
               "T4": 65e12, "4090": 165e12, "3090": 71e12}
@@ -116,19 +118,29 @@ def _matmul_seconds(dtype: torch.dtype, n: int = 1024, repeats: int = 5) -> floa
     return min(times)
 
 
+def _bf16_speedup() -> float:
+    """How many times faster this CPU multiplies bf16 matrices than fp32 ones. Three rounds taking turns, so that
+    a burst of other work cannot fall on one precision only (a median of one round each once picked fp32 on a CPU
+    where bf16 is 2.2x faster)."""
+    rounds = [(_matmul_seconds(torch.bfloat16), _matmul_seconds(torch.float32)) for _ in range(3)]
+    return min(fp32 for _, fp32 in rounds) / min(bf16 for bf16, _ in rounds)
+
+
+BF16_FAST = 1 / 0.8  # bf16 is worth autocast where a product runs at least this many times faster
+
+
 @lru_cache(maxsize=None)
 def cpu_bf16_is_fast() -> bool:
     """Does this CPU multiply bf16 matrices faster than fp32? Flags first (no bf16 instructions
-    means slow emulation: not worth timing), then a tiny matmul both ways to confirm."""
+    means slow emulation: not worth timing), then matrix products both ways, kept for the machine
+    (``speed.kept``): timed in each process, a page that estimated a run in bf16 launched one that
+    timed its products under load and trained in fp32, 26 times slower than said."""
     if os.environ.get("BERT_EXPLORER_CPU_BF16") in ("0", "1"):  # an explicit answer wins
         return os.environ["BERT_EXPLORER_CPU_BF16"] == "1"
     flags = _cpu_flags()
     if flags is not None and not flags & {"avx512_bf16", "amx_bf16"}:
         return False
-    # Three rounds taking turns, so that a burst of other work cannot fall on one precision only
-    # (a median of one round each once picked fp32 on a CPU where bf16 is 2.2x faster).
-    rounds = [(_matmul_seconds(torch.bfloat16), _matmul_seconds(torch.float32)) for _ in range(3)]
-    return min(bf16 for bf16, _ in rounds) < 0.8 * min(fp32 for _, fp32 in rounds)
+    return speed.kept("matmul bf16 over fp32", _bf16_speedup, best=False) >= BF16_FAST
 
 
 def autocast_dtype(device: torch.device, precision: str = "auto") -> torch.dtype | None:
