@@ -397,3 +397,26 @@ def test_a_preparation_does_not_count_its_own_work_as_the_load_its_builds_will_s
     monkeypatch.setattr(speed, "_cpu_times", lambda: next(readings))
     assert speed.busy_cores(without_own=True) == (pytest.approx(1.0), 0.0)
     assert speed.busy_cores() == (pytest.approx(2.0), 0.0)  # (a page's: the server's own work is the class's)
+
+
+def test_a_one_thread_reading_counts_the_cpu_time_it_got_not_the_wall_clock(machine, monkeypatch):
+    """A run at low priority measured its layer's speed beside six busy cores: it got a tenth of the wall clock's
+    time, the reading was divided by a share guessed at 0.85, and the run said 2 h 01 min of a job that takes
+    about 12 min on the idle machine. One thread's reading counts the CPU time the thread got, and is kept as it
+    is; several threads' (which wait on each other) the wall clock's, corrected as before."""
+    import time as clock
+
+    assert speed._seconds(lambda: clock.sleep(0.3), 1) < 0.05  # waiting for the CPU costs the thread nothing
+    assert speed._seconds(lambda: clock.sleep(0.3), 2) >= 0.3
+    monkeypatch.setattr(speed.os, "cpu_count", lambda: 2)
+    machine["now"] = 6.0  # every core busy
+    measure, calls = _readings(7e9)
+    assert speed.kept("train H=128 I=512 threads=1 fp32", measure, cpu_timed=True) == 7e9  # not divided by a guess
+    kept = json.loads(speed._path().read_text())[speed.machine_name()]["train H=128 I=512 threads=1 fp32"]
+    assert kept["idle"] is False  # measured again once the machine is idle
+    recorded = []
+    monkeypatch.setattr(speed, "kept", lambda key, measure, **how: recorded.append((key, how)) or 1e9)
+    speed.layer_flop_s("train", 128, 1)
+    speed.layer_flop_s("train", 128, 2)
+    speed.matmul_flop_s()
+    assert [how.get("cpu_timed") for _, how in recorded] == [True, False, True]

@@ -84,14 +84,15 @@ def busy_share(n_threads: int, load: float | None = None) -> float:
     return max(1 / BUSY_READING_MOST, share_now(n_threads, load=load, niced=False) ** 0.5)
 
 
-def kept(key: str, measure, best: bool = True, n_threads: int = 1) -> float:
+def kept(key: str, measure, best: bool = True, n_threads: int = 1, cpu_timed: bool = False) -> float:
     """The reading of ``key`` kept for this machine (FLOP/s): measured with ``measure()`` when none is kept
     or the kept one is older than ``KEEP_S``; measured again when the kept one was taken on a busy machine
     and the machine is idle now (at most once every ``MEASURE_EVERY_S`` in a process). A speed measured on a
     busy machine is kept as an idle machine's (:data:`BUSY_READING_MOST`; ``n_threads``: the measurement's),
     the better of two such kept; an idle machine's reading replaces it. A reading that is not a speed
     (``best=False``: a ratio of two speeds, which a busy moment moves either way) keeps the newest idle
-    reading instead."""
+    reading instead. ``cpu_timed``: ``measure`` counts the CPU time its thread got (:func:`_seconds`), which the
+    load does not stretch: a busy machine's reading is kept as it is, not divided by a guess of the share."""
     name, now = machine_name(), time.time()
     with _lock:
         mine = _read().get(name)
@@ -104,7 +105,7 @@ def kept(key: str, measure, best: bool = True, n_threads: int = 1) -> float:
         if fresh and (kept_one.get("idle", True) or not idle or shared_work.asking_only_kept()
                       or time.monotonic() - _measured_at.get(key, -1e9) < MEASURE_EVERY_S):
             return float(kept_one["flop_s"])
-        share = 1.0 if idle or not best else busy_share(n_threads)
+        share = 1.0 if idle or not best or cpu_timed else busy_share(n_threads)
         measured = float(shared_work.computed(f"speed: {key}", measure))
         rate = measured / share
         _measured_at[key] = time.monotonic()
@@ -133,22 +134,28 @@ def threads(n: int):
         torch.set_num_threads(before)
 
 
+def _seconds(work, n_threads: int) -> float:
+    """How long ``work()`` takes on an idle machine: on one thread, the CPU time it got (the load does not move
+    it: PyTorch computes on the calling thread, the backward pass too, and a run at low priority measuring beside
+    six busy cores got a tenth of its wall clock's time); on several, the wall clock's time (their CPU time
+    counts their waits on each other too)."""
+    wall, cpu = time.perf_counter(), time.thread_time()
+    work()
+    return time.thread_time() - cpu if n_threads == 1 else time.perf_counter() - wall
+
+
 def _matmul_rate(bf16: bool) -> float:
     dtype = torch.bfloat16 if bf16 else torch.float32
     with threads(1):
         a, b = torch.randn(1024, 1024).to(dtype), torch.randn(1024, 1024).to(dtype)
         a @ b  # warm-up
-        times = []
-        for _ in range(7):
-            t = time.perf_counter()
-            a @ b
-            times.append(time.perf_counter() - t)
-    return 2.0 * 1024 ** 3 / min(times)
+        best = min(_seconds(lambda: a @ b, 1) for _ in range(7))
+    return 2.0 * 1024 ** 3 / best
 
 
 def matmul_flop_s(bf16: bool = False) -> float:
     """FLOP/s of one thread of this CPU multiplying 1024 × 1024 matrices (fp32 or bf16), on an idle machine."""
-    return kept(f"matmul {'bf16' if bf16 else 'fp32'}", lambda: _matmul_rate(bf16))
+    return kept(f"matmul {'bf16' if bf16 else 'fp32'}", lambda: _matmul_rate(bf16), cpu_timed=True)
 
 
 def layer_flops(hidden: int, intermediate: int, positions: int) -> float:
@@ -172,8 +179,7 @@ def _layer_rate(work: str, hidden: int, intermediate: int, n_threads: int, bf16:
     x = torch.randn(LAYER_BATCH, LAYER_POSITIONS, hidden)
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
 
-    def once() -> float:
-        t = time.perf_counter()
+    def once() -> None:
         if work == "train":
             layer.train()
             xi = x.clone().requires_grad_(True)
@@ -184,11 +190,10 @@ def _layer_rate(work: str, hidden: int, intermediate: int, n_threads: int, bf16:
             layer.eval()
             with torch.no_grad(), autocast:
                 layer(x)
-        return time.perf_counter() - t
 
     with threads(n_threads):
         once()
-        best = min(once() for _ in range(3))
+        best = min(_seconds(once, n_threads) for _ in range(3))
     flops = LAYER_BATCH * LAYER_POSITIONS * layer_flops(hidden, intermediate, LAYER_POSITIONS)
     return flops * (3.0 if work == "train" else 1.0) / best
 
@@ -198,7 +203,8 @@ def layer_flop_s(work: str, hidden: int, n_threads: int, bf16: bool = False, int
     threads of this CPU, in bf16 autocast or not, on an idle machine: measured on a real layer, kept."""
     intermediate = intermediate or 4 * hidden
     key = f"{work} H={hidden} I={intermediate} threads={n_threads} {'bf16' if bf16 else 'fp32'}"
-    return kept(key, lambda: _layer_rate(work, hidden, intermediate, n_threads, bf16), n_threads=n_threads)
+    return kept(key, lambda: _layer_rate(work, hidden, intermediate, n_threads, bf16), n_threads=n_threads,
+                cpu_timed=n_threads == 1)
 
 
 # ----- the share of the machine a job gets now ---------------------------------------------------------
