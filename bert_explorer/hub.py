@@ -320,7 +320,10 @@ def _room_held(folder: Path, what: str, plan):
     finally:
         with file_lock.holding(cache_root() / f"{DOWNLOADS}.lock"):
             kept = [d for d in _downloads(record) if (d["pid"], d["folder"]) != (mine["pid"], mine["folder"])]
-            atomic.write_text(record, json.dumps(kept))
+            try:
+                atomic.write_text(record, json.dumps(kept))
+            except OSError:  # the disk filled: the error on its way out says so (a failed write of the note
+                pass  # replaced it with a traceback); the note left names a process that ends, and counts nothing
 
 
 def _downloads(record: Path) -> list[dict]:

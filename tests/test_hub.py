@@ -709,3 +709,30 @@ def test_two_downloads_at_once_each_count_what_the_other_still_fetches(standin, 
         other.wait()
     assert hub.download(TINY).is_dir()  # (its process gone, the other download counts nothing)
     assert json.loads((hub.cache_root() / hub.DOWNLOADS).read_text()) == []  # (and this one's note is taken back)
+
+
+def test_a_disk_that_fills_during_a_download_is_said_in_a_sentence(standin, monkeypatch):
+    """The disk filled in the middle of a download: the note of the downloads under way could not be written back
+    either, and its OSError replaced the sentence (a 60-line traceback on the command line, "[Errno 28] No space
+    left on device" in the app)."""
+    import errno
+
+    from bert_explorer import atomic
+
+    writes = []
+    real = atomic.write_text
+
+    def full_after_the_first(path, text, *a, **k):
+        writes.append(path)
+        if len(writes) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, text, *a, **k)
+
+    def fetch_fills_the_disk(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(hub.atomic, "write_text", full_after_the_first)
+    monkeypatch.setattr(hub, "_fetch", fetch_fills_the_disk)
+    with pytest.raises(full_disk.DiskFull, match=f"to download {TINY}.*free some space, then download it again"):
+        hub.download(TINY)
+    assert len(writes) == 2  # the note taken back was tried
