@@ -404,8 +404,11 @@ def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Calla
                                    f"byte {have} with {ascii(str(r.headers.get('Content-Range'))[:60])}, another "
                                    "part, so nothing of it was written; try again later, or check HF_ENDPOINT")
                 length = (r.headers.get("Content-Length") or "").strip()
-                if length.isascii() and length.isdigit() and int(length) > size - have:
+                length = int(length) if length.isascii() and length.isdigit() else None
+                if length is not None and length > size - have:
                     raise _too_long(part, repo_id, name, size)
+                # a whole file (200) shorter than announced: it ends there, however often it is asked for again
+                short = r.status == 200 and length is not None and length < size
                 if not have:  # a part this app starts (the only kind a later download may clear away)
                     _note_part(blob.parent.parent, blob.name, started=True)
                 with open(part, "ab" if have else "wb") as out:
@@ -423,11 +426,14 @@ def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Calla
                                                     "downloading it again goes on from there")
                 if have == size and r.read1(1):  # one byte more than announced: not the file the HEAD described
                     raise _too_long(part, repo_id, name, size)
+                if short and have == length:
+                    size = _ends_short(part, blob, size, repo_id, name)
+                    break
         except urllib.error.HTTPError as e:
-            if e.code == 416:  # nothing left to send: what is here is the whole file, or not this file
-                part.unlink(missing_ok=True)
-                error = e
-                continue
+            if e.code == 416:  # nothing after byte `have`: the file ends there, before the size announced (it was
+                # deleted and fetched again from 0 until the tries ran out, then "what was fetched is kept" was said)
+                size = _ends_short(part, blob, size, repo_id, name)
+                break
             raise failed(e, repo_id, f"the file {name}") from None
         except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as e:
             error = e
@@ -451,6 +457,19 @@ def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Calla
     os.replace(part, blob)
     _note_part(blob.parent.parent, blob.name, started=False)
     return blob
+
+
+def _ends_short(part: Path, blob: Path, size: int, repo_id: str, name: str) -> int:
+    """The file's real size where the server's file ends at the bytes fetched, before the ``size`` its HEAD
+    announced: kept when they are the file its ETag names (the announced size was wrong, the bytes are right),
+    else refused, and the part deleted (asked for again, it would end at the same place)."""
+    have = part.stat().st_size if part.is_file() else 0
+    if have and _is_content(part, blob.name):
+        return have
+    part.unlink(missing_ok=True)
+    raise HubError(f"the server at {endpoint()} announced {full_disk.size_text(size)} for {name} of {repo_id}, but the "
+                   f"file it sends ends at {full_disk.size_text(have)} and is not the file its ETag names, so nothing "
+                   "of it was kept; try again later, or check HF_ENDPOINT")
 
 
 def _is_content(path: Path, etag: str) -> bool:

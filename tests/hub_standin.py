@@ -31,7 +31,8 @@ its HEAD sends}; ``size`` {file: the size its HEAD announces}, and its GET then 
 (64 MiB unless set) with no length and no end until it is cut; ``body`` {file: other bytes of the same length
 sent as its content}; ``range_from_zero`` {file}: a Range request answered 206 with the file's first bytes and
 a Content-Range saying so; ``location`` {file: where its HEAD redirects, with valid X-Linked-* headers};
-``drip`` bytes a second at which each API answer (a file list, an error) is sent, one byte at a time.
+``drip`` bytes a second at which each API answer (a file list, an error) is sent, one byte at a time;
+``head_size`` {file: the size its HEAD announces}, its GET sending the file as it is.
 ``HubRequest.sent`` counts the body bytes written for a request.
 
 A repo is a folder ``root/{repo_id}`` holding files (``root/bert-base-uncased`` or
@@ -476,6 +477,8 @@ class _Handler(BaseHTTPRequestHandler):
             end, status = min(end, f.size - 1), 206
             headers["Content-Range"] = f"bytes {start}-{end}/{f.size}"
         headers["Content-Length"] = str(end - start + 1)
+        if head and name in self.hub.lies.get("head_size", {}):  # a HEAD that announces another size than the GET's
+            headers["X-Linked-Size" if f.lfs else "Content-Length"] = str(self.hub.lies["head_size"][name])
         if start and name in self.hub.lies.get("range_from_zero", ()):  # the first bytes again, and says so
             start, end = 0, end - start
             headers["Content-Range"] = f"bytes {start}-{end}/{f.size}"

@@ -7,6 +7,7 @@ temporary cache changed: a decoy folder of "user files" next to the cache is has
 """
 import hashlib
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -147,6 +148,29 @@ def test_other_bytes_under_a_true_etag_never_become_the_blob(standin, cache, dec
     _refused(rf"^the bytes of model\.safetensors of {BASE} that {SERVER} sent are not the file its ETag names \(their "
              "hash differs\), so nothing of it was kept", decoy)
     assert not [p for p in _kept(cache) if "incomplete" in p or p.endswith(hashlib.sha256(weights).hexdigest())]
+
+
+def test_a_file_that_ends_before_its_announced_size_is_fetched_once_and_kept_or_refused(standin, cache, decoy):
+    """A HEAD announced 5 kB more than the file holds: each try fetched the whole file, asked for the rest (416),
+    deleted it and fetched it again, then said "stopped at 0 bytes ... run the same again ... what was fetched is
+    kept", which repeated the same for ever. The file ends where it ends: its bytes are kept when they are the file
+    the ETag names, else refused in a sentence that does not send the user round again."""
+    weights = standin.repo_dir(BASE) / "model.safetensors"
+    size = weights.stat().st_size
+    standin.lies["head_size"] = {"model.safetensors": size + 5000}
+    snapshot = hub.download(BASE)
+    assert (snapshot / "model.safetensors").read_bytes() == weights.read_bytes()
+    whole = [r for r in standin.requests if r.method == "GET" and r.filename == "model.safetensors" and not r.range]
+    assert len(whole) == 1  # fetched once
+    # the same, with other bytes than the file (a proxy's page of the same length): refused, and nothing kept
+    shutil.rmtree(cache)
+    standin.requests.clear()
+    standin.lies["body"] = {"model.safetensors": bytes(size)}
+    message = _refused(rf"^{SERVER} announced [\d.]+ kB for model\.safetensors of {BASE}, but the file it sends ends "
+                       r"at [\d.]+ kB and is not the file its ETag names, so nothing of it was kept", decoy)
+    assert "run the same again" not in message
+    assert not [p for p in _kept(cache) if p.endswith(".incomplete")]
+    assert len([r for r in standin.requests if r.method == "GET" and r.filename == "model.safetensors"]) == 1
 
 
 def test_a_dropped_connection_goes_on_and_a_resume_from_the_wrong_byte_is_refused(standin, cache, decoy):
