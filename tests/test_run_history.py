@@ -86,10 +86,33 @@ def test_a_run_no_checkpoint_can_resume_from_is_refused_in_one_sentence_and_unto
     assert main(["pretrain", "--output", str(run_copy), "--resume", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
-    assert "none of its checkpoints keeps a readable training state" in err
+    assert "none of its checkpoints can be resumed from" in err
     assert "training again from step 0 would write over them" in err
     assert str(run_copy / "checkpoints" / "step-6") in err  # where its last weights are
     assert _files(run_copy) == before
+
+
+def test_a_run_whose_checkpoints_lost_their_vocabulary_is_refused_untouched(run_copy, capsys):
+    """Resumed with every checkpoint's vocabulary gone, a finished run had its max_steps rewritten, a "resuming"
+    line logged and its state set to failed before the vocabulary was missed; the refusal then named step-6 for a
+    new run's --init, whose weights were the damaged ones."""
+    step4 = run_copy / "checkpoints" / "step-4"
+    vocab = (step4 / "vocab.txt").read_text()
+    for _, ckpt in Run(run_copy).checkpoints():
+        (ckpt / "vocab.txt").unlink()
+        (ckpt / "tokenizer.json").unlink(missing_ok=True)
+    before = _files(run_copy)
+    assert main(["pretrain", "--output", str(run_copy), "--resume", "--max-steps", "9", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "step-6's vocabulary cannot be read" in err, err
+    assert "no checkpoint's weights and vocabulary read either" in err
+    assert _files(run_copy) == before  # its settings, status and log as they were
+    # the newest weights that read are named for a new run, not the newest folder
+    (step4 / "vocab.txt").write_text(vocab)
+    (run_copy / "checkpoints" / "step-4" / "training_state.pt").unlink()
+    assert main(["pretrain", "--output", str(run_copy), "--resume", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"init {step4})" in err, err
 
 
 def test_leftovers_of_a_killed_save_go_at_the_next_start(run_copy):

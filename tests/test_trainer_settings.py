@@ -168,6 +168,18 @@ def test_a_stopped_fine_tuning_resumes_to_the_weights_of_one_that_never_stopped(
     assert run.status()["state"] == "stopped" and [s for s, _ in run.checkpoints()] == [5]
     with pytest.raises(ResumeRefused, match=r"lr 0\.001 \(the run's: 5e-05\)"):
         run_finetuning(FinetuneConfig(**{**cfg.__dict__, "lr": 1e-3}), run.path, resume=True)
+    # a checkpoint that lost its vocabulary is refused before anything moves (its result was set aside and the run
+    # marked failed, then "give the checkpoint's file as it was written")
+    kept = [f for f in (run.path / "checkpoints" / "step-5").iterdir() if f.name in ("vocab.txt", "tokenizer.json")]
+    for f in kept:
+        f.rename(tmp_path / f.name)
+    listed = sorted(p.relative_to(run.path).as_posix() for p in run.path.rglob("*"))
+    with pytest.raises(ValueError, match=r"step-5's vocabulary cannot be read .*start it again in a new folder"):
+        run_finetuning(cfg, run.path, resume=True)
+    assert sorted(p.relative_to(run.path).as_posix() for p in run.path.rglob("*")) == listed
+    assert run.status()["state"] == "stopped"
+    for f in kept:
+        (tmp_path / f.name).rename(f)
     resumed = run_finetuning(cfg, run.path, resume=True)
     assert run.status()["state"] == "finished" and resumed["steps"] == whole["steps"]
     assert resumed["best_step"] == whole["best_step"] and resumed["dev"] == whole["dev"]

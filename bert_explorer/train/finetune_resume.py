@@ -25,7 +25,7 @@ import torch
 from .. import checkpoint, full_disk
 from ..runs.run import KIND_WORDS, Run
 from .optim import load_optimizer_state
-from .resume import ResumeRefused, STATE_KEYS
+from .resume import ResumeRefused, STATE_KEYS, why_not_loadable
 
 FREE_ON_RESUME = ("device", "precision", "compile", "save_checkpoints")
 STATE_FILE = "training_state.pt"
@@ -151,12 +151,17 @@ def resume_point(run_dir) -> tuple[Path, dict]:
         except Exception as e:  # a file cut short, or not a torch file: any of several errors
             why.append(f"{ckpt.name}'s {STATE_FILE} cannot be read ({str(e).splitlines()[0][:80]})")
             continue
-        if isinstance(state, dict) and all(k in state for k in STATE_KEYS + ("job", "lr")) and state["step"] == step:
+        if not (isinstance(state, dict) and all(k in state for k in STATE_KEYS + ("job", "lr"))
+                and state["step"] == step):
+            why.append(f"{ckpt.name}'s {STATE_FILE} is not the training state of step {step}")
+        elif problem := why_not_loadable(ckpt):  # (found after its result was set aside and the run marked failed)
+            why.append(problem)
+        else:
             return ckpt, state
-        why.append(f"{ckpt.name}'s {STATE_FILE} is not the training state of step {step}")
     detail = f" ({'; '.join(why)})" if why else ""
+    # (a new folder: the same one is refused, it holds what this run logged)
     raise ValueError(f"{run.path} kept no checkpoint to resume from{detail}: a run saves one when it is stopped, "
-                     "and at every evaluation with --save-checkpoints; start it again")
+                     "and at every evaluation with --save-checkpoints; start it again in a new folder")
 
 
 def set_aside_result(run: Run, step: int) -> list[str]:

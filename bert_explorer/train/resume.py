@@ -17,6 +17,7 @@ from safetensors import safe_open
 
 from ..data.corpora import user_text_digest
 from ..runs.run import Run
+from ..tokenizer import WordPieceTokenizer
 from .pretrain_config import PretrainConfig, warmup_steps_of
 from .report import Reporter
 
@@ -78,10 +79,26 @@ class ResumePoint:
 STATE_KEYS = ("step", "optimizer", "scheduler", "scaler", "torch_rng")
 
 
+def why_not_loadable(ckpt: Path) -> str | None:
+    """Why the weights or the vocabulary of a checkpoint cannot be read, or None. The weights' header is checked
+    against the file's length, the vocabulary read (a run whose checkpoints had lost it was resumed: its settings
+    and state were rewritten before the vocabulary was missed, and it was left "failed")."""
+    try:
+        with safe_open(str(ckpt / "model.safetensors"), "pt") as f:
+            f.keys()
+    except Exception as e:
+        return f"{ckpt.name}'s model.safetensors cannot be read ({str(e).splitlines()[0][:80]})"
+    try:
+        WordPieceTokenizer.from_dir(ckpt)
+    except (OSError, ValueError) as e:
+        return f"{ckpt.name}'s vocabulary cannot be read ({str(e).splitlines()[0][:80]})"
+    return None
+
+
 def _why_not_resumable(ckpt: Path, step: int) -> str | None:
     """Why the checkpoint of ``step`` cannot be resumed from, or None. Cheap: the state is mapped, not
-    read (a file cut short has no zip directory at its end), and the weights' header is checked
-    against the file's length."""
+    read (a file cut short has no zip directory at its end); then its weights and vocabulary
+    (:func:`_why_not_loadable`)."""
     state_file = ckpt / "training_state.pt"
     if not state_file.is_file():
         return f"{ckpt.name} keeps no training_state.pt"
@@ -91,17 +108,12 @@ def _why_not_resumable(ckpt: Path, step: int) -> str | None:
         return f"{ckpt.name}'s training_state.pt cannot be read ({str(e).splitlines()[0][:80]})"
     if not isinstance(state, dict) or not all(k in state for k in STATE_KEYS) or state["step"] != step:
         return f"{ckpt.name}'s training_state.pt is not the training state of step {step}"
-    try:
-        with safe_open(str(ckpt / "model.safetensors"), "pt") as f:
-            f.keys()
-    except Exception as e:
-        return f"{ckpt.name}'s model.safetensors cannot be read ({str(e).splitlines()[0][:80]})"
-    return None
+    return why_not_loadable(ckpt)
 
 
 def resume_point(run_dir) -> ResumePoint:
-    """The newest checkpoint of a run that can be resumed from (its training state and weights read
-    whole), with the newer ones that cannot. Two checkpoints keep their training state (``_save``), so
+    """The newest checkpoint of a run that can be resumed from (its training state, weights and vocabulary
+    read whole), with the newer ones that cannot. Two checkpoints keep their training state (``_save``), so
     losing the newest state costs one save interval. A run whose checkpoints none can resume from is
     refused (ValueError): training again from step 0 would write over them."""
     run = Run(run_dir)
@@ -116,9 +128,13 @@ def resume_point(run_dir) -> ResumePoint:
                             if p.name[5:].isdigit() and int(p.name[5:]) > step), key=lambda p: int(p.name[5:]))
             return ResumePoint(ckpt, step, newer, why)
         why.append(problem)
-    raise ValueError(f"{run.path} cannot resume: none of its checkpoints keeps a readable training state "
-                     f"({'; '.join(why)}), and training again from step 0 would write over them; start a new run that "
-                     f"warm-starts from its last weights (init {found[-1][1]}), or delete this one")
+    # the newest weights a new run can start from (the newest folder's may be the damaged ones: --init refused it)
+    usable = next((ckpt for _, ckpt in reversed(found) if why_not_loadable(ckpt) is None), None)
+    raise ValueError(f"{run.path} cannot resume: none of its checkpoints can be resumed from ({'; '.join(why)}), and "
+                     "training again from step 0 would write over them; "
+                     + (f"start a new run that warm-starts from its last readable weights (init {usable}), or delete "
+                        "this one" if usable is not None else "no checkpoint's weights and vocabulary read either, so "
+                        "start a new run in another folder, or delete this one"))
 
 
 def saved_settings(run_dir, point: ResumePoint | None = None) -> tuple[PretrainConfig, int]:
