@@ -171,7 +171,8 @@ def _earlier_run(root, name, config, tokens_per_s, loading_s):
 
     run = Run(root / name).create(config, "pretrain")
     created = run.status()["created"]
-    run.write_status(state="finished", device=device_key(), started=created + 1.0, ready=created + loading_s)
+    run.write_status(state="finished", device=device_key(), started=created + 1.0, ready=created + loading_s,
+                     pid=None)  # (a run of its own process: not this test's, which started long before)
     for step in range(1, 6):
         run.log_metrics({"step": step, "split": "train", "loss": 5.0, "tokens_per_s": tokens_per_s})
     return run

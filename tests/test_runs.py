@@ -754,3 +754,17 @@ def test_resuming_a_pretraining_as_a_fine_tuning_says_which_it_is(tmp_path):
         resume_settings(run.path, {}, FinetuneConfig)
     assert str(e.value) == (f"{run.path} holds a pre-training run, not a fine-tuning; resume it with `bert-explorer "
                             f"pretrain --output {run.path} --resume`, or give this fine-tuning a new --output")
+
+
+def test_a_run_whose_command_died_before_its_first_step_is_crashed_not_queued_for_ever(tmp_path):
+    """A pre-training killed while it read its data left status "queued" with no pid: listed as queued for ever, and
+    the Runs page said another run was using the GPU on a machine without one."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "k1"
+    subprocess.run([sys.executable, "-c", "import sys; from bert_explorer.runs.run import Run; "
+                    "Run(sys.argv[1]).create({}, 'pretrain')", str(folder)], check=True)
+    status = Run(folder).status()
+    assert status["state"] == "crashed" and not Run(folder).is_active()
+    assert Run(tmp_path / "mine").create({}, "pretrain").status()["state"] == "starting"  # while its process lives

@@ -135,7 +135,9 @@ class Run:
         self.path.mkdir(parents=True, exist_ok=True)
         atomic.write_json(self.path / "config.json", {"kind": kind, **config}, indent=2, default=str)
         if not (self.path / "status.json").exists():
-            self.write_status(state="queued", kind=kind, created=time.time())
+            # starting, by this process: a command killed while it read its data left "queued" and no pid, listed as
+            # waiting for the GPU for ever ("queued" is the GPU queue's, which names its process too)
+            self.write_status(state="starting", kind=kind, created=time.time(), pid=os.getpid())
         return self
 
     def config(self) -> dict:
