@@ -327,8 +327,8 @@ def test_a_full_disk_at_the_save_is_one_sentence_and_leaves_nothing_half_made(mo
             run_finetuning(cfg, run.path)
     what = "the fine-tuned model" if mode == "fine-tune" else "the feature-based head"
     assert str(e.value).startswith(f"no space left in {run.path} to save {what} (")
-    assert str(e.value).endswith("needed); fine-tuning keeps no checkpoint to resume from, so start it again once "
-                                 "space is freed")
+    assert str(e.value).endswith("needed); fine-tuning keeps no checkpoint to resume from, so start it again in a "
+                                 "new folder once space is freed")
     assert run.status()["state"] == "failed" and run.status()["error"] == str(e.value)
     assert not (run.path / "model").exists() and not (run.path / "feature_head").exists()
     kept = [str(w.message) for w in caught if "keep the extracted features" in str(w.message)]

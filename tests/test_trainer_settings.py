@@ -180,7 +180,12 @@ def test_a_stopped_fine_tuning_resumes_to_the_weights_of_one_that_never_stopped(
     assert run.status()["state"] == "stopped"
     for f in kept:
         (tmp_path / f.name).rename(f)
+    half = run.path / "checkpoints" / ".step-7.tmp-k1llxd"  # a checkpoint's write cut off by a kill
+    half.mkdir()
+    (half / "model.safetensors").write_bytes(b"\0" * 4096)
     resumed = run_finetuning(cfg, run.path, resume=True)
+    assert not half.exists() and "removed checkpoints/.step-7.tmp-k1llxd, left by a write that was cut off" in \
+        (run.path / "log.txt").read_text()
     assert run.status()["state"] == "finished" and resumed["steps"] == whole["steps"]
     assert resumed["best_step"] == whole["best_step"] and resumed["dev"] == whole["dev"]
     a = load_file(str(tmp_path / "whole" / "model" / "model.safetensors"))
@@ -247,3 +252,20 @@ def test_the_end_of_a_run_removes_only_its_resume_points(tmp_path):
     said = drop_resume_points(run, kept=False)
     assert said.startswith("removed the checkpoint a Stop saved to resume from (step-5)")
     assert [s for s, _ in run.checkpoints()] == [3] and (run.path / "checkpoints" / "notes.txt").read_text() == "mine"
+
+
+def test_a_fine_tuning_without_room_for_its_model_is_refused_before_its_first_step(tmp_path, monkeypatch):
+    """Every step was trained on a disk with 2 MB free, then the model could not be saved: the run was lost (it keeps
+    no checkpoint), and "start it again" in the same folder was refused."""
+    from bert_explorer import full_disk
+    from bert_explorer.train import finetune
+
+    monkeypatch.setattr(full_disk, "free_bytes", lambda folder: 2_000_000)
+    with pytest.raises(full_disk.DiskFull, match=r"to fine-tune into it \(2 MB free, about [\d.]+ MB needed: "
+                                                 r"the model's [\d.]+ MB and a quarter more\); .*start it again in a "
+                                                 r"new folder once space is freed"):
+        _finetune(tmp_path, "full")
+    assert not [r for r in Run(tmp_path / "full").metrics() if r.get("split") == "train"]  # not a step trained
+    monkeypatch.setattr(finetune, "_train_one", lambda *a, **k: pytest.fail("trained without room to save"))
+    with pytest.raises(full_disk.DiskFull, match="a checkpoint with Adam's moments"):
+        _finetune(tmp_path, "full-2", save_checkpoints=True)

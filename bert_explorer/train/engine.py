@@ -27,7 +27,9 @@ from ..tasks.base import Interrupted
 
 # What a full disk leaves a fine-tuning-like run with: fit() keeps no checkpoint along the way,
 # and the run's model is written only at its end (atomically), so nothing half-made is left.
-AFTER_A_FULL_DISK = "fine-tuning keeps no checkpoint to resume from, so start it again once space is freed"
+# (a new folder: the same one, holding what this run logged, is refused)
+AFTER_A_FULL_DISK = "fine-tuning keeps no checkpoint to resume from, so start it again in a new folder once space is " \
+    "freed"
 
 
 def total_steps(n_examples: int, batch_size: int, epochs: float, grad_accum: int = 1) -> int:

@@ -370,6 +370,8 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
         raise ValueError(changed)
     label_names = label_names_of(train)
     run.create(asdict(cfg), "finetune")
+    for gone in run.clear_leftovers():  # (a checkpoint's write cut off by a kill: 4 times the model, for good)
+        run.log(f"removed {gone.relative_to(run.path)}, left by a write that was cut off")
     # Ctrl-C and SIGTERM are a Stop (runs/signals.py): the run ends at its next step, measured, with its model
     # and the checkpoint a Stop saves; the process then says how to go on and ends as the signal asked
     resumable = cfg.mode == "fine-tune" and len(cfg.lr_grid) <= 1  # (what finetune_resume refuses)
@@ -434,10 +436,25 @@ def _run(cfg: FinetuneConfig, run: Run, train, dev, label_names, notes: list[str
         return result
 
 
+def _check_room(run: Run, cfg: FinetuneConfig, weights: int) -> None:
+    """Before the first step: room for what the run writes, its model (the pre-trained one's size: the task head
+    adds little) and, with ``save_checkpoints``, a checkpoint (weights and Adam's two moments), a quarter more for
+    the file system. A disk too full is one sentence now: it was said after every step was trained, and with no
+    checkpoint the run was lost."""
+    needed = weights * (1 + 3 * cfg.save_checkpoints) * 1.25
+    if full_disk.free_bytes(run.path) < needed:
+        raise full_disk.DiskFull(full_disk.sentence(
+            run.path, "fine-tune into it", AFTER_A_FULL_DISK, needed,
+            basis=f"the model's {full_disk.size_text(weights)}" + (", a checkpoint with Adam's moments"
+                                                                  if cfg.save_checkpoints else "") + " and a quarter more"))
+
+
 def _fine_tune(cfg: FinetuneConfig, run: Run, train, dev, label_names, dev_obj, point) -> dict:
     """Full fine-tuning at each learning rate of the grid (one without it); the best on dev is saved
     as the run's model/ (Section 4: the paper picks the best learning rate on dev)."""
-    tok = checkpoint.load(cfg.model).tokenizer
+    base = checkpoint.load(cfg.model)
+    tok = base.tokenizer
+    _check_room(run, cfg, sum(p.numel() * p.element_size() for p in base.model.parameters()))
     train_feats = train.task.featurize(train.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
     dev_feats = dev.task.featurize(dev.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
     run.log(f"{train.task.name}: {len(train.examples)} train / {len(dev.examples)} dev examples from {train.source}")
