@@ -1302,3 +1302,21 @@ def test_a_stopped_run_says_how_it_goes_on(runs_root):
     assert any(c.value.startswith("It kept a checkpoint at step 247: it goes on from there with Resume on the "
                                   "Pre-train page, or with `bert-explorer pretrain --output ") for c in at.caption), \
         [c.value for c in at.caption]
+
+
+def test_a_run_of_several_processes_is_told_to_go_on_with_as_many(runs_root):
+    """A crashed torchrun pre-training was told to go on with `bert-explorer pretrain ... --resume` (and the page's
+    Resume, one process), which refused: "was trained by 2 process(es) and this resume runs 1"."""
+    run = _fake_run(runs_root, "ddp2", "pretrain", "stopped", [{"step": 30, "split": "train", "loss": 5.0}],
+                    step=30, max_steps=200)
+    run.write_status(world_size=2)
+    step = run.path / "checkpoints" / "step-30"
+    step.mkdir(parents=True)
+    (step / "model.safetensors").write_bytes(b"")
+    (step / "training_state.pt").write_bytes(b"")
+    at = _page("13_Runs.py")
+    at.selectbox(key="runs_sel_0_").set_value("ddp2").run()
+    assert not at.exception
+    said = [c.value for c in at.caption if c.value.startswith("It kept a checkpoint at step 30")]
+    assert said and "trained by 2 processes, it goes on from there with as many, `torchrun --nproc_per_node 2 -m " \
+        "bert_explorer.cli pretrain --output " in said[0] and "Resume on the" not in said[0], said

@@ -28,6 +28,7 @@ from ..runs import finder
 from ..runs.background import start_background
 from ..runs.report import STATE_LABELS, duration_text, run_log_tail, run_row
 from ..runs.run import ACTIVE_STATES, Run, duration
+from ..runs.signals import command_of, processes_of
 from ..tasks.metrics import small_dev_warning
 from ..train.predict import Predictor
 from ..train.pretrain_config import plateau_warning
@@ -298,9 +299,12 @@ def go_on_sentence(run: Run, kind: str) -> str:
     page = {"pretrain": "Pre-train", "finetune": "Fine-tune"}.get(kind)
     if page is None:
         return "It kept checkpoints: its page resumes it."
-    return without_host_paths(f"It kept a checkpoint at step {kept[-1].name.split('-')[-1]}: it goes on from there "
-                              f"with Resume on the {page} page, or with `bert-explorer {kind} --output {run.path} "
-                              "--resume`.")
+    step = kept[-1].name.split('-')[-1]
+    if (world := processes_of(run)) > 1:  # (the page's Resume starts one process, which such a run refuses)
+        return without_host_paths(f"It kept a checkpoint at step {step}: trained by {world} processes, it goes on "
+                                  f"from there with as many, `{command_of(run)} {kind} --output {run.path} --resume`.")
+    return without_host_paths(f"It kept a checkpoint at step {step}: it goes on from there with Resume on the {page} "
+                              f"page, or with `bert-explorer {kind} --output {run.path} --resume`.")
 
 
 @st.fragment(run_every=2.0)

@@ -94,15 +94,25 @@ def stopping_on_signals(run: Run, resumable: bool = True, main: bool = True):
             signal.signal(signum, before if before is not None else signal.SIG_DFL)
 
 
+def processes_of(run: Run) -> int:
+    """How many processes trained the run (torchrun's; 1 where it does not say)."""
+    world = run.status().get("world_size")
+    return world if isinstance(world, int) and world > 1 else 1
+
+
+def command_of(run: Run) -> str:
+    """The command that goes on with a run: a run of several processes goes on with as many
+    (train.pretrain.world_size_refusal)."""
+    world = processes_of(run)
+    return f"torchrun --nproc_per_node {world} -m bert_explorer.cli" if world > 1 else "bert-explorer"
+
+
 def what_to_do(run: Run, resumable: bool = True, before_a_step: bool = False) -> str:
     """How a run cut short goes on: from its last checkpoint with --resume (a pre-training with none
     resumes from step 0 with its settings), or, with none (or a run of a kind that does not resume,
     ``resumable=False``), from the start."""
     kind = run.config().get("kind", "pretrain")
-    # a run of several processes goes on with as many (train.pretrain.world_size_refusal): the command says so
-    world = run.status().get("world_size")
-    command = (f"torchrun --nproc_per_node {world} -m bert_explorer.cli" if isinstance(world, int) and world > 1
-               else "bert-explorer")
+    command = command_of(run)
     if resumable and run.resumable_checkpoints():
         return f"continue with `{command} {kind} --output {run.path} --resume`"
     if resumable and before_a_step and kind == "pretrain":
