@@ -1287,17 +1287,24 @@ def test_an_uploaded_sentence_too_long_for_the_runs_sequences_is_said_with_that_
     assert not [w for w in at.warning if "longer than about" in w.value]
 
 
+def _stopped_with_a_checkpoint(runs_root, name: str, step: int, max_steps: int, **status):
+    """The Runs page on a stopped pre-training that kept a checkpoint at ``step``."""
+    run = _fake_run(runs_root, name, "pretrain", "stopped", [{"step": step, "split": "train", "loss": 5.0}],
+                    step=step, max_steps=max_steps)
+    run.write_status(**status)
+    folder = run.path / "checkpoints" / f"step-{step}"
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"")
+    (folder / "training_state.pt").write_bytes(b"")
+    at = _page("13_Runs.py")
+    at.selectbox(key="runs_sel_0_").set_value(name).run()
+    return at
+
+
 def test_a_stopped_run_says_how_it_goes_on(runs_root):
     """Stop's help promises a checkpoint to resume from; the Runs page then said "stopped · step 247 of 3,000" and
     nothing of it (only a failed or crashed run was told how it goes on)."""
-    run = _fake_run(runs_root, "halted", "pretrain", "stopped", [{"step": 247, "split": "train", "loss": 5.0}],
-                    step=247, max_steps=3000)
-    step = run.path / "checkpoints" / "step-247"
-    step.mkdir(parents=True)
-    (step / "model.safetensors").write_bytes(b"")
-    (step / "training_state.pt").write_bytes(b"")
-    at = _page("13_Runs.py")
-    at.selectbox(key="runs_sel_0_").set_value("halted").run()
+    at = _stopped_with_a_checkpoint(runs_root, "halted", 247, 3000)
     assert not at.exception
     assert any(c.value.startswith("It kept a checkpoint at step 247: it goes on from there with Resume on the "
                                   "Pre-train page, or with `bert-explorer pretrain --output ") for c in at.caption), \
@@ -1307,15 +1314,7 @@ def test_a_stopped_run_says_how_it_goes_on(runs_root):
 def test_a_run_of_several_processes_is_told_to_go_on_with_as_many(runs_root):
     """A crashed torchrun pre-training was told to go on with `bert-explorer pretrain ... --resume` (and the page's
     Resume, one process), which refused: "was trained by 2 process(es) and this resume runs 1"."""
-    run = _fake_run(runs_root, "ddp2", "pretrain", "stopped", [{"step": 30, "split": "train", "loss": 5.0}],
-                    step=30, max_steps=200)
-    run.write_status(world_size=2)
-    step = run.path / "checkpoints" / "step-30"
-    step.mkdir(parents=True)
-    (step / "model.safetensors").write_bytes(b"")
-    (step / "training_state.pt").write_bytes(b"")
-    at = _page("13_Runs.py")
-    at.selectbox(key="runs_sel_0_").set_value("ddp2").run()
+    at = _stopped_with_a_checkpoint(runs_root, "ddp2", 30, 200, world_size=2)
     assert not at.exception
     said = [c.value for c in at.caption if c.value.startswith("It kept a checkpoint at step 30")]
     assert said and "trained by 2 processes, it goes on from there with as many, `torchrun --nproc_per_node 2 -m " \
