@@ -828,7 +828,9 @@ def test_verdicts_on_a_grid_with_a_real_difference_state_its_direction():
     real = [_snli_cell(72.0, "mlm+nsp", n=2000), _snli_cell(61.0, "mlm", n=2000), _snli_cell(36.0, "ltr", n=2000)]
     dirs = {d["key"]: d for d in results.directions(real)}
     assert dirs["nsp_helps_pairs"]["verdict"] == "yes"          # 11 points, noise ≈ 2.9
-    assert dirs["bidirectional_beats_ltr"]["verdict"] == "yes"  # the LTR cell did not learn; the others did
+    # the LTR cell did not learn, the others did: a yes, said with what it is read against
+    assert dirs["bidirectional_beats_ltr"]["verdict"] == "yes, against a cell that did not learn"
+    assert dirs["bidirectional_beats_ltr"]["holds"] is True
     assert "36.0 (did not learn: majority rate 35.0)" in dirs["bidirectional_beats_ltr"]["detail"]
     backwards = [_snli_cell(61.0, "mlm+nsp", n=2000), _snli_cell(72.0, "mlm", n=2000)]
     assert results.directions(backwards)[0]["verdict"] == "no"

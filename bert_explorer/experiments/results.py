@@ -208,9 +208,10 @@ RULE = ("A comparison counts as \"yes\" or \"no\" only when the mean difference 
         "seeds' spread (the larger standard deviation of the two settings), or, where larger, the sampling error "
         "of two accuracies on these dev sets (1.96 · √(se₁² + se₂²), se = √(p(1−p)/n): a 95 % two-proportion "
         "test); else \"no difference measurable here\". A cell not above its dev set's majority rate by more than "
-        "1.96 · se \"did not learn\", and two such cells are \"not measurable\": never told apart. Nor is a cell whose "
-        "pre-trained model did not leave the word-frequency plateau (its held-out loss not 0.1 nats below the "
-        "corpus's unigram entropy: it learnt little beyond word counts). A direction is \"yes\" when every "
+        "1.96 · se \"did not learn\": two such cells are \"not measurable\" (never told apart), and a yes or no "
+        "against one says so. A cell whose pre-trained model did not leave the word-frequency plateau (its "
+        "held-out loss not 0.1 nats below the corpus's unigram entropy: it learnt little beyond word counts) is "
+        "not measurable either. A direction is \"yes\" when every "
         "measurable comparison is yes, \"no\" when any is no, \"not measurable\" when none is.")
 
 
@@ -336,10 +337,15 @@ def directions(records, tasks: dict | None = None) -> list[dict]:
     built_pairs = {name for name, spec in (tasks or {}).items() if str(spec.get("train", "")).startswith("pairs:")}
     out = []
 
-    def add(key, outcomes, detail):
+    def add(key, outcomes, detail, comps=()):
         title, paper_says = paper.DIRECTIONS[key]
         v = verdict(outcomes)
-        out.append({"key": key, "direction": title, "verdict": v, "holds": {YES: True, NO: False}.get(v),
+        said = v
+        # a yes or no read against a cell that did not learn says so beside it (a teacher read cpu-small's "NSP
+        # helps: yes", where the recipe's own text calls its MLM-only cell a run that learnt nothing)
+        if v in (YES, NO) and any(o == v and did_not_learn(a) != did_not_learn(b) for (a, b), o in zip(comps, outcomes)):
+            said = f"{v}, against a cell that {DID_NOT_LEARN}"
+        out.append({"key": key, "direction": title, "verdict": said, "holds": {YES: True, NO: False}.get(v),
                     "detail": detail, "paper": paper_says, "later": paper.LATER_WORK.get(key, "")})
 
     # 1. NSP helps pair tasks
@@ -348,7 +354,8 @@ def directions(records, tasks: dict | None = None) -> list[dict]:
     outcomes = [compare(a, b) for a, b in comps]
     add("nsp_helps_pairs", outcomes,
         "; ".join(f"{a['task']} ({a['size']}, {a['transfer']}): MLM+NSP {_fmt(a)} vs MLM only {_fmt(b)}{_tie(o)}"
-                  for (a, b), o in zip(comps, outcomes)) or "needs MLM+NSP and MLM-only cells on a sentence-pair task")
+                  for (a, b), o in zip(comps, outcomes)) or "needs MLM+NSP and MLM-only cells on a sentence-pair task",
+        comps)
     if near := sorted({a["task"] for a, _ in comps} & built_pairs):  # (the direction's one "yes" in cpu-small)
         out[-1]["detail"] += f". {', '.join(near)}: {NEAR_NSP}"
 
@@ -361,22 +368,24 @@ def directions(records, tasks: dict | None = None) -> list[dict]:
     add("bidirectional_beats_ltr", outcomes,
         "; ".join(f"{a['task']}: {a['objective']} {_fmt(a)} vs {b['objective']} {_fmt(b)}{_tie(o)}"
                   for (a, b), o in zip(comps, outcomes))
-        or "needs a bidirectional (MLM) cell and an LTR cell on the same task")
+        or "needs a bidirectional (MLM) cell and an LTR cell on the same task", comps)
 
     # 3. bigger beats smaller: in every group of cells that differ only in size, the largest model
     #    beats the smallest (the full order is in the detail)
     groups = {}
     for r in recs:
         groups.setdefault(_others(r, "size"), []).append(r)
-    outcomes, details = [], []
+    outcomes, details, compared = [], [], []
     for g in groups.values():
         if len({r["size"] for r in g}) < 2:
             continue
         g = sorted(g, key=lambda r: grid.encoder_parameters(r["size"]))
         learnt = [r for r in g if not plateau(r)]  # no direction is read from a model that learnt only word counts
-        outcomes.append(compare(learnt[-1], learnt[0]) if len({r["size"] for r in learnt}) > 1 else NOT_MEASURABLE)
+        measurable = len({r["size"] for r in learnt}) > 1
+        outcomes.append(compare(learnt[-1], learnt[0]) if measurable else NOT_MEASURABLE)
+        compared.append((learnt[-1], learnt[0]) if measurable else (g[-1], g[-1]))
         details.append(f"{g[0]['task']}: " + " → ".join(f"{r['size']} {_fmt(r)}" for r in g) + _tie(outcomes[-1]))
-    add("bigger_beats_smaller", outcomes, "; ".join(details) or "needs two or more sizes on the same task")
+    add("bigger_beats_smaller", outcomes, "; ".join(details) or "needs two or more sizes on the same task", compared)
 
     # 4. concat-last-4 close to fine-tuning, well above embeddings: nearer to the fine-tuned score
     #    than to the embeddings' (paper: 0.3 below fine-tuning, 5.1 above the embeddings), i.e. above
