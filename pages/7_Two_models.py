@@ -223,6 +223,15 @@ if not writes_allowed():  # a student's 200 sentences of a pair not compared yet
 n = st.select_slider("Held-out sentences", counts, two_models.PAGE_SENTENCES, key="two_n", persist_state="session",
                      help="More sentences give steadier numbers and take longer.") if len(counts) > 1 else counts[0]
 result, source = _compare(name_a, name_b, n)
+# the pair the numbers are of, named in each caption and chart: "CKA goes from 0.99 to 0.27" under an intro on
+# fine-tuning read as fine-tuning's effect where B was the model A was pre-trained from
+short = {**{m["path"]: m["name"] for m in tuned}, **{n: n for n in names}, **{c.path: c.label for c in checkpoints}}
+label_b = short.get(name_b) or shown_path(name_b)
+what = (" (A fine-tuned)" if picked is not None and picked in children else
+        f" (the model A was pre-trained from: the differences are what A's pre-training changed)" if name_b == base
+        else "")
+pair = f"A is {label_a} and B is {label_b}{what}."
+names_line = f"<br><sup>A: {label_a} · B: {label_b}</sup>"
 # (the split is minilm-mlm-nsp's: other models may have read these sentences, which the caption said of neither)
 seen = "" if "minilm-mlm-nsp" in (name_a, name_b) or "minilm-mlm-nsp" not in source else \
     " (held out from that model's pre-training, not from these models': they may have read them)"
@@ -238,7 +247,7 @@ if result["cka_by_layer"] is not None:
     bottom = 0.0 if lowest < 0.5 else float(np.floor(lowest * 20 - 0.5) / 20)  # zoom in on small changes, and say so
     fig = px.line(df, x="layer", y="CKA", markers=True, range_y=[bottom, 1.005],
                   title="CKA of each layer of A with the same layer of B (0 = embeddings)"
-                        + (f"; the axis starts at {bottom:.2f}" if bottom > 0 else ""))
+                        + (f"; the axis starts at {bottom:.2f}" if bottom > 0 else "") + names_line)
     fig.update_xaxes(dtick=1)
     exports.figure(fig, "two_cka_line", bundle=bundle)
     bundle.add_table("CKA by layer", df)  # (the numbers as a CSV too: they were only in data.json)
@@ -247,13 +256,13 @@ else:
     fig = px.imshow(m, x=[str(j) for j in range(m.shape[1])], y=[str(i) for i in range(m.shape[0])],
                     labels=dict(x="layer of B", y="layer of A", color="CKA"), zmin=0, zmax=1, text_auto=".2f",
                     color_continuous_scale="Viridis", aspect="auto",
-                    title="CKA of every layer of A with every layer of B (0 = embeddings)")
+                    title="CKA of every layer of A with every layer of B (0 = embeddings)" + names_line)
     fig.update_xaxes(type="category").update_yaxes(type="category")  # (layers named "0", "1": read as a number line)
     exports.figure(fig, "two_cka_matrix", bundle=bundle)
     bundle.add_table("CKA of every layer pair", pd.DataFrame(m, index=pd.Index(range(m.shape[0]), name="layer of A"),
                                                              columns=[f"layer {j} of B" for j in range(m.shape[1])]
                                                              ).reset_index())
-st.markdown(result["captions"]["cka"])
+st.markdown(f"{pair} {result['captions']['cka']}")
 
 # ----- attention ------------------------------------------------------------------------------------------
 if result["attention_js"] is not None:
@@ -269,7 +278,7 @@ if result["attention_js"] is not None:
     bundle.add_table("attention moved by each head", pd.DataFrame(
         js, index=pd.Index(range(1, L + 1), name="layer"), columns=[f"head {h + 1}" for h in range(A)]).reset_index())
     st.caption("Each cell: the JS distance (base 2: 0 = the same attention, 1 = no token in common) between the two "
-               "models' attention rows, averaged over every token of the held-out sentences. "
+               f"models' attention rows, averaged over every token of the held-out sentences. {pair} "
                + result["captions"]["attention"])
     worst = np.unravel_index(int(js.argmax()), js.shape)
     h1, h2, h3 = st.columns([1, 1, 3])
@@ -292,7 +301,8 @@ if result["attention_js"] is not None:
         for col, which in zip(cols, ("a", "b")):
             fig = px.imshow(maps[which][layer, head], zmin=0, zmax=1, color_continuous_scale="Blues", aspect="auto",
                             labels=dict(x="attended token", y="attending token", color="weight"),
-                            title=f"Model {which.upper()}: layer {layer + 1}, head {head + 1}")
+                            title=f"Model {which.upper()} ({label_a if which == 'a' else label_b}): layer {layer + 1}, "
+                                  f"head {head + 1}")
             fig.update_layout(xaxis=ticks, yaxis=ticks, height=260 + 16 * len(tokens))
             exports.figure(fig, f"two_map_{which}", bundle=bundle, container=col)
         whole = len(loaded_a.tokenizer.tokenize(text)) + 2  # ([CLS] and [SEP]: a longer one is cut without a word)

@@ -335,6 +335,12 @@ def test_two_models_page_shows_the_computed_numbers(runs_root, monkeypatch):
     r = two_models.compare_models(checkpoint.load("explorer-mini", "BertForPreTraining"),
                                checkpoint.load(str(child), "BertForPreTraining"), SENTENCES)
     assert r["captions"]["cka"] in texts  # the caption quotes this pair's numbers
+    # and names the pair, as the charts do ("CKA goes from 0.99 to 0.27" was read as fine-tuning's effect where B
+    # was the model A was pre-trained from)
+    assert "A is explorer-mini and B is finetune-bbc (A fine-tuned)." in texts
+    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
+    assert "A: explorer-mini · B: finetune-bbc" in titles[0], titles
+    assert [t.split(":")[0] for t in titles[2:]] == ["Model A (explorer-mini)", "Model B (finetune-bbc)"], titles
     assert r["cka_by_layer"][0] > 0.999 > r["cka_by_layer"][-1]  # only the last layer was moved
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     assert len(charts) == 4  # CKA line, JS grid, the two heads' maps
@@ -621,7 +627,7 @@ def test_a_run_that_learned_nothing_is_not_model_b_and_the_page_asks(runs_root, 
     at.text_input(key="be_sentence_a").set_value("the dog ran .").run()  # another widget: the choice of B is kept
     assert at.selectbox(key="two_model_b").value == str(child)
     # the maps read the sentence the other pages share (typed on Tokens and embeddings, it stayed behind here)
-    assert any("Model A: layer" in c.proto.spec and "dog" in c.proto.spec for c in at.get("plotly_chart"))
+    assert any("Model A (explorer-mini): layer" in c.proto.spec and "dog" in c.proto.spec for c in at.get("plotly_chart"))
 
 
 def test_without_a_run_that_learned_something_model_b_is_the_base_and_the_page_says_why(runs_root, monkeypatch):
