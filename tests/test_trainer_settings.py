@@ -254,18 +254,36 @@ def test_the_end_of_a_run_removes_only_its_resume_points(tmp_path):
     assert [s for s, _ in run.checkpoints()] == [3] and (run.path / "checkpoints" / "notes.txt").read_text() == "mine"
 
 
-def test_a_fine_tuning_without_room_for_its_model_is_refused_before_its_first_step(tmp_path, monkeypatch):
+def test_a_fine_tuning_without_room_for_its_model_is_refused_before_anything_is_written(tmp_path, monkeypatch):
     """Every step was trained on a disk with 2 MB free, then the model could not be saved: the run was lost (it keeps
-    no checkpoint), and "start it again" in the same folder was refused."""
+    no checkpoint), and "start it again" in the same folder was refused. A resume refused so had its result set
+    aside and was marked failed first, and was told it kept no checkpoint beside the one it had."""
     from bert_explorer import full_disk
     from bert_explorer.train import finetune
 
-    monkeypatch.setattr(full_disk, "free_bytes", lambda folder: 2_000_000)
-    with pytest.raises(full_disk.DiskFull, match=r"to fine-tune into it \(2 MB free, about [\d.]+ MB needed: "
-                                                 r"the model's [\d.]+ MB and a quarter more\); .*start it again in a "
-                                                 r"new folder once space is freed"):
-        _finetune(tmp_path, "full")
-    assert not [r for r in Run(tmp_path / "full").metrics() if r.get("split") == "train"]  # not a step trained
+    free = {"bytes": 2_000_000}
+    monkeypatch.setattr(full_disk, "free_bytes", lambda folder: free["bytes"])
     monkeypatch.setattr(finetune, "_train_one", lambda *a, **k: pytest.fail("trained without room to save"))
-    with pytest.raises(full_disk.DiskFull, match="a checkpoint with Adam's moments"):
-        _finetune(tmp_path, "full-2", save_checkpoints=True)
+    with pytest.raises(full_disk.DiskFull, match=r"to fine-tune into it \(2 MB free, about [\d.]+ MB needed: 4 times the "
+                                                 r"model's [\d.]+ MB \(the model, the checkpoint a Stop saves with "
+                                                 r"Adam's moments\) and a quarter more\); free some space, or choose a "
+                                                 r"folder on a disk with room, then start it again"):
+        _finetune(tmp_path, "full")
+    assert not (tmp_path / "full").exists()  # nothing written: the same folder takes the same command again
+    with pytest.raises(full_disk.DiskFull, match=r"8 times the model's .*two checkpoints with Adam's moments, the "
+                                                 r"best model kept\)"):
+        _finetune(tmp_path, "full-2", save_checkpoints=True, keep_best=True)
+    # a stopped run resumed on a full disk: refused as it is, and told how it goes on
+    monkeypatch.undo()
+    after = Epochs.after
+    monkeypatch.setattr(Epochs, "after", lambda job, step, losses: (
+        job.reporter.request_stop() if step == 3 else None) or after(job, step, losses))
+    cfg, _ = _finetune(tmp_path, "stopped")
+    monkeypatch.setattr(Epochs, "after", after)
+    run = Run(tmp_path / "stopped")
+    listed = sorted(p.relative_to(run.path).as_posix() for p in run.path.rglob("*"))
+    monkeypatch.setattr(full_disk, "free_bytes", lambda folder: 2_000_000)
+    with pytest.raises(full_disk.DiskFull, match=r"bert-explorer finetune --output .*stopped --resume` continues from"):
+        finetune.run_finetuning(cfg, run.path, resume=True)
+    assert sorted(p.relative_to(run.path).as_posix() for p in run.path.rglob("*")) == listed
+    assert run.status()["state"] == "stopped"

@@ -35,11 +35,11 @@ from ..tokenizer import WordPieceTokenizer
 from . import levers
 from .device import pick_device, threads_text
 from .engine import AFTER_A_FULL_DISK, Evaluating, epoch_batches, fit, marks_failure, total_steps
-from .estimate import finetune_estimate, words_of
+from .estimate import finetune_estimate, pretraining_parameters, words_of
 from .feature_based import run_feature_based
 from .finetune_config import DEV_EXAMPLES, MAX_DEV_EXAMPLES, MAX_TRAIN_EXAMPLES, FinetuneConfig
-from .finetune_resume import (drop_resume_points, restore, resume_point, resume_settings, save_checkpoint,
-                              set_aside_result)
+from .finetune_resume import (drop_resume_points, restore, resume_after_a_full_disk, resume_point,
+                              resume_settings, save_checkpoint, set_aside_result)
 from .memory import check_batch_fits
 from .optim import linear_warmup_decay, make_optimizer
 from .pretrain_config import positions_fit
@@ -369,6 +369,7 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
     if point is not None and (changed := data_changed(run.path, point[1], train, dev)):
         raise ValueError(changed)
     label_names = label_names_of(train)
+    _check_room(run, cfg, config, resuming=point is not None)
     run.create(asdict(cfg), "finetune")
     for gone in run.clear_leftovers():  # (a checkpoint's write cut off by a kill: 4 times the model, for good)
         run.log(f"removed {gone.relative_to(run.path)}, left by a write that was cut off")
@@ -436,25 +437,33 @@ def _run(cfg: FinetuneConfig, run: Run, train, dev, label_names, notes: list[str
         return result
 
 
-def _check_room(run: Run, cfg: FinetuneConfig, weights: int) -> None:
-    """Before the first step: room for what the run writes, its model (the pre-trained one's size: the task head
-    adds little) and, with ``save_checkpoints``, a checkpoint (weights and Adam's two moments), a quarter more for
-    the file system. A disk too full is one sentence now: it was said after every step was trained, and with no
-    checkpoint the run was lost."""
-    needed = weights * (1 + 3 * cfg.save_checkpoints) * 1.25
+def _check_room(run: Run, cfg: FinetuneConfig, config: BertConfig | None, resuming: bool) -> None:
+    """Before anything is written: room for what a fine-tuning writes at its fullest, counted from the model's
+    config in float32: its model, the checkpoint a Stop saves to resume from (the weights and Adam's two moments;
+    two of them while a new one replaces the last, with ``save_checkpoints``), the best model kept beside it
+    (``keep_best``), and a quarter more for the file system. A disk too full is one sentence now: it was said
+    after every step was trained, and with no checkpoint the run was lost. (A feature-based run writes a small
+    head: nothing to count.)"""
+    if config is None or cfg.mode != "fine-tune":
+        return
+    weights = pretraining_parameters(config)[0] * 4
+    stop_saves = len(cfg.lr_grid) <= 1  # (a grid cannot resume part-way: a Stop there saves no checkpoint)
+    copies = 1 + (6 if cfg.save_checkpoints else 3 if stop_saves else 0) + int(cfg.keep_best)
+    needed = weights * copies * 1.25
     if full_disk.free_bytes(run.path) < needed:
-        raise full_disk.DiskFull(full_disk.sentence(
-            run.path, "fine-tune into it", AFTER_A_FULL_DISK, needed,
-            basis=f"the model's {full_disk.size_text(weights)}" + (", a checkpoint with Adam's moments"
-                                                                  if cfg.save_checkpoints else "") + " and a quarter more"))
+        basis = (f"{copies} times the model's {full_disk.size_text(weights)} (the model"
+                 + (", two checkpoints with Adam's moments" if cfg.save_checkpoints else
+                    ", the checkpoint a Stop saves with Adam's moments" if stop_saves else "")
+                 + (", the best model kept" if cfg.keep_best else "") + ") and a quarter more")
+        then = resume_after_a_full_disk(run) if resuming else \
+            "free some space, or choose a folder on a disk with room, then start it again"
+        raise full_disk.DiskFull(full_disk.sentence(run.path, "fine-tune into it", then, needed, basis=basis))
 
 
 def _fine_tune(cfg: FinetuneConfig, run: Run, train, dev, label_names, dev_obj, point) -> dict:
     """Full fine-tuning at each learning rate of the grid (one without it); the best on dev is saved
     as the run's model/ (Section 4: the paper picks the best learning rate on dev)."""
-    base = checkpoint.load(cfg.model)
-    tok = base.tokenizer
-    _check_room(run, cfg, sum(p.numel() * p.element_size() for p in base.model.parameters()))
+    tok = checkpoint.load(cfg.model).tokenizer
     train_feats = train.task.featurize(train.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
     dev_feats = dev.task.featurize(dev.examples, tok, label_names, cfg.max_seq_length, cfg.doc_stride)
     run.log(f"{train.task.name}: {len(train.examples)} train / {len(dev.examples)} dev examples from {train.source}")

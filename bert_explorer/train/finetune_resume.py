@@ -47,7 +47,7 @@ def save_checkpoint(run: Run, trainer_parts: tuple, tok, step: int, lr: float, j
 
     folder = run.path / "checkpoints"
     bytes_needed = sum(p.numel() * p.element_size() * 3 for p in model.parameters())
-    with full_disk.saving(run.path, f"save the checkpoint of step {step}", lambda: _after_a_full_disk(run),
+    with full_disk.saving(run.path, f"save the checkpoint of step {step}", lambda: resume_after_a_full_disk(run),
                           bytes_needed):
         path = checkpoint.save(model, tok, folder / f"step-{step}", write_extra=write_state)
         if job.best_state is not None and job.best_step != step:  # the best is an earlier step's: kept apart
@@ -96,7 +96,7 @@ def _remove(folder: Path) -> None:
     folder.rmdir()
 
 
-def _after_a_full_disk(run: Run) -> str:
+def resume_after_a_full_disk(run: Run) -> str:
     return (f"the run's last good checkpoint (if any) is in {run.path / 'checkpoints'}, and `bert-explorer finetune "
             f"--output {run.path} --resume` continues from it once space is freed")
 
