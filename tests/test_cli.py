@@ -1063,7 +1063,7 @@ def test_predict_answers_a_large_input_a_chunk_at_a_time_and_bounds_its_rows(tmp
 
 
 @pytest.mark.parametrize("kind", ["classification", "ner", "multi-label"])
-def test_predict_refuses_a_second_text_for_a_run_fine_tuned_on_one(capsys, monkeypatch, kind):
+def test_predict_refuses_a_second_text_for_a_run_fine_tuned_on_one(capsys, monkeypatch, kind, tmp_path):
     """--text-pair given to a sentence classifier was read as a pair the model never saw, and a tagger dropped it
     unsaid; the Fine-tune page offers no second box for them."""
     from bert_explorer.cli import training
@@ -1071,8 +1071,20 @@ def test_predict_refuses_a_second_text_for_a_run_fine_tuned_on_one(capsys, monke
     _echo_predictor(monkeypatch, kind)
     assert main(["predict", "--model", "m", "--text", "Anna flew .", "--text-pair", "She landed ."]) == 2
     assert "which reads one text at a time: give --text alone, without --text-pair" in capsys.readouterr().err
+    # however the second text is written: after ||| on the command line or in a file, or as a record's text_pair
+    assert main(["predict", "--model", "m", "--text", "Anna flew . ||| She landed ."]) == 2
+    assert "--text holds a second text after |||; give one text" in capsys.readouterr().err
+    f = tmp_path / "in.txt"
+    f.write_text("Anna flew .\nAnna flew . ||| She landed .\n")
+    assert main(["predict", "--model", "m", "--input", str(f)]) == 2
+    assert f"{f} line 2 holds a second text after |||" in capsys.readouterr().err
+    g = tmp_path / "in.jsonl"
+    g.write_text('{"text": "Anna flew .", "text_pair": "She landed ."}\n')
+    assert main(["predict", "--model", "m", "--input", str(g)]) == 2
+    assert f"{g} line 1 has a 'text_pair': give 'text' alone" in capsys.readouterr().err
     monkeypatch.setattr(training.Predictor, "task_named", False)  # a model from elsewhere: its task is a guess
     assert main(["predict", "--model", "m", "--text", "Anna flew .", "--text-pair", "She landed .", "--json"]) == 0
+    assert main(["predict", "--model", "m", "--input", str(g), "--json"]) == 0
 
 
 @pytest.mark.parametrize("kind", ["classification", "pair-classification"])

@@ -90,7 +90,7 @@ def cmd_attribute(args) -> int:
                 raise UserError(f"{args.model} is not a fine-tuned sequence classifier (a run folder, or a folder "
                                 "whose config.json names BertForSequenceClassification)")
             if args.text_b is not None and (named := training_args(classifier).get("task")):
-                refuse_second_text(task_type(named), True, "--text-b")
+                refuse_second_text(task_type(named), True, "give --text alone, without --text-b")
             loaded = checkpoint.load(classifier, "BertForSequenceClassification")
             result = explain_classifier(loaded, args.text, args.text_b, args.label,
                                         **integration(loaded, args.steps, args.baseline))

@@ -48,13 +48,14 @@ class UserError(Exception):
     """A problem with the user's input; the message says what is wrong and what to do."""
 
 
-def refuse_second_text(task, named: bool, flag: str) -> None:
+def refuse_second_text(task, named: bool, remedy: str) -> None:
     """A second text for a model whose run fine-tuned it on one text a time (a sentence's class, a sentence's
     labels, its entities) is refused, as the app offers no box for it: the model never saw a sentence B, and a
-    tagger would drop it unsaid. A model from elsewhere names no task (``named`` false) and may read pairs."""
+    tagger would drop it unsaid. A model from elsewhere names no task (``named`` false) and may read pairs.
+    ``remedy``: what to give instead, in the words of where the second text came from."""
     if named and len(task.inputs) == 1:
         raise UserError(f"this model was fine-tuned on {task.in_words or f'a {task.name} task'}, which reads one text "
-                        f"at a time: give --text alone, without {flag}")
+                        f"at a time: {remedy}")
 
 
 def flag(setting: str) -> str:

@@ -18,7 +18,7 @@ from .. import checkpoint, hub, hub_names
 from ..model import PRESETS
 from ..analysis.layers.features import PAIR_SEPARATOR, parse_example
 from ..analysis.probes import quality
-from ..tasks.base import TaskType, cut_note
+from ..tasks.base import cut_note
 from ..tasks.registry import task_type
 from ..checkpoint import CheckpointError
 from ..train.speed import busy_text, niced_here, said
@@ -415,13 +415,12 @@ def cmd_predict(args) -> int:
         for n, line in enumerate(read_lines(args.input), 1):
             try:
                 examples.append(_from_record(predictor, json.loads(line), f"{args.input} line {n}")
-                                if line.lstrip().startswith("{") else _example(predictor.task, line))
+                                if line.lstrip().startswith("{") else
+                                _example(predictor, line, where=f"{args.input} line {n}"))
             except json.JSONDecodeError as e:
                 raise UserError(f"{args.input} line {n} is not valid JSON ({e.msg})") from e
     elif args.text:
-        if args.text_pair is not None:
-            refuse_second_text(predictor.task, predictor.task_named, "--text-pair")
-        examples = [_example(predictor.task, args.text, args.text_pair)]
+        examples = [_example(predictor, args.text, args.text_pair, where="--text")]
     else:
         raise UserError("give --text (and --text-pair) or --input FILE")
     if len(examples) > MAX_PREDICTED:
@@ -480,6 +479,9 @@ def _from_record(predictor, record, where: str) -> dict:
             if key in record and not (isinstance(record[key], str) and record[key].strip()):
                 raise UserError(f"{where} has no text in '{key}' ({ascii(record[key])[:40]}); give the words to "
                                 "answer for")
+        if "text_pair" in record:
+            refuse_second_text(task, getattr(predictor, "task_named", False), f"{where} has a 'text_pair': give "
+                                                                                "'text' alone")
         return record
     named = {column_key(k): v for k, v in record.items()}
     trained_text, trained_pair = getattr(predictor, "columns", (None, None))
@@ -492,14 +494,21 @@ def _from_record(predictor, record, where: str) -> dict:
         raise UserError(f"{where} has no text: its keys are {', '.join(map(str, record))[:200]}; give 'text' (and "
                         "'text_pair' for a pair), or the column the model was trained on")
     pair = first([trained_pair, *PAIR_NAMES]) if len(task.inputs) > 1 else None
-    return _example(task, str(text), None if pair is None else str(pair))
+    return _example(predictor, str(text), None if pair is None else str(pair), where=where)
 
 
-def _example(task: TaskType, text: str, pair: str | None = None) -> dict:
-    """Plain text into the example layout of a task (a pair may be written 'A ||| B'; the
-    choices of a multiple-choice model 'choice 1 || choice 2')."""
-    if pair is None and PAIR_SEPARATOR in text:
+def _example(predictor, text: str, pair: str | None = None, where: str = "--text") -> dict:
+    """Plain text into the example layout of the predictor's task (a pair may be written 'A ||| B'; the
+    choices of a multiple-choice model 'choice 1 || choice 2'). A second text for a run fine-tuned on one
+    text at a time is refused, however it was written (``where``: the flag or the line it came from)."""
+    task = predictor.task
+    written = pair is None and PAIR_SEPARATOR in text
+    if written:
         text, pair = parse_example(text)
+    if pair is not None:
+        refuse_second_text(task, getattr(predictor, "task_named", False),
+                           f"{where} holds a second text after {PAIR_SEPARATOR}; give one text" if written else
+                           "give --text alone, without --text-pair")
     second = pair
     if task.inputs[-1].choices:
         second = [c.strip() for c in (pair or "").split("||")]
