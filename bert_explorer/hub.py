@@ -376,7 +376,9 @@ def _fetch(url: str, blob: Path, size: int, repo_id: str, name: str, step: Calla
     """The blob, fetched into ``<blob>.incomplete`` from the bytes already there (HTTP Range) and
     renamed when whole; a dropped connection is taken up again RETRIES times. Never more than the
     ``size`` the HEAD announced is read: a server that sends more is refused and its part deleted."""
-    if blob.is_file() and blob.stat().st_size == size:
+    # a blob is named by its content's hash only once it is whole: one shorter than a listing announced (kept by
+    # _ends_short) is the file too, not fetched again on every download
+    if blob.is_file() and (blob.stat().st_size == size or _is_content(blob, blob.name)):
         return blob
     blob.parent.mkdir(parents=True, exist_ok=True)
     part = blob.with_name(blob.name + ".incomplete")

@@ -162,6 +162,9 @@ def test_a_file_that_ends_before_its_announced_size_is_fetched_once_and_kept_or_
     assert (snapshot / "model.safetensors").read_bytes() == weights.read_bytes()
     whole = [r for r in standin.requests if r.method == "GET" and r.filename == "model.safetensors" and not r.range]
     assert len(whole) == 1  # fetched once
+    standin.requests.clear()
+    hub.download(BASE)  # and not again: the blob kept is the file its ETag names
+    assert not [r for r in standin.requests if r.method == "GET" and r.filename == "model.safetensors"]
     # the same, with other bytes than the file (a proxy's page of the same length): refused, and nothing kept
     shutil.rmtree(cache)
     standin.requests.clear()
