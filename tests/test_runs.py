@@ -768,3 +768,7 @@ def test_a_run_whose_command_died_before_its_first_step_is_crashed_not_queued_fo
     status = Run(folder).status()
     assert status["state"] == "crashed" and not Run(folder).is_active()
     assert Run(tmp_path / "mine").create({}, "pretrain").status()["state"] == "starting"  # while its process lives
+    # a starter that launches the run's process names none (the app's own pid, alive while the app lives, read as
+    # the run's where a write after it failed)
+    started = Run(tmp_path / "launched").create({}, "pretrain", own=False)
+    assert started.status().get("pid") is None and started.is_active()  # (for the launch's grace)

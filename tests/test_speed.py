@@ -420,3 +420,12 @@ def test_a_one_thread_reading_counts_the_cpu_time_it_got_not_the_wall_clock(mach
     speed.layer_flop_s("train", 128, 2)
     speed.matmul_flop_s()
     assert [how.get("cpu_timed") for _, how in recorded] == [True, False, True]
+
+
+def test_a_coarse_thread_clock_falls_back_to_the_wall_clock(monkeypatch):
+    """Windows' thread clock ticks every 15.6 ms: a product of 11 ms read 0 s of CPU (a division by zero, or a
+    speed far too high)."""
+    import time as clock
+
+    monkeypatch.setattr(speed, "FINE_THREAD_CLOCK", False)
+    assert speed._seconds(lambda: clock.sleep(0.2), 1) >= 0.2

@@ -127,39 +127,39 @@ def test_precision_choice():
 
 
 def test_auto_precision_follows_the_cpu(monkeypatch, tmp_path):
+    from bert_explorer.train import speed
+
     cpu = torch.device("cpu")
     monkeypatch.delenv("BERT_EXPLORER_CPU_BF16", raising=False)
-    monkeypatch.setattr(device_mod.speed, "is_idle", lambda: True)
+    monkeypatch.setattr(speed, "is_idle", lambda: True)
 
-    def fresh_machine(name: str) -> None:  # a cache of kept readings of its own: each case is timed afresh
+    def fresh_machine(name: str, bf16: float, fp32: float) -> None:  # kept readings of its own: timed afresh
         monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / name))
+        monkeypatch.setattr(speed, "_matmul_rate", lambda b: bf16 if b else fp32)
         device_mod.cpu_bf16_is_fast.cache_clear()
 
     try:
         # No bf16 instructions: emulated bf16 is slow, so auto stays fp32 without timing anything.
-        fresh_machine("no-bf16")
+        fresh_machine("no-bf16", 0, 0)
         monkeypatch.setattr(device_mod, "_cpu_flags", lambda: {"avx2", "fma"})
-        monkeypatch.setattr(device_mod, "_matmul_seconds", lambda dtype: pytest.fail("timed a CPU without bf16"))
+        monkeypatch.setattr(speed, "_matmul_rate", lambda b: pytest.fail("timed a CPU without bf16"))
         assert autocast_dtype(cpu, "auto") is None
         # The flags say yes and the timing confirms it.
-        fresh_machine("fast")
         monkeypatch.setattr(device_mod, "_cpu_flags", lambda: {"avx512f", "avx512_bf16"})
-        monkeypatch.setattr(device_mod, "_matmul_seconds", lambda dtype: 1.0 if dtype == torch.bfloat16 else 3.0)
+        fresh_machine("fast", 300e9, 100e9)
         assert autocast_dtype(cpu, "auto") is torch.bfloat16
         # The flags say yes but the timing does not (a slow implementation): fp32.
-        fresh_machine("slow")
-        monkeypatch.setattr(device_mod, "_matmul_seconds", lambda dtype: 3.0 if dtype == torch.bfloat16 else 1.0)
+        fresh_machine("slow", 100e9, 300e9)
         assert autocast_dtype(cpu, "auto") is None
-        # bf16 is twice as fast, but a burst of other work slows the first bf16 timing 5x: still bf16.
-        fresh_machine("burst")
-        timings = iter([5.0, 2.0, 1.0, 2.0, 1.0, 2.0])
-        monkeypatch.setattr(device_mod, "_matmul_seconds", lambda dtype: next(timings))
+        # and the answer rests on the machine's kept readings: another process (a run the page estimated in bf16)
+        # reads them instead of timing its own products under load, where fp32 once won and the run trained 26x
+        # slower than said
+        fresh_machine("kept", 300e9, 100e9)
         assert autocast_dtype(cpu, "auto") is torch.bfloat16
-        # and the answer is kept for the machine: another process (a run the page estimated in bf16) reads it
-        # instead of timing its own products under load, where fp32 once won and the run trained 26x slower
         device_mod.cpu_bf16_is_fast.cache_clear()
-        monkeypatch.setattr(device_mod, "_matmul_seconds", lambda dtype: 3.0 if dtype == torch.bfloat16 else 1.0)
-        monkeypatch.setattr(device_mod.speed, "is_idle", lambda: False)
+        monkeypatch.setattr(speed, "_matmul_rate", lambda b: 100e9 if b else 300e9)
+        monkeypatch.setattr(speed, "is_idle", lambda: False)
+        speed._measured_at.clear()
         assert autocast_dtype(cpu, "auto") is torch.bfloat16
     finally:
         device_mod.cpu_bf16_is_fast.cache_clear()

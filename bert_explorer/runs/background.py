@@ -172,7 +172,7 @@ def _launch_background(run: Run, kind: str, config: dict, resume: bool, gpu_queu
     """Write the run's start, launch its process and let ``writer_fd`` go (the process holds the lock
     then). Called under the run's ``.start.lock``."""
     try:
-        run.create(config, kind)
+        run.create(config, kind, own=False)  # (the app's own pid would read as the run's, alive while the app lives)
         run.clear_stop()
         run.write_status(state="starting", pid=None, kind=kind, error=None, launched=time.time())
         launcher = [sys.executable, "-m", "bert_explorer.runs.background", str(run.path)]

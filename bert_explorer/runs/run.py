@@ -126,10 +126,11 @@ class Run:
             return {}
         return status if isinstance(status, dict) else {}
 
-    def create(self, config: dict, kind: str) -> "Run":
+    def create(self, config: dict, kind: str, own: bool = True) -> "Run":
         """Write the run's settings (and a first status), in a folder that is new, empty or this
         run's already; any other folder is refused (:func:`new_run_refusal`), and so is a run of
-        another kind (its settings, log and status would be written over)."""
+        another kind (its settings, log and status would be written over). ``own``: the run's first
+        status names this process (a starter that launches another names none: its launcher writes its own)."""
         if refusal := new_run_refusal(self.path, kind):
             raise ValueError(refusal)
         self.path.mkdir(parents=True, exist_ok=True)
@@ -137,7 +138,8 @@ class Run:
         if not (self.path / "status.json").exists():
             # starting, by this process: a command killed while it read its data left "queued" and no pid, listed as
             # waiting for the GPU for ever ("queued" is the GPU queue's, which names its process too)
-            self.write_status(state="starting", kind=kind, created=time.time(), pid=os.getpid())
+            self.write_status(state="starting", kind=kind, created=time.time(),
+                              pid=os.getpid() if own else None)
         return self
 
     def config(self) -> dict:

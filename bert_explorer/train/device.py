@@ -15,7 +15,6 @@ Training precision is one switch, ``precision``: ``fp32``, ``bf16``, ``fp16`` or
 from __future__ import annotations
 
 import os
-import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
@@ -105,42 +104,22 @@ def _cpu_flags() -> set[str] | None:
     return None  # not Linux: no flags to read, the timing alone decides
 
 
-def _matmul_seconds(dtype: torch.dtype, n: int = 1024, repeats: int = 5) -> float:
-    """The fastest of ``repeats`` n x n matrix products (about 10 ms in fp32 on a recent core): other
-    work on the machine only ever slows a product down, so the fastest is the CPU's own speed."""
-    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
-    a @ b  # warm-up
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - t)
-    return min(times)
-
-
-def _bf16_speedup() -> float:
-    """How many times faster this CPU multiplies bf16 matrices than fp32 ones. Three rounds taking turns, so that
-    a burst of other work cannot fall on one precision only (a median of one round each once picked fp32 on a CPU
-    where bf16 is 2.2x faster)."""
-    rounds = [(_matmul_seconds(torch.bfloat16), _matmul_seconds(torch.float32)) for _ in range(3)]
-    return min(fp32 for _, fp32 in rounds) / min(bf16 for bf16, _ in rounds)
-
-
 BF16_FAST = 1 / 0.8  # bf16 is worth autocast where a product runs at least this many times faster
 
 
 @lru_cache(maxsize=None)
 def cpu_bf16_is_fast() -> bool:
     """Does this CPU multiply bf16 matrices faster than fp32? Flags first (no bf16 instructions
-    means slow emulation: not worth timing), then matrix products both ways, kept for the machine
-    (``speed.kept``): timed in each process, a page that estimated a run in bf16 launched one that
-    timed its products under load and trained in fp32, 26 times slower than said."""
+    means slow emulation: not worth timing), then one thread's products both ways (``speed.matmul_flop_s``:
+    timed on the CPU time the thread got, so the load moves neither, and kept for the machine). Timed on the
+    wall clock in each process, a page that estimated a run in bf16 launched one that timed its products at
+    low priority under load and trained in fp32, 26 times slower than said."""
     if os.environ.get("BERT_EXPLORER_CPU_BF16") in ("0", "1"):  # an explicit answer wins
         return os.environ["BERT_EXPLORER_CPU_BF16"] == "1"
     flags = _cpu_flags()
     if flags is not None and not flags & {"avx512_bf16", "amx_bf16"}:
         return False
-    return speed.kept("matmul bf16 over fp32", _bf16_speedup, best=False) >= BF16_FAST
+    return speed.matmul_flop_s(bf16=True) >= BF16_FAST * speed.matmul_flop_s(bf16=False)
 
 
 def autocast_dtype(device: torch.device, precision: str = "auto") -> torch.dtype | None:

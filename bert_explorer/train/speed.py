@@ -134,14 +134,19 @@ def threads(n: int):
         torch.set_num_threads(before)
 
 
+# A thread's CPU clock that ticks finely enough to time one product (Windows' ticks every 15.6 ms).
+FINE_THREAD_CLOCK = time.get_clock_info("thread_time").resolution <= 1e-6
+
+
 def _seconds(work, n_threads: int) -> float:
     """How long ``work()`` takes on an idle machine: on one thread, the CPU time it got (the load does not move
     it: PyTorch computes on the calling thread, the backward pass too, and a run at low priority measuring beside
-    six busy cores got a tenth of its wall clock's time); on several, the wall clock's time (their CPU time
-    counts their waits on each other too)."""
+    six busy cores got a tenth of its wall clock's time); on several, or where the thread's clock is coarse, the
+    wall clock's time (several threads' CPU time counts their waits on each other too)."""
     wall, cpu = time.perf_counter(), time.thread_time()
     work()
-    return time.thread_time() - cpu if n_threads == 1 else time.perf_counter() - wall
+    used = time.thread_time() - cpu
+    return used if n_threads == 1 and FINE_THREAD_CLOCK and used > 0 else time.perf_counter() - wall
 
 
 def _matmul_rate(bf16: bool) -> float:
