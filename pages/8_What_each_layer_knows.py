@@ -28,7 +28,8 @@ information within easy reach (Tenney et al. 2019, "BERT Rediscovers the Classic
 Each layer also gets a **control task** that gives every word type a random label (Hewitt & Liang
 2019): a probe that scores well on it has memorised words, so the gap between the two, the
 *selectivity*, is the part that the layer itself knows. It takes further BERT's own Section 5.3 (Devlin et
-al. 2019, Table 7), where frozen features of different layers feed a tagger and the best are not the last layer's.
+al. 2019, Table 7), where frozen features of different layers feed a tagger: the second-to-last layer alone beats
+the last (95.6 against 94.9 dev F1), and the four last layers together do best (96.1).
 """)
 
 ARCH = "BertForPreTraining"  # the sidebar loads models so: one copy in memory; only the encoder is used
@@ -181,7 +182,7 @@ if len(results) > 1:  # a peak is said only where no other layer comes within th
         margin, close = within_error(r)
         return (f"at layer {best}" if not close else
                 f"no single layer (layer {best} best, {len(close)} other{'s' if len(close) > 1 else ''} within its "
-                f"±{100 * margin:.1f} points)")
+                f"±{margin:.2g})")
     st.markdown("**Peaks in this model:** " + ", ".join(f"{t} {peak(r)}" for t, r in results.items())
                 + f" (of layers 0–{L}).")
 

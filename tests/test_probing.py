@@ -283,7 +283,7 @@ def test_a_tie_between_layers_is_said_as_a_tie_not_a_peak():
               "majority_baseline": 0.25, "n_test": 40, "units": "articles"}
     text = probing.describe(result)
     assert text.startswith("Topic (accuracy) has no single peak: 0.97 at the embeddings (layer 0), layer 1, layer 2, "
-                           "layer 3, layer 5 and layer 6 alike (one of its 40 held-out articles is 2.5 points)"), text
+                           "layer 3, layer 5 and layer 6 alike (one of its 40 held-out articles is 0.025 of the score)"), text
     assert "peaks at" not in text
     result["score"] = [0.8, 0.8, 0.8, 0.8, 0.99, 0.8, 0.8]
     assert probing.describe(result).startswith("Topic (accuracy) peaks at layer 4: 0.99")
@@ -297,7 +297,7 @@ def test_layers_within_the_best_ones_sampling_error_are_not_said_to_be_passed_by
               "units": "articles"}
     text = probing.describe(result)
     assert text.startswith("Topic (accuracy) is highest at layer 6: 0.94, but the embeddings (layer 0), layer 1, "
-                           "layer 2, layer 3, layer 4 and layer 5 come within its sampling error (±3.3 points on 200 "
+                           "layer 2, layer 3, layer 4 and layer 5 come within its sampling error (±0.033 on 200 "
                            "held-out articles), so no single layer stands out"), text
     assert "peaks at" not in text
     result["score"][5] = 0.91  # one layer within 3.3 points of the best, the rest further
@@ -315,7 +315,7 @@ def test_a_perfect_score_is_not_said_to_peak_over_layers_one_article_below():
               "majority_baseline": 0.25, "n_test": 20, "units": "articles", "margin": 0.0}
     text = probing.describe(result)
     assert text.startswith("Topic (accuracy) is highest at layer 1: 1.00, but the embeddings (layer 0), layer 4, "
-                           "layer 5 and layer 6 come within its sampling error (±6.8 points on 20 held-out "
+                           "layer 5 and layer 6 come within its sampling error (±0.068 on 20 held-out "
                            "articles)"), text
 
 
@@ -373,7 +373,7 @@ def test_the_ner_margin_is_the_held_out_sentences_and_copies_stay_on_one_side():
               "selectivity": [0.3, 0.36, 0.4], "majority_baseline": 0.0, "n_test": 4000, "units": "words",
               "margin": margin, "n_test_groups": 200}
     assert probing.within_error(result) == (margin, [1] if 0.70 - margin <= 0.66 else [])
-    assert f"(±{100 * margin:.1f} points on 4,000 held-out words of 200 sentences)" in probing.describe(result)
+    assert f"(±{margin:.2g} on 4,000 held-out words of 200 sentences)" in probing.describe(result)
 
     keys = ["a b", "c d", "a b", "e f", "a b", "g h", "c d"] * 10 + [f"u{i}" for i in range(30)]
     test = probing._split(keys, 0.3, seed=1)

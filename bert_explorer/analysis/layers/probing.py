@@ -532,7 +532,7 @@ def describe(result: dict) -> str:
         text = (f"{task} ({result['metric']}) is highest at {where(best)}: {sc[best]:.2f}, but "
                 f"{', '.join(names[:-1]) + ' and ' if len(names) > 1 else ''}{names[-1]} "
                 f"{'come' if len(names) > 1 else 'comes'} within its sampling "
-                f"error (±{100 * margin:.1f} points on {n:,} held-out {units}"
+                f"error (±{margin:.2g} on {n:,} held-out {units}"
                 f"{f' of {sentences:,} sentences' if sentences and units == 'words' else ''}), so no single layer "
                 "stands out; "
                 f"against {ctl[best]:.2f} for the control task there (majority-label baseline "
@@ -543,7 +543,8 @@ def describe(result: dict) -> str:
                 f"{result['majority_baseline']:.2f}).")
     else:
         names = [where(i) for i in level]
-        grain = (f" (one of its {n:,} held-out {units} is {100 / n:.1f} points)" if isinstance(n, int) and n
+        # (in the scores' own scale: "0.93 ... one of its 200 articles is 0.5 points" mixed two)
+        grain = (f" (one of its {n:,} held-out {units} is {1 / n:.2g} of the score)" if isinstance(n, int) and n
                  else "")
         text = (f"{task} ({result['metric']}) has no single peak: {sc[best]:.2f} at "
                 f"{', '.join(names[:-1])} and {names[-1]} alike{grain}, against {ctl[best]:.2f} for the control "
