@@ -310,10 +310,18 @@ for axis, fig in figs.items():
     # columns were off its right edge and the chart dropped three of Table 7's seven labels. The paper's number
     # beside ours, then the state ("its model did not leave the word-frequency plateau": the only word that the
     # gap drawn beside it meant nothing)
-    shown_columns = ["setting", "task"] + (["seed"] if sub["seed"].notna().any() else []) + \
+    # The paper's row ("No NSP", "LTR & No NSP") beside our setting's key; the state (a plateau, "did not learn")
+    # beside the scores it qualifies, in a column of bounded width (its whole text on hover): at 1,400 px its long
+    # text pushed the paper's metric and source past the edge ("Devlin e..."), and a miniature's number read as
+    # Table 6's where it was Turc et al.'s GLUE test score
+    shown_columns = ["setting", "paper_row", "task"] + (["seed"] if sub["seed"].notna().any() else []) + \
         ["metric", "ours", "paper", "state", "paper_metric", "paper_source"]
     exports.table(sub[shown_columns], f"abl_table_{axis}", f"{results.AXIS_TITLES[axis]} beside the paper",
-                  numbers={"ours": "{:.1f}", "paper": "{:.1f}"}, hide_index=True, width="stretch")
+                  numbers={"ours": "{:.1f}", "paper": "{:.1f}"}, hide_index=True, width="stretch",
+                  column_config={"paper_row": st.column_config.TextColumn("paper's row"),
+                                 "state": st.column_config.TextColumn("state", width="medium"),
+                                 "paper_metric": st.column_config.TextColumn("paper's metric"),
+                                 "paper_source": st.column_config.TextColumn("paper's source")})
     if axis == "transfer":
         st.caption(results.table7_caption(sub))
     if on_plateau := int(sub["state"].astype(str).str.contains(results.PLATEAU, regex=False).sum()):

@@ -642,6 +642,33 @@ def test_the_sentence_that_the_plan_is_coming_goes_when_the_plan_comes(tmp_path,
     assert list(cells["state"][:2]) == ["finished", "running"] and len(cells) == len(plan["cells"])
 
 
+def test_the_results_tables_put_the_papers_row_metric_and_source_beside_its_number(tmp_path, monkeypatch):
+    """At 1,400 px a results table showed "Devlin e..." and "Turc..." past its long state column, headed with
+    the identifiers paper_metric and paper_source, and never the paper's row ("No NSP")."""
+    import os
+    import time
+
+    from bert_explorer.runs.run import Run
+
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    plan = grid.expand(grid.load_recipe("smoke"))
+    abl = Run(tmp_path / "runs" / "ablation-done").create(plan["recipe"], "ablate")
+    abl.write_status(state="finished", pid=os.getpid(), started=time.time(), finished=time.time())
+    (abl.path / "plan.json").write_text(json.dumps(plan))
+    (abl.path / "results.jsonl").write_text("".join(
+        json.dumps({**runner._record(c, "finished"), "score": 50.0 + i}) + "\n" for i, c in enumerate(plan["cells"])))
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    assert not at.exception
+    tables = [d for d in at.dataframe if "paper_source" in d.value.columns]
+    assert tables
+    for t in tables:
+        columns = list(t.value.columns)
+        assert columns[1] == "paper_row" and columns[-2:] == ["paper_metric", "paper_source"], columns
+        config = json.loads(t.proto.columns)
+        assert config["paper_row"]["label"] == "paper's row" and config["paper_source"]["label"] == "paper's source"
+        assert config["state"]["width"] == "medium"  # bounded: its long text no longer pushes the source off
+
+
 def test_a_grid_built_on_an_upload_names_its_task_by_the_file(tmp_path, monkeypatch):
     from bert_explorer.app import data_view
 

@@ -86,15 +86,17 @@ def table(plan: dict, res: dict[str, dict]) -> pd.DataFrame:
 
 def shown(df: pd.DataFrame) -> pd.DataFrame:
     """The table as a person reads it: ours as "mean ± spread", the papers' columns named by source."""
+    # (the papers' numbers beside ours, the long state last: at 1,400 px "Turc: same column" and the state's
+    # "did not learn" were past the table's right edge)
     out = pd.DataFrame({
         "task": df["task"], "model": df["model"], "L/H": [f"{L}/{H}" for L, H in zip(df["L"], df["H"])],
-        "parameters (M)": df["parameters_M"], "metric": df["metric"],
+        "metric": df["metric"],
         "ours (dev, mean ± std)": [None if pd.isna(m) else f"{m:.1f} ± {s:.1f} ({n} seeds)"
                                    for m, s, n in zip(df["ours"], df["spread"], df["seeds"])],
-        "Turc et al. 2019: model": df["turc_name"], "Turc: GLUE score (test)": df["turc_glue"],
         "Turc: same column (test)": [None if pd.isna(v) else f"{c} {v:.1f}"
                                      for c, v in zip(df["turc_column"], df["turc_value"])],
-        "state": df["state"]})
+        "Turc: GLUE score (test)": df["turc_glue"], "parameters (M)": df["parameters_M"],
+        "Turc et al. 2019: model": df["turc_name"], "state": df["state"]})
     return out
 
 
