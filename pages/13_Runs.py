@@ -146,6 +146,10 @@ if picked and keys:
                  .rename(columns=lambda k: report.LABELS.get(k, k)), width="stretch")
     if early:
         st.caption(f"Dev scores of the last evaluation before the run ended, not a final one: {', '.join(early)}.")
+elif picked and all(by_name[n].config().get("kind") == "ablate" for n in picked):
+    # (said as if they had not begun, of finished ablations: an ablation's folder trains nothing itself)
+    st.info("An ablation's own folder logs no metrics: its pre-trainings and fine-tuned cells do, listed under it "
+            "in the runs table; compare those, or read its results beside the paper on the Ablation studio page.")
 elif picked:
     st.info("These runs have not logged any metrics yet.")
 

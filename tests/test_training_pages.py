@@ -1038,6 +1038,26 @@ def test_runs_page_reads_best_cells_from_results_jsonl_when_cells_are_gone(runs_
     assert row["key metrics"] == "best dev accuracy 75.0% (topics__medium) of 2 cells"
 
 
+def test_runs_page_says_an_ablation_whose_cells_learnt_nothing(runs_root):
+    """An ablation whose every cell stayed at its dev set's majority rate read "best dev accuracy 28.0%" in the
+    runs table, and comparing finished ablations said "These runs have not logged any metrics yet"."""
+    abl = Run(runs_root / "abl").create({"name": "minis"}, "ablate")
+    abl.write_status(state="finished", started=time.time() - 60, finished=time.time(), cells_total=2, done=2)
+    records = [{"cell_id": f"topics__{size}", "status": "finished", "dev": {"accuracy": score / 100},
+                "score": score, "metric": "accuracy", "dev_examples": 100, "majority": 28.0}
+               for size, score in (("tiny", 28.0), ("mini", 25.0))]
+    (abl.path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    Run(runs_root / "abl2").create({"name": "smoke"}, "ablate").write_status(state="finished")
+    at = _page("13_Runs.py")
+    assert not at.exception
+    row = at.dataframe[0].value.set_index("run").loc["abl"]
+    assert row["key metrics"] == ("best dev accuracy 28.0% (topics__tiny, which did not learn) of 2 cells · none of "
+                                  "its 2 finished cells learnt: each scored within noise of always answering its dev "
+                                  "set's most frequent label")
+    assert any(i.value.startswith("An ablation's own folder logs no metrics: its pre-trainings and fine-tuned cells")
+               for i in at.info), [i.value for i in at.info]
+
+
 def test_runs_page_delete_after_delete_removes_exactly_the_confirmed_runs(runs_root):
     """After one delete every picker is rebuilt, and the next delete acts on the run its
     confirmation names (it once named one run while the picker showed another)."""

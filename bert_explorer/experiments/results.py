@@ -44,6 +44,7 @@ from .. import safe_text
 from ..checkpoint import ASSETS
 from ..data.pretraining import on_plateau
 from ..data.objectives import BERT, NO_NSP
+from ..tasks.metrics import Z95, did_not_learn, sampling_error
 from ..tasks.registry import TASK_TYPES
 from . import grid, paper
 from .runner import read_plan, read_results
@@ -202,8 +203,6 @@ YES, NO, TIE, NOT_MEASURED = "yes", "no", "no difference measurable here", "not 
 NOT_MEASURABLE = "not measurable"  # neither cell learnt the task, or a cell's model never learnt language
 DID_NOT_LEARN = "did not learn"
 PLATEAU = "its model did not leave the word-frequency plateau"
-Z95 = 1.96  # a two-sided 95 % interval of a normal distribution
-PROPORTIONS = {"accuracy", "f1", "macro_f1", "exact_match"}  # metrics that are (close to) a share of examples
 RULE = ("A comparison counts as \"yes\" or \"no\" only when the mean difference is larger than its noise: the "
         "seeds' spread (the larger standard deviation of the two settings), or, where larger, the sampling error "
         "of two accuracies on these dev sets (1.96 · √(se₁² + se₂²), se = √(p(1−p)/n): a 95 % two-proportion "
@@ -215,16 +214,6 @@ RULE = ("A comparison counts as \"yes\" or \"no\" only when the mean difference 
         "measurable comparison is yes, \"no\" when any is no, \"not measurable\" when none is.")
 
 
-def sampling_error(r: dict) -> float:
-    """The standard error, in points, of a setting's score as a proportion of its n dev examples
-    (0 where the metric is not a proportion or n is unknown)."""
-    n = r.get("dev_examples")
-    if r.get("metric") not in PROPORTIONS or not n or r.get("score") is None:
-        return 0.0
-    p = min(max(float(r["score"]) / 100, 0.0), 1.0)
-    return 100 * (p * (1 - p) / n) ** 0.5
-
-
 def plateau(r: dict) -> bool:
     """Did the pre-training this cell fine-tuned stay on the word-frequency plateau? (False where
     unknown: a downloaded model, or a run from before the rule without its corpus's entropy.)"""
@@ -234,16 +223,6 @@ def plateau(r: dict) -> bool:
     if pre.get("unigram_entropy") and pre.get("mlm_perplexity"):
         return on_plateau(math.log(pre["mlm_perplexity"]), pre["unigram_entropy"])
     return False
-
-
-def did_not_learn(r: dict) -> bool:
-    """Is the setting's score within sampling noise of always answering the most frequent label?"""
-    if r.get("majority") is None or r.get("score") is None:
-        return False
-    # the majority rate inside the score's own 95 % interval (at a rate of 0, as NER's F1 of answering no
-    # entity, the interval of the majority itself would be empty: any lucky entity would count as learnt)
-    noise = Z95 * max(sampling_error(r), sampling_error({**r, "score": r["majority"]}))
-    return float(r["score"]) <= float(r["majority"]) + noise
 
 
 def _settings(recs: list[dict]) -> list[dict]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .finder import find_runs, run_kind, run_label
 from .run import Run, duration
+from ..tasks.metrics import did_not_learn
 
 STATE_LABELS = {"queued": "queued (waiting for the GPU)", "starting": "starting", "running": "running",
                 "finished": "finished", "stopped": "stopped", "failed": "failed",
@@ -143,22 +144,29 @@ def ablation_summary(run: Run) -> tuple[str | None, str | None]:
     devices = sorted({str(d) for r in inside if (d := r.status().get("device"))})
     scored: dict[str, list[tuple[float, str]]] = {}  # headline measure ("dev accuracy"): (score, cell) of each cell
     cells = {r.path.name: r.status() for r in inside if r.path.parent == run.path / "cells"}
-    for name, dev in _recorded_cells(run.path).items():  # a copy that keeps only results.jsonl has no cells/
-        cells.setdefault(name, {"dev": dev})
+    recorded = _recorded_cells(run.path)
+    for name, rec in recorded.items():  # a copy that keeps only results.jsonl has no cells/
+        cells.setdefault(name, {"dev": rec["dev"]})
     for name, status in cells.items():
         dev = [(k, v) for k, v in key_metrics(status).items() if k.startswith("dev ")]
         if dev:
             scored.setdefault(dev[0][0], []).append((dev[0][1], name))
-    figures = " · ".join(f"best {measure} {metric_text(measure, value)} ({cell}) of {len(cells)} "
+    unlearnt = {name for name, rec in recorded.items() if did_not_learn(rec)}
+    figures = " · ".join(f"best {measure} {metric_text(measure, value)} ({cell}"
+                         f"{', which did not learn' if cell in unlearnt else ''}) of {len(cells)} "
                          f"{'cell' if len(cells) == 1 else 'cells'}"
                          for measure, cells in sorted(scored.items(), key=lambda mc: (-len(mc[1]), mc[0]))
                          for value, cell in [max(cells)])  # the measure most cells share first
+    if recorded and len(unlearnt) == len(recorded):  # (its best read as a result where it was a majority rate)
+        figures += (f" · none of its {len(recorded)} finished cells learnt: each scored within noise of always "
+                    "answering its dev set's most frequent label")
     return ", ".join(devices) or None, figures or None
 
 
 def _recorded_cells(abl: Path) -> dict[str, dict]:
-    """The dev scores of the finished cells that an ablation's results.jsonl records, by cell; a line that
-    is not a JSON object (a write cut short) is passed over."""
+    """The records of the finished cells that an ablation's results.jsonl holds (their dev scores, their score
+    in per cent and their dev set's majority rate), by cell; a line that is not a JSON object (a write cut
+    short) is passed over."""
     out = {}
     try:
         lines = (abl / "results.jsonl").read_text(encoding="utf-8", errors="replace").splitlines()
@@ -170,7 +178,7 @@ def _recorded_cells(abl: Path) -> dict[str, dict]:
         except ValueError:
             continue
         if isinstance(rec, dict) and rec.get("status") == "finished" and isinstance(rec.get("dev"), dict):
-            out[str(rec.get("cell_id"))] = rec["dev"]
+            out[str(rec.get("cell_id"))] = rec
     return out
 
 

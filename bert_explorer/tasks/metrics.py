@@ -386,6 +386,33 @@ def entity_f1(true_tag_seqs, pred_tag_seqs) -> dict:
 MIN_DEV_EXAMPLES = 100
 
 
+# ----- whether a fine-tuning learnt anything (an ablation's cells, the Runs page's summary of them) ------------
+# A cell's record: its dev ``score`` in per cent (as the paper prints it), its ``metric``, its ``dev_examples``
+# and its dev set's ``majority`` rate in per cent (always answering the most frequent label).
+Z95 = 1.96  # a two-sided 95 % interval of a normal distribution
+PROPORTIONS = {"accuracy", "f1", "macro_f1", "exact_match"}  # metrics that are (close to) a share of examples
+
+
+def sampling_error(r: dict) -> float:
+    """The standard error, in points, of a setting's score as a proportion of its n dev examples
+    (0 where the metric is not a proportion or n is unknown)."""
+    n = r.get("dev_examples")
+    if r.get("metric") not in PROPORTIONS or not n or r.get("score") is None:
+        return 0.0
+    p = min(max(float(r["score"]) / 100, 0.0), 1.0)
+    return 100 * (p * (1 - p) / n) ** 0.5
+
+
+def did_not_learn(r: dict) -> bool:
+    """Is the setting's score within sampling noise of always answering the most frequent label?"""
+    if r.get("majority") is None or r.get("score") is None:
+        return False
+    # the majority rate inside the score's own 95 % interval (at a rate of 0, as NER's F1 of answering no
+    # entity, the interval of the majority itself would be empty: any lucky entity would count as learnt)
+    noise = Z95 * max(sampling_error(r), sampling_error({**r, "score": r["majority"]}))
+    return float(r["score"]) <= float(r["majority"]) + noise
+
+
 def small_dev_warning(n_dev: int, subject: str = "The dev set", unit: str = "example",
                       counted: bool = True) -> str | None:
     """One plain sentence when a dev set (or a part of it, named by ``subject``; its items called ``unit``)
