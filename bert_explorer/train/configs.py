@@ -36,6 +36,9 @@ def settings_of(cls, d: dict, strict: bool = True) -> dict:
 # Shared bounds of both kinds of run. A step adds up at most this many batches: 32 x 1024 is beyond any recipe of
 # the paper's (a --grad-accum of 100,000 was taken by pretrain, two days on a CPU, while finetune refused it).
 MAX_GRAD_ACCUM = 1024
+# What a seed does not fix on its own, said in its help (a CPU speed-up draws dropout masks its own way).
+SAME_DRAWS = (" On the CPU a run may draw its dropout masks in a faster way this CPU measured (its log names the "
+              "speed-ups chosen): BERT_EXPLORER_CPU_LEVERS=none draws alike on every run of a seed.")
 MAX_SEED = 2**32 - 1  # what every random generator a run seeds takes (a larger one failed, "Overflow when unpacking")
 
 

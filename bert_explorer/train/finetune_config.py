@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..setting import setting
-from .configs import MAX_GRAD_ACCUM, seed_refusal, settings_of
+from .configs import MAX_GRAD_ACCUM, SAME_DRAWS, seed_refusal, settings_of
 from .device import PRECISIONS, device_refusal, precision_from
 
 FEATURE_MODES = ("embeddings", "last", "second-to-last", "sum-last-4", "concat-last-4", "sum-all")
@@ -73,7 +73,8 @@ class FinetuneConfig:
     max_dev_examples: int | None = setting(None, "Evaluate on at most this many dev examples, sampled at random.")
     head_lr: float = setting(1e-3, "In the feature-based mode, the learning rate of the new BiLSTM head, which "
                                    "learns from scratch.")
-    seed: int = setting(0, "The random seed of the split, the sampling, the batches and the new weights.")
+    seed: int = setting(0, "The random seed of the split, the sampling, the batches and the new weights."
+                        + SAME_DRAWS)
     device: str = setting("auto", "Where to train: cpu, cuda, cuda:N, or auto (a GPU if there is one).")
     precision: str = setting("auto", "The arithmetic of training: fp32, bf16, fp16, or auto (bf16 where the device "
                                      "is fast at it).")

@@ -10,7 +10,7 @@ from ..data.objectives import Objective, objective_type, predicted_share
 from ..data.pretraining import MaskingConfig, memorised, plateau_sentence
 from ..model import PRESETS
 from ..setting import setting
-from .configs import MAX_GRAD_ACCUM, seed_refusal, settings_of
+from .configs import MAX_GRAD_ACCUM, SAME_DRAWS, seed_refusal, settings_of
 from .device import PRECISIONS, device_refusal, precision_from
 
 
@@ -64,7 +64,8 @@ class PretrainConfig:
     eval_every: int = setting(200, "Measure held-out MLM and NSP accuracy every this many steps.")
     save_every: int = setting(500, "Save a checkpoint every this many steps (the run resumes from the newest).")
     eval_batches: int = setting(50, "How many batches of held-out sequences each evaluation reads.")
-    seed: int = setting(0, "The random seed of the data split, the masks, the batches and the initial weights.")
+    seed: int = setting(0, "The random seed of the data split, the masks, the batches and the initial weights."
+                        + SAME_DRAWS)
     device: str = setting("auto", "Where to train: cpu, cuda, cuda:N, or auto (a GPU if there is one).")
     precision: str = setting("auto", "The arithmetic of training: fp32, bf16, fp16, or auto (bf16 where the device "
                                      "is fast at it).")
