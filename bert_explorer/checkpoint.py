@@ -246,8 +246,8 @@ def tokenizer_of(name_or_dir: str | Path) -> WordPieceTokenizer:
     d = resolve(name_or_dir)
     try:
         return WordPieceTokenizer.from_dir(d)
-    except (FileNotFoundError, ValueError) as e:
-        raise CheckpointError(f"{d}: cannot build the tokenizer ({e})") from e
+    except (FileNotFoundError, ValueError) as e:  # (a Hub copy's: said with what to do, as its weights' are)
+        raise CheckpointError(f"{d}: cannot build the tokenizer ({e}){_then(d)}") from e
 
 
 def _declared_shapes(d: Path) -> dict[str, tuple[int, ...]]:
@@ -608,8 +608,8 @@ def load(
     model.to(device).eval()
     try:
         tokenizer = WordPieceTokenizer.from_dir(d)
-    except (FileNotFoundError, ValueError) as e:
-        raise CheckpointError(f"{d}: cannot build the tokenizer ({e})") from e
+    except (FileNotFoundError, ValueError) as e:  # (a Hub copy's: said with what to do, as its weights' are)
+        raise CheckpointError(f"{d}: cannot build the tokenizer ({e}){_then(d)}") from e
     return Loaded(model, tokenizer, config, d, report, str(name_or_dir))
 
 

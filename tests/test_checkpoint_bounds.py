@@ -306,3 +306,10 @@ def test_a_hub_copy_that_cannot_be_used_says_to_choose_another_and_delete_it(tmp
     _edit_config(own, num_hidden_layers=48)
     with pytest.raises(CheckpointError, match=r"the two do not belong together$"):
         checkpoint.load(own)
+    # a vocabulary the Hub sent that cannot be read: the same way forward (it said only what was wrong)
+    words = save_tiny_bert(tmp_path / "hub" / "models--evil--vocab" / "snapshots" / "abc", WORDS)
+    (words / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.load(words)
+    assert "cannot build the tokenizer" in str(e.value) and str(e.value).endswith(
+        f"choose another model, and delete {(tmp_path / 'hub' / 'models--evil--vocab').resolve()} to free its space")
