@@ -736,3 +736,30 @@ def test_a_disk_that_fills_during_a_download_is_said_in_a_sentence(standin, monk
     with pytest.raises(full_disk.DiskFull, match=f"to download {TINY}.*free some space, then download it again"):
         hub.download(TINY)
     assert len(writes) == 2  # the note taken back was tried
+
+
+def test_a_cancel_is_said_at_once_and_a_cancelled_download_is_not_said_to_start(standin, runs_root, monkeypatch):
+    """After Cancel the sidebar showed the bar and its Cancel as if nothing was asked, then "Starting ...": the
+    downloader had written "cancelled" but still held its lock for a moment."""
+    import os
+
+    from bert_explorer import file_lock
+    from bert_explorer.runs import download_jobs
+
+    d = download_jobs.work_dir(TINY)
+    d.mkdir(parents=True, exist_ok=True)
+    fd = os.open(d / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    assert file_lock.acquire(fd, wait=False)  # a downloader at work
+    try:
+        download_jobs._write_progress(TINY, state="downloading", done=9_000, total=108_000, file="model.safetensors")
+        download_jobs.cancel(TINY)
+        assert download_jobs.state(TINY)["cancelling"] is True
+        at = _sidebar_page(be_model_choice=GALLERY, be_hub_choice=TINY)
+        assert not at.exception
+        bars = [p.proto.text for p in at.sidebar.get("progress")]
+        assert bars == [f"Cancelling the download of {TINY}…"], bars
+        assert not [b for b in at.sidebar.button if b.key == f"be_download_cancel_{TINY}"]
+        download_jobs._write_progress(TINY, state="cancelled", error="the download was cancelled", done=12_000)
+        assert download_jobs.state(TINY)["state"] == "cancelled"  # said, though its process still ends
+    finally:
+        file_lock.release(fd)

@@ -134,6 +134,9 @@ def _progress(repo_id: str) -> None:
     if now["state"] != "downloading":
         st.rerun()  # done, cancelled or failed: the whole page draws it
     done, total = now.get("done") or 0, now.get("total") or 0
+    if now.get("cancelling"):  # (until the downloader took it, the bar and its Cancel stayed as if nothing was asked)
+        st.progress(min(1.0, done / total) if total else 0.0, text=f"Cancelling the download of {repo_id}…")
+        return
     text = f"Downloading {repo_id}: {size_text(done)} of {size_text(total)}" if total else f"Starting {repo_id}…"
     if now.get("file") == hub.WAITING:  # ("0 bytes of 193 kB" for as long as the other one ran)
         text = f"Waiting for another download of {repo_id} to end (a command's, or another server's): its files " \

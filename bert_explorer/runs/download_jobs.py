@@ -59,14 +59,14 @@ def state(repo_id: str) -> dict:
     if hub.local_copy(repo_id) is not None:
         return {"state": "here"}
     p = read_progress(repo_id)
-    if downloading(repo_id):
-        return {**p, "state": "downloading"}
     s = p.get("state")
+    if s in ("cancelled", "failed"):  # said by the downloader as it ends (it still held its lock: "Starting…")
+        return p
+    if downloading(repo_id):
+        return {**p, "state": "downloading", **({"cancelling": True} if cancel_asked(repo_id) else {})}
     if s == "starting" and (process_alive(p["pid"], p.get("created")) if p.get("pid") is not None else
                             time.time() - p.get("updated", 0) < STARTING_GRACE_S):
         return {**p, "state": "downloading"}
-    if s in ("cancelled", "failed"):
-        return p
     if s in ("starting", "downloading"):
         return {**p, "state": "stopped"}
     return {"state": "missing"}
@@ -100,6 +100,11 @@ def cancel(repo_id: str) -> None:
     d = work_dir(repo_id)
     d.mkdir(parents=True, exist_ok=True)
     (d / "cancel").touch()
+
+
+def cancel_asked(repo_id: str) -> bool:
+    """Has a Cancel been asked that the downloader has not yet taken (it stops within a second or two)?"""
+    return (work_dir(repo_id) / "cancel").exists()
 
 
 def _download(repo_id: str) -> int:
