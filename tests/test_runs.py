@@ -772,3 +772,34 @@ def test_a_run_whose_command_died_before_its_first_step_is_crashed_not_queued_fo
     # the run's where a write after it failed)
     started = Run(tmp_path / "launched").create({}, "pretrain", own=False)
     assert started.status().get("pid") is None and started.is_active()  # (for the launch's grace)
+
+
+def test_a_torchrun_process_that_lost_another_says_so_and_how_the_run_goes_on(tmp_path, monkeypatch):
+    """Rank 1 of a 2-process pre-training was killed: rank 0's status and log held gloo's text word for word
+    ("Read error ... Connection reset by peer ... GLHF"), with no sentence on how the run goes on."""
+    import torch.distributed as dist
+
+    from bert_explorer.train import engine
+
+    run = Run(tmp_path / "ddp2").create({}, "pretrain")
+    run.write_status(state="running", world_size=2, step=29)
+    ckpt = run.path / "checkpoints" / "step-20"
+    ckpt.mkdir(parents=True)
+    (ckpt / "model.safetensors").write_bytes(b"")
+    (ckpt / "training_state.pt").write_bytes(b"")
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    gloo = RuntimeError("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error [127.0.0.1]:41820: "
+                        "Connection reset by peer\nException raised from ... GLHF!")
+    with pytest.raises(RuntimeError):
+        with engine.marks_failure(run):
+            raise gloo
+    error = run.status()["error"]
+    assert error.startswith("another process of this 2-process run stopped answering ([../third_party/gloo")
+    assert "continue with `torchrun --nproc_per_node 2 -m bert_explorer.cli pretrain --output" in error
+    assert "\n" not in error
+    monkeypatch.setattr(dist, "get_world_size", lambda: 1)  # one process: its own error, as it was
+    with pytest.raises(RuntimeError):
+        with engine.marks_failure(run):
+            raise RuntimeError("out of memory")
+    assert run.status()["error"] == "out of memory"

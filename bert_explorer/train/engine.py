@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -21,7 +22,8 @@ import torch
 
 from .report import Reporter
 from .trainer import Due, Trainer
-from ..runs.signals import StoppedBySignal
+from ..runs.run import Run
+from ..runs.signals import StoppedBySignal, what_to_do
 from ..tasks.base import Interrupted
 
 
@@ -325,6 +327,19 @@ def marks_failure(run: Reporter):
         raise
 
 
+_LOST_PEER = re.compile(r"gloo|nccl|connection (reset|closed)|broken pipe|process ?group|timed out", re.IGNORECASE)
+
+
+def _other_process_lost(e: BaseException) -> int | None:
+    """The process count of a torchrun run whose exchange with another process failed (that one was killed or
+    died): the error is the collective's, not this process's own; None otherwise."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return None
+    return dist.get_world_size() if isinstance(e, RuntimeError) and _LOST_PEER.search(str(e)) else None
+
+
 def _failed(run: Reporter, e: BaseException) -> None:
     status = run.status() if callable(run.status) else run.status  # (a Run's is read, a MemoryReporter's kept)
     if getattr(run, "signalled", None) is not None and status.get("state") in ("stopped", "finished"):
@@ -332,5 +347,9 @@ def _failed(run: Reporter, e: BaseException) -> None:
     reached = {} if run.step_reached is None else {"step": run.step_reached}
     # Ctrl-C's KeyboardInterrupt says nothing of itself: the log said "failed: " and no more
     reason = str(e) or ("interrupted (Ctrl-C)" if isinstance(e, KeyboardInterrupt) else type(e).__name__)
+    if world := _other_process_lost(e):  # (the status said gloo's 20 lines, "Connection reset by peer ... GLHF")
+        first = reason.strip().splitlines()[0][:120] if reason.strip() else type(e).__name__
+        reason = (f"another process of this {world}-process run stopped answering ({first}); "
+                  + (f"{what_to_do(run)}" if isinstance(run, Run) else "start it again"))
     run.write_status(state="failed", error=reason, **reached)
     run.log(f"failed: {reason}")
