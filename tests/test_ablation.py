@@ -851,6 +851,16 @@ def test_verdicts_on_a_noisy_grid_say_not_measurable_and_flag_cells_that_did_not
     assert results.noise(*close) == pytest.approx(1.96 * 100 * ((0.6 * 0.4 + 0.56 * 0.44) / 200) ** 0.5)
 
 
+def test_a_setting_of_several_seeds_says_the_mean_of_their_dev_sets_majority_rates():
+    """Each seed splits the data its own way: the first seed's majority rate (28.0) was said beside a mean score
+    over dev sets whose majority rates were 28.0 and 25.0."""
+    seeds = [{**_snli_cell(score, "mlm", majority=majority), "seed": seed}
+             for seed, (score, majority) in enumerate(((28.0, 28.0), (25.0, 25.0)))]
+    (setting,) = results._settings(seeds)
+    assert setting["majority"] == 26.5 and setting["score"] == 26.5
+    assert "did not learn: majority rate 26.5" in results._fmt(setting)
+
+
 def test_verdicts_on_a_grid_with_a_real_difference_state_its_direction():
     real = [_snli_cell(72.0, "mlm+nsp", n=2000), _snli_cell(61.0, "mlm", n=2000), _snli_cell(36.0, "ltr", n=2000)]
     dirs = {d["key"]: d for d in results.directions(real)}

@@ -176,7 +176,8 @@ def caption(plan: dict, res: dict[str, dict], df: pd.DataFrame) -> str:
     sizes = df["size"].nunique()
     return (f"This run fine-tuned {sizes} of Google's pre-trained miniatures (downloaded from the Hugging Face Hub, "
             f"not pre-trained here), {seeds} seed{'s' if seeds > 1 else ''} each; mean ± standard deviation over the "
-            "seeds: " + "; ".join(parts) + f". Bigger beats smaller (Table 6) in this run: {big['verdict']} (the "
+            "seeds (a seed also splits the data its own way, so the spread holds its dev set's draw too): "
+            + "; ".join(parts) + f". Bigger beats smaller (Table 6) in this run: {big['verdict']} (the "
             "largest model against the smallest, the difference held against the seeds' spread and the dev set's "
             "sampling error). The numbers of Turc et al. 2019 (GLUE's test server) and of Devlin et al. 2019, Table 6 "
             "(GLUE dev) beside them are the papers' own, shown for their direction: this run did not measure them, "
