@@ -256,6 +256,20 @@ def test_a_signal_is_a_stop_a_second_ctrl_c_aborts_and_the_handlers_are_put_back
                     os.kill(os.getpid(), signal.SIGINT)
                     delivered()
         assert run.status()["state"] == "stopped"
+        # a rank that is not the first: its stop would not count, so none is promised (it trained on to the end,
+        # then said "stopped by SIGTERM after its last step" and exited 143: torchrun reported a failure)
+        capfd.readouterr()
+        rank = Run(tmp_path / "r")
+        rank.step_reached = 3
+        with stopping_on_signals(rank, main=False):
+            os.kill(os.getpid(), signal.SIGTERM)
+            delivered()
+            assert rank.signalled is None and not rank.stop_requested()
+            assert "not the run's first (rank 0), which alone stops the run: it stops at its next step if that one " \
+                "was signalled too" in capfd.readouterr().err
+            with pytest.raises(KeyboardInterrupt, match="^SIGTERM a second time"):
+                os.kill(os.getpid(), signal.SIGTERM)
+                delivered()
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         assert signal.getsignal(signal.SIGTERM) is term
     finally:

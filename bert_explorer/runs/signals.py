@@ -62,13 +62,21 @@ def stopping_on_signals(run: Run, resumable: bool = True, main: bool = True):
         yield run
         return
     def handler(signum, frame):
-        first = run.signalled
+        # (a rank that is not the first takes no stop: only the first's counts, Pretraining.stop_requested)
+        first = run.signalled if main else getattr(run, "rank_signalled", None)
         if first is not None:  # a second signal: no more waiting (a container's stop, a person who will not wait)
             again = "a second time" if signum == first else f"after {NAMES.get(first, said(first))}"
             saved = run.status().get("state") in ("stopped", "finished")  # (it said "before" of a saved stop)
             raise KeyboardInterrupt(f"{NAMES.get(signum, said(signum))} {again}, "
                                     f"{'after' if saved else 'before'} the stop was saved: ended at once; "
                                     f"{what_to_do(run, resumable)}")
+        if not main and run.step_reached is not None:  # it promised a stop that never came, trained on to the end,
+            run.rank_signalled = signum  # then said "stopped by SIGTERM after its last step" and exited 143
+            os.write(2, f"\nbert-explorer: {said(signum)}: this process is not the run's first (rank 0), which alone "
+                        "stops the run: it stops at its next step if that one was signalled too (Ctrl-C in "
+                        "torchrun's terminal signals every process), else signal that one, or torchrun; "
+                        f"{NAMES.get(signum, 'the signal')} again ends this process at once\n".encode())
+            return
         run.signalled = signum
         if run.step_reached is None:  # reading data or building the model: no step of this process to save
             raise StoppedBySignal(signum, f"{said(signum)} before its first step, nothing trained to save; "
