@@ -13,7 +13,7 @@ from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, w
 from bert_explorer.app.roles import (busy_sentence, not_prepared, progress_line, running_beside, work_button,
                                      writes_allowed)
 from bert_explorer.app.keep import fit_kept, opening_index, past_the_layers, text_box
-from bert_explorer.app.widgets import intro, needs_head
+from bert_explorer.app.widgets import WITH_HEADS, intro, why_no_head
 from bert_explorer.data.corpora import corpus_title
 from bert_explorer.runs import neighbour_jobs as jobs
 from bert_explorer.runs.report import duration_text
@@ -32,8 +32,14 @@ up or down at a token.
 
 ARCH = "BertForPreTraining"
 name, loaded = picked_model(ARCH)
-if not needs_head(loaded, "masked-LM head", "show what its features do to its guesses"):
-    st.stop()
+# (a model without a trained MLM head had the page closed, though an SAE needs none: its features, their contexts
+# and a sentence's features are the encoder's; only the words, the loss with the SAE and steering read the head)
+words_read = fb.reads_words(loaded)
+if not words_read:
+    st.info(f"This model has no trained masked-LM head: {why_no_head(loaded, fb.MLM_HEAD)}. Its SAE's features, "
+            "their top contexts and the features of your sentence are shown below; the words a feature pushes up, "
+            "the masked-LM loss with the SAE spliced in and steering read that head, and are left out. "
+            + WITH_HEADS.replace("Pick", "For them, pick"))
 L = loaded.config.num_layers
 H = loaded.config.hidden_size
 
@@ -86,8 +92,9 @@ def _offer_training() -> None:
         f"{settings.sae.width_factor * H:,} features with k = {settings.sae.k}: **{said(est['seconds'], background_threads())}** "
         f"(on an idle machine: activations about {duration_text(est['activation_seconds'])}, training about "
         f"{duration_text(est['train_seconds'])}: {est['step_seconds']:.2f} s a step, timed on this machine; then the "
-        f"features' statistics and the masked-LM loss with the SAE spliced in, with the job's start, about "
-        f"{duration_text(est['after_seconds'])}). It is kept for every later visit and every visitor.")
+        f"features' statistics{' and the masked-LM loss with the SAE spliced in' if words_read else ''}, with the "
+        f"job's start, about {duration_text(est['after_seconds'])}). It is kept for every later visit and every "
+        "visitor.")
     if refusal := jobs.start_refusal(path, False, "SAE"):
         st.info(refusal)
         return
@@ -170,20 +177,23 @@ q[0].metric("Variance explained", f"{meta['fve']:.3f}", help="1 - (squared error
 q[1].metric("Mean L0", f"{meta['mean_l0']:.1f}", help="features active per token (TopK: at most k)")
 q[2].metric("Dead features", f"{meta['dead_fraction']:.1%}", help="never active on any of the training tokens")
 q[3].metric("Dense features", f"{meta['dense_fraction']:.1%}", help="active on more than 10 % of tokens")
-q[4].metric("Loss recovered", f"{meta['loss_recovered']:.1%}",
-            help="(mean-replaced loss - SAE loss) / (mean-replaced loss - clean loss)")
+losses_read = words_read and meta.get("loss_recovered") is not None
+q[4].metric("Loss recovered", f"{meta['loss_recovered']:.1%}" if losses_read else "—",
+            help="(mean-replaced loss - SAE loss) / (mean-replaced loss - clean loss)" + (
+                "" if losses_read else "; read with the masked-LM head, which this model has not trained"))
 st.caption("In plain words: **variance explained** is how much of the layer's vectors the SAE rebuilds from its few "
            "features (1 = all of it; higher is better); **mean L0** is how many features are on for a token on "
            "average (fewer = sparser, easier to read); **dead** features never fire and teach nothing (fewer is "
            "better); **loss recovered** is how much of the model's masked-word skill survives when the layer is "
            "replaced by the SAE's rebuild (100 % = all of it).")
-losses = pd.DataFrame({"model": ["clean", "layer replaced by the SAE", "layer replaced by its mean"],
-                       "masked-LM loss": [meta["loss_clean"], meta["loss_sae"], meta["loss_mean"]]})
-fig = go.Figure(go.Bar(x=losses["masked-LM loss"], y=losses["model"], orientation="h",
-                       text=[f"{v:.3f}" for v in losses["masked-LM loss"]], textposition="auto"))
-fig.update_layout(title=f"Masked-LM loss on {meta['eval_sequences']} held-out sequences", height=220,
-                  xaxis_title="masked-LM loss (cross-entropy, nats)", yaxis_title=None, margin=dict(t=40, b=40))
-exports.figure(fig, "sae_losses", bundle=bundle)
+if losses_read:
+    losses = pd.DataFrame({"model": ["clean", "layer replaced by the SAE", "layer replaced by its mean"],
+                           "masked-LM loss": [meta["loss_clean"], meta["loss_sae"], meta["loss_mean"]]})
+    fig = go.Figure(go.Bar(x=losses["masked-LM loss"], y=losses["model"], orientation="h",
+                           text=[f"{v:.3f}" for v in losses["masked-LM loss"]], textposition="auto"))
+    fig.update_layout(title=f"Masked-LM loss on {meta['eval_sequences']} held-out sequences", height=220,
+                      xaxis_title="masked-LM loss (cross-entropy, nats)", yaxis_title=None, margin=dict(t=40, b=40))
+    exports.figure(fig, "sae_losses", bundle=bundle)
 st.caption(f"{meta['n_features']:,} features, k = {meta['k']}, trained on {meta['tokens']:,} tokens of "
            f"{corpus_title(meta['corpus'])} ({meta['settings']['epochs']} pass{'es' if meta['settings']['epochs'] > 1 else ''}) in "
            f"{duration_text(meta['seconds'])} ({duration_text(meta['activation_seconds'])} of it reading the "
@@ -215,14 +225,15 @@ feature = int(s1.number_input("Feature", 0, feats.n_features - 1, default, 1,
                               key=f"sae_feature_{word}_{path.name}", persist_state="session"))
 bundle.inputs["feature"] = feature
 summary = feats.summary(feature)
-wordsd = feats.words(feature, loaded.tokenizer)
 s1.markdown(f"Fires on **{summary['density']:.3%}** of tokens; largest activation {summary['max_activation']:.2f}, "
             f"mean when active {summary['mean_activation']:.2f}.")
-s1.markdown("**Pushes up**: " + ", ".join(f"`{w}`" for w, _ in wordsd["up"]) +
-            "  \n**Pushes down**: " + ", ".join(f"`{w}`" for w, _ in wordsd["down"]))
-s1.caption("Words read straight through the MLM head (the feature added to the layer's mean vector), skipping "
-           "the layers above, as the *logit lens* does (reading a middle layer's vector with the output head, as "
-           "if it were the last layer's); steering below runs them.")
+if words_read:
+    wordsd = feats.words(feature, loaded.tokenizer)
+    s1.markdown("**Pushes up**: " + ", ".join(f"`{w}`" for w, _ in wordsd["up"]) +
+                "  \n**Pushes down**: " + ", ".join(f"`{w}`" for w, _ in wordsd["down"]))
+    s1.caption("Words read straight through the MLM head (the feature added to the layer's mean vector), skipping "
+               "the layers above, as the *logit lens* does (reading a middle layer's vector with the output head, "
+               "as if it were the last layer's); steering below runs them.")
 
 contexts = pd.DataFrame(feats.top_contexts(feature))
 if contexts.empty:
@@ -263,30 +274,35 @@ if text.strip():
 st.subheader("Steer a feature through the masked-word probe")
 st.caption("The feature's direction is added at one token (or its activation clamped to a value; 0 switches it "
            "off) after this layer; the model runs on and the MLM head guesses the [MASK] again.")
-g1, g2, g3, g4 = st.columns([3, 1.2, 1, 1])
-cloze = text_box(g1.text_input, "Sentence with [MASK]", "she swam across the [MASK] to the other side .",
-                 key="sae_cloze", persist_state="session",
-                      max_chars=300)
-pieces = [loaded.tokenizer.id_to_token(i) for i in loaded.tokenizer.encode(cloze).input_ids]
-if "[MASK]" not in pieces:
-    st.info("Write [MASK] where a word should be guessed.")
+if not words_read:
+    st.info("Steering reads the masked-LM head's guesses, and this model has no trained one.")
 else:
-    pos = g2.selectbox("At token", list(range(1, len(pieces) - 1)), index=pieces.index("[MASK]") - 1,
-                       format_func=lambda i: f"{i}: {pieces[i]}", key=f"sae_pos_{hash(cloze)}", persist_state="session")
-    mode = g3.selectbox("How", ["add", "clamp"], key="sae_mode", persist_state="session")
-    amount = g4.number_input("Amount", -fb.MAX_AMOUNT, fb.MAX_AMOUNT, float(round(summary["max_activation"], 1) or 5.0), 1.0,
-                             key=f"sae_amount_{feature}",
-                             persist_state="session", help="added to the activation, or the value it is clamped to")
-    bundle.inputs["steering"] = {"sentence": cloze, "token": int(pos), "how": mode, "amount": float(amount)}
-    steer_rows = pd.DataFrame(splice.steering_table(loaded, feats.sae, feats.layer, cloze, feature, pos, mode, amount))
-    for c in ("rank before", "rank after"):  # not in that top-k: a blank cell
-        steer_rows[c] = [str(int(r)) if r == r and r is not None else "" for r in steer_rows[c]]
-    exports.table(steer_rows, "sae_steer", f"steering feature {feature}", bundle, hide_index=True,
-                  column_config={c: st.column_config.NumberColumn(format="%.4f") for c in ("before", "after", "change")})
-    sfig = go.Figure([go.Bar(name=n, x=steer_rows["word"], y=steer_rows[n]) for n in ("before", "after")])
-    sfig.update_layout(title=f"The probe's guesses before and after steering feature {feature}", barmode="group",
-                       height=300, yaxis_title="probability", xaxis_title=None, margin=dict(t=40, b=40))
-    exports.figure(sfig, "sae_steer_fig", bundle=bundle)
+    g1, g2, g3, g4 = st.columns([3, 1.2, 1, 1])
+    cloze = text_box(g1.text_input, "Sentence with [MASK]", "she swam across the [MASK] to the other side .",
+                     key="sae_cloze", persist_state="session", max_chars=300)
+    pieces = [loaded.tokenizer.id_to_token(i) for i in loaded.tokenizer.encode(cloze).input_ids]
+    if "[MASK]" not in pieces:
+        st.info("Write [MASK] where a word should be guessed.")
+    else:
+        pos = g2.selectbox("At token", list(range(1, len(pieces) - 1)), index=pieces.index("[MASK]") - 1,
+                           format_func=lambda i: f"{i}: {pieces[i]}", key=f"sae_pos_{hash(cloze)}",
+                           persist_state="session")
+        mode = g3.selectbox("How", ["add", "clamp"], key="sae_mode", persist_state="session")
+        amount = g4.number_input("Amount", -fb.MAX_AMOUNT, fb.MAX_AMOUNT,
+                                 float(round(summary["max_activation"], 1) or 5.0), 1.0, key=f"sae_amount_{feature}",
+                                 persist_state="session", help="added to the activation, or the value it is clamped to")
+        bundle.inputs["steering"] = {"sentence": cloze, "token": int(pos), "how": mode, "amount": float(amount)}
+        steer_rows = pd.DataFrame(splice.steering_table(loaded, feats.sae, feats.layer, cloze, feature, pos, mode,
+                                                        amount))
+        for c in ("rank before", "rank after"):  # not in that top-k: a blank cell
+            steer_rows[c] = [str(int(r)) if r == r and r is not None else "" for r in steer_rows[c]]
+        exports.table(steer_rows, "sae_steer", f"steering feature {feature}", bundle, hide_index=True,
+                      column_config={c: st.column_config.NumberColumn(format="%.4f")
+                                     for c in ("before", "after", "change")})
+        sfig = go.Figure([go.Bar(name=n, x=steer_rows["word"], y=steer_rows[n]) for n in ("before", "after")])
+        sfig.update_layout(title=f"The probe's guesses before and after steering feature {feature}", barmode="group",
+                           height=300, yaxis_title="probability", xaxis_title=None, margin=dict(t=40, b=40))
+        exports.figure(sfig, "sae_steer_fig", bundle=bundle)
 
 st.divider()
 bundle.add_array("feature direction", feats.sae.direction(feature).numpy())

@@ -465,3 +465,44 @@ def test_the_activation_histogram_is_ticked_at_powers_of_ten_only(built):
     (hist,) = [f for f in figcheck.figures(at) if "activations when it fires" in f.title]
     axis = hist.layout["yaxis"]
     assert axis["type"] == "log" and axis["dtick"] == 1 and axis["tickformat"] == ",d"
+
+
+def test_a_model_without_a_trained_mlm_head_has_features_but_no_words_loss_or_steering(tmp_path, monkeypatch, capsys):
+    """The page was closed to a model without a trained masked-LM head (MiniLM as released), though an SAE needs
+    none; the command line trained one anyway and read its words, its "loss recovered" and its steering through the
+    head's random weights. Its features, contexts and a sentence's features are shown; what reads the head is not."""
+    from streamlit.testing.v1 import AppTest
+
+    from bert_explorer.cli import main
+
+    folder = shared.save_tiny_bert(tmp_path / "encoder", _words(), architecture="BertModel", hidden=32, layers=2,
+                                   positions=64)
+    loaded = checkpoint.load(str(folder), "BertForPreTraining")
+    assert not fb.reads_words(loaded)
+    monkeypatch.setattr(fb, "measure_loss", lambda *a, **k: pytest.fail("measured a loss through a random head"))
+    settings = fb.FeatureSettings(layer=1, corpus=[s for doc in tiny_corpus(30) for s in doc], tokens=1500, sae=SMALL)
+    est = fb.estimate_seconds(loaded, settings, 1)
+    assert est["loss_seconds"] == 0 and est["effects_seconds"] == 0  # (not said as part of its time either)
+    path = fb.build(loaded, settings)
+    meta = fb.Features(path).meta
+    assert meta["mlm_head"] is False and meta["loss_recovered"] is None and meta["fve"] > 0
+    at = AppTest.from_file("../pages/15_Features.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "a local directory…"
+    at.session_state["be_model_path"] = str(folder)
+    at.session_state["sae_layer"] = 1
+    at.session_state["sae_k"], at.session_state["sae_width"] = SMALL.k, SMALL.width_factor
+    at.run()
+    assert not at.exception, at.exception
+    assert any(i.value.startswith("This model has no trained masked-LM head: its files hold no weights for that "
+                                  "head") for i in at.info), [i.value for i in at.info]
+    assert next(m.value for m in at.metric if m.label == "Loss recovered") == "—"
+    assert not any("Pushes up" in m.value for m in at.markdown)
+    assert any("Steering reads the masked-LM head's guesses" in i.value for i in at.info)
+    assert any(d.value.columns.tolist()[:2] == ["#", "token"] for d in at.dataframe)  # the sentence's features
+    monkeypatch.setattr(checkpoint, "load", lambda *a, **k: loaded)
+    monkeypatch.setattr(fb, "entry_path", lambda *a, **k: path)
+    assert main(["features", "steer", "--model", str(folder), "--layer", "1", "--feature", "3",
+                 "--text", "a [MASK] .", "--amount", "5"]) == 2
+    assert "has no trained masked-LM head, and steering reads its guesses" in capsys.readouterr().err
+    assert main(["features", "top", "--model", str(folder), "--layer", "1", "--feature", "3"]) == 0
+    assert "no words: this model has no trained masked-LM head to read them" in capsys.readouterr().out

@@ -55,22 +55,27 @@ def intro(title: str, text: str | Callable[[], str]) -> None:
     st.markdown(text() if callable(text) else text)
 
 
+def why_no_head(loaded: Loaded, head: str) -> str:
+    """Why this model has no trained ``head``: MiniLM's is known; of another model (a fine-tuned encoder, an
+    upload) only that its files hold no such weights."""
+    untrained = loaded.report.untrained.get(head)
+    return (f"it was pre-trained with {untrained}, so the {head} it saved was never trained (its weights are "
+            "as they were drawn at the start)" if untrained else
+            "MiniLM was trained as a sentence encoder and its pre-training heads were not released"
+            if Path(loaded.name or loaded.path).name == "minilm" else
+            "its files hold no weights for that head (a model fine-tuned for a task, or saved as an encoder alone, "
+            "keeps none)")
+
+
+# where a model with the head is found
+WITH_HEADS = ("Pick **minilm-mlm-nsp** in the sidebar (MiniLM given both heads by this project's pre-training), "
+              "**explorer-mini**, or a checkpoint from your own pre-training run.")
+
+
 def needs_head(loaded: Loaded, head: str, what: str) -> bool:
     """True if the model has a trained ``head``; otherwise explain and point to one that has."""
     if head in loaded.report.missing:
-        # why this model has none: MiniLM's is known; of another model (a fine-tuned encoder, an upload) only that
-        # its files hold no such weights
-        untrained = loaded.report.untrained.get(head)
-        why = (f"it was pre-trained with {untrained}, so the {head} it saved was never trained (its weights are "
-               "as they were drawn at the start)" if untrained else
-               "MiniLM was trained as a sentence encoder and its pre-training heads were not released"
-               if Path(loaded.name or loaded.path).name == "minilm" else
-               "its files hold no weights for that head (a model fine-tuned for a task, or saved as an encoder alone, "
-               "keeps none)")
-        st.warning(
-            f"This model has no trained {head}, so it cannot {what}: {why}. Pick **minilm-mlm-nsp** in the "
-            "sidebar (MiniLM given both heads by this project's pre-training), **explorer-mini**, or "
-            "a checkpoint from your own pre-training run.")
+        st.warning(f"This model has no trained {head}, so it cannot {what}: {why_no_head(loaded, head)}. {WITH_HEADS}")
         return False
     return True
 

@@ -165,11 +165,14 @@ def cmd_top(args) -> int:
     with user_errors(ValueError):
         loaded, feats = _open(args)
         contexts = feats.top_contexts(args.feature)
-        result = {**feats.summary(args.feature), **feats.words(args.feature, loaded.tokenizer), "contexts": contexts}
+        # (words only where a trained MLM head reads them: an untrained one's random words were printed)
+        words = feats.words(args.feature, loaded.tokenizer) if fb.reads_words(loaded) else {}
+        result = {**feats.summary(args.feature), **words, "contexts": contexts}
     for c in contexts:
         print(f"{c['activation']:7.2f}  {c['left'][-50:]:>50} [[{c['token']}]] {c['right'][:50]}")
-    print(f"density {result['density']:.4%}; pushes up: {', '.join(w for w, _ in result['up'])}; "
-          f"down: {', '.join(w for w, _ in result['down'])}")
+    print(f"density {result['density']:.4%}; " + (f"pushes up: {', '.join(w for w, _ in result['up'])}; "
+                                                   f"down: {', '.join(w for w, _ in result['down'])}" if words else
+                                                   "no words: this model has no trained masked-LM head to read them"))
     if args.output:
         if args.output.endswith(".csv"):
             with write_output(args.output, newline="") as f:  # (csv ends its rows itself)
@@ -207,6 +210,9 @@ def cmd_sentence(args) -> int:
 def cmd_steer(args) -> int:
     with user_errors(ValueError):
         loaded, feats = _open(args)
+        if not fb.reads_words(loaded):
+            raise UserError(f"{args.model} has no trained masked-LM head, and steering reads its guesses at the "
+                            "[MASK]; steer a model that has one (minilm-mlm-nsp, explorer-mini, a pre-training run)")
         feats.check(args.feature)
         pieces = [loaded.tokenizer.id_to_token(i) for i in loaded.tokenizer.encode(args.text).input_ids]
         pos = int(args.token) if args.token.isdigit() else (pieces.index(args.token) if args.token in pieces else None)

@@ -83,6 +83,16 @@ def default_layer(loaded: Loaded) -> int:
 
 
 # ----- the activations ----------------------------------------------------------------------------
+MLM_HEAD = "masked-LM head"  # (checkpoint's report names the heads a model lacks or never trained so)
+
+
+def reads_words(loaded: Loaded) -> bool:
+    """Has the model a trained masked-LM head? A feature's words, the masked-LM loss with the SAE spliced in and
+    steering read it; an encoder without one (MiniLM as released) still has features, their contexts and a
+    sentence's features. (Its untrained head, drawn at random, once gave words and a "loss recovered".)"""
+    return MLM_HEAD not in loaded.report.missing
+
+
 def acts_path(loaded: Loaded, corpus, layer: int, tokens: int) -> Path:
     return disk_cache.entry(ACTS_KIND, loaded, **corpus_settings(corpus), layer=int(layer), tokens=int(tokens),
                             mask=MASK_FRACTION, format=FORMAT, max_pieces=MAX_PIECES)
@@ -314,16 +324,19 @@ def _build_locked(loaded, settings, path, say, should_stop, instances, started, 
     say_or_stop(base + stats_share, "each feature's top contexts, histogram and words…")
     per_feature = feature_tables(loaded, sae, stats, data["token_ids"])
     done = base + stats_share + tables_share
-    say_or_stop(done, "the masked-LM loss: clean, with the SAE, with the mean…")
-    held = instances if instances is not None else eval_instances(loaded)
-    quality = measure_loss(loaded, sae, layer, acts_mean, held,
-                           lambda f: say_or_stop(done + (1 - done) * 0.95 * f, f"the masked-LM loss: {f:.0%} of it…"))
+    if reads_words(loaded):
+        say_or_stop(done, "the masked-LM loss: clean, with the SAE, with the mean…")
+        held = instances if instances is not None else eval_instances(loaded)
+        quality = measure_loss(loaded, sae, layer, acts_mean, held, lambda f: say_or_stop(
+            done + (1 - done) * 0.95 * f, f"the masked-LM loss: {f:.0%} of it…"))
+    else:  # no trained head to read the loss with: none is said
+        quality = {**dict.fromkeys(("loss_clean", "loss_sae", "loss_mean", "loss_recovered")), "eval_sequences": 0}
     meta = {
         "layer": layer, "corpus": corpus_label(settings.corpus), "tokens": N, "hidden_size": int(sae.W_dec.shape[0]),
         "n_features": sae.n_features, "k": sae.k, "settings": settings.sae.to_dict(),
         "fve": round(stats["fve"], 4), "mean_l0": round(stats["mean_l0"], 2),
         "dead_fraction": round(stats["dead_fraction"], 4), "dense_fraction": round(stats["dense_fraction"], 4),
-        **{k: round(v, 4) for k, v in quality.items()},
+        **{k: None if v is None else round(v, 4) for k, v in quality.items()}, "mlm_head": reads_words(loaded),
         "activation_seconds": round(acts_seconds, 1), "train_seconds": history["seconds"],
         "seconds": round(time.time() - started, 1), "threads": torch.get_num_threads(),
         "history": history, "model": str(loaded.path), "model_name": loaded.name,
@@ -404,7 +417,7 @@ def logit_effects(loaded: Loaded, sae, amounts: torch.Tensor, chunk: int = 256):
     above l are skipped, as in the "logit lens" (nostalgebraist 2020); steering runs them."""
     head = getattr(getattr(loaded.model, "cls", None), "predictions", None)
     F_ = sae.n_features
-    if head is None:  # an encoder without an MLM head: no words to read
+    if head is None or not reads_words(loaded):  # an encoder without a trained MLM head: no words to read
         z = np.zeros((F_, WORDS), np.int32)
         return z, z.astype(np.float32), z, z.astype(np.float32)
     base = sae.mean.float()
@@ -558,10 +571,12 @@ def estimate_seconds(loaded: Loaded, settings: FeatureSettings, threads: int | N
     per_token = estimate.forward_flops(config.num_layers, config.hidden_size, T, config.intermediate_size) \
         + 2.0 * config.vocab_size * config.hidden_size
     from ..probes.quality import HELD_OUT_PREPARE_S
-    losses = 3 * EVAL_SEQUENCES * T * per_token / forward_rate + HELD_OUT_PREPARE_S
+    words = reads_words(loaded)  # (a model without a trained MLM head measures neither)
+    losses = 3 * EVAL_SEQUENCES * T * per_token / forward_rate + HELD_OUT_PREPARE_S if words else 0.0
     start = estimate.PROCESS_START_S + 4 * estimate.pretraining_parameters(config)[0] / estimate.MODEL_LOAD_BYTES_PER_S
     # each feature's logit effects: the decoder's F directions through the MLM decoder (2·F·H·V)
-    effects = 2.0 * settings.sae.width_factor * config.hidden_size ** 2 * config.vocab_size / forward_rate
+    effects = 2.0 * settings.sae.width_factor * config.hidden_size ** 2 * config.vocab_size / forward_rate \
+        if words else 0.0
     statistics = 0.15 * train / settings.sae.epochs
     after = statistics + losses + effects + start
     return {"tokens": have, "activation_seconds": acts_seconds, "train_seconds": train, "step_seconds": step,
