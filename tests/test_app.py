@@ -738,9 +738,11 @@ def test_the_next_sentence_pairs_table_holds_on_the_way_back():
     at.switch_page("pages/5_Next_sentence_probe.py").run()
     assert not at.exception and at.table[0].value["A"].tolist() == made
     # the editor shows no index: given the table made, with a row deleted, it read 0, 2, 3, ... beside the warnings'
-    # "Row 2", which counts the rows shown
+    # "Row 2", which counts the rows shown, as an editable column (Streamlit hides no index of gaps in a table that
+    # takes new rows) that a row added there had to be given
     (editor,) = [d for d in at.dataframe if d.proto.editing_mode]
     assert json.loads(editor.proto.columns).get("_index", {}).get("hidden") is True
+    assert editor.value.index.tolist() == list(range(len(made)))
     at.run()  # and the edits are not taken twice on the visit's next run
     assert at.table[0].value["A"].tolist() == made
 

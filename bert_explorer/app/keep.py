@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import pandas as pd
 import streamlit as st
 
 SHADOW = "be_kept_"
@@ -98,7 +99,10 @@ def kept_table(data: Any, key: str, **kwargs) -> Any:
     (given while the editor is drawn, it would take the edits a second time)."""
     given, made = SHADOW + key + " given", SHADOW + key
     if key not in st.session_state:  # a visit's first run: the editor starts from the user's last table
-        st.session_state[given] = st.session_state.get(made, data)
+        last = st.session_state.get(made, data)
+        # numbered 0, 1, 2, ... again: a table with a row deleted kept its gaps (0, 1, 2, 4, 5), and the editor drew
+        # them as an editable column, hide_index or not, that a row added there had to be given
+        st.session_state[given] = last.reset_index(drop=True) if isinstance(last, pd.DataFrame) else last
     table = st.data_editor(st.session_state.get(given, data), key=key, **kwargs)
     st.session_state[made] = table
     return table
