@@ -409,16 +409,20 @@ else:
                     marker=dict(symbol="diamond", size=10))
     rel.add_scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect calibration", line=dict(dash="dot"))
     rel.update_layout(title=f"Reliability diagram (ECE = {cal['ece']:.3f})", height=380,
-                      # in per cent, as the hover, the table beside and the sentence below say them
-                      margin=dict(l=10, r=10, t=40, b=10), xaxis=dict(title="confidence (probability of the answer "
-                                                                                "given)", range=[0, 1], tickformat=".0%"),
-                      yaxis=dict(title="share right, probability", range=[0, 1.02], tickformat=".0%"))
+                      # in per cent, as the hover, the table beside and the sentence below say them; ticked at each
+                      # bin's edge (0 %, 50 %, 100 % for ten bins)
+                      margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis=dict(title="confidence (probability of the answer given)", range=[0, 1], tickformat=".0%",
+                                 dtick=0.1),
+                      yaxis=dict(title="share right (bars), mean confidence (diamonds)", range=[0, 1.02],
+                                 tickformat=".0%"))
     c1, c2 = st.columns([3, 2])
     exports.figure(rel, "af_reliability", "reliability diagram", bundle, container=c1)
     # an empty bin has no confidence or accuracy: "—", not "None"; every cell of those columns is text
     # an empty bin's cells are dashes; the CSV and the page's zip keep the bins' numbers (the zip had only the figure)
     exports.table(pd.DataFrame(cal["bins"]), "af_calibration_bins", "calibration bins", bundle, container=c2,
-                  numbers={"confidence": "{:.1%}", "accuracy": "{:.1%}"}, hide_index=True)
+                  numbers={"lower": "{:.0%}", "upper": "{:.0%}", "confidence": "{:.1%}", "accuracy": "{:.1%}"},
+                  hide_index=True)
     c2.caption("Guo et al. (2017), Section 2: the answers sorted into 10 bins of equal width by the model's "
                "probability of its own answer; ECE is the count-weighted mean gap between each bin's accuracy and "
                "its mean confidence.")

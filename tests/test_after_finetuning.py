@@ -443,6 +443,11 @@ def test_the_page_shows_the_parts_that_apply_to_the_task_type(task, tuned, monke
         assert before.raw["text"][1] == f"{sep['separation']['before']['silhouette']:.2f}"
         diagram = next(f for f in figcheck.figures(at) if f.title.startswith("Reliability diagram"))
         assert diagram.layout["xaxis"]["tickformat"] == diagram.layout["yaxis"]["tickformat"] == ".0%"
+        assert diagram.layout["xaxis"]["dtick"] == 0.1  # each bin's edge (ten bins were ticked 0 %, 50 %, 100 %)
+        said = calibration.calibration(rows)["sentence"]
+        assert "the largest gap" not in said or re.search(r"the bin of confidences \(\d+%, \d+%\]", said), said
+        bins = next(d for d in at.dataframe if "confidence" in d.value.columns).value
+        assert bins["lower"].iloc[1] == "10%"  # the bins' edges in per cent, as their confidences
 
 
 @pytest.fixture(scope="module")

@@ -70,7 +70,9 @@ def calibration(rows: list[dict], bins: int = BINS) -> dict:
         sentence = (f"On {n} dev examples the model's mean confidence is {mean_conf:.1%} and its accuracy "
                     f"{acc:.1%}: {lean}. ECE = {ece:.3f} ({bins} bins)")
         if worst is not None:
-            sentence += (f"; the largest gap is in the bin ({worst['lower']:.1f}, {worst['upper']:.1f}], where "
+            # (the bin in per cent, as the confidences beside it: "(0.2, 0.3]" beside "a confidence of 24.6%")
+            sentence += (f"; the largest gap is in the bin of confidences ({worst['lower']:.0%}, "
+                         f"{worst['upper']:.0%}], where "
                          f"{worst['count']} answers had a mean confidence of {worst['confidence']:.1%} and "
                          f"{worst['accuracy']:.1%} were right.")
         else:
