@@ -287,8 +287,12 @@ if answered and task.name in ("classification", "pair-classification", "multiple
                f"many examples scores high there whatever the input. This model answered {md(top)} for {times:,} of "
                f"the {len(rows):,} dev examples ({times / len(rows):.0%}).")
 small = [s for s in table_slices if s["small"]]
-frame = pd.DataFrame([{k: v for k, v in s.items() if k != "not_defined"} for s in table_slices]
-                     ).rename(columns={"small": "note"})
+# the note says why a score is a dash (no gold entity), as the bar's place does on the chart
+frame = pd.DataFrame([{**{k: v for k, v in s.items() if k not in ("not_defined", "small")},
+                       "note": "; ".join([*(f"{LABELS.get(m, m)} not defined: {why}"
+                                            for m, why in s["not_defined"].items()),
+                                          *([s["small"]] if s["small"] else [])]) or None}
+                      for s in table_slices])
 # (a slice with no note, or no correlation, is a dash: the grid drew "None")
 exports.table(frame, "af_slices_table", "score by slice", bundle, hide_index=True,
               numbers={m: ("{:.1f}%" if task.percent else "{:.1%}") if m in SCORES else "{:.3f}"

@@ -217,6 +217,9 @@ def test_a_slice_of_one_gold_value_has_no_correlation_not_a_zero(tuned, monkeypa
                "gold" in o)  # a value to four figures, not 0.25388383865356445
     table = next(d.value for d in at.dataframe if "slice" in d.value.columns)
     assert not table.isna().any().any() and not table.isin(["None"]).any().any()  # a dash where nothing is
+    # and the note says why a score is a dash, as the chart does where its bar would stand
+    dashed = table[table["pearson"] == "—"]
+    assert len(dashed) and dashed["note"].str.contains("not defined: one gold value").all(), dashed["note"].tolist()
 
 
 @pytest.mark.parametrize("task", ["ner", "multi-label"])
