@@ -228,7 +228,7 @@ active = status.get("state") in ACTIVE
 try:
     page_plan = read_plan(chosen)  # what the sections below the panel are drawn from, until the page is redrawn
 except ValueError as e:  # (a plan.json cut or edited: the page was a traceback)
-    st.error(without_host_paths(sentence_of(e)))
+    st.error(sentence_of(without_host_paths(str(e))))
     st.stop()
 
 

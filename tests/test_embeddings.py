@@ -1,6 +1,7 @@
 """The input representation (paper, Section 3, Figure 2), its analyses and its page of the app (Tokens and embeddings)."""
 import base64
 import json
+import re
 
 import numpy as np
 import pytest
@@ -262,6 +263,10 @@ def test_page_tsne_context_map_and_missing_word():
     assert not at.exception
     assert any("not in the sentence" in i.value for i in at.info)
     assert len(at.get("plotly_chart")) == 3  # the context chart gives way to the message
+    # the word as typed: "$x$" was typeset as maths inside the message, "**x**" lost its stars
+    at.text_input(key="emb_ctx_word").set_value("$x$ **y**").run()
+    (said,) = [i.value for i in at.info if "not in the sentence" in i.value]
+    assert "\\$x\\$ \\*\\*y\\*\\*" in said and not re.search(r"(?<!\\)[$*]", said), said
 
 
 @needs_model("minilm")

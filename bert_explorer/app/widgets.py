@@ -1,6 +1,7 @@
 """Small page helpers: the teaching blurb and the "this model cannot do that" message."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -80,6 +81,9 @@ def needs_head(loaded: Loaded, head: str, what: str) -> bool:
     return True
 
 
+_MARKUP = re.compile(r"([$*~])")  # what Streamlit's Markdown makes maths, emphasis or strikethrough of
+
+
 def sentence_of(error) -> str:
     """An error's message as the page shows it: one sentence, its first letter a capital and a full stop at its
     end (the analyses word their errors for the command line's "bert-explorer: error: ...": "give a word to look
@@ -88,4 +92,6 @@ def sentence_of(error) -> str:
     if text and text[-1].isalnum() or text.endswith((")", "”", "'", '"')):
         text += "."
     first = text.split(maxsplit=1)[0] if text else ""
-    return text if any(c.isupper() for c in first[1:]) else text[:1].upper() + text[1:]  # ("t-SNE needs ...")
+    text = text if any(c.isupper() for c in first[1:]) else text[:1].upper() + text[1:]  # ("t-SNE needs ...")
+    # the user's words inside it shown as typed: a word "$x$" was typeset as maths, "**x**" lost its stars
+    return _MARKUP.sub(r"\\\1", text)
