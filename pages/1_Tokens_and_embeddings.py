@@ -83,6 +83,18 @@ if rep.truncated:
 exports.table(rep.table(), "emb_tokens", "wordpieces", bundle, hide_index=True)
 st.caption("Words missing from the vocabulary are split into pieces; `##` marks a piece that continues a word. "
            "`[CLS]` starts every input, `[SEP]` ends each sentence; sentence B's tokens get segment 1.")
+# what the table alone did not say: a special token typed as text is read as that token (a second [CLS] with id
+# 101 stood in sentence A), and an [UNK] stands for a whole word
+typed = [t for t in ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]") if t in text_a or t in text_b]
+if typed:
+    st.caption(f"{', '.join(f'`{t}`' for t in typed)} typed in the text {'is' if len(typed) == 1 else 'are'} read as "
+               f"the special token{'' if len(typed) == 1 else 's'} {'itself' if len(typed) == 1 else 'themselves'}, "
+               "as BERT's own tokenizer reads them, not as letters: the model sees them as it sees the ones it adds.")
+unknown = rep.tokens.count("[UNK]") - sum(text.count("[UNK]") for text in (text_a, text_b))
+if unknown > 0:
+    st.caption(f"{unknown} piece{' is' if unknown == 1 else 's are'} `[UNK]`: a word holding a character this "
+               "vocabulary has no piece for (an emoji, a character of a script it never saw) becomes one `[UNK]`, "
+               "whole.")
 
 # ----- 2. The three parts --------------------------------------------------------------------
 st.subheader("2 · Token + segment + position, then LayerNorm")

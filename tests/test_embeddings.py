@@ -241,6 +241,15 @@ def test_page_shows_tables_and_charts_and_follows_sentence_a():
     assert new_table["piece"].tolist() != table["piece"].tolist()
     assert "rivers" in new_table["piece"].tolist() or "river" in new_table["piece"].tolist()
     assert _norms_spec(at) != norms
+    assert not [c for c in at.caption if "typed in the text" in c.value or "`[UNK]`:" in c.value]
+    # a special token typed as text is read as that token, and an [UNK] stands for a whole word: both said (a
+    # second [CLS], id 101, stood in sentence A without a word)
+    at.text_input(key="be_sentence_a").set_value("[CLS] the river 🍕 [SEP] flooded").run()
+    pieces = at.dataframe[0].value["piece"].tolist()
+    assert pieces.count("[CLS]") == 2 and "[UNK]" in pieces
+    said = " ".join(c.value for c in at.caption)
+    assert "`[CLS]`, `[SEP]` typed in the text are read as the special tokens themselves" in said
+    assert "1 piece is `[UNK]`: a word holding a character this vocabulary has no piece for" in said
 
 
 @needs_model("explorer-mini")
