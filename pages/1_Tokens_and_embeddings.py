@@ -12,6 +12,7 @@ from bert_explorer.app.keep import (SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, 
                                    kept_widget, text_box)
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro, sentence_of
+from bert_explorer.safe_text import markdown_text as md
 
 intro("Tokens and embeddings", """
 Before any attention, BERT turns text into WordPieces and gives each one a vector: the sum of a
@@ -159,6 +160,12 @@ try:
                      "want to compare")
         wv, proj = word_map(name, words, method_key)
         labels, hover = wv.words, [" ".join(p) for p in wv.pieces]
+        # a word of the same pieces as an earlier one shares its point, said (15 words typed, 12 points drawn)
+        point_of = {tuple(p): w for w, p in zip(wv.words, wv.pieces)}
+        merged = list(dict.fromkeys(f"{md(w)} (= {md(point_of[tuple(ps)])}"
+                                    + (", both `[UNK]`)" if ps == ["[UNK]"] else ")")
+                                    for w in words if w not in wv.words
+                                    and tuple(ps := loaded.tokenizer.tokenize(w)) in point_of))
         title = "Token embeddings (rows of the token table; split words averaged over their pieces)"
         names, vectors = None, wv.vectors
     else:
@@ -190,6 +197,9 @@ try:
                       yaxis_title=f"{method} 2", showlegend=bool(names), margin=dict(l=10, r=10, t=50, b=10),
                       legend=dict(orientation="h", y=-0.15, title_text="sentence"))
     exports.figure(fig, "emb_proj", bundle=bundle)
+    if source.startswith("words") and merged:
+        st.caption(f"{len(merged)} word{' shares' if len(merged) == 1 else 's share'} the point of an earlier one, "
+                   f"as the same WordPieces: {', '.join(merged)}.")
     hidden = [labels[i] for i, p in enumerate(places) if p is None]
     if hidden:
         st.caption(f"{len(hidden)} labels would cover others and are left off: {', '.join(hidden)}; hover a point "

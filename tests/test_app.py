@@ -585,6 +585,18 @@ def test_a_word_map_of_too_few_words_says_so_in_a_students_words():
                for v in (i.value for i in at.info))
 
 
+@needs_model("minilm-mlm-nsp")
+def test_a_word_map_says_which_words_share_a_point():
+    """15 words typed, 12 points drawn and no word of why: "cafe" is "café"'s pieces for an uncased model, and two
+    emoji are one [UNK]."""
+    at = AppTest.from_file("../pages/1_Tokens_and_embeddings.py", default_timeout=120).run()
+    at.text_area(key="emb_words").set_value("café cafe king 🍕 👍🏽 queen woman").run()
+    assert not at.exception
+    said = [c.value for c in at.caption if "the point of an earlier one" in c.value]
+    assert said == ["2 words share the point of an earlier one, as the same WordPieces: cafe (= café), 👍🏽 (= 🍕, "
+                    "both `[UNK]`)."], said
+
+
 @needs_model("explorer-mini")
 @pytest.mark.parametrize("model, said", [("minilm-mlm-nsp", "make the lengths differ again."),
                                          ("explorer-mini", "leave them within")])
