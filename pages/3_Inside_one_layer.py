@@ -63,7 +63,9 @@ tokens, T, d = steps.tokens, len(steps.tokens), steps.head_size
 token_labels = [f"{i}: {t}" for i, t in enumerate(tokens)]
 token = token_labels.index(c3.selectbox("Token", token_labels, key="ins_token", persist_state="session",
                                         index=min(2, T - 1)))
-if sum(t != "[PAD]" for t in tokens) >= 128:  # (the [PAD]s a padding adds were counted: cut, said wrongly)
+# the tokens read, not padding: keys no query is kept from (the [PAD]s a padding adds were counted as cut, and
+# [PAD]s typed in the text were not, where 200 of them were cut to 128 without a word)
+if int((steps.mask[-1] == 0).sum()) >= 128:
     st.caption(f"The input was cut to 128 WordPieces{' (the longer sentence first)' if text_b else ''}: this page "
                "follows at most 128 through a layer, each step's matrices drawn whole, though the model reads up to "
                f"{loaded.config.max_position_embeddings:,}. Shorten it to choose what is shown.")

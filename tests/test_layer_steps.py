@@ -164,6 +164,10 @@ def test_inside_one_layer_page_walks_through_the_steps():
     at.number_input(key="ins_pad").set_value(128).run()
     assert len(at.selectbox(key="ins_token").options) == 128
     assert not [c.value for c in at.caption if "was cut to" in c.value]
+    # and 200 [PAD]s typed in the text are words read, cut to 128 as any are (they were not counted: no word)
+    at.number_input(key="ins_pad").set_value(0).run()
+    at.text_input(key="be_sentence_a").set_value("[PAD] " * 200).run()
+    assert [c.value for c in at.caption if c.value.startswith("The input was cut to 128 WordPieces")]
 
 
 def test_input_strips_each_use_their_own_colour_range():
