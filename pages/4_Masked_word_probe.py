@@ -12,6 +12,7 @@ from bert_explorer.app import exports, quality_view
 from bert_explorer.app.keep import kept_widget, text_box
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro, needs_head, sentence_of
+from bert_explorer.tokenizer import SPECIAL_TOKENS
 
 intro("Masked word probe", """
 BERT's first pre-training task (Devlin et al. 2019, Section 3.1, "Task #1: Masked LM"): hide a
@@ -149,12 +150,19 @@ demo_text = text_box(c1.text_input, "Sentence to corrupt",
                      "the quick brown fox jumps over the lazy dog near the river bank .",
                      key="mlm_demo_text", persist_state="session", max_chars=limits.CHARS)
 seed = c2.number_input("Seed", 0, 10_000, 0, key="mlm_demo_seed", persist_state="session")
-rows = _masking(name, demo_text, int(seed))
-df = pd.DataFrame(rows)
-# (a plain table with a tick column: a styled one cost a fifth of the page's server time)
-exports.table(df, "mlm_demo", "masking demo", bundle, hide_index=True,
-              column_config={"chosen": st.column_config.CheckboxColumn("chosen")})
-st.caption(f"{int(df['chosen'].sum())} of {len(df) - 2} WordPieces chosen; change the seed to draw again.")
+if not demo_text.strip():  # (an empty box drew [CLS] [SEP] and "0 of 0 WordPieces chosen; change the seed")
+    st.info("Write a sentence to corrupt: the table shows which of its WordPieces pre-training would choose.")
+else:
+    rows = _masking(name, demo_text, int(seed))
+    df = pd.DataFrame(rows)
+    # (a plain table with a tick column: a styled one cost a fifth of the page's server time)
+    exports.table(df, "mlm_demo", "masking demo", bundle, hide_index=True,
+                  column_config={"chosen": st.column_config.CheckboxColumn("chosen")})
+    # a special token is never chosen: "change the seed to draw again" was said where no seed could choose one
+    words = int((~df["original"].isin(SPECIAL_TOKENS)).sum())
+    st.caption(f"{int(df['chosen'].sum())} of {len(df) - 2} WordPieces chosen; change the seed to draw again."
+               if words else "No WordPiece here can be chosen: pre-training never masks a special token "
+                             f"({', '.join(SPECIAL_TOKENS)}); write some words.")
 
 quality_view.every_model_measured()
 

@@ -114,6 +114,14 @@ def test_masking_demo_changes_with_the_seed():
     before = at.dataframe[-1].value["model sees"].tolist()
     at.number_input(key="mlm_demo_seed").set_value(7).run()
     assert at.dataframe[-1].value["model sees"].tolist() != before
+    # special tokens alone: no seed could choose one ("change the seed to draw again" was said); an empty box
+    # asks for a sentence (it drew [CLS] [SEP] and "0 of 0 WordPieces chosen")
+    at.text_input(key="mlm_demo_text").set_value("[CLS] [SEP] [MASK] [PAD]").run()
+    assert any(c.value.startswith("No WordPiece here can be chosen: pre-training never masks a special token")
+               for c in at.caption)
+    tables = len(at.dataframe)
+    at.text_input(key="mlm_demo_text").set_value(" ").run()
+    assert any(i.value.startswith("Write a sentence to corrupt") for i in at.info) and len(at.dataframe) == tables - 1
 
 
 def test_masked_word_page_explains_a_model_without_the_head():
