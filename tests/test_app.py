@@ -106,6 +106,8 @@ def test_masked_word_page_shows_topk_and_reacts_to_the_sentence():
     at.text_input(key="mlm_text").set_value("paris is the capital of [mask] .").run()  # as a student typed it
     assert not at.exception and not at.get("plotly_chart")
     assert any("“[mask]” is read as ordinary text" in i.value and "write [MASK] in capitals" in i.value for i in at.info)
+    at.text_input(key="mlm_text").set_value("paris is the capital of [ MASK ] .").run()  # (the generic sentence)
+    assert any("“[ MASK ]” is read as ordinary text" in i.value and "with no space inside" in i.value for i in at.info)
 
 
 @needs_model("explorer-mini")

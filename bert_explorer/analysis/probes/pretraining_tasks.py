@@ -55,10 +55,13 @@ def no_mask_sentence(text: str, limit: int) -> str:
     if "[MASK]" in text:
         return (f"every [MASK] of the text lies past the first {limit:,} WordPieces, all that the model reads: "
                 "shorten the text, or put a [MASK] nearer its start")
-    other = re.search(r"\[mask\]", text, flags=re.IGNORECASE)
+    # (spaces inside, "[ MASK ]", read as ordinary text too: it was told only to write [MASK])
+    other = re.search(r"\[\s*mask\s*\]", text, flags=re.IGNORECASE)
     if other:  # a special token is matched as written, before any lowercasing
         return (f"the text has no [MASK] token: “{other.group(0)}” is read as ordinary text (the token is matched "
-                "as written); write [MASK] in capitals where a word should be predicted")
+                "as written); write [MASK] in capitals, with no space inside, where a word should be predicted")
+    if not text.strip():
+        return "write a sentence with [MASK] where a word should be predicted"
     return "the text has no [MASK] token; write [MASK] where a word should be predicted"
 
 
