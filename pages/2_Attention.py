@@ -146,11 +146,17 @@ bundle.add_data("tokens", result.tokens)
 
 
 
+LABELLED_TOKENS = 48  # the most token names an axis of a heatmap at most 900 px high shows without overlapping
+
+
 def token_axes(fig) -> None:
-    """Token names on both axes for a short input; for a long one the hover shows them (T labels
-    would overlap) and the plot stays at most 900 px high."""
+    """Token names on both axes: each one for a short input; for a longer one every k-th, with its position
+    (128 names overlapped into a smear), the hover naming each; the plot stays at most 900 px high."""
     if T <= DRAWN_TOKENS:
-        ticks = dict(tickmode="array", tickvals=list(range(T)), ticktext=result.tokens)
+        every = -(-T // LABELLED_TOKENS)
+        ticks = dict(tickmode="array", tickvals=list(range(0, T, every)),
+                     ticktext=result.tokens[::every] if every == 1 else
+                     [f"{i}: {result.tokens[i]}" for i in range(0, T, every)])
         fig.update_layout(xaxis=ticks, yaxis=ticks)
     fig.update_layout(height=min(900, 260 + 16 * T))
 

@@ -216,6 +216,13 @@ def test_attention_page_draws_bertviz_offline_and_plots():
     assert at.get("plotly_chart")[0].proto.spec != heat
     at.session_state["att_view"] = "Head view"
     assert "rivers" in at.run().get("iframe")[0].proto.srcdoc
+    # a long input names every k-th token with its position (128 names overlapped into a smear), a short one each
+    at.session_state["att_view"] = "Heatmap"
+    short = json.loads(at.run().get("plotly_chart")[0].proto.spec)["layout"]["xaxis"]
+    assert len(short["tickvals"]) == len(short["ticktext"]) and ":" not in short["ticktext"][1]
+    at.text_area(key="be_sentence_a").set_value("the river bank " * 40).run()
+    axis = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["xaxis"]
+    assert 24 <= len(axis["tickvals"]) <= 48 and axis["ticktext"][1].startswith(f"{axis['tickvals'][1]}: ")
 
 
 def test_attention_page_head_choice_and_truncation():
