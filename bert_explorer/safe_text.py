@@ -102,6 +102,12 @@ def read_csv(text: str) -> pd.DataFrame:
 _AUTOLINK = re.compile(r"(://|\bwww(?=\.)|@)", re.IGNORECASE)
 
 
+def chart_text(text) -> str:
+    """``text`` to put in a plotly label, title, legend or hover and be shown as the characters it is: plotly draws
+    a few HTML tags itself (a typed "<b>x</b>" was drawn as a bold x) and decodes entities."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def markdown_text(text) -> str:
     """``text`` to put inside Markdown and be shown as the characters it is: each ASCII punctuation
     character is escaped with a backslash (CommonMark allows exactly these), so no image, link, HTML,

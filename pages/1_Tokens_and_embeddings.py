@@ -12,7 +12,7 @@ from bert_explorer.app.keep import (SENTENCE_A, SENTENCE_A_DEFAULT, SENTENCE_B, 
                                    kept_widget, text_box)
 from bert_explorer.app.state import by_weights, load, picked_model
 from bert_explorer.app.widgets import intro, sentence_of
-from bert_explorer.safe_text import markdown_text as md
+from bert_explorer.safe_text import chart_text, markdown_text as md
 
 intro("Tokens and embeddings", """
 Before any attention, BERT turns text into WordPieces and gives each one a vector: the sum of a
@@ -188,12 +188,16 @@ try:
         names = [f"{i + 1}: {s if len(s) <= 60 else s[:59] + '…'}" for i, s in enumerate(ctx.sentences)]
     places = emb.label_places(proj.coords, labels)
     points = [[i] for i in range(len(labels))] if names else [list(range(len(labels)))]
+    # (the user's words as typed: plotly drew a typed "<b>x</b>" as a bold x)
     fig = go.Figure([go.Scatter(
-        x=proj.coords[idx, 0], y=proj.coords[idx, 1], mode="markers+text", name=names[idx[0]] if names else "words",
-        text=[labels[i] if places[i] else "" for i in idx], textposition=[places[i] or "top center" for i in idx],
-        hovertext=[hover[i] for i in idx], hovertemplate="<b>%{hovertext}</b><extra></extra>", cliponaxis=False)
+        x=proj.coords[idx, 0], y=proj.coords[idx, 1], mode="markers+text",
+        name=chart_text(names[idx[0]]) if names else "words",
+        text=[chart_text(labels[i]) if places[i] else "" for i in idx],
+        textposition=[places[i] or "top center" for i in idx],
+        hovertext=[chart_text(hover[i]) for i in idx], hovertemplate="<b>%{hovertext}</b><extra></extra>",
+        cliponaxis=False)
         for idx in points])
-    fig.update_layout(title=title, height=480 + (30 * len(names) if names else 0), xaxis_title=f"{method} 1",
+    fig.update_layout(title=chart_text(title), height=480 + (30 * len(names) if names else 0), xaxis_title=f"{method} 1",
                       yaxis_title=f"{method} 2", showlegend=bool(names), margin=dict(l=10, r=10, t=50, b=10),
                       legend=dict(orientation="h", y=-0.15, title_text="sentence"))
     exports.figure(fig, "emb_proj", bundle=bundle)

@@ -605,6 +605,11 @@ def test_a_word_map_says_which_words_share_a_point():
     said = [c.value for c in at.caption if "the point of an earlier one" in c.value]
     assert said == ["2 words share the point of an earlier one, as the same WordPieces: cafe (= café), 👍🏽 (= 🍕, "
                     "both `[UNK]`)."], said
+    # a word typed as HTML is drawn as typed: plotly drew "<b>x</b>" as a bold x
+    at.text_area(key="emb_words").set_value("king <b>x</b> queen woman").run()
+    spec = json.loads(next(c.proto.spec for c in at.get("plotly_chart") if "Token embeddings" in c.proto.spec))
+    labels = [t for trace in spec["data"] for t in trace.get("text", [])]
+    assert "&lt;b&gt;x&lt;/b&gt;" in labels and "<b>x</b>" not in labels, labels
 
 
 @needs_model("explorer-mini")
