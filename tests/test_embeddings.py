@@ -266,7 +266,8 @@ def test_page_tsne_context_map_and_missing_word():
     layer = at.slider(key="emb_proj_layer").value
     (a, b, c), *_ = emb.nearest_pairs(ctx.vectors[:, layer], [f"sentence {i + 1}" for i in range(len(ctx.sentences))])
     (said,) = [x.value for x in at.caption if x.value.startswith("Most similar in this model's own")]
-    assert f"(cosine): {a}–{b} {c:.2f};" in said and "t-SNE (perplexity 1.7:" in said
+    # (each name isolated in its own direction, U+2068 ... U+2069: an Arabic word beside a number drew reversed)
+    assert f"(cosine): \u2068{a}\u2069–\u2068{b}\u2069 {c:.2f};" in said and "t-SNE (perplexity 1.7:" in said
     assert "distances between groups and their sizes mean nothing" in said
     at.text_input(key="emb_ctx_word").set_value("zebra").run()
     assert not at.exception

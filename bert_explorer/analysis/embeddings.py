@@ -257,7 +257,9 @@ def nearest_pairs(points, labels: list[str], k: int = 3) -> list[tuple[str, str,
 def map_caption(points, labels: list[str], proj: Projection, dims: int) -> str:
     """What a map of ``points`` shows, computed: the nearest pairs in the model's own space, and for t-SNE what
     its axes do not mean (its distances between groups, its units)."""
-    near = "; ".join(f"{a}–{b} {c:.2f}" for a, b, c in nearest_pairs(points, labels))
+    # each word isolated in its own direction: a right-to-left word beside a number drew as "0.43 مرحبا"
+    iso = "\u2068{}\u2069".format
+    near = "; ".join(f"{iso(a)}–{iso(b)} {c:.2f}" for a, b, c in nearest_pairs(points, labels))
     text = f"Most similar in this model's own {dims} dimensions (cosine): {near}."
     if proj.method == "tsne":
         text += (f" t-SNE (perplexity {proj.perplexity:.1f}: about how many neighbours each point keeps near) "
