@@ -227,7 +227,8 @@ result, source = _compare(name_a, name_b, n)
 # fine-tuning read as fine-tuning's effect where B was the model A was pre-trained from
 short = {**{m["path"]: m["name"] for m in tuned}, **{n: n for n in names}, **{c.path: c.label for c in checkpoints}}
 label_b = short.get(name_b) or shown_path(name_b)
-what = (" (A fine-tuned)" if picked is not None and picked in children else
+what = (" (A itself: every difference below is 0, a check of the measures)" if name_b == name_a else
+        " (A fine-tuned)" if picked is not None and picked in children else
         f" (the model A was pre-trained from: the differences are what A's pre-training changed)" if name_b == base
         else "")
 pair = f"A is {label_a} and B is {label_b}{what}."

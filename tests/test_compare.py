@@ -340,6 +340,10 @@ def test_two_models_page_shows_the_computed_numbers(runs_root, monkeypatch):
     assert "A is explorer-mini and B is finetune-bbc (A fine-tuned)." in texts
     titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "") for c in at.get("plotly_chart")]
     assert "A: explorer-mini · B: finetune-bbc" in titles[0], titles
+    at.selectbox(key="two_model_b").set_value("explorer-mini").run()  # B = A: "B is explorer-mini." said no more
+    assert "A is explorer-mini and B is explorer-mini (A itself: every difference below is 0" in \
+        " ".join(m.value for m in at.markdown)
+    at.selectbox(key="two_model_b").set_value(str(child)).run()
     assert [t.split(":")[0] for t in titles[2:]] == ["Model A (explorer-mini)", "Model B (finetune-bbc)"], titles
     assert r["cka_by_layer"][0] > 0.999 > r["cka_by_layer"][-1]  # only the last layer was moved
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
