@@ -429,3 +429,11 @@ def test_a_coarse_thread_clock_falls_back_to_the_wall_clock(monkeypatch):
 
     monkeypatch.setattr(speed, "FINE_THREAD_CLOCK", False)
     assert speed._seconds(lambda: clock.sleep(0.2), 1) >= 0.2
+
+
+def test_a_time_said_takes_the_load_and_the_priority_by_name():
+    """`head-map build` and `attention-measures build` passed niced_here() third, where said() reads the load: at
+    load 4-5 on 2 cores they said "(the machine is idle now)"."""
+    with pytest.raises(TypeError):
+        speed.said(10.0, 1, False)
+    assert "idle" in speed.said(10.0, 1, load=0.0, niced=False)

@@ -61,8 +61,10 @@ def cmd_build(args) -> int:
 
     def build():
         if not clark.is_complete(path):
+            told = said(clark.estimate_seconds(loaded.config, args.segments), background_threads(),
+                        niced=niced_here())  # (by name: passed third, niced_here() was read as the load, 0)
             print(f"measuring {args.segments:,} segments of {corpus}: "
-                  f"{said(clark.estimate_seconds(loaded.config, args.segments), background_threads(), niced_here())}",
+                  f"{told}",
                   file=sys.stderr)
         clark.build_measures(loaded, corpus, args.segments, args.seed, not args.wordpieces, progress_lines())
         return clark.read_measures(path)

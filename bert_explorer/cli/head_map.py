@@ -40,8 +40,10 @@ def cmd_build(args) -> int:
 
     def build():
         if not head_map.is_complete(path):
+            told = said(head_map.estimate_seconds(loaded.config, args.segments), background_threads(),
+                        niced=niced_here())  # (by name: passed third, niced_here() was read as the load, 0)
             print(f"mapping the heads over {args.segments:,} segments of {corpus}: "
-                  f"{said(head_map.estimate_seconds(loaded.config, args.segments), background_threads(), niced_here())}",
+                  f"{told}",
                   file=sys.stderr)
         head_map.build_map(loaded, corpus, args.segments, args.seed, progress_lines())
         return head_map.read_map(path)

@@ -391,7 +391,7 @@ def seconds_now(idle_seconds: float, n_threads: int, load: float | None = None, 
     return idle_seconds / share
 
 
-def said(idle_seconds: float, n_threads: int, load: float | None = None, niced: bool = True,
+def said(idle_seconds: float, n_threads: int, *, load: float | None = None, niced: bool = True,
          without_own: bool = False) -> str:
     """"about 1 min 50 s on an idle machine, up to 4 min 10 s at the load now", or "about 1 min 50 s (the
     machine is idle now)" when the load takes less than a tenth: a time said before a job starts, for a job at
