@@ -506,3 +506,23 @@ def test_a_model_without_a_trained_mlm_head_has_features_but_no_words_loss_or_st
     assert "has no trained masked-LM head, and steering reads its guesses" in capsys.readouterr().err
     assert main(["features", "top", "--model", str(folder), "--layer", "1", "--feature", "3"]) == 0
     assert "no words: this model has no trained masked-LM head to read them" in capsys.readouterr().out
+
+
+def test_the_top_contexts_csv_writes_no_formula(built, tmp_path, monkeypatch, capsys):
+    """`features top --output x.csv` wrote a context "=HYPERLINK(...)" as a spreadsheet formula, and a token "-" as
+    one: every other CSV of the command line quotes such cells."""
+    from bert_explorer.cli import main
+
+    folder, loaded, path, _ = built
+    monkeypatch.setattr(checkpoint, "load", lambda *a, **k: loaded)
+    monkeypatch.setattr(fb, "entry_path", lambda *a, **k: path)
+    rows = [{"activation": 2.5, "left": '=HYPERLINK("http://e.invalid","c")', "token": "-", "right": "river",
+             "was": "-", "source": "x", "row": 1}]
+    monkeypatch.setattr(fb.Features, "top_contexts", lambda self, feature, n=20: rows)
+    out = tmp_path / "top.CSV"
+    assert main(["features", "top", "--model", str(folder), "--layer", "1", "--feature", "3",
+                 "--output", str(out)]) == 0
+    import csv as csvlib
+
+    (row,) = list(csvlib.DictReader(out.open(encoding="utf-8")))
+    assert row["left"] == "'" + rows[0]["left"] and row["token"] == "'-" and row["right"] == "river"

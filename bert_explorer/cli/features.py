@@ -15,7 +15,6 @@ its own (:func:`main`).
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import shlex
 import sys
@@ -29,6 +28,7 @@ from ..runs import neighbour_jobs
 from ..train.speed import niced_here, said
 from ..train.estimate import background_threads
 from ..analysis.probes.pretraining_tasks import MAX_TOP_K
+from ..safe_text import rows_csv
 from .common import (UserError, check_output_file, number, output_file_args, print_json, progress_lines, run_command,
                      run_or_background, user_errors, whole, write_json, write_output)
 
@@ -174,11 +174,11 @@ def cmd_top(args) -> int:
                                                    f"down: {', '.join(w for w, _ in result['down'])}" if words else
                                                    "no words: this model has no trained masked-LM head to read them"))
     if args.output:
-        if args.output.endswith(".csv"):
-            with write_output(args.output, newline="") as f:  # (csv ends its rows itself)
-                wr = csv.DictWriter(f, fieldnames=list(contexts[0]) if contexts else ["activation"])
-                wr.writeheader()
-                wr.writerows(contexts)
+        if args.output.lower().endswith(".csv"):
+            # every cell as the other CSVs of the command line write it: a context that starts a formula
+            # ("=HYPERLINK(...") ran as one in a spreadsheet, and a token "-" was read as one
+            with write_output(args.output) as f:
+                f.write(rows_csv(contexts) if contexts else "activation\n")
         else:
             write_json(args.output, result)
     return 0
