@@ -208,11 +208,23 @@ def test_compare_models_says_a_sentence_cut_to_the_tokens_compared(tmp_path, mod
     a = checkpoint.save(model_a.model, model_a.tokenizer, tmp_path / "a")
     (tmp_path / "long.txt").write_text(" ".join(SENTENCES * 40) + "\n")
     assert _cli(["compare-models", "--model-a", str(a), "--model-b", str(a), "--input", str(tmp_path / "long.txt"),
-                 "--output", str(tmp_path / "cmp.json"), "--max-tokens", "16"]) == 0
+                 "--output", str(tmp_path / "cmp.json"), "--max-tokens", "24"]) == 0
     err = capsys.readouterr().err
-    assert "note: 1 of the sentences is longer than the 14 WordPieces compared (--max-tokens 16 with [CLS] and " \
+    assert "note: 1 of the sentences is longer than the 22 WordPieces compared (--max-tokens 24 with [CLS] and " \
            "[SEP]): each is compared on its first ones" in err
     assert " of 1 sentence." in err and "1 sentences" not in err
+    # two tokens: "the two models barely differ" was said of a CKA that is 1 for any two models
+    (tmp_path / "two.txt").write_text("a b\n")
+    from bert_explorer.cli import main
+
+    assert main(["compare-models", "--model-a", str(a), "--model-b", str(a), "--input", str(tmp_path / "two.txt"),
+                 "--output", str(tmp_path / "two.json")]) == 2
+    assert "CKA compares many tokens, and these sentences give 2: with few, any two models look alike" in \
+        capsys.readouterr().err and not (tmp_path / "two.json").exists()
+    (tmp_path / "many.txt").write_text("a b\n" * 2001)  # (5,000 lines ran 73 s without a word)
+    assert main(["compare-models", "--model-a", str(a), "--model-b", str(a), "--input", str(tmp_path / "many.txt"),
+                 "--output", str(tmp_path / "many.json")]) == 2
+    assert "holds 2,001 lines, more than the 2,000 sentences one comparison runs" in capsys.readouterr().err
 
 
 # ----- which fine-tuning is model B ----------------------------------------------------------------------

@@ -99,6 +99,9 @@ def cmd_compare_models(args) -> int:
     max_tokens = args.max_tokens if args.max_tokens is not None else min(COMPARED_TOKENS, longest)
     if args.input:
         sentences, source = read_lines(args.input), f"the lines of {args.input}"
+        if len(sentences) > MAX_SENTENCES:  # (5,000 lines ran 73 s without a word; --sentences is bounded so)
+            raise UserError(f"{args.input} holds {len(sentences):,} lines, more than the {MAX_SENTENCES:,} sentences "
+                            "one comparison runs through both models; give a shorter file")
     else:
         sentences, source = held_out.held_out_sentences(args.sentences)
         if len(sentences) < args.sentences:  # (5,000 became 1,189 without a word)
@@ -110,7 +113,8 @@ def cmd_compare_models(args) -> int:
               f"WordPieces compared (--max-tokens {max_tokens} with [CLS] and [SEP]): each is compared on its first "
               "ones", file=sys.stderr)
     t0 = time.perf_counter()
-    result = two_models.compare_models(a, b, sentences, max_tokens)
+    with user_errors():
+        result = two_models.compare_models(a, b, sentences, max_tokens)
     seconds = time.perf_counter() - t0
     with user_errors():
         probes = two_models.probes_side_by_side(a, b, args.mask_text, (args.nsp_a, args.nsp_b), args.top_k)

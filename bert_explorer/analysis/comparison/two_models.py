@@ -190,12 +190,21 @@ def _aligned(oa: _Outputs, ob: _Outputs) -> tuple[list[np.ndarray], list[np.ndar
     return [x[sel_a] for x in oa.layers], [y[sel_b] for y in ob.layers]
 
 
+# The fewest tokens (or words) CKA is read from: of n points, linear CKA is biased towards 1 the fewer there are
+# (of 2 centred points it is 1 for any two models, of 1 it is undefined); the page's fewest sentences give about 700.
+MIN_UNITS = 20
+
+
 def compare_models(a: Loaded, b: Loaded, sentences: list[str], max_tokens: int = 64) -> dict:
     """Everything that can be compared between A and B on ``sentences``, as plain data."""
     c = comparable(a, b)
     oa = _run(a, sentences, c.units, max_tokens, attentions=c.per_head)
     ob = _run(b, sentences, c.units, max_tokens, attentions=c.per_head)
     xa, xb = _aligned(oa, ob)
+    if (n := int(xa[0].shape[0])) < MIN_UNITS:  # (2 tokens: "the two models barely differ", CKA 1 by construction)
+        raise ValueError(f"CKA compares many {c.units}, and these sentences give {n:,}: with few, any two models "
+                         f"look alike (with 2, CKA is 1 whatever they are); give text of at least {MIN_UNITS} "
+                         f"{c.units}")
     matrix = cka_matrix(xa, xb, diagonal=c.same_depth)
     result = {
         "comparable": {**asdict(c), "per_head": c.per_head, "units": c.units},
