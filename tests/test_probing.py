@@ -125,6 +125,8 @@ def test_probe_layers_runs_ner_and_topic_and_reads_them_back_from_the_cache(tiny
         assert np.allclose(np.subtract(r["score"], r["control"]), r["selectivity"], atol=1e-3)
         assert r["n_test"] > 0 and r["n_train"] > r["n_test"] and r["metric"] == probing.METRICS[task]
         assert f"{max(r['score']):.2f}" in r["summary"]
+        # the margin written is the one the summary reads, at least the binomial's (0.0 beside "±0.068")
+        assert r["margin"] == pytest.approx(probing.within_error(r)[0], abs=1e-4) and r["margin"] > 0
         again = probing.cached_result(loaded, task, _quick(task))
         assert again["from_cache"] and again["score"] == r["score"]
     assert "entity_f1" in r or task == "topic"

@@ -497,6 +497,8 @@ def probe_layers(loaded: Loaded, task: str, settings: ProbeSettings = ProbeSetti
         "features_from_cache": made["from_cache"],
         "threads": torch.get_num_threads(),
     }
+    # the margin the summary says, at least the binomial's (the JSON held 0.0 beside a summary's "±0.068")
+    result["margin"] = round(within_error(result)[0], 4)
     result["summary"] = describe(result)
     with disk_cache.writing(path, optional="the probing result") as tmp:
         (tmp / "result.json").write_text(json.dumps(result, indent=1))
