@@ -246,6 +246,24 @@ def test_a_slice_with_nothing_to_find_has_no_f1_not_a_zero(tuned, task, tmp_path
     assert "not_defined" in table.columns and not table["not_defined"].astype(str).str.startswith("{").any()
 
 
+def test_the_command_line_writes_no_file_into_the_run_and_predict_says_a_damaged_run(tuned, tmp_path, capsys):
+    """`after-finetuning run --output run/metrics.json --overwrite` replaced the run's result with a CSV, and then
+    `predict` on the run ended in a JSONDecodeError traceback."""
+    import shutil
+
+    from bert_explorer.cli import main
+
+    run = tmp_path / "copy"
+    shutil.copytree(tuned["runs"]["classification"], run)
+    before = (run / "metrics.json").read_bytes()
+    assert main(["after-finetuning", str(run), "--output", str(run / "metrics.json"), "--overwrite"]) == 2
+    assert "is inside the run folder" in capsys.readouterr().err and (run / "metrics.json").read_bytes() == before
+    (run / "model" / "training_args.json").write_text("a,b\n1,2\n")  # (a file written over by hand)
+    assert main(["predict", "--model", str(run), "--text", "shares fell"]) == 2
+    err = capsys.readouterr().err
+    assert "training_args.json is not the JSON its run wrote" in err and "Traceback" not in err
+
+
 def test_runs_with_no_saved_model_yet_are_named_not_left_out_silently(tuned, monkeypatch):
     """A run training now, or killed, was not in the list and nothing said so."""
     import shutil

@@ -68,6 +68,10 @@ def cmd_after_finetuning(args) -> int:
     if not (Path(args.run) / "config.json").is_file():
         raise UserError(f"{args.run} is not a run folder (it has no config.json); give the folder a fine-tuning "
                         f"run wrote (bert-explorer finetune --output FOLDER)")
+    if args.output and Path(args.output).resolve().is_relative_to(Path(args.run).resolve()):
+        # (--output runs/bbc/metrics.json --overwrite replaced the run's result with a CSV, and predict broke)
+        raise UserError(f"{args.output} is inside the run folder {args.run}, whose files the run's pages and predict "
+                        "read; write it outside the run")
     check_output_file(args.output, args.overwrite)
     with user_errors():
         rows, whole = after_finetuning_data(args.run, args.what, store=not args.no_store)

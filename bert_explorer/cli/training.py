@@ -406,6 +406,8 @@ def cmd_predict(args) -> int:
         predictor = Predictor(args.model)
     except FileNotFoundError as e:
         raise UserError(f"{args.model} is not a fine-tuning run or model directory ({e})") from e
+    except ValueError as e:  # a run's file changed or cut since (a metrics.json written over: a traceback)
+        raise UserError(str(e)) from e
     if args.input and Path(args.input).suffix.lower() in (".csv", ".tsv"):
         # a table's rows by its header (read as lines, its header was an example and a row's label part of its text)
         examples = [_from_record(predictor, row, f"{args.input} row {n}")

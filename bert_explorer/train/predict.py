@@ -19,11 +19,23 @@ PREDICTIONS_FILE = "dev_predictions.json"
 PREDICTIONS_VERSION = 1
 
 
+def _run_file(f: Path) -> dict:
+    """A JSON file a fine-tuning run wrote, read; one sentence where it is not (it was a traceback)."""
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise ValueError(f"{f} is not the JSON its run wrote ({getattr(e, 'msg', type(e).__name__)}): it was "
+                         "changed or cut since; fine-tune again, or put the run's own file back") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{f} is not the JSON object its run wrote: fine-tune again, or put the run's own file back")
+    return data
+
+
 def training_args(model_dir: str | Path) -> dict:
     """The settings the run that fine-tuned this model wrote beside it (its task, its columns); {} for a model
     from elsewhere."""
     f = Path(model_dir) / "training_args.json"
-    return json.loads(f.read_text()) if f.exists() else {}
+    return _run_file(f) if f.exists() else {}
 
 
 class Predictor:
@@ -66,7 +78,7 @@ class Predictor:
         self.tau = args.get("null_threshold")  # SQuAD 2.0: answer only when best span > s_null + τ
         metrics_file = model_dir.parent / "metrics.json"
         if self.tau is None and metrics_file.exists():
-            self.tau = json.loads(metrics_file.read_text()).get("dev", {}).get("null_threshold")
+            self.tau = (_run_file(metrics_file).get("dev") or {}).get("null_threshold")
 
     def _outputs(self, feats):
         if self.feature_head is None:
