@@ -526,3 +526,18 @@ def test_the_top_contexts_csv_writes_no_formula(built, tmp_path, monkeypatch, ca
 
     (row,) = list(csvlib.DictReader(out.open(encoding="utf-8")))
     assert row["left"] == "'" + rows[0]["left"] and row["token"] == "'-" and row["right"] == "river"
+
+
+def test_features_search_says_the_piece_it_searches_and_refuses_an_empty_word(built, monkeypatch, capsys):
+    """--word zzzqqq returned the features of "z" unsaid, and an empty word printed [] with rc 0."""
+    from bert_explorer.cli import main
+
+    folder, loaded, path, _ = built
+    monkeypatch.setattr(checkpoint, "load", lambda *a, **k: loaded)
+    monkeypatch.setattr(fb, "entry_path", lambda *a, **k: path)
+    argv = ["features", "search", "--model", str(folder), "--layer", "1", "--word"]
+    assert main([*argv, " "]) == 2 and "--word is empty" in capsys.readouterr().err
+    two = _words()[len(SPECIALS)] + "."  # a word and a full stop: two pieces
+    assert main([*argv, two]) == 0
+    assert f"is 2 WordPieces ({_words()[len(SPECIALS)]}, .): the features below are those of its first" in \
+        capsys.readouterr().err

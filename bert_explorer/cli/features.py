@@ -185,9 +185,15 @@ def cmd_top(args) -> int:
 
 
 def cmd_search(args) -> int:
+    if not args.word.strip():  # (an empty word printed "“” does not occur in the corpus" and [], rc 0)
+        raise UserError("--word is empty: give a word to find the features of")
     with user_errors(ValueError):
         loaded, feats = _open(args)
         hits = feats.search(loaded.tokenizer, args.word)
+    # a word of several WordPieces is searched by its first, said as the page says it ("zzzqqq" answered for "z")
+    if len(pieces := loaded.tokenizer.tokenize(args.word.strip())) > 1:
+        print(f"note: “{args.word.strip()}” is {len(pieces)} WordPieces ({', '.join(pieces)}): the features below are "
+              f"those of its first, “{pieces[0]}”", file=sys.stderr)
     if not hits:
         print(f"“{args.word}” does not occur in the corpus", file=sys.stderr)
     print_json(hits)
