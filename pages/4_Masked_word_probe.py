@@ -159,9 +159,10 @@ else:
     exports.table(df, "mlm_demo", "masking demo", bundle, hide_index=True,
                   column_config={"chosen": st.column_config.CheckboxColumn("chosen")})
     # a special token is never chosen: "change the seed to draw again" was said where no seed could choose one
-    words = int((~df["original"].isin(SPECIAL_TOKENS)).sum())
+    # (not named "words": the pills above read that name, on every later run of their widget state)
+    choosable = int((~df["original"].isin(SPECIAL_TOKENS)).sum())
     st.caption(f"{int(df['chosen'].sum())} of {len(df) - 2} WordPieces chosen; change the seed to draw again."
-               if words else "No WordPiece here can be chosen: pre-training never masks a special token "
+               if choosable else "No WordPiece here can be chosen: pre-training never masks a special token "
                              f"({', '.join(SPECIAL_TOKENS)}); write some words.")
 
 quality_view.every_model_measured()

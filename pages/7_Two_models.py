@@ -15,7 +15,7 @@ from bert_explorer.app.result_bundle import ResultBundle
 from bert_explorer.app import exports
 from bert_explorer.app.state import by_inputs, by_weights, load, picked_model, shown_path
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
-from bert_explorer.app.widgets import intro
+from bert_explorer.app.widgets import intro, sentence_of
 from bert_explorer.checkpoint import DEFAULT_MODEL, CheckpointError
 from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
@@ -222,14 +222,18 @@ if not writes_allowed():  # a student's 200 sentences of a pair not compared yet
                    "your teacher (each holds the server's CPU for a while).")
 n = st.select_slider("Held-out sentences", counts, two_models.PAGE_SENTENCES, key="two_n", persist_state="session",
                      help="More sentences give steadier numbers and take longer.") if len(counts) > 1 else counts[0]
-result, source = _compare(name_a, name_b, n)
+try:
+    result, source = _compare(name_a, name_b, n)
+except ValueError as e:  # (too few tokens to read CKA from: one sentence, not the exception's box)
+    st.info(sentence_of(e))
+    st.stop()
 # the pair the numbers are of, named in each caption and chart: "CKA goes from 0.99 to 0.27" under an intro on
 # fine-tuning read as fine-tuning's effect where B was the model A was pre-trained from
 short = {**{m["path"]: m["name"] for m in tuned}, **{n: n for n in names}, **{c.path: c.label for c in checkpoints}}
 label_b = short.get(name_b) or shown_path(name_b)
 what = (" (A itself: every difference below is 0, a check of the measures)" if name_b == name_a else
         " (A fine-tuned)" if picked is not None and picked in children else
-        f" (the model A was pre-trained from: the differences are what A's pre-training changed)" if name_b == base
+        " (the model A was pre-trained from: the differences are what A's pre-training changed)" if name_b == base
         else "")
 pair = f"A is {label_a} and B is {label_b}{what}."
 names_line = f"<br><sup>A: {label_a} · B: {label_b}</sup>"

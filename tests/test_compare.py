@@ -214,7 +214,7 @@ def test_compare_models_says_a_sentence_cut_to_the_tokens_compared(tmp_path, mod
            "[SEP]): each is compared on its first ones" in err
     assert " of 1 sentence." in err and "1 sentences" not in err
     # two tokens: "the two models barely differ" was said of a CKA that is 1 for any two models
-    (tmp_path / "two.txt").write_text("a b\n")
+    (tmp_path / "two.txt").write_text("a b\n")  # (tokens "a" and "b")
     from bert_explorer.cli import main
 
     assert main(["compare-models", "--model-a", str(a), "--model-b", str(a), "--input", str(tmp_path / "two.txt"),
@@ -719,3 +719,15 @@ def test_a_model_without_a_next_sentence_head_gets_no_pair_boxes(runs_root, monk
     assert {t.key for t in at.text_input} & {"two_nsp_a", "two_nsp_b"} == set() and at.text_input(key="two_mlm")
     texts = " ".join(m.value for m in at.markdown)
     assert "it was pre-trained with the MLM only (No NSP) objective, which never trained it" in texts
+
+
+def test_the_page_says_in_a_sentence_when_the_sentences_give_too_few_tokens(runs_root, monkeypatch):
+    """A CKA of a handful of tokens is refused (of 2 it is 1 for any two models): the page says so in a sentence."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (["a b ."], "one short sentence"))
+    at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
+    at.session_state["be_model_choice"] = "minilm-mlm-nsp"
+    at.run()
+    assert not at.exception, at.exception
+    assert any(i.value.startswith("CKA compares many tokens, and these sentences give 3") for i in at.info)

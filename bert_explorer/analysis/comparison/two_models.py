@@ -192,7 +192,7 @@ def _aligned(oa: _Outputs, ob: _Outputs) -> tuple[list[np.ndarray], list[np.ndar
 
 # The fewest tokens (or words) CKA is read from: of n points, linear CKA is biased towards 1 the fewer there are
 # (of 2 centred points it is 1 for any two models, of 1 it is undefined); the page's fewest sentences give about 700.
-MIN_UNITS = 20
+MIN_UNITS = 10
 
 
 def compare_models(a: Loaded, b: Loaded, sentences: list[str], max_tokens: int = 64) -> dict:
