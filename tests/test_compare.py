@@ -725,6 +725,10 @@ def test_the_page_says_in_a_sentence_when_the_sentences_give_too_few_tokens(runs
     """A CKA of a handful of tokens is refused (of 2 it is 1 for any two models): the page says so in a sentence."""
     from streamlit.testing.v1 import AppTest
 
+    from bert_explorer import shared_work
+
+    shared_work.RESULTS.clear()  # (the pair's comparison of other sentences, computed by an earlier test, is kept)
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(runs_root.parent / "cache"))
     monkeypatch.setattr(held_out, "held_out_sentences", lambda n=64: (["a b ."], "one short sentence"))
     at = AppTest.from_file("../pages/7_Two_models.py", default_timeout=120)
     at.session_state["be_model_choice"] = "minilm-mlm-nsp"
