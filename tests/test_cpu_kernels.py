@@ -143,3 +143,44 @@ def test_chunked_cross_entropy_equals_pytorchs_loss_and_gradient(dtype, loss):
         assert torch.allclose(got.float(), logits.grad.float(), atol=1e-7 if dtype == torch.float32 else 1e-5)
     else:  # the fused gradient is rounded to bf16 where it is made, and again when the upstream 3 scales it
         assert torch.allclose(got.float(), logits.grad.float(), atol=1e-7, rtol=2 ** -7)
+
+
+@pytest.mark.parametrize("bf16_lever", [False, True])
+@pytest.mark.parametrize("autocast", [False, True])
+def test_training_attention_scales_the_query_not_the_scores_and_computes_the_same_numbers(autocast, bf16_lever):
+    """Training's explicit path multiplies the query projection by 1/√d instead of the [B, A, T, T] scores.
+    Here 1/√d = 1/4 (d = 16), a power of two: every number is the reference path's, with the same draws."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    _, fast = _pair()
+    fast.train()
+    attention = fast.bert.encoder.layer[0].attention.self
+    attention.bf16_probabilities = bf16_lever
+    h = torch.randn(2, 8, 32)
+    mask = torch.zeros(2, 1, 1, 8)
+    mask[1, ..., 6:] = torch.finfo(torch.float32).min
+
+    scaled_scores = []
+
+    class Watch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.__name__.startswith("mul") and getattr(args[0], "shape", None) == (2, 2, 8, 8) \
+                    and any(isinstance(a, float) and a == attention.scale for a in args[1:]):
+                scaled_scores.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        torch.manual_seed(5)
+        with Watch():
+            got, probs = attention(h, mask)
+        torch.manual_seed(5)
+        q, k, v = (attention._split_heads(linear(h)) for linear in (attention.query, attention.key, attention.value))
+        scores = torch.matmul(q, k.transpose(-1, -2)) * attention.scale
+        if bf16_lever and autocast:  # the lever: bf16 probabilities
+            with torch.autocast("cpu", enabled=False):
+                context = torch.matmul(attention.dropout((scores + mask.to(scores.dtype)).softmax(-1)),
+                                       v.to(scores.dtype))
+        else:
+            context = torch.matmul(attention.dropout((scores + mask).softmax(-1)), v)
+    assert probs is None and not scaled_scores
+    assert got.dtype == context.dtype and torch.equal(got, context.transpose(1, 2).reshape(2, 8, 32))

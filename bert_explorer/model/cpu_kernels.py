@@ -40,6 +40,8 @@ each kernel falls back to PyTorch's own op, which the compiler fuses itself.
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -119,23 +121,28 @@ class CPUSelfAttention(BertSelfAttention):
     def forward(self, hidden_states, mask=None, head_mask=None, output_attentions=False):
         explicit = (self.training and self.dropout.p > 0 and hidden_states.device.type == "cpu"
                     and not torch.compiler.is_compiling())
-        if explicit and self.bf16_probabilities and head_mask is None and _bf16_autocast(hidden_states):
-            return self._bf16_path(hidden_states, mask), None
+        if explicit and head_mask is None and not output_attentions:
+            bf16 = self.bf16_probabilities and _bf16_autocast(hidden_states)
+            return self._training_path(hidden_states, mask, bf16), None
         context, probs = super().forward(hidden_states, mask, head_mask, output_attentions or explicit)
         return context, probs if output_attentions else None
 
-    def _bf16_path(self, hidden_states, mask):
-        """The explicit path with bf16 probabilities: softmax's kernel sums in float32 and writes bf16,
-        which the dropout and the product with V read without a cast."""
-        q = self._split_heads(self.query(hidden_states))
+    def _training_path(self, hidden_states, mask, bf16: bool):
+        """The explicit path as training takes it. 1/√d scales the query projection (its [H, H] weights and
+        its bias) instead of the [B, A, T, T] scores, a pass over T² elements a head fewer each way; where
+        1/√d is a power of two (d = 16, 64, 256) the scores are the very same numbers. With ``bf16`` (the
+        ``bf16 activations`` lever) the probabilities are bf16: softmax's kernel sums in float32 and
+        writes bf16, which the dropout and the product with V read without a cast."""
+        bias = None if self.query.bias is None else self.query.bias * self.scale
+        q = self._split_heads(F.linear(hidden_states, self.query.weight * self.scale, bias))
         k = self._split_heads(self.key(hidden_states))
         v = self._split_heads(self.value(hidden_states))
-        scores = torch.matmul(q, k.transpose(-1, -2)) * self.scale  # bf16 under autocast
-        with torch.autocast("cpu", enabled=False):
+        scores = torch.matmul(q, k.transpose(-1, -2))  # bf16 under autocast
+        with torch.autocast("cpu", enabled=False) if bf16 else contextlib.nullcontext():
             if mask is not None:
-                scores = scores + mask.to(scores.dtype)
+                scores = scores + (mask.to(scores.dtype) if bf16 else mask)
             probs = scores.softmax(dim=-1)
-            context = torch.matmul(self.dropout(probs), v.to(probs.dtype))
+            context = torch.matmul(self.dropout(probs), v.to(probs.dtype) if bf16 else v)
         B, A, T, d = context.shape
         return context.transpose(1, 2).reshape(B, T, A * d)
 
