@@ -47,7 +47,9 @@ bf16 rate is printed beside the measured matmul rate, where the card is one we k
 kernels and the CPU levers that ``train.levers`` measures faster on this CPU ("ours+levers": how
 pre-training runs here); "ours" is the reference model as the paper reads. The kernels stay only
 while this shows them faster. With ``--levers`` too, each CPU lever is also timed alone on top of the
-kernels ("kernels+<lever>"), and what each gave is printed. ``--profile`` profiles both.
+kernels ("kernels+<lever>"), and what each gave is printed. ``--profile`` profiles both, and times the
+step's own matrix products alone, each at its shape (``step_matrix_products``): their share of the step, and
+their rate against the 2048² product's, which is the most a step of these shapes can reach.
 """
 from __future__ import annotations
 
@@ -165,6 +167,48 @@ def profile_step(step, batches, precision: str, name: str, steps: int = 2, cuda:
         print(f"[{precision}]   {group:<24} {t / total:6.1%}   {t / steps / 1e3:8.1f} ms a step")
     for e in sorted(events, key=lambda e: -own(e))[:10]:
         print(f"[{precision}]     {e.key[:44]:<44} {own(e) / total:6.1%}  x{e.count // steps}")
+
+
+def step_matrix_products(config, batch: int, seq: int, labelled: float, dtype, device, repeats: int = 7):
+    """Seconds a step's own matrix products take alone, each timed in isolation (the median of ``repeats``)
+    at its shape and layout, forward and backward: the encoder's linear layers and attention products, the
+    MLM head on the labelled positions. Their sum is the floor of a step made of nothing else, and its rate
+    against the 2048² product's is the most that a step of these shapes can reach."""
+    N, H, I, V = batch * seq, config.hidden_size, config.intermediate_size, config.vocab_size
+    M, BA, d = max(1, round(labelled * N)), batch * config.num_heads, config.head_size
+
+    def r(*shape):
+        return torch.randn(*shape, device=device).to(dtype)
+
+    def linear(rows, k, n):  # forward x Wᵀ, dX = g W, dW = gᵀ x, as autograd computes them
+        x, w, g = r(rows, k), r(n, k), r(rows, n)
+        return [(lambda: x @ w.t(), 2 * rows * k * n), (lambda: g @ w, 2 * rows * k * n),
+                (lambda: g.t() @ x, 2 * rows * k * n)]
+
+    q, k_, p = r(BA, seq, d), r(BA, seq, d), r(BA, seq, seq)
+    attention = [(lambda: torch.bmm(q, k_.transpose(1, 2)), 2 * BA * seq * seq * d),  # scores, dP
+                 (lambda: torch.bmm(p, k_), 2 * BA * seq * seq * d),                  # context, dQ
+                 (lambda: torch.bmm(p.transpose(1, 2), q), 2 * BA * seq * seq * d)]   # dV, dK
+    products = [(f, fl, config.num_layers * 4) for f, fl in linear(N, H, H)]
+    products += [(f, fl, config.num_layers) for f, fl in linear(N, H, I) + linear(N, I, H)]
+    products += [(f, fl, config.num_layers * n) for (f, fl), n in zip(attention, (2, 2, 2))]
+    products += [(f, fl, 1) for f, fl in linear(M, H, H) + linear(M, H, V)]
+    seconds = flops = 0.0
+    for f, fl, count in products:
+        for _ in range(2):
+            f()
+        times = []
+        for _ in range(repeats):
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+            f()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+        seconds += count * statistics.median(times)
+        flops += count * fl
+    return seconds, flops
 
 
 def make_batches(n: int, batch: int, seq: int, vocab: int, mask_prob: float, device, seed: int):
@@ -308,6 +352,17 @@ def main() -> None:
         for name, (tps, _) in ours_rate["bf16"].items():
             print(f"[bf16] {name:>13}: {tps * f['total'] / 1e12 / peak:5.1%} of the datasheet's dense bf16 rate "
                   f"{peak:.0f} TFLOP/s")
+    if args.profile:  # the floor: the step's own matrix products alone, against the 2048² product
+        for p in precisions:
+            seconds, flops = step_matrix_products(config, args.batch, args.seq, labelled, dtypes[p], device)
+            rate = statistics.median(m for m, _ in matmul[p])
+            for name, (tps, _) in ours_rate[p].items():
+                if name in ("ours+kernels", "ours+levers") or (name == "ours" and "ours+kernels" not in ours_rate[p]):
+                    step = args.batch * args.seq / tps
+                    print(f"[{p}] {name:>13}: its matrix products alone take {seconds * 1e3:.1f} ms of its {step * 1e3:.1f} ms "
+                          f"step ({seconds / step:.0%}); alone they run {flops / seconds / 1e12:.3f} TFLOP/s = "
+                          f"{flops / seconds / 1e12 / rate:.0%} of the {n}² product's median: the most a step of "
+                          "these shapes can reach")
     if len(ours_rate) == 2:
         print(f"ours bf16 / ours fp32: {ours_rate['bf16']['ours'][0] / ours_rate['fp32']['ours'][0]:.2f}x")
     print(machine_state())

@@ -145,7 +145,7 @@ def test_each_lever_is_taken_where_it_measured_faster_and_the_reading_is_kept(mo
     assert torch.equal(torch.get_rng_state(), state)  # the job's random stream goes on as if nothing was timed
     kept = json.loads((tmp_path / speed.SPEED_FILE).read_text())[speed.machine_name()]
     gains = {name: kept[key]["flop_s"] for name in cpu_kernels.LEVERS
-             for key in kept if key.startswith(f"lever {name}: pre-training H=32 I=64 V=100 threads=1 bf16")}
+             for key in kept if key.startswith(f"lever {name}: pre-training L=2 H=32 I=64 V=100 threads=1 bf16")}
     assert set(gains) == set(cpu_kernels.LEVERS) and all(0.2 < g < 5 for g in gains.values())
     assert chosen == tuple(n for n in cpu_kernels.LEVERS if gains[n] >= levers.GAIN)
 
@@ -160,6 +160,48 @@ def test_each_lever_is_taken_where_it_measured_faster_and_the_reading_is_kept(mo
     assert levers.chosen(model, "cpu", torch.bfloat16, n_threads=1) == (cpu_kernels.DROPOUT_16,)
     assert "16-bit dropout draws (each measured at least 1% faster on this CPU)" in levers.said((cpu_kernels.DROPOUT_16,))
     assert os.environ["BERT_EXPLORER_CACHE"] == str(tmp_path)
+
+
+def test_a_lever_in_doubt_after_seven_pairs_is_timed_over_more(monkeypatch, tmp_path):
+    """Seven pairs decide where they are clear; where their median is within SURE of GAIN, more pairs
+    are timed and the median of all decides."""
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path))
+    calls = []
+
+    def step_of(ratio):  # a step that the lever makes ``ratio`` times faster
+        def fake(config, pretraining, bf16, on):
+            def once():
+                calls.append(bool(on))
+                return 1.0 / ratio if on else 1.0
+            return once
+        return fake
+
+    for i, (ratio, pairs) in enumerate(((1.2, levers.PAIRS), (0.8, levers.PAIRS),
+                                        (1.02, levers.PAIRS + levers.MORE_PAIRS))):
+        calls.clear()
+        monkeypatch.setattr(levers, "_training_step", step_of(ratio))
+        config = BertConfig(**{**CONFIG, "intermediate_size": 64 + 8 * i})  # each its own kept reading
+        assert levers.gain(cpu_kernels.DROPOUT_16, config, True, 1, True) == pytest.approx(ratio)
+        assert calls.count(True) == pairs + 1  # and one warm-up step
+
+
+def test_the_timed_layer_weighs_against_the_head_as_the_jobs_layers_do(monkeypatch):
+    """One layer stands for L: its masked-LM head labels 0.15 / L of the positions, so a lever acting in
+    every layer is not read at a fraction of its gain."""
+    labelled, layers_timed = [], []
+    original = BertForPreTraining.forward
+
+    def forward(self, input_ids, labels=None, **kw):
+        labelled.append((labels != -100).float().mean().item())
+        layers_timed.append(self.config.num_layers)
+        return original(self, input_ids, labels=labels, **kw)
+    monkeypatch.setattr(BertForPreTraining, "forward", forward)
+    for layers in (1, 4):
+        config = BertConfig(**{**CONFIG, "num_layers": layers, "max_position_embeddings": 128})
+        levers._training_step(config, True, False, ())()
+    assert layers_timed == [1, 1]
+    one, four = labelled  # L = 1: 15 %; L = 4: 3.75 %; each with one forced position in 128
+    assert 0.12 < one < 0.2 and 0.03 < four < 0.07
 
 
 def test_a_pre_training_on_the_cpu_trains_with_the_levers_and_its_log_names_them(tmp_path, tiny_vocab, monkeypatch):

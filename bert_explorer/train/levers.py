@@ -3,12 +3,12 @@
 A lever is faster code for one kind of work that helps on some CPUs and not on others (a CPU whose
 matrix units are fast spends its time elsewhere than one whose are slow). So none is on by default:
 each one that acts on a job (``candidates``) is timed on this CPU, with it and without it, on a
-training step of the job's own widths and vocabulary (one encoder layer, the job's heads, 1 to 8
-sequences of 128, the job's threads and precision), and the job trains with the levers that made
-that step at least ``GAIN`` faster. Steps with and without alternate, ``PAIRS`` pairs, and the
-median ratio is kept per machine beside the other speeds (``speed.kept``: a week, then measured
-again), so a width's first job pays about a second per lever (on the 2-core EPYC, explorer-mini) and
-later ones nothing.
+training step of the job's own widths and vocabulary (one encoder layer standing for the job's L, the
+job's heads, 1 to 8 sequences of 128, the job's threads and precision), and the job trains with the
+levers that made that step at least ``GAIN`` faster. Steps with and without alternate, ``PAIRS`` pairs
+(three times as many where those leave it in doubt), and the median ratio is kept per machine beside
+the other speeds (``speed.kept``: a week, then measured again), so a model's first job pays one to
+three seconds per lever (on the 2-core CPUs, explorer-mini) and later ones nothing.
 
 ``BERT_EXPLORER_CPU_LEVERS`` decides instead of the measurement: ``none``, ``all``, or lever names
 separated by commas, for a benchmark, a test, or a user who wants the plain kernels. Estimates
@@ -31,10 +31,13 @@ from . import speed
 ENV = "BERT_EXPLORER_CPU_LEVERS"
 GAIN = 1.01       # a lever is taken when the step runs at least 1 % faster with it
 PAIRS = 7         # pairs of timed steps (with, without) a lever is judged on
+MORE_PAIRS, SURE = 14, 0.04  # ... and 14 more where the first seven's median is within 0.04 of GAIN
 SEQ, MASKED = 128, 0.15
 WORK_FLOPS = 24e9  # the timed step's work: up to about 100 ms on a 2-core CPU, 1 to 8 sequences of 128
 # (On the 2-core EPYC, explorer-mini's pre-training: five pairs of 50 ms steps read a lever's gain
-# anywhere in 0.88-1.10 in four tries; seven pairs of 100 ms steps, within 0.03 of one another.)
+# anywhere in 0.88-1.10 in four tries; seven pairs of 100 ms steps, within 0.03 of one another. On the
+# 2-core AMX Xeon, whose second core's speed comes and goes, seven pairs read the same lever 0.93-1.04;
+# twenty-one, about half that spread.)
 
 
 def override() -> tuple[str, ...] | None:
@@ -58,18 +61,24 @@ def _training_step(config: BertConfig, pretraining: bool, bf16: bool, levers: tu
     """A function that runs one forward and backward pass of a one-layer model of ``config``'s widths and
     vocabulary (the job's own architecture: pre-training heads, or the encoder a fine-tuning trains) with
     the CPU kernels and ``levers``, on about ``WORK_FLOPS`` of work (sequences of 128, or the model's
-    longest), and returns its seconds."""
+    longest), and returns its seconds.
+
+    The one layer stands for the job's L: its masked-LM head predicts a fraction 0.15 / L of the positions,
+    so that the head weighs against the layer as it does against L layers. (With 0.15 the head of
+    explorer-mini's 30,522 words weighed as much as its four layers, and a lever acting in every layer
+    read about a quarter of its gain: bf16 activations 1.01× on the AMX Xeon, 1.07× in the whole step.)"""
     one = BertConfig(**{**asdict(config), "num_layers": 1})
+    masked = MASKED / max(1, config.num_layers)
     torch.manual_seed(0)
     model = cpu_kernels.apply(BertForPreTraining(one) if pretraining else BertModel(one, add_pooling_layer=False),
                               "cpu", levers).train()
     per_position = 6 * (4 * one.hidden_size ** 2 + 2 * one.hidden_size * one.intermediate_size)
-    per_position += 6 * MASKED * one.vocab_size * one.hidden_size if pretraining else 0
+    per_position += 6 * masked * one.vocab_size * one.hidden_size if pretraining else 0
     seq = min(SEQ, one.max_position_embeddings)
     batch = max(1, min(8 * SEQ // seq, round(WORK_FLOPS / (per_position * seq))))
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, one.vocab_size, (batch, seq), generator=g)
-    labels = torch.where(torch.rand(batch, seq, generator=g) < MASKED, ids, torch.full_like(ids, IGNORE))
+    labels = torch.where(torch.rand(batch, seq, generator=g) < masked, ids, torch.full_like(ids, IGNORE))
     labels[:, 0] = ids[:, 0]  # at least one masked position a sequence
 
     def once() -> float:
@@ -85,21 +94,24 @@ def _training_step(config: BertConfig, pretraining: bool, bf16: bool, levers: tu
 def gain(lever: str, config: BertConfig, pretraining: bool, n_threads: int, bf16: bool) -> float:
     """How many times faster a training step of ``config``'s widths runs with ``lever`` on this CPU: the
     median over ``PAIRS`` pairs of steps with and without it, taken in turns (with, without, without, with,
-    ...) so that a busy moment falls on both; kept per machine."""
+    ...) so that a busy moment falls on both, or over ``MORE_PAIRS`` more where the first pairs leave the
+    choice in doubt (their median within ``SURE`` of ``GAIN``); kept per machine."""
     def measure() -> float:
         # fork_rng: the job's own random stream (its initialisation, its dropout) goes on as if nothing was timed
         with speed.threads(n_threads), torch.random.fork_rng(devices=[]):
             with_, without = _training_step(config, pretraining, bf16, (lever,)), _training_step(config, pretraining, bf16, ())
             with_(), without()  # warm-up
             ratios = []
-            for i in range(PAIRS):
+            for i in range(PAIRS + MORE_PAIRS):
+                if i == PAIRS and abs(statistics.median(ratios) - GAIN) >= SURE:
+                    break  # clear enough already
                 if i % 2 == 0:
                     on, off = with_(), without()
                 else:
                     off, on = without(), with_()
                 ratios.append(off / on)
         return statistics.median(ratios)
-    key = (f"lever {lever}: {'pre-training' if pretraining else 'encoder'} H={config.hidden_size} "
+    key = (f"lever {lever}: {'pre-training' if pretraining else 'encoder'} L={config.num_layers} H={config.hidden_size} "
            f"I={config.intermediate_size} V={config.vocab_size} threads={n_threads} {'bf16' if bf16 else 'fp32'}")
     return speed.kept(key, measure, best=False)
 
