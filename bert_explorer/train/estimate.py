@@ -277,11 +277,24 @@ def measured_loading(root: Path, corpus: str | None) -> tuple[float, str] | None
     return None
 
 
-def _cpu_pretraining_rate(size: str, vocab_size: int, bf16: bool, threads: int) -> tuple[float, str]:
-    """A pre-training's rate on this CPU: its training step timed on a layer of its width, in the precision
-    it will train in, on its threads."""
+def _cpu_pretraining_rate(size: str, vocab_size: int, bf16: bool, threads: int, batch_size: int, seq_len: int,
+                          predicted_fraction: float, flops_per_token_: float) -> tuple[float, str]:
+    """A pre-training's rate on this CPU, in the precision it will train in, on its threads: L encoder layers
+    of its width at the rate one trains at here, and the rest of its step (embeddings, heads, AdamW) timed
+    here on its vocabulary (``speed.outside_layers_seconds``), for its batch."""
     config = preset(size, vocab_size=vocab_size) if size in PRESETS else BertConfig.load(checkpoint.resolve(size))
-    return cpu_flop_s("train", config.hidden_size, threads, bf16, config.intermediate_size)
+    H, I = config.hidden_size, config.intermediate_size
+    layer_rate, _ = cpu_flop_s("train", H, threads, bf16, I)
+    per_step, per_position = speed.outside_layers_seconds(H, I, config.vocab_size, threads, bf16, predicted_fraction)
+    positions = batch_size * seq_len
+    layers_s = config.num_layers * positions * 3 * speed.layer_flops(H, I, seq_len) / layer_rate
+    rest_s = per_step + positions * per_position
+    rate = flops_per_token_ * positions / (layers_s + rest_s)
+    plural = "s" if threads != 1 else ""
+    return rate, (f"{rate / 1e9:,.0f} GFLOP/s on {threads} CPU thread{plural} of an idle machine: an encoder layer "
+                  f"of width {H} timed here (training, {'bf16' if bf16 else 'fp32'}), and the rest of a step "
+                  f"(embeddings, heads, the AdamW update: {rest_s * 1e3:,.0f} ms of {(layers_s + rest_s) * 1e3:,.0f} "
+                  "ms a step) timed here")
 
 
 def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, vocab_size: int, root: Path,
@@ -313,7 +326,8 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
     flop_s, basis = measured_throughput(root, size, predicted_fraction, precision_name(dtype), threads, corpus,
                                         seq_len, batch_size) \
         or (stated_throughput() if device_key() != "cpu" else
-            _cpu_pretraining_rate(size, vocab_size, dtype is not None, threads))
+            _cpu_pretraining_rate(size, vocab_size, dtype is not None, threads, batch_size, seq_len,
+                                  predicted_fraction, fpt))
     train = tokens * fpt / flop_s
     eval_sequences = min(int(held_out_sequences), eval_batches * batch_size)
     eval_tokens = evaluations * eval_sequences * seq_len

@@ -212,6 +212,72 @@ def layer_flop_s(work: str, hidden: int, n_threads: int, bf16: bool = False, int
                 cpu_timed=n_threads == 1)
 
 
+# A pre-training step outside its encoder layers, timed on this many sequences of LAYER_POSITIONS: two sizes, a
+# line through them (the work a step pays once, the work each position adds).
+OUTSIDE_FEW, OUTSIDE_MANY = 2, 8
+
+
+def _outside_layers(hidden: int, intermediate: int, vocab: int, n_threads: int, bf16: bool,
+                    predicted: float) -> tuple[float, float]:
+    """(seconds a step, seconds a position) of a pre-training step's work outside its encoder layers: the
+    embeddings, the MLM head on ``predicted`` of the positions and the NSP head, forward and backward, and
+    AdamW's update of their parameters (the word matrix is most of a small model's). A model whose encoder
+    has no layer, with the CPU kernels, timed on OUTSIDE_FEW and OUTSIDE_MANY sequences (the median of three
+    each, after a warm-up). On an AMX Xeon this was half of explorer-mini's step on 4 sequences, which the
+    encoder layer's rate alone did not say."""
+    from torch import nn
+
+    from ..model import IGNORE, BertConfig, BertForPreTraining, cpu_kernels
+    from .optim import make_optimizer
+
+    config = BertConfig(vocab_size=vocab, hidden_size=hidden, num_layers=1, num_heads=max(1, hidden // 64),
+                        intermediate_size=intermediate)
+    seconds = {}
+    with threads(n_threads), torch.random.fork_rng(devices=[]):  # the job's random stream goes on untouched
+        torch.manual_seed(0)
+        model = BertForPreTraining(config)
+        model.bert.encoder.layer = nn.ModuleList()  # what is left of a step without its layers
+        model = cpu_kernels.apply(model, "cpu").train()
+        optimizer = make_optimizer(model, lr=1e-4, weight_decay=0.01)
+        for sequences in (OUTSIDE_FEW, OUTSIDE_MANY):
+            g = torch.Generator().manual_seed(sequences)
+            ids = torch.randint(0, vocab, (sequences, LAYER_POSITIONS), generator=g)
+            labels = torch.where(torch.rand(ids.shape, generator=g) < predicted, ids, torch.full_like(ids, IGNORE))
+            labels[:, 1] = ids[:, 1]  # at least one predicted position a sequence
+            nsp = torch.randint(0, 2, (sequences,), generator=g)
+
+            def once() -> None:
+                optimizer.zero_grad(set_to_none=True)
+                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                    loss = model(ids, labels=labels, next_sentence_label=nsp).loss
+                loss.backward()
+                optimizer.step()
+            once()
+            times = sorted(_seconds(once, n_threads) for _ in range(3))
+            seconds[sequences] = times[1]
+    per_position = max(1e-12, (seconds[OUTSIDE_MANY] - seconds[OUTSIDE_FEW])
+                       / ((OUTSIDE_MANY - OUTSIDE_FEW) * LAYER_POSITIONS))
+    return max(1e-6, seconds[OUTSIDE_FEW] - OUTSIDE_FEW * LAYER_POSITIONS * per_position), per_position
+
+
+def outside_layers_seconds(hidden: int, intermediate: int, vocab: int, n_threads: int, bf16: bool = False,
+                           predicted: float = 0.15) -> tuple[float, float]:
+    """(seconds a step, seconds a position) a pre-training step spends outside its encoder layers on
+    ``n_threads`` threads of this CPU, idle (:func:`_outside_layers`); measured once, kept."""
+    key = (f"outside layers H={hidden} I={intermediate} V={vocab} predicted={predicted:.3g} threads={n_threads} "
+           f"{'bf16' if bf16 else 'fp32'}")
+    both: list[tuple[float, float]] = []
+
+    def measure(i: int) -> float:
+        if not both:
+            both.append(_outside_layers(hidden, intermediate, vocab, n_threads, bf16, predicted))
+        return both[0][i]
+    # seconds, not a speed: a busy reading is longer, not a floor; the newest idle one is kept
+    return (kept(f"{key}: a step", lambda: measure(0), best=False, n_threads=n_threads, cpu_timed=n_threads == 1),
+            kept(f"{key}: a position", lambda: measure(1), best=False, n_threads=n_threads,
+                 cpu_timed=n_threads == 1))
+
+
 # ----- the share of the machine a job gets now ---------------------------------------------------------
 # A thread at nice 10 beside a busy one at nice 0 gets about a tenth of their core (the kernel's weights,
 # 110 against 1024): measured here, a one-thread job at nice 10 took 1.19 s beside one busy process at nice 0
