@@ -321,3 +321,31 @@ def test_the_step_outside_the_layers_is_timed_on_the_jobs_vocabulary():
     assert torch.equal(torch.get_rng_state(), state)  # the job's random stream goes on as if nothing was timed
     step_of = [per_step + 8 * 128 * per_position for per_step, per_position in (small, large)]  # 8 sequences
     assert step_of[1] > 5 * step_of[0] > 0
+
+
+def test_a_first_cpu_job_of_its_widths_is_said_to_time_the_levers_and_a_later_one_is_not(tmp_path, monkeypatch):
+    """A first pre-training or fine-tuning of a model's widths on a machine times its CPU levers before its first
+    step (6-8 s for explorer-mini on an AMX Xeon): the time said counts it, until the readings are kept."""
+    from bert_explorer.train import estimate, levers, speed
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(levers.ENV, "measured")
+    monkeypatch.setattr(estimate, "device_key", lambda: "cpu")
+    monkeypatch.setattr(speed, "layer_flop_s", lambda work, hidden, threads, bf16=False, intermediate=None: 100e9)
+    monkeypatch.setattr(speed, "outside_layers_seconds", lambda *a, **k: (0.1, 1e-5))
+    common = dict(steps=10, batch_size=8, seq_len=128, vocab_size=8000, root=tmp_path, threads=1, precision="fp32")
+    first = estimate.pretrain_estimate("mini", **common)
+    config = preset("mini", vocab_size=8000)
+    each = 2 * (levers.PAIRS + 1) * 1.5 * levers._timed_work(config, True)[3] / 100e9  # a lever's timed steps
+    assert "to time this CPU's speed-ups for the model's widths, once here" in first["loading_basis"]
+    for lever in levers.candidates(True, False):  # fp32 pre-training: the fused loss and the 16-bit draws
+        speed.kept(levers._key(lever, config, True, 1, False), lambda: 1.05, best=False)
+    later = estimate.pretrain_estimate("mini", **common)
+    assert first["loading_seconds"] - later["loading_seconds"] == pytest.approx(2 * each)
+    assert first["seconds"] - later["seconds"] == pytest.approx(2 * each)
+    assert "speed-ups" not in later["loading_basis"]
+    monkeypatch.setenv(levers.ENV, "none")  # the override decides: nothing is timed
+    assert levers.measuring_seconds(config, False, True, 1, 100e9) == 0.0
+    monkeypatch.setenv(levers.ENV, "measured")  # an encoder's levers for a fine-tuning: bf16 activations, 16-bit draws
+    assert levers.measuring_seconds(config, False, True, 1, 100e9) == pytest.approx(
+        2 * 2 * (levers.PAIRS + 1) * 1.5 * levers._timed_work(config, False)[3] / 100e9)

@@ -28,7 +28,7 @@ from ..model import PRESETS, BertConfig, preset
 from ..runs.background import background_env
 from ..runs.finder import find_runs, rel_name
 from ..runs.run import metrics_record, part_start
-from . import speed
+from . import levers, speed
 from .device import PEAK_FLOPS
 
 
@@ -277,6 +277,18 @@ def measured_loading(root: Path, corpus: str | None) -> tuple[float, str] | None
     return None
 
 
+def levers_seconds(config: BertConfig, pretraining: bool, bf16: bool, threads: int) -> float:
+    """About how long a CPU job of ``config`` spends choosing its CPU levers before its first step here (none
+    once they are measured for its widths: ``levers.measuring_seconds``)."""
+    rate, _ = cpu_flop_s("train", config.hidden_size, threads, bf16, config.intermediate_size)
+    return levers.measuring_seconds(config, pretraining, bf16, threads, rate)
+
+
+def _levers_text(seconds: float) -> str:
+    return (f"; and about {seconds:,.0f} s to time this CPU's speed-ups for the model's widths, once here"
+            if seconds >= 0.5 else "")
+
+
 def _cpu_pretraining_rate(size: str, vocab_size: int, bf16: bool, threads: int, batch_size: int, seq_len: int,
                           predicted_fraction: float, flops_per_token_: float) -> tuple[float, str]:
     """A pre-training's rate on this CPU, in the precision it will train in, on its threads: L encoder layers
@@ -336,6 +348,10 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
         PROCESS_START_S + corpus_words / CORPUS_WORDS_PER_S,
         f"stated: {PROCESS_START_S:.0f} s to start and about {CORPUS_WORDS_PER_S:,.0f} words/s to tokenise "
         f"{corpus_words:,} words")
+    if on.type == "cpu":  # a first job of these widths here times the CPU levers before its first step
+        config = preset(size, vocab_size=vocab_size) if size in PRESETS else BertConfig.load(checkpoint.resolve(size))
+        choosing = levers_seconds(config, True, dtype is not None, threads)
+        loading, loading_basis = loading + choosing, loading_basis + _levers_text(choosing)
     checkpoint_bytes = params * CHECKPOINT_BYTES_PER_PARAMETER
     saving = checkpoints * checkpoint_bytes / CHECKPOINT_BYTES_PER_S
     return {"parameters": params, "flops_per_token": fpt, "tokens": tokens, "flop_per_s": flop_s, "basis": basis,
@@ -609,6 +625,11 @@ def finetune_estimate(model: str, n_train: int, n_dev: int, epochs: float, batch
     loads = (2 + (lr_settings if mode != "feature-based" else 0)) * 4 * parameters / MODEL_LOAD_BYTES_PER_S
     saving = 4 * parameters / CHECKPOINT_BYTES_PER_S
     loading = (PROCESS_START_S if process_start else 0.0) + FINETUNE_RUN_S + loads + saving
+    if on_cpu and mode != "feature-based":  # a first fine-tuning of these widths here times the CPU levers
+        from .device import autocast_dtype
+
+        loading += levers_seconds(config, False, autocast_dtype(torch.device("cpu"), precision) is not None,
+                                  threads or background_threads())
     return {"steps": steps, "seconds": loading + train_s + eval_s, "train_seconds": train_s, "eval_seconds": eval_s,
             "loading_seconds": loading, "tokens_per_example": tokens, "basis": basis,
             "threads": threads or background_threads()}

@@ -57,6 +57,17 @@ def override() -> tuple[str, ...] | None:
     return names
 
 
+def _timed_work(config: BertConfig, pretraining: bool) -> tuple[int, int, float, float]:
+    """The timed step of :func:`_training_step`: (sequences, their length, the fraction of positions its MLM head
+    predicts, its FLOPs)."""
+    masked = MASKED / max(1, config.num_layers)
+    per_position = 6 * (4 * config.hidden_size ** 2 + 2 * config.hidden_size * config.intermediate_size)
+    per_position += 6 * masked * config.vocab_size * config.hidden_size if pretraining else 0
+    seq = min(SEQ, config.max_position_embeddings)
+    batch = max(1, min(8 * SEQ // seq, round(WORK_FLOPS / (per_position * seq))))
+    return batch, seq, masked, batch * seq * per_position
+
+
 def _training_step(config: BertConfig, pretraining: bool, bf16: bool, levers: tuple[str, ...]):
     """A function that runs one forward and backward pass of a one-layer model of ``config``'s widths and
     vocabulary (the job's own architecture: pre-training heads, or the encoder a fine-tuning trains) with
@@ -68,14 +79,10 @@ def _training_step(config: BertConfig, pretraining: bool, bf16: bool, levers: tu
     explorer-mini's 30,522 words weighed as much as its four layers, and a lever acting in every layer
     read about a quarter of its gain: bf16 activations 1.01× on the AMX Xeon, 1.07× in the whole step.)"""
     one = BertConfig(**{**asdict(config), "num_layers": 1})
-    masked = MASKED / max(1, config.num_layers)
+    batch, seq, masked, _ = _timed_work(config, pretraining)
     torch.manual_seed(0)
     model = cpu_kernels.apply(BertForPreTraining(one) if pretraining else BertModel(one, add_pooling_layer=False),
                               "cpu", levers).train()
-    per_position = 6 * (4 * one.hidden_size ** 2 + 2 * one.hidden_size * one.intermediate_size)
-    per_position += 6 * masked * one.vocab_size * one.hidden_size if pretraining else 0
-    seq = min(SEQ, one.max_position_embeddings)
-    batch = max(1, min(8 * SEQ // seq, round(WORK_FLOPS / (per_position * seq))))
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, one.vocab_size, (batch, seq), generator=g)
     labels = torch.where(torch.rand(batch, seq, generator=g) < masked, ids, torch.full_like(ids, IGNORE))
@@ -111,9 +118,24 @@ def gain(lever: str, config: BertConfig, pretraining: bool, n_threads: int, bf16
                     off, on = without(), with_()
                 ratios.append(off / on)
         return statistics.median(ratios)
-    key = (f"lever {lever}: {'pre-training' if pretraining else 'encoder'} L={config.num_layers} H={config.hidden_size} "
-           f"I={config.intermediate_size} V={config.vocab_size} threads={n_threads} {'bf16' if bf16 else 'fp32'}")
-    return speed.kept(key, measure, best=False)
+    return speed.kept(_key(lever, config, pretraining, n_threads, bf16), measure, best=False)
+
+
+def _key(lever: str, config: BertConfig, pretraining: bool, n_threads: int, bf16: bool) -> str:
+    return (f"lever {lever}: {'pre-training' if pretraining else 'encoder'} L={config.num_layers} H={config.hidden_size} "
+            f"I={config.intermediate_size} V={config.vocab_size} threads={n_threads} {'bf16' if bf16 else 'fp32'}")
+
+
+def measuring_seconds(config: BertConfig, pretraining: bool, bf16: bool, n_threads: int, layer_flop_s: float) -> float:
+    """About how long choosing the levers takes here before a job of ``config`` trains its first step (an
+    estimate's part): nothing where the override decides or every lever's reading is kept; else, for each lever
+    not measured yet, 2·(PAIRS + 1) timed steps at ``layer_flop_s`` (a layer's training rate here), half as
+    many again for the pairs added where in doubt. (A first job of explorer-mini measured for 6-8 s.)"""
+    if override() is not None:
+        return 0.0
+    unmeasured = [n for n in candidates(pretraining, bf16) if not speed.is_kept(_key(n, config, pretraining, n_threads, bf16))]
+    steps = 2 * (PAIRS + 1) * 1.5
+    return len(unmeasured) * steps * _timed_work(config, pretraining)[3] / max(layer_flop_s, 1.0)
 
 
 def candidates(pretraining: bool, bf16: bool) -> tuple[str, ...]:

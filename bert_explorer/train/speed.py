@@ -123,6 +123,14 @@ def kept(key: str, measure, best: bool = True, n_threads: int = 1, cpu_timed: bo
         return rate
 
 
+def is_kept(key: str) -> bool:
+    """Is a reading of ``key`` kept for this machine, fresh enough that :func:`kept` reads it without measuring?"""
+    mine = _read().get(machine_name())
+    reading = mine.get(key) if isinstance(mine, dict) else None
+    return (isinstance(reading, dict) and isinstance(reading.get("flop_s"), (int, float)) and reading["flop_s"] > 0
+            and isinstance(reading.get("at"), (int, float)) and time.time() - reading["at"] < KEEP_S)
+
+
 @contextmanager
 def threads(n: int):
     """PyTorch's CPU threads set to ``n`` for the ``with`` block, the count before put back after."""
