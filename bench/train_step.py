@@ -49,7 +49,7 @@ pre-training runs here); "ours" is the reference model as the paper reads. The k
 while this shows them faster. With ``--levers`` too, each CPU lever is also timed alone on top of the
 kernels ("kernels+<lever>"), and what each gave is printed. ``--profile`` profiles both, and times the
 step's own matrix products alone, each at its shape (``step_matrix_products``): their share of the step, and
-their rate against the 2048² product's, which is the most a step of these shapes can reach.
+their rate against the reference n² product's (2048² on a CPU), which is the most a step of these shapes can reach.
 """
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def step_matrix_products(config, batch: int, seq: int, labelled: float, dtype, d
     """Seconds a step's own matrix products take alone, each timed in isolation (the median of ``repeats``)
     at its shape and layout, forward and backward: the encoder's linear layers and attention products, the
     MLM head on the labelled positions. Their sum is the floor of a step made of nothing else, and its rate
-    against the 2048² product's is the most that a step of these shapes can reach."""
+    against the reference n² product's is the most that a step of these shapes can reach."""
     N, H, I, V = batch * seq, config.hidden_size, config.intermediate_size, config.vocab_size
     M, BA, d = max(1, round(labelled * N)), batch * config.num_heads, config.head_size
 
@@ -352,7 +352,7 @@ def main() -> None:
         for name, (tps, _) in ours_rate["bf16"].items():
             print(f"[bf16] {name:>13}: {tps * f['total'] / 1e12 / peak:5.1%} of the datasheet's dense bf16 rate "
                   f"{peak:.0f} TFLOP/s")
-    if args.profile:  # the floor: the step's own matrix products alone, against the 2048² product
+    if args.profile:  # the floor: the step's own matrix products alone, against the reference n² product
         for p in precisions:
             seconds, flops = step_matrix_products(config, args.batch, args.seq, labelled, dtypes[p], device)
             rate = statistics.median(m for m, _ in matmul[p])

@@ -125,6 +125,8 @@ def test_the_planner_counts_learning_rates_evaluations_and_precision(monkeypatch
 
     monkeypatch.setattr(speed, "layer_flop_s", lambda work, hidden, threads, bf16=False, intermediate=None:
                         (100e9 if bf16 else 50e9) * (2 if work == "train" else 1))
+    monkeypatch.setattr(speed, "outside_layers_seconds", lambda config, threads, bf16=False, predicted=0.15:
+                        (0.01, 1e-5) if bf16 else (0.02, 2e-5))  # (the step outside the layers, as timed here)
     r = grid.load_recipe("cpu-small")
     r.update(axes={"size": ["tiny"]}, axis_tasks={})
     plain = grid.estimate(grid.expand(grid.validate(r)), "cpu")

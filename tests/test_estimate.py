@@ -190,8 +190,10 @@ def test_the_estimate_counts_evaluations_held_out_size_and_loading(tmp_path):
     bigger = pretrain_estimate(**common, evaluations=10, held_out_sequences=1000)
     assert base["eval_seconds"] == 0 < more["eval_seconds"] < bigger["eval_seconds"]
     assert base["seconds"] < more["seconds"] < bigger["seconds"]
-    # one evaluation of S sequences costs a third of a training step's FLOPs per token
-    assert more["eval_seconds"] == pytest.approx(10 * 500 * 128 * more["flops_per_token"] / 3 / more["flop_per_s"])
+    # one evaluation of S sequences costs a third of a training step's FLOPs per token (at the rate of a forward
+    # pass: on a CPU, the layers'; a training step's own rate counts AdamW's update too)
+    assert more["eval_seconds"] == pytest.approx(10 * 500 * 128 * more["flops_per_token"] / 3
+                                                 / more["eval_flop_per_s"])
     assert pretrain_estimate(**dict(common, batch_size=4), evaluations=10, held_out_sequences=1000)[
         "eval_sequences"] == 4 * 50  # no more than eval_batches batches are evaluated
     # loading: stated from the corpus' size, measured once a run on that corpus has started here
@@ -289,38 +291,54 @@ def test_a_bf16_fine_tuning_counts_its_float32_rescore(monkeypatch):
 
 def test_a_cpu_pre_training_estimate_counts_the_step_outside_its_layers(tmp_path, monkeypatch):
     """The embeddings, the heads and AdamW's update of the word matrix were half of explorer-mini's step on an AMX
-    Xeon; the estimate timed an encoder layer only and said 23 s of a job that took 38 s. Each part counts now."""
+    Xeon; the estimate timed an encoder layer only and said 23 s of a job that took 38 s. Each part counts now:
+    the layers at the layer's rate with their AdamW update, the rest as timed; evaluations (forward only, no
+    update) at the layer's rate."""
     from bert_explorer.train import estimate, speed
 
     monkeypatch.setattr(estimate, "device_key", lambda: "cpu")
     monkeypatch.setattr(speed, "layer_flop_s", lambda work, hidden, threads, bf16=False, intermediate=None: 100e9)
     seen = []
 
-    def outside(hidden, intermediate, vocab, threads, bf16=False, predicted=0.15):
-        seen.append((hidden, intermediate, vocab, threads, bf16, predicted))
+    def outside(config, threads, bf16=False, predicted=0.15):
+        seen.append((config.hidden_size, config.vocab_size, config.num_layers, threads, bf16, predicted))
         return 0.5, 1e-4  # half a second a step, and a tenth of a millisecond a position
     monkeypatch.setattr(speed, "outside_layers_seconds", outside)
     est = estimate.pretrain_estimate("mini", steps=10, batch_size=8, seq_len=128, vocab_size=8000, root=tmp_path,
-                                     threads=1, precision="fp32")
+                                     threads=1, precision="fp32", evaluations=2, held_out_sequences=16)
     c = preset("mini", vocab_size=8000)
-    layers = 10 * c.num_layers * 8 * 128 * 3 * speed.layer_flops(c.hidden_size, c.intermediate_size, 128) / 100e9
-    assert est["train_seconds"] == pytest.approx(layers + 10 * (0.5 + 8 * 128 * 1e-4))
-    assert seen == [(c.hidden_size, c.intermediate_size, 8000, 1, False, 0.15)]
-    assert "the rest of a step (embeddings, heads, the AdamW update: 602 ms of" in est["basis"]
+    H, I, L = c.hidden_size, c.intermediate_size, c.num_layers
+    layers = L * (8 * 128 * 3 * speed.layer_flops(H, I, 128) / 100e9
+                  + estimate.encoder_parameters(1, H, I) * estimate.OPTIMIZER_S_PER_PARAMETER)
+    assert est["train_seconds"] == pytest.approx(10 * (layers + 0.5 + 8 * 128 * 1e-4))
+    assert est["eval_seconds"] == pytest.approx(2 * 16 * 128 * est["flops_per_token"] * estimate.FORWARD_SHARE / 100e9)
+    assert seen == [(H, 8000, L, 1, False, 0.15)]
+    assert "the rest of a step (embeddings, heads, their AdamW update: 602 ms of" in est["basis"]
 
 
-def test_the_step_outside_the_layers_is_timed_on_the_jobs_vocabulary():
+def test_the_step_outside_the_layers_is_timed_on_the_jobs_vocabulary(tmp_path, monkeypatch):
     """Timed for real on a small width: a step pays for its word matrix (AdamW updates all of it), and the MLM
-    head's work grows with the positions it predicts."""
+    head's work grows with the positions it predicts. Both parts of the line are kept together."""
     from bert_explorer.train import speed
 
+    def config(vocab):
+        return BertConfig(vocab_size=vocab, hidden_size=64, num_layers=2, num_heads=1, intermediate_size=256)
     torch.manual_seed(3)
     state = torch.get_rng_state()
-    small = speed._outside_layers(64, 256, 500, 1, False, 0.15)
-    large = speed._outside_layers(64, 256, 60000, 1, False, 0.15)
+    small = speed._outside_layers(config(500), 1, False, 0.15)
+    large = speed._outside_layers(config(60000), 1, False, 0.15)
     assert torch.equal(torch.get_rng_state(), state)  # the job's random stream goes on as if nothing was timed
     step_of = [per_step + 8 * 128 * per_position for per_step, per_position in (small, large)]  # 8 sequences
     assert step_of[1] > 5 * step_of[0] > 0
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path))
+    monkeypatch.setattr(speed, "is_idle", lambda: True)
+    kept = speed.outside_layers_seconds(config(500), 1)
+    data = json.loads((tmp_path / speed.SPEED_FILE).read_text())[speed.machine_name()]
+    parts = {k: v for k, v in data.items() if k.startswith("outside layers H=64 I=256 V=500 tied predicted=0.15")}
+    assert len(parts) == 2 and {v["at"] for v in parts.values()} == {next(iter(parts.values()))["at"]}
+    monkeypatch.setattr(speed, "_outside_layers", lambda *a: pytest.fail("measured again"))
+    assert speed.outside_layers_seconds(config(500), 1) == kept  # read back, both
 
 
 def test_a_first_cpu_job_of_its_widths_is_said_to_time_the_levers_and_a_later_one_is_not(tmp_path, monkeypatch):

@@ -473,8 +473,10 @@ def pretraining_label(cfg: dict) -> str:
 # ----- time estimate ------------------------------------------------------------------------
 # On a CPU every rate is this machine's, measured (``train/estimate.cpu_flop_s``: a layer of the size's
 # width timed here on a background run's threads, in the precision training picks on this CPU), as for
-# every other job's estimate; each training step adds its AdamW update (``OPTIMIZER_S_PER_PARAMETER`` a
-# parameter: for the miniatures the word embeddings, 30,522 x H, weigh as much as the layers).
+# every other job's estimate; a pre-training step is the Pre-train page's (``est.cpu_pretraining_step``: the
+# step outside the layers timed too), and each fine-tuning step adds its AdamW update
+# (``OPTIMIZER_S_PER_PARAMETER`` a parameter: for the miniatures the word embeddings, 30,522 x H, weigh as much
+# as the layers).
 # The GPU's rates are assumptions stated once, in train/estimate.py (GPU_FLOP_S_SMALL, step floors).
 _TASK_SIZES = {  # built-in data: (examples, WordPieces per example, about)
     "bbc-topics": (2225, 140), "tweets": (38000, 30), "wnut16": (2394, 30), "pang-lee": (200, 30),
@@ -488,17 +490,21 @@ def _flops_per_token(size: str, seq: int, vocab: int, predicted: float = 0.15) -
     return flops_per_token(L, H, vocab, encoder_parameters(size), seq, predicted)["total"]
 
 
-def _cpu_train_flop_s(size: str, precision: str = "auto") -> float:
-    """This CPU's training rate for the size in the recipe's precision (measured here, an idle machine's:
-    ``est.cpu_flop_s``; fp32 trains about half as fast as bf16 where the CPU has it)."""
+def _bf16(precision: str) -> bool:
+    """Does a CPU run of the recipe's precision train in bf16 here?"""
     from ..train.device import autocast_dtype
 
     import torch
 
-    c = PRESETS[size]
     chosen = precision if precision in ("auto", "fp32", "bf16") else "auto"  # (fp16 is a GPU's: refused there)
-    bf16 = autocast_dtype(torch.device("cpu"), chosen) is not None
-    return est.cpu_flop_s("train", c.hidden_size, est.background_threads(), bf16, c.intermediate_size)[0]
+    return autocast_dtype(torch.device("cpu"), chosen) is not None
+
+
+def _cpu_train_flop_s(size: str, precision: str = "auto") -> float:
+    """This CPU's training rate for the size in the recipe's precision (measured here, an idle machine's:
+    ``est.cpu_flop_s``; fp32 trains about half as fast as bf16 where the CPU has it)."""
+    c = PRESETS[size]
+    return est.cpu_flop_s("train", c.hidden_size, est.background_threads(), _bf16(precision), c.intermediate_size)[0]
 
 
 def _optimizer_s(size: str, vocab: int) -> float:
@@ -600,9 +606,11 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
             secs = est.gpu_pretrain_seconds(_flops_per_token(cfg["size"], seq, vocab, predicted), H,
                                             cfg["max_steps"], bs, seq)
         else:
-            tokens = cfg["max_steps"] * bs * seq * 0.9  # sequences are not all full
-            secs = tokens / _train_tps(cfg["size"], seq, vocab, device, predicted, cfg.get("precision", "auto")) + \
-                cfg["max_steps"] * _optimizer_s(cfg["size"], vocab)
+            # the step as the Pre-train page estimates it: its layers at their rate, the rest timed here
+            config = preset(cfg["size"], vocab_size=max(1, vocab))
+            secs = cfg["max_steps"] * est.cpu_pretraining_step(config, bs, seq, predicted,
+                                                               _bf16(cfg.get("precision", "auto")),
+                                                               est.background_threads())[0]
         # corpus, instances, evaluations, checkpoints (measured on the smoke recipe's tiny runs: 0.2-0.4 s each,
         # after the first's 3.6 s, which the start below counts)
         pre += secs + (0.5 if cfg["corpus"] == "tiny" else 25 if device == "cpu" else est.GPU_PRETRAIN_RUN_S)

@@ -129,10 +129,10 @@ class CPUSelfAttention(BertSelfAttention):
 
     def _training_path(self, hidden_states, mask, bf16: bool):
         """The explicit path as training takes it. 1/√d scales the query projection (its [H, H] weights and
-        its bias) instead of the [B, A, T, T] scores, a pass over T² elements a head fewer each way; where
-        1/√d is a power of two (d = 16, 64, 256) the scores are the very same numbers. With ``bf16`` (the
-        ``bf16 activations`` lever) the probabilities are bf16: softmax's kernel sums in float32 and
-        writes bf16, which the dropout and the product with V read without a cast."""
+        its bias) instead of the [B, A, T, T] scores: one elementwise pass over the scores fewer, forward and
+        backward; where 1/√d is a power of two (d = 16, 64, 256) the scores are the very same numbers. With
+        ``bf16`` (the ``bf16 activations`` lever) the probabilities are bf16: softmax's kernel sums in float32
+        and writes bf16, which the dropout and the product with V read without a cast."""
         bias = None if self.query.bias is None else self.query.bias * self.scale
         q = self._split_heads(F.linear(hidden_states, self.query.weight * self.scale, bias))
         k = self._split_heads(self.key(hidden_states))

@@ -289,24 +289,34 @@ def _levers_text(seconds: float) -> str:
             if seconds >= 0.5 else "")
 
 
-def _cpu_pretraining_rate(size: str, vocab_size: int, bf16: bool, threads: int, batch_size: int, seq_len: int,
-                          predicted_fraction: float, flops_per_token_: float) -> tuple[float, str]:
-    """A pre-training's rate on this CPU, in the precision it will train in, on its threads: L encoder layers
-    of its width at the rate one trains at here, and the rest of its step (embeddings, heads, AdamW) timed
-    here on its vocabulary (``speed.outside_layers_seconds``), for its batch."""
-    config = preset(size, vocab_size=vocab_size) if size in PRESETS else BertConfig.load(checkpoint.resolve(size))
-    H, I = config.hidden_size, config.intermediate_size
+def cpu_pretraining_step(config: BertConfig, batch_size: int, seq_len: int, predicted_fraction: float, bf16: bool,
+                         threads: int) -> tuple[float, float, float]:
+    """(seconds, the part outside the encoder layers, the layer's training FLOP/s) of a pre-training step of
+    ``config`` on this CPU, in the precision it trains in, on its threads, idle: its L encoder layers at the rate
+    one trains at here with AdamW's update of their parameters, and the rest (embeddings, heads, the clipping
+    and update of their parameters) timed here on its own model (``speed.outside_layers_seconds``)."""
+    H, I, L = config.hidden_size, config.intermediate_size, config.num_layers
     layer_rate, _ = cpu_flop_s("train", H, threads, bf16, I)
-    per_step, per_position = speed.outside_layers_seconds(H, I, config.vocab_size, threads, bf16, predicted_fraction)
+    per_step, per_position = speed.outside_layers_seconds(config, threads, bf16, predicted_fraction)
     positions = batch_size * seq_len
-    layers_s = config.num_layers * positions * 3 * speed.layer_flops(H, I, seq_len) / layer_rate
+    layers_s = L * (positions * 3 * speed.layer_flops(H, I, seq_len) / layer_rate
+                    + encoder_parameters(1, H, I) * OPTIMIZER_S_PER_PARAMETER)
     rest_s = per_step + positions * per_position
-    rate = flops_per_token_ * positions / (layers_s + rest_s)
+    return layers_s + rest_s, rest_s, layer_rate
+
+
+def _cpu_pretraining_rate(size: str, vocab_size: int, bf16: bool, threads: int, batch_size: int, seq_len: int,
+                          predicted_fraction: float, flops_per_token_: float) -> tuple[float, str, float]:
+    """A pre-training's rate on this CPU (:func:`cpu_pretraining_step`), what it rests on, and the layer's rate,
+    which its evaluations' forward passes go at."""
+    config = preset(size, vocab_size=vocab_size) if size in PRESETS else BertConfig.load(checkpoint.resolve(size))
+    step_s, rest_s, layer_rate = cpu_pretraining_step(config, batch_size, seq_len, predicted_fraction, bf16, threads)
+    rate = flops_per_token_ * batch_size * seq_len / step_s
     plural = "s" if threads != 1 else ""
     return rate, (f"{rate / 1e9:,.0f} GFLOP/s on {threads} CPU thread{plural} of an idle machine: an encoder layer "
-                  f"of width {H} timed here (training, {'bf16' if bf16 else 'fp32'}), and the rest of a step "
-                  f"(embeddings, heads, the AdamW update: {rest_s * 1e3:,.0f} ms of {(layers_s + rest_s) * 1e3:,.0f} "
-                  "ms a step) timed here")
+                  f"of width {config.hidden_size} timed here (training, {'bf16' if bf16 else 'fp32'}), and the rest "
+                  f"of a step (embeddings, heads, their AdamW update: {rest_s * 1e3:,.0f} ms of {step_s * 1e3:,.0f} "
+                  "ms a step) timed here"), layer_rate
 
 
 def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, vocab_size: int, root: Path,
@@ -337,13 +347,15 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
     threads = threads or background_threads()
     flop_s, basis = measured_throughput(root, size, predicted_fraction, precision_name(dtype), threads, corpus,
                                         seq_len, batch_size) \
-        or (stated_throughput() if device_key() != "cpu" else
-            _cpu_pretraining_rate(size, vocab_size, dtype is not None, threads, batch_size, seq_len,
-                                  predicted_fraction, fpt))
+        or (stated_throughput() if device_key() != "cpu" else (None, None))
+    eval_flop_s = flop_s
+    if flop_s is None:  # timed here: the step's parts; an evaluation's forward pass goes at the layer's rate
+        flop_s, basis, eval_flop_s = _cpu_pretraining_rate(size, vocab_size, dtype is not None, threads, batch_size,
+                                                           seq_len, predicted_fraction, fpt)
     train = tokens * fpt / flop_s
     eval_sequences = min(int(held_out_sequences), eval_batches * batch_size)
     eval_tokens = evaluations * eval_sequences * seq_len
-    evaluation = eval_tokens * fpt * FORWARD_SHARE / flop_s
+    evaluation = eval_tokens * fpt * FORWARD_SHARE / eval_flop_s
     loading, loading_basis = measured_loading(root, corpus) or (
         PROCESS_START_S + corpus_words / CORPUS_WORDS_PER_S,
         f"stated: {PROCESS_START_S:.0f} s to start and about {CORPUS_WORDS_PER_S:,.0f} words/s to tokenise "
@@ -355,6 +367,7 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
     checkpoint_bytes = params * CHECKPOINT_BYTES_PER_PARAMETER
     saving = checkpoints * checkpoint_bytes / CHECKPOINT_BYTES_PER_S
     return {"parameters": params, "flops_per_token": fpt, "tokens": tokens, "flop_per_s": flop_s, "basis": basis,
+            "eval_flop_per_s": eval_flop_s,
             "threads": threads,
             "train_seconds": train, "evaluations": evaluations, "eval_sequences": eval_sequences,
             "eval_tokens": eval_tokens, "eval_seconds": evaluation,

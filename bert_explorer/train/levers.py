@@ -4,7 +4,7 @@ A lever is faster code for one kind of work that helps on some CPUs and not on o
 matrix units are fast spends its time elsewhere than one whose are slow). So none is on by default:
 each one that acts on a job (``candidates``) is timed on this CPU, with it and without it, on a
 training step of the job's own widths and vocabulary (one encoder layer standing for the job's L, the
-job's heads, 1 to 8 sequences of 128, the job's threads and precision), and the job trains with the
+job's heads, 1 to 16 sequences of 128, the job's threads and precision), and the job trains with the
 levers that made that step at least ``GAIN`` faster. Steps with and without alternate, ``PAIRS`` pairs
 (three times as many where those leave it in doubt), and the median ratio is kept per machine beside
 the other speeds (``speed.kept``: a week, then measured again), so a model's first job pays one to
@@ -33,7 +33,7 @@ GAIN = 1.01       # a lever is taken when the step runs at least 1 % faster with
 PAIRS = 7         # pairs of timed steps (with, without) a lever is judged on
 MORE_PAIRS, SURE = 14, 0.04  # ... and 14 more where the first seven's median is within 0.04 of GAIN
 SEQ, MASKED = 128, 0.15
-WORK_FLOPS = 24e9  # the timed step's work: up to about 100 ms on a 2-core CPU, 1 to 8 sequences of 128
+WORK_FLOPS = 24e9  # the timed step's work: up to about 100 ms on a 2-core CPU, 1 to 16 sequences of 128
 # (On the 2-core EPYC, explorer-mini's pre-training: five pairs of 50 ms steps read a lever's gain
 # anywhere in 0.88-1.10 in four tries; seven pairs of 100 ms steps, within 0.03 of one another. On the
 # 2-core AMX Xeon, whose second core's speed comes and goes, seven pairs read the same lever 0.93-1.04;
@@ -64,7 +64,7 @@ def _timed_work(config: BertConfig, pretraining: bool) -> tuple[int, int, float,
     per_position = 6 * (4 * config.hidden_size ** 2 + 2 * config.hidden_size * config.intermediate_size)
     per_position += 6 * masked * config.vocab_size * config.hidden_size if pretraining else 0
     seq = min(SEQ, config.max_position_embeddings)
-    batch = max(1, min(8 * SEQ // seq, round(WORK_FLOPS / (per_position * seq))))
+    batch = max(1, min(16 * SEQ // seq, round(WORK_FLOPS / (per_position * seq))))
     return batch, seq, masked, batch * seq * per_position
 
 
@@ -86,7 +86,8 @@ def _training_step(config: BertConfig, pretraining: bool, bf16: bool, levers: tu
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, one.vocab_size, (batch, seq), generator=g)
     labels = torch.where(torch.rand(batch, seq, generator=g) < masked, ids, torch.full_like(ids, IGNORE))
-    labels[:, 0] = ids[:, 0]  # at least one masked position a sequence
+    none = (labels == IGNORE).all(1)  # a sequence with no masked position gets one (not each: at L = 12 one
+    labels[none, 0] = ids[none, 0]    # a sequence would have been 1/128 more, 1.6 times the head's share)
 
     def once() -> float:
         t = time.perf_counter()

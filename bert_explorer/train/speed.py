@@ -123,6 +123,36 @@ def kept(key: str, measure, best: bool = True, n_threads: int = 1, cpu_timed: bo
         return rate
 
 
+def kept_together(keys: tuple[str, ...], measure) -> tuple[float, ...]:
+    """Readings that one measurement gives together (``measure()`` returns one positive value a key), kept as
+    one: read where every one is kept and fresh, else all measured again and written with the same state of
+    the machine, taken before measuring (the measurement's own work would make a second key's look busy). A
+    busy reading is measured again when the machine is idle, at most once every ``MEASURE_EVERY_S``; the newest
+    idle reading is kept, as :func:`kept` keeps a ratio."""
+    name, now = machine_name(), time.time()
+    with _lock:
+        mine = _read().get(name)
+        readings = [mine.get(k) if isinstance(mine, dict) else None for k in keys]
+        valid = all(isinstance(r, dict) and isinstance(r.get("flop_s"), (int, float)) and r["flop_s"] > 0
+                    and isinstance(r.get("at"), (int, float)) and now - r["at"] < KEEP_S for r in readings)
+        idle = is_idle()
+        if valid and (all(r.get("idle", True) for r in readings) or not idle or shared_work.asking_only_kept()
+                      or time.monotonic() - _measured_at.get(keys[0], -1e9) < MEASURE_EVERY_S):
+            return tuple(float(r["flop_s"]) for r in readings)
+        values = tuple(float(v) for v in shared_work.computed(f"speed: {keys[0]}", measure))
+        _measured_at[keys[0]] = time.monotonic()
+        data = _read()
+        if not isinstance(data.get(name), dict):
+            data[name] = {}
+        for key, value in zip(keys, values):
+            data[name][key] = {"flop_s": value, "at": now, "idle": idle, "load": round(load_now(), 2)}
+        try:
+            atomic.write_text(_path(), json.dumps(data, indent=1))
+        except OSError:  # a read-only cache: the readings serve this process only
+            pass
+        return values
+
+
 def is_kept(key: str) -> bool:
     """Is a reading of ``key`` kept for this machine, fresh enough that :func:`kept` reads it without measuring?"""
     mine = _read().get(machine_name())
@@ -225,21 +255,23 @@ def layer_flop_s(work: str, hidden: int, n_threads: int, bf16: bool = False, int
 OUTSIDE_FEW, OUTSIDE_MANY = 2, 8
 
 
-def _outside_layers(hidden: int, intermediate: int, vocab: int, n_threads: int, bf16: bool,
-                    predicted: float) -> tuple[float, float]:
+def _outside_layers(config, n_threads: int, bf16: bool, predicted: float) -> tuple[float, float]:
     """(seconds a step, seconds a position) of a pre-training step's work outside its encoder layers: the
-    embeddings, the MLM head on ``predicted`` of the positions and the NSP head, forward and backward, and
-    AdamW's update of their parameters (the word matrix is most of a small model's). A model whose encoder
-    has no layer, with the CPU kernels, timed on OUTSIDE_FEW and OUTSIDE_MANY sequences (the median of three
-    each, after a warm-up). On an AMX Xeon this was half of explorer-mini's step on 4 sequences, which the
-    encoder layer's rate alone did not say."""
+    embeddings, the MLM head on ``predicted`` of the positions and the NSP head, forward and backward, the
+    gradients' clipping and AdamW's update of their parameters (the word matrix is most of a small model's).
+    ``config``'s model (its widths, vocabulary, tied or untied decoder) without an encoder layer, with the CPU
+    kernels, timed on OUTSIDE_FEW and OUTSIDE_MANY sequences (the median of three each, after a warm-up). On an
+    AMX Xeon this was half of explorer-mini's step on 4 sequences, which the encoder layer's rate alone did not
+    say."""
+    from dataclasses import asdict
+
     from torch import nn
 
     from ..model import IGNORE, BertConfig, BertForPreTraining, cpu_kernels
     from .optim import make_optimizer
 
-    config = BertConfig(vocab_size=vocab, hidden_size=hidden, num_layers=1, num_heads=max(1, hidden // 64),
-                        intermediate_size=intermediate)
+    config = BertConfig(**{**asdict(config), "num_layers": 1})
+    vocab = config.vocab_size
     seconds = {}
     with threads(n_threads), torch.random.fork_rng(devices=[]):  # the job's random stream goes on untouched
         torch.manual_seed(0)
@@ -259,6 +291,7 @@ def _outside_layers(hidden: int, intermediate: int, vocab: int, n_threads: int, 
                 with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                     loss = model(ids, labels=labels, next_sentence_label=nsp).loss
                 loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 optimizer.step()
             once()
             times = sorted(_seconds(once, n_threads) for _ in range(3))
@@ -268,22 +301,15 @@ def _outside_layers(hidden: int, intermediate: int, vocab: int, n_threads: int, 
     return max(1e-6, seconds[OUTSIDE_FEW] - OUTSIDE_FEW * LAYER_POSITIONS * per_position), per_position
 
 
-def outside_layers_seconds(hidden: int, intermediate: int, vocab: int, n_threads: int, bf16: bool = False,
-                           predicted: float = 0.15) -> tuple[float, float]:
-    """(seconds a step, seconds a position) a pre-training step spends outside its encoder layers on
+def outside_layers_seconds(config, n_threads: int, bf16: bool = False, predicted: float = 0.15) -> tuple[float, float]:
+    """(seconds a step, seconds a position) a pre-training step of ``config`` spends outside its encoder layers on
     ``n_threads`` threads of this CPU, idle (:func:`_outside_layers`); measured once, kept."""
-    key = (f"outside layers H={hidden} I={intermediate} V={vocab} predicted={predicted:.3g} threads={n_threads} "
+    key = (f"outside layers H={config.hidden_size} I={config.intermediate_size} V={config.vocab_size} "
+           f"{'tied' if config.tie_word_embeddings else 'untied'} predicted={predicted:.3g} threads={n_threads} "
            f"{'bf16' if bf16 else 'fp32'}")
-    both: list[tuple[float, float]] = []
-
-    def measure(i: int) -> float:
-        if not both:
-            both.append(_outside_layers(hidden, intermediate, vocab, n_threads, bf16, predicted))
-        return both[0][i]
-    # seconds, not a speed: a busy reading is longer, not a floor; the newest idle one is kept
-    return (kept(f"{key}: a step", lambda: measure(0), best=False, n_threads=n_threads, cpu_timed=n_threads == 1),
-            kept(f"{key}: a position", lambda: measure(1), best=False, n_threads=n_threads,
-                 cpu_timed=n_threads == 1))
+    # seconds, not a speed: a busy reading is longer, not a floor; one CPU thread's are its CPU time (_seconds)
+    return kept_together((f"{key}: a step", f"{key}: a position"),
+                         lambda: _outside_layers(config, n_threads, bf16, predicted))
 
 
 # ----- the share of the machine a job gets now ---------------------------------------------------------
