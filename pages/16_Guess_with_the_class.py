@@ -39,14 +39,16 @@ if writes_allowed():  # the teacher (or this machine's user): poses and reveals
                     format_func={"cloze": "a word behind [MASK]", "pair": "is B the next sentence?"}.get)
     check = load_check_set()
     text_b = None
+    masks_cut = False  # every [MASK] lay past what the box reads: its warning says so, and nothing is posed
     if kind == "cloze":
         examples = [c["text"] for c in check["cloze"]]
         picked = st.selectbox("An example from the Masked word probe's check set", [OWN, *examples],
                               key="guess_example", persist_state="session")
+        cloze_key = f"guess_text_{examples.index(picked) if picked != OWN else 'own'}"
         text = text_box(st.text_input, "The sentence, with [MASK] once", picked if picked != OWN else
                              "the capital of france is [MASK] .", max_chars=limits.CHARS,
-                        key=f"guess_text_{examples.index(picked) if picked != OWN else 'own'}",
-                        persist_state="session")
+                        key=cloze_key, persist_state="session")
+        masks_cut = "[MASK]" in str(st.session_state.get(cloze_key, "")) and "[MASK]" not in text
     else:
         pair = check["nsp"][0]
         text = text_box(st.text_input, "Sentence A", pair["a"], max_chars=limits.CHARS, key="guess_a",
@@ -61,7 +63,7 @@ if writes_allowed():  # the teacher (or this machine's user): poses and reveals
     drop = not waiting or st.checkbox(f"Yes, pose the next question and drop the {waiting} guess"
                                       f"{'es' if waiting != 1 else ''} to the one on the board, never revealed",
                                       key=f"guess_drop_confirm_{q.id}")
-    if answers and st.button("Pose to the class", key="guess_pose", type="primary", disabled=not drop,
+    if answers and st.button("Pose to the class", key="guess_pose", type="primary", disabled=not drop or masks_cut,
                              help="The students' pages show it within seconds; the last question's guesses are "
                                   "cleared."):
         try:

@@ -96,7 +96,9 @@ def test_the_tally_draws_ten_guesses_and_the_rest_as_other_and_the_sentences_cou
     assert "P(IsNext) above 99.9%: 1 of 1" in gs.pair_sentence(["yes"], 0.99996)  # (it said "= 100.0%")
     # four guesses of one each: no three are "the most frequent" (paris was left out alphabetically)
     tied = gs.cloze_sentence(["paris", "don't", "e-mail", "other"], [{"token": "paris", "probability": 0.5}])
-    assert tied.endswith("it was one of 4 guesses tied at 1 each (4 tied at 1 each: don't, e-mail, other, paris)."), tied
+    assert tied.endswith("it was one of 4 guesses tied at 1 each (don't, e-mail, other, paris)."), tied  # said once
+    after = gs.cloze_sentence(["mat", "mat", "paris", "don't", "e-mail", "other"], [{"token": "paris", "probability": 0.5}])
+    assert after.endswith("it was one of 4 guesses tied at 1 each (after mat: don't, e-mail, other, paris)."), after
     assert gs.pair_sentence(["yes", "yes", "no"], 0.8) == ("2 students said yes and 1 said no; the model says yes, "
                                                           "P(IsNext) = 80.0%: 2 of 3 agreed with it.")
 
@@ -224,6 +226,18 @@ def test_a_question_the_model_cannot_answer_is_refused_at_pose_not_at_the_reveal
     assert not teacher.exception and guess_view.BOARD.current() is None
     (said,) = [w.value for w in teacher.warning if "512" in w.value]
     assert said.startswith("Every [MASK] of the text lies past") and said.endswith(".")
+
+
+def test_a_question_whose_every_mask_the_box_cuts_off_is_not_posed_and_said_once(classroom):
+    """A 5,008-character question whose [MASK] lies past the 2,000 characters the box reads: the box's warning
+    says so, and Pose is off (it went on to "A cloze for the class hides exactly one word: write [MASK] once")."""
+    teacher = _teacher()
+    teacher.text_input(key="guess_text_own").set_value("word " * 1000 + "[MASK] .").run()
+    assert not teacher.exception and teacher.button(key="guess_pose").disabled
+    said = [w.value for w in teacher.warning]
+    assert any("Every [MASK] in it lies past them" in w for w in said) and not any("write [MASK]" in w for w in said)
+    teacher.text_input(key="guess_text_own").set_value("the river [MASK] .").run()
+    assert not teacher.button(key="guess_pose").disabled
 
 
 def test_a_pair_shows_the_class_split_beside_p_isnext(classroom):

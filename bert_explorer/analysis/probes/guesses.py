@@ -169,11 +169,14 @@ def cloze_sentence(guesses: list[str], model_top: list[dict]) -> str:
         # alphabetical order, leaving out the one the sentence was about)
         cut = counts[2][1]
         above, tied = [w for w, c in counts if c > cut], [w for w, c in counts if c == cut]
-        where = ("was among the class's most frequent guesses" if first in above else
-                 f"was one of {len(tied)} guesses tied at {cut} each" if first in tied else
-                 "was not among the class's most frequent guesses")
-        shown = (f"{', '.join(above)}, then {len(tied)} tied at {cut} each" if above else
-                 f"{len(tied)} tied at {cut} each: {_listed(tied)}")
+        if first in tied:  # the count is said once: "one of 4 guesses tied at 1 each (coffee, juice, soup, tea)"
+            where = f"was one of {len(tied)} guesses tied at {cut} each"
+            shown = f"after {', '.join(above)}: {_listed(tied)}" if above else _listed(tied)
+        else:
+            where = ("was among the class's most frequent guesses" if first in above else
+                     "was not among the class's most frequent guesses")
+            shown = (f"{', '.join(above)}, then {len(tied)} tied at {cut} each" if above else
+                     f"{len(tied)} tied at {cut} each: {_listed(tied)}")
         return f"{head} {where} ({shown})."
     top3 = [w for w, _ in counts][:3]
     was = "was" if first in top3 else "was not"
