@@ -130,6 +130,12 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
                                              max_steps=steps, grid_mode=mode))
             except ValueError as e:
                 error = str(e)
+        if recipe and not error:  # a list left empty is not "none": the grid takes the baseline's value there
+            taken = [f"{label} takes the baseline's {recipe['baseline'][axis]}" for label, chosen, axis in
+                     (("Sizes", sizes, "size"), ("Objectives", objectives, "objective"),
+                      ("Transfer", transfers, "transfer"), ("Masking", maskings, "masking")) if not chosen]
+            if taken:
+                st.caption(f"Left empty: {'; '.join(taken)}.")
         # the default save name says what was built: the task and the axes that vary
         task_part = (upload[0].rsplit(".", 1)[0] if upload else task.removeprefix("builtin:")).replace(":", "-")
         custom_name = f"custom-{task_part}-{'-'.join(recipe['axes']) if recipe and recipe['axes'] else 'baseline'}"
@@ -165,8 +171,13 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
             st.dataframe(pd.DataFrame([{"cell": c["id"], "task": c["task"], "axes": ", ".join(c["axes"]),
                                         "pre-training": labels[c["pretrain_key"]]} for c in plan["cells"]]),
                          hide_index=True, width="stretch")
-        suggested = f"ablation-{recipe['name'] if how == 'A shipped recipe' else custom_name}-" \
-            f"{time.strftime('%Y%m%d-%H%M%S')}"
+        # the date and time are what tell two starts of one grid apart: a long name gives way before them (cut
+        # at the folder's limit, "...-transfer-20261" was refused as taken at the grid's second start)
+        stamp, room = time.strftime('%Y%m%d-%H%M%S'), NAME_CHARS - len("-20261130-120000")
+        what = slug(f"ablation-{recipe['name'] if how == 'A shipped recipe' else custom_name}", 10 * NAME_CHARS)
+        if len(what) > room:
+            what = what[:room + 1].rsplit("-", 1)[0] if "-" in what[:room + 1] else what[:room]  # at a word's end
+        suggested = f"{what}-{stamp}"
         # A keyed text input keeps its first value on every rerun, so the default name is written into
         # its state while the user has not typed one: it follows the recipe or the grid being built.
         # A name the user typed is theirs: kept apart, it comes back with them after a visit elsewhere (the box's

@@ -102,11 +102,26 @@ def cmd_ablate(args) -> int:
             raise UserError(refusal)
         # (a foreground run at normal priority was said as a background one: 1 min 40 s for 37 s)
         print(plan_text(plan, niced=args.background or niced_here()), file=sys.stderr)
-    return run_or_background(
+    code = run_or_background(
         args, lambda: run_ablation(recipe, args.output, resume=args.resume, progress=not args.no_progress),
         show=lambda _: _show_ablation(args.output),
         start=lambda: start_run("ablate", recipe, args,
                                 "started the ablation in the background: {path} (pid {pid})"))
+    # a grid whose cells failed is not a success for a script that runs it (every cell failed, and it exited 0)
+    failed = 0 if args.background else _failed_cells(Path(args.output))
+    if failed:
+        print(f"note: {failed} cell{'s' if failed != 1 else ''} of the ablation failed; {Path(args.output) / 'log.txt'} "
+              "says why (exit status 1)", file=sys.stderr)
+        return 1
+    return code
+
+
+def _failed_cells(folder: Path) -> int:
+    try:
+        failed = json.loads((folder / "status.json").read_text(encoding="utf-8")).get("failed", 0)
+    except (OSError, ValueError, AttributeError):
+        return 0
+    return failed if isinstance(failed, int) and not isinstance(failed, bool) else 0
 
 
 def _same_plan_or_refuse(recipe: dict, folder: Path) -> None:

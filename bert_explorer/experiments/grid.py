@@ -236,8 +236,9 @@ def validate(recipe: dict) -> dict:
     if seeds is not None and (not isinstance(seeds, list) or not 1 <= len(seeds) <= MAX_SEEDS
                               or len(set(map(str, seeds))) != len(seeds)
                               or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in seeds)):
+        shown = repr(seeds)  # (a thousand seeds were echoed whole: about 5,000 characters)
         raise RecipeError(f"seeds must be a list of 1 to {MAX_SEEDS} different whole numbers, like [0, 1, 2], "
-                          f"not {seeds!r}")
+                          f"not {shown if len(shown) <= 80 else shown[:60] + f'... ({len(seeds)} values)'}")
     if r.get("pretrained") not in (None, "hub"):
         raise RecipeError(f"pretrained must be \"hub\" (download Turc et al.'s miniatures) or left out (pre-train "
                           f"here), not {r['pretrained']!r}")
@@ -473,10 +474,8 @@ def pretraining_label(cfg: dict) -> str:
 # ----- time estimate ------------------------------------------------------------------------
 # On a CPU every rate is this machine's, measured (``train/estimate.cpu_flop_s``: a layer of the size's
 # width timed here on a background run's threads, in the precision training picks on this CPU), as for
-# every other job's estimate; a pre-training step is the Pre-train page's (``est.cpu_pretraining_step``: the
-# step outside the layers timed too), and each fine-tuning step adds its AdamW update
-# (``OPTIMIZER_S_PER_PARAMETER`` a parameter: for the miniatures the word embeddings, 30,522 x H, weigh as much
-# as the layers).
+# every other job's estimate; each training step adds its AdamW update (``OPTIMIZER_S_PER_PARAMETER`` a
+# parameter: for the miniatures the word embeddings, 30,522 x H, weigh as much as the layers).
 # The GPU's rates are assumptions stated once, in train/estimate.py (GPU_FLOP_S_SMALL, step floors).
 _TASK_SIZES = {  # built-in data: (examples, WordPieces per example, about)
     "bbc-topics": (2225, 140), "tweets": (38000, 30), "wnut16": (2394, 30), "pang-lee": (200, 30),
@@ -606,11 +605,11 @@ def estimate(plan: dict, device: str = "cpu") -> dict:
             secs = est.gpu_pretrain_seconds(_flops_per_token(cfg["size"], seq, vocab, predicted), H,
                                             cfg["max_steps"], bs, seq)
         else:
-            # the step as the Pre-train page estimates it: its layers at their rate, the rest timed here
-            config = preset(cfg["size"], vocab_size=max(1, vocab))
-            secs = cfg["max_steps"] * est.cpu_pretraining_step(config, bs, seq, predicted,
-                                                               _bf16(cfg.get("precision", "auto")),
-                                                               est.background_threads())[0]
+            # (the Pre-train page also times the step outside the layers, est.cpu_pretraining_step; the planner
+            # keeps the count that cpu-small's 41 measured minutes on the 2-core EPYC were checked against)
+            tokens = cfg["max_steps"] * bs * seq * 0.9  # sequences are not all full
+            secs = tokens / _train_tps(cfg["size"], seq, vocab, device, predicted, cfg.get("precision", "auto")) + \
+                cfg["max_steps"] * _optimizer_s(cfg["size"], vocab)
         # corpus, instances, evaluations, checkpoints (measured on the smoke recipe's tiny runs: 0.2-0.4 s each,
         # after the first's 3.6 s, which the start below counts)
         pre += secs + (0.5 if cfg["corpus"] == "tiny" else 25 if device == "cpu" else est.GPU_PRETRAIN_RUN_S)
