@@ -190,6 +190,20 @@ def test_a_run_s_time_left_is_its_own_average_and_counts_down_between_writes(mon
     (bar,) = at.get("progress")
     assert "step 10 of 100 · about 1 min 30 s left" in bar.proto.text
 
+    def later(stopping=False, since=60):
+        import time as t
+
+        from bert_explorer.app.runs_view import show_progress
+        show_progress({"state": "running", "step": 40, "max_steps": 176, "eta_s": 66, "updated": t.time() - since},
+                      stopping=stopping)
+    # no step for 100 s: the 66 s said are not counted down to "about 0 s left"
+    (bar,) = AppTest.from_function(later, kwargs={"since": 100}).run().get("progress")
+    assert bar.proto.text.startswith("running · step 40 of 176 · no new step for 1 min 40 s") and "left" not in \
+        bar.proto.text
+    # a Stop asked and not yet taken is said at once, with no time left
+    (bar,) = AppTest.from_function(later, kwargs={"stopping": True}).run().get("progress")
+    assert bar.proto.text == "stopping (a Stop was asked: it saves at its next step) · step 40 of 176"
+
 
 def test_the_time_left_corrects_itself_from_the_progress_made():
     assert seconds_left(1000.0, 0.25, now=1030.0) == pytest.approx(90.0)   # 30 s for a quarter: 90 s to go
