@@ -293,6 +293,11 @@ def test_an_ablation_with_a_failed_cell_exits_1_and_says_where_the_reasons_are(t
     assert _ablate_two_tasks(tmp_path, "bad", "good") == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"note: 1 cell of the ablation failed; {tmp_path / 'abl' / 'log.txt'} says why (exit status 1)")
+    for setting, said in (({"max_steps": 1_000_000_000}, "max_steps must be a whole number from 0 to 10,000,000"),
+                          ({"batch_size": 1_000_000}, "batch_size must be a whole number from 1 to 4,096")):
+        recipe = grid.load_recipe("smoke")  # refused before a plan is said or a folder written
+        with pytest.raises(grid.RecipeError, match=said):
+            grid.validate({**recipe, "pretrain": {**recipe["pretrain"], **setting}})
     seeds = {**grid.load_recipe("smoke"), "seeds": list(range(1000))}
     with pytest.raises(grid.RecipeError) as refused:
         grid.validate(seeds)

@@ -61,7 +61,7 @@ from ..tasks.registry import PAIR_CLASSIFICATION, TASK_TYPES
 from ..train import estimate as est
 from ..train.estimate import encoder_parameters as layer_parameters, flops_per_token
 from ..train.finetune_config import DEV_EXAMPLES, FEATURE_MODES, MAX_DEV_EXAMPLES, MAX_TRAIN_EXAMPLES, FinetuneConfig
-from ..train.pretrain_config import PretrainConfig
+from ..train.pretrain_config import PretrainConfig, check_new_run
 from . import paper
 
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
@@ -191,8 +191,8 @@ def validate(recipe: dict) -> dict:
         if not isinstance(r[part], dict):
             raise RecipeError(f"{part} must be an object of settings")
     _check_set_by_the_grid(r)
-    try:
-        PretrainConfig.from_dict({k: v for k, v in r["pretrain"].items() if k != "vocab"})
+    try:  # the most a new run may ask, too: checked before a plan is said or a folder written, not at each cell
+        check_new_run(PretrainConfig.from_dict({k: v for k, v in r["pretrain"].items() if k != "vocab"}))
     except (TypeError, ValueError) as e:
         raise RecipeError(f"pretrain settings: {e}") from e
     tasks = r.get("tasks")

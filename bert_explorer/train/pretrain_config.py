@@ -184,7 +184,8 @@ _AT_LEAST = {"batch_size": 1, "grad_accum": 1, "max_steps": 0, "log_every": 1, "
 MAX_LR = 1e-2
 _AT_MOST = {"max_steps": 10_000_000, "lr": MAX_LR, "dupe_factor": 100,
             "weight_decay": 1.0,  # (as fine-tuning's: 1e30 diverged, and was told to lower its learning rate)
-            "vocab_size": 250_000}  # (the model's own bound, said beside the least: "at least 16" and "from 1 to")
+            "vocab_size": 250_000,  # (the model's own bound, said beside the least: "at least 16" and "from 1 to")
+            "batch_size": 4096}  # (the Pre-train page's box: a recipe's 1,000,000 sequences a batch was no bound)
 MAX_FRAMES = 200  # time-lapse frames: each a forward pass and an evaluation (the Pre-train page's bound)
 _WHOLE = {"batch_size", "grad_accum", "max_steps", "log_every", "eval_every", "save_every", "eval_batches",
           "dupe_factor", "vocab_size", "max_seq_length",
