@@ -108,6 +108,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     upload, data, data_error, spec, columns, hub_spec, hub_dev = None, None, None, {}, None, "", ""
     dev_upload, dev_data = None, None  # an uploaded dev file, and what it reads as
     hub_dev_examples = None  # a Hub dev split's size: the estimate counts it, not a part of the training split
+    named_task = None  # the task the user named for an upload, rather than one read off the file
     if source == "Upload a file":
         upload = dv.uploaded_file(
             "CSV / TSV / JSONL with a header (text, label ...), Parquet (as Hugging Face datasets export), CoNLL "
@@ -132,7 +133,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                     pick[key] = kept_widget(col.selectbox, what, f"ft_{key}", "(detect)", options=["(detect)", *columns],
                                             valid=lambda v: v in ["(detect)", *columns])
             chosen = {k: (None if v == "(detect)" else v) for k, v in pick.items()}
-            spec = {"task": task and task.name, **chosen}
+            spec, named_task = {"task": task and task.name, **chosen}, task
             outcome, result = dv.read_upload(name, raw, task, chosen.get("text_column"),
                                             chosen.get("text_pair_column"), chosen.get("label_column"))
             if outcome == "error":
@@ -202,7 +203,8 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
 
     if data is not None:
         summary = data.summary()
-        st.success(f"Detected task: **{data.task.name}** · {len(data.examples):,} examples"
+        st.success(f"{'Task (as chosen)' if named_task is not None else 'Detected task'}: **{data.task.name}** · "
+                   f"{len(data.examples):,} examples"
                    + (f" · labels: {md(', '.join(map(str, data.label_names[:12])))}" if data.label_names else ""))
         for note in data.notes:
             st.caption(f"• {md(note)}")  # a note may quote the file: shown as its characters

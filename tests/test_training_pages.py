@@ -466,6 +466,7 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
     at.number_input(key="ft_max_len").set_value(32)
     at.run()
     assert not at.exception
+    assert at.success[0].value.startswith("Task (as chosen): **classification**")  # named, not detected
     # the settings the run will read, said beside the button (a box whose typed number is out of its range shows
     # it in red and keeps its last valid value: what runs is said here, not guessed from the boxes)
     said = " ".join(c.value for c in at.caption).replace("\\", "")

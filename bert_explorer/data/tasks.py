@@ -56,7 +56,7 @@ def _labels_of(data: TaskData) -> set[str]:
 def check_dev_labels(train: TaskData, dev: TaskData) -> None:
     """Raise :class:`DataError` if the dev set cannot be scored by a model trained on ``train``:
     another task, labels (NER: tags) the training set never has, or another number of choices."""
-    where = f"the dev set ({Path(dev.source).name or 'dev'})"
+    where = f"The dev set ({Path(dev.source).name or 'dev'})"  # (each error opens with it: a sentence)
     if train.task != dev.task:
         raise DataError(f"{where} is {dev.task.name!r} data but the training set is {train.task.name!r} data; upload a dev "
                         f"file for the same task.")
