@@ -236,6 +236,17 @@ def test_multiple_choice_names_the_line_of_an_odd_row_after_skipped_ones_and_ref
     msg = error_of(write(tmp_path, "mc1.jsonl", "\n".join(json.dumps(r) for r in one) + "\n"), task="multiple-choice")
     assert "has one answer choice" in msg and "two or more" in msg, msg
 
+def test_multiple_choice_whose_answer_is_always_the_same_choice_says_so(tmp_path):
+    """A SWAG export with the gold ending always first was read without a word: "always choose 0" scores 100 %."""
+    head = "context,choice0,choice1,label\n"
+    first = read_task_file(write(tmp_path, "first.csv", head + "".join(f"q{i},a,b,0\n" for i in range(30))))
+    assert [n for n in first.notes if n.startswith("Every example's right answer is choice 0")] == [
+        "Every example's right answer is choice 0: a model that always picks choice 0 scores 100 %, so its accuracy "
+        "here says nothing; shuffle each example's choices (and its label with them) before fine-tuning"]
+    mixed = read_task_file(write(tmp_path, "mixed.csv", head + "".join(f"q{i},a,b,{i % 2}\n" for i in range(30))))
+    assert not [n for n in mixed.notes if "right answer" in n]
+
+
 def test_unknown_task_and_missing_file(tmp_path):
     with pytest.raises(DataError, match="did you mean 'regression'"):
         read_task_file(write(tmp_path, "a.csv", csv_text()), task="regresion")

@@ -78,6 +78,12 @@ class StructuredRecords:
             raise self.error(self._where(odd), f"has a different number of choices than most rows ({common}); give "
                              f"every example the same number of choices")
         self._check_count(examples, "examples")
+        answers = Counter(ex["label"] for ex in examples)
+        if len(answers) == 1:  # an export whose gold ending always comes first: "always choose it" scores 100 %
+            only = next(iter(answers))
+            self.notes.append(f"Every example's right answer is choice {only}: a model that always picks choice "
+                              f"{only} scores 100 %, so its accuracy here says nothing; shuffle each example's "
+                              "choices (and its label with them) before fine-tuning")
         return TaskData(task, examples, None, "", self.notes)
 
     # ----- QA from records ---------------------------------------------------------------
