@@ -207,6 +207,23 @@ def test_smoke_recipe_runs_end_to_end(smoke_dir):
     assert (smoke_dir / "data" / "pairs-tiny-32-16-0" / "dev.jsonl").exists()
 
 
+def test_the_ablations_stop_reaches_the_cell_being_fine_tuned(smoke_dir, tmp_path, monkeypatch):
+    """Stop was read between cells only: clicked early in a cell, it waited for the whole cell (929 s seen) while
+    the page said running. The cell's own run takes it at its next step, and the cell is no result."""
+    import functools
+
+    abl = shutil.copytree(smoke_dir, tmp_path / "copy")
+    plan = runner.read_plan(abl)
+    cell = _cell(plan, task="sentiment", size="tiny", objective="mlm+nsp", transfer="fine-tune", masking="80/10/10")
+    model_dir = runner.ensure_pretrained(abl, cell["pretrain_key"], plan["pretrainings"][cell["pretrain_key"]])
+    monkeypatch.setattr(runner, "_stop_passed_on", functools.partial(runner._stop_passed_on, every_s=0.01))
+    (abl / "STOP").touch()  # the ablation's Stop, clicked as the cell starts
+    with pytest.raises(runner.AblationStopped, match=f"fine-tuning {cell['id']} stopped at step"):
+        runner.run_cell(abl, plan, cell, model_dir)
+    status = Run(abl / "cells" / cell["id"]).status()
+    assert status["state"] == "stopped" and status["step"] == 0  # taken before its first step
+
+
 def test_restart_skips_finished_cells(smoke_dir, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="--resume"):
         runner.run_ablation(grid.load_recipe("smoke"), smoke_dir)

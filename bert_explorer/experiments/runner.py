@@ -26,6 +26,7 @@ import shutil
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from .. import atomic, full_disk, hub, hub_names
@@ -171,17 +172,43 @@ def run_cell(abl: Path, plan: dict, cell: dict, model_dir: Path | str) -> dict:
         ft.update(train=str(train_p), dev=str(dev_p))
     cfg = FinetuneConfig.from_dict(ft, strict=False)  # a plan may come from an earlier version
     row = ROWS[cell["objective"]]
-    if row.bilstm:
-        result = run_ltr_finetuning(cfg, out, head="bilstm")
-    elif row.objective.left_to_right and cell["transfer"] == "fine-tune" and \
-            (spec.get("task_type") or _task_type_of(cfg)) in SEQUENCE_TASKS:
-        result = run_ltr_finetuning(cfg, out, head="last-token")  # [CLS] sees nothing under a causal mask
-    else:
-        result = run_finetuning(cfg, out)
-        if not plan["recipe"].get("keep_cell_models") and (out / "model").exists():
-            shutil.rmtree(out / "model")  # the metrics are what the ablation needs; models are large
+    ltr = row.bilstm or (row.objective.left_to_right and cell["transfer"] == "fine-tune"
+                         and (spec.get("task_type") or _task_type_of(cfg)) in SEQUENCE_TASKS)
+    with _stop_passed_on(abl, out):
+        if row.bilstm:
+            result = run_ltr_finetuning(cfg, out, head="bilstm")
+        elif ltr:
+            result = run_ltr_finetuning(cfg, out, head="last-token")  # [CLS] sees nothing under a causal mask
+        else:
+            result = run_finetuning(cfg, out)
+    if Run(out).status().get("state") == "stopped":  # the ablation's Stop, taken inside the cell: not a result
+        raise AblationStopped(f"fine-tuning {cell['id']} stopped at step {Run(out).status().get('step', '?')}; "
+                              "it starts again on resume")
+    if not ltr and (out / "model").exists() and not plan["recipe"].get("keep_cell_models"):
+        shutil.rmtree(out / "model")  # the metrics are what the ablation needs; models are large
     # what always answering the dev set's most frequent label scores: a cell at that rate learnt nothing
     return {**result, "dev_majority": majority_rate(read_data(cfg)[1])}
+
+
+@contextmanager
+def _stop_passed_on(abl: Path, out: Path, every_s: float = 1.0):
+    """The ablation's Stop passed on to the cell being fine-tuned: its own run's Stop, which its training reads at
+    each step (the ablation's STOP file was read between cells only: a Stop clicked early in a cell waited for
+    the whole of it, 95 s and more, while the page still said running)."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(every_s):
+            if (abl / "STOP").exists() and (out / "status.json").exists():
+                Run(out).request_stop()
+                return
+    watcher = threading.Thread(target=watch, name="ablation stop", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def majority_rate(dev) -> float | None:
