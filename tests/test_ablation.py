@@ -315,6 +315,9 @@ def test_an_ablation_with_a_failed_cell_exits_1_and_says_where_the_reasons_are(t
         recipe = grid.load_recipe("smoke")  # refused before a plan is said or a folder written
         with pytest.raises(grid.RecipeError, match=said):
             grid.validate({**recipe, "pretrain": {**recipe["pretrain"], **setting}})
+    with pytest.raises(ValueError, match="has 5,040 cells, more than the 1,000 one ablation runs"):  # the page's
+        grid.custom_recipe({"pairs": {"train": "pairs:bbc"}}, list(grid.PRESETS), list(grid.OBJECTIVES),  # biggest
+                           list(grid.TRANSFERS), list(grid.MASKINGS), corpus="tiny", max_steps=100, grid_mode="product")
     seeds = {**grid.load_recipe("smoke"), "seeds": list(range(1000))}
     with pytest.raises(grid.RecipeError) as refused:
         grid.validate(seeds)

@@ -95,6 +95,8 @@ DEFAULT_BASELINE = {"size": "mini", "objective": "mlm+nsp", "transfer": "fine-tu
 # file, counted where it was read (the studio's upload, ``ablate --task FILE``), for the estimate only
 TASK_EXTRA_KEYS = ("paper_column", "n_train", "n_dev", "examples", "words_per_example")
 MAX_SEEDS = 10  # each seed is a fine-tuning of every cell: a recipe's cost grows with them
+MAX_CELLS = 1000  # the shipped recipes have 12-37; every size x objective x transfer x masking of the page,
+                  # as a product, was 7,920 cells (849 days here) and seconds of planning at each click
 
 
 class RecipeError(ValueError):
@@ -248,6 +250,10 @@ def validate(recipe: dict) -> dict:
         missing = [n for n in names if n not in tasks]
         if axis not in AXES or missing:
             raise RecipeError(f"axis_tasks[{axis!r}] names {missing or axis!r}, which is not a task or axis")
+    cells = len(_combinations(r, r["axis_tasks"])) * len(r.get("seeds") or [None])
+    if cells > MAX_CELLS:  # before a plan is built or estimated: the page builds it again at every click
+        raise RecipeError(f"this grid has {cells:,} cells, more than the {MAX_CELLS:,} one ablation runs; vary fewer "
+                          f"values at once (one at a time, not the product) or split it into several ablations")
     return r
 
 
