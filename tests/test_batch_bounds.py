@@ -14,16 +14,21 @@ from bert_explorer.train import memory
 
 def test_a_pre_training_batch_that_no_memory_holds_is_refused_before_anything_is_written(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["pretrain", "--corpus", "tiny", "--size", "tiny", "--batch-size", "10000000", "--max-steps", "5",
+    # (within the 4,096 sequences a batch may ask at most: BERT-Base's activations for them hold no memory here)
+    code = main(["pretrain", "--corpus", "tiny", "--size", "base", "--batch-size", "4096", "--max-steps", "5",
                  "--output", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
-    assert "a batch of 10,000,000 sequences of 128 WordPieces on size tiny would need about" in err
+    assert "a batch of 4,096 sequences of 128 WordPieces on size base would need about" in err
     assert "choose a batch of at most about" in err and "Traceback" not in err
     assert not out.exists()
-    code = main(["pretrain", "--corpus", "tiny", "--size", "tiny", "--batch-size", "10000000", "--max-steps", "5",
+    code = main(["pretrain", "--corpus", "tiny", "--size", "base", "--batch-size", "4096", "--max-steps", "5",
                  "--output", str(out), "--background"])
     assert code == 2 and not out.exists()  # not in a background process that made the folder first
+    code = main(["pretrain", "--corpus", "tiny", "--size", "tiny", "--batch-size", "10000000", "--max-steps", "5",
+                 "--output", str(out)])
+    assert code == 2 and "--batch-size must be a whole number from 1 to 4,096" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_the_bound_is_what_the_memory_free_holds(monkeypatch):
