@@ -30,32 +30,7 @@ from ..runs.finder import find_runs, rel_name
 from ..runs.run import metrics_record, part_start
 from . import levers, speed
 from .device import PEAK_FLOPS
-
-
-def flops_per_token(num_layers: int, hidden_size: int, vocab_size: int, non_embedding_params: int,
-                    seq_len: int, predicted_fraction: float) -> dict[str, float]:
-    """The three terms and their total (``"total"``); ``"N"`` is the parameter count used."""
-    parts = {"6N": 6.0 * non_embedding_params,
-             "12LHT": 12.0 * num_layers * hidden_size * seq_len,
-             "6VHp": 6.0 * vocab_size * hidden_size * predicted_fraction}
-    return {**parts, "N": non_embedding_params, "total": sum(parts.values())}
-
-
-def model_flops_per_token(model, seq_len: int, predicted_fraction: float) -> dict[str, float]:
-    """:func:`flops_per_token` of a BertForPreTraining (or anything with ``.bert.embeddings``)."""
-    c, emb = model.config, model.bert.embeddings
-    tables = {id(emb.word_embeddings.weight), id(emb.position_embeddings.weight),
-              id(emb.token_type_embeddings.weight)}
-    n = sum(p.numel() for p in model.parameters() if id(p) not in tables)
-    return flops_per_token(c.num_layers, c.hidden_size, c.vocab_size, n, seq_len, predicted_fraction)
-
-
-def encoder_parameters(num_layers: int, hidden_size: int, intermediate_size: int | None = None) -> int:
-    """The weights of the Transformer layers without building the model: per layer 4·H² in
-    attention and 2·H·I in the feed-forward block (I = 4·H unless given: 8·H²), plus their biases
-    and LayerNorms (9·H + I: 13·H)."""
-    H, I = hidden_size, intermediate_size or 4 * hidden_size
-    return num_layers * (4 * H * H + 2 * H * I + 9 * H + I)
+from .flops import encoder_parameters, flops_per_token, model_flops_per_token
 
 
 # ----- the time a pre-training will take -------------------------------------------------------
@@ -377,40 +352,10 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
             "seconds": train + evaluation + loading + saving}
 
 
-# ----- planning work for a GPU (tools/gpu_kit, the ablation planner) --------------------------
-# Measured on one H200 in bf16 autocast with SDPA attention (docs/gpu-runs/: the bench, the teaching
-# model and the paper-mini ablation, 11 pre-trainings and 37 fine-tunings in 416 s). Small BERTs
-# (H <= 512) keep a GPU far from its 989 TFLOP/s dense bf16 peak: their matrices are small and a step
-# is a few hundred kernel launches. BERT-Base at sequence length 128 fills it much better.
-GPU_ASSUMED = "one H100/H200 in bf16"
-GPU_FLOP_S_SMALL = 60e12          # effective FLOP/s on the small models (~6 % of peak; the step floor rules them)
-GPU_FLOP_S_BASE = 220e12          # BERT-Base, seq 128, batch 128, eager: 219 TFLOP/s measured (258 compiled)
-GPU_STEP_FLOOR_S = 0.036          # no pre-training step of a small model is quicker: 27-46 ms measured
-                                  # (Tiny to Medium, batch 128 x 128), 41-47 ms for MiniLM's 12 layers
-GPU_FT_STEP_FLOOR_S = 0.008       # the same for a fine-tuning step (batch 32): fitted to paper-mini's 37 cells
-# A pre-training batch is masked and padded in Python on the host (data/pretraining.collate, one
-# core, while the GPU waits): measured 3,000 sequences of 128 per second on this project's 2-core
-# CPU; a GPU machine's core is assumed 1.3x faster.
-HOST_MASKING_SEQ_PER_S = 3900.0
-# Around the steps of one pre-training: building the model, its instances (tokenising is done once
-# per process and corpus: data/pretraining.py keeps it), its evaluations and checkpoints: 2-3 s
-# measured after the first, 8 s for the first.
-GPU_PRETRAIN_RUN_S = 3.0
-GPU_FINETUNE_RUN_S = 3.0          # reading a task, loading the pre-trained model, saving (paper-mini's cells)
-
-
-def gpu_flop_s(hidden_size: int) -> float:
-    """The assumed effective FLOP/s of the GPU for a model of this width."""
-    return GPU_FLOP_S_BASE if hidden_size >= 768 else GPU_FLOP_S_SMALL
-
-
-def gpu_pretrain_seconds(flops_per_token_: float, hidden_size: int, steps: int, batch_size: int, seq_len: int,
-                         fill: float = 0.9) -> float:
-    """Seconds of ``steps`` pre-training steps on the GPU: each step takes the longest of its
-    FLOPs at the assumed rate (sequences ``fill`` full on average), the step floor, and the
-    host's time to mask the batch."""
-    compute = batch_size * seq_len * fill * flops_per_token_ / gpu_flop_s(hidden_size)
-    return steps * max(compute, GPU_STEP_FLOOR_S, batch_size / HOST_MASKING_SEQ_PER_S)
+# planning work for a GPU: stated in gpu_plan.py, read through this module by the planner and the GPU kit
+from .gpu_plan import (GPU_ASSUMED, GPU_FINETUNE_RUN_S, GPU_FLOP_S_BASE, GPU_FLOP_S_SMALL,  # noqa: F401
+                       GPU_FT_STEP_FLOOR_S, GPU_PRETRAIN_RUN_S, GPU_STEP_FLOOR_S, HOST_MASKING_SEQ_PER_S,
+                       gpu_flop_s, gpu_pretrain_seconds)
 
 
 # ----- the time of work on this machine's CPU ------------------------------------------------------
