@@ -389,7 +389,8 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
         fast = cpu_kernels.apply(copy.deepcopy(ours), "cpu")
         models.append(("ours+kernels", fast, fast))
         # as training runs here: the kernels and the levers train/levers.py measures faster on this CPU
-        chosen = levers.chosen(ours, "cpu", torch.bfloat16 if precision == "bf16" else None, torch.get_num_threads())
+        chosen = levers.chosen(ours, "cpu", torch.bfloat16 if precision == "bf16" else None, torch.get_num_threads(),
+                               predicted=args.mask_prob)
         print(f"[{precision}] {levers.said(chosen)}")
         fast = cpu_kernels.apply(copy.deepcopy(ours), "cpu", chosen)
         models.append(("ours+levers", fast, fast))

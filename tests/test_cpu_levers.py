@@ -158,7 +158,8 @@ def test_each_lever_is_taken_where_it_measured_faster_and_the_reading_is_kept(mo
         reading["flop_s"] = 1.2 if cpu_kernels.DROPOUT_16 in key else 0.9
     (tmp_path / speed.SPEED_FILE).write_text(json.dumps(data))
     assert levers.chosen(model, "cpu", torch.bfloat16, n_threads=1) == (cpu_kernels.DROPOUT_16,)
-    assert "16-bit dropout draws (each measured at least 1% faster on this CPU)" in levers.said((cpu_kernels.DROPOUT_16,))
+    said = levers.said((cpu_kernels.DROPOUT_16,))
+    assert "16-bit dropout draws (each measured at least 1% faster on this CPU)" in said
     assert os.environ["BERT_EXPLORER_CACHE"] == str(tmp_path)
 
 
@@ -169,7 +170,7 @@ def test_a_lever_in_doubt_after_seven_pairs_is_timed_over_more(monkeypatch, tmp_
     calls = []
 
     def step_of(ratio):  # a step that the lever makes ``ratio`` times faster
-        def fake(config, pretraining, bf16, on):
+        def fake(config, pretraining, bf16, on, predicted=levers.MASKED):
             def once():
                 calls.append(bool(on))
                 return 1.0 / ratio if on else 1.0
@@ -196,12 +197,40 @@ def test_the_timed_layer_weighs_against_the_head_as_the_jobs_layers_do(monkeypat
         layers_timed.append(self.config.num_layers)
         return original(self, input_ids, labels=labels, **kw)
     monkeypatch.setattr(BertForPreTraining, "forward", forward)
-    for layers in (1, 4):
+    for layers, predicted in ((1, 0.15), (4, 0.15), (4, 1.0)):
         config = BertConfig(**{**CONFIG, "num_layers": layers, "max_position_embeddings": 128})
-        levers._training_step(config, True, False, ())()
-    assert layers_timed == [1, 1]
-    one, four = labelled  # L = 1: 15 %; L = 4: 3.75 %; each with one forced position in 128
+        levers._training_step(config, True, False, (), predicted=predicted)()
+    assert layers_timed == [1, 1, 1]
+    one, four, left_to_right = labelled  # L = 1: 15 %; L = 4: 3.75 %; each with one forced position in 128
     assert 0.12 < one < 0.2 and 0.03 < four < 0.07
+    assert 0.2 < left_to_right < 0.3  # a left-to-right model predicts every position: 1 / 4
+
+
+def test_a_left_to_right_pre_training_chooses_its_levers_on_a_head_that_predicts_every_position(
+        tmp_path, tiny_vocab, monkeypatch):
+    """The levers are timed on the job's own share of predicted positions: a masked LM's 15 %, a left-to-right
+    model's every one (its loss weighs about seven times more against the layers), each kept on its own."""
+    from bert_explorer.train.pretrain import run_pretraining
+    from bert_explorer.train.pretrain_config import PretrainConfig
+    from test_pretrain import TINY
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(levers.ENV, "measured")
+    asked = []
+
+    def gain(lever, config, pretraining, n_threads, bf16, predicted=levers.MASKED):
+        asked.append((lever, predicted))
+        return 2.0 if lever == cpu_kernels.FUSED_LOSS else 0.5
+    monkeypatch.setattr(levers, "gain", gain)
+    for objective, share in (("ltr", 1.0), ("mlm+nsp", 0.15)):
+        asked.clear()
+        run_pretraining(PretrainConfig(**{**TINY, "vocab": tiny_vocab}, objective=objective, max_steps=1,
+                                       precision="fp32"), tmp_path / objective, progress=False)
+        assert asked and {p for _, p in asked} == {share}, objective
+        assert "CPU levers: fused loss gradient (each measured" in (tmp_path / objective / "log.txt").read_text()
+    config = BertConfig(**CONFIG)
+    assert levers._key(cpu_kernels.FUSED_LOSS, config, True, 1, True, 1.0) != \
+        levers._key(cpu_kernels.FUSED_LOSS, config, True, 1, True)
 
 
 def test_a_pre_training_on_the_cpu_trains_with_the_levers_and_its_log_names_them(tmp_path, tiny_vocab, monkeypatch):

@@ -362,6 +362,11 @@ def test_a_first_cpu_job_of_its_widths_is_said_to_time_the_levers_and_a_later_on
     assert first["loading_seconds"] - later["loading_seconds"] == pytest.approx(2 * each)
     assert first["seconds"] - later["seconds"] == pytest.approx(2 * each)
     assert "speed-ups" not in later["loading_basis"]
+    # a left-to-right model predicts every position: its levers are timed on such a head, not read from the above
+    ltr = estimate.pretrain_estimate("mini", **common, predicted_fraction=1.0)
+    each_ltr = 2 * (levers.PAIRS + 1) * 1.5 * levers._timed_work(config, True, 1.0)[3] / 100e9
+    assert each_ltr > 1.5 * each and "speed-ups" in ltr["loading_basis"]
+    assert ltr["loading_seconds"] - later["loading_seconds"] == pytest.approx(2 * each_ltr)
     monkeypatch.setenv(levers.ENV, "none")  # the override decides: nothing is timed
     assert levers.measuring_seconds(config, False, True, 1, 100e9) == 0.0
     monkeypatch.setenv(levers.ENV, "measured")  # an encoder's levers for a fine-tuning: bf16 activations, 16-bit draws

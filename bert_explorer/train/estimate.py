@@ -252,11 +252,11 @@ def measured_loading(root: Path, corpus: str | None) -> tuple[float, str] | None
     return None
 
 
-def levers_seconds(config: BertConfig, pretraining: bool, bf16: bool, threads: int) -> float:
+def levers_seconds(config: BertConfig, pretraining: bool, bf16: bool, threads: int, predicted: float = 0.15) -> float:
     """About how long a CPU job of ``config`` spends choosing its CPU levers before its first step here (none
-    once they are measured for its widths: ``levers.measuring_seconds``)."""
+    once they are measured for its widths and ``predicted`` share: ``levers.measuring_seconds``)."""
     rate, _ = cpu_flop_s("train", config.hidden_size, threads, bf16, config.intermediate_size)
-    return levers.measuring_seconds(config, pretraining, bf16, threads, rate)
+    return levers.measuring_seconds(config, pretraining, bf16, threads, rate, predicted)
 
 
 def _levers_text(seconds: float) -> str:
@@ -337,7 +337,7 @@ def pretrain_estimate(size: str, steps: int, batch_size: int, seq_len: int, voca
         f"{corpus_words:,} words")
     if on.type == "cpu":  # a first job of these widths here times the CPU levers before its first step
         config = preset(size, vocab_size=vocab_size) if size in PRESETS else BertConfig.load(checkpoint.resolve(size))
-        choosing = levers_seconds(config, True, dtype is not None, threads)
+        choosing = levers_seconds(config, True, dtype is not None, threads, predicted_fraction)
         loading, loading_basis = loading + choosing, loading_basis + _levers_text(choosing)
     checkpoint_bytes = params * CHECKPOINT_BYTES_PER_PARAMETER
     saving = checkpoints * checkpoint_bytes / CHECKPOINT_BYTES_PER_S

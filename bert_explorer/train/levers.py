@@ -57,10 +57,11 @@ def override() -> tuple[str, ...] | None:
     return names
 
 
-def _timed_work(config: BertConfig, pretraining: bool) -> tuple[int, int, float, float]:
+def _timed_work(config: BertConfig, pretraining: bool, predicted: float = MASKED) -> tuple[int, int, float, float]:
     """The timed step of :func:`_training_step`: (sequences, their length, the fraction of positions its MLM head
-    predicts, its FLOPs)."""
-    masked = MASKED / max(1, config.num_layers)
+    predicts, its FLOPs), for a job whose head predicts ``predicted`` of the positions (0.15 masked; a
+    left-to-right model predicts every one)."""
+    masked = predicted / max(1, config.num_layers)
     per_position = 6 * (4 * config.hidden_size ** 2 + 2 * config.hidden_size * config.intermediate_size)
     per_position += 6 * masked * config.vocab_size * config.hidden_size if pretraining else 0
     seq = min(SEQ, config.max_position_embeddings)
@@ -68,18 +69,19 @@ def _timed_work(config: BertConfig, pretraining: bool) -> tuple[int, int, float,
     return batch, seq, masked, batch * seq * per_position
 
 
-def _training_step(config: BertConfig, pretraining: bool, bf16: bool, levers: tuple[str, ...]):
+def _training_step(config: BertConfig, pretraining: bool, bf16: bool, levers: tuple[str, ...],
+                   predicted: float = MASKED):
     """A function that runs one forward and backward pass of a one-layer model of ``config``'s widths and
     vocabulary (the job's own architecture: pre-training heads, or the encoder a fine-tuning trains) with
     the CPU kernels and ``levers``, on about ``WORK_FLOPS`` of work (sequences of 128, or the model's
     longest), and returns its seconds.
 
-    The one layer stands for the job's L: its masked-LM head predicts a fraction 0.15 / L of the positions,
+    The one layer stands for the job's L: its masked-LM head predicts a fraction ``predicted`` / L of the positions,
     so that the head weighs against the layer as it does against L layers. (With 0.15 the head of
     explorer-mini's 30,522 words weighed as much as its four layers, and a lever acting in every layer
     read about a quarter of its gain: bf16 activations 1.01× on the AMX Xeon, 1.07× in the whole step.)"""
     one = BertConfig(**{**asdict(config), "num_layers": 1})
-    batch, seq, masked, _ = _timed_work(config, pretraining)
+    batch, seq, masked, _ = _timed_work(config, pretraining, predicted)
     torch.manual_seed(0)
     model = cpu_kernels.apply(BertForPreTraining(one) if pretraining else BertModel(one, add_pooling_layer=False),
                               "cpu", levers).train()
@@ -99,7 +101,8 @@ def _training_step(config: BertConfig, pretraining: bool, bf16: bool, levers: tu
     return once
 
 
-def gain(lever: str, config: BertConfig, pretraining: bool, n_threads: int, bf16: bool) -> float:
+def gain(lever: str, config: BertConfig, pretraining: bool, n_threads: int, bf16: bool,
+         predicted: float = MASKED) -> float:
     """How many times faster a training step of ``config``'s widths runs with ``lever`` on this CPU: the
     median over ``PAIRS`` pairs of steps with and without it, taken in turns (with, without, without, with,
     ...) so that a busy moment falls on both, or over ``MORE_PAIRS`` more where the first pairs leave the
@@ -107,7 +110,8 @@ def gain(lever: str, config: BertConfig, pretraining: bool, n_threads: int, bf16
     def measure() -> float:
         # fork_rng: the job's own random stream (its initialisation, its dropout) goes on as if nothing was timed
         with speed.threads(n_threads), torch.random.fork_rng(devices=[]):
-            with_, without = _training_step(config, pretraining, bf16, (lever,)), _training_step(config, pretraining, bf16, ())
+            with_ = _training_step(config, pretraining, bf16, (lever,), predicted=predicted)
+            without = _training_step(config, pretraining, bf16, (), predicted=predicted)
             with_(), without()  # warm-up
             ratios = []
             for i in range(PAIRS + MORE_PAIRS):
@@ -119,24 +123,29 @@ def gain(lever: str, config: BertConfig, pretraining: bool, n_threads: int, bf16
                     off, on = without(), with_()
                 ratios.append(off / on)
         return statistics.median(ratios)
-    return speed.kept(_key(lever, config, pretraining, n_threads, bf16), measure, best=False)
+    return speed.kept(_key(lever, config, pretraining, n_threads, bf16, predicted), measure, best=False)
 
 
-def _key(lever: str, config: BertConfig, pretraining: bool, n_threads: int, bf16: bool) -> str:
-    return (f"lever {lever}: {'pre-training' if pretraining else 'encoder'} L={config.num_layers} H={config.hidden_size} "
-            f"I={config.intermediate_size} V={config.vocab_size} threads={n_threads} {'bf16' if bf16 else 'fp32'}")
+def _key(lever: str, config: BertConfig, pretraining: bool, n_threads: int, bf16: bool,
+         predicted: float = MASKED) -> str:
+    share = f" predicted={predicted:.3g}" if pretraining and abs(predicted - MASKED) > 1e-9 else ""
+    return (f"lever {lever}: {'pre-training' if pretraining else 'encoder'} L={config.num_layers} "
+            f"H={config.hidden_size} I={config.intermediate_size} V={config.vocab_size} threads={n_threads} "
+            f"{'bf16' if bf16 else 'fp32'}{share}")
 
 
-def measuring_seconds(config: BertConfig, pretraining: bool, bf16: bool, n_threads: int, layer_flop_s: float) -> float:
+def measuring_seconds(config: BertConfig, pretraining: bool, bf16: bool, n_threads: int, layer_flop_s: float,
+                      predicted: float = MASKED) -> float:
     """About how long choosing the levers takes here before a job of ``config`` trains its first step (an
     estimate's part): nothing where the override decides or every lever's reading is kept; else, for each lever
     not measured yet, 2·(PAIRS + 1) timed steps at ``layer_flop_s`` (a layer's training rate here), half as
     many again for the pairs added where in doubt. (A first job of explorer-mini measured for 6-8 s.)"""
     if override() is not None:
         return 0.0
-    unmeasured = [n for n in candidates(pretraining, bf16) if not speed.is_kept(_key(n, config, pretraining, n_threads, bf16))]
+    unmeasured = [n for n in candidates(pretraining, bf16)
+                  if not speed.is_kept(_key(n, config, pretraining, n_threads, bf16, predicted))]
     steps = 2 * (PAIRS + 1) * 1.5
-    return len(unmeasured) * steps * _timed_work(config, pretraining)[3] / max(layer_flop_s, 1.0)
+    return len(unmeasured) * steps * _timed_work(config, pretraining, predicted)[3] / max(layer_flop_s, 1.0)
 
 
 def candidates(pretraining: bool, bf16: bool) -> tuple[str, ...]:
@@ -145,9 +154,10 @@ def candidates(pretraining: bool, bf16: bool) -> tuple[str, ...]:
 
 
 def chosen(model: nn.Module, device, autocast_dtype: torch.dtype | None,
-           n_threads: int | None = None) -> tuple[str, ...]:
+           n_threads: int | None = None, predicted: float = MASKED) -> tuple[str, ...]:
     """The levers ``model`` trains with on ``device`` (none off the CPU, nor for a model without an encoder
-    config): the override where one is set, else those measured faster here."""
+    config): the override where one is set, else those measured faster here on a step whose MLM head predicts
+    ``predicted`` of the positions, as the job's does."""
     config = getattr(model, "config", None)
     if torch.device(device).type != "cpu" or not hasattr(config, "hidden_size"):
         return ()
@@ -157,25 +167,27 @@ def chosen(model: nn.Module, device, autocast_dtype: torch.dtype | None,
     fixed = override()
     if fixed is not None:
         return tuple(n for n in candidates(pretraining, bf16) if n in fixed)
-    return tuple(n for n in candidates(pretraining, bf16) if gain(n, config, pretraining, n_threads, bf16) >= GAIN)
+    return tuple(n for n in candidates(pretraining, bf16)
+                 if gain(n, config, pretraining, n_threads, bf16, predicted) >= GAIN)
 
 
 def apply(model: nn.Module, device, autocast_dtype: torch.dtype | None, log, run=None,
-          resumed: bool = False) -> nn.Module:
+          resumed: bool = False, predicted: float = MASKED) -> nn.Module:
     """The CPU kernels and the levers chosen for ``model`` swapped in (``cpu_kernels.apply``); on the CPU,
     ``log`` (a run's) is told which levers (``said``). Returns the model.
 
     ``run`` (a run's folder, ``runs.run.Run``) keeps the levers in its status; a ``resumed`` run takes the ones
     it trained with again, not those measured faster now: a lever changes the dropout draws or the arithmetic,
     and a choice that flipped (a measurement expired, other threads) made the resumed steps another run's. The
-    override (:data:`ENV`) still decides where it is set."""
+    override (:data:`ENV`) still decides where it is set. ``predicted``: the share of positions the job's MLM head
+    predicts (:func:`chosen`)."""
     before = (run.status().get("cpu_levers") if resumed and run is not None and hasattr(run, "status") else None)
     if isinstance(before, list) and override() is None and torch.device(device).type == "cpu":
         bf16 = autocast_dtype == torch.bfloat16
         levers = tuple(n for n in candidates(isinstance(model, BertForPreTraining), bf16) if n in before)
         log(f"CPU levers: {', '.join(levers) or 'none'} (as the run trained before it was resumed)")
     else:
-        levers = chosen(model, device, autocast_dtype)
+        levers = chosen(model, device, autocast_dtype, predicted=predicted)
         if torch.device(device).type == "cpu":
             log(said(levers))
     if run is not None and torch.device(device).type == "cpu":

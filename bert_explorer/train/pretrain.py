@@ -340,7 +340,8 @@ def _new_model(cfg: PretrainConfig, run: Reporter, dev: Device, latest: Path | N
     else:
         model = BertForPreTraining(preset(cfg.size, vocab_size=tok.vocab_size, causal=cfg.objective_type.left_to_right))
     levers.apply(model.to(dev.device), dev.device, dev.dtype, run.log if dev.is_main else lambda _: None,
-                 run if dev.is_main else None, resumed=latest is not None)  # (one line in the log, not one a rank)
+                 run if dev.is_main else None, resumed=latest is not None,  # (one line in the log, not one a rank)
+                 predicted=predicted_fraction(cfg))
     if cfg.freeze_word_embeddings:
         # One matrix reads words in and (tied) writes them out: freezing it keeps both fixed,
         # so the optimiser never sees it and a checkpoint can ship without it.
