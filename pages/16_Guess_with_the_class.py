@@ -33,6 +33,7 @@ if writes_allowed():  # the teacher (or this machine's user): poses and reveals
                 st.rerun()
         else:
             gv.reveal(q, f"guess_{q.id}_t")
+            st.caption(gv.ONE_A_BROWSER)  # (the class's chart counts browsers)
         st.divider()
     st.subheader("The next question" if q is not None else "The question")
     kind = st.radio("Kind", ["cloze", "pair"], horizontal=True, key="guess_kind", persist_state="session",

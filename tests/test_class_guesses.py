@@ -274,6 +274,12 @@ def test_a_student_who_reloads_or_opens_a_second_tab_is_still_one_student(classr
     _send(_student(), "paris")  # another student
     assert sorted(guess_view.BOARD.current().guesses.values()) == ["paris", "rome"]
     assert [m.value for m in teacher.run().metric] == ["2"]
+    # the teacher is told what the count counts: a browser that lost its cookie guesses again as another student
+    counted = ("One guess a browser: a browser that lost its cookie (closed and reopened, a private window, cookies "
+               "cleared) counts as another student.")
+    assert counted in [c.value for c in teacher.caption]
+    teacher.button(key="guess_reveal").click().run()
+    assert counted in [c.value for c in teacher.caption]  # and beside the class's chart at the reveal
     assert not first.exception
     # a browser without the cookie: an id of its own, and the script that sets the cookie, once
     fresh = AppTest.from_file(PAGE, default_timeout=120).run()

@@ -21,6 +21,9 @@ ARCH = "BertForPreTraining"
 TOP_K = 10
 POLL_S = 2.0  # how often a student's page looks for the question and the reveal (Streamlit has no push)
 TEACHER_SHOWN = 30  # words of the guesses so far listed on the teacher's page
+# a guess is filed under its browser's cookie (student_id): the teacher's counts are of browsers, not of people
+ONE_A_BROWSER = ("One guess a browser: a browser that lost its cookie (closed and reopened, a private window, cookies "
+                 "cleared) counts as another student.")
 
 
 STUDENT_COOKIE = "bert_explorer_student"
@@ -217,6 +220,7 @@ def teacher_count() -> None:
     if q is None or q.answer is not None:
         return
     st.metric("Guesses so far", len(q.guesses))
+    st.caption(ONE_A_BROWSER)
     if q.kind != "cloze" or not q.guesses:
         return
     counts = sorted(Counter(q.guesses.values()).items(), key=lambda wc: (-wc[1], wc[0]))
