@@ -59,20 +59,35 @@ if writes_allowed():  # the teacher (or this machine's user): poses and reveals
     # a model without the head the question needs would "answer" with random weights (MiniLM's judicial, skirt, ...)
     answers = needs_head(loaded, MLM_HEAD if kind == "cloze" else NSP_HEAD,
                          "answer " + ("a masked word" if kind == "cloze" else "whether B follows A"))
-    # the class's guesses to a question not yet revealed are theirs: posing over them asks first
-    waiting = len(q.guesses) if q is not None and q.answer is None else 0
-    drop = not waiting or st.checkbox(f"Yes, pose the next question and drop the {waiting} guess"
-                                      f"{'es' if waiting != 1 else ''} to the one on the board, never revealed",
-                                      key=f"guess_drop_confirm_{q.id}")
-    if answers and st.button("Pose to the class", key="guess_pose", type="primary", disabled=not drop or masks_cut,
-                             help="The students' pages show it within seconds; the last question's guesses are "
-                                  "cleared."):
-        try:
-            gv.BOARD.pose(kind, text, text_b, name, loaded.tokenizer.id_to_token(loaded.tokenizer.mask_id),
-                          answer_of=lambda question: gv.model_answer(question, loaded))
-            st.rerun()
-        except gs.GuessRefused as e:
-            st.warning(str(e))
+    # the class's guesses to a question not yet revealed are theirs: posing over them asks first, at the click
+    # (guesses that arrive reach this page's count every few seconds, not its Pose button)
+    if answers:
+        pose = st.button("Pose to the class", key="guess_pose", type="primary", disabled=masks_cut,
+                         help="The students' pages show it within seconds; guesses to a question not yet revealed "
+                              "are dropped only once you say so.")
+        now = gv.BOARD.current()
+        waiting = len(now.guesses) if now is not None and now.answer is None else 0
+        if pose and waiting:
+            st.session_state["guess_pose_asked"] = now.id
+            pose = False
+        if waiting and st.session_state.get("guess_pose_asked") == now.id:
+            n = f"{waiting} guess{'es' if waiting != 1 else ''}"
+            st.warning(f"Not posed yet: the question on the board has {n} not yet revealed, and posing the next "
+                       f"question drops {'them' if waiting != 1 else 'it'}. Reveal it first to show the class's "
+                       "guesses beside the model, or pose anyway.")
+            drop, keep = st.columns(2)
+            pose = drop.button(f"Pose it and drop the {n}", key="guess_pose_drop")
+            if keep.button("Keep the guesses", key="guess_pose_keep"):
+                del st.session_state["guess_pose_asked"]
+                st.rerun()
+        if pose:
+            try:
+                gv.BOARD.pose(kind, text, text_b, name, loaded.tokenizer.id_to_token(loaded.tokenizer.mask_id),
+                              answer_of=lambda question: gv.model_answer(question, loaded))
+                st.session_state.pop("guess_pose_asked", None)
+                st.rerun()
+            except gs.GuessRefused as e:
+                st.warning(str(e))
     with st.expander("What a student's page shows (you may guess too)"):
         gv.student_box()
 else:

@@ -344,17 +344,35 @@ def test_a_model_without_a_head_is_told_why_of_itself_not_of_minilm(name, said):
     assert said in warning and ("MiniLM was trained" in warning) == (name == "minilm")
 
 
-def test_posing_over_guesses_never_revealed_asks_first(classroom):
-    """A second Pose before Reveal dropped the class's guesses without a word (the button's tooltip said so)."""
+def test_posing_over_guesses_never_revealed_asks_first_in_one_sentence_and_one_press(classroom):
+    """A Pose pressed on a page drawn before the class's guesses arrived posed nothing and said nothing: a checkbox
+    appeared, Pose went grey, and a tick and a second press were needed. The press now says what the next question
+    would drop, and the button that appears poses it at its first press; nothing is dropped unasked."""
     teacher, student = _teacher(), _student()
     teacher.button(key="guess_pose").click().run()
-    _send(student.run(), "paris")
-    teacher.run()
     q = guess_view.BOARD.current()
-    assert teacher.button(key="guess_pose").disabled
-    tick = teacher.checkbox(key=f"guess_drop_confirm_{q.id}")
-    assert tick.label == "Yes, pose the next question and drop the 1 guess to the one on the board, never revealed"
-    tick.check().run()
+    _send(student.run(), "paris")  # (the teacher's page, drawn before it, has not run since)
+    teacher.text_input(key="guess_text_own").set_value("the [MASK] flows through paris .")
     teacher.button(key="guess_pose").click().run()
-    assert not teacher.exception and guess_view.BOARD.current().id != q.id
-    assert not teacher.button(key="guess_pose").disabled  # (a new question, no guess yet: nothing to drop)
+    assert not teacher.exception and guess_view.BOARD.current().id == q.id  # the class's guess is still there
+    said = [w.value for w in teacher.warning if w.value.startswith("Not posed")]
+    assert said == ["Not posed yet: the question on the board has 1 guess not yet revealed, and posing the next "
+                    "question drops it. Reveal it first to show the class's guesses beside the model, or pose "
+                    "anyway."], said
+    drop = teacher.button(key="guess_pose_drop")
+    assert drop.label == "Pose it and drop the 1 guess" and not drop.disabled
+    drop.click().run()
+    now = guess_view.BOARD.current()
+    assert not teacher.exception and now.id != q.id and now.text == "the [MASK] flows through paris ."
+    assert not [w for w in teacher.warning if w.value.startswith("Not posed")]
+    # and "Keep the guesses" keeps them, the question on the board unchanged
+    _send(student.run(), "seine")
+    teacher.button(key="guess_pose").click().run()
+    teacher.button(key="guess_pose_keep").click().run()
+    assert list(guess_view.BOARD.current().guesses.values()) == ["seine"]
+    assert not [w for w in teacher.warning if w.value.startswith("Not posed")]
+    assert not [b for b in teacher.button if b.key == "guess_pose_drop"]
+    # a question revealed drops nothing: one press poses the next
+    teacher.button(key="guess_reveal").click().run()
+    teacher.button(key="guess_pose").click().run()
+    assert guess_view.BOARD.current().answer is None and not guess_view.BOARD.current().guesses
