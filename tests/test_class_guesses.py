@@ -258,6 +258,8 @@ def test_a_pair_shows_the_class_split_beside_p_isnext(classroom):
     assert list(model.traces[0].x) == ["yes (IsNext)", "no (NotNext)"]
     assert all(t in ("<0.1%", ">99.9%") or float(t.rstrip("%")) < 99.95 for t in model.traces[0].raw["text"])
     assert "You answered **yes**." in [c.value for c in student.run().caption]
+    answer = student.radio(key=f"guess_pair_{q.id}")  # the box stays at the reveal, closed, as it was
+    assert answer.value == "yes" and answer.disabled
 
 
 def test_a_student_who_reloads_or_opens_a_second_tab_is_still_one_student(classroom):
@@ -376,3 +378,25 @@ def test_posing_over_guesses_never_revealed_asks_first_in_one_sentence_and_one_p
     teacher.button(key="guess_reveal").click().run()
     teacher.button(key="guess_pose").click().run()
     assert guess_view.BOARD.current().answer is None and not guess_view.BOARD.current().guesses
+
+
+def test_a_guess_typed_and_not_sent_stays_in_the_box_at_the_reveal(classroom):
+    """A student typed a word and had not pressed Send when the teacher revealed: the box went with the reveal, and
+    the word with it. The box stays, closed, and says only a sent guess is counted. A word typed in a form stays in
+    the browser, not sent to the server (AppTest does the same): the browser keeps it in a box of the same id."""
+    teacher, student = _teacher(), _student()
+    teacher.button(key="guess_pose").click().run()
+    q = guess_view.BOARD.current()
+    _send(student.run(), "paris")
+    typed = student.text_input(key=f"guess_word_{q.id}")
+    typed.set_value("london")  # typed over it, never sent
+    teacher.button(key="guess_reveal").click().run()
+    student.run()
+    assert not student.exception
+    box = student.text_input(key=f"guess_word_{q.id}")
+    assert box.proto.id == typed.proto.id and box.disabled  # (the same box: what the browser holds in it stays)
+    assert [b for b in student.button if b.label == "Send my guess"][0].disabled
+    said = [c.value for c in student.caption]
+    assert ("Guesses closed at the reveal: the box keeps what you typed, and only a guess you sent is counted."
+            in said and any(c.startswith("You guessed **paris**") for c in said)), said
+    assert list(guess_view.BOARD.current().guesses.values()) == ["paris"]

@@ -143,6 +143,7 @@ def reveal(q: gs.Question, key: str) -> None:
 
 
 SENT = "guess_send_"  # a question's "Send my guess" button, by the question's id
+CLOSED = "Guesses closed at the reveal: the box keeps what you typed, and only a guess you sent is counted."
 
 
 def _sent_too_late(q) -> str | None:
@@ -177,18 +178,23 @@ def student_box() -> None:
     if st.session_state.get(late) and not sending:
         st.warning(st.session_state[late] + (f" Your guess stays **{markdown_text(mine)}**." if mine and
                                              q.answer is not None else ""))
-    if q.answer is not None:
+    closed = q.answer is not None
+    # the box stays at the reveal, closed: what a student typed and had not sent is still theirs to read (the form
+    # went with the reveal, and the word with it)
+    with st.form(f"guess_form_{q.id}", clear_on_submit=False):
+        if q.kind == "cloze":  # (no max_chars: a longer paste would vanish in the browser without a word;
+            # guesses.one_word says what is wrong with it)
+            typed = st.text_input("Your guess: one word", key=f"guess_word_{q.id}", disabled=closed)
+        else:
+            typed = st.radio("Your answer", [gs.YES, gs.NO], horizontal=True, index=None, key=f"guess_pair_{q.id}",
+                             disabled=closed)
+        sent = st.form_submit_button("Send my guess", key=f"{SENT}{q.id}", disabled=closed)
+    if closed:
+        st.caption(CLOSED)
         if mine:
             st.caption(own_rank(q, mine) if q.kind == "cloze" else f"You answered **{mine}**.")
         reveal(q, f"guess_{q.id}_s")
         return
-    with st.form(f"guess_form_{q.id}", clear_on_submit=False):
-        if q.kind == "cloze":
-            typed = st.text_input("Your guess: one word", key=f"guess_word_{q.id}")  # (no max_chars: a longer paste
-            # would vanish in the browser without a word; guesses.one_word says what is wrong with it)
-        else:
-            typed = st.radio("Your answer", [gs.YES, gs.NO], horizontal=True, index=None, key=f"guess_pair_{q.id}")
-        sent = st.form_submit_button("Send my guess", key=f"{SENT}{q.id}")
     # A refusal is kept until the next guess: this box runs again every few seconds, and a warning shown only
     # on the run that sent the guess would vanish before a student read it (the guess seemingly sent).
     refused = f"guess_refused_{q.id}"
