@@ -119,6 +119,26 @@ def test_a_recipe_setting_that_would_be_overruled_dropped_or_unbounded_is_refuse
         grid.validate(changed)
 
 
+def test_a_size_and_its_twin_of_the_same_architecture_are_refused_in_one_sentence(tmp_path, monkeypatch):
+    """tiny is L2-H128 (and base L12-H768): a grid naming both pre-trained the one model twice, counted twice in
+    its time, and "bigger beats smaller" compared it with itself."""
+    tasks = {"topics": {"train": "tiny:classification"}}
+    said = ("sizes tiny and L2-H128 are the same model (2 layers, hidden size 128, 2 heads, feed-forward 512), which "
+            "would be trained twice for one row; keep one of them")
+    with pytest.raises(grid.RecipeError) as e:
+        grid.custom_recipe(tasks, ["tiny", "L2-H128", "mini"], ["mlm+nsp"], ["fine-tune"], ["80/10/10"])
+    assert str(e.value) == said
+    with pytest.raises(grid.RecipeError, match="sizes base and L12-H768 are the same model"):
+        grid.validate({**grid.load_recipe("smoke"), "axes": {"size": ["base", "L12-H768"]}})
+    assert len(grid.expand(grid.custom_recipe(tasks, ["tiny", "mini"], [], [], []))["pretrainings"]) == 2
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    at.radio(key="abl_mode").set_value("Build my own").run()
+    at.multiselect(key="abl_sizes").set_value(["tiny", "L2-H128"]).run()
+    assert not at.exception and said in [i.value for i in at.info]
+    assert not [m for m in at.metric if m.label == "Pre-trainings"]  # no plan, no time said for it
+
+
 def test_the_planner_counts_learning_rates_evaluations_and_precision(monkeypatch):
     """The planner said the same time for one learning rate and four, for an evaluation after each epoch and
     after every step, and for fp32 and bf16 (fp32 trains about half as fast where the CPU has bf16)."""

@@ -254,6 +254,7 @@ def validate(recipe: dict) -> dict:
     if cells > MAX_CELLS:  # before a plan is built or estimated: the page builds it again at every click
         raise RecipeError(f"this grid has {cells:,} cells, more than the {MAX_CELLS:,} one ablation runs; vary fewer "
                           f"values at once (one at a time, not the product) or split it into several ablations")
+    _check_twin_sizes([baseline["size"], *r["axes"].get("size", [])])
     return r
 
 
@@ -278,6 +279,24 @@ def _check_set_by_the_grid(r: dict) -> None:
         raise RecipeError("pretrain.init cannot be part of a recipe: each cell pre-trains its size from zero (a warm "
                           "start would make every size the one model it starts from); warm-start a single run with "
                           "`bert-explorer pretrain --init`")
+
+
+def architecture(size: str) -> tuple[int, int, int, int]:
+    """What makes two sizes one model: (layers, hidden size, heads, feed-forward size)."""
+    c = PRESETS[size]
+    return c.num_layers, c.hidden_size, c.num_heads, c.intermediate_size
+
+
+def _check_twin_sizes(sizes: list[str]) -> None:
+    """Two names of one architecture (tiny is L2-H128) would pre-train and fine-tune the same model twice, and
+    "bigger beats smaller" would compare it with itself; the grid asks for one of them."""
+    seen: dict[tuple, str] = {}
+    for size in dict.fromkeys(sizes):
+        twin = seen.setdefault(architecture(size), size)
+        if twin != size:
+            L, H, A, ffn = architecture(size)
+            raise RecipeError(f"sizes {twin} and {size} are the same model ({L} layers, hidden size {H}, {A} heads, "
+                              f"feed-forward {ffn}), which would be trained twice for one row; keep one of them")
 
 
 def _check_task_settings(r: dict, name: str, spec: dict, transfers=("fine-tune",)) -> None:
