@@ -299,7 +299,7 @@ if plan is None:
     st.stop()
 res = read_results(chosen)
 table = results.table(plan, res)
-dirs = results.directions(res, plan["recipe"]["tasks"])
+dirs = results.directions(res, plan["recipe"]["tasks"], waiting=results.pending(plan, res))
 
 st.subheader("3. Results beside the paper")
 st.caption("Ours: dev accuracy (F1 for NER, SQuAD) in percent. Paper: the number of the same setting in the "

@@ -727,6 +727,47 @@ def test_the_sentence_that_the_plan_is_coming_goes_when_the_plan_comes(tmp_path,
     assert list(cells["state"][:2]) == ["finished", "running"] and len(cells) == len(plan["cells"])
 
 
+def test_a_direction_whose_cells_are_still_to_run_says_pending_not_that_the_grid_lacks_them(tmp_path, monkeypatch):
+    """While a grid ran, section 4 said "not measured — needs two or more sizes on the same task" of a grid that
+    had them, queued: "not measured" is for cells the grid lacks; cells still to run are waited for."""
+    import os
+    import time
+
+    from bert_explorer.runs.run import Run
+
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    recipe = grid.load_recipe("smoke")
+    recipe["axes"].pop("transfer")  # Table 7's direction: not in this grid at all
+    plan = grid.expand(recipe)
+    abl = Run(tmp_path / "runs" / "ablation-running").create(plan["recipe"], "ablate")
+    (abl.path / "plan.json").write_text(json.dumps(plan))
+    first, running = plan["cells"][0], plan["cells"][1]
+    assert first["id"] == "sentiment__tiny__mlm-nsp__fine-tune__80-10-10"
+    (abl.path / "results.jsonl").write_text(json.dumps({**runner._record(first, "finished"), "score": 50.0,
+                                                        "task_type": "classification"}) + "\n")
+    abl.write_status(state="running", pid=os.getpid(), started=time.time(), cells_total=len(plan["cells"]),
+                     current=running["id"], phase="fine-tuning")
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    assert not at.exception
+    said = at.table[0].value
+    assert said.loc["bigger beats smaller", "held in ours"] == "pending"
+    assert said.loc["bigger beats smaller", "our numbers"] == \
+        "waiting for 1 cell still to run: sentiment__L4-H128__mlm-nsp__fine-tune__80-10-10"
+    nsp = said.loc["NSP helps sentence-pair tasks"]
+    assert nsp["held in ours"] == "pending" and nsp["our numbers"].startswith("waiting for 2 cells still to run: ")
+    concat = said.loc["concat-last-4 close to fine-tuning, well above embeddings"]
+    assert list(concat[["held in ours", "our numbers"]]) == [
+        "not measured", "needs fine-tune, concat-last-4 and embeddings cells on the same task"]
+    # a cell that failed is not waited for: the direction it needed is not measured
+    (abl.path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (
+        {**runner._record(first, "finished"), "score": 50.0, "task_type": "classification"},
+        {**runner._record(_cell(plan, size="L4-H128"), "failed"), "error": "out of memory"})))
+    (big,) = [d for d in results.directions(runner.read_results(abl.path), plan["recipe"]["tasks"],
+                                            waiting=results.pending(plan, runner.read_results(abl.path)))
+              if d["key"] == "bigger_beats_smaller"]
+    assert (big["verdict"], big["detail"]) == ("not measured", "needs two or more sizes on the same task")
+
+
 def test_the_results_tables_put_the_papers_row_metric_and_source_beside_its_number(tmp_path, monkeypatch):
     """At 1,400 px a results table showed "Devlin e..." and "Turc..." past its long state column, headed with
     the identifiers paper_metric and paper_source, and never the paper's row ("No NSP")."""

@@ -192,7 +192,8 @@ def plan_text(plan: dict, niced: bool = True) -> str:
 def report_markdown(plan: dict, res: dict, df, title: str) -> str:
     """The Markdown report; a recipe of downloaded miniatures adds its table beside Turc et al. 2019."""
     from ..experiments import miniatures, results
-    text = results.to_markdown(df, results.directions(res, plan["recipe"]["tasks"]), title)
+    dirs = results.directions(res, plan["recipe"]["tasks"], waiting=results.pending(plan, res))
+    text = results.to_markdown(df, dirs, title)
     if miniatures.is_miniatures(plan):
         minis = miniatures.table(plan, res)
         shown = miniatures.shown(minis)

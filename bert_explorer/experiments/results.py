@@ -27,8 +27,9 @@ answering the dev set's most frequent label) by more than 1.96 · se **did not l
 and a comparison of two such cells says no difference is measurable, whatever their scores.
 
 A direction's verdict is ``yes`` when every comparison the grid allows is yes, ``no`` when any
-is no, ``no difference measurable here`` when the rest are ties, and ``not measured`` when the grid
-lacks the cells it needs (``holds``: True, False, None for the last two).
+is no, ``no difference measurable here`` when the rest are ties, ``not measured`` when the grid
+lacks the cells it needs, and ``pending`` while those cells are in the grid but still to run (``holds``:
+True, False, None for the last three).
 """
 from __future__ import annotations
 
@@ -200,6 +201,7 @@ def _finished(records) -> list[dict]:
 
 
 YES, NO, TIE, NOT_MEASURED = "yes", "no", "no difference measurable here", "not measured"
+PENDING = "pending"  # the cells a direction needs are in the grid, still to run
 NOT_MEASURABLE = "not measurable"  # neither cell learnt the task, or a cell's model never learnt language
 DID_NOT_LEARN = "did not learn"
 PLATEAU = "its model did not leave the word-frequency plateau"
@@ -240,7 +242,8 @@ def _settings(recs: list[dict]) -> list[dict]:
         majorities = [float(r["majority"]) for r in g if r.get("majority") is not None]
         out.append({**g[0], "score": statistics.fmean(scores), "seeds": len(scores),
                     "spread": statistics.stdev(scores) if len(scores) > 1 else 0.0,
-                    **({"majority": statistics.fmean(majorities)} if len(majorities) == len(g) else {})})
+                    **({"majority": statistics.fmean(majorities)} if len(majorities) == len(g) else {}),
+                    "_waiting": [r["_waiting"] for r in g if r.get("_waiting")]})
     return out
 
 
@@ -310,17 +313,44 @@ NEAR_NSP = ("a pair task built here, whether two segments come from the same art
             "itself than Table 5's MNLI or QNLI are")
 
 
-def directions(records, tasks: dict | None = None) -> list[dict]:
+def pending(plan: dict, results: dict[str, dict]) -> list[dict]:
+    """The plan's cells still to run (queued or running): no record yet, or none that says finished or failed."""
+    return [c for c in plan["cells"] if results.get(c["id"], {}).get("status") not in ("finished", "failed")]
+
+
+def directions(records, tasks: dict | None = None, waiting=()) -> list[dict]:
     """``[{"key", "direction", "verdict", "holds", "detail", "paper"}]`` from result records
     (dicts with task, task_type, size, objective, transfer, masking and score; several records
     of one cell are its seeds). ``verdict`` is yes / no / not distinguishable / not measured
     (the rule is in the module docstring); ``holds`` is True for yes, False for no, else None.
-    ``tasks``: the recipe's tasks by name, where a detail should say what a task is (``pairs:``)."""
+    ``tasks``: the recipe's tasks by name, where a detail should say what a task is (``pairs:``).
+    ``waiting``: the grid's cells still to run (:func:`pending`); a direction not measured yet that they
+    would measure is ``pending``, its detail naming them, not "not measured"."""
+    out = _directions(records, tasks)
+    if not waiting:
+        return [{k: v for k, v in d.items() if k != "_used"} for d in out]
+    done = _finished(records)
+    kinds = {r["task"]: r.get("task_type") for r in done}  # an upload's type is known once a cell has read it
+    stand_ins = [{**c, "task_type": kinds.get(c["task"]) or (tasks or {}).get(c["task"], {}).get("task_type"),
+                  "score": 0.0, "status": "finished", "_waiting": c["id"]} for c in waiting]
+    for d, then in zip(out, _directions(done + stand_ins, tasks)):
+        needed = list(dict.fromkeys(cell for r in then["_used"] for cell in r["_waiting"]))
+        if d["verdict"] == NOT_MEASURED and needed:
+            shown = ", ".join(needed[:3]) + (f" and {len(needed) - 3} more" if len(needed) > 3 else "")
+            d.update(verdict=PENDING, detail=f"waiting for {len(needed)} cell{'s' if len(needed) > 1 else ''} "
+                                             f"still to run: {shown}")
+    for d in out:
+        d.pop("_used")
+    return out
+
+
+def _directions(records, tasks: dict | None) -> list[dict]:
+    """:func:`directions` from the records alone; each direction's ``_used`` holds the settings it compared."""
     recs = _settings(_finished(records))
     built_pairs = {name for name, spec in (tasks or {}).items() if str(spec.get("train", "")).startswith("pairs:")}
     out = []
 
-    def add(key, outcomes, detail, comps=()):
+    def add(key, outcomes, detail, comps=(), used=None):
         title, paper_says = paper.DIRECTIONS[key]
         v = verdict(outcomes)
         said = v
@@ -329,7 +359,8 @@ def directions(records, tasks: dict | None = None) -> list[dict]:
         if v in (YES, NO) and any(o == v and did_not_learn(a) != did_not_learn(b) for (a, b), o in zip(comps, outcomes)):
             said = f"{v}, against a cell that {DID_NOT_LEARN}"
         out.append({"key": key, "direction": title, "verdict": said, "holds": {YES: True, NO: False}.get(v),
-                    "detail": detail, "paper": paper_says, "later": paper.LATER_WORK.get(key, "")})
+                    "detail": detail, "paper": paper_says, "later": paper.LATER_WORK.get(key, ""),
+                    "_used": [r for pair in comps for r in pair] if used is None else used})
 
     # 1. NSP helps pair tasks
     pair_recs = [r for r in recs if TASK_TYPES.get(r.get("task_type")) in paper.NSP_TASK_TYPES]
@@ -358,17 +389,19 @@ def directions(records, tasks: dict | None = None) -> list[dict]:
     groups = {}
     for r in recs:
         groups.setdefault(_others(r, "size"), []).append(r)
-    outcomes, details, compared = [], [], []
+    outcomes, details, compared, used = [], [], [], []
     for g in groups.values():
         if len({r["size"] for r in g}) < 2:
             continue
+        used += g
         g = sorted(g, key=lambda r: grid.encoder_parameters(r["size"]))
         learnt = [r for r in g if not plateau(r)]  # no direction is read from a model that learnt only word counts
         measurable = len({r["size"] for r in learnt}) > 1
         outcomes.append(compare(learnt[-1], learnt[0]) if measurable else NOT_MEASURABLE)
         compared.append((learnt[-1], learnt[0]) if measurable else (g[-1], g[-1]))
         details.append(f"{g[0]['task']}: " + " → ".join(f"{r['size']} {_fmt(r)}" for r in g) + _tie(outcomes[-1]))
-    add("bigger_beats_smaller", outcomes, "; ".join(details) or "needs two or more sizes on the same task", compared)
+    add("bigger_beats_smaller", outcomes, "; ".join(details) or "needs two or more sizes on the same task", compared,
+        used)
 
     # 4. concat-last-4 close to fine-tuning, well above embeddings: nearer to the fine-tuned score
     #    than to the embeddings' (paper: 0.3 below fine-tuning, 5.1 above the embeddings), i.e. above
@@ -376,11 +409,12 @@ def directions(records, tasks: dict | None = None) -> list[dict]:
     groups = {}
     for r in recs:
         groups.setdefault(_others(r, "transfer"), {})[r["transfer"]] = r
-    outcomes, details = [], []
+    outcomes, details, used = [], [], []
     for g in groups.values():
         if not {"fine-tune", "concat-last-4", "embeddings"} <= set(g):
             continue
         ft, cc, em = (g[k] for k in ("fine-tune", "concat-last-4", "embeddings"))
+        used += [ft, cc, em]
         spread = max(r.get("spread", 0.0) for r in (ft, cc, em))
         middle = {"score": (ft["score"] + em["score"]) / 2, "spread": spread}
         scores = f"{ft['task']}: fine-tune {_fmt(ft)}, concat-last-4 {_fmt(cc)}, embeddings {_fmt(em)}"
@@ -404,7 +438,7 @@ def directions(records, tasks: dict | None = None) -> list[dict]:
             + {YES: "nearer fine-tuning than the embeddings", NO: "nearer the embeddings than fine-tuning",
                TIE: "whether it is nearer fine-tuning or the embeddings is within the noise"}[nearer])
     add("concat_close_to_finetune", outcomes,
-        "; ".join(details) or "needs fine-tune, concat-last-4 and embeddings cells on the same task")
+        "; ".join(details) or "needs fine-tune, concat-last-4 and embeddings cells on the same task", used=used)
     return out
 
 
