@@ -631,9 +631,10 @@ def test_page_shows_a_finished_ablation(smoke_dir, monkeypatch):
         done = int(df[df.axis == axis]["ours"].notna().sum())  # (cells not run yet are not counted)
         said = [w.value for w in at.warning if w.value.startswith(f"{n} of these {done} finished cells")]
         assert bool(said) == (n > 0), (axis, n)
-    # our score, the paper's beside it, then the state (the paper's columns were off the table's right edge)
+    # our score, the paper's beside it and the task it was measured on, then the state (the paper's columns were
+    # off the table's right edge)
     columns = list(objective.columns)
-    assert columns.index("paper") == columns.index("ours") + 1 and columns.index("state") == columns.index("ours") + 2
+    assert columns[columns.index("ours"):columns.index("ours") + 4] == ["ours", "paper", "paper_task", "state"]
     # every setting labelled under its bar, the legend under the chart
     for chart in (json.loads(c.proto.spec) for c in at.get("plotly_chart")):
         bars = [t for t in chart["data"] if t["type"] == "bar"]
@@ -793,6 +794,37 @@ def test_the_results_tables_put_the_papers_row_metric_and_source_beside_its_numb
         config = json.loads(t.proto.columns)
         assert config["paper_row"]["label"] == "paper's row" and config["paper_source"]["label"] == "paper's source"
         assert config["state"]["width"] == "medium"  # bounded: its long text no longer pushes the source off
+
+
+def test_a_paper_number_measured_on_another_task_says_so_beside_it(tmp_path, monkeypatch):
+    """smoke's "sentiment" task, tiny:classification (a few generated sentences), was scored beside the paper's
+    SST-2 number with nothing beside it saying that the paper's number is of another task."""
+    import os
+    import time
+
+    from bert_explorer.runs.run import Run
+
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    plan = grid.expand(grid.load_recipe("smoke"))
+    abl = Run(tmp_path / "runs" / "ablation-done").create(plan["recipe"], "ablate")
+    abl.write_status(state="finished", pid=os.getpid(), started=time.time(), finished=time.time())
+    (abl.path / "plan.json").write_text(json.dumps(plan))
+    (abl.path / "results.jsonl").write_text("".join(
+        json.dumps({**runner._record(c, "finished"), "score": 50.0 + i}) + "\n" for i, c in enumerate(plan["cells"])))
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    assert not at.exception
+    tables = {t.value["setting"].iloc[-1]: t for t in at.dataframe if "paper_task" in t.value.columns}
+    size = tables["L4-H128"].value.set_index("setting")
+    columns = list(size.reset_index().columns)
+    assert columns[columns.index("paper") + 1] == "paper_task"  # next to the number
+    assert json.loads(tables["L4-H128"].proto.columns)["paper_task"]["label"] == "paper's task"
+    assert size.loc["tiny", "paper"] == "83.2" and size.loc["tiny", "paper_task"] == "SST-2, not tiny:classification"
+    rows = pd.concat([t.value for t in tables.values()])
+    assert set(rows.loc[rows["paper"] != "—", "paper_task"]) == {
+        "SST-2, not tiny:classification", "CoNLL-2003 NER F1, not tiny:classification", "MNLI, not tiny:classification",
+        "MNLI-m, not pairs:tiny"}
+    assert set(rows.loc[rows["paper"] == "—", "paper_task"]) <= {"—"}  # no number, nothing to say of it
+    assert any("not like for like" in c.value for c in at.caption)
 
 
 def test_a_grid_built_on_an_upload_names_its_task_by_the_file(tmp_path, monkeypatch):
