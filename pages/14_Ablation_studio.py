@@ -20,7 +20,7 @@ from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.run import ACTIVE_STATES, Run, new_run_refusal
 from bert_explorer.train.estimate import LONG_RUN_ASK_S, background_threads
 from bert_explorer.train.speed import said
-from bert_explorer.runs.report import duration_text, left_text
+from bert_explorer.runs.report import duration_text, left_text, log_tail
 
 intro("Ablation studio", """
 Re-run the paper's ablations in miniature (Devlin et al. 2019, Section 5 and Appendix C, Tables 5-8):
@@ -271,8 +271,15 @@ def progress_panel():
             str(s.get("pretraining") if s.get("phase") == "pre-training" else s.get("current"))
         sst = Run(sub).status() if sub.exists() else {}
         what = s.get("pretraining_label") if s.get("phase") in ("pre-training", "downloading") else s.get("current")
-        st.caption(f"now {s.get('phase') or 'starting'}: {what or '…'}" + ("" if s.get("phase") == "downloading" else
-                   f" — step {sst.get('step', 0)} of {sst.get('max_steps', '?')}"))
+        if s.get("phase") == "downloading":
+            where = ""
+        elif sst.get("max_steps"):
+            where = f" — step {int(sst.get('step') or 0):,} of {int(sst['max_steps']):,}"
+        else:  # before its first step (its corpus read, this CPU's speed-ups timed): what its log says it is doing,
+            # where "step 0 of ?" stood for half a minute
+            last = (log_tail(sub / "log.txt", 1) or "").strip() if sub.exists() else ""
+            where = " — getting ready" + (f" ({last[:120]}{'…' if len(last) > 120 else ''})" if last else "")
+        st.caption(f"now {s.get('phase') or 'starting'}: {what or '…'}{where}")
         if writes_allowed() and work_button("Stop after the current step", key="abl_stop"):
             run.request_stop()
     elif s.get("state") in ("stopped", "crashed", "failed") and plan and writes_allowed():

@@ -769,6 +769,34 @@ def test_a_direction_whose_cells_are_still_to_run_says_pending_not_that_the_grid
     assert (big["verdict"], big["detail"]) == ("not measured", "needs two or more sizes on the same task")
 
 
+def test_a_cell_before_its_first_step_says_what_it_is_getting_ready_with_not_step_0_of_a_question_mark(
+        tmp_path, monkeypatch):
+    """A cell's run says its step count only from its first step; before it (its corpus read, the CPU timed) the
+    page read "step 0 of ?" for half a minute. It says what the cell's log last said, then the steps."""
+    import os
+    import time
+
+    from bert_explorer.runs.run import Run
+
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    plan = grid.expand(grid.load_recipe("smoke"))
+    abl = Run(tmp_path / "runs" / "ablation-starting").create(plan["recipe"], "ablate")
+    (abl.path / "plan.json").write_text(json.dumps(plan))
+    cell = plan["cells"][0]
+    abl.write_status(state="running", pid=os.getpid(), started=time.time(), cells_total=len(plan["cells"]),
+                     current=cell["id"], phase="fine-tuning")
+    sub = Run(abl.path / "cells" / cell["id"]).create({}, "finetune")
+    sub.log("CPU levers: timing this CPU's speed-ups for the model's widths")
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    now = [c.value for c in at.caption if c.value.startswith("now fine-tuning")]
+    assert now and "getting ready (" in now[0] and "speed-ups for the model's widths" in now[0], now
+    assert "of ?" not in now[0]
+    sub.write_status(state="running", step=1200, max_steps=3000)
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    now = [c.value for c in at.caption if c.value.startswith("now fine-tuning")]
+    assert now and now[0].endswith("— step 1,200 of 3,000"), now
+
+
 def test_the_results_tables_put_the_papers_row_metric_and_source_beside_its_number(tmp_path, monkeypatch):
     """At 1,400 px a results table showed "Devlin e..." and "Turc..." past its long state column, headed with
     the identifiers paper_metric and paper_source, and never the paper's row ("No NSP")."""
