@@ -326,9 +326,11 @@ def cmd_finetune(args) -> int:
             check_finetuning_folder(args.output, stored_first=False)
             check_finetuning(cfg)
 
-    def say_estimate(background: bool) -> None:
+    def say_estimate(background: bool, from_start: bool = False) -> None:
         """The run's estimate (``train.finetune.estimate``), one line on stderr before it starts: here with
-        this process's threads, or as a background process with its threads and its start."""
+        this process's threads, or as a background process with its threads and its start. A background
+        run's own log (``from_start``) counts its process's start too, as the page or the command that
+        started it did: the log's first line said 4 s of the job the page had said 6 s of."""
         try:
             train, dev = read_data(cfg)
         except (OSError, KeyError, ValueError) as e:  # data unreadable: the run here says why, in one sentence
@@ -338,15 +340,17 @@ def cmd_finetune(args) -> int:
         try:
             # (here: the threads this process trains with, chosen for the cores free now; None meant a
             # background run's one thread, and a 2-thread run here was said about twice too long)
-            est = finetune_estimate(cfg, train, len(dev.examples), process_start=background,
+            est = finetune_estimate(cfg, train, len(dev.examples), process_start=background or from_start,
                                     threads=background_threads() if background else torch.get_num_threads())
         except (CheckpointError, OSError, KeyError, ValueError):  # the model unreadable: the run says why
             return
         when = f"every {cfg.eval_every:,} steps" if cfg.eval_every else "after each epoch"
         told = said(est['seconds'], est['threads'], niced=background or niced_here())
+        start = "the process's start, " if background or from_start else ""
         print(f"estimate: {told} ({steps_text(est, cfg)} of about "
               f"{est['tokens_per_example']:.0f} WordPieces, "
-              f"{est['dev_examples']:,} dev examples scored {when}; {est['basis']})", file=sys.stderr, flush=True)
+              f"{est['dev_examples']:,} dev examples scored {when}, and {start}the model read and saved; "
+              f"{est['basis']})", file=sys.stderr, flush=True)
         if not writes_into(sys.stderr, Path(args.output) / "log.txt"):  # (a run the app started logs them itself)
             for note in dict.fromkeys(train.notes + dev.notes):  # (a file read as Latin-1, rows skipped, sampling)
                 print(f"note: {note}", file=sys.stderr, flush=True)
@@ -362,7 +366,7 @@ def cmd_finetune(args) -> int:
     def work():
         if not args.resume:  # (a resumed run's steps left are its log's to say: it knows where it stopped)
             refuse_busy(args.output)  # (a folder in use: said before any estimate)
-            say_estimate(background=False)
+            say_estimate(background=False, from_start=writes_into(sys.stderr, Path(args.output) / "log.txt"))
         if not first_rank() or writes_into(sys.stderr, Path(args.output) / "log.txt"):  # (the log is its stderr)
             return run_finetuning(cfg, args.output, resume=args.resume)
         with following(args.output, bar=not args.no_progress):
