@@ -30,8 +30,9 @@ from bert_explorer.hub_datasets import EXAMPLE
 from bert_explorer.train.estimate import LONG_RUN_ASK_S
 from bert_explorer.train.finetune_resume import resume_settings as resume_finetuning
 from bert_explorer.train.speed import said
-from bert_explorer.train.finetune import (check_start as check_finetuning, estimate, few_steps_note, ltr_problem,
-                                          positions_of, read_spec, repeated_examples, resume_refusal, steps_text)
+from bert_explorer.train.finetune import (check_start as check_finetuning, dev_sample_note, estimate, few_steps_note,
+                                          ltr_problem, positions_of, read_spec, repeated_examples, resume_refusal,
+                                          steps_text)
 from bert_explorer.train.finetune_config import (FEATURE_MODES, FINETUNE_DEFAULT_MODEL, MAX_GRAD_ACCUM, MAX_PATIENCE,
                                                  MAX_TRAIN_EXAMPLES, DEV_FRACTION_RANGE, FinetuneConfig)
 
@@ -82,10 +83,13 @@ def long_run_confirmed(config: FinetuneConfig, data, n_dev: int | None = None) -
         return True
     n_train, n_dev, kept = est["train_examples"], est["dev_examples"], est["train_available"]
     sampled = f" ({n_train:,} of the {kept:,} training examples, sampled)" if n_train < kept else ""
+    dev_sampled = f" (of the {est['dev_available']:,} the dev set holds, sampled: a run scores at most {n_dev:,})" \
+        if n_dev < est["dev_available"] else ""
+    when = f"every {config.eval_every:,} steps" if config.eval_every else "after each epoch"
     st.caption(f"Estimated time on {device_name()}: **{said(est['seconds'], est['threads'])}**: {steps_text(est, config)}"
                f"{sampled} of about "
                f"{est['tokens_per_example']:.0f} WordPieces (about {duration_text(est['train_seconds'])}), {n_dev:,} dev "
-               f"examples scored {f'every {config.eval_every:,} steps' if config.eval_every else 'after each epoch'} "
+               f"examples{dev_sampled} scored {when} "
                f"and at the end (about {duration_text(est['eval_seconds'])}), and the start, the model read and saved (about "
                f"{duration_text(est['loading_seconds'])}); {est['basis']}.")
     if est["seconds"] <= LONG_RUN_ASK_S:
@@ -158,8 +162,9 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
                         data_error = str(e)
                         st.error(data_error)
                     else:
+                        scored = dev_sample_note(len(dev_data.examples))
                         st.caption(f"Dev file {md(dev_upload[0])}: {len(dev_data.examples):,} examples, scored "
-                                   "instead of a part of the training file.")
+                                   "instead of a part of the training file" + (f"; {scored}." if scored else "."))
     elif source == "A Hugging Face data set":
         h1, h2 = st.columns(2)
         hub_spec = text_box(h1.text_input, "Training split", key="ft_hub_spec", persist_state="session",

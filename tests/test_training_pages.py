@@ -519,6 +519,25 @@ def test_finetune_page_takes_a_dev_file_beside_an_upload_and_checks_its_labels(r
     assert Path(run.config()["dev"]) == (run.path / "data" / "dev.csv").resolve()
     assert json.loads((run.path / "metrics.json").read_text())["dev_examples"] == 12
 
+def test_finetune_page_says_a_dev_set_larger_than_a_run_scores_is_sampled(runs_root, base_model):
+    """A run scores at most 2,000 dev examples, sampled; the page showed a dev file of 2,400 as "2,400 examples,
+    scored" and its estimate "2,000 dev examples scored", with no word that the rest were left out."""
+    rows = [(f"film {i} was {'warm' if i % 2 else 'dull'}", i % 2) for i in range(60)]
+    dev_rows = [(f"a film numbered {i} was {'warm' if i % 2 else 'dull'}", i % 2) for i in range(2400)]
+    train = ("train.csv", _csv(rows, ["text", "label"]))
+    at = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=train,
+               ft_dev_upload_bytes=("dev.csv", _csv(dev_rows, ["text", "label"])))
+    assert not at.exception and not at.error
+    said = [c.value.replace("\\", "") for c in at.caption]
+    assert any(c.startswith("Dev file dev.csv: 2,400 examples, scored instead of a part of the training file; a run "
+                            "scores 2,000 of the 2,400 dev examples, sampled at random") for c in said), said
+    (estimate,) = [c for c in said if c.startswith("Estimated time on")]
+    assert "2,000 dev examples (of the 2,400 the dev set holds, sampled: a run scores at most 2,000)" in estimate
+    small = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=train,
+                  ft_dev_upload_bytes=("dev.csv", _csv(dev_rows[:300], ["text", "label"])))
+    assert not [c.value for c in small.caption if "sampled" in c.value]  # all 300 scored: nothing to say
+
+
 def test_finetune_page_says_when_an_upload_repeats_its_rows(runs_root, base_model):
     """105 distinct texts in 120 rows: a random split put copies in train and dev, and the dev accuracy of
     1.000 counted text the model had trained on, with nothing said."""

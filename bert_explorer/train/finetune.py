@@ -128,7 +128,8 @@ def estimate(cfg: FinetuneConfig, data: TaskData, n_dev: int | None = None, *, t
     counted on up to ``sample`` examples spread over the data, featurised with the model's tokenizer
     as the run featurises them, and padded as its batches pad them (``engine.epoch_batches`` over
     that many lengths drawn from the sample as a full epoch would hold). Adds ``train_examples`` and
-    ``dev_examples`` to the estimate, and ``train_available``, the training examples before sampling."""
+    ``dev_examples`` to the estimate, and ``train_available`` and ``dev_available``, the examples before
+    sampling."""
     n = len(data.examples)
     if n_dev is None:  # train_dev_split's size of the dev set
         n_dev = min(n - 1, max(1, round(n * cfg.dev_fraction))) if n > 1 else 0
@@ -136,7 +137,7 @@ def estimate(cfg: FinetuneConfig, data: TaskData, n_dev: int | None = None, *, t
     else:
         n_train = n
     available, n_train = n_train, min(n_train, cfg.max_train_examples or MAX_TRAIN_EXAMPLES)
-    n_dev = min(n_dev, cfg.max_dev_examples or DEV_EXAMPLES)
+    dev_available, n_dev = n_dev, min(n_dev, cfg.max_dev_examples or DEV_EXAMPLES)
     step = max(1, n // sample)
     picked = data.examples[::step][:sample]
     tok = WordPieceTokenizer.from_dir(checkpoint.resolve(cfg.model))
@@ -162,7 +163,19 @@ def estimate(cfg: FinetuneConfig, data: TaskData, n_dev: int | None = None, *, t
                             seq_len=positions, dev_tokens_per_example=dev_tokens, threads=threads,
                             precision=cfg.precision, process_start=process_start, grad_accum=cfg.grad_accum,
                             eval_every=cfg.eval_every, feature_mode=cfg.features)
-    return {**est, "train_examples": n_train, "dev_examples": n_dev, "train_available": available}
+    return {**est, "train_examples": n_train, "dev_examples": n_dev, "train_available": available,
+            "dev_available": dev_available}
+
+
+def dev_sample_note(n_dev: int, asked: int | None = None) -> str | None:
+    """Where a dev set of ``n_dev`` examples is more than a run scores (``read_data`` samples it down to
+    ``asked``, a run's max_dev_examples, else :data:`DEV_EXAMPLES`), how many it scores, in words; else None.
+    Said where the dev data is chosen: a score on 2,000 of 9,815 examples read as the whole dev set's."""
+    cap = asked or DEV_EXAMPLES
+    if n_dev <= cap:
+        return None
+    return (f"a run scores {cap:,} of the {n_dev:,} dev examples, sampled at random with the run's seed (at most "
+            f"{cap:,}, so that scoring after every epoch takes seconds)")
 
 
 def steps_text(est: dict, cfg: FinetuneConfig) -> str:
