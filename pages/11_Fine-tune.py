@@ -19,6 +19,7 @@ from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.data.tasks import BUILTIN_TASKS, check_dev_labels
 from bert_explorer.data.uploads.core import DataError
 from bert_explorer.data.uploads.names import slug, table_columns
+from bert_explorer.data.uploads.reader import FORMATS
 from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import LABELS, SCORES, duration_text, finetune_result, score_text
@@ -114,11 +115,11 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     hub_dev_examples = None  # a Hub dev split's size: the estimate counts it, not a part of the training split
     named_task = None  # the task the user named for an upload, rather than one read off the file
     if source == "Upload a file":
+        # the formats the reader reads, each with what it holds (data/uploads/reader.py): none more, none fewer
         upload = dv.uploaded_file(
-            "CSV / TSV / JSONL with a header (text, label ...), Parquet (as Hugging Face datasets export), CoNLL "
-            "(token tag), SQuAD JSON or SWAG-style CSV",
-            key="ft_upload", help="The file is saved into the run's directory; it is read as a table or as text, "
-                                  "never unpickled.")
+            f"{', '.join(list(FORMATS)[:-1])} or {list(FORMATS)[-1]}, for any task: {', '.join(TASK_TYPES)}",
+            key="ft_upload", help="  \n".join(f"**{name}**: {what}." for name, what in FORMATS.items())
+            + "  \nThe file is saved into the run's directory; it is read as a table or as text, never unpickled.")
         if upload is None:
             data_error = "Upload a file, or choose a built-in dataset."
         else:

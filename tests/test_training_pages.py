@@ -538,6 +538,50 @@ def test_finetune_page_says_a_dev_set_larger_than_a_run_scores_is_sampled(runs_r
     assert not [c.value for c in small.caption if "sampled" in c.value]  # all 300 scored: nothing to say
 
 
+def test_the_uploaders_label_lists_every_format_the_reader_reads_and_no_other(runs_root, base_model, tmp_path):
+    """The label named CSV, TSV, JSONL, Parquet, CoNLL and SQuAD JSON; a fastText file, a JSON array and a
+    multi-label table, which the reader reads too, read as not accepted. Each format is read from a file of
+    it here, and the label and help are checked against what was read."""
+    import pandas as pd
+
+    from bert_explorer.data.uploads.reader import FORMATS, read_task_file
+
+    words = [("a warm film", "pos"), ("a dull film", "neg")] * 4
+    squad = {"data": [{"paragraphs": [{"context": f"Paris is in France {i}.", "qas": [
+        {"id": str(i), "question": "Where is Paris?", "answers": [{"text": "France", "answer_start": 12}]}]}
+        for i in range(4)]}]}
+    samples = {
+        "a.csv": _csv(words, ["text", "label"]),
+        "b.tsv": "text\tlabel\n".encode() + "".join(f"{t}\t{l}\n" for t, l in words).encode(),
+        "c.csv": "text;label\n".encode() + "".join(f"{t};{l}\n" for t, l in words).encode(),
+        "topics.csv": _csv([(t, "art;film" if l == "pos" else "film") for t, l in words], ["text", "labels"]),
+        "d.jsonl": "".join(json.dumps({"text": t, "label": l}) + "\n" for t, l in words).encode(),
+        "e.json": json.dumps([{"text": t, "label": l} for t, l in words]).encode(),
+        "f.json": json.dumps(squad).encode(),
+        "g.conll": "".join(f"Paris B-LOC\nis O\nfine{i} O\n\n" for i in range(4)).encode(),
+        "h.txt": "".join(f"__label__{l} {t}\n" for t, l in words).encode(),
+    }
+    buf = io.BytesIO()
+    pd.DataFrame({"text": [t for t, _ in words], "label": [l for _, l in words]}).to_parquet(buf)
+    samples["i.parquet"] = buf.getvalue()
+    read = {}
+    for name, data in samples.items():
+        (tmp_path / name).write_bytes(data)
+        got = read_task_file(tmp_path / name)
+        read[name] = (got.format, got.task.name)
+    assert read["topics.csv"] == ("CSV", "multi-label") and read["h.txt"] == ("fastText", "classification")
+    assert {fmt for fmt, _ in read.values()} == set(FORMATS)  # every format listed is one the reader reads
+
+    at = _page("11_Fine-tune.py", **_model_state(base_model))
+    (box,) = at.get("file_uploader")
+    label, help_text = box.proto.label, box.proto.help
+    for fmt in FORMATS:
+        assert fmt in label and f"**{fmt}**" in help_text
+    for words_said in ("'__label__x text' lines", "a JSON array", "labels joined by ';' for multi-label"):
+        assert words_said in help_text
+    assert "multi-label" in label and "multiple-choice" in label
+
+
 def test_finetune_page_says_when_an_upload_repeats_its_rows(runs_root, base_model):
     """105 distinct texts in 120 rows: a random split put copies in train and dev, and the dev accuracy of
     1.000 counted text the model had trained on, with nothing said."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..data.uploads.reader import FORMATS
 from ..setting import setting
 from .configs import MAX_GRAD_ACCUM, SAME_DRAWS, seed_refusal, settings_of
 from .device import PRECISIONS, device_refusal, precision_from
@@ -37,10 +38,10 @@ class FinetuneConfig:
     model: str = setting(FINETUNE_DEFAULT_MODEL, "The pre-trained model to start from: a short name, a checkpoint "
                                                  "folder, a model of the paper (bert-base-uncased; `bert-explorer "
                                                  "models` lists them) or hf:<hub id>, downloaded once.")
-    train: str = setting("builtin:bbc-topics", "The training data: a file (CSV, TSV, JSONL, Parquet, CoNLL, SQuAD "
-                                               "JSON), builtin:NAME, tiny:TASK (a small generated set), or a Hugging "
-                                               "Face data set, hf:OWNER/NAME[/CONFIG][:SPLIT] (e.g. "
-                                               "hf:nyu-mll/glue/sst2:train; downloaded once, then read offline).")
+    train: str = setting("builtin:bbc-topics", f"The training data: a file ({', '.join(FORMATS)}), builtin:NAME, "
+                                               "tiny:TASK (a small generated set), or a Hugging Face data set, "
+                                               "hf:OWNER/NAME[/CONFIG][:SPLIT] (e.g. hf:nyu-mll/glue/sst2:train; "
+                                               "downloaded once, then read offline).")
     dev: str | None = setting(None, "The dev data, in the same forms as train; by default a stratified dev-fraction "
                                     "of train.")
     task: str | None = setting(None, "The task type (classification, pair-classification, regression, ner, qa, "

@@ -57,6 +57,7 @@ class TaskData:
     label_names: list[str] | None = None
     source: str = ""
     notes: list[str] = field(default_factory=list)
+    format: str = ""  # the format it was read as, one of ``reader.FORMATS``' names ("" where no file was read)
 
     def __len__(self) -> int:
         return len(self.examples)

@@ -18,6 +18,29 @@ from .structured import StructuredRecords
 from .tables import Tables
 
 
+# ----- the formats --------------------------------------------------------------------------
+# What read_task_file reads, by the names its readers give a file they read (``TaskData.format``), each
+# with what such a file holds. The Fine-tune page's uploader lists these: its label named five of the
+# eight, and a fastText file, a JSON array or a multi-label table read as if it were not accepted.
+FORMATS: dict[str, str] = {
+    "CSV": "a header row, then one example a row, comma, ';' or '|' separated: text and label; two texts and a "
+           "label for pairs; a number for regression; labels joined by ';' for multi-label; question, context, "
+           "answer_text and answer_start for QA; SWAG's sent1, sent2, ending0-3 and label for multiple choice",
+    "TSV": "the same, tab-separated (as GLUE's files)",
+    "JSONL": "one JSON object a line with the same fields; NER as tokens and tags lists, multi-label as a list",
+    "JSON": "a JSON array of such objects (or {\"data\": [...]})",
+    "Parquet": "the same columns, as Hugging Face datasets export them",
+    "SQuAD JSON": "SQuAD v1.1 or v2.0 (data, paragraphs, context, qas)",
+    "CoNLL": "NER: a word and its tag a line, a blank line between sentences",
+    "fastText": "'__label__x text' lines (.txt), one label a line",
+}
+
+
+def format_of(fmt: str) -> str:
+    """The name in :data:`FORMATS` of a reader's format (a table separated by ';' or '|' is a CSV there)."""
+    return "CSV" if fmt.endswith("-separated") else fmt
+
+
 # ----- the entry point --------------------------------------------------------------------
 def read_task_file(path: str | Path, task: TaskType | str | None = None, text_column: str | None = None,
                    text_pair_column: str | None = None, label_column: str | None = None,
@@ -65,7 +88,7 @@ def read_parquet_split(paths: list[Path], name: str, task: TaskType | str | None
     reader = _Reader(name, "", task, text_column, text_pair_column, label_column, [])
     reader.fmt, reader.unit = "Parquet", "row"
     data = reader.from_records(parquet_tables(paths, name, max_bytes), "Parquet")
-    data.source = name
+    data.source, data.format = name, "Parquet"
     return data
 
 
@@ -76,7 +99,7 @@ def _read_text(path: Path, name: str, task, text_column, text_pair_column, label
                         f"{MIN_EXAMPLES} examples.")
     reader = _Reader(name, text, task, text_column, text_pair_column, label_column, notes)
     data = reader.read(path.suffix.lower())
-    data.source = str(path)
+    data.source, data.format = str(path), format_of(reader.fmt)
     return data
 
 
