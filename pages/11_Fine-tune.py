@@ -38,8 +38,8 @@ from bert_explorer.train.finetune_config import (FEATURE_MODES, FINETUNE_DEFAULT
                                                  MAX_TRAIN_EXAMPLES, DEV_FRACTION_RANGE, FinetuneConfig)
 
 intro("Fine-tune", """
-BERT's second stage (Devlin et al. 2019, Section 4 and Figure 4): put **one small output layer** on
-the pre-trained model and train everything for a few epochs on labelled data: sentence or pair
+BERT's second stage (Devlin et al. 2019, Section 3.2 and Figure 4; its results are Section 4): put **one small
+output layer** on the pre-trained model and train everything for a few epochs on labelled data: sentence or pair
 classification (GLUE), token tagging (NER), answer spans (SQuAD) or multiple choice (SWAG). Bring a
 file or pick a built-in set; the paper's defaults are set (batch 32, lr 5e-5, 3 epochs; a 10 % warm-up as
 in Google's released scripts).

@@ -451,7 +451,8 @@ def test_finetune_page_upload_detect_train_and_try(runs_root, base_model):
                 ["review", "sentiment"])
     at = _page("11_Fine-tune.py", **_model_state(base_model), ft_upload_bytes=("reviews.csv", data))
     assert not at.exception
-    assert any("Section 4" in m.value for m in at.markdown)
+    # the procedure is Section 3.2 (Section 4 holds the results): the intro cited Section 4 for it
+    assert any("Section 3.2 and Figure 4" in m.value for m in at.markdown)
     assert not at.error
     assert "Detected task: **classification**" in at.success[0].value
     assert at.selectbox(key="ft_label_column").options == ["(detect)", "review", "sentiment"]

@@ -1,4 +1,4 @@
-"""Fine-tuning (paper, Section 4) and feature-based transfer (Section 5.3, Table 7).
+"""Fine-tuning (paper, Section 3.2; its results are Section 4) and feature-based transfer (Section 5.3, Table 7).
 
 Fine-tuning: every parameter of the pre-trained BERT is trained together with one new output
 layer, for a few epochs at a small learning rate (the paper: batch 32, lr among 5e-5, 3e-5,

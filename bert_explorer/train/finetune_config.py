@@ -50,7 +50,7 @@ class FinetuneConfig:
     text_pair_column: str | None = setting(None, "The column that holds the second text of a pair; by default "
                                                  "detected.")
     label_column: str | None = setting(None, "The column that holds the labels; by default detected.")
-    mode: str = setting("fine-tune", "fine-tune trains the whole model with a new output layer (Section 4); "
+    mode: str = setting("fine-tune", "fine-tune trains the whole model with a new output layer (Section 3.2); "
                                      "feature-based keeps BERT frozen and trains a BiLSTM on its features (Table 7).")
     features: str = setting("concat-last-4", "In the feature-based mode, which layers feed the BiLSTM: embeddings, "
                                              "last, second-to-last, sum-last-4, concat-last-4 or sum-all (Table 7).")
