@@ -41,8 +41,8 @@ intro("Fine-tune", """
 BERT's second stage (Devlin et al. 2019, Section 3.2 and Figure 4; its results are Section 4): put **one small
 output layer** on the pre-trained model and train everything for a few epochs on labelled data: sentence or pair
 classification (GLUE), token tagging (NER), answer spans (SQuAD) or multiple choice (SWAG). Bring a
-file or pick a built-in set; the paper's defaults are set (batch 32, lr 5e-5, 3 epochs; a 10 % warm-up as
-in Google's released scripts).
+file or pick a built-in set; the paper's GLUE settings are set (batch 32, lr 5e-5, 3 epochs; a 10 % warm-up as
+in Google's released scripts), and *Settings* says what it used for the task chosen.
 The **feature-based** mode (Section 5.3, Table 7) freezes BERT and trains a small BiLSTM on its
 activations instead.
 """)
@@ -220,11 +220,26 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
 
     # ----- 2. settings ----------------------------------------------------------------------------------
     st.subheader("2. Settings")
-    st.caption("The paper's defaults (Section 4, Appendix A.3): batch 32, 3 epochs, dropout 0.1; a 10 % linear warm-up "
-               "as in Google's released scripts (the paper gives none for fine-tuning). "
-               "The paper tries the learning rates 5e-5, 3e-5 and 2e-5 and keeps the best on dev; here one rate, 5e-5, "
-               "is the default because the three take three times as long: tick *Try 5e-5, 3e-5, 2e-5* under Advanced "
-               "settings to do as the paper does.")
+    if data is not None:
+        task_kind = data.task
+    elif source == "Built-in dataset":
+        task_kind = BUILTIN_TASKS[builtin].task if builtin in BUILTIN_TASKS else task_type(builtin[5:])
+    else:
+        task_kind = None
+    # the paper's settings differ by task (Section 4): what it used for this task is said, not GLUE's for all
+    if task_kind is None:
+        used = ""
+    elif task_kind.paper_settings:
+        used = f" For {task_kind.in_words or task_kind.name} the paper used: {task_kind.paper_settings}."
+    else:
+        used = (f" For {task_kind.in_words or task_kind.name} the paper gives no settings of its own: those set here "
+                "are its GLUE ones, within Appendix A.3's ranges.")
+    st.caption("Set here: the paper's GLUE settings (Section 4.1, Appendix A.3), batch 32, 3 epochs, dropout 0.1, "
+               "which are its SQuAD v1.1 ones too (Section 4.2); a 10 % linear warm-up as in Google's released "
+               "scripts (the paper gives none for fine-tuning)." + used + " Appendix A.3 tries the learning rates "
+               "5e-5, 3e-5 and 2e-5 and keeps the best on dev; here one rate, 5e-5, is the default because the three "
+               "take three times as long: tick *Try 5e-5, 3e-5, 2e-5* under Advanced settings to do as the paper "
+               "does.")
     with st.expander("Advanced settings"):
         a1, a2, a3 = st.columns(3)
         # kept: the settings hold when the user leaves the page and comes back (app/keep.py)
@@ -270,12 +285,6 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
         save_checkpoints = kept_widget(a3.checkbox, "A checkpoint at each evaluation", "ft_save_checkpoints", False,
                                        help="So that a run killed mid-way can resume (a Stop always saves one).")
 
-    if data is not None:
-        task_kind = data.task
-    elif source == "Built-in dataset":
-        task_kind = BUILTIN_TASKS[builtin].task if builtin in BUILTIN_TASKS else task_type(builtin[5:])
-    else:
-        task_kind = None
     if data is not None and source == "Upload a file":
         n_dev = len(dev_data.examples) if dev_upload and dev_data is not None and data_error is None else \
             round(len(data.examples) * dev_fraction)  # dev is split off first, where no dev file is given

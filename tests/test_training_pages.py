@@ -539,6 +539,26 @@ def test_finetune_page_says_a_dev_set_larger_than_a_run_scores_is_sampled(runs_r
     assert not [c.value for c in small.caption if "sampled" in c.value]  # all 300 scored: nothing to say
 
 
+@pytest.mark.parametrize("builtin, said", [
+    ("tiny:classification", "For a single-sentence classification task the paper used: GLUE (§4.1): batch 32, 3 "
+                            "epochs"),
+    ("tiny:qa", "the paper used: SQuAD v1.1 (§4.2): batch 32, lr 5e-5, 3 epochs; SQuAD v2.0 (§4.3): batch 48"),
+    ("tiny:multiple-choice", "For multiple-choice the paper used: SWAG (§4.4): batch 16, lr 2e-5, 3 epochs."),
+    ("tiny:ner", "For a named-entity (NER) task the paper gives no settings of its own: those set here are its GLUE"),
+])
+def test_finetune_page_says_the_papers_settings_for_the_task_chosen(runs_root, base_model, builtin, said):
+    """The page called batch 32, lr 5e-5 and 3 epochs "the paper's defaults" for every task: they are its GLUE
+    settings (and SQuAD v1.1's); it fine-tuned SWAG at batch 16 and lr 2e-5."""
+    import shared
+
+    at = shared.fine_tune_page_on_builtin(base_model)
+    at.selectbox(key="ft_builtin").set_value(builtin).run()
+    assert not at.exception
+    (settings,) = [c.value for c in at.caption if c.value.startswith("Set here: the paper's GLUE settings")]
+    assert said in settings
+    assert not any("the paper's defaults" in m.value for m in at.markdown)
+
+
 def test_the_uploaders_label_lists_every_format_the_reader_reads_and_no_other(runs_root, base_model, tmp_path):
     """The label named CSV, TSV, JSONL, Parquet, CoNLL and SQuAD JSON; a fastText file, a JSON array and a
     multi-label table, which the reader reads too, read as not accepted. Each format is read from a file of

@@ -94,6 +94,9 @@ class TaskType:
     formats: tuple[str, ...] = ()  # file formats of their own that hold this task ("conll", "fasttext", "squad")
     pair_required: bool = False  # every example has a second text (a table must have a column for it)
     in_words: str = ""           # how a sentence names it where its name is an abbreviation ("a ner task" read oddly)
+    # the batch, learning rate and epochs the paper fine-tuned such a task with, where it gives them ("": it
+    # gives none, and Appendix A.3's ranges are all it says)
+    paper_settings: str = ""
 
     # What follows from the kind of answer; each subclass sets these.
     target: ClassVar[str]                # what the head predicts: class, value, tags, span or choice

@@ -26,19 +26,23 @@ from .sequence import LabelTask, ValueTask
 from .spans import SpanTask
 from .tagging import TagTask
 
+# the settings of Section 4 for each benchmark (Appendix A.3 gives only ranges: batch 16 or 32, lr 5e-5, 3e-5 or
+# 2e-5, 2 to 4 epochs)
+GLUE_SETTINGS = "GLUE (§4.1): batch 32, 3 epochs, the best on dev of lr 5e-5, 4e-5, 3e-5 and 2e-5"
 TEXT, PAIR = Input("Text", "TEXT"), Input("Second text (pairs)", "TEXT_PAIR", required=False)
 
 CLASSIFICATION = LabelTask(
     name="classification", paper="§4.1 (SST-2, CoLA)", fields=("text", "label"),
     metrics=("accuracy", "macro_f1", "mcc", "f1"), inputs=(TEXT,), formats=("fasttext",),
-    in_words="a single-sentence classification task")  # (the kind SST-2 and CoLA are: five topics is one too)
+    # (the kind SST-2 and CoLA are: five topics is one too)
+    in_words="a single-sentence classification task", paper_settings=GLUE_SETTINGS)
 PAIR_CLASSIFICATION = LabelTask(
     name="pair-classification", paper="§4.1 (MNLI, QQP, QNLI, MRPC, RTE)", fields=("text", "text_pair", "label"),
     metrics=("accuracy", "f1", "mcc"), inputs=(TEXT, PAIR), pair_required=True,
-    in_words="a sentence-pair classification task")
+    in_words="a sentence-pair classification task", paper_settings=GLUE_SETTINGS)
 REGRESSION = ValueTask(
     name="regression", paper="§4.1 (STS-B)", fields=("text", "text_pair", "label"),
-    metrics=("pearson", "spearman", "mse"), inputs=(TEXT, PAIR))
+    metrics=("pearson", "spearman", "mse"), inputs=(TEXT, PAIR), paper_settings=GLUE_SETTINGS)
 NER = TagTask(
     name="ner", paper="§5.3 (CoNLL-2003 NER)", fields=("tokens", "tags"),
     metrics=("f1", "precision", "recall"), inputs=(Input("Sentence (words separated by spaces)", "WORDS"),),
@@ -46,11 +50,13 @@ NER = TagTask(
 QA = SpanTask(
     name="qa", paper="§4.2-4.3 (SQuAD v1.1, v2.0)", fields=("id", "question", "context", "answers", "is_impossible"),
     metrics=("f1", "exact_match"), inputs=(Input("Question", "QUESTION"), Input("Context", "CONTEXT", long=True)),
-    formats=("squad",), in_words="a question-answering (QA) task")
+    formats=("squad",), in_words="a question-answering (QA) task",
+    paper_settings="SQuAD v1.1 (§4.2): batch 32, lr 5e-5, 3 epochs; SQuAD v2.0 (§4.3): batch 48, lr 5e-5, 2 epochs")
 MULTIPLE_CHOICE = ChoiceTask(
     name="multiple-choice", paper="§4.4 (SWAG)", fields=("context", "choices", "label"), metrics=("accuracy",),
     inputs=(Input("Context", "CONTEXT"),
-            Input("Choices, one per line", "'choice 1 || choice 2 || ...'", long=True, choices=True)))
+            Input("Choices, one per line", "'choice 1 || choice 2 || ...'", long=True, choices=True)),
+    paper_settings="SWAG (§4.4): batch 16, lr 2e-5, 3 epochs")
 
 MULTI_LABEL = MultiLabelTask(
     name="multi-label", paper="beyond the paper: §4.1's [CLS] head with a sigmoid per label", fields=("text", "labels"),
