@@ -27,10 +27,8 @@ def test_levers_swap_in_and_out_and_keep_the_parameters():
     assert all(type(m) is cpu_kernels.BF16LayerNorm for m in model.modules() if isinstance(m, nn.LayerNorm))
     assert all(m.bits == 16 for m in model.modules() if isinstance(m, cpu_kernels.CPUDropout))
     assert model.masked_lm_loss is cpu_kernels.fused_masked_lm_loss
-    assert all(m.one_qkv_product for m in model.modules() if isinstance(m, cpu_kernels.CPUSelfAttention))
     cpu_kernels.apply(model, "cpu")  # no lever named: the plain kernels again
     assert all(type(m) is nn.LayerNorm for m in model.modules() if isinstance(m, nn.LayerNorm))
-    assert not any(m.one_qkv_product for m in model.modules() if isinstance(m, cpu_kernels.CPUSelfAttention))
     assert all(m.bits == 32 for m in model.modules() if isinstance(m, cpu_kernels.CPUDropout))
     assert model.masked_lm_loss is cpu_kernels.masked_lm_loss
     assert dict(model.named_parameters()) == before and type(model) is BertForPreTraining
@@ -95,39 +93,17 @@ def _train(levers_on: tuple, bf16: bool, steps: int = 6) -> list[float]:
     return losses
 
 
-def test_bf16_activations_the_fused_loss_and_one_qkv_product_stay_within_bf16s_own_noise():
-    """Six AdamW steps on one batch with the same weights and dropout draws: with the three levers that keep
-    the draws (bf16 activations, the fused loss, one QKV product), the losses are no further from the plain
-    kernels' in bf16 than bf16 itself is from float32."""
+def test_bf16_activations_and_the_fused_loss_stay_within_bf16s_own_noise():
+    """Six AdamW steps on one batch with the same weights and dropout draws: with the two levers that keep
+    the draws (bf16 activations, the fused loss), the losses are no further from the plain kernels' in
+    bf16 than bf16 itself is from float32."""
     fp32 = _train((), bf16=False)
     plain = _train((), bf16=True)
-    fast = _train((cpu_kernels.BF16_ACTIVATIONS, cpu_kernels.FUSED_LOSS, cpu_kernels.ONE_QKV), bf16=True)
+    fast = _train((cpu_kernels.BF16_ACTIVATIONS, cpu_kernels.FUSED_LOSS), bf16=True)
     bf16_noise = max(abs(a - b) for a, b in zip(plain, fp32))
     assert 0 < bf16_noise < 0.1
     assert max(abs(a - b) for a, b in zip(fast, plain)) <= 2 * bf16_noise, (fast, plain, fp32)
     assert fast[-1] < fast[0] - 0.3  # and it learns
-
-
-def test_one_qkv_product_computes_the_three_projections_and_their_gradients(monkeypatch):
-    """In float32, a training step with the three projections in one product gives the loss and every
-    parameter's gradient of the three separate products (to float rounding), with the same dropout draws."""
-    grads, taken = [], []
-    one_product = cpu_kernels.CPUSelfAttention._one_qkv_product
-    monkeypatch.setattr(cpu_kernels.CPUSelfAttention, "_one_qkv_product",
-                        lambda self, x: taken.append(1) or one_product(self, x))
-    for on in ((), (cpu_kernels.ONE_QKV,)):
-        torch.manual_seed(0)
-        model = cpu_kernels.apply(BertForPreTraining(BertConfig(**CONFIG)), "cpu", on).train()
-        torch.manual_seed(5)
-        loss = model(**_batch()).loss
-        loss.backward()
-        grads.append((loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
-    (plain, plain_grads), (one, one_grads) = grads
-    assert len(taken) == CONFIG["num_layers"]  # the lever's path, once a layer
-    assert one == pytest.approx(plain, rel=1e-5)
-    assert plain_grads.keys() == one_grads.keys() and any(".query." in n for n in one_grads)
-    for name, g in plain_grads.items():
-        assert torch.allclose(one_grads[name], g, rtol=1e-4, atol=1e-6), name
 
 
 def test_bf16_activations_hand_on_bf16_in_training_only():
@@ -267,8 +243,7 @@ def test_a_pre_training_on_the_cpu_trains_with_the_levers_and_its_log_names_them
     run_pretraining(PretrainConfig(**{**TINY, "vocab": tiny_vocab}, max_steps=3, precision="fp32"), tmp_path,
                     progress=False)
     log = (tmp_path / "log.txt").read_text()
-    # in fp32 there is no bf16 activation to keep: the other three
-    assert ("CPU levers: fused loss gradient, one QKV product, 16-bit dropout draws (as BERT_EXPLORER_CPU_LEVERS "
-            "says)") in log
+    # in fp32 there is no bf16 activation to keep: the other two
+    assert "CPU levers: fused loss gradient, 16-bit dropout draws (as BERT_EXPLORER_CPU_LEVERS says)" in log
     losses = [m["loss"] for m in Run(tmp_path).metrics() if m["split"] == "train"]
     assert len(losses) == 3 and all(0 < loss < 20 for loss in losses)

@@ -34,10 +34,6 @@ each kernel falls back to PyTorch's own op, which the compiler fuses itself.
 * ``fused loss gradient``: the masked-LM loss computes its gradient in the same pass as the loss
   (one exponential over the [N, V] logits instead of two), kept in the logits' dtype until the
   backward pass asks for it.
-* ``one QKV product``: the attention's query, key and value projections as one product with the three
-  [H, H] weights side by side ([H, 3H]), forward and backward: wider products keep a CPU's matrix units
-  fuller than three narrow ones, and the backward pass sums the three input gradients inside one product.
-  The parameters stay three ``nn.Linear`` (a checkpoint's names do not change).
 * ``16-bit dropout draws``: 16 random bits per element instead of 32, half the generator's work;
   the drop probability is then p rounded to a multiple of 2⁻¹⁶ (0.1 → 0.1000061), and the kept
   elements are scaled by 1/(1 − that probability), so the expected value stays exact.
@@ -121,7 +117,6 @@ class CPUSelfAttention(BertSelfAttention):
     is :class:`CPUDropout` rather than the fused kernel's own draws."""
 
     bf16_probabilities = False  # the ``bf16 activations`` lever
-    one_qkv_product = False     # the ``one QKV product`` lever
 
     def forward(self, hidden_states, mask=None, head_mask=None, output_attentions=False):
         explicit = (self.training and self.dropout.p > 0 and hidden_states.device.type == "cpu"
@@ -138,13 +133,10 @@ class CPUSelfAttention(BertSelfAttention):
         backward; where 1/√d is a power of two (d = 16, 64, 256) the scores are the very same numbers. With
         ``bf16`` (the ``bf16 activations`` lever) the probabilities are bf16: softmax's kernel sums in float32
         and writes bf16, which the dropout and the product with V read without a cast."""
-        if self.one_qkv_product:
-            q, k, v = self._one_qkv_product(hidden_states)
-        else:
-            bias = None if self.query.bias is None else self.query.bias * self.scale
-            q = self._split_heads(F.linear(hidden_states, self.query.weight * self.scale, bias))
-            k = self._split_heads(self.key(hidden_states))
-            v = self._split_heads(self.value(hidden_states))
+        bias = None if self.query.bias is None else self.query.bias * self.scale
+        q = self._split_heads(F.linear(hidden_states, self.query.weight * self.scale, bias))
+        k = self._split_heads(self.key(hidden_states))
+        v = self._split_heads(self.value(hidden_states))
         scores = torch.matmul(q, k.transpose(-1, -2))  # bf16 under autocast
         with torch.autocast("cpu", enabled=False) if bf16 else contextlib.nullcontext():
             if mask is not None:
@@ -153,15 +145,6 @@ class CPUSelfAttention(BertSelfAttention):
             context = torch.matmul(self.dropout(probs), v.to(probs.dtype) if bf16 else v)
         B, A, T, d = context.shape
         return context.transpose(1, 2).reshape(B, T, A * d)
-
-    def _one_qkv_product(self, hidden_states):
-        """Q (scaled by 1/√d), K and V from one [H, 3H] product: [B, A, T, d] views of its output each."""
-        weight = torch.cat([self.query.weight * self.scale, self.key.weight, self.value.weight])
-        biases = (self.query.bias, self.key.bias, self.value.bias)
-        bias = None if any(b is None for b in biases) else torch.cat([biases[0] * self.scale, *biases[1:]])
-        B, T, _ = hidden_states.shape
-        qkv = F.linear(hidden_states, weight, bias).view(B, T, 3, self.num_heads, self.head_size)
-        return qkv.permute(2, 0, 3, 1, 4).unbind(0)
 
 
 class _ChunkedCrossEntropy(torch.autograd.Function):
@@ -242,8 +225,7 @@ def masked_lm_loss(masked_logits: torch.Tensor, labels: torch.Tensor) -> torch.T
 
 
 BF16_ACTIVATIONS, FUSED_LOSS, DROPOUT_16 = "bf16 activations", "fused loss gradient", "16-bit dropout draws"
-ONE_QKV = "one QKV product"
-LEVERS = (BF16_ACTIVATIONS, FUSED_LOSS, ONE_QKV, DROPOUT_16)
+LEVERS = (BF16_ACTIVATIONS, FUSED_LOSS, DROPOUT_16)
 
 
 def apply(model: nn.Module, device: torch.device | str, levers=()) -> nn.Module:
@@ -270,7 +252,6 @@ def apply(model: nn.Module, device: torch.device | str, levers=()) -> nn.Module:
             module.__class__ = BF16LayerNorm if BF16_ACTIVATIONS in levers else nn.LayerNorm
         if isinstance(module, CPUSelfAttention):
             module.bf16_probabilities = BF16_ACTIVATIONS in levers
-            module.one_qkv_product = ONE_QKV in levers
         if isinstance(module, CPUDropout):
             module.bits = 16 if DROPOUT_16 in levers else 32
     return model
