@@ -333,17 +333,17 @@ for axis, fig in figs.items():
     # The paper's row ("No NSP", "LTR & No NSP") beside our setting's key; the state (a plateau, "did not learn")
     # beside the scores it qualifies, in a column of bounded width (its whole text on hover): at 1,400 px its long
     # text pushed the paper's metric and source past the edge ("Devlin e..."), and a miniature's number read as
-    # Table 6's where it was Turc et al.'s GLUE test score
+    # Table 6's where it was Turc et al.'s GLUE test score. The paper's task and metric, in one column of their own:
+    # beside a column of the metric alone, "SST-2, not t..." and "Devlin e..." were cut again
     shown_columns = ["setting", "paper_row", "task"] + (["seed"] if sub["seed"].notna().any() else []) + \
-        ["metric", "ours", "paper", "paper_task", "state", "paper_metric", "paper_source"]
+        ["metric", "ours", "paper", "paper_task", "state", "paper_source"]  # (paper_task names the paper's metric)
     exports.table(sub[shown_columns], f"abl_table_{axis}", f"{results.AXIS_TITLES[axis]} beside the paper",
                   numbers={"ours": "{:.1f}", "paper": "{:.1f}"}, hide_index=True, width="stretch",
                   column_config={"paper_row": st.column_config.TextColumn("paper's row"),
                                  "paper_task": st.column_config.TextColumn(
-                                     "paper's task", width="small", help="the paper measured its number on this "
+                                     "paper's task", width="medium", help="the paper measured its number on this "
                                      "task, not on ours: not like for like"),
                                  "state": st.column_config.TextColumn("state", width="medium"),
-                                 "paper_metric": st.column_config.TextColumn("paper's metric"),
                                  "paper_source": st.column_config.TextColumn("paper's source")})
     if axis == "transfer":
         st.caption(results.table7_caption(sub))

@@ -611,7 +611,7 @@ def test_page_shows_a_finished_ablation(smoke_dir, monkeypatch):
     assert any("Devlin et al. 2019" in m.value and "Tables 5-8" in m.value for m in at.markdown)
     assert at.selectbox(key="abl_selected").value == "ablation-smoke"
     tables = [d.value for d in at.dataframe]
-    objective = next(t for t in tables if "paper_metric" in t.columns and "ltr+bilstm" in set(t["setting"]))
+    objective = next(t for t in tables if "paper_task" in t.columns and "ltr+bilstm" in set(t["setting"]))
     assert objective.loc[objective.setting == "mlm", "paper"].iloc[0] == "83.9"
     # every cell drawn has a value: the grid drew a missing one as a grey "None"
     for t in tables:
@@ -621,7 +621,7 @@ def test_page_shows_a_finished_ablation(smoke_dir, monkeypatch):
     assert len(dirs) == 4 and set(dirs["held in ours"]) <= {"yes", "no", "no difference measurable here", "not measured",
                                                             "not measurable"}
     assert "RoBERTa" in dirs.loc["NSP helps sentence-pair tasks", "later work"]
-    assert objective["paper_metric"].map(lambda v: isinstance(v, str)).all()  # blank where the paper has none
+    assert objective["paper_task"].map(lambda v: isinstance(v, str)).all()  # blank where the paper has none
     assert not any("before the word-frequency plateau was recorded" in w.value for w in at.warning)
     # each axis with cells on a plateau model says so beside its table, the state next to our score (it was
     # the last column, cut off at a laptop's width, under a chart that drew the gap as if it meant something)
@@ -818,7 +818,7 @@ def test_the_results_tables_put_the_papers_row_metric_and_source_beside_its_numb
     assert tables
     for t in tables:
         columns = list(t.value.columns)
-        assert columns[1] == "paper_row" and columns[-2:] == ["paper_metric", "paper_source"], columns
+        assert columns[1] == "paper_row" and columns[-3:] == ["paper_task", "state", "paper_source"], columns
         config = json.loads(t.proto.columns)
         assert config["paper_row"]["label"] == "paper's row" and config["paper_source"]["label"] == "paper's source"
         assert config["state"]["width"] == "medium"  # bounded: its long text no longer pushes the source off
@@ -933,7 +933,7 @@ def test_the_results_of_a_grid_on_an_upload_speak_of_its_rows_and_draw_each_pape
     (table5,) = [c for c in charts if c["layout"]["title"]["text"] == results.AXIS_TITLES["objective"]]
     assert sorted(t["name"] for t in table5["data"] if t.get("mode") == "markers") == [
         "paper: MNLI-m (for pairs)", "paper: SST-2 (for reviews.csv)"]
-    tables = [d.value for d in at.dataframe if "paper_metric" in d.value.columns]
+    tables = [d.value for d in at.dataframe if "paper_source" in d.value.columns]
     assert {t for table in tables for t in table["task"]} == {"pairs", "reviews.csv"}
 
 
