@@ -25,7 +25,7 @@ from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import LABELS, SCORES, duration_text, finetune_result, score_text
 from bert_explorer.safe_text import markdown_text as md
 from bert_explorer.tasks.base import CUT_SAMPLE, cut_note
-from bert_explorer.tasks.registry import TASK_TYPES, task_type
+from bert_explorer.tasks.registry import GLUE_SETTINGS, TASK_TYPES, task_type
 from bert_explorer.tasks.metrics import small_dev_warning
 from bert_explorer.hub_datasets import EXAMPLE
 from bert_explorer.train.estimate import LONG_RUN_ASK_S
@@ -229,6 +229,8 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     # the paper's settings differ by task (Section 4): what it used for this task is said, not GLUE's for all
     if task_kind is None:
         used = ""
+    elif task_kind.paper_settings == GLUE_SETTINGS:  # (said once: "GLUE" twice read as two sets of settings)
+        used = f" They are the paper's own for {task_kind.in_words or task_kind.name}, a GLUE task's."
     elif task_kind.paper_settings:
         used = f" For {task_kind.in_words or task_kind.name} the paper used: {task_kind.paper_settings}."
     else:
