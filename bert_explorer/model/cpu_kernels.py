@@ -81,8 +81,10 @@ def dropout(x: torch.Tensor, p: float, training: bool, bits: int = 32) -> torch.
     lanes = torch.empty((n + per_draw - 1) // per_draw, dtype=torch.int64).random_(-2**63, None)
     drawn = lanes.view(_LANES[bits])[:n]
     keep = drawn.view(x.shape) >= (-2**(bits - 1) + round(q * 2**bits))
-    # The scale multiplies last, in float32 arithmetic: a bf16 copy of 1/(1-q) would bias every kept element.
-    return (x * keep).mul_(1.0 / (1.0 - q))
+    # The scale multiplies in float32 arithmetic (a bf16 copy of 1/(1-q) would bias every kept element), and the
+    # mask selects: x * keep first cast the boolean mask to x's dtype, a pass over the whole tensor (on the AMX
+    # Xeon 17 ms of a 600 ms step for the attention probabilities alone). The same numbers either way.
+    return torch.where(keep, x * (1.0 / (1.0 - q)), 0.0)
 
 
 class CPUDropout(nn.Dropout):
