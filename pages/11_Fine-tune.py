@@ -19,7 +19,7 @@ from bert_explorer.checkpoint import CheckpointError
 from bert_explorer.data.tasks import BUILTIN_TASKS, check_dev_labels
 from bert_explorer.data.uploads.core import DataError
 from bert_explorer.data.uploads.names import slug, table_columns
-from bert_explorer.data.uploads.reader import FORMATS
+from bert_explorer.data.uploads.reader import FORMATS, ONE_TASK_FORMATS
 from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
 from bert_explorer.runs.report import LABELS, SCORES, duration_text, finetune_result, score_text
@@ -116,8 +116,10 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     named_task = None  # the task the user named for an upload, rather than one read off the file
     if source == "Upload a file":
         # the formats the reader reads, each with what it holds (data/uploads/reader.py): none more, none fewer
+        tables = [f for f in FORMATS if f not in ONE_TASK_FORMATS]
         upload = dv.uploaded_file(
-            f"{', '.join(list(FORMATS)[:-1])} or {list(FORMATS)[-1]}, for any task: {', '.join(TASK_TYPES)}",
+            f"{', '.join(tables[:-1])} or {tables[-1]} for any task ({', '.join(TASK_TYPES)}); "
+            + "; ".join(f"{f} for {task}" for f, task in ONE_TASK_FORMATS.items()),
             key="ft_upload", help="  \n".join(f"**{name}**: {what}." for name, what in FORMATS.items())
             + "  \nThe file is saved into the run's directory; it is read as a table or as text, never unpickled.")
         if upload is None:
@@ -236,12 +238,13 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     else:
         used = (f" For {task_kind.in_words or task_kind.name} the paper gives no settings of its own: those set here "
                 "are its GLUE ones, within Appendix A.3's ranges.")
-    st.caption("Set here: the paper's GLUE settings (Section 4.1, Appendix A.3), batch 32, 3 epochs, dropout 0.1, "
-               "which are its SQuAD v1.1 ones too (Section 4.2); a 10 % linear warm-up as in Google's released "
-               "scripts (the paper gives none for fine-tuning)." + used + " Appendix A.3 tries the learning rates "
-               "5e-5, 3e-5 and 2e-5 and keeps the best on dev; here one rate, 5e-5, is the default because the three "
-               "take three times as long: tick *Try 5e-5, 3e-5, 2e-5* under Advanced settings to do as the paper "
-               "does.")
+    # (the boxes below are kept across pages: these are their defaults, not what a user may have set since)
+    st.caption("Defaults here: the paper's GLUE settings (Section 4.1, Appendix A.3), batch 32, 3 epochs, dropout "
+               "0.1, which are its SQuAD v1.1 ones too (Section 4.2); a 10 % linear warm-up as in Google's released "
+               "scripts (the paper gives none for fine-tuning)." + used + " Appendix A.3 suggests searching the "
+               "learning rates 5e-5, 3e-5 and 2e-5 (with batch 16 or 32 and 2 to 4 epochs) and keeping the best on "
+               "dev; here one rate, 5e-5, is the default because the three take three times as long: tick *Try "
+               "5e-5, 3e-5, 2e-5* under Advanced settings to search them.")
     with st.expander("Advanced settings"):
         a1, a2, a3 = st.columns(3)
         # kept: the settings hold when the user leaves the page and comes back (app/keep.py)

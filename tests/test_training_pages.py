@@ -555,9 +555,10 @@ def test_finetune_page_says_the_papers_settings_for_the_task_chosen(runs_root, b
     at = shared.fine_tune_page_on_builtin(base_model)
     at.selectbox(key="ft_builtin").set_value(builtin).run()
     assert not at.exception
-    (settings,) = [c.value for c in at.caption if c.value.startswith("Set here: the paper's GLUE settings")]
+    (settings,) = [c.value for c in at.caption if c.value.startswith("Defaults here: the paper's GLUE settings")]
     assert said in settings
     assert not any("the paper's defaults" in m.value for m in at.markdown)
+    assert "to do as the paper does" not in settings and "Appendix A.3 suggests searching" in settings
 
 
 def test_the_uploaders_label_lists_every_format_the_reader_reads_and_no_other(runs_root, base_model, tmp_path):
@@ -602,6 +603,11 @@ def test_the_uploaders_label_lists_every_format_the_reader_reads_and_no_other(ru
     for words_said in ("'__label__x text' lines", "a JSON array", "labels joined by ';' for multi-label"):
         assert words_said in help_text
     assert "multi-label" in label and "multiple-choice" in label
+    # a format that holds one kind of task is said with it, and the reader reads it as that task
+    from bert_explorer.data.uploads.reader import ONE_TASK_FORMATS
+    for fmt, task in ONE_TASK_FORMATS.items():
+        assert f"{fmt} for {task}" in label and {t for f, t in read.values() if f == fmt} == {task}
+    assert "fastText, for any task" not in label and "or Parquet for any task" in label
 
 
 def test_finetune_page_says_when_an_upload_repeats_its_rows(runs_root, base_model):

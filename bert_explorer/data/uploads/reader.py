@@ -36,6 +36,10 @@ FORMATS: dict[str, str] = {
 }
 
 
+# the formats that hold one kind of task only (the tables and JSON hold any)
+ONE_TASK_FORMATS = {"SQuAD JSON": "qa", "CoNLL": "ner", "fastText": "classification"}
+
+
 def format_of(fmt: str) -> str:
     """The name in :data:`FORMATS` of a reader's format (a table separated by ';' or '|' is a CSV there)."""
     return "CSV" if fmt.endswith("-separated") else fmt
