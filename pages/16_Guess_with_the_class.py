@@ -67,6 +67,8 @@ if writes_allowed():  # the teacher (or this machine's user): poses and reveals
                               "are dropped only once you say so.")
         now = gv.BOARD.current()
         waiting = len(now.guesses) if now is not None and now.answer is None else 0
+        if not waiting:  # nothing left to drop: the asking is over, and a later guess does not bring its warning
+            st.session_state.pop("guess_pose_asked", None)  # back unasked
         if pose and waiting:
             st.session_state["guess_pose_asked"] = now.id
             pose = False

@@ -400,3 +400,24 @@ def test_a_guess_typed_and_not_sent_stays_in_the_box_at_the_reveal(classroom):
     assert ("Guesses closed at the reveal: the box keeps what you typed, and only a guess you sent is counted."
             in said and any(c.startswith("You guessed **paris**") for c in said)), said
     assert list(guess_view.BOARD.current().guesses.values()) == ["paris"]
+
+
+def test_the_pose_warning_goes_for_good_once_no_guess_waits(classroom):
+    """Asked, then the teacher took the one guess off the board: the warning went. A student's guess later and a
+    sentence typed brought the warning and its drop button back, with no Pose pressed."""
+    teacher, student = _teacher(), _student()
+    teacher.button(key="guess_pose").click().run()
+    q = guess_view.BOARD.current()
+    _send(student.run(), "spam")
+    teacher.run().button(key="guess_pose").click().run()
+    assert [b for b in teacher.button if b.key == "guess_pose_drop"]
+    teacher.selectbox(key=f"guess_off_{q.id}").set_value("spam").run()
+    teacher.button(key=f"guess_off_go_{q.id}").click().run()
+    assert not guess_view.BOARD.current().guesses
+    assert not [w for w in teacher.warning if w.value.startswith("Not posed")]
+    _send(student.run(), "paris")
+    teacher.text_input(key="guess_text_own").set_value("the [MASK] flows through paris .").run()
+    assert not teacher.exception
+    assert not [w for w in teacher.warning if w.value.startswith("Not posed")]
+    assert not [b for b in teacher.button if b.key == "guess_pose_drop"]
+    assert guess_view.BOARD.current().id == q.id  # (and nothing posed)
