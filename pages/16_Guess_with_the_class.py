@@ -67,18 +67,28 @@ if writes_allowed():  # the teacher (or this machine's user): poses and reveals
                               "are dropped only once you say so.")
         now = gv.BOARD.current()
         waiting = len(now.guesses) if now is not None and now.answer is None else 0
-        if not waiting:  # nothing left to drop: the asking is over, and a later guess does not bring its warning
-            st.session_state.pop("guess_pose_asked", None)  # back unasked
+        # what the teacher was asked: (the question, how many guesses its warning last said posing drops)
+        asked = st.session_state.get("guess_pose_asked")
+        if not waiting or (asked and asked[0] != now.id):  # nothing left to drop: the asking is over, and a later
+            st.session_state.pop("guess_pose_asked", None)  # guess does not bring its warning back unasked
+            asked = None
         if pose and waiting:
-            st.session_state["guess_pose_asked"] = now.id
+            asked = (now.id, waiting)
             pose = False
-        if waiting and st.session_state.get("guess_pose_asked") == now.id:
+        if asked:
+            said = st.container()  # (above the buttons, written once the drop button is read)
             n = f"{waiting} guess{'es' if waiting != 1 else ''}"
-            st.warning(f"Not posed yet: the question on the board has {n} not yet revealed, and posing the next "
-                       f"question drops {'them' if waiting != 1 else 'it'}. Reveal it first to show the class's "
-                       "guesses beside the model, or pose anyway.")
             drop, keep = st.columns(2)
             pose = drop.button(f"Pose it and drop the {n}", key="guess_pose_drop")
+            more = waiting - asked[1]
+            if pose and more > 0:  # the teacher agreed to drop fewer than the board now holds: asked again
+                pose = False
+            st.session_state["guess_pose_asked"] = (now.id, waiting)  # the count this warning says
+            the = f"{more} more guess{'es' if more != 1 else ''} arrived since you read the count. The" if more > 0 \
+                else "the"
+            said.warning(f"Not posed yet: {the} question on the board has {n} not yet revealed, and posing the next "
+                         f"question drops {'them' if waiting != 1 else 'it'}. Reveal it first to show the class's "
+                         "guesses beside the model, or pose anyway.")
             if keep.button("Keep the guesses", key="guess_pose_keep"):
                 del st.session_state["guess_pose_asked"]
                 st.rerun()

@@ -402,6 +402,32 @@ def test_a_guess_typed_and_not_sent_stays_in_the_box_at_the_reveal(classroom):
     assert list(guess_view.BOARD.current().guesses.values()) == ["paris"]
 
 
+def test_a_guess_that_arrives_after_the_question_is_not_dropped_unasked(classroom):
+    """The teacher read "Pose it and drop the 1 guess", a second student sent "rome", and the click dropped 2: the
+    click poses only over the guesses the teacher was told of, else it says the new count and asks again."""
+    teacher, first, second = _teacher(), _student(), _student()
+    teacher.button(key="guess_pose").click().run()
+    q = guess_view.BOARD.current()
+    _send(first.run(), "paris")
+    teacher.text_input(key="guess_text_own").set_value("the [MASK] flows through paris .")
+    teacher.button(key="guess_pose").click().run()
+    assert teacher.button(key="guess_pose_drop").label == "Pose it and drop the 1 guess"
+    _send(second.run(), "rome")  # (the teacher's page, drawn before it, has not run since)
+    teacher.button(key="guess_pose_drop").click().run()
+    assert not teacher.exception
+    assert guess_view.BOARD.current().id == q.id and sorted(guess_view.BOARD.current().guesses.values()) == [
+        "paris", "rome"]  # nothing dropped that the teacher did not agree to drop
+    said = [w.value for w in teacher.warning if w.value.startswith("Not posed")]
+    assert said == ["Not posed yet: 1 more guess arrived since you read the count. The question on the board has 2 "
+                    "guesses not yet revealed, and posing the next question drops them. Reveal it first to show the "
+                    "class's guesses beside the model, or pose anyway."], said
+    drop = teacher.button(key="guess_pose_drop")
+    assert drop.label == "Pose it and drop the 2 guesses"
+    drop.click().run()  # agreed to, now: posed
+    assert guess_view.BOARD.current().text == "the [MASK] flows through paris ."
+    assert not [w for w in teacher.warning if w.value.startswith("Not posed")]
+
+
 def test_the_pose_warning_goes_for_good_once_no_guess_waits(classroom):
     """Asked, then the teacher took the one guess off the board: the warning went. A student's guess later and a
     sentence typed brought the warning and its drop button back, with no Pose pressed."""
