@@ -260,6 +260,10 @@ def test_a_pair_shows_the_class_split_beside_p_isnext(classroom):
     assert "You answered **yes**." in [c.value for c in student.run().caption]
     answer = student.radio(key=f"guess_pair_{q.id}")  # the box stays at the reveal, closed, as it was
     assert answer.value == "yes" and answer.disabled
+    # and its caption speaks of the choice: nothing was typed in a yes/no box
+    closed = [c.value for c in student.caption if c.value.startswith("Guesses closed")]
+    assert closed == ["Guesses closed at the reveal: the box keeps your choice, and only a guess you sent is "
+                      "counted."], closed
 
 
 def test_a_student_who_reloads_or_opens_a_second_tab_is_still_one_student(classroom):

@@ -143,7 +143,9 @@ def reveal(q: gs.Question, key: str) -> None:
 
 
 SENT = "guess_send_"  # a question's "Send my guess" button, by the question's id
-CLOSED = "Guesses closed at the reveal: the box keeps what you typed, and only a guess you sent is counted."
+# a pair's box is a yes/no choice, nothing typed
+CLOSED = {kind: f"Guesses closed at the reveal: the box keeps {kept}, and only a guess you sent is counted."
+          for kind, kept in (("cloze", "what you typed"), ("pair", "your choice"))}
 
 
 def _sent_too_late(q) -> str | None:
@@ -190,7 +192,7 @@ def student_box() -> None:
                              disabled=closed)
         sent = st.form_submit_button("Send my guess", key=f"{SENT}{q.id}", disabled=closed)
     if closed:
-        st.caption(CLOSED)
+        st.caption(CLOSED[q.kind])
         if mine:
             st.caption(own_rank(q, mine) if q.kind == "cloze" else f"You answered **{mine}**.")
         reveal(q, f"guess_{q.id}_s")
