@@ -310,9 +310,10 @@ dirs = results.directions(res, plan["recipe"]["tasks"], waiting=results.pending(
 
 st.subheader("3. Results beside the paper")
 st.caption("Ours: dev accuracy (F1 for NER, SQuAD) in percent. Paper: the number of the same setting in the "
-           "table named, measured on the paper's task (GLUE, SQuAD or CoNLL-2003, none of which ships here), which "
-           "the column beside it names against ours: the two are not like for like. Tables 7 and 8 only report NER "
-           "and MNLI, so those columns stand in for other tasks.")
+           "table named, measured on the paper's task (GLUE, SQuAD or CoNLL-2003: none ships here, a Hub data set "
+           "such as hf:nyu-mll/glue/sst2 can be one), which the column beside it names, and ours after \"not\" "
+           "where ours is another task: then the two are not like for like. Tables 7 and 8 only report CoNLL-2003 "
+           "NER and MNLI, so those columns stand in for other tasks.")
 if miniatures.is_miniatures(plan):
     st.markdown("**Model size (Table 6) with Google's pre-trained miniatures, beside Turc et al. 2019**")
     minis = miniatures.table(plan, res)
@@ -342,7 +343,7 @@ for axis, fig in figs.items():
                   column_config={"paper_row": st.column_config.TextColumn("paper's row"),
                                  "paper_task": st.column_config.TextColumn(
                                      "paper's task", width="medium", help="the paper measured its number on this "
-                                     "task, not on ours: not like for like"),
+                                     "task; \"not\" names ours where it is another task: not like for like"),
                                  "state": st.column_config.TextColumn("state", width="medium"),
                                  "paper_source": st.column_config.TextColumn("paper's source")})
     if axis == "transfer":

@@ -855,6 +855,29 @@ def test_a_paper_number_measured_on_another_task_says_so_beside_it(tmp_path, mon
     assert any("not like for like" in c.value for c in at.caption)
 
 
+def test_the_papers_task_is_named_without_a_not_where_ours_is_the_papers_own_benchmark():
+    """A grid fine-tuned on SST-2 itself (hf:nyu-mll/glue/sst2:train) read "SST-2, not sst2:train", and table7's
+    WNUT-16 "NER, not wnut16", as if WNUT-16 were not NER, where smoke said "CoNLL-2003 NER F1"."""
+    def paper_tasks(tasks: dict) -> dict:
+        recipe = {**grid.load_recipe("smoke"), "tasks": tasks, "axis_tasks": {}}
+        df = results.table(grid.expand(recipe), {})
+        return {(a, s): t for a, s, t in zip(df["axis"], df["setting"], df["paper_task"])}
+
+    sst2 = paper_tasks({"sst2": {"train": "hf:nyu-mll/glue/sst2:train", "paper_column": "SST-2"}})
+    assert sst2["size", "tiny"] == "SST-2" and sst2["objective", "mlm"] == "SST-2"
+    assert sst2["masking", "100/0/0"] == "MNLI, not hf:nyu-mll/glue/sst2"  # Table 8 has no SST-2
+    assert sst2["transfer", "embeddings"] == "CoNLL-2003 NER F1, not hf:nyu-mll/glue/sst2"
+    cola = paper_tasks({"cola": {"train": "hf:nyu-mll/glue/cola:train", "paper_column": "SST-2"}})
+    assert cola["size", "tiny"] == "SST-2, not hf:nyu-mll/glue/cola"
+    mnli = paper_tasks({"mnli": {"train": "hf:nyu-mll/glue/mnli", "paper_column": "MNLI-m"}})
+    assert mnli["objective", "ltr"] == "MNLI-m" and mnli["masking", "80/10/10"] == "MNLI"
+    conll = paper_tasks({"conll": {"train": "hf:eriktks/conll2003", "paper_column": "NER"}})
+    assert conll["transfer", "concat-last-4"] == "CoNLL-2003 NER F1"
+    assert conll["masking", "100/0/0"] == "CoNLL-2003 NER fine-tune F1"
+    table7 = results.table(grid.expand(grid.load_recipe("table7")), {})
+    assert set(table7["paper_task"]) == {"CoNLL-2003 NER F1, not wnut16"}
+
+
 def test_a_grid_built_on_an_upload_names_its_task_by_the_file(tmp_path, monkeypatch):
     from bert_explorer.app import data_view
 

@@ -41,10 +41,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import safe_text
+from .. import hub_datasets, safe_text
 from ..checkpoint import ASSETS
 from ..data.pretraining import on_plateau
 from ..data.objectives import BERT, NO_NSP
+from ..hub_names import HubError
 from ..tasks.metrics import Z95, did_not_learn, sampling_error
 from ..tasks.registry import TASK_TYPES
 from . import grid, paper
@@ -73,18 +74,35 @@ def _paper_for(axis: str, cell: dict, column: str | None, baseline: dict) -> dic
 
 
 def data_of(spec: dict) -> str:
-    """What a grid's task reads, as a reader knows it: tiny:classification, pairs:bbc, bbc-topics, reviews.csv."""
+    """What a grid's task reads, as a reader knows it: tiny:classification, pairs:bbc, bbc-topics, reviews.csv,
+    hf:nyu-mll/glue/sst2 (a Hub data set without its split, which says nothing of the task)."""
     train = str(spec.get("train", ""))
     if train.startswith("builtin:"):
         return train.removeprefix("builtin:")
+    if hub_datasets.is_dataset_spec(train):
+        return ":".join(train.split(":")[:2])
     return train if train.startswith(("tiny:", "pairs:")) else Path(train).name
+
+
+def paper_task(metric: str, spec: dict) -> str:
+    """The task the paper measured its number (``metric``) on, beside ours: "SST-2, not tiny:classification"; the
+    paper's task alone where ours reads that benchmark's own data from the Hub (hf:nyu-mll/glue/sst2 is SST-2)."""
+    train = str(spec.get("train", ""))
+    try:
+        hub = hub_datasets.parse(train) if hub_datasets.is_dataset_spec(train) else None
+    except HubError:
+        hub = None
+    if hub and paper.hub_benchmark(hub.repo_id, hub.config) == paper.BENCHMARKS.get(metric):
+        return metric
+    return f"{metric}, not {data_of(spec)}"
 
 
 def table(plan: dict, results: dict[str, dict]) -> pd.DataFrame:
     """One row per (axis, cell): a cell that is the baseline appears once under every axis,
     as the reference row of that axis' table. ``ours`` and ``paper`` are percentages. ``paper_task`` says
     beside the paper's number that it was measured on another task than ours (GLUE, SQuAD and CoNLL-2003 do
-    not ship here: a task of ours stands in for the paper's column, so the levels are not like for like)."""
+    not ship here: a task of ours stands in for the paper's column, so the levels are not like for like), and
+    names the paper's task alone where ours reads its data from the Hub (:func:`paper_task`)."""
     recipe = plan["recipe"]
     rows = []
     for cell in plan["cells"]:
@@ -99,7 +117,7 @@ def table(plan: dict, results: dict[str, dict]) -> pd.DataFrame:
                 "axis": axis, "setting": setting, "task": cell["task"],
                 "task_type": rec.get("task_type") or spec.get("task_type"), "metric": rec.get("metric"),
                 "ours": rec.get("score"), "paper": p.get("value"),
-                "paper_task": f"{p['metric']}, not {data_of(spec)}" if p.get("value") is not None else None,
+                "paper_task": paper_task(p["metric"], spec) if p.get("value") is not None else None,
                 "paper_metric": p.get("metric"),
                 "paper_source": p.get("source"), "paper_row": p.get("row"),
                 "state": _state(rec),
