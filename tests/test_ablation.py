@@ -534,12 +534,15 @@ def test_csv_and_markdown_export_parse_back(smoke_dir):
     back = results.read_csv(results.to_csv(df))
     assert len(back) == len(df) and back["ours"].round(2).tolist() == df["ours"].round(2).tolist()
     assert back.loc[back.setting == "embeddings", "paper"].iloc[0] == 91.0
+    # the task the paper measured its number on, beside it in both exports, as on the page
+    assert back.loc[back.setting == "embeddings", "paper_task"].iloc[0] == "CoNLL-2003 NER F1, not tiny:classification"
     md = results.to_markdown(df, results.directions(res), "smoke")
     tables = results.parse_markdown_tables(md)
     assert len(tables) == 5  # four axes + the directions
     objective = tables[0]
     assert objective["setting"].tolist() == df[df.axis == "objective"]["setting"].tolist()
     assert objective.loc[objective.setting == "mlm", "paper"].iloc[0] == "83.9"
+    assert objective.loc[objective.setting == "mlm", "paper_task"].iloc[0] == "MNLI-m, not pairs:tiny"
     assert tables[-1]["direction"].tolist() == [t for t, _ in paper.DIRECTIONS.values()]
     # RoBERTa's re-examination of NSP beside Table 5's evidence, its numbers from its Table 2
     later = dict(zip(tables[-1]["direction"], tables[-1]["later work"]))
@@ -1182,8 +1185,8 @@ def test_a_task_file_larger_than_a_fine_tuning_keeps_is_counted_as_what_it_keeps
 def test_the_markdown_of_a_seeded_grid_says_each_rows_seed():
     """`ablate --report --format md` of a seeded recipe printed three "tiny | topics" rows that looked alike."""
     df = pd.DataFrame([{"axis": "size", "setting": "tiny", "task": "topics", "seed": float(k), "metric": "accuracy",
-                        "ours": 70.0 + k, "paper": None, "paper_metric": None, "paper_source": None,
-                        "state": "finished"} for k in range(3)])
+                        "ours": 70.0 + k, "paper": None, "paper_task": None, "paper_metric": None,
+                        "paper_source": None, "state": "finished"} for k in range(3)])
     text = results.to_markdown(df, [])
     assert "| setting | task | seed | metric |" in text
     assert [line.split(" | ")[2] for line in text.splitlines() if line.startswith("| tiny |")] == ["0", "1", "2"]

@@ -474,8 +474,8 @@ def _directions(records, tasks: dict | None) -> list[dict]:
 
 
 # ----- exports --------------------------------------------------------------------------------
-EXPORT_COLUMNS = ["axis", "setting", "task", "metric", "ours", "paper", "paper_metric", "paper_source", "state",
-                  "size", "objective", "transfer", "masking", "pretrain_mlm_ppl", "cell_id"]
+EXPORT_COLUMNS = ["axis", "setting", "task", "metric", "ours", "paper", "paper_task", "paper_metric", "paper_source",
+                  "state", "size", "objective", "transfer", "masking", "pretrain_mlm_ppl", "cell_id"]
 
 
 def to_csv(df: pd.DataFrame) -> str:
@@ -492,7 +492,7 @@ def _md_cell(v) -> str:
     return str(v).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(df: pd.DataFrame, columns=("setting", "task", "metric", "ours", "paper", "paper_metric",
+def markdown_table(df: pd.DataFrame, columns=("setting", "task", "metric", "ours", "paper", "paper_task",
                                                "state")) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for _, row in df.iterrows():
@@ -514,7 +514,8 @@ def to_markdown(df: pd.DataFrame, dirs: list[dict], title: str = "Ablation resul
         seeded = "seed" in sub and sub["seed"].notna().any()
         if seeded:
             sub = sub.assign(seed=sub["seed"].map(lambda v: "" if pd.isna(v) else str(int(v))))
-        columns = ("setting", "task", *(("seed",) if seeded else ()), "metric", "ours", "paper", "paper_metric", "state")
+        # the paper's task names its metric too ("MNLI-m, not pairs:tiny"), as on the page
+        columns = ("setting", "task", *(("seed",) if seeded else ()), "metric", "ours", "paper", "paper_task", "state")
         parts += [f"## {AXIS_TITLES[axis]}", "", markdown_table(sub, columns), ""]
         if sources:
             parts += ["Paper numbers: " + "; ".join(sources) + ".", ""]
