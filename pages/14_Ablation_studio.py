@@ -77,8 +77,9 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
                 outcome, checked = dv.read_upload(*upload)
                 if outcome == "error":
                     error = checked
-                else:  # its size, for the estimate (an upload was taken for 1,000 examples of 64 WordPieces)
-                    counted = grid.counted(checked)
+                else:  # its size, for the estimate (an upload was taken for 1,000 examples of 64 WordPieces),
+                    # and its type, which its cells read it as and the directions wait for while they are queued
+                    counted = {**grid.counted(checked), "task": checked.task.name}
         from_hub = c1.radio("Models", ["pre-trained here", "Google's miniatures"], key="abl_models",
                             persist_state="session", horizontal=True,
                             help="pre-trained here: each size is pre-trained from zero on the corpus below; Google's "

@@ -912,6 +912,53 @@ def test_a_grid_built_on_an_upload_names_its_task_by_the_file(tmp_path, monkeypa
     assert grid.task_name("my__data.csv") == "my_data.csv" and grid.task_name("pairs", taken={"pairs"}) == "your-pairs"
 
 
+def test_the_queued_cells_of_an_upload_of_a_known_type_are_pending_not_missing(tmp_path, monkeypatch):
+    """The queued cells of an uploaded pair CSV read "not measured — needs MLM+NSP and MLM-only cells on a
+    sentence-pair task": a file's name says no type, and neither the one declared nor the one read was used."""
+    from bert_explorer.app import data_view
+    from bert_explorer.cli import ablation as ablation_cli
+
+    def nsp(recipe: dict) -> dict:
+        plan = grid.expand(recipe)
+        waiting = results.pending(plan, {})
+        return next(d for d in results.directions({}, plan["recipe"]["tasks"], waiting=waiting)
+                    if d["key"] == "nsp_helps_pairs")
+
+    declared = grid.custom_recipe({"pairs.csv": {"train": "pairs.csv", "task": "pair-classification"}}, ["tiny"],
+                                  ["mlm+nsp", "mlm"], ["fine-tune"], ["80/10/10"])
+    said = nsp(declared)
+    assert said["verdict"] == "pending" and said["detail"].startswith("waiting for 2 cells still to run: pairs.csv__")
+    with pytest.raises(grid.RecipeError, match="task 'p.csv': unknown task 'pairs'"):
+        grid.custom_recipe({"p.csv": {"train": "p.csv", "task": "pairs"}}, ["tiny"], [], [], [])
+    # the command and the page keep the type read off the file
+    rows = "".join(f"a warm film {i},the same warm film {i},{i % 2}\n" for i in range(40))
+    upload = tmp_path / "pairs.csv"
+    upload.write_text("sentence1,sentence2,label\n" + rows)
+    (spec,) = ablation_cli.with_task(grid.load_recipe("cpu-small"), str(upload))["tasks"].values()
+    assert spec["task_type"] == "pair-classification"
+
+    class Upload:  # what st.file_uploader hands the page
+        name = "pairs.csv"
+
+        def getvalue(self):
+            return upload.read_bytes()
+
+    monkeypatch.setattr(data_view, "uploader", lambda container, label, key=None, **kw: Upload()
+                        if key == "abl_upload" else container.file_uploader(label, key=key, **kw))
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    planned, estimate = [], grid.estimate
+    monkeypatch.setattr(grid, "estimate", lambda plan, device="cpu": planned.append(plan) or estimate(plan, device))
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    at.radio(key="abl_mode").set_value("Build my own").run()
+    at.selectbox(key="abl_task").set_value("upload").run()
+    at.checkbox(key="abl_add_pairs").uncheck().run()  # the upload is the grid's one pair task
+    at.multiselect(key="abl_objectives").set_value(["mlm+nsp", "mlm"]).run()
+    assert not at.exception
+    recipe = planned[-1]["recipe"]
+    assert list(recipe["tasks"]) == ["pairs.csv"] and recipe["tasks"]["pairs.csv"]["task_type"] == "pair-classification"
+    assert nsp(recipe)["verdict"] == "pending"
+
+
 def _finished_grid_on_an_upload(root) -> Path:
     """A finished grid as the studio builds it on reviews.csv beside the BBC pairs, whose models stayed on
     the word-frequency plateau: two objectives, fine-tuning and the embeddings (no concat-last-4)."""

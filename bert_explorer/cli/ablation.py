@@ -163,8 +163,11 @@ def with_task(recipe: dict, spec: str) -> dict:
         if not Path(spec).is_file():
             raise UserError(f"--task {spec}: no such file; give a task file, builtin:NAME or tiny:TASK")
         spec = str(Path(spec).resolve())  # a background run works in its own folder
-        try:  # read now, not when the first cell reads it, and counted for the estimate
-            first.update(grid.counted(read_task_file(spec)))
+        # read now, not when the first cell reads it: counted for the estimate, and its type kept, which the
+        # directions of cells still to run wait on
+        try:
+            data = read_task_file(spec)
+            first.update(grid.counted(data), task=data.task.name)
         except DataError as e:
             raise UserError(f"--task {spec}: {e}") from None
     name = slug(Path(spec.split(":", 1)[-1]).stem)[:40].replace("__", "_") or "task"

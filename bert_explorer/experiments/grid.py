@@ -57,7 +57,7 @@ from ..data.tasks import BUILTIN_TASKS
 from ..data.uploads.names import safe_filename, slug
 from ..model.config import PRESETS, preset
 from ..tasks.base import TaskType
-from ..tasks.registry import PAIR_CLASSIFICATION, TASK_TYPES
+from ..tasks.registry import PAIR_CLASSIFICATION, TASK_TYPES, task_type as named_task_type
 from ..train import estimate as est
 from ..train.estimate import encoder_parameters as layer_parameters, flops_per_token
 from ..train.finetune_config import DEV_EXAMPLES, FEATURE_MODES, MAX_DEV_EXAMPLES, MAX_TRAIN_EXAMPLES, FinetuneConfig
@@ -210,6 +210,11 @@ def validate(recipe: dict) -> dict:
         if spec["train"].startswith("builtin:") and kind is None:
             raise RecipeError(f"task {name!r}: no built-in data set {spec['train']!r}; choose one of "
                               f"{', '.join('builtin:' + n for n in BUILTIN_TASKS)}")
+        if spec.get("task") is not None:  # declared, as its fine-tuning reads it: a file's name says no type
+            try:
+                kind = named_task_type(str(spec["task"]))
+            except ValueError as e:
+                raise RecipeError(f"task {name!r}: {e}") from None
         col = spec.get("paper_column") or paper.DEFAULT_COLUMN.get(kind)
         if col is not None and col not in paper.COLUMNS:
             raise RecipeError(f"task {name!r}: paper_column must be one of {', '.join(paper.COLUMNS)}")
