@@ -289,8 +289,10 @@ def progress_panel():
                 st.rerun()
     if plan:
         # a cell with no score (yet) says "—", and one without an error nothing, never "None"
+        # a cell without a record of an ablation that is not running waits for nothing: not run yet
         rows = [{"cell": c["id"], "state": res.get(c["id"], {}).get("status") or
-                 ("running" if c["id"] == s.get("current") else "pending"),
+                 (("running" if c["id"] == s.get("current") else "pending") if s.get("state") in ACTIVE
+                  else results.NOT_RUN),
                  "score": _number(res.get(c["id"], {}).get("score"), "{:.1f}"),
                  "seconds": _number(res.get(c["id"], {}).get("seconds"), "{:.1f}"),
                  "error": res.get(c["id"], {}).get("error") or ""} for c in plan["cells"]]
@@ -306,8 +308,11 @@ plan = page_plan
 if plan is None:
     st.stop()
 res = read_results(chosen)
-table = results.table(plan, res)
-dirs = results.directions(res, plan["recipe"]["tasks"], waiting=results.pending(plan, res))
+table = results.table(plan, res, running=active)
+# cells still to run of an ablation that stopped are not pending: said so, and how to run them
+resumable = status.get("state") in ("stopped", "crashed", "failed") and writes_allowed()
+dirs = results.directions(res, plan["recipe"]["tasks"], waiting=results.pending(plan, res),
+                          stopped=results.halted(status.get("state"), "Resume runs them" if resumable else ""))
 
 st.subheader("3. Results beside the paper")
 st.caption("Ours: dev accuracy (F1 for NER, SQuAD) in percent. Paper: the number of the same setting in the "

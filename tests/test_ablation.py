@@ -695,7 +695,8 @@ def test_page_s_cells_table_says_a_missing_score_as_a_dash(tmp_path, monkeypatch
     cells = next(d.value for d in at.dataframe if list(d.value.columns) == ["cell", "state", "score", "seconds",
                                                                             "error"]).set_index("cell")
     assert "None" not in cells.astype(str).values and not cells.isna().any().any()
-    assert cells.loc[last, "state"] == "pending" and list(cells.loc[last, ["score", "seconds"]]) == ["—", "—"]
+    # (a folder with no status: its ablation runs nothing, so its last cell is not pending)
+    assert cells.loc[last, "state"] == "not run yet" and list(cells.loc[last, ["score", "seconds"]]) == ["—", "—"]
     done = json.loads(lines[0])
     assert cells.loc[done["cell_id"], "score"] == f"{done['score']:.1f}" and cells.loc[done["cell_id"], "error"] == ""
 
@@ -770,6 +771,46 @@ def test_a_direction_whose_cells_are_still_to_run_says_pending_not_that_the_grid
                                             waiting=results.pending(plan, runner.read_results(abl.path)))
               if d["key"] == "bigger_beats_smaller"]
     assert (big["verdict"], big["detail"]) == ("not measured", "needs two or more sizes on the same task")
+
+
+def test_the_cells_a_stopped_or_crashed_ablation_left_are_not_run_yet_not_pending(tmp_path, monkeypatch, capsys):
+    """A stopped ablation's directions said "pending: waiting for 1 cell still to run", its Cells table and results
+    "pending", for cells nothing was running: they say "not run yet", why, and how to run them."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    recipe = grid.load_recipe("smoke")
+    recipe["axes"].pop("transfer")
+    plan = grid.expand(recipe)
+    abl = Run(tmp_path / "runs" / "ablation-stopped").create(plan["recipe"], "ablate")
+    (abl.path / "plan.json").write_text(json.dumps(plan))
+    first, big = plan["cells"][0], _cell(plan, size="L4-H128")
+    (abl.path / "results.jsonl").write_text(json.dumps({**runner._record(first, "finished"), "score": 50.0,
+                                                        "task_type": "classification"}) + "\n")
+    abl.write_status(state="stopped", pid=os.getpid(), started=time.time(), cells_total=len(plan["cells"]),
+                     current=plan["cells"][1]["id"], phase="fine-tuning")
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    assert not at.exception
+    said = at.table[0].value
+    assert list(said.loc["bigger beats smaller", ["held in ours", "our numbers"]]) == [
+        "not run yet", f"1 cell not run yet (the ablation stopped; Resume runs them): {big['id']}"]
+    assert "pending" not in " ".join(said["held in ours"]) and "waiting" not in " ".join(said["our numbers"])
+    cells = next(d.value for d in at.dataframe if list(d.value.columns[:2]) == ["cell", "state"]).set_index("cell")
+    assert set(cells["state"]) == {"finished", "not run yet"}
+    shown = pd.concat([d.value for d in at.dataframe if "paper_task" in d.value.columns])
+    assert "pending" not in set(shown["state"]) and "not run yet" in set(shown["state"])
+    # a process that died without a word is crashed; the command's report says how to resume it
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    abl.write_status(state="running", pid=dead.pid)
+    assert cli.main(["ablate", "--report", str(abl.path)]) == 0
+    out = capsys.readouterr().out
+    assert (f"| not run yet | 1 cell not run yet (the ablation crashed; bert-explorer ablate --resume --output "
+            f"{abl.path} runs them): {big['id']} |") in out
+    assert "| pending |" not in out and "| not run yet |" in out  # the results table's state too
 
 
 def test_a_cell_before_its_first_step_says_what_it_is_getting_ready_with_not_step_0_of_a_question_mark(

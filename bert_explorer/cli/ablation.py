@@ -21,7 +21,7 @@ from ..data.uploads.names import slug
 from ..data.uploads.reader import read_task_file
 from ..experiments import grid
 from ..experiments.runner import read_plan, run_ablation
-from ..runs.run import new_run_refusal
+from ..runs.run import Run, new_run_refusal
 from ..runs.finder import is_ablation
 from ..runs.report import duration_text
 from ..train.estimate import background_threads
@@ -64,7 +64,8 @@ def cmd_ablate(args) -> int:
         with user_errors():  # (a damaged plan.json is one sentence)
             plan, res, df = results.load(args.report, judge_old=True)
         print(results.to_csv(df) if args.format == "csv" else
-              report_markdown(plan, res, df, f"Ablation {plan['recipe']['name']} ({args.report})"), end="")
+              report_markdown(plan, res, df, f"Ablation {plan['recipe']['name']} ({args.report})",
+                              _stopped(args.report)), end="")
         return 0
     if not args.output and not args.estimate:
         raise UserError("give --output DIR (the ablation directory), --estimate to see a recipe's plan, or --report "
@@ -192,10 +193,19 @@ def plan_text(plan: dict, niced: bool = True) -> str:
     return "\n".join(lines)
 
 
-def report_markdown(plan: dict, res: dict, df, title: str) -> str:
-    """The Markdown report; a recipe of downloaded miniatures adds its table beside Turc et al. 2019."""
+def _stopped(folder) -> str | None:
+    """Why the cells still to run of the ablation in ``folder`` are not running, and how to run them; None while
+    it runs."""
+    from ..experiments import results
+    return results.halted(Run(folder).status().get("state"),
+                          f"bert-explorer ablate --resume --output {folder} runs them")
+
+
+def report_markdown(plan: dict, res: dict, df, title: str, stopped: str | None = None) -> str:
+    """The Markdown report; a recipe of downloaded miniatures adds its table beside Turc et al. 2019. ``stopped``:
+    why the cells still to run are not running (``results.halted``), where the ablation is not."""
     from ..experiments import miniatures, results
-    dirs = results.directions(res, plan["recipe"]["tasks"], waiting=results.pending(plan, res))
+    dirs = results.directions(res, plan["recipe"]["tasks"], waiting=results.pending(plan, res), stopped=stopped)
     text = results.to_markdown(df, dirs, title)
     if miniatures.is_miniatures(plan):
         minis = miniatures.table(plan, res)
@@ -209,4 +219,4 @@ def _show_ablation(output: str) -> None:
     """The finished grid as a Markdown table on stdout, with the paper's numbers."""
     from ..experiments import results
     plan, res, df = results.load(output)
-    print(report_markdown(plan, res, df, f"Ablation {plan['recipe']['name']} ({output})"))
+    print(report_markdown(plan, res, df, f"Ablation {plan['recipe']['name']} ({output})", _stopped(output)))

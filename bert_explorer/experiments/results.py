@@ -28,8 +28,8 @@ and a comparison of two such cells says no difference is measurable, whatever th
 
 A direction's verdict is ``yes`` when every comparison the grid allows is yes, ``no`` when any
 is no, ``no difference measurable here`` when the rest are ties, ``not measured`` when the grid
-lacks the cells it needs, and ``pending`` while those cells are in the grid but still to run (``holds``:
-True, False, None for the last three).
+lacks the cells it needs, ``pending`` while those cells are in the grid but still to run, and ``not run yet``
+when the ablation stopped before them (``holds``: True, False, None for the last four).
 """
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ from ..checkpoint import ASSETS
 from ..data.pretraining import on_plateau
 from ..data.objectives import BERT, NO_NSP
 from ..hub_names import HubError
+from ..runs.run import ACTIVE_STATES, DONE_STATES, Run
 from ..tasks.metrics import Z95, did_not_learn, sampling_error
 from ..tasks.registry import TASK_TYPES
 from . import grid, paper
@@ -97,12 +98,13 @@ def paper_task(metric: str, spec: dict) -> str:
     return f"{metric}, not {data_of(spec)}"
 
 
-def table(plan: dict, results: dict[str, dict]) -> pd.DataFrame:
+def table(plan: dict, results: dict[str, dict], running: bool = True) -> pd.DataFrame:
     """One row per (axis, cell): a cell that is the baseline appears once under every axis,
     as the reference row of that axis' table. ``ours`` and ``paper`` are percentages. ``paper_task`` says
     beside the paper's number that it was measured on another task than ours (GLUE, SQuAD and CoNLL-2003 do
     not ship here: a task of ours stands in for the paper's column, so the levels are not like for like), and
-    names the paper's task alone where ours reads its data from the Hub (:func:`paper_task`)."""
+    names the paper's task alone where ours reads its data from the Hub (:func:`paper_task`). ``running``: is
+    the ablation running? A cell without a record is pending while it is, not run yet when it is not."""
     recipe = plan["recipe"]
     rows = []
     for cell in plan["cells"]:
@@ -120,7 +122,7 @@ def table(plan: dict, results: dict[str, dict]) -> pd.DataFrame:
                 "paper_task": paper_task(p["metric"], spec) if p.get("value") is not None else None,
                 "paper_metric": p.get("metric"),
                 "paper_source": p.get("source"), "paper_row": p.get("row"),
-                "state": _state(rec),
+                "state": _state(rec) if rec or running else NOT_RUN,
                 "size": cell["size"], "objective": cell["objective"],
                 "transfer": cell["transfer"], "masking": cell["masking"],
                 "pretrain_mlm_ppl": pre.get("mlm_perplexity"), "pretrain_nsp_acc": pre.get("nsp_accuracy"),
@@ -184,7 +186,7 @@ def load(abl: str | Path, judge_old: bool = False) -> tuple[dict, dict[str, dict
     results = read_results(abl)
     if judge_old:
         results = with_plateau(abl, plan, results)
-    return plan, results, table(plan, results)
+    return plan, results, table(plan, results, running=Run(abl).status().get("state") in ACTIVE_STATES)
 
 
 def with_plateau(abl: str | Path, plan: dict, results: dict[str, dict]) -> dict[str, dict]:
@@ -233,6 +235,7 @@ def _finished(records) -> list[dict]:
 
 YES, NO, TIE, NOT_MEASURED = "yes", "no", "no difference measurable here", "not measured"
 PENDING = "pending"  # the cells a direction needs are in the grid, still to run
+NOT_RUN = "not run yet"  # ... and the ablation stopped before them: nothing is running them
 NOT_MEASURABLE = "not measurable"  # neither cell learnt the task, or a cell's model never learnt language
 DID_NOT_LEARN = "did not learn"
 PLATEAU = "its model did not leave the word-frequency plateau"
@@ -349,14 +352,24 @@ def pending(plan: dict, results: dict[str, dict]) -> list[dict]:
     return [c for c in plan["cells"] if results.get(c["id"], {}).get("status") not in ("finished", "failed")]
 
 
-def directions(records, tasks: dict | None = None, waiting=()) -> list[dict]:
+def halted(state: str | None, resume: str = "") -> str | None:
+    """Why an ablation in ``state`` leaves its cells still to run unrun, and ``resume``, how to run them: "the
+    ablation stopped; Resume runs them"; None while it runs."""
+    if state in ACTIVE_STATES:
+        return None
+    return (f"the ablation {state}" if state in DONE_STATES else "the ablation is not running") + \
+        (f"; {resume}" if resume else "")
+
+
+def directions(records, tasks: dict | None = None, waiting=(), stopped: str | None = None) -> list[dict]:
     """``[{"key", "direction", "verdict", "holds", "detail", "paper"}]`` from result records
     (dicts with task, task_type, size, objective, transfer, masking and score; several records
     of one cell are its seeds). ``verdict`` is yes / no / not distinguishable / not measured
     (the rule is in the module docstring); ``holds`` is True for yes, False for no, else None.
     ``tasks``: the recipe's tasks by name, where a detail should say what a task is (``pairs:``).
     ``waiting``: the grid's cells still to run (:func:`pending`); a direction not measured yet that they
-    would measure is ``pending``, its detail naming them, not "not measured"."""
+    would measure is ``pending``, its detail naming them, not "not measured". ``stopped``: why they are not
+    running (:func:`halted`), where the ablation is not: then such a direction is ``not run yet``, not pending."""
     out = _directions(records, tasks)
     if not waiting:
         return [{k: v for k, v in d.items() if k != "_used"} for d in out]
@@ -368,8 +381,11 @@ def directions(records, tasks: dict | None = None, waiting=()) -> list[dict]:
         needed = list(dict.fromkeys(cell for r in then["_used"] for cell in r["_waiting"]))
         if d["verdict"] == NOT_MEASURED and needed:
             shown = ", ".join(needed[:3]) + (f" and {len(needed) - 3} more" if len(needed) > 3 else "")
-            d.update(verdict=PENDING, detail=f"waiting for {len(needed)} cell{'s' if len(needed) > 1 else ''} "
-                                             f"still to run: {shown}")
+            cells = f"{len(needed)} cell{'s' if len(needed) > 1 else ''}"
+            if stopped is None:
+                d.update(verdict=PENDING, detail=f"waiting for {cells} still to run: {shown}")
+            else:
+                d.update(verdict=NOT_RUN, detail=f"{cells} not run yet ({stopped}): {shown}")
     for d in out:
         d.pop("_used")
     return out
