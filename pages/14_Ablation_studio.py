@@ -21,6 +21,7 @@ from bert_explorer.runs.run import ACTIVE_STATES, Run, new_run_refusal
 from bert_explorer.train.estimate import LONG_RUN_ASK_S, background_threads
 from bert_explorer.train.speed import said
 from bert_explorer.runs.report import duration_text, left_text, log_tail
+from bert_explorer.safe_text import markdown_text as md
 
 intro("Ablation studio", """
 Re-run the paper's ablations in miniature (Devlin et al. 2019, Section 5 and Appendix C, Tables 5-8):
@@ -279,7 +280,8 @@ def progress_panel():
         else:  # before its first step (its corpus read, this CPU's speed-ups timed): what its log says it is doing,
             # where "step 0 of ?" stood for half a minute
             last = (log_tail(sub / "log.txt", 1) or "").strip() if sub.exists() else ""
-            where = " — getting ready" + (f" ({last[:120]}{'…' if len(last) > 120 else ''})" if last else "")
+            # (shown as written: a log's "_" or "*" made emphasis of it, and "$" mathematics)
+            where = " — getting ready" + (f" ({md(last[:120])}{'…' if len(last) > 120 else ''})" if last else "")
         st.caption(f"now {s.get('phase') or 'starting'}: {what or '…'}{where}")
         if writes_allowed() and work_button("Stop after the current step", key="abl_stop"):
             run.request_stop()

@@ -3,6 +3,7 @@
 One run of the "smoke" recipe (seconds) is shared by the module; tests that change an
 ablation directory work on a copy of it under their own tmp_path.
 """
+import html
 import json
 import os
 import re
@@ -13,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from bert_explorer import checkpoint, cli
@@ -833,8 +835,16 @@ def test_a_cell_before_its_first_step_says_what_it_is_getting_ready_with_not_ste
     sub.log("CPU levers: timing this CPU's speed-ups for the model's widths")
     at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
     now = [c.value for c in at.caption if c.value.startswith("now fine-tuning")]
-    assert now and "getting ready (" in now[0] and "speed-ups for the model's widths" in now[0], now
-    assert "of ?" not in now[0]
+    assert now and "getting ready (" in now[0] and "of ?" not in now[0], now
+    assert "speed-ups for the model's widths)" in MarkdownIt("commonmark").render(now[0]), now
+    # a log line as a program writes it: its "_", "*" and "$" are no Markdown (emphasis, mathematics)
+    line = "reading corpus_one_two.txt: *all* 3 files, $5 and $6 of disk"
+    sub.log(line)
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    now = [c.value for c in at.caption if c.value.startswith("now fine-tuning")]
+    shown = MarkdownIt("commonmark").render(now[0])
+    assert f" {html.escape(line, quote=False)})" in shown and "<em>" not in shown, shown
+    assert not re.search(r"(?<!\\)\$", now[0]), now  # Streamlit reads an unescaped $...$ as LaTeX
     sub.write_status(state="running", step=1200, max_steps=3000)
     at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
     now = [c.value for c in at.caption if c.value.startswith("now fine-tuning")]
