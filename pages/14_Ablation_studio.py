@@ -12,6 +12,7 @@ from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.keep import settings_key
 from bert_explorer.app.widgets import intro, sentence_of
 from bert_explorer.data.tasks import BUILTIN_TASKS
+from bert_explorer.data.uploads.reader import FORMATS
 from bert_explorer.data.uploads.names import NAME_CHARS, slug
 from bert_explorer.experiments import grid, miniatures, paper, results
 from bert_explorer.experiments.runner import read_plan, read_results
@@ -69,9 +70,12 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
                             help="pairs:bbc = are two BBC sentences from the same article? (a sentence-pair task built "
                                  "from real text: MNLI/QNLI do not ship offline)")
         if task == "upload":
-            # (name, bytes), kept for the session like Fine-tune's upload
-            upload = dv.uploaded_file("Task file (CSV/TSV/JSONL, Parquet, CoNLL, SQuAD JSON)", key="abl_upload",
-                                      container=c1)
+            # (name, bytes), kept for the session like Fine-tune's upload; the formats the reader reads, none more
+            # or fewer (data/uploads/reader.py: the label named six of its eight)
+            upload = dv.uploaded_file(
+                f"Task file ({', '.join(list(FORMATS)[:-1])} or {list(FORMATS)[-1]})", key="abl_upload", container=c1,
+                help="  \n".join(f"**{name}**: {what}." for name, what in FORMATS.items())
+                + "  \nStart saves it into the ablation's folder; it is read as a table or as text, never unpickled.")
             if upload is None:
                 error = "Upload a task file."
             else:  # check it now, not hours later when the first cell reads it

@@ -1010,6 +1010,26 @@ def test_the_queued_cells_of_an_upload_of_a_known_type_are_pending_not_missing(t
     assert nsp(recipe)["verdict"] == "pending"
 
 
+def test_the_studios_upload_names_every_format_the_reader_reads(tmp_path, monkeypatch):
+    """The studio's uploader named six of the eight formats (no JSON array, no fastText), which read as if the
+    others were not accepted."""
+    from bert_explorer.app import data_view
+    from bert_explorer.data.uploads.reader import FORMATS
+
+    asked = {}
+    monkeypatch.setattr(data_view, "uploader", lambda container, label, key=None, **kw: asked.update(
+        {key: (label, kw.get("help") or "")}) if key == "abl_upload" else container.file_uploader(label, key=key, **kw))
+    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    at.radio(key="abl_mode").set_value("Build my own").run()
+    at.selectbox(key="abl_task").set_value("upload").run()
+    assert not at.exception
+    label, help_text = asked["abl_upload"]
+    named = re.findall(r"[A-Za-z]+(?: JSON)?", label.removeprefix("Task file"))
+    assert set(named) - {"or"} == set(FORMATS), label
+    assert all(f"**{name}**: {what}." in help_text for name, what in FORMATS.items())
+
+
 def _finished_grid_on_an_upload(root) -> Path:
     """A finished grid as the studio builds it on reviews.csv beside the BBC pairs, whose models stayed on
     the word-frequency plateau: two objectives, fine-tuning and the embeddings (no concat-last-4)."""
