@@ -7,7 +7,7 @@ from bert_explorer.analysis.attributions.integrated_gradients import (
     explain_classifier, explain_masked_word, explain_next_sentence)
 from bert_explorer.analysis.probes.pretraining_tasks import MLM_HEAD, NSP_HEAD, copied_word
 from bert_explorer.analysis.attributions.reliability import DEFAULT_STEPS, MAX_STEPS, RELIABLE_FRACTION, step_schedule
-from bert_explorer.analysis.attributions.kept import integration, kept
+from bert_explorer.analysis.attributions.kept import integration_run, kept
 from bert_explorer.analysis.attributions.integrated_gradients import affordable
 from bert_explorer import limits
 from bert_explorer.app.result_bundle import ResultBundle
@@ -66,8 +66,10 @@ def pretrained(head: str, what: str):
     return loaded
 
 
-def page_integration(model) -> dict:
-    return integration(model, steps, baseline)
+def page_integration(model, text: str, text_b: str | None = None) -> dict:
+    """The integration settings of the steps this input runs (the slider's, cut to the server's limit): the
+    cache's key, so slider values above the limit share one result; the captions below say what was set."""
+    return integration_run(model, text, text_b, steps, baseline)
 
 
 # Heavy: cached by the model's weights and the inputs for every session, and run one request at a time
@@ -107,7 +109,7 @@ try:
                            max_chars=limits.CHARS)
         word = kept_widget(c2.text_input, "Word to explain", "attr_mlm_word", "", placeholder="top prediction",
                            max_chars=100, help="One WordPiece; empty = the model's most probable word.")
-        result = _masked_word(name, text, word or None, **page_integration(loaded))
+        result = _masked_word(name, text, word or None, **page_integration(loaded, text))
         d = result.details
         copied = copied_word(text, [{"token": d["word"]}])
         st.caption(f"Explaining **{d['word']}** (P = {d['probability']:.1%}) at position {d['mask_position']}. "
@@ -120,7 +122,7 @@ try:
         from_probe("nsp_a", "attr_nsp_a", "the Next-sentence probe's pair", bool, pair=("nsp_b", "attr_nsp_b"))
         a = kept_widget(st.text_input, "Sentence A", "attr_nsp_a", EXAMPLE_PAIR[0], max_chars=limits.CHARS)
         b = kept_widget(st.text_input, "Sentence B", "attr_nsp_b", EXAMPLE_PAIR[1], max_chars=limits.CHARS)
-        result = _next_sentence(name, a, b, **page_integration(loaded))
+        result = _next_sentence(name, a, b, **page_integration(loaded, a, b))
         st.caption(f"P(IsNext) = {result.details['p_is_next']:.1%} for the pair, "
                    f"{result.details['p_is_next_baseline']:.1%} for the baseline.")
     else:
@@ -153,7 +155,7 @@ try:
         label = st.selectbox("Class to explain", ["the predicted class", *run["labels"]], key="attr_clf_label",
                              persist_state="session")
         result = _classifier(run["model_dir"], text, text_b, None if label == "the predicted class" else label,
-                             **page_integration(clf))
+                             **page_integration(clf, text, text_b))
         if "probabilities" in result.details:
             st.caption(f"Predicted **{result.details['predicted']}**; " + ", ".join(
                 f"{k} {v:.1%}" for k, v in result.details["probabilities"].items()))

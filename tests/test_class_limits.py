@@ -170,6 +170,34 @@ def test_steps_cut_below_the_slider_by_the_budget_are_said_even_when_reliable(mo
     assert "allows 20 integration steps in all, so it ran 20 steps, not the 50 set above" in said
 
 
+def test_slider_values_above_the_budget_run_the_attribution_once(monkeypatch):
+    """With a text the budget allows 20 steps for, each slider value above them (300, 290, ...) was a new
+    cache key: seconds of CPU per move for the same 20 steps. The cache keys on the steps run; the caption
+    still says what was set and what ran."""
+    import dataclasses
+
+    calls = []
+
+    def fake(model, f, inputs, baselines, n_steps):  # reliable at once: f(x) - f(x') = 1, delta 0
+        calls.append(n_steps)
+        return [torch.linspace(0, 1, inputs["input_ids"].shape[1])] * 3, 1.0, 0.0, 0.0
+
+    text = "the price of [MASK] fell once more ."  # 10 WordPieces with [CLS] and [SEP]
+    real = limits.for_config
+    monkeypatch.setattr(ig, "integrated_gradients", fake)
+    monkeypatch.setattr(limits, "for_config", lambda config: dataclasses.replace(real(config), token_steps=10 * 20))
+    at = _page("6_Attributions.py").run()
+    at.slider(key="attr_steps").set_value(300)
+    at.text_input(key="attr_mlm_text").input(text).run()
+    assert not at.exception and calls[-1] == 20
+    ran = len(calls)
+    at.slider(key="attr_steps").set_value(290).run()
+    assert not at.exception and len(calls) == ran  # the same 20 steps: read back, not integrated again
+    (said,) = [c.value for c in at.caption if "server spends at most" in c.value]
+    assert "allows 20 integration steps in all, so it ran 20 steps, not the 290 set above" in said
+    assert {m.label: m.value for m in at.metric}["steps used"] == "20"
+
+
 def test_a_heavy_request_behind_another_waits_its_turn_and_is_answered(monkeypatch):
     """A second student's probes (or a double click) behind a running one ended in "AttributeError: module
     'bert_explorer.shared_work' has no attribute 'wait_sentence'": the queue's own sentence was gone, and every

@@ -15,8 +15,8 @@ from ... import disk_cache, limits
 from ...checkpoint import Loaded
 from ..first_visit import first_visit
 from ..probes.pretraining_tasks import MLM_HEAD
-from .integrated_gradients import DEFAULT_BASELINE, EXAMPLE_MASKED, Attributions, explain_masked_word
-from .reliability import DEFAULT_STEPS, MAX_STEPS
+from .integrated_gradients import DEFAULT_BASELINE, EXAMPLE_MASKED, Attributions, affordable, explain_masked_word
+from .reliability import DEFAULT_STEPS, MAX_STEPS, step_schedule
 
 # Bump when the same model and question would be attributed differently (the integration, the
 # baselines, the fields of Attributions).
@@ -41,6 +41,23 @@ def integration(loaded: Loaded, steps: int = DEFAULT_STEPS, baseline: str = DEFA
     this model, ``limits.Limits.token_steps``: WordPieces × steps, every attempt added) and the baseline."""
     return dict(n_steps=steps, max_steps=max(MAX_STEPS, steps), baseline=baseline,
                 token_steps=limits.for_config(loaded.config).token_steps)
+
+
+def integration_run(loaded: Loaded, text: str, text_b: str | None = None, steps: int = DEFAULT_STEPS,
+                    baseline: str = DEFAULT_BASELINE) -> dict:
+    """:func:`integration` for the input ``text`` (and ``text_b``) as the server's limit lets it run: the
+    schedule cut to what this input's WordPieces afford. Two slider settings above that limit run the same
+    steps, so a cache keyed on these settings computes them once (dragging the slider past the cap cost
+    seconds of CPU per value, for the same result)."""
+    settings = integration(loaded, steps, baseline)
+    pieces = len(loaded.tokenizer.encode(text, text_b or None,
+                                         max_length=loaded.config.max_position_embeddings).input_ids)
+    try:
+        run = affordable(step_schedule(steps, settings["max_steps"]), pieces, settings["token_steps"])
+    except limits.TooLarge:  # (the attribution refuses it itself, after its own checks of the input)
+        return settings
+    # a schedule cut to fit is a prefix of the doubling, or its first attempt alone cut down: the same steps
+    return {**settings, "n_steps": run[0], "max_steps": run[-1]}
 
 
 @first_visit("Attributions", "Integrated Gradients of its example sentence")
