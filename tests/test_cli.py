@@ -1325,7 +1325,7 @@ def test_ctrl_c_while_preparing_a_class_exits_as_every_command_s_ctrl_c(monkeypa
     from bert_explorer.analysis import lesson
 
     build = SimpleNamespace(name="index", seconds=60.0, done=lambda: False)
-    monkeypatch.setattr(lesson, "builds", lambda name, loaded, keys, estimate=True: [build])
+    monkeypatch.setattr(lesson, "builds", lambda name, loaded, keys, estimate=True, shipped_too=True: [build])
     monkeypatch.setattr(lesson, "_declared", lambda: [])
     monkeypatch.setattr(lesson, "run", lambda b, report: (_ for _ in ()).throw(KeyboardInterrupt()))
     assert main(["prepare-class", "--model", "explorer-mini"]) == 130
@@ -1401,7 +1401,7 @@ def test_a_preparation_says_the_results_the_cache_removed_to_make_room(monkeypat
     earlier = disk_cache.cache_root() / ("head-map-" + "0" * 16)
     earlier.mkdir(parents=True)
     build = SimpleNamespace(name="index", seconds=1.0, done=lambda: False)
-    monkeypatch.setattr(lesson, "builds", lambda name, loaded, keys, estimate=True: [build])
+    monkeypatch.setattr(lesson, "builds", lambda name, loaded, keys, estimate=True, shipped_too=True: [build])
     monkeypatch.setattr(lesson, "_declared", lambda: [])
     monkeypatch.setattr(lesson, "run", lambda b, report: earlier.rmdir() or "done")
     assert main(["prepare-class", "--model", "explorer-mini", "--builds", "index"]) == 0

@@ -290,3 +290,24 @@ def test_the_measurement_s_time_counts_the_model_s_own_held_out_text():
     assert abs(quality.held_out_sequences(mini) - measured) / measured < 0.15
     assert quality.estimate_seconds(mini.config, quality.held_out_sequences(mini)) < \
         quality.estimate_seconds(mini.config)
+
+
+@needs_model("minilm-mlm-nsp")
+def test_preparing_every_build_leaves_out_the_quality_a_model_came_with(cache, runs_root, monkeypatch, capsys):
+    """Home's "Select all" ticked the quality measurement of minilm-mlm-nsp, whose table said "its own": the
+    preparation spent minutes measuring again the evaluation the model came with. It is left out, and said."""
+    from bert_explorer.analysis import lesson
+    from bert_explorer.cli import main
+
+    at = AppTest.from_file("../run_app.py", default_timeout=180).run()
+    at.multiselect(key="prep_builds").set_value(["quality"]).run()  # what "Select all" ticks among the rest
+    assert not at.exception
+    assert any("no build to run" in m.value for m in at.markdown)
+    assert any(c.value.startswith("quality is not measured for minilm-mlm-nsp: it came with its own evaluation")
+               for c in at.caption)
+
+    monkeypatch.setattr(lesson, "_declared", lambda: [])  # (the first visits are another test's)
+    monkeypatch.setattr(lesson, "run", lambda build, report: pytest.fail(f"{build.name} was built"))
+    assert main(["prepare-class", "--model", "minilm-mlm-nsp", "--builds", "quality"]) == 0
+    said = capsys.readouterr().err
+    assert "minilm-mlm-nsp: quality: not built, the model came with its own" in said and "then no build" in said

@@ -111,9 +111,20 @@ def by_key(builds: list[Build]) -> dict[str, list[Build]]:
     return {key: bs for key, bs in out.items() if bs}
 
 
-def builds(name: str, loaded: Loaded, which, estimate: bool = True) -> list[Build]:
+def ships(key: str, loaded: Loaded) -> bool:
+    """Did the model come with the result of the build ``key``? Its quality: the evaluation stored with it,
+    which the Masked word probe shows every student without a build (a measurement would repeat it)."""
+    from .probes.pretraining_tasks import stored_evaluation
+
+    return key == "quality" and stored_evaluation(loaded) is not None
+
+
+def builds(name: str, loaded: Loaded, which, estimate: bool = True, shipped_too: bool = True) -> list[Build]:
     """The long builds ``which`` (keys of BUILDS) of the model ``name``, as their pages would start them
-    with their default settings; ``estimate=False`` skips their estimates (seconds 0: to say what is done)."""
+    with their default settings; ``estimate=False`` skips their estimates (seconds 0: to say what is done).
+    ``shipped_too=False`` leaves out a build whose result the model came with (:func:`ships`): what a
+    preparation runs, where "every build" asked for minutes of work repeating a figure the model has."""
+    which = {key for key in which if shipped_too or not ships(key, loaded)}
     from .attention import clark, head_map
     from .features import build as fb
     from .neighbours import index as nbb

@@ -109,8 +109,16 @@ def panel(current: str | None) -> None:
             which = st.multiselect("Long builds", list(lesson.BUILDS), default=first, key="prep_builds",
                                    format_func=lambda k: f"{k}: {lesson.BUILDS[k]}")
             loaded = {m: _loaded(m) for m in models}
-            todo = [b for m, lm in loaded.items() if lm is not None for b in lesson.builds(m, lm, set(which))
-                    if not b.done()]
+            # (what the preparation runs: "Select all" ticks the quality measurement of a model that came with its
+            # own evaluation too, which it does not measure again)
+            todo = [b for m, lm in loaded.items() if lm is not None
+                    for b in lesson.builds(m, lm, set(which), shipped_too=False) if not b.done()]
+            own = [m for m, lm in loaded.items()
+                   if lm is not None and "quality" in which and lesson.ships("quality", lm)]
+            if own:
+                st.caption(f"quality is not measured for {', '.join(map(_label, own))}: "
+                           + ("it came" if len(own) == 1 else "each came") + " with its own evaluation (the table's "
+                           "*its own*), which the Masked word probe shows every student.")
             told = said(sum(b.seconds for b in todo), background_threads()) if todo else None
             left = sum(len(_visits_left(m, lm)) for m, lm in loaded.items() if lm is not None)
             # (the time said carries brackets of its own, "(the machine is idle now)": none around it)

@@ -86,8 +86,9 @@ def cmd_prepare_class(args) -> int:
         raise UserError(f"--started must be a time in seconds since 1970, not {args.started!r}")
     begun = min(args.started or time.time(), time.time())
     models = {name: checkpoint.load(name, "BertForPreTraining") for name in args.model}
+    # (a status says each build's state, the shipped ones too; a preparation runs only what the models lack)
     plan = {name: lesson.builds(name, loaded, set(lesson.BUILDS) if args.status else set(args.builds),
-                                estimate=not args.status)
+                                estimate=not args.status, shipped_too=args.status)
             for name, loaded in models.items()}
     if args.status:
         said = {"missing": "not yet", "building": "building", "stopped": "stopped", "failed": "failed"}
@@ -123,6 +124,10 @@ def cmd_prepare_class(args) -> int:
         "then no build (none asked for, or all done"
     print(f"preparing {len(models)} model(s): first each page's first-visit work (seconds each, not estimated), "
           f"{builds}; {speed.busy_text()})", file=sys.stderr, flush=True)
+    for name, loaded in models.items():
+        for key in [k for k in args.builds if lesson.ships(k, loaded)]:
+            print(f"{name}: {key}: not built, the model came with its own (its evaluation, which the Masked word "
+                  "probe shows every student)", file=sys.stderr, flush=True)
     t0, failed = time.time(), []
     for name, loaded in models.items():
         for page, what, work in lesson._declared():
