@@ -107,12 +107,17 @@ if missing:
                 "this model: " + "; ".join(
                     f"{t}, {e['inputs']:,} inputs: the layer vectors about {duration_text(e['features_seconds'])}, "
                     f"{e['probes']} probes on {e['rows']:,} {'articles' if t == 'topic' else 'words'} about "
-                    f"{duration_text(e['probes_seconds'])} on an idle machine, in all **{said(e['seconds'], e['threads'])}**"
+                    f"{duration_text(e['probes_seconds'])}, {e['scorings']} scorings of their held-out predictions "
+                    f"about {duration_text(e['scoring_seconds'])} on an idle machine, in all "
+                    f"**{said(e['seconds'], e['threads'])}**"
                     for t, e in est.items())
                 + f" ({next(iter(est.values()))['basis']}). Fewer sentences or articles (Settings) run faster.")
         seconds = sum(e["seconds"] for e in est.values())
-        if writes_allowed() or seconds <= STUDENT_CPU_S:  # a student's click starts seconds of work at most
-            if is_teacher() and seconds > STUDENT_CPU_S:  # (it runs in this page, in the heavy queue's one turn)
+        # (the bound is CPU: the layer vectors keep every thread of this process busy, so their time counts once a
+        # thread; the time alone let a student start 15 s of CPU under a gate of 10)
+        cpu = sum(e["cpu_seconds"] for e in est.values())
+        if writes_allowed() or cpu <= STUDENT_CPU_S:  # a student's click starts seconds of work at most
+            if is_teacher() and cpu > STUDENT_CPU_S:  # (it runs in this page, in the heavy queue's one turn)
                 st.caption(f"While the probes run here ({said(seconds, next(iter(est.values()))['threads'])}), "
                            "the students' heavy requests (Attributions, a new text on Two models) wait for their "
                            "turn. Run them before class, or prepare the page's own settings in the background with "
@@ -125,8 +130,8 @@ if missing:
                          " by running the probes once on this page, with these settings, or (with the page's own "
                          "settings) by preparing the class with the build probes",
                          build=("probes", name) if own else None)
-            st.caption(f"Fewer sentences or articles (Settings) may bring it under {STUDENT_CPU_S:.0f} s, which "
-                       "you may run yourself.")
+            st.caption(f"These settings cost about {duration_text(cpu)} of CPU on an idle machine; fewer sentences "
+                       f"or articles (Settings) may bring it under {STUDENT_CPU_S:.0f} s, which you may run yourself.")
             busy_sentence()
         bar = st.progress(0.0, text="starting…") if run_now else None
     if run_now:

@@ -172,6 +172,26 @@ def test_the_probing_estimate_counts_the_rows_and_batches_the_probes_use(tiny, c
         assert again["features_seconds"] == 0 and again["probes_seconds"] == pytest.approx(est["probes_seconds"])
 
 
+def test_the_probing_estimate_counts_every_scoring_and_every_thread_the_run_uses(tiny, cache, monkeypatch):
+    """A student's 240 sentences and 60 articles were estimated at 10 s and cost 14.9 s of CPU: the estimate left
+    out the scorings of the held-out predictions (the margin's bootstrap among them) and counted the layer vectors'
+    time once, where each of the forward passes' threads spends it."""
+    calls = []
+    score, entity_f1 = probing.score, probing._entity_f1
+    monkeypatch.setattr(probing, "score", lambda *a, **k: calls.append("score") or score(*a, **k))
+    monkeypatch.setattr(probing, "_entity_f1", lambda *a, **k: calls.append("entity") or entity_f1(*a, **k))
+    for task, n in (("ner", 30), ("topic", 20)):
+        calls.clear()
+        settings = probing.ProbeSettings(max_examples=n, max_iter=3)
+        est = probing.estimate_seconds(tiny, task, settings, threads=2)
+        probing.probe_layers(tiny, task, settings)
+        assert est["scorings"] == len(calls) > 2 * (tiny.config.num_layers + 1)  # every scoring the run made
+        assert est["scoring_seconds"] >= len(calls) * estimate.PROBE_SCORE_S
+        assert est["seconds"] == pytest.approx(est["features_seconds"] + est["probes_seconds"] + est["scoring_seconds"])
+        assert est["cpu_seconds"] == pytest.approx(2 * est["features_seconds"] + est["probes_seconds"]
+                                                   + est["scoring_seconds"])
+
+
 def test_probes_cost_more_with_more_rows_labels_layers_and_iterations():
     base = dict(num_layers=2, hidden_size=64, shapes=[(8, 20)], n_train=1000, n_test=200, n_labels=5, max_iter=50,
                 threads=1)

@@ -431,6 +431,33 @@ def test_a_conllu_upload_too_thin_to_probe_is_said_at_once_on_the_page(monkeypat
 
 
 @needs_model("explorer-mini")
+def test_a_student_is_refused_probes_whose_cpu_is_over_the_gate_though_their_time_is_under(monkeypatch, tmp_path):
+    """A student ran probes estimated at 10 s that cost 14.9 s of CPU: the gate compared the time, in which the
+    layer vectors' threads count once, with a bound of CPU seconds."""
+    from streamlit.testing.v1 import AppTest
+
+    from bert_explorer.app import roles
+
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv(roles.CLASSROOM_ENV, "1")
+    monkeypatch.delenv(roles.WRITES_ENV, raising=False)
+    # 4 s of layer vectors on 2 threads and 3 s of probes and scorings: 7 s of time, 11 s of CPU
+    monkeypatch.setattr(probing.estimate, "probing_estimate", lambda *a, **k: {
+        "features_seconds": 4.0, "probes_seconds": 2.0, "scoring_seconds": 1.0, "seconds": 7.0,
+        "cpu_seconds": 11.0, "basis": "a stated rate", "probes": 14, "scorings": 215})
+    at = AppTest.from_file("../pages/8_What_each_layer_knows.py", default_timeout=180)
+    at.session_state["be_model_choice"] = "explorer-mini"
+    at.session_state["probe_tasks"] = ["topic"]
+    at.session_state["probe_n_art"] = 37
+    at.session_state["probe_seed"] = 4242  # (settings no other test estimates: the page keeps its estimates)
+    at.run()
+    assert not at.exception and "probe_run" not in {b.key for b in at.button}
+    assert any(c.value.startswith("These settings cost about 11 s of CPU on an idle machine; fewer sentences or "
+                                  "articles (Settings) may bring it under 10 s") for c in at.caption), \
+        [c.value for c in at.caption]
+
+
+@needs_model("explorer-mini")
 def test_the_teacher_is_told_that_the_probes_run_here_hold_the_students_heavy_requests(monkeypatch):
     """The teacher's Run the probes runs in the page, in the heavy queue's one turn: a student's Attributions
     waited 36.7 s behind it (2.9 s alone), and nothing said so."""

@@ -289,16 +289,17 @@ def count_page_tasks(loaded: Loaded) -> None:
 def estimate_seconds(loaded: Loaded, task: str, settings: ProbeSettings = ProbeSettings(),
                      pos_file: str | Path | None = None, threads: int | None = None) -> dict:
     """How long probing ``task`` would take here (``train.estimate.probing_estimate``) for what it reads
-    (:func:`counted`): 2·(L+1) probes of ``settings.max_iter`` L-BFGS iterations each. The layer vectors
-    cost nothing when they are in the cache already. ``threads``: this process's by default (the page and
-    the command run the probes where they are)."""
+    (:func:`counted`): 2·(L+1) probes of ``settings.max_iter`` L-BFGS iterations each, and the scorings of
+    their held-out predictions (:func:`scorings`). The layer vectors cost nothing when they are in the cache
+    already. ``threads``: this process's by default (the page and the command run the probes where they are)."""
     s = settings.resolved(task)
     n = counted(loaded, task, settings, pos_file)
     cached = (disk_cache.cache_root() / n["vectors"] / "vectors.npy").is_file()
     threads = threads or torch.get_num_threads()
     c = loaded.config
     est = estimate.probing_estimate(c.num_layers, c.hidden_size, [tuple(b) for b in n["batches"]], n["train_rows"],
-                                    n["test_rows"], n["labels"], s.max_iter, threads, cached, c.intermediate_size)
+                                    n["test_rows"], n["labels"], s.max_iter, threads, cached, c.intermediate_size,
+                                    scorings(task, c.num_layers))
     return {**est, "inputs": n["inputs"], "rows": n["rows"], "threads": threads,
             "inputs_per_s": n["inputs"] / max(est["seconds"], 1e-9)}
 
@@ -405,6 +406,12 @@ def probe_features(x: np.ndarray, labels: list[str], types: list[str], is_test: 
 
 
 BOOTSTRAP = 200
+
+
+def scorings(task: str, num_layers: int) -> int:
+    """How often :func:`probe_layers` scores held-out predictions: the majority baseline, each layer's task
+    and control probe (and for NER each layer's entity F1), then each of the margin's BOOTSTRAP resamplings."""
+    return 1 + (num_layers + 1) * (3 if task == "ner" else 2) + BOOTSTRAP
 
 
 def sampling_margin(task: str, gold: list[str], pred: list[str], groups: list, seed: int = 0) -> float:
