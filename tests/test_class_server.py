@@ -272,8 +272,70 @@ def test_a_student_hears_of_the_teachers_preparation_before_its_first_build(clas
                for c in at.caption), [c.value for c in at.caption]
     # and the index, one of its builds, is said to be on its way, not left for the teacher to prepare
     said = [i.value for i in at.info if "is not prepared for this model yet" in i.value]
-    assert said and all(i.endswith("your teacher's preparation, running now, builds it in its turn; look again in a "
-                                   "few minutes.") for i in said), said
+    assert said and all(i.endswith("your teacher's preparation, running now, builds it in its turn; where it is in "
+                                   "the queue is said once the preparation has read its models.") for i in said), said
+
+
+def _preparing_seven_builds(head_map_seconds: float = 600.0) -> list:
+    """The teacher's preparation running (this process), its plan of seven builds of minilm-mlm-nsp at the first,
+    the quality measurement, half-way after a minute; the index is the fifth."""
+    import json
+
+    from bert_explorer.analysis import lesson
+
+    (lesson._work() / "started.json").write_text(json.dumps({"pid": os.getpid(), "models": ["minilm-mlm-nsp"],
+                                                             "builds": list(lesson.BUILDS), "started": time.time()}))
+    from bert_explorer import checkpoint
+    from bert_explorer.analysis.neighbours import index as nbb
+
+    loaded = checkpoint.load(checkpoint.DEFAULT_MODEL, "BertForPreTraining")
+    opening = nbb.opening_layer(loaded)  # the page's layer: its index the fifth, the other layer's the sixth
+    cache = Path(os.environ["BERT_EXPLORER_CACHE"])
+    plan = [("quality", "the measurement of how well this model guesses", 100.0, cache / "q"),
+            ("sae", "Features of layer 3", 300.0, cache / "s"),
+            ("head-map", "Attention's head map", head_map_seconds, cache / "h"),
+            ("clark", "Attention's measurement", 240.0, cache / "c"),
+            ("index", f"the nearest-neighbour index of layer {opening}", 240.0, nbb.index_path(loaded, "bbc", opening)),
+            ("index", "the nearest-neighbour index of another layer", 240.0,
+             nbb.index_path(loaded, "bbc", 1 if opening == 0 else 0)),
+            ("probes", "the probes of What each layer knows", 500.0, cache / "p")]
+    builds = [lesson.Build(key, words, path, lambda: False, (), [], seconds) for key, words, seconds, path in plan]
+    neighbour_jobs.write_progress(builds[0].path, state="starting", fraction=0.5, message="half", pid=os.getpid(),
+                                  started=time.time() - 60)
+    lesson.write_plan([("minilm-mlm-nsp", b) for b in builds], 0)
+    return builds
+
+
+def test_a_student_is_told_where_their_build_is_in_the_teachers_queue(classroom):
+    """A student's page said the preparation builds it "in its turn; look again in a few minutes" beside the busy
+    line of another build ("about 1 min 13 s left"), while theirs was 24 minutes away."""
+    _preparing_seven_builds()
+    at = _page("pages/9_Nearest_neighbours.py")
+    said = [i.value for i in at.info if "is not prepared for this model yet" in i.value]
+    assert said and all(re.search(r"your teacher's preparation builds it in its turn, the 5th of 7 builds \(it is at "
+                                  r"the 1st, the measurement of how well this model guesses\); the 4 builds before it "
+                                  r"are said to take about 20 min 0\d s\.$", i) for i in said), said
+
+
+def test_where_a_time_of_the_queue_is_not_known_the_place_alone_is_said(classroom):
+    builds = _preparing_seven_builds(head_map_seconds=0.0)  # the head map's estimate not known
+    at = _page("pages/9_Nearest_neighbours.py")
+    said = [i.value for i in at.info if "is not prepared for this model yet" in i.value]
+    assert said and all(i.endswith("your teacher's preparation builds it in its turn, the 5th of 7 builds (it is at "
+                                   "the 1st, the measurement of how well this model guesses).") for i in said), said
+    # and once the preparation is at it, it is said to be built now (no time of its own yet: none said)
+    from bert_explorer.analysis import lesson
+
+    lesson.write_plan([("minilm-mlm-nsp", b) for b in builds], 4)
+    at.run()
+    said = [i.value for i in at.info if "is not prepared for this model yet" in i.value]
+    assert said and all(i.endswith("your teacher's preparation is building it now (build 5 of 7).") for i in said), said
+    # past it (it ended without it): for the teacher to prepare again, not said to be on its way
+    lesson.write_plan([("minilm-mlm-nsp", b) for b in builds], 7)
+    at.run()
+    said = [i.value for i in at.info if "is not prepared for this model yet" in i.value]
+    assert said and all(i.endswith("your teacher can prepare it before class with Home's Prepare for class (the build "
+                                   "index).") for i in said), said
 
 
 def test_background_processes_run_below_the_class(tmp_path):

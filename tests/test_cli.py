@@ -1318,13 +1318,15 @@ def test_a_list_of_layers_that_names_none_is_one_sentence(tmp_path, capsys):
     assert not (tmp_path / "out.jsonl").exists()
 
 
-def test_ctrl_c_while_preparing_a_class_exits_as_every_command_s_ctrl_c(monkeypatch, capsys):
+def test_ctrl_c_while_preparing_a_class_exits_as_every_command_s_ctrl_c(monkeypatch, capsys, tmp_path):
     """prepare-class ended a Ctrl-C during a build as a user's mistake (exit 2), where every command exits 130."""
     from types import SimpleNamespace
 
     from bert_explorer.analysis import lesson
 
-    build = SimpleNamespace(name="index", seconds=60.0, done=lambda: False)
+    monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))  # (its plan is written there)
+    build = SimpleNamespace(name="index", key="index", part="", lesson="an index", path=tmp_path / "index-entry",
+                            seconds=60.0, done=lambda: False)
     monkeypatch.setattr(lesson, "builds", lambda name, loaded, keys, estimate=True, shipped_too=True: [build])
     monkeypatch.setattr(lesson, "_declared", lambda: [])
     monkeypatch.setattr(lesson, "run", lambda b, report: (_ for _ in ()).throw(KeyboardInterrupt()))
@@ -1400,7 +1402,8 @@ def test_a_preparation_says_the_results_the_cache_removed_to_make_room(monkeypat
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
     earlier = disk_cache.cache_root() / ("head-map-" + "0" * 16)
     earlier.mkdir(parents=True)
-    build = SimpleNamespace(name="index", seconds=1.0, done=lambda: False)
+    build = SimpleNamespace(name="index", key="index", part="", lesson="an index", path=tmp_path / "index-entry",
+                            seconds=1.0, done=lambda: False)
     monkeypatch.setattr(lesson, "builds", lambda name, loaded, keys, estimate=True, shipped_too=True: [build])
     monkeypatch.setattr(lesson, "_declared", lambda: [])
     monkeypatch.setattr(lesson, "run", lambda b, report: earlier.rmdir() or "done")
@@ -1408,6 +1411,10 @@ def test_a_preparation_says_the_results_the_cache_removed_to_make_room(monkeypat
     err = capsys.readouterr().err
     assert "1 earlier result(s) left the cache while it prepared (head-map): the cache's limit (" in err
     assert "makes room by removing the least recently used; prepare them again, or raise BERT_EXPLORER_CACHE_GB" in err
+    # its plan, which a student's page reads for the place of its build, says the builds and that all are past
+    plan = json.loads((lesson._work() / lesson.PLAN).read_text())
+    assert plan["at"] == 1 and [(b["model"], b["key"], b["seconds"]) for b in plan["builds"]] == [
+        ("explorer-mini", "index", 1.0)]
 
 
 def test_an_unknown_option_is_said_by_the_command_it_was_given_to(capsys):

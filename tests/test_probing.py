@@ -345,8 +345,8 @@ def test_a_student_is_told_how_the_teacher_prepares_the_probes(monkeypatch, tmp_
     monkeypatch.setattr(lesson, "preparation", lambda: {"running": True, "builds": ["probes"],
                                                          "models": ["explorer-mini"]})
     at.run()
-    assert any(i.value.endswith("your teacher's preparation, running now, builds it in its turn; look again in a few "
-                                "minutes.") for i in at.info)
+    assert any(i.value.endswith("your teacher's preparation, running now, builds it in its turn; where it is in the "
+                                "queue is said once the preparation has read its models.") for i in at.info)
     at.number_input(key="probe_n_art").set_value(120).run()  # other settings: the build makes the page's own only
     assert not any("running now" in i.value for i in at.info)
 

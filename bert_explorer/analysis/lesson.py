@@ -297,3 +297,54 @@ def stop_preparing() -> None:
             psutil.Process(int(pid)).send_signal(signal.SIGINT if hasattr(signal, "SIGINT") else signal.SIGTERM)
         except (psutil.Error, ValueError):
             pass
+
+
+# ----- the preparation's plan: its builds in order, and the one at work --------------------------------
+PLAN = "plan.json"
+
+
+def write_plan(todo: list[tuple[str, Build]], at: int | None) -> None:
+    """Keep the builds a preparation runs, in their order, with the index of the one at work (None before its
+    first build, while the pages' first visits run; ``len(todo)`` after its last): what a student's page reads
+    to say where its own build is in the queue."""
+    import os
+
+    atomic.write_json(_work() / PLAN, {
+        "pid": os.getpid(), "at": at,
+        "builds": [{"model": name, "key": b.key, "part": b.part, "lesson": b.lesson, "path": str(b.path),
+                    "seconds": b.seconds} for name, b in todo]})
+
+
+def place_in_queue(key: str, model: str, path: Path | None = None) -> dict | None:
+    """Where the build ``key`` of ``model`` (the one that fills ``path``, where a key has several) stands in the
+    plan of the preparation running now: ``place`` (from 1) of ``of`` builds; ``now_place``, ``now`` (in a lesson's
+    words) and ``now_left_s`` (its own time left, from its progress) of the build at work, None while the first
+    visits run; ``before``: the builds still ahead of it (the one at work included) and ``before_s`` their time,
+    the one at work's time left and the others' estimates, None where one of them is not known. None without a
+    plan of the running preparation; ``{}`` where the plan has that build no longer ahead (it ended without it)."""
+    import json
+
+    from ..runs.report import seconds_left
+
+    now = preparation()
+    try:
+        plan = json.loads((_work() / PLAN).read_text())
+    except (OSError, ValueError):
+        return None
+    if not now["running"] or plan.get("pid") != now.get("pid"):  # (an earlier preparation's plan)
+        return None
+    builds, at = plan.get("builds") or [], plan.get("at")
+    working = isinstance(at, int) and at < len(builds)
+    start = at if working else 0 if at is None else len(builds)
+    mine = next((i for i in range(start, len(builds)) if builds[i]["key"] == key and builds[i]["model"] == model
+                 and (path is None or Path(builds[i]["path"]) == Path(path))), None)
+    if mine is None:
+        return {}
+    left = None
+    if working:  # the build at work: its own time left, from its progress (as the busy line says it)
+        s = jobs.read_progress(Path(builds[at]["path"]))
+        left = seconds_left(s.get("started"), s.get("fraction") or 0.0, since=s.get("since"), said=s.get("said"))
+    times = [left if i == at else builds[i].get("seconds") or None for i in range(start, mine)]
+    return {"place": mine + 1, "of": len(builds), "now_place": at + 1 if working else None,
+            "now": builds[at]["lesson"] if working else None, "now_left_s": left, "before": mine - start,
+            "before_s": sum(times) if all(t is not None for t in times) else None}

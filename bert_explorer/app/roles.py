@@ -192,16 +192,46 @@ def not_prepared(what: str, how: str = "", entry: tuple | None = None, build: tu
     that entry (the page's own settings) or only this page does (a student's other settings). ``build`` = (the
     build of Prepare for class that makes it, the model's name), where the page knows it: a preparation running
     it now is said to be on its way."""
+    path = None
     if entry is not None:
-        build = build_of(*entry), entry[0].name
+        build, path = (build_of(*entry), entry[0].name), entry[1]
         how = f" before class with Home's Prepare for class (the build {build[0]})" if build[0] else \
             " on this page with these settings (Home's Prepare for class builds each page's own settings, not these)"
-    if build is not None and build[0] and under_way(*build):
+    if build is not None and build[0] and under_way(*build) and (said := queue_sentence(*build, path)):
         # (a build already queued read as an invitation to the teacher to do what was under way)
-        st.info(f"{what} is not prepared for this model yet: your teacher's preparation, running now, builds it in "
-                "its turn; look again in a few minutes.")
+        st.info(f"{what} is not prepared for this model yet: {said}")
         return
     st.info(f"{what} is not prepared for this model yet; your teacher can prepare it{how}.")
+
+
+def ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def queue_sentence(build: str, model: str, path=None) -> str:
+    """Where the teacher's running preparation has ``build`` of ``model`` (the one filling the cache entry
+    ``path``, where the page names it), from the preparation's own plan: at work now, or its place in the queue,
+    the build at work and the time said for those before it (the place alone where a time of one of them is not
+    known); "" where the plan has it no longer ahead. A student beside the busy line of the build at work ("about
+    1 min left") read it as theirs, 24 minutes away."""
+    from ..analysis import lesson
+
+    q = lesson.place_in_queue(build, model, path)
+    if q is None:  # (its plan not written yet: the preparation reads its models first)
+        return "your teacher's preparation, running now, builds it in its turn; where it is in the queue is said " \
+               "once the preparation has read its models."
+    if not q:
+        return ""
+    if q["now_place"] == q["place"]:
+        left = f", about {duration_text(q['now_left_s'])} left" if q["now_left_s"] else ""
+        return f"your teacher's preparation is building it now (build {q['place']} of {q['of']}{left})."
+    now = f"it is at the {ordinal(q['now_place'])}, {q['now']}" if q["now"] else \
+        "it prepares each page's first visit before its builds"
+    n = q["before"]
+    said = f"; the {n} build{'s' if n != 1 else ''} before it {'are' if n != 1 else 'is'} said to take about " \
+        f"{duration_text(q['before_s'])}" if q["before_s"] else ""
+    return (f"your teacher's preparation builds it in its turn, the {ordinal(q['place'])} of {q['of']} builds "
+            f"({now}){said}.")
 
 
 def under_way(build: str, model: str) -> bool:

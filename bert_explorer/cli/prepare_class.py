@@ -129,6 +129,7 @@ def cmd_prepare_class(args) -> int:
             print(f"{name}: {key}: not built, the model came with its own (its evaluation, which the Masked word "
                   "probe shows every student)", file=sys.stderr, flush=True)
     t0, failed = time.time(), []
+    lesson.write_plan(todo, None)  # (a student's page reads where its build stands in this queue)
     for name, loaded in models.items():
         for page, what, work in lesson._declared():
             t = time.time()
@@ -136,7 +137,8 @@ def cmd_prepare_class(args) -> int:
             print(f"{name}: {page}: {what} ({time.time() - t:.1f} s)", file=sys.stderr, flush=True)
     t_builds = time.time()
     kept_before = _entries()
-    for name, b in todo:
+    for k, (name, b) in enumerate(todo):
+        lesson.write_plan(todo, k)
         last = [-1.0]
 
         def report(fraction, message, name=name, b=b):
@@ -153,6 +155,7 @@ def cmd_prepare_class(args) -> int:
         print(f"{name}: {b.name}: {said} ({duration_text(time.time() - t)})", file=sys.stderr, flush=True)
         if said not in ("done", "already done"):
             failed.append(f"{b.name} of {name}: {said}")
+    lesson.write_plan(todo, len(todo))
     if gone := sorted(kept_before - _entries()):
         # (the cache's limit made room for these builds by removing the least recently used results, among them
         # what an earlier preparation made for another model, with nothing said)
