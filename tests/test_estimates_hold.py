@@ -12,7 +12,7 @@ from bert_explorer import checkpoint
 from bert_explorer.analysis.layers import probing
 from bert_explorer.analysis.neighbours import index as nbb
 from bert_explorer.data.corpora import tiny_corpus
-from bert_explorer.train import estimate, speed
+from bert_explorer.train import estimate, probing_time, speed
 import shared
 
 
@@ -186,7 +186,7 @@ def test_the_probing_estimate_counts_every_scoring_and_every_thread_the_run_uses
         est = probing.estimate_seconds(tiny, task, settings, threads=2)
         probing.probe_layers(tiny, task, settings)
         assert est["scorings"] == len(calls) > 2 * (tiny.config.num_layers + 1)  # every scoring the run made
-        assert est["scoring_seconds"] >= len(calls) * estimate.PROBE_SCORE_S
+        assert est["scoring_seconds"] >= len(calls) * probing_time.PROBE_SCORE_S
         assert est["seconds"] == pytest.approx(est["features_seconds"] + est["probes_seconds"] + est["scoring_seconds"])
         assert est["cpu_seconds"] == pytest.approx(2 * est["features_seconds"] + est["probes_seconds"]
                                                    + est["scoring_seconds"])
@@ -195,10 +195,10 @@ def test_the_probing_estimate_counts_every_scoring_and_every_thread_the_run_uses
 def test_probes_cost_more_with_more_rows_labels_layers_and_iterations():
     base = dict(num_layers=2, hidden_size=64, shapes=[(8, 20)], n_train=1000, n_test=200, n_labels=5, max_iter=50,
                 threads=1)
-    p = estimate.probing_estimate(**base)["probes_seconds"]
+    p = probing_time.probing_estimate(**base)["probes_seconds"]
     for change in ({"n_train": 2000}, {"n_labels": 20}, {"num_layers": 4}, {"max_iter": 100}):
-        assert estimate.probing_estimate(**{**base, **change})["probes_seconds"] > p
-    assert estimate.probing_estimate(**base, features_cached=True)["features_seconds"] == 0
+        assert probing_time.probing_estimate(**{**base, **change})["probes_seconds"] > p
+    assert probing_time.probing_estimate(**base, features_cached=True)["features_seconds"] == 0
 
 
 # ----- fine-tuning -----------------------------------------------------------------------------------------

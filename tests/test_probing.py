@@ -442,7 +442,7 @@ def test_a_student_is_refused_probes_whose_cpu_is_over_the_gate_though_their_tim
     monkeypatch.setenv(roles.CLASSROOM_ENV, "1")
     monkeypatch.delenv(roles.WRITES_ENV, raising=False)
     # 4 s of layer vectors on 2 threads and 3 s of probes and scorings: 7 s of time, 11 s of CPU
-    monkeypatch.setattr(probing.estimate, "probing_estimate", lambda *a, **k: {
+    monkeypatch.setattr(probing.probing_time, "probing_estimate", lambda *a, **k: {
         "features_seconds": 4.0, "probes_seconds": 2.0, "scoring_seconds": 1.0, "seconds": 7.0,
         "cpu_seconds": 11.0, "basis": "a stated rate", "probes": 14, "scorings": 215})
     at = AppTest.from_file("../pages/8_What_each_layer_knows.py", default_timeout=180)

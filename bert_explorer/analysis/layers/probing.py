@@ -50,7 +50,7 @@ from ... import disk_cache
 from ...checkpoint import Loaded
 from ...data.tasks import load_builtin
 from ...tasks import metrics
-from ...train import estimate
+from ...train import probing_time
 from ..first_visit import first_visit
 from .vectors import batch_shapes, encode_texts, encode_words, first_pieces, sentence_vectors, word_vectors
 
@@ -288,7 +288,7 @@ def count_page_tasks(loaded: Loaded) -> None:
 
 def estimate_seconds(loaded: Loaded, task: str, settings: ProbeSettings = ProbeSettings(),
                      pos_file: str | Path | None = None, threads: int | None = None) -> dict:
-    """How long probing ``task`` would take here (``train.estimate.probing_estimate``) for what it reads
+    """How long probing ``task`` would take here (``train.probing_time.probing_estimate``) for what it reads
     (:func:`counted`): 2·(L+1) probes of ``settings.max_iter`` L-BFGS iterations each, and the scorings of
     their held-out predictions (:func:`scorings`). The layer vectors cost nothing when they are in the cache
     already. ``threads``: this process's by default (the page and the command run the probes where they are)."""
@@ -297,7 +297,7 @@ def estimate_seconds(loaded: Loaded, task: str, settings: ProbeSettings = ProbeS
     cached = (disk_cache.cache_root() / n["vectors"] / "vectors.npy").is_file()
     threads = threads or torch.get_num_threads()
     c = loaded.config
-    est = estimate.probing_estimate(c.num_layers, c.hidden_size, [tuple(b) for b in n["batches"]], n["train_rows"],
+    est = probing_time.probing_estimate(c.num_layers, c.hidden_size, [tuple(b) for b in n["batches"]], n["train_rows"],
                                     n["test_rows"], n["labels"], s.max_iter, threads, cached, c.intermediate_size,
                                     scorings(task, c.num_layers))
     return {**est, "inputs": n["inputs"], "rows": n["rows"], "threads": threads,
