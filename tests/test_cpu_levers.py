@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from bert_explorer.model import BertConfig, BertForPreTraining, BertForSequenceClassification, cpu_kernels
-from bert_explorer.train import levers, speed
+from bert_explorer.train import heap, levers, speed
 
 from test_cpu_kernels import CONFIG, _batch  # the kernels' tiny model and its batch
 
@@ -121,7 +121,7 @@ def test_the_override_names_the_levers_and_refuses_unknown_names(monkeypatch):
     model = BertForPreTraining(BertConfig(**CONFIG))
     classifier = BertForSequenceClassification(BertConfig(**CONFIG), num_labels=2)
     monkeypatch.setenv(levers.ENV, "all")
-    assert levers.chosen(model, "cpu", torch.bfloat16) == cpu_kernels.LEVERS
+    assert levers.chosen(model, "cpu", torch.bfloat16) == levers.LEVERS
     assert cpu_kernels.FUSED_LOSS not in levers.chosen(classifier, "cpu", torch.bfloat16)  # no MLM loss there
     assert cpu_kernels.BF16_ACTIVATIONS not in levers.chosen(model, "cpu", None)  # fp32: nothing to keep in bf16
     assert levers.chosen(model, "cuda", torch.bfloat16) == ()  # a GPU keeps PyTorch's kernels
@@ -144,10 +144,10 @@ def test_each_lever_is_taken_where_it_measured_faster_and_the_reading_is_kept(mo
     chosen = levers.chosen(model, "cpu", torch.bfloat16, n_threads=1)  # measured here, for real
     assert torch.equal(torch.get_rng_state(), state)  # the job's random stream goes on as if nothing was timed
     kept = json.loads((tmp_path / speed.SPEED_FILE).read_text())[speed.machine_name()]
-    gains = {name: kept[key]["flop_s"] for name in cpu_kernels.LEVERS
+    gains = {name: kept[key]["flop_s"] for name in levers.LEVERS
              for key in kept if key.startswith(f"lever {name}: pre-training L=2 H=32 I=64 V=100 threads=1 bf16")}
-    assert set(gains) == set(cpu_kernels.LEVERS) and all(0.2 < g < 5 for g in gains.values())
-    assert chosen == tuple(n for n in cpu_kernels.LEVERS if gains[n] >= levers.GAIN)
+    assert set(gains) == set(levers.LEVERS) and all(0.2 < g < 5 for g in gains.values())
+    assert chosen == tuple(n for n in levers.LEVERS if gains[n] >= levers.GAIN)
 
     # A second job of these widths reads the kept choice; what it would measure does not matter.
     monkeypatch.setattr(levers, "_training_step", lambda *a: pytest.fail("measured again"))
@@ -243,7 +243,8 @@ def test_a_pre_training_on_the_cpu_trains_with_the_levers_and_its_log_names_them
     run_pretraining(PretrainConfig(**{**TINY, "vocab": tiny_vocab}, max_steps=3, precision="fp32"), tmp_path,
                     progress=False)
     log = (tmp_path / "log.txt").read_text()
-    # in fp32 there is no bf16 activation to keep: the other two
-    assert "CPU levers: fused loss gradient, 16-bit dropout draws (as BERT_EXPLORER_CPU_LEVERS says)" in log
+    # in fp32 there is no bf16 activation to keep: the others
+    heap_kept = ", memory kept between steps" if heap.available() else ""
+    assert f"CPU levers: fused loss gradient, 16-bit dropout draws{heap_kept} (as BERT_EXPLORER_CPU_LEVERS says)" in log
     losses = [m["loss"] for m in Run(tmp_path).metrics() if m["split"] == "train"]
     assert len(losses) == 3 and all(0 < loss < 20 for loss in losses)

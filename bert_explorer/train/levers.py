@@ -1,4 +1,5 @@
-"""Which CPU levers (``model.cpu_kernels.LEVERS``) make training faster on this CPU: measured here and kept.
+"""Which CPU levers (``model.cpu_kernels.LEVERS`` and ``heap.LEVER``) make training faster on this CPU: measured
+here and kept.
 
 A lever is faster code for one kind of work that helps on some CPUs and not on others (a CPU whose
 matrix units are fast spends its time elsewhere than one whose are slow). So none is on by default:
@@ -25,10 +26,12 @@ import torch
 from torch import nn
 
 from ..model import IGNORE, BertConfig, BertForPreTraining, BertModel, cpu_kernels
-from ..model.cpu_kernels import BF16_ACTIVATIONS, FUSED_LOSS, LEVERS
-from . import speed
+from ..model.cpu_kernels import BF16_ACTIVATIONS, FUSED_LOSS
+from . import heap, speed
 
 ENV = "BERT_EXPLORER_CPU_LEVERS"
+# the model's own (cpu_kernels) and the process's: glibc's heap kept between steps (heap.py), where it can be
+LEVERS = cpu_kernels.LEVERS + ((heap.LEVER,) if heap.available() else ())
 GAIN = 1.01       # a lever is taken when the step runs at least 1 % faster with it
 PAIRS = 7         # pairs of timed steps (with, without) a lever is judged on
 MORE_PAIRS, SURE = 14, 0.04  # ... and 14 more where the first seven's median is within 0.04 of GAIN
@@ -84,7 +87,8 @@ def _training_step(config: BertConfig, pretraining: bool, bf16: bool, levers: tu
     batch, seq, masked, _ = _timed_work(config, pretraining, predicted)
     torch.manual_seed(0)
     model = cpu_kernels.apply(BertForPreTraining(one) if pretraining else BertModel(one, add_pooling_layer=False),
-                              "cpu", levers).train()
+                              "cpu", kernel_levers(levers)).train()
+    heap_kept = heap.LEVER in levers
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, one.vocab_size, (batch, seq), generator=g)
     labels = torch.where(torch.rand(batch, seq, generator=g) < masked, ids, torch.full_like(ids, IGNORE))
@@ -92,6 +96,8 @@ def _training_step(config: BertConfig, pretraining: bool, bf16: bool, levers: tu
     labels[none, 0] = ids[none, 0]    # a sequence would have been 1/128 more, 1.6 times the head's share)
 
     def once() -> float:
+        # the heap as the step finds it in a run with the lever, or in one without (kept memory given back first)
+        heap.keep() if heap_kept else heap.release()
         t = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             out = model(ids, labels=labels) if pretraining else model(ids).last_hidden_state.float().square().mean()
@@ -122,6 +128,7 @@ def gain(lever: str, config: BertConfig, pretraining: bool, n_threads: int, bf16
                 else:
                     off, on = without(), with_()
                 ratios.append(off / on)
+            heap.release()  # the process as before (the heap's lever takes effect only while a job trains)
         return statistics.median(ratios)
     return speed.kept(_key(lever, config, pretraining, n_threads, bf16, predicted), measure, best=False)
 
@@ -192,7 +199,14 @@ def apply(model: nn.Module, device, autocast_dtype: torch.dtype | None, log, run
             log(said(levers))
     if run is not None and torch.device(device).type == "cpu":
         run.write_status(cpu_levers=list(levers))
-    return cpu_kernels.apply(model, device, levers)
+    model = cpu_kernels.apply(model, device, kernel_levers(levers))
+    model.cpu_levers = levers  # read by the Trainer: the heap's lever acts while it trains (heap.kept)
+    return model
+
+
+def kernel_levers(levers) -> tuple[str, ...]:
+    """The levers of ``levers`` that ``cpu_kernels.apply`` swaps into the model (all but the heap's)."""
+    return tuple(n for n in levers if n in cpu_kernels.LEVERS)
 
 
 def said(levers: tuple[str, ...]) -> str:

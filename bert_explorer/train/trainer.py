@@ -34,6 +34,7 @@ from typing import Callable, Protocol
 
 import torch
 
+from . import heap
 from .report import Reporter
 
 
@@ -140,63 +141,65 @@ class Trainer:
         self.forward = self.forward or self.model
 
     def train(self, job: Job, last: int) -> bool:
-        """Steps until ``last`` updates are done; True when it stopped before (a Stop asked, or
-        one the job took during an evaluation)."""
-        seconds = 0.0  # spent in steps since the last log line: not evaluating, not saving
-        while self.step < last:
-            if job.stop_requested(self.step):
-                return True
-            started, parts_sum = time.time(), {}
-            batches = job.batches(self.step)
-            shares = job.shares(batches)  # (weighed so that the step is one big batch's)
-            for micro, batch in enumerate(batches):
-                last_micro = micro == len(batches) - 1
-                with self.forward.no_sync() if self.distributed and not last_micro else nullcontext():
-                    with self.autocast():
-                        _, parts = job.loss(self.forward, batch)
-                    weights = shares[micro]  # the loss again, of its parts each weighed by its share of the step
-                    loss = sum(parts[name] * w for name, w in weights.items())
-                    self.scaler.scale(loss).backward()
-                counted = {**{name: part * weights[name] for name, part in parts.items() if name in weights},
-                           "loss": loss}
-                for name, part in counted.items():  # on the device: no sync (module docstring)
-                    part = part.detach()
-                    parts_sum[name] = part if name not in parts_sum else parts_sum[name] + part
-            self.scaler.unscale_(self.optimizer)  # the clip and the log see the true gradients
-            grad_norm = (torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
-                         if self.clip_grad_norm is not None else None)
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-            # the rate this step trained at: the scheduler's "last" rate, read after its step, is the next one's
-            # (step 1 of a 2-step warm-up was logged at the peak rate, the last step at 0)
-            lr = float(self.optimizer.param_groups[0]["lr"])
-            if self.scheduler is not None:
-                self.scheduler.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            self.step += 1
-            due = job.due(self.step)
-            if due.log or due.evaluate or due.frame or due.save:
-                self.synchronize()  # this step's seconds end when its kernels have run
-            seconds += time.time() - started
-            job.reporter.step_reached = self.step
-            # under DDP the step's gradient is the ranks' mean, and so is its loss (rank 0 logged its own alone); at
-            # every step, since only rank 0 logs (a few numbers beside the gradients' all-reduce; the stop flag's
-            # broadcast already waits for the host at every step)
-            losses = Losses(_mean_over_ranks(parts_sum) if self.distributed else parts_sum)
-            if due.log or self.distributed:  # (every rank, every step under DDP: its ranks hold one mean loss, and
-                self._check_finite(losses, lr)  # rank 0 alone refusing it left the others waiting in the next step)
-            if due.log:
-                job.log(self.step, dict(losses), float("nan") if grad_norm is None else float(grad_norm), seconds, lr)
-                seconds = 0.0
-            measured, stop = job.evaluate(self.step) if due.evaluate else (None, False)
-            if due.frame:
-                job.frame(self.step, measured)
-            if due.save:
-                job.save(self.step, measured)
-            job.after(self.step, losses)
-            if stop:
-                return True
-        return False
+        """Steps until ``last`` updates are done; True when it stopped before (a Stop asked, or one the job took
+        during an evaluation). The heap kept between steps where the model's CPU levers name it (``heap.kept``)."""
+        with heap.kept(heap.LEVER in getattr(self.model, "cpu_levers", ())):
+            seconds = 0.0  # spent in steps since the last log line: not evaluating, not saving
+            while self.step < last:
+                if job.stop_requested(self.step):
+                    return True
+                started, parts_sum = time.time(), {}
+                batches = job.batches(self.step)
+                shares = job.shares(batches)  # (weighed so that the step is one big batch's)
+                for micro, batch in enumerate(batches):
+                    last_micro = micro == len(batches) - 1
+                    with self.forward.no_sync() if self.distributed and not last_micro else nullcontext():
+                        with self.autocast():
+                            _, parts = job.loss(self.forward, batch)
+                        weights = shares[micro]  # the loss again, of its parts each weighed by its share of the step
+                        loss = sum(parts[name] * w for name, w in weights.items())
+                        self.scaler.scale(loss).backward()
+                    counted = {**{name: part * weights[name] for name, part in parts.items() if name in weights},
+                               "loss": loss}
+                    for name, part in counted.items():  # on the device: no sync (module docstring)
+                        part = part.detach()
+                        parts_sum[name] = part if name not in parts_sum else parts_sum[name] + part
+                self.scaler.unscale_(self.optimizer)  # the clip and the log see the true gradients
+                grad_norm = (torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad_norm)
+                             if self.clip_grad_norm is not None else None)
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+                # the rate this step trained at: the scheduler's "last" rate, read after its step, is the next one's
+                # (step 1 of a 2-step warm-up was logged at the peak rate, the last step at 0)
+                lr = float(self.optimizer.param_groups[0]["lr"])
+                if self.scheduler is not None:
+                    self.scheduler.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                self.step += 1
+                due = job.due(self.step)
+                if due.log or due.evaluate or due.frame or due.save:
+                    self.synchronize()  # this step's seconds end when its kernels have run
+                seconds += time.time() - started
+                job.reporter.step_reached = self.step
+                # under DDP the step's gradient is the ranks' mean, and so is its loss (rank 0 logged its own alone); at
+                # every step, since only rank 0 logs (a few numbers beside the gradients' all-reduce; the stop flag's
+                # broadcast already waits for the host at every step)
+                losses = Losses(_mean_over_ranks(parts_sum) if self.distributed else parts_sum)
+                if due.log or self.distributed:  # (every rank, every step under DDP: its ranks hold one mean loss, and
+                    self._check_finite(losses, lr)  # rank 0 alone refusing it left the others waiting in the next step)
+                if due.log:
+                    norm = float("nan") if grad_norm is None else float(grad_norm)
+                    job.log(self.step, dict(losses), norm, seconds, lr)
+                    seconds = 0.0
+                measured, stop = job.evaluate(self.step) if due.evaluate else (None, False)
+                if due.frame:
+                    job.frame(self.step, measured)
+                if due.save:
+                    job.save(self.step, measured)
+                job.after(self.step, losses)
+                if stop:
+                    return True
+            return False
 
     def _check_finite(self, losses: Losses, lr: float) -> None:
         """A loss that is NaN or infinite (under fp16's loss scaler: with weights that are no longer numbers): the
