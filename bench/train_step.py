@@ -431,8 +431,7 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
                else make_optimizer(model, lr=1e-4, weight_decay=0.01))
         extra = {"output_attentions": True} if name in explicit else {}
 
-        def step(batch, model=forward, opt=opt, extra=extra, reads=name in device_reads, kept=name in kept_heap):
-            heap.keep() if kept else heap.release()
+        def step(batch, model=forward, opt=opt, extra=extra, reads=name in device_reads):
             opt.zero_grad(set_to_none=True)
             with autocast():
                 loss = model(**(plain(batch) if reads else batch), **extra).loss
@@ -445,6 +444,7 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
     def timed(name, batch):
         if device.type == "cuda":
             torch.cuda.synchronize()
+        heap.keep() if name in kept_heap else heap.release()  # (untimed: giving the heap back takes a moment)
         t0 = time.perf_counter()
         loss = runners[name](batch)
         float(loss)  # waits for the step on any device
@@ -515,7 +515,9 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
         if device.type == "cuda":  # what runs there, and the twin it is compared with
             targets = [t for t in ("ours", "ours compiled", "transformers compiled") if t in runners]
         for target in targets:
+            heap.keep() if target in kept_heap else heap.release()
             profile_step(runners[target], batches, precision, target, cuda=device.type == "cuda")
+    heap.release()
     return {k: (v, tokens / min(times[k])) for k, v in rate.items()}
 
 
