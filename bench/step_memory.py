@@ -3,7 +3,7 @@
     .venv/bin/python bench/step_memory.py [--cases mini:64:128,small:32:128,medium:16:256]
 
 Each case (size:batch:positions) runs in a process of its own: a pre-training model of that size (8,000
-WordPieces, fp32, the explicit attention this model uses on the CPU), one forward and backward pass of
+WordPieces, fp32, with the CPU kernels as training applies them: the explicit attention, the dropout's masks), one forward and backward pass of
 random WordPieces with 15 % of them masked, and the growth of the process's peak resident memory over
 the step, beside the count (``memory.activation_bytes``) and their ratio (the count includes its stated
 PEAK factor, so 1.00 is exact). Not part of the test suite: seconds a case.
@@ -16,13 +16,13 @@ import sys
 
 STEP = r'''
 import gc, resource, sys, torch
-from bert_explorer.model import BertForPreTraining, preset
+from bert_explorer.model import BertForPreTraining, cpu_kernels, preset
 from bert_explorer.train.memory import activation_bytes
 size, b, s = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 torch.manual_seed(0)
 torch.set_num_threads(1)
 cfg = preset(size, vocab_size=8000)
-model = BertForPreTraining(cfg).train()
+model = cpu_kernels.apply(BertForPreTraining(cfg), "cpu").train()  # as training runs on a CPU
 ids = torch.randint(5, 8000, (b, s))
 labels = torch.full((b, s), -100)
 picked = torch.rand(b, s) < 0.15

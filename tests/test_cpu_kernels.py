@@ -123,6 +123,29 @@ def test_cpu_dropout_drops_p_scales_the_rest_and_follows_the_seed():
     assert (y == 0).float().mean(0).std() < 0.03 and abs((y[:, 1::2] == 0).float().mean() - 0.1) < 0.004
 
 
+@pytest.mark.parametrize("bits", [32, 16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_the_mask_built_in_integer_arithmetic_drops_exactly_the_draws_under_the_threshold(bits, dtype):
+    """The mask is built from the draws' bits (a shift, a subtraction, the sign bit, the bits of 1.0), not by
+    comparing: it must drop exactly the elements a comparison of the same draws with the threshold drops, in
+    every dtype and lane width, and the gradient must be the select's."""
+    p, n = 0.1, 40_000
+    x = torch.randn(200, 200).to(dtype).requires_grad_()
+    torch.manual_seed(5)
+    y = cpu_kernels.dropout(x, p, training=True, bits=bits)
+    torch.manual_seed(5)  # the same draws, compared as the definition says
+    lanes = torch.empty(n // (64 // bits), dtype=torch.int64).random_(-2**63, None)
+    q = cpu_kernels.drawn_probability(p, bits)
+    drawn = lanes.view(torch.int32 if bits == 32 else torch.int16)
+    keep = (drawn >= -2**(bits - 1) + round(q * 2**bits)).view(200, 200)
+    expected = torch.where(keep, x.detach() * (1.0 / (1.0 - q)), 0.0)
+    assert torch.equal(y.detach(), expected)
+    assert abs(1 - keep.float().mean().item() - p) < 0.006  # 40k draws: the standard error is 0.0015
+    g = torch.randn(200, 200).to(dtype)
+    y.backward(g)
+    assert torch.equal(x.grad, torch.where(keep, g * (1.0 / (1.0 - q)), 0.0))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("loss", [cpu_kernels.masked_lm_loss, cpu_kernels.fused_masked_lm_loss])
 def test_chunked_cross_entropy_equals_pytorchs_loss_and_gradient(dtype, loss):

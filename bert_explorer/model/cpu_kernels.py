@@ -7,10 +7,13 @@ care about, and this module swaps in faster code for them, leaving every result'
 as it was (in eval mode the very outputs, and the loss to float rounding):
 
 * **Dropout from random integers.** PyTorch's CPU ``bernoulli_`` draws one floating-point
-  number per element; drawing 32 random bits per element and comparing them with round(p·2³²)
-  is several times faster for the same drop probability (exact to 1e-10). It draws another
-  random stream than ``nn.Dropout``, so a seeded run drops other elements than the plain model
-  would: the same distribution, not the same numbers.
+  number per element; drawing 32 random bits per element and comparing them with round(p·2³¹)
+  is several times faster for the same drop probability (exact to 1e-9), and the mask of 0 and 1
+  is built from the draws in integer arithmetic and multiplied in (a comparison and a select ran
+  six times slower per element than a product). It draws another random stream than
+  ``nn.Dropout``, so a seeded run drops other elements than the plain model would: the same
+  distribution, not the same numbers. Its mask is kept for the backward pass in the activations'
+  dtype (``train/memory.py`` counts it so).
 * **Explicit attention in training.** PyTorch has no fused CPU attention with dropout (SDPA
   falls back to its own matmul + softmax + dropout there), so training takes the explicit path,
   whose dropout on the probabilities is the faster one above.
@@ -35,7 +38,7 @@ each kernel falls back to PyTorch's own op, which the compiler fuses itself.
   (one exponential over the [N, V] logits instead of two), kept in the logits' dtype until the
   backward pass asks for it.
 * ``16-bit dropout draws``: 16 random bits per element instead of 32, half the generator's work;
-  the drop probability is then p rounded to a multiple of 2⁻¹⁶ (0.1 → 0.1000061), and the kept
+  the drop probability is then p rounded to a multiple of 2⁻¹⁵ (0.1 → 0.1000061), and the kept
   elements are scaled by 1/(1 − that probability), so the expected value stays exact.
 """
 from __future__ import annotations
@@ -53,12 +56,50 @@ CE_ROWS = 32  # rows of logits at once in masked_lm_loss: 32 x 30,522 fp32 stays
 
 
 _LANES = {32: torch.int32, 16: torch.int16}
+# the integers as wide as each float dtype: a mask of 0 and 1 is built in their bits
+_BITS_OF = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32,
+            torch.float64: torch.int64}
 
 
 def drawn_probability(p: float, bits: int = 32) -> float:
     """The drop probability that ``bits`` random bits per element give for ``p``: p rounded to a
-    multiple of 2^-bits."""
-    return round(p * 2**bits) / 2**bits
+    multiple of 2^-(bits-1) (the comparison reads the top bits-1 of them: :func:`_keep_mask`)."""
+    return round(p * 2**(bits - 1)) / 2**(bits - 1)
+
+
+def _keep_mask(n: int, q: float, bits: int, dtype: torch.dtype) -> torch.Tensor:
+    """n elements of ``dtype``, 1 where kept and 0 where dropped, each dropped with probability ``q`` (a multiple of
+    2^-(bits-1)), from ``bits`` random bits each.
+
+    Built in integer arithmetic on the draws themselves, which vectorises: comparing the draws (a boolean) and
+    selecting with it (``torch.where``) ran about six times slower per element than a product on the AMX Xeon.
+    A draw d (uniform over the signed ``bits``-bit integers) is kept where d >= t, t = -2^(bits-1) + q·2^bits, an
+    even number; then (d >> 1) - t/2 cannot overflow and its sign bit says dropped: shifted down it is -1
+    (dropped) or 0 (kept), and its complement masked with the bits of 1.0 is the float 1.0 or 0.0."""
+    per_draw = 64 // bits
+    # One 64-bit draw gives 64/bits lanes; the full signed range keeps every bit uniform.
+    lanes = torch.empty((n + per_draw - 1) // per_draw, dtype=torch.int64).random_(-2**63, None)
+    drawn = lanes.view(_LANES[bits])[:n]
+    half = (-2**(bits - 1) + round(q * 2**bits)) // 2
+    dropped = drawn.bitwise_right_shift_(1).sub_(half).bitwise_right_shift_(bits - 1)  # -1 dropped, 0 kept
+    ints = _BITS_OF[dtype]
+    one = torch.tensor(1.0, dtype=dtype).view(ints).item()
+    return (dropped if dropped.dtype == ints else dropped.to(ints)).bitwise_not_().bitwise_and_(one).view(dtype)
+
+
+class _ScaledByMask(torch.autograd.Function):
+    """x · mask · scale, rounded once (``addcmul`` computes in float32 for bf16), and the gradient the same way."""
+
+    @staticmethod
+    def forward(ctx, x, mask, scale):
+        ctx.save_for_backward(mask)
+        ctx.scale = scale
+        return torch.addcmul(x.new_zeros(()), x, mask, value=scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        mask, = ctx.saved_tensors
+        return torch.addcmul(grad.new_zeros(()), grad, mask, value=ctx.scale), None, None
 
 
 def dropout(x: torch.Tensor, p: float, training: bool, bits: int = 32) -> torch.Tensor:
@@ -66,25 +107,20 @@ def dropout(x: torch.Tensor, p: float, training: bool, bits: int = 32) -> torch.
     by 1/(1-p), so the expected value is unchanged; identity outside training.
 
     The keep/drop draws are ``bits`` (32 or 16) random bits per element, compared with
-    round(p·2^bits), taken from the same seeded generator as ``torch.bernoulli``; the scale uses
+    round(p·2^(bits-1)), taken from the same seeded generator as ``torch.bernoulli``; the scale uses
     that rounded probability, so the expectation is exact. Off the CPU, and inside torch.compile
     (which draws its own random numbers in fused code), PyTorch's dropout is used."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or not 0.0 < p < 1.0 or torch.compiler.is_compiling():
+    if (x.device.type != "cpu" or not 0.0 < p < 1.0 or torch.compiler.is_compiling()
+            or x.dtype not in _BITS_OF):
         return F.dropout(x, p, training)
     q = drawn_probability(p, bits)
     if not 0.0 < q < 1.0:  # p too close to 0 or 1 for this many bits
         q, bits = drawn_probability(p), 32
-    n, per_draw = x.numel(), 64 // bits
-    # One 64-bit draw gives 64/bits lanes; the full signed range keeps every bit uniform.
-    lanes = torch.empty((n + per_draw - 1) // per_draw, dtype=torch.int64).random_(-2**63, None)
-    drawn = lanes.view(_LANES[bits])[:n]
-    keep = drawn.view(x.shape) >= (-2**(bits - 1) + round(q * 2**bits))
-    # The scale multiplies in float32 arithmetic (a bf16 copy of 1/(1-q) would bias every kept element), and the
-    # mask selects: x * keep first cast the boolean mask to x's dtype, a pass over the whole tensor (on the AMX
-    # Xeon 17 ms of a 600 ms step for the attention probabilities alone). The same numbers either way.
-    return torch.where(keep, x * (1.0 / (1.0 - q)), 0.0)
+    mask = _keep_mask(x.numel(), q, bits, x.dtype).view(x.shape)
+    # The scale multiplies in float32 arithmetic (a bf16 copy of 1/(1-q) would bias every kept element).
+    return _ScaledByMask.apply(x, mask, 1.0 / (1.0 - q))
 
 
 class CPUDropout(nn.Dropout):

@@ -24,6 +24,10 @@ from ..model.config import BertConfig
 
 LAYER_BYTES_PER_TOKEN_AND_UNIT = 34  # Korthikanti et al.: 16-bit activations of one layer, per token and unit
 SCORES_BYTES = 5                     # and per head, token and position attended to (a·s/h per unit)
+# Their count keeps each dropout mask in one byte (two masks of s·b·h and one of a·s²·b a layer), as PyTorch's
+# dropout does; the CPU kernels' dropout (model/cpu_kernels.py) keeps it in the activations' dtype: one byte more
+# each in 16-bit (three more in fp32, which ``wide`` doubles from two)
+CPU_MASK_BYTES, CPU_SCORES_MASK_BYTES = 2, 1
 PREDICTED = 0.15                     # the masked LM scores the masked tokens only
 PEAK = 1.5                           # a step's peak over what it keeps (measured: 1.32-1.51 on this CPU)
 
@@ -40,7 +44,9 @@ def activation_bytes(config: BertConfig, batch: int, seq: int, precision: str, p
     one, 0 for a task head). "auto" is 16-bit on a GPU; on a CPU it may stay fp32, and is counted as such."""
     wide = 2 if precision == "fp32" or (precision == "auto" and not on_cuda(device)) else 1
     tokens = float(batch) * float(seq)
-    per_unit = LAYER_BYTES_PER_TOKEN_AND_UNIT + SCORES_BYTES * config.num_heads * seq / config.hidden_size
+    cpu = not on_cuda(device)
+    per_unit = (LAYER_BYTES_PER_TOKEN_AND_UNIT + CPU_MASK_BYTES * cpu
+                + (SCORES_BYTES + CPU_SCORES_MASK_BYTES * cpu) * config.num_heads * seq / config.hidden_size)
     layers = config.num_layers * tokens * config.hidden_size * per_unit * wide
     logits = tokens * predicted * config.vocab_size * 4 * 2
     return PEAK * (layers + logits)
