@@ -34,6 +34,7 @@ GLIBC_MMAP, GLIBC_TRIM = 32 << 20, 64 << 20
 _lock = threading.Lock()
 _depth = 0  # kept() blocks open now (nested: the outermost puts the figures back)
 _libc = None
+_keeping = False  # keep() called and no release() since
 
 
 def _glibc():
@@ -59,9 +60,11 @@ def available() -> bool:
 
 def keep() -> bool:
     """Keep freed memory in the heap from now on; False where this C library cannot (nothing changed)."""
+    global _keeping
     libc = _glibc()
     if libc is None:
         return False
+    _keeping = True
     # (a glibc that refuses the 1 GiB threshold keeps the largest it documents)
     if not libc.mallopt(_M_MMAP_THRESHOLD, KEPT_MMAP):
         libc.mallopt(_M_MMAP_THRESHOLD, GLIBC_MMAP)
@@ -71,11 +74,18 @@ def keep() -> bool:
 
 def release() -> None:
     """glibc's own thresholds back, and the free memory the heap kept returned to the kernel."""
+    global _keeping
+    _keeping = False
     libc = _glibc()
     if libc is not None:
         libc.mallopt(_M_MMAP_THRESHOLD, GLIBC_MMAP)
         libc.mallopt(_M_TRIM_THRESHOLD, GLIBC_TRIM)
         libc.malloc_trim(0)
+
+
+def keeping() -> bool:
+    """Is the heap kept now (:func:`keep` called, :func:`release` not since)?"""
+    return _keeping
 
 
 @contextmanager

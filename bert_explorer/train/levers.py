@@ -95,14 +95,22 @@ def _training_step(config: BertConfig, pretraining: bool, bf16: bool, levers: tu
     none = (labels == IGNORE).all(1)  # a sequence with no masked position gets one (not each: at L = 12 one
     labels[none, 0] = ids[none, 0]    # a sequence would have been 1/128 more, 1.6 times the head's share)
 
-    def once() -> float:
-        # the heap as the step finds it in a run with the lever, or in one without (kept memory given back first)
-        heap.keep() if heap_kept else heap.release()
-        t = time.perf_counter()
+    def step() -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             out = model(ids, labels=labels) if pretraining else model(ids).last_hidden_state.float().square().mean()
         (out.mlm_loss if pretraining else out).backward()
         model.zero_grad(set_to_none=True)
+
+    def once() -> float:
+        # the heap as the step finds it in a run with the lever (its previous step's memory kept: where steps without
+        # the lever gave it back in between, one untimed step first), or in one without (kept memory given back)
+        if heap_kept and not heap.keeping():
+            heap.keep()
+            step()
+        elif not heap_kept:
+            heap.release()
+        t = time.perf_counter()
+        step()
         return time.perf_counter() - t
     return once
 
@@ -146,13 +154,15 @@ def measuring_seconds(config: BertConfig, pretraining: bool, bf16: bool, n_threa
     """About how long choosing the levers takes here before a job of ``config`` trains its first step (an
     estimate's part): nothing where the override decides or every lever's reading is kept; else, for each lever
     not measured yet, 2·(PAIRS + 1) timed steps at ``layer_flop_s`` (a layer's training rate here), half as
-    many again for the pairs added where in doubt. (A first job of explorer-mini measured for 6-8 s.)"""
+    many again for the pairs added where in doubt, and the heap's untimed steps (about one in two of its timed
+    ones). (A first job of explorer-mini measured for 6-8 s.)"""
     if override() is not None:
         return 0.0
     unmeasured = [n for n in candidates(pretraining, bf16)
                   if not speed.is_kept(_key(n, config, pretraining, n_threads, bf16, predicted))]
-    steps = 2 * (PAIRS + 1) * 1.5
-    return len(unmeasured) * steps * _timed_work(config, pretraining, predicted)[3] / max(layer_flop_s, 1.0)
+    steps = 2 * (PAIRS + 1) * 1.5 * len(unmeasured)
+    steps += (PAIRS + 1) * 1.5 * 0.5 if heap.LEVER in unmeasured else 0  # its untimed steps (_training_step)
+    return steps * _timed_work(config, pretraining, predicted)[3] / max(layer_flop_s, 1.0)
 
 
 def candidates(pretraining: bool, bf16: bool) -> tuple[str, ...]:
