@@ -121,12 +121,14 @@ def machine_state() -> str:
 PROFILE_GROUPS = (
     ("matrix products", ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "scaled_dot_product", "mkldnn",
                          "onednn", "_flash_attention", "addbmm")),
+    # the CPU kernels' dropout: its random bits, the mask built in their bits, the product with it (addcmul; an
+    # unfused AdamW's per-tensor addcmul_ would count here too, ours is fused)
+    ("dropout and masks", ("dropout", "bernoulli", "masked", "where", "random_", "bitwise", "aten::addcmul")),
     ("optimizer", ("adam", "foreach", "lerp", "addcdiv", "addcmul")),
     ("casts and copies", ("_to_copy", "aten::to", "copy_", "clone", "contiguous")),
     ("layer norm", ("layer_norm",)),
     ("GELU", ("gelu",)),
     ("softmax and loss", ("softmax", "cross_entropy", "nll_loss", "log_softmax")),
-    ("dropout and masks", ("dropout", "bernoulli", "masked", "where")),
     ("embeddings and gathers", ("embedding", "index", "gather", "take")),
 )
 
