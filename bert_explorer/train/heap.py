@@ -6,7 +6,7 @@ backward pass). glibc's ``malloc`` hands a block over 32 MiB straight from the k
 back when freed, and it returns the top of its heap to the kernel once 64 MiB lie free there: every step
 then touches fresh pages, and the kernel zeroes each 4 KiB page on its first touch. explorer-mini's bf16
 pre-training step on the 2-core AMX Xeon took about 100,000 such page faults (400 MB of zeroing) and
-3,600 with the heap kept, and ran 1.26× as fast (the median of 16 alternated steps).
+3,600 with the heap kept, and ran 1.26× as fast (the median of 16 alternated pairs, a busy moment).
 
 :func:`kept` raises both thresholds while training runs (blocks up to 1 GiB come from the heap, and freed
 memory stays in it for the next step) and puts glibc's own figures back afterwards, returning what lies
