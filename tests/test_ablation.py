@@ -851,9 +851,9 @@ def test_a_cell_before_its_first_step_says_what_it_is_getting_ready_with_not_ste
     assert now and now[0].endswith("— step 1,200 of 3,000"), now
 
 
-def test_the_results_tables_put_the_papers_row_metric_and_source_beside_its_number(tmp_path, monkeypatch):
-    """At 1,400 px a results table showed "Devlin e..." and "Turc..." past its long state column, headed with
-    the identifiers paper_metric and paper_source, and never the paper's row ("No NSP")."""
+def _finished_smoke_ablation_page(tmp_path, monkeypatch):
+    """The Ablation studio page run over a finished smoke ablation in a runs folder of its own, each cell scored
+    50 + its place."""
     import os
     import time
 
@@ -866,7 +866,13 @@ def test_the_results_tables_put_the_papers_row_metric_and_source_beside_its_numb
     (abl.path / "plan.json").write_text(json.dumps(plan))
     (abl.path / "results.jsonl").write_text("".join(
         json.dumps({**runner._record(c, "finished"), "score": 50.0 + i}) + "\n" for i, c in enumerate(plan["cells"])))
-    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    return AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+
+
+def test_the_results_tables_put_the_papers_row_metric_and_source_beside_its_number(tmp_path, monkeypatch):
+    """At 1,400 px a results table showed "Devlin e..." and "Turc..." past its long state column, headed with
+    the identifiers paper_metric and paper_source, and never the paper's row ("No NSP")."""
+    at = _finished_smoke_ablation_page(tmp_path, monkeypatch)
     assert not at.exception
     tables = [d for d in at.dataframe if "paper_source" in d.value.columns]
     assert tables
@@ -881,19 +887,7 @@ def test_the_results_tables_put_the_papers_row_metric_and_source_beside_its_numb
 def test_a_paper_number_measured_on_another_task_says_so_beside_it(tmp_path, monkeypatch):
     """smoke's "sentiment" task, tiny:classification (a few generated sentences), was scored beside the paper's
     SST-2 number with nothing beside it saying that the paper's number is of another task."""
-    import os
-    import time
-
-    from bert_explorer.runs.run import Run
-
-    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
-    plan = grid.expand(grid.load_recipe("smoke"))
-    abl = Run(tmp_path / "runs" / "ablation-done").create(plan["recipe"], "ablate")
-    abl.write_status(state="finished", pid=os.getpid(), started=time.time(), finished=time.time())
-    (abl.path / "plan.json").write_text(json.dumps(plan))
-    (abl.path / "results.jsonl").write_text("".join(
-        json.dumps({**runner._record(c, "finished"), "score": 50.0 + i}) + "\n" for i, c in enumerate(plan["cells"])))
-    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
+    at = _finished_smoke_ablation_page(tmp_path, monkeypatch)
     assert not at.exception
     tables = {t.value["setting"].iloc[-1]: t for t in at.dataframe if "paper_task" in t.value.columns}
     size = tables["L4-H128"].value.set_index("setting")
@@ -934,17 +928,12 @@ def test_the_papers_task_is_named_without_a_not_where_ours_is_the_papers_own_ben
     assert set(table7["paper_task"]) == {"CoNLL-2003 NER F1, not wnut16"}
 
 
-def test_a_grid_built_on_an_upload_names_its_task_by_the_file(tmp_path, monkeypatch):
+def _own_grid_on_an_upload(upload, tmp_path, monkeypatch):
+    """The Ablation studio page building its own grid on ``upload`` (what st.file_uploader hands the page), in a
+    runs folder of its own; and the list of the plans it estimated."""
     from bert_explorer.app import data_view
 
-    class Upload:  # what st.file_uploader hands the page
-        name = "reviews.csv"
-
-        def getvalue(self):
-            rows = [f"{'a warm and funny film' if i % 2 else 'a dull and slow film'} {i},{i % 2}" for i in range(40)]
-            return ("text,label\n" + "\n".join(rows) + "\n").encode()
-
-    monkeypatch.setattr(data_view, "uploader", lambda container, label, key=None, **kw: Upload()
+    monkeypatch.setattr(data_view, "uploader", lambda container, label, key=None, **kw: upload
                         if key == "abl_upload" else container.file_uploader(label, key=key, **kw))
     monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
     planned, estimate = [], grid.estimate
@@ -952,6 +941,18 @@ def test_a_grid_built_on_an_upload_names_its_task_by_the_file(tmp_path, monkeypa
     at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
     at.radio(key="abl_mode").set_value("Build my own").run()
     at.selectbox(key="abl_task").set_value("upload").run()
+    return at, planned
+
+
+def test_a_grid_built_on_an_upload_names_its_task_by_the_file(tmp_path, monkeypatch):
+    class Upload:  # what st.file_uploader hands the page
+        name = "reviews.csv"
+
+        def getvalue(self):
+            rows = [f"{'a warm and funny film' if i % 2 else 'a dull and slow film'} {i},{i % 2}" for i in range(40)]
+            return ("text,label\n" + "\n".join(rows) + "\n").encode()
+
+    at, planned = _own_grid_on_an_upload(Upload(), tmp_path, monkeypatch)
     assert not at.exception and not [i.value for i in at.info if "Upload a task file" in i.value]
     # the time is planned for the file's 40 examples of 7 words (with their label), not 1,000 of 64 WordPieces
     spec = planned[-1]["recipe"]["tasks"]["reviews.csv"]
@@ -966,7 +967,6 @@ def test_a_grid_built_on_an_upload_names_its_task_by_the_file(tmp_path, monkeypa
 def test_the_queued_cells_of_an_upload_of_a_known_type_are_pending_not_missing(tmp_path, monkeypatch):
     """The queued cells of an uploaded pair CSV read "not measured — needs MLM+NSP and MLM-only cells on a
     sentence-pair task": a file's name says no type, and neither the one declared nor the one read was used."""
-    from bert_explorer.app import data_view
     from bert_explorer.cli import ablation as ablation_cli
 
     def nsp(recipe: dict) -> dict:
@@ -994,14 +994,7 @@ def test_the_queued_cells_of_an_upload_of_a_known_type_are_pending_not_missing(t
         def getvalue(self):
             return upload.read_bytes()
 
-    monkeypatch.setattr(data_view, "uploader", lambda container, label, key=None, **kw: Upload()
-                        if key == "abl_upload" else container.file_uploader(label, key=key, **kw))
-    monkeypatch.setenv("BERT_EXPLORER_RUNS", str(tmp_path / "runs"))
-    planned, estimate = [], grid.estimate
-    monkeypatch.setattr(grid, "estimate", lambda plan, device="cpu": planned.append(plan) or estimate(plan, device))
-    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120).run()
-    at.radio(key="abl_mode").set_value("Build my own").run()
-    at.selectbox(key="abl_task").set_value("upload").run()
+    at, planned = _own_grid_on_an_upload(Upload(), tmp_path, monkeypatch)
     at.checkbox(key="abl_add_pairs").uncheck().run()  # the upload is the grid's one pair task
     at.multiselect(key="abl_objectives").set_value(["mlm+nsp", "mlm"]).run()
     assert not at.exception

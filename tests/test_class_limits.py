@@ -148,22 +148,30 @@ def test_attributions_page_refuses_a_510_token_input_before_integrating(monkeypa
     assert "The input has 511 WordPieces: one attribution explains at most" in _said(at)
 
 
-def test_steps_cut_below_the_slider_by_the_budget_are_said_even_when_reliable(monkeypatch):
-    """The slider said 50, the server's budget allowed 20 for this text and the result was reliable with
-    them: "steps used 20" with no word of why was a setting silently replaced."""
+def _attributions_allowing_20_steps(monkeypatch, pieces: int):
+    """The Attributions page, its server budget allowing 20 integration steps for a text of ``pieces`` WordPieces,
+    with an integration that is reliable at once (f(x) - f(x') = 1, delta 0); and the list of the steps each call
+    ran."""
     import dataclasses
 
     calls = []
 
-    def fake(model, f, inputs, baselines, n_steps):  # reliable at once: f(x) - f(x') = 1, delta 0
+    def fake(model, f, inputs, baselines, n_steps):
         calls.append(n_steps)
         return [torch.linspace(0, 1, inputs["input_ids"].shape[1])] * 3, 1.0, 0.0, 0.0
 
-    text = "the cost of [MASK] rose again ."  # 9 WordPieces with [CLS] and [SEP]
     real = limits.for_config
     monkeypatch.setattr(ig, "integrated_gradients", fake)
-    monkeypatch.setattr(limits, "for_config", lambda config: dataclasses.replace(real(config), token_steps=9 * 20))
-    at = _page("6_Attributions.py").run()
+    monkeypatch.setattr(limits, "for_config", lambda config: dataclasses.replace(real(config),
+                                                                                 token_steps=pieces * 20))
+    return _page("6_Attributions.py").run(), calls
+
+
+def test_steps_cut_below_the_slider_by_the_budget_are_said_even_when_reliable(monkeypatch):
+    """The slider said 50, the server's budget allowed 20 for this text and the result was reliable with
+    them: "steps used 20" with no word of why was a setting silently replaced."""
+    text = "the cost of [MASK] rose again ."  # 9 WordPieces with [CLS] and [SEP]
+    at, calls = _attributions_allowing_20_steps(monkeypatch, pieces=9)
     at.text_input(key="attr_mlm_text").input(text).run()
     assert not at.exception and calls[-1] == 20
     (said,) = [c.value for c in at.caption if "server spends at most" in c.value]
@@ -174,19 +182,8 @@ def test_slider_values_above_the_budget_run_the_attribution_once(monkeypatch):
     """With a text the budget allows 20 steps for, each slider value above them (300, 290, ...) was a new
     cache key: seconds of CPU per move for the same 20 steps. The cache keys on the steps run; the caption
     still says what was set and what ran."""
-    import dataclasses
-
-    calls = []
-
-    def fake(model, f, inputs, baselines, n_steps):  # reliable at once: f(x) - f(x') = 1, delta 0
-        calls.append(n_steps)
-        return [torch.linspace(0, 1, inputs["input_ids"].shape[1])] * 3, 1.0, 0.0, 0.0
-
     text = "the price of [MASK] fell once more ."  # 10 WordPieces with [CLS] and [SEP]
-    real = limits.for_config
-    monkeypatch.setattr(ig, "integrated_gradients", fake)
-    monkeypatch.setattr(limits, "for_config", lambda config: dataclasses.replace(real(config), token_steps=10 * 20))
-    at = _page("6_Attributions.py").run()
+    at, calls = _attributions_allowing_20_steps(monkeypatch, pieces=10)
     at.slider(key="attr_steps").set_value(300)
     at.text_input(key="attr_mlm_text").input(text).run()
     assert not at.exception and calls[-1] == 20
