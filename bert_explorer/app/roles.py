@@ -35,7 +35,8 @@ CLASSROOM_ENV = "BERT_EXPLORER_CLASSROOM"  # =1: classroom mode on 127.0.0.1 too
 QUERY = "teacher"
 COOKIE = "bert_explorer_teacher"
 SESSION_KEY = "be_teacher"
-REFUSED_KEY = "be_teacher_refused"
+REFUSED = ("That teacher's link is not this server's: the teacher finds this server's link where the server was "
+           f"started (a new one each time it starts, unless {TOKEN_ENV} fixes it).")
 
 _lock = threading.Lock()
 _announced: list[str] = []
@@ -80,27 +81,27 @@ def is_teacher() -> bool:
 def adopt() -> None:
     """At the top of every page: take the teacher's role from the link or from the browser's cookie.
 
-    The link's token is removed from the address bar in the same run; a wrong token is one sentence in
-    the sidebar (the token changes each time the server starts)."""
+    The link's token is removed from the address bar in the same run; a wrong token is one sentence at the
+    top of the page it opened, said once (in the page itself: a phone's narrow screen hides the sidebar; the
+    token changes each time the server starts)."""
     given = st.query_params.get(QUERY)
+    refused = False
     if given is not None:
         del st.query_params[QUERY]  # off the address bar (and out of the browser's history entry) at once
         if hmac.compare_digest(str(given).encode(), token().encode()):
             st.session_state[SESSION_KEY] = True
-            st.session_state.pop(REFUSED_KEY, None)
             # a session cookie of this site, read back by the server on every new session of this browser
             st.html(f"<script>document.cookie = '{COOKIE}={cookie_value()}; path=/; SameSite=Strict';</script>",
                     unsafe_allow_javascript=True)
         else:
-            st.session_state[REFUSED_KEY] = True
+            refused = True
     # the browser's cookie, also beside a wrong link: the teacher who opened last lesson's link was a student
     if not st.session_state.get(SESSION_KEY):
         kept = browser_cookie()
         if kept and hmac.compare_digest(str(kept).encode(), cookie_value().encode()):
             st.session_state[SESSION_KEY] = True
-    if st.session_state.get(REFUSED_KEY) and not st.session_state.get(SESSION_KEY):
-        st.sidebar.warning("That teacher's link is not this server's: the teacher finds this server's link where the "
-                           f"server was started (a new one each time it starts, unless {TOKEN_ENV} fixes it).")
+    if refused and not st.session_state.get(SESSION_KEY):
+        st.warning(REFUSED)
 
 
 def browser_cookie() -> str | None:
