@@ -9,8 +9,9 @@ pre-training step on the 2-core AMX Xeon took about 100,000 such page faults (40
 3,600 with the heap kept, and ran 1.26× as fast (the median of 16 alternated pairs, a busy moment).
 
 :func:`kept` raises both thresholds while training runs (blocks up to 1 GiB come from the heap, and freed
-memory stays in it for the next step) and puts glibc's own figures back afterwards, returning what lies
-free to the kernel: a process's memory after training is what it was before, not its training peak. The
+memory stays in it for the next step) and afterwards sets them where a long run leaves glibc's own (32 and 64
+MiB: glibc's thresholds, which rise as blocks are freed, stay fixed once ``mallopt`` has set them), returning
+what lies free to the kernel: a process's memory after training is what it was before, not its training peak. The
 numbers a step computes are the same to the bit; only where the memory comes from changes. Only glibc has
 these settings (Linux); elsewhere :func:`available` is False and the lever is not offered.
 """
@@ -35,6 +36,7 @@ _lock = threading.Lock()
 _depth = 0  # kept() blocks open now (nested: the outermost puts the figures back)
 _libc = None
 _keeping = False  # keep() called and no release() since
+_ever_kept = False  # keep() called in this process: glibc's moving thresholds are fixed from then on
 
 
 def _glibc():
@@ -60,11 +62,11 @@ def available() -> bool:
 
 def keep() -> bool:
     """Keep freed memory in the heap from now on; False where this C library cannot (nothing changed)."""
-    global _keeping
+    global _keeping, _ever_kept
     libc = _glibc()
     if libc is None:
         return False
-    _keeping = True
+    _keeping = _ever_kept = True
     # (a glibc that refuses the 1 GiB threshold keeps the largest it documents)
     if not libc.mallopt(_M_MMAP_THRESHOLD, KEPT_MMAP):
         libc.mallopt(_M_MMAP_THRESHOLD, GLIBC_MMAP)
@@ -73,14 +75,17 @@ def keep() -> bool:
 
 
 def release() -> None:
-    """glibc's own thresholds back, and the free memory the heap kept returned to the kernel."""
+    """Thresholds as a long run leaves glibc's (fixed at them from now on), and the free memory the heap kept
+    returned to the kernel. Nothing where the heap was never kept in this process (glibc's own, moving
+    thresholds stay), nor inside a :func:`kept` block (the block's owner gives it back when it ends)."""
     global _keeping
-    _keeping = False
     libc = _glibc()
-    if libc is not None:
-        libc.mallopt(_M_MMAP_THRESHOLD, GLIBC_MMAP)
-        libc.mallopt(_M_TRIM_THRESHOLD, GLIBC_TRIM)
-        libc.malloc_trim(0)
+    if libc is None or not _ever_kept or _depth > 0:
+        return
+    _keeping = False
+    libc.mallopt(_M_MMAP_THRESHOLD, GLIBC_MMAP)
+    libc.mallopt(_M_TRIM_THRESHOLD, GLIBC_TRIM)
+    libc.malloc_trim(0)
 
 
 def keeping() -> bool:
@@ -90,15 +95,15 @@ def keeping() -> bool:
 
 @contextmanager
 def kept(on: bool = True):
-    """The heap kept between steps inside the block (``on``), glibc's figures back after the outermost one."""
+    """The heap kept between steps inside the block (``on``), given back after the outermost one."""
     global _depth
     if not on:
         yield
         return
-    with _lock:
-        _depth += 1
-        keep()
     try:
+        with _lock:
+            _depth += 1
+            keep()
         yield
     finally:
         with _lock:

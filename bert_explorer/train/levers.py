@@ -124,19 +124,21 @@ def gain(lever: str, config: BertConfig, pretraining: bool, n_threads: int, bf16
     def measure() -> float:
         # fork_rng: the job's own random stream (its initialisation, its dropout) goes on as if nothing was timed
         with speed.threads(n_threads), torch.random.fork_rng(devices=[]):
-            with_ = _training_step(config, pretraining, bf16, (lever,), predicted=predicted)
-            without = _training_step(config, pretraining, bf16, (), predicted=predicted)
-            with_(), without()  # warm-up
-            ratios = []
-            for i in range(PAIRS + MORE_PAIRS):
-                if i == PAIRS and abs(statistics.median(ratios) - GAIN) >= SURE:
-                    break  # clear enough already
-                if i % 2 == 0:
-                    on, off = with_(), without()
-                else:
-                    off, on = without(), with_()
-                ratios.append(off / on)
-            heap.release()  # the process as before (the heap's lever takes effect only while a job trains)
+            try:
+                with_ = _training_step(config, pretraining, bf16, (lever,), predicted=predicted)
+                without = _training_step(config, pretraining, bf16, (), predicted=predicted)
+                with_(), without()  # warm-up
+                ratios = []
+                for i in range(PAIRS + MORE_PAIRS):
+                    if i == PAIRS and abs(statistics.median(ratios) - GAIN) >= SURE:
+                        break  # clear enough already
+                    if i % 2 == 0:
+                        on, off = with_(), without()
+                    else:
+                        off, on = without(), with_()
+                    ratios.append(off / on)
+            finally:
+                heap.release()  # given back, also after a failure: the heap's lever acts only while a job trains
         return statistics.median(ratios)
     return speed.kept(_key(lever, config, pretraining, n_threads, bf16, predicted), measure, best=False)
 

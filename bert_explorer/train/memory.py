@@ -25,8 +25,8 @@ from ..model.config import BertConfig
 LAYER_BYTES_PER_TOKEN_AND_UNIT = 34  # Korthikanti et al.: 16-bit activations of one layer, per token and unit
 SCORES_BYTES = 5                     # and per head, token and position attended to (a·s/h per unit)
 # Their count keeps each dropout mask in one byte (two masks of s·b·h and one of a·s²·b a layer), as PyTorch's
-# dropout does; the CPU kernels' dropout (model/cpu_kernels.py) keeps it in the activations' dtype: one byte more
-# each in 16-bit (three more in fp32, which ``wide`` doubles from two)
+# dropout does; the CPU kernels' dropout (model/cpu_kernels.py) keeps it in the activations' dtype: two bytes in
+# 16-bit, counted as 1 + 1; four in fp32, counted as (1 + 1)·wide
 CPU_MASK_BYTES, CPU_SCORES_MASK_BYTES = 2, 1
 PREDICTED = 0.15                     # the masked LM scores the masked tokens only
 PEAK = 1.5                           # a step's peak over what it keeps (measured: 1.32-1.51 on this CPU)

@@ -142,8 +142,8 @@ class Trainer:
 
     def train(self, job: Job, last: int) -> bool:
         """Steps until ``last`` updates are done; True when it stopped before (a Stop asked, or one the job took
-        during an evaluation). The heap kept between steps where the model's CPU levers name it (``heap.kept``)."""
-        with heap.kept(heap.LEVER in getattr(self.model, "cpu_levers", ())):
+        during an evaluation). The heap kept where a module's levers name it (an LTR head's encoder, the model)."""
+        with heap.kept(any(heap.LEVER in getattr(m, "cpu_levers", ()) for m in self.model.modules())):
             seconds = 0.0  # spent in steps since the last log line: not evaluating, not saving
             while self.step < last:
                 if job.stop_requested(self.step):
