@@ -399,12 +399,14 @@ def time_precision(precision, ours, hf, batches, args, device, f, tokens) -> dic
         print(f"[{precision}] {levers.said(chosen)}")
         fast = cpu_kernels.apply(copy.deepcopy(ours), "cpu", levers.kernel_levers(chosen))
         models.append(("ours+levers", fast, fast))
-        kept_heap.update({"ours+levers"} if heap.LEVER in chosen else ())
+        if heap.LEVER in chosen:
+            kept_heap.add("ours+levers")
         if args.levers:  # each lever alone on top of the kernels
             for lever in levers.candidates(True, precision == "bf16"):
                 fast = cpu_kernels.apply(copy.deepcopy(ours), "cpu", levers.kernel_levers((lever,)))
                 models.append((f"kernels+{lever}", fast, fast))
-                kept_heap.update({f"kernels+{lever}"} if lever == heap.LEVER else ())
+                if lever == heap.LEVER:
+                    kept_heap.add(f"kernels+{lever}")
             if heap.available():  # the anchor with the heap's lever too: what the same setting gives transformers
                 twin = copy.deepcopy(hf)
                 models.append(("transformers, heap kept", twin, twin))

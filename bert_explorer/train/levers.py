@@ -104,11 +104,11 @@ def _training_step(config: BertConfig, pretraining: bool, bf16: bool, levers: tu
     def once() -> float:
         # the heap as the step finds it in a run with the lever (its previous step's memory kept: where steps without
         # the lever gave it back in between, one untimed step first), or in one without (kept memory given back)
-        if heap_kept and not heap.keeping():
+        if not heap_kept:
+            heap.release()
+        elif not heap.keeping():
             heap.keep()
             step()
-        elif not heap_kept:
-            heap.release()
         t = time.perf_counter()
         step()
         return time.perf_counter() - t

@@ -297,9 +297,9 @@ def estimate_seconds(loaded: Loaded, task: str, settings: ProbeSettings = ProbeS
     cached = (disk_cache.cache_root() / n["vectors"] / "vectors.npy").is_file()
     threads = threads or torch.get_num_threads()
     c = loaded.config
-    est = probing_time.probing_estimate(c.num_layers, c.hidden_size, [tuple(b) for b in n["batches"]], n["train_rows"],
-                                    n["test_rows"], n["labels"], s.max_iter, threads, cached, c.intermediate_size,
-                                    scorings(task, c.num_layers))
+    est = probing_time.probing_estimate(c.num_layers, c.hidden_size, [tuple(b) for b in n["batches"]],
+                                        n["train_rows"], n["test_rows"], n["labels"], s.max_iter, threads, cached,
+                                        c.intermediate_size, scorings(task, c.num_layers))
     return {**est, "inputs": n["inputs"], "rows": n["rows"], "threads": threads,
             "inputs_per_s": n["inputs"] / max(est["seconds"], 1e-9)}
 
