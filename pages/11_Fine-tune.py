@@ -10,7 +10,7 @@ from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.run_figures import confusion_shown
-from bert_explorer.app.keep import kept_widget, settings_key, text_box
+from bert_explorer.app.keep import follow, kept_widget, settings_key, text_box
 from bert_explorer.app.state import by_inputs, device_name, model_picker, shown_path, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
@@ -41,8 +41,8 @@ intro("Fine-tune", """
 BERT's second stage (Devlin et al. 2019, Section 3.2 and Figure 4; its results are Section 4): put **one small
 output layer** on the pre-trained model and train everything for a few epochs on labelled data: sentence or pair
 classification (GLUE), token tagging (NER), answer spans (SQuAD) or multiple choice (SWAG). Bring a
-file or pick a built-in set; the paper's GLUE settings are set (batch 32, lr 5e-5, 3 epochs; a 10 % warm-up as
-in Google's released scripts), and *Settings* says what it used for the task chosen.
+file or pick a built-in set; the settings start from what the paper used for the task chosen (GLUE: batch 32,
+lr 5e-5, 3 epochs; SWAG: batch 16, lr 2e-5), and *Settings* says which.
 The **feature-based** mode (Section 5.3, Table 7) freezes BERT and trains a small BiLSTM on its
 activations instead.
 """)
@@ -228,31 +228,42 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
         task_kind = BUILTIN_TASKS[builtin].task if builtin in BUILTIN_TASKS else task_type(builtin[5:])
     else:
         task_kind = None
-    # the paper's settings differ by task (Section 4): what it used for this task is said, not GLUE's for all
+    # the paper's settings differ by task (Section 4): the boxes start from what it used for this task, not GLUE's
+    # for all; a value the user gave holds when the task changes (keep.follow)
+    task_defaults = task_kind.paper_defaults if task_kind is not None else TASK_TYPES["classification"].paper_defaults
+    own = [name for key, name, value in zip(("ft_batch", "ft_lr", "ft_epochs"), ("batch", "learning rate", "epochs"),
+                                            task_defaults) if follow(key, value)]
+    named = task_kind.in_words or task_kind.name if task_kind is not None else ""
     if task_kind is None:
-        used = ""
+        used = ("The boxes start from the paper's GLUE settings (Section 4.1): batch 32, lr 5e-5, 3 epochs; they "
+                "follow the task once it is known.")
     elif task_kind.paper_settings == GLUE_SETTINGS:  # (said once: "GLUE" twice read as two sets of settings)
-        used = f" They are the paper's own for {task_kind.in_words or task_kind.name}, a GLUE task's."
+        used = (f"The boxes start from the paper's own settings for {named}, a GLUE task's (Section 4.1): batch 32, "
+                "3 epochs, the best on dev of lr 5e-5, 4e-5, 3e-5 and 2e-5 (5e-5 here).")
     elif task_kind.paper_settings:
-        used = f" For {task_kind.in_words or task_kind.name} the paper used: {task_kind.paper_settings}."
+        batch, rate, n = task_defaults
+        rate = f"{rate:.0e}".replace("e-0", "e-")  # (as the paper writes it: 2e-5)
+        used = (f"The boxes start from what the paper used for {named}: batch {batch}, lr {rate}, {n:g} epochs "
+                f"({task_kind.paper_settings}).")
     else:
-        used = (f" For {task_kind.in_words or task_kind.name} the paper gives no settings of its own: those set here "
-                "are its GLUE ones, within Appendix A.3's ranges.")
-    # (the boxes below are kept across pages: these are their defaults, not what a user may have set since)
-    st.caption("Defaults here: the paper's GLUE settings (Section 4.1, Appendix A.3), batch 32, 3 epochs, dropout "
-               "0.1, which are its SQuAD v1.1 ones too (Section 4.2); a 10 % linear warm-up as in Google's released "
-               "scripts (the paper gives none for fine-tuning)." + used + " Appendix A.3 suggests searching the "
-               "learning rates 5e-5, 3e-5 and 2e-5 (with batch 16 or 32 and 2 to 4 epochs) and keeping the best on "
-               "dev; here one rate, 5e-5, is the default because the three take three times as long: tick *Try "
-               "5e-5, 3e-5, 2e-5* under Advanced settings to search them.")
+        used = (f"For {named} the paper gives no settings of its own: the boxes start from its GLUE ones (Section "
+                "4.1: batch 32, lr 5e-5, 3 epochs), within Appendix A.3's ranges.")
+    mine = (f" What you typed holds ({', '.join(own)}): type the paper's value back to follow the task again."
+            if own else "")
+    st.caption(used + mine + " Dropout 0.1 and a 10 % linear warm-up as in Google's released scripts (the paper "
+               "gives none for fine-tuning). Appendix A.3 suggests searching the learning rates 5e-5, 3e-5 and 2e-5 "
+               "(with batch 16 or 32 and 2 to 4 epochs) and keeping the best on dev; one rate is the default because "
+               "the three take three times as long: tick *Try 5e-5, 3e-5, 2e-5* under Advanced settings to search "
+               "them.")
     with st.expander("Advanced settings"):
         a1, a2, a3 = st.columns(3)
         # kept: the settings hold when the user leaves the page and comes back (app/keep.py)
-        lr = kept_widget(a1.number_input, "Learning rate", "ft_lr", 5e-5, min_value=1e-6, max_value=1e-2, step=1e-5,
-                         format="%.0e")
+        lr = kept_widget(a1.number_input, "Learning rate", "ft_lr", task_defaults[1], min_value=1e-6, max_value=1e-2,
+                         step=1e-5, format="%.0e")
         grid = kept_widget(a1.checkbox, "Try 5e-5, 3e-5, 2e-5 and keep the best on dev", "ft_lr_grid", False)
-        epochs = kept_widget(a2.number_input, "Epochs", "ft_epochs", 3.0, min_value=0.1, max_value=100.0, step=1.0)
-        batch = kept_widget(a2.number_input, "Batch size", "ft_batch", 32, min_value=1, max_value=1024)
+        epochs = kept_widget(a2.number_input, "Epochs", "ft_epochs", task_defaults[2], min_value=0.1, max_value=100.0,
+                             step=1.0)
+        batch = kept_widget(a2.number_input, "Batch size", "ft_batch", task_defaults[0], min_value=1, max_value=1024)
         # no longer than the model's learned positions (a small model of one's own may have fewer than 512)
         longest = min(512, positions_of(base) or 512) if base else 512
         max_len = kept_widget(a3.number_input, "Max sequence length (WordPieces)", "ft_max_len", min(128, longest),

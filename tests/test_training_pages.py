@@ -539,26 +539,50 @@ def test_finetune_page_says_a_dev_set_larger_than_a_run_scores_is_sampled(runs_r
     assert not [c.value for c in small.caption if "sampled" in c.value]  # all 300 scored: nothing to say
 
 
-@pytest.mark.parametrize("builtin, said", [
-    ("tiny:classification", "(Section 4.2); a 10 % linear warm-up as in Google's released scripts (the paper gives "
-                            "none for fine-tuning). They are the paper's own for a single-sentence classification "
-                            "task, a GLUE task's. Appendix A.3"),
-    ("tiny:qa", "the paper used: SQuAD v1.1 (§4.2): batch 32, lr 5e-5, 3 epochs; SQuAD v2.0 (§4.3): batch 48"),
-    ("tiny:multiple-choice", "For multiple-choice the paper used: SWAG (§4.4): batch 16, lr 2e-5, 3 epochs."),
-    ("tiny:ner", "For a named-entity (NER) task the paper gives no settings of its own: those set here are its GLUE"),
+@pytest.mark.parametrize("builtin, said, boxes", [
+    ("tiny:classification", "The boxes start from the paper's own settings for a single-sentence classification "
+                            "task, a GLUE task's (Section 4.1): batch 32, 3 epochs", (32, 5e-5, 3.0)),
+    ("tiny:qa", "the paper used for a question-answering (QA) task: batch 32, lr 5e-5, 3 epochs (SQuAD v1.1 (§4.2)",
+     (32, 5e-5, 3.0)),
+    ("tiny:multiple-choice", "The boxes start from what the paper used for multiple-choice: batch 16, lr 2e-5, 3 "
+                             "epochs (SWAG (§4.4): batch 16, lr 2e-5, 3 epochs).", (16, 2e-5, 3.0)),
+    ("tiny:ner", "For a named-entity (NER) task the paper gives no settings of its own: the boxes start from its GLUE",
+     (32, 5e-5, 3.0)),
 ])
-def test_finetune_page_says_the_papers_settings_for_the_task_chosen(runs_root, base_model, builtin, said):
+def test_finetune_page_starts_from_the_papers_settings_for_the_task_chosen(runs_root, base_model, builtin, said,
+                                                                            boxes):
     """The page called batch 32, lr 5e-5 and 3 epochs "the paper's defaults" for every task: they are its GLUE
-    settings (and SQuAD v1.1's); it fine-tuned SWAG at batch 16 and lr 2e-5."""
+    settings (and SQuAD v1.1's); it fine-tuned SWAG at batch 16 and lr 2e-5, and the boxes said so in a caption
+    while they held GLUE's."""
     import shared
 
     at = shared.fine_tune_page_on_builtin(base_model)
     at.selectbox(key="ft_builtin").set_value(builtin).run()
     assert not at.exception
-    (settings,) = [c.value for c in at.caption if c.value.startswith("Defaults here: the paper's GLUE settings")]
-    assert said in settings
+    (settings,) = [c.value for c in at.caption if "Appendix A.3 suggests searching" in c.value]
+    assert said in settings and "What you typed" not in settings
     assert not any("the paper's defaults" in m.value for m in at.markdown)
-    assert "to do as the paper does" not in settings and "Appendix A.3 suggests searching" in settings
+    assert tuple(at.number_input(key=k).value for k in ("ft_batch", "ft_lr", "ft_epochs")) == boxes
+
+
+def test_finetune_settings_the_user_gave_hold_when_the_task_changes(runs_root, base_model):
+    """The boxes follow the task chosen while the user leaves them; a value the user typed is theirs."""
+    import shared
+
+    at = shared.fine_tune_page_on_builtin(base_model)
+    boxes = lambda: tuple(at.number_input(key=k).value for k in ("ft_batch", "ft_lr", "ft_epochs"))  # noqa: E731
+    at.selectbox(key="ft_builtin").set_value("tiny:multiple-choice").run()
+    assert boxes() == (16, 2e-5, 3.0)
+    at.selectbox(key="ft_builtin").set_value("tiny:classification").run()
+    assert boxes() == (32, 5e-5, 3.0)
+    at.number_input(key="ft_epochs").set_value(2.0).run()
+    at.selectbox(key="ft_builtin").set_value("tiny:multiple-choice").run()
+    assert not at.exception and boxes() == (16, 2e-5, 2.0)
+    (settings,) = [c.value for c in at.caption if "Appendix A.3 suggests searching" in c.value]
+    assert "What you typed holds (epochs)" in settings
+    at.number_input(key="ft_epochs").set_value(3.0).run()  # the paper's again: it follows the task once more
+    at.selectbox(key="ft_builtin").set_value("tiny:qa").run()
+    assert boxes() == (32, 5e-5, 3.0)
 
 
 def test_the_uploaders_label_lists_every_format_the_reader_reads_and_no_other(runs_root, base_model, tmp_path):

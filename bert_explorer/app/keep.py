@@ -35,6 +35,7 @@ import pandas as pd
 import streamlit as st
 
 SHADOW = "be_kept_"
+FOLLOWED = "be_followed_"  # the default a kept box that follows another choice was last given (follow)
 WANTED = "be_wanted_"  # a layer or head chosen on a larger model, moved down on a smaller one (fit_kept)
 # The sentence pair studied on Tokens and embeddings, Attention and Inside one layer.
 SENTENCE_A, SENTENCE_B = "be_sentence_a", "be_sentence_b"
@@ -163,6 +164,18 @@ def opening_index(key: str, index: int) -> dict:
     """``index=`` for a select box whose kept value :func:`fit_kept` may move, given only while nothing is kept:
     a default beside a value the page set makes Streamlit warn of a value set twice."""
     return {} if key in st.session_state else {"index": index}
+
+
+def follow(key: str, default: Any) -> bool:
+    """Start the kept box ``key`` from ``default``, a default that follows another choice (the paper's batch for
+    the task chosen), unless the user set the box: a value still equal to the default it was last given moves to
+    the new one, a value the user gave holds. True where the box holds the user's own value."""
+    given, value = st.session_state.get(FOLLOWED + key), remembered(key)
+    own = value is not None and value != given
+    if not own:
+        st.session_state[key] = st.session_state[SHADOW + key] = default
+    st.session_state[FOLLOWED + key] = default
+    return own
 
 
 def remembered(key: str, default: Any = None) -> Any:

@@ -97,6 +97,9 @@ class TaskType:
     # the batch, learning rate and epochs the paper fine-tuned such a task with, where it gives them ("": it
     # gives none, and Appendix A.3's ranges are all it says)
     paper_settings: str = ""
+    # the same as the Fine-tune page's boxes start from (batch, learning rate, epochs): the paper's for this task,
+    # and its GLUE ones where it gives none (within Appendix A.3's ranges; a GLUE rate: 5e-5, the first it tried)
+    paper_defaults: tuple[int, float, float] = (32, 5e-5, 3.0)
 
     # What follows from the kind of answer; each subclass sets these.
     target: ClassVar[str]                # what the head predicts: class, value, tags, span or choice

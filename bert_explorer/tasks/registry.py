@@ -56,7 +56,7 @@ MULTIPLE_CHOICE = ChoiceTask(
     name="multiple-choice", paper="§4.4 (SWAG)", fields=("context", "choices", "label"), metrics=("accuracy",),
     inputs=(Input("Context", "CONTEXT"),
             Input("Choices, one per line", "'choice 1 || choice 2 || ...'", long=True, choices=True)),
-    paper_settings="SWAG (§4.4): batch 16, lr 2e-5, 3 epochs")
+    paper_settings="SWAG (§4.4): batch 16, lr 2e-5, 3 epochs", paper_defaults=(16, 2e-5, 3.0))
 
 MULTI_LABEL = MultiLabelTask(
     name="multi-label", paper="beyond the paper: §4.1's [CLS] head with a sigmoid per label", fields=("text", "labels"),
