@@ -317,6 +317,50 @@ def test_a_signal_before_the_first_step_ends_at_once_and_leaves_the_run_stopped(
         signal.signal(signal.SIGINT, before)
 
 
+@pytest.mark.skipif(os.name != "posix", reason="a signal sent to this very process")
+@pytest.mark.parametrize("kind", ["pretrain", "finetune"])
+def test_a_signal_just_after_the_run_is_written_leaves_it_stopped_not_crashed(kind, tmp_path, monkeypatch,
+                                                                              base_model):
+    """The run's status names its process from the moment it is written; the handlers came only after the corpus
+    was hashed (or a cut-off write cleared): a Ctrl-C then took the process's own way out, and the run read
+    "crashed" (seen in a Ctrl-C test on a busy machine). Here the signal is sent from inside that moment."""
+    from bert_explorer.runs.signals import StoppedBySignal
+    from bert_explorer.train import pretrain
+    from bert_explorer.train.finetune import run_finetuning
+    from bert_explorer.train.finetune_config import FinetuneConfig
+
+    class OwnWayOut(Exception):
+        pass
+
+    def own(signum, frame):  # the process's handler before the run's: what a signal outside a run does
+        raise OwnWayOut
+
+    def signalled(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(200):
+            time.sleep(0.005)
+        return None if kind == "pretrain" else []
+
+    out = tmp_path / "run"
+    if kind == "pretrain":
+        monkeypatch.setattr(pretrain, "user_text_digest", signalled)
+        start = lambda: run_pretraining(PretrainConfig(corpus="tiny", size="tiny", vocab="train", vocab_size=300,  # noqa: E731
+                                                       batch_size=4, max_seq_length=32, device="cpu", max_steps=2),
+                                        out, progress=False)
+    else:
+        monkeypatch.setattr(Run, "clear_leftovers", signalled)
+        start = lambda: run_finetuning(FinetuneConfig(model=base_model, train="tiny:classification",  # noqa: E731
+                                                      task="classification", epochs=1, device="cpu"), out)
+    before = signal.signal(signal.SIGTERM, own)
+    try:
+        with pytest.raises(StoppedBySignal, match="before its first step"):
+            start()
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    status = Run(out).status()
+    assert status["state"] == "stopped" and "error" not in status
+
+
 def test_a_run_that_ends_closes_its_tensorboard_writer_and_its_thread(tmp_path):
     """Each run's TensorBoard writer kept a thread for the life of the process: an ablation (a run per cell
     and per pre-training) left 20 threads after 20 runs. A run's writer ends with the run."""

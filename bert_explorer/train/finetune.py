@@ -383,13 +383,14 @@ def run_finetuning(cfg: FinetuneConfig, run_dir: str | Path, resume: bool = Fals
         raise ValueError(changed)
     label_names = label_names_of(train)
     _check_room(run, cfg, config, resuming=point is not None)
-    run.create(asdict(cfg), "finetune")
-    for gone in run.clear_leftovers():  # (a checkpoint's write cut off by a kill: 4 times the model, for good)
-        run.log(f"removed {gone.relative_to(run.path)}, left by a write that was cut off")
-    # Ctrl-C and SIGTERM are a Stop (runs/signals.py): the run ends at its next step, measured, with its model
-    # and the checkpoint a Stop saves; the process then says how to go on and ends as the signal asked
     resumable = cfg.mode == "fine-tune" and len(cfg.lr_grid) <= 1  # (what finetune_resume refuses)
+    run.create(asdict(cfg), "finetune")
+    # Ctrl-C and SIGTERM are a Stop (runs/signals.py): the run ends at its next step, measured, with its model
+    # and the checkpoint a Stop saves; the process then says how to go on and ends as the signal asked. From the
+    # moment its status names this process (one between the two was the default's: the run read "crashed").
     with stopping_on_signals(run, resumable):
+        for gone in run.clear_leftovers():  # (a checkpoint's write cut off by a kill: 4 times the model, for good)
+            run.log(f"removed {gone.relative_to(run.path)}, left by a write that was cut off")
         result = _run(cfg, run, train, dev, label_names, notes, point)
     if run.signalled is not None:  # the process ends as the signal asked, saying how the run goes on
         step, total = result.get("steps", run.step_reached or 0), run.status().get("max_steps")

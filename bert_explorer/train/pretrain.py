@@ -187,22 +187,23 @@ def run_pretraining(cfg: PretrainConfig, run_dir: str | Path, resume: bool = Fal
         raise ValueError(why)
     if dev.is_main:
         run.create(cfg.to_dict(), "pretrain")
-        if not resume and (digest := user_text_digest(cfg.corpus)):
-            run.write_status(corpus_sha256=digest)
-        for gone in run.clear_leftovers():
-            run.log(f"removed {gone.relative_to(run.path)}, left by a write that was cut off")
-        for note in notes:
-            run.log(f"resuming with {note}")
-        if point.said():
-            for ckpt in point.skipped:
-                run.set_aside(ckpt)
-            run.log(point.said())
-        if resume and (moved := run.set_aside_metrics_after(step)):
-            run.log(f"moved {moved} line(s) of metrics.jsonl logged after step {step} (the steps trained again) "
-                    f"to set_aside/metrics-after-step-{step}.jsonl")
-    # Ctrl-C and SIGTERM stop the run cleanly at its next step, with a checkpoint to resume from, or at once
-    # before its first (runs/signals.py); the process's own handlers are put back afterwards.
+    # Ctrl-C and SIGTERM stop the run at its next step, with a checkpoint, or at once before its first (runs/signals.py)
+    # from the moment its status names this process (one while the corpus was hashed left it "crashed")
     with stopping_on_signals(run, main=dev.is_main):
+        if dev.is_main:
+            if not resume and (digest := user_text_digest(cfg.corpus)):
+                run.write_status(corpus_sha256=digest)
+            for gone in run.clear_leftovers():
+                run.log(f"removed {gone.relative_to(run.path)}, left by a write that was cut off")
+            for note in notes:
+                run.log(f"resuming with {note}")
+            if point.said():
+                for ckpt in point.skipped:
+                    run.set_aside(ckpt)
+                run.log(point.said())
+            if resume and (moved := run.set_aside_metrics_after(step)):
+                run.log(f"moved {moved} line(s) of metrics.jsonl logged after step {step} (the steps trained "
+                        f"again) to set_aside/metrics-after-step-{step}.jsonl")
         with marks_failure(run) if dev.is_main else nullcontext(), \
                 full_disk.saving(run.path, "go on writing the run", lambda: _after_a_full_disk(run)):
             # a crash leaves "failed", not "running"; a full disk anywhere (metrics, log) is one sentence
