@@ -243,8 +243,11 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     elif task_kind.paper_settings:
         batch, rate, n = task_defaults
         rate = f"{rate:.0e}".replace("e-0", "e-")  # (as the paper writes it: 2e-5)
-        used = (f"The boxes start from what the paper used for {named}: batch {batch}, lr {rate}, {n:g} epochs "
-                f"({task_kind.paper_settings}).")
+        numbers = f"batch {batch}, lr {rate}, {n:g} epochs"
+        origin, _, given = task_kind.paper_settings.partition(": ")
+        # the source alone where the paper's settings are these numbers (else they would be said twice)
+        origin = origin if given == numbers else task_kind.paper_settings
+        used = f"The boxes start from what the paper used for {named}: {numbers} ({origin})."
     else:
         used = (f"For {named} the paper gives no settings of its own: the boxes start from its GLUE ones (Section "
                 "4.1: batch 32, lr 5e-5, 3 epochs), within Appendix A.3's ranges.")

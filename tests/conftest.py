@@ -1,4 +1,5 @@
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -16,12 +17,17 @@ import torch  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a hub
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Analyses cache layer features and indexes on disk: never in the user's own cache during tests.
-os.environ["BERT_EXPLORER_CACHE"] = tempfile.mkdtemp(prefix="be-cache-")
+CACHE = tempfile.mkdtemp(prefix="be-cache-")
+os.environ["BERT_EXPLORER_CACHE"] = CACHE
 # Every CPU training here runs with every CPU lever on (the strictest check that none changes what a run
 # learns), and no test pays for measuring them; tests/test_cpu_levers.py measures them for real.
 os.environ.setdefault("BERT_EXPLORER_CPU_LEVERS", "all")
 
 import shared  # noqa: E402  (after the settings above: it imports the package)
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(CACHE, ignore_errors=True)  # (megabytes a session: a machine that runs the suite daily fills up)
 
 
 @pytest.fixture(autouse=True)

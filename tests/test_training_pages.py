@@ -545,7 +545,7 @@ def test_finetune_page_says_a_dev_set_larger_than_a_run_scores_is_sampled(runs_r
     ("tiny:qa", "the paper used for a question-answering (QA) task: batch 32, lr 5e-5, 3 epochs (SQuAD v1.1 (§4.2)",
      (32, 5e-5, 3.0)),
     ("tiny:multiple-choice", "The boxes start from what the paper used for multiple-choice: batch 16, lr 2e-5, 3 "
-                             "epochs (SWAG (§4.4): batch 16, lr 2e-5, 3 epochs).", (16, 2e-5, 3.0)),
+                             "epochs (SWAG (§4.4)).", (16, 2e-5, 3.0)),
     ("tiny:ner", "For a named-entity (NER) task the paper gives no settings of its own: the boxes start from its GLUE",
      (32, 5e-5, 3.0)),
 ])
