@@ -7,6 +7,7 @@ import streamlit as st
 
 from bert_explorer import limits
 
+from bert_explorer.analysis import estimates
 from bert_explorer.analysis.comparison import candidates, two_models, verdict
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.keep import (SENTENCE_A, SENTENCE_A_DEFAULT, fit_kept, kept_widget, opening_index,
@@ -20,17 +21,12 @@ from bert_explorer.checkpoint import DEFAULT_MODEL, CheckpointError
 from bert_explorer.runs import finder
 from bert_explorer.runs.run import runs_root
 from bert_explorer.train.speed import said
-# (imported with the page, once a server: the estimate below is then the first visit's only work)
-from bert_explorer.data.tasks import load_builtin
-from bert_explorer.train.finetune import FinetuneConfig, estimate
 
 
 @by_inputs(max_entries=1)
 def _short_finetune_seconds() -> tuple[float, int]:
-    """(idle seconds, threads) of the one-click fine-tuning here: the Fine-tune page's estimate of it."""
-    config = FinetuneConfig(**candidates.SHORT_FINETUNE)
-    est = estimate(config, load_builtin(config.train.removeprefix("builtin:")))
-    return est["seconds"], est["threads"]
+    """(idle seconds, threads) of the one-click fine-tuning here, kept for every session of the server."""
+    return estimates.short_finetune_seconds()
 
 
 def _short_finetune_time() -> str:

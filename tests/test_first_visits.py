@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from bert_explorer import checkpoint, shared_work
 from bert_explorer.app import state
 from bert_explorer.cli import main
+from bert_explorer.train import speed
 
 from shared import needs_model
 
@@ -44,11 +45,18 @@ def _first_visits(model: str, pages=PAGES) -> dict[str, list[tuple[str, float]]]
 @needs_model(checkpoint.DEFAULT_MODEL)
 def test_after_preparing_no_first_visit_computes_more_than_half_a_second(runs_root, tmp_path, monkeypatch):
     monkeypatch.setenv("BERT_EXPLORER_CACHE", str(tmp_path / "cache"))
+    # The suite's own process keeps a core of two busy, on and off: a speed reading prepared "busy" was timed
+    # again on a visit that found the machine idle (its own test: test_speed). Here the machine is idle throughout.
+    monkeypatch.setattr(speed, "is_idle", lambda: True)
     state.MODELS.clear()
     assert main(["prepare-class", "--model", checkpoint.DEFAULT_MODEL, "--builds"]) == 0
     prepared = tmp_path / "prepared"
     shutil.copytree(tmp_path / "cache", prepared)
     visits = _first_visits(checkpoint.DEFAULT_MODEL)
+    # what preparing is for, said by name whatever the load: nothing kept on disk is computed again (the
+    # Attributions page asked its example with another key than preparing kept it), no speed of this CPU is timed
+    again = {page: [what for what, _ in done if what.startswith(("kept: ", "speed: "))] for page, done in visits.items()}
+    assert not any(again.values()), {p: w for p, w in again.items() if w}
     slow = {page: [(what, round(s, 2)) for what, s in done if s > FIRST_VISIT_S] for page, done in visits.items()}
     for _ in range(2):  # a page slow once is visited anew: work of seconds stays slow, a moment of other work's
         # load does not (reading the Pre-train page's recorded frames took 0.55 s at load 2.5, 0.1 s idle); the

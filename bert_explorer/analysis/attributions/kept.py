@@ -63,6 +63,6 @@ def integration_run(loaded: Loaded, text: str, text_b: str | None = None, steps:
 @first_visit("Attributions", "Integrated Gradients of its example sentence")
 def explain_the_example(loaded: Loaded) -> None:
     if MLM_HEAD not in loaded.report.missing:  # (a model without the head: the page says so, nothing to keep)
-        settings = integration(loaded)
+        settings = integration_run(loaded, EXAMPLE_MASKED)  # the page's key: the schedule cut to the server's limit
         kept("masked-word", loaded, lambda: explain_masked_word(loaded, EXAMPLE_MASKED, None, **settings),
              text=EXAMPLE_MASKED, word=None, **settings)
