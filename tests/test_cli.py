@@ -1,6 +1,9 @@
 """The headless CLI: google-research/bert's feature format, export, and one-line errors."""
 import argparse
+import contextlib
+import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,9 +17,27 @@ from bert_explorer.cli import main
 transformers = pytest.importorskip("transformers")
 
 
-def run(*argv):
-    """The real console entry point in a subprocess: what a user sees, stderr included."""
-    return subprocess.run([sys.executable, "-m", "bert_explorer.cli", *argv], capture_output=True, text=True)
+def entry_point(*argv, cwd=None):
+    """The real console entry point in a subprocess: what a user sees, stderr included (a few seconds each, most
+    of them importing torch: the tests of what only a process shows use it, the others :func:`run`)."""
+    return subprocess.run([sys.executable, "-m", "bert_explorer.cli", *argv], capture_output=True, text=True, cwd=cwd)
+
+
+def run(*argv, cwd=None):
+    """The command run in this process as ``python -m bert_explorer.cli`` runs it: its exit code (argparse's
+    refusals exit 2) and what it printed."""
+    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(argv))
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(list(argv), code, out.getvalue(), err.getvalue())
 
 
 def test_extract_features_matches_transformers_hidden_states(tmp_path, minilm_dir):
@@ -208,7 +229,7 @@ def test_input_that_is_not_utf8_is_read_and_the_user_is_told(tmp_path, codec, to
     (["extract-features", "--model", "minilm", "--input", "missing.txt", "--output", "o.jsonl"], "does not exist"),
 ])
 def test_user_mistakes_exit_2_without_traceback(tmp_path, argv, message):
-    r = run(*argv)
+    r = entry_point(*argv)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
 
 
@@ -226,7 +247,7 @@ def test_user_mistakes_exit_2_without_traceback(tmp_path, argv, message):
     (["ablate", "--report", "no-such-folder"], "no-such-folder does not exist; give the folder an ablation ran in"),
 ])
 def test_a_practitioners_slips_are_one_sentence_before_anything_is_written(tmp_path, argv, message):
-    r = subprocess.run([sys.executable, "-m", "bert_explorer.cli", *argv], capture_output=True, text=True, cwd=tmp_path)
+    r = run(*argv, cwd=tmp_path)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
 
@@ -314,7 +335,6 @@ def test_not_a_checkpoint_directory(tmp_path):
 
 def test_output_into_a_pipe_closed_early_ends_without_a_traceback():
     """`bert-explorer models | head -4` ended in a BrokenPipeError traceback when head stopped reading first."""
-    import os
 
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before a byte is written
@@ -753,8 +773,16 @@ def test_a_fine_tuning_stopped_and_resumed_in_a_terminal_says_each_thing_once(tm
     assert proc.returncode == 143, err
     stop = [line for line in err.splitlines() if "stopped by SIGTERM at step" in line]
     assert len(stop) == 1, err
-    r = run("finetune", "--output", str(out), "--resume", "--no-progress")
-    said = r.stderr
+    # the resumed run is stopped once it has said where it goes on from (its 30 epochs took 40 s to the end)
+    proc = subprocess.Popen(cmd[:3] + ["finetune", "--output", str(out), "--resume", "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said = ""
+    for line in proc.stderr:
+        said += line
+        if "resuming at step " in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    said += proc.communicate(timeout=240)[1]
     assert "resuming at step " in said and said.count("resuming at step ") == 1, said
 
 
@@ -1379,7 +1407,6 @@ def test_a_preparation_s_pid_is_its_process_s_only_while_that_process_lives(monk
 
 def test_sigterm_and_sighup_stop_a_preparation_as_ctrl_c_does():
     """kill -TERM (or a closed terminal) ended prepare-class with nothing said and its build running unwatched."""
-    import os
     import signal
 
     from bert_explorer.cli.prepare_class import _signals_stop
