@@ -32,6 +32,7 @@ from ..full_disk import CacheNotKept
 from ..runs.finder import finetuned_models, run_checkpoints, run_label
 from ..runs.run import RUNS_DIR, runs_root
 from ..runs.run import UPLOADS_DIR, Run
+from ..train.device import app_threads
 from . import gallery, guard, roles
 from .roles import is_private, mode_sentence, server_address, writes_allowed
 from .keep import kept_widget, remembered
@@ -125,8 +126,7 @@ def _app_threads() -> None:
     never over a user's own OMP_NUM_THREADS."""
     if _threads_set:
         return
-    if "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+    torch.set_num_threads(app_threads())
     _threads_set.append(torch.get_num_threads())
 
 

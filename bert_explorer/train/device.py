@@ -171,6 +171,14 @@ def pick_device(requested: str = "auto", precision: str = "auto") -> Device:
     return Device(device, rank, world, local, dtype, distributed=launched)
 
 
+def app_threads() -> int:
+    """The threads the app's server computes with (``app.state`` sets them on its first model): half the
+    cores, which leaves the rest to background runs (all cores but one), or the user's OMP_NUM_THREADS."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return torch.get_num_threads()
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
 @contextmanager
 def threads_for_free_cores(environ: dict | None = None):
     """Inside the block, PyTorch's CPU threads are as many as the machine's cores that are free now:

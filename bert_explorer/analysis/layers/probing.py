@@ -51,6 +51,7 @@ from ...checkpoint import Loaded
 from ...data.tasks import load_builtin
 from ...tasks import metrics
 from ...train import probing_time
+from ...train.device import app_threads
 from ..first_visit import first_visit
 from .vectors import batch_shapes, encode_texts, encode_words, first_pieces, sentence_vectors, word_vectors
 
@@ -280,10 +281,10 @@ def counted(loaded: Loaded, task: str, settings: ProbeSettings = ProbeSettings()
                                 version=COUNTS_VERSION, task=task, settings=asdict(s))
 
 
-@first_visit("What each layer knows", "the WordPieces of its tasks counted (for its estimate)")
+@first_visit("What each layer knows", "its tasks' WordPieces counted, this CPU timed (its estimate)")
 def count_page_tasks(loaded: Loaded) -> None:
-    for task in PAGE_TASKS:
-        counted(loaded, task, PAGE_SETTINGS[task])
+    for task in PAGE_TASKS:  # timed on the threads the app's server computes with, as the page's estimate is
+        estimate_seconds(loaded, task, PAGE_SETTINGS[task], threads=app_threads())
 
 
 def estimate_seconds(loaded: Loaded, task: str, settings: ProbeSettings = ProbeSettings(),
