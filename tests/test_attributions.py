@@ -368,13 +368,13 @@ def test_page_explains_a_model_without_the_head():
     assert not at.get("plotly_chart")
 
 
-def test_page_explains_a_fine_tuned_classifier(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the page looks for runs under ./runs
+def test_page_explains_a_fine_tuned_classifier(runs_root):
+    # the page looks for runs where BERT_EXPLORER_RUNS says: the test's own folder, whatever the caller set
     at = AppTest.from_file(PAGE, default_timeout=120).run()
     at.radio(key="attr_target").set_value("fine-tuned classifier").run()
     assert not at.exception
     assert any("bert-explorer finetune" in c.value for c in at.code)  # how to make one
-    make_classifier(tmp_path / "runs" / "topics" / "model")
+    make_classifier(runs_root / "topics" / "model")
     at.run()
     assert not at.exception
     first = _series(at)
