@@ -531,6 +531,33 @@ def test_two_starts_on_one_directory_at_once_launch_one_process(tmp_path):
 
 
 
+@pytest.mark.parametrize("kind, said", [(None, None), ("pretrain", None),
+                                        ("finetune", "holds a pre-training run; choose a new folder")])
+def test_a_start_that_looks_while_another_tab_makes_the_run_is_told_of_that_run(tmp_path, monkeypatch, kind, said):
+    """The test above, on a loaded machine: the second start looked at the folder (no run yet), the first then
+    wrote its config.json, status.json and log.txt, and the second's listing found them: "holds config.json,
+    log.txt, status.json but is not a run's folder", a ValueError that blamed the person for the other tab's run
+    instead of the start lock's "already running". Here the other tab starts between the look and the listing."""
+    from bert_explorer.runs import run as run_module
+
+    folder = tmp_path / "same"
+    folder.mkdir()
+    looked, real = [], run_module.foreign_entries
+
+    def the_other_tab_starts_meanwhile(path):
+        found = real(path)
+        if not looked:
+            looked.append(path)
+            Run(folder).create({**TINY}, "pretrain", own=False)
+            (folder / "log.txt").write_text("")
+        return found
+
+    monkeypatch.setattr(run_module, "foreign_entries", the_other_tab_starts_meanwhile)
+    refusal = run_module.new_run_refusal(folder, kind)
+    assert looked and Run(folder).kind() == "pretrain"  # the other tab's run was made inside the check
+    assert refusal == said or (said and refusal.startswith(f"{folder} {said}")), refusal
+
+
 # ----- the GPU queue -------------------------------------------------------------------------------------
 def test_gpu_queue_switch(monkeypatch):
     monkeypatch.delenv("BERT_EXPLORER_GPU_QUEUE", raising=False)

@@ -446,11 +446,7 @@ def new_run_refusal(path: str | Path, kind: str | None = None, stored_first: boo
     if path.exists() and not path.is_dir():
         return f"{path} is a file, not a folder; give a new or empty folder for the run"
     if Run(path).is_run():
-        mine = Run(path).kind()
-        if kind is not None and mine not in (None, kind):
-            return (f"{path} holds a {KIND_WORDS[mine]} run; choose a new folder for this {KIND_WORDS.get(kind, kind)}, "
-                    "so that nothing in that run is overwritten")
-        return None
+        return _another_kind(path, kind)
     # a run may hold runs (an ablation its cells; a warm start beside its source), which the Runs page lists and
     # a deletion names, but not in one of a run's own folders: runs/a/set_aside was a run that a's next resume
     # could write into and the page listed as "a/set_aside"
@@ -465,9 +461,22 @@ def new_run_refusal(path: str | Path, kind: str | None = None, stored_first: boo
     # files of a run's names in a folder that is no run: a person's own (their config.json, log.txt), which the
     # run would write over; only what a start puts there first (an uploaded corpus or data, locks) is not refused
     taken = [p for p in sorted(path.iterdir()) if not _before_a_run(p, stored_first)] if path.is_dir() else []
+    if taken and Run(path).is_run():
+        # a start beside this one made the run between the look above and the listing (two tabs pressing Start
+        # on one folder: the files were its, config.json first); whether it may go on is the start lock's to say
+        return _another_kind(path, kind)
     if taken:
         return (f"{path} holds {shown_entries(taken, path)} but is not a run's folder; choose a new or empty folder "
                 "for the run, so that nothing in it is overwritten")
+    return None
+
+
+def _another_kind(path: Path, kind: str | None) -> str | None:
+    """Why a run of ``kind`` may not be written in the run ``path``: it is a run of another kind."""
+    mine = Run(path).kind()
+    if kind is not None and mine not in (None, kind):
+        return (f"{path} holds a {KIND_WORDS[mine]} run; choose a new folder for this {KIND_WORDS.get(kind, kind)}, "
+                "so that nothing in that run is overwritten")
     return None
 
 
