@@ -36,6 +36,10 @@ Google as BERT was, and fine-tunes each with several seeds: Table 6's model size
 """)
 
 ACTIVE = ACTIVE_STATES
+# A grid takes minutes to build: its choices hold when the user visits another page and comes back, and are kept
+# in the page's address too, so that a reload (or the address kept as a bookmark) brings the grid back; Streamlit
+# checks each value read from the address against the widget's options and bounds, and ignores what fails.
+KEPT = dict(persist_state="session", bind="query-params")
 show_mode()
 root = runs_root()
 
@@ -54,19 +58,19 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
     # ----- 1. choose a grid ---------------------------------------------------------------------------
     st.subheader("1. Choose a grid")
     how = st.radio("Grid", ["A shipped recipe", "Build my own"], key="abl_mode",
-                   persist_state="session", horizontal=True)
+                   **KEPT, horizontal=True)
     recipe, error, upload, counted = None, None, None, {}
     if how == "A shipped recipe":
         names = grid.list_recipes()
         name = st.selectbox("Recipe", names, index=names.index("cpu-small") if "cpu-small" in names else 0,
-                            key="abl_recipe", persist_state="session")
+                            key="abl_recipe", **KEPT)
         recipe = grid.load_recipe(name)
         st.caption(recipe["description"])
     else:
         c1, c2 = st.columns(2)
         task_opts = [f"builtin:{n}" for n, t in BUILTIN_TASKS.items() if t.available] + \
             ["pairs:bbc", "tiny:classification", "tiny:pair-classification", "upload"]
-        task = c1.selectbox("Task", task_opts, key="abl_task", persist_state="session",
+        task = c1.selectbox("Task", task_opts, key="abl_task", **KEPT,
                             help="pairs:bbc = are two BBC sentences from the same article? (a sentence-pair task built "
                                  "from real text: MNLI/QNLI do not ship offline)")
         if task == "upload":
@@ -86,38 +90,38 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
                     # and its type, which its cells read it as and the directions wait for while they are queued
                     counted = {**grid.counted(checked), "task": checked.task.name}
         from_hub = c1.radio("Models", ["pre-trained here", "Google's miniatures"], key="abl_models",
-                            persist_state="session", horizontal=True,
+                            **KEPT, horizontal=True,
                             help="pre-trained here: each size is pre-trained from zero on the corpus below; Google's "
                                  "miniatures: Turc et al.'s pre-trained BERTs, downloaded from the Hugging Face Hub "
                                  "(once) and only fine-tuned here, with several seeds") == "Google's miniatures"
         add_pairs = not from_hub and c1.checkbox("Add the BBC sentence-pair task (for the NSP direction)",
                                                  value=task != "pairs:bbc", key="abl_add_pairs",
-                                                 persist_state="session")
+                                                 **KEPT)
         if from_hub:
-            seeds = c1.number_input("Seeds", 1, grid.MAX_SEEDS, 3, key="abl_seeds", persist_state="session",
+            seeds = c1.number_input("Seeds", 1, grid.MAX_SEEDS, 3, key="abl_seeds", **KEPT,
                                     help="each size is fine-tuned once per seed; the results show mean ± spread")
             sizes = c2.multiselect("Sizes (Table 6; Turc et al.'s miniatures)", grid.hub_sizes(),
                                    default=["tiny", "mini", "small", "medium"], key="abl_hub_sizes",
-                                   persist_state="session")
+                                   **KEPT)
             objectives, maskings = ["mlm+nsp"], ["80/10/10"]  # as Google pre-trained them
             transfers = c2.multiselect("Transfer (Table 7)", grid.TRANSFERS, default=["fine-tune"],
-                                       key="abl_hub_transfers", persist_state="session")
+                                       key="abl_hub_transfers", **KEPT)
         else:
             corpus = c1.selectbox("Pre-training corpus", ["bbc", "wiki", "lee", "bbc+wiki+lee", "tiny"],
-                                  key="abl_corpus", persist_state="session")
+                                  key="abl_corpus", **KEPT)
             steps = c1.number_input("Pre-training steps", 10, 100_000, 500, step=100, key="abl_steps",
-                                    persist_state="session")
+                                    **KEPT)
             sizes = c2.multiselect("Sizes (Table 6)", list(grid.PRESETS), default=["tiny", "mini"], key="abl_sizes",
-                                   persist_state="session")
+                                   **KEPT)
             objectives = c2.multiselect("Objectives (Table 5)", grid.OBJECTIVES, default=list(grid.OBJECTIVES),
                                         format_func=grid.OBJECTIVE_LABELS.get, key="abl_objectives",
-                                        persist_state="session")
+                                        **KEPT)
             transfers = c2.multiselect("Transfer (Table 7)", grid.TRANSFERS, default=["fine-tune", "embeddings",
                                                                                       "concat-last-4"],
-                                       key="abl_transfers", persist_state="session")
+                                       key="abl_transfers", **KEPT)
             maskings = c2.multiselect("Masking MASK/SAME/RND % (Table 8)", grid.MASKINGS, default=["80/10/10"],
-                                      key="abl_maskings", persist_state="session")
-        mode = c2.radio("Cells", ["one-at-a-time", "product"], key="abl_grid", persist_state="session", horizontal=True,
+                                      key="abl_maskings", **KEPT)
+        mode = c2.radio("Cells", ["one-at-a-time", "product"], key="abl_grid", **KEPT, horizontal=True,
                         help="one-at-a-time: vary one axis around the baseline, as the paper does; product: every "
                              "combination")
         # an upload is saved into the ablation directory by Start; until then its name stands in

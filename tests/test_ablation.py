@@ -1351,3 +1351,45 @@ def test_a_name_the_folder_cannot_keep_is_said_before_the_start(tmp_path, monkey
     at = AppTest.from_file("../pages/10_Pre-train.py", default_timeout=120).run()
     at.text_input(key="pt_name").set_value(long).run()
     assert any(c.value.startswith(f"Saved as **{slug(long)}**: a run's folder name") for c in at.caption)
+
+
+ADDRESS_KEYS = ("abl_mode", "abl_corpus", "abl_steps", "abl_sizes", "abl_objectives", "abl_grid")
+
+
+def _grid_shown(at) -> dict:
+    boxes = {"abl_mode": at.radio, "abl_grid": at.radio, "abl_corpus": at.selectbox, "abl_steps": at.number_input,
+             "abl_sizes": at.multiselect, "abl_objectives": at.multiselect}
+    return {**{key: boxes[key](key=key).value for key in ADDRESS_KEYS},
+            **{m.label: m.value for m in at.metric}}  # cells, pre-trainings and the times: the grid, as built
+
+
+def test_a_grid_built_comes_back_from_the_pages_address_and_a_lying_address_changes_nothing(runs_root):
+    """A grid takes minutes to build, and a reload (a new session) put the page back on the shipped recipe. The
+    browser keeps the grid's choices in the page's address (tests/test_browser.py reloads the page); a new session
+    opened on that address shows the same grid, and a value that fits no box (typed into the address, or an option
+    since removed) is ignored: that box keeps its default."""
+    page = "../pages/14_Ablation_studio.py"
+    built = AppTest.from_file(page, default_timeout=120).run()
+    default = _grid_shown(built.radio(key="abl_mode").set_value("Build my own").run())
+    built.selectbox(key="abl_corpus").set_value("wiki").run()
+    built.number_input(key="abl_steps").set_value(2000).run()
+    built.multiselect(key="abl_sizes").set_value(["tiny", "small"]).run()
+    built.multiselect(key="abl_objectives").set_value(["mlm+nsp", "ltr"]).run()
+    built.radio(key="abl_grid").set_value("product").run()
+    wanted = _grid_shown(built)
+    assert not built.exception and wanted["Cells"] != default["Cells"]
+
+    # the address as the browser writes it: each choice that is not the box's default, options by their labels
+    reloaded = AppTest.from_file(page, default_timeout=120)
+    reloaded.query_params.update(abl_mode="Build my own", abl_corpus="wiki", abl_steps="2000",
+                                 abl_sizes=["tiny", "small"], abl_grid="product",
+                                 abl_objectives=[grid.OBJECTIVE_LABELS[o] for o in ("mlm+nsp", "ltr")])
+    reloaded.run()
+    assert not reloaded.exception and _grid_shown(reloaded) == wanted
+
+    lying = AppTest.from_file(page, default_timeout=120)
+    lying.query_params.update(abl_mode="Build my own", abl_corpus="../../etc/passwd", abl_steps="10000000000",
+                              abl_sizes=["tiny", "mini", "gigantic"] + ["tiny"] * 400, abl_grid="every cell",
+                              abl_objectives=["mlm", "NSP only"])  # (an option's value, not its label: no option)
+    lying.run()
+    assert not lying.exception and _grid_shown(lying) == default

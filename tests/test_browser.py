@@ -108,6 +108,29 @@ def test_the_model_picked_holds_when_the_menu_opens_another_page(app_url, page):
     assert _picked(sidebar) == "explorer-mini"
 
 
+def test_a_grid_built_in_the_ablation_studio_survives_a_reload(app_url, page):
+    """Build my own, 2,000 pre-training steps, every combination: a reload (a new session) put the page back on
+    the shipped recipe. The choices are in the address now, which the reload keeps (tests/test_ablation.py checks
+    what a session reads from an address, a lying one too)."""
+    page.goto(f"{app_url}/Ablation_studio")
+    page.get_by_text("1. Choose a grid").wait_for(timeout=120_000)
+    page.get_by_test_id("stRadioGroup").get_by_text("Build my own").click()
+    steps = page.get_by_label("Pre-training steps")
+    steps.wait_for(timeout=60_000)
+    steps.fill("2000")
+    steps.press("Enter")
+    page.wait_for_function("() => location.search.includes('abl_steps=2000')", timeout=60_000)
+    page.get_by_test_id("stRadioGroup").get_by_text("product", exact=True).click()
+    page.wait_for_function("() => location.search.includes('abl_grid=product')", timeout=60_000)
+    page.reload()
+    page.get_by_label("Pre-training steps").wait_for(timeout=120_000)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=180_000)
+    assert page.get_by_label("Pre-training steps").input_value() == "2000"
+    assert page.get_by_role("radio", name="product").is_checked()
+    assert page.get_by_role("radio", name="Build my own").is_checked()
+    _shot(page, "ablation_grid_after_reload")
+
+
 def test_two_models_b_follows_model_a_through_models_without_a_default(app_url, page):
     """minilm-mlm-nsp (B: minilm, what it was pre-trained from), then minilm and explorer-mini, then minilm-mlm-nsp
     again: in a browser B kept minilm for minilm itself, then stayed empty for minilm-mlm-nsp, whose page said it
