@@ -25,6 +25,11 @@ os.environ.setdefault("BERT_EXPLORER_CPU_LEVERS", "all")
 
 import shared  # noqa: E402  (after the settings above: it imports the package)
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # The README's command runs the suite in two worker processes on a 2-core machine: one thread each.
+    # Two workers of two OpenMP threads each on two cores spin and wait on each other.
+    torch.set_num_threads(1)
+
 
 def pytest_unconfigure(config):
     shutil.rmtree(CACHE, ignore_errors=True)  # (megabytes a session: a machine that runs the suite daily fills up)
