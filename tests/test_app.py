@@ -224,6 +224,26 @@ def test_the_model_picked_holds_on_every_page_the_menu_opens():
     assert at.sidebar.selectbox(key="be_model_choice").value == "minilm-mlm-nsp"
 
 
+@needs_model("explorer-mini")
+@pytest.mark.parametrize("address, opened", [("explorer-mini", "explorer-mini"), ("/etc/passwd", "minilm-mlm-nsp"),
+                                             ("bert-large-cased", "minilm-mlm-nsp"), ("", "minilm-mlm-nsp")])
+def test_a_new_session_opens_the_model_in_the_address_and_a_lying_address_leaves_the_default(runs_root, address,
+                                                                                           opened):
+    """A reload is a new session, and it opened the default model whatever the user had picked. The browser keeps
+    the pick in the address (tests/test_browser.py reloads a page); a session opened on it starts there, and the
+    pages it goes on to keep it. What names no model listed (a path, a model not here, nothing) leaves the default."""
+    at = AppTest.from_file("../run_app.py", default_timeout=120)
+    at.query_params["be_model_choice"] = address
+    at.run()
+    for page in ("run_app.py", "pages/4_Masked_word_probe.py"):
+        if page != "run_app.py":
+            at.switch_page(page).run()
+        assert not at.exception, page
+        assert at.sidebar.selectbox(key="be_model_choice").value == opened, page
+        layers = 4 if opened == "explorer-mini" else 6
+        assert any(f"**L** = {layers} layers" in m.value for m in at.sidebar.markdown), page  # the page ran on it
+
+
 def test_a_kept_model_that_is_gone_falls_back_to_the_default(runs_root):
     """A run picked on one page and deleted before the next: the picker starts from the default
     instead of failing on a value it no longer lists."""
@@ -721,11 +741,19 @@ def test_every_choice_a_page_offers_holds_when_the_user_comes_back():
     root = Path(__file__).resolve().parent.parent
     forgotten = []
     for f in sorted(root.glob("pages/*.py")):
-        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        # a page's own set of keywords, given as **KEPT (the Ablation studio's: kept for the session and in the address)
+        kept_sets = {target.id: {k.arg for k in node.value.keywords} for node in tree.body if isinstance(node, ast.Assign)
+                     and isinstance(node.value, ast.Call) and getattr(node.value.func, "id", None) == "dict"
+                     for target in node.targets if isinstance(target, ast.Name)}
+        for node in ast.walk(tree):
             called = getattr(node.func, "attr", getattr(node.func, "id", None)) if isinstance(node, ast.Call) else None
             if called not in widgets and called != "text_box":  # (text_box draws the widget it is given)
                 continue
             kws = {k.arg: k.value for k in node.keywords}
+            for k in node.keywords:
+                if k.arg is None and isinstance(k.value, ast.Name):
+                    kws.update(dict.fromkeys(kept_sets.get(k.value.id, ())))
             if called == "data_editor":  # (no persist_state: keep.kept_table keeps the table the user made)
                 forgotten.append(f"{f.name}:{node.lineno} a table editor")
             elif "key" in kws and "persist_state" not in kws:
