@@ -90,7 +90,7 @@ def test_attention_page_draws_bertviz_offline_in_a_real_browser(app_url, page):
 
 def test_the_model_picked_holds_when_the_menu_opens_another_page(app_url, page):
     """Pick explorer-mini on Home, open the Masked word probe from the menu: the page runs on
-    explorer-mini (4 layers), not on the default model (6)."""
+    explorer-mini (4 layers), not on the default model (6); back on Home, a reload keeps it."""
     page.goto(app_url)
     sidebar = page.locator("[data-testid='stSidebar']")
     sidebar.get_by_text("L = 6 layers", exact=False).wait_for(timeout=120_000)
@@ -105,6 +105,11 @@ def test_the_model_picked_holds_when_the_menu_opens_another_page(app_url, page):
     sidebar.locator("[data-testid='stPageLink']", has_text="Home").click()
     page.get_by_text("Models you can load").wait_for(timeout=60_000)
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=180_000)
+    assert _picked(sidebar) == "explorer-mini"
+    # and a reload (a new session) keeps it: the address holds it
+    page.wait_for_function("() => location.search.includes('be_model_choice=explorer-mini')", timeout=60_000)
+    page.reload()
+    sidebar.get_by_text("L = 4 layers", exact=False).wait_for(timeout=120_000)
     assert _picked(sidebar) == "explorer-mini"
 
 

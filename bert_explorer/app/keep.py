@@ -27,9 +27,10 @@ when the user leaves it and comes back (Streamlit's ``persist_state="session"``;
 for the open tab, :func:`kept_table` for an edited table); a kept value that no longer fits (a layer of a
 deeper model) gives the default (:func:`forget_outside` for sliders and number boxes).
 
-A reload of the browser tab is a new session, which none of the above survives. The Ablation studio's grid,
-minutes of choices, is also kept in the page's address (Streamlit's ``bind="query-params"``): a reload keeps the
-address, and the new session reads the grid back, each value checked against its box's options and bounds.
+A reload of the browser tab is a new session, which none of the above survives. Two choices are also kept in
+the page's address (Streamlit's ``bind="query-params"``): the model picked in the sidebar, and the Ablation
+studio's grid, minutes of choices. A reload keeps the address, and the new session reads them back, each value
+checked against its box's options and bounds (what fits none is ignored).
 """
 from __future__ import annotations
 

@@ -415,9 +415,10 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL, say_error: bool = True
         # a checkpoint inside an ablation, chosen earlier (or by another page): open its group
         group = next(g for g, paths in groups.items() if kept_choice in paths)
         st.session_state["be_model_choice"], st.session_state[f"be_model_in_{group}"] = group, kept_choice
-    # kept: the model picked here holds on every page until the user picks another
+    # kept: the model picked here holds on every page until the user picks another, and in the page's address
+    # (by its label, checked against the options): a reload, a new session, keeps it too
     choice = kept_widget(st.sidebar.selectbox, "Model", "be_model_choice", default, valid=options.__contains__,
-                  options=options, format_func=lambda o: labels.get(o, o),
+                  options=options, format_func=lambda o: labels.get(o, o), bind="query-params",
                   help=f"Short names need no download; runs are listed from {shown_path(root)}.")
     if (switched := st.session_state.pop(MODEL_SWITCHED, None)) and switched == choice:
         # chosen by a button of another page, not in this list: said once, where the choice is
