@@ -9,7 +9,7 @@ from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.state import show_mode, shown_path, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
-from bert_explorer.app.keep import settings_key
+from bert_explorer.app.keep import number_binding, settings_key
 from bert_explorer.app.widgets import intro, sentence_of
 from bert_explorer.data.tasks import BUILTIN_TASKS
 from bert_explorer.data.uploads.reader import FORMATS
@@ -38,7 +38,8 @@ Google as BERT was, and fine-tunes each with several seeds: Table 6's model size
 ACTIVE = ACTIVE_STATES
 # A grid takes minutes to build: its choices hold when the user visits another page and comes back, and are kept
 # in the page's address too, so that a reload (or the address kept as a bookmark) brings the grid back; Streamlit
-# checks each value read from the address against the widget's options and bounds, and ignores what fails.
+# checks each value read from the address against the widget's options and bounds, and ignores what fails
+# (a whole number that is no finite number, which it cannot, is number_binding's to drop).
 KEPT = dict(persist_state="session", bind="query-params")
 show_mode()
 root = runs_root()
@@ -98,7 +99,8 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
                                                  value=task != "pairs:bbc", key="abl_add_pairs",
                                                  **KEPT)
         if from_hub:
-            seeds = c1.number_input("Seeds", 1, grid.MAX_SEEDS, 3, key="abl_seeds", **KEPT,
+            seeds = c1.number_input("Seeds", 1, grid.MAX_SEEDS, 3, key="abl_seeds", persist_state="session",
+                                    bind=number_binding("abl_seeds"),
                                     help="each size is fine-tuned once per seed; the results show mean ± spread")
             sizes = c2.multiselect("Sizes (Table 6; Turc et al.'s miniatures)", grid.hub_sizes(),
                                    default=["tiny", "mini", "small", "medium"], key="abl_hub_sizes",
@@ -110,7 +112,7 @@ if not writes_off("Starting an ablation"):  # classroom mode: read the reports, 
             corpus = c1.selectbox("Pre-training corpus", ["bbc", "wiki", "lee", "bbc+wiki+lee", "tiny"],
                                   key="abl_corpus", **KEPT)
             steps = c1.number_input("Pre-training steps", 10, 100_000, 500, step=100, key="abl_steps",
-                                    **KEPT)
+                                    persist_state="session", bind=number_binding("abl_steps"))
             sizes = c2.multiselect("Sizes (Table 6)", list(grid.PRESETS), default=["tiny", "mini"], key="abl_sizes",
                                    **KEPT)
             objectives = c2.multiselect("Objectives (Table 5)", grid.OBJECTIVES, default=list(grid.OBJECTIVES),

@@ -1393,3 +1393,22 @@ def test_a_grid_built_comes_back_from_the_pages_address_and_a_lying_address_chan
                               abl_objectives=["mlm", "NSP only"])  # (an option's value, not its label: no option)
     lying.run()
     assert not lying.exception and _grid_shown(lying) == default
+
+
+@pytest.mark.parametrize("number", ["inf", "-1e400", "9" * 400, "nan", "two thousand"])
+def test_an_address_whose_whole_number_is_no_finite_number_leaves_the_default_and_no_traceback(runs_root, number):
+    """Streamlit reads "inf" or a 400-digit number as infinity and failed making an int of it: `?abl_steps=inf`
+    made the Ablation studio a traceback (found by opening it in Chromium on a 60,000-digit address). The box
+    starts from its default, the value leaves the address, and the box works for the rest of the session."""
+    at = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120)
+    at.query_params.update(abl_mode="Build my own", abl_steps=number)
+    at.run()
+    assert not at.exception and at.number_input(key="abl_steps").value == 500
+    assert "abl_steps" not in at.query_params and at.query_params["abl_mode"] == "Build my own"
+    at.number_input(key="abl_steps").set_value(2000).run()
+    at.run()
+    assert not at.exception and at.number_input(key="abl_steps").value == 2000
+    seeds = AppTest.from_file("../pages/14_Ablation_studio.py", default_timeout=120)
+    seeds.query_params.update(abl_mode="Build my own", abl_models="Google's miniatures", abl_seeds=number)
+    seeds.run()
+    assert not seeds.exception and seeds.number_input(key="abl_seeds").value == 3

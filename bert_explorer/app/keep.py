@@ -34,6 +34,7 @@ checked against its box's options and bounds (what fits none is ignored).
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import pandas as pd
@@ -196,3 +197,24 @@ def settings_key(settings: dict) -> str:
     import json
 
     return hashlib.sha1(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def number_binding(key: str) -> str | None:
+    """``bind=`` for a whole-number box kept in the page's address: ``"query-params"``, unless the address
+    this session opened on gives the box something that is no finite number. Streamlit reads "inf", "1e400" or
+    a 400-digit number as infinity and fails to make an int of it (the Ablation studio was a traceback for
+    ``?abl_steps=inf``); such a value is taken out of the address, and the box is kept for the session only."""
+    unbound = f"be_unbound_{key}"
+    if unbound not in st.session_state:
+        given = st.query_params.get_all(key)
+        st.session_state[unbound] = bool(given) and not all(_finite(v) for v in given)
+        if st.session_state[unbound]:
+            del st.query_params[key]
+    return None if st.session_state[unbound] else "query-params"
+
+
+def _finite(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except (ValueError, OverflowError):
+        return False
