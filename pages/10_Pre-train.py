@@ -22,7 +22,8 @@ from bert_explorer.app.state import by_inputs, device_name, show_mode, shown_pat
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.checkpoint import SHORT_NAMES, CheckpointError
 from bert_explorer.train.device import PRECISIONS, autocast_dtype, precision_name
-from bert_explorer.app.keep import fit_kept, kept_widget, past_the_model, remembered, settings_key, text_box
+from bert_explorer.app.keep import (fit_kept, kept_widget, past_the_model, remembered, setting, settings_key,
+                                   text_box)
 from bert_explorer.app.widgets import intro, sentence_of
 from bert_explorer.data.uploads.names import NAME_CHARS, slug
 from bert_explorer.model.config import BertConfig
@@ -93,10 +94,10 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
     st.subheader("1. Set up a run")
     c1, c2 = st.columns(2)
     # kept: the run's settings hold when the user leaves the page and comes back (app/keep.py)
-    source = kept_widget(c1.radio, "Corpus", "pt_corpus_source", "Built-in", options=["Built-in", "Upload a .txt file"],
+    source = setting(c1.radio, "Corpus", "pt_corpus_source", "Built-in", options=["Built-in", "Upload a .txt file"],
                          horizontal=True)
     upload, corpus_error, corpus_facts = None, None, {}
-    objective = kept_widget(c2.radio, "Objective", "pt_objective", list(OBJECTIVES)[0], options=list(OBJECTIVES),
+    objective = setting(c2.radio, "Objective", "pt_objective", list(OBJECTIVES)[0], options=list(OBJECTIVES),
                             horizontal=True, format_func=lambda name: OBJECTIVES[name].label,
                             help="Table 5 of the paper compares these: removing NSP hurts QNLI, MNLI and SQuAD; "
                                  "a left-to-right model (like OpenAI GPT) is worse still.")
@@ -104,7 +105,7 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
         names = [c["name"] for c in builtin_corpora() if c["installed"]] + ["tiny"]
         describe = {c["name"]: c["description"] for c in builtin_corpora()}
         describe["tiny"] = "generated: 40 short templated documents, a run in seconds (for trying things out)"
-        chosen = kept_widget(c1.multiselect, "Built-in corpora (joined)", "pt_corpus", names[:1], options=names,
+        chosen = setting(c1.multiselect, "Built-in corpora (joined)", "pt_corpus", names[:1], options=names,
                              valid=lambda v: isinstance(v, list) and set(v) <= set(names))
         for n in chosen:
             c1.caption(f"**{n}**: {describe.get(n, '')}")
@@ -129,12 +130,12 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                     c1.caption(f"• {md(note)}")  # UTF-16 or Latin-1: the run stores and reads it as UTF-8
                 upload = upload[0], corpus_facts["utf8"]
 
-    start = kept_widget(c2.radio, "Start from", "pt_start_from", "zero (random weights)",
+    start = setting(c2.radio, "Start from", "pt_start_from", "zero (random weights)",
                         options=["zero (random weights)", "a checkpoint (warm start)"], horizontal=True)
     init, freeze = None, False
     if start.startswith("zero"):
         sizes = size_options()
-        size = kept_widget(c2.selectbox, "Size (L layers × H hidden units; A = H/64 attention heads)", "pt_size",
+        size = setting(c2.selectbox, "Size (L layers × H hidden units; A = H/64 attention heads)", "pt_size",
                            "L4-H256", options=sizes, valid=lambda v: v in sizes,
                            format_func=lambda n: f"{n} ({ALIASES[n]})" if n in ALIASES else
                            ("base: L12-H768, A12" if n == "base" else n),
@@ -146,12 +147,12 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
         # the model chosen on the other pages (the sidebar's) first, where it can be continued: minilm-mlm-nsp was
         # offered while the user had explorer-mini chosen everywhere else
         chosen = remembered("be_model_choice")
-        init = kept_widget(c2.selectbox, "Checkpoint to continue", "pt_init",
+        init = setting(c2.selectbox, "Checkpoint to continue", "pt_init",
                            chosen if chosen in inits else inits[0] if inits else None, options=inits,
                            valid=lambda v: v in inits, format_func=lambda o: ckpt_labels.get(o, o),
                            help="Its weights, size and WordPiece vocabulary are kept; a missing MLM or NSP head is "
                                 "created fresh (the run's log says which).")
-        freeze = kept_widget(c2.checkbox, "Freeze the word embeddings", "pt_freeze", True,
+        freeze = setting(c2.checkbox, "Freeze the word embeddings", "pt_freeze", True,
                              help="They are tied to the MLM decoder and hold most of a small model's parameters; "
                                   "frozen, they keep the checkpoint's word vectors and the run trains faster.")
         size = init
@@ -160,53 +161,53 @@ if not writes_off("Pre-training"):  # classroom mode: watch runs and their time-
                        "the first steps mostly re-learn a left-to-right reading.")
 
     c3, c4, c5 = st.columns(3)
-    steps = kept_widget(c3.number_input, "Steps", "pt_steps", 1000, min_value=1, max_value=10_000_000, step=100,
+    steps = setting(c3.number_input, "Steps", "pt_steps", 1000, min_value=1, max_value=10_000_000, step=100,
                         help="The paper: 1,000,000 steps (about 40 epochs over 3.3 billion words).")
-    batch = kept_widget(c4.number_input, "Batch (sequences)", "pt_batch", 256 if on_gpu else 32, min_value=1,
+    batch = setting(c4.number_input, "Batch (sequences)", "pt_batch", 256 if on_gpu else 32, min_value=1,
                         max_value=4096,
                         help="The paper: 256 sequences of up to 512 tokens (128,000 tokens a batch).")
-    lr = kept_widget(c5.number_input, "Learning rate", "pt_lr", SMALL_MODEL_LR, min_value=1e-6, max_value=MAX_LR,
+    lr = setting(c5.number_input, "Learning rate", "pt_lr", SMALL_MODEL_LR, min_value=1e-6, max_value=MAX_LR,
                      step=1e-5, format="%.0e",
                      help="The paper: Adam(W) with lr 1e-4, β1 0.9, β2 0.999, weight decay 0.01, for BERT-Base over "
                           "1,000,000 steps. A small model of a few thousand steps learns faster at 5e-4 (the shipped "
                           "explorer-mini's rate); at 1e-4 a short run stays on the word-frequency plateau.")
     with st.expander("Advanced settings"):
         a1, a2, a3 = st.columns(3)
-        seq_len = kept_widget(a1.number_input, "Max sequence length", "pt_seq", 128, min_value=16, max_value=512,
+        seq_len = setting(a1.number_input, "Max sequence length", "pt_seq", 128, min_value=16, max_value=512,
                               step=16,
                               help="The paper: 128 for 90 % of the steps, then 512 to learn the position embeddings.")
         if upload and not corpus_error and (cut := long_sentence_note(corpus_facts, int(seq_len))):
             # (said with the length that decides it, beside the upload)
             c1.warning(f"{md(upload[0])}: {cut}.")
-        vocab_size = kept_widget(a2.number_input, "WordPiece vocabulary (learnt on the corpus)", "pt_vocab", 8000,
+        vocab_size = setting(a2.number_input, "WordPiece vocabulary (learnt on the corpus)", "pt_vocab", 8000,
                                  min_value=200, max_value=60_000, step=500, disabled=init is not None,
                                  help="A warm start keeps its checkpoint's vocabulary.")
-        warmup_pct = kept_widget(a3.number_input, "Warm-up (% of steps)", "pt_warmup", 10.0, min_value=0.0,
+        warmup_pct = setting(a3.number_input, "Warm-up (% of steps)", "pt_warmup", 10.0, min_value=0.0,
                                  max_value=50.0,
                                  help="The paper: 10,000 of 1M steps (1 %); the original scripts' example, 10,000 "
                                       "of 100,000 (10 %); linear decay afterwards.")
-        snapshots = kept_widget(a1.number_input, "Checkpoints to keep for the time-lapse", "pt_snapshots", 5,
+        snapshots = setting(a1.number_input, "Checkpoints to keep for the time-lapse", "pt_snapshots", 5,
                                 min_value=1, max_value=50,
                                 help="Evenly spaced over the run, plus the last step.")
-        max_docs = kept_widget(a2.number_input, "Use only the first N documents (0 = all)", "pt_max_docs", 0,
+        max_docs = setting(a2.number_input, "Use only the first N documents (0 = all)", "pt_max_docs", 0,
                                min_value=0, max_value=1_000_000)
-        seed = kept_widget(a3.number_input, "Seed", "pt_seed", 0, min_value=0, max_value=1_000_000)
-        log_every = kept_widget(a1.number_input, "Log every N steps", "pt_log_every", 10, min_value=1, max_value=10_000)
-        evaluations = kept_widget(a2.number_input, "Held-out evaluations during the run", "pt_evals", 10, min_value=1,
+        seed = setting(a3.number_input, "Seed", "pt_seed", 0, min_value=0, max_value=1_000_000)
+        log_every = setting(a1.number_input, "Log every N steps", "pt_log_every", 10, min_value=1, max_value=10_000)
+        evaluations = setting(a2.number_input, "Held-out evaluations during the run", "pt_evals", 10, min_value=1,
                                   max_value=1000,
                                   help="MLM and NSP accuracy on documents the run never trains on.")
-        device = kept_widget(a3.selectbox, "Device", "pt_device", "auto", options=["auto", "cpu", "cuda"],
+        device = setting(a3.selectbox, "Device", "pt_device", "auto", options=["auto", "cpu", "cuda"],
                              help="auto = the local GPU when there is one.")
         on_cuda = on_gpu and device != "cpu"
         precisions = [p for p in PRECISIONS if on_cuda or p != "fp16"]
-        precision = kept_widget(a1.selectbox, "Precision", "pt_precision", precisions[0], options=precisions,
+        precision = setting(a1.selectbox, "Precision", "pt_precision", precisions[0], options=precisions,
                                 valid=lambda v: v in precisions,
                                 help="auto = bf16 autocast where this device computes it natively and faster "
                                      "(a recent GPU, or a CPU with AVX512-BF16/AMX), else fp32.")
         auto_is = autocast_dtype(torch.device("cuda" if on_cuda else "cpu"), "auto")  # no CUDA context: no set_device
         a1.caption(f"auto here = **{precision_name(auto_is)}**"
                    + ("" if auto_is is not None or on_cuda else " (this CPU has no fast bf16)"))
-        n_frames = kept_widget(a2.number_input, "Time-lapse frames to record (0 = none)", "pt_frames", 0, min_value=0,
+        n_frames = setting(a2.number_input, "Time-lapse frames to record (0 = none)", "pt_frames", 0, min_value=0,
                                max_value=MAX_FRAMES,
                                help="At step 0, at the end and log-spaced between, the run records a few "
                                     "sentences' attention and masked-word guesses (and measures the held-out "

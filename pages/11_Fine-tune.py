@@ -10,7 +10,7 @@ from bert_explorer.app import exports
 from bert_explorer.app import data_view as dv
 from bert_explorer.app import runs_view as rv
 from bert_explorer.app.run_figures import confusion_shown
-from bert_explorer.app.keep import follow, kept_widget, settings_key, text_box
+from bert_explorer.app.keep import follow, kept_widget, setting, settings_key, text_box
 from bert_explorer.app.state import by_inputs, device_name, model_picker, shown_path, without_host_paths
 from bert_explorer.app.roles import work_button, writes_allowed, writes_off
 from bert_explorer.app.widgets import intro
@@ -108,7 +108,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     # ----- 1. data ------------------------------------------------------------------------------------
     st.subheader("1. Data")
     # kept, like the settings below: the data chosen holds when the user leaves the page and comes back
-    source = kept_widget(st.radio, "Training data", "ft_source", "Upload a file",
+    source = setting(st.radio, "Training data", "ft_source", "Upload a file",
                          options=["Upload a file", "Built-in dataset", "A Hugging Face data set"], horizontal=True)
     upload, data, data_error, spec, columns, hub_spec, hub_dev = None, None, None, {}, None, "", ""
     dev_upload, dev_data = None, None  # an uploaded dev file, and what it reads as
@@ -199,7 +199,7 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
             data_error = "Download the data set (the button above) to see it and fine-tune on it."
     else:
         options = [n for n, t in BUILTIN_TASKS.items() if t.available] + [f"tiny:{t}" for t in TASK_TYPES]
-        builtin = kept_widget(st.selectbox, "Built-in dataset", "ft_builtin", options[0], options=options,
+        builtin = setting(st.selectbox, "Built-in dataset", "ft_builtin", options[0], options=options,
                               valid=lambda v: v in options,
                               format_func=lambda n: f"{n} ({BUILTIN_TASKS[n].task.name})" if n in BUILTIN_TASKS else
                               f"{n} (generated, 64 examples: a run in seconds)")
@@ -261,47 +261,47 @@ if not writes_off("Fine-tuning"):  # classroom mode: watch runs, start none
     with st.expander("Advanced settings"):
         a1, a2, a3 = st.columns(3)
         # kept: the settings hold when the user leaves the page and comes back (app/keep.py)
-        lr = kept_widget(a1.number_input, "Learning rate", "ft_lr", task_defaults[1], min_value=1e-6, max_value=1e-2,
+        lr = setting(a1.number_input, "Learning rate", "ft_lr", task_defaults[1], min_value=1e-6, max_value=1e-2,
                          step=1e-5, format="%.0e")
-        grid = kept_widget(a1.checkbox, "Try 5e-5, 3e-5, 2e-5 and keep the best on dev", "ft_lr_grid", False)
-        epochs = kept_widget(a2.number_input, "Epochs", "ft_epochs", task_defaults[2], min_value=0.1, max_value=100.0,
+        grid = setting(a1.checkbox, "Try 5e-5, 3e-5, 2e-5 and keep the best on dev", "ft_lr_grid", False)
+        epochs = setting(a2.number_input, "Epochs", "ft_epochs", task_defaults[2], min_value=0.1, max_value=100.0,
                              step=1.0)
-        batch = kept_widget(a2.number_input, "Batch size", "ft_batch", task_defaults[0], min_value=1, max_value=1024)
+        batch = setting(a2.number_input, "Batch size", "ft_batch", task_defaults[0], min_value=1, max_value=1024)
         # no longer than the model's learned positions (a small model of one's own may have fewer than 512)
         longest = min(512, positions_of(base) or 512) if base else 512
-        max_len = kept_widget(a3.number_input, "Max sequence length (WordPieces)", "ft_max_len", min(128, longest),
+        max_len = setting(a3.number_input, "Max sequence length (WordPieces)", "ft_max_len", min(128, longest),
                               min_value=min(16, longest), max_value=longest, step=16, valid=lambda v: v <= longest)
-        mode = kept_widget(a3.radio, "Mode", "ft_mode", "fine-tune", options=["fine-tune", "feature-based"],
+        mode = setting(a3.radio, "Mode", "ft_mode", "fine-tune", options=["fine-tune", "feature-based"],
                            help="feature-based: BERT frozen, a 2-layer BiLSTM trained on its activations (Table 7).")
-        features = kept_widget(a3.selectbox, "Features (feature-based)", "ft_features", "concat-last-4",
+        features = setting(a3.selectbox, "Features (feature-based)", "ft_features", "concat-last-4",
                                options=FEATURE_MODES, disabled=mode != "feature-based")
-        max_train = kept_widget(a1.number_input, f"Use at most N training examples (0 = all, up to "
+        max_train = setting(a1.number_input, f"Use at most N training examples (0 = all, up to "
                                 f"{MAX_TRAIN_EXAMPLES:,})", "ft_max_train", 0, min_value=0, max_value=MAX_TRAIN_EXAMPLES)
-        dev_fraction = kept_widget(a2.number_input, "Dev fraction held out", "ft_dev_fraction", 0.1,
+        dev_fraction = setting(a2.number_input, "Dev fraction held out", "ft_dev_fraction", 0.1,
                                    min_value=DEV_FRACTION_RANGE[0], max_value=DEV_FRACTION_RANGE[1])
-        seed = kept_widget(a3.number_input, "Seed", "ft_seed", 0, min_value=0, max_value=1_000_000)
-        pos_weight = kept_widget(a1.selectbox, "Label weights (multi-label)", "ft_pos_weight", "none",
+        seed = setting(a3.number_input, "Seed", "ft_seed", 0, min_value=0, max_value=1_000_000)
+        pos_weight = setting(a1.selectbox, "Label weights (multi-label)", "ft_pos_weight", "none",
                                  options=["none", "balanced"],
                                  help="balanced: each label's positive examples weigh its negatives over its positives "
                                       "in the training set (at most 100), so that rare labels are learnt too.")
         # what transformers' Trainer users reach for (its setting's name in each help)
-        accum = kept_widget(a2.number_input, "Gradient accumulation (batches a step)", "ft_grad_accum", 1, min_value=1,
+        accum = setting(a2.number_input, "Gradient accumulation (batches a step)", "ft_grad_accum", 1, min_value=1,
                             max_value=MAX_GRAD_ACCUM,
                             help="Adds up the gradients of this many batches before each update: a larger batch than "
                                  "fits in memory (gradient_accumulation_steps).")
-        eval_every = kept_widget(a3.number_input, "Evaluate every N steps (0 = after each epoch)", "ft_eval_every", 0,
+        eval_every = setting(a3.number_input, "Evaluate every N steps (0 = after each epoch)", "ft_eval_every", 0,
                                  min_value=0, max_value=1_000_000, help="eval_strategy='steps', eval_steps.")
-        patience = kept_widget(a1.number_input, "Early stopping: patience (0 = never)", "ft_patience", 0, min_value=0,
+        patience = setting(a1.number_input, "Early stopping: patience (0 = never)", "ft_patience", 0, min_value=0,
                                max_value=MAX_PATIENCE,
                                help="Stops after this many evaluations in a row whose main dev metric did not beat the "
                                     "best so far (EarlyStoppingCallback).")
-        threshold = kept_widget(a2.number_input, "Early stopping: least improvement", "ft_threshold", 0.0,
+        threshold = setting(a2.number_input, "Early stopping: least improvement", "ft_threshold", 0.0,
                                 min_value=0.0, max_value=1.0, step=0.001, format="%.3f",
                                 help="How much the main dev metric must beat the best so far to count as better.")
-        keep_best = kept_widget(a3.checkbox, "Keep the best evaluation's model", "ft_keep_best", False,
+        keep_best = setting(a3.checkbox, "Keep the best evaluation's model", "ft_keep_best", False,
                                 help="The run's model is the one of its best evaluation, not its last; the log says "
                                      "which step (load_best_model_at_end).")
-        save_checkpoints = kept_widget(a3.checkbox, "A checkpoint at each evaluation", "ft_save_checkpoints", False,
+        save_checkpoints = setting(a3.checkbox, "A checkpoint at each evaluation", "ft_save_checkpoints", False,
                                        help="So that a run killed mid-way can resume (a Stop always saves one).")
 
     if data is not None and source == "Upload a file":

@@ -184,3 +184,28 @@ def signalled(argv: list[str], status_files: str, step: int, signum: int, timeou
             proc.kill()
             proc.communicate()
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def address_of(at) -> dict:
+    """The page's address as the browser writes it for the boxes an AppTest ``at`` drew bound to it
+    (``bind="query-params"``): each box whose value is not its own first value, by its key; a number as typed, an
+    option by its label, several options as a list, a tick as true or false. A reload opens the page on it."""
+    params = {}
+    for kind in ("number_input", "selectbox", "radio", "multiselect", "checkbox", "toggle"):
+        for box in getattr(at, kind):
+            proto = box.proto
+            if not getattr(proto, "query_param_key", ""):
+                continue
+            if kind == "number_input":
+                value = box.value if box.value != proto.default else None
+            elif kind in ("selectbox", "radio"):
+                value = box.value if box.index != proto.default else None
+                value = None if value is None else proto.options[box.index]
+            elif kind == "multiselect":
+                chosen = list(box.indices)
+                value = [proto.options[i] for i in chosen] if chosen != list(proto.default) else None
+            else:
+                value = str(box.value).lower() if box.value != proto.default else None
+            if value is not None:
+                params[proto.query_param_key] = value if isinstance(value, list) else str(value)
+    return params

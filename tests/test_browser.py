@@ -136,6 +136,29 @@ def test_a_grid_built_in_the_ablation_studio_survives_a_reload(app_url, page):
     _shot(page, "ablation_grid_after_reload")
 
 
+def test_pretrain_settings_survive_a_reload_even_at_a_boxs_least_value(app_url, page):
+    """1 step and 1 sequence a batch (each box's least value): a reload put Pre-train back on 1,000 steps and 32,
+    as it did every setting. The settings are in the address now, the page's defaults left out of it."""
+    page.goto(f"{app_url}/Pre-train")
+    steps, batch = page.get_by_role("spinbutton", name="Steps", exact=True), page.get_by_role("spinbutton", name="Batch (sequences)")
+    steps.wait_for(timeout=120_000)
+    for box, key in ((steps, "pt_steps"), (batch, "pt_batch")):
+        box.fill("1")
+        box.press("Enter")
+        page.wait_for_function(f"() => new URLSearchParams(location.search).get('{key}') === '1'", timeout=60_000)
+    page.reload()
+    page.get_by_role("spinbutton", name="Steps", exact=True).wait_for(timeout=120_000)
+    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=180_000)
+    assert page.get_by_role("spinbutton", name="Steps", exact=True).input_value() == "1"
+    assert page.get_by_role("spinbutton", name="Batch (sequences)").input_value() == "1"
+    assert "Runs with: 1 step of 1 sequence of 128 WordPieces" in page.locator("[data-testid='stMain']").inner_text()
+    steps = page.get_by_role("spinbutton", name="Steps", exact=True)
+    steps.fill("1000")  # the page's default: out of the address again
+    steps.press("Enter")
+    page.wait_for_function("() => !new URLSearchParams(location.search).has('pt_steps')", timeout=60_000)
+    _shot(page, "pretrain_settings_after_reload")
+
+
 def test_two_models_b_follows_model_a_through_models_without_a_default(app_url, page):
     """minilm-mlm-nsp (B: minilm, what it was pre-trained from), then minilm and explorer-mini, then minilm-mlm-nsp
     again: in a browser B kept minilm for minilm itself, then stayed empty for minilm-mlm-nsp, whose page said it

@@ -27,10 +27,10 @@ when the user leaves it and comes back (Streamlit's ``persist_state="session"``;
 for the open tab, :func:`kept_table` for an edited table); a kept value that no longer fits (a layer of a
 deeper model) gives the default (:func:`forget_outside` for sliders and number boxes).
 
-A reload of the browser tab is a new session, which none of the above survives. Two choices are also kept in
-the page's address (Streamlit's ``bind="query-params"``): the model picked in the sidebar, and the Ablation
-studio's grid, minutes of choices. A reload keeps the address, and the new session reads them back, each value
-checked against its box's options and bounds (what fits none is ignored).
+A reload of the browser tab is a new session, which none of the above survives. Minutes of choices are also kept
+in the page's address (Streamlit's ``bind="query-params"``): the model picked in the sidebar, the Ablation studio's
+grid, and Pre-train's and Fine-tune's settings (:func:`setting`). A reload keeps the address, and the new session
+reads them back, each value checked against its box's options and bounds (what fits none is ignored).
 """
 from __future__ import annotations
 
@@ -63,6 +63,41 @@ def kept_widget(widget: Callable, label: str, key: str, default: Any = None, *,
     value = widget(label, key=key, **kwargs)
     st.session_state[shadow] = value
     return value if max_chars is None else _within(label, value, max_chars)
+
+
+# The parameter that gives each kind of box its first value (a box not named here takes ``value=``).
+FIRST_VALUE = {"radio": "index", "selectbox": "index", "multiselect": "default"}
+
+
+def setting(widget: Callable, label: str, key: str, default: Any = None, *,
+            valid: Callable[[Any], bool] | None = None, **kwargs) -> Any:
+    """A run's setting (Pre-train's, Fine-tune's: minutes of choices): a kept box, as :func:`kept_widget` draws one,
+    whose value is also in the page's address (Streamlit's ``bind="query-params"``). A reload is a new session; it
+    reads the settings back from the address, each value checked against its box's options and bounds.
+
+    Streamlit leaves out of the address a value equal to the box's own first value, so the page's default is given
+    as that first value (``value=``, ``index=``, ``default=``): given only in the session's state, the box's first
+    value was its first option or its least number, and a choice equal to it (1 step, the first corpus) came back
+    from a reload as the page's default. The box keeps its value for the session when the page is left
+    (``persist_state``), so nothing is set in the state where the user's value already is."""
+    if key in st.session_state and valid is not None and not valid(st.session_state[key]):
+        st.session_state[key] = default
+    name = getattr(widget, "__name__", "")
+    first = FIRST_VALUE.get(name, "value")
+    if default is None:
+        pass  # the box's own first value (no option chosen, an empty box)
+    elif first == "index":
+        options = list(kwargs.get("options", []))
+        if default in options:
+            kwargs["index"] = options.index(default)
+    elif isinstance(kwargs.get("min_value"), float):  # a float box given a whole default: Streamlit refuses mixed
+        kwargs[first] = float(default)
+    else:
+        kwargs[first] = default
+    bind = number_binding(key) if name == "number_input" else "query-params"
+    value = widget(label, key=key, persist_state="session", bind=bind, **kwargs)
+    st.session_state[SHADOW + key] = value
+    return value
 
 
 def text_box(widget: Callable, label: str, value: str = "", *, max_chars: int, **kwargs) -> str:
@@ -173,15 +208,26 @@ def opening_index(key: str, index: int) -> dict:
 
 
 def follow(key: str, default: Any) -> bool:
-    """Start the kept box ``key`` from ``default``, a default that follows another choice (the paper's batch for
-    the task chosen), unless the user set the box: a value still equal to the default it was last given moves to
-    the new one, a value the user gave holds. True where the box holds the user's own value."""
-    given, value = st.session_state.get(FOLLOWED + key), remembered(key)
+    """Start the box ``key`` (kept in the address: ``kept_widget(..., address=True)``) from ``default``, a default
+    that follows another choice (the paper's batch for the task chosen), unless the user set the box: a value still
+    equal to the default it was last given moves to the new one, a value the user gave holds. True where the box
+    holds the user's own value (after a reload, the number the address gives it)."""
+    given = st.session_state.get(FOLLOWED + key, default)
+    value = st.session_state[key] if key in st.session_state else _address_number(key)
     own = value is not None and value != given
-    if not own:
-        st.session_state[key] = st.session_state[SHADOW + key] = default
+    if not own and key in st.session_state and st.session_state[key] != default:
+        st.session_state[key] = default
     st.session_state[FOLLOWED + key] = default
     return own
+
+
+def _address_number(key: str) -> float | None:
+    """The finite number the page's address gives the box ``key``, or None."""
+    try:
+        number = float(st.query_params.get(key, ""))
+    except (ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def remembered(key: str, default: Any = None) -> Any:
