@@ -1337,6 +1337,24 @@ def test_ablation_checkpoints_are_grouped_in_the_sidebar_with_readable_names(run
     assert any(o.startswith("pre-training tiny · MLM+NSP · 80/10/10") for o in inner.options)
     assert any(o.startswith("pre-training tiny · MLM · 80/10/10") for o in inner.options)
     assert not at.exception and str(abl / "pretrain") in inner.value
+    # the pre-training picked inside the group is kept in the page's address with the group: a reload opens it
+    from shared import address_of
+
+    first = inner.value
+    inner.set_value(str(abl / "pretrain" / "77b1e0c2d3ff" / "checkpoints" / "step-2")).run()
+    picked = at.sidebar.selectbox(key="be_model_in_ablation:abl-1").value
+    reloaded = AppTest.from_file("../pages/4_Masked_word_probe.py", default_timeout=120)
+    reloaded.query_params.update(address_of(at))
+    reloaded.run()
+    assert not reloaded.exception and reloaded.sidebar.selectbox(key="be_model_choice").value == "ablation:abl-1"
+    assert reloaded.sidebar.selectbox(key="be_model_in_ablation:abl-1").value == picked != first
+    # and it holds on the other pages, as the model picked does
+    home = AppTest.from_file("../run_app.py", default_timeout=120).run()
+    home.sidebar.selectbox(key="be_model_choice").set_value("ablation:abl-1").run()
+    home.sidebar.selectbox(key="be_model_in_ablation:abl-1").set_value(picked).run()
+    for page in ("pages/3_Inside_one_layer.py", "run_app.py"):
+        home.switch_page(page).run()
+        assert not home.exception and home.sidebar.selectbox(key="be_model_in_ablation:abl-1").value == picked, page
 
 
 # ----- time-lapse ------------------------------------------------------------------------------------------

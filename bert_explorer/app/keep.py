@@ -71,8 +71,9 @@ FIRST_VALUE = {"radio": "index", "selectbox": "index", "multiselect": "default"}
 
 def setting(widget: Callable, label: str, key: str, default: Any = None, *,
             valid: Callable[[Any], bool] | None = None, **kwargs) -> Any:
-    """A run's setting (Pre-train's, Fine-tune's: minutes of choices): a kept box, as :func:`kept_widget` draws one,
-    whose value is also in the page's address (Streamlit's ``bind="query-params"``). A reload is a new session; it
+    """A run's setting (Pre-train's, Fine-tune's: minutes of choices), or a choice that a reload should keep (a
+    pre-training inside an ablation, in the sidebar): a kept box, as :func:`kept_widget` draws one, whose value is
+    also in the page's address (Streamlit's ``bind="query-params"``). A reload is a new session; it
     reads the settings back from the address, each value checked against its box's options and bounds.
 
     Streamlit leaves out of the address a value equal to the box's own first value, so the page's default is given

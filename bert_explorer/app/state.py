@@ -35,7 +35,7 @@ from ..runs.run import UPLOADS_DIR, Run
 from ..train.device import app_threads
 from . import gallery, guard, roles
 from .roles import is_private, mode_sentence, server_address, writes_allowed
-from .keep import kept_widget, remembered
+from .keep import kept_widget, remembered, setting
 
 UPLOADS = UPLOADS_DIR  # checkpoints uploaded as .zip, under the runs folder
 GALLERY = "the paper's BERTs (Hugging Face Hub)…"
@@ -426,9 +426,10 @@ def model_picker(default: str = checkpoint.DEFAULT_MODEL, say_error: bool = True
                         "choose another here to go back.")
     if choice in groups:
         inside = {p: labels[p].split(" ▸ ", 1)[-1] for p in groups[choice]}  # "pre-training tiny · MLM · step 9"
-        choice = kept_widget(st.sidebar.selectbox, f"Pre-training in {choice[len(ABLATION_ENTRY):]}",
-                             f"be_model_in_{choice}", next(iter(inside)), valid=inside.__contains__,
-                             options=list(inside), format_func=inside.get)
+        # in the address too, as the group is: a reload opened the group's first pre-training
+        choice = setting(st.sidebar.selectbox, f"Pre-training in {choice[len(ABLATION_ENTRY):]}",
+                         f"be_model_in_{choice}", next(iter(inside)), valid=inside.__contains__,
+                         options=list(inside), format_func=inside.get)
     st.session_state.pop(gallery.WAITING, None)
     if choice == GALLERY:  # the paper's BERTs: a downloaded one is chosen, another offers its download
         choice = gallery.choose(writes_allowed())
